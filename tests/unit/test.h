@@ -1,0 +1,63 @@
+/* test.h - minimal unit-test harness: TEST(name) registers a test at load time; the runner in
+ * test_main.c runs all (or those whose name contains argv[1]) and ends with "N passed, N failed". */
+#ifndef MXL_TEST_H
+#define MXL_TEST_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef void (*mxl_test_fn)(int *failed);
+void mxl_test_register(const char *name, const char *file, mxl_test_fn fn);
+
+#define TEST(name)                                                                               \
+    static void test_##name(int *mxl_test_failed_);                                              \
+    __attribute__((constructor)) static void register_##name(void) {                            \
+        mxl_test_register(#name, __FILE__, test_##name);                                         \
+    }                                                                                            \
+    static void test_##name(int *mxl_test_failed_)
+
+#define CHECK(cond)                                                                              \
+    do {                                                                                         \
+        if (!(cond)) {                                                                           \
+            fprintf(stderr, "  %s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);           \
+            *mxl_test_failed_ = 1;                                                               \
+        }                                                                                        \
+    } while (0)
+
+#define CHECK_EQ_INT(a, b)                                                                       \
+    do {                                                                                         \
+        long long va_ = (long long)(a), vb_ = (long long)(b);                                    \
+        if (va_ != vb_) {                                                                        \
+            fprintf(stderr, "  %s:%d: CHECK_EQ_INT failed: %s == %lld, %s == %lld\n", __FILE__,  \
+                    __LINE__, #a, va_, #b, vb_);                                                 \
+            *mxl_test_failed_ = 1;                                                               \
+        }                                                                                        \
+    } while (0)
+
+#define CHECK_EQ_STR(a, b)                                                                       \
+    do {                                                                                         \
+        const char *sa_ = (a), *sb_ = (b);                                                       \
+        if (!sa_ || !sb_ || strcmp(sa_, sb_) != 0) {                                             \
+            fprintf(stderr, "  %s:%d: CHECK_EQ_STR failed: %s == \"%s\", %s == \"%s\"\n",       \
+                    __FILE__, __LINE__, #a, sa_ ? sa_ : "(null)", #b, sb_ ? sb_ : "(null)");      \
+            *mxl_test_failed_ = 1;                                                               \
+        }                                                                                        \
+    } while (0)
+
+/* Fails the test and returns from it. */
+#define REQUIRE(cond)                                                                            \
+    do {                                                                                         \
+        if (!(cond)) {                                                                           \
+            fprintf(stderr, "  %s:%d: REQUIRE failed: %s\n", __FILE__, __LINE__, #cond);         \
+            *mxl_test_failed_ = 1;                                                               \
+            return;                                                                              \
+        }                                                                                        \
+    } while (0)
+
+/* Path of the repository root (set by the runner from MXL_REPO_ROOT or the cwd). */
+const char *mxl_test_repo_root(void);
+/* Writes bytes to a fresh temp file and returns its path (static buffer per call index). */
+const char *mxl_test_write_temp(const char *suffix, const void *data, size_t size);
+
+#endif

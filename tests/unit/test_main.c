@@ -1,0 +1,66 @@
+/* test_main.c - runner for the unit tests registered with TEST() (see test.h). */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "test.h"
+
+#define MAX_TESTS 4096
+
+typedef struct entry {
+    const char *name;
+    const char *file;
+    mxl_test_fn fn;
+} entry;
+
+static entry g_tests[MAX_TESTS];
+static int g_n_tests;
+
+void mxl_test_register(const char *name, const char *file, mxl_test_fn fn) {
+    if (g_n_tests >= MAX_TESTS) {
+        fprintf(stderr, "too many tests\n");
+        abort();
+    }
+    g_tests[g_n_tests++] = (entry){name, file, fn};
+}
+
+const char *mxl_test_repo_root(void) {
+    const char *r = getenv("MXL_REPO_ROOT");
+    return r && *r ? r : ".";
+}
+
+const char *mxl_test_write_temp(const char *suffix, const void *data, size_t size) {
+    static char paths[64][256];
+    static int next;
+    char *p = paths[next++ % 64];
+    snprintf(p, 256, "/tmp/mxl_test_XXXXXX%s", suffix ? suffix : "");
+    int fd = mkstemps(p, suffix ? (int)strlen(suffix) : 0);
+    if (fd < 0) {
+        perror("mkstemps");
+        abort();
+    }
+    if (size && write(fd, data, size) != (ssize_t)size) {
+        perror("write");
+        abort();
+    }
+    close(fd);
+    return p;
+}
+
+int main(int argc, char **argv) {
+    const char *filter = argc > 1 ? argv[1] : NULL;
+    int passed = 0, failed = 0;
+    for (int i = 0; i < g_n_tests; i++) {
+        if (filter && !strstr(g_tests[i].name, filter)) continue;
+        int f = 0;
+        g_tests[i].fn(&f);
+        if (f) {
+            failed++;
+            fprintf(stderr, "FAIL %s (%s)\n", g_tests[i].name, g_tests[i].file);
+        } else {
+            passed++;
+            if (getenv("MXL_TEST_VERBOSE")) fprintf(stderr, "ok   %s\n", g_tests[i].name);
+        }
+    }
+    printf("unit: %d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
