@@ -11,7 +11,7 @@ struct mxl_arena_block {
     mxl_arena_block *next;
     size_t cap;
     size_t used;
-    _Alignas(64) unsigned char data[];
+    unsigned char data[];
 };
 
 void mxl_arena_init(mxl_arena *a, size_t block_size) {
@@ -34,7 +34,9 @@ void *mxl_arena_alloc(mxl_arena *a, size_t size, size_t align) {
     MXL_ASSERT(align && (align & (align - 1)) == 0 && align <= 4096);
     mxl_arena_block *b = a->head;
     if (b) {
-        size_t off = (b->used + align - 1) & ~(align - 1);
+        /* align the absolute address: malloc only guarantees 16-byte alignment of data[] */
+        uintptr_t base = (uintptr_t)b->data;
+        size_t off = (size_t)(((base + b->used + align - 1) & ~(uintptr_t)(align - 1)) - base);
         if (off <= b->cap && size <= b->cap - off) {
             b->used = off + size;
             a->total += size;
