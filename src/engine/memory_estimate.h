@@ -1,0 +1,68 @@
+/* memory_estimate.h - pre-load memory estimate: weights + KV cache + allocator headroom against
+ * the memory budget. `mlxcel inspect` prints it; generate --estimate-memory and the server's
+ * startup check will use the same function.
+ *
+ * Terms (bytes):
+ *   weights       sum of tensor sizes from checkpoint metadata (never by loading)
+ *   kv_total      batch x [ full-attention layers x n_tokens + sliding layers x min(n_tokens,
+ *                 window) ] x n_kv_heads x head_dim x (bytes_k + bytes_v)
+ *   headroom      (weights + kv_total) x (factor - 1), factor = MLXCEL_HEADROOM_FACTOR (1.20);
+ *                 a positive factor <= 1.0 turns the term off
+ *   total         weights + kv_total + headroom (+ activations when known)
+ *   budget        MLXCEL_MEMORY_LIMIT when set and non-zero, else MemAvailable
+ * Values the estimator cannot know are reported as unknown (null in JSON), never guessed. */
+#ifndef MXL_ENGINE_MEMORY_ESTIMATE_H
+#define MXL_ENGINE_MEMORY_ESTIMATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "models/config.h"
+
+typedef enum mxl_kv_type {
+    MXL_KV_FP16 = 0,
+    MXL_KV_INT8,
+} mxl_kv_type;
+
+typedef struct mxl_mem_inputs {
+    int64_t max_tokens; /* context length to size the KV cache for */
+    int64_t batch;      /* concurrent sequences */
+    mxl_kv_type kv_k, kv_v;
+    double headroom_factor; /* already validated (see mxl_mem_headroom_factor_from_env) */
+    uint64_t budget_bytes;  /* 0 = unknown */
+    bool budget_from_limit; /* budget came from MLXCEL_MEMORY_LIMIT */
+} mxl_mem_inputs;
+
+typedef struct mxl_mem_estimate {
+    uint64_t weights_bytes;
+    bool has_kv;                 /* false for encoders (no KV cache) */
+    uint64_t kv_bytes_per_token; /* all attention layers, one sequence */
+    uint64_t kv_bytes_total;
+    int64_t n_layers, n_full_layers, n_sliding_layers, sliding_window;
+    int64_t n_kv_heads, head_dim;
+    uint64_t headroom_bytes;
+    uint64_t total_bytes;
+    uint64_t budget_bytes; /* 0 = unknown */
+    bool fits_known;
+    bool fits;
+} mxl_mem_estimate;
+
+const char *mxl_kv_type_name(mxl_kv_type t);
+/* Parses a --cache-type-k/-v / --kv-cache-mode value. fp16 (also f16) and int8 (also q8_0) are
+ * estimated; the spec's TurboQuant modes are refused by name. */
+mxl_status mxl_kv_type_parse(const char *s, mxl_kv_type *out, mxl_error *err);
+/* MLXCEL_HEADROOM_FACTOR: default 1.20; invalid or <= 0 -> default with a warning in *warning. */
+double mxl_mem_headroom_factor_from_env(char *warning, size_t cap);
+/* Parses "96GB", "512MB", "1.5GiB", "123456" (bytes). Returns nonzero when malformed. */
+int mxl_mem_parse_bytes(const char *s, uint64_t *out);
+/* MLXCEL_MEMORY_LIMIT if set and non-zero, else MemAvailable from /proc/meminfo (0 if unknown).
+ * A malformed MLXCEL_MEMORY_LIMIT is an error. */
+mxl_status mxl_mem_budget(uint64_t *out, bool *from_limit, mxl_error *err);
+/* Does the arithmetic; `is_encoder` models have no KV cache. Fails on missing config fields
+ * needed for the KV term (named) or on overflow. */
+mxl_status mxl_mem_estimate_compute(const mxl_model_config *cfg, bool is_encoder,
+                                    uint64_t weights_bytes, const mxl_mem_inputs *in,
+                                    mxl_mem_estimate *out, mxl_error *err);
+
+#endif
