@@ -7,5 +7,9 @@ int mxl_cmd_inspect(int argc, char **argv);
 int mxl_cmd_list(int argc, char **argv);
 int mxl_cmd_rm(int argc, char **argv);
 int mxl_cmd_arch(int argc, char **argv);
+/* developer commands beyond the spec */
+int mxl_cmd_tokenize(int argc, char **argv);
+int mxl_cmd_chat_template(int argc, char **argv);
+int mxl_cmd_bench(int argc, char **argv);
 
 #endif

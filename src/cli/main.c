@@ -34,6 +34,10 @@ static const subcommand k_subcommands[] = {
     {"split-mtp", NULL, NULL, "Split the MTP drafter out of a GLM-4.7-Flash checkpoint"},
     {"prepare-external-ple", NULL, NULL, "Prepare qwen4_exp external PLE storage"},
     {"prepare-expert-stream", NULL, NULL, "Prepare qwen4_exp expert streaming storage"},
+    /* developer commands beyond the spec */
+    {"tokenize", NULL, mxl_cmd_tokenize, "Tokenize text (or --decode ids) with a model's tokenizer"},
+    {"chat-template", NULL, mxl_cmd_chat_template, "Render a chat template for a conversation"},
+    {"bench", NULL, mxl_cmd_bench, "Benchmark kernels (mlxcel bench kernels)"},
 };
 #define N_SUBCOMMANDS (sizeof k_subcommands / sizeof k_subcommands[0])
 
