@@ -16,7 +16,10 @@
  * a multiple of 8); readers of wide types that cannot assume alignment should memcpy.
  *
  * Directory API (mxl_st_model): `model.safetensors.index.json` (its `weight_map`) if present,
- * else `model.safetensors`, else every `*.safetensors` in the directory, sorted by name. */
+ * else `model.safetensors`, else every `*.safetensors` in the directory, sorted by name. With an
+ * index, each shard it names is opened once and every mapped tensor must be in its shard; a
+ * tensor a shard holds but the map does not name is still listed; a name in two files is an
+ * error. */
 #ifndef MXL_IO_SAFETENSORS_H
 #define MXL_IO_SAFETENSORS_H
 
