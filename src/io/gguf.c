@@ -583,11 +583,20 @@ static mxl_status parse_tensor_infos(parser *ps, uint64_t n_tensors) {
         t->dtype = dt;
 
         uint32_t be = k_ggml_types[type].block_elems, bb = k_ggml_types[type].block_bytes;
-        uint64_t numel = 1;
-        for (uint32_t d = 0; d < n_dims; d++)
-            if (mxl_mul_u64(numel, (uint64_t)ne[d], &numel))
+        /* The product of the non-zero dims must fit even when another dim is 0, so absurd
+         * shapes are refused whatever order a consumer multiplies them in. */
+        uint64_t nonzero = 1;
+        bool has_zero = false;
+        for (uint32_t d = 0; d < n_dims; d++) {
+            if (ne[d] == 0) {
+                has_zero = true;
+                continue;
+            }
+            if (mxl_mul_u64(nonzero, (uint64_t)ne[d], &nonzero))
                 return mxl_error_set(ps->err, MXL_ERR_OVERFLOW,
                                      "%s: tensor '%s': element count overflows", g->name, tn);
+        }
+        uint64_t numel = has_zero ? 0 : nonzero;
         /* ggml blocks run along the innermost dimension (ne[0]); a scalar counts as one element */
         uint64_t inner = n_dims ? (uint64_t)ne[0] : 1;
         if (inner % be != 0)

@@ -8,13 +8,19 @@
  *
  *   make build/fuzz/fuzz_gguf
  *   build/fuzz/fuzz_gguf -max_len=4096 tests/fuzz/corpus/gguf */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "io/gguf.h"
 #include "models/config_gguf.h"
 
-#define FUZZ_ASSERT(c) ((c) ? (void)0 : __builtin_trap())
+#define FUZZ_ASSERT(c) ((c) ? (void)0 : fuzz_fail(#c, __LINE__))
+
+static void fuzz_fail(const char *expr, int line) {
+    fprintf(stderr, "fuzz_gguf.c:%d: invariant failed: %s\n", line, expr);
+    abort();
+}
 
 static volatile uint64_t g_sink;
 

@@ -688,6 +688,14 @@ TEST(gguf_tensor_placement_errors) {
     EXPECT_FAIL(&b, MXL_ERR_OVERFLOW, "'big'", "overflows");
     gw_free(&w);
     b_free(&b);
+    /* a zero dim does not excuse an absurd product of the others */
+    gw_init(&w, 3);
+    uint64_t ne_zero[3] = {(uint64_t)1 << 40, (uint64_t)1 << 40, 0};
+    gw_tensor_info(&w, "zero", MXL_GGML_TYPE_F32, 3, ne_zero, 0);
+    gw_finish(&w, &b);
+    EXPECT_FAIL(&b, MXL_ERR_OVERFLOW, "'zero'", "overflows");
+    gw_free(&w);
+    b_free(&b);
     gw_init(&w, 3);
     uint64_t ne_bytes[2] = {(uint64_t)1 << 32, (uint64_t)1 << 30}; /* 2^62 elems x 4 bytes */
     gw_tensor_info(&w, "bytes", MXL_GGML_TYPE_F32, 2, ne_bytes, 0);
