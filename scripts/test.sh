@@ -23,7 +23,7 @@ step "unit tests (release)" build/mlxcel-tests
 step "build (ASan+UBSan)" make -s -j"$(nproc)" asan
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-step "unit tests (ASan+UBSan)" build/asan/mlxcel-tests
+step "unit tests (ASan+UBSan; slow_ real-model parity tests run in the release step)" env MXL_TEST_EXCLUDE=slow_ build/asan/mlxcel-tests
 step "CLI tests (ASan+UBSan binary)" env MLXCEL_BIN="$ROOT/build/asan/mlxcel" .venv/bin/python -m pytest -q tests/cli
 step "fuzz harnesses" scripts/fuzz.sh "${MXL_FUZZ_SECONDS:-30}"
 

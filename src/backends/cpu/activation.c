@@ -1,0 +1,29 @@
+/* activation.c - activation references (activation.h); f32 math from libm. */
+#include "backends/cpu/activation.h"
+
+#include <math.h>
+
+float mxl_cpu_act1(mxl_act a, float x) {
+    switch (a) {
+    case MXL_ACT_SILU: return x / (1.0f + expf(-x));
+    case MXL_ACT_GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case MXL_ACT_GELU_TANH: {
+        const float k = 0.79788456080286536f; /* sqrt(2/pi) */
+        return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+    }
+    case MXL_ACT_RELU2: {
+        float r = x > 0.0f ? x : 0.0f;
+        return r * r;
+    }
+    case MXL_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    }
+    return x;
+}
+
+void mxl_cpu_act(mxl_act a, const float *x, int64_t n, float *y) {
+    for (int64_t i = 0; i < n; i++) y[i] = mxl_cpu_act1(a, x[i]);
+}
+
+void mxl_cpu_glu(mxl_act a, const float *gate, const float *up, int64_t n, float *out) {
+    for (int64_t i = 0; i < n; i++) out[i] = mxl_cpu_act1(a, gate[i]) * up[i];
+}

@@ -1,0 +1,24 @@
+/* activation.h - element-wise activations and gated MLP combinations (plain C references).
+ *   SiLU(x) = x * sigmoid(x); GELU erf: 0.5 x (1 + erf(x/sqrt2)); GELU tanh (HF gelu_pytorch_tanh):
+ *   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); ReLU^2: max(x,0)^2.
+ *   SwiGLU: out = SiLU(gate) * up; GeGLU: out = GELU(gate) * up (tanh or erf form). */
+#ifndef MXL_BACKENDS_CPU_ACTIVATION_H
+#define MXL_BACKENDS_CPU_ACTIVATION_H
+
+#include <stdint.h>
+
+typedef enum mxl_act {
+    MXL_ACT_SILU = 0,
+    MXL_ACT_GELU_ERF,
+    MXL_ACT_GELU_TANH,
+    MXL_ACT_RELU2,
+    MXL_ACT_RELU,
+} mxl_act;
+
+float mxl_cpu_act1(mxl_act a, float x);
+/* y[i] = act(x[i]) (in place allowed). */
+void mxl_cpu_act(mxl_act a, const float *x, int64_t n, float *y);
+/* out[i] = act(gate[i]) * up[i]: SwiGLU with MXL_ACT_SILU, GeGLU with a GELU. out may alias. */
+void mxl_cpu_glu(mxl_act a, const float *gate, const float *up, int64_t n, float *out);
+
+#endif

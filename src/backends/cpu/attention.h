@@ -1,0 +1,44 @@
+/* attention.h - grouped-query attention over a KV cache (f32 or f16), for one query token
+ * (decode) or a block of query tokens (prefill), with causal and sliding-window masks, optional
+ * logit soft-cap (Gemma 2) and per-head attention sinks (gpt-oss).
+ *
+ * Shapes: q [n_q, n_heads, head_dim] (already RoPE'd and not pre-scaled); the cache holds
+ * positions 0..n_kv-1, K and V each [n_kv, row_stride] with head h's vector at
+ * h*head_dim (row_stride >= n_kv_heads*head_dim); query head h reads KV head
+ * h / (n_heads/n_kv_heads). Query token i sits at position q_pos[i]; it sees key position j when
+ * j <= q_pos[i] (causal) and q_pos[i] - j < window (window > 0). out [n_q, n_heads, head_dim].
+ * Per (token, head): s_j = scale * q.k_j, soft-capped, masked, softmax with the sink logit in the
+ * denominator, out = sum_j p_j v_j. (query, head) pairs are split over the pool's threads; the
+ * caller gives scratch of mxl_cpu_attention_scratch_floats() floats. */
+#ifndef MXL_BACKENDS_CPU_ATTENTION_H
+#define MXL_BACKENDS_CPU_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/cpu/cpu_features.h"
+#include "core/dtype.h"
+#include "core/threadpool.h"
+
+typedef struct mxl_attn_params {
+    int n_heads, n_kv_heads, head_dim;
+    float scale;         /* usually 1/sqrt(head_dim) */
+    float softcap;       /* <= 0: none */
+    const float *sinks;  /* [n_heads] sink logits, or NULL */
+    int64_t window;      /* sliding window in positions, 0 = none */
+    int causal;          /* 0 = attend to the whole cache (encoders) */
+} mxl_attn_params;
+
+typedef struct mxl_kv_view {
+    mxl_dtype dtype;     /* F32 or F16 */
+    const void *k, *v;
+    int64_t n_kv;
+    int64_t row_stride;  /* elements between positions */
+} mxl_kv_view;
+
+size_t mxl_cpu_attention_scratch_floats(int64_t n_kv, int n_threads);
+void mxl_cpu_attention(const mxl_attn_params *p, const float *q, int64_t n_q,
+                       const int64_t *q_pos, const mxl_kv_view *kv, float *out, float *scratch,
+                       mxl_threadpool *pool, mxl_cpu_isa isa);
+
+#endif

@@ -1,0 +1,24 @@
+/* dense.h - dot products of f32 activations with dense weight rows (F32, F16, BF16).
+ * Activations stay f32 (no quantization): these are float paths, tested by NMSE against the
+ * reference, which accumulates in one f32 in index order. */
+#ifndef MXL_BACKENDS_CPU_DENSE_H
+#define MXL_BACKENDS_CPU_DENSE_H
+
+#include <stdint.h>
+
+#include "core/dtype.h"
+
+typedef float (*mxl_dense_dot_fn)(int64_t n, const void *w, const float *x);
+
+/* Reference: sum_i float(w[i]) * x[i] for t in {F32, F16, BF16}. */
+float mxl_dense_dot_ref(mxl_dtype t, int64_t n, const void *w, const float *x);
+/* AVX2+FMA+F16C variant for t (any n, tail handled); NULL when unsupported on this build. */
+mxl_dense_dot_fn mxl_dense_dot_avx2_get(mxl_dtype t);
+/* One weight row against four token rows (x + t*x_stride floats): each weight vector is loaded
+ * and converted once for the four tokens. Float path: differs from the 1-token dot only by f32
+ * summation order. NULL when unsupported on this build. */
+typedef void (*mxl_dense_dot4_fn)(int64_t n, const void *w, const float *x, int64_t x_stride,
+                                  float *out);
+mxl_dense_dot4_fn mxl_dense_dot4_avx2_get(mxl_dtype t);
+
+#endif

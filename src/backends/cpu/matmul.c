@@ -1,0 +1,303 @@
+/* matmul.c - dispatch and threading of y = W x (matmul.h).
+ *
+ * Work split: activations are quantized first (tokens split over the pool), then weight rows are
+ * split into contiguous ranges, one range per task (a few tasks per thread for balance). Within a
+ * range, rows are taken in tiles of TILE_ROWS; each tile is multiplied with every token before
+ * moving on, so a tile's weight bytes are read from memory once and reused from cache for all
+ * tokens. */
+#include "backends/cpu/matmul.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "backends/cpu/dense.h"
+#include "backends/cpu/quant_gguf.h"
+
+#define TILE_ROWS 8
+
+int64_t mxl_cpu_weight_row_bytes(const mxl_cpu_weight *W) {
+    if (W->kind == MXL_CPU_W_MLX) return mxl_mlx_row_bytes(W->mlx.bits, W->cols);
+    uint64_t b = 0;
+    if (mxl_dtype_row_bytes(W->dtype, (uint64_t)W->cols, &b)) return -1;
+    return (int64_t)b;
+}
+
+mxl_status mxl_cpu_weight_check(const mxl_cpu_weight *W, const char *name, mxl_error *err) {
+    if (W->rows <= 0 || W->cols <= 0)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: empty weight [%lld, %lld]", name,
+                             (long long)W->rows, (long long)W->cols);
+    switch (W->kind) {
+    case MXL_CPU_W_DENSE:
+        if (W->dtype != MXL_DTYPE_F32 && W->dtype != MXL_DTYPE_F16 && W->dtype != MXL_DTYPE_BF16)
+            return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: dense dtype %s has no CPU matmul",
+                                 name, mxl_dtype_name(W->dtype));
+        return MXL_OK;
+    case MXL_CPU_W_GGUF: {
+        if (!mxl_gguf_quant_supported(W->dtype))
+            return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: %s has no CPU matmul", name,
+                                 mxl_dtype_name(W->dtype));
+        uint64_t b;
+        if (mxl_dtype_row_bytes(W->dtype, (uint64_t)W->cols, &b))
+            return mxl_error_set(err, MXL_ERR_FORMAT,
+                                 "%s: row length %lld is not a whole number of %s blocks", name,
+                                 (long long)W->cols, mxl_dtype_name(W->dtype));
+        return MXL_OK;
+    }
+    case MXL_CPU_W_MLX:
+        if (!mxl_mlx_params_valid(W->mlx.bits, W->mlx.group_size, W->mlx.scale_dtype))
+            return mxl_error_set(err, MXL_ERR_UNSUPPORTED,
+                                 "%s: MLX quantization bits=%d group_size=%d scales %s unsupported",
+                                 name, W->mlx.bits, W->mlx.group_size,
+                                 mxl_dtype_name(W->mlx.scale_dtype));
+        if (W->mlx.rows != W->rows || W->mlx.cols != W->cols || W->cols % W->mlx.group_size)
+            return mxl_error_set(err, MXL_ERR_FORMAT,
+                                 "%s: MLX shape [%lld, %lld] does not fit group size %d", name,
+                                 (long long)W->rows, (long long)W->cols, W->mlx.group_size);
+        return MXL_OK;
+    }
+    return mxl_error_set(err, MXL_ERR_ARG, "%s: bad weight kind", name);
+}
+
+mxl_status mxl_cpu_weight_from_tensor(const mxl_tensor *t, const char *name, mxl_cpu_weight *out,
+                                      mxl_error *err) {
+    if (t->ndim != 2)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: expected a 2-D weight, got %d dimensions",
+                             name, t->ndim);
+    mxl_cpu_weight w = {MXL_CPU_W_DENSE, t->dtype, t->shape[0], t->shape[1], t->data, {0}};
+    if (mxl_gguf_quant_supported(t->dtype)) w.kind = MXL_CPU_W_GGUF;
+    mxl_status st = mxl_cpu_weight_check(&w, name, err);
+    if (st != MXL_OK) return st;
+    uint64_t rb, total;
+    if (mxl_dtype_row_bytes(t->dtype, (uint64_t)w.cols, &rb) || mxl_mul_u64(rb, (uint64_t)w.rows, &total) ||
+        total != t->nbytes)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %llu bytes do not hold [%lld, %lld] %s", name,
+                             (unsigned long long)t->nbytes, (long long)w.rows, (long long)w.cols,
+                             mxl_dtype_name(t->dtype));
+    *out = w;
+    return MXL_OK;
+}
+
+mxl_status mxl_cpu_weight_from_mlx(const mxl_tensor *w, const mxl_tensor *scales,
+                                   const mxl_tensor *biases, int bits, int group_size,
+                                   const char *name, mxl_cpu_weight *out, mxl_error *err) {
+    if (w->ndim != 2 || scales->ndim != 2 || biases->ndim != 2)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: MLX weight, scales and biases must be 2-D", name);
+    if (w->dtype != MXL_DTYPE_U32)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: MLX packed weight must be U32, got %s", name,
+                             mxl_dtype_name(w->dtype));
+    if (scales->dtype != biases->dtype)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: scales are %s but biases %s", name,
+                             mxl_dtype_name(scales->dtype), mxl_dtype_name(biases->dtype));
+    if (!mxl_mlx_params_valid(bits, group_size, scales->dtype))
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED,
+                             "%s: MLX quantization bits=%d group_size=%d scales %s unsupported", name,
+                             bits, group_size, mxl_dtype_name(scales->dtype));
+    int64_t rows = w->shape[0], words = w->shape[1], groups = scales->shape[1];
+    /* every product below is bounded first: shapes come from untrusted headers */
+    int ok = rows > 0 && words > 0 && groups > 0 && groups <= INT64_MAX / 128 &&
+             words <= INT64_MAX / 32 && scales->shape[0] == rows && biases->shape[0] == rows &&
+             biases->shape[1] == groups;
+    int64_t cols = ok ? groups * group_size : 0;
+    ok = ok && cols <= INT64_MAX / 8 && words * 32 == cols * bits;
+    if (!ok)
+        return mxl_error_set(err, MXL_ERR_FORMAT,
+                             "%s: shapes weight [%lld, %lld], scales [%lld, %lld] do not fit bits=%d "
+                             "group_size=%d",
+                             name, (long long)rows, (long long)words, (long long)scales->shape[0],
+                             (long long)groups, bits, group_size);
+    uint64_t wbytes, sbytes;
+    size_t esz = scales->dtype == MXL_DTYPE_F32 ? 4 : 2;
+    if (mxl_mul_u64((uint64_t)rows, (uint64_t)words * 4, &wbytes) ||
+        mxl_mul_u64((uint64_t)rows, (uint64_t)groups * esz, &sbytes) || w->nbytes != wbytes ||
+        scales->nbytes != sbytes || biases->nbytes != sbytes)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor byte sizes do not match their shapes", name);
+    mxl_cpu_weight cw = {MXL_CPU_W_MLX, MXL_DTYPE_U32, rows, cols, NULL,
+                         {bits, group_size, scales->dtype, rows, cols, w->data, scales->data, biases->data}};
+    *out = cw;
+    return MXL_OK;
+}
+
+static mxl_act_kind act_kind(const mxl_cpu_weight *W) {
+    if (W->kind == MXL_CPU_W_MLX) return MXL_ACT_Q8A;
+    if (W->kind == MXL_CPU_W_GGUF) return mxl_gguf_act_kind(W->dtype);
+    return MXL_ACT_F32;
+}
+
+static size_t act_row_bytes(const mxl_cpu_weight *W) {
+    switch (act_kind(W)) {
+    case MXL_ACT_Q8A: return (size_t)(W->cols / 32) * sizeof(mxl_block_q8a);
+    case MXL_ACT_Q8K: return (size_t)(W->cols / 256) * sizeof(mxl_block_q8k);
+    default: return 0;
+    }
+}
+
+size_t mxl_cpu_matmul_scratch_bytes(const mxl_cpu_weight *W, int64_t n_tok) {
+    return act_row_bytes(W) * (size_t)n_tok;
+}
+
+void mxl_cpu_weight_dequant_row(const mxl_cpu_weight *W, int64_t r, float *out) {
+    if (W->kind == MXL_CPU_W_MLX) {
+        mxl_mlx_dequant_row_ref(&W->mlx, r, out);
+        return;
+    }
+    int64_t rb = mxl_cpu_weight_row_bytes(W);
+    mxl_dequant_row_ref(W->dtype, (const uint8_t *)W->data + r * rb, out, W->cols);
+}
+
+typedef struct mm_ctx {
+    const mxl_cpu_weight *W;
+    const float *x;
+    int64_t n_tok;
+    float *y;
+    uint8_t *act;
+    size_t act_stride;
+    int64_t row_bytes;
+    mxl_cpu_isa isa;
+    mxl_vec_dot_fn qdot;        /* GGUF SIMD dot or NULL (reference) */
+    mxl_vec_dot4_fn qdot4;      /* GGUF 4-token SIMD dot or NULL */
+    int mlx4;                   /* MLX 4-token SIMD dot available */
+    mxl_dense_dot_fn ddot;      /* dense SIMD dot or NULL (reference) */
+    mxl_dense_dot4_fn ddot4;    /* dense 4-token SIMD dot or NULL */
+    mxl_gemm4x4_fn g44;         /* 4 rows x 4 tokens micro-kernel or NULL */
+    int mlx44;                  /* MLX 4x4 micro-kernel available */
+} mm_ctx;
+
+static void quant_task(void *vctx, int task, int n_tasks, int thread_index) {
+    (void)thread_index;
+    mm_ctx *c = vctx;
+    int64_t t0 = c->n_tok * task / n_tasks, t1 = c->n_tok * (task + 1) / n_tasks;
+    mxl_act_kind k = act_kind(c->W);
+    for (int64_t t = t0; t < t1; t++) {
+        const float *xt = c->x + t * c->W->cols;
+        void *dst = c->act + (size_t)t * c->act_stride;
+        if (k == MXL_ACT_Q8A) {
+            if (c->isa >= MXL_CPU_ISA_AVX2) mxl_quant_q8a_avx2(xt, dst, c->W->cols);
+            else mxl_quant_q8a_ref(xt, dst, c->W->cols);
+        } else {
+            mxl_quant_q8k_ref(xt, dst, c->W->cols);
+        }
+    }
+}
+
+static inline float dot_row(const mm_ctx *c, int64_t r, int64_t t) {
+    const mxl_cpu_weight *W = c->W;
+    switch (W->kind) {
+    case MXL_CPU_W_DENSE: {
+        const void *w = (const uint8_t *)W->data + r * c->row_bytes;
+        const float *xt = c->x + t * W->cols;
+        return c->ddot ? c->ddot(W->cols, w, xt) : mxl_dense_dot_ref(W->dtype, W->cols, w, xt);
+    }
+    case MXL_CPU_W_GGUF: {
+        const void *w = (const uint8_t *)W->data + r * c->row_bytes;
+        const void *a = c->act + (size_t)t * c->act_stride;
+        return c->qdot ? c->qdot(W->cols, w, a) : mxl_vec_dot_ref(W->dtype, W->cols, w, a);
+    }
+    default: {
+        const mxl_block_q8a *a = (const mxl_block_q8a *)(c->act + (size_t)t * c->act_stride);
+        return c->isa >= MXL_CPU_ISA_AVX2 ? mxl_mlx_vec_dot_avx2(&W->mlx, r, a)
+                                          : mxl_mlx_vec_dot_ref(&W->mlx, r, a);
+    }
+    }
+}
+
+static void rows_task(void *vctx, int task, int n_tasks, int thread_index) {
+    (void)thread_index;
+    mm_ctx *c = vctx;
+    int64_t rows = c->W->rows;
+    /* whole tiles per task, so only the matrix's last tile can be partial */
+    int64_t n_tiles = (rows + TILE_ROWS - 1) / TILE_ROWS;
+    int64_t r0 = n_tiles * task / n_tasks * TILE_ROWS;
+    int64_t r1 = n_tiles * (task + 1) / n_tasks * TILE_ROWS;
+    if (r1 > rows) r1 = rows;
+    for (int64_t rt = r0; rt < r1; rt += TILE_ROWS) {
+        int64_t re = rt + TILE_ROWS < r1 ? rt + TILE_ROWS : r1;
+        int64_t t = 0;
+        if ((c->g44 || c->mlx44) && re - rt == TILE_ROWS) { /* 4x4 micro-kernel, row quads */
+            for (; t + 4 <= c->n_tok; t += 4)
+                for (int64_t r = rt; r < re; r += 4) {
+                    const void *a = c->act + (size_t)t * c->act_stride;
+                    if (c->g44)
+                        c->g44(c->W->cols, (const uint8_t *)c->W->data + r * c->row_bytes,
+                               (size_t)c->row_bytes, a, c->act_stride, c->y + t * rows + r, rows);
+                    else
+                        mxl_mlx_gemm4x4_avx512(&c->W->mlx, r, a, c->act_stride, c->y + t * rows + r, rows);
+                }
+        }
+        if (c->qdot4 || c->mlx4 || c->ddot4) { /* four tokens per pass over the tile's weights */
+            for (; t + 4 <= c->n_tok; t += 4) {
+                const void *a = c->act ? c->act + (size_t)t * c->act_stride : NULL;
+                for (int64_t r = rt; r < re; r++) {
+                    float o[4];
+                    if (c->ddot4)
+                        c->ddot4(c->W->cols, (const uint8_t *)c->W->data + r * c->row_bytes,
+                                 c->x + t * c->W->cols, c->W->cols, o);
+                    else if (c->qdot4)
+                        c->qdot4(c->W->cols, (const uint8_t *)c->W->data + r * c->row_bytes, a,
+                                 c->act_stride, o);
+                    else
+                        mxl_mlx_vec_dot4_avx2(&c->W->mlx, r, a, c->act_stride, o);
+                    for (int k = 0; k < 4; k++) c->y[(t + k) * rows + r] = o[k];
+                }
+            }
+        }
+        for (; t < c->n_tok; t++) {
+            float *yt = c->y + t * rows;
+            for (int64_t r = rt; r < re; r++) yt[r] = dot_row(c, r, t);
+        }
+    }
+}
+
+void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
+                        void *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
+    if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
+    mm_ctx c = {W, x, n_tok, y, scratch, act_row_bytes(W), 0, isa, 0, 0, 0, 0, 0, 0, 0};
+    if (W->kind != MXL_CPU_W_MLX) c.row_bytes = mxl_cpu_weight_row_bytes(W);
+    if (isa >= MXL_CPU_ISA_AVX2) {
+        if (W->kind == MXL_CPU_W_GGUF) {
+            c.qdot = mxl_vec_dot_avx2_get(W->dtype);
+            c.qdot4 = mxl_vec_dot4_avx2_get(W->dtype);
+            if (isa >= MXL_CPU_ISA_AVX512VNNI) c.g44 = mxl_gemm4x4_avx512_get(W->dtype);
+        }
+        if (W->kind == MXL_CPU_W_MLX) {
+            c.mlx4 = 1;
+            c.mlx44 = isa >= MXL_CPU_ISA_AVX512VNNI && mxl_mlx_gemm4x4_avx512_supported(W->mlx.bits);
+        }
+        if (W->kind == MXL_CPU_W_DENSE) {
+            c.ddot = mxl_dense_dot_avx2_get(W->dtype);
+            c.ddot4 = mxl_dense_dot4_avx2_get(W->dtype);
+        }
+    }
+    int nth = pool ? mxl_threadpool_size(pool) : 1;
+    if (act_kind(W) != MXL_ACT_F32) {
+        MXL_ASSERT(scratch != NULL);
+        int qt = n_tok < nth ? (int)n_tok : nth;
+        if (pool && qt > 1) mxl_threadpool_run(pool, qt, quant_task, &c);
+        else quant_task(&c, 0, 1, 0);
+    }
+    /* a few tasks per thread for balance, but keep tiles whole where rows allow */
+    int64_t n_tasks = nth == 1 ? 1 : (int64_t)nth * 4;
+    if (n_tasks > (W->rows + TILE_ROWS - 1) / TILE_ROWS) n_tasks = (W->rows + TILE_ROWS - 1) / TILE_ROWS;
+    if (n_tasks < 1) n_tasks = 1;
+    if (pool && n_tasks > 1) mxl_threadpool_run(pool, (int)n_tasks, rows_task, &c);
+    else rows_task(&c, 0, 1, 0);
+}
+
+void mxl_cpu_matmul(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
+                    void *scratch, mxl_threadpool *pool) {
+    mxl_cpu_matmul_isa(W, x, n_tok, y, scratch, pool, mxl_cpu_isa_detect());
+}
+
+void mxl_cpu_matmul_f32_ref(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y) {
+    float *row = malloc((size_t)W->cols * sizeof(float));
+    MXL_ASSERT(row != NULL);
+    for (int64_t r = 0; r < W->rows; r++) {
+        mxl_cpu_weight_dequant_row(W, r, row);
+        for (int64_t t = 0; t < n_tok; t++) {
+            const float *xt = x + t * W->cols;
+            float acc = 0.0f;
+            for (int64_t i = 0; i < W->cols; i++) acc += row[i] * xt[i];
+            y[t * W->rows + r] = acc;
+        }
+    }
+    free(row);
+}

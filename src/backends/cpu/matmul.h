@@ -1,0 +1,74 @@
+/* matmul.h - y = W x for one or a few hundred tokens on the CPU, any weight format we load.
+ *
+ * W is [rows, cols] (out x in), row-major, in one of: dense F32/F16/BF16, a GGUF block format
+ * (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K) or MLX affine (quant_mlx.h). x is f32
+ * [n_tok, cols], y is f32 [n_tok, rows]. Quantized weights are multiplied against activations
+ * quantized on the fly to int8 (q8a blocks of 32 for the 32-element formats and MLX, Q8_K blocks
+ * of 256 for the K-quants), as ggml-cpu does; dense weights use f32 activations.
+ * The caller supplies scratch memory (mxl_cpu_matmul_scratch_bytes) so the decode path does not
+ * allocate. Rows are split over the thread pool's threads (NULL pool: the caller's thread).
+ * Kernel choice per weight tile (8 rows): the AVX-512 VNNI 4x4 micro-kernel (Q8_0, Q4_0) for
+ * groups of 4 tokens, else the AVX2 4-token kernels (every quantized and dense format), else the
+ * 1-token dots; a CPU without AVX2 runs the scalar references. */
+#ifndef MXL_BACKENDS_CPU_MATMUL_H
+#define MXL_BACKENDS_CPU_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/cpu/cpu_features.h"
+#include "backends/cpu/quant_mlx.h"
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "core/threadpool.h"
+
+typedef enum mxl_cpu_wkind {
+    MXL_CPU_W_DENSE = 0, /* dtype F32 / F16 / BF16 */
+    MXL_CPU_W_GGUF,      /* dtype a ggml block format */
+    MXL_CPU_W_MLX        /* mlx describes it; dtype ignored */
+} mxl_cpu_wkind;
+
+typedef struct mxl_cpu_weight {
+    mxl_cpu_wkind kind;
+    mxl_dtype dtype;
+    int64_t rows, cols;
+    const void *data;    /* DENSE / GGUF: rows consecutive rows */
+    mxl_mlx_qweight mlx; /* MLX (rows/cols must equal the fields above) */
+} mxl_cpu_weight;
+
+/* Checks that the format is one we run and the shape fits it (cols whole blocks / groups).
+ * The message names `name`. */
+mxl_status mxl_cpu_weight_check(const mxl_cpu_weight *W, const char *name, mxl_error *err);
+/* Views a 2-D tensor [rows, cols] (dense F32/F16/BF16 or a GGUF block format) as a weight;
+ * refuses other dtypes, other ranks and byte sizes that do not match, naming `name`. */
+mxl_status mxl_cpu_weight_from_tensor(const mxl_tensor *t, const char *name, mxl_cpu_weight *out,
+                                      mxl_error *err);
+/* MLX affine weight from its three tensors: w U32 [rows, cols*bits/32], scales and biases
+ * [rows, cols/group_size] in one float dtype. A declared bits/group_size that does not fit the
+ * shapes is refused by name (DESIGN.md: check declared bits against tensor shapes). */
+mxl_status mxl_cpu_weight_from_mlx(const mxl_tensor *w, const mxl_tensor *scales,
+                                   const mxl_tensor *biases, int bits, int group_size,
+                                   const char *name, mxl_cpu_weight *out, mxl_error *err);
+
+/* Bytes of one row of W's storage (DENSE/GGUF; for MLX the packed codes). */
+int64_t mxl_cpu_weight_row_bytes(const mxl_cpu_weight *W);
+
+/* Scratch bytes mxl_cpu_matmul needs for n_tok tokens (0 for dense weights). */
+size_t mxl_cpu_matmul_scratch_bytes(const mxl_cpu_weight *W, int64_t n_tok);
+
+/* y[t][r] = sum_c W[r][c] * x[t][c], t < n_tok, r < rows, with the best kernels for this CPU. */
+void mxl_cpu_matmul(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
+                    void *scratch, mxl_threadpool *pool);
+/* Same with an explicit instruction-set level (capped at what the CPU has): tests compare the
+ * variants, the benchmark reports them. */
+void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
+                        void *scratch, mxl_threadpool *pool, mxl_cpu_isa isa);
+/* Plain f32 reference: dequantize each row (reference dequantization) and dot in f32, no
+ * activation quantization. The accuracy yardstick for the quantized-activation paths. */
+void mxl_cpu_matmul_f32_ref(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y);
+
+/* Dequantize row r of W to f32 (any format; reference kernels). */
+void mxl_cpu_weight_dequant_row(const mxl_cpu_weight *W, int64_t r, float *out);
+
+#endif

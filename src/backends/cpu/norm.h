@@ -1,0 +1,15 @@
+/* norm.h - RMSNorm and LayerNorm over one row (plain C; these are bandwidth-trivial next to the
+ * matmuls). Statistics are accumulated in double so long rows stay accurate.
+ *   RMSNorm:  y = x / sqrt(mean(x^2) + eps) * w           (Llama, Mistral, Qwen, ...)
+ *   Gemma:    y = x / sqrt(mean(x^2) + eps) * (1 + w)     (plus_one = 1; HF GemmaRMSNorm)
+ *   LayerNorm: y = (x - mean) / sqrt(var + eps) * w + b   (biased variance, as torch)
+ * w and b may be NULL (no affine part). x and y may alias. */
+#ifndef MXL_BACKENDS_CPU_NORM_H
+#define MXL_BACKENDS_CPU_NORM_H
+
+#include <stdint.h>
+
+void mxl_cpu_rmsnorm(const float *x, const float *w, int64_t n, float eps, int plus_one, float *y);
+void mxl_cpu_layernorm(const float *x, const float *w, const float *b, int64_t n, float eps, float *y);
+
+#endif

@@ -1,0 +1,140 @@
+/* quant_gguf.h - ggml block formats (layouts of ggml-common.h) and their CPU kernels.
+ *
+ * Weights stay in their GGUF bytes; a row of n elements is n / block_elems consecutive blocks.
+ * Two families of kernels:
+ *   - dequantization of a row to f32 (the plain reference, bit-exact with the PyPI `gguf`
+ *     package's gguf.quants.dequantize, which does the same f32 operations in the same order);
+ *   - fused dot products of a weight row with activations quantized on the fly, as ggml-cpu does:
+ *     32-element formats (Q4_0/Q4_1/Q5_0/Q5_1/Q8_0) dot against mxl_block_q8a (int8 + f32 scale +
+ *     f32 scaled sum), the K-quants against mxl_block_q8k (ggml's Q8_K: 256 int8, f32 scale,
+ *     16 partial sums). The integer part of each block product is exact in every variant; only
+ *     the order of the f32 accumulation across blocks differs between variants.
+ *
+ * The struct layouts are the on-disk layouts (packed by construction: every member is a byte
+ * array or a 2-byte half at an even offset), so a row pointer into a mapped GGUF file can be cast
+ * to a block array. Block sizes are static-asserted against ggml's. */
+#ifndef MXL_BACKENDS_CPU_QUANT_GGUF_H
+#define MXL_BACKENDS_CPU_QUANT_GGUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/dtype.h"
+
+#define MXL_QK 32   /* elements per block of the 32-element formats */
+#define MXL_QK_K 256 /* elements per super-block of the K-quants */
+
+typedef struct { uint16_t d; uint8_t qs[16]; } mxl_block_q4_0;                   /* 18 B */
+typedef struct { uint16_t d, m; uint8_t qs[16]; } mxl_block_q4_1;                /* 20 B */
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; } mxl_block_q5_0;    /* 22 B */
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; } mxl_block_q5_1; /* 24 B */
+typedef struct { uint16_t d; int8_t qs[32]; } mxl_block_q8_0;                    /* 34 B */
+typedef struct { uint8_t scales[16]; uint8_t qs[64]; uint16_t d, dmin; } mxl_block_q2_k; /* 84 */
+typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t d; } mxl_block_q3_k; /* 110 */
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; } mxl_block_q4_k; /* 144 */
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } mxl_block_q5_k; /* 176 */
+typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; } mxl_block_q6_k; /* 210 */
+
+/* Activation blocks (ours, in memory only). q8a: x[i] ~= d * qs[i]; s = d * sum(qs) (used by the
+ * formats with an offset term: Q4_1, Q5_1 and MLX affine). q8k: ggml's Q8_K, x[i] ~= d * qs[i],
+ * bsums[j] = sum of qs[16j .. 16j+15]. */
+typedef struct { float d; float s; int8_t qs[32]; } mxl_block_q8a;                /* 40 B */
+typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } mxl_block_q8k;     /* 292 B */
+
+_Static_assert(sizeof(mxl_block_q4_0) == 18, "q4_0");
+_Static_assert(sizeof(mxl_block_q4_1) == 20, "q4_1");
+_Static_assert(sizeof(mxl_block_q5_0) == 22, "q5_0");
+_Static_assert(sizeof(mxl_block_q5_1) == 24, "q5_1");
+_Static_assert(sizeof(mxl_block_q8_0) == 34, "q8_0");
+_Static_assert(sizeof(mxl_block_q2_k) == 84, "q2_k");
+_Static_assert(sizeof(mxl_block_q3_k) == 110, "q3_k");
+_Static_assert(sizeof(mxl_block_q4_k) == 144, "q4_k");
+_Static_assert(sizeof(mxl_block_q5_k) == 176, "q5_k");
+_Static_assert(sizeof(mxl_block_q6_k) == 210, "q6_k");
+_Static_assert(sizeof(mxl_block_q8k) == 292, "q8_k");
+
+/* Exact IEEE half -> float without libm (subnormals via an exact float multiply). */
+static inline float mxl_h2f(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    uint32_t bits;
+    float f;
+    if (exp == 0) {
+        f = (float)mant * 5.9604644775390625e-08f; /* 2^-24, exact */
+        memcpy(&bits, &f, 4);
+        bits |= sign;
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (mant << 13);
+    } else {
+        bits = sign | ((exp + 112u) << 23) | (mant << 13);
+    }
+    memcpy(&f, &bits, 4);
+    return f;
+}
+static inline float mxl_bf2f(uint16_t b) {
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* Element i of an F32 / F16 / BF16 row that need not be aligned. */
+static inline float mxl_dense_elem(mxl_dtype t, const void *w, int64_t i) {
+    if (t == MXL_DTYPE_F32) {
+        float f;
+        memcpy(&f, (const char *)w + 4 * i, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, (const char *)w + 2 * i, 2);
+    return t == MXL_DTYPE_F16 ? mxl_h2f(h) : mxl_bf2f(h);
+}
+
+/* Which activation block a weight format's fused dot consumes. */
+typedef enum mxl_act_kind { MXL_ACT_F32 = 0, MXL_ACT_Q8A, MXL_ACT_Q8K } mxl_act_kind;
+
+/* True for the GGUF block formats with kernels here (Q4_0..Q8_0, Q2_K..Q6_K). */
+int mxl_gguf_quant_supported(mxl_dtype t);
+mxl_act_kind mxl_gguf_act_kind(mxl_dtype t);
+
+/* Reference dequantization of n elements (n a multiple of the block size) starting at src. Also
+ * accepts F32/F16/BF16. */
+void mxl_dequant_row_ref(mxl_dtype t, const void *src, float *dst, int64_t n);
+
+/* Activation quantization (reference; n a multiple of 32 resp. 256). Round to nearest, ties away
+ * from zero, d = max|x| / 127 as ggml's quantize_row_q8_0/q8_K do (q8k: d = max / -127 with the
+ * sign of the largest-magnitude value, as ggml). */
+void mxl_quant_q8a_ref(const float *x, mxl_block_q8a *y, int64_t n);
+void mxl_quant_q8k_ref(const float *x, mxl_block_q8k *y, int64_t n);
+
+/* (d*xd)*sumi - (dmin*xd)*summ: the per-super-block combination every K-quant dot variant uses.
+ * Out of line (quant_gguf_ref.c, compiled without FMA) and written as separate statements, so
+ * every variant gets the same bits whatever contraction the caller's compiler mode allows. */
+float mxl_kq_combine(float d, float dmin, float xd, int sumi, int summ);
+
+/* Reference fused dots: weight row (n elements) . activation blocks. */
+float mxl_vec_dot_ref(mxl_dtype t, int64_t n, const void *w, const void *xq);
+
+/* AVX2+FMA variants (compiled with target attributes; call only when the CPU has them). Return 0
+ * when the format has no AVX2 dot (the caller then uses the reference). */
+typedef float (*mxl_vec_dot_fn)(int64_t n, const void *w, const void *xq);
+mxl_vec_dot_fn mxl_vec_dot_avx2_get(mxl_dtype t);
+/* Four tokens at once (prefill): out[t] = dot(w, activation row t) for t < 4, activation row t
+ * at (const char *)xq + t * xstride. Each weight block is decoded once for the four tokens; per
+ * token the operations are those of the 1-token AVX2 dot, in the same order, so the results are
+ * bit-identical to it. NULL when the format has no 4-token kernel. */
+typedef void (*mxl_vec_dot4_fn)(int64_t n, const void *w, const void *xq, size_t xstride,
+                                float *out);
+mxl_vec_dot4_fn mxl_vec_dot4_avx2_get(mxl_dtype t);
+void mxl_quant_q8a_avx2(const float *x, mxl_block_q8a *y, int64_t n);
+
+/* AVX-512 VNNI prefill micro-kernel (quant_gguf_avx512.c): 4 weight rows (row r at
+ * (const char *)w + r*w_row_bytes) x 4 tokens (activation row t at xq + t*xstride), writing
+ * y[t*y_stride + r]. Float path (f32 order differs from the reference). NULL for formats
+ * without one (Q8_0 and Q4_0 have one). Call only when the CPU has AVX-512 F/BW/VL + VNNI. */
+typedef void (*mxl_gemm4x4_fn)(int64_t n, const void *w, size_t w_row_bytes, const void *xq,
+                               size_t xstride, float *y, int64_t y_stride);
+mxl_gemm4x4_fn mxl_gemm4x4_avx512_get(mxl_dtype t);
+
+#endif

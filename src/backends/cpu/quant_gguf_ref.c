@@ -1,0 +1,430 @@
+/* quant_gguf_ref.c - plain scalar reference kernels for the ggml block formats (quant_gguf.h).
+ *
+ * Dequantization does exactly the f32 operations of the PyPI gguf package's dequantize_blocks
+ * (and of ggml's dequantize_row_*): e.g. Q4_K: (d*sc) * q - (dmin*m), so the results agree bit
+ * for bit. The fused dots follow ggml-cpu's generic vec_dot_*_q8_*: exact integer sums per block,
+ * one f32 multiply-add per block. */
+#include <math.h>
+
+#include "backends/cpu/quant_gguf.h"
+#include "core/status.h"
+
+int mxl_gguf_quant_supported(mxl_dtype t) {
+    switch (t) {
+    case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q4_1: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q5_1:
+    case MXL_DTYPE_Q8_0: case MXL_DTYPE_Q2_K: case MXL_DTYPE_Q3_K: case MXL_DTYPE_Q4_K:
+    case MXL_DTYPE_Q5_K: case MXL_DTYPE_Q6_K:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+mxl_act_kind mxl_gguf_act_kind(mxl_dtype t) {
+    switch (t) {
+    case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q4_1: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q5_1:
+    case MXL_DTYPE_Q8_0:
+        return MXL_ACT_Q8A;
+    case MXL_DTYPE_Q2_K: case MXL_DTYPE_Q3_K: case MXL_DTYPE_Q4_K: case MXL_DTYPE_Q5_K:
+    case MXL_DTYPE_Q6_K:
+        return MXL_ACT_Q8K;
+    default:
+        return MXL_ACT_F32;
+    }
+}
+
+/* 6-bit scale and min j (0..7) of a Q4_K/Q5_K super-block (ggml's get_scale_min_k4). */
+static inline void scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+/* Signed 6-bit scale i (0..15) of a Q3_K super-block, minus 32. */
+static inline int q3k_scale(const uint8_t *s, int i) {
+    int lo = i < 8 ? (s[i] & 0xF) : (s[i - 8] >> 4);
+    int hi = (s[8 + (i % 4)] >> (2 * (i / 4))) & 3;
+    return (lo | (hi << 4)) - 32;
+}
+
+/* Quantized values of one block as small ints, shared by dequant and the dots. */
+static void q4_0_vals(const mxl_block_q4_0 *b, int *q) {
+    for (int j = 0; j < 16; j++) {
+        q[j] = (b->qs[j] & 0xF) - 8;
+        q[j + 16] = (b->qs[j] >> 4) - 8;
+    }
+}
+static void q4_1_vals(const mxl_block_q4_1 *b, int *q) {
+    for (int j = 0; j < 16; j++) {
+        q[j] = b->qs[j] & 0xF;
+        q[j + 16] = b->qs[j] >> 4;
+    }
+}
+static void q5_vals(const uint8_t *qh4, const uint8_t *qs, int offset, int *q) {
+    uint32_t qh = (uint32_t)qh4[0] | (uint32_t)qh4[1] << 8 | (uint32_t)qh4[2] << 16 |
+                  (uint32_t)qh4[3] << 24;
+    for (int j = 0; j < 16; j++) {
+        q[j] = (int)((qs[j] & 0xF) | (((qh >> j) & 1) << 4)) - offset;
+        q[j + 16] = (int)((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - offset;
+    }
+}
+/* Q2_K / Q3_K low 2 bits of element e (0..255). */
+static inline int k2bits(const uint8_t *qs, int e) {
+    return (qs[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+}
+static void q2_k_vals(const mxl_block_q2_k *b, int *q) {
+    for (int e = 0; e < 256; e++) q[e] = k2bits(b->qs, e);
+}
+static void q3_k_vals(const mxl_block_q3_k *b, int *q) {
+    for (int e = 0; e < 256; e++)
+        q[e] = k2bits(b->qs, e) - (((b->hmask[e % 32] >> (e / 32)) & 1) ? 0 : 4);
+}
+static void q4_k_vals(const mxl_block_q4_k *b, int *q) {
+    for (int e = 0; e < 256; e++) {
+        int j = e / 32;
+        q[e] = (b->qs[(j / 2) * 32 + e % 32] >> (4 * (j % 2))) & 0xF;
+    }
+}
+static void q5_k_vals(const mxl_block_q5_k *b, int *q) {
+    for (int e = 0; e < 256; e++) {
+        int j = e / 32;
+        int lo = (b->qs[(j / 2) * 32 + e % 32] >> (4 * (j % 2))) & 0xF;
+        q[e] = lo | (((b->qh[e % 32] >> j) & 1) << 4);
+    }
+}
+static void q6_k_vals(const mxl_block_q6_k *b, int *q) {
+    for (int e = 0; e < 256; e++) {
+        int h = e / 128, r = e % 128;
+        int lo = (b->ql[h * 64 + r % 64] >> (4 * (r / 64))) & 0xF;
+        int hi = (b->qh[h * 32 + r % 32] >> (2 * (r / 32))) & 3;
+        q[e] = (lo | (hi << 4)) - 32;
+    }
+}
+
+void mxl_dequant_row_ref(mxl_dtype t, const void *src, float *y, int64_t n) {
+    int q[256];
+    switch (t) {
+    case MXL_DTYPE_F32:
+        memcpy(y, src, (size_t)n * 4);
+        return;
+    case MXL_DTYPE_F16:
+    case MXL_DTYPE_BF16:
+        for (int64_t i = 0; i < n; i++) y[i] = mxl_dense_elem(t, src, i);
+        return;
+    case MXL_DTYPE_Q4_0: {
+        const mxl_block_q4_0 *b = src;
+        for (int64_t i = 0; i < n / 32; i++, y += 32) {
+            float d = mxl_h2f(b[i].d);
+            q4_0_vals(&b[i], q);
+            for (int j = 0; j < 32; j++) y[j] = d * (float)q[j];
+        }
+        return;
+    }
+    case MXL_DTYPE_Q4_1: {
+        const mxl_block_q4_1 *b = src;
+        for (int64_t i = 0; i < n / 32; i++, y += 32) {
+            float d = mxl_h2f(b[i].d), m = mxl_h2f(b[i].m);
+            q4_1_vals(&b[i], q);
+            for (int j = 0; j < 32; j++) {
+                float prod = d * (float)q[j];
+                y[j] = prod + m;
+            }
+        }
+        return;
+    }
+    case MXL_DTYPE_Q5_0: {
+        const mxl_block_q5_0 *b = src;
+        for (int64_t i = 0; i < n / 32; i++, y += 32) {
+            float d = mxl_h2f(b[i].d);
+            q5_vals(b[i].qh, b[i].qs, 16, q);
+            for (int j = 0; j < 32; j++) y[j] = d * (float)q[j];
+        }
+        return;
+    }
+    case MXL_DTYPE_Q5_1: {
+        const mxl_block_q5_1 *b = src;
+        for (int64_t i = 0; i < n / 32; i++, y += 32) {
+            float d = mxl_h2f(b[i].d), m = mxl_h2f(b[i].m);
+            q5_vals(b[i].qh, b[i].qs, 0, q);
+            for (int j = 0; j < 32; j++) {
+                float prod = d * (float)q[j];
+                y[j] = prod + m;
+            }
+        }
+        return;
+    }
+    case MXL_DTYPE_Q8_0: {
+        const mxl_block_q8_0 *b = src;
+        for (int64_t i = 0; i < n / 32; i++, y += 32) {
+            float d = mxl_h2f(b[i].d);
+            for (int j = 0; j < 32; j++) y[j] = (float)b[i].qs[j] * d;
+        }
+        return;
+    }
+    case MXL_DTYPE_Q2_K: {
+        const mxl_block_q2_k *b = src;
+        for (int64_t i = 0; i < n / 256; i++, y += 256) {
+            float d = mxl_h2f(b[i].d), dmin = mxl_h2f(b[i].dmin);
+            q2_k_vals(&b[i], q);
+            for (int e = 0; e < 256; e++) {
+                uint8_t sc = b[i].scales[e / 16];
+                float dl = d * (float)(sc & 0xF), ml = dmin * (float)(sc >> 4);
+                float prod = dl * (float)q[e];
+                y[e] = prod - ml;
+            }
+        }
+        return;
+    }
+    case MXL_DTYPE_Q3_K: {
+        const mxl_block_q3_k *b = src;
+        for (int64_t i = 0; i < n / 256; i++, y += 256) {
+            float d = mxl_h2f(b[i].d);
+            q3_k_vals(&b[i], q);
+            for (int e = 0; e < 256; e++) {
+                float dl = d * (float)q3k_scale(b[i].scales, e / 16);
+                y[e] = dl * (float)q[e];
+            }
+        }
+        return;
+    }
+    case MXL_DTYPE_Q4_K: {
+        const mxl_block_q4_k *b = src;
+        for (int64_t i = 0; i < n / 256; i++, y += 256) {
+            float d = mxl_h2f(b[i].d), dmin = mxl_h2f(b[i].dmin);
+            q4_k_vals(&b[i], q);
+            for (int j = 0; j < 8; j++) {
+                uint8_t sc, m;
+                scale_min_k4(j, b[i].scales, &sc, &m);
+                float d1 = d * (float)sc, m1 = dmin * (float)m;
+                for (int l = 0; l < 32; l++) {
+                    float prod = d1 * (float)q[j * 32 + l];
+                    y[j * 32 + l] = prod - m1;
+                }
+            }
+        }
+        return;
+    }
+    case MXL_DTYPE_Q5_K: {
+        const mxl_block_q5_k *b = src;
+        for (int64_t i = 0; i < n / 256; i++, y += 256) {
+            float d = mxl_h2f(b[i].d), dmin = mxl_h2f(b[i].dmin);
+            q5_k_vals(&b[i], q);
+            for (int j = 0; j < 8; j++) {
+                uint8_t sc, m;
+                scale_min_k4(j, b[i].scales, &sc, &m);
+                float d1 = d * (float)sc, m1 = dmin * (float)m;
+                for (int l = 0; l < 32; l++) {
+                    float prod = d1 * (float)q[j * 32 + l];
+                    y[j * 32 + l] = prod - m1;
+                }
+            }
+        }
+        return;
+    }
+    case MXL_DTYPE_Q6_K: {
+        const mxl_block_q6_k *b = src;
+        for (int64_t i = 0; i < n / 256; i++, y += 256) {
+            float d = mxl_h2f(b[i].d);
+            q6_k_vals(&b[i], q);
+            for (int e = 0; e < 256; e++) {
+                float dl = d * (float)b[i].scales[e / 16];
+                y[e] = dl * (float)q[e];
+            }
+        }
+        return;
+    }
+    default:
+        MXL_ASSERT(!"mxl_dequant_row_ref: unsupported dtype");
+    }
+}
+
+float mxl_kq_combine(float d, float dmin, float xd, int sumi, int summ) {
+    float a = d * xd;
+    a = a * (float)sumi;
+    float b = dmin * xd;
+    b = b * (float)summ;
+    return a - b;
+}
+
+/* Round to nearest, ties to even (what _mm256_round_ps / cvtps does), so the SIMD quantizers can
+ * reproduce the reference exactly. */
+static inline int round_even(float v) { return (int)nearbyintf(v); }
+
+void mxl_quant_q8a_ref(const float *x, mxl_block_q8a *y, int64_t n) {
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        float d = amax / 127.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            int v = round_even(x[j] * id);
+            y[i].qs[j] = (int8_t)v;
+            sum += v;
+        }
+        y[i].d = d;
+        y[i].s = d * (float)sum;
+    }
+}
+
+void mxl_quant_q8k_ref(const float *x, mxl_block_q8k *y, int64_t n) {
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 256; j++) {
+            float ax = fabsf(x[j]);
+            if (ax > amax) {
+                amax = ax;
+                max = x[j];
+            }
+        }
+        if (amax == 0.0f) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        float iscale = -127.0f / max;
+        for (int j = 0; j < 256; j++) {
+            int v = round_even(iscale * x[j]);
+            y[i].qs[j] = (int8_t)(v > 127 ? 127 : v);
+        }
+        for (int j = 0; j < 16; j++) {
+            int s = 0;
+            for (int l = 0; l < 16; l++) s += y[i].qs[j * 16 + l];
+            y[i].bsums[j] = (int16_t)s;
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
+static float dot_32(mxl_dtype t, int64_t n, const void *w, const mxl_block_q8a *x) {
+    int q[32];
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        float d, m = 0.0f;
+        switch (t) {
+        case MXL_DTYPE_Q4_0: {
+            const mxl_block_q4_0 *b = (const mxl_block_q4_0 *)w + i;
+            d = mxl_h2f(b->d);
+            q4_0_vals(b, q);
+            break;
+        }
+        case MXL_DTYPE_Q4_1: {
+            const mxl_block_q4_1 *b = (const mxl_block_q4_1 *)w + i;
+            d = mxl_h2f(b->d);
+            m = mxl_h2f(b->m);
+            q4_1_vals(b, q);
+            break;
+        }
+        case MXL_DTYPE_Q5_0: {
+            const mxl_block_q5_0 *b = (const mxl_block_q5_0 *)w + i;
+            d = mxl_h2f(b->d);
+            q5_vals(b->qh, b->qs, 16, q);
+            break;
+        }
+        case MXL_DTYPE_Q5_1: {
+            const mxl_block_q5_1 *b = (const mxl_block_q5_1 *)w + i;
+            d = mxl_h2f(b->d);
+            m = mxl_h2f(b->m);
+            q5_vals(b->qh, b->qs, 0, q);
+            break;
+        }
+        default: { /* Q8_0 */
+            const mxl_block_q8_0 *b = (const mxl_block_q8_0 *)w + i;
+            d = mxl_h2f(b->d);
+            for (int j = 0; j < 32; j++) q[j] = b->qs[j];
+            break;
+        }
+        }
+        int sumi = 0;
+        for (int j = 0; j < 32; j++) sumi += q[j] * x[i].qs[j];
+        float a = d * x[i].d * (float)sumi, b = m * x[i].s;
+        acc += a + b;
+    }
+    return acc;
+}
+
+static float dot_k(mxl_dtype t, int64_t n, const void *w, const mxl_block_q8k *x) {
+    int q[256];
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const int8_t *qx = x[i].qs;
+        switch (t) {
+        case MXL_DTYPE_Q2_K: {
+            const mxl_block_q2_k *b = (const mxl_block_q2_k *)w + i;
+            q2_k_vals(b, q);
+            int sumi = 0, summ = 0;
+            for (int j = 0; j < 16; j++) {
+                int isum = 0;
+                for (int l = 0; l < 16; l++) isum += q[j * 16 + l] * qx[j * 16 + l];
+                sumi += (b->scales[j] & 0xF) * isum;
+                summ += (b->scales[j] >> 4) * x[i].bsums[j];
+            }
+            acc += mxl_kq_combine(mxl_h2f(b->d), mxl_h2f(b->dmin), x[i].d, sumi, summ);
+            break;
+        }
+        case MXL_DTYPE_Q3_K: {
+            const mxl_block_q3_k *b = (const mxl_block_q3_k *)w + i;
+            q3_k_vals(b, q);
+            int sumi = 0;
+            for (int j = 0; j < 16; j++) {
+                int isum = 0;
+                for (int l = 0; l < 16; l++) isum += q[j * 16 + l] * qx[j * 16 + l];
+                sumi += q3k_scale(b->scales, j) * isum;
+            }
+            acc += mxl_kq_combine(mxl_h2f(b->d), 0.0f, x[i].d, sumi, 0);
+            break;
+        }
+        case MXL_DTYPE_Q4_K:
+        case MXL_DTYPE_Q5_K: {
+            const uint8_t *scales;
+            float d, dmin;
+            if (t == MXL_DTYPE_Q4_K) {
+                const mxl_block_q4_k *b = (const mxl_block_q4_k *)w + i;
+                q4_k_vals(b, q);
+                scales = b->scales;
+                d = mxl_h2f(b->d);
+                dmin = mxl_h2f(b->dmin);
+            } else {
+                const mxl_block_q5_k *b = (const mxl_block_q5_k *)w + i;
+                q5_k_vals(b, q);
+                scales = b->scales;
+                d = mxl_h2f(b->d);
+                dmin = mxl_h2f(b->dmin);
+            }
+            int sumi = 0, summ = 0;
+            for (int j = 0; j < 8; j++) {
+                uint8_t sc, m;
+                scale_min_k4(j, scales, &sc, &m);
+                int isum = 0;
+                for (int l = 0; l < 32; l++) isum += q[j * 32 + l] * qx[j * 32 + l];
+                sumi += sc * isum;
+                summ += m * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
+            }
+            acc += mxl_kq_combine(d, dmin, x[i].d, sumi, summ);
+            break;
+        }
+        default: { /* Q6_K */
+            const mxl_block_q6_k *b = (const mxl_block_q6_k *)w + i;
+            q6_k_vals(b, q);
+            int sumi = 0;
+            for (int j = 0; j < 16; j++) {
+                int isum = 0;
+                for (int l = 0; l < 16; l++) isum += q[j * 16 + l] * qx[j * 16 + l];
+                sumi += b->scales[j] * isum;
+            }
+            acc += mxl_kq_combine(mxl_h2f(b->d), 0.0f, x[i].d, sumi, 0);
+            break;
+        }
+        }
+    }
+    return acc;
+}
+
+float mxl_vec_dot_ref(mxl_dtype t, int64_t n, const void *w, const void *xq) {
+    MXL_ASSERT(mxl_gguf_quant_supported(t));
+    if (mxl_gguf_act_kind(t) == MXL_ACT_Q8A) return dot_32(t, n, w, xq);
+    return dot_k(t, n, w, xq);
+}

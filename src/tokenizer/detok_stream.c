@@ -1,0 +1,113 @@
+/* detok_stream.c - streaming detokenizer, HF's DecodeStream (tokenizer/mod.rs step_decode_stream):
+ * keep the ids since the last emitted boundary, decode prefix+new and emit the new suffix only
+ * when the string grew and does not end with U+FFFD, so an incomplete UTF-8 character (byte
+ * fallback / byte-level tokens) is held back until its last byte arrives. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer/tok_internal.h"
+
+struct mxl_detok_stream {
+    const mxl_tokenizer *t;
+    bool skip_special;
+    mxl_token_ids ids;
+    char *prefix;
+    size_t prefix_len;
+    size_t prefix_index;
+};
+
+mxl_status mxl_detok_stream_create(const mxl_tokenizer *t, bool skip_special,
+                                   mxl_detok_stream **out, mxl_error *err) {
+    mxl_detok_stream *s = calloc(1, sizeof(*s));
+    if (!s) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", t->name);
+    s->t = t;
+    s->skip_special = skip_special;
+    *out = s;
+    return MXL_OK;
+}
+
+void mxl_detok_stream_destroy(mxl_detok_stream *s) {
+    if (!s) return;
+    mxl_token_ids_free(&s->ids);
+    free(s->prefix);
+    free(s);
+}
+
+static bool ends_replacement(const char *s, size_t n) {
+    return n >= 3 && memcmp(s + n - 3, "\xEF\xBF\xBD", 3) == 0;
+}
+
+static mxl_status append_out(char **out, size_t *out_len, const char *s, size_t n) {
+    char *p = realloc(*out, *out_len + n + 1);
+    if (!p) return MXL_ERR_NOMEM;
+    memcpy(p + *out_len, s, n);
+    *out_len += n;
+    p[*out_len] = 0;
+    *out = p;
+    return MXL_OK;
+}
+
+mxl_status mxl_detok_stream_step(mxl_detok_stream *s, int32_t id, char **out, size_t *out_len,
+                                 mxl_error *err) {
+    mxl_status st;
+    if (s->prefix_len == 0 && s->ids.n) {
+        char *np;
+        size_t nl;
+        if ((st = mxl_tokenizer_decode(s->t, s->ids.ids, s->ids.n, s->skip_special, &np, &nl, err)) != MXL_OK)
+            return st;
+        if (!ends_replacement(np, nl)) {
+            free(s->prefix);
+            s->prefix = np;
+            s->prefix_len = nl;
+            s->prefix_index = s->ids.n;
+        } else {
+            free(np);
+        }
+    }
+    if (!tok_ids_push(&s->ids, id)) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    char *str;
+    size_t sl;
+    if ((st = mxl_tokenizer_decode(s->t, s->ids.ids, s->ids.n, s->skip_special, &str, &sl, err)) != MXL_OK) {
+        s->ids.n--; /* the bad id is not kept */
+        return st;
+    }
+    if (sl > s->prefix_len && !ends_replacement(str, sl)) {
+        if (memcmp(str, s->prefix ? s->prefix : "", s->prefix_len) != 0) {
+            free(str);
+            return mxl_error_set(err, MXL_ERR_INTERNAL, "%s: stream decode of id %d changed earlier text", s->t->name, id);
+        }
+        st = append_out(out, out_len, str + s->prefix_len, sl - s->prefix_len);
+        free(str);
+        if (st != MXL_OK) return mxl_error_set(err, st, "out of memory");
+        size_t new_prefix_index = s->ids.n - s->prefix_index;
+        memmove(s->ids.ids, s->ids.ids + s->prefix_index, (s->ids.n - s->prefix_index) * sizeof(int32_t));
+        s->ids.n -= s->prefix_index;
+        free(s->prefix);
+        s->prefix = NULL;
+        s->prefix_len = 0;
+        if ((st = mxl_tokenizer_decode(s->t, s->ids.ids, s->ids.n, s->skip_special, &s->prefix, &s->prefix_len, err)) != MXL_OK)
+            return st;
+        s->prefix_index = new_prefix_index;
+        return MXL_OK;
+    }
+    free(str);
+    return MXL_OK;
+}
+
+mxl_status mxl_detok_stream_flush(mxl_detok_stream *s, char **out, size_t *out_len, mxl_error *err) {
+    if (!s->ids.n) return MXL_OK;
+    char *str;
+    size_t sl;
+    mxl_status st = mxl_tokenizer_decode(s->t, s->ids.ids, s->ids.n, s->skip_special, &str, &sl, err);
+    if (st != MXL_OK) return st;
+    if (sl > s->prefix_len && memcmp(str, s->prefix ? s->prefix : "", s->prefix_len) == 0)
+        st = append_out(out, out_len, str + s->prefix_len, sl - s->prefix_len);
+    free(str);
+    s->ids.n = 0;
+    free(s->prefix);
+    s->prefix = NULL;
+    s->prefix_len = 0;
+    s->prefix_index = 0;
+    if (st != MXL_OK) return mxl_error_set(err, st, "out of memory");
+    return MXL_OK;
+}

@@ -1,0 +1,194 @@
+/* fuzz_tokenizer.c - libFuzzer harness for tokenizer.json loading and encode/decode round trips.
+ *
+ * Input layout: the first byte selects the mode.
+ *   mode even: the rest is a tokenizer.json; when it loads, a few fixed texts are encoded (with
+ *              and without special tokens / post-processor) and decoded, and the streaming
+ *              detokenizer must reproduce the full decode. Errors must be one-line messages.
+ *   mode odd:  the rest is text for a fixed byte-level BPE tokenizer built at start-up (256 byte
+ *              tokens, a few merges, an added special token, no normalizer): decode(encode(text)) must equal
+ *              the text with invalid UTF-8 replaced by U+FFFD (byte-level BPE round-trips), and
+ *              streaming must agree with the full decode.
+ * Seeds: tests/fuzz/corpus/tokenizer/.
+ *
+ *   make build/fuzz/fuzz_tokenizer
+ *   build/fuzz/fuzz_tokenizer -max_len=8192 tests/fuzz/corpus/tokenizer */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer/tokenizer.h"
+
+#define FUZZ_ASSERT(c) ((c) ? (void)0 : fuzz_fail(#c, __LINE__))
+
+static void fuzz_fail(const char *expr, int line) {
+    fprintf(stderr, "fuzz_tokenizer.c:%d: invariant failed: %s\n", line, expr);
+    abort();
+}
+
+static void check_msg(const mxl_error *err) {
+    size_t n = strnlen(err->msg, sizeof err->msg);
+    FUZZ_ASSERT(n > 0 && n < sizeof err->msg);
+    FUZZ_ASSERT(memchr(err->msg, '\n', n) == NULL);
+}
+
+/* GPT-2 byte -> char table, to build the fixed byte-level vocabulary. */
+static unsigned byte_cp(unsigned b) {
+    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)) return b;
+    unsigned n = 0;
+    for (unsigned x = 0; x < b; x++)
+        if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255))) n++;
+    return 256 + n;
+}
+
+static void put_json_cp(char **p, unsigned cp) {
+    if (cp == '"' || cp == '\\') *p += sprintf(*p, "\\%c", (char)cp);
+    else if (cp < 0x20 || cp >= 0x7F) *p += sprintf(*p, "\\u%04x", cp);
+    else *p += sprintf(*p, "%c", (char)cp);
+}
+
+static mxl_tokenizer *g_fixed;
+
+static mxl_tokenizer *build_fixed(void) {
+    static char buf[65536];
+    char *p = buf;
+    p += sprintf(p, "{\"added_tokens\":[{\"id\":260,\"content\":\"<|end|>\",\"single_word\":false,"
+                    "\"lstrip\":false,\"rstrip\":false,\"normalized\":false,\"special\":true}],"
+                    "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true},"
+                    "\"decoder\":{\"type\":\"ByteLevel\"},"
+                    "\"model\":{\"type\":\"BPE\",\"vocab\":{");
+    for (unsigned b = 0; b < 256; b++) {
+        *p++ = '"';
+        put_json_cp(&p, byte_cp(b));
+        p += sprintf(p, "\":%u,", b);
+    }
+    /* merges: "h e" -> he (256), "he l" -> hel (257), "Ġ t" (258), "Ġt h" (259) */
+    p += sprintf(p, "\"he\":256,\"hel\":257,\"\\u0120t\":258,\"\\u0120th\":259},"
+                    "\"merges\":[\"h e\",\"he l\",\"\\u0120 t\",\"\\u0120t h\"]}}");
+    mxl_tokenizer *t = NULL;
+    mxl_error err = {0};
+    if (mxl_tokenizer_load_json_bytes(buf, (size_t)(p - buf), "fixed.json", &t, &err) != MXL_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        abort();
+    }
+    return t;
+}
+
+/* decode(ids) and the stream over ids must agree. */
+static void check_stream(const mxl_tokenizer *t, const mxl_token_ids *ids, const char *full, size_t fl) {
+    mxl_detok_stream *s = NULL;
+    mxl_error err = {0};
+    FUZZ_ASSERT(mxl_detok_stream_create(t, false, &s, &err) == MXL_OK);
+    char *out = NULL;
+    size_t ol = 0;
+    for (size_t i = 0; i < ids->n; i++) {
+        mxl_status st = mxl_detok_stream_step(s, ids->ids[i], &out, &ol, &err);
+        if (st != MXL_OK) {
+            /* decoders whose output is not prefix-stable (e.g. Strip) may be refused, never crash */
+            check_msg(&err);
+            free(out);
+            mxl_detok_stream_destroy(s);
+            return;
+        }
+    }
+    FUZZ_ASSERT(mxl_detok_stream_flush(s, &out, &ol, &err) == MXL_OK);
+    FUZZ_ASSERT(ol == fl && (fl == 0 || memcmp(out, full, fl) == 0));
+    free(out);
+    mxl_detok_stream_destroy(s);
+}
+
+/* Expected lossy text: replace maximal invalid subsequences by U+FFFD (independent re-implementation
+ * of the Unicode "maximal subpart" rule, kept simple on purpose). */
+static size_t lossy(const unsigned char *s, size_t n, char *out) {
+    size_t o = 0, i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        size_t need = 0;
+        unsigned lo = 0x80, hi = 0xBF;
+        if (c < 0x80) {
+            out[o++] = (char)c;
+            i++;
+            continue;
+        } else if (c >= 0xC2 && c <= 0xDF) need = 1;
+        else if (c == 0xE0) need = 2, lo = 0xA0;
+        else if (c >= 0xE1 && c <= 0xEC) need = 2;
+        else if (c == 0xED) need = 2, hi = 0x9F;
+        else if (c == 0xEE || c == 0xEF) need = 2;
+        else if (c == 0xF0) need = 3, lo = 0x90;
+        else if (c >= 0xF1 && c <= 0xF3) need = 3;
+        else if (c == 0xF4) need = 3, hi = 0x8F;
+        size_t k = 1;
+        if (need) {
+            for (; k <= need && i + k < n; k++) {
+                unsigned b = s[i + k];
+                if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) break;
+            }
+        }
+        if (need && k == need + 1) {
+            memcpy(out + o, s + i, k);
+            o += k;
+            i += k;
+        } else {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i += k;
+        }
+    }
+    return o;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    mxl_error err = {0};
+    if ((data[0] & 1) == 0) {
+        mxl_tokenizer *t = NULL;
+        mxl_status st = mxl_tokenizer_load_json_bytes((const char *)data + 1, size - 1, "fuzz.json", &t, &err);
+        if (st != MXL_OK) {
+            check_msg(&err);
+            FUZZ_ASSERT(t == NULL);
+            return 0;
+        }
+        static const char *texts[] = {"Hello world", " a  b\tc\n", "<s>x</s>", "\xC3\xA9\xE4\xB8\xAD 123", ""};
+        for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++) {
+            for (unsigned fl = 0; fl < 4; fl++) {
+                mxl_token_ids ids = {0};
+                st = mxl_tokenizer_encode(t, texts[k], strlen(texts[k]), fl, &ids, &err);
+                if (st != MXL_OK) {
+                    check_msg(&err);
+                    mxl_token_ids_free(&ids);
+                    continue;
+                }
+                char *dec = NULL;
+                size_t dl = 0;
+                st = mxl_tokenizer_decode(t, ids.ids, ids.n, fl & 1, &dec, &dl, &err);
+                if (st == MXL_OK) {
+                    if (!(fl & 1)) check_stream(t, &ids, dec, dl);
+                } else {
+                    check_msg(&err);
+                }
+                free(dec);
+                mxl_token_ids_free(&ids);
+            }
+        }
+        mxl_tokenizer_destroy(t);
+        return 0;
+    }
+    if (!g_fixed) g_fixed = build_fixed();
+    const char *text = (const char *)data + 1;
+    size_t n = size - 1;
+    mxl_token_ids ids = {0};
+    FUZZ_ASSERT(mxl_tokenizer_encode(g_fixed, text, n, 0, &ids, &err) == MXL_OK);
+    char *dec = NULL;
+    size_t dl = 0;
+    FUZZ_ASSERT(mxl_tokenizer_decode(g_fixed, ids.ids, ids.n, false, &dec, &dl, &err) == MXL_OK);
+    /* no normalizer: byte-level BPE gives back exactly the (U+FFFD-repaired) text */
+    char *exp = malloc(3 * n + 1);
+    FUZZ_ASSERT(exp != NULL);
+    size_t el = lossy((const unsigned char *)text, n, exp);
+    FUZZ_ASSERT(dl == el && (el == 0 || memcmp(dec, exp, el) == 0));
+    free(exp);
+    check_stream(g_fixed, &ids, dec, dl);
+    free(dec);
+    mxl_token_ids_free(&ids);
+    return 0;
+}

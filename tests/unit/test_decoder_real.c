@@ -1,0 +1,130 @@
+/* test_decoder_real.c - the two bundled real GGUF models (SmolLM2-135M-Instruct Q4_1, Gemma 3
+ * 270M Q4_K_M) against Hugging Face transformers (tests/fixtures/generation/real_greedy.json, made
+ * by gen_real_greedy.py: five prompts per model, 64 greedy tokens generated with
+ * min_new_tokens=64, i.e. with the EOS ids suppressed, which the tests mirror).
+ *
+ * On the reference path (f32 activations, dequantized weights) the first step's top-10 logits
+ * must be within 2e-3 of transformers and the first 8 greedy tokens identical, on every prompt.
+ * run_model can also drive the fast kernels (int8-quantized activations) with a near-tie margin;
+ * their parity is not asserted yet (see the open text-generation issue). These are "slow_" tests:
+ * scripts/test.sh runs them on the release build only. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "backends/cpu/embed_topk.h"
+#include "models/decoder.h"
+#include "test.h"
+
+typedef struct run_opts {
+    bool reference;
+    size_t max_steps;  /* greedy steps compared */
+    double logit_tol;  /* on the first step's top-10 logits */
+    double tie_margin; /* reference margins below this count as near ties */
+} run_opts;
+
+static void model_path(const char *repo, const char *file, char *out, size_t cap) {
+    const char *md = getenv("MLXCEL_MODELS_DIR"), *cache = getenv("MLXCEL_CACHE_DIR");
+    if (md && *md) snprintf(out, cap, "%s/%s/%s", md, repo, file);
+    else if (cache && *cache) snprintf(out, cap, "%s/models/%s/%s", cache, repo, file);
+    else snprintf(out, cap, "%s/.cache/mlxcel/models/%s/%s", getenv("HOME"), repo, file);
+}
+
+static json_t *fixture_model(json_t *fx, const char *id) {
+    json_t *it;
+    size_t i;
+    json_array_foreach(json_object_get(fx, "models"), i, it)
+        if (strcmp(json_string_value(json_object_get(it, "id")), id) == 0) return it;
+    return NULL;
+}
+
+/* Counts cases that matched every compared step (*n_exact), diverged only after a near tie
+ * (*n_tie), or diverged before one (*n_bad). */
+static void run_model(const char *id, const run_opts *o, int *n_exact, int *n_tie, int *n_bad,
+                      int *mxl_test_failed_) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/tests/fixtures/generation/real_greedy.json", mxl_test_repo_root());
+    json_error_t je;
+    json_t *fx = json_load_file(path, 0, &je);
+    REQUIRE(fx);
+    json_t *m = fixture_model(fx, id);
+    REQUIRE(m);
+    model_path(json_string_value(json_object_get(m, "repo")), json_string_value(json_object_get(m, "file")), path, sizeof path);
+    mxl_checkpoint *ck = NULL;
+    mxl_error err;
+    if (mxl_checkpoint_open(path, &ck, &err) != MXL_OK) {
+        fprintf(stderr, "  %s (run scripts/fetch-models.sh)\n", err.msg);
+        json_decref(fx);
+        REQUIRE(0);
+    }
+    mxl_decoder d;
+    mxl_threadpool *pool = NULL;
+    float *logits = NULL;
+    bool ok = mxl_decoder_load(ck, &d, &err) == MXL_OK && mxl_threadpool_create(2, &pool, &err) == MXL_OK;
+    if (!ok) fprintf(stderr, "  %s\n", err.msg);
+    CHECK(ok);
+    json_t *c;
+    size_t i;
+    if (ok) logits = malloc((size_t)d.hp.vocab * sizeof(float));
+    json_array_foreach(json_object_get(m, "cases"), i, c) {
+        if (!ok) break;
+        mxl_decoder_state *s = NULL;
+        REQUIRE(mxl_decoder_state_create(&d, 256, 64, pool, &s, &err) == MXL_OK);
+        mxl_decoder_state_set_reference(s, o->reference);
+        json_t *in = json_object_get(c, "input_ids"), *want = json_object_get(c, "output_ids"),
+               *margins = json_object_get(c, "margins");
+        int32_t toks[256];
+        size_t n_in = json_array_size(in);
+        REQUIRE(n_in < 200);
+        for (size_t k = 0; k < n_in; k++) toks[k] = (int32_t)json_integer_value(json_array_get(in, k));
+        mxl_status st = mxl_decoder_forward(&d, s, toks, (int64_t)n_in, logits, &err);
+        CHECK(st == MXL_OK);
+        json_t *tid = json_object_get(c, "first_top10_ids"), *tlg = json_object_get(c, "first_top10_logits");
+        double max_diff = 0;
+        for (size_t k = 0; k < json_array_size(tid); k++) {
+            double diff = fabs(json_real_value(json_array_get(tlg, k)) - logits[json_integer_value(json_array_get(tid, k))]);
+            if (diff > max_diff) max_diff = diff;
+        }
+        CHECK(max_diff <= o->logit_tol);
+        bool tie_seen = false, diverged = false;
+        size_t step, n_steps = json_array_size(want) < o->max_steps ? json_array_size(want) : o->max_steps;
+        for (step = 0; step < n_steps && st == MXL_OK; step++) {
+            if (json_real_value(json_array_get(margins, step)) < o->tie_margin) tie_seen = true;
+            for (int e = 0; e < ck->config.n_eos; e++) /* min_new_tokens: EOS suppressed */
+                if (ck->config.eos_token_ids[e] >= 0 && ck->config.eos_token_ids[e] < d.hp.vocab)
+                    logits[ck->config.eos_token_ids[e]] = -INFINITY;
+            int32_t got = (int32_t)mxl_cpu_argmax(logits, d.hp.vocab);
+            if (got != (int32_t)json_integer_value(json_array_get(want, step))) {
+                diverged = true;
+                break;
+            }
+            st = mxl_decoder_forward(&d, s, &got, 1, logits, &err);
+        }
+        if (!diverged) (*n_exact)++;
+        else if (tie_seen) (*n_tie)++;
+        else (*n_bad)++;
+        fprintf(stderr, "  %s%s case %zu: %s (%zu/%zu tokens; first-step top-10 max |diff| %.4f)\n", id,
+                o->reference ? " [reference]" : " [fast]", i,
+                !diverged ? "match" : tie_seen ? "diverges after a near tie" : "DIVERGES", step, n_steps, max_diff);
+        mxl_decoder_state_destroy(s);
+    }
+    free(logits);
+    mxl_threadpool_destroy(pool);
+    if (ok) mxl_decoder_free(&d);
+    mxl_checkpoint_close(ck);
+    json_decref(fx);
+}
+
+static const run_opts k_reference = {true, 8, 2e-3, 0.0};
+
+TEST(slow_decoder_smollm2_reference_matches_transformers) {
+    int exact = 0, tie = 0, bad = 0;
+    run_model("smollm2", &k_reference, &exact, &tie, &bad, mxl_test_failed_);
+    CHECK_EQ_INT(exact, 5);
+}
+
+TEST(slow_decoder_gemma3_reference_matches_transformers) {
+    int exact = 0, tie = 0, bad = 0;
+    run_model("gemma3", &k_reference, &exact, &tie, &bad, mxl_test_failed_);
+    CHECK_EQ_INT(exact, 5);
+}

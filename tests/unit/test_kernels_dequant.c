@@ -1,0 +1,197 @@
+/* test_kernels_dequant.c - reference dequantization against independent references:
+ *   GGUF formats bit for bit against the PyPI gguf package (fixtures from real model rows and
+ *   synthetic blocks, tests/fixtures/kernels/gen_dequant_fixtures.py);
+ *   MLX affine against mlx.core.quantize/dequantize (same script) and a quantize round trip. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "backends/cpu/quant_gguf.h"
+#include "backends/cpu/quant_mlx.h"
+#include "test.h"
+
+static json_t *load_fixture(const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/fixtures/kernels/%s", mxl_test_repo_root(), name);
+    json_error_t je;
+    json_t *j = json_load_file(path, 0, &je);
+    if (!j) fprintf(stderr, "  cannot load %s: %s\n", path, je.text);
+    return j;
+}
+
+/* Hex string -> malloc'd bytes; NULL on a malformed string. */
+static uint8_t *unhex(const char *s, size_t *len) {
+    size_t n = strlen(s);
+    if (n % 2) return NULL;
+    uint8_t *b = malloc(n / 2 + 1);
+    if (!b) return NULL;
+    for (size_t i = 0; i < n / 2; i++) {
+        unsigned v;
+        if (sscanf(s + 2 * i, "%2x", &v) != 1) {
+            free(b);
+            return NULL;
+        }
+        b[i] = (uint8_t)v;
+    }
+    *len = n / 2;
+    return b;
+}
+
+static mxl_dtype dtype_by_name(const char *n) {
+    static const struct { const char *n; mxl_dtype t; } tab[] = {
+        {"Q4_0", MXL_DTYPE_Q4_0}, {"Q4_1", MXL_DTYPE_Q4_1}, {"Q5_0", MXL_DTYPE_Q5_0},
+        {"Q5_1", MXL_DTYPE_Q5_1}, {"Q8_0", MXL_DTYPE_Q8_0}, {"Q2_K", MXL_DTYPE_Q2_K},
+        {"Q3_K", MXL_DTYPE_Q3_K}, {"Q4_K", MXL_DTYPE_Q4_K}, {"Q5_K", MXL_DTYPE_Q5_K},
+        {"Q6_K", MXL_DTYPE_Q6_K}, {"F16", MXL_DTYPE_F16}, {"BF16", MXL_DTYPE_BF16},
+        {"F32", MXL_DTYPE_F32}};
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+        if (!strcmp(tab[i].n, n)) return tab[i].t;
+    return MXL_DTYPE_INVALID;
+}
+
+TEST(kernels_dequant_gguf_matches_gguf_package) {
+    json_t *root = load_fixture("dequant_gguf.json");
+    REQUIRE(root);
+    json_t *cases = json_object_get(root, "cases");
+    REQUIRE(json_is_array(cases) && json_array_size(cases) >= 40);
+    int seen[MXL_DTYPE_COUNT] = {0};
+    size_t i;
+    json_t *c;
+    json_array_foreach(cases, i, c) {
+        const char *name = json_string_value(json_object_get(c, "name"));
+        mxl_dtype t = dtype_by_name(json_string_value(json_object_get(c, "type")));
+        int64_t n = json_integer_value(json_object_get(c, "n"));
+        size_t nd = 0, ne = 0;
+        uint8_t *data = unhex(json_string_value(json_object_get(c, "data")), &nd);
+        uint8_t *exp = unhex(json_string_value(json_object_get(c, "expected_f32")), &ne);
+        CHECK(data && exp && mxl_gguf_quant_supported(t) && ne == (size_t)n * 4);
+        uint64_t rb = 0;
+        CHECK(mxl_dtype_row_bytes(t, (uint64_t)n, &rb) == 0 && rb == nd);
+        if (data && exp && mxl_gguf_quant_supported(t) && ne == (size_t)n * 4 && rb == nd) {
+            float *out = malloc((size_t)n * 4);
+            mxl_dequant_row_ref(t, data, out, n);
+            int mism = 0;
+            for (int64_t k = 0; k < n; k++)
+                if (memcmp(&out[k], exp + 4 * k, 4) != 0) mism++;
+            if (mism) fprintf(stderr, "  %s: %d of %lld elements differ\n", name, mism, (long long)n);
+            CHECK(mism == 0);
+            seen[t]++;
+            free(out);
+        }
+        free(data);
+        free(exp);
+    }
+    /* every GGUF format is covered */
+    mxl_dtype all[] = {MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q5_0, MXL_DTYPE_Q5_1,
+                       MXL_DTYPE_Q8_0, MXL_DTYPE_Q2_K, MXL_DTYPE_Q3_K, MXL_DTYPE_Q4_K,
+                       MXL_DTYPE_Q5_K, MXL_DTYPE_Q6_K};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) CHECK(seen[all[k]] >= 1);
+    json_decref(root);
+}
+
+static float round_to(mxl_dtype dt, float v) {
+    if (dt == MXL_DTYPE_F16) return mxl_h2f(mxl_f32_to_f16(v));
+    if (dt == MXL_DTYPE_BF16) return mxl_bf2f(mxl_f32_to_bf16(v));
+    return v;
+}
+
+TEST(kernels_dequant_mlx_matches_mlx_core) {
+    json_t *root = load_fixture("dequant_mlx.json");
+    REQUIRE(root);
+    json_t *cases = json_object_get(root, "cases");
+    REQUIRE(json_is_array(cases) && json_array_size(cases) == 54);
+    size_t i;
+    json_t *c;
+    json_array_foreach(cases, i, c) {
+        int bits = (int)json_integer_value(json_object_get(c, "bits"));
+        int gs = (int)json_integer_value(json_object_get(c, "group_size"));
+        mxl_dtype dt = dtype_by_name(json_string_value(json_object_get(c, "dtype")));
+        int64_t rows = json_integer_value(json_object_get(c, "rows"));
+        int64_t cols = json_integer_value(json_object_get(c, "cols"));
+        size_t nw, ns, nb, ne;
+        uint8_t *w = unhex(json_string_value(json_object_get(c, "w")), &nw);
+        uint8_t *s = unhex(json_string_value(json_object_get(c, "scales")), &ns);
+        uint8_t *b = unhex(json_string_value(json_object_get(c, "biases")), &nb);
+        uint8_t *e = unhex(json_string_value(json_object_get(c, "expected")), &ne);
+        size_t esz = dt == MXL_DTYPE_F32 ? 4 : 2;
+        int ok = w && s && b && e && mxl_mlx_params_valid(bits, gs, dt) &&
+                 nw == (size_t)(rows * cols * bits / 8) && ne == (size_t)(rows * cols) * esz &&
+                 ns == (size_t)(rows * cols / gs) * esz && nb == ns;
+        CHECK(ok);
+        if (ok) {
+            /* copy into aligned buffers (the hex decode is byte-aligned only by malloc, fine) */
+            mxl_mlx_qweight W = {bits, gs, dt, rows, cols, (const uint32_t *)w, s, b};
+            float *out = malloc((size_t)cols * 4);
+            uint8_t *q = malloc((size_t)cols);
+            int mism = 0;
+            for (int64_t r = 0; r < rows; r++) {
+                mxl_mlx_dequant_row_ref(&W, r, out);
+                mxl_mlx_unpack_row_ref(bits, W.w + r * cols * bits / 32, q, cols);
+                for (int64_t j = 0; j < cols; j++) {
+                    float want;
+                    if (dt == MXL_DTYPE_F32) {
+                        memcpy(&want, e + 4 * (r * cols + j), 4);
+                        if (memcmp(&want, &out[j], 4) != 0) mism++;
+                    } else {
+                        uint16_t h;
+                        memcpy(&h, e + 2 * (r * cols + j), 2);
+                        want = dt == MXL_DTYPE_F16 ? mxl_h2f(h) : mxl_bf2f(h);
+                        /* mlx computes in the scales' dtype: round(round(s*q) + b) */
+                        float sc = mxl_mlx_param(s, dt, r * (cols / gs) + j / gs);
+                        float bi = mxl_mlx_param(b, dt, r * (cols / gs) + j / gs);
+                        float prod = sc * (float)q[j]; /* statements: no FMA contraction */
+                        float got = round_to(dt, round_to(dt, prod) + bi);
+                        if (memcmp(&want, &got, 4) != 0) mism++;
+                        /* and our f32 value is the unrounded one */
+                        float f32v = prod + bi;
+                        if (out[j] != f32v) mism++;
+                    }
+                }
+            }
+            if (mism) fprintf(stderr, "  mlx bits=%d gs=%d: %d mismatches\n", bits, gs, mism);
+            CHECK(mism == 0);
+            free(out);
+            free(q);
+        }
+        free(w);
+        free(s);
+        free(b);
+        free(e);
+    }
+    json_decref(root);
+}
+
+TEST(kernels_mlx_quantize_round_trip) {
+    const int bits_list[] = {2, 3, 4, 5, 6, 8};
+    const int gs_list[] = {32, 64, 128};
+    uint32_t seed = 7;
+    for (int bi = 0; bi < 6; bi++) {
+        for (int gi = 0; gi < 3; gi++) {
+            int bits = bits_list[bi], gs = gs_list[gi];
+            int64_t n = 384;
+            float x[384], y[384], sc[12], bs[12];
+            uint32_t w[384 * 8 / 32];
+            for (int64_t j = 0; j < n; j++) {
+                seed = seed * 1664525u + 1013904223u;
+                x[j] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * 4.0f;
+            }
+            for (int j = 0; j < gs; j++) x[j] = 1.25f; /* a constant group */
+            mxl_mlx_quantize_row_ref(bits, gs, x, n, w, sc, bs);
+            mxl_mlx_qweight W = {bits, gs, MXL_DTYPE_F32, 1, n, w, sc, bs};
+            mxl_mlx_dequant_row_ref(&W, 0, y);
+            int bad = 0;
+            for (int64_t j = 0; j < n; j++) {
+                float s = sc[j / gs];
+                if (!(fabsf(y[j] - x[j]) <= 0.5f * s * 1.0001f + 1e-6f)) bad++;
+            }
+            CHECK(bad == 0);
+            CHECK(y[0] == 1.25f);
+            /* the group's extremes are reproduced to within f32 rounding */
+            float mn = x[gs], mx = x[gs];
+            for (int j = gs; j < 2 * gs; j++) mn = fminf(mn, x[j]), mx = fmaxf(mx, x[j]);
+            float ymn = y[gs], ymx = y[gs];
+            for (int j = gs; j < 2 * gs; j++) ymn = fminf(ymn, y[j]), ymx = fmaxf(ymx, y[j]);
+            CHECK(ymn == mn && fabsf(ymx - mx) <= 1e-5f * fabsf(mx) + 1e-6f);
+        }
+    }
+}

@@ -1,0 +1,388 @@
+/* test_kernels_prims.c - primitives against independent double-precision formulas written here
+ * (norms, activations, softmax, attention), structural properties (RoPE), a naive sort (top-k),
+ * and the PyPI gguf package (embedding rows of the real SmolLM2 model, through the same fixture
+ * as test_kernels_dequant.c). */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "backends/cpu/activation.h"
+#include "backends/cpu/attention.h"
+#include "backends/cpu/embed_topk.h"
+#include "backends/cpu/norm.h"
+#include "backends/cpu/quant_gguf.h"
+#include "backends/cpu/rope.h"
+#include "backends/cpu/softmax.h"
+#include "io/gguf.h"
+#include "test.h"
+
+static uint32_t g_s = 99;
+static float fr(void) {
+    g_s = g_s * 1664525u + 1013904223u;
+    return (float)(g_s >> 8) / 16777216.0f * 2.0f - 1.0f;
+}
+static int close_rel(double a, double b, double rel, double abs_tol) {
+    return fabs(a - b) <= abs_tol + rel * fabs(b);
+}
+
+TEST(kernels_norms_match_double_formulas) {
+    float x[301], w[301], b[301], y[301];
+    for (int i = 0; i < 301; i++) x[i] = fr() * 3.0f, w[i] = fr(), b[i] = fr();
+    for (int variant = 0; variant < 3; variant++) {
+        mxl_cpu_rmsnorm(x, variant == 2 ? NULL : w, 301, 1e-6f, variant == 1, y);
+        double ss = 0;
+        for (int i = 0; i < 301; i++) ss += (double)x[i] * x[i];
+        double r = 1.0 / sqrt(ss / 301 + 1e-6);
+        for (int i = 0; i < 301; i++) {
+            double g = variant == 2 ? 1.0 : variant == 1 ? 1.0 + w[i] : w[i];
+            CHECK(close_rel(y[i], x[i] * r * g, 1e-5, 1e-7));
+        }
+    }
+    for (int variant = 0; variant < 2; variant++) {
+        mxl_cpu_layernorm(x, variant ? NULL : w, variant ? NULL : b, 301, 1e-5f, y);
+        double m = 0, v = 0;
+        for (int i = 0; i < 301; i++) m += x[i];
+        m /= 301;
+        for (int i = 0; i < 301; i++) v += (x[i] - m) * (x[i] - m);
+        v /= 301;
+        for (int i = 0; i < 301; i++) {
+            double t = (x[i] - m) / sqrt(v + 1e-5);
+            if (!variant) t = t * w[i] + b[i];
+            CHECK(close_rel(y[i], t, 1e-5, 1e-6));
+        }
+    }
+    /* in place */
+    float z[301];
+    memcpy(z, x, sizeof z);
+    mxl_cpu_rmsnorm(z, w, 301, 1e-6f, 0, z);
+    mxl_cpu_rmsnorm(x, w, 301, 1e-6f, 0, y);
+    CHECK(memcmp(z, y, sizeof z) == 0);
+}
+
+TEST(kernels_activations_match_double_formulas) {
+    for (int i = -400; i <= 400; i++) {
+        double x = i / 40.0;
+        float xf = (float)x;
+        double silu = x / (1 + exp(-x));
+        double gerf = 0.5 * x * (1 + erf(x / sqrt(2.0)));
+        double gtanh = 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+        double r2 = x > 0 ? x * x : 0;
+        CHECK(close_rel(mxl_cpu_act1(MXL_ACT_SILU, xf), silu, 2e-6, 1e-7));
+        CHECK(close_rel(mxl_cpu_act1(MXL_ACT_GELU_ERF, xf), gerf, 2e-6, 1e-7));
+        CHECK(close_rel(mxl_cpu_act1(MXL_ACT_GELU_TANH, xf), gtanh, 2e-6, 1e-6));
+        CHECK(close_rel(mxl_cpu_act1(MXL_ACT_RELU2, xf), r2, 1e-6, 0));
+    }
+    float g[5] = {-2, -0.5f, 0, 0.5f, 2}, u[5] = {1, 2, 3, 4, 5}, o[5];
+    mxl_cpu_glu(MXL_ACT_SILU, g, u, 5, o);
+    for (int i = 0; i < 5; i++) CHECK(close_rel(o[i], g[i] / (1 + exp(-g[i])) * u[i], 2e-6, 1e-7));
+    mxl_cpu_glu(MXL_ACT_GELU_TANH, g, u, 5, o);
+    for (int i = 0; i < 5; i++)
+        CHECK(close_rel(o[i], 0.5 * g[i] * (1 + tanh(sqrt(2 / M_PI) * (g[i] + 0.044715 * g[i] * g[i] * g[i]))) * u[i], 2e-6, 1e-6));
+}
+
+TEST(kernels_softmax_softcap_sinks_masks) {
+    float x[7] = {1.0f, -2.0f, 30.0f, -INFINITY, 0.5f, 29.0f, -INFINITY};
+    for (int mode = 0; mode < 3; mode++) {
+        float y[7];
+        memcpy(y, x, sizeof y);
+        float cap = mode >= 1 ? 20.0f : 0.0f, sink = mode == 2 ? 31.0f : -INFINITY;
+        mxl_cpu_softmax(y, 7, cap, sink);
+        double z[7], m = -INFINITY, den = 0;
+        for (int i = 0; i < 7; i++) {
+            z[i] = x[i] == -INFINITY ? -INFINITY : (cap > 0 ? cap * tanh(x[i] / cap) : x[i]);
+            if (z[i] > m) m = z[i];
+        }
+        if (sink > m) m = sink;
+        for (int i = 0; i < 7; i++) den += z[i] == -INFINITY ? 0 : exp(z[i] - m);
+        if (sink != -INFINITY) den += exp(sink - m);
+        double total = 0;
+        for (int i = 0; i < 7; i++) {
+            double want = z[i] == -INFINITY ? 0 : exp(z[i] - m) / den;
+            CHECK(close_rel(y[i], want, 1e-5, 1e-9));
+            total += y[i];
+        }
+        CHECK(mode == 2 ? total < 0.9 : fabs(total - 1) < 1e-5);
+    }
+    float all_masked[3] = {-INFINITY, -INFINITY, -INFINITY};
+    mxl_cpu_softmax(all_masked, 3, 0, -INFINITY);
+    CHECK(all_masked[0] == 0 && all_masked[1] == 0 && all_masked[2] == 0);
+}
+
+static void rope_cfg_default(mxl_rope_cfg *c, int hd, int rot, mxl_rope_style st) {
+    memset(c, 0, sizeof *c);
+    c->head_dim = hd;
+    c->rotary_dim = rot;
+    c->theta = 10000.0;
+    c->style = st;
+}
+
+TEST(kernels_rope_frequencies) {
+    mxl_rope_cfg c;
+    float f0[64], f1[64], af;
+    rope_cfg_default(&c, 128, 128, MXL_ROPE_NEOX);
+    c.theta = 500000.0;
+    mxl_rope_freqs(&c, 10, f0, &af);
+    for (int i = 0; i < 64; i++) CHECK(close_rel(f0[i], pow(500000.0, -2.0 * i / 128), 1e-6, 0));
+    CHECK(af == 1.0f);
+    /* linear: every frequency divided by the factor */
+    c.scaling = MXL_ROPE_SCALING_LINEAR;
+    c.factor = 4.0;
+    mxl_rope_freqs(&c, 10, f1, &af);
+    for (int i = 0; i < 64; i++) CHECK(close_rel(f1[i], f0[i] / 4.0, 1e-6, 0));
+    /* llama3 (Llama 3.1 values): short wavelengths kept, long ones / factor, continuous blend */
+    c.scaling = MXL_ROPE_SCALING_LLAMA3;
+    c.factor = 8.0, c.low_freq_factor = 1.0, c.high_freq_factor = 4.0, c.original_max_pos = 8192;
+    mxl_rope_freqs(&c, 10, f1, &af);
+    int kept = 0, divided = 0, blended = 0;
+    for (int i = 0; i < 64; i++) {
+        double wl = 2 * M_PI / f0[i];
+        if (wl < 8192 / 4.0) kept += f1[i] == f0[i];
+        else if (wl > 8192 / 1.0) divided += close_rel(f1[i], f0[i] / 8.0, 1e-6, 0);
+        else {
+            /* HF: smooth = (orig/wavelen - low)/(high - low); (1-smooth)*f/factor + smooth*f */
+            double sm = (8192 / wl - 1.0) / (4.0 - 1.0);
+            blended += close_rel(f1[i], (1 - sm) * f0[i] / 8.0 + sm * f0[i], 1e-5, 0);
+        }
+    }
+    CHECK(kept + divided + blended == 64 && kept > 0 && divided > 0 && blended > 0);
+    /* dynamic NTK: unchanged within the original context, lower frequencies beyond it */
+    c.scaling = MXL_ROPE_SCALING_DYNAMIC;
+    c.factor = 2.0, c.original_max_pos = 4096;
+    mxl_rope_freqs(&c, 4096, f1, &af);
+    CHECK(memcmp(f0, f1, sizeof f0) == 0);
+    mxl_rope_freqs(&c, 8192, f1, &af);
+    double base = 500000.0 * pow(2.0 * 8192 / 4096 - 1.0, 128.0 / 126.0);
+    for (int i = 0; i < 64; i++) CHECK(close_rel(f1[i], pow(base, -2.0 * i / 128), 1e-6, 0));
+    /* YaRN: extrapolated (unchanged) for the fast dims, interpolated (/factor) for slow ones */
+    c.scaling = MXL_ROPE_SCALING_YARN;
+    c.theta = 10000.0;
+    c.factor = 4.0, c.original_max_pos = 4096, c.beta_fast = 32, c.beta_slow = 1;
+    mxl_rope_cfg d = c;
+    d.scaling = MXL_ROPE_SCALING_NONE;
+    mxl_rope_freqs(&d, 1, f0, &af);
+    mxl_rope_freqs(&c, 1, f1, &af);
+    double lo = floor(128 * log(4096 / (32 * 2 * M_PI)) / (2 * log(10000.0)));
+    double hi = ceil(128 * log(4096 / (1 * 2 * M_PI)) / (2 * log(10000.0)));
+    for (int i = 0; i < 64; i++) {
+        if (i <= lo) CHECK(f1[i] == f0[i]);
+        if (i >= hi) CHECK(close_rel(f1[i], f0[i] / 4.0, 1e-6, 0));
+    }
+    CHECK(close_rel(af, 0.1 * log(4.0) + 1.0, 1e-6, 0));
+    c.mscale = 1.0, c.mscale_all_dim = 0.707;
+    mxl_rope_freqs(&c, 1, f1, &af);
+    CHECK(close_rel(af, (0.1 * log(4.0) + 1.0) / (0.1 * 0.707 * log(4.0) + 1.0), 1e-6, 0));
+}
+
+TEST(kernels_rope_rotation_properties) {
+    mxl_rope_cfg c;
+    rope_cfg_default(&c, 64, 64, MXL_ROPE_NEOX);
+    float inv[32], af;
+    mxl_rope_freqs(&c, 1, inv, &af);
+    /* NEOX on x equals GPT-J on the interleaved permutation of x */
+    float x[64], xi[64];
+    for (int i = 0; i < 64; i++) x[i] = fr();
+    for (int i = 0; i < 32; i++) xi[2 * i] = x[i], xi[2 * i + 1] = x[i + 32];
+    mxl_rope_apply(&c, inv, 1.0f, x, 1, 37);
+    mxl_rope_cfg g = c;
+    g.style = MXL_ROPE_GPTJ;
+    mxl_rope_apply(&g, inv, 1.0f, xi, 1, 37);
+    for (int i = 0; i < 32; i++) CHECK(xi[2 * i] == x[i] && xi[2 * i + 1] == x[i + 32]);
+    /* q.k depends on the position difference only; norms are preserved */
+    float q[64], k[64];
+    for (int i = 0; i < 64; i++) q[i] = fr(), k[i] = fr();
+    double dots[2];
+    for (int r = 0; r < 2; r++) {
+        float qq[64], kk[64];
+        memcpy(qq, q, sizeof q);
+        memcpy(kk, k, sizeof k);
+        int64_t base = r ? 1000 : 3;
+        mxl_rope_apply(&c, inv, 1.0f, qq, 1, base + 7);
+        mxl_rope_apply(&c, inv, 1.0f, kk, 1, base);
+        double d = 0, nq = 0, nq0 = 0;
+        for (int i = 0; i < 64; i++) d += (double)qq[i] * kk[i], nq += (double)qq[i] * qq[i], nq0 += (double)q[i] * q[i];
+        dots[r] = d;
+        CHECK(close_rel(nq, nq0, 1e-5, 0));
+    }
+    CHECK(close_rel(dots[0], dots[1], 1e-4, 1e-4));
+    /* partial rotary: the tail passes through; two heads rotate independently */
+    mxl_rope_cfg p;
+    rope_cfg_default(&p, 64, 16, MXL_ROPE_NEOX);
+    float invp[8];
+    mxl_rope_freqs(&p, 1, invp, &af);
+    float h2[128], orig[128];
+    for (int i = 0; i < 128; i++) h2[i] = orig[i] = fr();
+    mxl_rope_apply(&p, invp, 1.0f, h2, 2, 5);
+    for (int h = 0; h < 2; h++) {
+        for (int i = 16; i < 64; i++) CHECK(h2[h * 64 + i] == orig[h * 64 + i]);
+        double a = cos(5.0 * invp[1]), s = sin(5.0 * invp[1]);
+        CHECK(close_rel(h2[h * 64 + 1], orig[h * 64 + 1] * a - orig[h * 64 + 9] * s, 1e-5, 1e-6));
+        CHECK(close_rel(h2[h * 64 + 9], orig[h * 64 + 9] * a + orig[h * 64 + 1] * s, 1e-5, 1e-6));
+    }
+}
+
+/* naive attention in double for one (token, head) */
+static void attn_naive(const mxl_attn_params *p, const float *q, int64_t t, int h, int64_t qpos,
+                       const float *k, const float *v, int64_t n_kv, int64_t stride, double *out) {
+    int hd = p->head_dim, kvh = h / (p->n_heads / p->n_kv_heads);
+    double *s = malloc(sizeof(double) * (size_t)n_kv);
+    double m = p->sinks ? p->sinks[h] : -INFINITY;
+    for (int64_t j = 0; j < n_kv; j++) {
+        int vis = (!p->causal || j <= qpos) && (p->window <= 0 || qpos - j < p->window);
+        if (!vis) {
+            s[j] = -INFINITY;
+            continue;
+        }
+        double d = 0;
+        for (int i = 0; i < hd; i++) d += (double)q[(t * p->n_heads + h) * hd + i] * k[j * stride + kvh * hd + i];
+        d *= p->scale;
+        if (p->softcap > 0) d = p->softcap * tanh(d / p->softcap);
+        s[j] = d;
+        if (d > m) m = d;
+    }
+    double den = p->sinks ? exp(p->sinks[h] - m) : 0;
+    for (int64_t j = 0; j < n_kv; j++) den += s[j] == -INFINITY ? 0 : exp(s[j] - m);
+    for (int i = 0; i < hd; i++) out[i] = 0;
+    for (int64_t j = 0; j < n_kv; j++) {
+        if (s[j] == -INFINITY) continue;
+        double w = exp(s[j] - m) / den;
+        for (int i = 0; i < hd; i++) out[i] += w * v[j * stride + kvh * hd + i];
+    }
+    free(s);
+}
+
+TEST(kernels_attention_matches_naive) {
+    mxl_threadpool *pool = NULL;
+    REQUIRE(mxl_threadpool_create(2, &pool, NULL) == MXL_OK);
+    const int hds[2] = {64, 40};
+    for (int cfg = 0; cfg < 8; cfg++) {
+        int hd = hds[cfg % 2];
+        int n_heads = 8, n_kv_heads = cfg % 4 == 3 ? 8 : 2;
+        int64_t n_kv = 23, stride = n_kv_heads * hd + 3; /* padded rows */
+        int64_t n_q = cfg < 4 ? 1 : 5;
+        float sinks[8];
+        for (int h = 0; h < 8; h++) sinks[h] = fr() * 2;
+        mxl_attn_params p = {n_heads, n_kv_heads, hd, 1.0f / sqrtf((float)hd),
+                             cfg == 2 || cfg == 6 ? 5.0f : 0.0f, cfg == 1 || cfg == 5 ? sinks : NULL,
+                             cfg >= 6 ? 4 : 0, cfg != 7};
+        float *q = malloc(sizeof(float) * (size_t)(n_q * n_heads * hd));
+        float *k = malloc(sizeof(float) * (size_t)(n_kv * stride));
+        float *v = malloc(sizeof(float) * (size_t)(n_kv * stride));
+        uint16_t *k16 = malloc(2 * (size_t)(n_kv * stride)), *v16 = malloc(2 * (size_t)(n_kv * stride));
+        for (int64_t i = 0; i < n_q * n_heads * hd; i++) q[i] = fr() * 2;
+        for (int64_t i = 0; i < n_kv * stride; i++) {
+            k16[i] = mxl_f32_to_f16(fr() * 2), v16[i] = mxl_f32_to_f16(fr());
+            k[i] = mxl_h2f(k16[i]), v[i] = mxl_h2f(v16[i]); /* same values in both caches */
+        }
+        int64_t qpos[5];
+        for (int64_t t = 0; t < n_q; t++) qpos[t] = n_kv - n_q + t; /* a block at the end */
+        float *out = malloc(sizeof(float) * (size_t)(n_q * n_heads * hd));
+        float *out2 = malloc(sizeof(float) * (size_t)(n_q * n_heads * hd));
+        float *scratch = malloc(sizeof(float) * mxl_cpu_attention_scratch_floats(n_kv, 2));
+        double ref[64];
+        for (int kvt = 0; kvt < 2; kvt++) {
+            mxl_kv_view kv = {kvt ? MXL_DTYPE_F16 : MXL_DTYPE_F32, kvt ? (const void *)k16 : k,
+                              kvt ? (const void *)v16 : v, n_kv, stride};
+            for (int variant = 0; variant < 2; variant++) {
+                /* variant 0: scalar, 1 thread; 1: best ISA, 2 threads */
+                mxl_cpu_attention(&p, q, n_q, qpos, &kv, variant ? out2 : out, scratch,
+                                  variant ? pool : NULL, variant ? mxl_cpu_isa_detect() : MXL_CPU_ISA_SCALAR);
+            }
+            int bad = 0;
+            for (int64_t t = 0; t < n_q; t++)
+                for (int h = 0; h < n_heads; h++) {
+                    attn_naive(&p, q, t, h, qpos[t], k, v, n_kv, stride, ref);
+                    for (int i = 0; i < hd; i++) {
+                        int64_t o = (t * n_heads + h) * hd + i;
+                        if (!close_rel(out[o], ref[i], 1e-4, 1e-5)) bad++;
+                        if (!close_rel(out2[o], ref[i], 1e-4, 1e-5)) bad++;
+                    }
+                }
+            if (bad) fprintf(stderr, "  attention cfg %d kv %s: %d mismatches\n", cfg, kvt ? "f16" : "f32", bad);
+            CHECK(bad == 0);
+        }
+        free(q), free(k), free(v), free(k16), free(v16), free(out), free(out2), free(scratch);
+    }
+    mxl_threadpool_destroy(pool);
+}
+
+TEST(kernels_argmax_topk_match_naive_sort) {
+    float x[1000];
+    for (int rep = 0; rep < 5; rep++) {
+        int64_t n = rep == 4 ? 3 : 1000;
+        for (int64_t i = 0; i < n; i++) x[i] = (float)((int)(fr() * 50)); /* many ties */
+        x[n / 2] = NAN;
+        int64_t k = rep == 4 ? 10 : 1 + rep * 17;
+        int32_t idx[64];
+        float val[64];
+        int64_t got = mxl_cpu_topk(x, n, k, idx, val);
+        /* naive: repeatedly pick the best remaining (largest, then lowest index) */
+        char used[1000] = {0};
+        int64_t want_n = 0;
+        for (int64_t r = 0; r < (k < n ? k : n); r++) {
+            int64_t best = -1;
+            for (int64_t i = 0; i < n; i++)
+                if (!used[i] && !isnan(x[i]) && (best < 0 || x[i] > x[best])) best = i;
+            if (best < 0) break;
+            used[best] = 1;
+            CHECK(r < got && idx[r] == best && val[r] == x[best]);
+            want_n++;
+        }
+        CHECK(got == want_n);
+        int64_t am = mxl_cpu_argmax(x, n);
+        CHECK(got > 0 && am == idx[0]);
+    }
+}
+
+TEST(kernels_embed_real_q8_0_table_matches_gguf_package) {
+    char path[1024];
+    const char *home = getenv("HOME");
+    REQUIRE(home);
+    snprintf(path, sizeof path,
+             "%s/.cache/mlxcel/models/HuggingFaceTB/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct.Q4_1.gguf",
+             home);
+    mxl_gguf *g = NULL;
+    mxl_error err;
+    REQUIRE(mxl_gguf_open(path, &g, &err) == MXL_OK);
+    const mxl_gguf_tensor_info *ti = mxl_gguf_find_tensor(g, "token_embd.weight");
+    REQUIRE(ti && ti->tensor.dtype == MXL_DTYPE_Q8_0 && ti->tensor.ndim == 2);
+    mxl_cpu_weight W = {MXL_CPU_W_GGUF, MXL_DTYPE_Q8_0, ti->tensor.shape[0], ti->tensor.shape[1],
+                        ti->tensor.data, {0}};
+    CHECK(mxl_cpu_weight_check(&W, ti->name, &err) == MXL_OK);
+    /* expected rows from the gguf-package fixture */
+    char fpath[1024];
+    snprintf(fpath, sizeof fpath, "%s/tests/fixtures/kernels/dequant_gguf.json", mxl_test_repo_root());
+    json_t *root = json_load_file(fpath, 0, NULL);
+    REQUIRE(root);
+    int checked = 0;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(root, "cases"), i, c) {
+        const char *name = json_string_value(json_object_get(c, "name"));
+        int row;
+        if (sscanf(name, "SmolLM2-135M-Instruct.Q4_1.gguf:token_embd.weight[%d]", &row) != 1) continue;
+        const char *hex = json_string_value(json_object_get(c, "expected_f32"));
+        REQUIRE(hex && strlen(hex) == (size_t)W.cols * 8);
+        float *out = malloc(sizeof(float) * (size_t)W.cols);
+        int32_t id = row;
+        CHECK(mxl_cpu_embed(&W, &id, 1, 1.0f, out, &err) == MXL_OK);
+        int bad = 0;
+        for (int64_t j = 0; j < W.cols; j++) {
+            unsigned b[4];
+            sscanf(hex + 8 * j, "%2x%2x%2x%2x", &b[0], &b[1], &b[2], &b[3]);
+            uint32_t bits = b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24, got;
+            memcpy(&got, &out[j], 4);
+            bad += got != bits;
+        }
+        CHECK(bad == 0);
+        free(out);
+        checked++;
+    }
+    CHECK(checked == 3);
+    int32_t bad_ids[2] = {5, (int32_t)W.rows};
+    float *tmp = malloc(sizeof(float) * (size_t)W.cols * 2);
+    CHECK(mxl_cpu_embed(&W, bad_ids, 2, 1.0f, tmp, &err) == MXL_ERR_ARG);
+    CHECK(strstr(err.msg, "49152") != NULL);
+    free(tmp);
+    json_decref(root);
+    mxl_gguf_close(g);
+}

@@ -1,0 +1,189 @@
+/* test_tokenizer.c - tokenizer behaviour outside the goldens: one-line errors naming the component
+ * for malformed tokenizer.json, invalid UTF-8 input (replaced by U+FFFD like Python's
+ * decode('utf-8', 'replace')), out-of-range ids on decode, the streaming detokenizer holding back
+ * incomplete UTF-8, tokenizer_config.json / generation_config.json, and path loading. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+#include "tokenizer/tokenizer.h"
+
+/* A minimal valid WordLevel tokenizer.json around the given component JSON. */
+static mxl_status load_with(const char *extra, mxl_tokenizer **t, mxl_error *err) {
+    char buf[4096];
+    snprintf(buf, sizeof buf,
+             "{\"version\":\"1.0\",\"added_tokens\":[],%s%s"
+             "\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"<unk>\":0,\"a\":1,\"b\":2},\"unk_token\":\"<unk>\"}}",
+             extra, extra[0] ? "," : "");
+    return mxl_tokenizer_load_json_bytes(buf, strlen(buf), "t.json", t, err);
+}
+
+static void expect_error(int *mxl_test_failed_, const char *extra, mxl_status want, const char *s1,
+                         const char *s2) {
+    mxl_tokenizer *t = NULL;
+    mxl_error err = {0};
+    mxl_status st = load_with(extra, &t, &err);
+    CHECK_EQ_INT(st, want);
+    CHECK(t == NULL);
+    CHECK(strchr(err.msg, '\n') == NULL);
+    CHECK(strstr(err.msg, "t.json") != NULL);
+    if (!strstr(err.msg, s1) || (s2 && !strstr(err.msg, s2))) {
+        fprintf(stderr, "  unexpected message: %s\n", err.msg);
+        CHECK(!"message names the component");
+    }
+    mxl_tokenizer_destroy(t);
+}
+
+TEST(tokenizer_errors_name_component) {
+    expect_error(mxl_test_failed_, "\"normalizer\":{\"type\":\"Bogus\"}", MXL_ERR_UNSUPPORTED, "normalizer (Bogus)", NULL);
+    expect_error(mxl_test_failed_,
+                 "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\"},"
+                 "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(ab\"},\"behavior\":\"Isolated\",\"invert\":false}]}",
+                 MXL_ERR_FORMAT, "pre_tokenizer.pretokenizers[1] (Split)", "bad regex");
+    expect_error(mxl_test_failed_, "\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"a\"},\"behavior\":\"Sideways\"}",
+                 MXL_ERR_FORMAT, "pre_tokenizer (Split)", "behavior");
+    expect_error(mxl_test_failed_, "\"decoder\":{\"type\":\"Strip\",\"content\":\" \"}", MXL_ERR_FORMAT, "decoder (Strip)", NULL);
+    expect_error(mxl_test_failed_, "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}}],\"special_tokens\":{}}",
+                 MXL_ERR_FORMAT, "post_processor (TemplateProcessing)", "<s>");
+    expect_error(mxl_test_failed_, "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"}}]}",
+                 MXL_ERR_FORMAT, "normalizer.normalizers[0] (Replace)", "content");
+    expect_error(mxl_test_failed_, "\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"\"}",
+                 MXL_ERR_UNSUPPORTED, "normalizer (Precompiled)", NULL);
+    expect_error(mxl_test_failed_, "\"added_tokens\":[{\"content\":\"x\"}]", MXL_ERR_FORMAT, "added_tokens[0]", NULL);
+
+    mxl_tokenizer *t = NULL;
+    mxl_error err = {0};
+    const char *bad_merge = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[\"a b\"]}}";
+    CHECK_EQ_INT(mxl_tokenizer_load_json_bytes(bad_merge, strlen(bad_merge), "m.json", &t, &err), MXL_ERR_FORMAT);
+    CHECK(strstr(err.msg, "model.merges[0]") != NULL);
+    const char *unigram = "{\"model\":{\"type\":\"Unigram\",\"vocab\":[[\"a\",-1.0],[\"b\"]]}}";
+    CHECK_EQ_INT(mxl_tokenizer_load_json_bytes(unigram, strlen(unigram), "u.json", &t, &err), MXL_ERR_FORMAT);
+    CHECK(strstr(err.msg, "model.vocab[1]") != NULL);
+    CHECK_EQ_INT(mxl_tokenizer_load_json_bytes("{\"model\":", 9, "j.json", &t, &err), MXL_ERR_FORMAT);
+    CHECK(strstr(err.msg, "j.json: invalid JSON") != NULL);
+    CHECK_EQ_INT(mxl_tokenizer_load_json_bytes("{}", 2, "e.json", &t, &err), MXL_ERR_FORMAT);
+    CHECK(strstr(err.msg, "model") != NULL);
+    CHECK(t == NULL);
+}
+
+static mxl_tokenizer *load_file(int *mxl_test_failed_, const char *rel) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", mxl_test_repo_root(), rel);
+    mxl_tokenizer *t = NULL;
+    mxl_error err = {0};
+    if (mxl_tokenizer_load(p, &t, &err) != MXL_OK) fprintf(stderr, "  %s\n", err.msg);
+    CHECK(t != NULL);
+    return t;
+}
+
+static bool same_ids(const mxl_tokenizer *t, const char *a, size_t al, const char *b, size_t bl) {
+    mxl_token_ids x = {0}, y = {0};
+    mxl_error err = {0};
+    bool ok = mxl_tokenizer_encode(t, a, al, 0, &x, &err) == MXL_OK &&
+              mxl_tokenizer_encode(t, b, bl, 0, &y, &err) == MXL_OK && x.n == y.n && x.n > 0 &&
+              memcmp(x.ids, y.ids, x.n * sizeof(int32_t)) == 0;
+    mxl_token_ids_free(&x);
+    mxl_token_ids_free(&y);
+    return ok;
+}
+
+TEST(tokenizer_invalid_utf8_is_replacement) {
+    mxl_tokenizer *t = load_file(mxl_test_failed_, "tests/fixtures/tokenizers/synth_bytelevel.tokenizer.json");
+    REQUIRE(t != NULL);
+    /* lone byte, truncated 3-byte sequence (one U+FFFD for the maximal subpart), surrogate */
+    CHECK(same_ids(t, "a\xFF" "b", 3, "a\xEF\xBF\xBD" "b", 5));
+    CHECK(same_ids(t, "x\xE2\x82y", 4, "x\xEF\xBF\xBDy", 5));
+    CHECK(same_ids(t, "\xED\xA0\x80", 3, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", 9));
+    CHECK(same_ids(t, "\xC0\xAF", 2, "\xEF\xBF\xBD\xEF\xBF\xBD", 6));
+    /* (embedded NUL is covered by the goldens: "a\\x00b NUL ...") */
+    mxl_tokenizer_destroy(t);
+}
+
+TEST(tokenizer_decode_rejects_bad_ids) {
+    mxl_tokenizer *t = load_file(mxl_test_failed_, "tests/fixtures/tokenizers/synth_wordlevel.tokenizer.json");
+    REQUIRE(t != NULL);
+    int32_t ids[] = {1, -5, 2};
+    char *dec = NULL;
+    mxl_error err = {0};
+    CHECK_EQ_INT(mxl_tokenizer_decode(t, ids, 3, false, &dec, NULL, &err), MXL_ERR_ARG);
+    CHECK(dec == NULL && strstr(err.msg, "-5") != NULL);
+    int32_t big[] = {1000000};
+    CHECK_EQ_INT(mxl_tokenizer_decode(t, big, 1, false, &dec, NULL, &err), MXL_ERR_ARG);
+    CHECK(strstr(err.msg, "1000000") != NULL);
+    mxl_detok_stream *s = NULL;
+    CHECK(mxl_detok_stream_create(t, false, &s, &err) == MXL_OK);
+    char *out = NULL;
+    size_t ol = 0;
+    CHECK_EQ_INT(mxl_detok_stream_step(s, 1000000, &out, &ol, &err), MXL_ERR_ARG);
+    free(out);
+    mxl_detok_stream_destroy(s);
+    mxl_tokenizer_destroy(t);
+}
+
+/* Llama 2 encodes U+1F603 as four <0xXX> byte tokens (HF: 243 162 155 134): nothing is emitted
+ * until the fourth. */
+TEST(tokenizer_stream_holds_partial_utf8) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/../shared/testdata/tokenizers/llama2/tokenizer.json", mxl_test_repo_root());
+    mxl_tokenizer *t = NULL;
+    mxl_error err = {0};
+    REQUIRE(mxl_tokenizer_load_json_file(p, &t, &err) == MXL_OK);
+    const char *text = "ok \xF0\x9F\x98\x83!";
+    mxl_token_ids ids = {0};
+    CHECK(mxl_tokenizer_encode(t, text, strlen(text), 0, &ids, &err) == MXL_OK);
+    mxl_detok_stream *s = NULL;
+    REQUIRE(mxl_detok_stream_create(t, true, &s, &err) == MXL_OK);
+    char *out = NULL;
+    size_t ol = 0;
+    int byte_steps_silent = 0, n_byte = 0;
+    for (size_t i = 0; i < ids.n; i++) {
+        size_t before = ol;
+        CHECK(mxl_detok_stream_step(s, ids.ids[i], &out, &ol, &err) == MXL_OK);
+        if (mxl_tokenizer_token_attr(t, ids.ids[i]) & MXL_TOKEN_ATTR_BYTE) {
+            n_byte++;
+            if (n_byte < 4 && ol == before) byte_steps_silent++;
+            if (n_byte == 4) CHECK(ol >= before + 4 && memcmp(out + ol - 4, "\xF0\x9F\x98\x83", 4) == 0);
+        }
+    }
+    CHECK_EQ_INT(n_byte, 4);
+    CHECK_EQ_INT(byte_steps_silent, 3);
+    CHECK(mxl_detok_stream_flush(s, &out, &ol, &err) == MXL_OK);
+    CHECK(out && strcmp(out, text) == 0);
+    free(out);
+    mxl_detok_stream_destroy(s);
+    /* a dangling lead byte flushes as U+FFFD (ByteFallback's per-byte replacement) */
+    int32_t f0 = mxl_tokenizer_token_id(t, "<0xF0>", 6);
+    CHECK(f0 >= 0);
+    REQUIRE(mxl_detok_stream_create(t, false, &s, &err) == MXL_OK);
+    out = NULL;
+    ol = 0;
+    CHECK(mxl_detok_stream_step(s, f0, &out, &ol, &err) == MXL_OK);
+    CHECK_EQ_INT(ol, 0);
+    CHECK(mxl_detok_stream_flush(s, &out, &ol, &err) == MXL_OK);
+    CHECK(out && strcmp(out, "\xEF\xBF\xBD") == 0);
+    free(out);
+    mxl_detok_stream_destroy(s);
+    mxl_token_ids_free(&ids);
+    mxl_tokenizer_destroy(t);
+}
+
+TEST(tokenizer_configs_from_model_dir) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/../shared/testdata/tokenizers/llama3", mxl_test_repo_root());
+    mxl_tokenizer *t = NULL;
+    mxl_error err = {0};
+    mxl_status st = mxl_tokenizer_load(p, &t, &err);
+    if (st != MXL_OK) fprintf(stderr, "  %s\n", err.msg);
+    REQUIRE(st == MXL_OK);
+    /* tokenizer_config.json: bos "<|begin_of_text|>", eos "<|end_of_text|>" (Llama 3 base) */
+    CHECK_EQ_INT(mxl_tokenizer_bos_id(t), mxl_tokenizer_token_id(t, "<|begin_of_text|>", 17));
+    CHECK_EQ_INT(mxl_tokenizer_bos_id(t), 128000);
+    CHECK(mxl_tokenizer_eos_id(t) >= 128000);
+    size_t n = 0;
+    const int32_t *eos = mxl_tokenizer_eos_ids(t, &n);
+    CHECK(n >= 1 && eos[0] == mxl_tokenizer_eos_id(t));
+    CHECK(mxl_tokenizer_chat_template(t) != NULL);
+    mxl_tokenizer_destroy(t);
+    CHECK_EQ_INT(mxl_tokenizer_load("/nonexistent/tokenizer", &t, &err), MXL_ERR_NOT_FOUND);
+}
