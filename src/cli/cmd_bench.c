@@ -243,10 +243,11 @@ static int bench_kernels(int max_threads, int64_t mb, int64_t dim, int64_t token
 
     if (do_matvec) {
         printf("\nMatrix-vector (1 token), weight >= %lld MB, 4096 columns; GB/s of weight read "
-               "(%% of read bandwidth at the same thread count)\n", (long long)mb);
+               "(%% of read bandwidth at the same thread count);\nin-cache: 1 MB of the weight, 1 thread, "
+               "GB/s per CPU-second (the kernel's own speed)\n", (long long)mb);
         printf("%-15s %9s", "format", "MB");
         for (int t = 1; t <= max_threads; t++) printf("   %2d thr GB/s   %%", t);
-        printf("\n");
+        printf("   in-cache\n");
     }
     const int64_t cols = 4096;
     float *x = malloc((size_t)(tokens > 1 ? tokens : 1) * (size_t)(cols > dim ? cols : dim) * 4);
@@ -285,6 +286,18 @@ static int bench_kernels(int max_threads, int64_t mb, int64_t dim, int64_t token
             double gbs = (double)o.bytes / dt / 1e9;
             printf("   %11.1f %3.0f%%", gbs, 100.0 * gbs / bw[t - 1]);
         }
+        /* the kernel's own speed: the first ~1 MB of rows (cache resident), 1 thread, per
+         * CPU-second; above the read bandwidth means the format is memory-bound here */
+        mxl_cpu_weight small = o.w;
+        small.rows = (1 << 20) / row_bytes;
+        if (small.rows > o.w.rows) small.rows = o.w.rows;
+        if (small.kind == MXL_CPU_W_MLX) small.mlx.rows = small.rows;
+        double cpu = 0, best = 1e30;
+        for (int r = 0; r < 20 * reps; r++) {
+            time_matmul(&small, x, 1, y, scratch, pools[0], 1, &cpu);
+            if (cpu > 0 && cpu < best) best = cpu;
+        }
+        printf("   %8.1f", (double)o.bytes * ((double)small.rows / (double)o.w.rows) / best / 1e9);
         printf("\n");
         fflush(stdout);
         free(y);

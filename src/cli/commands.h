@@ -4,6 +4,8 @@
 #define MXL_CLI_COMMANDS_H
 
 int mxl_cmd_inspect(int argc, char **argv);
+int mxl_cmd_generate(int argc, char **argv);
+int mxl_cmd_run(int argc, char **argv);
 int mxl_cmd_list(int argc, char **argv);
 int mxl_cmd_rm(int argc, char **argv);
 int mxl_cmd_arch(int argc, char **argv);

@@ -15,8 +15,8 @@ typedef struct subcommand {
 } subcommand;
 
 static const subcommand k_subcommands[] = {
-    {"run", NULL, NULL, "Run a model: interactive chat, or one reply with -p"},
-    {"generate", "gen", NULL, "Generate text from a prompt"},
+    {"run", NULL, mxl_cmd_run, "Run a model: one reply with -p (interactive chat not yet)"},
+    {"generate", "gen", mxl_cmd_generate, "Generate text from a prompt"},
     {"generate-image", NULL, NULL, "Render images with an image-generation model"},
     {"embed", NULL, NULL, "Compute embedding vectors"},
     {"rerank", NULL, NULL, "Score query-document pairs with a reranker"},

@@ -149,8 +149,11 @@ static mxl_status family_hparams(const mxl_checkpoint *ck, mxl_decoder_hparams *
 mxl_status mxl_decoder_load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err) {
     memset(d, 0, sizeof *d);
     mxl_arena_init(&d->arena, 64 * 1024);
+    const char *mt = ck->config.model_type;
+    if (strcmp(mt, "llama") != 0 && strcmp(mt, "mistral") != 0 && strcmp(mt, "gemma3_text") != 0)
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: model_type '%s' cannot run yet (this build runs GGUF llama and gemma3 text models); see 'mlxcel arch'", ck->path, mt);
     if (ck->format != MXL_CHECKPOINT_GGUF)
-        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: only GGUF checkpoints can run in this build", ck->path);
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: model_type '%s' runs only from GGUF checkpoints in this build", ck->path, mt);
     mxl_status st = family_hparams(ck, &d->hp, err);
     if (st) return st;
     const mxl_decoder_hparams *hp = &d->hp;

@@ -49,7 +49,10 @@ enum {
 };
 
 /* Encode flags. */
-#define MXL_TOK_ADD_SPECIAL 1u   /* run the post-processor (BOS/CLS/SEP...) */
+/* ADD_SPECIAL: tokenizer.json runs its post-processor (TemplateProcessing BOS, [CLS]/[SEP], ...;
+ * transformers' add_special_tokens=True); GGUF adds BOS / EOS per tokenizer.ggml.add_bos_token /
+ * add_eos_token, and [CLS] ... [SEP] for bert (llama.cpp's add_special). */
+#define MXL_TOK_ADD_SPECIAL 1u
 #define MXL_TOK_PARSE_SPECIAL 2u /* recognise special tokens written in the text */
 
 /* Loads tokenizer.json from a file or from bytes (name labels errors). */

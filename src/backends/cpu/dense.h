@@ -4,6 +4,7 @@
 #ifndef MXL_BACKENDS_CPU_DENSE_H
 #define MXL_BACKENDS_CPU_DENSE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/dtype.h"
@@ -20,5 +21,11 @@ mxl_dense_dot_fn mxl_dense_dot_avx2_get(mxl_dtype t);
 typedef void (*mxl_dense_dot4_fn)(int64_t n, const void *w, const float *x, int64_t x_stride,
                                   float *out);
 mxl_dense_dot4_fn mxl_dense_dot4_avx2_get(mxl_dtype t);
+/* AVX-512 4 rows (row r at (const char *)w + r*w_row_bytes) x 4 tokens (x + t*x_stride floats)
+ * micro-kernel writing y[t*y_stride + r] (dense_avx512.c); NULL when unsupported. Call only on
+ * AVX-512 F/BW/VL CPUs. */
+typedef void (*mxl_dense_gemm4x4_fn)(int64_t n, const void *w, size_t w_row_bytes, const float *x,
+                                     int64_t x_stride, float *y, int64_t y_stride);
+mxl_dense_gemm4x4_fn mxl_dense_gemm4x4_avx512_get(mxl_dtype t);
 
 #endif

@@ -160,6 +160,7 @@ typedef struct mm_ctx {
     mxl_dense_dot4_fn ddot4;    /* dense 4-token SIMD dot or NULL */
     mxl_gemm4x4_fn g44;         /* 4 rows x 4 tokens micro-kernel or NULL */
     int mlx44;                  /* MLX 4x4 micro-kernel available */
+    mxl_dense_gemm4x4_fn d44;   /* dense 4x4 micro-kernel or NULL */
 } mm_ctx;
 
 static void quant_task(void *vctx, int task, int n_tasks, int thread_index) {
@@ -212,11 +213,15 @@ static void rows_task(void *vctx, int task, int n_tasks, int thread_index) {
     for (int64_t rt = r0; rt < r1; rt += TILE_ROWS) {
         int64_t re = rt + TILE_ROWS < r1 ? rt + TILE_ROWS : r1;
         int64_t t = 0;
-        if ((c->g44 || c->mlx44) && re - rt == TILE_ROWS) { /* 4x4 micro-kernel, row quads */
+        if ((c->g44 || c->mlx44 || c->d44) && re - rt == TILE_ROWS) { /* 4x4 kernels, row quads */
             for (; t + 4 <= c->n_tok; t += 4)
                 for (int64_t r = rt; r < re; r += 4) {
-                    const void *a = c->act + (size_t)t * c->act_stride;
-                    if (c->g44)
+                    const void *a = c->act ? c->act + (size_t)t * c->act_stride : NULL;
+                    if (c->d44)
+                        c->d44(c->W->cols, (const uint8_t *)c->W->data + r * c->row_bytes,
+                               (size_t)c->row_bytes, c->x + t * c->W->cols, c->W->cols,
+                               c->y + t * rows + r, rows);
+                    else if (c->g44)
                         c->g44(c->W->cols, (const uint8_t *)c->W->data + r * c->row_bytes,
                                (size_t)c->row_bytes, a, c->act_stride, c->y + t * rows + r, rows);
                     else
@@ -250,7 +255,7 @@ static void rows_task(void *vctx, int task, int n_tasks, int thread_index) {
 void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
                         void *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
     if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
-    mm_ctx c = {W, x, n_tok, y, scratch, act_row_bytes(W), 0, isa, 0, 0, 0, 0, 0, 0, 0};
+    mm_ctx c = {W, x, n_tok, y, scratch, act_row_bytes(W), 0, isa, 0, 0, 0, 0, 0, 0, 0, 0};
     if (W->kind != MXL_CPU_W_MLX) c.row_bytes = mxl_cpu_weight_row_bytes(W);
     if (isa >= MXL_CPU_ISA_AVX2) {
         if (W->kind == MXL_CPU_W_GGUF) {
@@ -265,6 +270,7 @@ void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, 
         if (W->kind == MXL_CPU_W_DENSE) {
             c.ddot = mxl_dense_dot_avx2_get(W->dtype);
             c.ddot4 = mxl_dense_dot4_avx2_get(W->dtype);
+            if (isa >= MXL_CPU_ISA_AVX512VNNI) c.d44 = mxl_dense_gemm4x4_avx512_get(W->dtype);
         }
     }
     int nth = pool ? mxl_threadpool_size(pool) : 1;

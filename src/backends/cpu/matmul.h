@@ -7,9 +7,10 @@
  * of 256 for the K-quants), as ggml-cpu does; dense weights use f32 activations.
  * The caller supplies scratch memory (mxl_cpu_matmul_scratch_bytes) so the decode path does not
  * allocate. Rows are split over the thread pool's threads (NULL pool: the caller's thread).
- * Kernel choice per weight tile (8 rows): the AVX-512 VNNI 4x4 micro-kernel (Q8_0, Q4_0) for
- * groups of 4 tokens, else the AVX2 4-token kernels (every quantized and dense format), else the
- * 1-token dots; a CPU without AVX2 runs the scalar references. */
+ * Kernel choice per weight tile (8 rows): on AVX-512 VNNI CPUs a 4 rows x 4 tokens micro-kernel
+ * (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q4_K, Q6_K, MLX 2/4/8-bit, dense F32/F16/BF16) for groups of 4
+ * tokens; else the AVX2 4-token kernels (every format but Q2_K/Q3_K); else the 1-token dots; a
+ * CPU without AVX2 runs the scalar references. MXL_CPU_ISA=scalar|avx2 caps the level. */
 #ifndef MXL_BACKENDS_CPU_MATMUL_H
 #define MXL_BACKENDS_CPU_MATMUL_H
 
