@@ -1,5 +1,5 @@
 /* test_template_features.c - unit tests of the Jinja engine feature by feature: the generated case
- * table (expected outputs from Python Jinja2, see test_template_cases_gen.py), the render budget,
+ * table (expected outputs from Python Jinja2, see tests/fixtures/templates/gen_template_cases.py), the render budget,
  * syntax-error positions, the chat render API and template discovery. */
 #include <jansson.h>
 #include <stdio.h>

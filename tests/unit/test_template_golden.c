@@ -4,7 +4,7 @@
  * raise_exception. Records where Python failed for another reason must fail with the same
  * message or be listed below with the reason we render instead. The same check runs over
  * test_template_extra_golden.jsonl: the same real templates with more conversations (made by
- * test_template_cases_gen.py with Jinja2). Missing test data fails the test. */
+ * tests/fixtures/templates/gen_template_cases.py with Jinja2). Missing test data fails the test. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,7 +176,7 @@ TEST(template_golden_all_records) {
 TEST(template_golden_extra_conversations) {
     char dir[1024], conv[1200], golden[1200];
     snprintf(dir, sizeof dir, "%s/../shared/testdata/templates", mxl_test_repo_root());
-    snprintf(conv, sizeof conv, "%s/tests/unit/test_template_extra_conversations.json", mxl_test_repo_root());
-    snprintf(golden, sizeof golden, "%s/tests/unit/test_template_extra_golden.jsonl", mxl_test_repo_root());
+    snprintf(conv, sizeof conv, "%s/tests/fixtures/templates/extra_conversations.json", mxl_test_repo_root());
+    snprintf(golden, sizeof golden, "%s/tests/fixtures/templates/extra_golden.jsonl", mxl_test_repo_root());
     run_golden(mxl_test_failed_, conv, golden, dir, 348);
 }
