@@ -125,7 +125,7 @@ static bool format_number(tctx *c, tbuf *b, tv v, fspec sp) {
     }
     case 'c': {
         char enc[5] = {0};
-        size_t L = mxl_tpl_tutf8_encode((int32_t)iv, enc);
+        size_t L = mxl_utf8_encode((int32_t)iv, enc);
         enc[L] = 0;
         return pad_out(c, b, enc, L, &sp, '<');
     }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/arena.h"
+#include "core/utf8.h"
 #include "template/template.h"
 
 /* ---------------------------------------------------------------- values */
@@ -295,7 +296,6 @@ size_t mxl_tpl_tutf8_len(const char *s, size_t n); /* code points */
 size_t mxl_tpl_tutf8_offset(const char *s, size_t n, size_t i);
 /* decode one code point at s[*pos], advancing; invalid bytes decode as themselves (latin-1) */
 int32_t mxl_tpl_tutf8_next(const char *s, size_t n, size_t *pos);
-size_t mxl_tpl_tutf8_encode(int32_t cp, char out[4]);
 
 /* Python float repr ("1.0", "1e+20", "inf") into buf (>= 32 bytes). */
 void mxl_tpl_tfmt_float_repr(double f, char *buf, size_t cap);

@@ -166,7 +166,7 @@ static bool lex_string(lexer *L, size_t *pos) {
         }
         if (cp >= 0) {
             char enc[4];
-            size_t len = mxl_tpl_tutf8_encode(cp, enc);
+            size_t len = mxl_utf8_encode(cp, enc);
             /* an escape never produces more bytes than its source text (\xNN: 4 >= 2) */
             memcpy(out + o, enc, len);
             o += len;

@@ -141,7 +141,7 @@ bool mxl_tpl_tstr_case(tctx *c, tv s, char mode, tv *out) {
         }
         int32_t m = op == 'U' ? map_upper(cp) : op == 'L' ? map_lower(cp) : map_title(cp);
         char enc[4];
-        size_t L = mxl_tpl_tutf8_encode(m, enc);
+        size_t L = mxl_utf8_encode(m, enc);
         if (!mxl_tpl_tbuf_put(c, &b, enc, L)) return false;
     }
     *out = mxl_tpl_tbuf_value(&b);

@@ -377,34 +377,6 @@ size_t mxl_tpl_tutf8_offset(const char *s, size_t n, size_t i) {
     return pos;
 }
 
-size_t mxl_tpl_tutf8_encode(int32_t cp, char out[4]) {
-    if (cp < 0) cp = 0xFFFD;
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    if (cp > 0x10FFFF) cp = 0xFFFD;
-    if (cp > 0xFFFF) {
-        out[0] = (char)(0xF0 | (cp >> 18));
-        out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[3] = (char)(0x80 | (cp & 0x3F));
-        return 4;
-    }
-    return mxl_tpl_tutf8_encode(0xFFFD, out);
-}
-
 /* ---------------------------------------------------------------- str / repr */
 
 void mxl_tpl_tfmt_float_repr(double f, char *buf, size_t cap) {

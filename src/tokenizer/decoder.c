@@ -129,7 +129,7 @@ static bool set_tok(tok_buf *b, const char *s, size_t n) {
 
 static mxl_status strip(const tok_decoder *d, tok_strs *toks) {
     char c[4];
-    size_t cl = tok_utf8_encode(d->ch, c);
+    size_t cl = mxl_utf8_encode(d->ch, c);
     for (size_t i = 0; i < toks->n; i++) {
         tok_buf *b = &toks->v[i];
         size_t s = 0, e = b->n;
@@ -167,7 +167,7 @@ static mxl_status replace(const tok_decoder *d, tok_strs *toks) {
 
 static mxl_status metaspace(const tok_decoder *d, tok_strs *toks) {
     char c[4];
-    size_t cl = tok_utf8_encode(d->ch, c);
+    size_t cl = mxl_utf8_encode(d->ch, c);
     tok_buf nb = {0};
     for (size_t i = 0; i < toks->n; i++) {
         tok_buf *b = &toks->v[i];

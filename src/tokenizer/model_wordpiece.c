@@ -141,7 +141,7 @@ static mxl_status wpm(const mxl_tokenizer *t, const char *s, size_t n, mxl_token
             if (word.n) st = wpm_word(t, word.p, word.n, out);
             word.n = 0;
             char tmp[4];
-            size_t k = tok_utf8_encode(lc, tmp);
+            size_t k = mxl_utf8_encode(lc, tmp);
             if (st == MXL_OK) st = wpm_word(t, tmp, k, out);
             continue;
         }

@@ -164,7 +164,7 @@ static mxl_status split_one(const tok_pretok *p, const char *s, size_t n, bool a
     }
     case TOK_PRE_METASPACE: {
         char rep[4];
-        size_t rl = tok_utf8_encode(p->replacement, rep);
+        size_t rl = mxl_utf8_encode(p->replacement, rep);
         tok_buf t = {0};
         if (!tok_buf_reserve(&t, n)) return MXL_ERR_NOMEM;
         for (size_t i = 0; i < n; i++) {

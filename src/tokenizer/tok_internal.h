@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "core/utf8.h"
 #include "tokenizer/tokenizer.h"
 
 /* ---- growable byte buffer (always NUL-terminated once allocated) ---- */
@@ -39,7 +40,6 @@ static inline size_t tok_utf8_len(uint8_t c) {
 }
 /* Decodes one code point of valid UTF-8 (caller guarantees validity and n > 0); returns bytes. */
 size_t tok_utf8_decode(const char *s, size_t n, uint32_t *cp);
-size_t tok_utf8_encode(uint32_t cp, char out[4]);
 /* Appends s to out replacing each maximal invalid subsequence by U+FFFD (Rust's
  * String::from_utf8_lossy / the Unicode "maximal subpart" practice). Returns false on OOM. */
 bool tok_utf8_lossy(const char *s, size_t n, tok_buf *out);

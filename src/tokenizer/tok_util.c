@@ -37,7 +37,7 @@ bool tok_buf_putc(tok_buf *b, char c) { return tok_buf_append(b, &c, 1); }
 
 bool tok_buf_put_cp(tok_buf *b, uint32_t cp) {
     char tmp[4];
-    size_t k = tok_utf8_encode(cp, tmp);
+    size_t k = mxl_utf8_encode(cp, tmp);
     return tok_buf_append(b, tmp, k);
 }
 
@@ -88,29 +88,6 @@ size_t tok_utf8_decode(const char *s, size_t n, uint32_t *cp) {
         break;
     }
     return k;
-}
-
-size_t tok_utf8_encode(uint32_t cp, char out[4]) {
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
 }
 
 /* Length of the valid prefix of a sequence starting at s[0]: returns the full length when the
