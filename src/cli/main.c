@@ -18,7 +18,7 @@ static const subcommand k_subcommands[] = {
     {"run", NULL, mxl_cmd_run, "Run a model: one reply with -p (interactive chat not yet)"},
     {"generate", "gen", mxl_cmd_generate, "Generate text from a prompt"},
     {"generate-image", NULL, NULL, "Render images with an image-generation model"},
-    {"embed", NULL, NULL, "Compute embedding vectors"},
+    {"embed", NULL, mxl_cmd_embed, "Compute embedding vectors"},
     {"rerank", NULL, NULL, "Score query-document pairs with a reranker"},
     {"detect", NULL, NULL, "Detect objects in an image"},
     {"predict", NULL, NULL, "Dense prediction (depth, segmentation, keypoints)"},

@@ -18,6 +18,7 @@
 #include "backends/cpu/embed_topk.h"
 #include "backends/cpu/norm.h"
 #include "backends/cpu/softmax.h"
+#include "models/weights.h"
 
 /* ---- weight binding ---- */
 
@@ -29,18 +30,9 @@ static mxl_status bind_matrix(const mxl_checkpoint *ck, const char *name, int64_
         if (optional) return MXL_OK;
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor '%s' is missing", ck->path, name);
     }
-    const mxl_tensor *t = &ti->tensor;
-    if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols)
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]",
-                             ck->path, name, t->ndim > 0 ? (long long)t->shape[0] : -1LL,
-                             t->ndim > 1 ? (long long)t->shape[1] : -1LL, (long long)rows, (long long)cols);
-    bool dense = t->dtype == MXL_DTYPE_F32 || t->dtype == MXL_DTYPE_F16 || t->dtype == MXL_DTYPE_BF16;
-    w->kind = dense ? MXL_CPU_W_DENSE : MXL_CPU_W_GGUF;
-    w->dtype = t->dtype;
-    w->rows = rows;
-    w->cols = cols;
-    w->data = t->data;
-    return mxl_cpu_weight_check(w, name, err);
+    mxl_status st = mxl_weights_matrix(&ti->tensor, name, rows, cols, w, err);
+    if (st) mxl_error_prefix(err, "%s: ", ck->path);
+    return st;
 }
 
 /* A norm vector as f32 (GGUF stores norms in F32; other float types are converted once). */
@@ -52,28 +44,9 @@ static mxl_status bind_vector(mxl_decoder *d, const mxl_checkpoint *ck, const ch
         if (optional) return MXL_OK;
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor '%s' is missing", ck->path, name);
     }
-    const mxl_tensor *t = &ti->tensor;
-    if (t->ndim != 1 || t->shape[0] != n)
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor '%s' should be a vector of %lld", ck->path, name, (long long)n);
-    if (t->dtype == MXL_DTYPE_F32 && ((uintptr_t)t->data % _Alignof(float)) == 0) {
-        *out = t->data;
-        return MXL_OK;
-    }
-    float *v = mxl_arena_alloc(&d->arena, (size_t)n * sizeof(float), 64);
-    if (!v) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
-    const uint8_t *p = t->data;
-    for (int64_t i = 0; i < n; i++) {
-        if (t->dtype == MXL_DTYPE_F32) memcpy(&v[i], p + 4 * i, 4);
-        else if (t->dtype == MXL_DTYPE_F16 || t->dtype == MXL_DTYPE_BF16) {
-            uint16_t h;
-            memcpy(&h, p + 2 * i, 2);
-            v[i] = t->dtype == MXL_DTYPE_F16 ? mxl_f16_to_f32(h) : mxl_bf16_to_f32(h);
-        } else {
-            return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor '%s' has type %s; norm vectors must be float", ck->path, name, mxl_dtype_name(t->dtype));
-        }
-    }
-    *out = v;
-    return MXL_OK;
+    mxl_status st = mxl_weights_vector_f32(&d->arena, &ti->tensor, name, n, out, err);
+    if (st) mxl_error_prefix(err, "%s: ", ck->path);
+    return st;
 }
 
 /* ---- family hyper-parameters ---- */
