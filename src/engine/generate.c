@@ -21,7 +21,18 @@ struct mxl_gen_model {
     mxl_template *tmpl;
     mxl_chat_template_source tsrc;
     mxl_threadpool *pool;
+    /* every id that ends generation: the tokenizer's (generation_config / vocab) and the
+     * checkpoint config's, merged once at load */
+    int32_t eos[64];
+    int n_eos;
 };
+
+static void add_eos(mxl_gen_model *m, int64_t id) {
+    if (id < 0 || id >= m->dec.hp.vocab || m->n_eos >= (int)(sizeof m->eos / sizeof m->eos[0])) return;
+    for (int i = 0; i < m->n_eos; i++)
+        if (m->eos[i] == id) return;
+    m->eos[m->n_eos++] = (int32_t)id;
+}
 
 static double now_ms(void) {
     struct timespec ts;
@@ -47,6 +58,10 @@ mxl_status mxl_gen_model_load(const char *path, int n_threads, mxl_gen_model **o
         mxl_gen_model_destroy(m);
         return st;
     }
+    size_t n;
+    const int32_t *e = mxl_tokenizer_eos_ids(m->tok, &n);
+    for (size_t i = 0; i < n; i++) add_eos(m, e[i]);
+    for (int i = 0; i < m->ck->config.n_eos; i++) add_eos(m, m->ck->config.eos_token_ids[i]);
     *out = m;
     return MXL_OK;
 }
@@ -98,12 +113,8 @@ static mxl_status build_prompt(mxl_gen_model *m, const mxl_gen_request *req, mxl
 }
 
 static bool is_eos(const mxl_gen_model *m, int32_t id) {
-    size_t n;
-    const int32_t *e = mxl_tokenizer_eos_ids(m->tok, &n);
-    for (size_t i = 0; i < n; i++)
-        if (e[i] == id) return true;
-    for (int i = 0; i < m->ck->config.n_eos; i++)
-        if (m->ck->config.eos_token_ids[i] == id) return true;
+    for (int i = 0; i < m->n_eos; i++)
+        if (m->eos[i] == id) return true;
     return false;
 }
 
@@ -156,13 +167,8 @@ mxl_status mxl_gen_run(mxl_gen_model *m, const mxl_gen_request *req, mxl_gen_tex
                 st = mxl_error_set(err, MXL_ERR_INTERNAL, "the model produced a non-finite logit (token %lld) at position %lld", (long long)v, (long long)mxl_decoder_state_pos(st_dec));
                 goto out;
             }
-        if (req->ignore_eos) {
-            size_t ne;
-            const int32_t *e = mxl_tokenizer_eos_ids(m->tok, &ne);
-            for (size_t k = 0; k < ne; k++) if (e[k] >= 0 && e[k] < hp->vocab) logits[e[k]] = -INFINITY;
-            for (int k = 0; k < m->ck->config.n_eos; k++)
-                if (m->ck->config.eos_token_ids[k] >= 0 && m->ck->config.eos_token_ids[k] < hp->vocab) logits[m->ck->config.eos_token_ids[k]] = -INFINITY;
-        }
+        if (req->ignore_eos) /* as llama.cpp: EOS ids can never be sampled */
+            for (int k = 0; k < m->n_eos; k++) logits[m->eos[k]] = -INFINITY;
         int32_t id = mxl_sampler_sample(smp, logits, ids.ids, ids.n);
         if (!req->ignore_eos && is_eos(m, id)) {
             stats->finish_reason = "stop";

@@ -57,6 +57,10 @@ void mxl_test_register(const char *name, const char *file, mxl_test_fn fn);
 
 /* Path of the repository root (set by the runner from MXL_REPO_ROOT or the cwd). */
 const char *mxl_test_repo_root(void);
+/* Path of `rel` ("owner/name[/file]") in the model store where scripts/fetch-models.sh installs
+ * the bundled models: $MLXCEL_MODELS_DIR/rel, else ${MLXCEL_CACHE_DIR:-~/.cache/mlxcel}/models/rel.
+ * Static buffer, overwritten by the next call. */
+const char *mxl_test_model_path(const char *rel);
 /* Writes bytes to a fresh temp file and returns its path (static buffer per call index). */
 const char *mxl_test_write_temp(const char *suffix, const void *data, size_t size);
 

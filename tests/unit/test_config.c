@@ -213,12 +213,8 @@ TEST(config_hostile_values) {
 }
 
 TEST(config_load_dir_real_minilm) {
-    const char *cache = getenv("MLXCEL_CACHE_DIR");
-    char dir[1024];
-    if (cache && *cache)
-        snprintf(dir, sizeof dir, "%s/models/sentence-transformers/all-MiniLM-L6-v2", cache);
-    else
-        snprintf(dir, sizeof dir, "%s/.cache/mlxcel/models/sentence-transformers/all-MiniLM-L6-v2", getenv("HOME"));
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", mxl_test_model_path("sentence-transformers/all-MiniLM-L6-v2"));
     mxl_model_config c;
     mxl_error e;
     mxl_status st = mxl_model_config_load_dir(dir, &c, &e);

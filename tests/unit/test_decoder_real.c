@@ -23,13 +23,6 @@ typedef struct run_opts {
     double tie_margin; /* reference margins below this count as near ties */
 } run_opts;
 
-static void model_path(const char *repo, const char *file, char *out, size_t cap) {
-    const char *md = getenv("MLXCEL_MODELS_DIR"), *cache = getenv("MLXCEL_CACHE_DIR");
-    if (md && *md) snprintf(out, cap, "%s/%s/%s", md, repo, file);
-    else if (cache && *cache) snprintf(out, cap, "%s/models/%s/%s", cache, repo, file);
-    else snprintf(out, cap, "%s/.cache/mlxcel/models/%s/%s", getenv("HOME"), repo, file);
-}
-
 static json_t *fixture_model(json_t *fx, const char *id) {
     json_t *it;
     size_t i;
@@ -49,7 +42,8 @@ static void run_model(const char *id, const run_opts *o, int *n_exact, int *n_ti
     REQUIRE(fx);
     json_t *m = fixture_model(fx, id);
     REQUIRE(m);
-    model_path(json_string_value(json_object_get(m, "repo")), json_string_value(json_object_get(m, "file")), path, sizeof path);
+    snprintf(path, sizeof path, "%s/%s", json_string_value(json_object_get(m, "repo")), json_string_value(json_object_get(m, "file")));
+    snprintf(path, sizeof path, "%s", mxl_test_model_path(path));
     mxl_checkpoint *ck = NULL;
     mxl_error err;
     if (mxl_checkpoint_open(path, &ck, &err) != MXL_OK) {

@@ -20,10 +20,7 @@ TEST(embed_minilm_matches_sentence_transformers) {
     snprintf(path, sizeof path, "%s/tests/fixtures/embeddings/minilm.json", mxl_test_repo_root());
     json_t *fx = json_load_file(path, 0, NULL);
     REQUIRE(fx);
-    const char *md = getenv("MLXCEL_MODELS_DIR"), *cache = getenv("MLXCEL_CACHE_DIR");
-    if (md && *md) snprintf(path, sizeof path, "%s/sentence-transformers/all-MiniLM-L6-v2", md);
-    else if (cache && *cache) snprintf(path, sizeof path, "%s/models/sentence-transformers/all-MiniLM-L6-v2", cache);
-    else snprintf(path, sizeof path, "%s/.cache/mlxcel/models/sentence-transformers/all-MiniLM-L6-v2", getenv("HOME"));
+    snprintf(path, sizeof path, "%s", mxl_test_model_path("sentence-transformers/all-MiniLM-L6-v2"));
     mxl_embed_model *m = NULL;
     mxl_error err;
     if (mxl_embed_model_load(path, 2, &m, &err)) fprintf(stderr, "  %s (run scripts/fetch-models.sh)\n", err.msg);

@@ -941,12 +941,7 @@ TEST(gguf_seed_files_match_gguf_py) {
 
 /* Path of a real model from the store; fails the test with a pointer to the fetch script. */
 static int model_path(const char *rel, char *out, size_t cap) {
-    const char *cache = getenv("MLXCEL_CACHE_DIR");
-    const char *home = getenv("HOME");
-    if (cache && *cache)
-        snprintf(out, cap, "%s/models/%s", cache, rel);
-    else
-        snprintf(out, cap, "%s/.cache/mlxcel/models/%s", home ? home : "", rel);
+    snprintf(out, cap, "%s", mxl_test_model_path(rel));
     struct stat st;
     if (stat(out, &st) != 0) {
         fprintf(stderr, "  model file %s is missing: run scripts/fetch-models.sh\n", out);

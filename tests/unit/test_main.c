@@ -28,6 +28,15 @@ const char *mxl_test_repo_root(void) {
     return r && *r ? r : ".";
 }
 
+const char *mxl_test_model_path(const char *rel) {
+    static char path[4096];
+    const char *md = getenv("MLXCEL_MODELS_DIR"), *cache = getenv("MLXCEL_CACHE_DIR");
+    if (md && *md) snprintf(path, sizeof path, "%s/%s", md, rel);
+    else if (cache && *cache) snprintf(path, sizeof path, "%s/models/%s", cache, rel);
+    else snprintf(path, sizeof path, "%s/.cache/mlxcel/models/%s", getenv("HOME") ? getenv("HOME") : "", rel);
+    return path;
+}
+
 const char *mxl_test_write_temp(const char *suffix, const void *data, size_t size) {
     static char paths[64][256];
     static int next;

@@ -832,9 +832,9 @@ TEST(safetensors_model_no_weights) {
 /* ---- real checkpoint ----------------------------------------------------------------------- */
 
 static void models_dir(char *buf, size_t cap) {
-    const char *c = getenv("MLXCEL_CACHE_DIR");
-    if (c && *c) snprintf(buf, cap, "%s/models", c);
-    else snprintf(buf, cap, "%s/.cache/mlxcel/models", getenv("HOME") ? getenv("HOME") : "");
+    const char *p = mxl_test_model_path("");
+    size_t n = strlen(p);
+    snprintf(buf, cap, "%.*s", (int)(n && p[n - 1] == '/' ? n - 1 : n), p);
 }
 
 static void check_real_model(int *mxl_test_failed_, const json_t *jm) {

@@ -78,35 +78,7 @@ mxl_dense_dot_fn mxl_dense_dot_avx2_get(mxl_dtype t) {
     }
 }
 #else
-AVX2 static inline void dot4_t(mxl_dtype t, int64_t n, const void *w, const float *x, int64_t xs,
-                               float *out) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 wv = load8(t, w, i);
-        a0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i), a0);
-        a1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + xs + i), a1);
-        a2 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + 2 * xs + i), a2);
-        a3 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + 3 * xs + i), a3);
-    }
-    out[0] = hsum_ps(a0), out[1] = hsum_ps(a1), out[2] = hsum_ps(a2), out[3] = hsum_ps(a3);
-    for (; i < n; i++) {
-        float wi = mxl_dense_elem(t, w, i);
-        for (int k = 0; k < 4; k++) out[k] += wi * x[k * xs + i];
-    }
-}
-AVX2 static void dot4_f32(int64_t n, const void *w, const float *x, int64_t xs, float *o) { dot4_t(MXL_DTYPE_F32, n, w, x, xs, o); }
-AVX2 static void dot4_f16(int64_t n, const void *w, const float *x, int64_t xs, float *o) { dot4_t(MXL_DTYPE_F16, n, w, x, xs, o); }
-AVX2 static void dot4_bf16(int64_t n, const void *w, const float *x, int64_t xs, float *o) { dot4_t(MXL_DTYPE_BF16, n, w, x, xs, o); }
-
-mxl_dense_dot4_fn mxl_dense_dot4_avx2_get(mxl_dtype t) {
-    switch (t) {
-    case MXL_DTYPE_F32: return dot4_f32;
-    case MXL_DTYPE_F16: return dot4_f16;
-    case MXL_DTYPE_BF16: return dot4_bf16;
-    default: return 0;
-    }
-}
-
+/* not x86-64: no AVX2 variants, callers use the references */
+mxl_dense_dot4_fn mxl_dense_dot4_avx2_get(mxl_dtype t) { (void)t; return 0; }
 mxl_dense_dot_fn mxl_dense_dot_avx2_get(mxl_dtype t) { (void)t; return 0; }
 #endif
