@@ -15,7 +15,7 @@ CSTD    := -std=c17 -D_GNU_SOURCE -DMXL_VERSION=\"$(VERSION)\"
 INC     := -Isrc
 OPT     ?= -O2 -g
 CFLAGS_ALL = $(CSTD) $(WARN) $(INC) $(OPT) -pthread -MMD -MP $(EXTRA_CFLAGS)
-LDLIBS  := -ljansson -lpcre2-8 -lutf8proc -lm -lpthread
+LDLIBS  := -lmicrohttpd -ljansson -lpcre2-8 -lutf8proc -lm -lpthread
 
 LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/*' | sort)
 CLI_SRC  := $(shell find src/cli -name '*.c' | sort)
@@ -27,7 +27,11 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 
 .PHONY: all test-unit asan fuzz clean
-all: $(BUILD)/mlxcel $(BUILD)/mlxcel-tests
+all: $(BUILD)/mlxcel $(BUILD)/mlxcel-server $(BUILD)/mlxcel-tests
+
+# `mlxcel-server` is the same binary under llama-server's name (main.c looks at argv[0]).
+$(BUILD)/mlxcel-server: $(BUILD)/mlxcel
+	ln -sf mlxcel $@
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

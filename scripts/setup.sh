@@ -11,11 +11,11 @@ cd "$(dirname "$0")/.."
 log() { printf '[setup] %s\n' "$*"; }
 
 # --- Debian packages -------------------------------------------------------------------------
-# build: gcc, make, jansson (JSON), PCRE2 (pre-tokenizer regexes), utf8proc (Unicode
+# build: gcc, make, jansson (JSON), libmicrohttpd (the server's HTTP), PCRE2 (pre-tokenizer regexes), utf8proc (Unicode
 # normalization); fuzzing and sanitizers: clang with its runtime (libFuzzer);
 # OpenBLAS: the f32 GEMM yardstick `mlxcel bench kernels` loads at run time.
 # python3-venv for the test virtualenv when the system python is Debian's.
-APT_PKGS=(gcc make pkg-config libjansson-dev libpcre2-dev libutf8proc-dev clang libclang-rt-dev libopenblas0-pthread unzip ca-certificates)
+APT_PKGS=(gcc make pkg-config libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev clang libclang-rt-dev libopenblas0-pthread unzip ca-certificates)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -34,7 +34,7 @@ if [ ! -x .venv/bin/python ]; then
   log "creating .venv"
   "$PY" -m venv .venv || { log "python3 -m venv failed; install python3-venv"; exit 1; }
 fi
-if ! .venv/bin/python -c "import pytest" 2>/dev/null; then
+if ! .venv/bin/python -c "import pytest, openai, requests" 2>/dev/null; then
   log "installing test requirements into .venv"
   .venv/bin/python -m pip install -q -r tests/requirements.txt
 fi

@@ -25,7 +25,7 @@ static const subcommand k_subcommands[] = {
     {"tag", NULL, NULL, "Token classification"},
     {"extract", NULL, NULL, "Span extraction"},
     {"inspect", NULL, mxl_cmd_inspect, "Estimate memory for a model before loading it"},
-    {"serve", NULL, NULL, "Start the OpenAI / llama-server compatible HTTP server"},
+    {"serve", NULL, mxl_cmd_serve, "Start the OpenAI / llama-server compatible HTTP server"},
     {"list", "ls", mxl_cmd_list, "List models in the local model store"},
     {"arch", "supported", mxl_cmd_arch, "List supported model architectures"},
     {"download", NULL, NULL, "Download a model snapshot into the model store"},
@@ -55,6 +55,16 @@ static void print_help(void) {
 }
 
 int main(int argc, char **argv) {
+    /* installed or linked as `mlxcel-server`: llama-server's command line, all flags to serve */
+    const char *base = strrchr(argv[0], '/');
+    base = base ? base + 1 : argv[0];
+    if (strcmp(base, "mlxcel-server") == 0) {
+        if (argc >= 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)) {
+            printf("mlxcel-server %s\n", MXL_VERSION);
+            return 0;
+        }
+        return mxl_cmd_serve(argc, argv);
+    }
     if (argc < 2) {
         print_help();
         return 2;

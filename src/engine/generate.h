@@ -20,6 +20,14 @@ void mxl_gen_model_destroy(mxl_gen_model *m);
  * generic fallback (the checkpoint ships none). */
 const char *mxl_gen_model_template_origin(const mxl_gen_model *m, bool *generic);
 
+/* The context a request gets when it names none: the model's own limit, capped at 8192. */
+int64_t mxl_gen_model_default_ctx(const mxl_gen_model *m);
+
+/* The chat template source text. */
+const char *mxl_gen_model_template_text(const mxl_gen_model *m);
+/* The model's tokenizer (owned by the model). */
+const struct mxl_tokenizer *mxl_gen_model_tokenizer(const mxl_gen_model *m);
+
 typedef struct mxl_gen_request {
     const char *prompt;
     bool chat;           /* render through the chat template as one user message */

@@ -1,0 +1,29 @@
+/* cmd_serve.c - `mlxcel serve` and the `mlxcel-server` entry point (llama-server spellings): parses
+ * the flags and environment (server/config.c), prints the startup lines and runs the server until
+ * SIGINT/SIGTERM. */
+#include <stdio.h>
+
+#include "cli/commands.h"
+#include "server/config.h"
+#include "server/server.h"
+
+static void log_line(const char *line) {
+    fprintf(stderr, "%s\n", line);
+    fflush(stderr);
+}
+
+int mxl_cmd_serve(int argc, char **argv) {
+    mxl_server_config cfg;
+    mxl_error err = {0};
+    if (mxl_server_config_parse(argc, argv, &cfg, &err)) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        return 2;
+    }
+    if (cfg.help) {
+        mxl_server_config_print_help();
+        return 0;
+    }
+    int rc = mxl_server_run(&cfg, cfg.log_disable ? NULL : log_line, &err);
+    if (rc) fprintf(stderr, "error: %s\n", err.msg);
+    return rc;
+}

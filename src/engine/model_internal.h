@@ -1,0 +1,30 @@
+/* model_internal.h - the loaded text-generation model shared by the engine's request pieces
+ * (generate.c loads it, chat.c renders prompts with its template, sequence.c runs sequences on
+ * its decoder). Not part of the public engine API: callers outside src/engine use generate.h,
+ * chat.h and sequence.h. */
+#ifndef MXL_ENGINE_MODEL_INTERNAL_H
+#define MXL_ENGINE_MODEL_INTERNAL_H
+
+#include "core/threadpool.h"
+#include "engine/generate.h"
+#include "models/checkpoint.h"
+#include "models/decoder.h"
+#include "template/template.h"
+#include "tokenizer/tokenizer.h"
+
+struct mxl_gen_model {
+    mxl_checkpoint *ck;
+    mxl_decoder dec;
+    bool dec_loaded;
+    mxl_tokenizer *tok;
+    mxl_template *tmpl;
+    mxl_chat_template_source tsrc;
+    mxl_threadpool *pool;
+    /* every id that ends generation: the tokenizer's (generation_config / vocab) and the
+     * checkpoint config's, merged once at load */
+    int32_t eos[64];
+    int n_eos;
+    char bos_text[256], eos_text[256]; /* the special tokens' text for the template */
+};
+
+#endif

@@ -1,0 +1,300 @@
+/* sequence.c - one generating sequence (sequence.h). */
+#include "engine/sequence.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/model_internal.h"
+
+struct mxl_seq {
+    mxl_gen_model *m;
+    int64_t ctx_len, max_chunk, vocab;
+    mxl_decoder_state *dec;
+    mxl_sampler *smp;
+    mxl_detok_stream *ds;
+    float *logits; /* [vocab] current next-token logits */
+    float *work;   /* [vocab] sampler's copy (penalties modify it) */
+    int32_t *ids;  /* [ctx_len] prompt then generated */
+    size_t n_ids, n_prompt, n_fed;
+    int64_t budget, n_gen;
+    bool ignore_eos, finished, pending_feed;
+    int n_probs;
+    char *stop[MXL_SEQ_MAX_STOP];
+    size_t stop_len[MXL_SEQ_MAX_STOP], n_stop, max_stop_len;
+    char *held;   /* text decoded but not released (could be the start of a stop string) */
+    size_t held_len, held_cap;
+    char *out;    /* text released by the last call */
+    size_t out_cap;
+    char *piece;  /* detokenizer output buffer */
+};
+
+mxl_status mxl_seq_create(mxl_gen_model *m, int64_t ctx_len, int64_t max_chunk, mxl_seq **out,
+                          mxl_error *err) {
+    *out = NULL;
+    if (ctx_len < 2) return mxl_error_set(err, MXL_ERR_ARG, "context length %lld is too small", (long long)ctx_len);
+    mxl_seq *s = calloc(1, sizeof *s);
+    if (!s) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    s->m = m;
+    s->ctx_len = ctx_len;
+    s->max_chunk = max_chunk > 0 ? max_chunk : 256;
+    s->vocab = m->dec.hp.vocab;
+    mxl_status st = mxl_decoder_state_create(&m->dec, ctx_len, s->max_chunk, m->pool, &s->dec, err);
+    if (!st) st = mxl_detok_stream_create(m->tok, true, &s->ds, err);
+    if (!st) {
+        s->logits = malloc((size_t)s->vocab * sizeof(float));
+        s->work = malloc((size_t)s->vocab * sizeof(float));
+        s->ids = malloc((size_t)ctx_len * sizeof(int32_t));
+        if (!s->logits || !s->work || !s->ids) st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
+    if (st) {
+        mxl_seq_destroy(s);
+        return st;
+    }
+    *out = s;
+    return MXL_OK;
+}
+
+static void clear_request(mxl_seq *s) {
+    for (size_t i = 0; i < s->n_stop; i++) free(s->stop[i]);
+    s->n_stop = 0;
+    s->max_stop_len = 0;
+    mxl_sampler_destroy(s->smp);
+    s->smp = NULL;
+}
+
+void mxl_seq_destroy(mxl_seq *s) {
+    if (!s) return;
+    clear_request(s);
+    mxl_decoder_state_destroy(s->dec);
+    mxl_detok_stream_destroy(s->ds);
+    free(s->logits);
+    free(s->work);
+    free(s->ids);
+    free(s->held);
+    free(s->out);
+    free(s->piece);
+    free(s);
+}
+
+int64_t mxl_seq_ctx_len(const mxl_seq *s) { return s->ctx_len; }
+int64_t mxl_seq_n_prompt(const mxl_seq *s) { return (int64_t)s->n_prompt; }
+int64_t mxl_seq_n_generated(const mxl_seq *s) { return s->n_gen; }
+const float *mxl_seq_logits(const mxl_seq *s) { return s->logits; }
+const int32_t *mxl_seq_tokens(const mxl_seq *s, size_t *n) {
+    *n = s->n_ids;
+    return s->ids;
+}
+
+static bool reserve(char **buf, size_t *cap, size_t need) {
+    if (need <= *cap) return true;
+    size_t c = *cap ? *cap : 256;
+    while (c < need) c *= 2;
+    char *p = realloc(*buf, c);
+    if (!p) return false;
+    *buf = p;
+    *cap = c;
+    return true;
+}
+
+mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
+                         const mxl_seq_params *p, mxl_error *err) {
+    clear_request(s);
+    if (n_prompt == 0) return mxl_error_set(err, MXL_ERR_ARG, "the prompt is empty after tokenization");
+    if ((int64_t)n_prompt >= s->ctx_len)
+        return mxl_error_set(err, MXL_ERR_ARG, "the prompt has %zu tokens, which does not fit the context of %lld",
+                             n_prompt, (long long)s->ctx_len);
+    for (size_t i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= s->vocab)
+            return mxl_error_set(err, MXL_ERR_ARG, "token id %d is outside the vocabulary (%lld)", prompt[i], (long long)s->vocab);
+    if (p->n_stop > MXL_SEQ_MAX_STOP) return mxl_error_set(err, MXL_ERR_ARG, "at most %d stop strings", MXL_SEQ_MAX_STOP);
+    mxl_status st = mxl_sampler_create(&p->sampling, (int32_t)s->vocab, &s->smp, err);
+    if (st) return st;
+    for (size_t i = 0; i < p->n_stop; i++) {
+        size_t len = strlen(p->stop[i]);
+        if (len == 0) continue;
+        if (!(s->stop[s->n_stop] = strdup(p->stop[i]))) {
+            clear_request(s);
+            return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+        }
+        s->stop_len[s->n_stop++] = len;
+        if (len > s->max_stop_len) s->max_stop_len = len;
+    }
+    /* a fresh detokenizer state: recreate (cheap) rather than reaching into its internals */
+    mxl_detok_stream_destroy(s->ds);
+    s->ds = NULL;
+    if ((st = mxl_detok_stream_create(s->m->tok, true, &s->ds, err))) {
+        clear_request(s);
+        return st;
+    }
+    /* the KV cache restarts: positions are rewritten from 0 */
+    mxl_decoder_state_destroy(s->dec);
+    s->dec = NULL;
+    if ((st = mxl_decoder_state_create(&s->m->dec, s->ctx_len, s->max_chunk, s->m->pool, &s->dec, err))) {
+        clear_request(s);
+        return st;
+    }
+    memcpy(s->ids, prompt, n_prompt * sizeof(int32_t));
+    s->n_ids = s->n_prompt = n_prompt;
+    s->n_fed = 0;
+    s->n_gen = 0;
+    int64_t room = s->ctx_len - (int64_t)n_prompt;
+    s->budget = p->max_tokens >= 0 && p->max_tokens < room ? p->max_tokens : room;
+    s->ignore_eos = p->ignore_eos;
+    s->n_probs = p->n_probs < 0 ? 0 : p->n_probs > MXL_SEQ_MAX_PROBS ? MXL_SEQ_MAX_PROBS : p->n_probs;
+    s->finished = false;
+    s->pending_feed = false;
+    s->held_len = 0;
+    return MXL_OK;
+}
+
+int64_t mxl_seq_prefill_left(const mxl_seq *s) { return (int64_t)(s->n_prompt - (s->n_fed < s->n_prompt ? s->n_fed : s->n_prompt)); }
+
+mxl_status mxl_seq_prefill(mxl_seq *s, int64_t max_tokens, mxl_error *err) {
+    int64_t left = mxl_seq_prefill_left(s);
+    if (left <= 0) return MXL_OK;
+    int64_t n = max_tokens > 0 && max_tokens < left ? max_tokens : left;
+    mxl_status st = mxl_decoder_forward(&s->m->dec, s->dec, s->ids + s->n_fed, n, s->logits, err);
+    if (st) return st;
+    s->n_fed += (size_t)n;
+    return MXL_OK;
+}
+
+static bool is_eos(const mxl_gen_model *m, int32_t id) {
+    for (int i = 0; i < m->n_eos; i++)
+        if (m->eos[i] == id) return true;
+    return false;
+}
+
+/* Log-probabilities of the chosen token and the top alternatives from the raw logits. */
+static void fill_probs(const mxl_seq *s, int32_t chosen, mxl_seq_event *ev) {
+    float mx = -INFINITY;
+    for (int64_t v = 0; v < s->vocab; v++)
+        if (s->logits[v] > mx) mx = s->logits[v];
+    double sum = 0;
+    for (int64_t v = 0; v < s->vocab; v++) sum += exp((double)(s->logits[v] - mx));
+    float lse = mx + (float)log(sum);
+    ev->logprob = chosen >= 0 ? s->logits[chosen] - lse : 0.0f;
+    ev->n_top = 0;
+    for (int64_t v = 0; v < s->vocab; v++) { /* insertion into a short sorted list */
+        float l = s->logits[v];
+        int k = ev->n_top;
+        if (k == s->n_probs && l <= s->logits[ev->top_ids[k - 1]]) continue;
+        if (k < s->n_probs) ev->n_top++;
+        else k--;
+        while (k > 0 && s->logits[ev->top_ids[k - 1]] < l) {
+            ev->top_ids[k] = ev->top_ids[k - 1];
+            k--;
+        }
+        ev->top_ids[k] = (int32_t)v;
+    }
+    for (int i = 0; i < ev->n_top; i++) ev->top_logprobs[i] = s->logits[ev->top_ids[i]] - lse;
+}
+
+/* Moves n bytes from the front of `held` to the released output. */
+static void release(mxl_seq *s, size_t n, mxl_seq_event *ev) {
+    memcpy(s->out + ev->text_len, s->held, n);
+    ev->text_len += n;
+    memmove(s->held, s->held + n, s->held_len - n);
+    s->held_len -= n;
+}
+
+/* Releases what can no longer become a stop string; on a full match ends the request. */
+static void scan_stops(mxl_seq *s, mxl_seq_event *ev, bool final) {
+    size_t best = SIZE_MAX, best_i = 0;
+    for (size_t i = 0; i < s->n_stop; i++) {
+        const char *hit = s->stop_len[i] <= s->held_len ? memmem(s->held, s->held_len, s->stop[i], s->stop_len[i]) : NULL;
+        if (hit && (size_t)(hit - s->held) < best) best = (size_t)(hit - s->held), best_i = i;
+    }
+    if (best != SIZE_MAX) {
+        release(s, best, ev);
+        s->held_len = 0;
+        ev->finished = true;
+        ev->finish_reason = "stop";
+        ev->stop_word = s->stop[best_i];
+        s->finished = true;
+        return;
+    }
+    if (final || s->n_stop == 0) {
+        release(s, s->held_len, ev);
+        return;
+    }
+    /* keep the longest suffix that is a proper prefix of some stop string */
+    size_t keep = 0;
+    for (size_t i = 0; i < s->n_stop; i++) {
+        size_t maxk = s->stop_len[i] - 1 < s->held_len ? s->stop_len[i] - 1 : s->held_len;
+        for (size_t k = maxk; k > keep; k--)
+            if (memcmp(s->held + s->held_len - k, s->stop[i], k) == 0) {
+                keep = k;
+                break;
+            }
+    }
+    release(s, s->held_len - keep, ev);
+}
+
+static mxl_status hold(mxl_seq *s, const char *text, size_t len, mxl_error *err) {
+    if (!reserve(&s->held, &s->held_cap, s->held_len + len) || !reserve(&s->out, &s->out_cap, s->held_len + len + 1))
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    memcpy(s->held + s->held_len, text, len);
+    s->held_len += len;
+    return MXL_OK;
+}
+
+static mxl_status finish(mxl_seq *s, const char *reason, mxl_seq_event *ev, mxl_error *err) {
+    size_t len = 0;
+    mxl_status st = mxl_detok_stream_flush(s->ds, &s->piece, &len, err);
+    if (st) return st;
+    if (len && (st = hold(s, s->piece, len, err))) return st;
+    scan_stops(s, ev, false);
+    if (!ev->finished) {
+        scan_stops(s, ev, true);
+        ev->finished = true;
+        ev->finish_reason = reason;
+    }
+    s->finished = true;
+    return MXL_OK;
+}
+
+mxl_status mxl_seq_sample(mxl_seq *s, mxl_seq_event *ev, mxl_error *err) {
+    memset(ev, 0, sizeof *ev);
+    ev->token = -1;
+    if (!reserve(&s->out, &s->out_cap, 1)) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    ev->text = s->out;
+    if (s->finished) return mxl_error_set(err, MXL_ERR_INTERNAL, "sample after the sequence finished");
+    if (mxl_seq_prefill_left(s) > 0 || s->pending_feed)
+        return mxl_error_set(err, MXL_ERR_INTERNAL, "sample before the prompt or the last token was run");
+    if (s->n_gen >= s->budget) return finish(s, "length", ev, err);
+    for (int64_t v = 0; v < s->vocab; v++)
+        if (!isfinite(s->logits[v]) && s->logits[v] != -INFINITY)
+            return mxl_error_set(err, MXL_ERR_INTERNAL, "the model produced a non-finite logit (token %lld) at position %zu",
+                                 (long long)v, s->n_ids);
+    memcpy(s->work, s->logits, (size_t)s->vocab * sizeof(float));
+    if (s->ignore_eos) /* as llama.cpp: EOS ids can never be sampled */
+        for (int k = 0; k < s->m->n_eos; k++) s->work[s->m->eos[k]] = -INFINITY;
+    int32_t id = mxl_sampler_sample(s->smp, s->work, s->ids, s->n_ids);
+    if (s->n_probs > 0) fill_probs(s, id, ev);
+    if (!s->ignore_eos && is_eos(s->m, id)) return finish(s, "stop", ev, err);
+    ev->token = id;
+    s->ids[s->n_ids++] = id;
+    s->n_gen++;
+    size_t len = 0;
+    mxl_status st = mxl_detok_stream_step(s->ds, id, &s->piece, &len, err);
+    if (st) return st;
+    if (len && (st = hold(s, s->piece, len, err))) return st;
+    scan_stops(s, ev, false);
+    if (ev->finished) return MXL_OK;
+    /* out of budget or context: this was the last token */
+    if (s->n_gen >= s->budget) return finish(s, "length", ev, err);
+    s->pending_feed = true;
+    return MXL_OK;
+}
+
+mxl_status mxl_seq_feed(mxl_seq *s, mxl_error *err) {
+    if (!s->pending_feed) return mxl_error_set(err, MXL_ERR_INTERNAL, "nothing to feed");
+    int32_t id = s->ids[s->n_ids - 1];
+    mxl_status st = mxl_decoder_forward(&s->m->dec, s->dec, &id, 1, s->logits, err);
+    if (st) return st;
+    s->pending_feed = false;
+    s->n_fed = s->n_ids;
+    return MXL_OK;
+}

@@ -1,0 +1,79 @@
+/* sequence.h - one generating sequence on a loaded model: its KV cache, sampler, streaming
+ * detokenizer and stop strings. The unit both `mlxcel run`/`generate` (one sequence) and the
+ * server's scheduler (one per slot) drive, so the same request gives the same tokens everywhere.
+ *
+ * Life of a request on a sequence:
+ *   mxl_seq_start(prompt ids, params)        resets (keeping nothing of the last request yet)
+ *   mxl_seq_prefill(chunk) ... until mxl_seq_prefill_left() == 0   (chunked, interleavable)
+ *   loop: mxl_seq_sample(&ev)                picks the next token from the current logits,
+ *                                            releases the text that is now final
+ *         if ev.finished: done
+ *         mxl_seq_feed()                     runs the picked token through the model
+ * Text released never contains any part of a stop string: a suffix that could still grow into
+ * one is held back until it cannot. Nothing here allocates after mxl_seq_start. */
+#ifndef MXL_ENGINE_SEQUENCE_H
+#define MXL_ENGINE_SEQUENCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "engine/generate.h"
+#include "engine/sampler.h"
+
+#define MXL_SEQ_MAX_STOP 16
+
+typedef struct mxl_seq_params {
+    mxl_sampler_params sampling;
+    int64_t max_tokens; /* -1: until EOS or the context is full */
+    bool ignore_eos;    /* EOS ids are masked out instead of stopping */
+    const char *stop[MXL_SEQ_MAX_STOP]; /* stop strings (copied by mxl_seq_start), non-empty */
+    size_t n_stop;
+    int n_probs; /* report the chosen token's log-probability and this many top alternatives
+                    (0..MXL_SEQ_MAX_PROBS) from the model's distribution before sampling */
+} mxl_seq_params;
+
+#define MXL_SEQ_MAX_PROBS 20
+
+typedef struct mxl_seq_event {
+    int32_t token;     /* the token picked (-1: none, e.g. EOS that stopped) */
+    const char *text;  /* text final after this step; valid until the next call */
+    size_t text_len;
+    bool finished;
+    const char *finish_reason; /* "stop" (EOS or stop string) or "length" */
+    const char *stop_word;     /* the stop string that matched, or NULL */
+    float logprob;             /* of `token` (when n_probs > 0) */
+    int n_top;                 /* top alternatives, most likely first */
+    int32_t top_ids[MXL_SEQ_MAX_PROBS];
+    float top_logprobs[MXL_SEQ_MAX_PROBS];
+} mxl_seq_event;
+
+typedef struct mxl_seq mxl_seq;
+
+/* ctx_len: KV capacity in tokens; max_chunk: the most prompt tokens one prefill call runs. */
+mxl_status mxl_seq_create(mxl_gen_model *m, int64_t ctx_len, int64_t max_chunk, mxl_seq **out,
+                          mxl_error *err);
+void mxl_seq_destroy(mxl_seq *s);
+int64_t mxl_seq_ctx_len(const mxl_seq *s);
+
+/* Starts a request. The prompt must be non-empty and leave room for one token. */
+mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
+                         const mxl_seq_params *p, mxl_error *err);
+/* Prompt tokens not yet run through the model. */
+int64_t mxl_seq_prefill_left(const mxl_seq *s);
+/* Runs up to max_tokens (<= 0: all) of the remaining prompt tokens. */
+mxl_status mxl_seq_prefill(mxl_seq *s, int64_t max_tokens, mxl_error *err);
+/* Picks the next token (prefill must be complete). A non-finite logit is an error, not sampled. */
+mxl_status mxl_seq_sample(mxl_seq *s, mxl_seq_event *ev, mxl_error *err);
+/* Runs the token picked by the last mxl_seq_sample through the model. */
+mxl_status mxl_seq_feed(mxl_seq *s, mxl_error *err);
+
+int64_t mxl_seq_n_prompt(const mxl_seq *s);
+int64_t mxl_seq_n_generated(const mxl_seq *s);
+/* The sequence's token ids so far (prompt then generated). */
+const int32_t *mxl_seq_tokens(const mxl_seq *s, size_t *n);
+/* The logits the next mxl_seq_sample reads (before penalties), [vocab]. */
+const float *mxl_seq_logits(const mxl_seq *s);
+
+#endif

@@ -1,0 +1,317 @@
+/* api_llama.c - llama-server's own routes: /completion (and /completions), /tokenize,
+ * /detokenize, /apply-template, /health, /props, /slots, /metrics, in its field names and
+ * shapes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server_internal.h"
+
+void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r) {
+    json_t *body = mxl_srv_body_json(r, MXL_API_LLAMA);
+    if (!body) return;
+    char msg[512] = "";
+    mxl_gen_call *g = calloc(1, sizeof *g);
+    if (!g) {
+        json_decref(body);
+        mxl_srv_error(r, MXL_API_LLAMA, 500, "server_error", "out of memory");
+        return;
+    }
+    g->srv = s;
+    g->r = r;
+    g->kind = MXL_GEN_LLAMA;
+    g->n = 1;
+    const json_t *p = json_object_get(body, "prompt");
+    const json_t *v;
+    mxl_error err = {0};
+    if (!mxl_srv_parse_params(s, body, &g->params, msg, sizeof msg)) goto bad;
+    v = json_object_get(body, "stream");
+    if (v && !json_is_null(v)) {
+        if (!json_is_boolean(v)) {
+            snprintf(msg, sizeof msg, "'stream' must be a boolean");
+            goto bad;
+        }
+        g->stream = json_is_true(v);
+    }
+    v = json_object_get(body, "n_probs");
+    if (v && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > MXL_SEQ_MAX_PROBS) {
+            snprintf(msg, sizeof msg, "'n_probs' must be an integer between 0 and %d", MXL_SEQ_MAX_PROBS);
+            goto bad;
+        }
+        g->top_logprobs = (int)json_integer_value(v);
+        g->params.n_probs = g->top_logprobs;
+    }
+    v = json_object_get(body, "id_slot");
+    if (v && !json_is_null(v) && (!json_is_integer(v) || json_integer_value(v) < -1)) {
+        snprintf(msg, sizeof msg, "'id_slot' must be an integer");
+        goto bad;
+    }
+    v = json_object_get(body, "cache_prompt");
+    if (v && !json_is_null(v) && !json_is_boolean(v)) {
+        snprintf(msg, sizeof msg, "'cache_prompt' must be a boolean");
+        goto bad;
+    }
+    if (json_is_string(p)) {
+        mxl_token_ids ids = {0};
+        if (mxl_chat_tokenize_raw(s->model, json_string_value(p), json_string_length(p), &ids, &err)) {
+            snprintf(msg, sizeof msg, "%s", err.msg);
+            goto bad;
+        }
+        g->prompt_ids = ids.ids;
+        g->n_prompt = ids.n;
+        g->prompt_text = strdup(json_string_value(p));
+    } else if (json_is_array(p) && json_array_size(p) > 0) {
+        size_t n = json_array_size(p), i;
+        const json_t *e;
+        g->prompt_ids = malloc(n * sizeof(int32_t));
+        if (!g->prompt_ids) {
+            snprintf(msg, sizeof msg, "out of memory");
+            goto bad;
+        }
+        json_array_foreach(p, i, e) {
+            if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > INT32_MAX) {
+                snprintf(msg, sizeof msg, "'prompt' must be a string or an array of token ids (one prompt per request)");
+                goto bad;
+            }
+            g->prompt_ids[i] = (int32_t)json_integer_value(e);
+        }
+        g->n_prompt = n;
+    } else {
+        snprintf(msg, sizeof msg, "'prompt' must be a non-empty string or an array of token ids");
+        goto bad;
+    }
+    mxl_gen_call_run(g);
+    json_decref(body);
+    return;
+bad:
+    mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "%s", msg);
+    free(g->prompt_ids);
+    free(g->prompt_text);
+    free(g);
+    json_decref(body);
+}
+
+/* A token's text as llama-server reports a piece: a string when it is valid UTF-8, else the
+ * list of its bytes. */
+static json_t *piece_json(const mxl_server *s, int32_t id) {
+    char *text = NULL;
+    size_t len = 0;
+    mxl_error err = {0};
+    if (mxl_tokenizer_decode(s->tok, &id, 1, false, &text, &len, &err)) return json_string("");
+    json_t *j = json_stringn(text, len);
+    if (!j) {
+        j = json_array();
+        for (size_t i = 0; i < len; i++) json_array_append_new(j, json_integer((unsigned char)text[i]));
+    }
+    free(text);
+    return j;
+}
+
+static bool opt_bool(const json_t *body, const char *key, bool dflt, bool *out, char *msg, size_t ml) {
+    const json_t *v = json_object_get(body, key);
+    *out = dflt;
+    if (!v || json_is_null(v)) return true;
+    if (!json_is_boolean(v)) return snprintf(msg, ml, "'%s' must be a boolean", key), false;
+    *out = json_is_true(v);
+    return true;
+}
+
+void mxl_api_llama_tokenize(mxl_server *s, mxl_http_req *r) {
+    json_t *body = mxl_srv_body_json(r, MXL_API_LLAMA);
+    if (!body) return;
+    char msg[256];
+    bool add_special, parse_special, with_pieces;
+    const json_t *content = json_object_get(body, "content");
+    if (!opt_bool(body, "add_special", false, &add_special, msg, sizeof msg) || !opt_bool(body, "parse_special", true, &parse_special, msg, sizeof msg) ||
+        !opt_bool(body, "with_pieces", false, &with_pieces, msg, sizeof msg)) {
+        mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "%s", msg);
+        json_decref(body);
+        return;
+    }
+    if (!json_is_string(content)) {
+        mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "'content' must be a string");
+        json_decref(body);
+        return;
+    }
+    mxl_token_ids ids = {0};
+    mxl_error err = {0};
+    unsigned flags = (add_special ? MXL_TOK_ADD_SPECIAL : 0) | (parse_special ? MXL_TOK_PARSE_SPECIAL : 0);
+    if (mxl_tokenizer_encode(s->tok, json_string_value(content), json_string_length(content), flags, &ids, &err)) {
+        mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "%s", err.msg);
+        json_decref(body);
+        return;
+    }
+    json_t *tokens = json_array();
+    for (size_t i = 0; i < ids.n; i++)
+        json_array_append_new(tokens, with_pieces ? json_pack("{s:i, s:o}", "id", ids.ids[i], "piece", piece_json(s, ids.ids[i]))
+                                                  : json_integer(ids.ids[i]));
+    mxl_token_ids_free(&ids);
+    json_decref(body);
+    mxl_http_send_json(r, 200, json_pack("{s:o}", "tokens", tokens));
+}
+
+void mxl_api_llama_detokenize(mxl_server *s, mxl_http_req *r) {
+    json_t *body = mxl_srv_body_json(r, MXL_API_LLAMA);
+    if (!body) return;
+    const json_t *tokens = json_object_get(body, "tokens");
+    if (tokens && !json_is_array(tokens)) {
+        mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "'tokens' must be an array of token ids");
+        json_decref(body);
+        return;
+    }
+    size_t n = tokens ? json_array_size(tokens) : 0, i;
+    int32_t *ids = malloc((n ? n : 1) * sizeof(int32_t));
+    const json_t *e;
+    int32_t vocab = (int32_t)mxl_tokenizer_n_vocab(s->tok);
+    if (!ids) {
+        json_decref(body);
+        mxl_srv_error(r, MXL_API_LLAMA, 500, "server_error", "out of memory");
+        return;
+    }
+    if (tokens) json_array_foreach(tokens, i, e) {
+            if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) >= vocab) {
+                mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "tokens[%zu] is not a token id of this model (0..%d)", i, vocab - 1);
+                free(ids);
+                json_decref(body);
+                return;
+            }
+            ids[i] = (int32_t)json_integer_value(e);
+        }
+    char *text = NULL;
+    size_t len = 0;
+    mxl_error err = {0};
+    mxl_status st = mxl_tokenizer_decode(s->tok, ids, n, false, &text, &len, &err);
+    free(ids);
+    json_decref(body);
+    if (st) {
+        mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "%s", err.msg);
+        return;
+    }
+    json_t *content = json_stringn(text, len);
+    free(text);
+    mxl_http_send_json(r, 200, json_pack("{s:o}", "content", content ? content : json_string("")));
+}
+
+void mxl_api_llama_apply_template(mxl_server *s, mxl_http_req *r) {
+    json_t *body = mxl_srv_body_json(r, MXL_API_LLAMA);
+    if (!body) return;
+    const json_t *msgs = json_object_get(body, "messages");
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
+        mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "'messages' must be a non-empty array");
+        json_decref(body);
+        return;
+    }
+    mxl_chat_opts o = {.kwargs = s->template_kwargs, .add_generation_prompt = true};
+    char *text = NULL;
+    size_t len = 0;
+    mxl_error err = {0};
+    mxl_status st = mxl_chat_render(s->model, msgs, &o, &text, &len, &err);
+    json_decref(body);
+    if (st) {
+        mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "%s", err.msg);
+        return;
+    }
+    json_t *prompt = json_stringn(text, len);
+    free(text);
+    mxl_http_send_json(r, 200, json_pack("{s:o}", "prompt", prompt ? prompt : json_string("")));
+}
+
+void mxl_api_llama_health(mxl_server *s, mxl_http_req *r) {
+    if (!atomic_load(&s->ready)) {
+        mxl_srv_error(r, MXL_API_LLAMA, 503, "unavailable_error", "Loading model");
+        return;
+    }
+    mxl_sched_stats st;
+    mxl_sched_slot_info info[1];
+    mxl_sched_get_stats(s->sched, &st, info, 0);
+    mxl_http_send_json(r, 200, json_pack("{s:s, s:I, s:i, s:i}", "status", "ok", "context_size", (json_int_t)s->slot_ctx, "slots_idle",
+                                         st.n_slots - st.busy, "slots_processing", st.busy));
+}
+
+static json_t *default_settings(const mxl_server *s) {
+    const mxl_sampler_params *p = &s->defaults.sampling;
+    return json_pack("{s:I, s:{s:f, s:i, s:f, s:f, s:i, s:f, s:f, s:f, s:I, s:I, s:b}}", "n_ctx", (json_int_t)s->slot_ctx, "params", "temperature",
+                     (double)p->temp, "top_k", p->top_k, "top_p", (double)p->top_p, "min_p", (double)p->min_p, "repeat_last_n",
+                     p->repeat_last_n, "repeat_penalty", (double)p->repeat_penalty, "presence_penalty", (double)p->presence_penalty,
+                     "frequency_penalty", (double)p->frequency_penalty, "n_predict", (json_int_t)s->defaults.max_tokens, "seed",
+                     (json_int_t)s->cfg->seed, "ignore_eos", s->defaults.ignore_eos);
+}
+
+void mxl_api_llama_props(mxl_server *s, mxl_http_req *r) {
+    if (!strcmp(mxl_http_method(r), "POST")) {
+        if (!s->cfg->props) {
+            mxl_srv_error(r, MXL_API_LLAMA, 403, "permission_error", "This server does not support changing global properties. Start it with `--props`");
+            return;
+        }
+        json_t *body = mxl_srv_body_json(r, MXL_API_LLAMA);
+        if (!body) return;
+        json_decref(body); /* no property is writable yet; llama-server accepts and ignores unknown ones */
+        mxl_http_send_json(r, 200, json_pack("{s:b}", "success", 1));
+        return;
+    }
+    mxl_sched_stats st;
+    mxl_sched_slot_info info[1];
+    mxl_sched_get_stats(s->sched, &st, info, 0);
+    bool generic = false;
+    mxl_gen_model_template_origin(s->model, &generic);
+    size_t bl = 0, el = 0;
+    int32_t bos = mxl_tokenizer_bos_id(s->tok), eos = mxl_tokenizer_eos_id(s->tok);
+    const char *bt = bos >= 0 ? mxl_tokenizer_token(s->tok, bos, &bl) : NULL;
+    const char *et = eos >= 0 ? mxl_tokenizer_token(s->tok, eos, &el) : NULL;
+    json_t *o = json_pack("{s:o, s:i, s:s, s:s, s:s, s:{s:b, s:b}, s:s, s:o, s:o, s:b}", "default_generation_settings", default_settings(s),
+                          "total_slots", st.n_slots, "model_path", s->model_path, "model_alias", s->model_name, "chat_template",
+                          mxl_gen_model_template_text(s->model), "modalities", "vision", 0, "audio", 0, "build_info", "mlxcel " MXL_VERSION,
+                          "bos_token", bt ? json_stringn(bt, bl) : json_string(""), "eos_token", et ? json_stringn(et, el) : json_string(""),
+                          "is_sleeping", 0);
+    mxl_http_send_json(r, 200, o);
+}
+
+void mxl_api_llama_slots(mxl_server *s, mxl_http_req *r) {
+    if (!s->cfg->slots) {
+        mxl_srv_error(r, MXL_API_LLAMA, 501, "not_supported_error", "This server does not support slots endpoint. Start it with `--slots`");
+        return;
+    }
+    mxl_sched_stats st;
+    mxl_sched_slot_info info[256];
+    mxl_sched_get_stats(s->sched, &st, info, 256);
+    json_t *arr = json_array();
+    for (int i = 0; i < st.n_slots && i < 256; i++)
+        json_array_append_new(arr, json_pack("{s:i, s:I, s:b, s:o, s:{s:I, s:I}}", "id", info[i].id, "n_ctx", (json_int_t)info[i].n_ctx,
+                                             "is_processing", info[i].busy, "params", default_settings(s), "next_token", "n_decoded",
+                                             (json_int_t)info[i].n_decoded, "n_prompt_tokens", (json_int_t)info[i].n_prompt));
+    mxl_http_send_json(r, 200, arr);
+}
+
+void mxl_api_llama_metrics(mxl_server *s, mxl_http_req *r) {
+    if (!s->cfg->metrics) {
+        mxl_srv_error(r, MXL_API_LLAMA, 501, "not_supported_error", "This server does not support metrics endpoint. Start it with `--metrics`");
+        return;
+    }
+    mxl_sched_stats st;
+    mxl_sched_slot_info info[1];
+    mxl_sched_get_stats(s->sched, &st, info, 0);
+    char buf[4096];
+    double pt = st.prompt_ms_total / 1e3, dt = st.decode_ms_total / 1e3;
+    int n = snprintf(buf, sizeof buf,
+                     "# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.\n"
+                     "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total %llu\n"
+                     "# HELP llamacpp:prompt_seconds_total Prompt process time\n"
+                     "# TYPE llamacpp:prompt_seconds_total counter\nllamacpp:prompt_seconds_total %.3f\n"
+                     "# HELP llamacpp:tokens_predicted_total Number of generation tokens processed.\n"
+                     "# TYPE llamacpp:tokens_predicted_total counter\nllamacpp:tokens_predicted_total %llu\n"
+                     "# HELP llamacpp:tokens_predicted_seconds_total Predict process time\n"
+                     "# TYPE llamacpp:tokens_predicted_seconds_total counter\nllamacpp:tokens_predicted_seconds_total %.3f\n"
+                     "# HELP llamacpp:prompt_tokens_seconds Average prompt throughput in tokens/s.\n"
+                     "# TYPE llamacpp:prompt_tokens_seconds gauge\nllamacpp:prompt_tokens_seconds %.3f\n"
+                     "# HELP llamacpp:predicted_tokens_seconds Average generation throughput in tokens/s.\n"
+                     "# TYPE llamacpp:predicted_tokens_seconds gauge\nllamacpp:predicted_tokens_seconds %.3f\n"
+                     "# HELP llamacpp:requests_processing Number of requests processing.\n"
+                     "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing %d\n"
+                     "# HELP llamacpp:requests_deferred Number of requests deferred.\n"
+                     "# TYPE llamacpp:requests_deferred gauge\nllamacpp:requests_deferred %d\n",
+                     (unsigned long long)st.prompt_tokens_total, pt, (unsigned long long)st.tokens_predicted_total, dt,
+                     pt > 0 ? (double)st.prompt_tokens_total / pt : 0.0, dt > 0 ? (double)st.tokens_predicted_total / dt : 0.0, st.busy,
+                     st.queued);
+    mxl_http_send(r, 200, "text/plain; version=0.0.4", buf, (size_t)(n < (int)sizeof buf ? n : (int)sizeof buf - 1));
+}

@@ -1,0 +1,289 @@
+/* api_openai.c - the OpenAI routes: /v1/chat/completions, /v1/completions, /v1/models. Requests
+ * are validated field by field (400 naming the field), rendered through the model's chat
+ * template and handed to the shared generation call (gen_call.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server_internal.h"
+
+#define MAX_CHOICES 16
+
+/* Copies messages, turning content part lists into plain text (the text parts joined) so every
+ * template sees strings; image / audio parts are refused for this text model. */
+static json_t *normalize_messages(const json_t *msgs, char *msg, size_t ml) {
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
+        snprintf(msg, ml, "'messages' must be a non-empty array");
+        return NULL;
+    }
+    json_t *out = json_array();
+    size_t i;
+    const json_t *m;
+    json_array_foreach(msgs, i, m) {
+        if (!json_is_object(m)) {
+            snprintf(msg, ml, "messages[%zu] must be an object", i);
+            goto fail;
+        }
+        const json_t *role = json_object_get(m, "role");
+        if (!json_is_string(role)) {
+            snprintf(msg, ml, "messages[%zu].role must be a string", i);
+            goto fail;
+        }
+        json_t *copy = json_deep_copy(m);
+        const json_t *content = json_object_get(m, "content");
+        if (json_is_array(content)) {
+            size_t len = 0, k;
+            const json_t *part;
+            json_array_foreach(content, k, part) {
+                const json_t *type = json_object_get(part, "type");
+                const json_t *text = json_object_get(part, "text");
+                if (!json_is_object(part) || !json_is_string(type)) {
+                    json_decref(copy);
+                    snprintf(msg, ml, "messages[%zu].content[%zu] must be an object with a 'type'", i, k);
+                    goto fail;
+                }
+                if (strcmp(json_string_value(type), "text") != 0) {
+                    json_decref(copy);
+                    snprintf(msg, ml, "messages[%zu].content[%zu]: '%s' input is not supported for this model", i, k, json_string_value(type));
+                    goto fail;
+                }
+                if (!json_is_string(text)) {
+                    json_decref(copy);
+                    snprintf(msg, ml, "messages[%zu].content[%zu].text must be a string", i, k);
+                    goto fail;
+                }
+                len += json_string_length(text) + 1;
+            }
+            char *joined = malloc(len + 1), *p = joined;
+            if (!joined) {
+                json_decref(copy);
+                snprintf(msg, ml, "out of memory");
+                goto fail;
+            }
+            json_array_foreach(content, k, part) {
+                const json_t *text = json_object_get(part, "text");
+                if (p != joined) *p++ = '\n';
+                memcpy(p, json_string_value(text), json_string_length(text));
+                p += json_string_length(text);
+            }
+            *p = 0;
+            json_object_set_new(copy, "content", json_stringn(joined, (size_t)(p - joined)));
+            free(joined);
+        } else if (content && !json_is_string(content) && !json_is_null(content)) {
+            json_decref(copy);
+            snprintf(msg, ml, "messages[%zu].content must be a string, an array of parts or null", i);
+            goto fail;
+        }
+        json_array_append_new(out, copy);
+    }
+    return out;
+fail:
+    json_decref(out);
+    return NULL;
+}
+
+/* Template kwargs: server defaults, then the request's chat_template_kwargs, then the request
+ * switches templates read (enable_thinking, reasoning_effort). */
+static json_t *template_kwargs(const mxl_server *s, const json_t *body, char *msg, size_t ml) {
+    json_t *kw = s->template_kwargs ? json_deep_copy(s->template_kwargs) : json_object();
+    const json_t *req = json_object_get(body, "chat_template_kwargs");
+    if (req && !json_is_null(req)) {
+        if (!json_is_object(req)) {
+            json_decref(kw);
+            snprintf(msg, ml, "'chat_template_kwargs' must be an object");
+            return NULL;
+        }
+        json_object_update(kw, (json_t *)req);
+    }
+    const json_t *v = json_object_get(body, "enable_thinking");
+    if (v && !json_is_null(v)) {
+        if (!json_is_boolean(v)) {
+            json_decref(kw);
+            snprintf(msg, ml, "'enable_thinking' must be a boolean");
+            return NULL;
+        }
+        json_object_set(kw, "enable_thinking", (json_t *)v);
+    }
+    v = json_object_get(body, "reasoning_effort");
+    if (v && !json_is_null(v)) {
+        if (!json_is_string(v)) {
+            json_decref(kw);
+            snprintf(msg, ml, "'reasoning_effort' must be a string");
+            return NULL;
+        }
+        json_object_set(kw, "reasoning_effort", (json_t *)v);
+    }
+    return kw;
+}
+
+static bool parse_stream(const json_t *body, mxl_gen_call *g, char *msg, size_t ml) {
+    const json_t *v = json_object_get(body, "stream");
+    if (v && !json_is_null(v)) {
+        if (!json_is_boolean(v)) return snprintf(msg, ml, "'stream' must be a boolean"), false;
+        g->stream = json_is_true(v);
+    }
+    v = json_object_get(body, "stream_options");
+    if (v && !json_is_null(v)) {
+        if (!json_is_object(v)) return snprintf(msg, ml, "'stream_options' must be an object"), false;
+        const json_t *u = json_object_get(v, "include_usage");
+        if (u && !json_is_boolean(u) && !json_is_null(u)) return snprintf(msg, ml, "'stream_options.include_usage' must be a boolean"), false;
+        g->include_usage = json_is_true(u);
+    }
+    v = json_object_get(body, "n");
+    if (v && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > MAX_CHOICES)
+            return snprintf(msg, ml, "'n' must be an integer between 1 and %d", MAX_CHOICES), false;
+        g->n = (int)json_integer_value(v);
+    }
+    return true;
+}
+
+static mxl_gen_call *new_call(mxl_server *s, mxl_http_req *r, mxl_gen_kind kind) {
+    mxl_gen_call *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->srv = s;
+    g->r = r;
+    g->kind = kind;
+    g->n = 1;
+    return g;
+}
+
+static void fail_call(mxl_gen_call *g, int status, const char *type, const char *msg) {
+    mxl_srv_error(g->r, MXL_API_OPENAI, status, type, "%s", msg);
+    free(g->prompt_ids);
+    free(g->prompt_text);
+    free(g);
+}
+
+void mxl_api_openai_chat(mxl_server *s, mxl_http_req *r) {
+    json_t *body = mxl_srv_body_json(r, MXL_API_OPENAI);
+    if (!body) return;
+    char msg[512] = "";
+    mxl_gen_call *g = new_call(s, r, MXL_GEN_CHAT);
+    json_t *msgs = NULL, *kw = NULL;
+    if (!g) {
+        json_decref(body);
+        mxl_srv_error(r, MXL_API_OPENAI, 500, "server_error", "out of memory");
+        return;
+    }
+    if (!(msgs = normalize_messages(json_object_get(body, "messages"), msg, sizeof msg)) || !parse_stream(body, g, msg, sizeof msg) ||
+        !mxl_srv_parse_params(s, body, &g->params, msg, sizeof msg) || !(kw = template_kwargs(s, body, msg, sizeof msg)))
+        goto bad;
+    const json_t *v = json_object_get(body, "logprobs");
+    if (v && !json_is_null(v)) {
+        if (!json_is_boolean(v)) {
+            snprintf(msg, sizeof msg, "'logprobs' must be a boolean");
+            goto bad;
+        }
+        g->logprobs = json_is_true(v);
+    }
+    v = json_object_get(body, "top_logprobs");
+    if (v && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > MXL_SEQ_MAX_PROBS) {
+            snprintf(msg, sizeof msg, "'top_logprobs' must be an integer between 0 and %d", MXL_SEQ_MAX_PROBS);
+            goto bad;
+        }
+        g->top_logprobs = (int)json_integer_value(v);
+    }
+    g->params.n_probs = g->logprobs ? (g->top_logprobs > 0 ? g->top_logprobs : 1) : 0;
+    const json_t *tools = json_object_get(body, "tools");
+    if (tools && !json_is_null(tools) && !json_is_array(tools)) {
+        snprintf(msg, sizeof msg, "'tools' must be an array");
+        goto bad;
+    }
+    mxl_chat_opts o = {.tools = json_is_array(tools) && json_array_size(tools) ? tools : NULL, .kwargs = kw, .add_generation_prompt = true};
+    size_t len = 0;
+    mxl_error err = {0};
+    if (mxl_chat_render(s->model, msgs, &o, &g->prompt_text, &len, &err)) {
+        snprintf(msg, sizeof msg, "%s", err.msg);
+        goto bad;
+    }
+    mxl_token_ids ids = {0};
+    if (mxl_chat_tokenize_rendered(s->model, g->prompt_text, len, &ids, &err)) {
+        snprintf(msg, sizeof msg, "%s", err.msg);
+        goto bad;
+    }
+    g->prompt_ids = ids.ids;
+    g->n_prompt = ids.n;
+    json_decref(msgs);
+    json_decref(kw);
+    /* the body's strings (stop) must outlive the call: the scheduler copies them at submit */
+    mxl_gen_call_run(g);
+    json_decref(body);
+    return;
+bad:
+    json_decref(msgs);
+    json_decref(kw);
+    fail_call(g, 400, "invalid_request_error", msg);
+    json_decref(body);
+}
+
+/* A prompt given as a string, a one-element list of strings, or token ids. */
+static bool completion_prompt(mxl_server *s, const json_t *p, mxl_gen_call *g, bool add_special, char *msg, size_t ml) {
+    if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0))) p = json_array_get(p, 0);
+    mxl_error err = {0};
+    if (json_is_string(p)) {
+        mxl_token_ids ids = {0};
+        mxl_status st = add_special ? mxl_chat_tokenize_raw(s->model, json_string_value(p), json_string_length(p), &ids, &err)
+                                    : mxl_chat_tokenize_rendered(s->model, json_string_value(p), json_string_length(p), &ids, &err);
+        if (st) return snprintf(msg, ml, "%s", err.msg), false;
+        g->prompt_ids = ids.ids;
+        g->n_prompt = ids.n;
+        g->prompt_text = strdup(json_string_value(p));
+        return true;
+    }
+    if (json_is_array(p) && json_array_size(p) > 0) {
+        size_t n = json_array_size(p), i;
+        const json_t *e;
+        g->prompt_ids = malloc(n * sizeof(int32_t));
+        if (!g->prompt_ids) return snprintf(msg, ml, "out of memory"), false;
+        json_array_foreach(p, i, e) {
+            if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > INT32_MAX)
+                return snprintf(msg, ml, "'prompt' must be a string or an array of token ids (one prompt per request)"), false;
+            g->prompt_ids[i] = (int32_t)json_integer_value(e);
+        }
+        g->n_prompt = n;
+        return true;
+    }
+    return snprintf(msg, ml, "'prompt' must be a non-empty string or an array of token ids"), false;
+}
+
+void mxl_api_openai_completions(mxl_server *s, mxl_http_req *r) {
+    json_t *body = mxl_srv_body_json(r, MXL_API_OPENAI);
+    if (!body) return;
+    char msg[512] = "";
+    mxl_gen_call *g = new_call(s, r, MXL_GEN_COMPLETION);
+    if (!g) {
+        json_decref(body);
+        mxl_srv_error(r, MXL_API_OPENAI, 500, "server_error", "out of memory");
+        return;
+    }
+    if (!parse_stream(body, g, msg, sizeof msg) || !mxl_srv_parse_params(s, body, &g->params, msg, sizeof msg) ||
+        !completion_prompt(s, json_object_get(body, "prompt"), g, true, msg, sizeof msg))
+        goto bad;
+    const json_t *v = json_object_get(body, "logprobs");
+    if (v && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > MXL_SEQ_MAX_PROBS) {
+            snprintf(msg, sizeof msg, "'logprobs' must be an integer between 0 and %d", MXL_SEQ_MAX_PROBS);
+            goto bad;
+        }
+        g->logprobs = true;
+        g->top_logprobs = (int)json_integer_value(v);
+        g->params.n_probs = g->top_logprobs > 0 ? g->top_logprobs : 1;
+    }
+    mxl_gen_call_run(g);
+    json_decref(body);
+    return;
+bad:
+    fail_call(g, 400, "invalid_request_error", msg);
+    json_decref(body);
+}
+
+void mxl_api_openai_models(mxl_server *s, mxl_http_req *r) {
+    json_t *model = json_pack("{s:s, s:s, s:I, s:s, s:{s:I, s:I}}", "id", s->model_name, "object", "model", "created", (json_int_t)s->created,
+                              "owned_by", "mlxcel", "meta", "n_ctx_train", (json_int_t)mxl_gen_model_default_ctx(s->model), "n_ctx_slot",
+                              (json_int_t)s->slot_ctx);
+    json_t *llama_model = json_pack("{s:s, s:s, s:[s], s:s}", "name", s->model_name, "model", s->model_name, "capabilities", "completion",
+                                    "path", s->model_path);
+    mxl_http_send_json(r, 200, json_pack("{s:s, s:[o], s:[o]}", "object", "list", "data", model, "models", llama_model));
+}

@@ -1,0 +1,307 @@
+/* config.c - serve flags and environment (config.h). */
+#include "server/config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum kind {
+    K_STR,     /* string value */
+    K_INT,     /* integer value (int64_t field) */
+    K_INT32,   /* integer value (int32_t field) */
+    K_NOOP,    /* boolean flag accepted with no effect (always the behaviour here) */
+    K_DBL,     /* float value (double field) */
+    K_FLT,     /* float value (float field) */
+    K_ON,      /* boolean flag setting true */
+    K_OFF,     /* boolean flag setting false */
+    K_BOOLV,   /* optional =BOOL value, bare means true */
+    K_MULTI,   /* repeatable string (array + count field right after) */
+    K_REFUSED, /* a spec flag of a feature this build does not run: startup error */
+    K_REFUSED_V, /* same, taking a value */
+    K_IGNORED_V, /* llama-server flag with no meaning here (GPU layers, ...): value ignored */
+} kind;
+
+typedef struct opt {
+    const char *names; /* "--ctx-size|-c" */
+    const char *env;   /* "LLAMA_ARG_CTX_SIZE|MLXCEL_..." or NULL */
+    kind k;
+    size_t off;
+    int64_t min, max;  /* K_INT range */
+    const char *help;
+} opt;
+
+#define F(field) offsetof(mxl_server_config, field)
+#define S(field) (offsetof(mxl_server_config, sampling) + offsetof(mxl_sampler_params, field))
+
+static const opt k_opts[] = {
+    {"--model|-m|--hf-repo|-hf|-hfr", "LLAMA_ARG_MODEL", K_STR, F(model), 0, 0, "model: local path, owner/name, or bare name"},
+    {"--alias|-a", "LLAMA_ARG_ALIAS", K_STR, F(alias), 0, 0, "model name reported by the API"},
+    {"--threads|-t", "LLAMA_ARG_THREADS", K_INT, F(threads), -1, 1024, "compute threads (default: cores)"},
+    {"--host", "LLAMA_ARG_HOST", K_STR, F(host), 0, 0, "bind address, or a path ending in .sock (default 127.0.0.1)"},
+    {"--port", "LLAMA_ARG_PORT", K_INT, F(port), 0, 65535, "TCP port, 0 for an ephemeral one (default 8080)"},
+    {"--api-key", "LLAMA_API_KEY", K_STR, F(api_key), 0, 0, "require Authorization: Bearer KEY"},
+    {"--api-key-file", NULL, K_STR, F(api_key_file), 0, 0, "read the API key from a file"},
+    {"--api-prefix", "LLAMA_ARG_API_PREFIX", K_STR, F(api_prefix), 0, 0, "serve every route under this prefix"},
+    {"--allowed-origins", "MLXCEL_ALLOWED_ORIGINS", K_STR, F(allowed_origins), 0, 0, "exact CORS origins (comma list)"},
+    {"--cors-origins", "LLAMA_ARG_CORS_ORIGINS", K_STR, F(cors_origins), 0, 0, "Access-Control-Allow-Origin (default *)"},
+    {"--cors-headers", "LLAMA_ARG_CORS_HEADERS", K_STR, F(cors_headers), 0, 0, "allowed headers (default *)"},
+    {"--cors-methods", "LLAMA_ARG_CORS_METHODS", K_STR, F(cors_methods), 0, 0, "allowed methods (default GET,POST,OPTIONS)"},
+    {"--cors-credentials", "LLAMA_ARG_CORS_CREDENTIALS", K_ON, F(cors_credentials), 0, 0, "allow credentials (default on)"},
+    {"--no-cors-credentials", NULL, K_OFF, F(cors_credentials), 0, 0, NULL},
+    {"--ssl-cert-file", "LLAMA_ARG_SSL_CERT_FILE", K_STR, F(ssl_cert_file), 0, 0, "PEM certificate: serve HTTPS"},
+    {"--ssl-key-file", "LLAMA_ARG_SSL_KEY_FILE", K_STR, F(ssl_key_file), 0, 0, "PEM private key"},
+    {"--threads-http", "LLAMA_ARG_THREADS_HTTP", K_INT, F(threads_http), -1, 4096, "HTTP threads (one per connection here)"},
+    {"--reuse-port", "LLAMA_ARG_REUSE_PORT", K_ON, F(reuse_port), 0, 0, "SO_REUSEPORT"},
+    {"--sse-ping-interval", "LLAMA_ARG_SSE_PING_INTERVAL", K_INT, F(sse_ping_interval), -1, 86400, "seconds between SSE pings, -1 off (default 30)"},
+    {"--timeout|-to", "LLAMA_ARG_TIMEOUT", K_INT, F(timeout), 1, 86400 * 7, "socket read/write timeout in seconds (default 3600)"},
+    {"--max-body-bytes", "MLXCEL_MAX_BODY_BYTES", K_INT, F(max_body_bytes), 1024, INT64_C(1) << 32, "largest request body (default 32 MiB)"},
+    {"--n-parallel|--parallel|-np", "LLAMA_ARG_N_PARALLEL", K_INT, F(n_parallel), 1, 256, "request slots (default 4)"},
+    {"--max-batch-size", NULL, K_INT, F(max_batch_size), 1, 256, "sequences per decode batch (default n_parallel)"},
+    {"--max-queue-depth", NULL, K_INT, F(max_queue_depth), 1, 1 << 20, "waiting requests before 503 (default 32)"},
+    {"--prefill-chunk-size", "MLXCEL_PREFILL_CHUNK", K_INT, F(prefill_chunk), 0, 1 << 20, "prompt tokens per prefill chunk (default 2048 idle / 512 decoding)"},
+    {"--batch-size|-b", "LLAMA_ARG_BATCH", K_INT, F(batch_size), 1, 1 << 20, "alias of --prefill-chunk-size"},
+    {"--ubatch-size|-ub", "LLAMA_ARG_UBATCH", K_IGNORED_V, 0, 0, 0, "accepted, no effect on the CPU"},
+    {"--prefill-grant-interval", "MLXCEL_PREFILL_GRANT_INTERVAL", K_INT, F(grant_interval), 0, 1 << 20, "decode ticks a parked prefill yields (default 16)"},
+    {"--ctx-size|-c", "LLAMA_ARG_CTX_SIZE", K_INT, F(ctx_size), 0, INT64_C(1) << 30, "context budget shared by the slots (0: the model's)"},
+    {"--n-predict|--predict|-n", "LLAMA_ARG_N_PREDICT", K_INT, F(n_predict), -1, INT64_C(1) << 30, "default max tokens (-1: the slot's context)"},
+    {"--decode-timeout", "MLXCEL_DECODE_TIMEOUT", K_DBL, F(decode_timeout), 0, 0, "seconds without progress before a request is cancelled (default 600)"},
+    {"--no-batch", NULL, K_ON, F(no_batch), 0, 0, "one request at a time, FIFO"},
+    {"--chat-template", NULL, K_STR, F(chat_template), 0, 0, "Jinja chat template overriding the model's"},
+    {"--chat-template-file", NULL, K_STR, F(chat_template_file), 0, 0, "chat template from a file"},
+    {"--chat-template-kwargs", NULL, K_STR, F(chat_template_kwargs), 0, 0, "default template kwargs (JSON object)"},
+    {"--reasoning-budget", NULL, K_INT, F(reasoning_budget), -1, INT64_C(1) << 30, "thinking-token budget (-1: unlimited)"},
+    {"--jinja", NULL, K_NOOP, 0, 0, 0, NULL}, /* the Jinja engine always renders templates */
+    {"--slots", NULL, K_ON, F(slots), 0, 0, "enable /slots (default on)"},
+    {"--no-slots", NULL, K_OFF, F(slots), 0, 0, NULL},
+    {"--props", NULL, K_ON, F(props), 0, 0, "enable POST /props"},
+    {"--metrics", NULL, K_ON, F(metrics), 0, 0, "enable /metrics"},
+    {"--warmup", NULL, K_ON, F(warmup), 0, 0, "one-token warm-up after load (default on)"},
+    {"--no-warmup", NULL, K_OFF, F(warmup), 0, 0, NULL},
+    {"--prompt-cache-enabled", "MLXCEL_PROMPT_CACHE_ENABLED", K_BOOLV, F(prompt_cache), 0, 0, "reuse prompt prefixes (default on)"},
+    {"--no-prompt-cache", NULL, K_OFF, F(prompt_cache), 0, 0, NULL},
+    {"--temp|--temperature", NULL, K_FLT, S(temp), 0, 0, "default temperature (0.8)"},
+    {"--top-k", "LLAMA_ARG_TOP_K", K_INT32, S(top_k), 0, INT32_MAX, "default top-k (40)"},
+    {"--top-p", NULL, K_FLT, S(top_p), 0, 0, "default top-p (0.9)"},
+    {"--min-p", NULL, K_FLT, S(min_p), 0, 0, "default min-p (0.1)"},
+    {"--seed|-s", NULL, K_INT, F(seed), -1, INT64_MAX, "default seed (-1: random)"},
+    {"--repeat-last-n", NULL, K_INT32, S(repeat_last_n), -1, INT32_MAX, "penalty window (64)"},
+    {"--repeat-penalty", NULL, K_FLT, S(repeat_penalty), 0, 0, "repetition penalty (1.0)"},
+    {"--presence-penalty", NULL, K_FLT, S(presence_penalty), 0, 0, "presence penalty (0.0)"},
+    {"--frequency-penalty", NULL, K_FLT, S(frequency_penalty), 0, 0, "frequency penalty (0.0)"},
+    {"--ignore-eos", NULL, K_ON, F(ignore_eos), 0, 0, "never stop at EOS"},
+    {"--logit-bias|-l", NULL, K_MULTI, F(logit_bias), 0, 0, "TOKEN_ID(+/-)BIAS for every request (repeatable)"},
+    {"--reverse-prompt|-r", NULL, K_MULTI, F(reverse_prompt), 0, 0, "stop string added to every request (repeatable)"},
+    {"--verbose|-v", "LLAMA_ARG_VERBOSE", K_ON, F(verbose), 0, 0, "log every request"},
+    {"--log-disable", NULL, K_ON, F(log_disable), 0, 0, "no log output"},
+    {"--help|-h", NULL, K_ON, F(help), 0, 0, "print help"},
+    /* llama-server spellings with no meaning on this backend */
+    {"--n-gpu-layers|-ngl|--gpu-layers", "LLAMA_ARG_N_GPU_LAYERS", K_IGNORED_V, 0, 0, 0, NULL},
+    {"--flash-attn|-fa", "LLAMA_ARG_FLASH_ATTN", K_IGNORED_V, 0, 0, 0, NULL},
+    /* spec flags of features not built yet */
+    {"--model-draft|-md|--draft-model", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--draft-max|--draft|--spec-draft-n-max|--draft-n|--draft-kind|--draft-block-size|--prompt-lookup-max-batch", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--models-dir|--models-preset|--models-max|--tags|--hf-file|-hff|--model-url|-mu|--docker-repo|-dr", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--models-autoload|--no-models-autoload|--webui|--ui|--no-webui|--no-ui|--enable-preemption|--settings|--lora-fuse|--lora-init-without-apply|--estimate-memory|--force|--no-memory-check|--offline|--embedding|--embeddings|--rerank|--reranking|--enable-vlm-prefix-cache", NULL, K_REFUSED, 0, 0, 0, NULL},
+    {"--adapter|--lora|--lora-scaled|--surgery|--revision|--preemption-policy|--max-batch-prefill|--max-batch-prefill-tokens|--max-kv-size|--decode-storage-backend|--kv-cache-budget|--kv-admission-watermark|--kv-bits|--kv-group-size|--kv-quant-scheme|--kv-skip-last-layer|--turbo-boundary-v", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--vision-cache-size|--media-path|--max-image-payload-size|--max-images|--video-max-frames|--video-fps|--max-image-width|--max-image-height|--max-image-decode-alloc-bytes|--audio-queue-depth|--audio-request-timeout-secs|--image-model", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--embedding-model|--reranker-model|--embedding-batch-size|--embedding-max-length|--embedding-queue-depth|--embedding-request-timeout-secs|--rerank-batch-size|--pooling|--embd-normalize", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--max-denoising-steps|--diffusion-sampler|--diffusion-threshold|--slot-save-path|--sleep-idle-seconds|--grammar|--grammar-file|--json-schema|--json-schema-file|--hf-token|--model-store-root", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--prompt-cache-capacity-bytes|--prompt-cache-max-entries|--prompt-cache-ttl|--prompt-cache-min-prefix|--prompt-cache-snapshot-capacity-bytes|--prompt-cache-snapshot-max-entries|--prompt-cache-snapshot-ttl|--apc-enabled|--apc-block-size|--apc-num-blocks|--apc-hash", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--responses-store-max-entries|--responses-store-ttl-secs|--conversation-store-max-entries|--conversation-store-ttl-secs", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--dry-multiplier|--dry-base|--dry-allowed-length|--dry-penalty-last-n|--dry-sequence-breaker|--dry-sequence-breakers|--typical|--top-nsigma|--xtc-probability|--xtc-threshold|--dynatemp-range|--dynatemp-exp|--mirostat|--mirostat-lr|--mirostat-ent|--adaptive-target|--adaptive-decay|--samplers|--sampler-seq", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--distributed-config|--node-role|--node-id|--peers|--serving-bind|--prefill-peers|--decode-peers|--pp-layers|--pp-micro-batch-size|--pp-auto|--cluster-discovery|--cluster-discovery-port", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--ui-config|--ui-config-file|--path|--tools|--tools-runtime|--mcp-servers-config|--mcp-servers-json|--ui-mcp-proxy|--agent", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {NULL, NULL, 0, 0, 0, 0, NULL},
+};
+
+static const opt *find_opt(const char *name, size_t len) {
+    for (const opt *o = k_opts; o->names; o++)
+        for (const char *p = o->names; *p;) {
+            const char *e = strchr(p, '|');
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            if (n == len && strncmp(p, name, len) == 0) return o;
+            p += n + (e ? 1 : 0);
+        }
+    return NULL;
+}
+
+static bool takes_value(kind k) {
+    return k == K_STR || k == K_INT || k == K_INT32 || k == K_DBL || k == K_FLT || k == K_MULTI || k == K_REFUSED_V ||
+           k == K_IGNORED_V;
+}
+
+static mxl_status parse_bool(const char *flag, const char *v, bool *out, mxl_error *err) {
+    if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "on") || !strcasecmp(v, "yes") || !strcasecmp(v, "enabled")) *out = true;
+    else if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "off") || !strcasecmp(v, "no") || !strcasecmp(v, "disabled")) *out = false;
+    else return mxl_error_set(err, MXL_ERR_ARG, "%s: expected a boolean, got '%s'", flag, v);
+    return MXL_OK;
+}
+
+/* Applies one option with its value (NULL for flags). `flag` names it in messages. */
+static mxl_status apply(mxl_server_config *c, const opt *o, const char *flag, const char *v, mxl_error *err) {
+    char *base = (char *)c;
+    char *end = NULL;
+    switch (o->k) {
+    case K_STR:
+        *(const char **)(base + o->off) = v;
+        return MXL_OK;
+    case K_INT:
+    case K_INT32: {
+        errno = 0;
+        long long x = strtoll(v, &end, 10);
+        if (errno || end == v || *end) return mxl_error_set(err, MXL_ERR_ARG, "%s: expected an integer, got '%s'", flag, v);
+        if (x < o->min || x > o->max)
+            return mxl_error_set(err, MXL_ERR_ARG, "%s: %lld is outside [%lld, %lld]", flag, x, (long long)o->min, (long long)o->max);
+        if (o->k == K_INT) *(int64_t *)(base + o->off) = x;
+        else *(int32_t *)(base + o->off) = (int32_t)x;
+        return MXL_OK;
+    }
+    case K_DBL:
+    case K_FLT: {
+        errno = 0;
+        double x = strtod(v, &end);
+        if (errno || end == v || *end || !isfinite(x)) return mxl_error_set(err, MXL_ERR_ARG, "%s: expected a number, got '%s'", flag, v);
+        if (x < 0) return mxl_error_set(err, MXL_ERR_ARG, "%s: must not be negative", flag);
+        if (o->k == K_DBL) *(double *)(base + o->off) = x;
+        else *(float *)(base + o->off) = (float)x;
+        if (o->off == F(decode_timeout)) c->decode_timeout_set = true;
+        return MXL_OK;
+    }
+    case K_ON:
+        *(bool *)(base + o->off) = true;
+        return MXL_OK;
+    case K_OFF:
+        *(bool *)(base + o->off) = false;
+        return MXL_OK;
+    case K_BOOLV:
+        if (!v) {
+            *(bool *)(base + o->off) = true;
+            return MXL_OK;
+        }
+        return parse_bool(flag, v, (bool *)(base + o->off), err);
+    case K_MULTI: {
+        const char **arr = (const char **)(base + o->off);
+        int *n = (int *)(base + o->off + sizeof(const char *) * MXL_SRV_MAX_MULTI);
+        if (*n >= MXL_SRV_MAX_MULTI) return mxl_error_set(err, MXL_ERR_ARG, "%s: at most %d values", flag, MXL_SRV_MAX_MULTI);
+        arr[(*n)++] = v;
+        return MXL_OK;
+    }
+    case K_NOOP:
+    case K_IGNORED_V:
+        return MXL_OK;
+    case K_REFUSED:
+    case K_REFUSED_V:
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s is not supported by this build of mlxcel serve yet", flag);
+    }
+    return MXL_OK;
+}
+
+static void defaults(mxl_server_config *c) {
+    memset(c, 0, sizeof *c);
+    c->threads = -1;
+    c->host = "127.0.0.1";
+    c->port = 8080;
+    c->cors_credentials = true;
+    c->threads_http = -1;
+    c->sse_ping_interval = 30;
+    c->timeout = 3600;
+    c->max_body_bytes = 32 << 20;
+    c->n_parallel = 4;
+    c->max_queue_depth = 32;
+    c->grant_interval = 16;
+    c->n_predict = -1;
+    c->decode_timeout = 600;
+    c->reasoning_budget = -1;
+    c->slots = true;
+    c->warmup = true;
+    c->prompt_cache = true;
+    mxl_sampler_params_default(&c->sampling);
+    c->sampling.temp = 0.8f;
+    c->sampling.top_k = 40;
+    c->sampling.top_p = 0.9f;
+    c->sampling.min_p = 0.1f;
+    c->sampling.repeat_last_n = 64;
+    c->sampling.repeat_penalty = 1.0f;
+    c->seed = -1;
+}
+
+mxl_status mxl_server_config_parse(int argc, char **argv, mxl_server_config *c, mxl_error *err) {
+    defaults(c);
+    /* environment first: flags given on the command line override it */
+    for (const opt *o = k_opts; o->names; o++) {
+        if (!o->env) continue;
+        for (const char *p = o->env; *p;) {
+            const char *e = strchr(p, '|');
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            char name[96];
+            if (n < sizeof name) {
+                memcpy(name, p, n);
+                name[n] = 0;
+                const char *v = getenv(name);
+                if (v && *v) {
+                    mxl_status st;
+                    if (o->k == K_ON || o->k == K_OFF) { /* boolean env: a value */
+                        bool b;
+                        if ((st = parse_bool(name, v, &b, err))) return st;
+                        *(bool *)((char *)c + o->off) = o->k == K_ON ? b : !b;
+                    } else if ((st = apply(c, o, name, v, err))) {
+                        return st;
+                    }
+                    break;
+                }
+            }
+            p += n + (e ? 1 : 0);
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || a[1] == 0) return mxl_error_set(err, MXL_ERR_ARG, "unexpected argument '%s'", a);
+        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        const opt *o = find_opt(a, len);
+        char flag[128];
+        snprintf(flag, sizeof flag, "%.*s", (int)len, a);
+        if (!o) return mxl_error_set(err, MXL_ERR_ARG, "unknown option %s (see mlxcel serve --help)", flag);
+        const char *v = NULL;
+        if (takes_value(o->k)) {
+            if (eq) v = eq + 1;
+            else if (i + 1 < argc) v = argv[++i];
+            else return mxl_error_set(err, MXL_ERR_ARG, "%s needs a value", flag);
+        } else if (eq) {
+            if (o->k != K_BOOLV) return mxl_error_set(err, MXL_ERR_ARG, "%s takes no value", flag);
+            v = eq + 1;
+        }
+        mxl_status st = apply(c, o, flag, v, err);
+        if (st) return st;
+    }
+    if (c->help) return MXL_OK;
+    if (c->api_key && c->api_key_file) return mxl_error_set(err, MXL_ERR_ARG, "--api-key and --api-key-file are mutually exclusive");
+    if (c->allowed_origins && c->cors_origins) return mxl_error_set(err, MXL_ERR_ARG, "--allowed-origins and --cors-origins are mutually exclusive");
+    if (!!c->ssl_cert_file != !!c->ssl_key_file) return mxl_error_set(err, MXL_ERR_ARG, "--ssl-cert-file and --ssl-key-file must be given together");
+    if (c->api_prefix && (strchr(c->api_prefix, '{') || strchr(c->api_prefix, '}')))
+        return mxl_error_set(err, MXL_ERR_ARG, "--api-prefix must not contain '{' or '}'");
+    if (c->api_prefix && c->api_prefix[0] && (c->api_prefix[0] != '/' || c->api_prefix[strlen(c->api_prefix) - 1] == '/'))
+        return mxl_error_set(err, MXL_ERR_ARG, "--api-prefix must start with '/' and not end with one, e.g. /llama");
+    if (c->chat_template && c->chat_template_file) return mxl_error_set(err, MXL_ERR_ARG, "--chat-template and --chat-template-file are mutually exclusive");
+    if (!c->model) return mxl_error_set(err, MXL_ERR_ARG, "a model is required: mlxcel serve -m <MODEL> (router mode is not supported yet)");
+    return MXL_OK;
+}
+
+void mxl_server_config_print_help(void) {
+    printf("Usage: mlxcel serve -m <MODEL> [OPTIONS]\n\n"
+           "Start the OpenAI / llama-server compatible HTTP server.\n\nOptions:\n");
+    for (const opt *o = k_opts; o->names; o++) {
+        if (!o->help) continue;
+        char names[96];
+        snprintf(names, sizeof names, "%s", o->names);
+        for (char *p = names; *p; p++)
+            if (*p == '|') *p = ',';
+        printf("  %-34s %s", names, o->help);
+        if (o->env) printf(" [env: %s]", o->env);
+        printf("\n");
+    }
+}

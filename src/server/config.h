@@ -1,0 +1,58 @@
+/* config.h - `mlxcel serve` / `mlxcel-server` settings: every flag of the spec's serve tables
+ * that this build runs, with its llama-server spellings and environment variables (flags beat
+ * environment, environment beats defaults). Flags of features not built yet are recognised and
+ * refused by name, so a deployment never silently runs without what it asked for. */
+#ifndef MXL_SERVER_CONFIG_H
+#define MXL_SERVER_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "engine/sampler.h"
+
+#define MXL_SRV_MAX_MULTI 16
+
+typedef struct mxl_server_config {
+    /* model */
+    const char *model, *alias;
+    int64_t threads;
+    /* network and auth */
+    const char *host;
+    int64_t port;
+    const char *api_key, *api_key_file, *api_prefix;
+    const char *allowed_origins, *cors_origins, *cors_headers, *cors_methods;
+    bool cors_credentials, reuse_port;
+    const char *ssl_cert_file, *ssl_key_file;
+    int64_t threads_http, sse_ping_interval, timeout, max_body_bytes;
+    /* concurrency and batching */
+    int64_t n_parallel, max_batch_size, max_queue_depth, prefill_chunk, batch_size, grant_interval;
+    int64_t ctx_size, n_predict;
+    double decode_timeout;
+    bool no_batch, decode_timeout_set;
+    /* chat template */
+    const char *chat_template, *chat_template_file, *chat_template_kwargs;
+    int64_t reasoning_budget;
+    /* endpoints */
+    bool slots, props, metrics, warmup;
+    /* prompt cache */
+    bool prompt_cache;
+    /* default sampling */
+    mxl_sampler_params sampling;
+    int64_t seed;
+    bool ignore_eos;
+    const char *logit_bias[MXL_SRV_MAX_MULTI];
+    int n_logit_bias;
+    const char *reverse_prompt[MXL_SRV_MAX_MULTI];
+    int n_reverse_prompt;
+    /* logging */
+    bool verbose, log_disable;
+    bool help;
+} mxl_server_config;
+
+/* Fills defaults, then the environment, then argv (argv[0] is the command name). Errors name the
+ * flag. On `--help`, sets cfg->help. */
+mxl_status mxl_server_config_parse(int argc, char **argv, mxl_server_config *cfg, mxl_error *err);
+void mxl_server_config_print_help(void);
+
+#endif

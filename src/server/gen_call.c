@@ -1,0 +1,364 @@
+/* gen_call.c - one generation request end to end on the server side: submits its jobs to the
+ * scheduler, then either waits and answers one JSON document or streams server-sent events, in
+ * the shape of the API that asked (OpenAI chat / completions, llama-server /completion). The
+ * client going away cancels the jobs, which frees their slots at the next engine step. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/server_internal.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static mxl_api api_of(const mxl_gen_call *g) {
+    return g->kind == MXL_GEN_ANTHROPIC ? MXL_API_ANTHROPIC : g->kind == MXL_GEN_LLAMA ? MXL_API_LLAMA : MXL_API_OPENAI;
+}
+
+static void call_free(mxl_gen_call *g) {
+    if (g->ch) mxl_srv_channel_unref(g->ch);
+    free(g->prompt_text);
+    free(g->prompt_ids);
+    free(g->out);
+    free(g);
+}
+
+/* --- JSON pieces ------------------------------------------------------------------------------ */
+
+/* OpenAI logprobs entry for one token. */
+static json_t *token_logprob_json(const mxl_server *s, const mxl_srv_event *e, int top_n) {
+    char *t = mxl_srv_token_text(s, e->token);
+    json_t *o = json_pack("{s:s, s:f, s:[]}", "token", t, "logprob", (double)e->logprob, "top_logprobs");
+    free(t);
+    json_t *top = json_object_get(o, "top_logprobs");
+    for (int i = 0; i < e->n_top && i < top_n; i++) {
+        char *tt = mxl_srv_token_text(s, e->top_ids[i]);
+        json_array_append_new(top, json_pack("{s:s, s:f}", "token", tt, "logprob", (double)e->top_logprobs[i]));
+        free(tt);
+    }
+    return o;
+}
+
+/* llama-server completion_probabilities entry. */
+static json_t *llama_prob_json(const mxl_server *s, const mxl_srv_event *e, int n) {
+    char *t = mxl_srv_token_text(s, e->token);
+    json_t *o = json_pack("{s:i, s:s, s:f, s:[]}", "id", e->token, "token", t, "logprob", (double)e->logprob, "top_logprobs");
+    free(t);
+    json_t *top = json_object_get(o, "top_logprobs");
+    for (int i = 0; i < e->n_top && i < n; i++) {
+        char *tt = mxl_srv_token_text(s, e->top_ids[i]);
+        json_array_append_new(top, json_pack("{s:i, s:s, s:f}", "id", e->top_ids[i], "token", tt, "logprob", (double)e->top_logprobs[i]));
+        free(tt);
+    }
+    return o;
+}
+
+static json_t *usage_json(const mxl_srv_channel *c) {
+    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)c->prompt_tokens, "completion_tokens",
+                     (json_int_t)c->completion_tokens, "total_tokens", (json_int_t)(c->prompt_tokens + c->completion_tokens));
+}
+
+static json_t *timings_json(const mxl_srv_channel *c) {
+    double pm = c->t_prefill_done > 0 ? c->t_prefill_done - c->t_submit : 0;
+    double dm = c->t_end > c->t_prefill_done && c->t_prefill_done > 0 ? c->t_end - c->t_prefill_done : 0;
+    double pn = (double)c->prompt_tokens, dn = (double)c->completion_tokens;
+    return json_pack("{s:I, s:f, s:f, s:f, s:I, s:f, s:f, s:f}", "prompt_n", (json_int_t)c->prompt_tokens, "prompt_ms", pm,
+                     "prompt_per_token_ms", pn > 0 ? pm / pn : 0.0, "prompt_per_second", pm > 0 ? pn * 1e3 / pm : 0.0,
+                     "predicted_n", (json_int_t)c->completion_tokens, "predicted_ms", dm, "predicted_per_token_ms",
+                     dn > 0 ? dm / dn : 0.0, "predicted_per_second", dm > 0 ? dn * 1e3 / dm : 0.0);
+}
+
+static const char *openai_reason(const char *r) { return r && !strcmp(r, "length") ? "length" : "stop"; }
+
+/* llama-server's stop_type: "eos", "word" or "limit". */
+static const char *llama_stop_type(const mxl_srv_event *e) {
+    if (e->stop_word) return "word";
+    return e->finish_reason && !strcmp(e->finish_reason, "length") ? "limit" : "eos";
+}
+
+static json_t *llama_final_fields(const mxl_gen_call *g, const mxl_srv_event *fin, json_t *o) {
+    const mxl_srv_channel *c = g->ch;
+    json_object_set_new(o, "id_slot", json_integer(c->slot_id));
+    json_object_set_new(o, "stop", json_true());
+    json_object_set_new(o, "model", json_string(g->srv->model_name));
+    json_object_set_new(o, "tokens_predicted", json_integer(c->completion_tokens));
+    json_object_set_new(o, "tokens_evaluated", json_integer(c->prompt_tokens));
+    json_object_set_new(o, "prompt", json_string(g->prompt_text ? g->prompt_text : ""));
+    json_object_set_new(o, "has_new_line", json_false());
+    json_object_set_new(o, "truncated", json_false());
+    json_object_set_new(o, "stop_type", json_string(fin ? llama_stop_type(fin) : "none"));
+    json_object_set_new(o, "stopping_word", json_string(fin && fin->stop_word ? fin->stop_word : ""));
+    json_object_set_new(o, "tokens_cached", json_integer(c->prompt_tokens + c->completion_tokens));
+    json_object_set_new(o, "timings", timings_json(c));
+    json_object_set_new(o, "generation_settings",
+                        json_pack("{s:I, s:f, s:i, s:f, s:f, s:I, s:f, s:f, s:f, s:I}", "n_ctx", (json_int_t)g->srv->slot_ctx, "temperature",
+                                  (double)g->params.sampling.temp, "top_k", g->params.sampling.top_k, "top_p", (double)g->params.sampling.top_p,
+                                  "min_p", (double)g->params.sampling.min_p, "n_predict", (json_int_t)g->params.max_tokens,
+                                  "repeat_penalty", (double)g->params.sampling.repeat_penalty, "presence_penalty",
+                                  (double)g->params.sampling.presence_penalty, "frequency_penalty", (double)g->params.sampling.frequency_penalty,
+                                  "seed", (json_int_t)g->params.sampling.seed));
+    return o;
+}
+
+/* Engine failure of a finished channel: "error" or "cancelled" on any choice. */
+static const char *failure(const mxl_srv_channel *c) {
+    for (size_t i = 0; i < c->n_ev; i++)
+        if (c->ev[i].final && c->ev[i].finish_reason &&
+            (!strcmp(c->ev[i].finish_reason, "error") || !strcmp(c->ev[i].finish_reason, "cancelled")))
+            return c->ev[i].finish_reason;
+    return NULL;
+}
+
+/* --- whole responses ---------------------------------------------------------------------------- */
+
+static void respond_whole(mxl_gen_call *g) {
+    mxl_srv_channel *c = g->ch;
+    const char *fail = failure(c);
+    if (fail) {
+        if (!strcmp(fail, "cancelled")) mxl_srv_error(g->r, api_of(g), 503, "unavailable_error", "%s", c->error[0] ? c->error : "the request was cancelled");
+        else mxl_srv_error(g->r, api_of(g), 500, "server_error", "%s", c->error[0] ? c->error : "generation failed");
+        return;
+    }
+    json_t *choices = json_array();
+    for (int idx = 0; idx < g->n; idx++) {
+        json_t *text = json_stringn("", 0);
+        char *buf = malloc(c->text_len + 1);
+        size_t len = 0;
+        const mxl_srv_event *fin = NULL;
+        json_t *lp = json_array(), *tokens = json_array();
+        for (size_t i = 0; i < c->n_ev; i++) {
+            const mxl_srv_event *e = &c->ev[i];
+            if (e->index != idx) continue;
+            if (buf) memcpy(buf + len, c->text + e->text_off, e->text_len), len += e->text_len;
+            if (e->token >= 0) {
+                json_array_append_new(tokens, json_integer(e->token));
+                if (g->logprobs || g->top_logprobs > 0)
+                    json_array_append_new(lp, g->kind == MXL_GEN_LLAMA ? llama_prob_json(g->srv, e, g->top_logprobs)
+                                                                       : token_logprob_json(g->srv, e, g->top_logprobs));
+            }
+            if (e->final) fin = e;
+        }
+        json_decref(text);
+        text = json_stringn(buf ? buf : "", buf ? len : 0);
+        if (!text) text = json_string(""); /* cannot happen: released text is whole UTF-8 */
+        free(buf);
+        json_t *choice;
+        if (g->kind == MXL_GEN_CHAT) {
+            choice = json_pack("{s:i, s:{s:s, s:o}, s:s}", "index", idx, "message", "role", "assistant", "content", text, "finish_reason",
+                               openai_reason(fin ? fin->finish_reason : NULL));
+            json_object_set_new(choice, "logprobs", g->logprobs ? json_pack("{s:o}", "content", lp) : json_null());
+            if (!g->logprobs) json_decref(lp);
+            json_decref(tokens);
+        } else if (g->kind == MXL_GEN_COMPLETION) {
+            choice = json_pack("{s:o, s:i, s:s}", "text", text, "index", idx, "finish_reason", openai_reason(fin ? fin->finish_reason : NULL));
+            json_object_set_new(choice, "logprobs", g->logprobs ? json_pack("{s:o}", "content", lp) : json_null());
+            if (!g->logprobs) json_decref(lp);
+            json_decref(tokens);
+        } else {
+            choice = json_pack("{s:i, s:o, s:o}", "index", idx, "content", text, "tokens", tokens);
+            llama_final_fields(g, fin, choice);
+            if (g->top_logprobs > 0) json_object_set_new(choice, "completion_probabilities", lp);
+            else json_decref(lp);
+        }
+        json_array_append_new(choices, choice);
+    }
+    json_t *body;
+    if (g->kind == MXL_GEN_LLAMA) {
+        body = g->n == 1 ? json_incref(json_array_get(choices, 0)) : json_incref(choices);
+        json_decref(choices);
+    } else {
+        body = json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:o}", "id", g->id, "object",
+                         g->kind == MXL_GEN_CHAT ? "chat.completion" : "text_completion", "created", (json_int_t)g->created, "model",
+                         g->srv->model_name, "system_fingerprint", "mlxcel-" MXL_VERSION, "choices", choices, "usage", usage_json(c));
+        json_object_set_new(body, "timings", timings_json(c));
+    }
+    mxl_http_send_json(g->r, 200, body);
+}
+
+/* --- streaming ---------------------------------------------------------------------------------- */
+
+static void out_append(mxl_gen_call *g, const char *s, size_t n) {
+    if (g->out_len + n > g->out_cap) {
+        size_t cap = g->out_cap ? g->out_cap : 4096;
+        while (cap < g->out_len + n) cap *= 2;
+        char *p = realloc(g->out, cap);
+        if (!p) return;
+        g->out = p;
+        g->out_cap = cap;
+    }
+    memcpy(g->out + g->out_len, s, n);
+    g->out_len += n;
+}
+
+static void out_event(mxl_gen_call *g, json_t *j) {
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!s) return;
+    out_append(g, "data: ", 6);
+    out_append(g, s, strlen(s));
+    out_append(g, "\n\n", 2);
+    free(s);
+}
+
+static json_t *chunk(mxl_gen_call *g, json_t *choice) {
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[o]}", "id", g->id, "object",
+                          g->kind == MXL_GEN_CHAT ? "chat.completion.chunk" : "text_completion", "created", (json_int_t)g->created,
+                          "model", g->srv->model_name, "system_fingerprint", "mlxcel-" MXL_VERSION, "choices", choice);
+    return o;
+}
+
+/* Formats one engine event (channel lock held: the text buffer is read in place). */
+static void format_event(mxl_gen_call *g, const mxl_srv_event *e) {
+    mxl_srv_channel *c = g->ch;
+    json_t *text = json_stringn(c->text + e->text_off, e->text_len);
+    if (!text) text = json_string("");
+    int idx = e->index;
+    bool failed = e->final && e->finish_reason && (!strcmp(e->finish_reason, "error") || !strcmp(e->finish_reason, "cancelled"));
+    if (g->kind == MXL_GEN_LLAMA) {
+        if (e->token < 0 && e->text_len == 0 && !e->final) {
+            json_decref(text);
+            return;
+        }
+        json_t *o = json_pack("{s:o, s:[], s:b, s:i, s:i}", "content", text, "tokens", "stop", 0, "id_slot", c->slot_id, "index", idx);
+        if (e->token >= 0) {
+            json_array_append_new(json_object_get(o, "tokens"), json_integer(e->token));
+            if (g->top_logprobs > 0) json_object_set_new(o, "completion_probabilities", json_pack("[o]", llama_prob_json(g->srv, e, g->top_logprobs)));
+        }
+        if (failed) {
+            json_decref(o);
+            out_event(g, json_pack("{s:{s:i, s:s, s:s}}", "error", "code", 500, "message", c->error[0] ? c->error : "generation failed", "type",
+                                   "server_error"));
+            return;
+        }
+        if (e->final) llama_final_fields(g, e, o);
+        out_event(g, o);
+        return;
+    }
+    if (g->kind == MXL_GEN_CHAT && idx < 16 && !g->started[idx]) {
+        g->started[idx] = true;
+        out_event(g, chunk(g, json_pack("{s:i, s:{s:s, s:s}, s:n, s:n}", "index", idx, "delta", "role", "assistant", "content", "", "logprobs",
+                                        "finish_reason")));
+    }
+    if (e->text_len) {
+        json_t *choice = g->kind == MXL_GEN_CHAT ? json_pack("{s:i, s:{s:o}, s:n}", "index", idx, "delta", "content", json_incref(text), "finish_reason")
+                                                 : json_pack("{s:o, s:i, s:n}", "text", json_incref(text), "index", idx, "finish_reason");
+        json_object_set_new(choice, "logprobs",
+                            g->logprobs && e->token >= 0 ? json_pack("{s:[o]}", "content", token_logprob_json(g->srv, e, g->top_logprobs)) : json_null());
+        out_event(g, chunk(g, choice));
+    }
+    json_decref(text);
+    if (failed) {
+        out_event(g, json_pack("{s:{s:i, s:s, s:s}}", "error", "code", 500, "message", c->error[0] ? c->error : "generation failed", "type",
+                               "server_error"));
+        return;
+    }
+    if (e->final) {
+        const char *why = openai_reason(e->finish_reason);
+        json_t *choice = g->kind == MXL_GEN_CHAT ? json_pack("{s:i, s:{}, s:n, s:s}", "index", idx, "delta", "logprobs", "finish_reason", why)
+                                                 : json_pack("{s:s, s:i, s:n, s:s}", "text", "", "index", idx, "logprobs", "finish_reason", why);
+        out_event(g, chunk(g, choice));
+    }
+}
+
+static ssize_t produce(void *ctx, char *buf, size_t max) {
+    mxl_gen_call *g = ctx;
+    mxl_srv_channel *c = g->ch;
+    for (;;) {
+        if (g->out_off < g->out_len) {
+            size_t n = g->out_len - g->out_off < max ? g->out_len - g->out_off : max;
+            memcpy(buf, g->out + g->out_off, n);
+            g->out_off += n;
+            g->last_write_ms = now_ms();
+            return (ssize_t)n;
+        }
+        g->out_len = g->out_off = 0;
+        if (g->ended) return -1;
+        pthread_mutex_lock(&c->mu);
+        mxl_srv_channel_wait_locked(c, g->seen, 100);
+        while (g->seen < c->n_ev) format_event(g, &c->ev[g->seen++]);
+        bool done = mxl_srv_channel_done(c) && g->seen == c->n_ev;
+        pthread_mutex_unlock(&c->mu);
+        if (g->out_len) continue;
+        if (done) {
+            if (g->kind != MXL_GEN_LLAMA) {
+                if (g->include_usage) {
+                    json_t *u = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", g->id, "object",
+                                          g->kind == MXL_GEN_CHAT ? "chat.completion.chunk" : "text_completion", "created",
+                                          (json_int_t)g->created, "model", g->srv->model_name, "choices", "usage", usage_json(c));
+                    json_object_set_new(u, "timings", timings_json(c));
+                    out_event(g, u);
+                }
+                out_append(g, "data: [DONE]\n\n", 14);
+            }
+            g->ended = true;
+            continue;
+        }
+        if (mxl_http_client_gone(g->r)) {
+            atomic_store(&c->cancel, true);
+            return -1;
+        }
+        int64_t ping = g->srv->cfg->sse_ping_interval;
+        if (ping > 0 && now_ms() - g->last_write_ms > (double)ping * 1e3) out_append(g, ": ping\n\n", 8);
+    }
+}
+
+static void stream_done(void *ctx, bool gone) {
+    mxl_gen_call *g = ctx;
+    if (gone || !g->ended) atomic_store(&g->ch->cancel, true);
+    call_free(g);
+}
+
+void mxl_gen_call_run(mxl_gen_call *g) {
+    g->created = (long)time(NULL);
+    unsigned long long id = atomic_fetch_add(&g->srv->next_id, 1);
+    snprintf(g->id, sizeof g->id, "%s-mlxcel-%llx%llx", g->kind == MXL_GEN_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)g->created, id);
+    if (g->n < 1) g->n = 1;
+    g->ch = mxl_srv_channel_create(g->n);
+    if (!g->ch) {
+        mxl_srv_error(g->r, api_of(g), 500, "server_error", "out of memory");
+        call_free(g);
+        return;
+    }
+    for (int i = 0; i < g->n; i++) {
+        mxl_seq_params p = g->params;
+        p.sampling.seed += (uint64_t)i; /* n > 1: different draws */
+        mxl_error err = {0};
+        mxl_status st = mxl_sched_submit(g->srv->sched, g->ch, i, g->prompt_ids, g->n_prompt, &p, &err);
+        if (st) {
+            atomic_store(&g->ch->cancel, true);
+            if (st == MXL_ERR_UNSUPPORTED) mxl_srv_error(g->r, api_of(g), 503, "unavailable_error", "%s", err.msg);
+            else if (st == MXL_ERR_ARG) mxl_srv_error(g->r, api_of(g), 400, "invalid_request_error", "%s", err.msg);
+            else mxl_srv_error(g->r, api_of(g), 500, "server_error", "%s", err.msg);
+            /* jobs already queued end as cancelled and drop their references */
+            call_free(g);
+            return;
+        }
+    }
+    if (g->stream) {
+        g->last_write_ms = now_ms();
+        mxl_http_stream(g->r, 200, "text/event-stream", produce, stream_done, g);
+        return;
+    }
+    mxl_srv_channel *c = g->ch;
+    pthread_mutex_lock(&c->mu);
+    while (!mxl_srv_channel_done(c)) {
+        mxl_srv_channel_wait_locked(c, c->n_ev, 100);
+        if (mxl_srv_channel_done(c)) break;
+        pthread_mutex_unlock(&c->mu);
+        bool gone = mxl_http_client_gone(g->r);
+        pthread_mutex_lock(&c->mu);
+        if (gone) {
+            atomic_store(&c->cancel, true);
+            break;
+        }
+    }
+    bool done = mxl_srv_channel_done(c);
+    pthread_mutex_unlock(&c->mu);
+    if (done) respond_whole(g);
+    else mxl_srv_error(g->r, api_of(g), 499 == 499 ? 400 : 400, "invalid_request_error", "the client closed the connection");
+    call_free(g);
+}

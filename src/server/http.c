@@ -1,0 +1,379 @@
+/* http.c - HTTP transport on libmicrohttpd (http.h). */
+#include "server/http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+struct mxl_http_server {
+    struct MHD_Daemon *d;
+    mxl_http_config cfg;
+    mxl_http_handler handler;
+    void *ctx;
+    int listen_fd;
+    char address[600];
+    char *unix_path;
+};
+
+struct mxl_http_req {
+    mxl_http_server *srv;
+    struct MHD_Connection *conn;
+    const char *method, *url;
+    char *body;
+    size_t body_len, body_cap;
+    bool too_large, responded;
+};
+
+/* --- listening socket --------------------------------------------------------------------- */
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+static mxl_status open_listener(mxl_http_server *s, mxl_error *err) {
+    const mxl_http_config *c = &s->cfg;
+    if (ends_with(c->host, ".sock")) {
+        struct sockaddr_un a = {.sun_family = AF_UNIX};
+        if (strlen(c->host) >= sizeof a.sun_path)
+            return mxl_error_set(err, MXL_ERR_ARG, "--host %s: Unix socket path is too long", c->host);
+        strcpy(a.sun_path, c->host);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) return mxl_error_set(err, MXL_ERR_IO, "socket: %s", strerror(errno));
+        unlink(c->host); /* a stale socket file from an earlier run */
+        if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 512) != 0) {
+            int e = errno;
+            close(fd);
+            return mxl_error_set(err, MXL_ERR_IO, "cannot listen on %s: %s", c->host, strerror(e));
+        }
+        s->listen_fd = fd;
+        s->unix_path = strdup(c->host);
+        snprintf(s->address, sizeof s->address, "unix:%s", c->host);
+        return MXL_OK;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", c->port);
+    int rc = getaddrinfo(c->host, port, &hints, &res);
+    if (rc != 0) return mxl_error_set(err, MXL_ERR_ARG, "--host %s: %s", c->host, gai_strerror(rc));
+    int fd = -1, last = 0;
+    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) continue;
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (c->reuse_port) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 512) != 0) {
+            last = errno;
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0) return mxl_error_set(err, MXL_ERR_IO, "cannot listen on %s:%d: %s", c->host, c->port, strerror(last));
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char host[INET6_ADDRSTRLEN] = "?";
+    int real_port = c->port;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &a4->sin_addr, host, sizeof host);
+            real_port = ntohs(a4->sin_port);
+        } else if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &a6->sin6_addr, host, sizeof host);
+            real_port = ntohs(a6->sin6_port);
+        }
+    }
+    s->listen_fd = fd;
+    bool v6 = strchr(host, ':') != NULL;
+    snprintf(s->address, sizeof s->address, "%s://%s%s%s:%d", c->cert_pem ? "https" : "http", v6 ? "[" : "", host,
+             v6 ? "]" : "", real_port);
+    return MXL_OK;
+}
+
+/* --- CORS ----------------------------------------------------------------------------------- */
+
+static bool list_has(const char *list, const char *item) {
+    size_t n = strlen(item);
+    for (const char *p = list; p && *p;) {
+        while (*p == ' ' || *p == ',') p++;
+        const char *e = p;
+        while (*e && *e != ',') e++;
+        const char *t = e;
+        while (t > p && t[-1] == ' ') t--;
+        if ((size_t)(t - p) == n && strncmp(p, item, n) == 0) return true;
+        p = e;
+    }
+    return false;
+}
+
+static void add_cors(mxl_http_req *r, struct MHD_Response *resp, bool preflight) {
+    const mxl_http_config *c = &r->srv->cfg;
+    const char *origin = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin");
+    const char *allow = NULL;
+    if (c->allowed_origins) {
+        if (origin && list_has(c->allowed_origins, origin)) allow = origin;
+    } else if (!c->cors_origins || strcmp(c->cors_origins, "*") == 0) {
+        allow = c->cors_credentials && origin ? origin : "*";
+    } else {
+        allow = c->cors_origins;
+    }
+    if (!allow) return;
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", allow);
+    if (c->cors_credentials && strcmp(allow, "*") != 0)
+        MHD_add_response_header(resp, "Access-Control-Allow-Credentials", "true");
+    if (preflight) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", c->cors_methods ? c->cors_methods : "GET,POST,OPTIONS");
+        const char *req_h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+        const char *h = c->cors_headers ? c->cors_headers : "*";
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers", strcmp(h, "*") == 0 && req_h ? req_h : h);
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+    }
+}
+
+/* --- responses ---------------------------------------------------------------------------- */
+
+static void queue(mxl_http_req *r, int status, struct MHD_Response *resp, const char *content_type) {
+    if (!resp) return;
+    if (content_type) MHD_add_response_header(resp, "Content-Type", content_type);
+    MHD_add_response_header(resp, "Server", "mlxcel");
+    add_cors(r, resp, false);
+    MHD_queue_response(r->conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    r->responded = true;
+}
+
+void mxl_http_send(mxl_http_req *r, int status, const char *content_type, const char *body, size_t len) {
+    if (r->responded) return;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    queue(r, status, resp, content_type);
+}
+
+void mxl_http_send_json(mxl_http_req *r, int status, json_t *body) {
+    char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!s) {
+        mxl_http_send(r, 500, "application/json", "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"code\":500}}", 69);
+        return;
+    }
+    if (r->responded) {
+        free(s);
+        return;
+    }
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+    queue(r, status, resp, "application/json; charset=utf-8");
+}
+
+typedef struct stream_state {
+    mxl_http_produce_fn produce;
+    mxl_http_done_fn done;
+    void *ctx;
+    bool ended;
+} stream_state;
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    stream_state *st = cls;
+    ssize_t n = st->produce(st->ctx, buf, max);
+    if (n < 0) {
+        st->ended = true;
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    return n;
+}
+
+static void stream_free(void *cls) {
+    stream_state *st = cls;
+    if (st->done) st->done(st->ctx, !st->ended);
+    free(st);
+}
+
+void mxl_http_stream(mxl_http_req *r, int status, const char *content_type, mxl_http_produce_fn produce,
+                     mxl_http_done_fn done, void *ctx) {
+    stream_state *st = r->responded ? NULL : calloc(1, sizeof *st);
+    if (!st) {
+        if (done) done(ctx, true);
+        return;
+    }
+    st->produce = produce;
+    st->done = done;
+    st->ctx = ctx;
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_reader, st, stream_free);
+    if (!resp) {
+        stream_free(st);
+        return;
+    }
+    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    queue(r, status, resp, content_type);
+}
+
+/* --- request accessors -------------------------------------------------------------------- */
+
+const char *mxl_http_method(const mxl_http_req *r) { return r->method; }
+const char *mxl_http_path(const mxl_http_req *r) { return r->url; }
+const char *mxl_http_body(const mxl_http_req *r, size_t *len) {
+    *len = r->body_len;
+    return r->body ? r->body : "";
+}
+const char *mxl_http_header(const mxl_http_req *r, const char *name) {
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+const char *mxl_http_query(const mxl_http_req *r, const char *name) {
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+bool mxl_http_client_gone(mxl_http_req *r) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return true;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) < 0) return false;
+    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+/* --- the daemon ----------------------------------------------------------------------------- */
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_size, void **con_cls) {
+    (void)version;
+    mxl_http_server *s = cls;
+    mxl_http_req *r = *con_cls;
+    if (!r) {
+        r = calloc(1, sizeof *r);
+        if (!r) return MHD_NO;
+        r->srv = s;
+        r->conn = conn;
+        r->method = method;
+        r->url = url;
+        *con_cls = r;
+        return MHD_YES;
+    }
+    if (*upload_size) { /* a body chunk */
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (r->too_large || r->body_len + n > s->cfg.max_body) {
+            r->too_large = true;
+            return MHD_YES; /* keep reading, answer 413 at the end */
+        }
+        if (r->body_len + n + 1 > r->body_cap) {
+            size_t cap = r->body_cap ? r->body_cap : 4096;
+            while (cap < r->body_len + n + 1) cap *= 2;
+            char *b = realloc(r->body, cap);
+            if (!b) return MHD_NO;
+            r->body = b;
+            r->body_cap = cap;
+        }
+        memcpy(r->body + r->body_len, upload_data, n);
+        r->body_len += n;
+        r->body[r->body_len] = 0;
+        return MHD_YES;
+    }
+    if (r->responded) return MHD_YES;
+    if (r->too_large) {
+        static const char msg[] = "{\"error\":{\"message\":\"request body is too large\",\"type\":\"invalid_request_error\",\"code\":413}}";
+        mxl_http_send(r, 413, "application/json", msg, sizeof msg - 1);
+        return MHD_YES;
+    }
+    if (strcmp(method, "OPTIONS") == 0) { /* CORS preflight */
+        struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        if (resp) {
+            add_cors(r, resp, true);
+            MHD_queue_response(conn, 204, resp);
+            MHD_destroy_response(resp);
+            r->responded = true;
+        }
+        return MHD_YES;
+    }
+    s->handler(s->ctx, r);
+    if (!r->responded) {
+        static const char msg[] = "{\"error\":{\"message\":\"no response\",\"type\":\"server_error\",\"code\":500}}";
+        mxl_http_send(r, 500, "application/json", msg, sizeof msg - 1);
+    }
+    return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)cls, (void)conn, (void)toe;
+    mxl_http_req *r = *con_cls;
+    if (!r) return;
+    free(r->body);
+    free(r);
+    *con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls, (void)fmt, (void)ap; /* transport chatter (bad requests from clients) is not an error of ours */
+}
+
+mxl_status mxl_http_start(const mxl_http_config *cfg, mxl_http_handler handler, void *ctx,
+                          mxl_http_server **out, mxl_error *err) {
+    *out = NULL;
+    mxl_http_server *s = calloc(1, sizeof *s);
+    if (!s) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    s->cfg = *cfg;
+    s->handler = handler;
+    s->ctx = ctx;
+    s->listen_fd = -1;
+    mxl_status st = open_listener(s, err);
+    if (st) {
+        free(s);
+        return st;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC | MHD_USE_POLL;
+    bool tls = cfg->cert_pem && cfg->key_pem;
+    if (tls) flags |= MHD_USE_TLS;
+    struct MHD_OptionItem opts[12];
+    int n = 0;
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, cfg->timeout_s, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections ? cfg->max_connections : 1024, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, 64 * 1024, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL};
+    if (tls) {
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cfg->cert_pem};
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)cfg->key_pem};
+    }
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+    if (!s->d) {
+        close(s->listen_fd);
+        if (s->unix_path) unlink(s->unix_path);
+        free(s->unix_path);
+        free(s);
+        return mxl_error_set(err, MXL_ERR_IO, tls ? "cannot start the HTTPS server (check --ssl-cert-file / --ssl-key-file)"
+                                                  : "cannot start the HTTP server");
+    }
+    *out = s;
+    return MXL_OK;
+}
+
+const char *mxl_http_address(const mxl_http_server *s) { return s->address; }
+
+void mxl_http_quiesce(mxl_http_server *s) {
+    if (!s || s->listen_fd < 0) return;
+    MHD_socket fd = MHD_quiesce_daemon(s->d);
+    if (fd != MHD_INVALID_SOCKET) close(fd);
+    s->listen_fd = -1;
+}
+
+void mxl_http_stop(mxl_http_server *s) {
+    if (!s) return;
+    MHD_stop_daemon(s->d);
+    if (s->listen_fd >= 0) close(s->listen_fd);
+    if (s->unix_path) unlink(s->unix_path);
+    free(s->unix_path);
+    free(s);
+}

@@ -1,0 +1,99 @@
+/* scheduler.h - the engine thread behind the server: a fixed set of slots (one generating
+ * sequence each, per-slot context window), a bounded FIFO queue of waiting jobs, and a loop that
+ * interleaves chunked prefill with decode steps so a long prompt never stalls running streams.
+ *
+ * A job is one completion choice; the HTTP side submits jobs and reads their output from a
+ * channel (several jobs, e.g. OpenAI `n` > 1, may share one channel, tagged by index). The
+ * channel is reference counted: the HTTP side and every job hold a reference, so either side
+ * may go first. Cancelling a channel (client gone) frees its slots at the next engine step.
+ *
+ * Per tick: admit queued jobs into free slots; run one prefill chunk (2048 tokens while nothing
+ * decodes, 512 while streams are decoding, or the fixed --prefill-chunk-size) for the oldest
+ * prefilling slot; then one decode step for every decoding slot. A prefill that has yielded
+ * --prefill-grant-interval ticks gets a tick of its own before decodes. */
+#ifndef MXL_SERVER_SCHEDULER_H
+#define MXL_SERVER_SCHEDULER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "engine/generate.h"
+#include "engine/sequence.h"
+
+/* One event: text released by a step of choice `index` (offset/len into the channel's text). */
+typedef struct mxl_srv_event {
+    int index;
+    int32_t token;
+    size_t text_off, text_len;
+    bool final;
+    const char *finish_reason; /* on final: "stop" | "length" | "error" | "cancelled" */
+    const char *stop_word;
+    float logprob;
+    int n_top;
+    int32_t top_ids[MXL_SEQ_MAX_PROBS];
+    float top_logprobs[MXL_SEQ_MAX_PROBS];
+} mxl_srv_event;
+
+typedef struct mxl_srv_channel {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;
+    atomic_bool cancel;
+    mxl_srv_event *ev;
+    size_t n_ev, cap_ev;
+    char *text;
+    size_t text_len, text_cap;
+    int n_jobs, n_final;
+    char error[512];      /* first engine error, if any */
+    int64_t prompt_tokens; /* of choice 0 */
+    int64_t completion_tokens; /* all choices */
+    int slot_id;           /* slot of choice 0 (-1 until admitted) */
+    double t_submit, t_prefill_done, t_end; /* ms, monotonic */
+} mxl_srv_channel;
+
+mxl_srv_channel *mxl_srv_channel_create(int n_jobs);
+void mxl_srv_channel_unref(mxl_srv_channel *c);
+/* With c->mu held: waits until more than `seen` events exist, every job is final, or
+ * timeout_ms passes. */
+void mxl_srv_channel_wait_locked(mxl_srv_channel *c, size_t seen, int timeout_ms);
+bool mxl_srv_channel_done(mxl_srv_channel *c); /* every job final (call with mu held) */
+
+typedef struct mxl_sched_config {
+    int n_slots;
+    int64_t slot_ctx;          /* tokens of context per slot */
+    int max_queue;             /* waiting jobs before 503 */
+    int64_t prefill_chunk;     /* 0: adaptive 2048/512 */
+    int grant_interval;        /* 0: off */
+    double decode_timeout_s;   /* 0: off */
+} mxl_sched_config;
+
+typedef struct mxl_sched mxl_sched;
+
+mxl_status mxl_sched_create(mxl_gen_model *m, const mxl_sched_config *cfg, mxl_sched **out, mxl_error *err);
+/* Stops the engine thread: waiting and running jobs end with finish_reason "cancelled". */
+void mxl_sched_destroy(mxl_sched *s);
+
+/* Queues one job (copies the prompt, the params and the stop strings). MXL_ERR_UNSUPPORTED when
+ * the queue is full (the server answers 503). */
+mxl_status mxl_sched_submit(mxl_sched *s, mxl_srv_channel *c, int index, const int32_t *prompt, size_t n,
+                            const mxl_seq_params *p, mxl_error *err);
+
+typedef struct mxl_sched_slot_info {
+    int id;
+    bool busy;
+    int64_t n_ctx, n_prompt, n_decoded;
+} mxl_sched_slot_info;
+
+typedef struct mxl_sched_stats {
+    int n_slots, busy, queued;
+    uint64_t prompt_tokens_total, tokens_predicted_total, requests_done;
+    double prompt_ms_total, decode_ms_total;
+} mxl_sched_stats;
+
+void mxl_sched_get_stats(mxl_sched *s, mxl_sched_stats *st, mxl_sched_slot_info *slots, int max_slots);
+int64_t mxl_sched_slot_ctx(const mxl_sched *s);
+
+#endif

@@ -1,0 +1,384 @@
+/* server.c - process life, routing, authentication and the request helpers every API shares
+ * (server.h, server_internal.h). */
+#include "server/server.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io/store.h"
+#include "server/server_internal.h"
+
+/* --- errors and request bodies ------------------------------------------------------------------ */
+
+void mxl_srv_error(mxl_http_req *r, mxl_api api, int status, const char *type, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_t *body;
+    if (api == MXL_API_ANTHROPIC)
+        body = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type", type, "message", msg);
+    else
+        body = json_pack("{s:{s:i, s:s, s:s}}", "error", "code", status, "message", msg, "type", type);
+    mxl_http_send_json(r, status, body);
+}
+
+json_t *mxl_srv_body_json(mxl_http_req *r, mxl_api api) {
+    size_t len;
+    const char *b = mxl_http_body(r, &len);
+    json_error_t je;
+    json_t *j = json_loadb(b, len, JSON_REJECT_DUPLICATES * 0, &je);
+    if (!j) {
+        mxl_srv_error(r, api, 400, "invalid_request_error", "the request body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
+                      je.column);
+        return NULL;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        mxl_srv_error(r, api, 400, "invalid_request_error", "the request body must be a JSON object");
+        return NULL;
+    }
+    return j;
+}
+
+/* --- request parameters ------------------------------------------------------------------------- */
+
+static bool get_num(const json_t *body, const char *key, double *out, bool *given, char *msg, size_t ml) {
+    const json_t *v = json_object_get(body, key);
+    if (given) *given = false;
+    if (!v || json_is_null(v)) return true;
+    if (!json_is_number(v)) {
+        snprintf(msg, ml, "'%s' must be a number", key);
+        return false;
+    }
+    *out = json_number_value(v);
+    if (given) *given = true;
+    return true;
+}
+
+static bool get_int(const json_t *body, const char *key, int64_t *out, bool *given, char *msg, size_t ml) {
+    const json_t *v = json_object_get(body, key);
+    if (given) *given = false;
+    if (!v || json_is_null(v)) return true;
+    if (!json_is_integer(v)) {
+        snprintf(msg, ml, "'%s' must be an integer", key);
+        return false;
+    }
+    *out = json_integer_value(v);
+    if (given) *given = true;
+    return true;
+}
+
+bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_params *p, char *msg, size_t ml) {
+    *p = s->defaults;
+    double d;
+    int64_t i;
+    bool g;
+#define NUM(key, field, lo, hi)                                                        \
+    do {                                                                               \
+        d = p->field;                                                                  \
+        if (!get_num(body, key, &d, &g, msg, ml)) return false;                        \
+        if (g && (d < (lo) || d > (hi))) {                                             \
+            snprintf(msg, ml, "'%s' must be between %g and %g", key, (double)(lo), (double)(hi)); \
+            return false;                                                              \
+        }                                                                              \
+        p->field = (float)d;                                                           \
+    } while (0)
+    NUM("temperature", sampling.temp, 0, 100);
+    NUM("top_p", sampling.top_p, 0, 1);
+    NUM("min_p", sampling.min_p, 0, 1);
+    NUM("repeat_penalty", sampling.repeat_penalty, 0, 100);
+    NUM("presence_penalty", sampling.presence_penalty, -2, 2);
+    NUM("frequency_penalty", sampling.frequency_penalty, -2, 2);
+#undef NUM
+    i = p->sampling.top_k;
+    if (!get_int(body, "top_k", &i, &g, msg, ml)) return false;
+    if (g && (i < 0 || i > INT32_MAX)) return snprintf(msg, ml, "'top_k' must be >= 0"), false;
+    p->sampling.top_k = (int32_t)i;
+    i = p->sampling.repeat_last_n;
+    if (!get_int(body, "repeat_last_n", &i, &g, msg, ml)) return false;
+    if (g && (i < -1 || i > INT32_MAX)) return snprintf(msg, ml, "'repeat_last_n' must be >= -1"), false;
+    p->sampling.repeat_last_n = (int32_t)i;
+    if (!get_int(body, "seed", &i, &g, msg, ml)) return false;
+    if (g && i >= 0) p->sampling.seed = (uint64_t)i;
+    else if (s->cfg->seed < 0) /* -1: a fresh random seed per request */
+        p->sampling.seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull ^ atomic_fetch_add((atomic_ullong *)&s->next_id, 1) << 17;
+    /* max tokens: each API's spelling; -1 means the slot's context */
+    const char *mt_keys[] = {"max_completion_tokens", "max_tokens", "n_predict"};
+    for (size_t k = 0; k < 3; k++) {
+        i = 0;
+        if (!get_int(body, mt_keys[k], &i, &g, msg, ml)) return false;
+        if (!g) continue;
+        if (i < -1) return snprintf(msg, ml, "'%s' must be >= -1", mt_keys[k]), false;
+        p->max_tokens = i;
+        break;
+    }
+    const json_t *v = json_object_get(body, "ignore_eos");
+    if (v && !json_is_null(v)) {
+        if (!json_is_boolean(v)) return snprintf(msg, ml, "'ignore_eos' must be a boolean"), false;
+        p->ignore_eos = json_is_true(v);
+    }
+    v = json_object_get(body, "stop");
+    if (v && !json_is_null(v)) {
+        if (json_is_string(v)) {
+            if (json_string_length(v) && p->n_stop < MXL_SEQ_MAX_STOP) p->stop[p->n_stop++] = json_string_value(v);
+        } else if (json_is_array(v)) {
+            size_t k;
+            const json_t *e;
+            json_array_foreach(v, k, e) {
+                if (!json_is_string(e)) return snprintf(msg, ml, "'stop' must be a string or an array of strings"), false;
+                if (!json_string_length(e)) continue;
+                if (p->n_stop >= MXL_SEQ_MAX_STOP) return snprintf(msg, ml, "'stop' has more than %d strings", MXL_SEQ_MAX_STOP), false;
+                p->stop[p->n_stop++] = json_string_value(e);
+            }
+        } else {
+            return snprintf(msg, ml, "'stop' must be a string or an array of strings"), false;
+        }
+    }
+    v = json_object_get(body, "logit_bias");
+    if (v && !json_is_null(v) && !((json_is_object(v) && json_object_size(v) == 0) || (json_is_array(v) && json_array_size(v) == 0)))
+        return snprintf(msg, ml, "'logit_bias' is not supported by this server yet"), false;
+    return true;
+}
+
+char *mxl_srv_token_text(const mxl_server *s, int32_t id) {
+    char *out = NULL;
+    size_t len = 0;
+    mxl_error err = {0};
+    if (mxl_tokenizer_decode(s->tok, &id, 1, false, &out, &len, &err)) return strdup("");
+    return out;
+}
+
+/* --- routing ----------------------------------------------------------------------------------- */
+
+static bool authorized(const mxl_server *s, mxl_http_req *r) {
+    if (!s->api_key) return true;
+    const char *h = mxl_http_header(r, "Authorization");
+    if (h && strncasecmp(h, "Bearer ", 7) == 0 && strcmp(h + 7, s->api_key) == 0) return true;
+    const char *x = mxl_http_header(r, "X-Api-Key");
+    return x && strcmp(x, s->api_key) == 0;
+}
+
+typedef struct route {
+    const char *method, *path;
+    void (*fn)(mxl_server *, mxl_http_req *);
+    bool needs_model;
+} route;
+
+static const route k_routes[] = {
+    {"GET", "/health", mxl_api_llama_health, false},
+    {"GET", "/v1/health", mxl_api_llama_health, false},
+    {"GET", "/v1/models", mxl_api_openai_models, true},
+    {"GET", "/models", mxl_api_openai_models, true},
+    {"POST", "/v1/chat/completions", mxl_api_openai_chat, true},
+    {"POST", "/chat/completions", mxl_api_openai_chat, true},
+    {"POST", "/v1/completions", mxl_api_openai_completions, true},
+    {"POST", "/completion", mxl_api_llama_completion, true},
+    {"POST", "/completions", mxl_api_llama_completion, true},
+    {"POST", "/tokenize", mxl_api_llama_tokenize, true},
+    {"POST", "/detokenize", mxl_api_llama_detokenize, true},
+    {"POST", "/apply-template", mxl_api_llama_apply_template, true},
+    {"GET", "/props", mxl_api_llama_props, true},
+    {"POST", "/props", mxl_api_llama_props, true},
+    {"GET", "/slots", mxl_api_llama_slots, true},
+    {"GET", "/metrics", mxl_api_llama_metrics, true},
+};
+
+static void handle(void *ctx, mxl_http_req *r) {
+    mxl_server *s = ctx;
+    const char *path = mxl_http_path(r), *method = mxl_http_method(r);
+    mxl_api api = strncmp(path, "/v1/messages", 12) == 0 ? MXL_API_ANTHROPIC : MXL_API_OPENAI;
+    /* public routes, matched without the prefix as llama-server does */
+    bool public_route = !strcmp(path, "/") || !strcmp(path, "/health") || !strcmp(path, "/v1/health");
+    if (!public_route && !authorized(s, r)) {
+        mxl_srv_error(r, api, 401, "authentication_error", "Invalid API Key");
+        return;
+    }
+    size_t pl = strlen(s->prefix);
+    if (pl && !public_route) {
+        if (strncmp(path, s->prefix, pl) != 0 || (path[pl] != '/' && path[pl] != 0)) {
+            mxl_srv_error(r, api, 404, "not_found_error", "File Not Found");
+            return;
+        }
+        path += pl;
+    }
+    if (!strcmp(path, "/") || !*path) {
+        const char *page = "mlxcel server: see /v1/models, /v1/chat/completions, /completion, /health\n";
+        mxl_http_send(r, 200, "text/plain; charset=utf-8", page, strlen(page));
+        return;
+    }
+    bool path_known = false;
+    for (size_t i = 0; i < sizeof k_routes / sizeof k_routes[0]; i++) {
+        const route *rt = &k_routes[i];
+        if (strcmp(rt->path, path) != 0) continue;
+        path_known = true;
+        if (strcmp(rt->method, method) != 0) continue;
+        if (rt->needs_model && !atomic_load(&s->ready)) {
+            mxl_srv_error(r, api, 503, "unavailable_error", "Loading model");
+            return;
+        }
+        rt->fn(s, r);
+        return;
+    }
+    if (path_known) mxl_srv_error(r, api, 405, "invalid_request_error", "method %s is not allowed on %s", method, path);
+    else mxl_srv_error(r, api, 404, "not_found_error", "File Not Found");
+}
+
+/* --- process ------------------------------------------------------------------------------------ */
+
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig) {
+    (void)sig;
+    g_stop = 1;
+}
+
+static char *read_file(const char *path, mxl_error *err, const char *what) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        mxl_error_set(err, MXL_ERR_IO, "%s %s: cannot open", what, path);
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            char *p = realloc(buf, cap);
+            if (!p) break;
+            buf = p;
+        }
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0) break;
+    }
+    fclose(f);
+    if (!buf) {
+        mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    buf[len] = 0;
+    return buf;
+}
+
+static void trim(char *s) {
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == '\t')) s[--n] = 0;
+    size_t k = strspn(s, " \t\r\n");
+    memmove(s, s + k, n - k + 1);
+}
+
+static void logf_line(void (*log)(const char *), const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_line(void (*log)(const char *), const char *fmt, ...) {
+    if (!log) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    log(line);
+}
+
+int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), mxl_error *err) {
+    mxl_server s = {0};
+    s.cfg = cfg;
+    s.prefix = cfg->api_prefix ? cfg->api_prefix : "";
+    s.created = (long)time(NULL);
+    char *cert = NULL, *key = NULL;
+    mxl_http_server *http = NULL;
+    int rc = 1;
+    if (cfg->api_key) s.api_key = strdup(cfg->api_key);
+    else if (cfg->api_key_file) {
+        if (!(s.api_key = read_file(cfg->api_key_file, err, "--api-key-file"))) goto out;
+        trim(s.api_key);
+        if (!s.api_key[0]) {
+            mxl_error_set(err, MXL_ERR_ARG, "--api-key-file %s: the file is empty", cfg->api_key_file);
+            goto out;
+        }
+    }
+    if (cfg->chat_template_kwargs) {
+        json_error_t je;
+        s.template_kwargs = json_loads(cfg->chat_template_kwargs, 0, &je);
+        if (!s.template_kwargs || !json_is_object(s.template_kwargs)) {
+            mxl_error_set(err, MXL_ERR_ARG, "--chat-template-kwargs: expected a JSON object");
+            goto out;
+        }
+    }
+    if (cfg->chat_template || cfg->chat_template_file) {
+        mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s is not supported by this build of mlxcel serve yet",
+                      cfg->chat_template ? "--chat-template" : "--chat-template-file");
+        goto out;
+    }
+    if (cfg->n_logit_bias) {
+        mxl_error_set(err, MXL_ERR_UNSUPPORTED, "--logit-bias is not supported by this build of mlxcel serve yet");
+        goto out;
+    }
+    /* resolve the model before listening, so a typo fails at once */
+    mxl_resolved res;
+    if (mxl_store_resolve(cfg->model, NULL, NULL, &res, err)) goto out;
+    snprintf(s.model_path, sizeof s.model_path, "%s", res.path);
+    if (cfg->ssl_cert_file) {
+        if (!(cert = read_file(cfg->ssl_cert_file, err, "--ssl-cert-file")) || !(key = read_file(cfg->ssl_key_file, err, "--ssl-key-file")))
+            goto out;
+    }
+    int n_slots = cfg->no_batch ? 1 : (int)(cfg->max_batch_size > 0 ? cfg->max_batch_size : cfg->n_parallel);
+    mxl_http_config hc = {
+        .host = cfg->host, .port = (int)cfg->port, .reuse_port = cfg->reuse_port, .cert_pem = cert, .key_pem = key,
+        .cors_origins = cfg->cors_origins, .cors_headers = cfg->cors_headers, .cors_methods = cfg->cors_methods,
+        .cors_credentials = cfg->cors_credentials, .allowed_origins = cfg->allowed_origins,
+        .max_body = (size_t)cfg->max_body_bytes, .timeout_s = (unsigned)cfg->timeout, .max_connections = 1024,
+    };
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    if (mxl_http_start(&hc, handle, &s, &http, err)) goto out;
+    logf_line(log, "mlxcel server listening on %s (loading %s)", mxl_http_address(http), s.model_path);
+
+    int64_t threads = cfg->threads > 0 ? cfg->threads : sysconf(_SC_NPROCESSORS_ONLN);
+    if (mxl_gen_model_load(s.model_path, (int)(threads > 0 ? threads : 1), &s.model, err)) goto out;
+    s.tok = mxl_gen_model_tokenizer(s.model);
+    snprintf(s.model_name, sizeof s.model_name, "%s", cfg->alias ? cfg->alias : res.repo_id[0] ? res.repo_id : cfg->model);
+    int64_t model_ctx = mxl_gen_model_default_ctx(s.model);
+    s.slot_ctx = cfg->ctx_size > 0 ? cfg->ctx_size / n_slots : model_ctx;
+    if (cfg->ctx_size > 0 && s.slot_ctx < 512) {
+        mxl_error_set(err, MXL_ERR_ARG, "--ctx-size %lld over %d slots leaves %lld tokens per slot; at least 512 are needed",
+                      (long long)cfg->ctx_size, n_slots, (long long)s.slot_ctx);
+        goto out;
+    }
+    s.n_predict_default = cfg->n_predict;
+    s.defaults.sampling = cfg->sampling;
+    s.defaults.sampling.seed = cfg->seed >= 0 ? (uint64_t)cfg->seed : 0;
+    s.defaults.max_tokens = cfg->n_predict;
+    s.defaults.ignore_eos = cfg->ignore_eos;
+    for (int i = 0; i < cfg->n_reverse_prompt && i < MXL_SEQ_MAX_STOP; i++) s.defaults.stop[s.defaults.n_stop++] = cfg->reverse_prompt[i];
+    mxl_sched_config sc = {
+        .n_slots = n_slots, .slot_ctx = s.slot_ctx, .max_queue = (int)cfg->max_queue_depth,
+        .prefill_chunk = cfg->prefill_chunk > 0 ? cfg->prefill_chunk : cfg->batch_size,
+        .grant_interval = (int)cfg->grant_interval,
+        .decode_timeout_s = cfg->decode_timeout > 0 ? cfg->decode_timeout : 300,
+    };
+    if (mxl_sched_create(s.model, &sc, &s.sched, err)) goto out;
+    atomic_store(&s.ready, true);
+    logf_line(log, "model %s ready: %d slots x %lld tokens of context", s.model_name, n_slots, (long long)s.slot_ctx);
+    while (!g_stop) usleep(100 * 1000);
+    logf_line(log, "shutting down");
+    mxl_http_quiesce(http);
+    rc = 0;
+out:
+    /* stopping the scheduler ends every job (cancelled), which unblocks the connection threads */
+    mxl_sched_destroy(s.sched);
+    mxl_http_stop(http);
+    mxl_gen_model_destroy(s.model);
+    json_decref(s.template_kwargs);
+    free(s.api_key);
+    free(cert);
+    free(key);
+    return rc;
+}

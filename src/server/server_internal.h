@@ -1,0 +1,98 @@
+/* server_internal.h - what the route files share: the running server's state, error replies in
+ * each API's shape, request-field readers with 400-ready messages, and the generation call that
+ * turns a prompt into scheduler jobs and waits for or streams their output. */
+#ifndef MXL_SERVER_INTERNAL_H
+#define MXL_SERVER_INTERNAL_H
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/chat.h"
+#include "engine/generate.h"
+#include "engine/sequence.h"
+#include "server/config.h"
+#include "server/http.h"
+#include "server/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct mxl_server {
+    const mxl_server_config *cfg;
+    char *api_key;          /* from --api-key or --api-key-file */
+    const char *prefix;     /* "" or "/llama" */
+    atomic_bool ready;      /* model loaded */
+    mxl_gen_model *model;
+    const mxl_tokenizer *tok;
+    mxl_sched *sched;
+    json_t *template_kwargs; /* --chat-template-kwargs or NULL */
+    char model_name[512];
+    char model_path[4096];
+    int64_t slot_ctx, n_predict_default;
+    long created;           /* start time, for /v1/models */
+    atomic_ullong next_id;
+    mxl_seq_params defaults; /* server-wide sampling defaults */
+} mxl_server;
+
+typedef enum mxl_api { MXL_API_OPENAI, MXL_API_LLAMA, MXL_API_ANTHROPIC } mxl_api;
+
+/* Error reply in the API's JSON shape. type: "invalid_request_error", "authentication_error",
+ * "not_found_error", "unavailable_error", "server_error", "not_supported_error". */
+void mxl_srv_error(mxl_http_req *r, mxl_api api, int status, const char *type, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* Parses the body as a JSON object; on failure replies 400 and returns NULL. */
+json_t *mxl_srv_body_json(mxl_http_req *r, mxl_api api);
+
+/* Sampling and stopping fields shared by the completion APIs (temperature, top_k, top_p, min_p,
+ * penalties, seed, stop, max_tokens / max_completion_tokens / n_predict, ignore_eos, n_probs...)
+ * over the server defaults. Fills msg (for a 400) and returns false on a wrong type or value.
+ * The stop strings point into `body`. */
+bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_params *p, char *msg, size_t msg_len);
+
+/* Text of the token, as JSON-able UTF-8 (invalid bytes replaced). Caller frees. */
+char *mxl_srv_token_text(const mxl_server *s, int32_t id);
+
+/* --- a generation call ---------------------------------------------------------------------- */
+typedef enum mxl_gen_kind { MXL_GEN_CHAT, MXL_GEN_COMPLETION, MXL_GEN_LLAMA, MXL_GEN_ANTHROPIC } mxl_gen_kind;
+
+typedef struct mxl_gen_call {
+    mxl_server *srv;
+    mxl_http_req *r;
+    mxl_gen_kind kind;
+    mxl_srv_channel *ch;
+    int n;                  /* choices */
+    bool stream, include_usage, logprobs;
+    int top_logprobs;
+    char id[64];
+    long created;
+    char *prompt_text;      /* rendered prompt (llama /completion reports it) */
+    int32_t *prompt_ids;
+    size_t n_prompt;
+    mxl_seq_params params;
+    /* streaming state */
+    size_t seen;
+    bool started[16], finished_sent, usage_sent, done_sent, ended;
+    char *out;
+    size_t out_len, out_off, out_cap;
+    double last_write_ms;
+} mxl_gen_call;
+
+/* Submits n jobs for the call's prompt and answers: a whole JSON response or an SSE stream.
+ * Takes ownership of the call (heap-allocated). Errors are answered in the call's API shape. */
+void mxl_gen_call_run(mxl_gen_call *g);
+
+/* route handlers */
+void mxl_api_openai_chat(mxl_server *s, mxl_http_req *r);
+void mxl_api_openai_completions(mxl_server *s, mxl_http_req *r);
+void mxl_api_openai_models(mxl_server *s, mxl_http_req *r);
+void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r);
+void mxl_api_llama_tokenize(mxl_server *s, mxl_http_req *r);
+void mxl_api_llama_detokenize(mxl_server *s, mxl_http_req *r);
+void mxl_api_llama_apply_template(mxl_server *s, mxl_http_req *r);
+void mxl_api_llama_health(mxl_server *s, mxl_http_req *r);
+void mxl_api_llama_props(mxl_server *s, mxl_http_req *r);
+void mxl_api_llama_slots(mxl_server *s, mxl_http_req *r);
+void mxl_api_llama_metrics(mxl_server *s, mxl_http_req *r);
+
+#endif
