@@ -333,6 +333,11 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
         .cors_credentials = cfg->cors_credentials, .allowed_origins = cfg->allowed_origins,
         .max_body = (size_t)cfg->max_body_bytes, .timeout_s = (unsigned)cfg->timeout, .max_connections = 1024,
     };
+    if (cfg->ctx_size > 0 && cfg->ctx_size / n_slots < 512) { /* llama-server semantics: the budget is shared */
+        mxl_error_set(err, MXL_ERR_ARG, "--ctx-size %lld over %d slots leaves %lld tokens per slot; at least 512 are needed",
+                      (long long)cfg->ctx_size, n_slots, (long long)(cfg->ctx_size / n_slots));
+        goto out;
+    }
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
@@ -347,11 +352,6 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
     snprintf(s.model_name, sizeof s.model_name, "%s", cfg->alias ? cfg->alias : res.repo_id[0] ? res.repo_id : cfg->model);
     int64_t model_ctx = mxl_gen_model_default_ctx(s.model);
     s.slot_ctx = cfg->ctx_size > 0 ? cfg->ctx_size / n_slots : model_ctx;
-    if (cfg->ctx_size > 0 && s.slot_ctx < 512) {
-        mxl_error_set(err, MXL_ERR_ARG, "--ctx-size %lld over %d slots leaves %lld tokens per slot; at least 512 are needed",
-                      (long long)cfg->ctx_size, n_slots, (long long)s.slot_ctx);
-        goto out;
-    }
     s.n_predict_default = cfg->n_predict;
     s.defaults.sampling = cfg->sampling;
     s.defaults.sampling.seed = cfg->seed >= 0 ? (uint64_t)cfg->seed : 0;

@@ -1,0 +1,57 @@
+"""Starting and stopping a live `mlxcel serve` for the server tests."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import mlxcel_bin, real_model_path
+
+SMOL_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
+
+
+class Server:
+    def __init__(self, *args, env=None, wait_ready=True, binary=None):
+        real_model_path(SMOL_REPO)  # fails (never skips) when the model is missing
+        e = dict(os.environ)
+        if env:
+            e.update(env)
+        cmd = [binary or mlxcel_bin()]
+        if not binary:
+            cmd.append("serve")
+        has_model = any(a in ("-m", "--model") for a in args)
+        cmd += ([] if has_model else ["-m", SMOL_REPO]) + ["--port", "0", *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
+        self.lines = []
+        self.url = None
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            self.lines.append(line)
+            m = re.search(r"listening on (\S+)", line)
+            if m:
+                self.url = m.group(1)
+                if not wait_ready:
+                    return
+            if "ready:" in line:
+                return
+        self.stop()
+        pytest.fail("server did not start: " + "".join(self.lines))
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                pytest.fail("server did not exit after the signal")
+        err = self.proc.stderr.read()
+        self.lines.append(err)
+        assert "Sanitizer" not in err and "runtime error" not in err, err
+        return self.proc.returncode

@@ -1,0 +1,264 @@
+"""`mlxcel serve` against a live process: the OpenAI Python SDK for chat / streaming /
+completions / models / errors, llama-server's own routes, the same greedy tokens as
+`mlxcel run -p`, and the failure behaviour of the issue (auth, 400s, 503 queue full, client
+disconnect freeing the slot, garbage on the socket, SIGTERM)."""
+import json
+import os
+import signal
+import socket
+import threading
+import time
+
+import openai
+import pytest
+import requests
+
+from conftest import assert_clean_error, run
+from server_util import SMOL_REPO, Server
+
+PROMPT = "List three prime numbers greater than 10."
+
+
+@pytest.fixture(scope="module")
+def srv():
+    s = Server("--parallel", "2", "--ctx-size", "4096")
+    yield s
+    assert s.stop() == 0
+
+
+def client(s, key="none"):
+    return openai.OpenAI(base_url=s.url + "/v1", api_key=key, max_retries=0, timeout=300)
+
+
+def test_chat_matches_run_and_usage_matches_tokenizer(srv):
+    c = client(srv)
+    r = c.chat.completions.create(model="x", messages=[{"role": "user", "content": PROMPT}], temperature=0, max_tokens=16)
+    text = r.choices[0].message.content
+    p = run("run", "-p", PROMPT, "-n", "16", "--temp", "0")
+    assert p.returncode == 0, p.stderr
+    assert text == p.stdout.rstrip("\n")  # the same tokens from the CLI and the server
+    assert r.choices[0].finish_reason == "length"
+    assert r.usage.completion_tokens == 16
+    # prompt_tokens is the count of our tokenizer over the rendered template
+    prompt = requests.post(srv.url + "/apply-template", json={"messages": [{"role": "user", "content": PROMPT}]}).json()["prompt"]
+    ids = requests.post(srv.url + "/tokenize", json={"content": prompt}).json()["tokens"]
+    assert r.usage.prompt_tokens == len(ids)
+    assert r.usage.total_tokens == len(ids) + 16
+    # the completion's own text re-tokenizes to no more tokens than were generated
+    assert len(requests.post(srv.url + "/tokenize", json={"content": text}).json()["tokens"]) <= 16
+
+
+def test_chat_stream_equals_whole_response(srv):
+    c = client(srv)
+    msgs = [{"role": "user", "content": "Name a color."}]
+    whole = c.chat.completions.create(model="x", messages=msgs, temperature=0, max_tokens=12).choices[0].message.content
+    parts, usage, reasons = [], None, []
+    for ch in c.chat.completions.create(model="x", messages=msgs, temperature=0, max_tokens=12, stream=True,
+                                        stream_options={"include_usage": True}):
+        if ch.usage:
+            usage = ch.usage
+        for choice in ch.choices:
+            if choice.delta.content:
+                parts.append(choice.delta.content)
+            if choice.finish_reason:
+                reasons.append(choice.finish_reason)
+    assert "".join(parts) == whole
+    assert reasons == ["length"]
+    assert usage is not None and usage.completion_tokens == 12
+
+
+def test_stop_string_never_leaks(srv):
+    c = client(srv)
+    msgs = [{"role": "user", "content": PROMPT}]
+    full = c.chat.completions.create(model="x", messages=msgs, temperature=0, max_tokens=24).choices[0].message.content
+    words = full.split()
+    assert len(words) >= 4
+    stop = words[2]
+    cut = full[: full.index(stop)]
+    r = c.chat.completions.create(model="x", messages=msgs, temperature=0, max_tokens=24, stop=[stop])
+    assert r.choices[0].message.content == cut
+    assert r.choices[0].finish_reason == "stop"
+    streamed = "".join(ch.choices[0].delta.content or "" for ch in
+                       c.chat.completions.create(model="x", messages=msgs, temperature=0, max_tokens=24, stop=stop, stream=True)
+                       if ch.choices)
+    assert streamed == cut
+
+
+def test_completions_and_models(srv):
+    c = client(srv)
+    r = c.completions.create(model="x", prompt="The capital of France is", temperature=0, max_tokens=6)
+    ref = requests.post(srv.url + "/completion", json={"prompt": "The capital of France is", "n_predict": 6, "temperature": 0}).json()
+    assert r.choices[0].text == ref["content"]
+    assert len(ref["tokens"]) == 6 and ref["stop_type"] == "limit" and ref["tokens_predicted"] == 6
+    models = c.models.list()
+    assert [m.id for m in models.data] == [SMOL_REPO]
+
+
+def test_logprobs_and_n(srv):
+    c = client(srv)
+    r = c.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hi"}], temperature=0, max_tokens=4,
+                                  logprobs=True, top_logprobs=3)
+    lp = r.choices[0].logprobs.content
+    assert len(lp) == 4
+    for t in lp:  # greedy: the chosen token is the most likely one
+        assert len(t.top_logprobs) == 3
+        assert abs(t.logprob - t.top_logprobs[0].logprob) < 1e-6
+        assert t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob >= t.top_logprobs[2].logprob
+    r = c.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hi"}], temperature=0, max_tokens=3, n=2)
+    assert [ch.index for ch in r.choices] == [0, 1]
+    assert r.choices[0].message.content == r.choices[1].message.content  # greedy
+    assert r.usage.completion_tokens == 6
+
+
+def test_llama_routes(srv):
+    u = srv.url
+    assert requests.get(u + "/health").json()["status"] == "ok"
+    tok = requests.post(u + "/tokenize", json={"content": "Hello world", "with_pieces": True}).json()["tokens"]
+    assert "".join(t["piece"] for t in tok) == "Hello world"
+    ids = [t["id"] for t in tok]
+    assert requests.post(u + "/detokenize", json={"tokens": ids}).json()["content"] == "Hello world"
+    slots = requests.get(u + "/slots").json()
+    assert len(slots) == 2 and all(s["n_ctx"] == 2048 for s in slots)  # --ctx-size 4096 over 2 slots
+    props = requests.get(u + "/props").json()
+    assert props["total_slots"] == 2 and "chat_template" in props
+    # llama-server /completion streaming: content pieces, then a final object with stop true
+    with requests.post(u + "/completion", json={"prompt": "Once upon a time", "n_predict": 5, "temperature": 0, "stream": True},
+                       stream=True) as resp:
+        events = [json.loads(l[6:]) for l in resp.iter_lines(decode_unicode=True) if l.startswith("data: ")]
+    assert events[-1]["stop"] is True and events[-1]["tokens_predicted"] == 5
+    whole = requests.post(u + "/completion", json={"prompt": "Once upon a time", "n_predict": 5, "temperature": 0}).json()
+    assert "".join(e["content"] for e in events) == whole["content"]
+    assert requests.get(u + "/metrics").status_code == 501  # off without --metrics
+
+
+@pytest.mark.parametrize("body,needle", [
+    ("{not json", "not valid JSON"),
+    ('{"messages": "hi"}', "'messages'"),
+    ('{"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}', "'temperature'"),
+    ('{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1.5}', "'max_tokens'"),
+    ('{"messages": [{"role": "user", "content": "hi"}], "stop": [1]}', "'stop'"),
+    ('{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}', "not supported"),
+    ('[1, 2]', "JSON object"),
+])
+def test_bad_requests_get_400(srv, body, needle):
+    r = requests.post(srv.url + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400
+    e = r.json()["error"]
+    assert needle in e["message"] and e["type"] == "invalid_request_error"
+
+
+def test_sdk_raises_on_400_and_404(srv):
+    c = client(srv)
+    with pytest.raises(openai.BadRequestError):
+        c.chat.completions.create(model="x", messages=[], max_tokens=2)
+    assert requests.get(srv.url + "/nope").status_code == 404
+
+
+def test_prompt_over_context_is_400(srv):
+    long = "word " * 3000  # > 2048 tokens per slot
+    r = requests.post(srv.url + "/v1/completions", json={"prompt": long, "max_tokens": 1})
+    assert r.status_code == 400 and "context" in r.json()["error"]["message"]
+
+
+def test_oversized_body_is_413_and_garbage_is_survived(srv):
+    r = requests.post(srv.url + "/v1/chat/completions", data=b"x" * (40 << 20))
+    assert r.status_code == 413
+    host, port = srv.url.split("//")[1].split(":")
+    for payload in (b"\x00\xff garbage \r\n\r\n", b"GET /" + b"a" * 100000 + b" HTTP/1.1\r\n\r\n",
+                    b"GET / HTTP/1.1\r\nX: " + b"b" * 200000 + b"\r\n\r\n"):
+        s = socket.create_connection((host, int(port)))
+        s.sendall(payload)
+        s.settimeout(10)
+        try:
+            data = s.recv(100)
+            assert data == b"" or data.startswith(b"HTTP/1.1 4"), data
+        except (ConnectionResetError, socket.timeout):
+            pass
+        s.close()
+    assert requests.get(srv.url + "/health").status_code == 200
+
+
+def test_client_disconnect_frees_the_slot(srv):
+    body = {"messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 2000, "stream": True}
+    resp = requests.post(srv.url + "/v1/chat/completions", json=body, stream=True)
+    it = resp.iter_lines()
+    next(it)
+    next(it)
+    resp.close()  # the client goes away mid-stream
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        if not any(s["is_processing"] for s in requests.get(srv.url + "/slots").json()):
+            break
+        time.sleep(0.2)
+    assert not any(s["is_processing"] for s in requests.get(srv.url + "/slots").json())
+
+
+def test_auth_and_public_routes():
+    s = Server("--api-key", "sekrit", "--parallel", "1", "--ctx-size", "1024")
+    try:
+        assert requests.get(s.url + "/health").status_code == 200
+        missing = requests.get(s.url + "/v1/models")
+        wrong = requests.get(s.url + "/v1/models", headers={"Authorization": "Bearer nope"})
+        assert missing.status_code == wrong.status_code == 401
+        assert missing.json() == wrong.json()
+        with pytest.raises(openai.AuthenticationError):
+            client(s, "nope").models.list()
+        assert client(s, "sekrit").models.list().data[0].id == SMOL_REPO
+    finally:
+        assert s.stop() == 0
+
+
+def test_queue_full_is_503_and_sigterm_exits_0():
+    s = Server("--parallel", "1", "--max-queue-depth", "1", "--ctx-size", "1024")
+    try:
+        body = {"prompt": "Tell me a story", "n_predict": 400, "temperature": 0, "ignore_eos": True}
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(requests.post(s.url + "/completion", json=body).status_code))
+                   for _ in range(2)]
+        for t in threads:
+            t.start()
+            time.sleep(0.5)
+        r = requests.post(s.url + "/completion", json=body)
+        assert r.status_code == 503 and "queue" in r.json()["error"]["message"]
+        with pytest.raises(openai.InternalServerError):
+            client(s).completions.create(model="x", prompt="hi", max_tokens=2)
+    finally:
+        # SIGTERM with requests in flight: they end and the process exits 0 promptly
+        t0 = time.time()
+        assert s.stop(signal.SIGTERM) == 0
+        assert time.time() - t0 < 20
+        for t in threads:
+            t.join(30)
+
+
+def test_unix_socket_and_mlxcel_server_name(tmp_path):
+    sock = str(tmp_path / "m.sock")
+    binary = os.path.join(os.path.dirname(os.environ.get("MLXCEL_BIN", "build/mlxcel")) or ".", "mlxcel-server")
+    s = Server("--host", sock, "--parallel", "1", "--ctx-size", "1024", binary=binary)
+    try:
+        assert s.url == "unix:" + sock
+        c = socket.socket(socket.AF_UNIX)
+        c.connect(sock)
+        c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        while True:
+            b = c.recv(4096)
+            if not b:
+                break
+            data += b
+        assert data.startswith(b"HTTP/1.1 200") and b'"ok"' in data
+    finally:
+        assert s.stop() == 0
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--model-draft", "x"], "--model-draft"),
+    (["--kv-bits", "8"], "--kv-bits"),
+    (["--frobnicate"], "--frobnicate"),
+    (["--port", "70000"], "--port"),
+    (["--ctx-size", "1000", "--parallel", "4"], "512"),
+    (["--api-key", "a", "--api-key-file", "b"], "mutually exclusive"),
+])
+def test_bad_flags_fail_at_startup(args, needle):
+    p = run("serve", "-m", SMOL_REPO, *args, timeout=120)
+    assert_clean_error(p, needle)
