@@ -113,6 +113,30 @@ static const char *failure(const mxl_srv_channel *c) {
     return NULL;
 }
 
+/* --- Anthropic Messages ------------------------------------------------------------------------ */
+
+static const char *anthropic_stop_reason(const mxl_srv_event *fin) {
+    if (fin && fin->stop_word) return "stop_sequence";
+    return fin && fin->finish_reason && !strcmp(fin->finish_reason, "length") ? "max_tokens" : "end_turn";
+}
+
+static json_t *anthropic_usage(const mxl_srv_channel *c) {
+    return json_pack("{s:I, s:I}", "input_tokens", (json_int_t)c->prompt_tokens, "output_tokens", (json_int_t)c->completion_tokens);
+}
+
+static void respond_anthropic(mxl_gen_call *g) {
+    mxl_srv_channel *c = g->ch;
+    const mxl_srv_event *fin = NULL;
+    for (size_t i = 0; i < c->n_ev; i++)
+        if (c->ev[i].final) fin = &c->ev[i];
+    json_t *text = json_stringn(c->text ? c->text : "", c->text_len);
+    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:[{s:s, s:o}], s:s, s:o, s:o}", "id", g->id, "type", "message", "role", "assistant",
+                             "model", g->srv->model_name, "content", "type", "text", "text", text ? text : json_string(""), "stop_reason",
+                             anthropic_stop_reason(fin), "stop_sequence", fin && fin->stop_word ? json_string(fin->stop_word) : json_null(),
+                             "usage", anthropic_usage(c));
+    mxl_http_send_json(g->r, 200, body);
+}
+
 /* --- whole responses ---------------------------------------------------------------------------- */
 
 static void respond_whole(mxl_gen_call *g) {
@@ -121,6 +145,10 @@ static void respond_whole(mxl_gen_call *g) {
     if (fail) {
         if (!strcmp(fail, "cancelled")) mxl_srv_error(g->r, api_of(g), 503, "unavailable_error", "%s", c->error[0] ? c->error : "the request was cancelled");
         else mxl_srv_error(g->r, api_of(g), 500, "server_error", "%s", c->error[0] ? c->error : "generation failed");
+        return;
+    }
+    if (g->kind == MXL_GEN_ANTHROPIC) {
+        respond_anthropic(g);
         return;
     }
     json_t *choices = json_array();
@@ -204,6 +232,41 @@ static void out_event(mxl_gen_call *g, json_t *j) {
     free(s);
 }
 
+static void out_named(mxl_gen_call *g, const char *name, json_t *j) {
+    out_append(g, "event: ", 7);
+    out_append(g, name, strlen(name));
+    out_append(g, "\n", 1);
+    out_event(g, j);
+}
+
+static void format_anthropic(mxl_gen_call *g, const mxl_srv_event *e, json_t *text, bool failed) {
+    mxl_srv_channel *c = g->ch;
+    if (!g->started[0]) {
+        g->started[0] = true;
+        out_named(g, "message_start", json_pack("{s:s, s:{s:s, s:s, s:s, s:[], s:s, s:n, s:n, s:{s:I, s:i}}}", "type", "message_start", "message",
+                                                "id", g->id, "type", "message", "role", "assistant", "content", "model", g->srv->model_name,
+                                                "stop_reason", "stop_sequence", "usage", "input_tokens", (json_int_t)c->prompt_tokens,
+                                                "output_tokens", 0));
+        out_named(g, "content_block_start", json_pack("{s:s, s:i, s:{s:s, s:s}}", "type", "content_block_start", "index", 0, "content_block",
+                                                      "type", "text", "text", ""));
+    }
+    if (e->text_len)
+        out_named(g, "content_block_delta", json_pack("{s:s, s:i, s:{s:s, s:O}}", "type", "content_block_delta", "index", 0, "delta", "type",
+                                                      "text_delta", "text", text));
+    if (failed) {
+        out_named(g, "error", json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type", "api_error", "message",
+                                        c->error[0] ? c->error : "generation failed"));
+        return;
+    }
+    if (e->final) {
+        out_named(g, "content_block_stop", json_pack("{s:s, s:i}", "type", "content_block_stop", "index", 0));
+        out_named(g, "message_delta", json_pack("{s:s, s:{s:s, s:o}, s:{s:I}}", "type", "message_delta", "delta", "stop_reason",
+                                                anthropic_stop_reason(e), "stop_sequence", e->stop_word ? json_string(e->stop_word) : json_null(),
+                                                "usage", "output_tokens", (json_int_t)c->completion_tokens));
+        out_named(g, "message_stop", json_pack("{s:s}", "type", "message_stop"));
+    }
+}
+
 static json_t *chunk(mxl_gen_call *g, json_t *choice) {
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[o]}", "id", g->id, "object",
                           g->kind == MXL_GEN_CHAT ? "chat.completion.chunk" : "text_completion", "created", (json_int_t)g->created,
@@ -218,6 +281,11 @@ static void format_event(mxl_gen_call *g, const mxl_srv_event *e) {
     if (!text) text = json_string("");
     int idx = e->index;
     bool failed = e->final && e->finish_reason && (!strcmp(e->finish_reason, "error") || !strcmp(e->finish_reason, "cancelled"));
+    if (g->kind == MXL_GEN_ANTHROPIC) {
+        format_anthropic(g, e, text, failed);
+        json_decref(text);
+        return;
+    }
     if (g->kind == MXL_GEN_LLAMA) {
         if (e->token < 0 && e->text_len == 0 && !e->final) {
             json_decref(text);
@@ -284,7 +352,7 @@ static ssize_t produce(void *ctx, char *buf, size_t max) {
         pthread_mutex_unlock(&c->mu);
         if (g->out_len) continue;
         if (done) {
-            if (g->kind != MXL_GEN_LLAMA) {
+            if (g->kind == MXL_GEN_CHAT || g->kind == MXL_GEN_COMPLETION) {
                 if (g->include_usage) {
                     json_t *u = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", g->id, "object",
                                           g->kind == MXL_GEN_CHAT ? "chat.completion.chunk" : "text_completion", "created",
@@ -315,7 +383,8 @@ static void stream_done(void *ctx, bool gone) {
 void mxl_gen_call_run(mxl_gen_call *g) {
     g->created = (long)time(NULL);
     unsigned long long id = atomic_fetch_add(&g->srv->next_id, 1);
-    snprintf(g->id, sizeof g->id, "%s-mlxcel-%llx%llx", g->kind == MXL_GEN_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)g->created, id);
+    snprintf(g->id, sizeof g->id, "%s%llx%llx", g->kind == MXL_GEN_CHAT ? "chatcmpl-" : g->kind == MXL_GEN_ANTHROPIC ? "msg_" : "cmpl-",
+             (unsigned long long)g->created, id);
     if (g->n < 1) g->n = 1;
     g->ch = mxl_srv_channel_create(g->n);
     if (!g->ch) {
@@ -359,6 +428,6 @@ void mxl_gen_call_run(mxl_gen_call *g) {
     bool done = mxl_srv_channel_done(c);
     pthread_mutex_unlock(&c->mu);
     if (done) respond_whole(g);
-    else mxl_srv_error(g->r, api_of(g), 499 == 499 ? 400 : 400, "invalid_request_error", "the client closed the connection");
+    else mxl_srv_error(g->r, api_of(g), 400, "invalid_request_error", "the client closed the connection");
     call_free(g);
 }

@@ -262,3 +262,25 @@ def test_unix_socket_and_mlxcel_server_name(tmp_path):
 def test_bad_flags_fail_at_startup(args, needle):
     p = run("serve", "-m", SMOL_REPO, *args, timeout=120)
     assert_clean_error(p, needle)
+
+
+def test_anthropic_messages(srv):
+    u = srv.url
+    msgs = [{"role": "user", "content": [{"type": "text", "text": PROMPT}]}]
+    r = requests.post(u + "/v1/messages", json={"model": "x", "max_tokens": 10, "messages": msgs, "temperature": 0}).json()
+    oa = client(srv).chat.completions.create(model="x", messages=[{"role": "user", "content": PROMPT}], temperature=0, max_tokens=10)
+    assert r["type"] == "message" and r["content"][0]["text"] == oa.choices[0].message.content
+    assert r["stop_reason"] == "max_tokens" and r["usage"] == {"input_tokens": oa.usage.prompt_tokens, "output_tokens": 10}
+    n = requests.post(u + "/v1/messages/count_tokens", json={"model": "x", "messages": msgs}).json()
+    assert n["input_tokens"] == oa.usage.prompt_tokens
+    assert requests.post(u + "/v1/chat/completions/input_tokens",
+                         json={"messages": [{"role": "user", "content": PROMPT}]}).json()["input_tokens"] == oa.usage.prompt_tokens
+    with requests.post(u + "/v1/messages", json={"model": "x", "max_tokens": 10, "messages": msgs, "temperature": 0, "stream": True},
+                       stream=True) as resp:
+        lines = list(resp.iter_lines(decode_unicode=True))
+    names = [l[7:] for l in lines if l.startswith("event: ")]
+    assert names[0] == "message_start" and names[-1] == "message_stop"
+    deltas = [json.loads(l[6:]) for l in lines if l.startswith("data: ") and "text_delta" in l]
+    assert "".join(d["delta"]["text"] for d in deltas) == r["content"][0]["text"]
+    bad = requests.post(u + "/v1/messages", json={"model": "x", "messages": msgs})
+    assert bad.status_code == 400 and bad.json()["type"] == "error" and "max_tokens" in bad.json()["error"]["message"]

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""bench_server.py - load benchmark of `mlxcel serve` on loopback, bounded in time.
+
+For 1, 2, 4 and 8 concurrent streams: aggregate decode tokens/s (every stream generates the same
+number of tokens with ignore_eos), time to first token p50/p99 under that load, and the ratio to one
+stream. With --soak SECONDS, 64 clients keep sending requests for that long; failed requests and
+the server's resident memory (VmRSS after warm-up vs at the end) are reported.
+
+  .venv/bin/python scripts/bench_server.py [-m MODEL] [--tokens 64] [--soak 600]
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import requests
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def start(binary, model, parallel, threads):
+    cmd = [binary, "serve", "-m", model, "--port", "0", "--parallel", str(parallel), "--ctx-size", str(parallel * 1024),
+           "--max-queue-depth", "256"]
+    if threads:
+        cmd += ["--threads", str(threads)]
+    p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    url = None
+    for line in p.stderr:
+        m = re.search(r"listening on (\S+)", line)
+        if m:
+            url = m.group(1)
+        if "ready:" in line:
+            break
+    threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
+    return p, url
+
+
+def stream_one(url, tokens, out):
+    body = {"prompt": "Write a long story about the sea and a lighthouse keeper.", "n_predict": tokens, "temperature": 0,
+            "ignore_eos": True, "stream": True}
+    t0 = time.time()
+    first = None
+    n = 0
+    with requests.post(url + "/completion", json=body, stream=True, timeout=600) as r:
+        for line in r.iter_lines():
+            if not line.startswith(b"data: "):
+                continue
+            ev = json.loads(line[6:])
+            if ev.get("tokens"):
+                n += len(ev["tokens"])
+                if first is None:
+                    first = time.time()
+    out.append((first - t0 if first else float("nan"), n, time.time() - (first or t0)))
+
+
+def rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-m", "--model", default="HuggingFaceTB/SmolLM2-135M-Instruct-GGUF")
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "mlxcel"))
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--streams", default="1,2,4,8")
+    ap.add_argument("--soak", type=int, default=0, help="seconds of a 64-client soak (0: none)")
+    a = ap.parse_args()
+    levels = [int(x) for x in a.streams.split(",")]
+    proc, url = start(a.bin, a.model, max(levels + [8]), a.threads)
+    try:
+        stream_one(url, 8, [])  # warm-up
+        print(f"| streams | aggregate decode tok/s | x one stream | TTFT p50 ms | TTFT p99 ms |")
+        print(f"|---|---|---|---|---|")
+        base = None
+        for n in levels:
+            out = []
+            th = [threading.Thread(target=stream_one, args=(url, a.tokens, out)) for _ in range(n)]
+            t0 = time.time()
+            for t in th:
+                t.start()
+            for t in th:
+                t.join()
+            wall = time.time() - t0
+            total = sum(o[1] for o in out)
+            ttft = sorted(o[0] * 1e3 for o in out)
+            agg = total / wall
+            base = base or agg
+            p99 = ttft[min(len(ttft) - 1, int(round(0.99 * (len(ttft) - 1))))]
+            print(f"| {n} | {agg:.1f} | {agg / base:.2f} | {statistics.median(ttft):.0f} | {p99:.0f} |", flush=True)
+        if a.soak:
+            fails = [0]
+            done = [0]
+            stop = time.time() + a.soak
+            rss = []
+
+            def client():
+                while time.time() < stop:
+                    try:
+                        r = requests.post(url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "Say hi."}],
+                                                                             "max_tokens": 16}, timeout=600)
+                        if r.status_code != 200:
+                            fails[0] += 1
+                        else:
+                            done[0] += 1
+                    except Exception:
+                        fails[0] += 1
+
+            th = [threading.Thread(target=client) for _ in range(64)]
+            for t in th:
+                t.start()
+            while time.time() < stop:
+                time.sleep(10)
+                rss.append(rss_kb(proc.pid))
+            for t in th:
+                t.join()
+            warm = rss[min(2, len(rss) - 1)] if rss else 0
+            print(f"soak {a.soak}s x 64 clients: {done[0]} ok, {fails[0]} failed; RSS after warm-up {warm / 1024:.0f} MiB, "
+                  f"end {rss[-1] / 1024 if rss else 0:.0f} MiB, max {max(rss) / 1024 if rss else 0:.0f} MiB")
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
