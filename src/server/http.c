@@ -371,6 +371,13 @@ void mxl_http_quiesce(mxl_http_server *s) {
 
 void mxl_http_stop(mxl_http_server *s) {
     if (!s) return;
+    /* let connections that are writing their last response finish (bounded: idle keep-alive
+     * connections would otherwise hold the shutdown until their timeout) */
+    for (int i = 0; i < 30; i++) {
+        const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+        if (!di || di->num_connections == 0) break;
+        usleep(100 * 1000);
+    }
     MHD_stop_daemon(s->d);
     if (s->listen_fd >= 0) close(s->listen_fd);
     if (s->unix_path) unlink(s->unix_path);
