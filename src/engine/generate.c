@@ -87,6 +87,26 @@ static mxl_status build_prompt(mxl_gen_model *m, const mxl_gen_request *req, mxl
     return st;
 }
 
+mxl_status mxl_gen_model_set_template(mxl_gen_model *m, const char *text, const char *origin, mxl_error *err) {
+    mxl_template *t = NULL;
+    mxl_status st = mxl_template_parse(text, strlen(text), origin, &t, err);
+    if (st) return st;
+    char *src = strdup(text), *org = strdup(origin);
+    if (!src || !org) {
+        free(src);
+        free(org);
+        mxl_template_destroy(t);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
+    mxl_template_destroy(m->tmpl);
+    mxl_chat_template_source_free(&m->tsrc);
+    m->tmpl = t;
+    m->tsrc.text = src;
+    m->tsrc.origin = org;
+    m->tsrc.generic = false;
+    return MXL_OK;
+}
+
 const char *mxl_gen_model_template_text(const mxl_gen_model *m) { return m->tsrc.text; }
 
 const mxl_tokenizer *mxl_gen_model_tokenizer(const mxl_gen_model *m) { return m->tok; }

@@ -23,6 +23,9 @@ const char *mxl_gen_model_template_origin(const mxl_gen_model *m, bool *generic)
 /* The context a request gets when it names none: the model's own limit, capped at 8192. */
 int64_t mxl_gen_model_default_ctx(const mxl_gen_model *m);
 
+/* Replaces the checkpoint's chat template (--chat-template / --chat-template-file); a template
+ * that does not parse is refused with its error and the old one is kept. */
+mxl_status mxl_gen_model_set_template(mxl_gen_model *m, const char *text, const char *origin, mxl_error *err);
 /* The chat template source text. */
 const char *mxl_gen_model_template_text(const mxl_gen_model *m);
 /* The model's tokenizer (owned by the model). */

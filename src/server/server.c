@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "io/store.h"
+#include "template/template.h"
 #include "server/server_internal.h"
 
 /* --- errors and request bodies ------------------------------------------------------------------ */
@@ -292,7 +293,7 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
     s.cfg = cfg;
     s.prefix = cfg->api_prefix ? cfg->api_prefix : "";
     s.created = (long)time(NULL);
-    char *cert = NULL, *key = NULL;
+    char *cert = NULL, *key = NULL, *tmpl_file = NULL;
     mxl_http_server *http = NULL;
     int rc = 1;
     if (cfg->api_key) s.api_key = strdup(cfg->api_key);
@@ -312,10 +313,12 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
             goto out;
         }
     }
-    if (cfg->chat_template || cfg->chat_template_file) {
-        mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s is not supported by this build of mlxcel serve yet",
-                      cfg->chat_template ? "--chat-template" : "--chat-template-file");
-        goto out;
+    if (cfg->chat_template_file && !(tmpl_file = read_file(cfg->chat_template_file, err, "--chat-template-file"))) goto out;
+    if (cfg->chat_template || tmpl_file) { /* a template that does not parse fails before listening */
+        const char *src = tmpl_file ? tmpl_file : cfg->chat_template;
+        mxl_template *t = NULL;
+        if (mxl_template_parse(src, strlen(src), tmpl_file ? cfg->chat_template_file : "--chat-template", &t, err)) goto out;
+        mxl_template_destroy(t);
     }
     if (cfg->n_logit_bias) {
         mxl_error_set(err, MXL_ERR_UNSUPPORTED, "--logit-bias is not supported by this build of mlxcel serve yet");
@@ -352,6 +355,13 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
     int64_t threads = cfg->threads > 0 ? cfg->threads : sysconf(_SC_NPROCESSORS_ONLN);
     if (mxl_gen_model_load(s.model_path, (int)(threads > 0 ? threads : 1), &s.model, err)) goto out;
     s.tok = mxl_gen_model_tokenizer(s.model);
+    if (cfg->chat_template || tmpl_file) {
+        mxl_status tst = mxl_gen_model_set_template(s.model, tmpl_file ? tmpl_file : cfg->chat_template,
+                                                    tmpl_file ? cfg->chat_template_file : "--chat-template", err);
+        free(tmpl_file);
+        tmpl_file = NULL;
+        if (tst) goto out;
+    }
     snprintf(s.model_name, sizeof s.model_name, "%s", cfg->alias ? cfg->alias : res.repo_id[0] ? res.repo_id : cfg->model);
     int64_t model_ctx = mxl_gen_model_default_ctx(s.model);
     s.slot_ctx = cfg->ctx_size > 0 ? cfg->ctx_size / n_slots : model_ctx;
@@ -383,5 +393,6 @@ out:
     free(s.api_key);
     free(cert);
     free(key);
+    free(tmpl_file);
     return rc;
 }

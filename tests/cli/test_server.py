@@ -239,6 +239,17 @@ def test_queue_full_is_503_and_sigterm_exits_0():
         assert sorted(results) in ([200, 503], [503, 503], [200, 200]), results
 
 
+def test_chat_template_override(tmp_path):
+    f = tmp_path / "t.jinja"
+    f.write_text("{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}")
+    s = Server("--chat-template-file", str(f), "--parallel", "1", "--ctx-size", "1024")
+    try:
+        r = requests.post(s.url + "/apply-template", json={"messages": [{"role": "user", "content": "Hi"}]}).json()
+        assert r["prompt"] == "[user] Hi\n"
+    finally:
+        assert s.stop() == 0
+
+
 def test_unix_socket_and_mlxcel_server_name(tmp_path):
     sock = str(tmp_path / "m.sock")
     binary = os.path.join(os.path.dirname(os.environ.get("MLXCEL_BIN", "build/mlxcel")) or ".", "mlxcel-server")
@@ -266,6 +277,8 @@ def test_unix_socket_and_mlxcel_server_name(tmp_path):
     (["--port", "70000"], "--port"),
     (["--ctx-size", "1000", "--parallel", "4"], "512"),
     (["--api-key", "a", "--api-key-file", "b"], "mutually exclusive"),
+    (["--chat-template", "{% for %}"], "--chat-template"),
+    (["--chat-template-file", "/nonexistent.jinja"], "/nonexistent.jinja"),
 ])
 def test_bad_flags_fail_at_startup(args, needle):
     p = run("serve", "-m", SMOL_REPO, *args, timeout=120)
