@@ -1,14 +1,19 @@
-/* decoder.c - shared decoder-only transformer forward pass and GGUF weight binding (decoder.h).
+/* decoder.c - shared decoder-only transformer: family lookup, weight binding and the forward pass
+ * (decoder.h). What differs between families lives in models/family_*.c (decoder_family.h).
  *
- * Reference for the math: Hugging Face transformers' modeling_llama.py / modeling_gemma3.py.
- * GGUF facts (llama.cpp's convert_hf_to_gguf.py / llama-arch.cpp):
- *  - tensor names blk.N.attn_q.weight, ... as bound below;
- *  - Llama-family Q/K rows are permuted at conversion so that ggml's "normal" RoPE, which rotates
- *    adjacent pairs (2i, 2i+1), reproduces HF's rotate_half: so GGUF llama uses GPT-J style here,
- *    while Gemma (converted unpermuted, ggml NEOX mode) keeps the NEOX style;
- *  - Gemma norm weights are stored as 1 + w, so the (1 + w) form is not applied again. */
+ * Reference for the math: Hugging Face transformers' modeling_llama.py and the other families'
+ * modeling files. Weight formats:
+ *  - Hugging Face safetensors: "<module>.weight" [out, in] dense F32/F16/BF16; MLX affine
+ *    quantized modules add "<module>.scales" / "<module>.biases" with bits / group_size from
+ *    config.json "quantization" (per-module overrides by module path; `false` = kept in float);
+ *  - GGUF (llama.cpp's convert_hf_to_gguf.py / llama-arch.cpp): tensor names blk.N.attn_q.weight,
+ *    ...; Llama-family Q/K rows are permuted at conversion so that ggml's "normal" RoPE, which
+ *    rotates adjacent pairs (2i, 2i+1), reproduces HF's rotate_half: so GGUF llama uses GPT-J
+ *    style, while Gemma (converted unpermuted, ggml NEOX mode) keeps the NEOX style; Gemma norm
+ *    weights are stored as 1 + w, so the (1 + w) form is not applied again. */
 #include "models/decoder.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,51 +23,254 @@
 #include "backends/cpu/embed_topk.h"
 #include "backends/cpu/norm.h"
 #include "backends/cpu/softmax.h"
+#include "models/decoder_family.h"
 #include "models/weights.h"
+
+/* ---- the family table ---- */
+
+static const mxl_decoder_family *const k_families[] = {
+    &mxl_family_llama, &mxl_family_mistral, &mxl_family_qwen2, &mxl_family_qwen3,
+    &mxl_family_gemma, &mxl_family_gemma2, &mxl_family_gemma3_text, &mxl_family_phi3,
+    &mxl_family_olmo2, &mxl_family_granite, &mxl_family_smollm3, &mxl_family_starcoder2,
+    &mxl_family_gpt2,
+};
+
+/* llama.cpp's tensor names, shared by every GGUF family we run. */
+static const mxl_decoder_names k_gguf_names = {
+    .embed = "token_embd", .final_norm = "output_norm", .lm_head = "output", .layers = "blk.",
+    .attn_norm = "attn_norm", .q = "attn_q", .k = "attn_k", .v = "attn_v", .o = "attn_output",
+    .q_norm = "attn_q_norm", .k_norm = "attn_k_norm", .post_attn_norm = "post_attention_norm",
+    .ffn_norm = "ffn_norm", .gate = "ffn_gate", .up = "ffn_up", .down = "ffn_down",
+    .post_ffn_norm = "post_ffw_norm",
+};
+
+static const mxl_decoder_family *find_family(const char *model_type) {
+    for (size_t i = 0; i < sizeof k_families / sizeof k_families[0]; i++)
+        if (strcmp(k_families[i]->model_type, model_type) == 0) return k_families[i];
+    return NULL;
+}
+
+static void list_families(char *buf, size_t cap, bool gguf_only) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof k_families / sizeof k_families[0]; i++) {
+        if (gguf_only && !k_families[i]->gguf) continue;
+        int w = snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", k_families[i]->model_type);
+        if (w < 0 || (size_t)w >= cap - len) break;
+        len += (size_t)w;
+    }
+}
 
 /* ---- weight binding ---- */
 
-static mxl_status bind_matrix(const mxl_checkpoint *ck, const char *name, int64_t rows, int64_t cols,
-                              bool optional, mxl_cpu_weight *w, mxl_error *err) {
+typedef struct binder {
+    const mxl_checkpoint *ck;
+    mxl_decoder *d;
+    const mxl_decoder_names *nm;
+    mxl_error *err;
+} binder;
+
+static const mxl_tensor *find_tensor(const binder *b, const char *name) {
+    if (b->ck->format == MXL_CHECKPOINT_GGUF) {
+        const mxl_gguf_tensor_info *ti = mxl_gguf_find_tensor(b->ck->gguf, name);
+        return ti ? &ti->tensor : NULL;
+    }
+    const mxl_st_entry *e = mxl_st_model_find(b->ck->st, name);
+    return e ? &e->tensor : NULL;
+}
+
+/* "<module><suffix>" for globals (layer < 0), "<layers><layer>.<module><suffix>" per layer. */
+static mxl_status module_name(const binder *b, int64_t layer, const char *module, const char *suffix,
+                              char *out, size_t cap) {
+    int w = layer < 0 ? snprintf(out, cap, "%s%s", module, suffix)
+                      : snprintf(out, cap, "%s%lld.%s%s", b->nm->layers, (long long)layer, module, suffix);
+    if (w < 0 || (size_t)w >= cap) return mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: tensor name too long", b->ck->path);
+    return MXL_OK;
+}
+
+static mxl_status missing(const binder *b, const char *name) {
+    return mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: tensor '%s' is missing", b->ck->path, name);
+}
+
+/* MLX affine parameters of module `base`: the config's, or its per-module override. */
+static mxl_status mlx_params(const binder *b, const char *base, int *bits, int *group_size) {
+    const mxl_quant_config *q = &b->ck->config.quant;
+    if (q->mode != MXL_QUANT_AFFINE)
+        return mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: tensor '%s.scales' is present but config.json declares no MLX affine quantization", b->ck->path, base);
+    *bits = q->bits;
+    *group_size = q->group_size;
+    for (int i = 0; i < q->n_overrides; i++) {
+        const mxl_quant_override *o = &q->overrides[i];
+        if (strcmp(o->prefix, base) != 0) continue;
+        if (o->bits == 0)
+            return mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: config.json leaves '%s' unquantized but the checkpoint has '%s.scales'", b->ck->path, base, base);
+        if (o->mode != MXL_QUANT_AFFINE)
+            return mxl_error_set(b->err, MXL_ERR_UNSUPPORTED, "%s: quantization mode '%s' of '%s' is not supported (affine only)", b->ck->path, mxl_quant_mode_name(o->mode), base);
+        *bits = o->bits;
+        *group_size = o->group_size;
+    }
+    return MXL_OK;
+}
+
+/* A [rows, cols] matrix: dense / GGUF view, MLX affine (scales present), or a transposed Conv1D
+ * copy (names->conv1d, per-layer matrices only). */
+static mxl_status bind_matrix(const binder *b, int64_t layer, const char *module, int64_t rows, int64_t cols,
+                              mxl_cpu_weight *w) {
+    char base[384], name[400];
+    mxl_status st;
     memset(w, 0, sizeof *w);
-    const mxl_gguf_tensor_info *ti = mxl_gguf_find_tensor(ck->gguf, name);
-    if (!ti) {
-        if (optional) return MXL_OK;
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor '%s' is missing", ck->path, name);
+    if ((st = module_name(b, layer, module, "", base, sizeof base))) return st;
+    snprintf(name, sizeof name, "%s.weight", base);
+    const mxl_tensor *t = find_tensor(b, name);
+    if (!t) return missing(b, name);
+    if (b->ck->format == MXL_CHECKPOINT_SAFETENSORS) {
+        char sname[400], bname[400];
+        snprintf(sname, sizeof sname, "%s.scales", base);
+        snprintf(bname, sizeof bname, "%s.biases", base);
+        const mxl_tensor *sc = find_tensor(b, sname);
+        if (sc) {
+            int bits = 0, gs = 0;
+            if ((st = mlx_params(b, base, &bits, &gs))) return st;
+            const mxl_tensor *bi = find_tensor(b, bname);
+            if (!bi) return missing(b, bname);
+            st = mxl_cpu_weight_from_mlx(t, sc, bi, bits, gs, name, w, b->err);
+            if (st == MXL_OK && (w->rows != rows || w->cols != cols))
+                st = mxl_error_set(b->err, MXL_ERR_FORMAT, "tensor '%s' holds [%lld, %lld] (bits=%d, group_size=%d), expected [%lld, %lld]", name,
+                                   (long long)w->rows, (long long)w->cols, bits, gs, (long long)rows, (long long)cols);
+            if (st) mxl_error_prefix(b->err, "%s: ", b->ck->path);
+            return st;
+        }
     }
-    mxl_status st = mxl_weights_matrix(&ti->tensor, name, rows, cols, w, err);
-    if (st) mxl_error_prefix(err, "%s: ", ck->path);
+    if (layer >= 0 && b->nm->conv1d)
+        st = mxl_weights_matrix_transposed(&b->d->arena, t, name, rows, cols, w, b->err);
+    else
+        st = mxl_weights_matrix(t, name, rows, cols, w, b->err);
+    if (st) mxl_error_prefix(b->err, "%s: ", b->ck->path);
     return st;
 }
 
-/* A norm vector as f32 (GGUF stores norms in F32; other float types are converted once). */
-static mxl_status bind_vector(mxl_decoder *d, const mxl_checkpoint *ck, const char *name, int64_t n,
-                              bool optional, const float **out, mxl_error *err) {
+/* An f32 vector "<module><suffix>" of n elements. */
+static mxl_status bind_vector(const binder *b, int64_t layer, const char *module, const char *suffix, int64_t n,
+                              const float **out) {
+    char name[400];
+    mxl_status st;
     *out = NULL;
-    const mxl_gguf_tensor_info *ti = mxl_gguf_find_tensor(ck->gguf, name);
-    if (!ti) {
-        if (optional) return MXL_OK;
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor '%s' is missing", ck->path, name);
-    }
-    mxl_status st = mxl_weights_vector_f32(&d->arena, &ti->tensor, name, n, out, err);
-    if (st) mxl_error_prefix(err, "%s: ", ck->path);
+    if ((st = module_name(b, layer, module, suffix, name, sizeof name))) return st;
+    const mxl_tensor *t = find_tensor(b, name);
+    if (!t) return missing(b, name);
+    st = mxl_weights_vector_f32(&b->d->arena, t, name, n, out, b->err);
+    if (st) mxl_error_prefix(b->err, "%s: ", b->ck->path);
     return st;
 }
 
-/* ---- family hyper-parameters ---- */
-
-static void rope_defaults(mxl_rope_cfg *r, int64_t head_dim, double theta, mxl_rope_style style) {
-    memset(r, 0, sizeof *r);
-    r->head_dim = (int)head_dim;
-    r->rotary_dim = (int)head_dim;
-    r->theta = theta;
-    r->style = style;
-    r->scaling = MXL_ROPE_SCALING_NONE;
-    r->factor = 1.0;
+static mxl_status bind_norm(const binder *b, int64_t layer, const char *module, int64_t n, mxl_decoder_norm *out) {
+    memset(out, 0, sizeof *out);
+    if (!module)
+        return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no tensor for a norm it uses", b->ck->path);
+    mxl_status st = bind_vector(b, layer, module, ".weight", n, &out->w);
+    if (st == MXL_OK && b->d->hp.norm == MXL_NORM_LAYER) st = bind_vector(b, layer, module, ".bias", n, &out->b);
+    return st;
 }
 
-static mxl_status family_hparams(const mxl_checkpoint *ck, mxl_decoder_hparams *hp, mxl_error *err) {
+/* A projection with an optional bias (separate module, or rows of a fused one). */
+static mxl_status bind_proj(const binder *b, int64_t layer, const char *module, int64_t rows, int64_t cols, bool bias,
+                            mxl_cpu_weight *w, const float **bvec) {
+    mxl_status st = bind_matrix(b, layer, module, rows, cols, w);
+    if (st == MXL_OK && bias) st = bind_vector(b, layer, module, ".bias", rows, bvec);
+    return st;
+}
+
+/* Splits a fused projection [sum(sizes), cols] (and its bias) into n row views. */
+static mxl_status bind_fused(const binder *b, int64_t layer, const char *module, const int64_t *sizes, int n, int64_t cols,
+                             bool bias, mxl_cpu_weight *const *ws, const float **const *bs) {
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += sizes[i];
+    mxl_cpu_weight fused;
+    const float *fb = NULL;
+    mxl_status st = bind_proj(b, layer, module, total, cols, bias, &fused, &fb);
+    if (st) return st;
+    char name[400];
+    module_name(b, layer, module, ".weight", name, sizeof name);
+    int64_t r0 = 0;
+    for (int i = 0; i < n; i++) {
+        if ((st = mxl_weights_rows(&fused, r0, sizes[i], name, ws[i], b->err))) return st;
+        if (fb) *bs[i] = fb + r0;
+        r0 += sizes[i];
+    }
+    return MXL_OK;
+}
+
+static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
+    const mxl_decoder_hparams *hp = &b->d->hp;
+    const mxl_decoder_names *nm = b->nm;
+    int64_t H = hp->hidden, qd = hp->n_heads * hp->head_dim, kvd = hp->n_kv_heads * hp->head_dim;
+    mxl_status st;
+    memset(L, 0, sizeof *L);
+    if (hp->pre_norms && (st = bind_norm(b, i, nm->attn_norm, H, &L->attn_norm))) return st;
+    if (nm->qkv) {
+        const int64_t sizes[3] = {qd, kvd, kvd};
+        mxl_cpu_weight *const ws[3] = {&L->wq, &L->wk, &L->wv};
+        const float **const bs[3] = {&L->bq, &L->bk, &L->bv};
+        if ((st = bind_fused(b, i, nm->qkv, sizes, 3, H, hp->qkv_bias, ws, bs))) return st;
+    } else if ((st = bind_proj(b, i, nm->q, qd, H, hp->qkv_bias, &L->wq, &L->bq)) ||
+               (st = bind_proj(b, i, nm->k, kvd, H, hp->qkv_bias, &L->wk, &L->bk)) ||
+               (st = bind_proj(b, i, nm->v, kvd, H, hp->qkv_bias, &L->wv, &L->bv))) {
+        return st;
+    }
+    if ((st = bind_proj(b, i, nm->o, H, qd, hp->o_bias, &L->wo, &L->bo))) return st;
+    if (hp->qk_norm_kind != MXL_QK_NORM_NONE) {
+        bool full = hp->qk_norm_kind == MXL_QK_NORM_FULL;
+        if (!nm->q_norm || !nm->k_norm)
+            return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no QK-norm tensors", b->ck->path);
+        if ((st = bind_vector(b, i, nm->q_norm, ".weight", full ? qd : hp->head_dim, &L->q_norm)) ||
+            (st = bind_vector(b, i, nm->k_norm, ".weight", full ? kvd : hp->head_dim, &L->k_norm)))
+            return st;
+    }
+    if (hp->post_norms && (st = bind_norm(b, i, nm->post_attn_norm, H, &L->post_attn_norm))) return st;
+    if (hp->pre_norms && (st = bind_norm(b, i, nm->ffn_norm, H, &L->ffn_norm))) return st;
+    if (hp->mlp == MXL_MLP_GATED && nm->gate_up) {
+        const int64_t sizes[2] = {hp->ffn, hp->ffn};
+        mxl_cpu_weight *const ws[2] = {&L->w_gate, &L->w_up};
+        const float **const bs[2] = {&L->b_gate, &L->b_up};
+        if ((st = bind_fused(b, i, nm->gate_up, sizes, 2, H, hp->mlp_bias, ws, bs))) return st;
+    } else {
+        if (hp->mlp == MXL_MLP_GATED && (st = bind_proj(b, i, nm->gate, hp->ffn, H, hp->mlp_bias, &L->w_gate, &L->b_gate)))
+            return st;
+        if ((st = bind_proj(b, i, nm->up, hp->ffn, H, hp->mlp_bias, &L->w_up, &L->b_up))) return st;
+    }
+    if ((st = bind_proj(b, i, nm->down, H, hp->ffn, hp->mlp_bias, &L->w_down, &L->b_down))) return st;
+    if (hp->post_norms && (st = bind_norm(b, i, nm->post_ffn_norm, H, &L->post_ffn_norm))) return st;
+    L->sliding = hp->sliding_window > 0 && hp->layer_is_sliding && hp->layer_is_sliding[i];
+    L->rope = !hp->learned_pos && !(hp->layer_no_rope && hp->layer_no_rope[i]);
+    L->attn_scale = hp->attn_scale_by_layer ? hp->attn_scale / (float)(i + 1) : hp->attn_scale;
+    return MXL_OK;
+}
+
+/* The LM head: lm_head unless tie_word_embeddings is declared true (transformers then ties it to
+ * the embedding) or it is absent (tied checkpoints do not store it). */
+static mxl_status bind_output(const binder *b, mxl_decoder *d) {
+    char name[400];
+    bool tie_declared = false, tie = false;
+    json_t *raw = b->ck->config.raw;
+    json_t *tv = raw ? json_object_get(raw, "tie_word_embeddings") : NULL;
+    if (tv && json_is_boolean(tv)) {
+        tie_declared = true;
+        tie = json_is_true(tv);
+    }
+    snprintf(name, sizeof name, "%s.weight", b->nm->lm_head);
+    bool present = b->nm->lm_head && find_tensor(b, name);
+    if (present && !(tie_declared && tie)) return bind_matrix(b, -1, b->nm->lm_head, d->hp.vocab, d->hp.hidden, &d->output);
+    if (!present && tie_declared && !tie)
+        return mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: tensor '%s' is missing and config.json sets tie_word_embeddings to false", b->ck->path, name);
+    d->output = d->tok_embd;
+    return MXL_OK;
+}
+
+/* ---- hyper-parameters ---- */
+
+static mxl_status common_hparams(const mxl_checkpoint *ck, mxl_family_ctx *fc) {
     const mxl_model_config *c = &ck->config;
+    mxl_decoder_hparams *hp = fc->hp;
     memset(hp, 0, sizeof *hp);
     hp->n_layers = c->num_hidden_layers;
     hp->hidden = c->hidden_size;
@@ -72,93 +280,100 @@ static mxl_status family_hparams(const mxl_checkpoint *ck, mxl_decoder_hparams *
     hp->ffn = c->intermediate_size;
     hp->vocab = c->vocab_size;
     hp->max_ctx = c->max_position_embeddings;
+    if (hp->n_layers <= 0 || hp->hidden <= 0 || hp->n_heads <= 0 || hp->n_kv_heads <= 0 || hp->head_dim <= 0 ||
+        hp->vocab <= 0 || hp->n_heads % hp->n_kv_heads != 0 || hp->n_layers > 100000 || hp->n_heads > 100000 ||
+        hp->head_dim > 100000 || hp->hidden > (INT64_C(1) << 24) || hp->vocab > (INT64_C(1) << 26))
+        return mxl_error_set(fc->err, MXL_ERR_FORMAT, "%s: incomplete or inconsistent hyper-parameters (layers %lld, hidden %lld, heads %lld/%lld, head_dim %lld, vocab %lld)",
+                             ck->path, (long long)hp->n_layers, (long long)hp->hidden, (long long)hp->n_heads,
+                             (long long)hp->n_kv_heads, (long long)hp->head_dim, (long long)hp->vocab);
+    hp->norm = MXL_NORM_RMS;
+    hp->norm_eps = (float)(!isnan(c->rms_norm_eps) ? c->rms_norm_eps : 1e-6);
+    hp->pre_norms = true;
+    hp->mlp = MXL_MLP_GATED;
     hp->embed_scale = 1.0f;
-    if (hp->n_layers <= 0 || hp->hidden <= 0 || hp->n_heads <= 0 || hp->n_kv_heads <= 0 ||
-        hp->head_dim <= 0 || hp->ffn <= 0 || hp->vocab <= 0 || hp->n_heads % hp->n_kv_heads != 0)
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: incomplete or inconsistent hyper-parameters", ck->path);
+    hp->residual_scale = 1.0f;
+    hp->logit_scale = 1.0f;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
-    double eps = !isnan(c->rms_norm_eps) ? c->rms_norm_eps : 1e-6;
-    hp->norm_eps = (float)eps;
-    double theta = !isnan(c->rope_theta) ? c->rope_theta : 10000.0;
+    hp->act = MXL_ACT_SILU;
+    mxl_status st;
+    if (c->hidden_act[0] && (st = mxl_family_act(fc, "hidden_act", c->hidden_act, &hp->act))) return st;
+    bool b;
+    if ((st = mxl_family_bool(fc, "attention_bias", false, &b))) return st;
+    hp->qkv_bias = hp->o_bias = b;
+    if ((st = mxl_family_bool(fc, "mlp_bias", false, &hp->mlp_bias))) return st;
+    return MXL_OK;
+}
 
-    char scaling[64] = "";
-    char key[128];
+/* GGUF RoPE scaling is not read yet: refuse anything but none. */
+static mxl_status gguf_refuse_rope_scaling(const mxl_checkpoint *ck, mxl_error *err) {
+    char scaling[64] = "", key[128], a[64];
     const mxl_gguf_kv *arch = mxl_gguf_find(ck->gguf, "general.architecture");
-    if (arch) {
-        char a[64];
-        if (mxl_gguf_value_copy_str(&arch->value, a, sizeof a)) {
-            snprintf(key, sizeof key, "%s.rope.scaling.type", a);
-            const mxl_gguf_kv *kv = mxl_gguf_find(ck->gguf, key);
-            if (kv) mxl_gguf_value_copy_str(&kv->value, scaling, sizeof scaling);
-        }
+    if (arch && mxl_gguf_value_copy_str(&arch->value, a, sizeof a)) {
+        snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+        const mxl_gguf_kv *kv = mxl_gguf_find(ck->gguf, key);
+        if (kv) mxl_gguf_value_copy_str(&kv->value, scaling, sizeof scaling);
     }
     if (scaling[0] && strcmp(scaling, "none") != 0)
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: RoPE scaling '%s' is not supported for GGUF checkpoints yet", ck->path, scaling);
+    return MXL_OK;
+}
 
-    if (strcmp(c->model_type, "llama") == 0 || strcmp(c->model_type, "mistral") == 0) {
-        hp->act = MXL_ACT_SILU;
-        rope_defaults(&hp->rope, hp->head_dim, theta, MXL_ROPE_GPTJ); /* GGUF Q/K permutation */
-        if (!isnan(c->partial_rotary_factor) && c->partial_rotary_factor > 0 && c->partial_rotary_factor < 1)
-            hp->rope.rotary_dim = (int)(hp->head_dim * c->partial_rotary_factor) & ~1;
-        hp->rope_local = hp->rope;
-        return MXL_OK;
+static mxl_status check_hparams(const mxl_checkpoint *ck, const mxl_decoder_hparams *hp, mxl_error *err) {
+    if (hp->ffn <= 0) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: intermediate_size is missing", ck->path);
+    if (hp->ffn > (INT64_C(1) << 26)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: intermediate_size %lld is out of range", ck->path, (long long)hp->ffn);
+    if (!(hp->norm_eps >= 0) || !isfinite(hp->attn_scale) || !isfinite(hp->embed_scale) || !isfinite(hp->residual_scale) ||
+        !isfinite(hp->logit_scale))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: a norm epsilon or multiplier is not a finite number", ck->path);
+    if (hp->learned_pos && hp->max_ctx <= 0)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: learned positions need max_position_embeddings", ck->path);
+    return MXL_OK;
+}
+
+static mxl_status load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err) {
+    const char *mt = ck->config.model_type;
+    bool gguf = ck->format == MXL_CHECKPOINT_GGUF;
+    const mxl_decoder_family *fam = find_family(mt);
+    char list[512];
+    if (!fam || (gguf && !fam->gguf)) {
+        list_families(list, sizeof list, gguf);
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: model_type '%s' cannot run from %s checkpoints yet (this build runs %s); see 'mlxcel arch'",
+                             ck->path, mt, gguf ? "GGUF" : "safetensors", list);
     }
-    if (strcmp(c->model_type, "gemma3_text") == 0) {
-        hp->act = MXL_ACT_GELU_TANH;
-        hp->qk_norm = true;
-        hp->post_norms = true;
-        hp->norm_plus_one = false; /* GGUF stores 1 + w */
-        hp->embed_scale = sqrtf((float)hp->hidden);
-        rope_defaults(&hp->rope, hp->head_dim, theta, MXL_ROPE_NEOX);
-        double local = !isnan(c->rope_local_base_freq) ? c->rope_local_base_freq : 10000.0;
-        rope_defaults(&hp->rope_local, hp->head_dim, local, MXL_ROPE_NEOX);
-        hp->sliding_window = c->sliding_window > 0 ? c->sliding_window : 0;
-        hp->layer_is_sliding = c->n_layer_types == hp->n_layers ? c->layer_is_sliding : NULL;
-        return MXL_OK;
+    const mxl_quant_config *q = &ck->config.quant;
+    if (!gguf && q->mode != MXL_QUANT_NONE && q->mode != MXL_QUANT_AFFINE)
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: quantization '%s' is not supported (MLX affine quantization and GGUF are)", ck->path,
+                             q->method[0] ? q->method : mxl_quant_mode_name(q->mode));
+    mxl_decoder_names names = gguf ? k_gguf_names : *fam->names;
+    mxl_family_ctx fc = {ck, &ck->config, ck->config.raw, gguf, &d->hp, &names, &d->arena, err};
+    mxl_status st;
+    if ((st = common_hparams(ck, &fc))) return st;
+    if (gguf && (st = gguf_refuse_rope_scaling(ck, err))) return st;
+    if ((st = fam->setup(&fc))) return st;
+    d->hp.qk_norm = d->hp.qk_norm_kind != MXL_QK_NORM_NONE;
+    if ((st = check_hparams(ck, &d->hp, err))) return st;
+
+    const mxl_decoder_hparams *hp = &d->hp;
+    binder b = {ck, d, &names, err};
+    if ((st = bind_matrix(&b, -1, names.embed, hp->vocab, hp->hidden, &d->tok_embd))) return st;
+    if (hp->learned_pos) {
+        if (!names.pos_embed) return mxl_error_set(err, MXL_ERR_INTERNAL, "%s: no position embedding name", ck->path);
+        if ((st = bind_matrix(&b, -1, names.pos_embed, hp->max_ctx, hp->hidden, &d->pos_embd))) return st;
     }
-    return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: model_type '%s' cannot run yet (this build runs GGUF llama and gemma3 text models); see 'mlxcel arch'", ck->path, c->model_type);
+    if ((st = bind_output(&b, d))) return st;
+    if ((st = bind_norm(&b, -1, names.final_norm, hp->hidden, &d->output_norm))) return st;
+    d->layers = mxl_arena_alloc(&d->arena, (size_t)hp->n_layers * sizeof *d->layers, 64);
+    if (!d->layers) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < hp->n_layers; i++)
+        if ((st = bind_layer(&b, i, &d->layers[i]))) return st;
+    return MXL_OK;
 }
 
 mxl_status mxl_decoder_load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err) {
     memset(d, 0, sizeof *d);
     mxl_arena_init(&d->arena, 64 * 1024);
-    const char *mt = ck->config.model_type;
-    if (strcmp(mt, "llama") != 0 && strcmp(mt, "mistral") != 0 && strcmp(mt, "gemma3_text") != 0)
-        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: model_type '%s' cannot run yet (this build runs GGUF llama and gemma3 text models); see 'mlxcel arch'", ck->path, mt);
-    if (ck->format != MXL_CHECKPOINT_GGUF)
-        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: model_type '%s' runs only from GGUF checkpoints in this build", ck->path, mt);
-    mxl_status st = family_hparams(ck, &d->hp, err);
-    if (st) return st;
-    const mxl_decoder_hparams *hp = &d->hp;
-    int64_t qd = hp->n_heads * hp->head_dim, kvd = hp->n_kv_heads * hp->head_dim;
-    if ((st = bind_matrix(ck, "token_embd.weight", hp->vocab, hp->hidden, false, &d->tok_embd, err))) return st;
-    if ((st = bind_matrix(ck, "output.weight", hp->vocab, hp->hidden, true, &d->output, err))) return st;
-    if (!d->output.data) d->output = d->tok_embd; /* tied LM head */
-    if ((st = bind_vector(d, ck, "output_norm.weight", hp->hidden, false, &d->output_norm, err))) return st;
-    d->layers = mxl_arena_alloc(&d->arena, (size_t)hp->n_layers * sizeof *d->layers, 64);
-    if (!d->layers) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
-    for (int64_t i = 0; i < hp->n_layers; i++) {
-        mxl_decoder_layer *L = &d->layers[i];
-        char n[96];
-#define NAME(s) (snprintf(n, sizeof n, "blk.%lld." s, (long long)i), n)
-        if ((st = bind_matrix(ck, NAME("attn_q.weight"), qd, hp->hidden, false, &L->wq, err)) ||
-            (st = bind_matrix(ck, NAME("attn_k.weight"), kvd, hp->hidden, false, &L->wk, err)) ||
-            (st = bind_matrix(ck, NAME("attn_v.weight"), kvd, hp->hidden, false, &L->wv, err)) ||
-            (st = bind_matrix(ck, NAME("attn_output.weight"), hp->hidden, qd, false, &L->wo, err)) ||
-            (st = bind_matrix(ck, NAME("ffn_gate.weight"), hp->ffn, hp->hidden, false, &L->w_gate, err)) ||
-            (st = bind_matrix(ck, NAME("ffn_up.weight"), hp->ffn, hp->hidden, false, &L->w_up, err)) ||
-            (st = bind_matrix(ck, NAME("ffn_down.weight"), hp->hidden, hp->ffn, false, &L->w_down, err)) ||
-            (st = bind_vector(d, ck, NAME("attn_norm.weight"), hp->hidden, false, &L->attn_norm, err)) ||
-            (st = bind_vector(d, ck, NAME("ffn_norm.weight"), hp->hidden, false, &L->ffn_norm, err)) ||
-            (st = bind_vector(d, ck, NAME("post_attention_norm.weight"), hp->hidden, !hp->post_norms, &L->post_attn_norm, err)) ||
-            (st = bind_vector(d, ck, NAME("post_ffw_norm.weight"), hp->hidden, !hp->post_norms, &L->post_ffn_norm, err)) ||
-            (st = bind_vector(d, ck, NAME("attn_q_norm.weight"), hp->head_dim, !hp->qk_norm, &L->q_norm, err)) ||
-            (st = bind_vector(d, ck, NAME("attn_k_norm.weight"), hp->head_dim, !hp->qk_norm, &L->k_norm, err)))
-            return st;
-#undef NAME
-        L->sliding = hp->sliding_window > 0 && hp->layer_is_sliding && hp->layer_is_sliding[i];
-    }
-    return MXL_OK;
+    mxl_status st = load(ck, d, err);
+    if (st) mxl_decoder_free(d); /* nothing to free for the caller; freeing again is harmless */
+    return st;
 }
 
 void mxl_decoder_free(mxl_decoder *d) {
@@ -175,7 +390,9 @@ struct mxl_decoder_state {
     float *k_cache, *v_cache; /* [n_layers, max_ctx, n_kv_heads * head_dim] */
     float *x, *xn, *q, *k, *v, *att, *o, *gate, *up; /* [max_batch, ...] */
     float *inv_freq, *inv_freq_local;
+    float attn_factor, attn_factor_local; /* YaRN cos/sin scale */
     int64_t *q_pos;
+    int32_t *pos_ids;
     float *attn_scratch;
     void *mm_scratch;
     void *block; /* one allocation holding the buffers above */
@@ -188,6 +405,7 @@ static size_t max_scratch(const mxl_decoder *d, int64_t n_tok) {
         const mxl_decoder_layer *L = &d->layers[i];
         const mxl_cpu_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++) {
+            if (ws[j]->rows <= 0) continue; /* unbound (plain MLP has no gate) */
             size_t b = mxl_cpu_matmul_scratch_bytes(ws[j], n_tok);
             if (b > m) m = b;
         }
@@ -198,7 +416,9 @@ static size_t max_scratch(const mxl_decoder *d, int64_t n_tok) {
 mxl_status mxl_decoder_state_create(const mxl_decoder *d, int64_t max_ctx, int64_t max_batch,
                                     mxl_threadpool *pool, mxl_decoder_state **out, mxl_error *err) {
     const mxl_decoder_hparams *hp = &d->hp;
+    *out = NULL;
     if (max_ctx <= 0 || max_batch <= 0) return mxl_error_set(err, MXL_ERR_ARG, "context and batch sizes must be positive");
+    if (max_batch > (INT64_C(1) << 20)) max_batch = INT64_C(1) << 20; /* keeps the scratch sizes below in range */
     if (hp->max_ctx > 0 && max_ctx > hp->max_ctx) max_ctx = hp->max_ctx;
     if (max_batch > max_ctx) max_batch = max_ctx;
     mxl_decoder_state *s = calloc(1, sizeof *s);
@@ -207,24 +427,27 @@ mxl_status mxl_decoder_state_create(const mxl_decoder *d, int64_t max_ctx, int64
     s->max_batch = max_batch;
     s->pool = pool;
     s->n_threads = pool ? mxl_threadpool_size(pool) : 1;
-    int64_t qd = hp->n_heads * hp->head_dim, kvd = hp->n_kv_heads * hp->head_dim;
-    int64_t wide = hp->ffn > hp->vocab ? hp->ffn : hp->vocab;
+    uint64_t qd = (uint64_t)(hp->n_heads * hp->head_dim), kvd = (uint64_t)(hp->n_kv_heads * hp->head_dim);
+    uint64_t H = (uint64_t)hp->hidden, F = (uint64_t)hp->ffn, B = (uint64_t)max_batch;
+    uint64_t kv, kv_layer;
+    if (mxl_mul_u64((uint64_t)max_ctx, kvd, &kv_layer) || mxl_mul_u64(kv_layer, (uint64_t)hp->n_layers, &kv) ||
+        kv > ((uint64_t)1 << 56)) {
+        free(s);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "a KV cache of %lld positions is too large for this model", (long long)max_ctx);
+    }
     /* float counts of each buffer, carved from one block (64-byte aligned pieces) */
     uint64_t sizes[] = {
-        (uint64_t)(hp->n_layers * max_ctx * kvd), (uint64_t)(hp->n_layers * max_ctx * kvd),
-        (uint64_t)(max_batch * hp->hidden), (uint64_t)(max_batch * hp->hidden), (uint64_t)(max_batch * qd),
-        (uint64_t)(max_batch * kvd), (uint64_t)(max_batch * kvd), (uint64_t)(max_batch * qd),
-        (uint64_t)(max_batch * hp->hidden), (uint64_t)(max_batch * wide), (uint64_t)(max_batch * hp->ffn),
-        (uint64_t)hp->head_dim, (uint64_t)hp->head_dim, (uint64_t)max_batch * 2,
+        kv, kv, B * H, B * H, B * qd, B * kvd, B * kvd, B * qd, B * H, B * F, B * F,
+        (uint64_t)hp->head_dim, (uint64_t)hp->head_dim, B * 2, B,
         (uint64_t)mxl_cpu_attention_scratch_floats(max_ctx, s->n_threads),
         (uint64_t)(max_scratch(d, max_batch) + 3) / 4,
     };
     float **ptrs[] = {&s->k_cache, &s->v_cache, &s->x, &s->xn, &s->q, &s->k, &s->v, &s->att, &s->o,
                       &s->gate, &s->up, &s->inv_freq, &s->inv_freq_local, (float **)&s->q_pos,
-                      &s->attn_scratch, (float **)&s->mm_scratch};
+                      (float **)&s->pos_ids, &s->attn_scratch, (float **)&s->mm_scratch};
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += (sizes[i] + 16) & ~(uint64_t)15;
-    s->block = aligned_alloc(64, (size_t)total * sizeof(float));
+    s->block = total < ((uint64_t)1 << 60) / sizeof(float) ? aligned_alloc(64, (size_t)total * sizeof(float)) : NULL;
     if (!s->block) {
         free(s);
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory allocating the KV cache (%llu MB)", (unsigned long long)(total * 4 >> 20));
@@ -234,9 +457,8 @@ mxl_status mxl_decoder_state_create(const mxl_decoder *d, int64_t max_ctx, int64
         *ptrs[i] = p;
         p += (sizes[i] + 16) & ~(uint64_t)15;
     }
-    float af;
-    mxl_rope_freqs(&hp->rope, max_ctx, s->inv_freq, &af);
-    mxl_rope_freqs(&hp->rope_local, max_ctx, s->inv_freq_local, &af);
+    mxl_rope_freqs(&hp->rope, max_ctx, s->inv_freq, &s->attn_factor);
+    mxl_rope_freqs(&hp->rope_local, max_ctx, s->inv_freq_local, &s->attn_factor_local);
     const char *ref = getenv("MXL_DECODER_REFERENCE");
     s->reference = ref && strcmp(ref, "1") == 0;
     *out = s;
@@ -258,54 +480,114 @@ static void matmul(const mxl_cpu_weight *W, const float *x, int64_t n, float *y,
     else mxl_cpu_matmul(W, x, n, y, s->mm_scratch, s->pool);
 }
 
+/* y = x W (+ b), x [n, W.cols], y [n, W.rows]. */
+static void linear(const mxl_cpu_weight *W, const float *b, const float *x, int64_t n, float *y, mxl_decoder_state *s) {
+    matmul(W, x, n, y, s);
+    if (!b) return;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t r = 0; r < W->rows; r++) y[t * W->rows + r] += b[r];
+}
+
 /* ---- forward ---- */
 
+static void norm_rows(const mxl_decoder_hparams *hp, const mxl_decoder_norm *nw, const float *x, int64_t n,
+                      int64_t dim, float *y) {
+    for (int64_t t = 0; t < n; t++) {
+        if (hp->norm == MXL_NORM_LAYER) mxl_cpu_layernorm(x + t * dim, nw->w, nw->b, dim, hp->norm_eps, y + t * dim);
+        else mxl_cpu_rmsnorm(x + t * dim, nw->w, dim, hp->norm_eps, hp->norm_plus_one, y + t * dim);
+    }
+}
 
-static void norm_rows(const mxl_decoder_hparams *hp, const float *x, const float *w, int64_t n, int64_t dim, float *y) {
-    for (int64_t t = 0; t < n; t++) mxl_cpu_rmsnorm(x + t * dim, w, dim, hp->norm_eps, hp->norm_plus_one, y + t * dim);
+/* QK-norm is an RMSNorm in every family that has one (Gemma's with 1 + w). */
+static void rms_rows(const mxl_decoder_hparams *hp, const float *w, float *x, int64_t rows, int64_t dim) {
+    for (int64_t r = 0; r < rows; r++) mxl_cpu_rmsnorm(x + r * dim, w, dim, hp->norm_eps, hp->norm_plus_one, x + r * dim);
+}
+
+static void residual_add(float *x, const float *y, int64_t n, float scale) {
+    if (scale == 1.0f) {
+        for (int64_t i = 0; i < n; i++) x[i] += y[i];
+    } else {
+        for (int64_t i = 0; i < n; i++) x[i] += scale * y[i];
+    }
+}
+
+static void attention_block(const mxl_decoder *d, mxl_decoder_state *s, int64_t l, const float *h, int64_t n) {
+    const mxl_decoder_hparams *hp = &d->hp;
+    const mxl_decoder_layer *L = &d->layers[l];
+    int64_t hd = hp->head_dim, qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd;
+    float *kc = s->k_cache + l * s->max_ctx * kvd, *vc = s->v_cache + l * s->max_ctx * kvd;
+    linear(&L->wq, L->bq, h, n, s->q, s);
+    linear(&L->wk, L->bk, h, n, s->k, s);
+    linear(&L->wv, L->bv, h, n, s->v, s);
+    const mxl_rope_cfg *rc = L->sliding ? &hp->rope_local : &hp->rope;
+    const float *inv = L->sliding ? s->inv_freq_local : s->inv_freq;
+    float af = L->sliding ? s->attn_factor_local : s->attn_factor;
+    for (int64_t t = 0; t < n; t++) {
+        float *qt = s->q + t * qd, *kt = s->k + t * kvd;
+        if (hp->qk_norm_kind == MXL_QK_NORM_HEAD) {
+            rms_rows(hp, L->q_norm, qt, hp->n_heads, hd);
+            rms_rows(hp, L->k_norm, kt, hp->n_kv_heads, hd);
+        } else if (hp->qk_norm_kind == MXL_QK_NORM_FULL) {
+            rms_rows(hp, L->q_norm, qt, 1, qd);
+            rms_rows(hp, L->k_norm, kt, 1, kvd);
+        }
+        if (L->rope) {
+            mxl_rope_apply(rc, inv, af, qt, (int)hp->n_heads, s->pos + t);
+            mxl_rope_apply(rc, inv, af, kt, (int)hp->n_kv_heads, s->pos + t);
+        }
+    }
+    memcpy(kc + s->pos * kvd, s->k, (size_t)(n * kvd) * sizeof(float));
+    memcpy(vc + s->pos * kvd, s->v, (size_t)(n * kvd) * sizeof(float));
+    mxl_attn_params ap = {(int)hp->n_heads, (int)hp->n_kv_heads, (int)hd, L->attn_scale, hp->attn_softcap, NULL,
+                          L->sliding ? hp->sliding_window : 0, 1};
+    mxl_kv_view kv = {MXL_DTYPE_F32, kc, vc, s->pos + n, kvd};
+    mxl_cpu_attention(&ap, s->q, n, s->q_pos, &kv, s->att, s->attn_scratch, s->pool, mxl_cpu_isa_detect());
+    linear(&L->wo, L->bo, s->att, n, s->o, s);
+}
+
+static void mlp_block(const mxl_decoder *d, mxl_decoder_state *s, int64_t l, const float *h, int64_t n) {
+    const mxl_decoder_hparams *hp = &d->hp;
+    const mxl_decoder_layer *L = &d->layers[l];
+    if (hp->mlp == MXL_MLP_GATED) {
+        linear(&L->w_gate, L->b_gate, h, n, s->gate, s);
+        linear(&L->w_up, L->b_up, h, n, s->up, s);
+        mxl_cpu_glu(hp->act, s->gate, s->up, n * hp->ffn, s->gate);
+    } else {
+        linear(&L->w_up, L->b_up, h, n, s->gate, s);
+        mxl_cpu_act(hp->act, s->gate, n * hp->ffn, s->gate);
+    }
+    linear(&L->w_down, L->b_down, s->gate, n, s->o, s);
 }
 
 static void forward_chunk(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens, int64_t n) {
     const mxl_decoder_hparams *hp = &d->hp;
-    int64_t H = hp->hidden, hd = hp->head_dim, qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd;
-    mxl_cpu_isa isa = mxl_cpu_isa_detect();
-    /* ids were range-checked by the caller */
+    int64_t H = hp->hidden;
+    /* ids and positions were range-checked by the caller */
     mxl_cpu_embed(&d->tok_embd, tokens, n, hp->embed_scale, s->x, NULL);
     for (int64_t t = 0; t < n; t++) s->q_pos[t] = s->pos + t;
+    if (hp->learned_pos) {
+        for (int64_t t = 0; t < n; t++) s->pos_ids[t] = (int32_t)(s->pos + t);
+        mxl_cpu_embed(&d->pos_embd, s->pos_ids, n, 1.0f, s->o, NULL);
+        residual_add(s->x, s->o, n * H, 1.0f);
+    }
     for (int64_t l = 0; l < hp->n_layers; l++) {
         const mxl_decoder_layer *L = &d->layers[l];
-        float *kc = s->k_cache + l * s->max_ctx * kvd, *vc = s->v_cache + l * s->max_ctx * kvd;
-        norm_rows(hp, s->x, L->attn_norm, n, H, s->xn);
-        matmul(&L->wq, s->xn, n, s->q, s);
-        matmul(&L->wk, s->xn, n, s->k, s);
-        matmul(&L->wv, s->xn, n, s->v, s);
-        const mxl_rope_cfg *rc = L->sliding ? &hp->rope_local : &hp->rope;
-        const float *inv = L->sliding ? s->inv_freq_local : s->inv_freq;
-        for (int64_t t = 0; t < n; t++) {
-            float *qt = s->q + t * qd, *kt = s->k + t * kvd;
-            if (hp->qk_norm) {
-                norm_rows(hp, qt, L->q_norm, hp->n_heads, hd, qt);
-                norm_rows(hp, kt, L->k_norm, hp->n_kv_heads, hd, kt);
-            }
-            mxl_rope_apply(rc, inv, 1.0f, qt, (int)hp->n_heads, s->pos + t);
-            mxl_rope_apply(rc, inv, 1.0f, kt, (int)hp->n_kv_heads, s->pos + t);
+        const float *h = s->x;
+        if (L->attn_norm.w) {
+            norm_rows(hp, &L->attn_norm, s->x, n, H, s->xn);
+            h = s->xn;
         }
-        memcpy(kc + s->pos * kvd, s->k, (size_t)(n * kvd) * sizeof(float));
-        memcpy(vc + s->pos * kvd, s->v, (size_t)(n * kvd) * sizeof(float));
-        mxl_attn_params ap = {(int)hp->n_heads, (int)hp->n_kv_heads, (int)hd, hp->attn_scale, 0.0f, NULL,
-                              L->sliding ? hp->sliding_window : 0, 1};
-        mxl_kv_view kv = {MXL_DTYPE_F32, kc, vc, s->pos + n, kvd};
-        mxl_cpu_attention(&ap, s->q, n, s->q_pos, &kv, s->att, s->attn_scratch, s->pool, isa);
-        matmul(&L->wo, s->att, n, s->o, s);
-        if (L->post_attn_norm) norm_rows(hp, s->o, L->post_attn_norm, n, H, s->o);
-        for (int64_t i = 0; i < n * H; i++) s->x[i] += s->o[i];
-        norm_rows(hp, s->x, L->ffn_norm, n, H, s->xn);
-        matmul(&L->w_gate, s->xn, n, s->gate, s);
-        matmul(&L->w_up, s->xn, n, s->up, s);
-        mxl_cpu_glu(hp->act, s->gate, s->up, n * hp->ffn, s->gate);
-        matmul(&L->w_down, s->gate, n, s->o, s);
-        if (L->post_ffn_norm) norm_rows(hp, s->o, L->post_ffn_norm, n, H, s->o);
-        for (int64_t i = 0; i < n * H; i++) s->x[i] += s->o[i];
+        attention_block(d, s, l, h, n);
+        if (L->post_attn_norm.w) norm_rows(hp, &L->post_attn_norm, s->o, n, H, s->o);
+        residual_add(s->x, s->o, n * H, hp->residual_scale);
+        h = s->x;
+        if (L->ffn_norm.w) {
+            norm_rows(hp, &L->ffn_norm, s->x, n, H, s->xn);
+            h = s->xn;
+        }
+        mlp_block(d, s, l, h, n);
+        if (L->post_ffn_norm.w) norm_rows(hp, &L->post_ffn_norm, s->o, n, H, s->o);
+        residual_add(s->x, s->o, n * H, hp->residual_scale);
     }
     s->pos += n;
 }
@@ -325,8 +607,10 @@ mxl_status mxl_decoder_forward(const mxl_decoder *d, mxl_decoder_state *s, const
         forward_chunk(d, s, tokens + off, m);
         if (off + m == n) {
             const float *last = s->x + (m - 1) * hp->hidden;
-            mxl_cpu_rmsnorm(last, d->output_norm, hp->hidden, hp->norm_eps, hp->norm_plus_one, s->xn);
+            norm_rows(hp, &d->output_norm, last, 1, hp->hidden, s->xn);
             matmul(&d->output, s->xn, 1, logits, s);
+            if (hp->logit_scale != 1.0f)
+                for (int64_t i = 0; i < hp->vocab; i++) logits[i] *= hp->logit_scale;
             if (hp->final_softcap > 0) mxl_cpu_softcap(logits, hp->vocab, hp->final_softcap);
         }
     }

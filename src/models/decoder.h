@@ -1,21 +1,28 @@
-/* decoder.h - the shared decoder-only transformer: pre-norm blocks of grouped-query attention with
- * RoPE and a gated MLP, the shape Llama, Mistral, Qwen, Gemma and most text families share. A
- * family contributes only its hyper-parameters and switches (mxl_decoder_hparams, filled in
- * models/family_*.c); the forward pass and weight binding live here once.
+/* decoder.h - the shared decoder-only transformer: blocks of grouped-query attention with RoPE
+ * (or learned positions) and an MLP, the shape Llama, Mistral, Qwen, Gemma, Phi-3, OLMo 2,
+ * Granite, SmolLM3, StarCoder2, GPT-2 and most text families share. A family contributes only
+ * its hyper-parameters, switches and tensor names (models/family_*.c, registered through the
+ * table in models/decoder_family.h); the forward pass and weight binding live here once.
  *
  * Per layer, for hidden states x [n_tok, hidden]:
- *   h  = norm(x; attn_norm)
- *   q, k, v = h Wq, h Wk, h Wv          q [n_tok, n_heads, head_dim], k/v [n_tok, n_kv_heads, head_dim]
- *   (qk_norm) q, k = rmsnorm per head
- *   q, k = rope(q, k; layer theta)       then k, v appended to the layer's KV cache
- *   a  = attention(q, cache; causal, layer window) Wo
- *   (post_attn_norm) a = norm(a)
- *   x  = x + a
- *   h  = norm(x; ffn_norm);  m = (act(h Wgate) * h Wup) Wdown;  (post_ffn_norm) m = norm(m)
- *   x  = x + m
- * then logits = norm(x; output_norm) Wout (Wout = token embedding when tied), optionally
- * soft-capped. Weights stay in their checkpoint format (memory-mapped views); matmuls quantize
- * activations on the fly (backends/cpu/matmul.h). The decode path allocates nothing. */
+ *   h  = attn_norm ? norm(x) : x              norm = RMSNorm (w or 1 + w) or LayerNorm (w, b)
+ *   q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)   q [n_tok, n_heads, head_dim],
+ *                                                  k/v [n_tok, n_kv_heads, head_dim]
+ *   QK-norm: RMSNorm over each head (Qwen3, Gemma 3) or over the whole projection (OLMo 2)
+ *   q, k = rope(q, k; the layer's RoPE) unless the layer is NoPE (SmolLM3) or positions are
+ *          learned (GPT-2); then k, v are appended to the layer's KV cache
+ *   a  = attention(q, cache; scale, soft-cap, causal, layer window) Wo (+bo)
+ *   a  = post_attn_norm ? norm(a) : a
+ *   x  = x + residual_scale * a
+ *   h  = ffn_norm ? norm(x) : x
+ *   m  = gated: (act(h Wgate + bg) * (h Wup + bu)) Wdown + bd;  plain: act(h Wup + bu) Wdown + bd
+ *   m  = post_ffn_norm ? norm(m) : m
+ *   x  = x + residual_scale * m
+ * Embeddings: x = embed_scale * E[token] (+ P[position] for learned positions); logits =
+ * logit_scale * (norm(x; output_norm) Wout) (Wout = E when tied), then the final soft-cap.
+ * Weights stay in their checkpoint format (memory-mapped views; only GPT-2's Conv1D matrices are
+ * transposed into owned copies); matmuls quantize activations on the fly
+ * (backends/cpu/matmul.h). The decode path allocates nothing. */
 #ifndef MXL_MODELS_DECODER_H
 #define MXL_MODELS_DECODER_H
 
@@ -30,45 +37,84 @@
 #include "core/threadpool.h"
 #include "models/checkpoint.h"
 
+typedef enum mxl_norm_kind {
+    MXL_NORM_RMS = 0, /* x / rms(x) * w  (or * (1 + w) with norm_plus_one) */
+    MXL_NORM_LAYER,   /* (x - mean) / std * w + b */
+} mxl_norm_kind;
+
+typedef enum mxl_qk_norm_kind {
+    MXL_QK_NORM_NONE = 0,
+    MXL_QK_NORM_HEAD, /* RMSNorm over each head, weight [head_dim] (Qwen3, Gemma 3) */
+    MXL_QK_NORM_FULL, /* RMSNorm over the whole projection, weight [heads * head_dim] (OLMo 2) */
+} mxl_qk_norm_kind;
+
+typedef enum mxl_mlp_kind {
+    MXL_MLP_GATED = 0, /* down(act(gate(h)) * up(h)) */
+    MXL_MLP_PLAIN,     /* down(act(up(h)))  (StarCoder2 c_fc/c_proj, GPT-2) */
+} mxl_mlp_kind;
+
 typedef struct mxl_decoder_hparams {
     int64_t n_layers, hidden, n_heads, n_kv_heads, head_dim, ffn, vocab, max_ctx;
     float norm_eps;
+    mxl_norm_kind norm;
     bool norm_plus_one;    /* Gemma: y = norm(x) * (1 + w) (HF weights; GGUF stores 1 + w) */
-    bool qk_norm;          /* Qwen3 / Gemma 3: RMSNorm over each q and k head */
-    bool post_norms;       /* Gemma 2/3: norms after attention and after the MLP */
-    float embed_scale;     /* Gemma: sqrt(hidden); 1 otherwise */
+    bool qk_norm;          /* qk_norm_kind != NONE */
+    mxl_qk_norm_kind qk_norm_kind;
+    bool pre_norms;        /* norms before attention and MLP (all but OLMo 2) */
+    bool post_norms;       /* norms after attention and after the MLP (Gemma 2/3, OLMo 2) */
+    bool qkv_bias, o_bias; /* attention projection biases */
+    bool mlp_bias;         /* biases on every MLP projection */
+    mxl_mlp_kind mlp;
+    bool learned_pos;      /* GPT-2: position embedding table instead of RoPE */
+    float embed_scale;     /* Gemma: sqrt(hidden); Granite: embedding_multiplier; 1 otherwise */
+    float residual_scale;  /* Granite: residual_multiplier; 1 otherwise */
+    float logit_scale;     /* Granite: 1 / logits_scaling; 1 otherwise */
     float attn_scale;      /* usually 1/sqrt(head_dim) */
+    bool attn_scale_by_layer; /* GPT-2 scale_attn_by_inverse_layer_idx: layer l uses scale/(l+1) */
+    float attn_softcap;    /* <= 0: none (Gemma 2: attn_logit_softcapping) */
     float final_softcap;   /* <= 0: none */
-    mxl_act act;           /* gate activation of the gated MLP */
+    mxl_act act;           /* MLP activation (of the gate in gated MLPs) */
     mxl_rope_cfg rope;       /* global layers */
     mxl_rope_cfg rope_local; /* sliding-window layers (Gemma 3's local base frequency) */
     int64_t sliding_window;  /* window of the sliding layers (0: none) */
-    const uint8_t *layer_is_sliding; /* [n_layers] or NULL */
+    const uint8_t *layer_is_sliding; /* [n_layers] or NULL: 1 = sliding-window layer */
+    const uint8_t *layer_no_rope;    /* [n_layers] or NULL: 1 = NoPE layer (SmolLM3) */
 } mxl_decoder_hparams;
 
+/* A norm's weight and (LayerNorm) bias as f32; w == NULL: the norm is absent. */
+typedef struct mxl_decoder_norm {
+    const float *w, *b;
+} mxl_decoder_norm;
+
 typedef struct mxl_decoder_layer {
-    mxl_cpu_weight wq, wk, wv, wo, w_gate, w_up, w_down;
-    const float *attn_norm, *ffn_norm;           /* [hidden] */
-    const float *post_attn_norm, *post_ffn_norm; /* [hidden] or NULL */
-    const float *q_norm, *k_norm;                /* [head_dim] or NULL */
+    mxl_cpu_weight wq, wk, wv, wo, w_gate, w_up, w_down; /* w_gate unbound (rows 0) in plain MLPs */
+    const float *bq, *bk, *bv, *bo, *b_gate, *b_up, *b_down; /* or NULL */
+    mxl_decoder_norm attn_norm, ffn_norm, post_attn_norm, post_ffn_norm;
+    const float *q_norm, *k_norm; /* [head_dim] or [heads * head_dim] (QK_NORM_FULL), or NULL */
     bool sliding;
+    bool rope;        /* applies RoPE (false on NoPE layers and with learned positions) */
+    float attn_scale;
 } mxl_decoder_layer;
 
 typedef struct mxl_decoder {
     mxl_decoder_hparams hp;
-    mxl_arena arena; /* layers, f32 copies of non-f32 norm vectors */
-    mxl_cpu_weight tok_embd, output;
-    const float *output_norm;
+    mxl_arena arena; /* layers, per-layer flags, f32 copies of vectors, transposed Conv1D weights */
+    mxl_cpu_weight tok_embd, output, pos_embd; /* pos_embd: learned positions (rows 0: none) */
+    mxl_decoder_norm output_norm;
     mxl_decoder_layer *layers;
 } mxl_decoder;
 
-/* Fills the family hyper-parameters from the typed config (and GGUF facts) and binds every weight
- * of the checkpoint, checking shapes; errors name the tensor. Only GGUF checkpoints of the
- * families in family_*.c are bound so far; others are refused by model_type. */
+/* Finds the family of the checkpoint's model_type, fills the hyper-parameters from the typed
+ * config (and config.json / GGUF facts) and binds every weight, checking shapes. Hugging Face
+ * safetensors checkpoints (dense F32/F16/BF16 or MLX affine-quantized) of every family in
+ * decoder_family.h load; GGUF checkpoints of llama / mistral / gemma3_text. Unknown model types,
+ * unsupported config values (RoPE types, activations, quantization modes...) are refused by name;
+ * errors name the file and the tensor or key. */
 mxl_status mxl_decoder_load(const mxl_checkpoint *ck, mxl_decoder *out, mxl_error *err);
 void mxl_decoder_free(mxl_decoder *d);
 
-/* One sequence's KV cache (f32) and all scratch buffers for up to max_batch tokens per call. */
+/* One sequence's KV cache (f32) and all scratch buffers for up to max_batch tokens per call.
+ * max_ctx is capped at the model's max_position_embeddings. */
 typedef struct mxl_decoder_state mxl_decoder_state;
 mxl_status mxl_decoder_state_create(const mxl_decoder *d, int64_t max_ctx, int64_t max_batch,
                                     mxl_threadpool *pool, mxl_decoder_state **out, mxl_error *err);

@@ -13,6 +13,57 @@ mxl_status mxl_weights_matrix(const mxl_tensor *t, const char *name, int64_t row
     return mxl_cpu_weight_from_tensor(t, name, out, err);
 }
 
+mxl_status mxl_weights_matrix_transposed(mxl_arena *arena, const mxl_tensor *t, const char *name,
+                                         int64_t rows, int64_t cols, mxl_cpu_weight *out,
+                                         mxl_error *err) {
+    if (t->ndim != 2 || t->shape[0] != cols || t->shape[1] != rows)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "tensor '%s' has shape [%lld, %lld], expected [%lld, %lld] (Conv1D [in, out])", name,
+                             t->ndim > 0 ? (long long)t->shape[0] : -1LL, t->ndim > 1 ? (long long)t->shape[1] : -1LL,
+                             (long long)cols, (long long)rows);
+    if (t->dtype != MXL_DTYPE_F32 && t->dtype != MXL_DTYPE_F16 && t->dtype != MXL_DTYPE_BF16)
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "tensor '%s' has type %s; a transposed (Conv1D) weight must be F32, F16 or BF16", name, mxl_dtype_name(t->dtype));
+    size_t esz = t->dtype == MXL_DTYPE_F32 ? 4 : 2;
+    uint64_t n, bytes;
+    if (rows <= 0 || cols <= 0 || mxl_mul_u64((uint64_t)rows, (uint64_t)cols, &n) || mxl_mul_u64(n, esz, &bytes) ||
+        bytes != t->nbytes || bytes > SIZE_MAX)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "tensor '%s': %llu bytes do not hold [%lld, %lld] %s", name,
+                             (unsigned long long)t->nbytes, (long long)cols, (long long)rows, mxl_dtype_name(t->dtype));
+    uint8_t *dst = mxl_arena_alloc(arena, (size_t)bytes, 64);
+    if (!dst) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory transposing '%s'", name);
+    const uint8_t *src = t->data;
+    /* src[c][r] -> dst[r][c]; memcpy per element: safetensors data need not be aligned */
+    for (int64_t c = 0; c < cols; c++)
+        for (int64_t r = 0; r < rows; r++)
+            memcpy(dst + ((size_t)r * (size_t)cols + (size_t)c) * esz, src + ((size_t)c * (size_t)rows + (size_t)r) * esz, esz);
+    mxl_tensor view = *t;
+    view.shape[0] = rows;
+    view.shape[1] = cols;
+    view.data = dst;
+    return mxl_cpu_weight_from_tensor(&view, name, out, err);
+}
+
+mxl_status mxl_weights_rows(const mxl_cpu_weight *w, int64_t r0, int64_t n, const char *name,
+                            mxl_cpu_weight *out, mxl_error *err) {
+    if (r0 < 0 || n <= 0 || r0 > w->rows || n > w->rows - r0)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "tensor '%s' has %lld rows; rows [%lld, %lld) are outside it", name,
+                             (long long)w->rows, (long long)r0, (long long)(r0 + n));
+    *out = *w;
+    out->rows = n;
+    if (w->kind == MXL_CPU_W_MLX) {
+        int64_t words = w->cols * w->mlx.bits / 32, groups = w->cols / w->mlx.group_size;
+        size_t esz = w->mlx.scale_dtype == MXL_DTYPE_F32 ? 4 : 2;
+        out->mlx.rows = n;
+        out->mlx.w = w->mlx.w + r0 * words;
+        out->mlx.scales = (const uint8_t *)w->mlx.scales + (size_t)(r0 * groups) * esz;
+        out->mlx.biases = (const uint8_t *)w->mlx.biases + (size_t)(r0 * groups) * esz;
+        return MXL_OK;
+    }
+    int64_t rb = mxl_cpu_weight_row_bytes(w);
+    if (rb < 0) return mxl_error_set(err, MXL_ERR_FORMAT, "tensor '%s': bad row size", name);
+    out->data = (const uint8_t *)w->data + r0 * rb;
+    return MXL_OK;
+}
+
 mxl_status mxl_weights_vector_f32(mxl_arena *arena, const mxl_tensor *t, const char *name, int64_t n,
                                   const float **out, mxl_error *err) {
     *out = NULL;

@@ -1,0 +1,105 @@
+/* decoder_family.h - how a decoder family plugs into the shared decoder (decoder.c): a table
+ * entry per Hugging Face model_type giving its tensor names and a setup function that fills
+ * what is special about it (norm kind, QK-norm, biases, multipliers, RoPE, sliding layers...).
+ *
+ * mxl_decoder_load first fills the common hyper-parameters from the typed config (sizes, eps,
+ * activation from hidden_act, attention scale 1/sqrt(head_dim), attention_bias / mlp_bias, no
+ * sliding window, pre-norm RMSNorm blocks with a gated MLP), then calls the family's setup, then
+ * binds the tensors named by the (possibly adjusted) names table. Setup functions also run for
+ * GGUF checkpoints when the family sets `gguf` (then `raw` is NULL and names are GGUF's).
+ *
+ * Family files are models/family_<name>.c; the helpers below (family_common.c) parse the shared
+ * config.json conventions once: RoPE parameters (rope_parameters, or the older rope_scaling +
+ * rope_theta), activations, layer_types, and typed optional keys. */
+#ifndef MXL_MODELS_DECODER_FAMILY_H
+#define MXL_MODELS_DECODER_FAMILY_H
+
+#include <stdbool.h>
+
+#include "models/decoder.h"
+
+typedef struct json_t json_t;
+
+/* Tensor names as module paths: a matrix binds "<module>.weight" (dense, GGUF block format, or
+ * MLX affine with "<module>.scales" / "<module>.biases"), a bias "<module>.bias", a norm
+ * "<module>.weight" (+ ".bias" for LayerNorm). Per-layer modules sit under "<layers><i>.".
+ * NULL: the family has no such module. Which optional modules are bound follows the
+ * hyper-parameters (pre_norms, post_norms, qk_norm_kind, biases, mlp kind). */
+typedef struct mxl_decoder_names {
+    const char *embed;      /* "model.embed_tokens" */
+    const char *pos_embed;  /* learned positions ("transformer.wpe") or NULL */
+    const char *final_norm; /* "model.norm" */
+    const char *lm_head;    /* "lm_head"; absent or tied: the embedding */
+    const char *layers;     /* "model.layers." */
+    const char *attn_norm, *q, *k, *v, *qkv, *o, *q_norm, *k_norm, *post_attn_norm;
+    const char *ffn_norm, *gate, *up, *gate_up, *down, *post_ffn_norm;
+    bool conv1d;            /* GPT-2 Conv1D: dense layer matrices stored [in, out] */
+} mxl_decoder_names;
+
+typedef struct mxl_family_ctx {
+    const mxl_checkpoint *ck;
+    const mxl_model_config *cfg;
+    json_t *raw;              /* config.json, NULL for GGUF */
+    bool gguf;
+    mxl_decoder_hparams *hp;  /* common values already filled */
+    mxl_decoder_names *names; /* the family's names (or GGUF's), adjustable */
+    mxl_arena *arena;         /* the decoder's arena: per-layer arrays live here */
+    mxl_error *err;
+} mxl_family_ctx;
+
+typedef struct mxl_decoder_family {
+    const char *model_type;
+    bool gguf; /* also loads from GGUF (names: llama.cpp's blk.N.*) */
+    const mxl_decoder_names *names;
+    mxl_status (*setup)(mxl_family_ctx *c);
+} mxl_decoder_family;
+
+/* The registered families (decoder.c's table). */
+extern const mxl_decoder_family mxl_family_llama, mxl_family_mistral, mxl_family_qwen2,
+    mxl_family_qwen3, mxl_family_gemma, mxl_family_gemma2, mxl_family_gemma3_text,
+    mxl_family_phi3, mxl_family_olmo2, mxl_family_granite, mxl_family_smollm3,
+    mxl_family_starcoder2, mxl_family_gpt2;
+
+/* Names of the Llama-style layout (model.embed_tokens, model.layers.N.self_attn.q_proj, ...,
+ * input_layernorm before attention, post_attention_layernorm before the MLP). */
+extern const mxl_decoder_names mxl_names_llama;
+
+/* Gemma 2 / Gemma 3 layout: input_layernorm, post_attention_layernorm (after attention),
+ * pre_feedforward_layernorm, post_feedforward_layernorm. */
+extern const mxl_decoder_names mxl_names_gemma2;
+
+/* Shared between sibling families: Qwen2/Qwen3 sliding layers (family_qwen2.c); Gemma 2/3 norms,
+ * embedding scale, activation, attention scale and soft-caps (family_gemma2.c). */
+mxl_status mxl_family_qwen_sliding(mxl_family_ctx *c);
+mxl_status mxl_family_gemma2_common(mxl_family_ctx *c);
+
+/* ---- helpers (family_common.c); each returns MXL_OK or sets c->err naming the key ---- */
+
+/* Typed optional keys of config.json (absent or null: the default; GGUF: the default). */
+mxl_status mxl_family_bool(mxl_family_ctx *c, const char *key, bool dflt, bool *out);
+mxl_status mxl_family_double(mxl_family_ctx *c, const char *key, double dflt, double *out);
+mxl_status mxl_family_int(mxl_family_ctx *c, const char *key, int64_t dflt, int64_t *out);
+/* An activation by its transformers name (silu, gelu, gelu_pytorch_tanh, gelu_new, relu, ...);
+ * `key` is only used in the message. */
+mxl_status mxl_family_act(mxl_family_ctx *c, const char *key, const char *name, mxl_act *out);
+/* RoPE from one rope-parameters object `p` (may be NULL): rope_type / type (default, linear,
+ * llama3, yarn; dynamic, longrope and others refused by name), rope_theta (else default_theta),
+ * partial_rotary_factor, factor, and the type's own keys, with top-level config.json fallbacks
+ * as transformers' standardize_rope_params applies them. NEOX style. `where` names p. */
+mxl_status mxl_family_rope_from(mxl_family_ctx *c, json_t *p, const char *where, double default_theta,
+                                mxl_rope_cfg *out);
+/* The model's single RoPE: rope_parameters, else rope_scaling, with rope_theta (default 10000);
+ * also sets hp->rope_local to the same. */
+mxl_status mxl_family_rope(mxl_family_ctx *c);
+/* A zeroed per-layer flag array [n_layers] in the decoder's arena (NULL + error when out of
+ * memory). */
+uint8_t *mxl_family_layer_flags(mxl_family_ctx *c);
+/* Sliding layers from config.json layer_types ("sliding_attention") when present (length checked
+ * by the config parser), with window `window`; else no layer is marked. Returns true when
+ * layer_types was present. */
+bool mxl_family_sliding_from_layer_types(mxl_family_ctx *c, int64_t window);
+/* Every layer sliding with the config's sliding_window when it is set (Mistral, Phi-3,
+ * StarCoder2). */
+mxl_status mxl_family_sliding_all(mxl_family_ctx *c);
+
+#endif

@@ -1,0 +1,196 @@
+/* family_common.c - config.json conventions shared by the decoder families (decoder_family.h):
+ * typed optional keys, activations, RoPE parameters, sliding layers.
+ *
+ * RoPE keys follow transformers' modeling_rope_utils.py: `rope_parameters` (transformers 5) or
+ * the older `rope_scaling` with a top-level `rope_theta`; the type is `rope_type` (or `type`);
+ * llama3 / yarn read original_max_position_embeddings from the parameters, else the top level
+ * (Phi-3 keeps it there and it wins), else max_position_embeddings. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "models/decoder_family.h"
+
+static json_t *get(const mxl_family_ctx *c, json_t *obj, const char *key) {
+    (void)c;
+    json_t *v = obj ? json_object_get(obj, key) : NULL;
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+mxl_status mxl_family_bool(mxl_family_ctx *c, const char *key, bool dflt, bool *out) {
+    *out = dflt;
+    json_t *v = get(c, c->raw, key);
+    if (!v) return MXL_OK;
+    if (!json_is_boolean(v))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%s' must be true or false", c->ck->path, key);
+    *out = json_is_true(v);
+    return MXL_OK;
+}
+
+static mxl_status number_in(mxl_family_ctx *c, json_t *obj, const char *where, const char *key, double dflt, double *out) {
+    *out = dflt;
+    json_t *v = get(c, obj, key);
+    if (!v) return MXL_OK;
+    if (!json_is_number(v) || !isfinite(json_number_value(v)))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%s%s' must be a finite number", c->ck->path, where, key);
+    *out = json_number_value(v);
+    return MXL_OK;
+}
+
+mxl_status mxl_family_double(mxl_family_ctx *c, const char *key, double dflt, double *out) {
+    return number_in(c, c->raw, "", key, dflt, out);
+}
+
+mxl_status mxl_family_int(mxl_family_ctx *c, const char *key, int64_t dflt, int64_t *out) {
+    *out = dflt;
+    json_t *v = get(c, c->raw, key);
+    if (!v) return MXL_OK;
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > (INT64_C(1) << 40))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%s' must be a non-negative integer", c->ck->path, key);
+    *out = (int64_t)json_integer_value(v);
+    return MXL_OK;
+}
+
+mxl_status mxl_family_act(mxl_family_ctx *c, const char *key, const char *name, mxl_act *out) {
+    static const struct { const char *name; mxl_act act; } k_acts[] = {
+        {"silu", MXL_ACT_SILU},
+        {"swish", MXL_ACT_SILU},
+        {"gelu", MXL_ACT_GELU_ERF},
+        {"gelu_pytorch_tanh", MXL_ACT_GELU_TANH},
+        {"gelu_new", MXL_ACT_GELU_TANH},
+        {"gelu_fast", MXL_ACT_GELU_TANH},
+        {"gelu_python_tanh", MXL_ACT_GELU_TANH},
+        {"relu", MXL_ACT_RELU},
+        {"relu2", MXL_ACT_RELU2},
+    };
+    for (size_t i = 0; i < sizeof k_acts / sizeof k_acts[0]; i++)
+        if (strcmp(name, k_acts[i].name) == 0) {
+            *out = k_acts[i].act;
+            return MXL_OK;
+        }
+    return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: %s '%s' is not supported (silu, gelu, gelu_pytorch_tanh, gelu_new, relu, relu2)", c->ck->path, key, name);
+}
+
+mxl_status mxl_family_rope_from(mxl_family_ctx *c, json_t *p, const char *where, double default_theta,
+                                mxl_rope_cfg *r) {
+    const mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    memset(r, 0, sizeof *r);
+    r->head_dim = (int)hp->head_dim;
+    r->style = MXL_ROPE_NEOX;
+    r->scaling = MXL_ROPE_SCALING_NONE;
+    r->factor = 1.0;
+    if (p && !json_is_object(p))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%s' must be an object", c->ck->path, where);
+    char w[96];
+    snprintf(w, sizeof w, "%s.", where);
+
+    const char *type = "default";
+    json_t *t = get(c, p, "rope_type");
+    if (!t) t = get(c, p, "type");
+    if (t) {
+        if (!json_is_string(t))
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%srope_type' must be a string", c->ck->path, w);
+        type = json_string_value(t);
+    }
+    double top_theta;
+    if ((st = number_in(c, c->raw, "", "rope_theta", default_theta, &top_theta))) return st;
+    if ((st = number_in(c, p, w, "rope_theta", top_theta, &r->theta))) return st;
+    if (!(r->theta > 0))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%srope_theta' must be positive", c->ck->path, w);
+    double prf;
+    if ((st = number_in(c, c->raw, "", "partial_rotary_factor", 1.0, &prf))) return st;
+    if ((st = number_in(c, p, w, "partial_rotary_factor", prf, &prf))) return st;
+    if (!(prf > 0 && prf <= 1))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: partial_rotary_factor %g is outside (0, 1]", c->ck->path, prf);
+    r->rotary_dim = (int)((double)hp->head_dim * prf); /* transformers: int(head_dim * factor) */
+    if (r->rotary_dim < 2 || r->rotary_dim % 2)
+        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: rotary dimension %d (head_dim %lld x partial_rotary_factor %g) must be even and at least 2",
+                             c->ck->path, r->rotary_dim, (long long)hp->head_dim, prf);
+
+    if (strcmp(type, "default") == 0) return MXL_OK;
+    double orig_top;
+    if ((st = number_in(c, c->raw, "", "max_position_embeddings", (double)hp->max_ctx, &orig_top))) return st;
+    json_t *orig_outer = get(c, c->raw, "original_max_position_embeddings");
+    if ((st = number_in(c, c->raw, "", "original_max_position_embeddings", orig_top, &orig_top))) return st;
+    double orig;
+    if ((st = number_in(c, p, w, "original_max_position_embeddings", orig_top, &orig))) return st;
+    if (orig_outer) orig = orig_top; /* Phi-3: the top-level value takes priority */
+    if (strcmp(type, "linear") == 0) {
+        r->scaling = MXL_ROPE_SCALING_LINEAR;
+        if ((st = number_in(c, p, w, "factor", NAN, &r->factor))) return st;
+    } else if (strcmp(type, "llama3") == 0) {
+        r->scaling = MXL_ROPE_SCALING_LLAMA3;
+        r->original_max_pos = orig;
+        if ((st = number_in(c, p, w, "factor", NAN, &r->factor)) ||
+            (st = number_in(c, p, w, "low_freq_factor", NAN, &r->low_freq_factor)) ||
+            (st = number_in(c, p, w, "high_freq_factor", NAN, &r->high_freq_factor)))
+            return st;
+        if (!(r->low_freq_factor > 0) || !(r->high_freq_factor > r->low_freq_factor))
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%s' needs low_freq_factor > 0 and high_freq_factor > low_freq_factor", c->ck->path, where);
+    } else if (strcmp(type, "yarn") == 0) {
+        r->scaling = MXL_ROPE_SCALING_YARN;
+        r->original_max_pos = orig;
+        if ((st = number_in(c, p, w, "factor", NAN, &r->factor))) return st;
+        if (isnan(r->factor) && orig > 0) r->factor = orig_top / orig;
+        if ((st = number_in(c, p, w, "attention_factor", 0, &r->attention_factor)) ||
+            (st = number_in(c, p, w, "beta_fast", 0, &r->beta_fast)) ||
+            (st = number_in(c, p, w, "beta_slow", 0, &r->beta_slow)) ||
+            (st = number_in(c, p, w, "mscale", 0, &r->mscale)) ||
+            (st = number_in(c, p, w, "mscale_all_dim", 0, &r->mscale_all_dim)))
+            return st;
+        json_t *tr = get(c, p, "truncate");
+        if (tr && !json_is_boolean(tr))
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%struncate' must be true or false", c->ck->path, w);
+        r->yarn_no_truncate = tr && json_is_false(tr);
+    } else {
+        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: RoPE type '%s' (config.json '%s') is not supported (default, linear, llama3, yarn)", c->ck->path, type, where);
+    }
+    if (!(r->factor >= 1.0) || !(r->factor < 1e6))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%sfactor' must be a number >= 1", c->ck->path, w);
+    if (r->scaling != MXL_ROPE_SCALING_LINEAR && !(r->original_max_pos >= 1))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%s' needs original_max_position_embeddings", c->ck->path, where);
+    return MXL_OK;
+}
+
+mxl_status mxl_family_rope(mxl_family_ctx *c) {
+    json_t *p = get(c, c->raw, "rope_parameters");
+    const char *where = "rope_parameters";
+    if (!p) {
+        p = get(c, c->raw, "rope_scaling");
+        where = "rope_scaling";
+    }
+    mxl_status st = mxl_family_rope_from(c, p, where, 10000.0, &c->hp->rope);
+    c->hp->rope_local = c->hp->rope;
+    return st;
+}
+
+uint8_t *mxl_family_layer_flags(mxl_family_ctx *c) {
+    size_t n = (size_t)c->hp->n_layers;
+    uint8_t *f = mxl_arena_alloc(c->arena, n ? n : 1, 1);
+    if (!f) {
+        mxl_error_set(c->err, MXL_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    memset(f, 0, n ? n : 1);
+    return f;
+}
+
+bool mxl_family_sliding_from_layer_types(mxl_family_ctx *c, int64_t window) {
+    const mxl_model_config *cfg = c->cfg;
+    if (cfg->n_layer_types != c->hp->n_layers || !cfg->layer_is_sliding) return false;
+    c->hp->layer_is_sliding = cfg->layer_is_sliding;
+    c->hp->sliding_window = window > 0 ? window : 0;
+    return true;
+}
+
+mxl_status mxl_family_sliding_all(mxl_family_ctx *c) {
+    if (c->cfg->sliding_window <= 0) return MXL_OK;
+    uint8_t *f = mxl_family_layer_flags(c);
+    if (!f) return MXL_ERR_NOMEM;
+    memset(f, 1, (size_t)c->hp->n_layers);
+    c->hp->layer_is_sliding = f;
+    c->hp->sliding_window = c->cfg->sliding_window;
+    return MXL_OK;
+}

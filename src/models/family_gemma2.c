@@ -1,0 +1,58 @@
+/* family_gemma2.c - Gemma 2 (transformers modeling_gemma2.py): Gemma's (1 + w) norms and scaled
+ * embeddings, four norms per layer (input, post-attention, pre- and post-feedforward), attention
+ * scale query_pre_attn_scalar^-1/2, tanh soft-caps on the attention scores
+ * (attn_logit_softcapping) and the final logits (final_logit_softcapping), and sliding-window
+ * layers from layer_types (default: every other layer, starting with the first). */
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+
+#include "models/decoder_family.h"
+
+const mxl_decoder_names mxl_names_gemma2 = {
+    .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
+    .attn_norm = "input_layernorm", .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
+    .o = "self_attn.o_proj", .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
+    .post_attn_norm = "post_attention_layernorm", .ffn_norm = "pre_feedforward_layernorm",
+    .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
+    .post_ffn_norm = "post_feedforward_layernorm",
+};
+
+mxl_status mxl_family_gemma2_common(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    hp->norm_plus_one = true;
+    hp->post_norms = true;
+    hp->embed_scale = sqrtf((float)hp->hidden);
+    hp->act = MXL_ACT_GELU_TANH;
+    json_t *ha = c->raw ? json_object_get(c->raw, "hidden_activation") : NULL;
+    if (ha && json_is_string(ha)) {
+        if ((st = mxl_family_act(c, "hidden_activation", json_string_value(ha), &hp->act))) return st;
+    } else if (c->cfg->hidden_act[0] && (st = mxl_family_act(c, "hidden_act", c->cfg->hidden_act, &hp->act))) {
+        return st;
+    }
+    double qpas, cap;
+    if ((st = mxl_family_double(c, "query_pre_attn_scalar", 256.0, &qpas))) return st;
+    if (!(qpas > 0)) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'query_pre_attn_scalar' must be positive", c->ck->path);
+    hp->attn_scale = (float)(1.0 / sqrt(qpas));
+    if ((st = mxl_family_double(c, "attn_logit_softcapping", 0.0, &cap))) return st;
+    hp->attn_softcap = cap > 0 ? (float)cap : 0.0f;
+    if ((st = mxl_family_double(c, "final_logit_softcapping", 0.0, &cap))) return st;
+    hp->final_softcap = cap > 0 ? (float)cap : 0.0f;
+    return MXL_OK;
+}
+
+static mxl_status gemma2_setup(mxl_family_ctx *c) {
+    mxl_status st = mxl_family_gemma2_common(c);
+    if (st || (st = mxl_family_rope(c))) return st;
+    int64_t window = c->cfg->sliding_window > 0 ? c->cfg->sliding_window : 0;
+    if (window == 0 || mxl_family_sliding_from_layer_types(c, window)) return MXL_OK;
+    uint8_t *f = mxl_family_layer_flags(c);
+    if (!f) return MXL_ERR_NOMEM;
+    for (int64_t i = 0; i < c->hp->n_layers; i++) f[i] = (i + 1) % 2 != 0;
+    c->hp->layer_is_sliding = f;
+    c->hp->sliding_window = window;
+    return MXL_OK;
+}
+
+const mxl_decoder_family mxl_family_gemma2 = {"gemma2", false, &mxl_names_gemma2, gemma2_setup};

@@ -1,0 +1,79 @@
+/* family_gemma3.c - Gemma 3 text decoder (transformers modeling_gemma3.py, model_type
+ * gemma3_text): Gemma 2's block (without soft-caps by default) plus an RMSNorm (1 + w) over each
+ * query and key head, and two RoPEs: full-attention layers use rope_parameters.full_attention
+ * (theta 1e6, often linear scaling), sliding layers rope_parameters.sliding_attention (theta 1e4).
+ * Older configs spell these rope_theta + rope_scaling (global) and rope_local_base_freq (local).
+ * Sliding layers from layer_types, else every layer but each sliding_window_pattern-th (6).
+ * GGUF: norms are stored as 1 + w already; the attention scale is 1/sqrt(head_dim). */
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+
+#include "models/decoder_family.h"
+
+static void plain_rope(mxl_rope_cfg *r, int64_t head_dim, double theta) {
+    memset(r, 0, sizeof *r);
+    r->head_dim = r->rotary_dim = (int)head_dim;
+    r->theta = theta;
+    r->style = MXL_ROPE_NEOX;
+    r->scaling = MXL_ROPE_SCALING_NONE;
+    r->factor = 1.0;
+}
+
+static mxl_status gemma3_gguf(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    const mxl_model_config *cfg = c->cfg;
+    hp->act = MXL_ACT_GELU_TANH;
+    hp->qk_norm_kind = MXL_QK_NORM_HEAD;
+    hp->post_norms = true;
+    hp->norm_plus_one = false; /* GGUF stores 1 + w */
+    hp->embed_scale = sqrtf((float)hp->hidden);
+    plain_rope(&hp->rope, hp->head_dim, !isnan(cfg->rope_theta) ? cfg->rope_theta : 10000.0);
+    plain_rope(&hp->rope_local, hp->head_dim, !isnan(cfg->rope_local_base_freq) ? cfg->rope_local_base_freq : 10000.0);
+    hp->sliding_window = cfg->sliding_window > 0 ? cfg->sliding_window : 0;
+    hp->layer_is_sliding = cfg->n_layer_types == hp->n_layers ? cfg->layer_is_sliding : NULL;
+    return MXL_OK;
+}
+
+static mxl_status gemma3_setup(mxl_family_ctx *c) {
+    if (c->gguf) return gemma3_gguf(c);
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    bool bidir;
+    if ((st = mxl_family_bool(c, "use_bidirectional_attention", false, &bidir))) return st;
+    if (bidir)
+        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: config.json 'use_bidirectional_attention' = true is not supported (causal decoding only)", c->ck->path);
+    if ((st = mxl_family_gemma2_common(c))) return st;
+    hp->qk_norm_kind = MXL_QK_NORM_HEAD;
+
+    json_t *rp = json_object_get(c->raw, "rope_parameters");
+    json_t *full = rp && json_is_object(rp) ? json_object_get(rp, "full_attention") : NULL;
+    json_t *slide = rp && json_is_object(rp) ? json_object_get(rp, "sliding_attention") : NULL;
+    if (full || slide) { /* transformers 5: one RoPE per layer type */
+        if ((st = mxl_family_rope_from(c, full, "rope_parameters.full_attention", 1000000.0, &hp->rope)) ||
+            (st = mxl_family_rope_from(c, slide, "rope_parameters.sliding_attention", 10000.0, &hp->rope_local)))
+            return st;
+    } else {
+        json_t *p = rp && !json_is_null(rp) ? rp : json_object_get(c->raw, "rope_scaling");
+        if (p && json_is_null(p)) p = NULL;
+        if ((st = mxl_family_rope_from(c, p, rp && !json_is_null(rp) ? "rope_parameters" : "rope_scaling", 1000000.0, &hp->rope))) return st;
+        double local;
+        if ((st = mxl_family_double(c, "rope_local_base_freq", 10000.0, &local))) return st;
+        if ((st = mxl_family_rope_from(c, NULL, "rope_local_base_freq", local, &hp->rope_local))) return st;
+        hp->rope_local.theta = local; /* rope_local_base_freq, not the global rope_theta */
+    }
+
+    int64_t window = c->cfg->sliding_window > 0 ? c->cfg->sliding_window : 0;
+    if (window == 0 || mxl_family_sliding_from_layer_types(c, window)) return MXL_OK;
+    int64_t pattern;
+    if ((st = mxl_family_int(c, "sliding_window_pattern", 6, &pattern))) return st;
+    if (pattern <= 0) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'sliding_window_pattern' must be positive", c->ck->path);
+    uint8_t *f = mxl_family_layer_flags(c);
+    if (!f) return MXL_ERR_NOMEM;
+    for (int64_t i = 0; i < hp->n_layers; i++) f[i] = (i + 1) % pattern != 0;
+    hp->layer_is_sliding = f;
+    hp->sliding_window = window;
+    return MXL_OK;
+}
+
+const mxl_decoder_family mxl_family_gemma3_text = {"gemma3_text", true, &mxl_names_gemma2, gemma3_setup};

@@ -1,0 +1,62 @@
+/* family_gpt2.c - GPT-2 (transformers modeling_gpt2.py): learned absolute positions (wpe) added
+ * to the token embeddings (wte), LayerNorm ln_1 / ln_2 / ln_f with bias, fused attention
+ * projection c_attn [3*hidden] (rows q, k, v after transposition), plain MLP c_fc -> gelu_new ->
+ * c_proj, biases everywhere, tied LM head, attention scale 1/sqrt(head_dim) when
+ * scale_attn_weights (default) and divided by layer_idx + 1 with
+ * scale_attn_by_inverse_layer_idx.
+ * Layout: transformers' Conv1D stores weights [in, out]; those are transposed once at load into
+ * owned copies. MLX conversions (mlx-lm transposes at conversion; quantized ones always) store
+ * [out, in]: recognised by quantization, or by c_fc's shape when in != out. Tensor names carry a
+ * "transformer." prefix when saved from GPT2LMHeadModel and none in the original checkpoints. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "models/decoder_family.h"
+
+static const mxl_decoder_names k_names = {
+    .embed = "transformer.wte", .pos_embed = "transformer.wpe", .final_norm = "transformer.ln_f",
+    .lm_head = "lm_head", .layers = "transformer.h.",
+    .attn_norm = "ln_1", .qkv = "attn.c_attn", .o = "attn.c_proj", .ffn_norm = "ln_2", .up = "mlp.c_fc",
+    .down = "mlp.c_proj", .conv1d = true,
+};
+
+static const mxl_decoder_names k_names_bare = {
+    .embed = "wte", .pos_embed = "wpe", .final_norm = "ln_f", .lm_head = "lm_head", .layers = "h.",
+    .attn_norm = "ln_1", .qkv = "attn.c_attn", .o = "attn.c_proj", .ffn_norm = "ln_2", .up = "mlp.c_fc",
+    .down = "mlp.c_proj", .conv1d = true,
+};
+
+static mxl_status gpt2_setup(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    bool cross, scale_w, by_layer;
+    if ((st = mxl_family_bool(c, "add_cross_attention", false, &cross))) return st;
+    if (cross) return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: config.json 'add_cross_attention' = true is not supported (decoder-only GPT-2)", c->ck->path);
+    if (mxl_st_model_find(c->ck->st, "wte.weight") && !mxl_st_model_find(c->ck->st, "transformer.wte.weight"))
+        *c->names = k_names_bare;
+    hp->norm = MXL_NORM_LAYER;
+    hp->norm_eps = (float)(!isnan(c->cfg->layer_norm_eps) ? c->cfg->layer_norm_eps : 1e-5);
+    hp->mlp = MXL_MLP_PLAIN;
+    if (hp->ffn <= 0) hp->ffn = 4 * hp->hidden; /* n_inner: null */
+    hp->act = MXL_ACT_GELU_TANH;                 /* activation_function default gelu_new */
+    if (c->cfg->hidden_act[0] && (st = mxl_family_act(c, "activation_function", c->cfg->hidden_act, &hp->act))) return st;
+    hp->qkv_bias = hp->o_bias = hp->mlp_bias = true;
+    hp->learned_pos = true;
+    if ((st = mxl_family_bool(c, "scale_attn_weights", true, &scale_w)) ||
+        (st = mxl_family_bool(c, "scale_attn_by_inverse_layer_idx", false, &by_layer)))
+        return st;
+    if (!scale_w) hp->attn_scale = 1.0f;
+    hp->attn_scale_by_layer = by_layer;
+
+    /* orientation of the layer matrices */
+    char name[256];
+    snprintf(name, sizeof name, "%s0.%s.weight", c->names->layers, c->names->up);
+    const mxl_st_entry *fc = mxl_st_model_find(c->ck->st, name);
+    if (c->cfg->quant.mode != MXL_QUANT_NONE) c->names->conv1d = false;
+    else if (fc && fc->tensor.ndim == 2 && hp->ffn != hp->hidden && fc->tensor.shape[0] == hp->ffn && fc->tensor.shape[1] == hp->hidden)
+        c->names->conv1d = false;
+    return MXL_OK;
+}
+
+const mxl_decoder_family mxl_family_gpt2 = {"gpt2", false, &k_names, gpt2_setup};

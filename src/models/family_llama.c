@@ -1,0 +1,43 @@
+/* family_llama.c - Llama and Mistral (transformers modeling_llama.py / modeling_mistral.py): the
+ * plain pre-norm RMSNorm + SwiGLU block every other family starts from. Llama honours
+ * attention_bias / mlp_bias and every RoPE type the shared parser knows (llama3 included);
+ * Mistral adds a sliding window over every layer when sliding_window is set.
+ * GGUF: Q/K rows are permuted by llama.cpp's converter, so RoPE rotates adjacent pairs (GPT-J
+ * style) there; RoPE scaling from GGUF is refused by the decoder. */
+#include <math.h>
+#include <string.h>
+
+#include "models/decoder_family.h"
+
+const mxl_decoder_names mxl_names_llama = {
+    .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
+    .attn_norm = "input_layernorm", .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
+    .o = "self_attn.o_proj", .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
+    .ffn_norm = "post_attention_layernorm", .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
+};
+
+static mxl_status llama_setup(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    if (!c->gguf) return mxl_family_rope(c);
+    /* GGUF: the permuted Q/K rows pair (2i, 2i+1) */
+    mxl_rope_cfg *r = &hp->rope;
+    memset(r, 0, sizeof *r);
+    r->head_dim = r->rotary_dim = (int)hp->head_dim;
+    r->theta = !isnan(c->cfg->rope_theta) ? c->cfg->rope_theta : 10000.0;
+    r->style = MXL_ROPE_GPTJ;
+    r->scaling = MXL_ROPE_SCALING_NONE;
+    r->factor = 1.0;
+    double prf = c->cfg->partial_rotary_factor;
+    if (!isnan(prf) && prf > 0 && prf < 1) r->rotary_dim = (int)((double)hp->head_dim * prf) & ~1;
+    hp->rope_local = *r;
+    return MXL_OK;
+}
+
+static mxl_status mistral_setup(mxl_family_ctx *c) {
+    mxl_status st = llama_setup(c);
+    if (st || c->gguf) return st;
+    return mxl_family_sliding_all(c);
+}
+
+const mxl_decoder_family mxl_family_llama = {"llama", true, &mxl_names_llama, llama_setup};
+const mxl_decoder_family mxl_family_mistral = {"mistral", true, &mxl_names_llama, mistral_setup};

@@ -1,0 +1,29 @@
+/* family_starcoder2.c - StarCoder2 (transformers modeling_starcoder2.py): LayerNorm with bias
+ * (norm_epsilon), a plain MLP c_fc -> activation (gelu_pytorch_tanh) -> c_proj, biases on every
+ * projection when use_bias (default true), sliding window over every layer when set. */
+#include "models/decoder_family.h"
+
+static const mxl_decoder_names k_names = {
+    .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
+    .attn_norm = "input_layernorm", .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
+    .o = "self_attn.o_proj", .ffn_norm = "post_attention_layernorm", .up = "mlp.c_fc", .down = "mlp.c_proj",
+};
+
+static mxl_status starcoder2_setup(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    double eps;
+    bool bias;
+    hp->norm = MXL_NORM_LAYER;
+    hp->mlp = MXL_MLP_PLAIN;
+    hp->act = MXL_ACT_GELU_TANH;
+    if (c->cfg->hidden_act[0] && (st = mxl_family_act(c, "hidden_act", c->cfg->hidden_act, &hp->act))) return st;
+    if ((st = mxl_family_double(c, "norm_epsilon", 1e-5, &eps))) return st;
+    hp->norm_eps = (float)eps;
+    if ((st = mxl_family_bool(c, "use_bias", true, &bias))) return st;
+    hp->qkv_bias = hp->o_bias = hp->mlp_bias = bias;
+    if ((st = mxl_family_rope(c))) return st;
+    return mxl_family_sliding_all(c);
+}
+
+const mxl_decoder_family mxl_family_starcoder2 = {"starcoder2", false, &k_names, starcoder2_setup};

@@ -1,0 +1,341 @@
+/* test_decoder_families.c - every decoder family from Hugging Face safetensors against
+ * transformers, on tiny random-weight checkpoints (tests/fixtures/decoders, made by
+ * gen_decoder_fixtures.py: dense f32 / bf16 / f16 and MLX affine 4- and 8-bit variants).
+ *
+ * Each case runs the fixture's 10 token ids twice per path: one token per call (the decode path;
+ * at every position the logit of transformers' argmax and, away from near ties, the argmax
+ * itself; full logits at the recorded positions) and the whole sequence in one call with a
+ * batch of 4 (chunked prefill; full logits of the last position).
+ *
+ * Reference path (mxl_decoder_state_set_reference: dequantized weights, f32 activations): max
+ * |diff| <= 1e-3 everywhere, for every case.
+ * Fast path: dense weights multiply f32 activations there too (SIMD dots, a different summation
+ * order), so the same 1e-3 holds. MLX-quantized weights multiply activations quantized to int8
+ * in blocks of 32 (q8a, one f32 scale per block: an error up to 1/254 of the block's largest
+ * value per element; one such matmul is off by 0.3-0.7% of its largest output, fused row views
+ * and whole matrices alike); through 2 layers and the
+ * quantized LM head of these deliberately large random weights that compounds to 1-2% of the
+ * [-5, 5] logit range: measured 0.066 (4-bit qwen3) and 0.093 (8-bit phi3, q8 weights add almost
+ * nothing: the activations dominate) with AVX-512, AVX2 and scalar kernels alike. The bound there
+ * is 0.15, with the argmax kept wherever transformers' top-2 margin exceeds 0.2 (twice the
+ * largest logit error, so a flip would need two worst-case errors in opposite directions).
+ *
+ * The last tests check that unsupported config values and broken checkpoints are refused by
+ * name at load. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backends/cpu/embed_topk.h"
+#include "models/decoder.h"
+#include "test.h"
+
+#define REF_TOL 1e-3
+#define FAST_DENSE_TOL 1e-3
+#define FAST_QUANT_TOL 0.15
+#define QUANT_TIE_MARGIN 0.2
+
+static json_t *load_reference(void) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/tests/fixtures/decoders/reference.json", mxl_test_repo_root());
+    json_error_t je;
+    json_t *fx = json_load_file(path, 0, &je);
+    if (!fx) fprintf(stderr, "  %s: %s\n", path, je.text);
+    return fx;
+}
+
+static const char *fixture_dir(const char *name) {
+    static char path[2048];
+    snprintf(path, sizeof path, "%s/tests/fixtures/decoders/%s", mxl_test_repo_root(), name);
+    return path;
+}
+
+static double full_diff(json_t *want, const float *got, int64_t vocab) {
+    double m = 0;
+    if ((int64_t)json_array_size(want) != vocab) return INFINITY;
+    for (int64_t i = 0; i < vocab; i++) {
+        double d = fabs(json_number_value(json_array_get(want, (size_t)i)) - got[i]);
+        if (!(d <= m)) m = d; /* NaN propagates */
+    }
+    return m;
+}
+
+typedef struct case_result {
+    double max_diff;   /* over every compared logit */
+    int argmax_bad;    /* positions whose argmax differs away from a near tie */
+    int argmax_checked;
+} case_result;
+
+/* Runs one case on one path; returns false when it could not run at all. */
+static bool run_case(const mxl_decoder *d, json_t *c, json_t *tokens, bool reference, double tie_margin,
+                     mxl_threadpool *pool, case_result *r) {
+    mxl_error err;
+    int64_t V = d->hp.vocab, n = (int64_t)json_array_size(tokens);
+    int32_t ids[64];
+    if (n <= 0 || n > 64) return false;
+    for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(tokens, (size_t)i));
+    float *logits = malloc((size_t)V * sizeof(float));
+    if (!logits) return false;
+    memset(r, 0, sizeof *r);
+    json_t *full_pos = json_object_get(c, "full_positions"), *full = json_object_get(c, "full_logits");
+    json_t *am = json_object_get(c, "argmax"), *aml = json_object_get(c, "argmax_logit"), *mg = json_object_get(c, "margin");
+    bool ok = true;
+
+    /* one token per call */
+    mxl_decoder_state *s = NULL;
+    if (mxl_decoder_state_create(d, 64, 16, pool, &s, &err) != MXL_OK) {
+        fprintf(stderr, "  %s\n", err.msg);
+        free(logits);
+        return false;
+    }
+    mxl_decoder_state_set_reference(s, reference);
+    for (int64_t p = 0; p < n && ok; p++) {
+        if (mxl_decoder_forward(d, s, &ids[p], 1, logits, &err) != MXL_OK) {
+            fprintf(stderr, "  %s\n", err.msg);
+            ok = false;
+            break;
+        }
+        int64_t want = json_integer_value(json_array_get(am, (size_t)p));
+        double dv = fabs(json_number_value(json_array_get(aml, (size_t)p)) - logits[want]);
+        if (!(dv <= r->max_diff)) r->max_diff = dv;
+        if (json_number_value(json_array_get(mg, (size_t)p)) > tie_margin) {
+            r->argmax_checked++;
+            if (mxl_cpu_argmax(logits, V) != want) r->argmax_bad++;
+        }
+        for (size_t k = 0; k < json_array_size(full_pos); k++)
+            if (json_integer_value(json_array_get(full_pos, k)) == p) {
+                double fd = full_diff(json_array_get(full, k), logits, V);
+                if (!(fd <= r->max_diff)) r->max_diff = fd;
+            }
+    }
+    if (ok && mxl_decoder_state_pos(s) != n) ok = false;
+    mxl_decoder_state_destroy(s);
+
+    /* the whole sequence in one call, in chunks of 4 */
+    if (ok && mxl_decoder_state_create(d, 64, 4, pool, &s, &err) == MXL_OK) {
+        mxl_decoder_state_set_reference(s, reference);
+        if (mxl_decoder_forward(d, s, ids, n, logits, &err) == MXL_OK) {
+            size_t last = json_array_size(full_pos) - 1;
+            if (json_integer_value(json_array_get(full_pos, last)) != n - 1) ok = false;
+            double fd = full_diff(json_array_get(full, last), logits, V);
+            if (!(fd <= r->max_diff)) r->max_diff = fd;
+        } else {
+            fprintf(stderr, "  %s\n", err.msg);
+            ok = false;
+        }
+        mxl_decoder_state_destroy(s);
+    } else if (ok) {
+        ok = false;
+    }
+    free(logits);
+    return ok;
+}
+
+static bool is_quantized(const mxl_decoder *d) { return d->tok_embd.kind == MXL_CPU_W_MLX || d->layers[0].w_down.kind == MXL_CPU_W_MLX; }
+
+static const char *edited_checkpoint(const char *fixture, const char *edit);
+static void remove_checkpoint(const char *dir);
+
+/* Loads case `c` (from its fixture directory, or from a copy whose config.json has `edit`
+ * applied) and checks it on one path against the reference logits. */
+static void check_case(json_t *fx, json_t *c, const char *edit, bool reference, mxl_threadpool *pool, int *mxl_test_failed_) {
+    const char *name = json_string_value(json_object_get(c, "name"));
+    const char *dir = edit ? edited_checkpoint(name, edit) : fixture_dir(name);
+    REQUIRE(dir);
+    mxl_checkpoint *ck = NULL;
+    mxl_decoder d;
+    mxl_error err;
+    bool ok = mxl_checkpoint_open(dir, &ck, &err) == MXL_OK && mxl_decoder_load(ck, &d, &err) == MXL_OK;
+    if (!ok) {
+        fprintf(stderr, "  %s%s%s: %s\n", name, edit ? " + " : "", edit ? edit : "", err.msg);
+        CHECK(0);
+    } else {
+        bool quant = is_quantized(&d);
+        double tol = reference ? REF_TOL : quant ? FAST_QUANT_TOL : FAST_DENSE_TOL;
+        double margin = reference || !quant ? 2 * REF_TOL : QUANT_TIE_MARGIN;
+        case_result r = {0, 0, 0};
+        bool ran = run_case(&d, c, json_object_get(fx, "tokens"), reference, margin, pool, &r);
+        fprintf(stderr, "  %-22s %s%s%s: max |diff| %.2e, argmax %d/%d\n", name, reference ? "[reference]" : "[fast]",
+                quant ? " (MLX)" : "", edit ? " (edited config)" : "", r.max_diff, r.argmax_checked - r.argmax_bad, r.argmax_checked);
+        CHECK(ran);
+        CHECK(r.max_diff <= tol);
+        CHECK_EQ_INT(r.argmax_bad, 0);
+        CHECK(r.argmax_checked >= 5);
+        mxl_decoder_free(&d);
+    }
+    mxl_checkpoint_close(ck);
+    if (edit) remove_checkpoint(dir);
+}
+
+static json_t *find_case(json_t *fx, const char *name) {
+    json_t *c;
+    size_t i;
+    json_array_foreach(json_object_get(fx, "cases"), i, c)
+        if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0) return c;
+    return NULL;
+}
+
+static void run_all(bool reference, int *mxl_test_failed_) {
+    json_t *fx = load_reference();
+    REQUIRE(fx);
+    json_t *c;
+    size_t i;
+    mxl_threadpool *pool = NULL;
+    mxl_error err;
+    REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
+    json_array_foreach(json_object_get(fx, "cases"), i, c) check_case(fx, c, NULL, reference, pool, mxl_test_failed_);
+    CHECK(json_array_size(json_object_get(fx, "cases")) >= 16);
+    mxl_threadpool_destroy(pool);
+    json_decref(fx);
+}
+
+TEST(decoder_families_reference_match_transformers) { run_all(true, mxl_test_failed_); }
+
+TEST(decoder_families_fast_path_match_transformers) { run_all(false, mxl_test_failed_); }
+
+/* Older config.json spellings of the same models (rope_scaling + rope_theta, rope_local_base_freq,
+ * no layer_types / no_rope_layers: the defaults transformers derives them from) must give the same
+ * logits. */
+TEST(decoder_families_older_config_spellings) {
+    static const struct { const char *name, *edit; } k_cases[] = {
+        {"llama_bias_llama3rope", "{\"rope_parameters\": null, \"rope_theta\": 10000.0, \"rope_scaling\": {\"type\": \"llama3\", "
+                                  "\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 16}}"},
+        {"mistral", "{\"rope_parameters\": null, \"rope_theta\": 10000.0, \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}}"},
+        {"qwen3", "{\"rope_parameters\": null, \"rope_theta\": 10000.0, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
+                  "\"original_max_position_embeddings\": 16}, \"layer_types\": null}"},
+        {"gemma3_text", "{\"rope_parameters\": null, \"rope_theta\": 1000000.0, \"rope_local_base_freq\": 10000.0, "
+                        "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 4.0}, \"layer_types\": null, \"sliding_window_pattern\": 2}"},
+        {"phi3", "{\"rope_parameters\": null, \"rope_theta\": 10000.0, \"partial_rotary_factor\": 0.5}"},
+        {"qwen2", "{\"layer_types\": null}"},
+        {"gemma2", "{\"layer_types\": null}"},
+        {"smollm3", "{\"no_rope_layers\": null, \"layer_types\": null}"},
+    };
+    json_t *fx = load_reference();
+    REQUIRE(fx);
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
+        json_t *c = find_case(fx, k_cases[i].name);
+        CHECK(c != NULL);
+        if (c) check_case(fx, c, k_cases[i].edit, true, NULL, mxl_test_failed_);
+    }
+    json_decref(fx);
+}
+
+/* max_position_embeddings caps the context (GPT-2's position table has 64 rows). */
+TEST(decoder_families_context_capped_at_max_positions) {
+    mxl_checkpoint *ck = NULL;
+    mxl_decoder d;
+    mxl_error err;
+    REQUIRE(mxl_checkpoint_open(fixture_dir("gpt2"), &ck, &err) == MXL_OK);
+    REQUIRE(mxl_decoder_load(ck, &d, &err) == MXL_OK);
+    CHECK_EQ_INT(d.hp.max_ctx, 64);
+    mxl_decoder_state *s = NULL;
+    REQUIRE(mxl_decoder_state_create(&d, 1000, 32, NULL, &s, &err) == MXL_OK);
+    int32_t ids[65];
+    for (int i = 0; i < 65; i++) ids[i] = (int32_t)((i * 37) % 256);
+    float *logits = malloc(256 * sizeof(float));
+    REQUIRE(logits);
+    CHECK(mxl_decoder_forward(&d, s, ids, 64, logits, &err) == MXL_OK);
+    CHECK(isfinite(logits[0]));
+    CHECK_EQ_INT(mxl_decoder_forward(&d, s, ids, 1, logits, &err), MXL_ERR_ARG);
+    CHECK(strstr(err.msg, "context") != NULL);
+    CHECK_EQ_INT(mxl_decoder_state_pos(s), 64);
+    free(logits);
+    mxl_decoder_state_destroy(s);
+    mxl_decoder_free(&d);
+    mxl_checkpoint_close(ck);
+}
+
+/* ---- refusals ---- */
+
+/* A temporary checkpoint directory: the fixture's config.json with `edit` applied (a JSON object
+ * whose keys replace the config's; a null value deletes the key) and a symlink to its weights. */
+static const char *edited_checkpoint(const char *fixture, const char *edit) {
+    static char dir[1024];
+    snprintf(dir, sizeof dir, "/tmp/mxl_dec_fam_XXXXXX");
+    if (!mkdtemp(dir)) return NULL;
+    char src[2400], dst[1200];
+    snprintf(src, sizeof src, "%s/config.json", fixture_dir(fixture));
+    json_error_t je;
+    json_t *cfg = json_load_file(src, 0, &je), *e = json_loads(edit, 0, &je);
+    if (!cfg || !e) return NULL;
+    const char *k;
+    json_t *v;
+    json_object_foreach(e, k, v) {
+        if (json_is_null(v)) json_object_del(cfg, k);
+        else json_object_set(cfg, k, v);
+    }
+    snprintf(dst, sizeof dst, "%s/config.json", dir);
+    int rc = json_dump_file(cfg, dst, 0);
+    json_decref(cfg);
+    json_decref(e);
+    if (rc) return NULL;
+    snprintf(src, sizeof src, "%s/model.safetensors", fixture_dir(fixture));
+    snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
+    if (symlink(src, dst)) return NULL;
+    return dir;
+}
+
+static void remove_checkpoint(const char *dir) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    unlink(p);
+    rmdir(dir);
+}
+
+/* Loads the edited checkpoint and expects a failure whose message contains every `needles`. */
+static void expect_refused(const char *fixture, const char *edit, mxl_status want, const char *needle1, const char *needle2,
+                           int *mxl_test_failed_) {
+    const char *dir = edited_checkpoint(fixture, edit);
+    REQUIRE(dir);
+    mxl_checkpoint *ck = NULL;
+    mxl_error err;
+    mxl_error_clear(&err);
+    mxl_status st = mxl_checkpoint_open(dir, &ck, &err);
+    if (st == MXL_OK) {
+        mxl_decoder d;
+        st = mxl_decoder_load(ck, &d, &err);
+        mxl_decoder_free(&d);
+        mxl_checkpoint_close(ck);
+    }
+    fprintf(stderr, "  %s + %s -> %s\n", fixture, edit, err.msg);
+    CHECK_EQ_INT(st, want);
+    CHECK(strstr(err.msg, needle1) != NULL);
+    if (needle2) CHECK(strstr(err.msg, needle2) != NULL);
+    remove_checkpoint(dir);
+}
+
+TEST(decoder_families_refuse_unsupported_config_by_name) {
+    expect_refused("llama", "{\"rope_parameters\": {\"rope_type\": \"dynamic\", \"factor\": 2.0, \"rope_theta\": 10000.0}}",
+                   MXL_ERR_UNSUPPORTED, "'dynamic'", "rope_parameters", mxl_test_failed_);
+    expect_refused("phi3", "{\"rope_parameters\": {\"rope_type\": \"longrope\", \"rope_theta\": 10000.0}}",
+                   MXL_ERR_UNSUPPORTED, "'longrope'", NULL, mxl_test_failed_);
+    expect_refused("llama", "{\"rope_parameters\": null, \"rope_scaling\": {\"type\": \"su\", \"factor\": 2.0}}",
+                   MXL_ERR_UNSUPPORTED, "'su'", "rope_scaling", mxl_test_failed_);
+    expect_refused("qwen2", "{\"hidden_act\": \"swiglu_oai\"}", MXL_ERR_UNSUPPORTED, "'swiglu_oai'", "hidden_act", mxl_test_failed_);
+    expect_refused("llama", "{\"model_type\": \"mamba\"}", MXL_ERR_UNSUPPORTED, "'mamba'", "mlxcel arch", mxl_test_failed_);
+    expect_refused("llama", "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4}}", MXL_ERR_UNSUPPORTED, "gptq", NULL,
+                   mxl_test_failed_);
+    expect_refused("gemma3_text", "{\"use_bidirectional_attention\": true}", MXL_ERR_UNSUPPORTED, "use_bidirectional_attention", NULL,
+                   mxl_test_failed_);
+    expect_refused("gpt2", "{\"add_cross_attention\": true}", MXL_ERR_UNSUPPORTED, "add_cross_attention", NULL, mxl_test_failed_);
+    expect_refused("smollm3", "{\"no_rope_layers\": [1, 0]}", MXL_ERR_FORMAT, "no_rope_layers", NULL, mxl_test_failed_);
+}
+
+TEST(decoder_families_refuse_mismatched_tensors_by_name) {
+    /* tied checkpoint (no lm_head.weight) declared untied */
+    expect_refused("gemma", "{\"tie_word_embeddings\": false}", MXL_ERR_FORMAT, "lm_head.weight", "missing", mxl_test_failed_);
+    /* QK-norm family without its norms: qwen2's weights under qwen3's name */
+    expect_refused("qwen2", "{\"model_type\": \"qwen3\"}", MXL_ERR_FORMAT, "self_attn.q_norm.weight", "missing", mxl_test_failed_);
+    /* head_dim that does not match the projections */
+    expect_refused("llama", "{\"head_dim\": 8}", MXL_ERR_FORMAT, "model.layers.0.self_attn.q_proj.weight", NULL, mxl_test_failed_);
+    /* declared bits that do not fit the packed shapes */
+    expect_refused("qwen3_mlx_q4", "{\"quantization\": {\"group_size\": 32, \"bits\": 8}, \"quantization_config\": null}", MXL_ERR_FORMAT,
+                   "bits=8", "model.embed_tokens.weight", mxl_test_failed_);
+    /* scales present but no quantization declared */
+    expect_refused("phi3_mlx_q8", "{\"quantization\": null, \"quantization_config\": null}", MXL_ERR_FORMAT, ".scales", "quantization",
+                   mxl_test_failed_);
+}
