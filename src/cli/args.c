@@ -166,6 +166,17 @@ const char *mxl_cli_get(const mxl_cli_args *a, const char *long_name) {
     return a->values[i][a->count[i] - 1];
 }
 
+int mxl_cli_count(const mxl_cli_args *a, const char *long_name) {
+    int i = index_of(a, long_name);
+    return i < 0 ? 0 : a->count[i] < MXL_CLI_MAX_VALUES ? a->count[i] : MXL_CLI_MAX_VALUES;
+}
+
+const char *mxl_cli_get_nth(const mxl_cli_args *a, const char *long_name, int n) {
+    int i = index_of(a, long_name);
+    if (i < 0 || !a->cmd->opts[i].metavar || n < 0 || n >= mxl_cli_count(a, long_name)) return NULL;
+    return a->values[i][n];
+}
+
 int mxl_cli_get_int(const mxl_cli_args *a, const char *long_name, int64_t dflt, int64_t min,
                     int64_t max, int64_t *out) {
     const char *v = mxl_cli_get(a, long_name);

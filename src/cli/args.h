@@ -46,6 +46,9 @@ int mxl_cli_parse(const mxl_cli_cmd *cmd, int argc, char **argv, mxl_cli_args *o
 void mxl_cli_print_help(const mxl_cli_cmd *cmd);
 
 bool mxl_cli_has(const mxl_cli_args *a, const char *long_name);
+/* How many times the option was given, and its i-th value (NULL when out of range). */
+int mxl_cli_count(const mxl_cli_args *a, const char *long_name);
+const char *mxl_cli_get_nth(const mxl_cli_args *a, const char *long_name, int i);
 /* Last value given for the option, or NULL. */
 const char *mxl_cli_get(const mxl_cli_args *a, const char *long_name);
 /* Parses an integer option; returns 2 (after printing) when malformed or out of [min, max]. */

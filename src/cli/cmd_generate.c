@@ -37,22 +37,31 @@
     {"video", 0, "PATH", NULL, "(not supported for this model yet)"},                                          \
     {"adapter", 0, "PATH", NULL, "(not supported yet)"},                                                       \
     {"draft-model", 0, "PATH_OR_REPO_ID", NULL, "(not supported yet)"},                                        \
-    {"typical-p", 0, "FLOAT", NULL, "(not supported yet)"},                                                    \
-    {"top-n-sigma", 0, "FLOAT", NULL, "(not supported yet)"},                                                  \
-    {"xtc-probability", 0, "FLOAT", NULL, "(not supported yet)"},                                              \
-    {"dry-multiplier", 0, "FLOAT", NULL, "(not supported yet)"},                                               \
-    {"mirostat", 0, "N", NULL, "(not supported yet)"},                                                         \
-    {"dynatemp-range", 0, "FLOAT", NULL, "(not supported yet)"},                                               \
-    {"stop", 0, "STRING", NULL, "(not supported yet)"},                                                        \
+    {"typical-p", 0, "FLOAT", "1.0", "Locally typical sampling; 1.0 disables"},                                \
+    {"typical", 0, "FLOAT", NULL, "Alias of --typical-p"},                                                     \
+    {"top-n-sigma", 0, "FLOAT", "0.0", "Keep logits within N standard deviations of the max; 0 disables"},     \
+    {"top-nsigma", 0, "FLOAT", NULL, "Alias of --top-n-sigma"},                                                \
+    {"p-less", 0, NULL, NULL, "Hyper-parameter-free p-less truncation after temperature"},                     \
+    {"xtc-probability", 0, "FLOAT", "0.0", "XTC: chance of excluding the top choices; 0 disables"},            \
+    {"xtc-threshold", 0, "FLOAT", "0.1", "XTC probability threshold"},                                         \
+    {"dry-multiplier", 0, "FLOAT", "0.0", "DRY repetition penalty multiplier; 0 disables"},                    \
+    {"dry-base", 0, "FLOAT", "1.75", "DRY penalty base"},                                                      \
+    {"dry-allowed-length", 0, "N", "2", "Shortest repeat DRY leaves alone"},                                   \
+    {"dry-penalty-last-n", 0, "N", "-1", "DRY look-back window; -1 whole history, 0 off"},                     \
+    {"mirostat", 0, "N", "0", "Mirostat 1 or 2 (replaces the truncation chain); 0 off"},                      \
+    {"mirostat-lr", 0, "FLOAT", "0.1", "Mirostat learning rate (eta)"},                                        \
+    {"mirostat-ent", 0, "FLOAT", "5.0", "Mirostat target entropy (tau)"},                                      \
+    {"dynatemp-range", 0, "FLOAT", "0.0", "Dynamic temperature range; 0 disables"},                            \
+    {"dynatemp-exp", 0, "FLOAT", "1.0", "Dynamic temperature exponent"},                                       \
+    {"logit-bias", 0, "TOKEN(+/-)BIAS", NULL, "Bias a token id, e.g. 15043+1 or 15043-inf (repeatable)"},       \
+    {"stop", 0, "STRING", NULL, "Stop when this text appears; it is not printed (repeatable)"},                \
     {"estimate-memory", 0, NULL, NULL, "(not supported yet)"},                                                 \
     {"show-reasoning", 0, NULL, NULL, "(not supported yet)"},                                                  \
     {"cache-type-k", 0, "TYPE", NULL, "(not supported yet: the KV cache is f32)"},                             \
     {"cache-type-v", 0, "TYPE", NULL, "(not supported yet: the KV cache is f32)"}
 
-static const char *const k_refused[] = {"image", "audio", "video", "adapter", "draft-model", "typical-p",
-                                        "top-n-sigma", "xtc-probability", "dry-multiplier", "mirostat",
-                                        "dynatemp-range", "stop", "estimate-memory", "show-reasoning",
-                                        "cache-type-k", "cache-type-v", NULL};
+static const char *const k_refused[] = {"image", "audio", "video", "adapter", "draft-model", "estimate-memory",
+                                        "show-reasoning", "cache-type-k", "cache-type-v", NULL};
 
 static const mxl_cli_opt k_gen_opts[] = {
     {"model", 'm', "PATH_OR_REPO_ID", NULL, "Local model path, owner/name repo id, or bare name (required)"},
@@ -125,8 +134,37 @@ static int generate_common(const mxl_cli_args *a, const char *model_arg) {
         return 2;
     if (mxl_cli_get_int(a, "top-k", 0, 0, INT32_MAX, &v)) return 2;
     req.sampling.top_k = (int32_t)v;
-    if (mxl_cli_get_int(a, "repeat-last-n", -1, -1, INT32_MAX, &v)) return 2;
+    /* run is a client of the server worker: without the flag it gets the server's 64-token window */
+    int64_t window_default = strcmp(a->cmd->name, "run") == 0 ? 64 : -1;
+    if (mxl_cli_get_int(a, "repeat-last-n", window_default, -1, INT32_MAX, &v)) return 2;
     req.sampling.repeat_last_n = (int32_t)v;
+    mxl_sampler_params *sp = &req.sampling;
+    if (get_float(a, mxl_cli_has(a, "typical") ? "typical" : "typical-p", 1.0f, &sp->typical_p) ||
+        get_float(a, mxl_cli_has(a, "top-nsigma") ? "top-nsigma" : "top-n-sigma", 0.0f, &sp->top_n_sigma) ||
+        get_float(a, "xtc-probability", 0.0f, &sp->xtc_probability) || get_float(a, "xtc-threshold", 0.1f, &sp->xtc_threshold) ||
+        get_float(a, "dry-multiplier", 0.0f, &sp->dry_multiplier) || get_float(a, "dry-base", 1.75f, &sp->dry_base) ||
+        get_float(a, "mirostat-lr", 0.1f, &sp->mirostat_eta) || get_float(a, "mirostat-ent", 5.0f, &sp->mirostat_tau) ||
+        get_float(a, "dynatemp-range", 0.0f, &sp->dynatemp_range) || get_float(a, "dynatemp-exp", 1.0f, &sp->dynatemp_exponent))
+        return 2;
+    sp->p_less = mxl_cli_has(a, "p-less");
+    if (mxl_cli_get_int(a, "dry-allowed-length", 2, 0, INT32_MAX, &v)) return 2;
+    sp->dry_allowed_length = (int32_t)v;
+    if (mxl_cli_get_int(a, "dry-penalty-last-n", window_default, -1, INT32_MAX, &v)) return 2;
+    sp->dry_penalty_last_n = (int32_t)v;
+    if (mxl_cli_get_int(a, "mirostat", 0, 0, 2, &v)) return 2;
+    sp->mirostat = (int32_t)v;
+    static mxl_logit_bias biases[MXL_CLI_MAX_VALUES];
+    int nb = mxl_cli_count(a, "logit-bias");
+    for (int i = 0; i < nb; i++) {
+        mxl_error berr;
+        if (mxl_logit_bias_parse(mxl_cli_get_nth(a, "logit-bias", i), &biases[i], &berr))
+            return mxl_cli_usage_error(a->cmd, "%s", berr.msg);
+    }
+    sp->logit_bias = biases;
+    sp->n_logit_bias = (size_t)nb;
+    req.n_stop = mxl_cli_count(a, "stop");
+    for (int i = 0; i < req.n_stop && i < MXL_GEN_MAX_STOP; i++) req.stop[i] = mxl_cli_get_nth(a, "stop", i);
+    if (req.n_stop > MXL_GEN_MAX_STOP) return mxl_cli_usage_error(a->cmd, "at most %d --stop strings", MXL_GEN_MAX_STOP);
     if (mxl_cli_has(a, "seed")) {
         if (mxl_cli_get_int(a, "seed", 0, INT64_MIN, INT64_MAX, &v)) return 2;
         req.sampling.seed = (uint64_t)v;

@@ -127,6 +127,7 @@ mxl_status mxl_gen_run(mxl_gen_model *m, const mxl_gen_request *req, mxl_gen_tex
     int64_t ctx_len = req->max_context > 0 ? req->max_context : mxl_gen_model_default_ctx(m);
     if ((st = mxl_seq_create(m, ctx_len, 256, &seq, err))) goto out;
     mxl_seq_params p = {.sampling = req->sampling, .max_tokens = req->max_tokens, .ignore_eos = req->ignore_eos};
+    for (int i = 0; i < req->n_stop && i < MXL_SEQ_MAX_STOP; i++) p.stop[p.n_stop++] = req->stop[i];
     if ((st = mxl_seq_start(seq, ids.ids, ids.n, &p, err))) goto out;
     stats->prompt_tokens = (int64_t)ids.n;
     double t0 = now_ms();

@@ -38,7 +38,11 @@ typedef struct mxl_gen_request {
     int64_t max_context; /* KV capacity; <= 0: the model's own limit, capped at 8192 */
     bool ignore_eos;     /* EOS ids are masked out instead of stopping */
     mxl_sampler_params sampling;
+    const char *stop[16]; /* stop strings (never printed) */
+    int n_stop;
 } mxl_gen_request;
+
+#define MXL_GEN_MAX_STOP 16
 
 typedef struct mxl_gen_stats {
     int64_t prompt_tokens, generated_tokens;

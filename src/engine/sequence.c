@@ -6,12 +6,15 @@
 #include <string.h>
 
 #include "engine/model_internal.h"
+#include "engine/sampler_tok.h"
 
 struct mxl_seq {
     mxl_gen_model *m;
     int64_t ctx_len, max_chunk, vocab;
     mxl_decoder_state *dec;
     mxl_sampler *smp;
+    mxl_sampler_tok_vocab vocab_state; /* the tokenizer behind the sampler's DRY breakers */
+    mxl_sampler_vocab smp_vocab;
     mxl_detok_stream *ds;
     float *logits; /* [vocab] current next-token logits */
     float *work;   /* [vocab] sampler's copy (penalties modify it) */
@@ -39,6 +42,7 @@ mxl_status mxl_seq_create(mxl_gen_model *m, int64_t ctx_len, int64_t max_chunk, 
     s->ctx_len = ctx_len;
     s->max_chunk = max_chunk > 0 ? max_chunk : 256;
     s->vocab = m->dec.hp.vocab;
+    mxl_sampler_tok_vocab_init(&s->vocab_state, m->tok, &s->smp_vocab);
     mxl_status st = mxl_decoder_state_create(&m->dec, ctx_len, s->max_chunk, m->pool, &s->dec, err);
     if (!st) st = mxl_detok_stream_create(m->tok, true, &s->ds, err);
     if (!st) {
@@ -66,6 +70,7 @@ static void clear_request(mxl_seq *s) {
 void mxl_seq_destroy(mxl_seq *s) {
     if (!s) return;
     clear_request(s);
+    mxl_sampler_tok_vocab_free(&s->vocab_state);
     mxl_decoder_state_destroy(s->dec);
     mxl_detok_stream_destroy(s->ds);
     free(s->logits);
@@ -108,8 +113,12 @@ mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
         if (prompt[i] < 0 || prompt[i] >= s->vocab)
             return mxl_error_set(err, MXL_ERR_ARG, "token id %d is outside the vocabulary (%lld)", prompt[i], (long long)s->vocab);
     if (p->n_stop > MXL_SEQ_MAX_STOP) return mxl_error_set(err, MXL_ERR_ARG, "at most %d stop strings", MXL_SEQ_MAX_STOP);
-    mxl_status st = mxl_sampler_create(&p->sampling, (int32_t)s->vocab, &s->smp, err);
-    if (st) return st;
+    mxl_status st = mxl_sampler_create_with_vocab(&p->sampling, (int32_t)s->vocab, &s->smp_vocab, &s->smp, err);
+    if (!st) st = mxl_sampler_reserve(s->smp, (size_t)s->ctx_len, err);
+    if (st) {
+        clear_request(s);
+        return st;
+    }
     for (size_t i = 0; i < p->n_stop; i++) {
         size_t len = strlen(p->stop[i]);
         if (len == 0) continue;
@@ -264,21 +273,20 @@ mxl_status mxl_seq_sample(mxl_seq *s, mxl_seq_event *ev, mxl_error *err) {
     if (mxl_seq_prefill_left(s) > 0 || s->pending_feed)
         return mxl_error_set(err, MXL_ERR_INTERNAL, "sample before the prompt or the last token was run");
     if (s->n_gen >= s->budget) return finish(s, "length", ev, err);
-    for (int64_t v = 0; v < s->vocab; v++)
-        if (!isfinite(s->logits[v]) && s->logits[v] != -INFINITY)
-            return mxl_error_set(err, MXL_ERR_INTERNAL, "the model produced a non-finite logit (token %lld) at position %zu",
-                                 (long long)v, s->n_ids);
     memcpy(s->work, s->logits, (size_t)s->vocab * sizeof(float));
     if (s->ignore_eos) /* as llama.cpp: EOS ids can never be sampled */
         for (int k = 0; k < s->m->n_eos; k++) s->work[s->m->eos[k]] = -INFINITY;
-    int32_t id = mxl_sampler_sample(s->smp, s->work, s->ids, s->n_ids);
+    int32_t id;
+    /* the sampler checks the logits first: NaN / +inf is reported, never sampled */
+    mxl_status st = mxl_sampler_pick(s->smp, s->work, s->ids, s->n_ids, &id, err);
+    if (st) return st;
     if (s->n_probs > 0) fill_probs(s, id, ev);
     if (!s->ignore_eos && is_eos(s->m, id)) return finish(s, "stop", ev, err);
     ev->token = id;
     s->ids[s->n_ids++] = id;
     s->n_gen++;
     size_t len = 0;
-    mxl_status st = mxl_detok_stream_step(s->ds, id, &s->piece, &len, err);
+    st = mxl_detok_stream_step(s->ds, id, &s->piece, &len, err);
     if (st) return st;
     if (len && (st = hold(s, s->piece, len, err))) return st;
     scan_stops(s, ev, false);

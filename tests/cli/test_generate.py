@@ -60,3 +60,39 @@ def test_generate_bad_input():
     assert_clean_error(run("generate", "-m", "nobody/nothing", "-p", "hi"), "nobody/nothing")
     # an embedding model is not a text generator in this build
     assert_clean_error(run("run", "sentence-transformers/all-MiniLM-L6-v2", "-p", "hi"), "bert")
+
+
+def test_stop_string_cuts_before_it_and_never_prints_it():
+    real_model_path(SMOL)
+    full = run("run", "-p", "Count from 1 to 10.", "-n", "40", "--temp", "0")
+    assert full.returncode == 0, full.stderr
+    assert "5" in full.stdout
+    cut = run("run", "-p", "Count from 1 to 10.", "-n", "40", "--temp", "0", "--stop", "5")
+    assert cut.returncode == 0, cut.stderr
+    assert cut.stdout.rstrip("\n") == full.stdout[: full.stdout.index("5")].rstrip("\n")
+    assert "finish: stop" in cut.stderr
+
+
+def test_logit_bias_bans_the_greedy_token():
+    real_model_path(SMOL)
+    tok = run("tokenize", "-m", SMOL, "--json", "Hello")
+    assert tok.returncode == 0, tok.stderr
+    base = run("run", "-p", "Say hello.", "-n", "4", "--temp", "0")
+    assert base.stdout.startswith("Hello")
+    hello = json.loads(tok.stdout)[0]
+    banned = run("run", "-p", "Say hello.", "-n", "4", "--temp", "0", "--logit-bias", f"{hello}-inf")
+    assert banned.returncode == 0, banned.stderr
+    assert not banned.stdout.startswith("Hello")
+    bad = run("run", "-p", "x", "--logit-bias", "abc")
+    assert bad.returncode == 2 and "TOKEN_ID" in bad.stderr
+
+
+def test_new_samplers_run_and_are_reproducible():
+    real_model_path(SMOL)
+    args = ["run", "-p", "Tell me a story.", "-n", "12", "--temp", "0.8", "--seed", "11", "--dry-multiplier", "0.8",
+            "--typical-p", "0.9", "--top-n-sigma", "2", "--xtc-probability", "0.5", "--dynatemp-range", "0.3"]
+    a, b = run(*args), run(*args)
+    assert a.returncode == 0, a.stderr
+    assert a.stdout == b.stdout and len(a.stdout) > 0
+    m = run("run", "-p", "Tell me a story.", "-n", "12", "--temp", "0.8", "--seed", "11", "--mirostat", "2")
+    assert m.returncode == 0, m.stderr
