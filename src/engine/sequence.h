@@ -30,6 +30,8 @@ typedef struct mxl_seq_params {
     bool ignore_eos;    /* EOS ids are masked out instead of stopping */
     const char *stop[MXL_SEQ_MAX_STOP]; /* stop strings (copied by mxl_seq_start), non-empty */
     size_t n_stop;
+    const char *breakers[32]; /* storage for sampling.dry_breakers when the caller builds its own list */
+    size_t n_breakers;
     int n_probs; /* report the chosen token's log-probability and this many top alternatives
                     (0..MXL_SEQ_MAX_PROBS) from the model's distribution before sampling */
 } mxl_seq_params;

@@ -111,7 +111,7 @@ void mxl_api_anthropic_messages(mxl_server *s, mxl_http_req *r) {
         snprintf(msg, sizeof msg, "'max_tokens' is required and must be a positive integer");
         goto bad;
     }
-    if (!(chat = to_chat(body, msg, sizeof msg)) || !mxl_srv_parse_params(s, body, &g->params, msg, sizeof msg)) goto bad;
+    if (!(chat = to_chat(body, msg, sizeof msg)) || !mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg)) goto bad;
     const json_t *ss = json_object_get(body, "stop_sequences");
     if (ss && !json_is_null(ss)) {
         size_t i;
@@ -137,8 +137,7 @@ void mxl_api_anthropic_messages(mxl_server *s, mxl_http_req *r) {
     mxl_token_ids ids = {0};
     if (!prompt_of(s, r, MXL_API_ANTHROPIC, chat, json_object_get(body, "tools"), &g->prompt_text, &ids)) {
         json_decref(chat);
-        free(g->prompt_text);
-        free(g);
+        mxl_gen_call_free(g);
         json_decref(body);
         return;
     }
@@ -151,7 +150,7 @@ void mxl_api_anthropic_messages(mxl_server *s, mxl_http_req *r) {
 bad:
     mxl_srv_error(r, MXL_API_ANTHROPIC, 400, "invalid_request_error", "%s", msg);
     json_decref(chat);
-    free(g);
+    mxl_gen_call_free(g);
     json_decref(body);
     return;
 oom:

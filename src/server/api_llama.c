@@ -24,7 +24,7 @@ void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r) {
     const json_t *p = json_object_get(body, "prompt");
     const json_t *v;
     mxl_error err = {0};
-    if (!mxl_srv_parse_params(s, body, &g->params, msg, sizeof msg)) goto bad;
+    if (!mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg)) goto bad;
     v = json_object_get(body, "stream");
     if (v && !json_is_null(v)) {
         if (!json_is_boolean(v)) {
@@ -86,9 +86,7 @@ void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r) {
     return;
 bad:
     mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "%s", msg);
-    free(g->prompt_ids);
-    free(g->prompt_text);
-    free(g);
+    mxl_gen_call_free(g);
     json_decref(body);
 }
 
@@ -277,8 +275,8 @@ void mxl_api_llama_slots(mxl_server *s, mxl_http_req *r) {
     mxl_sched_get_stats(s->sched, &st, info, 256);
     json_t *arr = json_array();
     for (int i = 0; i < st.n_slots && i < 256; i++)
-        json_array_append_new(arr, json_pack("{s:i, s:I, s:b, s:o, s:{s:I, s:I}}", "id", info[i].id, "n_ctx", (json_int_t)info[i].n_ctx,
-                                             "is_processing", info[i].busy, "params", default_settings(s), "next_token", "n_decoded",
+        json_array_append_new(arr, json_pack("{s:i, s:I, s:b, s:{s:I, s:I}}", "id", info[i].id, "n_ctx", (json_int_t)info[i].n_ctx,
+                                             "is_processing", info[i].busy, "next_token", "n_decoded",
                                              (json_int_t)info[i].n_decoded, "n_prompt_tokens", (json_int_t)info[i].n_prompt));
     mxl_http_send_json(r, 200, arr);
 }
@@ -291,27 +289,36 @@ void mxl_api_llama_metrics(mxl_server *s, mxl_http_req *r) {
     mxl_sched_stats st;
     mxl_sched_slot_info info[1];
     mxl_sched_get_stats(s->sched, &st, info, 0);
-    char buf[4096];
+    char buf[8192];
     double pt = st.prompt_ms_total / 1e3, dt = st.decode_ms_total / 1e3;
-    int n = snprintf(buf, sizeof buf,
-                     "# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.\n"
-                     "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total %llu\n"
-                     "# HELP llamacpp:prompt_seconds_total Prompt process time\n"
-                     "# TYPE llamacpp:prompt_seconds_total counter\nllamacpp:prompt_seconds_total %.3f\n"
-                     "# HELP llamacpp:tokens_predicted_total Number of generation tokens processed.\n"
-                     "# TYPE llamacpp:tokens_predicted_total counter\nllamacpp:tokens_predicted_total %llu\n"
-                     "# HELP llamacpp:tokens_predicted_seconds_total Predict process time\n"
-                     "# TYPE llamacpp:tokens_predicted_seconds_total counter\nllamacpp:tokens_predicted_seconds_total %.3f\n"
-                     "# HELP llamacpp:prompt_tokens_seconds Average prompt throughput in tokens/s.\n"
-                     "# TYPE llamacpp:prompt_tokens_seconds gauge\nllamacpp:prompt_tokens_seconds %.3f\n"
-                     "# HELP llamacpp:predicted_tokens_seconds Average generation throughput in tokens/s.\n"
-                     "# TYPE llamacpp:predicted_tokens_seconds gauge\nllamacpp:predicted_tokens_seconds %.3f\n"
-                     "# HELP llamacpp:requests_processing Number of requests processing.\n"
-                     "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing %d\n"
-                     "# HELP llamacpp:requests_deferred Number of requests deferred.\n"
-                     "# TYPE llamacpp:requests_deferred gauge\nllamacpp:requests_deferred %d\n",
-                     (unsigned long long)st.prompt_tokens_total, pt, (unsigned long long)st.tokens_predicted_total, dt,
-                     pt > 0 ? (double)st.prompt_tokens_total / pt : 0.0, dt > 0 ? (double)st.tokens_predicted_total / dt : 0.0, st.busy,
-                     st.queued);
-    mxl_http_send(r, 200, "text/plain; version=0.0.4", buf, (size_t)(n < (int)sizeof buf ? n : (int)sizeof buf - 1));
+    struct {
+        const char *name, *type, *help;
+        double v;
+    } m[] = {
+        {"prompt_tokens_total", "counter", "Number of prompt tokens processed.", (double)st.prompt_tokens_total},
+        {"prompt_tokens_cached_total", "counter", "Number of prompt tokens reused from the cache.", (double)st.prompt_tokens_cached_total},
+        {"prompt_seconds_total", "counter", "Prompt process time", pt},
+        {"tokens_predicted_total", "counter", "Number of generation tokens processed.", (double)st.tokens_predicted_total},
+        {"tokens_predicted_seconds_total", "counter", "Predict process time", dt},
+        {"n_decode_total", "counter", "Total number of decode steps.", (double)st.n_decode_total},
+        {"n_tokens_max", "counter", "Largest observed n_tokens.", (double)st.n_tokens_max},
+        {"spec_decode_num_draft_tokens_total", "counter", "Draft tokens proposed (no speculative decoding here).", 0},
+        {"spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.", 0},
+        {"spec_decode_num_drafts_total", "counter", "Drafts proposed.", 0},
+        {"prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.", pt > 0 ? (double)st.prompt_tokens_total / pt : 0.0},
+        {"predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.", dt > 0 ? (double)st.tokens_predicted_total / dt : 0.0},
+        {"requests_processing", "gauge", "Number of requests processing.", (double)st.busy},
+        {"requests_deferred", "gauge", "Number of requests deferred.", (double)st.queued},
+        {"n_busy_slots_per_decode", "gauge", "Average number of busy slots per decode step.",
+         st.n_decode_total ? (double)st.busy_slots_total / (double)st.n_decode_total : 0.0},
+    };
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof m / sizeof m[0] && n < sizeof buf; i++) {
+        int k = snprintf(buf + n, sizeof buf - n, "# HELP llamacpp:%s %s\n# TYPE llamacpp:%s %s\nllamacpp:%s %.17g\n", m[i].name, m[i].help,
+                         m[i].name, m[i].type, m[i].name, m[i].v);
+        if (k < 0) break;
+        n += (size_t)k;
+    }
+    if (n >= sizeof buf) n = sizeof buf - 1;
+    mxl_http_send_with_header(r, 200, "text/plain; version=0.0.4", buf, n, "Process-Start-Time-Unix", s->created_text);
 }

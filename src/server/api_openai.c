@@ -150,9 +150,7 @@ static mxl_gen_call *new_call(mxl_server *s, mxl_http_req *r, mxl_gen_kind kind)
 
 static void fail_call(mxl_gen_call *g, int status, const char *type, const char *msg) {
     mxl_srv_error(g->r, MXL_API_OPENAI, status, type, "%s", msg);
-    free(g->prompt_ids);
-    free(g->prompt_text);
-    free(g);
+    mxl_gen_call_free(g);
 }
 
 void mxl_api_openai_chat(mxl_server *s, mxl_http_req *r) {
@@ -167,7 +165,7 @@ void mxl_api_openai_chat(mxl_server *s, mxl_http_req *r) {
         return;
     }
     if (!(msgs = normalize_messages(json_object_get(body, "messages"), msg, sizeof msg)) || !parse_stream(body, g, msg, sizeof msg) ||
-        !mxl_srv_parse_params(s, body, &g->params, msg, sizeof msg) || !(kw = template_kwargs(s, body, msg, sizeof msg)))
+        !mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg) || !(kw = template_kwargs(s, body, msg, sizeof msg)))
         goto bad;
     const json_t *v = json_object_get(body, "logprobs");
     if (v && !json_is_null(v)) {
@@ -258,7 +256,7 @@ void mxl_api_openai_completions(mxl_server *s, mxl_http_req *r) {
         mxl_srv_error(r, MXL_API_OPENAI, 500, "server_error", "out of memory");
         return;
     }
-    if (!parse_stream(body, g, msg, sizeof msg) || !mxl_srv_parse_params(s, body, &g->params, msg, sizeof msg) ||
+    if (!parse_stream(body, g, msg, sizeof msg) || !mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg) ||
         !completion_prompt(s, json_object_get(body, "prompt"), g, true, msg, sizeof msg))
         goto bad;
     const json_t *v = json_object_get(body, "logprobs");
@@ -280,9 +278,9 @@ bad:
 }
 
 void mxl_api_openai_models(mxl_server *s, mxl_http_req *r) {
-    json_t *model = json_pack("{s:s, s:s, s:I, s:s, s:{s:I, s:I}}", "id", s->model_name, "object", "model", "created", (json_int_t)s->created,
-                              "owned_by", "mlxcel", "meta", "n_ctx_train", (json_int_t)mxl_gen_model_default_ctx(s->model), "n_ctx_slot",
-                              (json_int_t)s->slot_ctx);
+    json_t *model = json_pack("{s:s, s:s, s:I, s:s, s:O, s:O, s:{s:I, s:I}}", "id", s->model_name, "object", "model", "created",
+                              (json_int_t)s->created, "owned_by", "mlxcel", "aliases", s->aliases, "tags", s->tags, "meta", "n_ctx_train",
+                              (json_int_t)mxl_gen_model_default_ctx(s->model), "n_ctx_slot", (json_int_t)s->slot_ctx);
     json_t *llama_model = json_pack("{s:s, s:s, s:[s], s:s}", "name", s->model_name, "model", s->model_name, "capabilities", "completion",
                                     "path", s->model_path);
     mxl_http_send_json(r, 200, json_pack("{s:s, s:[o], s:[o]}", "object", "list", "data", model, "models", llama_model));

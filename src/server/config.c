@@ -15,7 +15,8 @@ typedef enum kind {
     K_INT32,   /* integer value (int32_t field) */
     K_NOOP,    /* boolean flag accepted with no effect (always the behaviour here) */
     K_DBL,     /* float value (double field) */
-    K_FLT,     /* float value (float field) */
+    K_FLT,     /* float value (float field), >= 0 */
+    K_FLT_SIGNED, /* float value (float field), any sign */
     K_ON,      /* boolean flag setting true */
     K_OFF,     /* boolean flag setting false */
     K_BOOLV,   /* optional =BOOL value, bare means true */
@@ -39,7 +40,8 @@ typedef struct opt {
 
 static const opt k_opts[] = {
     {"--model|-m|--hf-repo|-hf|-hfr", "LLAMA_ARG_MODEL", K_STR, F(model), 0, 0, "model: local path, owner/name, or bare name"},
-    {"--alias|-a", "LLAMA_ARG_ALIAS", K_STR, F(alias), 0, 0, "model name reported by the API"},
+    {"--alias|-a", "LLAMA_ARG_ALIAS", K_STR, F(alias), 0, 0, "model name(s) reported by the API, comma-separated"},
+    {"--tags", NULL, K_STR, F(tags), 0, 0, "comma-separated model tags (informational)"},
     {"--threads|-t", "LLAMA_ARG_THREADS", K_INT, F(threads), -1, 1024, "compute threads (default: cores)"},
     {"--host", "LLAMA_ARG_HOST", K_STR, F(host), 0, 0, "bind address, or a path ending in .sock (default 127.0.0.1)"},
     {"--port", "LLAMA_ARG_PORT", K_INT, F(port), 0, 65535, "TCP port, 0 for an ephemeral one (default 8080)"},
@@ -74,7 +76,12 @@ static const opt k_opts[] = {
     {"--chat-template-file", NULL, K_STR, F(chat_template_file), 0, 0, "chat template from a file"},
     {"--chat-template-kwargs", NULL, K_STR, F(chat_template_kwargs), 0, 0, "default template kwargs (JSON object)"},
     {"--reasoning-budget", NULL, K_INT, F(reasoning_budget), -1, INT64_C(1) << 30, "thinking-token budget (-1: unlimited)"},
-    {"--jinja", NULL, K_NOOP, 0, 0, 0, NULL}, /* the Jinja engine always renders templates */
+    {"--jinja|--no-jinja", NULL, K_NOOP, 0, 0, 0, NULL}, /* the Jinja engine always renders templates */
+    {"--cont-batching|-cb|--no-cont-batching|-nocb|--kv-unified|-kvu|--no-kv-unified", NULL, K_NOOP, 0, 0, 0, NULL}, /* always batched, one pool */
+    {"--offline", "LLAMA_ARG_OFFLINE", K_NOOP, 0, 0, 0, NULL}, /* serve never downloads: -m must be local already */
+    {"--no-webui|--no-ui", NULL, K_NOOP, 0, 0, 0, NULL},    /* there is no web UI to turn off */
+    {"--reasoning-format", NULL, K_STR, F(reasoning_format), 0, 0, "deepseek|none|auto: where thinking text goes (default auto)"},
+    {"--reasoning|-rea", NULL, K_STR, F(reasoning), 0, 0, "on|off|auto: default of enable_thinking"},
     {"--slots", NULL, K_ON, F(slots), 0, 0, "enable /slots (default on)"},
     {"--no-slots", NULL, K_OFF, F(slots), 0, 0, NULL},
     {"--props", NULL, K_ON, F(props), 0, 0, "enable POST /props"},
@@ -101,18 +108,34 @@ static const opt k_opts[] = {
     /* llama-server spellings with no meaning on this backend */
     {"--n-gpu-layers|-ngl|--gpu-layers", "LLAMA_ARG_N_GPU_LAYERS", K_IGNORED_V, 0, 0, 0, NULL},
     {"--flash-attn|-fa", "LLAMA_ARG_FLASH_ATTN", K_IGNORED_V, 0, 0, 0, NULL},
+    {"--cache-type-k|-ctk|--cache-type-v|-ctv", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     /* spec flags of features not built yet */
     {"--model-draft|-md|--draft-model", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--draft-max|--draft|--spec-draft-n-max|--draft-n|--draft-kind|--draft-block-size|--prompt-lookup-max-batch", NULL, K_REFUSED_V, 0, 0, 0, NULL},
-    {"--models-dir|--models-preset|--models-max|--tags|--hf-file|-hff|--model-url|-mu|--docker-repo|-dr", NULL, K_REFUSED_V, 0, 0, 0, NULL},
-    {"--models-autoload|--no-models-autoload|--webui|--ui|--no-webui|--no-ui|--enable-preemption|--settings|--lora-fuse|--lora-init-without-apply|--estimate-memory|--force|--no-memory-check|--offline|--embedding|--embeddings|--rerank|--reranking|--enable-vlm-prefix-cache", NULL, K_REFUSED, 0, 0, 0, NULL},
+    {"--models-dir|--models-preset|--models-max|--hf-file|-hff|--model-url|-mu|--docker-repo|-dr", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--models-autoload|--no-models-autoload|--webui|--ui|--enable-preemption|--settings|--lora-fuse|--lora-init-without-apply|--estimate-memory|--force|--no-memory-check|--offline|--embedding|--embeddings|--rerank|--reranking|--enable-vlm-prefix-cache", NULL, K_REFUSED, 0, 0, 0, NULL},
     {"--adapter|--lora|--lora-scaled|--surgery|--revision|--preemption-policy|--max-batch-prefill|--max-batch-prefill-tokens|--max-kv-size|--decode-storage-backend|--kv-cache-budget|--kv-admission-watermark|--kv-bits|--kv-group-size|--kv-quant-scheme|--kv-skip-last-layer|--turbo-boundary-v", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--vision-cache-size|--media-path|--max-image-payload-size|--max-images|--video-max-frames|--video-fps|--max-image-width|--max-image-height|--max-image-decode-alloc-bytes|--audio-queue-depth|--audio-request-timeout-secs|--image-model", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--embedding-model|--reranker-model|--embedding-batch-size|--embedding-max-length|--embedding-queue-depth|--embedding-request-timeout-secs|--rerank-batch-size|--pooling|--embd-normalize", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--max-denoising-steps|--diffusion-sampler|--diffusion-threshold|--slot-save-path|--sleep-idle-seconds|--grammar|--grammar-file|--json-schema|--json-schema-file|--hf-token|--model-store-root", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--prompt-cache-capacity-bytes|--prompt-cache-max-entries|--prompt-cache-ttl|--prompt-cache-min-prefix|--prompt-cache-snapshot-capacity-bytes|--prompt-cache-snapshot-max-entries|--prompt-cache-snapshot-ttl|--apc-enabled|--apc-block-size|--apc-num-blocks|--apc-hash", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--responses-store-max-entries|--responses-store-ttl-secs|--conversation-store-max-entries|--conversation-store-ttl-secs", NULL, K_REFUSED_V, 0, 0, 0, NULL},
-    {"--dry-multiplier|--dry-base|--dry-allowed-length|--dry-penalty-last-n|--dry-sequence-breaker|--dry-sequence-breakers|--typical|--top-nsigma|--xtc-probability|--xtc-threshold|--dynatemp-range|--dynatemp-exp|--mirostat|--mirostat-lr|--mirostat-ent|--adaptive-target|--adaptive-decay|--samplers|--sampler-seq", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--dry-multiplier", NULL, K_FLT, S(dry_multiplier), 0, 0, "DRY multiplier (0.0: off)"},
+    {"--dry-base", NULL, K_FLT, S(dry_base), 0, 0, "DRY base (1.75)"},
+    {"--dry-allowed-length", NULL, K_INT32, S(dry_allowed_length), 0, INT32_MAX, "DRY allowed length (2)"},
+    {"--dry-penalty-last-n", NULL, K_INT32, S(dry_penalty_last_n), 0, INT32_MAX, "DRY window (64; 0 disables)"},
+    {"--dry-sequence-breaker|--dry-sequence-breakers", NULL, K_MULTI, F(dry_breakers), 0, 0, "DRY sequence breaker (repeatable; 'none' clears)"},
+    {"--typical|--typical-p", NULL, K_FLT, S(typical_p), 0, 0, "locally typical sampling (1.0: off)"},
+    {"--top-nsigma|--top-n-sigma", NULL, K_FLT_SIGNED, S(top_n_sigma), 0, 0, "top-n-sigma (-1.0: off)"},
+    {"--xtc-probability", NULL, K_FLT, S(xtc_probability), 0, 0, "XTC probability (0.0: off)"},
+    {"--xtc-threshold", NULL, K_FLT, S(xtc_threshold), 0, 0, "XTC threshold (0.1)"},
+    {"--dynatemp-range", NULL, K_FLT, S(dynatemp_range), 0, 0, "dynamic temperature range (0.0: off)"},
+    {"--dynatemp-exp", NULL, K_FLT, S(dynatemp_exponent), 0, 0, "dynamic temperature exponent (1.0)"},
+    {"--mirostat", NULL, K_INT32, S(mirostat), 0, 2, "mirostat 1 or 2 (0: off)"},
+    {"--mirostat-lr", NULL, K_FLT, S(mirostat_eta), 0, 0, "mirostat learning rate (0.1)"},
+    {"--mirostat-ent", NULL, K_FLT, S(mirostat_tau), 0, 0, "mirostat target entropy (5.0)"},
+    {"--samplers|--sampler-seq", NULL, K_STR, F(samplers), 0, 0, "accepted only in llama-server's default order"},
+    {"--adaptive-target|--adaptive-decay", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--distributed-config|--node-role|--node-id|--peers|--serving-bind|--prefill-peers|--decode-peers|--pp-layers|--pp-micro-batch-size|--pp-auto|--cluster-discovery|--cluster-discovery-port", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--ui-config|--ui-config-file|--path|--tools|--tools-runtime|--mcp-servers-config|--mcp-servers-json|--ui-mcp-proxy|--agent", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {NULL, NULL, 0, 0, 0, 0, NULL},
@@ -130,7 +153,7 @@ static const opt *find_opt(const char *name, size_t len) {
 }
 
 static bool takes_value(kind k) {
-    return k == K_STR || k == K_INT || k == K_INT32 || k == K_DBL || k == K_FLT || k == K_MULTI || k == K_REFUSED_V ||
+    return k == K_STR || k == K_INT || k == K_INT32 || k == K_DBL || k == K_FLT || k == K_FLT_SIGNED || k == K_MULTI || k == K_REFUSED_V ||
            k == K_IGNORED_V;
 }
 
@@ -161,11 +184,12 @@ static mxl_status apply(mxl_server_config *c, const opt *o, const char *flag, co
         return MXL_OK;
     }
     case K_DBL:
-    case K_FLT: {
+    case K_FLT:
+    case K_FLT_SIGNED: {
         errno = 0;
         double x = strtod(v, &end);
         if (errno || end == v || *end || !isfinite(x)) return mxl_error_set(err, MXL_ERR_ARG, "%s: expected a number, got '%s'", flag, v);
-        if (x < 0) return mxl_error_set(err, MXL_ERR_ARG, "%s: must not be negative", flag);
+        if (x < 0 && o->k != K_FLT_SIGNED) return mxl_error_set(err, MXL_ERR_ARG, "%s: must not be negative", flag);
         if (o->k == K_DBL) *(double *)(base + o->off) = x;
         else *(float *)(base + o->off) = (float)x;
         if (o->off == F(decode_timeout)) c->decode_timeout_set = true;
@@ -226,6 +250,8 @@ static void defaults(mxl_server_config *c) {
     c->sampling.min_p = 0.1f;
     c->sampling.repeat_last_n = 64;
     c->sampling.repeat_penalty = 1.0f;
+    c->sampling.dry_penalty_last_n = 64;
+    c->sampling.top_n_sigma = -1.0f;
     c->seed = -1;
 }
 
@@ -287,6 +313,15 @@ mxl_status mxl_server_config_parse(int argc, char **argv, mxl_server_config *c, 
     if (c->api_prefix && c->api_prefix[0] && (c->api_prefix[0] != '/' || c->api_prefix[strlen(c->api_prefix) - 1] == '/'))
         return mxl_error_set(err, MXL_ERR_ARG, "--api-prefix must start with '/' and not end with one, e.g. /llama");
     if (c->chat_template && c->chat_template_file) return mxl_error_set(err, MXL_ERR_ARG, "--chat-template and --chat-template-file are mutually exclusive");
+    if (c->reasoning_format && strcmp(c->reasoning_format, "deepseek") && strcmp(c->reasoning_format, "none") &&
+        strcmp(c->reasoning_format, "auto") && strcmp(c->reasoning_format, "deepseek-legacy"))
+        return mxl_error_set(err, MXL_ERR_ARG, "--reasoning-format: expected deepseek, deepseek-legacy, none or auto, got '%s'", c->reasoning_format);
+    if (c->reasoning && strcmp(c->reasoning, "on") && strcmp(c->reasoning, "off") && strcmp(c->reasoning, "auto"))
+        return mxl_error_set(err, MXL_ERR_ARG, "--reasoning: expected on, off or auto, got '%s'", c->reasoning);
+    if (c->samplers && strcmp(c->samplers, "penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature") &&
+        strcmp(c->samplers, "edskypmxt"))
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "--samplers: mlxcel's chain order is fixed to llama-server's default "
+                                                       "(penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature)");
     if (!c->model) return mxl_error_set(err, MXL_ERR_ARG, "a model is required: mlxcel serve -m <MODEL> (router mode is not supported yet)");
     return MXL_OK;
 }

@@ -15,7 +15,7 @@
 
 typedef struct mxl_server_config {
     /* model */
-    const char *model, *alias;
+    const char *model, *alias, *tags;
     int64_t threads;
     /* network and auth */
     const char *host;
@@ -33,6 +33,7 @@ typedef struct mxl_server_config {
     /* chat template */
     const char *chat_template, *chat_template_file, *chat_template_kwargs;
     int64_t reasoning_budget;
+    const char *reasoning_format, *reasoning;
     /* endpoints */
     bool slots, props, metrics, warmup;
     /* prompt cache */
@@ -45,6 +46,9 @@ typedef struct mxl_server_config {
     int n_logit_bias;
     const char *reverse_prompt[MXL_SRV_MAX_MULTI];
     int n_reverse_prompt;
+    const char *dry_breakers[MXL_SRV_MAX_MULTI];
+    int n_dry_breakers;
+    const char *samplers;
     /* logging */
     bool verbose, log_disable;
     bool help;

@@ -19,10 +19,12 @@ static mxl_api api_of(const mxl_gen_call *g) {
     return g->kind == MXL_GEN_ANTHROPIC ? MXL_API_ANTHROPIC : g->kind == MXL_GEN_LLAMA ? MXL_API_LLAMA : MXL_API_OPENAI;
 }
 
-static void call_free(mxl_gen_call *g) {
+void mxl_gen_call_free(mxl_gen_call *g) {
+    if (!g) return;
     if (g->ch) mxl_srv_channel_unref(g->ch);
     free(g->prompt_text);
     free(g->prompt_ids);
+    free(g->bias);
     free(g->out);
     free(g);
 }
@@ -62,14 +64,16 @@ static json_t *usage_json(const mxl_srv_channel *c) {
                      (json_int_t)c->completion_tokens, "total_tokens", (json_int_t)(c->prompt_tokens + c->completion_tokens));
 }
 
+/* llama-server's timings: prompt time from admission to the end of prefill; generation time after
+ * it, whose rate counts n - 1 steps (the first token comes from the prefill's logits). */
 static json_t *timings_json(const mxl_srv_channel *c) {
-    double pm = c->t_prefill_done > 0 ? c->t_prefill_done - c->t_submit : 0;
+    double pm = c->t_prefill_done > c->t_admit && c->t_admit > 0 ? c->t_prefill_done - c->t_admit : 0;
     double dm = c->t_end > c->t_prefill_done && c->t_prefill_done > 0 ? c->t_end - c->t_prefill_done : 0;
-    double pn = (double)c->prompt_tokens, dn = (double)c->completion_tokens;
-    return json_pack("{s:I, s:f, s:f, s:f, s:I, s:f, s:f, s:f}", "prompt_n", (json_int_t)c->prompt_tokens, "prompt_ms", pm,
-                     "prompt_per_token_ms", pn > 0 ? pm / pn : 0.0, "prompt_per_second", pm > 0 ? pn * 1e3 / pm : 0.0,
-                     "predicted_n", (json_int_t)c->completion_tokens, "predicted_ms", dm, "predicted_per_token_ms",
-                     dn > 0 ? dm / dn : 0.0, "predicted_per_second", dm > 0 ? dn * 1e3 / dm : 0.0);
+    double pn = (double)(c->prompt_tokens - c->cached_tokens), steps = (double)(c->completion_tokens > 1 ? c->completion_tokens - 1 : 0);
+    return json_pack("{s:I, s:I, s:f, s:f, s:f, s:I, s:f, s:f, s:f}", "cache_n", (json_int_t)c->cached_tokens, "prompt_n",
+                     (json_int_t)(c->prompt_tokens - c->cached_tokens), "prompt_ms", pm, "prompt_per_token_ms", pn > 0 ? pm / pn : 0.0,
+                     "prompt_per_second", pm > 0 ? pn * 1e3 / pm : 0.0, "predicted_n", (json_int_t)c->completion_tokens, "predicted_ms", dm,
+                     "predicted_per_token_ms", steps > 0 && dm > 0 ? dm / steps : 0.0, "predicted_per_second", steps > 0 && dm > 0 ? steps * 1e3 / dm : 0.0);
 }
 
 static const char *openai_reason(const char *r) { return r && !strcmp(r, "length") ? "length" : "stop"; }
@@ -377,7 +381,7 @@ static ssize_t produce(void *ctx, char *buf, size_t max) {
 static void stream_done(void *ctx, bool gone) {
     mxl_gen_call *g = ctx;
     if (gone || !g->ended) atomic_store(&g->ch->cancel, true);
-    call_free(g);
+    mxl_gen_call_free(g);
 }
 
 void mxl_gen_call_run(mxl_gen_call *g) {
@@ -389,7 +393,7 @@ void mxl_gen_call_run(mxl_gen_call *g) {
     g->ch = mxl_srv_channel_create(g->n);
     if (!g->ch) {
         mxl_srv_error(g->r, api_of(g), 500, "server_error", "out of memory");
-        call_free(g);
+        mxl_gen_call_free(g);
         return;
     }
     for (int i = 0; i < g->n; i++) {
@@ -403,7 +407,7 @@ void mxl_gen_call_run(mxl_gen_call *g) {
             else if (st == MXL_ERR_ARG) mxl_srv_error(g->r, api_of(g), 400, "invalid_request_error", "%s", err.msg);
             else mxl_srv_error(g->r, api_of(g), 500, "server_error", "%s", err.msg);
             /* jobs already queued end as cancelled and drop their references */
-            call_free(g);
+            mxl_gen_call_free(g);
             return;
         }
     }
@@ -429,5 +433,5 @@ void mxl_gen_call_run(mxl_gen_call *g) {
     pthread_mutex_unlock(&c->mu);
     if (done) respond_whole(g);
     else mxl_srv_error(g->r, api_of(g), 400, "invalid_request_error", "the client closed the connection");
-    call_free(g);
+    mxl_gen_call_free(g);
 }

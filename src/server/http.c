@@ -161,6 +161,14 @@ void mxl_http_send(mxl_http_req *r, int status, const char *content_type, const 
     queue(r, status, resp, content_type);
 }
 
+void mxl_http_send_with_header(mxl_http_req *r, int status, const char *content_type, const char *body, size_t len,
+                               const char *header, const char *value) {
+    if (r->responded) return;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (resp) MHD_add_response_header(resp, header, value);
+    queue(r, status, resp, content_type);
+}
+
 void mxl_http_send_json(mxl_http_req *r, int status, json_t *body) {
     char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);

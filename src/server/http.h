@@ -54,6 +54,9 @@ bool mxl_http_client_gone(mxl_http_req *r);
 
 /* --- responses -------------------------------------------------------------------------- */
 void mxl_http_send(mxl_http_req *r, int status, const char *content_type, const char *body, size_t len);
+/* Same with one extra response header. */
+void mxl_http_send_with_header(mxl_http_req *r, int status, const char *content_type, const char *body, size_t len,
+                               const char *header, const char *value);
 /* Sends and steals (decrefs) the JSON value. */
 void mxl_http_send_json(mxl_http_req *r, int status, json_t *body);
 

@@ -106,6 +106,8 @@ typedef struct job {
     size_t n_prompt;
     mxl_seq_params params;
     char *stops[MXL_SEQ_MAX_STOP];
+    char *breakers[32];
+    mxl_logit_bias *bias;
     double t_last; /* last progress, for the decode watchdog */
 } job;
 
@@ -135,6 +137,8 @@ struct mxl_sched {
 static void job_free(job *j) {
     if (!j) return;
     for (size_t i = 0; i < MXL_SEQ_MAX_STOP; i++) free(j->stops[i]);
+    for (size_t i = 0; i < 32; i++) free(j->breakers[i]);
+    free(j->bias);
     free(j->prompt);
     mxl_srv_channel_unref(j->ch);
     free(j);
@@ -167,6 +171,21 @@ mxl_status mxl_sched_submit(mxl_sched *s, mxl_srv_channel *c, int index, const i
         j->stops[i] = strdup(p->stop[i]);
         j->params.stop[i] = j->stops[i];
         ok = j->stops[i] != NULL;
+    }
+    /* the DRY breakers and the logit biases point into the request too */
+    if (ok && p->sampling.dry_breakers && p->sampling.n_dry_breakers <= 32) {
+        for (size_t i = 0; i < p->sampling.n_dry_breakers && ok; i++) {
+            j->breakers[i] = strdup(p->sampling.dry_breakers[i]);
+            j->params.breakers[i] = j->breakers[i];
+            ok = j->breakers[i] != NULL;
+        }
+        j->params.n_breakers = p->sampling.n_dry_breakers;
+        j->params.sampling.dry_breakers = j->params.breakers;
+    }
+    if (ok && p->sampling.n_logit_bias) {
+        j->bias = malloc(p->sampling.n_logit_bias * sizeof *j->bias);
+        if ((ok = j->bias != NULL)) memcpy(j->bias, p->sampling.logit_bias, p->sampling.n_logit_bias * sizeof *j->bias);
+        j->params.sampling.logit_bias = j->bias;
     }
     if (!ok) {
         j->ch = NULL;
@@ -240,6 +259,7 @@ static void admit(mxl_sched *s) {
         if (j->index == 0) {
             j->ch->slot_id = sl->id;
             j->ch->prompt_tokens = (int64_t)j->n_prompt;
+            j->ch->t_admit = now_ms();
         }
         pthread_mutex_unlock(&j->ch->mu);
         sl->prefilling = true;
@@ -289,7 +309,8 @@ static void prefill_tick(mxl_sched *s, bool decoding) {
 
 static void decode_tick(mxl_sched *s) {
     double t0 = now_ms();
-    uint64_t produced = 0;
+    uint64_t produced = 0, busy = 0;
+    int64_t longest = 0;
     for (int i = 0; i < s->cfg.n_slots; i++) {
         slot *sl = &s->slots[i];
         if (!sl->j || sl->prefilling) continue;
@@ -307,6 +328,8 @@ static void decode_tick(mxl_sched *s) {
         memcpy(e.top_ids, ev.top_ids, sizeof e.top_ids);
         memcpy(e.top_logprobs, ev.top_logprobs, sizeof e.top_logprobs);
         if (ev.token >= 0) produced++;
+        busy++;
+        if (mxl_seq_n_prompt(sl->seq) + mxl_seq_n_generated(sl->seq) > longest) longest = mxl_seq_n_prompt(sl->seq) + mxl_seq_n_generated(sl->seq);
         channel_push(sl->j->ch, &e, ev.text, ev.text_len);
         sl->j->t_last = now_ms();
         if (ev.finished) {
@@ -318,6 +341,11 @@ static void decode_tick(mxl_sched *s) {
     pthread_mutex_lock(&s->mu);
     s->stats.tokens_predicted_total += produced;
     if (produced) s->stats.decode_ms_total += now_ms() - t0;
+    if (busy) {
+        s->stats.n_decode_total++;
+        s->stats.busy_slots_total += busy;
+    }
+    if (longest > s->stats.n_tokens_max) s->stats.n_tokens_max = longest;
     pthread_mutex_unlock(&s->mu);
 }
 

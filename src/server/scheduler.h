@@ -51,7 +51,8 @@ typedef struct mxl_srv_channel {
     int64_t prompt_tokens; /* of choice 0 */
     int64_t completion_tokens; /* all choices */
     int slot_id;           /* slot of choice 0 (-1 until admitted) */
-    double t_submit, t_prefill_done, t_end; /* ms, monotonic */
+    int64_t cached_tokens; /* prompt tokens of choice 0 reused from the slot's cache */
+    double t_submit, t_admit, t_prefill_done, t_end; /* ms, monotonic */
 } mxl_srv_channel;
 
 mxl_srv_channel *mxl_srv_channel_create(int n_jobs);
@@ -89,7 +90,9 @@ typedef struct mxl_sched_slot_info {
 
 typedef struct mxl_sched_stats {
     int n_slots, busy, queued;
-    uint64_t prompt_tokens_total, tokens_predicted_total, requests_done;
+    uint64_t prompt_tokens_total, prompt_tokens_cached_total, tokens_predicted_total, requests_done;
+    uint64_t n_decode_total, busy_slots_total; /* decode steps, and busy slots summed over them */
+    int64_t n_tokens_max;                      /* most tokens a slot has held */
     double prompt_ms_total, decode_ms_total;
 } mxl_sched_stats;
 

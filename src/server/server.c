@@ -2,6 +2,7 @@
  * (server.h, server_internal.h). */
 #include "server/server.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -76,7 +77,78 @@ static bool get_int(const json_t *body, const char *key, int64_t *out, bool *giv
     return true;
 }
 
-bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_params *p, char *msg, size_t ml) {
+/* logit_bias in either API's shape: OpenAI {"15043": 1.5}, llama-server [[15043, 1.5], [15043, false],
+ * ["text", -1]] (a string biases each of its tokens; false bans). */
+static bool parse_logit_bias(const mxl_server *s, const json_t *v, mxl_seq_params *p, mxl_logit_bias **out, char *msg, size_t ml) {
+    size_t n = p->sampling.n_logit_bias, cap = n + 16;
+    mxl_logit_bias *b = malloc(cap * sizeof *b);
+    if (!b) return snprintf(msg, ml, "out of memory"), false;
+    if (n) memcpy(b, p->sampling.logit_bias, n * sizeof *b);
+    int32_t vocab = (int32_t)mxl_tokenizer_n_vocab(s->tok);
+#define PUSH(tok, val)                                                                     \
+    do {                                                                                   \
+        if (n == cap) {                                                                    \
+            mxl_logit_bias *nb = realloc(b, (cap *= 2) * sizeof *b);                       \
+            if (!nb) {                                                                     \
+                free(b);                                                                   \
+                return snprintf(msg, ml, "out of memory"), false;                          \
+            }                                                                              \
+            b = nb;                                                                        \
+        }                                                                                  \
+        b[n].token = (tok);                                                                \
+        b[n++].bias = (val);                                                               \
+    } while (0)
+    if (json_is_object(v)) {
+        const char *key;
+        const json_t *val;
+        json_object_foreach((json_t *)v, key, val) {
+            char *end = NULL;
+            long id = strtol(key, &end, 10);
+            if (!*key || *end || id < 0 || id >= vocab || !json_is_number(val)) {
+                free(b);
+                return snprintf(msg, ml, "'logit_bias' maps token ids (0..%d) to numbers", vocab - 1), false;
+            }
+            PUSH((int32_t)id, (float)json_number_value(val));
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        const json_t *e;
+        json_array_foreach(v, i, e) {
+            const json_t *k = json_array_get(e, 0), *val = json_array_get(e, 1);
+            float bias;
+            if (!json_is_array(e) || json_array_size(e) != 2 || !(json_is_number(val) || json_is_false(val))) {
+                free(b);
+                return snprintf(msg, ml, "'logit_bias' entries are [token id or text, bias or false]"), false;
+            }
+            bias = json_is_false(val) ? -INFINITY : (float)json_number_value(val);
+            if (json_is_integer(k) && json_integer_value(k) >= 0 && json_integer_value(k) < vocab) {
+                PUSH((int32_t)json_integer_value(k), bias);
+            } else if (json_is_string(k)) {
+                mxl_token_ids ids = {0};
+                mxl_error err = {0};
+                if (mxl_tokenizer_encode(s->tok, json_string_value(k), json_string_length(k), 0, &ids, &err)) {
+                    free(b);
+                    return snprintf(msg, ml, "'logit_bias': %s", err.msg), false;
+                }
+                for (size_t t = 0; t < ids.n; t++) PUSH(ids.ids[t], bias);
+                mxl_token_ids_free(&ids);
+            } else {
+                free(b);
+                return snprintf(msg, ml, "'logit_bias' entries are [token id (0..%d) or text, bias or false]", vocab - 1), false;
+            }
+        }
+    } else {
+        free(b);
+        return snprintf(msg, ml, "'logit_bias' must be an object or an array"), false;
+    }
+#undef PUSH
+    *out = b;
+    p->sampling.logit_bias = b;
+    p->sampling.n_logit_bias = n;
+    return true;
+}
+
+bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_params *p, mxl_logit_bias **bias, char *msg, size_t ml) {
     *p = s->defaults;
     double d;
     int64_t i;
@@ -97,7 +169,43 @@ bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_param
     NUM("repeat_penalty", sampling.repeat_penalty, 0, 100);
     NUM("presence_penalty", sampling.presence_penalty, -2, 2);
     NUM("frequency_penalty", sampling.frequency_penalty, -2, 2);
+    NUM("typical_p", sampling.typical_p, 0, 1);
+    NUM("top_n_sigma", sampling.top_n_sigma, -1, 1e6);
+    NUM("xtc_probability", sampling.xtc_probability, 0, 1);
+    NUM("xtc_threshold", sampling.xtc_threshold, 0, 1);
+    NUM("dynatemp_range", sampling.dynatemp_range, 0, 100);
+    NUM("dynatemp_exponent", sampling.dynatemp_exponent, 0, 100);
+    NUM("mirostat_tau", sampling.mirostat_tau, 0, 1000);
+    NUM("mirostat_eta", sampling.mirostat_eta, 0, 1000);
+    NUM("dry_multiplier", sampling.dry_multiplier, 0, 1000);
+    NUM("dry_base", sampling.dry_base, 0, 1000);
 #undef NUM
+    const struct {
+        const char *key;
+        int32_t *field;
+        int64_t lo, hi;
+    } ints[] = {{"mirostat", &p->sampling.mirostat, 0, 2},
+                {"dry_allowed_length", &p->sampling.dry_allowed_length, 0, INT32_MAX},
+                {"dry_penalty_last_n", &p->sampling.dry_penalty_last_n, -1, INT32_MAX}};
+    for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
+        if (!get_int(body, ints[k].key, &i, &g, msg, ml)) return false;
+        if (!g) continue;
+        if (i < ints[k].lo || i > ints[k].hi)
+            return snprintf(msg, ml, "'%s' must be between %lld and %lld", ints[k].key, (long long)ints[k].lo, (long long)ints[k].hi), false;
+        *ints[k].field = (int32_t)i;
+    }
+    const json_t *br = json_object_get(body, "dry_sequence_breakers");
+    if (br && !json_is_null(br)) {
+        static const size_t max_br = 32;
+        if (!json_is_array(br) || json_array_size(br) > max_br) return snprintf(msg, ml, "'dry_sequence_breakers' must be an array of at most 32 strings"), false;
+        for (size_t k = 0; k < json_array_size(br); k++)
+            if (!json_is_string(json_array_get(br, k))) return snprintf(msg, ml, "'dry_sequence_breakers' must be an array of strings"), false;
+        /* the strings live in `body`; the scheduler copies them with the job */
+        p->n_breakers = json_array_size(br);
+        for (size_t k = 0; k < p->n_breakers; k++) p->breakers[k] = json_string_value(json_array_get(br, k));
+        p->sampling.dry_breakers = p->breakers;
+        p->sampling.n_dry_breakers = p->n_breakers;
+    }
     i = p->sampling.top_k;
     if (!get_int(body, "top_k", &i, &g, msg, ml)) return false;
     if (g && (i < 0 || i > INT32_MAX)) return snprintf(msg, ml, "'top_k' must be >= 0"), false;
@@ -142,9 +250,9 @@ bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_param
             return snprintf(msg, ml, "'stop' must be a string or an array of strings"), false;
         }
     }
+    *bias = NULL;
     v = json_object_get(body, "logit_bias");
-    if (v && !json_is_null(v) && !((json_is_object(v) && json_object_size(v) == 0) || (json_is_array(v) && json_array_size(v) == 0)))
-        return snprintf(msg, ml, "'logit_bias' is not supported by this server yet"), false;
+    if (v && !json_is_null(v) && !parse_logit_bias(s, v, p, bias, msg, ml)) return false;
     return true;
 }
 
@@ -270,6 +378,21 @@ static char *read_file(const char *path, mxl_error *err, const char *what) {
     return buf;
 }
 
+/* "a, b,c" -> ["a", "b", "c"] (empty items dropped). */
+static json_t *split_list(const char *list) {
+    json_t *out = json_array();
+    for (const char *p = list; p && *p;) {
+        while (*p == ' ' || *p == ',') p++;
+        const char *e = p;
+        while (*e && *e != ',') e++;
+        const char *t = e;
+        while (t > p && t[-1] == ' ') t--;
+        if (t > p) json_array_append_new(out, json_stringn(p, (size_t)(t - p)));
+        p = e;
+    }
+    return out;
+}
+
 static void trim(char *s) {
     size_t n = strlen(s);
     while (n && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == '\t')) s[--n] = 0;
@@ -293,6 +416,7 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
     s.cfg = cfg;
     s.prefix = cfg->api_prefix ? cfg->api_prefix : "";
     s.created = (long)time(NULL);
+    snprintf(s.created_text, sizeof s.created_text, "%ld", s.created);
     char *cert = NULL, *key = NULL, *tmpl_file = NULL;
     mxl_http_server *http = NULL;
     int rc = 1;
@@ -320,10 +444,8 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
         if (mxl_template_parse(src, strlen(src), tmpl_file ? cfg->chat_template_file : "--chat-template", &t, err)) goto out;
         mxl_template_destroy(t);
     }
-    if (cfg->n_logit_bias) {
-        mxl_error_set(err, MXL_ERR_UNSUPPORTED, "--logit-bias is not supported by this build of mlxcel serve yet");
-        goto out;
-    }
+    for (int i = 0; i < cfg->n_logit_bias; i++)
+        if (mxl_logit_bias_parse(cfg->logit_bias[i], &s.default_bias[i], err)) goto out;
     /* resolve the model before listening, so a typo fails at once */
     mxl_resolved res;
     if (mxl_store_resolve(cfg->model, NULL, NULL, &res, err)) goto out;
@@ -362,7 +484,15 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
         tmpl_file = NULL;
         if (tst) goto out;
     }
-    snprintf(s.model_name, sizeof s.model_name, "%s", cfg->alias ? cfg->alias : res.repo_id[0] ? res.repo_id : cfg->model);
+    s.aliases = split_list(cfg->alias);
+    s.tags = split_list(cfg->tags);
+    /* the id is the first alias in sorted order (llama-server keeps them in a std::set) */
+    const char *first = NULL;
+    for (size_t i = 0; i < json_array_size(s.aliases); i++) {
+        const char *a = json_string_value(json_array_get(s.aliases, i));
+        if (!first || strcmp(a, first) < 0) first = a;
+    }
+    snprintf(s.model_name, sizeof s.model_name, "%s", first ? first : res.repo_id[0] ? res.repo_id : cfg->model);
     int64_t model_ctx = mxl_gen_model_default_ctx(s.model);
     s.slot_ctx = cfg->ctx_size > 0 ? cfg->ctx_size / n_slots : model_ctx;
     s.n_predict_default = cfg->n_predict;
@@ -371,6 +501,15 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
     s.defaults.max_tokens = cfg->n_predict;
     s.defaults.ignore_eos = cfg->ignore_eos;
     for (int i = 0; i < cfg->n_reverse_prompt && i < MXL_SEQ_MAX_STOP; i++) s.defaults.stop[s.defaults.n_stop++] = cfg->reverse_prompt[i];
+    s.defaults.sampling.logit_bias = s.default_bias;
+    s.defaults.sampling.n_logit_bias = (size_t)cfg->n_logit_bias;
+    if (cfg->n_dry_breakers) { /* --dry-sequence-breaker none: no breakers */
+        bool none = cfg->n_dry_breakers == 1 && !strcmp(cfg->dry_breakers[0], "none");
+        s.defaults.n_breakers = none ? 0 : (size_t)cfg->n_dry_breakers;
+        for (size_t i = 0; i < s.defaults.n_breakers; i++) s.defaults.breakers[i] = cfg->dry_breakers[i];
+        s.defaults.sampling.dry_breakers = s.defaults.breakers;
+        s.defaults.sampling.n_dry_breakers = s.defaults.n_breakers;
+    }
     mxl_sched_config sc = {
         .n_slots = n_slots, .slot_ctx = s.slot_ctx, .max_queue = (int)cfg->max_queue_depth,
         .prefill_chunk = cfg->prefill_chunk > 0 ? cfg->prefill_chunk : cfg->batch_size,
@@ -390,6 +529,8 @@ out:
     mxl_http_stop(http);
     mxl_gen_model_destroy(s.model);
     json_decref(s.template_kwargs);
+    json_decref(s.aliases);
+    json_decref(s.tags);
     free(s.api_key);
     free(cert);
     free(key);

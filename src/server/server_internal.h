@@ -26,12 +26,15 @@ typedef struct mxl_server {
     const mxl_tokenizer *tok;
     mxl_sched *sched;
     json_t *template_kwargs; /* --chat-template-kwargs or NULL */
+    json_t *aliases, *tags;  /* arrays of strings from --alias / --tags */
     char model_name[512];
     char model_path[4096];
     int64_t slot_ctx, n_predict_default;
     long created;           /* start time, for /v1/models */
+    char created_text[32];
     atomic_ullong next_id;
     mxl_seq_params defaults; /* server-wide sampling defaults */
+    mxl_logit_bias default_bias[MXL_SRV_MAX_MULTI]; /* --logit-bias */
 } mxl_server;
 
 typedef enum mxl_api { MXL_API_OPENAI, MXL_API_LLAMA, MXL_API_ANTHROPIC } mxl_api;
@@ -48,7 +51,8 @@ json_t *mxl_srv_body_json(mxl_http_req *r, mxl_api api);
  * penalties, seed, stop, max_tokens / max_completion_tokens / n_predict, ignore_eos, n_probs...)
  * over the server defaults. Fills msg (for a 400) and returns false on a wrong type or value.
  * The stop strings point into `body`. */
-bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_params *p, char *msg, size_t msg_len);
+bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_params *p, mxl_logit_bias **bias, char *msg,
+                          size_t msg_len);
 
 /* Text of the token, as JSON-able UTF-8 (invalid bytes replaced). Caller frees. */
 char *mxl_srv_token_text(const mxl_server *s, int32_t id);
@@ -70,6 +74,7 @@ typedef struct mxl_gen_call {
     int32_t *prompt_ids;
     size_t n_prompt;
     mxl_seq_params params;
+    mxl_logit_bias *bias;   /* params.sampling.logit_bias storage */
     /* streaming state */
     size_t seen;
     bool started[16], finished_sent, usage_sent, done_sent, ended;
@@ -78,6 +83,8 @@ typedef struct mxl_gen_call {
     double last_write_ms;
 } mxl_gen_call;
 
+/* Frees a call that was not run (its fields may be partly filled). */
+void mxl_gen_call_free(mxl_gen_call *g);
 /* Submits n jobs for the call's prompt and answers: a whole JSON response or an SSE stream.
  * Takes ownership of the call (heap-allocated). Errors are answered in the call's API shape. */
 void mxl_gen_call_run(mxl_gen_call *g);

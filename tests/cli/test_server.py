@@ -305,3 +305,25 @@ def test_anthropic_messages(srv):
     assert "".join(d["delta"]["text"] for d in deltas) == r["content"][0]["text"]
     bad = requests.post(u + "/v1/messages", json={"model": "x", "messages": msgs})
     assert bad.status_code == 400 and bad.json()["type"] == "error" and "max_tokens" in bad.json()["error"]["message"]
+
+
+def test_logit_bias_and_sampler_fields(srv):
+    c = client(srv)
+    msgs = [{"role": "user", "content": "Say hello."}]
+    base = c.chat.completions.create(model="x", messages=msgs, temperature=0, max_tokens=3).choices[0].message.content
+    first = requests.post(srv.url + "/tokenize", json={"content": base}).json()["tokens"][0]
+    banned = c.chat.completions.create(model="x", messages=msgs, temperature=0, max_tokens=3, logit_bias={str(first): -100})
+    ids = requests.post(srv.url + "/tokenize", json={"content": banned.choices[0].message.content}).json()["tokens"]
+    assert ids[0] != first
+    r = requests.post(srv.url + "/completion", json={"prompt": "Say hello.", "n_predict": 3, "temperature": 0,
+                                                     "logit_bias": [[first, False]]}).json()
+    assert first not in r["tokens"]
+    # the other samplers are accepted and reproducible for a seed
+    body = {"prompt": "Once upon a time", "n_predict": 8, "temperature": 0.9, "seed": 5, "dry_multiplier": 0.8, "typical_p": 0.9,
+            "top_n_sigma": 2.0, "xtc_probability": 0.5, "dynatemp_range": 0.2, "dry_sequence_breakers": ["\n"]}
+    a = requests.post(srv.url + "/completion", json=body).json()
+    b = requests.post(srv.url + "/completion", json=body).json()
+    assert a["content"] == b["content"] and len(a["tokens"]) == 8
+    for bad in ({"logit_bias": {"abc": 1}}, {"logit_bias": [[1]]}, {"mirostat": 3}, {"dry_sequence_breakers": "x"}):
+        r = requests.post(srv.url + "/completion", json={"prompt": "x", "n_predict": 1, **bad})
+        assert r.status_code == 400, bad
