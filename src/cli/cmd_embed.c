@@ -11,13 +11,14 @@
 #include "cli/commands.h"
 #include "core/threadpool.h"
 #include "engine/embed.h"
+#include "engine/encoder_input.h"
 #include "io/store.h"
 
 static const mxl_cli_opt k_opts[] = {
     {"model", 'm', "MODEL_OR_REPO_ID", NULL, "Local checkpoint, owner/name repo id, or bare name (required)"},
     {"prompt", 'p', "TEXT", NULL, "Text to embed; repeat for several"},
     {"image", 0, "FILE", NULL, "Image input (multimodal embedders; not supported for this model)"},
-    {"instruction", 0, "TEXT", NULL, "Family-specific query instruction"},
+    {"instruction", 0, "TEXT", NULL, "Query instruction; encoder families prepend it to every prompt as written"},
     {"dimensions", 0, "N", "full width", "Keep the first N components (re-normalized)"},
     {"pooling", 0, "mean|cls|last", "checkpoint", "Override the pooling"},
     {"embd-normalize", 0, "N", "checkpoint", "-1 none, 0 max-abs int16, 1 L1, 2 L2, p > 2 p-norm"},
@@ -32,12 +33,6 @@ static const mxl_cli_cmd k_cmd = {
     "Compute one embedding vector per prompt and, for several prompts, their cosine similarities.",
     k_opts, 0, 0, NULL,
 };
-
-static bool blank(const char *s) {
-    for (; *s; s++)
-        if (!strchr(" \t\r\n\v\f", *s)) return false;
-    return true;
-}
 
 static double cosine(const float *a, const float *b, int64_t n) {
     double ab = 0, aa = 0, bb = 0;
@@ -62,12 +57,12 @@ int mxl_cmd_embed(int argc, char **argv) {
     int n = a.count[idx];
     if (n == 0) return mxl_cli_usage_error(&k_cmd, "give at least one -p/--prompt");
     for (int i = 0; i < n; i++)
-        if (blank(a.values[idx][i])) return mxl_cli_usage_error(&k_cmd, "prompt %d is empty or whitespace only", i + 1);
-    mxl_embed_opts o = {MXL_POOLING_NONE, MXL_EMBED_NORMALIZE_DEFAULT, 0, 0};
+        if (mxl_enc_blank(a.values[idx][i])) return mxl_cli_usage_error(&k_cmd, "prompt %d is empty or whitespace only", i + 1);
+    mxl_embed_opts o = {.pooling = MXL_POOLING_NONE, .normalize = MXL_EMBED_NORMALIZE_DEFAULT};
     int64_t v;
     if (mxl_cli_get_int(&a, "dimensions", 0, 1, 1 << 20, &o.dimensions)) return 2;
     if (mxl_cli_get_int(&a, "max-length", 0, 2, 1 << 20, &o.max_length)) return 2;
-    if (mxl_cli_get_int(&a, "batch-size", 16, 1, 1 << 16, &v)) return 2;
+    if (mxl_cli_get_int(&a, "batch-size", MXL_EMBED_BATCH_DEFAULT, 1, 1 << 16, &o.batch_size)) return 2;
     if (mxl_cli_has(&a, "embd-normalize")) {
         if (mxl_cli_get_int(&a, "embd-normalize", 2, -1, 64, &v)) return 2;
         o.normalize = (int)v;
@@ -79,8 +74,9 @@ int mxl_cmd_embed(int argc, char **argv) {
         else if (strcmp(pool, "last") == 0) o.pooling = MXL_POOLING_LAST_TOKEN;
         else return mxl_cli_usage_error(&k_cmd, "--pooling must be mean, cls or last, got '%s'", pool);
     }
-    if (mxl_cli_has(&a, "instruction"))
-        return mxl_cli_usage_error(&k_cmd, "--instruction is not used by BERT-family embedding models");
+    /* encoder families take the instruction as a prefix written before every prompt
+     * (sentence-transformers' prompt=, e.g. "query: " for E5) */
+    o.instruction = mxl_cli_get(&a, "instruction");
 
     mxl_error err;
     mxl_resolved res;
@@ -96,8 +92,7 @@ int mxl_cmd_embed(int argc, char **argv) {
         mxl_embed_model_destroy(m);
         return mxl_cli_fail("out of memory");
     }
-    for (int i = 0; i < n && rc == 0; i++)
-        if (mxl_embed_text(m, a.values[idx][i], &o, vecs + (size_t)i * (size_t)dim, &toks[i], &err)) rc = mxl_cli_fail("%s", err.msg);
+    if (mxl_embed_batch(m, a.values[idx], (size_t)n, &o, vecs, toks, &err)) rc = mxl_cli_fail("%s", err.msg);
     mxl_pooling pooling = mxl_embed_resolved_pooling(m, &o);
     int norm = mxl_embed_resolved_normalize(m, &o);
     mxl_embed_model_destroy(m);

@@ -7,6 +7,7 @@ int mxl_cmd_inspect(int argc, char **argv);
 int mxl_cmd_generate(int argc, char **argv);
 int mxl_cmd_run(int argc, char **argv);
 int mxl_cmd_embed(int argc, char **argv);
+int mxl_cmd_rerank(int argc, char **argv);
 int mxl_cmd_serve(int argc, char **argv);
 int mxl_cmd_list(int argc, char **argv);
 int mxl_cmd_rm(int argc, char **argv);

@@ -19,7 +19,7 @@ static const subcommand k_subcommands[] = {
     {"generate", "gen", mxl_cmd_generate, "Generate text from a prompt"},
     {"generate-image", NULL, NULL, "Render images with an image-generation model"},
     {"embed", NULL, mxl_cmd_embed, "Compute embedding vectors"},
-    {"rerank", NULL, NULL, "Score query-document pairs with a reranker"},
+    {"rerank", NULL, mxl_cmd_rerank, "Score query-document pairs with a reranker"},
     {"detect", NULL, NULL, "Detect objects in an image"},
     {"predict", NULL, NULL, "Dense prediction (depth, segmentation, keypoints)"},
     {"tag", NULL, NULL, "Token classification"},

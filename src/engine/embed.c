@@ -1,41 +1,28 @@
-/* embed.c - text -> pooled, normalized vector (see embed.h). Pooling and normalization follow
+/* embed.c - texts -> pooled, normalized vectors (see embed.h). Pooling and normalization follow
  * sentence-transformers' Pooling / Normalize modules and llama.cpp's common_embd_normalize. */
 #include "engine/embed.h"
 
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/threadpool.h"
+#include "engine/encoder_input.h"
 #include "models/checkpoint.h"
-#include "models/encoder_bert.h"
+#include "models/encoder.h"
 #include "tokenizer/tokenizer.h"
 
 struct mxl_embed_model {
     mxl_checkpoint *ck;
     mxl_detection det;
-    mxl_bert bert;
-    bool bert_loaded;
+    mxl_encoder enc;
+    bool enc_loaded;
     mxl_tokenizer *tok;
+    mxl_enc_specials sp;
     mxl_threadpool *pool;
     int64_t max_len;
 };
-
-/* sentence_bert_config.json max_seq_length, or -1 */
-static int64_t st_max_seq_length(const char *dir) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/sentence_bert_config.json", dir);
-    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
-    int64_t v = -1;
-    if (j) {
-        json_t *x = json_object_get(j, "max_seq_length");
-        if (json_is_integer(x) && json_integer_value(x) > 0) v = (int64_t)json_integer_value(x);
-        json_decref(j);
-    }
-    return v;
-}
 
 mxl_status mxl_embed_model_load(const char *path, int n_threads, mxl_embed_model **out, mxl_error *err) {
     *out = NULL;
@@ -45,20 +32,34 @@ mxl_status mxl_embed_model_load(const char *path, int n_threads, mxl_embed_model
     if (!st) st = mxl_model_detect(&m->ck->config, m->ck->format == MXL_CHECKPOINT_SAFETENSORS ? m->ck->dir : NULL, &m->det, err);
     if (!st && m->det.task != MXL_TASK_EMBED)
         st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s is a %s model (%s), not an embedding model", path, mxl_task_name(m->det.task), m->det.family->display_name);
-    if (!st && strcmp(m->ck->config.model_type, "bert") != 0)
-        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: embedding with %s (model_type '%s') is not built yet; BERT / MiniLM encoders are", path, m->det.family->display_name, m->ck->config.model_type);
+    if (!st && !mxl_encoder_supports(m->ck->config.model_type))
+        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: embedding with %s (model_type '%s') is not built yet; BERT / MiniLM, XLM-RoBERTa and ModernBERT encoders are", path, m->det.family->display_name, m->ck->config.model_type);
+    /* a Dense projection changes the vector; running without it would be silently wrong */
+    if (!st && m->det.st.n_dense > 0)
+        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: sentence-transformers Dense module '%s' is not supported yet", path, m->det.st.dense_paths[0]);
+    if (!st && m->det.st.has_pooling && m->det.st.pooling == MXL_POOLING_NONE)
+        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/%s/config.json: no pooling mode is enabled", m->ck->dir, m->det.st.pooling_path);
     if (!st) {
-        st = mxl_bert_load(m->ck, &m->bert, err);
-        m->bert_loaded = st == MXL_OK;
+        st = mxl_encoder_load(m->ck, &m->enc, err);
+        m->enc_loaded = st == MXL_OK;
     }
     if (!st) st = mxl_tokenizer_load(m->ck->dir, &m->tok, err);
+    if (!st) {
+        st = mxl_enc_specials_probe(m->tok, &m->sp, err);
+        if (st) mxl_error_prefix(err, "%s: ", m->ck->dir);
+    }
     if (!st) st = mxl_threadpool_create(n_threads, &m->pool, err);
     if (st) {
         mxl_embed_model_destroy(m);
         return st;
     }
-    int64_t msl = st_max_seq_length(m->ck->dir);
-    m->max_len = msl > 0 && msl < m->bert.max_pos ? msl : m->bert.max_pos;
+    m->max_len = m->enc.max_tokens;
+    int64_t msl = mxl_enc_st_max_seq_length(m->ck->dir), tml = mxl_enc_tokenizer_max_length(m->ck->dir);
+    if (msl > 0) {
+        if (msl < m->max_len) m->max_len = msl;
+    } else if (tml > 0 && tml < m->max_len) {
+        m->max_len = tml;
+    }
     *out = m;
     return MXL_OK;
 }
@@ -67,13 +68,14 @@ void mxl_embed_model_destroy(mxl_embed_model *m) {
     if (!m) return;
     mxl_threadpool_destroy(m->pool);
     mxl_tokenizer_destroy(m->tok);
-    if (m->bert_loaded) mxl_bert_free(&m->bert);
+    if (m->enc_loaded) mxl_encoder_free(&m->enc);
     mxl_checkpoint_close(m->ck);
     free(m);
 }
 
-int64_t mxl_embed_model_dim(const mxl_embed_model *m) { return m->bert.hidden; }
+int64_t mxl_embed_model_dim(const mxl_embed_model *m) { return m->enc.hidden; }
 int64_t mxl_embed_model_max_length(const mxl_embed_model *m) { return m->max_len; }
+const char *mxl_embed_model_family(const mxl_embed_model *m) { return m->det.family->display_name; }
 
 mxl_pooling mxl_embed_resolved_pooling(const mxl_embed_model *m, const mxl_embed_opts *o) {
     if (o->pooling != MXL_POOLING_NONE) return o->pooling;
@@ -85,7 +87,7 @@ int mxl_embed_resolved_normalize(const mxl_embed_model *m, const mxl_embed_opts 
     return m->det.st.normalize ? 2 : -1;
 }
 
-static void normalize(float *v, int64_t n, int mode) {
+void mxl_embed_normalize(float *v, int64_t n, int mode) {
     double norm = 0;
     if (mode < 0) return;
     if (mode == 0) {
@@ -102,45 +104,112 @@ static void normalize(float *v, int64_t n, int mode) {
         for (int64_t i = 0; i < n; i++) v[i] = (float)(v[i] / norm);
 }
 
+/* out[dim] from one sequence's hidden states h [n, H] (sentence-transformers Pooling modes). */
+static void pool_one(mxl_pooling p, const float *h, int64_t n, int64_t H, int64_t dim, float *out) {
+    for (int64_t i = 0; i < dim; i++) {
+        double acc = 0;
+        switch (p) {
+        case MXL_POOLING_CLS: acc = h[i]; break;
+        case MXL_POOLING_LAST_TOKEN: acc = h[(n - 1) * H + i]; break;
+        case MXL_POOLING_MAX:
+            acc = h[i];
+            for (int64_t t = 1; t < n; t++) acc = fmax(acc, h[t * H + i]);
+            break;
+        case MXL_POOLING_WEIGHTED_MEAN: /* weights 1..n by position */
+            for (int64_t t = 0; t < n; t++) acc += (double)(t + 1) * h[t * H + i];
+            acc /= (double)n * (double)(n + 1) / 2.0;
+            break;
+        case MXL_POOLING_MEAN_SQRT_LEN:
+            for (int64_t t = 0; t < n; t++) acc += h[t * H + i];
+            acc /= sqrt((double)n);
+            break;
+        case MXL_POOLING_MEAN:
+        case MXL_POOLING_NONE:
+            for (int64_t t = 0; t < n; t++) acc += h[t * H + i];
+            acc /= (double)n;
+            break;
+        }
+        out[i] = (float)acc;
+    }
+}
+
+mxl_status mxl_embed_batch(mxl_embed_model *m, const char *const *texts, size_t n, const mxl_embed_opts *o,
+                           float *out, int64_t *n_tokens, mxl_error *err) {
+    int64_t H = m->enc.hidden, dim = o->dimensions > 0 ? o->dimensions : H;
+    if (n == 0) return mxl_error_set(err, MXL_ERR_ARG, "no input to embed");
+    if (dim > H) return mxl_error_set(err, MXL_ERR_ARG, "--dimensions %lld is larger than the model's %lld", (long long)dim, (long long)H);
+    int normalize = mxl_embed_resolved_normalize(m, o);
+    if (normalize < -1) return mxl_error_set(err, MXL_ERR_ARG, "normalization %d is not one of -1, 0, 1, 2 or p > 2", normalize);
+    mxl_pooling pool = mxl_embed_resolved_pooling(m, o);
+    for (size_t i = 0; i < n; i++)
+        if (!texts[i] || mxl_enc_blank(texts[i])) return mxl_error_set(err, MXL_ERR_ARG, "input %zu is empty or whitespace only", i);
+    int64_t limit = o->max_length > 0 && o->max_length < m->max_len ? o->max_length : m->max_len;
+    size_t bs = o->batch_size > 0 ? (size_t)o->batch_size : MXL_EMBED_BATCH_DEFAULT;
+    const char *instr = o->instruction && *o->instruction ? o->instruction : NULL;
+    mxl_token_ids all = {0}, one = {0};
+    int64_t *starts = malloc((bs + 1) * sizeof *starts);
+    float *hidden = NULL;
+    char *joined = NULL;
+    mxl_status st = starts ? MXL_OK : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    for (size_t b0 = 0; b0 < n && !st; b0 += bs) {
+        size_t nb = n - b0 < bs ? n - b0 : bs;
+        all.n = 0;
+        starts[0] = 0;
+        for (size_t i = 0; i < nb && !st; i++) {
+            const char *text = texts[b0 + i];
+            if (instr) {
+                free(joined);
+                size_t la = strlen(instr), lb = strlen(text);
+                joined = malloc(la + lb + 1);
+                if (!joined) {
+                    st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                memcpy(joined, instr, la);
+                memcpy(joined + la, text, lb + 1);
+                text = joined;
+            }
+            st = mxl_enc_tokenize_single(m->tok, &m->sp, text, limit, &one, NULL, err);
+            for (size_t k = 0; !st && k < one.n; k++) {
+                if (all.n == all.cap) {
+                    size_t cap = all.cap ? all.cap * 2 : 256;
+                    int32_t *p = realloc(all.ids, cap * sizeof *p);
+                    if (!p) {
+                        st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+                        break;
+                    }
+                    all.ids = p;
+                    all.cap = cap;
+                }
+                all.ids[all.n++] = one.ids[k];
+            }
+            starts[i + 1] = (int64_t)all.n;
+            if (n_tokens) n_tokens[b0 + i] = (int64_t)one.n;
+        }
+        if (st) break;
+        free(hidden);
+        hidden = malloc(all.n * (size_t)H * sizeof(float));
+        if (!hidden) {
+            st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+            break;
+        }
+        mxl_encoder_batch batch = {all.ids, NULL, starts, (int64_t)nb};
+        st = mxl_encoder_forward(&m->enc, &batch, m->pool, hidden, err);
+        for (size_t i = 0; i < nb && !st; i++) {
+            float *v = out + (b0 + i) * (size_t)dim;
+            pool_one(pool, hidden + starts[i] * H, starts[i + 1] - starts[i], H, dim, v);
+            mxl_embed_normalize(v, dim, normalize);
+        }
+    }
+    free(joined);
+    free(hidden);
+    free(starts);
+    mxl_token_ids_free(&all);
+    mxl_token_ids_free(&one);
+    return st;
+}
+
 mxl_status mxl_embed_text(mxl_embed_model *m, const char *text, const mxl_embed_opts *o, float *out,
                           int64_t *n_tokens, mxl_error *err) {
-    int64_t H = m->bert.hidden, dim = o->dimensions > 0 ? o->dimensions : H;
-    if (dim > H) return mxl_error_set(err, MXL_ERR_ARG, "--dimensions %lld is larger than the model's %lld", (long long)dim, (long long)H);
-    mxl_pooling pool = mxl_embed_resolved_pooling(m, o);
-    if (pool != MXL_POOLING_MEAN && pool != MXL_POOLING_CLS && pool != MXL_POOLING_LAST_TOKEN)
-        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "pooling '%s' is not supported yet (mean, cls, last)", mxl_pooling_name(pool));
-    mxl_token_ids ids = {0};
-    /* user text: special tokens written in it stay text; the post-processor adds [CLS]/[SEP] */
-    mxl_status st = mxl_tokenizer_encode(m->tok, text, strlen(text), MXL_TOK_ADD_SPECIAL, &ids, err);
-    if (st) return st;
-    int64_t limit = o->max_length > 0 && o->max_length < m->max_len ? o->max_length : m->max_len;
-    if ((int64_t)ids.n > limit && limit >= 2) {
-        /* keep the closing special token, as HF truncation (longest_first) does */
-        ids.ids[limit - 1] = ids.ids[ids.n - 1];
-        ids.n = (size_t)limit;
-    }
-    float *hidden = malloc((size_t)ids.n * (size_t)H * sizeof(float));
-    if (!hidden) {
-        mxl_token_ids_free(&ids);
-        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
-    }
-    int64_t n = (int64_t)ids.n;
-    st = mxl_bert_forward(&m->bert, ids.ids, n, m->pool, hidden, err);
-    if (!st) {
-        for (int64_t i = 0; i < dim; i++) {
-            double acc = 0;
-            if (pool == MXL_POOLING_MEAN) {
-                for (int64_t t = 0; t < n; t++) acc += hidden[t * H + i];
-                acc /= (double)n;
-            } else {
-                acc = hidden[(pool == MXL_POOLING_CLS ? 0 : n - 1) * H + i];
-            }
-            out[i] = (float)acc;
-        }
-        normalize(out, dim, mxl_embed_resolved_normalize(m, o));
-        *n_tokens = n;
-    }
-    free(hidden);
-    mxl_token_ids_free(&ids);
-    return st;
+    return mxl_embed_batch(m, &text, 1, o, out, n_tokens, err);
 }

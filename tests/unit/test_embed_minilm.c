@@ -1,7 +1,9 @@
 /* test_embed_minilm.c - all-MiniLM-L6-v2 sentence embeddings against sentence-transformers and
  * transformers' BertModel (tests/fixtures/embeddings/minilm.json, made by
- * gen_minilm_embeddings.py): token ids (incl. truncation to max_seq_length 256), the normalized
- * mean-pooled embedding, and the unnormalized mean and CLS vectors, within 1e-4. */
+ * gen_minilm_embeddings.py, 50+ texts: English, code, CJK and other scripts, inputs past the
+ * limit): token counts (incl. truncation to max_seq_length 256), the normalized mean-pooled
+ * embedding (batched; cosine >= 0.99999 and within 1e-4), and the unnormalized mean and CLS
+ * vectors, within 1e-4. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -27,37 +29,64 @@ TEST(embed_minilm_matches_sentence_transformers) {
     REQUIRE(m);
     CHECK_EQ_INT(mxl_embed_model_dim(m), 384);
     CHECK_EQ_INT(mxl_embed_model_max_length(m), json_integer_value(json_object_get(fx, "max_seq_length")));
-    mxl_embed_opts def = {MXL_POOLING_NONE, MXL_EMBED_NORMALIZE_DEFAULT, 0, 0};
-    mxl_embed_opts mean_raw = {MXL_POOLING_MEAN, -1, 0, 0};
-    mxl_embed_opts cls_raw = {MXL_POOLING_CLS, -1, 0, 0};
+    mxl_embed_opts def = {.pooling = MXL_POOLING_NONE, .normalize = MXL_EMBED_NORMALIZE_DEFAULT};
+    mxl_embed_opts mean_raw = {.pooling = MXL_POOLING_MEAN, .normalize = -1};
+    mxl_embed_opts cls_raw = {.pooling = MXL_POOLING_CLS, .normalize = -1};
     CHECK(mxl_embed_resolved_pooling(m, &def) == MXL_POOLING_MEAN);
     CHECK_EQ_INT(mxl_embed_resolved_normalize(m, &def), 2);
     float v[384];
-    json_t *c;
-    size_t i;
-    double worst = 0;
-    json_array_foreach(json_object_get(fx, "cases"), i, c) {
-        const char *text = json_string_value(json_object_get(c, "text"));
-        int64_t n_tok = 0;
-        REQUIRE(mxl_embed_text(m, text, &def, v, &n_tok, &err) == MXL_OK);
-        CHECK_EQ_INT(n_tok, json_array_size(json_object_get(c, "input_ids")));
-        double d1 = max_diff(v, json_object_get(c, "sentence_transformers"), 384);
-        REQUIRE(mxl_embed_text(m, text, &mean_raw, v, &n_tok, &err) == MXL_OK);
-        double d2 = max_diff(v, json_object_get(c, "mean_unnormalized"), 384);
-        REQUIRE(mxl_embed_text(m, text, &cls_raw, v, &n_tok, &err) == MXL_OK);
-        double d3 = max_diff(v, json_object_get(c, "cls_unnormalized"), 384);
-        worst = fmax(worst, fmax(d1, fmax(d2, d3)));
-        CHECK(d1 < 1e-4 && d2 < 1e-4 && d3 < 1e-4);
+    json_t *cases = json_object_get(fx, "cases"), *c;
+    size_t i, n = json_array_size(cases);
+    CHECK(n >= 50);
+    /* all texts in batches of 16 (the CLI default): cosine >= 0.99999 with sentence-transformers */
+    const char **texts = calloc(n, sizeof *texts);
+    float *all = malloc(n * 384 * sizeof(float));
+    int64_t *ntok = calloc(n, sizeof *ntok);
+    REQUIRE(texts && all && ntok);
+    json_array_foreach(cases, i, c) texts[i] = json_string_value(json_object_get(c, "text"));
+    REQUIRE(mxl_embed_batch(m, texts, n, &def, all, ntok, &err) == MXL_OK);
+    double worst = 0, worst_cos = 1;
+    int n_long = 0;
+    json_array_foreach(cases, i, c) {
+        json_t *ref = json_object_get(c, "sentence_transformers");
+        CHECK_EQ_INT(ntok[i], json_array_size(json_object_get(c, "input_ids")));
+        n_long += ntok[i] == mxl_embed_model_max_length(m);
+        double ab = 0, aa = 0, bb = 0;
+        for (size_t k = 0; k < 384; k++) {
+            double x = all[i * 384 + k], y = json_number_value(json_array_get(ref, k));
+            ab += x * y;
+            aa += x * x;
+            bb += y * y;
+        }
+        double cosv = ab / sqrt(aa * bb), d1 = max_diff(all + i * 384, ref, 384);
+        if (cosv < 0.99999) fprintf(stderr, "  case %zu: cosine %.7f\n", i, cosv);
+        CHECK(cosv >= 0.99999 && d1 < 1e-4);
+        worst_cos = fmin(worst_cos, cosv);
+        worst = fmax(worst, d1);
     }
-    fprintf(stderr, "  minilm: %zu texts, max |diff| %.2e\n", json_array_size(json_object_get(fx, "cases")), worst);
+    CHECK(n_long >= 3); /* the set reaches the maximum sequence length */
+    /* one at a time, the unnormalized mean and CLS vectors */
+    json_array_foreach(cases, i, c) {
+        int64_t n_tok = 0;
+        REQUIRE(mxl_embed_text(m, texts[i], &mean_raw, v, &n_tok, &err) == MXL_OK);
+        double d2 = max_diff(v, json_object_get(c, "mean_unnormalized"), 384);
+        REQUIRE(mxl_embed_text(m, texts[i], &cls_raw, v, &n_tok, &err) == MXL_OK);
+        double d3 = max_diff(v, json_object_get(c, "cls_unnormalized"), 384);
+        worst = fmax(worst, fmax(d2, d3));
+        CHECK(d2 < 1e-4 && d3 < 1e-4);
+    }
+    fprintf(stderr, "  minilm: %zu texts (%d at the length limit), max |diff| %.2e, min cosine %.8f\n", n, n_long, worst, worst_cos);
+    free(texts);
+    free(all);
+    free(ntok);
     /* Matryoshka truncation renormalizes */
-    mxl_embed_opts dims = {MXL_POOLING_NONE, MXL_EMBED_NORMALIZE_DEFAULT, 0, 128};
+    mxl_embed_opts dims = {.pooling = MXL_POOLING_NONE, .normalize = MXL_EMBED_NORMALIZE_DEFAULT, .dimensions = 128};
     int64_t n_tok;
     REQUIRE(mxl_embed_text(m, "Hello world", &dims, v, &n_tok, &err) == MXL_OK);
     double norm = 0;
     for (int k = 0; k < 128; k++) norm += (double)v[k] * v[k];
     CHECK(fabs(norm - 1.0) < 1e-5);
-    mxl_embed_opts too_wide = {MXL_POOLING_NONE, MXL_EMBED_NORMALIZE_DEFAULT, 0, 1000};
+    mxl_embed_opts too_wide = {.pooling = MXL_POOLING_NONE, .normalize = MXL_EMBED_NORMALIZE_DEFAULT, .dimensions = 1000};
     CHECK(mxl_embed_text(m, "x", &too_wide, v, &n_tok, &err) == MXL_ERR_ARG);
     mxl_embed_model_destroy(m);
     json_decref(fx);

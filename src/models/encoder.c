@@ -1,0 +1,59 @@
+/* encoder.c - model_type -> encoder family dispatch (see encoder.h). */
+#include "models/encoder.h"
+
+#include <string.h>
+
+bool mxl_encoder_supports(const char *model_type) {
+    return strcmp(model_type, "bert") == 0 || strcmp(model_type, "xlm-roberta") == 0 ||
+           strcmp(model_type, "modernbert") == 0;
+}
+
+const char *mxl_encoder_arch_name(mxl_encoder_arch a) {
+    switch (a) {
+    case MXL_ENCODER_BERT: return "bert";
+    case MXL_ENCODER_XLM_ROBERTA: return "xlm-roberta";
+    case MXL_ENCODER_MODERNBERT: return "modernbert";
+    }
+    return "?";
+}
+
+mxl_status mxl_encoder_load(const mxl_checkpoint *ck, mxl_encoder *e, mxl_error *err) {
+    memset(e, 0, sizeof *e);
+    const char *mt = ck->config.model_type;
+    mxl_status st;
+    if (strcmp(mt, "modernbert") == 0) {
+        e->arch = MXL_ENCODER_MODERNBERT;
+        st = mxl_modernbert_load(ck, &e->modernbert, err);
+        if (st) {
+            mxl_modernbert_free(&e->modernbert);
+            return st;
+        }
+        e->hidden = e->modernbert.hidden;
+        e->max_tokens = e->modernbert.max_pos;
+        return MXL_OK;
+    }
+    if (strcmp(mt, "bert") != 0 && strcmp(mt, "xlm-roberta") != 0)
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: model_type '%s' is not an encoder we run (bert, xlm-roberta, modernbert)", ck->path, mt);
+    st = mxl_bert_load(ck, &e->bert, err);
+    if (st) {
+        mxl_bert_free(&e->bert);
+        return st;
+    }
+    e->arch = e->bert.kind == MXL_BERT_KIND_XLM_ROBERTA ? MXL_ENCODER_XLM_ROBERTA : MXL_ENCODER_BERT;
+    e->hidden = e->bert.hidden;
+    e->max_tokens = e->bert.max_tokens;
+    e->uses_type_ids = e->arch == MXL_ENCODER_BERT && e->bert.n_types > 1;
+    e->pair_double_sep = e->arch == MXL_ENCODER_XLM_ROBERTA;
+    return MXL_OK;
+}
+
+void mxl_encoder_free(mxl_encoder *e) {
+    if (e->arch == MXL_ENCODER_MODERNBERT) mxl_modernbert_free(&e->modernbert);
+    else mxl_bert_free(&e->bert);
+}
+
+mxl_status mxl_encoder_forward(const mxl_encoder *e, const mxl_encoder_batch *b, mxl_threadpool *pool,
+                               float *hidden, mxl_error *err) {
+    if (e->arch == MXL_ENCODER_MODERNBERT) return mxl_modernbert_forward_batch(&e->modernbert, b, pool, hidden, err);
+    return mxl_bert_forward_batch(&e->bert, b, pool, hidden, err);
+}

@@ -1,0 +1,42 @@
+/* encoder.h - one front for the bidirectional text encoders (BERT / MiniLM, XLM-RoBERTa,
+ * ModernBERT) chosen by config.json model_type, so the embedding and reranking engines run any
+ * of them the same way: load, batch forward to last hidden states, and the facts the input side
+ * needs (the usable sequence length, whether token type ids matter, the pair layout). */
+#ifndef MXL_MODELS_ENCODER_H
+#define MXL_MODELS_ENCODER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/threadpool.h"
+#include "models/checkpoint.h"
+#include "models/encoder_bert.h"
+#include "models/encoder_common.h"
+#include "models/encoder_modernbert.h"
+
+typedef enum mxl_encoder_arch {
+    MXL_ENCODER_BERT = 0,
+    MXL_ENCODER_XLM_ROBERTA,
+    MXL_ENCODER_MODERNBERT,
+} mxl_encoder_arch;
+
+typedef struct mxl_encoder {
+    mxl_encoder_arch arch;
+    int64_t hidden;
+    int64_t max_tokens;   /* longest sequence the encoder takes (position table / max_position_embeddings) */
+    bool uses_type_ids;   /* BERT: a pair's second segment gets token type 1 */
+    bool pair_double_sep; /* RoBERTa-style pairs: <s> A </s></s> B </s> */
+    mxl_bert bert;
+    mxl_modernbert modernbert;
+} mxl_encoder;
+
+/* True for the model_types mxl_encoder_load takes. */
+bool mxl_encoder_supports(const char *model_type);
+mxl_status mxl_encoder_load(const mxl_checkpoint *ck, mxl_encoder *out, mxl_error *err);
+void mxl_encoder_free(mxl_encoder *e);
+/* hidden [n_tokens, hidden]. */
+mxl_status mxl_encoder_forward(const mxl_encoder *e, const mxl_encoder_batch *batch, mxl_threadpool *pool,
+                               float *hidden, mxl_error *err);
+const char *mxl_encoder_arch_name(mxl_encoder_arch a);
+
+#endif

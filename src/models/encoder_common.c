@@ -1,0 +1,209 @@
+/* encoder_common.c - prefix-aware tensor binding, raw config keys, activations and the biased
+ * linear layer shared by the encoder families (see encoder_common.h). */
+#include "models/encoder_common.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cpu/norm.h"
+#include "models/weights.h"
+
+mxl_status mxl_encoder_batch_check(const mxl_encoder_batch *b, int64_t max_len, int64_t *n_tokens,
+                                   int64_t *longest, mxl_error *err) {
+    *n_tokens = 0;
+    *longest = 0;
+    if (b->n_seqs <= 0 || !b->seq_start || b->seq_start[0] != 0)
+        return mxl_error_set(err, MXL_ERR_ARG, "encoder batch: no sequences");
+    for (int64_t s = 0; s < b->n_seqs; s++) {
+        int64_t len = b->seq_start[s + 1] - b->seq_start[s];
+        if (len <= 0 || len > max_len)
+            return mxl_error_set(err, MXL_ERR_ARG, "sequence %lld has %lld tokens; the encoder takes 1 to %lld",
+                                 (long long)s, (long long)len, (long long)max_len);
+        if (len > *longest) *longest = len;
+    }
+    *n_tokens = b->seq_start[b->n_seqs];
+    return MXL_OK;
+}
+
+const char *mxl_enc_find_prefix(const mxl_checkpoint *ck, const char *const *prefixes, const char *probe) {
+    char name[512];
+    for (size_t i = 0; prefixes[i]; i++) {
+        snprintf(name, sizeof name, "%s%s", prefixes[i], probe);
+        if (ck->st && mxl_st_model_find(ck->st, name)) return prefixes[i];
+    }
+    return NULL;
+}
+
+/* prefix + formatted name into full; false when it does not fit */
+static bool full_name(const mxl_enc_binder *b, char *full, size_t cap, const char *fmt, va_list ap) {
+    int n = snprintf(full, cap, "%s", b->prefix);
+    if (n < 0 || (size_t)n >= cap) return false;
+    int m = vsnprintf(full + n, cap - (size_t)n, fmt, ap);
+    return m >= 0 && (size_t)m < cap - (size_t)n;
+}
+
+static const mxl_tensor *lookup(const mxl_enc_binder *b, const char *full, bool report) {
+    const mxl_st_entry *e = b->ck->st ? mxl_st_model_find(b->ck->st, full) : NULL;
+    if (!e) {
+        if (report) mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: tensor '%s' is missing", b->ck->path, full);
+        return NULL;
+    }
+    return &e->tensor;
+}
+
+bool mxl_enc_has(const mxl_enc_binder *b, const char *fmt, ...) {
+    char full[512];
+    va_list ap;
+    va_start(ap, fmt);
+    bool ok = full_name(b, full, sizeof full, fmt, ap);
+    va_end(ap);
+    return ok && lookup(b, full, false) != NULL;
+}
+
+mxl_status mxl_enc_matrix(const mxl_enc_binder *b, int64_t rows, int64_t cols, mxl_cpu_weight *out,
+                          const char *fmt, ...) {
+    char full[512];
+    va_list ap;
+    va_start(ap, fmt);
+    bool ok = full_name(b, full, sizeof full, fmt, ap);
+    va_end(ap);
+    if (!ok) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: tensor name too long", b->ck->path);
+    const mxl_tensor *t = lookup(b, full, true);
+    if (!t) return MXL_ERR_FORMAT;
+    mxl_status st = mxl_weights_matrix(t, full, rows, cols, out, b->err);
+    if (st) mxl_error_prefix(b->err, "%s: ", b->ck->path);
+    return st;
+}
+
+mxl_status mxl_enc_vector(const mxl_enc_binder *b, int64_t n, const float **out, const char *fmt, ...) {
+    char full[512];
+    va_list ap;
+    va_start(ap, fmt);
+    bool ok = full_name(b, full, sizeof full, fmt, ap);
+    va_end(ap);
+    if (!ok) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: tensor name too long", b->ck->path);
+    const mxl_tensor *t = lookup(b, full, true);
+    if (!t) return MXL_ERR_FORMAT;
+    mxl_status st = mxl_weights_vector_f32(b->arena, t, full, n, out, b->err);
+    if (st) mxl_error_prefix(b->err, "%s: ", b->ck->path);
+    return st;
+}
+
+static json_t *raw_get(const mxl_checkpoint *ck, const char *key) {
+    return ck->config.raw ? json_object_get(ck->config.raw, key) : NULL;
+}
+
+mxl_status mxl_enc_cfg_bool(const mxl_checkpoint *ck, const char *key, bool dflt, bool *out, mxl_error *err) {
+    json_t *v = raw_get(ck, key);
+    *out = dflt;
+    if (!v || json_is_null(v)) return MXL_OK;
+    if (!json_is_boolean(v)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: '%s' must be true or false", ck->dir, key);
+    *out = json_is_true(v);
+    return MXL_OK;
+}
+
+mxl_status mxl_enc_cfg_int(const mxl_checkpoint *ck, const char *key, int64_t dflt, int64_t *out, mxl_error *err) {
+    json_t *v = raw_get(ck, key);
+    *out = dflt;
+    if (!v || json_is_null(v)) return MXL_OK;
+    if (!json_is_integer(v)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: '%s' must be an integer", ck->dir, key);
+    *out = (int64_t)json_integer_value(v);
+    return MXL_OK;
+}
+
+mxl_status mxl_enc_cfg_double(const mxl_checkpoint *ck, const char *key, double dflt, double *out, mxl_error *err) {
+    json_t *v = raw_get(ck, key);
+    *out = dflt;
+    if (!v || json_is_null(v)) return MXL_OK;
+    if (!json_is_number(v)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: '%s' must be a number", ck->dir, key);
+    *out = json_number_value(v);
+    return MXL_OK;
+}
+
+mxl_status mxl_enc_cfg_string(const mxl_checkpoint *ck, const char *key, const char *dflt, const char **out,
+                              mxl_error *err) {
+    json_t *v = raw_get(ck, key);
+    *out = dflt;
+    if (!v || json_is_null(v)) return MXL_OK;
+    if (!json_is_string(v)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: '%s' must be a string", ck->dir, key);
+    *out = json_string_value(v);
+    return MXL_OK;
+}
+
+mxl_status mxl_enc_activation(const char *name, const char *what, mxl_act *out, mxl_error *err) {
+    if (strcmp(name, "gelu") == 0) *out = MXL_ACT_GELU_ERF;
+    else if (strcmp(name, "gelu_new") == 0 || strcmp(name, "gelu_pytorch_tanh") == 0 || strcmp(name, "gelu_fast") == 0)
+        *out = MXL_ACT_GELU_TANH;
+    else if (strcmp(name, "relu") == 0) *out = MXL_ACT_RELU;
+    else if (strcmp(name, "silu") == 0 || strcmp(name, "swish") == 0) *out = MXL_ACT_SILU;
+    else return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: activation '%s' is not supported", what, name);
+    return MXL_OK;
+}
+
+void mxl_enc_linear(const mxl_cpu_weight *w, const float *bias, const float *x, int64_t n, float *y,
+                    void *scratch, mxl_threadpool *pool) {
+    mxl_cpu_matmul(w, x, n, y, scratch, pool);
+    if (!bias) return;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t r = 0; r < w->rows; r++) y[t * w->rows + r] += bias[r];
+}
+
+/* ---- element-wise passes over the pool (these are a tenth of an encoder's time; serial, they
+ * would cap the speed-up of the threaded matmuls) ---- */
+
+typedef struct rows_ctx {
+    int kind; /* 0 act, 1 glu, 2 add + layernorm */
+    mxl_act act;
+    float *x;
+    const float *add, *w, *b, *g;
+    float *y;
+    int64_t rows, width; /* act: rows = n elements, width = 1 */
+    float eps;
+} rows_ctx;
+
+static void rows_task(void *vctx, int task, int n_tasks, int thread_index) {
+    (void)thread_index;
+    rows_ctx *c = vctx;
+    int64_t a = c->rows * task / n_tasks, z = c->rows * (task + 1) / n_tasks;
+    if (c->kind == 0) {
+        mxl_cpu_act(c->act, c->x + a, z - a, c->x + a);
+        return;
+    }
+    int64_t H = c->width;
+    for (int64_t t = a; t < z; t++) {
+        if (c->kind == 1) {
+            mxl_cpu_glu(c->act, c->g + t * 2 * H, c->g + t * 2 * H + H, H, c->y + t * H);
+            continue;
+        }
+        float *xt = c->x + t * H;
+        if (c->add)
+            for (int64_t i = 0; i < H; i++) xt[i] += c->add[t * H + i];
+        mxl_cpu_layernorm(xt, c->w, c->b, H, c->eps, c->y + t * H);
+    }
+}
+
+static void run_rows(mxl_threadpool *pool, rows_ctx *c) {
+    int nth = pool ? mxl_threadpool_size(pool) : 1;
+    int64_t work = c->rows * c->width;
+    int n_tasks = nth > 1 && work >= 4096 ? (c->rows < nth ? (int)c->rows : nth) : 1;
+    if (n_tasks > 1) mxl_threadpool_run(pool, n_tasks, rows_task, c);
+    else if (c->rows > 0) rows_task(c, 0, 1, 0);
+}
+
+void mxl_enc_act(mxl_threadpool *pool, mxl_act a, float *x, int64_t n) {
+    rows_ctx c = {.kind = 0, .act = a, .x = x, .rows = n, .width = 1};
+    run_rows(pool, &c);
+}
+
+void mxl_enc_glu(mxl_threadpool *pool, mxl_act a, const float *g, int64_t rows, int64_t I, float *out) {
+    rows_ctx c = {.kind = 1, .act = a, .g = g, .y = out, .rows = rows, .width = I};
+    run_rows(pool, &c);
+}
+
+void mxl_enc_add_layernorm(mxl_threadpool *pool, float *x, const float *add, const float *w, const float *b,
+                           int64_t rows, int64_t H, float eps, float *y) {
+    rows_ctx c = {.kind = 2, .x = x, .add = add, .w = w, .b = b, .y = y, .rows = rows, .width = H, .eps = eps};
+    run_rows(pool, &c);
+}
