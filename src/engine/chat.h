@@ -11,10 +11,15 @@
 #include "engine/generate.h"
 #include "tokenizer/tokenizer.h"
 
+typedef enum mxl_reasoning { MXL_REASONING_AUTO = 0, MXL_REASONING_ON, MXL_REASONING_OFF } mxl_reasoning;
+
 typedef struct mxl_chat_opts {
     const json_t *tools;  /* array or NULL */
     const json_t *kwargs; /* object of extra template variables (enable_thinking, ...) or NULL */
     bool add_generation_prompt;
+    mxl_reasoning reasoning; /* on / off set enable_thinking (unless the kwargs do); off also closes a
+                                think block the template left open, so the model answers directly
+                                (llama-server's --reasoning off) */
 } mxl_chat_opts;
 
 /* Renders messages (a JSON array of {role, content, ...}) to malloc'd text. A template that

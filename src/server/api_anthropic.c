@@ -85,7 +85,7 @@ fail:
 static bool prompt_of(mxl_server *s, mxl_http_req *r, mxl_api api, const json_t *chat, const json_t *tools, char **text,
                       mxl_token_ids *ids) {
     mxl_chat_opts o = {.tools = json_is_array(tools) && json_array_size(tools) ? tools : NULL, .kwargs = s->template_kwargs,
-                       .add_generation_prompt = true};
+                       .add_generation_prompt = true, .reasoning = s->reasoning};
     size_t len = 0;
     mxl_error err = {0};
     if (mxl_chat_render(s->model, chat, &o, text, &len, &err) || mxl_chat_tokenize_rendered(s->model, *text, len, ids, &err)) {

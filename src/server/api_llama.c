@@ -194,17 +194,22 @@ void mxl_api_llama_detokenize(mxl_server *s, mxl_http_req *r) {
 void mxl_api_llama_apply_template(mxl_server *s, mxl_http_req *r) {
     json_t *body = mxl_srv_body_json(r, MXL_API_LLAMA);
     if (!body) return;
-    const json_t *msgs = json_object_get(body, "messages");
-    if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
-        mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "'messages' must be a non-empty array");
+    char msg[512] = "";
+    json_t *msgs = NULL, *kw = NULL;
+    mxl_chat_opts o = {.add_generation_prompt = true, .reasoning = s->reasoning};
+    if (!(msgs = mxl_srv_chat_messages(json_object_get(body, "messages"), msg, sizeof msg)) ||
+        !mxl_srv_chat_opts(s, body, &o, &kw, msg, sizeof msg)) {
+        mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "%s", msg);
+        json_decref(msgs);
         json_decref(body);
         return;
     }
-    mxl_chat_opts o = {.kwargs = s->template_kwargs, .add_generation_prompt = true};
     char *text = NULL;
     size_t len = 0;
     mxl_error err = {0};
     mxl_status st = mxl_chat_render(s->model, msgs, &o, &text, &len, &err);
+    json_decref(msgs);
+    json_decref(kw);
     json_decref(body);
     if (st) {
         mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "%s", err.msg);

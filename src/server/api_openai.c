@@ -11,7 +11,7 @@
 
 /* Copies messages, turning content part lists into plain text (the text parts joined) so every
  * template sees strings; image / audio parts are refused for this text model. */
-static json_t *normalize_messages(const json_t *msgs, char *msg, size_t ml) {
+json_t *mxl_srv_chat_messages(const json_t *msgs, char *msg, size_t ml) {
     if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
         snprintf(msg, ml, "'messages' must be a non-empty array");
         return NULL;
@@ -86,6 +86,17 @@ fail:
  * switches templates read (enable_thinking, reasoning_effort). */
 static json_t *template_kwargs(const mxl_server *s, const json_t *body, char *msg, size_t ml) {
     json_t *kw = s->template_kwargs ? json_deep_copy(s->template_kwargs) : json_object();
+    /* llama-server tells templates today's date */
+    if (!json_object_get(kw, "date_string")) json_object_set_new(kw, "date_string", json_string(s->date_string));
+    /* FireFunction v2's template reads `functions` (the tools as JSON) and `datetime`, which
+     * llama-server provides for it */
+    if (strstr(mxl_gen_model_template_text(s->model), "functools[")) {
+        const json_t *tools = json_object_get(body, "tools");
+        char *dump = json_is_array(tools) && json_array_size(tools) ? json_dumps(tools, JSON_INDENT(4)) : NULL;
+        json_object_set_new(kw, "functions", json_string(dump ? dump : ""));
+        free(dump);
+        json_object_set_new(kw, "datetime", json_string(s->datetime_text));
+    }
     const json_t *req = json_object_get(body, "chat_template_kwargs");
     if (req && !json_is_null(req)) {
         if (!json_is_object(req)) {
@@ -114,6 +125,19 @@ static json_t *template_kwargs(const mxl_server *s, const json_t *body, char *ms
         json_object_set(kw, "reasoning_effort", (json_t *)v);
     }
     return kw;
+}
+
+bool mxl_srv_chat_opts(const mxl_server *s, const json_t *body, mxl_chat_opts *o, json_t **kw, char *msg, size_t ml) {
+    const json_t *tools = json_object_get(body, "tools");
+    if (tools && !json_is_null(tools) && !json_is_array(tools)) return snprintf(msg, ml, "'tools' must be an array"), false;
+    const json_t *agp = json_object_get(body, "add_generation_prompt");
+    if (agp && !json_is_null(agp) && !json_is_boolean(agp)) return snprintf(msg, ml, "'add_generation_prompt' must be a boolean"), false;
+    if (!(*kw = template_kwargs(s, body, msg, ml))) return false;
+    o->tools = json_is_array(tools) && json_array_size(tools) ? tools : NULL;
+    o->kwargs = *kw;
+    o->add_generation_prompt = agp && !json_is_null(agp) ? json_is_true(agp) : true;
+    o->reasoning = s->reasoning;
+    return true;
 }
 
 static bool parse_stream(const json_t *body, mxl_gen_call *g, char *msg, size_t ml) {
@@ -164,8 +188,9 @@ void mxl_api_openai_chat(mxl_server *s, mxl_http_req *r) {
         mxl_srv_error(r, MXL_API_OPENAI, 500, "server_error", "out of memory");
         return;
     }
-    if (!(msgs = normalize_messages(json_object_get(body, "messages"), msg, sizeof msg)) || !parse_stream(body, g, msg, sizeof msg) ||
-        !mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg) || !(kw = template_kwargs(s, body, msg, sizeof msg)))
+    mxl_chat_opts o;
+    if (!(msgs = mxl_srv_chat_messages(json_object_get(body, "messages"), msg, sizeof msg)) || !parse_stream(body, g, msg, sizeof msg) ||
+        !mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg) || !mxl_srv_chat_opts(s, body, &o, &kw, msg, sizeof msg))
         goto bad;
     const json_t *v = json_object_get(body, "logprobs");
     if (v && !json_is_null(v)) {
@@ -184,12 +209,6 @@ void mxl_api_openai_chat(mxl_server *s, mxl_http_req *r) {
         g->top_logprobs = (int)json_integer_value(v);
     }
     g->params.n_probs = g->logprobs ? (g->top_logprobs > 0 ? g->top_logprobs : 1) : 0;
-    const json_t *tools = json_object_get(body, "tools");
-    if (tools && !json_is_null(tools) && !json_is_array(tools)) {
-        snprintf(msg, sizeof msg, "'tools' must be an array");
-        goto bad;
-    }
-    mxl_chat_opts o = {.tools = json_is_array(tools) && json_array_size(tools) ? tools : NULL, .kwargs = kw, .add_generation_prompt = true};
     size_t len = 0;
     mxl_error err = {0};
     if (mxl_chat_render(s->model, msgs, &o, &g->prompt_text, &len, &err)) {

@@ -416,7 +416,16 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
     s.cfg = cfg;
     s.prefix = cfg->api_prefix ? cfg->api_prefix : "";
     s.created = (long)time(NULL);
+    /* as llama-server: thinking is on unless --reasoning off (templates that read enable_thinking
+     * get it set explicitly) */
+    s.reasoning = cfg->reasoning && !strcmp(cfg->reasoning, "off") ? MXL_REASONING_OFF : MXL_REASONING_ON;
     snprintf(s.created_text, sizeof s.created_text, "%ld", s.created);
+    struct tm tm_now;
+    time_t t_now = time(NULL);
+    localtime_r(&t_now, &tm_now);
+    strftime(s.date_string, sizeof s.date_string, "%d %b %Y", &tm_now);
+    gmtime_r(&t_now, &tm_now);
+    strftime(s.datetime_text, sizeof s.datetime_text, "%b %d %Y %H:%M:%S GMT", &tm_now);
     char *cert = NULL, *key = NULL, *tmpl_file = NULL;
     mxl_http_server *http = NULL;
     int rc = 1;

@@ -32,7 +32,10 @@ typedef struct mxl_server {
     int64_t slot_ctx, n_predict_default;
     long created;           /* start time, for /v1/models */
     char created_text[32];
+    char date_string[32];
+    char datetime_text[48];  /* "%b %d %Y %H:%M:%S GMT" */   /* today, "%d %b %Y", for templates that read date_string (Llama 3.x) */
     atomic_ullong next_id;
+    mxl_reasoning reasoning; /* --reasoning */
     mxl_seq_params defaults; /* server-wide sampling defaults */
     mxl_logit_bias default_bias[MXL_SRV_MAX_MULTI]; /* --logit-bias */
 } mxl_server;
@@ -53,6 +56,13 @@ json_t *mxl_srv_body_json(mxl_http_req *r, mxl_api api);
  * The stop strings point into `body`. */
 bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_params *p, mxl_logit_bias **bias, char *msg,
                           size_t msg_len);
+
+/* Chat messages of a request, content part lists flattened to text; NULL with msg set (400). */
+json_t *mxl_srv_chat_messages(const json_t *msgs, char *msg, size_t ml);
+/* Template options of a chat request: tools, add_generation_prompt, chat_template_kwargs over
+ * the server's, enable_thinking / reasoning_effort, the server's --reasoning. *kw receives the
+ * merged kwargs object to release after rendering. */
+bool mxl_srv_chat_opts(const mxl_server *s, const json_t *body, mxl_chat_opts *o, json_t **kw, char *msg, size_t ml);
 
 /* Text of the token, as JSON-able UTF-8 (invalid bytes replaced). Caller frees. */
 char *mxl_srv_token_text(const mxl_server *s, int32_t id);
