@@ -132,7 +132,7 @@ mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
     /* a fresh detokenizer state: recreate (cheap) rather than reaching into its internals */
     mxl_detok_stream_destroy(s->ds);
     s->ds = NULL;
-    if ((st = mxl_detok_stream_create(s->m->tok, true, &s->ds, err))) {
+    if ((st = mxl_detok_stream_create(s->m->tok, !p->keep_special, &s->ds, err))) {
         clear_request(s);
         return st;
     }

@@ -32,6 +32,7 @@ typedef struct mxl_seq_params {
     size_t n_stop;
     const char *breakers[32]; /* storage for sampling.dry_breakers when the caller builds its own list */
     size_t n_breakers;
+    bool keep_special; /* decode special tokens into the text (for output parsers that read markers) */
     int n_probs; /* report the chosen token's log-probability and this many top alternatives
                     (0..MXL_SEQ_MAX_PROBS) from the model's distribution before sampling */
 } mxl_seq_params;

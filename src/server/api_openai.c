@@ -222,9 +222,9 @@ void mxl_api_openai_chat(mxl_server *s, mxl_http_req *r) {
     }
     g->prompt_ids = ids.ids;
     g->n_prompt = ids.n;
+    mxl_srv_setup_parse(s, g, o.tools);
     json_decref(msgs);
     json_decref(kw);
-    /* the body's strings (stop) must outlive the call: the scheduler copies them at submit */
     mxl_gen_call_run(g);
     json_decref(body);
     return;

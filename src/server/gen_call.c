@@ -19,8 +19,23 @@ static mxl_api api_of(const mxl_gen_call *g) {
     return g->kind == MXL_GEN_ANTHROPIC ? MXL_API_ANTHROPIC : g->kind == MXL_GEN_LLAMA ? MXL_API_LLAMA : MXL_API_OPENAI;
 }
 
+void mxl_srv_setup_parse(mxl_server *s, mxl_gen_call *g, const json_t *tools) {
+    mxl_chat_syntax syn = mxl_chat_syntax_detect(mxl_gen_model_template_text(s->model), g->prompt_text ? g->prompt_text : "");
+    if (!tools) mxl_chat_syntax_without_tools(&syn);
+    if (s->cfg->reasoning_format && !strcmp(s->cfg->reasoning_format, "none")) syn.think_tags = false, syn.starts_in_reasoning = false;
+    if (syn.fmt == MXL_CHAT_FMT_PLAIN && !syn.think_tags && !syn.starts_in_reasoning) return; /* text passes through */
+    g->tools = tools ? json_incref((json_t *)tools) : NULL;
+    syn.tools = g->tools;
+    syn.id_seed = atomic_fetch_add(&s->next_id, 1) * 0x9E3779B97F4A7C15ull;
+    g->syn = syn;
+    g->parse = true;
+    g->params.keep_special = syn.fmt == MXL_CHAT_FMT_GPT_OSS || syn.fmt == MXL_CHAT_FMT_MISTRAL;
+}
+
 void mxl_gen_call_free(mxl_gen_call *g) {
     if (!g) return;
+    for (int i = 0; i < 16; i++) mxl_chat_stream_destroy(g->pstream[i]);
+    json_decref(g->tools);
     if (g->ch) mxl_srv_channel_unref(g->ch);
     free(g->prompt_text);
     free(g->prompt_ids);
@@ -179,7 +194,19 @@ static void respond_whole(mxl_gen_call *g) {
         if (!text) text = json_string(""); /* cannot happen: released text is whole UTF-8 */
         free(buf);
         json_t *choice;
-        if (g->kind == MXL_GEN_CHAT) {
+        if (g->kind == MXL_GEN_CHAT && g->parse) {
+            json_t *msg = NULL;
+            mxl_error perr = {0};
+            if (mxl_chat_parse(&g->syn, json_string_value(text), json_string_length(text), &msg, &perr)) msg = json_pack("{s:O}", "content", text);
+            json_object_set_new(msg, "role", json_string("assistant"));
+            bool calls = json_array_size(json_object_get(msg, "tool_calls")) > 0;
+            json_decref(text);
+            choice = json_pack("{s:i, s:o, s:s}", "index", idx, "message", msg, "finish_reason",
+                               calls ? "tool_calls" : openai_reason(fin ? fin->finish_reason : NULL));
+            json_object_set_new(choice, "logprobs", g->logprobs ? json_pack("{s:o}", "content", lp) : json_null());
+            if (!g->logprobs) json_decref(lp);
+            json_decref(tokens);
+        } else if (g->kind == MXL_GEN_CHAT) {
             choice = json_pack("{s:i, s:{s:s, s:o}, s:s}", "index", idx, "message", "role", "assistant", "content", text, "finish_reason",
                                openai_reason(fin ? fin->finish_reason : NULL));
             json_object_set_new(choice, "logprobs", g->logprobs ? json_pack("{s:o}", "content", lp) : json_null());
@@ -271,6 +298,35 @@ static void format_anthropic(mxl_gen_call *g, const mxl_srv_event *e, json_t *te
     }
 }
 
+static json_t *chunk(mxl_gen_call *g, json_t *choice);
+
+/* Streams a chat choice through the output parser: its deltas (content, reasoning_content,
+ * whole tool calls) become chunks; the finish chunk says "tool_calls" when there were any. */
+static void format_parsed(mxl_gen_call *g, const mxl_srv_event *e, json_t *text, bool failed) {
+    int idx = e->index;
+    mxl_error perr = {0};
+    if (!g->pstream[idx] && mxl_chat_stream_create(&g->syn, &g->pstream[idx], &perr)) return;
+    json_t *deltas = json_array();
+    mxl_chat_stream_feed(g->pstream[idx], json_string_value(text), json_string_length(text), e->final, deltas, &perr);
+    size_t k;
+    json_t *d;
+    json_array_foreach(deltas, k, d) {
+        json_t *choice = json_pack("{s:i, s:O, s:n}", "index", idx, "delta", d, "finish_reason");
+        json_object_set_new(choice, "logprobs", json_null());
+        out_event(g, chunk(g, choice));
+    }
+    json_decref(deltas);
+    if (failed) {
+        out_event(g, json_pack("{s:{s:i, s:s, s:s}}", "error", "code", 500, "message", g->ch->error[0] ? g->ch->error : "generation failed",
+                               "type", "server_error"));
+        return;
+    }
+    if (e->final) {
+        const char *why = mxl_chat_stream_tool_call_count(g->pstream[idx]) ? "tool_calls" : openai_reason(e->finish_reason);
+        out_event(g, chunk(g, json_pack("{s:i, s:{}, s:n, s:s}", "index", idx, "delta", "logprobs", "finish_reason", why)));
+    }
+}
+
 static json_t *chunk(mxl_gen_call *g, json_t *choice) {
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[o]}", "id", g->id, "object",
                           g->kind == MXL_GEN_CHAT ? "chat.completion.chunk" : "text_completion", "created", (json_int_t)g->created,
@@ -314,6 +370,11 @@ static void format_event(mxl_gen_call *g, const mxl_srv_event *e) {
         g->started[idx] = true;
         out_event(g, chunk(g, json_pack("{s:i, s:{s:s, s:s}, s:n, s:n}", "index", idx, "delta", "role", "assistant", "content", "", "logprobs",
                                         "finish_reason")));
+    }
+    if (g->kind == MXL_GEN_CHAT && g->parse && idx < 16) {
+        format_parsed(g, e, text, failed);
+        json_decref(text);
+        return;
     }
     if (e->text_len) {
         json_t *choice = g->kind == MXL_GEN_CHAT ? json_pack("{s:i, s:{s:o}, s:n}", "index", idx, "delta", "content", json_incref(text), "finish_reason")

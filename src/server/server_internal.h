@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "engine/chat.h"
+#include "engine/chat_parse.h"
 #include "engine/generate.h"
 #include "engine/sequence.h"
 #include "server/config.h"
@@ -85,6 +86,11 @@ typedef struct mxl_gen_call {
     size_t n_prompt;
     mxl_seq_params params;
     mxl_logit_bias *bias;   /* params.sampling.logit_bias storage */
+    /* chat output parsing (reasoning, tool calls): active when parse is set */
+    bool parse;
+    mxl_chat_syntax syn;
+    json_t *tools;          /* the request's tools (reference) */
+    mxl_chat_stream *pstream[16];
     /* streaming state */
     size_t seen;
     bool started[16], finished_sent, usage_sent, done_sent, ended;
@@ -93,6 +99,9 @@ typedef struct mxl_gen_call {
     double last_write_ms;
 } mxl_gen_call;
 
+/* Decides whether the call's output goes through the chat parser (the template thinks or calls
+ * tools) and sets up the syntax; keeps special tokens in the text when its markers are special. */
+void mxl_srv_setup_parse(mxl_server *s, mxl_gen_call *g, const json_t *tools);
 /* Frees a call that was not run (its fields may be partly filled). */
 void mxl_gen_call_free(mxl_gen_call *g);
 /* Submits n jobs for the call's prompt and answers: a whole JSON response or an SSE stream.

@@ -13,7 +13,7 @@ import openai
 import pytest
 import requests
 
-from conftest import assert_clean_error, run
+from conftest import ROOT, assert_clean_error, run
 from server_util import SMOL_REPO, Server
 
 PROMPT = "List three prime numbers greater than 10."
@@ -327,3 +327,26 @@ def test_logit_bias_and_sampler_fields(srv):
     for bad in ({"logit_bias": {"abc": 1}}, {"logit_bias": [[1]]}, {"mirostat": 3}, {"dry_sequence_breakers": "x"}):
         r = requests.post(srv.url + "/completion", json={"prompt": "x", "n_predict": 1, **bad})
         assert r.status_code == 400, bad
+
+
+def test_reasoning_split_with_a_thinking_template():
+    # DeepSeek-R1's template opens <think> in the generation prompt: everything the model writes
+    # before </think> is reasoning, in the whole response and in the stream
+    tpl = os.path.join(os.path.dirname(ROOT), "shared", "testdata", "templates", "templates",
+                       "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja")
+    s = Server("--chat-template-file", tpl, "--parallel", "1", "--ctx-size", "1024")
+    try:
+        c = client(s)
+        msgs = [{"role": "user", "content": "Hi"}]
+        prompt = requests.post(s.url + "/apply-template", json={"messages": msgs}).json()["prompt"]
+        assert prompt.endswith("<think>\n")
+        raw = requests.post(s.url + "/completion", json={"prompt": prompt, "n_predict": 12, "temperature": 0}).json()["content"]
+        assert "</think>" not in raw
+        r = c.chat.completions.create(model="x", messages=msgs, temperature=0, max_tokens=12)
+        m = r.choices[0].message
+        assert m.model_extra["reasoning_content"] == raw.strip() and not m.content
+        parts = [ch.choices[0].delta.model_extra.get("reasoning_content") or "" for ch in
+                 c.chat.completions.create(model="x", messages=msgs, temperature=0, max_tokens=12, stream=True) if ch.choices]
+        assert "".join(parts) == raw.strip()
+    finally:
+        assert s.stop() == 0
