@@ -23,6 +23,14 @@ void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r) {
     g->n = 1;
     const json_t *p = json_object_get(body, "prompt");
     const json_t *v;
+    /* llama-server's multimodal prompt object: {"prompt_string": "...", "multimodal_data": [...]} */
+    if (json_is_object(p)) {
+        if (json_object_get(p, "multimodal_data")) {
+            snprintf(msg, sizeof msg, "multimodal input is not supported for this model");
+            goto bad;
+        }
+        p = json_object_get(p, "prompt_string");
+    }
     mxl_error err = {0};
     if (!mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg)) goto bad;
     v = json_object_get(body, "stream");

@@ -46,15 +46,22 @@ void mxl_gen_call_free(mxl_gen_call *g) {
 
 /* --- JSON pieces ------------------------------------------------------------------------------ */
 
+/* The bytes of a token's text as a JSON array (clients rebuild split UTF-8 from them). */
+static json_t *bytes_json(const char *t) {
+    json_t *a = json_array();
+    for (const unsigned char *p = (const unsigned char *)t; *p; p++) json_array_append_new(a, json_integer(*p));
+    return a;
+}
+
 /* OpenAI logprobs entry for one token. */
 static json_t *token_logprob_json(const mxl_server *s, const mxl_srv_event *e, int top_n) {
     char *t = mxl_srv_token_text(s, e->token);
-    json_t *o = json_pack("{s:s, s:f, s:[]}", "token", t, "logprob", (double)e->logprob, "top_logprobs");
+    json_t *o = json_pack("{s:s, s:f, s:o, s:[]}", "token", t, "logprob", (double)e->logprob, "bytes", bytes_json(t), "top_logprobs");
     free(t);
     json_t *top = json_object_get(o, "top_logprobs");
     for (int i = 0; i < e->n_top && i < top_n; i++) {
         char *tt = mxl_srv_token_text(s, e->top_ids[i]);
-        json_array_append_new(top, json_pack("{s:s, s:f}", "token", tt, "logprob", (double)e->top_logprobs[i]));
+        json_array_append_new(top, json_pack("{s:s, s:f, s:o}", "token", tt, "logprob", (double)e->top_logprobs[i], "bytes", bytes_json(tt)));
         free(tt);
     }
     return o;
@@ -63,12 +70,14 @@ static json_t *token_logprob_json(const mxl_server *s, const mxl_srv_event *e, i
 /* llama-server completion_probabilities entry. */
 static json_t *llama_prob_json(const mxl_server *s, const mxl_srv_event *e, int n) {
     char *t = mxl_srv_token_text(s, e->token);
-    json_t *o = json_pack("{s:i, s:s, s:f, s:[]}", "id", e->token, "token", t, "logprob", (double)e->logprob, "top_logprobs");
+    json_t *o = json_pack("{s:i, s:s, s:f, s:o, s:[]}", "id", e->token, "token", t, "logprob", (double)e->logprob, "bytes", bytes_json(t),
+                          "top_logprobs");
     free(t);
     json_t *top = json_object_get(o, "top_logprobs");
     for (int i = 0; i < e->n_top && i < n; i++) {
         char *tt = mxl_srv_token_text(s, e->top_ids[i]);
-        json_array_append_new(top, json_pack("{s:i, s:s, s:f}", "id", e->top_ids[i], "token", tt, "logprob", (double)e->top_logprobs[i]));
+        json_array_append_new(top, json_pack("{s:i, s:s, s:f, s:o}", "id", e->top_ids[i], "token", tt, "logprob", (double)e->top_logprobs[i],
+                                             "bytes", bytes_json(tt)));
         free(tt);
     }
     return o;
