@@ -1,0 +1,18 @@
+"""Tests of llama.cpp's server suite that cannot hold for another model or by our specification,
+with the reason. They still run; scripts/llama_server_tests.py reports them apart."""
+
+STORIES = "pins stories260K's exact words or token counts"
+
+OUT_OF_SCOPE = {
+    "test_basic.py::test_load_split_model": "downloads a split GGUF from Hugging Face (no network here)",
+    "test_basic.py::test_no_ui": "the web UI is off by default in mlxcel's specification (--webui)",
+    "test_tokenize.py::test_tokenize_with_bos": "expects stories260K's BOS id 1 (SmolLM2 adds no BOS)",
+    "test_completion.py::test_completion": STORIES,
+    "test_completion.py::test_completion_stream": STORIES,
+    "test_completion.py::test_completion_with_openai_library": STORIES + " (and a llama.cpp build fingerprint)",
+    "test_completion.py::test_completion_stream_with_openai_library": STORIES,
+    "test_completion.py::test_nocache_long_input_prompt": "relies on 256-token slots; mlxcel refuses slots under 512 tokens",
+    "test_chat_completion.py::test_chat_completion": STORIES,
+    "test_chat_completion.py::test_chat_completion_stream": STORIES,
+    "test_chat_completion.py::test_chat_completion_with_openai_library": STORIES,
+}
