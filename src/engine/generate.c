@@ -111,6 +111,8 @@ const char *mxl_gen_model_template_text(const mxl_gen_model *m) { return m->tsrc
 
 const mxl_tokenizer *mxl_gen_model_tokenizer(const mxl_gen_model *m) { return m->tok; }
 
+int64_t mxl_gen_model_vocab(const mxl_gen_model *m) { return m->dec.hp.vocab; }
+
 int64_t mxl_gen_model_default_ctx(const mxl_gen_model *m) {
     int64_t c = m->dec.hp.max_ctx;
     return c > 0 && c < 8192 ? c : 8192;

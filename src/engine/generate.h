@@ -20,6 +20,8 @@ void mxl_gen_model_destroy(mxl_gen_model *m);
  * generic fallback (the checkpoint ships none). */
 const char *mxl_gen_model_template_origin(const mxl_gen_model *m, bool *generic);
 
+/* Vocabulary size of the model's logits. */
+int64_t mxl_gen_model_vocab(const mxl_gen_model *m);
 /* The context a request gets when it names none: the model's own limit, capped at 8192. */
 int64_t mxl_gen_model_default_ctx(const mxl_gen_model *m);
 

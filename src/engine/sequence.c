@@ -19,7 +19,7 @@ struct mxl_seq {
     float *logits; /* [vocab] current next-token logits */
     float *work;   /* [vocab] sampler's copy (penalties modify it) */
     int32_t *ids;  /* [ctx_len] prompt then generated */
-    size_t n_ids, n_prompt, n_fed;
+    size_t n_ids, n_prompt, n_fed, n_cached;
     int64_t budget, n_gen;
     bool ignore_eos, finished, pending_feed;
     int n_probs;
@@ -85,6 +85,7 @@ void mxl_seq_destroy(mxl_seq *s) {
 int64_t mxl_seq_ctx_len(const mxl_seq *s) { return s->ctx_len; }
 int64_t mxl_seq_n_prompt(const mxl_seq *s) { return (int64_t)s->n_prompt; }
 int64_t mxl_seq_n_generated(const mxl_seq *s) { return s->n_gen; }
+int64_t mxl_seq_n_cached(const mxl_seq *s) { return (int64_t)s->n_cached; }
 const float *mxl_seq_logits(const mxl_seq *s) { return s->logits; }
 const int32_t *mxl_seq_tokens(const mxl_seq *s, size_t *n) {
     *n = s->n_ids;
@@ -136,16 +137,18 @@ mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
         clear_request(s);
         return st;
     }
-    /* the KV cache restarts: positions are rewritten from 0 */
-    mxl_decoder_state_destroy(s->dec);
-    s->dec = NULL;
-    if ((st = mxl_decoder_state_create(&s->m->dec, s->ctx_len, s->max_chunk, s->m->pool, &s->dec, err))) {
-        clear_request(s);
-        return st;
+    /* prompt cache: keep the KV of the longest prefix this prompt shares with what the cache holds
+     * (the last request's prompt and answer), but always run at least one token for the logits */
+    size_t keep = 0;
+    if (p->cache_prompt) {
+        while (keep < s->n_fed && keep < n_prompt && s->ids[keep] == prompt[keep]) keep++;
+        if (keep == n_prompt) keep--;
     }
+    mxl_decoder_state_truncate(s->dec, (int64_t)keep);
     memcpy(s->ids, prompt, n_prompt * sizeof(int32_t));
     s->n_ids = s->n_prompt = n_prompt;
-    s->n_fed = 0;
+    s->n_fed = keep;
+    s->n_cached = keep;
     s->n_gen = 0;
     int64_t room = s->ctx_len - (int64_t)n_prompt;
     s->budget = p->max_tokens >= 0 && p->max_tokens < room ? p->max_tokens : room;
@@ -304,5 +307,28 @@ mxl_status mxl_seq_feed(mxl_seq *s, mxl_error *err) {
     if (st) return st;
     s->pending_feed = false;
     s->n_fed = s->n_ids;
+    return MXL_OK;
+}
+
+mxl_status mxl_seq_feed_batch(mxl_seq *const *seqs, int64_t n, float *logits_scratch, mxl_error *err) {
+    if (n <= 0) return MXL_OK;
+    if (n == 1) return mxl_seq_feed(seqs[0], err);
+    const mxl_gen_model *m = seqs[0]->m;
+    mxl_decoder_state *states[MXL_SEQ_MAX_BATCH];
+    int32_t ids[MXL_SEQ_MAX_BATCH];
+    if (n > MXL_SEQ_MAX_BATCH) return mxl_error_set(err, MXL_ERR_ARG, "at most %d sequences per batch", MXL_SEQ_MAX_BATCH);
+    for (int64_t i = 0; i < n; i++) {
+        if (!seqs[i]->pending_feed || seqs[i]->m != m) return mxl_error_set(err, MXL_ERR_INTERNAL, "nothing to feed");
+        states[i] = seqs[i]->dec;
+        ids[i] = seqs[i]->ids[seqs[i]->n_ids - 1];
+    }
+    mxl_status st = mxl_decoder_forward_batch(&m->dec, states, ids, n, logits_scratch, err);
+    if (st) return st;
+    size_t vocab = (size_t)m->dec.hp.vocab;
+    for (int64_t i = 0; i < n; i++) {
+        memcpy(seqs[i]->logits, logits_scratch + (size_t)i * vocab, vocab * sizeof(float));
+        seqs[i]->pending_feed = false;
+        seqs[i]->n_fed = seqs[i]->n_ids;
+    }
     return MXL_OK;
 }

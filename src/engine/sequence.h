@@ -32,6 +32,7 @@ typedef struct mxl_seq_params {
     size_t n_stop;
     const char *breakers[32]; /* storage for sampling.dry_breakers when the caller builds its own list */
     size_t n_breakers;
+    bool cache_prompt; /* reuse the KV of the prefix shared with the sequence's previous request */
     bool keep_special; /* decode special tokens into the text (for output parsers that read markers) */
     int n_probs; /* report the chosen token's log-probability and this many top alternatives
                     (0..MXL_SEQ_MAX_PROBS) from the model's distribution before sampling */
@@ -71,9 +72,16 @@ mxl_status mxl_seq_prefill(mxl_seq *s, int64_t max_tokens, mxl_error *err);
 mxl_status mxl_seq_sample(mxl_seq *s, mxl_seq_event *ev, mxl_error *err);
 /* Runs the token picked by the last mxl_seq_sample through the model. */
 mxl_status mxl_seq_feed(mxl_seq *s, mxl_error *err);
+/* The same for several sequences of one model in one batched step (the weights are read once):
+ * logits_scratch holds [n, vocab] floats; the sequences' decode states must have been made with
+ * room for n rows (mxl_seq_create's max_chunk >= n). */
+#define MXL_SEQ_MAX_BATCH 256
+mxl_status mxl_seq_feed_batch(mxl_seq *const *seqs, int64_t n, float *logits_scratch, mxl_error *err);
 
 int64_t mxl_seq_n_prompt(const mxl_seq *s);
 int64_t mxl_seq_n_generated(const mxl_seq *s);
+/* Prompt tokens of the current request whose KV came from the cache (not run again). */
+int64_t mxl_seq_n_cached(const mxl_seq *s);
 /* The sequence's token ids so far (prompt then generated). */
 const int32_t *mxl_seq_tokens(const mxl_seq *s, size_t *n);
 /* The logits the next mxl_seq_sample reads (before penalties), [vocab]. */

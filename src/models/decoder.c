@@ -383,24 +383,38 @@ void mxl_decoder_free(mxl_decoder *d) {
 
 /* ---- state ---- */
 
+/* Rows [row0, row0 + n) of the activation block belong to one sequence: they run positions
+ * pos .. pos + n - 1 of state s, whose KV cache receives their keys and values and whose cache
+ * alone they attend over. A single-sequence chunk is one span of n rows; a batched decode step
+ * is one span of one row per sequence. */
+typedef struct row_span {
+    mxl_decoder_state *s;
+    int64_t row0, n, pos;
+} row_span;
+
 struct mxl_decoder_state {
     int64_t max_ctx, max_batch, pos;
+    int64_t n_layers, kv_dim; /* shape of the cache, checked when states meet in a batch */
     mxl_threadpool *pool;
     int n_threads;
     float *k_cache, *v_cache; /* [n_layers, max_ctx, n_kv_heads * head_dim] */
+    /* Workspace for up to max_batch rows; a batched call borrows one state's workspace. */
     float *x, *xn, *q, *k, *v, *att, *o, *gate, *up; /* [max_batch, ...] */
     float *inv_freq, *inv_freq_local;
     float attn_factor, attn_factor_local; /* YaRN cos/sin scale */
-    int64_t *q_pos;
-    int32_t *pos_ids;
-    float *attn_scratch;
+    int64_t *q_pos;   /* [max_batch] position of each row */
+    int32_t *pos_ids; /* [max_batch] the same as ids into the learned position table */
+    row_span *spans;  /* [max_batch] the spans of a batched call */
+    float *attn_scratch; /* this state's attention scratch (its own pool's threads, its max_ctx) */
     void *mm_scratch;
     void *block; /* one allocation holding the buffers above */
     bool reference; /* MXL_DECODER_REFERENCE=1 */
+    bool in_call;   /* set while a batched call checks for repeated states */
 };
 
 static size_t max_scratch(const mxl_decoder *d, int64_t n_tok) {
-    size_t m = mxl_cpu_matmul_scratch_bytes(&d->output, 1);
+    /* the LM head runs on one row per sequence of a batch, so up to n_tok rows too */
+    size_t m = mxl_cpu_matmul_scratch_bytes(&d->output, n_tok);
     for (int64_t i = 0; i < d->hp.n_layers; i++) {
         const mxl_decoder_layer *L = &d->layers[i];
         const mxl_cpu_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
@@ -425,6 +439,8 @@ mxl_status mxl_decoder_state_create(const mxl_decoder *d, int64_t max_ctx, int64
     if (!s) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     s->max_ctx = max_ctx;
     s->max_batch = max_batch;
+    s->n_layers = hp->n_layers;
+    s->kv_dim = hp->n_kv_heads * hp->head_dim;
     s->pool = pool;
     s->n_threads = pool ? mxl_threadpool_size(pool) : 1;
     uint64_t qd = (uint64_t)(hp->n_heads * hp->head_dim), kvd = (uint64_t)(hp->n_kv_heads * hp->head_dim);
@@ -439,12 +455,13 @@ mxl_status mxl_decoder_state_create(const mxl_decoder *d, int64_t max_ctx, int64
     uint64_t sizes[] = {
         kv, kv, B * H, B * H, B * qd, B * kvd, B * kvd, B * qd, B * H, B * F, B * F,
         (uint64_t)hp->head_dim, (uint64_t)hp->head_dim, B * 2, B,
+        (B * sizeof(row_span) + sizeof(float) - 1) / sizeof(float),
         (uint64_t)mxl_cpu_attention_scratch_floats(max_ctx, s->n_threads),
         (uint64_t)(max_scratch(d, max_batch) + 3) / 4,
     };
     float **ptrs[] = {&s->k_cache, &s->v_cache, &s->x, &s->xn, &s->q, &s->k, &s->v, &s->att, &s->o,
                       &s->gate, &s->up, &s->inv_freq, &s->inv_freq_local, (float **)&s->q_pos,
-                      (float **)&s->pos_ids, &s->attn_scratch, (float **)&s->mm_scratch};
+                      (float **)&s->pos_ids, (float **)&s->spans, &s->attn_scratch, (float **)&s->mm_scratch};
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += (sizes[i] + 16) & ~(uint64_t)15;
     s->block = total < ((uint64_t)1 << 60) / sizeof(float) ? aligned_alloc(64, (size_t)total * sizeof(float)) : NULL;
@@ -473,6 +490,15 @@ void mxl_decoder_state_destroy(mxl_decoder_state *s) {
 
 int64_t mxl_decoder_state_pos(const mxl_decoder_state *s) { return s->pos; }
 
+int64_t mxl_decoder_state_capacity(const mxl_decoder_state *s) { return s->max_ctx; }
+
+void mxl_decoder_state_truncate(mxl_decoder_state *s, int64_t pos) {
+    /* Cache rows at >= pos stay in memory but are never read again: attention reads rows below
+     * the query's position only, and the next forward overwrites them from pos on. */
+    if (pos < 0) pos = 0;
+    if (pos < s->pos) s->pos = pos;
+}
+
 void mxl_decoder_state_set_reference(mxl_decoder_state *s, bool on) { s->reference = on; }
 
 static void matmul(const mxl_cpu_weight *W, const float *x, int64_t n, float *y, mxl_decoder_state *s) {
@@ -488,7 +514,13 @@ static void linear(const mxl_cpu_weight *W, const float *b, const float *x, int6
         for (int64_t r = 0; r < W->rows; r++) y[t * W->rows + r] += b[r];
 }
 
-/* ---- forward ---- */
+/* ---- forward ----
+ *
+ * Every pass runs a block of n rows through the layers with one workspace `ws` (its scratch, its
+ * matmul pool and path): each matmul (QKV, O, MLP, LM head) runs once over all n rows, so the
+ * weights are read once per pass whatever the number of sequences. Everything per-row (norms,
+ * QK-norm, RoPE at the row's own position) and per-sequence (KV append, attention over the
+ * sequence's own cache) follows the spans. */
 
 static void norm_rows(const mxl_decoder_hparams *hp, const mxl_decoder_norm *nw, const float *x, int64_t n,
                       int64_t dim, float *y) {
@@ -511,43 +543,90 @@ static void residual_add(float *x, const float *y, int64_t n, float scale) {
     }
 }
 
-static void attention_block(const mxl_decoder *d, mxl_decoder_state *s, int64_t l, const float *h, int64_t n) {
-    const mxl_decoder_hparams *hp = &d->hp;
-    const mxl_decoder_layer *L = &d->layers[l];
+/* One forward pass: workspace, spans, and the layer whose attention runs. */
+typedef struct fwd_pass {
+    const mxl_decoder *d;
+    mxl_decoder_state *ws;
+    const row_span *spans;
+    int64_t n_spans, n_rows;
+    int64_t layer; /* for attn_spans_task */
+} fwd_pass;
+
+/* Attention of one span over its own state's layer-l cache (rows already appended); the span's
+ * queries are ws->q rows [row0, row0 + n), the outputs go to the same rows of ws->att. */
+static void attend_span(const fwd_pass *f, const row_span *sp, mxl_threadpool *pool, float *scratch) {
+    const mxl_decoder_hparams *hp = &f->d->hp;
+    const mxl_decoder_layer *L = &f->d->layers[f->layer];
+    mxl_decoder_state *s = sp->s;
     int64_t hd = hp->head_dim, qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd;
-    float *kc = s->k_cache + l * s->max_ctx * kvd, *vc = s->v_cache + l * s->max_ctx * kvd;
-    linear(&L->wq, L->bq, h, n, s->q, s);
-    linear(&L->wk, L->bk, h, n, s->k, s);
-    linear(&L->wv, L->bv, h, n, s->v, s);
-    const mxl_rope_cfg *rc = L->sliding ? &hp->rope_local : &hp->rope;
-    const float *inv = L->sliding ? s->inv_freq_local : s->inv_freq;
-    float af = L->sliding ? s->attn_factor_local : s->attn_factor;
-    for (int64_t t = 0; t < n; t++) {
-        float *qt = s->q + t * qd, *kt = s->k + t * kvd;
-        if (hp->qk_norm_kind == MXL_QK_NORM_HEAD) {
-            rms_rows(hp, L->q_norm, qt, hp->n_heads, hd);
-            rms_rows(hp, L->k_norm, kt, hp->n_kv_heads, hd);
-        } else if (hp->qk_norm_kind == MXL_QK_NORM_FULL) {
-            rms_rows(hp, L->q_norm, qt, 1, qd);
-            rms_rows(hp, L->k_norm, kt, 1, kvd);
-        }
-        if (L->rope) {
-            mxl_rope_apply(rc, inv, af, qt, (int)hp->n_heads, s->pos + t);
-            mxl_rope_apply(rc, inv, af, kt, (int)hp->n_kv_heads, s->pos + t);
-        }
-    }
-    memcpy(kc + s->pos * kvd, s->k, (size_t)(n * kvd) * sizeof(float));
-    memcpy(vc + s->pos * kvd, s->v, (size_t)(n * kvd) * sizeof(float));
+    const float *kc = s->k_cache + f->layer * s->max_ctx * kvd, *vc = s->v_cache + f->layer * s->max_ctx * kvd;
     mxl_attn_params ap = {(int)hp->n_heads, (int)hp->n_kv_heads, (int)hd, L->attn_scale, hp->attn_softcap, NULL,
                           L->sliding ? hp->sliding_window : 0, 1};
-    mxl_kv_view kv = {MXL_DTYPE_F32, kc, vc, s->pos + n, kvd};
-    mxl_cpu_attention(&ap, s->q, n, s->q_pos, &kv, s->att, s->attn_scratch, s->pool, mxl_cpu_isa_detect());
-    linear(&L->wo, L->bo, s->att, n, s->o, s);
+    mxl_kv_view kv = {MXL_DTYPE_F32, kc, vc, sp->pos + sp->n, kvd};
+    mxl_cpu_attention(&ap, f->ws->q + sp->row0 * qd, sp->n, f->ws->q_pos + sp->row0, &kv, f->ws->att + sp->row0 * qd,
+                      scratch, pool, mxl_cpu_isa_detect());
 }
 
-static void mlp_block(const mxl_decoder *d, mxl_decoder_state *s, int64_t l, const float *h, int64_t n) {
-    const mxl_decoder_hparams *hp = &d->hp;
-    const mxl_decoder_layer *L = &d->layers[l];
+/* Spans split over the workspace pool's threads, each attended on one thread with its own
+ * state's scratch (slot 0, which only that span's task touches). */
+static void attn_spans_task(void *vctx, int task, int n_tasks, int thread_index) {
+    (void)thread_index;
+    const fwd_pass *f = vctx;
+    int64_t a = f->n_spans * task / n_tasks, b = f->n_spans * (task + 1) / n_tasks;
+    for (int64_t i = a; i < b; i++) attend_span(f, &f->spans[i], NULL, f->spans[i].s->attn_scratch);
+}
+
+static void attention_block(fwd_pass *f, int64_t l, const float *h) {
+    const mxl_decoder_hparams *hp = &f->d->hp;
+    const mxl_decoder_layer *L = &f->d->layers[l];
+    mxl_decoder_state *ws = f->ws;
+    int64_t n = f->n_rows, hd = hp->head_dim, qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd;
+    linear(&L->wq, L->bq, h, n, ws->q, ws);
+    linear(&L->wk, L->bk, h, n, ws->k, ws);
+    linear(&L->wv, L->bv, h, n, ws->v, ws);
+    const mxl_rope_cfg *rc = L->sliding ? &hp->rope_local : &hp->rope;
+    /* the frequency tables depend on the context length only for DYNAMIC scaling, which is
+     * computed from each state's own max_ctx: use the row's own state's table */
+    for (int64_t si = 0; si < f->n_spans; si++) {
+        const row_span *sp = &f->spans[si];
+        const float *inv = L->sliding ? sp->s->inv_freq_local : sp->s->inv_freq;
+        float af = L->sliding ? sp->s->attn_factor_local : sp->s->attn_factor;
+        for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++) {
+            float *qt = ws->q + t * qd, *kt = ws->k + t * kvd;
+            if (hp->qk_norm_kind == MXL_QK_NORM_HEAD) {
+                rms_rows(hp, L->q_norm, qt, hp->n_heads, hd);
+                rms_rows(hp, L->k_norm, kt, hp->n_kv_heads, hd);
+            } else if (hp->qk_norm_kind == MXL_QK_NORM_FULL) {
+                rms_rows(hp, L->q_norm, qt, 1, qd);
+                rms_rows(hp, L->k_norm, kt, 1, kvd);
+            }
+            if (L->rope) {
+                mxl_rope_apply(rc, inv, af, qt, (int)hp->n_heads, ws->q_pos[t]);
+                mxl_rope_apply(rc, inv, af, kt, (int)hp->n_kv_heads, ws->q_pos[t]);
+            }
+        }
+        float *kc = sp->s->k_cache + l * sp->s->max_ctx * kvd, *vc = sp->s->v_cache + l * sp->s->max_ctx * kvd;
+        memcpy(kc + sp->pos * kvd, ws->k + sp->row0 * kvd, (size_t)(sp->n * kvd) * sizeof(float));
+        memcpy(vc + sp->pos * kvd, ws->v + sp->row0 * kvd, (size_t)(sp->n * kvd) * sizeof(float));
+    }
+    f->layer = l;
+    int nth = ws->pool ? mxl_threadpool_size(ws->pool) : 1;
+    if (f->n_spans > 1 && f->n_spans >= nth && nth > 1) {
+        /* a decode batch: one dispatch for all sequences rather than one per sequence */
+        mxl_threadpool_run(ws->pool, nth, attn_spans_task, f);
+    } else {
+        /* few spans (a prefill chunk): each splits its heads over its own state's pool */
+        for (int64_t si = 0; si < f->n_spans; si++)
+            attend_span(f, &f->spans[si], f->spans[si].s->pool, f->spans[si].s->attn_scratch);
+    }
+    linear(&L->wo, L->bo, ws->att, n, ws->o, ws);
+}
+
+static void mlp_block(const fwd_pass *f, int64_t l, const float *h) {
+    const mxl_decoder_hparams *hp = &f->d->hp;
+    const mxl_decoder_layer *L = &f->d->layers[l];
+    mxl_decoder_state *s = f->ws;
+    int64_t n = f->n_rows;
     if (hp->mlp == MXL_MLP_GATED) {
         linear(&L->w_gate, L->b_gate, h, n, s->gate, s);
         linear(&L->w_up, L->b_up, h, n, s->up, s);
@@ -559,60 +638,125 @@ static void mlp_block(const mxl_decoder *d, mxl_decoder_state *s, int64_t l, con
     linear(&L->w_down, L->b_down, s->gate, n, s->o, s);
 }
 
-static void forward_chunk(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens, int64_t n) {
+/* Runs tokens[0..n_rows) (row r's token is tokens[r]) through every layer and advances each
+ * span's state by its row count. Ids, positions, capacities were checked by the caller. */
+static void forward_rows(fwd_pass *f, const int32_t *tokens) {
+    const mxl_decoder *d = f->d;
     const mxl_decoder_hparams *hp = &d->hp;
-    int64_t H = hp->hidden;
-    /* ids and positions were range-checked by the caller */
-    mxl_cpu_embed(&d->tok_embd, tokens, n, hp->embed_scale, s->x, NULL);
-    for (int64_t t = 0; t < n; t++) s->q_pos[t] = s->pos + t;
+    mxl_decoder_state *ws = f->ws;
+    int64_t H = hp->hidden, n = f->n_rows;
+    mxl_cpu_embed(&d->tok_embd, tokens, n, hp->embed_scale, ws->x, NULL);
+    for (int64_t si = 0; si < f->n_spans; si++)
+        for (int64_t t = 0; t < f->spans[si].n; t++) ws->q_pos[f->spans[si].row0 + t] = f->spans[si].pos + t;
     if (hp->learned_pos) {
-        for (int64_t t = 0; t < n; t++) s->pos_ids[t] = (int32_t)(s->pos + t);
-        mxl_cpu_embed(&d->pos_embd, s->pos_ids, n, 1.0f, s->o, NULL);
-        residual_add(s->x, s->o, n * H, 1.0f);
+        for (int64_t t = 0; t < n; t++) ws->pos_ids[t] = (int32_t)ws->q_pos[t];
+        mxl_cpu_embed(&d->pos_embd, ws->pos_ids, n, 1.0f, ws->o, NULL);
+        residual_add(ws->x, ws->o, n * H, 1.0f);
     }
     for (int64_t l = 0; l < hp->n_layers; l++) {
         const mxl_decoder_layer *L = &d->layers[l];
-        const float *h = s->x;
+        const float *h = ws->x;
         if (L->attn_norm.w) {
-            norm_rows(hp, &L->attn_norm, s->x, n, H, s->xn);
-            h = s->xn;
+            norm_rows(hp, &L->attn_norm, ws->x, n, H, ws->xn);
+            h = ws->xn;
         }
-        attention_block(d, s, l, h, n);
-        if (L->post_attn_norm.w) norm_rows(hp, &L->post_attn_norm, s->o, n, H, s->o);
-        residual_add(s->x, s->o, n * H, hp->residual_scale);
-        h = s->x;
+        attention_block(f, l, h);
+        if (L->post_attn_norm.w) norm_rows(hp, &L->post_attn_norm, ws->o, n, H, ws->o);
+        residual_add(ws->x, ws->o, n * H, hp->residual_scale);
+        h = ws->x;
         if (L->ffn_norm.w) {
-            norm_rows(hp, &L->ffn_norm, s->x, n, H, s->xn);
-            h = s->xn;
+            norm_rows(hp, &L->ffn_norm, ws->x, n, H, ws->xn);
+            h = ws->xn;
         }
-        mlp_block(d, s, l, h, n);
-        if (L->post_ffn_norm.w) norm_rows(hp, &L->post_ffn_norm, s->o, n, H, s->o);
-        residual_add(s->x, s->o, n * H, hp->residual_scale);
+        mlp_block(f, l, h);
+        if (L->post_ffn_norm.w) norm_rows(hp, &L->post_ffn_norm, ws->o, n, H, ws->o);
+        residual_add(ws->x, ws->o, n * H, hp->residual_scale);
     }
-    s->pos += n;
+    for (int64_t si = 0; si < f->n_spans; si++) f->spans[si].s->pos += f->spans[si].n;
+}
+
+/* logits [n_spans, vocab]: the LM head on the last row of each span, in one matmul. */
+static void span_logits(const fwd_pass *f, float *logits) {
+    const mxl_decoder_hparams *hp = &f->d->hp;
+    mxl_decoder_state *ws = f->ws;
+    int64_t H = hp->hidden, V = hp->vocab;
+    for (int64_t si = 0; si < f->n_spans; si++) {
+        const row_span *sp = &f->spans[si];
+        norm_rows(hp, &f->d->output_norm, ws->x + (sp->row0 + sp->n - 1) * H, 1, H, ws->xn + si * H);
+    }
+    matmul(&f->d->output, ws->xn, f->n_spans, logits, ws);
+    if (hp->logit_scale != 1.0f)
+        for (int64_t i = 0; i < f->n_spans * V; i++) logits[i] *= hp->logit_scale;
+    if (hp->final_softcap > 0)
+        for (int64_t si = 0; si < f->n_spans; si++) mxl_cpu_softcap(logits + si * V, V, hp->final_softcap);
+}
+
+static mxl_status check_ids(const mxl_decoder *d, const int32_t *tokens, int64_t n, mxl_error *err) {
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= d->hp.vocab)
+            return mxl_error_set(err, MXL_ERR_ARG, "token id %d is outside the vocabulary of %lld", tokens[i], (long long)d->hp.vocab);
+    return MXL_OK;
 }
 
 mxl_status mxl_decoder_forward(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens,
                                int64_t n, float *logits, mxl_error *err) {
-    const mxl_decoder_hparams *hp = &d->hp;
+    mxl_status st;
     if (n <= 0) return mxl_error_set(err, MXL_ERR_ARG, "no tokens to run");
     if (n > s->max_ctx - s->pos)
         return mxl_error_set(err, MXL_ERR_ARG, "context full: %lld tokens at position %lld exceed the context of %lld",
                              (long long)n, (long long)s->pos, (long long)s->max_ctx);
-    for (int64_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= hp->vocab)
-            return mxl_error_set(err, MXL_ERR_ARG, "token id %d is outside the vocabulary of %lld", tokens[i], (long long)hp->vocab);
+    if ((st = check_ids(d, tokens, n, err))) return st;
     for (int64_t off = 0; off < n; off += s->max_batch) {
         int64_t m = n - off < s->max_batch ? n - off : s->max_batch;
-        forward_chunk(d, s, tokens + off, m);
-        if (off + m == n) {
-            const float *last = s->x + (m - 1) * hp->hidden;
-            norm_rows(hp, &d->output_norm, last, 1, hp->hidden, s->xn);
-            matmul(&d->output, s->xn, 1, logits, s);
-            if (hp->logit_scale != 1.0f)
-                for (int64_t i = 0; i < hp->vocab; i++) logits[i] *= hp->logit_scale;
-            if (hp->final_softcap > 0) mxl_cpu_softcap(logits, hp->vocab, hp->final_softcap);
-        }
+        row_span sp = {s, 0, m, s->pos};
+        fwd_pass f = {d, s, &sp, 1, m, 0};
+        forward_rows(&f, tokens + off);
+        if (off + m == n) span_logits(&f, logits);
     }
+    return MXL_OK;
+}
+
+/* Clears the repeat markers set by the first k states. */
+static void unmark(mxl_decoder_state *const *states, int64_t k) {
+    for (int64_t i = 0; i < k; i++) states[i]->in_call = false;
+}
+
+mxl_status mxl_decoder_forward_batch(const mxl_decoder *d, mxl_decoder_state *const *states, const int32_t *tokens,
+                                     int64_t n_seqs, float *logits, mxl_error *err) {
+    mxl_status st;
+    if (n_seqs <= 0) return mxl_error_set(err, MXL_ERR_ARG, "no sequences to run");
+    int64_t kvd = d->hp.n_kv_heads * d->hp.head_dim;
+    mxl_decoder_state *ws = NULL;
+    /* every check before anything runs: an error leaves every state as it was */
+    for (int64_t i = 0; i < n_seqs; i++) {
+        mxl_decoder_state *s = states[i];
+        if (!s) st = mxl_error_set(err, MXL_ERR_ARG, "sequence %lld of the batch has no state", (long long)i);
+        else if (s->in_call) st = mxl_error_set(err, MXL_ERR_ARG, "sequence %lld of the batch repeats an earlier state", (long long)i);
+        else if (s->n_layers != d->hp.n_layers || s->kv_dim != kvd)
+            st = mxl_error_set(err, MXL_ERR_ARG, "sequence %lld of the batch has a state made for another model", (long long)i);
+        else if (s->reference != states[0]->reference)
+            st = mxl_error_set(err, MXL_ERR_ARG, "sequence %lld of the batch mixes the reference and fast matmul paths", (long long)i);
+        else if (s->pos >= s->max_ctx)
+            st = mxl_error_set(err, MXL_ERR_ARG, "context full: sequence %lld of the batch is at position %lld of its context of %lld",
+                               (long long)i, (long long)s->pos, (long long)s->max_ctx);
+        else if (tokens[i] < 0 || tokens[i] >= d->hp.vocab)
+            st = mxl_error_set(err, MXL_ERR_ARG, "token id %d of sequence %lld is outside the vocabulary of %lld", tokens[i],
+                               (long long)i, (long long)d->hp.vocab);
+        else st = MXL_OK;
+        if (st) {
+            unmark(states, i);
+            return st;
+        }
+        s->in_call = true;
+        if (!ws && s->max_batch >= n_seqs) ws = s;
+    }
+    unmark(states, n_seqs);
+    if (!ws)
+        return mxl_error_set(err, MXL_ERR_ARG, "a batch of %lld sequences needs a state made for batches of at least %lld tokens",
+                             (long long)n_seqs, (long long)n_seqs);
+    for (int64_t i = 0; i < n_seqs; i++) ws->spans[i] = (row_span){states[i], i, 1, states[i]->pos};
+    fwd_pass f = {d, ws, ws->spans, n_seqs, n_seqs, 0};
+    forward_rows(&f, tokens);
+    span_logits(&f, logits);
     return MXL_OK;
 }

@@ -22,7 +22,10 @@
  * logit_scale * (norm(x; output_norm) Wout) (Wout = E when tied), then the final soft-cap.
  * Weights stay in their checkpoint format (memory-mapped views; only GPT-2's Conv1D matrices are
  * transposed into owned copies); matmuls quantize activations on the fly
- * (backends/cpu/matmul.h). The decode path allocates nothing. */
+ * (backends/cpu/matmul.h). The decode path allocates nothing.
+ * One pass runs a block of rows that may belong to several sequences (spans of rows, each with
+ * its own state and positions): a prefill chunk is one span, a batched decode step
+ * (mxl_decoder_forward_batch) one row per sequence; both share the same layer code. */
 #ifndef MXL_MODELS_DECODER_H
 #define MXL_MODELS_DECODER_H
 
@@ -119,7 +122,14 @@ typedef struct mxl_decoder_state mxl_decoder_state;
 mxl_status mxl_decoder_state_create(const mxl_decoder *d, int64_t max_ctx, int64_t max_batch,
                                     mxl_threadpool *pool, mxl_decoder_state **out, mxl_error *err);
 void mxl_decoder_state_destroy(mxl_decoder_state *s);
+/* Number of positions in the cache (the next token runs at this position). */
 int64_t mxl_decoder_state_pos(const mxl_decoder_state *s);
+/* The context capacity (max_ctx after the cap). */
+int64_t mxl_decoder_state_capacity(const mxl_decoder_state *s);
+/* Forgets positions >= pos (no-op when pos >= the current position; pos < 0 counts as 0): the
+ * next forward runs at position pos, so a cached prompt prefix is kept and only a new suffix
+ * needs running. */
+void mxl_decoder_state_truncate(mxl_decoder_state *s, int64_t pos);
 /* Runs every matmul through the plain f32 reference (dequantized weights, f32 activations) instead
  * of the fast kernels that quantize activations to int8: slow, the yardstick in tests. Also
  * switched on for new states by the environment variable MXL_DECODER_REFERENCE=1. */
@@ -129,5 +139,21 @@ void mxl_decoder_state_set_reference(mxl_decoder_state *s, bool on);
  * out of range. */
 mxl_status mxl_decoder_forward(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens,
                                int64_t n, float *logits, mxl_error *err);
+/* One decode step of n_seqs sequences together: tokens[i] runs at the next position of states[i]
+ * (each state at its own position, with its own context capacity) and logits[i * vocab ..] get
+ * its next-token logits (logits [n_seqs, vocab]). Every matmul (QKV, O, MLP, LM head) runs once
+ * on the [n_seqs, hidden] block, so the weights are read once for all sequences (the point on a
+ * memory-bound CPU); RoPE, the KV append and attention (windows, soft-caps, NoPE layers) are
+ * per sequence, over its own cache only. Each sequence's logits equal, bit for bit, those of a
+ * one-token mxl_decoder_forward on its state, on both paths: activations are quantized per row
+ * and the matmul kernels are batch-invariant (backends/cpu/matmul.h), so greedy output does not
+ * depend on which other sequences share the step (tests/unit/test_decoder_batch.c).
+ * Scratch comes from the first of the states made with max_batch >= n_seqs (its pool runs the
+ * matmuls; attention runs on each state's own scratch); nothing is allocated. Fails, leaving
+ * every state unchanged, when a state is NULL or appears twice, a context is full, an id is out
+ * of range, the states mix the reference and fast paths or no state's scratch holds n_seqs rows. */
+mxl_status mxl_decoder_forward_batch(const mxl_decoder *d, mxl_decoder_state *const *states,
+                                     const int32_t *tokens, int64_t n_seqs, float *logits,
+                                     mxl_error *err);
 
 #endif

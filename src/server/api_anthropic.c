@@ -45,11 +45,131 @@ static char *blocks_text(const json_t *v, const char *what, char *msg, size_t ml
     return out;
 }
 
-/* The conversation as chat-template messages. */
+/* Appends text to a growing buffer ("\n" between pieces). */
+static bool add_text(char **buf, size_t *len, const char *t, size_t n) {
+    char *p = realloc(*buf, *len + n + 2);
+    if (!p) return false;
+    if (*len) p[(*len)++] = '\n';
+    memcpy(p + *len, t, n);
+    *len += n;
+    p[*len] = 0;
+    *buf = p;
+    return true;
+}
+
+/* One user turn: its text blocks become a user message, each tool_result a "tool" message. */
+static bool user_turn(json_t *out, const json_t *content, size_t i, char *msg, size_t ml) {
+    if (json_is_string(content)) {
+        json_array_append_new(out, json_pack("{s:s, s:O}", "role", "user", "content", content));
+        return true;
+    }
+    if (!json_is_array(content)) return snprintf(msg, ml, "messages[%zu].content must be a string or an array of content blocks", i), false;
+    char *text = NULL;
+    size_t len = 0, k;
+    const json_t *b;
+    json_array_foreach(content, k, b) {
+        const char *type = json_string_value(json_object_get(b, "type"));
+        if (!type) goto bad_block;
+        if (!strcmp(type, "text") && json_is_string(json_object_get(b, "text"))) {
+            const json_t *t = json_object_get(b, "text");
+            if (!add_text(&text, &len, json_string_value(t), json_string_length(t))) goto oom;
+        } else if (!strcmp(type, "tool_result")) {
+            if (text) { /* text before the result stays before it */
+                json_array_append_new(out, json_pack("{s:s, s:s}", "role", "user", "content", text));
+                free(text);
+                text = NULL;
+                len = 0;
+            }
+            const json_t *id = json_object_get(b, "tool_use_id"), *c = json_object_get(b, "content");
+            char *rt = NULL;
+            size_t rl = 0;
+            if (json_is_string(c)) {
+                if (!add_text(&rt, &rl, json_string_value(c), json_string_length(c))) goto oom;
+            } else if (json_is_array(c)) {
+                size_t q;
+                const json_t *cb;
+                json_array_foreach(c, q, cb) {
+                    const json_t *t = json_object_get(cb, "text");
+                    const char *ct = json_string_value(json_object_get(cb, "type"));
+                    if (ct && strcmp(ct, "text") != 0) {
+                        free(rt);
+                        free(text);
+                        return snprintf(msg, ml, "messages[%zu].content[%zu]: %s input is not supported for this model", i, k, ct), false;
+                    }
+                    if (json_is_string(t) && !add_text(&rt, &rl, json_string_value(t), json_string_length(t))) goto oom;
+                }
+            }
+            json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "role", "tool", "tool_call_id", json_is_string(id) ? json_string_value(id) : "",
+                                                 "content", rt ? rt : ""));
+            free(rt);
+        } else if (!strcmp(type, "image") || !strcmp(type, "document")) {
+            free(text);
+            return snprintf(msg, ml, "messages[%zu].content[%zu]: %s input is not supported for this model", i, k, type), false;
+        } else {
+            goto bad_block;
+        }
+        continue;
+    bad_block:
+        free(text);
+        return snprintf(msg, ml, "messages[%zu].content[%zu] is not a content block this server takes", i, k), false;
+    }
+    if (text || json_array_size(content) == 0) json_array_append_new(out, json_pack("{s:s, s:s}", "role", "user", "content", text ? text : ""));
+    free(text);
+    return true;
+oom:
+    free(text);
+    return snprintf(msg, ml, "out of memory"), false;
+}
+
+/* One assistant turn: text, thinking (-> reasoning_content) and tool_use (-> tool_calls). */
+static bool assistant_turn(json_t *out, const json_t *content, size_t i, char *msg, size_t ml) {
+    if (json_is_string(content)) {
+        json_array_append_new(out, json_pack("{s:s, s:O}", "role", "assistant", "content", content));
+        return true;
+    }
+    if (!json_is_array(content)) return snprintf(msg, ml, "messages[%zu].content must be a string or an array of content blocks", i), false;
+    char *text = NULL, *think = NULL;
+    size_t tl = 0, hl = 0, k;
+    json_t *calls = json_array();
+    const json_t *b;
+    json_array_foreach(content, k, b) {
+        const char *type = json_string_value(json_object_get(b, "type"));
+        const json_t *t;
+        if (type && !strcmp(type, "text") && json_is_string(t = json_object_get(b, "text"))) {
+            if (!add_text(&text, &tl, json_string_value(t), json_string_length(t))) break;
+        } else if (type && !strcmp(type, "thinking") && json_is_string(t = json_object_get(b, "thinking"))) {
+            if (!add_text(&think, &hl, json_string_value(t), json_string_length(t))) break;
+        } else if (type && !strcmp(type, "redacted_thinking")) {
+            continue;
+        } else if (type && !strcmp(type, "tool_use") && json_is_string(json_object_get(b, "name"))) {
+            const json_t *input = json_object_get(b, "input"), *id = json_object_get(b, "id");
+            /* templates read the arguments as an object (they apply tojson themselves) */
+            json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:O, s:O}}", "id", json_is_string(id) ? json_string_value(id) : "",
+                                                   "type", "function", "function", "name", json_object_get(b, "name"), "arguments",
+                                                   input ? input : json_object()));
+        } else {
+            free(text);
+            free(think);
+            json_decref(calls);
+            return snprintf(msg, ml, "messages[%zu].content[%zu] is not a content block this server takes", i, k), false;
+        }
+    }
+    json_t *m = json_pack("{s:s, s:s}", "role", "assistant", "content", text ? text : "");
+    if (think) json_object_set_new(m, "reasoning_content", json_string(think));
+    if (json_array_size(calls)) json_object_set(m, "tool_calls", calls);
+    json_decref(calls);
+    json_array_append_new(out, m);
+    free(text);
+    free(think);
+    return true;
+}
+
+/* The conversation as chat-template messages (OpenAI shape). Empty is accepted, as llama-server
+ * does. */
 static json_t *to_chat(const json_t *body, char *msg, size_t ml) {
     const json_t *msgs = json_object_get(body, "messages"), *system = json_object_get(body, "system");
-    if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
-        snprintf(msg, ml, "'messages' must be a non-empty array");
+    if (!json_is_array(msgs)) {
+        snprintf(msg, ml, "'messages' must be an array");
         return NULL;
     }
     json_t *out = json_array();
@@ -62,23 +182,49 @@ static json_t *to_chat(const json_t *body, char *msg, size_t ml) {
     size_t i;
     const json_t *m;
     json_array_foreach(msgs, i, m) {
-        const json_t *role = json_object_get(m, "role");
-        if (!json_is_object(m) || !json_is_string(role) ||
-            (strcmp(json_string_value(role), "user") != 0 && strcmp(json_string_value(role), "assistant") != 0)) {
+        const char *role = json_string_value(json_object_get(m, "role"));
+        bool ok;
+        if (role && !strcmp(role, "user")) ok = user_turn(out, json_object_get(m, "content"), i, msg, ml);
+        else if (role && !strcmp(role, "assistant")) ok = assistant_turn(out, json_object_get(m, "content"), i, msg, ml);
+        else {
             snprintf(msg, ml, "messages[%zu].role must be \"user\" or \"assistant\"", i);
-            goto fail;
+            ok = false;
         }
-        char what[48];
-        snprintf(what, sizeof what, "messages[%zu].content", i);
-        char *t = blocks_text(json_object_get(m, "content"), what, msg, ml);
-        if (!t) goto fail;
-        json_array_append_new(out, json_pack("{s:O, s:s}", "role", role, "content", t));
-        free(t);
+        if (!ok) goto fail;
     }
     return out;
 fail:
     json_decref(out);
     return NULL;
+}
+
+/* Anthropic tools [{name, description, input_schema}] as the OpenAI function tools templates
+ * expect; NULL when there are none. */
+static json_t *to_openai_tools(const json_t *tools, char *msg, size_t ml, bool *bad) {
+    *bad = false;
+    if (!tools || json_is_null(tools)) return NULL;
+    if (!json_is_array(tools)) {
+        *bad = true;
+        snprintf(msg, ml, "'tools' must be an array");
+        return NULL;
+    }
+    json_t *out = json_array();
+    size_t i;
+    const json_t *t;
+    json_array_foreach(tools, i, t) {
+        const json_t *name = json_object_get(t, "name");
+        if (!json_is_string(name)) continue; /* server tools (web_search, ...) are not ours to run */
+        const json_t *desc = json_object_get(t, "description"), *schema = json_object_get(t, "input_schema");
+        json_t *fn = json_pack("{s:O}", "name", name);
+        if (json_is_string(desc)) json_object_set(fn, "description", (json_t *)desc);
+        json_object_set_new(fn, "parameters", schema ? json_incref((json_t *)schema) : json_pack("{s:s}", "type", "object"));
+        json_array_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn));
+    }
+    if (!json_array_size(out)) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
 }
 
 /* Renders and tokenizes; on failure replies 400 and returns false. */
@@ -134,8 +280,12 @@ void mxl_api_anthropic_messages(mxl_server *s, mxl_http_req *r) {
         goto bad;
     }
     g->stream = json_is_true(st);
+    bool bad_tools;
+    json_t *tools = to_openai_tools(json_object_get(body, "tools"), msg, sizeof msg, &bad_tools);
+    if (bad_tools) goto bad;
     mxl_token_ids ids = {0};
-    if (!prompt_of(s, r, MXL_API_ANTHROPIC, chat, json_object_get(body, "tools"), &g->prompt_text, &ids)) {
+    if (!prompt_of(s, r, MXL_API_ANTHROPIC, chat, tools, &g->prompt_text, &ids)) {
+        json_decref(tools);
         json_decref(chat);
         mxl_gen_call_free(g);
         json_decref(body);
@@ -143,6 +293,8 @@ void mxl_api_anthropic_messages(mxl_server *s, mxl_http_req *r) {
     }
     g->prompt_ids = ids.ids;
     g->n_prompt = ids.n;
+    mxl_srv_setup_parse(s, g, tools);
+    json_decref(tools);
     json_decref(chat);
     mxl_gen_call_run(g);
     json_decref(body);
@@ -175,12 +327,22 @@ static void count(mxl_server *s, mxl_http_req *r, mxl_api api) {
         json_decref(body);
         return;
     }
+    bool bad_tools = false;
+    json_t *tools = api == MXL_API_ANTHROPIC ? to_openai_tools(json_object_get(body, "tools"), msg, sizeof msg, &bad_tools)
+                                             : json_incref(json_object_get(body, "tools"));
+    if (bad_tools) {
+        mxl_srv_error(r, api, 400, "invalid_request_error", "%s", msg);
+        json_decref(chat);
+        json_decref(body);
+        return;
+    }
     char *text = NULL;
     mxl_token_ids ids = {0};
-    if (prompt_of(s, r, api, chat, json_object_get(body, "tools"), &text, &ids))
+    if (prompt_of(s, r, api, chat, tools, &text, &ids))
         mxl_http_send_json(r, 200, json_pack("{s:I}", "input_tokens", (json_int_t)ids.n));
     free(text);
     mxl_token_ids_free(&ids);
+    json_decref(tools);
     json_decref(chat);
     json_decref(body);
 }

@@ -23,15 +23,6 @@ void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r) {
     g->n = 1;
     const json_t *p = json_object_get(body, "prompt");
     const json_t *v;
-    /* llama-server's multimodal prompt object: {"prompt_string": "...", "multimodal_data": [...]} */
-    if (json_is_object(p)) {
-        if (json_object_get(p, "multimodal_data")) {
-            snprintf(msg, sizeof msg, "multimodal input is not supported for this model");
-            goto bad;
-        }
-        p = json_object_get(p, "prompt_string");
-    }
-    mxl_error err = {0};
     if (!mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg)) goto bad;
     v = json_object_get(body, "stream");
     if (v && !json_is_null(v)) {
@@ -60,35 +51,7 @@ void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r) {
         snprintf(msg, sizeof msg, "'cache_prompt' must be a boolean");
         goto bad;
     }
-    if (json_is_string(p)) {
-        mxl_token_ids ids = {0};
-        if (mxl_chat_tokenize_raw(s->model, json_string_value(p), json_string_length(p), &ids, &err)) {
-            snprintf(msg, sizeof msg, "%s", err.msg);
-            goto bad;
-        }
-        g->prompt_ids = ids.ids;
-        g->n_prompt = ids.n;
-        g->prompt_text = strdup(json_string_value(p));
-    } else if (json_is_array(p) && json_array_size(p) > 0) {
-        size_t n = json_array_size(p), i;
-        const json_t *e;
-        g->prompt_ids = malloc(n * sizeof(int32_t));
-        if (!g->prompt_ids) {
-            snprintf(msg, sizeof msg, "out of memory");
-            goto bad;
-        }
-        json_array_foreach(p, i, e) {
-            if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > INT32_MAX) {
-                snprintf(msg, sizeof msg, "'prompt' must be a string or an array of token ids (one prompt per request)");
-                goto bad;
-            }
-            g->prompt_ids[i] = (int32_t)json_integer_value(e);
-        }
-        g->n_prompt = n;
-    } else {
-        snprintf(msg, sizeof msg, "'prompt' must be a non-empty string or an array of token ids");
-        goto bad;
-    }
+    if (!mxl_srv_parse_prompts(s, p, g, msg, sizeof msg)) goto bad;
     mxl_gen_call_run(g);
     json_decref(body);
     return;

@@ -235,36 +235,6 @@ bad:
     json_decref(body);
 }
 
-/* A prompt given as a string, a one-element list of strings, or token ids. */
-static bool completion_prompt(mxl_server *s, const json_t *p, mxl_gen_call *g, bool add_special, char *msg, size_t ml) {
-    if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0))) p = json_array_get(p, 0);
-    mxl_error err = {0};
-    if (json_is_string(p)) {
-        mxl_token_ids ids = {0};
-        mxl_status st = add_special ? mxl_chat_tokenize_raw(s->model, json_string_value(p), json_string_length(p), &ids, &err)
-                                    : mxl_chat_tokenize_rendered(s->model, json_string_value(p), json_string_length(p), &ids, &err);
-        if (st) return snprintf(msg, ml, "%s", err.msg), false;
-        g->prompt_ids = ids.ids;
-        g->n_prompt = ids.n;
-        g->prompt_text = strdup(json_string_value(p));
-        return true;
-    }
-    if (json_is_array(p) && json_array_size(p) > 0) {
-        size_t n = json_array_size(p), i;
-        const json_t *e;
-        g->prompt_ids = malloc(n * sizeof(int32_t));
-        if (!g->prompt_ids) return snprintf(msg, ml, "out of memory"), false;
-        json_array_foreach(p, i, e) {
-            if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > INT32_MAX)
-                return snprintf(msg, ml, "'prompt' must be a string or an array of token ids (one prompt per request)"), false;
-            g->prompt_ids[i] = (int32_t)json_integer_value(e);
-        }
-        g->n_prompt = n;
-        return true;
-    }
-    return snprintf(msg, ml, "'prompt' must be a non-empty string or an array of token ids"), false;
-}
-
 void mxl_api_openai_completions(mxl_server *s, mxl_http_req *r) {
     json_t *body = mxl_srv_body_json(r, MXL_API_OPENAI);
     if (!body) return;
@@ -276,7 +246,7 @@ void mxl_api_openai_completions(mxl_server *s, mxl_http_req *r) {
         return;
     }
     if (!parse_stream(body, g, msg, sizeof msg) || !mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg) ||
-        !completion_prompt(s, json_object_get(body, "prompt"), g, true, msg, sizeof msg))
+        !mxl_srv_parse_prompts(s, json_object_get(body, "prompt"), g, msg, sizeof msg))
         goto bad;
     const json_t *v = json_object_get(body, "logprobs");
     if (v && !json_is_null(v)) {

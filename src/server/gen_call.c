@@ -32,8 +32,63 @@ void mxl_srv_setup_parse(mxl_server *s, mxl_gen_call *g, const json_t *tools) {
     g->params.keep_special = syn.fmt == MXL_CHAT_FMT_GPT_OSS || syn.fmt == MXL_CHAT_FMT_MISTRAL;
 }
 
+/* One prompt into ids; text also kept when it is the first. */
+static bool one_prompt(mxl_server *s, const json_t *p, int32_t **ids_out, size_t *n_out, char **text_out, char *msg, size_t ml) {
+    if (json_is_object(p)) { /* {"prompt_string": "...", "multimodal_data": [...]} */
+        if (json_object_get(p, "multimodal_data")) return snprintf(msg, ml, "multimodal input is not supported for this model"), false;
+        p = json_object_get(p, "prompt_string");
+        if (!json_is_string(p)) return snprintf(msg, ml, "'prompt.prompt_string' must be a string"), false;
+    }
+    if (json_is_string(p)) {
+        mxl_token_ids ids = {0};
+        mxl_error err = {0};
+        if (mxl_chat_tokenize_raw(s->model, json_string_value(p), json_string_length(p), &ids, &err))
+            return snprintf(msg, ml, "%s", err.msg), false;
+        *ids_out = ids.ids;
+        *n_out = ids.n;
+        if (text_out && !*text_out) *text_out = strdup(json_string_value(p));
+        return true;
+    }
+    if (json_is_array(p) && json_array_size(p) > 0) {
+        size_t n = json_array_size(p), i;
+        const json_t *e;
+        int32_t *ids = malloc(n * sizeof(int32_t));
+        if (!ids) return snprintf(msg, ml, "out of memory"), false;
+        json_array_foreach(p, i, e) {
+            if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > INT32_MAX) {
+                free(ids);
+                return snprintf(msg, ml, "'prompt' must be a string, an array of token ids, or an array of those"), false;
+            }
+            ids[i] = (int32_t)json_integer_value(e);
+        }
+        *ids_out = ids;
+        *n_out = n;
+        return true;
+    }
+    return snprintf(msg, ml, "'prompt' must be a non-empty string, an array of token ids, or an array of those"), false;
+}
+
+bool mxl_srv_parse_prompts(mxl_server *s, const json_t *p, mxl_gen_call *g, char *msg, size_t ml) {
+    /* a list whose items are strings, objects or lists is several prompts */
+    bool multi = json_is_array(p) && json_array_size(p) > 0 && !json_is_integer(json_array_get(p, 0));
+    if (!multi) return one_prompt(s, p, &g->prompt_ids, &g->n_prompt, &g->prompt_text, msg, ml);
+    size_t n = json_array_size(p);
+    if (n > 16) return snprintf(msg, ml, "at most 16 prompts per request"), false;
+    if (g->n > 1) return snprintf(msg, ml, "'n' > 1 cannot be combined with several prompts"), false;
+    for (size_t i = 0; i < n; i++)
+        if (!one_prompt(s, json_array_get(p, i), &g->prompts[i], &g->n_prompts[i], &g->prompt_text, msg, ml)) return false;
+    g->n = (int)n;
+    g->multi = true;
+    g->prompt_ids = malloc(g->n_prompts[0] * sizeof(int32_t));
+    if (!g->prompt_ids) return snprintf(msg, ml, "out of memory"), false;
+    memcpy(g->prompt_ids, g->prompts[0], g->n_prompts[0] * sizeof(int32_t));
+    g->n_prompt = g->n_prompts[0];
+    return true;
+}
+
 void mxl_gen_call_free(mxl_gen_call *g) {
     if (!g) return;
+    for (int i = 0; i < 16; i++) free(g->prompts[i]);
     for (int i = 0; i < 16; i++) mxl_chat_stream_destroy(g->pstream[i]);
     json_decref(g->tools);
     if (g->ch) mxl_srv_channel_unref(g->ch);
@@ -83,9 +138,13 @@ static json_t *llama_prob_json(const mxl_server *s, const mxl_srv_event *e, int 
     return o;
 }
 
-static json_t *usage_json(const mxl_srv_channel *c) {
-    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)c->prompt_tokens, "completion_tokens",
-                     (json_int_t)c->completion_tokens, "total_tokens", (json_int_t)(c->prompt_tokens + c->completion_tokens));
+static json_t *usage_json(const mxl_gen_call *g) {
+    const mxl_srv_channel *c = g->ch;
+    json_int_t prompt = c->prompt_tokens;
+    if (g->multi) /* several prompts: all of them count */
+        for (int i = 1; i < g->n && i < 16; i++) prompt += (json_int_t)g->n_prompts[i];
+    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", prompt, "completion_tokens", (json_int_t)c->completion_tokens, "total_tokens",
+                     prompt + (json_int_t)c->completion_tokens);
 }
 
 /* llama-server's timings: prompt time from admission to the end of prefill; generation time after
@@ -110,11 +169,12 @@ static const char *llama_stop_type(const mxl_srv_event *e) {
 
 static json_t *llama_final_fields(const mxl_gen_call *g, const mxl_srv_event *fin, json_t *o) {
     const mxl_srv_channel *c = g->ch;
+    int idx = fin ? fin->index : 0;
     json_object_set_new(o, "id_slot", json_integer(c->slot_id));
     json_object_set_new(o, "stop", json_true());
     json_object_set_new(o, "model", json_string(g->srv->model_name));
     json_object_set_new(o, "tokens_predicted", json_integer(c->completion_tokens));
-    json_object_set_new(o, "tokens_evaluated", json_integer(c->prompt_tokens));
+    json_object_set_new(o, "tokens_evaluated", json_integer(g->multi && idx < 16 ? (json_int_t)g->n_prompts[idx] : c->prompt_tokens));
     json_object_set_new(o, "prompt", json_string(g->prompt_text ? g->prompt_text : ""));
     json_object_set_new(o, "has_new_line", json_false());
     json_object_set_new(o, "truncated", json_false());
@@ -149,7 +209,21 @@ static const char *anthropic_stop_reason(const mxl_srv_event *fin) {
 }
 
 static json_t *anthropic_usage(const mxl_srv_channel *c) {
-    return json_pack("{s:I, s:I}", "input_tokens", (json_int_t)c->prompt_tokens, "output_tokens", (json_int_t)c->completion_tokens);
+    return json_pack("{s:I, s:I, s:I, s:i}", "input_tokens", (json_int_t)(c->prompt_tokens - c->cached_tokens), "output_tokens",
+                     (json_int_t)c->completion_tokens, "cache_read_input_tokens", (json_int_t)c->cached_tokens, "cache_creation_input_tokens", 0);
+}
+
+/* A parsed tool call as an Anthropic tool_use block (arguments JSON text -> input object). */
+static json_t *tool_use_block(const json_t *call) {
+    const json_t *fn = json_object_get(call, "function");
+    const char *args = json_string_value(json_object_get(fn, "arguments"));
+    json_t *input = args ? json_loads(args, JSON_DECODE_ANY, NULL) : NULL;
+    if (!json_is_object(input)) {
+        json_decref(input);
+        input = json_object();
+    }
+    return json_pack("{s:s, s:O, s:O, s:o}", "type", "tool_use", "id", json_object_get(call, "id"), "name", json_object_get(fn, "name"),
+                     "input", input);
 }
 
 static void respond_anthropic(mxl_gen_call *g) {
@@ -157,11 +231,31 @@ static void respond_anthropic(mxl_gen_call *g) {
     const mxl_srv_event *fin = NULL;
     for (size_t i = 0; i < c->n_ev; i++)
         if (c->ev[i].final) fin = &c->ev[i];
-    json_t *text = json_stringn(c->text ? c->text : "", c->text_len);
-    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:[{s:s, s:o}], s:s, s:o, s:o}", "id", g->id, "type", "message", "role", "assistant",
-                             "model", g->srv->model_name, "content", "type", "text", "text", text ? text : json_string(""), "stop_reason",
-                             anthropic_stop_reason(fin), "stop_sequence", fin && fin->stop_word ? json_string(fin->stop_word) : json_null(),
-                             "usage", anthropic_usage(c));
+    json_t *blocks = json_array();
+    bool calls = false;
+    json_t *parsed = NULL;
+    mxl_error perr = {0};
+    if (g->parse && !mxl_chat_parse(&g->syn, c->text ? c->text : "", c->text_len, &parsed, &perr)) {
+        const json_t *rc = json_object_get(parsed, "reasoning_content"), *content = json_object_get(parsed, "content");
+        if (json_is_string(rc) && json_string_length(rc))
+            json_array_append_new(blocks, json_pack("{s:s, s:O, s:s}", "type", "thinking", "thinking", rc, "signature", ""));
+        if (json_is_string(content) && json_string_length(content))
+            json_array_append_new(blocks, json_pack("{s:s, s:O}", "type", "text", "text", content));
+        size_t k;
+        const json_t *call;
+        json_array_foreach(json_object_get(parsed, "tool_calls"), k, call) {
+            json_array_append_new(blocks, tool_use_block(call));
+            calls = true;
+        }
+        json_decref(parsed);
+    } else {
+        json_t *text = json_stringn(c->text ? c->text : "", c->text_len);
+        json_array_append_new(blocks, json_pack("{s:s, s:o}", "type", "text", "text", text ? text : json_string("")));
+    }
+    if (!json_array_size(blocks)) json_array_append_new(blocks, json_pack("{s:s, s:s}", "type", "text", "text", ""));
+    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:o, s:o}", "id", g->id, "type", "message", "role", "assistant", "model",
+                             g->srv->model_name, "content", blocks, "stop_reason", calls ? "tool_use" : anthropic_stop_reason(fin),
+                             "stop_sequence", fin && fin->stop_word ? json_string(fin->stop_word) : json_null(), "usage", anthropic_usage(c));
     mxl_http_send_json(g->r, 200, body);
 }
 
@@ -241,7 +335,7 @@ static void respond_whole(mxl_gen_call *g) {
     } else {
         body = json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:o}", "id", g->id, "object",
                          g->kind == MXL_GEN_CHAT ? "chat.completion" : "text_completion", "created", (json_int_t)g->created, "model",
-                         g->srv->model_name, "system_fingerprint", "mlxcel-" MXL_VERSION, "choices", choices, "usage", usage_json(c));
+                         g->srv->model_name, "system_fingerprint", "mlxcel-" MXL_VERSION, "choices", choices, "usage", usage_json(g));
         json_object_set_new(body, "timings", timings_json(c));
     }
     mxl_http_send_json(g->r, 200, body);
@@ -279,30 +373,89 @@ static void out_named(mxl_gen_call *g, const char *name, json_t *j) {
     out_event(g, j);
 }
 
+/* Closes the open content block, if any. */
+static void anthropic_close(mxl_gen_call *g) {
+    if (g->a_kind) out_named(g, "content_block_stop", json_pack("{s:s, s:i}", "type", "content_block_stop", "index", g->a_index));
+    g->a_kind = 0;
+}
+
+/* Opens a block of kind 1 thinking / 2 text unless it is the open one. */
+static void anthropic_open(mxl_gen_call *g, int kind) {
+    if (g->a_kind == kind) return;
+    if (g->a_kind) {
+        anthropic_close(g);
+        g->a_index++;
+    }
+    g->a_kind = kind;
+    out_named(g, "content_block_start",
+              kind == 1 ? json_pack("{s:s, s:i, s:{s:s, s:s, s:s}}", "type", "content_block_start", "index", g->a_index, "content_block",
+                                    "type", "thinking", "thinking", "", "signature", "")
+                        : json_pack("{s:s, s:i, s:{s:s, s:s}}", "type", "content_block_start", "index", g->a_index, "content_block", "type",
+                                    "text", "text", ""));
+}
+
+static void anthropic_delta(mxl_gen_call *g, int kind, const json_t *text) {
+    anthropic_open(g, kind);
+    out_named(g, "content_block_delta", json_pack("{s:s, s:i, s:{s:s, s:O}}", "type", "content_block_delta", "index", g->a_index, "delta",
+                                                  "type", kind == 1 ? "thinking_delta" : "text_delta", kind == 1 ? "thinking" : "text", text));
+}
+
 static void format_anthropic(mxl_gen_call *g, const mxl_srv_event *e, json_t *text, bool failed) {
     mxl_srv_channel *c = g->ch;
     if (!g->started[0]) {
         g->started[0] = true;
-        out_named(g, "message_start", json_pack("{s:s, s:{s:s, s:s, s:s, s:[], s:s, s:n, s:n, s:{s:I, s:i}}}", "type", "message_start", "message",
+        out_named(g, "message_start", json_pack("{s:s, s:{s:s, s:s, s:s, s:[], s:s, s:n, s:n, s:o}}", "type", "message_start", "message",
                                                 "id", g->id, "type", "message", "role", "assistant", "content", "model", g->srv->model_name,
-                                                "stop_reason", "stop_sequence", "usage", "input_tokens", (json_int_t)c->prompt_tokens,
-                                                "output_tokens", 0));
-        out_named(g, "content_block_start", json_pack("{s:s, s:i, s:{s:s, s:s}}", "type", "content_block_start", "index", 0, "content_block",
-                                                      "type", "text", "text", ""));
+                                                "stop_reason", "stop_sequence", "usage", anthropic_usage(c)));
     }
-    if (e->text_len)
-        out_named(g, "content_block_delta", json_pack("{s:s, s:i, s:{s:s, s:O}}", "type", "content_block_delta", "index", 0, "delta", "type",
-                                                      "text_delta", "text", text));
+    if (g->parse) {
+        mxl_error perr = {0};
+        if (!g->pstream[0] && mxl_chat_stream_create(&g->syn, &g->pstream[0], &perr)) return;
+        json_t *deltas = json_array();
+        mxl_chat_stream_feed(g->pstream[0], json_string_value(text), json_string_length(text), e->final, deltas, &perr);
+        size_t k;
+        json_t *d;
+        json_array_foreach(deltas, k, d) {
+            const json_t *v;
+            if ((v = json_object_get(d, "reasoning_content"))) anthropic_delta(g, 1, v);
+            if ((v = json_object_get(d, "content")) && json_is_string(v)) anthropic_delta(g, 2, v);
+            size_t q;
+            const json_t *call;
+            json_array_foreach(json_object_get(d, "tool_calls"), q, call) {
+                if (g->a_kind) {
+                    anthropic_close(g);
+                    g->a_index++;
+                }
+                json_t *blk = tool_use_block(call);
+                json_t *input = json_incref(json_object_get(blk, "input"));
+                json_object_set_new(blk, "input", json_object());
+                out_named(g, "content_block_start", json_pack("{s:s, s:i, s:o}", "type", "content_block_start", "index", g->a_index,
+                                                              "content_block", blk));
+                char *args = json_dumps(input, JSON_COMPACT);
+                json_decref(input);
+                out_named(g, "content_block_delta", json_pack("{s:s, s:i, s:{s:s, s:s}}", "type", "content_block_delta", "index", g->a_index,
+                                                              "delta", "type", "input_json_delta", "partial_json", args ? args : "{}"));
+                free(args);
+                out_named(g, "content_block_stop", json_pack("{s:s, s:i}", "type", "content_block_stop", "index", g->a_index));
+                g->a_index++;
+                g->a_tool = true;
+            }
+        }
+        json_decref(deltas);
+    } else if (e->text_len) {
+        anthropic_delta(g, 2, text);
+    }
     if (failed) {
         out_named(g, "error", json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type", "api_error", "message",
                                         c->error[0] ? c->error : "generation failed"));
         return;
     }
     if (e->final) {
-        out_named(g, "content_block_stop", json_pack("{s:s, s:i}", "type", "content_block_stop", "index", 0));
-        out_named(g, "message_delta", json_pack("{s:s, s:{s:s, s:o}, s:{s:I}}", "type", "message_delta", "delta", "stop_reason",
-                                                anthropic_stop_reason(e), "stop_sequence", e->stop_word ? json_string(e->stop_word) : json_null(),
-                                                "usage", "output_tokens", (json_int_t)c->completion_tokens));
+        if (!g->a_kind && !g->a_tool && g->a_index == 0) anthropic_open(g, 2); /* at least one (empty) text block */
+        anthropic_close(g);
+        out_named(g, "message_delta", json_pack("{s:s, s:{s:s, s:o}, s:o}", "type", "message_delta", "delta", "stop_reason",
+                                                g->a_tool ? "tool_use" : anthropic_stop_reason(e), "stop_sequence",
+                                                e->stop_word ? json_string(e->stop_word) : json_null(), "usage", anthropic_usage(c)));
         out_named(g, "message_stop", json_pack("{s:s}", "type", "message_stop"));
     }
 }
@@ -430,7 +583,7 @@ static ssize_t produce(void *ctx, char *buf, size_t max) {
                 if (g->include_usage) {
                     json_t *u = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", g->id, "object",
                                           g->kind == MXL_GEN_CHAT ? "chat.completion.chunk" : "text_completion", "created",
-                                          (json_int_t)g->created, "model", g->srv->model_name, "choices", "usage", usage_json(c));
+                                          (json_int_t)g->created, "model", g->srv->model_name, "choices", "usage", usage_json(g));
                     json_object_set_new(u, "timings", timings_json(c));
                     out_event(g, u);
                 }
@@ -468,9 +621,10 @@ void mxl_gen_call_run(mxl_gen_call *g) {
     }
     for (int i = 0; i < g->n; i++) {
         mxl_seq_params p = g->params;
-        p.sampling.seed += (uint64_t)i; /* n > 1: different draws */
+        if (!g->multi) p.sampling.seed += (uint64_t)i; /* n > 1: different draws of one prompt */
         mxl_error err = {0};
-        mxl_status st = mxl_sched_submit(g->srv->sched, g->ch, i, g->prompt_ids, g->n_prompt, &p, &err);
+        mxl_status st = g->multi ? mxl_sched_submit(g->srv->sched, g->ch, i, g->prompts[i], g->n_prompts[i], &p, &err)
+                                 : mxl_sched_submit(g->srv->sched, g->ch, i, g->prompt_ids, g->n_prompt, &p, &err);
         if (st) {
             atomic_store(&g->ch->cancel, true);
             if (st == MXL_ERR_UNSUPPORTED) mxl_srv_error(g->r, api_of(g), 503, "unavailable_error", "%s", err.msg);

@@ -124,6 +124,7 @@ struct mxl_sched {
     mxl_gen_model *m;
     mxl_sched_config cfg;
     slot *slots;
+    float *logits; /* [n_slots, vocab] scratch of the batched decode step */
     pthread_t thread;
     bool thread_started;
     pthread_mutex_t mu;
@@ -259,9 +260,13 @@ static void admit(mxl_sched *s) {
         if (j->index == 0) {
             j->ch->slot_id = sl->id;
             j->ch->prompt_tokens = (int64_t)j->n_prompt;
+            j->ch->cached_tokens = mxl_seq_n_cached(sl->seq);
             j->ch->t_admit = now_ms();
         }
         pthread_mutex_unlock(&j->ch->mu);
+        pthread_mutex_lock(&s->mu);
+        s->stats.prompt_tokens_cached_total += (uint64_t)mxl_seq_n_cached(sl->seq);
+        pthread_mutex_unlock(&s->mu);
         sl->prefilling = true;
         sl->waited = 0;
         sl->t_start = now_ms();
@@ -299,7 +304,7 @@ static void prefill_tick(mxl_sched *s, bool decoding) {
     if (mxl_seq_prefill_left(best->seq) == 0) {
         best->prefilling = false;
         pthread_mutex_lock(&s->mu);
-        s->stats.prompt_tokens_total += (uint64_t)mxl_seq_n_prompt(best->seq);
+        s->stats.prompt_tokens_total += (uint64_t)(mxl_seq_n_prompt(best->seq) - mxl_seq_n_cached(best->seq));
         pthread_mutex_unlock(&s->mu);
         pthread_mutex_lock(&best->j->ch->mu);
         if (best->j->index == 0) best->j->ch->t_prefill_done = t1;
@@ -307,10 +312,16 @@ static void prefill_tick(mxl_sched *s, bool decoding) {
     }
 }
 
+/* One decode step for every decoding slot: each samples its next token from its logits, then
+ * the slots that go on run their tokens through the model together (one batched forward, so the
+ * weights are read once for all of them). */
 static void decode_tick(mxl_sched *s) {
     double t0 = now_ms();
     uint64_t produced = 0, busy = 0;
     int64_t longest = 0;
+    mxl_seq *feed[MXL_SEQ_MAX_BATCH];
+    slot *feed_slot[MXL_SEQ_MAX_BATCH];
+    int64_t n_feed = 0;
     for (int i = 0; i < s->cfg.n_slots; i++) {
         slot *sl = &s->slots[i];
         if (!sl->j || sl->prefilling) continue;
@@ -329,14 +340,24 @@ static void decode_tick(mxl_sched *s) {
         memcpy(e.top_logprobs, ev.top_logprobs, sizeof e.top_logprobs);
         if (ev.token >= 0) produced++;
         busy++;
-        if (mxl_seq_n_prompt(sl->seq) + mxl_seq_n_generated(sl->seq) > longest) longest = mxl_seq_n_prompt(sl->seq) + mxl_seq_n_generated(sl->seq);
+        int64_t held = mxl_seq_n_prompt(sl->seq) + mxl_seq_n_generated(sl->seq);
+        if (held > longest) longest = held;
         channel_push(sl->j->ch, &e, ev.text, ev.text_len);
         sl->j->t_last = now_ms();
         if (ev.finished) {
             slot_release(s, sl, NULL, NULL);
             continue;
         }
-        if (mxl_seq_feed(sl->seq, &err)) slot_release(s, sl, "error", err.msg);
+        feed[n_feed] = sl->seq;
+        feed_slot[n_feed++] = sl;
+    }
+    mxl_error err = {0};
+    if (n_feed && mxl_seq_feed_batch(feed, n_feed, s->logits, &err)) {
+        /* the batch left every sequence unchanged: run them one by one to pin the failure down */
+        for (int64_t i = 0; i < n_feed; i++) {
+            mxl_error e1 = {0};
+            if (mxl_seq_feed(feed[i], &e1)) slot_release(s, feed_slot[i], "error", e1.msg);
+        }
     }
     pthread_mutex_lock(&s->mu);
     s->stats.tokens_predicted_total += produced;
@@ -416,6 +437,15 @@ mxl_status mxl_sched_create(mxl_gen_model *m, const mxl_sched_config *cfg, mxl_s
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     }
     s->stats.n_slots = cfg->n_slots;
+    if (cfg->n_slots > MXL_SEQ_MAX_BATCH) {
+        mxl_sched_destroy(s);
+        return mxl_error_set(err, MXL_ERR_ARG, "at most %d slots", MXL_SEQ_MAX_BATCH);
+    }
+    s->logits = malloc((size_t)cfg->n_slots * (size_t)mxl_gen_model_vocab(m) * sizeof(float));
+    if (!s->logits) {
+        mxl_sched_destroy(s);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
     for (int i = 0; i < cfg->n_slots; i++) {
         s->slots[i].id = i;
         mxl_status st = mxl_seq_create(m, cfg->slot_ctx, 512, &s->slots[i].seq, err);
@@ -445,6 +475,7 @@ void mxl_sched_destroy(mxl_sched *s) {
     if (s->slots)
         for (int i = 0; i < s->cfg.n_slots; i++) mxl_seq_destroy(s->slots[i].seq);
     free(s->slots);
+    free(s->logits);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);

@@ -228,7 +228,12 @@ bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_param
         p->max_tokens = i;
         break;
     }
-    const json_t *v = json_object_get(body, "ignore_eos");
+    const json_t *v = json_object_get(body, "cache_prompt");
+    if (v && !json_is_null(v)) {
+        if (!json_is_boolean(v)) return snprintf(msg, ml, "'cache_prompt' must be a boolean"), false;
+        p->cache_prompt = json_is_true(v) && s->cfg->prompt_cache;
+    }
+    v = json_object_get(body, "ignore_eos");
     if (v && !json_is_null(v)) {
         if (!json_is_boolean(v)) return snprintf(msg, ml, "'ignore_eos' must be a boolean"), false;
         p->ignore_eos = json_is_true(v);
@@ -509,6 +514,7 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
     s.defaults.sampling.seed = cfg->seed >= 0 ? (uint64_t)cfg->seed : 0;
     s.defaults.max_tokens = cfg->n_predict;
     s.defaults.ignore_eos = cfg->ignore_eos;
+    s.defaults.cache_prompt = cfg->prompt_cache;
     for (int i = 0; i < cfg->n_reverse_prompt && i < MXL_SEQ_MAX_STOP; i++) s.defaults.stop[s.defaults.n_stop++] = cfg->reverse_prompt[i];
     s.defaults.sampling.logit_bias = s.default_bias;
     s.defaults.sampling.n_logit_bias = (size_t)cfg->n_logit_bias;

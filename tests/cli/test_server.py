@@ -32,7 +32,8 @@ def client(s, key="none"):
 
 def test_chat_matches_run_and_usage_matches_tokenizer(srv):
     c = client(srv)
-    r = c.chat.completions.create(model="x", messages=[{"role": "user", "content": PROMPT}], temperature=0, max_tokens=16)
+    r = c.chat.completions.create(model="x", messages=[{"role": "user", "content": PROMPT}], temperature=0, max_tokens=16,
+                                  extra_body={"cache_prompt": False})
     text = r.choices[0].message.content
     p = run("run", "-p", PROMPT, "-n", "16", "--temp", "0")
     assert p.returncode == 0, p.stderr
@@ -108,6 +109,23 @@ def test_logprobs_and_n(srv):
     assert [ch.index for ch in r.choices] == [0, 1]
     assert r.choices[0].message.content == r.choices[1].message.content  # greedy
     assert r.usage.completion_tokens == 6
+
+
+def test_prompt_cache_reuses_the_shared_prefix():
+    s = Server("--parallel", "1", "--ctx-size", "1024")
+    try:
+        p1 = "The history of the lighthouse keepers of the northern coast is long. " * 3
+        a = requests.post(s.url + "/completion", json={"prompt": p1, "n_predict": 4, "temperature": 0}).json()
+        assert a["timings"]["cache_n"] == 0
+        b = requests.post(s.url + "/completion", json={"prompt": p1 + "Tell me more.", "n_predict": 4, "temperature": 0}).json()
+        n1 = len(requests.post(s.url + "/tokenize", json={"content": p1}).json()["tokens"])
+        assert b["timings"]["cache_n"] >= n1 - 1  # only the new tokens were run
+        assert b["timings"]["prompt_n"] + b["timings"]["cache_n"] == b["tokens_evaluated"]
+        c = requests.post(s.url + "/completion", json={"prompt": p1 + "Tell me more.", "n_predict": 4, "temperature": 0,
+                                                       "cache_prompt": False}).json()
+        assert c["timings"]["cache_n"] == 0
+    finally:
+        assert s.stop() == 0
 
 
 def test_llama_routes(srv):
@@ -291,7 +309,9 @@ def test_anthropic_messages(srv):
     r = requests.post(u + "/v1/messages", json={"model": "x", "max_tokens": 10, "messages": msgs, "temperature": 0}).json()
     oa = client(srv).chat.completions.create(model="x", messages=[{"role": "user", "content": PROMPT}], temperature=0, max_tokens=10)
     assert r["type"] == "message" and r["content"][0]["text"] == oa.choices[0].message.content
-    assert r["stop_reason"] == "max_tokens" and r["usage"] == {"input_tokens": oa.usage.prompt_tokens, "output_tokens": 10}
+    u_ = r["usage"]
+    assert r["stop_reason"] == "max_tokens" and u_["output_tokens"] == 10
+    assert u_["input_tokens"] + u_["cache_read_input_tokens"] == oa.usage.prompt_tokens
     n = requests.post(u + "/v1/messages/count_tokens", json={"model": "x", "messages": msgs}).json()
     assert n["input_tokens"] == oa.usage.prompt_tokens
     assert requests.post(u + "/v1/chat/completions/input_tokens",
@@ -319,7 +339,9 @@ def test_logit_bias_and_sampler_fields(srv):
                                                      "logit_bias": [[first, False]]}).json()
     assert first not in r["tokens"]
     # the other samplers are accepted and reproducible for a seed
-    body = {"prompt": "Once upon a time", "n_predict": 8, "temperature": 0.9, "seed": 5, "dry_multiplier": 0.8, "typical_p": 0.9,
+    # (cache_prompt off: a cached prefix runs the suffix alone, whose logits differ in the last bits)
+    body = {"prompt": "Once upon a time", "n_predict": 8, "temperature": 0.9, "seed": 5, "cache_prompt": False,
+            "dry_multiplier": 0.8, "typical_p": 0.9,
             "top_n_sigma": 2.0, "xtc_probability": 0.5, "dynatemp_range": 0.2, "dry_sequence_breakers": ["\n"]}
     a = requests.post(srv.url + "/completion", json=body).json()
     b = requests.post(srv.url + "/completion", json=body).json()
@@ -342,11 +364,29 @@ def test_reasoning_split_with_a_thinking_template():
         assert prompt.endswith("<think>\n")
         raw = requests.post(s.url + "/completion", json={"prompt": prompt, "n_predict": 12, "temperature": 0}).json()["content"]
         assert "</think>" not in raw
-        r = c.chat.completions.create(model="x", messages=msgs, temperature=0, max_tokens=12)
+        nc = {"cache_prompt": False}  # the same computation as the /completion above, bit for bit
+        r = c.chat.completions.create(model="x", messages=msgs, temperature=0, max_tokens=12, extra_body=nc)
         m = r.choices[0].message
         assert m.model_extra["reasoning_content"] == raw.strip() and not m.content
         parts = [ch.choices[0].delta.model_extra.get("reasoning_content") or "" for ch in
-                 c.chat.completions.create(model="x", messages=msgs, temperature=0, max_tokens=12, stream=True) if ch.choices]
+                 c.chat.completions.create(model="x", messages=msgs, temperature=0, max_tokens=12, stream=True, extra_body=nc)
+                 if ch.choices]
         assert "".join(parts) == raw.strip()
     finally:
         assert s.stop() == 0
+
+
+def test_several_prompts_in_one_request(srv):
+    u = srv.url
+    one = requests.post(u + "/completion", json={"prompt": "The sky is", "n_predict": 4, "temperature": 0, "cache_prompt": False}).json()
+    two = requests.post(u + "/completion", json={"prompt": "Water is", "n_predict": 4, "temperature": 0, "cache_prompt": False}).json()
+    both = requests.post(u + "/completion", json={"prompt": ["The sky is", "Water is"], "n_predict": 4, "temperature": 0,
+                                                  "cache_prompt": False}).json()
+    assert isinstance(both, list) and [b["content"] for b in both] == [one["content"], two["content"]]
+    ids = requests.post(u + "/tokenize", json={"content": "The sky is", "add_special": True}).json()["tokens"]
+    as_ids = requests.post(u + "/completion", json={"prompt": [ids, ids], "n_predict": 4, "temperature": 0, "cache_prompt": False}).json()
+    assert as_ids[0]["content"] == as_ids[1]["content"] == one["content"]
+    r = client(srv).completions.create(model="x", prompt=["The sky is", "Water is"], max_tokens=4, temperature=0,
+                                       extra_body={"cache_prompt": False})
+    assert [c.text for c in r.choices] == [one["content"], two["content"]]
+    assert r.usage.prompt_tokens == one["tokens_evaluated"] + two["tokens_evaluated"]
