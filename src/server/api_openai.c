@@ -140,6 +140,61 @@ bool mxl_srv_chat_opts(const mxl_server *s, const json_t *body, mxl_chat_opts *o
     return true;
 }
 
+/* Constrained output is not built yet: say so rather than ignore it. */
+static bool structured_output_ok(const json_t *body, char *msg, size_t ml) {
+    const json_t *rf = json_object_get(body, "response_format");
+    if (rf && !json_is_null(rf)) {
+        const char *type = json_string_value(json_object_get(rf, "type"));
+        if (!json_is_object(rf) || !type) return snprintf(msg, ml, "'response_format' must be an object with a 'type'"), false;
+        if (!strcmp(type, "json_object") || !strcmp(type, "json_schema"))
+            return snprintf(msg, ml, "response_format '%s' (constrained output) is not supported by this server yet", type), false;
+        if (strcmp(type, "text") != 0) return snprintf(msg, ml, "response_format type '%s' is not one of text, json_object, json_schema", type), false;
+    }
+    const char *keys[] = {"grammar", "json_schema"};
+    for (size_t i = 0; i < 2; i++) {
+        const json_t *v = json_object_get(body, keys[i]);
+        if (v && !json_is_null(v)) return snprintf(msg, ml, "'%s' (constrained output) is not supported by this server yet", keys[i]), false;
+    }
+    return true;
+}
+
+/* Renders the conversation. A last message from the assistant is a prefill the model continues
+ * (llama-server's assistant prefill / vLLM's continue_final_message): the turns before it are
+ * rendered with the generation prompt and its content is appended verbatim. */
+static bool render_with_prefill(mxl_server *s, const json_t *body, json_t *msgs, mxl_chat_opts *o, char **text, size_t *len, char *msg,
+                                size_t ml) {
+    const json_t *cfm = json_object_get(body, "continue_final_message"), *agp = json_object_get(body, "add_generation_prompt");
+    if (cfm && !json_is_null(cfm) && !json_is_boolean(cfm)) return snprintf(msg, ml, "'continue_final_message' must be a boolean"), false;
+    if (json_is_true(cfm) && json_is_true(agp))
+        return snprintf(msg, ml, "'continue_final_message' and 'add_generation_prompt' cannot both be true"), false;
+    size_t n = json_array_size(msgs);
+    const json_t *last = n ? json_array_get(msgs, n - 1) : NULL;
+    const char *role = json_string_value(json_object_get(last, "role"));
+    const json_t *content = json_object_get(last, "content");
+    mxl_error err = {0};
+    const char *prev = n > 1 ? json_string_value(json_object_get(json_array_get(msgs, n - 2), "role")) : NULL;
+    if (role && prev && !strcmp(role, "assistant") && !strcmp(prev, "assistant"))
+        return snprintf(msg, ml, "the conversation cannot end with two assistant messages"), false;
+    if (n > 1 && role && !strcmp(role, "assistant") && json_is_string(content) && !json_object_get(last, "tool_calls") &&
+        !json_is_false(cfm)) {
+        json_t *head = json_array();
+        for (size_t i = 0; i + 1 < n; i++) json_array_append(head, json_array_get(msgs, i));
+        o->add_generation_prompt = true;
+        mxl_status st = mxl_chat_render(s->model, head, o, text, len, &err);
+        json_decref(head);
+        if (st) return snprintf(msg, ml, "%s", err.msg), false;
+        size_t k = json_string_length(content);
+        char *p = realloc(*text, *len + k + 1);
+        if (!p) return snprintf(msg, ml, "out of memory"), false;
+        memcpy(p + *len, json_string_value(content), k + 1);
+        *text = p;
+        *len += k;
+        return true;
+    }
+    if (mxl_chat_render(s->model, msgs, o, text, len, &err)) return snprintf(msg, ml, "%s", err.msg), false;
+    return true;
+}
+
 static bool parse_stream(const json_t *body, mxl_gen_call *g, char *msg, size_t ml) {
     const json_t *v = json_object_get(body, "stream");
     if (v && !json_is_null(v)) {
@@ -153,6 +208,7 @@ static bool parse_stream(const json_t *body, mxl_gen_call *g, char *msg, size_t 
         if (u && !json_is_boolean(u) && !json_is_null(u)) return snprintf(msg, ml, "'stream_options.include_usage' must be a boolean"), false;
         g->include_usage = json_is_true(u);
     }
+    g->verbose = json_is_true(json_object_get(body, "verbose"));
     v = json_object_get(body, "n");
     if (v && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > MAX_CHOICES)
@@ -209,12 +265,10 @@ void mxl_api_openai_chat(mxl_server *s, mxl_http_req *r) {
         g->top_logprobs = (int)json_integer_value(v);
     }
     g->params.n_probs = g->logprobs ? (g->top_logprobs > 0 ? g->top_logprobs : 1) : 0;
+    if (!structured_output_ok(body, msg, sizeof msg)) goto bad;
     size_t len = 0;
     mxl_error err = {0};
-    if (mxl_chat_render(s->model, msgs, &o, &g->prompt_text, &len, &err)) {
-        snprintf(msg, sizeof msg, "%s", err.msg);
-        goto bad;
-    }
+    if (!render_with_prefill(s, body, msgs, &o, &g->prompt_text, &len, msg, sizeof msg)) goto bad;
     mxl_token_ids ids = {0};
     if (mxl_chat_tokenize_rendered(s->model, g->prompt_text, len, &ids, &err)) {
         snprintf(msg, sizeof msg, "%s", err.msg);

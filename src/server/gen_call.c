@@ -338,6 +338,8 @@ static void respond_whole(mxl_gen_call *g) {
                          g->srv->model_name, "system_fingerprint", "mlxcel-" MXL_VERSION, "choices", choices, "usage", usage_json(g));
         json_object_set_new(body, "timings", timings_json(c));
     }
+    if ((g->srv->cfg->verbose || g->verbose) && json_is_object(body)) /* llama-server --verbose / "verbose": what the model saw */
+        json_object_set_new(body, "__verbose", json_pack("{s:s}", "prompt", g->prompt_text ? g->prompt_text : ""));
     mxl_http_send_json(g->r, 200, body);
 }
 
@@ -530,7 +532,7 @@ static void format_event(mxl_gen_call *g, const mxl_srv_event *e) {
     }
     if (g->kind == MXL_GEN_CHAT && idx < 16 && !g->started[idx]) {
         g->started[idx] = true;
-        out_event(g, chunk(g, json_pack("{s:i, s:{s:s, s:s}, s:n, s:n}", "index", idx, "delta", "role", "assistant", "content", "", "logprobs",
+        out_event(g, chunk(g, json_pack("{s:i, s:{s:s, s:n}, s:n, s:n}", "index", idx, "delta", "role", "assistant", "content", "logprobs",
                                         "finish_reason")));
     }
     if (g->kind == MXL_GEN_CHAT && g->parse && idx < 16) {
@@ -628,7 +630,14 @@ void mxl_gen_call_run(mxl_gen_call *g) {
         if (st) {
             atomic_store(&g->ch->cancel, true);
             if (st == MXL_ERR_UNSUPPORTED) mxl_srv_error(g->r, api_of(g), 503, "unavailable_error", "%s", err.msg);
-            else if (st == MXL_ERR_ARG) mxl_srv_error(g->r, api_of(g), 400, "invalid_request_error", "%s", err.msg);
+            else if (st == MXL_ERR_ARG && (size_t)i < 16 && (g->multi ? g->n_prompts[i] : g->n_prompt) >= (size_t)g->srv->slot_ctx) {
+                /* llama-server's shape for a prompt over the context */
+                json_t *e = json_pack("{s:{s:i, s:s, s:s, s:I, s:I}}", "error", "code", 400, "message", err.msg, "type",
+                                      "exceed_context_size_error", "n_prompt_tokens", (json_int_t)(g->multi ? g->n_prompts[i] : g->n_prompt),
+                                      "n_ctx", (json_int_t)g->srv->slot_ctx);
+                if (api_of(g) == MXL_API_ANTHROPIC) mxl_srv_error(g->r, api_of(g), 400, "invalid_request_error", "%s", err.msg), json_decref(e);
+                else mxl_http_send_json(g->r, 400, e);
+            } else if (st == MXL_ERR_ARG) mxl_srv_error(g->r, api_of(g), 400, "invalid_request_error", "%s", err.msg);
             else mxl_srv_error(g->r, api_of(g), 500, "server_error", "%s", err.msg);
             /* jobs already queued end as cancelled and drop their references */
             mxl_gen_call_free(g);

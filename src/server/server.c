@@ -294,6 +294,7 @@ static const route k_routes[] = {
     {"POST", "/chat/completions", mxl_api_openai_chat, true},
     {"POST", "/v1/completions", mxl_api_openai_completions, true},
     {"POST", "/v1/chat/completions/input_tokens", mxl_api_openai_input_tokens, true},
+    {"POST", "/chat/completions/input_tokens", mxl_api_openai_input_tokens, true},
     {"POST", "/v1/messages", mxl_api_anthropic_messages, true},
     {"POST", "/v1/messages/count_tokens", mxl_api_anthropic_count_tokens, true},
     {"POST", "/completion", mxl_api_llama_completion, true},

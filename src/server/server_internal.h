@@ -77,7 +77,7 @@ typedef struct mxl_gen_call {
     mxl_gen_kind kind;
     mxl_srv_channel *ch;
     int n;                  /* choices */
-    bool stream, include_usage, logprobs, multi;
+    bool stream, include_usage, logprobs, multi, verbose;
     int top_logprobs;
     char id[64];
     long created;
