@@ -264,7 +264,7 @@ static void run_fixtures(bool reference, int *mxl_test_failed_) {
 
 TEST(decoder_batch_reference_equals_one_by_one_bitwise) { run_fixtures(true, mxl_test_failed_); }
 
-TEST(decoder_batch_fast_path_equals_one_by_one) { run_fixtures(false, mxl_test_failed_); }
+TEST(decoder_batch_fast_path_equals_one_by_one_bitwise) { run_fixtures(false, mxl_test_failed_); }
 
 /* A batch whose only free scratch is too small is refused; n_seqs == 1 is the single path. */
 TEST(decoder_batch_scratch_and_single) {

@@ -158,9 +158,9 @@ typedef struct mm_ctx {
     int mlx4;                   /* MLX 4-token SIMD dot available */
     mxl_dense_dot_fn ddot;      /* dense SIMD dot or NULL (reference) */
     mxl_dense_dot4_fn ddot4;    /* dense 4-token SIMD dot or NULL */
-    mxl_gemm4x4_fn g44;         /* 4 rows x 4 tokens micro-kernel or NULL */
-    int mlx44;                  /* MLX 4x4 micro-kernel available */
-    mxl_dense_gemm4x4_fn d44;   /* dense 4x4 micro-kernel or NULL */
+    mxl_gemm4x4_fn g44;         /* 4 rows x 1..4 tokens micro-kernel or NULL */
+    int mlx44;                  /* MLX 4 x 1..4 micro-kernel available */
+    mxl_dense_gemm4x4_fn d44;   /* dense 4 x 1..4 micro-kernel or NULL */
 } mm_ctx;
 
 static void quant_task(void *vctx, int task, int n_tasks, int thread_index) {
@@ -201,6 +201,58 @@ static inline float dot_row(const mm_ctx *c, int64_t r, int64_t t) {
     }
 }
 
+/* Rows [rt, re) (one tile) for every token. The kernel chosen for a row never depends on the
+ * token count or on a token's position, and each kernel gives a (row, token) pair the same bits
+ * whatever else it computes alongside (matmul.h: batch invariance):
+ *   - AVX-512 VNNI micro-kernels: 4-row quads (the last quad of the matrix padded) x up to 4
+ *     tokens, the token remainder through the same kernel with 1..3 tokens;
+ *   - AVX2 4-token dots: bit-identical per token to the 1-token dots used for the remainder;
+ *   - otherwise 1-token dots. */
+static void tile_rows(const mm_ctx *c, int64_t rt, int64_t re) {
+    const mxl_cpu_weight *W = c->W;
+    const int64_t rows = W->rows;
+    int64_t t = 0;
+    if (c->g44 || c->mlx44 || c->d44) {
+        for (; t < c->n_tok; t += 4) {
+            int nt = c->n_tok - t < 4 ? (int)(c->n_tok - t) : 4;
+            const void *a = c->act ? c->act + (size_t)t * c->act_stride : NULL;
+            for (int64_t r = rt; r < re; r += 4) {
+                int nr = re - r < 4 ? (int)(re - r) : 4;
+                float *y = c->y + t * rows + r;
+                if (c->d44)
+                    c->d44(W->cols, (const uint8_t *)W->data + r * c->row_bytes, (size_t)c->row_bytes,
+                           nr, c->x + t * W->cols, W->cols, nt, y, rows);
+                else if (c->g44)
+                    c->g44(W->cols, (const uint8_t *)W->data + r * c->row_bytes, (size_t)c->row_bytes,
+                           nr, a, c->act_stride, nt, y, rows);
+                else
+                    mxl_mlx_gemm4x4_avx512(&W->mlx, r, nr, a, c->act_stride, nt, y, rows);
+            }
+        }
+        return;
+    }
+    if (c->qdot4 || c->mlx4 || c->ddot4) { /* four tokens per pass over the tile's weights */
+        for (; t + 4 <= c->n_tok; t += 4) {
+            const void *a = c->act ? c->act + (size_t)t * c->act_stride : NULL;
+            for (int64_t r = rt; r < re; r++) {
+                float o[4];
+                if (c->ddot4)
+                    c->ddot4(W->cols, (const uint8_t *)W->data + r * c->row_bytes, c->x + t * W->cols,
+                             W->cols, o);
+                else if (c->qdot4)
+                    c->qdot4(W->cols, (const uint8_t *)W->data + r * c->row_bytes, a, c->act_stride, o);
+                else
+                    mxl_mlx_vec_dot4_avx2(&W->mlx, r, a, c->act_stride, o);
+                for (int k = 0; k < 4; k++) c->y[(t + k) * rows + r] = o[k];
+            }
+        }
+    }
+    for (; t < c->n_tok; t++) {
+        float *yt = c->y + t * rows;
+        for (int64_t r = rt; r < re; r++) yt[r] = dot_row(c, r, t);
+    }
+}
+
 static void rows_task(void *vctx, int task, int n_tasks, int thread_index) {
     (void)thread_index;
     mm_ctx *c = vctx;
@@ -210,46 +262,8 @@ static void rows_task(void *vctx, int task, int n_tasks, int thread_index) {
     int64_t r0 = n_tiles * task / n_tasks * TILE_ROWS;
     int64_t r1 = n_tiles * (task + 1) / n_tasks * TILE_ROWS;
     if (r1 > rows) r1 = rows;
-    for (int64_t rt = r0; rt < r1; rt += TILE_ROWS) {
-        int64_t re = rt + TILE_ROWS < r1 ? rt + TILE_ROWS : r1;
-        int64_t t = 0;
-        if ((c->g44 || c->mlx44 || c->d44) && re - rt == TILE_ROWS) { /* 4x4 kernels, row quads */
-            for (; t + 4 <= c->n_tok; t += 4)
-                for (int64_t r = rt; r < re; r += 4) {
-                    const void *a = c->act ? c->act + (size_t)t * c->act_stride : NULL;
-                    if (c->d44)
-                        c->d44(c->W->cols, (const uint8_t *)c->W->data + r * c->row_bytes,
-                               (size_t)c->row_bytes, c->x + t * c->W->cols, c->W->cols,
-                               c->y + t * rows + r, rows);
-                    else if (c->g44)
-                        c->g44(c->W->cols, (const uint8_t *)c->W->data + r * c->row_bytes,
-                               (size_t)c->row_bytes, a, c->act_stride, c->y + t * rows + r, rows);
-                    else
-                        mxl_mlx_gemm4x4_avx512(&c->W->mlx, r, a, c->act_stride, c->y + t * rows + r, rows);
-                }
-        }
-        if (c->qdot4 || c->mlx4 || c->ddot4) { /* four tokens per pass over the tile's weights */
-            for (; t + 4 <= c->n_tok; t += 4) {
-                const void *a = c->act ? c->act + (size_t)t * c->act_stride : NULL;
-                for (int64_t r = rt; r < re; r++) {
-                    float o[4];
-                    if (c->ddot4)
-                        c->ddot4(c->W->cols, (const uint8_t *)c->W->data + r * c->row_bytes,
-                                 c->x + t * c->W->cols, c->W->cols, o);
-                    else if (c->qdot4)
-                        c->qdot4(c->W->cols, (const uint8_t *)c->W->data + r * c->row_bytes, a,
-                                 c->act_stride, o);
-                    else
-                        mxl_mlx_vec_dot4_avx2(&c->W->mlx, r, a, c->act_stride, o);
-                    for (int k = 0; k < 4; k++) c->y[(t + k) * rows + r] = o[k];
-                }
-            }
-        }
-        for (; t < c->n_tok; t++) {
-            float *yt = c->y + t * rows;
-            for (int64_t r = rt; r < re; r++) yt[r] = dot_row(c, r, t);
-        }
-    }
+    for (int64_t rt = r0; rt < r1; rt += TILE_ROWS)
+        tile_rows(c, rt, rt + TILE_ROWS < r1 ? rt + TILE_ROWS : r1);
 }
 
 void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,

@@ -7,10 +7,19 @@
  * of 256 for the K-quants), as ggml-cpu does; dense weights use f32 activations.
  * The caller supplies scratch memory (mxl_cpu_matmul_scratch_bytes) so the decode path does not
  * allocate. Rows are split over the thread pool's threads (NULL pool: the caller's thread).
- * Kernel choice per weight tile (8 rows): on AVX-512 VNNI CPUs a 4 rows x 4 tokens micro-kernel
- * (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q4_K, Q6_K, MLX 2/4/8-bit, dense F32/F16/BF16) for groups of 4
- * tokens; else the AVX2 4-token kernels (every format but Q2_K/Q3_K); else the 1-token dots; a
- * CPU without AVX2 runs the scalar references. MXL_CPU_ISA=scalar|avx2 caps the level. */
+ * Kernel choice per format and instruction-set level: on AVX-512 VNNI CPUs a 4 rows x 1..4
+ * tokens micro-kernel (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q4_K, Q6_K, MLX 2/4/8-bit, dense
+ * F32/F16/BF16) for every token count, decode included; else the AVX2 4-token kernels (every
+ * format but Q2_K/Q3_K) for groups of 4 tokens and the AVX2 1-token dots for the rest; a CPU
+ * without AVX2 runs the scalar references. MXL_CPU_ISA=scalar|avx2 caps the level.
+ *
+ * Batch invariance: at a given level, row t of y is bitwise the same as multiplying token t
+ * alone (n_tok = 1), whatever n_tok, t's position and the thread count. Each token's activations
+ * are quantized on their own, the kernel used for a weight row does not depend on the tokens,
+ * and every kernel computes a (row, token) pair with the same operations in the same order
+ * whether it handles 1 or 4 tokens (and 1 or 4 rows); each output is computed by one thread. So
+ * a request gives the same logits alone, batched, chunked or after a cached prefix
+ * (tests/unit/test_kernels_invariance.c). */
 #ifndef MXL_BACKENDS_CPU_MATMUL_H
 #define MXL_BACKENDS_CPU_MATMUL_H
 

@@ -129,12 +129,15 @@ typedef void (*mxl_vec_dot4_fn)(int64_t n, const void *w, const void *xq, size_t
 mxl_vec_dot4_fn mxl_vec_dot4_avx2_get(mxl_dtype t);
 void mxl_quant_q8a_avx2(const float *x, mxl_block_q8a *y, int64_t n);
 
-/* AVX-512 VNNI prefill micro-kernel (quant_gguf_avx512.c): 4 weight rows (row r at
- * (const char *)w + r*w_row_bytes) x 4 tokens (activation row t at xq + t*xstride), writing
- * y[t*y_stride + r]. Float path (f32 order differs from the reference). NULL for formats
- * without one (Q8_0 and Q4_0 have one). Call only when the CPU has AVX-512 F/BW/VL + VNNI. */
-typedef void (*mxl_gemm4x4_fn)(int64_t n, const void *w, size_t w_row_bytes, const void *xq,
-                               size_t xstride, float *y, int64_t y_stride);
+/* AVX-512 VNNI micro-kernel (quant_gguf_avx512.c): nrows (1..4) weight rows (row r at
+ * (const char *)w + r*w_row_bytes) x ntok (1..4) tokens (activation row t at xq + t*xstride),
+ * writing y[t*y_stride + r] for r < nrows, t < ntok. Float path (f32 order differs from the
+ * reference), but each (row, token) result is the same bits for every nrows and ntok: the one
+ * kernel serves decode (1 token) and prefill (groups of 4) alike. NULL for formats without one
+ * (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q4_K, Q6_K have one). Call only when the CPU has AVX-512
+ * F/BW/VL + VNNI. */
+typedef void (*mxl_gemm4x4_fn)(int64_t n, const void *w, size_t w_row_bytes, int nrows,
+                               const void *xq, size_t xstride, int ntok, float *y, int64_t y_stride);
 mxl_gemm4x4_fn mxl_gemm4x4_avx512_get(mxl_dtype t);
 
 #endif

@@ -1,4 +1,4 @@
-/* quant_gguf_avx512.c - AVX-512 VNNI prefill micro-kernels: 4 weight rows x 4 tokens against
+/* quant_gguf_avx512.c - AVX-512 VNNI micro-kernels: 4 weight rows x 1..4 tokens against
  * quantized activations. 32-element formats (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1) and MLX 2/4/8-bit
  * against q8a, two 32-element blocks per 512-bit step; Q4_K and Q6_K against Q8_K.
  *
@@ -7,7 +7,13 @@
  * starting each accumulation from -C * (lane partial sums of the activation codes), computed once
  * per token and shared by the four rows. Per (row, token) and block pair the work is one
  * vpdpbusd, one convert, one scale multiply and one FMA; the f32 order differs from the reference
- * (a float path, tested by tolerance). Only called when the CPU has AVX-512 F/BW/VL + VNNI. */
+ * (a float path, tested by tolerance).
+ *
+ * Batch invariance (matmul.h): every (row, token) result is one accumulator fed by the same
+ * sequence of operations whatever the token count (a compile-time 1..4 after inlining) and the
+ * number of valid rows, so a token gives the same bits alone (decode), in a group of four
+ * (prefill) or in a remainder. Rows past the valid count repeat the last valid row (its bytes
+ * are in bounds) and are not stored. Only called when the CPU has AVX-512 F/BW/VL + VNNI. */
 #include "backends/cpu/quant_gguf.h"
 #include "backends/cpu/quant_mlx.h"
 
@@ -119,27 +125,139 @@ AVX512 __attribute__((always_inline)) static inline __m256i ucodes(int kind, con
     }
 }
 
-AVX512 __attribute__((always_inline)) static inline void gemm4x4(int kind, int64_t n, const uint8_t *w,
-                                                               size_t wrb, const mxl_mlx_qweight *M,
-                                                               int64_t r0, const uint8_t *xq,
-                                                               size_t xs, float *y, int64_t ys) {
+/* Lanes 0-7 take element i, lanes 8-15 element j of a 4-float vector. */
+#define LANES(i, j) _mm512_setr_epi32(i, i, i, i, i, i, i, i, j, j, j, j, j, j, j, j)
+#define LANES_F(a, b) _mm512_setr_ps(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b)
+
+/* 16 nibbles-bytes of block b (ymm low half) and b + 1 (high half) -> the 64 codes in ucodes'
+ * order: [low nibbles of b, high nibbles of b, low of b+1, high of b+1]. */
+AVX512 static inline __m512i nib_pair(const uint8_t *q0, const uint8_t *q1) {
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)q0)),
+                                        _mm_loadu_si128((const __m128i *)q1), 1);
+    __m256i m = _mm256_set1_epi8(0x0F);
+    __m256i lo = _mm256_and_si256(v, m), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+    return _mm512_permutex2var_epi64(_mm512_castsi256_si512(lo), _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11),
+                                     _mm512_castsi256_si512(hi));
+}
+/* Two halves -> two floats broadcast to lanes 0-7 and 8-15 (exact conversions). */
+AVX512 static inline __m512 h2_pair(uint16_t h0, uint16_t h1) {
+    __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)h0 | (uint32_t)h1 << 16)));
+    return _mm512_permutexvar_ps(LANES(0, 1), _mm512_castps128_ps512(f));
+}
+/* (d, m) halves of two blocks -> dw (lanes: d0 | d1) and mw (m0 | m1). */
+AVX512 static inline void dm_pair(const void *dm0, const void *dm1, __m512 *dw, __m512 *mw) {
+    uint32_t a, c;
+    memcpy(&a, dm0, 4);
+    memcpy(&c, dm1, 4);
+    __m128 f = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)((uint64_t)a | (uint64_t)c << 32)));
+    *dw = _mm512_permutexvar_ps(LANES(0, 2), _mm512_castps128_ps512(f));
+    *mw = _mm512_permutexvar_ps(LANES(1, 3), _mm512_castps128_ps512(f));
+}
+
+/* Blocks b and b + 1 (both inside the row) at once: the same codes, scales and offsets as
+ * pair256(ucodes(b), ucodes(b + 1)) with pair_ps of their d and m, in fewer instructions. */
+AVX512 __attribute__((always_inline)) static inline __m512i upair(int kind, const uint8_t *w,
+                                                                const mxl_mlx_qweight *M, int64_t r,
+                                                                int64_t b, __m512 *dw, __m512 *mw) {
+    switch (kind) {
+    case K_Q8_0: {
+        const mxl_block_q8_0 *blk = (const mxl_block_q8_0 *)w + b;
+        *dw = h2_pair(blk[0].d, blk[1].d);
+        *mw = _mm512_setzero_ps();
+        __m512i v = pair256(_mm256_loadu_si256((const __m256i *)blk[0].qs),
+                            _mm256_loadu_si256((const __m256i *)blk[1].qs));
+        return _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+    }
+    case K_Q4_0: {
+        const mxl_block_q4_0 *blk = (const mxl_block_q4_0 *)w + b;
+        *dw = h2_pair(blk[0].d, blk[1].d);
+        *mw = _mm512_setzero_ps();
+        return nib_pair(blk[0].qs, blk[1].qs);
+    }
+    case K_Q5_0: {
+        const mxl_block_q5_0 *blk = (const mxl_block_q5_0 *)w + b;
+        uint32_t h0, h1;
+        memcpy(&h0, blk[0].qh, 4);
+        memcpy(&h1, blk[1].qh, 4);
+        *dw = h2_pair(blk[0].d, blk[1].d);
+        *mw = _mm512_setzero_ps();
+        __m512i hb = _mm512_maskz_mov_epi8(_cvtu64_mask64((uint64_t)h0 | (uint64_t)h1 << 32), _mm512_set1_epi8(0x10));
+        return _mm512_or_si512(nib_pair(blk[0].qs, blk[1].qs), hb);
+    }
+    case K_Q4_1: {
+        const mxl_block_q4_1 *blk = (const mxl_block_q4_1 *)w + b;
+        dm_pair(&blk[0].d, &blk[1].d, dw, mw);
+        return nib_pair(blk[0].qs, blk[1].qs);
+    }
+    case K_Q5_1: {
+        const mxl_block_q5_1 *blk = (const mxl_block_q5_1 *)w + b;
+        uint32_t h0, h1;
+        memcpy(&h0, blk[0].qh, 4);
+        memcpy(&h1, blk[1].qh, 4);
+        dm_pair(&blk[0].d, &blk[1].d, dw, mw);
+        __m512i hb = _mm512_maskz_mov_epi8(_cvtu64_mask64((uint64_t)h0 | (uint64_t)h1 << 32), _mm512_set1_epi8(0x10));
+        return _mm512_or_si512(nib_pair(blk[0].qs, blk[1].qs), hb);
+    }
+    default: { /* MLX: w is the row's first byte; the pair's 64 codes are contiguous */
+        int bits = kind == K_MLX4 ? 4 : kind == K_MLX8 ? 8 : 2;
+        int64_t ng = M->cols / M->group_size, g0 = b * 32 / M->group_size, g1 = (b + 1) * 32 / M->group_size;
+        if (g0 == g1) { /* group size >= 64: one scale and bias for both blocks */
+            *dw = _mm512_set1_ps(mlx_param(M->scales, M->scale_dtype, r * ng + g0));
+            *mw = _mm512_set1_ps(mlx_param(M->biases, M->scale_dtype, r * ng + g0));
+        } else {
+            *dw = pair_ps(mlx_param(M->scales, M->scale_dtype, r * ng + g0),
+                          mlx_param(M->scales, M->scale_dtype, r * ng + g1));
+            *mw = pair_ps(mlx_param(M->biases, M->scale_dtype, r * ng + g0),
+                          mlx_param(M->biases, M->scale_dtype, r * ng + g1));
+        }
+        const uint8_t *p = w + b * 4 * bits;
+        if (kind == K_MLX8) return _mm512_loadu_si512((const void *)p);
+        if (kind == K_MLX4) {
+            /* byte k -> 16-bit lane k, low byte = low nibble (element 2k), high byte = high
+             * nibble (element 2k + 1) */
+            __m512i v = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)p));
+            return _mm512_and_si512(_mm512_or_si512(v, _mm512_slli_epi16(v, 4)), _mm512_set1_epi16(0x0F0F));
+        }
+        /* 2-bit: byte k -> 32-bit lane k, byte j of the lane = bits 2j..2j+1 (element 4k + j) */
+        __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+        __m512i t = _mm512_or_si512(_mm512_or_si512(v, _mm512_slli_epi32(v, 6)),
+                                    _mm512_or_si512(_mm512_slli_epi32(v, 12), _mm512_slli_epi32(v, 18)));
+        return _mm512_and_si512(t, _mm512_set1_epi32(0x03030303));
+    }
+    }
+}
+
+/* Row pointers of a 4-row quad with nr valid rows: rows past nr repeat row nr - 1. */
+#define QUAD_ROW(r, nr) ((r) < (nr) ? (r) : (nr) - 1)
+
+AVX512 __attribute__((always_inline)) static inline void gemm4xn(int kind, int nt, int64_t n,
+                                                               const uint8_t *w, size_t wrb,
+                                                               const mxl_mlx_qweight *M, int64_t r0,
+                                                               int nr, const uint8_t *xq, size_t xs,
+                                                               float *y, int64_t ys) {
     const int64_t nb = n / 32;
     const int shift = kind == K_Q8_0 ? 7 : kind == K_Q4_0 ? 3 : kind == K_Q5_0 ? 4 : 0;
     const int has_m = kind != K_Q8_0 && kind != K_Q4_0 && kind != K_Q5_0;
     const __m512i ones = _mm512_set1_epi8(1);
+    const uint8_t *wr[4];
+    int64_t rr[4];
+    for (int r = 0; r < 4; r++) {
+        rr[r] = r0 + QUAD_ROW(r, nr);
+        wr[r] = M ? (const uint8_t *)(M->w + rr[r] * (M->cols * M->bits / 32)) : w + QUAD_ROW(r, nr) * wrb;
+    }
     __m512 acc[4][4];
-    /* fully unrolled so the 16 accumulators live in zmm registers */
+    /* fully unrolled so the accumulators live in zmm registers */
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
 #pragma GCC unroll 4
-        for (int t = 0; t < 4; t++) acc[r][t] = _mm512_setzero_ps();
+        for (int t = 0; t < nt; t++) acc[r][t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b += 2) {
         __m512i yv[4], init[4];
         __m512 dx[4], sx[4];
+        const int two = b + 1 < nb; /* else the row's last, lone block (upper lanes zero) */
 #pragma GCC unroll 4
-        for (int t = 0; t < 4; t++) {
+        for (int t = 0; t < nt; t++) {
             const mxl_block_q8a *x = (const mxl_block_q8a *)(xq + t * xs);
-            int two = b + 1 < nb;
             __m256i y0 = _mm256_loadu_si256((const __m256i *)x[b].qs);
             __m256i y1 = two ? _mm256_loadu_si256((const __m256i *)x[b + 1].qs) : _mm256_setzero_si256();
             yv[t] = pair256(y0, y1);
@@ -149,37 +267,64 @@ AVX512 __attribute__((always_inline)) static inline void gemm4x4(int kind, int64
             } else {
                 init[t] = _mm512_setzero_si512();
             }
-            dx[t] = pair_ps(x[b].d, two ? x[b + 1].d : 0.0f);
-            /* s/8 on all 8 lanes of a block: the 8 lanes sum back to s (exact power-of-2 scale) */
-            if (has_m) sx[t] = pair_ps(x[b].s * 0.125f, two ? x[b + 1].s * 0.125f : 0.0f);
+            if (two) { /* (d, s) of both blocks in one vector: [d0, s0, d1, s1] */
+                uint64_t ds0, ds1; /* d and s are adjacent floats */
+                memcpy(&ds0, &x[b].d, 8);
+                memcpy(&ds1, &x[b + 1].d, 8);
+                __m512 v = _mm512_castps128_ps512(_mm_castsi128_ps(_mm_set_epi64x((long long)ds1, (long long)ds0)));
+                dx[t] = _mm512_permutexvar_ps(LANES(0, 2), v);
+                /* s/8 on all 8 lanes of a block: the 8 lanes sum back to s (exact power-of-2
+                 * scale) */
+                if (has_m) sx[t] = _mm512_mul_ps(_mm512_permutexvar_ps(LANES(1, 3), v), _mm512_set1_ps(0.125f));
+            } else {
+                dx[t] = pair_ps(x[b].d, 0.0f);
+                if (has_m) sx[t] = pair_ps(x[b].s * 0.125f, 0.0f);
+            }
         }
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
-            float d0, d1, m0, m1;
-            const uint8_t *wr = M ? (const uint8_t *)(M->w + (r0 + r) * (M->cols * M->bits / 32))
-                                  : w + r * wrb;
-            __m256i c0 = ucodes(kind, wr, M, r0 + r, b, nb, &d0, &m0);
-            __m256i c1 = ucodes(kind, wr, M, r0 + r, b + 1, nb, &d1, &m1);
-            __m512i u = pair256(c0, c1);
-            __m512 dw = pair_ps(d0, d1);
-            __m512 mw = has_m ? pair_ps(m0, m1) : _mm512_setzero_ps();
+            __m512i u;
+            __m512 dw, mw;
+            if (two) {
+                u = upair(kind, wr[r], M, rr[r], b, &dw, &mw);
+            } else {
+                float d0, d1, m0, m1;
+                __m256i c0 = ucodes(kind, wr[r], M, rr[r], b, nb, &d0, &m0);
+                __m256i c1 = ucodes(kind, wr[r], M, rr[r], b + 1, nb, &d1, &m1);
+                u = pair256(c0, c1);
+                dw = pair_ps(d0, d1);
+                mw = pair_ps(m0, m1);
+            }
+            if (!has_m) mw = _mm512_setzero_ps();
 #pragma GCC unroll 4
-            for (int t = 0; t < 4; t++) {
+            for (int t = 0; t < nt; t++) {
                 __m512i v = _mm512_dpbusd_epi32(init[t], u, yv[t]);
                 __m512 a = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx[t]), _mm512_cvtepi32_ps(v), acc[r][t]);
                 acc[r][t] = has_m ? _mm512_fmadd_ps(mw, sx[t], a) : a;
             }
         }
     }
-    for (int r = 0; r < 4; r++)
-        for (int t = 0; t < 4; t++) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
+    for (int r = 0; r < nr; r++)
+        for (int t = 0; t < nt; t++) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-#define GEMM32(name, kind)                                                                        \
-    AVX512 static void name(int64_t n, const void *w, size_t wrb, const void *xq, size_t xs,      \
-                            float *y, int64_t ys) {                                               \
-        gemm4x4(kind, n, w, wrb, NULL, 0, xq, xs, y, ys);                                         \
+/* The token count (1..4) becomes a compile-time constant in each branch. */
+#define SWITCH_NT(nt, CALL)                                                                       \
+    switch (nt) {                                                                                 \
+    case 1: CALL(1); break;                                                                       \
+    case 2: CALL(2); break;                                                                       \
+    case 3: CALL(3); break;                                                                       \
+    default: CALL(4); break;                                                                      \
     }
+
+#define GEMM32(name, KIND)                                                                        \
+    AVX512 static void name(int64_t n, const void *w, size_t wrb, int nr, const void *xq,         \
+                            size_t xs, int nt, float *y, int64_t ys) {                            \
+        const int kind = KIND;                                                                    \
+        const uint8_t *w8 = w, *x8 = xq;                                                          \
+        SWITCH_NT(nt, GEMM32_CALL)                                                                \
+    }
+#define GEMM32_CALL(NT) gemm4xn(kind, NT, n, w8, wrb, NULL, 0, nr, x8, xs, y, ys)
 GEMM32(gemm4x4_q8_0, K_Q8_0)
 GEMM32(gemm4x4_q4_0, K_Q4_0)
 GEMM32(gemm4x4_q5_0, K_Q5_0)
@@ -188,11 +333,19 @@ GEMM32(gemm4x4_q5_1, K_Q5_1)
 
 int mxl_mlx_gemm4x4_avx512_supported(int bits) { return bits == 2 || bits == 4 || bits == 8; }
 
-AVX512 void mxl_mlx_gemm4x4_avx512(const mxl_mlx_qweight *W, int64_t r0, const void *xq,
-                                   size_t xstride, float *y, int64_t y_stride) {
-    if (W->bits == 4) gemm4x4(K_MLX4, W->cols, NULL, 0, W, r0, xq, xstride, y, y_stride);
-    else if (W->bits == 8) gemm4x4(K_MLX8, W->cols, NULL, 0, W, r0, xq, xstride, y, y_stride);
-    else gemm4x4(K_MLX2, W->cols, NULL, 0, W, r0, xq, xstride, y, y_stride);
+#define MLX_CALL(NT) gemm4xn(kind, NT, W->cols, NULL, 0, W, r0, nrows, xq, xstride, y, y_stride)
+AVX512 void mxl_mlx_gemm4x4_avx512(const mxl_mlx_qweight *W, int64_t r0, int nrows, const void *xq,
+                                   size_t xstride, int ntok, float *y, int64_t y_stride) {
+    if (W->bits == 4) {
+        const int kind = K_MLX4;
+        SWITCH_NT(ntok, MLX_CALL)
+    } else if (W->bits == 8) {
+        const int kind = K_MLX8;
+        SWITCH_NT(ntok, MLX_CALL)
+    } else {
+        const int kind = K_MLX2;
+        SWITCH_NT(ntok, MLX_CALL)
+    }
 }
 
 /* ---- K-quants: per-chunk f32 scales (d * sub-block scale) folded into the FMA; the offset
@@ -206,22 +359,25 @@ AVX512 static inline __m512 spread4(const float *v) {
     return _mm512_permutexvar_ps(idx, a);
 }
 
-AVX512 __attribute__((always_inline)) static inline void gemm4x4_k(int q6, int64_t n, const uint8_t *w,
-                                                                   size_t wrb, const uint8_t *xq,
+AVX512 __attribute__((always_inline)) static inline void gemm4xn_k(int q6, int nt, int64_t n,
+                                                                   const uint8_t *w, size_t wrb,
+                                                                   int nr, const uint8_t *xq,
                                                                    size_t xs, float *y, int64_t ys) {
     const int64_t nb = n / 256;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+    const uint8_t *wr[4];
+    for (int r = 0; r < 4; r++) wr[r] = w + QUAD_ROW(r, nr) * wrb;
     __m512 acc[4][4];
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
 #pragma GCC unroll 4
-        for (int t = 0; t < 4; t++) acc[r][t] = _mm512_setzero_ps();
+        for (int t = 0; t < nt; t++) acc[r][t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         /* per token: d, and the 16 bsums as floats scaled by d (offset terms) */
         float dx[4];
         __m512 bs[4];
 #pragma GCC unroll 4
-        for (int t = 0; t < 4; t++) {
+        for (int t = 0; t < nt; t++) {
             const mxl_block_q8k *x = (const mxl_block_q8k *)(xq + t * xs) + b;
             dx[t] = x->d;
             __m512 s16 = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)x->bsums)));
@@ -232,31 +388,38 @@ AVX512 __attribute__((always_inline)) static inline void gemm4x4_k(int q6, int64
             __m512i u[4];
             __m512 scf[4], off;
             if (!q6) {
-                const mxl_block_q4_k *blk = (const mxl_block_q4_k *)(w + r * wrb) + b;
-                float d = _cvtsh_ss(blk->d), dmin = _cvtsh_ss(blk->dmin);
-                uint8_t sc[8], m[8];
-                for (int j = 0; j < 4; j++) {
-                    sc[j] = blk->scales[j] & 63;
-                    m[j] = blk->scales[j + 4] & 63;
-                    sc[j + 4] = (uint8_t)((blk->scales[j + 8] & 0xF) | ((blk->scales[j] >> 6) << 4));
-                    m[j + 4] = (uint8_t)((blk->scales[j + 8] >> 4) | ((blk->scales[j + 4] >> 6) << 4));
-                }
-                /* 8 scales and 8 mins as f32 lanes, then spread by permutes:
-                 * offset lanes 2j, 2j+1 (the two 16-sums of sub-block j) = -dmin * m_j;
+                const mxl_block_q4_k *blk = (const mxl_block_q4_k *)wr[r] + b;
+                /* the 6-bit scales sc[0..7] and mins m[0..7] (ggml's get_scale_min_k4), four
+                 * bytes at a time: q0 = bytes 0-3, q1 = 4-7, q2 = 8-11 of blk->scales */
+                uint32_t q0, q1, q2;
+                memcpy(&q0, blk->scales, 4);
+                memcpy(&q1, blk->scales + 4, 4);
+                memcpy(&q2, blk->scales + 8, 4);
+                uint32_t sc_lo = q0 & 0x3f3f3f3fu, m_lo = q1 & 0x3f3f3f3fu;
+                uint32_t sc_hi = (q2 & 0x0f0f0f0fu) | ((q0 >> 6) & 0x03030303u) << 4;
+                uint32_t m_hi = ((q2 >> 4) & 0x0f0f0f0fu) | ((q1 >> 6) & 0x03030303u) << 4;
+                __m128i scm = _mm_set_epi64x((long long)((uint64_t)m_lo | (uint64_t)m_hi << 32),
+                                             (long long)((uint64_t)sc_lo | (uint64_t)sc_hi << 32));
+                /* lanes 0-7: d * sc[j], lanes 8-15: -dmin * m[j] */
+                __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)blk->d | (uint32_t)blk->dmin << 16)));
+                __m512 dm = _mm512_permutexvar_ps(LANES(0, 1), _mm512_castps128_ps512(dd));
+                dm = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(dm),
+                                                          _mm512_castps_si512(LANES_F(0.0f, -0.0f))));
+                __m512 all = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scm)), dm);
+                /* offset lanes 2j, 2j+1 (the two 16-sums of sub-block j) = -dmin * m_j;
                  * chunk c lanes 0-7 = d * sc[2c], lanes 8-15 = d * sc[2c+1] */
-                __m256i sm = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc));
-                __m256i mm = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)m));
-                __m512 sv = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_cvtepi32_ps(sm), _mm256_set1_ps(d)));
-                __m512 mv = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_cvtepi32_ps(mm), _mm256_set1_ps(-dmin)));
-                off = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), mv);
-                for (int c = 0; c < 4; c++) {
-                    __m256i v = _mm256_loadu_si256((const __m256i *)(blk->qs + 32 * c));
-                    u[c] = pair256(_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-                    __m512i idx = _mm512_inserti64x4(_mm512_set1_epi32(2 * c), _mm256_set1_epi32(2 * c + 1), 1);
-                    scf[c] = _mm512_permutexvar_ps(idx, sv);
+                off = _mm512_permutexvar_ps(_mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15), all);
+                for (int c = 0; c < 4; c += 2) {
+                    __m512i v = _mm512_loadu_si512((const void *)(blk->qs + 32 * c));
+                    __m512i lo = _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+                    __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
+                    u[c] = _mm512_shuffle_i64x2(lo, hi, 0x44);     /* lo 0-255, hi 0-255 */
+                    u[c + 1] = _mm512_shuffle_i64x2(lo, hi, 0xEE); /* lo 256-511, hi 256-511 */
+                    scf[c] = _mm512_permutexvar_ps(LANES(2 * c, 2 * c + 1), all);
+                    scf[c + 1] = _mm512_permutexvar_ps(LANES(2 * c + 2, 2 * c + 3), all);
                 }
             } else {
-                const mxl_block_q6_k *blk = (const mxl_block_q6_k *)(w + r * wrb) + b;
+                const mxl_block_q6_k *blk = (const mxl_block_q6_k *)wr[r] + b;
                 float d = _cvtsh_ss(blk->d);
                 float so[16], sf[16];
                 for (int j = 0; j < 16; j++) {
@@ -282,7 +445,7 @@ AVX512 __attribute__((always_inline)) static inline void gemm4x4_k(int q6, int64
                 }
             }
 #pragma GCC unroll 4
-            for (int t = 0; t < 4; t++) {
+            for (int t = 0; t < nt; t++) {
                 const mxl_block_q8k *x = (const mxl_block_q8k *)(xq + t * xs) + b;
                 __m512 a = acc[r][t];
                 __m512 dxv = _mm512_set1_ps(dx[t]);
@@ -296,17 +459,20 @@ AVX512 __attribute__((always_inline)) static inline void gemm4x4_k(int q6, int64
             }
         }
     }
-    for (int r = 0; r < 4; r++)
-        for (int t = 0; t < 4; t++) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
+    for (int r = 0; r < nr; r++)
+        for (int t = 0; t < nt; t++) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-AVX512 static void gemm4x4_q4_k(int64_t n, const void *w, size_t wrb, const void *xq, size_t xs,
-                                float *y, int64_t ys) {
-    gemm4x4_k(0, n, w, wrb, xq, xs, y, ys);
+#define GEMMK_CALL(NT) gemm4xn_k(q6, NT, n, w, wrb, nr, xq, xs, y, ys)
+AVX512 static void gemm4x4_q4_k(int64_t n, const void *w, size_t wrb, int nr, const void *xq,
+                                size_t xs, int nt, float *y, int64_t ys) {
+    const int q6 = 0;
+    SWITCH_NT(nt, GEMMK_CALL)
 }
-AVX512 static void gemm4x4_q6_k(int64_t n, const void *w, size_t wrb, const void *xq, size_t xs,
-                                float *y, int64_t ys) {
-    gemm4x4_k(1, n, w, wrb, xq, xs, y, ys);
+AVX512 static void gemm4x4_q6_k(int64_t n, const void *w, size_t wrb, int nr, const void *xq,
+                                size_t xs, int nt, float *y, int64_t ys) {
+    const int q6 = 1;
+    SWITCH_NT(nt, GEMMK_CALL)
 }
 
 mxl_gemm4x4_fn mxl_gemm4x4_avx512_get(mxl_dtype t) {
@@ -324,8 +490,8 @@ mxl_gemm4x4_fn mxl_gemm4x4_avx512_get(mxl_dtype t) {
 #else
 mxl_gemm4x4_fn mxl_gemm4x4_avx512_get(mxl_dtype t) { (void)t; return 0; }
 int mxl_mlx_gemm4x4_avx512_supported(int bits) { (void)bits; return 0; }
-void mxl_mlx_gemm4x4_avx512(const mxl_mlx_qweight *W, int64_t r0, const void *xq, size_t xstride,
-                            float *y, int64_t y_stride) {
-    (void)W, (void)r0, (void)xq, (void)xstride, (void)y, (void)y_stride;
+void mxl_mlx_gemm4x4_avx512(const mxl_mlx_qweight *W, int64_t r0, int nrows, const void *xq,
+                            size_t xstride, int ntok, float *y, int64_t y_stride) {
+    (void)W, (void)r0, (void)nrows, (void)xq, (void)xstride, (void)ntok, (void)y, (void)y_stride;
 }
 #endif
