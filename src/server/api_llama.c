@@ -196,6 +196,10 @@ void mxl_api_llama_health(mxl_server *s, mxl_http_req *r) {
         mxl_srv_error(r, MXL_API_LLAMA, 503, "unavailable_error", "Loading model");
         return;
     }
+    if (!s->sched) { /* embedding / reranking only */
+        mxl_http_send_json(r, 200, json_pack("{s:s}", "status", "ok"));
+        return;
+    }
     mxl_sched_stats st;
     mxl_sched_slot_info info[1];
     mxl_sched_get_stats(s->sched, &st, info, 0);

@@ -321,6 +321,16 @@ bad:
 }
 
 void mxl_api_openai_models(mxl_server *s, mxl_http_req *r) {
+    if (!s->model) {
+        json_t *model = json_pack("{s:s, s:s, s:I, s:s, s:O, s:O}", "id", s->model_name, "object", "model", "created", (json_int_t)s->created,
+                                  "owned_by", "mlxcel", "aliases", s->aliases, "tags", s->tags);
+        json_t *meta = s->embedder ? json_pack("{s:I, s:I}", "n_embd", (json_int_t)mxl_embed_model_dim(s->embedder), "n_ctx_train",
+                                               (json_int_t)mxl_embed_model_max_length(s->embedder))
+                                   : json_pack("{s:I}", "n_ctx_train", (json_int_t)mxl_reranker_max_length(s->reranker));
+        json_object_set_new(model, "meta", meta);
+        mxl_http_send_json(r, 200, json_pack("{s:s, s:[o]}", "object", "list", "data", model));
+        return;
+    }
     json_t *model = json_pack("{s:s, s:s, s:I, s:s, s:O, s:O, s:{s:I, s:I}}", "id", s->model_name, "object", "model", "created",
                               (json_int_t)s->created, "owned_by", "mlxcel", "aliases", s->aliases, "tags", s->tags, "meta", "n_ctx_train",
                               (json_int_t)mxl_gen_model_default_ctx(s->model), "n_ctx_slot", (json_int_t)s->slot_ctx);

@@ -113,10 +113,20 @@ static const opt k_opts[] = {
     {"--model-draft|-md|--draft-model", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--draft-max|--draft|--spec-draft-n-max|--draft-n|--draft-kind|--draft-block-size|--prompt-lookup-max-batch", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--models-dir|--models-preset|--models-max|--hf-file|-hff|--model-url|-mu|--docker-repo|-dr", NULL, K_REFUSED_V, 0, 0, 0, NULL},
-    {"--models-autoload|--no-models-autoload|--webui|--ui|--enable-preemption|--settings|--lora-fuse|--lora-init-without-apply|--estimate-memory|--force|--no-memory-check|--offline|--embedding|--embeddings|--rerank|--reranking|--enable-vlm-prefix-cache", NULL, K_REFUSED, 0, 0, 0, NULL},
+    {"--models-autoload|--no-models-autoload|--webui|--ui|--enable-preemption|--settings|--lora-fuse|--lora-init-without-apply|--estimate-memory|--force|--no-memory-check|--enable-vlm-prefix-cache", NULL, K_REFUSED, 0, 0, 0, NULL},
     {"--adapter|--lora|--lora-scaled|--surgery|--revision|--preemption-policy|--max-batch-prefill|--max-batch-prefill-tokens|--max-kv-size|--decode-storage-backend|--kv-cache-budget|--kv-admission-watermark|--kv-bits|--kv-group-size|--kv-quant-scheme|--kv-skip-last-layer|--turbo-boundary-v", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--vision-cache-size|--media-path|--max-image-payload-size|--max-images|--video-max-frames|--video-fps|--max-image-width|--max-image-height|--max-image-decode-alloc-bytes|--audio-queue-depth|--audio-request-timeout-secs|--image-model", NULL, K_REFUSED_V, 0, 0, 0, NULL},
-    {"--embedding-model|--reranker-model|--embedding-batch-size|--embedding-max-length|--embedding-queue-depth|--embedding-request-timeout-secs|--rerank-batch-size|--pooling|--embd-normalize", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--embedding-model", "LLAMA_ARG_EMBEDDING_MODEL|MLXCEL_EMBEDDING_MODEL", K_STR, F(embedding_model), 0, 0, "embedding model beside the chat model"},
+    {"--reranker-model", "LLAMA_ARG_RERANKER_MODEL|MLXCEL_RERANKER_MODEL", K_STR, F(reranker_model), 0, 0, "reranker beside the chat model"},
+    {"--embedding-batch-size", "MLXCEL_EMBEDDING_BATCH_SIZE", K_INT, F(embedding_batch_size), 1, 4096, "texts per embedding forward pass (16)"},
+    {"--embedding-max-length", "MLXCEL_EMBEDDING_MAX_LENGTH", K_INT, F(embedding_max_length), 1, 1 << 20, "lower the embedding token limit"},
+    {"--embedding-queue-depth", "MLXCEL_EMBEDDING_QUEUE_DEPTH", K_INT, F(embedding_queue_depth), 1, 1 << 20, "waiting embedding/rerank requests before 503 (8)"},
+    {"--embedding-request-timeout-secs", "MLXCEL_EMBEDDING_REQUEST_TIMEOUT_SECS", K_INT, F(embedding_timeout), 1, 86400, "embedding/rerank wait limit, 504 after (120)"},
+    {"--rerank-batch-size", "MLXCEL_RERANK_BATCH_SIZE", K_INT, F(rerank_batch_size), 0, 4096, "pairs per rerank forward pass (0: 8)"},
+    {"--pooling", NULL, K_STR, F(pooling), 0, 0, "mean|cls|last|rank: override pooling, or rank for reranking"},
+    {"--embd-normalize", NULL, K_INT, F(embd_normalize), -1, 1000, "embedding normalization (-1 none, 0 max-abs, 1 taxicab, 2 euclidean, >2 p-norm)"},
+    {"--embedding|--embeddings", NULL, K_ON, F(embedding_mode), 0, 0, "embedding-only compatibility mode"},
+    {"--rerank|--reranking", NULL, K_ON, F(rerank_mode), 0, 0, "reranking-only compatibility mode"},
     {"--max-denoising-steps|--diffusion-sampler|--diffusion-threshold|--slot-save-path|--sleep-idle-seconds|--grammar|--grammar-file|--json-schema|--json-schema-file|--hf-token|--model-store-root", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--prompt-cache-capacity-bytes|--prompt-cache-max-entries|--prompt-cache-ttl|--prompt-cache-min-prefix|--prompt-cache-snapshot-capacity-bytes|--prompt-cache-snapshot-max-entries|--prompt-cache-snapshot-ttl|--apc-enabled|--apc-block-size|--apc-num-blocks|--apc-hash", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--responses-store-max-entries|--responses-store-ttl-secs|--conversation-store-max-entries|--conversation-store-ttl-secs", NULL, K_REFUSED_V, 0, 0, 0, NULL},
@@ -253,6 +263,10 @@ static void defaults(mxl_server_config *c) {
     c->sampling.dry_penalty_last_n = 64;
     c->sampling.top_n_sigma = -1.0f;
     c->seed = -1;
+    c->embedding_batch_size = 16;
+    c->embedding_queue_depth = 8;
+    c->embedding_timeout = 120;
+    c->embd_normalize = -1000; /* the checkpoint's */
 }
 
 mxl_status mxl_server_config_parse(int argc, char **argv, mxl_server_config *c, mxl_error *err) {
@@ -322,6 +336,8 @@ mxl_status mxl_server_config_parse(int argc, char **argv, mxl_server_config *c, 
         strcmp(c->samplers, "edskypmxt"))
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "--samplers: mlxcel's chain order is fixed to llama-server's default "
                                                        "(penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature)");
+    if (c->pooling && strcmp(c->pooling, "mean") && strcmp(c->pooling, "cls") && strcmp(c->pooling, "last") && strcmp(c->pooling, "rank"))
+        return mxl_error_set(err, MXL_ERR_ARG, "--pooling: expected mean, cls, last or rank, got '%s'", c->pooling);
     if (!c->model) return mxl_error_set(err, MXL_ERR_ARG, "a model is required: mlxcel serve -m <MODEL> (router mode is not supported yet)");
     return MXL_OK;
 }

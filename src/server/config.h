@@ -49,6 +49,10 @@ typedef struct mxl_server_config {
     const char *dry_breakers[MXL_SRV_MAX_MULTI];
     int n_dry_breakers;
     const char *samplers;
+    /* embedding and reranking workers */
+    const char *embedding_model, *reranker_model, *pooling;
+    int64_t embedding_batch_size, embedding_max_length, embedding_queue_depth, embedding_timeout, rerank_batch_size, embd_normalize;
+    bool embedding_mode, rerank_mode;
     /* logging */
     bool verbose, log_disable;
     bool help;

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "io/store.h"
+#include "models/checkpoint.h"
+#include "models/detect.h"
 #include "template/template.h"
 #include "server/server_internal.h"
 
@@ -279,33 +281,42 @@ static bool authorized(const mxl_server *s, mxl_http_req *r) {
     return x && strcmp(x, s->api_key) == 0;
 }
 
+typedef enum route_need { NEED_NONE, NEED_READY, NEED_CHAT } route_need;
+
 typedef struct route {
     const char *method, *path;
     void (*fn)(mxl_server *, mxl_http_req *);
-    bool needs_model;
+    route_need need; /* READY: after loading (503 before); CHAT: also a chat model (501 without) */
 } route;
 
 static const route k_routes[] = {
-    {"GET", "/health", mxl_api_llama_health, false},
-    {"GET", "/v1/health", mxl_api_llama_health, false},
-    {"GET", "/v1/models", mxl_api_openai_models, true},
-    {"GET", "/models", mxl_api_openai_models, true},
-    {"POST", "/v1/chat/completions", mxl_api_openai_chat, true},
-    {"POST", "/chat/completions", mxl_api_openai_chat, true},
-    {"POST", "/v1/completions", mxl_api_openai_completions, true},
-    {"POST", "/v1/chat/completions/input_tokens", mxl_api_openai_input_tokens, true},
-    {"POST", "/chat/completions/input_tokens", mxl_api_openai_input_tokens, true},
-    {"POST", "/v1/messages", mxl_api_anthropic_messages, true},
-    {"POST", "/v1/messages/count_tokens", mxl_api_anthropic_count_tokens, true},
-    {"POST", "/completion", mxl_api_llama_completion, true},
-    {"POST", "/completions", mxl_api_llama_completion, true},
-    {"POST", "/tokenize", mxl_api_llama_tokenize, true},
-    {"POST", "/detokenize", mxl_api_llama_detokenize, true},
-    {"POST", "/apply-template", mxl_api_llama_apply_template, true},
-    {"GET", "/props", mxl_api_llama_props, true},
-    {"POST", "/props", mxl_api_llama_props, true},
-    {"GET", "/slots", mxl_api_llama_slots, true},
-    {"GET", "/metrics", mxl_api_llama_metrics, true},
+    {"GET", "/health", mxl_api_llama_health, NEED_NONE},
+    {"GET", "/v1/health", mxl_api_llama_health, NEED_NONE},
+    {"GET", "/v1/models", mxl_api_openai_models, NEED_READY},
+    {"GET", "/models", mxl_api_openai_models, NEED_READY},
+    {"POST", "/v1/embeddings", mxl_api_embeddings_openai, NEED_READY},
+    {"POST", "/embeddings", mxl_api_embeddings_llama, NEED_READY},
+    {"POST", "/embedding", mxl_api_embeddings_llama, NEED_READY},
+    {"POST", "/v1/rerank", mxl_api_rerank, NEED_READY},
+    {"POST", "/v1/reranking", mxl_api_rerank, NEED_READY},
+    {"POST", "/rerank", mxl_api_rerank, NEED_READY},
+    {"POST", "/reranking", mxl_api_rerank, NEED_READY},
+    {"POST", "/v1/chat/completions", mxl_api_openai_chat, NEED_CHAT},
+    {"POST", "/chat/completions", mxl_api_openai_chat, NEED_CHAT},
+    {"POST", "/v1/completions", mxl_api_openai_completions, NEED_CHAT},
+    {"POST", "/v1/chat/completions/input_tokens", mxl_api_openai_input_tokens, NEED_CHAT},
+    {"POST", "/chat/completions/input_tokens", mxl_api_openai_input_tokens, NEED_CHAT},
+    {"POST", "/v1/messages", mxl_api_anthropic_messages, NEED_CHAT},
+    {"POST", "/v1/messages/count_tokens", mxl_api_anthropic_count_tokens, NEED_CHAT},
+    {"POST", "/completion", mxl_api_llama_completion, NEED_CHAT},
+    {"POST", "/completions", mxl_api_llama_completion, NEED_CHAT},
+    {"POST", "/tokenize", mxl_api_llama_tokenize, NEED_CHAT},
+    {"POST", "/detokenize", mxl_api_llama_detokenize, NEED_CHAT},
+    {"POST", "/apply-template", mxl_api_llama_apply_template, NEED_CHAT},
+    {"GET", "/props", mxl_api_llama_props, NEED_CHAT},
+    {"POST", "/props", mxl_api_llama_props, NEED_CHAT},
+    {"GET", "/slots", mxl_api_llama_slots, NEED_CHAT},
+    {"GET", "/metrics", mxl_api_llama_metrics, NEED_CHAT},
 };
 
 static void handle(void *ctx, mxl_http_req *r) {
@@ -337,8 +348,13 @@ static void handle(void *ctx, mxl_http_req *r) {
         if (strcmp(rt->path, path) != 0) continue;
         path_known = true;
         if (strcmp(rt->method, method) != 0) continue;
-        if (rt->needs_model && !atomic_load(&s->ready)) {
+        if (rt->need != NEED_NONE && !atomic_load(&s->ready)) {
             mxl_srv_error(r, api, 503, "unavailable_error", "Loading model");
+            return;
+        }
+        if (rt->need == NEED_CHAT && !s->model) {
+            mxl_srv_error(r, api, 501, "not_supported_error", "This server does not serve text generation (it was started with an %s model)",
+                          s->embedder ? "embedding" : "reranker");
             return;
         }
         rt->fn(s, r);
@@ -417,6 +433,46 @@ static void logf_line(void (*log)(const char *), const char *fmt, ...) {
     log(line);
 }
 
+/* What -m is: a chat model, an embedding model or a reranker (cross-encoder). */
+static mxl_status model_task(const char *path, mxl_task *task, mxl_error *err) {
+    mxl_checkpoint *ck = NULL;
+    mxl_status st = mxl_checkpoint_open(path, &ck, err);
+    if (st) return st;
+    mxl_detection det;
+    st = mxl_model_detect(&ck->config, ck->format == MXL_CHECKPOINT_SAFETENSORS ? ck->dir : NULL, &det, err);
+    if (!st) *task = det.task;
+    mxl_checkpoint_close(ck);
+    return st;
+}
+
+/* --embedding-model / --reranker-model beside the -m model, the workers and their options. */
+static mxl_status load_side_models(mxl_server *s, const mxl_server_config *cfg, int threads, mxl_error *err) {
+    mxl_resolved res;
+    if (cfg->embedding_model) {
+        if (s->embedder) return mxl_error_set(err, MXL_ERR_ARG, "--embedding-model: -m is already an embedding model (one per server)");
+        if (mxl_store_resolve(cfg->embedding_model, NULL, NULL, &res, err) || mxl_embed_model_load(res.path, threads, &s->embedder, err))
+            return err->status;
+        snprintf(s->embed_name, sizeof s->embed_name, "%s", res.repo_id[0] ? res.repo_id : cfg->embedding_model);
+    }
+    if (cfg->reranker_model) {
+        if (s->reranker) return mxl_error_set(err, MXL_ERR_ARG, "--reranker-model: -m is already a reranker (one per server)");
+        if (mxl_store_resolve(cfg->reranker_model, NULL, NULL, &res, err) || mxl_reranker_load(res.path, threads, &s->reranker, err))
+            return err->status;
+        snprintf(s->rerank_name, sizeof s->rerank_name, "%s", res.repo_id[0] ? res.repo_id : cfg->reranker_model);
+    }
+    bool rank = cfg->pooling && !strcmp(cfg->pooling, "rank");
+    s->embed_opts = (mxl_embed_opts){.normalize = (int)cfg->embd_normalize, .max_length = cfg->embedding_max_length,
+                                     .batch_size = cfg->embedding_batch_size};
+    if (cfg->pooling && !rank)
+        s->embed_opts.pooling = !strcmp(cfg->pooling, "cls") ? MXL_POOLING_CLS : !strcmp(cfg->pooling, "last") ? MXL_POOLING_LAST_TOKEN
+                                                                                                              : MXL_POOLING_MEAN;
+    s->rerank_opts = (mxl_rerank_opts){.max_length = cfg->embedding_max_length, .batch_size = cfg->rerank_batch_size};
+    mxl_srv_worker_init(&s->embed_worker, (int)cfg->embedding_queue_depth, (int)cfg->embedding_timeout);
+    mxl_srv_worker_init(&s->rerank_worker, (int)cfg->embedding_queue_depth, (int)cfg->embedding_timeout);
+    s->workers_ready = true;
+    return MXL_OK;
+}
+
 int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), mxl_error *err) {
     mxl_server s = {0};
     s.cfg = cfg;
@@ -486,19 +542,23 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* what -m is (cheap: config only), so flag combinations that cannot work fail before listening */
+    mxl_task task;
+    if (model_task(s.model_path, &task, err)) goto out;
+    bool rank = cfg->pooling && !strcmp(cfg->pooling, "rank");
+    if (cfg->embedding_mode && task != MXL_TASK_EMBED && !cfg->embedding_model) {
+        mxl_error_set(err, MXL_ERR_ARG, "--embedding needs an embedding model (-m or --embedding-model)");
+        goto out;
+    }
+    if ((cfg->rerank_mode || rank) && task != MXL_TASK_RERANK && !cfg->reranker_model) {
+        mxl_error_set(err, MXL_ERR_ARG, "%s needs a reranker model (-m or --reranker-model)", rank ? "--pooling rank" : "--rerank");
+        goto out;
+    }
     if (mxl_http_start(&hc, handle, &s, &http, err)) goto out;
     logf_line(log, "mlxcel server listening on %s (loading %s)", mxl_http_address(http), s.model_path);
 
     int64_t threads = cfg->threads > 0 ? cfg->threads : sysconf(_SC_NPROCESSORS_ONLN);
-    if (mxl_gen_model_load(s.model_path, (int)(threads > 0 ? threads : 1), &s.model, err)) goto out;
-    s.tok = mxl_gen_model_tokenizer(s.model);
-    if (cfg->chat_template || tmpl_file) {
-        mxl_status tst = mxl_gen_model_set_template(s.model, tmpl_file ? tmpl_file : cfg->chat_template,
-                                                    tmpl_file ? cfg->chat_template_file : "--chat-template", err);
-        free(tmpl_file);
-        tmpl_file = NULL;
-        if (tst) goto out;
-    }
+    if (threads < 1) threads = 1;
     s.aliases = split_list(cfg->alias);
     s.tags = split_list(cfg->tags);
     /* the id is the first alias in sorted order (llama-server keeps them in a std::set) */
@@ -508,33 +568,55 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
         if (!first || strcmp(a, first) < 0) first = a;
     }
     snprintf(s.model_name, sizeof s.model_name, "%s", first ? first : res.repo_id[0] ? res.repo_id : cfg->model);
-    int64_t model_ctx = mxl_gen_model_default_ctx(s.model);
-    s.slot_ctx = cfg->ctx_size > 0 ? cfg->ctx_size / n_slots : model_ctx;
-    s.n_predict_default = cfg->n_predict;
-    s.defaults.sampling = cfg->sampling;
-    s.defaults.sampling.seed = cfg->seed >= 0 ? (uint64_t)cfg->seed : 0;
-    s.defaults.max_tokens = cfg->n_predict;
-    s.defaults.ignore_eos = cfg->ignore_eos;
-    s.defaults.cache_prompt = cfg->prompt_cache;
-    for (int i = 0; i < cfg->n_reverse_prompt && i < MXL_SEQ_MAX_STOP; i++) s.defaults.stop[s.defaults.n_stop++] = cfg->reverse_prompt[i];
-    s.defaults.sampling.logit_bias = s.default_bias;
-    s.defaults.sampling.n_logit_bias = (size_t)cfg->n_logit_bias;
-    if (cfg->n_dry_breakers) { /* --dry-sequence-breaker none: no breakers */
-        bool none = cfg->n_dry_breakers == 1 && !strcmp(cfg->dry_breakers[0], "none");
-        s.defaults.n_breakers = none ? 0 : (size_t)cfg->n_dry_breakers;
-        for (size_t i = 0; i < s.defaults.n_breakers; i++) s.defaults.breakers[i] = cfg->dry_breakers[i];
-        s.defaults.sampling.dry_breakers = s.defaults.breakers;
-        s.defaults.sampling.n_dry_breakers = s.defaults.n_breakers;
+    if (task == MXL_TASK_EMBED) { /* an embedding-only server: no chat model, no scheduler */
+        if (mxl_embed_model_load(s.model_path, (int)threads, &s.embedder, err)) goto out;
+        snprintf(s.embed_name, sizeof s.embed_name, "%s", s.model_name);
+    } else if (task == MXL_TASK_RERANK) {
+        if (mxl_reranker_load(s.model_path, (int)threads, &s.reranker, err)) goto out;
+        snprintf(s.rerank_name, sizeof s.rerank_name, "%s", s.model_name);
+    } else {
+        if (mxl_gen_model_load(s.model_path, (int)(threads > 0 ? threads : 1), &s.model, err)) goto out;
+        s.tok = mxl_gen_model_tokenizer(s.model);
+        if (cfg->chat_template || tmpl_file) {
+            mxl_status tst = mxl_gen_model_set_template(s.model, tmpl_file ? tmpl_file : cfg->chat_template,
+                                                        tmpl_file ? cfg->chat_template_file : "--chat-template", err);
+            free(tmpl_file);
+            tmpl_file = NULL;
+            if (tst) goto out;
+        }
+        int64_t model_ctx = mxl_gen_model_default_ctx(s.model);
+        s.slot_ctx = cfg->ctx_size > 0 ? cfg->ctx_size / n_slots : model_ctx;
+        s.n_predict_default = cfg->n_predict;
+        s.defaults.sampling = cfg->sampling;
+        s.defaults.sampling.seed = cfg->seed >= 0 ? (uint64_t)cfg->seed : 0;
+        s.defaults.max_tokens = cfg->n_predict;
+        s.defaults.ignore_eos = cfg->ignore_eos;
+        s.defaults.cache_prompt = cfg->prompt_cache;
+        for (int i = 0; i < cfg->n_reverse_prompt && i < MXL_SEQ_MAX_STOP; i++) s.defaults.stop[s.defaults.n_stop++] = cfg->reverse_prompt[i];
+        s.defaults.sampling.logit_bias = s.default_bias;
+        s.defaults.sampling.n_logit_bias = (size_t)cfg->n_logit_bias;
+        if (cfg->n_dry_breakers) { /* --dry-sequence-breaker none: no breakers */
+            bool none = cfg->n_dry_breakers == 1 && !strcmp(cfg->dry_breakers[0], "none");
+            s.defaults.n_breakers = none ? 0 : (size_t)cfg->n_dry_breakers;
+            for (size_t i = 0; i < s.defaults.n_breakers; i++) s.defaults.breakers[i] = cfg->dry_breakers[i];
+            s.defaults.sampling.dry_breakers = s.defaults.breakers;
+            s.defaults.sampling.n_dry_breakers = s.defaults.n_breakers;
+        }
+        mxl_sched_config sc = {
+            .n_slots = n_slots, .slot_ctx = s.slot_ctx, .max_queue = (int)cfg->max_queue_depth,
+            .prefill_chunk = cfg->prefill_chunk > 0 ? cfg->prefill_chunk : cfg->batch_size,
+            .grant_interval = (int)cfg->grant_interval,
+            .decode_timeout_s = cfg->decode_timeout > 0 ? cfg->decode_timeout : 300,
+        };
+        if (mxl_sched_create(s.model, &sc, &s.sched, err)) goto out;
     }
-    mxl_sched_config sc = {
-        .n_slots = n_slots, .slot_ctx = s.slot_ctx, .max_queue = (int)cfg->max_queue_depth,
-        .prefill_chunk = cfg->prefill_chunk > 0 ? cfg->prefill_chunk : cfg->batch_size,
-        .grant_interval = (int)cfg->grant_interval,
-        .decode_timeout_s = cfg->decode_timeout > 0 ? cfg->decode_timeout : 300,
-    };
-    if (mxl_sched_create(s.model, &sc, &s.sched, err)) goto out;
+    if (load_side_models(&s, cfg, (int)threads, err)) goto out;
     atomic_store(&s.ready, true);
-    logf_line(log, "model %s ready: %d slots x %lld tokens of context", s.model_name, n_slots, (long long)s.slot_ctx);
+    if (s.model)
+        logf_line(log, "model %s ready: %d slots x %lld tokens of context", s.model_name, n_slots, (long long)s.slot_ctx);
+    if (s.embedder) logf_line(log, "embedding model %s ready: %s, %lld dimensions", s.embed_name, mxl_embed_model_family(s.embedder),
+                              (long long)mxl_embed_model_dim(s.embedder));
+    if (s.reranker) logf_line(log, "reranker %s ready: %s", s.rerank_name, mxl_reranker_family(s.reranker));
     while (!g_stop) usleep(100 * 1000);
     logf_line(log, "shutting down");
     mxl_http_quiesce(http);
@@ -544,6 +626,12 @@ out:
     mxl_sched_destroy(s.sched);
     mxl_http_stop(http);
     mxl_gen_model_destroy(s.model);
+    mxl_embed_model_destroy(s.embedder);
+    mxl_reranker_destroy(s.reranker);
+    if (s.workers_ready) {
+        mxl_srv_worker_destroy(&s.embed_worker);
+        mxl_srv_worker_destroy(&s.rerank_worker);
+    }
     json_decref(s.template_kwargs);
     json_decref(s.aliases);
     json_decref(s.tags);

@@ -11,19 +11,38 @@
 
 #include "engine/chat.h"
 #include "engine/chat_parse.h"
+#include "engine/embed.h"
 #include "engine/generate.h"
+#include "engine/rerank.h"
 #include "engine/sequence.h"
 #include "server/config.h"
 #include "server/http.h"
 #include "server/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
+/* One request at a time on a model, a bounded line of waiting callers, a wait limit. */
+typedef struct mxl_srv_worker {
+    pthread_mutex_t run, mu;
+    int waiting, queue_depth, timeout_s;
+} mxl_srv_worker;
+mxl_status mxl_srv_worker_init(mxl_srv_worker *w, int queue_depth, int timeout_s);
+void mxl_srv_worker_destroy(mxl_srv_worker *w);
+
 typedef struct mxl_server {
     const mxl_server_config *cfg;
     char *api_key;          /* from --api-key or --api-key-file */
     const char *prefix;     /* "" or "/llama" */
     atomic_bool ready;      /* model loaded */
-    mxl_gen_model *model;
+    mxl_gen_model *model;   /* NULL when the server only embeds / reranks */
+    mxl_embed_model *embedder;
+    mxl_embed_opts embed_opts;
+    mxl_srv_worker embed_worker;
+    char embed_name[512];
+    mxl_reranker *reranker;
+    mxl_rerank_opts rerank_opts;
+    mxl_srv_worker rerank_worker;
+    char rerank_name[512];
+    bool workers_ready;
     const mxl_tokenizer *tok;
     mxl_sched *sched;
     json_t *template_kwargs; /* --chat-template-kwargs or NULL */
@@ -123,6 +142,9 @@ void mxl_api_openai_models(mxl_server *s, mxl_http_req *r);
 void mxl_api_openai_input_tokens(mxl_server *s, mxl_http_req *r);
 void mxl_api_anthropic_messages(mxl_server *s, mxl_http_req *r);
 void mxl_api_anthropic_count_tokens(mxl_server *s, mxl_http_req *r);
+void mxl_api_embeddings_openai(mxl_server *s, mxl_http_req *r);
+void mxl_api_embeddings_llama(mxl_server *s, mxl_http_req *r);
+void mxl_api_rerank(mxl_server *s, mxl_http_req *r);
 void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r);
 void mxl_api_llama_tokenize(mxl_server *s, mxl_http_req *r);
 void mxl_api_llama_detokenize(mxl_server *s, mxl_http_req *r);

@@ -1,8 +1,10 @@
 """Starting and stopping a live `mlxcel serve` for the server tests."""
 import os
+import queue
 import re
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -26,10 +28,19 @@ class Server:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
         self.lines = []
         self.url = None
+        # a reader thread keeps the pipe drained (the server logs until it exits)
+        self._q = queue.Queue()
+        self._tail = []
+        threading.Thread(target=self._read, daemon=True).start()
         deadline = time.time() + 120
+        ready_lines = 0
+        want = sum(1 for a in args if a in ("--embedding-model", "--reranker-model")) + 1  # one "ready:" line per model
         while time.time() < deadline:
-            line = self.proc.stderr.readline()
-            if not line:
+            try:
+                line = self._q.get(timeout=max(0.01, deadline - time.time()))
+            except queue.Empty:
+                break
+            if line is None:
                 break
             self.lines.append(line)
             m = re.search(r"listening on (\S+)", line)
@@ -38,9 +49,16 @@ class Server:
                 if not wait_ready:
                     return
             if "ready:" in line:
-                return
+                ready_lines += 1
+                if ready_lines == want:
+                    return
         self.stop()
         pytest.fail("server did not start: " + "".join(self.lines))
+
+    def _read(self):
+        for line in self.proc.stderr:
+            self._q.put(line)
+        self._q.put(None)
 
     def stop(self, sig=signal.SIGTERM, timeout=30):
         if self.proc.poll() is None:
@@ -51,7 +69,15 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
                 pytest.fail("server did not exit after the signal")
-        err = self.proc.stderr.read()
+        err = ""
+        while True:
+            try:
+                line = self._q.get(timeout=5)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            err += line
         self.lines.append(err)
         assert "Sanitizer" not in err and "runtime error" not in err, err
         return self.proc.returncode
