@@ -61,6 +61,8 @@ const char *mxl_test_repo_root(void);
  * the bundled models: $MLXCEL_MODELS_DIR/rel, else ${MLXCEL_CACHE_DIR:-~/.cache/mlxcel}/models/rel.
  * Static buffer, overwritten by the next call. */
 const char *mxl_test_model_path(const char *rel);
+/* Parses the JSON file at `rel` under the repository root (a fixture); NULL after printing why. */
+struct json_t *mxl_test_load_json(const char *rel);
 /* Writes bytes to a fresh temp file and returns its path (static buffer per call index). */
 const char *mxl_test_write_temp(const char *suffix, const void *data, size_t size);
 

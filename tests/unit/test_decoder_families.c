@@ -37,14 +37,7 @@
 #define FAST_QUANT_TOL 0.15
 #define QUANT_TIE_MARGIN 0.2
 
-static json_t *load_reference(void) {
-    char path[2048];
-    snprintf(path, sizeof path, "%s/tests/fixtures/decoders/reference.json", mxl_test_repo_root());
-    json_error_t je;
-    json_t *fx = json_load_file(path, 0, &je);
-    if (!fx) fprintf(stderr, "  %s: %s\n", path, je.text);
-    return fx;
-}
+static json_t *load_reference(void) { return mxl_test_load_json("tests/fixtures/decoders/reference.json"); }
 
 static const char *fixture_dir(const char *name) {
     static char path[2048];

@@ -36,9 +36,7 @@ static json_t *fixture_model(json_t *fx, const char *id) {
 static void run_model(const char *id, const run_opts *o, int *n_exact, int *n_tie, int *n_bad,
                       int *mxl_test_failed_) {
     char path[2048];
-    snprintf(path, sizeof path, "%s/tests/fixtures/generation/real_greedy.json", mxl_test_repo_root());
-    json_error_t je;
-    json_t *fx = json_load_file(path, 0, &je);
+    json_t *fx = mxl_test_load_json("tests/fixtures/generation/real_greedy.json");
     REQUIRE(fx);
     json_t *m = fixture_model(fx, id);
     REQUIRE(m);

@@ -13,14 +13,7 @@ static float bits_f32(uint32_t u) {
     return f;
 }
 
-static json_t *load_fixture(void) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/fixtures/dtype_conversions.json", mxl_test_repo_root());
-    json_error_t je;
-    json_t *j = json_load_file(path, 0, &je);
-    if (!j) fprintf(stderr, "  cannot load %s: %s\n", path, je.text);
-    return j;
-}
+static json_t *load_fixture(void) { return mxl_test_load_json("tests/fixtures/dtype_conversions.json"); }
 
 /* Same value, treating all nans as equal. */
 static int same_f32(float a, uint32_t ref_bits) {

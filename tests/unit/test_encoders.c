@@ -24,14 +24,7 @@
 #include "test.h"
 #include "tokenizer/tokenizer.h"
 
-static json_t *reference(void) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/fixtures/encoders/reference.json", mxl_test_repo_root());
-    json_error_t je;
-    json_t *j = json_load_file(path, 0, &je);
-    if (!j) fprintf(stderr, "  %s: %s\n", path, je.text);
-    return j;
-}
+static json_t *reference(void) { return mxl_test_load_json("tests/fixtures/encoders/reference.json"); }
 
 static json_t *model_ref(json_t *ref, const char *dir) {
     json_t *m;

@@ -2,6 +2,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "test.h"
 
 #define MAX_TESTS 4096
@@ -35,6 +37,15 @@ const char *mxl_test_model_path(const char *rel) {
     else if (cache && *cache) snprintf(path, sizeof path, "%s/models/%s", cache, rel);
     else snprintf(path, sizeof path, "%s/.cache/mlxcel/models/%s", getenv("HOME") ? getenv("HOME") : "", rel);
     return path;
+}
+
+struct json_t *mxl_test_load_json(const char *rel) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", mxl_test_repo_root(), rel);
+    json_error_t je;
+    json_t *j = json_load_file(path, 0, &je);
+    if (!j) fprintf(stderr, "  cannot load %s: %s (line %d)\n", path, je.text, je.line);
+    return j;
 }
 
 const char *mxl_test_write_temp(const char *suffix, const void *data, size_t size) {

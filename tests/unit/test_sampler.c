@@ -13,14 +13,7 @@
 #include "test.h"
 #include "tokenizer/tokenizer.h"
 
-static json_t *load_fixture(void) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/fixtures/sampler/sampler_cases.json", mxl_test_repo_root());
-    json_error_t je;
-    json_t *j = json_load_file(path, 0, &je);
-    if (!j) fprintf(stderr, "  cannot load %s: %s\n", path, je.text);
-    return j;
-}
+static json_t *load_fixture(void) { return mxl_test_load_json("tests/fixtures/sampler/sampler_cases.json"); }
 
 static float num_or_neginf(const json_t *v) { return json_is_null(v) ? -INFINITY : (float)json_number_value(v); }
 
