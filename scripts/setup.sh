@@ -15,7 +15,7 @@ log() { printf '[setup] %s\n' "$*"; }
 # normalization); fuzzing and sanitizers: clang with its runtime (libFuzzer);
 # OpenBLAS: the f32 GEMM yardstick `mlxcel bench kernels` loads at run time.
 # python3-venv for the test virtualenv when the system python is Debian's.
-APT_PKGS=(gcc make pkg-config libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev clang libclang-rt-dev libopenblas0-pthread unzip ca-certificates)
+APT_PKGS=(gcc make pkg-config libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev clang libclang-rt-dev libopenblas0-pthread unzip ca-certificates openssl)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

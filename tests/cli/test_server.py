@@ -392,3 +392,22 @@ def test_several_prompts_in_one_request(srv):
                                        extra_body={"cache_prompt": False})
     assert [c.text for c in r.choices] == [one["content"], two["content"]]
     assert r.usage.prompt_tokens == one["tokens_evaluated"] + two["tokens_evaluated"]
+
+
+def test_tls(tmp_path):
+    import subprocess
+    import urllib3
+    key, cert = str(tmp_path / "k.pem"), str(tmp_path / "c.pem")
+    p = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",
+                        "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"], capture_output=True)
+    assert p.returncode == 0, p.stderr
+    s = Server("--ssl-cert-file", cert, "--ssl-key-file", key, "--parallel", "1", "--ctx-size", "1024")
+    try:
+        assert s.url.startswith("https://")
+        urllib3.disable_warnings()
+        r = requests.get(s.url + "/health", verify=cert)
+        assert r.status_code == 200 and r.json()["status"] == "ok"
+        with pytest.raises(requests.exceptions.ConnectionError):
+            requests.get(s.url.replace("https://", "http://") + "/health", timeout=10)
+    finally:
+        assert s.stop() == 0
