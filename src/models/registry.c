@@ -311,17 +311,24 @@ static const mxl_family k_families[] = {
 
 /* ---- What this build runs: THE place to flip when a family starts working ----
  * One row per runnable family: {id, {cpu, cuda, tensor_parallel, pipeline_parallel, drafters,
- * kv_modes}}. No model runs in this build yet, so there are no rows (the NULL row only ends the
- * list). Example of a future row:
- *     {"llama", {MXL_BACKEND_SUPPORTED, MXL_BACKEND_PLANNED, false, false, NONE, L("fp16")}}, */
+ * kv_modes}}; the NULL row ends the list. CPU rows: the decoder families of src/models/family_*.c
+ * (safetensors dense / MLX-quantized; GGUF for llama and gemma3), the encoders and the
+ * cross-encoders. Gemma 3 is partial: its text path only (no vision tower). */
 typedef struct build_support_row {
     const char *id;
     mxl_family_support support;
 } build_support_row;
 
+#define CPU_ONLY(id) {id, {MXL_BACKEND_SUPPORTED, MXL_BACKEND_PLANNED, false, false, NONE, NONE}}
 static const build_support_row k_build_support[] = {
+    CPU_ONLY("llama"), CPU_ONLY("qwen2"), CPU_ONLY("qwen3"), CPU_ONLY("gemma"), CPU_ONLY("gemma2"),
+    {"gemma3", {MXL_BACKEND_PARTIAL, MXL_BACKEND_PLANNED, false, false, NONE, NONE}},
+    CPU_ONLY("phi3"), CPU_ONLY("olmo2"), CPU_ONLY("granite"), CPU_ONLY("smollm3"), CPU_ONLY("starcoder2"), CPU_ONLY("gpt2"),
+    CPU_ONLY("bert_embedding"), CPU_ONLY("xlm_roberta_embedding"), CPU_ONLY("modernbert_embedding"),
+    CPU_ONLY("bert_cross_encoder"), CPU_ONLY("xlm_roberta_cross_encoder"), CPU_ONLY("modernbert_cross_encoder"),
     {NULL, {MXL_BACKEND_PLANNED, MXL_BACKEND_PLANNED, false, false, NONE, NONE}},
 };
+#undef CPU_ONLY
 
 static const mxl_family_support k_not_built = {MXL_BACKEND_PLANNED, MXL_BACKEND_PLANNED, false, false, NONE, NONE};
 
