@@ -302,3 +302,16 @@ void mxl_api_llama_metrics(mxl_server *s, mxl_http_req *r) {
     if (n >= sizeof buf) n = sizeof buf - 1;
     mxl_http_send_with_header(r, 200, "text/plain; version=0.0.4", buf, n, "Process-Start-Time-Unix", s->created_text);
 }
+
+/* GET /v1/cache/stats: the prompt cache's effect (per-slot prefix reuse). */
+void mxl_api_cache_stats(mxl_server *s, mxl_http_req *r) {
+    mxl_sched_stats st;
+    mxl_sched_slot_info info[1];
+    mxl_sched_get_stats(s->sched, &st, info, 0);
+    uint64_t total = st.prompt_tokens_total + st.prompt_tokens_cached_total;
+    mxl_http_send_json(r, 200, json_pack("{s:b, s:s, s:i, s:I, s:I, s:f, s:I, s:I, s:f}", "enabled", s->cfg->prompt_cache, "scope", "slot",
+                                         "slots", st.n_slots, "requests", (json_int_t)st.requests_started, "hits", (json_int_t)st.cache_hits,
+                                         "hit_rate", st.requests_started ? (double)st.cache_hits / (double)st.requests_started : 0.0,
+                                         "prompt_tokens", (json_int_t)total, "cached_tokens", (json_int_t)st.prompt_tokens_cached_total,
+                                         "cached_fraction", total ? (double)st.prompt_tokens_cached_total / (double)total : 0.0));
+}

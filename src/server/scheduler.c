@@ -231,11 +231,32 @@ static void slot_release(mxl_sched *s, slot *sl, const char *reason, const char 
 }
 
 /* Starts queued jobs in free slots (FIFO). */
-static void admit(mxl_sched *s) {
+/* The free slot whose cached tokens share the longest prefix with the prompt (the prompt cache
+ * then skips that prefix); when none shares anything, the free slot used least recently, so
+ * other conversations' caches survive longest. NULL: none free. */
+static slot *pick_slot(mxl_sched *s, const job *j) {
+    slot *best = NULL, *lru = NULL;
+    size_t best_len = 0;
     for (int i = 0; i < s->cfg.n_slots; i++) {
         slot *sl = &s->slots[i];
         if (sl->j) continue;
+        size_t n, k = 0;
+        const int32_t *ids = mxl_seq_tokens(sl->seq, &n);
+        while (k < n && k < j->n_prompt && ids[k] == j->prompt[k]) k++;
+        if (k > best_len) best = sl, best_len = k;
+        if (!lru || sl->t_start < lru->t_start) lru = sl;
+    }
+    return best ? best : lru;
+}
+
+static void admit(mxl_sched *s) {
+    for (;;) {
         pthread_mutex_lock(&s->mu);
+        slot *sl = s->q_head ? pick_slot(s, s->q_head) : NULL;
+        if (!sl) {
+            pthread_mutex_unlock(&s->mu);
+            return;
+        }
         job *j = s->q_head;
         if (j) {
             s->q_head = j->next;
@@ -244,7 +265,6 @@ static void admit(mxl_sched *s) {
             s->stats.busy++;
         }
         pthread_mutex_unlock(&s->mu);
-        if (!j) return;
         j->next = NULL;
         sl->j = j;
         if (atomic_load(&j->ch->cancel)) {
@@ -266,6 +286,8 @@ static void admit(mxl_sched *s) {
         pthread_mutex_unlock(&j->ch->mu);
         pthread_mutex_lock(&s->mu);
         s->stats.prompt_tokens_cached_total += (uint64_t)mxl_seq_n_cached(sl->seq);
+        s->stats.requests_started++;
+        if (mxl_seq_n_cached(sl->seq) > 0) s->stats.cache_hits++;
         pthread_mutex_unlock(&s->mu);
         sl->prefilling = true;
         sl->waited = 0;

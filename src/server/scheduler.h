@@ -91,6 +91,7 @@ typedef struct mxl_sched_slot_info {
 typedef struct mxl_sched_stats {
     int n_slots, busy, queued;
     uint64_t prompt_tokens_total, prompt_tokens_cached_total, tokens_predicted_total, requests_done;
+    uint64_t requests_started, cache_hits; /* admitted jobs, and those that reused a cached prefix */
     uint64_t n_decode_total, busy_slots_total; /* decode steps, and busy slots summed over them */
     int64_t n_tokens_max;                      /* most tokens a slot has held */
     double prompt_ms_total, decode_ms_total;

@@ -126,6 +126,22 @@ def test_prompt_cache_reuses_the_shared_prefix():
         c = requests.post(s.url + "/completion", json={"prompt": p1 + "Tell me more.", "n_predict": 4, "temperature": 0,
                                                        "cache_prompt": False}).json()
         assert c["timings"]["cache_n"] == 0
+        # a cached prefix changes nothing in the answer (the kernels are batch-invariant)
+        assert c["content"] == b["content"]
+        st = requests.get(s.url + "/v1/cache/stats").json()
+        assert st["requests"] == 3 and st["hits"] == 1 and st["cached_tokens"] == b["timings"]["cache_n"]
+    finally:
+        assert s.stop() == 0
+
+
+def test_requests_land_on_the_slot_holding_their_prefix():
+    s = Server("--parallel", "3", "--ctx-size", "3072")
+    try:
+        base = "A long shared system prompt about ships, harbours and the tides of the northern sea. " * 3
+        other = "Something unrelated entirely, about mountains and snow. " * 3
+        for p in (base + "First question?", other + "x", base + "Second question?"):
+            r = requests.post(s.url + "/completion", json={"prompt": p, "n_predict": 2, "temperature": 0}).json()
+        assert r["timings"]["cache_n"] > 20  # the third found the first one's slot
     finally:
         assert s.stop() == 0
 
