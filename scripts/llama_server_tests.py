@@ -24,6 +24,7 @@ SDIST = "llama-cpp-python==0.3.36"
 FILES = ["test_basic.py", "test_tokenize.py", "test_completion.py", "test_chat_completion.py", "test_template.py",
          "test_metrics.py", "test_compat_anthropic.py"]
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
+EMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def sh(*cmd, **kw):
@@ -58,13 +59,15 @@ def venv():
     return py
 
 
-def model_file():
+def model_file(repo=None, pattern="*.gguf"):
+    """A file of a bundled model in the store (the GGUF, or the directory holding `pattern`)."""
+    repo = repo or MODEL
     store = os.environ.get("MLXCEL_MODELS_DIR") or os.path.join(
         os.environ.get("MLXCEL_CACHE_DIR") or os.path.expanduser("~/.cache/mlxcel"), "models")
-    files = glob.glob(os.path.join(store, MODEL, "*.gguf"))
+    files = glob.glob(os.path.join(store, repo, pattern))
     if not files:
-        sys.exit(f"error: {MODEL} is not in the model store (run scripts/fetch-models.sh)")
-    return files[0]
+        sys.exit(f"error: {repo} is not in the model store (run scripts/fetch-models.sh)")
+    return files[0] if pattern.endswith(".gguf") else os.path.dirname(files[0])
 
 
 def main():
@@ -78,6 +81,8 @@ def main():
     tests = os.path.join(src, "tools", "server", "tests")
     junit = os.path.join(WORK, "junit.xml")
     env = dict(os.environ, MLXCEL_ADAPTER_MODEL=model_file(), MLXCEL_ADAPTER_BIN=os.path.abspath(a.bin),
+               MLXCEL_ADAPTER_EMBED_MODEL=model_file(EMBED_MODEL, "config.json"),
+               MLXCEL_ADAPTER_RERANK_MODEL=os.path.join(ROOT, "tests", "fixtures", "encoders", "bert-rerank"),
                PYTHONPATH=os.path.join(ROOT, "tests", "llama_server"))
     subprocess.run([py, "-m", "pytest", "-p", "mlxcel_adapter", "-q", "--tb=line", f"--junitxml={junit}",
                     *[os.path.join("unit", f) for f in a.files]], cwd=tests, env=env)

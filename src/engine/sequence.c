@@ -85,6 +85,7 @@ void mxl_seq_destroy(mxl_seq *s) {
 int64_t mxl_seq_ctx_len(const mxl_seq *s) { return s->ctx_len; }
 int64_t mxl_seq_n_prompt(const mxl_seq *s) { return (int64_t)s->n_prompt; }
 int64_t mxl_seq_n_generated(const mxl_seq *s) { return s->n_gen; }
+int64_t mxl_seq_n_remaining(const mxl_seq *s) { return s->budget - s->n_gen; }
 int64_t mxl_seq_n_cached(const mxl_seq *s) { return (int64_t)s->n_cached; }
 const float *mxl_seq_logits(const mxl_seq *s) { return s->logits; }
 const int32_t *mxl_seq_tokens(const mxl_seq *s, size_t *n) {

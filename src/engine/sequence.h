@@ -80,6 +80,8 @@ mxl_status mxl_seq_feed_batch(mxl_seq *const *seqs, int64_t n, float *logits_scr
 
 int64_t mxl_seq_n_prompt(const mxl_seq *s);
 int64_t mxl_seq_n_generated(const mxl_seq *s);
+/* Tokens the current request may still generate. */
+int64_t mxl_seq_n_remaining(const mxl_seq *s);
 /* Prompt tokens of the current request whose KV came from the cache (not run again). */
 int64_t mxl_seq_n_cached(const mxl_seq *s);
 /* The sequence's token ids so far (prompt then generated). */

@@ -163,6 +163,8 @@ static void embed(mxl_server *s, mxl_http_req *r, bool oai) {
         goto bad;
     }
     for (size_t i = 0; i < n; i++) n_tokens += toks[i];
+    atomic_fetch_add(&s->aux_tokens, (unsigned long long)n_tokens);
+    atomic_fetch_add(&s->aux_passes, 1);
     json_t *data = json_array();
     for (size_t i = 0; i < n; i++) {
         const float *v = vecs + i * (size_t)width;
@@ -251,6 +253,8 @@ void mxl_api_rerank(mxl_server *s, mxl_http_req *r) {
         goto bad;
     }
     for (size_t i = 0; i < n; i++) n_tokens += toks[i];
+    atomic_fetch_add(&s->aux_tokens, (unsigned long long)n_tokens);
+    atomic_fetch_add(&s->aux_passes, 1);
     mxl_rerank_order(scores, n, order);
     json_t *results = json_array();
     for (size_t k = 0; k < top; k++) {

@@ -255,9 +255,10 @@ void mxl_api_llama_slots(mxl_server *s, mxl_http_req *r) {
     mxl_sched_get_stats(s->sched, &st, info, 256);
     json_t *arr = json_array();
     for (int i = 0; i < st.n_slots && i < 256; i++)
-        json_array_append_new(arr, json_pack("{s:i, s:I, s:b, s:{s:I, s:I}}", "id", info[i].id, "n_ctx", (json_int_t)info[i].n_ctx,
-                                             "is_processing", info[i].busy, "next_token", "n_decoded",
-                                             (json_int_t)info[i].n_decoded, "n_prompt_tokens", (json_int_t)info[i].n_prompt));
+        json_array_append_new(arr, json_pack("{s:i, s:I, s:b, s:[{s:b, s:I, s:I, s:I}]}", "id", info[i].id, "n_ctx", (json_int_t)info[i].n_ctx,
+                                             "is_processing", info[i].busy, "next_token", "has_next_token", info[i].busy, "n_remain",
+                                             (json_int_t)(info[i].busy ? info[i].n_remain : -1), "n_decoded", (json_int_t)info[i].n_decoded,
+                                             "n_prompt_tokens", (json_int_t)info[i].n_prompt));
     mxl_http_send_json(r, 200, arr);
 }
 
@@ -266,9 +267,12 @@ void mxl_api_llama_metrics(mxl_server *s, mxl_http_req *r) {
         mxl_srv_error(r, MXL_API_LLAMA, 501, "not_supported_error", "This server does not support metrics endpoint. Start it with `--metrics`");
         return;
     }
-    mxl_sched_stats st;
+    mxl_sched_stats st = {0};
     mxl_sched_slot_info info[1];
-    mxl_sched_get_stats(s->sched, &st, info, 0);
+    if (s->sched) mxl_sched_get_stats(s->sched, &st, info, 0);
+    /* embedding and rerank passes count as prompt processing and decodes, as in llama-server */
+    st.prompt_tokens_total += atomic_load(&s->aux_tokens);
+    st.n_decode_total += atomic_load(&s->aux_passes);
     char buf[8192];
     double pt = st.prompt_ms_total / 1e3, dt = st.decode_ms_total / 1e3;
     struct {

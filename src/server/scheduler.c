@@ -515,6 +515,7 @@ void mxl_sched_get_stats(mxl_sched *s, mxl_sched_stats *st, mxl_sched_slot_info 
         slots[i].n_ctx = s->cfg.slot_ctx;
         slots[i].n_prompt = slots[i].busy ? mxl_seq_n_prompt(s->slots[i].seq) : 0;
         slots[i].n_decoded = slots[i].busy ? mxl_seq_n_generated(s->slots[i].seq) : 0;
+        slots[i].n_remain = slots[i].busy ? mxl_seq_n_remaining(s->slots[i].seq) : -1;
     }
 }
 

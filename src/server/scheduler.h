@@ -85,7 +85,7 @@ mxl_status mxl_sched_submit(mxl_sched *s, mxl_srv_channel *c, int index, const i
 typedef struct mxl_sched_slot_info {
     int id;
     bool busy;
-    int64_t n_ctx, n_prompt, n_decoded;
+    int64_t n_ctx, n_prompt, n_decoded, n_remain;
 } mxl_sched_slot_info;
 
 typedef struct mxl_sched_stats {

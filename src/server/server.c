@@ -316,7 +316,7 @@ static const route k_routes[] = {
     {"GET", "/props", mxl_api_llama_props, NEED_CHAT},
     {"POST", "/props", mxl_api_llama_props, NEED_CHAT},
     {"GET", "/slots", mxl_api_llama_slots, NEED_CHAT},
-    {"GET", "/metrics", mxl_api_llama_metrics, NEED_CHAT},
+    {"GET", "/metrics", mxl_api_llama_metrics, NEED_READY},
     {"GET", "/v1/cache/stats", mxl_api_cache_stats, NEED_CHAT},
 };
 

@@ -43,6 +43,7 @@ typedef struct mxl_server {
     mxl_srv_worker rerank_worker;
     char rerank_name[512];
     bool workers_ready;
+    atomic_ullong aux_tokens, aux_passes; /* embedding / rerank tokens and forward passes, for /metrics */
     const mxl_tokenizer *tok;
     mxl_sched *sched;
     json_t *template_kwargs; /* --chat-template-kwargs or NULL */
