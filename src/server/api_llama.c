@@ -32,6 +32,7 @@ void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r) {
         }
         g->stream = json_is_true(v);
     }
+    g->return_progress = json_is_true(json_object_get(body, "return_progress"));
     v = json_object_get(body, "n_probs");
     if (v && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > MXL_SEQ_MAX_PROBS) {

@@ -209,6 +209,7 @@ static bool parse_stream(const json_t *body, mxl_gen_call *g, char *msg, size_t 
         g->include_usage = json_is_true(u);
     }
     g->verbose = json_is_true(json_object_get(body, "verbose"));
+    g->return_progress = json_is_true(json_object_get(body, "return_progress"));
     v = json_object_get(body, "n");
     if (v && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > MAX_CHOICES)

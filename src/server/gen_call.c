@@ -498,8 +498,35 @@ static json_t *chunk(mxl_gen_call *g, json_t *choice) {
     return o;
 }
 
+/* A prefill progress report: llama-server's prompt_progress with the timings so far. */
+static void format_progress(mxl_gen_call *g, const mxl_srv_event *e) {
+    int64_t done = e->p_processed - e->p_cache;
+    json_t *o = json_pack("{s:{s:I, s:I, s:I, s:f}, s:{s:I, s:I, s:f, s:f, s:f, s:i, s:f, s:f, s:f}}", "prompt_progress", "total",
+                          (json_int_t)e->p_total, "cache", (json_int_t)e->p_cache, "processed", (json_int_t)e->p_processed, "time_ms", e->p_ms,
+                          "timings", "cache_n", (json_int_t)e->p_cache, "prompt_n", (json_int_t)done, "prompt_ms", e->p_ms,
+                          "prompt_per_token_ms", done > 0 ? e->p_ms / (double)done : 0.0, "prompt_per_second",
+                          e->p_ms > 0 ? (double)done * 1e3 / e->p_ms : 0.0, "predicted_n", 0, "predicted_ms", 0.0, "predicted_per_token_ms", 0.0,
+                          "predicted_per_second", 0.0);
+    if (g->kind == MXL_GEN_LLAMA) {
+        json_object_set_new(o, "index", json_integer(e->index));
+        json_object_set_new(o, "content", json_string(""));
+        json_object_set_new(o, "stop", json_false());
+    } else {
+        json_object_set_new(o, "id", json_string(g->id));
+        json_object_set_new(o, "object", json_string(g->kind == MXL_GEN_CHAT ? "chat.completion.chunk" : "text_completion"));
+        json_object_set_new(o, "created", json_integer(g->created));
+        json_object_set_new(o, "model", json_string(g->srv->model_name));
+        json_object_set_new(o, "choices", json_array());
+    }
+    out_event(g, o);
+}
+
 /* Formats one engine event (channel lock held: the text buffer is read in place). */
 static void format_event(mxl_gen_call *g, const mxl_srv_event *e) {
+    if (e->progress) {
+        if (g->kind != MXL_GEN_ANTHROPIC) format_progress(g, e);
+        return;
+    }
     mxl_srv_channel *c = g->ch;
     json_t *text = json_stringn(c->text + e->text_off, e->text_len);
     if (!text) text = json_string("");
@@ -621,6 +648,7 @@ void mxl_gen_call_run(mxl_gen_call *g) {
         mxl_gen_call_free(g);
         return;
     }
+    g->ch->want_progress = g->stream && g->return_progress;
     for (int i = 0; i < g->n; i++) {
         mxl_seq_params p = g->params;
         if (!g->multi) p.sampling.seed += (uint64_t)i; /* n > 1: different draws of one prompt */

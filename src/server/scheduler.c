@@ -231,6 +231,18 @@ static void slot_release(mxl_sched *s, slot *sl, const char *reason, const char 
 }
 
 /* Starts queued jobs in free slots (FIFO). */
+/* A prefill progress event for the slot's job, when its channel asked for them. */
+static void push_progress(slot *sl, bool first) {
+    job *j = sl->j;
+    if (!j->ch->want_progress) return;
+    mxl_srv_event e = {.index = j->index, .token = -1, .progress = true};
+    e.p_total = mxl_seq_n_prompt(sl->seq);
+    e.p_cache = mxl_seq_n_cached(sl->seq);
+    e.p_processed = e.p_total - mxl_seq_prefill_left(sl->seq);
+    e.p_ms = first ? 0.0 : now_ms() - sl->t_start; /* the first report comes before any work */
+    channel_push(j->ch, &e, "", 0);
+}
+
 /* The free slot whose cached tokens share the longest prefix with the prompt (the prompt cache
  * then skips that prefix); when none shares anything, the free slot used least recently, so
  * other conversations' caches survive longest. NULL: none free. */
@@ -293,6 +305,7 @@ static void admit(mxl_sched *s) {
         sl->waited = 0;
         sl->t_start = now_ms();
         j->t_last = sl->t_start;
+        push_progress(sl, true);
     }
 }
 
@@ -320,6 +333,7 @@ static void prefill_tick(mxl_sched *s, bool decoding) {
     double t1 = now_ms();
     best->j->t_last = t1;
     best->waited = 0;
+    push_progress(best, false);
     pthread_mutex_lock(&s->mu);
     s->stats.prompt_ms_total += t1 - t0;
     pthread_mutex_unlock(&s->mu);

@@ -31,6 +31,9 @@ typedef struct mxl_srv_event {
     bool final;
     const char *finish_reason; /* on final: "stop" | "length" | "error" | "cancelled" */
     const char *stop_word;
+    bool progress;        /* a prefill progress report (no token, no text) */
+    int64_t p_total, p_cache, p_processed; /* prompt tokens: all, from the cache, done so far */
+    double p_ms;          /* since the slot took the job */
     float logprob;
     int n_top;
     int32_t top_ids[MXL_SEQ_MAX_PROBS];
@@ -51,6 +54,7 @@ typedef struct mxl_srv_channel {
     int64_t prompt_tokens; /* of choice 0 */
     int64_t completion_tokens; /* all choices */
     int slot_id;           /* slot of choice 0 (-1 until admitted) */
+    bool want_progress;    /* report prefill progress events (llama-server return_progress) */
     int64_t cached_tokens; /* prompt tokens of choice 0 reused from the slot's cache */
     double t_submit, t_admit, t_prefill_done, t_end; /* ms, monotonic */
 } mxl_srv_channel;

@@ -97,7 +97,7 @@ typedef struct mxl_gen_call {
     mxl_gen_kind kind;
     mxl_srv_channel *ch;
     int n;                  /* choices */
-    bool stream, include_usage, logprobs, multi, verbose;
+    bool stream, include_usage, logprobs, multi, verbose, return_progress;
     int top_logprobs;
     char id[64];
     long created;
