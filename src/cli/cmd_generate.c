@@ -1,7 +1,7 @@
 /* cmd_generate.c - `mlxcel generate` (alias gen) and `mlxcel run`: one prompt through the engine's
  * generation path (engine/generate.h), text streamed to stdout, a summary line on stderr.
- * `run` differs only in taking the model as a positional argument (default: the model
- * scripts/setup.sh installs) and in needing -p until the interactive REPL exists.
+ * `run` differs in taking the model as a positional argument (default: the model
+ * scripts/setup.sh installs) and, without -p, in opening the interactive chat REPL (cli/repl.h).
  * Flags of the spec that this build cannot honour yet are recognised and refused by name. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/repl.h"
 #include "core/threadpool.h"
 #include "engine/generate.h"
 #include "io/store.h"
@@ -80,14 +81,14 @@ static const mxl_cli_cmd k_gen_cmd = {
 static const mxl_cli_opt k_run_opts[] = {
     {"models-dir", 0, "PATH", "MLXCEL_MODELS_DIR / cache root", "Model-store root for repo-id resolution"},
     {"revision", 0, "REV", "main", "Repository revision for repo-id resolution"},
-    {"prompt", 'p', "TEXT", NULL, "One-shot prompt (the interactive REPL is not built yet)"},
+    {"prompt", 'p', "TEXT", NULL, "One-shot prompt; without it, an interactive chat REPL opens"},
     {"max-tokens", 'n', "N", "-1", "Maximum tokens to generate; -1 until EOS or the context is full"},
     SAMPLING_OPTS,
     {NULL, 0, NULL, NULL, NULL},
 };
 static const mxl_cli_cmd k_run_cmd = {
-    "run", "mlxcel run [MODEL_OR_REPO_ID] -p <TEXT> [OPTIONS]",
-    "Run a model on one prompt and print the answer (default model: " MXL_DEFAULT_MODEL ").", k_run_opts, 0, 1,
+    "run", "mlxcel run [MODEL_OR_REPO_ID] [-p <TEXT>] [OPTIONS]",
+    "Chat with a model interactively, or answer one prompt with -p (default model: " MXL_DEFAULT_MODEL ").", k_run_opts, 0, 1,
     "[MODEL_OR_REPO_ID]",
 };
 
@@ -118,8 +119,8 @@ static int generate_common(const mxl_cli_args *a, const char *model_arg) {
             return 2;
         }
     const char *prompt = mxl_cli_get(a, "prompt");
-    if (!prompt)
-        return mxl_cli_usage_error(a->cmd, "missing -p/--prompt (the interactive REPL is not available in this build yet)");
+    bool repl = !prompt && strcmp(a->cmd->name, "run") == 0;
+    if (!prompt && !repl) return mxl_cli_usage_error(a->cmd, "missing -p/--prompt");
     mxl_gen_request req = {0};
     req.prompt = prompt;
     req.chat = !mxl_cli_has(a, "no-chat-template");
@@ -183,6 +184,11 @@ static int generate_common(const mxl_cli_args *a, const char *model_arg) {
     mxl_gen_model_template_origin(m, &generic);
     if (req.chat && generic)
         fprintf(stderr, "note: %s has no chat template; using a generic chat format (likely a base model: try --no-chat-template)\n", model_arg);
+    if (repl) {
+        int rc = mxl_repl_run(m, &req, mxl_cli_has(a, "profile"));
+        mxl_gen_model_destroy(m);
+        return rc;
+    }
     mxl_gen_stats stats;
     mxl_status st = mxl_gen_run(m, &req, print_text, NULL, &stats, &err);
     mxl_gen_model_destroy(m);
