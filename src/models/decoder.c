@@ -21,6 +21,7 @@
 
 #include "backends/cpu/attention.h"
 #include "backends/cpu/embed_topk.h"
+#include "backends/cpu/kv_quant.h"
 #include "backends/cpu/norm.h"
 #include "backends/cpu/softmax.h"
 #include "models/decoder_family.h"
@@ -392,12 +393,24 @@ typedef struct row_span {
     int64_t row0, n, pos;
 } row_span;
 
+/* A KV cache: K and V [n_layers, max_ctx, kv_dim] in their storage types (F32, F16 or I8); I8
+ * adds f32 scales [n_layers, max_ctx, kv_dim / group] (kv_quant.h). One allocation. */
+typedef struct kv_store {
+    mxl_dtype k_type, v_type;
+    void *k, *v;
+    float *k_scale, *v_scale; /* NULL unless I8 */
+    void *block;
+    uint64_t bytes; /* K, V and scales, without alignment padding */
+} kv_store;
+
 struct mxl_decoder_state {
     int64_t max_ctx, max_batch, pos;
     int64_t n_layers, kv_dim; /* shape of the cache, checked when states meet in a batch */
     mxl_threadpool *pool;
     int n_threads;
-    float *k_cache, *v_cache; /* [n_layers, max_ctx, n_kv_heads * head_dim] */
+    mxl_decoder_kv_type k_req, v_req; /* as asked (AUTO follows the path) */
+    int64_t kv_group;         /* int8 group: 32, or head_dim when it is not a multiple of 32 */
+    kv_store kv;
     /* Workspace for up to max_batch rows; a batched call borrows one state's workspace. */
     float *x, *xn, *q, *k, *v, *att, *o, *gate, *up; /* [max_batch, ...] */
     float *inv_freq, *inv_freq_local;
@@ -427,10 +440,88 @@ static size_t max_scratch(const mxl_decoder *d, int64_t n_tok) {
     return m;
 }
 
+/* The storage an asked type gets on a path. */
+static mxl_dtype kv_dtype(mxl_decoder_kv_type t, bool reference) {
+    switch (t) {
+    case MXL_DECODER_KV_F32: return MXL_DTYPE_F32;
+    case MXL_DECODER_KV_F16: return MXL_DTYPE_F16;
+    case MXL_DECODER_KV_I8: return MXL_DTYPE_I8;
+    default: return reference ? MXL_DTYPE_F32 : MXL_DTYPE_F16;
+    }
+}
+
+static uint64_t kv_elem_bytes(mxl_dtype t) { return t == MXL_DTYPE_F32 ? 4 : t == MXL_DTYPE_F16 ? 2 : 1; }
+
+/* Allocates a cache of the state's shape with the given types (n = n_layers * max_ctx * kv_dim
+ * elements per tensor, checked below 2^56 at create). */
+static bool kv_alloc(const mxl_decoder_state *s, mxl_dtype kt, mxl_dtype vt, kv_store *kv) {
+    uint64_t n = (uint64_t)s->n_layers * (uint64_t)s->max_ctx * (uint64_t)s->kv_dim;
+    uint64_t ns = n / (uint64_t)s->kv_group;
+    uint64_t sizes[4] = {n * kv_elem_bytes(kt), n * kv_elem_bytes(vt), kt == MXL_DTYPE_I8 ? ns * 4 : 0,
+                         vt == MXL_DTYPE_I8 ? ns * 4 : 0};
+    uint64_t total = 0;
+    memset(kv, 0, sizeof *kv);
+    for (int i = 0; i < 4; i++) {
+        total += (sizes[i] + 63) & ~(uint64_t)63;
+        kv->bytes += sizes[i];
+    }
+    kv->block = total ? aligned_alloc(64, (size_t)total) : NULL;
+    if (!kv->block) return false;
+    uint8_t *p = kv->block;
+    void **ptrs[4] = {&kv->k, &kv->v, (void **)&kv->k_scale, (void **)&kv->v_scale};
+    for (int i = 0; i < 4; i++) {
+        *ptrs[i] = sizes[i] ? p : NULL;
+        p += (sizes[i] + 63) & ~(uint64_t)63;
+    }
+    kv->k_type = kt;
+    kv->v_type = vt;
+    return true;
+}
+
+/* Stores x[kv_dim] as row `row` (= layer * max_ctx + position) of K (v false) or V. */
+static void kv_put(const mxl_decoder_state *s, kv_store *kv, bool v, int64_t row, const float *x) {
+    mxl_dtype t = v ? kv->v_type : kv->k_type;
+    void *base = v ? kv->v : kv->k;
+    int64_t kvd = s->kv_dim;
+    if (t == MXL_DTYPE_F32) {
+        memcpy((float *)base + row * kvd, x, (size_t)kvd * sizeof(float));
+    } else if (t == MXL_DTYPE_F16) {
+        uint16_t *h = (uint16_t *)base + row * kvd;
+        for (int64_t i = 0; i < kvd; i++) h[i] = mxl_f32_to_f16(x[i]);
+    } else {
+        float *sc = (v ? kv->v_scale : kv->k_scale) + row * (kvd / s->kv_group);
+        mxl_kv_quantize_i8(x, kvd, s->kv_group, (int8_t *)base + row * kvd, sc);
+    }
+}
+
+/* Reads row `row` of K (v false) or V as f32. */
+static void kv_get(const mxl_decoder_state *s, const kv_store *kv, bool v, int64_t row, float *x) {
+    mxl_dtype t = v ? kv->v_type : kv->k_type;
+    const void *base = v ? kv->v : kv->k;
+    int64_t kvd = s->kv_dim;
+    if (t == MXL_DTYPE_F32) {
+        memcpy(x, (const float *)base + row * kvd, (size_t)kvd * sizeof(float));
+    } else if (t == MXL_DTYPE_F16) {
+        const uint16_t *h = (const uint16_t *)base + row * kvd;
+        for (int64_t i = 0; i < kvd; i++) x[i] = mxl_f16_to_f32(h[i]);
+    } else {
+        const float *sc = (v ? kv->v_scale : kv->k_scale) + row * (kvd / s->kv_group);
+        mxl_kv_dequantize_i8((const int8_t *)base + row * kvd, sc, kvd, s->kv_group, x);
+    }
+}
+
 mxl_status mxl_decoder_state_create(const mxl_decoder *d, int64_t max_ctx, int64_t max_batch,
                                     mxl_threadpool *pool, mxl_decoder_state **out, mxl_error *err) {
+    return mxl_decoder_state_create_ex(d, max_ctx, max_batch, pool, NULL, out, err);
+}
+
+mxl_status mxl_decoder_state_create_ex(const mxl_decoder *d, int64_t max_ctx, int64_t max_batch,
+                                       mxl_threadpool *pool, const mxl_decoder_kv_opts *opts,
+                                       mxl_decoder_state **out, mxl_error *err) {
     const mxl_decoder_hparams *hp = &d->hp;
     *out = NULL;
+    mxl_decoder_kv_opts o = opts ? *opts : (mxl_decoder_kv_opts){MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO};
+    if ((unsigned)o.k > MXL_DECODER_KV_I8 || (unsigned)o.v > MXL_DECODER_KV_I8) return mxl_error_set(err, MXL_ERR_ARG, "unknown KV cache type");
     if (max_ctx <= 0 || max_batch <= 0) return mxl_error_set(err, MXL_ERR_ARG, "context and batch sizes must be positive");
     if (max_batch > (INT64_C(1) << 20)) max_batch = INT64_C(1) << 20; /* keeps the scratch sizes below in range */
     if (hp->max_ctx > 0 && max_ctx > hp->max_ctx) max_ctx = hp->max_ctx;
@@ -443,6 +534,9 @@ mxl_status mxl_decoder_state_create(const mxl_decoder *d, int64_t max_ctx, int64
     s->kv_dim = hp->n_kv_heads * hp->head_dim;
     s->pool = pool;
     s->n_threads = pool ? mxl_threadpool_size(pool) : 1;
+    s->k_req = o.k;
+    s->v_req = o.v;
+    s->kv_group = hp->head_dim % 32 == 0 ? 32 : hp->head_dim;
     uint64_t qd = (uint64_t)(hp->n_heads * hp->head_dim), kvd = (uint64_t)(hp->n_kv_heads * hp->head_dim);
     uint64_t H = (uint64_t)hp->hidden, F = (uint64_t)hp->ffn, B = (uint64_t)max_batch;
     uint64_t kv, kv_layer;
@@ -453,13 +547,13 @@ mxl_status mxl_decoder_state_create(const mxl_decoder *d, int64_t max_ctx, int64
     }
     /* float counts of each buffer, carved from one block (64-byte aligned pieces) */
     uint64_t sizes[] = {
-        kv, kv, B * H, B * H, B * qd, B * kvd, B * kvd, B * qd, B * H, B * F, B * F,
+        B * H, B * H, B * qd, B * kvd, B * kvd, B * qd, B * H, B * F, B * F,
         (uint64_t)hp->head_dim, (uint64_t)hp->head_dim, B * 2, B,
         (B * sizeof(row_span) + sizeof(float) - 1) / sizeof(float),
         (uint64_t)mxl_cpu_attention_scratch_floats(max_ctx, s->n_threads),
         (uint64_t)(max_scratch(d, max_batch) + 3) / 4,
     };
-    float **ptrs[] = {&s->k_cache, &s->v_cache, &s->x, &s->xn, &s->q, &s->k, &s->v, &s->att, &s->o,
+    float **ptrs[] = {&s->x, &s->xn, &s->q, &s->k, &s->v, &s->att, &s->o,
                       &s->gate, &s->up, &s->inv_freq, &s->inv_freq_local, (float **)&s->q_pos,
                       (float **)&s->pos_ids, (float **)&s->spans, &s->attn_scratch, (float **)&s->mm_scratch};
     uint64_t total = 0;
@@ -467,7 +561,7 @@ mxl_status mxl_decoder_state_create(const mxl_decoder *d, int64_t max_ctx, int64
     s->block = total < ((uint64_t)1 << 60) / sizeof(float) ? aligned_alloc(64, (size_t)total * sizeof(float)) : NULL;
     if (!s->block) {
         free(s);
-        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory allocating the KV cache (%llu MB)", (unsigned long long)(total * 4 >> 20));
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory allocating the decoder scratch (%llu MB)", (unsigned long long)(total * 4 >> 20));
     }
     float *p = s->block;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
@@ -478,15 +572,31 @@ mxl_status mxl_decoder_state_create(const mxl_decoder *d, int64_t max_ctx, int64
     mxl_rope_freqs(&hp->rope_local, max_ctx, s->inv_freq_local, &s->attn_factor_local);
     const char *ref = getenv("MXL_DECODER_REFERENCE");
     s->reference = ref && strcmp(ref, "1") == 0;
+    mxl_dtype kt = kv_dtype(s->k_req, s->reference), vt = kv_dtype(s->v_req, s->reference);
+    if (!kv_alloc(s, kt, vt, &s->kv)) {
+        uint64_t mb = (kv * (kv_elem_bytes(kt) + kv_elem_bytes(vt))) >> 20;
+        free(s->block);
+        free(s);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory allocating the KV cache (%llu MB)", (unsigned long long)mb);
+    }
     *out = s;
     return MXL_OK;
 }
 
 void mxl_decoder_state_destroy(mxl_decoder_state *s) {
     if (!s) return;
+    free(s->kv.block);
     free(s->block);
     free(s);
 }
+
+static mxl_decoder_kv_type kv_type_of(mxl_dtype t) {
+    return t == MXL_DTYPE_F32 ? MXL_DECODER_KV_F32 : t == MXL_DTYPE_F16 ? MXL_DECODER_KV_F16 : MXL_DECODER_KV_I8;
+}
+
+mxl_decoder_kv_type mxl_decoder_state_kv_type(const mxl_decoder_state *s, bool v) { return kv_type_of(v ? s->kv.v_type : s->kv.k_type); }
+
+uint64_t mxl_decoder_state_kv_bytes(const mxl_decoder_state *s) { return s->kv.bytes; }
 
 int64_t mxl_decoder_state_pos(const mxl_decoder_state *s) { return s->pos; }
 
@@ -499,7 +609,24 @@ void mxl_decoder_state_truncate(mxl_decoder_state *s, int64_t pos) {
     if (pos < s->pos) s->pos = pos;
 }
 
-void mxl_decoder_state_set_reference(mxl_decoder_state *s, bool on) { s->reference = on; }
+void mxl_decoder_state_set_reference(mxl_decoder_state *s, bool on) {
+    s->reference = on;
+    mxl_dtype kt = kv_dtype(s->k_req, on), vt = kv_dtype(s->v_req, on);
+    if (kt == s->kv.k_type && vt == s->kv.v_type) return;
+    kv_store n;
+    if (!kv_alloc(s, kt, vt, &n)) return; /* keeps the current storage */
+    /* re-store the cached positions through f32, one row at a time in the workspace's k rows */
+    for (int64_t l = 0; l < s->n_layers; l++)
+        for (int64_t p = 0; p < s->pos; p++) {
+            int64_t row = l * s->max_ctx + p;
+            for (int v = 0; v < 2; v++) {
+                kv_get(s, &s->kv, v, row, s->k);
+                kv_put(s, &n, v, row, s->k);
+            }
+        }
+    free(s->kv.block);
+    s->kv = n;
+}
 
 static void matmul(const mxl_cpu_weight *W, const float *x, int64_t n, float *y, mxl_decoder_state *s) {
     if (s->reference) mxl_cpu_matmul_f32_ref(W, x, n, y);
@@ -559,11 +686,18 @@ static void attend_span(const fwd_pass *f, const row_span *sp, mxl_threadpool *p
     const mxl_decoder_layer *L = &f->d->layers[f->layer];
     mxl_decoder_state *s = sp->s;
     int64_t hd = hp->head_dim, qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd;
-    const float *kc = s->k_cache + f->layer * s->max_ctx * kvd, *vc = s->v_cache + f->layer * s->max_ctx * kvd;
+    const kv_store *st = &s->kv;
+    int64_t row0 = f->layer * s->max_ctx; /* the layer's first cache row */
     mxl_attn_params ap = {(int)hp->n_heads, (int)hp->n_kv_heads, (int)hd, L->attn_scale, hp->attn_softcap, NULL,
                           L->sliding ? hp->sliding_window : 0, 1};
-    mxl_kv_view kv = {MXL_DTYPE_F32, kc, vc, sp->pos + sp->n, kvd};
-    mxl_cpu_attention(&ap, f->ws->q + sp->row0 * qd, sp->n, f->ws->q_pos + sp->row0, &kv, f->ws->att + sp->row0 * qd,
+    mxl_kv_split_view kv = {
+        st->k_type, st->v_type,
+        (const uint8_t *)st->k + (size_t)(row0 * kvd) * kv_elem_bytes(st->k_type),
+        (const uint8_t *)st->v + (size_t)(row0 * kvd) * kv_elem_bytes(st->v_type),
+        st->k_scale ? st->k_scale + row0 * (kvd / s->kv_group) : NULL,
+        st->v_scale ? st->v_scale + row0 * (kvd / s->kv_group) : NULL,
+        s->kv_group, sp->pos + sp->n, kvd};
+    mxl_cpu_attention_kv(&ap, f->ws->q + sp->row0 * qd, sp->n, f->ws->q_pos + sp->row0, &kv, f->ws->att + sp->row0 * qd,
                       scratch, pool, mxl_cpu_isa_detect());
 }
 
@@ -605,9 +739,12 @@ static void attention_block(fwd_pass *f, int64_t l, const float *h) {
                 mxl_rope_apply(rc, inv, af, kt, (int)hp->n_kv_heads, ws->q_pos[t]);
             }
         }
-        float *kc = sp->s->k_cache + l * sp->s->max_ctx * kvd, *vc = sp->s->v_cache + l * sp->s->max_ctx * kvd;
-        memcpy(kc + sp->pos * kvd, ws->k + sp->row0 * kvd, (size_t)(sp->n * kvd) * sizeof(float));
-        memcpy(vc + sp->pos * kvd, ws->v + sp->row0 * kvd, (size_t)(sp->n * kvd) * sizeof(float));
+        /* append in the state's storage types (f16 / int8 conversion here, once per token) */
+        for (int64_t t = 0; t < sp->n; t++) {
+            int64_t row = l * sp->s->max_ctx + sp->pos + t;
+            kv_put(sp->s, &sp->s->kv, false, row, ws->k + (sp->row0 + t) * kvd);
+            kv_put(sp->s, &sp->s->kv, true, row, ws->v + (sp->row0 + t) * kvd);
+        }
     }
     f->layer = l;
     int nth = ws->pool ? mxl_threadpool_size(ws->pool) : 1;

@@ -10,7 +10,8 @@
  *                                                  k/v [n_tok, n_kv_heads, head_dim]
  *   QK-norm: RMSNorm over each head (Qwen3, Gemma 3) or over the whole projection (OLMo 2)
  *   q, k = rope(q, k; the layer's RoPE) unless the layer is NoPE (SmolLM3) or positions are
- *          learned (GPT-2); then k, v are appended to the layer's KV cache
+ *          learned (GPT-2); then k, v are appended to the layer's KV cache (f16 by default,
+ *          f32 or grouped int8 on request: mxl_decoder_kv_type)
  *   a  = attention(q, cache; scale, soft-cap, causal, layer window) Wo (+bo)
  *   a  = post_attn_norm ? norm(a) : a
  *   x  = x + residual_scale * a
@@ -116,11 +117,41 @@ typedef struct mxl_decoder {
 mxl_status mxl_decoder_load(const mxl_checkpoint *ck, mxl_decoder *out, mxl_error *err);
 void mxl_decoder_free(mxl_decoder *d);
 
-/* One sequence's KV cache (f32) and all scratch buffers for up to max_batch tokens per call.
- * max_ctx is capped at the model's max_position_embeddings. */
+/* Storage of a state's K or V cache (the CLI's --cache-type-k / --cache-type-v).
+ *  AUTO: f16 on the fast path, f32 on the reference path (mxl_decoder_state_set_reference), the
+ *        default of mxl_decoder_state_create;
+ *  F32:  exact; F16: IEEE half (round to nearest even on append), half the bytes of f32;
+ *  I8:   symmetric int8 in groups of 32 elements along each head vector (llama.cpp's q8_0
+ *        grouping; the whole head vector when head_dim is not a multiple of 32) with one f32
+ *        scale max|x|/127 per group (backends/cpu/kv_quant.h): (1 + 4/32)/4 of the f32 bytes.
+ * Explicit types are kept on both paths. Values are converted when appended; attention reads
+ * them directly (f16 / int8 dot and accumulate kernels), nothing is expanded to f32. */
+typedef enum mxl_decoder_kv_type {
+    MXL_DECODER_KV_AUTO = 0,
+    MXL_DECODER_KV_F32,
+    MXL_DECODER_KV_F16,
+    MXL_DECODER_KV_I8,
+} mxl_decoder_kv_type;
+
+typedef struct mxl_decoder_kv_opts {
+    mxl_decoder_kv_type k, v;
+} mxl_decoder_kv_opts;
+
+/* (engine/memory_estimate.h parses the CLI's names - fp16, int8 - into its own mxl_kv_type.) */
+
+/* One sequence's KV cache and all scratch buffers for up to max_batch tokens per call. max_ctx is
+ * capped at the model's max_position_embeddings. mxl_decoder_state_create uses MXL_DECODER_KV_AUTO for
+ * K and V; the _ex form takes the types (opts NULL: AUTO). */
 typedef struct mxl_decoder_state mxl_decoder_state;
 mxl_status mxl_decoder_state_create(const mxl_decoder *d, int64_t max_ctx, int64_t max_batch,
                                     mxl_threadpool *pool, mxl_decoder_state **out, mxl_error *err);
+mxl_status mxl_decoder_state_create_ex(const mxl_decoder *d, int64_t max_ctx, int64_t max_batch,
+                                       mxl_threadpool *pool, const mxl_decoder_kv_opts *opts,
+                                       mxl_decoder_state **out, mxl_error *err);
+/* The storage in use now for K (v false) or V (v true): F32, F16 or I8, never AUTO. */
+mxl_decoder_kv_type mxl_decoder_state_kv_type(const mxl_decoder_state *s, bool v);
+/* Bytes of the KV cache storage (K and V of every layer and position, int8 scales included). */
+uint64_t mxl_decoder_state_kv_bytes(const mxl_decoder_state *s);
 void mxl_decoder_state_destroy(mxl_decoder_state *s);
 /* Number of positions in the cache (the next token runs at this position). */
 int64_t mxl_decoder_state_pos(const mxl_decoder_state *s);
@@ -132,7 +163,10 @@ int64_t mxl_decoder_state_capacity(const mxl_decoder_state *s);
 void mxl_decoder_state_truncate(mxl_decoder_state *s, int64_t pos);
 /* Runs every matmul through the plain f32 reference (dequantized weights, f32 activations) instead
  * of the fast kernels that quantize activations to int8: slow, the yardstick in tests. Also
- * switched on for new states by the environment variable MXL_DECODER_REFERENCE=1. */
+ * switched on for new states by the environment variable MXL_DECODER_REFERENCE=1. An AUTO cache
+ * follows the path: switching re-stores the cached positions in the path's type (f32 <-> f16;
+ * f16 -> f32 is exact), so a reference state made by mxl_decoder_state_create keeps f32 KV. If
+ * that allocation fails the cache keeps its current storage (mxl_decoder_state_kv_type says). */
 void mxl_decoder_state_set_reference(mxl_decoder_state *s, bool on);
 /* Runs tokens[0..n) at the next positions (in chunks of max_batch) and writes the logits of the
  * last one to logits[vocab]. Fails (nothing appended) when the context would overflow or an id is

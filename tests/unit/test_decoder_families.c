@@ -10,7 +10,11 @@
  * Reference path (mxl_decoder_state_set_reference: dequantized weights, f32 activations): max
  * |diff| <= 1e-3 everywhere, for every case.
  * Fast path: dense weights multiply f32 activations there too (SIMD dots, a different summation
- * order), so the same 1e-3 holds. MLX-quantized weights multiply activations quantized to int8
+ * order), but the default KV cache is f16 (decoder.h MXL_DECODER_KV_AUTO): every cached K/V
+ * element is rounded to half precision (relative error up to 2^-12), which moves these random
+ * models' logits by up to 3.4e-3 (measured; with an f32 cache the fast path stays within 1e-3,
+ * test_decoder_kv.c), so the bound is 5e-3, with the argmax checked where the margin exceeds
+ * twice that. MLX-quantized weights multiply activations quantized to int8
  * in blocks of 32 (q8a, one f32 scale per block: an error up to 1/254 of the block's largest
  * value per element; one such matmul is off by 0.3-0.7% of its largest output, fused row views
  * and whole matrices alike); through 2 layers and the
@@ -33,7 +37,7 @@
 #include "test.h"
 
 #define REF_TOL 1e-3
-#define FAST_DENSE_TOL 1e-3
+#define FAST_DENSE_TOL 5e-3
 #define FAST_QUANT_TOL 0.15
 #define QUANT_TIE_MARGIN 0.2
 
@@ -147,7 +151,7 @@ static void check_case(json_t *fx, json_t *c, const char *edit, bool reference, 
     } else {
         bool quant = is_quantized(&d);
         double tol = reference ? REF_TOL : quant ? FAST_QUANT_TOL : FAST_DENSE_TOL;
-        double margin = reference || !quant ? 2 * REF_TOL : QUANT_TIE_MARGIN;
+        double margin = reference ? 2 * REF_TOL : !quant ? 2 * FAST_DENSE_TOL : QUANT_TIE_MARGIN;
         case_result r = {0, 0, 0};
         bool ran = run_case(&d, c, json_object_get(fx, "tokens"), reference, margin, pool, &r);
         fprintf(stderr, "  %-22s %s%s%s: max |diff| %.2e, argmax %d/%d\n", name, reference ? "[reference]" : "[fast]",

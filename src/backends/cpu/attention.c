@@ -1,12 +1,14 @@
 /* attention.c - GQA attention over a KV cache (attention.h): two passes per (token, head) over
- * a score row in scratch (scores, then the weighted sum of V). The q.k dots use the dense dot
- * kernels (AVX2 when isa allows), everything else is plain C. */
+ * a score row in scratch (scores, then the weighted sum of V). f32 q.k dots use the dense dot
+ * kernels, f16 / int8 K and V the KV kernels (kv_quant.h); AVX2 when isa allows, the plain C
+ * references otherwise. Softmax and the f32 V accumulation are plain C. */
 #include "backends/cpu/attention.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "backends/cpu/dense.h"
+#include "backends/cpu/kv_quant.h"
 #include "backends/cpu/quant_gguf.h"
 #include "backends/cpu/softmax.h"
 
@@ -19,29 +21,56 @@ typedef struct attn_ctx {
     const float *q;
     int64_t n_q;
     const int64_t *q_pos;
-    const mxl_kv_view *kv;
+    const mxl_kv_split_view *kv;
     float *out;
     float *scratch;
-    mxl_dense_dot_fn dot;
+    mxl_dense_dot_fn dot; /* f32 K dots, NULL: reference */
+    mxl_kv_kernels kk;
 } attn_ctx;
+
+static size_t elem_size(mxl_dtype t) { return t == MXL_DTYPE_F32 ? 4 : t == MXL_DTYPE_F16 ? 2 : 1; }
+
+/* q.k_j for KV head kvh at position j. */
+static float k_dot(const attn_ctx *c, int64_t j, int kvh, const float *qh) {
+    const mxl_kv_split_view *kv = c->kv;
+    const int hd = c->p->head_dim;
+    int64_t off = j * kv->row_stride + (int64_t)kvh * hd;
+    const uint8_t *kj = (const uint8_t *)kv->k + (size_t)off * elem_size(kv->k_type);
+    switch (kv->k_type) {
+    case MXL_DTYPE_F16: return c->kk.dot_f16(hd, (const uint16_t *)kj, qh);
+    case MXL_DTYPE_I8: return c->kk.dot_i8(hd, kv->group, (const int8_t *)kj, kv->k_scale + off / kv->group, qh);
+    default: return c->dot ? c->dot(hd, kj, qh) : mxl_dense_dot_ref(MXL_DTYPE_F32, hd, kj, qh);
+    }
+}
+
+/* o += w * v_j for KV head kvh at position j. */
+static void v_axpy(const attn_ctx *c, int64_t j, int kvh, float w, float *o) {
+    const mxl_kv_split_view *kv = c->kv;
+    const int hd = c->p->head_dim;
+    int64_t off = j * kv->row_stride + (int64_t)kvh * hd;
+    const uint8_t *vj = (const uint8_t *)kv->v + (size_t)off * elem_size(kv->v_type);
+    switch (kv->v_type) {
+    case MXL_DTYPE_F16: c->kk.axpy_f16(hd, w, (const uint16_t *)vj, o); break;
+    case MXL_DTYPE_I8: c->kk.axpy_i8(hd, kv->group, w, (const int8_t *)vj, kv->v_scale + off / kv->group, o); break;
+    default: {
+        const float *v32 = (const float *)vj;
+        for (int i = 0; i < hd; i++) o[i] += w * v32[i];
+    }
+    }
+}
 
 static void attn_one(const attn_ctx *c, int64_t t, int h, float *s) {
     const mxl_attn_params *p = c->p;
-    const mxl_kv_view *kv = c->kv;
+    const mxl_kv_split_view *kv = c->kv;
     const int hd = p->head_dim;
     const int kvh = h / (p->n_heads / p->n_kv_heads);
     const float *qh = c->q + (t * p->n_heads + h) * hd;
-    const size_t esz = kv->dtype == MXL_DTYPE_F16 ? 2 : 4;
     const int64_t qp = c->q_pos[t];
     int64_t lo = 0, hi = kv->n_kv; /* visible keys [lo, hi) */
     if (p->causal && qp + 1 < hi) hi = qp + 1;
     if (p->window > 0 && qp - p->window + 1 > lo) lo = qp - p->window + 1;
     for (int64_t j = 0; j < kv->n_kv; j++) s[j] = -INFINITY;
-    for (int64_t j = lo; j < hi; j++) {
-        const void *kj = (const uint8_t *)kv->k + (size_t)(j * kv->row_stride + (int64_t)kvh * hd) * esz;
-        float d = c->dot ? c->dot(hd, kj, qh) : mxl_dense_dot_ref(kv->dtype, hd, kj, qh);
-        s[j] = d * p->scale;
-    }
+    for (int64_t j = lo; j < hi; j++) s[j] = k_dot(c, j, kvh, qh) * p->scale;
     float sink = p->sinks ? p->sinks[h] : -INFINITY;
     if (hi > lo) mxl_cpu_softmax(s + lo, hi - lo, p->softcap, sink);
     float *o = c->out + (t * p->n_heads + h) * hd;
@@ -49,14 +78,7 @@ static void attn_one(const attn_ctx *c, int64_t t, int h, float *s) {
     for (int64_t j = lo; j < hi; j++) {
         float w = s[j];
         if (w == 0.0f) continue;
-        const uint8_t *vj = (const uint8_t *)kv->v + (size_t)(j * kv->row_stride + (int64_t)kvh * hd) * esz;
-        if (kv->dtype == MXL_DTYPE_F16) {
-            const uint16_t *v16 = (const uint16_t *)vj;
-            for (int i = 0; i < hd; i++) o[i] += w * mxl_h2f(v16[i]);
-        } else {
-            const float *v32 = (const float *)vj;
-            for (int i = 0; i < hd; i++) o[i] += w * v32[i];
-        }
+        v_axpy(c, j, kvh, w, o);
     }
 }
 
@@ -68,17 +90,31 @@ static void attn_task(void *vctx, int task, int n_tasks, int thread_index) {
     for (int64_t i = a; i < b; i++) attn_one(c, i / c->p->n_heads, (int)(i % c->p->n_heads), s);
 }
 
-void mxl_cpu_attention(const mxl_attn_params *p, const float *q, int64_t n_q,
-                       const int64_t *q_pos, const mxl_kv_view *kv, float *out, float *scratch,
-                       mxl_threadpool *pool, mxl_cpu_isa isa) {
+static bool valid_type(mxl_dtype t) { return t == MXL_DTYPE_F32 || t == MXL_DTYPE_F16 || t == MXL_DTYPE_I8; }
+
+void mxl_cpu_attention_kv(const mxl_attn_params *p, const float *q, int64_t n_q,
+                          const int64_t *q_pos, const mxl_kv_split_view *kv, float *out,
+                          float *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
     MXL_ASSERT(p->n_kv_heads > 0 && p->n_heads % p->n_kv_heads == 0);
-    MXL_ASSERT(kv->dtype == MXL_DTYPE_F32 || kv->dtype == MXL_DTYPE_F16);
-    attn_ctx c = {p, q, n_q, q_pos, kv, out, scratch, NULL};
+    MXL_ASSERT(valid_type(kv->k_type) && valid_type(kv->v_type));
+    if (kv->k_type == MXL_DTYPE_I8 || kv->v_type == MXL_DTYPE_I8)
+        MXL_ASSERT(kv->group > 0 && p->head_dim % kv->group == 0 && kv->row_stride % kv->group == 0);
+    MXL_ASSERT(kv->k_type != MXL_DTYPE_I8 || kv->k_scale);
+    MXL_ASSERT(kv->v_type != MXL_DTYPE_I8 || kv->v_scale);
     if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
-    if (isa >= MXL_CPU_ISA_AVX2) c.dot = mxl_dense_dot_avx2_get(kv->dtype);
+    attn_ctx c = {p, q, n_q, q_pos, kv, out, scratch, NULL, mxl_kv_kernels_get(isa)};
+    if (isa >= MXL_CPU_ISA_AVX2) c.dot = mxl_dense_dot_avx2_get(MXL_DTYPE_F32);
     int nth = pool ? mxl_threadpool_size(pool) : 1;
     int64_t total = n_q * p->n_heads;
     int n_tasks = total < nth * 4 ? (int)total : nth * 4;
     if (pool && n_tasks > 1) mxl_threadpool_run(pool, n_tasks, attn_task, &c);
     else if (total > 0) attn_task(&c, 0, 1, 0);
+}
+
+void mxl_cpu_attention(const mxl_attn_params *p, const float *q, int64_t n_q,
+                       const int64_t *q_pos, const mxl_kv_view *kv, float *out, float *scratch,
+                       mxl_threadpool *pool, mxl_cpu_isa isa) {
+    MXL_ASSERT(kv->dtype == MXL_DTYPE_F32 || kv->dtype == MXL_DTYPE_F16);
+    mxl_kv_split_view sv = {kv->dtype, kv->dtype, kv->k, kv->v, NULL, NULL, 0, kv->n_kv, kv->row_stride};
+    mxl_cpu_attention_kv(p, q, n_q, q_pos, &sv, out, scratch, pool, isa);
 }

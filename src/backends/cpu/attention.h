@@ -1,4 +1,5 @@
-/* attention.h - grouped-query attention over a KV cache (f32 or f16), for one query token
+/* attention.h - grouped-query attention over a KV cache (f32, f16 or grouped int8; K and V may
+ * differ, see mxl_cpu_attention_kv and backends/cpu/kv_quant.h), for one query token
  * (decode) or a block of query tokens (prefill), with causal and sliding-window masks, optional
  * logit soft-cap (Gemma 2) and per-head attention sinks (gpt-oss).
  *
@@ -36,9 +37,26 @@ typedef struct mxl_kv_view {
     int64_t row_stride;  /* elements between positions */
 } mxl_kv_view;
 
+/* A cache whose K and V have their own storage types: F32, F16 or I8 (int8 in groups of
+ * `group` elements with one f32 scale per group, kv_quant.h). For I8, the scales of position j
+ * start at k_scale / v_scale + j * (row_stride / group), head h's at h * head_dim / group after
+ * that: row_stride and head_dim must be multiples of group. */
+typedef struct mxl_kv_split_view {
+    mxl_dtype k_type, v_type;
+    const void *k, *v;
+    const float *k_scale, *v_scale; /* I8 only, else NULL */
+    int64_t group;                  /* I8 only, else 0 */
+    int64_t n_kv;
+    int64_t row_stride;             /* elements between positions */
+} mxl_kv_split_view;
+
 size_t mxl_cpu_attention_scratch_floats(int64_t n_kv, int n_threads);
+/* isa below AVX2 runs every dot and V accumulation through the plain C references. */
 void mxl_cpu_attention(const mxl_attn_params *p, const float *q, int64_t n_q,
                        const int64_t *q_pos, const mxl_kv_view *kv, float *out, float *scratch,
                        mxl_threadpool *pool, mxl_cpu_isa isa);
+void mxl_cpu_attention_kv(const mxl_attn_params *p, const float *q, int64_t n_q,
+                          const int64_t *q_pos, const mxl_kv_split_view *kv, float *out,
+                          float *scratch, mxl_threadpool *pool, mxl_cpu_isa isa);
 
 #endif
