@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backends/cpu/attention.h"
+#include "backends/cpu/attention_enc.h"
 #include "backends/cpu/embed_topk.h"
 #include "backends/cpu/norm.h"
 
@@ -113,10 +114,12 @@ mxl_status mxl_bert_forward_batch(const mxl_bert *m, const mxl_encoder_batch *bt
     int64_t H = m->hidden;
     int n_threads = pool ? mxl_threadpool_size(pool) : 1;
     const mxl_bert_layer *L0 = &m->layers[0];
-    size_t mm_bytes = max_sz(mxl_cpu_matmul_scratch_bytes(&L0->wq, n), max_sz(mxl_cpu_matmul_scratch_bytes(&L0->wi, n), mxl_cpu_matmul_scratch_bytes(&L0->wo2, n)));
-    size_t att_floats = mxl_cpu_attention_scratch_floats(longest, n_threads);
+    size_t mm_bytes = max_sz(mxl_enc_linear_scratch_bytes(&L0->wq, n, n_threads),
+                             max_sz(mxl_enc_linear_scratch_bytes(&L0->wi, n, n_threads), mxl_enc_linear_scratch_bytes(&L0->wo2, n, n_threads)));
+    size_t att_floats = max_sz(mxl_enc_attention_scratch_floats(longest, (int)m->head_dim) * (size_t)n_threads,
+                               mxl_cpu_attention_scratch_floats(longest, n_threads));
     size_t fl = (size_t)(n * H) * 5 + (size_t)(n * m->ffn) + att_floats + mm_bytes / sizeof(float) + 64;
-    float *buf = calloc(fl, sizeof(float));
+    float *buf = aligned_alloc(64, (fl * sizeof(float) + 63) / 64 * 64);
     int64_t *pos = calloc((size_t)n, sizeof *pos);
     st = buf && pos ? mxl_cpu_embed(&m->word_emb, bt->ids, n, 1.0f, x, err) : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     if (st) {
@@ -124,9 +127,10 @@ mxl_status mxl_bert_forward_batch(const mxl_bert *m, const mxl_encoder_batch *bt
         free(pos);
         return st;
     }
+    if (buf) memset(buf, 0, fl * sizeof(float));
     float *q = buf, *k = q + n * H, *v = k + n * H, *a = v + n * H, *o = a + n * H, *h = o + n * H;
     float *att_scratch = h + n * m->ffn;
-    void *mm_scratch = att_scratch + att_floats;
+    void *mm_scratch = (void *)(((uintptr_t)(att_scratch + att_floats) + 63) & ~(uintptr_t)63);
     /* embeddings; pos[] then holds each token's index within its sequence for attention */
     for (int64_t s = 0; s < bt->n_seqs; s++) {
         int64_t nonpad = 0;
@@ -147,20 +151,25 @@ mxl_status mxl_bert_forward_batch(const mxl_bert *m, const mxl_encoder_batch *bt
     mxl_cpu_isa isa = mxl_cpu_isa_detect();
     for (int64_t l = 0; l < m->n_layers; l++) {
         const mxl_bert_layer *L = &m->layers[l];
-        mxl_enc_linear(&L->wq, L->bq, x, n, q, mm_scratch, pool);
-        mxl_enc_linear(&L->wk, L->bk, x, n, k, mm_scratch, pool);
-        mxl_enc_linear(&L->wv, L->bv, x, n, v, mm_scratch, pool);
-        mxl_attn_params ap = {(int)m->n_heads, (int)m->n_heads, (int)m->head_dim, 1.0f / sqrtf((float)m->head_dim), 0.0f, NULL, 0, 0};
-        for (int64_t s = 0; s < bt->n_seqs; s++) {
-            int64_t t0 = bt->seq_start[s], len = bt->seq_start[s + 1] - t0;
-            mxl_kv_view kv = {MXL_DTYPE_F32, k + t0 * H, v + t0 * H, len, H};
-            mxl_cpu_attention(&ap, q + t0 * H, len, pos + t0, &kv, a + t0 * H, att_scratch, pool, isa);
+        mxl_enc_linear_act(&L->wq, L->bq, MXL_GEMM_ACT_NONE, x, n, q, mm_scratch, pool);
+        mxl_enc_linear_act(&L->wk, L->bk, MXL_GEMM_ACT_NONE, x, n, k, mm_scratch, pool);
+        mxl_enc_linear_act(&L->wv, L->bv, MXL_GEMM_ACT_NONE, x, n, v, mm_scratch, pool);
+        mxl_enc_attn ea = {q, k, v, a, H, bt->seq_start, bt->n_seqs, (int)m->n_heads, (int)m->head_dim,
+                           1.0f / sqrtf((float)m->head_dim)};
+        if (mxl_enc_attention_fast((int)m->head_dim, isa)) {
+            mxl_enc_attention(&ea, att_scratch, pool, isa);
+        } else { /* the decoder attention (AVX2 dots) without a causal mask, one sequence at a time */
+            mxl_attn_params ap = {(int)m->n_heads, (int)m->n_heads, (int)m->head_dim, ea.scale, 0.0f, NULL, 0, 0};
+            for (int64_t s = 0; s < bt->n_seqs; s++) {
+                int64_t t0 = bt->seq_start[s], len = bt->seq_start[s + 1] - t0;
+                mxl_kv_view kv = {MXL_DTYPE_F32, k + t0 * H, v + t0 * H, len, H};
+                mxl_cpu_attention(&ap, q + t0 * H, len, pos + t0, &kv, a + t0 * H, att_scratch, pool, isa);
+            }
         }
-        mxl_enc_linear(&L->wo, L->bo, a, n, o, mm_scratch, pool);
+        mxl_enc_linear_act(&L->wo, L->bo, MXL_GEMM_ACT_NONE, a, n, o, mm_scratch, pool);
         mxl_enc_add_layernorm(pool, x, o, L->ln1_w, L->ln1_b, n, H, m->ln_eps, x);
-        mxl_enc_linear(&L->wi, L->bi, x, n, h, mm_scratch, pool);
-        mxl_enc_act(pool, m->act, h, n * m->ffn);
-        mxl_enc_linear(&L->wo2, L->bo2, h, n, o, mm_scratch, pool);
+        mxl_enc_linear_act(&L->wi, L->bi, (int)m->act, x, n, h, mm_scratch, pool);
+        mxl_enc_linear_act(&L->wo2, L->bo2, MXL_GEMM_ACT_NONE, h, n, o, mm_scratch, pool);
         mxl_enc_add_layernorm(pool, x, o, L->ln2_w, L->ln2_b, n, H, m->ln_eps, x);
     }
     free(buf);

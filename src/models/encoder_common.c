@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/norm.h"
 #include "models/weights.h"
 
@@ -148,6 +149,30 @@ void mxl_enc_linear(const mxl_cpu_weight *w, const float *bias, const float *x, 
     if (!bias) return;
     for (int64_t t = 0; t < n; t++)
         for (int64_t r = 0; r < w->rows; r++) y[t * w->rows + r] += bias[r];
+}
+
+/* the register-blocked GEMM pays off from one micro-tile of tokens up */
+static bool use_gemm(const mxl_cpu_weight *w, int64_t n) {
+    return n >= MXL_GEMM_MR && mxl_gemm_f32_supported(w, mxl_cpu_isa_detect());
+}
+
+size_t mxl_enc_linear_scratch_bytes(const mxl_cpu_weight *w, int64_t n, int n_threads) {
+    size_t mm = mxl_cpu_matmul_scratch_bytes(w, n);
+    if (!use_gemm(w, n)) return mm;
+    size_t per = (mxl_gemm_f32_scratch_floats(w->cols) + 15) / 16 * 16;
+    size_t g = per * (size_t)(n_threads > 0 ? n_threads : 1) * sizeof(float);
+    return mm > g ? mm : g;
+}
+
+void mxl_enc_linear_act(const mxl_cpu_weight *w, const float *bias, int act, const float *x, int64_t n, float *y,
+                        void *scratch, mxl_threadpool *pool) {
+    mxl_cpu_isa isa = mxl_cpu_isa_detect();
+    if (use_gemm(w, n)) {
+        mxl_gemm_f32(w, x, n, bias, act, y, scratch, pool, isa);
+        return;
+    }
+    mxl_enc_linear(w, bias, x, n, y, scratch, pool);
+    if (act != MXL_GEMM_ACT_NONE) mxl_enc_act(pool, (mxl_act)act, y, n * w->rows);
 }
 
 /* ---- element-wise passes over the pool (these are a tenth of an encoder's time; serial, they

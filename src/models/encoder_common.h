@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "backends/cpu/activation.h"
+#include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/matmul.h"
 #include "core/arena.h"
 #include "core/threadpool.h"
@@ -74,5 +75,14 @@ void mxl_enc_add_layernorm(mxl_threadpool *pool, float *x, const float *add, con
 /* y[n, W.rows] = x[n, W.cols] W^T (+ bias[W.rows] when bias is not NULL). */
 void mxl_enc_linear(const mxl_cpu_weight *w, const float *bias, const float *x, int64_t n, float *y,
                     void *scratch, mxl_threadpool *pool);
+
+/* Scratch bytes mxl_enc_linear_act needs for n tokens with a pool of n_threads (64-byte
+ * aligned by the caller). */
+size_t mxl_enc_linear_scratch_bytes(const mxl_cpu_weight *w, int64_t n, int n_threads);
+/* y[n, W.rows] = act(x W^T + bias) (act: MXL_GEMM_ACT_NONE or an mxl_act; bias may be NULL):
+ * the register-blocked GEMM of gemm_f32.h with the bias and activation fused when the CPU has
+ * it and n is at least one micro-tile, else mxl_enc_linear then the activation. */
+void mxl_enc_linear_act(const mxl_cpu_weight *w, const float *bias, int act, const float *x, int64_t n, float *y,
+                        void *scratch, mxl_threadpool *pool);
 
 #endif

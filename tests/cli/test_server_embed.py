@@ -52,7 +52,8 @@ def test_embeddings_equal_cli_and_sentence_transformers(emb):
     v = r["data"][0]["embedding"]
     assert max(abs(a - b) for a, b in zip(v, cli_embed(texts[0]))) < 1e-6  # the CLI prints 9 significant digits
     llama = requests.post(emb.url + "/embedding", json={"content": texts[0]}).json()
-    assert llama[0]["embedding"][0] == v
+    # alone rather than in a batch of six: another kernel may run (short inputs), same numbers to 1e-6
+    assert max(abs(a - b) for a, b in zip(llama[0]["embedding"][0], v)) < 1e-6
 
 
 def test_base64_and_dimensions(emb):
@@ -137,7 +138,7 @@ def test_embedding_queue_full_503_and_timeout_504():
     real_model_path(MINILM)
     s = Server("-m", MINILM, "--embedding-queue-depth", "1", "--embedding-request-timeout-secs", "1")
     try:
-        long = {"input": ["a long sentence about lighthouses and the sea " * 30] * 16}
+        long = {"input": ["a long sentence about lighthouses and the sea " * 30] * 200}  # seconds of work
         out = []
         t = threading.Thread(target=lambda: out.append(requests.post(s.url + "/v1/embeddings", json=long).status_code))
         t.start()

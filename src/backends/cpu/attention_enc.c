@@ -1,0 +1,89 @@
+/* attention_enc.c - reference and dispatch for attention_enc.h: tasks are (sequence, head)
+ * pairs handed out by the pool's atomic counter (sequence lengths differ, so dynamic
+ * scheduling balances them). */
+#include "backends/cpu/attention_enc.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "core/status.h"
+
+size_t mxl_enc_attention_scratch_floats(int64_t longest, int head_dim) {
+    int64_t lp = (longest + 15) / 16 * 16;
+    return (size_t)((lp * head_dim + 4 * lp + 64 + 15) / 16 * 16);
+}
+
+static void head_ref(const mxl_enc_attn *a, int64_t s, int h, float *sc) {
+    int64_t t0 = a->seq_start[s], L = a->seq_start[s + 1] - t0;
+    int d = a->head_dim;
+    for (int64_t i = 0; i < L; i++) {
+        const float *qi = a->q + (t0 + i) * a->stride + h * d;
+        float mx = -INFINITY, sum = 0.0f;
+        for (int64_t j = 0; j < L; j++) {
+            const float *kj = a->k + (t0 + j) * a->stride + h * d;
+            float dot = 0.0f;
+            for (int c = 0; c < d; c++) dot += qi[c] * kj[c];
+            sc[j] = dot * a->scale;
+            if (sc[j] > mx) mx = sc[j];
+        }
+        for (int64_t j = 0; j < L; j++) {
+            sc[j] = expf(sc[j] - mx);
+            sum += sc[j];
+        }
+        float *o = a->out + (t0 + i) * a->stride + h * d;
+        for (int c = 0; c < d; c++) {
+            float acc = 0.0f;
+            for (int64_t j = 0; j < L; j++) acc += sc[j] * a->v[(t0 + j) * a->stride + h * d + c];
+            o[c] = acc / sum;
+        }
+    }
+}
+
+void mxl_enc_attention_ref(const mxl_enc_attn *a) {
+    int64_t longest = 0;
+    for (int64_t s = 0; s < a->n_seqs; s++)
+        if (a->seq_start[s + 1] - a->seq_start[s] > longest) longest = a->seq_start[s + 1] - a->seq_start[s];
+    float *sc = malloc((size_t)(longest > 0 ? longest : 1) * sizeof(float));
+    MXL_ASSERT(sc != NULL);
+    for (int64_t s = 0; s < a->n_seqs; s++)
+        for (int h = 0; h < a->n_heads; h++) head_ref(a, s, h, sc);
+    free(sc);
+}
+
+typedef struct enc_ctx {
+    const mxl_enc_attn *a;
+    float *scratch;
+    size_t per;
+} enc_ctx;
+
+static void enc_task(void *vctx, int task, int n_tasks, int thread_index) {
+    (void)n_tasks;
+    enc_ctx *c = vctx;
+    const mxl_enc_attn *a = c->a;
+    int64_t s = task / a->n_heads;
+    int h = task % a->n_heads;
+    int64_t t0 = a->seq_start[s], L = a->seq_start[s + 1] - t0;
+    int64_t off = t0 * a->stride + (int64_t)h * a->head_dim;
+    mxl_enc_attention_head_avx512(a->q + off, a->k + off, a->v + off, a->out + off, a->stride, L, a->head_dim,
+                                  a->scale, c->scratch + (size_t)thread_index * c->per);
+}
+
+int mxl_enc_attention_fast(int head_dim, mxl_cpu_isa isa) {
+    if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
+    return isa >= MXL_CPU_ISA_AVX512VNNI && head_dim > 0 && head_dim % 16 == 0;
+}
+
+void mxl_enc_attention(const mxl_enc_attn *a, float *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
+    if (!mxl_enc_attention_fast(a->head_dim, isa)) {
+        mxl_enc_attention_ref(a);
+        return;
+    }
+    int64_t longest = 0;
+    for (int64_t s = 0; s < a->n_seqs; s++)
+        if (a->seq_start[s + 1] - a->seq_start[s] > longest) longest = a->seq_start[s + 1] - a->seq_start[s];
+    enc_ctx c = {a, scratch, mxl_enc_attention_scratch_floats(longest, a->head_dim)};
+    int n_tasks = (int)(a->n_seqs * a->n_heads);
+    if (pool && mxl_threadpool_size(pool) > 1 && n_tasks > 1) mxl_threadpool_run(pool, n_tasks, enc_task, &c);
+    else
+        for (int t = 0; t < n_tasks; t++) enc_task(&c, t, n_tasks, 0);
+}

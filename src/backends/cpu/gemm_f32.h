@@ -1,0 +1,56 @@
+/* gemm_f32.h - prefill-sized f32 GEMM with a fused epilogue, for encoders: y = act(x W^T + b).
+ *
+ * x f32 [M, K] (row stride K), W dense [N, K] (out x in, row-major, F32 / F16 / BF16 - any
+ * mxl_cpu_weight of kind DENSE), bias f32 [N] or NULL, y f32 [M, N]. The activation (or none)
+ * is applied to every output after the bias. Unlike mxl_cpu_matmul's dot-product kernels (one
+ * weight row against 1..4 tokens), the AVX-512 path is a register-blocked outer-product GEMM:
+ * each task packs a panel of 32 weight rows into [K][32] (converted to f32) and runs a 12-token
+ * x 32-output micro-kernel over all M tokens, so every weight load feeds 12 FMAs and every
+ * broadcast activation 2. Each output is accumulated over k = 0..K-1 in order in one FMA lane,
+ * so a token's row of y is bitwise independent of M, of its position and of the thread count
+ * (batch invariance, as matmul.h). Panels are split over the pool's threads.
+ * The reference (gemm_f32_ref.c) is the plain triple loop; tests compare the two. */
+#ifndef MXL_BACKENDS_CPU_GEMM_F32_H
+#define MXL_BACKENDS_CPU_GEMM_F32_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/cpu/activation.h"
+#include "backends/cpu/cpu_features.h"
+#include "backends/cpu/matmul.h"
+#include "core/threadpool.h"
+
+/* The epilogue's activation: MXL_GEMM_ACT_NONE or an mxl_act value. */
+#define MXL_GEMM_ACT_NONE (-1)
+
+/* Plain reference: y[m][n] = act(sum_k float(W[n][k]) * x[m][k] (+ bias[n])), k in order. */
+void mxl_gemm_f32_ref(const mxl_cpu_weight *W, const float *x, int64_t M, const float *bias, int act,
+                      float *y);
+
+/* True when mxl_gemm_f32 has a fast kernel for W at this ISA level (dense W on AVX-512). */
+bool mxl_gemm_f32_supported(const mxl_cpu_weight *W, mxl_cpu_isa isa);
+
+/* Scratch floats per pool thread that mxl_gemm_f32 needs (packed panel). */
+size_t mxl_gemm_f32_scratch_floats(int64_t K);
+
+/* The fast path (requires mxl_gemm_f32_supported(W, isa)). scratch holds
+ * n_threads * mxl_gemm_f32_scratch_floats(K) floats, 64-byte aligned. */
+void mxl_gemm_f32(const mxl_cpu_weight *W, const float *x, int64_t M, const float *bias, int act,
+                  float *y, float *scratch, mxl_threadpool *pool, mxl_cpu_isa isa);
+
+/* AVX-512 GELU-erf / activation over a row (gemm_f32_avx512.c); falls back to mxl_cpu_act when
+ * not on AVX-512. The vector erf is accurate to about 2e-7 absolute. */
+void mxl_gemm_act_rows(int act, float *y, int64_t n, mxl_cpu_isa isa);
+
+
+/* Internal to gemm_f32*.c: one packed panel of MXL_GEMM_NR outputs. bp [K][MXL_GEMM_NR] f32,
+ * bias_p [MXL_GEMM_NR] (zeros past ncols when there is no bias), ncols <= MXL_GEMM_NR outputs
+ * written to y[m * ldy + j], m < M. */
+#define MXL_GEMM_NR 32
+#define MXL_GEMM_MR 12
+void mxl_gemm_f32_panel_avx512(const float *x, int64_t M, int64_t K, const float *bp, const float *bias_p,
+                               int act, float *y, int64_t ldy, int ncols);
+
+#endif

@@ -1,0 +1,119 @@
+/* gemm_f32_avx512.c - AVX-512 micro-kernel for gemm_f32.h: MR = 12 tokens x NR = 32 outputs
+ * held in 24 zmm accumulators; per k one packed weight pair (2 x 16 floats) and 12 broadcast
+ * activations (12 x 2 FMAs). Each accumulator lane sums k = 0..K-1 in order, so results do not
+ * depend on how many tokens share the tile. The epilogue adds the bias and applies the
+ * activation (vector GELU-erf here; other activations through the libm reference). */
+#include "backends/cpu/gemm_f32.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include "backends/cpu/vexp_avx512.h"
+
+/* GELU(x) = 0.5 x (1 + erf(x / sqrt 2)), erf by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7),
+ * odd-symmetric; |u| clamped at 5 where erf is 1 to f32 precision. */
+AVX512 static inline __m512 gelu_erf_ps(__m512 x) {
+    __m512 u = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f));
+    __m512 a = _mm512_min_ps(_mm512_abs_ps(u), _mm512_set1_ps(5.0f));
+    __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(a, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
+    __m512 p = _mm512_set1_ps(1.061405429f);
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
+    p = _mm512_mul_ps(p, t);
+    __m512 e = _mm512_fnmadd_ps(p, mxl_exp512_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), a)), _mm512_set1_ps(1.0f));
+    /* erf(u) = sign(u) * e: 1 + erf = 1 + e or 1 - e */
+    __mmask16 neg = _mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_LT_OQ);
+    __m512 onep = _mm512_mask_sub_ps(_mm512_add_ps(_mm512_set1_ps(1.0f), e), neg, _mm512_set1_ps(1.0f), e);
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), onep);
+}
+
+AVX512 static void act_rows_avx512(int act, float *y, int64_t n) {
+    int64_t i = 0;
+    if (act == MXL_ACT_GELU_ERF) {
+        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, gelu_erf_ps(_mm512_loadu_ps(y + i)));
+        if (i < n) {
+            __mmask16 mk = (__mmask16)((1u << (n - i)) - 1);
+            _mm512_mask_storeu_ps(y + i, mk, gelu_erf_ps(_mm512_maskz_loadu_ps(mk, y + i)));
+        }
+        return;
+    }
+    for (; i < n; i++) y[i] = mxl_cpu_act1((mxl_act)act, y[i]);
+}
+
+/* mr (1..12, a constant after inlining) tokens x 32 outputs. */
+AVX512 __attribute__((always_inline)) static inline void kern(int mr, int64_t K, const float *x, int64_t ldx,
+                                                              const float *bp, __m512 bias0, __m512 bias1,
+                                                              int act, float *y, int64_t ldy, __mmask16 m0,
+                                                              __mmask16 m1) {
+    __m512 c0[MXL_GEMM_MR], c1[MXL_GEMM_MR];
+#pragma GCC unroll 12
+    for (int i = 0; i < mr; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k++) {
+        __m512 b0 = _mm512_loadu_ps(bp + k * MXL_GEMM_NR), b1 = _mm512_loadu_ps(bp + k * MXL_GEMM_NR + 16);
+#pragma GCC unroll 12
+        for (int i = 0; i < mr; i++) {
+            __m512 a = _mm512_set1_ps(x[i * ldx + k]);
+            c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
+            c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < mr; i++) {
+        __m512 v0 = _mm512_add_ps(c0[i], bias0), v1 = _mm512_add_ps(c1[i], bias1);
+        if (act == MXL_ACT_GELU_ERF) {
+            v0 = gelu_erf_ps(v0);
+            v1 = gelu_erf_ps(v1);
+        }
+        _mm512_mask_storeu_ps(y + i * ldy, m0, v0);
+        _mm512_mask_storeu_ps(y + i * ldy + 16, m1, v1);
+    }
+}
+
+AVX512 void mxl_gemm_f32_panel_avx512(const float *x, int64_t M, int64_t K, const float *bp, const float *bias_p,
+                                      int act, float *y, int64_t ldy, int ncols) {
+    __m512 bias0 = _mm512_loadu_ps(bias_p), bias1 = _mm512_loadu_ps(bias_p + 16);
+    __mmask16 m0 = (__mmask16)(ncols >= 16 ? 0xffff : (1u << ncols) - 1);
+    __mmask16 m1 = (__mmask16)(ncols >= 32 ? 0xffff : ncols <= 16 ? 0 : (1u << (ncols - 16)) - 1);
+    int64_t m = 0;
+    for (; m + MXL_GEMM_MR <= M; m += MXL_GEMM_MR)
+        kern(MXL_GEMM_MR, K, x + m * K, K, bp, bias0, bias1, act, y + m * ldy, ldy, m0, m1);
+    const float *xr = x + m * K;
+    float *yr = y + m * ldy;
+    switch (M - m) {
+    case 0: break;
+    case 1: kern(1, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    case 2: kern(2, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    case 3: kern(3, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    case 4: kern(4, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    case 5: kern(5, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    case 6: kern(6, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    case 7: kern(7, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    case 8: kern(8, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    case 9: kern(9, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    case 10: kern(10, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    default: kern(11, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    }
+    /* activations without a vector form: the reference, per stored row */
+    if (act != MXL_GEMM_ACT_NONE && act != MXL_ACT_GELU_ERF)
+        for (int64_t r = 0; r < M; r++)
+            for (int j = 0; j < ncols; j++) y[r * ldy + j] = mxl_cpu_act1((mxl_act)act, y[r * ldy + j]);
+}
+
+void mxl_gemm_act_rows(int act, float *y, int64_t n, mxl_cpu_isa isa) {
+    if (act == MXL_GEMM_ACT_NONE) return;
+    if (isa >= MXL_CPU_ISA_AVX512VNNI) act_rows_avx512(act, y, n);
+    else mxl_cpu_act((mxl_act)act, y, n, y);
+}
+#else
+void mxl_gemm_f32_panel_avx512(const float *x, int64_t M, int64_t K, const float *bp, const float *bias_p,
+                               int act, float *y, int64_t ldy, int ncols) {
+    (void)x; (void)M; (void)K; (void)bp; (void)bias_p; (void)act; (void)y; (void)ldy; (void)ncols;
+    MXL_ASSERT(0 && "no AVX-512 on this build");
+}
+void mxl_gemm_act_rows(int act, float *y, int64_t n, mxl_cpu_isa isa) {
+    (void)isa;
+    if (act != MXL_GEMM_ACT_NONE) mxl_cpu_act((mxl_act)act, y, n, y);
+}
+#endif
