@@ -58,11 +58,11 @@
     {"stop", 0, "STRING", NULL, "Stop when this text appears; it is not printed (repeatable)"},                \
     {"estimate-memory", 0, NULL, NULL, "(not supported yet)"},                                                 \
     {"show-reasoning", 0, NULL, NULL, "(not supported yet)"},                                                  \
-    {"cache-type-k", 0, "TYPE", NULL, "(not supported yet: the KV cache is f32)"},                             \
-    {"cache-type-v", 0, "TYPE", NULL, "(not supported yet: the KV cache is f32)"}
+    {"cache-type-k", 0, "TYPE", "fp16", "KV cache storage of keys: fp16 or int8"},                              \
+    {"cache-type-v", 0, "TYPE", "fp16", "KV cache storage of values: fp16 or int8"}
 
 static const char *const k_refused[] = {"image", "audio", "video", "adapter", "draft-model", "estimate-memory",
-                                        "show-reasoning", "cache-type-k", "cache-type-v", NULL};
+                                        "show-reasoning", NULL};
 
 static const mxl_cli_opt k_gen_opts[] = {
     {"model", 'm', "PATH_OR_REPO_ID", NULL, "Local model path, owner/name repo id, or bare name (required)"},
@@ -180,6 +180,10 @@ static int generate_common(const mxl_cli_args *a, const char *model_arg) {
         return mxl_cli_fail("%s", err.msg);
     mxl_gen_model *m = NULL;
     if (mxl_gen_model_load(res.path, (int)threads, &m, &err)) return mxl_cli_fail("%s", err.msg);
+    if (mxl_gen_model_set_kv_types(m, mxl_cli_get(a, "cache-type-k"), mxl_cli_get(a, "cache-type-v"), &err)) {
+        mxl_gen_model_destroy(m);
+        return mxl_cli_fail("%s", err.msg);
+    }
     bool generic = false;
     mxl_gen_model_template_origin(m, &generic);
     if (req.chat && generic)

@@ -87,6 +87,23 @@ static mxl_status build_prompt(mxl_gen_model *m, const mxl_gen_request *req, mxl
     return st;
 }
 
+static mxl_status kv_type_of(const char *name, const char *flag, mxl_decoder_kv_type *out, mxl_error *err) {
+    if (!name) return MXL_OK;
+    if (!strcmp(name, "fp16") || !strcmp(name, "f16")) *out = MXL_DECODER_KV_F16;
+    else if (!strcmp(name, "int8") || !strcmp(name, "q8_0")) *out = MXL_DECODER_KV_I8;
+    else if (!strcmp(name, "fp32") || !strcmp(name, "f32")) *out = MXL_DECODER_KV_F32;
+    else return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s %s is not supported (this build has fp16 and int8)", flag, name);
+    return MXL_OK;
+}
+
+mxl_status mxl_gen_model_set_kv_types(mxl_gen_model *m, const char *k, const char *v, mxl_error *err) {
+    mxl_decoder_kv_opts o = m->kv;
+    mxl_status st = kv_type_of(k, "--cache-type-k", &o.k, err);
+    if (!st) st = kv_type_of(v, "--cache-type-v", &o.v, err);
+    if (!st) m->kv = o;
+    return st;
+}
+
 mxl_status mxl_gen_model_set_template(mxl_gen_model *m, const char *text, const char *origin, mxl_error *err) {
     mxl_template *t = NULL;
     mxl_status st = mxl_template_parse(text, strlen(text), origin, &t, err);

@@ -25,6 +25,7 @@ struct mxl_gen_model {
     int32_t eos[64];
     int n_eos;
     char bos_text[256], eos_text[256]; /* the special tokens' text for the template */
+    mxl_decoder_kv_opts kv;            /* KV storage of new sequences (AUTO: f16, f32 on the reference path) */
 };
 
 #endif

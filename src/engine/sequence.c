@@ -43,7 +43,7 @@ mxl_status mxl_seq_create(mxl_gen_model *m, int64_t ctx_len, int64_t max_chunk, 
     s->max_chunk = max_chunk > 0 ? max_chunk : 256;
     s->vocab = m->dec.hp.vocab;
     mxl_sampler_tok_vocab_init(&s->vocab_state, m->tok, &s->smp_vocab);
-    mxl_status st = mxl_decoder_state_create(&m->dec, ctx_len, s->max_chunk, m->pool, &s->dec, err);
+    mxl_status st = mxl_decoder_state_create_ex(&m->dec, ctx_len, s->max_chunk, m->pool, &m->kv, &s->dec, err);
     if (!st) st = mxl_detok_stream_create(m->tok, true, &s->ds, err);
     if (!st) {
         s->logits = malloc((size_t)s->vocab * sizeof(float));

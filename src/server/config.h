@@ -28,6 +28,7 @@ typedef struct mxl_server_config {
     /* concurrency and batching */
     int64_t n_parallel, max_batch_size, max_queue_depth, prefill_chunk, batch_size, grant_interval;
     int64_t ctx_size, n_predict;
+    const char *cache_type_k, *cache_type_v;
     double decode_timeout;
     bool no_batch, decode_timeout_set;
     /* chat template */

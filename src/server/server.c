@@ -578,6 +578,7 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
     } else {
         if (mxl_gen_model_load(s.model_path, (int)(threads > 0 ? threads : 1), &s.model, err)) goto out;
         s.tok = mxl_gen_model_tokenizer(s.model);
+        if (mxl_gen_model_set_kv_types(s.model, cfg->cache_type_k, cfg->cache_type_v, err)) goto out;
         if (cfg->chat_template || tmpl_file) {
             mxl_status tst = mxl_gen_model_set_template(s.model, tmpl_file ? tmpl_file : cfg->chat_template,
                                                         tmpl_file ? cfg->chat_template_file : "--chat-template", err);

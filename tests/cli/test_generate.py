@@ -101,3 +101,13 @@ def test_new_samplers_run_and_are_reproducible():
     assert a.stdout == b.stdout and len(a.stdout) > 0
     m = run("run", "-p", "Tell me a story.", "-n", "12", "--temp", "0.8", "--seed", "11", "--mirostat", "2")
     assert m.returncode == 0, m.stderr
+
+
+def test_cache_types():
+    real_model_path(SMOL)
+    base = run("run", "-p", "Say hello.", "-n", "6", "--temp", "0")
+    f16 = run("run", "-p", "Say hello.", "-n", "6", "--temp", "0", "--cache-type-k", "fp16", "--cache-type-v", "fp16")
+    assert base.returncode == 0 and f16.stdout == base.stdout  # fp16 is the default
+    q = run("run", "-p", "Say hello.", "-n", "6", "--temp", "0", "--cache-type-k", "int8", "--cache-type-v", "int8")
+    assert q.returncode == 0 and len(q.stdout.strip()) > 0
+    assert_clean_error(run("run", "-p", "x", "--cache-type-k", "turbo4"), "--cache-type-k turbo4")
