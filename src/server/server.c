@@ -106,11 +106,27 @@ static bool parse_logit_bias(const mxl_server *s, const json_t *v, mxl_seq_param
         json_object_foreach((json_t *)v, key, val) {
             char *end = NULL;
             long id = strtol(key, &end, 10);
-            if (!*key || *end || id < 0 || id >= vocab || !json_is_number(val)) {
+            if (!json_is_number(val) && !json_is_false(val)) {
                 free(b);
-                return snprintf(msg, ml, "'logit_bias' maps token ids (0..%d) to numbers", vocab - 1), false;
+                return snprintf(msg, ml, "'logit_bias' values must be numbers (or false to ban)"), false;
             }
-            PUSH((int32_t)id, (float)json_number_value(val));
+            float bias = json_is_false(val) ? -INFINITY : (float)json_number_value(val);
+            if (*key && !*end) { /* a token id */
+                if (id < 0 || id >= vocab) {
+                    free(b);
+                    return snprintf(msg, ml, "'logit_bias' token id %ld is outside 0..%d", id, vocab - 1), false;
+                }
+                PUSH((int32_t)id, bias);
+            } else { /* text: every token of it, as llama-server does */
+                mxl_token_ids ids = {0};
+                mxl_error err = {0};
+                if (mxl_tokenizer_encode(s->tok, key, strlen(key), 0, &ids, &err)) {
+                    free(b);
+                    return snprintf(msg, ml, "'logit_bias': %s", err.msg), false;
+                }
+                for (size_t t = 0; t < ids.n; t++) PUSH(ids.ids[t], bias);
+                mxl_token_ids_free(&ids);
+            }
         }
     } else if (json_is_array(v)) {
         size_t i;

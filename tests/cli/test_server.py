@@ -364,7 +364,13 @@ def test_logit_bias_and_sampler_fields(srv):
     a = requests.post(srv.url + "/completion", json=body).json()
     b = requests.post(srv.url + "/completion", json=body).json()
     assert a["content"] == b["content"] and len(a["tokens"]) == 8
-    for bad in ({"logit_bias": {"abc": 1}}, {"logit_bias": [[1]]}, {"mirostat": 3}, {"dry_sequence_breakers": "x"}):
+    # text keys bias every token of the text (llama-server)
+    word = requests.post(srv.url + "/detokenize", json={"tokens": [first]}).json()["content"]
+    r = requests.post(srv.url + "/completion", json={"prompt": "Say hello.", "n_predict": 3, "temperature": 0,
+                                                     "logit_bias": {word: -100}}).json()
+    assert first not in r["tokens"]
+    for bad in ({"logit_bias": {"abc": "x"}}, {"logit_bias": {"99999999": 1}}, {"logit_bias": [[1]]}, {"mirostat": 3},
+                {"dry_sequence_breakers": "x"}):
         r = requests.post(srv.url + "/completion", json={"prompt": "x", "n_predict": 1, **bad})
         assert r.status_code == 400, bad
 
