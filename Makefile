@@ -56,14 +56,23 @@ SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-po
 asan:
 	$(MAKE) BUILD=build/asan OPT="-O1 -g $(SAN)" all
 
-# libFuzzer harnesses: each tests/fuzz/fuzz_X.c links against all library sources.
-FUZZ_CFLAGS := $(CSTD) $(INC) -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -pthread
+# libFuzzer harnesses: the library is compiled once with the sanitizers and fuzzer coverage
+# (fuzzer-no-link) into build/fuzz/libmlxcel.a; each tests/fuzz/fuzz_X.c links against it.
+FUZZ_CFLAGS := $(CSTD) $(INC) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -pthread -MMD -MP
+FUZZ_OBJ := $(LIB_SRC:%.c=build/fuzz/obj/%.o)
 fuzz: $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
-build/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(shell find src -name '*.h')
+build/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+build/fuzz/libmlxcel.a: $(FUZZ_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+build/fuzz/%: tests/fuzz/%.c build/fuzz/libmlxcel.a
 	@mkdir -p build/fuzz
-	clang $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LDLIBS)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< build/fuzz/libmlxcel.a $(LDLIBS)
 
 clean:
 	rm -rf build
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find build/fuzz/obj -name '*.d' 2>/dev/null)

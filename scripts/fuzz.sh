@@ -12,7 +12,7 @@ names=("$@")
 if [ "${#names[@]}" -eq 0 ]; then
   for f in tests/fuzz/fuzz_*.c; do n=${f#tests/fuzz/fuzz_}; names+=("${n%.c}"); done
 fi
-make -s fuzz
+make -s -j"$(nproc)" fuzz
 rc=0
 for n in "${names[@]}"; do
   work=$(mktemp -d /tmp/mxl-fuzz-"$n"-XXXXXX)
