@@ -218,7 +218,7 @@ int mxl_cmd_inspect(int argc, char **argv) {
     mxl_checkpoint *ck = NULL;
     if (mxl_checkpoint_open(res.path, &ck, &err)) return mxl_cli_fail("%s", err.msg);
     mxl_detection det;
-    if (mxl_model_detect(&ck->config, ck->format == MXL_CHECKPOINT_SAFETENSORS ? ck->dir : NULL, &det, &err)) {
+    if (mxl_checkpoint_detect(ck, &det, &err)) {
         mxl_checkpoint_close(ck);
         return mxl_cli_fail("%s", err.msg);
     }

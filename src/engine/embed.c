@@ -29,7 +29,7 @@ mxl_status mxl_embed_model_load(const char *path, int n_threads, mxl_embed_model
     mxl_embed_model *m = calloc(1, sizeof *m);
     if (!m) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     mxl_status st = mxl_checkpoint_open(path, &m->ck, err);
-    if (!st) st = mxl_model_detect(&m->ck->config, m->ck->format == MXL_CHECKPOINT_SAFETENSORS ? m->ck->dir : NULL, &m->det, err);
+    if (!st) st = mxl_checkpoint_detect(m->ck, &m->det, err);
     if (!st && m->det.task != MXL_TASK_EMBED)
         st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s is a %s model (%s), not an embedding model", path, mxl_task_name(m->det.task), m->det.family->display_name);
     if (!st && !mxl_encoder_supports(m->ck->config.model_type))

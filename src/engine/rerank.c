@@ -32,7 +32,7 @@ mxl_status mxl_reranker_load(const char *path, int n_threads, mxl_reranker **out
     mxl_reranker *r = calloc(1, sizeof *r);
     if (!r) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     mxl_status st = mxl_checkpoint_open(path, &r->ck, err);
-    if (!st) st = mxl_model_detect(&r->ck->config, r->ck->format == MXL_CHECKPOINT_SAFETENSORS ? r->ck->dir : NULL, &r->det, err);
+    if (!st) st = mxl_checkpoint_detect(r->ck, &r->det, err);
     if (!st && r->det.task != MXL_TASK_RERANK)
         st = mxl_error_set(err, MXL_ERR_UNSUPPORTED,
                            "%s is a %s model (%s), not a reranker; cross-encoders are one-label Bert / XLMRoberta / ModernBert ForSequenceClassification checkpoints",

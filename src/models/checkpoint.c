@@ -85,3 +85,7 @@ void mxl_checkpoint_close(mxl_checkpoint *ck) {
     if (ck->gguf) mxl_gguf_close(ck->gguf);
     free(ck);
 }
+
+mxl_status mxl_checkpoint_detect(const mxl_checkpoint *ck, mxl_detection *out, mxl_error *err) {
+    return mxl_model_detect(&ck->config, ck->format == MXL_CHECKPOINT_SAFETENSORS ? ck->dir : NULL, out, err);
+}

@@ -12,6 +12,7 @@
 #include "io/gguf.h"
 #include "io/safetensors.h"
 #include "models/config.h"
+#include "models/detect.h"
 
 typedef enum mxl_checkpoint_format {
     MXL_CHECKPOINT_SAFETENSORS = 0,
@@ -32,6 +33,9 @@ typedef struct mxl_checkpoint {
 /* `path` is a file or directory (already resolved by io/store). */
 mxl_status mxl_checkpoint_open(const char *path, mxl_checkpoint **out, mxl_error *err);
 void mxl_checkpoint_close(mxl_checkpoint *ck);
+/* mxl_model_detect on an open checkpoint: its typed config, and for a safetensors directory its
+ * sentence-transformers files too. */
+mxl_status mxl_checkpoint_detect(const mxl_checkpoint *ck, mxl_detection *out, mxl_error *err);
 const char *mxl_checkpoint_format_name(mxl_checkpoint_format f);
 
 #endif

@@ -456,7 +456,7 @@ static mxl_status model_task(const char *path, mxl_task *task, mxl_error *err) {
     mxl_status st = mxl_checkpoint_open(path, &ck, err);
     if (st) return st;
     mxl_detection det;
-    st = mxl_model_detect(&ck->config, ck->format == MXL_CHECKPOINT_SAFETENSORS ? ck->dir : NULL, &det, err);
+    st = mxl_checkpoint_detect(ck, &det, err);
     if (!st) *task = det.task;
     mxl_checkpoint_close(ck);
     return st;
