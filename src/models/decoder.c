@@ -853,6 +853,25 @@ mxl_status mxl_decoder_forward(const mxl_decoder *d, mxl_decoder_state *s, const
     return MXL_OK;
 }
 
+mxl_status mxl_decoder_forward_hidden(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens,
+                                      int64_t n, float *hidden, mxl_error *err) {
+    mxl_status st;
+    if (n <= 0) return mxl_error_set(err, MXL_ERR_ARG, "no tokens to run");
+    if (n > s->max_ctx - s->pos)
+        return mxl_error_set(err, MXL_ERR_ARG, "context full: %lld tokens at position %lld exceed the context of %lld",
+                             (long long)n, (long long)s->pos, (long long)s->max_ctx);
+    if ((st = check_ids(d, tokens, n, err))) return st;
+    int64_t H = d->hp.hidden;
+    for (int64_t off = 0; off < n; off += s->max_batch) {
+        int64_t m = n - off < s->max_batch ? n - off : s->max_batch;
+        row_span sp = {s, 0, m, s->pos};
+        fwd_pass f = {d, s, &sp, 1, m, 0};
+        forward_rows(&f, tokens + off);
+        if (off + m == n) norm_rows(&d->hp, &d->output_norm, s->x + (m - 1) * H, 1, H, hidden);
+    }
+    return MXL_OK;
+}
+
 /* Clears the repeat markers set by the first k states. */
 static void unmark(mxl_decoder_state *const *states, int64_t k) {
     for (int64_t i = 0; i < k; i++) states[i]->in_call = false;

@@ -173,6 +173,11 @@ void mxl_decoder_state_set_reference(mxl_decoder_state *s, bool on);
  * out of range. */
 mxl_status mxl_decoder_forward(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens,
                                int64_t n, float *logits, mxl_error *err);
+/* As mxl_decoder_forward, but writes the last token's final hidden state (after the output norm,
+ * before the LM head) to hidden[hidden_size] instead of logits: the last-token pooling of
+ * decoder-based embedders such as Qwen3-Embedding. */
+mxl_status mxl_decoder_forward_hidden(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens,
+                                      int64_t n, float *hidden, mxl_error *err);
 /* One decode step of n_seqs sequences together: tokens[i] runs at the next position of states[i]
  * (each state at its own position, with its own context capacity) and logits[i * vocab ..] get
  * its next-token logits (logits [n_seqs, vocab]). Every matmul (QKV, O, MLP, LM head) runs once
