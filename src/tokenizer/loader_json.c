@@ -159,6 +159,12 @@ static mxl_status load_norm(ld *c, json_t *o, const char *path, tok_normalizer *
         n->lowercase = jbool(o, "lowercase", true);
         json_t *sa = json_object_get(o, "strip_accents");
         n->strip_accents = json_is_boolean(sa) ? (json_is_true(sa) ? 1 : 0) : -1;
+    } else if (strcmp(type, "Precompiled") == 0) {
+        n->kind = TOK_NORM_PRECOMPILED;
+        size_t l;
+        const char *s = jstr(o, "precompiled_charsmap", &l), *why = NULL;
+        if (!s) st = fail(c, MXL_ERR_FORMAT, p2, "missing \"precompiled_charsmap\" string%s", NULL);
+        else if ((st = tok_precompiled_parse(s, l, &n->charsmap, &why)) != MXL_OK) st = fail(c, st, p2, "%s", why);
     } else {
         st = fail(c, MXL_ERR_UNSUPPORTED, p2, "unsupported normalizer type%s", NULL);
     }
@@ -452,75 +458,46 @@ static mxl_status load_vocab(ld *c, json_t *v) {
     return MXL_OK;
 }
 
-/* One merge "a b" with rank i: both parts and their concatenation (minus the continuing prefix
- * of b, as HF builds it) must be vocabulary tokens. */
-static mxl_status add_merge(ld *c, size_t i, const char *a, size_t al, const char *b, size_t bl, tok_buf *tmp) {
-    mxl_tokenizer *t = c->t;
-    size_t pl = t->model.cont_prefix ? t->model.cont_prefix_len : 0;
-    int32_t ia = tok_map_get(&t->vocab, a, al), ib = tok_map_get(&t->vocab, b, bl);
-    tmp->n = 0;
-    size_t skip = pl <= bl ? pl : bl;
-    if (!tok_buf_append(tmp, a, al) || !tok_buf_append(tmp, b + skip, bl - skip))
-        return fail(c, MXL_ERR_NOMEM, "model.merges", "out of memory%s", NULL);
-    int32_t in = tok_map_get(&t->vocab, tmp->p, tmp->n);
-    if (ia < 0 || ib < 0 || in < 0) {
-        char pth[64];
-        snprintf(pth, sizeof(pth), "model.merges[%zu]", i);
-        return fail(c, MXL_ERR_FORMAT, pth, "merge of tokens not in the vocabulary (\"%.80s\")", tmp->p);
-    }
-    if (i > UINT32_MAX - 1 || !tok_pairmap_put(&t->model.merges, ia, ib, (uint32_t)i, in))
-        return fail(c, MXL_ERR_NOMEM, "model.merges", "out of memory%s", NULL);
+/* model.vocab read straight from the source bytes: { "token": id, ... }. Entries are parsed
+ * TOK_MAP_BATCH at a time and their table slots prefetched before they are put, so the cache
+ * misses of a batch overlap. */
+typedef struct vocab_batch {
+    tok_buf text;
+    size_t n, off[TOK_MAP_BATCH], len[TOK_MAP_BATCH];
+    int32_t id[TOK_MAP_BATCH];
+} vocab_batch;
+
+static mxl_status vocab_flush(ld *c, vocab_batch *vb) {
+    for (size_t i = 0; i < vb->n; i++) tok_map_prefetch(&c->t->vocab, vb->text.p + vb->off[i], vb->len[i]);
+    for (size_t i = 0; i < vb->n; i++)
+        if (!tok_vocab_set(c->t, vb->text.p + vb->off[i], vb->len[i], vb->id[i], false))
+            return fail(c, MXL_ERR_NOMEM, "model.vocab", "out of memory%s", NULL);
+    vb->n = 0;
+    vb->text.n = 0;
     return MXL_OK;
 }
 
-static mxl_status merge_string(ld *c, size_t i, const char *a, size_t n, tok_buf *tmp) {
-    const char *sp = memchr(a, ' ', n);
-    if (!sp) {
-        char pth[64];
-        snprintf(pth, sizeof(pth), "model.merges[%zu]", i);
-        return fail(c, MXL_ERR_FORMAT, pth, "merge \"%.80s\" is not \"a b\"", a);
-    }
-    size_t al = (size_t)(sp - a);
-    return add_merge(c, i, a, al, sp + 1, n - al - 1, tmp);
+static mxl_status vocab_fault(ld *c, vocab_batch *vb, const char *fmt, const char *a) {
+    mxl_status st = vocab_flush(c, vb);
+    return st != MXL_OK ? st : fail(c, MXL_ERR_FORMAT, "model.vocab", fmt, a);
 }
 
-static mxl_status load_merges(ld *c, json_t *merges) {
-    tok_buf tmp = {0};
-    mxl_status st = MXL_OK;
-    for (size_t i = 0; st == MXL_OK && i < json_array_size(merges); i++) {
-        json_t *m = json_array_get(merges, i);
-        if (json_is_string(m)) {
-            st = merge_string(c, i, json_string_value(m), json_string_length(m), &tmp);
-        } else if (json_is_array(m) && json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
-                   json_is_string(json_array_get(m, 1))) {
-            st = add_merge(c, i, json_string_value(json_array_get(m, 0)), json_string_length(json_array_get(m, 0)),
-                           json_string_value(json_array_get(m, 1)), json_string_length(json_array_get(m, 1)), &tmp);
-        } else {
-            char pth[64];
-            snprintf(pth, sizeof(pth), "model.merges[%zu]", i);
-            st = fail(c, MXL_ERR_FORMAT, pth, "a merge is \"a b\" or [a, b]%s", NULL);
-        }
-    }
-    tok_buf_free(&tmp);
-    return st;
-}
-
-/* model.vocab read straight from the source bytes: { "token": id, ... } */
 static mxl_status fast_vocab(ld *c) {
     const char *s = c->src;
     size_t n = c->vocab_e, i = tok_json_ws(s, n, c->vocab_s + 1);
     tok_buf k = {0};
+    vocab_batch vb = {0};
     mxl_status st = MXL_OK;
     if (i < n && s[i] == '}') return MXL_OK;
     while (st == MXL_OK) {
         i = tok_json_string(s, n, i, &k);
         if (i == TOK_JSON_BAD) {
-            st = fail(c, MXL_ERR_FORMAT, "model.vocab", "malformed token string%s", NULL);
+            st = vocab_fault(c, &vb, "malformed token string%s", NULL);
             break;
         }
         i = tok_json_ws(s, n, i);
         if (i >= n || s[i] != ':') {
-            st = fail(c, MXL_ERR_FORMAT, "model.vocab", "expected ':' after \"%.80s\"", k.p);
+            st = vocab_fault(c, &vb, "expected ':' after \"%.80s\"", k.p);
             break;
         }
         i = tok_json_ws(s, n, i + 1);
@@ -528,74 +505,28 @@ static mxl_status fast_vocab(ld *c) {
         size_t d = i;
         while (i < n && s[i] >= '0' && s[i] <= '9' && v < (1u << 30)) v = v * 10 + (uint64_t)(s[i++] - '0');
         if (i == d || v >= (1u << 30) || (i < n && (s[i] == '.' || s[i] == 'e' || s[i] == 'E' || (s[i] >= '0' && s[i] <= '9')))) {
-            st = fail(c, MXL_ERR_FORMAT, "model.vocab", "token \"%.80s\" has no valid id", k.p ? k.p : "");
+            st = vocab_fault(c, &vb, "token \"%.80s\" has no valid id", k.p ? k.p : "");
             break;
         }
-        if (!tok_vocab_set(c->t, k.p ? k.p : "", k.n, (int32_t)v, false)) {
+        vb.off[vb.n] = vb.text.n;
+        vb.len[vb.n] = k.n;
+        vb.id[vb.n] = (int32_t)v;
+        if (!tok_buf_append(&vb.text, k.p ? k.p : "", k.n)) {
             st = fail(c, MXL_ERR_NOMEM, "model.vocab", "out of memory%s", NULL);
             break;
         }
+        if (++vb.n == TOK_MAP_BATCH && (st = vocab_flush(c, &vb)) != MXL_OK) break;
         i = tok_json_ws(s, n, i);
         if (i < n && s[i] == ',') {
             i = tok_json_ws(s, n, i + 1);
             continue;
         }
         if (i < n && s[i] == '}') break;
-        st = fail(c, MXL_ERR_FORMAT, "model.vocab", "expected ',' or '}'%s", NULL);
+        st = vocab_fault(c, &vb, "expected ',' or '}'%s", NULL);
     }
+    if (st == MXL_OK) st = vocab_flush(c, &vb);
     tok_buf_free(&k);
-    return st;
-}
-
-/* model.merges read straight from the source bytes: [ "a b" | ["a", "b"], ... ] */
-static mxl_status fast_merges(ld *c) {
-    const char *s = c->src;
-    size_t n = c->merges_e, i = tok_json_ws(s, n, c->merges_s + 1), idx = 0;
-    tok_buf a = {0}, b = {0}, tmp = {0};
-    mxl_status st = MXL_OK;
-    if (i < n && s[i] == ']') return MXL_OK;
-    char pth[64] = "model.merges";
-    while (st == MXL_OK) {
-        if (i < n && s[i] == '"') {
-            i = tok_json_string(s, n, i, &a);
-            if (i == TOK_JSON_BAD) {
-                snprintf(pth, sizeof(pth), "model.merges[%zu]", idx);
-                st = fail(c, MXL_ERR_FORMAT, pth, "malformed string%s", NULL);
-                break;
-            }
-            st = merge_string(c, idx, a.p ? a.p : "", a.n, &tmp);
-        } else if (i < n && s[i] == '[') {
-            i = tok_json_ws(s, n, i + 1);
-            i = tok_json_string(s, n, i, &a);
-            if (i != TOK_JSON_BAD) i = tok_json_ws(s, n, i);
-            if (i != TOK_JSON_BAD && i < n && s[i] == ',') i = tok_json_string(s, n, tok_json_ws(s, n, i + 1), &b);
-            else i = TOK_JSON_BAD;
-            if (i != TOK_JSON_BAD) i = tok_json_ws(s, n, i);
-            if (i == TOK_JSON_BAD || i >= n || s[i] != ']') {
-                snprintf(pth, sizeof(pth), "model.merges[%zu]", idx);
-                st = fail(c, MXL_ERR_FORMAT, pth, "a merge is \"a b\" or [a, b]%s", NULL);
-                break;
-            }
-            i++;
-            st = add_merge(c, idx, a.p ? a.p : "", a.n, b.p ? b.p : "", b.n, &tmp);
-        } else {
-            snprintf(pth, sizeof(pth), "model.merges[%zu]", idx);
-            st = fail(c, MXL_ERR_FORMAT, pth, "a merge is \"a b\" or [a, b]%s", NULL);
-            break;
-        }
-        if (st != MXL_OK) break;
-        idx++;
-        i = tok_json_ws(s, n, i);
-        if (i < n && s[i] == ',') {
-            i = tok_json_ws(s, n, i + 1);
-            continue;
-        }
-        if (i < n && s[i] == ']') break;
-        st = fail(c, MXL_ERR_FORMAT, "model.merges", "expected ',' or ']'%s", NULL);
-    }
-    tok_buf_free(&a);
-    tok_buf_free(&b);
-    tok_buf_free(&tmp);
+    tok_buf_free(&vb.text);
     return st;
 }
 
@@ -681,7 +612,8 @@ static mxl_status load_model(ld *c, json_t *m) {
             return fail(c, MXL_ERR_UNSUPPORTED, p2, "BPE dropout is not supported%s", NULL);
         json_t *merges = json_object_get(m, "merges");
         if (!json_is_array(merges)) return fail(c, MXL_ERR_FORMAT, p2, "missing \"merges\" list%s", NULL);
-        st = c->merges_e ? fast_merges(c) : load_merges(c, merges);
+        st = c->merges_e ? tok_merges_load_fast(t, c->src, c->merges_s, c->merges_e, c->err)
+                         : tok_merges_load_json(t, merges, c->err);
         if (st != MXL_OK) return st;
     } else if (strcmp(type, "WordPiece") == 0) {
         t->model.kind = TOK_MODEL_WORDPIECE;

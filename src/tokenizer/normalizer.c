@@ -3,7 +3,8 @@
  * Unicode normalization forms use utf8proc; Lowercase maps per character like Rust's
  * char::to_lowercase (U+0130 becomes "i\u0307", no final-sigma rule, as HF does it);
  * BertNormalizer runs clean_text, handle_chinese_chars, strip_accents (NFD + drop Mn),
- * lowercase in that order (normalizers/bert.rs). */
+ * lowercase in that order (normalizers/bert.rs). Precompiled (SentencePiece charsmaps) is in
+ * norm_precompiled.c. */
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
@@ -16,6 +17,7 @@ void tok_normalizer_free(tok_normalizer *n) {
     free(n->children);
     tok_regex_free(n->re);
     free(n->content);
+    tok_precompiled_free(n->charsmap);
     free(n);
 }
 
@@ -180,6 +182,7 @@ mxl_status tok_normalize(const tok_normalizer *n, const char *s, size_t len, tok
         return tok_buf_append(out, s, len) ? MXL_OK : MXL_ERR_NOMEM;
     case TOK_NORM_BERT: return bert(n, s, len, out);
     case TOK_NORM_BYTE_LEVEL: return byte_level(s, len, out);
+    case TOK_NORM_PRECOMPILED: return tok_precompiled_normalize(n->charsmap, s, len, out);
     }
     return MXL_ERR_INTERNAL;
 }

@@ -78,6 +78,13 @@ uint32_t tok_hash(const char *s, size_t n);
 bool tok_map_put(tok_map *m, const char *s, size_t n, int32_t id, bool *dup);
 /* -1 when absent. */
 int32_t tok_map_get(const tok_map *m, const char *s, size_t n);
+/* ids[i] = tok_map_get(m, keys[i], lens[i]) for i < n, with the memory accesses of up to
+ * TOK_MAP_BATCH keys overlapped (prefetched): the merge table of a large BPE vocabulary does
+ * millions of lookups at load. */
+#define TOK_MAP_BATCH 32
+/* Hints that key s is about to be looked up or put. */
+void tok_map_prefetch(const tok_map *m, const char *s, size_t n);
+void tok_map_get_many(const tok_map *m, const char *const *keys, const size_t *lens, size_t n, int32_t *ids);
 /* Entry index + 1 of key, 0 when absent. */
 uint32_t tok_map_index(const tok_map *m, const char *s, size_t n);
 /* Re-points an existing key at id (false when absent). */
@@ -98,6 +105,14 @@ typedef struct tok_pairmap {
 } tok_pairmap;
 bool tok_pairmap_put(tok_pairmap *m, int32_t a, int32_t b, uint32_t rank, int32_t new_id);
 bool tok_pairmap_reserve(tok_pairmap *m, size_t n);
+/* The BPE merge table from model.merges (merges_load.c): from the list's bytes s[start..end)
+ * ('[' .. ']', read in place, two threads for big files) or from a jansson array. Errors name
+ * the first faulty merge by index. The vocabulary and continuing prefix must be loaded. */
+struct json_t;
+mxl_status tok_merges_load_fast(struct mxl_tokenizer *t, const char *s, size_t start, size_t end, mxl_error *err);
+mxl_status tok_merges_load_json(struct mxl_tokenizer *t, const struct json_t *merges, mxl_error *err);
+/* Hints that (a, b) is about to be put or looked up. */
+void tok_pairmap_prefetch(const tok_pairmap *m, int32_t a, int32_t b);
 /* false when absent. */
 bool tok_pairmap_get(const tok_pairmap *m, int32_t a, int32_t b, uint32_t *rank, int32_t *new_id);
 void tok_pairmap_free(tok_pairmap *m);
@@ -161,7 +176,16 @@ typedef enum tok_norm_kind {
     TOK_NORM_PREPEND,
     TOK_NORM_BERT,
     TOK_NORM_BYTE_LEVEL,
+    TOK_NORM_PRECOMPILED,
 } tok_norm_kind;
+/* The SentencePiece charsmap of a Precompiled normalizer (norm_precompiled.c). */
+typedef struct tok_precompiled tok_precompiled;
+/* Decodes and checks a base64 precompiled_charsmap; on failure *why says what is wrong. */
+mxl_status tok_precompiled_parse(const char *b64, size_t len, tok_precompiled **out, const char **why);
+void tok_precompiled_free(tok_precompiled *p);
+/* Appends the normalized s to out. */
+mxl_status tok_precompiled_normalize(const tok_precompiled *p, const char *s, size_t len, tok_buf *out);
+
 typedef struct tok_normalizer {
     tok_norm_kind kind;
     struct tok_normalizer **children;
@@ -172,6 +196,7 @@ typedef struct tok_normalizer {
     tok_regex *re;                   /* Replace */
     char *content;                   /* Replace content / Prepend text */
     size_t content_len;
+    tok_precompiled *charsmap;       /* Precompiled */
 } tok_normalizer;
 void tok_normalizer_free(tok_normalizer *n);
 /* Normalizes s into out (out is cleared first). */

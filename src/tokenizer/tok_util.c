@@ -296,6 +296,44 @@ int32_t tok_map_get(const tok_map *m, const char *s, size_t n) {
     return -1;
 }
 
+void tok_map_get_many(const tok_map *m, const char *const *keys, const size_t *lens, size_t n, int32_t *ids) {
+    /* Three passes so the cache misses of different keys overlap: hash and prefetch each key's
+     * first slot, then prefetch the entry it names, then probe as tok_map_get does. */
+    uint32_t h[TOK_MAP_BATCH];
+    for (size_t base = 0; base < n; base += TOK_MAP_BATCH) {
+        size_t k = n - base < TOK_MAP_BATCH ? n - base : TOK_MAP_BATCH;
+        if (!m->n_slots) {
+            for (size_t i = 0; i < k; i++) ids[base + i] = -1;
+            continue;
+        }
+        for (size_t i = 0; i < k; i++) {
+            h[i] = tok_hash(keys[base + i], lens[base + i]);
+            __builtin_prefetch(&m->slots[h[i] & (m->n_slots - 1)]);
+        }
+        for (size_t i = 0; i < k; i++) {
+            uint32_t e = m->slots[h[i] & (m->n_slots - 1)];
+            if (e) __builtin_prefetch(&m->ents[e - 1]);
+        }
+        for (size_t i = 0; i < k; i++) {
+            const char *key = keys[base + i];
+            size_t len = lens[base + i], j = h[i] & (m->n_slots - 1);
+            ids[base + i] = -1;
+            while (m->slots[j]) {
+                const tok_map_entry *e = &m->ents[m->slots[j] - 1];
+                if (e->hash == h[i] && e->len == len && memcmp(m->pool.p + e->off, key, len) == 0) {
+                    ids[base + i] = e->id;
+                    break;
+                }
+                j = (j + 1) & (m->n_slots - 1);
+            }
+        }
+    }
+}
+
+void tok_map_prefetch(const tok_map *m, const char *s, size_t n) {
+    if (m->n_slots) __builtin_prefetch(&m->slots[tok_hash(s, n) & (m->n_slots - 1)]);
+}
+
 bool tok_map_put(tok_map *m, const char *s, size_t n, int32_t id, bool *dup) {
     if (dup) *dup = false;
     if (n > UINT32_MAX || m->pool.n > UINT32_MAX - n - 1) return false;
@@ -409,6 +447,10 @@ bool tok_pairmap_put(tok_pairmap *m, int32_t a, int32_t b, uint32_t rank, int32_
     m->slots[j] = (tok_pair_slot){k, rank, new_id};
     m->n++;
     return true;
+}
+
+void tok_pairmap_prefetch(const tok_pairmap *m, int32_t a, int32_t b) {
+    if (m->n_slots) __builtin_prefetch(&m->slots[pair_hash(pair_key(a, b)) & (m->n_slots - 1)], 1);
 }
 
 bool tok_pairmap_get(const tok_pairmap *m, int32_t a, int32_t b, uint32_t *rank, int32_t *new_id) {

@@ -49,7 +49,14 @@ TEST(tokenizer_errors_name_component) {
     expect_error(mxl_test_failed_, "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"}}]}",
                  MXL_ERR_FORMAT, "normalizer.normalizers[0] (Replace)", "content");
     expect_error(mxl_test_failed_, "\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"\"}",
-                 MXL_ERR_UNSUPPORTED, "normalizer (Precompiled)", NULL);
+                 MXL_ERR_FORMAT, "normalizer (Precompiled)", "header");
+    expect_error(mxl_test_failed_, "\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"!!!!\"}",
+                 MXL_ERR_FORMAT, "normalizer (Precompiled)", "base64");
+    /* trie size 0x100 bytes announced, 4 bytes present */
+    expect_error(mxl_test_failed_, "\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"AAEAAAAAAAA=\"}",
+                 MXL_ERR_FORMAT, "normalizer (Precompiled)", "trie size");
+    expect_error(mxl_test_failed_, "\"normalizer\":{\"type\":\"Precompiled\"}", MXL_ERR_FORMAT, "normalizer (Precompiled)",
+                 "precompiled_charsmap");
     expect_error(mxl_test_failed_, "\"added_tokens\":[{\"content\":\"x\"}]", MXL_ERR_FORMAT, "added_tokens[0]", NULL);
 
     mxl_tokenizer *t = NULL;
@@ -186,4 +193,91 @@ TEST(tokenizer_configs_from_model_dir) {
     CHECK(mxl_tokenizer_chat_template(t) != NULL);
     mxl_tokenizer_destroy(t);
     CHECK_EQ_INT(mxl_tokenizer_load("/nonexistent/tokenizer", &t, &err), MXL_ERR_NOT_FOUND);
+}
+
+/* A BPE tokenizer.json over the letters a-z: every 2- and 3-letter string is a token, merged as
+ * "xy" = x + y and "xyz" = xy + z (18252 merges). Pretty (`indent` spaces before each item, one
+ * item per line: past 4 MB the loader cuts the list in two and resolves the halves on two
+ * threads) or on one line (no cut). pairs: ["a", "b"] items instead of "a b". bad_at: that merge
+ * names a token missing from the vocabulary (-1: none). */
+static char *letters_bpe(int indent, bool pairs, long bad_at, size_t *len) {
+    size_t cap = 64u << 20, n = 0;
+    char *j = malloc(cap);
+    if (!j) return NULL;
+    n += (size_t)sprintf(j + n, "{\"model\":{\"type\":\"BPE\",\"vocab\":{");
+    int id = 0;
+    for (int a = 0; a < 26; a++) n += (size_t)sprintf(j + n, "%s\"%c\":%d", id ? "," : "", 'a' + a, id), id++;
+    for (int a = 0; a < 26; a++)
+        for (int b = 0; b < 26; b++) n += (size_t)sprintf(j + n, ",\"%c%c\":%d", 'a' + a, 'a' + b, id++);
+    for (int a = 0; a < 26; a++)
+        for (int b = 0; b < 26; b++)
+            for (int c = 0; c < 26; c++) n += (size_t)sprintf(j + n, ",\"%c%c%c\":%d", 'a' + a, 'a' + b, 'a' + c, id++);
+    n += (size_t)sprintf(j + n, "},\"merges\":[");
+    long k = 0;
+    for (int len3 = 0; len3 < 2; len3++)
+        for (int a = 0; a < 26; a++)
+            for (int b = 0; b < 26; b++)
+                for (int c = 0; c < (len3 ? 26 : 1); c++, k++) {
+                    char x[4] = {(char)('a' + a), 0, 0, 0}, y[2] = {(char)('a' + b), 0};
+                    if (len3) x[1] = (char)('a' + b), y[0] = (char)('a' + c);
+                    if (k == bad_at) y[0] = '#';
+                    if (k) j[n++] = ',';
+                    if (indent) {
+                        j[n++] = '\n';
+                        memset(j + n, ' ', (size_t)indent);
+                        n += (size_t)indent;
+                    }
+                    n += pairs ? (size_t)sprintf(j + n, "[\"%s\", \"%s\"]", x, y) : (size_t)sprintf(j + n, "\"%s %s\"", x, y);
+                }
+    n += (size_t)sprintf(j + n, "%s]}}", indent ? "\n" : "");
+    *len = n;
+    return j;
+}
+
+/* The two-thread merge load builds the same table as the one-pass load, for both item shapes,
+ * and names the first faulty merge by its index when it lies in the second half. */
+TEST(tokenizer_merges_split_load) {
+    for (int pairs = 0; pairs < 2; pairs++) {
+        size_t la, lb;
+        char *ja = letters_bpe(260, pairs, -1, &la), *jb = letters_bpe(0, pairs, -1, &lb);
+        REQUIRE(ja && jb);
+        CHECK(la > (4u << 20));
+        mxl_tokenizer *ta = NULL, *tb = NULL;
+        mxl_error err = {0};
+        CHECK(mxl_tokenizer_load_json_bytes(ja, la, "a.json", &ta, &err) == MXL_OK);
+        CHECK(mxl_tokenizer_load_json_bytes(jb, lb, "b.json", &tb, &err) == MXL_OK);
+        if (ta && tb) {
+            uint32_t seed = 12345;
+            for (int s = 0; s < 200; s++) {
+                char text[64];
+                int len = 1 + s % 40;
+                for (int i = 0; i < len; i++) {
+                    seed = seed * 1103515245u + 12345u;
+                    text[i] = (char)('a' + (seed >> 16) % 26);
+                }
+                mxl_token_ids x = {0}, y = {0};
+                CHECK(mxl_tokenizer_encode(ta, text, (size_t)len, 0, &x, &err) == MXL_OK);
+                CHECK(mxl_tokenizer_encode(tb, text, (size_t)len, 0, &y, &err) == MXL_OK);
+                CHECK(x.n == y.n && x.n > 0 && memcmp(x.ids, y.ids, x.n * sizeof *x.ids) == 0);
+                mxl_token_ids_free(&x);
+                mxl_token_ids_free(&y);
+            }
+        }
+        mxl_tokenizer_destroy(ta);
+        mxl_tokenizer_destroy(tb);
+        free(ja);
+        free(jb);
+        /* a fault in each half */
+        for (long bad = 100; bad <= 15000; bad += 14900) {
+            char *jc = letters_bpe(260, pairs, bad, &la), want[64];
+            REQUIRE(jc);
+            mxl_tokenizer *tc = NULL;
+            CHECK(mxl_tokenizer_load_json_bytes(jc, la, "c.json", &tc, &err) == MXL_ERR_FORMAT);
+            snprintf(want, sizeof want, "model.merges[%ld]", bad);
+            if (!strstr(err.msg, want)) fprintf(stderr, "  unexpected message: %s\n", err.msg);
+            CHECK(strstr(err.msg, want) != NULL);
+            CHECK(tc == NULL);
+            free(jc);
+        }
+    }
 }

@@ -149,6 +149,7 @@ TEST(tokenizer_golden_synth_wordlevel) { run_synth(mxl_test_failed_, "synth_word
 TEST(tokenizer_golden_synth_bytelevel) { run_synth(mxl_test_failed_, "synth_bytelevel"); }
 TEST(tokenizer_golden_synth_unigram) { run_synth(mxl_test_failed_, "synth_unigram"); }
 TEST(tokenizer_golden_synth_unigram_unk) { run_synth(mxl_test_failed_, "synth_unigram_unk"); }
+TEST(tokenizer_golden_synth_precompiled) { run_synth(mxl_test_failed_, "synth_precompiled"); }
 
 TEST(tokenizer_golden_minilm) {
     char root[MXL_STORE_PATH_MAX], p[MXL_STORE_PATH_MAX + 128];
