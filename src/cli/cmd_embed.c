@@ -18,7 +18,7 @@ static const mxl_cli_opt k_opts[] = {
     {"model", 'm', "MODEL_OR_REPO_ID", NULL, "Local checkpoint, owner/name repo id, or bare name (required)"},
     {"prompt", 'p', "TEXT", NULL, "Text to embed; repeat for several"},
     {"image", 0, "FILE", NULL, "Image input (multimodal embedders; not supported for this model)"},
-    {"instruction", 0, "TEXT", NULL, "Query instruction; encoder families prepend it to every prompt as written"},
+    {"instruction", 0, "TEXT", NULL, "Query instruction: encoder families prepend it to every prompt as written; Qwen3-Embedding uses \"Instruct: <TEXT>\\nQuery:<prompt>\""},
     {"dimensions", 0, "N", "full width", "Keep the first N components (re-normalized)"},
     {"pooling", 0, "mean|cls|last", "checkpoint", "Override the pooling"},
     {"embd-normalize", 0, "N", "checkpoint", "-1 none, 0 max-abs int16, 1 L1, 2 L2, p > 2 p-norm"},
@@ -75,7 +75,8 @@ int mxl_cmd_embed(int argc, char **argv) {
         else return mxl_cli_usage_error(&k_cmd, "--pooling must be mean, cls or last, got '%s'", pool);
     }
     /* encoder families take the instruction as a prefix written before every prompt
-     * (sentence-transformers' prompt=, e.g. "query: " for E5) */
+     * (sentence-transformers' prompt=, e.g. "query: " for E5); Qwen3-Embedding puts it in its
+     * query template (engine/embed.h) */
     o.instruction = mxl_cli_get(&a, "instruction");
 
     mxl_error err;

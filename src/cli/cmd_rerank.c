@@ -1,6 +1,9 @@
 /* cmd_rerank.c - `mlxcel rerank`: scores each -d document against the -q query with a reranker
  * and prints the scores in request order and the ranking (spec: "mlxcel rerank"). Cross-encoders
- * (one-label *ForSequenceClassification) are detected from -m; they take no --instruction.
+ * (one-label *ForSequenceClassification) are detected from -m; they take no --instruction. A qwen3
+ * generation checkpoint given to -m (this command's -m names a reranker explicitly, as serve's
+ * --reranker-model does) runs as the Qwen3 generative reranker, whose task instruction
+ * --instruction replaces (default: the model card's web-search instruction).
  * Text output: one line per document in request order, then the ranking (--top-n limits it).
  * --json prints one object {model, kind, family, query, max_length, scores, tokens, ranking}
  * with ranking entries {index, score, document}. */
@@ -87,11 +90,16 @@ int mxl_cmd_rerank(int argc, char **argv) {
         mxl_reranker_destroy(r);
         return rc;
     }
+    const char *instruction = mxl_cli_get(&a, "instruction");
+    if (instruction && mxl_enc_blank(instruction)) {
+        mxl_reranker_destroy(r);
+        return mxl_cli_usage_error(&k_cmd, "--instruction is empty or whitespace only");
+    }
     double *scores = calloc((size_t)n, sizeof *scores);
     int64_t *toks = calloc((size_t)n, sizeof *toks);
     size_t *order = calloc((size_t)n, sizeof *order);
     if (!scores || !toks || !order) rc = mxl_cli_fail("out of memory");
-    else if (mxl_reranker_score(r, query, docs, (size_t)n, &o, scores, NULL, toks, &err)) rc = mxl_cli_fail("%s", err.msg);
+    else if (mxl_reranker_score_instructed(r, instruction, query, docs, (size_t)n, &o, scores, NULL, toks, &err)) rc = mxl_cli_fail("%s", err.msg);
     if (rc == 0) mxl_rerank_order(scores, (size_t)n, order);
     if (rc == 0 && mxl_cli_has(&a, "json")) {
         json_t *j = json_object(), *sc = json_array(), *tk = json_array(), *rank = json_array();
@@ -99,6 +107,8 @@ int mxl_cmd_rerank(int argc, char **argv) {
         json_object_set_new(j, "kind", json_string(mxl_reranker_kind(r)));
         json_object_set_new(j, "family", json_string(mxl_reranker_family(r)));
         json_object_set_new(j, "query", json_string(query));
+        if (mxl_reranker_takes_instruction(r))
+            json_object_set_new(j, "instruction", json_string(instruction ? instruction : MXL_RERANK_DEFAULT_INSTRUCTION));
         json_object_set_new(j, "max_length", json_integer(o.max_length > 0 && o.max_length < mxl_reranker_max_length(r) ? o.max_length : mxl_reranker_max_length(r)));
         for (int i = 0; i < n; i++) {
             json_array_append_new(sc, json_real(scores[i]));

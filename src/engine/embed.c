@@ -1,5 +1,7 @@
 /* embed.c - texts -> pooled, normalized vectors (see embed.h). Pooling and normalization follow
- * sentence-transformers' Pooling / Normalize modules and llama.cpp's common_embd_normalize. */
+ * sentence-transformers' Pooling / Normalize modules and llama.cpp's common_embd_normalize.
+ * Encoder families run in batches through models/encoder.h; Qwen3-Embedding runs each text
+ * through the text decoder (engine/embed_decoder.h) and pools its last token. */
 #include "engine/embed.h"
 
 #include <math.h>
@@ -8,7 +10,9 @@
 #include <string.h>
 
 #include "core/threadpool.h"
+#include "engine/embed_decoder.h"
 #include "engine/encoder_input.h"
+#include "io/safetensors.h"
 #include "models/checkpoint.h"
 #include "models/encoder.h"
 #include "tokenizer/tokenizer.h"
@@ -22,7 +26,15 @@ struct mxl_embed_model {
     mxl_enc_specials sp;
     mxl_threadpool *pool;
     int64_t max_len;
+    mxl_dec_runner *dec; /* decoder-based embedder (Qwen3-Embedding), else NULL */
+    int64_t hidden;      /* output width */
 };
+
+/* Qwen3-Embedding: the registry's qwen3_embedding family (a qwen3 checkpoint with a
+ * sentence-transformers Pooling module, or the Qwen3Model architecture). */
+static bool is_qwen3_embedding(const mxl_embed_model *m) {
+    return strcmp(m->det.family->id, "qwen3_embedding") == 0 && strcmp(m->ck->config.model_type, "qwen3") == 0;
+}
 
 mxl_status mxl_embed_model_load(const char *path, int n_threads, mxl_embed_model **out, mxl_error *err) {
     *out = NULL;
@@ -32,14 +44,27 @@ mxl_status mxl_embed_model_load(const char *path, int n_threads, mxl_embed_model
     if (!st) st = mxl_checkpoint_detect(m->ck, &m->det, err);
     if (!st && m->det.task != MXL_TASK_EMBED)
         st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s is a %s model (%s), not an embedding model", path, mxl_task_name(m->det.task), m->det.family->display_name);
-    if (!st && !mxl_encoder_supports(m->ck->config.model_type))
-        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: embedding with %s (model_type '%s') is not built yet; BERT / MiniLM, XLM-RoBERTa and ModernBERT encoders are", path, m->det.family->display_name, m->ck->config.model_type);
+    bool decoder = !st && is_qwen3_embedding(m);
+    if (!st && !decoder && !mxl_encoder_supports(m->ck->config.model_type))
+        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: embedding with %s (model_type '%s') is not built yet; BERT / MiniLM, XLM-RoBERTa, ModernBERT encoders and Qwen3-Embedding are", path, m->det.family->display_name, m->ck->config.model_type);
     /* a Dense projection changes the vector; running without it would be silently wrong */
     if (!st && m->det.st.n_dense > 0)
         st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: sentence-transformers Dense module '%s' is not supported yet", path, m->det.st.dense_paths[0]);
     if (!st && m->det.st.has_pooling && m->det.st.pooling == MXL_POOLING_NONE)
         st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/%s/config.json: no pooling mode is enabled", m->ck->dir, m->det.st.pooling_path);
-    if (!st) {
+    /* the decoder gives the last token's state only */
+    if (!st && decoder && m->det.st.has_pooling && m->det.st.pooling != MXL_POOLING_LAST_TOKEN)
+        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s/%s/config.json: %s pooling with %s; only last-token pooling is supported for decoder embedders", m->ck->dir, m->det.st.pooling_path,
+                           mxl_pooling_name(m->det.st.pooling), m->det.family->display_name);
+    if (!st) st = mxl_threadpool_create(n_threads, &m->pool, err);
+    /* the official Qwen3-Embedding exports store the Qwen3Model backbone without the "model."
+     * prefix (embed_tokens.weight, layers.N...); the text decoder binds the prefixed names */
+    if (!st && decoder && m->ck->st && !mxl_st_model_find(m->ck->st, "model.embed_tokens.weight") &&
+        mxl_st_model_find(m->ck->st, "embed_tokens.weight"))
+        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: Qwen3Model tensor names without the 'model.' prefix (embed_tokens.weight) are not supported yet; the decoder loads model.embed_tokens.weight, ...", path);
+    if (!st && decoder) {
+        st = mxl_dec_runner_create(m->ck, m->pool, &m->dec, err);
+    } else if (!st) {
         st = mxl_encoder_load(m->ck, &m->enc, err);
         m->enc_loaded = st == MXL_OK;
     }
@@ -48,12 +73,18 @@ mxl_status mxl_embed_model_load(const char *path, int n_threads, mxl_embed_model
         st = mxl_enc_specials_probe(m->tok, &m->sp, err);
         if (st) mxl_error_prefix(err, "%s: ", m->ck->dir);
     }
-    if (!st) st = mxl_threadpool_create(n_threads, &m->pool, err);
     if (st) {
         mxl_embed_model_destroy(m);
         return st;
     }
-    m->max_len = m->enc.max_tokens;
+    if (m->dec) {
+        m->hidden = mxl_dec_runner_hidden_size(m->dec);
+        m->max_len = mxl_dec_runner_max_positions(m->dec);
+        if (m->max_len <= 0) m->max_len = INT64_C(1) << 20;
+    } else {
+        m->hidden = m->enc.hidden;
+        m->max_len = m->enc.max_tokens;
+    }
     int64_t msl = mxl_enc_st_max_seq_length(m->ck->dir), tml = mxl_enc_tokenizer_max_length(m->ck->dir);
     if (msl > 0) {
         if (msl < m->max_len) m->max_len = msl;
@@ -66,24 +97,29 @@ mxl_status mxl_embed_model_load(const char *path, int n_threads, mxl_embed_model
 
 void mxl_embed_model_destroy(mxl_embed_model *m) {
     if (!m) return;
-    mxl_threadpool_destroy(m->pool);
     mxl_tokenizer_destroy(m->tok);
     if (m->enc_loaded) mxl_encoder_free(&m->enc);
+    mxl_dec_runner_destroy(m->dec);
+    mxl_threadpool_destroy(m->pool);
     mxl_checkpoint_close(m->ck);
     free(m);
 }
 
-int64_t mxl_embed_model_dim(const mxl_embed_model *m) { return m->enc.hidden; }
+int64_t mxl_embed_model_dim(const mxl_embed_model *m) { return m->hidden; }
 int64_t mxl_embed_model_max_length(const mxl_embed_model *m) { return m->max_len; }
 const char *mxl_embed_model_family(const mxl_embed_model *m) { return m->det.family->display_name; }
 
 mxl_pooling mxl_embed_resolved_pooling(const mxl_embed_model *m, const mxl_embed_opts *o) {
     if (o->pooling != MXL_POOLING_NONE) return o->pooling;
-    return m->det.st.pooling != MXL_POOLING_NONE ? m->det.st.pooling : MXL_POOLING_MEAN;
+    if (m->det.st.pooling != MXL_POOLING_NONE) return m->det.st.pooling;
+    return m->dec ? MXL_POOLING_LAST_TOKEN : MXL_POOLING_MEAN; /* the family's pooling */
 }
 
 int mxl_embed_resolved_normalize(const mxl_embed_model *m, const mxl_embed_opts *o) {
     if (o->normalize != MXL_EMBED_NORMALIZE_DEFAULT) return o->normalize;
+    /* Qwen3-Embedding without any sentence-transformers files (a bare Qwen3Model export): its
+     * model card L2-normalizes */
+    if (m->dec && !m->det.st.has_modules_json && !m->det.st.has_pooling) return 2;
     return m->det.st.normalize ? 2 : -1;
 }
 
@@ -133,9 +169,60 @@ static void pool_one(mxl_pooling p, const float *h, int64_t n, int64_t H, int64_
     }
 }
 
+/* The text embedded for `text` under the instruction `instr` (NULL: none), in *joined (owned,
+ * replaced): encoder families prepend the instruction as written (sentence-transformers'
+ * `prompt`); Qwen3-Embedding wraps it in its query template "Instruct: {task}\nQuery:" (the model
+ * card's get_detailed_instruct, also its config_sentence_transformers.json "query" prompt),
+ * unless the instruction already starts with "Instruct:" (then it is the whole prompt). */
+static mxl_status compose(const mxl_embed_model *m, const char *instr, const char *text, char **joined, const char **use,
+                          mxl_error *err) {
+    *use = text;
+    if (!instr) return MXL_OK;
+    bool templ = m->dec && strncmp(instr, "Instruct:", 9) != 0;
+    const char *head = templ ? "Instruct: " : "", *tail = templ ? "\nQuery:" : "";
+    size_t lh = strlen(head), la = strlen(instr), lt = strlen(tail), lb = strlen(text);
+    free(*joined);
+    *joined = malloc(lh + la + lt + lb + 1);
+    if (!*joined) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    char *p = *joined;
+    memcpy(p, head, lh);
+    memcpy(p + lh, instr, la);
+    memcpy(p + lh + la, tail, lt);
+    memcpy(p + lh + la + lt, text, lb + 1);
+    *use = *joined;
+    return MXL_OK;
+}
+
+/* Decoder embedders: one text at a time through the decoder, the last token's final-normed
+ * hidden state (sentence-transformers lasttoken pooling over an unpadded sequence). */
+static mxl_status embed_decoder(mxl_embed_model *m, const char *const *texts, size_t n, const char *instr,
+                                int64_t limit, int64_t dim, int normalize, float *out, int64_t *n_tokens,
+                                mxl_error *err) {
+    mxl_token_ids ids = {0};
+    char *joined = NULL;
+    float *h = malloc((size_t)m->hidden * sizeof *h);
+    mxl_status st = h ? MXL_OK : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n && !st; i++) {
+        const char *text;
+        st = compose(m, instr, texts[i], &joined, &text, err);
+        if (!st) st = mxl_enc_tokenize_single(m->tok, &m->sp, text, limit, &ids, NULL, err);
+        if (!st && ids.n == 0) st = mxl_error_set(err, MXL_ERR_ARG, "input %zu has no tokens", i);
+        if (!st) st = mxl_dec_runner_hidden(m->dec, ids.ids, (int64_t)ids.n, h, err);
+        if (st) break;
+        if (n_tokens) n_tokens[i] = (int64_t)ids.n;
+        float *v = out + i * (size_t)dim;
+        memcpy(v, h, (size_t)dim * sizeof *v);
+        mxl_embed_normalize(v, dim, normalize);
+    }
+    free(h);
+    free(joined);
+    mxl_token_ids_free(&ids);
+    return st;
+}
+
 mxl_status mxl_embed_batch(mxl_embed_model *m, const char *const *texts, size_t n, const mxl_embed_opts *o,
                            float *out, int64_t *n_tokens, mxl_error *err) {
-    int64_t H = m->enc.hidden, dim = o->dimensions > 0 ? o->dimensions : H;
+    int64_t H = m->hidden, dim = o->dimensions > 0 ? o->dimensions : H;
     if (n == 0) return mxl_error_set(err, MXL_ERR_ARG, "no input to embed");
     if (dim > H) return mxl_error_set(err, MXL_ERR_ARG, "--dimensions %lld is larger than the model's %lld", (long long)dim, (long long)H);
     int normalize = mxl_embed_resolved_normalize(m, o);
@@ -146,6 +233,12 @@ mxl_status mxl_embed_batch(mxl_embed_model *m, const char *const *texts, size_t 
     int64_t limit = o->max_length > 0 && o->max_length < m->max_len ? o->max_length : m->max_len;
     size_t bs = o->batch_size > 0 ? (size_t)o->batch_size : MXL_EMBED_BATCH_DEFAULT;
     const char *instr = o->instruction && *o->instruction ? o->instruction : NULL;
+    if (m->dec) {
+        if (pool != MXL_POOLING_LAST_TOKEN)
+            return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s pooling is not supported for %s, a decoder embedder: only last-token pooling is", mxl_pooling_name(pool),
+                                 m->det.family->display_name);
+        return embed_decoder(m, texts, n, instr, limit, dim, normalize, out, n_tokens, err);
+    }
     mxl_token_ids all = {0}, one = {0};
     int64_t *starts = malloc((bs + 1) * sizeof *starts);
     float *hidden = NULL;
@@ -156,19 +249,9 @@ mxl_status mxl_embed_batch(mxl_embed_model *m, const char *const *texts, size_t 
         all.n = 0;
         starts[0] = 0;
         for (size_t i = 0; i < nb && !st; i++) {
-            const char *text = texts[b0 + i];
-            if (instr) {
-                free(joined);
-                size_t la = strlen(instr), lb = strlen(text);
-                joined = malloc(la + lb + 1);
-                if (!joined) {
-                    st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
-                    break;
-                }
-                memcpy(joined, instr, la);
-                memcpy(joined + la, text, lb + 1);
-                text = joined;
-            }
+            const char *text;
+            st = compose(m, instr, texts[b0 + i], &joined, &text, err);
+            if (st) break;
             st = mxl_enc_tokenize_single(m->tok, &m->sp, text, limit, &one, NULL, err);
             for (size_t k = 0; !st && k < one.n; k++) {
                 if (all.n == all.cap) {

@@ -7,6 +7,14 @@
  * to int16 range, 1 L1, 2 L2, p > 2 p-norm; default L2 when the checkpoint has a Normalize
  * module, else none). An instruction is prepended to every text as written (sentence-transformers'
  * `prompt`). Encoders: BERT / MiniLM, XLM-RoBERTa, ModernBERT (models/encoder.h).
+ * Qwen3-Embedding (a qwen3 checkpoint with a sentence-transformers Pooling module, or the
+ * Qwen3Model architecture) runs each text through the text decoder (engine/embed_decoder.h):
+ * the tokenizer's own special tokens (its post-processor appends <|endoftext|>), last-token
+ * pooling (the only pooling it takes), L2 normalization when the checkpoint has a Normalize
+ * module (or no sentence-transformers files at all); its instruction goes into the model's
+ * query template "Instruct: {instruction}\nQuery:{text}" (as given when it already starts with
+ * "Instruct:"); the limit is max_seq_length, else the smaller of max_position_embeddings and
+ * model_max_length; --batch-size does not apply (one text per pass).
  * `mlxcel embed` and the server's embedding worker share it. A model is used by one thread at a
  * time (it owns a thread pool). */
 #ifndef MXL_ENGINE_EMBED_H

@@ -24,6 +24,11 @@ static mxl_status push_n(mxl_token_ids *v, const int32_t *ids, int64_t n, mxl_er
     return MXL_OK;
 }
 
+/* memcmp of n ids; n == 0 is equal even with NULL arrays (an empty encoding has no buffer). */
+static bool same_ids(const int32_t *a, const int32_t *b, size_t n) {
+    return n == 0 || memcmp(a, b, n * sizeof *a) == 0;
+}
+
 mxl_status mxl_enc_specials_probe(const mxl_tokenizer *tok, mxl_enc_specials *sp, mxl_error *err) {
     memset(sp, 0, sizeof *sp);
     mxl_token_ids all = {0}, full = {0}, content = {0};
@@ -34,13 +39,14 @@ mxl_status mxl_enc_specials_probe(const mxl_tokenizer *tok, mxl_enc_specials *sp
     if (!st) st = mxl_tokenizer_encode(tok, "a", 1, 0, &content, err);
     if (!st) {
         size_t n_pre = 0;
+        static const int32_t k_none[1] = {0};
+        const int32_t *allp = all.n ? all.ids : k_none; /* no arithmetic on the NULL of an empty encoding */
         bool found = false;
         if (full.n == all.n + content.n && all.n <= 2 * MXL_ENC_MAX_SPECIALS) {
             for (n_pre = 0; n_pre <= all.n && !found; n_pre++) {
                 if (n_pre > MXL_ENC_MAX_SPECIALS || all.n - n_pre > MXL_ENC_MAX_SPECIALS) continue;
-                found = memcmp(full.ids + n_pre, content.ids, content.n * sizeof(int32_t)) == 0 &&
-                        memcmp(full.ids, all.ids, n_pre * sizeof(int32_t)) == 0 &&
-                        memcmp(full.ids + n_pre + content.n, all.ids + n_pre, (all.n - n_pre) * sizeof(int32_t)) == 0;
+                found = same_ids(full.ids + n_pre, content.ids, content.n) && same_ids(full.ids, allp, n_pre) &&
+                        same_ids(full.ids + n_pre + content.n, allp + n_pre, all.n - n_pre);
                 if (found) break;
             }
         }
@@ -49,8 +55,8 @@ mxl_status mxl_enc_specials_probe(const mxl_tokenizer *tok, mxl_enc_specials *sp
         } else {
             sp->n_pre = (int)n_pre;
             sp->n_post = (int)(all.n - n_pre);
-            memcpy(sp->pre, all.ids, n_pre * sizeof(int32_t));
-            memcpy(sp->post, all.ids + n_pre, (size_t)sp->n_post * sizeof(int32_t));
+            if (n_pre) memcpy(sp->pre, all.ids, n_pre * sizeof(int32_t));
+            if (sp->n_post) memcpy(sp->post, all.ids + n_pre, (size_t)sp->n_post * sizeof(int32_t));
         }
     }
     mxl_token_ids_free(&all);

@@ -123,6 +123,43 @@ static mxl_status read_pooling_config(const char *dir, const char *sub, mxl_st_l
     }
     int n_on = 0;
     const char *first_on = NULL;
+    /* sentence-transformers >= 6 writes one key, "pooling_mode": "lasttoken" (or a list of
+     * modes, concatenated), instead of the pooling_mode_*_tokens booleans */
+    static const struct {
+        const char *name;
+        mxl_pooling mode;
+    } k_names[] = {
+        {"cls", MXL_POOLING_CLS}, {"mean", MXL_POOLING_MEAN}, {"max", MXL_POOLING_MAX},
+        {"mean_sqrt_len_tokens", MXL_POOLING_MEAN_SQRT_LEN}, {"weightedmean", MXL_POOLING_WEIGHTED_MEAN},
+        {"lasttoken", MXL_POOLING_LAST_TOKEN},
+    };
+    static const char k_names_key[] = "pooling_mode";
+    json_t *pm = json_object_get(root, k_names_key);
+    if (pm && !json_is_null(pm)) {
+        json_t *one = json_is_array(pm) && json_array_size(pm) == 1 ? json_array_get(pm, 0) : pm;
+        if (json_is_array(one)) {
+            mxl_status r = json_array_size(one) == 0
+                               ? mxl_error_set(err, MXL_ERR_FORMAT, "%s: 'pooling_mode' is an empty list", path)
+                               : mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: %zu pooling modes are enabled together; only one is supported", path, json_array_size(one));
+            json_decref(root);
+            return r;
+        }
+        if (!json_is_string(one)) {
+            json_decref(root);
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s: 'pooling_mode' must be a string (or a list of strings)", path);
+        }
+        const char *name = json_string_value(one);
+        size_t k = 0;
+        while (k < sizeof k_names / sizeof k_names[0] && strcmp(k_names[k].name, name) != 0) k++;
+        if (k == sizeof k_names / sizeof k_names[0]) {
+            mxl_status r = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: unknown pooling_mode '%.40s'", path, name);
+            json_decref(root);
+            return r;
+        }
+        st->pooling = k_names[k].mode;
+        n_on = 1;
+        first_on = k_names_key;
+    }
     for (size_t i = 0; i < sizeof k_modes / sizeof k_modes[0]; i++) {
         json_t *v = json_object_get(root, k_modes[i].key);
         if (!v || json_is_null(v)) continue;
@@ -131,6 +168,7 @@ static mxl_status read_pooling_config(const char *dir, const char *sub, mxl_st_l
             return mxl_error_set(err, MXL_ERR_FORMAT, "%s: '%s' must be true or false", path, k_modes[i].key);
         }
         if (json_is_true(v)) {
+            if (n_on == 1 && first_on == k_names_key && st->pooling == k_modes[i].mode) continue; /* both forms, same mode */
             if (n_on++ == 0) {
                 st->pooling = k_modes[i].mode;
                 first_on = k_modes[i].key;

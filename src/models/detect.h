@@ -77,7 +77,11 @@ mxl_status mxl_model_detect(const mxl_model_config *cfg, const char *dir, mxl_de
                             mxl_error *err);
 
 /* Reads the sentence-transformers layout of `dir` (modules.json, 1_Pooling/config.json,
- * 2_Normalize, Dense modules). A directory without those files gives an all-zero layout. */
+ * 2_Normalize, Dense modules). The pooling config names its mode with the pooling_mode_*
+ * booleans or, as sentence-transformers >= 6 writes it, one "pooling_mode" string ("cls",
+ * "mean", "max", "mean_sqrt_len_tokens", "weightedmean", "lasttoken") or a one-element list of
+ * them; several modes are MXL_ERR_UNSUPPORTED. A directory without those files gives an
+ * all-zero layout. */
 mxl_status mxl_st_layout_read(const char *dir, mxl_st_layout *out, mxl_error *err);
 
 #endif

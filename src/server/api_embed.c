@@ -242,11 +242,26 @@ void mxl_api_rerank(mxl_server *s, mxl_http_req *r) {
         snprintf(msg, sizeof msg, "'return_documents' must be a boolean");
         goto bad;
     }
+    /* a task instruction for generative rerankers (llama-server's Qwen3-Reranker "instruction") */
+    const json_t *ins = json_object_get(body, "instruction");
+    const char *instruction = NULL;
+    if (ins && !json_is_null(ins)) {
+        if (!json_is_string(ins) || !json_string_value(ins)[strspn(json_string_value(ins), " \t\r\n")]) {
+            snprintf(msg, sizeof msg, "'instruction' must be a non-empty string");
+            goto bad;
+        }
+        if (!mxl_reranker_takes_instruction(s->reranker)) {
+            snprintf(msg, sizeof msg, "'instruction' is for generative rerankers; %s takes none", mxl_reranker_family(s->reranker));
+            goto bad;
+        }
+        instruction = json_string_value(ins);
+    }
     size_t top = tn && json_integer_value(tn) > 0 && (size_t)json_integer_value(tn) < n ? (size_t)json_integer_value(tn) : n;
     int64_t n_tokens = 0;
     mxl_error err = {0};
     if (worker_enter(&s->rerank_worker, r)) goto done;
-    mxl_status st = mxl_reranker_score(s->reranker, json_string_value(q), texts, n, &s->rerank_opts, scores, NULL, toks, &err);
+    mxl_status st = mxl_reranker_score_instructed(s->reranker, instruction, json_string_value(q), texts, n, &s->rerank_opts, scores, NULL, toks,
+                                                   &err);
     worker_leave(&s->rerank_worker);
     if (st) {
         snprintf(msg, sizeof msg, "%s", err.msg);

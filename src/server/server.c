@@ -2,6 +2,7 @@
  * (server.h, server_internal.h). */
 #include "server/server.h"
 
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -462,8 +463,20 @@ static mxl_status model_task(const char *path, mxl_task *task, mxl_error *err) {
     return st;
 }
 
-/* --embedding-model / --reranker-model beside the -m model, the workers and their options. */
-static mxl_status load_side_models(mxl_server *s, const mxl_server_config *cfg, int threads, mxl_error *err) {
+/* Whether `ref` (a --reranker-model value) resolves to the checkpoint at `path`. */
+static bool same_checkpoint(const char *ref, const char *path) {
+    mxl_resolved res;
+    mxl_error e;
+    if (mxl_store_resolve(ref, NULL, NULL, &res, &e)) return false;
+    char a[PATH_MAX], b[PATH_MAX];
+    if (!realpath(res.path, a) || !realpath(path, b)) return false;
+    return strcmp(a, b) == 0;
+}
+
+/* --embedding-model / --reranker-model beside the -m model, the workers and their options.
+ * reranker_is_main: -m is that reranker already (a generative-rerank-only server). */
+static mxl_status load_side_models(mxl_server *s, const mxl_server_config *cfg, int threads, bool reranker_is_main,
+                                   mxl_error *err) {
     mxl_resolved res;
     if (cfg->embedding_model) {
         if (s->embedder) return mxl_error_set(err, MXL_ERR_ARG, "--embedding-model: -m is already an embedding model (one per server)");
@@ -471,7 +484,7 @@ static mxl_status load_side_models(mxl_server *s, const mxl_server_config *cfg, 
             return err->status;
         snprintf(s->embed_name, sizeof s->embed_name, "%s", res.repo_id[0] ? res.repo_id : cfg->embedding_model);
     }
-    if (cfg->reranker_model) {
+    if (cfg->reranker_model && !reranker_is_main) {
         if (s->reranker) return mxl_error_set(err, MXL_ERR_ARG, "--reranker-model: -m is already a reranker (one per server)");
         if (mxl_store_resolve(cfg->reranker_model, NULL, NULL, &res, err) || mxl_reranker_load(res.path, threads, &s->reranker, err))
             return err->status;
@@ -562,6 +575,11 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
     /* what -m is (cheap: config only), so flag combinations that cannot work fail before listening */
     mxl_task task;
     if (model_task(s.model_path, &task, err)) goto out;
+    /* a generative-rerank-only server names the same generation checkpoint in -m and
+     * --reranker-model; it is loaded once, as the reranker, with no chat model (spec: serve,
+     * "Embedding and reranking workers") */
+    bool reranker_is_main = task == MXL_TASK_GENERATE && cfg->reranker_model && same_checkpoint(cfg->reranker_model, s.model_path);
+    if (reranker_is_main) task = MXL_TASK_RERANK;
     bool rank = cfg->pooling && !strcmp(cfg->pooling, "rank");
     if (cfg->embedding_mode && task != MXL_TASK_EMBED && !cfg->embedding_model) {
         mxl_error_set(err, MXL_ERR_ARG, "--embedding needs an embedding model (-m or --embedding-model)");
@@ -628,7 +646,7 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
         };
         if (mxl_sched_create(s.model, &sc, &s.sched, err)) goto out;
     }
-    if (load_side_models(&s, cfg, (int)threads, err)) goto out;
+    if (load_side_models(&s, cfg, (int)threads, reranker_is_main, err)) goto out;
     atomic_store(&s.ready, true);
     if (s.model)
         logf_line(log, "model %s ready: %d slots x %lld tokens of context", s.model_name, n_slots, (long long)s.slot_ctx);
