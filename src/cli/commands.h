@@ -16,5 +16,6 @@ int mxl_cmd_arch(int argc, char **argv);
 int mxl_cmd_tokenize(int argc, char **argv);
 int mxl_cmd_chat_template(int argc, char **argv);
 int mxl_cmd_bench(int argc, char **argv);
+int mxl_cmd_convert(int argc, char **argv);
 
 #endif

@@ -38,6 +38,7 @@ static const subcommand k_subcommands[] = {
     {"tokenize", NULL, mxl_cmd_tokenize, "Tokenize text (or --decode ids) with a model's tokenizer"},
     {"chat-template", NULL, mxl_cmd_chat_template, "Render a chat template for a conversation"},
     {"bench", NULL, mxl_cmd_bench, "Benchmark kernels (mlxcel bench kernels)"},
+    {"convert", NULL, mxl_cmd_convert, "Write a checkpoint as a Hugging Face / MLX directory (optionally quantized)"},
 };
 #define N_SUBCOMMANDS (sizeof k_subcommands / sizeof k_subcommands[0])
 

@@ -64,6 +64,9 @@ extern const mxl_decoder_family mxl_family_llama, mxl_family_mistral, mxl_family
  * input_layernorm before attention, post_attention_layernorm before the MLP). */
 extern const mxl_decoder_names mxl_names_llama;
 
+/* llama.cpp's tensor names (token_embd, blk.N.attn_q, ...), the same for every GGUF family we run. */
+extern const mxl_decoder_names mxl_names_gguf;
+
 /* Gemma 2 / Gemma 3 layout: input_layernorm, post_attention_layernorm (after attention),
  * pre_feedforward_layernorm, post_feedforward_layernorm. */
 extern const mxl_decoder_names mxl_names_gemma2;

@@ -194,3 +194,11 @@ mxl_status mxl_family_sliding_all(mxl_family_ctx *c) {
     c->hp->sliding_window = c->cfg->sliding_window;
     return MXL_OK;
 }
+
+const mxl_decoder_names mxl_names_gguf = {
+    .embed = "token_embd", .final_norm = "output_norm", .lm_head = "output", .layers = "blk.",
+    .attn_norm = "attn_norm", .q = "attn_q", .k = "attn_k", .v = "attn_v", .o = "attn_output",
+    .q_norm = "attn_q_norm", .k_norm = "attn_k_norm", .post_attn_norm = "post_attention_norm",
+    .ffn_norm = "ffn_norm", .gate = "ffn_gate", .up = "ffn_up", .down = "ffn_down",
+    .post_ffn_norm = "post_ffw_norm",
+};

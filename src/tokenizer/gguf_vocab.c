@@ -69,6 +69,20 @@ static const pre_def k_pre[] = {
     {"default", false, {"[\\p{P}\\$\\+<=>\\^~\\|]+", GPT2_RE, "\\p{N}+", "[0-9][0-9][0-9]"}},
 };
 
+static bool name_in(const char *names, const char *s, size_t n);
+
+bool tok_gguf_pre_lookup(const char *pre, const char *const **re, int *n_re, bool *ignore_merges) {
+    const char *pn = pre && pre[0] ? pre : "default";
+    for (size_t i = 0; i < sizeof(k_pre) / sizeof(k_pre[0]); i++) {
+        if (!name_in(k_pre[i].names, pn, strlen(pn))) continue;
+        *re = k_pre[i].re;
+        for (*n_re = 0; *n_re < 6 && k_pre[i].re[*n_re]; (*n_re)++) {}
+        *ignore_merges = k_pre[i].ignore_merges;
+        return true;
+    }
+    return false;
+}
+
 static bool name_in(const char *names, const char *s, size_t n) {
     const char *p = names;
     while (*p) {

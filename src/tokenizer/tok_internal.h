@@ -111,6 +111,9 @@ bool tok_pairmap_reserve(tok_pairmap *m, size_t n);
 struct json_t;
 mxl_status tok_merges_load_fast(struct mxl_tokenizer *t, const char *s, size_t start, size_t end, mxl_error *err);
 mxl_status tok_merges_load_json(struct mxl_tokenizer *t, const struct json_t *merges, mxl_error *err);
+/* The Split regexes (in order) and ignore_merges of a tokenizer.ggml.pre name (NULL / "": the
+ * default); false when unknown. */
+bool tok_gguf_pre_lookup(const char *pre, const char *const **re, int *n_re, bool *ignore_merges);
 /* Hints that (a, b) is about to be put or looked up. */
 void tok_pairmap_prefetch(const tok_pairmap *m, int32_t a, int32_t b);
 /* false when absent. */

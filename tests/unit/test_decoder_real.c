@@ -10,9 +10,12 @@
  * scripts/test.sh runs them on the release build only. */
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "backends/cpu/embed_topk.h"
+#include "models/convert.h"
 #include "models/decoder.h"
 #include "test.h"
 
@@ -21,6 +24,7 @@ typedef struct run_opts {
     size_t max_steps;  /* greedy steps compared */
     double logit_tol;  /* on the first step's top-10 logits */
     double tie_margin; /* reference margins below this count as near ties */
+    const char *path;  /* NULL: the fixture's GGUF; else this checkpoint (a conversion of it) */
 } run_opts;
 
 static json_t *fixture_model(json_t *fx, const char *id) {
@@ -41,7 +45,7 @@ static void run_model(const char *id, const run_opts *o, int *n_exact, int *n_ti
     json_t *m = fixture_model(fx, id);
     REQUIRE(m);
     snprintf(path, sizeof path, "%s/%s", json_string_value(json_object_get(m, "repo")), json_string_value(json_object_get(m, "file")));
-    snprintf(path, sizeof path, "%s", mxl_test_model_path(path));
+    snprintf(path, sizeof path, "%s", o->path ? o->path : mxl_test_model_path(path));
     mxl_checkpoint *ck = NULL;
     mxl_error err;
     if (mxl_checkpoint_open(path, &ck, &err) != MXL_OK) {
@@ -107,7 +111,7 @@ static void run_model(const char *id, const run_opts *o, int *n_exact, int *n_ti
     json_decref(fx);
 }
 
-static const run_opts k_reference = {true, 8, 2e-3, 0.0};
+static const run_opts k_reference = {true, 8, 2e-3, 0.0, NULL};
 
 TEST(slow_decoder_smollm2_reference_matches_transformers) {
     int exact = 0, tie = 0, bad = 0;
@@ -119,4 +123,36 @@ TEST(slow_decoder_gemma3_reference_matches_transformers) {
     int exact = 0, tie = 0, bad = 0;
     run_model("gemma3", &k_reference, &exact, &tie, &bad, mxl_test_failed_);
     CHECK_EQ_INT(exact, 5);
+}
+
+/* `mlxcel convert --q-bits 8 --q-group-size 32 --dtype f32` of the SmolLM2 GGUF (models/convert.h):
+ * the MLX 8-bit checkpoint gives transformers' greedy tokens (64, EOS suppressed) on at least 4 of
+ * the 5 prompts (the issue's bar), a divergence right after a reference near tie (top-2 within
+ * 0.01) not counted against it. Reference path (f32 activations), first-step logits within 2e-3
+ * (measured: 5 of 5 exact, 1e-4: the grid-keeping requantization is lossless for Q8_0 / Q4_1). */
+TEST(slow_convert_smollm2_mlx8_greedy) {
+    char dir[] = "/tmp/mxl-convert-XXXXXX", out[64], src[2048];
+    REQUIRE(mkdtemp(dir) != NULL);
+    snprintf(out, sizeof out, "%s/q8", dir);
+    snprintf(src, sizeof src, "%s", mxl_test_model_path("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct.Q4_1.gguf"));
+    mxl_convert_opts co = {MXL_DTYPE_F32, 8, 32};
+    mxl_error err;
+    mxl_status st = mxl_convert(src, out, &co, &err);
+    if (st != MXL_OK) fprintf(stderr, "  %s\n", err.msg);
+    CHECK(st == MXL_OK);
+    if (st == MXL_OK) {
+        run_opts o = {true, 64, 2e-3, 0.01, out};
+        int exact = 0, tie = 0, bad = 0;
+        run_model("smollm2", &o, &exact, &tie, &bad, mxl_test_failed_);
+        fprintf(stderr, "  MLX 8-bit: %d exact, %d after a near tie, %d diverged\n", exact, tie, bad);
+        CHECK(exact + tie >= 4);
+    }
+    const char *files[] = {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char f[128];
+        snprintf(f, sizeof f, "%s/%s", out, files[i]);
+        remove(f);
+    }
+    rmdir(out);
+    rmdir(dir);
 }

@@ -4,10 +4,13 @@
  *   MLX affine against mlx.core.quantize/dequantize (same script) and a quantize round trip. */
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backends/cpu/quant_gguf.h"
 #include "backends/cpu/quant_mlx.h"
+#include "io/gguf.h"
 #include "test.h"
 
 static json_t *load_fixture(const char *name) {
@@ -194,4 +197,55 @@ TEST(kernels_mlx_quantize_round_trip) {
             CHECK(ymn == mn && fabsf(ymx - mx) <= 1e-5f * fabsf(mx) + 1e-6f);
         }
     }
+}
+
+/* mxl_mlx_quantize_row_grid keeps values that already lie on a grid: rows dequantized from real
+ * Q8_0 and Q4_1 blocks of the SmolLM2 GGUF (the gguf package's dequantization, which
+ * mxl_dequant_row_ref equals) come back exactly at 8 bits, group 32 (Q4_1 also at 4 bits); values
+ * off any grid get the same codes, scales and biases as mxl_mlx_quantize_row_ref. */
+TEST(kernels_mlx_quantize_grid_keeps_gguf_blocks) {
+    const char *path = mxl_test_model_path("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct.Q4_1.gguf");
+    mxl_gguf *g = NULL;
+    mxl_error err;
+    REQUIRE(mxl_gguf_open(path, &g, &err) == MXL_OK);
+    const char *names[] = {"token_embd.weight", "blk.0.attn_q.weight"};
+    const int bits_for[2][2] = {{8, 8}, {4, 8}};
+    for (int t = 0; t < 2; t++) {
+        const mxl_gguf_tensor_info *ti = mxl_gguf_find_tensor(g, names[t]);
+        REQUIRE(ti && ti->tensor.ndim == 2);
+        int64_t cols = ti->tensor.shape[1];
+        uint64_t rb;
+        REQUIRE(mxl_dtype_row_bytes(ti->tensor.dtype, (uint64_t)cols, &rb) == 0);
+        float *x = malloc((size_t)cols * 4), *y = malloc((size_t)cols * 4), *sc = malloc((size_t)cols * 4),
+              *bs = malloc((size_t)cols * 4);
+        uint32_t *w = malloc((size_t)cols * 4);
+        for (int bi = 0; bi < 2; bi++) {
+            int bits = bits_for[t][bi], bad = 0;
+            for (int64_t r = 0; r < 64; r++) {
+                mxl_dequant_row_ref(ti->tensor.dtype, (const uint8_t *)ti->tensor.data + r * rb, x, cols);
+                mxl_mlx_quantize_row_grid(bits, 32, x, cols, w, sc, bs);
+                mxl_mlx_qweight W = {bits, 32, MXL_DTYPE_F32, 1, cols, w, sc, bs};
+                mxl_mlx_dequant_row_ref(&W, 0, y);
+                /* exact up to the rounding of s * q + b in f32: a few ulps of the row's magnitude
+                 * (the plain quantizer at 8 bits errs by up to half a step, about 4e-3 of it) */
+                float amax = 0;
+                for (int64_t j = 0; j < cols; j++) amax = fmaxf(amax, fabsf(x[j]));
+                for (int64_t j = 0; j < cols; j++) bad += fabsf(y[j] - x[j]) > 1e-6f * amax;
+            }
+            if (bad) fprintf(stderr, "  %s at %d bits: %d values changed\n", names[t], bits, bad);
+            CHECK(bad == 0);
+        }
+        free(x), free(y), free(sc), free(bs), free(w);
+    }
+    mxl_gguf_close(g);
+    /* off-grid values: identical to the plain quantizer */
+    uint32_t seed = 3, w1[96], w2[96];
+    float x[384], s1[12], s2[12], b1[12], b2[12];
+    for (int j = 0; j < 384; j++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[j] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * 4.0f;
+    }
+    mxl_mlx_quantize_row_ref(4, 32, x, 384, w1, s1, b1);
+    mxl_mlx_quantize_row_grid(4, 32, x, 384, w2, s2, b2);
+    CHECK(memcmp(w1, w2, 4 * 48) == 0 && memcmp(s1, s2, sizeof s1) == 0 && memcmp(b1, b2, sizeof b1) == 0);
 }

@@ -198,12 +198,14 @@ TEST(kernels_matmul_mlx_simd_vs_ref) {
     const int bits_list[] = {2, 3, 4, 5, 6, 8};
     const int gs_list[] = {32, 64, 128};
     const mxl_dtype dts[] = {MXL_DTYPE_F16, MXL_DTYPE_BF16, MXL_DTYPE_F32};
+    /* cols 384 (an even number of groups of every size) and an odd number of groups (SmolLM2's
+     * 576 = 9 x 64 caught a kernel that read groups in pairs) */
     for (int bi = 0; bi < 6; bi++)
         for (int gi = 0; gi < 3; gi++)
-            for (int di = 0; di < 3; di++) {
+            for (int di = 0; di < 3 * 2; di++) {
                 int bits = bits_list[bi], gs = gs_list[gi];
-                mxl_dtype dt = dts[di];
-                int64_t rows = 11 + bi, cols = 384;
+                mxl_dtype dt = dts[di % 3];
+                int64_t rows = 11 + bi, cols = di < 3 ? 384 : gs == 128 ? 5 * gs : 9 * gs;
                 int64_t ng = rows * cols / gs;
                 uint32_t *w = malloc((size_t)(rows * cols * bits / 32) * 4);
                 for (int64_t i = 0; i < rows * cols * bits / 32; i++) w[i] = rnd();
@@ -226,7 +228,7 @@ TEST(kernels_matmul_mlx_simd_vs_ref) {
                                     {bits, gs, dt, rows, cols, w, sc, bs}};
                 CHECK(mxl_cpu_weight_check(&W, "w", NULL) == MXL_OK);
                 char label[64];
-                snprintf(label, sizeof label, "mlx b%d g%d %s", bits, gs, mxl_dtype_name(dt));
+                snprintf(label, sizeof label, "mlx b%d g%d %s cols %lld", bits, gs, mxl_dtype_name(dt), (long long)cols);
                 CHECK(check_weight(&W, (bi + gi) % 2 ? 5 : 1 + gi, pool, 0, 1e-3, label) == 0);
                 free(w);
                 free(sc);

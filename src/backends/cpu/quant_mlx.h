@@ -43,6 +43,13 @@ void mxl_mlx_dequant_row_ref(const mxl_mlx_qweight *W, int64_t r, float *out);
  * every element is at most scale/2 (plus f32 rounding). n a multiple of group_size. */
 void mxl_mlx_quantize_row_ref(int bits, int group_size, const float *x, int64_t n, uint32_t *w,
                               float *scales, float *biases);
+/* The same, except that a group whose values already lie on an evenly spaced grid of at most
+ * 2^bits levels keeps that grid (scale = its step, bias = its minimum), so requantizing GGUF
+ * blocks of the group's size (Q8_0 at 8 bits, Q4_0 / Q4_1 at 4 or more, K-quant sub-blocks) is
+ * lossless up to the f32 arithmetic; other groups get the plain min/max scheme. `mlxcel convert`
+ * uses it. gs <= 128. */
+void mxl_mlx_quantize_row_grid(int bits, int gs, const float *x, int64_t n, uint32_t *w, float *scales,
+                               float *biases);
 /* Reference fused dot of row r with activations quantized to q8a blocks (cols/32 of them). */
 float mxl_mlx_vec_dot_ref(const mxl_mlx_qweight *W, int64_t r, const mxl_block_q8a *xq);
 /* AVX2+FMA variant (bits 4 and 8 specialised, the others through a generic unpack). */

@@ -1,0 +1,478 @@
+/* convert.c - `mlxcel convert` (see convert.h): plan the output tensors in transformers' names,
+ * then stream each one row by row from its source (dense cast, GGUF / MLX dequantization, Q/K
+ * un-permutation, norm shift) into model.safetensors, MLX-quantizing matrices when asked; then
+ * config.json and the tokenizer / generation files. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backends/cpu/matmul.h"
+#include "backends/cpu/quant_gguf.h"
+#include "backends/cpu/quant_mlx.h"
+#include "io/safetensors_write.h"
+#include "models/checkpoint.h"
+#include "models/convert.h"
+#include "models/decoder_family.h"
+#include "tokenizer/tokenizer.h"
+
+/* One output tensor (or MLX triple) and where its values come from. */
+typedef struct plan_item {
+    char name[256];       /* output name ("...weight" / "...bias"); a quantized triple's base + ".weight" */
+    const mxl_tensor *t;  /* the source: dense, GGUF block, or the packed codes of an MLX weight */
+    mxl_cpu_weight mlx;   /* is_mlx: the source MLX weight */
+    bool is_mlx;
+    int ndim;
+    int64_t shape[4];     /* logical (dequantized) shape */
+    int64_t rows, cols;   /* as rows of cols elements (1-D: one row) */
+    int64_t perm_heads;   /* > 0: GGUF Q/K rows to un-permute over this many heads */
+    float shift;          /* added to every value (Gemma GGUF norms: -1) */
+    bool quantize;
+} plan_item;
+
+typedef struct plan {
+    plan_item *v;
+    size_t n, cap;
+} plan;
+
+static plan_item *plan_add(plan *p) {
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 64;
+        plan_item *v = realloc(p->v, cap * sizeof *v);
+        if (!v) return NULL;
+        p->v = v;
+        p->cap = cap;
+    }
+    plan_item *it = &p->v[p->n++];
+    memset(it, 0, sizeof *it);
+    return it;
+}
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+static void set_shape(plan_item *it, const mxl_tensor *t) {
+    it->ndim = t->ndim;
+    memcpy(it->shape, t->shape, sizeof it->shape);
+    it->cols = t->ndim ? t->shape[t->ndim - 1] : 1;
+    it->rows = 1;
+    for (int d = 0; d + 1 < t->ndim; d++) it->rows *= t->shape[d];
+}
+
+/* ---- sources ---- */
+
+/* Row r of the source (after un-permutation) as f32. */
+static void source_row(const plan_item *it, int64_t r, float *out) {
+    int64_t src = r;
+    if (it->perm_heads > 0) {
+        /* HF row h*hd + a*hd/2 + b is GGUF row h*hd + 2b + a (llama.cpp's permute) */
+        int64_t hd = it->rows / it->perm_heads, h = r / hd, j = r % hd, a = j / (hd / 2), b = j % (hd / 2);
+        src = h * hd + 2 * b + a;
+    }
+    if (it->is_mlx) {
+        mxl_mlx_dequant_row_ref(&it->mlx.mlx, src, out);
+    } else {
+        int64_t rb = 0;
+        uint64_t rbu;
+        mxl_dtype_row_bytes(it->t->dtype, (uint64_t)it->cols, &rbu);
+        rb = (int64_t)rbu;
+        mxl_dequant_row_ref(it->t->dtype, (const uint8_t *)it->t->data + src * rb, out, it->cols);
+    }
+    if (it->shift != 0.0f)
+        for (int64_t c = 0; c < it->cols; c++) out[c] += it->shift;
+}
+
+static void store_row(mxl_dtype dt, const float *x, int64_t n, void *out) {
+    if (dt == MXL_DTYPE_F32) {
+        memcpy(out, x, (size_t)n * sizeof(float));
+    } else {
+        uint16_t *h = out;
+        for (int64_t i = 0; i < n; i++) h[i] = dt == MXL_DTYPE_F16 ? mxl_f32_to_f16(x[i]) : mxl_f32_to_bf16(x[i]);
+    }
+}
+
+static size_t dt_bytes(mxl_dtype dt) { return dt == MXL_DTYPE_F32 ? 4 : 2; }
+
+/* ---- planning ---- */
+
+/* MLX bits / group of module `base` of a quantized safetensors checkpoint. */
+static void mlx_params_of(const mxl_model_config *cfg, const char *base, int *bits, int *gs) {
+    *bits = cfg->quant.bits;
+    *gs = cfg->quant.group_size;
+    for (int i = 0; i < cfg->quant.n_overrides; i++)
+        if (strcmp(cfg->quant.overrides[i].prefix, base) == 0 && cfg->quant.overrides[i].bits > 0) {
+            *bits = cfg->quant.overrides[i].bits;
+            *gs = cfg->quant.overrides[i].group_size;
+        }
+}
+
+static mxl_status plan_safetensors(const mxl_checkpoint *ck, plan *p, mxl_error *err) {
+    size_t n = mxl_st_model_tensor_count(ck->st);
+    for (size_t i = 0; i < n; i++) {
+        const mxl_st_entry *e = mxl_st_model_tensor_at(ck->st, i);
+        char base[256];
+        bool is_w = ends_with(e->name, ".weight");
+        snprintf(base, sizeof base, "%.*s", (int)(strlen(e->name) - (is_w ? 7 : 0)), e->name);
+        /* the .scales / .biases of an MLX weight travel with its .weight */
+        if (ends_with(e->name, ".scales") || ends_with(e->name, ".biases")) {
+            char wn[300];
+            snprintf(wn, sizeof wn, "%.*s.weight", (int)(strlen(e->name) - 7), e->name);
+            const mxl_st_entry *w = mxl_st_model_find(ck->st, wn);
+            if (w && w->tensor.dtype == MXL_DTYPE_U32) continue;
+        }
+        plan_item *it = plan_add(p);
+        if (!it) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+        snprintf(it->name, sizeof it->name, "%s", e->name);
+        char sn[300], bn[300];
+        snprintf(sn, sizeof sn, "%s.scales", base);
+        snprintf(bn, sizeof bn, "%s.biases", base);
+        const mxl_st_entry *se = is_w ? mxl_st_model_find(ck->st, sn) : NULL, *be = is_w ? mxl_st_model_find(ck->st, bn) : NULL;
+        if (is_w && se && e->tensor.dtype == MXL_DTYPE_U32) {
+            int bits, gs;
+            mlx_params_of(&ck->config, base, &bits, &gs);
+            mxl_status st;
+            if (!be) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %s has scales but no biases (only affine MLX quantization converts)", ck->path, base);
+            if ((st = mxl_cpu_weight_from_mlx(&e->tensor, &se->tensor, &be->tensor, bits, gs, e->name, &it->mlx, err))) return st;
+            it->is_mlx = true;
+            it->ndim = 2;
+            it->rows = it->shape[0] = it->mlx.rows;
+            it->cols = it->shape[1] = it->mlx.cols;
+            continue;
+        }
+        const mxl_dtype_info *di = mxl_dtype_get_info(e->tensor.dtype);
+        if (!di || !di->is_float || e->tensor.dtype == MXL_DTYPE_F64 || di->block_bytes > 4)
+            return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: tensor %s has dtype %s, which convert does not read", ck->path, e->name,
+                                 mxl_dtype_name(e->tensor.dtype));
+        if (e->tensor.dtype != MXL_DTYPE_F32 && e->tensor.dtype != MXL_DTYPE_F16 && e->tensor.dtype != MXL_DTYPE_BF16)
+            return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: tensor %s has dtype %s, which convert does not read", ck->path, e->name,
+                                 mxl_dtype_name(e->tensor.dtype));
+        it->t = &e->tensor;
+        set_shape(it, &e->tensor);
+    }
+    return MXL_OK;
+}
+
+/* GGUF families convert knows: their names table (llama.cpp names -> transformers names). */
+static const mxl_decoder_family *gguf_family(const char *model_type) {
+    const mxl_decoder_family *fams[] = {&mxl_family_llama, &mxl_family_mistral, &mxl_family_gemma3_text};
+    for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++)
+        if (strcmp(fams[i]->model_type, model_type) == 0) return fams[i];
+    return NULL;
+}
+
+/* Maps one llama.cpp tensor name to transformers' (false: not a name we know). */
+static bool gguf_to_hf(const mxl_decoder_names *hf, const char *g, char *out, size_t cap, bool *is_q, bool *is_k) {
+    const mxl_decoder_names *gn = &mxl_names_gguf;
+    *is_q = *is_k = false;
+    const char *suffix = ends_with(g, ".weight") ? ".weight" : ends_with(g, ".bias") ? ".bias" : NULL;
+    if (!suffix) return false;
+    size_t stem = strlen(g) - strlen(suffix);
+    const char *top_g[] = {gn->embed, gn->final_norm, gn->lm_head}, *top_h[] = {hf->embed, hf->final_norm, hf->lm_head};
+    for (int i = 0; i < 3; i++)
+        if (top_g[i] && top_h[i] && strlen(top_g[i]) == stem && strncmp(g, top_g[i], stem) == 0) {
+            snprintf(out, cap, "%s%s", top_h[i], suffix);
+            return true;
+        }
+    long layer;
+    int used = 0;
+    if (strncmp(g, gn->layers, strlen(gn->layers)) != 0 || sscanf(g + strlen(gn->layers), "%ld.%n", &layer, &used) != 1 || used == 0)
+        return false;
+    const char *mod = g + strlen(gn->layers) + used;
+    size_t ml = strlen(mod) - strlen(suffix);
+#define FIELD(f) {gn->f, hf->f}
+    const char *pairs[][2] = {FIELD(attn_norm), FIELD(q), FIELD(k), FIELD(v), FIELD(o), FIELD(q_norm), FIELD(k_norm),
+                              FIELD(post_attn_norm), FIELD(ffn_norm), FIELD(gate), FIELD(up), FIELD(down), FIELD(post_ffn_norm)};
+#undef FIELD
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        if (!pairs[i][0] || !pairs[i][1] || strlen(pairs[i][0]) != ml || strncmp(mod, pairs[i][0], ml) != 0) continue;
+        snprintf(out, cap, "%s%ld.%s%s", hf->layers, layer, pairs[i][1], suffix);
+        *is_q = pairs[i][0] == gn->q;
+        *is_k = pairs[i][0] == gn->k;
+        return true;
+    }
+    return false;
+}
+
+static mxl_status plan_gguf(const mxl_checkpoint *ck, plan *p, mxl_error *err) {
+    const mxl_model_config *cfg = &ck->config;
+    const mxl_decoder_family *fam = gguf_family(cfg->model_type);
+    if (!fam)
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: converting GGUF model_type '%s' is not supported (llama, mistral, gemma3_text are)",
+                             ck->path, cfg->model_type);
+    bool llama = fam != &mxl_family_gemma3_text;
+    for (uint64_t i = 0; i < mxl_gguf_n_tensors(ck->gguf); i++) {
+        const mxl_gguf_tensor_info *ti = mxl_gguf_tensor_at(ck->gguf, i);
+        plan_item *it = plan_add(p);
+        if (!it) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+        bool is_q, is_k;
+        if (!gguf_to_hf(fam->names, ti->name, it->name, sizeof it->name, &is_q, &is_k))
+            return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: tensor %s has no transformers name convert knows", ck->path, ti->name);
+        if (!mxl_gguf_quant_supported(ti->tensor.dtype) && ti->tensor.dtype != MXL_DTYPE_F32 && ti->tensor.dtype != MXL_DTYPE_F16 &&
+            ti->tensor.dtype != MXL_DTYPE_BF16)
+            return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: tensor %s has type %s, which convert does not read", ck->path, ti->name,
+                                 mxl_dtype_name(ti->tensor.dtype));
+        it->t = &ti->tensor;
+        set_shape(it, &ti->tensor);
+        if (llama && (is_q || is_k)) it->perm_heads = is_q ? cfg->num_attention_heads : cfg->num_key_value_heads;
+        if (!llama && ends_with(it->name, "norm.weight")) it->shift = -1.0f;
+    }
+    return MXL_OK;
+}
+
+/* ---- config.json ---- */
+
+static const char *dtype_torch_name(mxl_dtype dt) {
+    return dt == MXL_DTYPE_F32 ? "float32" : dt == MXL_DTYPE_BF16 ? "bfloat16" : "float16";
+}
+
+static json_t *eos_json(const mxl_model_config *cfg) {
+    if (cfg->n_eos == 1) return json_integer(cfg->eos_token_ids[0]);
+    json_t *a = json_array();
+    for (int i = 0; i < cfg->n_eos; i++) json_array_append_new(a, json_integer(cfg->eos_token_ids[i]));
+    return a;
+}
+
+static json_t *config_from_gguf(const mxl_checkpoint *ck, bool tied) {
+    const mxl_model_config *c = &ck->config;
+    bool gemma = strcmp(c->model_type, "gemma3_text") == 0;
+    json_t *j = json_object();
+    json_object_set_new(j, "architectures", json_pack("[s]", gemma ? "Gemma3ForCausalLM" : strcmp(c->model_type, "mistral") == 0 ? "MistralForCausalLM" : "LlamaForCausalLM"));
+    json_object_set_new(j, "model_type", json_string(c->model_type));
+    json_object_set_new(j, "vocab_size", json_integer(c->vocab_size));
+    json_object_set_new(j, "hidden_size", json_integer(c->hidden_size));
+    json_object_set_new(j, "intermediate_size", json_integer(c->intermediate_size));
+    json_object_set_new(j, "num_hidden_layers", json_integer(c->num_hidden_layers));
+    json_object_set_new(j, "num_attention_heads", json_integer(c->num_attention_heads));
+    json_object_set_new(j, "num_key_value_heads", json_integer(c->num_key_value_heads));
+    json_object_set_new(j, "head_dim", json_integer(c->head_dim));
+    json_object_set_new(j, "max_position_embeddings", json_integer(c->max_position_embeddings));
+    json_object_set_new(j, "rms_norm_eps", json_real(isnan(c->rms_norm_eps) ? 1e-6 : c->rms_norm_eps));
+    json_object_set_new(j, "rope_theta", json_real(isnan(c->rope_theta) ? 10000.0 : c->rope_theta));
+    json_object_set_new(j, "tie_word_embeddings", json_boolean(tied));
+    json_object_set_new(j, "attention_bias", json_false());
+    if (c->bos_token_id >= 0) json_object_set_new(j, "bos_token_id", json_integer(c->bos_token_id));
+    if (c->n_eos > 0) json_object_set_new(j, "eos_token_id", eos_json(c));
+    if (gemma) {
+        json_object_set_new(j, "hidden_activation", json_string("gelu_pytorch_tanh"));
+        json_object_set_new(j, "query_pre_attn_scalar", json_integer(c->head_dim)); /* we run 1/sqrt(head_dim) from GGUF */
+        json_object_set_new(j, "rope_local_base_freq", json_real(isnan(c->rope_local_base_freq) ? 10000.0 : c->rope_local_base_freq));
+        json_object_set_new(j, "rope_scaling", json_null());
+        json_object_set_new(j, "final_logit_softcapping", json_null());
+        json_object_set_new(j, "attn_logit_softcapping", json_null());
+        json_object_set_new(j, "sliding_window", json_integer(c->sliding_window > 0 ? c->sliding_window : 4096));
+        if (c->n_layer_types == c->num_hidden_layers) {
+            json_t *lt = json_array();
+            for (int i = 0; i < c->n_layer_types; i++)
+                json_array_append_new(lt, json_string(c->layer_is_sliding[i] ? "sliding_attention" : "full_attention"));
+            json_object_set_new(j, "layer_types", lt);
+        }
+    } else {
+        json_object_set_new(j, "hidden_act", json_string("silu"));
+        json_object_set_new(j, "mlp_bias", json_false());
+        json_object_set_new(j, "rope_scaling", json_null());
+        if (strcmp(c->model_type, "mistral") == 0)
+            json_object_set_new(j, "sliding_window", c->sliding_window > 0 ? json_integer(c->sliding_window) : json_null());
+    }
+    return j;
+}
+
+static mxl_status write_json(json_t *doc, const char *dir, const char *name, mxl_error *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (!doc) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", path);
+    int rc = json_dump_file(doc, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(doc);
+    return rc == 0 ? MXL_OK : mxl_error_set(err, MXL_ERR_IO, "%s: cannot write", path);
+}
+
+static mxl_status copy_file(const char *src, const char *dst, mxl_error *err) {
+    FILE *a = fopen(src, "rb");
+    if (!a) return MXL_OK; /* optional sidecar */
+    FILE *b = fopen(dst, "wb");
+    if (!b) {
+        fclose(a);
+        return mxl_error_set(err, MXL_ERR_IO, "%s: cannot create: %s", dst, strerror(errno));
+    }
+    char buf[1 << 16];
+    size_t k;
+    bool ok = true;
+    while (ok && (k = fread(buf, 1, sizeof buf, a)) > 0) ok = fwrite(buf, 1, k, b) == k;
+    fclose(a);
+    if (fclose(b) != 0 || !ok) return mxl_error_set(err, MXL_ERR_IO, "%s: write failed", dst);
+    return MXL_OK;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *dir) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *c = p + 1; *c; c++) {
+        if (*c != '/') continue;
+        *c = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
+        *c = '/';
+    }
+    return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* ---- writing ---- */
+
+static mxl_status write_tensors(const plan *p, const char *path, mxl_dtype dt, int bits, int gs, mxl_error *err) {
+    size_t n_out = 0;
+    for (size_t i = 0; i < p->n; i++) n_out += p->v[i].quantize ? 3 : 1;
+    mxl_st_out *outs = calloc(n_out ? n_out : 1, sizeof *outs);
+    if (!outs) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        const plan_item *it = &p->v[i];
+        if (!it->quantize) {
+            mxl_st_out *o = &outs[k++];
+            snprintf(o->name, sizeof o->name, "%s", it->name);
+            o->dtype = dt;
+            o->ndim = it->ndim;
+            memcpy(o->shape, it->shape, sizeof o->shape);
+            continue;
+        }
+        char base[240];
+        snprintf(base, sizeof base, "%.*s", (int)(strlen(it->name) - 7), it->name);
+        const char *sfx[3] = {"weight", "scales", "biases"};
+        for (int j = 0; j < 3; j++) {
+            mxl_st_out *o = &outs[k++];
+            snprintf(o->name, sizeof o->name, "%s.%s", base, sfx[j]);
+            o->dtype = j ? dt : MXL_DTYPE_U32;
+            o->ndim = 2;
+            o->shape[0] = it->rows;
+            o->shape[1] = j ? it->cols / gs : it->cols * bits / 32;
+        }
+    }
+    mxl_st_writer *w = NULL;
+    mxl_status st = mxl_st_writer_create(path, outs, n_out, "mlx", &w, err);
+    free(outs);
+    if (st) return st;
+    for (size_t i = 0; i < p->n && st == MXL_OK; i++) {
+        const plan_item *it = &p->v[i];
+        float *row = malloc((size_t)it->cols * sizeof(float));
+        void *orow = malloc((size_t)it->cols * 4);
+        uint32_t *qw = NULL;
+        float *sc = NULL, *bi = NULL;
+        void *sb = NULL;
+        int64_t ng = it->cols / (gs ? gs : 1), wpr = it->cols * bits / 32;
+        if (it->quantize) {
+            qw = malloc((size_t)(it->rows * wpr) * sizeof *qw);
+            sc = malloc((size_t)(it->rows * ng) * sizeof *sc);
+            bi = malloc((size_t)(it->rows * ng) * sizeof *bi);
+            sb = malloc((size_t)(it->rows * ng) * 4);
+        }
+        if (!row || !orow || (it->quantize && (!qw || !sc || !bi || !sb))) {
+            st = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory converting %s", path, it->name);
+        } else if (!it->quantize) {
+            for (int64_t r = 0; r < it->rows && st == MXL_OK; r++) {
+                source_row(it, r, row);
+                store_row(dt, row, it->cols, orow);
+                st = mxl_st_writer_put(w, orow, (uint64_t)it->cols * dt_bytes(dt), err);
+            }
+        } else {
+            for (int64_t r = 0; r < it->rows; r++) {
+                source_row(it, r, row);
+                mxl_mlx_quantize_row_grid(bits, gs, row, it->cols, qw + r * wpr, sc + r * ng, bi + r * ng);
+            }
+            st = mxl_st_writer_put(w, qw, (uint64_t)(it->rows * wpr) * 4, err);
+            for (int j = 0; j < 2 && st == MXL_OK; j++) {
+                store_row(dt, j ? bi : sc, it->rows * ng, sb);
+                st = mxl_st_writer_put(w, sb, (uint64_t)(it->rows * ng) * dt_bytes(dt), err);
+            }
+        }
+        free(row);
+        free(orow);
+        free(qw);
+        free(sc);
+        free(bi);
+        free(sb);
+    }
+    if (st) {
+        mxl_st_writer_abort(w);
+        return st;
+    }
+    return mxl_st_writer_finish(w, err);
+}
+
+mxl_status mxl_convert(const char *in_path, const char *out_dir, const mxl_convert_opts *opts, mxl_error *err) {
+    mxl_convert_opts o = *opts;
+    if (o.q_group_size == 0) o.q_group_size = 64;
+    if (o.q_bits && !mxl_mlx_params_valid(o.q_bits, o.q_group_size, MXL_DTYPE_F16))
+        return mxl_error_set(err, MXL_ERR_ARG, "--q-bits %d with --q-group-size %d is not an MLX quantization (bits 2, 3, 4, 5, 6, 8; group 32, 64, 128)",
+                             o.q_bits, o.q_group_size);
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/config.json", out_dir);
+    struct stat sb;
+    if (stat(probe, &sb) == 0) return mxl_error_set(err, MXL_ERR_ARG, "%s already holds a checkpoint (config.json); choose an empty directory", out_dir);
+    mxl_checkpoint *ck = NULL;
+    mxl_status st = mxl_checkpoint_open(in_path, &ck, err);
+    if (st) return st;
+    bool gguf = ck->format == MXL_CHECKPOINT_GGUF;
+    if (o.dtype == MXL_DTYPE_INVALID) {
+        const char *td = ck->config.torch_dtype;
+        o.dtype = gguf ? MXL_DTYPE_F16 : !strcmp(td, "bfloat16") ? MXL_DTYPE_BF16 : !strcmp(td, "float16") ? MXL_DTYPE_F16 : MXL_DTYPE_F32;
+    }
+    plan p = {0};
+    st = gguf ? plan_gguf(ck, &p, err) : plan_safetensors(ck, &p, err);
+    bool has_head = false;
+    for (size_t i = 0; st == MXL_OK && i < p.n; i++) {
+        plan_item *it = &p.v[i];
+        has_head |= strcmp(it->name, "lm_head.weight") == 0;
+        it->quantize = o.q_bits && it->ndim == 2 && ends_with(it->name, ".weight") && !strstr(it->name, "norm") &&
+                       it->cols % o.q_group_size == 0;
+    }
+    if (st == MXL_OK && o.q_bits && strcmp(ck->config.model_type, "gpt2") == 0)
+        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: MLX quantization of gpt2 (Conv1D layout) is not supported by convert", in_path);
+    if (st == MXL_OK && make_dirs(out_dir) != 0)
+        st = mxl_error_set(err, MXL_ERR_IO, "%s: cannot create: %s", out_dir, strerror(errno));
+    char path[4200];
+    if (st == MXL_OK) {
+        snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
+        st = write_tensors(&p, path, o.dtype, o.q_bits, o.q_group_size, err);
+    }
+    /* config.json */
+    json_t *cfg = NULL;
+    if (st == MXL_OK) {
+        cfg = gguf ? config_from_gguf(ck, !has_head) : json_deep_copy(ck->config.raw);
+        json_object_del(cfg, "quantization");
+        json_object_del(cfg, "quantization_config");
+        json_object_set_new(cfg, "torch_dtype", json_string(dtype_torch_name(o.dtype)));
+        if (json_object_get(cfg, "dtype")) json_object_set_new(cfg, "dtype", json_string(dtype_torch_name(o.dtype)));
+        if (o.q_bits) {
+            json_object_set_new(cfg, "quantization", json_pack("{s:i, s:i, s:s}", "group_size", o.q_group_size, "bits", o.q_bits, "mode", "affine"));
+            json_object_set_new(cfg, "quantization_config",
+                                json_pack("{s:i, s:i, s:s}", "group_size", o.q_group_size, "bits", o.q_bits, "mode", "affine"));
+        }
+        st = write_json(cfg, out_dir, "config.json", err);
+    }
+    /* tokenizer and generation files */
+    if (st == MXL_OK && gguf) {
+        st = mxl_tokenizer_export_gguf(ck->gguf, out_dir, err);
+        if (st == MXL_OK) {
+            json_t *gc = json_object();
+            if (ck->config.bos_token_id >= 0) json_object_set_new(gc, "bos_token_id", json_integer(ck->config.bos_token_id));
+            if (ck->config.n_eos > 0) json_object_set_new(gc, "eos_token_id", eos_json(&ck->config));
+            st = write_json(gc, out_dir, "generation_config.json", err);
+        }
+    } else if (st == MXL_OK) {
+        const char *side[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json",
+                              "chat_template.jinja", "chat_template.json", "tokenizer.model", "vocab.json", "merges.txt",
+                              "vocab.txt", "added_tokens.json"};
+        for (size_t i = 0; st == MXL_OK && i < sizeof side / sizeof side[0]; i++) {
+            char a[4200], b[4200];
+            snprintf(a, sizeof a, "%s/%s", ck->dir, side[i]);
+            snprintf(b, sizeof b, "%s/%s", out_dir, side[i]);
+            st = copy_file(a, b, err);
+        }
+    }
+    free(p.v);
+    mxl_checkpoint_close(ck);
+    return st;
+}
