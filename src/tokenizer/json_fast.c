@@ -21,7 +21,7 @@
  * there (every x86-64), else a byte at a time. */
 static inline bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
-size_t tok_json_ws(const char *s, size_t n, size_t i) {
+size_t tok_json_ws_run(const char *s, size_t n, size_t i) {
 #if defined(__SSE2__)
     const __m128i sp = _mm_set1_epi8(' '), nl = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r'), tb = _mm_set1_epi8('\t');
     while (i + 16 <= n) {

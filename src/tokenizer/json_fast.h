@@ -11,7 +11,13 @@
 
 #define TOK_JSON_BAD SIZE_MAX
 
-size_t tok_json_ws(const char *s, size_t n, size_t i);
+/* Index of the first non-whitespace byte at or after i (n when none). Inline for the common case
+ * of no whitespace at all (after a value, before ':' or ','); runs go to tok_json_ws_run. */
+size_t tok_json_ws_run(const char *s, size_t n, size_t i);
+static inline size_t tok_json_ws(const char *s, size_t n, size_t i) {
+    if (i < n && s[i] != ' ' && s[i] != '\n' && s[i] != '\r' && s[i] != '\t') return i;
+    return tok_json_ws_run(s, n, i);
+}
 /* Parses the string at s[i] (which must be '"') into out (unescaped UTF-8; out may be NULL to
  * only validate); returns the index after the closing quote. */
 size_t tok_json_string(const char *s, size_t n, size_t i, tok_buf *out);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "tokenizer/json_fast.h"
+#include "io/mapped_file.h"
 #include "tokenizer/tok_internal.h"
 
 typedef struct ld {
@@ -814,24 +815,10 @@ done:
 
 mxl_status mxl_tokenizer_load_json_file(const char *path, mxl_tokenizer **out, mxl_error *err) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return mxl_error_set(err, MXL_ERR_IO, "%s: cannot open", path);
-    tok_buf b = {0};
-    char chunk[65536];
-    size_t r;
-    while ((r = fread(chunk, 1, sizeof(chunk), f)) > 0)
-        if (!tok_buf_append(&b, chunk, r)) {
-            fclose(f);
-            tok_buf_free(&b);
-            return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", path);
-        }
-    bool bad = ferror(f) != 0;
-    fclose(f);
-    if (bad) {
-        tok_buf_free(&b);
-        return mxl_error_set(err, MXL_ERR_IO, "%s: read error", path);
-    }
-    mxl_status st = mxl_tokenizer_load_json_bytes(b.p ? b.p : "", b.n, path, out, err);
-    tok_buf_free(&b);
+    mxl_mapped_file f; /* mapped, not read: a 33 MB tokenizer.json is parsed in place */
+    mxl_status st = mxl_mapped_file_open(path, &f, err);
+    if (st != MXL_OK) return st;
+    st = mxl_tokenizer_load_json_bytes(f.data ? (const char *)f.data : "", (size_t)f.size, path, out, err);
+    mxl_mapped_file_close(&f);
     return st;
 }

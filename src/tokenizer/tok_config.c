@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "io/mapped_file.h"
 #include "tokenizer/tok_internal.h"
 
 static int32_t token_field(const mxl_tokenizer *t, json_t *v) {
@@ -43,12 +44,27 @@ static bool file_exists(const char *p) {
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* json_load_file reads a byte at a time; a Gemma tokenizer_config.json is over 1 MB, so map it and
+ * parse the bytes (NULL with je set when the file cannot be read or parsed). */
+static json_t *load_json(const char *path, json_error_t *je) {
+    mxl_mapped_file f;
+    mxl_error e;
+    if (mxl_mapped_file_open(path, &f, &e) != MXL_OK) {
+        snprintf(je->text, sizeof je->text, "%.150s", e.msg);
+        je->line = 0;
+        return NULL;
+    }
+    json_t *root = json_loadb((const char *)f.data, (size_t)f.size, JSON_DECODE_INT_AS_REAL, je);
+    mxl_mapped_file_close(&f);
+    return root;
+}
+
 mxl_status mxl_tokenizer_load_configs(mxl_tokenizer *t, const char *dir, mxl_error *err) {
     char path[4096];
     json_error_t je;
     snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
     if (file_exists(path)) {
-        json_t *root = json_load_file(path, JSON_DECODE_INT_AS_REAL, &je);
+        json_t *root = load_json(path, &je);
         if (!json_is_object(root)) {
             json_decref(root);
             return mxl_error_set(err, MXL_ERR_FORMAT, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
@@ -84,7 +100,7 @@ mxl_status mxl_tokenizer_load_configs(mxl_tokenizer *t, const char *dir, mxl_err
     if (!push_eos(t, t->eos_id)) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", dir);
     snprintf(path, sizeof(path), "%s/generation_config.json", dir);
     if (file_exists(path)) {
-        json_t *root = json_load_file(path, JSON_DECODE_INT_AS_REAL, &je);
+        json_t *root = load_json(path, &je);
         if (!json_is_object(root)) {
             json_decref(root);
             return mxl_error_set(err, MXL_ERR_FORMAT, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
