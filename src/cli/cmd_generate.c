@@ -13,6 +13,8 @@
 #include "cli/repl.h"
 #include "core/threadpool.h"
 #include "engine/generate.h"
+#include "engine/memory_estimate.h"
+#include "models/checkpoint.h"
 #include "io/store.h"
 
 /* The bundled default model (scripts/models.lock "default"). */
@@ -56,13 +58,14 @@
     {"dynatemp-exp", 0, "FLOAT", "1.0", "Dynamic temperature exponent"},                                       \
     {"logit-bias", 0, "TOKEN(+/-)BIAS", NULL, "Bias a token id, e.g. 15043+1 or 15043-inf (repeatable)"},       \
     {"stop", 0, "STRING", NULL, "Stop when this text appears; it is not printed (repeatable)"},                \
-    {"estimate-memory", 0, NULL, NULL, "(not supported yet)"},                                                 \
+    {"estimate-memory", 0, NULL, NULL, "Memory preflight before generating: weights + KV + headroom vs the budget"},   \
+    {"force", 0, NULL, NULL, "With --estimate-memory: warn instead of stopping when over budget"},              \
+    {"no-memory-check", 0, NULL, NULL, "Alias of --force"},                                                    \
     {"show-reasoning", 0, NULL, NULL, "(not supported yet)"},                                                  \
     {"cache-type-k", 0, "TYPE", "fp16", "KV cache storage of keys: fp16 or int8"},                              \
     {"cache-type-v", 0, "TYPE", "fp16", "KV cache storage of values: fp16 or int8"}
 
-static const char *const k_refused[] = {"image", "audio", "video", "adapter", "draft-model", "estimate-memory",
-                                        "show-reasoning", NULL};
+static const char *const k_refused[] = {"image", "audio", "video", "adapter", "draft-model", "show-reasoning", NULL};
 
 static const mxl_cli_opt k_gen_opts[] = {
     {"model", 'm', "PATH_OR_REPO_ID", NULL, "Local model path, owner/name repo id, or bare name (required)"},
@@ -103,6 +106,50 @@ static int get_float(const mxl_cli_args *a, const char *name, float dflt, float 
     if (end == v || *end) return mxl_cli_usage_error(a->cmd, "--%s expects a number, got '%s'", name, v);
     *out = (float)x;
     return 0;
+}
+
+static double gib(uint64_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
+
+/* --estimate-memory (spec: generate, "memory preflight"): the inspect estimator for the rendered
+ * prompt plus --max-tokens (the context when -1) against the budget; over budget stops (exit 1)
+ * unless --force / --no-memory-check, which only warns. Prints one line on stderr. */
+static int memory_preflight(const mxl_cli_args *a, mxl_gen_model *m, const mxl_gen_request *req, int64_t ctx) {
+    mxl_error err;
+    int64_t n_prompt = 0;
+    if (mxl_gen_prompt_tokens(m, req, &n_prompt, &err)) return mxl_cli_fail("%s", err.msg);
+    mxl_mem_inputs in = {0};
+    in.max_tokens = req->max_tokens < 0 ? ctx : n_prompt + req->max_tokens;
+    if (in.max_tokens > ctx) in.max_tokens = ctx;
+    in.batch = 1;
+    const char *k = mxl_cli_get(a, "cache-type-k"), *v = mxl_cli_get(a, "cache-type-v");
+    if (mxl_kv_type_parse(k ? k : "fp16", &in.kv_k, &err) || mxl_kv_type_parse(v ? v : "fp16", &in.kv_v, &err))
+        return mxl_cli_usage_error(a->cmd, "%s", err.msg);
+    char warning[256];
+    in.headroom_factor = mxl_mem_headroom_factor_from_env(warning, sizeof warning);
+    if (warning[0]) fprintf(stderr, "warning: %s\n", warning);
+    if (mxl_mem_budget(&in.budget_bytes, &in.budget_from_limit, &err)) return mxl_cli_fail("%s", err.msg);
+    const mxl_checkpoint *ck = mxl_gen_model_checkpoint(m);
+    mxl_mem_estimate est;
+    if (mxl_mem_estimate_compute(&ck->config, false, ck->weights_bytes, &in, &est, &err)) return mxl_cli_fail("%s", err.msg);
+    char line[512];
+    snprintf(line, sizeof line,
+             "memory preflight: %lld tokens (prompt %lld), weights %.3f GiB + KV %.3f GiB + headroom %.3f GiB = %.3f GiB",
+             (long long)in.max_tokens, (long long)n_prompt, gib(est.weights_bytes), gib(est.kv_bytes_total),
+             gib(est.headroom_bytes), gib(est.total_bytes));
+    if (!est.fits_known) {
+        fprintf(stderr, "%s; available memory unknown\n", line);
+        return 0;
+    }
+    if (est.fits) {
+        fprintf(stderr, "%s of %.3f GiB %s: fits\n", line, gib(est.budget_bytes), in.budget_from_limit ? "(MLXCEL_MEMORY_LIMIT)" : "available");
+        return 0;
+    }
+    if (mxl_cli_has(a, "force") || mxl_cli_has(a, "no-memory-check")) {
+        fprintf(stderr, "warning: %s exceeds the %.3f GiB available; continuing (--force)\n", line, gib(est.budget_bytes));
+        return 0;
+    }
+    return mxl_cli_fail("%s exceeds the %.3f GiB available%s (use --force to continue anyway)", line, gib(est.budget_bytes),
+                        in.budget_from_limit ? " (MLXCEL_MEMORY_LIMIT)" : "");
 }
 
 static int print_text(void *ctx, const char *text, size_t len) {
@@ -183,6 +230,13 @@ static int generate_common(const mxl_cli_args *a, const char *model_arg) {
     if (mxl_gen_model_set_kv_types(m, mxl_cli_get(a, "cache-type-k"), mxl_cli_get(a, "cache-type-v"), &err)) {
         mxl_gen_model_destroy(m);
         return mxl_cli_fail("%s", err.msg);
+    }
+    if (mxl_cli_has(a, "estimate-memory")) {
+        int prc = memory_preflight(a, m, &req, mxl_gen_model_default_ctx(m));
+        if (prc) {
+            mxl_gen_model_destroy(m);
+            return prc;
+        }
     }
     bool generic = false;
     mxl_gen_model_template_origin(m, &generic);

@@ -87,6 +87,16 @@ static mxl_status build_prompt(mxl_gen_model *m, const mxl_gen_request *req, mxl
     return st;
 }
 
+mxl_status mxl_gen_prompt_tokens(mxl_gen_model *m, const mxl_gen_request *req, int64_t *n, mxl_error *err) {
+    mxl_token_ids ids = {0};
+    mxl_status st = build_prompt(m, req, &ids, err);
+    *n = (int64_t)ids.n;
+    mxl_token_ids_free(&ids);
+    return st;
+}
+
+const mxl_checkpoint *mxl_gen_model_checkpoint(const mxl_gen_model *m) { return m->ck; }
+
 static mxl_status kv_type_of(const char *name, const char *flag, mxl_decoder_kv_type *out, mxl_error *err) {
     if (!name) return MXL_OK;
     if (!strcmp(name, "fp16") || !strcmp(name, "f16")) *out = MXL_DECODER_KV_F16;

@@ -58,6 +58,11 @@ typedef struct mxl_gen_stats {
 /* Called with each newly final piece of text; return nonzero to stop early. */
 typedef int (*mxl_gen_text_fn)(void *ctx, const char *text, size_t len);
 
+/* Tokens of the prompt as req renders it (chat template or raw), e.g. for a memory preflight. */
+mxl_status mxl_gen_prompt_tokens(mxl_gen_model *m, const mxl_gen_request *req, int64_t *n, mxl_error *err);
+/* The open checkpoint (config, weight bytes). */
+const struct mxl_checkpoint *mxl_gen_model_checkpoint(const mxl_gen_model *m);
+
 mxl_status mxl_gen_run(mxl_gen_model *m, const mxl_gen_request *req, mxl_gen_text_fn on_text,
                        void *ctx, mxl_gen_stats *stats, mxl_error *err);
 

@@ -111,3 +111,21 @@ def test_cache_types():
     q = run("run", "-p", "Say hello.", "-n", "6", "--temp", "0", "--cache-type-k", "int8", "--cache-type-v", "int8")
     assert q.returncode == 0 and len(q.stdout.strip()) > 0
     assert_clean_error(run("run", "-p", "x", "--cache-type-k", "turbo4"), "--cache-type-k turbo4")
+
+
+def test_estimate_memory_preflight_fits_and_refuses():
+    """--estimate-memory: the inspect estimator on the rendered prompt plus -n (spec: generate, memory
+    preflight); over budget stops with one error line unless --force / --no-memory-check."""
+    ok = run("run", "-p", "Hi", "-n", "4", "--temp", "0", "--estimate-memory")
+    assert ok.returncode == 0, ok.stderr
+    line = [l for l in ok.stderr.splitlines() if l.startswith("memory preflight:")]
+    assert line and line[0].endswith("fits"), ok.stderr
+    # the prompt's token count plus -n, as inspect would size the KV cache
+    n_prompt = int(line[0].split("(prompt ")[1].split(")")[0])
+    assert line[0].startswith(f"memory preflight: {n_prompt + 4} tokens")
+    small = {"MLXCEL_MEMORY_LIMIT": "50MB"}
+    assert_clean_error(run("run", "-p", "Hi", "-n", "4", "--estimate-memory", env=small), "exceeds", "--force")
+    for flag in ("--force", "--no-memory-check"):
+        p = run("run", "-p", "Hi", "-n", "4", "--temp", "0", "--estimate-memory", flag, env=small)
+        assert p.returncode == 0 and "warning: memory preflight" in p.stderr, p.stderr
+        assert p.stdout.strip(), p.stdout
