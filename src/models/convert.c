@@ -13,6 +13,7 @@
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/quant_gguf.h"
 #include "backends/cpu/quant_mlx.h"
+#include "io/json_write.h"
 #include "io/safetensors_write.h"
 #include "models/checkpoint.h"
 #include "models/convert.h"
@@ -281,14 +282,6 @@ static json_t *config_from_gguf(const mxl_checkpoint *ck, bool tied) {
     return j;
 }
 
-static mxl_status write_json(json_t *doc, const char *dir, const char *name, mxl_error *err) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (!doc) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", path);
-    int rc = json_dump_file(doc, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(doc);
-    return rc == 0 ? MXL_OK : mxl_error_set(err, MXL_ERR_IO, "%s: cannot write", path);
-}
 
 static mxl_status copy_file(const char *src, const char *dst, mxl_error *err) {
     FILE *a = fopen(src, "rb");
@@ -450,7 +443,7 @@ mxl_status mxl_convert(const char *in_path, const char *out_dir, const mxl_conve
             json_object_set_new(cfg, "quantization_config",
                                 json_pack("{s:i, s:i, s:s}", "group_size", o.q_group_size, "bits", o.q_bits, "mode", "affine"));
         }
-        st = write_json(cfg, out_dir, "config.json", err);
+        st = mxl_json_write_file(cfg, out_dir, "config.json", err);
     }
     /* tokenizer and generation files */
     if (st == MXL_OK && gguf) {
@@ -459,7 +452,7 @@ mxl_status mxl_convert(const char *in_path, const char *out_dir, const mxl_conve
             json_t *gc = json_object();
             if (ck->config.bos_token_id >= 0) json_object_set_new(gc, "bos_token_id", json_integer(ck->config.bos_token_id));
             if (ck->config.n_eos > 0) json_object_set_new(gc, "eos_token_id", eos_json(&ck->config));
-            st = write_json(gc, out_dir, "generation_config.json", err);
+            st = mxl_json_write_file(gc, out_dir, "generation_config.json", err);
         }
     } else if (st == MXL_OK) {
         const char *side[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json",

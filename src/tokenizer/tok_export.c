@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "io/gguf.h"
+#include "io/json_write.h"
 #include "tokenizer/tok_internal.h"
 #include "tokenizer/tokenizer.h"
 
@@ -40,14 +41,6 @@ static bool get_flag(const mxl_gguf *g, const char *key, bool dflt) {
     return b;
 }
 
-static mxl_status write_json(json_t *doc, const char *dir, const char *name, mxl_error *err) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (!doc) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", path);
-    int rc = json_dump_file(doc, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(doc);
-    return rc == 0 ? MXL_OK : mxl_error_set(err, MXL_ERR_IO, "%s: cannot write", path);
-}
 
 static json_t *token_content(const mxl_gguf_array *toks, int64_t id) {
     return id >= 0 && (uint64_t)id < toks->n ? gstr(&toks->strs[id]) : json_null();
@@ -263,7 +256,7 @@ mxl_status mxl_tokenizer_export_gguf(const struct mxl_gguf *g, const char *dir, 
     json_object_set_new(m, "vocab", vocab);
     json_object_set_new(m, "merges", mlist);
     json_object_set_new(doc, "model", m);
-    if ((st = write_json(doc, dir, "tokenizer.json", err))) return st;
+    if ((st = mxl_json_write_file(doc, dir, "tokenizer.json", err))) return st;
 
     json_t *cfg = json_object();
     json_object_set_new(cfg, "add_bos_token", json_boolean(add_bos));
@@ -276,5 +269,5 @@ mxl_status mxl_tokenizer_export_gguf(const struct mxl_gguf *g, const char *dir, 
         json_object_set_new(cfg, "chat_template", gstr(&tmpl));
     json_object_set_new(cfg, "clean_up_tokenization_spaces", json_false());
     json_object_set_new(cfg, "tokenizer_class", json_string("PreTrainedTokenizerFast"));
-    return write_json(cfg, dir, "tokenizer_config.json", err);
+    return mxl_json_write_file(cfg, dir, "tokenizer_config.json", err);
 }

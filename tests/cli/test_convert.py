@@ -42,30 +42,40 @@ def safetensors_hashes(path):
     return out
 
 
-@pytest.fixture(scope="module")
-def converted(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("convert") / "smollm2_f32")
-    p = run("convert", "-m", real_model_path(REPO), "-o", out, "--dtype", "f32", timeout=600)
+def convert_f32(tmp_path_factory, repo, name):
+    out = str(tmp_path_factory.mktemp("convert") / name)
+    p = run("convert", "-m", real_model_path(repo), "-o", out, "--dtype", "f32", timeout=900)
     assert p.returncode == 0, p.stderr
     return out
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    return convert_f32(tmp_path_factory, REPO, "smollm2_f32")
 
 
 @pytest.fixture(scope="module")
 def gemma_converted(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("convert") / "gemma3_f32")
-    p = run("convert", "-m", real_model_path(GEMMA), "-o", out, "--dtype", "f32", timeout=900)
-    assert p.returncode == 0, p.stderr
-    return out
+    return convert_f32(tmp_path_factory, GEMMA, "gemma3_f32")
+
+
+def check_weights(out, name):
+    """The converted tensors carry transformers' names and bytes; transformers also lists the tied
+    LM head, which the checkpoint ties. Returns config.json."""
+    want = fixture(name)["tensor_sha256_f32"]
+    got = safetensors_hashes(os.path.join(out, "model.safetensors"))
+    cfg = json.load(open(os.path.join(out, "config.json")))
+    assert cfg["tie_word_embeddings"] is True and "lm_head.weight" not in got
+    assert want["lm_head.weight"] == want["model.embed_tokens.weight"]
+    assert set(got) == set(want) - {"lm_head.weight"}
+    bad = [k for k in got if got[k] != want[k]]
+    assert not bad, bad[:5]
+    return cfg
 
 
 def test_gemma3_weights_equal_transformers_dequantization(gemma_converted):
     """Q4_K / Q5_0 / Q8_0 / Q6_K tensors dequantized, norms stored by llama.cpp as 1 + w shifted back."""
-    want = fixture("gemma3")["tensor_sha256_f32"]
-    got = safetensors_hashes(os.path.join(gemma_converted, "model.safetensors"))
-    assert set(got) == set(want) - {"lm_head.weight"}
-    bad = [k for k in got if got[k] != want[k]]
-    assert not bad, bad[:5]
-    cfg = json.load(open(os.path.join(gemma_converted, "config.json")))
+    cfg = check_weights(gemma_converted, "gemma3")
     assert cfg["model_type"] == "gemma3_text" and cfg["layer_types"].count("full_attention") == 3
 
 
@@ -84,15 +94,7 @@ def test_gemma3_tokenizer_json_matches_hf_goldens(gemma_converted, tmp_path):
 
 
 def test_f32_weights_equal_transformers_dequantization(converted):
-    want = fixture()["tensor_sha256_f32"]
-    got = safetensors_hashes(os.path.join(converted, "model.safetensors"))
-    # transformers lists the tied LM head as its own tensor; the checkpoint ties it
-    cfg = json.load(open(os.path.join(converted, "config.json")))
-    assert cfg["tie_word_embeddings"] is True and "lm_head.weight" not in got
-    assert want["lm_head.weight"] == want["model.embed_tokens.weight"]
-    assert set(got) == set(want) - {"lm_head.weight"}
-    bad = [k for k in got if got[k] != want[k]]
-    assert not bad, bad[:5]
+    cfg = check_weights(converted, "smollm2")
     assert cfg["model_type"] == "llama" and cfg["num_key_value_heads"] == 3 and cfg["head_dim"] == 64
 
 
