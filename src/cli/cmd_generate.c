@@ -1,7 +1,7 @@
 /* cmd_generate.c - `mlxcel generate` (alias gen) and `mlxcel run`: one prompt through the engine's
  * generation path (engine/generate.h), text streamed to stdout, a summary line on stderr.
  * `run` differs in taking the model as a positional argument (default: the model
- * scripts/setup.sh installs) and, without -p, in opening the interactive chat REPL (cli/repl.h).
+ * scripts/setup.sh installs); without -p both open the interactive chat REPL (cli/repl.h).
  * Flags of the spec that this build cannot honour yet are recognised and refused by name. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,17 +61,17 @@
     {"estimate-memory", 0, NULL, NULL, "Memory preflight before generating: weights + KV + headroom vs the budget"},   \
     {"force", 0, NULL, NULL, "With --estimate-memory: warn instead of stopping when over budget"},              \
     {"no-memory-check", 0, NULL, NULL, "Alias of --force"},                                                    \
-    {"show-reasoning", 0, NULL, NULL, "(not supported yet)"},                                                  \
+    {"show-reasoning", 0, NULL, NULL, "Also print the reasoning of thinking models (hidden by default)"},      \
     {"cache-type-k", 0, "TYPE", "fp16", "KV cache storage of keys: fp16 or int8"},                              \
     {"cache-type-v", 0, "TYPE", "fp16", "KV cache storage of values: fp16 or int8"}
 
-static const char *const k_refused[] = {"image", "audio", "video", "adapter", "draft-model", "show-reasoning", NULL};
+static const char *const k_refused[] = {"image", "audio", "video", "adapter", "draft-model", NULL};
 
 static const mxl_cli_opt k_gen_opts[] = {
     {"model", 'm', "PATH_OR_REPO_ID", NULL, "Local model path, owner/name repo id, or bare name (required)"},
     {"models-dir", 0, "PATH", "MLXCEL_MODELS_DIR / cache root", "Model-store root for repo-id resolution"},
     {"revision", 0, "REV", "main", "Repository revision for repo-id resolution"},
-    {"prompt", 'p', "TEXT", NULL, "Input prompt (chat template applied unless --no-chat-template)"},
+    {"prompt", 'p', "TEXT", NULL, "Input prompt (chat template applied unless --no-chat-template); without it, a chat REPL"},
     {"max-tokens", 'n', "N", "-1", "Maximum tokens to generate; -1 until EOS or the context is full"},
     SAMPLING_OPTS,
     {NULL, 0, NULL, NULL, NULL},
@@ -166,12 +166,12 @@ static int generate_common(const mxl_cli_args *a, const char *model_arg) {
             return 2;
         }
     const char *prompt = mxl_cli_get(a, "prompt");
-    bool repl = !prompt && strcmp(a->cmd->name, "run") == 0;
-    if (!prompt && !repl) return mxl_cli_usage_error(a->cmd, "missing -p/--prompt");
+    bool repl = !prompt; /* spec: without --prompt, generate enters the same REPL as run */
     mxl_gen_request req = {0};
     req.prompt = prompt;
     req.chat = !mxl_cli_has(a, "no-chat-template");
     req.ignore_eos = mxl_cli_has(a, "ignore-eos");
+    req.show_reasoning = mxl_cli_has(a, "show-reasoning");
     mxl_sampler_params_default(&req.sampling);
     int64_t v, threads;
     if (mxl_cli_get_int(a, "max-tokens", -1, -1, INT64_C(1) << 31, &req.max_tokens)) return 2;

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "engine/chat.h"
+#include "engine/chat_parse.h"
 #include "engine/model_internal.h"
 #include "engine/sequence.h"
 
@@ -72,7 +73,9 @@ const char *mxl_gen_model_template_origin(const mxl_gen_model *m, bool *generic)
 
 /* The prompt as the model sees it: the chat template's render of one user message, or the raw
  * text. */
-static mxl_status build_prompt(mxl_gen_model *m, const mxl_gen_request *req, mxl_token_ids *ids, mxl_error *err) {
+static mxl_status build_prompt(mxl_gen_model *m, const mxl_gen_request *req, mxl_token_ids *ids, char **rendered,
+                               mxl_error *err) {
+    if (rendered) *rendered = NULL;
     if (!req->chat) return mxl_chat_tokenize_raw(m, req->prompt, strlen(req->prompt), ids, err);
     json_t *msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", req->prompt);
     if (!msgs) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
@@ -83,13 +86,14 @@ static mxl_status build_prompt(mxl_gen_model *m, const mxl_gen_request *req, mxl
     json_decref(msgs);
     if (st) return st;
     st = mxl_chat_tokenize_rendered(m, text, text_len, ids, err);
-    free(text);
+    if (rendered && st == MXL_OK) *rendered = text;
+    else free(text);
     return st;
 }
 
 mxl_status mxl_gen_prompt_tokens(mxl_gen_model *m, const mxl_gen_request *req, int64_t *n, mxl_error *err) {
     mxl_token_ids ids = {0};
-    mxl_status st = build_prompt(m, req, &ids, err);
+    mxl_status st = build_prompt(m, req, &ids, NULL, err);
     *n = (int64_t)ids.n;
     mxl_token_ids_free(&ids);
     return st;
@@ -145,17 +149,64 @@ int64_t mxl_gen_model_default_ctx(const mxl_gen_model *m) {
     return c > 0 && c < 8192 ? c : 8192;
 }
 
+/* Chat output is split as the server splits it (engine/chat_parse.h): content goes to on_text,
+ * reasoning to on_text only with show_reasoning - between "Thinking...\n" and
+ * "\n...done thinking.\n\n", as ollama prints it - and think / channel markers never. */
+typedef struct out_split {
+    mxl_chat_stream *cs;
+    bool show, in_reasoning, any_reasoning;
+    mxl_gen_text_fn on_text;
+    void *ctx;
+} out_split;
+
+static int split_emit(out_split *o, const char *text, size_t len, bool final, mxl_error *err) {
+    json_t *deltas = json_array();
+    int stop = 0;
+    if (!deltas || mxl_chat_stream_feed(o->cs, text, len, final, deltas, err)) {
+        json_decref(deltas);
+        return -1;
+    }
+    size_t i;
+    json_t *d;
+    json_array_foreach(deltas, i, d) {
+        json_t *c = json_object_get(d, "content"), *r = json_object_get(d, "reasoning_content");
+        if (r && o->show) {
+            if (!o->in_reasoning && !o->any_reasoning && o->on_text) stop |= o->on_text(o->ctx, "Thinking...\n", 12);
+            o->in_reasoning = o->any_reasoning = true;
+            if (o->on_text) stop |= o->on_text(o->ctx, json_string_value(r), json_string_length(r));
+        }
+        if (c && json_string_length(c)) {
+            if (o->in_reasoning && o->on_text) stop |= o->on_text(o->ctx, "\n...done thinking.\n\n", 21);
+            o->in_reasoning = false;
+            if (o->on_text) stop |= o->on_text(o->ctx, json_string_value(c), json_string_length(c));
+        }
+    }
+    if (final && o->in_reasoning && o->on_text) o->on_text(o->ctx, "\n...done thinking.\n", 20);
+    json_decref(deltas);
+    return stop;
+}
+
 mxl_status mxl_gen_run(mxl_gen_model *m, const mxl_gen_request *req, mxl_gen_text_fn on_text,
                        void *ctx, mxl_gen_stats *stats, mxl_error *err) {
     memset(stats, 0, sizeof *stats);
     stats->finish_reason = "length";
     mxl_token_ids ids = {0};
     mxl_seq *seq = NULL;
-    mxl_status st = build_prompt(m, req, &ids, err);
+    char *rendered = NULL;
+    out_split split = {NULL, req->show_reasoning, false, false, on_text, ctx};
+    mxl_status st = build_prompt(m, req, &ids, &rendered, err);
     if (st) goto out;
+    mxl_seq_params p = {.sampling = req->sampling, .max_tokens = req->max_tokens, .ignore_eos = req->ignore_eos};
+    if (req->chat) {
+        mxl_chat_syntax syn = mxl_chat_syntax_detect(m->tsrc.text, rendered ? rendered : "");
+        mxl_chat_syntax_without_tools(&syn);
+        if (syn.fmt != MXL_CHAT_FMT_PLAIN || syn.think_tags || syn.starts_in_reasoning) {
+            if ((st = mxl_chat_stream_create(&syn, &split.cs, err))) goto out;
+            p.keep_special = syn.fmt == MXL_CHAT_FMT_GPT_OSS || syn.fmt == MXL_CHAT_FMT_MISTRAL;
+        }
+    }
     int64_t ctx_len = req->max_context > 0 ? req->max_context : mxl_gen_model_default_ctx(m);
     if ((st = mxl_seq_create(m, ctx_len, 256, &seq, err))) goto out;
-    mxl_seq_params p = {.sampling = req->sampling, .max_tokens = req->max_tokens, .ignore_eos = req->ignore_eos};
     for (int i = 0; i < req->n_stop && i < MXL_SEQ_MAX_STOP; i++) p.stop[p.n_stop++] = req->stop[i];
     if ((st = mxl_seq_start(seq, ids.ids, ids.n, &p, err))) goto out;
     stats->prompt_tokens = (int64_t)ids.n;
@@ -166,7 +217,17 @@ mxl_status mxl_gen_run(mxl_gen_model *m, const mxl_gen_request *req, mxl_gen_tex
     for (;;) {
         mxl_seq_event ev;
         if ((st = mxl_seq_sample(seq, &ev, err))) goto out;
-        if (ev.text_len && on_text && on_text(ctx, ev.text, ev.text_len) && !ev.finished) {
+        int stop = 0;
+        if (split.cs) {
+            stop = split_emit(&split, ev.text, ev.text_len, ev.finished, err);
+            if (stop < 0) {
+                st = err->status ? err->status : MXL_ERR_INTERNAL;
+                goto out;
+            }
+        } else if (ev.text_len && on_text) {
+            stop = on_text(ctx, ev.text, ev.text_len);
+        }
+        if (stop && !ev.finished) {
             stats->finish_reason = "stop";
             break;
         }
@@ -179,7 +240,9 @@ mxl_status mxl_gen_run(mxl_gen_model *m, const mxl_gen_request *req, mxl_gen_tex
     stats->generated_tokens = mxl_seq_n_generated(seq);
     stats->decode_ms = now_ms() - t1;
 out:
+    mxl_chat_stream_destroy(split.cs);
     mxl_seq_destroy(seq);
     mxl_token_ids_free(&ids);
+    free(rendered);
     return st;
 }

@@ -45,6 +45,7 @@ typedef struct mxl_gen_request {
     mxl_sampler_params sampling;
     const char *stop[16]; /* stop strings (never printed) */
     int n_stop;
+    bool show_reasoning; /* chat: also pass the reasoning on (else only the answer; markers never) */
 } mxl_gen_request;
 
 #define MXL_GEN_MAX_STOP 16

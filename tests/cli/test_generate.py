@@ -129,3 +129,25 @@ def test_estimate_memory_preflight_fits_and_refuses():
         p = run("run", "-p", "Hi", "-n", "4", "--temp", "0", "--estimate-memory", flag, env=small)
         assert p.returncode == 0 and "warning: memory preflight" in p.stderr, p.stderr
         assert p.stdout.strip(), p.stdout
+
+
+def test_reasoning_hidden_unless_show_reasoning():
+    """A thinking template (the tiny Qwen3 checkpoint of tests/fixtures/qwen3_embed/rerank, with
+    Qwen3's chat template and tokenizer): the answer opens a think block (forced here with a
+    logit bias on <think>), which `generate` hides - markers and reasoning - and prints with
+    --show-reasoning between ollama's Thinking... / ...done thinking. lines; raw prompts
+    (--no-chat-template) are not parsed."""
+    ckpt = os.path.join(ROOT, "tests", "fixtures", "qwen3_embed", "rerank")
+    think = json.loads(run("tokenize", "-m", ckpt, "--special", "--json", "<think>").stdout)
+    assert len(think) == 1
+    base = ["generate", "-m", ckpt, "-p", "hi", "-n", "6", "--temp", "0", "--logit-bias", f"{think[0]}+100"]
+    hidden = run(*base)
+    assert hidden.returncode == 0, hidden.stderr
+    assert hidden.stdout.strip() == "", hidden.stdout
+    shown = run(*base, "--show-reasoning")
+    assert shown.returncode == 0, shown.stderr
+    # the first <think> opens the block; the five after it are the reasoning's text
+    assert shown.stdout.startswith("Thinking...\n<think><think><think><think><think>\n...done thinking.\n"), shown.stdout
+    raw = run("generate", "-m", ckpt, "-p", "hi", "-n", "6", "--temp", "0", "--no-chat-template", "--logit-bias",
+              f"{think[0]}+100")
+    assert raw.stdout.startswith("<think>" * 6), raw.stdout

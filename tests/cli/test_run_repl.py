@@ -117,13 +117,11 @@ def test_unknown_command_continues_and_eof_exits_cleanly():
     assert p.stdout == "" and stats_lines(p.stderr) == []
 
 
-def test_image_command_refused_and_generate_still_needs_prompt():
+def test_image_command_refused():
     real_model_path(DEFAULT)
     p = run("run", *ARGS, input="/image x.png\n")
     clean(p)
     assert "/image" in p.stderr and "not supported" in p.stderr
-    g = run("generate", "-m", DEFAULT, input="Hi\n")
-    assert g.returncode == 2 and "--prompt" in g.stderr
 
 
 def test_ctrl_c_cancels_the_answer_and_drops_the_exchange():
@@ -161,3 +159,13 @@ def test_raw_mode_turns_match_raw_p():
     assert p.stdout == ref + ref
     st = stats_lines(p.stderr)
     assert [s[:2] for s in st] == [(gen1, prompt1), (gen1, prompt1)] and st[0][2] == 0 and st[1][2] == prompt1 - 1
+
+
+def test_generate_without_prompt_is_the_repl():
+    """Spec (generate): without --prompt, generate enters the same multi-turn REPL as run."""
+    script = "Say hello.\n/bye\n"
+    g = run("generate", "-m", real_model_path("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"), "-n", "6", "--temp", "0",
+            input=script)
+    r = run("run", "-n", "6", "--temp", "0", input=script)
+    assert g.returncode == 0 and r.returncode == 0, (g.stderr, r.stderr)
+    assert g.stdout == r.stdout and g.stdout.strip()
