@@ -14,13 +14,16 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#define MAX_LISTENERS 8 /* --host a,b,...: one daemon per address, all on one port */
+
 struct mxl_http_server {
-    struct MHD_Daemon *d;
+    struct MHD_Daemon *d[MAX_LISTENERS];
+    int listen_fd[MAX_LISTENERS];
+    int n_listen;
     mxl_http_config cfg;
     mxl_http_handler handler;
     void *ctx;
-    int listen_fd;
-    char address[600];
+    char address[600]; /* the first listener's */
     char *unix_path;
 };
 
@@ -40,32 +43,36 @@ static bool ends_with(const char *s, const char *suf) {
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
-static mxl_status open_listener(mxl_http_server *s, mxl_error *err) {
+/* Listens on one address (host, port) into *fd_out; address (cap bytes) gets its URL and
+ * *real_port the bound port (port 0 asks for an ephemeral one). */
+static mxl_status open_listener(mxl_http_server *s, const char *hostname, int want_port, int *fd_out, int *real_port_out,
+                                char *address, size_t cap, mxl_error *err) {
     const mxl_http_config *c = &s->cfg;
-    if (ends_with(c->host, ".sock")) {
+    if (ends_with(hostname, ".sock")) {
         struct sockaddr_un a = {.sun_family = AF_UNIX};
-        if (strlen(c->host) >= sizeof a.sun_path)
-            return mxl_error_set(err, MXL_ERR_ARG, "--host %s: Unix socket path is too long", c->host);
-        strcpy(a.sun_path, c->host);
+        if (strlen(hostname) >= sizeof a.sun_path)
+            return mxl_error_set(err, MXL_ERR_ARG, "--host %s: Unix socket path is too long", hostname);
+        strcpy(a.sun_path, hostname);
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0) return mxl_error_set(err, MXL_ERR_IO, "socket: %s", strerror(errno));
-        unlink(c->host); /* a stale socket file from an earlier run */
+        unlink(hostname); /* a stale socket file from an earlier run */
         if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 512) != 0) {
             int e = errno;
             close(fd);
-            return mxl_error_set(err, MXL_ERR_IO, "cannot listen on %s: %s", c->host, strerror(e));
+            return mxl_error_set(err, MXL_ERR_IO, "cannot listen on %s: %s", hostname, strerror(e));
         }
-        s->listen_fd = fd;
-        s->unix_path = strdup(c->host);
-        snprintf(s->address, sizeof s->address, "unix:%s", c->host);
+        *fd_out = fd;
+        *real_port_out = 0;
+        s->unix_path = strdup(hostname);
+        snprintf(address, cap, "unix:%s", hostname);
         return MXL_OK;
     }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     char port[16];
-    snprintf(port, sizeof port, "%d", c->port);
-    int rc = getaddrinfo(c->host, port, &hints, &res);
-    if (rc != 0) return mxl_error_set(err, MXL_ERR_ARG, "--host %s: %s", c->host, gai_strerror(rc));
+    snprintf(port, sizeof port, "%d", want_port);
+    int rc = getaddrinfo(hostname, port, &hints, &res);
+    if (rc != 0) return mxl_error_set(err, MXL_ERR_ARG, "--host %s: %s", hostname, gai_strerror(rc));
     int fd = -1, last = 0;
     for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
         fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
@@ -73,6 +80,8 @@ static mxl_status open_listener(mxl_http_server *s, mxl_error *err) {
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (c->reuse_port) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+        /* in a list, "::" must not take the IPv4 side that "0.0.0.0" listens on too */
+        if (ai->ai_family == AF_INET6 && strchr(c->host, ',')) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
         if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 512) != 0) {
             last = errno;
             close(fd);
@@ -80,11 +89,11 @@ static mxl_status open_listener(mxl_http_server *s, mxl_error *err) {
         }
     }
     freeaddrinfo(res);
-    if (fd < 0) return mxl_error_set(err, MXL_ERR_IO, "cannot listen on %s:%d: %s", c->host, c->port, strerror(last));
+    if (fd < 0) return mxl_error_set(err, MXL_ERR_IO, "cannot listen on %s:%d: %s", hostname, want_port, strerror(last));
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     char host[INET6_ADDRSTRLEN] = "?";
-    int real_port = c->port;
+    int real_port = want_port;
     if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
         if (ss.ss_family == AF_INET) {
             struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
@@ -96,10 +105,64 @@ static mxl_status open_listener(mxl_http_server *s, mxl_error *err) {
             real_port = ntohs(a6->sin6_port);
         }
     }
-    s->listen_fd = fd;
+    *fd_out = fd;
+    *real_port_out = real_port;
     bool v6 = strchr(host, ':') != NULL;
-    snprintf(s->address, sizeof s->address, "%s://%s%s%s:%d", c->cert_pem ? "https" : "http", v6 ? "[" : "", host,
-             v6 ? "]" : "", real_port);
+    snprintf(address, cap, "%s://%s%s%s:%d", c->cert_pem ? "https" : "http", v6 ? "[" : "", host, v6 ? "]" : "", real_port);
+    return MXL_OK;
+}
+
+static void close_listeners(mxl_http_server *s) {
+    for (int i = 0; i < s->n_listen; i++)
+        if (s->listen_fd[i] >= 0) close(s->listen_fd[i]);
+    s->n_listen = 0;
+    if (s->unix_path) unlink(s->unix_path);
+}
+
+/* --host is one address or a comma-separated list (llama-server: "127.0.0.1,::1"); every
+ * address after the first listens on the port the first got, so --port 0 gives them one port.
+ * A Unix socket stands alone. */
+static mxl_status open_listeners(mxl_http_server *s, mxl_error *err) {
+    const char *list = s->cfg.host;
+    int port = s->cfg.port;
+    bool multi = strchr(list, ',') != NULL;
+    for (const char *p = list; *p;) {
+        while (*p == ' ' || *p == ',') p++;
+        if (!*p) break;
+        const char *e = p;
+        while (*e && *e != ',') e++;
+        const char *t = e;
+        while (t > p && t[-1] == ' ') t--;
+        char host[512], address[600];
+        if ((size_t)(t - p) >= sizeof host) return mxl_error_set(err, MXL_ERR_ARG, "--host: an address is too long");
+        memcpy(host, p, (size_t)(t - p));
+        host[t - p] = 0;
+        if (host[0] == '[' && t - p > 2 && host[t - p - 1] == ']') { /* [::1] */
+            memmove(host, host + 1, (size_t)(t - p - 2));
+            host[t - p - 2] = 0;
+        }
+        if (multi && ends_with(host, ".sock")) {
+            close_listeners(s);
+            return mxl_error_set(err, MXL_ERR_ARG, "--host %s: a Unix socket cannot be listed with other addresses", host);
+        }
+        if (s->n_listen == MAX_LISTENERS) {
+            close_listeners(s);
+            return mxl_error_set(err, MXL_ERR_ARG, "--host: at most %d addresses", MAX_LISTENERS);
+        }
+        int fd = -1, real = 0;
+        mxl_status st = open_listener(s, host, port, &fd, &real, address, sizeof address, err);
+        if (st) {
+            close_listeners(s);
+            return st;
+        }
+        s->listen_fd[s->n_listen++] = fd;
+        if (s->n_listen == 1) {
+            snprintf(s->address, sizeof s->address, "%s", address);
+            port = real;
+        }
+        p = e;
+    }
+    if (s->n_listen == 0) return mxl_error_set(err, MXL_ERR_ARG, "--host: no address given");
     return MXL_OK;
 }
 
@@ -333,9 +396,9 @@ mxl_status mxl_http_start(const mxl_http_config *cfg, mxl_http_handler handler, 
     s->cfg = *cfg;
     s->handler = handler;
     s->ctx = ctx;
-    s->listen_fd = -1;
-    mxl_status st = open_listener(s, err);
+    mxl_status st = open_listeners(s, err);
     if (st) {
+        free(s->unix_path);
         free(s);
         return st;
     }
@@ -344,7 +407,7 @@ mxl_status mxl_http_start(const mxl_http_config *cfg, mxl_http_handler handler, 
     if (tls) flags |= MHD_USE_TLS;
     struct MHD_OptionItem opts[12];
     int n = 0;
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, -1, NULL}; /* set per listener below */
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, cfg->timeout_s, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections ? cfg->max_connections : 1024, NULL};
@@ -355,10 +418,12 @@ mxl_status mxl_http_start(const mxl_http_config *cfg, mxl_http_handler handler, 
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)cfg->key_pem};
     }
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
-    s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
-    if (!s->d) {
-        close(s->listen_fd);
-        if (s->unix_path) unlink(s->unix_path);
+    for (int i = 0; i < s->n_listen; i++) {
+        opts[0].value = s->listen_fd[i];
+        s->d[i] = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+        if (s->d[i]) continue;
+        for (int j = 0; j < i; j++) MHD_stop_daemon(s->d[j]);
+        close_listeners(s);
         free(s->unix_path);
         free(s);
         return mxl_error_set(err, MXL_ERR_IO, tls ? "cannot start the HTTPS server (check --ssl-cert-file / --ssl-key-file)"
@@ -371,10 +436,13 @@ mxl_status mxl_http_start(const mxl_http_config *cfg, mxl_http_handler handler, 
 const char *mxl_http_address(const mxl_http_server *s) { return s->address; }
 
 void mxl_http_quiesce(mxl_http_server *s) {
-    if (!s || s->listen_fd < 0) return;
-    MHD_socket fd = MHD_quiesce_daemon(s->d);
-    if (fd != MHD_INVALID_SOCKET) close(fd);
-    s->listen_fd = -1;
+    if (!s) return;
+    for (int i = 0; i < s->n_listen; i++) {
+        if (s->listen_fd[i] < 0) continue;
+        MHD_socket fd = MHD_quiesce_daemon(s->d[i]);
+        if (fd != MHD_INVALID_SOCKET) close(fd);
+        s->listen_fd[i] = -1;
+    }
 }
 
 void mxl_http_stop(mxl_http_server *s) {
@@ -382,13 +450,16 @@ void mxl_http_stop(mxl_http_server *s) {
     /* let connections that are writing their last response finish (bounded: idle keep-alive
      * connections would otherwise hold the shutdown until their timeout) */
     for (int i = 0; i < 30; i++) {
-        const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-        if (!di || di->num_connections == 0) break;
+        unsigned busy = 0;
+        for (int k = 0; k < s->n_listen; k++) {
+            const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d[k], MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+            if (di) busy += di->num_connections;
+        }
+        if (busy == 0) break;
         usleep(100 * 1000);
     }
-    MHD_stop_daemon(s->d);
-    if (s->listen_fd >= 0) close(s->listen_fd);
-    if (s->unix_path) unlink(s->unix_path);
+    for (int k = 0; k < s->n_listen; k++) MHD_stop_daemon(s->d[k]);
+    close_listeners(s);
     free(s->unix_path);
     free(s);
 }

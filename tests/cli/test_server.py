@@ -13,7 +13,7 @@ import openai
 import pytest
 import requests
 
-from conftest import ROOT, assert_clean_error, run
+from conftest import ROOT, assert_clean_error, real_model_path, run
 from server_util import SMOL_REPO, Server
 
 PROMPT = "List three prime numbers greater than 10."
@@ -304,6 +304,29 @@ def test_unix_socket_and_mlxcel_server_name(tmp_path):
         assert data.startswith(b"HTTP/1.1 200") and b'"ok"' in data
     finally:
         assert s.stop() == 0
+
+
+def test_several_hosts_share_one_port():
+    """llama-server's --host "127.0.0.1,::1": every address answers, on the port the first one got
+    (here --port 0); a Unix socket cannot be part of a list."""
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.fail("IPv6 loopback is unavailable on this machine")
+    s = Server("--host", "127.0.0.1,::1", "--parallel", "1", "--ctx-size", "1024")
+    try:
+        port = int(s.url.rsplit(":", 1)[1])
+        for host in ("127.0.0.1", "[::1]"):
+            r = requests.get(f"http://{host}:{port}/health", timeout=10)
+            assert r.status_code == 200, host
+            c = requests.post(f"http://{host}:{port}/v1/completions", json={"prompt": "Hi", "max_tokens": 2}, timeout=60)
+            assert c.status_code == 200 and c.json()["usage"]["completion_tokens"] >= 1, host
+    finally:
+        assert s.stop() == 0
+    p = run("serve", "-m", real_model_path("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"), "--host", "127.0.0.1,/tmp/x.sock",
+            "--port", "0")
+    assert_clean_error(p, "Unix socket")
 
 
 @pytest.mark.parametrize("args,needle", [
