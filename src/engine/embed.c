@@ -57,11 +57,6 @@ mxl_status mxl_embed_model_load(const char *path, int n_threads, mxl_embed_model
         st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s/%s/config.json: %s pooling with %s; only last-token pooling is supported for decoder embedders", m->ck->dir, m->det.st.pooling_path,
                            mxl_pooling_name(m->det.st.pooling), m->det.family->display_name);
     if (!st) st = mxl_threadpool_create(n_threads, &m->pool, err);
-    /* the official Qwen3-Embedding exports store the Qwen3Model backbone without the "model."
-     * prefix (embed_tokens.weight, layers.N...); the text decoder binds the prefixed names */
-    if (!st && decoder && m->ck->st && !mxl_st_model_find(m->ck->st, "model.embed_tokens.weight") &&
-        mxl_st_model_find(m->ck->st, "embed_tokens.weight"))
-        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: Qwen3Model tensor names without the 'model.' prefix (embed_tokens.weight) are not supported yet; the decoder loads model.embed_tokens.weight, ...", path);
     if (!st && decoder) {
         st = mxl_dec_runner_create(m->ck, m->pool, &m->dec, err);
     } else if (!st) {

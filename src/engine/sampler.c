@@ -32,6 +32,11 @@ struct mxl_sampler {
     mxl_sampler_cand one;      /* greedy result */
     smp_cur last;              /* the last candidate set */
     bool pending;
+    /* constrained output */
+    mxl_grammar *gram;
+    mxl_grammar_state *gstate;
+    const mxl_grammar_vocab *gvocab;
+    float *saved;              /* [n_vocab] the logits before the chain, for the masked rerun */
 };
 
 void mxl_sampler_params_default(mxl_sampler_params *p) {
@@ -110,6 +115,8 @@ mxl_status mxl_sampler_create_with_vocab(const mxl_sampler_params *p, int32_t n_
     s->p.dry_breakers_built = NULL;
     s->p.logit_bias = NULL;
     s->p.n_logit_bias = 0;
+    s->p.grammar = NULL;
+    s->p.grammar_vocab = NULL;
     s->n_vocab = n_vocab;
     size_t nv = (size_t)n_vocab;
     s->cands = malloc(nv * sizeof *s->cands);
@@ -145,6 +152,17 @@ mxl_status mxl_sampler_create_with_vocab(const mxl_sampler_params *p, int32_t n_
             return st;
         }
     }
+    if (p->grammar && *p->grammar) {
+        if (!p->grammar_vocab) st = mxl_error_set(err, MXL_ERR_ARG, "a grammar needs the vocabulary's token texts (grammar_vocab)");
+        if (!st) st = mxl_grammar_parse(p->grammar, strlen(p->grammar), &s->gram, err);
+        if (!st) st = mxl_grammar_state_create(s->gram, &s->gstate, err);
+        if (!st && !(s->saved = malloc(nv * sizeof *s->saved))) st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+        if (st) {
+            mxl_sampler_destroy(s);
+            return st;
+        }
+        s->gvocab = p->grammar_vocab;
+    }
     mxl_sampler_reset(s);
     *out = s;
     return MXL_OK;
@@ -162,6 +180,9 @@ void mxl_sampler_destroy(mxl_sampler *s) {
     free(s->counts);
     free(s->bias);
     smp_dry_free(&s->dry);
+    mxl_grammar_state_destroy(s->gstate);
+    mxl_grammar_destroy(s->gram);
+    free(s->saved);
     free(s);
 }
 
@@ -169,6 +190,7 @@ void mxl_sampler_reset(mxl_sampler *s) {
     smp_rng_seed(s->rng, s->p.seed);
     s->mu = 2.0f * s->p.mirostat_tau;
     s->pending = false;
+    if (s->gstate) mxl_grammar_state_reset(s->gstate);
 }
 
 mxl_status mxl_sampler_reserve(mxl_sampler *s, size_t n_history, mxl_error *err) {
@@ -224,8 +246,9 @@ static bool greedy_shortcut(const mxl_sampler_params *p) {
            !(p->xtc_probability > 0.0f && p->xtc_threshold <= 0.5f);
 }
 
-mxl_status mxl_sampler_candidates(mxl_sampler *s, float *logits, const int32_t *history, size_t n_history,
-                                  const mxl_sampler_cand **cands, size_t *n_cands, mxl_error *err) {
+/* The chain without the grammar. */
+static mxl_status run_chain(mxl_sampler *s, float *logits, const int32_t *history, size_t n_history,
+                            const mxl_sampler_cand **cands, size_t *n_cands, mxl_error *err) {
     const mxl_sampler_params *p = &s->p;
     s->pending = false;
     *cands = NULL;
@@ -279,16 +302,44 @@ mxl_status mxl_sampler_candidates(mxl_sampler *s, float *logits, const int32_t *
     return MXL_OK;
 }
 
-static void commit_index(mxl_sampler *s, size_t i) {
+/* Masks every token the grammar rejects here (ids past the grammar's vocabulary too). */
+static mxl_status grammar_mask_all(mxl_sampler *s, float *logits, mxl_error *err) {
+    size_t allowed = 0;
+    mxl_status st = mxl_grammar_state_mask(s->gstate, s->gvocab, logits, NULL, (size_t)s->n_vocab, &allowed, err);
+    for (int32_t i = mxl_grammar_vocab_size(s->gvocab); i < s->n_vocab; i++) logits[i] = -INFINITY;
+    if (!st && allowed == 0)
+        st = mxl_error_set(err, MXL_ERR_ARG, "the grammar allows no token here (the output so far cannot be continued)");
+    return st;
+}
+
+mxl_status mxl_sampler_candidates(mxl_sampler *s, float *logits, const int32_t *history, size_t n_history,
+                                  const mxl_sampler_cand **cands, size_t *n_cands, mxl_error *err) {
+    s->pending = false;
+    if (s->gstate) {
+        mxl_status st = mxl_sampler_check_logits(logits, s->n_vocab, err);
+        if (!st) st = grammar_mask_all(s, logits, err);
+        if (st) {
+            *cands = NULL;
+            *n_cands = 0;
+            return st;
+        }
+    }
+    return run_chain(s, logits, history, n_history, cands, n_cands, err);
+}
+
+static mxl_status commit_index(mxl_sampler *s, size_t i, mxl_error *err) {
     if (s->p.mirostat != 0) {
         float observed = -log2f(s->last.d[i].p);
         s->mu = s->mu - s->p.mirostat_eta * (observed - s->p.mirostat_tau);
     }
     s->pending = false;
+    if (s->gstate) return mxl_grammar_state_accept_token(s->gstate, s->gvocab, s->last.d[i].id, err);
+    return MXL_OK;
 }
 
-int32_t mxl_sampler_draw(mxl_sampler *s) {
-    if (!s->pending) return -1;
+/* The drawn index of the pending set (not committed); SIZE_MAX when none is pending. */
+static size_t draw_index(mxl_sampler *s) {
+    if (!s->pending) return SIZE_MAX;
     const smp_cur *c = &s->last;
     double sum = 0;
     for (size_t i = 0; i < c->n; i++) sum += c->d[i].p;
@@ -304,18 +355,21 @@ int32_t mxl_sampler_draw(mxl_sampler *s) {
         }
     }
     if (pick == c->n) pick = last_pos; /* rounding at the very end */
-    int32_t id = c->d[pick].id;
-    commit_index(s, pick);
+    return pick;
+}
+
+int32_t mxl_sampler_draw(mxl_sampler *s) {
+    size_t i = draw_index(s);
+    if (i == SIZE_MAX) return -1;
+    int32_t id = s->last.d[i].id;
+    commit_index(s, i, NULL); /* the set was masked by the grammar: the token fits */
     return id;
 }
 
 mxl_status mxl_sampler_commit(mxl_sampler *s, int32_t id, mxl_error *err) {
     if (!s->pending) return mxl_error_set(err, MXL_ERR_ARG, "sampler: no candidate set to commit a token from");
     for (size_t i = 0; i < s->last.n; i++)
-        if (s->last.d[i].id == id) {
-            commit_index(s, i);
-            return MXL_OK;
-        }
+        if (s->last.d[i].id == id) return commit_index(s, i, err);
     return mxl_error_set(err, MXL_ERR_ARG, "sampler: token %d is not in the last candidate set", id);
 }
 
@@ -323,10 +377,28 @@ mxl_status mxl_sampler_pick(mxl_sampler *s, float *logits, const int32_t *histor
                             mxl_error *err) {
     const mxl_sampler_cand *c;
     size_t n;
-    mxl_status st = mxl_sampler_candidates(s, logits, history, n_history, &c, &n, err);
+    if (!s->gstate) {
+        mxl_status st = mxl_sampler_candidates(s, logits, history, n_history, &c, &n, err);
+        if (st) return st;
+        *id = mxl_sampler_draw(s);
+        return MXL_OK;
+    }
+    /* llama-server (common_sampler_sample, grammar_first = false): the chain alone, then the
+     * grammar checks only the drawn token; if it does not fit, start again from the logits with
+     * the grammar masking the whole vocabulary first */
+    memcpy(s->saved, logits, (size_t)s->n_vocab * sizeof *logits);
+    mxl_status st = run_chain(s, logits, history, n_history, &c, &n, err);
     if (st) return st;
-    *id = mxl_sampler_draw(s);
-    return MXL_OK;
+    size_t i = draw_index(s);
+    if (i != SIZE_MAX && mxl_grammar_state_allows(s->gstate, s->gvocab, s->last.d[i].id)) {
+        *id = s->last.d[i].id;
+        return commit_index(s, i, err);
+    }
+    memcpy(logits, s->saved, (size_t)s->n_vocab * sizeof *logits);
+    if ((st = mxl_sampler_candidates(s, logits, history, n_history, &c, &n, err))) return st;
+    if ((i = draw_index(s)) == SIZE_MAX) return mxl_error_set(err, MXL_ERR_INTERNAL, "sampler: nothing to draw");
+    *id = s->last.d[i].id;
+    return commit_index(s, i, err);
 }
 
 mxl_status mxl_logit_bias_parse(const char *text, mxl_logit_bias *out, mxl_error *err) {

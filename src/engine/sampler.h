@@ -5,6 +5,10 @@
  *   typical-p -> top-p -> min-p -> XTC -> temperature (dynamic temperature when
  *   dynatemp_range > 0) -> p-less (mlxcel, spec's --p-less) -> the pick
  *
+ * A grammar (params.grammar, engine/grammar.h) constrains the pick as llama-server's grammar
+ * sampler does: the drawn token is checked against it, and only when it does not fit is the
+ * whole vocabulary masked and the chain run again (mxl_sampler_pick).
+ *
  * With mirostat 1 or 2 the chain is, as in llama.cpp: logit bias -> temperature -> mirostat (v1
  * with m = 100); penalties, DRY and the truncation samplers are not applied.
  *
@@ -25,6 +29,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "engine/grammar.h"
 
 /* One logit-bias entry: logit[token] += bias (bias = -INFINITY bans the token). Several entries
  * for one token add up. */
@@ -93,6 +98,15 @@ typedef struct mxl_sampler_params {
     /* logit bias entries (copied at creation) */
     const mxl_logit_bias *logit_bias;
     size_t n_logit_bias;
+    /* Constrained output (engine/grammar.h): GBNF text the generated text must follow (NULL or
+     * "": none), compiled at creation (a bad grammar is refused with the parser's message). It
+     * reads the vocabulary's token texts from grammar_vocab (required with a grammar; it must
+     * outlive the sampler). Applied as llama-server does: the chain runs without it, the drawn
+     * token is checked, and only when the grammar rejects it is the whole vocabulary masked
+     * (rejected tokens -inf, end-of-generation ids unless the grammar can end) and the chain run
+     * again; the committed token then advances the grammar. */
+    const char *grammar;
+    const mxl_grammar_vocab *grammar_vocab;
 } mxl_sampler_params;
 
 /* The spec's defaults for `generate`: everything off, greedy, DRY base 1.75 / allowed length 2 /
@@ -116,7 +130,7 @@ mxl_status mxl_sampler_create_with_vocab(const mxl_sampler_params *p, int32_t n_
                                          const mxl_sampler_vocab *vocab, mxl_sampler **out,
                                          mxl_error *err);
 void mxl_sampler_destroy(mxl_sampler *s);
-/* Back to the creation state: RNG re-seeded, mirostat mu = 2 * tau. */
+/* Back to the creation state: RNG re-seeded, mirostat mu = 2 * tau, grammar at its start. */
 void mxl_sampler_reset(mxl_sampler *s);
 /* Sizes the DRY buffers for histories up to n tokens, so sampling never allocates. */
 mxl_status mxl_sampler_reserve(mxl_sampler *s, size_t n_history, mxl_error *err);
@@ -125,7 +139,8 @@ mxl_status mxl_sampler_reserve(mxl_sampler *s, size_t n_history, mxl_error *err)
  * otherwise an error naming the first bad token (or saying all are -inf). */
 mxl_status mxl_sampler_check_logits(const float *logits, int32_t n_vocab, mxl_error *err);
 
-/* Runs the chain up to the pick: checks the logits (mxl_sampler_check_logits), applies logit
+/* Runs the chain up to the pick (with a grammar: the whole vocabulary masked by it first, so the
+ * set only holds tokens it allows): checks the logits (mxl_sampler_check_logits), applies logit
  * bias, penalties and DRY to `logits` [n_vocab] in place, then the truncation stages and the
  * temperature, and returns the final candidate set (*cands, *n_cands): the tokens the pick draws
  * from, with finite logits and probabilities summing to 1 (a far tail may underflow to p = 0 and
@@ -135,12 +150,14 @@ mxl_status mxl_sampler_check_logits(const float *logits, int32_t n_vocab, mxl_er
 mxl_status mxl_sampler_candidates(mxl_sampler *s, float *logits, const int32_t *history,
                                   size_t n_history, const mxl_sampler_cand **cands,
                                   size_t *n_cands, mxl_error *err);
-/* Draws from the last candidate set and commits the draw; -1 when there is none pending. */
+/* Draws from the last candidate set and commits the draw (advancing the grammar); -1 when there
+ * is none pending. */
 int32_t mxl_sampler_draw(mxl_sampler *s);
 /* Commits an id chosen elsewhere from the last candidate set (speculative verification, replay):
  * updates mirostat's mu from its probability. MXL_ERR_ARG when none is pending or id is not in it. */
 mxl_status mxl_sampler_commit(mxl_sampler *s, int32_t id, mxl_error *err);
-/* mxl_sampler_candidates + mxl_sampler_draw. */
+/* mxl_sampler_candidates + mxl_sampler_draw; with a grammar, llama-server's order: the chain
+ * without it first, the full mask only when the drawn token does not fit. */
 mxl_status mxl_sampler_pick(mxl_sampler *s, float *logits, const int32_t *history, size_t n_history,
                             int32_t *id, mxl_error *err);
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/grammar_tok.h"
 #include "engine/model_internal.h"
 #include "engine/sampler_tok.h"
 
@@ -15,11 +16,13 @@ struct mxl_seq {
     mxl_sampler *smp;
     mxl_sampler_tok_vocab vocab_state; /* the tokenizer behind the sampler's DRY breakers */
     mxl_sampler_vocab smp_vocab;
+    mxl_grammar_vocab *gvocab; /* token texts for grammars, built on the first constrained request */
     mxl_detok_stream *ds;
     float *logits; /* [vocab] current next-token logits */
     float *work;   /* [vocab] sampler's copy (penalties modify it) */
     int32_t *ids;  /* [ctx_len] prompt then generated */
     size_t n_ids, n_prompt, n_fed, n_cached;
+    size_t n_refill; /* after mxl_seq_preempt: positions to run again before decoding goes on */
     int64_t budget, n_gen;
     bool ignore_eos, finished, pending_feed;
     int n_probs;
@@ -32,8 +35,28 @@ struct mxl_seq {
     char *piece;  /* detokenizer output buffer */
 };
 
+static mxl_status seq_create(mxl_gen_model *m, mxl_kv_pool *kvp, int64_t ctx_len, int64_t max_chunk, mxl_seq **out,
+                             mxl_error *err);
+
 mxl_status mxl_seq_create(mxl_gen_model *m, int64_t ctx_len, int64_t max_chunk, mxl_seq **out,
                           mxl_error *err) {
+    return seq_create(m, NULL, ctx_len, max_chunk, out, err);
+}
+
+mxl_status mxl_seq_create_pooled(mxl_gen_model *m, mxl_kv_pool *kvp, int64_t ctx_len, int64_t max_chunk, mxl_seq **out,
+                                 mxl_error *err) {
+    *out = NULL;
+    if (!kvp) return mxl_error_set(err, MXL_ERR_ARG, "no KV pool given");
+    return seq_create(m, kvp, ctx_len, max_chunk, out, err);
+}
+
+mxl_status mxl_seq_kv_pool_cfg(const mxl_gen_model *m, int64_t n_blocks, mxl_kv_pool_cfg *cfg, mxl_error *err) {
+    const char *ref = getenv("MXL_DECODER_REFERENCE"); /* the path new states take (decoder.h) */
+    return mxl_decoder_kv_pool_cfg(&m->dec, &m->kv, ref && strcmp(ref, "1") == 0, n_blocks, cfg, err);
+}
+
+static mxl_status seq_create(mxl_gen_model *m, mxl_kv_pool *kvp, int64_t ctx_len, int64_t max_chunk, mxl_seq **out,
+                             mxl_error *err) {
     *out = NULL;
     if (ctx_len < 2) return mxl_error_set(err, MXL_ERR_ARG, "context length %lld is too small", (long long)ctx_len);
     mxl_seq *s = calloc(1, sizeof *s);
@@ -43,7 +66,8 @@ mxl_status mxl_seq_create(mxl_gen_model *m, int64_t ctx_len, int64_t max_chunk, 
     s->max_chunk = max_chunk > 0 ? max_chunk : 256;
     s->vocab = m->dec.hp.vocab;
     mxl_sampler_tok_vocab_init(&s->vocab_state, m->tok, &s->smp_vocab);
-    mxl_status st = mxl_decoder_state_create_ex(&m->dec, ctx_len, s->max_chunk, m->pool, &m->kv, &s->dec, err);
+    mxl_status st = kvp ? mxl_decoder_state_create_pooled(&m->dec, kvp, ctx_len, s->max_chunk, m->pool, &s->dec, err)
+                        : mxl_decoder_state_create_ex(&m->dec, ctx_len, s->max_chunk, m->pool, &m->kv, &s->dec, err);
     if (!st) st = mxl_detok_stream_create(m->tok, true, &s->ds, err);
     if (!st) {
         s->logits = malloc((size_t)s->vocab * sizeof(float));
@@ -71,6 +95,7 @@ void mxl_seq_destroy(mxl_seq *s) {
     if (!s) return;
     clear_request(s);
     mxl_sampler_tok_vocab_free(&s->vocab_state);
+    mxl_grammar_vocab_destroy(s->gvocab);
     mxl_decoder_state_destroy(s->dec);
     mxl_detok_stream_destroy(s->ds);
     free(s->logits);
@@ -87,6 +112,29 @@ int64_t mxl_seq_n_prompt(const mxl_seq *s) { return (int64_t)s->n_prompt; }
 int64_t mxl_seq_n_generated(const mxl_seq *s) { return s->n_gen; }
 int64_t mxl_seq_n_remaining(const mxl_seq *s) { return s->budget - s->n_gen; }
 int64_t mxl_seq_n_cached(const mxl_seq *s) { return (int64_t)s->n_cached; }
+
+const mxl_decoder_state *mxl_seq_kv_state(const mxl_seq *s) { return s->dec; }
+
+bool mxl_seq_pending_feed(const mxl_seq *s) { return s->pending_feed; }
+
+mxl_status mxl_seq_adopt_prefix(mxl_seq *s, const int32_t *blocks, const int32_t *ids, size_t n, mxl_error *err) {
+    if (ids && (int64_t)n > s->ctx_len) return mxl_error_set(err, MXL_ERR_ARG, "a cached prefix of %zu tokens exceeds the context", n);
+    if (!ids && n > s->n_ids) return mxl_error_set(err, MXL_ERR_ARG, "a cached prefix of %zu tokens exceeds the sequence", n);
+    mxl_status st = mxl_decoder_state_adopt(s->dec, blocks, (int64_t)n, err);
+    if (st) return st;
+    if (ids) {
+        memmove(s->ids, ids, n * sizeof(int32_t));
+        s->n_ids = n;
+    }
+    s->n_fed = n;
+    return MXL_OK;
+}
+
+void mxl_seq_preempt(mxl_seq *s) {
+    if (s->n_fed > s->n_refill) s->n_refill = s->n_fed;
+    s->n_fed = 0;
+    mxl_decoder_state_truncate(s->dec, 0);
+}
 const float *mxl_seq_logits(const mxl_seq *s) { return s->logits; }
 const int32_t *mxl_seq_tokens(const mxl_seq *s, size_t *n) {
     *n = s->n_ids;
@@ -115,7 +163,14 @@ mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
         if (prompt[i] < 0 || prompt[i] >= s->vocab)
             return mxl_error_set(err, MXL_ERR_ARG, "token id %d is outside the vocabulary (%lld)", prompt[i], (long long)s->vocab);
     if (p->n_stop > MXL_SEQ_MAX_STOP) return mxl_error_set(err, MXL_ERR_ARG, "at most %d stop strings", MXL_SEQ_MAX_STOP);
-    mxl_status st = mxl_sampler_create_with_vocab(&p->sampling, (int32_t)s->vocab, &s->smp_vocab, &s->smp, err);
+    mxl_sampler_params sp = p->sampling;
+    mxl_status st = MXL_OK;
+    if (sp.grammar && *sp.grammar) { /* constrained output: the matcher reads every token's text */
+        if (!s->gvocab)
+            st = mxl_grammar_vocab_from_tokenizer(s->m->tok, (int32_t)s->vocab, s->m->eos, (size_t)s->m->n_eos, &s->gvocab, err);
+        sp.grammar_vocab = s->gvocab;
+    }
+    if (!st) st = mxl_sampler_create_with_vocab(&sp, (int32_t)s->vocab, &s->smp_vocab, &s->smp, err);
     if (!st) st = mxl_sampler_reserve(s->smp, (size_t)s->ctx_len, err);
     if (st) {
         clear_request(s);
@@ -149,6 +204,7 @@ mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
     memcpy(s->ids, prompt, n_prompt * sizeof(int32_t));
     s->n_ids = s->n_prompt = n_prompt;
     s->n_fed = keep;
+    s->n_refill = 0;
     s->n_cached = keep;
     s->n_gen = 0;
     int64_t room = s->ctx_len - (int64_t)n_prompt;
@@ -161,7 +217,10 @@ mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
     return MXL_OK;
 }
 
-int64_t mxl_seq_prefill_left(const mxl_seq *s) { return (int64_t)(s->n_prompt - (s->n_fed < s->n_prompt ? s->n_fed : s->n_prompt)); }
+int64_t mxl_seq_prefill_left(const mxl_seq *s) {
+    size_t target = s->n_refill > s->n_prompt ? s->n_refill : s->n_prompt;
+    return (int64_t)(target - (s->n_fed < target ? s->n_fed : target));
+}
 
 mxl_status mxl_seq_prefill(mxl_seq *s, int64_t max_tokens, mxl_error *err) {
     int64_t left = mxl_seq_prefill_left(s);
@@ -170,6 +229,7 @@ mxl_status mxl_seq_prefill(mxl_seq *s, int64_t max_tokens, mxl_error *err) {
     mxl_status st = mxl_decoder_forward(&s->m->dec, s->dec, s->ids + s->n_fed, n, s->logits, err);
     if (st) return st;
     s->n_fed += (size_t)n;
+    if (s->n_fed >= s->n_refill) s->n_refill = 0; /* back where the preemption left it */
     return MXL_OK;
 }
 

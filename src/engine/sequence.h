@@ -21,11 +21,13 @@
 #include "core/status.h"
 #include "engine/generate.h"
 #include "engine/sampler.h"
+#include "models/decoder.h"
 
 #define MXL_SEQ_MAX_STOP 16
 
 typedef struct mxl_seq_params {
-    mxl_sampler_params sampling;
+    mxl_sampler_params sampling; /* sampling.grammar (GBNF) constrains the output; mxl_seq_start
+                                    supplies grammar_vocab from the model's tokenizer */
     int64_t max_tokens; /* -1: until EOS or the context is full */
     bool ignore_eos;    /* EOS ids are masked out instead of stopping */
     const char *stop[MXL_SEQ_MAX_STOP]; /* stop strings (copied by mxl_seq_start), non-empty */
@@ -33,6 +35,7 @@ typedef struct mxl_seq_params {
     const char *breakers[32]; /* storage for sampling.dry_breakers when the caller builds its own list */
     size_t n_breakers;
     bool cache_prompt; /* reuse the KV of the prefix shared with the sequence's previous request */
+    const char *cache_key; /* prompt_cache_key: partitions the server's shared prompt cache (NULL: shared) */
     bool keep_special; /* decode special tokens into the text (for output parsers that read markers) */
     int n_probs; /* report the chosen token's log-probability and this many top alternatives
                     (0..MXL_SEQ_MAX_PROBS) from the model's distribution before sampling */
@@ -58,13 +61,19 @@ typedef struct mxl_seq mxl_seq;
 /* ctx_len: KV capacity in tokens; max_chunk: the most prompt tokens one prefill call runs. */
 mxl_status mxl_seq_create(mxl_gen_model *m, int64_t ctx_len, int64_t max_chunk, mxl_seq **out,
                           mxl_error *err);
+/* The same on a shared KV block pool (models/kv_pool.h) made with mxl_seq_kv_pool_cfg: the
+ * sequence's cache takes blocks as it grows, and prefixes can be shared (mxl_seq_adopt_prefix). */
+mxl_status mxl_seq_create_pooled(mxl_gen_model *m, mxl_kv_pool *kvp, int64_t ctx_len, int64_t max_chunk, mxl_seq **out,
+                                 mxl_error *err);
+/* The pool configuration for the model's sequences (its KV types, n_blocks blocks). */
+mxl_status mxl_seq_kv_pool_cfg(const mxl_gen_model *m, int64_t n_blocks, mxl_kv_pool_cfg *cfg, mxl_error *err);
 void mxl_seq_destroy(mxl_seq *s);
 int64_t mxl_seq_ctx_len(const mxl_seq *s);
 
 /* Starts a request. The prompt must be non-empty and leave room for one token. */
 mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
                          const mxl_seq_params *p, mxl_error *err);
-/* Prompt tokens not yet run through the model. */
+/* Prompt tokens (or, after mxl_seq_preempt, positions) not yet run through the model. */
 int64_t mxl_seq_prefill_left(const mxl_seq *s);
 /* Runs up to max_tokens (<= 0: all) of the remaining prompt tokens. */
 mxl_status mxl_seq_prefill(mxl_seq *s, int64_t max_tokens, mxl_error *err);
@@ -84,6 +93,20 @@ int64_t mxl_seq_n_generated(const mxl_seq *s);
 int64_t mxl_seq_n_remaining(const mxl_seq *s);
 /* Prompt tokens of the current request whose KV came from the cache (not run again). */
 int64_t mxl_seq_n_cached(const mxl_seq *s);
+/* The decoder state holding the sequence's KV (block table, position) for the prompt cache. */
+const mxl_decoder_state *mxl_seq_kv_state(const mxl_seq *s);
+/* Adopts cached KV blocks (mxl_decoder_state_adopt) for positions 0..n-1. ids non-NULL (before
+ * mxl_seq_start): they become the sequence's tokens, so the next mxl_seq_start with a prompt
+ * starting with them keeps that prefix; ids NULL (after mxl_seq_preempt): the blocks hold the
+ * sequence's own first n tokens, which need not run again. */
+mxl_status mxl_seq_adopt_prefix(mxl_seq *s, const int32_t *blocks, const int32_t *ids, size_t n, mxl_error *err);
+/* Preemption: gives every KV block back (the sampler, text and token state stay). The positions
+ * run so far become prefill work again (mxl_seq_prefill_left), after which the sequence is where
+ * it was: with the last sampled token waiting for mxl_seq_feed (mxl_seq_pending_feed) if it was
+ * decoding. Running them again gives the same KV bits, so the output does not change. */
+void mxl_seq_preempt(mxl_seq *s);
+/* A sampled token waits for mxl_seq_feed. */
+bool mxl_seq_pending_feed(const mxl_seq *s);
 /* The sequence's token ids so far (prompt then generated). */
 const int32_t *mxl_seq_tokens(const mxl_seq *s, size_t *n);
 /* The logits the next mxl_seq_sample reads (before penalties), [vocab]. */

@@ -10,7 +10,12 @@
  *    ...; Llama-family Q/K rows are permuted at conversion so that ggml's "normal" RoPE, which
  *    rotates adjacent pairs (2i, 2i+1), reproduces HF's rotate_half: so GGUF llama uses GPT-J
  *    style, while Gemma (converted unpermuted, ggml NEOX mode) keeps the NEOX style; Gemma norm
- *    weights are stored as 1 + w, so the (1 + w) form is not applied again. */
+ *    weights are stored as 1 + w, so the (1 + w) form is not applied again.
+ * KV cache: paged (models/kv_pool.h): a state's positions live in 32-position blocks of a pool,
+ * found through its block table; blocks are reserved before a pass runs (kv_reserve, with
+ * copy-on-write of shared or published blocks), appended to per layer inside the pass, and read by
+ * attention through the table (backends/cpu/attention.h mxl_cpu_attention_paged), which visits
+ * keys in position order, so the logits do not depend on where the blocks sit. */
 #include "models/decoder.h"
 
 #include <jansson.h>
@@ -25,6 +30,7 @@
 #include "backends/cpu/norm.h"
 #include "backends/cpu/softmax.h"
 #include "models/decoder_family.h"
+#include "models/kv_pool.h"
 #include "models/weights.h"
 
 /* ---- the family table ---- */
@@ -77,6 +83,9 @@ static const mxl_tensor *find_tensor(const binder *b, const char *name) {
         return ti ? &ti->tensor : NULL;
     }
     const mxl_st_entry *e = mxl_st_model_find(b->ck->st, name);
+    /* a bare backbone export (Qwen3Model: the Qwen3-Embedding checkpoints) stores the "model."
+     * module without that prefix: embed_tokens.weight, layers.N.*, norm.weight */
+    if (!e && strncmp(name, "model.", 6) == 0) e = mxl_st_model_find(b->ck->st, name + 6);
     return e ? &e->tensor : NULL;
 }
 
@@ -261,7 +270,15 @@ static mxl_status bind_output(const binder *b, mxl_decoder *d) {
     snprintf(name, sizeof name, "%s.weight", b->nm->lm_head);
     bool present = b->nm->lm_head && find_tensor(b, name);
     if (present && !(tie_declared && tie)) return bind_matrix(b, -1, b->nm->lm_head, d->hp.vocab, d->hp.hidden, &d->output);
-    if (!present && tie_declared && !tie)
+    /* a backbone without a head (architectures "...Model", not "...ForCausalLM") may declare untied
+     * embeddings it does not ship (Qwen3-Embedding-8B): its users read hidden states, not logits */
+    bool backbone = false;
+    for (int i = 0; i < b->ck->config.n_architectures; i++) {
+        const char *a = b->ck->config.architectures[i];
+        size_t n = strlen(a);
+        backbone |= n > 5 && strcmp(a + n - 5, "Model") == 0 && !strstr(a, "For");
+    }
+    if (!present && tie_declared && !tie && !backbone)
         return mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: tensor '%s' is missing and config.json sets tie_word_embeddings to false", b->ck->path, name);
     d->output = d->tok_embd;
     return MXL_OK;
@@ -393,16 +410,6 @@ typedef struct row_span {
     int64_t row0, n, pos;
 } row_span;
 
-/* A KV cache: K and V [n_layers, max_ctx, kv_dim] in their storage types (F32, F16 or I8); I8
- * adds f32 scales [n_layers, max_ctx, kv_dim / group] (kv_quant.h). One allocation. */
-typedef struct kv_store {
-    mxl_dtype k_type, v_type;
-    void *k, *v;
-    float *k_scale, *v_scale; /* NULL unless I8 */
-    void *block;
-    uint64_t bytes; /* K, V and scales, without alignment padding */
-} kv_store;
-
 struct mxl_decoder_state {
     int64_t max_ctx, max_batch, pos;
     int64_t n_layers, kv_dim; /* shape of the cache, checked when states meet in a batch */
@@ -410,7 +417,13 @@ struct mxl_decoder_state {
     int n_threads;
     mxl_decoder_kv_type k_req, v_req; /* as asked (AUTO follows the path) */
     int64_t kv_group;         /* int8 group: 32, or head_dim when it is not a multiple of 32 */
-    kv_store kv;
+    /* The KV cache: blocks of MXL_KV_BLOCK positions in a pool (models/kv_pool.h), position p in
+     * row p % 32 of block table[p / 32]. Holds one reference on each of table[0..n_table): at least
+     * ceil(pos / 32) blocks (more after a forward that reserved blocks and then failed). */
+    mxl_kv_pool *kvp;
+    bool own_pool;            /* a private pool sized for max_ctx (freed with the state) */
+    int32_t *table;           /* [max_blocks] */
+    int64_t n_table, max_blocks;
     /* Workspace for up to max_batch rows; a batched call borrows one state's workspace. */
     float *x, *xn, *q, *k, *v, *att, *o, *gate, *up; /* [max_batch, ...] */
     float *inv_freq, *inv_freq_local;
@@ -452,62 +465,88 @@ static mxl_dtype kv_dtype(mxl_decoder_kv_type t, bool reference) {
 
 static uint64_t kv_elem_bytes(mxl_dtype t) { return t == MXL_DTYPE_F32 ? 4 : t == MXL_DTYPE_F16 ? 2 : 1; }
 
-/* Allocates a cache of the state's shape with the given types (n = n_layers * max_ctx * kv_dim
- * elements per tensor, checked below 2^56 at create). */
-static bool kv_alloc(const mxl_decoder_state *s, mxl_dtype kt, mxl_dtype vt, kv_store *kv) {
-    uint64_t n = (uint64_t)s->n_layers * (uint64_t)s->max_ctx * (uint64_t)s->kv_dim;
-    uint64_t ns = n / (uint64_t)s->kv_group;
-    uint64_t sizes[4] = {n * kv_elem_bytes(kt), n * kv_elem_bytes(vt), kt == MXL_DTYPE_I8 ? ns * 4 : 0,
-                         vt == MXL_DTYPE_I8 ? ns * 4 : 0};
-    uint64_t total = 0;
-    memset(kv, 0, sizeof *kv);
-    for (int i = 0; i < 4; i++) {
-        total += (sizes[i] + 63) & ~(uint64_t)63;
-        kv->bytes += sizes[i];
-    }
-    kv->block = total ? aligned_alloc(64, (size_t)total) : NULL;
-    if (!kv->block) return false;
-    uint8_t *p = kv->block;
-    void **ptrs[4] = {&kv->k, &kv->v, (void **)&kv->k_scale, (void **)&kv->v_scale};
-    for (int i = 0; i < 4; i++) {
-        *ptrs[i] = sizes[i] ? p : NULL;
-        p += (sizes[i] + 63) & ~(uint64_t)63;
-    }
-    kv->k_type = kt;
-    kv->v_type = vt;
-    return true;
+static int64_t kv_group_of(const mxl_decoder_hparams *hp) { return hp->head_dim % 32 == 0 ? 32 : hp->head_dim; }
+
+mxl_status mxl_decoder_kv_pool_cfg(const mxl_decoder *d, const mxl_decoder_kv_opts *opts, bool reference, int64_t n_blocks,
+                                   mxl_kv_pool_cfg *out, mxl_error *err) {
+    mxl_decoder_kv_opts o = opts ? *opts : (mxl_decoder_kv_opts){MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO};
+    if ((unsigned)o.k > MXL_DECODER_KV_I8 || (unsigned)o.v > MXL_DECODER_KV_I8) return mxl_error_set(err, MXL_ERR_ARG, "unknown KV cache type");
+    *out = (mxl_kv_pool_cfg){d->hp.n_layers, d->hp.n_kv_heads * d->hp.head_dim, kv_group_of(&d->hp), kv_dtype(o.k, reference),
+                             kv_dtype(o.v, reference), n_blocks};
+    return MXL_OK;
 }
 
-/* Stores x[kv_dim] as row `row` (= layer * max_ctx + position) of K (v false) or V. */
-static void kv_put(const mxl_decoder_state *s, kv_store *kv, bool v, int64_t row, const float *x) {
-    mxl_dtype t = v ? kv->v_type : kv->k_type;
-    void *base = v ? kv->v : kv->k;
-    int64_t kvd = s->kv_dim;
+static mxl_dtype pool_type(const mxl_decoder_state *s, bool v) {
+    const mxl_kv_pool_cfg *c = mxl_kv_pool_config(s->kvp);
+    return v ? c->v_type : c->k_type;
+}
+
+/* Element offset of layer l, position p's row in pool storage (the scales' offset is that / group). */
+static int64_t kv_elem(const mxl_decoder_state *s, const mxl_kv_pool *kvp, const int32_t *table, int64_t l, int64_t p) {
+    return (int64_t)table[p / MXL_KV_BLOCK] * mxl_kv_pool_block_stride(kvp) + (l * MXL_KV_BLOCK + p % MXL_KV_BLOCK) * s->kv_dim;
+}
+
+/* Stores x[kv_dim] as layer l, position p of K (v false) or V (its block must be writable). */
+static void kv_put(const mxl_decoder_state *s, mxl_kv_pool *kvp, const int32_t *table, bool v, int64_t l, int64_t p,
+                   const float *x) {
+    const mxl_kv_pool_cfg *c = mxl_kv_pool_config(kvp);
+    mxl_dtype t = v ? c->v_type : c->k_type;
+    int64_t e = kv_elem(s, kvp, table, l, p), kvd = s->kv_dim;
+    void *base = v ? mxl_kv_pool_v(kvp) : mxl_kv_pool_k(kvp);
     if (t == MXL_DTYPE_F32) {
-        memcpy((float *)base + row * kvd, x, (size_t)kvd * sizeof(float));
+        memcpy((float *)base + e, x, (size_t)kvd * sizeof(float));
     } else if (t == MXL_DTYPE_F16) {
-        uint16_t *h = (uint16_t *)base + row * kvd;
+        uint16_t *h = (uint16_t *)base + e;
         for (int64_t i = 0; i < kvd; i++) h[i] = mxl_f32_to_f16(x[i]);
     } else {
-        float *sc = (v ? kv->v_scale : kv->k_scale) + row * (kvd / s->kv_group);
-        mxl_kv_quantize_i8(x, kvd, s->kv_group, (int8_t *)base + row * kvd, sc);
+        float *sc = (v ? mxl_kv_pool_v_scale(kvp) : mxl_kv_pool_k_scale(kvp)) + e / c->group;
+        mxl_kv_quantize_i8(x, kvd, c->group, (int8_t *)base + e, sc);
     }
 }
 
-/* Reads row `row` of K (v false) or V as f32. */
-static void kv_get(const mxl_decoder_state *s, const kv_store *kv, bool v, int64_t row, float *x) {
-    mxl_dtype t = v ? kv->v_type : kv->k_type;
-    const void *base = v ? kv->v : kv->k;
-    int64_t kvd = s->kv_dim;
+/* Reads layer l, position p of K (v false) or V as f32. */
+static void kv_get(const mxl_decoder_state *s, const mxl_kv_pool *kvp, const int32_t *table, bool v, int64_t l, int64_t p,
+                   float *x) {
+    const mxl_kv_pool_cfg *c = mxl_kv_pool_config(kvp);
+    mxl_dtype t = v ? c->v_type : c->k_type;
+    int64_t e = kv_elem(s, kvp, table, l, p), kvd = s->kv_dim;
+    const void *base = v ? mxl_kv_pool_v(kvp) : mxl_kv_pool_k(kvp);
     if (t == MXL_DTYPE_F32) {
-        memcpy(x, (const float *)base + row * kvd, (size_t)kvd * sizeof(float));
+        memcpy(x, (const float *)base + e, (size_t)kvd * sizeof(float));
     } else if (t == MXL_DTYPE_F16) {
-        const uint16_t *h = (const uint16_t *)base + row * kvd;
+        const uint16_t *h = (const uint16_t *)base + e;
         for (int64_t i = 0; i < kvd; i++) x[i] = mxl_f16_to_f32(h[i]);
     } else {
-        const float *sc = (v ? kv->v_scale : kv->k_scale) + row * (kvd / s->kv_group);
-        mxl_kv_dequantize_i8((const int8_t *)base + row * kvd, sc, kvd, s->kv_group, x);
+        const float *sc = (v ? mxl_kv_pool_v_scale(kvp) : mxl_kv_pool_k_scale(kvp)) + e / c->group;
+        mxl_kv_dequantize_i8((const int8_t *)base + e, sc, kvd, c->group, x);
     }
+}
+
+static int64_t blocks_for(int64_t n_pos) { return (n_pos + MXL_KV_BLOCK - 1) / MXL_KV_BLOCK; }
+
+/* Makes positions [pos, pos + n) writable: blocks past the table are allocated, a held block that
+ * is shared or published is copied first (copy-on-write, keeping its rows below s->pos). On
+ * failure the positions and contents are unchanged (blocks got so far stay held). */
+static mxl_status kv_reserve(mxl_decoder_state *s, int64_t pos, int64_t n, mxl_error *err) {
+    mxl_status st;
+    if (n <= 0) return MXL_OK;
+    for (int64_t i = pos / MXL_KV_BLOCK, last = (pos + n - 1) / MXL_KV_BLOCK; i <= last; i++) {
+        if (i < s->n_table) {
+            int64_t keep = s->pos - i * MXL_KV_BLOCK;
+            keep = keep < 0 ? 0 : keep > MXL_KV_BLOCK ? MXL_KV_BLOCK : keep;
+            if ((st = mxl_kv_pool_make_writable(s->kvp, &s->table[i], keep, err))) return st;
+        } else {
+            MXL_ASSERT(i == s->n_table && i < s->max_blocks);
+            if ((st = mxl_kv_pool_alloc(s->kvp, &s->table[i], err))) return st;
+            s->n_table++;
+        }
+    }
+    return MXL_OK;
+}
+
+/* Drops the references on blocks [keep, n_table). */
+static void kv_release_from(mxl_decoder_state *s, int64_t keep) {
+    while (s->n_table > keep) mxl_kv_pool_release(s->kvp, s->table[--s->n_table]);
 }
 
 mxl_status mxl_decoder_state_create(const mxl_decoder *d, int64_t max_ctx, int64_t max_batch,
@@ -515,9 +554,10 @@ mxl_status mxl_decoder_state_create(const mxl_decoder *d, int64_t max_ctx, int64
     return mxl_decoder_state_create_ex(d, max_ctx, max_batch, pool, NULL, out, err);
 }
 
-mxl_status mxl_decoder_state_create_ex(const mxl_decoder *d, int64_t max_ctx, int64_t max_batch,
-                                       mxl_threadpool *pool, const mxl_decoder_kv_opts *opts,
-                                       mxl_decoder_state **out, mxl_error *err) {
+/* Creates the state; kvp NULL: a private pool of ceil(max_ctx / 32) blocks with opts' types. */
+static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t max_ctx, int64_t max_batch,
+                               mxl_threadpool *pool, const mxl_decoder_kv_opts *opts, mxl_decoder_state **out,
+                               mxl_error *err) {
     const mxl_decoder_hparams *hp = &d->hp;
     *out = NULL;
     mxl_decoder_kv_opts o = opts ? *opts : (mxl_decoder_kv_opts){MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO};
@@ -526,25 +566,31 @@ mxl_status mxl_decoder_state_create_ex(const mxl_decoder *d, int64_t max_ctx, in
     if (max_batch > (INT64_C(1) << 20)) max_batch = INT64_C(1) << 20; /* keeps the scratch sizes below in range */
     if (hp->max_ctx > 0 && max_ctx > hp->max_ctx) max_ctx = hp->max_ctx;
     if (max_batch > max_ctx) max_batch = max_ctx;
+    uint64_t qd = (uint64_t)(hp->n_heads * hp->head_dim), kvd = (uint64_t)(hp->n_kv_heads * hp->head_dim);
+    uint64_t H = (uint64_t)hp->hidden, F = (uint64_t)hp->ffn, B = (uint64_t)max_batch;
+    uint64_t kv, kv_layer;
+    if (mxl_mul_u64((uint64_t)max_ctx, kvd, &kv_layer) || mxl_mul_u64(kv_layer, (uint64_t)hp->n_layers, &kv) ||
+        kv > ((uint64_t)1 << 56) || max_ctx > (INT64_C(1) << 34))
+        return mxl_error_set(err, MXL_ERR_NOMEM, "a KV cache of %lld positions is too large for this model", (long long)max_ctx);
+    if (kvp) {
+        const mxl_kv_pool_cfg *c = mxl_kv_pool_config(kvp);
+        if (c->n_layers != hp->n_layers || c->kv_dim != (int64_t)kvd ||
+            ((c->k_type == MXL_DTYPE_I8 || c->v_type == MXL_DTYPE_I8) && c->group != kv_group_of(hp)))
+            return mxl_error_set(err, MXL_ERR_ARG, "the KV pool was made for another model shape (%lld layers, KV width %lld)",
+                                 (long long)c->n_layers, (long long)c->kv_dim);
+    }
     mxl_decoder_state *s = calloc(1, sizeof *s);
     if (!s) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     s->max_ctx = max_ctx;
     s->max_batch = max_batch;
     s->n_layers = hp->n_layers;
-    s->kv_dim = hp->n_kv_heads * hp->head_dim;
+    s->kv_dim = (int64_t)kvd;
     s->pool = pool;
     s->n_threads = pool ? mxl_threadpool_size(pool) : 1;
     s->k_req = o.k;
     s->v_req = o.v;
-    s->kv_group = hp->head_dim % 32 == 0 ? 32 : hp->head_dim;
-    uint64_t qd = (uint64_t)(hp->n_heads * hp->head_dim), kvd = (uint64_t)(hp->n_kv_heads * hp->head_dim);
-    uint64_t H = (uint64_t)hp->hidden, F = (uint64_t)hp->ffn, B = (uint64_t)max_batch;
-    uint64_t kv, kv_layer;
-    if (mxl_mul_u64((uint64_t)max_ctx, kvd, &kv_layer) || mxl_mul_u64(kv_layer, (uint64_t)hp->n_layers, &kv) ||
-        kv > ((uint64_t)1 << 56)) {
-        free(s);
-        return mxl_error_set(err, MXL_ERR_NOMEM, "a KV cache of %lld positions is too large for this model", (long long)max_ctx);
-    }
+    s->kv_group = kv_group_of(hp);
+    s->max_blocks = blocks_for(max_ctx);
     /* float counts of each buffer, carved from one block (64-byte aligned pieces) */
     uint64_t sizes[] = {
         B * H, B * H, B * qd, B * kvd, B * kvd, B * qd, B * H, B * F, B * F,
@@ -552,10 +598,12 @@ mxl_status mxl_decoder_state_create_ex(const mxl_decoder *d, int64_t max_ctx, in
         (B * sizeof(row_span) + sizeof(float) - 1) / sizeof(float),
         (uint64_t)mxl_cpu_attention_scratch_floats(max_ctx, s->n_threads),
         (uint64_t)(max_scratch(d, max_batch) + 3) / 4,
+        (uint64_t)s->max_blocks,
     };
     float **ptrs[] = {&s->x, &s->xn, &s->q, &s->k, &s->v, &s->att, &s->o,
                       &s->gate, &s->up, &s->inv_freq, &s->inv_freq_local, (float **)&s->q_pos,
-                      (float **)&s->pos_ids, (float **)&s->spans, &s->attn_scratch, (float **)&s->mm_scratch};
+                      (float **)&s->pos_ids, (float **)&s->spans, &s->attn_scratch, (float **)&s->mm_scratch,
+                      (float **)&s->table};
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += (sizes[i] + 16) & ~(uint64_t)15;
     s->block = total < ((uint64_t)1 << 60) / sizeof(float) ? aligned_alloc(64, (size_t)total * sizeof(float)) : NULL;
@@ -572,20 +620,40 @@ mxl_status mxl_decoder_state_create_ex(const mxl_decoder *d, int64_t max_ctx, in
     mxl_rope_freqs(&hp->rope_local, max_ctx, s->inv_freq_local, &s->attn_factor_local);
     const char *ref = getenv("MXL_DECODER_REFERENCE");
     s->reference = ref && strcmp(ref, "1") == 0;
-    mxl_dtype kt = kv_dtype(s->k_req, s->reference), vt = kv_dtype(s->v_req, s->reference);
-    if (!kv_alloc(s, kt, vt, &s->kv)) {
-        uint64_t mb = (kv * (kv_elem_bytes(kt) + kv_elem_bytes(vt))) >> 20;
-        free(s->block);
-        free(s);
-        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory allocating the KV cache (%llu MB)", (unsigned long long)mb);
+    if (kvp) {
+        s->kvp = kvp;
+    } else {
+        mxl_kv_pool_cfg pc;
+        mxl_status st = mxl_decoder_kv_pool_cfg(d, &o, s->reference, s->max_blocks, &pc, err);
+        if (!st) st = mxl_kv_pool_create(&pc, &s->kvp, err);
+        if (st) {
+            free(s->block);
+            free(s);
+            return st;
+        }
+        s->own_pool = true;
     }
     *out = s;
     return MXL_OK;
 }
 
+mxl_status mxl_decoder_state_create_ex(const mxl_decoder *d, int64_t max_ctx, int64_t max_batch,
+                                       mxl_threadpool *pool, const mxl_decoder_kv_opts *opts,
+                                       mxl_decoder_state **out, mxl_error *err) {
+    return state_create(d, NULL, max_ctx, max_batch, pool, opts, out, err);
+}
+
+mxl_status mxl_decoder_state_create_pooled(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t max_ctx, int64_t max_batch,
+                                           mxl_threadpool *pool, mxl_decoder_state **out, mxl_error *err) {
+    *out = NULL;
+    if (!kvp) return mxl_error_set(err, MXL_ERR_ARG, "no KV pool given");
+    return state_create(d, kvp, max_ctx, max_batch, pool, NULL, out, err);
+}
+
 void mxl_decoder_state_destroy(mxl_decoder_state *s) {
     if (!s) return;
-    free(s->kv.block);
+    kv_release_from(s, 0);
+    if (s->own_pool) mxl_kv_pool_destroy(s->kvp);
     free(s->block);
     free(s);
 }
@@ -594,38 +662,93 @@ static mxl_decoder_kv_type kv_type_of(mxl_dtype t) {
     return t == MXL_DTYPE_F32 ? MXL_DECODER_KV_F32 : t == MXL_DTYPE_F16 ? MXL_DECODER_KV_F16 : MXL_DECODER_KV_I8;
 }
 
-mxl_decoder_kv_type mxl_decoder_state_kv_type(const mxl_decoder_state *s, bool v) { return kv_type_of(v ? s->kv.v_type : s->kv.k_type); }
+mxl_decoder_kv_type mxl_decoder_state_kv_type(const mxl_decoder_state *s, bool v) { return kv_type_of(pool_type(s, v)); }
 
-uint64_t mxl_decoder_state_kv_bytes(const mxl_decoder_state *s) { return s->kv.bytes; }
+uint64_t mxl_decoder_state_kv_bytes(const mxl_decoder_state *s) {
+    uint64_t bb = mxl_kv_pool_block_bytes(mxl_kv_pool_config(s->kvp));
+    return bb * (uint64_t)(s->own_pool ? s->max_blocks : s->n_table);
+}
 
 int64_t mxl_decoder_state_pos(const mxl_decoder_state *s) { return s->pos; }
 
 int64_t mxl_decoder_state_capacity(const mxl_decoder_state *s) { return s->max_ctx; }
 
 void mxl_decoder_state_truncate(mxl_decoder_state *s, int64_t pos) {
-    /* Cache rows at >= pos stay in memory but are never read again: attention reads rows below
-     * the query's position only, and the next forward overwrites them from pos on. */
+    /* Rows at >= pos of the last kept block stay in memory but are never read again: attention
+     * reads rows below the query's position only, and the next forward overwrites them from pos
+     * on (after copying the block if it is shared). Whole blocks past pos go back to the pool. */
     if (pos < 0) pos = 0;
     if (pos < s->pos) s->pos = pos;
+    kv_release_from(s, blocks_for(s->pos));
+}
+
+mxl_kv_pool *mxl_decoder_state_kv_pool(const mxl_decoder_state *s) { return s->kvp; }
+
+int64_t mxl_decoder_state_blocks(const mxl_decoder_state *s, const int32_t **ids) {
+    if (ids) *ids = s->table;
+    return blocks_for(s->pos);
+}
+
+mxl_status mxl_decoder_state_adopt(mxl_decoder_state *s, const int32_t *ids, int64_t n_pos, mxl_error *err) {
+    if (n_pos < 0 || n_pos > s->max_ctx)
+        return mxl_error_set(err, MXL_ERR_ARG, "cannot adopt %lld positions into a context of %lld", (long long)n_pos,
+                             (long long)s->max_ctx);
+    int64_t nb = blocks_for(n_pos), nblk = mxl_kv_pool_config(s->kvp)->n_blocks;
+    for (int64_t i = 0; i < nb; i++)
+        if (ids[i] < 0 || ids[i] >= nblk)
+            return mxl_error_set(err, MXL_ERR_ARG, "block id %d is not in the KV pool of %lld blocks", ids[i], (long long)nblk);
+    /* take the new references before dropping the old ones: the lists may overlap */
+    for (int64_t i = 0; i < nb; i++) mxl_kv_pool_retain(s->kvp, ids[i]);
+    kv_release_from(s, 0);
+    for (int64_t i = 0; i < nb; i++) s->table[i] = ids[i];
+    s->n_table = nb;
+    s->pos = n_pos;
+    return MXL_OK;
+}
+
+mxl_status mxl_decoder_state_fork(mxl_decoder_state *dst, const mxl_decoder_state *src, int64_t n_pos, mxl_error *err) {
+    if (dst == src) return mxl_error_set(err, MXL_ERR_ARG, "a state cannot fork from itself");
+    if (dst->kvp != src->kvp) return mxl_error_set(err, MXL_ERR_ARG, "fork: the states use different KV pools");
+    if (dst->n_layers != src->n_layers || dst->kv_dim != src->kv_dim)
+        return mxl_error_set(err, MXL_ERR_ARG, "fork: the states were made for different models");
+    if (n_pos < 0 || n_pos > src->pos)
+        return mxl_error_set(err, MXL_ERR_ARG, "fork: %lld positions asked, the source holds %lld", (long long)n_pos,
+                             (long long)src->pos);
+    return mxl_decoder_state_adopt(dst, src->table, n_pos, err);
 }
 
 void mxl_decoder_state_set_reference(mxl_decoder_state *s, bool on) {
     s->reference = on;
+    if (!s->own_pool) return; /* a shared pool's storage is fixed */
     mxl_dtype kt = kv_dtype(s->k_req, on), vt = kv_dtype(s->v_req, on);
-    if (kt == s->kv.k_type && vt == s->kv.v_type) return;
-    kv_store n;
-    if (!kv_alloc(s, kt, vt, &n)) return; /* keeps the current storage */
-    /* re-store the cached positions through f32, one row at a time in the workspace's k rows */
+    if (kt == pool_type(s, false) && vt == pool_type(s, true)) return;
+    mxl_kv_pool_cfg c = *mxl_kv_pool_config(s->kvp);
+    c.k_type = kt;
+    c.v_type = vt;
+    c.group = s->kv_group;
+    mxl_kv_pool *n = NULL;
+    if (mxl_kv_pool_create(&c, &n, NULL)) return; /* keeps the current storage */
+    /* a fresh pool hands out blocks 0, 1, ...: block i of the table moves to id i, its rows
+     * re-stored through f32, one row at a time in the workspace's k rows */
+    int64_t nb = blocks_for(s->pos);
+    for (int64_t i = 0; i < nb; i++) {
+        int32_t id = -1;
+        mxl_status st = mxl_kv_pool_alloc(n, &id, NULL);
+        MXL_ASSERT(st == MXL_OK && id == i);
+    }
     for (int64_t l = 0; l < s->n_layers; l++)
         for (int64_t p = 0; p < s->pos; p++) {
-            int64_t row = l * s->max_ctx + p;
+            const int32_t nid[1] = {(int32_t)(p / MXL_KV_BLOCK)};
             for (int v = 0; v < 2; v++) {
-                kv_get(s, &s->kv, v, row, s->k);
-                kv_put(s, &n, v, row, s->k);
+                kv_get(s, s->kvp, s->table, v, l, p, s->k);
+                kv_put(s, n, nid, v, l, p % MXL_KV_BLOCK, s->k);
             }
         }
-    free(s->kv.block);
-    s->kv = n;
+    kv_release_from(s, 0);
+    mxl_kv_pool_destroy(s->kvp);
+    s->kvp = n;
+    for (int64_t i = 0; i < nb; i++) s->table[i] = (int32_t)i;
+    s->n_table = nb;
 }
 
 static void matmul(const mxl_cpu_weight *W, const float *x, int64_t n, float *y, mxl_decoder_state *s) {
@@ -686,18 +809,19 @@ static void attend_span(const fwd_pass *f, const row_span *sp, mxl_threadpool *p
     const mxl_decoder_layer *L = &f->d->layers[f->layer];
     mxl_decoder_state *s = sp->s;
     int64_t hd = hp->head_dim, qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd;
-    const kv_store *st = &s->kv;
-    int64_t row0 = f->layer * s->max_ctx; /* the layer's first cache row */
+    const mxl_kv_pool *kvp = s->kvp;
+    const mxl_kv_pool_cfg *pc = mxl_kv_pool_config(kvp);
+    int64_t e0 = f->layer * MXL_KV_BLOCK * kvd; /* the layer's rows within a block */
+    const float *ks = mxl_kv_pool_k_scale(kvp), *vs = mxl_kv_pool_v_scale(kvp);
     mxl_attn_params ap = {(int)hp->n_heads, (int)hp->n_kv_heads, (int)hd, L->attn_scale, hp->attn_softcap, NULL,
                           L->sliding ? hp->sliding_window : 0, 1};
-    mxl_kv_split_view kv = {
-        st->k_type, st->v_type,
-        (const uint8_t *)st->k + (size_t)(row0 * kvd) * kv_elem_bytes(st->k_type),
-        (const uint8_t *)st->v + (size_t)(row0 * kvd) * kv_elem_bytes(st->v_type),
-        st->k_scale ? st->k_scale + row0 * (kvd / s->kv_group) : NULL,
-        st->v_scale ? st->v_scale + row0 * (kvd / s->kv_group) : NULL,
-        s->kv_group, sp->pos + sp->n, kvd};
-    mxl_cpu_attention_kv(&ap, f->ws->q + sp->row0 * qd, sp->n, f->ws->q_pos + sp->row0, &kv, f->ws->att + sp->row0 * qd,
+    mxl_kv_paged_view kv = {
+        pc->k_type, pc->v_type,
+        (const uint8_t *)mxl_kv_pool_k(kvp) + (size_t)e0 * kv_elem_bytes(pc->k_type),
+        (const uint8_t *)mxl_kv_pool_v(kvp) + (size_t)e0 * kv_elem_bytes(pc->v_type),
+        ks ? ks + e0 / pc->group : NULL, vs ? vs + e0 / pc->group : NULL,
+        pc->group, sp->pos + sp->n, kvd, MXL_KV_BLOCK, mxl_kv_pool_block_stride(kvp), s->table};
+    mxl_cpu_attention_paged(&ap, f->ws->q + sp->row0 * qd, sp->n, f->ws->q_pos + sp->row0, &kv, f->ws->att + sp->row0 * qd,
                       scratch, pool, mxl_cpu_isa_detect());
 }
 
@@ -741,9 +865,9 @@ static void attention_block(fwd_pass *f, int64_t l, const float *h) {
         }
         /* append in the state's storage types (f16 / int8 conversion here, once per token) */
         for (int64_t t = 0; t < sp->n; t++) {
-            int64_t row = l * sp->s->max_ctx + sp->pos + t;
-            kv_put(sp->s, &sp->s->kv, false, row, ws->k + (sp->row0 + t) * kvd);
-            kv_put(sp->s, &sp->s->kv, true, row, ws->v + (sp->row0 + t) * kvd);
+            mxl_decoder_state *s = sp->s;
+            kv_put(s, s->kvp, s->table, false, l, sp->pos + t, ws->k + (sp->row0 + t) * kvd);
+            kv_put(s, s->kvp, s->table, true, l, sp->pos + t, ws->v + (sp->row0 + t) * kvd);
         }
     }
     f->layer = l;
@@ -843,6 +967,7 @@ mxl_status mxl_decoder_forward(const mxl_decoder *d, mxl_decoder_state *s, const
         return mxl_error_set(err, MXL_ERR_ARG, "context full: %lld tokens at position %lld exceed the context of %lld",
                              (long long)n, (long long)s->pos, (long long)s->max_ctx);
     if ((st = check_ids(d, tokens, n, err))) return st;
+    if ((st = kv_reserve(s, s->pos, n, err))) return st;
     for (int64_t off = 0; off < n; off += s->max_batch) {
         int64_t m = n - off < s->max_batch ? n - off : s->max_batch;
         row_span sp = {s, 0, m, s->pos};
@@ -861,6 +986,7 @@ mxl_status mxl_decoder_forward_hidden(const mxl_decoder *d, mxl_decoder_state *s
         return mxl_error_set(err, MXL_ERR_ARG, "context full: %lld tokens at position %lld exceed the context of %lld",
                              (long long)n, (long long)s->pos, (long long)s->max_ctx);
     if ((st = check_ids(d, tokens, n, err))) return st;
+    if ((st = kv_reserve(s, s->pos, n, err))) return st;
     int64_t H = d->hp.hidden;
     for (int64_t off = 0; off < n; off += s->max_batch) {
         int64_t m = n - off < s->max_batch ? n - off : s->max_batch;
@@ -910,6 +1036,13 @@ mxl_status mxl_decoder_forward_batch(const mxl_decoder *d, mxl_decoder_state *co
     if (!ws)
         return mxl_error_set(err, MXL_ERR_ARG, "a batch of %lld sequences needs a state made for batches of at least %lld tokens",
                              (long long)n_seqs, (long long)n_seqs);
+    /* each sequence's next position in a writable block (blocks got before a failure stay held,
+     * which changes no position or content) */
+    for (int64_t i = 0; i < n_seqs; i++)
+        if ((st = kv_reserve(states[i], states[i]->pos, 1, err))) {
+            mxl_error_prefix(err, "sequence %lld of the batch: ", (long long)i);
+            return st;
+        }
     for (int64_t i = 0; i < n_seqs; i++) ws->spans[i] = (row_span){states[i], i, 1, states[i]->pos};
     fwd_pass f = {d, ws, ws->spans, n_seqs, n_seqs, 0};
     forward_rows(&f, tokens);

@@ -40,6 +40,7 @@
 #include "core/status.h"
 #include "core/threadpool.h"
 #include "models/checkpoint.h"
+#include "models/kv_pool.h"
 
 typedef enum mxl_norm_kind {
     MXL_NORM_RMS = 0, /* x / rms(x) * w  (or * (1 + w) with norm_plus_one) */
@@ -141,16 +142,45 @@ typedef struct mxl_decoder_kv_opts {
 
 /* One sequence's KV cache and all scratch buffers for up to max_batch tokens per call. max_ctx is
  * capped at the model's max_position_embeddings. mxl_decoder_state_create uses MXL_DECODER_KV_AUTO for
- * K and V; the _ex form takes the types (opts NULL: AUTO). */
+ * K and V; the _ex form takes the types (opts NULL: AUTO).
+ * The cache is paged: blocks of MXL_KV_BLOCK (32) positions from a KV block pool
+ * (models/kv_pool.h) found through the state's block table; blocks are taken from the pool as the
+ * sequence grows (never inside the matmul/attention loop: before a forward runs) and given back on
+ * truncate / destroy. States made by create / create_ex own a private pool of ceil(max_ctx / 32)
+ * blocks (so they never run dry); mxl_decoder_state_create_pooled puts a state on a shared pool,
+ * where states can share prefix blocks (mxl_decoder_state_adopt / _fork, copy-on-write) and a
+ * forward fails with MXL_ERR_NOMEM, leaving the position unchanged, when the pool is exhausted. */
 typedef struct mxl_decoder_state mxl_decoder_state;
 mxl_status mxl_decoder_state_create(const mxl_decoder *d, int64_t max_ctx, int64_t max_batch,
                                     mxl_threadpool *pool, mxl_decoder_state **out, mxl_error *err);
 mxl_status mxl_decoder_state_create_ex(const mxl_decoder *d, int64_t max_ctx, int64_t max_batch,
                                        mxl_threadpool *pool, const mxl_decoder_kv_opts *opts,
                                        mxl_decoder_state **out, mxl_error *err);
+/* A state on a shared pool made with mxl_decoder_kv_pool_cfg (the pool's types are the cache's;
+ * max_ctx is still the state's context capacity). The pool must outlive the state. */
+mxl_status mxl_decoder_state_create_pooled(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t max_ctx, int64_t max_batch,
+                                           mxl_threadpool *pool, mxl_decoder_state **out, mxl_error *err);
+/* The pool configuration for this model's states with the given types (AUTO resolved for the
+ * path: reference = f32, else f16) and n_blocks blocks. */
+mxl_status mxl_decoder_kv_pool_cfg(const mxl_decoder *d, const mxl_decoder_kv_opts *opts, bool reference, int64_t n_blocks,
+                                   mxl_kv_pool_cfg *out, mxl_error *err);
+mxl_kv_pool *mxl_decoder_state_kv_pool(const mxl_decoder_state *s);
+/* The block table: *ids [n] with n = ceil(pos / 32); block i holds positions 32i .. 32i + 31. */
+int64_t mxl_decoder_state_blocks(const mxl_decoder_state *s, const int32_t **ids);
+/* Replaces the state's cache by positions 0..n_pos-1 held in blocks ids[0 .. ceil(n_pos / 32)) of
+ * the state's pool, by reference (each block's refcount + 1; the old blocks are released): the
+ * next forward runs at position n_pos. The blocks must hold those positions of the same token
+ * prefix (a state's table, or prompt-cache hits of mxl_kv_pool_lookup); a shared block is copied
+ * before the state writes into it. Fails (nothing changed) when n_pos exceeds the capacity or an
+ * id is outside the pool. */
+mxl_status mxl_decoder_state_adopt(mxl_decoder_state *s, const int32_t *ids, int64_t n_pos, mxl_error *err);
+/* dst adopts the first n_pos (<= src's position) positions of src; both on the same pool. Running
+ * dst on from there gives, bit for bit, the logits of a state that ran the whole prefix itself. */
+mxl_status mxl_decoder_state_fork(mxl_decoder_state *dst, const mxl_decoder_state *src, int64_t n_pos, mxl_error *err);
 /* The storage in use now for K (v false) or V (v true): F32, F16 or I8, never AUTO. */
 mxl_decoder_kv_type mxl_decoder_state_kv_type(const mxl_decoder_state *s, bool v);
-/* Bytes of the KV cache storage (K and V of every layer and position, int8 scales included). */
+/* Bytes of the KV cache storage (K and V of every layer and position, int8 scales included): the
+ * private pool's size (ceil(max_ctx / 32) blocks), or the blocks held now on a shared pool. */
 uint64_t mxl_decoder_state_kv_bytes(const mxl_decoder_state *s);
 void mxl_decoder_state_destroy(mxl_decoder_state *s);
 /* Number of positions in the cache (the next token runs at this position). */
@@ -166,7 +196,8 @@ void mxl_decoder_state_truncate(mxl_decoder_state *s, int64_t pos);
  * switched on for new states by the environment variable MXL_DECODER_REFERENCE=1. An AUTO cache
  * follows the path: switching re-stores the cached positions in the path's type (f32 <-> f16;
  * f16 -> f32 is exact), so a reference state made by mxl_decoder_state_create keeps f32 KV. If
- * that allocation fails the cache keeps its current storage (mxl_decoder_state_kv_type says). */
+ * that allocation fails the cache keeps its current storage (mxl_decoder_state_kv_type says).
+ * A state on a shared pool keeps the pool's storage (only the matmul path switches). */
 void mxl_decoder_state_set_reference(mxl_decoder_state *s, bool on);
 /* Runs tokens[0..n) at the next positions (in chunks of max_batch) and writes the logits of the
  * last one to logits[vocab]. Fails (nothing appended) when the context would overflow or an id is

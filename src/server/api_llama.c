@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/constraint.h"
 #include "server/server_internal.h"
 
 void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r) {
@@ -24,6 +25,8 @@ void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r) {
     const json_t *p = json_object_get(body, "prompt");
     const json_t *v;
     if (!mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg)) goto bad;
+    /* grammar / json_schema */
+    if (!mxl_srv_parse_constraint(body, false, s->defaults.sampling.grammar, &g->params, msg, sizeof msg)) goto bad;
     v = json_object_get(body, "stream");
     if (v && !json_is_null(v)) {
         if (!json_is_boolean(v)) {
@@ -314,9 +317,16 @@ void mxl_api_cache_stats(mxl_server *s, mxl_http_req *r) {
     mxl_sched_slot_info info[1];
     mxl_sched_get_stats(s->sched, &st, info, 0);
     uint64_t total = st.prompt_tokens_total + st.prompt_tokens_cached_total;
-    mxl_http_send_json(r, 200, json_pack("{s:b, s:s, s:i, s:I, s:I, s:f, s:I, s:I, s:f}", "enabled", s->cfg->prompt_cache, "scope", "slot",
+    json_t *o = json_pack("{s:b, s:s, s:i, s:I, s:I, s:f, s:I, s:I, s:f}", "enabled", s->cfg->prompt_cache, "scope", "pool",
                                          "slots", st.n_slots, "requests", (json_int_t)st.requests_started, "hits", (json_int_t)st.cache_hits,
                                          "hit_rate", st.requests_started ? (double)st.cache_hits / (double)st.requests_started : 0.0,
                                          "prompt_tokens", (json_int_t)total, "cached_tokens", (json_int_t)st.prompt_tokens_cached_total,
-                                         "cached_fraction", total ? (double)st.prompt_tokens_cached_total / (double)total : 0.0));
+                                         "cached_fraction", total ? (double)st.prompt_tokens_cached_total / (double)total : 0.0);
+    /* the paged KV pool (blocks of 32 positions, scheduler.h) */
+    json_object_set_new(o, "blocks", json_pack("{s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:I, s:I}", "total", (json_int_t)st.kv_blocks_total, "used",
+                                               (json_int_t)st.kv_blocks_used, "cached", (json_int_t)st.kv_blocks_cached, "free",
+                                               (json_int_t)st.kv_blocks_free, "block_tokens", MXL_KV_BLOCK, "block_bytes",
+                                               (json_int_t)st.kv_block_bytes, "hit_tokens", (json_int_t)st.cache_block_hit_tokens,
+                                               "evictions", (json_int_t)st.kv_evictions, "preemptions", (json_int_t)st.preemptions));
+    mxl_http_send_json(r, 200, o);
 }

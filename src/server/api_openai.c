@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/constraint.h"
 #include "server/server_internal.h"
 
 #define MAX_CHOICES 16
@@ -140,24 +141,6 @@ bool mxl_srv_chat_opts(const mxl_server *s, const json_t *body, mxl_chat_opts *o
     return true;
 }
 
-/* Constrained output is not built yet: say so rather than ignore it. */
-static bool structured_output_ok(const json_t *body, char *msg, size_t ml) {
-    const json_t *rf = json_object_get(body, "response_format");
-    if (rf && !json_is_null(rf)) {
-        const char *type = json_string_value(json_object_get(rf, "type"));
-        if (!json_is_object(rf) || !type) return snprintf(msg, ml, "'response_format' must be an object with a 'type'"), false;
-        if (!strcmp(type, "json_object") || !strcmp(type, "json_schema"))
-            return snprintf(msg, ml, "response_format '%s' (constrained output) is not supported by this server yet", type), false;
-        if (strcmp(type, "text") != 0) return snprintf(msg, ml, "response_format type '%s' is not one of text, json_object, json_schema", type), false;
-    }
-    const char *keys[] = {"grammar", "json_schema"};
-    for (size_t i = 0; i < 2; i++) {
-        const json_t *v = json_object_get(body, keys[i]);
-        if (v && !json_is_null(v)) return snprintf(msg, ml, "'%s' (constrained output) is not supported by this server yet", keys[i]), false;
-    }
-    return true;
-}
-
 /* Renders the conversation. A last message from the assistant is a prefill the model continues
  * (llama-server's assistant prefill / vLLM's continue_final_message): the turns before it are
  * rendered with the generation prompt and its content is appended verbatim. */
@@ -266,7 +249,8 @@ void mxl_api_openai_chat(mxl_server *s, mxl_http_req *r) {
         g->top_logprobs = (int)json_integer_value(v);
     }
     g->params.n_probs = g->logprobs ? (g->top_logprobs > 0 ? g->top_logprobs : 1) : 0;
-    if (!structured_output_ok(body, msg, sizeof msg)) goto bad;
+    /* grammar / json_schema / response_format (json_object, json_schema) */
+    if (!mxl_srv_parse_constraint(body, true, s->defaults.sampling.grammar, &g->params, msg, sizeof msg)) goto bad;
     size_t len = 0;
     mxl_error err = {0};
     if (!render_with_prefill(s, body, msgs, &o, &g->prompt_text, &len, msg, sizeof msg)) goto bad;
@@ -301,6 +285,7 @@ void mxl_api_openai_completions(mxl_server *s, mxl_http_req *r) {
         return;
     }
     if (!parse_stream(body, g, msg, sizeof msg) || !mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg) ||
+        !mxl_srv_parse_constraint(body, true, s->defaults.sampling.grammar, &g->params, msg, sizeof msg) ||
         !mxl_srv_parse_prompts(s, json_object_get(body, "prompt"), g, msg, sizeof msg))
         goto bad;
     const json_t *v = json_object_get(body, "logprobs");

@@ -1,6 +1,9 @@
 /* config.c - serve flags and environment (config.h). */
 #include "server/config.h"
 
+#include "server/constraint.h"
+
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -90,6 +93,17 @@ static const opt k_opts[] = {
     {"--no-warmup", NULL, K_OFF, F(warmup), 0, 0, NULL},
     {"--prompt-cache-enabled", "MLXCEL_PROMPT_CACHE_ENABLED", K_BOOLV, F(prompt_cache), 0, 0, "reuse prompt prefixes (default on)"},
     {"--no-prompt-cache", NULL, K_OFF, F(prompt_cache), 0, 0, NULL},
+    {"--prompt-cache-capacity-bytes", "MLXCEL_PROMPT_CACHE_CAPACITY_BYTES", K_INT, F(prompt_cache_capacity), 0, INT64_C(1) << 50, "bytes of unreferenced cached prefix blocks (2 GiB)"},
+    {"--prompt-cache-max-entries", "MLXCEL_PROMPT_CACHE_MAX_ENTRIES", K_INT, F(prompt_cache_max_entries), 0, INT64_C(1) << 30, "most unreferenced cached blocks of 32 tokens (1024)"},
+    {"--prompt-cache-ttl", "MLXCEL_PROMPT_CACHE_TTL", K_INT, F(prompt_cache_ttl), 0, INT64_C(1) << 40, "seconds a cached block lives after its last use (3600; 0: forever)"},
+    {"--prompt-cache-min-prefix", "MLXCEL_PROMPT_CACHE_MIN_PREFIX", K_INT, F(prompt_cache_min_prefix), 0, INT64_C(1) << 30, "shortest prefix cached or reused across slots (32)"},
+    {"--prompt-cache-snapshot-capacity-bytes", "MLXCEL_PROMPT_CACHE_SNAPSHOT_CAPACITY_BYTES", K_INT, F(snapshot_capacity), 0, INT64_C(1) << 50, "recurrent models' snapshots (none run here: no effect)"},
+    {"--prompt-cache-snapshot-max-entries", "MLXCEL_PROMPT_CACHE_SNAPSHOT_MAX_ENTRIES", K_INT, F(snapshot_max_entries), 0, INT64_C(1) << 30, NULL},
+    {"--prompt-cache-snapshot-ttl", "MLXCEL_PROMPT_CACHE_SNAPSHOT_TTL", K_INT, F(snapshot_ttl), 0, INT64_C(1) << 40, NULL},
+    {"--kv-cache-budget", "MLXCEL_KV_CACHE_BUDGET", K_STR, F(kv_cache_budget), 0, 0, "KV block pool: auto | BYTES | none (default auto)"},
+    {"--kv-admission-watermark", "MLXCEL_KV_ADMISSION_WATERMARK", K_DBL, F(kv_watermark), 0, 0, "pool fraction admission keeps free while rows decode, 0..0.5 (0.01)"},
+    {"--enable-preemption", NULL, K_ON, F(enable_preemption), 0, 0, "preempt running sequences when the KV pool runs dry"},
+    {"--preemption-policy", NULL, K_STR, F(preemption_policy), 0, 0, "longest-first | lowest-priority (default longest-first)"},
     {"--temp|--temperature", NULL, K_FLT, S(temp), 0, 0, "default temperature (0.8)"},
     {"--top-k", "LLAMA_ARG_TOP_K", K_INT32, S(top_k), 0, INT32_MAX, "default top-k (40)"},
     {"--top-p", NULL, K_FLT, S(top_p), 0, 0, "default top-p (0.9)"},
@@ -114,8 +128,8 @@ static const opt k_opts[] = {
     {"--model-draft|-md|--draft-model", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--draft-max|--draft|--spec-draft-n-max|--draft-n|--draft-kind|--draft-block-size|--prompt-lookup-max-batch", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--models-dir|--models-preset|--models-max|--hf-file|-hff|--model-url|-mu|--docker-repo|-dr", NULL, K_REFUSED_V, 0, 0, 0, NULL},
-    {"--models-autoload|--no-models-autoload|--webui|--ui|--enable-preemption|--settings|--lora-fuse|--lora-init-without-apply|--estimate-memory|--force|--no-memory-check|--enable-vlm-prefix-cache", NULL, K_REFUSED, 0, 0, 0, NULL},
-    {"--adapter|--lora|--lora-scaled|--surgery|--revision|--preemption-policy|--max-batch-prefill|--max-batch-prefill-tokens|--max-kv-size|--decode-storage-backend|--kv-cache-budget|--kv-admission-watermark|--kv-bits|--kv-group-size|--kv-quant-scheme|--kv-skip-last-layer|--turbo-boundary-v", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--models-autoload|--no-models-autoload|--webui|--ui|--settings|--lora-fuse|--lora-init-without-apply|--estimate-memory|--force|--no-memory-check|--enable-vlm-prefix-cache", NULL, K_REFUSED, 0, 0, 0, NULL},
+    {"--adapter|--lora|--lora-scaled|--surgery|--revision|--max-batch-prefill|--max-batch-prefill-tokens|--max-kv-size|--decode-storage-backend|--kv-bits|--kv-group-size|--kv-quant-scheme|--kv-skip-last-layer|--turbo-boundary-v", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--vision-cache-size|--media-path|--max-image-payload-size|--max-images|--video-max-frames|--video-fps|--max-image-width|--max-image-height|--max-image-decode-alloc-bytes|--audio-queue-depth|--audio-request-timeout-secs|--image-model", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--embedding-model", "LLAMA_ARG_EMBEDDING_MODEL|MLXCEL_EMBEDDING_MODEL", K_STR, F(embedding_model), 0, 0, "embedding model beside the chat model"},
     {"--reranker-model", "LLAMA_ARG_RERANKER_MODEL|MLXCEL_RERANKER_MODEL", K_STR, F(reranker_model), 0, 0, "reranker beside the chat model"},
@@ -128,9 +142,13 @@ static const opt k_opts[] = {
     {"--embd-normalize", NULL, K_INT, F(embd_normalize), -1, 1000, "embedding normalization (-1 none, 0 max-abs, 1 taxicab, 2 euclidean, >2 p-norm)"},
     {"--embedding|--embeddings", NULL, K_ON, F(embedding_mode), 0, 0, "embedding-only compatibility mode"},
     {"--rerank|--reranking", NULL, K_ON, F(rerank_mode), 0, 0, "reranking-only compatibility mode"},
-    {"--max-denoising-steps|--diffusion-sampler|--diffusion-threshold|--slot-save-path|--sleep-idle-seconds|--grammar|--grammar-file|--json-schema|--json-schema-file|--hf-token|--model-store-root", NULL, K_REFUSED_V, 0, 0, 0, NULL},
-    {"--prompt-cache-capacity-bytes|--prompt-cache-max-entries|--prompt-cache-ttl|--prompt-cache-min-prefix|--prompt-cache-snapshot-capacity-bytes|--prompt-cache-snapshot-max-entries|--prompt-cache-snapshot-ttl|--apc-enabled|--apc-block-size|--apc-num-blocks|--apc-hash", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--max-denoising-steps|--diffusion-sampler|--diffusion-threshold|--slot-save-path|--sleep-idle-seconds|--hf-token|--model-store-root", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--apc-enabled|--apc-block-size|--apc-num-blocks|--apc-hash", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--responses-store-max-entries|--responses-store-ttl-secs|--conversation-store-max-entries|--conversation-store-ttl-secs", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--grammar", NULL, K_STR, F(grammar), 0, 0, "GBNF grammar constraining every generation a request does not constrain itself"},
+    {"--grammar-file", NULL, K_STR, F(grammar_file), 0, 0, "the --grammar from a file"},
+    {"--json-schema|-j", NULL, K_STR, F(json_schema), 0, 0, "JSON Schema constraining every generation ({}: any JSON object)"},
+    {"--json-schema-file|-jf", NULL, K_STR, F(json_schema_file), 0, 0, "the --json-schema from a file"},
     {"--dry-multiplier", NULL, K_FLT, S(dry_multiplier), 0, 0, "DRY multiplier (0.0: off)"},
     {"--dry-base", NULL, K_FLT, S(dry_base), 0, 0, "DRY base (1.75)"},
     {"--dry-allowed-length", NULL, K_INT32, S(dry_allowed_length), 0, INT32_MAX, "DRY allowed length (2)"},
@@ -254,6 +272,14 @@ static void defaults(mxl_server_config *c) {
     c->slots = true;
     c->warmup = true;
     c->prompt_cache = true;
+    c->prompt_cache_capacity = INT64_C(2147483648);
+    c->prompt_cache_max_entries = 1024;
+    c->prompt_cache_ttl = 3600;
+    c->prompt_cache_min_prefix = 32;
+    c->snapshot_capacity = 536870912;
+    c->snapshot_max_entries = 4096;
+    c->snapshot_ttl = 7200;
+    c->kv_watermark = 0.01;
     mxl_sampler_params_default(&c->sampling);
     c->sampling.temp = 0.8f;
     c->sampling.top_k = 40;
@@ -270,7 +296,29 @@ static void defaults(mxl_server_config *c) {
     c->embd_normalize = -1000; /* the checkpoint's */
 }
 
+/* --kv-cache-budget: auto, none (or 0), or a byte count with an optional K/M/G/T suffix (powers of 1024). */
+static mxl_status parse_kv_budget(mxl_server_config *c, mxl_error *err) {
+    const char *v = c->kv_cache_budget;
+    if (!strcasecmp(v, "auto")) return c->kv_budget = 0, MXL_OK;
+    if (!strcasecmp(v, "none") || !strcmp(v, "0")) return c->kv_budget = -1, MXL_OK;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    int shift = 0;
+    if (end && *end) {
+        const char *u = "KMGT", *q = strchr(u, toupper((unsigned char)*end));
+        if (q && *q) shift = 10 * (int)(q - u + 1), end++;
+        if (*end == 'i' || *end == 'I') end++;
+        if (*end == 'b' || *end == 'B') end++;
+    }
+    if (errno || end == v || *end || v[0] == '-' || x == 0 || x > (UINT64_C(1) << 50) >> shift)
+        return mxl_error_set(err, MXL_ERR_ARG, "--kv-cache-budget: expected auto, none or a byte count, got '%s'", v);
+    c->kv_budget = (int64_t)(x << shift);
+    return MXL_OK;
+}
+
 mxl_status mxl_server_config_parse(int argc, char **argv, mxl_server_config *c, mxl_error *err) {
+    mxl_status st_;
     defaults(c);
     /* environment first: flags given on the command line override it */
     for (const opt *o = k_opts; o->names; o++) {
@@ -320,6 +368,10 @@ mxl_status mxl_server_config_parse(int argc, char **argv, mxl_server_config *c, 
         if (st) return st;
     }
     if (c->help) return MXL_OK;
+    if (c->kv_cache_budget && (st_ = parse_kv_budget(c, err))) return st_;
+    if (c->kv_watermark > 0.5) return mxl_error_set(err, MXL_ERR_ARG, "--kv-admission-watermark: %g is outside [0, 0.5]", c->kv_watermark);
+    if (c->preemption_policy && strcmp(c->preemption_policy, "longest-first") && strcmp(c->preemption_policy, "lowest-priority"))
+        return mxl_error_set(err, MXL_ERR_ARG, "--preemption-policy: expected longest-first or lowest-priority, got '%s'", c->preemption_policy);
     if (c->api_key && c->api_key_file) return mxl_error_set(err, MXL_ERR_ARG, "--api-key and --api-key-file are mutually exclusive");
     if (c->allowed_origins && c->cors_origins) return mxl_error_set(err, MXL_ERR_ARG, "--allowed-origins and --cors-origins are mutually exclusive");
     if (!!c->ssl_cert_file != !!c->ssl_key_file) return mxl_error_set(err, MXL_ERR_ARG, "--ssl-cert-file and --ssl-key-file must be given together");
@@ -340,6 +392,18 @@ mxl_status mxl_server_config_parse(int argc, char **argv, mxl_server_config *c, 
     if (c->pooling && strcmp(c->pooling, "mean") && strcmp(c->pooling, "cls") && strcmp(c->pooling, "last") && strcmp(c->pooling, "rank"))
         return mxl_error_set(err, MXL_ERR_ARG, "--pooling: expected mean, cls, last or rank, got '%s'", c->pooling);
     if (!c->model) return mxl_error_set(err, MXL_ERR_ARG, "a model is required: mlxcel serve -m <MODEL> (router mode is not supported yet)");
+    { /* --grammar / --json-schema (and their files) -> sampling.grammar, checked now; the text
+       * lives as long as the process (kept in a static so leak checkers see it reachable) */
+        static char *server_grammar;
+        char *gbnf = NULL;
+        mxl_status st = mxl_srv_constraint_from_flags(c->grammar, c->grammar_file, c->json_schema, c->json_schema_file, &gbnf, err);
+        if (st) return st;
+        if (gbnf) {
+            free(server_grammar);
+            server_grammar = gbnf;
+            c->sampling.grammar = gbnf;
+        }
+    }
     return MXL_OK;
 }
 

@@ -39,6 +39,14 @@ typedef struct mxl_server_config {
     bool slots, props, metrics, warmup;
     /* prompt cache */
     bool prompt_cache;
+    int64_t prompt_cache_capacity, prompt_cache_max_entries, prompt_cache_ttl, prompt_cache_min_prefix;
+    int64_t snapshot_capacity, snapshot_max_entries, snapshot_ttl; /* recurrent models only: accepted, unused */
+    /* paged KV pool */
+    const char *kv_cache_budget; /* auto | none | 0 | BYTES */
+    int64_t kv_budget;           /* parsed: 0 auto, -1 none, > 0 bytes */
+    double kv_watermark;
+    bool enable_preemption;
+    const char *preemption_policy; /* longest-first | lowest-priority */
     /* default sampling */
     mxl_sampler_params sampling;
     int64_t seed;
@@ -50,6 +58,8 @@ typedef struct mxl_server_config {
     const char *dry_breakers[MXL_SRV_MAX_MULTI];
     int n_dry_breakers;
     const char *samplers;
+    /* server-wide output constraint (a request's own wins); resolved into sampling.grammar (GBNF) */
+    const char *grammar, *grammar_file, *json_schema, *json_schema_file;
     /* embedding and reranking workers */
     const char *embedding_model, *reranker_model, *pooling;
     int64_t embedding_batch_size, embedding_max_length, embedding_queue_depth, embedding_timeout, rerank_batch_size, embd_normalize;

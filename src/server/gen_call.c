@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/constraint.h"
 #include "server/server_internal.h"
 
 static double now_ms(void) {
@@ -91,6 +92,8 @@ void mxl_gen_call_free(mxl_gen_call *g) {
     for (int i = 0; i < 16; i++) free(g->prompts[i]);
     for (int i = 0; i < 16; i++) mxl_chat_stream_destroy(g->pstream[i]);
     json_decref(g->tools);
+    /* the request's own grammar text (its jobs hold copies: mxl_sched_submit) */
+    free(mxl_srv_constraint_owned(&g->params, g->srv ? g->srv->defaults.sampling.grammar : NULL));
     if (g->ch) mxl_srv_channel_unref(g->ch);
     free(g->prompt_text);
     free(g->prompt_ids);

@@ -1,11 +1,16 @@
-/* scheduler.c - slots, queue and the engine loop (scheduler.h). */
+/* scheduler.c - slots, queue and the engine loop (scheduler.h), and the paged KV pool's policy:
+ * admission against the block budget, the cross-slot prompt cache (publish / adopt block chains),
+ * reclaiming idle slots, and preemption. The pool is touched by the engine thread only; its
+ * counts are copied into the stats (under mu) once per tick. */
 #include "server/scheduler.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now_ms(void) {
     struct timespec ts;
@@ -108,6 +113,8 @@ typedef struct job {
     char *stops[MXL_SEQ_MAX_STOP];
     char *breakers[32];
     mxl_logit_bias *bias;
+    char *cache_key;
+    char *grammar; /* the request's GBNF (read when the sequence starts) */ /* prompt_cache_key or NULL */
     double t_last; /* last progress, for the decode watchdog */
 } job;
 
@@ -118,6 +125,9 @@ typedef struct slot {
     bool prefilling;
     int waited;      /* ticks this prefill yielded to decodes */
     double t_start;
+    bool preempted;  /* its KV was given back: prefilling again to where it was */
+    uint64_t admit_no; /* admission order (a larger number is a lower priority) */
+    uint64_t seed;   /* prompt-cache chain seed of the job that filled its KV */
 } slot;
 
 struct mxl_sched {
@@ -133,13 +143,22 @@ struct mxl_sched {
     job *q_head, *q_tail;
     int q_len;
     mxl_sched_stats stats; /* counters under mu */
+    /* the paged KV pool (engine thread only) */
+    mxl_kv_pool *kvp;
+    int64_t n_blocks, watermark_blocks, cache_keep;
+    int32_t *hits;         /* [blocks of one slot's context] cache lookup scratch */
+    uint64_t admit_counter;
 };
+
+static int64_t blocks_for(int64_t n) { return (n + MXL_KV_BLOCK - 1) / MXL_KV_BLOCK; }
 
 static void job_free(job *j) {
     if (!j) return;
     for (size_t i = 0; i < MXL_SEQ_MAX_STOP; i++) free(j->stops[i]);
     for (size_t i = 0; i < 32; i++) free(j->breakers[i]);
     free(j->bias);
+    free(j->cache_key);
+    free(j->grammar);
     free(j->prompt);
     mxl_srv_channel_unref(j->ch);
     free(j);
@@ -163,6 +182,9 @@ mxl_status mxl_sched_submit(mxl_sched *s, mxl_srv_channel *c, int index, const i
     if ((int64_t)n >= s->cfg.slot_ctx)
         return mxl_error_set(err, MXL_ERR_ARG, "the prompt has %zu tokens, which does not fit the context of %lld tokens per slot",
                              n, (long long)s->cfg.slot_ctx);
+    if (blocks_for((int64_t)n + 1) > s->n_blocks) /* never fits: refused (503) rather than queued forever */
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "the prompt needs %lld KV blocks but the --kv-cache-budget pool holds %lld",
+                             (long long)blocks_for((int64_t)n + 1), (long long)s->n_blocks);
     job *j = calloc(1, sizeof *j);
     if (!j) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     j->prompt = malloc(n * sizeof(int32_t));
@@ -182,6 +204,16 @@ mxl_status mxl_sched_submit(mxl_sched *s, mxl_srv_channel *c, int index, const i
         }
         j->params.n_breakers = p->sampling.n_dry_breakers;
         j->params.sampling.dry_breakers = j->params.breakers;
+    }
+    if (ok && p->sampling.grammar) {
+        j->grammar = strdup(p->sampling.grammar);
+        j->params.sampling.grammar = j->grammar;
+        ok = j->grammar != NULL;
+    }
+    if (ok && p->cache_key) {
+        j->cache_key = strdup(p->cache_key);
+        j->params.cache_key = j->cache_key;
+        ok = j->cache_key != NULL;
     }
     if (ok && p->sampling.n_logit_bias) {
         j->bias = malloc(p->sampling.n_logit_bias * sizeof *j->bias);
@@ -218,19 +250,129 @@ mxl_status mxl_sched_submit(mxl_sched *s, mxl_srv_channel *c, int index, const i
     return MXL_OK;
 }
 
+/* --- the prompt cache and the block budget ---------------------------------------------------- */
+
+static const mxl_decoder_state *slot_kv(const slot *sl) { return mxl_seq_kv_state(sl->seq); }
+static int64_t slot_blocks(const slot *sl) { return mxl_decoder_state_blocks(slot_kv(sl), NULL); }
+
+/* Publishes the slot's full blocks under its chain (no-op for blocks already cached). */
+static void publish_slot(mxl_sched *s, const slot *sl) {
+    if (!s->cfg.prompt_cache) return;
+    const int32_t *table = NULL;
+    mxl_decoder_state_blocks(slot_kv(sl), &table);
+    int64_t pos = mxl_decoder_state_pos(slot_kv(sl));
+    size_t n = 0;
+    const int32_t *ids = mxl_seq_tokens(sl->seq, &n);
+    if (pos > (int64_t)n) pos = (int64_t)n;
+    if (pos < s->cfg.cache_min_prefix) return;
+    uint64_t h = sl->seed;
+    for (int64_t b = 0; (b + 1) * MXL_KV_BLOCK <= pos; b++) {
+        uint64_t nh = mxl_kv_pool_chain_hash(h, ids + b * MXL_KV_BLOCK);
+        mxl_kv_pool_publish(s->kvp, table[b], nh, h, ids + b * MXL_KV_BLOCK);
+        h = nh;
+    }
+}
+
+/* The cached chain of ids[0..max_tokens) under seed: block ids into s->hits; returns the block
+ * count (0 when shorter than --prompt-cache-min-prefix). */
+static int64_t cache_lookup(mxl_sched *s, uint64_t seed, const int32_t *ids, int64_t max_tokens) {
+    if (!s->cfg.prompt_cache) return 0;
+    int64_t limit = max_tokens / MXL_KV_BLOCK, k = 0;
+    uint64_t h = seed;
+    for (; k < limit; k++) {
+        uint64_t nh = mxl_kv_pool_chain_hash(h, ids + k * MXL_KV_BLOCK);
+        int32_t id = mxl_kv_pool_lookup(s->kvp, nh, h, ids + k * MXL_KV_BLOCK);
+        if (id < 0) break;
+        s->hits[k] = id;
+        h = nh;
+    }
+    return k * MXL_KV_BLOCK >= s->cfg.cache_min_prefix ? k : 0;
+}
+
+/* Cached blocks among the first k hits that nobody references (adopting them takes them out of
+ * the evictable count). */
+static int64_t unreferenced_hits(const mxl_sched *s, int64_t k) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < k; i++) n += mxl_kv_pool_refcount(s->kvp, s->hits[i]) == 0;
+    return n;
+}
+
+/* Blocks idle slots (other than keep) hold and could give back. */
+static int64_t reclaimable(const mxl_sched *s, const slot *keep) {
+    int64_t n = 0;
+    for (int i = 0; i < s->cfg.n_slots; i++)
+        if (!s->slots[i].j && &s->slots[i] != keep) n += slot_blocks(&s->slots[i]);
+    return n;
+}
+
+/* Evicts cached blocks beyond the capacity or the TTL. */
+static void trim_cache(mxl_sched *s) {
+    double older = s->cfg.cache_ttl_s > 0 ? now_ms() / 1e3 - s->cfg.cache_ttl_s : -INFINITY;
+    mxl_kv_pool_evict_lru(s->kvp, s->cache_keep, older);
+}
+
+/* The least recently used idle slot (other than keep) holding blocks gives them back (its full
+ * blocks stay in the prompt cache). False when there is none. */
+static bool reclaim_idle(mxl_sched *s, const slot *keep) {
+    slot *lru = NULL;
+    for (int i = 0; i < s->cfg.n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (!sl->j && sl != keep && slot_blocks(sl) > 0 && (!lru || sl->t_start < lru->t_start)) lru = sl;
+    }
+    if (!lru) return false;
+    publish_slot(s, lru);
+    mxl_seq_preempt(lru->seq); /* an idle sequence: the next mxl_seq_start begins from nothing */
+    return true;
+}
+
+/* The running sequence to preempt under the policy, among those admitted after min_admit that
+ * hold blocks (not `exclude`); NULL if none. */
+static slot *pick_victim(mxl_sched *s, const slot *exclude, uint64_t min_admit) {
+    slot *v = NULL;
+    for (int i = 0; i < s->cfg.n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (!sl->j || sl == exclude || sl->admit_no <= min_admit || slot_blocks(sl) == 0) continue;
+        if (!v) {
+            v = sl;
+            continue;
+        }
+        if (s->cfg.preempt_policy == MXL_SCHED_PREEMPT_LONGEST_FIRST) {
+            int64_t g = mxl_seq_n_generated(sl->seq), gv = mxl_seq_n_generated(v->seq);
+            if (g > gv || (g == gv && sl->admit_no > v->admit_no)) v = sl;
+        } else if (sl->admit_no > v->admit_no) {
+            v = sl;
+        }
+    }
+    return v;
+}
+
+/* Gives a running sequence's blocks back; it prefills its positions again later. */
+static void preempt(mxl_sched *s, slot *sl) {
+    publish_slot(s, sl); /* its prompt (and answer so far) stays cached for the recompute */
+    mxl_seq_preempt(sl->seq);
+    sl->prefilling = true;
+    sl->preempted = true;
+    sl->waited = 0;
+    pthread_mutex_lock(&s->mu);
+    s->stats.preemptions++;
+    pthread_mutex_unlock(&s->mu);
+}
+
 static void slot_release(mxl_sched *s, slot *sl, const char *reason, const char *error) {
     job *j = sl->j;
+    publish_slot(s, sl);
     sl->j = NULL;
     sl->prefilling = false;
+    sl->preempted = false;
     pthread_mutex_lock(&s->mu);
     s->stats.busy--;
     s->stats.requests_done++;
     pthread_mutex_unlock(&s->mu);
     if (reason) job_end(j, reason, error);
     else job_free(j);
+    trim_cache(s);
 }
 
-/* Starts queued jobs in free slots (FIFO). */
 /* A prefill progress event for the slot's job, when its channel asked for them. */
 static void push_progress(slot *sl, bool first) {
     job *j = sl->j;
@@ -243,6 +385,18 @@ static void push_progress(slot *sl, bool first) {
     channel_push(j->ch, &e, "", 0);
 }
 
+/* Tokens the idle slot's cache shares with the prompt (within the positions it holds); 0 when
+ * the slot's KV was made under another prompt_cache_key. */
+static size_t own_prefix(const slot *sl, const job *j) {
+    size_t n, k = 0;
+    if (sl->seed != mxl_kv_pool_chain_seed(j->params.cache_key)) return 0;
+    const int32_t *ids = mxl_seq_tokens(sl->seq, &n);
+    int64_t pos = mxl_decoder_state_pos(slot_kv(sl));
+    if ((int64_t)n > pos) n = (size_t)pos;
+    while (k < n && k < j->n_prompt && ids[k] == j->prompt[k]) k++;
+    return k;
+}
+
 /* The free slot whose cached tokens share the longest prefix with the prompt (the prompt cache
  * then skips that prefix); when none shares anything, the free slot used least recently, so
  * other conversations' caches survive longest. NULL: none free. */
@@ -252,42 +406,65 @@ static slot *pick_slot(mxl_sched *s, const job *j) {
     for (int i = 0; i < s->cfg.n_slots; i++) {
         slot *sl = &s->slots[i];
         if (sl->j) continue;
-        size_t n, k = 0;
-        const int32_t *ids = mxl_seq_tokens(sl->seq, &n);
-        while (k < n && k < j->n_prompt && ids[k] == j->prompt[k]) k++;
+        size_t k = own_prefix(sl, j);
         if (k > best_len) best = sl, best_len = k;
         if (!lru || sl->t_start < lru->t_start) lru = sl;
     }
     return best ? best : lru;
 }
 
+static bool any_decoding(const mxl_sched *s) {
+    for (int i = 0; i < s->cfg.n_slots; i++)
+        if (s->slots[i].j && !s->slots[i].prefilling) return true;
+    return false;
+}
+
+/* Starts queued jobs in free slots (FIFO) while the block budget allows. */
 static void admit(mxl_sched *s) {
     for (;;) {
+        /* only this thread pops the queue, so the head stays put once seen */
         pthread_mutex_lock(&s->mu);
-        slot *sl = s->q_head ? pick_slot(s, s->q_head) : NULL;
-        if (!sl) {
-            pthread_mutex_unlock(&s->mu);
-            return;
-        }
         job *j = s->q_head;
-        if (j) {
-            s->q_head = j->next;
-            if (!s->q_head) s->q_tail = NULL;
-            s->q_len--;
-            s->stats.busy++;
-        }
+        int busy = s->stats.busy;
+        pthread_mutex_unlock(&s->mu);
+        slot *sl = j ? pick_slot(s, j) : NULL;
+        if (!sl) return;
+        bool use_cache = s->cfg.prompt_cache && j->params.cache_prompt && !atomic_load(&j->ch->cancel);
+        uint64_t seed = mxl_kv_pool_chain_seed(j->params.cache_key);
+        /* one prompt token always runs (its logits start the answer) */
+        int64_t k = use_cache ? cache_lookup(s, seed, j->prompt, (int64_t)j->n_prompt - 1) : 0;
+        int64_t own = use_cache ? (int64_t)own_prefix(sl, j) : 0;
+        int64_t reuse = k * MXL_KV_BLOCK > own ? k * MXL_KV_BLOCK : own;
+        int64_t need = blocks_for((int64_t)j->n_prompt + 1) - reuse / MXL_KV_BLOCK;
+        int64_t avail = mxl_kv_pool_available(s->kvp) + reclaimable(s, sl) - unreferenced_hits(s, k) +
+                        (reuse > own ? slot_blocks(sl) : slot_blocks(sl) - own / MXL_KV_BLOCK);
+        /* with nothing running the job goes in whatever the count says (it fits the pool: submit
+         * checked), so a lone request never waits on itself */
+        if (busy > 0 && avail < need + (any_decoding(s) ? s->watermark_blocks : 0)) return;
+        pthread_mutex_lock(&s->mu);
+        s->q_head = j->next;
+        if (!s->q_head) s->q_tail = NULL;
+        s->q_len--;
+        s->stats.busy++;
         pthread_mutex_unlock(&s->mu);
         j->next = NULL;
         sl->j = j;
+        sl->preempted = false;
         if (atomic_load(&j->ch->cancel)) {
             slot_release(s, sl, "cancelled", NULL);
             continue;
         }
         mxl_error err = {0};
+        bool adopted = false;
+        if (sl->seed != seed) mxl_seq_preempt(sl->seq); /* another prompt_cache_key's KV is not reused */
+        if (k * MXL_KV_BLOCK > own) /* another slot's (or an evicted slot's) blocks hold more */
+            adopted = mxl_seq_adopt_prefix(sl->seq, s->hits, j->prompt, (size_t)(k * MXL_KV_BLOCK), &err) == MXL_OK;
+        sl->seed = seed; /* the slot's KV is now this job's chain */
         if (mxl_seq_start(sl->seq, j->prompt, j->n_prompt, &j->params, &err)) {
             slot_release(s, sl, "error", err.msg);
             continue;
         }
+        sl->admit_no = ++s->admit_counter;
         pthread_mutex_lock(&j->ch->mu);
         if (j->index == 0) {
             j->ch->slot_id = sl->id;
@@ -298,6 +475,7 @@ static void admit(mxl_sched *s) {
         pthread_mutex_unlock(&j->ch->mu);
         pthread_mutex_lock(&s->mu);
         s->stats.prompt_tokens_cached_total += (uint64_t)mxl_seq_n_cached(sl->seq);
+        if (adopted) s->stats.cache_block_hit_tokens += (uint64_t)mxl_seq_n_cached(sl->seq);
         s->stats.requests_started++;
         if (mxl_seq_n_cached(sl->seq) > 0) s->stats.cache_hits++;
         pthread_mutex_unlock(&s->mu);
@@ -309,10 +487,32 @@ static void admit(mxl_sched *s) {
     }
 }
 
-static bool any_decoding(const mxl_sched *s) {
-    for (int i = 0; i < s->cfg.n_slots; i++)
-        if (s->slots[i].j && !s->slots[i].prefilling) return true;
-    return false;
+/* Blocks a preempted slot needs to get back to where it was and take one more token. */
+static int64_t refill_need(const slot *sl) {
+    int64_t pos = mxl_decoder_state_pos(slot_kv(sl));
+    return blocks_for(pos + mxl_seq_prefill_left(sl->seq) + 1) - slot_blocks(sl);
+}
+
+/* A preempted slot starts its recompute only once its blocks are there (else it would take
+ * blocks from the rows that made it yield, and be preempted again); it first adopts what the
+ * prompt cache still holds of its tokens. False: keep waiting. */
+static bool refill_ready(mxl_sched *s, slot *sl) {
+    if (!sl->preempted || mxl_decoder_state_pos(slot_kv(sl)) > 0) return true;
+    int64_t need = refill_need(sl);
+    if (blocks_for(mxl_seq_prefill_left(sl->seq) + 1) > s->n_blocks) {
+        slot_release(s, sl, "error", "the sequence has outgrown the --kv-cache-budget pool");
+        return false;
+    }
+    if (mxl_kv_pool_available(s->kvp) + reclaimable(s, NULL) < need + (any_decoding(s) ? s->watermark_blocks : 0)) return false;
+    size_t n = 0;
+    const int32_t *ids = mxl_seq_tokens(sl->seq, &n);
+    int64_t target = mxl_seq_prefill_left(sl->seq);
+    /* with a sampled token pending, every position may come from the cache; mid-prompt, the last
+     * one runs for its logits */
+    int64_t k = cache_lookup(s, sl->seed, ids, mxl_seq_pending_feed(sl->seq) ? target : target - 1);
+    mxl_error err = {0};
+    if (k > 0) mxl_seq_adopt_prefix(sl->seq, s->hits, NULL, (size_t)(k * MXL_KV_BLOCK), &err); /* a failure just recomputes */
+    return true;
 }
 
 /* One prefill chunk for the prefilling slot that started first. */
@@ -320,25 +520,42 @@ static void prefill_tick(mxl_sched *s, bool decoding) {
     slot *best = NULL;
     for (int i = 0; i < s->cfg.n_slots; i++) {
         slot *sl = &s->slots[i];
-        if (sl->j && sl->prefilling && (!best || sl->t_start < best->t_start)) best = sl;
+        if (sl->j && sl->prefilling && (!best || sl->t_start < best->t_start) && refill_ready(s, sl) && sl->j) best = sl;
     }
     if (!best) return;
     int64_t chunk = s->cfg.prefill_chunk > 0 ? s->cfg.prefill_chunk : decoding ? 512 : 2048;
     double t0 = now_ms();
     mxl_error err = {0};
-    if (mxl_seq_prefill(best->seq, chunk, &err)) {
+    mxl_status st;
+    /* the pool dry: idle slots give their blocks back first, then (with preemption) a sequence
+     * admitted after this one yields */
+    while ((st = mxl_seq_prefill(best->seq, chunk, &err)) == MXL_ERR_NOMEM) {
+        slot *v = NULL;
+        if (reclaim_idle(s, NULL)) continue;
+        if (s->cfg.preemption && (v = pick_victim(s, best, best->admit_no))) {
+            preempt(s, v);
+            continue;
+        }
+        break;
+    }
+    if (st == MXL_ERR_NOMEM && any_decoding(s)) return; /* the decoding rows will finish and free blocks */
+    if (st) {
         slot_release(s, best, "error", err.msg);
         return;
     }
     double t1 = now_ms();
     best->j->t_last = t1;
     best->waited = 0;
-    push_progress(best, false);
+    if (!best->preempted) push_progress(best, false);
     pthread_mutex_lock(&s->mu);
     s->stats.prompt_ms_total += t1 - t0;
     pthread_mutex_unlock(&s->mu);
     if (mxl_seq_prefill_left(best->seq) == 0) {
         best->prefilling = false;
+        bool was_preempted = best->preempted;
+        best->preempted = false;
+        publish_slot(s, best);
+        if (was_preempted) return;
         pthread_mutex_lock(&s->mu);
         s->stats.prompt_tokens_total += (uint64_t)(mxl_seq_n_prompt(best->seq) - mxl_seq_n_cached(best->seq));
         pthread_mutex_unlock(&s->mu);
@@ -348,9 +565,53 @@ static void prefill_tick(mxl_sched *s, bool decoding) {
     }
 }
 
+/* Runs the batch's sampled tokens; when the pool is dry, idle slots give blocks back and (with
+ * preemption) running sequences yield until the step fits. Sequences that still cannot run end
+ * with an error. */
+static void feed_all(mxl_sched *s, mxl_seq **feed, slot **feed_slot, int64_t n_feed) {
+    mxl_error err = {0};
+    mxl_status st = MXL_OK;
+    while (n_feed && (st = mxl_seq_feed_batch(feed, n_feed, s->logits, &err)) == MXL_ERR_NOMEM) {
+        if (reclaim_idle(s, NULL)) continue;
+        slot *v = s->cfg.preemption ? pick_victim(s, NULL, 0) : NULL;
+        if (!v) break;
+        preempt(s, v);
+        for (int64_t i = 0; i < n_feed; i++) /* a preempted row runs its token after the recompute */
+            if (feed_slot[i] == v) {
+                memmove(feed + i, feed + i + 1, (size_t)(n_feed - i - 1) * sizeof *feed);
+                memmove(feed_slot + i, feed_slot + i + 1, (size_t)(n_feed - i - 1) * sizeof *feed_slot);
+                n_feed--;
+                break;
+            }
+    }
+    if (n_feed && st) {
+        /* the batch left every sequence unchanged: run them one by one to pin the failure down.
+         * A sequence the dry pool stops keeps its token pending and retries next step, while
+         * others progress (and will free blocks); if none can, the lowest-priority one ends. */
+        bool progressed = false;
+        slot *youngest = NULL;
+        mxl_error last = {0};
+        for (int64_t i = 0; i < n_feed; i++) {
+            mxl_error e1 = {0};
+            mxl_status st1 = mxl_seq_feed(feed[i], &e1);
+            if (st1 == MXL_OK) progressed = true;
+            else if (st1 != MXL_ERR_NOMEM) slot_release(s, feed_slot[i], "error", e1.msg);
+            else if (!youngest || feed_slot[i]->admit_no > youngest->admit_no) youngest = feed_slot[i], last = e1;
+        }
+        /* a prefilling row holding blocks counts too (it would wait for the decoders' blocks) */
+        for (int i = 0; youngest && i < s->cfg.n_slots; i++) {
+            slot *sl = &s->slots[i];
+            if (sl->j && sl->prefilling && slot_blocks(sl) > 0 && sl->admit_no > youngest->admit_no) youngest = sl;
+        }
+        if (youngest && !progressed)
+            slot_release(s, youngest, "error", last.msg[0] ? last.msg : "the KV cache budget is exhausted");
+    }
+}
+
 /* One decode step for every decoding slot: each samples its next token from its logits, then
  * the slots that go on run their tokens through the model together (one batched forward, so the
- * weights are read once for all of them). */
+ * weights are read once for all of them). A slot back from preemption runs its pending token
+ * first. */
 static void decode_tick(mxl_sched *s) {
     double t0 = now_ms();
     uint64_t produced = 0, busy = 0;
@@ -361,6 +622,11 @@ static void decode_tick(mxl_sched *s) {
     for (int i = 0; i < s->cfg.n_slots; i++) {
         slot *sl = &s->slots[i];
         if (!sl->j || sl->prefilling) continue;
+        if (mxl_seq_pending_feed(sl->seq)) {
+            feed[n_feed] = sl->seq;
+            feed_slot[n_feed++] = sl;
+            continue;
+        }
         mxl_seq_event ev;
         mxl_error err = {0};
         if (mxl_seq_sample(sl->seq, &ev, &err)) {
@@ -387,14 +653,7 @@ static void decode_tick(mxl_sched *s) {
         feed[n_feed] = sl->seq;
         feed_slot[n_feed++] = sl;
     }
-    mxl_error err = {0};
-    if (n_feed && mxl_seq_feed_batch(feed, n_feed, s->logits, &err)) {
-        /* the batch left every sequence unchanged: run them one by one to pin the failure down */
-        for (int64_t i = 0; i < n_feed; i++) {
-            mxl_error e1 = {0};
-            if (mxl_seq_feed(feed[i], &e1)) slot_release(s, feed_slot[i], "error", e1.msg);
-        }
-    }
+    feed_all(s, feed, feed_slot, n_feed);
     pthread_mutex_lock(&s->mu);
     s->stats.tokens_predicted_total += produced;
     if (produced) s->stats.decode_ms_total += now_ms() - t0;
@@ -403,6 +662,19 @@ static void decode_tick(mxl_sched *s) {
         s->stats.busy_slots_total += busy;
     }
     if (longest > s->stats.n_tokens_max) s->stats.n_tokens_max = longest;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Copies the pool's counts into the stats. */
+static void pool_stats(mxl_sched *s) {
+    mxl_kv_pool_stats ps;
+    mxl_kv_pool_get_stats(s->kvp, &ps);
+    pthread_mutex_lock(&s->mu);
+    s->stats.kv_blocks_total = ps.total;
+    s->stats.kv_blocks_used = ps.used;
+    s->stats.kv_blocks_cached = ps.cached;
+    s->stats.kv_blocks_free = ps.free + ps.evictable;
+    s->stats.kv_evictions = ps.evictions;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -426,6 +698,8 @@ static void *engine_main(void *arg) {
         bool stop = s->stopping;
         pthread_mutex_unlock(&s->mu);
         if (stop) break;
+        mxl_kv_pool_set_clock(s->kvp, now_ms() / 1e3);
+        trim_cache(s);
         reap(s);
         admit(s);
         bool decoding = any_decoding(s);
@@ -442,6 +716,7 @@ static void *engine_main(void *arg) {
         }
         if (prefill_now) prefill_tick(s, decoding);
         decode_tick(s);
+        pool_stats(s);
     }
     /* shutting down: everything still waiting or running ends as cancelled */
     for (int i = 0; i < s->cfg.n_slots; i++)
@@ -457,6 +732,49 @@ static void *engine_main(void *arg) {
         j = n;
     }
     return NULL;
+}
+
+/* The pool: --kv-cache-budget bytes; auto: every slot's full context plus the prompt-cache
+ * capacity, capped at half the physical memory (but never below one slot's context); none: the
+ * same without the cap. */
+static mxl_status kv_pool_create(mxl_sched *s, mxl_gen_model *m, mxl_error *err) {
+    mxl_kv_pool_cfg pc;
+    mxl_status st = mxl_seq_kv_pool_cfg(m, 1, &pc, err);
+    if (st) return st;
+    uint64_t bb = mxl_kv_pool_block_bytes(&pc);
+    if (bb == 0) return mxl_error_set(err, MXL_ERR_INTERNAL, "KV block size overflows");
+    int64_t slot_blocks = blocks_for(s->cfg.slot_ctx);
+    uint64_t cap_bytes = s->cfg.cache_capacity_bytes > 0 ? (uint64_t)s->cfg.cache_capacity_bytes : (uint64_t)2 << 30;
+    int64_t cache_blocks = s->cfg.prompt_cache ? (int64_t)(cap_bytes / bb) : 0;
+    if (s->cfg.cache_max_entries > 0 && cache_blocks > s->cfg.cache_max_entries) cache_blocks = s->cfg.cache_max_entries;
+    s->cache_keep = cache_blocks;
+    int64_t n;
+    if (s->cfg.kv_budget > 0) {
+        n = (int64_t)((uint64_t)s->cfg.kv_budget / bb);
+        if (n < 1)
+            return mxl_error_set(err, MXL_ERR_ARG, "--kv-cache-budget %lld is smaller than one KV block (%llu bytes for %d positions)",
+                                 (long long)s->cfg.kv_budget, (unsigned long long)bb, MXL_KV_BLOCK);
+    } else {
+        n = slot_blocks * s->cfg.n_slots + cache_blocks;
+        if (s->cfg.kv_budget == 0) {
+            long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+            int64_t cap = pages > 0 && psz > 0 ? (int64_t)((uint64_t)pages * (uint64_t)psz / 2 / bb) : n;
+            if (cap < slot_blocks) cap = slot_blocks;
+            if (n > cap) n = cap;
+        }
+    }
+    if (n > (INT64_C(1) << 30)) n = INT64_C(1) << 30;
+    s->n_blocks = n;
+    /* the watermark guards a budget; with none it is ignored (the spec) */
+    s->watermark_blocks = s->cfg.kv_budget == MXL_SCHED_KV_NONE ? 0 : (int64_t)ceil(s->cfg.kv_watermark * (double)n);
+    pc.n_blocks = n;
+    s->hits = malloc((size_t)slot_blocks * sizeof *s->hits);
+    if (!s->hits) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    if ((st = mxl_kv_pool_create(&pc, &s->kvp, err))) return st;
+    pthread_mutex_lock(&s->mu);
+    s->stats.kv_block_bytes = bb;
+    pthread_mutex_unlock(&s->mu);
+    return MXL_OK;
 }
 
 mxl_status mxl_sched_create(mxl_gen_model *m, const mxl_sched_config *cfg, mxl_sched **out, mxl_error *err) {
@@ -482,14 +800,20 @@ mxl_status mxl_sched_create(mxl_gen_model *m, const mxl_sched_config *cfg, mxl_s
         mxl_sched_destroy(s);
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     }
+    mxl_status st = kv_pool_create(s, m, err);
+    if (st) {
+        mxl_sched_destroy(s);
+        return st;
+    }
     for (int i = 0; i < cfg->n_slots; i++) {
         s->slots[i].id = i;
-        mxl_status st = mxl_seq_create(m, cfg->slot_ctx, 512, &s->slots[i].seq, err);
+        st = mxl_seq_create_pooled(m, s->kvp, cfg->slot_ctx, 512, &s->slots[i].seq, err);
         if (st) {
             mxl_sched_destroy(s);
             return st;
         }
     }
+    pool_stats(s);
     if (pthread_create(&s->thread, NULL, engine_main, s) != 0) {
         mxl_sched_destroy(s);
         return mxl_error_set(err, MXL_ERR_INTERNAL, "cannot start the engine thread");
@@ -510,6 +834,8 @@ void mxl_sched_destroy(mxl_sched *s) {
     }
     if (s->slots)
         for (int i = 0; i < s->cfg.n_slots; i++) mxl_seq_destroy(s->slots[i].seq);
+    mxl_kv_pool_destroy(s->kvp);
+    free(s->hits);
     free(s->slots);
     free(s->logits);
     pthread_mutex_destroy(&s->mu);

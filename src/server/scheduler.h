@@ -10,7 +10,23 @@
  * Per tick: admit queued jobs into free slots; run one prefill chunk (2048 tokens while nothing
  * decodes, 512 while streams are decoding, or the fixed --prefill-chunk-size) for the oldest
  * prefilling slot; then one decode step for every decoding slot. A prefill that has yielded
- * --prefill-grant-interval ticks gets a tick of its own before decodes. */
+ * --prefill-grant-interval ticks gets a tick of its own before decodes.
+ *
+ * KV memory: every slot's cache lives in one paged block pool (models/kv_pool.h, blocks of 32
+ * positions) sized by --kv-cache-budget. Prompt cache: a finished or prefilled slot publishes its
+ * full blocks under a hash chain (32 token ids + the previous block's hash, seeded by the request's
+ * prompt_cache_key), so a request on ANY slot adopts the longest cached chain of its prompt by
+ * reference and prefills only the rest; an idle slot also keeps its own tokens (partial last block
+ * included) for a follow-up on the same slot. Unreferenced cached blocks are evicted least
+ * recently used first when blocks run out (and beyond the prompt-cache capacity / TTL); idle
+ * slots give their blocks back (oldest first) when the pool runs dry.
+ * Admission waits (the job stays queued) until the free blocks cover the prompt plus, while rows
+ * are decoding, the --kv-admission-watermark fraction of the pool; a prompt larger than the whole
+ * pool is refused (503). With --enable-preemption, a step that finds the pool dry preempts a
+ * running sequence (longest-first: most generated tokens; lowest-priority: the most recently
+ * admitted) - its blocks go back to the pool and it recomputes its positions (reusing what the
+ * prompt cache still holds) once blocks are free again, with the same output as an unpreempted
+ * run. Without it the sequence that cannot grow ends with an error. */
 #ifndef MXL_SERVER_SCHEDULER_H
 #define MXL_SERVER_SCHEDULER_H
 
@@ -73,7 +89,21 @@ typedef struct mxl_sched_config {
     int64_t prefill_chunk;     /* 0: adaptive 2048/512 */
     int grant_interval;        /* 0: off */
     double decode_timeout_s;   /* 0: off */
+    /* paged KV pool and prompt cache (zero values: the defaults noted) */
+    int64_t kv_budget;         /* bytes; 0: auto; MXL_SCHED_KV_NONE: sized for every slot's context plus the cache */
+    double kv_watermark;       /* 0..0.5 of the pool kept free for decodes when admitting */
+    bool preemption;
+    int preempt_policy;        /* MXL_SCHED_PREEMPT_* */
+    bool prompt_cache;         /* cross-slot block cache on */
+    int64_t cache_capacity_bytes; /* most unreferenced cached bytes (0: 2 GiB) */
+    int64_t cache_max_entries; /* most unreferenced cached blocks (0: no limit beyond the bytes) */
+    double cache_ttl_s;        /* evict cached blocks unused this long (0: never) */
+    int64_t cache_min_prefix;  /* adopt / publish only prefixes of at least this many tokens */
 } mxl_sched_config;
+
+#define MXL_SCHED_KV_NONE (-1)
+#define MXL_SCHED_PREEMPT_LONGEST_FIRST 0
+#define MXL_SCHED_PREEMPT_LOWEST_PRIORITY 1
 
 typedef struct mxl_sched mxl_sched;
 
@@ -99,6 +129,11 @@ typedef struct mxl_sched_stats {
     uint64_t n_decode_total, busy_slots_total; /* decode steps, and busy slots summed over them */
     int64_t n_tokens_max;                      /* most tokens a slot has held */
     double prompt_ms_total, decode_ms_total;
+    /* the KV block pool (blocks of 32 positions) */
+    int64_t kv_blocks_total, kv_blocks_used, kv_blocks_cached, kv_blocks_free;
+    uint64_t kv_block_bytes;
+    uint64_t cache_block_hit_tokens; /* prompt tokens adopted from the shared block cache */
+    uint64_t kv_evictions, preemptions;
 } mxl_sched_stats;
 
 void mxl_sched_get_stats(mxl_sched *s, mxl_sched_stats *st, mxl_sched_slot_info *slots, int max_slots);

@@ -252,6 +252,11 @@ bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_param
         if (!json_is_boolean(v)) return snprintf(msg, ml, "'cache_prompt' must be a boolean"), false;
         p->cache_prompt = json_is_true(v) && s->cfg->prompt_cache;
     }
+    v = json_object_get(body, "prompt_cache_key"); /* OpenAI: partitions the shared prompt cache */
+    if (v && !json_is_null(v)) {
+        if (!json_is_string(v)) return snprintf(msg, ml, "'prompt_cache_key' must be a string"), false;
+        p->cache_key = json_string_value(v);
+    }
     v = json_object_get(body, "ignore_eos");
     if (v && !json_is_null(v)) {
         if (!json_is_boolean(v)) return snprintf(msg, ml, "'ignore_eos' must be a boolean"), false;
@@ -643,6 +648,16 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
             .prefill_chunk = cfg->prefill_chunk > 0 ? cfg->prefill_chunk : cfg->batch_size,
             .grant_interval = (int)cfg->grant_interval,
             .decode_timeout_s = cfg->decode_timeout > 0 ? cfg->decode_timeout : 300,
+            .kv_budget = cfg->kv_budget < 0 ? MXL_SCHED_KV_NONE : cfg->kv_budget,
+            .kv_watermark = cfg->kv_watermark,
+            .preemption = cfg->enable_preemption,
+            .preempt_policy = cfg->preemption_policy && !strcmp(cfg->preemption_policy, "lowest-priority") ? MXL_SCHED_PREEMPT_LOWEST_PRIORITY
+                                                                                                        : MXL_SCHED_PREEMPT_LONGEST_FIRST,
+            .prompt_cache = cfg->prompt_cache && cfg->prompt_cache_capacity > 0,
+            .cache_capacity_bytes = cfg->prompt_cache_capacity,
+            .cache_max_entries = cfg->prompt_cache_max_entries,
+            .cache_ttl_s = (double)cfg->prompt_cache_ttl,
+            .cache_min_prefix = cfg->prompt_cache_min_prefix,
         };
         if (mxl_sched_create(s.model, &sc, &s.sched, err)) goto out;
     }

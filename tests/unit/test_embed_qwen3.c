@@ -24,6 +24,7 @@
 #include "engine/embed.h"
 #include "engine/encoder_input.h"
 #include "engine/rerank.h"
+#include "io/safetensors_write.h"
 #include "models/checkpoint.h"
 #include "models/detect.h"
 #include "test.h"
@@ -341,4 +342,100 @@ TEST(rerank_qwen3_wrong_kinds) {
     CHECK(strstr(err.msg, "instruction") != NULL);
     CHECK(mxl_reranker_score_instructed(r, "", "a query", &doc, 1, NULL, &score, NULL, NULL, &err) == MXL_OK);
     mxl_reranker_destroy(r);
+}
+
+/* Copies src to dst (a small fixture file). */
+static bool copy_small(const char *src, const char *dst) {
+    FILE *a = fopen(src, "rb"), *b = a ? fopen(dst, "wb") : NULL;
+    char buf[1 << 15];
+    size_t k;
+    bool ok = a && b;
+    while (ok && (k = fread(buf, 1, sizeof buf, a)) > 0) ok = fwrite(buf, 1, k, b) == k;
+    if (a) fclose(a);
+    if (b && fclose(b) != 0) ok = false;
+    return ok;
+}
+
+/* The official Qwen3-Embedding exports are bare Qwen3Model backbones: tensors without the
+ * "model." prefix and (8B) untied embeddings declared with no lm_head. The fixture rewritten that
+ * way (io/safetensors_write) embeds bit for bit as the original. */
+TEST(embed_qwen3_bare_backbone_names) {
+    char dir[] = "/tmp/mxl-qwen3bare-XXXXXX", p[600], q[600];
+    REQUIRE(mkdtemp(dir) != NULL);
+    const char *side[] = {"tokenizer.json", "tokenizer_config.json", "modules.json", "sentence_bert_config.json"};
+    for (size_t i = 0; i < sizeof side / sizeof side[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", fixture_dir("embed"), side[i]);
+        snprintf(q, sizeof q, "%s/%s", dir, side[i]);
+        REQUIRE(copy_small(p, q));
+    }
+    const char *subs[] = {"1_Pooling", "2_Normalize"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(q, sizeof q, "%s/%s", dir, subs[i]);
+        REQUIRE(mkdir(q, 0755) == 0);
+    }
+    snprintf(p, sizeof p, "%s/1_Pooling/config.json", fixture_dir("embed"));
+    snprintf(q, sizeof q, "%s/1_Pooling/config.json", dir);
+    REQUIRE(copy_small(p, q));
+    snprintf(p, sizeof p, "%s/config.json", fixture_dir("embed"));
+    json_t *cfg = json_load_file(p, 0, NULL);
+    REQUIRE(cfg);
+    json_object_set_new(cfg, "architectures", json_pack("[s]", "Qwen3Model"));
+    json_object_set_new(cfg, "tie_word_embeddings", json_false());
+    snprintf(q, sizeof q, "%s/config.json", dir);
+    REQUIRE(json_dump_file(cfg, q, 0) == 0);
+    json_decref(cfg);
+    /* the weights, renamed */
+    mxl_error err;
+    mxl_st_model *src = NULL;
+    REQUIRE(mxl_st_model_open(fixture_dir("embed"), &src, &err) == MXL_OK);
+    size_t nt = mxl_st_model_tensor_count(src), k = 0;
+    mxl_st_out *outs = calloc(nt, sizeof *outs);
+    REQUIRE(outs);
+    for (size_t i = 0; i < nt; i++) {
+        const mxl_st_entry *e = mxl_st_model_tensor_at(src, i);
+        if (strncmp(e->name, "lm_head.", 8) == 0) continue;
+        mxl_st_out *o = &outs[k++];
+        snprintf(o->name, sizeof o->name, "%s", strncmp(e->name, "model.", 6) == 0 ? e->name + 6 : e->name);
+        o->dtype = e->tensor.dtype;
+        o->ndim = e->tensor.ndim;
+        memcpy(o->shape, e->tensor.shape, sizeof o->shape);
+    }
+    snprintf(q, sizeof q, "%s/model.safetensors", dir);
+    mxl_st_writer *w = NULL;
+    REQUIRE(mxl_st_writer_create(q, outs, k, "pt", &w, &err) == MXL_OK);
+    for (size_t i = 0; i < nt; i++) {
+        const mxl_st_entry *e = mxl_st_model_tensor_at(src, i);
+        if (strncmp(e->name, "lm_head.", 8) == 0) continue;
+        REQUIRE(mxl_st_writer_put(w, e->tensor.data, e->tensor.nbytes, &err) == MXL_OK);
+    }
+    REQUIRE(mxl_st_writer_finish(w, &err) == MXL_OK);
+    free(outs);
+    mxl_st_model_close(src);
+
+    const char *texts[] = {"A bare backbone.", "Qwen3-Embedding without the model. prefix"};
+    float a[2 * 64], b[2 * 64];
+    mxl_embed_opts o = {.normalize = MXL_EMBED_NORMALIZE_DEFAULT};
+    mxl_embed_model *m1 = NULL, *m2 = NULL;
+    REQUIRE(mxl_embed_model_load(fixture_dir("embed"), 1, &m1, &err) == MXL_OK);
+    mxl_status st = mxl_embed_model_load(dir, 1, &m2, &err);
+    if (st) fprintf(stderr, "  %s\n", err.msg);
+    CHECK(st == MXL_OK);
+    if (st == MXL_OK) {
+        REQUIRE(mxl_embed_batch(m1, texts, 2, &o, a, NULL, &err) == MXL_OK);
+        REQUIRE(mxl_embed_batch(m2, texts, 2, &o, b, NULL, &err) == MXL_OK);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+    }
+    mxl_embed_model_destroy(m1);
+    mxl_embed_model_destroy(m2);
+    const char *files[] = {"tokenizer.json", "tokenizer_config.json", "modules.json", "sentence_bert_config.json",
+                           "1_Pooling/config.json", "config.json", "model.safetensors"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(q, sizeof q, "%s/%s", dir, files[i]);
+        remove(q);
+    }
+    for (int i = 0; i < 2; i++) {
+        snprintf(q, sizeof q, "%s/%s", dir, subs[i]);
+        rmdir(q);
+    }
+    rmdir(dir);
 }

@@ -1,5 +1,6 @@
 /* attention.c - GQA attention over a KV cache (attention.h): two passes per (token, head) over
- * a score row in scratch (scores, then the weighted sum of V). f32 q.k dots use the dense dot
+ * a score row in scratch (scores, then the weighted sum of V), walking the cache block by block
+ * (a contiguous cache is one block). f32 q.k dots use the dense dot
  * kernels, f16 / int8 K and V the KV kernels (kv_quant.h); AVX2 when isa allows, the plain C
  * references otherwise. Softmax and the f32 V accumulation are plain C. */
 #include "backends/cpu/attention.h"
@@ -21,7 +22,7 @@ typedef struct attn_ctx {
     const float *q;
     int64_t n_q;
     const int64_t *q_pos;
-    const mxl_kv_split_view *kv;
+    const mxl_kv_paged_view *kv;
     float *out;
     float *scratch;
     mxl_dense_dot_fn dot; /* f32 K dots, NULL: reference */
@@ -30,11 +31,10 @@ typedef struct attn_ctx {
 
 static size_t elem_size(mxl_dtype t) { return t == MXL_DTYPE_F32 ? 4 : t == MXL_DTYPE_F16 ? 2 : 1; }
 
-/* q.k_j for KV head kvh at position j. */
-static float k_dot(const attn_ctx *c, int64_t j, int kvh, const float *qh) {
-    const mxl_kv_split_view *kv = c->kv;
+/* q.k for the K head vector at element offset off (its scales at off / group). */
+static float k_dot(const attn_ctx *c, int64_t off, const float *qh) {
+    const mxl_kv_paged_view *kv = c->kv;
     const int hd = c->p->head_dim;
-    int64_t off = j * kv->row_stride + (int64_t)kvh * hd;
     const uint8_t *kj = (const uint8_t *)kv->k + (size_t)off * elem_size(kv->k_type);
     switch (kv->k_type) {
     case MXL_DTYPE_F16: return c->kk.dot_f16(hd, (const uint16_t *)kj, qh);
@@ -43,11 +43,10 @@ static float k_dot(const attn_ctx *c, int64_t j, int kvh, const float *qh) {
     }
 }
 
-/* o += w * v_j for KV head kvh at position j. */
-static void v_axpy(const attn_ctx *c, int64_t j, int kvh, float w, float *o) {
-    const mxl_kv_split_view *kv = c->kv;
+/* o += w * v for the V head vector at element offset off. */
+static void v_axpy(const attn_ctx *c, int64_t off, float w, float *o) {
+    const mxl_kv_paged_view *kv = c->kv;
     const int hd = c->p->head_dim;
-    int64_t off = j * kv->row_stride + (int64_t)kvh * hd;
     const uint8_t *vj = (const uint8_t *)kv->v + (size_t)off * elem_size(kv->v_type);
     switch (kv->v_type) {
     case MXL_DTYPE_F16: c->kk.axpy_f16(hd, w, (const uint16_t *)vj, o); break;
@@ -59,26 +58,39 @@ static void v_axpy(const attn_ctx *c, int64_t j, int kvh, float w, float *o) {
     }
 }
 
+/* Element offset of position j's row, given the offset `base` of its block's row 0 minus
+ * (first position of the block) * row_stride: walking a block is then base + j * row_stride. */
+static int64_t block_base(const mxl_kv_paged_view *kv, int64_t b0) {
+    return (int64_t)kv->blocks[b0 / kv->block_size] * kv->block_stride - b0 * kv->row_stride;
+}
+
 static void attn_one(const attn_ctx *c, int64_t t, int h, float *s) {
     const mxl_attn_params *p = c->p;
-    const mxl_kv_split_view *kv = c->kv;
+    const mxl_kv_paged_view *kv = c->kv;
     const int hd = p->head_dim;
     const int kvh = h / (p->n_heads / p->n_kv_heads);
     const float *qh = c->q + (t * p->n_heads + h) * hd;
-    const int64_t qp = c->q_pos[t];
+    const int64_t qp = c->q_pos[t], bs = kv->block_size, rs = kv->row_stride, hoff = (int64_t)kvh * hd;
     int64_t lo = 0, hi = kv->n_kv; /* visible keys [lo, hi) */
     if (p->causal && qp + 1 < hi) hi = qp + 1;
     if (p->window > 0 && qp - p->window + 1 > lo) lo = qp - p->window + 1;
     for (int64_t j = 0; j < kv->n_kv; j++) s[j] = -INFINITY;
-    for (int64_t j = lo; j < hi; j++) s[j] = k_dot(c, j, kvh, qh) * p->scale;
+    /* keys in position order, one block at a time */
+    for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
+        int64_t base = block_base(kv, b0) + hoff, j1 = b0 + bs < hi ? b0 + bs : hi;
+        for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) s[j] = k_dot(c, base + j * rs, qh) * p->scale;
+    }
     float sink = p->sinks ? p->sinks[h] : -INFINITY;
     if (hi > lo) mxl_cpu_softmax(s + lo, hi - lo, p->softcap, sink);
     float *o = c->out + (t * p->n_heads + h) * hd;
     for (int i = 0; i < hd; i++) o[i] = 0.0f;
-    for (int64_t j = lo; j < hi; j++) {
-        float w = s[j];
-        if (w == 0.0f) continue;
-        v_axpy(c, j, kvh, w, o);
+    for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
+        int64_t base = block_base(kv, b0) + hoff, j1 = b0 + bs < hi ? b0 + bs : hi;
+        for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) {
+            float w = s[j];
+            if (w == 0.0f) continue;
+            v_axpy(c, base + j * rs, w, o);
+        }
     }
 }
 
@@ -92,13 +104,15 @@ static void attn_task(void *vctx, int task, int n_tasks, int thread_index) {
 
 static bool valid_type(mxl_dtype t) { return t == MXL_DTYPE_F32 || t == MXL_DTYPE_F16 || t == MXL_DTYPE_I8; }
 
-void mxl_cpu_attention_kv(const mxl_attn_params *p, const float *q, int64_t n_q,
-                          const int64_t *q_pos, const mxl_kv_split_view *kv, float *out,
-                          float *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
+void mxl_cpu_attention_paged(const mxl_attn_params *p, const float *q, int64_t n_q,
+                             const int64_t *q_pos, const mxl_kv_paged_view *kv, float *out,
+                             float *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
     MXL_ASSERT(p->n_kv_heads > 0 && p->n_heads % p->n_kv_heads == 0);
     MXL_ASSERT(valid_type(kv->k_type) && valid_type(kv->v_type));
+    MXL_ASSERT(kv->block_size > 0 && kv->blocks);
     if (kv->k_type == MXL_DTYPE_I8 || kv->v_type == MXL_DTYPE_I8)
-        MXL_ASSERT(kv->group > 0 && p->head_dim % kv->group == 0 && kv->row_stride % kv->group == 0);
+        MXL_ASSERT(kv->group > 0 && p->head_dim % kv->group == 0 && kv->row_stride % kv->group == 0 &&
+                   kv->block_stride % kv->group == 0);
     MXL_ASSERT(kv->k_type != MXL_DTYPE_I8 || kv->k_scale);
     MXL_ASSERT(kv->v_type != MXL_DTYPE_I8 || kv->v_scale);
     if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
@@ -109,6 +123,16 @@ void mxl_cpu_attention_kv(const mxl_attn_params *p, const float *q, int64_t n_q,
     int n_tasks = total < nth * 4 ? (int)total : nth * 4;
     if (pool && n_tasks > 1) mxl_threadpool_run(pool, n_tasks, attn_task, &c);
     else if (total > 0) attn_task(&c, 0, 1, 0);
+}
+
+void mxl_cpu_attention_kv(const mxl_attn_params *p, const float *q, int64_t n_q,
+                          const int64_t *q_pos, const mxl_kv_split_view *kv, float *out,
+                          float *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
+    /* one block holding every position */
+    static const int32_t one_block[1] = {0};
+    mxl_kv_paged_view pv = {kv->k_type, kv->v_type, kv->k, kv->v, kv->k_scale, kv->v_scale, kv->group, kv->n_kv,
+                            kv->row_stride, kv->n_kv > 0 ? kv->n_kv : 1, 0, one_block};
+    mxl_cpu_attention_paged(p, q, n_q, q_pos, &pv, out, scratch, pool, isa);
 }
 
 void mxl_cpu_attention(const mxl_attn_params *p, const float *q, int64_t n_q,

@@ -10,7 +10,8 @@
  * j <= q_pos[i] (causal) and q_pos[i] - j < window (window > 0). out [n_q, n_heads, head_dim].
  * Per (token, head): s_j = scale * q.k_j, soft-capped, masked, softmax with the sink logit in the
  * denominator, out = sum_j p_j v_j. (query, head) pairs are split over the pool's threads; the
- * caller gives scratch of mxl_cpu_attention_scratch_floats() floats. */
+ * caller gives scratch of mxl_cpu_attention_scratch_floats() floats. The cache may also be paged
+ * (mxl_kv_paged_view: fixed-size blocks found through a block table). */
 #ifndef MXL_BACKENDS_CPU_ATTENTION_H
 #define MXL_BACKENDS_CPU_ATTENTION_H
 
@@ -50,6 +51,24 @@ typedef struct mxl_kv_split_view {
     int64_t row_stride;             /* elements between positions */
 } mxl_kv_split_view;
 
+/* A paged cache (the decoder's KV block pool, models/kv_pool.h): positions live in blocks of
+ * block_size consecutive positions; position j is row j % block_size of block
+ * blocks[j / block_size], whose rows start at element blocks[..] * block_stride of k / v (its
+ * scales at that / group of k_scale / v_scale, I8 only: block_stride a multiple of group). Rows of
+ * a block are row_stride elements apart, as in mxl_kv_split_view. A split view is the paged view
+ * of one block holding every position (block table {0}). */
+typedef struct mxl_kv_paged_view {
+    mxl_dtype k_type, v_type;
+    const void *k, *v;
+    const float *k_scale, *v_scale; /* I8 only, else NULL */
+    int64_t group;                  /* I8 only, else 0 */
+    int64_t n_kv;
+    int64_t row_stride;             /* elements between positions of a block */
+    int64_t block_size;             /* positions per block (> 0) */
+    int64_t block_stride;           /* elements between block ids b and b + 1 */
+    const int32_t *blocks;          /* [ceil(n_kv / block_size)] block ids */
+} mxl_kv_paged_view;
+
 size_t mxl_cpu_attention_scratch_floats(int64_t n_kv, int n_threads);
 /* isa below AVX2 runs every dot and V accumulation through the plain C references. */
 void mxl_cpu_attention(const mxl_attn_params *p, const float *q, int64_t n_q,
@@ -58,5 +77,10 @@ void mxl_cpu_attention(const mxl_attn_params *p, const float *q, int64_t n_q,
 void mxl_cpu_attention_kv(const mxl_attn_params *p, const float *q, int64_t n_q,
                           const int64_t *q_pos, const mxl_kv_split_view *kv, float *out,
                           float *scratch, mxl_threadpool *pool, mxl_cpu_isa isa);
+/* The same attention through a block table: every (token, head) reads its visible keys in
+ * position order, so the result is bit for bit that of a contiguous cache holding the same rows. */
+void mxl_cpu_attention_paged(const mxl_attn_params *p, const float *q, int64_t n_q,
+                             const int64_t *q_pos, const mxl_kv_paged_view *kv, float *out,
+                             float *scratch, mxl_threadpool *pool, mxl_cpu_isa isa);
 
 #endif

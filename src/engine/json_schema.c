@@ -1,0 +1,1391 @@
+/* json_schema.c - JSON Schema -> GBNF (json_schema.h). The rule shapes follow llama.cpp's
+ * common/json-schema-to-grammar.cpp (SchemaConverter) so that generation under a schema accepts
+ * the same texts as llama-server: the same primitive rules (number with at most 16 integral and
+ * 16 fraction digits, strings of JSON characters), properties in schema order with optional ones
+ * chained so each may be skipped, additionalProperties keys that avoid the known names (a trie of
+ * the names turned into a "none of these strings" rule), integer ranges spelled digit by digit.
+ * Rules are named after the schema path (root, root-item, ref-defs-x...), made unique by a number
+ * when two different bodies want one name, and written in the order they were made. */
+#include "engine/json_schema.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- strings -------------------------------------------------------------------------------- */
+
+typedef struct sb {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} sb;
+
+static void sb_putn(sb *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+static void sb_puts(sb *b, const char *s) { sb_putn(b, s, strlen(s)); }
+
+__attribute__((format(printf, 2, 3))) static void sb_printf(sb *b, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < sizeof buf) {
+        sb_putn(b, buf, (size_t)n);
+        return;
+    }
+    char *big = malloc((size_t)n + 1);
+    if (!big) {
+        b->oom = true;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    sb_putn(b, big, (size_t)n);
+    free(big);
+}
+
+static const char *sb_str(const sb *b) { return b->p ? b->p : ""; }
+
+/* ---- converter state ------------------------------------------------------------------------- */
+
+typedef struct conv {
+    char **names, **bodies;
+    size_t n, cap;
+    const json_t *root;
+    json_t *refs;      /* "#/..." -> target schema */
+    json_t *resolving; /* refs being visited (recursion guard) */
+    char err[400];
+    bool failed, oom;
+    int depth;
+} conv;
+
+static void fail(conv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(conv *c, const char *fmt, ...) {
+    if (c->failed) return;
+    c->failed = true;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    va_end(ap);
+}
+
+static char *dupn(const char *s, size_t n) {
+    char *p = malloc(n + 1);
+    if (p) {
+        memcpy(p, s, n);
+        p[n] = 0;
+    }
+    return p;
+}
+
+static ptrdiff_t find_rule(const conv *c, const char *name) {
+    for (size_t i = 0; i < c->n; i++)
+        if (!strcmp(c->names[i], name)) return (ptrdiff_t)i;
+    return -1;
+}
+
+/* Sets name -> body (new or replaced); returns the stored name. */
+static const char *set_rule(conv *c, const char *name, const char *body) {
+    ptrdiff_t i = find_rule(c, name);
+    char *b = dupn(body, strlen(body));
+    if (!b) {
+        c->oom = true;
+        return "";
+    }
+    if (i >= 0) {
+        free(c->bodies[i]);
+        c->bodies[i] = b;
+        return c->names[i];
+    }
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 32;
+        char **nn = realloc(c->names, cap * sizeof *nn);
+        if (nn) c->names = nn;
+        char **bb = realloc(c->bodies, cap * sizeof *bb);
+        if (bb) c->bodies = bb;
+        if (!nn || !bb) {
+            free(b);
+            c->oom = true;
+            return "";
+        }
+        c->cap = cap;
+    }
+    char *n = dupn(name, strlen(name));
+    if (!n) {
+        free(b);
+        c->oom = true;
+        return "";
+    }
+    c->names[c->n] = n;
+    c->bodies[c->n] = b;
+    c->n++;
+    return n;
+}
+
+static bool name_char(char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-'; }
+
+/* Adds a rule under name (runs of characters a rule name cannot hold become '-'); a different
+ * body already under that name gets the first free name0, name1, ... */
+static const char *add_rule(conv *c, const char *name, const char *body) {
+    sb esc = {0};
+    for (const char *s = name; *s;) {
+        if (name_char(*s)) sb_putn(&esc, s++, 1);
+        else {
+            while (*s && !name_char(*s)) s++;
+            sb_putn(&esc, "-", 1);
+        }
+    }
+    const char *e = sb_str(&esc);
+    const char *out;
+    ptrdiff_t i = find_rule(c, e);
+    if (i < 0 || !strcmp(c->bodies[i], body)) out = set_rule(c, e, body);
+    else {
+        sb key = {0};
+        for (int k = 0;; k++) {
+            key.n = 0;
+            sb_printf(&key, "%s%d", e, k);
+            ptrdiff_t j = find_rule(c, sb_str(&key));
+            if (j < 0 || !strcmp(c->bodies[j], body) || key.oom) break;
+        }
+        out = set_rule(c, sb_str(&key), body);
+        free(key.p);
+    }
+    if (esc.oom) c->oom = true;
+    free(esc.p);
+    return out;
+}
+
+/* ---- built-in rules -------------------------------------------------------------------------- */
+
+typedef struct builtin {
+    const char *name, *body, *deps[6];
+} builtin;
+
+static const char k_space_rule[] = "| \" \" | \"\\n\"{1,2} [ \\t]{0,20}";
+
+static const builtin k_primitives[] = {
+    {"boolean", "(\"true\" | \"false\") space", {NULL}},
+    {"decimal-part", "[0-9]{1,16}", {NULL}},
+    {"integral-part", "[0] | [1-9] [0-9]{0,15}", {NULL}},
+    {"number", "(\"-\"? integral-part) (\".\" decimal-part)? ([eE] [-+]? integral-part)? space", {"integral-part", "decimal-part", NULL}},
+    {"integer", "(\"-\"? integral-part) space", {"integral-part", NULL}},
+    {"value", "object | array | string | number | boolean | null", {"object", "array", "string", "number", "boolean", "null"}},
+    {"object", "\"{\" space ( string \":\" space value (\",\" space string \":\" space value)* )? \"}\" space", {"string", "value", NULL}},
+    {"array", "\"[\" space ( value (\",\" space value)* )? \"]\" space", {"value", NULL}},
+    {"uuid", "\"\\\"\" [0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12} \"\\\"\" space", {NULL}},
+    {"char", "[^\"\\\\\\x7F\\x00-\\x1F] | [\\\\] ([\"\\\\bfnrt] | \"u\" [0-9a-fA-F]{4})", {NULL}},
+    {"string", "\"\\\"\" char* \"\\\"\" space", {"char", NULL}},
+    {"null", "\"null\" space", {NULL}},
+};
+
+static const builtin k_formats[] = {
+    {"date", "[0-9]{4} \"-\" ( \"0\" [1-9] | \"1\" [0-2] ) \"-\" ( \"0\" [1-9] | [1-2] [0-9] | \"3\" [0-1] )", {NULL}},
+    {"time", "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{3} )? ( \"Z\" | ( \"+\" | \"-\" ) ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )", {NULL}},
+    {"date-time", "date \"T\" time", {"date", "time", NULL}},
+    {"date-string", "\"\\\"\" date \"\\\"\" space", {"date", NULL}},
+    {"time-string", "\"\\\"\" time \"\\\"\" space", {"time", NULL}},
+    {"date-time-string", "\"\\\"\" date-time \"\\\"\" space", {"date-time", NULL}},
+};
+
+#define N_PRIM (sizeof k_primitives / sizeof k_primitives[0])
+#define N_FMT (sizeof k_formats / sizeof k_formats[0])
+
+static const builtin *find_builtin(const char *name) {
+    for (size_t i = 0; i < N_PRIM; i++)
+        if (!strcmp(k_primitives[i].name, name)) return &k_primitives[i];
+    for (size_t i = 0; i < N_FMT; i++)
+        if (!strcmp(k_formats[i].name, name)) return &k_formats[i];
+    return NULL;
+}
+
+static const builtin *find_primitive(const char *name) {
+    for (size_t i = 0; i < N_PRIM; i++)
+        if (!strcmp(k_primitives[i].name, name)) return &k_primitives[i];
+    return NULL;
+}
+
+static bool reserved_name(const char *name) { return !strcmp(name, "root") || find_builtin(name) != NULL; }
+
+static const char *add_primitive(conv *c, const char *name, const builtin *b) {
+    const char *n = add_rule(c, name, b->body);
+    for (int i = 0; i < 6 && b->deps[i]; i++)
+        if (find_rule(c, b->deps[i]) < 0) add_primitive(c, b->deps[i], find_builtin(b->deps[i]));
+    return n;
+}
+
+/* A GBNF string literal of s (", \, CR and LF escaped). */
+static void put_literal(sb *out, const char *s, size_t n) {
+    sb_putn(out, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        switch (s[i]) {
+        case '\r': sb_puts(out, "\\r"); break;
+        case '\n': sb_puts(out, "\\n"); break;
+        case '"': sb_puts(out, "\\\""); break;
+        case '\\': sb_puts(out, "\\\\"); break;
+        default: sb_putn(out, &s[i], 1);
+        }
+    }
+    sb_putn(out, "\"", 1);
+}
+
+/* The literal of a JSON value's compact text. */
+static void put_constant(conv *c, sb *out, const json_t *v) {
+    char *d = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (!d) {
+        c->oom = true;
+        return;
+    }
+    put_literal(out, d, strlen(d));
+    free(d);
+}
+
+/* ---- integer ranges (llama.cpp's _build_min_max_int) ----------------------------------------- */
+
+static void digit_range(sb *o, char from, char to) {
+    if (from == to) sb_printf(o, "[%c]", from);
+    else sb_printf(o, "[%c-%c]", from, to);
+}
+
+static void more_digits(sb *o, int min_d, int max_d) {
+    sb_puts(o, "[0-9]");
+    if (min_d == max_d && min_d == 1) return;
+    sb_printf(o, "{%d", min_d);
+    if (max_d != min_d) {
+        sb_puts(o, ",");
+        if (max_d != INT32_MAX) sb_printf(o, "%d", max_d);
+    }
+    sb_puts(o, "}");
+}
+
+/* Numbers from `from` to `to`, both strings of the same length. */
+static void uniform_range(sb *o, const char *from, const char *to) {
+    size_t len = strlen(from), i = 0;
+    while (i < len && from[i] == to[i]) i++;
+    if (i > 0) {
+        sb_puts(o, "\"");
+        sb_putn(o, from, i);
+        sb_puts(o, "\"");
+    }
+    if (i >= len) return;
+    if (i > 0) sb_puts(o, " ");
+    size_t sub_len = len - i - 1;
+    if (sub_len == 0) {
+        sb_printf(o, "[%c-%c]", from[i], to[i]);
+        return;
+    }
+    char zeros[32], nines[32];
+    memset(zeros, '0', sub_len);
+    memset(nines, '9', sub_len);
+    zeros[sub_len] = nines[sub_len] = 0;
+    const char *from_sub = from + i + 1, *to_sub = to + i + 1;
+    bool to_reached = false;
+    sb_puts(o, "(");
+    if (!strcmp(from_sub, zeros)) {
+        digit_range(o, from[i], (char)(to[i] - 1));
+        sb_puts(o, " ");
+        more_digits(o, (int)sub_len, (int)sub_len);
+    } else {
+        sb_printf(o, "[%c] (", from[i]);
+        uniform_range(o, from_sub, nines);
+        sb_puts(o, ")");
+        if (from[i] < to[i] - 1) {
+            sb_puts(o, " | ");
+            if (!strcmp(to_sub, nines)) {
+                digit_range(o, (char)(from[i] + 1), to[i]);
+                to_reached = true;
+            } else {
+                digit_range(o, (char)(from[i] + 1), (char)(to[i] - 1));
+            }
+            sb_puts(o, " ");
+            more_digits(o, (int)sub_len, (int)sub_len);
+        }
+    }
+    if (!to_reached) {
+        sb_puts(o, " | ");
+        digit_range(o, to[i], to[i]);
+        sb_puts(o, " ");
+        uniform_range(o, zeros, to_sub);
+    }
+    sb_puts(o, ")");
+}
+
+static void min_max_int(sb *o, int64_t min_v, int64_t max_v, int decimals_left, bool top_level) {
+    bool has_min = min_v != INT64_MIN, has_max = max_v != INT64_MAX;
+    if (has_min && has_max) {
+        if (min_v < 0 && max_v < 0) {
+            sb_puts(o, "\"-\" (");
+            min_max_int(o, -max_v, -min_v, decimals_left, true);
+            sb_puts(o, ")");
+            return;
+        }
+        if (min_v < 0) {
+            sb_puts(o, "\"-\" (");
+            min_max_int(o, 0, -min_v, decimals_left, true);
+            sb_puts(o, ") | ");
+            min_v = 0;
+        }
+        char min_s[32], max_s[32];
+        snprintf(min_s, sizeof min_s, "%" PRId64, min_v);
+        snprintf(max_s, sizeof max_s, "%" PRId64, max_v);
+        size_t min_d = strlen(min_s), max_d = strlen(max_s);
+        for (size_t d = min_d; d < max_d; d++) {
+            char nines[32];
+            memset(nines, '9', d);
+            nines[d] = 0;
+            uniform_range(o, min_s, nines);
+            min_s[0] = '1';
+            memset(min_s + 1, '0', d);
+            min_s[d + 1] = 0;
+            sb_puts(o, " | ");
+        }
+        uniform_range(o, min_s, max_s);
+        return;
+    }
+    int less = decimals_left - 1 > 1 ? decimals_left - 1 : 1;
+    if (has_min) {
+        if (min_v < 0) {
+            sb_puts(o, "\"-\" (");
+            min_max_int(o, INT64_MIN, -min_v, decimals_left, false);
+            sb_puts(o, ") | [0] | [1-9] ");
+            more_digits(o, 0, decimals_left - 1);
+        } else if (min_v == 0) {
+            if (top_level) {
+                sb_puts(o, "[0] | [1-9] ");
+                more_digits(o, 0, less);
+            } else {
+                more_digits(o, 1, decimals_left);
+            }
+        } else if (min_v <= 9) {
+            char ch = (char)('0' + min_v), start = top_level ? '1' : '0';
+            if (ch > start) {
+                digit_range(o, start, (char)(ch - 1));
+                sb_puts(o, " ");
+                more_digits(o, 1, less);
+                sb_puts(o, " | ");
+            }
+            digit_range(o, ch, '9');
+            sb_puts(o, " ");
+            more_digits(o, 0, less);
+        } else {
+            char min_s[32];
+            snprintf(min_s, sizeof min_s, "%" PRId64, min_v);
+            int len = (int)strlen(min_s);
+            char ch = min_s[0];
+            if (ch > '1') {
+                digit_range(o, top_level ? '1' : '0', (char)(ch - 1));
+                sb_puts(o, " ");
+                more_digits(o, len, less);
+                sb_puts(o, " | ");
+            }
+            digit_range(o, ch, ch);
+            sb_puts(o, " (");
+            min_max_int(o, strtoll(min_s + 1, NULL, 10), INT64_MAX, less, false);
+            sb_puts(o, ")");
+            if (ch < '9') {
+                sb_puts(o, " | ");
+                digit_range(o, (char)(ch + 1), '9');
+                sb_puts(o, " ");
+                more_digits(o, len - 1, less);
+            }
+        }
+        return;
+    }
+    if (has_max) {
+        if (max_v >= 0) {
+            if (top_level) {
+                sb_puts(o, "\"-\" [1-9] ");
+                more_digits(o, 0, less);
+                sb_puts(o, " | ");
+            }
+            min_max_int(o, 0, max_v, decimals_left, true);
+        } else {
+            sb_puts(o, "\"-\" (");
+            min_max_int(o, -max_v, INT64_MAX, decimals_left, false);
+            sb_puts(o, ")");
+        }
+    }
+}
+
+/* ---- repetition ------------------------------------------------------------------------------ */
+
+/* item{min,max} with an optional separator between items (max < 0: unbounded). */
+static void build_repetition(sb *o, const char *item, long min, long max, const char *sep) {
+    if (max == 0) return;
+    if (min == 0 && max == 1) {
+        sb_printf(o, "%s?", item);
+        return;
+    }
+    if (!sep || !*sep) {
+        if (min == 1 && max < 0) sb_printf(o, "%s+", item);
+        else if (min == 0 && max < 0) sb_printf(o, "%s*", item);
+        else if (max < 0) sb_printf(o, "%s{%ld,}", item, min);
+        else sb_printf(o, "%s{%ld,%ld}", item, min, max);
+        return;
+    }
+    sb inner = {0}, rest = {0};
+    sb_printf(&inner, "(%s %s)", sep, item);
+    build_repetition(&rest, sb_str(&inner), min == 0 ? 0 : min - 1, max < 0 ? -1 : max - 1, NULL);
+    if (min == 0) sb_puts(o, "(");
+    sb_printf(o, "%s %s", item, sb_str(&rest));
+    if (min == 0) sb_puts(o, ")?");
+    if (inner.oom || rest.oom) o->oom = true;
+    free(inner.p);
+    free(rest.p);
+}
+
+/* ---- visiting --------------------------------------------------------------------------------- */
+
+static const char *visit(conv *c, const json_t *schema, const char *name);
+
+static void child_name(sb *o, const char *name, const char *sep_if_named, const char *suffix) {
+    sb_printf(o, "%s%s%s", name, *name ? sep_if_named : "", suffix);
+}
+
+/* Trie of strings for "a JSON string that is none of these" (additionalProperties keys). */
+typedef struct tnode {
+    int child[256];
+    bool end;
+} tnode;
+
+typedef struct tpool {
+    tnode *v;
+    size_t n, cap;
+} tpool;
+
+static int tnew(tpool *p) {
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 8;
+        tnode *v = realloc(p->v, cap * sizeof *v);
+        if (!v) return -1;
+        p->v = v;
+        p->cap = cap;
+    }
+    memset(&p->v[p->n], 0, sizeof p->v[p->n]);
+    return (int)p->n++;
+}
+
+static void not_strings_visit(const tpool *p, int node, const char *char_rule, sb *o) {
+    const tnode *t = &p->v[node];
+    bool first = true;
+    sb rejects = {0};
+    for (int b = 0; b < 256; b++) {
+        int k = t->child[b];
+        if (!k) continue;
+        char ch = (char)b;
+        sb_putn(&rejects, &ch, 1);
+        if (!first) sb_puts(o, " | ");
+        first = false;
+        sb_printf(o, "[%c]", ch);
+        const tnode *kid = &p->v[k - 1];
+        bool has_kids = false;
+        for (int j = 0; j < 256 && !has_kids; j++) has_kids = kid->child[j] != 0;
+        if (has_kids) {
+            sb_puts(o, " (");
+            not_strings_visit(p, k - 1, char_rule, o);
+            sb_puts(o, ")");
+        } else if (kid->end) {
+            sb_printf(o, " %s+", char_rule);
+        }
+    }
+    if (!first) sb_printf(o, " | [^\"%s] %s*", sb_str(&rejects), char_rule);
+    free(rejects.p);
+}
+
+static void not_strings(conv *c, const char *const *strs, size_t n, sb *o) {
+    tpool p = {0};
+    if (tnew(&p) < 0) {
+        c->oom = true;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int node = 0;
+        for (const unsigned char *s = (const unsigned char *)strs[i]; *s; s++) {
+            if (!p.v[node].child[*s]) {
+                if (p.n >= 8192) { /* 1 KiB a node and one recursion level per character: bound both */
+                    fail(c, "json_schema: too many property-name characters for additionalProperties");
+                    free(p.v);
+                    return;
+                }
+                int k = tnew(&p);
+                if (k < 0) {
+                    c->oom = true;
+                    free(p.v);
+                    return;
+                }
+                p.v[node].child[*s] = k + 1;
+            }
+            node = p.v[node].child[*s] - 1;
+        }
+        p.v[node].end = true;
+    }
+    const char *char_rule = add_primitive(c, "char", find_primitive("char"));
+    sb_puts(o, "[\"] ( ");
+    not_strings_visit(&p, 0, char_rule, o);
+    sb_puts(o, " )");
+    if (!p.v[0].end) sb_puts(o, "?");
+    sb_puts(o, " [\"] space");
+    free(p.v);
+}
+
+typedef struct prop {
+    const char *key;
+    const json_t *schema;
+} prop;
+
+static bool in_required(const json_t *req, const char *key) {
+    size_t i;
+    const json_t *v;
+    json_array_foreach(req, i, v) if (json_is_string(v) && !strcmp(json_string_value(v), key)) return true;
+    return false;
+}
+
+/* kv names indexed like keys; "*" is the additional-properties entry. */
+static void recursive_refs(conv *c, const char *name, char **keys, const char **kv, size_t n, bool first_optional, sb *o) {
+    if (n == 0) return;
+    const char *k = keys[0];
+    bool star = !strcmp(k, "*");
+    sb comma = {0};
+    sb_printf(&comma, "( \",\" space %s )", kv[0]);
+    if (first_optional) sb_printf(o, "%s%s", sb_str(&comma), star ? "*" : "?");
+    else {
+        sb_puts(o, kv[0]);
+        if (star) sb_printf(o, " %s*", sb_str(&comma));
+    }
+    if (n > 1) {
+        sb rest = {0}, rn = {0};
+        recursive_refs(c, name, keys + 1, kv + 1, n - 1, true, &rest);
+        child_name(&rn, name, "-", k);
+        sb_puts(&rn, "-rest");
+        sb_printf(o, " %s", add_rule(c, sb_str(&rn), sb_str(&rest)));
+        if (rest.oom || rn.oom) c->oom = true;
+        free(rest.p);
+        free(rn.p);
+    }
+    if (comma.oom) c->oom = true;
+    free(comma.p);
+}
+
+static void build_object_rule(conv *c, const prop *props, size_t n_props, const json_t *required, const char *name,
+                              const json_t *additional, sb *o) {
+    /* required first, then optional, each in schema order */
+    char **keys = calloc(n_props + 1, sizeof *keys);
+    const char **kv = calloc(n_props + 1, sizeof *kv);
+    char **req_keys = calloc(n_props + 1, sizeof *req_keys), **opt_keys = calloc(n_props + 1, sizeof *opt_keys);
+    const char **req_kv = calloc(n_props + 1, sizeof *req_kv), **opt_kv = calloc(n_props + 1, sizeof *opt_kv);
+    const char **names_only = calloc(n_props + 1, sizeof *names_only);
+    if (!keys || !kv || !req_keys || !opt_keys || !req_kv || !opt_kv || !names_only) {
+        c->oom = true;
+        goto out;
+    }
+    size_t n_req = 0, n_opt = 0;
+    for (size_t i = 0; i < n_props && !c->failed; i++) {
+        sb pn = {0}, kn = {0}, body = {0};
+        child_name(&pn, name, "-", props[i].key);
+        const char *prule = visit(c, props[i].schema, sb_str(&pn));
+        json_t *ks = json_string(props[i].key);
+        put_constant(c, &body, ks);
+        json_decref(ks);
+        sb_printf(&body, " space \":\" space %s", prule);
+        child_name(&kn, name, "-", props[i].key);
+        sb_puts(&kn, "-kv");
+        const char *kvname = add_rule(c, sb_str(&kn), sb_str(&body));
+        if (pn.oom || kn.oom || body.oom) c->oom = true;
+        free(pn.p);
+        free(kn.p);
+        free(body.p);
+        names_only[i] = props[i].key;
+        if (required && in_required(required, props[i].key)) {
+            req_keys[n_req] = (char *)props[i].key;
+            req_kv[n_req++] = kvname;
+        } else {
+            opt_keys[n_opt] = (char *)props[i].key;
+            opt_kv[n_opt++] = kvname;
+        }
+    }
+    if (json_is_true(additional) || json_is_object(additional)) {
+        sb sub = {0}, vn = {0}, kname = {0}, kvn = {0}, kbody = {0}, kvbody = {0};
+        child_name(&sub, name, "-", "additional");
+        const char *value_rule;
+        if (json_is_object(additional)) {
+            sb_printf(&vn, "%s-value", sb_str(&sub));
+            value_rule = visit(c, additional, sb_str(&vn));
+        } else value_rule = add_primitive(c, "value", find_primitive("value"));
+        const char *key_rule;
+        if (n_props == 0) key_rule = add_primitive(c, "string", find_primitive("string"));
+        else {
+            not_strings(c, names_only, n_props, &kbody);
+            sb_printf(&kname, "%s-k", sb_str(&sub));
+            key_rule = add_rule(c, sb_str(&kname), sb_str(&kbody));
+        }
+        sb_printf(&kvbody, "%s \":\" space %s", key_rule, value_rule);
+        sb_printf(&kvn, "%s-kv", sb_str(&sub));
+        opt_keys[n_opt] = "*";
+        opt_kv[n_opt++] = add_rule(c, sb_str(&kvn), sb_str(&kvbody));
+        if (sub.oom || vn.oom || kname.oom || kvn.oom || kbody.oom || kvbody.oom) c->oom = true;
+        free(sub.p);
+        free(vn.p);
+        free(kname.p);
+        free(kvn.p);
+        free(kbody.p);
+        free(kvbody.p);
+    }
+    sb_puts(o, "\"{\" space ");
+    for (size_t i = 0; i < n_req; i++) {
+        if (i) sb_puts(o, " \",\" space ");
+        sb_puts(o, req_kv[i]);
+    }
+    if (n_opt) {
+        sb_puts(o, " (");
+        if (n_req) sb_puts(o, " \",\" space ( ");
+        for (size_t i = 0; i < n_opt; i++) {
+            if (i) sb_puts(o, " | ");
+            recursive_refs(c, name, opt_keys + i, opt_kv + i, n_opt - i, false, o);
+        }
+        if (n_req) sb_puts(o, " )");
+        sb_puts(o, " )?");
+    }
+    sb_puts(o, " \"}\" space");
+out:
+    free(keys);
+    free(kv);
+    free(req_keys);
+    free(opt_keys);
+    free(req_kv);
+    free(opt_kv);
+    free(names_only);
+}
+
+/* The rule a $ref stands for (malloc'd name): "ref" + the pointer with other characters as '-',
+ * visited on first use; a ref met again while it is being visited (a recursive schema) is named
+ * before its rule exists, which the outer visit then defines. */
+static char *resolve_ref(conv *c, const char *ref) {
+    const char *hash = strchr(ref, '#');
+    sb rn = {0};
+    sb_puts(&rn, "ref");
+    for (const char *s = hash ? hash + 1 : ref; *s;) {
+        if (name_char(*s)) sb_putn(&rn, s++, 1);
+        else {
+            while (*s && !name_char(*s)) s++;
+            sb_putn(&rn, "-", 1);
+        }
+    }
+    char *out = NULL;
+    if (find_rule(c, sb_str(&rn)) < 0 && !json_object_get(c->resolving, ref)) {
+        const json_t *target = json_object_get(c->refs, ref);
+        if (!target) fail(c, "json_schema: unresolved $ref '%.200s'", ref);
+        else {
+            json_object_set_new(c->resolving, ref, json_true());
+            const char *v = visit(c, target, sb_str(&rn));
+            out = dupn(v, strlen(v));
+            json_object_del(c->resolving, ref);
+        }
+    } else {
+        out = dupn(sb_str(&rn), strlen(sb_str(&rn)));
+    }
+    if (!out || rn.oom) c->oom = true;
+    free(rn.p);
+    return out;
+}
+
+/* Collects local $refs (#/...) into c->refs, resolving each JSON pointer against the root. */
+static void collect_refs(conv *c, const json_t *n, int depth) {
+    if (c->failed || depth > 256) return;
+    if (json_is_array(n)) {
+        size_t i;
+        const json_t *v;
+        json_array_foreach(n, i, v) collect_refs(c, v, depth + 1);
+        return;
+    }
+    if (!json_is_object(n)) return;
+    const json_t *r = json_object_get(n, "$ref");
+    if (r) {
+        const char *ref = json_string_value(r);
+        if (!ref) {
+            fail(c, "json_schema: $ref must be a string");
+            return;
+        }
+        if (json_object_get(c->refs, ref)) return;
+        if (strncmp(ref, "#/", 2) != 0 && strcmp(ref, "#") != 0) {
+            fail(c, "json_schema: unsupported $ref '%.200s' (only local #/... references; convert remote schemas with --grammar)", ref);
+            return;
+        }
+        const json_t *t = c->root;
+        const char *s = ref + 1;
+        while (*s == '/') {
+            s++;
+            const char *e = strchr(s, '/');
+            size_t len = e ? (size_t)(e - s) : strlen(s);
+            char key[256];
+            if (len >= sizeof key) {
+                fail(c, "json_schema: $ref '%.200s' has a segment too long", ref);
+                return;
+            }
+            memcpy(key, s, len);
+            key[len] = 0;
+            if (json_is_object(t) && json_object_get(t, key)) t = json_object_get(t, key);
+            else if (json_is_array(t)) {
+                char *end;
+                unsigned long k = strtoul(key, &end, 10);
+                if (*end || k >= json_array_size(t)) {
+                    fail(c, "json_schema: error resolving $ref '%.200s': '%s' not found", ref, key);
+                    return;
+                }
+                t = json_array_get(t, k);
+            } else {
+                fail(c, "json_schema: error resolving $ref '%.200s': '%s' not found", ref, key);
+                return;
+            }
+            s += len;
+        }
+        json_object_set(c->refs, ref, (json_t *)t);
+        return;
+    }
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)n, k, v) collect_refs(c, v, depth + 1);
+}
+
+/* ---- pattern (llama.cpp's _visit_pattern: literals, ., [...], (...), |, * + ? {m,n}) --------- */
+
+typedef struct pitem {
+    char *s;
+    bool literal;
+} pitem;
+
+typedef struct pstate {
+    conv *c;
+    const char *p;
+    size_t i, len;
+    const char *name;
+    int n_sub;
+    char **sub_keys, **sub_ids;
+    size_t n_subs;
+} pstate;
+
+static char *item_rule(const pitem *it) {
+    sb o = {0};
+    if (it->literal) sb_printf(&o, "\"%s\"", it->s);
+    else sb_puts(&o, it->s);
+    if (o.oom) {
+        free(o.p);
+        return NULL;
+    }
+    return o.p ? o.p : dupn("", 0);
+}
+
+static bool non_literal(char ch) { return strchr("|.()[]{}*+?", ch) != NULL; }
+static bool regex_only_escape(char ch) { return strchr("^$.[]()|{}*+?", ch) != NULL; }
+
+static void free_items(pitem *v, size_t n) {
+    for (size_t i = 0; i < n; i++) free(v[i].s);
+    free(v);
+}
+
+/* Parses until ')' or the end; returns the sequence as rule text (not literal). */
+static char *pattern_seq(pstate *ps, int depth) {
+    conv *c = ps->c;
+    size_t start = ps->i;
+    pitem *seq = NULL;
+    size_t n = 0, cap = 0;
+#define PUSH_ITEM(str, lit)                                                   \
+    do {                                                                      \
+        if (n == cap) {                                                       \
+            cap = cap ? cap * 2 : 8;                                          \
+            pitem *nv = realloc(seq, cap * sizeof *nv);                       \
+            if (!nv) {                                                        \
+                c->oom = true;                                                \
+                free(str);                                                    \
+                goto done;                                                    \
+            }                                                                 \
+            seq = nv;                                                         \
+        }                                                                     \
+        seq[n].s = (str);                                                     \
+        seq[n++].literal = (lit);                                             \
+    } while (0)
+    if (depth > 64) {
+        fail(c, "json_schema: pattern nests too deeply");
+        goto done;
+    }
+    while (ps->i < ps->len && !c->failed && !c->oom) {
+        char ch = ps->p[ps->i];
+        if (ch == '.') {
+            const char *dot = add_rule(c, "dot", "[^\\x0A\\x0D]");
+            char *d = dupn(dot, strlen(dot));
+            PUSH_ITEM(d, false);
+            ps->i++;
+        } else if (ch == '(') {
+            ps->i++;
+            if (ps->i < ps->len && ps->p[ps->i] == '?') {
+                fail(c, "json_schema: pattern syntax '(?' is not supported");
+                goto done;
+            }
+            char *inner = pattern_seq(ps, depth + 1);
+            if (!inner) goto done;
+            sb o = {0};
+            sb_printf(&o, "(%s)", inner);
+            free(inner);
+            PUSH_ITEM(o.p, false);
+        } else if (ch == ')') {
+            ps->i++;
+            if (start > 0 && ps->p[start - 1] != '(') fail(c, "json_schema: pattern has unbalanced parentheses");
+            break;
+        } else if (ch == '[') {
+            sb o = {0};
+            sb_putn(&o, "[", 1);
+            ps->i++;
+            while (ps->i < ps->len && ps->p[ps->i] != ']') {
+                if (ps->p[ps->i] == '\\' && ps->i + 1 < ps->len) {
+                    sb_putn(&o, ps->p + ps->i, 2);
+                    ps->i += 2;
+                } else sb_putn(&o, ps->p + ps->i++, 1);
+            }
+            if (ps->i >= ps->len) fail(c, "json_schema: pattern has unbalanced square brackets");
+            sb_putn(&o, "]", 1);
+            ps->i++;
+            PUSH_ITEM(o.p, false);
+        } else if (ch == '|') {
+            PUSH_ITEM(dupn("|", 1), false);
+            ps->i++;
+        } else if (ch == '*' || ch == '+' || ch == '?') {
+            if (!n) {
+                fail(c, "json_schema: pattern has '%c' with nothing before it", ch);
+                goto done;
+            }
+            char *r = item_rule(&seq[n - 1]);
+            sb o = {0};
+            sb_printf(&o, "%s%c", r ? r : "", ch);
+            free(r);
+            free(seq[n - 1].s);
+            seq[n - 1].s = o.p;
+            seq[n - 1].literal = false;
+            ps->i++;
+        } else if (ch == '{') {
+            size_t b = ++ps->i;
+            while (ps->i < ps->len && ps->p[ps->i] != '}') ps->i++;
+            if (ps->i >= ps->len) {
+                fail(c, "json_schema: pattern has unbalanced curly brackets");
+                goto done;
+            }
+            char nums[64];
+            size_t nl = ps->i - b < sizeof nums - 1 ? ps->i - b : sizeof nums - 1;
+            memcpy(nums, ps->p + b, nl);
+            nums[nl] = 0;
+            ps->i++;
+            long mn = 0, mx = -1;
+            char *comma = strchr(nums, ',');
+            char *end;
+            if (!comma) {
+                mn = mx = strtol(nums, &end, 10);
+                if (end == nums || *end) fail(c, "json_schema: pattern has an invalid number in curly brackets");
+            } else {
+                *comma = 0;
+                if (*nums) {
+                    mn = strtol(nums, &end, 10);
+                    if (*end) fail(c, "json_schema: pattern has an invalid number in curly brackets");
+                }
+                if (comma[1]) {
+                    mx = strtol(comma + 1, &end, 10);
+                    if (*end) fail(c, "json_schema: pattern has an invalid number in curly brackets");
+                }
+            }
+            if (!n || c->failed) {
+                if (!n) fail(c, "json_schema: pattern has '{' with nothing before it");
+                goto done;
+            }
+            pitem *last = &seq[n - 1];
+            char *sub;
+            if (!last->literal) {
+                /* the same sub-pattern gets one rule */
+                const char *id = NULL;
+                for (size_t k = 0; k < ps->n_subs; k++)
+                    if (!strcmp(ps->sub_keys[k], last->s)) id = ps->sub_ids[k];
+                if (!id) {
+                    sb rn = {0};
+                    sb_printf(&rn, "%s-%zu", ps->name, ps->n_subs + 1);
+                    id = add_rule(c, sb_str(&rn), last->s);
+                    free(rn.p);
+                    char **nk = realloc(ps->sub_keys, (ps->n_subs + 1) * sizeof *nk);
+                    if (nk) ps->sub_keys = nk;
+                    char **ni = realloc(ps->sub_ids, (ps->n_subs + 1) * sizeof *ni);
+                    if (ni) ps->sub_ids = ni;
+                    if (!nk || !ni) {
+                        c->oom = true;
+                        goto done;
+                    }
+                    ps->sub_keys[ps->n_subs] = dupn(last->s, strlen(last->s));
+                    ps->sub_ids[ps->n_subs++] = (char *)id;
+                }
+                sub = dupn(id, strlen(id));
+            } else {
+                sub = item_rule(last);
+            }
+            sb o = {0};
+            build_repetition(&o, sub ? sub : "", mn, mx, NULL);
+            free(sub);
+            free(last->s);
+            last->s = o.p ? o.p : dupn("", 0);
+            last->literal = false;
+        } else {
+            sb lit = {0};
+            while (ps->i < ps->len) {
+                char cc = ps->p[ps->i];
+                if (cc == '\\' && ps->i + 1 < ps->len) {
+                    char next = ps->p[ps->i + 1];
+                    if (regex_only_escape(next)) {
+                        sb_putn(&lit, &next, 1);
+                        ps->i += 2;
+                    } else {
+                        sb_putn(&lit, ps->p + ps->i, 2);
+                        ps->i += 2;
+                    }
+                } else if (cc == '"') {
+                    sb_puts(&lit, "\\\"");
+                    ps->i++;
+                } else if (!non_literal(cc) &&
+                           (ps->i == ps->len - 1 || lit.n == 0 || ps->p[ps->i + 1] == '.' || !non_literal(ps->p[ps->i + 1]))) {
+                    sb_putn(&lit, &cc, 1);
+                    ps->i++;
+                } else break;
+            }
+            if (lit.n) PUSH_ITEM(lit.p, true);
+            else {
+                free(lit.p);
+                if (ps->i < ps->len && !non_literal(ps->p[ps->i])) ps->i++; /* cannot happen; keep moving */
+                else if (ps->i < ps->len && (ps->p[ps->i] == '}' || ps->p[ps->i] == ']')) {
+                    fail(c, "json_schema: pattern has an unexpected '%c'", ps->p[ps->i]);
+                }
+            }
+        }
+    }
+    {
+        /* join, merging consecutive literals */
+        sb o = {0}, lit = {0};
+        bool first = true;
+        for (size_t k = 0; k <= n; k++) {
+            if (k < n && seq[k].literal) {
+                sb_puts(&lit, seq[k].s);
+                continue;
+            }
+            if (lit.n) {
+                sb_printf(&o, "%s\"%s\"", first ? "" : " ", lit.p);
+                first = false;
+                lit.n = 0;
+            }
+            if (k < n) {
+                sb_printf(&o, "%s%s", first ? "" : " ", seq[k].s);
+                first = false;
+            }
+        }
+        free(lit.p);
+        free_items(seq, n);
+        if (o.oom) c->oom = true;
+        return o.p ? o.p : dupn("", 0);
+    }
+done:
+    free_items(seq, n);
+    return NULL;
+#undef PUSH_ITEM
+}
+
+static const char *visit_pattern(conv *c, const char *pattern, const char *name) {
+    size_t len = strlen(pattern);
+    if (len < 2 || pattern[0] != '^' || pattern[len - 1] != '$') {
+        fail(c, "json_schema: pattern must start with '^' and end with '$'");
+        return "";
+    }
+    pstate ps = {.c = c, .p = pattern + 1, .len = len - 2, .name = name};
+    char *body = pattern_seq(&ps, 0);
+    for (size_t k = 0; k < ps.n_subs; k++) free(ps.sub_keys[k]);
+    free(ps.sub_keys);
+    free(ps.sub_ids);
+    if (!body) return "";
+    sb o = {0};
+    sb_printf(&o, "\"\\\"\" (%s) \"\\\"\" space", body);
+    free(body);
+    const char *r = add_rule(c, name, sb_str(&o));
+    free(o.p);
+    return r;
+}
+
+/* ---- the visitor -------------------------------------------------------------------------------- */
+
+static bool type_is(const json_t *t, const char *name) { return json_is_string(t) && !strcmp(json_string_value(t), name); }
+
+static long get_int(conv *c, const json_t *schema, const char *key, long dflt) {
+    const json_t *v = json_object_get(schema, key);
+    if (!v) return dflt;
+    if (!json_is_integer(v) || json_integer_value(v) < 0) {
+        fail(c, "json_schema: '%s' must be a non-negative integer", key);
+        return dflt;
+    }
+    json_int_t x = json_integer_value(v);
+    return x > 100000 ? 100000 : (long)x;
+}
+
+static const char *union_rule(conv *c, const char *rule_name, const char *name, const json_t *const *alts, size_t n) {
+    sb body = {0};
+    for (size_t i = 0; i < n && !c->failed; i++) {
+        sb an = {0};
+        sb_printf(&an, "%s%s%zu", name, *name ? "-" : "alternative-", i);
+        const char *r = visit(c, alts[i], sb_str(&an));
+        free(an.p);
+        sb_printf(&body, "%s%s", i ? " | " : "", r);
+    }
+    const char *out = add_rule(c, rule_name, sb_str(&body));
+    if (body.oom) c->oom = true;
+    free(body.p);
+    return out;
+}
+
+static const char *visit_inner(conv *c, const json_t *schema, const char *name);
+
+static const char *visit(conv *c, const json_t *schema, const char *name) {
+    if (c->failed || c->oom) return "";
+    if (++c->depth > 128) {
+        fail(c, "json_schema: the schema nests too deeply");
+        c->depth--;
+        return "";
+    }
+    const char *r = visit_inner(c, schema, name);
+    c->depth--;
+    return r;
+}
+
+static const char *visit_inner(conv *c, const json_t *schema, const char *name) {
+    if (json_is_true(schema)) schema = NULL; /* `true` accepts anything: treat as {} */
+    else if (!json_is_object(schema)) {
+        char *d = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
+        fail(c, "json_schema: unrecognized schema: %.200s", d ? d : "?");
+        free(d);
+        return "";
+    }
+    const json_t *type = json_object_get(schema, "type");
+    const json_t *fmt = json_object_get(schema, "format");
+    const char *format = json_is_string(fmt) ? json_string_value(fmt) : "";
+    sb rn = {0};
+    if (reserved_name(name)) sb_printf(&rn, "%s-", name);
+    else sb_puts(&rn, *name ? name : "root");
+    const char *rule_name = sb_str(&rn);
+    const char *out = "";
+    sb body = {0};
+    bool untyped = type == NULL || json_is_null(type);
+
+    if (type && !json_is_string(type) && !json_is_array(type) && !json_is_null(type)) {
+        fail(c, "json_schema: 'type' must be a string or an array of strings");
+    } else if (json_object_get(schema, "$ref")) {
+        const char *ref = json_string_value(json_object_get(schema, "$ref"));
+        if (!ref) fail(c, "json_schema: $ref must be a string");
+        else {
+            char *t = resolve_ref(c, ref);
+            out = add_rule(c, rule_name, t ? t : "");
+            free(t);
+        }
+    } else if (json_object_get(schema, "oneOf") || json_object_get(schema, "anyOf")) {
+        const json_t *alts = json_object_get(schema, "oneOf");
+        if (!alts) alts = json_object_get(schema, "anyOf");
+        if (!json_is_array(alts) || json_array_size(alts) == 0) fail(c, "json_schema: anyOf/oneOf must be a non-empty array");
+        else {
+            size_t n = json_array_size(alts);
+            const json_t **v = malloc(n * sizeof *v);
+            if (!v) c->oom = true;
+            else {
+                for (size_t i = 0; i < n; i++) v[i] = json_array_get(alts, i);
+                out = union_rule(c, rule_name, name, v, n);
+                free(v);
+            }
+        }
+    } else if (json_is_array(type)) {
+        size_t n = json_array_size(type);
+        if (n == 0) fail(c, "json_schema: 'type' is an empty array");
+        json_t **copies = calloc(n ? n : 1, sizeof *copies);
+        if (!copies) c->oom = true;
+        for (size_t i = 0; copies && i < n; i++) {
+            copies[i] = json_copy((json_t *)schema);
+            if (copies[i]) json_object_set(copies[i], "type", json_array_get(type, i));
+            else c->oom = true;
+        }
+        if (copies && !c->oom && n) out = union_rule(c, rule_name, name, (const json_t *const *)copies, n);
+        for (size_t i = 0; copies && i < n; i++) json_decref(copies[i]);
+        free(copies);
+    } else if (json_object_get(schema, "const")) {
+        put_constant(c, &body, json_object_get(schema, "const"));
+        sb_puts(&body, " space");
+        out = add_rule(c, rule_name, sb_str(&body));
+    } else if (json_object_get(schema, "enum")) {
+        const json_t *e = json_object_get(schema, "enum");
+        if (!json_is_array(e) || json_array_size(e) == 0) fail(c, "json_schema: 'enum' must be a non-empty array");
+        else {
+            sb_puts(&body, "(");
+            size_t i;
+            const json_t *v;
+            json_array_foreach(e, i, v) {
+                if (i) sb_puts(&body, " | ");
+                put_constant(c, &body, v);
+            }
+            sb_puts(&body, ") space");
+            out = add_rule(c, rule_name, sb_str(&body));
+        }
+    } else if ((untyped || type_is(type, "object")) &&
+               (json_object_get(schema, "properties") ||
+                (json_object_get(schema, "additionalProperties") && !json_is_true(json_object_get(schema, "additionalProperties"))))) {
+        const json_t *pr = json_object_get(schema, "properties");
+        if (pr && !json_is_object(pr)) fail(c, "json_schema: 'properties' must be an object");
+        size_t n = json_is_object(pr) ? json_object_size(pr) : 0;
+        prop *props = calloc(n + 1, sizeof *props);
+        if (!props) c->oom = true;
+        else {
+            /* jansson keeps insertion order (the schema's order) when iterating */
+            size_t k = 0;
+            const char *key;
+            const json_t *v;
+            if (json_is_object(pr)) json_object_foreach((json_t *)pr, key, v) props[k++] = (prop){key, v};
+            const json_t *req = json_object_get(schema, "required");
+            build_object_rule(c, props, k, json_is_array(req) ? req : NULL, name, json_object_get(schema, "additionalProperties"), &body);
+            out = add_rule(c, rule_name, sb_str(&body));
+            free(props);
+        }
+    } else if ((untyped || type_is(type, "object") || type_is(type, "string")) && json_object_get(schema, "allOf")) {
+        const json_t *all = json_object_get(schema, "allOf");
+        if (!json_is_array(all)) fail(c, "json_schema: 'allOf' must be an array");
+        else {
+            /* merge the components' properties (required ones from plain components, optional
+             * from components inside an anyOf), or intersect their enums */
+            json_t *required = json_array(), *seen_enum = json_object();
+            prop *props = NULL;
+            size_t n_props = 0, cap = 0;
+            size_t i;
+            const json_t *t;
+            json_array_foreach(all, i, t) {
+                const json_t *comps[64];
+                size_t n_comps = 0;
+                bool is_req = true;
+                const json_t *any = json_object_get(t, "anyOf");
+                if (json_is_array(any)) {
+                    is_req = false;
+                    for (size_t j = 0; j < json_array_size(any) && n_comps < 64; j++) comps[n_comps++] = json_array_get(any, j);
+                } else comps[n_comps++] = t;
+                for (size_t j = 0; j < n_comps; j++) {
+                    const json_t *comp = comps[j];
+                    for (int hops = 0; hops < 32 && json_object_get(comp, "$ref"); hops++)
+                        comp = json_object_get(c->refs, json_string_value(json_object_get(comp, "$ref")));
+                    const json_t *cp = json_object_get(comp, "properties");
+                    const json_t *ce = json_object_get(comp, "enum");
+                    if (json_is_object(cp)) {
+                        const char *key;
+                        const json_t *v;
+                        json_object_foreach((json_t *)cp, key, v) {
+                            if (n_props == cap) {
+                                cap = cap ? cap * 2 : 8;
+                                prop *np = realloc(props, cap * sizeof *np);
+                                if (!np) {
+                                    c->oom = true;
+                                    break;
+                                }
+                                props = np;
+                            }
+                            props[n_props++] = (prop){key, v};
+                            if (is_req) json_array_append_new(required, json_string(key));
+                        }
+                    } else if (json_is_array(ce)) {
+                        size_t q;
+                        const json_t *ev;
+                        json_array_foreach(ce, q, ev) {
+                            sb lit = {0};
+                            put_constant(c, &lit, ev);
+                            json_t *cnt = json_object_get(seen_enum, sb_str(&lit));
+                            json_object_set_new(seen_enum, sb_str(&lit), json_integer(cnt ? json_integer_value(cnt) + 1 : 1));
+                            free(lit.p);
+                        }
+                    }
+                }
+            }
+            bool done = false;
+            if (json_object_size(seen_enum)) {
+                const char *lit;
+                json_t *cnt;
+                bool first = true;
+                sb_puts(&body, "(");
+                json_object_foreach(seen_enum, lit, cnt) {
+                    if ((size_t)json_integer_value(cnt) != json_array_size(all)) continue;
+                    sb_printf(&body, "%s%s", first ? "" : " | ", lit);
+                    first = false;
+                }
+                sb_puts(&body, ") space");
+                if (!first) {
+                    out = add_rule(c, rule_name, sb_str(&body));
+                    done = true;
+                }
+                body.n = 0;
+            }
+            if (!done) {
+                build_object_rule(c, props, n_props, required, name, NULL, &body);
+                out = add_rule(c, rule_name, sb_str(&body));
+            }
+            free(props);
+            json_decref(required);
+            json_decref(seen_enum);
+        }
+    } else if ((untyped || type_is(type, "array")) && (json_object_get(schema, "items") || json_object_get(schema, "prefixItems"))) {
+        const json_t *items = json_object_get(schema, "items");
+        /* prefixItems with items false (no more elements) is the same closed tuple */
+        if (!items || (json_is_false(items) && json_is_array(json_object_get(schema, "prefixItems")))) items = json_object_get(schema, "prefixItems");
+        if (json_is_array(items)) {
+            sb_puts(&body, "\"[\" space ");
+            size_t i;
+            const json_t *it;
+            json_array_foreach(items, i, it) {
+                if (i) sb_puts(&body, " \",\" space ");
+                sb tn = {0};
+                child_name(&tn, name, "-", "tuple-");
+                sb_printf(&tn, "%zu", i);
+                sb_puts(&body, visit(c, it, sb_str(&tn)));
+                free(tn.p);
+            }
+            sb_puts(&body, " \"]\" space");
+        } else {
+            sb in = {0};
+            child_name(&in, name, "-", "item");
+            const char *item = visit(c, items, sb_str(&in));
+            char *item_copy = dupn(item, strlen(item));
+            free(in.p);
+            long mn = get_int(c, schema, "minItems", 0), mx = get_int(c, schema, "maxItems", -1);
+            sb_puts(&body, "\"[\" space ");
+            build_repetition(&body, item_copy ? item_copy : "", mn, mx, "\",\" space");
+            sb_puts(&body, " \"]\" space");
+            free(item_copy);
+        }
+        out = add_rule(c, rule_name, sb_str(&body));
+    } else if ((untyped || type_is(type, "string")) && json_object_get(schema, "pattern")) {
+        const char *pat = json_string_value(json_object_get(schema, "pattern"));
+        if (!pat) fail(c, "json_schema: 'pattern' must be a string");
+        else out = visit_pattern(c, pat, rule_name);
+    } else if ((untyped || type_is(type, "string")) && !strncmp(format, "uuid", 4) &&
+               (format[4] == 0 || (format[4] >= '1' && format[4] <= '5' && format[5] == 0))) {
+        out = add_primitive(c, !strcmp(rule_name, "root") ? "root" : format, find_primitive("uuid"));
+    } else if ((untyped || type_is(type, "string")) && *format &&
+               (!strcmp(format, "date") || !strcmp(format, "time") || !strcmp(format, "date-time"))) {
+        sb pn = {0};
+        sb_printf(&pn, "%s-string", format);
+        const char *prim = add_primitive(c, sb_str(&pn), find_builtin(sb_str(&pn)));
+        char *p = dupn(prim, strlen(prim));
+        out = add_rule(c, rule_name, p ? p : "");
+        free(p);
+        free(pn.p);
+    } else if (type_is(type, "string") && (json_object_get(schema, "minLength") || json_object_get(schema, "maxLength"))) {
+        const char *ch = add_primitive(c, "char", find_primitive("char"));
+        long mn = get_int(c, schema, "minLength", 0), mx = get_int(c, schema, "maxLength", -1);
+        sb_puts(&body, "\"\\\"\" ");
+        build_repetition(&body, ch, mn, mx, NULL);
+        sb_puts(&body, " \"\\\"\" space");
+        out = add_rule(c, rule_name, sb_str(&body));
+    } else if (type_is(type, "integer") && (json_object_get(schema, "minimum") || json_object_get(schema, "exclusiveMinimum") ||
+                                            json_object_get(schema, "maximum") || json_object_get(schema, "exclusiveMaximum"))) {
+        int64_t mn = INT64_MIN, mx = INT64_MAX;
+        const json_t *v;
+        bool bad = false;
+        /* bounds that are not integers, or at the int64 edge, are refused rather than mis-spelled */
+#define BOUND(key, var, adj)                                                           \
+        if ((v = json_object_get(schema, key))) {                                      \
+            if (!json_is_integer(v) || json_integer_value(v) <= INT64_MIN / 2 || json_integer_value(v) >= INT64_MAX / 2) bad = true; \
+            else var = (int64_t)json_integer_value(v) + (adj);                         \
+        }
+        BOUND("minimum", mn, 0) else BOUND("exclusiveMinimum", mn, 1)
+        BOUND("maximum", mx, 0) else BOUND("exclusiveMaximum", mx, -1)
+#undef BOUND
+        if (bad) fail(c, "json_schema: integer minimum/maximum must be integers of moderate size");
+        else if (mn != INT64_MIN && mx != INT64_MAX && mn > mx) fail(c, "json_schema: integer minimum is above its maximum");
+        else {
+            sb_puts(&body, "(");
+            min_max_int(&body, mn, mx, 16, true);
+            sb_puts(&body, ") space");
+            out = add_rule(c, rule_name, sb_str(&body));
+        }
+    } else if (!schema || json_object_size(schema) == 0 || type_is(type, "object")) {
+        const char *obj = add_primitive(c, "object", find_primitive("object"));
+        char *p = dupn(obj, strlen(obj));
+        out = add_rule(c, rule_name, p ? p : "");
+        free(p);
+    } else {
+        const builtin *b = json_is_string(type) ? find_primitive(json_string_value(type)) : NULL;
+        if (!b || !strcmp(json_string_value(type), "value") || !strcmp(json_string_value(type), "char") ||
+            !strcmp(json_string_value(type), "uuid") || strstr(json_string_value(type), "-part")) {
+            char *d = json_dumps(schema, JSON_COMPACT);
+            fail(c, "json_schema: unrecognized schema: %.200s", d ? d : "?");
+            free(d);
+        } else {
+            out = add_primitive(c, !strcmp(rule_name, "root") ? "root" : json_string_value(type), b);
+        }
+    }
+    if (body.oom || rn.oom) c->oom = true;
+    free(body.p);
+    free(rn.p);
+    return out;
+}
+
+static void conv_free(conv *c) {
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->names[i]);
+        free(c->bodies[i]);
+    }
+    free(c->names);
+    free(c->bodies);
+    json_decref(c->refs);
+    json_decref(c->resolving);
+}
+
+mxl_status mxl_json_schema_to_grammar(const json_t *schema, char **out, mxl_error *err) {
+    *out = NULL;
+    conv c = {.root = schema, .refs = json_object(), .resolving = json_object()};
+    if (!c.refs || !c.resolving) {
+        conv_free(&c);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
+    set_rule(&c, "space", k_space_rule);
+    collect_refs(&c, schema, 0);
+    if (!c.failed) visit(&c, schema, "");
+    if (!c.failed && !c.oom && find_rule(&c, "root") < 0) fail(&c, "json_schema: the schema produced no root rule");
+    sb g = {0};
+    for (size_t i = 0; i < c.n && !c.failed; i++) sb_printf(&g, "%s ::= %s\n", c.names[i], c.bodies[i]);
+    mxl_status st = MXL_OK;
+    if (c.failed) st = mxl_error_set(err, MXL_ERR_ARG, "%s", c.err);
+    else if (c.oom || g.oom) st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    conv_free(&c);
+    if (st) {
+        free(g.p);
+        return st;
+    }
+    *out = g.p;
+    return MXL_OK;
+}
+
+mxl_status mxl_json_schema_text_to_grammar(const char *text, size_t len, char **out, mxl_error *err) {
+    *out = NULL;
+    json_error_t je;
+    json_t *j = json_loadb(text, len, JSON_DECODE_ANY, &je);
+    if (!j) return mxl_error_set(err, MXL_ERR_ARG, "json_schema: not valid JSON (%s at line %d column %d)", je.text, je.line, je.column);
+    mxl_status st = mxl_json_schema_to_grammar(j, out, err);
+    json_decref(j);
+    return st;
+}
