@@ -410,6 +410,15 @@ static mxl_status read_quant(ctx *c, mxl_model_config *cfg) {
     return MXL_OK;
 }
 
+mxl_status mxl_gguf_arch_number(const mxl_gguf *g, const char *origin, const char *suffix,
+                                double *out, mxl_error *err) {
+    char arch[64], key[192];
+    const mxl_gguf_kv *kv = mxl_gguf_find(g, "general.architecture");
+    if (!kv || !mxl_gguf_value_copy_str(&kv->value, arch, sizeof arch)) return MXL_OK;
+    ctx c = {.g = g, .origin = origin ? origin : mxl_gguf_name(g), .arch = arch, .err = err};
+    return opt_float(&c, arch_key(&c, suffix, key, sizeof key), out);
+}
+
 mxl_status mxl_model_config_from_gguf(const mxl_gguf *g, const char *origin,
                                       mxl_model_config *out, mxl_error *err) {
     mxl_model_config_init(out);

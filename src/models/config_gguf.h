@@ -18,6 +18,13 @@
 mxl_status mxl_model_config_from_gguf(const mxl_gguf *g, const char *origin,
                                       mxl_model_config *out, mxl_error *err);
 
+/* A family-specific number "ARCH.<suffix>" (ARCH = general.architecture), e.g.
+ * "attn_logit_softcapping": *out is set when the key is present (float or integer type, finite),
+ * left untouched when absent (or when general.architecture is missing). `origin` as above. Format
+ * errors name the key. */
+mxl_status mxl_gguf_arch_number(const mxl_gguf *g, const char *origin, const char *suffix,
+                                double *out, mxl_error *err);
+
 /* Hugging Face model_type for a GGUF architecture name; NULL when there is no mapping. */
 const char *mxl_gguf_arch_to_model_type(const char *arch);
 /* llama.cpp file-type name ("Q4_K_M", "F16", ...) for general.file_type, NULL when unknown.

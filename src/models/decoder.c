@@ -42,14 +42,6 @@ static const mxl_decoder_family *const k_families[] = {
     &mxl_family_gpt2,
 };
 
-/* llama.cpp's tensor names, shared by every GGUF family we run. */
-static const mxl_decoder_names k_gguf_names = {
-    .embed = "token_embd", .final_norm = "output_norm", .lm_head = "output", .layers = "blk.",
-    .attn_norm = "attn_norm", .q = "attn_q", .k = "attn_k", .v = "attn_v", .o = "attn_output",
-    .q_norm = "attn_q_norm", .k_norm = "attn_k_norm", .post_attn_norm = "post_attention_norm",
-    .ffn_norm = "ffn_norm", .gate = "ffn_gate", .up = "ffn_up", .down = "ffn_down",
-    .post_ffn_norm = "post_ffw_norm",
-};
 
 static const mxl_decoder_family *find_family(const char *model_type) {
     for (size_t i = 0; i < sizeof k_families / sizeof k_families[0]; i++)
@@ -361,7 +353,7 @@ static mxl_status load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err)
     if (!gguf && q->mode != MXL_QUANT_NONE && q->mode != MXL_QUANT_AFFINE)
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: quantization '%s' is not supported (MLX affine quantization and GGUF are)", ck->path,
                              q->method[0] ? q->method : mxl_quant_mode_name(q->mode));
-    mxl_decoder_names names = gguf ? k_gguf_names : *fam->names;
+    mxl_decoder_names names = gguf ? mxl_names_gguf : *fam->names;
     mxl_family_ctx fc = {ck, &ck->config, ck->config.raw, gguf, &d->hp, &names, &d->arena, err};
     mxl_status st;
     if ((st = common_hparams(ck, &fc))) return st;

@@ -1,17 +1,24 @@
 /* family_gemma.c - Gemma (transformers modeling_gemma.py): Llama's block with RMSNorm scaling by
  * (1 + w), embeddings multiplied by sqrt(hidden_size), and a GeGLU MLP (tanh GELU: the legacy
  * hidden_act "gelu" of the official configs means the tanh approximation, as transformers
- * rewrites it). */
+ * rewrites it).
+ * GGUF (llama.cpp gemma): norms stored as 1 + w already (the converter adds 1), embeddings scaled
+ * by sqrt(n_embd), tanh GELU, NEOX RoPE on unpermuted rows. */
 #include <math.h>
 #include <string.h>
 
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 static mxl_status gemma_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     hp->norm_plus_one = true;
     hp->embed_scale = sqrtf((float)hp->hidden);
     hp->act = MXL_ACT_GELU_TANH;
+    if (c->gguf) {
+        hp->norm_plus_one = false;
+        return mxl_family_gguf_rope_neox(c);
+    }
     if (c->cfg->hidden_act[0] && strcmp(c->cfg->hidden_act, "gelu") != 0) {
         mxl_status st = mxl_family_act(c, "hidden_act", c->cfg->hidden_act, &hp->act);
         if (st) return st;
@@ -19,4 +26,4 @@ static mxl_status gemma_setup(mxl_family_ctx *c) {
     return mxl_family_rope(c);
 }
 
-const mxl_decoder_family mxl_family_gemma = {"gemma", false, &mxl_names_llama, gemma_setup};
+const mxl_decoder_family mxl_family_gemma = {"gemma", true, &mxl_names_llama, gemma_setup};

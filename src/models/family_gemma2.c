@@ -2,12 +2,20 @@
  * embeddings, four norms per layer (input, post-attention, pre- and post-feedforward), attention
  * scale query_pre_attn_scalar^-1/2, tanh soft-caps on the attention scores
  * (attn_logit_softcapping) and the final logits (final_logit_softcapping), and sliding-window
- * layers from layer_types (default: every other layer, starting with the first). */
+ * layers from layer_types (default: every other layer, starting with the first).
+ * GGUF (llama.cpp gemma2): norms stored as 1 + w; no query_pre_attn_scalar in the metadata:
+ * llama.cpp scales by 1/sqrt(key_length), except its 27B size (46 layers), where it takes
+ * 1/sqrt(n_embd / n_head) (gemma_pytorch's config, = query_pre_attn_scalar 144 there); soft-caps
+ * from gemma2.attn_logit_softcapping / final_logit_softcapping (llama.cpp defaults 50 and 30);
+ * sliding layers every other one from the first (config_gguf.c; or
+ * attention.sliding_window_pattern), window attention.sliding_window (default 4096); sliding
+ * layers' RoPE base rope.freq_base_swa, else rope.freq_base. */
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
 
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 const mxl_decoder_names mxl_names_gemma2 = {
     .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
@@ -42,7 +50,33 @@ mxl_status mxl_family_gemma2_common(mxl_family_ctx *c) {
     return MXL_OK;
 }
 
+static mxl_status gemma2_gguf(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    const mxl_model_config *cfg = c->cfg;
+    mxl_status st;
+    hp->norm_plus_one = false; /* GGUF stores 1 + w */
+    hp->post_norms = true;
+    hp->embed_scale = sqrtf((float)hp->hidden);
+    hp->act = MXL_ACT_GELU_TANH;
+    hp->attn_scale = hp->n_layers == 46 ? (float)(1.0 / sqrt((double)(hp->hidden / hp->n_heads))) : 1.0f / sqrtf((float)hp->head_dim);
+    double cap, swa_base;
+    if ((st = mxl_family_gguf_number(c, "attn_logit_softcapping", 50.0, &cap))) return st;
+    hp->attn_softcap = cap > 0 ? (float)cap : 0.0f;
+    if ((st = mxl_family_gguf_number(c, "final_logit_softcapping", 30.0, &cap))) return st;
+    hp->final_softcap = cap > 0 ? (float)cap : 0.0f;
+    if ((st = mxl_family_gguf_rope_neox(c))) return st;
+    if ((st = mxl_family_gguf_number(c, "rope.freq_base_swa", hp->rope.theta, &swa_base))) return st;
+    if (!(swa_base > 0)) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key 'gemma2.rope.freq_base_swa' must be positive", c->ck->path);
+    hp->rope_local.theta = swa_base;
+    if (cfg->n_layer_types == hp->n_layers && cfg->layer_is_sliding) {
+        hp->layer_is_sliding = cfg->layer_is_sliding;
+        hp->sliding_window = cfg->sliding_window > 0 ? cfg->sliding_window : 4096;
+    }
+    return MXL_OK;
+}
+
 static mxl_status gemma2_setup(mxl_family_ctx *c) {
+    if (c->gguf) return gemma2_gguf(c);
     mxl_status st = mxl_family_gemma2_common(c);
     if (st || (st = mxl_family_rope(c))) return st;
     int64_t window = c->cfg->sliding_window > 0 ? c->cfg->sliding_window : 0;
@@ -55,4 +89,4 @@ static mxl_status gemma2_setup(mxl_family_ctx *c) {
     return MXL_OK;
 }
 
-const mxl_decoder_family mxl_family_gemma2 = {"gemma2", false, &mxl_names_gemma2, gemma2_setup};
+const mxl_decoder_family mxl_family_gemma2 = {"gemma2", true, &mxl_names_gemma2, gemma2_setup};

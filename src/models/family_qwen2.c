@@ -1,7 +1,10 @@
 /* family_qwen2.c - Qwen2 (transformers modeling_qwen2.py): Llama's block with biases on the q, k
  * and v projections (never on o_proj). Sliding-window layers only with use_sliding_window: those
- * that layer_types marks, or (older configs) layers from max_window_layers on. */
+ * that layer_types marks, or (older configs) layers from max_window_layers on.
+ * GGUF (llama.cpp qwen2): attn_q/k/v biases, NEOX RoPE on unpermuted rows, and no sliding window
+ * (llama.cpp has none for Qwen2 and its converter writes none). */
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 mxl_status mxl_family_qwen_sliding(mxl_family_ctx *c) {
     bool use;
@@ -22,8 +25,9 @@ mxl_status mxl_family_qwen_sliding(mxl_family_ctx *c) {
 static mxl_status qwen2_setup(mxl_family_ctx *c) {
     c->hp->qkv_bias = true;
     c->hp->o_bias = false;
+    if (c->gguf) return mxl_family_gguf_rope_neox(c);
     mxl_status st = mxl_family_rope(c);
     return st ? st : mxl_family_qwen_sliding(c);
 }
 
-const mxl_decoder_family mxl_family_qwen2 = {"qwen2", false, &mxl_names_llama, qwen2_setup};
+const mxl_decoder_family mxl_family_qwen2 = {"qwen2", true, &mxl_names_llama, qwen2_setup};

@@ -1,7 +1,14 @@
 /* family_starcoder2.c - StarCoder2 (transformers modeling_starcoder2.py): LayerNorm with bias
  * (norm_epsilon), a plain MLP c_fc -> activation (gelu_pytorch_tanh) -> c_proj, biases on every
- * projection when use_bias (default true), sliding window over every layer when set. */
+ * projection when use_bias (default true), sliding window over every layer when set.
+ * GGUF (llama.cpp starcoder2): LayerNorm weight + bias (attn_norm, ffn_norm, output_norm) with
+ * attention.layer_norm_epsilon, plain MLP ffn_up -> GELU (tanh) -> ffn_down, biases when the GGUF
+ * holds them (blk.0.attn_q.bias), NEOX RoPE on unpermuted rows; no sliding window (the converter
+ * writes none and llama.cpp runs none). */
+#include <math.h>
+
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 static const mxl_decoder_names k_names = {
     .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
@@ -18,6 +25,12 @@ static mxl_status starcoder2_setup(mxl_family_ctx *c) {
     hp->mlp = MXL_MLP_PLAIN;
     hp->act = MXL_ACT_GELU_TANH;
     if (c->cfg->hidden_act[0] && (st = mxl_family_act(c, "hidden_act", c->cfg->hidden_act, &hp->act))) return st;
+    if (c->gguf) {
+        hp->norm_eps = (float)(!isnan(c->cfg->layer_norm_eps) ? c->cfg->layer_norm_eps : 1e-5);
+        bias = mxl_family_gguf_has_layer0(c, "attn_q", ".bias");
+        hp->qkv_bias = hp->o_bias = hp->mlp_bias = bias;
+        return mxl_family_gguf_rope_neox(c);
+    }
     if ((st = mxl_family_double(c, "norm_epsilon", 1e-5, &eps))) return st;
     hp->norm_eps = (float)eps;
     if ((st = mxl_family_bool(c, "use_bias", true, &bias))) return st;
@@ -26,4 +39,4 @@ static mxl_status starcoder2_setup(mxl_family_ctx *c) {
     return mxl_family_sliding_all(c);
 }
 
-const mxl_decoder_family mxl_family_starcoder2 = {"starcoder2", false, &k_names, starcoder2_setup};
+const mxl_decoder_family mxl_family_starcoder2 = {"starcoder2", true, &k_names, starcoder2_setup};
