@@ -951,27 +951,10 @@ static mxl_status check_ids(const mxl_decoder *d, const int32_t *tokens, int64_t
     return MXL_OK;
 }
 
-mxl_status mxl_decoder_forward(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens,
-                               int64_t n, float *logits, mxl_error *err) {
-    mxl_status st;
-    if (n <= 0) return mxl_error_set(err, MXL_ERR_ARG, "no tokens to run");
-    if (n > s->max_ctx - s->pos)
-        return mxl_error_set(err, MXL_ERR_ARG, "context full: %lld tokens at position %lld exceed the context of %lld",
-                             (long long)n, (long long)s->pos, (long long)s->max_ctx);
-    if ((st = check_ids(d, tokens, n, err))) return st;
-    if ((st = kv_reserve(s, s->pos, n, err))) return st;
-    for (int64_t off = 0; off < n; off += s->max_batch) {
-        int64_t m = n - off < s->max_batch ? n - off : s->max_batch;
-        row_span sp = {s, 0, m, s->pos};
-        fwd_pass f = {d, s, &sp, 1, m, 0};
-        forward_rows(&f, tokens + off);
-        if (off + m == n) span_logits(&f, logits);
-    }
-    return MXL_OK;
-}
-
-mxl_status mxl_decoder_forward_hidden(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens,
-                                      int64_t n, float *hidden, mxl_error *err) {
+/* Runs tokens[0..n) at the next positions; the last one's logits (hidden NULL) or its final-normed
+ * hidden state (logits NULL) are written. */
+static mxl_status forward_last(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens, int64_t n,
+                               float *logits, float *hidden, mxl_error *err) {
     mxl_status st;
     if (n <= 0) return mxl_error_set(err, MXL_ERR_ARG, "no tokens to run");
     if (n > s->max_ctx - s->pos)
@@ -985,9 +968,21 @@ mxl_status mxl_decoder_forward_hidden(const mxl_decoder *d, mxl_decoder_state *s
         row_span sp = {s, 0, m, s->pos};
         fwd_pass f = {d, s, &sp, 1, m, 0};
         forward_rows(&f, tokens + off);
-        if (off + m == n) norm_rows(&d->hp, &d->output_norm, s->x + (m - 1) * H, 1, H, hidden);
+        if (off + m < n) continue;
+        if (logits) span_logits(&f, logits);
+        else norm_rows(&d->hp, &d->output_norm, s->x + (m - 1) * H, 1, H, hidden);
     }
     return MXL_OK;
+}
+
+mxl_status mxl_decoder_forward(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens,
+                               int64_t n, float *logits, mxl_error *err) {
+    return forward_last(d, s, tokens, n, logits, NULL, err);
+}
+
+mxl_status mxl_decoder_forward_hidden(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens,
+                                      int64_t n, float *hidden, mxl_error *err) {
+    return forward_last(d, s, tokens, n, NULL, hidden, err);
 }
 
 /* Clears the repeat markers set by the first k states. */
