@@ -118,9 +118,10 @@ def test_tokenizer_json_matches_hf_tokenizers(converted, tmp_path):
 
 
 def test_converted_checkpoint_generates(converted):
-    p = run("generate", "-m", converted, "-p", "Count from 1 to 5.", "-n", "8", "--temp", "0", env={"MXL_DECODER_REFERENCE": "1"})
+    p = run("generate", "-m", converted, "-p", "Count from 1 to 5.", "-n", "8", "--temp", "0", env={"MXL_DECODER_REFERENCE": "1"},
+            timeout=600)
     q = run("generate", "-m", real_model_path(REPO), "-p", "Count from 1 to 5.", "-n", "8", "--temp", "0",
-            env={"MXL_DECODER_REFERENCE": "1"})
+            env={"MXL_DECODER_REFERENCE": "1"}, timeout=600)
     assert p.returncode == 0 and q.returncode == 0, (p.stderr, q.stderr)
     assert p.stdout == q.stdout  # same weights, same tokens: the same text on the exact path
 
