@@ -51,27 +51,52 @@ static bool one_prompt(mxl_server *s, const json_t *p, int32_t **ids_out, size_t
         return true;
     }
     if (json_is_array(p) && json_array_size(p) > 0) {
-        size_t n = json_array_size(p), i;
+        /* token ids, possibly mixed with strings (llama-server's tokenize_mixed): a string is
+         * tokenized in place, special tokens parsed, with the BOS only when it comes first */
+        size_t i;
         const json_t *e;
-        int32_t *ids = malloc(n * sizeof(int32_t));
-        if (!ids) return snprintf(msg, ml, "out of memory"), false;
+        mxl_token_ids ids = {0};
+        mxl_error err = {0};
         json_array_foreach(p, i, e) {
-            if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > INT32_MAX) {
-                free(ids);
-                return snprintf(msg, ml, "'prompt' must be a string, an array of token ids, or an array of those"), false;
+            if (json_is_string(e)) {
+                unsigned flags = MXL_TOK_PARSE_SPECIAL | (i == 0 ? MXL_TOK_ADD_SPECIAL : 0);
+                if (mxl_tokenizer_encode(mxl_gen_model_tokenizer(s->model), json_string_value(e), json_string_length(e), flags,
+                                         &ids, &err)) {
+                    mxl_token_ids_free(&ids);
+                    return snprintf(msg, ml, "%s", err.msg), false;
+                }
+                continue;
             }
-            ids[i] = (int32_t)json_integer_value(e);
+            if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > INT32_MAX) {
+                mxl_token_ids_free(&ids);
+                return snprintf(msg, ml, "'prompt' must be a string, an array of token ids (and strings), or an array of those"), false;
+            }
+            if (ids.n == ids.cap) {
+                size_t cap = ids.cap ? 2 * ids.cap : 64;
+                int32_t *grown = realloc(ids.ids, cap * sizeof *grown);
+                if (!grown) {
+                    mxl_token_ids_free(&ids);
+                    return snprintf(msg, ml, "out of memory"), false;
+                }
+                ids.ids = grown;
+                ids.cap = cap;
+            }
+            ids.ids[ids.n++] = (int32_t)json_integer_value(e);
         }
-        *ids_out = ids;
-        *n_out = n;
+        if (ids.n == 0) return snprintf(msg, ml, "'prompt' is empty"), false;
+        *ids_out = ids.ids;
+        *n_out = ids.n;
         return true;
     }
     return snprintf(msg, ml, "'prompt' must be a non-empty string, an array of token ids, or an array of those"), false;
 }
 
 bool mxl_srv_parse_prompts(mxl_server *s, const json_t *p, mxl_gen_call *g, char *msg, size_t ml) {
-    /* a list whose items are strings, objects or lists is several prompts */
-    bool multi = json_is_array(p) && json_array_size(p) > 0 && !json_is_integer(json_array_get(p, 0));
+    /* a list whose items are strings, objects or lists is several prompts; ids mixed with strings
+     * (any integer among them) are one prompt */
+    bool multi = json_is_array(p) && json_array_size(p) > 0;
+    for (size_t i = 0; multi && i < json_array_size(p); i++)
+        if (json_is_integer(json_array_get(p, i))) multi = false;
     if (!multi) return one_prompt(s, p, &g->prompt_ids, &g->n_prompt, &g->prompt_text, msg, ml);
     size_t n = json_array_size(p);
     if (n > 16) return snprintf(msg, ml, "at most 16 prompts per request"), false;

@@ -87,6 +87,22 @@ def test_stop_string_never_leaks(srv):
     assert streamed == cut
 
 
+def test_completion_prompt_mixes_ids_and_strings(srv):
+    """llama-server's tokenize_mixed: an id list may carry strings, tokenized in place (no BOS
+    after the start); a list of lists / strings is several prompts."""
+    ids = lambda t: requests.post(srv.url + "/tokenize", json={"content": t}).json()["tokens"]
+    head, tail = ids("The sea is"), ids(" wide and")
+    assert ids("The sea is wide and") == head + tail  # so the two prompts below are the same tokens
+    a = requests.post(srv.url + "/completion", json={"prompt": head + tail, "n_predict": 6, "temperature": 0}).json()
+    b = requests.post(srv.url + "/completion", json={"prompt": head + [" wide and"], "n_predict": 6, "temperature": 0}).json()
+    assert a["content"] == b["content"] and a["tokens_evaluated"] == b["tokens_evaluated"]
+    many = requests.post(srv.url + "/completion", json={"prompt": [head + tail, "The sea is wide and"], "n_predict": 6,
+                                                         "temperature": 0}).json()
+    assert isinstance(many, list) and len(many) == 2 and many[0]["content"] == a["content"]
+    bad = requests.post(srv.url + "/completion", json={"prompt": [1, {"x": 1}]})
+    assert bad.status_code == 400 and "token ids" in bad.json()["error"]["message"]
+
+
 def test_completions_and_models(srv):
     c = client(srv)
     r = c.completions.create(model="x", prompt="The capital of France is", temperature=0, max_tokens=6)
