@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 
+from bench_driver import build_driver  # scripts/ is on sys.path when a script runs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -36,17 +38,6 @@ def sentences(n):
     with open(os.path.join(ROOT, "tests/fixtures/embeddings/minilm.json")) as f:
         texts = [c["text"] for c in json.load(f)["cases"]]
     return [texts[i % len(texts)] for i in range(n)]
-
-
-def build_driver(build, tmp):
-    lib = os.path.join(ROOT, build, "libmlxcel.a")
-    if not os.path.exists(lib):
-        sys.exit(f"{lib} is missing: run make BUILD={build} first")
-    exe = os.path.join(tmp, "bench_embed_driver")
-    subprocess.check_call(["cc", "-std=c17", "-O2", "-D_GNU_SOURCE", "-I" + os.path.join(ROOT, "src"),
-                           os.path.join(ROOT, "scripts/bench_embed_driver.c"), lib, "-o", exe,
-                           "-lmicrohttpd", "-ljansson", "-lpcre2-8", "-lutf8proc", "-lm", "-lpthread"])
-    return exe
 
 
 def bench_mlxcel(exe, path, texts_file, threads, batch, reps):
@@ -88,7 +79,7 @@ def main():
         with open(tf, "w") as f:
             for t in texts:
                 f.write(t.replace("\\", "\\\\").replace("\n", "\\n") + "\n")
-        exe = build_driver(a.build, tmp)
+        exe = build_driver(a.build, tmp, "bench_embed_driver")
         for t in [int(x) for x in a.threads.split(",")]:
             mx = statistics.median(bench_mlxcel(exe, path, tf, t, a.batch, a.reps))
             st = None if a.skip_st else statistics.median(bench_st(path, texts, t, a.batch, a.reps))

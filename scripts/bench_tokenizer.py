@@ -33,6 +33,8 @@ import time
 os.environ["RAYON_NUM_THREADS"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
+from bench_driver import build_driver  # scripts/ is on sys.path when a script runs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTDATA = os.path.join(os.path.dirname(ROOT), "shared", "testdata", "tokenizers")
 
@@ -100,17 +102,6 @@ def documents(parts, size=4096):
     return [d.replace("\0", "") for d in docs]
 
 
-def build_driver(build, tmp):
-    lib = os.path.join(ROOT, build, "libmlxcel.a")
-    if not os.path.exists(lib):
-        sys.exit(f"{lib} is missing: run make BUILD={build} first")
-    exe = os.path.join(tmp, "bench_tokenizer_driver")
-    subprocess.check_call(["cc", "-std=c17", "-O2", "-D_GNU_SOURCE", "-I" + os.path.join(ROOT, "src"),
-                           os.path.join(ROOT, "scripts/bench_tokenizer_driver.c"), lib, "-o", exe,
-                           "-lmicrohttpd", "-ljansson", "-lpcre2-8", "-lutf8proc", "-lm", "-lpthread"])
-    return exe
-
-
 def fnv(ids_lists):
     h = 1469598103934665603
     for ids in ids_lists:
@@ -170,7 +161,7 @@ def main():
         df = os.path.join(tmp, "docs.bin")
         with open(df, "wb") as f:
             f.write(b"\0".join(d.encode() for d in docs))
-        exe = build_driver(a.build, tmp)
+        exe = build_driver(a.build, tmp, "bench_tokenizer_driver")
         for name in a.names.split(","):
             path = os.path.join(TESTDATA, name, "tokenizer.json")
             hl, hs, hn, hh = bench_hf(path, docs, a.reps)
