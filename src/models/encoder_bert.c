@@ -9,6 +9,7 @@
 #include "backends/cpu/attention.h"
 #include "backends/cpu/attention_enc.h"
 #include "backends/cpu/embed_topk.h"
+#include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/norm.h"
 
 mxl_status mxl_bert_load(const mxl_checkpoint *ck, mxl_bert *m, mxl_error *err) {
@@ -84,6 +85,10 @@ mxl_status mxl_bert_load(const mxl_checkpoint *ck, mxl_bert *m, mxl_error *err) 
             mxl_enc_vector(&b, H, &L->ln2_w, "encoder.layer.%lld.output.LayerNorm.weight", l) ||
             mxl_enc_vector(&b, H, &L->ln2_b, "encoder.layer.%lld.output.LayerNorm.bias", l))
             return err ? err->status : MXL_ERR_FORMAT;
+        /* the GEMM's tile layout where the CPU has AMX (gemm_f32.h) */
+        mxl_cpu_weight *mats[6] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wi, &L->wo2};
+        for (int j = 0; j < 6; j++)
+            if (mxl_gemm_f32_prepare(mats[j], &m->arena, err)) return err ? err->status : MXL_ERR_NOMEM;
     }
     return MXL_OK;
 }

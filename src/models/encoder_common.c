@@ -159,8 +159,7 @@ static bool use_gemm(const mxl_cpu_weight *w, int64_t n) {
 size_t mxl_enc_linear_scratch_bytes(const mxl_cpu_weight *w, int64_t n, int n_threads) {
     size_t mm = mxl_cpu_matmul_scratch_bytes(w, n);
     if (!use_gemm(w, n)) return mm;
-    size_t per = (mxl_gemm_f32_scratch_floats(w->cols) + 15) / 16 * 16;
-    size_t g = per * (size_t)(n_threads > 0 ? n_threads : 1) * sizeof(float);
+    size_t g = mxl_gemm_f32_scratch_bytes(w, n, n_threads);
     return mm > g ? mm : g;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backends/cpu/gemm_f32.h"
+#include "core/arena.h"
 #include "core/dtype.h"
 #include "core/threadpool.h"
 #include "test.h"
@@ -31,17 +32,18 @@ static float elem(mxl_dtype t, const void *w, int64_t i) {
     return f;
 }
 
-/* one case: random W [N, K] of dtype t, x [M, K], bias [N]; mismatches fail the CHECKs */
-static void run_case(int *mxl_test_failed_, mxl_dtype t, int64_t M, int64_t N, int64_t K, bool with_bias, int act,
-                     mxl_threadpool *pool) {
+/* one case: random W [N, K] of dtype t, x [M, K], bias [N]; mismatches fail the CHECKs. With
+ * `amx` the weight gets the AMX tile layout first (the CPU must have AMX). */
+static void run_case_on(int *mxl_test_failed_, mxl_dtype t, int64_t M, int64_t N, int64_t K, bool with_bias, int act,
+                        mxl_threadpool *pool, bool amx) {
     size_t esz = t == MXL_DTYPE_F32 ? 4 : 2;
     void *wd = malloc((size_t)(N * K) * esz);
     float *x = malloc((size_t)(M * K) * sizeof(float)), *bias = malloc((size_t)N * sizeof(float));
     float *y = malloc((size_t)(M * N) * sizeof(float)), *yr = malloc((size_t)(M * N) * sizeof(float));
     float *one = malloc((size_t)N * sizeof(float));
     int nth = pool ? mxl_threadpool_size(pool) : 1;
-    float *scratch = aligned_alloc(64, (mxl_gemm_f32_scratch_floats(K) + 16) * (size_t)nth * sizeof(float) + 64);
-    REQUIRE(wd && x && bias && y && yr && one && scratch);
+    mxl_arena arena;
+    mxl_arena_init(&arena, 4096);
     for (int64_t i = 0; i < N * K; i++) {
         float v = frand();
         if (t == MXL_DTYPE_F32) ((float *)wd)[i] = v;
@@ -54,7 +56,14 @@ static void run_case(int *mxl_test_failed_, mxl_dtype t, int64_t M, int64_t N, i
     }
     for (int64_t i = 0; i < M * K; i++) x[i] = 2.0f * frand();
     for (int64_t i = 0; i < N; i++) bias[i] = frand();
-    mxl_cpu_weight W = {MXL_CPU_W_DENSE, t, N, K, wd, {0}};
+    mxl_cpu_weight W = {MXL_CPU_W_DENSE, t, N, K, wd, {0}, NULL};
+    if (amx) {
+        mxl_error err;
+        REQUIRE(mxl_gemm_f32_prepare(&W, &arena, &err) == MXL_OK);
+        REQUIRE(W.amx != NULL);
+    }
+    float *scratch = aligned_alloc(64, (mxl_gemm_f32_scratch_bytes(&W, M, nth) + 63) / 64 * 64);
+    REQUIRE(wd && x && bias && y && yr && one && scratch);
     const float *b = with_bias ? bias : NULL;
     mxl_gemm_f32_ref(&W, x, M, b, act, yr);
     mxl_gemm_f32(&W, x, M, b, act, y, scratch, pool, mxl_cpu_isa_detect());
@@ -78,14 +87,20 @@ static void run_case(int *mxl_test_failed_, mxl_dtype t, int64_t M, int64_t N, i
     free(yr);
     free(one);
     free(scratch);
+    mxl_arena_free(&arena);
+}
+
+static void run_case(int *mxl_test_failed_, mxl_dtype t, int64_t M, int64_t N, int64_t K, bool with_bias, int act,
+                     mxl_threadpool *pool) {
+    run_case_on(mxl_test_failed_, t, M, N, K, with_bias, act, pool, false);
 }
 
 TEST(gemm_f32_matches_reference) {
-    mxl_cpu_weight probe = {MXL_CPU_W_DENSE, MXL_DTYPE_F32, 32, 32, NULL, {0}};
+    mxl_cpu_weight probe = {MXL_CPU_W_DENSE, MXL_DTYPE_F32, 32, 32, NULL, {0}, NULL};
     if (!mxl_gemm_f32_supported(&probe, mxl_cpu_isa_detect())) {
         /* no AVX-512 here: only the reference exists; check it against a direct sum */
         float w[6] = {1, 2, 3, 4, 5, 6}, x[3] = {1, -1, 2}, y[2];
-        mxl_cpu_weight W = {MXL_CPU_W_DENSE, MXL_DTYPE_F32, 2, 3, w, {0}};
+        mxl_cpu_weight W = {MXL_CPU_W_DENSE, MXL_DTYPE_F32, 2, 3, w, {0}, NULL};
         mxl_gemm_f32_ref(&W, x, 1, NULL, MXL_GEMM_ACT_NONE, y);
         CHECK(y[0] == 5.0f && y[1] == 11.0f);
         return;
@@ -120,4 +135,60 @@ TEST(gemm_gelu_erf_vector_matches_libm) {
     }
     CHECK(worst <= 1.0);
     free(v);
+}
+
+/* The AMX bf16x3 path (gemm_f32_amx.c), where the CPU has it: the vector hi / lo split equals its
+ * scalar reference bit for bit, hi + lo recovers the value to 2^-16 relative, and the GEMM meets
+ * the same bound against the exact reference as the FMA kernel, with batch invariance, for every
+ * weight dtype and with K, N and M tails (K not a multiple of 32, N of 32, M of 16). Without AMX
+ * only the split reference runs (and the dispatch must not pick AMX). */
+TEST(gemm_f32_amx_matches_reference) {
+    enum { M = 19, K = 70 };
+    float x[M * K];
+    for (int i = 0; i < M * K; i++) x[i] = frand() * (float)(1 + i % 7) * (i % 3 ? 1e-3f : 10.0f);
+    const int64_t M16 = 32, K32 = 96;
+    uint16_t *h = calloc((size_t)(M16 * K32), 2), *l = calloc((size_t)(M16 * K32), 2);
+    uint16_t *h2 = calloc((size_t)(M16 * K32), 2), *l2 = calloc((size_t)(M16 * K32), 2);
+    REQUIRE(h && l && h2 && l2);
+    mxl_gemm_amx_split_ref(x, M, K, h, l);
+    double worst = 0;
+    for (int64_t m = 0; m < M16; m++)
+        for (int64_t k = 0; k < K32; k++) {
+            float v = m < M && k < K ? x[m * K + k] : 0.0f;
+            double back = (double)mxl_bf16_to_f32(h[m * K32 + k]) + (double)mxl_bf16_to_f32(l[m * K32 + k]);
+            double d = fabs(back - v) / (fabs(v) + 1e-30);
+            if (v == 0.0f) CHECK(back == 0.0);
+            else if (d > worst) worst = d;
+        }
+    CHECK(worst <= 1.0 / 65536.0);
+    mxl_cpu_weight probe = {MXL_CPU_W_DENSE, MXL_DTYPE_F32, 32, 32, NULL, {0}, NULL};
+    if (mxl_cpu_isa_detect() < MXL_CPU_ISA_AMX) {
+        mxl_arena arena;
+        mxl_arena_init(&arena, 4096);
+        mxl_error err;
+        CHECK(mxl_gemm_f32_prepare(&probe, &arena, &err) == MXL_OK && probe.amx == NULL);
+        mxl_arena_free(&arena);
+    } else {
+        mxl_gemm_amx_split(x, M, K, h2, l2);
+        CHECK(memcmp(h, h2, (size_t)(M16 * K32) * 2) == 0);
+        CHECK(memcmp(l, l2, (size_t)(M16 * K32) * 2) == 0);
+        mxl_threadpool *pool = NULL;
+        mxl_error err;
+        REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
+        const mxl_dtype types[3] = {MXL_DTYPE_F32, MXL_DTYPE_F16, MXL_DTYPE_BF16};
+        for (int ti = 0; ti < 3; ti++) {
+            run_case_on(mxl_test_failed_, types[ti], 29, 96, 64, true, MXL_GEMM_ACT_NONE, pool, true);
+            run_case_on(mxl_test_failed_, types[ti], 12, 45, 33, false, MXL_GEMM_ACT_NONE, NULL, true);
+        }
+        run_case_on(mxl_test_failed_, MXL_DTYPE_F32, 37, 70, 384, true, MXL_ACT_GELU_ERF, pool, true);
+        run_case_on(mxl_test_failed_, MXL_DTYPE_F32, 1, 17, 40, true, MXL_ACT_GELU_ERF, NULL, true);
+        run_case_on(mxl_test_failed_, MXL_DTYPE_F32, 48, 64, 1536, true, MXL_GEMM_ACT_NONE, pool, true);
+        run_case_on(mxl_test_failed_, MXL_DTYPE_F32, 25, 64, 48, true, MXL_ACT_GELU_TANH, pool, true);
+        run_case_on(mxl_test_failed_, MXL_DTYPE_F32, 13, 33, 16, false, MXL_ACT_SILU, pool, true);
+        mxl_threadpool_destroy(pool);
+    }
+    free(h);
+    free(l);
+    free(h2);
+    free(l2);
 }

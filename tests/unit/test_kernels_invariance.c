@@ -118,7 +118,7 @@ TEST(kernels_invariance_gguf) {
             int64_t nb = rows * cols / inf->block_elems;
             uint8_t *w = malloc((size_t)nb * inf->block_bytes);
             mxl_synth_fill(t, w, (uint64_t)nb, &seed);
-            mxl_cpu_weight W = {MXL_CPU_W_GGUF, t, rows, cols, w, {0}};
+            mxl_cpu_weight W = {MXL_CPU_W_GGUF, t, rows, cols, w, {0}, NULL};
             REQUIRE(mxl_cpu_weight_check(&W, "w", NULL) == MXL_OK);
             char label[64];
             snprintf(label, sizeof label, "%s [%lld,%lld]", inf->name, (long long)rows, (long long)cols);
@@ -163,7 +163,7 @@ TEST(kernels_invariance_mlx) {
                 }
             }
             mxl_cpu_weight W = {MXL_CPU_W_MLX, MXL_DTYPE_U32, rows, cols, NULL,
-                                {bits, gs, dt, rows, cols, w, sc, bs}};
+                                {bits, gs, dt, rows, cols, w, sc, bs}, NULL};
             REQUIRE(mxl_cpu_weight_check(&W, "w", NULL) == MXL_OK);
             char label[64];
             snprintf(label, sizeof label, "mlx b%d g%d %s rows %lld", bits, gs, mxl_dtype_name(dt),
@@ -190,7 +190,7 @@ TEST(kernels_invariance_dense) {
             size_t esz = dt == MXL_DTYPE_F32 ? 4 : 2;
             uint8_t *w = malloc((size_t)(rows * cols) * esz);
             mxl_synth_fill(dt, w, (uint64_t)(rows * cols), &seed);
-            mxl_cpu_weight W = {MXL_CPU_W_DENSE, dt, rows, cols, w, {0}};
+            mxl_cpu_weight W = {MXL_CPU_W_DENSE, dt, rows, cols, w, {0}, NULL};
             REQUIRE(mxl_cpu_weight_check(&W, "w", NULL) == MXL_OK);
             char label[64];
             snprintf(label, sizeof label, "dense %s [%lld,%lld]", mxl_dtype_name(dt), (long long)rows,

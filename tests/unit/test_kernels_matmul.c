@@ -172,7 +172,7 @@ TEST(kernels_matmul_gguf_simd_vs_ref) {
             int64_t nb = rows * cols / inf->block_elems;
             uint8_t *w = malloc((size_t)nb * inf->block_bytes);
             fill_random_blocks(t, w, nb);
-            mxl_cpu_weight W = {MXL_CPU_W_GGUF, t, rows, cols, w, {0}};
+            mxl_cpu_weight W = {MXL_CPU_W_GGUF, t, rows, cols, w, {0}, NULL};
             CHECK(mxl_cpu_weight_check(&W, "w", NULL) == MXL_OK);
             int64_t ntok = s == 1 ? 5 : 1 + s;
             /* K-quant dots are exact at the AVX2 level and at the AVX-512 level for formats
@@ -225,7 +225,7 @@ TEST(kernels_matmul_mlx_simd_vs_ref) {
                     }
                 }
                 mxl_cpu_weight W = {MXL_CPU_W_MLX, MXL_DTYPE_U32, rows, cols, NULL,
-                                    {bits, gs, dt, rows, cols, w, sc, bs}};
+                                    {bits, gs, dt, rows, cols, w, sc, bs}, NULL};
                 CHECK(mxl_cpu_weight_check(&W, "w", NULL) == MXL_OK);
                 char label[64];
                 snprintf(label, sizeof label, "mlx b%d g%d %s cols %lld", bits, gs, mxl_dtype_name(dt), (long long)cols);
@@ -256,7 +256,7 @@ TEST(kernels_matmul_dense_simd_vs_ref) {
                     memcpy(w + 2 * i, &h, 2);
                 }
             }
-            mxl_cpu_weight W = {MXL_CPU_W_DENSE, dt, rows, cols, w, {0}};
+            mxl_cpu_weight W = {MXL_CPU_W_DENSE, dt, rows, cols, w, {0}, NULL};
             CHECK(mxl_cpu_weight_check(&W, "w", NULL) == MXL_OK);
             char label[64];
             snprintf(label, sizeof label, "dense %s n=%lld", mxl_dtype_name(dt), (long long)cols);
@@ -269,12 +269,12 @@ TEST(kernels_matmul_dense_simd_vs_ref) {
 
 TEST(kernels_weight_check_refuses_bad_shapes) {
     mxl_error err;
-    mxl_cpu_weight W = {MXL_CPU_W_GGUF, MXL_DTYPE_Q4_K, 4, 100, NULL, {0}};
+    mxl_cpu_weight W = {MXL_CPU_W_GGUF, MXL_DTYPE_Q4_K, 4, 100, NULL, {0}, NULL};
     CHECK(mxl_cpu_weight_check(&W, "blk.0.q", &err) == MXL_ERR_FORMAT);
     CHECK(strstr(err.msg, "blk.0.q") != NULL);
     W.dtype = MXL_DTYPE_I32;
     CHECK(mxl_cpu_weight_check(&W, "x", &err) == MXL_ERR_UNSUPPORTED);
-    mxl_cpu_weight M = {MXL_CPU_W_MLX, MXL_DTYPE_U32, 4, 96, NULL, {4, 64, MXL_DTYPE_F16, 4, 96, 0, 0, 0}};
+    mxl_cpu_weight M = {MXL_CPU_W_MLX, MXL_DTYPE_U32, 4, 96, NULL, {4, 64, MXL_DTYPE_F16, 4, 96, 0, 0, 0}, NULL};
     CHECK(mxl_cpu_weight_check(&M, "m", &err) == MXL_ERR_FORMAT);
     M.mlx.bits = 7;
     CHECK(mxl_cpu_weight_check(&M, "m", &err) == MXL_ERR_UNSUPPORTED);
@@ -375,8 +375,8 @@ TEST(kernels_matmul_misaligned_weights) {
     uint16_t w16[9 * 128];
     for (int i = 0; i < 9 * 128; i++) w16[i] = mxl_f32_to_f16(frand());
     memcpy(base + 1, w16, sizeof w16);
-    mxl_cpu_weight A = {MXL_CPU_W_DENSE, MXL_DTYPE_F16, rows, cols, w16, {0}};
-    mxl_cpu_weight B = {MXL_CPU_W_DENSE, MXL_DTYPE_F16, rows, cols, base + 1, {0}};
+    mxl_cpu_weight A = {MXL_CPU_W_DENSE, MXL_DTYPE_F16, rows, cols, w16, {0}, NULL};
+    mxl_cpu_weight B = {MXL_CPU_W_DENSE, MXL_DTYPE_F16, rows, cols, base + 1, {0}, NULL};
     for (int isa = 0; isa <= (int)mxl_cpu_isa_detect(); isa++) {
         mxl_cpu_matmul_isa(&A, x, 5, y0, NULL, NULL, (mxl_cpu_isa)isa);
         mxl_cpu_matmul_isa(&B, x, 5, y1, NULL, NULL, (mxl_cpu_isa)isa);
@@ -391,7 +391,7 @@ TEST(kernels_matmul_misaligned_weights) {
     memcpy(pw, w, sizeof w);
     memcpy(ps, sc, sizeof sc);
     memcpy(pb, bs, sizeof bs);
-    mxl_cpu_weight C = {MXL_CPU_W_MLX, MXL_DTYPE_U32, rows, cols, NULL, {3, 64, MXL_DTYPE_F16, rows, cols, w, sc, bs}};
+    mxl_cpu_weight C = {MXL_CPU_W_MLX, MXL_DTYPE_U32, rows, cols, NULL, {3, 64, MXL_DTYPE_F16, rows, cols, w, sc, bs}, NULL};
     mxl_cpu_weight D = C;
     D.mlx.w = (const uint32_t *)(const void *)pw;
     D.mlx.scales = ps;

@@ -12,6 +12,7 @@
 #include "backends/cpu/norm.h"
 #include "backends/cpu/quant_gguf.h"
 #include "backends/cpu/rope.h"
+#include "backends/cpu/cpu_features.h"
 #include "backends/cpu/softmax.h"
 #include "io/gguf.h"
 #include "test.h"
@@ -57,6 +58,31 @@ TEST(kernels_norms_match_double_formulas) {
     mxl_cpu_rmsnorm(z, w, 301, 1e-6f, 0, z);
     mxl_cpu_rmsnorm(x, w, 301, 1e-6f, 0, y);
     CHECK(memcmp(z, y, sizeof z) == 0);
+}
+
+/* the AVX-512 norms against the references: the same float arithmetic per element after double
+ * sums taken in another order, so at most a few ulps apart, on lengths with and without tails */
+TEST(kernels_norms_avx512_match_reference) {
+    if (mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX512VNNI) { /* only the references run on this CPU */
+        CHECK(mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX512VNNI);
+        return;
+    }
+    const int64_t lens[6] = {1, 15, 16, 17, 301, 384};
+    float x[384], w[384], b[384], y[384], yr[384];
+    for (int i = 0; i < 384; i++) x[i] = fr() * 3.0f + 0.5f, w[i] = fr(), b[i] = fr();
+    for (int li = 0; li < 6; li++) {
+        int64_t n = lens[li];
+        for (int variant = 0; variant < 3; variant++) {
+            mxl_cpu_rmsnorm_ref(x, variant == 2 ? NULL : w, n, 1e-6f, variant == 1, yr);
+            mxl_cpu_rmsnorm_avx512(x, variant == 2 ? NULL : w, n, 1e-6f, variant == 1, y);
+            for (int64_t i = 0; i < n; i++) CHECK(close_rel(y[i], yr[i], 4e-7, 1e-30));
+        }
+        for (int variant = 0; variant < 2; variant++) {
+            mxl_cpu_layernorm_ref(x, variant ? NULL : w, variant ? NULL : b, n, 1e-5f, yr);
+            mxl_cpu_layernorm_avx512(x, variant ? NULL : w, variant ? NULL : b, n, 1e-5f, y);
+            for (int64_t i = 0; i < n; i++) CHECK(close_rel(y[i], yr[i], 4e-7, 1e-6));
+        }
+    }
 }
 
 TEST(kernels_activations_match_double_formulas) {
@@ -346,7 +372,7 @@ TEST(kernels_embed_real_q8_0_table_matches_gguf_package) {
     const mxl_gguf_tensor_info *ti = mxl_gguf_find_tensor(g, "token_embd.weight");
     REQUIRE(ti && ti->tensor.dtype == MXL_DTYPE_Q8_0 && ti->tensor.ndim == 2);
     mxl_cpu_weight W = {MXL_CPU_W_GGUF, MXL_DTYPE_Q8_0, ti->tensor.shape[0], ti->tensor.shape[1],
-                        ti->tensor.data, {0}};
+                        ti->tensor.data, {0}, NULL};
     CHECK(mxl_cpu_weight_check(&W, ti->name, &err) == MXL_OK);
     /* expected rows from the gguf-package fixture */
     char fpath[1024];

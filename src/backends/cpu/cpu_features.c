@@ -8,11 +8,30 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static int has_f16c(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
     return (c >> 29) & 1;
+}
+
+/* AMX-BF16 + AMX-TILE (CPUID.7.0:EDX bits 22, 24), AVX512-BF16 (CPUID.7.1:EAX bit 5), the OS
+ * saving the tile state (XCR0 bits 17, 18), and Linux granting this process its use. */
+static int has_amx(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((d >> 22) & 1) || !((d >> 24) & 1)) return 0;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !((a >> 5) & 1)) return 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1)) return 0; /* OSXSAVE */
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17)) return 0;
+#if defined(__linux__) && defined(__x86_64__)
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+#else
+    return 0;
+#endif
 }
 
 /* Threads may race to fill the cache; they all store the same value (atomically). */
@@ -25,10 +44,11 @@ mxl_cpu_isa mxl_cpu_isa_detect(void) {
         int vnni = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
         v = vnni ? MXL_CPU_ISA_AVX512VNNI : avx2 ? MXL_CPU_ISA_AVX2 : MXL_CPU_ISA_SCALAR;
-        /* MXL_CPU_ISA=scalar|avx2 caps the level (to compare variants; never raises it) */
+        /* MXL_CPU_ISA=scalar|avx2|avx512 caps the level (to compare variants; never raises it) */
         const char *cap = getenv("MXL_CPU_ISA");
         if (cap && !strcmp(cap, "scalar")) v = MXL_CPU_ISA_SCALAR;
         if (cap && !strcmp(cap, "avx2") && v > MXL_CPU_ISA_AVX2) v = MXL_CPU_ISA_AVX2;
+        if (v == MXL_CPU_ISA_AVX512VNNI && !(cap && !strcmp(cap, "avx512")) && has_amx()) v = MXL_CPU_ISA_AMX;
         atomic_store_explicit(&cached, v, memory_order_relaxed);
     }
     return (mxl_cpu_isa)v;
@@ -42,6 +62,10 @@ const char *mxl_cpu_features_string(char *buf, size_t cap) {
              __builtin_cpu_supports("avx512f") ? "avx512f " : "",
              __builtin_cpu_supports("avx512bw") ? "avx512bw " : "",
              __builtin_cpu_supports("avx512vnni") ? "avx512vnni" : "");
+    if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AMX) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, cap > n ? cap - n : 0, " avx512bf16 amx-bf16");
+    }
     return buf;
 }
 #else
@@ -56,6 +80,7 @@ const char *mxl_cpu_isa_name(mxl_cpu_isa isa) {
     switch (isa) {
     case MXL_CPU_ISA_AVX2: return "avx2+fma";
     case MXL_CPU_ISA_AVX512VNNI: return "avx512-vnni (prefill) + avx2+fma";
+    case MXL_CPU_ISA_AMX: return "amx-bf16 (encoder GEMM) + avx512-vnni (prefill) + avx2+fma";
     default: return "scalar";
     }
 }

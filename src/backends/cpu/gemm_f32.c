@@ -60,11 +60,38 @@ static void panel_task(void *vctx, int task, int n_tasks, int thread_index) {
     }
 }
 
+static bool use_amx(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
+    if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
+    return W->amx && isa >= MXL_CPU_ISA_AMX;
+}
+
+size_t mxl_gemm_f32_scratch_bytes(const mxl_cpu_weight *W, int64_t M, int n_threads) {
+    size_t per = (mxl_gemm_f32_scratch_floats(W->cols) + 15) / 16 * 16;
+    size_t fma = per * (size_t)(n_threads > 0 ? n_threads : 1) * sizeof(float) + 64;
+    size_t amx = W->amx ? mxl_gemm_amx_scratch_bytes(M, W->cols, n_threads) : 0;
+    return fma > amx ? fma : amx;
+}
+
+mxl_status mxl_gemm_f32_prepare(mxl_cpu_weight *W, mxl_arena *arena, mxl_error *err) {
+    if (W->amx || mxl_cpu_isa_detect() < MXL_CPU_ISA_AMX || !mxl_gemm_f32_supported(W, MXL_CPU_ISA_AMX))
+        return MXL_OK;
+    uint16_t *p = mxl_arena_alloc(arena, mxl_gemm_amx_packed_bytes(W->rows, W->cols), 64);
+    if (!p) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory for the AMX layout of a %lld x %lld weight",
+                                 (long long)W->rows, (long long)W->cols);
+    mxl_gemm_amx_pack(W, p);
+    W->amx = p;
+    return MXL_OK;
+}
+
 void mxl_gemm_f32(const mxl_cpu_weight *W, const float *x, int64_t M, const float *bias, int act,
                   float *y, float *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
     MXL_ASSERT(mxl_gemm_f32_supported(W, isa));
     if (M <= 0) return;
-    gemm_ctx c = {W, x, M, bias, act, y, scratch, 0};
+    if (use_amx(W, isa)) {
+        mxl_gemm_amx(W, x, M, bias, act, y, scratch, pool);
+        return;
+    }
+    gemm_ctx c = {W, x, M, bias, act, y, (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), 0};
     /* keep each thread's panel 64-byte aligned */
     c.scratch_stride = (mxl_gemm_f32_scratch_floats(W->cols) + 15) / 16 * 16;
     int nth = pool ? mxl_threadpool_size(pool) : 1;

@@ -9,6 +9,11 @@
  * broadcast activation 2. Each output is accumulated over k = 0..K-1 in order in one FMA lane,
  * so a token's row of y is bitwise independent of M, of its position and of the thread count
  * (batch invariance, as matmul.h). Panels are split over the pool's threads.
+ * On CPUs with AMX-BF16 (MXL_CPU_ISA_AMX) a weight re-laid out once by mxl_gemm_f32_prepare runs
+ * on the tile unit instead (gemm_f32_amx.c: f32 values split into bf16 hi + lo, three tile
+ * products, accurate to about 2^-16 relative per product - an f32-accurate result several times
+ * faster than the FMA kernel); it is batch invariant too. A weight without that layout, or a CPU
+ * without AMX, takes the AVX-512 kernel.
  * The reference (gemm_f32_ref.c) is the plain triple loop; tests compare the two. */
 #ifndef MXL_BACKENDS_CPU_GEMM_F32_H
 #define MXL_BACKENDS_CPU_GEMM_F32_H
@@ -20,6 +25,8 @@
 #include "backends/cpu/activation.h"
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/matmul.h"
+#include "core/arena.h"
+#include "core/status.h"
 #include "core/threadpool.h"
 
 /* The epilogue's activation: MXL_GEMM_ACT_NONE or an mxl_act value. */
@@ -32,11 +39,18 @@ void mxl_gemm_f32_ref(const mxl_cpu_weight *W, const float *x, int64_t M, const 
 /* True when mxl_gemm_f32 has a fast kernel for W at this ISA level (dense W on AVX-512). */
 bool mxl_gemm_f32_supported(const mxl_cpu_weight *W, mxl_cpu_isa isa);
 
-/* Scratch floats per pool thread that mxl_gemm_f32 needs (packed panel). */
+/* Scratch floats per pool thread that the AVX-512 kernel needs (packed panel). */
 size_t mxl_gemm_f32_scratch_floats(int64_t K);
+/* Scratch bytes mxl_gemm_f32 needs for M tokens on n_threads pool threads, whichever kernel runs
+ * (pass the scratch 64-byte aligned). */
+size_t mxl_gemm_f32_scratch_bytes(const mxl_cpu_weight *W, int64_t M, int n_threads);
+
+/* Gives W the AMX tile layout (W->amx, allocated from `arena`, which owns it) when this CPU has
+ * AMX and W is a dense weight mxl_gemm_f32 supports; otherwise leaves W as it is. */
+mxl_status mxl_gemm_f32_prepare(mxl_cpu_weight *W, mxl_arena *arena, mxl_error *err);
 
 /* The fast path (requires mxl_gemm_f32_supported(W, isa)). scratch holds
- * n_threads * mxl_gemm_f32_scratch_floats(K) floats, 64-byte aligned. */
+ * mxl_gemm_f32_scratch_bytes(W, M, n_threads) bytes, 64-byte aligned. */
 void mxl_gemm_f32(const mxl_cpu_weight *W, const float *x, int64_t M, const float *bias, int act,
                   float *y, float *scratch, mxl_threadpool *pool, mxl_cpu_isa isa);
 
@@ -52,5 +66,22 @@ void mxl_gemm_act_rows(int act, float *y, int64_t n, mxl_cpu_isa isa);
 #define MXL_GEMM_MR 12
 void mxl_gemm_f32_panel_avx512(const float *x, int64_t M, int64_t K, const float *bp, const float *bias_p,
                                int act, float *y, int64_t ldy, int ncols);
+
+/* Internal: bias, activation and masked store of `rows` accumulated rows acc [rows][ldacc] (32
+ * outputs each) into y[r * ldy + j], j < ncols (gemm_f32_avx512.c). */
+void mxl_gemm_f32_store_avx512(const float *acc, int64_t ldacc, int rows, const float *bias_p, int act,
+                               float *y, int64_t ldy, int ncols);
+
+/* Internal to gemm_f32_amx.c and its tests. Packed weight bytes; W into that layout (dst of
+ * mxl_gemm_amx_packed_bytes, any dense dtype); the hi / lo split of x [M, K] into xh, xl
+ * [M16][K32] bf16 (zero padded), vector and reference (equal bit for bit); scratch bytes and the
+ * GEMM itself (W->amx set; the same contract as mxl_gemm_f32). */
+size_t mxl_gemm_amx_packed_bytes(int64_t N, int64_t K);
+void mxl_gemm_amx_pack(const mxl_cpu_weight *W, uint16_t *dst);
+void mxl_gemm_amx_split(const float *x, int64_t M, int64_t K, uint16_t *xh, uint16_t *xl);
+void mxl_gemm_amx_split_ref(const float *x, int64_t M, int64_t K, uint16_t *xh, uint16_t *xl);
+size_t mxl_gemm_amx_scratch_bytes(int64_t M, int64_t K, int n_threads);
+void mxl_gemm_amx(const mxl_cpu_weight *W, const float *x, int64_t M, const float *bias, int act, float *y,
+                  void *scratch, mxl_threadpool *pool);
 
 #endif

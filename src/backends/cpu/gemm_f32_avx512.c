@@ -101,12 +101,37 @@ AVX512 void mxl_gemm_f32_panel_avx512(const float *x, int64_t M, int64_t K, cons
             for (int j = 0; j < ncols; j++) y[r * ldy + j] = mxl_cpu_act1((mxl_act)act, y[r * ldy + j]);
 }
 
+AVX512 void mxl_gemm_f32_store_avx512(const float *acc, int64_t ldacc, int rows, const float *bias_p, int act,
+                                      float *y, int64_t ldy, int ncols) {
+    __m512 bias0 = _mm512_loadu_ps(bias_p), bias1 = _mm512_loadu_ps(bias_p + 16);
+    __mmask16 m0 = (__mmask16)(ncols >= 16 ? 0xffff : (1u << ncols) - 1);
+    __mmask16 m1 = (__mmask16)(ncols >= 32 ? 0xffff : ncols <= 16 ? 0 : (1u << (ncols - 16)) - 1);
+    for (int r = 0; r < rows; r++) {
+        __m512 v0 = _mm512_add_ps(_mm512_loadu_ps(acc + r * ldacc), bias0);
+        __m512 v1 = _mm512_add_ps(_mm512_loadu_ps(acc + r * ldacc + 16), bias1);
+        if (act == MXL_ACT_GELU_ERF) {
+            v0 = gelu_erf_ps(v0);
+            v1 = gelu_erf_ps(v1);
+        }
+        _mm512_mask_storeu_ps(y + r * ldy, m0, v0);
+        _mm512_mask_storeu_ps(y + r * ldy + 16, m1, v1);
+    }
+    if (act != MXL_GEMM_ACT_NONE && act != MXL_ACT_GELU_ERF)
+        for (int r = 0; r < rows; r++)
+            for (int j = 0; j < ncols; j++) y[r * ldy + j] = mxl_cpu_act1((mxl_act)act, y[r * ldy + j]);
+}
+
 void mxl_gemm_act_rows(int act, float *y, int64_t n, mxl_cpu_isa isa) {
     if (act == MXL_GEMM_ACT_NONE) return;
     if (isa >= MXL_CPU_ISA_AVX512VNNI) act_rows_avx512(act, y, n);
     else mxl_cpu_act((mxl_act)act, y, n, y);
 }
 #else
+void mxl_gemm_f32_store_avx512(const float *acc, int64_t ldacc, int rows, const float *bias_p, int act,
+                               float *y, int64_t ldy, int ncols) {
+    (void)acc; (void)ldacc; (void)rows; (void)bias_p; (void)act; (void)y; (void)ldy; (void)ncols;
+    MXL_ASSERT(0 && "no AVX-512 on this build");
+}
 void mxl_gemm_f32_panel_avx512(const float *x, int64_t M, int64_t K, const float *bp, const float *bias_p,
                                int act, float *y, int64_t ldy, int ncols) {
     (void)x; (void)M; (void)K; (void)bp; (void)bias_p; (void)act; (void)y; (void)ldy; (void)ncols;

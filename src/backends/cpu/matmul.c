@@ -63,7 +63,7 @@ mxl_status mxl_cpu_weight_from_tensor(const mxl_tensor *t, const char *name, mxl
     if (t->ndim != 2)
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: expected a 2-D weight, got %d dimensions",
                              name, t->ndim);
-    mxl_cpu_weight w = {MXL_CPU_W_DENSE, t->dtype, t->shape[0], t->shape[1], t->data, {0}};
+    mxl_cpu_weight w = {MXL_CPU_W_DENSE, t->dtype, t->shape[0], t->shape[1], t->data, {0}, NULL};
     if (mxl_gguf_quant_supported(t->dtype)) w.kind = MXL_CPU_W_GGUF;
     mxl_status st = mxl_cpu_weight_check(&w, name, err);
     if (st != MXL_OK) return st;
@@ -112,7 +112,7 @@ mxl_status mxl_cpu_weight_from_mlx(const mxl_tensor *w, const mxl_tensor *scales
         scales->nbytes != sbytes || biases->nbytes != sbytes)
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor byte sizes do not match their shapes", name);
     mxl_cpu_weight cw = {MXL_CPU_W_MLX, MXL_DTYPE_U32, rows, cols, NULL,
-                         {bits, group_size, scales->dtype, rows, cols, w->data, scales->data, biases->data}};
+                         {bits, group_size, scales->dtype, rows, cols, w->data, scales->data, biases->data}, NULL};
     *out = cw;
     return MXL_OK;
 }

@@ -45,6 +45,7 @@ typedef struct mxl_cpu_weight {
     int64_t rows, cols;
     const void *data;    /* DENSE / GGUF: rows consecutive rows */
     mxl_mlx_qweight mlx; /* MLX (rows/cols must equal the fields above) */
+    const uint16_t *amx; /* optional: the AMX tile layout of a DENSE weight (gemm_f32.h), or NULL */
 } mxl_cpu_weight;
 
 /* Checks that the format is one we run and the shape fits it (cols whole blocks / groups).

@@ -1,9 +1,21 @@
-/* norm.c - RMSNorm / LayerNorm references (norm.h). */
+/* norm.c - RMSNorm / LayerNorm references and their dispatch (norm.h). */
 #include "backends/cpu/norm.h"
 
 #include <math.h>
 
+#include "backends/cpu/cpu_features.h"
+
 void mxl_cpu_rmsnorm(const float *x, const float *w, int64_t n, float eps, int plus_one, float *y) {
+    if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI) mxl_cpu_rmsnorm_avx512(x, w, n, eps, plus_one, y);
+    else mxl_cpu_rmsnorm_ref(x, w, n, eps, plus_one, y);
+}
+
+void mxl_cpu_layernorm(const float *x, const float *w, const float *b, int64_t n, float eps, float *y) {
+    if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI) mxl_cpu_layernorm_avx512(x, w, b, n, eps, y);
+    else mxl_cpu_layernorm_ref(x, w, b, n, eps, y);
+}
+
+void mxl_cpu_rmsnorm_ref(const float *x, const float *w, int64_t n, float eps, int plus_one, float *y) {
     double ss = 0.0;
     for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
     float scale = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
@@ -13,7 +25,7 @@ void mxl_cpu_rmsnorm(const float *x, const float *w, int64_t n, float eps, int p
     }
 }
 
-void mxl_cpu_layernorm(const float *x, const float *w, const float *b, int64_t n, float eps, float *y) {
+void mxl_cpu_layernorm_ref(const float *x, const float *w, const float *b, int64_t n, float eps, float *y) {
     double s = 0.0;
     for (int64_t i = 0; i < n; i++) s += x[i];
     double mean = s / (double)n, v = 0.0;

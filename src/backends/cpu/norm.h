@@ -3,7 +3,10 @@
  *   RMSNorm:  y = x / sqrt(mean(x^2) + eps) * w           (Llama, Mistral, Qwen, ...)
  *   Gemma:    y = x / sqrt(mean(x^2) + eps) * (1 + w)     (plus_one = 1; HF GemmaRMSNorm)
  *   LayerNorm: y = (x - mean) / sqrt(var + eps) * w + b   (biased variance, as torch)
- * w and b may be NULL (no affine part). x and y may alias. */
+ * w and b may be NULL (no affine part). x and y may alias.
+ * The plain references are the _ref functions; the unsuffixed ones dispatch to an AVX-512 variant
+ * (norm_avx512.c: the same double sums in eight lanes, the same float arithmetic per element, so
+ * it differs from the reference only by the order of the double sums). */
 #ifndef MXL_BACKENDS_CPU_NORM_H
 #define MXL_BACKENDS_CPU_NORM_H
 
@@ -11,5 +14,9 @@
 
 void mxl_cpu_rmsnorm(const float *x, const float *w, int64_t n, float eps, int plus_one, float *y);
 void mxl_cpu_layernorm(const float *x, const float *w, const float *b, int64_t n, float eps, float *y);
+void mxl_cpu_rmsnorm_ref(const float *x, const float *w, int64_t n, float eps, int plus_one, float *y);
+void mxl_cpu_layernorm_ref(const float *x, const float *w, const float *b, int64_t n, float eps, float *y);
+void mxl_cpu_rmsnorm_avx512(const float *x, const float *w, int64_t n, float eps, int plus_one, float *y);
+void mxl_cpu_layernorm_avx512(const float *x, const float *w, const float *b, int64_t n, float eps, float *y);
 
 #endif
