@@ -11,6 +11,7 @@
 
 #include "core/threadpool.h"
 #include "engine/embed_decoder.h"
+#include "engine/embed_dense.h"
 #include "engine/encoder_input.h"
 #include "io/safetensors.h"
 #include "models/checkpoint.h"
@@ -27,7 +28,9 @@ struct mxl_embed_model {
     mxl_threadpool *pool;
     int64_t max_len;
     mxl_dec_runner *dec; /* decoder-based embedder (Qwen3-Embedding), else NULL */
-    int64_t hidden;      /* output width */
+    int64_t width;       /* the encoder's / decoder's hidden size (what Pooling sees) */
+    mxl_embed_dense_chain dense; /* sentence-transformers Dense modules after Pooling (may be empty) */
+    int64_t hidden;      /* output width (after the Dense modules) */
 };
 
 /* Qwen3-Embedding: the registry's qwen3_embedding family (a qwen3 checkpoint with a
@@ -47,9 +50,6 @@ mxl_status mxl_embed_model_load(const char *path, int n_threads, mxl_embed_model
     bool decoder = !st && is_qwen3_embedding(m);
     if (!st && !decoder && !mxl_encoder_supports(m->ck->config.model_type))
         st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: embedding with %s (model_type '%s') is not built yet; BERT / MiniLM, XLM-RoBERTa, ModernBERT encoders and Qwen3-Embedding are", path, m->det.family->display_name, m->ck->config.model_type);
-    /* a Dense projection changes the vector; running without it would be silently wrong */
-    if (!st && m->det.st.n_dense > 0)
-        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: sentence-transformers Dense module '%s' is not supported yet", path, m->det.st.dense_paths[0]);
     if (!st && m->det.st.has_pooling && m->det.st.pooling == MXL_POOLING_NONE)
         st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/%s/config.json: no pooling mode is enabled", m->ck->dir, m->det.st.pooling_path);
     /* the decoder gives the last token's state only */
@@ -68,16 +68,19 @@ mxl_status mxl_embed_model_load(const char *path, int n_threads, mxl_embed_model
         st = mxl_enc_specials_probe(m->tok, &m->sp, err);
         if (st) mxl_error_prefix(err, "%s: ", m->ck->dir);
     }
+    if (!st) {
+        m->width = m->dec ? mxl_dec_runner_hidden_size(m->dec) : m->enc.hidden;
+        st = mxl_embed_dense_load(m->ck->dir, (const char (*)[MXL_ST_PATH_MAX])m->det.st.dense_paths, m->det.st.n_dense, m->width, &m->dense, err);
+        m->hidden = mxl_embed_dense_width(&m->dense, m->width);
+    }
     if (st) {
         mxl_embed_model_destroy(m);
         return st;
     }
     if (m->dec) {
-        m->hidden = mxl_dec_runner_hidden_size(m->dec);
         m->max_len = mxl_dec_runner_max_positions(m->dec);
         if (m->max_len <= 0) m->max_len = INT64_C(1) << 20;
     } else {
-        m->hidden = m->enc.hidden;
         m->max_len = m->enc.max_tokens;
     }
     int64_t msl = mxl_enc_st_max_seq_length(m->ck->dir), tml = mxl_enc_tokenizer_max_length(m->ck->dir);
@@ -95,6 +98,7 @@ void mxl_embed_model_destroy(mxl_embed_model *m) {
     mxl_tokenizer_destroy(m->tok);
     if (m->enc_loaded) mxl_encoder_free(&m->enc);
     mxl_dec_runner_destroy(m->dec);
+    mxl_embed_dense_free(&m->dense);
     mxl_threadpool_destroy(m->pool);
     mxl_checkpoint_close(m->ck);
     free(m);
@@ -164,6 +168,21 @@ static void pool_one(mxl_pooling p, const float *h, int64_t n, int64_t H, int64_
     }
 }
 
+/* One pooled vector (the pooler's width) through the Dense modules, cut to dim and normalized
+ * into v. tmp holds m->hidden + mxl_embed_dense_scratch_floats floats. */
+static void finish(const mxl_embed_model *m, const float *pooled, int64_t dim, int normalize, float *v, float *tmp) {
+    if (m->dense.n) {
+        mxl_embed_dense_apply(&m->dense, pooled, tmp, tmp + m->hidden);
+        pooled = tmp;
+    }
+    if (v != pooled) memmove(v, pooled, (size_t)dim * sizeof *v);
+    mxl_embed_normalize(v, dim, normalize);
+}
+
+static size_t finish_scratch_floats(const mxl_embed_model *m) {
+    return (size_t)(m->hidden + mxl_embed_dense_scratch_floats(&m->dense) + m->width);
+}
+
 /* The text embedded for `text` under the instruction `instr` (NULL: none), in *joined (owned,
  * replaced): encoder families prepend the instruction as written (sentence-transformers'
  * `prompt`); Qwen3-Embedding wraps it in its query template "Instruct: {task}\nQuery:" (the model
@@ -195,8 +214,8 @@ static mxl_status embed_decoder(mxl_embed_model *m, const char *const *texts, si
                                 mxl_error *err) {
     mxl_token_ids ids = {0};
     char *joined = NULL;
-    float *h = malloc((size_t)m->hidden * sizeof *h);
-    mxl_status st = h ? MXL_OK : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    float *h = malloc((size_t)m->width * sizeof *h), *tmp = malloc(finish_scratch_floats(m) * sizeof *tmp);
+    mxl_status st = h && tmp ? MXL_OK : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < n && !st; i++) {
         const char *text;
         st = compose(m, instr, texts[i], &joined, &text, err);
@@ -205,11 +224,10 @@ static mxl_status embed_decoder(mxl_embed_model *m, const char *const *texts, si
         if (!st) st = mxl_dec_runner_hidden(m->dec, ids.ids, (int64_t)ids.n, h, err);
         if (st) break;
         if (n_tokens) n_tokens[i] = (int64_t)ids.n;
-        float *v = out + i * (size_t)dim;
-        memcpy(v, h, (size_t)dim * sizeof *v);
-        mxl_embed_normalize(v, dim, normalize);
+        finish(m, h, dim, normalize, out + i * (size_t)dim, tmp);
     }
     free(h);
+    free(tmp);
     free(joined);
     mxl_token_ids_free(&ids);
     return st;
@@ -236,9 +254,10 @@ mxl_status mxl_embed_batch(mxl_embed_model *m, const char *const *texts, size_t 
     }
     mxl_token_ids all = {0}, one = {0};
     int64_t *starts = malloc((bs + 1) * sizeof *starts);
-    float *hidden = NULL;
+    float *hidden = NULL, *pooled = malloc(finish_scratch_floats(m) * sizeof *pooled);
     char *joined = NULL;
-    mxl_status st = starts ? MXL_OK : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    mxl_status st = starts && pooled ? MXL_OK : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    const int64_t W = m->width; /* what the pooler sees */
     for (size_t b0 = 0; b0 < n && !st; b0 += bs) {
         size_t nb = n - b0 < bs ? n - b0 : bs;
         all.n = 0;
@@ -266,7 +285,7 @@ mxl_status mxl_embed_batch(mxl_embed_model *m, const char *const *texts, size_t 
         }
         if (st) break;
         free(hidden);
-        hidden = malloc(all.n * (size_t)H * sizeof(float));
+        hidden = malloc(all.n * (size_t)W * sizeof(float));
         if (!hidden) {
             st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
             break;
@@ -274,13 +293,14 @@ mxl_status mxl_embed_batch(mxl_embed_model *m, const char *const *texts, size_t 
         mxl_encoder_batch batch = {all.ids, NULL, starts, (int64_t)nb};
         st = mxl_encoder_forward(&m->enc, &batch, m->pool, hidden, err);
         for (size_t i = 0; i < nb && !st; i++) {
-            float *v = out + (b0 + i) * (size_t)dim;
-            pool_one(pool, hidden + starts[i] * H, starts[i + 1] - starts[i], H, dim, v);
-            mxl_embed_normalize(v, dim, normalize);
+            float *p = pooled + m->hidden + mxl_embed_dense_scratch_floats(&m->dense);
+            pool_one(pool, hidden + starts[i] * W, starts[i + 1] - starts[i], W, W, p);
+            finish(m, p, dim, normalize, out + (b0 + i) * (size_t)dim, pooled);
         }
     }
     free(joined);
     free(hidden);
+    free(pooled);
     free(starts);
     mxl_token_ids_free(&all);
     mxl_token_ids_free(&one);
