@@ -366,6 +366,11 @@ int32_t mxl_sampler_draw(mxl_sampler *s) {
     return id;
 }
 
+const mxl_sampler_cand *mxl_sampler_last(const mxl_sampler *s, size_t *n) {
+    *n = s->last.d ? s->last.n : 0;
+    return *n ? s->last.d : NULL;
+}
+
 mxl_status mxl_sampler_commit(mxl_sampler *s, int32_t id, mxl_error *err) {
     if (!s->pending) return mxl_error_set(err, MXL_ERR_ARG, "sampler: no candidate set to commit a token from");
     for (size_t i = 0; i < s->last.n; i++)

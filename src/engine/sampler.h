@@ -156,6 +156,9 @@ int32_t mxl_sampler_draw(mxl_sampler *s);
 /* Commits an id chosen elsewhere from the last candidate set (speculative verification, replay):
  * updates mirostat's mu from its probability. MXL_ERR_ARG when none is pending or id is not in it. */
 mxl_status mxl_sampler_commit(mxl_sampler *s, int32_t id, mxl_error *err);
+/* The candidate set the last draw or commit took its token from (probabilities after every
+ * stage), valid until the next candidates / pick call on s; NULL with *n = 0 before any. */
+const mxl_sampler_cand *mxl_sampler_last(const mxl_sampler *s, size_t *n);
 /* mxl_sampler_candidates + mxl_sampler_draw; with a grammar, llama-server's order: the chain
  * without it first, the full mask only when the drawn token does not fit. */
 mxl_status mxl_sampler_pick(mxl_sampler *s, float *logits, const int32_t *history, size_t n_history,

@@ -26,6 +26,7 @@ struct mxl_seq {
     int64_t budget, n_gen;
     bool ignore_eos, finished, pending_feed;
     int n_probs;
+    bool post_probs;
     char *stop[MXL_SEQ_MAX_STOP];
     size_t stop_len[MXL_SEQ_MAX_STOP], n_stop, max_stop_len;
     char *held;   /* text decoded but not released (could be the start of a stop string) */
@@ -211,6 +212,7 @@ mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
     s->budget = p->max_tokens >= 0 && p->max_tokens < room ? p->max_tokens : room;
     s->ignore_eos = p->ignore_eos;
     s->n_probs = p->n_probs < 0 ? 0 : p->n_probs > MXL_SEQ_MAX_PROBS ? MXL_SEQ_MAX_PROBS : p->n_probs;
+    s->post_probs = p->post_sampling_probs;
     s->finished = false;
     s->pending_feed = false;
     s->held_len = 0;
@@ -262,6 +264,33 @@ static void fill_probs(const mxl_seq *s, int32_t chosen, mxl_seq_event *ev) {
         ev->top_ids[k] = (int32_t)v;
     }
     for (int i = 0; i < ev->n_top; i++) ev->top_logprobs[i] = s->logits[ev->top_ids[i]] - lse;
+}
+
+/* Probabilities after the sampler chain (llama-server's post_sampling_probs): the chosen token's
+ * and the n_probs most likely candidates of the set it was drawn from, zero-probability ones left
+ * out. */
+static void fill_post_probs(const mxl_seq *s, int32_t chosen, mxl_seq_event *ev) {
+    size_t n;
+    const mxl_sampler_cand *c = mxl_sampler_last(s->smp, &n);
+    ev->post_sampling = true;
+    ev->logprob = 0.0f;
+    ev->n_top = 0;
+    for (size_t i = 0; i < n; i++) {
+        float p = c[i].p;
+        if (c[i].id == chosen) ev->logprob = p;
+        if (!(p > 0.0f)) continue;
+        int k = ev->n_top;
+        if (k == s->n_probs && p <= ev->top_logprobs[k - 1]) continue;
+        if (k < s->n_probs) ev->n_top++;
+        else k--;
+        while (k > 0 && ev->top_logprobs[k - 1] < p) {
+            ev->top_ids[k] = ev->top_ids[k - 1];
+            ev->top_logprobs[k] = ev->top_logprobs[k - 1];
+            k--;
+        }
+        ev->top_ids[k] = c[i].id;
+        ev->top_logprobs[k] = p;
+    }
 }
 
 /* Moves n bytes from the front of `held` to the released output. */
@@ -344,7 +373,8 @@ mxl_status mxl_seq_sample(mxl_seq *s, mxl_seq_event *ev, mxl_error *err) {
     /* the sampler checks the logits first: NaN / +inf is reported, never sampled */
     mxl_status st = mxl_sampler_pick(s->smp, s->work, s->ids, s->n_ids, &id, err);
     if (st) return st;
-    if (s->n_probs > 0) fill_probs(s, id, ev);
+    if (s->n_probs > 0 && s->post_probs) fill_post_probs(s, id, ev);
+    else if (s->n_probs > 0) fill_probs(s, id, ev);
     if (!s->ignore_eos && is_eos(s->m, id)) return finish(s, "stop", ev, err);
     ev->token = id;
     s->ids[s->n_ids++] = id;

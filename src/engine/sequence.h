@@ -39,6 +39,8 @@ typedef struct mxl_seq_params {
     bool keep_special; /* decode special tokens into the text (for output parsers that read markers) */
     int n_probs; /* report the chosen token's log-probability and this many top alternatives
                     (0..MXL_SEQ_MAX_PROBS) from the model's distribution before sampling */
+    bool post_sampling_probs; /* report probabilities after the sampler chain instead (llama-server's
+                                 post_sampling_probs): only candidates with p > 0 */
 } mxl_seq_params;
 
 #define MXL_SEQ_MAX_PROBS 20
@@ -54,6 +56,8 @@ typedef struct mxl_seq_event {
     int n_top;                 /* top alternatives, most likely first */
     int32_t top_ids[MXL_SEQ_MAX_PROBS];
     float top_logprobs[MXL_SEQ_MAX_PROBS];
+    bool post_sampling;        /* logprob and top_logprobs hold probabilities after the sampler
+                                  chain (post_sampling_probs), not log-probabilities */
 } mxl_seq_event;
 
 typedef struct mxl_seq mxl_seq;

@@ -45,6 +45,14 @@ void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r) {
         g->top_logprobs = (int)json_integer_value(v);
         g->params.n_probs = g->top_logprobs;
     }
+    v = json_object_get(body, "post_sampling_probs");
+    if (v && !json_is_null(v)) {
+        if (!json_is_boolean(v)) {
+            snprintf(msg, sizeof msg, "'post_sampling_probs' must be a boolean");
+            goto bad;
+        }
+        g->params.post_sampling_probs = json_is_true(v);
+    }
     v = json_object_get(body, "id_slot");
     if (v && !json_is_null(v) && (!json_is_integer(v) || json_integer_value(v) < -1)) {
         snprintf(msg, sizeof msg, "'id_slot' must be an integer");

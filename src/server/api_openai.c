@@ -166,12 +166,33 @@ static bool render_with_prefill(mxl_server *s, const json_t *body, json_t *msgs,
         mxl_status st = mxl_chat_render(s->model, head, o, text, len, &err);
         json_decref(head);
         if (st) return snprintf(msg, ml, "%s", err.msg), false;
-        size_t k = json_string_length(content);
+        /* a prefill given as content parts is their text joined by a blank line, as llama-server
+         * renders a continued message (common_chat_msg::render_content); elsewhere parts join
+         * with one newline */
+        const json_t *orig = json_object_get(json_array_get(json_object_get(body, "messages"), n - 1), "content");
+        size_t k = 0, i;
+        const json_t *part;
+        if (json_is_array(orig))
+            json_array_foreach(orig, i, part) k += json_string_length(json_object_get(part, "text")) + 2;
+        else
+            k = json_string_length(content);
         char *p = realloc(*text, *len + k + 1);
         if (!p) return snprintf(msg, ml, "out of memory"), false;
-        memcpy(p + *len, json_string_value(content), k + 1);
+        char *w = p + *len;
+        if (json_is_array(orig)) {
+            json_array_foreach(orig, i, part) {
+                if (w != p + *len) memcpy(w, "\n\n", 2), w += 2;
+                const json_t *t = json_object_get(part, "text");
+                memcpy(w, json_string_value(t), json_string_length(t));
+                w += json_string_length(t);
+            }
+        } else {
+            memcpy(w, json_string_value(content), k);
+            w += k;
+        }
+        *w = 0;
         *text = p;
-        *len += k;
+        *len = (size_t)(w - p);
         return true;
     }
     if (mxl_chat_render(s->model, msgs, o, text, len, &err)) return snprintf(msg, ml, "%s", err.msg), false;

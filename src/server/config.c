@@ -83,6 +83,7 @@ static const opt k_opts[] = {
     {"--cont-batching|-cb|--no-cont-batching|-nocb|--kv-unified|-kvu|--no-kv-unified", NULL, K_NOOP, 0, 0, 0, NULL}, /* always batched, one pool */
     {"--offline", "LLAMA_ARG_OFFLINE", K_NOOP, 0, 0, 0, NULL}, /* serve never downloads: -m must be local already */
     {"--no-webui|--no-ui", NULL, K_NOOP, 0, 0, 0, NULL},    /* there is no web UI to turn off */
+    {"--backend-sampling|--backend_sampling", NULL, K_NOOP, 0, 0, 0, NULL}, /* sampling runs on the CPU either way, same results */
     {"--reasoning-format", NULL, K_STR, F(reasoning_format), 0, 0, "deepseek|none|auto: where thinking text goes (default auto)"},
     {"--reasoning|-rea", NULL, K_STR, F(reasoning), 0, 0, "on|off|auto: default of enable_thinking"},
     {"--slots", NULL, K_ON, F(slots), 0, 0, "enable /slots (default on)"},

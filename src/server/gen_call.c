@@ -150,16 +150,17 @@ static json_t *token_logprob_json(const mxl_server *s, const mxl_srv_event *e, i
     return o;
 }
 
-/* llama-server completion_probabilities entry. */
+/* llama-server completion_probabilities entry: "logprob" / "top_logprobs", or with
+ * post_sampling_probs "prob" / "top_probs" (probabilities after the sampler chain). */
 static json_t *llama_prob_json(const mxl_server *s, const mxl_srv_event *e, int n) {
+    const char *pk = e->post_sampling ? "prob" : "logprob", *tk = e->post_sampling ? "top_probs" : "top_logprobs";
     char *t = mxl_srv_token_text(s, e->token);
-    json_t *o = json_pack("{s:i, s:s, s:f, s:o, s:[]}", "id", e->token, "token", t, "logprob", (double)e->logprob, "bytes", bytes_json(t),
-                          "top_logprobs");
+    json_t *o = json_pack("{s:i, s:s, s:f, s:o, s:[]}", "id", e->token, "token", t, pk, (double)e->logprob, "bytes", bytes_json(t), tk);
     free(t);
-    json_t *top = json_object_get(o, "top_logprobs");
+    json_t *top = json_object_get(o, tk);
     for (int i = 0; i < e->n_top && i < n; i++) {
         char *tt = mxl_srv_token_text(s, e->top_ids[i]);
-        json_array_append_new(top, json_pack("{s:i, s:s, s:f, s:o}", "id", e->top_ids[i], "token", tt, "logprob", (double)e->top_logprobs[i],
+        json_array_append_new(top, json_pack("{s:i, s:s, s:f, s:o}", "id", e->top_ids[i], "token", tt, pk, (double)e->top_logprobs[i],
                                              "bytes", bytes_json(tt)));
         free(tt);
     }

@@ -634,7 +634,8 @@ static void decode_tick(mxl_sched *s) {
             continue;
         }
         mxl_srv_event e = {.index = sl->j->index, .token = ev.token, .final = ev.finished,
-                           .finish_reason = ev.finish_reason, .stop_word = NULL, .logprob = ev.logprob, .n_top = ev.n_top};
+                           .finish_reason = ev.finish_reason, .stop_word = NULL, .logprob = ev.logprob, .n_top = ev.n_top,
+                           .post_sampling = ev.post_sampling};
         if (ev.stop_word) /* point at the job's own copy, which lives as long as the job */
             for (size_t k = 0; k < MXL_SEQ_MAX_STOP; k++)
                 if (sl->j->stops[k] && strcmp(sl->j->stops[k], ev.stop_word) == 0) e.stop_word = sl->j->stops[k];

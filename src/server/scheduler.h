@@ -54,6 +54,7 @@ typedef struct mxl_srv_event {
     int n_top;
     int32_t top_ids[MXL_SEQ_MAX_PROBS];
     float top_logprobs[MXL_SEQ_MAX_PROBS];
+    bool post_sampling; /* logprob / top_logprobs are probabilities after sampling */
 } mxl_srv_event;
 
 typedef struct mxl_srv_channel {

@@ -3,6 +3,7 @@ completions / models / errors, llama-server's own routes, the same greedy tokens
 `mlxcel run -p`, and the failure behaviour of the issue (auth, 400s, 503 queue full, client
 disconnect freeing the slot, garbage on the socket, SIGTERM)."""
 import json
+import math
 import os
 import signal
 import socket
@@ -181,6 +182,29 @@ def test_llama_routes(srv):
     whole = requests.post(u + "/completion", json={"prompt": "Once upon a time", "n_predict": 5, "temperature": 0}).json()
     assert "".join(e["content"] for e in events) == whole["content"]
     assert requests.get(u + "/metrics").status_code == 501  # off without --metrics
+
+
+def test_post_sampling_probs(srv):
+    """llama-server's post_sampling_probs: with top_k 3 at temperature 1 the candidates after the
+    chain are the 3 most likely tokens, so their probabilities are the pre-sampling ones (n_probs)
+    renormalized over those 3; the same seed draws the same tokens either way."""
+    base = {"prompt": "Today was the day. Today I would finally become a", "n_predict": 5, "n_probs": 3, "top_k": 3,
+            "top_p": 1.0, "min_p": 0.0, "temperature": 1.0, "seed": 7}
+    pre = requests.post(srv.url + "/completion", json=base).json()["completion_probabilities"]
+    post = requests.post(srv.url + "/completion", json={**base, "post_sampling_probs": True, "backend_sampling": True}).json()
+    post = post["completion_probabilities"]
+    assert len(pre) == len(post) == 5
+    for a, b in zip(pre, post):
+        assert a["id"] == b["id"] and "prob" in b and "top_probs" in b and "logprob" not in b
+        ids = [t["id"] for t in a["top_logprobs"]]
+        assert [t["id"] for t in b["top_probs"]] == ids
+        z = sum(math.exp(t["logprob"]) for t in a["top_logprobs"])
+        for ta, tb in zip(a["top_logprobs"], b["top_probs"]):
+            assert abs(tb["prob"] - math.exp(ta["logprob"]) / z) < 1e-4
+        assert abs(sum(t["prob"] for t in b["top_probs"]) - 1.0) < 1e-4
+        assert b["prob"] == next(t["prob"] for t in b["top_probs"] if t["id"] == b["id"])
+    bad = requests.post(srv.url + "/completion", json={**base, "post_sampling_probs": "yes"})
+    assert bad.status_code == 400 and "post_sampling_probs" in bad.json()["error"]["message"]
 
 
 @pytest.mark.parametrize("body,needle", [
