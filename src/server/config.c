@@ -75,7 +75,7 @@ static const opt k_opts[] = {
     {"--n-predict|--predict|-n", "LLAMA_ARG_N_PREDICT", K_INT, F(n_predict), -1, INT64_C(1) << 30, "default max tokens (-1: the slot's context)"},
     {"--decode-timeout", "MLXCEL_DECODE_TIMEOUT", K_DBL, F(decode_timeout), 0, 0, "seconds without progress before a request is cancelled (default 600)"},
     {"--no-batch", NULL, K_ON, F(no_batch), 0, 0, "one request at a time, FIFO"},
-    {"--chat-template", NULL, K_STR, F(chat_template), 0, 0, "Jinja chat template overriding the model's"},
+    {"--chat-template", NULL, K_STR, F(chat_template), 0, 0, "Jinja chat template overriding the model's, or a llama.cpp built-in name (chatml, llama3, command-r, ...)"},
     {"--chat-template-file", NULL, K_STR, F(chat_template_file), 0, 0, "chat template from a file"},
     {"--chat-template-kwargs", NULL, K_STR, F(chat_template_kwargs), 0, 0, "default template kwargs (JSON object)"},
     {"--reasoning-budget", NULL, K_INT, F(reasoning_budget), -1, INT64_C(1) << 30, "thinking-token budget (-1: unlimited)"},

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/chat_builtin.h"
 #include "io/store.h"
 #include "models/checkpoint.h"
 #include "models/detect.h"
@@ -544,8 +545,11 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
         }
     }
     if (cfg->chat_template_file && !(tmpl_file = read_file(cfg->chat_template_file, err, "--chat-template-file"))) goto out;
-    if (cfg->chat_template || tmpl_file) { /* a template that does not parse fails before listening */
-        const char *src = tmpl_file ? tmpl_file : cfg->chat_template;
+    /* --chat-template NAME of one of llama.cpp's built-in formats (chatml, command-r, ...) */
+    const char *chat_tmpl = mxl_chat_builtin_template(cfg->chat_template);
+    if (!chat_tmpl) chat_tmpl = cfg->chat_template;
+    if (chat_tmpl || tmpl_file) { /* a template that does not parse fails before listening */
+        const char *src = tmpl_file ? tmpl_file : chat_tmpl;
         mxl_template *t = NULL;
         if (mxl_template_parse(src, strlen(src), tmpl_file ? cfg->chat_template_file : "--chat-template", &t, err)) goto out;
         mxl_template_destroy(t);
@@ -618,8 +622,8 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
         if (mxl_gen_model_load(s.model_path, (int)(threads > 0 ? threads : 1), &s.model, err)) goto out;
         s.tok = mxl_gen_model_tokenizer(s.model);
         if (mxl_gen_model_set_kv_types(s.model, cfg->cache_type_k, cfg->cache_type_v, err)) goto out;
-        if (cfg->chat_template || tmpl_file) {
-            mxl_status tst = mxl_gen_model_set_template(s.model, tmpl_file ? tmpl_file : cfg->chat_template,
+        if (chat_tmpl || tmpl_file) {
+            mxl_status tst = mxl_gen_model_set_template(s.model, tmpl_file ? tmpl_file : chat_tmpl,
                                                         tmpl_file ? cfg->chat_template_file : "--chat-template", err);
             free(tmpl_file);
             tmpl_file = NULL;

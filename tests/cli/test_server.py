@@ -326,6 +326,21 @@ def test_chat_template_override(tmp_path):
         assert s.stop() == 0
 
 
+def test_chat_template_builtin_name():
+    """llama.cpp's test_chat_completion.py::test_apply_chat_template: `--chat-template command-r`
+    names llama.cpp's built-in Command-R format instead of being Jinja source."""
+    s = Server("--chat-template", "command-r", "--parallel", "1", "--ctx-size", "1024")
+    try:
+        msgs = [{"role": "system", "content": "You are a test."}, {"role": "user", "content": "Hi there"}]
+        r = requests.post(s.url + "/apply-template", json={"messages": msgs})
+        assert r.status_code == 200, r.text
+        assert r.json()["prompt"] == ("<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>You are a test.<|END_OF_TURN_TOKEN|>"
+                                      "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Hi there<|END_OF_TURN_TOKEN|>"
+                                      "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>")
+    finally:
+        assert s.stop() == 0
+
+
 def test_unix_socket_and_mlxcel_server_name(tmp_path):
     sock = str(tmp_path / "m.sock")
     binary = os.path.join(os.path.dirname(os.environ.get("MLXCEL_BIN", "build/mlxcel")) or ".", "mlxcel-server")
