@@ -883,10 +883,10 @@ static void mlp_block(const fwd_pass *f, int64_t l, const float *h) {
     if (hp->mlp == MXL_MLP_GATED) {
         linear(&L->w_gate, L->b_gate, h, n, s->gate, s);
         linear(&L->w_up, L->b_up, h, n, s->up, s);
-        mxl_cpu_glu(hp->act, s->gate, s->up, n * hp->ffn, s->gate);
+        (s->reference ? mxl_cpu_glu_ref : mxl_cpu_glu)(hp->act, s->gate, s->up, n * hp->ffn, s->gate);
     } else {
         linear(&L->w_up, L->b_up, h, n, s->gate, s);
-        mxl_cpu_act(hp->act, s->gate, n * hp->ffn, s->gate);
+        (s->reference ? mxl_cpu_act_ref : mxl_cpu_act)(hp->act, s->gate, n * hp->ffn, s->gate);
     }
     linear(&L->w_down, L->b_down, s->gate, n, s->o, s);
 }

@@ -4,6 +4,7 @@
  * as test_kernels_dequant.c). */
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "backends/cpu/activation.h"
@@ -82,6 +83,30 @@ TEST(kernels_norms_avx512_match_reference) {
             mxl_cpu_layernorm_avx512(x, variant ? NULL : w, variant ? NULL : b, n, 1e-5f, y);
             for (int64_t i = 0; i < n; i++) CHECK(close_rel(y[i], yr[i], 4e-7, 1e-6));
         }
+    }
+}
+
+/* the AVX-512 activations against the libm references over [-30, 30] (and a tail of 7), SwiGLU /
+ * GeGLU included: |vector - reference| <= 1e-6 * max(1, |reference|) */
+TEST(kernels_activations_avx512_match_reference) {
+    if (mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX512VNNI) { /* only the references run on this CPU */
+        CHECK(mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX512VNNI);
+        return;
+    }
+    enum { N = 6007 };
+    static float x[N], up[N], y[N], yr[N];
+    for (int i = 0; i < N; i++) x[i] = -30.0f + 60.0f * (float)i / (N - 1), up[i] = fr();
+    const mxl_act acts[5] = {MXL_ACT_SILU, MXL_ACT_GELU_ERF, MXL_ACT_GELU_TANH, MXL_ACT_RELU2, MXL_ACT_RELU};
+    for (int a = 0; a < 5; a++) {
+        double worst = 0;
+        mxl_cpu_act_ref(acts[a], x, N, yr);
+        mxl_cpu_act_avx512(acts[a], x, N, y);
+        for (int i = 0; i < N; i++) worst = fmax(worst, fabs(y[i] - yr[i]) / fmax(1.0, fabs(yr[i])));
+        mxl_cpu_glu_ref(acts[a], x, up, N, yr);
+        mxl_cpu_glu_avx512(acts[a], x, up, N, y);
+        for (int i = 0; i < N; i++) worst = fmax(worst, fabs(y[i] - yr[i]) / fmax(1.0, fabs(yr[i])));
+        fprintf(stderr, "  activation %d: worst %.2e\n", a, worst);
+        CHECK(worst <= 1e-6);
     }
 }
 

@@ -1,7 +1,9 @@
-/* activation.c - activation references (activation.h); f32 math from libm. */
+/* activation.c - activation references (activation.h); f32 math from libm; and the dispatch. */
 #include "backends/cpu/activation.h"
 
 #include <math.h>
+
+#include "backends/cpu/cpu_features.h"
 
 float mxl_cpu_act1(mxl_act a, float x) {
     switch (a) {
@@ -20,10 +22,20 @@ float mxl_cpu_act1(mxl_act a, float x) {
     return x;
 }
 
-void mxl_cpu_act(mxl_act a, const float *x, int64_t n, float *y) {
+void mxl_cpu_act_ref(mxl_act a, const float *x, int64_t n, float *y) {
     for (int64_t i = 0; i < n; i++) y[i] = mxl_cpu_act1(a, x[i]);
 }
 
-void mxl_cpu_glu(mxl_act a, const float *gate, const float *up, int64_t n, float *out) {
+void mxl_cpu_glu_ref(mxl_act a, const float *gate, const float *up, int64_t n, float *out) {
     for (int64_t i = 0; i < n; i++) out[i] = mxl_cpu_act1(a, gate[i]) * up[i];
+}
+
+void mxl_cpu_act(mxl_act a, const float *x, int64_t n, float *y) {
+    if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI) mxl_cpu_act_avx512(a, x, n, y);
+    else mxl_cpu_act_ref(a, x, n, y);
+}
+
+void mxl_cpu_glu(mxl_act a, const float *gate, const float *up, int64_t n, float *out) {
+    if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI) mxl_cpu_glu_avx512(a, gate, up, n, out);
+    else mxl_cpu_glu_ref(a, gate, up, n, out);
 }

@@ -21,4 +21,13 @@ void mxl_cpu_act(mxl_act a, const float *x, int64_t n, float *y);
 /* out[i] = act(gate[i]) * up[i]: SwiGLU with MXL_ACT_SILU, GeGLU with a GELU. out may alias. */
 void mxl_cpu_glu(mxl_act a, const float *gate, const float *up, int64_t n, float *out);
 
+/* The unsuffixed functions dispatch: the plain references below (mxl_cpu_act1 per element), or
+ * on AVX-512 the vector forms of activation_avx512.c (exp-based SiLU and tanh, the A&S erf),
+ * within about 2e-7 of the reference relative to max(|x|, 1) - close enough for a forward pass,
+ * not bit-identical. */
+void mxl_cpu_act_ref(mxl_act a, const float *x, int64_t n, float *y);
+void mxl_cpu_glu_ref(mxl_act a, const float *gate, const float *up, int64_t n, float *out);
+void mxl_cpu_act_avx512(mxl_act a, const float *x, int64_t n, float *y);
+void mxl_cpu_glu_avx512(mxl_act a, const float *gate, const float *up, int64_t n, float *out);
+
 #endif
