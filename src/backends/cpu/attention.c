@@ -2,7 +2,8 @@
  * a score row in scratch (scores, then the weighted sum of V), walking the cache block by block
  * (a contiguous cache is one block). f32 q.k dots use the dense dot
  * kernels, f16 / int8 K and V the KV kernels (kv_quant.h); AVX2 when isa allows, the plain C
- * references otherwise. Softmax and the f32 V accumulation are plain C. */
+ * references otherwise; on AVX-512 an f16 V pass keeps the output in registers
+ * (attention_avx512.c, bitwise the AVX2 result). Softmax and the f32 V accumulation are plain C. */
 #include "backends/cpu/attention.h"
 
 #include <math.h>
@@ -27,6 +28,7 @@ typedef struct attn_ctx {
     float *scratch;
     mxl_dense_dot_fn dot; /* f32 K dots, NULL: reference */
     mxl_kv_kernels kk;
+    bool v_f16_avx512;    /* f16 V pass in registers (attention_avx512.c) */
 } attn_ctx;
 
 static size_t elem_size(mxl_dtype t) { return t == MXL_DTYPE_F32 ? 4 : t == MXL_DTYPE_F16 ? 2 : 1; }
@@ -83,6 +85,10 @@ static void attn_one(const attn_ctx *c, int64_t t, int h, float *s) {
     float sink = p->sinks ? p->sinks[h] : -INFINITY;
     if (hi > lo) mxl_cpu_softmax(s + lo, hi - lo, p->softcap, sink);
     float *o = c->out + (t * p->n_heads + h) * hd;
+    if (c->v_f16_avx512) {
+        mxl_attn_v_f16_avx512((const uint16_t *)kv->v, kv, hoff, lo, hi, s, hd, o);
+        return;
+    }
     for (int i = 0; i < hd; i++) o[i] = 0.0f;
     for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
         int64_t base = block_base(kv, b0) + hoff, j1 = b0 + bs < hi ? b0 + bs : hi;
@@ -116,7 +122,8 @@ void mxl_cpu_attention_paged(const mxl_attn_params *p, const float *q, int64_t n
     MXL_ASSERT(kv->k_type != MXL_DTYPE_I8 || kv->k_scale);
     MXL_ASSERT(kv->v_type != MXL_DTYPE_I8 || kv->v_scale);
     if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
-    attn_ctx c = {p, q, n_q, q_pos, kv, out, scratch, NULL, mxl_kv_kernels_get(isa)};
+    attn_ctx c = {p, q, n_q, q_pos, kv, out, scratch, NULL, mxl_kv_kernels_get(isa),
+                  isa >= MXL_CPU_ISA_AVX512VNNI && kv->v_type == MXL_DTYPE_F16 && p->head_dim % 16 == 0};
     if (isa >= MXL_CPU_ISA_AVX2) c.dot = mxl_dense_dot_avx2_get(MXL_DTYPE_F32);
     int nth = pool ? mxl_threadpool_size(pool) : 1;
     int64_t total = n_q * p->n_heads;
