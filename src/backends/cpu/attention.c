@@ -2,8 +2,8 @@
  * a score row in scratch (scores, then the weighted sum of V), walking the cache block by block
  * (a contiguous cache is one block). f32 q.k dots use the dense dot
  * kernels, f16 / int8 K and V the KV kernels (kv_quant.h); AVX2 when isa allows, the plain C
- * references otherwise; on AVX-512 an f16 V pass keeps the output in registers
- * (attention_avx512.c, bitwise the AVX2 result). Softmax and the f32 V accumulation are plain C. */
+ * references otherwise; on AVX-512 the f16 K pass scores four keys at a time and the f16 V pass
+ * keeps the output in registers (attention_avx512.c; the V pass is bitwise the AVX2 result). Softmax and the f32 V accumulation are plain C. */
 #include "backends/cpu/attention.h"
 
 #include <math.h>
@@ -29,6 +29,7 @@ typedef struct attn_ctx {
     mxl_dense_dot_fn dot; /* f32 K dots, NULL: reference */
     mxl_kv_kernels kk;
     bool v_f16_avx512;    /* f16 V pass in registers (attention_avx512.c) */
+    bool k_f16_avx512;    /* f16 K pass four keys at a time (attention_avx512.c) */
 } attn_ctx;
 
 static size_t elem_size(mxl_dtype t) { return t == MXL_DTYPE_F32 ? 4 : t == MXL_DTYPE_F16 ? 2 : 1; }
@@ -78,9 +79,13 @@ static void attn_one(const attn_ctx *c, int64_t t, int h, float *s) {
     if (p->window > 0 && qp - p->window + 1 > lo) lo = qp - p->window + 1;
     for (int64_t j = 0; j < kv->n_kv; j++) s[j] = -INFINITY;
     /* keys in position order, one block at a time */
-    for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
-        int64_t base = block_base(kv, b0) + hoff, j1 = b0 + bs < hi ? b0 + bs : hi;
-        for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) s[j] = k_dot(c, base + j * rs, qh) * p->scale;
+    if (c->k_f16_avx512) {
+        mxl_attn_k_f16_avx512((const uint16_t *)kv->k, kv, hoff, lo, hi, qh, hd, p->scale, s);
+    } else {
+        for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
+            int64_t base = block_base(kv, b0) + hoff, j1 = b0 + bs < hi ? b0 + bs : hi;
+            for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) s[j] = k_dot(c, base + j * rs, qh) * p->scale;
+        }
     }
     float sink = p->sinks ? p->sinks[h] : -INFINITY;
     if (hi > lo) mxl_cpu_softmax(s + lo, hi - lo, p->softcap, sink);
@@ -123,7 +128,8 @@ void mxl_cpu_attention_paged(const mxl_attn_params *p, const float *q, int64_t n
     MXL_ASSERT(kv->v_type != MXL_DTYPE_I8 || kv->v_scale);
     if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
     attn_ctx c = {p, q, n_q, q_pos, kv, out, scratch, NULL, mxl_kv_kernels_get(isa),
-                  isa >= MXL_CPU_ISA_AVX512VNNI && kv->v_type == MXL_DTYPE_F16 && p->head_dim % 16 == 0};
+                  isa >= MXL_CPU_ISA_AVX512VNNI && kv->v_type == MXL_DTYPE_F16 && p->head_dim % 16 == 0,
+                  isa >= MXL_CPU_ISA_AVX512VNNI && kv->k_type == MXL_DTYPE_F16 && p->head_dim % 16 == 0};
     if (isa >= MXL_CPU_ISA_AVX2) c.dot = mxl_dense_dot_avx2_get(MXL_DTYPE_F32);
     int nth = pool ? mxl_threadpool_size(pool) : 1;
     int64_t total = n_q * p->n_heads;
