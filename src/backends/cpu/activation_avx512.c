@@ -23,21 +23,7 @@ AVX512 static inline __m512 act16(mxl_act a, __m512 x) {
         __m512 t = _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(vexp(_mm512_add_ps(u, u)), one)));
         return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), _mm512_add_ps(one, t));
     }
-    case MXL_ACT_GELU_ERF: {
-        __m512 uu = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f));
-        __m512 av = _mm512_min_ps(_mm512_abs_ps(uu), _mm512_set1_ps(5.0f));
-        __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(av, _mm512_set1_ps(0.3275911f), one));
-        __m512 p = _mm512_set1_ps(1.061405429f);
-        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
-        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
-        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
-        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
-        p = _mm512_mul_ps(p, t);
-        __m512 e = _mm512_fnmadd_ps(p, mxl_exp512_ps(_mm512_mul_ps(_mm512_sub_ps(zero, av), av)), one);
-        __mmask16 neg = _mm512_cmp_ps_mask(uu, zero, _CMP_LT_OQ);
-        __m512 onep = _mm512_mask_sub_ps(_mm512_add_ps(one, e), neg, one, e);
-        return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), onep);
-    }
+    case MXL_ACT_GELU_ERF: return mxl_gelu_erf512_ps(x);
     case MXL_ACT_RELU2: {
         __m512 r = _mm512_max_ps(x, zero);
         return _mm512_mul_ps(r, r);

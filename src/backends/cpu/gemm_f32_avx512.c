@@ -10,32 +10,13 @@
 
 #include "backends/cpu/vexp_avx512.h"
 
-/* GELU(x) = 0.5 x (1 + erf(x / sqrt 2)), erf by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7),
- * odd-symmetric; |u| clamped at 5 where erf is 1 to f32 precision. */
-AVX512 static inline __m512 gelu_erf_ps(__m512 x) {
-    __m512 u = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f));
-    __m512 a = _mm512_min_ps(_mm512_abs_ps(u), _mm512_set1_ps(5.0f));
-    __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(a, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
-    __m512 p = _mm512_set1_ps(1.061405429f);
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
-    p = _mm512_mul_ps(p, t);
-    __m512 e = _mm512_fnmadd_ps(p, mxl_exp512_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), a)), _mm512_set1_ps(1.0f));
-    /* erf(u) = sign(u) * e: 1 + erf = 1 + e or 1 - e */
-    __mmask16 neg = _mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_LT_OQ);
-    __m512 onep = _mm512_mask_sub_ps(_mm512_add_ps(_mm512_set1_ps(1.0f), e), neg, _mm512_set1_ps(1.0f), e);
-    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), onep);
-}
-
 AVX512 static void act_rows_avx512(int act, float *y, int64_t n) {
     int64_t i = 0;
     if (act == MXL_ACT_GELU_ERF) {
-        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, gelu_erf_ps(_mm512_loadu_ps(y + i)));
+        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, mxl_gelu_erf512_ps(_mm512_loadu_ps(y + i)));
         if (i < n) {
             __mmask16 mk = (__mmask16)((1u << (n - i)) - 1);
-            _mm512_mask_storeu_ps(y + i, mk, gelu_erf_ps(_mm512_maskz_loadu_ps(mk, y + i)));
+            _mm512_mask_storeu_ps(y + i, mk, mxl_gelu_erf512_ps(_mm512_maskz_loadu_ps(mk, y + i)));
         }
         return;
     }
@@ -63,8 +44,8 @@ AVX512 __attribute__((always_inline)) static inline void kern(int mr, int64_t K,
     for (int i = 0; i < mr; i++) {
         __m512 v0 = _mm512_add_ps(c0[i], bias0), v1 = _mm512_add_ps(c1[i], bias1);
         if (act == MXL_ACT_GELU_ERF) {
-            v0 = gelu_erf_ps(v0);
-            v1 = gelu_erf_ps(v1);
+            v0 = mxl_gelu_erf512_ps(v0);
+            v1 = mxl_gelu_erf512_ps(v1);
         }
         _mm512_mask_storeu_ps(y + i * ldy, m0, v0);
         _mm512_mask_storeu_ps(y + i * ldy + 16, m1, v1);
@@ -110,8 +91,8 @@ AVX512 void mxl_gemm_f32_store_avx512(const float *acc, int64_t ldacc, int rows,
         __m512 v0 = _mm512_add_ps(_mm512_loadu_ps(acc + r * ldacc), bias0);
         __m512 v1 = _mm512_add_ps(_mm512_loadu_ps(acc + r * ldacc + 16), bias1);
         if (act == MXL_ACT_GELU_ERF) {
-            v0 = gelu_erf_ps(v0);
-            v1 = gelu_erf_ps(v1);
+            v0 = mxl_gelu_erf512_ps(v0);
+            v1 = mxl_gelu_erf512_ps(v1);
         }
         _mm512_mask_storeu_ps(y + r * ldy, m0, v0);
         _mm512_mask_storeu_ps(y + r * ldy + 16, m1, v1);
