@@ -134,8 +134,9 @@ void mxl_quant_q8a_avx2(const float *x, mxl_block_q8a *y, int64_t n);
  * writing y[t*y_stride + r] for r < nrows, t < ntok. Float path (f32 order differs from the
  * reference), but each (row, token) result is the same bits for every nrows and ntok: the one
  * kernel serves decode (1 token) and prefill (groups of 4) alike. NULL for formats without one
- * (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q4_K, Q6_K have one). Call only when the CPU has AVX-512
- * F/BW/VL + VNNI. */
+ * (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q4_K, Q6_K have one). Prefetches the four rows after the quad
+ * (from w + 4*w_row_bytes; prefetches never fault, so past the matrix is harmless). Call only when the
+ * CPU has AVX-512 F/BW/VL + VNNI. */
 typedef void (*mxl_gemm4x4_fn)(int64_t n, const void *w, size_t w_row_bytes, int nrows,
                                const void *xq, size_t xstride, int ntok, float *y, int64_t y_stride);
 mxl_gemm4x4_fn mxl_gemm4x4_avx512_get(mxl_dtype t);

@@ -1,13 +1,22 @@
 /* quant_gguf_avx512.c - AVX-512 VNNI micro-kernels: 4 weight rows x 1..4 tokens against
- * quantized activations. 32-element formats (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1) and MLX 2/4/8-bit
- * against q8a, two 32-element blocks per 512-bit step; Q4_K and Q6_K against Q8_K.
+ * quantized activations. 32-element formats (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1) against q8a, two
+ * 32-element blocks per 512-bit step; Q4_K and Q6_K against Q8_K. (MLX: quant_mlx_avx512.c.)
  *
  * vpdpbusd multiplies unsigned bytes by signed bytes, so weight codes are made unsigned
  * (Q8_0: q + 128, Q4_0: the raw nibble = q + 8) and the offset is removed exactly in int32 by
  * starting each accumulation from -C * (lane partial sums of the activation codes), computed once
  * per token and shared by the four rows. Per (row, token) and block pair the work is one
  * vpdpbusd, one convert, one scale multiply and one FMA; the f32 order differs from the reference
- * (a float path, tested by tolerance).
+ * (a float path, tested by tolerance). Q4_0 / Q4_1 use the "in place" nibble layout (see
+ * nib_inplace) and convert the four rows' block scales at once (the scale multiply becomes a
+ * permute; Q4_1's offset terms are accumulated for the four rows in one shared vector). Q4_K sums
+ * its 6-bit sub-block scales in int32 (vpmaddubsw + vpdpwssd), leaving one convert and two FMAs
+ * per (row, token, super-block).
+ *
+ * Memory: each kernel prefetches the next quad's rows (the four rows after its own, at the
+ * offset it is reading): rows of a few KB are too short for the hardware prefetchers, and without
+ * this the kernels waited on memory instead of overlapping it with compute (about half the read
+ * bandwidth for the 4-bit formats).
  *
  * Batch invariance (matmul.h): every (row, token) result is one accumulator fed by the same
  * sequence of operations whatever the token count (a compile-time 1..4 after inlining) and the
@@ -15,7 +24,6 @@
  * (prefill) or in a remainder. Rows past the valid count repeat the last valid row (its bytes
  * are in bounds) and are not stored. Only called when the CPU has AVX-512 F/BW/VL + VNNI. */
 #include "backends/cpu/quant_gguf.h"
-#include "backends/cpu/quant_mlx.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -30,6 +38,13 @@ AVX512 static inline __m512 pair_ps(float lo, float hi) {
                                    _mm256_castps_si256(_mm256_set1_ps(hi)), 1);
     return _mm512_castsi512_ps(v);
 }
+/* The halves at p + o0 and p + o1 (0 when o1 < 0) as one 32-bit word, low half first. */
+static inline uint32_t half2(const uint8_t *p, int64_t o0, int64_t o1) {
+    uint16_t h0, h1 = 0;
+    memcpy(&h0, p + o0, 2);
+    if (o1 >= 0) memcpy(&h1, p + o1, 2);
+    return (uint32_t)h0 | (uint32_t)h1 << 16;
+}
 AVX512 static inline __m256i nib32(const uint8_t *p) {
     __m128i v = _mm_loadu_si128((const __m128i *)p);
     __m128i m = _mm_set1_epi8(0x0F);
@@ -38,8 +53,8 @@ AVX512 static inline __m256i nib32(const uint8_t *p) {
 
 /* Kinds of 32-element blocks this kernel handles. Codes are made unsigned u = q + C; C (a power
  * of two) is removed exactly in int32 by starting from -C * (activation lane sums). Formats with
- * an offset (Q4_1, Q5_1: + m; MLX: + bias per group) add m * s_x per block, s_x = d_x*sum(q_x). */
-enum { K_Q8_0, K_Q4_0, K_Q5_0, K_Q4_1, K_Q5_1, K_MLX4, K_MLX8, K_MLX2 };
+ * an offset (Q4_1, Q5_1: + m) add m * s_x per block, s_x = d_x*sum(q_x). */
+enum { K_Q8_0, K_Q4_0, K_Q5_0, K_Q4_1, K_Q5_1 };
 
 AVX512 static inline __m256i bits32(uint32_t x) { /* byte j = 0x10 when bit j of x is set */
     const __m256i shuf = _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL,
@@ -48,38 +63,9 @@ AVX512 static inline __m256i bits32(uint32_t x) { /* byte j = 0x10 when bit j of
     b = _mm256_or_si256(b, _mm256_set1_epi64x((long long)0x7fbfdfeff7fbfdfeULL));
     return _mm256_and_si256(_mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1)), _mm256_set1_epi8(0x10));
 }
-AVX512 static inline __m256i mlx_codes4(const uint8_t *p) { /* nibbles in element order */
-    __m128i v = _mm_loadu_si128((const __m128i *)p);
-    __m128i m = _mm_set1_epi8(0x0F);
-    __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
-    return _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
-}
-AVX512 static inline __m256i mlx_codes2(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    __m128i b = _mm_cvtsi64_si128((long long)v);
-    __m128i m = _mm_set1_epi8(3);
-    __m128i c0 = _mm_and_si128(b, m), c1 = _mm_and_si128(_mm_srli_epi16(b, 2), m);
-    __m128i c2 = _mm_and_si128(_mm_srli_epi16(b, 4), m), c3 = _mm_and_si128(_mm_srli_epi16(b, 6), m);
-    __m128i c01 = _mm_unpacklo_epi8(c0, c1), c23 = _mm_unpacklo_epi8(c2, c3);
-    return _mm256_set_m128i(_mm_unpackhi_epi16(c01, c23), _mm_unpacklo_epi16(c01, c23));
-}
-AVX512 static inline float mlx_param(const void *p, mxl_dtype dt, int64_t idx) {
-    if (dt == MXL_DTYPE_F32) {
-        float f;
-        memcpy(&f, (const char *)p + 4 * idx, 4);
-        return f;
-    }
-    uint16_t h;
-    memcpy(&h, (const char *)p + 2 * idx, 2);
-    return dt == MXL_DTYPE_F16 ? _cvtsh_ss(h) : mxl_bf2f(h);
-}
-
-/* Block b of row r: unsigned codes, scale d and offset m (zeros past the end of the row). */
-AVX512 __attribute__((always_inline)) static inline __m256i ucodes(int kind, const uint8_t *w,
-                                                                 const mxl_mlx_qweight *M, int64_t r,
-                                                                 int64_t b, int64_t nb, float *d,
-                                                                 float *m) {
+/* Block b of a row: unsigned codes, scale d and offset m (zeros past the end of the row). */
+AVX512 __attribute__((always_inline)) static inline __m256i ucodes(int kind, const uint8_t *w, int64_t b,
+                                                                 int64_t nb, float *d, float *m) {
     *d = 0.0f, *m = 0.0f;
     if (b >= nb) return _mm256_setzero_si256();
     switch (kind) {
@@ -105,22 +91,12 @@ AVX512 __attribute__((always_inline)) static inline __m256i ucodes(int kind, con
         *d = _cvtsh_ss(blk->d), *m = _cvtsh_ss(blk->m);
         return nib32(blk->qs);
     }
-    case K_Q5_1: {
+    default: { /* K_Q5_1 */
         const mxl_block_q5_1 *blk = (const mxl_block_q5_1 *)w + b;
         uint32_t qh;
         memcpy(&qh, blk->qh, 4);
         *d = _cvtsh_ss(blk->d), *m = _cvtsh_ss(blk->m);
         return _mm256_or_si256(nib32(blk->qs), bits32(qh));
-    }
-    default: { /* MLX: w is the row's first byte; group of block b */
-        int bits = kind == K_MLX4 ? 4 : kind == K_MLX8 ? 8 : 2;
-        int64_t ng = M->cols / M->group_size, g = b * 32 / M->group_size;
-        *d = mlx_param(M->scales, M->scale_dtype, r * ng + g);
-        *m = mlx_param(M->biases, M->scale_dtype, r * ng + g);
-        const uint8_t *p = w + b * 4 * bits;
-        if (kind == K_MLX4) return mlx_codes4(p);
-        if (kind == K_MLX2) return mlx_codes2(p);
-        return _mm256_loadu_si256((const __m256i *)p);
     }
     }
 }
@@ -139,30 +115,47 @@ AVX512 static inline __m512i nib_pair(const uint8_t *q0, const uint8_t *q1) {
     return _mm512_permutex2var_epi64(_mm512_castsi256_si512(lo), _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11),
                                      _mm512_castsi256_si512(hi));
 }
-/* Two halves -> two floats broadcast to lanes 0-7 and 8-15 (exact conversions). */
-AVX512 static inline __m512 h2_pair(uint16_t h0, uint16_t h1) {
-    __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)h0 | (uint32_t)h1 << 16)));
-    return _mm512_permutexvar_ps(LANES(0, 1), _mm512_castps128_ps512(f));
+/* Q4_0 / Q4_1 pairs use a second lane layout ("in place" nibbles): the 16 code bytes of block b
+ * go to 128-bit lanes 0 and 2, those of b + 1 to lanes 1 and 3, and one AND keeps the low nibbles
+ * (elements 0-15) in lanes 0-1 and the high nibbles, left in place (x 16: elements 16-31), in
+ * lanes 2-3. The activations are permuted to match once per token (shared by the four rows),
+ * the high lanes' activation scale is d / 16 (exact) and the offset correction -C * 16 there. The
+ * weight side is then a broadcast load, a masked broadcast load and one AND per row and pair,
+ * instead of an insert, two ANDs, a shift and a cross-lane permute.
+ * Lanes (32-bit) of block b: 0-3 and 8-11; of block b + 1: 4-7 and 12-15. */
+#define LANES_IP(i, j) _mm512_setr_epi32(i, i, i, i, j, j, j, j, i, i, i, i, j, j, j, j)
+AVX512 static inline __m512i nib_inplace(const uint8_t *q0, const uint8_t *q1) {
+    __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)q0));
+    v = _mm512_mask_broadcast_i32x4(v, 0xF0F0, _mm_loadu_si128((const __m128i *)q1));
+    return _mm512_and_si512(v, _mm512_inserti64x4(_mm512_set1_epi8(0x0F), _mm256_set1_epi8((char)0xF0), 1));
 }
-/* (d, m) halves of two blocks -> dw (lanes: d0 | d1) and mw (m0 | m1). */
-AVX512 static inline void dm_pair(const void *dm0, const void *dm1, __m512 *dw, __m512 *mw) {
+
+/* Two halves -> two floats broadcast to the lanes of block b (element i of idx's pattern 0)
+ * and block b + 1 (1); exact conversions. */
+AVX512 static inline __m512 h2_pair(uint16_t h0, uint16_t h1, __m512i idx01) {
+    __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)h0 | (uint32_t)h1 << 16)));
+    return _mm512_permutexvar_ps(idx01, _mm512_castps128_ps512(f));
+}
+/* (d, m) halves of two blocks -> dw (d0 | d1 lanes) and mw (m0 | m1), lane patterns 0/2, 1/3. */
+AVX512 static inline void dm_pair(const void *dm0, const void *dm1, __m512 *dw, __m512 *mw, __m512i idx02,
+                                  __m512i idx13) {
     uint32_t a, c;
     memcpy(&a, dm0, 4);
     memcpy(&c, dm1, 4);
     __m128 f = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)((uint64_t)a | (uint64_t)c << 32)));
-    *dw = _mm512_permutexvar_ps(LANES(0, 2), _mm512_castps128_ps512(f));
-    *mw = _mm512_permutexvar_ps(LANES(1, 3), _mm512_castps128_ps512(f));
+    *dw = _mm512_permutexvar_ps(idx02, _mm512_castps128_ps512(f));
+    *mw = _mm512_permutexvar_ps(idx13, _mm512_castps128_ps512(f));
 }
 
 /* Blocks b and b + 1 (both inside the row) at once: the same codes, scales and offsets as
- * pair256(ucodes(b), ucodes(b + 1)) with pair_ps of their d and m, in fewer instructions. */
-AVX512 __attribute__((always_inline)) static inline __m512i upair(int kind, const uint8_t *w,
-                                                                const mxl_mlx_qweight *M, int64_t r,
-                                                                int64_t b, __m512 *dw, __m512 *mw) {
+ * pair256(ucodes(b), ucodes(b + 1)) with pair_ps of their d and m, in fewer instructions.
+ * (gemm4xn takes Q4_0 / Q4_1 through the in-place layout instead.) */
+AVX512 __attribute__((always_inline)) static inline __m512i upair(int kind, const uint8_t *w, int64_t b,
+                                                                __m512 *dw, __m512 *mw) {
     switch (kind) {
     case K_Q8_0: {
         const mxl_block_q8_0 *blk = (const mxl_block_q8_0 *)w + b;
-        *dw = h2_pair(blk[0].d, blk[1].d);
+        *dw = h2_pair(blk[0].d, blk[1].d, LANES(0, 1));
         *mw = _mm512_setzero_ps();
         __m512i v = pair256(_mm256_loadu_si256((const __m256i *)blk[0].qs),
                             _mm256_loadu_si256((const __m256i *)blk[1].qs));
@@ -170,7 +163,7 @@ AVX512 __attribute__((always_inline)) static inline __m512i upair(int kind, cons
     }
     case K_Q4_0: {
         const mxl_block_q4_0 *blk = (const mxl_block_q4_0 *)w + b;
-        *dw = h2_pair(blk[0].d, blk[1].d);
+        *dw = h2_pair(blk[0].d, blk[1].d, LANES(0, 1));
         *mw = _mm512_setzero_ps();
         return nib_pair(blk[0].qs, blk[1].qs);
     }
@@ -179,50 +172,24 @@ AVX512 __attribute__((always_inline)) static inline __m512i upair(int kind, cons
         uint32_t h0, h1;
         memcpy(&h0, blk[0].qh, 4);
         memcpy(&h1, blk[1].qh, 4);
-        *dw = h2_pair(blk[0].d, blk[1].d);
+        *dw = h2_pair(blk[0].d, blk[1].d, LANES(0, 1));
         *mw = _mm512_setzero_ps();
         __m512i hb = _mm512_maskz_mov_epi8(_cvtu64_mask64((uint64_t)h0 | (uint64_t)h1 << 32), _mm512_set1_epi8(0x10));
         return _mm512_or_si512(nib_pair(blk[0].qs, blk[1].qs), hb);
     }
     case K_Q4_1: {
         const mxl_block_q4_1 *blk = (const mxl_block_q4_1 *)w + b;
-        dm_pair(&blk[0].d, &blk[1].d, dw, mw);
+        dm_pair(&blk[0].d, &blk[1].d, dw, mw, LANES(0, 2), LANES(1, 3));
         return nib_pair(blk[0].qs, blk[1].qs);
     }
-    case K_Q5_1: {
+    default: { /* K_Q5_1 */
         const mxl_block_q5_1 *blk = (const mxl_block_q5_1 *)w + b;
         uint32_t h0, h1;
         memcpy(&h0, blk[0].qh, 4);
         memcpy(&h1, blk[1].qh, 4);
-        dm_pair(&blk[0].d, &blk[1].d, dw, mw);
+        dm_pair(&blk[0].d, &blk[1].d, dw, mw, LANES(0, 2), LANES(1, 3));
         __m512i hb = _mm512_maskz_mov_epi8(_cvtu64_mask64((uint64_t)h0 | (uint64_t)h1 << 32), _mm512_set1_epi8(0x10));
         return _mm512_or_si512(nib_pair(blk[0].qs, blk[1].qs), hb);
-    }
-    default: { /* MLX: w is the row's first byte; the pair's 64 codes are contiguous */
-        int bits = kind == K_MLX4 ? 4 : kind == K_MLX8 ? 8 : 2;
-        int64_t ng = M->cols / M->group_size, g0 = b * 32 / M->group_size, g1 = (b + 1) * 32 / M->group_size;
-        if (g0 == g1) { /* group size >= 64: one scale and bias for both blocks */
-            *dw = _mm512_set1_ps(mlx_param(M->scales, M->scale_dtype, r * ng + g0));
-            *mw = _mm512_set1_ps(mlx_param(M->biases, M->scale_dtype, r * ng + g0));
-        } else {
-            *dw = pair_ps(mlx_param(M->scales, M->scale_dtype, r * ng + g0),
-                          mlx_param(M->scales, M->scale_dtype, r * ng + g1));
-            *mw = pair_ps(mlx_param(M->biases, M->scale_dtype, r * ng + g0),
-                          mlx_param(M->biases, M->scale_dtype, r * ng + g1));
-        }
-        const uint8_t *p = w + b * 4 * bits;
-        if (kind == K_MLX8) return _mm512_loadu_si512((const void *)p);
-        if (kind == K_MLX4) {
-            /* byte k -> 16-bit lane k, low byte = low nibble (element 2k), high byte = high
-             * nibble (element 2k + 1) */
-            __m512i v = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)p));
-            return _mm512_and_si512(_mm512_or_si512(v, _mm512_slli_epi16(v, 4)), _mm512_set1_epi16(0x0F0F));
-        }
-        /* 2-bit: byte k -> 32-bit lane k, byte j of the lane = bits 2j..2j+1 (element 4k + j) */
-        __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
-        __m512i t = _mm512_or_si512(_mm512_or_si512(v, _mm512_slli_epi32(v, 6)),
-                                    _mm512_or_si512(_mm512_slli_epi32(v, 12), _mm512_slli_epi32(v, 18)));
-        return _mm512_and_si512(t, _mm512_set1_epi32(0x03030303));
     }
     }
 }
@@ -232,25 +199,29 @@ AVX512 __attribute__((always_inline)) static inline __m512i upair(int kind, cons
 
 AVX512 __attribute__((always_inline)) static inline void gemm4xn(int kind, int nt, int64_t n,
                                                                const uint8_t *w, size_t wrb,
-                                                               const mxl_mlx_qweight *M, int64_t r0,
                                                                int nr, const uint8_t *xq, size_t xs,
                                                                float *y, int64_t ys) {
     const int64_t nb = n / 32;
     const int shift = kind == K_Q8_0 ? 7 : kind == K_Q4_0 ? 3 : kind == K_Q5_0 ? 4 : 0;
     const int has_m = kind != K_Q8_0 && kind != K_Q4_0 && kind != K_Q5_0;
+    const int inpl = kind == K_Q4_0 || kind == K_Q4_1; /* the in-place nibble layout */
     const __m512i ones = _mm512_set1_epi8(1);
+    /* activation scale per lane: d, and d / 16 on the in-place layout's high-nibble lanes */
+    const __m512 hi16 = inpl ? LANES_F(1.0f, 0.0625f) : _mm512_set1_ps(1.0f);
     const uint8_t *wr[4];
-    int64_t rr[4];
-    for (int r = 0; r < 4; r++) {
-        rr[r] = r0 + QUAD_ROW(r, nr);
-        wr[r] = M ? (const uint8_t *)(M->w + rr[r] * (M->cols * M->bits / 32)) : w + QUAD_ROW(r, nr) * wrb;
-    }
-    __m512 acc[4][4];
+    for (int r = 0; r < 4; r++) wr[r] = w + QUAD_ROW(r, nr) * wrb;
+    /* bytes per block; software prefetch distance: the next quad's rows at the same offset (the
+     * hardware prefetchers alone leave the kernel waiting on memory for rows this short) */
+    const int64_t bb = kind == K_Q8_0 ? 34 : kind == K_Q4_0 ? 18 : kind == K_Q5_0 ? 22 : kind == K_Q4_1 ? 20 : 24;
+    const int64_t pf = 4 * (int64_t)wrb;
+    __m512 acc[4][4], macc[4];
     /* fully unrolled so the accumulators live in zmm registers */
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
 #pragma GCC unroll 4
         for (int t = 0; t < nt; t++) acc[r][t] = _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) macc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b += 2) {
         __m512i yv[4], init[4];
         __m512 dx[4], sx[4];
@@ -260,14 +231,32 @@ AVX512 __attribute__((always_inline)) static inline void gemm4xn(int kind, int n
             const mxl_block_q8a *x = (const mxl_block_q8a *)(xq + t * xs);
             __m256i y0 = _mm256_loadu_si256((const __m256i *)x[b].qs);
             __m256i y1 = two ? _mm256_loadu_si256((const __m256i *)x[b + 1].qs) : _mm256_setzero_si256();
-            yv[t] = pair256(y0, y1);
+            if (inpl) /* in place: [x_b 0-15, x_b+1 0-15, x_b 16-31, x_b+1 16-31] */
+                yv[t] = _mm512_permutex2var_epi64(_mm512_castsi256_si512(y0), _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11),
+                                                  _mm512_castsi256_si512(y1));
+            else
+                yv[t] = pair256(y0, y1);
             if (shift) {
                 __m512i ysum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, yv[t]);
-                init[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(ysum, shift));
+                __m512i sh = inpl ? _mm512_setr_epi32(shift, shift, shift, shift, shift, shift, shift, shift,
+                                                      shift + 4, shift + 4, shift + 4, shift + 4, shift + 4,
+                                                      shift + 4, shift + 4, shift + 4)
+                                  : _mm512_set1_epi32(shift);
+                init[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_sllv_epi32(ysum, sh));
             } else {
                 init[t] = _mm512_setzero_si512();
             }
-            if (two) { /* (d, s) of both blocks in one vector: [d0, s0, d1, s1] */
+            if (inpl) { /* dx: [d0, d1] x 4 | the same / 16; sx: [s0, s1] x 8 */
+                uint64_t ds0, ds1 = 0; /* d and s are adjacent floats */
+                memcpy(&ds0, &x[b].d, 8);
+                if (two) memcpy(&ds1, &x[b + 1].d, 8);
+                __m128 ds = _mm_castsi128_ps(_mm_set_epi64x((long long)ds1, (long long)ds0));
+                const __m512i alt02 = _mm512_setr_epi32(0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2);
+                dx[t] = _mm512_mul_ps(_mm512_permutexvar_ps(alt02, _mm512_castps128_ps512(ds)), hi16);
+                if (has_m)
+                    sx[t] = _mm512_permutexvar_ps(_mm512_add_epi32(alt02, _mm512_set1_epi32(1)),
+                                                  _mm512_castps128_ps512(ds));
+            } else if (two) { /* (d, s) of both blocks in one vector: [d0, s0, d1, s1] */
                 uint64_t ds0, ds1; /* d and s are adjacent floats */
                 memcpy(&ds0, &x[b].d, 8);
                 memcpy(&ds1, &x[b + 1].d, 8);
@@ -281,16 +270,62 @@ AVX512 __attribute__((always_inline)) static inline void gemm4xn(int kind, int n
                 if (has_m) sx[t] = pair_ps(x[b].s * 0.125f, 0.0f);
             }
         }
+        if (inpl) {
+            /* the d (and m) halves of blocks b, b + 1 of the four rows, converted at once:
+             * lanes 2r, 2r + 1 (and 8 + 2r, 9 + 2r) = row r's blocks b, b + 1 */
+            const int64_t o0 = b * bb, o1 = two ? (b + 1) * bb : -1;
+            uint64_t dq0 = half2(wr[0], o0, o1) | (uint64_t)half2(wr[1], o0, o1) << 32;
+            uint64_t dq1 = half2(wr[2], o0, o1) | (uint64_t)half2(wr[3], o0, o1) << 32;
+            uint64_t mq0 = 0, mq1 = 0;
+            if (has_m) {
+                mq0 = half2(wr[0] + 2, o0, o1) | (uint64_t)half2(wr[1] + 2, o0, o1) << 32;
+                mq1 = half2(wr[2] + 2, o0, o1) | (uint64_t)half2(wr[3] + 2, o0, o1) << 32;
+            }
+            __m256 fd = _mm256_cvtph_ps(_mm_set_epi64x((long long)dq1, (long long)dq0));
+            __m512 fd2 = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(fd)),
+                                                              _mm256_castps_pd(fd), 1));
+            __m512 fm = has_m ? _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_set_epi64x((long long)mq1, (long long)mq0)))
+                              : _mm512_setzero_ps();
+#pragma GCC unroll 4
+            for (int t = 0; t < nt; t++) {
+                dx[t] = _mm512_mul_ps(fd2, dx[t]); /* d_w * d_x for every (row, block) */
+                /* m * s for every (row, block), accumulated for all four rows at once (lanes
+                 * 0-7; each lane only ever sees its own row's terms) */
+                if (has_m) macc[t] = _mm512_add_ps(macc[t], _mm512_mul_ps(fm, sx[t]));
+            }
+        }
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
+            if (inpl) {
+                const uint8_t *q0 = wr[r] + b * bb + bb - 16; /* qs: the last 16 bytes of a block */
+                /* a lone block: its bytes in all four lanes; b + 1's lanes meet zero activations */
+                __m512i u = nib_inplace(q0, two ? q0 + bb : q0);
+                if (two) {
+                    _mm_prefetch((const char *)wr[r] + b * bb + pf, _MM_HINT_T0);
+                    _mm_prefetch((const char *)wr[r] + b * bb + 2 * bb - 1 + pf, _MM_HINT_T0);
+                }
+                const __m512i ir = _mm512_add_epi32(LANES_IP(0, 1),
+                                                    _mm512_setr_epi32(2 * r, 2 * r, 2 * r, 2 * r, 2 * r, 2 * r, 2 * r, 2 * r,
+                                                                      8 + 2 * r, 8 + 2 * r, 8 + 2 * r, 8 + 2 * r,
+                                                                      8 + 2 * r, 8 + 2 * r, 8 + 2 * r, 8 + 2 * r));
+#pragma GCC unroll 4
+                for (int t = 0; t < nt; t++) {
+                    __m512i v = _mm512_dpbusd_epi32(init[t], u, yv[t]);
+                    acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), _mm512_permutexvar_ps(ir, dx[t]), acc[r][t]);
+                }
+                continue;
+            }
             __m512i u;
             __m512 dw, mw;
             if (two) {
-                u = upair(kind, wr[r], M, rr[r], b, &dw, &mw);
+                u = upair(kind, wr[r], b, &dw, &mw);
+                /* the next quad's rows, both ends of the pair's bytes */
+                _mm_prefetch((const char *)wr[r] + b * bb + pf, _MM_HINT_T0);
+                _mm_prefetch((const char *)wr[r] + b * bb + 2 * bb - 1 + pf, _MM_HINT_T0);
             } else {
                 float d0, d1, m0, m1;
-                __m256i c0 = ucodes(kind, wr[r], M, rr[r], b, nb, &d0, &m0);
-                __m256i c1 = ucodes(kind, wr[r], M, rr[r], b + 1, nb, &d1, &m1);
+                __m256i c0 = ucodes(kind, wr[r], b, nb, &d0, &m0);
+                __m256i c1 = ucodes(kind, wr[r], b + 1, nb, &d1, &m1);
                 u = pair256(c0, c1);
                 dw = pair_ps(d0, d1);
                 mw = pair_ps(m0, m1);
@@ -304,8 +339,21 @@ AVX512 __attribute__((always_inline)) static inline void gemm4xn(int kind, int n
             }
         }
     }
-    for (int r = 0; r < nr; r++)
-        for (int t = 0; t < nt; t++) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
+    /* constant indices only (a runtime one would keep acc in memory) */
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) {
+#pragma GCC unroll 4
+        for (int t = 0; t < nt; t++) {
+            if (r >= nr) continue;
+            float v = _mm512_reduce_add_ps(acc[r][t]);
+            if (inpl && has_m) { /* row r's offset terms: lanes 2r, 2r + 1 of macc */
+                float mt[16];
+                _mm512_storeu_ps(mt, macc[t]);
+                v += mt[2 * r] + mt[2 * r + 1];
+            }
+            y[t * ys + r] = v;
+        }
+    }
 }
 
 /* The token count (1..4) becomes a compile-time constant in each branch. */
@@ -324,29 +372,12 @@ AVX512 __attribute__((always_inline)) static inline void gemm4xn(int kind, int n
         const uint8_t *w8 = w, *x8 = xq;                                                          \
         SWITCH_NT(nt, GEMM32_CALL)                                                                \
     }
-#define GEMM32_CALL(NT) gemm4xn(kind, NT, n, w8, wrb, NULL, 0, nr, x8, xs, y, ys)
+#define GEMM32_CALL(NT) gemm4xn(kind, NT, n, w8, wrb, nr, x8, xs, y, ys)
 GEMM32(gemm4x4_q8_0, K_Q8_0)
 GEMM32(gemm4x4_q4_0, K_Q4_0)
 GEMM32(gemm4x4_q5_0, K_Q5_0)
 GEMM32(gemm4x4_q4_1, K_Q4_1)
 GEMM32(gemm4x4_q5_1, K_Q5_1)
-
-int mxl_mlx_gemm4x4_avx512_supported(int bits) { return bits == 2 || bits == 4 || bits == 8; }
-
-#define MLX_CALL(NT) gemm4xn(kind, NT, W->cols, NULL, 0, W, r0, nrows, xq, xstride, y, y_stride)
-AVX512 void mxl_mlx_gemm4x4_avx512(const mxl_mlx_qweight *W, int64_t r0, int nrows, const void *xq,
-                                   size_t xstride, int ntok, float *y, int64_t y_stride) {
-    if (W->bits == 4) {
-        const int kind = K_MLX4;
-        SWITCH_NT(ntok, MLX_CALL)
-    } else if (W->bits == 8) {
-        const int kind = K_MLX8;
-        SWITCH_NT(ntok, MLX_CALL)
-    } else {
-        const int kind = K_MLX2;
-        SWITCH_NT(ntok, MLX_CALL)
-    }
-}
 
 /* ---- K-quants: per-chunk f32 scales (d * sub-block scale) folded into the FMA; the offset
  * terms (Q4_K mins, Q6_K's -32) become one 16-lane FMA per (row, token, super-block) against the
@@ -389,6 +420,9 @@ AVX512 __attribute__((always_inline)) static inline void gemm4xn_k(int q6, int n
             __m512 scf[4], off;
             if (!q6) {
                 const mxl_block_q4_k *blk = (const mxl_block_q4_k *)wr[r] + b;
+                for (int o = 0; o < (int)sizeof *blk; o += 64) /* the next quad's rows */
+                    _mm_prefetch((const char *)blk + o + 4 * (int64_t)wrb, _MM_HINT_T0);
+                _mm_prefetch((const char *)blk + sizeof *blk - 1 + 4 * (int64_t)wrb, _MM_HINT_T0);
                 /* the 6-bit scales sc[0..7] and mins m[0..7] (ggml's get_scale_min_k4), four
                  * bytes at a time: q0 = bytes 0-3, q1 = 4-7, q2 = 8-11 of blk->scales */
                 uint32_t q0, q1, q2;
@@ -400,26 +434,48 @@ AVX512 __attribute__((always_inline)) static inline void gemm4xn_k(int q6, int n
                 uint32_t m_hi = ((q2 >> 4) & 0x0f0f0f0fu) | ((q1 >> 6) & 0x03030303u) << 4;
                 __m128i scm = _mm_set_epi64x((long long)((uint64_t)m_lo | (uint64_t)m_hi << 32),
                                              (long long)((uint64_t)sc_lo | (uint64_t)sc_hi << 32));
-                /* lanes 0-7: d * sc[j], lanes 8-15: -dmin * m[j] */
+                /* Integer sub-block scales: per 64-element chunk c, vpmaddubsw (codes x activations,
+                 * no saturation: |2 * 15 * 128| < 2^15) then vpdpwssd with the 6-bit scales as
+                 * words sums sc[j] * isum_j exactly in int32 over the whole super-block (|lane| <
+                 * 2^21, so its conversion is exact too); the f32 work is then one convert and two
+                 * FMAs per (row, token, super-block). Chunk c's words 0-15 are sub-block 2c, 16-31
+                 * sub-block 2c + 1; the codes: the 32 bytes qs[32c..] broadcast to both halves,
+                 * shifted by 0 / 4 (16-bit lanes) and masked. */
                 __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)blk->d | (uint32_t)blk->dmin << 16)));
-                __m512 dm = _mm512_permutexvar_ps(LANES(0, 1), _mm512_castps128_ps512(dd));
-                dm = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(dm),
-                                                          _mm512_castps_si512(LANES_F(0.0f, -0.0f))));
-                __m512 all = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scm)), dm);
-                /* offset lanes 2j, 2j+1 (the two 16-sums of sub-block j) = -dmin * m_j;
-                 * chunk c lanes 0-7 = d * sc[2c], lanes 8-15 = d * sc[2c+1] */
-                off = _mm512_permutexvar_ps(_mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15), all);
-                for (int c = 0; c < 4; c += 2) {
-                    __m512i v = _mm512_loadu_si512((const void *)(blk->qs + 32 * c));
-                    __m512i lo = _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
-                    __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
-                    u[c] = _mm512_shuffle_i64x2(lo, hi, 0x44);     /* lo 0-255, hi 0-255 */
-                    u[c + 1] = _mm512_shuffle_i64x2(lo, hi, 0xEE); /* lo 256-511, hi 256-511 */
-                    scf[c] = _mm512_permutexvar_ps(LANES(2 * c, 2 * c + 1), all);
-                    scf[c + 1] = _mm512_permutexvar_ps(LANES(2 * c + 2, 2 * c + 3), all);
+                const float dw = _mm_cvtss_f32(dd);
+                /* offset lanes 2j, 2j+1 (the two 16-sums of sub-block j) = -dmin * m_j */
+                __m512 mf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scm));
+                off = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15), mf),
+                                    _mm512_set1_ps(-_mm_cvtss_f32(_mm_movehdup_ps(dd))));
+                __m512i scw = _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(scm)); /* words 0-7: sc */
+                __m512i sw[4];
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk->qs + 32 * c)));
+                    v = _mm512_srlv_epi16(v, _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1));
+                    u[c] = _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+                    sw[c] = _mm512_permutexvar_epi16(_mm512_inserti64x4(_mm512_set1_epi16((short)(2 * c)),
+                                                                        _mm256_set1_epi16((short)(2 * c + 1)), 1),
+                                                     scw);
                 }
+#pragma GCC unroll 4
+                for (int t = 0; t < nt; t++) {
+                    const mxl_block_q8k *x = (const mxl_block_q8k *)(xq + t * xs) + b;
+                    __m512i isum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                    for (int c = 0; c < 4; c++) {
+                        __m512i yv = _mm512_loadu_si512((const void *)(x->qs + 64 * c));
+                        isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u[c], yv), sw[c]);
+                    }
+                    __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dw * dx[t]), acc[r][t]);
+                    acc[r][t] = _mm512_fmadd_ps(off, bs[t], a);
+                }
+                continue;
             } else {
                 const mxl_block_q6_k *blk = (const mxl_block_q6_k *)wr[r] + b;
+                for (int o = 0; o < (int)sizeof *blk; o += 64) /* the next quad's rows */
+                    _mm_prefetch((const char *)blk + o + 4 * (int64_t)wrb, _MM_HINT_T0);
+                _mm_prefetch((const char *)blk + sizeof *blk - 1 + 4 * (int64_t)wrb, _MM_HINT_T0);
                 float d = _cvtsh_ss(blk->d);
                 float so[16], sf[16];
                 for (int j = 0; j < 16; j++) {
@@ -489,9 +545,4 @@ mxl_gemm4x4_fn mxl_gemm4x4_avx512_get(mxl_dtype t) {
 }
 #else
 mxl_gemm4x4_fn mxl_gemm4x4_avx512_get(mxl_dtype t) { (void)t; return 0; }
-int mxl_mlx_gemm4x4_avx512_supported(int bits) { (void)bits; return 0; }
-void mxl_mlx_gemm4x4_avx512(const mxl_mlx_qweight *W, int64_t r0, int nrows, const void *xq,
-                            size_t xstride, int ntok, float *y, int64_t y_stride) {
-    (void)W, (void)r0, (void)nrows, (void)xq, (void)xstride, (void)ntok, (void)y, (void)y_stride;
-}
 #endif

@@ -59,10 +59,11 @@ float mxl_mlx_vec_dot_avx2(const mxl_mlx_qweight *W, int64_t r, const mxl_block_
 void mxl_mlx_vec_dot4_avx2(const mxl_mlx_qweight *W, int64_t r, const mxl_block_q8a *xq,
                            size_t xstride, float *out);
 
-/* AVX-512 VNNI micro-kernel for bits 2, 4, 8 (quant_gguf_avx512.c): rows r0..r0+nrows-1
+/* AVX-512 VNNI micro-kernel for bits 2, 4, 8 (quant_mlx_avx512.c): rows r0..r0+nrows-1
  * (nrows 1..4) x ntok (1..4) tokens, y[t*y_stride + r - r0]. Float path; each (row, token)
- * result is the same bits for every nrows and ntok. Call only when the CPU has AVX-512 F/BW/VL
- * + VNNI. */
+ * result is the same bits for every nrows and ntok. Prefetches the next four rows (may touch
+ * addresses past the matrix; prefetches never fault). Call only when the CPU has AVX-512
+ * F/BW/VL + VNNI. */
 int mxl_mlx_gemm4x4_avx512_supported(int bits);
 void mxl_mlx_gemm4x4_avx512(const mxl_mlx_qweight *W, int64_t r0, int nrows, const void *xq,
                             size_t xstride, int ntok, float *y, int64_t y_stride);

@@ -104,6 +104,9 @@ AVX2 __attribute__((always_inline)) static inline void mlx_dotn(const mxl_mlx_qw
         float sx[4] = {0, 0, 0, 0};
         for (int k = 0; k < sub; k++) {
             const uint8_t *p = row + (g * sub + k) * 4 * bits; /* 32 codes = 4*bits bytes */
+            /* the row four rows on, same offset: rows of a few KB are too short for the
+             * hardware prefetchers (a prefetch never faults, so past the matrix is harmless) */
+            _mm_prefetch((const char *)p + 4 * (row_end - row), _MM_HINT_T0);
             __m256i q;
             if (bits == 4) q = codes4(p);
             else if (bits == 8) q = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)p),
