@@ -11,6 +11,7 @@
  * and are checked against the reference with the same bound. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/matmul.h"
@@ -245,4 +246,25 @@ TEST(matvec_avx512_mlx_kernel_vs_ref) {
                 free(ref);
                 free(bound);
             }
+}
+
+/* Q8_K activation quantization on AVX-512 is bit for bit the reference: random blocks at several
+ * magnitudes, an all-zero block, a block whose largest magnitude occurs with both signs (the
+ * first one sets the sign of the scale), and one with ties at the rounding boundary. */
+TEST(quant_q8k_avx512_equals_reference) {
+    if (mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX512VNNI) {
+        CHECK(mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX512VNNI);
+        return;
+    }
+    enum { NB = 9, N = NB * 256 };
+    static float x[N];
+    static mxl_block_q8k a[NB], b[NB];
+    for (int i = 0; i < N; i++) x[i] = frand() * (float)(1 << (i / 256)) * 0.37f;
+    for (int i = 256; i < 512; i++) x[i] = 0.0f;                 /* block 1: zeros */
+    x[2 * 256 + 7] = -5000.0f, x[2 * 256 + 200] = 5000.0f;       /* block 2: both signs, minus first */
+    for (int i = 3 * 256; i < 4 * 256; i++) x[i] = (float)(i % 9 - 4) * 0.5f; /* block 3: halves */
+    mxl_quant_q8k_ref(x, a, N);
+    mxl_quant_q8k_avx512(x, b, N);
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    CHECK(a[2].d > 0.0f && a[2].qs[7] == -127 && a[2].qs[200] == 127); /* scale -127 / max, max = -5000 */
 }

@@ -174,6 +174,8 @@ static void quant_task(void *vctx, int task, int n_tasks, int thread_index) {
         if (k == MXL_ACT_Q8A) {
             if (c->isa >= MXL_CPU_ISA_AVX2) mxl_quant_q8a_avx2(xt, dst, c->W->cols);
             else mxl_quant_q8a_ref(xt, dst, c->W->cols);
+        } else if (c->isa >= MXL_CPU_ISA_AVX512VNNI) {
+            mxl_quant_q8k_avx512(xt, dst, c->W->cols);
         } else {
             mxl_quant_q8k_ref(xt, dst, c->W->cols);
         }

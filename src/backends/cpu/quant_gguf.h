@@ -107,6 +107,8 @@ void mxl_dequant_row_ref(mxl_dtype t, const void *src, float *dst, int64_t n);
  * sign of the largest-magnitude value, as ggml). */
 void mxl_quant_q8a_ref(const float *x, mxl_block_q8a *y, int64_t n);
 void mxl_quant_q8k_ref(const float *x, mxl_block_q8k *y, int64_t n);
+/* The same bits on AVX-512 (quant_gguf_avx512.c). */
+void mxl_quant_q8k_avx512(const float *x, mxl_block_q8k *y, int64_t n);
 
 /* (d*xd)*sumi - (dmin*xd)*summ: the per-super-block combination every K-quant dot variant uses.
  * Out of line (quant_gguf_ref.c, compiled without FMA) and written as separate statements, so

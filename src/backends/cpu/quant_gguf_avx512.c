@@ -543,6 +543,38 @@ mxl_gemm4x4_fn mxl_gemm4x4_avx512_get(mxl_dtype t) {
     default: return 0;
     }
 }
+/* Q8_K activations, bit for bit mxl_quant_q8k_ref: the signed value of the first largest
+ * magnitude sets the scale -127 / max, products rounded to nearest even (the default MXCSR mode,
+ * as nearbyintf), clamped at 127, and the 16-element sums. */
+AVX512 void mxl_quant_q8k_avx512(const float *x, mxl_block_q8k *y, int64_t n) {
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        __m512 mx = _mm512_setzero_ps();
+        for (int k = 0; k < 16; k++) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * k)));
+        float amax = _mm512_reduce_max_ps(mx);
+        if (amax == 0.0f) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        float max = 0.0f;
+        for (int k = 0; k < 16; k++) {
+            __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * k)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+            if (hit) {
+                max = x[16 * k + __builtin_ctz(hit)];
+                break;
+            }
+        }
+        float iscale = -127.0f / max;
+        __m512 is = _mm512_set1_ps(iscale);
+        for (int k = 0; k < 16; k++) {
+            __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(is, _mm512_loadu_ps(x + 16 * k)));
+            v = _mm512_min_epi32(v, _mm512_set1_epi32(127));
+            _mm_storeu_si128((__m128i *)(y[i].qs + 16 * k), _mm512_cvtsepi32_epi8(v));
+            y[i].bsums[k] = (int16_t)_mm512_reduce_add_epi32(v);
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
 #else
 mxl_gemm4x4_fn mxl_gemm4x4_avx512_get(mxl_dtype t) { (void)t; return 0; }
+void mxl_quant_q8k_avx512(const float *x, mxl_block_q8k *y, int64_t n) { mxl_quant_q8k_ref(x, y, n); }
 #endif
