@@ -30,6 +30,7 @@
 #include "backends/cpu/norm.h"
 #include "backends/cpu/softmax.h"
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 #include "models/kv_pool.h"
 #include "models/weights.h"
 
@@ -314,20 +315,6 @@ static mxl_status common_hparams(const mxl_checkpoint *ck, mxl_family_ctx *fc) {
     return MXL_OK;
 }
 
-/* GGUF RoPE scaling is not read yet: refuse anything but none. */
-static mxl_status gguf_refuse_rope_scaling(const mxl_checkpoint *ck, mxl_error *err) {
-    char scaling[64] = "", key[128], a[64];
-    const mxl_gguf_kv *arch = mxl_gguf_find(ck->gguf, "general.architecture");
-    if (arch && mxl_gguf_value_copy_str(&arch->value, a, sizeof a)) {
-        snprintf(key, sizeof key, "%s.rope.scaling.type", a);
-        const mxl_gguf_kv *kv = mxl_gguf_find(ck->gguf, key);
-        if (kv) mxl_gguf_value_copy_str(&kv->value, scaling, sizeof scaling);
-    }
-    if (scaling[0] && strcmp(scaling, "none") != 0)
-        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: RoPE scaling '%s' is not supported for GGUF checkpoints yet", ck->path, scaling);
-    return MXL_OK;
-}
-
 static mxl_status check_hparams(const mxl_checkpoint *ck, const mxl_decoder_hparams *hp, mxl_error *err) {
     if (hp->ffn <= 0) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: intermediate_size is missing", ck->path);
     if (hp->ffn > (INT64_C(1) << 26)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: intermediate_size %lld is out of range", ck->path, (long long)hp->ffn);
@@ -357,8 +344,10 @@ static mxl_status load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err)
     mxl_family_ctx fc = {ck, &ck->config, ck->config.raw, gguf, &d->hp, &names, &d->arena, err};
     mxl_status st;
     if ((st = common_hparams(ck, &fc))) return st;
-    if (gguf && (st = gguf_refuse_rope_scaling(ck, err))) return st;
     if ((st = fam->setup(&fc))) return st;
+    /* GGUF RoPE scaling (rope.scaling.*, rope_freqs.weight) the way llama.cpp reads it, on top of
+     * the family's plain RoPE (family_gguf.h) */
+    if (gguf && (st = mxl_family_gguf_rope_scaling(&fc))) return st;
     d->hp.qk_norm = d->hp.qk_norm_kind != MXL_QK_NORM_NONE;
     if ((st = check_hparams(ck, &d->hp, err))) return st;
 

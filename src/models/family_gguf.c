@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "models/config_gguf.h"
+#include "models/weights.h"
 
 mxl_status mxl_family_gguf_rope_neox(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
@@ -37,4 +38,120 @@ bool mxl_family_gguf_has_layer0(mxl_family_ctx *c, const char *module, const cha
     int w = snprintf(name, sizeof name, "%s0.%s%s", c->names->layers, module, suffix);
     if (w < 0 || (size_t)w >= sizeof name) return false;
     return mxl_gguf_find_tensor(c->ck->gguf, name) != NULL;
+}
+
+/* ---- RoPE scaling (family_gguf.h mxl_family_gguf_rope_scaling) ---- */
+
+/* "ARCH.<suffix>" for messages and look-ups (ARCH = general.architecture, "ARCH" when absent). */
+static const char *arch_key(mxl_family_ctx *c, const char *suffix, char *buf, size_t cap) {
+    char arch[64] = "ARCH";
+    const mxl_gguf_kv *a = mxl_gguf_find(c->ck->gguf, "general.architecture");
+    if (a) mxl_gguf_value_copy_str(&a->value, arch, sizeof arch);
+    snprintf(buf, cap, "%s.%s", arch, suffix);
+    return buf;
+}
+
+/* The string "ARCH.<suffix>" into buf ("" when absent); a format error naming the key when it is
+ * not a string (or does not fit). */
+static mxl_status arch_string(mxl_family_ctx *c, const char *suffix, char *buf, size_t cap) {
+    char key[192];
+    buf[0] = '\0';
+    const mxl_gguf_kv *kv = mxl_gguf_find(c->ck->gguf, arch_key(c, suffix, key, sizeof key));
+    if (kv && !mxl_gguf_value_copy_str(&kv->value, buf, cap))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' is not a short string", c->ck->path, key);
+    return MXL_OK;
+}
+
+/* A number "ARCH.<suffix>" that must lie within [lo, hi] when present (dflt when absent). */
+static mxl_status ranged(mxl_family_ctx *c, const char *suffix, double dflt, double lo, double hi, double *out) {
+    char key[192];
+    mxl_status st = mxl_family_gguf_number(c, suffix, dflt, out);
+    if (st) return st;
+    if (!(*out >= lo && *out <= hi))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' = %g is out of range [%g, %g]", c->ck->path,
+                             arch_key(c, suffix, key, sizeof key), *out, lo, hi);
+    return MXL_OK;
+}
+
+/* rope_freqs.weight: f32 [rotary_dim/2] of positive finite divisors, bound to r->freq_factors. */
+static mxl_status bind_freq_factors(mxl_family_ctx *c, mxl_rope_cfg *r) {
+    static const char *const name = "rope_freqs.weight";
+    const mxl_gguf_tensor_info *ti = mxl_gguf_find_tensor(c->ck->gguf, name);
+    if (!ti) return MXL_OK;
+    const mxl_tensor *t = &ti->tensor;
+    int64_t half = r->rotary_dim / 2;
+    if (t->ndim != 1 || t->shape[0] != half || t->dtype != MXL_DTYPE_F32) {
+        char shape[96];
+        mxl_tensor_shape_str(t, shape, sizeof shape);
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: tensor '%s' is %s %s; expected f32 [%lld] (rotary dimension %d / 2)", c->ck->path,
+                             name, mxl_dtype_name(t->dtype), shape, (long long)half, r->rotary_dim);
+    }
+    const float *f = NULL;
+    mxl_status st = mxl_weights_vector_f32(c->arena, t, name, half, &f, c->err);
+    if (st) {
+        mxl_error_prefix(c->err, "%s: ", c->ck->path);
+        return st;
+    }
+    for (int64_t i = 0; i < half; i++)
+        if (!(f[i] > 0) || !isfinite(f[i]))
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: tensor '%s' element %lld is %g; frequency factors must be positive and finite",
+                                 c->ck->path, name, (long long)i, (double)f[i]);
+    r->freq_factors = f;
+    return MXL_OK;
+}
+
+mxl_status mxl_family_gguf_rope_scaling(mxl_family_ctx *c) {
+    mxl_rope_cfg *r = &c->hp->rope;
+    char type[64], key[192];
+    mxl_status st;
+#define KEY(suffix) arch_key(c, suffix, key, sizeof key)
+    /* longrope keeps its factors in tensors (Phi-3 128k writes no type key) */
+    static const char *const longrope[] = {"rope_factors_long.weight", "rope_factors_short.weight"};
+    for (int i = 0; i < 2; i++)
+        if (mxl_gguf_find_tensor(c->ck->gguf, longrope[i]))
+            return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: tensor '%s' (longrope RoPE scaling) is not supported", c->ck->path, longrope[i]);
+    if ((st = bind_freq_factors(c, r))) return st;
+    if ((st = arch_string(c, "rope.scaling.type", type, sizeof type))) return st;
+    double factor = 0, attn = 1;
+    /* the factor's old key, then the current one (llama.cpp reads rope.scale_linear when
+     * rope.scaling.factor is absent); 0 means unset */
+    if ((st = ranged(c, "rope.scale_linear", 0.0, 0, 1e6, &factor)) ||
+        (st = ranged(c, "rope.scaling.factor", factor, 0, 1e6, &factor)) ||
+        (st = ranged(c, "rope.scaling.attn_factor", 1.0, 1e-6, 1e6, &attn)))
+        return st;
+    if (factor == 0) factor = 1;
+    if (attn != 1) r->attn_mul = attn;
+    if (!type[0] || strcmp(type, "linear") == 0) {
+        if (factor != 1) {
+            r->scaling = MXL_ROPE_SCALING_LINEAR;
+            r->factor = factor;
+        }
+        return MXL_OK;
+    }
+    if (strcmp(type, "none") == 0) return MXL_OK;
+    if (strcmp(type, "yarn") != 0)
+        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: RoPE scaling '%s' (metadata key '%s') is not supported for GGUF checkpoints (none, linear, yarn and rope_freqs are)",
+                             c->ck->path, type, KEY("rope.scaling.type"));
+    double orig = (double)c->cfg->max_position_embeddings, ext = 1, log_mul = 0, bf = 32, bs = 1, yattn = 0;
+    if ((st = ranged(c, "rope.scaling.original_context_length", orig, 1, 1e12, &orig)) ||
+        (st = ranged(c, "rope.scaling.yarn_ext_factor", 1.0, -1e6, 1e6, &ext)) ||
+        (st = ranged(c, "rope.scaling.yarn_log_multiplier", 0.0, -1e6, 1e6, &log_mul)) ||
+        (st = ranged(c, "rope.scaling.yarn_beta_fast", 32.0, 1e-6, 1e6, &bf)) ||
+        (st = ranged(c, "rope.scaling.yarn_beta_slow", 1.0, 1e-6, 1e6, &bs)) ||
+        (st = ranged(c, "rope.scaling.yarn_attn_factor", 0.0, 0, 1e6, &yattn)))
+        return st;
+    if (ext != 1 && ext >= 0) /* llama.cpp: negative = unset (1 for yarn) */
+        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: YaRN extrapolation factor %g (metadata key '%s') is not supported (1 is)", c->ck->path, ext,
+                             KEY("rope.scaling.yarn_ext_factor"));
+    if (log_mul != 0)
+        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: YaRN log multiplier %g (metadata key '%s') is not supported", c->ck->path, log_mul,
+                             KEY("rope.scaling.yarn_log_multiplier"));
+    r->scaling = MXL_ROPE_SCALING_YARN;
+    r->factor = factor;
+    r->original_max_pos = orig;
+    r->beta_fast = bf;
+    r->beta_slow = bs;
+    r->attention_factor = yattn; /* 0: 0.1*ln(factor)+1 */
+    return MXL_OK;
+#undef KEY
 }

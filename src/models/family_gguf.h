@@ -11,8 +11,32 @@
 /* RoPE for an architecture llama.cpp converts WITHOUT permuting Q/K rows and runs in NEOX mode
  * (qwen2, qwen3, gemma*, phi3, starcoder2, ...): base rope.freq_base (default 10000), rotating the
  * first rope.dimension_count dims (config_gguf.c turns it into partial_rotary_factor), no scaling
- * (the decoder refuses rope.scaling.type before setup). Sets hp->rope and hp->rope_local. */
+ * (the decoder applies mxl_family_gguf_rope_scaling after setup). Sets hp->rope and
+ * hp->rope_local. */
 mxl_status mxl_family_gguf_rope_neox(mxl_family_ctx *c);
+
+/* RoPE scaling as llama.cpp reads it from GGUF (llama-model.cpp load_hparams, llama-context.cpp,
+ * ggml_rope_ext), applied to hp->rope (the global layers) after the family's setup. Sliding-window
+ * layers (hp->rope_local) stay unscaled: llama.cpp's rope_freq_scale_train_swa is 1 for every
+ * family we load from GGUF. Read:
+ *  - tensor rope_freqs.weight (f32 [rotary_dim/2], positive): inv_freq[i] /= rope_freqs[i]
+ *    (ggml's freq_factors; Llama 3.1/3.2 "llama3" rescaling is stored this way, with no
+ *    rope.scaling.type key);
+ *  - ARCH.rope.scaling.type (absent = "linear", as llama.cpp) with ARCH.rope.scaling.factor (old
+ *    key ARCH.rope.scale_linear; absent or 0 = 1):
+ *      none:   no scaling (the factor is ignored);
+ *      linear: inv_freq / factor (ggml freq_scale = 1/factor);
+ *      yarn:   ggml's YaRN with ext_factor 1, n_ctx_orig = ARCH.rope.scaling.original_context_length
+ *              (else context_length), beta_fast/slow 32/1 unless ARCH.rope.scaling.yarn_beta_fast /
+ *              yarn_beta_slow are present, cos/sin scaled by 0.1*ln(factor)+1 (what llama.cpp's
+ *              attn_factor and ggml's mscale multiply to), or by ARCH.rope.scaling.yarn_attn_factor
+ *              when present (transformers' attention_factor, which the converter writes there) -
+ *              the same as transformers' "yarn" (rope.c MXL_ROPE_SCALING_YARN);
+ *    anything else (longrope, unknown strings) is refused naming the key and value; so are
+ *    yarn_ext_factor other than 1 and yarn_log_multiplier other than 0 (not implemented), and
+ *    longrope's factor tensors rope_factors_long/short.weight (Phi-3 128k: no type key);
+ *  - ARCH.rope.scaling.attn_factor (default 1) multiplies cos/sin for every type, as llama.cpp. */
+mxl_status mxl_family_gguf_rope_scaling(mxl_family_ctx *c);
 
 /* A number "ARCH.<suffix>" of the GGUF metadata, `dflt` when absent. */
 mxl_status mxl_family_gguf_number(mxl_family_ctx *c, const char *suffix, double dflt, double *out);

@@ -3,7 +3,8 @@
  * attention_bias / mlp_bias and every RoPE type the shared parser knows (llama3 included);
  * Mistral adds a sliding window over every layer when sliding_window is set.
  * GGUF: Q/K rows are permuted by llama.cpp's converter, so RoPE rotates adjacent pairs (GPT-J
- * style) there; RoPE scaling from GGUF is refused by the decoder. */
+ * style) there; GGUF RoPE scaling (rope_freqs.weight, linear, yarn) is read by
+ * mxl_family_gguf_rope_scaling. */
 #include <math.h>
 #include <string.h>
 

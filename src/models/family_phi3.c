@@ -6,7 +6,8 @@
  * GGUF (llama.cpp phi3): fused blk.N.attn_qkv (rows q, k, v; separate attn_q/k/v when absent) and
  * blk.N.ffn_up [2*ffn] holding gate then up rows; NEOX RoPE over rope.dimension_count dims; no
  * sliding window even when attention.sliding_window is set (llama.cpp disables Phi-3 SWA);
- * longrope (rope.scaling.type) is refused by the decoder. */
+ * longrope (rope.scaling.type or rope_factors_long/short tensors) is refused by
+ * mxl_family_gguf_rope_scaling. */
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 

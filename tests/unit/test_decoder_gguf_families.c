@@ -1,17 +1,26 @@
 /* test_decoder_gguf_families.c - the decoder families that load from GGUF (qwen2, qwen3, gemma,
- * gemma2, phi3, starcoder2) against transformers, on GGUF files made by llama.cpp's own
+ * gemma2, phi3, starcoder2, llama) and GGUF RoPE scaling (rope_freqs.weight, linear, yarn)
+ * against transformers, on GGUF files made by llama.cpp's own
  * convert_hf_to_gguf.py from the tiny safetensors fixtures of test_decoder_families.c
  * (tests/fixtures/decoders/gguf, gen_gguf_family_fixtures.py).
  *
  * The truth is transformers' logits for what each GGUF describes: the generator applies the few
  * config.json changes that make transformers read the model as llama.cpp does (no sliding window
  * for qwen2 / phi3 / starcoder2, 1/sqrt(head_dim) attention scale for gemma2, plain RoPE for
- * qwen3; listed per case in reference.json "config_edits") and converts that same config. The f16
- * case's logits come from the weights rounded to f16 as the converter stores them.
+ * qwen3_f32; listed per case in reference.json "config_edits") and converts that same config. The
+ * f16 cases' logits come from the weights rounded to f16 as the converter stores them.
  *
- * Each case runs the 10 token ids one per call (the logit of transformers' argmax at every
- * position, the argmax itself away from near ties, full logits at the recorded positions) and all
- * at once in chunks of 4 (full logits of the last position).
+ * RoPE scaling cases (llama_llama3_f16: llama3 as llama.cpp stores it, a rope_freqs.weight of
+ * per-dimension divisors; llama_linear_f16; qwen3_yarn_f16) run 72 ids, past their
+ * original_max_position_embeddings (64 / 16) and past 64, with full logits on both sides; a
+ * control run with the scaling removed must miss the reference by far (so the scaling matters).
+ * GGUFs with a RoPE scaling we do not run (rope.scaling.type longrope / dynamic, longrope factor
+ * tensors) or a malformed rope_freqs.weight are refused, naming the key or tensor.
+ *
+ * Each case runs its token ids (the case's "tokens", else the top-level 10) one per call (the
+ * logit of transformers' argmax at every position, the argmax itself away from near ties, full
+ * logits at the recorded positions) and all at once in chunks of 4 (full logits of the last
+ * position).
  * Reference path (dequantized weights, f32 activations and KV cache): max |diff| <= 1e-3, as
  * test_decoder_families.c. Fast path: <= 5e-3 (the f16 KV cache, see test_decoder_families.c). */
 #include <jansson.h>
@@ -58,20 +67,26 @@ static void take(result *r, double d) {
 static bool run(const mxl_decoder *d, json_t *c, json_t *tokens, bool reference, mxl_threadpool *pool, result *r) {
     mxl_error err;
     int64_t V = d->hp.vocab, n = (int64_t)json_array_size(tokens);
-    int32_t ids[64];
     memset(r, 0, sizeof *r);
-    if (n <= 0 || n > 64) return false;
-    for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(tokens, (size_t)i));
+    if (n <= 0 || n > 4096) return false;
+    int64_t ctx = n > 64 ? n : 64;
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
     float *logits = malloc((size_t)V * sizeof(float));
-    if (!logits) return false;
+    if (!ids || !logits) {
+        free(ids);
+        free(logits);
+        return false;
+    }
+    for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(tokens, (size_t)i));
     json_t *fpos = json_object_get(c, "full_positions"), *full = json_object_get(c, "full_logits");
     json_t *am = json_object_get(c, "argmax"), *aml = json_object_get(c, "argmax_logit"), *mg = json_object_get(c, "margin");
     double tie = 2 * (reference ? REF_TOL : FAST_TOL);
     bool ok = true;
 
     mxl_decoder_state *s = NULL;
-    if (mxl_decoder_state_create(d, 64, 16, pool, &s, &err) != MXL_OK) {
+    if (mxl_decoder_state_create(d, ctx, 16, pool, &s, &err) != MXL_OK) {
         fprintf(stderr, "  %s\n", err.msg);
+        free(ids);
         free(logits);
         return false;
     }
@@ -98,7 +113,7 @@ static bool run(const mxl_decoder *d, json_t *c, json_t *tokens, bool reference,
     mxl_decoder_state_destroy(s);
 
     s = NULL;
-    if (ok && mxl_decoder_state_create(d, 64, 4, pool, &s, &err) == MXL_OK) {
+    if (ok && mxl_decoder_state_create(d, ctx, 4, pool, &s, &err) == MXL_OK) {
         mxl_decoder_state_set_reference(s, reference);
         size_t last = json_array_size(fpos) - 1;
         if (mxl_decoder_forward(d, s, ids, n, logits, &err) != MXL_OK) {
@@ -113,8 +128,15 @@ static bool run(const mxl_decoder *d, json_t *c, json_t *tokens, bool reference,
     } else {
         ok = false;
     }
+    free(ids);
     free(logits);
     return ok;
+}
+
+/* The ids a case runs: its own "tokens", else the file's. */
+static json_t *case_tokens(json_t *fx, json_t *c) {
+    json_t *t = json_object_get(c, "tokens");
+    return t ? t : json_object_get(fx, "tokens");
 }
 
 static void check_all(bool reference, int *mxl_test_failed_) {
@@ -125,8 +147,8 @@ static void check_all(bool reference, int *mxl_test_failed_) {
     REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
     json_t *cases = json_object_get(fx, "cases"), *c;
     size_t i;
-    /* the six families, f32, plus phi3 in f16 */
-    CHECK(json_array_size(cases) >= 7);
+    /* the seven families, f32, phi3 in f16, and the llama3 / linear / yarn RoPE cases */
+    CHECK(json_array_size(cases) >= 10);
     json_array_foreach(cases, i, c) {
         const char *name = json_string_value(json_object_get(c, "name"));
         const char *family = json_string_value(json_object_get(c, "family"));
@@ -143,7 +165,7 @@ static void check_all(bool reference, int *mxl_test_failed_) {
         CHECK(ck->format == MXL_CHECKPOINT_GGUF);
         CHECK_EQ_STR(ck->config.model_type, family);
         result r;
-        bool ran = run(&d, c, json_object_get(fx, "tokens"), reference, pool, &r);
+        bool ran = run(&d, c, case_tokens(fx, c), reference, pool, &r);
         double tol = reference ? REF_TOL : FAST_TOL;
         fprintf(stderr, "  %-16s %s: max |diff| %.2e, argmax %d/%d\n", name, reference ? "[reference]" : "[fast]", r.max_diff,
                 r.argmax_checked - r.argmax_bad, r.argmax_checked);
@@ -233,4 +255,147 @@ TEST(decoder_gguf_families_hparams_match_source_config) {
     mxl_decoder_free(&d);
     mxl_checkpoint_close(ck);
     json_decref(cfg);
+}
+
+/* ---- RoPE scaling ---- */
+
+static json_t *find_case(json_t *fx, const char *name) {
+    json_t *c;
+    size_t i;
+    json_array_foreach(json_object_get(fx, "cases"), i, c) {
+        const char *n = json_string_value(json_object_get(c, "name"));
+        if (n && strcmp(n, name) == 0) return c;
+    }
+    return NULL;
+}
+
+/* What each scaling case's GGUF turns into: the frequencies transformers' rope_type computes
+ * (rope.c's HF forms, checked against HF's formulas in test_kernels_prims.c) from the
+ * rope_parameters the generator converted (reference.json config_edits, or the source
+ * config.json for qwen3's own YaRN). */
+TEST(decoder_gguf_rope_scaling_hparams) {
+    json_t *fx = mxl_test_load_json("tests/fixtures/decoders/gguf/reference.json");
+    REQUIRE(fx);
+    mxl_checkpoint *ck;
+    mxl_decoder d;
+    float got[64], want[64], af_got, af_want;
+
+    /* llama3: rope_freqs.weight divisors, no scaling type; the product equals HF's llama3 */
+    json_t *c = find_case(fx, "llama_llama3_f16");
+    REQUIRE(c);
+    json_t *rp = json_object_get(json_object_get(c, "config_edits"), "rope_parameters");
+    REQUIRE(rp);
+    REQUIRE(open_gguf("llama_llama3_f16", &ck, &d));
+    CHECK(d.hp.rope.freq_factors != NULL);
+    CHECK(d.hp.rope.scaling == MXL_ROPE_SCALING_NONE);
+    CHECK(d.hp.rope.style == MXL_ROPE_GPTJ);
+    REQUIRE(d.hp.rope.rotary_dim <= 128);
+    mxl_rope_cfg hf = d.hp.rope;
+    hf.freq_factors = NULL;
+    hf.scaling = MXL_ROPE_SCALING_LLAMA3;
+    hf.factor = cfg_number(rp, "factor");
+    hf.low_freq_factor = cfg_number(rp, "low_freq_factor");
+    hf.high_freq_factor = cfg_number(rp, "high_freq_factor");
+    hf.original_max_pos = cfg_number(rp, "original_max_position_embeddings");
+    mxl_rope_freqs(&d.hp.rope, 72, got, &af_got);
+    mxl_rope_freqs(&hf, 72, want, &af_want);
+    int kept = 0, divided = 0, blended = 0;
+    for (int i = 0; i < d.hp.rope.rotary_dim / 2; i++) {
+        CHECK(fabs(got[i] - want[i]) <= 1e-6 * want[i]);
+        float ff = d.hp.rope.freq_factors[i];
+        kept += ff == 1.0f, divided += ff == (float)hf.factor, blended += ff > 1.0f && ff < (float)hf.factor;
+    }
+    CHECK(af_got == 1.0f && af_want == 1.0f);
+    CHECK(kept > 0 && divided > 0 && blended > 0); /* the fixture covers the three regimes */
+    mxl_decoder_free(&d);
+    mxl_checkpoint_close(ck);
+
+    /* linear: rope.scaling.type linear, factor 2 */
+    c = find_case(fx, "llama_linear_f16");
+    REQUIRE(c);
+    rp = json_object_get(json_object_get(c, "config_edits"), "rope_parameters");
+    REQUIRE(open_gguf("llama_linear_f16", &ck, &d));
+    CHECK(d.hp.rope.scaling == MXL_ROPE_SCALING_LINEAR);
+    CHECK(d.hp.rope.factor == cfg_number(rp, "factor"));
+    CHECK(d.hp.rope.freq_factors == NULL);
+    mxl_decoder_free(&d);
+    mxl_checkpoint_close(ck);
+
+    /* yarn: the qwen3 fixture's own rope_parameters; default betas; attention 0.1 ln(f) + 1 */
+    json_t *cfg = mxl_test_load_json("tests/fixtures/decoders/qwen3/config.json");
+    REQUIRE(cfg);
+    rp = json_object_get(cfg, "rope_parameters");
+    REQUIRE(open_gguf("qwen3_yarn_f16", &ck, &d));
+    CHECK(d.hp.rope.scaling == MXL_ROPE_SCALING_YARN);
+    CHECK(d.hp.rope.factor == cfg_number(rp, "factor"));
+    CHECK(d.hp.rope.original_max_pos == cfg_number(rp, "original_max_position_embeddings"));
+    CHECK(d.hp.rope.beta_fast == 32 && d.hp.rope.beta_slow == 1);
+    mxl_rope_freqs(&d.hp.rope, 72, got, &af_got);
+    CHECK(fabs(af_got - (0.1 * log(cfg_number(rp, "factor")) + 1.0)) < 1e-6);
+    /* sliding layers (none here) would keep plain RoPE, as llama.cpp's freq_scale_swa = 1 */
+    CHECK(d.hp.rope_local.scaling == MXL_ROPE_SCALING_NONE);
+    mxl_decoder_free(&d);
+    mxl_checkpoint_close(ck);
+    json_decref(cfg);
+    json_decref(fx);
+}
+
+/* Control: the same cases with the scaling taken out miss transformers by far, past the original
+ * context above all, so the logits tests above do test the scaling. */
+TEST(decoder_gguf_rope_scaling_matters) {
+    json_t *fx = mxl_test_load_json("tests/fixtures/decoders/gguf/reference.json");
+    REQUIRE(fx);
+    mxl_threadpool *pool = NULL;
+    mxl_error err;
+    REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
+    static const char *const names[] = {"llama_llama3_f16", "llama_linear_f16", "qwen3_yarn_f16"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        json_t *c = find_case(fx, names[k]);
+        CHECK(c != NULL);
+        mxl_checkpoint *ck;
+        mxl_decoder d;
+        if (!c || !open_gguf(names[k], &ck, &d)) {
+            CHECK(0);
+            continue;
+        }
+        d.hp.rope.freq_factors = NULL;
+        d.hp.rope.scaling = MXL_ROPE_SCALING_NONE;
+        result r;
+        run(&d, c, case_tokens(fx, c), true, pool, &r);
+        fprintf(stderr, "  %-16s unscaled: max |diff| %.2e\n", names[k], r.max_diff);
+        CHECK(r.max_diff > 20 * REF_TOL);
+        mxl_decoder_free(&d);
+        mxl_checkpoint_close(ck);
+    }
+    mxl_threadpool_destroy(pool);
+    json_decref(fx);
+}
+
+/* RoPE scalings we do not run, and a malformed rope_freqs.weight, are refused by name (metadata-only
+ * copies of the converted cases, gen_gguf_family_fixtures.py REFUSALS). */
+TEST(decoder_gguf_rope_scaling_refused_by_name) {
+    static const struct {
+        const char *file, *needle1, *needle2;
+        mxl_status status;
+    } cases[] = {
+        {"refuse_rope_longrope", "qwen3.rope.scaling.type", "'longrope'", MXL_ERR_UNSUPPORTED},
+        {"refuse_rope_dynamic", "qwen3.rope.scaling.type", "'dynamic'", MXL_ERR_UNSUPPORTED},
+        {"refuse_rope_factors_long", "rope_factors_long.weight", "longrope", MXL_ERR_UNSUPPORTED},
+        {"refuse_rope_freqs_shape", "rope_freqs.weight", "[5]", MXL_ERR_FORMAT},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mxl_checkpoint *ck = NULL;
+        mxl_decoder d;
+        mxl_error err;
+        REQUIRE(mxl_checkpoint_open(gguf_path(cases[i].file), &ck, &err) == MXL_OK);
+        mxl_status st = mxl_decoder_load(ck, &d, &err);
+        fprintf(stderr, "  %s: %s\n", cases[i].file, st ? err.msg : "(loaded)");
+        CHECK(st == cases[i].status);
+        CHECK(strstr(err.msg, cases[i].needle1) != NULL);
+        CHECK(strstr(err.msg, cases[i].needle2) != NULL);
+        CHECK(strstr(err.msg, cases[i].file) != NULL); /* the path */
+        CHECK(strchr(err.msg, '\n') == NULL);
+        if (st == MXL_OK) mxl_decoder_free(&d);
+        mxl_checkpoint_close(ck);
+    }
 }

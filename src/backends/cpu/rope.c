@@ -19,6 +19,7 @@ void mxl_rope_freqs(const mxl_rope_cfg *c, int64_t seq_len, float *inv_freq, flo
                     (double)dim / (double)(dim - 2));
     for (int i = 0; i < half; i++) {
         double f = 1.0 / pow(base, (double)(2 * i) / (double)dim);
+        if (c->freq_factors) f /= (double)c->freq_factors[i];
         switch (c->scaling) {
         case MXL_ROPE_SCALING_LINEAR:
             f /= c->factor;
@@ -69,6 +70,7 @@ void mxl_rope_freqs(const mxl_rope_cfg *c, int64_t seq_len, float *inv_freq, flo
         }
         *attn_factor = (float)af;
     }
+    if (c->attn_mul > 0) *attn_factor = (float)((double)*attn_factor * c->attn_mul);
 }
 
 void mxl_rope_apply(const mxl_rope_cfg *c, const float *inv_freq, float attn_factor, float *x,
