@@ -1,4 +1,14 @@
-/* threadpool.c - pthread pool with an atomic task counter (see threadpool.h). */
+/* threadpool.c - pthread pool with an atomic task counter (see threadpool.h).
+ *
+ * A decode step dispatches a few hundred short jobs (one per matmul, norm, attention), tens of
+ * microseconds each, so waking sleeping workers through a condition variable for every job cost
+ * more than the work on small models. Workers therefore spin on the job generation for a while
+ * (about a millisecond of pause instructions) after each job and only then sleep on the condition
+ * variable; the caller likewise spins on the count of workers still busy before sleeping.
+ * Publication: the caller writes fn / ctx / n_tasks, then release-stores the new generation;
+ * a worker acquire-loads it before reading them. Every worker takes part in every generation
+ * (the caller waits until all have left it), so none can miss one or read a newer job's fields
+ * while still in an older one. The mutex only closes the sleep / wake races. */
 #include "core/threadpool.h"
 
 #include <pthread.h>
@@ -6,20 +16,31 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define CPU_RELAX() __asm__ volatile("yield")
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+#define SPIN_LIMIT (1 << 14) /* pause iterations before sleeping (~1 ms) */
+
 struct mxl_threadpool {
     int n_threads;
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t wake;
     pthread_cond_t done;
-    /* current job, guarded by mu for publication */
+    /* current job: written by the caller before it publishes the generation */
     mxl_task_fn fn;
     void *ctx;
     int n_tasks;
     atomic_int next_task;
-    int active_workers; /* workers still inside the current job */
-    unsigned long generation;
-    int shutdown;
+    atomic_int active_workers; /* workers still inside the current job */
+    atomic_ulong generation;
+    atomic_int shutdown;
 };
 
 typedef struct worker_arg {
@@ -35,26 +56,42 @@ static void drain(mxl_threadpool *p, mxl_task_fn fn, void *ctx, int n_tasks, int
     }
 }
 
+/* The next generation after `seen` (spinning, then sleeping), or 0 at shutdown. */
+static unsigned long await_job(mxl_threadpool *p, unsigned long seen) {
+    for (int spins = 0; spins < SPIN_LIMIT; spins++) {
+        if (atomic_load_explicit(&p->shutdown, memory_order_acquire)) return 0;
+        unsigned long g = atomic_load_explicit(&p->generation, memory_order_acquire);
+        if (g != seen) return g;
+        CPU_RELAX();
+    }
+    pthread_mutex_lock(&p->mu);
+    unsigned long g;
+    while (!atomic_load_explicit(&p->shutdown, memory_order_acquire) &&
+           (g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen)
+        pthread_cond_wait(&p->wake, &p->mu);
+    int stop = atomic_load_explicit(&p->shutdown, memory_order_acquire);
+    g = atomic_load_explicit(&p->generation, memory_order_acquire);
+    pthread_mutex_unlock(&p->mu);
+    return stop ? 0 : g;
+}
+
 static void *worker_main(void *arg) {
     worker_arg *wa = arg;
     mxl_threadpool *p = wa->pool;
     int index = wa->index;
     free(wa);
     unsigned long seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->shutdown && p->generation == seen) pthread_cond_wait(&p->wake, &p->mu);
-        if (p->shutdown) break;
-        seen = p->generation;
-        mxl_task_fn fn = p->fn;
-        void *ctx = p->ctx;
-        int n = p->n_tasks;
-        pthread_mutex_unlock(&p->mu);
-        drain(p, fn, ctx, n, index);
-        pthread_mutex_lock(&p->mu);
-        if (--p->active_workers == 0) pthread_cond_signal(&p->done);
+        unsigned long g = await_job(p, seen);
+        if (g == 0) break;
+        seen = g;
+        drain(p, p->fn, p->ctx, p->n_tasks, index);
+        if (atomic_fetch_sub_explicit(&p->active_workers, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&p->mu); /* the caller may be asleep on `done` */
+            pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -67,6 +104,9 @@ mxl_status mxl_threadpool_create(int n_threads, mxl_threadpool **out, mxl_error 
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
     atomic_init(&p->next_task, 0);
+    atomic_init(&p->active_workers, 0);
+    atomic_init(&p->generation, 0);
+    atomic_init(&p->shutdown, 0);
     if (n_threads > 1) {
         p->threads = calloc((size_t)n_threads - 1, sizeof(pthread_t));
         if (!p->threads) {
@@ -94,7 +134,7 @@ mxl_status mxl_threadpool_create(int n_threads, mxl_threadpool **out, mxl_error 
 void mxl_threadpool_destroy(mxl_threadpool *p) {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
-    p->shutdown = 1;
+    atomic_store_explicit(&p->shutdown, 1, memory_order_release);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     if (p->threads)
@@ -114,18 +154,23 @@ void mxl_threadpool_run(mxl_threadpool *p, int n_tasks, mxl_task_fn fn, void *ct
         for (int t = 0; t < n_tasks; t++) fn(ctx, t, n_tasks, 0);
         return;
     }
-    pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->ctx = ctx;
     p->n_tasks = n_tasks;
-    atomic_store(&p->next_task, 0);
-    p->active_workers = p->n_threads - 1;
-    p->generation++;
+    atomic_store_explicit(&p->next_task, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->active_workers, p->n_threads - 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+    /* sleepers re-check the generation under the mutex, so this wakes every one of them */
+    pthread_mutex_lock(&p->mu);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     drain(p, fn, ctx, n_tasks, 0);
+    for (int spins = 0; spins < SPIN_LIMIT; spins++) {
+        if (atomic_load_explicit(&p->active_workers, memory_order_acquire) == 0) return;
+        CPU_RELAX();
+    }
     pthread_mutex_lock(&p->mu);
-    while (p->active_workers > 0) pthread_cond_wait(&p->done, &p->mu);
+    while (atomic_load_explicit(&p->active_workers, memory_order_acquire) > 0) pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
 }
 

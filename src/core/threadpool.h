@@ -2,7 +2,8 @@
  *
  * mxl_threadpool_run(pool, n_tasks, fn, ctx) calls fn(ctx, task, n_tasks, thread_index) for task in
  * [0, n_tasks) spread over the pool's threads (the caller's thread takes part) and returns when all
- * are done. Kernels split rows by task index. Workers sleep on a condition variable between runs;
+ * are done. Kernels split rows by task index. Workers spin briefly after each run (decode steps
+ * dispatch hundreds of short jobs), then sleep on a condition variable;
  * one run at a time per pool (callers serialize). */
 #ifndef MXL_CORE_THREADPOOL_H
 #define MXL_CORE_THREADPOOL_H
