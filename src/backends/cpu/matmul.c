@@ -159,6 +159,8 @@ typedef struct mm_ctx {
     mxl_dense_dot_fn ddot;      /* dense SIMD dot or NULL (reference) */
     mxl_dense_dot4_fn ddot4;    /* dense 4-token SIMD dot or NULL */
     mxl_gemm4x4_fn g44;         /* 4 rows x 1..4 tokens micro-kernel or NULL */
+    mxl_gemm4x4_unpack_fn g44_unpack; /* its two-step form for many tokens, or NULL */
+    mxl_gemm4x4_pre_fn g44_pre;
     int mlx44;                  /* MLX 4 x 1..4 micro-kernel available */
     mxl_dense_gemm4x4_fn d44;   /* dense 4 x 1..4 micro-kernel or NULL */
 } mm_ctx;
@@ -214,6 +216,22 @@ static void tile_rows(const mm_ctx *c, int64_t rt, int64_t re) {
     const mxl_cpu_weight *W = c->W;
     const int64_t rows = W->rows;
     int64_t t = 0;
+    /* many tokens: unpack each quad's weights once and run every token group from that (the
+     * same bits as the one-step kernel; the buffer lives on the stack, up to 256 KB) */
+    size_t pre_floats = c->g44_pre && c->n_tok > 4 ? mxl_gemm4x4_pre_floats(W->cols) : 0;
+    if (pre_floats && pre_floats * sizeof(float) <= 256 * 1024) {
+        float pre_mem[pre_floats + 16];
+        float *pre = (float *)(((uintptr_t)pre_mem + 63) & ~(uintptr_t)63);
+        for (int64_t r = rt; r < re; r += 4) {
+            int nr = re - r < 4 ? (int)(re - r) : 4;
+            c->g44_unpack(W->cols, (const uint8_t *)W->data + r * c->row_bytes, (size_t)c->row_bytes, nr, pre);
+            for (t = 0; t < c->n_tok; t += 4) {
+                int nt = c->n_tok - t < 4 ? (int)(c->n_tok - t) : 4;
+                c->g44_pre(W->cols, pre, nr, c->act + (size_t)t * c->act_stride, c->act_stride, nt, c->y + t * rows + r, rows);
+            }
+        }
+        return;
+    }
     if (c->g44 || c->mlx44 || c->d44) {
         for (; t < c->n_tok; t += 4) {
             int nt = c->n_tok - t < 4 ? (int)(c->n_tok - t) : 4;
@@ -271,13 +289,16 @@ static void rows_task(void *vctx, int task, int n_tasks, int thread_index) {
 void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
                         void *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
     if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
-    mm_ctx c = {W, x, n_tok, y, scratch, act_row_bytes(W), 0, isa, 0, 0, 0, 0, 0, 0, 0, 0};
+    mm_ctx c = {W, x, n_tok, y, scratch, act_row_bytes(W), 0, isa, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     if (W->kind != MXL_CPU_W_MLX) c.row_bytes = mxl_cpu_weight_row_bytes(W);
     if (isa >= MXL_CPU_ISA_AVX2) {
         if (W->kind == MXL_CPU_W_GGUF) {
             c.qdot = mxl_vec_dot_avx2_get(W->dtype);
             c.qdot4 = mxl_vec_dot4_avx2_get(W->dtype);
-            if (isa >= MXL_CPU_ISA_AVX512VNNI) c.g44 = mxl_gemm4x4_avx512_get(W->dtype);
+            if (isa >= MXL_CPU_ISA_AVX512VNNI) {
+                c.g44 = mxl_gemm4x4_avx512_get(W->dtype);
+                if (!mxl_gemm4x4_pre_avx512_get(W->dtype, &c.g44_unpack, &c.g44_pre)) c.g44_unpack = NULL, c.g44_pre = NULL;
+            }
         }
         if (W->kind == MXL_CPU_W_MLX) {
             c.mlx4 = 1;

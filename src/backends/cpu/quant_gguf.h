@@ -16,6 +16,7 @@
 #ifndef MXL_BACKENDS_CPU_QUANT_GGUF_H
 #define MXL_BACKENDS_CPU_QUANT_GGUF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -142,5 +143,14 @@ void mxl_quant_q8a_avx2(const float *x, mxl_block_q8a *y, int64_t n);
 typedef void (*mxl_gemm4x4_fn)(int64_t n, const void *w, size_t w_row_bytes, int nrows,
                                const void *xq, size_t xstride, int ntok, float *y, int64_t y_stride);
 mxl_gemm4x4_fn mxl_gemm4x4_avx512_get(mxl_dtype t);
+/* The same kernels in two steps, for many tokens against one quad (prefill, batches of > 4):
+ * unpack the quad's weight side once into pre (mxl_gemm4x4_pre_floats(n) floats, 64-byte
+ * aligned), then run token groups from it. Bitwise the results of the one-step kernel. For
+ * Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q4_K, Q6_K (false for other types). */
+typedef void (*mxl_gemm4x4_unpack_fn)(int64_t n, const void *w, size_t w_row_bytes, int nrows, float *pre);
+typedef void (*mxl_gemm4x4_pre_fn)(int64_t n, const float *pre, int nrows, const void *xq, size_t xstride, int ntok,
+                                   float *y, int64_t y_stride);
+size_t mxl_gemm4x4_pre_floats(int64_t n);
+bool mxl_gemm4x4_pre_avx512_get(mxl_dtype t, mxl_gemm4x4_unpack_fn *unpack, mxl_gemm4x4_pre_fn *kern);
 
 #endif

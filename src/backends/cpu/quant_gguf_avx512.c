@@ -197,10 +197,50 @@ AVX512 __attribute__((always_inline)) static inline __m512i upair(int kind, cons
 /* Row pointers of a 4-row quad with nr valid rows: rows past nr repeat row nr - 1. */
 #define QUAD_ROW(r, nr) ((r) < (nr) ? (r) : (nr) - 1)
 
+/* Weight side of gemm4xn for the block pair at b, shared by the on-the-fly path and the
+ * pre-unpacked one (gemm4x4_pre below), so both feed the arithmetic the same values. */
+/* in-place layout: d (and m) of blocks b, b + 1 of the four rows -> fd2 (and fm) */
+AVX512 __attribute__((always_inline)) static inline void inpl_scales(const uint8_t *const *wr, int64_t b, int64_t bb,
+                                                                    int two, int has_m, __m512 *fd2, __m512 *fm) {
+    const int64_t o0 = b * bb, o1 = two ? (b + 1) * bb : -1;
+    uint64_t dq0 = half2(wr[0], o0, o1) | (uint64_t)half2(wr[1], o0, o1) << 32;
+    uint64_t dq1 = half2(wr[2], o0, o1) | (uint64_t)half2(wr[3], o0, o1) << 32;
+    uint64_t mq0 = 0, mq1 = 0;
+    if (has_m) {
+        mq0 = half2(wr[0] + 2, o0, o1) | (uint64_t)half2(wr[1] + 2, o0, o1) << 32;
+        mq1 = half2(wr[2] + 2, o0, o1) | (uint64_t)half2(wr[3] + 2, o0, o1) << 32;
+    }
+    __m256 fd = _mm256_cvtph_ps(_mm_set_epi64x((long long)dq1, (long long)dq0));
+    *fd2 = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(fd)), _mm256_castps_pd(fd), 1));
+    *fm = has_m ? _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_set_epi64x((long long)mq1, (long long)mq0)))
+                : _mm512_setzero_ps();
+}
+/* other layouts: the codes, d and m of blocks b (and b + 1 when two) of one row */
+AVX512 __attribute__((always_inline)) static inline __m512i pair_codes(int kind, const uint8_t *wrow, int64_t b, int64_t nb,
+                                                                      int two, int has_m, __m512 *dw, __m512 *mw) {
+    __m512i u;
+    if (two) {
+        u = upair(kind, wrow, b, dw, mw);
+    } else {
+        float d0, d1, m0, m1;
+        __m256i c0 = ucodes(kind, wrow, b, nb, &d0, &m0);
+        __m256i c1 = ucodes(kind, wrow, b + 1, nb, &d1, &m1);
+        u = pair256(c0, c1);
+        *dw = pair_ps(d0, d1);
+        *mw = pair_ps(m0, m1);
+    }
+    if (!has_m) *mw = _mm512_setzero_ps();
+    return u;
+}
+
+/* Pre-unpacked weights of a quad: per block pair 14 vectors, [fd2, fm, u0..u3, dw0..dw3,
+ * mw0..mw3] (unused slots left as they are). */
+#define PRE_VECS 14
+
 AVX512 __attribute__((always_inline)) static inline void gemm4xn(int kind, int nt, int64_t n,
                                                                const uint8_t *w, size_t wrb,
                                                                int nr, const uint8_t *xq, size_t xs,
-                                                               float *y, int64_t ys) {
+                                                               float *y, int64_t ys, const __m512 *pre) {
     const int64_t nb = n / 32;
     const int shift = kind == K_Q8_0 ? 7 : kind == K_Q4_0 ? 3 : kind == K_Q5_0 ? 4 : 0;
     const int has_m = kind != K_Q8_0 && kind != K_Q4_0 && kind != K_Q5_0;
@@ -270,22 +310,17 @@ AVX512 __attribute__((always_inline)) static inline void gemm4xn(int kind, int n
                 if (has_m) sx[t] = pair_ps(x[b].s * 0.125f, 0.0f);
             }
         }
+        const __m512 *pb = pre ? pre + (b / 2) * PRE_VECS : NULL;
         if (inpl) {
             /* the d (and m) halves of blocks b, b + 1 of the four rows, converted at once:
              * lanes 2r, 2r + 1 (and 8 + 2r, 9 + 2r) = row r's blocks b, b + 1 */
-            const int64_t o0 = b * bb, o1 = two ? (b + 1) * bb : -1;
-            uint64_t dq0 = half2(wr[0], o0, o1) | (uint64_t)half2(wr[1], o0, o1) << 32;
-            uint64_t dq1 = half2(wr[2], o0, o1) | (uint64_t)half2(wr[3], o0, o1) << 32;
-            uint64_t mq0 = 0, mq1 = 0;
-            if (has_m) {
-                mq0 = half2(wr[0] + 2, o0, o1) | (uint64_t)half2(wr[1] + 2, o0, o1) << 32;
-                mq1 = half2(wr[2] + 2, o0, o1) | (uint64_t)half2(wr[3] + 2, o0, o1) << 32;
+            __m512 fd2, fm;
+            if (pb) {
+                fd2 = pb[0];
+                fm = pb[1];
+            } else {
+                inpl_scales(wr, b, bb, two, has_m, &fd2, &fm);
             }
-            __m256 fd = _mm256_cvtph_ps(_mm_set_epi64x((long long)dq1, (long long)dq0));
-            __m512 fd2 = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(fd)),
-                                                              _mm256_castps_pd(fd), 1));
-            __m512 fm = has_m ? _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_set_epi64x((long long)mq1, (long long)mq0)))
-                              : _mm512_setzero_ps();
 #pragma GCC unroll 4
             for (int t = 0; t < nt; t++) {
                 dx[t] = _mm512_mul_ps(fd2, dx[t]); /* d_w * d_x for every (row, block) */
@@ -299,8 +334,8 @@ AVX512 __attribute__((always_inline)) static inline void gemm4xn(int kind, int n
             if (inpl) {
                 const uint8_t *q0 = wr[r] + b * bb + bb - 16; /* qs: the last 16 bytes of a block */
                 /* a lone block: its bytes in all four lanes; b + 1's lanes meet zero activations */
-                __m512i u = nib_inplace(q0, two ? q0 + bb : q0);
-                if (two) {
+                __m512i u = pb ? _mm512_castps_si512(pb[2 + r]) : nib_inplace(q0, two ? q0 + bb : q0);
+                if (two && !pb) {
                     _mm_prefetch((const char *)wr[r] + b * bb + pf, _MM_HINT_T0);
                     _mm_prefetch((const char *)wr[r] + b * bb + 2 * bb - 1 + pf, _MM_HINT_T0);
                 }
@@ -317,20 +352,17 @@ AVX512 __attribute__((always_inline)) static inline void gemm4xn(int kind, int n
             }
             __m512i u;
             __m512 dw, mw;
-            if (two) {
-                u = upair(kind, wr[r], b, &dw, &mw);
-                /* the next quad's rows, both ends of the pair's bytes */
-                _mm_prefetch((const char *)wr[r] + b * bb + pf, _MM_HINT_T0);
-                _mm_prefetch((const char *)wr[r] + b * bb + 2 * bb - 1 + pf, _MM_HINT_T0);
+            if (pb) {
+                u = _mm512_castps_si512(pb[2 + r]);
+                dw = pb[6 + r];
+                mw = pb[10 + r];
             } else {
-                float d0, d1, m0, m1;
-                __m256i c0 = ucodes(kind, wr[r], b, nb, &d0, &m0);
-                __m256i c1 = ucodes(kind, wr[r], b + 1, nb, &d1, &m1);
-                u = pair256(c0, c1);
-                dw = pair_ps(d0, d1);
-                mw = pair_ps(m0, m1);
+                u = pair_codes(kind, wr[r], b, nb, two, has_m, &dw, &mw);
+                if (two) { /* the next quad's rows, both ends of the pair's bytes */
+                    _mm_prefetch((const char *)wr[r] + b * bb + pf, _MM_HINT_T0);
+                    _mm_prefetch((const char *)wr[r] + b * bb + 2 * bb - 1 + pf, _MM_HINT_T0);
+                }
             }
-            if (!has_m) mw = _mm512_setzero_ps();
 #pragma GCC unroll 4
             for (int t = 0; t < nt; t++) {
                 __m512i v = _mm512_dpbusd_epi32(init[t], u, yv[t]);
@@ -372,7 +404,53 @@ AVX512 __attribute__((always_inline)) static inline void gemm4xn(int kind, int n
         const uint8_t *w8 = w, *x8 = xq;                                                          \
         SWITCH_NT(nt, GEMM32_CALL)                                                                \
     }
-#define GEMM32_CALL(NT) gemm4xn(kind, NT, n, w8, wrb, nr, x8, xs, y, ys)
+#define GEMM32_CALL(NT) gemm4xn(kind, NT, n, w8, wrb, nr, x8, xs, y, ys, NULL)
+
+/* The weight side of every block pair of a quad, as gemm4xn computes it, into pre
+ * (mxl_gemm4x4_pre_floats(n) floats, 64-byte aligned). */
+AVX512 __attribute__((always_inline)) static inline void unpack4(int kind, int64_t n, const uint8_t *w, size_t wrb, int nr,
+                                                                __m512 *pre) {
+    const int64_t nb = n / 32;
+    const int has_m = kind != K_Q8_0 && kind != K_Q4_0 && kind != K_Q5_0;
+    const int inpl = kind == K_Q4_0 || kind == K_Q4_1;
+    const int64_t bb = kind == K_Q8_0 ? 34 : kind == K_Q4_0 ? 18 : kind == K_Q5_0 ? 22 : kind == K_Q4_1 ? 20 : 24;
+    const uint8_t *wr[4];
+    for (int r = 0; r < 4; r++) wr[r] = w + QUAD_ROW(r, nr) * wrb;
+    for (int64_t b = 0; b < nb; b += 2) {
+        __m512 *pb = pre + (b / 2) * PRE_VECS;
+        const int two = b + 1 < nb;
+        if (inpl) {
+            inpl_scales(wr, b, bb, two, has_m, &pb[0], &pb[1]);
+            for (int r = 0; r < 4; r++) {
+                const uint8_t *q0 = wr[r] + b * bb + bb - 16;
+                pb[2 + r] = _mm512_castsi512_ps(nib_inplace(q0, two ? q0 + bb : q0));
+            }
+        } else {
+            for (int r = 0; r < 4; r++)
+                pb[2 + r] = _mm512_castsi512_ps(pair_codes(kind, wr[r], b, nb, two, has_m, &pb[6 + r], &pb[10 + r]));
+        }
+    }
+}
+
+#define GEMM32_PRE(name, KIND)                                                                    \
+    AVX512 static void name##_unpack(int64_t n, const void *w, size_t wrb, int nr, float *pre) {  \
+        unpack4(KIND, n, w, wrb, nr, (__m512 *)pre);                                              \
+    }                                                                                             \
+    AVX512 static void name##_pre(int64_t n, const float *pre, int nr, const void *xq, size_t xs, \
+                                  int nt, float *y, int64_t ys) {                                 \
+        const int kind = KIND;                                                                    \
+        const uint8_t *x8 = xq;                                                                   \
+        const __m512 *p = (const __m512 *)pre;                                                    \
+        if (!p) __builtin_unreachable(); /* lets the on-the-fly branches fold away */             \
+        SWITCH_NT(nt, GEMM32_PRE_CALL)                                                            \
+    }
+#define GEMM32_PRE_CALL(NT) gemm4xn(kind, NT, n, (const uint8_t *)p, 0, nr, x8, xs, y, ys, p)
+GEMM32_PRE(gemm4x4_q8_0, K_Q8_0)
+GEMM32_PRE(gemm4x4_q4_0, K_Q4_0)
+GEMM32_PRE(gemm4x4_q5_0, K_Q5_0)
+GEMM32_PRE(gemm4x4_q4_1, K_Q4_1)
+GEMM32_PRE(gemm4x4_q5_1, K_Q5_1)
+
 GEMM32(gemm4x4_q8_0, K_Q8_0)
 GEMM32(gemm4x4_q4_0, K_Q4_0)
 GEMM32(gemm4x4_q5_0, K_Q5_0)
@@ -390,12 +468,82 @@ AVX512 static inline __m512 spread4(const float *v) {
     return _mm512_permutexvar_ps(idx, a);
 }
 
+/* Weight side of one K-quant super-block of one row, shared by gemm4xn_k's on-the-fly path
+ * and the pre-unpacked one. Q4_K: codes u[4], sub-block scales as words sw[4], the offset terms
+ * and d; Q6_K: codes u[4], scales scf[4] (d * scale per 16 elements) and the offset terms. */
+AVX512 __attribute__((always_inline)) static inline void k4_prep(const mxl_block_q4_k *blk, __m512i *u, __m512i *sw,
+                                                                __m512 *off, float *dw) {
+    /* the 6-bit scales sc[0..7] and mins m[0..7] (ggml's get_scale_min_k4), four
+     * bytes at a time: q0 = bytes 0-3, q1 = 4-7, q2 = 8-11 of blk->scales */
+    uint32_t q0, q1, q2;
+    memcpy(&q0, blk->scales, 4);
+    memcpy(&q1, blk->scales + 4, 4);
+    memcpy(&q2, blk->scales + 8, 4);
+    uint32_t sc_lo = q0 & 0x3f3f3f3fu, m_lo = q1 & 0x3f3f3f3fu;
+    uint32_t sc_hi = (q2 & 0x0f0f0f0fu) | ((q0 >> 6) & 0x03030303u) << 4;
+    uint32_t m_hi = ((q2 >> 4) & 0x0f0f0f0fu) | ((q1 >> 6) & 0x03030303u) << 4;
+    __m128i scm = _mm_set_epi64x((long long)((uint64_t)m_lo | (uint64_t)m_hi << 32),
+                                 (long long)((uint64_t)sc_lo | (uint64_t)sc_hi << 32));
+    /* Integer sub-block scales: per 64-element chunk c, vpmaddubsw (codes x activations,
+     * no saturation: |2 * 15 * 128| < 2^15) then vpdpwssd with the 6-bit scales as
+     * words sums sc[j] * isum_j exactly in int32 over the whole super-block (|lane| <
+     * 2^21, so its conversion is exact too); the f32 work is then one convert and two
+     * FMAs per (row, token, super-block). Chunk c's words 0-15 are sub-block 2c, 16-31
+     * sub-block 2c + 1; the codes: the 32 bytes qs[32c..] broadcast to both halves,
+     * shifted by 0 / 4 (16-bit lanes) and masked. */
+    __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)blk->d | (uint32_t)blk->dmin << 16)));
+    *dw = _mm_cvtss_f32(dd);
+    /* offset lanes 2j, 2j+1 (the two 16-sums of sub-block j) = -dmin * m_j */
+    __m512 mf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scm));
+    *off = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15), mf),
+                        _mm512_set1_ps(-_mm_cvtss_f32(_mm_movehdup_ps(dd))));
+    __m512i scw = _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(scm)); /* words 0-7: sc */
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk->qs + 32 * c)));
+        v = _mm512_srlv_epi16(v, _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1));
+        u[c] = _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+        sw[c] = _mm512_permutexvar_epi16(_mm512_inserti64x4(_mm512_set1_epi16((short)(2 * c)),
+                                                            _mm256_set1_epi16((short)(2 * c + 1)), 1),
+                                         scw);
+    }
+}
+AVX512 __attribute__((always_inline)) static inline void k6_prep(const mxl_block_q6_k *blk, __m512i *u, __m512 *scf,
+                                                                __m512 *off) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+    float d = _cvtsh_ss(blk->d);
+    float so[16], sf[16];
+    for (int j = 0; j < 16; j++) {
+        sf[j] = d * (float)blk->scales[j];
+        so[j] = -32.0f * sf[j];
+    }
+    *off = _mm512_loadu_ps(so);
+    for (int h = 0; h < 2; h++) {
+        __m256i l0 = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h));
+        __m256i l1 = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h + 32));
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(blk->qh + 32 * h));
+        __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
+        __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
+        __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
+        __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+        u[2 * h] = pair256(q0, q1);
+        u[2 * h + 1] = pair256(q2, q3);
+        scf[2 * h] = spread4(sf + 8 * h);
+        scf[2 * h + 1] = spread4(sf + 8 * h + 4);
+    }
+}
+
+/* pre-unpacked K-quant quads: per (super-block, row) 10 vectors [u0..u3, sw0..3 | scf0..3, off, d] */
+#define KPRE_VECS 10
+
 AVX512 __attribute__((always_inline)) static inline void gemm4xn_k(int q6, int nt, int64_t n,
                                                                    const uint8_t *w, size_t wrb,
                                                                    int nr, const uint8_t *xq,
-                                                                   size_t xs, float *y, int64_t ys) {
+                                                                   size_t xs, float *y, int64_t ys, const __m512 *pre) {
     const int64_t nb = n / 256;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
     const uint8_t *wr[4];
     for (int r = 0; r < 4; r++) wr[r] = w + QUAD_ROW(r, nr) * wrb;
     __m512 acc[4][4];
@@ -418,45 +566,21 @@ AVX512 __attribute__((always_inline)) static inline void gemm4xn_k(int q6, int n
         for (int r = 0; r < 4; r++) {
             __m512i u[4];
             __m512 scf[4], off;
+            const __m512 *pr = pre ? pre + (b * 4 + r) * KPRE_VECS : NULL;
             if (!q6) {
                 const mxl_block_q4_k *blk = (const mxl_block_q4_k *)wr[r] + b;
-                for (int o = 0; o < (int)sizeof *blk; o += 64) /* the next quad's rows */
-                    _mm_prefetch((const char *)blk + o + 4 * (int64_t)wrb, _MM_HINT_T0);
-                _mm_prefetch((const char *)blk + sizeof *blk - 1 + 4 * (int64_t)wrb, _MM_HINT_T0);
-                /* the 6-bit scales sc[0..7] and mins m[0..7] (ggml's get_scale_min_k4), four
-                 * bytes at a time: q0 = bytes 0-3, q1 = 4-7, q2 = 8-11 of blk->scales */
-                uint32_t q0, q1, q2;
-                memcpy(&q0, blk->scales, 4);
-                memcpy(&q1, blk->scales + 4, 4);
-                memcpy(&q2, blk->scales + 8, 4);
-                uint32_t sc_lo = q0 & 0x3f3f3f3fu, m_lo = q1 & 0x3f3f3f3fu;
-                uint32_t sc_hi = (q2 & 0x0f0f0f0fu) | ((q0 >> 6) & 0x03030303u) << 4;
-                uint32_t m_hi = ((q2 >> 4) & 0x0f0f0f0fu) | ((q1 >> 6) & 0x03030303u) << 4;
-                __m128i scm = _mm_set_epi64x((long long)((uint64_t)m_lo | (uint64_t)m_hi << 32),
-                                             (long long)((uint64_t)sc_lo | (uint64_t)sc_hi << 32));
-                /* Integer sub-block scales: per 64-element chunk c, vpmaddubsw (codes x activations,
-                 * no saturation: |2 * 15 * 128| < 2^15) then vpdpwssd with the 6-bit scales as
-                 * words sums sc[j] * isum_j exactly in int32 over the whole super-block (|lane| <
-                 * 2^21, so its conversion is exact too); the f32 work is then one convert and two
-                 * FMAs per (row, token, super-block). Chunk c's words 0-15 are sub-block 2c, 16-31
-                 * sub-block 2c + 1; the codes: the 32 bytes qs[32c..] broadcast to both halves,
-                 * shifted by 0 / 4 (16-bit lanes) and masked. */
-                __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)blk->d | (uint32_t)blk->dmin << 16)));
-                const float dw = _mm_cvtss_f32(dd);
-                /* offset lanes 2j, 2j+1 (the two 16-sums of sub-block j) = -dmin * m_j */
-                __m512 mf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scm));
-                off = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15), mf),
-                                    _mm512_set1_ps(-_mm_cvtss_f32(_mm_movehdup_ps(dd))));
-                __m512i scw = _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(scm)); /* words 0-7: sc */
+                if (!pr) { /* the next quad's rows */
+                    for (int o = 0; o < (int)sizeof *blk; o += 64) _mm_prefetch((const char *)blk + o + 4 * (int64_t)wrb, _MM_HINT_T0);
+                    _mm_prefetch((const char *)blk + sizeof *blk - 1 + 4 * (int64_t)wrb, _MM_HINT_T0);
+                }
                 __m512i sw[4];
-#pragma GCC unroll 4
-                for (int c = 0; c < 4; c++) {
-                    __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk->qs + 32 * c)));
-                    v = _mm512_srlv_epi16(v, _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1));
-                    u[c] = _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
-                    sw[c] = _mm512_permutexvar_epi16(_mm512_inserti64x4(_mm512_set1_epi16((short)(2 * c)),
-                                                                        _mm256_set1_epi16((short)(2 * c + 1)), 1),
-                                                     scw);
+                float dw;
+                if (pr) {
+                    for (int c = 0; c < 4; c++) u[c] = _mm512_castps_si512(pr[c]), sw[c] = _mm512_castps_si512(pr[4 + c]);
+                    off = pr[8];
+                    dw = _mm512_cvtss_f32(pr[9]);
+                } else {
+                    k4_prep(blk, u, sw, &off, &dw);
                 }
 #pragma GCC unroll 4
                 for (int t = 0; t < nt; t++) {
@@ -473,31 +597,15 @@ AVX512 __attribute__((always_inline)) static inline void gemm4xn_k(int q6, int n
                 continue;
             } else {
                 const mxl_block_q6_k *blk = (const mxl_block_q6_k *)wr[r] + b;
-                for (int o = 0; o < (int)sizeof *blk; o += 64) /* the next quad's rows */
-                    _mm_prefetch((const char *)blk + o + 4 * (int64_t)wrb, _MM_HINT_T0);
-                _mm_prefetch((const char *)blk + sizeof *blk - 1 + 4 * (int64_t)wrb, _MM_HINT_T0);
-                float d = _cvtsh_ss(blk->d);
-                float so[16], sf[16];
-                for (int j = 0; j < 16; j++) {
-                    sf[j] = d * (float)blk->scales[j];
-                    so[j] = -32.0f * sf[j];
+                if (!pr) { /* the next quad's rows */
+                    for (int o = 0; o < (int)sizeof *blk; o += 64) _mm_prefetch((const char *)blk + o + 4 * (int64_t)wrb, _MM_HINT_T0);
+                    _mm_prefetch((const char *)blk + sizeof *blk - 1 + 4 * (int64_t)wrb, _MM_HINT_T0);
                 }
-                off = _mm512_loadu_ps(so);
-                for (int h = 0; h < 2; h++) {
-                    __m256i l0 = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h));
-                    __m256i l1 = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h + 32));
-                    __m256i qh = _mm256_loadu_si256((const __m256i *)(blk->qh + 32 * h));
-                    __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
-                    __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                                 _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
-                    __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                                 _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
-                    __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                                 _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
-                    u[2 * h] = pair256(q0, q1);
-                    u[2 * h + 1] = pair256(q2, q3);
-                    scf[2 * h] = spread4(sf + 8 * h);
-                    scf[2 * h + 1] = spread4(sf + 8 * h + 4);
+                if (pr) {
+                    for (int c = 0; c < 4; c++) u[c] = _mm512_castps_si512(pr[c]), scf[c] = pr[4 + c];
+                    off = pr[8];
+                } else {
+                    k6_prep(blk, u, scf, &off);
                 }
             }
 #pragma GCC unroll 4
@@ -519,7 +627,7 @@ AVX512 __attribute__((always_inline)) static inline void gemm4xn_k(int q6, int n
         for (int t = 0; t < nt; t++) y[t * ys + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-#define GEMMK_CALL(NT) gemm4xn_k(q6, NT, n, w, wrb, nr, xq, xs, y, ys)
+#define GEMMK_CALL(NT) gemm4xn_k(q6, NT, n, w, wrb, nr, xq, xs, y, ys, NULL)
 AVX512 static void gemm4x4_q4_k(int64_t n, const void *w, size_t wrb, int nr, const void *xq,
                                 size_t xs, int nt, float *y, int64_t ys) {
     const int q6 = 0;
@@ -529,6 +637,62 @@ AVX512 static void gemm4x4_q6_k(int64_t n, const void *w, size_t wrb, int nr, co
                                 size_t xs, int nt, float *y, int64_t ys) {
     const int q6 = 1;
     SWITCH_NT(nt, GEMMK_CALL)
+}
+
+AVX512 __attribute__((always_inline)) static inline void unpack4_k(int q6, int64_t n, const uint8_t *w, size_t wrb, int nr,
+                                                                  __m512 *pre) {
+    for (int64_t b = 0; b < n / 256; b++)
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *wrow = w + QUAD_ROW(r, nr) * wrb;
+            __m512 *pr = pre + (b * 4 + r) * KPRE_VECS;
+            __m512i u[4];
+            if (q6) {
+                __m512 scf[4];
+                k6_prep((const mxl_block_q6_k *)wrow + b, u, scf, &pr[8]);
+                for (int c = 0; c < 4; c++) pr[4 + c] = scf[c];
+            } else {
+                __m512i sw[4];
+                float dw;
+                k4_prep((const mxl_block_q4_k *)wrow + b, u, sw, &pr[8], &dw);
+                for (int c = 0; c < 4; c++) pr[4 + c] = _mm512_castsi512_ps(sw[c]);
+                pr[9] = _mm512_set1_ps(dw);
+            }
+            for (int c = 0; c < 4; c++) pr[c] = _mm512_castsi512_ps(u[c]);
+        }
+}
+#define GEMMK_PRE_CALL(NT) gemm4xn_k(q6, NT, n, (const uint8_t *)p, 0, nr, xq, xs, y, ys, p)
+#define GEMMK_PRE(name, Q6)                                                                       \
+    AVX512 static void name##_unpack(int64_t n, const void *w, size_t wrb, int nr, float *pre) {  \
+        unpack4_k(Q6, n, w, wrb, nr, (__m512 *)pre);                                              \
+    }                                                                                             \
+    AVX512 static void name##_pre(int64_t n, const float *pre, int nr, const void *xq, size_t xs, \
+                                  int nt, float *y, int64_t ys) {                                 \
+        const int q6 = Q6;                                                                        \
+        const __m512 *p = (const __m512 *)pre;                                                    \
+        if (!p) __builtin_unreachable();                                                          \
+        SWITCH_NT(nt, GEMMK_PRE_CALL)                                                             \
+    }
+GEMMK_PRE(gemm4x4_q4_k, 0)
+GEMMK_PRE(gemm4x4_q6_k, 1)
+
+/* the larger of the two layouts: 32-element blocks (14 vectors per pair) and K-quants (4 x 10
+ * vectors per super-block) */
+size_t mxl_gemm4x4_pre_floats(int64_t n) {
+    size_t a = (size_t)((n / 32 + 1) / 2) * PRE_VECS * 16, k = (size_t)(n / 256) * 4 * KPRE_VECS * 16;
+    return a > k ? a : k;
+}
+
+bool mxl_gemm4x4_pre_avx512_get(mxl_dtype t, mxl_gemm4x4_unpack_fn *unpack, mxl_gemm4x4_pre_fn *kern) {
+    switch (t) {
+    case MXL_DTYPE_Q8_0: *unpack = gemm4x4_q8_0_unpack, *kern = gemm4x4_q8_0_pre; return true;
+    case MXL_DTYPE_Q4_0: *unpack = gemm4x4_q4_0_unpack, *kern = gemm4x4_q4_0_pre; return true;
+    case MXL_DTYPE_Q5_0: *unpack = gemm4x4_q5_0_unpack, *kern = gemm4x4_q5_0_pre; return true;
+    case MXL_DTYPE_Q4_1: *unpack = gemm4x4_q4_1_unpack, *kern = gemm4x4_q4_1_pre; return true;
+    case MXL_DTYPE_Q5_1: *unpack = gemm4x4_q5_1_unpack, *kern = gemm4x4_q5_1_pre; return true;
+    case MXL_DTYPE_Q4_K: *unpack = gemm4x4_q4_k_unpack, *kern = gemm4x4_q4_k_pre; return true;
+    case MXL_DTYPE_Q6_K: *unpack = gemm4x4_q6_k_unpack, *kern = gemm4x4_q6_k_pre; return true;
+    default: return false;
+    }
 }
 
 mxl_gemm4x4_fn mxl_gemm4x4_avx512_get(mxl_dtype t) {
@@ -575,6 +739,11 @@ AVX512 void mxl_quant_q8k_avx512(const float *x, mxl_block_q8k *y, int64_t n) {
     }
 }
 #else
+size_t mxl_gemm4x4_pre_floats(int64_t n) { (void)n; return 0; }
+bool mxl_gemm4x4_pre_avx512_get(mxl_dtype t, mxl_gemm4x4_unpack_fn *unpack, mxl_gemm4x4_pre_fn *kern) {
+    (void)t; (void)unpack; (void)kern;
+    return false;
+}
 mxl_gemm4x4_fn mxl_gemm4x4_avx512_get(mxl_dtype t) { (void)t; return 0; }
 void mxl_quant_q8k_avx512(const float *x, mxl_block_q8k *y, int64_t n) { mxl_quant_q8k_ref(x, y, n); }
 #endif
