@@ -14,6 +14,9 @@
 #include "backends/cpu/quant_gguf.h"
 
 #define TILE_ROWS 8
+/* above this many tokens a quad's weights are unpacked once for all token groups (below, storing
+ * and reloading the unpacked vectors costs more than unpacking again per group of 4) */
+#define PRE_MIN_TOKENS 12
 
 int64_t mxl_cpu_weight_row_bytes(const mxl_cpu_weight *W) {
     if (W->kind == MXL_CPU_W_MLX) return mxl_mlx_row_bytes(W->mlx.bits, W->cols);
@@ -216,9 +219,9 @@ static void tile_rows(const mm_ctx *c, int64_t rt, int64_t re) {
     const mxl_cpu_weight *W = c->W;
     const int64_t rows = W->rows;
     int64_t t = 0;
-    /* many tokens: unpack each quad's weights once and run every token group from that (the
+    /* many tokens (> PRE_MIN_TOKENS): unpack each quad's weights once and run every token group from that (the
      * same bits as the one-step kernel; the buffer lives on the stack, up to 256 KB) */
-    size_t pre_floats = c->g44_pre && c->n_tok > 4 ? mxl_gemm4x4_pre_floats(W->cols) : 0;
+    size_t pre_floats = c->g44_pre && c->n_tok > PRE_MIN_TOKENS ? mxl_gemm4x4_pre_floats(W->cols) : 0;
     if (pre_floats && pre_floats * sizeof(float) <= 256 * 1024) {
         float pre_mem[pre_floats + 16];
         float *pre = (float *)(((uintptr_t)pre_mem + 63) & ~(uintptr_t)63);
