@@ -5,6 +5,7 @@
  * k in order with FMA and the reference without, so they differ by rounding only:
  * |fast - ref| <= 1e-5 * (sum_k |w_k x_k| + |b|) + 1e-6 (the vector GELU's erf adds <= 2e-7). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +77,7 @@ static void run_case_on(int *mxl_test_failed_, mxl_dtype t, int64_t M, int64_t N
             double tol = 1e-5 * mag + 1e-6;
             if (d / tol > worst) worst = d / tol;
         }
+    if (getenv("MXL_TEST_VERBOSE")) fprintf(stderr, "  %s M %lld N %lld K %lld: worst %.3f of the bound\n", amx ? "amx" : "fma", (long long)M, (long long)N, (long long)K, worst);
     CHECK(worst <= 1.0);
     /* batch invariance: the last token alone gives the bits it got inside the batch */
     mxl_gemm_f32(&W, x + (M - 1) * K, 1, b, act, one, scratch, pool, mxl_cpu_isa_detect());
@@ -140,8 +142,9 @@ TEST(gemm_gelu_erf_vector_matches_libm) {
 /* The AMX bf16x3 path (gemm_f32_amx.c), where the CPU has it: the vector hi / lo split equals its
  * scalar reference bit for bit, hi + lo recovers the value to 2^-16 relative, and the GEMM meets
  * the same bound against the exact reference as the FMA kernel, with batch invariance, for every
- * weight dtype and with K, N and M tails (K not a multiple of 32, N of 32, M of 16). Without AMX
- * only the split reference runs (and the dispatch must not pick AMX). */
+ * weight dtype and with K, N and M tails (K not a multiple of 32, N of 32, M of 16), at the
+ * sizes that get the tile layout (K >= 256, N >= 64). Without AMX only the split reference runs
+ * (and the dispatch must not pick AMX). A weight below those sizes keeps no tile layout. */
 TEST(gemm_f32_amx_matches_reference) {
     enum { M = 19, K = 70 };
     float x[M * K];
@@ -162,6 +165,15 @@ TEST(gemm_f32_amx_matches_reference) {
         }
     CHECK(worst <= 1.0 / 65536.0);
     mxl_cpu_weight probe = {MXL_CPU_W_DENSE, MXL_DTYPE_F32, 32, 32, NULL, {0}, NULL};
+    {
+        mxl_arena small_arena;
+        mxl_arena_init(&small_arena, 4096);
+        mxl_error serr;
+        float wsmall[32 * 32] = {0};
+        mxl_cpu_weight small = {MXL_CPU_W_DENSE, MXL_DTYPE_F32, 32, 32, wsmall, {0}, NULL};
+        CHECK(mxl_gemm_f32_prepare(&small, &small_arena, &serr) == MXL_OK && small.amx == NULL);
+        mxl_arena_free(&small_arena);
+    }
     if (mxl_cpu_isa_detect() < MXL_CPU_ISA_AMX) {
         mxl_arena arena;
         mxl_arena_init(&arena, 4096);
@@ -177,14 +189,14 @@ TEST(gemm_f32_amx_matches_reference) {
         REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
         const mxl_dtype types[3] = {MXL_DTYPE_F32, MXL_DTYPE_F16, MXL_DTYPE_BF16};
         for (int ti = 0; ti < 3; ti++) {
-            run_case_on(mxl_test_failed_, types[ti], 29, 96, 64, true, MXL_GEMM_ACT_NONE, pool, true);
-            run_case_on(mxl_test_failed_, types[ti], 12, 45, 33, false, MXL_GEMM_ACT_NONE, NULL, true);
+            run_case_on(mxl_test_failed_, types[ti], 29, 96, 256, true, MXL_GEMM_ACT_NONE, pool, true);
+            run_case_on(mxl_test_failed_, types[ti], 12, 77, 289, false, MXL_GEMM_ACT_NONE, NULL, true);
         }
         run_case_on(mxl_test_failed_, MXL_DTYPE_F32, 37, 70, 384, true, MXL_ACT_GELU_ERF, pool, true);
-        run_case_on(mxl_test_failed_, MXL_DTYPE_F32, 1, 17, 40, true, MXL_ACT_GELU_ERF, NULL, true);
+        run_case_on(mxl_test_failed_, MXL_DTYPE_F32, 1, 65, 300, true, MXL_ACT_GELU_ERF, NULL, true);
         run_case_on(mxl_test_failed_, MXL_DTYPE_F32, 48, 64, 1536, true, MXL_GEMM_ACT_NONE, pool, true);
-        run_case_on(mxl_test_failed_, MXL_DTYPE_F32, 25, 64, 48, true, MXL_ACT_GELU_TANH, pool, true);
-        run_case_on(mxl_test_failed_, MXL_DTYPE_F32, 13, 33, 16, false, MXL_ACT_SILU, pool, true);
+        run_case_on(mxl_test_failed_, MXL_DTYPE_F32, 25, 64, 272, true, MXL_ACT_GELU_TANH, pool, true);
+        run_case_on(mxl_test_failed_, MXL_DTYPE_F32, 13, 99, 257, false, MXL_ACT_SILU, pool, true);
         mxl_threadpool_destroy(pool);
     }
     free(h);

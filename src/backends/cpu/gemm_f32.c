@@ -73,7 +73,10 @@ size_t mxl_gemm_f32_scratch_bytes(const mxl_cpu_weight *W, int64_t M, int n_thre
 }
 
 mxl_status mxl_gemm_f32_prepare(mxl_cpu_weight *W, mxl_arena *arena, mxl_error *err) {
-    if (W->amx || mxl_cpu_isa_detect() < MXL_CPU_ISA_AMX || !mxl_gemm_f32_supported(W, MXL_CPU_ISA_AMX))
+    /* the tile path pays for its split and epilogue from K = 256 and a few panels up; smaller
+     * matrices (tiny test models) keep the f32 FMA kernel and its f32 rounding */
+    if (W->amx || mxl_cpu_isa_detect() < MXL_CPU_ISA_AMX || !mxl_gemm_f32_supported(W, MXL_CPU_ISA_AMX) ||
+        W->cols < MXL_GEMM_AMX_MIN_K || W->rows < MXL_GEMM_AMX_MIN_N)
         return MXL_OK;
     uint16_t *p = mxl_arena_alloc(arena, mxl_gemm_amx_packed_bytes(W->rows, W->cols), 64);
     if (!p) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory for the AMX layout of a %lld x %lld weight",

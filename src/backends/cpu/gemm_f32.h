@@ -46,7 +46,10 @@ size_t mxl_gemm_f32_scratch_floats(int64_t K);
 size_t mxl_gemm_f32_scratch_bytes(const mxl_cpu_weight *W, int64_t M, int n_threads);
 
 /* Gives W the AMX tile layout (W->amx, allocated from `arena`, which owns it) when this CPU has
- * AMX and W is a dense weight mxl_gemm_f32 supports; otherwise leaves W as it is. */
+ * AMX, W is a dense weight mxl_gemm_f32 supports and at least MXL_GEMM_AMX_MIN_N x
+ * MXL_GEMM_AMX_MIN_K; otherwise leaves W as it is. */
+#define MXL_GEMM_AMX_MIN_K 256
+#define MXL_GEMM_AMX_MIN_N 64
 mxl_status mxl_gemm_f32_prepare(mxl_cpu_weight *W, mxl_arena *arena, mxl_error *err);
 
 /* The fast path (requires mxl_gemm_f32_supported(W, isa)). scratch holds
