@@ -2,17 +2,23 @@
  *
  * A decode step dispatches a few hundred short jobs (one per matmul, norm, attention), tens of
  * microseconds each, so waking sleeping workers through a condition variable for every job cost
- * more than the work on small models. Workers therefore spin on the job generation for a while
- * (about a millisecond of pause instructions) after each job and only then sleep on the condition
- * variable; the caller likewise spins on the count of workers still busy before sleeping.
- * Publication: the caller writes fn / ctx / n_tasks, then release-stores the new generation;
- * a worker acquire-loads it before reading them. Every worker takes part in every generation
- * (the caller waits until all have left it), so none can miss one or read a newer job's fields
- * while still in an older one. The mutex only closes the sleep / wake races. */
+ * more than the work on small models. Workers therefore spin briefly on the job generation after
+ * each job (pause instructions, then sched_yield) before sleeping on a condition variable.
+ *
+ * The caller waits for the job's TASKS, not for the workers: a worker that has not woken yet by
+ * the time the caller (or another worker) has run every task is simply not waited for, so a
+ * descheduled worker on an oversubscribed machine costs nothing unless it holds a task.
+ * Jobs alternate between two slots. A slot's claim word packs (generation, next task); a worker
+ * claims a task with a compare-and-swap that also checks the generation, so a late worker can
+ * never take a task of a newer job, and a job's fn / ctx are read only after a successful claim
+ * (the slot cannot be reused until that task is done). The caller publishes job g in slot g & 1
+ * only after job g - 1 is done, and job g - 2 (the slot's last) finished before that. */
 #include "core/threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -25,21 +31,27 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-#define SPIN_LIMIT (1 << 14) /* pause iterations before sleeping (~1 ms) */
+/* Waiting: SPIN_PAUSES pause instructions (~150 us: the gap between the jobs of a step), then
+ * SPIN_YIELDS sched_yield calls, then sleep. */
+#define SPIN_PAUSES 2048
+#define SPIN_YIELDS 64
+
+typedef struct job_slot {
+    mxl_task_fn fn;
+    void *ctx;
+    atomic_int n_tasks; /* atomic: a late worker may read it while the caller refills the slot */
+    _Atomic uint64_t claim; /* generation (high 32 bits) | next task (low 32) */
+    atomic_int done;        /* tasks finished */
+} job_slot;
 
 struct mxl_threadpool {
     int n_threads;
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t wake;
-    pthread_cond_t done;
-    /* current job: written by the caller before it publishes the generation */
-    mxl_task_fn fn;
-    void *ctx;
-    int n_tasks;
-    atomic_int next_task;
-    atomic_int active_workers; /* workers still inside the current job */
-    atomic_ulong generation;
+    pthread_cond_t finished;
+    job_slot slot[2];
+    atomic_ulong generation; /* the latest published job (0: none yet) */
     atomic_int shutdown;
 };
 
@@ -48,29 +60,46 @@ typedef struct worker_arg {
     int index;
 } worker_arg;
 
-static void drain(mxl_threadpool *p, mxl_task_fn fn, void *ctx, int n_tasks, int thread_index) {
+static void spin_or_yield(int i) {
+    if (i < SPIN_PAUSES) CPU_RELAX();
+    else sched_yield();
+}
+
+/* Runs tasks of job g until none is left (or the slot has moved on to a newer job). */
+static void run_tasks(mxl_threadpool *p, unsigned long g, int thread_index) {
+    job_slot *s = &p->slot[g & 1];
+    const uint64_t tag = (uint64_t)(uint32_t)g << 32;
     for (;;) {
-        int t = atomic_fetch_add(&p->next_task, 1);
-        if (t >= n_tasks) break;
-        fn(ctx, t, n_tasks, thread_index);
+        uint64_t st = atomic_load_explicit(&s->claim, memory_order_acquire);
+        if ((st & 0xffffffff00000000ull) != tag) return;
+        uint32_t t = (uint32_t)st;
+        int n = atomic_load_explicit(&s->n_tasks, memory_order_relaxed); /* used only if the claim succeeds */
+        if ((int)t >= n) return;
+        if (!atomic_compare_exchange_weak_explicit(&s->claim, &st, st + 1, memory_order_acq_rel, memory_order_acquire))
+            continue;
+        s->fn(s->ctx, (int)t, n, thread_index);
+        if (atomic_fetch_add_explicit(&s->done, 1, memory_order_acq_rel) + 1 == n) {
+            pthread_mutex_lock(&p->mu); /* the caller may be asleep waiting for this job */
+            pthread_cond_broadcast(&p->finished);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
 }
 
 /* The next generation after `seen` (spinning, then sleeping), or 0 at shutdown. */
 static unsigned long await_job(mxl_threadpool *p, unsigned long seen) {
-    for (int spins = 0; spins < SPIN_LIMIT; spins++) {
+    for (int i = 0; i < SPIN_PAUSES + SPIN_YIELDS; i++) {
         if (atomic_load_explicit(&p->shutdown, memory_order_acquire)) return 0;
         unsigned long g = atomic_load_explicit(&p->generation, memory_order_acquire);
         if (g != seen) return g;
-        CPU_RELAX();
+        spin_or_yield(i);
     }
     pthread_mutex_lock(&p->mu);
-    unsigned long g;
     while (!atomic_load_explicit(&p->shutdown, memory_order_acquire) &&
-           (g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen)
+           atomic_load_explicit(&p->generation, memory_order_acquire) == seen)
         pthread_cond_wait(&p->wake, &p->mu);
     int stop = atomic_load_explicit(&p->shutdown, memory_order_acquire);
-    g = atomic_load_explicit(&p->generation, memory_order_acquire);
+    unsigned long g = atomic_load_explicit(&p->generation, memory_order_acquire);
     pthread_mutex_unlock(&p->mu);
     return stop ? 0 : g;
 }
@@ -85,12 +114,7 @@ static void *worker_main(void *arg) {
         unsigned long g = await_job(p, seen);
         if (g == 0) break;
         seen = g;
-        drain(p, p->fn, p->ctx, p->n_tasks, index);
-        if (atomic_fetch_sub_explicit(&p->active_workers, 1, memory_order_acq_rel) == 1) {
-            pthread_mutex_lock(&p->mu); /* the caller may be asleep on `done` */
-            pthread_cond_signal(&p->done);
-            pthread_mutex_unlock(&p->mu);
-        }
+        run_tasks(p, g, index);
     }
     return NULL;
 }
@@ -102,9 +126,12 @@ mxl_status mxl_threadpool_create(int n_threads, mxl_threadpool **out, mxl_error 
     p->n_threads = n_threads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
-    pthread_cond_init(&p->done, NULL);
-    atomic_init(&p->next_task, 0);
-    atomic_init(&p->active_workers, 0);
+    pthread_cond_init(&p->finished, NULL);
+    for (int i = 0; i < 2; i++) {
+        atomic_init(&p->slot[i].claim, 0);
+        atomic_init(&p->slot[i].done, 0);
+        atomic_init(&p->slot[i].n_tasks, 0);
+    }
     atomic_init(&p->generation, 0);
     atomic_init(&p->shutdown, 0);
     if (n_threads > 1) {
@@ -142,7 +169,7 @@ void mxl_threadpool_destroy(mxl_threadpool *p) {
     free(p->threads);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
-    pthread_cond_destroy(&p->done);
+    pthread_cond_destroy(&p->finished);
     free(p);
 }
 
@@ -154,23 +181,27 @@ void mxl_threadpool_run(mxl_threadpool *p, int n_tasks, mxl_task_fn fn, void *ct
         for (int t = 0; t < n_tasks; t++) fn(ctx, t, n_tasks, 0);
         return;
     }
-    p->fn = fn;
-    p->ctx = ctx;
-    p->n_tasks = n_tasks;
-    atomic_store_explicit(&p->next_task, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->active_workers, p->n_threads - 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+    /* the caller is the only writer of generation and of the slots' job fields */
+    unsigned long g = atomic_load_explicit(&p->generation, memory_order_relaxed) + 1;
+    if ((uint32_t)g == 0) g++; /* keep the 32-bit tag of a job nonzero */
+    job_slot *s = &p->slot[g & 1];
+    s->fn = fn;
+    s->ctx = ctx;
+    atomic_store_explicit(&s->n_tasks, n_tasks, memory_order_relaxed);
+    atomic_store_explicit(&s->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->claim, (uint64_t)(uint32_t)g << 32, memory_order_release);
+    atomic_store_explicit(&p->generation, g, memory_order_release);
     /* sleepers re-check the generation under the mutex, so this wakes every one of them */
     pthread_mutex_lock(&p->mu);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
-    drain(p, fn, ctx, n_tasks, 0);
-    for (int spins = 0; spins < SPIN_LIMIT; spins++) {
-        if (atomic_load_explicit(&p->active_workers, memory_order_acquire) == 0) return;
-        CPU_RELAX();
+    run_tasks(p, g, 0);
+    for (int i = 0; i < SPIN_PAUSES + SPIN_YIELDS; i++) {
+        if (atomic_load_explicit(&s->done, memory_order_acquire) == n_tasks) return;
+        spin_or_yield(i);
     }
     pthread_mutex_lock(&p->mu);
-    while (atomic_load_explicit(&p->active_workers, memory_order_acquire) > 0) pthread_cond_wait(&p->done, &p->mu);
+    while (atomic_load_explicit(&s->done, memory_order_acquire) != n_tasks) pthread_cond_wait(&p->finished, &p->mu);
     pthread_mutex_unlock(&p->mu);
 }
 

@@ -1,6 +1,7 @@
 /* test_core.c - arena, thread pool, error messages and the CLI flag parser. */
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "core/arena.h"
@@ -58,6 +59,41 @@ TEST(threadpool_runs_every_task_once) {
     mxl_error e;
     mxl_threadpool *p;
     CHECK(mxl_threadpool_create(0, &p, &e) == MXL_ERR_ARG);
+}
+
+typedef struct count_ctx {
+    atomic_int hits[8];
+    atomic_int bad_index;
+    int n_threads;
+} count_ctx;
+
+static void count_task(void *ctx, int task, int n_tasks, int thread_index) {
+    count_ctx *c = ctx;
+    (void)n_tasks;
+    if (thread_index < 0 || thread_index >= c->n_threads) atomic_fetch_add(&c->bad_index, 1);
+    atomic_fetch_add(&c->hits[task], 1);
+}
+
+/* Back-to-back tiny jobs (the decode step's pattern) with more threads than cores, so workers
+ * are descheduled while holding or before claiming tasks, and pauses long enough that the
+ * workers fall asleep between jobs: every task of every job runs exactly once, on a valid
+ * thread index, and no job returns before its tasks are done. */
+TEST(threadpool_many_short_jobs_oversubscribed) {
+    for (int threads = 2; threads <= 5; threads += 3) {
+        mxl_threadpool *p;
+        REQUIRE(mxl_threadpool_create(threads, &p, NULL) == MXL_OK);
+        int wrong = 0;
+        for (int round = 0; round < 20000; round++) {
+            count_ctx c = {.n_threads = threads};
+            int n = 1 + round % 8;
+            mxl_threadpool_run(p, n, count_task, &c);
+            for (int i = 0; i < n; i++) wrong += atomic_load(&c.hits[i]) != 1;
+            wrong += atomic_load(&c.bad_index);
+            if (round % 5000 == 4999) usleep(20000); /* workers go to sleep */
+        }
+        CHECK_EQ_INT(wrong, 0);
+        mxl_threadpool_destroy(p);
+    }
 }
 
 TEST(error_set_and_prefix) {
