@@ -151,9 +151,13 @@ void mxl_enc_linear(const mxl_cpu_weight *w, const float *bias, const float *x, 
         for (int64_t r = 0; r < w->rows; r++) y[t * w->rows + r] += bias[r];
 }
 
-/* the register-blocked GEMM pays off from one micro-tile of tokens up */
+/* The register-blocked GEMM pays off from one micro-tile of tokens up. A weight with the AMX
+ * tile layout always takes the GEMM, whatever the token count, so a text gets the same numbers
+ * alone as inside a batch (the tile rows are independent; the f32 dot path would round
+ * differently). */
 static bool use_gemm(const mxl_cpu_weight *w, int64_t n) {
-    return n >= MXL_GEMM_MR && mxl_gemm_f32_supported(w, mxl_cpu_isa_detect());
+    mxl_cpu_isa isa = mxl_cpu_isa_detect();
+    return mxl_gemm_f32_supported(w, isa) && (n >= MXL_GEMM_MR || (w->amx && isa >= MXL_CPU_ISA_AMX));
 }
 
 size_t mxl_enc_linear_scratch_bytes(const mxl_cpu_weight *w, int64_t n, int n_threads) {
