@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "backends/cpu/cpu_features.h"
@@ -343,6 +344,10 @@ static int bench_kernels(int max_threads, int64_t mb, int64_t dim, int64_t token
                 printf("%-15s %9.1f %12.1f   (system BLAS %s%s%s, its own threading)\n",
                        "BLAS sgemm f32", blas_gflops, blas_cpu_gflops, blas_name,
                        *core ? ", kernel " : "", core);
+                if (*core && mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI &&
+                    (strcasecmp(core, "prescott") == 0 || strcasecmp(core, "core2") == 0 || strcasecmp(core, "nehalem") == 0))
+                    printf("  (OpenBLAS did not recognise this AVX-512 CPU and runs its %s kernel; rerun with "
+                           "OPENBLAS_CORETYPE=SkylakeX to compare against its AVX-512 kernel)\n", core);
             }
             owned_free(&o);
         } else {
