@@ -19,6 +19,7 @@
 #include "backends/cpu/quant_mlx.h"
 #include "core/threadpool.h"
 #include "test.h"
+#include "test_mlx_params.h"
 
 static uint32_t g_seed = 12345;
 static uint32_t rnd(void) {
@@ -211,19 +212,7 @@ TEST(kernels_matmul_mlx_simd_vs_ref) {
                 for (int64_t i = 0; i < rows * cols * bits / 32; i++) w[i] = rnd();
                 size_t esz = dt == MXL_DTYPE_F32 ? 4 : 2;
                 uint8_t *sc = malloc((size_t)ng * esz), *bs = malloc((size_t)ng * esz);
-                for (int64_t g = 0; g < ng; g++) {
-                    float s = (0.01f + 0.02f * (frand() + 1.0f)) * 8.0f / (float)((1 << bits) - 1);
-                    float b = -s * (float)((1 << bits) - 1) / 2.0f + 0.01f * frand();
-                    if (dt == MXL_DTYPE_F32) {
-                        memcpy(sc + 4 * g, &s, 4);
-                        memcpy(bs + 4 * g, &b, 4);
-                    } else {
-                        uint16_t hs = dt == MXL_DTYPE_F16 ? mxl_f32_to_f16(s) : mxl_f32_to_bf16(s);
-                        uint16_t hb = dt == MXL_DTYPE_F16 ? mxl_f32_to_f16(b) : mxl_f32_to_bf16(b);
-                        memcpy(sc + 2 * g, &hs, 2);
-                        memcpy(bs + 2 * g, &hb, 2);
-                    }
-                }
+                mxl_test_mlx_params(dt, bits, ng, sc, bs, frand);
                 mxl_cpu_weight W = {MXL_CPU_W_MLX, MXL_DTYPE_U32, rows, cols, NULL,
                                     {bits, gs, dt, rows, cols, w, sc, bs}, NULL};
                 CHECK(mxl_cpu_weight_check(&W, "w", NULL) == MXL_OK);

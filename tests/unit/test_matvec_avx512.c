@@ -19,6 +19,7 @@
 #include "backends/cpu/quant_mlx.h"
 #include "backends/cpu/synth.h"
 #include "test.h"
+#include "test_mlx_params.h"
 
 static uint64_t g_seed = 0xD1B54A32D192ED03ULL;
 static uint32_t rnd32(void) {
@@ -187,19 +188,7 @@ TEST(matvec_avx512_mlx_kernel_vs_ref) {
                 for (int64_t i = 0; i < words; i++) w[i] = rnd32();
                 size_t esz = dt == MXL_DTYPE_F32 ? 4 : 2;
                 uint8_t *sc = malloc((size_t)ng * esz), *bs = malloc((size_t)ng * esz);
-                for (int64_t g = 0; g < ng; g++) {
-                    float s = (0.01f + 0.02f * (frand() + 1.0f)) * 8.0f / (float)((1 << bits) - 1);
-                    float b = -s * (float)((1 << bits) - 1) / 2.0f + 0.01f * frand();
-                    if (dt == MXL_DTYPE_F32) {
-                        memcpy(sc + 4 * g, &s, 4);
-                        memcpy(bs + 4 * g, &b, 4);
-                    } else {
-                        uint16_t hs = dt == MXL_DTYPE_F16 ? mxl_f32_to_f16(s) : mxl_f32_to_bf16(s);
-                        uint16_t hb = dt == MXL_DTYPE_F16 ? mxl_f32_to_f16(b) : mxl_f32_to_bf16(b);
-                        memcpy(sc + 2 * g, &hs, 2);
-                        memcpy(bs + 2 * g, &hb, 2);
-                    }
-                }
+                mxl_test_mlx_params(dt, bits, ng, sc, bs, frand);
                 mxl_mlx_qweight M = {bits, gs, dt, rows, cols, w, sc, bs};
                 float *x = malloc((size_t)(NTOK * cols) * 4), *xd = malloc((size_t)cols * 4);
                 float *row = malloc((size_t)cols * 4);
