@@ -57,9 +57,6 @@ mxl_status mxl_gemm_f32_prepare(mxl_cpu_weight *W, mxl_arena *arena, mxl_error *
 void mxl_gemm_f32(const mxl_cpu_weight *W, const float *x, int64_t M, const float *bias, int act,
                   float *y, float *scratch, mxl_threadpool *pool, mxl_cpu_isa isa);
 
-/* AVX-512 GELU-erf / activation over a row (gemm_f32_avx512.c); falls back to mxl_cpu_act when
- * not on AVX-512. The vector erf is accurate to about 2e-7 absolute. */
-void mxl_gemm_act_rows(int act, float *y, int64_t n, mxl_cpu_isa isa);
 
 
 /* Internal to gemm_f32*.c: one packed panel of MXL_GEMM_NR outputs. bp [K][MXL_GEMM_NR] f32,

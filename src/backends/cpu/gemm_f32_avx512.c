@@ -2,26 +2,13 @@
  * held in 24 zmm accumulators; per k one packed weight pair (2 x 16 floats) and 12 broadcast
  * activations (12 x 2 FMAs). Each accumulator lane sums k = 0..K-1 in order, so results do not
  * depend on how many tokens share the tile. The epilogue adds the bias and applies the
- * activation (vector GELU-erf here; other activations through the libm reference). */
+ * activation (GELU-erf in registers; the others through the vector forms of activation_avx512.c). */
 #include "backends/cpu/gemm_f32.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
 #include "backends/cpu/vexp_avx512.h"
-
-AVX512 static void act_rows_avx512(int act, float *y, int64_t n) {
-    int64_t i = 0;
-    if (act == MXL_ACT_GELU_ERF) {
-        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, mxl_gelu_erf512_ps(_mm512_loadu_ps(y + i)));
-        if (i < n) {
-            __mmask16 mk = (__mmask16)((1u << (n - i)) - 1);
-            _mm512_mask_storeu_ps(y + i, mk, mxl_gelu_erf512_ps(_mm512_maskz_loadu_ps(mk, y + i)));
-        }
-        return;
-    }
-    for (; i < n; i++) y[i] = mxl_cpu_act1((mxl_act)act, y[i]);
-}
 
 /* mr (1..12, a constant after inlining) tokens x 32 outputs. */
 AVX512 __attribute__((always_inline)) static inline void kern(int mr, int64_t K, const float *x, int64_t ldx,
@@ -76,10 +63,9 @@ AVX512 void mxl_gemm_f32_panel_avx512(const float *x, int64_t M, int64_t K, cons
     case 10: kern(10, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
     default: kern(11, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
     }
-    /* activations without a vector form: the reference, per stored row */
+    /* other activations: the shared vector forms, per stored row (GELU-erf was applied in registers) */
     if (act != MXL_GEMM_ACT_NONE && act != MXL_ACT_GELU_ERF)
-        for (int64_t r = 0; r < M; r++)
-            for (int j = 0; j < ncols; j++) y[r * ldy + j] = mxl_cpu_act1((mxl_act)act, y[r * ldy + j]);
+        for (int64_t r = 0; r < M; r++) mxl_cpu_act_avx512((mxl_act)act, y + r * ldy, ncols, y + r * ldy);
 }
 
 AVX512 void mxl_gemm_f32_store_avx512(const float *acc, int64_t ldacc, int rows, const float *bias_p, int act,
@@ -98,14 +84,7 @@ AVX512 void mxl_gemm_f32_store_avx512(const float *acc, int64_t ldacc, int rows,
         _mm512_mask_storeu_ps(y + r * ldy + 16, m1, v1);
     }
     if (act != MXL_GEMM_ACT_NONE && act != MXL_ACT_GELU_ERF)
-        for (int r = 0; r < rows; r++)
-            for (int j = 0; j < ncols; j++) y[r * ldy + j] = mxl_cpu_act1((mxl_act)act, y[r * ldy + j]);
-}
-
-void mxl_gemm_act_rows(int act, float *y, int64_t n, mxl_cpu_isa isa) {
-    if (act == MXL_GEMM_ACT_NONE) return;
-    if (isa >= MXL_CPU_ISA_AVX512VNNI) act_rows_avx512(act, y, n);
-    else mxl_cpu_act((mxl_act)act, y, n, y);
+        for (int r = 0; r < rows; r++) mxl_cpu_act_avx512((mxl_act)act, y + r * ldy, ncols, y + r * ldy);
 }
 #else
 void mxl_gemm_f32_store_avx512(const float *acc, int64_t ldacc, int rows, const float *bias_p, int act,
@@ -117,9 +96,5 @@ void mxl_gemm_f32_panel_avx512(const float *x, int64_t M, int64_t K, const float
                                int act, float *y, int64_t ldy, int ncols) {
     (void)x; (void)M; (void)K; (void)bp; (void)bias_p; (void)act; (void)y; (void)ldy; (void)ncols;
     MXL_ASSERT(0 && "no AVX-512 on this build");
-}
-void mxl_gemm_act_rows(int act, float *y, int64_t n, mxl_cpu_isa isa) {
-    (void)isa;
-    if (act != MXL_GEMM_ACT_NONE) mxl_cpu_act((mxl_act)act, y, n, y);
 }
 #endif
