@@ -142,6 +142,28 @@ def test_budget_smaller_than_the_prompt_is_refused_and_others_queue():
         assert s.stop() == 0
 
 
+def alone_and_together(s, prompts, stagger=0.0, between=None):
+    """Each prompt alone (one at a time, so nothing competes for blocks), then all at once
+    (started `stagger` seconds apart): every concurrent request succeeds with the text it got
+    alone. `between`, when given, must hold after the lone runs."""
+    alone = [completion(s, p, n=56, ignore_eos=True, cache_prompt=False).json()["content"] for p in prompts]
+    if between:
+        assert between()
+    out = {}
+
+    def go(k, p):
+        out[k] = completion(s, p, n=56, ignore_eos=True, cache_prompt=False)
+
+    ts = [threading.Thread(target=go, args=(k, p)) for k, p in enumerate(prompts)]
+    for t in ts:
+        t.start()
+        time.sleep(stagger)
+    for t in ts:
+        t.join()
+    assert [out[k].status_code for k in range(len(prompts))] == [200] * len(prompts)
+    assert [out[k].json()["content"] for k in range(len(prompts))] == alone
+
+
 def test_dry_pool_without_preemption_waits_and_keeps_outputs():
     # both requests fit at admission, then outgrow a 5-block pool together (3 blocks each): the
     # one that cannot get its third block waits with its token pending until the other is done
@@ -149,19 +171,7 @@ def test_dry_pool_without_preemption_waits_and_keeps_outputs():
                "Explain how a steam engine works to a curious ten year old child."]
     s = Server("--parallel", "2", "--ctx-size", "1024", "--kv-cache-budget", str(5 * BLOCK_BYTES), "--kv-admission-watermark", "0")
     try:
-        alone = [completion(s, p, n=56, ignore_eos=True, cache_prompt=False).json()["content"] for p in prompts]
-        out = {}
-
-        def go(k, p):
-            out[k] = completion(s, p, n=56, ignore_eos=True, cache_prompt=False)
-
-        ts = [threading.Thread(target=go, args=(k, p)) for k, p in enumerate(prompts)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        assert [out[k].status_code for k in (0, 1)] == [200, 200]
-        assert [out[k].json()["content"] for k in (0, 1)] == alone
+        alone_and_together(s, prompts)
         assert requests.get(s.url + "/v1/cache/stats").json()["blocks"]["preemptions"] == 0
     finally:
         assert s.stop() == 0
@@ -177,22 +187,8 @@ def test_preemption_keeps_outputs_identical(policy):
     s = Server("--parallel", "2", "--ctx-size", "1024", "--kv-cache-budget", str(4 * BLOCK_BYTES),
                "--kv-admission-watermark", "0", "--enable-preemption", "--preemption-policy", policy)
     try:
-        # each alone first (one at a time, so nothing competes for blocks)
-        alone = [completion(s, p, n=56, ignore_eos=True, cache_prompt=False).json()["content"] for p in prompts]
-        assert requests.get(s.url + "/v1/cache/stats").json()["blocks"]["preemptions"] == 0
-        out = {}
-
-        def go(k, p):
-            out[k] = completion(s, p, n=56, ignore_eos=True, cache_prompt=False)
-
-        ts = [threading.Thread(target=go, args=(k, p)) for k, p in enumerate(prompts)]
-        for t in ts:
-            t.start()
-            time.sleep(0.05)
-        for t in ts:
-            t.join()
-        assert [out[k].status_code for k in (0, 1)] == [200, 200]
-        assert [out[k].json()["content"] for k in (0, 1)] == alone
+        alone_and_together(s, prompts, stagger=0.05,
+                           between=lambda: requests.get(s.url + "/v1/cache/stats").json()["blocks"]["preemptions"] == 0)
         assert requests.get(s.url + "/v1/cache/stats").json()["blocks"]["preemptions"] >= 1
     finally:
         assert s.stop() == 0
