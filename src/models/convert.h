@@ -2,11 +2,20 @@
  * MLX directory: config.json, model.safetensors, tokenizer files, generation_config.json.
  *
  * Inputs: a Hugging Face safetensors directory (dense F32/F16/BF16 or MLX affine-quantized), or a
- * GGUF file of an architecture we run from GGUF (llama, mistral, gemma3). GGUF tensors are
- * dequantized (the reference dequantization, bit-exact with the `gguf` package), renamed to
- * transformers' names, Llama Q/K rows un-permuted (llama.cpp permutes them for its RoPE), and
- * Gemma norm weights shifted back by -1 (llama.cpp stores 1 + w); config.json is built from the
- * GGUF metadata; the vocabulary is written as tokenizer.json (tokenizer/tok_export.c).
+ * GGUF file of an architecture we run from GGUF (llama, mistral, qwen2, qwen3, gemma, gemma2,
+ * gemma3, phi3, starcoder2, olmo2, granite, smollm3, gpt2). GGUF tensors are dequantized (the
+ * reference dequantization, bit-exact with the `gguf` package), renamed to transformers' names
+ * (Phi-3's attn_qkv / ffn_up -> qkv_proj / gate_up_proj, GPT-2's position_embd -> wpe), Q/K rows
+ * un-permuted for the families llama.cpp permutes (llama, mistral, granite, smollm3), Gemma /
+ * Gemma 2 / Gemma 3 norm weights shifted back by -1 (llama.cpp stores 1 + w), and GPT-2's layer
+ * matrices transposed back to Conv1D [in, out]; config.json is built from the GGUF metadata and
+ * says what llama.cpp runs (Gemma 2's 1/sqrt(head_dim) scale as query_pre_attn_scalar, Granite's
+ * four scales as its multipliers, SmolLM3's NoPE every 4th layer as no_rope_layers, no sliding
+ * window for qwen2 / qwen3 / phi3 / starcoder2, bos / eos null when the GGUF has none). Refused
+ * by name: RoPE scaling (rope.scaling.type other than none, a factor other than 1,
+ * rope_freqs / rope_factors tensors), OLMo 3 (olmo2 with a sliding window), Granite without RoPE
+ * or logit_scale, Phi-3 with separate Q/K/V. The vocabulary is written as tokenizer.json
+ * (tokenizer/tok_export.c); tokenizer.ggml.model "none" (no vocabulary) writes no tokenizer.
  * Outputs: float tensors in `dtype`; with q_bits, every 2-D ".weight" matrix whose columns are a
  * multiple of the group size (linear layers and embeddings, not norms) MLX-affine quantized
  * (w U32 packed codes, scales and biases in `dtype`), and config.json's "quantization" /

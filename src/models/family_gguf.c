@@ -28,6 +28,13 @@ mxl_status mxl_family_gguf_rope_neox(mxl_family_ctx *c) {
     return MXL_OK;
 }
 
+mxl_status mxl_family_gguf_rope_norm(mxl_family_ctx *c) {
+    mxl_status st = mxl_family_gguf_rope_neox(c);
+    if (st) return st;
+    c->hp->rope.style = c->hp->rope_local.style = MXL_ROPE_GPTJ;
+    return MXL_OK;
+}
+
 mxl_status mxl_family_gguf_number(mxl_family_ctx *c, const char *suffix, double dflt, double *out) {
     *out = dflt;
     return mxl_gguf_arch_number(c->ck->gguf, c->ck->path, suffix, out, c->err);
@@ -49,6 +56,22 @@ static const char *arch_key(mxl_family_ctx *c, const char *suffix, char *buf, si
     if (a) mxl_gguf_value_copy_str(&a->value, arch, sizeof arch);
     snprintf(buf, cap, "%s.%s", arch, suffix);
     return buf;
+}
+
+const char *mxl_family_gguf_key(mxl_family_ctx *c, const char *suffix, char *buf, size_t cap) {
+    return arch_key(c, suffix, buf, cap);
+}
+
+mxl_status mxl_family_gguf_bool(mxl_family_ctx *c, const char *suffix, bool dflt, bool *out) {
+    char key[192];
+    *out = dflt;
+    const mxl_gguf_kv *kv = mxl_gguf_find(c->ck->gguf, arch_key(c, suffix, key, sizeof key));
+    if (!kv) return MXL_OK;
+    if (kv->value.type != MXL_GGUF_TYPE_BOOL)
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' has type %s, expected BOOL", c->ck->path, key,
+                             mxl_gguf_type_name(kv->value.type));
+    *out = kv->value.v.b;
+    return MXL_OK;
 }
 
 /* The string "ARCH.<suffix>" into buf ("" when absent); a format error naming the key when it is

@@ -5,6 +5,7 @@
 #define MXL_MODELS_FAMILY_GGUF_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "models/decoder_family.h"
 
@@ -14,6 +15,11 @@
  * (the decoder applies mxl_family_gguf_rope_scaling after setup). Sets hp->rope and
  * hp->rope_local. */
 mxl_status mxl_family_gguf_rope_neox(mxl_family_ctx *c);
+
+/* RoPE for an architecture whose Q/K rows llama.cpp's LlamaModel converter PERMUTES and runs in
+ * ggml's "normal" mode (llama, mistral, granite, smollm3): the permuted rows pair (2i, 2i+1), so
+ * GPT-J style; otherwise as mxl_family_gguf_rope_neox. Sets hp->rope and hp->rope_local. */
+mxl_status mxl_family_gguf_rope_norm(mxl_family_ctx *c);
 
 /* RoPE scaling as llama.cpp reads it from GGUF (llama-model.cpp load_hparams, llama-context.cpp,
  * ggml_rope_ext), applied to hp->rope (the global layers) after the family's setup. Sliding-window
@@ -40,6 +46,13 @@ mxl_status mxl_family_gguf_rope_scaling(mxl_family_ctx *c);
 
 /* A number "ARCH.<suffix>" of the GGUF metadata, `dflt` when absent. */
 mxl_status mxl_family_gguf_number(mxl_family_ctx *c, const char *suffix, double dflt, double *out);
+
+/* A boolean "ARCH.<suffix>" of the GGUF metadata, `dflt` when absent; a format error naming the key
+ * when it is not a BOOL. */
+mxl_status mxl_family_gguf_bool(mxl_family_ctx *c, const char *suffix, bool dflt, bool *out);
+
+/* "ARCH.<suffix>" (ARCH = general.architecture) into buf, for messages. */
+const char *mxl_family_gguf_key(mxl_family_ctx *c, const char *suffix, char *buf, size_t cap);
 
 /* True when the GGUF holds tensor "<layers>0.<module><suffix>" (optional tensors llama.cpp loads
  * when present: biases, fused projections). */

@@ -7,7 +7,13 @@
  * Layout: transformers' Conv1D stores weights [in, out]; those are transposed once at load into
  * owned copies. MLX conversions (mlx-lm transposes at conversion; quantized ones always) store
  * [out, in]: recognised by quantization, or by c_fc's shape when in != out. Tensor names carry a
- * "transformer." prefix when saved from GPT2LMHeadModel and none in the original checkpoints. */
+ * "transformer." prefix when saved from GPT2LMHeadModel and none in the original checkpoints.
+ * GGUF (llama.cpp gpt2): the converter transposes the Conv1D matrices, so blk.N.attn_qkv (rows q,
+ * k, v), attn_output, ffn_up, ffn_down are [out, in] as everywhere in GGUF; position_embd
+ * [context_length, hidden]; LayerNorms with bias (attention.layer_norm_epsilon); biases on every
+ * projection (all required, as llama.cpp's loader); ffn width feed_forward_length (the converter
+ * writes 4 * n_embd); GELU (tanh); attention scale 1/sqrt(head_dim) (llama.cpp has no key for
+ * scale_attn_by_inverse_layer_idx and never applies it); output.weight or the tied embedding. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,10 +33,32 @@ static const mxl_decoder_names k_names_bare = {
     .down = "mlp.c_proj", .conv1d = true,
 };
 
+static const mxl_decoder_names k_names_gguf = {
+    .embed = "token_embd", .pos_embed = "position_embd", .final_norm = "output_norm", .lm_head = "output",
+    .layers = "blk.", .attn_norm = "attn_norm", .qkv = "attn_qkv", .o = "attn_output", .ffn_norm = "ffn_norm",
+    .up = "ffn_up", .down = "ffn_down",
+};
+
+static mxl_status gpt2_gguf(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    *c->names = k_names_gguf;
+    hp->norm = MXL_NORM_LAYER;
+    hp->norm_eps = (float)(!isnan(c->cfg->layer_norm_eps) ? c->cfg->layer_norm_eps : 1e-5);
+    hp->mlp = MXL_MLP_PLAIN;
+    hp->act = MXL_ACT_GELU_TANH;
+    hp->qkv_bias = hp->o_bias = hp->mlp_bias = true;
+    hp->learned_pos = true;
+    if (hp->n_kv_heads != hp->n_heads || hp->head_dim * hp->n_heads != hp->hidden)
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: gpt2 needs head_count_kv = head_count (%lld / %lld) and head_count * key_length = embedding_length",
+                             c->ck->path, (long long)hp->n_kv_heads, (long long)hp->n_heads);
+    return MXL_OK;
+}
+
 static mxl_status gpt2_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
     bool cross, scale_w, by_layer;
+    if (c->gguf) return gpt2_gguf(c);
     if ((st = mxl_family_bool(c, "add_cross_attention", false, &cross))) return st;
     if (cross) return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: config.json 'add_cross_attention' = true is not supported (decoder-only GPT-2)", c->ck->path);
     if (mxl_st_model_find(c->ck->st, "wte.weight") && !mxl_st_model_find(c->ck->st, "transformer.wte.weight"))
@@ -59,4 +87,4 @@ static mxl_status gpt2_setup(mxl_family_ctx *c) {
     return MXL_OK;
 }
 
-const mxl_decoder_family mxl_family_gpt2 = {"gpt2", false, &k_names, gpt2_setup};
+const mxl_decoder_family mxl_family_gpt2 = {"gpt2", true, &k_names, gpt2_setup};

@@ -1,8 +1,16 @@
 /* family_olmo2.c - OLMo 2 (transformers modeling_olmo2.py): no norm before attention or MLP;
  * instead RMSNorms on their outputs (post_attention_layernorm, post_feedforward_layernorm)
  * before the residual add, and QK-norm over the whole q and k projections (q_norm
- * [heads*head_dim], k_norm [kv_heads*head_dim]) before RoPE. */
+ * [heads*head_dim], k_norm [kv_heads*head_dim]) before RoPE.
+ * GGUF (llama.cpp olmo2, also what OLMo 3 converts to): attn_q_norm [heads*head_dim],
+ * attn_k_norm [kv_heads*head_dim], post_attention_norm, post_ffw_norm, no pre-norms, NEOX RoPE on
+ * unpermuted rows, untied output.weight. Sliding window only when attention.sliding_window > 0
+ * (OLMo 3): sliding layers from attention.sliding_window_pattern (config_gguf.c), else llama.cpp's
+ * default pattern 4 (every 4th layer full); sliding layers use rope.freq_base_swa (default
+ * rope.freq_base) and no RoPE scaling (llama.cpp runs them with freq_scale 1, attn_factor 1, as
+ * mxl_family_gguf_rope_scaling leaves hp->rope_local). */
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 static const mxl_decoder_names k_names = {
     .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
@@ -12,11 +20,34 @@ static const mxl_decoder_names k_names = {
     .post_ffn_norm = "post_feedforward_layernorm",
 };
 
+static mxl_status olmo2_gguf(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    const mxl_model_config *cfg = c->cfg;
+    mxl_status st;
+    char key[192];
+    if ((st = mxl_family_gguf_rope_neox(c))) return st;
+    if (cfg->sliding_window <= 0) return MXL_OK;
+    double swa_base;
+    if ((st = mxl_family_gguf_number(c, "rope.freq_base_swa", hp->rope.theta, &swa_base))) return st;
+    if (!(swa_base > 0))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' must be positive", c->ck->path,
+                             mxl_family_gguf_key(c, "rope.freq_base_swa", key, sizeof key));
+    hp->rope_local.theta = swa_base;
+    uint8_t *f = mxl_family_layer_flags(c);
+    if (!f) return MXL_ERR_NOMEM;
+    for (int64_t i = 0; i < hp->n_layers; i++)
+        f[i] = cfg->n_layer_types == hp->n_layers && cfg->layer_is_sliding ? cfg->layer_is_sliding[i] : (i + 1) % 4 != 0;
+    hp->layer_is_sliding = f;
+    hp->sliding_window = cfg->sliding_window;
+    return MXL_OK;
+}
+
 static mxl_status olmo2_setup(mxl_family_ctx *c) {
     c->hp->pre_norms = false;
     c->hp->post_norms = true;
     c->hp->qk_norm_kind = MXL_QK_NORM_FULL;
+    if (c->gguf) return olmo2_gguf(c);
     return mxl_family_rope(c);
 }
 
-const mxl_decoder_family mxl_family_olmo2 = {"olmo2", false, &k_names, olmo2_setup};
+const mxl_decoder_family mxl_family_olmo2 = {"olmo2", true, &k_names, olmo2_setup};

@@ -1,14 +1,30 @@
 /* family_smollm3.c - SmolLM3 (transformers modeling_smollm3.py): Llama's block where some layers
  * skip RoPE (NoPE): no_rope_layers[i] == 1 means layer i applies RoPE, 0 means it does not;
  * absent, every no_rope_layer_interval-th layer (default 4) is NoPE. Sliding layers only with
- * use_sliding_window, where layer_types says so. */
+ * use_sliding_window, where layer_types says so.
+ * GGUF (llama.cpp smollm3): Llama's tensors with Q/K rows permuted (GPT-J style RoPE); the
+ * converter writes no NoPE key and llama.cpp's loader hard-codes n_no_rope_layer_step = 4: layer i
+ * skips RoPE when (i + 1) % 4 == 0, whatever the source's no_rope_layers said (so do we); no
+ * sliding window. */
 #include <jansson.h>
 
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
+
+/* llama.cpp's llama_model_smollm3: hparams.n_no_rope_layer_step = 4 (no metadata key) */
+#define GGUF_NO_ROPE_STEP 4
 
 static mxl_status smollm3_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
+    if (c->gguf) {
+        if ((st = mxl_family_gguf_rope_norm(c))) return st;
+        uint8_t *f = mxl_family_layer_flags(c);
+        if (!f) return MXL_ERR_NOMEM;
+        for (int64_t i = 0; i < hp->n_layers; i++) f[i] = (i + 1) % GGUF_NO_ROPE_STEP == 0;
+        hp->layer_no_rope = f;
+        return MXL_OK;
+    }
     if ((st = mxl_family_rope(c))) return st;
     uint8_t *no_rope = mxl_family_layer_flags(c);
     if (!no_rope) return MXL_ERR_NOMEM;
@@ -35,4 +51,4 @@ static mxl_status smollm3_setup(mxl_family_ctx *c) {
     return MXL_OK;
 }
 
-const mxl_decoder_family mxl_family_smollm3 = {"smollm3", false, &mxl_names_llama, smollm3_setup};
+const mxl_decoder_family mxl_family_smollm3 = {"smollm3", true, &mxl_names_llama, smollm3_setup};

@@ -312,7 +312,7 @@ static const mxl_family k_families[] = {
 /* ---- What this build runs: THE place to flip when a family starts working ----
  * One row per runnable family: {id, {cpu, cuda, tensor_parallel, pipeline_parallel, drafters,
  * kv_modes}}; the NULL row ends the list. CPU rows: the decoder families of src/models/family_*.c
- * (safetensors dense / MLX-quantized; GGUF for llama and gemma3), the encoders and the
+ * (safetensors dense / MLX-quantized, and GGUF), the encoders and the
  * cross-encoders. Gemma 3 is partial: its text path only (no vision tower). */
 typedef struct build_support_row {
     const char *id;

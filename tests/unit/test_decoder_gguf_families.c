@@ -1,5 +1,5 @@
 /* test_decoder_gguf_families.c - the decoder families that load from GGUF (qwen2, qwen3, gemma,
- * gemma2, phi3, starcoder2, llama) and GGUF RoPE scaling (rope_freqs.weight, linear, yarn)
+ * gemma2, phi3, starcoder2, llama, olmo2, granite, smollm3, gpt2) and GGUF RoPE scaling (rope_freqs.weight, linear, yarn)
  * against transformers, on GGUF files made by llama.cpp's own
  * convert_hf_to_gguf.py from the tiny safetensors fixtures of test_decoder_families.c
  * (tests/fixtures/decoders/gguf, gen_gguf_family_fixtures.py).
@@ -7,8 +7,13 @@
  * The truth is transformers' logits for what each GGUF describes: the generator applies the few
  * config.json changes that make transformers read the model as llama.cpp does (no sliding window
  * for qwen2 / phi3 / starcoder2, 1/sqrt(head_dim) attention scale for gemma2, plain RoPE for
- * qwen3_f32; listed per case in reference.json "config_edits") and converts that same config. The
- * f16 cases' logits come from the weights rounded to f16 as the converter stores them.
+ * qwen3_f32, llama.cpp's fixed NoPE step 4 for smollm3, ffn 4 * n_embd for gpt2; listed per case
+ * in reference.json "config_edits") and converts that same config. The f16 cases' logits come
+ * from the weights rounded to f16 as the converter stores them (GPT-2's f32 position table
+ * excepted). Granite's four multipliers, OLMo 2's post-norms and full-width QK-norm, SmolLM3's NoPE
+ * layer and GPT-2's learned positions / transposed Conv1D matrices / biases are each checked
+ * against the source config too, and removing the NoPE layer or the Granite multipliers must
+ * miss the reference by far.
  *
  * RoPE scaling cases (llama_llama3_f16: llama3 as llama.cpp stores it, a rope_freqs.weight of
  * per-dimension divisors; llama_linear_f16; qwen3_yarn_f16) run 72 ids, past their
@@ -27,10 +32,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backends/cpu/embed_topk.h"
 #include "models/checkpoint.h"
 #include "models/config_gguf.h"
+#include "models/convert.h"
 #include "models/decoder.h"
 #include "test.h"
 
@@ -147,8 +154,9 @@ static void check_all(bool reference, int *mxl_test_failed_) {
     REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
     json_t *cases = json_object_get(fx, "cases"), *c;
     size_t i;
-    /* the seven families, f32, phi3 in f16, and the llama3 / linear / yarn RoPE cases */
-    CHECK(json_array_size(cases) >= 10);
+    /* the seven families, f32, phi3 in f16, the llama3 / linear / yarn RoPE cases, and olmo2,
+     * granite, smollm3, gpt2 in f16 */
+    CHECK(json_array_size(cases) >= 14);
     json_array_foreach(cases, i, c) {
         const char *name = json_string_value(json_object_get(c, "name"));
         const char *family = json_string_value(json_object_get(c, "family"));
@@ -197,6 +205,8 @@ static bool open_gguf(const char *name, mxl_checkpoint **ck, mxl_decoder *d) {
     *ck = NULL;
     return false;
 }
+
+static json_t *find_case(json_t *fx, const char *name);
 
 static double cfg_number(json_t *cfg, const char *key) {
     json_t *v = json_object_get(cfg, key);
@@ -255,6 +265,71 @@ TEST(decoder_gguf_families_hparams_match_source_config) {
     mxl_decoder_free(&d);
     mxl_checkpoint_close(ck);
     json_decref(cfg);
+
+    /* granite: the four multipliers, from granite.embedding_scale / residual_scale /
+     * attention.scale / logit_scale */
+    cfg = mxl_test_load_json("tests/fixtures/decoders/granite/config.json");
+    REQUIRE(cfg);
+    REQUIRE(open_gguf("granite_f16", &ck, &d));
+    CHECK(fabs(d.hp.embed_scale - cfg_number(cfg, "embedding_multiplier")) < 1e-6);
+    CHECK(fabs(d.hp.residual_scale - cfg_number(cfg, "residual_multiplier")) < 1e-6);
+    CHECK(fabs(d.hp.attn_scale - cfg_number(cfg, "attention_multiplier")) < 1e-6);
+    CHECK(fabs(d.hp.logit_scale - 1.0 / cfg_number(cfg, "logits_scaling")) < 1e-6);
+    CHECK(d.hp.rope.style == MXL_ROPE_GPTJ);
+    for (int64_t i = 0; i < d.hp.n_layers; i++) CHECK(d.layers[i].rope);
+    mxl_decoder_free(&d);
+    mxl_checkpoint_close(ck);
+    json_decref(cfg);
+
+    /* olmo2: post-norms only, QK-norm over the whole q / k projections, untied head */
+    cfg = mxl_test_load_json("tests/fixtures/decoders/olmo2/config.json");
+    REQUIRE(cfg);
+    REQUIRE(open_gguf("olmo2_f16", &ck, &d));
+    CHECK(!d.hp.pre_norms && d.hp.post_norms);
+    CHECK(d.hp.qk_norm_kind == MXL_QK_NORM_FULL);
+    CHECK(d.hp.rope.style == MXL_ROPE_NEOX);
+    CHECK(d.layers[0].attn_norm.w == NULL && d.layers[0].post_attn_norm.w && d.layers[0].post_ffn_norm.w);
+    CHECK(d.output.data != d.tok_embd.data);
+    CHECK(fabs(d.hp.norm_eps - cfg_number(cfg, "rms_norm_eps")) < 1e-9);
+    CHECK(d.hp.sliding_window == 0);
+    mxl_decoder_free(&d);
+    mxl_checkpoint_close(ck);
+    json_decref(cfg);
+
+    /* smollm3: llama.cpp's NoPE step 4 - the last of the fixture's 4 layers skips RoPE (its own
+     * no_rope_layers would skip layers 1 and 3: the generator converted the edited config) */
+    json_t *fx = mxl_test_load_json("tests/fixtures/decoders/gguf/reference.json");
+    REQUIRE(fx);
+    json_t *sc = find_case(fx, "smollm3_f16");
+    REQUIRE(sc);
+    json_t *nrl = json_object_get(json_object_get(sc, "config_edits"), "no_rope_layers");
+    REQUIRE(open_gguf("smollm3_f16", &ck, &d));
+    CHECK_EQ_INT((int64_t)json_array_size(nrl), d.hp.n_layers);
+    for (int64_t i = 0; i < d.hp.n_layers && i < (int64_t)json_array_size(nrl); i++)
+        CHECK_EQ_INT(d.layers[i].rope, json_integer_value(json_array_get(nrl, (size_t)i)) == 1);
+    CHECK(d.hp.rope.style == MXL_ROPE_GPTJ);
+    mxl_decoder_free(&d);
+    mxl_checkpoint_close(ck);
+
+    /* gpt2: learned positions [context_length, hidden] (f32 in the f16 file), LayerNorm with
+     * biases, biases everywhere, the fused qkv, ffn 4 * n_embd */
+    cfg = mxl_test_load_json("tests/fixtures/decoders/gpt2/config.json");
+    REQUIRE(cfg);
+    REQUIRE(open_gguf("gpt2_f16", &ck, &d));
+    CHECK(d.hp.learned_pos);
+    CHECK_EQ_INT(d.pos_embd.rows, (int64_t)cfg_number(cfg, "n_positions"));
+    CHECK_EQ_INT(d.pos_embd.cols, (int64_t)cfg_number(cfg, "n_embd"));
+    CHECK_EQ_INT(d.hp.ffn, 4 * (int64_t)cfg_number(cfg, "n_embd"));
+    CHECK(d.hp.norm == MXL_NORM_LAYER && d.hp.mlp == MXL_MLP_PLAIN && d.hp.act == MXL_ACT_GELU_TANH);
+    CHECK(fabs(d.hp.norm_eps - cfg_number(cfg, "layer_norm_epsilon")) < 1e-9);
+    CHECK(d.layers[0].bq && d.layers[0].bk && d.layers[0].bv && d.layers[0].bo && d.layers[0].b_up && d.layers[0].b_down);
+    CHECK(d.output_norm.b != NULL && d.layers[1].attn_norm.b != NULL);
+    CHECK(!d.layers[0].rope);
+    CHECK(d.output.data == d.tok_embd.data); /* tied: no output.weight */
+    mxl_decoder_free(&d);
+    mxl_checkpoint_close(ck);
+    json_decref(cfg);
+    json_decref(fx);
 }
 
 /* ---- RoPE scaling ---- */
@@ -371,7 +446,8 @@ TEST(decoder_gguf_rope_scaling_matters) {
     json_decref(fx);
 }
 
-/* RoPE scalings we do not run, and a malformed rope_freqs.weight, are refused by name (metadata-only
+/* RoPE scalings we do not run, a malformed rope_freqs.weight, and a granite GGUF without the
+ * logit_scale llama.cpp requires, are refused by name (metadata-only
  * copies of the converted cases, gen_gguf_family_fixtures.py REFUSALS). */
 TEST(decoder_gguf_rope_scaling_refused_by_name) {
     static const struct {
@@ -382,6 +458,7 @@ TEST(decoder_gguf_rope_scaling_refused_by_name) {
         {"refuse_rope_dynamic", "qwen3.rope.scaling.type", "'dynamic'", MXL_ERR_UNSUPPORTED},
         {"refuse_rope_factors_long", "rope_factors_long.weight", "longrope", MXL_ERR_UNSUPPORTED},
         {"refuse_rope_freqs_shape", "rope_freqs.weight", "[5]", MXL_ERR_FORMAT},
+        {"refuse_granite_no_logit_scale", "granite.logit_scale", "missing", MXL_ERR_FORMAT},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mxl_checkpoint *ck = NULL;
@@ -398,4 +475,161 @@ TEST(decoder_gguf_rope_scaling_refused_by_name) {
         if (st == MXL_OK) mxl_decoder_free(&d);
         mxl_checkpoint_close(ck);
     }
+}
+
+/* Control: SmolLM3 with RoPE on its NoPE layer, and Granite without its multipliers, miss
+ * transformers by far, so the logits tests above do test them. */
+TEST(decoder_gguf_family_features_matter) {
+    json_t *fx = mxl_test_load_json("tests/fixtures/decoders/gguf/reference.json");
+    REQUIRE(fx);
+    mxl_threadpool *pool = NULL;
+    mxl_error err;
+    REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
+    for (int k = 0; k < 2; k++) {
+        const char *name = k == 0 ? "smollm3_f16" : "granite_f16";
+        json_t *c = find_case(fx, name);
+        mxl_checkpoint *ck;
+        mxl_decoder d;
+        if (!c || !open_gguf(name, &ck, &d)) {
+            CHECK(0);
+            continue;
+        }
+        int changed = 0;
+        for (int64_t i = 0; i < d.hp.n_layers; i++) {
+            if (k == 0) {
+                changed += !d.layers[i].rope;
+                d.layers[i].rope = true;
+            } else {
+                d.layers[i].attn_scale = 1.0f / sqrtf((float)d.hp.head_dim);
+            }
+        }
+        if (k == 1) {
+            changed = d.hp.embed_scale != 1.0f && d.hp.residual_scale != 1.0f && d.hp.logit_scale != 1.0f;
+            d.hp.embed_scale = d.hp.residual_scale = d.hp.logit_scale = 1.0f;
+        }
+        CHECK(changed > 0);
+        result r;
+        run(&d, c, case_tokens(fx, c), true, pool, &r);
+        fprintf(stderr, "  %-16s without the feature: max |diff| %.2e\n", name, r.max_diff);
+        CHECK(r.max_diff > 20 * REF_TOL);
+        mxl_decoder_free(&d);
+        mxl_checkpoint_close(ck);
+    }
+    mxl_threadpool_destroy(pool);
+    json_decref(fx);
+}
+
+/* ---- mlxcel convert of the GGUF cases (models/convert.h) ---- */
+
+/* Last-position logits of all `tokens` run at once on the reference path. */
+static bool last_logits(const mxl_decoder *d, json_t *tokens, mxl_threadpool *pool, float *out) {
+    mxl_error err;
+    int64_t n = (int64_t)json_array_size(tokens);
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    mxl_decoder_state *s = NULL;
+    bool ok = ids && mxl_decoder_state_create(d, n > 64 ? n : 64, n, pool, &s, &err) == MXL_OK;
+    if (ok) {
+        for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(tokens, (size_t)i));
+        mxl_decoder_state_set_reference(s, true);
+        ok = mxl_decoder_forward(d, s, ids, n, out, &err) == MXL_OK;
+    }
+    if (!ok) fprintf(stderr, "  %s\n", err.msg);
+    mxl_decoder_state_destroy(s);
+    free(ids);
+    return ok;
+}
+
+static void remove_converted(const char *dir) {
+    static const char *const files[] = {"model.safetensors", "config.json", "generation_config.json", "tokenizer.json",
+                                        "tokenizer_config.json"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char f[256];
+        snprintf(f, sizeof f, "%s/%s", dir, files[i]);
+        remove(f);
+    }
+    rmdir(dir);
+}
+
+/* Every GGUF case without RoPE scaling converts (f32) to a safetensors checkpoint that mlxcel
+ * loads through the family's Hugging Face path and that gives transformers' logits (reference.json,
+ * the reference path, REF_TOL) and the GGUF's own logits (last position, within 1e-4: the same
+ * values, computed through un-permuted Q/K, shifted-back Gemma norms, re-transposed GPT-2
+ * matrices). The RoPE-scaled cases are refused by name (convert does not write rope scaling). */
+TEST(convert_gguf_families_match_transformers) {
+    json_t *fx = mxl_test_load_json("tests/fixtures/decoders/gguf/reference.json");
+    REQUIRE(fx);
+    mxl_threadpool *pool = NULL;
+    mxl_error err;
+    REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
+    char tmp[] = "/tmp/mxl-convert-gguf-XXXXXX";
+    REQUIRE(mkdtemp(tmp) != NULL);
+    json_t *c;
+    size_t i;
+    int converted = 0, refused = 0;
+    json_array_foreach(json_object_get(fx, "cases"), i, c) {
+        const char *name = json_string_value(json_object_get(c, "name"));
+        const char *family = json_string_value(json_object_get(c, "family"));
+        if (!name || !family) {
+            CHECK(0);
+            continue;
+        }
+        char out[128];
+        snprintf(out, sizeof out, "%s/%s", tmp, name);
+        mxl_convert_opts co = {MXL_DTYPE_F32, 0, 0};
+        mxl_status st = mxl_convert(gguf_path(name), out, &co, &err);
+        bool scaled = json_object_get(c, "tokens") != NULL; /* the RoPE-scaling cases */
+        if (scaled) {
+            fprintf(stderr, "  %-16s convert: %s\n", name, st ? err.msg : "(converted)");
+            CHECK(st == MXL_ERR_UNSUPPORTED);
+            CHECK(strstr(err.msg, "rope") != NULL || strstr(err.msg, "RoPE") != NULL);
+            CHECK(strchr(err.msg, '\n') == NULL);
+            refused += st == MXL_ERR_UNSUPPORTED;
+            if (st == MXL_OK) remove_converted(out);
+            continue;
+        }
+        if (st != MXL_OK) {
+            fprintf(stderr, "  %s: %s\n", name, err.msg);
+            CHECK(0);
+            continue;
+        }
+        mxl_checkpoint *ck = NULL, *gk = NULL;
+        mxl_decoder d, g;
+        bool ok = mxl_checkpoint_open(out, &ck, &err) == MXL_OK && mxl_decoder_load(ck, &d, &err) == MXL_OK;
+        if (!ok) fprintf(stderr, "  %s (converted): %s\n", name, err.msg);
+        CHECK(ok);
+        if (ok) {
+            CHECK(ck->format == MXL_CHECKPOINT_SAFETENSORS);
+            CHECK_EQ_STR(ck->config.model_type, family);
+            result r;
+            bool ran = run(&d, c, case_tokens(fx, c), true, pool, &r);
+            double gd = INFINITY;
+            int64_t V = d.hp.vocab;
+            float *a = malloc((size_t)V * sizeof(float)), *b = malloc((size_t)V * sizeof(float));
+            if (a && b && open_gguf(name, &gk, &g)) {
+                if (last_logits(&d, case_tokens(fx, c), pool, a) && last_logits(&g, case_tokens(fx, c), pool, b)) {
+                    gd = 0;
+                    for (int64_t k = 0; k < V; k++) gd = fmax(gd, fabs((double)a[k] - b[k]));
+                }
+                mxl_decoder_free(&g);
+                mxl_checkpoint_close(gk);
+            }
+            free(a);
+            free(b);
+            fprintf(stderr, "  %-16s converted [reference]: max |diff| %.2e vs transformers, %.2e vs the GGUF, argmax %d/%d\n", name,
+                    r.max_diff, gd, r.argmax_checked - r.argmax_bad, r.argmax_checked);
+            CHECK(ran);
+            CHECK(r.max_diff <= REF_TOL);
+            CHECK_EQ_INT(r.argmax_bad, 0);
+            CHECK(gd <= 1e-4);
+            converted++;
+            mxl_decoder_free(&d);
+        }
+        mxl_checkpoint_close(ck);
+        remove_converted(out);
+    }
+    CHECK(converted >= 11);
+    CHECK_EQ_INT(refused, 3);
+    rmdir(tmp);
+    mxl_threadpool_destroy(pool);
+    json_decref(fx);
 }
