@@ -17,6 +17,7 @@
 
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/matmul.h"
+#include "backends/cpu/quant_amx.h"
 #include "backends/cpu/stream_read.h"
 #include "backends/cpu/synth.h"
 #include "cli/args.h"
@@ -127,10 +128,12 @@ static const fmt k_fmts[] = {
 typedef struct owned_weight {
     mxl_cpu_weight w;
     uint8_t *data, *scales, *biases;
-    uint64_t bytes; /* everything a matrix-vector product reads */
+    uint8_t *panels; /* the AMX panel layout (quant_amx.h), as the decoder gives its weights */
+    uint64_t bytes;  /* everything a matrix-vector product reads */
 } owned_weight;
 
 static void owned_free(owned_weight *o) {
+    free(o->panels);
     free(o->data);
     free(o->scales);
     free(o->biases);
@@ -167,6 +170,13 @@ static int make_weight(const fmt *f, int64_t rows, int64_t cols, uint64_t *seed,
         mxl_synth_fill(f->dtype, o->data, nb, seed);
         o->w.data = o->data;
         o->bytes = nb * inf->block_bytes;
+        if (mxl_qamx_format(&o->w) && mxl_qamx_available()) {
+            size_t pb = (mxl_qamx_packed_bytes(&o->w) + 63) / 64 * 64;
+            o->panels = aligned_alloc(64, pb);
+            if (!o->panels) return 0;
+            mxl_qamx_pack(&o->w, o->panels);
+            o->w.amx = o->panels;
+        }
     }
     return 1;
 }

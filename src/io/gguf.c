@@ -756,6 +756,10 @@ mxl_status mxl_gguf_open(const char *path, mxl_gguf **out, mxl_error *err) {
     return MXL_OK;
 }
 
+void mxl_gguf_release_pages(const mxl_gguf *g, const void *p, uint64_t n) {
+    if (g->file.data) mxl_mapped_file_release(&g->file, p, n);
+}
+
 void mxl_gguf_close(mxl_gguf *g) {
     if (!g) return;
     if (g->file.path || g->file.data) mxl_mapped_file_close(&g->file);

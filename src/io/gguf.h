@@ -140,6 +140,8 @@ mxl_status mxl_gguf_open(const char *path, mxl_gguf **out, mxl_error *err);
 mxl_status mxl_gguf_open_buffer(const uint8_t *data, uint64_t size, const char *name,
                                 mxl_gguf **out, mxl_error *err);
 void mxl_gguf_close(mxl_gguf *g);
+/* mxl_mapped_file_release on the file g maps (nothing for a borrowed buffer). */
+void mxl_gguf_release_pages(const mxl_gguf *g, const void *p, uint64_t n);
 
 const char *mxl_gguf_name(const mxl_gguf *g);
 uint32_t mxl_gguf_version(const mxl_gguf *g);

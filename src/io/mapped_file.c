@@ -47,3 +47,13 @@ void mxl_mapped_file_close(mxl_mapped_file *f) {
     free(f->path);
     memset(f, 0, sizeof *f);
 }
+
+void mxl_mapped_file_release(const mxl_mapped_file *f, const void *p, uint64_t n) {
+    const uint8_t *a = p;
+    if (!f->data || a < f->data || n > f->size || (uint64_t)(a - f->data) > f->size - n) return;
+    long ps = sysconf(_SC_PAGESIZE);
+    if (ps <= 0) return;
+    uintptr_t lo = ((uintptr_t)a + (uintptr_t)ps - 1) / (uintptr_t)ps * (uintptr_t)ps;
+    uintptr_t hi = ((uintptr_t)a + n) / (uintptr_t)ps * (uintptr_t)ps;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED); /* private, read-only: re-read on access */
+}

@@ -28,6 +28,7 @@
 #include "backends/cpu/embed_topk.h"
 #include "backends/cpu/kv_quant.h"
 #include "backends/cpu/norm.h"
+#include "backends/cpu/quant_amx.h"
 #include "backends/cpu/softmax.h"
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
@@ -315,6 +316,30 @@ static mxl_status common_hparams(const mxl_checkpoint *ck, mxl_family_ctx *fc) {
     return MXL_OK;
 }
 
+/* The AMX panel layout (quant_amx.h) of every matrix the forward pass multiplies by, where this
+ * CPU and the format have one (the embedding table stays as it is: it is only looked up). The
+ * GGUF pages of a matrix copied into the panel layout are then dropped from memory (they stay
+ * mapped; nothing reads them on this path), so the process holds each weight once. */
+static mxl_status prepare_one(const mxl_checkpoint *ck, mxl_decoder *d, mxl_cpu_weight *W, mxl_error *err) {
+    if (W->rows <= 0 || W->amx) return MXL_OK;
+    mxl_status st = mxl_qamx_prepare(W, &d->arena, err);
+    if (st == MXL_OK && W->amx && ck->gguf && W->data != d->tok_embd.data)
+        mxl_gguf_release_pages(ck->gguf, W->data, (uint64_t)(W->rows * mxl_cpu_weight_row_bytes(W)));
+    return st;
+}
+
+static mxl_status prepare_tiles(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err) {
+    mxl_status st;
+    if ((st = prepare_one(ck, d, &d->output, err))) return st;
+    for (int64_t i = 0; i < d->hp.n_layers; i++) {
+        mxl_decoder_layer *L = &d->layers[i];
+        mxl_cpu_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
+            if ((st = prepare_one(ck, d, ws[j], err))) return st;
+    }
+    return MXL_OK;
+}
+
 static mxl_status check_hparams(const mxl_checkpoint *ck, const mxl_decoder_hparams *hp, mxl_error *err) {
     if (hp->ffn <= 0) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: intermediate_size is missing", ck->path);
     if (hp->ffn > (INT64_C(1) << 26)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: intermediate_size %lld is out of range", ck->path, (long long)hp->ffn);
@@ -364,7 +389,7 @@ static mxl_status load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err)
     if (!d->layers) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     for (int64_t i = 0; i < hp->n_layers; i++)
         if ((st = bind_layer(&b, i, &d->layers[i]))) return st;
-    return MXL_OK;
+    return prepare_tiles(ck, d, err);
 }
 
 mxl_status mxl_decoder_load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err) {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "backends/cpu/dense.h"
+#include "backends/cpu/quant_amx.h"
 #include "backends/cpu/quant_gguf.h"
 
 #define TILE_ROWS 8
@@ -276,6 +277,15 @@ static void tile_rows(const mm_ctx *c, int64_t rt, int64_t re) {
     }
 }
 
+/* the AMX-INT8 path: panels of 16 rows split over the tasks */
+static void panels_task(void *vctx, int task, int n_tasks, int thread_index) {
+    (void)thread_index;
+    mm_ctx *c = vctx;
+    int64_t n_pan = (c->W->rows + 15) / 16;
+    mxl_qamx_panels(c->W, n_pan * task / n_tasks, n_pan * (task + 1) / n_tasks, c->act, c->act_stride, c->n_tok,
+                    c->y, c->W->rows);
+}
+
 static void rows_task(void *vctx, int task, int n_tasks, int thread_index) {
     (void)thread_index;
     mm_ctx *c = vctx;
@@ -319,6 +329,13 @@ void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, 
         int qt = n_tok < nth ? (int)n_tok : nth;
         if (pool && qt > 1) mxl_threadpool_run(pool, qt, quant_task, &c);
         else quant_task(&c, 0, 1, 0);
+    }
+    if (W->kind == MXL_CPU_W_GGUF && W->amx && isa >= MXL_CPU_ISA_AMX) {
+        int64_t n_pan = (W->rows + 15) / 16, n_tasks = nth == 1 ? 1 : (int64_t)nth * 4;
+        if (n_tasks > n_pan) n_tasks = n_pan;
+        if (pool && n_tasks > 1) mxl_threadpool_run(pool, (int)n_tasks, panels_task, &c);
+        else panels_task(&c, 0, 1, 0);
+        return;
     }
     /* a few tasks per thread for balance, but keep tiles whole where rows allow */
     int64_t n_tasks = nth == 1 ? 1 : (int64_t)nth * 4;

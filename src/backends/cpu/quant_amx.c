@@ -1,0 +1,377 @@
+/* quant_amx.c - the AMX-INT8 matmul path for GGUF Q4_0 / Q4_1 / Q8_0 (quant_amx.h): the panel
+ * layout (packing at load and its scalar dequantization), and the tile kernel.
+ *
+ * Kernel, per panel of 16 rows and group of NT <= 16 tokens (tiles: 0 = C [NT][16] int32,
+ * 2 = A [NT][32] int8 activations, 3 = B [8][64] weight codes):
+ *   for each block b: B <- the block's codes (Q8_0: straight from the panel; Q4: nibbles split
+ *   into a 512-byte buffer, or the panel's blocks split once beforehand when several token
+ *   groups share them); A <- the NT tokens' q8a codes of block b (in place, token stride);
+ *   C = 0; C += A . B (TDPBSSD / TDPBSUD); C -> memory; then, while the tile unit works on block
+ *   b + 1, acc[t] += cvt(C[t]) * (d_w * d_x[t]) (+ m_w * s_x[t]), 16 rows per vector.
+ * Q4_0's codes are stored unsigned (q + 8); its -8 is the offset term m_w = -8 d_w against the
+ * activation's scaled sum s_x = d_x * sum(q_x), as Q4_1's m. */
+#include "backends/cpu/quant_amx.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include "backends/cpu/quant_gguf.h"
+#include "core/dtype.h"
+
+#define PANEL 16
+#define CODES_Q8 512 /* bytes of one block's codes (Q8_0) */
+#define CODES_Q4 256 /* nibbles of one block's codes (Q4_0 / Q4_1) */
+
+/* bytes of one (panel, block) */
+static size_t block_bytes(mxl_dtype t) {
+    switch (t) {
+    case MXL_DTYPE_Q8_0: return CODES_Q8 + 32;
+    case MXL_DTYPE_Q4_0: return CODES_Q4 + 32;
+    case MXL_DTYPE_Q4_1: return CODES_Q4 + 64;
+    default: return 0;
+    }
+}
+
+bool mxl_qamx_format(const mxl_cpu_weight *W) { return W->kind == MXL_CPU_W_GGUF && block_bytes(W->dtype) != 0; }
+
+size_t mxl_qamx_packed_bytes(const mxl_cpu_weight *W) {
+    if (!mxl_qamx_format(W)) return 0;
+    return (size_t)((W->rows + PANEL - 1) / PANEL) * (size_t)(W->cols / 32) * block_bytes(W->dtype);
+}
+
+/* byte of element k of panel row n in a block's B-tile code order */
+static inline size_t code_index(int k, int n) { return (size_t)(k / 4) * 64 + (size_t)n * 4 + (size_t)(k % 4); }
+
+/* Both layouts are a transpose of 4-byte groups: B-tile dword (kk, n) is row n's code dword kk.
+ * For Q4 the nibble byte i = (kk, n, j) holds element 4kk + j in its low half and element
+ * 16 + 4kk + j in its high half - exactly the GGUF qs byte 4kk + j - so the nibble area is the
+ * transpose of the rows' qs words, kk < 4. */
+void mxl_qamx_pack(const mxl_cpu_weight *W, uint8_t *dst) {
+    const int64_t nb = W->cols / 32, rb = mxl_cpu_weight_row_bytes(W);
+    const size_t bb = block_bytes(W->dtype);
+    const int q8 = W->dtype == MXL_DTYPE_Q8_0, q41 = W->dtype == MXL_DTYPE_Q4_1;
+    const int words = q8 ? 8 : 4;
+    const size_t codes = q8 ? CODES_Q8 : CODES_Q4;
+    const size_t sb = (size_t)mxl_dtype_get_info(W->dtype)->block_bytes; /* source block bytes */
+    const size_t qs_off = q8 ? offsetof(mxl_block_q8_0, qs) : q41 ? offsetof(mxl_block_q4_1, qs) : offsetof(mxl_block_q4_0, qs);
+    memset(dst, 0, mxl_qamx_packed_bytes(W));
+    for (int64_t r = 0; r < W->rows; r++) {
+        const uint8_t *row = (const uint8_t *)W->data + r * rb;
+        const int n = (int)(r % PANEL);
+        uint8_t *pan = dst + (size_t)(r / PANEL) * (size_t)nb * bb;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *src = row + (size_t)b * sb;
+            uint8_t *blk = pan + (size_t)b * bb;
+            for (int kk = 0; kk < words; kk++) memcpy(blk + (size_t)kk * 64 + (size_t)n * 4, src + qs_off + 4 * kk, 4);
+            memcpy(blk + codes + 2 * n, src, 2);                       /* d: first in every block */
+            if (q41) memcpy(blk + codes + 2 * (PANEL + n), src + 2, 2); /* Q4_1's m follows d */
+        }
+    }
+}
+
+void mxl_qamx_dequant_row_ref(const mxl_cpu_weight *W, int64_t r, float *out) {
+    const int64_t nb = W->cols / 32;
+    const size_t bb = block_bytes(W->dtype);
+    const int n = (int)(r % PANEL);
+    const uint8_t *pan = (const uint8_t *)W->amx + (size_t)(r / PANEL) * (size_t)nb * bb;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = pan + (size_t)b * bb;
+        float *o = out + b * 32;
+        if (W->dtype == MXL_DTYPE_Q8_0) {
+            uint16_t h;
+            memcpy(&h, blk + CODES_Q8 + 2 * n, 2);
+            float d = mxl_f16_to_f32(h);
+            for (int k = 0; k < 32; k++) o[k] = d * (float)(int8_t)blk[code_index(k, n)];
+            continue;
+        }
+        uint16_t hd, hm = 0;
+        memcpy(&hd, blk + CODES_Q4 + 2 * n, 2);
+        if (W->dtype == MXL_DTYPE_Q4_1) memcpy(&hm, blk + CODES_Q4 + 2 * (PANEL + n), 2);
+        float d = mxl_f16_to_f32(hd), m = mxl_f16_to_f32(hm);
+        for (int k = 0; k < 32; k++) {
+            size_t i = code_index(k, n);
+            int u = i < CODES_Q4 ? blk[i] & 0x0F : blk[i - CODES_Q4] >> 4;
+            /* the GGUF reference's own expressions: (q - 8) * d and q * d + m */
+            o[k] = W->dtype == MXL_DTYPE_Q4_0 ? (float)(u - 8) * d : (float)u * d + m;
+        }
+    }
+}
+
+mxl_status mxl_qamx_prepare(mxl_cpu_weight *W, mxl_arena *arena, mxl_error *err) {
+    if (W->amx || !mxl_qamx_format(W) || !mxl_qamx_available()) return MXL_OK;
+    uint8_t *p = mxl_arena_alloc(arena, mxl_qamx_packed_bytes(W), 64);
+    if (!p)
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory for the AMX layout of a %lld x %lld weight",
+                             (long long)W->rows, (long long)W->cols);
+    mxl_qamx_pack(W, p);
+    W->amx = p;
+    return MXL_OK;
+}
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+
+bool mxl_qamx_available(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        unsigned a, b, c, d;
+        int int8 = __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> 25) & 1);
+        cached = int8 && mxl_cpu_isa_detect() >= MXL_CPU_ISA_AMX;
+    }
+    return cached;
+}
+
+#define AMX __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+
+typedef struct tile_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} __attribute__((packed)) tile_config;
+
+/* tiles 0 and 1 (C, alternate blocks), 2 (A) and 3 (B) for nt tokens */
+AMX static void configure(int nt) {
+    tile_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    c.rows[0] = (uint8_t)nt, c.colsb[0] = 64;
+    c.rows[1] = (uint8_t)nt, c.colsb[1] = 64;
+    c.rows[2] = (uint8_t)nt, c.colsb[2] = 32;
+    c.rows[3] = 8, c.colsb[3] = 64;
+    _tile_loadconfig(&c);
+}
+
+/* A Q4 block's 256 nibble bytes -> its 512 code bytes (B-tile order): byte i of the nibbles
+ * gives code bytes i (low) and 256 + i (high). */
+AMX static inline void split_nibbles(const uint8_t *nib, uint8_t *codes) {
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    for (int j = 0; j < 4; j++) {
+        __m512i v = _mm512_loadu_si512((const void *)(nib + 64 * j));
+        _mm512_store_si512((void *)(codes + 64 * j), _mm512_and_si512(v, m));
+        _mm512_store_si512((void *)(codes + CODES_Q4 + 64 * j), _mm512_and_si512(_mm512_srli_epi16(v, 4), m));
+    }
+}
+
+enum { K_Q8_0, K_Q4_0, K_Q4_1 };
+
+/* every cache line of the block PF_BLOCKS ahead (the panels are one contiguous stream; the
+ * hardware prefetchers alone leave decode short of the read bandwidth) */
+#ifndef PF_BLOCKS
+#define PF_BLOCKS 32
+#endif
+AMX static inline void prefetch_ahead(const uint8_t *blk, size_t bb) {
+    const char *p = (const char *)blk + PF_BLOCKS * bb;
+    for (size_t o = 0; o < bb; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+}
+
+/* acc[t] += the block's C rows (cb, [NT][16] int32) scaled: see the file comment */
+AMX __attribute__((always_inline)) static inline void post_block(int kind, int NT, const int32_t *cb, const uint8_t *blk,
+                                                                 const uint8_t *act, size_t as, int64_t b, __m512 *acc) {
+    const size_t codes = kind == K_Q8_0 ? CODES_Q8 : CODES_Q4;
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + codes)));
+    const __m512 mw = kind == K_Q4_1 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + codes + 32)))
+                                     : _mm512_mul_ps(dw, _mm512_set1_ps(-8.0f));
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; t++) {
+        const mxl_block_q8a *x = (const mxl_block_q8a *)(act + (size_t)t * as) + b;
+        __m512 c = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cb + 16 * t)));
+        acc[t] = _mm512_fmadd_ps(c, _mm512_mul_ps(dw, _mm512_set1_ps(x->d)), acc[t]);
+        if (kind != K_Q8_0) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(x->s), acc[t]);
+    }
+}
+
+/* One panel (pan, nb blocks of bb bytes) x NT tokens -> y[t * ys + n], n < nrows. pre: the
+ * panel's Q4 codes split beforehand (nb x 512 bytes) or NULL. */
+AMX __attribute__((always_inline)) static inline void panel_kernel(int kind, int NT, const uint8_t *pan, int64_t nb,
+                                                                   size_t bb, const uint8_t *pre, const uint8_t *act,
+                                                                   size_t as, float *y, int64_t ys, int nrows) {
+    _Alignas(64) uint8_t split[2][512];
+    _Alignas(64) int32_t cbuf[2][16 * 16];
+    const int own_split = kind != K_Q8_0 && !pre; /* split here, one block ahead of its tile load */
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    if (own_split) split_nibbles(pan, split[0]);
+    /* block b into accumulator tile TC (0 for even b, 1 for odd: the next block's tile product
+     * does not wait for this one's store) and cbuf[TC] */
+#define STEP(b, TC)                                                                                          \
+    do {                                                                                                     \
+        const uint8_t *blk_ = pan + (size_t)(b) * bb;                                                       \
+        const uint8_t *bsrc_ = kind == K_Q8_0 ? blk_ : pre ? pre + (size_t)(b) * 512 : split[TC];           \
+        if (own_split && (b) + 1 < nb) split_nibbles(blk_ + bb, split[1 - (TC)]);                          \
+        prefetch_ahead(blk_, bb);                                                                            \
+        _tile_loadd(3, bsrc_, 64);                                                                           \
+        _tile_loadd(2, act + (size_t)(b) * sizeof(mxl_block_q8a) + offsetof(mxl_block_q8a, qs), as);        \
+        _tile_zero(TC);                                                                                      \
+        if (kind == K_Q8_0) _tile_dpbssd(TC, 2, 3);                                                          \
+        else _tile_dpbsud(TC, 2, 3);                                                                         \
+        _tile_stored(TC, cbuf[TC], 64);                                                                      \
+    } while (0)
+    for (int64_t b = 0; b < nb; b += 2) {
+        STEP(b, 0);
+        if (b > 0) post_block(kind, NT, cbuf[1], pan + (size_t)(b - 1) * bb, act, as, b - 1, acc);
+        if (b + 1 < nb) STEP(b + 1, 1);
+        post_block(kind, NT, cbuf[0], pan + (size_t)b * bb, act, as, b, acc);
+    }
+#undef STEP
+    if (nb % 2 == 0) post_block(kind, NT, cbuf[1], pan + (size_t)(nb - 1) * bb, act, as, nb - 1, acc);
+    const __mmask16 mk = (__mmask16)((1u << nrows) - 1);
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(y + t * ys, mk, acc[t]);
+}
+
+/* The same int32 dots with AVX-512 VNNI instead of the tile unit, for a few tokens (the tile
+ * path's store / reload round trips cost more than they save there): B-tile row kk of the block
+ * (the 16 rows' elements 4kk..4kk+3) against token t's four bytes 4kk..4kk+3 broadcast, one
+ * vpdpbusd per row kk, gives lane n = row n's dot, exactly as the tile product; the float steps
+ * after it are POST's. vpdpbusd takes the unsigned operand first: the Q4 codes are unsigned; the
+ * Q8_0 codes are made so (w + 128, one XOR) and 128 * sum(x) is subtracted (exact). */
+AMX __attribute__((always_inline)) static inline void panel_vnni(int kind, int NT, int NP, const uint8_t *const *pans,
+                                                                 int64_t nb, size_t bb, const uint8_t *act, size_t as,
+                                                                 float *const *ys_out, int64_t ys, const int *nrows) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi8(1);
+    __m512 acc[2][4];
+    _Alignas(64) int32_t cb[2][4 * 16];
+#pragma GCC unroll 2
+    for (int q = 0; q < NP; q++)
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) acc[q][t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+#pragma GCC unroll 2
+        for (int q = 0; q < NP; q++) {
+            const uint8_t *blk = pans[q] + (size_t)b * bb;
+            prefetch_ahead(blk, bb);
+            __m512i w[8];
+            if (kind == K_Q8_0) {
+#pragma GCC unroll 8
+                for (int kk = 0; kk < 8; kk++) w[kk] = _mm512_xor_si512(_mm512_loadu_si512((const void *)(blk + 64 * kk)), flip);
+            } else {
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) {
+                    __m512i v = _mm512_loadu_si512((const void *)(blk + 64 * j));
+                    w[j] = _mm512_and_si512(v, m4);
+                    w[4 + j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                }
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < NT; t++) {
+                const int32_t *xq = (const int32_t *)(act + (size_t)t * as + (size_t)b * sizeof(mxl_block_q8a) + offsetof(mxl_block_q8a, qs));
+                __m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512(), sx = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                for (int kk = 0; kk < 8; kk += 2) {
+                    __m512i x0 = _mm512_set1_epi32(xq[kk]), x1 = _mm512_set1_epi32(xq[kk + 1]);
+                    d0 = _mm512_dpbusd_epi32(d0, w[kk], x0);
+                    d1 = _mm512_dpbusd_epi32(d1, w[kk + 1], x1);
+                    if (kind == K_Q8_0) sx = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sx, ones, x0), ones, x1);
+                }
+                __m512i d = _mm512_add_epi32(d0, d1);
+                if (kind == K_Q8_0) d = _mm512_sub_epi32(d, _mm512_slli_epi32(sx, 7));
+                _mm512_store_si512((void *)(cb[q] + 16 * t), d);
+            }
+            post_block(kind, NT, cb[q], blk, act, as, b, acc[q]);
+        }
+    }
+#pragma GCC unroll 2
+    for (int q = 0; q < NP; q++) {
+        const __mmask16 mk = (__mmask16)((1u << nrows[q]) - 1);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(ys_out[q] + t * ys, mk, acc[q][t]);
+    }
+}
+
+#define NT_CASE(N) \
+    case N: panel_kernel(KIND, N, pan, nb, bb, pre, act, as, y, ys, nrows); break;
+#define KERNEL(name, KIND_)                                                                                          \
+    AMX static void name(int nt, const uint8_t *pan, int64_t nb, size_t bb, const uint8_t *pre, const uint8_t *act, \
+                         size_t as, float *y, int64_t ys, int nrows) {                                               \
+        const int KIND = KIND_;                                                                                      \
+        switch (nt) {                                                                                                \
+            NT_CASE(1) NT_CASE(2) NT_CASE(3) NT_CASE(4) NT_CASE(5) NT_CASE(6) NT_CASE(7) NT_CASE(8)                  \
+            NT_CASE(9) NT_CASE(10) NT_CASE(11) NT_CASE(12) NT_CASE(13) NT_CASE(14) NT_CASE(15) default:              \
+                panel_kernel(KIND, 16, pan, nb, bb, pre, act, as, y, ys, nrows);                                     \
+        }                                                                                                            \
+    }
+KERNEL(kernel_q8_0, K_Q8_0)
+KERNEL(kernel_q4_0, K_Q4_0)
+KERNEL(kernel_q4_1, K_Q4_1)
+
+#define VNNI_CASE(N)                                                                           \
+    case N:                                                                                    \
+        if (np == 2) panel_vnni(KIND, N, 2, pans, nb, bb, act, as, yo, ys, nrows);             \
+        else panel_vnni(KIND, N, 1, pans, nb, bb, act, as, yo, ys, nrows);                     \
+        break;
+#define VKERNEL(name, KIND_)                                                                            \
+    AMX static void name(int nt, int np, const uint8_t *const *pans, int64_t nb, size_t bb, const uint8_t *act, \
+                         size_t as, float *const *yo, int64_t ys, const int *nrows) {                   \
+        const int KIND = KIND_;                                                                         \
+        switch (nt) { VNNI_CASE(1) VNNI_CASE(2) VNNI_CASE(3) VNNI_CASE(4) }                             \
+    }
+VKERNEL(vnni_q8_0, K_Q8_0)
+VKERNEL(vnni_q4_0, K_Q4_0)
+VKERNEL(vnni_q4_1, K_Q4_1)
+
+/* beyond this many blocks a panel's split codes do not go on the stack (256 KB); token groups
+ * then split them again */
+#define PRE_MAX_BLOCKS 512
+/* up to this many tokens the VNNI form runs (the same bits) */
+#ifndef VNNI_MAX_TOKENS
+#define VNNI_MAX_TOKENS 4
+#endif
+
+AMX void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+                         int64_t n_tok, float *y, int64_t ys) {
+    const int64_t nb = W->cols / 32;
+    const size_t bb = block_bytes(W->dtype);
+    void (*kern)(int, const uint8_t *, int64_t, size_t, const uint8_t *, const uint8_t *, size_t, float *, int64_t, int) =
+        W->dtype == MXL_DTYPE_Q8_0 ? kernel_q8_0 : W->dtype == MXL_DTYPE_Q4_0 ? kernel_q4_0 : kernel_q4_1;
+    /* the codes are split once per panel when more than one token group reads them */
+    const int use_pre = W->dtype != MXL_DTYPE_Q8_0 && n_tok > PANEL && nb <= PRE_MAX_BLOCKS;
+    uint8_t *pre = NULL;
+    if (use_pre) {
+        static _Thread_local _Alignas(64) uint8_t pre_mem[PRE_MAX_BLOCKS * 512];
+        pre = pre_mem;
+    }
+    if (n_tok <= VNNI_MAX_TOKENS) {
+        void (*vk)(int, int, const uint8_t *const *, int64_t, size_t, const uint8_t *, size_t, float *const *, int64_t,
+                   const int *) = W->dtype == MXL_DTYPE_Q8_0 ? vnni_q8_0 : W->dtype == MXL_DTYPE_Q4_0 ? vnni_q4_0 : vnni_q4_1;
+        /* panels p and p + half side by side: two read streams in flight */
+        const int64_t half = (p1 - p0 + 1) / 2;
+        for (int64_t i = 0; i < half; i++) {
+            const int np = p0 + half + i < p1 ? 2 : 1;
+            const uint8_t *pans[2];
+            int nrows[2];
+            int64_t pp[2] = {p0 + i, p0 + half + i};
+            for (int q = 0; q < np; q++) {
+                pans[q] = (const uint8_t *)W->amx + (size_t)pp[q] * (size_t)nb * bb;
+                nrows[q] = W->rows - pp[q] * PANEL < PANEL ? (int)(W->rows - pp[q] * PANEL) : PANEL;
+            }
+            for (int64_t t0 = 0; t0 < n_tok; t0 += 4) {
+                int nt = n_tok - t0 < 4 ? (int)(n_tok - t0) : 4;
+                float *yo[2] = {y + t0 * ys + pp[0] * PANEL, y + t0 * ys + pp[1] * PANEL};
+                vk(nt, np, pans, nb, bb, act + (size_t)t0 * act_stride, act_stride, yo, ys, nrows);
+            }
+        }
+        return;
+    }
+    int cfg_nt = 0;
+    for (int64_t p = p0; p < p1; p++) {
+        const uint8_t *pan = (const uint8_t *)W->amx + (size_t)p * (size_t)nb * bb;
+        int nrows = W->rows - p * PANEL < PANEL ? (int)(W->rows - p * PANEL) : PANEL;
+        if (use_pre)
+            for (int64_t b = 0; b < nb; b++) split_nibbles(pan + (size_t)b * bb, pre + (size_t)b * 512);
+        for (int64_t t0 = 0; t0 < n_tok; t0 += PANEL) {
+            int nt = n_tok - t0 < PANEL ? (int)(n_tok - t0) : PANEL;
+            if (nt != cfg_nt) configure(cfg_nt = nt);
+            kern(nt, pan, nb, bb, pre, act + (size_t)t0 * act_stride, act_stride, y + t0 * ys + p * PANEL, ys, nrows);
+        }
+    }
+}
+#else
+bool mxl_qamx_available(void) { return false; }
+void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+                     int64_t n_tok, float *y, int64_t ys) {
+    (void)W; (void)p0; (void)p1; (void)act; (void)act_stride; (void)n_tok; (void)y; (void)ys;
+    MXL_ASSERT(0 && "no AMX on this build");
+}
+#endif

@@ -1,0 +1,51 @@
+/* quant_amx.h - AMX-INT8 path of matmul.h for the GGUF 32-element formats Q4_0, Q4_1 and Q8_0.
+ *
+ * At load, a weight is given a second copy in "panel layout" (mxl_qamx_prepare): rows in panels
+ * of 16, and per panel and 32-element block the codes already in the byte order a TDPBSSD /
+ * TDPBSUD tile operand reads (the weight is the B operand: tile row kk holds, for each of the 16
+ * rows n, elements 4kk..4kk+3), then the 16 rows' f16 scales d (and Q4_1's offsets m):
+ *   Q8_0: codes[512] int8                                    + d[16]         = 544 bytes
+ *   Q4_0: nibbles[256] (byte i: low = code byte i, high =    + d[16]         = 288 bytes
+ *         code byte 256 + i; codes unsigned, q + 8)
+ *   Q4_1: nibbles[256] as Q4_0 (codes unsigned, q)           + d[16] + m[16] = 320 bytes
+ * so the copy is the size of the original (padding rows of a last partial panel are zero).
+ * The activations are the q8a blocks matmul.c already makes (one per token and 32 elements); a
+ * tile row is one token's block, read in place with the token stride.
+ *
+ * Per panel, block and group of up to 16 tokens: one tile product gives the exact int32 dot of
+ * every (token, row) pair, then AVX-512 adds d_w d_x * dot (+ m_w s_x) into a per-token vector of
+ * the 16 rows' f32 sums. Each (row, token) value is the same sequence of operations whatever the
+ * token count, the token's place in the batch and the thread count (matmul.h: batch invariance),
+ * and once a weight has the panel layout every token count, decode included, takes this path.
+ * The plain references are mxl_vec_dot_ref / mxl_cpu_matmul_f32_ref (tested by tolerance, like
+ * the other float paths) and, for the repacking, mxl_qamx_dequant_row_ref (bit for bit the GGUF
+ * dequantization). */
+#ifndef MXL_BACKENDS_CPU_QUANT_AMX_H
+#define MXL_BACKENDS_CPU_QUANT_AMX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/cpu/matmul.h"
+#include "core/arena.h"
+
+/* This CPU runs the path: the AMX level (cpu_features.h) and AMX-INT8 (CPUID.7.0:EDX bit 25). */
+bool mxl_qamx_available(void);
+/* W's format has a panel layout (GGUF Q4_0 / Q4_1 / Q8_0). */
+bool mxl_qamx_format(const mxl_cpu_weight *W);
+/* Bytes of W's panel layout (0 when the format has none). */
+size_t mxl_qamx_packed_bytes(const mxl_cpu_weight *W);
+/* W's rows into the panel layout at dst (mxl_qamx_packed_bytes bytes, 64-byte aligned). */
+void mxl_qamx_pack(const mxl_cpu_weight *W, uint8_t *dst);
+/* Row r of W dequantized from the panel layout W->amx (scalar; equals mxl_dequant_row_ref). */
+void mxl_qamx_dequant_row_ref(const mxl_cpu_weight *W, int64_t r, float *out);
+/* Gives W the panel layout (W->amx, from `arena`, which owns it) when this CPU runs the path and
+ * the format has one; otherwise leaves W as it is. */
+mxl_status mxl_qamx_prepare(mxl_cpu_weight *W, mxl_arena *arena, mxl_error *err);
+/* Panels [p0, p1) of W (W->amx set) for n_tok tokens of q8a activations act (token t at
+ * act + t * act_stride): y[t * ys + r] for the rows r of those panels. */
+void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+                     int64_t n_tok, float *y, int64_t ys);
+
+#endif
