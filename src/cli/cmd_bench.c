@@ -170,13 +170,13 @@ static int make_weight(const fmt *f, int64_t rows, int64_t cols, uint64_t *seed,
         mxl_synth_fill(f->dtype, o->data, nb, seed);
         o->w.data = o->data;
         o->bytes = nb * inf->block_bytes;
-        if (mxl_qamx_format(&o->w) && mxl_qamx_available()) {
-            size_t pb = (mxl_qamx_packed_bytes(&o->w) + 63) / 64 * 64;
-            o->panels = aligned_alloc(64, pb);
-            if (!o->panels) return 0;
-            mxl_qamx_pack(&o->w, o->panels);
-            o->w.amx = o->panels;
-        }
+    }
+    if (mxl_qamx_format(&o->w) && mxl_qamx_available()) {
+        size_t pb = (mxl_qamx_packed_bytes(&o->w) + 63) / 64 * 64;
+        o->panels = aligned_alloc(64, pb);
+        if (!o->panels) return 0;
+        mxl_qamx_pack(&o->w, o->panels);
+        o->w.amx = o->panels;
     }
     return 1;
 }

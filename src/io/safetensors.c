@@ -719,6 +719,11 @@ mxl_status mxl_st_model_open(const char *path, mxl_st_model **out, mxl_error *er
     return MXL_OK;
 }
 
+void mxl_st_model_release_pages(const mxl_st_model *m, const void *p, uint64_t n) {
+    for (size_t i = 0; i < m->n_files; i++)
+        if (m->files[i]->map.data) mxl_mapped_file_release(&m->files[i]->map, p, n);
+}
+
 void mxl_st_model_close(mxl_st_model *m) {
     if (!m) return;
     for (size_t i = 0; i < m->n_files; i++) mxl_safetensors_close(m->files[i]);

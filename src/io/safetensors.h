@@ -79,6 +79,8 @@ typedef struct mxl_st_model mxl_st_model;
  * a one-file model. Errors name the directory, the index or the shard, and the tensor. */
 mxl_status mxl_st_model_open(const char *path, mxl_st_model **out, mxl_error *err);
 void mxl_st_model_close(mxl_st_model *m); /* NULL is fine */
+/* mxl_mapped_file_release on whichever of m's files maps [p, p + n) (nothing when none does). */
+void mxl_st_model_release_pages(const mxl_st_model *m, const void *p, uint64_t n);
 
 /* Tensors of all files: files in order, each file's tensors in data-offset order. */
 size_t mxl_st_model_tensor_count(const mxl_st_model *m);

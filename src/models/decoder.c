@@ -323,8 +323,17 @@ static mxl_status common_hparams(const mxl_checkpoint *ck, mxl_family_ctx *fc) {
 static mxl_status prepare_one(const mxl_checkpoint *ck, mxl_decoder *d, mxl_cpu_weight *W, mxl_error *err) {
     if (W->rows <= 0 || W->amx) return MXL_OK;
     mxl_status st = mxl_qamx_prepare(W, &d->arena, err);
-    if (st == MXL_OK && W->amx && ck->gguf && W->data != d->tok_embd.data)
+    if (st != MXL_OK || !W->amx) return st;
+    if (W->kind == MXL_CPU_W_GGUF && ck->gguf && W->data != d->tok_embd.data)
         mxl_gguf_release_pages(ck->gguf, W->data, (uint64_t)(W->rows * mxl_cpu_weight_row_bytes(W)));
+    if (W->kind == MXL_CPU_W_MLX && ck->st && W->mlx.w != d->tok_embd.mlx.w) {
+        /* codes, scales and biases (mxl_cpu_weight_from_mlx checked these sizes) */
+        const mxl_mlx_qweight *M = &W->mlx;
+        uint64_t ng = (uint64_t)(M->rows * (M->cols / M->group_size)), esz = M->scale_dtype == MXL_DTYPE_F32 ? 4 : 2;
+        mxl_st_model_release_pages(ck->st, M->w, (uint64_t)(M->rows * mxl_cpu_weight_row_bytes(W)));
+        mxl_st_model_release_pages(ck->st, M->scales, ng * esz);
+        mxl_st_model_release_pages(ck->st, M->biases, ng * esz);
+    }
     return st;
 }
 

@@ -1,7 +1,9 @@
-/* test_kernels_qamx.c - the AMX-INT8 matmul path for GGUF Q4_0 / Q4_1 / Q8_0 (quant_amx.h).
+/* test_kernels_qamx.c - the AMX-INT8 matmul path for GGUF Q4_0 / Q4_1 / Q8_0 and MLX 4- / 8-bit
+ * weights (quant_amx.h).
  *
- *  - The panel layout holds the weight exactly: every row dequantized from it equals the GGUF
- *    reference dequantization bit for bit (shapes with a partial last panel).
+ *  - The panel layout holds the weight exactly: every row dequantized from it equals the GGUF /
+ *    MLX reference dequantization bit for bit (shapes with a partial last panel; MLX group sizes
+ *    32 / 64 / 128 and f16 / bf16 / f32 scales).
  *  - The tile kernel against the plain f32 reference (dequantized weights, f32 activations): the
  *    NMSE bound of test_kernels_matmul.c, and per output the f32-order bound against the scalar
  *    quantized-activation reference (1e-5 * sum |w x|).
@@ -20,6 +22,7 @@
 #include "core/arena.h"
 #include "core/threadpool.h"
 #include "test.h"
+#include "test_mlx_params.h"
 
 static uint64_t g_seed = 0x8F1BBCDCCA62C1D6ULL;
 static float frand(void) {
@@ -33,37 +36,32 @@ static const int64_t k_shapes[][2] = {{5, 96}, {29, 256}, {70, 544}};
 #define MAX_TOK 40
 static const int64_t k_ntoks[] = {1, 2, 7, 15, 16, 17, 33, 40};
 
-static int check_one(mxl_dtype t, int64_t rows, int64_t cols, mxl_threadpool *pool) {
+/* W (without a panel layout; its storage owned by the caller) through the path. */
+static int check_weight(mxl_cpu_weight W, const char *label, mxl_threadpool *pool) {
     int fails = 0;
-    const mxl_dtype_info *inf = mxl_dtype_get_info(t);
-    int64_t nb = rows * cols / inf->block_elems;
-    uint8_t *w = malloc((size_t)nb * inf->block_bytes);
-    uint64_t seed = 0x9E3779B97F4A7C15ULL ^ (uint64_t)(rows * 131 + cols);
-    mxl_synth_fill(t, w, (uint64_t)nb, &seed);
-    mxl_cpu_weight W = {MXL_CPU_W_GGUF, t, rows, cols, w, {0}, NULL};
+    const int64_t rows = W.rows, cols = W.cols;
     mxl_arena arena;
     mxl_arena_init(&arena, 4096);
     if (mxl_qamx_prepare(&W, &arena, NULL) != MXL_OK) fails++;
     if (!mxl_qamx_available()) {
         if (W.amx != NULL) fails++;
         mxl_arena_free(&arena);
-        free(w);
         return fails;
     }
     if (W.amx == NULL) {
-        fprintf(stderr, "  %s: AMX-INT8 CPU but no panel layout\n", inf->name);
+        fprintf(stderr, "  %s: AMX-INT8 CPU but no panel layout\n", label);
         mxl_arena_free(&arena);
-        free(w);
         return fails + 1;
     }
+    mxl_cpu_weight plain = W;
+    plain.amx = NULL;
     /* the layout round trip */
     float *a = malloc((size_t)cols * 4), *b = malloc((size_t)cols * 4);
-    int64_t rb = mxl_cpu_weight_row_bytes(&W);
     for (int64_t r = 0; r < rows; r++) {
-        mxl_dequant_row_ref(t, w + r * rb, a, cols);
+        mxl_cpu_weight_dequant_row(&plain, r, a);
         mxl_qamx_dequant_row_ref(&W, r, b);
         if (memcmp(a, b, (size_t)cols * 4) != 0) {
-            if (fails < 4) fprintf(stderr, "  %s [%lld,%lld]: row %lld differs in the panel layout\n", inf->name, (long long)rows, (long long)cols, (long long)r);
+            if (fails < 4) fprintf(stderr, "  %s: row %lld differs in the panel layout\n", label, (long long)r);
             fails++;
         }
     }
@@ -78,21 +76,19 @@ static int check_one(mxl_dtype t, int64_t rows, int64_t cols, mxl_threadpool *po
     void *scratch = malloc(sb);
     float *lone = malloc((size_t)(MAX_TOK * rows) * 4), *y = malloc((size_t)(MAX_TOK * rows) * 4);
     float *ref = malloc((size_t)(MAX_TOK * rows) * 4), *f32 = malloc((size_t)(MAX_TOK * rows) * 4);
-    mxl_cpu_weight plain = W;
-    plain.amx = NULL;
     mxl_cpu_matmul_isa(&plain, x, MAX_TOK, ref, scratch, NULL, MXL_CPU_ISA_SCALAR);
     mxl_cpu_matmul_f32_ref(&W, x, MAX_TOK, f32);
     for (int64_t tk = 0; tk < MAX_TOK; tk++) mxl_cpu_matmul(&W, x + tk * cols, 1, lone + tk * rows, scratch, NULL);
     float *row = malloc((size_t)cols * 4);
     double num = 0, den = 0;
     for (int64_t r = 0; r < rows; r++) {
-        mxl_dequant_row_ref(t, w + r * rb, row, cols);
+        mxl_cpu_weight_dequant_row(&plain, r, row);
         for (int64_t tk = 0; tk < MAX_TOK; tk++) {
             double s = 0;
             for (int64_t i = 0; i < cols; i++) s += fabs((double)row[i] * x[tk * cols + i]);
             double got = lone[tk * rows + r], want = ref[tk * rows + r];
             if (!(fabs(got - want) <= 1e-5 * s + 1e-30)) {
-                if (fails < 4) fprintf(stderr, "  %s [%lld,%lld]: tok %lld row %lld amx %.9g ref %.9g\n", inf->name, (long long)rows, (long long)cols, (long long)tk, (long long)r, got, want);
+                if (fails < 4) fprintf(stderr, "  %s: tok %lld row %lld amx %.9g ref %.9g\n", label, (long long)tk, (long long)r, got, want);
                 fails++;
             }
             double d = got - f32[tk * rows + r];
@@ -101,7 +97,7 @@ static int check_one(mxl_dtype t, int64_t rows, int64_t cols, mxl_threadpool *po
     }
     free(row);
     if (!(num / den <= 1e-3)) {
-        fprintf(stderr, "  %s: NMSE %.3g vs f32\n", inf->name, num / den);
+        fprintf(stderr, "  %s: NMSE %.3g vs f32\n", label, num / den);
         fails++;
     }
     for (int p = 0; p < 2; p++)
@@ -110,7 +106,7 @@ static int check_one(mxl_dtype t, int64_t rows, int64_t cols, mxl_threadpool *po
             for (int64_t i = 0; i < MAX_TOK * rows; i++) y[i] = NAN;
             mxl_cpu_matmul(&W, x, nt, y, scratch, p ? pool : NULL);
             if (memcmp(y, lone, (size_t)(nt * rows) * 4) != 0) {
-                if (fails < 4) fprintf(stderr, "  %s [%lld,%lld]: n_tok %lld (%s) differs from tokens alone\n", inf->name, (long long)rows, (long long)cols, (long long)nt, p ? "pool" : "no pool");
+                if (fails < 4) fprintf(stderr, "  %s: n_tok %lld (%s) differs from tokens alone\n", label, (long long)nt, p ? "pool" : "no pool");
                 fails++;
             }
         }
@@ -121,15 +117,57 @@ static int check_one(mxl_dtype t, int64_t rows, int64_t cols, mxl_threadpool *po
     free(ref);
     free(f32);
     mxl_arena_free(&arena);
+    return fails;
+}
+
+static int check_gguf(mxl_dtype t, int64_t rows, int64_t cols, mxl_threadpool *pool) {
+    const mxl_dtype_info *inf = mxl_dtype_get_info(t);
+    int64_t nb = rows * cols / inf->block_elems;
+    uint8_t *w = malloc((size_t)nb * inf->block_bytes);
+    uint64_t seed = 0x9E3779B97F4A7C15ULL ^ (uint64_t)(rows * 131 + cols);
+    mxl_synth_fill(t, w, (uint64_t)nb, &seed);
+    mxl_cpu_weight W = {MXL_CPU_W_GGUF, t, rows, cols, w, {0}, NULL};
+    char label[64];
+    snprintf(label, sizeof label, "%s [%lld,%lld]", inf->name, (long long)rows, (long long)cols);
+    int fails = check_weight(W, label, pool);
     free(w);
     return fails;
 }
 
-TEST(kernels_qamx_layout_accuracy_invariance) {
+static int check_mlx(int bits, int gs, mxl_dtype dt, int64_t rows, int64_t cols, mxl_threadpool *pool) {
+    int64_t words = rows * cols * bits / 32, ng = rows * cols / gs;
+    uint32_t *w = malloc((size_t)words * 4);
+    for (int64_t i = 0; i < words; i++) {
+        g_seed ^= g_seed << 13, g_seed ^= g_seed >> 7, g_seed ^= g_seed << 17;
+        w[i] = (uint32_t)(g_seed >> 16);
+    }
+    size_t esz = dt == MXL_DTYPE_F32 ? 4 : 2;
+    uint8_t *sc = malloc((size_t)ng * esz), *bs = malloc((size_t)ng * esz);
+    mxl_test_mlx_params(dt, bits, ng, sc, bs, frand);
+    mxl_cpu_weight W = {MXL_CPU_W_MLX, MXL_DTYPE_U32, rows, cols, NULL, {bits, gs, dt, rows, cols, w, sc, bs}, NULL};
+    char label[64];
+    snprintf(label, sizeof label, "mlx b%d g%d %s [%lld,%lld]", bits, gs, mxl_dtype_name(dt), (long long)rows, (long long)cols);
+    int fails = check_weight(W, label, pool);
+    free(w);
+    free(sc);
+    free(bs);
+    return fails;
+}
+
+TEST(kernels_qamx_gguf_mlx_layout_accuracy_invariance) {
     mxl_threadpool *pool = NULL;
     REQUIRE(mxl_threadpool_create(3, &pool, NULL) == MXL_OK);
     for (size_t k = 0; k < sizeof k_types / sizeof k_types[0]; k++)
         for (size_t s = 0; s < sizeof k_shapes / sizeof k_shapes[0]; s++)
-            CHECK(check_one(k_types[k], k_shapes[s][0], k_shapes[s][1], pool) == 0);
+            CHECK(check_gguf(k_types[k], k_shapes[s][0], k_shapes[s][1], pool) == 0);
+    static const int gs_list[] = {32, 64, 128};
+    static const mxl_dtype dts[] = {MXL_DTYPE_F16, MXL_DTYPE_BF16, MXL_DTYPE_F32};
+    for (int bits = 4; bits <= 8; bits += 4)
+        for (int g = 0; g < 3; g++)
+            for (int d = 0; d < 3; d++) {
+                const int64_t *shape = k_shapes[(g + d) % 3];
+                int64_t cols = (shape[1] + 127) / 128 * 128; /* whole groups of 128 */
+                CHECK(check_mlx(bits, gs_list[g], dts[d], shape[0], cols, pool) == 0);
+            }
     mxl_threadpool_destroy(pool);
 }

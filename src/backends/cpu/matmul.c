@@ -330,7 +330,7 @@ void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, 
         if (pool && qt > 1) mxl_threadpool_run(pool, qt, quant_task, &c);
         else quant_task(&c, 0, 1, 0);
     }
-    if (W->kind == MXL_CPU_W_GGUF && W->amx && isa >= MXL_CPU_ISA_AMX) {
+    if (W->kind != MXL_CPU_W_DENSE && W->amx && isa >= MXL_CPU_ISA_AMX) {
         int64_t n_pan = (W->rows + 15) / 16, n_tasks = nth == 1 ? 1 : (int64_t)nth * 4;
         if (n_tasks > n_pan) n_tasks = n_pan;
         if (pool && n_tasks > 1) mxl_threadpool_run(pool, (int)n_tasks, panels_task, &c);

@@ -1,5 +1,6 @@
-/* quant_amx.c - the AMX-INT8 matmul path for GGUF Q4_0 / Q4_1 / Q8_0 (quant_amx.h): the panel
- * layout (packing at load and its scalar dequantization), and the tile kernel.
+/* quant_amx.c - the AMX-INT8 matmul path for GGUF Q4_0 / Q4_1 / Q8_0 and MLX 4- / 8-bit
+ * (quant_amx.h): the panel layout (packing at load and its scalar dequantization), the tile
+ * kernel and its AVX-512 VNNI form for a few tokens.
  *
  * Kernel, per panel of 16 rows and group of NT <= 16 tokens (tiles: 0 = C [NT][16] int32,
  * 2 = A [NT][32] int8 activations, 3 = B [8][64] weight codes):
@@ -9,34 +10,59 @@
  *   C = 0; C += A . B (TDPBSSD / TDPBSUD); C -> memory; then, while the tile unit works on block
  *   b + 1, acc[t] += cvt(C[t]) * (d_w * d_x[t]) (+ m_w * s_x[t]), 16 rows per vector.
  * Q4_0's codes are stored unsigned (q + 8); its -8 is the offset term m_w = -8 d_w against the
- * activation's scaled sum s_x = d_x * sum(q_x), as Q4_1's m. */
+ * activation's scaled sum s_x = d_x * sum(q_x), as Q4_1's m. MLX affine weights are Q4_1's form
+ * (4-bit: d = scale, m = bias of the block's group) or unsigned 8-bit codes with d and m (U8). */
 #include "backends/cpu/quant_amx.h"
 
 #include <stddef.h>
 #include <string.h>
 
 #include "backends/cpu/quant_gguf.h"
+#include "backends/cpu/quant_mlx.h"
 #include "core/dtype.h"
 
 #define PANEL 16
-#define CODES_Q8 512 /* bytes of one block's codes (Q8_0) */
-#define CODES_Q4 256 /* nibbles of one block's codes (Q4_0 / Q4_1) */
+#define CODES_Q8 512 /* bytes of one block's 8-bit codes (Q8_0, U8) */
+#define CODES_Q4 256 /* nibbles of one block's codes (Q4_0 / Q4_1 / MLX 4-bit) */
 
-/* bytes of one (panel, block) */
-static size_t block_bytes(mxl_dtype t) {
-    switch (t) {
-    case MXL_DTYPE_Q8_0: return CODES_Q8 + 32;
-    case MXL_DTYPE_Q4_0: return CODES_Q4 + 32;
-    case MXL_DTYPE_Q4_1: return CODES_Q4 + 64;
-    default: return 0;
+/* Code kinds: K_Q8_0 signed 8-bit codes, d; K_Q4_0 unsigned nibbles, d (m = -8 d); K_Q4_1
+ * unsigned nibbles, d and m; K_U8 unsigned 8-bit codes, d and m. */
+enum { K_Q8_0, K_Q4_0, K_Q4_1, K_U8 };
+
+/* A weight's panel layout: code kind, f32 scales ("wide": MLX bf16 / f32 scales, which f16
+ * would not hold exactly) or f16, code bytes and bytes per (panel, block) */
+typedef struct layout {
+    int kind, wide;
+    size_t codes, bb;
+} layout;
+
+static bool layout_of(const mxl_cpu_weight *W, layout *L) {
+    memset(L, 0, sizeof *L);
+    if (W->kind == MXL_CPU_W_GGUF) {
+        switch (W->dtype) {
+        case MXL_DTYPE_Q8_0: *L = (layout){K_Q8_0, 0, CODES_Q8, CODES_Q8 + 32}; return true;
+        case MXL_DTYPE_Q4_0: *L = (layout){K_Q4_0, 0, CODES_Q4, CODES_Q4 + 32}; return true;
+        case MXL_DTYPE_Q4_1: *L = (layout){K_Q4_1, 0, CODES_Q4, CODES_Q4 + 64}; return true;
+        default: return false;
+        }
     }
+    if (W->kind != MXL_CPU_W_MLX || (W->mlx.bits != 4 && W->mlx.bits != 8) || W->mlx.group_size % 32) return false;
+    L->kind = W->mlx.bits == 4 ? K_Q4_1 : K_U8;
+    L->wide = W->mlx.scale_dtype != MXL_DTYPE_F16;
+    L->codes = W->mlx.bits == 4 ? CODES_Q4 : CODES_Q8;
+    L->bb = L->codes + (L->wide ? 128 : 64);
+    return true;
 }
 
-bool mxl_qamx_format(const mxl_cpu_weight *W) { return W->kind == MXL_CPU_W_GGUF && block_bytes(W->dtype) != 0; }
+bool mxl_qamx_format(const mxl_cpu_weight *W) {
+    layout L;
+    return layout_of(W, &L);
+}
 
 size_t mxl_qamx_packed_bytes(const mxl_cpu_weight *W) {
-    if (!mxl_qamx_format(W)) return 0;
-    return (size_t)((W->rows + PANEL - 1) / PANEL) * (size_t)(W->cols / 32) * block_bytes(W->dtype);
+    layout L;
+    if (!layout_of(W, &L)) return 0;
+    return (size_t)((W->rows + PANEL - 1) / PANEL) * (size_t)(W->cols / 32) * L.bb;
 }
 
 /* byte of element k of panel row n in a block's B-tile code order */
@@ -46,15 +72,56 @@ static inline size_t code_index(int k, int n) { return (size_t)(k / 4) * 64 + (s
  * For Q4 the nibble byte i = (kk, n, j) holds element 4kk + j in its low half and element
  * 16 + 4kk + j in its high half - exactly the GGUF qs byte 4kk + j - so the nibble area is the
  * transpose of the rows' qs words, kk < 4. */
+/* MLX: codes into the B-tile order - 8-bit: element i is byte i of the little-endian words, so
+ * the same dword transpose as Q8_0; 4-bit: element i is nibble i % 2 of byte i / 2, rebuilt into
+ * the (k, k + 16) pairs - then the scale and bias of each block's group (f16 bits copied, else
+ * as f32). */
+static void pack_mlx(const mxl_cpu_weight *W, const layout *L, uint8_t *dst) {
+    const mxl_mlx_qweight *M = &W->mlx;
+    const int64_t nb = W->cols / 32, ng = W->cols / M->group_size, words = W->cols * M->bits / 32;
+    for (int64_t r = 0; r < W->rows; r++) {
+        const uint8_t *row = (const uint8_t *)(M->w + r * words);
+        const int n = (int)(r % PANEL);
+        uint8_t *pan = dst + (size_t)(r / PANEL) * (size_t)nb * L->bb;
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *blk = pan + (size_t)b * L->bb;
+            if (L->kind == K_U8) {
+                for (int kk = 0; kk < 8; kk++) memcpy(blk + (size_t)kk * 64 + (size_t)n * 4, row + b * 32 + 4 * kk, 4);
+            } else {
+                const uint8_t *qb = row + b * 16; /* 32 nibbles */
+                for (int k = 0; k < 16; k++) {
+                    unsigned lo = (qb[k / 2] >> (4 * (k % 2))) & 0x0F, hi = (qb[8 + k / 2] >> (4 * (k % 2))) & 0x0F;
+                    blk[code_index(k, n)] = (uint8_t)(lo | hi << 4);
+                }
+            }
+            int64_t gi = r * ng + b * 32 / M->group_size;
+            if (L->wide) {
+                float d = mxl_mlx_param(M->scales, M->scale_dtype, gi), m = mxl_mlx_param(M->biases, M->scale_dtype, gi);
+                memcpy(blk + L->codes + 4 * n, &d, 4);
+                memcpy(blk + L->codes + 4 * (PANEL + n), &m, 4);
+            } else {
+                memcpy(blk + L->codes + 2 * n, (const uint8_t *)M->scales + 2 * gi, 2);
+                memcpy(blk + L->codes + 2 * (PANEL + n), (const uint8_t *)M->biases + 2 * gi, 2);
+            }
+        }
+    }
+}
+
 void mxl_qamx_pack(const mxl_cpu_weight *W, uint8_t *dst) {
+    layout L;
+    MXL_ASSERT(layout_of(W, &L));
+    memset(dst, 0, mxl_qamx_packed_bytes(W));
+    if (W->kind == MXL_CPU_W_MLX) {
+        pack_mlx(W, &L, dst);
+        return;
+    }
     const int64_t nb = W->cols / 32, rb = mxl_cpu_weight_row_bytes(W);
-    const size_t bb = block_bytes(W->dtype);
+    const size_t bb = L.bb;
     const int q8 = W->dtype == MXL_DTYPE_Q8_0, q41 = W->dtype == MXL_DTYPE_Q4_1;
     const int words = q8 ? 8 : 4;
     const size_t codes = q8 ? CODES_Q8 : CODES_Q4;
     const size_t sb = (size_t)mxl_dtype_get_info(W->dtype)->block_bytes; /* source block bytes */
     const size_t qs_off = q8 ? offsetof(mxl_block_q8_0, qs) : q41 ? offsetof(mxl_block_q4_1, qs) : offsetof(mxl_block_q4_0, qs);
-    memset(dst, 0, mxl_qamx_packed_bytes(W));
     for (int64_t r = 0; r < W->rows; r++) {
         const uint8_t *row = (const uint8_t *)W->data + r * rb;
         const int n = (int)(r % PANEL);
@@ -69,30 +136,40 @@ void mxl_qamx_pack(const mxl_cpu_weight *W, uint8_t *dst) {
     }
 }
 
+/* scale (i = n) or offset (i = PANEL + n) of a block: f16 bits or f32 */
+static float param_at(const layout *L, const uint8_t *blk, int i) {
+    if (L->wide) {
+        float v;
+        memcpy(&v, blk + L->codes + 4 * i, 4);
+        return v;
+    }
+    uint16_t h;
+    memcpy(&h, blk + L->codes + 2 * i, 2);
+    return mxl_f16_to_f32(h);
+}
+
 void mxl_qamx_dequant_row_ref(const mxl_cpu_weight *W, int64_t r, float *out) {
+    layout L;
+    MXL_ASSERT(layout_of(W, &L));
     const int64_t nb = W->cols / 32;
-    const size_t bb = block_bytes(W->dtype);
     const int n = (int)(r % PANEL);
-    const uint8_t *pan = (const uint8_t *)W->amx + (size_t)(r / PANEL) * (size_t)nb * bb;
+    const uint8_t *pan = (const uint8_t *)W->amx + (size_t)(r / PANEL) * (size_t)nb * L.bb;
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = pan + (size_t)b * bb;
+        const uint8_t *blk = pan + (size_t)b * L.bb;
         float *o = out + b * 32;
-        if (W->dtype == MXL_DTYPE_Q8_0) {
-            uint16_t h;
-            memcpy(&h, blk + CODES_Q8 + 2 * n, 2);
-            float d = mxl_f16_to_f32(h);
-            for (int k = 0; k < 32; k++) o[k] = d * (float)(int8_t)blk[code_index(k, n)];
-            continue;
-        }
-        uint16_t hd, hm = 0;
-        memcpy(&hd, blk + CODES_Q4 + 2 * n, 2);
-        if (W->dtype == MXL_DTYPE_Q4_1) memcpy(&hm, blk + CODES_Q4 + 2 * (PANEL + n), 2);
-        float d = mxl_f16_to_f32(hd), m = mxl_f16_to_f32(hm);
+        const float d = param_at(&L, blk, n), m = L.kind == K_Q4_1 || L.kind == K_U8 ? param_at(&L, blk, PANEL + n) : 0.0f;
         for (int k = 0; k < 32; k++) {
             size_t i = code_index(k, n);
-            int u = i < CODES_Q4 ? blk[i] & 0x0F : blk[i - CODES_Q4] >> 4;
-            /* the GGUF reference's own expressions: (q - 8) * d and q * d + m */
-            o[k] = W->dtype == MXL_DTYPE_Q4_0 ? (float)(u - 8) * d : (float)u * d + m;
+            int u = L.codes == CODES_Q8 ? blk[i] : i < CODES_Q4 ? blk[i] & 0x0F : blk[i - CODES_Q4] >> 4;
+            /* each reference's own expressions: GGUF q * d, (q - 8) * d, q * d + m; MLX s * q + b
+             * as two statements (never an FMA) */
+            if (L.kind == K_Q8_0) o[k] = d * (float)(int8_t)u;
+            else if (L.kind == K_Q4_0) o[k] = (float)(u - 8) * d;
+            else if (W->kind == MXL_CPU_W_GGUF) o[k] = (float)u * d + m;
+            else {
+                float t = d * (float)u;
+                o[k] = t + m;
+            }
         }
     }
 }
@@ -153,8 +230,6 @@ AMX static inline void split_nibbles(const uint8_t *nib, uint8_t *codes) {
     }
 }
 
-enum { K_Q8_0, K_Q4_0, K_Q4_1 };
-
 /* every cache line of the block PF_BLOCKS ahead (the panels are one contiguous stream; the
  * hardware prefetchers alone leave decode short of the read bandwidth) */
 #ifndef PF_BLOCKS
@@ -166,12 +241,14 @@ AMX static inline void prefetch_ahead(const uint8_t *blk, size_t bb) {
 }
 
 /* acc[t] += the block's C rows (cb, [NT][16] int32) scaled: see the file comment */
-AMX __attribute__((always_inline)) static inline void post_block(int kind, int NT, const int32_t *cb, const uint8_t *blk,
-                                                                 const uint8_t *act, size_t as, int64_t b, __m512 *acc) {
-    const size_t codes = kind == K_Q8_0 ? CODES_Q8 : CODES_Q4;
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + codes)));
-    const __m512 mw = kind == K_Q4_1 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + codes + 32)))
-                                     : _mm512_mul_ps(dw, _mm512_set1_ps(-8.0f));
+AMX __attribute__((always_inline)) static inline void post_block(int kind, int wide, int NT, const int32_t *cb,
+                                                                 const uint8_t *blk, const uint8_t *act, size_t as,
+                                                                 int64_t b, __m512 *acc) {
+    const size_t codes = kind == K_Q8_0 || kind == K_U8 ? CODES_Q8 : CODES_Q4;
+    const __m512 dw = wide ? _mm512_loadu_ps(blk + codes) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + codes)));
+    const __m512 mw = kind == K_Q4_0 ? _mm512_mul_ps(dw, _mm512_set1_ps(-8.0f))
+                      : wide         ? _mm512_loadu_ps(blk + codes + 64)
+                                     : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + codes + 32)));
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) {
         const mxl_block_q8a *x = (const mxl_block_q8a *)(act + (size_t)t * as) + b;
@@ -183,12 +260,13 @@ AMX __attribute__((always_inline)) static inline void post_block(int kind, int N
 
 /* One panel (pan, nb blocks of bb bytes) x NT tokens -> y[t * ys + n], n < nrows. pre: the
  * panel's Q4 codes split beforehand (nb x 512 bytes) or NULL. */
-AMX __attribute__((always_inline)) static inline void panel_kernel(int kind, int NT, const uint8_t *pan, int64_t nb,
+AMX __attribute__((always_inline)) static inline void panel_kernel(int kind, int wide, int NT, const uint8_t *pan, int64_t nb,
                                                                    size_t bb, const uint8_t *pre, const uint8_t *act,
                                                                    size_t as, float *y, int64_t ys, int nrows) {
     _Alignas(64) uint8_t split[2][512];
     _Alignas(64) int32_t cbuf[2][16 * 16];
-    const int own_split = kind != K_Q8_0 && !pre; /* split here, one block ahead of its tile load */
+    const int nib = kind == K_Q4_0 || kind == K_Q4_1;
+    const int own_split = nib && !pre; /* split here, one block ahead of its tile load */
     __m512 acc[16];
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
@@ -198,7 +276,7 @@ AMX __attribute__((always_inline)) static inline void panel_kernel(int kind, int
 #define STEP(b, TC)                                                                                          \
     do {                                                                                                     \
         const uint8_t *blk_ = pan + (size_t)(b) * bb;                                                       \
-        const uint8_t *bsrc_ = kind == K_Q8_0 ? blk_ : pre ? pre + (size_t)(b) * 512 : split[TC];           \
+        const uint8_t *bsrc_ = !nib ? blk_ : pre ? pre + (size_t)(b) * 512 : split[TC];                     \
         if (own_split && (b) + 1 < nb) split_nibbles(blk_ + bb, split[1 - (TC)]);                          \
         prefetch_ahead(blk_, bb);                                                                            \
         _tile_loadd(3, bsrc_, 64);                                                                           \
@@ -210,12 +288,12 @@ AMX __attribute__((always_inline)) static inline void panel_kernel(int kind, int
     } while (0)
     for (int64_t b = 0; b < nb; b += 2) {
         STEP(b, 0);
-        if (b > 0) post_block(kind, NT, cbuf[1], pan + (size_t)(b - 1) * bb, act, as, b - 1, acc);
+        if (b > 0) post_block(kind, wide, NT, cbuf[1], pan + (size_t)(b - 1) * bb, act, as, b - 1, acc);
         if (b + 1 < nb) STEP(b + 1, 1);
-        post_block(kind, NT, cbuf[0], pan + (size_t)b * bb, act, as, b, acc);
+        post_block(kind, wide, NT, cbuf[0], pan + (size_t)b * bb, act, as, b, acc);
     }
 #undef STEP
-    if (nb % 2 == 0) post_block(kind, NT, cbuf[1], pan + (size_t)(nb - 1) * bb, act, as, nb - 1, acc);
+    if (nb % 2 == 0) post_block(kind, wide, NT, cbuf[1], pan + (size_t)(nb - 1) * bb, act, as, nb - 1, acc);
     const __mmask16 mk = (__mmask16)((1u << nrows) - 1);
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(y + t * ys, mk, acc[t]);
@@ -225,9 +303,9 @@ AMX __attribute__((always_inline)) static inline void panel_kernel(int kind, int
  * path's store / reload round trips cost more than they save there): B-tile row kk of the block
  * (the 16 rows' elements 4kk..4kk+3) against token t's four bytes 4kk..4kk+3 broadcast, one
  * vpdpbusd per row kk, gives lane n = row n's dot, exactly as the tile product; the float steps
- * after it are POST's. vpdpbusd takes the unsigned operand first: the Q4 codes are unsigned; the
- * Q8_0 codes are made so (w + 128, one XOR) and 128 * sum(x) is subtracted (exact). */
-AMX __attribute__((always_inline)) static inline void panel_vnni(int kind, int NT, int NP, const uint8_t *const *pans,
+ * after it are post_block's. vpdpbusd takes the unsigned operand first: the Q4 and U8 codes are
+ * unsigned; the Q8_0 codes are made so (w + 128, one XOR) and 128 * sum(x) is subtracted (exact). */
+AMX __attribute__((always_inline)) static inline void panel_vnni(int kind, int wide, int NT, int NP, const uint8_t *const *pans,
                                                                  int64_t nb, size_t bb, const uint8_t *act, size_t as,
                                                                  float *const *ys_out, int64_t ys, const int *nrows) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi8(1);
@@ -243,9 +321,12 @@ AMX __attribute__((always_inline)) static inline void panel_vnni(int kind, int N
             const uint8_t *blk = pans[q] + (size_t)b * bb;
             prefetch_ahead(blk, bb);
             __m512i w[8];
-            if (kind == K_Q8_0) {
+            if (kind == K_Q8_0 || kind == K_U8) {
 #pragma GCC unroll 8
-                for (int kk = 0; kk < 8; kk++) w[kk] = _mm512_xor_si512(_mm512_loadu_si512((const void *)(blk + 64 * kk)), flip);
+                for (int kk = 0; kk < 8; kk++) {
+                    w[kk] = _mm512_loadu_si512((const void *)(blk + 64 * kk));
+                    if (kind == K_Q8_0) w[kk] = _mm512_xor_si512(w[kk], flip);
+                }
             } else {
 #pragma GCC unroll 4
                 for (int j = 0; j < 4; j++) {
@@ -269,7 +350,7 @@ AMX __attribute__((always_inline)) static inline void panel_vnni(int kind, int N
                 if (kind == K_Q8_0) d = _mm512_sub_epi32(d, _mm512_slli_epi32(sx, 7));
                 _mm512_store_si512((void *)(cb[q] + 16 * t), d);
             }
-            post_block(kind, NT, cb[q], blk, act, as, b, acc[q]);
+            post_block(kind, wide, NT, cb[q], blk, act, as, b, acc[q]);
         }
     }
 #pragma GCC unroll 2
@@ -281,35 +362,47 @@ AMX __attribute__((always_inline)) static inline void panel_vnni(int kind, int N
 }
 
 #define NT_CASE(N) \
-    case N: panel_kernel(KIND, N, pan, nb, bb, pre, act, as, y, ys, nrows); break;
-#define KERNEL(name, KIND_)                                                                                          \
+    case N: panel_kernel(KIND, WIDE, N, pan, nb, bb, pre, act, as, y, ys, nrows); break;
+#define KERNEL(name, KIND_, WIDE_)                                                                                   \
     AMX static void name(int nt, const uint8_t *pan, int64_t nb, size_t bb, const uint8_t *pre, const uint8_t *act, \
                          size_t as, float *y, int64_t ys, int nrows) {                                               \
-        const int KIND = KIND_;                                                                                      \
+        const int KIND = KIND_, WIDE = WIDE_;                                                                        \
         switch (nt) {                                                                                                \
             NT_CASE(1) NT_CASE(2) NT_CASE(3) NT_CASE(4) NT_CASE(5) NT_CASE(6) NT_CASE(7) NT_CASE(8)                  \
             NT_CASE(9) NT_CASE(10) NT_CASE(11) NT_CASE(12) NT_CASE(13) NT_CASE(14) NT_CASE(15) default:              \
-                panel_kernel(KIND, 16, pan, nb, bb, pre, act, as, y, ys, nrows);                                     \
+                panel_kernel(KIND, WIDE, 16, pan, nb, bb, pre, act, as, y, ys, nrows);                               \
         }                                                                                                            \
     }
-KERNEL(kernel_q8_0, K_Q8_0)
-KERNEL(kernel_q4_0, K_Q4_0)
-KERNEL(kernel_q4_1, K_Q4_1)
+KERNEL(kernel_q8_0, K_Q8_0, 0)
+KERNEL(kernel_q4_0, K_Q4_0, 0)
+KERNEL(kernel_q4_1, K_Q4_1, 0)
+KERNEL(kernel_q4_1w, K_Q4_1, 1)
+KERNEL(kernel_u8, K_U8, 0)
+KERNEL(kernel_u8w, K_U8, 1)
+typedef void (*tile_fn)(int, const uint8_t *, int64_t, size_t, const uint8_t *, const uint8_t *, size_t, float *, int64_t, int);
 
 #define VNNI_CASE(N)                                                                           \
     case N:                                                                                    \
-        if (np == 2) panel_vnni(KIND, N, 2, pans, nb, bb, act, as, yo, ys, nrows);             \
-        else panel_vnni(KIND, N, 1, pans, nb, bb, act, as, yo, ys, nrows);                     \
+        if (np == 2) panel_vnni(KIND, WIDE, N, 2, pans, nb, bb, act, as, yo, ys, nrows);       \
+        else panel_vnni(KIND, WIDE, N, 1, pans, nb, bb, act, as, yo, ys, nrows);               \
         break;
-#define VKERNEL(name, KIND_)                                                                            \
+#define VKERNEL(name, KIND_, WIDE_)                                                                     \
     AMX static void name(int nt, int np, const uint8_t *const *pans, int64_t nb, size_t bb, const uint8_t *act, \
                          size_t as, float *const *yo, int64_t ys, const int *nrows) {                   \
-        const int KIND = KIND_;                                                                         \
+        const int KIND = KIND_, WIDE = WIDE_;                                                           \
         switch (nt) { VNNI_CASE(1) VNNI_CASE(2) VNNI_CASE(3) VNNI_CASE(4) }                             \
     }
-VKERNEL(vnni_q8_0, K_Q8_0)
-VKERNEL(vnni_q4_0, K_Q4_0)
-VKERNEL(vnni_q4_1, K_Q4_1)
+VKERNEL(vnni_q8_0, K_Q8_0, 0)
+VKERNEL(vnni_q4_0, K_Q4_0, 0)
+VKERNEL(vnni_q4_1, K_Q4_1, 0)
+VKERNEL(vnni_q4_1w, K_Q4_1, 1)
+VKERNEL(vnni_u8, K_U8, 0)
+VKERNEL(vnni_u8w, K_U8, 1)
+typedef void (*vnni_fn)(int, int, const uint8_t *const *, int64_t, size_t, const uint8_t *, size_t, float *const *, int64_t,
+                        const int *);
+
+static const tile_fn k_tile[4][2] = {{kernel_q8_0, 0}, {kernel_q4_0, 0}, {kernel_q4_1, kernel_q4_1w}, {kernel_u8, kernel_u8w}};
+static const vnni_fn k_vnni[4][2] = {{vnni_q8_0, 0}, {vnni_q4_0, 0}, {vnni_q4_1, vnni_q4_1w}, {vnni_u8, vnni_u8w}};
 
 /* beyond this many blocks a panel's split codes do not go on the stack (256 KB); token groups
  * then split them again */
@@ -321,20 +414,12 @@ VKERNEL(vnni_q4_1, K_Q4_1)
 
 AMX void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
                          int64_t n_tok, float *y, int64_t ys) {
+    layout L;
+    MXL_ASSERT(layout_of(W, &L));
     const int64_t nb = W->cols / 32;
-    const size_t bb = block_bytes(W->dtype);
-    void (*kern)(int, const uint8_t *, int64_t, size_t, const uint8_t *, const uint8_t *, size_t, float *, int64_t, int) =
-        W->dtype == MXL_DTYPE_Q8_0 ? kernel_q8_0 : W->dtype == MXL_DTYPE_Q4_0 ? kernel_q4_0 : kernel_q4_1;
-    /* the codes are split once per panel when more than one token group reads them */
-    const int use_pre = W->dtype != MXL_DTYPE_Q8_0 && n_tok > PANEL && nb <= PRE_MAX_BLOCKS;
-    uint8_t *pre = NULL;
-    if (use_pre) {
-        static _Thread_local _Alignas(64) uint8_t pre_mem[PRE_MAX_BLOCKS * 512];
-        pre = pre_mem;
-    }
+    const size_t bb = L.bb;
     if (n_tok <= VNNI_MAX_TOKENS) {
-        void (*vk)(int, int, const uint8_t *const *, int64_t, size_t, const uint8_t *, size_t, float *const *, int64_t,
-                   const int *) = W->dtype == MXL_DTYPE_Q8_0 ? vnni_q8_0 : W->dtype == MXL_DTYPE_Q4_0 ? vnni_q4_0 : vnni_q4_1;
+        vnni_fn vk = k_vnni[L.kind][L.wide];
         /* panels p and p + half side by side: two read streams in flight */
         const int64_t half = (p1 - p0 + 1) / 2;
         for (int64_t i = 0; i < half; i++) {
@@ -354,6 +439,12 @@ AMX void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const 
         }
         return;
     }
+    tile_fn kern = k_tile[L.kind][L.wide];
+    /* nibble codes are split once per panel when more than one token group reads them (on the
+     * stack: worker threads have room for PRE_MAX_BLOCKS x 512 bytes) */
+    const int use_pre = (L.kind == K_Q4_0 || L.kind == K_Q4_1) && n_tok > PANEL && nb <= PRE_MAX_BLOCKS;
+    uint8_t pre_mem[use_pre ? nb * 512 + 64 : 1];
+    uint8_t *pre = use_pre ? (uint8_t *)(((uintptr_t)pre_mem + 63) & ~(uintptr_t)63) : NULL;
     int cfg_nt = 0;
     for (int64_t p = p0; p < p1; p++) {
         const uint8_t *pan = (const uint8_t *)W->amx + (size_t)p * (size_t)nb * bb;

@@ -1,4 +1,5 @@
-/* quant_amx.h - AMX-INT8 path of matmul.h for the GGUF 32-element formats Q4_0, Q4_1 and Q8_0.
+/* quant_amx.h - AMX-INT8 path of matmul.h for the GGUF 32-element formats Q4_0, Q4_1 and Q8_0
+ * and for MLX affine 4- and 8-bit weights (any group size).
  *
  * At load, a weight is given a second copy in "panel layout" (mxl_qamx_prepare): rows in panels
  * of 16, and per panel and 32-element block the codes already in the byte order a TDPBSSD /
@@ -8,7 +9,10 @@
  *   Q4_0: nibbles[256] (byte i: low = code byte i, high =    + d[16]         = 288 bytes
  *         code byte 256 + i; codes unsigned, q + 8)
  *   Q4_1: nibbles[256] as Q4_0 (codes unsigned, q)           + d[16] + m[16] = 320 bytes
- * so the copy is the size of the original (padding rows of a last partial panel are zero).
+ *   MLX 4-bit: as Q4_1 with d, m = the scale and bias of the block's group; MLX 8-bit: codes[512]
+ *   unsigned + d[16] + m[16] = 576 bytes. MLX scales in bf16 or f32 are kept as f32 (+64 bytes).
+ * so a GGUF copy is the size of the original (padding rows of a last partial panel are zero); an
+ * MLX one repeats each group's scale and bias per 32 elements.
  * The activations are the q8a blocks matmul.c already makes (one per token and 32 elements); a
  * tile row is one token's block, read in place with the token stride.
  *
@@ -32,13 +36,14 @@
 
 /* This CPU runs the path: the AMX level (cpu_features.h) and AMX-INT8 (CPUID.7.0:EDX bit 25). */
 bool mxl_qamx_available(void);
-/* W's format has a panel layout (GGUF Q4_0 / Q4_1 / Q8_0). */
+/* W's format has a panel layout (GGUF Q4_0 / Q4_1 / Q8_0, MLX 4 / 8 bits). */
 bool mxl_qamx_format(const mxl_cpu_weight *W);
 /* Bytes of W's panel layout (0 when the format has none). */
 size_t mxl_qamx_packed_bytes(const mxl_cpu_weight *W);
 /* W's rows into the panel layout at dst (mxl_qamx_packed_bytes bytes, 64-byte aligned). */
 void mxl_qamx_pack(const mxl_cpu_weight *W, uint8_t *dst);
-/* Row r of W dequantized from the panel layout W->amx (scalar; equals mxl_dequant_row_ref). */
+/* Row r of W dequantized from the panel layout W->amx (scalar; equals the GGUF / MLX reference
+ * dequantization bit for bit). */
 void mxl_qamx_dequant_row_ref(const mxl_cpu_weight *W, int64_t r, float *out);
 /* Gives W the panel layout (W->amx, from `arena`, which owns it) when this CPU runs the path and
  * the format has one; otherwise leaves W as it is. */
