@@ -1,11 +1,11 @@
-/* test_kernels_qamx.c - the AMX-INT8 matmul path for GGUF Q4_0 / Q4_1 / Q8_0 and MLX 4- / 8-bit
+/* test_kernels_qamx.c - the AMX-INT8 matmul path for GGUF Q4_0 / Q4_1 / Q8_0 / Q4_K and MLX 4- / 8-bit
  * weights (quant_amx.h).
  *
  *  - The panel layout holds the weight exactly: every row dequantized from it equals the GGUF /
  *    MLX reference dequantization bit for bit (shapes with a partial last panel; MLX group sizes
  *    32 / 64 / 128 and f16 / bf16 / f32 scales).
  *  - The tile kernel against the plain f32 reference (dequantized weights, f32 activations): the
- *    NMSE bound of test_kernels_matmul.c, and per output the f32-order bound against the scalar
+ *    NMSE bound of test_kernels_matmul.c, and per output the f32-order bound against the exact
  *    quantized-activation reference (1e-5 * sum |w x|).
  *  - Batch invariance: token counts 1..40 (one and several 16-token groups, remainders, and the
  *    path that splits a panel's codes once for several groups), with and without a pool, give
@@ -30,7 +30,7 @@ static float frand(void) {
     return (float)(g_seed >> 40) / 16777216.0f * 2.0f - 1.0f;
 }
 
-static const mxl_dtype k_types[] = {MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q8_0};
+static const mxl_dtype k_types[] = {MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q8_0, MXL_DTYPE_Q4_K};
 /* rows: a partial panel only, one whole and a partial, several; cols: odd and even block counts */
 static const int64_t k_shapes[][2] = {{5, 96}, {29, 256}, {70, 544}};
 #define MAX_TOK 40
@@ -76,7 +76,25 @@ static int check_weight(mxl_cpu_weight W, const char *label, mxl_threadpool *poo
     void *scratch = malloc(sb);
     float *lone = malloc((size_t)(MAX_TOK * rows) * 4), *y = malloc((size_t)(MAX_TOK * rows) * 4);
     float *ref = malloc((size_t)(MAX_TOK * rows) * 4), *f32 = malloc((size_t)(MAX_TOK * rows) * 4);
-    mxl_cpu_matmul_isa(&plain, x, MAX_TOK, ref, scratch, NULL, MXL_CPU_ISA_SCALAR);
+    /* the same products exactly: dequantized weights against the q8a-dequantized activations the
+     * path multiplies (scalar quantizer), summed in double */
+    float *xq = malloc((size_t)(MAX_TOK * cols) * 4), *wr = malloc((size_t)cols * 4);
+    mxl_block_q8a *qa = malloc((size_t)(cols / 32) * sizeof *qa);
+    for (int64_t tk = 0; tk < MAX_TOK; tk++) {
+        mxl_quant_q8a_ref(x + tk * cols, qa, cols);
+        for (int64_t i = 0; i < cols; i++) xq[tk * cols + i] = qa[i / 32].d * (float)qa[i / 32].qs[i % 32];
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        mxl_cpu_weight_dequant_row(&plain, r, wr);
+        for (int64_t tk = 0; tk < MAX_TOK; tk++) {
+            double acc = 0;
+            for (int64_t i = 0; i < cols; i++) acc += (double)wr[i] * xq[tk * cols + i];
+            ref[tk * rows + r] = (float)acc;
+        }
+    }
+    free(xq);
+    free(wr);
+    free(qa);
     mxl_cpu_matmul_f32_ref(&W, x, MAX_TOK, f32);
     for (int64_t tk = 0; tk < MAX_TOK; tk++) mxl_cpu_matmul(&W, x + tk * cols, 1, lone + tk * rows, scratch, NULL);
     float *row = malloc((size_t)cols * 4);
@@ -159,7 +177,8 @@ TEST(kernels_qamx_gguf_mlx_layout_accuracy_invariance) {
     REQUIRE(mxl_threadpool_create(3, &pool, NULL) == MXL_OK);
     for (size_t k = 0; k < sizeof k_types / sizeof k_types[0]; k++)
         for (size_t s = 0; s < sizeof k_shapes / sizeof k_shapes[0]; s++)
-            CHECK(check_gguf(k_types[k], k_shapes[s][0], k_shapes[s][1], pool) == 0);
+            CHECK(check_gguf(k_types[k], k_shapes[s][0],
+                             k_types[k] == MXL_DTYPE_Q4_K ? (k_shapes[s][1] + 255) / 256 * 256 : k_shapes[s][1], pool) == 0);
     static const int gs_list[] = {32, 64, 128};
     static const mxl_dtype dts[] = {MXL_DTYPE_F16, MXL_DTYPE_BF16, MXL_DTYPE_F32};
     for (int bits = 4; bits <= 8; bits += 4)

@@ -121,14 +121,20 @@ mxl_status mxl_cpu_weight_from_mlx(const mxl_tensor *w, const mxl_tensor *scales
     return MXL_OK;
 }
 
-static mxl_act_kind act_kind(const mxl_cpu_weight *W) {
-    if (W->kind == MXL_CPU_W_MLX) return MXL_ACT_Q8A;
+/* the AMX panel path (quant_amx.h) runs W at this level */
+static bool panel_path(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
+    return W->kind != MXL_CPU_W_DENSE && W->amx && isa >= MXL_CPU_ISA_AMX;
+}
+
+/* activations of W's kernels at level isa: the panel path always takes q8a blocks */
+static mxl_act_kind act_kind(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
+    if (W->kind == MXL_CPU_W_MLX || panel_path(W, isa)) return MXL_ACT_Q8A;
     if (W->kind == MXL_CPU_W_GGUF) return mxl_gguf_act_kind(W->dtype);
     return MXL_ACT_F32;
 }
 
-static size_t act_row_bytes(const mxl_cpu_weight *W) {
-    switch (act_kind(W)) {
+static size_t act_row_bytes(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
+    switch (act_kind(W, isa)) {
     case MXL_ACT_Q8A: return (size_t)(W->cols / 32) * sizeof(mxl_block_q8a);
     case MXL_ACT_Q8K: return (size_t)(W->cols / 256) * sizeof(mxl_block_q8k);
     default: return 0;
@@ -136,7 +142,9 @@ static size_t act_row_bytes(const mxl_cpu_weight *W) {
 }
 
 size_t mxl_cpu_matmul_scratch_bytes(const mxl_cpu_weight *W, int64_t n_tok) {
-    return act_row_bytes(W) * (size_t)n_tok;
+    /* enough for either kind when W also has the panel layout (the level is chosen per call) */
+    size_t a = act_row_bytes(W, MXL_CPU_ISA_AVX512VNNI), b = act_row_bytes(W, MXL_CPU_ISA_AMX);
+    return (a > b ? a : b) * (size_t)n_tok;
 }
 
 void mxl_cpu_weight_dequant_row(const mxl_cpu_weight *W, int64_t r, float *out) {
@@ -173,7 +181,7 @@ static void quant_task(void *vctx, int task, int n_tasks, int thread_index) {
     (void)thread_index;
     mm_ctx *c = vctx;
     int64_t t0 = c->n_tok * task / n_tasks, t1 = c->n_tok * (task + 1) / n_tasks;
-    mxl_act_kind k = act_kind(c->W);
+    mxl_act_kind k = act_kind(c->W, c->isa);
     for (int64_t t = t0; t < t1; t++) {
         const float *xt = c->x + t * c->W->cols;
         void *dst = c->act + (size_t)t * c->act_stride;
@@ -302,7 +310,7 @@ static void rows_task(void *vctx, int task, int n_tasks, int thread_index) {
 void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
                         void *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
     if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
-    mm_ctx c = {W, x, n_tok, y, scratch, act_row_bytes(W), 0, isa, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    mm_ctx c = {W, x, n_tok, y, scratch, act_row_bytes(W, isa), 0, isa, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     if (W->kind != MXL_CPU_W_MLX) c.row_bytes = mxl_cpu_weight_row_bytes(W);
     if (isa >= MXL_CPU_ISA_AVX2) {
         if (W->kind == MXL_CPU_W_GGUF) {
@@ -324,13 +332,13 @@ void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, 
         }
     }
     int nth = pool ? mxl_threadpool_size(pool) : 1;
-    if (act_kind(W) != MXL_ACT_F32) {
+    if (act_kind(W, isa) != MXL_ACT_F32) {
         MXL_ASSERT(scratch != NULL);
         int qt = n_tok < nth ? (int)n_tok : nth;
         if (pool && qt > 1) mxl_threadpool_run(pool, qt, quant_task, &c);
         else quant_task(&c, 0, 1, 0);
     }
-    if (W->kind != MXL_CPU_W_DENSE && W->amx && isa >= MXL_CPU_ISA_AMX) {
+    if (panel_path(W, isa)) {
         int64_t n_pan = (W->rows + 15) / 16, n_tasks = nth == 1 ? 1 : (int64_t)nth * 4;
         if (n_tasks > n_pan) n_tasks = n_pan;
         if (pool && n_tasks > 1) mxl_threadpool_run(pool, (int)n_tasks, panels_task, &c);

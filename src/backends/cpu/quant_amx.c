@@ -26,8 +26,21 @@
 #define CODES_Q4 256 /* nibbles of one block's codes (Q4_0 / Q4_1 / MLX 4-bit) */
 
 /* Code kinds: K_Q8_0 signed 8-bit codes, d; K_Q4_0 unsigned nibbles, d (m = -8 d); K_Q4_1
- * unsigned nibbles, d and m; K_U8 unsigned 8-bit codes, d and m. */
-enum { K_Q8_0, K_Q4_0, K_Q4_1, K_U8 };
+ * unsigned nibbles, d and m; K_U8 unsigned 8-bit codes, d and m; K_Q4_K unsigned nibbles with
+ * Q4_K's scales (d = d_sb * sc_j, m = -dmin_sb * m_j, both exact in f32, formed in the kernel). */
+enum { K_Q8_0, K_Q4_0, K_Q4_1, K_U8, K_Q4_K };
+
+/* One Q4_K super-block of a panel (256 elements x 16 rows): sc[8][16] and m[8][16] (the 6-bit
+ * values as bytes), d[16] and dmin[16] (f16), then the 8 sub-blocks' nibbles (256 bytes each,
+ * as Q4_1's) - 2368 bytes for the GGUF's 2304, read front to back. */
+#define KSB 2368
+#define KSB_PARAMS 0
+#define KSB_CODES 320
+
+/* codes of 32-element block b of a panel */
+static inline const uint8_t *codes_at(int kind, const uint8_t *pan, int64_t b, size_t bb) {
+    return kind == K_Q4_K ? pan + (size_t)(b >> 3) * KSB + KSB_CODES + (size_t)(b & 7) * CODES_Q4 : pan + (size_t)b * bb;
+}
 
 /* A weight's panel layout: code kind, f32 scales ("wide": MLX bf16 / f32 scales, which f16
  * would not hold exactly) or f16, code bytes and bytes per (panel, block) */
@@ -43,6 +56,7 @@ static bool layout_of(const mxl_cpu_weight *W, layout *L) {
         case MXL_DTYPE_Q8_0: *L = (layout){K_Q8_0, 0, CODES_Q8, CODES_Q8 + 32}; return true;
         case MXL_DTYPE_Q4_0: *L = (layout){K_Q4_0, 0, CODES_Q4, CODES_Q4 + 32}; return true;
         case MXL_DTYPE_Q4_1: *L = (layout){K_Q4_1, 0, CODES_Q4, CODES_Q4 + 64}; return true;
+        case MXL_DTYPE_Q4_K: *L = (layout){K_Q4_K, 0, CODES_Q4, KSB / 8}; return true; /* bb: per 32 */
         default: return false;
         }
     }
@@ -107,12 +121,40 @@ static void pack_mlx(const mxl_cpu_weight *W, const layout *L, uint8_t *dst) {
     }
 }
 
+/* Q4_K: sub-block j's element e is nibble j % 2 of qs[32 (j / 2) + e], re-paired (e, e + 16);
+ * the 6-bit scales and mins unpacked to bytes; d and dmin copied. */
+static void pack_q4_k(const mxl_cpu_weight *W, uint8_t *dst) {
+    const int64_t nsb = W->cols / 256, rb = mxl_cpu_weight_row_bytes(W);
+    for (int64_t r = 0; r < W->rows; r++) {
+        const mxl_block_q4_k *row = (const mxl_block_q4_k *)((const uint8_t *)W->data + r * rb);
+        const int n = (int)(r % PANEL);
+        uint8_t *pan = dst + (size_t)(r / PANEL) * (size_t)nsb * KSB;
+        for (int64_t s = 0; s < nsb; s++) {
+            const mxl_block_q4_k *q = row + s;
+            uint8_t *sb = pan + (size_t)s * KSB + KSB_CODES, *sp = pan + (size_t)s * KSB + KSB_PARAMS;
+            for (int j = 0; j < 8; j++) {
+                const uint8_t *qs = q->qs + 32 * (j / 2);
+                const int sh = 4 * (j % 2);
+                for (int k = 0; k < 16; k++)
+                    sb[(size_t)j * CODES_Q4 + code_index(k, n)] = (uint8_t)(((qs[k] >> sh) & 0x0F) | ((qs[k + 16] >> sh) & 0x0F) << 4);
+                mxl_q4k_scale_min(j, q->scales, &sp[16 * j + n], &sp[128 + 16 * j + n]);
+            }
+            memcpy(sp + 256 + 2 * n, &q->d, 2);
+            memcpy(sp + 288 + 2 * n, &q->dmin, 2);
+        }
+    }
+}
+
 void mxl_qamx_pack(const mxl_cpu_weight *W, uint8_t *dst) {
     layout L;
     MXL_ASSERT(layout_of(W, &L));
     memset(dst, 0, mxl_qamx_packed_bytes(W));
     if (W->kind == MXL_CPU_W_MLX) {
         pack_mlx(W, &L, dst);
+        return;
+    }
+    if (L.kind == K_Q4_K) {
+        pack_q4_k(W, dst);
         return;
     }
     const int64_t nb = W->cols / 32, rb = mxl_cpu_weight_row_bytes(W);
@@ -155,8 +197,23 @@ void mxl_qamx_dequant_row_ref(const mxl_cpu_weight *W, int64_t r, float *out) {
     const int n = (int)(r % PANEL);
     const uint8_t *pan = (const uint8_t *)W->amx + (size_t)(r / PANEL) * (size_t)nb * L.bb;
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = pan + (size_t)b * L.bb;
         float *o = out + b * 32;
+        if (L.kind == K_Q4_K) { /* GGUF's (d * sc) * q - (dmin * m) */
+            const uint8_t *c = codes_at(K_Q4_K, pan, b, L.bb), *sp = pan + (size_t)(b >> 3) * KSB + KSB_PARAMS;
+            const int j = (int)(b & 7);
+            uint16_t hd, hm;
+            memcpy(&hd, sp + 256 + 2 * n, 2);
+            memcpy(&hm, sp + 288 + 2 * n, 2);
+            float d1 = mxl_f16_to_f32(hd) * (float)sp[16 * j + n], m1 = mxl_f16_to_f32(hm) * (float)sp[128 + 16 * j + n];
+            for (int k = 0; k < 32; k++) {
+                size_t i = code_index(k, n);
+                int u = i < CODES_Q4 ? c[i] & 0x0F : c[i - CODES_Q4] >> 4;
+                float prod = d1 * (float)u;
+                o[k] = prod - m1;
+            }
+            continue;
+        }
+        const uint8_t *blk = pan + (size_t)b * L.bb;
         const float d = param_at(&L, blk, n), m = L.kind == K_Q4_1 || L.kind == K_U8 ? param_at(&L, blk, PANEL + n) : 0.0f;
         for (int k = 0; k < 32; k++) {
             size_t i = code_index(k, n);
@@ -242,13 +299,25 @@ AMX static inline void prefetch_ahead(const uint8_t *blk, size_t bb) {
 
 /* acc[t] += the block's C rows (cb, [NT][16] int32) scaled: see the file comment */
 AMX __attribute__((always_inline)) static inline void post_block(int kind, int wide, int NT, const int32_t *cb,
-                                                                 const uint8_t *blk, const uint8_t *act, size_t as,
-                                                                 int64_t b, __m512 *acc) {
+                                                                 const uint8_t *pan, size_t bb, const uint8_t *act,
+                                                                 size_t as, int64_t b, __m512 *acc) {
     const size_t codes = kind == K_Q8_0 || kind == K_U8 ? CODES_Q8 : CODES_Q4;
-    const __m512 dw = wide ? _mm512_loadu_ps(blk + codes) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + codes)));
-    const __m512 mw = kind == K_Q4_0 ? _mm512_mul_ps(dw, _mm512_set1_ps(-8.0f))
-                      : wide         ? _mm512_loadu_ps(blk + codes + 64)
-                                     : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + codes + 32)));
+    const uint8_t *blk = pan + (size_t)b * bb;
+    __m512 dw, mw;
+    if (kind == K_Q4_K) {
+        const uint8_t *sp = pan + (size_t)(b >> 3) * KSB + KSB_PARAMS;
+        const int j = (int)(b & 7);
+        __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sp + 16 * j))));
+        __m512 mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sp + 128 + 16 * j))));
+        dw = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sp + 256))), sc);
+        mw = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sp + 288))), mn);
+        mw = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(mw), _mm512_set1_epi32((int)0x80000000u)));
+    } else {
+        dw = wide ? _mm512_loadu_ps(blk + codes) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + codes)));
+        mw = kind == K_Q4_0 ? _mm512_mul_ps(dw, _mm512_set1_ps(-8.0f))
+             : wide         ? _mm512_loadu_ps(blk + codes + 64)
+                            : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + codes + 32)));
+    }
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) {
         const mxl_block_q8a *x = (const mxl_block_q8a *)(act + (size_t)t * as) + b;
@@ -265,20 +334,20 @@ AMX __attribute__((always_inline)) static inline void panel_kernel(int kind, int
                                                                    size_t as, float *y, int64_t ys, int nrows) {
     _Alignas(64) uint8_t split[2][512];
     _Alignas(64) int32_t cbuf[2][16 * 16];
-    const int nib = kind == K_Q4_0 || kind == K_Q4_1;
+    const int nib = kind == K_Q4_0 || kind == K_Q4_1 || kind == K_Q4_K;
     const int own_split = nib && !pre; /* split here, one block ahead of its tile load */
     __m512 acc[16];
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
-    if (own_split) split_nibbles(pan, split[0]);
+    if (own_split) split_nibbles(codes_at(kind, pan, 0, bb), split[0]);
     /* block b into accumulator tile TC (0 for even b, 1 for odd: the next block's tile product
      * does not wait for this one's store) and cbuf[TC] */
 #define STEP(b, TC)                                                                                          \
     do {                                                                                                     \
-        const uint8_t *blk_ = pan + (size_t)(b) * bb;                                                       \
+        const uint8_t *blk_ = codes_at(kind, pan, b, bb);                                                   \
         const uint8_t *bsrc_ = !nib ? blk_ : pre ? pre + (size_t)(b) * 512 : split[TC];                     \
-        if (own_split && (b) + 1 < nb) split_nibbles(blk_ + bb, split[1 - (TC)]);                          \
-        prefetch_ahead(blk_, bb);                                                                            \
+        if (own_split && (b) + 1 < nb) split_nibbles(codes_at(kind, pan, (b) + 1, bb), split[1 - (TC)]);   \
+        prefetch_ahead(pan + (size_t)(b) * bb, bb);                                                          \
         _tile_loadd(3, bsrc_, 64);                                                                           \
         _tile_loadd(2, act + (size_t)(b) * sizeof(mxl_block_q8a) + offsetof(mxl_block_q8a, qs), as);        \
         _tile_zero(TC);                                                                                      \
@@ -288,12 +357,12 @@ AMX __attribute__((always_inline)) static inline void panel_kernel(int kind, int
     } while (0)
     for (int64_t b = 0; b < nb; b += 2) {
         STEP(b, 0);
-        if (b > 0) post_block(kind, wide, NT, cbuf[1], pan + (size_t)(b - 1) * bb, act, as, b - 1, acc);
+        if (b > 0) post_block(kind, wide, NT, cbuf[1], pan, bb, act, as, b - 1, acc);
         if (b + 1 < nb) STEP(b + 1, 1);
-        post_block(kind, wide, NT, cbuf[0], pan + (size_t)b * bb, act, as, b, acc);
+        post_block(kind, wide, NT, cbuf[0], pan, bb, act, as, b, acc);
     }
 #undef STEP
-    if (nb % 2 == 0) post_block(kind, wide, NT, cbuf[1], pan + (size_t)(nb - 1) * bb, act, as, nb - 1, acc);
+    if (nb % 2 == 0) post_block(kind, wide, NT, cbuf[1], pan, bb, act, as, nb - 1, acc);
     const __mmask16 mk = (__mmask16)((1u << nrows) - 1);
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(y + t * ys, mk, acc[t]);
@@ -318,8 +387,8 @@ AMX __attribute__((always_inline)) static inline void panel_vnni(int kind, int w
     for (int64_t b = 0; b < nb; b++) {
 #pragma GCC unroll 2
         for (int q = 0; q < NP; q++) {
-            const uint8_t *blk = pans[q] + (size_t)b * bb;
-            prefetch_ahead(blk, bb);
+            const uint8_t *blk = codes_at(kind, pans[q], b, bb);
+            prefetch_ahead(pans[q] + (size_t)b * bb, bb);
             __m512i w[8];
             if (kind == K_Q8_0 || kind == K_U8) {
 #pragma GCC unroll 8
@@ -350,7 +419,7 @@ AMX __attribute__((always_inline)) static inline void panel_vnni(int kind, int w
                 if (kind == K_Q8_0) d = _mm512_sub_epi32(d, _mm512_slli_epi32(sx, 7));
                 _mm512_store_si512((void *)(cb[q] + 16 * t), d);
             }
-            post_block(kind, wide, NT, cb[q], blk, act, as, b, acc[q]);
+            post_block(kind, wide, NT, cb[q], pans[q], bb, act, as, b, acc[q]);
         }
     }
 #pragma GCC unroll 2
@@ -379,6 +448,7 @@ KERNEL(kernel_q4_1, K_Q4_1, 0)
 KERNEL(kernel_q4_1w, K_Q4_1, 1)
 KERNEL(kernel_u8, K_U8, 0)
 KERNEL(kernel_u8w, K_U8, 1)
+KERNEL(kernel_q4_k, K_Q4_K, 0)
 typedef void (*tile_fn)(int, const uint8_t *, int64_t, size_t, const uint8_t *, const uint8_t *, size_t, float *, int64_t, int);
 
 #define VNNI_CASE(N)                                                                           \
@@ -398,11 +468,14 @@ VKERNEL(vnni_q4_1, K_Q4_1, 0)
 VKERNEL(vnni_q4_1w, K_Q4_1, 1)
 VKERNEL(vnni_u8, K_U8, 0)
 VKERNEL(vnni_u8w, K_U8, 1)
+VKERNEL(vnni_q4_k, K_Q4_K, 0)
 typedef void (*vnni_fn)(int, int, const uint8_t *const *, int64_t, size_t, const uint8_t *, size_t, float *const *, int64_t,
                         const int *);
 
-static const tile_fn k_tile[4][2] = {{kernel_q8_0, 0}, {kernel_q4_0, 0}, {kernel_q4_1, kernel_q4_1w}, {kernel_u8, kernel_u8w}};
-static const vnni_fn k_vnni[4][2] = {{vnni_q8_0, 0}, {vnni_q4_0, 0}, {vnni_q4_1, vnni_q4_1w}, {vnni_u8, vnni_u8w}};
+static const tile_fn k_tile[5][2] = {{kernel_q8_0, 0}, {kernel_q4_0, 0}, {kernel_q4_1, kernel_q4_1w}, {kernel_u8, kernel_u8w},
+                                     {kernel_q4_k, 0}};
+static const vnni_fn k_vnni[5][2] = {{vnni_q8_0, 0}, {vnni_q4_0, 0}, {vnni_q4_1, vnni_q4_1w}, {vnni_u8, vnni_u8w},
+                                     {vnni_q4_k, 0}};
 
 /* beyond this many blocks a panel's split codes do not go on the stack (256 KB); token groups
  * then split them again */
@@ -442,7 +515,7 @@ AMX void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const 
     tile_fn kern = k_tile[L.kind][L.wide];
     /* nibble codes are split once per panel when more than one token group reads them (on the
      * stack: worker threads have room for PRE_MAX_BLOCKS x 512 bytes) */
-    const int use_pre = (L.kind == K_Q4_0 || L.kind == K_Q4_1) && n_tok > PANEL && nb <= PRE_MAX_BLOCKS;
+    const int use_pre = (L.kind == K_Q4_0 || L.kind == K_Q4_1 || L.kind == K_Q4_K) && n_tok > PANEL && nb <= PRE_MAX_BLOCKS;
     uint8_t pre_mem[use_pre ? nb * 512 + 64 : 1];
     uint8_t *pre = use_pre ? (uint8_t *)(((uintptr_t)pre_mem + 63) & ~(uintptr_t)63) : NULL;
     int cfg_nt = 0;
@@ -450,7 +523,7 @@ AMX void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const 
         const uint8_t *pan = (const uint8_t *)W->amx + (size_t)p * (size_t)nb * bb;
         int nrows = W->rows - p * PANEL < PANEL ? (int)(W->rows - p * PANEL) : PANEL;
         if (use_pre)
-            for (int64_t b = 0; b < nb; b++) split_nibbles(pan + (size_t)b * bb, pre + (size_t)b * 512);
+            for (int64_t b = 0; b < nb; b++) split_nibbles(codes_at(L.kind, pan, b, bb), pre + (size_t)b * 512);
         for (int64_t t0 = 0; t0 < n_tok; t0 += PANEL) {
             int nt = n_tok - t0 < PANEL ? (int)(n_tok - t0) : PANEL;
             if (nt != cfg_nt) configure(cfg_nt = nt);

@@ -106,6 +106,16 @@ void mxl_dequant_row_ref(mxl_dtype t, const void *src, float *dst, int64_t n);
 /* Activation quantization (reference; n a multiple of 32 resp. 256). Round to nearest, ties away
  * from zero, d = max|x| / 127 as ggml's quantize_row_q8_0/q8_K do (q8k: d = max / -127 with the
  * sign of the largest-magnitude value, as ggml). */
+/* 6-bit scale and min j (0..7) of a Q4_K/Q5_K super-block (ggml's get_scale_min_k4). */
+static inline void mxl_q4k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
 void mxl_quant_q8a_ref(const float *x, mxl_block_q8a *y, int64_t n);
 void mxl_quant_q8k_ref(const float *x, mxl_block_q8k *y, int64_t n);
 /* The same bits on AVX-512 (quant_gguf_avx512.c). */

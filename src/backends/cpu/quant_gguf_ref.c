@@ -33,17 +33,6 @@ mxl_act_kind mxl_gguf_act_kind(mxl_dtype t) {
     }
 }
 
-/* 6-bit scale and min j (0..7) of a Q4_K/Q5_K super-block (ggml's get_scale_min_k4). */
-static inline void scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
-}
-
 /* Signed 6-bit scale i (0..15) of a Q3_K super-block, minus 32. */
 static inline int q3k_scale(const uint8_t *s, int i) {
     int lo = i < 8 ? (s[i] & 0xF) : (s[i - 8] >> 4);
@@ -198,7 +187,7 @@ void mxl_dequant_row_ref(mxl_dtype t, const void *src, float *y, int64_t n) {
             q4_k_vals(&b[i], q);
             for (int j = 0; j < 8; j++) {
                 uint8_t sc, m;
-                scale_min_k4(j, b[i].scales, &sc, &m);
+                mxl_q4k_scale_min(j, b[i].scales, &sc, &m);
                 float d1 = d * (float)sc, m1 = dmin * (float)m;
                 for (int l = 0; l < 32; l++) {
                     float prod = d1 * (float)q[j * 32 + l];
@@ -215,7 +204,7 @@ void mxl_dequant_row_ref(mxl_dtype t, const void *src, float *y, int64_t n) {
             q5_k_vals(&b[i], q);
             for (int j = 0; j < 8; j++) {
                 uint8_t sc, m;
-                scale_min_k4(j, b[i].scales, &sc, &m);
+                mxl_q4k_scale_min(j, b[i].scales, &sc, &m);
                 float d1 = d * (float)sc, m1 = dmin * (float)m;
                 for (int l = 0; l < 32; l++) {
                     float prod = d1 * (float)q[j * 32 + l];
@@ -397,7 +386,7 @@ static float dot_k(mxl_dtype t, int64_t n, const void *w, const mxl_block_q8k *x
             int sumi = 0, summ = 0;
             for (int j = 0; j < 8; j++) {
                 uint8_t sc, m;
-                scale_min_k4(j, scales, &sc, &m);
+                mxl_q4k_scale_min(j, scales, &sc, &m);
                 int isum = 0;
                 for (int l = 0; l < 32; l++) isum += q[j * 32 + l] * qx[j * 32 + l];
                 sumi += sc * isum;
