@@ -12,7 +12,8 @@
  * F32/F16/BF16) for every token count, decode included; else the AVX2 4-token kernels (every
  * format but Q2_K/Q3_K) for groups of 4 tokens and the AVX2 1-token dots for the rest; a CPU
  * without AVX2 runs the scalar references. MXL_CPU_ISA=scalar|avx2|avx512 caps the level.
- * A GGUF Q4_0 / Q4_1 / Q8_0 or MLX 4- / 8-bit weight given the AMX panel layout at load (W->amx, quant_amx.h)
+ * A GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K or MLX 4- / 8-bit weight given the AMX panel
+ * layout at load (W->amx, quant_amx.h)
  * runs the AMX-INT8 tile kernel instead, for every token count (its VNNI form for up to 4).
  *
  * Batch invariance: at a given level, row t of y is bitwise the same as multiplying token t
@@ -48,7 +49,7 @@ typedef struct mxl_cpu_weight {
     const void *data;    /* DENSE / GGUF: rows consecutive rows */
     mxl_mlx_qweight mlx; /* MLX (rows/cols must equal the fields above) */
     const void *amx;     /* optional: the AMX tile layout of a DENSE weight (gemm_f32.h) or the panel
-                          * layout of a GGUF Q4_0 / Q4_1 / Q8_0 or MLX 4- / 8-bit one (quant_amx.h) */
+                          * layout of a quantized one (quant_amx.h) */
 } mxl_cpu_weight;
 
 /* Checks that the format is one we run and the shape fits it (cols whole blocks / groups).

@@ -1,16 +1,16 @@
-/* quant_amx.c - the AMX-INT8 matmul path for GGUF Q4_0 / Q4_1 / Q8_0 and MLX 4- / 8-bit
- * (quant_amx.h): the panel layout (packing at load and its scalar dequantization), the tile
+/* quant_amx.c - the AMX-INT8 matmul path for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K and
+ * MLX 4- / 8-bit (quant_amx.h): the panel layout (packing at load and its scalar dequantization), the tile
  * kernel and its AVX-512 VNNI form for a few tokens.
  *
  * Kernel, per panel of 16 rows and group of NT <= 16 tokens (tiles: 0 = C [NT][16] int32,
  * 2 = A [NT][32] int8 activations, 3 = B [8][64] weight codes):
- *   for each block b: B <- the block's codes (Q8_0: straight from the panel; Q4: nibbles split
- *   into a 512-byte buffer, or the panel's blocks split once beforehand when several token
+ *   for each block b: B <- the block's codes (8-bit: straight from the panel; 4/5-bit: nibbles
+ *   (and fifth bits) split into a 512-byte buffer, or the panel's blocks split once beforehand when several token
  *   groups share them); A <- the NT tokens' q8a codes of block b (in place, token stride);
  *   C = 0; C += A . B (TDPBSSD / TDPBSUD); C -> memory; then, while the tile unit works on block
  *   b + 1, acc[t] += cvt(C[t]) * (d_w * d_x[t]) (+ m_w * s_x[t]), 16 rows per vector.
  * Q4_0's codes are stored unsigned (q + 8); its -8 is the offset term m_w = -8 d_w against the
- * activation's scaled sum s_x = d_x * sum(q_x), as Q4_1's m. MLX affine weights are Q4_1's form
+ * activation's scaled sum s_x = d_x * sum(q_x), as Q4_1's m (Q5_0: -16 d_w). MLX affine weights are Q4_1's form
  * (4-bit: d = scale, m = bias of the block's group) or unsigned 8-bit codes with d and m (U8). */
 #include "backends/cpu/quant_amx.h"
 
@@ -28,7 +28,13 @@
 /* Code kinds: K_Q8_0 signed 8-bit codes, d; K_Q4_0 unsigned nibbles, d (m = -8 d); K_Q4_1
  * unsigned nibbles, d and m; K_U8 unsigned 8-bit codes, d and m; K_Q4_K unsigned nibbles with
  * Q4_K's scales (d = d_sb * sc_j, m = -dmin_sb * m_j, both exact in f32, formed in the kernel). */
-enum { K_Q8_0, K_Q4_0, K_Q4_1, K_U8, K_Q4_K };
+enum { K_Q8_0, K_Q4_0, K_Q4_1, K_U8, K_Q4_K, K_Q5_0, K_Q5_1 };
+#define N_KINDS 7
+/* K_Q5_0 / K_Q5_1: Q4_0 / Q4_1's nibbles, then the fifth bits as a 512-bit mask over the 512
+ * code bytes (bit i: code byte i gets + 16), then d (and m); m = -16 d for Q5_0. */
+#define HI_PLANE 256 /* offset of the fifth-bit mask in a Q5 block */
+#define Q5_PARAMS 320
+static inline int nib_kind(int kind) { return kind == K_Q4_0 || kind == K_Q4_1 || kind == K_Q4_K || kind == K_Q5_0 || kind == K_Q5_1; }
 
 /* One Q4_K super-block of a panel (256 elements x 16 rows): sc[8][16] and m[8][16] (the 6-bit
  * values as bytes), d[16] and dmin[16] (f16), then the 8 sub-blocks' nibbles (256 bytes each,
@@ -43,7 +49,8 @@ static inline const uint8_t *codes_at(int kind, const uint8_t *pan, int64_t b, s
 }
 
 /* A weight's panel layout: code kind, f32 scales ("wide": MLX bf16 / f32 scales, which f16
- * would not hold exactly) or f16, code bytes and bytes per (panel, block) */
+ * would not hold exactly) or f16, the offset of the scales in a block (after the codes) and bytes
+ * per (panel, block) */
 typedef struct layout {
     int kind, wide;
     size_t codes, bb;
@@ -57,6 +64,8 @@ static bool layout_of(const mxl_cpu_weight *W, layout *L) {
         case MXL_DTYPE_Q4_0: *L = (layout){K_Q4_0, 0, CODES_Q4, CODES_Q4 + 32}; return true;
         case MXL_DTYPE_Q4_1: *L = (layout){K_Q4_1, 0, CODES_Q4, CODES_Q4 + 64}; return true;
         case MXL_DTYPE_Q4_K: *L = (layout){K_Q4_K, 0, CODES_Q4, KSB / 8}; return true; /* bb: per 32 */
+        case MXL_DTYPE_Q5_0: *L = (layout){K_Q5_0, 0, Q5_PARAMS, Q5_PARAMS + 32}; return true;
+        case MXL_DTYPE_Q5_1: *L = (layout){K_Q5_1, 0, Q5_PARAMS, Q5_PARAMS + 64}; return true;
         default: return false;
         }
     }
@@ -159,11 +168,19 @@ void mxl_qamx_pack(const mxl_cpu_weight *W, uint8_t *dst) {
     }
     const int64_t nb = W->cols / 32, rb = mxl_cpu_weight_row_bytes(W);
     const size_t bb = L.bb;
-    const int q8 = W->dtype == MXL_DTYPE_Q8_0, q41 = W->dtype == MXL_DTYPE_Q4_1;
+    const int q8 = W->dtype == MXL_DTYPE_Q8_0, has_m = W->dtype == MXL_DTYPE_Q4_1 || W->dtype == MXL_DTYPE_Q5_1;
+    const int q5 = W->dtype == MXL_DTYPE_Q5_0 || W->dtype == MXL_DTYPE_Q5_1;
     const int words = q8 ? 8 : 4;
-    const size_t codes = q8 ? CODES_Q8 : CODES_Q4;
+    const size_t codes = L.codes; /* where the scales start */
     const size_t sb = (size_t)mxl_dtype_get_info(W->dtype)->block_bytes; /* source block bytes */
-    const size_t qs_off = q8 ? offsetof(mxl_block_q8_0, qs) : q41 ? offsetof(mxl_block_q4_1, qs) : offsetof(mxl_block_q4_0, qs);
+    size_t qs_off = offsetof(mxl_block_q4_0, qs), qh_off = 0;
+    switch (W->dtype) {
+    case MXL_DTYPE_Q8_0: qs_off = offsetof(mxl_block_q8_0, qs); break;
+    case MXL_DTYPE_Q4_1: qs_off = offsetof(mxl_block_q4_1, qs); break;
+    case MXL_DTYPE_Q5_0: qs_off = offsetof(mxl_block_q5_0, qs), qh_off = offsetof(mxl_block_q5_0, qh); break;
+    case MXL_DTYPE_Q5_1: qs_off = offsetof(mxl_block_q5_1, qs), qh_off = offsetof(mxl_block_q5_1, qh); break;
+    default: break;
+    }
     for (int64_t r = 0; r < W->rows; r++) {
         const uint8_t *row = (const uint8_t *)W->data + r * rb;
         const int n = (int)(r % PANEL);
@@ -172,8 +189,17 @@ void mxl_qamx_pack(const mxl_cpu_weight *W, uint8_t *dst) {
             const uint8_t *src = row + (size_t)b * sb;
             uint8_t *blk = pan + (size_t)b * bb;
             for (int kk = 0; kk < words; kk++) memcpy(blk + (size_t)kk * 64 + (size_t)n * 4, src + qs_off + 4 * kk, 4);
-            memcpy(blk + codes + 2 * n, src, 2);                       /* d: first in every block */
-            if (q41) memcpy(blk + codes + 2 * (PANEL + n), src + 2, 2); /* Q4_1's m follows d */
+            memcpy(blk + codes + 2 * n, src, 2);                          /* d: first in every block */
+            if (has_m) memcpy(blk + codes + 2 * (PANEL + n), src + 2, 2); /* Q4_1 / Q5_1's m follows d */
+            if (q5) { /* element k's fifth bit is bit k of qh */
+                uint32_t qh;
+                memcpy(&qh, src + qh_off, 4);
+                for (int k = 0; k < 32; k++)
+                    if ((qh >> k) & 1) {
+                        size_t i = code_index(k, n); /* the code byte; its bit in the mask */
+                        blk[HI_PLANE + i / 8] |= (uint8_t)(1u << (i % 8));
+                    }
+            }
         }
     }
 }
@@ -214,6 +240,19 @@ void mxl_qamx_dequant_row_ref(const mxl_cpu_weight *W, int64_t r, float *out) {
             continue;
         }
         const uint8_t *blk = pan + (size_t)b * L.bb;
+        if (L.kind == K_Q5_0 || L.kind == K_Q5_1) { /* GGUF's d * (q - 16) and d * q + m */
+            const float d = param_at(&L, blk, n), m = L.kind == K_Q5_1 ? param_at(&L, blk, PANEL + n) : 0.0f;
+            for (int k = 0; k < 32; k++) {
+                size_t i = code_index(k, n);
+                int u = (i < CODES_Q4 ? blk[i] & 0x0F : blk[i - CODES_Q4] >> 4) | ((blk[HI_PLANE + i / 8] >> (i % 8)) & 1) << 4;
+                if (L.kind == K_Q5_0) o[k] = d * (float)(u - 16);
+                else {
+                    float prod = d * (float)u;
+                    o[k] = prod + m;
+                }
+            }
+            continue;
+        }
         const float d = param_at(&L, blk, n), m = L.kind == K_Q4_1 || L.kind == K_U8 ? param_at(&L, blk, PANEL + n) : 0.0f;
         for (int k = 0; k < 32; k++) {
             size_t i = code_index(k, n);
@@ -276,15 +315,24 @@ AMX static void configure(int nt) {
     _tile_loadconfig(&c);
 }
 
-/* A Q4 block's 256 nibble bytes -> its 512 code bytes (B-tile order): byte i of the nibbles
- * gives code bytes i (low) and 256 + i (high). */
-AMX static inline void split_nibbles(const uint8_t *nib, uint8_t *codes) {
-    const __m512i m = _mm512_set1_epi8(0x0F);
-    for (int j = 0; j < 4; j++) {
-        __m512i v = _mm512_loadu_si512((const void *)(nib + 64 * j));
-        _mm512_store_si512((void *)(codes + 64 * j), _mm512_and_si512(v, m));
-        _mm512_store_si512((void *)(codes + CODES_Q4 + 64 * j), _mm512_and_si512(_mm512_srli_epi16(v, 4), m));
+/* Code bytes 64 j .. 64 j + 63 of a nibble block (j < 8: B-tile row j): byte i of the nibbles
+ * gives code bytes i (low half) and 256 + i (high half); Q5 kinds add 16 where the block's
+ * fifth-bit mask says so. */
+AMX __attribute__((always_inline)) static inline __m512i nib_row(int kind, const uint8_t *nib, int j) {
+    __m512i v = _mm512_loadu_si512((const void *)(nib + 64 * (j & 3)));
+    if (j >= 4) v = _mm512_srli_epi16(v, 4);
+    v = _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+    if (kind == K_Q5_0 || kind == K_Q5_1) {
+        uint64_t hb;
+        memcpy(&hb, nib + HI_PLANE + 8 * j, 8);
+        v = _mm512_or_si512(v, _mm512_maskz_mov_epi8(_cvtu64_mask64(hb), _mm512_set1_epi8(0x10)));
     }
+    return v;
+}
+/* a nibble block's 512 code bytes (B-tile order) */
+AMX __attribute__((always_inline)) static inline void split_nibbles(int kind, const uint8_t *nib, uint8_t *codes) {
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) _mm512_store_si512((void *)(codes + 64 * j), nib_row(kind, nib, j));
 }
 
 /* every cache line of the block PF_BLOCKS ahead (the panels are one contiguous stream; the
@@ -301,7 +349,7 @@ AMX static inline void prefetch_ahead(const uint8_t *blk, size_t bb) {
 AMX __attribute__((always_inline)) static inline void post_block(int kind, int wide, int NT, const int32_t *cb,
                                                                  const uint8_t *pan, size_t bb, const uint8_t *act,
                                                                  size_t as, int64_t b, __m512 *acc) {
-    const size_t codes = kind == K_Q8_0 || kind == K_U8 ? CODES_Q8 : CODES_Q4;
+    const size_t codes = kind == K_Q8_0 || kind == K_U8 ? CODES_Q8 : kind == K_Q5_0 || kind == K_Q5_1 ? Q5_PARAMS : CODES_Q4;
     const uint8_t *blk = pan + (size_t)b * bb;
     __m512 dw, mw;
     if (kind == K_Q4_K) {
@@ -314,8 +362,9 @@ AMX __attribute__((always_inline)) static inline void post_block(int kind, int w
         mw = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(mw), _mm512_set1_epi32((int)0x80000000u)));
     } else {
         dw = wide ? _mm512_loadu_ps(blk + codes) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + codes)));
-        mw = kind == K_Q4_0 ? _mm512_mul_ps(dw, _mm512_set1_ps(-8.0f))
-             : wide         ? _mm512_loadu_ps(blk + codes + 64)
+        mw = kind == K_Q4_0   ? _mm512_mul_ps(dw, _mm512_set1_ps(-8.0f))
+             : kind == K_Q5_0 ? _mm512_mul_ps(dw, _mm512_set1_ps(-16.0f))
+             : wide           ? _mm512_loadu_ps(blk + codes + 64)
                             : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + codes + 32)));
     }
 #pragma GCC unroll 16
@@ -334,19 +383,19 @@ AMX __attribute__((always_inline)) static inline void panel_kernel(int kind, int
                                                                    size_t as, float *y, int64_t ys, int nrows) {
     _Alignas(64) uint8_t split[2][512];
     _Alignas(64) int32_t cbuf[2][16 * 16];
-    const int nib = kind == K_Q4_0 || kind == K_Q4_1 || kind == K_Q4_K;
+    const int nib = nib_kind(kind);
     const int own_split = nib && !pre; /* split here, one block ahead of its tile load */
     __m512 acc[16];
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
-    if (own_split) split_nibbles(codes_at(kind, pan, 0, bb), split[0]);
+    if (own_split) split_nibbles(kind, codes_at(kind, pan, 0, bb), split[0]);
     /* block b into accumulator tile TC (0 for even b, 1 for odd: the next block's tile product
      * does not wait for this one's store) and cbuf[TC] */
 #define STEP(b, TC)                                                                                          \
     do {                                                                                                     \
         const uint8_t *blk_ = codes_at(kind, pan, b, bb);                                                   \
         const uint8_t *bsrc_ = !nib ? blk_ : pre ? pre + (size_t)(b) * 512 : split[TC];                     \
-        if (own_split && (b) + 1 < nb) split_nibbles(codes_at(kind, pan, (b) + 1, bb), split[1 - (TC)]);   \
+        if (own_split && (b) + 1 < nb) split_nibbles(kind, codes_at(kind, pan, (b) + 1, bb), split[1 - (TC)]); \
         prefetch_ahead(pan + (size_t)(b) * bb, bb);                                                          \
         _tile_loadd(3, bsrc_, 64);                                                                           \
         _tile_loadd(2, act + (size_t)(b) * sizeof(mxl_block_q8a) + offsetof(mxl_block_q8a, qs), as);        \
@@ -377,7 +426,7 @@ AMX __attribute__((always_inline)) static inline void panel_kernel(int kind, int
 AMX __attribute__((always_inline)) static inline void panel_vnni(int kind, int wide, int NT, int NP, const uint8_t *const *pans,
                                                                  int64_t nb, size_t bb, const uint8_t *act, size_t as,
                                                                  float *const *ys_out, int64_t ys, const int *nrows) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi8(1);
+    const __m512i flip = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi8(1);
     __m512 acc[2][4];
     _Alignas(64) int32_t cb[2][4 * 16];
 #pragma GCC unroll 2
@@ -397,12 +446,8 @@ AMX __attribute__((always_inline)) static inline void panel_vnni(int kind, int w
                     if (kind == K_Q8_0) w[kk] = _mm512_xor_si512(w[kk], flip);
                 }
             } else {
-#pragma GCC unroll 4
-                for (int j = 0; j < 4; j++) {
-                    __m512i v = _mm512_loadu_si512((const void *)(blk + 64 * j));
-                    w[j] = _mm512_and_si512(v, m4);
-                    w[4 + j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-                }
+#pragma GCC unroll 8
+                for (int j = 0; j < 8; j++) w[j] = nib_row(kind, blk, j);
             }
 #pragma GCC unroll 4
             for (int t = 0; t < NT; t++) {
@@ -449,6 +494,8 @@ KERNEL(kernel_q4_1w, K_Q4_1, 1)
 KERNEL(kernel_u8, K_U8, 0)
 KERNEL(kernel_u8w, K_U8, 1)
 KERNEL(kernel_q4_k, K_Q4_K, 0)
+KERNEL(kernel_q5_0, K_Q5_0, 0)
+KERNEL(kernel_q5_1, K_Q5_1, 0)
 typedef void (*tile_fn)(int, const uint8_t *, int64_t, size_t, const uint8_t *, const uint8_t *, size_t, float *, int64_t, int);
 
 #define VNNI_CASE(N)                                                                           \
@@ -469,13 +516,15 @@ VKERNEL(vnni_q4_1w, K_Q4_1, 1)
 VKERNEL(vnni_u8, K_U8, 0)
 VKERNEL(vnni_u8w, K_U8, 1)
 VKERNEL(vnni_q4_k, K_Q4_K, 0)
+VKERNEL(vnni_q5_0, K_Q5_0, 0)
+VKERNEL(vnni_q5_1, K_Q5_1, 0)
 typedef void (*vnni_fn)(int, int, const uint8_t *const *, int64_t, size_t, const uint8_t *, size_t, float *const *, int64_t,
                         const int *);
 
-static const tile_fn k_tile[5][2] = {{kernel_q8_0, 0}, {kernel_q4_0, 0}, {kernel_q4_1, kernel_q4_1w}, {kernel_u8, kernel_u8w},
-                                     {kernel_q4_k, 0}};
-static const vnni_fn k_vnni[5][2] = {{vnni_q8_0, 0}, {vnni_q4_0, 0}, {vnni_q4_1, vnni_q4_1w}, {vnni_u8, vnni_u8w},
-                                     {vnni_q4_k, 0}};
+static const tile_fn k_tile[N_KINDS][2] = {{kernel_q8_0, 0}, {kernel_q4_0, 0}, {kernel_q4_1, kernel_q4_1w}, {kernel_u8, kernel_u8w},
+                                           {kernel_q4_k, 0}, {kernel_q5_0, 0}, {kernel_q5_1, 0}};
+static const vnni_fn k_vnni[N_KINDS][2] = {{vnni_q8_0, 0}, {vnni_q4_0, 0}, {vnni_q4_1, vnni_q4_1w}, {vnni_u8, vnni_u8w},
+                                           {vnni_q4_k, 0}, {vnni_q5_0, 0}, {vnni_q5_1, 0}};
 
 /* beyond this many blocks a panel's split codes do not go on the stack (256 KB); token groups
  * then split them again */
@@ -515,7 +564,7 @@ AMX void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const 
     tile_fn kern = k_tile[L.kind][L.wide];
     /* nibble codes are split once per panel when more than one token group reads them (on the
      * stack: worker threads have room for PRE_MAX_BLOCKS x 512 bytes) */
-    const int use_pre = (L.kind == K_Q4_0 || L.kind == K_Q4_1 || L.kind == K_Q4_K) && n_tok > PANEL && nb <= PRE_MAX_BLOCKS;
+    const int use_pre = nib_kind(L.kind) && n_tok > PANEL && nb <= PRE_MAX_BLOCKS;
     uint8_t pre_mem[use_pre ? nb * 512 + 64 : 1];
     uint8_t *pre = use_pre ? (uint8_t *)(((uintptr_t)pre_mem + 63) & ~(uintptr_t)63) : NULL;
     int cfg_nt = 0;
@@ -523,7 +572,7 @@ AMX void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const 
         const uint8_t *pan = (const uint8_t *)W->amx + (size_t)p * (size_t)nb * bb;
         int nrows = W->rows - p * PANEL < PANEL ? (int)(W->rows - p * PANEL) : PANEL;
         if (use_pre)
-            for (int64_t b = 0; b < nb; b++) split_nibbles(codes_at(L.kind, pan, b, bb), pre + (size_t)b * 512);
+            for (int64_t b = 0; b < nb; b++) split_nibbles(L.kind, codes_at(L.kind, pan, b, bb), pre + (size_t)b * 512);
         for (int64_t t0 = 0; t0 < n_tok; t0 += PANEL) {
             int nt = n_tok - t0 < PANEL ? (int)(n_tok - t0) : PANEL;
             if (nt != cfg_nt) configure(cfg_nt = nt);

@@ -1,5 +1,5 @@
-/* quant_amx.h - AMX-INT8 path of matmul.h for the GGUF 32-element formats Q4_0, Q4_1 and Q8_0
- * and for MLX affine 4- and 8-bit weights (any group size).
+/* quant_amx.h - AMX-INT8 path of matmul.h for the GGUF formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
+ * and Q4_K, and for MLX affine 4- and 8-bit weights (any group size).
  *
  * At load, a weight is given a second copy in "panel layout" (mxl_qamx_prepare): rows in panels
  * of 16, and per panel and 32-element block the codes already in the byte order a TDPBSSD /
@@ -9,6 +9,10 @@
  *   Q4_0: nibbles[256] (byte i: low = code byte i, high =    + d[16]         = 288 bytes
  *         code byte 256 + i; codes unsigned, q + 8)
  *   Q4_1: nibbles[256] as Q4_0 (codes unsigned, q)           + d[16] + m[16] = 320 bytes
+ *   Q5_0 / Q5_1: Q4_0 / Q4_1's nibbles, the fifth bits as a 512-bit mask over the code bytes
+ *         (64 bytes), then d (and m)                           = 352 / 384 bytes
+ *   Q4_K: per 256 elements the 6-bit scales and mins as bytes, d and dmin, then 8 nibble
+ *         blocks as Q4_1's (the kernel forms d * sc and -dmin * m) = 2368 bytes (GGUF 2304)
  *   MLX 4-bit: as Q4_1 with d, m = the scale and bias of the block's group; MLX 8-bit: codes[512]
  *   unsigned + d[16] + m[16] = 576 bytes. MLX scales in bf16 or f32 are kept as f32 (+64 bytes).
  * so a GGUF copy is the size of the original (padding rows of a last partial panel are zero); an
@@ -36,7 +40,7 @@
 
 /* This CPU runs the path: the AMX level (cpu_features.h) and AMX-INT8 (CPUID.7.0:EDX bit 25). */
 bool mxl_qamx_available(void);
-/* W's format has a panel layout (GGUF Q4_0 / Q4_1 / Q8_0, MLX 4 / 8 bits). */
+/* W's format has a panel layout (GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K, MLX 4 / 8 bits). */
 bool mxl_qamx_format(const mxl_cpu_weight *W);
 /* Bytes of W's panel layout (0 when the format has none). */
 size_t mxl_qamx_packed_bytes(const mxl_cpu_weight *W);
