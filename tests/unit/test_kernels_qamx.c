@@ -1,4 +1,4 @@
-/* test_kernels_qamx.c - the AMX-INT8 matmul path for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K and
+/* test_kernels_qamx.c - the AMX-INT8 matmul path for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q6_K and
  * MLX 4- / 8-bit weights (quant_amx.h).
  *
  *  - The panel layout holds the weight exactly: every row dequantized from it equals the GGUF /
@@ -30,7 +30,8 @@ static float frand(void) {
     return (float)(g_seed >> 40) / 16777216.0f * 2.0f - 1.0f;
 }
 
-static const mxl_dtype k_types[] = {MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q8_0, MXL_DTYPE_Q4_K, MXL_DTYPE_Q5_0, MXL_DTYPE_Q5_1};
+static const mxl_dtype k_types[] = {MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q8_0, MXL_DTYPE_Q4_K, MXL_DTYPE_Q5_0, MXL_DTYPE_Q5_1,
+                                    MXL_DTYPE_Q6_K};
 /* rows: a partial panel only, one whole and a partial, several; cols: odd and even block counts */
 static const int64_t k_shapes[][2] = {{5, 96}, {29, 256}, {70, 544}};
 #define MAX_TOK 40
@@ -178,7 +179,8 @@ TEST(kernels_qamx_gguf_mlx_layout_accuracy_invariance) {
     for (size_t k = 0; k < sizeof k_types / sizeof k_types[0]; k++)
         for (size_t s = 0; s < sizeof k_shapes / sizeof k_shapes[0]; s++)
             CHECK(check_gguf(k_types[k], k_shapes[s][0],
-                             k_types[k] == MXL_DTYPE_Q4_K ? (k_shapes[s][1] + 255) / 256 * 256 : k_shapes[s][1], pool) == 0);
+                             mxl_dtype_get_info(k_types[k])->block_elems == 256 ? (k_shapes[s][1] + 255) / 256 * 256 : k_shapes[s][1],
+                             pool) == 0);
     static const int gs_list[] = {32, 64, 128};
     static const mxl_dtype dts[] = {MXL_DTYPE_F16, MXL_DTYPE_BF16, MXL_DTYPE_F32};
     for (int bits = 4; bits <= 8; bits += 4)

@@ -28,8 +28,8 @@
 /* Code kinds: K_Q8_0 signed 8-bit codes, d; K_Q4_0 unsigned nibbles, d (m = -8 d); K_Q4_1
  * unsigned nibbles, d and m; K_U8 unsigned 8-bit codes, d and m; K_Q4_K unsigned nibbles with
  * Q4_K's scales (d = d_sb * sc_j, m = -dmin_sb * m_j, both exact in f32, formed in the kernel). */
-enum { K_Q8_0, K_Q4_0, K_Q4_1, K_U8, K_Q4_K, K_Q5_0, K_Q5_1 };
-#define N_KINDS 7
+enum { K_Q8_0, K_Q4_0, K_Q4_1, K_U8, K_Q4_K, K_Q5_0, K_Q5_1, K_Q6_K };
+#define N_KINDS 8
 /* K_Q5_0 / K_Q5_1: Q4_0 / Q4_1's nibbles, then the fifth bits as a 512-bit mask over the 512
  * code bytes (bit i: code byte i gets + 16), then d (and m); m = -16 d for Q5_0. */
 #define HI_PLANE 256 /* offset of the fifth-bit mask in a Q5 block */
@@ -42,6 +42,17 @@ static inline int nib_kind(int kind) { return kind == K_Q4_0 || kind == K_Q4_1 |
 #define KSB 2368
 #define KSB_PARAMS 0
 #define KSB_CODES 320
+
+/* One Q6_K super-block of a panel (256 elements x 16 rows): d[16] (f16), then 8 blocks of 32
+ * elements: the two 16-element halves' scales sc[2][16] (int8), the low four bits as nibbles
+ * (Q4's pairing) and the top two bits as a 2-bit plane over the 512 code bytes (row j of the B
+ * tile: 16 bytes, code byte c at byte c % 16, bits 2 (c / 16)) - 3360 bytes, the GGUF's size.
+ * Each half is its own K = 16 tile product (its own scale), on signed codes q = u - 32. */
+#define Q6_SB 3360
+#define Q6_BLK 416
+static inline const uint8_t *q6_block(const uint8_t *pan, int64_t b) {
+    return pan + (size_t)(b >> 3) * Q6_SB + 32 + (size_t)(b & 7) * Q6_BLK;
+}
 
 /* codes of 32-element block b of a panel */
 static inline const uint8_t *codes_at(int kind, const uint8_t *pan, int64_t b, size_t bb) {
@@ -66,6 +77,7 @@ static bool layout_of(const mxl_cpu_weight *W, layout *L) {
         case MXL_DTYPE_Q4_K: *L = (layout){K_Q4_K, 0, CODES_Q4, KSB / 8}; return true; /* bb: per 32 */
         case MXL_DTYPE_Q5_0: *L = (layout){K_Q5_0, 0, Q5_PARAMS, Q5_PARAMS + 32}; return true;
         case MXL_DTYPE_Q5_1: *L = (layout){K_Q5_1, 0, Q5_PARAMS, Q5_PARAMS + 64}; return true;
+        case MXL_DTYPE_Q6_K: *L = (layout){K_Q6_K, 0, 0, Q6_SB / 8}; return true; /* bb: per 32 */
         default: return false;
         }
     }
@@ -154,6 +166,32 @@ static void pack_q4_k(const mxl_cpu_weight *W, uint8_t *dst) {
     }
 }
 
+static void pack_q6_k(const mxl_cpu_weight *W, uint8_t *dst) {
+    const int64_t nsb = W->cols / 256, rb = mxl_cpu_weight_row_bytes(W);
+    int q[256];
+    for (int64_t r = 0; r < W->rows; r++) {
+        const mxl_block_q6_k *row = (const mxl_block_q6_k *)((const uint8_t *)W->data + r * rb);
+        const int n = (int)(r % PANEL);
+        uint8_t *pan = dst + (size_t)(r / PANEL) * (size_t)nsb * Q6_SB;
+        for (int64_t s = 0; s < nsb; s++) {
+            mxl_q6k_codes(row + s, q);
+            memcpy(pan + (size_t)s * Q6_SB + 2 * n, &row[s].d, 2);
+            for (int j = 0; j < 8; j++) {
+                uint8_t *blk = (uint8_t *)q6_block(pan, s * 8 + j), *nib = blk + 32, *hi2 = blk + 32 + CODES_Q4;
+                blk[n] = (uint8_t)row[s].scales[2 * j];
+                blk[PANEL + n] = (uint8_t)row[s].scales[2 * j + 1];
+                const int *u = q + 32 * j; /* + 32: unsigned */
+                for (int k = 0; k < 16; k++)
+                    nib[code_index(k, n)] = (uint8_t)(((u[k] + 32) & 0x0F) | ((u[k + 16] + 32) & 0x0F) << 4);
+                for (int k = 0; k < 32; k++) {
+                    size_t i = code_index(k, n), c = i % 64;
+                    hi2[(i / 64) * 16 + c % 16] |= (uint8_t)((((u[k] + 32) >> 4) & 3) << (2 * (c / 16)));
+                }
+            }
+        }
+    }
+}
+
 void mxl_qamx_pack(const mxl_cpu_weight *W, uint8_t *dst) {
     layout L;
     MXL_ASSERT(layout_of(W, &L));
@@ -164,6 +202,10 @@ void mxl_qamx_pack(const mxl_cpu_weight *W, uint8_t *dst) {
     }
     if (L.kind == K_Q4_K) {
         pack_q4_k(W, dst);
+        return;
+    }
+    if (L.kind == K_Q6_K) {
+        pack_q6_k(W, dst);
         return;
     }
     const int64_t nb = W->cols / 32, rb = mxl_cpu_weight_row_bytes(W);
@@ -224,6 +266,19 @@ void mxl_qamx_dequant_row_ref(const mxl_cpu_weight *W, int64_t r, float *out) {
     const uint8_t *pan = (const uint8_t *)W->amx + (size_t)(r / PANEL) * (size_t)nb * L.bb;
     for (int64_t b = 0; b < nb; b++) {
         float *o = out + b * 32;
+        if (L.kind == K_Q6_K) { /* GGUF's (d * sc) * q */
+            const uint8_t *blk = q6_block(pan, b), *nib = blk + 32, *hi2 = blk + 32 + CODES_Q4;
+            uint16_t hd;
+            memcpy(&hd, pan + (size_t)(b >> 3) * Q6_SB + 2 * n, 2);
+            const float d = mxl_f16_to_f32(hd);
+            for (int k = 0; k < 32; k++) {
+                size_t i = code_index(k, n), c = i % 64;
+                int u = (i < CODES_Q4 ? nib[i] & 0x0F : nib[i - CODES_Q4] >> 4) | ((hi2[(i / 64) * 16 + c % 16] >> (2 * (c / 16))) & 3) << 4;
+                float dl = d * (float)(int8_t)blk[(k < 16 ? 0 : PANEL) + n];
+                o[k] = dl * (float)(u - 32);
+            }
+            continue;
+        }
         if (L.kind == K_Q4_K) { /* GGUF's (d * sc) * q - (dmin * m) */
             const uint8_t *c = codes_at(K_Q4_K, pan, b, L.bb), *sp = pan + (size_t)(b >> 3) * KSB + KSB_PARAMS;
             const int j = (int)(b & 7);
@@ -312,6 +367,9 @@ AMX static void configure(int nt) {
     c.rows[1] = (uint8_t)nt, c.colsb[1] = 64;
     c.rows[2] = (uint8_t)nt, c.colsb[2] = 32;
     c.rows[3] = 8, c.colsb[3] = 64;
+    /* Q6_K's 16-element halves: A in 4 / 6, B in 5 / 7 */
+    c.rows[4] = c.rows[6] = (uint8_t)nt, c.colsb[4] = c.colsb[6] = 16;
+    c.rows[5] = c.rows[7] = 4, c.colsb[5] = c.colsb[7] = 64;
     _tile_loadconfig(&c);
 }
 
@@ -475,6 +533,111 @@ AMX __attribute__((always_inline)) static inline void panel_vnni(int kind, int w
     }
 }
 
+/* ---- Q6_K ---- */
+
+/* B-tile row j (64 code bytes) of a Q6_K block, unsigned (0..63): nibbles | top bits << 4 */
+AMX __attribute__((always_inline)) static inline __m512i q6_row(const uint8_t *blk, int j) {
+    __m512i v = nib_row(K_Q4_0, blk + 32, j);
+    __m512i h = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(blk + 32 + CODES_Q4 + 16 * j)));
+    h = _mm512_srlv_epi16(h, _mm512_setr_epi64(0, 0, 0x0002000200020002LL, 0x0002000200020002LL, 0x0004000400040004LL,
+                                               0x0004000400040004LL, 0x0006000600060006LL, 0x0006000600060006LL));
+    h = _mm512_and_si512(h, _mm512_set1_epi8(3));
+    return _mm512_or_si512(v, _mm512_slli_epi16(h, 4));
+}
+/* a Q6_K block's 512 signed code bytes (u - 32) */
+AMX static inline void q6_split(const uint8_t *blk, uint8_t *codes) {
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++)
+        _mm512_store_si512((void *)(codes + 64 * j), _mm512_sub_epi8(q6_row(blk, j), _mm512_set1_epi8(32)));
+}
+/* acc[t] += the two halves' dots (c0, c1: [NT][16] int32) x d * sc_h * d_x */
+AMX __attribute__((always_inline)) static inline void post_q6(int NT, const int32_t *c0, const int32_t *c1, const uint8_t *pan,
+                                                              const uint8_t *act, size_t as, int64_t b, __m512 *acc) {
+    const uint8_t *blk = q6_block(pan, b);
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pan + (size_t)(b >> 3) * Q6_SB)));
+    const __m512 d0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)blk))));
+    const __m512 d1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 16)))));
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; t++) {
+        const __m512 dx = _mm512_set1_ps(((const mxl_block_q8a *)(act + (size_t)t * as) + b)->d);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c0 + 16 * t))), _mm512_mul_ps(d0, dx), acc[t]);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c1 + 16 * t))), _mm512_mul_ps(d1, dx), acc[t]);
+    }
+}
+AMX __attribute__((always_inline)) static inline void panel_kernel_q6(int NT, const uint8_t *pan, int64_t nb, const uint8_t *pre,
+                                                                      const uint8_t *act, size_t as, float *y, int64_t ys, int nrows) {
+    _Alignas(64) uint8_t split[2][512];
+    _Alignas(64) int32_t cbuf[2][2][16 * 16];
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *codes = pre ? pre + (size_t)b * 512 : split[b & 1];
+        if (!pre) q6_split(q6_block(pan, b), split[b & 1]);
+        prefetch_ahead(pan + (size_t)b * (Q6_SB / 8), Q6_SB / 8);
+        const uint8_t *xa = act + (size_t)b * sizeof(mxl_block_q8a) + offsetof(mxl_block_q8a, qs);
+        _tile_loadd(5, codes, 64);
+        _tile_loadd(7, codes + CODES_Q4, 64);
+        _tile_loadd(4, xa, as);
+        _tile_loadd(6, xa + 16, as);
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_dpbssd(0, 4, 5);
+        _tile_dpbssd(1, 6, 7);
+        _tile_stored(0, cbuf[b & 1][0], 64);
+        _tile_stored(1, cbuf[b & 1][1], 64);
+        if (b > 0) post_q6(NT, cbuf[(b - 1) & 1][0], cbuf[(b - 1) & 1][1], pan, act, as, b - 1, acc);
+    }
+    post_q6(NT, cbuf[(nb - 1) & 1][0], cbuf[(nb - 1) & 1][1], pan, act, as, nb - 1, acc);
+    const __mmask16 mk = (__mmask16)((1u << nrows) - 1);
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(y + t * ys, mk, acc[t]);
+}
+/* the VNNI form: unsigned codes, minus 32 * sum(x) per half (exact, as the signed tile dots) */
+AMX __attribute__((always_inline)) static inline void panel_vnni_q6(int NT, int NP, const uint8_t *const *pans, int64_t nb,
+                                                                    const uint8_t *act, size_t as, float *const *ys_out,
+                                                                    int64_t ys, const int *nrows) {
+    const __m512i ones = _mm512_set1_epi8(1);
+    __m512 acc[2][4];
+    _Alignas(64) int32_t cb[2][2][4 * 16];
+#pragma GCC unroll 2
+    for (int q = 0; q < NP; q++)
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) acc[q][t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+#pragma GCC unroll 2
+        for (int q = 0; q < NP; q++) {
+            const uint8_t *blk = q6_block(pans[q], b);
+            prefetch_ahead(pans[q] + (size_t)b * (Q6_SB / 8), Q6_SB / 8);
+            __m512i w[8];
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) w[j] = q6_row(blk, j);
+#pragma GCC unroll 4
+            for (int t = 0; t < NT; t++) {
+                const int32_t *xq = (const int32_t *)(act + (size_t)t * as + (size_t)b * sizeof(mxl_block_q8a) + offsetof(mxl_block_q8a, qs));
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++) {
+                    __m512i d = _mm512_setzero_si512(), sx = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                    for (int j = 4 * h; j < 4 * h + 4; j++) {
+                        __m512i x = _mm512_set1_epi32(xq[j]);
+                        d = _mm512_dpbusd_epi32(d, w[j], x);
+                        sx = _mm512_dpbusd_epi32(sx, ones, x);
+                    }
+                    _mm512_store_si512((void *)(cb[q][h] + 16 * t), _mm512_sub_epi32(d, _mm512_slli_epi32(sx, 5)));
+                }
+            }
+            post_q6(NT, cb[q][0], cb[q][1], pans[q], act, as, b, acc[q]);
+        }
+    }
+#pragma GCC unroll 2
+    for (int q = 0; q < NP; q++) {
+        const __mmask16 mk = (__mmask16)((1u << nrows[q]) - 1);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(ys_out[q] + t * ys, mk, acc[q][t]);
+    }
+}
+
 #define NT_CASE(N) \
     case N: panel_kernel(KIND, WIDE, N, pan, nb, bb, pre, act, as, y, ys, nrows); break;
 #define KERNEL(name, KIND_, WIDE_)                                                                                   \
@@ -496,6 +659,17 @@ KERNEL(kernel_u8w, K_U8, 1)
 KERNEL(kernel_q4_k, K_Q4_K, 0)
 KERNEL(kernel_q5_0, K_Q5_0, 0)
 KERNEL(kernel_q5_1, K_Q5_1, 0)
+#define NT6_CASE(N) \
+    case N: panel_kernel_q6(N, pan, nb, pre, act, as, y, ys, nrows); break;
+AMX static void kernel_q6_k(int nt, const uint8_t *pan, int64_t nb, size_t bb, const uint8_t *pre, const uint8_t *act,
+                            size_t as, float *y, int64_t ys, int nrows) {
+    (void)bb;
+    switch (nt) {
+        NT6_CASE(1) NT6_CASE(2) NT6_CASE(3) NT6_CASE(4) NT6_CASE(5) NT6_CASE(6) NT6_CASE(7) NT6_CASE(8)
+        NT6_CASE(9) NT6_CASE(10) NT6_CASE(11) NT6_CASE(12) NT6_CASE(13) NT6_CASE(14) NT6_CASE(15) default:
+            panel_kernel_q6(16, pan, nb, pre, act, as, y, ys, nrows);
+    }
+}
 typedef void (*tile_fn)(int, const uint8_t *, int64_t, size_t, const uint8_t *, const uint8_t *, size_t, float *, int64_t, int);
 
 #define VNNI_CASE(N)                                                                           \
@@ -520,11 +694,21 @@ VKERNEL(vnni_q5_0, K_Q5_0, 0)
 VKERNEL(vnni_q5_1, K_Q5_1, 0)
 typedef void (*vnni_fn)(int, int, const uint8_t *const *, int64_t, size_t, const uint8_t *, size_t, float *const *, int64_t,
                         const int *);
+#define VNNI6_CASE(N)                                                                    \
+    case N:                                                                              \
+        if (np == 2) panel_vnni_q6(N, 2, pans, nb, act, as, yo, ys, nrows);              \
+        else panel_vnni_q6(N, 1, pans, nb, act, as, yo, ys, nrows);                      \
+        break;
+AMX static void vnni_q6_k(int nt, int np, const uint8_t *const *pans, int64_t nb, size_t bb, const uint8_t *act, size_t as,
+                          float *const *yo, int64_t ys, const int *nrows) {
+    (void)bb;
+    switch (nt) { VNNI6_CASE(1) VNNI6_CASE(2) VNNI6_CASE(3) VNNI6_CASE(4) }
+}
 
 static const tile_fn k_tile[N_KINDS][2] = {{kernel_q8_0, 0}, {kernel_q4_0, 0}, {kernel_q4_1, kernel_q4_1w}, {kernel_u8, kernel_u8w},
-                                           {kernel_q4_k, 0}, {kernel_q5_0, 0}, {kernel_q5_1, 0}};
+                                           {kernel_q4_k, 0}, {kernel_q5_0, 0}, {kernel_q5_1, 0}, {kernel_q6_k, 0}};
 static const vnni_fn k_vnni[N_KINDS][2] = {{vnni_q8_0, 0}, {vnni_q4_0, 0}, {vnni_q4_1, vnni_q4_1w}, {vnni_u8, vnni_u8w},
-                                           {vnni_q4_k, 0}, {vnni_q5_0, 0}, {vnni_q5_1, 0}};
+                                           {vnni_q4_k, 0}, {vnni_q5_0, 0}, {vnni_q5_1, 0}, {vnni_q6_k, 0}};
 
 /* beyond this many blocks a panel's split codes do not go on the stack (256 KB); token groups
  * then split them again */
@@ -564,7 +748,7 @@ AMX void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const 
     tile_fn kern = k_tile[L.kind][L.wide];
     /* nibble codes are split once per panel when more than one token group reads them (on the
      * stack: worker threads have room for PRE_MAX_BLOCKS x 512 bytes) */
-    const int use_pre = nib_kind(L.kind) && n_tok > PANEL && nb <= PRE_MAX_BLOCKS;
+    const int use_pre = (nib_kind(L.kind) || L.kind == K_Q6_K) && n_tok > PANEL && nb <= PRE_MAX_BLOCKS;
     uint8_t pre_mem[use_pre ? nb * 512 + 64 : 1];
     uint8_t *pre = use_pre ? (uint8_t *)(((uintptr_t)pre_mem + 63) & ~(uintptr_t)63) : NULL;
     int cfg_nt = 0;
@@ -572,7 +756,10 @@ AMX void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const 
         const uint8_t *pan = (const uint8_t *)W->amx + (size_t)p * (size_t)nb * bb;
         int nrows = W->rows - p * PANEL < PANEL ? (int)(W->rows - p * PANEL) : PANEL;
         if (use_pre)
-            for (int64_t b = 0; b < nb; b++) split_nibbles(L.kind, codes_at(L.kind, pan, b, bb), pre + (size_t)b * 512);
+            for (int64_t b = 0; b < nb; b++) {
+                if (L.kind == K_Q6_K) q6_split(q6_block(pan, b), pre + (size_t)b * 512);
+                else split_nibbles(L.kind, codes_at(L.kind, pan, b, bb), pre + (size_t)b * 512);
+            }
         for (int64_t t0 = 0; t0 < n_tok; t0 += PANEL) {
             int nt = n_tok - t0 < PANEL ? (int)(n_tok - t0) : PANEL;
             if (nt != cfg_nt) configure(cfg_nt = nt);

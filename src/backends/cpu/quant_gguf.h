@@ -106,6 +106,15 @@ void mxl_dequant_row_ref(mxl_dtype t, const void *src, float *dst, int64_t n);
 /* Activation quantization (reference; n a multiple of 32 resp. 256). Round to nearest, ties away
  * from zero, d = max|x| / 127 as ggml's quantize_row_q8_0/q8_K do (q8k: d = max / -127 with the
  * sign of the largest-magnitude value, as ggml). */
+/* The 256 signed codes (-32..31) of a Q6_K super-block (ggml's dequantize_row_q6_K order). */
+static inline void mxl_q6k_codes(const mxl_block_q6_k *b, int *q) {
+    for (int e = 0; e < 256; e++) {
+        int h = e / 128, r = e % 128;
+        int lo = (b->ql[h * 64 + r % 64] >> (4 * (r / 64))) & 0xF;
+        int hi = (b->qh[h * 32 + r % 32] >> (2 * (r / 32))) & 3;
+        q[e] = (lo | (hi << 4)) - 32;
+    }
+}
 /* 6-bit scale and min j (0..7) of a Q4_K/Q5_K super-block (ggml's get_scale_min_k4). */
 static inline void mxl_q4k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
     if (j < 4) {

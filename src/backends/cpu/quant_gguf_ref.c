@@ -85,15 +85,6 @@ static void q5_k_vals(const mxl_block_q5_k *b, int *q) {
         q[e] = lo | (((b->qh[e % 32] >> j) & 1) << 4);
     }
 }
-static void q6_k_vals(const mxl_block_q6_k *b, int *q) {
-    for (int e = 0; e < 256; e++) {
-        int h = e / 128, r = e % 128;
-        int lo = (b->ql[h * 64 + r % 64] >> (4 * (r / 64))) & 0xF;
-        int hi = (b->qh[h * 32 + r % 32] >> (2 * (r / 32))) & 3;
-        q[e] = (lo | (hi << 4)) - 32;
-    }
-}
-
 void mxl_dequant_row_ref(mxl_dtype t, const void *src, float *y, int64_t n) {
     int q[256];
     switch (t) {
@@ -218,7 +209,7 @@ void mxl_dequant_row_ref(mxl_dtype t, const void *src, float *y, int64_t n) {
         const mxl_block_q6_k *b = src;
         for (int64_t i = 0; i < n / 256; i++, y += 256) {
             float d = mxl_h2f(b[i].d);
-            q6_k_vals(&b[i], q);
+            mxl_q6k_codes(&b[i], q);
             for (int e = 0; e < 256; e++) {
                 float dl = d * (float)b[i].scales[e / 16];
                 y[e] = dl * (float)q[e];
@@ -397,7 +388,7 @@ static float dot_k(mxl_dtype t, int64_t n, const void *w, const mxl_block_q8k *x
         }
         default: { /* Q6_K */
             const mxl_block_q6_k *b = (const mxl_block_q6_k *)w + i;
-            q6_k_vals(b, q);
+            mxl_q6k_codes(b, q);
             int sumi = 0;
             for (int j = 0; j < 16; j++) {
                 int isum = 0;
