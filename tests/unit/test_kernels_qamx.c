@@ -77,13 +77,15 @@ static int check_weight(mxl_cpu_weight W, const char *label, mxl_threadpool *poo
     void *scratch = malloc(sb);
     float *lone = malloc((size_t)(MAX_TOK * rows) * 4), *y = malloc((size_t)(MAX_TOK * rows) * 4);
     float *ref = malloc((size_t)(MAX_TOK * rows) * 4), *f32 = malloc((size_t)(MAX_TOK * rows) * 4);
-    /* the same products exactly: dequantized weights against the q8a-dequantized activations the
-     * path multiplies (scalar quantizer), summed in double */
-    float *xq = malloc((size_t)(MAX_TOK * cols) * 4), *wr = malloc((size_t)cols * 4);
-    mxl_block_q8a *qa = malloc((size_t)(cols / 32) * sizeof *qa);
+    /* the same products exactly: dequantized weights against the two-term q8a activations the
+     * path multiplies (scalar quantizer, d q + d2 q2 in double), summed in double */
+    double *xq = malloc((size_t)(MAX_TOK * cols) * 8);
+    float *wr = malloc((size_t)cols * 4);
+    mxl_block_q8a2 *qa = malloc((size_t)(cols / 32) * sizeof *qa);
     for (int64_t tk = 0; tk < MAX_TOK; tk++) {
-        mxl_quant_q8a_ref(x + tk * cols, qa, cols);
-        for (int64_t i = 0; i < cols; i++) xq[tk * cols + i] = qa[i / 32].d * (float)qa[i / 32].qs[i % 32];
+        mxl_quant_q8a2_ref(x + tk * cols, qa, cols);
+        for (int64_t i = 0; i < cols; i++)
+            xq[tk * cols + i] = (double)qa[i / 32].d * qa[i / 32].qs[i % 32] + (double)qa[i / 32].d2 * qa[i / 32].qs2[i % 32];
     }
     for (int64_t r = 0; r < rows; r++) {
         mxl_cpu_weight_dequant_row(&plain, r, wr);
@@ -191,4 +193,27 @@ TEST(kernels_qamx_gguf_mlx_layout_accuracy_invariance) {
                 CHECK(check_mlx(bits, gs_list[g], dts[d], shape[0], cols, pool) == 0);
             }
     mxl_threadpool_destroy(pool);
+}
+
+/* The two-term activation quantizer: AVX-512 equals the scalar reference bit for bit, and the two
+ * terms reproduce x to within half a step of the second scale (about 2^-16 of the block's
+ * largest value). */
+TEST(kernels_quant_q8a2_simd_equals_ref) {
+    enum { N = 32 * 37 };
+    float *x = malloc(N * 4);
+    for (int i = 0; i < N; i++) x[i] = frand() * (i % 97 == 0 ? 40.0f : 1.0f); /* outliers */
+    for (int i = 64; i < 96; i++) x[i] = 0.0f;                                    /* an all-zero block */
+    mxl_block_q8a2 *a = calloc(N / 32, sizeof *a), *b = calloc(N / 32, sizeof *b);
+    mxl_quant_q8a2_ref(x, a, N);
+    mxl_quant_q8a2_avx512(x, b, N);
+    CHECK(memcmp(a, b, sizeof *a * (N / 32)) == 0);
+    for (int i = 0; i < N; i++) {
+        const mxl_block_q8a2 *q = &a[i / 32];
+        double v = (double)q->d * q->qs[i % 32] + (double)q->d2 * q->qs2[i % 32];
+        CHECK(fabs(v - x[i]) <= 0.5 * q->d2 * 1.001 + 1e-30);
+        CHECK(q->d2 <= q->d / 127.0f * 0.51f + 1e-30f);
+    }
+    free(x);
+    free(a);
+    free(b);
 }

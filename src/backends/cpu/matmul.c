@@ -126,9 +126,10 @@ static bool panel_path(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
     return W->kind != MXL_CPU_W_DENSE && W->amx && isa >= MXL_CPU_ISA_AMX;
 }
 
-/* activations of W's kernels at level isa: the panel path always takes q8a blocks */
+/* activations of W's kernels at level isa: the panel path always takes two-term q8a blocks */
 static mxl_act_kind act_kind(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
-    if (W->kind == MXL_CPU_W_MLX || panel_path(W, isa)) return MXL_ACT_Q8A;
+    if (panel_path(W, isa)) return MXL_ACT_Q8A2;
+    if (W->kind == MXL_CPU_W_MLX) return MXL_ACT_Q8A;
     if (W->kind == MXL_CPU_W_GGUF) return mxl_gguf_act_kind(W->dtype);
     return MXL_ACT_F32;
 }
@@ -137,6 +138,7 @@ static size_t act_row_bytes(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
     switch (act_kind(W, isa)) {
     case MXL_ACT_Q8A: return (size_t)(W->cols / 32) * sizeof(mxl_block_q8a);
     case MXL_ACT_Q8K: return (size_t)(W->cols / 256) * sizeof(mxl_block_q8k);
+    case MXL_ACT_Q8A2: return (size_t)(W->cols / 32) * sizeof(mxl_block_q8a2);
     default: return 0;
     }
 }
@@ -185,7 +187,9 @@ static void quant_task(void *vctx, int task, int n_tasks, int thread_index) {
     for (int64_t t = t0; t < t1; t++) {
         const float *xt = c->x + t * c->W->cols;
         void *dst = c->act + (size_t)t * c->act_stride;
-        if (k == MXL_ACT_Q8A) {
+        if (k == MXL_ACT_Q8A2) {
+            mxl_quant_q8a2_avx512(xt, dst, c->W->cols); /* the panel path runs on AVX-512 CPUs only */
+        } else if (k == MXL_ACT_Q8A) {
             if (c->isa >= MXL_CPU_ISA_AVX2) mxl_quant_q8a_avx2(xt, dst, c->W->cols);
             else mxl_quant_q8a_ref(xt, dst, c->W->cols);
         } else if (c->isa >= MXL_CPU_ISA_AVX512VNNI) {

@@ -358,20 +358,26 @@ typedef struct tile_config {
     uint8_t rows[16];
 } __attribute__((packed)) tile_config;
 
-/* tiles 0 and 1 (C, alternate blocks), 2 (A) and 3 (B) for nt tokens */
+/* For nt tokens. Accumulators C [nt][16] int32 in 0, 1, 4, 5 (32-element kinds: the two
+ * activation terms of even blocks in 0 / 1, of odd blocks in 4 / 5; Q6_K: term 1 of its halves
+ * in 0 / 1, term 2 in 4 / 5); A (activation codes) in 2 ([nt][32]) or 6 (Q6_K: [nt][16]); B
+ * (weight codes) in 3 ([8][64]) or 7 (Q6_K: [4][64]). */
 AMX static void configure(int nt) {
     tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    c.rows[0] = (uint8_t)nt, c.colsb[0] = 64;
-    c.rows[1] = (uint8_t)nt, c.colsb[1] = 64;
-    c.rows[2] = (uint8_t)nt, c.colsb[2] = 32;
-    c.rows[3] = 8, c.colsb[3] = 64;
-    /* Q6_K's 16-element halves: A in 4 / 6, B in 5 / 7 */
-    c.rows[4] = c.rows[6] = (uint8_t)nt, c.colsb[4] = c.colsb[6] = 16;
-    c.rows[5] = c.rows[7] = 4, c.colsb[5] = c.colsb[7] = 64;
+    for (int t = 0; t < 8; t++) c.rows[t] = (uint8_t)nt, c.colsb[t] = 64;
+    c.colsb[2] = 32;
+    c.rows[3] = 8;
+    c.colsb[6] = 16;
+    c.rows[7] = 4;
     _tile_loadconfig(&c);
 }
+
+/* activation blocks: two-term q8a (the file comment) */
+#define XB sizeof(mxl_block_q8a2)
+#define XQ1 offsetof(mxl_block_q8a2, qs)
+#define XQ2 offsetof(mxl_block_q8a2, qs2)
 
 /* Code bytes 64 j .. 64 j + 63 of a nibble block (j < 8: B-tile row j): byte i of the nibbles
  * gives code bytes i (low half) and 256 + i (high half); Q5 kinds add 16 where the block's
@@ -403,10 +409,11 @@ AMX static inline void prefetch_ahead(const uint8_t *blk, size_t bb) {
     for (size_t o = 0; o < bb; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
 }
 
-/* acc[t] += the block's C rows (cb, [NT][16] int32) scaled: see the file comment */
-AMX __attribute__((always_inline)) static inline void post_block(int kind, int wide, int NT, const int32_t *cb,
-                                                                 const uint8_t *pan, size_t bb, const uint8_t *act,
-                                                                 size_t as, int64_t b, __m512 *acc) {
+/* acc[t] += the block's dots against the two activation terms (cb1, cb2: [NT][16] int32)
+ * scaled: see the file comment */
+AMX __attribute__((always_inline)) static inline void post_block(int kind, int wide, int NT, const int32_t *cb1,
+                                                                 const int32_t *cb2, const uint8_t *pan, size_t bb,
+                                                                 const uint8_t *act, size_t as, int64_t b, __m512 *acc) {
     const size_t codes = kind == K_Q8_0 || kind == K_U8 ? CODES_Q8 : kind == K_Q5_0 || kind == K_Q5_1 ? Q5_PARAMS : CODES_Q4;
     const uint8_t *blk = pan + (size_t)b * bb;
     __m512 dw, mw;
@@ -427,9 +434,11 @@ AMX __attribute__((always_inline)) static inline void post_block(int kind, int w
     }
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) {
-        const mxl_block_q8a *x = (const mxl_block_q8a *)(act + (size_t)t * as) + b;
-        __m512 c = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cb + 16 * t)));
-        acc[t] = _mm512_fmadd_ps(c, _mm512_mul_ps(dw, _mm512_set1_ps(x->d)), acc[t]);
+        const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * as) + b;
+        __m512 c1 = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cb1 + 16 * t)));
+        __m512 c2 = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cb2 + 16 * t)));
+        acc[t] = _mm512_fmadd_ps(c1, _mm512_mul_ps(dw, _mm512_set1_ps(x->d)), acc[t]);
+        acc[t] = _mm512_fmadd_ps(c2, _mm512_mul_ps(dw, _mm512_set1_ps(x->d2)), acc[t]);
         if (kind != K_Q8_0) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(x->s), acc[t]);
     }
 }
@@ -440,36 +449,42 @@ AMX __attribute__((always_inline)) static inline void panel_kernel(int kind, int
                                                                    size_t bb, const uint8_t *pre, const uint8_t *act,
                                                                    size_t as, float *y, int64_t ys, int nrows) {
     _Alignas(64) uint8_t split[2][512];
-    _Alignas(64) int32_t cbuf[2][16 * 16];
+    _Alignas(64) int32_t cbuf[2][2][16 * 16]; /* [block parity][activation term] */
     const int nib = nib_kind(kind);
     const int own_split = nib && !pre; /* split here, one block ahead of its tile load */
     __m512 acc[16];
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     if (own_split) split_nibbles(kind, codes_at(kind, pan, 0, bb), split[0]);
-    /* block b into accumulator tile TC (0 for even b, 1 for odd: the next block's tile product
-     * does not wait for this one's store) and cbuf[TC] */
-#define STEP(b, TC)                                                                                          \
+    /* block b into accumulator tiles T1, T2 (the two activation terms; 0 / 1 for even b, 4 / 5
+     * for odd: the next block's tile products do not wait for this one's stores), then
+     * cbuf[P] */
+#define STEP(b, P, T1, T2)                                                                                   \
     do {                                                                                                     \
         const uint8_t *blk_ = codes_at(kind, pan, b, bb);                                                   \
-        const uint8_t *bsrc_ = !nib ? blk_ : pre ? pre + (size_t)(b) * 512 : split[TC];                     \
-        if (own_split && (b) + 1 < nb) split_nibbles(kind, codes_at(kind, pan, (b) + 1, bb), split[1 - (TC)]); \
+        const uint8_t *bsrc_ = !nib ? blk_ : pre ? pre + (size_t)(b) * 512 : split[P];                      \
+        if (own_split && (b) + 1 < nb) split_nibbles(kind, codes_at(kind, pan, (b) + 1, bb), split[1 - (P)]); \
         prefetch_ahead(pan + (size_t)(b) * bb, bb);                                                          \
         _tile_loadd(3, bsrc_, 64);                                                                           \
-        _tile_loadd(2, act + (size_t)(b) * sizeof(mxl_block_q8a) + offsetof(mxl_block_q8a, qs), as);        \
-        _tile_zero(TC);                                                                                      \
-        if (kind == K_Q8_0) _tile_dpbssd(TC, 2, 3);                                                          \
-        else _tile_dpbsud(TC, 2, 3);                                                                         \
-        _tile_stored(TC, cbuf[TC], 64);                                                                      \
+        _tile_zero(T1);                                                                                      \
+        _tile_zero(T2);                                                                                      \
+        _tile_loadd(2, act + (size_t)(b) * XB + XQ1, as);                                                    \
+        if (kind == K_Q8_0) _tile_dpbssd(T1, 2, 3);                                                          \
+        else _tile_dpbsud(T1, 2, 3);                                                                         \
+        _tile_loadd(2, act + (size_t)(b) * XB + XQ2, as);                                                    \
+        if (kind == K_Q8_0) _tile_dpbssd(T2, 2, 3);                                                          \
+        else _tile_dpbsud(T2, 2, 3);                                                                         \
+        _tile_stored(T1, cbuf[P][0], 64);                                                                    \
+        _tile_stored(T2, cbuf[P][1], 64);                                                                    \
     } while (0)
     for (int64_t b = 0; b < nb; b += 2) {
-        STEP(b, 0);
-        if (b > 0) post_block(kind, wide, NT, cbuf[1], pan, bb, act, as, b - 1, acc);
-        if (b + 1 < nb) STEP(b + 1, 1);
-        post_block(kind, wide, NT, cbuf[0], pan, bb, act, as, b, acc);
+        STEP(b, 0, 0, 1);
+        if (b > 0) post_block(kind, wide, NT, cbuf[1][0], cbuf[1][1], pan, bb, act, as, b - 1, acc);
+        if (b + 1 < nb) STEP(b + 1, 1, 4, 5);
+        post_block(kind, wide, NT, cbuf[0][0], cbuf[0][1], pan, bb, act, as, b, acc);
     }
 #undef STEP
-    if (nb % 2 == 0) post_block(kind, wide, NT, cbuf[1], pan, bb, act, as, nb - 1, acc);
+    if (nb % 2 == 0) post_block(kind, wide, NT, cbuf[1][0], cbuf[1][1], pan, bb, act, as, nb - 1, acc);
     const __mmask16 mk = (__mmask16)((1u << nrows) - 1);
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(y + t * ys, mk, acc[t]);
@@ -486,7 +501,7 @@ AMX __attribute__((always_inline)) static inline void panel_vnni(int kind, int w
                                                                  float *const *ys_out, int64_t ys, const int *nrows) {
     const __m512i flip = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi8(1);
     __m512 acc[2][4];
-    _Alignas(64) int32_t cb[2][4 * 16];
+    _Alignas(64) int32_t cb[2][2][4 * 16]; /* [panel][activation term] */
 #pragma GCC unroll 2
     for (int q = 0; q < NP; q++)
 #pragma GCC unroll 4
@@ -508,21 +523,23 @@ AMX __attribute__((always_inline)) static inline void panel_vnni(int kind, int w
                 for (int j = 0; j < 8; j++) w[j] = nib_row(kind, blk, j);
             }
 #pragma GCC unroll 4
-            for (int t = 0; t < NT; t++) {
-                const int32_t *xq = (const int32_t *)(act + (size_t)t * as + (size_t)b * sizeof(mxl_block_q8a) + offsetof(mxl_block_q8a, qs));
-                __m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512(), sx = _mm512_setzero_si512();
+            for (int t = 0; t < NT; t++)
+#pragma GCC unroll 2
+                for (int term = 0; term < 2; term++) {
+                    const int32_t *xq = (const int32_t *)(act + (size_t)t * as + (size_t)b * XB + (term ? XQ2 : XQ1));
+                    __m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512(), sx = _mm512_setzero_si512();
 #pragma GCC unroll 8
-                for (int kk = 0; kk < 8; kk += 2) {
-                    __m512i x0 = _mm512_set1_epi32(xq[kk]), x1 = _mm512_set1_epi32(xq[kk + 1]);
-                    d0 = _mm512_dpbusd_epi32(d0, w[kk], x0);
-                    d1 = _mm512_dpbusd_epi32(d1, w[kk + 1], x1);
-                    if (kind == K_Q8_0) sx = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sx, ones, x0), ones, x1);
+                    for (int kk = 0; kk < 8; kk += 2) {
+                        __m512i x0 = _mm512_set1_epi32(xq[kk]), x1 = _mm512_set1_epi32(xq[kk + 1]);
+                        d0 = _mm512_dpbusd_epi32(d0, w[kk], x0);
+                        d1 = _mm512_dpbusd_epi32(d1, w[kk + 1], x1);
+                        if (kind == K_Q8_0) sx = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sx, ones, x0), ones, x1);
+                    }
+                    __m512i d = _mm512_add_epi32(d0, d1);
+                    if (kind == K_Q8_0) d = _mm512_sub_epi32(d, _mm512_slli_epi32(sx, 7));
+                    _mm512_store_si512((void *)(cb[q][term] + 16 * t), d);
                 }
-                __m512i d = _mm512_add_epi32(d0, d1);
-                if (kind == K_Q8_0) d = _mm512_sub_epi32(d, _mm512_slli_epi32(sx, 7));
-                _mm512_store_si512((void *)(cb[q] + 16 * t), d);
-            }
-            post_block(kind, wide, NT, cb[q], pans[q], bb, act, as, b, acc[q]);
+            post_block(kind, wide, NT, cb[q][0], cb[q][1], pans[q], bb, act, as, b, acc[q]);
         }
     }
 #pragma GCC unroll 2
@@ -550,8 +567,8 @@ AMX static inline void q6_split(const uint8_t *blk, uint8_t *codes) {
     for (int j = 0; j < 8; j++)
         _mm512_store_si512((void *)(codes + 64 * j), _mm512_sub_epi8(q6_row(blk, j), _mm512_set1_epi8(32)));
 }
-/* acc[t] += the two halves' dots (c0, c1: [NT][16] int32) x d * sc_h * d_x */
-AMX __attribute__((always_inline)) static inline void post_q6(int NT, const int32_t *c0, const int32_t *c1, const uint8_t *pan,
+/* acc[t] += the two halves' dots (c[term][half], [NT][16] int32) x d * sc_h * d_x (d2_x) */
+AMX __attribute__((always_inline)) static inline void post_q6(int NT, int32_t (*c)[2][4 * 16 * 4], const uint8_t *pan,
                                                               const uint8_t *act, size_t as, int64_t b, __m512 *acc) {
     const uint8_t *blk = q6_block(pan, b);
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pan + (size_t)(b >> 3) * Q6_SB)));
@@ -559,15 +576,19 @@ AMX __attribute__((always_inline)) static inline void post_q6(int NT, const int3
     const __m512 d1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 16)))));
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) {
-        const __m512 dx = _mm512_set1_ps(((const mxl_block_q8a *)(act + (size_t)t * as) + b)->d);
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c0 + 16 * t))), _mm512_mul_ps(d0, dx), acc[t]);
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c1 + 16 * t))), _mm512_mul_ps(d1, dx), acc[t]);
+        const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * as) + b;
+#pragma GCC unroll 2
+        for (int term = 0; term < 2; term++) {
+            const __m512 dx = _mm512_set1_ps(term ? x->d2 : x->d);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c[term][0] + 16 * t))), _mm512_mul_ps(d0, dx), acc[t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c[term][1] + 16 * t))), _mm512_mul_ps(d1, dx), acc[t]);
+        }
     }
 }
 AMX __attribute__((always_inline)) static inline void panel_kernel_q6(int NT, const uint8_t *pan, int64_t nb, const uint8_t *pre,
                                                                       const uint8_t *act, size_t as, float *y, int64_t ys, int nrows) {
     _Alignas(64) uint8_t split[2][512];
-    _Alignas(64) int32_t cbuf[2][2][16 * 16];
+    _Alignas(64) int32_t cbuf[2][2][2][4 * 16 * 4]; /* [block parity][term][half] */
     __m512 acc[16];
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
@@ -575,20 +596,28 @@ AMX __attribute__((always_inline)) static inline void panel_kernel_q6(int NT, co
         const uint8_t *codes = pre ? pre + (size_t)b * 512 : split[b & 1];
         if (!pre) q6_split(q6_block(pan, b), split[b & 1]);
         prefetch_ahead(pan + (size_t)b * (Q6_SB / 8), Q6_SB / 8);
-        const uint8_t *xa = act + (size_t)b * sizeof(mxl_block_q8a) + offsetof(mxl_block_q8a, qs);
-        _tile_loadd(5, codes, 64);
-        _tile_loadd(7, codes + CODES_Q4, 64);
-        _tile_loadd(4, xa, as);
-        _tile_loadd(6, xa + 16, as);
+        const uint8_t *xa = act + (size_t)b * XB;
         _tile_zero(0);
         _tile_zero(1);
-        _tile_dpbssd(0, 4, 5);
+        _tile_zero(4);
+        _tile_zero(5);
+        _tile_loadd(7, codes, 64); /* half 0 */
+        _tile_loadd(6, xa + XQ1, as);
+        _tile_dpbssd(0, 6, 7);
+        _tile_loadd(6, xa + XQ2, as);
+        _tile_dpbssd(4, 6, 7);
+        _tile_loadd(7, codes + CODES_Q4, 64); /* half 1 */
+        _tile_loadd(6, xa + XQ1 + 16, as);
         _tile_dpbssd(1, 6, 7);
-        _tile_stored(0, cbuf[b & 1][0], 64);
-        _tile_stored(1, cbuf[b & 1][1], 64);
-        if (b > 0) post_q6(NT, cbuf[(b - 1) & 1][0], cbuf[(b - 1) & 1][1], pan, act, as, b - 1, acc);
+        _tile_loadd(6, xa + XQ2 + 16, as);
+        _tile_dpbssd(5, 6, 7);
+        _tile_stored(0, cbuf[b & 1][0][0], 64);
+        _tile_stored(1, cbuf[b & 1][0][1], 64);
+        _tile_stored(4, cbuf[b & 1][1][0], 64);
+        _tile_stored(5, cbuf[b & 1][1][1], 64);
+        if (b > 0) post_q6(NT, cbuf[(b - 1) & 1], pan, act, as, b - 1, acc);
     }
-    post_q6(NT, cbuf[(nb - 1) & 1][0], cbuf[(nb - 1) & 1][1], pan, act, as, nb - 1, acc);
+    post_q6(NT, cbuf[(nb - 1) & 1], pan, act, as, nb - 1, acc);
     const __mmask16 mk = (__mmask16)((1u << nrows) - 1);
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(y + t * ys, mk, acc[t]);
@@ -599,7 +628,7 @@ AMX __attribute__((always_inline)) static inline void panel_vnni_q6(int NT, int 
                                                                     int64_t ys, const int *nrows) {
     const __m512i ones = _mm512_set1_epi8(1);
     __m512 acc[2][4];
-    _Alignas(64) int32_t cb[2][2][4 * 16];
+    _Alignas(64) int32_t cb[2][2][2][4 * 16 * 4]; /* [panel][term][half] */
 #pragma GCC unroll 2
     for (int q = 0; q < NP; q++)
 #pragma GCC unroll 4
@@ -613,21 +642,23 @@ AMX __attribute__((always_inline)) static inline void panel_vnni_q6(int NT, int 
 #pragma GCC unroll 8
             for (int j = 0; j < 8; j++) w[j] = q6_row(blk, j);
 #pragma GCC unroll 4
-            for (int t = 0; t < NT; t++) {
-                const int32_t *xq = (const int32_t *)(act + (size_t)t * as + (size_t)b * sizeof(mxl_block_q8a) + offsetof(mxl_block_q8a, qs));
+            for (int t = 0; t < NT; t++)
 #pragma GCC unroll 2
-                for (int h = 0; h < 2; h++) {
-                    __m512i d = _mm512_setzero_si512(), sx = _mm512_setzero_si512();
+                for (int term = 0; term < 2; term++) {
+                    const int32_t *xq = (const int32_t *)(act + (size_t)t * as + (size_t)b * XB + (term ? XQ2 : XQ1));
+#pragma GCC unroll 2
+                    for (int h = 0; h < 2; h++) {
+                        __m512i d = _mm512_setzero_si512(), sx = _mm512_setzero_si512();
 #pragma GCC unroll 4
-                    for (int j = 4 * h; j < 4 * h + 4; j++) {
-                        __m512i x = _mm512_set1_epi32(xq[j]);
-                        d = _mm512_dpbusd_epi32(d, w[j], x);
-                        sx = _mm512_dpbusd_epi32(sx, ones, x);
+                        for (int j = 4 * h; j < 4 * h + 4; j++) {
+                            __m512i x = _mm512_set1_epi32(xq[j]);
+                            d = _mm512_dpbusd_epi32(d, w[j], x);
+                            sx = _mm512_dpbusd_epi32(sx, ones, x);
+                        }
+                        _mm512_store_si512((void *)(cb[q][term][h] + 16 * t), _mm512_sub_epi32(d, _mm512_slli_epi32(sx, 5)));
                     }
-                    _mm512_store_si512((void *)(cb[q][h] + 16 * t), _mm512_sub_epi32(d, _mm512_slli_epi32(sx, 5)));
                 }
-            }
-            post_q6(NT, cb[q][0], cb[q][1], pans[q], act, as, b, acc[q]);
+            post_q6(NT, cb[q], pans[q], act, as, b, acc[q]);
         }
     }
 #pragma GCC unroll 2

@@ -41,6 +41,10 @@ typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d;
  * formats with an offset term: Q4_1, Q5_1 and MLX affine). q8k: ggml's Q8_K, x[i] ~= d * qs[i],
  * bsums[j] = sum of qs[16j .. 16j+15]. */
 typedef struct { float d; float s; int8_t qs[32]; } mxl_block_q8a;                /* 40 B */
+/* Two-term q8a (the AMX panel path, quant_amx.h): x ~ d * qs + d2 * qs2, qs2 quantizing the
+ * residual x - d * qs on its own scale (about 2^-15 of the block's largest value instead of
+ * 2^-8); s = d * sum(qs) + d2 * sum(qs2). */
+typedef struct { float d; float s; float d2; int8_t qs[32]; int8_t qs2[32]; } mxl_block_q8a2; /* 76 B */
 typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } mxl_block_q8k;     /* 292 B */
 
 _Static_assert(sizeof(mxl_block_q4_0) == 18, "q4_0");
@@ -93,7 +97,7 @@ static inline float mxl_dense_elem(mxl_dtype t, const void *w, int64_t i) {
 }
 
 /* Which activation block a weight format's fused dot consumes. */
-typedef enum mxl_act_kind { MXL_ACT_F32 = 0, MXL_ACT_Q8A, MXL_ACT_Q8K } mxl_act_kind;
+typedef enum mxl_act_kind { MXL_ACT_F32 = 0, MXL_ACT_Q8A, MXL_ACT_Q8K, MXL_ACT_Q8A2 } mxl_act_kind;
 
 /* True for the GGUF block formats with kernels here (Q4_0..Q8_0, Q2_K..Q6_K). */
 int mxl_gguf_quant_supported(mxl_dtype t);
@@ -127,6 +131,9 @@ static inline void mxl_q4k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8
 }
 void mxl_quant_q8a_ref(const float *x, mxl_block_q8a *y, int64_t n);
 void mxl_quant_q8k_ref(const float *x, mxl_block_q8k *y, int64_t n);
+void mxl_quant_q8a2_ref(const float *x, mxl_block_q8a2 *y, int64_t n);
+/* The same bits on AVX-512 (quant_gguf_avx512.c). */
+void mxl_quant_q8a2_avx512(const float *x, mxl_block_q8a2 *y, int64_t n);
 /* The same bits on AVX-512 (quant_gguf_avx512.c). */
 void mxl_quant_q8k_avx512(const float *x, mxl_block_q8k *y, int64_t n);
 

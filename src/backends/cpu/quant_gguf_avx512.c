@@ -738,6 +738,34 @@ AVX512 void mxl_quant_q8k_avx512(const float *x, mxl_block_q8k *y, int64_t n) {
         y[i].d = 1.0f / iscale;
     }
 }
+/* Two-term q8a, bit for bit mxl_quant_q8a2_ref: the same scalar scales, products rounded to
+ * nearest even by the conversion (the default MXCSR mode, as round_even), d * q then x - that. */
+AVX512 void mxl_quant_q8a2_avx512(const float *x, mxl_block_q8a2 *y, int64_t n) {
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        float d = amax / 127.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(id)));
+        __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(id)));
+        __m512 r0 = _mm512_sub_ps(v0, _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(q0)));
+        __m512 r1 = _mm512_sub_ps(v1, _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(q1)));
+        float amax2 = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(r0), _mm512_abs_ps(r1)));
+        float d2 = amax2 / 127.0f;
+        float id2 = d2 != 0.0f ? 1.0f / d2 : 0.0f;
+        __m512i p0 = _mm512_cvtps_epi32(_mm512_mul_ps(r0, _mm512_set1_ps(id2)));
+        __m512i p1 = _mm512_cvtps_epi32(_mm512_mul_ps(r1, _mm512_set1_ps(id2)));
+        _mm_storeu_si128((__m128i *)y[i].qs, _mm512_cvtsepi32_epi8(q0));
+        _mm_storeu_si128((__m128i *)(y[i].qs + 16), _mm512_cvtsepi32_epi8(q1));
+        _mm_storeu_si128((__m128i *)y[i].qs2, _mm512_cvtsepi32_epi8(p0));
+        _mm_storeu_si128((__m128i *)(y[i].qs2 + 16), _mm512_cvtsepi32_epi8(p1));
+        float s1 = d * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+        float s2 = d2 * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(p0, p1));
+        y[i].d = d;
+        y[i].d2 = d2;
+        y[i].s = s1 + s2;
+    }
+}
 #else
 size_t mxl_gemm4x4_pre_floats(int64_t n) { (void)n; return 0; }
 bool mxl_gemm4x4_pre_avx512_get(mxl_dtype t, mxl_gemm4x4_unpack_fn *unpack, mxl_gemm4x4_pre_fn *kern) {
@@ -746,4 +774,5 @@ bool mxl_gemm4x4_pre_avx512_get(mxl_dtype t, mxl_gemm4x4_unpack_fn *unpack, mxl_
 }
 mxl_gemm4x4_fn mxl_gemm4x4_avx512_get(mxl_dtype t) { (void)t; return 0; }
 void mxl_quant_q8k_avx512(const float *x, mxl_block_q8k *y, int64_t n) { mxl_quant_q8k_ref(x, y, n); }
+void mxl_quant_q8a2_avx512(const float *x, mxl_block_q8a2 *y, int64_t n) { mxl_quant_q8a2_ref(x, y, n); }
 #endif
