@@ -1,17 +1,18 @@
-/* quant_amx.c - the AMX-INT8 matmul path for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K and
- * MLX 4- / 8-bit (quant_amx.h): the panel layout (packing at load and its scalar dequantization), the tile
- * kernel and its AVX-512 VNNI form for a few tokens.
+/* quant_amx.c - the AMX-INT8 matmul path for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q6_K
+ * and MLX 4- / 8-bit (quant_amx.h): the panel layout (packing at load and its scalar
+ * dequantization), the tile kernel and its AVX-512 VNNI form for a few tokens.
  *
- * Kernel, per panel of 16 rows and group of NT <= 16 tokens (tiles: 0 = C [NT][16] int32,
- * 2 = A [NT][32] int8 activations, 3 = B [8][64] weight codes):
+ * Kernel, per panel of 16 rows and group of NT <= 16 tokens (tiles: configure()):
  *   for each block b: B <- the block's codes (8-bit: straight from the panel; 4/5-bit: nibbles
- *   (and fifth bits) split into a 512-byte buffer, or the panel's blocks split once beforehand when several token
- *   groups share them); A <- the NT tokens' q8a codes of block b (in place, token stride);
- *   C = 0; C += A . B (TDPBSSD / TDPBSUD); C -> memory; then, while the tile unit works on block
- *   b + 1, acc[t] += cvt(C[t]) * (d_w * d_x[t]) (+ m_w * s_x[t]), 16 rows per vector.
+ *   (and fifth bits) split into a 512-byte buffer, or the panel's blocks split once beforehand
+ *   when several token groups share them); for each activation term: A <- the NT tokens' codes
+ *   of block b (in place, token stride), C = 0, C += A . B (TDPBSSD / TDPBSUD), C -> memory;
+ *   then, while the tile unit works on block b + 1, acc[t] += cvt(C1[t]) * (d_w * d_x[t]) +
+ *   cvt(C2[t]) * (d_w * d2_x[t]) (+ m_w * s_x[t]), 16 rows per vector.
  * Q4_0's codes are stored unsigned (q + 8); its -8 is the offset term m_w = -8 d_w against the
- * activation's scaled sum s_x = d_x * sum(q_x), as Q4_1's m (Q5_0: -16 d_w). MLX affine weights are Q4_1's form
- * (4-bit: d = scale, m = bias of the block's group) or unsigned 8-bit codes with d and m (U8). */
+ * activation's scaled sum s_x (both terms), as Q4_1's m (Q5_0: -16 d_w). MLX affine weights are
+ * Q4_1's form (4-bit: d = scale, m = bias of the block's group) or unsigned 8-bit codes with d
+ * and m (U8). Q6_K runs its own kernels (two 16-element halves per block, each with its scale). */
 #include "backends/cpu/quant_amx.h"
 
 #include <stddef.h>
