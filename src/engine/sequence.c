@@ -295,6 +295,7 @@ static void fill_post_probs(const mxl_seq *s, int32_t chosen, mxl_seq_event *ev)
 
 /* Moves n bytes from the front of `held` to the released output. */
 static void release(mxl_seq *s, size_t n, mxl_seq_event *ev) {
+    if (n == 0) return; /* held may still be unallocated (NULL): memcpy needs valid pointers */
     memcpy(s->out + ev->text_len, s->held, n);
     ev->text_len += n;
     memmove(s->held, s->held + n, s->held_len - n);
@@ -335,6 +336,7 @@ static void scan_stops(mxl_seq *s, mxl_seq_event *ev, bool final) {
 }
 
 static mxl_status hold(mxl_seq *s, const char *text, size_t len, mxl_error *err) {
+    if (len == 0) return MXL_OK;
     if (!reserve(&s->held, &s->held_cap, s->held_len + len) || !reserve(&s->out, &s->out_cap, s->held_len + len + 1))
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     memcpy(s->held + s->held_len, text, len);
