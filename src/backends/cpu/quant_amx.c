@@ -337,7 +337,8 @@ mxl_status mxl_qamx_prepare(mxl_cpu_weight *W, mxl_arena *arena, mxl_error *err)
     return MXL_OK;
 }
 
-#if defined(__x86_64__)
+/* MXL_NO_TILE_KERNELS (the fuzzing build): no kernels, the path reported unavailable */
+#if defined(__x86_64__) && !defined(MXL_NO_TILE_KERNELS)
 #include <cpuid.h>
 #include <immintrin.h>
 
