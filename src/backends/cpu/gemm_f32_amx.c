@@ -77,17 +77,13 @@ void mxl_gemm_amx_split_ref(const float *x, int64_t M, int64_t K, uint16_t *xh, 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define AMX __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")))
+#include "backends/cpu/amx_tile.h"
 
-typedef struct tile_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} __attribute__((packed)) tile_config;
+#define AMX __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")))
 
 /* eight tiles of 16 rows x 64 bytes */
 AMX static void tiles_configure(void) {
-    tile_config c;
+    mxl_amx_tilecfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
     for (int i = 0; i < 8; i++) {

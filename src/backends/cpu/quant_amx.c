@@ -342,6 +342,8 @@ mxl_status mxl_qamx_prepare(mxl_cpu_weight *W, mxl_arena *arena, mxl_error *err)
 #include <cpuid.h>
 #include <immintrin.h>
 
+#include "backends/cpu/amx_tile.h"
+
 bool mxl_qamx_available(void) {
     static int cached = -1;
     if (cached < 0) {
@@ -354,18 +356,12 @@ bool mxl_qamx_available(void) {
 
 #define AMX __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
-typedef struct tile_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} __attribute__((packed)) tile_config;
-
 /* For nt tokens. Accumulators C [nt][16] int32 in 0, 1, 4, 5 (32-element kinds: the two
  * activation terms of even blocks in 0 / 1, of odd blocks in 4 / 5; Q6_K: term 1 of its halves
  * in 0 / 1, term 2 in 4 / 5); A (activation codes) in 2 ([nt][32]) or 6 (Q6_K: [nt][16]); B
  * (weight codes) in 3 ([8][64]) or 7 (Q6_K: [4][64]). */
 AMX static void configure(int nt) {
-    tile_config c;
+    mxl_amx_tilecfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
     for (int t = 0; t < 8; t++) c.rows[t] = (uint8_t)nt, c.colsb[t] = 64;
