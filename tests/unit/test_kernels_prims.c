@@ -367,6 +367,39 @@ TEST(kernels_attention_matches_naive) {
     mxl_threadpool_destroy(pool);
 }
 
+/* The grouped f16 passes (G query heads of one KV head per call) give every head the bits of the
+ * one-head call: K scores over a paged cache of 3 blocks with a partial last one, then V. */
+TEST(kernels_attention_f16_grouped_passes_equal_one_head) {
+    if (mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX512VNNI) { /* only the references run on this CPU */
+        CHECK(mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX512VNNI);
+        return;
+    }
+    const int hds[2] = {64, 144};
+    for (int hi_ = 0; hi_ < 2; hi_++) {
+        const int hd = hds[hi_], n_kv_heads = 2;
+        const int64_t bs = 8, n_kv = 21, rs = n_kv_heads * hd + 16, bstride = bs * rs + 32;
+        const int32_t blocks[3] = {2, 0, 1}; /* out of order, as the pool hands them out */
+        uint16_t *k = malloc(2 * (size_t)(3 * bstride)), *v = malloc(2 * (size_t)(3 * bstride));
+        for (int64_t i = 0; i < 3 * bstride; i++) k[i] = mxl_f32_to_f16(fr() * 2), v[i] = mxl_f32_to_f16(fr());
+        mxl_kv_paged_view kv = {MXL_DTYPE_F16, MXL_DTYPE_F16, k, v, NULL, NULL, 0, n_kv, rs, bs, bstride, blocks};
+        float q[4 * 144], s1[4 * 21], s4[4 * 21], o1[4 * 144], o4[4 * 144];
+        for (int i = 0; i < 4 * hd; i++) q[i] = fr();
+        for (int G = 2; G <= MXL_ATTN_HEAD_GROUP; G++) {
+            const int64_t lo = G == 3 ? 5 : 0, hi = G == 4 ? 17 : n_kv; /* windows, a partial first block */
+            memset(s1, 0, sizeof s1), memset(s4, 0, sizeof s4);
+            mxl_attn_k_f16_avx512(k, &kv, hd, lo, hi, G, q, hd, 0.125f, s4, n_kv);
+            for (int g = 0; g < G; g++) mxl_attn_k_f16_avx512(k, &kv, hd, lo, hi, 1, q + g * hd, hd, 0.125f, s1 + g * n_kv, n_kv);
+            CHECK(memcmp(s1, s4, sizeof s1) == 0);
+            for (int g = 0; g < G; g++) /* probabilities-like weights, some exactly 0 */
+                for (int64_t j = 0; j < n_kv; j++) s1[g * n_kv + j] = (j + g) % 5 == 0 ? 0.0f : fr() * 0.1f + 0.1f;
+            mxl_attn_v_f16_avx512(v, &kv, hd, lo, hi, G, s1, n_kv, hd, o4);
+            for (int g = 0; g < G; g++) mxl_attn_v_f16_avx512(v, &kv, hd, lo, hi, 1, s1 + g * n_kv, n_kv, hd, o1 + g * hd);
+            CHECK(memcmp(o1, o4, sizeof(float) * (size_t)(G * hd)) == 0);
+        }
+        free(k), free(v);
+    }
+}
+
 TEST(kernels_argmax_topk_match_naive_sort) {
     float x[1000];
     for (int rep = 0; rep < 5; rep++) {

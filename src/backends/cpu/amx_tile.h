@@ -13,4 +13,14 @@ typedef struct mxl_amx_tilecfg {
 
 _Static_assert(sizeof(mxl_amx_tilecfg) == 64, "LDTILECFG reads 64 bytes");
 
+#if defined(__x86_64__)
+/* LDTILECFG from *c. Not _tile_loadconfig: GCC 12 does not model that builtin as reading the
+ * whole 64 bytes, and in an out-of-line caller it dropped the stores of the row and column
+ * counts as dead (every tile then unconfigured: #UD at the first tile load). The "m" operand
+ * of the whole struct makes the compiler keep them. */
+static inline void mxl_amx_load_config(const mxl_amx_tilecfg *c) {
+    __asm__ volatile("ldtilecfg %0" : : "m"(*c));
+}
+#endif
+
 #endif

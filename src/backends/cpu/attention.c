@@ -2,8 +2,10 @@
  * a score row in scratch (scores, then the weighted sum of V), walking the cache block by block
  * (a contiguous cache is one block). f32 q.k dots use the dense dot
  * kernels, f16 / int8 K and V the KV kernels (kv_quant.h); AVX2 when isa allows, the plain C
- * references otherwise; on AVX-512 the f16 K pass scores four keys at a time and the f16 V pass
- * keeps the output in registers (attention_avx512.c; the V pass is bitwise the AVX2 result). Softmax and the f32 V accumulation are plain C. */
+ * references otherwise; on AVX-512 an f16 cache goes through attention_avx512.c's passes, which take
+ * up to MXL_ATTN_HEAD_GROUP query heads of one KV head at a time (each K / V vector converted once
+ * per group), score four keys at a time and keep the output in registers (the V pass is bitwise
+ * the AVX2 result). Softmax and the f32 V accumulation are plain C. */
 #include "backends/cpu/attention.h"
 
 #include <math.h>
@@ -14,8 +16,9 @@
 #include "backends/cpu/quant_gguf.h"
 #include "backends/cpu/softmax.h"
 
+/* per thread: a score row for each head of a group */
 size_t mxl_cpu_attention_scratch_floats(int64_t n_kv, int n_threads) {
-    return (size_t)(n_kv > 0 ? n_kv : 1) * (size_t)(n_threads > 0 ? n_threads : 1);
+    return (size_t)(n_kv > 0 ? n_kv : 1) * MXL_ATTN_HEAD_GROUP * (size_t)(n_threads > 0 ? n_threads : 1);
 }
 
 typedef struct attn_ctx {
@@ -28,8 +31,9 @@ typedef struct attn_ctx {
     float *scratch;
     mxl_dense_dot_fn dot; /* f32 K dots, NULL: reference */
     mxl_kv_kernels kk;
-    bool v_f16_avx512;    /* f16 V pass in registers (attention_avx512.c) */
-    bool k_f16_avx512;    /* f16 K pass four keys at a time (attention_avx512.c) */
+    bool f16_avx512;      /* f16 K and V: the grouped passes of attention_avx512.c */
+    int group;            /* heads per work unit: f16_avx512 ? heads per KV head, at most
+                           * MXL_ATTN_HEAD_GROUP : 1 */
 } attn_ctx;
 
 static size_t elem_size(mxl_dtype t) { return t == MXL_DTYPE_F32 ? 4 : t == MXL_DTYPE_F16 ? 2 : 1; }
@@ -67,33 +71,33 @@ static int64_t block_base(const mxl_kv_paged_view *kv, int64_t b0) {
     return (int64_t)kv->blocks[b0 / kv->block_size] * kv->block_stride - b0 * kv->row_stride;
 }
 
+/* visible keys [lo, hi) of query token t */
+static void visible(const attn_ctx *c, int64_t t, int64_t *lo, int64_t *hi) {
+    const mxl_attn_params *p = c->p;
+    const int64_t qp = c->q_pos[t];
+    *lo = 0, *hi = c->kv->n_kv;
+    if (p->causal && qp + 1 < *hi) *hi = qp + 1;
+    if (p->window > 0 && qp - p->window + 1 > *lo) *lo = qp - p->window + 1;
+}
+
 static void attn_one(const attn_ctx *c, int64_t t, int h, float *s) {
     const mxl_attn_params *p = c->p;
     const mxl_kv_paged_view *kv = c->kv;
     const int hd = p->head_dim;
     const int kvh = h / (p->n_heads / p->n_kv_heads);
     const float *qh = c->q + (t * p->n_heads + h) * hd;
-    const int64_t qp = c->q_pos[t], bs = kv->block_size, rs = kv->row_stride, hoff = (int64_t)kvh * hd;
-    int64_t lo = 0, hi = kv->n_kv; /* visible keys [lo, hi) */
-    if (p->causal && qp + 1 < hi) hi = qp + 1;
-    if (p->window > 0 && qp - p->window + 1 > lo) lo = qp - p->window + 1;
+    const int64_t bs = kv->block_size, rs = kv->row_stride, hoff = (int64_t)kvh * hd;
+    int64_t lo, hi;
+    visible(c, t, &lo, &hi);
     for (int64_t j = 0; j < kv->n_kv; j++) s[j] = -INFINITY;
     /* keys in position order, one block at a time */
-    if (c->k_f16_avx512) {
-        mxl_attn_k_f16_avx512((const uint16_t *)kv->k, kv, hoff, lo, hi, qh, hd, p->scale, s);
-    } else {
-        for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
-            int64_t base = block_base(kv, b0) + hoff, j1 = b0 + bs < hi ? b0 + bs : hi;
-            for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) s[j] = k_dot(c, base + j * rs, qh) * p->scale;
-        }
+    for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
+        int64_t base = block_base(kv, b0) + hoff, j1 = b0 + bs < hi ? b0 + bs : hi;
+        for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) s[j] = k_dot(c, base + j * rs, qh) * p->scale;
     }
     float sink = p->sinks ? p->sinks[h] : -INFINITY;
     if (hi > lo) mxl_cpu_softmax(s + lo, hi - lo, p->softcap, sink);
     float *o = c->out + (t * p->n_heads + h) * hd;
-    if (c->v_f16_avx512) {
-        mxl_attn_v_f16_avx512((const uint16_t *)kv->v, kv, hoff, lo, hi, s, hd, o);
-        return;
-    }
     for (int i = 0; i < hd; i++) o[i] = 0.0f;
     for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
         int64_t base = block_base(kv, b0) + hoff, j1 = b0 + bs < hi ? b0 + bs : hi;
@@ -105,12 +109,41 @@ static void attn_one(const attn_ctx *c, int64_t t, int h, float *s) {
     }
 }
 
+/* Heads h .. h + G - 1 of token t (one KV head) through the grouped f16 passes; s holds G score
+ * rows of n_kv. Per head the same operations as attn_one's AVX-512 f16 passes. */
+static void attn_group(const attn_ctx *c, int64_t t, int h, int G, float *s) {
+    const mxl_attn_params *p = c->p;
+    const mxl_kv_paged_view *kv = c->kv;
+    const int hd = p->head_dim;
+    const int64_t hoff = (int64_t)(h / (p->n_heads / p->n_kv_heads)) * hd, ss = kv->n_kv > 0 ? kv->n_kv : 1;
+    int64_t lo, hi;
+    visible(c, t, &lo, &hi);
+    float *o = c->out + (t * p->n_heads + h) * hd;
+    if (hi <= lo) { /* nothing visible: zeros, as the reference */
+        for (int i = 0; i < G * hd; i++) o[i] = 0.0f;
+        return;
+    }
+    mxl_attn_k_f16_avx512((const uint16_t *)kv->k, kv, hoff, lo, hi, G, c->q + (t * p->n_heads + h) * hd, hd, p->scale, s, ss);
+    for (int g = 0; g < G; g++)
+        mxl_cpu_softmax(s + g * ss + lo, hi - lo, p->softcap, p->sinks ? p->sinks[h + g] : -INFINITY);
+    mxl_attn_v_f16_avx512((const uint16_t *)kv->v, kv, hoff, lo, hi, G, s, ss, hd, o);
+}
+
+/* Work units: (token, group of c->group heads of one KV head). */
 static void attn_task(void *vctx, int task, int n_tasks, int thread_index) {
     attn_ctx *c = vctx;
-    int64_t total = c->n_q * c->p->n_heads;
+    const int per_kv = c->p->n_heads / c->p->n_kv_heads, G = c->group, chunks = (per_kv + G - 1) / G;
+    int64_t units = (int64_t)c->p->n_kv_heads * chunks, total = c->n_q * units;
     int64_t a = total * task / n_tasks, b = total * (task + 1) / n_tasks;
-    float *s = c->scratch + (size_t)thread_index * (size_t)(c->kv->n_kv > 0 ? c->kv->n_kv : 1);
-    for (int64_t i = a; i < b; i++) attn_one(c, i / c->p->n_heads, (int)(i % c->p->n_heads), s);
+    float *s = c->scratch + (size_t)thread_index * MXL_ATTN_HEAD_GROUP * (size_t)(c->kv->n_kv > 0 ? c->kv->n_kv : 1);
+    for (int64_t i = a; i < b; i++) {
+        int64_t t = i / units, u = i % units;
+        int h0 = (int)(u / chunks) * per_kv + (int)(u % chunks) * G;
+        int gn = per_kv - (int)(u % chunks) * G < G ? per_kv - (int)(u % chunks) * G : G;
+        if (c->f16_avx512) attn_group(c, t, h0, gn, s);
+        else
+            for (int g = 0; g < gn; g++) attn_one(c, t, h0 + g, s);
+    }
 }
 
 static bool valid_type(mxl_dtype t) { return t == MXL_DTYPE_F32 || t == MXL_DTYPE_F16 || t == MXL_DTYPE_I8; }
@@ -127,12 +160,14 @@ void mxl_cpu_attention_paged(const mxl_attn_params *p, const float *q, int64_t n
     MXL_ASSERT(kv->k_type != MXL_DTYPE_I8 || kv->k_scale);
     MXL_ASSERT(kv->v_type != MXL_DTYPE_I8 || kv->v_scale);
     if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
-    attn_ctx c = {p, q, n_q, q_pos, kv, out, scratch, NULL, mxl_kv_kernels_get(isa),
-                  isa >= MXL_CPU_ISA_AVX512VNNI && kv->v_type == MXL_DTYPE_F16 && p->head_dim % 16 == 0,
-                  isa >= MXL_CPU_ISA_AVX512VNNI && kv->k_type == MXL_DTYPE_F16 && p->head_dim % 16 == 0};
+    const bool f16 = isa >= MXL_CPU_ISA_AVX512VNNI && kv->k_type == MXL_DTYPE_F16 && kv->v_type == MXL_DTYPE_F16 &&
+                     p->head_dim % 16 == 0;
+    const int per_kv = p->n_heads / p->n_kv_heads;
+    attn_ctx c = {p, q, n_q, q_pos, kv, out, scratch, NULL, mxl_kv_kernels_get(isa), f16,
+                  f16 ? (per_kv < MXL_ATTN_HEAD_GROUP ? per_kv : MXL_ATTN_HEAD_GROUP) : 1};
     if (isa >= MXL_CPU_ISA_AVX2) c.dot = mxl_dense_dot_avx2_get(MXL_DTYPE_F32);
     int nth = pool ? mxl_threadpool_size(pool) : 1;
-    int64_t total = n_q * p->n_heads;
+    int64_t total = n_q * p->n_kv_heads * ((per_kv + c.group - 1) / c.group);
     int n_tasks = total < nth * 4 ? (int)total : nth * 4;
     if (pool && n_tasks > 1) mxl_threadpool_run(pool, n_tasks, attn_task, &c);
     else if (total > 0) attn_task(&c, 0, 1, 0);

@@ -83,12 +83,14 @@ void mxl_cpu_attention_paged(const mxl_attn_params *p, const float *q, int64_t n
                              const int64_t *q_pos, const mxl_kv_paged_view *kv, float *out,
                              float *scratch, mxl_threadpool *pool, mxl_cpu_isa isa);
 
-/* Internal (attention.c / attention_avx512.c): s[j] = scale * q . K_j for visible keys j in
- * [lo, hi) of an f16 K (hd a multiple of 16); o[hd] = sum over visible keys j in [lo, hi) of
- * s[j] * V_j for f16 V (head offset hoff in each row), hd a multiple of 16. */
+/* Internal (attention.c / attention_avx512.c), for G (1..MXL_ATTN_HEAD_GROUP) consecutive query
+ * heads that read the same KV head (queries qh + g * hd, score rows s + g * ss, outputs
+ * o + g * hd), f16 K / V with the head's offset hoff in each row, hd a multiple of 16:
+ * s[g * ss + j] = scale * q_g . K_j for the visible keys j in [lo, hi); o_g = sum over the
+ * visible keys of s[g * ss + j] * V_j. Each head's result is the same bits for every G. */
+#define MXL_ATTN_HEAD_GROUP 4
 void mxl_attn_k_f16_avx512(const uint16_t *k, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi,
-                           const float *qh, int hd, float scale, float *s);
+                           int G, const float *qh, int hd, float scale, float *s, int64_t ss);
 void mxl_attn_v_f16_avx512(const uint16_t *v, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi,
-                           const float *s, int hd, float *o);
-
+                           int G, const float *s, int64_t ss, int hd, float *o);
 #endif

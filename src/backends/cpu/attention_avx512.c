@@ -1,9 +1,12 @@
-/* attention_avx512.c - the f16 K and V passes of attention.c on AVX-512. K: scores four keys at a
- * time, each a 16-lane FMA chain reduced once. V: out = sum_j p_j v_j for one
- * (token, head), 128 output elements at a time held in eight zmm accumulators while the keys are
- * walked (block by block, in position order, skipping p_j == 0), instead of an axpy that loads and
- * stores the whole output row per key. Per element it is the same fma(p_j, v_j, acc) chain from
- * 0 as the axpy kernels, so results are bitwise those of attention.c's AVX2 path. */
+/* attention_avx512.c - the f16 K and V passes of attention.c on AVX-512, for G (1..4) query heads
+ * that share one KV head (grouped-query attention), so each K and V vector is loaded and
+ * converted once per group instead of once per head. K: scores four keys at a time, each a
+ * 16-lane FMA chain per head reduced once. V: out = sum_j p_j v_j per head, 128 (one head) or 64
+ * (a group) output elements at a time held in zmm accumulators while the keys are walked (block
+ * by block, in position order, each head skipping the keys its p_j is 0 for), instead of an
+ * axpy that loads and stores the whole output row per key. Per element and head it is the same
+ * fma(p_j, v_j, acc) chain from 0 as the axpy kernels, so results are bitwise those of
+ * attention.c's AVX2 path, and the same for every G. */
 #include "backends/cpu/attention.h"
 
 #include "core/status.h"
@@ -12,39 +15,64 @@
 #include <immintrin.h>
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+#define INLINE __attribute__((always_inline)) static inline
 
-AVX512 void mxl_attn_v_f16_avx512(const uint16_t *v, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi,
-                                  const float *s, int hd, float *o) {
+/* V pass for G heads of one KV head, output elements c0 .. c0 + 16 nv: each V vector is loaded
+ * and converted once for the G heads; head g skips the keys its own p_j is 0 for. */
+AVX512 INLINE void v_group(int G, int nv, const uint16_t *v, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo,
+                           int64_t hi, const float *s, int64_t ss, int hd, float *o, int c0) {
     const int64_t bs = kv->block_size, rs = kv->row_stride;
-    for (int c0 = 0; c0 < hd; c0 += 128) {
-        int nv = (hd - c0) / 16 < 8 ? (hd - c0) / 16 : 8;
-        __m512 acc[8];
-        for (int u = 0; u < 8; u++) acc[u] = _mm512_setzero_ps();
-        for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
-            int64_t base = (int64_t)kv->blocks[b0 / bs] * kv->block_stride - b0 * rs + hoff + c0;
-            int64_t j1 = b0 + bs < hi ? b0 + bs : hi;
-            for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) {
-                float w = s[j];
-                if (w == 0.0f) continue;
-                const uint16_t *vj = v + base + j * rs;
-                __m512 wv = _mm512_set1_ps(w);
-                if (nv == 8) {
+    __m512 acc[MXL_ATTN_HEAD_GROUP][8];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++)
 #pragma GCC unroll 8
-                    for (int u = 0; u < 8; u++)
-                        acc[u] = _mm512_fmadd_ps(wv, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vj + 16 * u))), acc[u]);
-                } else {
-                    for (int u = 0; u < nv; u++)
-                        acc[u] = _mm512_fmadd_ps(wv, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vj + 16 * u))), acc[u]);
-                }
+        for (int u = 0; u < nv; u++) acc[g][u] = _mm512_setzero_ps();
+    for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
+        int64_t base = (int64_t)kv->blocks[b0 / bs] * kv->block_stride - b0 * rs + hoff + c0;
+        int64_t j1 = b0 + bs < hi ? b0 + bs : hi;
+        for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) {
+            const uint16_t *vj = v + base + j * rs;
+            __m512 vv[8];
+#pragma GCC unroll 8
+            for (int u = 0; u < nv; u++) vv[u] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vj + 16 * u)));
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++) {
+                float w = s[g * ss + j];
+                if (w == 0.0f) continue;
+                __m512 wv = _mm512_set1_ps(w);
+#pragma GCC unroll 8
+                for (int u = 0; u < nv; u++) acc[g][u] = _mm512_fmadd_ps(wv, vv[u], acc[g][u]);
             }
         }
-        for (int u = 0; u < nv; u++) _mm512_storeu_ps(o + c0 + 16 * u, acc[u]);
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++)
+#pragma GCC unroll 8
+        for (int u = 0; u < nv; u++) _mm512_storeu_ps(o + g * hd + c0 + 16 * u, acc[g][u]);
+}
+
+/* Output columns in chunks of 128 (one head) or 64 (two or more: G x 4 accumulators) */
+AVX512 void mxl_attn_v_f16_avx512(const uint16_t *v, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi,
+                                  int G, const float *s, int64_t ss, int hd, float *o) {
+    MXL_ASSERT(G >= 1 && G <= MXL_ATTN_HEAD_GROUP);
+    const int chunk = G == 1 ? 8 : 4; /* vectors per chunk */
+    for (int c0 = 0; c0 < hd; c0 += 16 * chunk) {
+        int nv = (hd - c0) / 16 < chunk ? (hd - c0) / 16 : chunk;
+        switch (G * 16 + nv) {
+#define VCASE(g, n) case g * 16 + n: v_group(g, n, v, kv, hoff, lo, hi, s, ss, hd, o, c0); break;
+            VCASE(1, 8) VCASE(1, 7) VCASE(1, 6) VCASE(1, 5) VCASE(1, 4) VCASE(1, 3) VCASE(1, 2) VCASE(1, 1)
+            VCASE(2, 4) VCASE(2, 3) VCASE(2, 2) VCASE(2, 1) VCASE(3, 4) VCASE(3, 3) VCASE(3, 2) VCASE(3, 1)
+            VCASE(4, 4) VCASE(4, 3) VCASE(4, 2) VCASE(4, 1)
+#undef VCASE
+        default: MXL_ASSERT(0 && "attention V chunk");
+        }
     }
 }
-/* s[j] = scale * q . K_j over the visible keys, four keys at a time (four independent FMA
- * chains of head_dim / 16 steps, each reduced once). */
-AVX512 void mxl_attn_k_f16_avx512(const uint16_t *k, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi,
-                                  const float *qh, int hd, float scale, float *s) {
+
+/* K pass for G heads of one KV head: four keys at a time, each K vector converted once and
+ * multiplied into the G heads' chains (4 G independent FMA chains, each reduced once). */
+AVX512 INLINE void k_group(int G, const uint16_t *k, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi,
+                           const float *qh, int hd, float scale, float *s, int64_t ss) {
     const int64_t bs = kv->block_size, rs = kv->row_stride;
     const int nv = hd / 16;
     for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
@@ -52,37 +80,59 @@ AVX512 void mxl_attn_k_f16_avx512(const uint16_t *k, const mxl_kv_paged_view *kv
         int64_t j = b0 > lo ? b0 : lo, j1 = b0 + bs < hi ? b0 + bs : hi;
         for (; j + 4 <= j1; j += 4) {
             const uint16_t *k0 = k + base + j * rs;
-            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            __m512 a[MXL_ATTN_HEAD_GROUP][4];
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++) a[g][0] = a[g][1] = a[g][2] = a[g][3] = _mm512_setzero_ps();
             for (int u = 0; u < nv; u++) {
-                __m512 qv = _mm512_loadu_ps(qh + 16 * u);
-                a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k0 + 16 * u))), qv, a0);
-                a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k0 + rs + 16 * u))), qv, a1);
-                a2 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k0 + 2 * rs + 16 * u))), qv, a2);
-                a3 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k0 + 3 * rs + 16 * u))), qv, a3);
+                __m512 kv4[4];
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) kv4[i] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k0 + i * rs + 16 * u)));
+#pragma GCC unroll 4
+                for (int g = 0; g < G; g++) {
+                    __m512 qv = _mm512_loadu_ps(qh + g * hd + 16 * u);
+#pragma GCC unroll 4
+                    for (int i = 0; i < 4; i++) a[g][i] = _mm512_fmadd_ps(kv4[i], qv, a[g][i]);
+                }
             }
-            s[j] = _mm512_reduce_add_ps(a0) * scale;
-            s[j + 1] = _mm512_reduce_add_ps(a1) * scale;
-            s[j + 2] = _mm512_reduce_add_ps(a2) * scale;
-            s[j + 3] = _mm512_reduce_add_ps(a3) * scale;
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++)
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) s[g * ss + j + i] = _mm512_reduce_add_ps(a[g][i]) * scale;
         }
         for (; j < j1; j++) {
             const uint16_t *kj = k + base + j * rs;
-            __m512 a = _mm512_setzero_ps();
-            for (int u = 0; u < nv; u++)
-                a = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kj + 16 * u))), _mm512_loadu_ps(qh + 16 * u), a);
-            s[j] = _mm512_reduce_add_ps(a) * scale;
+            __m512 a[MXL_ATTN_HEAD_GROUP];
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++) a[g] = _mm512_setzero_ps();
+            for (int u = 0; u < nv; u++) {
+                __m512 kv1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kj + 16 * u)));
+#pragma GCC unroll 4
+                for (int g = 0; g < G; g++) a[g] = _mm512_fmadd_ps(kv1, _mm512_loadu_ps(qh + g * hd + 16 * u), a[g]);
+            }
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++) s[g * ss + j] = _mm512_reduce_add_ps(a[g]) * scale;
         }
+    }
+}
+AVX512 void mxl_attn_k_f16_avx512(const uint16_t *k, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi,
+                                  int G, const float *qh, int hd, float scale, float *s, int64_t ss) {
+    switch (G) {
+    case 1: k_group(1, k, kv, hoff, lo, hi, qh, hd, scale, s, ss); break;
+    case 2: k_group(2, k, kv, hoff, lo, hi, qh, hd, scale, s, ss); break;
+    case 3: k_group(3, k, kv, hoff, lo, hi, qh, hd, scale, s, ss); break;
+    case 4: k_group(4, k, kv, hoff, lo, hi, qh, hd, scale, s, ss); break;
+    default: MXL_ASSERT(0 && "attention K group");
     }
 }
 #else
 void mxl_attn_k_f16_avx512(const uint16_t *k, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi,
-                           const float *qh, int hd, float scale, float *s) {
-    (void)k; (void)kv; (void)hoff; (void)lo; (void)hi; (void)qh; (void)hd; (void)scale; (void)s;
+                           int G, const float *qh, int hd, float scale, float *s, int64_t ss) {
+    (void)k; (void)kv; (void)hoff; (void)lo; (void)hi; (void)G; (void)qh; (void)hd; (void)scale; (void)s; (void)ss;
     MXL_ASSERT(0 && "no AVX-512 on this build");
 }
 void mxl_attn_v_f16_avx512(const uint16_t *v, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi,
-                           const float *s, int hd, float *o) {
-    (void)v; (void)kv; (void)hoff; (void)lo; (void)hi; (void)s; (void)hd; (void)o;
+                           int G, const float *s, int64_t ss, int hd, float *o) {
+    (void)v; (void)kv; (void)hoff; (void)lo; (void)hi; (void)G; (void)s; (void)ss; (void)hd; (void)o;
     MXL_ASSERT(0 && "no AVX-512 on this build");
 }
 #endif

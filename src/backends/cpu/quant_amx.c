@@ -359,7 +359,8 @@ bool mxl_qamx_available(void) {
 /* For nt tokens. Accumulators C [nt][16] int32 in 0, 1, 4, 5 (32-element kinds: the two
  * activation terms of even blocks in 0 / 1, of odd blocks in 4 / 5; Q6_K: term 1 of its halves
  * in 0 / 1, term 2 in 4 / 5); A (activation codes) in 2 ([nt][32]) or 6 (Q6_K: [nt][16]); B
- * (weight codes) in 3 ([8][64]) or 7 (Q6_K: [4][64]). */
+ * (weight codes) in 3 ([8][64]) or 7 (Q6_K: [4][64]). The pair form (panel_kernel_pair) runs
+ * with nt = twice its tokens: C in 0 / 4 and A in 2 hold both terms' rows. */
 AMX static void configure(int nt) {
     mxl_amx_tilecfg c;
     memset(&c, 0, sizeof c);
@@ -369,7 +370,7 @@ AMX static void configure(int nt) {
     c.rows[3] = 8;
     c.colsb[6] = 16;
     c.rows[7] = 4;
-    _tile_loadconfig(&c);
+    mxl_amx_load_config(&c);
 }
 
 /* activation blocks: two-term q8a (the file comment) */
@@ -486,6 +487,70 @@ AMX __attribute__((always_inline)) static inline void panel_kernel(int kind, int
     const __mmask16 mk = (__mmask16)((1u << nrows) - 1);
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(y + t * ys, mk, acc[t]);
+}
+
+/* panel_kernel for NT <= 8 tokens, both activation terms in one A tile: abuf holds per block
+ * the 2 NT rows [term 1 of tokens 0..NT-1, term 2 of tokens 0..NT-1] x 32 bytes (pair_codes),
+ * so a block is one tile product of 2 NT rows instead of two of NT. The tile unit's cost per
+ * block is per instruction rather than per row, so this halves it for decode batches; the int32
+ * dots and the float steps after them are the same, so are the bits. */
+#ifndef PAIR_DEPTH
+#define PAIR_DEPTH 2 /* blocks between a block's tile product and its float steps (1..3) */
+#endif
+AMX __attribute__((always_inline)) static inline void panel_kernel_pair(int kind, int wide, int NT, const uint8_t *pan, int64_t nb,
+                                                                        size_t bb, const uint8_t *abuf, const uint8_t *act,
+                                                                        size_t as, float *y, int64_t ys, int nrows) {
+    _Alignas(64) uint8_t split[2][512];
+    _Alignas(64) int32_t cbuf[4][16 * 16]; /* [block % 4]: rows t (term 1), NT + t (term 2) */
+    const int nib = nib_kind(kind);
+    __m512 acc[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    if (nib) split_nibbles(kind, codes_at(kind, pan, 0, bb), split[0]);
+    /* block b into accumulator tile T (0, 1, 4, 5 in turn), then cbuf[b % 4]; its float steps
+     * run PAIR_DEPTH blocks later, so the tile unit works ahead of them */
+#define PSTEP(b, T)                                                                                       \
+    do {                                                                                                  \
+        if ((b) < nb) {                                                                                   \
+            const uint8_t *blk_ = codes_at(kind, pan, b, bb);                                            \
+            if (nib && (b) + 1 < nb) split_nibbles(kind, codes_at(kind, pan, (b) + 1, bb), split[((b) + 1) & 1]); \
+            prefetch_ahead(pan + (size_t)(b) * bb, bb);                                                   \
+            _tile_loadd(3, nib ? split[(b) & 1] : blk_, 64);                                              \
+            _tile_zero(T);                                                                                \
+            _tile_loadd(2, abuf + (size_t)(b) * 64 * NT, 32);                                             \
+            if (kind == K_Q8_0) _tile_dpbssd(T, 2, 3);                                                    \
+            else _tile_dpbsud(T, 2, 3);                                                                   \
+            _tile_stored(T, cbuf[(b) & 3], 64);                                                           \
+        }                                                                                                 \
+    } while (0)
+#define PPOST(b)                                                                                          \
+    do {                                                                                                  \
+        if ((b) >= 0 && (b) < nb) post_block(kind, wide, NT, cbuf[(b) & 3], cbuf[(b) & 3] + 16 * NT, pan, bb, act, as, b, acc); \
+    } while (0)
+    for (int64_t b = 0; b < nb + PAIR_DEPTH; b += 4) {
+        PSTEP(b, 0);
+        PPOST(b - PAIR_DEPTH);
+        PSTEP(b + 1, 1);
+        PPOST(b + 1 - PAIR_DEPTH);
+        PSTEP(b + 2, 4);
+        PPOST(b + 2 - PAIR_DEPTH);
+        PSTEP(b + 3, 5);
+        PPOST(b + 3 - PAIR_DEPTH);
+    }
+#undef PSTEP
+#undef PPOST
+    const __mmask16 mk = (__mmask16)((1u << nrows) - 1);
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(y + t * ys, mk, acc[t]);
+}
+/* abuf for panel_kernel_pair: nb blocks x [2 nt][32] codes of the nt tokens' two terms */
+static void pair_codes(const uint8_t *act, size_t as, int nt, int64_t nb, uint8_t *abuf) {
+    for (int64_t b = 0; b < nb; b++)
+        for (int t = 0; t < nt; t++) {
+            const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * as) + b;
+            memcpy(abuf + ((size_t)b * 2 * (size_t)nt + (size_t)t) * 32, x->qs, 32);
+            memcpy(abuf + ((size_t)b * 2 * (size_t)nt + (size_t)(nt + t)) * 32, x->qs2, 32);
+        }
 }
 
 /* The same int32 dots with AVX-512 VNNI instead of the tile unit, for a few tokens (the tile
@@ -679,6 +744,23 @@ AMX __attribute__((always_inline)) static inline void panel_vnni_q6(int NT, int 
                 panel_kernel(KIND, WIDE, 16, pan, nb, bb, pre, act, as, y, ys, nrows);                               \
         }                                                                                                            \
     }
+#define PAIR_CASE(N) \
+    case N: panel_kernel_pair(KIND, WIDE, N, pan, nb, bb, abuf, act, as, y, ys, nrows); break;
+#define PKERNEL(name, KIND_, WIDE_)                                                                                \
+    AMX static void name(int nt, const uint8_t *pan, int64_t nb, size_t bb, const uint8_t *abuf, const uint8_t *act, \
+                         size_t as, float *y, int64_t ys, int nrows) {                                              \
+        const int KIND = KIND_, WIDE = WIDE_;                                                                       \
+        switch (nt) { PAIR_CASE(1) PAIR_CASE(2) PAIR_CASE(3) PAIR_CASE(4) PAIR_CASE(5) PAIR_CASE(6) PAIR_CASE(7) PAIR_CASE(8) } \
+    }
+PKERNEL(pkernel_q8_0, K_Q8_0, 0)
+PKERNEL(pkernel_q4_0, K_Q4_0, 0)
+PKERNEL(pkernel_q4_1, K_Q4_1, 0)
+PKERNEL(pkernel_q4_1w, K_Q4_1, 1)
+PKERNEL(pkernel_u8, K_U8, 0)
+PKERNEL(pkernel_u8w, K_U8, 1)
+PKERNEL(pkernel_q4_k, K_Q4_K, 0)
+PKERNEL(pkernel_q5_0, K_Q5_0, 0)
+PKERNEL(pkernel_q5_1, K_Q5_1, 0)
 KERNEL(kernel_q8_0, K_Q8_0, 0)
 KERNEL(kernel_q4_0, K_Q4_0, 0)
 KERNEL(kernel_q4_1, K_Q4_1, 0)
@@ -736,6 +818,9 @@ AMX static void vnni_q6_k(int nt, int np, const uint8_t *const *pans, int64_t nb
 
 static const tile_fn k_tile[N_KINDS][2] = {{kernel_q8_0, 0}, {kernel_q4_0, 0}, {kernel_q4_1, kernel_q4_1w}, {kernel_u8, kernel_u8w},
                                            {kernel_q4_k, 0}, {kernel_q5_0, 0}, {kernel_q5_1, 0}, {kernel_q6_k, 0}};
+/* (Q6_K has no pair form yet: its halves are K = 16 products of their own) */
+static const tile_fn k_pair[N_KINDS][2] = {{pkernel_q8_0, 0}, {pkernel_q4_0, 0}, {pkernel_q4_1, pkernel_q4_1w}, {pkernel_u8, pkernel_u8w},
+                                           {pkernel_q4_k, 0}, {pkernel_q5_0, 0}, {pkernel_q5_1, 0}, {0, 0}};
 static const vnni_fn k_vnni[N_KINDS][2] = {{vnni_q8_0, 0}, {vnni_q4_0, 0}, {vnni_q4_1, vnni_q4_1w}, {vnni_u8, vnni_u8w},
                                            {vnni_q4_k, 0}, {vnni_q5_0, 0}, {vnni_q5_1, 0}, {vnni_q6_k, 0}};
 
@@ -746,6 +831,8 @@ static const vnni_fn k_vnni[N_KINDS][2] = {{vnni_q8_0, 0}, {vnni_q4_0, 0}, {vnni
 #ifndef VNNI_MAX_TOKENS
 #define VNNI_MAX_TOKENS 4
 #endif
+/* up to this many tokens the tile path takes the pair form (both terms in one A tile) */
+#define PAIR_MAX_TOKENS 8
 
 AMX void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
                          int64_t n_tok, float *y, int64_t ys) {
@@ -776,10 +863,24 @@ AMX void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const 
     }
     tile_fn kern = k_tile[L.kind][L.wide];
     /* nibble codes are split once per panel when more than one token group reads them (on the
-     * stack: worker threads have room for PRE_MAX_BLOCKS x 512 bytes) */
+     * stack: worker threads have room for PRE_MAX_BLOCKS x 512 bytes); up to PAIR_MAX_TOKENS
+     * tokens take the pair form, its A operands (nb x 2 n_tok x 32 bytes) in the same room */
     const int use_pre = (nib_kind(L.kind) || L.kind == K_Q6_K) && n_tok > PANEL && nb <= PRE_MAX_BLOCKS;
-    uint8_t pre_mem[use_pre ? nb * 512 + 64 : 1];
-    uint8_t *pre = use_pre ? (uint8_t *)(((uintptr_t)pre_mem + 63) & ~(uintptr_t)63) : NULL;
+    const int use_pair = n_tok <= PAIR_MAX_TOKENS && k_pair[L.kind][L.wide] && nb <= PRE_MAX_BLOCKS;
+    uint8_t pre_mem[use_pre || use_pair ? nb * 512 + 64 : 1];
+    uint8_t *stack = (uint8_t *)(((uintptr_t)pre_mem + 63) & ~(uintptr_t)63);
+    uint8_t *pre = use_pre ? stack : NULL;
+    if (use_pair) {
+        const int nt = (int)n_tok;
+        pair_codes(act, act_stride, nt, nb, stack);
+        configure(2 * nt);
+        for (int64_t p = p0; p < p1; p++) {
+            const uint8_t *pan = (const uint8_t *)W->amx + (size_t)p * (size_t)nb * bb;
+            int nrows = W->rows - p * PANEL < PANEL ? (int)(W->rows - p * PANEL) : PANEL;
+            k_pair[L.kind][L.wide](nt, pan, nb, bb, stack, act, act_stride, y + p * PANEL, ys, nrows);
+        }
+        return;
+    }
     int cfg_nt = 0;
     for (int64_t p = p0; p < p1; p++) {
         const uint8_t *pan = (const uint8_t *)W->amx + (size_t)p * (size_t)nb * bb;
