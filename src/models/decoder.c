@@ -511,8 +511,7 @@ static void kv_put(const mxl_decoder_state *s, mxl_kv_pool *kvp, const int32_t *
     if (t == MXL_DTYPE_F32) {
         memcpy((float *)base + e, x, (size_t)kvd * sizeof(float));
     } else if (t == MXL_DTYPE_F16) {
-        uint16_t *h = (uint16_t *)base + e;
-        for (int64_t i = 0; i < kvd; i++) h[i] = mxl_f32_to_f16(x[i]);
+        mxl_kv_kernels_get(mxl_cpu_isa_detect()).store_f16(kvd, x, (uint16_t *)base + e);
     } else {
         float *sc = (v ? mxl_kv_pool_v_scale(kvp) : mxl_kv_pool_k_scale(kvp)) + e / c->group;
         mxl_kv_quantize_i8(x, kvd, c->group, (int8_t *)base + e, sc);

@@ -78,6 +78,21 @@ TEST(decoder_kv_kernels_match_double_sums) {
             }
         }
     }
+    /* the f16 store equals the scalar conversion bit for bit: ties, overflow to inf, subnormals,
+     * NaN (canonical quiet NaN), at odd lengths */
+    float xs[43];
+    for (int i = 0; i < 43; i++) xs[i] = frand() * (i % 3 == 0 ? 70000.0f : i % 3 == 1 ? 1e-5f : 3.0f);
+    xs[4] = 65520.0f, xs[5] = -65519.0f, xs[6] = 1.0f + 1.0f / 2048.0f, xs[7] = 1.0f + 3.0f / 2048.0f;
+    xs[9] = NAN, xs[20] = -INFINITY, xs[21] = 5.9604644775390625e-08f * 1.5f, xs[22] = -0.0f;
+    for (int isa = 0; isa < 2; isa++) {
+        mxl_kv_kernels k = mxl_kv_kernels_get(isa ? mxl_cpu_isa_detect() : MXL_CPU_ISA_SCALAR);
+        for (int64_t n = 1; n <= 43; n += 7) {
+            uint16_t got[43], want[43];
+            k.store_f16(n, xs, got);
+            for (int64_t i = 0; i < n; i++) want[i] = mxl_f32_to_f16(xs[i]);
+            CHECK(memcmp(got, want, (size_t)n * 2) == 0);
+        }
+    }
     /* zero groups quantize to scale 0 and read back as zeros */
     float z[32] = {0}, sz = -1;
     int8_t qz[32];

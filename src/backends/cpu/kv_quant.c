@@ -53,6 +53,10 @@ void mxl_kv_axpy_i8_ref(int64_t n, int64_t group, float w, const int8_t *v, cons
     }
 }
 
+void mxl_kv_store_f16_ref(int64_t n, const float *x, uint16_t *h) {
+    for (int64_t i = 0; i < n; i++) h[i] = mxl_f32_to_f16(x[i]);
+}
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <string.h>
@@ -120,13 +124,27 @@ AVX2 static void axpy_i8_avx2(int64_t n, int64_t group, float w, const int8_t *v
         for (; i < end; i++) o[i] += ws * (float)v[i];
     }
 }
+/* F16C conversion rounds to nearest even like mxl_f32_to_f16; a group of 8 holding a NaN (whose
+ * payload the instruction would keep) goes through the scalar conversion instead */
+AVX2 static void store_f16_avx2(int64_t n, const float *x, uint16_t *h) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) {
+            mxl_kv_store_f16_ref(8, x + i, h + i);
+            continue;
+        }
+        _mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    mxl_kv_store_f16_ref(n - i, x + i, h + i);
+}
 #endif
 
 mxl_kv_kernels mxl_kv_kernels_get(mxl_cpu_isa isa) {
-    mxl_kv_kernels k = {mxl_kv_dot_f16_ref, mxl_kv_dot_i8_ref, mxl_kv_axpy_f16_ref, mxl_kv_axpy_i8_ref};
+    mxl_kv_kernels k = {mxl_kv_dot_f16_ref, mxl_kv_dot_i8_ref, mxl_kv_axpy_f16_ref, mxl_kv_axpy_i8_ref, mxl_kv_store_f16_ref};
 #if defined(__x86_64__)
     if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
-    if (isa >= MXL_CPU_ISA_AVX2) k = (mxl_kv_kernels){dot_f16_avx2, dot_i8_avx2, axpy_f16_avx2, axpy_i8_avx2};
+    if (isa >= MXL_CPU_ISA_AVX2) k = (mxl_kv_kernels){dot_f16_avx2, dot_i8_avx2, axpy_f16_avx2, axpy_i8_avx2, store_f16_avx2};
 #else
     (void)isa;
 #endif

@@ -31,17 +31,21 @@ typedef float (*mxl_kv_dot_i8_fn)(int64_t n, int64_t group, const int8_t *k, con
 typedef void (*mxl_kv_axpy_f16_fn)(int64_t n, float w, const uint16_t *v, float *o);
 typedef void (*mxl_kv_axpy_i8_fn)(int64_t n, int64_t group, float w, const int8_t *v,
                                   const float *scales, float *o);
+/* h[i] = x[i] in f16, round to nearest even (mxl_f32_to_f16's bits, NaN included). */
+typedef void (*mxl_kv_store_f16_fn)(int64_t n, const float *x, uint16_t *h);
 
 float mxl_kv_dot_f16_ref(int64_t n, const uint16_t *k, const float *x);
 float mxl_kv_dot_i8_ref(int64_t n, int64_t group, const int8_t *k, const float *scales, const float *x);
 void mxl_kv_axpy_f16_ref(int64_t n, float w, const uint16_t *v, float *o);
 void mxl_kv_axpy_i8_ref(int64_t n, int64_t group, float w, const int8_t *v, const float *scales, float *o);
+void mxl_kv_store_f16_ref(int64_t n, const float *x, uint16_t *h);
 
 typedef struct mxl_kv_kernels {
     mxl_kv_dot_f16_fn dot_f16;
     mxl_kv_dot_i8_fn dot_i8;
     mxl_kv_axpy_f16_fn axpy_f16;
     mxl_kv_axpy_i8_fn axpy_i8;
+    mxl_kv_store_f16_fn store_f16; /* bit-exact in every variant */
 } mxl_kv_kernels;
 
 /* The kernels for isa (capped at what this CPU and build support): references below AVX2. */
