@@ -235,6 +235,33 @@ mxl_status mxl_seq_prefill(mxl_seq *s, int64_t max_tokens, mxl_error *err) {
     return MXL_OK;
 }
 
+mxl_status mxl_seq_prefill_batch(mxl_seq *const *seqs, const int64_t *counts, int64_t n, int32_t *tokens_scratch,
+                                 float *logits_scratch, mxl_error *err) {
+    if (n <= 0) return MXL_OK;
+    const mxl_gen_model *m = seqs[0]->m;
+    mxl_decoder_state *states[MXL_SEQ_MAX_BATCH];
+    if (n > MXL_SEQ_MAX_BATCH) return mxl_error_set(err, MXL_ERR_ARG, "at most %d sequences per batch", MXL_SEQ_MAX_BATCH);
+    int64_t rows = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (seqs[i]->m != m || counts[i] < 1 || counts[i] > mxl_seq_prefill_left(seqs[i]))
+            return mxl_error_set(err, MXL_ERR_INTERNAL, "sequence %lld of the batch has no %lld prompt tokens to run",
+                                 (long long)i, (long long)counts[i]);
+        states[i] = seqs[i]->dec;
+        memcpy(tokens_scratch + rows, seqs[i]->ids + seqs[i]->n_fed, (size_t)counts[i] * sizeof(int32_t));
+        rows += counts[i];
+    }
+    mxl_status st = mxl_decoder_forward_spans(&m->dec, states, tokens_scratch, counts, n, logits_scratch, err);
+    if (st) return st;
+    size_t vocab = (size_t)m->dec.hp.vocab;
+    for (int64_t i = 0; i < n; i++) {
+        mxl_seq *s = seqs[i];
+        memcpy(s->logits, logits_scratch + (size_t)i * vocab, vocab * sizeof(float));
+        s->n_fed += (size_t)counts[i];
+        if (s->n_fed >= s->n_refill) s->n_refill = 0; /* back where the preemption left it */
+    }
+    return MXL_OK;
+}
+
 static bool is_eos(const mxl_gen_model *m, int32_t id) {
     for (int i = 0; i < m->n_eos; i++)
         if (m->eos[i] == id) return true;

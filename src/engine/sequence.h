@@ -81,6 +81,13 @@ mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
 int64_t mxl_seq_prefill_left(const mxl_seq *s);
 /* Runs up to max_tokens (<= 0: all) of the remaining prompt tokens. */
 mxl_status mxl_seq_prefill(mxl_seq *s, int64_t max_tokens, mxl_error *err);
+/* Runs counts[i] (1 .. mxl_seq_prefill_left) prompt tokens of each of n sequences of one model in
+ * one pass (short prompts arriving together: one read of the weights instead of n). Each
+ * sequence ends as after mxl_seq_prefill(seqs[i], counts[i]), bit for bit. tokens_scratch holds
+ * the sum of counts, logits_scratch [n, vocab] floats; one of the sequences' decode states must
+ * have room for all the rows (mxl_seq_create's max_chunk). On failure no sequence has moved. */
+mxl_status mxl_seq_prefill_batch(mxl_seq *const *seqs, const int64_t *counts, int64_t n, int32_t *tokens_scratch,
+                                 float *logits_scratch, mxl_error *err);
 /* Picks the next token (prefill must be complete). A non-finite logit is an error, not sampled. */
 mxl_status mxl_seq_sample(mxl_seq *s, mxl_seq_event *ev, mxl_error *err);
 /* Runs the token picked by the last mxl_seq_sample through the model. */

@@ -778,6 +778,21 @@ static void linear(const mxl_cpu_weight *W, const float *b, const float *x, int6
         for (int64_t r = 0; r < W->rows; r++) y[t * W->rows + r] += b[r];
 }
 
+/* linear() for n_w weights of the same input (Q, K, V; gate, up): one quantization of x and one
+ * pool dispatch on the AMX panel path (matmul.h), the same bits as n_w linear() calls. */
+static void linear_multi(const mxl_cpu_weight *const *W, const float *const *b, int n_w, const float *x, int64_t n,
+                         float *const *y, mxl_decoder_state *s) {
+    if (s->reference) {
+        for (int i = 0; i < n_w; i++) linear(W[i], b[i], x, n, y[i], s);
+        return;
+    }
+    mxl_cpu_matmul_multi(W, n_w, x, n, y, s->mm_scratch, s->pool);
+    for (int i = 0; i < n_w; i++)
+        if (b[i])
+            for (int64_t t = 0; t < n; t++)
+                for (int64_t r = 0; r < W[i]->rows; r++) y[i][t * W[i]->rows + r] += b[i][r];
+}
+
 /* ---- forward ----
  *
  * Every pass runs a block of n rows through the layers with one workspace `ws` (its scratch, its
@@ -853,9 +868,12 @@ static void attention_block(fwd_pass *f, int64_t l, const float *h) {
     const mxl_decoder_layer *L = &f->d->layers[l];
     mxl_decoder_state *ws = f->ws;
     int64_t n = f->n_rows, hd = hp->head_dim, qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd;
-    linear(&L->wq, L->bq, h, n, ws->q, ws);
-    linear(&L->wk, L->bk, h, n, ws->k, ws);
-    linear(&L->wv, L->bv, h, n, ws->v, ws);
+    {
+        const mxl_cpu_weight *W[3] = {&L->wq, &L->wk, &L->wv};
+        const float *b[3] = {L->bq, L->bk, L->bv};
+        float *y[3] = {ws->q, ws->k, ws->v};
+        linear_multi(W, b, 3, h, n, y, ws);
+    }
     const mxl_rope_cfg *rc = L->sliding ? &hp->rope_local : &hp->rope;
     /* the frequency tables depend on the context length only for DYNAMIC scaling, which is
      * computed from each state's own max_ctx: use the row's own state's table */
@@ -903,8 +921,10 @@ static void mlp_block(const fwd_pass *f, int64_t l, const float *h) {
     mxl_decoder_state *s = f->ws;
     int64_t n = f->n_rows;
     if (hp->mlp == MXL_MLP_GATED) {
-        linear(&L->w_gate, L->b_gate, h, n, s->gate, s);
-        linear(&L->w_up, L->b_up, h, n, s->up, s);
+        const mxl_cpu_weight *W[2] = {&L->w_gate, &L->w_up};
+        const float *b[2] = {L->b_gate, L->b_up};
+        float *y[2] = {s->gate, s->up};
+        linear_multi(W, b, 2, h, n, y, s);
         (s->reference ? mxl_cpu_glu_ref : mxl_cpu_glu)(hp->act, s->gate, s->up, n * hp->ffn, s->gate);
     } else {
         linear(&L->w_up, L->b_up, h, n, s->gate, s);
@@ -1012,49 +1032,57 @@ static void unmark(mxl_decoder_state *const *states, int64_t k) {
     for (int64_t i = 0; i < k; i++) states[i]->in_call = false;
 }
 
-mxl_status mxl_decoder_forward_batch(const mxl_decoder *d, mxl_decoder_state *const *states, const int32_t *tokens,
-                                     int64_t n_seqs, float *logits, mxl_error *err) {
+mxl_status mxl_decoder_forward_spans(const mxl_decoder *d, mxl_decoder_state *const *states, const int32_t *tokens,
+                                     const int64_t *counts, int64_t n_seqs, float *logits, mxl_error *err) {
     mxl_status st;
     if (n_seqs <= 0) return mxl_error_set(err, MXL_ERR_ARG, "no sequences to run");
-    int64_t kvd = d->hp.n_kv_heads * d->hp.head_dim;
+    int64_t kvd = d->hp.n_kv_heads * d->hp.head_dim, rows = 0;
     mxl_decoder_state *ws = NULL;
     /* every check before anything runs: an error leaves every state as it was */
     for (int64_t i = 0; i < n_seqs; i++) {
         mxl_decoder_state *s = states[i];
+        const int64_t c = counts ? counts[i] : 1;
         if (!s) st = mxl_error_set(err, MXL_ERR_ARG, "sequence %lld of the batch has no state", (long long)i);
         else if (s->in_call) st = mxl_error_set(err, MXL_ERR_ARG, "sequence %lld of the batch repeats an earlier state", (long long)i);
         else if (s->n_layers != d->hp.n_layers || s->kv_dim != kvd)
             st = mxl_error_set(err, MXL_ERR_ARG, "sequence %lld of the batch has a state made for another model", (long long)i);
         else if (s->reference != states[0]->reference)
             st = mxl_error_set(err, MXL_ERR_ARG, "sequence %lld of the batch mixes the reference and fast matmul paths", (long long)i);
-        else if (s->pos >= s->max_ctx)
-            st = mxl_error_set(err, MXL_ERR_ARG, "context full: sequence %lld of the batch is at position %lld of its context of %lld",
-                               (long long)i, (long long)s->pos, (long long)s->max_ctx);
-        else if (tokens[i] < 0 || tokens[i] >= d->hp.vocab)
-            st = mxl_error_set(err, MXL_ERR_ARG, "token id %d of sequence %lld is outside the vocabulary of %lld", tokens[i],
-                               (long long)i, (long long)d->hp.vocab);
+        else if (c < 1) st = mxl_error_set(err, MXL_ERR_ARG, "sequence %lld of the batch has no tokens to run", (long long)i);
+        else if (c > s->max_ctx - s->pos)
+            st = mxl_error_set(err, MXL_ERR_ARG, "context full: sequence %lld of the batch at position %lld cannot take %lld more tokens in its context of %lld",
+                               (long long)i, (long long)s->pos, (long long)c, (long long)s->max_ctx);
+        else if ((st = check_ids(d, tokens + rows, c, err))) mxl_error_prefix(err, "sequence %lld of the batch: ", (long long)i);
         else st = MXL_OK;
         if (st) {
             unmark(states, i);
             return st;
         }
         s->in_call = true;
-        if (!ws && s->max_batch >= n_seqs) ws = s;
+        rows += c;
     }
+    for (int64_t i = 0; i < n_seqs && !ws; i++)
+        if (states[i]->max_batch >= rows) ws = states[i];
     unmark(states, n_seqs);
     if (!ws)
-        return mxl_error_set(err, MXL_ERR_ARG, "a batch of %lld sequences needs a state made for batches of at least %lld tokens",
-                             (long long)n_seqs, (long long)n_seqs);
-    /* each sequence's next position in a writable block (blocks got before a failure stay held,
+        return mxl_error_set(err, MXL_ERR_ARG, "a batch of %lld rows needs a state made for batches of at least %lld tokens",
+                             (long long)rows, (long long)rows);
+    /* each sequence's next positions in writable blocks (blocks got before a failure stay held,
      * which changes no position or content) */
     for (int64_t i = 0; i < n_seqs; i++)
-        if ((st = kv_reserve(states[i], states[i]->pos, 1, err))) {
+        if ((st = kv_reserve(states[i], states[i]->pos, counts ? counts[i] : 1, err))) {
             mxl_error_prefix(err, "sequence %lld of the batch: ", (long long)i);
             return st;
         }
-    for (int64_t i = 0; i < n_seqs; i++) ws->spans[i] = (row_span){states[i], i, 1, states[i]->pos};
-    fwd_pass f = {d, ws, ws->spans, n_seqs, n_seqs, 0};
+    for (int64_t i = 0, r = 0; i < n_seqs; r += counts ? counts[i] : 1, i++)
+        ws->spans[i] = (row_span){states[i], r, counts ? counts[i] : 1, states[i]->pos};
+    fwd_pass f = {d, ws, ws->spans, n_seqs, rows, 0};
     forward_rows(&f, tokens);
     span_logits(&f, logits);
     return MXL_OK;
+}
+
+mxl_status mxl_decoder_forward_batch(const mxl_decoder *d, mxl_decoder_state *const *states, const int32_t *tokens,
+                                     int64_t n_seqs, float *logits, mxl_error *err) {
+    return mxl_decoder_forward_spans(d, states, tokens, NULL, n_seqs, logits, err);
 }

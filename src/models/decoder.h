@@ -226,5 +226,12 @@ mxl_status mxl_decoder_forward_hidden(const mxl_decoder *d, mxl_decoder_state *s
 mxl_status mxl_decoder_forward_batch(const mxl_decoder *d, mxl_decoder_state *const *states,
                                      const int32_t *tokens, int64_t n_seqs, float *logits,
                                      mxl_error *err);
+/* The same with counts[i] >= 1 tokens for states[i] (tokens: each state's run after the previous
+ * one's; counts NULL: one each): prompt chunks of several sequences, or prompt chunks beside
+ * decode tokens, in one pass; logits[i * vocab ..] are those after states[i]'s last token. The
+ * rows together must fit one state's max_batch. Each row's results are those of running its
+ * state alone (the same batch invariance). */
+mxl_status mxl_decoder_forward_spans(const mxl_decoder *d, mxl_decoder_state *const *states, const int32_t *tokens,
+                                     const int64_t *counts, int64_t n_seqs, float *logits, mxl_error *err);
 
 #endif

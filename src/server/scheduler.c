@@ -12,6 +12,10 @@
 #include <time.h>
 #include <unistd.h>
 
+/* the most rows of one prefill pass: each slot's sequence is made for batches of this many (its
+ * decode state's max_batch), and a pass of several prompts stays within it */
+#define PREFILL_BATCH_ROWS 512
+
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -135,6 +139,7 @@ struct mxl_sched {
     mxl_sched_config cfg;
     slot *slots;
     float *logits; /* [n_slots, vocab] scratch of the batched decode step */
+    int32_t *tok_scratch; /* [PREFILL_BATCH_ROWS] prompt tokens of a prefill pass of several slots */
     pthread_t thread;
     bool thread_started;
     pthread_mutex_t mu;
@@ -515,7 +520,59 @@ static bool refill_ready(mxl_sched *s, slot *sl) {
     return true;
 }
 
-/* One prefill chunk for the prefilling slot that started first. */
+/* After a prefill pass ending at t1 ran some of sl's prompt: its progress event, and when the
+ * prompt is done its publication and the prompt statistics. */
+static void prefill_advanced(mxl_sched *s, slot *sl, double t1) {
+    sl->j->t_last = t1;
+    sl->waited = 0;
+    if (!sl->preempted) push_progress(sl, false);
+    if (mxl_seq_prefill_left(sl->seq) == 0) {
+        sl->prefilling = false;
+        bool was_preempted = sl->preempted;
+        sl->preempted = false;
+        publish_slot(s, sl);
+        if (was_preempted) return;
+        pthread_mutex_lock(&s->mu);
+        s->stats.prompt_tokens_total += (uint64_t)(mxl_seq_n_prompt(sl->seq) - mxl_seq_n_cached(sl->seq));
+        pthread_mutex_unlock(&s->mu);
+        pthread_mutex_lock(&sl->j->ch->mu);
+        if (sl->j->index == 0) sl->j->ch->t_prefill_done = t1;
+        pthread_mutex_unlock(&sl->j->ch->mu);
+    }
+}
+
+/* Prompts that arrived together: when first's whole remaining prompt fits the chunk, the other
+ * prefilling slots whose whole remainder fits what is left of it run in the same pass (one read
+ * of the weights instead of one per prompt; each sequence's results are those of its own pass).
+ * False when there is nothing to join or the pass fails (then the one-slot path runs, with its
+ * handling of a dry block pool). */
+static bool prefill_together(mxl_sched *s, slot *first, int64_t chunk, double t0) {
+    int64_t budget = chunk < PREFILL_BATCH_ROWS ? chunk : PREFILL_BATCH_ROWS;
+    mxl_seq *seqs[MXL_SEQ_MAX_BATCH];
+    slot *who[MXL_SEQ_MAX_BATCH];
+    int64_t counts[MXL_SEQ_MAX_BATCH], n = 0;
+    if (first->preempted || mxl_seq_prefill_left(first->seq) > budget) return false;
+    for (int i = -1; i < s->cfg.n_slots && n < MXL_SEQ_MAX_BATCH; i++) {
+        slot *sl = i < 0 ? first : &s->slots[i];
+        if (i >= 0 && (sl == first || !sl->j || !sl->prefilling || sl->preempted)) continue;
+        int64_t left = mxl_seq_prefill_left(sl->seq);
+        if (left < 1 || left > budget) continue;
+        budget -= left;
+        seqs[n] = sl->seq, who[n] = sl, counts[n] = left, n++;
+    }
+    if (n < 2) return false;
+    mxl_error err = {0};
+    if (mxl_seq_prefill_batch(seqs, counts, n, s->tok_scratch, s->logits, &err) != MXL_OK) return false;
+    double t1 = now_ms();
+    pthread_mutex_lock(&s->mu);
+    s->stats.prompt_ms_total += t1 - t0;
+    pthread_mutex_unlock(&s->mu);
+    for (int64_t i = 0; i < n; i++) prefill_advanced(s, who[i], t1);
+    return true;
+}
+
+/* One prefill chunk for the prefilling slot that started first (with the prompts that can join
+ * it). */
 static void prefill_tick(mxl_sched *s, bool decoding) {
     slot *best = NULL;
     for (int i = 0; i < s->cfg.n_slots; i++) {
@@ -525,6 +582,7 @@ static void prefill_tick(mxl_sched *s, bool decoding) {
     if (!best) return;
     int64_t chunk = s->cfg.prefill_chunk > 0 ? s->cfg.prefill_chunk : decoding ? 512 : 2048;
     double t0 = now_ms();
+    if (prefill_together(s, best, chunk, t0)) return;
     mxl_error err = {0};
     mxl_status st;
     /* the pool dry: idle slots give their blocks back first, then (with preemption) a sequence
@@ -544,25 +602,10 @@ static void prefill_tick(mxl_sched *s, bool decoding) {
         return;
     }
     double t1 = now_ms();
-    best->j->t_last = t1;
-    best->waited = 0;
-    if (!best->preempted) push_progress(best, false);
     pthread_mutex_lock(&s->mu);
     s->stats.prompt_ms_total += t1 - t0;
     pthread_mutex_unlock(&s->mu);
-    if (mxl_seq_prefill_left(best->seq) == 0) {
-        best->prefilling = false;
-        bool was_preempted = best->preempted;
-        best->preempted = false;
-        publish_slot(s, best);
-        if (was_preempted) return;
-        pthread_mutex_lock(&s->mu);
-        s->stats.prompt_tokens_total += (uint64_t)(mxl_seq_n_prompt(best->seq) - mxl_seq_n_cached(best->seq));
-        pthread_mutex_unlock(&s->mu);
-        pthread_mutex_lock(&best->j->ch->mu);
-        if (best->j->index == 0) best->j->ch->t_prefill_done = t1;
-        pthread_mutex_unlock(&best->j->ch->mu);
-    }
+    prefill_advanced(s, best, t1);
 }
 
 /* Runs the batch's sampled tokens; when the pool is dry, idle slots give blocks back and (with
@@ -797,7 +840,8 @@ mxl_status mxl_sched_create(mxl_gen_model *m, const mxl_sched_config *cfg, mxl_s
         return mxl_error_set(err, MXL_ERR_ARG, "at most %d slots", MXL_SEQ_MAX_BATCH);
     }
     s->logits = malloc((size_t)cfg->n_slots * (size_t)mxl_gen_model_vocab(m) * sizeof(float));
-    if (!s->logits) {
+    s->tok_scratch = malloc(PREFILL_BATCH_ROWS * sizeof(int32_t));
+    if (!s->logits || !s->tok_scratch) {
         mxl_sched_destroy(s);
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     }
@@ -808,7 +852,7 @@ mxl_status mxl_sched_create(mxl_gen_model *m, const mxl_sched_config *cfg, mxl_s
     }
     for (int i = 0; i < cfg->n_slots; i++) {
         s->slots[i].id = i;
-        st = mxl_seq_create_pooled(m, s->kvp, cfg->slot_ctx, 512, &s->slots[i].seq, err);
+        st = mxl_seq_create_pooled(m, s->kvp, cfg->slot_ctx, PREFILL_BATCH_ROWS, &s->slots[i].seq, err);
         if (st) {
             mxl_sched_destroy(s);
             return st;
@@ -839,6 +883,7 @@ void mxl_sched_destroy(mxl_sched *s) {
     free(s->hits);
     free(s->slots);
     free(s->logits);
+    free(s->tok_scratch);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);

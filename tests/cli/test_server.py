@@ -494,6 +494,30 @@ def test_several_prompts_in_one_request(srv):
     assert r.usage.prompt_tokens == one["tokens_evaluated"] + two["tokens_evaluated"]
 
 
+def test_concurrent_requests_give_the_text_of_each_alone():
+    """Prompts arriving together are prefilled in one pass and decoded in one batch; every
+    request must still get, byte for byte, the greedy text it gets alone."""
+    s = Server("--parallel", "4", "--ctx-size", "4096")
+    try:
+        prompts = ["The sky is", "Water boils at", "List three prime numbers greater than 10.", "Once upon a time, in a small",
+                   "Paris is the capital of", "def fib(n):"]
+        body = lambda p: {"prompt": p, "n_predict": 12, "temperature": 0, "cache_prompt": False}
+        alone = [requests.post(s.url + "/completion", json=body(p), timeout=300).json()["content"] for p in prompts]
+        got = [None] * len(prompts)
+
+        def one(i):
+            got[i] = requests.post(s.url + "/completion", json=body(prompts[i]), timeout=300).json()["content"]
+
+        th = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join()
+        assert got == alone
+    finally:
+        assert s.stop() == 0
+
+
 def test_tls(tmp_path):
     import subprocess
     import urllib3

@@ -266,6 +266,73 @@ TEST(decoder_batch_reference_equals_one_by_one_bitwise) { run_fixtures(true, mxl
 
 TEST(decoder_batch_fast_path_equals_one_by_one_bitwise) { run_fixtures(false, mxl_test_failed_); }
 
+/* mxl_decoder_forward_spans: the 5 prompts prefilled in one pass, then a pass mixing one decode
+ * token for four sequences with two tokens for the fifth, give each sequence the logits of its
+ * one-by-one run bit for bit; a pass with too many rows for any state is refused. */
+static void check_spans(const char *name, const mxl_decoder *d, batch_case c, mxl_threadpool *pool, int *mxl_test_failed_) {
+    const int64_t V = d->hp.vocab;
+    mxl_error err;
+    float *rows = malloc((size_t)(N_SEQ * (MAX_STEPS + 1)) * (size_t)V * sizeof(float));
+    float *out = malloc((size_t)N_SEQ * (size_t)V * sizeof(float));
+    REQUIRE(rows && out);
+    run_one_by_one(d, &c, c.reference, pool, rows, mxl_test_failed_);
+    mxl_decoder_state *s[N_SEQ] = {0};
+    int32_t toks[64];
+    int64_t counts[N_SEQ], total = 0;
+    for (int i = 0; i < c.n_seqs; i++) {
+        REQUIRE(mxl_decoder_state_create(d, c.ctx[i], i == 3 ? 40 : c.max_batch[i], pool, &s[i], &err) == MXL_OK);
+        mxl_decoder_state_set_reference(s[i], c.reference);
+        for (int k = 0; k < c.prompt_len[i]; k++) toks[total + k] = tok(V, i, k);
+        counts[i] = c.prompt_len[i];
+        total += counts[i];
+    }
+    CHECK_EQ_INT(mxl_decoder_forward_spans(d, s, toks, counts, c.n_seqs, out, &err), MXL_OK);
+    int exact = 0;
+    for (int i = 0; i < c.n_seqs; i++) exact += same_bits(out + (size_t)i * (size_t)V, row_at(rows, V, i, 0), V);
+    /* mixed: sequence 2 runs its first two decode inputs, the others one */
+    total = 0;
+    for (int i = 0; i < c.n_seqs; i++) {
+        counts[i] = i == 2 ? 2 : 1;
+        for (int k = 0; k < counts[i]; k++) toks[total + k] = tok(V, i, c.prompt_len[i] + k);
+        total += counts[i];
+    }
+    CHECK_EQ_INT(mxl_decoder_forward_spans(d, s, toks, counts, c.n_seqs, out, &err), MXL_OK);
+    for (int i = 0; i < c.n_seqs; i++) exact += same_bits(out + (size_t)i * (size_t)V, row_at(rows, V, i, i == 2 ? 2 : 1), V);
+    if (exact != 2 * c.n_seqs) fprintf(stderr, "  %s (%s): %d of %d span rows bit-identical\n", name, c.reference ? "reference" : "fast", exact, 2 * c.n_seqs);
+    CHECK_EQ_INT(exact, 2 * c.n_seqs);
+    /* more rows than any state's batch: refused, nothing moved */
+    for (int i = 0; i < c.n_seqs; i++) counts[i] = 9;
+    for (int k = 0; k < 45; k++) toks[k] = tok(V, 0, k);
+    CHECK_EQ_INT(mxl_decoder_forward_spans(d, s, toks, counts, c.n_seqs, out, &err), MXL_ERR_ARG);
+    for (int i = 0; i < c.n_seqs; i++) CHECK_EQ_INT(mxl_decoder_state_pos(s[i]), c.prompt_len[i] + (i == 2 ? 2 : 1));
+    destroy_all(s, c.n_seqs);
+    free(rows), free(out);
+}
+
+TEST(decoder_spans_prefill_and_mixed_equal_one_by_one_bitwise) {
+    mxl_threadpool *pool = NULL;
+    mxl_error err;
+    REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
+    for (size_t f = 0; f < sizeof k_fixtures / sizeof k_fixtures[0]; f++) {
+        mxl_checkpoint *ck = NULL;
+        mxl_decoder d;
+        if (mxl_checkpoint_open(fixture_dir(k_fixtures[f]), &ck, &err) != MXL_OK || mxl_decoder_load(ck, &d, &err) != MXL_OK) {
+            fprintf(stderr, "  %s: %s\n", k_fixtures[f], err.msg);
+            CHECK(0);
+            mxl_checkpoint_close(ck);
+            continue;
+        }
+        for (int ref = 0; ref < 2; ref++) {
+            batch_case c = k_fixture_case;
+            c.reference = ref;
+            check_spans(k_fixtures[f], &d, c, f % 2 ? pool : NULL, mxl_test_failed_);
+        }
+        mxl_decoder_free(&d);
+        mxl_checkpoint_close(ck);
+    }
+    mxl_threadpool_destroy(pool);
+}
+
 /* A batch whose only free scratch is too small is refused; n_seqs == 1 is the single path. */
 TEST(decoder_batch_scratch_and_single) {
     mxl_checkpoint *ck = NULL;

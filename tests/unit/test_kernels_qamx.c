@@ -35,7 +35,7 @@ static const mxl_dtype k_types[] = {MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q8
 /* rows: a partial panel only, one whole and a partial, several; cols: odd and even block counts */
 static const int64_t k_shapes[][2] = {{5, 96}, {29, 256}, {70, 544}};
 #define MAX_TOK 40
-static const int64_t k_ntoks[] = {1, 2, 7, 15, 16, 17, 33, 40};
+static const int64_t k_ntoks[] = {1, 2, 5, 8, 15, 16, 17, 33, 40};
 
 /* W (without a panel layout; its storage owned by the caller) through the path. */
 static int check_weight(mxl_cpu_weight W, const char *label, mxl_threadpool *pool) {
@@ -125,7 +125,11 @@ static int check_weight(mxl_cpu_weight W, const char *label, mxl_threadpool *poo
         for (size_t k = 0; k < sizeof k_ntoks / sizeof k_ntoks[0]; k++) {
             int64_t nt = k_ntoks[k];
             for (int64_t i = 0; i < MAX_TOK * rows; i++) y[i] = NAN;
-            mxl_cpu_matmul(&W, x, nt, y, scratch, p ? pool : NULL);
+            /* scratch sized for a few more tokens than the call has, as the decoder sizes it for
+             * its largest batch (the sanitizer build catches a size that falls short) */
+            void *sc = malloc(mxl_cpu_matmul_scratch_bytes(&W, nt + 5));
+            mxl_cpu_matmul(&W, x, nt, y, sc, p ? pool : NULL);
+            free(sc);
             if (memcmp(y, lone, (size_t)(nt * rows) * 4) != 0) {
                 if (fails < 4) fprintf(stderr, "  %s: n_tok %lld (%s) differs from tokens alone\n", label, (long long)nt, p ? "pool" : "no pool");
                 fails++;
@@ -192,6 +196,58 @@ TEST(kernels_qamx_gguf_mlx_layout_accuracy_invariance) {
                 int64_t cols = (shape[1] + 127) / 128 * 128; /* whole groups of 128 */
                 CHECK(check_mlx(bits, gs_list[g], dts[d], shape[0], cols, pool) == 0);
             }
+    mxl_threadpool_destroy(pool);
+}
+
+/* mxl_cpu_matmul_multi: several weights of one input (formats with and without the pair form,
+ * a partial last panel) give each the bits of its own mxl_cpu_matmul, at every token count the
+ * paths distinguish, with and without a pool. */
+TEST(kernels_matmul_multi_equals_single_calls) {
+    mxl_threadpool *pool = NULL;
+    REQUIRE(mxl_threadpool_create(2, &pool, NULL) == MXL_OK);
+    const int64_t cols = 256, rows[3] = {48, 29, 64};
+    const mxl_dtype types[3] = {MXL_DTYPE_Q4_1, MXL_DTYPE_Q6_K, MXL_DTYPE_Q8_0};
+    mxl_arena arena;
+    mxl_arena_init(&arena, 4096);
+    mxl_cpu_weight W[3];
+    uint8_t *mem[3];
+    for (int i = 0; i < 3; i++) {
+        const mxl_dtype_info *inf = mxl_dtype_get_info(types[i]);
+        int64_t nb = rows[i] * cols / inf->block_elems;
+        mem[i] = malloc((size_t)nb * inf->block_bytes);
+        uint64_t seed = 77 + (uint64_t)i;
+        mxl_synth_fill(types[i], mem[i], (uint64_t)nb, &seed);
+        W[i] = (mxl_cpu_weight){MXL_CPU_W_GGUF, types[i], rows[i], cols, mem[i], {0}, NULL};
+        REQUIRE(mxl_qamx_prepare(&W[i], &arena, NULL) == MXL_OK);
+        CHECK((W[i].amx != NULL) == mxl_qamx_available());
+    }
+    float *x = malloc((size_t)(12 * cols) * 4);
+    for (int64_t i = 0; i < 12 * cols; i++) x[i] = frand();
+    size_t sb = 0;
+    for (int i = 0; i < 3; i++) {
+        size_t b = mxl_cpu_matmul_scratch_bytes(&W[i], 12);
+        sb = b > sb ? b : sb;
+    }
+    void *scratch = malloc(sb);
+    const mxl_cpu_weight *Wp[3] = {&W[0], &W[1], &W[2]};
+    static const int64_t ntoks[] = {1, 3, 6, 8, 12};
+    for (int p = 0; p < 2; p++)
+        for (size_t k = 0; k < sizeof ntoks / sizeof ntoks[0]; k++) {
+            float *one[3], *many[3];
+            for (int i = 0; i < 3; i++) {
+                one[i] = malloc((size_t)(12 * rows[i]) * 4), many[i] = malloc((size_t)(12 * rows[i]) * 4);
+                mxl_cpu_matmul(&W[i], x, ntoks[k], one[i], scratch, p ? pool : NULL);
+                for (int64_t j = 0; j < 12 * rows[i]; j++) many[i][j] = NAN;
+            }
+            mxl_cpu_matmul_multi(Wp, 3, x, ntoks[k], many, scratch, p ? pool : NULL);
+            for (int i = 0; i < 3; i++) {
+                CHECK(memcmp(one[i], many[i], (size_t)(ntoks[k] * rows[i]) * 4) == 0);
+                free(one[i]), free(many[i]);
+            }
+        }
+    free(scratch), free(x);
+    for (int i = 0; i < 3; i++) free(mem[i]);
+    mxl_arena_free(&arena);
     mxl_threadpool_destroy(pool);
 }
 

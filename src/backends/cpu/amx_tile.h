@@ -21,6 +21,11 @@ _Static_assert(sizeof(mxl_amx_tilecfg) == 64, "LDTILECFG reads 64 bytes");
 static inline void mxl_amx_load_config(const mxl_amx_tilecfg *c) {
     __asm__ volatile("ldtilecfg %0" : : "m"(*c));
 }
+/* The same, skipped when this thread's tiles already have that configuration (the tile state
+ * is per thread and survives context switches; every configuration goes through this function,
+ * amx_tile.c, so its record of the current one is right). LDTILECFG also zeroes the tiles; once
+ * per matmul task it was about 1% of a batched decode step. */
+void mxl_amx_set_config(const mxl_amx_tilecfg *c);
 #endif
 
 #endif

@@ -90,7 +90,7 @@ AMX static void tiles_configure(void) {
         c.colsb[i] = 64;
         c.rows[i] = 16;
     }
-    mxl_amx_load_config(&c);
+    mxl_amx_set_config(&c);
 }
 
 /* bf16 bits of 16 floats, round to nearest even, and those bf16 back as floats */

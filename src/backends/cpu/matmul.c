@@ -146,7 +146,11 @@ static size_t act_row_bytes(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
 size_t mxl_cpu_matmul_scratch_bytes(const mxl_cpu_weight *W, int64_t n_tok) {
     /* enough for either kind when W also has the panel layout (the level is chosen per call) */
     size_t a = act_row_bytes(W, MXL_CPU_ISA_AVX512VNNI), b = act_row_bytes(W, MXL_CPU_ISA_AMX);
-    return (a > b ? a : b) * (size_t)n_tok;
+    /* + the AMX pair form's operands for any token count up to n_tok (the largest count first) */
+    size_t pair = 0;
+    for (int64_t k = n_tok < MXL_QAMX_PAIR_MAX_TOKENS ? n_tok : MXL_QAMX_PAIR_MAX_TOKENS; W->amx && k > 0 && !pair; k--)
+        pair = mxl_qamx_pair_bytes(W, k);
+    return (a > b ? a : b) * (size_t)n_tok + (pair ? 64 + pair : 0);
 }
 
 void mxl_cpu_weight_dequant_row(const mxl_cpu_weight *W, int64_t r, float *out) {
@@ -165,6 +169,7 @@ typedef struct mm_ctx {
     float *y;
     uint8_t *act;
     size_t act_stride;
+    uint8_t *abuf; /* the AMX pair form's operands (after act in scratch), or NULL */
     int64_t row_bytes;
     mxl_cpu_isa isa;
     mxl_vec_dot_fn qdot;        /* GGUF SIMD dot or NULL (reference) */
@@ -189,6 +194,7 @@ static void quant_task(void *vctx, int task, int n_tasks, int thread_index) {
         void *dst = c->act + (size_t)t * c->act_stride;
         if (k == MXL_ACT_Q8A2) {
             mxl_quant_q8a2_avx512(xt, dst, c->W->cols); /* the panel path runs on AVX-512 CPUs only */
+            if (c->abuf) mxl_qamx_pair_token(c->W, c->n_tok, t, dst, c->abuf);
         } else if (k == MXL_ACT_Q8A) {
             if (c->isa >= MXL_CPU_ISA_AVX2) mxl_quant_q8a_avx2(xt, dst, c->W->cols);
             else mxl_quant_q8a_ref(xt, dst, c->W->cols);
@@ -295,7 +301,7 @@ static void panels_task(void *vctx, int task, int n_tasks, int thread_index) {
     mm_ctx *c = vctx;
     int64_t n_pan = (c->W->rows + 15) / 16;
     mxl_qamx_panels(c->W, n_pan * task / n_tasks, n_pan * (task + 1) / n_tasks, c->act, c->act_stride, c->n_tok,
-                    c->y, c->W->rows);
+                    c->abuf, c->y, c->W->rows);
 }
 
 static void rows_task(void *vctx, int task, int n_tasks, int thread_index) {
@@ -314,7 +320,9 @@ static void rows_task(void *vctx, int task, int n_tasks, int thread_index) {
 void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
                         void *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
     if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
-    mm_ctx c = {W, x, n_tok, y, scratch, act_row_bytes(W, isa), 0, isa, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    mm_ctx c = {W, x, n_tok, y, scratch, act_row_bytes(W, isa), NULL, 0, isa, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    if (panel_path(W, isa) && mxl_qamx_pair_bytes(W, n_tok) > 0)
+        c.abuf = (uint8_t *)(((uintptr_t)((uint8_t *)scratch + c.act_stride * (size_t)n_tok) + 63) & ~(uintptr_t)63);
     if (W->kind != MXL_CPU_W_MLX) c.row_bytes = mxl_cpu_weight_row_bytes(W);
     if (isa >= MXL_CPU_ISA_AVX2) {
         if (W->kind == MXL_CPU_W_GGUF) {
@@ -375,4 +383,58 @@ void mxl_cpu_matmul_f32_ref(const mxl_cpu_weight *W, const float *x, int64_t n_t
         }
     }
     free(row);
+}
+
+/* mxl_cpu_matmul_multi on the panel path: the weights' panels as one sequence, split over the
+ * tasks; each task runs the part of each weight its range covers */
+typedef struct multi_ctx {
+    mm_ctx c[8];
+    int n_w;
+    int64_t n_pan[8], total;
+} multi_ctx;
+
+static void multi_task(void *vctx, int task, int n_tasks, int thread_index) {
+    (void)thread_index;
+    multi_ctx *m = vctx;
+    int64_t g0 = m->total * task / n_tasks, g1 = m->total * (task + 1) / n_tasks, base = 0;
+    for (int i = 0; i < m->n_w && base < g1; base += m->n_pan[i], i++) {
+        int64_t p0 = g0 > base ? g0 - base : 0, p1 = g1 - base < m->n_pan[i] ? g1 - base : m->n_pan[i];
+        const mm_ctx *c = &m->c[i];
+        if (p0 < p1) mxl_qamx_panels(c->W, p0, p1, c->act, c->act_stride, c->n_tok, c->abuf, c->y, c->W->rows);
+    }
+}
+
+void mxl_cpu_matmul_multi(const mxl_cpu_weight *const *W, int n_w, const float *x, int64_t n_tok, float *const *y,
+                          void *scratch, mxl_threadpool *pool) {
+    MXL_ASSERT(n_w >= 1 && n_w <= 8);
+    const mxl_cpu_isa isa = mxl_cpu_isa_detect();
+    bool panels = true;
+    for (int i = 0; i < n_w; i++) panels = panels && panel_path(W[i], isa) && W[i]->cols == W[0]->cols;
+    if (!panels || n_w == 1) {
+        for (int i = 0; i < n_w; i++) mxl_cpu_matmul(W[i], x, n_tok, y[i], scratch, pool);
+        return;
+    }
+    /* one quantization (and pair-form operands, when any weight takes that form) for all */
+    multi_ctx m;
+    memset(&m, 0, sizeof m);
+    m.n_w = n_w;
+    mm_ctx *q = &m.c[0];
+    *q = (mm_ctx){.W = W[0], .x = x, .n_tok = n_tok, .act = scratch, .act_stride = act_row_bytes(W[0], isa), .isa = isa};
+    for (int i = 0; i < n_w && !q->abuf; i++)
+        if (mxl_qamx_pair_bytes(W[i], n_tok) > 0)
+            q->abuf = (uint8_t *)(((uintptr_t)((uint8_t *)scratch + q->act_stride * (size_t)n_tok) + 63) & ~(uintptr_t)63);
+    int nth = pool ? mxl_threadpool_size(pool) : 1, qt = n_tok < nth ? (int)n_tok : nth;
+    if (pool && qt > 1) mxl_threadpool_run(pool, qt, quant_task, q);
+    else quant_task(q, 0, 1, 0);
+    for (int i = 0; i < n_w; i++) {
+        m.c[i] = *q;
+        m.c[i].W = W[i], m.c[i].y = y[i];
+        if (mxl_qamx_pair_bytes(W[i], n_tok) == 0) m.c[i].abuf = NULL;
+        m.n_pan[i] = (W[i]->rows + 15) / 16;
+        m.total += m.n_pan[i];
+    }
+    int64_t n_tasks = nth == 1 ? 1 : (int64_t)nth * 4;
+    if (n_tasks > m.total) n_tasks = m.total;
+    if (pool && n_tasks > 1) mxl_threadpool_run(pool, (int)n_tasks, multi_task, &m);
+    else multi_task(&m, 0, 1, 0);
 }

@@ -79,6 +79,13 @@ void mxl_cpu_matmul(const mxl_cpu_weight *W, const float *x, int64_t n_tok, floa
  * variants, the benchmark reports them. */
 void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
                         void *scratch, mxl_threadpool *pool, mxl_cpu_isa isa);
+/* y[i] = W[i] x for n_w (1..8) weights of the same cols and the same x (the Q, K and V or the
+ * gate and up projections): each y[i] bitwise what mxl_cpu_matmul gives. When every weight takes
+ * the AMX panel path, x is quantized once and the weights' panels run in one dispatch of the pool
+ * (one barrier instead of two per weight); otherwise the weights run one after another. scratch:
+ * the largest mxl_cpu_matmul_scratch_bytes of the weights. */
+void mxl_cpu_matmul_multi(const mxl_cpu_weight *const *W, int n_w, const float *x, int64_t n_tok, float *const *y,
+                          void *scratch, mxl_threadpool *pool);
 /* Plain f32 reference: dequantize each row (reference dequantization) and dot in f32, no
  * activation quantization. The accuracy yardstick for the quantized-activation paths. */
 void mxl_cpu_matmul_f32_ref(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y);

@@ -338,6 +338,16 @@ mxl_status mxl_qamx_prepare(mxl_cpu_weight *W, mxl_arena *arena, mxl_error *err)
 }
 
 /* MXL_NO_TILE_KERNELS (the fuzzing build): no kernels, the path reported unavailable */
+/* the pair form's A operands, block b: rows t (term 1 of token t) and n_tok + t (its term 2),
+ * 32 bytes each */
+void mxl_qamx_pair_token(const mxl_cpu_weight *W, int64_t n_tok, int64_t t, const void *act_t, uint8_t *abuf) {
+    const mxl_block_q8a2 *x = act_t;
+    for (int64_t b = 0; b < W->cols / 32; b++) {
+        memcpy(abuf + (size_t)(b * 2 * n_tok + t) * 32, x[b].qs, 32);
+        memcpy(abuf + (size_t)(b * 2 * n_tok + n_tok + t) * 32, x[b].qs2, 32);
+    }
+}
+
 #if defined(__x86_64__) && !defined(MXL_NO_TILE_KERNELS)
 #include <cpuid.h>
 #include <immintrin.h>
@@ -370,7 +380,7 @@ AMX static void configure(int nt) {
     c.rows[3] = 8;
     c.colsb[6] = 16;
     c.rows[7] = 4;
-    mxl_amx_load_config(&c);
+    mxl_amx_set_config(&c);
 }
 
 /* activation blocks: two-term q8a (the file comment) */
@@ -490,7 +500,8 @@ AMX __attribute__((always_inline)) static inline void panel_kernel(int kind, int
 }
 
 /* panel_kernel for NT <= 8 tokens, both activation terms in one A tile: abuf holds per block
- * the 2 NT rows [term 1 of tokens 0..NT-1, term 2 of tokens 0..NT-1] x 32 bytes (pair_codes),
+ * the 2 NT rows [term 1 of tokens 0..NT-1, term 2 of tokens 0..NT-1] x 32 bytes
+ * (mxl_qamx_pair_token, made with the activations),
  * so a block is one tile product of 2 NT rows instead of two of NT. The tile unit's cost per
  * block is per instruction rather than per row, so this halves it for decode batches; the int32
  * dots and the float steps after them are the same, so are the bits. */
@@ -543,16 +554,6 @@ AMX __attribute__((always_inline)) static inline void panel_kernel_pair(int kind
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(y + t * ys, mk, acc[t]);
 }
-/* abuf for panel_kernel_pair: nb blocks x [2 nt][32] codes of the nt tokens' two terms */
-static void pair_codes(const uint8_t *act, size_t as, int nt, int64_t nb, uint8_t *abuf) {
-    for (int64_t b = 0; b < nb; b++)
-        for (int t = 0; t < nt; t++) {
-            const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * as) + b;
-            memcpy(abuf + ((size_t)b * 2 * (size_t)nt + (size_t)t) * 32, x->qs, 32);
-            memcpy(abuf + ((size_t)b * 2 * (size_t)nt + (size_t)(nt + t)) * 32, x->qs2, 32);
-        }
-}
-
 /* The same int32 dots with AVX-512 VNNI instead of the tile unit, for a few tokens (the tile
  * path's store / reload round trips cost more than they save there): B-tile row kk of the block
  * (the 16 rows' elements 4kk..4kk+3) against token t's four bytes 4kk..4kk+3 broadcast, one
@@ -832,10 +833,16 @@ static const vnni_fn k_vnni[N_KINDS][2] = {{vnni_q8_0, 0}, {vnni_q4_0, 0}, {vnni
 #define VNNI_MAX_TOKENS 4
 #endif
 /* up to this many tokens the tile path takes the pair form (both terms in one A tile) */
-#define PAIR_MAX_TOKENS 8
+#define PAIR_MAX_TOKENS MXL_QAMX_PAIR_MAX_TOKENS
+
+size_t mxl_qamx_pair_bytes(const mxl_cpu_weight *W, int64_t n_tok) {
+    layout L;
+    if (n_tok <= VNNI_MAX_TOKENS || n_tok > PAIR_MAX_TOKENS || !layout_of(W, &L) || !k_pair[L.kind][L.wide]) return 0;
+    return (size_t)(W->cols / 32) * 2 * (size_t)n_tok * 32;
+}
 
 AMX void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
-                         int64_t n_tok, float *y, int64_t ys) {
+                         int64_t n_tok, const uint8_t *abuf, float *y, int64_t ys) {
     layout L;
     MXL_ASSERT(layout_of(W, &L));
     const int64_t nb = W->cols / 32;
@@ -863,21 +870,17 @@ AMX void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const 
     }
     tile_fn kern = k_tile[L.kind][L.wide];
     /* nibble codes are split once per panel when more than one token group reads them (on the
-     * stack: worker threads have room for PRE_MAX_BLOCKS x 512 bytes); up to PAIR_MAX_TOKENS
-     * tokens take the pair form, its A operands (nb x 2 n_tok x 32 bytes) in the same room */
+     * stack: worker threads have room for PRE_MAX_BLOCKS x 512 bytes) */
     const int use_pre = (nib_kind(L.kind) || L.kind == K_Q6_K) && n_tok > PANEL && nb <= PRE_MAX_BLOCKS;
-    const int use_pair = n_tok <= PAIR_MAX_TOKENS && k_pair[L.kind][L.wide] && nb <= PRE_MAX_BLOCKS;
-    uint8_t pre_mem[use_pre || use_pair ? nb * 512 + 64 : 1];
-    uint8_t *stack = (uint8_t *)(((uintptr_t)pre_mem + 63) & ~(uintptr_t)63);
-    uint8_t *pre = use_pre ? stack : NULL;
-    if (use_pair) {
-        const int nt = (int)n_tok;
-        pair_codes(act, act_stride, nt, nb, stack);
-        configure(2 * nt);
+    uint8_t pre_mem[use_pre ? nb * 512 + 64 : 1];
+    uint8_t *pre = use_pre ? (uint8_t *)(((uintptr_t)pre_mem + 63) & ~(uintptr_t)63) : NULL;
+    if (abuf) {
+        MXL_ASSERT(mxl_qamx_pair_bytes(W, n_tok) > 0);
+        configure(2 * (int)n_tok);
         for (int64_t p = p0; p < p1; p++) {
             const uint8_t *pan = (const uint8_t *)W->amx + (size_t)p * (size_t)nb * bb;
             int nrows = W->rows - p * PANEL < PANEL ? (int)(W->rows - p * PANEL) : PANEL;
-            k_pair[L.kind][L.wide](nt, pan, nb, bb, stack, act, act_stride, y + p * PANEL, ys, nrows);
+            k_pair[L.kind][L.wide]((int)n_tok, pan, nb, bb, abuf, act, act_stride, y + p * PANEL, ys, nrows);
         }
         return;
     }
@@ -899,9 +902,13 @@ AMX void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const 
 }
 #else
 bool mxl_qamx_available(void) { return false; }
+size_t mxl_qamx_pair_bytes(const mxl_cpu_weight *W, int64_t n_tok) {
+    (void)W; (void)n_tok;
+    return 0;
+}
 void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
-                     int64_t n_tok, float *y, int64_t ys) {
-    (void)W; (void)p0; (void)p1; (void)act; (void)act_stride; (void)n_tok; (void)y; (void)ys;
+                     int64_t n_tok, const uint8_t *abuf, float *y, int64_t ys) {
+    (void)W; (void)p0; (void)p1; (void)act; (void)act_stride; (void)n_tok; (void)abuf; (void)y; (void)ys;
     MXL_ASSERT(0 && "no AMX on this build");
 }
 #endif

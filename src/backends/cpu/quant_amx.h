@@ -54,9 +54,16 @@ void mxl_qamx_dequant_row_ref(const mxl_cpu_weight *W, int64_t r, float *out);
 /* Gives W the panel layout (W->amx, from `arena`, which owns it) when this CPU runs the path and
  * the format has one; otherwise leaves W as it is. */
 mxl_status mxl_qamx_prepare(mxl_cpu_weight *W, mxl_arena *arena, mxl_error *err);
-/* Panels [p0, p1) of W (W->amx set) for n_tok tokens of q8a activations act (token t at
- * act + t * act_stride): y[t * ys + r] for the rows r of those panels. */
+/* The pair form (5 to 8 tokens: both activation terms of every token in one A tile): bytes of
+ * its A operands for n_tok tokens of W, 0 when W's panel path does not take it for n_tok; and
+ * token t's share of them, from its q8a2 activations act_t (every token's, before the panels). */
+#define MXL_QAMX_PAIR_MAX_TOKENS 8
+size_t mxl_qamx_pair_bytes(const mxl_cpu_weight *W, int64_t n_tok);
+void mxl_qamx_pair_token(const mxl_cpu_weight *W, int64_t n_tok, int64_t t, const void *act_t, uint8_t *abuf);
+/* Panels [p0, p1) of W (W->amx set) for n_tok tokens of q8a2 activations act (token t at
+ * act + t * act_stride): y[t * ys + r] for the rows r of those panels. abuf: the pair form's
+ * operands (64-byte aligned) when mxl_qamx_pair_bytes(W, n_tok) > 0, else NULL. */
 void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
-                     int64_t n_tok, float *y, int64_t ys);
+                     int64_t n_tok, const uint8_t *abuf, float *y, int64_t ys);
 
 #endif
