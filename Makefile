@@ -4,6 +4,9 @@
 #   make test-unit       unit tests (release build)
 #   make asan            build/asan/mlxcel-tests + build/asan/mlxcel under ASan+UBSan
 #   make fuzz            build/fuzz/fuzz_* (clang libFuzzer + ASan + UBSan)
+#   make arm64           build/arm64/: the same, cross-compiled for AArch64 (aarch64-linux-gnu-gcc and
+#                        the arm64 multiarch -dev packages, see scripts/setup.sh); NEON kernels chosen
+#                        at run time; scripts/test_arm64.sh runs its kernel tests under qemu-aarch64
 #   BUILD=dir            put objects elsewhere (parallel work trees)
 
 CC      ?= cc
@@ -26,7 +29,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all test-unit asan fuzz clean
+.PHONY: all test-unit asan fuzz clean arm64
 all: $(BUILD)/mlxcel $(BUILD)/mlxcel-server $(BUILD)/mlxcel-tests
 
 # `mlxcel-server` is the same binary under llama-server's name (main.c looks at argv[0]).
@@ -55,6 +58,10 @@ test-unit: $(BUILD)/mlxcel-tests
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 asan:
 	$(MAKE) BUILD=build/asan OPT="-O1 -g $(SAN)" all
+
+ARM64_CC ?= aarch64-linux-gnu-gcc
+arm64:
+	$(MAKE) BUILD=build/arm64 CC=$(ARM64_CC) all
 
 # libFuzzer harnesses: the library is compiled once with the sanitizers and fuzzer coverage
 # (fuzzer-no-link) into build/fuzz/libmlxcel.a; each tests/fuzz/fuzz_X.c links against it.

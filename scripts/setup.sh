@@ -5,6 +5,7 @@
 #
 #   scripts/setup.sh              everything
 #   MXL_SKIP_MODELS=1 scripts/setup.sh   no model fetch
+#   MXL_SKIP_ARM64=1 scripts/setup.sh    no AArch64 cross toolchain / qemu (scripts/test_arm64.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +27,25 @@ if [ "${#missing[@]}" -gt 0 ]; then
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# --- AArch64 cross build (scripts/test_arm64.sh: `make arm64`, kernel tests under qemu) -------
+# the cross compiler, qemu user mode, and the arm64 multiarch -dev packages of the four libraries
+# (they bring libc6:arm64, which qemu-aarch64 runs the binary against)
+if [ "${MXL_SKIP_ARM64:-0}" != "1" ]; then
+  ARM64_PKGS=(gcc-aarch64-linux-gnu qemu-user libjansson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libmicrohttpd-dev:arm64)
+  missing=()
+  for p in "${ARM64_PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    log "installing AArch64 cross packages: ${missing[*]}"
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
 fi
 
 # --- Python test environment -----------------------------------------------------------------

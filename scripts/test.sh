@@ -25,6 +25,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 step "unit tests (ASan+UBSan; slow_ real-model parity tests run in the release step)" env MXL_TEST_EXCLUDE=slow_ build/asan/mlxcel-tests
 step "CLI tests (ASan+UBSan binary)" env MLXCEL_BIN="$ROOT/build/asan/mlxcel" .venv/bin/python -m pytest -q tests/cli
+step "unit tests (arm64 NEON under qemu)" scripts/test_arm64.sh
 step "fuzz harnesses" scripts/fuzz.sh "${MXL_FUZZ_SECONDS:-30}"
 
 echo

@@ -108,7 +108,8 @@ static int check_weight(const mxl_cpu_weight *W, int64_t n_tok, mxl_threadpool *
         fprintf(stderr, "  %s: 2-thread result differs from 1-thread\n", label);
         fails++;
     }
-    for (int isa = MXL_CPU_ISA_AVX2; isa <= (int)mxl_cpu_isa_detect(); isa++) {
+    /* every level above scalar: AVX2.. on x86, NEON / NEON+dotprod on AArch64 */
+    for (int isa = MXL_CPU_ISA_SCALAR + 1; isa <= (int)mxl_cpu_isa_detect(); isa++) {
         mxl_cpu_matmul_isa(W, x, n_tok, y_simd, scratch, pool, (mxl_cpu_isa)isa);
         int exact = (exact_mask >> isa) & 1;
         for (int64_t t = 0; t < n_tok; t++) {
@@ -151,8 +152,13 @@ TEST(kernels_quant_q8a_simd_equals_ref) {
         memset(a, 0, sizeof a);
         memset(b, 0, sizeof b);
         mxl_quant_q8a_ref(x, a, n);
+#if defined(__aarch64__)
+        if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_NEON) mxl_quant_q8a_neon(x, b, n);
+        else mxl_quant_q8a_ref(x, b, n);
+#else
         if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX2) mxl_quant_q8a_avx2(x, b, n);
         else mxl_quant_q8a_ref(x, b, n);
+#endif
         CHECK(memcmp(a, b, sizeof(mxl_block_q8a) * (size_t)(n / 32)) == 0);
         /* and the codes reproduce x to within half a step */
         for (int64_t i = 0; i < n; i++)

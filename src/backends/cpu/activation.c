@@ -31,11 +31,23 @@ void mxl_cpu_glu_ref(mxl_act a, const float *gate, const float *up, int64_t n, f
 }
 
 void mxl_cpu_act(mxl_act a, const float *x, int64_t n, float *y) {
+#if defined(__aarch64__)
+    if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_NEON) {
+        mxl_cpu_act_neon(a, x, n, y);
+        return;
+    }
+#endif
     if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI) mxl_cpu_act_avx512(a, x, n, y);
     else mxl_cpu_act_ref(a, x, n, y);
 }
 
 void mxl_cpu_glu(mxl_act a, const float *gate, const float *up, int64_t n, float *out) {
+#if defined(__aarch64__)
+    if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_NEON) {
+        mxl_cpu_glu_neon(a, gate, up, n, out);
+        return;
+    }
+#endif
     if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI) mxl_cpu_glu_avx512(a, gate, up, n, out);
     else mxl_cpu_glu_ref(a, gate, up, n, out);
 }

@@ -29,5 +29,10 @@ void mxl_cpu_act_ref(mxl_act a, const float *x, int64_t n, float *y);
 void mxl_cpu_glu_ref(mxl_act a, const float *gate, const float *up, int64_t n, float *out);
 void mxl_cpu_act_avx512(mxl_act a, const float *x, int64_t n, float *y);
 void mxl_cpu_glu_avx512(mxl_act a, const float *gate, const float *up, int64_t n, float *out);
+/* AArch64 NEON forms (activation_neon.c; the references elsewhere): SiLU / SwiGLU with a vector
+ * exp, within 1e-6 of the reference relative to max(|x|, 1); ReLU / ReLU^2 exact; the GELUs
+ * through the references. The dispatch uses them from MXL_CPU_ISA_NEON up. */
+void mxl_cpu_act_neon(mxl_act a, const float *x, int64_t n, float *y);
+void mxl_cpu_glu_neon(mxl_act a, const float *gate, const float *up, int64_t n, float *out);
 
 #endif

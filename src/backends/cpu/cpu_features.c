@@ -68,10 +68,38 @@ const char *mxl_cpu_features_string(char *buf, size_t cap) {
     }
     return buf;
 }
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20) /* Linux arm64 hwcap bit of the dot-product extension */
+#endif
+
+/* AdvSIMD is architectural on AArch64; SDOT/UDOT (ARMv8.2 DotProd) is optional and reported by
+ * the kernel in AT_HWCAP. */
+static int has_dotprod(void) { return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0; }
+
+mxl_cpu_isa mxl_cpu_isa_detect(void) {
+    static atomic_int cached = -1;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        v = has_dotprod() ? MXL_CPU_ISA_NEON_DOTPROD : MXL_CPU_ISA_NEON;
+        /* MXL_CPU_ISA=scalar|neon caps the level (never raises it) */
+        const char *cap = getenv("MXL_CPU_ISA");
+        if (cap && !strcmp(cap, "scalar")) v = MXL_CPU_ISA_SCALAR;
+        if (cap && !strcmp(cap, "neon") && v > MXL_CPU_ISA_NEON) v = MXL_CPU_ISA_NEON;
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return (mxl_cpu_isa)v;
+}
+
+const char *mxl_cpu_features_string(char *buf, size_t cap) {
+    snprintf(buf, cap, "neon%s", has_dotprod() ? " dotprod" : "");
+    return buf;
+}
 #else
 mxl_cpu_isa mxl_cpu_isa_detect(void) { return MXL_CPU_ISA_SCALAR; }
 const char *mxl_cpu_features_string(char *buf, size_t cap) {
-    snprintf(buf, cap, "(no x86 SIMD)");
+    snprintf(buf, cap, "(no SIMD kernels for this architecture)");
     return buf;
 }
 #endif
@@ -81,6 +109,8 @@ const char *mxl_cpu_isa_name(mxl_cpu_isa isa) {
     case MXL_CPU_ISA_AVX2: return "avx2+fma";
     case MXL_CPU_ISA_AVX512VNNI: return "avx512-vnni (prefill) + avx2+fma";
     case MXL_CPU_ISA_AMX: return "amx-bf16 (encoder GEMM) + avx512-vnni (prefill) + avx2+fma";
+    case MXL_CPU_ISA_NEON: return "neon";
+    case MXL_CPU_ISA_NEON_DOTPROD: return "neon+dotprod";
     default: return "scalar";
     }
 }

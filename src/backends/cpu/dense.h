@@ -22,6 +22,8 @@ mxl_dense_dot_fn mxl_dense_dot_avx2_get(mxl_dtype t);
 typedef void (*mxl_dense_dot4_fn)(int64_t n, const void *w, const float *x, int64_t x_stride,
                                   float *out);
 mxl_dense_dot4_fn mxl_dense_dot4_avx2_get(mxl_dtype t);
+/* AArch64 NEON variant (dense_neon.c, baseline AdvSIMD, any n); NULL on other architectures. */
+mxl_dense_dot_fn mxl_dense_dot_neon_get(mxl_dtype t);
 /* AVX-512 micro-kernel (dense_avx512.c): nrows (1..4) rows (row r at (const char *)w +
  * r*w_row_bytes) x ntok (1..4) tokens (x + t*x_stride floats), writing y[t*y_stride + r]. Each
  * (row, token) result is the same bits for every nrows and ntok. NULL when unsupported. Call only

@@ -195,6 +195,11 @@ static void quant_task(void *vctx, int task, int n_tasks, int thread_index) {
         if (k == MXL_ACT_Q8A2) {
             mxl_quant_q8a2_avx512(xt, dst, c->W->cols); /* the panel path runs on AVX-512 CPUs only */
             if (c->abuf) mxl_qamx_pair_token(c->W, c->n_tok, t, dst, c->abuf);
+#if defined(__aarch64__)
+        } else if (c->isa >= MXL_CPU_ISA_NEON) { /* same bits as the references */
+            if (k == MXL_ACT_Q8A) mxl_quant_q8a_neon(xt, dst, c->W->cols);
+            else mxl_quant_q8k_neon(xt, dst, c->W->cols);
+#endif
         } else if (k == MXL_ACT_Q8A) {
             if (c->isa >= MXL_CPU_ISA_AVX2) mxl_quant_q8a_avx2(xt, dst, c->W->cols);
             else mxl_quant_q8a_ref(xt, dst, c->W->cols);
@@ -221,6 +226,10 @@ static inline float dot_row(const mm_ctx *c, int64_t r, int64_t t) {
     }
     default: {
         const mxl_block_q8a *a = (const mxl_block_q8a *)(c->act + (size_t)t * c->act_stride);
+#if defined(__aarch64__)
+        if (c->isa >= MXL_CPU_ISA_NEON)
+            return mxl_mlx_vec_dot_neon(&W->mlx, r, a, c->isa >= MXL_CPU_ISA_NEON_DOTPROD);
+#endif
         return c->isa >= MXL_CPU_ISA_AVX2 ? mxl_mlx_vec_dot_avx2(&W->mlx, r, a)
                                           : mxl_mlx_vec_dot_ref(&W->mlx, r, a);
     }
@@ -343,6 +352,13 @@ void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, 
             if (isa >= MXL_CPU_ISA_AVX512VNNI) c.d44 = mxl_dense_gemm4x4_avx512_get(W->dtype);
         }
     }
+#if defined(__aarch64__)
+    /* NEON dots (bit-identical to the references except dense, a float path); MLX in dot_row */
+    if (isa >= MXL_CPU_ISA_NEON) {
+        if (W->kind == MXL_CPU_W_GGUF) c.qdot = mxl_vec_dot_neon_get(W->dtype, isa >= MXL_CPU_ISA_NEON_DOTPROD);
+        if (W->kind == MXL_CPU_W_DENSE) c.ddot = mxl_dense_dot_neon_get(W->dtype);
+    }
+#endif
     int nth = pool ? mxl_threadpool_size(pool) : 1;
     if (act_kind(W, isa) != MXL_ACT_F32) {
         MXL_ASSERT(scratch != NULL);

@@ -6,6 +6,12 @@
 #include "backends/cpu/cpu_features.h"
 
 void mxl_cpu_rmsnorm(const float *x, const float *w, int64_t n, float eps, int plus_one, float *y) {
+#if defined(__aarch64__)
+    if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_NEON) {
+        mxl_cpu_rmsnorm_neon(x, w, n, eps, plus_one, y);
+        return;
+    }
+#endif
     if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI) mxl_cpu_rmsnorm_avx512(x, w, n, eps, plus_one, y);
     else mxl_cpu_rmsnorm_ref(x, w, n, eps, plus_one, y);
 }

@@ -18,5 +18,8 @@ void mxl_cpu_rmsnorm_ref(const float *x, const float *w, int64_t n, float eps, i
 void mxl_cpu_layernorm_ref(const float *x, const float *w, const float *b, int64_t n, float eps, float *y);
 void mxl_cpu_rmsnorm_avx512(const float *x, const float *w, int64_t n, float eps, int plus_one, float *y);
 void mxl_cpu_layernorm_avx512(const float *x, const float *w, const float *b, int64_t n, float eps, float *y);
+/* AArch64 NEON RMSNorm (norm_neon.c; the reference elsewhere): double sums in another order, the
+ * same float arithmetic per element. mxl_cpu_rmsnorm uses it from MXL_CPU_ISA_NEON up. */
+void mxl_cpu_rmsnorm_neon(const float *x, const float *w, int64_t n, float eps, int plus_one, float *y);
 
 #endif

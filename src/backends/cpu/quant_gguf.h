@@ -158,6 +158,14 @@ typedef void (*mxl_vec_dot4_fn)(int64_t n, const void *w, const void *xq, size_t
 mxl_vec_dot4_fn mxl_vec_dot4_avx2_get(mxl_dtype t);
 void mxl_quant_q8a_avx2(const float *x, mxl_block_q8a *y, int64_t n);
 
+/* AArch64 NEON variants (quant_gguf_neon.c), every format: dotprod false gives the baseline
+ * AdvSIMD kernels, true the SDOT ones (call only when mxl_cpu_isa_detect() reaches
+ * MXL_CPU_ISA_NEON_DOTPROD). Bit-identical to mxl_vec_dot_ref. NULL on other architectures. */
+mxl_vec_dot_fn mxl_vec_dot_neon_get(mxl_dtype t, bool dotprod);
+/* The same bits as mxl_quant_q8a_ref / mxl_quant_q8k_ref in NEON (the references elsewhere). */
+void mxl_quant_q8a_neon(const float *x, mxl_block_q8a *y, int64_t n);
+void mxl_quant_q8k_neon(const float *x, mxl_block_q8k *y, int64_t n);
+
 /* AVX-512 VNNI micro-kernel (quant_gguf_avx512.c): nrows (1..4) weight rows (row r at
  * (const char *)w + r*w_row_bytes) x ntok (1..4) tokens (activation row t at xq + t*xstride),
  * writing y[t*y_stride + r] for r < nrows, t < ntok. Float path (f32 order differs from the
