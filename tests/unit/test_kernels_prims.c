@@ -400,6 +400,32 @@ TEST(kernels_attention_f16_grouped_passes_equal_one_head) {
     }
 }
 
+/* The AVX-512 attention softmax against the reference softmax: lengths around the 16-lane tail,
+ * with and without a sink, a peaked row (exp arguments far below -87) and a flat one. */
+TEST(kernels_attention_softmax_avx512_matches_ref) {
+    if (mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX512VNNI) { /* only the references run on this CPU */
+        CHECK(mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX512VNNI);
+        return;
+    }
+    static const int64_t ns[] = {1, 5, 16, 17, 33, 100};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        for (int kind = 0; kind < 4; kind++) {
+            const int64_t n = ns[i];
+            float a[100], b[100];
+            for (int64_t j = 0; j < n; j++) a[j] = kind == 2 ? (j == n / 2 ? 150.0f : fr()) : kind == 3 ? 0.5f : fr() * 8;
+            memcpy(b, a, sizeof a);
+            float sink = kind == 1 ? 2.0f : -INFINITY;
+            mxl_cpu_softmax(a, n, 0.0f, sink);
+            mxl_attn_softmax_avx512(b, n, sink);
+            double sum = 0;
+            for (int64_t j = 0; j < n; j++) {
+                CHECK(fabsf(a[j] - b[j]) <= 1e-6f * (a[j] > 1e-3f ? a[j] : 1e-3f));
+                sum += b[j];
+            }
+            if (kind != 1) CHECK(fabs(sum - 1.0) <= 1e-5);
+        }
+}
+
 TEST(kernels_argmax_topk_match_naive_sort) {
     float x[1000];
     for (int rep = 0; rep < 5; rep++) {

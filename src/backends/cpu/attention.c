@@ -124,8 +124,11 @@ static void attn_group(const attn_ctx *c, int64_t t, int h, int G, float *s) {
         return;
     }
     mxl_attn_k_f16_avx512((const uint16_t *)kv->k, kv, hoff, lo, hi, G, c->q + (t * p->n_heads + h) * hd, hd, p->scale, s, ss);
-    for (int g = 0; g < G; g++)
-        mxl_cpu_softmax(s + g * ss + lo, hi - lo, p->softcap, p->sinks ? p->sinks[h + g] : -INFINITY);
+    for (int g = 0; g < G; g++) {
+        float sink = p->sinks ? p->sinks[h + g] : -INFINITY;
+        if (p->softcap > 0.0f) mxl_cpu_softmax(s + g * ss + lo, hi - lo, p->softcap, sink);
+        else mxl_attn_softmax_avx512(s + g * ss + lo, hi - lo, sink);
+    }
     mxl_attn_v_f16_avx512((const uint16_t *)kv->v, kv, hoff, lo, hi, G, s, ss, hd, o);
 }
 

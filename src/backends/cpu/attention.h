@@ -89,6 +89,8 @@ void mxl_cpu_attention_paged(const mxl_attn_params *p, const float *q, int64_t n
  * s[g * ss + j] = scale * q_g . K_j for the visible keys j in [lo, hi); o_g = sum over the
  * visible keys of s[g * ss + j] * V_j. Each head's result is the same bits for every G. */
 #define MXL_ATTN_HEAD_GROUP 4
+/* softmax of x[0..n) (finite) with the sink logit (-inf: none) in the denominator, no soft-cap */
+void mxl_attn_softmax_avx512(float *x, int64_t n, float sink);
 void mxl_attn_k_f16_avx512(const uint16_t *k, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi,
                            int G, const float *qh, int hd, float scale, float *s, int64_t ss);
 void mxl_attn_v_f16_avx512(const uint16_t *v, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi,

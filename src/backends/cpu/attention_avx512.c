@@ -9,13 +9,48 @@
  * attention.c's AVX2 path, and the same for every G. */
 #include "backends/cpu/attention.h"
 
+#include <math.h>
+
 #include "core/status.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+#include "backends/cpu/vexp_avx512.h"
+
+#undef AVX512
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define INLINE __attribute__((always_inline)) static inline
+
+/* Softmax of x[0..n) (finite scores) with the sink logit in the denominator (-inf: none), no
+ * soft-cap: the max, then e = exp(x - max) by mxl_exp512_ps (about 1 ulp; arguments below -87
+ * clamped, e ~ 1e-38 instead of a denormal), summed in 16 f32 lanes, then scaled by 1 / sum.
+ * Not the bits of mxl_cpu_softmax (expf, a double sum) but within its float rounding, and the
+ * same for a row whatever the batch. */
+AVX512 void mxl_attn_softmax_avx512(float *x, int64_t n, float sink) {
+    const __mmask16 tail = (__mmask16)(n % 16 ? (1u << (n % 16)) - 1 : 0xffff);
+    __m512 mx = _mm512_set1_ps(sink);
+    for (int64_t j = 0; j < n; j += 16) {
+        __mmask16 mk = j + 16 <= n ? 0xffff : tail;
+        mx = _mm512_mask_max_ps(mx, mk, mx, _mm512_maskz_loadu_ps(mk, x + j));
+    }
+    const float m = _mm512_reduce_max_ps(mx);
+    const __m512 vm = _mm512_set1_ps(m), lo = _mm512_set1_ps(-87.0f);
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j += 16) {
+        __mmask16 mk = j + 16 <= n ? 0xffff : tail;
+        __m512 e = _mm512_maskz_mov_ps(mk, mxl_exp512_ps(_mm512_max_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, x + j), vm), lo)));
+        _mm512_mask_storeu_ps(x + j, mk, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    float total = _mm512_reduce_add_ps(sum);
+    if (sink > -INFINITY) total += expf(sink - m);
+    const __m512 inv = _mm512_set1_ps(1.0f / total);
+    for (int64_t j = 0; j < n; j += 16) {
+        __mmask16 mk = j + 16 <= n ? 0xffff : tail;
+        _mm512_mask_storeu_ps(x + j, mk, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + j), inv));
+    }
+}
 
 /* V pass for G heads of one KV head, output elements c0 .. c0 + 16 nv: each V vector is loaded
  * and converted once for the G heads; head g skips the keys its own p_j is 0 for. */
@@ -125,6 +160,10 @@ AVX512 void mxl_attn_k_f16_avx512(const uint16_t *k, const mxl_kv_paged_view *kv
     }
 }
 #else
+void mxl_attn_softmax_avx512(float *x, int64_t n, float sink) {
+    (void)x; (void)n; (void)sink;
+    MXL_ASSERT(0 && "no AVX-512 on this build");
+}
 void mxl_attn_k_f16_avx512(const uint16_t *k, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi,
                            int G, const float *qh, int hd, float scale, float *s, int64_t ss) {
     (void)k; (void)kv; (void)hoff; (void)lo; (void)hi; (void)G; (void)qh; (void)hd; (void)scale; (void)s; (void)ss;
