@@ -4,9 +4,10 @@
 For 1, 2, 4 and 8 concurrent streams: aggregate decode tokens/s (every stream generates the same
 number of tokens with ignore_eos), time to first token p50/p99 under that load, and the ratio to one
 stream. With --soak SECONDS, 64 clients keep sending requests for that long; failed requests and
-the server's resident memory (VmRSS after warm-up vs at the end) are reported.
+the server's resident memory (VmRSS after warm-up vs at the end) are reported. With --reps R every
+level runs R times (the levels interleaved) and the table gives medians (and the aggregate's range).
 
-  .venv/bin/python scripts/bench_server.py [-m MODEL] [--tokens 64] [--soak 600]
+  .venv/bin/python scripts/bench_server.py [-m MODEL] [--tokens 64] [--reps 5] [--soak 600]
 """
 import argparse
 import json
@@ -66,6 +67,35 @@ def rss_kb(pid):
     return 0
 
 
+def engine_table(a):
+    """The engine's decode step with 1, 2, 4, 8 sequences (medians over rounds of median steps)."""
+    import tempfile
+    from bench_driver import build_driver  # scripts/ is on sys.path when a script runs
+    store = os.environ.get("MLXCEL_MODELS_DIR") or os.path.join(
+        os.environ.get("MLXCEL_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mlxcel"), "models")
+    path = a.model if os.path.exists(a.model) else os.path.join(store, a.model)
+    if os.path.isdir(path):
+        ggufs = sorted(f for f in os.listdir(path) if f.endswith(".gguf"))
+        path = os.path.join(path, ggufs[0]) if ggufs else path
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = build_driver(a.build, tmp, "bench_step_driver")
+        out = subprocess.run([exe, path, str(a.threads or 2), str(max(a.tokens, 16)), str(max(a.reps, 3))],
+                             capture_output=True, text=True)
+    if out.returncode:
+        sys.exit(f"bench_step_driver failed: {out.stderr.strip()}")
+    steps = {}
+    for line in out.stdout.splitlines():
+        f = line.split()
+        steps.setdefault(int(f[1]), []).append(float(f[3]))
+    one = statistics.median(steps[1])
+    print("| sequences per step | engine step ms | tok/s | x one sequence |")
+    print("|---|---|---|---|")
+    for n in sorted(steps):
+        ms = statistics.median(steps[n])
+        print(f"| {n} | {ms:.2f} | {n * 1e3 / ms:.1f} | {n * one / ms:.2f} |")
+    print()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-m", "--model", default="HuggingFaceTB/SmolLM2-135M-Instruct-GGUF")
@@ -74,29 +104,41 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--streams", default="1,2,4,8")
     ap.add_argument("--soak", type=int, default=0, help="seconds of a 64-client soak (0: none)")
+    ap.add_argument("--engine", action="store_true",
+                    help="also time the engine's decode step alone (scripts/bench_step_driver.c: 1, 2, 4, 8 sequences, no HTTP)")
+    ap.add_argument("--build", default="build", help="build directory whose libmlxcel.a the --engine driver links")
+    ap.add_argument("--reps", type=int, default=1, help="runs per level, interleaved; medians reported (shared machines are noisy)")
     a = ap.parse_args()
+    if a.engine:
+        engine_table(a)
     levels = [int(x) for x in a.streams.split(",")]
     proc, url = start(a.bin, a.model, max(levels + [8]), a.threads)
     try:
         stream_one(url, 8, [])  # warm-up
-        print(f"| streams | aggregate decode tok/s | x one stream | TTFT p50 ms | TTFT p99 ms |")
-        print(f"|---|---|---|---|---|")
-        base = None
+        print(f"| streams | aggregate decode tok/s | x one stream | TTFT p50 ms | TTFT p99 ms | client CPU / wall |")
+        print(f"|---|---|---|---|---|---|")
+        runs = {n: [] for n in levels}  # (aggregate, TTFT p50, TTFT p99, client CPU share) per run
+        for _ in range(a.reps):  # the levels interleaved, so a slow spell of the machine hits each alike
+            for n in levels:
+                out = []
+                th = [threading.Thread(target=stream_one, args=(url, a.tokens, out)) for _ in range(n)]
+                t0, c0 = time.time(), time.process_time()
+                for t in th:
+                    t.start()
+                for t in th:
+                    t.join()
+                wall = time.time() - t0
+                cpu = time.process_time() - c0  # this client's own share of the machine's cores
+                ttft = sorted(o[0] * 1e3 for o in out)
+                p99 = ttft[min(len(ttft) - 1, int(round(0.99 * (len(ttft) - 1))))]
+                runs[n].append((sum(o[1] for o in out) / wall, statistics.median(ttft), p99, cpu / wall))
+        base = statistics.median(r[0] for r in runs[levels[0]])
         for n in levels:
-            out = []
-            th = [threading.Thread(target=stream_one, args=(url, a.tokens, out)) for _ in range(n)]
-            t0 = time.time()
-            for t in th:
-                t.start()
-            for t in th:
-                t.join()
-            wall = time.time() - t0
-            total = sum(o[1] for o in out)
-            ttft = sorted(o[0] * 1e3 for o in out)
-            agg = total / wall
-            base = base or agg
-            p99 = ttft[min(len(ttft) - 1, int(round(0.99 * (len(ttft) - 1))))]
-            print(f"| {n} | {agg:.1f} | {agg / base:.2f} | {statistics.median(ttft):.0f} | {p99:.0f} |", flush=True)
+            agg = statistics.median(r[0] for r in runs[n])
+            spread = f" ({min(r[0] for r in runs[n]):.0f}-{max(r[0] for r in runs[n]):.0f})" if a.reps > 1 else ""
+            print(f"| {n} | {agg:.1f}{spread} | {agg / base:.2f} | {statistics.median(r[1] for r in runs[n]):.0f} | "
+                  f"{statistics.median(r[2] for r in runs[n]):.0f} | {100 * statistics.median(r[3] for r in runs[n]):.0f}% |",
+                  flush=True)
         if a.soak:
             fails = [0]
             done = [0]
