@@ -5,12 +5,18 @@
 #include <string.h>
 
 #if defined(__x86_64__)
+static _Thread_local mxl_amx_tilecfg cur;
+static _Thread_local int have;
+
 void mxl_amx_set_config(const mxl_amx_tilecfg *c) {
-    static _Thread_local mxl_amx_tilecfg cur;
-    static _Thread_local int have;
     if (have && !memcmp(&cur, c, sizeof cur)) return;
     mxl_amx_load_config(c);
     cur = *c;
     have = 1;
+}
+
+void mxl_amx_release(void) {
+    __asm__ volatile("tilerelease" ::: "memory");
+    have = 0;
 }
 #endif

@@ -26,6 +26,9 @@ static inline void mxl_amx_load_config(const mxl_amx_tilecfg *c) {
  * amx_tile.c, so its record of the current one is right). LDTILECFG also zeroes the tiles; once
  * per matmul task it was about 1% of a batched decode step. */
 void mxl_amx_set_config(const mxl_amx_tilecfg *c);
+/* TILERELEASE (tiles back to their initial, unconfigured state, which the kernel need not save),
+ * forgetting the record: every release goes through here, never _tile_release. */
+void mxl_amx_release(void);
 #endif
 
 #endif

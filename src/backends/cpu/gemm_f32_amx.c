@@ -228,7 +228,7 @@ AMX static void panel_task_amx(void *vctx, int task, int n_tasks, int thread_ind
             mxl_gemm_f32_store_avx512(tmp, 32, rows, bias_p, c->act, c->y + m0 * N + n0, N, ncols);
         }
     }
-    _tile_release();
+    mxl_amx_release();
 }
 
 size_t mxl_gemm_amx_scratch_bytes(int64_t M, int64_t K, int n_threads) {
