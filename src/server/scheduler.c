@@ -684,7 +684,13 @@ static void decode_tick(mxl_sched *s) {
                 if (sl->j->stops[k] && strcmp(sl->j->stops[k], ev.stop_word) == 0) e.stop_word = sl->j->stops[k];
         memcpy(e.top_ids, ev.top_ids, sizeof e.top_ids);
         memcpy(e.top_logprobs, ev.top_logprobs, sizeof e.top_logprobs);
-        if (ev.token >= 0) produced++;
+        if (ev.token >= 0) { /* counted before the event goes out: a client that reads /metrics right after its
+                              * last token must find it there */
+            produced++;
+            pthread_mutex_lock(&s->mu);
+            s->stats.tokens_predicted_total++;
+            pthread_mutex_unlock(&s->mu);
+        }
         busy++;
         int64_t held = mxl_seq_n_prompt(sl->seq) + mxl_seq_n_generated(sl->seq);
         if (held > longest) longest = held;
@@ -699,7 +705,6 @@ static void decode_tick(mxl_sched *s) {
     }
     feed_all(s, feed, feed_slot, n_feed);
     pthread_mutex_lock(&s->mu);
-    s->stats.tokens_predicted_total += produced;
     if (produced) s->stats.decode_ms_total += now_ms() - t0;
     if (busy) {
         s->stats.n_decode_total++;
