@@ -73,7 +73,7 @@ static void run_tasks(mxl_threadpool *p, unsigned long g, int thread_index) {
         uint64_t st = atomic_load_explicit(&s->claim, memory_order_acquire);
         if ((st & 0xffffffff00000000ull) != tag) return;
         uint32_t t = (uint32_t)st;
-        int n = atomic_load_explicit(&s->n_tasks, memory_order_relaxed); /* used only if the claim succeeds */
+        int n = atomic_load_explicit(&s->n_tasks, memory_order_acquire); /* used only if the claim succeeds */
         if ((int)t >= n) return;
         if (!atomic_compare_exchange_weak_explicit(&s->claim, &st, st + 1, memory_order_acq_rel, memory_order_acquire))
             continue;
@@ -185,11 +185,18 @@ void mxl_threadpool_run(mxl_threadpool *p, int n_tasks, mxl_task_fn fn, void *ct
     unsigned long g = atomic_load_explicit(&p->generation, memory_order_relaxed) + 1;
     if ((uint32_t)g == 0) g++; /* keep the 32-bit tag of a job nonzero */
     job_slot *s = &p->slot[g & 1];
+    /* the new tag first: a worker still in run_tasks for the slot's last job (descheduled through
+     * the whole of the job between) must not pair that job's claim word with this job's n_tasks.
+     * It did: the claim CAS on the old tag succeeded against the new, larger n_tasks, ran a task
+     * of this job a second time and counted it in `done`, which then passed n_tasks and the
+     * caller waited forever (seen as a hang in test_threadpool_many_short_jobs_oversubscribed).
+     * n_tasks is stored with release after the tag and read with acquire, so a worker that sees
+     * the new count sees the new tag and its CAS fails. */
+    atomic_store_explicit(&s->claim, (uint64_t)(uint32_t)g << 32, memory_order_release);
     s->fn = fn;
     s->ctx = ctx;
-    atomic_store_explicit(&s->n_tasks, n_tasks, memory_order_relaxed);
     atomic_store_explicit(&s->done, 0, memory_order_relaxed);
-    atomic_store_explicit(&s->claim, (uint64_t)(uint32_t)g << 32, memory_order_release);
+    atomic_store_explicit(&s->n_tasks, n_tasks, memory_order_release);
     atomic_store_explicit(&p->generation, g, memory_order_release);
     /* sleepers re-check the generation under the mutex, so this wakes every one of them */
     pthread_mutex_lock(&p->mu);
