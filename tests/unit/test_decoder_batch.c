@@ -239,6 +239,17 @@ static const batch_case k_fixture_case = {
     N_SEQ, {3, 9, 1, 14, 6}, {24, 32, 64, 40, 17}, {2, 8, 4, 16, 5}, 6, true,
 };
 
+/* Opens and loads fixture `name` (a failed CHECK, naming it, when it cannot). */
+static bool load_fixture(const char *name, mxl_checkpoint **ck, mxl_decoder *d, int *mxl_test_failed_) {
+    mxl_error err;
+    if (mxl_checkpoint_open(fixture_dir(name), ck, &err) == MXL_OK && mxl_decoder_load(*ck, d, &err) == MXL_OK) return true;
+    fprintf(stderr, "  %s: %s\n", name, err.msg);
+    CHECK(0);
+    mxl_checkpoint_close(*ck);
+    *ck = NULL;
+    return false;
+}
+
 static void run_fixtures(bool reference, int *mxl_test_failed_) {
     mxl_threadpool *pool = NULL;
     mxl_error err;
@@ -246,12 +257,7 @@ static void run_fixtures(bool reference, int *mxl_test_failed_) {
     for (size_t f = 0; f < sizeof k_fixtures / sizeof k_fixtures[0]; f++) {
         mxl_checkpoint *ck = NULL;
         mxl_decoder d;
-        if (mxl_checkpoint_open(fixture_dir(k_fixtures[f]), &ck, &err) != MXL_OK || mxl_decoder_load(ck, &d, &err) != MXL_OK) {
-            fprintf(stderr, "  %s: %s\n", k_fixtures[f], err.msg);
-            CHECK(0);
-            mxl_checkpoint_close(ck);
-            continue;
-        }
+        if (!load_fixture(k_fixtures[f], &ck, &d, mxl_test_failed_)) continue;
         batch_case c = k_fixture_case;
         c.reference = reference;
         /* the pool and no pool: the split over threads must not matter */
@@ -316,12 +322,7 @@ TEST(decoder_spans_prefill_and_mixed_equal_one_by_one_bitwise) {
     for (size_t f = 0; f < sizeof k_fixtures / sizeof k_fixtures[0]; f++) {
         mxl_checkpoint *ck = NULL;
         mxl_decoder d;
-        if (mxl_checkpoint_open(fixture_dir(k_fixtures[f]), &ck, &err) != MXL_OK || mxl_decoder_load(ck, &d, &err) != MXL_OK) {
-            fprintf(stderr, "  %s: %s\n", k_fixtures[f], err.msg);
-            CHECK(0);
-            mxl_checkpoint_close(ck);
-            continue;
-        }
+        if (!load_fixture(k_fixtures[f], &ck, &d, mxl_test_failed_)) continue;
         for (int ref = 0; ref < 2; ref++) {
             batch_case c = k_fixture_case;
             c.reference = ref;
