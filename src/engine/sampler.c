@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/embed_topk.h"
 #include "engine/sampler_internal.h"
 
 const char *const mxl_sampler_default_dry_breakers[4] = {"\n", ":", "\"", "*"};
@@ -198,12 +199,9 @@ mxl_status mxl_sampler_reserve(mxl_sampler *s, size_t n_history, mxl_error *err)
 }
 
 mxl_status mxl_sampler_check_logits(const float *logits, int32_t n_vocab, mxl_error *err) {
-    /* one branch-free pass (NaN and +inf fail `l < inf`), then find the culprit if needed */
-    int bad = 0, any = 0;
-    for (int32_t i = 0; i < n_vocab; i++) {
-        bad |= !(logits[i] < INFINITY);
-        any |= logits[i] > -INFINITY;
-    }
+    /* one vectorized pass (backends/cpu/embed_topk.h), then find the culprit if needed */
+    bool bad, any;
+    mxl_cpu_logits_scan(logits, n_vocab, &bad, &any);
     if (bad)
         for (int32_t i = 0; i < n_vocab; i++) {
             if (isnan(logits[i])) return mxl_error_set(err, MXL_ERR_INTERNAL, "the model produced a NaN logit (token %d); refusing to sample", i);
@@ -268,10 +266,10 @@ static mxl_status run_chain(mxl_sampler *s, float *logits, const int32_t *histor
     }
     smp_cur c = {s->cands, 0, false};
     if (greedy_shortcut(p)) {
-        int32_t best = -1;
-        for (int32_t i = 0; i < s->n_vocab; i++)
-            if (logits[i] != -INFINITY && (best < 0 || logits[i] > logits[best])) best = i;
-        if (best < 0) return mxl_error_set(err, MXL_ERR_ARG, "every token is banned (logit -inf after the logit bias and penalties)");
+        /* no NaN here (checked above; bias and penalties refuse to make one): the first of the
+         * largest values, which is -inf only when every token is banned */
+        const int32_t best = (int32_t)mxl_cpu_argmax(logits, s->n_vocab);
+        if (!(logits[best] > -INFINITY)) return mxl_error_set(err, MXL_ERR_ARG, "every token is banned (logit -inf after the logit bias and penalties)");
         s->one = (mxl_sampler_cand){best, logits[best], 1.0f};
         c = (smp_cur){&s->one, 1, true};
     } else {

@@ -454,6 +454,55 @@ TEST(kernels_argmax_topk_match_naive_sort) {
     }
 }
 
+/* The AVX-512 argmax and logit scan against the references: lengths around the 16 / 32-lane
+ * steps, ties, NaN / +-inf / signed zeros placed on either side of the maximum, all-NaN and
+ * all--inf rows. */
+TEST(kernels_argmax_logits_scan_avx512_match_ref) {
+    if (mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX512VNNI) { /* only the references run on this CPU */
+        CHECK(mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX512VNNI);
+        return;
+    }
+    static const int64_t ns[] = {0, 1, 15, 16, 17, 31, 32, 33, 47, 100, 1000};
+    float x[1000];
+    int checked = 0;
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        for (int kind = 0; kind < 8; kind++) {
+            const int64_t n = ns[i];
+            for (int64_t j = 0; j < n; j++) x[j] = kind == 1 ? (float)((int)(fr() * 5)) : fr() * 20; /* 1: ties */
+            if (n > 2) {
+                if (kind == 2) x[n / 3] = NAN, x[n - 1] = NAN, x[0] = NAN;
+                if (kind == 3) x[n / 2] = INFINITY;
+                if (kind == 4) x[n - 1] = -INFINITY, x[1] = 1e30f;
+                if (kind == 5) /* signed zeros as the maximum */
+                    for (int64_t j = 0; j < n; j++) x[j] = j % 3 == 0 ? -0.0f : j % 3 == 1 ? 0.0f : -fr() - 1;
+            }
+            if (kind == 6)
+                for (int64_t j = 0; j < n; j++) x[j] = j % 2 ? NAN : -INFINITY;
+            if (kind == 7)
+                for (int64_t j = 0; j < n; j++) x[j] = NAN;
+            CHECK(mxl_cpu_argmax_avx512(x, n) == mxl_cpu_argmax_ref(x, n));
+            bool b1, a1, b2, a2;
+            mxl_cpu_logits_scan_ref(x, n, &b1, &a1);
+            mxl_cpu_logits_scan_avx512(x, n, &b2, &a2);
+            CHECK(b1 == b2 && a1 == a2);
+            checked++;
+        }
+    CHECK(checked == 88);
+    /* the scan's answers themselves, on rows whose answer is known */
+    bool bad, any;
+    float row[40];
+    for (int j = 0; j < 40; j++) row[j] = -INFINITY;
+    mxl_cpu_logits_scan(row, 40, &bad, &any);
+    CHECK(!bad && !any);
+    row[37] = NAN;
+    mxl_cpu_logits_scan(row, 40, &bad, &any);
+    CHECK(bad && !any);
+    row[37] = -3.0f;
+    mxl_cpu_logits_scan(row, 40, &bad, &any);
+    CHECK(!bad && any);
+    CHECK(mxl_cpu_argmax(row, 40) == 37);
+}
+
 TEST(kernels_embed_real_q8_0_table_matches_gguf_package) {
     char path[1024];
     const char *home = getenv("HOME");

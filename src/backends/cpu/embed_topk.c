@@ -1,8 +1,11 @@
-/* embed_topk.c - embedding lookup and argmax/top-k (embed_topk.h). Top-k keeps a size-k min-heap
+/* embed_topk.c - embedding lookup, argmax/top-k and the logit scan (embed_topk.h): the references
+ * and their dispatch. Top-k keeps a size-k min-heap
  * (O(n log k)), then sorts it. */
 #include "backends/cpu/embed_topk.h"
 
 #include <math.h>
+
+#include "backends/cpu/cpu_features.h"
 
 mxl_status mxl_cpu_embed(const mxl_cpu_weight *table, const int32_t *ids, int64_t n, float scale,
                          float *out, mxl_error *err) {
@@ -19,6 +22,25 @@ mxl_status mxl_cpu_embed(const mxl_cpu_weight *table, const int32_t *ids, int64_
 }
 
 int64_t mxl_cpu_argmax(const float *x, int64_t n) {
+    if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI) return mxl_cpu_argmax_avx512(x, n);
+    return mxl_cpu_argmax_ref(x, n);
+}
+
+void mxl_cpu_logits_scan(const float *x, int64_t n, bool *bad, bool *any) {
+    if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI) mxl_cpu_logits_scan_avx512(x, n, bad, any);
+    else mxl_cpu_logits_scan_ref(x, n, bad, any);
+}
+
+void mxl_cpu_logits_scan_ref(const float *x, int64_t n, bool *bad, bool *any) {
+    int b = 0, a = 0; /* branch-free: NaN and +inf fail `x < inf` */
+    for (int64_t i = 0; i < n; i++) {
+        b |= !(x[i] < INFINITY);
+        a |= x[i] > -INFINITY;
+    }
+    *bad = b, *any = a;
+}
+
+int64_t mxl_cpu_argmax_ref(const float *x, int64_t n) {
     int64_t best = -1;
     for (int64_t i = 0; i < n; i++)
         if (!isnan(x[i]) && (best < 0 || x[i] > x[best])) best = i;
