@@ -19,7 +19,7 @@ struct mxl_seq {
     mxl_grammar_vocab *gvocab; /* token texts for grammars, built on the first constrained request */
     mxl_detok_stream *ds;
     float *logits; /* [vocab] current next-token logits */
-    float *work;   /* [vocab] sampler's copy (penalties modify it) */
+    float *work;   /* [vocab] sampler's copy when fill_probs needs the raw logits after the pick */
     int32_t *ids;  /* [ctx_len] prompt then generated */
     size_t n_ids, n_prompt, n_fed, n_cached;
     size_t n_refill; /* after mxl_seq_preempt: positions to run again before decoding goes on */
@@ -395,12 +395,18 @@ mxl_status mxl_seq_sample(mxl_seq *s, mxl_seq_event *ev, mxl_error *err) {
     if (mxl_seq_prefill_left(s) > 0 || s->pending_feed)
         return mxl_error_set(err, MXL_ERR_INTERNAL, "sample before the prompt or the last token was run");
     if (s->n_gen >= s->budget) return finish(s, "length", ev, err);
-    memcpy(s->work, s->logits, (size_t)s->vocab * sizeof(float));
+    /* the sampler's stages change the row it picks from; only fill_probs reads the raw logits
+     * afterwards, so only then does the sampler get a copy (a vocabulary row per token) */
+    float *l = s->logits;
+    if (s->n_probs > 0 && !s->post_probs) {
+        memcpy(s->work, s->logits, (size_t)s->vocab * sizeof(float));
+        l = s->work;
+    }
     if (s->ignore_eos) /* as llama.cpp: EOS ids can never be sampled */
-        for (int k = 0; k < s->m->n_eos; k++) s->work[s->m->eos[k]] = -INFINITY;
+        for (int k = 0; k < s->m->n_eos; k++) l[s->m->eos[k]] = -INFINITY;
     int32_t id;
     /* the sampler checks the logits first: NaN / +inf is reported, never sampled */
-    mxl_status st = mxl_sampler_pick(s->smp, s->work, s->ids, s->n_ids, &id, err);
+    mxl_status st = mxl_sampler_pick(s->smp, l, s->ids, s->n_ids, &id, err);
     if (st) return st;
     if (s->n_probs > 0 && s->post_probs) fill_post_probs(s, id, ev);
     else if (s->n_probs > 0) fill_probs(s, id, ev);

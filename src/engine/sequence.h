@@ -120,7 +120,8 @@ void mxl_seq_preempt(mxl_seq *s);
 bool mxl_seq_pending_feed(const mxl_seq *s);
 /* The sequence's token ids so far (prompt then generated). */
 const int32_t *mxl_seq_tokens(const mxl_seq *s, size_t *n);
-/* The logits the next mxl_seq_sample reads (before penalties), [vocab]. */
+/* The logits the next mxl_seq_sample reads (before penalties), [vocab]; after a sample and
+ * before the next feed they may hold the sampler's changes (bias, penalties, banned EOS). */
 const float *mxl_seq_logits(const mxl_seq *s);
 
 #endif
