@@ -444,6 +444,7 @@ struct mxl_decoder_state {
     float *inv_freq, *inv_freq_local;
     float attn_factor, attn_factor_local; /* YaRN cos/sin scale */
     int64_t *q_pos;   /* [max_batch] position of each row */
+    float *rope_cs;   /* [max_batch][2][head_dim] each row's RoPE cosines / sines (mxl_rope_table), global then local */
     int32_t *pos_ids; /* [max_batch] the same as ids into the learned position table */
     row_span *spans;  /* [max_batch] the spans of a batched call */
     float *attn_scratch; /* this state's attention scratch (its own pool's threads, its max_ctx) */
@@ -608,7 +609,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
     /* float counts of each buffer, carved from one block (64-byte aligned pieces) */
     uint64_t sizes[] = {
         B * H, B * H, B * qd, B * kvd, B * kvd, B * qd, B * H, B * F, B * F,
-        (uint64_t)hp->head_dim, (uint64_t)hp->head_dim, B * 2, B,
+        (uint64_t)hp->head_dim, (uint64_t)hp->head_dim, B * 2, B, B * 2 * (uint64_t)hp->head_dim,
         (B * sizeof(row_span) + sizeof(float) - 1) / sizeof(float),
         (uint64_t)mxl_cpu_attention_scratch_floats(max_ctx, s->n_threads),
         (uint64_t)(max_scratch(d, max_batch) + 3) / 4,
@@ -616,7 +617,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
     };
     float **ptrs[] = {&s->x, &s->xn, &s->q, &s->k, &s->v, &s->att, &s->o,
                       &s->gate, &s->up, &s->inv_freq, &s->inv_freq_local, (float **)&s->q_pos,
-                      (float **)&s->pos_ids, (float **)&s->spans, &s->attn_scratch, (float **)&s->mm_scratch,
+                      (float **)&s->pos_ids, &s->rope_cs, (float **)&s->spans, &s->attn_scratch, (float **)&s->mm_scratch,
                       (float **)&s->table};
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += (sizes[i] + 16) & ~(uint64_t)15;
@@ -814,9 +815,19 @@ static void rms_rows(const mxl_decoder_hparams *hp, const float *w, float *x, in
     for (int64_t r = 0; r < rows; r++) mxl_cpu_rmsnorm(x + r * dim, w, dim, hp->norm_eps, hp->norm_plus_one, x + r * dim);
 }
 
+typedef float v4f __attribute__((vector_size(16))); /* 4 lanes of the target's baseline SIMD */
+
 static void residual_add(float *x, const float *y, int64_t n, float scale) {
     if (scale == 1.0f) {
-        for (int64_t i = 0; i < n; i++) x[i] += y[i];
+        int64_t i = 0;
+        for (; i + 4 <= n; i += 4) { /* the same additions, 4 lanes at a time */
+            v4f a, b;
+            memcpy(&a, x + i, sizeof a);
+            memcpy(&b, y + i, sizeof b);
+            a += b;
+            memcpy(x + i, &a, sizeof a);
+        }
+        for (; i < n; i++) x[i] += y[i];
     } else {
         for (int64_t i = 0; i < n; i++) x[i] += scale * y[i];
     }
@@ -829,6 +840,7 @@ typedef struct fwd_pass {
     const row_span *spans;
     int64_t n_spans, n_rows;
     int64_t layer; /* for attn_spans_task */
+    bool rope_ready[2]; /* ws->rope_cs holds this pass's rows for the global / local RoPE */
 } fwd_pass;
 
 /* Attention of one span over its own state's layer-l cache (rows already appended); the span's
@@ -875,12 +887,21 @@ static void attention_block(fwd_pass *f, int64_t l, const float *h) {
         linear_multi(W, b, 3, h, n, y, ws);
     }
     const mxl_rope_cfg *rc = L->sliding ? &hp->rope_local : &hp->rope;
-    /* the frequency tables depend on the context length only for DYNAMIC scaling, which is
-     * computed from each state's own max_ctx: use the row's own state's table */
+    const int rk = L->sliding ? 1 : 0;
+    if (L->rope && !f->rope_ready[rk]) { /* each row's cosines / sines once per pass, not per layer */
+        /* the frequency tables depend on the context length only for DYNAMIC scaling, which is
+         * computed from each state's own max_ctx: use the row's own state's table */
+        for (int64_t si = 0; si < f->n_spans; si++) {
+            const row_span *sp = &f->spans[si];
+            const float *inv = L->sliding ? sp->s->inv_freq_local : sp->s->inv_freq;
+            float af = L->sliding ? sp->s->attn_factor_local : sp->s->attn_factor;
+            for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++)
+                mxl_rope_table(rc, inv, af, ws->q_pos[t], ws->rope_cs + (t * 2 + rk) * hd);
+        }
+        f->rope_ready[rk] = true;
+    }
     for (int64_t si = 0; si < f->n_spans; si++) {
         const row_span *sp = &f->spans[si];
-        const float *inv = L->sliding ? sp->s->inv_freq_local : sp->s->inv_freq;
-        float af = L->sliding ? sp->s->attn_factor_local : sp->s->attn_factor;
         for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++) {
             float *qt = ws->q + t * qd, *kt = ws->k + t * kvd;
             if (hp->qk_norm_kind == MXL_QK_NORM_HEAD) {
@@ -891,8 +912,9 @@ static void attention_block(fwd_pass *f, int64_t l, const float *h) {
                 rms_rows(hp, L->k_norm, kt, 1, kvd);
             }
             if (L->rope) {
-                mxl_rope_apply(rc, inv, af, qt, (int)hp->n_heads, ws->q_pos[t]);
-                mxl_rope_apply(rc, inv, af, kt, (int)hp->n_kv_heads, ws->q_pos[t]);
+                const float *cs = ws->rope_cs + (t * 2 + rk) * hd;
+                mxl_rope_apply_table(rc, cs, qt, (int)hp->n_heads);
+                mxl_rope_apply_table(rc, cs, kt, (int)hp->n_kv_heads);
             }
         }
         /* append in the state's storage types (f16 / int8 conversion here, once per token) */
@@ -1008,7 +1030,7 @@ static mxl_status forward_last(const mxl_decoder *d, mxl_decoder_state *s, const
     for (int64_t off = 0; off < n; off += s->max_batch) {
         int64_t m = n - off < s->max_batch ? n - off : s->max_batch;
         row_span sp = {s, 0, m, s->pos};
-        fwd_pass f = {d, s, &sp, 1, m, 0};
+        fwd_pass f = {d, s, &sp, 1, m, 0, {false, false}};
         forward_rows(&f, tokens + off);
         if (off + m < n) continue;
         if (logits) span_logits(&f, logits);
@@ -1076,7 +1098,7 @@ mxl_status mxl_decoder_forward_spans(const mxl_decoder *d, mxl_decoder_state *co
         }
     for (int64_t i = 0, r = 0; i < n_seqs; r += counts ? counts[i] : 1, i++)
         ws->spans[i] = (row_span){states[i], r, counts ? counts[i] : 1, states[i]->pos};
-    fwd_pass f = {d, ws, ws->spans, n_seqs, rows, 0};
+    fwd_pass f = {d, ws, ws->spans, n_seqs, rows, 0, {false, false}};
     forward_rows(&f, tokens);
     span_logits(&f, logits);
     return MXL_OK;

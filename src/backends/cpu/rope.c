@@ -2,6 +2,7 @@
 #include "backends/cpu/rope.h"
 
 #include <math.h>
+#include <string.h>
 
 static double yarn_get_mscale(double scale, double mscale) {
     return scale <= 1.0 ? 1.0 : 0.1 * mscale * log(scale) + 1.0;
@@ -73,13 +74,39 @@ void mxl_rope_freqs(const mxl_rope_cfg *c, int64_t seq_len, float *inv_freq, flo
     if (c->attn_mul > 0) *attn_factor = (float)((double)*attn_factor * c->attn_mul);
 }
 
-void mxl_rope_apply(const mxl_rope_cfg *c, const float *inv_freq, float attn_factor, float *x,
-                    int n_heads, int64_t pos) {
+void mxl_rope_table(const mxl_rope_cfg *c, const float *inv_freq, float attn_factor, int64_t pos, float *cs) {
     const int half = c->rotary_dim / 2;
     const float p = (float)pos;
     for (int i = 0; i < half; i++) {
         float ang = p * inv_freq[i];
-        float co = cosf(ang) * attn_factor, si = sinf(ang) * attn_factor;
+        cs[i] = cosf(ang) * attn_factor;
+        cs[half + i] = sinf(ang) * attn_factor;
+    }
+}
+
+typedef float v4f __attribute__((vector_size(16))); /* 4 lanes of the target's baseline SIMD */
+
+void mxl_rope_apply_table(const mxl_rope_cfg *c, const float *cs, float *x, int n_heads) {
+    const int half = c->rotary_dim / 2;
+    if (c->style == MXL_ROPE_NEOX && half % 4 == 0) {
+        /* the halves are contiguous: 4 pairs at a time, the same operations per element */
+        for (int h = 0; h < n_heads; h++) {
+            float *xa = x + (int64_t)h * c->head_dim, *xb = xa + half;
+            for (int i = 0; i < half; i += 4) {
+                v4f co, si, x0, x1;
+                memcpy(&co, cs + i, sizeof co);
+                memcpy(&si, cs + half + i, sizeof si);
+                memcpy(&x0, xa + i, sizeof x0);
+                memcpy(&x1, xb + i, sizeof x1);
+                v4f ya = x0 * co - x1 * si, yb = x1 * co + x0 * si;
+                memcpy(xa + i, &ya, sizeof ya);
+                memcpy(xb + i, &yb, sizeof yb);
+            }
+        }
+        return;
+    }
+    for (int i = 0; i < half; i++) {
+        const float co = cs[i], si = cs[half + i];
         for (int h = 0; h < n_heads; h++) {
             float *xh = x + (int64_t)h * c->head_dim;
             int a = c->style == MXL_ROPE_NEOX ? i : 2 * i;
@@ -89,4 +116,11 @@ void mxl_rope_apply(const mxl_rope_cfg *c, const float *inv_freq, float attn_fac
             xh[b] = x1 * co + x0 * si;
         }
     }
+}
+
+void mxl_rope_apply(const mxl_rope_cfg *c, const float *inv_freq, float attn_factor, float *x,
+                    int n_heads, int64_t pos) {
+    float cs[c->rotary_dim > 0 ? c->rotary_dim : 1];
+    mxl_rope_table(c, inv_freq, attn_factor, pos, cs);
+    mxl_rope_apply_table(c, cs, x, n_heads);
 }

@@ -57,5 +57,10 @@ void mxl_rope_freqs(const mxl_rope_cfg *c, int64_t seq_len, float *inv_freq, flo
 /* Rotates n_heads heads stored contiguously ([n_heads, head_dim]) in place at position pos. */
 void mxl_rope_apply(const mxl_rope_cfg *c, const float *inv_freq, float attn_factor, float *x,
                     int n_heads, int64_t pos);
+/* The same in two steps, for callers that rotate several vectors at one position (a decoder's
+ * queries and keys in every layer): cs[rotary_dim] = the position's cosines then sines (times
+ * attn_factor), then the rotation with them; the same bits as mxl_rope_apply. */
+void mxl_rope_table(const mxl_rope_cfg *c, const float *inv_freq, float attn_factor, int64_t pos, float *cs);
+void mxl_rope_apply_table(const mxl_rope_cfg *c, const float *cs, float *x, int n_heads);
 
 #endif
