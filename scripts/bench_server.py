@@ -5,7 +5,8 @@ For 1, 2, 4 and 8 concurrent streams: aggregate decode tokens/s (every stream ge
 number of tokens with ignore_eos), time to first token p50/p99 under that load, and the ratio to one
 stream. With --soak SECONDS, 64 clients keep sending requests for that long; failed requests and
 the server's resident memory (VmRSS after warm-up vs at the end) are reported. With --reps R every
-level runs R times (the levels interleaved) and the table gives medians (and the aggregate's range).
+level runs R times (the levels interleaved) and the table gives medians (and the aggregate's range),
+and the median over rounds of each round's ratio to its own one-stream run ("paired").
 
   .venv/bin/python scripts/bench_server.py [-m MODEL] [--tokens 64] [--reps 5] [--soak 600]
 """
@@ -115,8 +116,8 @@ def main():
     proc, url = start(a.bin, a.model, max(levels + [8]), a.threads)
     try:
         stream_one(url, 8, [])  # warm-up
-        print(f"| streams | aggregate decode tok/s | x one stream | TTFT p50 ms | TTFT p99 ms | client CPU / wall |")
-        print(f"|---|---|---|---|---|---|")
+        print(f"| streams | aggregate decode tok/s | x one stream | x one stream, paired | TTFT p50 ms | TTFT p99 ms | client CPU / wall |")
+        print(f"|---|---|---|---|---|---|---|")
         runs = {n: [] for n in levels}  # (aggregate, TTFT p50, TTFT p99, client CPU share) per run
         for _ in range(a.reps):  # the levels interleaved, so a slow spell of the machine hits each alike
             for n in levels:
@@ -136,7 +137,10 @@ def main():
         for n in levels:
             agg = statistics.median(r[0] for r in runs[n])
             spread = f" ({min(r[0] for r in runs[n]):.0f}-{max(r[0] for r in runs[n]):.0f})" if a.reps > 1 else ""
-            print(f"| {n} | {agg:.1f}{spread} | {agg / base:.2f} | {statistics.median(r[1] for r in runs[n]):.0f} | "
+            # each round's ratio to the same round's first level (seconds apart, so a slow or fast
+            # spell of a shared machine hits both), then the median over rounds
+            paired = statistics.median(r[0] / r0[0] for r, r0 in zip(runs[n], runs[levels[0]]))
+            print(f"| {n} | {agg:.1f}{spread} | {agg / base:.2f} | {paired:.2f} | {statistics.median(r[1] for r in runs[n]):.0f} | "
                   f"{statistics.median(r[2] for r in runs[n]):.0f} | {100 * statistics.median(r[3] for r in runs[n]):.0f}% |",
                   flush=True)
         if a.soak:
