@@ -1,6 +1,5 @@
 /* embed_topk.c - embedding lookup, argmax/top-k and the logit scan (embed_topk.h): the references
- * and their dispatch. Top-k keeps a size-k min-heap
- * (O(n log k)), then sorts it. */
+ * and their dispatch. Top-k keeps a size-k min-heap (O(n log k)), then sorts it. */
 #include "backends/cpu/embed_topk.h"
 
 #include <math.h>
