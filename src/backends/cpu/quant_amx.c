@@ -508,10 +508,7 @@ AMX __attribute__((always_inline)) static inline void panel_kernel(int kind, int
  * block is per instruction rather than per row, so this halves it for decode batches; the int32
  * dots and the float steps after them are the same, so are the bits. */
 #ifndef PAIR_DEPTH
-#define PAIR_DEPTH 3 /* blocks between a block's tile product and its float steps (PAIR_LAG..3) */
-#endif
-#ifndef PAIR_LAG
-#define PAIR_LAG 2 /* blocks between a block's tile product and the store of its result (0..2) */
+#define PAIR_DEPTH 3 /* blocks between a block's tile product and its float steps (2..3) */
 #endif
 AMX __attribute__((always_inline)) static inline void panel_kernel_pair(int kind, int wide, int NT, const uint8_t *pan, int64_t nb,
                                                                         size_t bb, const uint8_t *abuf, const uint8_t *act,
@@ -524,8 +521,9 @@ AMX __attribute__((always_inline)) static inline void panel_kernel_pair(int kind
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     if (nib) split_nibbles(kind, codes_at(kind, pan, 0, bb), split[0]);
     /* block b into accumulator tile T (0, 1, 4, 5 in turn: b % 4); the store of block b's tile
-     * (TS) into cbuf[b % 4] waits PAIR_LAG blocks, so it does not stall on the product's
-     * latency, and its float steps PAIR_DEPTH blocks, so the tile unit works ahead of them */
+     * into cbuf[b % 4] waits two blocks (block b + 2's step stores TS, block b's tile), so it
+     * does not stall on the product's latency, and its float steps PAIR_DEPTH blocks, so the
+     * tile unit works ahead of them */
 #define PSTEP(b, T, TS)                                                                                   \
     do {                                                                                                  \
         if ((b) < nb) {                                                                                   \
@@ -538,44 +536,22 @@ AMX __attribute__((always_inline)) static inline void panel_kernel_pair(int kind
             if (kind == K_Q8_0) _tile_dpbssd(T, 2, 3);                                                    \
             else _tile_dpbsud(T, 2, 3);                                                                   \
         }                                                                                                 \
-        if ((b) - PAIR_LAG >= 0 && (b) - PAIR_LAG < nb) _tile_stored(TS, cbuf[((b) - PAIR_LAG) & 3], 64); \
+        if ((b) - 2 >= 0 && (b) - 2 < nb) _tile_stored(TS, cbuf[((b) - 2) & 3], 64);                     \
     } while (0)
 #define PPOST(b)                                                                                          \
     do {                                                                                                  \
         if ((b) >= 0 && (b) < nb) post_block(kind, wide, NT, cbuf[(b) & 3], cbuf[(b) & 3] + 16 * NT, pan, bb, act, as, b, acc); \
     } while (0)
-/* the tile that block b - PAIR_LAG used, at each position b % 4 (a literal: the tile
- * intrinsics take the tile's number into their assembly text) */
-#if PAIR_LAG == 0
-#define TS0 0
-#define TS1 1
-#define TS2 4
-#define TS3 5
-#elif PAIR_LAG == 1
-#define TS0 5
-#define TS1 0
-#define TS2 1
-#define TS3 4
-#else
-#define TS0 4
-#define TS1 5
-#define TS2 0
-#define TS3 1
-#endif
     for (int64_t b = 0; b < nb + PAIR_DEPTH; b += 4) {
-        PSTEP(b, 0, TS0);
+        PSTEP(b, 0, 4); /* stores block b - 2's tile (4), and so on */
         PPOST(b - PAIR_DEPTH);
-        PSTEP(b + 1, 1, TS1);
+        PSTEP(b + 1, 1, 5);
         PPOST(b + 1 - PAIR_DEPTH);
-        PSTEP(b + 2, 4, TS2);
+        PSTEP(b + 2, 4, 0);
         PPOST(b + 2 - PAIR_DEPTH);
-        PSTEP(b + 3, 5, TS3);
+        PSTEP(b + 3, 5, 1);
         PPOST(b + 3 - PAIR_DEPTH);
     }
-#undef TS0
-#undef TS1
-#undef TS2
-#undef TS3
 #undef PSTEP
 #undef PPOST
     const __mmask16 mk = (__mmask16)((1u << nrows) - 1);
