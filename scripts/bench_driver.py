@@ -1,10 +1,18 @@
-"""bench_driver.py - compiles one of the scripts/bench_*_driver.c timing drivers against a build's
-libmlxcel.a, for the benchmark scripts (bench_embed.py, bench_tokenizer.py)."""
+"""bench_driver.py - helpers of the benchmark and test scripts: compiles one of the
+scripts/bench_*_driver.c timing drivers against a build's libmlxcel.a (bench_embed.py,
+bench_tokenizer.py, bench_server.py), and finds the model store (as mlxcel does: MLXCEL_MODELS_DIR,
+else MLXCEL_CACHE_DIR/models, else ~/.cache/mlxcel/models)."""
 import os
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def model_store():
+    """The model store directory."""
+    return os.environ.get("MLXCEL_MODELS_DIR") or os.path.join(
+        os.environ.get("MLXCEL_CACHE_DIR") or os.path.expanduser("~/.cache/mlxcel"), "models")
 
 
 def build_driver(build, tmp, name):

@@ -23,15 +23,14 @@ import sys
 import tempfile
 import time
 
-from bench_driver import build_driver  # scripts/ is on sys.path when a script runs
+from bench_driver import build_driver, model_store  # scripts/ is on sys.path when a script runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def model_dir():
-    root = os.environ.get("MLXCEL_MODELS_DIR") or os.path.expanduser("~/.cache/mlxcel/models")
-    return os.path.join(root, MODEL_ID)
+    return os.path.join(model_store(), MODEL_ID)
 
 
 def sentences(n):

@@ -71,10 +71,8 @@ def rss_kb(pid):
 def engine_table(a):
     """The engine's decode step with 1, 2, 4, 8 sequences (medians over rounds of median steps)."""
     import tempfile
-    from bench_driver import build_driver  # scripts/ is on sys.path when a script runs
-    store = os.environ.get("MLXCEL_MODELS_DIR") or os.path.join(
-        os.environ.get("MLXCEL_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mlxcel"), "models")
-    path = a.model if os.path.exists(a.model) else os.path.join(store, a.model)
+    from bench_driver import build_driver, model_store  # scripts/ is on sys.path when a script runs
+    path = a.model if os.path.exists(a.model) else os.path.join(model_store(), a.model)
     if os.path.isdir(path):
         ggufs = sorted(f for f in os.listdir(path) if f.endswith(".gguf"))
         path = os.path.join(path, ggufs[0]) if ggufs else path

