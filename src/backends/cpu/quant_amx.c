@@ -7,8 +7,8 @@
  *   (and fifth bits) split into a 512-byte buffer, or the panel's blocks split once beforehand
  *   when several token groups share them); for each activation term: A <- the NT tokens' codes
  *   of block b (in place, token stride), C = 0, C += A . B (TDPBSSD / TDPBSUD), C -> memory;
- *   then, while the tile unit works on block b + 1, acc[t] += cvt(C1[t]) * (d_w * d_x[t]) +
- *   cvt(C2[t]) * (d_w * d2_x[t]) (+ m_w * s_x[t]), 16 rows per vector.
+ *   then, while the tile unit works on block b + 1, acc[t] += cvt(256 C1[t] + C2[t]) *
+ *   (d_w * d2_x[t]) (+ m_w * s_x[t]), 16 rows per vector (d2_x = d_x / 256: quant_gguf.h).
  * Q4_0's codes are stored unsigned (q + 8); its -8 is the offset term m_w = -8 d_w against the
  * activation's scaled sum s_x (both terms), as Q4_1's m (Q5_0: -16 d_w). MLX affine weights are
  * Q4_1's form (4-bit: d = scale, m = bias of the block's group) or unsigned 8-bit codes with d
@@ -441,15 +441,19 @@ AMX __attribute__((always_inline)) static inline void post_block(int kind, int w
              : wide           ? _mm512_loadu_ps(blk + codes + 64)
                             : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + codes + 32)));
     }
+    /* within each dword, bytes 0..2 to 1..3 and 0 into byte 0: x << 8 for |x| < 2^23 on the
+     * shuffle unit (the shifts share the FMA unit's port) */
+    const __m512i shl8 = _mm512_set4_epi32(0x0E0D0C80, 0x0A090880, 0x06050480, 0x02010080);
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) {
         const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * as) + b;
-        __m512 c1 = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cb1 + 16 * t)));
-        __m512 c2 = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cb2 + 16 * t)));
-        /* d_w (d_x dot1 + d2_x dot2): 2 conversions, a multiply and 2 FMAs per token (the FMA
-         * unit is what a decode batch waits on here; d_w d_x and d_w d2_x as products of their
-         * own took a multiply more) */
-        acc[t] = _mm512_fmadd_ps(_mm512_fmadd_ps(c1, _mm512_set1_ps(x->d), _mm512_mul_ps(c2, _mm512_set1_ps(x->d2))), dw, acc[t]);
+        /* d_w (d_x dot1 + d2_x dot2) = (d_w d2_x) (256 dot1 + dot2), d2_x = d_x / 256: the two
+         * dots folded in int32 (|dot1| < 2^21 for every kind), one conversion (exact below 2^24,
+         * so for the 4- and 5-bit kinds), a multiply and an FMA per token (+ the offset's FMA):
+         * the float steps are what a decode batch waits on here */
+        __m512i i1 = _mm512_load_si512((const void *)(cb1 + 16 * t)), i2 = _mm512_load_si512((const void *)(cb2 + 16 * t));
+        __m512 f = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_shuffle_epi8(i1, shl8), i2));
+        acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(dw, _mm512_set1_ps(x->d2)), acc[t]);
         if (kind != K_Q8_0) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(x->s), acc[t]);
     }
 }

@@ -27,6 +27,7 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <string.h>
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
@@ -740,30 +741,72 @@ AVX512 void mxl_quant_q8k_avx512(const float *x, mxl_block_q8k *y, int64_t n) {
 }
 /* Two-term q8a, bit for bit mxl_quant_q8a2_ref: the same scalar scales, products rounded to
  * nearest even by the conversion (the default MXCSR mode, as round_even), d * q then x - that. */
+/* lane j = the reduction (max of floats, or sum of int32) of vector v[j]'s 16 lanes: a transpose
+ * tree (256-, 128-, 64-bit and 32-bit halves of pairs combined), then one permute back into
+ * block order; max and integer sums are exact in any order */
+AVX512 __attribute__((always_inline)) static inline __m512i reduce16(__m512i *v, int is_max) {
+#define OP(a, b) (is_max ? _mm512_castps_si512(_mm512_max_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b))) : _mm512_add_epi32(a, b))
+#define SH4(a, b, i) _mm512_castps_si512(_mm512_shuffle_f32x4(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b), i))
+#define SH1(a, b, i) _mm512_castps_si512(_mm512_shuffle_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b), i))
+    for (int i = 0; i < 8; i++) /* v[i]: blocks 2i | 2i+1 (256-bit halves) */
+        v[i] = OP(SH4(v[2 * i], v[2 * i + 1], 0x44), SH4(v[2 * i], v[2 * i + 1], 0xEE));
+    for (int i = 0; i < 4; i++) /* 128-bit lane k: block 4i + k */
+        v[i] = OP(SH4(v[2 * i], v[2 * i + 1], 0x88), SH4(v[2 * i], v[2 * i + 1], 0xDD));
+    for (int i = 0; i < 2; i++) /* lane k: elements 0-1 block 8i + k, 2-3 block 8i + 4 + k */
+        v[i] = OP(SH1(v[2 * i], v[2 * i + 1], 0x44), SH1(v[2 * i], v[2 * i + 1], 0xEE));
+    __m512i r = OP(SH1(v[0], v[1], 0x88), SH1(v[0], v[1], 0xDD)); /* element 4k + j: block 4j + k */
+#undef OP
+#undef SH4
+#undef SH1
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
+}
+
+/* 16 blocks (512 floats) at once: the per-block maxima, scales and code sums as vectors of 16
+ * blocks (one division each instead of one per block) */
+AVX512 static void q8a2_group16(const float *x, mxl_block_q8a2 *y) {
+    __m512i m[16], t[16];
+    for (int j = 0; j < 16; j++) {
+        __m512 v0 = _mm512_loadu_ps(x + 32 * j), v1 = _mm512_loadu_ps(x + 32 * j + 16);
+        m[j] = _mm512_castps_si512(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    }
+    const __m512 d = _mm512_div_ps(_mm512_castsi512_ps(reduce16(m, 1)), _mm512_set1_ps(127.0f));
+    const __m512 id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_UQ), _mm512_set1_ps(1.0f), d);
+    _Alignas(64) float dv[16], idv[16], d2v[16], sv[16];
+    const __m512 d2 = _mm512_mul_ps(d, _mm512_set1_ps(MXL_Q8A2_STEP2));
+    _mm512_store_ps(dv, d);
+    _mm512_store_ps(idv, id);
+    _mm512_store_ps(d2v, d2);
+    const __m512i lo = _mm512_set1_epi32(-128), hi = _mm512_set1_epi32(127);
+    for (int j = 0; j < 16; j++) {
+        const __m512 dj = _mm512_set1_ps(dv[j]), idj = _mm512_set1_ps(idv[j]);
+        const __m512 id2j = _mm512_mul_ps(idj, _mm512_set1_ps(1.0f / MXL_Q8A2_STEP2));
+        __m512 v0 = _mm512_loadu_ps(x + 32 * j), v1 = _mm512_loadu_ps(x + 32 * j + 16);
+        __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, idj)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, idj));
+        __m512 r0 = _mm512_sub_ps(v0, _mm512_mul_ps(dj, _mm512_cvtepi32_ps(q0)));
+        __m512 r1 = _mm512_sub_ps(v1, _mm512_mul_ps(dj, _mm512_cvtepi32_ps(q1)));
+        __m512i p0 = _mm512_cvtps_epi32(_mm512_mul_ps(r0, id2j)), p1 = _mm512_cvtps_epi32(_mm512_mul_ps(r1, id2j));
+        p0 = _mm512_min_epi32(_mm512_max_epi32(p0, lo), hi);
+        p1 = _mm512_min_epi32(_mm512_max_epi32(p1, lo), hi);
+        _mm_storeu_si128((__m128i *)y[j].qs, _mm512_cvtsepi32_epi8(q0));
+        _mm_storeu_si128((__m128i *)(y[j].qs + 16), _mm512_cvtsepi32_epi8(q1));
+        _mm_storeu_si128((__m128i *)y[j].qs2, _mm512_cvtsepi32_epi8(p0));
+        _mm_storeu_si128((__m128i *)(y[j].qs2 + 16), _mm512_cvtsepi32_epi8(p1));
+        t[j] = _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(q0, q1), 8), _mm512_add_epi32(p0, p1));
+    }
+    _mm512_store_ps(sv, _mm512_mul_ps(d2, _mm512_cvtepi32_ps(reduce16(t, 0))));
+    for (int j = 0; j < 16; j++) y[j].d = dv[j], y[j].d2 = d2v[j], y[j].s = sv[j];
+}
+
 AVX512 void mxl_quant_q8a2_avx512(const float *x, mxl_block_q8a2 *y, int64_t n) {
-    for (int64_t i = 0; i < n / 32; i++, x += 32) {
-        __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
-        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-        float d = amax / 127.0f;
-        float id = d != 0.0f ? 1.0f / d : 0.0f;
-        __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(id)));
-        __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(id)));
-        __m512 r0 = _mm512_sub_ps(v0, _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(q0)));
-        __m512 r1 = _mm512_sub_ps(v1, _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(q1)));
-        float amax2 = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(r0), _mm512_abs_ps(r1)));
-        float d2 = amax2 / 127.0f;
-        float id2 = d2 != 0.0f ? 1.0f / d2 : 0.0f;
-        __m512i p0 = _mm512_cvtps_epi32(_mm512_mul_ps(r0, _mm512_set1_ps(id2)));
-        __m512i p1 = _mm512_cvtps_epi32(_mm512_mul_ps(r1, _mm512_set1_ps(id2)));
-        _mm_storeu_si128((__m128i *)y[i].qs, _mm512_cvtsepi32_epi8(q0));
-        _mm_storeu_si128((__m128i *)(y[i].qs + 16), _mm512_cvtsepi32_epi8(q1));
-        _mm_storeu_si128((__m128i *)y[i].qs2, _mm512_cvtsepi32_epi8(p0));
-        _mm_storeu_si128((__m128i *)(y[i].qs2 + 16), _mm512_cvtsepi32_epi8(p1));
-        float s1 = d * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
-        float s2 = d2 * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(p0, p1));
-        y[i].d = d;
-        y[i].d2 = d2;
-        y[i].s = s1 + s2;
+    int64_t nb = n / 32, b = 0;
+    for (; b + 16 <= nb; b += 16) q8a2_group16(x + b * 32, y + b);
+    if (b < nb) { /* the last blocks, zero-padded to a group (zeros quantize to zeros) */
+        _Alignas(64) float xs[512];
+        mxl_block_q8a2 ys[16];
+        memset(xs, 0, sizeof xs);
+        memcpy(xs, x + b * 32, (size_t)(nb - b) * 32 * sizeof(float));
+        q8a2_group16(xs, ys);
+        memcpy(y + b, ys, (size_t)(nb - b) * sizeof *ys);
     }
 }
 #else

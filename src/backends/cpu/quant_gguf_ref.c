@@ -253,30 +253,25 @@ void mxl_quant_q8a_ref(const float *x, mxl_block_q8a *y, int64_t n) {
 
 void mxl_quant_q8a2_ref(const float *x, mxl_block_q8a2 *y, int64_t n) {
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
-        float amax = 0.0f, amax2 = 0.0f, r[32];
+        float amax = 0.0f;
         for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
         float d = amax / 127.0f;
         float id = d != 0.0f ? 1.0f / d : 0.0f;
-        int sum = 0, sum2 = 0;
+        float d2 = d * MXL_Q8A2_STEP2, id2 = id * (1.0f / MXL_Q8A2_STEP2); /* exact: a power of two */
+        int sum = 0;
         for (int j = 0; j < 32; j++) {
             int v = round_even(x[j] * id);
             y[i].qs[j] = (int8_t)v;
-            sum += v;
             float p = d * (float)v;
-            r[j] = x[j] - p;
-            amax2 = fmaxf(amax2, fabsf(r[j]));
+            float r = x[j] - p;
+            int v2 = round_even(r * id2);
+            v2 = v2 > 127 ? 127 : v2 < -128 ? -128 : v2; /* |r| <= d / 2: 128 at most, rarely */
+            y[i].qs2[j] = (int8_t)v2;
+            sum += 256 * v + v2;
         }
-        float d2 = amax2 / 127.0f;
-        float id2 = d2 != 0.0f ? 1.0f / d2 : 0.0f;
-        for (int j = 0; j < 32; j++) {
-            int v = round_even(r[j] * id2);
-            y[i].qs2[j] = (int8_t)v;
-            sum2 += v;
-        }
-        float s1 = d * (float)sum, s2 = d2 * (float)sum2;
         y[i].d = d;
         y[i].d2 = d2;
-        y[i].s = s1 + s2;
+        y[i].s = d2 * (float)sum; /* exact sum: |sum| < 2^21 */
     }
 }
 
