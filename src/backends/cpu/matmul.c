@@ -211,6 +211,15 @@ static void quant_task(void *vctx, int task, int n_tasks, int thread_index) {
     }
 }
 
+/* Tasks for quant_task: one per thread, but a decode batch's two-term quantization runs on the
+ * calling thread, which wrote the activations (in its cache; split, the other thread's half
+ * crossed cores and the dispatch cost more than the work). */
+#define QUANT_INLINE_TOKENS 16
+static int quant_tasks(const mm_ctx *c, int nth) {
+    if (act_kind(c->W, c->isa) == MXL_ACT_Q8A2 && c->n_tok <= QUANT_INLINE_TOKENS) return 1;
+    return c->n_tok < nth ? (int)c->n_tok : nth;
+}
+
 static inline float dot_row(const mm_ctx *c, int64_t r, int64_t t) {
     const mxl_cpu_weight *W = c->W;
     switch (W->kind) {
@@ -362,7 +371,7 @@ void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, 
     int nth = pool ? mxl_threadpool_size(pool) : 1;
     if (act_kind(W, isa) != MXL_ACT_F32) {
         MXL_ASSERT(scratch != NULL);
-        int qt = n_tok < nth ? (int)n_tok : nth;
+        int qt = quant_tasks(&c, nth);
         if (pool && qt > 1) mxl_threadpool_run(pool, qt, quant_task, &c);
         else quant_task(&c, 0, 1, 0);
     }
@@ -439,7 +448,7 @@ void mxl_cpu_matmul_multi(const mxl_cpu_weight *const *W, int n_w, const float *
     for (int i = 0; i < n_w && !q->abuf; i++)
         if (mxl_qamx_pair_bytes(W[i], n_tok) > 0)
             q->abuf = (uint8_t *)(((uintptr_t)((uint8_t *)scratch + q->act_stride * (size_t)n_tok) + 63) & ~(uintptr_t)63);
-    int nth = pool ? mxl_threadpool_size(pool) : 1, qt = n_tok < nth ? (int)n_tok : nth;
+    int nth = pool ? mxl_threadpool_size(pool) : 1, qt = quant_tasks(q, nth);
     if (pool && qt > 1) mxl_threadpool_run(pool, qt, quant_task, q);
     else quant_task(q, 0, 1, 0);
     for (int i = 0; i < n_w; i++) {

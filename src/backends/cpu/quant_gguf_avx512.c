@@ -27,7 +27,6 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
-#include <string.h>
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
@@ -761,53 +760,42 @@ AVX512 __attribute__((always_inline)) static inline __m512i reduce16(__m512i *v,
     return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
 }
 
-/* 16 blocks (512 floats) at once: the per-block maxima, scales and code sums as vectors of 16
- * blocks (one division each instead of one per block) */
-AVX512 static void q8a2_group16(const float *x, mxl_block_q8a2 *y) {
+/* nblk <= 16 blocks at once: the per-block maxima, scales and code sums as vectors of 16 blocks
+ * (one division each instead of one per block; lanes past nblk are zeros) */
+AVX512 __attribute__((always_inline)) static inline void q8a2_group(const float *x, mxl_block_q8a2 *y, int nblk) {
     __m512i m[16], t[16];
-    for (int j = 0; j < 16; j++) {
+    for (int j = 0; j < 16; j++) m[j] = t[j] = _mm512_setzero_si512();
+    for (int j = 0; j < nblk; j++) {
         __m512 v0 = _mm512_loadu_ps(x + 32 * j), v1 = _mm512_loadu_ps(x + 32 * j + 16);
         m[j] = _mm512_castps_si512(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
     }
     const __m512 d = _mm512_div_ps(_mm512_castsi512_ps(reduce16(m, 1)), _mm512_set1_ps(127.0f));
     const __m512 id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_UQ), _mm512_set1_ps(1.0f), d);
-    _Alignas(64) float dv[16], idv[16], d2v[16], sv[16];
+    _Alignas(64) float dv[16], id2v[16], d2v[16], sv[16]; /* per block */
     const __m512 d2 = _mm512_mul_ps(d, _mm512_set1_ps(MXL_Q8A2_STEP2));
     _mm512_store_ps(dv, d);
-    _mm512_store_ps(idv, id);
+    _mm512_store_ps(id2v, _mm512_mul_ps(id, _mm512_set1_ps(1.0f / MXL_Q8A2_STEP2)));
     _mm512_store_ps(d2v, d2);
-    const __m512i lo = _mm512_set1_epi32(-128), hi = _mm512_set1_epi32(127);
-    for (int j = 0; j < 16; j++) {
-        const __m512 dj = _mm512_set1_ps(dv[j]), idj = _mm512_set1_ps(idv[j]);
-        const __m512 id2j = _mm512_mul_ps(idj, _mm512_set1_ps(1.0f / MXL_Q8A2_STEP2));
-        __m512 v0 = _mm512_loadu_ps(x + 32 * j), v1 = _mm512_loadu_ps(x + 32 * j + 16);
-        __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, idj)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, idj));
-        __m512 r0 = _mm512_sub_ps(v0, _mm512_mul_ps(dj, _mm512_cvtepi32_ps(q0)));
-        __m512 r1 = _mm512_sub_ps(v1, _mm512_mul_ps(dj, _mm512_cvtepi32_ps(q1)));
-        __m512i p0 = _mm512_cvtps_epi32(_mm512_mul_ps(r0, id2j)), p1 = _mm512_cvtps_epi32(_mm512_mul_ps(r1, id2j));
-        p0 = _mm512_min_epi32(_mm512_max_epi32(p0, lo), hi);
-        p1 = _mm512_min_epi32(_mm512_max_epi32(p1, lo), hi);
-        _mm_storeu_si128((__m128i *)y[j].qs, _mm512_cvtsepi32_epi8(q0));
-        _mm_storeu_si128((__m128i *)(y[j].qs + 16), _mm512_cvtsepi32_epi8(q1));
-        _mm_storeu_si128((__m128i *)y[j].qs2, _mm512_cvtsepi32_epi8(p0));
-        _mm_storeu_si128((__m128i *)(y[j].qs2 + 16), _mm512_cvtsepi32_epi8(p1));
-        t[j] = _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(q0, q1), 8), _mm512_add_epi32(p0, p1));
+    const __m512i half = _mm512_set1_epi32(128);
+    for (int j = 0; j < nblk; j++) {
+        const __m512 id2j = _mm512_set1_ps(id2v[j]); /* v = round(x / d2), split into qs, qs2 */
+        __m512i v0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * j), id2j));
+        __m512i v1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * j + 16), id2j));
+        __m512i h0 = _mm512_srai_epi32(_mm512_add_epi32(v0, half), 8), h1 = _mm512_srai_epi32(_mm512_add_epi32(v1, half), 8);
+        _mm_storeu_si128((__m128i *)y[j].qs, _mm512_cvtepi32_epi8(h0));
+        _mm_storeu_si128((__m128i *)(y[j].qs + 16), _mm512_cvtepi32_epi8(h1));
+        _mm_storeu_si128((__m128i *)y[j].qs2, _mm512_cvtepi32_epi8(_mm512_sub_epi32(v0, _mm512_slli_epi32(h0, 8))));
+        _mm_storeu_si128((__m128i *)(y[j].qs2 + 16), _mm512_cvtepi32_epi8(_mm512_sub_epi32(v1, _mm512_slli_epi32(h1, 8))));
+        t[j] = _mm512_add_epi32(v0, v1);
     }
     _mm512_store_ps(sv, _mm512_mul_ps(d2, _mm512_cvtepi32_ps(reduce16(t, 0))));
-    for (int j = 0; j < 16; j++) y[j].d = dv[j], y[j].d2 = d2v[j], y[j].s = sv[j];
+    for (int j = 0; j < nblk; j++) y[j].d = dv[j], y[j].d2 = d2v[j], y[j].s = sv[j];
 }
 
 AVX512 void mxl_quant_q8a2_avx512(const float *x, mxl_block_q8a2 *y, int64_t n) {
     int64_t nb = n / 32, b = 0;
-    for (; b + 16 <= nb; b += 16) q8a2_group16(x + b * 32, y + b);
-    if (b < nb) { /* the last blocks, zero-padded to a group (zeros quantize to zeros) */
-        _Alignas(64) float xs[512];
-        mxl_block_q8a2 ys[16];
-        memset(xs, 0, sizeof xs);
-        memcpy(xs, x + b * 32, (size_t)(nb - b) * 32 * sizeof(float));
-        q8a2_group16(xs, ys);
-        memcpy(y + b, ys, (size_t)(nb - b) * sizeof *ys);
-    }
+    for (; b + 16 <= nb; b += 16) q8a2_group(x + b * 32, y + b, 16);
+    if (b < nb) q8a2_group(x + b * 32, y + b, (int)(nb - b));
 }
 #else
 size_t mxl_gemm4x4_pre_floats(int64_t n) { (void)n; return 0; }

@@ -260,14 +260,11 @@ void mxl_quant_q8a2_ref(const float *x, mxl_block_q8a2 *y, int64_t n) {
         float d2 = d * MXL_Q8A2_STEP2, id2 = id * (1.0f / MXL_Q8A2_STEP2); /* exact: a power of two */
         int sum = 0;
         for (int j = 0; j < 32; j++) {
-            int v = round_even(x[j] * id);
-            y[i].qs[j] = (int8_t)v;
-            float p = d * (float)v;
-            float r = x[j] - p;
-            int v2 = round_even(r * id2);
-            v2 = v2 > 127 ? 127 : v2 < -128 ? -128 : v2; /* |r| <= d / 2: 128 at most, rarely */
-            y[i].qs2[j] = (int8_t)v2;
-            sum += 256 * v + v2;
+            int v = round_even(x[j] * id2);            /* |v| <= 127 * 256 */
+            int hi = (v + 128 + 256 * 128) / 256 - 128; /* floor((v + 128) / 256): -127..127 */
+            y[i].qs[j] = (int8_t)hi;
+            y[i].qs2[j] = (int8_t)(v - 256 * hi); /* -128..127 */
+            sum += v;
         }
         y[i].d = d;
         y[i].d2 = d2;
