@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core/status.h"
 
@@ -20,9 +21,28 @@ void mxl_arena_init(mxl_arena *a, size_t block_size) {
     a->total = 0;
 }
 
+/* Blocks of at least this many bytes are aligned to it and advised as huge pages (where the
+ * kernel's transparent huge pages allow): a model's weights are read front to back every token,
+ * and with 4 KB pages every page of them is a TLB miss (a costly walk in a virtual machine). */
+#define HUGE_PAGE ((size_t)2 << 20)
+
 static mxl_arena_block *new_block(size_t cap) {
-    if (cap > SIZE_MAX - sizeof(mxl_arena_block)) return NULL;
-    mxl_arena_block *b = malloc(sizeof(mxl_arena_block) + cap);
+    if (cap > SIZE_MAX - sizeof(mxl_arena_block) - HUGE_PAGE) return NULL;
+    mxl_arena_block *b = NULL;
+    size_t bytes = sizeof(mxl_arena_block) + cap;
+    if (cap >= HUGE_PAGE) {
+        void *p = NULL;
+        bytes = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+        if (posix_memalign(&p, HUGE_PAGE, bytes) == 0) {
+#ifdef MADV_HUGEPAGE
+            (void)madvise(p, bytes, MADV_HUGEPAGE); /* advice only: fine to fail */
+#endif
+            b = p;
+            cap = bytes - sizeof(mxl_arena_block);
+        }
+    } else {
+        b = malloc(bytes);
+    }
     if (!b) return NULL;
     b->next = NULL;
     b->cap = cap;

@@ -322,7 +322,7 @@ static mxl_status common_hparams(const mxl_checkpoint *ck, mxl_family_ctx *fc) {
  * mapped; nothing reads them on this path), so the process holds each weight once. */
 static mxl_status prepare_one(const mxl_checkpoint *ck, mxl_decoder *d, mxl_cpu_weight *W, mxl_error *err) {
     if (W->rows <= 0 || W->amx) return MXL_OK;
-    mxl_status st = mxl_qamx_prepare(W, &d->arena, err);
+    mxl_status st = mxl_qamx_prepare(W, &d->tiles, err);
     if (st != MXL_OK || !W->amx) return st;
     if (W->kind == MXL_CPU_W_GGUF && ck->gguf && W->data != d->tok_embd.data)
         mxl_gguf_release_pages(ck->gguf, W->data, (uint64_t)(W->rows * mxl_cpu_weight_row_bytes(W)));
@@ -337,16 +337,36 @@ static mxl_status prepare_one(const mxl_checkpoint *ck, mxl_decoder *d, mxl_cpu_
     return st;
 }
 
-static mxl_status prepare_tiles(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err) {
+/* every matrix the panel layout may hold, through fn (the pass that sizes them, the one that
+ * packs them) */
+static mxl_status each_matrix(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err,
+                              mxl_status (*fn)(const mxl_checkpoint *, mxl_decoder *, mxl_cpu_weight *, mxl_error *)) {
     mxl_status st;
-    if ((st = prepare_one(ck, d, &d->output, err))) return st;
+    if ((st = fn(ck, d, &d->output, err))) return st;
     for (int64_t i = 0; i < d->hp.n_layers; i++) {
         mxl_decoder_layer *L = &d->layers[i];
         mxl_cpu_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
-            if ((st = prepare_one(ck, d, ws[j], err))) return st;
+            if ((st = fn(ck, d, ws[j], err))) return st;
     }
     return MXL_OK;
+}
+
+static mxl_status size_one(const mxl_checkpoint *ck, mxl_decoder *d, mxl_cpu_weight *W, mxl_error *err) {
+    (void)ck, (void)err;
+    if (W->rows > 0 && !W->amx && mxl_qamx_format(W) && mxl_qamx_available())
+        d->tiles.block_size += mxl_qamx_packed_bytes(W) + 64; /* + its alignment */
+    return MXL_OK;
+}
+
+/* The panel layouts go into one block of their total size, so that the whole stream of weights
+ * a token reads sits on huge pages. */
+static mxl_status prepare_tiles(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err) {
+    mxl_arena_init(&d->tiles, 4096);
+    d->tiles.block_size = 0; /* summed by size_one */
+    each_matrix(ck, d, err, size_one);
+    if (d->tiles.block_size == 0) d->tiles.block_size = 4096;
+    return each_matrix(ck, d, err, prepare_one);
 }
 
 static mxl_status check_hparams(const mxl_checkpoint *ck, const mxl_decoder_hparams *hp, mxl_error *err) {
@@ -411,6 +431,7 @@ mxl_status mxl_decoder_load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error 
 
 void mxl_decoder_free(mxl_decoder *d) {
     mxl_arena_free(&d->arena);
+    mxl_arena_free(&d->tiles);
     memset(d, 0, sizeof *d);
 }
 

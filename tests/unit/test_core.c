@@ -1,6 +1,7 @@
 /* test_core.c - arena, thread pool, error messages and the CLI flag parser. */
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cli/args.h"
@@ -26,6 +27,27 @@ TEST(arena_alignment_growth_reset) {
     mxl_arena_reset(&a);
     CHECK(a.total == 0);
     CHECK(mxl_arena_alloc(&a, 10, 8) != NULL);
+    mxl_arena_free(&a);
+}
+
+/* A block of 2 MB or more (the huge-page-aligned kind): zeroed, aligned as asked, every byte
+ * writable, and later allocations fill its rounded-up tail before a new block is made. */
+TEST(arena_large_block) {
+    mxl_arena a;
+    mxl_arena_init(&a, 4096);
+    const size_t big = (size_t)3 << 20;
+    unsigned char *p = mxl_arena_alloc(&a, big, 64);
+    REQUIRE(p);
+    CHECK(((uintptr_t)p & 63) == 0);
+    size_t nz = 0;
+    for (size_t i = 0; i < big; i += 4096) nz += p[i] != 0;
+    CHECK(nz == 0 && p[big - 1] == 0);
+    memset(p, 0x5a, big);
+    unsigned char *q = mxl_arena_alloc(&a, 512 << 10, 64); /* in the 4 MB block's tail */
+    REQUIRE(q);
+    CHECK(q >= p + big && q + (512 << 10) <= p + ((size_t)4 << 20));
+    CHECK(q[0] == 0 && p[big - 1] == 0x5a);
+    CHECK(a.total == big + ((size_t)512 << 10));
     mxl_arena_free(&a);
 }
 
