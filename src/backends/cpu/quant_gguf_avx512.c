@@ -738,8 +738,9 @@ AVX512 void mxl_quant_q8k_avx512(const float *x, mxl_block_q8k *y, int64_t n) {
         y[i].d = 1.0f / iscale;
     }
 }
-/* Two-term q8a, bit for bit mxl_quant_q8a2_ref: the same scalar scales, products rounded to
- * nearest even by the conversion (the default MXCSR mode, as round_even), d * q then x - that. */
+/* Two-term q8a, bit for bit mxl_quant_q8a2_ref: the same scales (IEEE divisions, 16 blocks per
+ * vector), x / d2 rounded to nearest even by the conversion (the default MXCSR mode, as
+ * round_even), the split into high and low codes in integers. */
 /* lane j = the reduction (max of floats, or sum of int32) of vector v[j]'s 16 lanes: a transpose
  * tree (256-, 128-, 64-bit and 32-bit halves of pairs combined), then one permute back into
  * block order; max and integer sums are exact in any order */
