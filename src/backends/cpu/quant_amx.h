@@ -17,14 +17,16 @@
  *   unsigned + d[16] + m[16] = 576 bytes. MLX scales in bf16 or f32 are kept as f32 (+64 bytes).
  * so a GGUF copy is the size of the original (padding rows of a last partial panel are zero); an
  * MLX one repeats each group's scale and bias per 32 elements.
- * The activations are two-term q8a blocks (mxl_block_q8a2, made by matmul.c: x ~ d q + d2 q2, the
- * second int8 term quantizing the first one's residual, so about 2^-16 of a block's largest value
- * is lost instead of 2^-8 - enough for the default path to give transformers' greedy tokens on
- * the real models); a tile row is one token's codes, read in place with the token stride.
+ * The activations are two-term q8a blocks (mxl_block_q8a2, made by matmul.c: x ~ d q + d2 q2,
+ * d2 = d / 256: x quantized on the finer scale d2 and split into high and low int8 codes, so
+ * about 2^-16 of a block's largest value is lost instead of 2^-8 - enough for the default path
+ * to give transformers' greedy tokens on the real models); a tile row is one token's codes, read
+ * in place with the token stride.
  *
  * Per panel, block and group of up to 16 tokens: two tile products (one per activation term)
  * give the exact int32 dots of every (token, row) pair, then AVX-512 adds
- * d_w (d_x dot1 + d2_x dot2) (+ m_w s_x) into a per-token vector of the 16 rows' f32 sums. Each (row, token) value is the same sequence of operations whatever the
+ * (d_w d2_x) cvt(256 dot1 + dot2) (+ m_w s_x) into a per-token vector of the 16 rows' f32 sums
+ * (the two dots folded in int32 first). Each (row, token) value is the same sequence of operations whatever the
  * token count, the token's place in the batch and the thread count (matmul.h: batch invariance),
  * and once a weight has the panel layout every token count, decode included, takes this path.
  * The plain references are mxl_vec_dot_ref / mxl_cpu_matmul_f32_ref (tested by tolerance, like
