@@ -19,18 +19,20 @@ void mxl_arena_init(mxl_arena *a, size_t block_size) {
     a->head = NULL;
     a->block_size = block_size ? block_size : 64 * 1024;
     a->total = 0;
+    a->huge_pages = false;
 }
 
-/* Blocks of at least this many bytes are aligned to it and advised as huge pages (where the
- * kernel's transparent huge pages allow): a model's weights are read front to back every token,
- * and with 4 KB pages every page of them is a TLB miss (a costly walk in a virtual machine). */
+/* With huge_pages, blocks of at least this many bytes are rounded up and aligned to it and
+ * advised as huge pages (where the kernel's transparent huge pages allow): a model's weights are
+ * read front to back every token, and with 4 KB pages every page of them is a TLB miss (a costly
+ * walk in a virtual machine). Opt-in: a partly used last huge page is resident whole. */
 #define HUGE_PAGE ((size_t)2 << 20)
 
-static mxl_arena_block *new_block(size_t cap) {
+static mxl_arena_block *new_block(size_t cap, bool huge_pages) {
     if (cap > SIZE_MAX - sizeof(mxl_arena_block) - HUGE_PAGE) return NULL;
     mxl_arena_block *b = NULL;
     size_t bytes = sizeof(mxl_arena_block) + cap;
-    if (cap >= HUGE_PAGE) {
+    if (huge_pages && cap >= HUGE_PAGE) {
         void *p = NULL;
         bytes = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
         if (posix_memalign(&p, HUGE_PAGE, bytes) == 0) {
@@ -67,7 +69,7 @@ void *mxl_arena_alloc(mxl_arena *a, size_t size, size_t align) {
     if (size > SIZE_MAX - align) return NULL;
     size_t need = size + align;
     size_t cap = need > a->block_size ? need : a->block_size;
-    mxl_arena_block *nb = new_block(cap);
+    mxl_arena_block *nb = new_block(cap, a->huge_pages);
     if (!nb) return NULL;
     nb->next = a->head;
     a->head = nb;

@@ -4,6 +4,7 @@
 #ifndef MXL_CORE_ARENA_H
 #define MXL_CORE_ARENA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct mxl_arena_block mxl_arena_block;
@@ -12,6 +13,7 @@ typedef struct mxl_arena {
     mxl_arena_block *head; /* newest block first */
     size_t block_size;     /* default size of new blocks */
     size_t total;          /* bytes handed out since the last reset */
+    bool huge_pages;       /* blocks of 2 MB or more on huge pages (arena.c); off by default */
 } mxl_arena;
 
 void mxl_arena_init(mxl_arena *a, size_t block_size);

@@ -363,6 +363,7 @@ static mxl_status size_one(const mxl_checkpoint *ck, mxl_decoder *d, mxl_cpu_wei
  * a token reads sits on huge pages. */
 static mxl_status prepare_tiles(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err) {
     mxl_arena_init(&d->tiles, 4096);
+    d->tiles.huge_pages = true;
     d->tiles.block_size = 0; /* summed by size_one */
     each_matrix(ck, d, err, size_one);
     if (d->tiles.block_size == 0) d->tiles.block_size = 4096;

@@ -30,11 +30,12 @@ TEST(arena_alignment_growth_reset) {
     mxl_arena_free(&a);
 }
 
-/* A block of 2 MB or more (the huge-page-aligned kind): zeroed, aligned as asked, every byte
+/* A block of 2 MB or more in an arena with huge_pages: zeroed, aligned as asked, every byte
  * writable, and later allocations fill its rounded-up tail before a new block is made. */
 TEST(arena_large_block) {
     mxl_arena a;
     mxl_arena_init(&a, 4096);
+    a.huge_pages = true;
     const size_t big = (size_t)3 << 20;
     unsigned char *p = mxl_arena_alloc(&a, big, 64);
     REQUIRE(p);

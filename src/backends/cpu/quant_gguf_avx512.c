@@ -743,7 +743,7 @@ AVX512 void mxl_quant_q8k_avx512(const float *x, mxl_block_q8k *y, int64_t n) {
  * round_even), the split into high and low codes in integers. */
 /* lane j = the reduction (max of floats, or sum of int32) of vector v[j]'s 16 lanes: a transpose
  * tree (256-, 128-, 64-bit and 32-bit halves of pairs combined), then one permute back into
- * block order; max and integer sums are exact in any order */
+ * block order; max and integer sums are exact in any order (v[] is overwritten) */
 AVX512 __attribute__((always_inline)) static inline __m512i reduce16(__m512i *v, int is_max) {
 #define OP(a, b) (is_max ? _mm512_castps_si512(_mm512_max_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b))) : _mm512_add_epi32(a, b))
 #define SH4(a, b, i) _mm512_castps_si512(_mm512_shuffle_f32x4(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b), i))
