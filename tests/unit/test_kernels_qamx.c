@@ -253,7 +253,8 @@ TEST(kernels_matmul_multi_equals_single_calls) {
 
 /* The two-term activation quantizer: AVX-512 equals the scalar reference bit for bit (1 to 37
  * blocks: whole groups of 16 and the rest), d2 is d / 256, and the two terms reproduce x to
- * within half a step of d2 (about 2^-16 of the block's largest value), s their sum. */
+ * within half a step of d2 (about 2^-16 of the block's largest value), s their sum and sum the
+ * integer sum of 256 qs + qs2. */
 TEST(kernels_quant_q8a2_simd_equals_ref) {
     enum { N = 32 * 37 };
     float *x = malloc(N * 4);
@@ -276,8 +277,13 @@ TEST(kernels_quant_q8a2_simd_equals_ref) {
         CHECK(q->d2 == q->d / 256.0f);
         if (i % 32 == 0) {
             double s = 0;
-            for (int j = 0; j < 32; j++) s += (double)q->d * q->qs[j] + (double)q->d2 * q->qs2[j];
+            int sum = 0;
+            for (int j = 0; j < 32; j++) {
+                s += (double)q->d * q->qs[j] + (double)q->d2 * q->qs2[j];
+                sum += 256 * q->qs[j] + q->qs2[j];
+            }
             CHECK(fabs(s - q->s) <= 1e-6 * fabs(s) + 1e-30);
+            CHECK_EQ_INT(q->sum, sum);
         }
     }
     free(x);

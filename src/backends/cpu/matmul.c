@@ -121,9 +121,10 @@ mxl_status mxl_cpu_weight_from_mlx(const mxl_tensor *w, const mxl_tensor *scales
     return MXL_OK;
 }
 
-/* the AMX panel path (quant_amx.h) runs W at this level */
+/* the panel path (quant_amx.h: AMX tiles, or AVX-512 VNNI on the same layout) runs W at this
+ * level */
 static bool panel_path(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
-    return W->kind != MXL_CPU_W_DENSE && W->amx && isa >= MXL_CPU_ISA_AMX;
+    return W->kind != MXL_CPU_W_DENSE && W->amx && isa >= MXL_CPU_ISA_AVX512VNNI;
 }
 
 /* activations of W's kernels at level isa: the panel path always takes two-term q8a blocks */

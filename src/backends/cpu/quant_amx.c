@@ -354,7 +354,8 @@ void mxl_qamx_pair_token(const mxl_cpu_weight *W, int64_t n_tok, int64_t t, cons
 
 #include "backends/cpu/amx_tile.h"
 
-bool mxl_qamx_available(void) {
+/* the tile unit runs the products: AMX-INT8 (CPUID.7.0:EDX bit 25) at the AMX level */
+static bool tiles_available(void) {
     static int cached = -1;
     if (cached < 0) {
         unsigned a, b, c, d;
@@ -364,6 +365,11 @@ bool mxl_qamx_available(void) {
     return cached;
 }
 
+bool mxl_qamx_available(void) { return mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI; }
+
+/* VNNI: the AVX-512 code every CPU of the path runs (the VNNI form, the float steps); AMX: the
+ * tile kernels, called only where tiles_available() */
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define AMX __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
 /* For nt tokens. Accumulators C [nt][16] int32 in 0, 1, 4, 5 (32-element kinds: the two
@@ -391,7 +397,7 @@ AMX static void configure(int nt) {
 /* Code bytes 64 j .. 64 j + 63 of a nibble block (j < 8: B-tile row j): byte i of the nibbles
  * gives code bytes i (low half) and 256 + i (high half); Q5 kinds add 16 where the block's
  * fifth-bit mask says so. */
-AMX __attribute__((always_inline)) static inline __m512i nib_row(int kind, const uint8_t *nib, int j) {
+VNNI __attribute__((always_inline)) static inline __m512i nib_row(int kind, const uint8_t *nib, int j) {
     __m512i v = _mm512_loadu_si512((const void *)(nib + 64 * (j & 3)));
     if (j >= 4) v = _mm512_srli_epi16(v, 4);
     v = _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
@@ -403,7 +409,7 @@ AMX __attribute__((always_inline)) static inline __m512i nib_row(int kind, const
     return v;
 }
 /* a nibble block's 512 code bytes (B-tile order) */
-AMX __attribute__((always_inline)) static inline void split_nibbles(int kind, const uint8_t *nib, uint8_t *codes) {
+VNNI __attribute__((always_inline)) static inline void split_nibbles(int kind, const uint8_t *nib, uint8_t *codes) {
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) _mm512_store_si512((void *)(codes + 64 * j), nib_row(kind, nib, j));
 }
@@ -413,16 +419,14 @@ AMX __attribute__((always_inline)) static inline void split_nibbles(int kind, co
 #ifndef PF_BLOCKS
 #define PF_BLOCKS 32
 #endif
-AMX static inline void prefetch_ahead(const uint8_t *blk, size_t bb) {
+VNNI static inline void prefetch_ahead(const uint8_t *blk, size_t bb) {
     const char *p = (const char *)blk + PF_BLOCKS * bb;
     for (size_t o = 0; o < bb; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
 }
 
-/* acc[t] += the block's dots against the two activation terms (cb1, cb2: [NT][16] int32)
- * scaled: see the file comment */
-AMX __attribute__((always_inline)) static inline void post_block(int kind, int wide, int NT, const int32_t *cb1,
-                                                                 const int32_t *cb2, const uint8_t *pan, size_t bb,
-                                                                 const uint8_t *act, size_t as, int64_t b, __m512 *acc) {
+/* block b's scales d_w and offsets m_w of the panel's 16 rows */
+VNNI __attribute__((always_inline)) static inline void block_scales(int kind, int wide, const uint8_t *pan, size_t bb, int64_t b,
+                                                                   __m512 *dwp, __m512 *mwp) {
     const size_t codes = kind == K_Q8_0 || kind == K_U8 ? CODES_Q8 : kind == K_Q5_0 || kind == K_Q5_1 ? Q5_PARAMS : CODES_Q4;
     const uint8_t *blk = pan + (size_t)b * bb;
     __m512 dw, mw;
@@ -441,20 +445,34 @@ AMX __attribute__((always_inline)) static inline void post_block(int kind, int w
              : wide           ? _mm512_loadu_ps(blk + codes + 64)
                             : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + codes + 32)));
     }
+    *dwp = dw, *mwp = mw;
+}
+/* acc + the block's folded dots D = 256 dot1 + dot2 (16 rows, one token x) scaled: the float
+ * steps every form of the kernel shares, d_w (d_x dot1 + d2_x dot2) = (d_w d2_x) D, d2_x = d_x /
+ * 256 (one conversion, exact below 2^24, so for the 4- and 5-bit kinds; a multiply and an FMA;
+ * + the offset's FMA): what a decode batch waits on */
+VNNI __attribute__((always_inline)) static inline __m512 scale_block(int kind, __m512i D, __m512 dw, __m512 mw,
+                                                                    const mxl_block_q8a2 *x, __m512 acc) {
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(D), _mm512_mul_ps(dw, _mm512_set1_ps(x->d2)), acc);
+    if (kind != K_Q8_0) acc = _mm512_fmadd_ps(mw, _mm512_set1_ps(x->s), acc);
+    return acc;
+}
+/* acc[t] += the block's dots against the two activation terms (cb1, cb2: [NT][16] int32, the
+ * tile products) scaled: see the file comment */
+VNNI __attribute__((always_inline)) static inline void post_block(int kind, int wide, int NT, const int32_t *cb1,
+                                                                  const int32_t *cb2, const uint8_t *pan, size_t bb,
+                                                                  const uint8_t *act, size_t as, int64_t b, __m512 *acc) {
+    __m512 dw, mw;
+    block_scales(kind, wide, pan, bb, b, &dw, &mw);
     /* within each dword, bytes 0..2 to 1..3 and 0 into byte 0: x << 8 for |x| < 2^23 on the
      * shuffle unit (the shifts share the FMA unit's port) */
     const __m512i shl8 = _mm512_set4_epi32(0x0E0D0C80, 0x0A090880, 0x06050480, 0x02010080);
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) {
         const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * as) + b;
-        /* d_w (d_x dot1 + d2_x dot2) = (d_w d2_x) (256 dot1 + dot2), d2_x = d_x / 256: the two
-         * dots folded in int32 (|dot1| < 2^21 for every kind), one conversion (exact below 2^24,
-         * so for the 4- and 5-bit kinds), a multiply and an FMA per token (+ the offset's FMA):
-         * the float steps are what a decode batch waits on here */
+        /* the two dots folded in int32 (|dot1| < 2^21 for every kind) */
         __m512i i1 = _mm512_load_si512((const void *)(cb1 + 16 * t)), i2 = _mm512_load_si512((const void *)(cb2 + 16 * t));
-        __m512 f = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_shuffle_epi8(i1, shl8), i2));
-        acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(dw, _mm512_set1_ps(x->d2)), acc[t]);
-        if (kind != K_Q8_0) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(x->s), acc[t]);
+        acc[t] = scale_block(kind, _mm512_add_epi32(_mm512_shuffle_epi8(i1, shl8), i2), dw, mw, x, acc[t]);
     }
 }
 
@@ -562,28 +580,33 @@ AMX __attribute__((always_inline)) static inline void panel_kernel_pair(int kind
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(y + t * ys, mk, acc[t]);
 }
-/* The same int32 dots with AVX-512 VNNI instead of the tile unit, for a few tokens (the tile
- * path's store / reload round trips cost more than they save there): B-tile row kk of the block
- * (the 16 rows' elements 4kk..4kk+3) against token t's four bytes 4kk..4kk+3 broadcast, one
- * vpdpbusd per row kk, gives lane n = row n's dot, exactly as the tile product; the float steps
- * after it are post_block's. vpdpbusd takes the unsigned operand first: the Q4 and U8 codes are
- * unsigned; the Q8_0 codes are made so (w + 128, one XOR) and 128 * sum(x) is subtracted (exact). */
-AMX __attribute__((always_inline)) static inline void panel_vnni(int kind, int wide, int NT, int NP, const uint8_t *const *pans,
-                                                                 int64_t nb, size_t bb, const uint8_t *act, size_t as,
-                                                                 float *const *ys_out, int64_t ys, const int *nrows) {
-    const __m512i flip = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi8(1);
-    __m512 acc[2][4];
-    _Alignas(64) int32_t cb[2][2][4 * 16]; /* [panel][activation term] */
+/* The same int32 dots with AVX-512 VNNI instead of the tile unit: on CPUs without AMX-INT8 for
+ * every token count, on those with it for a few tokens (the tile path's store / reload round
+ * trips cost more than they save there). B-tile row kk of the block (the 16 rows' elements
+ * 4kk..4kk+3) against token t's four bytes 4kk..4kk+3 broadcast, one vpdpbusd per row kk, gives
+ * lane n = row n's dot, exactly as the tile product. The two terms fold in the register: term 1's
+ * dot shifted left by 8, then term 2's products added to it, so D = 256 dot1 + dot2 without a
+ * store, and post_block's float steps follow (scale_block). vpdpbusd takes the unsigned operand
+ * first: the Q4 and U8 codes are unsigned; the Q8_0 codes are made so (w + 128, one XOR) and
+ * 128 sum(v) is subtracted from D (exact; the activation block's sum). NT <= 8 tokens, tokens
+ * inner so that NT independent chains of products interleave, with a block's codes, dots and
+ * accumulators in registers; NP = 2 panels side by side for a few tokens (NP2_MAX). */
+VNNI __attribute__((always_inline)) static inline void panel_vnni(int kind, int wide, int NT, int NP, const uint8_t *const *pans,
+                                                                  int64_t nb, size_t bb, const uint8_t *act, size_t as,
+                                                                  float *const *ys_out, int64_t ys, const int *nrows) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512 acc[2][8];
 #pragma GCC unroll 2
     for (int q = 0; q < NP; q++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < NT; t++) acc[q][t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *xb = act + (size_t)b * XB;
 #pragma GCC unroll 2
         for (int q = 0; q < NP; q++) {
             const uint8_t *blk = codes_at(kind, pans[q], b, bb);
             prefetch_ahead(pans[q] + (size_t)b * bb, bb);
-            __m512i w[8];
+            __m512i w[8], D[8];
             if (kind == K_Q8_0 || kind == K_U8) {
 #pragma GCC unroll 8
                 for (int kk = 0; kk < 8; kk++) {
@@ -594,30 +617,36 @@ AMX __attribute__((always_inline)) static inline void panel_vnni(int kind, int w
 #pragma GCC unroll 8
                 for (int j = 0; j < 8; j++) w[j] = nib_row(kind, blk, j);
             }
-#pragma GCC unroll 4
-            for (int t = 0; t < NT; t++)
-#pragma GCC unroll 2
-                for (int term = 0; term < 2; term++) {
-                    const int32_t *xq = (const int32_t *)(act + (size_t)t * as + (size_t)b * XB + (term ? XQ2 : XQ1));
-                    __m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512(), sx = _mm512_setzero_si512();
 #pragma GCC unroll 8
-                    for (int kk = 0; kk < 8; kk += 2) {
-                        __m512i x0 = _mm512_set1_epi32(xq[kk]), x1 = _mm512_set1_epi32(xq[kk + 1]);
-                        d0 = _mm512_dpbusd_epi32(d0, w[kk], x0);
-                        d1 = _mm512_dpbusd_epi32(d1, w[kk + 1], x1);
-                        if (kind == K_Q8_0) sx = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sx, ones, x0), ones, x1);
+            for (int t = 0; t < NT; t++) D[t] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+            for (int term = 0; term < 2; term++) {
+                if (term)
+#pragma GCC unroll 8
+                    for (int t = 0; t < NT; t++) D[t] = _mm512_slli_epi32(D[t], 8);
+#pragma GCC unroll 8
+                for (int kk = 0; kk < 8; kk++)
+#pragma GCC unroll 8
+                    for (int t = 0; t < NT; t++) {
+                        int32_t xw;
+                        memcpy(&xw, xb + (size_t)t * as + (term ? XQ2 : XQ1) + 4 * kk, 4);
+                        D[t] = _mm512_dpbusd_epi32(D[t], w[kk], _mm512_set1_epi32(xw));
                     }
-                    __m512i d = _mm512_add_epi32(d0, d1);
-                    if (kind == K_Q8_0) d = _mm512_sub_epi32(d, _mm512_slli_epi32(sx, 7));
-                    _mm512_store_si512((void *)(cb[q][term] + 16 * t), d);
-                }
-            post_block(kind, wide, NT, cb[q][0], cb[q][1], pans[q], bb, act, as, b, acc[q]);
+            }
+            __m512 dw, mw;
+            block_scales(kind, wide, pans[q], bb, b, &dw, &mw);
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) {
+                const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(xb + (size_t)t * as);
+                if (kind == K_Q8_0) D[t] = _mm512_sub_epi32(D[t], _mm512_slli_epi32(_mm512_set1_epi32(x->sum), 7));
+                acc[q][t] = scale_block(kind, D[t], dw, mw, x, acc[q][t]);
+            }
         }
     }
 #pragma GCC unroll 2
     for (int q = 0; q < NP; q++) {
         const __mmask16 mk = (__mmask16)((1u << nrows[q]) - 1);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(ys_out[q] + t * ys, mk, acc[q][t]);
     }
 }
@@ -625,7 +654,7 @@ AMX __attribute__((always_inline)) static inline void panel_vnni(int kind, int w
 /* ---- Q6_K ---- */
 
 /* B-tile row j (64 code bytes) of a Q6_K block, unsigned (0..63): nibbles | top bits << 4 */
-AMX __attribute__((always_inline)) static inline __m512i q6_row(const uint8_t *blk, int j) {
+VNNI __attribute__((always_inline)) static inline __m512i q6_row(const uint8_t *blk, int j) {
     __m512i v = nib_row(K_Q4_0, blk + 32, j);
     __m512i h = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(blk + 32 + CODES_Q4 + 16 * j)));
     h = _mm512_srlv_epi16(h, _mm512_setr_epi64(0, 0, 0x0002000200020002LL, 0x0002000200020002LL, 0x0004000400040004LL,
@@ -634,13 +663,13 @@ AMX __attribute__((always_inline)) static inline __m512i q6_row(const uint8_t *b
     return _mm512_or_si512(v, _mm512_slli_epi16(h, 4));
 }
 /* a Q6_K block's 512 signed code bytes (u - 32) */
-AMX static inline void q6_split(const uint8_t *blk, uint8_t *codes) {
+VNNI static inline void q6_split(const uint8_t *blk, uint8_t *codes) {
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
         _mm512_store_si512((void *)(codes + 64 * j), _mm512_sub_epi8(q6_row(blk, j), _mm512_set1_epi8(32)));
 }
 /* acc[t] += the two halves' dots (c[term][half], [NT][16] int32) x d * sc_h * d_x (d2_x) */
-AMX __attribute__((always_inline)) static inline void post_q6(int NT, int32_t (*c)[2][4 * 16 * 4], const uint8_t *pan,
+VNNI __attribute__((always_inline)) static inline void post_q6(int NT, int32_t (*c)[2][4 * 16 * 4], const uint8_t *pan,
                                                               const uint8_t *act, size_t as, int64_t b, __m512 *acc) {
     const uint8_t *blk = q6_block(pan, b);
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pan + (size_t)(b >> 3) * Q6_SB)));
@@ -695,7 +724,7 @@ AMX __attribute__((always_inline)) static inline void panel_kernel_q6(int NT, co
     for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(y + t * ys, mk, acc[t]);
 }
 /* the VNNI form: unsigned codes, minus 32 * sum(x) per half (exact, as the signed tile dots) */
-AMX __attribute__((always_inline)) static inline void panel_vnni_q6(int NT, int NP, const uint8_t *const *pans, int64_t nb,
+VNNI __attribute__((always_inline)) static inline void panel_vnni_q6(int NT, int NP, const uint8_t *const *pans, int64_t nb,
                                                                     const uint8_t *act, size_t as, float *const *ys_out,
                                                                     int64_t ys, const int *nrows) {
     const __m512i ones = _mm512_set1_epi8(1);
@@ -792,16 +821,19 @@ AMX static void kernel_q6_k(int nt, const uint8_t *pan, int64_t nb, size_t bb, c
 }
 typedef void (*tile_fn)(int, const uint8_t *, int64_t, size_t, const uint8_t *, const uint8_t *, size_t, float *, int64_t, int);
 
+/* np = 2 panels side by side (up to NP2_MAX tokens) or one */
 #define VNNI_CASE(N)                                                                           \
     case N:                                                                                    \
         if (np == 2) panel_vnni(KIND, WIDE, N, 2, pans, nb, bb, act, as, yo, ys, nrows);       \
         else panel_vnni(KIND, WIDE, N, 1, pans, nb, bb, act, as, yo, ys, nrows);               \
         break;
+#define VNNI_CASE1(N)                                                                          \
+    case N: panel_vnni(KIND, WIDE, N, 1, pans, nb, bb, act, as, yo, ys, nrows); break;
 #define VKERNEL(name, KIND_, WIDE_)                                                                     \
-    AMX static void name(int nt, int np, const uint8_t *const *pans, int64_t nb, size_t bb, const uint8_t *act, \
-                         size_t as, float *const *yo, int64_t ys, const int *nrows) {                   \
+    VNNI static void name(int nt, int np, const uint8_t *const *pans, int64_t nb, size_t bb, const uint8_t *act, \
+                          size_t as, float *const *yo, int64_t ys, const int *nrows) {                  \
         const int KIND = KIND_, WIDE = WIDE_;                                                           \
-        switch (nt) { VNNI_CASE(1) VNNI_CASE(2) VNNI_CASE(3) VNNI_CASE(4) }                             \
+        switch (nt) { VNNI_CASE(1) VNNI_CASE(2) VNNI_CASE1(3) VNNI_CASE1(4) VNNI_CASE1(5) VNNI_CASE1(6) VNNI_CASE1(7) VNNI_CASE1(8) } \
     }
 VKERNEL(vnni_q8_0, K_Q8_0, 0)
 VKERNEL(vnni_q4_0, K_Q4_0, 0)
@@ -819,7 +851,7 @@ typedef void (*vnni_fn)(int, int, const uint8_t *const *, int64_t, size_t, const
         if (np == 2) panel_vnni_q6(N, 2, pans, nb, act, as, yo, ys, nrows);              \
         else panel_vnni_q6(N, 1, pans, nb, act, as, yo, ys, nrows);                      \
         break;
-AMX static void vnni_q6_k(int nt, int np, const uint8_t *const *pans, int64_t nb, size_t bb, const uint8_t *act, size_t as,
+VNNI static void vnni_q6_k(int nt, int np, const uint8_t *const *pans, int64_t nb, size_t bb, const uint8_t *act, size_t as,
                           float *const *yo, int64_t ys, const int *nrows) {
     (void)bb;
     switch (nt) { VNNI6_CASE(1) VNNI6_CASE(2) VNNI6_CASE(3) VNNI6_CASE(4) }
@@ -836,31 +868,37 @@ static const vnni_fn k_vnni[N_KINDS][2] = {{vnni_q8_0, 0}, {vnni_q4_0, 0}, {vnni
 /* beyond this many blocks a panel's split codes do not go on the stack (256 KB); token groups
  * then split them again */
 #define PRE_MAX_BLOCKS 512
-/* up to this many tokens the VNNI form runs (the same bits) */
+/* up to this many tokens the VNNI form runs where the tiles could (the same bits) */
 #ifndef VNNI_MAX_TOKENS
 #define VNNI_MAX_TOKENS 4
 #endif
+/* up to this many tokens the VNNI form runs two panels side by side (two read streams in
+ * flight); with more, the second panel's codes, dots and sums no longer fit the registers */
+#define NP2_MAX 2
 /* up to this many tokens the tile path takes the pair form (both terms in one A tile) */
 #define PAIR_MAX_TOKENS MXL_QAMX_PAIR_MAX_TOKENS
 
 size_t mxl_qamx_pair_bytes(const mxl_cpu_weight *W, int64_t n_tok) {
     layout L;
-    if (n_tok <= VNNI_MAX_TOKENS || n_tok > PAIR_MAX_TOKENS || !layout_of(W, &L) || !k_pair[L.kind][L.wide]) return 0;
+    if (n_tok <= VNNI_MAX_TOKENS || n_tok > PAIR_MAX_TOKENS || !tiles_available() || !layout_of(W, &L) || !k_pair[L.kind][L.wide])
+        return 0;
     return (size_t)(W->cols / 32) * 2 * (size_t)n_tok * 32;
 }
 
-AMX void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
-                         int64_t n_tok, const uint8_t *abuf, float *y, int64_t ys) {
+VNNI void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+                          int64_t n_tok, const uint8_t *abuf, float *y, int64_t ys) {
     layout L;
     MXL_ASSERT(layout_of(W, &L));
     const int64_t nb = W->cols / 32;
     const size_t bb = L.bb;
-    if (n_tok <= VNNI_MAX_TOKENS) {
+    if (n_tok <= VNNI_MAX_TOKENS || !tiles_available()) {
         vnni_fn vk = k_vnni[L.kind][L.wide];
-        /* panels p and p + half side by side: two read streams in flight */
-        const int64_t half = (p1 - p0 + 1) / 2;
+        /* groups of up to 8 tokens (Q6_K: 4); for up to NP2_MAX tokens in all, panels p and
+         * p + half side by side */
+        const int group = L.kind == K_Q6_K ? 4 : 8;
+        const int64_t half = n_tok <= NP2_MAX ? (p1 - p0 + 1) / 2 : p1 - p0;
         for (int64_t i = 0; i < half; i++) {
-            const int np = p0 + half + i < p1 ? 2 : 1;
+            const int np = n_tok <= NP2_MAX && p0 + half + i < p1 ? 2 : 1;
             const uint8_t *pans[2];
             int nrows[2];
             int64_t pp[2] = {p0 + i, p0 + half + i};
@@ -868,8 +906,8 @@ AMX void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const 
                 pans[q] = (const uint8_t *)W->amx + (size_t)pp[q] * (size_t)nb * bb;
                 nrows[q] = W->rows - pp[q] * PANEL < PANEL ? (int)(W->rows - pp[q] * PANEL) : PANEL;
             }
-            for (int64_t t0 = 0; t0 < n_tok; t0 += 4) {
-                int nt = n_tok - t0 < 4 ? (int)(n_tok - t0) : 4;
+            for (int64_t t0 = 0; t0 < n_tok; t0 += group) {
+                int nt = n_tok - t0 < group ? (int)(n_tok - t0) : group;
                 float *yo[2] = {y + t0 * ys + pp[0] * PANEL, y + t0 * ys + pp[1] * PANEL};
                 vk(nt, np, pans, nb, bb, act + (size_t)t0 * act_stride, act_stride, yo, ys, nrows);
             }

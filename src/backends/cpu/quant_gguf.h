@@ -44,10 +44,12 @@ typedef struct { float d; float s; int8_t qs[32]; } mxl_block_q8a;              
 /* Two-term q8a (the AMX panel path, quant_amx.h): x ~ d * qs + d2 * qs2 with d2 = d / 256: x is
  * quantized once on the scale d2 (v = round(x / d2), |v| <= 127 * 256, about 2^-15 of the
  * block's largest value) and v split into its high part qs = floor((v + 128) / 256) and the rest
- * qs2 = v - 256 qs (-128..127); s = d2 * sum(v). The fixed power-of-two ratio lets a kernel fold
- * the two terms' integer dots into one, 256 dot1 + dot2, before a single conversion to float. */
+ * qs2 = v - 256 qs (-128..127); s = d2 * sum(v) and sum = sum(v) (exact: |sum| < 2^20; the
+ * VNNI kernels remove Q8_0's unsigned-code offset with it). The fixed power-of-two ratio lets a
+ * kernel fold the two terms' integer dots into one, 256 dot1 + dot2, before a single conversion
+ * to float. */
 #define MXL_Q8A2_STEP2 (1.0f / 256.0f)
-typedef struct { float d; float s; float d2; int8_t qs[32]; int8_t qs2[32]; } mxl_block_q8a2; /* 76 B */
+typedef struct { float d; float s; float d2; int32_t sum; int8_t qs[32]; int8_t qs2[32]; } mxl_block_q8a2; /* 80 B */
 typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } mxl_block_q8k;     /* 292 B */
 
 _Static_assert(sizeof(mxl_block_q4_0) == 18, "q4_0");

@@ -773,6 +773,7 @@ AVX512 __attribute__((always_inline)) static inline void q8a2_group(const float 
     const __m512 d = _mm512_div_ps(_mm512_castsi512_ps(reduce16(m, 1)), _mm512_set1_ps(127.0f));
     const __m512 id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_UQ), _mm512_set1_ps(1.0f), d);
     _Alignas(64) float dv[16], id2v[16], d2v[16], sv[16]; /* per block */
+    _Alignas(64) int32_t sumv[16];
     const __m512 d2 = _mm512_mul_ps(d, _mm512_set1_ps(MXL_Q8A2_STEP2));
     _mm512_store_ps(dv, d);
     _mm512_store_ps(id2v, _mm512_mul_ps(id, _mm512_set1_ps(1.0f / MXL_Q8A2_STEP2)));
@@ -789,8 +790,10 @@ AVX512 __attribute__((always_inline)) static inline void q8a2_group(const float 
         _mm_storeu_si128((__m128i *)(y[j].qs2 + 16), _mm512_cvtepi32_epi8(_mm512_sub_epi32(v1, _mm512_slli_epi32(h1, 8))));
         t[j] = _mm512_add_epi32(v0, v1);
     }
-    _mm512_store_ps(sv, _mm512_mul_ps(d2, _mm512_cvtepi32_ps(reduce16(t, 0))));
-    for (int j = 0; j < nblk; j++) y[j].d = dv[j], y[j].d2 = d2v[j], y[j].s = sv[j];
+    const __m512i sums = reduce16(t, 0);
+    _mm512_store_si512((void *)sumv, sums);
+    _mm512_store_ps(sv, _mm512_mul_ps(d2, _mm512_cvtepi32_ps(sums)));
+    for (int j = 0; j < nblk; j++) y[j].d = dv[j], y[j].d2 = d2v[j], y[j].s = sv[j], y[j].sum = sumv[j];
 }
 
 AVX512 void mxl_quant_q8a2_avx512(const float *x, mxl_block_q8a2 *y, int64_t n) {

@@ -268,7 +268,8 @@ void mxl_quant_q8a2_ref(const float *x, mxl_block_q8a2 *y, int64_t n) {
         }
         y[i].d = d;
         y[i].d2 = d2;
-        y[i].s = d2 * (float)sum; /* exact sum: |sum| < 2^21 */
+        y[i].s = d2 * (float)sum; /* exact sum: |sum| < 2^20 */
+        y[i].sum = sum;
     }
 }
 
