@@ -128,7 +128,7 @@ static const fmt k_fmts[] = {
 typedef struct owned_weight {
     mxl_cpu_weight w;
     uint8_t *data, *scales, *biases;
-    uint8_t *panels; /* the AMX panel layout (quant_amx.h), as the decoder gives its weights */
+    uint8_t *panels; /* the panel layout (quant_amx.h), as the decoder gives its weights */
     uint64_t bytes;  /* everything a matrix-vector product reads */
 } owned_weight;
 

@@ -316,7 +316,7 @@ static mxl_status common_hparams(const mxl_checkpoint *ck, mxl_family_ctx *fc) {
     return MXL_OK;
 }
 
-/* The AMX panel layout (quant_amx.h) of every matrix the forward pass multiplies by, where this
+/* The panel layout (quant_amx.h) of every matrix the forward pass multiplies by, where this
  * CPU and the format have one (the embedding table stays as it is: it is only looked up). The
  * GGUF pages of a matrix copied into the panel layout are then dropped from memory (they stay
  * mapped; nothing reads them on this path), so the process holds each weight once. */
@@ -802,7 +802,7 @@ static void linear(const mxl_cpu_weight *W, const float *b, const float *x, int6
 }
 
 /* linear() for n_w weights of the same input (Q, K, V; gate, up): one quantization of x and one
- * pool dispatch on the AMX panel path (matmul.h), the same bits as n_w linear() calls. */
+ * pool dispatch on the panel path (matmul.h), the same bits as n_w linear() calls. */
 static void linear_multi(const mxl_cpu_weight *const *W, const float *const *b, int n_w, const float *x, int64_t n,
                          float *const *y, mxl_decoder_state *s) {
     if (s->reference) {

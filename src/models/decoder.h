@@ -104,7 +104,7 @@ typedef struct mxl_decoder_layer {
 typedef struct mxl_decoder {
     mxl_decoder_hparams hp;
     mxl_arena arena; /* layers, per-layer flags, f32 copies of vectors, transposed Conv1D weights */
-    mxl_arena tiles; /* the AMX panel layouts of the matrices: one block (huge pages: arena.c) */
+    mxl_arena tiles; /* the panel layouts of the matrices: one block (huge pages: arena.c) */
     mxl_cpu_weight tok_embd, output, pos_embd; /* pos_embd: learned positions (rows 0: none) */
     mxl_decoder_norm output_norm;
     mxl_decoder_layer *layers;

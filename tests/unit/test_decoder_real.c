@@ -6,8 +6,8 @@
  * On the reference path (f32 activations, dequantized weights) the first step's top-10 logits
  * must be within 2e-3 of transformers and all 64 greedy tokens identical, on every prompt.
  * The default (fast) path must give transformers' 64 greedy tokens on every prompt too, a
- * divergence right after a reference near tie (top-2 within 0.01) excepted: on CPUs with AMX-INT8
- * the weights run on the panel path (quant_amx.h), whose activations are quantized in two int8
+ * divergence right after a reference near tie (top-2 within 0.01) excepted: on CPUs with AVX-512
+ * VNNI the weights run on the panel path (quant_amx.h), whose activations are quantized in two int8
  * terms (about 2^-16 of a block's largest value). Measured: 10 of 10 prompts exact, first-step
  * top-10 within 0.005 (SmolLM2) and 0.002 (Gemma 3); with single-term int8 activations 3 of 10
  * matched (first-step differences up to 0.58). These are "slow_" tests: scripts/test.sh runs them
@@ -131,13 +131,13 @@ TEST(slow_decoder_gemma3_reference_matches_transformers) {
 }
 
 /* The default path (fast kernels), 64 greedy tokens: every prompt exact or diverging only after
- * a near tie; first-step top-10 within 0.02. Needs the panel path (AMX-INT8): a CPU without it
+ * a near tie; first-step top-10 within 0.02. Needs the panel path (AVX-512 VNNI): a CPU without it
  * fails here by name rather than passing on a path this test does not describe. */
 static const run_opts k_fast = {false, 64, 2e-2, 0.01, NULL};
 
 static void check_fast(const char *id, int *mxl_test_failed_) {
     if (!mxl_qamx_available()) {
-        fprintf(stderr, "  this CPU has no AMX-INT8 (or MXL_CPU_ISA caps it): the default path is not the panel path\n");
+        fprintf(stderr, "  this CPU has no AVX-512 VNNI (or MXL_CPU_ISA caps it): the default path is not the panel path\n");
         CHECK(mxl_qamx_available());
         return;
     }

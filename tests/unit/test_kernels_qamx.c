@@ -1,4 +1,4 @@
-/* test_kernels_qamx.c - the AMX-INT8 matmul path for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q6_K and
+/* test_kernels_qamx.c - the panel matmul path (AMX-INT8 tiles, or their AVX-512 VNNI form) for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q6_K and
  * MLX 4- / 8-bit weights (quant_amx.h).
  *
  *  - The panel layout holds the weight exactly: every row dequantized from it equals the GGUF /
@@ -10,7 +10,7 @@
  *  - Batch invariance: token counts 1..40 (one and several 16-token groups, remainders, and the
  *    path that splits a panel's codes once for several groups), with and without a pool, give
  *    each token the bits it gets alone.
- * On a CPU without AMX-INT8, mxl_qamx_prepare must leave the weight untouched (the path cannot
+ * On a CPU without AVX-512 VNNI, mxl_qamx_prepare must leave the weight untouched (the path cannot
  * run; the other kernel tests cover that CPU). */
 #include <math.h>
 #include <stdlib.h>
@@ -50,7 +50,7 @@ static int check_weight(mxl_cpu_weight W, const char *label, mxl_threadpool *poo
         return fails;
     }
     if (W.amx == NULL) {
-        fprintf(stderr, "  %s: AMX-INT8 CPU but no panel layout\n", label);
+        fprintf(stderr, "  %s: AVX-512 VNNI CPU but no panel layout\n", label);
         mxl_arena_free(&arena);
         return fails + 1;
     }

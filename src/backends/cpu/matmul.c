@@ -314,7 +314,7 @@ static void tile_rows(const mm_ctx *c, int64_t rt, int64_t re) {
     }
 }
 
-/* the AMX-INT8 path: panels of 16 rows split over the tasks */
+/* the panel path: panels of 16 rows split over the tasks */
 static void panels_task(void *vctx, int task, int n_tasks, int thread_index) {
     (void)thread_index;
     mm_ctx *c = vctx;

@@ -12,9 +12,10 @@
  * F32/F16/BF16) for every token count, decode included; else the AVX2 4-token kernels (every
  * format but Q2_K/Q3_K) for groups of 4 tokens and the AVX2 1-token dots for the rest; a CPU
  * without AVX2 runs the scalar references. MXL_CPU_ISA=scalar|avx2|avx512 caps the level.
- * A GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K or MLX 4- / 8-bit weight given the AMX panel
- * layout at load (W->amx, quant_amx.h)
- * runs the AMX-INT8 tile kernel instead, for every token count (its VNNI form for up to 4).
+ * A GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q6_K or MLX 4- / 8-bit weight given the
+ * panel layout at load (W->amx, quant_amx.h; on every AVX-512 VNNI CPU) runs the panel kernels
+ * instead, for every token count: AMX-INT8 tiles where the CPU has them (their VNNI form for up
+ * to 4 tokens), else the VNNI form throughout.
  *
  * Batch invariance: at a given level, row t of y is bitwise the same as multiplying token t
  * alone (n_tok = 1), whatever n_tok, t's position and the thread count. Each token's activations
@@ -81,7 +82,7 @@ void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, 
                         void *scratch, mxl_threadpool *pool, mxl_cpu_isa isa);
 /* y[i] = W[i] x for n_w (1..8) weights of the same cols and the same x (the Q, K and V or the
  * gate and up projections): each y[i] bitwise what mxl_cpu_matmul gives. When every weight takes
- * the AMX panel path, x is quantized once and the weights' panels run in one dispatch of the pool
+ * the panel path, x is quantized once and the weights' panels run in one dispatch of the pool
  * (one barrier instead of two per weight); otherwise the weights run one after another. scratch:
  * the largest mxl_cpu_matmul_scratch_bytes of the weights. */
 void mxl_cpu_matmul_multi(const mxl_cpu_weight *const *W, int n_w, const float *x, int64_t n_tok, float *const *y,

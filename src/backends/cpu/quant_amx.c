@@ -1,6 +1,7 @@
-/* quant_amx.c - the AMX-INT8 matmul path for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q6_K
+/* quant_amx.c - the panel matmul path for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q6_K
  * and MLX 4- / 8-bit (quant_amx.h): the panel layout (packing at load and its scalar
- * dequantization), the tile kernel and its AVX-512 VNNI form for a few tokens.
+ * dequantization), the tile kernel, and its AVX-512 VNNI form (a few tokens on AMX CPUs, every
+ * token count on the others).
  *
  * Kernel, per panel of 16 rows and group of NT <= 16 tokens (tiles: configure()):
  *   for each block b: B <- the block's codes (8-bit: straight from the panel; 4/5-bit: nibbles

@@ -1,5 +1,6 @@
-/* quant_amx.h - AMX-INT8 path of matmul.h for the GGUF formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
- * and Q4_K, and for MLX affine 4- and 8-bit weights (any group size).
+/* quant_amx.h - the panel path of matmul.h (AMX-INT8 tiles, or their AVX-512 VNNI form on CPUs
+ * without them) for the GGUF formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K, and for MLX
+ * affine 4- and 8-bit weights (any group size).
  *
  * At load, a weight is given a second copy in "panel layout" (mxl_qamx_prepare): rows in panels
  * of 16, and per panel and 32-element block the codes already in the byte order a TDPBSSD /
@@ -42,7 +43,9 @@
 #include "backends/cpu/matmul.h"
 #include "core/arena.h"
 
-/* This CPU runs the path: the AMX level (cpu_features.h) and AMX-INT8 (CPUID.7.0:EDX bit 25). */
+/* This CPU runs the path: the AVX-512 VNNI level (cpu_features.h). The tile kernels run where it
+ * also has AMX-INT8 (the AMX level and CPUID.7.0:EDX bit 25); elsewhere the VNNI form takes
+ * every token count, with the same bits. */
 bool mxl_qamx_available(void);
 /* W's format has a panel layout (GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K, MLX 4 / 8 bits). */
 bool mxl_qamx_format(const mxl_cpu_weight *W);

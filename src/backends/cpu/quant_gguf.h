@@ -41,7 +41,7 @@ typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d;
  * formats with an offset term: Q4_1, Q5_1 and MLX affine). q8k: ggml's Q8_K, x[i] ~= d * qs[i],
  * bsums[j] = sum of qs[16j .. 16j+15]. */
 typedef struct { float d; float s; int8_t qs[32]; } mxl_block_q8a;                /* 40 B */
-/* Two-term q8a (the AMX panel path, quant_amx.h): x ~ d * qs + d2 * qs2 with d2 = d / 256: x is
+/* Two-term q8a (the panel path, quant_amx.h): x ~ d * qs + d2 * qs2 with d2 = d / 256: x is
  * quantized once on the scale d2 (v = round(x / d2), |v| <= 127 * 256, about 2^-15 of the
  * block's largest value) and v split into its high part qs = floor((v + 128) / 256) and the rest
  * qs2 = v - 256 qs (-128..127); s = d2 * sum(v) and sum = sum(v) (exact: |sum| < 2^20; the
