@@ -355,8 +355,7 @@ void mxl_qamx_pair_token(const mxl_cpu_weight *W, int64_t n_tok, int64_t t, cons
 
 #include "backends/cpu/amx_tile.h"
 
-/* the tile unit runs the products: AMX-INT8 (CPUID.7.0:EDX bit 25) at the AMX level */
-static bool tiles_available(void) {
+bool mxl_qamx_tiles_available(void) {
     static int cached = -1;
     if (cached < 0) {
         unsigned a, b, c, d;
@@ -369,7 +368,7 @@ static bool tiles_available(void) {
 bool mxl_qamx_available(void) { return mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI; }
 
 /* VNNI: the AVX-512 code every CPU of the path runs (the VNNI form, the float steps); AMX: the
- * tile kernels, called only where tiles_available() */
+ * tile kernels, called only where mxl_qamx_tiles_available() */
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define AMX __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
@@ -881,7 +880,7 @@ static const vnni_fn k_vnni[N_KINDS][2] = {{vnni_q8_0, 0}, {vnni_q4_0, 0}, {vnni
 
 size_t mxl_qamx_pair_bytes(const mxl_cpu_weight *W, int64_t n_tok) {
     layout L;
-    if (n_tok <= VNNI_MAX_TOKENS || n_tok > PAIR_MAX_TOKENS || !tiles_available() || !layout_of(W, &L) || !k_pair[L.kind][L.wide])
+    if (n_tok <= VNNI_MAX_TOKENS || n_tok > PAIR_MAX_TOKENS || !mxl_qamx_tiles_available() || !layout_of(W, &L) || !k_pair[L.kind][L.wide])
         return 0;
     return (size_t)(W->cols / 32) * 2 * (size_t)n_tok * 32;
 }
@@ -892,7 +891,7 @@ VNNI void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const
     MXL_ASSERT(layout_of(W, &L));
     const int64_t nb = W->cols / 32;
     const size_t bb = L.bb;
-    if (n_tok <= VNNI_MAX_TOKENS || !tiles_available()) {
+    if (n_tok <= VNNI_MAX_TOKENS || !mxl_qamx_tiles_available()) {
         vnni_fn vk = k_vnni[L.kind][L.wide];
         /* groups of up to 8 tokens (Q6_K: 4); for up to NP2_MAX tokens in all, panels p and
          * p + half side by side */
@@ -949,6 +948,7 @@ VNNI void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const
 }
 #else
 bool mxl_qamx_available(void) { return false; }
+bool mxl_qamx_tiles_available(void) { return false; }
 size_t mxl_qamx_pair_bytes(const mxl_cpu_weight *W, int64_t n_tok) {
     (void)W; (void)n_tok;
     return 0;

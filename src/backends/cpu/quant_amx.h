@@ -47,6 +47,8 @@
  * also has AMX-INT8 (the AMX level and CPUID.7.0:EDX bit 25); elsewhere the VNNI form takes
  * every token count, with the same bits. */
 bool mxl_qamx_available(void);
+/* The tile kernels run here (AMX-INT8 at the AMX level). */
+bool mxl_qamx_tiles_available(void);
 /* W's format has a panel layout (GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K, MLX 4 / 8 bits). */
 bool mxl_qamx_format(const mxl_cpu_weight *W);
 /* Bytes of W's panel layout (0 when the format has none). */
