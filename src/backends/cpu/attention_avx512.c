@@ -1,7 +1,7 @@
 /* attention_avx512.c - the f16 K and V passes of attention.c on AVX-512, for G (1..4) query heads
  * that share one KV head (grouped-query attention), so each K and V vector is loaded and
- * converted once per group instead of once per head. K: scores four keys at a time, each a
- * 16-lane FMA chain per head reduced once. V: out = sum_j p_j v_j per head, 128 (one head) or 64
+ * converted once per group instead of once per head. K: scores 16 / G keys at a time, each a
+ * 16-lane FMA chain per head, the 16 chains reduced together. V: out = sum_j p_j v_j per head, 128 (one head) or 64
  * (a group) output elements at a time held in zmm accumulators while the keys are walked (block
  * by block, in position order, each head skipping the keys its p_j is 0 for), instead of an
  * axpy that loads and stores the whole output row per key. Per element and head it is the same
@@ -16,6 +16,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "backends/cpu/reduce_avx512.h"
 #include "backends/cpu/vexp_avx512.h"
 
 #undef AVX512
@@ -52,6 +53,16 @@ AVX512 void mxl_attn_softmax_avx512(float *x, int64_t n, float sink) {
     }
 }
 
+/* Into the cache ahead of its pass: n halves at element offset off of position jp's row (any
+ * block). The KV cache is read once per step, after the weights have pushed it out of the
+ * caches; without this the K and V passes waited on it (at 500 positions, most of an 8-sequence
+ * step's attention time). */
+#define KV_PF_KEYS 16 /* positions ahead */
+INLINE void prefetch_row(const uint16_t *base, const mxl_kv_paged_view *kv, int64_t jp, int64_t off, int n) {
+    const uint16_t *p = base + (int64_t)kv->blocks[jp / kv->block_size] * kv->block_stride + (jp % kv->block_size) * kv->row_stride + off;
+    for (int o = 0; o < n; o += 32) _mm_prefetch((const char *)(p + o), _MM_HINT_T0);
+}
+
 /* V pass for G heads of one KV head, output elements c0 .. c0 + 16 nv: each V vector is loaded
  * and converted once for the G heads; head g skips the keys its own p_j is 0 for. */
 AVX512 INLINE void v_group(int G, int nv, const uint16_t *v, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo,
@@ -67,6 +78,7 @@ AVX512 INLINE void v_group(int G, int nv, const uint16_t *v, const mxl_kv_paged_
         int64_t j1 = b0 + bs < hi ? b0 + bs : hi;
         for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) {
             const uint16_t *vj = v + base + j * rs;
+            if (j + KV_PF_KEYS < hi) prefetch_row(v, kv, j + KV_PF_KEYS, hoff + c0, 16 * nv);
             __m512 vv[8];
 #pragma GCC unroll 8
             for (int u = 0; u < nv; u++) vv[u] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vj + 16 * u)));
@@ -104,48 +116,45 @@ AVX512 void mxl_attn_v_f16_avx512(const uint16_t *v, const mxl_kv_paged_view *kv
     }
 }
 
-/* K pass for G heads of one KV head: four keys at a time, each K vector converted once and
- * multiplied into the G heads' chains (4 G independent FMA chains, each reduced once). */
+/* K pass for G heads of one KV head: KEYS keys at a time (16 / G: every head's chain for every
+ * key, 16 at most), each key's K vector converted once per 16 elements and multiplied into the
+ * G heads' 16-lane FMA chains, then all chains reduced together (mxl_reduce16_avx512). The last
+ * keys of a block run the same pass with their pointers clamped to the last one (only valid
+ * scores stored), so a key's score is the same FMA chain and reduction tree wherever it falls
+ * and whatever G. */
 AVX512 INLINE void k_group(int G, const uint16_t *k, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi,
                            const float *qh, int hd, float scale, float *s, int64_t ss) {
+    const int KEYS = G == 1 ? 16 : G == 2 ? 8 : G == 3 ? 5 : 4;
     const int64_t bs = kv->block_size, rs = kv->row_stride;
     const int nv = hd / 16;
+    const __m512 vscale = _mm512_set1_ps(scale);
     for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
         int64_t base = (int64_t)kv->blocks[b0 / bs] * kv->block_stride - b0 * rs + hoff;
-        int64_t j = b0 > lo ? b0 : lo, j1 = b0 + bs < hi ? b0 + bs : hi;
-        for (; j + 4 <= j1; j += 4) {
-            const uint16_t *k0 = k + base + j * rs;
-            __m512 a[MXL_ATTN_HEAD_GROUP][4];
-#pragma GCC unroll 4
-            for (int g = 0; g < G; g++) a[g][0] = a[g][1] = a[g][2] = a[g][3] = _mm512_setzero_ps();
+        int64_t j1 = b0 + bs < hi ? b0 + bs : hi;
+        for (int64_t j = b0 > lo ? b0 : lo; j < j1; j += KEYS) {
+            const int nk = j1 - j < KEYS ? (int)(j1 - j) : KEYS;
+            const uint16_t *kp[16];
+#pragma GCC unroll 16
+            for (int i = 0; i < KEYS; i++) kp[i] = k + base + (j + (i < nk ? i : nk - 1)) * rs;
+            for (int i = 0; i < KEYS && j + KV_PF_KEYS + i < hi; i++) prefetch_row(k, kv, j + KV_PF_KEYS + i, hoff, hd);
+            __m512i a[16]; /* chain of head g, key i: a[g * KEYS + i] (unused slots zero) */
+#pragma GCC unroll 16
+            for (int c = 0; c < 16; c++) a[c] = _mm512_setzero_si512();
             for (int u = 0; u < nv; u++) {
-                __m512 kv4[4];
+#pragma GCC unroll 16
+                for (int i = 0; i < KEYS; i++) {
+                    __m512 kv1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kp[i] + 16 * u)));
 #pragma GCC unroll 4
-                for (int i = 0; i < 4; i++) kv4[i] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k0 + i * rs + 16 * u)));
-#pragma GCC unroll 4
-                for (int g = 0; g < G; g++) {
-                    __m512 qv = _mm512_loadu_ps(qh + g * hd + 16 * u);
-#pragma GCC unroll 4
-                    for (int i = 0; i < 4; i++) a[g][i] = _mm512_fmadd_ps(kv4[i], qv, a[g][i]);
+                    for (int g = 0; g < G; g++)
+                        a[g * KEYS + i] = _mm512_castps_si512(
+                            _mm512_fmadd_ps(kv1, _mm512_loadu_ps(qh + g * hd + 16 * u), _mm512_castsi512_ps(a[g * KEYS + i])));
                 }
             }
+            _Alignas(64) float sc[16];
+            _mm512_store_ps(sc, _mm512_mul_ps(_mm512_castsi512_ps(mxl_reduce16_avx512(a, MXL_REDUCE_ADD_F32)), vscale));
 #pragma GCC unroll 4
             for (int g = 0; g < G; g++)
-#pragma GCC unroll 4
-                for (int i = 0; i < 4; i++) s[g * ss + j + i] = _mm512_reduce_add_ps(a[g][i]) * scale;
-        }
-        for (; j < j1; j++) {
-            const uint16_t *kj = k + base + j * rs;
-            __m512 a[MXL_ATTN_HEAD_GROUP];
-#pragma GCC unroll 4
-            for (int g = 0; g < G; g++) a[g] = _mm512_setzero_ps();
-            for (int u = 0; u < nv; u++) {
-                __m512 kv1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kj + 16 * u)));
-#pragma GCC unroll 4
-                for (int g = 0; g < G; g++) a[g] = _mm512_fmadd_ps(kv1, _mm512_loadu_ps(qh + g * hd + 16 * u), a[g]);
-            }
-#pragma GCC unroll 4
-            for (int g = 0; g < G; g++) s[g * ss + j] = _mm512_reduce_add_ps(a[g]) * scale;
+                for (int i = 0; i < nk; i++) s[g * ss + j + i] = sc[g * KEYS + i];
         }
     }
 }

@@ -28,6 +28,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "backends/cpu/reduce_avx512.h"
+
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
 AVX512 static inline __m512i pair256(__m256i lo, __m256i hi) {
@@ -741,26 +743,6 @@ AVX512 void mxl_quant_q8k_avx512(const float *x, mxl_block_q8k *y, int64_t n) {
 /* Two-term q8a, bit for bit mxl_quant_q8a2_ref: the same scales (IEEE divisions, 16 blocks per
  * vector), x / d2 rounded to nearest even by the conversion (the default MXCSR mode, as
  * round_even), the split into high and low codes in integers. */
-/* lane j = the reduction (max of floats, or sum of int32) of vector v[j]'s 16 lanes: a transpose
- * tree (256-, 128-, 64-bit and 32-bit halves of pairs combined), then one permute back into
- * block order; max and integer sums are exact in any order (v[] is overwritten) */
-AVX512 __attribute__((always_inline)) static inline __m512i reduce16(__m512i *v, int is_max) {
-#define OP(a, b) (is_max ? _mm512_castps_si512(_mm512_max_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b))) : _mm512_add_epi32(a, b))
-#define SH4(a, b, i) _mm512_castps_si512(_mm512_shuffle_f32x4(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b), i))
-#define SH1(a, b, i) _mm512_castps_si512(_mm512_shuffle_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b), i))
-    for (int i = 0; i < 8; i++) /* v[i]: blocks 2i | 2i+1 (256-bit halves) */
-        v[i] = OP(SH4(v[2 * i], v[2 * i + 1], 0x44), SH4(v[2 * i], v[2 * i + 1], 0xEE));
-    for (int i = 0; i < 4; i++) /* 128-bit lane k: block 4i + k */
-        v[i] = OP(SH4(v[2 * i], v[2 * i + 1], 0x88), SH4(v[2 * i], v[2 * i + 1], 0xDD));
-    for (int i = 0; i < 2; i++) /* lane k: elements 0-1 block 8i + k, 2-3 block 8i + 4 + k */
-        v[i] = OP(SH1(v[2 * i], v[2 * i + 1], 0x44), SH1(v[2 * i], v[2 * i + 1], 0xEE));
-    __m512i r = OP(SH1(v[0], v[1], 0x88), SH1(v[0], v[1], 0xDD)); /* element 4k + j: block 4j + k */
-#undef OP
-#undef SH4
-#undef SH1
-    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
-}
-
 /* nblk <= 16 blocks at once: the per-block maxima, scales and code sums as vectors of 16 blocks
  * (one division each instead of one per block; lanes past nblk are zeros) */
 AVX512 __attribute__((always_inline)) static inline void q8a2_group(const float *x, mxl_block_q8a2 *y, int nblk) {
@@ -770,7 +752,7 @@ AVX512 __attribute__((always_inline)) static inline void q8a2_group(const float 
         __m512 v0 = _mm512_loadu_ps(x + 32 * j), v1 = _mm512_loadu_ps(x + 32 * j + 16);
         m[j] = _mm512_castps_si512(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
     }
-    const __m512 d = _mm512_div_ps(_mm512_castsi512_ps(reduce16(m, 1)), _mm512_set1_ps(127.0f));
+    const __m512 d = _mm512_div_ps(_mm512_castsi512_ps(mxl_reduce16_avx512(m, MXL_REDUCE_MAX_F32)), _mm512_set1_ps(127.0f));
     const __m512 id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_UQ), _mm512_set1_ps(1.0f), d);
     _Alignas(64) float dv[16], id2v[16], d2v[16], sv[16]; /* per block */
     _Alignas(64) int32_t sumv[16];
@@ -790,7 +772,7 @@ AVX512 __attribute__((always_inline)) static inline void q8a2_group(const float 
         _mm_storeu_si128((__m128i *)(y[j].qs2 + 16), _mm512_cvtepi32_epi8(_mm512_sub_epi32(v1, _mm512_slli_epi32(h1, 8))));
         t[j] = _mm512_add_epi32(v0, v1);
     }
-    const __m512i sums = reduce16(t, 0);
+    const __m512i sums = mxl_reduce16_avx512(t, MXL_REDUCE_ADD_I32);
     _mm512_store_si512((void *)sumv, sums);
     _mm512_store_ps(sv, _mm512_mul_ps(d2, _mm512_cvtepi32_ps(sums)));
     for (int j = 0; j < nblk; j++) y[j].d = dv[j], y[j].d2 = d2v[j], y[j].s = sv[j], y[j].sum = sumv[j];
