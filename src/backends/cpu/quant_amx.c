@@ -440,7 +440,8 @@ VNNI __attribute__((always_inline)) static inline void block_scales(int kind, in
         mw = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(mw), _mm512_set1_epi32((int)0x80000000u)));
     } else {
         dw = wide ? _mm512_loadu_ps(blk + codes) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + codes)));
-        mw = kind == K_Q4_0   ? _mm512_mul_ps(dw, _mm512_set1_ps(-8.0f))
+        mw = kind == K_Q8_0   ? _mm512_setzero_ps() /* no offset (and nothing stored for one) */
+             : kind == K_Q4_0 ? _mm512_mul_ps(dw, _mm512_set1_ps(-8.0f))
              : kind == K_Q5_0 ? _mm512_mul_ps(dw, _mm512_set1_ps(-16.0f))
              : wide           ? _mm512_loadu_ps(blk + codes + 64)
                             : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + codes + 32)));
