@@ -639,7 +639,7 @@ VNNI __attribute__((always_inline)) static inline void panel_vnni(int kind, int 
 #pragma GCC unroll 8
             for (int t = 0; t < NT; t++) {
                 const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(xb + (size_t)t * as);
-                if (kind == K_Q8_0) D[t] = _mm512_sub_epi32(D[t], _mm512_slli_epi32(_mm512_set1_epi32(x->sum), 7));
+                if (kind == K_Q8_0) D[t] = _mm512_sub_epi32(D[t], _mm512_set1_epi32(x->sum * 128)); /* |sum| < 2^20 */
                 acc[q][t] = scale_block(kind, D[t], dw, mw, x, acc[q][t]);
             }
         }
