@@ -127,7 +127,7 @@ def test_image_command_refused():
 def test_ctrl_c_cancels_the_answer_and_drops_the_exchange():
     real_model_path(DEFAULT)
     _, (_, prompt_hi) = one_shot("Hi")
-    proc = subprocess.Popen([mlxcel_bin(), "run", "--temp", "0", "-n", "48", "--ignore-eos"],
+    proc = subprocess.Popen([mlxcel_bin(), "run", "--temp", "0", "-n", "512", "--ignore-eos"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         proc.stdin.write(b"Write a very long story about a dragon.\n")
