@@ -118,6 +118,16 @@ static mxl_status fuse(tok_strs *toks) {
     return MXL_OK;
 }
 
+/* Where the decoded ids sit. cont: they continue a sequence (the streaming detokenizer's window
+ * after its first tokens), so the start-of-text rules do not apply to the window's first token:
+ * a left Strip of fused text, Metaspace's and WordPiece's first-token rules. joined: an earlier
+ * decoder (ByteLevel, Fuse) made the list one string, which in a full decode is the whole text;
+ * a rule on "token 0" that applies to all of its content then holds in the window too, while a
+ * rule on its leading characters does not. */
+typedef struct dec_pos {
+    bool cont, joined;
+} dec_pos;
+
 /* Replaces token i's text by s (n bytes). */
 static bool set_tok(tok_buf *b, const char *s, size_t n) {
     tok_buf nb = {0};
@@ -127,13 +137,14 @@ static bool set_tok(tok_buf *b, const char *s, size_t n) {
     return true;
 }
 
-static mxl_status strip(const tok_decoder *d, tok_strs *toks) {
+static mxl_status strip(const tok_decoder *d, const dec_pos *pos, tok_strs *toks) {
     char c[4];
     size_t cl = mxl_utf8_encode(d->ch, c);
     for (size_t i = 0; i < toks->n; i++) {
         tok_buf *b = &toks->v[i];
         size_t s = 0, e = b->n;
-        for (size_t k = 0; k < d->start && e - s >= cl && memcmp(b->p + s, c, cl) == 0; k++) s += cl;
+        size_t start = i == 0 && pos->cont && pos->joined ? 0 : d->start; /* not the text's start */
+        for (size_t k = 0; k < start && e - s >= cl && memcmp(b->p + s, c, cl) == 0; k++) s += cl;
         for (size_t k = 0; k < d->stop && e - s >= cl && memcmp(b->p + e - cl, c, cl) == 0; k++)
             e -= cl;
         if (s || e != b->n) {
@@ -165,9 +176,10 @@ static mxl_status replace(const tok_decoder *d, tok_strs *toks) {
     return st;
 }
 
-static mxl_status metaspace(const tok_decoder *d, tok_strs *toks) {
+static mxl_status metaspace(const tok_decoder *d, const dec_pos *pos, tok_strs *toks) {
     char c[4];
     size_t cl = mxl_utf8_encode(d->ch, c);
+    bool first = !pos->cont || pos->joined; /* token 0 is the text's first token */
     tok_buf nb = {0};
     for (size_t i = 0; i < toks->n; i++) {
         tok_buf *b = &toks->v[i];
@@ -175,7 +187,7 @@ static mxl_status metaspace(const tok_decoder *d, tok_strs *toks) {
         for (size_t j = 0; j < b->n;) {
             if (b->n - j >= cl && memcmp(b->p + j, c, cl) == 0) {
                 j += cl;
-                if (i == 0 && d->prepend != TOK_PREPEND_NEVER) continue;
+                if (i == 0 && first && d->prepend != TOK_PREPEND_NEVER) continue;
                 if (!tok_buf_putc(&nb, ' ')) goto oom;
                 continue;
             }
@@ -219,10 +231,11 @@ static bool cleanup_text(tok_buf *b) {
     return true;
 }
 
-static mxl_status wordpiece(const tok_decoder *d, tok_strs *toks) {
+static mxl_status wordpiece(const tok_decoder *d, const dec_pos *pos, tok_strs *toks) {
+    bool first = !pos->cont || pos->joined; /* token 0 is the text's first token */
     for (size_t i = 0; i < toks->n; i++) {
         tok_buf *b = &toks->v[i];
-        if (i != 0) {
+        if (i != 0 || !first) {
             if (b->n >= d->content_len && memcmp(b->p, d->content, d->content_len) == 0) {
                 memmove(b->p, b->p + d->content_len, b->n - d->content_len);
                 b->n -= d->content_len;
@@ -301,23 +314,28 @@ static mxl_status ctc(const tok_decoder *d, tok_strs *toks) {
     return MXL_OK;
 }
 
-mxl_status tok_decode_chain(const tok_decoder *d, tok_strs *toks) {
+static mxl_status chain(const tok_decoder *d, dec_pos *pos, tok_strs *toks) {
     switch (d->kind) {
     case TOK_DEC_SEQUENCE:
         for (size_t i = 0; i < d->n_children; i++) {
-            mxl_status st = tok_decode_chain(d->children[i], toks);
+            mxl_status st = chain(d->children[i], pos, toks);
             if (st != MXL_OK) return st;
         }
         return MXL_OK;
-    case TOK_DEC_BYTE_LEVEL: return byte_level(toks);
-    case TOK_DEC_METASPACE: return metaspace(d, toks);
+    case TOK_DEC_BYTE_LEVEL: pos->joined = true; return byte_level(toks);
+    case TOK_DEC_METASPACE: return metaspace(d, pos, toks);
     case TOK_DEC_BYTE_FALLBACK: return byte_fallback(toks);
-    case TOK_DEC_FUSE: return fuse(toks);
-    case TOK_DEC_STRIP: return strip(d, toks);
+    case TOK_DEC_FUSE: pos->joined = true; return fuse(toks);
+    case TOK_DEC_STRIP: return strip(d, pos, toks);
     case TOK_DEC_REPLACE: return replace(d, toks);
-    case TOK_DEC_WORDPIECE: return wordpiece(d, toks);
+    case TOK_DEC_WORDPIECE: return wordpiece(d, pos, toks);
     case TOK_DEC_BPE: return bpe_suffix(d, toks);
     case TOK_DEC_CTC: return ctc(d, toks);
     }
     return MXL_ERR_INTERNAL;
+}
+
+mxl_status tok_decode_chain(const tok_decoder *d, bool cont, tok_strs *toks) {
+    dec_pos pos = {.cont = cont, .joined = false};
+    return chain(d, &pos, toks);
 }

@@ -348,8 +348,9 @@ typedef struct tok_strs {
 } tok_strs;
 bool tok_strs_push(tok_strs *s, const char *p, size_t n);
 void tok_strs_free(tok_strs *s);
-/* Runs the decoder chain on toks in place. */
-mxl_status tok_decode_chain(const tok_decoder *d, tok_strs *toks);
+/* Runs the decoder chain on toks in place. cont: the tokens continue a sequence rather than start
+ * the text (see tok_decode), so start-of-text rules are not applied to the first of them. */
+mxl_status tok_decode_chain(const tok_decoder *d, bool cont, tok_strs *toks);
 
 /* ---- the tokenizer ---- */
 typedef enum tok_flavor {
@@ -396,6 +397,12 @@ struct mxl_tokenizer {
 
 /* Token string of id (NULL when id has none). */
 const char *tok_id_str(const mxl_tokenizer *t, int32_t id, size_t *len);
+/* mxl_tokenizer_decode of ids that start the text (cont false) or continue it (cont true: the
+ * result is what those ids add in the middle of a longer decode, which the streaming
+ * detokenizer's window needs; without it a window starting with e.g. spaces under a left Strip of
+ * the fused text would lose them). */
+mxl_status tok_decode(const mxl_tokenizer *t, const int32_t *ids, size_t n, bool skip_special,
+                      bool cont, char **out, size_t *out_len, mxl_error *err);
 /* Adds a model-vocabulary entry (added=false) or an added token's content (added=true; it then
  * names the id for decoding). Grows the id tables. False on OOM / bad id. */
 bool tok_vocab_set(mxl_tokenizer *t, const char *s, size_t n, int32_t id, bool added);

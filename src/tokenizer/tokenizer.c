@@ -289,6 +289,11 @@ static bool gguf_piece(const mxl_tokenizer *t, int32_t id, tok_buf *out) {
 
 mxl_status mxl_tokenizer_decode(const mxl_tokenizer *t, const int32_t *ids, size_t n,
                                 bool skip_special, char **out, size_t *out_len, mxl_error *err) {
+    return tok_decode(t, ids, n, skip_special, false, out, out_len, err);
+}
+
+mxl_status tok_decode(const mxl_tokenizer *t, const int32_t *ids, size_t n, bool skip_special,
+                      bool cont, char **out, size_t *out_len, mxl_error *err) {
     *out = NULL;
     if (out_len) *out_len = 0;
     for (size_t i = 0; i < n; i++)
@@ -306,7 +311,7 @@ mxl_status mxl_tokenizer_decode(const mxl_tokenizer *t, const int32_t *ids, size
             if (skip_special && (a & (MXL_TOKEN_ATTR_SPECIAL | MXL_TOKEN_ATTR_UNKNOWN))) continue;
             size_t mark = bytes.n;
             if (!gguf_piece(t, ids[i], &bytes)) st = MXL_ERR_NOMEM;
-            if (mark == 0 && bytes.n && (t->gguf_add_space_prefix || t->model.kind == TOK_MODEL_WPM) &&
+            if (!cont && mark == 0 && bytes.n && (t->gguf_add_space_prefix || t->model.kind == TOK_MODEL_WPM) &&
                 bytes.p[0] == ' ' && !(a & (MXL_TOKEN_ATTR_SPECIAL | MXL_TOKEN_ATTR_USER))) {
                 memmove(bytes.p, bytes.p + 1, bytes.n - 1);
                 bytes.n--;
@@ -322,9 +327,9 @@ mxl_status mxl_tokenizer_decode(const mxl_tokenizer *t, const int32_t *ids, size
             const char *s = tok_id_str(t, ids[i], &l);
             if (!tok_strs_push(&toks, s, l)) st = MXL_ERR_NOMEM;
         }
-        if (st == MXL_OK && t->dec) st = tok_decode_chain(t->dec, &toks);
+        if (st == MXL_OK && t->dec) st = tok_decode_chain(t->dec, cont, &toks);
         for (size_t i = 0; i < toks.n && st == MXL_OK; i++) {
-            if (!t->dec && i > 0 && !tok_buf_putc(&text, ' ')) st = MXL_ERR_NOMEM;
+            if (!t->dec && (i > 0 || cont) && !tok_buf_putc(&text, ' ')) st = MXL_ERR_NOMEM;
             if (st == MXL_OK && !tok_buf_append(&text, toks.v[i].p ? toks.v[i].p : "", toks.v[i].n)) st = MXL_ERR_NOMEM;
         }
         tok_strs_free(&toks);
