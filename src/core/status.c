@@ -6,6 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Messages are one line: a control character (a newline in a JSON parser's quoted input, a
+ * file name, a user's text) becomes a space. */
+static void one_line(char *msg) {
+    for (unsigned char *p = (unsigned char *)msg; *p; p++)
+        if (*p < 0x20 || *p == 0x7F) *p = ' ';
+}
+
 mxl_status mxl_error_set(mxl_error *err, mxl_status status, const char *fmt, ...) {
     if (err) {
         err->status = status;
@@ -13,6 +20,7 @@ mxl_status mxl_error_set(mxl_error *err, mxl_status status, const char *fmt, ...
         va_start(ap, fmt);
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
+        one_line(err->msg);
     }
     return status;
 }
@@ -30,6 +38,7 @@ void mxl_error_prefix(mxl_error *err, const char *fmt, ...) {
     memmove(err->msg + plen, err->msg, olen);
     memcpy(err->msg, prefix, plen);
     err->msg[plen + olen] = '\0';
+    one_line(err->msg);
 }
 
 void mxl_error_clear(mxl_error *err) {

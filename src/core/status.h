@@ -29,7 +29,8 @@ typedef struct mxl_error {
 } mxl_error;
 
 /* Records status + printf-style message into err (if non-NULL) and returns status, so callers can
- * write `return mxl_error_set(err, MXL_ERR_FORMAT, "%s: bad header", path);`. */
+ * write `return mxl_error_set(err, MXL_ERR_FORMAT, "%s: bad header", path);`. The message is kept
+ * to one line: control characters (from quoted input) become spaces, here and in the prefix. */
 mxl_status mxl_error_set(mxl_error *err, mxl_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

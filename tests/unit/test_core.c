@@ -133,6 +133,11 @@ TEST(error_set_and_prefix) {
     mxl_error_prefix(&e, "p: ");
     CHECK(strlen(e.msg) == MXL_ERROR_MSG_MAX - 1);
     CHECK(strncmp(e.msg, "p: aaa", 6) == 0);
+    /* one line whatever the arguments hold (a JSON parser quoting input with a newline) */
+    mxl_error_set(&e, MXL_ERR_FORMAT, "bad near '%s'", "\"\\\n\r\t\x7f\xc3\xa9'");
+    CHECK_EQ_STR(e.msg, "bad near '\"\\    \xc3\xa9''");
+    mxl_error_prefix(&e, "in %s: ", "a\nb");
+    CHECK_EQ_STR(e.msg, "in a b: bad near '\"\\    \xc3\xa9''");
 }
 
 static const mxl_cli_opt k_opts[] = {
