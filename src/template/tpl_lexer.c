@@ -141,16 +141,17 @@ static bool lex_string(lexer *L, size_t *pos) {
         case '\n': break; /* line continuation */
         case 'x': case 'u': case 'U': {
             int nd = e == 'x' ? 2 : e == 'u' ? 4 : 8;
-            int32_t v = 0;
+            uint32_t v = 0; /* 8 hex digits fit; above U+10FFFF is refused below */
             bool ok = k + (size_t)nd < end;
             for (int d = 1; ok && d <= nd; d++) {
                 int h = hexval(L->src[k + (size_t)d]);
                 if (h < 0) ok = false;
-                else v = v * 16 + h;
+                else v = v * 16 + (uint32_t)h;
             }
-            if (!ok || v > 0x10FFFF) return lex_fail(L, k - 1, "truncated \\x/\\u escape in string");
+            if (!ok) return lex_fail(L, k - 1, "truncated \\x/\\u escape in string");
+            if (v > 0x10FFFF) return lex_fail(L, k - 1, "\\U escape beyond U+10FFFF in string");
             k += (size_t)nd;
-            cp = v;
+            cp = (int32_t)v;
             break;
         }
         default:

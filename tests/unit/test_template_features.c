@@ -146,6 +146,11 @@ TEST(template_syntax_errors_have_line_col_and_expectation) {
     expect_syntax(mxl_test_failed_, "{{ 'abc }}", ":1:4:", "string");
     expect_syntax(mxl_test_failed_, "{# open comment", ":1:1:", "comment");
     expect_syntax(mxl_test_failed_, "{% set x = 1 %}{{ x is }}", ":1:", "expected a name");
+    /* 8 hex digits past U+10FFFF (Python: "illegal Unicode character"); 0x88888888 once overflowed
+     * a signed accumulator (the fuzzer, under UBSan) */
+    expect_syntax(mxl_test_failed_, "{{ '\\U88888888' }}", ":1:", "beyond U+10FFFF");
+    expect_syntax(mxl_test_failed_, "{{ '\\U00110000' }}", ":1:", "beyond U+10FFFF");
+    expect_syntax(mxl_test_failed_, "{{ '\\U0001F6' }}", ":1:", "truncated");
 }
 
 /* ---------------------------------------------------------------- render API */
