@@ -42,7 +42,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_step_driver: %s\n", err.msg);
         return 1;
     }
-    float *logits = malloc((size_t)8 * (size_t)d.hp.vocab * sizeof(float));
+    float *logits = aligned_alloc(64, ((size_t)8 * (size_t)d.hp.vocab * sizeof(float) + 63) & ~(size_t)63); /* as the server's */
     double *ts = malloc((size_t)steps * sizeof(double));
     if (!logits || !ts) return 1;
     for (int r = 0; r < rounds; r++)

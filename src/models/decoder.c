@@ -788,14 +788,22 @@ void mxl_decoder_state_set_reference(mxl_decoder_state *s, bool on) {
     s->n_table = nb;
 }
 
-static void matmul(const mxl_cpu_weight *W, const float *x, int64_t n, float *y, mxl_decoder_state *s) {
-    if (s->reference) mxl_cpu_matmul_f32_ref(W, x, n, y);
-    else mxl_cpu_matmul(W, x, n, y, s->mm_scratch, s->pool);
+/* prep (NULL: none) makes x's rows first: on the reference path all at once, otherwise within
+ * the matmul's quantization dispatch (matmul.h: mxl_cpu_row_prep) */
+static void matmul(const mxl_cpu_weight *W, const mxl_cpu_row_prep *prep, const float *x, int64_t n, float *y,
+                   mxl_decoder_state *s) {
+    if (s->reference) {
+        if (prep) prep->fn(prep->ctx, 0, n);
+        mxl_cpu_matmul_f32_ref(W, x, n, y);
+    } else {
+        mxl_cpu_matmul_prep(W, prep, x, n, y, s->mm_scratch, s->pool);
+    }
 }
 
-/* y = x W (+ b), x [n, W.cols], y [n, W.rows]. */
-static void linear(const mxl_cpu_weight *W, const float *b, const float *x, int64_t n, float *y, mxl_decoder_state *s) {
-    matmul(W, x, n, y, s);
+/* y = x W (+ b), x [n, W.cols], y [n, W.rows]; prep as matmul(). */
+static void linear(const mxl_cpu_weight *W, const float *b, const mxl_cpu_row_prep *prep, const float *x, int64_t n, float *y,
+                   mxl_decoder_state *s) {
+    matmul(W, prep, x, n, y, s);
     if (!b) return;
     for (int64_t t = 0; t < n; t++)
         for (int64_t r = 0; r < W->rows; r++) y[t * W->rows + r] += b[r];
@@ -803,13 +811,13 @@ static void linear(const mxl_cpu_weight *W, const float *b, const float *x, int6
 
 /* linear() for n_w weights of the same input (Q, K, V; gate, up): one quantization of x and one
  * pool dispatch on the panel path (matmul.h), the same bits as n_w linear() calls. */
-static void linear_multi(const mxl_cpu_weight *const *W, const float *const *b, int n_w, const float *x, int64_t n,
-                         float *const *y, mxl_decoder_state *s) {
+static void linear_multi(const mxl_cpu_weight *const *W, const float *const *b, int n_w, const mxl_cpu_row_prep *prep,
+                         const float *x, int64_t n, float *const *y, mxl_decoder_state *s) {
     if (s->reference) {
-        for (int i = 0; i < n_w; i++) linear(W[i], b[i], x, n, y[i], s);
+        for (int i = 0; i < n_w; i++) linear(W[i], b[i], i == 0 ? prep : NULL, x, n, y[i], s);
         return;
     }
-    mxl_cpu_matmul_multi(W, n_w, x, n, y, s->mm_scratch, s->pool);
+    mxl_cpu_matmul_multi(W, n_w, prep, x, n, y, s->mm_scratch, s->pool);
     for (int i = 0; i < n_w; i++)
         if (b[i])
             for (int64_t t = 0; t < n; t++)
@@ -830,6 +838,20 @@ static void norm_rows(const mxl_decoder_hparams *hp, const mxl_decoder_norm *nw,
         if (hp->norm == MXL_NORM_LAYER) mxl_cpu_layernorm(x + t * dim, nw->w, nw->b, dim, hp->norm_eps, y + t * dim);
         else mxl_cpu_rmsnorm(x + t * dim, nw->w, dim, hp->norm_eps, hp->norm_plus_one, y + t * dim);
     }
+}
+
+/* norm_rows of rows [t0, t1) (an mxl_cpu_row_prep) */
+typedef struct norm_rows_ctx {
+    const mxl_decoder_hparams *hp;
+    const mxl_decoder_norm *nw;
+    const float *x;
+    float *y;
+    int64_t dim;
+} norm_rows_ctx;
+
+static void norm_rows_prep(void *vctx, int64_t t0, int64_t t1) {
+    const norm_rows_ctx *c = vctx;
+    norm_rows(c->hp, c->nw, c->x + t0 * c->dim, t1 - t0, c->dim, c->y + t0 * c->dim);
 }
 
 /* QK-norm is an RMSNorm in every family that has one (Gemma's with 1 + w). */
@@ -888,25 +910,60 @@ static void attend_span(const fwd_pass *f, const row_span *sp, mxl_threadpool *p
                       scratch, pool, mxl_cpu_isa_detect());
 }
 
-/* Spans split over the workspace pool's threads, each attended on one thread with its own
- * state's scratch (slot 0, which only that span's task touches). */
+/* A span's rows of this layer made ready for attention: QK-norm, RoPE at each row's position
+ * (ws->rope_cs), then K and V appended to its own state's cache (in its storage type). */
+static void prepare_span(const fwd_pass *f, const row_span *sp) {
+    const mxl_decoder_hparams *hp = &f->d->hp;
+    const mxl_decoder_layer *L = &f->d->layers[f->layer];
+    mxl_decoder_state *ws = f->ws, *s = sp->s;
+    const int64_t hd = hp->head_dim, qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd;
+    const mxl_rope_cfg *rc = L->sliding ? &hp->rope_local : &hp->rope;
+    const int rk = L->sliding ? 1 : 0;
+    for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++) {
+        float *qt = ws->q + t * qd, *kt = ws->k + t * kvd;
+        if (hp->qk_norm_kind == MXL_QK_NORM_HEAD) {
+            rms_rows(hp, L->q_norm, qt, hp->n_heads, hd);
+            rms_rows(hp, L->k_norm, kt, hp->n_kv_heads, hd);
+        } else if (hp->qk_norm_kind == MXL_QK_NORM_FULL) {
+            rms_rows(hp, L->q_norm, qt, 1, qd);
+            rms_rows(hp, L->k_norm, kt, 1, kvd);
+        }
+        if (L->rope) {
+            const float *cs = ws->rope_cs + (t * 2 + rk) * hd;
+            mxl_rope_apply_table(rc, cs, qt, (int)hp->n_heads);
+            mxl_rope_apply_table(rc, cs, kt, (int)hp->n_kv_heads);
+        }
+    }
+    /* append in the state's storage types (f16 / int8 conversion here, once per token); the
+     * blocks were reserved before the pass, so this only writes the span's own rows */
+    for (int64_t t = 0; t < sp->n; t++) {
+        kv_put(s, s->kvp, s->table, false, f->layer, sp->pos + t, ws->k + (sp->row0 + t) * kvd);
+        kv_put(s, s->kvp, s->table, true, f->layer, sp->pos + t, ws->v + (sp->row0 + t) * kvd);
+    }
+}
+
+/* Spans split over the workspace pool's threads, each prepared and attended on one thread with
+ * its own state's scratch (slot 0, which only that span's task touches). */
 static void attn_spans_task(void *vctx, int task, int n_tasks, int thread_index) {
     (void)thread_index;
     const fwd_pass *f = vctx;
     int64_t a = f->n_spans * task / n_tasks, b = f->n_spans * (task + 1) / n_tasks;
-    for (int64_t i = a; i < b; i++) attend_span(f, &f->spans[i], NULL, f->spans[i].s->attn_scratch);
+    for (int64_t i = a; i < b; i++) {
+        prepare_span(f, &f->spans[i]);
+        attend_span(f, &f->spans[i], NULL, f->spans[i].s->attn_scratch);
+    }
 }
 
-static void attention_block(fwd_pass *f, int64_t l, const float *h) {
+static void attention_block(fwd_pass *f, int64_t l, const mxl_cpu_row_prep *prep, const float *h) {
     const mxl_decoder_hparams *hp = &f->d->hp;
     const mxl_decoder_layer *L = &f->d->layers[l];
     mxl_decoder_state *ws = f->ws;
-    int64_t n = f->n_rows, hd = hp->head_dim, qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd;
+    int64_t n = f->n_rows, hd = hp->head_dim;
     {
         const mxl_cpu_weight *W[3] = {&L->wq, &L->wk, &L->wv};
         const float *b[3] = {L->bq, L->bk, L->bv};
         float *y[3] = {ws->q, ws->k, ws->v};
-        linear_multi(W, b, 3, h, n, y, ws);
+        linear_multi(W, b, 3, prep, h, n, y, ws);
     }
     const mxl_rope_cfg *rc = L->sliding ? &hp->rope_local : &hp->rope;
     const int rk = L->sliding ? 1 : 0;
@@ -922,30 +979,6 @@ static void attention_block(fwd_pass *f, int64_t l, const float *h) {
         }
         f->rope_ready[rk] = true;
     }
-    for (int64_t si = 0; si < f->n_spans; si++) {
-        const row_span *sp = &f->spans[si];
-        for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++) {
-            float *qt = ws->q + t * qd, *kt = ws->k + t * kvd;
-            if (hp->qk_norm_kind == MXL_QK_NORM_HEAD) {
-                rms_rows(hp, L->q_norm, qt, hp->n_heads, hd);
-                rms_rows(hp, L->k_norm, kt, hp->n_kv_heads, hd);
-            } else if (hp->qk_norm_kind == MXL_QK_NORM_FULL) {
-                rms_rows(hp, L->q_norm, qt, 1, qd);
-                rms_rows(hp, L->k_norm, kt, 1, kvd);
-            }
-            if (L->rope) {
-                const float *cs = ws->rope_cs + (t * 2 + rk) * hd;
-                mxl_rope_apply_table(rc, cs, qt, (int)hp->n_heads);
-                mxl_rope_apply_table(rc, cs, kt, (int)hp->n_kv_heads);
-            }
-        }
-        /* append in the state's storage types (f16 / int8 conversion here, once per token) */
-        for (int64_t t = 0; t < sp->n; t++) {
-            mxl_decoder_state *s = sp->s;
-            kv_put(s, s->kvp, s->table, false, l, sp->pos + t, ws->k + (sp->row0 + t) * kvd);
-            kv_put(s, s->kvp, s->table, true, l, sp->pos + t, ws->v + (sp->row0 + t) * kvd);
-        }
-    }
     f->layer = l;
     int nth = ws->pool ? mxl_threadpool_size(ws->pool) : 1;
     if (f->n_spans > 1 && f->n_spans >= nth && nth > 1) {
@@ -953,13 +986,31 @@ static void attention_block(fwd_pass *f, int64_t l, const float *h) {
         mxl_threadpool_run(ws->pool, nth, attn_spans_task, f);
     } else {
         /* few spans (a prefill chunk): each splits its heads over its own state's pool */
-        for (int64_t si = 0; si < f->n_spans; si++)
+        for (int64_t si = 0; si < f->n_spans; si++) {
+            prepare_span(f, &f->spans[si]);
             attend_span(f, &f->spans[si], f->spans[si].s->pool, f->spans[si].s->attn_scratch);
+        }
     }
-    linear(&L->wo, L->bo, ws->att, n, ws->o, ws);
+    linear(&L->wo, L->bo, NULL, ws->att, n, ws->o, ws);
 }
 
-static void mlp_block(const fwd_pass *f, int64_t l, const float *h) {
+/* The MLP's activation of rows [t0, t1): gate = act(gate) (* up), in place. */
+typedef struct act_rows_ctx {
+    const mxl_decoder_hparams *hp;
+    mxl_decoder_state *s;
+} act_rows_ctx;
+
+static void act_rows(void *vctx, int64_t t0, int64_t t1) {
+    const act_rows_ctx *a = vctx;
+    const mxl_decoder_hparams *hp = a->hp;
+    mxl_decoder_state *s = a->s;
+    float *g = s->gate + t0 * hp->ffn;
+    const int64_t m = (t1 - t0) * hp->ffn;
+    if (hp->mlp == MXL_MLP_GATED) (s->reference ? mxl_cpu_glu_ref : mxl_cpu_glu)(hp->act, g, s->up + t0 * hp->ffn, m, g);
+    else (s->reference ? mxl_cpu_act_ref : mxl_cpu_act)(hp->act, g, m, g);
+}
+
+static void mlp_block(const fwd_pass *f, int64_t l, const mxl_cpu_row_prep *prep, const float *h) {
     const mxl_decoder_hparams *hp = &f->d->hp;
     const mxl_decoder_layer *L = &f->d->layers[l];
     mxl_decoder_state *s = f->ws;
@@ -968,13 +1019,14 @@ static void mlp_block(const fwd_pass *f, int64_t l, const float *h) {
         const mxl_cpu_weight *W[2] = {&L->w_gate, &L->w_up};
         const float *b[2] = {L->b_gate, L->b_up};
         float *y[2] = {s->gate, s->up};
-        linear_multi(W, b, 2, h, n, y, s);
-        (s->reference ? mxl_cpu_glu_ref : mxl_cpu_glu)(hp->act, s->gate, s->up, n * hp->ffn, s->gate);
+        linear_multi(W, b, 2, prep, h, n, y, s);
     } else {
-        linear(&L->w_up, L->b_up, h, n, s->gate, s);
-        (s->reference ? mxl_cpu_act_ref : mxl_cpu_act)(hp->act, s->gate, n * hp->ffn, s->gate);
+        linear(&L->w_up, L->b_up, prep, h, n, s->gate, s);
     }
-    linear(&L->w_down, L->b_down, s->gate, n, s->o, s);
+    /* the activation made row by row as the down projection quantizes its input */
+    act_rows_ctx ac = {hp, s};
+    const mxl_cpu_row_prep act = {act_rows, &ac};
+    linear(&L->w_down, L->b_down, &act, s->gate, n, s->o, s);
 }
 
 /* Runs tokens[0..n_rows) (row r's token is tokens[r]) through every layer and advances each
@@ -994,20 +1046,13 @@ static void forward_rows(fwd_pass *f, const int32_t *tokens) {
     }
     for (int64_t l = 0; l < hp->n_layers; l++) {
         const mxl_decoder_layer *L = &d->layers[l];
-        const float *h = ws->x;
-        if (L->attn_norm.w) {
-            norm_rows(hp, &L->attn_norm, ws->x, n, H, ws->xn);
-            h = ws->xn;
-        }
-        attention_block(f, l, h);
+        /* the pre-norms are made row by row as the QKV / MLP matmuls quantize their input */
+        norm_rows_ctx an = {hp, &L->attn_norm, ws->x, ws->xn, H}, fn = {hp, &L->ffn_norm, ws->x, ws->xn, H};
+        const mxl_cpu_row_prep attn_norm = {norm_rows_prep, &an}, ffn_norm = {norm_rows_prep, &fn};
+        attention_block(f, l, L->attn_norm.w ? &attn_norm : NULL, L->attn_norm.w ? ws->xn : ws->x);
         if (L->post_attn_norm.w) norm_rows(hp, &L->post_attn_norm, ws->o, n, H, ws->o);
         residual_add(ws->x, ws->o, n * H, hp->residual_scale);
-        h = ws->x;
-        if (L->ffn_norm.w) {
-            norm_rows(hp, &L->ffn_norm, ws->x, n, H, ws->xn);
-            h = ws->xn;
-        }
-        mlp_block(f, l, h);
+        mlp_block(f, l, L->ffn_norm.w ? &ffn_norm : NULL, L->ffn_norm.w ? ws->xn : ws->x);
         if (L->post_ffn_norm.w) norm_rows(hp, &L->post_ffn_norm, ws->o, n, H, ws->o);
         residual_add(ws->x, ws->o, n * H, hp->residual_scale);
     }
@@ -1023,7 +1068,7 @@ static void span_logits(const fwd_pass *f, float *logits) {
         const row_span *sp = &f->spans[si];
         norm_rows(hp, &f->d->output_norm, ws->x + (sp->row0 + sp->n - 1) * H, 1, H, ws->xn + si * H);
     }
-    matmul(&f->d->output, ws->xn, f->n_spans, logits, ws);
+    matmul(&f->d->output, NULL, ws->xn, f->n_spans, logits, ws);
     if (hp->logit_scale != 1.0f)
         for (int64_t i = 0; i < f->n_spans * V; i++) logits[i] *= hp->logit_scale;
     if (hp->final_softcap > 0)

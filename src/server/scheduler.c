@@ -363,19 +363,32 @@ static void preempt(mxl_sched *s, slot *sl) {
     pthread_mutex_unlock(&s->mu);
 }
 
-static void slot_release(mxl_sched *s, slot *sl, const char *reason, const char *error) {
-    job *j = sl->j;
+/* Ending a slot's job, in two halves: release_begin publishes its KV to the prompt cache and
+ * counts the request done; release_end frees the slot and ends the job. A job that finishes with
+ * its last token runs the first half before that token's event goes out, so a client that reads
+ * /metrics, /slots or sends its next turn right after the answer finds the request gone and its
+ * prefix cached. */
+static void release_begin(mxl_sched *s, slot *sl) {
     publish_slot(s, sl);
-    sl->j = NULL;
-    sl->prefilling = false;
-    sl->preempted = false;
     pthread_mutex_lock(&s->mu);
     s->stats.busy--;
     s->stats.requests_done++;
     pthread_mutex_unlock(&s->mu);
+}
+
+static void release_end(mxl_sched *s, slot *sl, const char *reason, const char *error) {
+    job *j = sl->j;
+    sl->j = NULL;
+    sl->prefilling = false;
+    sl->preempted = false;
     if (reason) job_end(j, reason, error);
     else job_free(j);
     trim_cache(s);
+}
+
+static void slot_release(mxl_sched *s, slot *sl, const char *reason, const char *error) {
+    release_begin(s, sl);
+    release_end(s, sl, reason, error);
 }
 
 /* A prefill progress event for the slot's job, when its channel asked for them. */
@@ -694,10 +707,11 @@ static void decode_tick(mxl_sched *s) {
         busy++;
         int64_t held = mxl_seq_n_prompt(sl->seq) + mxl_seq_n_generated(sl->seq);
         if (held > longest) longest = held;
+        if (ev.finished) release_begin(s, sl);
         channel_push(sl->j->ch, &e, ev.text, ev.text_len);
         sl->j->t_last = now_ms();
         if (ev.finished) {
-            slot_release(s, sl, NULL, NULL);
+            release_end(s, sl, NULL, NULL);
             continue;
         }
         feed[n_feed] = sl->seq;
@@ -844,7 +858,8 @@ mxl_status mxl_sched_create(mxl_gen_model *m, const mxl_sched_config *cfg, mxl_s
         mxl_sched_destroy(s);
         return mxl_error_set(err, MXL_ERR_ARG, "at most %d slots", MXL_SEQ_MAX_BATCH);
     }
-    s->logits = malloc((size_t)cfg->n_slots * (size_t)mxl_gen_model_vocab(m) * sizeof(float));
+    /* 64-byte aligned: a batch's logits are written with non-temporal stores (quant_amx.c) */
+    s->logits = aligned_alloc(64, ((size_t)cfg->n_slots * (size_t)mxl_gen_model_vocab(m) * sizeof(float) + 63) & ~(size_t)63);
     s->tok_scratch = malloc(PREFILL_BATCH_ROWS * sizeof(int32_t));
     if (!s->logits || !s->tok_scratch) {
         mxl_sched_destroy(s);

@@ -4,9 +4,9 @@
  * 16-lane FMA chain per head, the 16 chains reduced together. V: out = sum_j p_j v_j per head,
  * 128 (one head) or 64 (a group) output elements at a time held in zmm accumulators while the
  * keys are walked (block by block, in position order, each head skipping the keys its p_j is 0
- * for), instead of an axpy that loads and stores the whole output row per key. Per element and head it is the same
- * fma(p_j, v_j, acc) chain from 0 as the axpy kernels, so results are bitwise those of
- * attention.c's AVX2 path, and the same for every G. */
+ * for), instead of an axpy that loads and stores the whole output row per key. Per element and
+ * head it is the same fma(p_j, v_j, acc) chain from 0 as the axpy kernels, so results are
+ * bitwise those of attention.c's AVX2 path, and the same for every G. */
 #include "backends/cpu/attention.h"
 
 #include <math.h>

@@ -1,10 +1,10 @@
 /* matmul.c - dispatch and threading of y = W x (matmul.h).
  *
  * Work split: activations are quantized first (tokens split over the pool), then weight rows are
- * split into contiguous ranges, one range per task (a few tasks per thread for balance). Within a
- * range, rows are taken in tiles of TILE_ROWS; each tile is multiplied with every token before
- * moving on, so a tile's weight bytes are read from memory once and reused from cache for all
- * tokens. */
+ * split into contiguous ranges, one range per task (a few tasks per thread for balance; on the
+ * panel path, shrinking ranges: split_panels). Within a range, rows are taken in tiles of
+ * TILE_ROWS (panels of 16); each tile is multiplied with every token before moving on, so a
+ * tile's weight bytes are read from memory once and reused from cache for all tokens. */
 #include "backends/cpu/matmul.h"
 
 #include <stdint.h>
@@ -183,12 +183,14 @@ typedef struct mm_ctx {
     mxl_gemm4x4_pre_fn g44_pre;
     int mlx44;                  /* MLX 4 x 1..4 micro-kernel available */
     mxl_dense_gemm4x4_fn d44;   /* dense 4 x 1..4 micro-kernel or NULL */
+    const mxl_cpu_row_prep *prep; /* makes x's rows before they are quantized, or NULL */
 } mm_ctx;
 
 static void quant_task(void *vctx, int task, int n_tasks, int thread_index) {
     (void)thread_index;
     mm_ctx *c = vctx;
     int64_t t0 = c->n_tok * task / n_tasks, t1 = c->n_tok * (task + 1) / n_tasks;
+    if (c->prep && t0 < t1) c->prep->fn(c->prep->ctx, t0, t1);
     mxl_act_kind k = act_kind(c->W, c->isa);
     for (int64_t t = t0; t < t1; t++) {
         const float *xt = c->x + t * c->W->cols;
@@ -315,13 +317,44 @@ static void tile_rows(const mm_ctx *c, int64_t rt, int64_t re) {
     }
 }
 
-/* the panel path: panels of 16 rows split over the tasks */
+/* The panel path's work split: shrinking chunks claimed in order (each half of what is left over
+ * the thread count, down to a floor), so the threads start on long contiguous runs of weights
+ * and end within a small chunk of each other. With equal chunks (4 per thread), the thread that
+ * drew the last one left the others waiting for up to a whole chunk at every matmul of a step. A
+ * panel's result does not depend on the chunk that computes it. */
+#define SPLIT_MAX 64
+typedef struct panel_split {
+    int n;
+    int64_t at[SPLIT_MAX + 1]; /* chunk i: panels [at[i], at[i + 1]) */
+} panel_split;
+
+static void split_panels(int64_t total, int nth, int64_t n_tok, panel_split *s) {
+    /* the floor: about two microseconds of work (a panel of 8 tokens is compute-bound; 16 panels
+     * of one token read their bytes in about that time) */
+    int64_t floor_pan = n_tok >= 16 ? 1 : 16 / n_tok, left = total;
+    s->n = 0;
+    s->at[0] = 0;
+    while (left > 0) {
+        int64_t k = nth == 1 || s->n == SPLIT_MAX - 1 ? left : (left + 2 * nth - 1) / (2 * nth);
+        if (k < floor_pan) k = floor_pan;
+        if (k > left) k = left;
+        left -= k;
+        s->at[s->n + 1] = s->at[s->n] + k;
+        s->n++;
+    }
+}
+
+/* the panel path: one weight's panels of 16 rows, split as panel_split */
+typedef struct panels_ctx {
+    mm_ctx c;
+    panel_split s;
+} panels_ctx;
+
 static void panels_task(void *vctx, int task, int n_tasks, int thread_index) {
-    (void)thread_index;
-    mm_ctx *c = vctx;
-    int64_t n_pan = (c->W->rows + 15) / 16;
-    mxl_qamx_panels(c->W, n_pan * task / n_tasks, n_pan * (task + 1) / n_tasks, c->act, c->act_stride, c->n_tok,
-                    c->abuf, c->y, c->W->rows);
+    (void)thread_index, (void)n_tasks;
+    panels_ctx *p = vctx;
+    const mm_ctx *c = &p->c;
+    mxl_qamx_panels(c->W, p->s.at[task], p->s.at[task + 1], c->act, c->act_stride, c->n_tok, c->abuf, c->y, c->W->rows);
 }
 
 static void rows_task(void *vctx, int task, int n_tasks, int thread_index) {
@@ -337,10 +370,11 @@ static void rows_task(void *vctx, int task, int n_tasks, int thread_index) {
         tile_rows(c, rt, rt + TILE_ROWS < r1 ? rt + TILE_ROWS : r1);
 }
 
-void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
-                        void *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
+static void matmul_at(const mxl_cpu_weight *W, const mxl_cpu_row_prep *prep, const float *x, int64_t n_tok, float *y,
+                      void *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
     if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
-    mm_ctx c = {W, x, n_tok, y, scratch, act_row_bytes(W, isa), NULL, 0, isa, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    mm_ctx c = {.W = W, .x = x, .n_tok = n_tok, .y = y, .act = scratch, .act_stride = act_row_bytes(W, isa), .isa = isa,
+                .prep = prep};
     if (panel_path(W, isa) && mxl_qamx_pair_bytes(W, n_tok) > 0)
         c.abuf = (uint8_t *)(((uintptr_t)((uint8_t *)scratch + c.act_stride * (size_t)n_tok) + 63) & ~(uintptr_t)63);
     if (W->kind != MXL_CPU_W_MLX) c.row_bytes = mxl_cpu_weight_row_bytes(W);
@@ -376,12 +410,14 @@ void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, 
         int qt = quant_tasks(&c, nth);
         if (pool && qt > 1) mxl_threadpool_run(pool, qt, quant_task, &c);
         else quant_task(&c, 0, 1, 0);
+    } else if (prep) {
+        prep->fn(prep->ctx, 0, n_tok);
     }
     if (panel_path(W, isa)) {
-        int64_t n_pan = (W->rows + 15) / 16, n_tasks = nth == 1 ? 1 : (int64_t)nth * 4;
-        if (n_tasks > n_pan) n_tasks = n_pan;
-        if (pool && n_tasks > 1) mxl_threadpool_run(pool, (int)n_tasks, panels_task, &c);
-        else panels_task(&c, 0, 1, 0);
+        panels_ctx p = {.c = c};
+        split_panels((W->rows + 15) / 16, pool ? nth : 1, n_tok, &p.s);
+        if (pool && p.s.n > 1) mxl_threadpool_run(pool, p.s.n, panels_task, &p);
+        else mxl_qamx_panels(W, 0, p.s.at[p.s.n], c.act, c.act_stride, n_tok, c.abuf, y, W->rows);
         return;
     }
     /* a few tasks per thread for balance, but keep tiles whole where rows allow */
@@ -392,9 +428,19 @@ void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, 
     else rows_task(&c, 0, 1, 0);
 }
 
+void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
+                        void *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
+    matmul_at(W, NULL, x, n_tok, y, scratch, pool, isa);
+}
+
 void mxl_cpu_matmul(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
                     void *scratch, mxl_threadpool *pool) {
-    mxl_cpu_matmul_isa(W, x, n_tok, y, scratch, pool, mxl_cpu_isa_detect());
+    matmul_at(W, NULL, x, n_tok, y, scratch, pool, mxl_cpu_isa_detect());
+}
+
+void mxl_cpu_matmul_prep(const mxl_cpu_weight *W, const mxl_cpu_row_prep *prep, const float *x, int64_t n_tok, float *y,
+                         void *scratch, mxl_threadpool *pool) {
+    matmul_at(W, prep, x, n_tok, y, scratch, pool, mxl_cpu_isa_detect());
 }
 
 void mxl_cpu_matmul_f32_ref(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y) {
@@ -418,12 +464,13 @@ typedef struct multi_ctx {
     mm_ctx c[8];
     int n_w;
     int64_t n_pan[8], total;
+    panel_split s;
 } multi_ctx;
 
 static void multi_task(void *vctx, int task, int n_tasks, int thread_index) {
-    (void)thread_index;
+    (void)thread_index, (void)n_tasks;
     multi_ctx *m = vctx;
-    int64_t g0 = m->total * task / n_tasks, g1 = m->total * (task + 1) / n_tasks, base = 0;
+    int64_t g0 = m->s.at[task], g1 = m->s.at[task + 1], base = 0;
     for (int i = 0; i < m->n_w && base < g1; base += m->n_pan[i], i++) {
         int64_t p0 = g0 > base ? g0 - base : 0, p1 = g1 - base < m->n_pan[i] ? g1 - base : m->n_pan[i];
         const mm_ctx *c = &m->c[i];
@@ -431,14 +478,14 @@ static void multi_task(void *vctx, int task, int n_tasks, int thread_index) {
     }
 }
 
-void mxl_cpu_matmul_multi(const mxl_cpu_weight *const *W, int n_w, const float *x, int64_t n_tok, float *const *y,
-                          void *scratch, mxl_threadpool *pool) {
+void mxl_cpu_matmul_multi(const mxl_cpu_weight *const *W, int n_w, const mxl_cpu_row_prep *prep, const float *x,
+                          int64_t n_tok, float *const *y, void *scratch, mxl_threadpool *pool) {
     MXL_ASSERT(n_w >= 1 && n_w <= 8);
     const mxl_cpu_isa isa = mxl_cpu_isa_detect();
     bool panels = true;
     for (int i = 0; i < n_w; i++) panels = panels && panel_path(W[i], isa) && W[i]->cols == W[0]->cols;
     if (!panels || n_w == 1) {
-        for (int i = 0; i < n_w; i++) mxl_cpu_matmul(W[i], x, n_tok, y[i], scratch, pool);
+        for (int i = 0; i < n_w; i++) matmul_at(W[i], i == 0 ? prep : NULL, x, n_tok, y[i], scratch, pool, isa);
         return;
     }
     /* one quantization (and pair-form operands, when any weight takes that form) for all */
@@ -446,7 +493,8 @@ void mxl_cpu_matmul_multi(const mxl_cpu_weight *const *W, int n_w, const float *
     memset(&m, 0, sizeof m);
     m.n_w = n_w;
     mm_ctx *q = &m.c[0];
-    *q = (mm_ctx){.W = W[0], .x = x, .n_tok = n_tok, .act = scratch, .act_stride = act_row_bytes(W[0], isa), .isa = isa};
+    *q = (mm_ctx){.W = W[0], .x = x, .n_tok = n_tok, .act = scratch, .act_stride = act_row_bytes(W[0], isa), .isa = isa,
+                  .prep = prep};
     for (int i = 0; i < n_w && !q->abuf; i++)
         if (mxl_qamx_pair_bytes(W[i], n_tok) > 0)
             q->abuf = (uint8_t *)(((uintptr_t)((uint8_t *)scratch + q->act_stride * (size_t)n_tok) + 63) & ~(uintptr_t)63);
@@ -455,13 +503,12 @@ void mxl_cpu_matmul_multi(const mxl_cpu_weight *const *W, int n_w, const float *
     else quant_task(q, 0, 1, 0);
     for (int i = 0; i < n_w; i++) {
         m.c[i] = *q;
-        m.c[i].W = W[i], m.c[i].y = y[i];
+        m.c[i].W = W[i], m.c[i].y = y[i], m.c[i].prep = NULL;
         if (mxl_qamx_pair_bytes(W[i], n_tok) == 0) m.c[i].abuf = NULL;
         m.n_pan[i] = (W[i]->rows + 15) / 16;
         m.total += m.n_pan[i];
     }
-    int64_t n_tasks = nth == 1 ? 1 : (int64_t)nth * 4;
-    if (n_tasks > m.total) n_tasks = m.total;
-    if (pool && n_tasks > 1) mxl_threadpool_run(pool, (int)n_tasks, multi_task, &m);
+    split_panels(m.total, pool ? nth : 1, n_tok, &m.s);
+    if (pool && m.s.n > 1) mxl_threadpool_run(pool, m.s.n, multi_task, &m);
     else multi_task(&m, 0, 1, 0);
 }

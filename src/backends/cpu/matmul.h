@@ -76,6 +76,17 @@ size_t mxl_cpu_matmul_scratch_bytes(const mxl_cpu_weight *W, int64_t n_tok);
 /* y[t][r] = sum_c W[r][c] * x[t][c], t < n_tok, r < rows, with the best kernels for this CPU. */
 void mxl_cpu_matmul(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
                     void *scratch, mxl_threadpool *pool);
+/* Makes rows [t0, t1) of a matmul's input x (an RMSNorm, a GLU) just before they are quantized,
+ * on the thread that quantizes them: a decode batch's per-row work then runs split over the
+ * pool inside the quantization's dispatch instead of on the calling thread before it. Every row
+ * is made exactly once, before any product reads it. */
+typedef struct mxl_cpu_row_prep {
+    void (*fn)(void *ctx, int64_t t0, int64_t t1);
+    void *ctx;
+} mxl_cpu_row_prep;
+/* mxl_cpu_matmul after prep (NULL: none) has made x's rows. */
+void mxl_cpu_matmul_prep(const mxl_cpu_weight *W, const mxl_cpu_row_prep *prep, const float *x, int64_t n_tok, float *y,
+                         void *scratch, mxl_threadpool *pool);
 /* Same with an explicit instruction-set level (capped at what the CPU has): tests compare the
  * variants, the benchmark reports them. */
 void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
@@ -83,10 +94,11 @@ void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, 
 /* y[i] = W[i] x for n_w (1..8) weights of the same cols and the same x (the Q, K and V or the
  * gate and up projections): each y[i] bitwise what mxl_cpu_matmul gives. When every weight takes
  * the panel path, x is quantized once and the weights' panels run in one dispatch of the pool
- * (one barrier instead of two per weight); otherwise the weights run one after another. scratch:
- * the largest mxl_cpu_matmul_scratch_bytes of the weights. */
-void mxl_cpu_matmul_multi(const mxl_cpu_weight *const *W, int n_w, const float *x, int64_t n_tok, float *const *y,
-                          void *scratch, mxl_threadpool *pool);
+ * (one barrier instead of two per weight); otherwise the weights run one after another. prep
+ * (NULL: none) makes x's rows first, as in mxl_cpu_matmul_prep. scratch: the largest
+ * mxl_cpu_matmul_scratch_bytes of the weights. */
+void mxl_cpu_matmul_multi(const mxl_cpu_weight *const *W, int n_w, const mxl_cpu_row_prep *prep, const float *x,
+                          int64_t n_tok, float *const *y, void *scratch, mxl_threadpool *pool);
 /* Plain f32 reference: dequantize each row (reference dequantization) and dot in f32, no
  * activation quantization. The accuracy yardstick for the quantized-activation paths. */
 void mxl_cpu_matmul_f32_ref(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y);

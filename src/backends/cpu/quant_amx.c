@@ -581,6 +581,23 @@ AMX __attribute__((always_inline)) static inline void panel_kernel_pair(int kind
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(y + t * ys, mk, acc[t]);
 }
+/* Outputs above this size (a core's L2) are written with non-temporal stores: a decode batch's
+ * LM head (8 x 49152 logits) spent a third of its time on the stores' read-for-ownership misses
+ * (2-core Zen 4: 8 tokens 170 TSC cycles per panel-block against 116 with the output in cache;
+ * non-temporal 122). */
+#define NT_STORE_BYTES (1u << 20)
+static inline int nt_stores(const mxl_cpu_weight *W, int64_t n_tok) {
+    return (uint64_t)n_tok * (uint64_t)W->rows * sizeof(float) > NT_STORE_BYTES;
+}
+
+/* A panel's 16 row values of one token (mk: the rows that exist); nts: by a non-temporal store
+ * where the line is whole and aligned (the output is larger than the caches: NT_STORE_BYTES) */
+VNNI __attribute__((always_inline)) static inline void store_rows(float *y, __mmask16 mk, __m512 v, int nts) {
+    if (nts && mk == 0xFFFF && !((uintptr_t)y & 63)) _mm512_stream_ps(y, v);
+    else if (mk == 0xFFFF) _mm512_storeu_ps(y, v);
+    else _mm512_mask_storeu_ps(y, mk, v);
+}
+
 /* The same int32 dots with AVX-512 VNNI instead of the tile unit: on CPUs without AMX-INT8 for
  * every token count, on those with it for a few tokens (the tile path's store / reload round
  * trips cost more than they save there). B-tile row kk of the block (the 16 rows' elements
@@ -594,7 +611,7 @@ AMX __attribute__((always_inline)) static inline void panel_kernel_pair(int kind
  * accumulators in registers; NP = 2 panels side by side for a few tokens (NP2_MAX). */
 VNNI __attribute__((always_inline)) static inline void panel_vnni(int kind, int wide, int NT, int NP, const uint8_t *const *pans,
                                                                   int64_t nb, size_t bb, const uint8_t *act, size_t as,
-                                                                  float *const *ys_out, int64_t ys, const int *nrows) {
+                                                                  float *const *ys_out, int64_t ys, const int *nrows, int nts) {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512 acc[2][8];
 #pragma GCC unroll 2
@@ -648,7 +665,7 @@ VNNI __attribute__((always_inline)) static inline void panel_vnni(int kind, int 
     for (int q = 0; q < NP; q++) {
         const __mmask16 mk = (__mmask16)((1u << nrows[q]) - 1);
 #pragma GCC unroll 8
-        for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(ys_out[q] + t * ys, mk, acc[q][t]);
+        for (int t = 0; t < NT; t++) store_rows(ys_out[q] + t * ys, mk, acc[q][t], nts);
     }
 }
 
@@ -727,7 +744,7 @@ AMX __attribute__((always_inline)) static inline void panel_kernel_q6(int NT, co
 /* the VNNI form: unsigned codes, minus 32 * sum(x) per half (exact, as the signed tile dots) */
 VNNI __attribute__((always_inline)) static inline void panel_vnni_q6(int NT, int NP, const uint8_t *const *pans, int64_t nb,
                                                                     const uint8_t *act, size_t as, float *const *ys_out,
-                                                                    int64_t ys, const int *nrows) {
+                                                                    int64_t ys, const int *nrows, int nts) {
     const __m512i ones = _mm512_set1_epi8(1);
     __m512 acc[2][4];
     _Alignas(64) int32_t cb[2][2][2][4 * 16 * 4]; /* [panel][term][half] */
@@ -767,7 +784,7 @@ VNNI __attribute__((always_inline)) static inline void panel_vnni_q6(int NT, int
     for (int q = 0; q < NP; q++) {
         const __mmask16 mk = (__mmask16)((1u << nrows[q]) - 1);
 #pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(ys_out[q] + t * ys, mk, acc[q][t]);
+        for (int t = 0; t < NT; t++) store_rows(ys_out[q] + t * ys, mk, acc[q][t], nts);
     }
 }
 
@@ -825,14 +842,14 @@ typedef void (*tile_fn)(int, const uint8_t *, int64_t, size_t, const uint8_t *, 
 /* np = 2 panels side by side (up to NP2_MAX tokens) or one */
 #define VNNI_CASE(N)                                                                           \
     case N:                                                                                    \
-        if (np == 2) panel_vnni(KIND, WIDE, N, 2, pans, nb, bb, act, as, yo, ys, nrows);       \
-        else panel_vnni(KIND, WIDE, N, 1, pans, nb, bb, act, as, yo, ys, nrows);               \
+        if (np == 2) panel_vnni(KIND, WIDE, N, 2, pans, nb, bb, act, as, yo, ys, nrows, nts);  \
+        else panel_vnni(KIND, WIDE, N, 1, pans, nb, bb, act, as, yo, ys, nrows, nts);          \
         break;
 #define VNNI_CASE1(N)                                                                          \
-    case N: panel_vnni(KIND, WIDE, N, 1, pans, nb, bb, act, as, yo, ys, nrows); break;
+    case N: panel_vnni(KIND, WIDE, N, 1, pans, nb, bb, act, as, yo, ys, nrows, nts); break;
 #define VKERNEL(name, KIND_, WIDE_)                                                                     \
     VNNI static void name(int nt, int np, const uint8_t *const *pans, int64_t nb, size_t bb, const uint8_t *act, \
-                          size_t as, float *const *yo, int64_t ys, const int *nrows) {                  \
+                          size_t as, float *const *yo, int64_t ys, const int *nrows, int nts) {         \
         const int KIND = KIND_, WIDE = WIDE_;                                                           \
         switch (nt) { VNNI_CASE(1) VNNI_CASE(2) VNNI_CASE1(3) VNNI_CASE1(4) VNNI_CASE1(5) VNNI_CASE1(6) VNNI_CASE1(7) VNNI_CASE1(8) } \
     }
@@ -846,14 +863,14 @@ VKERNEL(vnni_q4_k, K_Q4_K, 0)
 VKERNEL(vnni_q5_0, K_Q5_0, 0)
 VKERNEL(vnni_q5_1, K_Q5_1, 0)
 typedef void (*vnni_fn)(int, int, const uint8_t *const *, int64_t, size_t, const uint8_t *, size_t, float *const *, int64_t,
-                        const int *);
+                        const int *, int);
 #define VNNI6_CASE(N)                                                                    \
     case N:                                                                              \
-        if (np == 2) panel_vnni_q6(N, 2, pans, nb, act, as, yo, ys, nrows);              \
-        else panel_vnni_q6(N, 1, pans, nb, act, as, yo, ys, nrows);                      \
+        if (np == 2) panel_vnni_q6(N, 2, pans, nb, act, as, yo, ys, nrows, nts);         \
+        else panel_vnni_q6(N, 1, pans, nb, act, as, yo, ys, nrows, nts);                 \
         break;
 VNNI static void vnni_q6_k(int nt, int np, const uint8_t *const *pans, int64_t nb, size_t bb, const uint8_t *act, size_t as,
-                          float *const *yo, int64_t ys, const int *nrows) {
+                          float *const *yo, int64_t ys, const int *nrows, int nts) {
     (void)bb;
     switch (nt) { VNNI6_CASE(1) VNNI6_CASE(2) VNNI6_CASE(3) VNNI6_CASE(4) }
 }
@@ -894,6 +911,7 @@ VNNI void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const
     const size_t bb = L.bb;
     if (n_tok <= VNNI_MAX_TOKENS || !mxl_qamx_tiles_available()) {
         vnni_fn vk = k_vnni[L.kind][L.wide];
+        const int nts = nt_stores(W, n_tok);
         /* groups of up to 8 tokens (Q6_K: 4); for up to NP2_MAX tokens in all, panels p and
          * p + half side by side */
         const int group = L.kind == K_Q6_K ? 4 : 8;
@@ -910,9 +928,10 @@ VNNI void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const
             for (int64_t t0 = 0; t0 < n_tok; t0 += group) {
                 int nt = n_tok - t0 < group ? (int)(n_tok - t0) : group;
                 float *yo[2] = {y + t0 * ys + pp[0] * PANEL, y + t0 * ys + pp[1] * PANEL};
-                vk(nt, np, pans, nb, bb, act + (size_t)t0 * act_stride, act_stride, yo, ys, nrows);
+                vk(nt, np, pans, nb, bb, act + (size_t)t0 * act_stride, act_stride, yo, ys, nrows, nts);
             }
         }
+        if (nts) _mm_sfence(); /* the non-temporal stores before the caller's completion */
         return;
     }
     tile_fn kern = k_tile[L.kind][L.wide];
