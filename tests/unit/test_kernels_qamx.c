@@ -1,5 +1,6 @@
-/* test_kernels_qamx.c - the panel matmul path (AMX-INT8 tiles, or their AVX-512 VNNI form) for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q6_K and
- * MLX 4- / 8-bit weights (quant_amx.h).
+/* test_kernels_qamx.c - the panel matmul path (AMX-INT8 tiles, their AVX-512 VNNI form, the AVX2
+ * form) for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q6_K and MLX 4- / 8-bit weights
+ * (quant_amx.h).
  *
  *  - The panel layout holds the weight exactly: every row dequantized from it equals the GGUF /
  *    MLX reference dequantization bit for bit (shapes with a partial last panel; MLX group sizes
@@ -7,12 +8,14 @@
  *  - The tile kernel against the plain f32 reference (dequantized weights, f32 activations): the
  *    NMSE bound of test_kernels_matmul.c, and per output the f32-order bound against the exact
  *    quantized-activation reference (1e-5 * sum |w x|).
+ *  - The detected form and the AVX2 form equal mxl_qamx_panels_ref bit for bit (so every CPU's
+ *    default path gives the same bits), and the AVX2 q8a2 quantizer the reference's.
  *  - Batch invariance: token counts 1..40 (one and several 16-token groups, remainders, and the
  *    path that splits a panel's codes once for several groups), with and without a pool, give
  *    each token the bits it gets alone; so do outputs large enough for non-temporal stores.
  *  - Input rows made inside the quantization dispatch (mxl_cpu_row_prep) give the bits of
  *    making them first.
- * On a CPU without AVX-512 VNNI, mxl_qamx_prepare must leave the weight untouched (the path cannot
+ * On a CPU below the AVX2 level, mxl_qamx_prepare must leave the weight untouched (the path cannot
  * run; the other kernel tests cover that CPU). */
 #include <math.h>
 #include <stdlib.h>
@@ -52,7 +55,7 @@ static int check_weight(mxl_cpu_weight W, const char *label, mxl_threadpool *poo
         return fails;
     }
     if (W.amx == NULL) {
-        fprintf(stderr, "  %s: AVX-512 VNNI CPU but no panel layout\n", label);
+        fprintf(stderr, "  %s: AVX2 CPU but no panel layout\n", label);
         mxl_arena_free(&arena);
         return fails + 1;
     }
@@ -102,6 +105,32 @@ static int check_weight(mxl_cpu_weight W, const char *label, mxl_threadpool *poo
     free(qa);
     mxl_cpu_matmul_f32_ref(&W, x, MAX_TOK, f32);
     for (int64_t tk = 0; tk < MAX_TOK; tk++) mxl_cpu_matmul(&W, x + tk * cols, 1, lone + tk * rows, scratch, NULL);
+    {
+        /* bit for bit the plain reference of the products: the detected form (lone) and the
+         * AVX2 form at every level (its quantizer: the reference's bits) */
+        const int64_t nb = cols / 32;
+        mxl_block_q8a2 *acts = malloc((size_t)(MAX_TOK * nb) * sizeof *acts), *acts2 = malloc((size_t)nb * sizeof *acts2);
+        float *exact = malloc((size_t)(MAX_TOK * rows) * 4), *y2 = malloc((size_t)(MAX_TOK * rows) * 4);
+        for (int64_t tk = 0; tk < MAX_TOK; tk++) {
+            mxl_quant_q8a2_ref(x + tk * cols, acts + tk * nb, cols);
+            mxl_quant_q8a2_avx2(x + tk * cols, acts2, cols);
+            if (memcmp(acts2, acts + tk * nb, (size_t)nb * sizeof *acts) != 0) {
+                if (fails < 4) fprintf(stderr, "  %s: AVX2 q8a2 quantization of token %lld differs\n", label, (long long)tk);
+                fails++;
+            }
+        }
+        mxl_qamx_panels_ref(&W, 0, (rows + 15) / 16, (const uint8_t *)acts, (size_t)nb * sizeof *acts, MAX_TOK, exact, rows);
+        mxl_cpu_matmul_isa(&W, x, MAX_TOK, y2, scratch, NULL, MXL_CPU_ISA_AVX2);
+        if (memcmp(lone, exact, (size_t)(MAX_TOK * rows) * 4) != 0) {
+            fprintf(stderr, "  %s: the panel kernels differ from mxl_qamx_panels_ref\n", label);
+            fails++;
+        }
+        if (memcmp(y2, exact, (size_t)(MAX_TOK * rows) * 4) != 0) {
+            fprintf(stderr, "  %s: the AVX2 form differs from mxl_qamx_panels_ref\n", label);
+            fails++;
+        }
+        free(acts), free(acts2), free(exact), free(y2);
+    }
     float *row = malloc((size_t)cols * 4);
     double num = 0, den = 0;
     for (int64_t r = 0; r < rows; r++) {
@@ -364,7 +393,8 @@ TEST(kernels_qamx_large_output_same_bits) {
     mxl_threadpool_destroy(pool);
 }
 
-/* The two-term activation quantizer: AVX-512 equals the scalar reference bit for bit (1 to 37
+/* The two-term activation quantizer: AVX2 and AVX-512 (where the CPU has them) equal the scalar
+ * reference bit for bit (1 to 37
  * blocks: whole groups of 16 and the rest), d2 is d / 256, and the two terms reproduce x to
  * within half a step of d2 (about 2^-16 of the block's largest value) plus the float rounding
  * of x * (256 / d), s their sum and sum the integer sum of 256 qs + qs2. */
@@ -380,8 +410,12 @@ TEST(kernels_quant_q8a2_simd_equals_ref) {
         memset(a, 0, sizeof *a * (N / 32));
         memset(b, 0, sizeof *b * (N / 32));
         mxl_quant_q8a2_ref(x, a, 32 * nbs[k]);
-        mxl_quant_q8a2_avx512(x, b, 32 * nbs[k]);
-        CHECK(memcmp(a, b, sizeof *a * (N / 32)) == 0);
+        for (int isa = MXL_CPU_ISA_AVX2; isa <= MXL_CPU_ISA_AVX512VNNI && isa <= (int)mxl_cpu_isa_detect(); isa++) {
+            memset(b, 0, sizeof *b * (N / 32));
+            if (isa == MXL_CPU_ISA_AVX2) mxl_quant_q8a2_avx2(x, b, 32 * nbs[k]);
+            else mxl_quant_q8a2_avx512(x, b, 32 * nbs[k]);
+            CHECK(memcmp(a, b, sizeof *a * (N / 32)) == 0);
+        }
     }
     for (int i = 0; i < N; i++) {
         const mxl_block_q8a2 *q = &a[i / 32];

@@ -124,7 +124,7 @@ mxl_status mxl_cpu_weight_from_mlx(const mxl_tensor *w, const mxl_tensor *scales
 /* the panel path (quant_amx.h: AMX tiles, or AVX-512 VNNI on the same layout) runs W at this
  * level */
 static bool panel_path(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
-    return W->kind != MXL_CPU_W_DENSE && W->amx && isa >= MXL_CPU_ISA_AVX512VNNI;
+    return W->kind != MXL_CPU_W_DENSE && W->amx && isa >= MXL_CPU_ISA_AVX2;
 }
 
 /* activations of W's kernels at level isa: the panel path always takes two-term q8a blocks */
@@ -196,7 +196,8 @@ static void quant_task(void *vctx, int task, int n_tasks, int thread_index) {
         const float *xt = c->x + t * c->W->cols;
         void *dst = c->act + (size_t)t * c->act_stride;
         if (k == MXL_ACT_Q8A2) {
-            mxl_quant_q8a2_avx512(xt, dst, c->W->cols); /* the panel path runs on AVX-512 CPUs only */
+            if (c->isa >= MXL_CPU_ISA_AVX512VNNI) mxl_quant_q8a2_avx512(xt, dst, c->W->cols);
+            else mxl_quant_q8a2_avx2(xt, dst, c->W->cols); /* the panel path runs at the AVX2 level and above */
             if (c->abuf) mxl_qamx_pair_token(c->W, c->n_tok, t, dst, c->abuf);
 #if defined(__aarch64__)
         } else if (c->isa >= MXL_CPU_ISA_NEON) { /* same bits as the references */
@@ -317,6 +318,14 @@ static void tile_rows(const mm_ctx *c, int64_t rt, int64_t re) {
     }
 }
 
+/* panels [p0, p1) of c's weight: the tile / VNNI kernels at the AVX-512 level, else the AVX2 form
+ * (the same bits) */
+static void run_panels(const mm_ctx *c, int64_t p0, int64_t p1) {
+    if (c->isa >= MXL_CPU_ISA_AVX512VNNI)
+        mxl_qamx_panels(c->W, p0, p1, c->act, c->act_stride, c->n_tok, c->abuf, c->y, c->W->rows);
+    else mxl_qamx_panels_avx2(c->W, p0, p1, c->act, c->act_stride, c->n_tok, c->y, c->W->rows);
+}
+
 /* The panel path's work split: shrinking chunks claimed in order (each half of what is left over
  * the thread count, down to a floor), so the threads start on long contiguous runs of weights
  * and end within a small chunk of each other. With equal chunks (4 per thread), the thread that
@@ -354,7 +363,7 @@ static void panels_task(void *vctx, int task, int n_tasks, int thread_index) {
     (void)thread_index, (void)n_tasks;
     panels_ctx *p = vctx;
     const mm_ctx *c = &p->c;
-    mxl_qamx_panels(c->W, p->s.at[task], p->s.at[task + 1], c->act, c->act_stride, c->n_tok, c->abuf, c->y, c->W->rows);
+    run_panels(c, p->s.at[task], p->s.at[task + 1]);
 }
 
 static void rows_task(void *vctx, int task, int n_tasks, int thread_index) {
@@ -375,7 +384,7 @@ static void matmul_at(const mxl_cpu_weight *W, const mxl_cpu_row_prep *prep, con
     if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
     mm_ctx c = {.W = W, .x = x, .n_tok = n_tok, .y = y, .act = scratch, .act_stride = act_row_bytes(W, isa), .isa = isa,
                 .prep = prep};
-    if (panel_path(W, isa) && mxl_qamx_pair_bytes(W, n_tok) > 0)
+    if (panel_path(W, isa) && isa >= MXL_CPU_ISA_AVX512VNNI && mxl_qamx_pair_bytes(W, n_tok) > 0)
         c.abuf = (uint8_t *)(((uintptr_t)((uint8_t *)scratch + c.act_stride * (size_t)n_tok) + 63) & ~(uintptr_t)63);
     if (W->kind != MXL_CPU_W_MLX) c.row_bytes = mxl_cpu_weight_row_bytes(W);
     if (isa >= MXL_CPU_ISA_AVX2) {
@@ -417,7 +426,7 @@ static void matmul_at(const mxl_cpu_weight *W, const mxl_cpu_row_prep *prep, con
         panels_ctx p = {.c = c};
         split_panels((W->rows + 15) / 16, pool ? nth : 1, n_tok, &p.s);
         if (pool && p.s.n > 1) mxl_threadpool_run(pool, p.s.n, panels_task, &p);
-        else mxl_qamx_panels(W, 0, p.s.at[p.s.n], c.act, c.act_stride, n_tok, c.abuf, y, W->rows);
+        else run_panels(&c, 0, p.s.at[p.s.n]);
         return;
     }
     /* a few tasks per thread for balance, but keep tiles whole where rows allow */
@@ -474,7 +483,7 @@ static void multi_task(void *vctx, int task, int n_tasks, int thread_index) {
     for (int i = 0; i < m->n_w && base < g1; base += m->n_pan[i], i++) {
         int64_t p0 = g0 > base ? g0 - base : 0, p1 = g1 - base < m->n_pan[i] ? g1 - base : m->n_pan[i];
         const mm_ctx *c = &m->c[i];
-        if (p0 < p1) mxl_qamx_panels(c->W, p0, p1, c->act, c->act_stride, c->n_tok, c->abuf, c->y, c->W->rows);
+        if (p0 < p1) run_panels(c, p0, p1);
     }
 }
 

@@ -1,7 +1,8 @@
 /* quant_amx.c - the panel matmul path for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q6_K
  * and MLX 4- / 8-bit (quant_amx.h): the panel layout (packing at load and its scalar
- * dequantization), the tile kernel, and its AVX-512 VNNI form (a few tokens on AMX CPUs, every
- * token count on the others).
+ * dequantization), the tile kernel, its AVX-512 VNNI form (a few tokens on AMX CPUs, every
+ * token count on the other AVX-512 ones) and the plain reference of the products
+ * (mxl_qamx_panels_ref); the AVX2 form is quant_panel_avx2.c.
  *
  * Kernel, per panel of 16 rows and group of NT <= 16 tokens (tiles: configure()):
  *   for each block b: B <- the block's codes (8-bit: straight from the panel; 4/5-bit: nibbles
@@ -15,81 +16,15 @@
  * Q4_1's form (4-bit: d = scale, m = bias of the block's group) or unsigned 8-bit codes with d
  * and m (U8). Q6_K runs its own kernels (two 16-element halves per block, each with its scale). */
 #include "backends/cpu/quant_amx.h"
+#include "backends/cpu/quant_panel.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
 #include "backends/cpu/quant_gguf.h"
 #include "backends/cpu/quant_mlx.h"
 #include "core/dtype.h"
-
-#define PANEL 16
-#define CODES_Q8 512 /* bytes of one block's 8-bit codes (Q8_0, U8) */
-#define CODES_Q4 256 /* nibbles of one block's codes (Q4_0 / Q4_1 / MLX 4-bit) */
-
-/* Code kinds: K_Q8_0 signed 8-bit codes, d; K_Q4_0 unsigned nibbles, d (m = -8 d); K_Q4_1
- * unsigned nibbles, d and m; K_U8 unsigned 8-bit codes, d and m; K_Q4_K unsigned nibbles with
- * Q4_K's scales (d = d_sb * sc_j, m = -dmin_sb * m_j, both exact in f32, formed in the kernel). */
-enum { K_Q8_0, K_Q4_0, K_Q4_1, K_U8, K_Q4_K, K_Q5_0, K_Q5_1, K_Q6_K };
-#define N_KINDS 8
-/* K_Q5_0 / K_Q5_1: Q4_0 / Q4_1's nibbles, then the fifth bits as a 512-bit mask over the 512
- * code bytes (bit i: code byte i gets + 16), then d (and m); m = -16 d for Q5_0. */
-#define HI_PLANE 256 /* offset of the fifth-bit mask in a Q5 block */
-#define Q5_PARAMS 320
-static inline int nib_kind(int kind) { return kind == K_Q4_0 || kind == K_Q4_1 || kind == K_Q4_K || kind == K_Q5_0 || kind == K_Q5_1; }
-
-/* One Q4_K super-block of a panel (256 elements x 16 rows): sc[8][16] and m[8][16] (the 6-bit
- * values as bytes), d[16] and dmin[16] (f16), then the 8 sub-blocks' nibbles (256 bytes each,
- * as Q4_1's) - 2368 bytes for the GGUF's 2304, read front to back. */
-#define KSB 2368
-#define KSB_PARAMS 0
-#define KSB_CODES 320
-
-/* One Q6_K super-block of a panel (256 elements x 16 rows): d[16] (f16), then 8 blocks of 32
- * elements: the two 16-element halves' scales sc[2][16] (int8), the low four bits as nibbles
- * (Q4's pairing) and the top two bits as a 2-bit plane over the 512 code bytes (row j of the B
- * tile: 16 bytes, code byte c at byte c % 16, bits 2 (c / 16)) - 3360 bytes, the GGUF's size.
- * Each half is its own K = 16 tile product (its own scale), on signed codes q = u - 32. */
-#define Q6_SB 3360
-#define Q6_BLK 416
-static inline const uint8_t *q6_block(const uint8_t *pan, int64_t b) {
-    return pan + (size_t)(b >> 3) * Q6_SB + 32 + (size_t)(b & 7) * Q6_BLK;
-}
-
-/* codes of 32-element block b of a panel */
-static inline const uint8_t *codes_at(int kind, const uint8_t *pan, int64_t b, size_t bb) {
-    return kind == K_Q4_K ? pan + (size_t)(b >> 3) * KSB + KSB_CODES + (size_t)(b & 7) * CODES_Q4 : pan + (size_t)b * bb;
-}
-
-/* A weight's panel layout: code kind, f32 scales ("wide": MLX bf16 / f32 scales, which f16
- * would not hold exactly) or f16, the offset of the scales in a block (after the codes) and bytes
- * per (panel, block) */
-typedef struct layout {
-    int kind, wide;
-    size_t codes, bb;
-} layout;
-
-static bool layout_of(const mxl_cpu_weight *W, layout *L) {
-    memset(L, 0, sizeof *L);
-    if (W->kind == MXL_CPU_W_GGUF) {
-        switch (W->dtype) {
-        case MXL_DTYPE_Q8_0: *L = (layout){K_Q8_0, 0, CODES_Q8, CODES_Q8 + 32}; return true;
-        case MXL_DTYPE_Q4_0: *L = (layout){K_Q4_0, 0, CODES_Q4, CODES_Q4 + 32}; return true;
-        case MXL_DTYPE_Q4_1: *L = (layout){K_Q4_1, 0, CODES_Q4, CODES_Q4 + 64}; return true;
-        case MXL_DTYPE_Q4_K: *L = (layout){K_Q4_K, 0, CODES_Q4, KSB / 8}; return true; /* bb: per 32 */
-        case MXL_DTYPE_Q5_0: *L = (layout){K_Q5_0, 0, Q5_PARAMS, Q5_PARAMS + 32}; return true;
-        case MXL_DTYPE_Q5_1: *L = (layout){K_Q5_1, 0, Q5_PARAMS, Q5_PARAMS + 64}; return true;
-        case MXL_DTYPE_Q6_K: *L = (layout){K_Q6_K, 0, 0, Q6_SB / 8}; return true; /* bb: per 32 */
-        default: return false;
-        }
-    }
-    if (W->kind != MXL_CPU_W_MLX || (W->mlx.bits != 4 && W->mlx.bits != 8) || W->mlx.group_size % 32) return false;
-    L->kind = W->mlx.bits == 4 ? K_Q4_1 : K_U8;
-    L->wide = W->mlx.scale_dtype != MXL_DTYPE_F16;
-    L->codes = W->mlx.bits == 4 ? CODES_Q4 : CODES_Q8;
-    L->bb = L->codes + (L->wide ? 128 : 64);
-    return true;
-}
 
 bool mxl_qamx_format(const mxl_cpu_weight *W) {
     layout L;
@@ -102,8 +37,6 @@ size_t mxl_qamx_packed_bytes(const mxl_cpu_weight *W) {
     return (size_t)((W->rows + PANEL - 1) / PANEL) * (size_t)(W->cols / 32) * L.bb;
 }
 
-/* byte of element k of panel row n in a block's B-tile code order */
-static inline size_t code_index(int k, int n) { return (size_t)(k / 4) * 64 + (size_t)n * 4 + (size_t)(k % 4); }
 
 /* Both layouts are a transpose of 4-byte groups: B-tile dword (kk, n) is row n's code dword kk.
  * For Q4 the nibble byte i = (kk, n, j) holds element 4kk + j in its low half and element
@@ -260,6 +193,53 @@ static float param_at(const layout *L, const uint8_t *blk, int i) {
     return mxl_f16_to_f32(h);
 }
 
+/* The integer code of element k of panel row n in 32-element block b, as the kernels' int32
+ * dots take it: Q8_0 signed; Q6_K signed (u - 32); the others unsigned (Q4_0 / Q5_0's offset is
+ * the m = -8 d / -16 d term). */
+static int panel_code(const layout *L, const uint8_t *pan, int64_t b, int n, int k) {
+    const size_t i = code_index(k, n);
+    if (L->kind == K_Q6_K) {
+        const uint8_t *blk = q6_block(pan, b), *nib = blk + 32, *hi2 = blk + 32 + CODES_Q4;
+        const size_t c = i % 64;
+        int u = (i < CODES_Q4 ? nib[i] & 0x0F : nib[i - CODES_Q4] >> 4) | ((hi2[(i / 64) * 16 + c % 16] >> (2 * (c / 16))) & 3) << 4;
+        return u - 32;
+    }
+    const uint8_t *c = codes_at(L->kind, pan, b, L->bb);
+    if (L->kind == K_Q8_0) return (int8_t)c[i];
+    if (L->kind == K_U8) return c[i];
+    int u = i < CODES_Q4 ? c[i] & 0x0F : c[i - CODES_Q4] >> 4;
+    if (L->kind == K_Q5_0 || L->kind == K_Q5_1) u |= ((c[HI_PLANE + i / 8] >> (i % 8)) & 1) << 4;
+    return u;
+}
+
+/* Scale d_w and offset m_w of panel row n in block b (not Q6_K), as the kernels form them: Q4_K
+ * d * sc and -(dmin * m); Q4_0 / Q5_0 -8 d / -16 d; Q8_0 no offset. */
+static void panel_scales(const layout *L, const uint8_t *pan, int64_t b, int n, float *dw, float *mw) {
+    if (L->kind == K_Q4_K) {
+        const uint8_t *sp = pan + (size_t)(b >> 3) * KSB + KSB_PARAMS;
+        const int j = (int)(b & 7);
+        uint16_t hd, hm;
+        memcpy(&hd, sp + 256 + 2 * n, 2);
+        memcpy(&hm, sp + 288 + 2 * n, 2);
+        *dw = mxl_f16_to_f32(hd) * (float)sp[16 * j + n];
+        *mw = -(mxl_f16_to_f32(hm) * (float)sp[128 + 16 * j + n]);
+        return;
+    }
+    const uint8_t *blk = pan + (size_t)b * L->bb;
+    *dw = param_at(L, blk, n);
+    *mw = L->kind == K_Q8_0   ? 0.0f
+          : L->kind == K_Q4_0 ? *dw * -8.0f
+          : L->kind == K_Q5_0 ? *dw * -16.0f
+                              : param_at(L, blk, PANEL + n);
+}
+
+/* Q6_K's per-row scale d (f16) of the super-block holding block b */
+static float q6_d(const uint8_t *pan, int64_t b, int n) {
+    uint16_t hd;
+    memcpy(&hd, pan + (size_t)(b >> 3) * Q6_SB + 2 * n, 2);
+    return mxl_f16_to_f32(hd);
+}
+
 void mxl_qamx_dequant_row_ref(const mxl_cpu_weight *W, int64_t r, float *out) {
     layout L;
     MXL_ASSERT(layout_of(W, &L));
@@ -269,61 +249,76 @@ void mxl_qamx_dequant_row_ref(const mxl_cpu_weight *W, int64_t r, float *out) {
     for (int64_t b = 0; b < nb; b++) {
         float *o = out + b * 32;
         if (L.kind == K_Q6_K) { /* GGUF's (d * sc) * q */
-            const uint8_t *blk = q6_block(pan, b), *nib = blk + 32, *hi2 = blk + 32 + CODES_Q4;
-            uint16_t hd;
-            memcpy(&hd, pan + (size_t)(b >> 3) * Q6_SB + 2 * n, 2);
-            const float d = mxl_f16_to_f32(hd);
+            const uint8_t *blk = q6_block(pan, b);
+            const float d = q6_d(pan, b, n);
             for (int k = 0; k < 32; k++) {
-                size_t i = code_index(k, n), c = i % 64;
-                int u = (i < CODES_Q4 ? nib[i] & 0x0F : nib[i - CODES_Q4] >> 4) | ((hi2[(i / 64) * 16 + c % 16] >> (2 * (c / 16))) & 3) << 4;
                 float dl = d * (float)(int8_t)blk[(k < 16 ? 0 : PANEL) + n];
-                o[k] = dl * (float)(u - 32);
+                o[k] = dl * (float)panel_code(&L, pan, b, n, k);
             }
             continue;
         }
-        if (L.kind == K_Q4_K) { /* GGUF's (d * sc) * q - (dmin * m) */
-            const uint8_t *c = codes_at(K_Q4_K, pan, b, L.bb), *sp = pan + (size_t)(b >> 3) * KSB + KSB_PARAMS;
-            const int j = (int)(b & 7);
-            uint16_t hd, hm;
-            memcpy(&hd, sp + 256 + 2 * n, 2);
-            memcpy(&hm, sp + 288 + 2 * n, 2);
-            float d1 = mxl_f16_to_f32(hd) * (float)sp[16 * j + n], m1 = mxl_f16_to_f32(hm) * (float)sp[128 + 16 * j + n];
-            for (int k = 0; k < 32; k++) {
-                size_t i = code_index(k, n);
-                int u = i < CODES_Q4 ? c[i] & 0x0F : c[i - CODES_Q4] >> 4;
-                float prod = d1 * (float)u;
-                o[k] = prod - m1;
-            }
-            continue;
-        }
-        const uint8_t *blk = pan + (size_t)b * L.bb;
-        if (L.kind == K_Q5_0 || L.kind == K_Q5_1) { /* GGUF's d * (q - 16) and d * q + m */
-            const float d = param_at(&L, blk, n), m = L.kind == K_Q5_1 ? param_at(&L, blk, PANEL + n) : 0.0f;
-            for (int k = 0; k < 32; k++) {
-                size_t i = code_index(k, n);
-                int u = (i < CODES_Q4 ? blk[i] & 0x0F : blk[i - CODES_Q4] >> 4) | ((blk[HI_PLANE + i / 8] >> (i % 8)) & 1) << 4;
-                if (L.kind == K_Q5_0) o[k] = d * (float)(u - 16);
-                else {
-                    float prod = d * (float)u;
-                    o[k] = prod + m;
-                }
-            }
-            continue;
-        }
-        const float d = param_at(&L, blk, n), m = L.kind == K_Q4_1 || L.kind == K_U8 ? param_at(&L, blk, PANEL + n) : 0.0f;
+        float d, m;
+        panel_scales(&L, pan, b, n, &d, &m);
         for (int k = 0; k < 32; k++) {
-            size_t i = code_index(k, n);
-            int u = L.codes == CODES_Q8 ? blk[i] : i < CODES_Q4 ? blk[i] & 0x0F : blk[i - CODES_Q4] >> 4;
-            /* each reference's own expressions: GGUF q * d, (q - 8) * d, q * d + m; MLX s * q + b
-             * as two statements (never an FMA) */
-            if (L.kind == K_Q8_0) o[k] = d * (float)(int8_t)u;
+            const int u = panel_code(&L, pan, b, n, k);
+            /* each reference's own expressions: GGUF q * d, (q - 8) * d, d * (q - 16), q * d + m,
+             * Q4_K (d * sc) * q - (dmin * m); MLX s * q + b - as separate statements (never an FMA) */
+            if (L.kind == K_Q8_0) o[k] = d * (float)u;
             else if (L.kind == K_Q4_0) o[k] = (float)(u - 8) * d;
-            else if (W->kind == MXL_CPU_W_GGUF) o[k] = (float)u * d + m;
+            else if (L.kind == K_Q5_0) o[k] = d * (float)(u - 16);
+            else if (L.kind == K_Q4_K) {
+                float prod = d * (float)u;
+                o[k] = prod + m;
+            } else if (W->kind == MXL_CPU_W_GGUF) o[k] = (float)u * d + m;
             else {
                 float t = d * (float)u;
                 o[k] = t + m;
             }
         }
+    }
+}
+
+void mxl_qamx_panels_ref(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+                         int64_t n_tok, float *y, int64_t ys) {
+    layout L;
+    MXL_ASSERT(layout_of(W, &L));
+    const int64_t nb = W->cols / 32;
+    for (int64_t p = p0; p < p1; p++) {
+        const uint8_t *pan = (const uint8_t *)W->amx + (size_t)p * (size_t)nb * L.bb;
+        for (int n = 0; n < PANEL && p * PANEL + n < W->rows; n++)
+            for (int64_t t = 0; t < n_tok; t++) {
+                const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * act_stride);
+                float acc = 0.0f;
+                for (int64_t b = 0; b < nb; b++) {
+                    if (L.kind == K_Q6_K) { /* per activation term and half: d * sc_h * d_x (d2_x) */
+                        const uint8_t *blk = q6_block(pan, b);
+                        const float d = q6_d(pan, b, n);
+                        const float dh[2] = {d * (float)(int8_t)blk[n], d * (float)(int8_t)blk[PANEL + n]};
+                        int32_t c[2][2] = {{0, 0}, {0, 0}};
+                        for (int k = 0; k < 32; k++) {
+                            const int q = panel_code(&L, pan, b, n, k);
+                            c[0][k / 16] += q * x[b].qs[k];
+                            c[1][k / 16] += q * x[b].qs2[k];
+                        }
+                        for (int term = 0; term < 2; term++) {
+                            const float dx = term ? x[b].d2 : x[b].d;
+                            for (int h = 0; h < 2; h++) {
+                                const float sc = dh[h] * dx;
+                                acc = fmaf((float)c[term][h], sc, acc);
+                            }
+                        }
+                        continue;
+                    }
+                    int32_t D = 0; /* exact: |D| < 2^31 for every kind */
+                    for (int k = 0; k < 32; k++) D += panel_code(&L, pan, b, n, k) * (256 * x[b].qs[k] + x[b].qs2[k]);
+                    float dw, mw;
+                    panel_scales(&L, pan, b, n, &dw, &mw);
+                    const float sc = dw * x[b].d2;
+                    acc = fmaf((float)D, sc, acc);
+                    if (L.kind != K_Q8_0) acc = fmaf(mw, x[b].s, acc);
+                }
+                y[t * ys + p * PANEL + n] = acc;
+            }
     }
 }
 
@@ -365,7 +360,7 @@ bool mxl_qamx_tiles_available(void) {
     return cached;
 }
 
-bool mxl_qamx_available(void) { return mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI; }
+bool mxl_qamx_available(void) { return mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX2; }
 
 /* VNNI: the AVX-512 code every CPU of the path runs (the VNNI form, the float steps); AMX: the
  * tile kernels, called only where mxl_qamx_tiles_available() */
@@ -388,11 +383,6 @@ AMX static void configure(int nt) {
     c.rows[7] = 4;
     mxl_amx_set_config(&c);
 }
-
-/* activation blocks: two-term q8a (the file comment) */
-#define XB sizeof(mxl_block_q8a2)
-#define XQ1 offsetof(mxl_block_q8a2, qs)
-#define XQ2 offsetof(mxl_block_q8a2, qs2)
 
 /* Code bytes 64 j .. 64 j + 63 of a nibble block (j < 8: B-tile row j): byte i of the nibbles
  * gives code bytes i (low half) and 256 + i (high half); Q5 kinds add 16 where the block's

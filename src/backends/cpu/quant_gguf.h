@@ -162,6 +162,8 @@ typedef void (*mxl_vec_dot4_fn)(int64_t n, const void *w, const void *xq, size_t
                                 float *out);
 mxl_vec_dot4_fn mxl_vec_dot4_avx2_get(mxl_dtype t);
 void mxl_quant_q8a_avx2(const float *x, mxl_block_q8a *y, int64_t n);
+/* mxl_quant_q8a2_ref's bits on AVX2 (the panel path's activations below the AVX-512 level). */
+void mxl_quant_q8a2_avx2(const float *x, mxl_block_q8a2 *y, int64_t n);
 
 /* AArch64 NEON variants (quant_gguf_neon.c), every format: dotprod false gives the baseline
  * AdvSIMD kernels, true the SDOT ones (call only when mxl_cpu_isa_detect() reaches

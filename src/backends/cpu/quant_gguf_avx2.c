@@ -529,8 +529,49 @@ AVX2 void mxl_quant_q8a_avx2(const float *x, mxl_block_q8a *y, int64_t n) {
     }
 }
 
+/* mxl_quant_q8a2_ref's bits: v = round-to-even(x / d2) (the default rounding of cvtps), split
+ * into hi = floor((v + 128) / 256) and lo = v - 256 hi */
+AVX2 void mxl_quant_q8a2_avx2(const float *x, mxl_block_q8a2 *y, int64_t n) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i half = _mm256_set1_epi32(128);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        __m256 v[4];
+        __m256 mx = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+            mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[k]));
+        }
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        const float d = _mm_cvtss_f32(m) / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float d2 = d * MXL_Q8A2_STEP2, id2 = id * (1.0f / MXL_Q8A2_STEP2);
+        const __m256 idv = _mm256_set1_ps(id2);
+        __m256i hi[4], lo[4], sum = _mm256_setzero_si256();
+        for (int k = 0; k < 4; k++) {
+            const __m256i r = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], idv));
+            hi[k] = _mm256_srai_epi32(_mm256_add_epi32(r, half), 8);
+            lo[k] = _mm256_sub_epi32(r, _mm256_slli_epi32(hi[k], 8));
+            sum = _mm256_add_epi32(sum, r);
+        }
+        /* 32 int32 -> 32 int8 in order (the packs work per 128-bit lane; a permute fixes it) */
+        __m256i ph = _mm256_packs_epi16(_mm256_packs_epi32(hi[0], hi[1]), _mm256_packs_epi32(hi[2], hi[3]));
+        __m256i pl = _mm256_packs_epi16(_mm256_packs_epi32(lo[0], lo[1]), _mm256_packs_epi32(lo[2], lo[3]));
+        _mm256_storeu_si256((__m256i *)y[i].qs, _mm256_permutevar8x32_epi32(ph, order));
+        _mm256_storeu_si256((__m256i *)y[i].qs2, _mm256_permutevar8x32_epi32(pl, order));
+        const int s = hsum_epi32(sum);
+        y[i].d = d;
+        y[i].d2 = d2;
+        y[i].s = d2 * (float)s;
+        y[i].sum = s;
+    }
+}
+
 #else
 mxl_vec_dot_fn mxl_vec_dot_avx2_get(mxl_dtype t) { (void)t; return 0; }
 mxl_vec_dot4_fn mxl_vec_dot4_avx2_get(mxl_dtype t) { (void)t; return 0; }
 void mxl_quant_q8a_avx2(const float *x, mxl_block_q8a *y, int64_t n) { mxl_quant_q8a_ref(x, y, n); }
+void mxl_quant_q8a2_avx2(const float *x, mxl_block_q8a2 *y, int64_t n) { mxl_quant_q8a2_ref(x, y, n); }
 #endif

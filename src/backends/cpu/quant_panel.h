@@ -1,0 +1,93 @@
+/* quant_panel.h - the panel layout's facts shared by the panel path's files (quant_amx.c: the
+ * packing, the tile kernels and their AVX-512 VNNI form, the plain reference; quant_panel_avx2.c:
+ * the AVX2 form): code kinds, block sizes and offsets, where a block's codes and scales are.
+ * Internal to src/backends/cpu; the layout itself is described in quant_amx.h. */
+#ifndef MXL_BACKENDS_CPU_QUANT_PANEL_H
+#define MXL_BACKENDS_CPU_QUANT_PANEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "backends/cpu/matmul.h"
+#include "backends/cpu/quant_gguf.h"
+#include "core/dtype.h"
+
+#define PANEL 16
+#define CODES_Q8 512 /* bytes of one block's 8-bit codes (Q8_0, U8) */
+#define CODES_Q4 256 /* nibbles of one block's codes (Q4_0 / Q4_1 / MLX 4-bit) */
+
+/* Code kinds: K_Q8_0 signed 8-bit codes, d; K_Q4_0 unsigned nibbles, d (m = -8 d); K_Q4_1
+ * unsigned nibbles, d and m; K_U8 unsigned 8-bit codes, d and m; K_Q4_K unsigned nibbles with
+ * Q4_K's scales (d = d_sb * sc_j, m = -dmin_sb * m_j, both exact in f32, formed in the kernel). */
+enum { K_Q8_0, K_Q4_0, K_Q4_1, K_U8, K_Q4_K, K_Q5_0, K_Q5_1, K_Q6_K };
+#define N_KINDS 8
+/* K_Q5_0 / K_Q5_1: Q4_0 / Q4_1's nibbles, then the fifth bits as a 512-bit mask over the 512
+ * code bytes (bit i: code byte i gets + 16), then d (and m); m = -16 d for Q5_0. */
+#define HI_PLANE 256 /* offset of the fifth-bit mask in a Q5 block */
+#define Q5_PARAMS 320
+static inline int nib_kind(int kind) { return kind == K_Q4_0 || kind == K_Q4_1 || kind == K_Q4_K || kind == K_Q5_0 || kind == K_Q5_1; }
+
+/* One Q4_K super-block of a panel (256 elements x 16 rows): sc[8][16] and m[8][16] (the 6-bit
+ * values as bytes), d[16] and dmin[16] (f16), then the 8 sub-blocks' nibbles (256 bytes each,
+ * as Q4_1's) - 2368 bytes for the GGUF's 2304, read front to back. */
+#define KSB 2368
+#define KSB_PARAMS 0
+#define KSB_CODES 320
+
+/* One Q6_K super-block of a panel (256 elements x 16 rows): d[16] (f16), then 8 blocks of 32
+ * elements: the two 16-element halves' scales sc[2][16] (int8), the low four bits as nibbles
+ * (Q4's pairing) and the top two bits as a 2-bit plane over the 512 code bytes (row j of the B
+ * tile: 16 bytes, code byte c at byte c % 16, bits 2 (c / 16)) - 3360 bytes, the GGUF's size.
+ * Each half is its own K = 16 tile product (its own scale), on signed codes q = u - 32. */
+#define Q6_SB 3360
+#define Q6_BLK 416
+static inline const uint8_t *q6_block(const uint8_t *pan, int64_t b) {
+    return pan + (size_t)(b >> 3) * Q6_SB + 32 + (size_t)(b & 7) * Q6_BLK;
+}
+
+/* codes of 32-element block b of a panel */
+static inline const uint8_t *codes_at(int kind, const uint8_t *pan, int64_t b, size_t bb) {
+    return kind == K_Q4_K ? pan + (size_t)(b >> 3) * KSB + KSB_CODES + (size_t)(b & 7) * CODES_Q4 : pan + (size_t)b * bb;
+}
+
+/* A weight's panel layout: code kind, f32 scales ("wide": MLX bf16 / f32 scales, which f16
+ * would not hold exactly) or f16, the offset of the scales in a block (after the codes) and bytes
+ * per (panel, block) */
+typedef struct layout {
+    int kind, wide;
+    size_t codes, bb;
+} layout;
+
+static inline bool layout_of(const mxl_cpu_weight *W, layout *L) {
+    memset(L, 0, sizeof *L);
+    if (W->kind == MXL_CPU_W_GGUF) {
+        switch (W->dtype) {
+        case MXL_DTYPE_Q8_0: *L = (layout){K_Q8_0, 0, CODES_Q8, CODES_Q8 + 32}; return true;
+        case MXL_DTYPE_Q4_0: *L = (layout){K_Q4_0, 0, CODES_Q4, CODES_Q4 + 32}; return true;
+        case MXL_DTYPE_Q4_1: *L = (layout){K_Q4_1, 0, CODES_Q4, CODES_Q4 + 64}; return true;
+        case MXL_DTYPE_Q4_K: *L = (layout){K_Q4_K, 0, CODES_Q4, KSB / 8}; return true; /* bb: per 32 */
+        case MXL_DTYPE_Q5_0: *L = (layout){K_Q5_0, 0, Q5_PARAMS, Q5_PARAMS + 32}; return true;
+        case MXL_DTYPE_Q5_1: *L = (layout){K_Q5_1, 0, Q5_PARAMS, Q5_PARAMS + 64}; return true;
+        case MXL_DTYPE_Q6_K: *L = (layout){K_Q6_K, 0, 0, Q6_SB / 8}; return true; /* bb: per 32 */
+        default: return false;
+        }
+    }
+    if (W->kind != MXL_CPU_W_MLX || (W->mlx.bits != 4 && W->mlx.bits != 8) || W->mlx.group_size % 32) return false;
+    L->kind = W->mlx.bits == 4 ? K_Q4_1 : K_U8;
+    L->wide = W->mlx.scale_dtype != MXL_DTYPE_F16;
+    L->codes = W->mlx.bits == 4 ? CODES_Q4 : CODES_Q8;
+    L->bb = L->codes + (L->wide ? 128 : 64);
+    return true;
+}
+
+/* byte of element k of panel row n in a block's B-tile code order */
+static inline size_t code_index(int k, int n) { return (size_t)(k / 4) * 64 + (size_t)n * 4 + (size_t)(k % 4); }
+
+/* activation blocks: two-term q8a (quant_amx.h) */
+#define XB sizeof(mxl_block_q8a2)
+#define XQ1 offsetof(mxl_block_q8a2, qs)
+#define XQ2 offsetof(mxl_block_q8a2, qs2)
+
+#endif

@@ -1,0 +1,211 @@
+/* quant_panel_avx2.c - the panel path's AVX2 form (quant_amx.h): the same two-term products as
+ * the tile kernels and their AVX-512 VNNI form, on CPUs with AVX2 + FMA + F16C only, so that the
+ * default path there gives the same bits (and transformers' greedy tokens) as on AVX-512 CPUs.
+ * Its plain reference is mxl_qamx_panels_ref (quant_amx.c), bit for bit.
+ *
+ * Per panel (16 rows), group of up to GROUP tokens and 32-element block b:
+ *   the block's codes widened to int16 once for the group (B-tile order: for each 4-column
+ *   group kk, four vectors of 4 rows x 4 columns); per token, the activation's two terms folded
+ *   into one int16 v = 256 q + q2 (|v| <= 127 * 256, quant_gguf.h), so one VPMADDWD per 4 rows
+ *   and 2 columns gives the exact int32 dot that the VNNI form gets from two DPBUSD terms
+ *   (Q6_K: the two terms and halves stay separate, as its scales need); then the float steps of
+ *   scale_block / post_q6 on two vectors of 8 rows: acc += cvt(D) * (d_w * d2_x) (+ m_w * s_x). */
+#include "backends/cpu/quant_amx.h"
+#include "backends/cpu/quant_panel.h"
+
+#if defined(__x86_64__) && !defined(MXL_NO_TILE_KERNELS)
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+
+/* tokens whose float sums stay in a stack buffer while a panel's blocks go by (the widened codes
+ * are made once per group) */
+#define GROUP 16
+
+/* The 512 code bytes of a 32-element block (B-tile order) widened to int16 at w (64-byte
+ * aligned): for each 16-byte quarter of each 64-byte tile row, 16 int16. */
+AVX2 static void widen_codes(const layout *L, const uint8_t *pan, int64_t b, int16_t *w) {
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    if (L->kind == K_Q6_K) {
+        const uint8_t *blk = q6_block(pan, b), *nib = blk + 32, *hi2 = blk + 32 + CODES_Q4;
+        for (int j = 0; j < 8; j++) {
+            const __m128i plane = _mm_loadu_si128((const __m128i *)(hi2 + 16 * j));
+            for (int q = 0; q < 4; q++) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(nib + 64 * (j & 3) + 16 * q));
+                if (j >= 4) v = _mm_srli_epi16(v, 4);
+                v = _mm_and_si128(v, low4);
+                /* code byte 16 q + i of row j: top bits at plane byte i, bits 2 q */
+                __m128i h = _mm_and_si128(_mm_srl_epi16(plane, _mm_cvtsi32_si128(2 * q)), _mm_set1_epi8(3));
+                v = _mm_sub_epi8(_mm_or_si128(v, _mm_slli_epi16(h, 4)), _mm_set1_epi8(32));
+                _mm256_store_si256((__m256i *)(w + 64 * j + 16 * q), _mm256_cvtepi8_epi16(v));
+            }
+        }
+        return;
+    }
+    const uint8_t *c = codes_at(L->kind, pan, b, L->bb);
+    if (L->kind == K_Q8_0 || L->kind == K_U8) {
+        for (int i = 0; i < 32; i++) {
+            const __m128i v = _mm_loadu_si128((const __m128i *)(c + 16 * i));
+            _mm256_store_si256((__m256i *)(w + 16 * i), L->kind == K_Q8_0 ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v));
+        }
+        return;
+    }
+    const int q5 = L->kind == K_Q5_0 || L->kind == K_Q5_1;
+    /* bit i of a 16-bit mask word to byte i: each byte picks its mask byte, then tests its bit */
+    const __m128i pick = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m128i bit = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+    for (int j = 0; j < 8; j++)
+        for (int q = 0; q < 4; q++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(c + 64 * (j & 3) + 16 * q));
+            if (j >= 4) v = _mm_srli_epi16(v, 4);
+            v = _mm_and_si128(v, low4);
+            if (q5) { /* code bytes 64 j + 16 q .. + 15: mask bits of bytes HI_PLANE + 8 j + 2 q, + 1 */
+                uint16_t m;
+                memcpy(&m, c + HI_PLANE + 8 * j + 2 * q, 2);
+                __m128i mb = _mm_shuffle_epi8(_mm_cvtsi32_si128(m), pick);
+                mb = _mm_cmpeq_epi8(_mm_and_si128(mb, bit), bit);
+                v = _mm_or_si128(v, _mm_and_si128(mb, _mm_set1_epi8(0x10)));
+            }
+            _mm256_store_si256((__m256i *)(w + 64 * j + 16 * q), _mm256_cvtepu8_epi16(v));
+        }
+}
+
+/* rows 0..7 and 8..15 of a block's dots from the four 4-row accumulators (each row's two
+ * column-pair partials adjacent) */
+AVX2 static inline void fold_rows(const __m256i *a, __m256i *lo, __m256i *hi) {
+    *lo = _mm256_permute4x64_epi64(_mm256_hadd_epi32(a[0], a[1]), 0xD8);
+    *hi = _mm256_permute4x64_epi64(_mm256_hadd_epi32(a[2], a[3]), 0xD8);
+}
+
+/* the exact int32 dots of the block's 16 rows with 32 int16 activations v (columns 4 kk ..
+ * 4 kk + 3 of tile rows kk0 .. kk1 - 1) */
+AVX2 static inline void dots16(const int16_t *w, const int16_t *v, int kk0, int kk1, __m256i *lo, __m256i *hi) {
+    __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int kk = kk0; kk < kk1; kk++) {
+        int64_t x4;
+        memcpy(&x4, v + 4 * kk, 8);
+        const __m256i x = _mm256_set1_epi64x(x4);
+        for (int q = 0; q < 4; q++)
+            a[q] = _mm256_add_epi32(a[q], _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(w + 64 * kk + 16 * q)), x));
+    }
+    fold_rows(a, lo, hi);
+}
+
+/* d_w and m_w of the block's rows 8 h .. 8 h + 7 (block_scales of quant_amx.c, 8 lanes) */
+AVX2 static inline void scales8(const layout *L, const uint8_t *pan, int64_t b, int h, __m256 *dw, __m256 *mw) {
+    if (L->kind == K_Q4_K) {
+        const uint8_t *sp = pan + (size_t)(b >> 3) * KSB + KSB_PARAMS;
+        const int j = (int)(b & 7);
+        int64_t s8, m8;
+        memcpy(&s8, sp + 16 * j + 8 * h, 8);
+        memcpy(&m8, sp + 128 + 16 * j + 8 * h, 8);
+        const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(s8)));
+        const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(m8)));
+        *dw = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sp + 256 + 16 * h))), sc);
+        const __m256 m = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sp + 288 + 16 * h))), mn);
+        *mw = _mm256_xor_ps(m, _mm256_set1_ps(-0.0f));
+        return;
+    }
+    const uint8_t *p = pan + (size_t)b * L->bb + L->codes;
+    *dw = L->wide ? _mm256_loadu_ps((const float *)(p + 32 * h)) : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * h)));
+    *mw = L->kind == K_Q8_0   ? _mm256_setzero_ps()
+          : L->kind == K_Q4_0 ? _mm256_mul_ps(*dw, _mm256_set1_ps(-8.0f))
+          : L->kind == K_Q5_0 ? _mm256_mul_ps(*dw, _mm256_set1_ps(-16.0f))
+          : L->wide           ? _mm256_loadu_ps((const float *)(p + 64 + 32 * h))
+                              : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * h)));
+}
+
+/* one token's activation block as int16: v = 256 q + q2 (fold), or the two terms apart (Q6_K) */
+AVX2 static inline void act16(const mxl_block_q8a2 *x, int16_t *v, int16_t *t1, int16_t *t2) {
+    for (int h = 0; h < 2; h++) {
+        const __m256i q1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x->qs + 16 * h)));
+        const __m256i q2 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x->qs2 + 16 * h)));
+        if (v) _mm256_store_si256((__m256i *)(v + 16 * h), _mm256_add_epi16(_mm256_slli_epi16(q1, 8), q2));
+        if (t1) {
+            _mm256_store_si256((__m256i *)(t1 + 16 * h), q1);
+            _mm256_store_si256((__m256i *)(t2 + 16 * h), q2);
+        }
+    }
+}
+
+/* one panel, tokens [0, nt) (nt <= GROUP) of act: y[t * ys + n], n < nrows */
+AVX2 static void panel_group(const layout *L, const uint8_t *pan, int64_t nb, int nt, const uint8_t *act, size_t as, float *y,
+                             int64_t ys, int nrows) {
+    _Alignas(32) int16_t w[512];
+    _Alignas(32) int16_t v[32], t1[32], t2[32];
+    _Alignas(32) float acc[GROUP][16];
+    memset(acc, 0, sizeof acc);
+    for (int64_t b = 0; b < nb; b++) {
+        widen_codes(L, pan, b, w);
+        if (L->kind == K_Q6_K) {
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pan + (size_t)(b >> 3) * Q6_SB)));
+            const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pan + (size_t)(b >> 3) * Q6_SB + 16)));
+            const uint8_t *blk = q6_block(pan, b);
+            int64_t s[4];
+            memcpy(s, blk, 32);
+            /* dh[half][row group]: d * sc of the half's scale */
+            __m256 dh[2][2];
+            for (int hh = 0; hh < 2; hh++) {
+                dh[hh][0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(s[2 * hh]))));
+                dh[hh][1] = _mm256_mul_ps(d8, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(s[2 * hh + 1]))));
+            }
+            for (int t = 0; t < nt; t++) {
+                const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * as) + b;
+                act16(x, NULL, t1, t2);
+                __m256i c[2][2][2]; /* [term][half][row group] */
+                dots16(w, t1, 0, 4, &c[0][0][0], &c[0][0][1]);
+                dots16(w, t1, 4, 8, &c[0][1][0], &c[0][1][1]);
+                dots16(w, t2, 0, 4, &c[1][0][0], &c[1][0][1]);
+                dots16(w, t2, 4, 8, &c[1][1][0], &c[1][1][1]);
+                for (int g = 0; g < 2; g++) {
+                    __m256 a = _mm256_load_ps(acc[t] + 8 * g);
+                    for (int term = 0; term < 2; term++) {
+                        const __m256 dx = _mm256_set1_ps(term ? x->d2 : x->d);
+                        for (int hh = 0; hh < 2; hh++)
+                            a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c[term][hh][g]), _mm256_mul_ps(dh[hh][g], dx), a);
+                    }
+                    _mm256_store_ps(acc[t] + 8 * g, a);
+                }
+            }
+            continue;
+        }
+        __m256 dw[2], mw[2];
+        scales8(L, pan, b, 0, &dw[0], &mw[0]);
+        scales8(L, pan, b, 1, &dw[1], &mw[1]);
+        for (int t = 0; t < nt; t++) {
+            const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * as) + b;
+            act16(x, v, NULL, NULL);
+            __m256i D[2];
+            dots16(w, v, 0, 8, &D[0], &D[1]);
+            const __m256 d2 = _mm256_set1_ps(x->d2), s = _mm256_set1_ps(x->s);
+            for (int g = 0; g < 2; g++) {
+                __m256 a = _mm256_load_ps(acc[t] + 8 * g);
+                a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(D[g]), _mm256_mul_ps(dw[g], d2), a);
+                if (L->kind != K_Q8_0) a = _mm256_fmadd_ps(mw[g], s, a);
+                _mm256_store_ps(acc[t] + 8 * g, a);
+            }
+        }
+    }
+    for (int t = 0; t < nt; t++) memcpy(y + t * ys, acc[t], (size_t)nrows * sizeof(float));
+}
+
+AVX2 void mxl_qamx_panels_avx2(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+                               int64_t n_tok, float *y, int64_t ys) {
+    layout L;
+    MXL_ASSERT(layout_of(W, &L));
+    const int64_t nb = W->cols / 32;
+    for (int64_t p = p0; p < p1; p++) {
+        const uint8_t *pan = (const uint8_t *)W->amx + (size_t)p * (size_t)nb * L.bb;
+        const int nrows = W->rows - p * PANEL < PANEL ? (int)(W->rows - p * PANEL) : PANEL;
+        for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
+            const int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
+            panel_group(&L, pan, nb, nt, act + (size_t)t0 * act_stride, act_stride, y + t0 * ys + p * PANEL, ys, nrows);
+        }
+    }
+}
+#else
+void mxl_qamx_panels_avx2(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+                          int64_t n_tok, float *y, int64_t ys) {
+    mxl_qamx_panels_ref(W, p0, p1, act, act_stride, n_tok, y, ys);
+}
+#endif
