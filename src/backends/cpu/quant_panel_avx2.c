@@ -22,8 +22,9 @@
  * are made once per group) */
 #define GROUP 16
 
-/* The 512 code bytes of a 32-element block (B-tile order) widened to int16 at w (64-byte
- * aligned): for each 16-byte quarter of each 64-byte tile row, 16 int16. */
+/* The 512 code bytes of a 32-element block (B-tile order) widened to int16 at w (32-byte
+ * aligned): for each 16-byte quarter of each 64-byte tile row, 16 int16. Q6_K and the 8-bit
+ * kinds (the nibble kinds multiply their bytes: nib_dots8). */
 AVX2 static void widen_codes(const layout *L, const uint8_t *pan, int64_t b, int16_t *w) {
     const __m128i low4 = _mm_set1_epi8(0x0F);
     if (L->kind == K_Q6_K) {
@@ -50,24 +51,7 @@ AVX2 static void widen_codes(const layout *L, const uint8_t *pan, int64_t b, int
         }
         return;
     }
-    const int q5 = L->kind == K_Q5_0 || L->kind == K_Q5_1;
-    /* bit i of a 16-bit mask word to byte i: each byte picks its mask byte, then tests its bit */
-    const __m128i pick = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    const __m128i bit = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
-    for (int j = 0; j < 8; j++)
-        for (int q = 0; q < 4; q++) {
-            __m128i v = _mm_loadu_si128((const __m128i *)(c + 64 * (j & 3) + 16 * q));
-            if (j >= 4) v = _mm_srli_epi16(v, 4);
-            v = _mm_and_si128(v, low4);
-            if (q5) { /* code bytes 64 j + 16 q .. + 15: mask bits of bytes HI_PLANE + 8 j + 2 q, + 1 */
-                uint16_t m;
-                memcpy(&m, c + HI_PLANE + 8 * j + 2 * q, 2);
-                __m128i mb = _mm_shuffle_epi8(_mm_cvtsi32_si128(m), pick);
-                mb = _mm_cmpeq_epi8(_mm_and_si128(mb, bit), bit);
-                v = _mm_or_si128(v, _mm_and_si128(mb, _mm_set1_epi8(0x10)));
-            }
-            _mm256_store_si256((__m256i *)(w + 64 * j + 16 * q), _mm256_cvtepu8_epi16(v));
-        }
+    MXL_ASSERT(0 && "nibble codes are split by nib_codes");
 }
 
 /* rows 0..7 and 8..15 of a block's dots from the four 4-row accumulators (each row's two
@@ -78,17 +62,68 @@ AVX2 static inline void fold_rows(const __m256i *a, __m256i *lo, __m256i *hi) {
 }
 
 /* the exact int32 dots of the block's 16 rows with 32 int16 activations v (columns 4 kk ..
- * 4 kk + 3 of tile rows kk0 .. kk1 - 1) */
-AVX2 static inline void dots16(const int16_t *w, const int16_t *v, int kk0, int kk1, __m256i *lo, __m256i *hi) {
+ * 4 kk + 3 of tile rows kk0 .. kk1 - 1): codes from the widened block w, or (w NULL) widened
+ * here from the 8-bit codes c8 (signed when sgn) */
+AVX2 __attribute__((always_inline)) static inline void dots16(const int16_t *w, const uint8_t *c8, int sgn, const int16_t *v,
+                                                              int kk0, int kk1, __m256i *lo, __m256i *hi) {
     __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int kk = kk0; kk < kk1; kk++) {
         int64_t x4;
         memcpy(&x4, v + 4 * kk, 8);
         const __m256i x = _mm256_set1_epi64x(x4);
-        for (int q = 0; q < 4; q++)
-            a[q] = _mm256_add_epi32(a[q], _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(w + 64 * kk + 16 * q)), x));
+        for (int q = 0; q < 4; q++) {
+            __m256i wq;
+            if (w) wq = _mm256_load_si256((const __m256i *)(w + 64 * kk + 16 * q));
+            else {
+                const __m128i b = _mm_loadu_si128((const __m128i *)(c8 + 64 * kk + 16 * q));
+                wq = sgn ? _mm256_cvtepi8_epi16(b) : _mm256_cvtepu8_epi16(b);
+            }
+            a[q] = _mm256_add_epi32(a[q], _mm256_madd_epi16(wq, x));
+        }
     }
     fold_rows(a, lo, hi);
+}
+
+/* Nibble kinds (codes <= 31): the 32 code bytes of tile row kk for rows 8 h .. 8 h + 7 */
+AVX2 __attribute__((always_inline)) static inline __m256i nib_codes(const uint8_t *c, int q5, int kk, int h) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)(c + 64 * (kk & 3) + 32 * h));
+    if (kk >= 4) v = _mm256_srli_epi16(v, 4);
+    v = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+    if (q5) { /* mask bits 32 h .. 32 h + 31 of the row's 64: byte i picks its mask byte, tests its bit */
+        int32_t m;
+        memcpy(&m, c + HI_PLANE + 8 * kk + 4 * h, 4);
+        const __m256i pick = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3,
+                                              3, 3, 3, 3);
+        const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
+        __m256i mb = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(m), pick), bit);
+        v = _mm256_or_si256(v, _mm256_and_si256(_mm256_cmpeq_epi8(mb, bit), _mm256_set1_epi8(0x10)));
+    }
+    return v;
+}
+
+/* Nibble kinds: the exact int32 dots of rows 8 h .. 8 h + 7 with one token's two terms, by
+ * VPMADDUBSW (unsigned codes x signed terms; |pair| <= 31 * 128 * 2, no saturation) summed in
+ * int16 over up to 8 (Q4) or 4 (Q5) tile rows before widening: 256 dot1 + dot2. pre: the
+ * block's code bytes (B-tile order), or NULL to split them from the nibbles here. */
+AVX2 __attribute__((always_inline)) static inline __m256i nib_dots8(const uint8_t *pre, const uint8_t *c, int q5,
+                                                                   const mxl_block_q8a2 *x, int h) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i p1 = _mm256_setzero_si256(), p2 = _mm256_setzero_si256(), a1 = p1, a2 = p1;
+    for (int kk = 0; kk < 8; kk++) {
+        const __m256i codes = pre ? _mm256_load_si256((const __m256i *)(pre + 64 * kk + 32 * h)) : nib_codes(c, q5, kk, h);
+        int32_t x1, x2;
+        memcpy(&x1, x->qs + 4 * kk, 4);
+        memcpy(&x2, x->qs2 + 4 * kk, 4);
+        p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(codes, _mm256_set1_epi32(x1)));
+        p2 = _mm256_add_epi16(p2, _mm256_maddubs_epi16(codes, _mm256_set1_epi32(x2)));
+        if (q5 && kk == 3) { /* 4 x 31 x 128 x 2 < 2^15: widen before the next four */
+            a1 = _mm256_madd_epi16(p1, ones), a2 = _mm256_madd_epi16(p2, ones);
+            p1 = p2 = _mm256_setzero_si256();
+        }
+    }
+    a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(p1, ones));
+    a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(p2, ones));
+    return _mm256_add_epi32(_mm256_slli_epi32(a1, 8), a2);
 }
 
 /* d_w and m_w of the block's rows 8 h .. 8 h + 7 (block_scales of quant_amx.c, 8 lanes) */
@@ -132,11 +167,12 @@ AVX2 static inline void act16(const mxl_block_q8a2 *x, int16_t *v, int16_t *t1, 
 AVX2 static void panel_group(const layout *L, const uint8_t *pan, int64_t nb, int nt, const uint8_t *act, size_t as, float *y,
                              int64_t ys, int nrows) {
     _Alignas(32) int16_t w[512];
+    _Alignas(32) uint8_t pre[512];
     _Alignas(32) int16_t v[32], t1[32], t2[32];
     _Alignas(32) float acc[GROUP][16];
     memset(acc, 0, sizeof acc);
     for (int64_t b = 0; b < nb; b++) {
-        widen_codes(L, pan, b, w);
+        if (L->kind == K_Q6_K || (!nib_kind(L->kind) && nt > 1)) widen_codes(L, pan, b, w);
         if (L->kind == K_Q6_K) {
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pan + (size_t)(b >> 3) * Q6_SB)));
             const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pan + (size_t)(b >> 3) * Q6_SB + 16)));
@@ -153,10 +189,10 @@ AVX2 static void panel_group(const layout *L, const uint8_t *pan, int64_t nb, in
                 const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * as) + b;
                 act16(x, NULL, t1, t2);
                 __m256i c[2][2][2]; /* [term][half][row group] */
-                dots16(w, t1, 0, 4, &c[0][0][0], &c[0][0][1]);
-                dots16(w, t1, 4, 8, &c[0][1][0], &c[0][1][1]);
-                dots16(w, t2, 0, 4, &c[1][0][0], &c[1][0][1]);
-                dots16(w, t2, 4, 8, &c[1][1][0], &c[1][1][1]);
+                dots16(w, NULL, 0, t1, 0, 4, &c[0][0][0], &c[0][0][1]);
+                dots16(w, NULL, 0, t1, 4, 8, &c[0][1][0], &c[0][1][1]);
+                dots16(w, NULL, 0, t2, 0, 4, &c[1][0][0], &c[1][0][1]);
+                dots16(w, NULL, 0, t2, 4, 8, &c[1][1][0], &c[1][1][1]);
                 for (int g = 0; g < 2; g++) {
                     __m256 a = _mm256_load_ps(acc[t] + 8 * g);
                     for (int term = 0; term < 2; term++) {
@@ -172,11 +208,21 @@ AVX2 static void panel_group(const layout *L, const uint8_t *pan, int64_t nb, in
         __m256 dw[2], mw[2];
         scales8(L, pan, b, 0, &dw[0], &mw[0]);
         scales8(L, pan, b, 1, &dw[1], &mw[1]);
+        const uint8_t *c = codes_at(L->kind, pan, b, L->bb);
+        const int nib = nib_kind(L->kind), q5 = L->kind == K_Q5_0 || L->kind == K_Q5_1;
+        if (nib && nt > 1) /* split once for the group */
+            for (int kk = 0; kk < 8; kk++)
+                for (int h = 0; h < 2; h++) _mm256_store_si256((__m256i *)(pre + 64 * kk + 32 * h), nib_codes(c, q5, kk, h));
         for (int t = 0; t < nt; t++) {
             const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * as) + b;
-            act16(x, v, NULL, NULL);
             __m256i D[2];
-            dots16(w, v, 0, 8, &D[0], &D[1]);
+            if (nib) {
+                for (int h = 0; h < 2; h++) D[h] = nt > 1 ? nib_dots8(pre, c, 0, x, h) : q5 ? nib_dots8(NULL, c, 1, x, h) : nib_dots8(NULL, c, 0, x, h);
+            } else {
+                act16(x, v, NULL, NULL);
+                if (nt > 1) dots16(w, NULL, 0, v, 0, 8, &D[0], &D[1]);
+                else dots16(NULL, c, L->kind == K_Q8_0, v, 0, 8, &D[0], &D[1]);
+            }
             const __m256 d2 = _mm256_set1_ps(x->d2), s = _mm256_set1_ps(x->s);
             for (int g = 0; g < 2; g++) {
                 __m256 a = _mm256_load_ps(acc[t] + 8 * g);
