@@ -22,36 +22,14 @@
  * are made once per group) */
 #define GROUP 16
 
-/* The 512 code bytes of a 32-element block (B-tile order) widened to int16 at w (32-byte
- * aligned): for each 16-byte quarter of each 64-byte tile row, 16 int16. Q6_K and the 8-bit
- * kinds (the nibble kinds multiply their bytes: nib_dots8). */
+/* The 512 code bytes of an 8-bit block (Q8_0 signed, U8; B-tile order) widened to int16 at w
+ * (32-byte aligned): for each 16-byte quarter of each 64-byte tile row, 16 int16. */
 AVX2 static void widen_codes(const layout *L, const uint8_t *pan, int64_t b, int16_t *w) {
-    const __m128i low4 = _mm_set1_epi8(0x0F);
-    if (L->kind == K_Q6_K) {
-        const uint8_t *blk = q6_block(pan, b), *nib = blk + 32, *hi2 = blk + 32 + CODES_Q4;
-        for (int j = 0; j < 8; j++) {
-            const __m128i plane = _mm_loadu_si128((const __m128i *)(hi2 + 16 * j));
-            for (int q = 0; q < 4; q++) {
-                __m128i v = _mm_loadu_si128((const __m128i *)(nib + 64 * (j & 3) + 16 * q));
-                if (j >= 4) v = _mm_srli_epi16(v, 4);
-                v = _mm_and_si128(v, low4);
-                /* code byte 16 q + i of row j: top bits at plane byte i, bits 2 q */
-                __m128i h = _mm_and_si128(_mm_srl_epi16(plane, _mm_cvtsi32_si128(2 * q)), _mm_set1_epi8(3));
-                v = _mm_sub_epi8(_mm_or_si128(v, _mm_slli_epi16(h, 4)), _mm_set1_epi8(32));
-                _mm256_store_si256((__m256i *)(w + 64 * j + 16 * q), _mm256_cvtepi8_epi16(v));
-            }
-        }
-        return;
-    }
     const uint8_t *c = codes_at(L->kind, pan, b, L->bb);
-    if (L->kind == K_Q8_0 || L->kind == K_U8) {
-        for (int i = 0; i < 32; i++) {
-            const __m128i v = _mm_loadu_si128((const __m128i *)(c + 16 * i));
-            _mm256_store_si256((__m256i *)(w + 16 * i), L->kind == K_Q8_0 ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v));
-        }
-        return;
+    for (int i = 0; i < 32; i++) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)(c + 16 * i));
+        _mm256_store_si256((__m256i *)(w + 16 * i), L->kind == K_Q8_0 ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v));
     }
-    MXL_ASSERT(0 && "nibble codes are split by nib_codes");
 }
 
 /* rows 0..7 and 8..15 of a block's dots from the four 4-row accumulators (each row's two
@@ -67,10 +45,12 @@ AVX2 static inline void fold_rows(const __m256i *a, __m256i *lo, __m256i *hi) {
 AVX2 __attribute__((always_inline)) static inline void dots16(const int16_t *w, const uint8_t *c8, int sgn, const int16_t *v,
                                                               int kk0, int kk1, __m256i *lo, __m256i *hi) {
     __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 8
     for (int kk = kk0; kk < kk1; kk++) {
         int64_t x4;
         memcpy(&x4, v + 4 * kk, 8);
         const __m256i x = _mm256_set1_epi64x(x4);
+#pragma GCC unroll 4
         for (int q = 0; q < 4; q++) {
             __m256i wq;
             if (w) wq = _mm256_load_si256((const __m256i *)(w + 64 * kk + 16 * q));
@@ -109,6 +89,7 @@ AVX2 __attribute__((always_inline)) static inline __m256i nib_dots8(const uint8_
                                                                    const mxl_block_q8a2 *x, int h) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i p1 = _mm256_setzero_si256(), p2 = _mm256_setzero_si256(), a1 = p1, a2 = p1;
+#pragma GCC unroll 8
     for (int kk = 0; kk < 8; kk++) {
         const __m256i codes = pre ? _mm256_load_si256((const __m256i *)(pre + 64 * kk + 32 * h)) : nib_codes(c, q5, kk, h);
         int32_t x1, x2;
@@ -124,6 +105,54 @@ AVX2 __attribute__((always_inline)) static inline __m256i nib_dots8(const uint8_
     a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(p1, ones));
     a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(p2, ones));
     return _mm256_add_epi32(_mm256_slli_epi32(a1, 8), a2);
+}
+
+/* Q6_K: the unsigned codes (0..63) of tile row kk for rows 8 h .. 8 h + 7: the nibbles and the
+ * top two bits (code byte c of the row: plane byte c % 16, bits 2 (c / 16)) */
+AVX2 __attribute__((always_inline)) static inline __m256i q6_codes(const uint8_t *blk, int kk, int h) {
+    const uint8_t *nib = blk + 32, *hi2 = blk + 32 + CODES_Q4;
+    __m256i v = _mm256_loadu_si256((const __m256i *)(nib + 64 * (kk & 3) + 32 * h));
+    if (kk >= 4) v = _mm256_srli_epi16(v, 4);
+    v = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+    const __m256i plane = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(hi2 + 16 * kk)));
+    const __m256i sh = _mm256_setr_epi32(4 * h, 4 * h, 4 * h, 4 * h, 4 * h + 2, 4 * h + 2, 4 * h + 2, 4 * h + 2);
+    const __m256i top = _mm256_and_si256(_mm256_srlv_epi32(plane, sh), _mm256_set1_epi8(3));
+    return _mm256_or_si256(v, _mm256_slli_epi16(top, 4));
+}
+
+/* the sums of a term's 16 codes per column half (s[half]) */
+AVX2 static inline void half_sums(const int8_t *q, int32_t *s) {
+    const __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)q), _mm256_set1_epi8((char)0x80));
+    const __m256i sad = _mm256_sad_epu8(u, _mm256_setzero_si256()); /* 4 sums of 8 (x + 128) */
+    s[0] = (int32_t)(_mm256_extract_epi64(sad, 0) + _mm256_extract_epi64(sad, 1)) - 16 * 128;
+    s[1] = (int32_t)(_mm256_extract_epi64(sad, 2) + _mm256_extract_epi64(sad, 3)) - 16 * 128;
+}
+
+/* Q6_K: the two terms' exact int32 dots of rows 8 h .. 8 h + 7 over column half hh (tile rows
+ * 4 hh .. 4 hh + 3), on signed codes: dot(u, x) - 32 sum(x) (as the VNNI form). VPMADDUBSW pairs
+ * stay below 63 x 128 x 2, so two tile rows are summed in int16 before widening. sums: [term]
+ * [half] of the token's codes. pre: the block's unsigned codes, or NULL to make them here. */
+AVX2 __attribute__((always_inline)) static inline void q6_dots8(const uint8_t *pre, const uint8_t *blk, const mxl_block_q8a2 *x,
+                                                                int h, int hh, int32_t (*sums)[2], __m256i *c1, __m256i *c2) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i a1 = _mm256_setzero_si256(), a2 = a1;
+#pragma GCC unroll 2
+    for (int k2 = 0; k2 < 2; k2++) {
+        __m256i p1 = _mm256_setzero_si256(), p2 = p1;
+#pragma GCC unroll 2
+        for (int kk = 4 * hh + 2 * k2; kk < 4 * hh + 2 * k2 + 2; kk++) {
+            const __m256i codes = pre ? _mm256_load_si256((const __m256i *)(pre + 64 * kk + 32 * h)) : q6_codes(blk, kk, h);
+            int32_t x1, x2;
+            memcpy(&x1, x->qs + 4 * kk, 4);
+            memcpy(&x2, x->qs2 + 4 * kk, 4);
+            p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(codes, _mm256_set1_epi32(x1)));
+            p2 = _mm256_add_epi16(p2, _mm256_maddubs_epi16(codes, _mm256_set1_epi32(x2)));
+        }
+        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(p1, ones));
+        a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(p2, ones));
+    }
+    *c1 = _mm256_sub_epi32(a1, _mm256_set1_epi32(32 * sums[0][hh]));
+    *c2 = _mm256_sub_epi32(a2, _mm256_set1_epi32(32 * sums[1][hh]));
 }
 
 /* d_w and m_w of the block's rows 8 h .. 8 h + 7 (block_scales of quant_amx.c, 8 lanes) */
@@ -150,16 +179,38 @@ AVX2 static inline void scales8(const layout *L, const uint8_t *pan, int64_t b, 
                               : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * h)));
 }
 
-/* one token's activation block as int16: v = 256 q + q2 (fold), or the two terms apart (Q6_K) */
-AVX2 static inline void act16(const mxl_block_q8a2 *x, int16_t *v, int16_t *t1, int16_t *t2) {
+/* one token's activation block as int16: v = 256 q + q2 */
+AVX2 static inline void act16(const mxl_block_q8a2 *x, int16_t *v) {
     for (int h = 0; h < 2; h++) {
         const __m256i q1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x->qs + 16 * h)));
         const __m256i q2 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x->qs2 + 16 * h)));
-        if (v) _mm256_store_si256((__m256i *)(v + 16 * h), _mm256_add_epi16(_mm256_slli_epi16(q1, 8), q2));
-        if (t1) {
-            _mm256_store_si256((__m256i *)(t1 + 16 * h), q1);
-            _mm256_store_si256((__m256i *)(t2 + 16 * h), q2);
-        }
+        _mm256_store_si256((__m256i *)(v + 16 * h), _mm256_add_epi16(_mm256_slli_epi16(q1, 8), q2));
+    }
+}
+
+/* acc (16 rows) += one token's products with a 32-element block (not Q6_K): the codes from the
+ * group's widened (w) or split (pre) copy, or (both NULL) from the panel's codes c */
+AVX2 __attribute__((always_inline)) static inline void block_token(const layout *L, const uint8_t *c, const int16_t *w,
+                                                                   const uint8_t *pre, int nib, int q5, const mxl_block_q8a2 *x,
+                                                                   const __m256 *dw, const __m256 *mw, float *acc) {
+    __m256i D[2];
+    if (nib) {
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) D[h] = pre ? nib_dots8(pre, c, 0, x, h) : q5 ? nib_dots8(NULL, c, 1, x, h) : nib_dots8(NULL, c, 0, x, h);
+    } else {
+        _Alignas(32) int16_t v[32];
+        act16(x, v);
+        if (w) dots16(w, NULL, 0, v, 0, 8, &D[0], &D[1]);
+        else if (L->kind == K_Q8_0) dots16(NULL, c, 1, v, 0, 8, &D[0], &D[1]);
+        else dots16(NULL, c, 0, v, 0, 8, &D[0], &D[1]);
+    }
+    const __m256 d2 = _mm256_set1_ps(x->d2), s = _mm256_set1_ps(x->s);
+#pragma GCC unroll 2
+    for (int g = 0; g < 2; g++) {
+        __m256 a = _mm256_load_ps(acc + 8 * g);
+        a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(D[g]), _mm256_mul_ps(dw[g], d2), a);
+        if (L->kind != K_Q8_0) a = _mm256_fmadd_ps(mw[g], s, a);
+        _mm256_store_ps(acc + 8 * g, a);
     }
 }
 
@@ -168,11 +219,10 @@ AVX2 static void panel_group(const layout *L, const uint8_t *pan, int64_t nb, in
                              int64_t ys, int nrows) {
     _Alignas(32) int16_t w[512];
     _Alignas(32) uint8_t pre[512];
-    _Alignas(32) int16_t v[32], t1[32], t2[32];
     _Alignas(32) float acc[GROUP][16];
     memset(acc, 0, sizeof acc);
     for (int64_t b = 0; b < nb; b++) {
-        if (L->kind == K_Q6_K || (!nib_kind(L->kind) && nt > 1)) widen_codes(L, pan, b, w);
+        if (L->kind != K_Q6_K && !nib_kind(L->kind) && nt > 1) widen_codes(L, pan, b, w);
         if (L->kind == K_Q6_K) {
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pan + (size_t)(b >> 3) * Q6_SB)));
             const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pan + (size_t)(b >> 3) * Q6_SB + 16)));
@@ -185,14 +235,17 @@ AVX2 static void panel_group(const layout *L, const uint8_t *pan, int64_t nb, in
                 dh[hh][0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(s[2 * hh]))));
                 dh[hh][1] = _mm256_mul_ps(d8, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(s[2 * hh + 1]))));
             }
+            if (nt > 1) /* made once for the group */
+                for (int kk = 0; kk < 8; kk++)
+                    for (int h = 0; h < 2; h++) _mm256_store_si256((__m256i *)(pre + 64 * kk + 32 * h), q6_codes(blk, kk, h));
             for (int t = 0; t < nt; t++) {
                 const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * as) + b;
-                act16(x, NULL, t1, t2);
+                int32_t sums[2][2];
+                half_sums(x->qs, sums[0]);
+                half_sums(x->qs2, sums[1]);
                 __m256i c[2][2][2]; /* [term][half][row group] */
-                dots16(w, NULL, 0, t1, 0, 4, &c[0][0][0], &c[0][0][1]);
-                dots16(w, NULL, 0, t1, 4, 8, &c[0][1][0], &c[0][1][1]);
-                dots16(w, NULL, 0, t2, 0, 4, &c[1][0][0], &c[1][0][1]);
-                dots16(w, NULL, 0, t2, 4, 8, &c[1][1][0], &c[1][1][1]);
+                for (int g = 0; g < 2; g++)
+                    for (int hh = 0; hh < 2; hh++) q6_dots8(nt > 1 ? pre : NULL, blk, x, g, hh, sums, &c[0][hh][g], &c[1][hh][g]);
                 for (int g = 0; g < 2; g++) {
                     __m256 a = _mm256_load_ps(acc[t] + 8 * g);
                     for (int term = 0; term < 2; term++) {
@@ -213,24 +266,12 @@ AVX2 static void panel_group(const layout *L, const uint8_t *pan, int64_t nb, in
         if (nib && nt > 1) /* split once for the group */
             for (int kk = 0; kk < 8; kk++)
                 for (int h = 0; h < 2; h++) _mm256_store_si256((__m256i *)(pre + 64 * kk + 32 * h), nib_codes(c, q5, kk, h));
-        for (int t = 0; t < nt; t++) {
-            const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * as) + b;
-            __m256i D[2];
-            if (nib) {
-                for (int h = 0; h < 2; h++) D[h] = nt > 1 ? nib_dots8(pre, c, 0, x, h) : q5 ? nib_dots8(NULL, c, 1, x, h) : nib_dots8(NULL, c, 0, x, h);
-            } else {
-                act16(x, v, NULL, NULL);
-                if (nt > 1) dots16(w, NULL, 0, v, 0, 8, &D[0], &D[1]);
-                else dots16(NULL, c, L->kind == K_Q8_0, v, 0, 8, &D[0], &D[1]);
-            }
-            const __m256 d2 = _mm256_set1_ps(x->d2), s = _mm256_set1_ps(x->s);
-            for (int g = 0; g < 2; g++) {
-                __m256 a = _mm256_load_ps(acc[t] + 8 * g);
-                a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(D[g]), _mm256_mul_ps(dw[g], d2), a);
-                if (L->kind != K_Q8_0) a = _mm256_fmadd_ps(mw[g], s, a);
-                _mm256_store_ps(acc[t] + 8 * g, a);
-            }
-        }
+        /* one token: no token loop, so the compiler does not hoist (and spill) the block's code
+         * loads out of one */
+        if (nt == 1) block_token(L, c, NULL, NULL, nib, q5, (const mxl_block_q8a2 *)act + b, dw, mw, acc[0]);
+        else
+            for (int t = 0; t < nt; t++)
+                block_token(L, c, w, pre, nib, q5, (const mxl_block_q8a2 *)(act + (size_t)t * as) + b, dw, mw, acc[t]);
     }
     for (int t = 0; t < nt; t++) memcpy(y + t * ys, acc[t], (size_t)nrows * sizeof(float));
 }
