@@ -3,13 +3,16 @@
  * default path there gives the same bits (and transformers' greedy tokens) as on AVX-512 CPUs.
  * Its plain reference is mxl_qamx_panels_ref (quant_amx.c), bit for bit.
  *
- * Per panel (16 rows), group of up to GROUP tokens and 32-element block b:
- *   the block's codes widened to int16 once for the group (B-tile order: for each 4-column
- *   group kk, four vectors of 4 rows x 4 columns); per token, the activation's two terms folded
- *   into one int16 v = 256 q + q2 (|v| <= 127 * 256, quant_gguf.h), so one VPMADDWD per 4 rows
- *   and 2 columns gives the exact int32 dot that the VNNI form gets from two DPBUSD terms
- *   (Q6_K: the two terms and halves stay separate, as its scales need); then the float steps of
- *   scale_block / post_q6 on two vectors of 8 rows: acc += cvt(D) * (d_w * d2_x) (+ m_w * s_x). */
+ * Per panel (16 rows), group of up to GROUP tokens and 32-element block b, the exact int32 dots
+ * of the 16 rows with each token's two activation terms (256 dot1 + dot2, as the VNNI form):
+ *   - nibble kinds (codes <= 31) and Q6_K (unsigned codes <= 63, minus 32 x the terms' sums):
+ *     VPMADDUBSW of the code bytes (split from the nibbles once for the group) with each term,
+ *     summed in int16 over as many tile rows as cannot overflow, then widened (VPMADDWD by 1);
+ *   - 8-bit kinds (Q8_0 signed, U8): the codes widened to int16 (once for the group) and the two
+ *     terms folded into one int16 v = 256 q + q2 (|v| <= 127 * 256, quant_gguf.h): one
+ *     VPMADDWD per 4 rows and 2 columns;
+ * then the float steps of scale_block / post_q6 on two vectors of 8 rows: acc += cvt(D) *
+ * (d_w * d2_x) (+ m_w * s_x). */
 #include "backends/cpu/quant_amx.h"
 #include "backends/cpu/quant_panel.h"
 
@@ -21,6 +24,10 @@
 /* tokens whose float sums stay in a stack buffer while a panel's blocks go by (the widened codes
  * are made once per group) */
 #define GROUP 16
+/* blocks a panel's read runs ahead of its use (software prefetch) */
+#ifndef PF_BLOCKS
+#define PF_BLOCKS 32
+#endif
 
 /* The 512 code bytes of an 8-bit block (Q8_0 signed, U8; B-tile order) widened to int16 at w
  * (32-byte aligned): for each 16-byte quarter of each 64-byte tile row, 16 int16. */
@@ -220,8 +227,10 @@ AVX2 static void panel_group(const layout *L, const uint8_t *pan, int64_t nb, in
     _Alignas(32) int16_t w[512];
     _Alignas(32) uint8_t pre[512];
     _Alignas(32) float acc[GROUP][16];
-    memset(acc, 0, sizeof acc);
+    memset(acc, 0, sizeof acc[0] * (size_t)nt);
     for (int64_t b = 0; b < nb; b++) {
+        /* the panels are one contiguous stream: every cache line PF_BLOCKS blocks ahead */
+        for (size_t o = 0; o < L->bb; o += 64) _mm_prefetch((const char *)pan + (size_t)(b + PF_BLOCKS) * L->bb + o, _MM_HINT_T0);
         if (L->kind != K_Q6_K && !nib_kind(L->kind) && nt > 1) widen_codes(L, pan, b, w);
         if (L->kind == K_Q6_K) {
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pan + (size_t)(b >> 3) * Q6_SB)));
