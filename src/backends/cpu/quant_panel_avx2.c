@@ -88,30 +88,39 @@ AVX2 __attribute__((always_inline)) static inline __m256i nib_codes(const uint8_
     return v;
 }
 
-/* Nibble kinds: the exact int32 dots of rows 8 h .. 8 h + 7 with one token's two terms, by
- * VPMADDUBSW (unsigned codes x signed terms; |pair| <= 31 * 128 * 2, no saturation) summed in
- * int16 over up to 8 (Q4) or 4 (Q5) tile rows before widening: 256 dot1 + dot2. pre: the
- * block's code bytes (B-tile order), or NULL to split them from the nibbles here. */
-AVX2 __attribute__((always_inline)) static inline __m256i nib_dots8(const uint8_t *pre, const uint8_t *c, int q5,
-                                                                   const mxl_block_q8a2 *x, int h) {
+/* Nibble kinds: the exact int32 dots of the 16 rows (D[0]: rows 0..7, D[1]: 8..15) with one
+ * token's two terms, by VPMADDUBSW (unsigned codes x signed terms; |pair| <= 31 * 128 * 2, no
+ * saturation) summed in int16 over up to 8 (Q4) or 4 (Q5) tile rows before widening: 256 dot1 +
+ * dot2. pre: the block's code bytes (B-tile order), or NULL to split them from the nibbles here. */
+AVX2 __attribute__((always_inline)) static inline void nib_dots16(const uint8_t *pre, const uint8_t *c, int q5,
+                                                                  const mxl_block_q8a2 *x, __m256i *D) {
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i p1 = _mm256_setzero_si256(), p2 = _mm256_setzero_si256(), a1 = p1, a2 = p1;
+    __m256i p1[2], p2[2], a1[2], a2[2];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) p1[h] = p2[h] = a1[h] = a2[h] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int kk = 0; kk < 8; kk++) {
-        const __m256i codes = pre ? _mm256_load_si256((const __m256i *)(pre + 64 * kk + 32 * h)) : nib_codes(c, q5, kk, h);
         int32_t x1, x2;
         memcpy(&x1, x->qs + 4 * kk, 4);
         memcpy(&x2, x->qs2 + 4 * kk, 4);
-        p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(codes, _mm256_set1_epi32(x1)));
-        p2 = _mm256_add_epi16(p2, _mm256_maddubs_epi16(codes, _mm256_set1_epi32(x2)));
-        if (q5 && kk == 3) { /* 4 x 31 x 128 x 2 < 2^15: widen before the next four */
-            a1 = _mm256_madd_epi16(p1, ones), a2 = _mm256_madd_epi16(p2, ones);
-            p1 = p2 = _mm256_setzero_si256();
+        const __m256i b1 = _mm256_set1_epi32(x1), b2 = _mm256_set1_epi32(x2);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m256i codes = pre ? _mm256_load_si256((const __m256i *)(pre + 64 * kk + 32 * h)) : nib_codes(c, q5, kk, h);
+            p1[h] = _mm256_add_epi16(p1[h], _mm256_maddubs_epi16(codes, b1));
+            p2[h] = _mm256_add_epi16(p2[h], _mm256_maddubs_epi16(codes, b2));
+            if (q5 && kk == 3) { /* 4 x 31 x 128 x 2 < 2^15: widen before the next four */
+                a1[h] = _mm256_madd_epi16(p1[h], ones), a2[h] = _mm256_madd_epi16(p2[h], ones);
+                p1[h] = p2[h] = _mm256_setzero_si256();
+            }
         }
     }
-    a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(p1, ones));
-    a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(p2, ones));
-    return _mm256_add_epi32(_mm256_slli_epi32(a1, 8), a2);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        a1[h] = _mm256_add_epi32(a1[h], _mm256_madd_epi16(p1[h], ones));
+        a2[h] = _mm256_add_epi32(a2[h], _mm256_madd_epi16(p2[h], ones));
+        D[h] = _mm256_add_epi32(_mm256_slli_epi32(a1[h], 8), a2[h]);
+    }
 }
 
 /* Q6_K: the unsigned codes (0..63) of tile row kk for rows 8 h .. 8 h + 7: the nibbles and the
@@ -197,18 +206,20 @@ AVX2 static inline void act16(const mxl_block_q8a2 *x, int16_t *v) {
 
 /* acc (16 rows) += one token's products with a 32-element block (not Q6_K): the codes from the
  * group's widened (w) or split (pre) copy, or (both NULL) from the panel's codes c */
-AVX2 __attribute__((always_inline)) static inline void block_token(const layout *L, const uint8_t *c, const int16_t *w,
-                                                                   const uint8_t *pre, int nib, int q5, const mxl_block_q8a2 *x,
-                                                                   const __m256 *dw, const __m256 *mw, float *acc) {
+AVX2 __attribute__((always_inline)) static inline void block_token(int kind, const uint8_t *c, const int16_t *w,
+                                                                   const uint8_t *pre, const mxl_block_q8a2 *x, const __m256 *dw,
+                                                                   const __m256 *mw, float *acc) {
+    const int nib = nib_kind(kind), q5 = kind == K_Q5_0 || kind == K_Q5_1;
     __m256i D[2];
     if (nib) {
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) D[h] = pre ? nib_dots8(pre, c, 0, x, h) : q5 ? nib_dots8(NULL, c, 1, x, h) : nib_dots8(NULL, c, 0, x, h);
+        if (pre) nib_dots16(pre, c, 0, x, D);
+        else if (q5) nib_dots16(NULL, c, 1, x, D);
+        else nib_dots16(NULL, c, 0, x, D);
     } else {
         _Alignas(32) int16_t v[32];
         act16(x, v);
         if (w) dots16(w, NULL, 0, v, 0, 8, &D[0], &D[1]);
-        else if (L->kind == K_Q8_0) dots16(NULL, c, 1, v, 0, 8, &D[0], &D[1]);
+        else if (kind == K_Q8_0) dots16(NULL, c, 1, v, 0, 8, &D[0], &D[1]);
         else dots16(NULL, c, 0, v, 0, 8, &D[0], &D[1]);
     }
     const __m256 d2 = _mm256_set1_ps(x->d2), s = _mm256_set1_ps(x->s);
@@ -216,14 +227,15 @@ AVX2 __attribute__((always_inline)) static inline void block_token(const layout 
     for (int g = 0; g < 2; g++) {
         __m256 a = _mm256_load_ps(acc + 8 * g);
         a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(D[g]), _mm256_mul_ps(dw[g], d2), a);
-        if (L->kind != K_Q8_0) a = _mm256_fmadd_ps(mw[g], s, a);
+        if (kind != K_Q8_0) a = _mm256_fmadd_ps(mw[g], s, a);
         _mm256_store_ps(acc + 8 * g, a);
     }
 }
 
-/* one panel, tokens [0, nt) (nt <= GROUP) of act: y[t * ys + n], n < nrows */
-AVX2 static void panel_group(const layout *L, const uint8_t *pan, int64_t nb, int nt, const uint8_t *act, size_t as, float *y,
-                             int64_t ys, int nrows) {
+/* one panel, tokens [0, nt) (nt <= GROUP) of act: y[t * ys + n], n < nrows (kind: L's, a
+ * constant in each instance) */
+AVX2 __attribute__((always_inline)) static inline void group_body(int kind, const layout *L, const uint8_t *pan, int64_t nb, int nt,
+                                                                  const uint8_t *act, size_t as, float *y, int64_t ys, int nrows) {
     _Alignas(32) int16_t w[512];
     _Alignas(32) uint8_t pre[512];
     _Alignas(32) float acc[GROUP][16];
@@ -231,8 +243,8 @@ AVX2 static void panel_group(const layout *L, const uint8_t *pan, int64_t nb, in
     for (int64_t b = 0; b < nb; b++) {
         /* the panels are one contiguous stream: every cache line PF_BLOCKS blocks ahead */
         for (size_t o = 0; o < L->bb; o += 64) _mm_prefetch((const char *)pan + (size_t)(b + PF_BLOCKS) * L->bb + o, _MM_HINT_T0);
-        if (L->kind != K_Q6_K && !nib_kind(L->kind) && nt > 1) widen_codes(L, pan, b, w);
-        if (L->kind == K_Q6_K) {
+        if (kind != K_Q6_K && !nib_kind(kind) && nt > 1) widen_codes(L, pan, b, w);
+        if (kind == K_Q6_K) {
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pan + (size_t)(b >> 3) * Q6_SB)));
             const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pan + (size_t)(b >> 3) * Q6_SB + 16)));
             const uint8_t *blk = q6_block(pan, b);
@@ -270,19 +282,30 @@ AVX2 static void panel_group(const layout *L, const uint8_t *pan, int64_t nb, in
         __m256 dw[2], mw[2];
         scales8(L, pan, b, 0, &dw[0], &mw[0]);
         scales8(L, pan, b, 1, &dw[1], &mw[1]);
-        const uint8_t *c = codes_at(L->kind, pan, b, L->bb);
-        const int nib = nib_kind(L->kind), q5 = L->kind == K_Q5_0 || L->kind == K_Q5_1;
+        const uint8_t *c = codes_at(kind, pan, b, L->bb);
+        const int nib = nib_kind(kind), q5 = kind == K_Q5_0 || kind == K_Q5_1;
         if (nib && nt > 1) /* split once for the group */
             for (int kk = 0; kk < 8; kk++)
                 for (int h = 0; h < 2; h++) _mm256_store_si256((__m256i *)(pre + 64 * kk + 32 * h), nib_codes(c, q5, kk, h));
         /* one token: no token loop, so the compiler does not hoist (and spill) the block's code
          * loads out of one */
-        if (nt == 1) block_token(L, c, NULL, NULL, nib, q5, (const mxl_block_q8a2 *)act + b, dw, mw, acc[0]);
+        if (nt == 1) block_token(kind, c, NULL, NULL, (const mxl_block_q8a2 *)act + b, dw, mw, acc[0]);
         else
             for (int t = 0; t < nt; t++)
-                block_token(L, c, w, pre, nib, q5, (const mxl_block_q8a2 *)(act + (size_t)t * as) + b, dw, mw, acc[t]);
+                block_token(kind, c, w, pre, (const mxl_block_q8a2 *)(act + (size_t)t * as) + b, dw, mw, acc[t]);
     }
     for (int t = 0; t < nt; t++) memcpy(y + t * ys, acc[t], (size_t)nrows * sizeof(float));
+}
+
+#define GROUP_CASE(K) \
+    case K: group_body(K, L, pan, nb, nt, act, as, y, ys, nrows); break;
+AVX2 static void panel_group(const layout *L, const uint8_t *pan, int64_t nb, int nt, const uint8_t *act, size_t as, float *y,
+                             int64_t ys, int nrows) {
+    switch (L->kind) {
+        GROUP_CASE(K_Q8_0) GROUP_CASE(K_Q4_0) GROUP_CASE(K_Q4_1) GROUP_CASE(K_U8) GROUP_CASE(K_Q4_K) GROUP_CASE(K_Q5_0)
+        GROUP_CASE(K_Q5_1) GROUP_CASE(K_Q6_K)
+    default: MXL_ASSERT(0 && "not a panel kind");
+    }
 }
 
 AVX2 void mxl_qamx_panels_avx2(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
