@@ -26,14 +26,11 @@ make -s -j"$(nproc)" arm64 || { echo "test_arm64: cross build failed"; exit 1; }
 
 passed=0
 failed=0
-run() { # label, env/qemu args..., then the filter last
-  local label=$1; shift
-  local out
-  out=$("$@" 2>&1)
-  local rc=$?
+report() { # label, output, exit status
+  local label=$1 out=$2 rc=$3
   local line
   line=$(printf '%s\n' "$out" | grep -E '^unit: [0-9]+ passed' | tail -1)
-  if [ $rc -ne 0 ] || [ -z "$line" ]; then
+  if [ "$rc" -ne 0 ] || [ -z "$line" ]; then
     printf '%s\n' "$out" | grep -E 'FAIL|CHECK|REQUIRE' | head -20
     echo "  $label: FAILED (rc $rc) ${line}"
     failed=$((failed + 1))
@@ -42,10 +39,25 @@ run() { # label, env/qemu args..., then the filter last
     passed=$((passed + 1))
   fi
 }
-for f in "${FILTERS[@]}"; do
-  run "max cpu (neon+dotprod) [$f]" "$QEMU" -cpu max build/arm64/mlxcel-tests "$f"
-  run "MXL_CPU_ISA=neon [$f]" env MXL_CPU_ISA=neon "$QEMU" -cpu max build/arm64/mlxcel-tests "$f"
-done
+run() { # label, env/qemu args..., then the filter last
+  local label=$1; shift
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  report "$label" "$out" $rc
+}
+# a filter's two dispatch levels side by side (each qemu process runs mostly on one host thread)
+run_pair() { # filter
+  local f=$1 d
+  d=$(mktemp -d)
+  ("$QEMU" -cpu max build/arm64/mlxcel-tests "$f" >"$d/max" 2>&1; echo $? >"$d/max.rc") &
+  (env MXL_CPU_ISA=neon "$QEMU" -cpu max build/arm64/mlxcel-tests "$f" >"$d/neon" 2>&1; echo $? >"$d/neon.rc") &
+  wait
+  report "max cpu (neon+dotprod) [$f]" "$(cat "$d/max")" "$(cat "$d/max.rc")"
+  report "MXL_CPU_ISA=neon [$f]" "$(cat "$d/neon")" "$(cat "$d/neon.rc")"
+  rm -rf "$d"
+}
+for f in "${FILTERS[@]}"; do run_pair "$f"; done
 run "cortex-a53 (no dotprod) [kernels_neon]" "$QEMU" -cpu cortex-a53 build/arm64/mlxcel-tests kernels_neon
 run "cortex-a53 (no dotprod) [kernels_matmul]" "$QEMU" -cpu cortex-a53 build/arm64/mlxcel-tests kernels_matmul
 
