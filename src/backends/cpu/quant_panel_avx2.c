@@ -46,14 +46,14 @@ AVX2 static inline void fold_rows(const __m256i *a, __m256i *lo, __m256i *hi) {
     *hi = _mm256_permute4x64_epi64(_mm256_hadd_epi32(a[2], a[3]), 0xD8);
 }
 
-/* the exact int32 dots of the block's 16 rows with 32 int16 activations v (columns 4 kk ..
- * 4 kk + 3 of tile rows kk0 .. kk1 - 1): codes from the widened block w, or (w NULL) widened
- * here from the 8-bit codes c8 (signed when sgn) */
+/* 8-bit kinds: the exact int32 dots of the block's 16 rows with 32 int16 activations v (tile
+ * row kk: columns 4 kk .. 4 kk + 3): codes from the widened block w, or (w NULL) widened here
+ * from the 8-bit codes c8 (signed when sgn) */
 AVX2 __attribute__((always_inline)) static inline void dots16(const int16_t *w, const uint8_t *c8, int sgn, const int16_t *v,
-                                                              int kk0, int kk1, __m256i *lo, __m256i *hi) {
+                                                              __m256i *lo, __m256i *hi) {
     __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
 #pragma GCC unroll 8
-    for (int kk = kk0; kk < kk1; kk++) {
+    for (int kk = 0; kk < 8; kk++) {
         int64_t x4;
         memcpy(&x4, v + 4 * kk, 8);
         const __m256i x = _mm256_set1_epi64x(x4);
@@ -218,9 +218,9 @@ AVX2 __attribute__((always_inline)) static inline void block_token(int kind, con
     } else {
         _Alignas(32) int16_t v[32];
         act16(x, v);
-        if (w) dots16(w, NULL, 0, v, 0, 8, &D[0], &D[1]);
-        else if (kind == K_Q8_0) dots16(NULL, c, 1, v, 0, 8, &D[0], &D[1]);
-        else dots16(NULL, c, 0, v, 0, 8, &D[0], &D[1]);
+        if (w) dots16(w, NULL, 0, v, &D[0], &D[1]);
+        else if (kind == K_Q8_0) dots16(NULL, c, 1, v, &D[0], &D[1]);
+        else dots16(NULL, c, 0, v, &D[0], &D[1]);
     }
     const __m256 d2 = _mm256_set1_ps(x->d2), s = _mm256_set1_ps(x->s);
 #pragma GCC unroll 2
