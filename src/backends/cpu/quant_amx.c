@@ -245,7 +245,7 @@ void mxl_qamx_dequant_row_ref(const mxl_cpu_weight *W, int64_t r, float *out) {
     MXL_ASSERT(layout_of(W, &L));
     const int64_t nb = W->cols / 32;
     const int n = (int)(r % PANEL);
-    const uint8_t *pan = (const uint8_t *)W->amx + (size_t)(r / PANEL) * (size_t)nb * L.bb;
+    const uint8_t *pan = panel_at(W, &L, r / PANEL);
     for (int64_t b = 0; b < nb; b++) {
         float *o = out + b * 32;
         if (L.kind == K_Q6_K) { /* GGUF's (d * sc) * q */
@@ -284,8 +284,8 @@ void mxl_qamx_panels_ref(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const 
     MXL_ASSERT(layout_of(W, &L));
     const int64_t nb = W->cols / 32;
     for (int64_t p = p0; p < p1; p++) {
-        const uint8_t *pan = (const uint8_t *)W->amx + (size_t)p * (size_t)nb * L.bb;
-        for (int n = 0; n < PANEL && p * PANEL + n < W->rows; n++)
+        const uint8_t *pan = panel_at(W, &L, p);
+        for (int n = 0; n < panel_rows(W, p); n++)
             for (int64_t t = 0; t < n_tok; t++) {
                 const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * act_stride);
                 float acc = 0.0f;
@@ -912,8 +912,8 @@ VNNI void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const
             int nrows[2];
             int64_t pp[2] = {p0 + i, p0 + half + i};
             for (int q = 0; q < np; q++) {
-                pans[q] = (const uint8_t *)W->amx + (size_t)pp[q] * (size_t)nb * bb;
-                nrows[q] = W->rows - pp[q] * PANEL < PANEL ? (int)(W->rows - pp[q] * PANEL) : PANEL;
+                pans[q] = panel_at(W, &L, pp[q]);
+                nrows[q] = panel_rows(W, pp[q]);
             }
             for (int64_t t0 = 0; t0 < n_tok; t0 += group) {
                 int nt = n_tok - t0 < group ? (int)(n_tok - t0) : group;
@@ -934,16 +934,16 @@ VNNI void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const
         MXL_ASSERT(mxl_qamx_pair_bytes(W, n_tok) > 0);
         configure(2 * (int)n_tok);
         for (int64_t p = p0; p < p1; p++) {
-            const uint8_t *pan = (const uint8_t *)W->amx + (size_t)p * (size_t)nb * bb;
-            int nrows = W->rows - p * PANEL < PANEL ? (int)(W->rows - p * PANEL) : PANEL;
+            const uint8_t *pan = panel_at(W, &L, p);
+            int nrows = panel_rows(W, p);
             k_pair[L.kind][L.wide]((int)n_tok, pan, nb, bb, abuf, act, act_stride, y + p * PANEL, ys, nrows);
         }
         return;
     }
     int cfg_nt = 0;
     for (int64_t p = p0; p < p1; p++) {
-        const uint8_t *pan = (const uint8_t *)W->amx + (size_t)p * (size_t)nb * bb;
-        int nrows = W->rows - p * PANEL < PANEL ? (int)(W->rows - p * PANEL) : PANEL;
+        const uint8_t *pan = panel_at(W, &L, p);
+        int nrows = panel_rows(W, p);
         if (use_pre)
             for (int64_t b = 0; b < nb; b++) {
                 if (L.kind == K_Q6_K) q6_split(q6_block(pan, b), pre + (size_t)b * 512);

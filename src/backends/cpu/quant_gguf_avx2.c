@@ -495,22 +495,26 @@ mxl_vec_dot_fn mxl_vec_dot_avx2_get(mxl_dtype t) {
     }
 }
 
+/* a 32-element block's values into v[4] and its largest magnitude */
+AVX2 static inline float load_amax32(const float *x, __m256 *v) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 mx = _mm256_setzero_ps();
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm256_loadu_ps(x + 8 * k);
+        mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[k]));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
 /* Same arithmetic as mxl_quant_q8a_ref (max|x|/127, x * (1/d), round half to even), so the
  * int8 codes and the scales are identical. */
 AVX2 void mxl_quant_q8a_avx2(const float *x, mxl_block_q8a *y, int64_t n) {
-    const __m256 sign = _mm256_set1_ps(-0.0f);
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
         __m256 v[4];
-        __m256 mx = _mm256_setzero_ps();
-        for (int k = 0; k < 4; k++) {
-            v[k] = _mm256_loadu_ps(x + 8 * k);
-            mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[k]));
-        }
-        __m128 m = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-        m = _mm_max_ss(m, _mm_movehdup_ps(m));
-        float amax = _mm_cvtss_f32(m);
-        float d = amax / 127.0f;
+        float d = load_amax32(x, v) / 127.0f;
         float id = d != 0.0f ? 1.0f / d : 0.0f;
         __m256 idv = _mm256_set1_ps(id);
         __m256i r[4];
@@ -532,20 +536,11 @@ AVX2 void mxl_quant_q8a_avx2(const float *x, mxl_block_q8a *y, int64_t n) {
 /* mxl_quant_q8a2_ref's bits: v = round-to-even(x / d2) (the default rounding of cvtps), split
  * into hi = floor((v + 128) / 256) and lo = v - 256 hi */
 AVX2 void mxl_quant_q8a2_avx2(const float *x, mxl_block_q8a2 *y, int64_t n) {
-    const __m256 sign = _mm256_set1_ps(-0.0f);
     const __m256i half = _mm256_set1_epi32(128);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
         __m256 v[4];
-        __m256 mx = _mm256_setzero_ps();
-        for (int k = 0; k < 4; k++) {
-            v[k] = _mm256_loadu_ps(x + 8 * k);
-            mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[k]));
-        }
-        __m128 m = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-        m = _mm_max_ss(m, _mm_movehdup_ps(m));
-        const float d = _mm_cvtss_f32(m) / 127.0f;
+        const float d = load_amax32(x, v) / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         const float d2 = d * MXL_Q8A2_STEP2, id2 = id * (1.0f / MXL_Q8A2_STEP2);
         const __m256 idv = _mm256_set1_ps(id2);

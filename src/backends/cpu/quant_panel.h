@@ -85,6 +85,15 @@ static inline bool layout_of(const mxl_cpu_weight *W, layout *L) {
 /* byte of element k of panel row n in a block's B-tile code order */
 static inline size_t code_index(int k, int n) { return (size_t)(k / 4) * 64 + (size_t)n * 4 + (size_t)(k % 4); }
 
+/* panel p of W's panel layout (W->amx), nb blocks of L->bb bytes per panel */
+static inline const uint8_t *panel_at(const mxl_cpu_weight *W, const layout *L, int64_t p) {
+    return (const uint8_t *)W->amx + (size_t)p * (size_t)(W->cols / 32) * L->bb;
+}
+/* rows of W in panel p (PANEL but in a last partial panel) */
+static inline int panel_rows(const mxl_cpu_weight *W, int64_t p) {
+    return W->rows - p * PANEL < PANEL ? (int)(W->rows - p * PANEL) : PANEL;
+}
+
 /* activation blocks: two-term q8a (quant_amx.h) */
 #define XB sizeof(mxl_block_q8a2)
 #define XQ1 offsetof(mxl_block_q8a2, qs)

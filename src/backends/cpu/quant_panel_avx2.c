@@ -314,8 +314,8 @@ AVX2 void mxl_qamx_panels_avx2(const mxl_cpu_weight *W, int64_t p0, int64_t p1, 
     MXL_ASSERT(layout_of(W, &L));
     const int64_t nb = W->cols / 32;
     for (int64_t p = p0; p < p1; p++) {
-        const uint8_t *pan = (const uint8_t *)W->amx + (size_t)p * (size_t)nb * L.bb;
-        const int nrows = W->rows - p * PANEL < PANEL ? (int)(W->rows - p * PANEL) : PANEL;
+        const uint8_t *pan = panel_at(W, &L, p);
+        const int nrows = panel_rows(W, p);
         for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
             const int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
             panel_group(&L, pan, nb, nt, act + (size_t)t0 * act_stride, act_stride, y + t0 * ys + p * PANEL, ys, nrows);
