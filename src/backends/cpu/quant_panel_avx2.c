@@ -21,6 +21,10 @@
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
+/* v stays a register at this point: GCC otherwise re-associates the long int16 add chains of
+ * the token-blocked kernels into trees of products held on the stack (about twice the time) */
+#define KEEP(v) __asm__("" : "+x"(v))
+
 /* tokens whose float sums stay in a stack buffer while a panel's blocks go by (the widened codes
  * are made once per group) */
 #define GROUP 16
@@ -28,16 +32,6 @@
 #ifndef PF_BLOCKS
 #define PF_BLOCKS 32
 #endif
-
-/* The 512 code bytes of an 8-bit block (Q8_0 signed, U8; B-tile order) widened to int16 at w
- * (32-byte aligned): for each 16-byte quarter of each 64-byte tile row, 16 int16. */
-AVX2 static void widen_codes(const layout *L, const uint8_t *pan, int64_t b, int16_t *w) {
-    const uint8_t *c = codes_at(L->kind, pan, b, L->bb);
-    for (int i = 0; i < 32; i++) {
-        const __m128i v = _mm_loadu_si128((const __m128i *)(c + 16 * i));
-        _mm256_store_si256((__m256i *)(w + 16 * i), L->kind == K_Q8_0 ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v));
-    }
-}
 
 /* rows 0..7 and 8..15 of a block's dots from the four 4-row accumulators (each row's two
  * column-pair partials adjacent) */
@@ -47,10 +41,8 @@ AVX2 static inline void fold_rows(const __m256i *a, __m256i *lo, __m256i *hi) {
 }
 
 /* 8-bit kinds: the exact int32 dots of the block's 16 rows with 32 int16 activations v (tile
- * row kk: columns 4 kk .. 4 kk + 3): codes from the widened block w, or (w NULL) widened here
- * from the 8-bit codes c8 (signed when sgn) */
-AVX2 __attribute__((always_inline)) static inline void dots16(const int16_t *w, const uint8_t *c8, int sgn, const int16_t *v,
-                                                              __m256i *lo, __m256i *hi) {
+ * row kk: columns 4 kk .. 4 kk + 3), the 8-bit codes c8 (signed when sgn) widened here */
+AVX2 __attribute__((always_inline)) static inline void dots16(const uint8_t *c8, int sgn, const int16_t *v, __m256i *lo, __m256i *hi) {
     __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
 #pragma GCC unroll 8
     for (int kk = 0; kk < 8; kk++) {
@@ -59,12 +51,8 @@ AVX2 __attribute__((always_inline)) static inline void dots16(const int16_t *w, 
         const __m256i x = _mm256_set1_epi64x(x4);
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++) {
-            __m256i wq;
-            if (w) wq = _mm256_load_si256((const __m256i *)(w + 64 * kk + 16 * q));
-            else {
-                const __m128i b = _mm_loadu_si128((const __m128i *)(c8 + 64 * kk + 16 * q));
-                wq = sgn ? _mm256_cvtepi8_epi16(b) : _mm256_cvtepu8_epi16(b);
-            }
+            const __m128i b = _mm_loadu_si128((const __m128i *)(c8 + 64 * kk + 16 * q));
+            const __m256i wq = sgn ? _mm256_cvtepi8_epi16(b) : _mm256_cvtepu8_epi16(b);
             a[q] = _mm256_add_epi32(a[q], _mm256_madd_epi16(wq, x));
         }
     }
@@ -91,9 +79,8 @@ AVX2 __attribute__((always_inline)) static inline __m256i nib_codes(const uint8_
 /* Nibble kinds: the exact int32 dots of the 16 rows (D[0]: rows 0..7, D[1]: 8..15) with one
  * token's two terms, by VPMADDUBSW (unsigned codes x signed terms; |pair| <= 31 * 128 * 2, no
  * saturation) summed in int16 over up to 8 (Q4) or 4 (Q5) tile rows before widening: 256 dot1 +
- * dot2. pre: the block's code bytes (B-tile order), or NULL to split them from the nibbles here. */
-AVX2 __attribute__((always_inline)) static inline void nib_dots16(const uint8_t *pre, const uint8_t *c, int q5,
-                                                                  const mxl_block_q8a2 *x, __m256i *D) {
+ * dot2, the codes split from the nibbles c here. */
+AVX2 __attribute__((always_inline)) static inline void nib_dots16(const uint8_t *c, int q5, const mxl_block_q8a2 *x, __m256i *D) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i p1[2], p2[2], a1[2], a2[2];
 #pragma GCC unroll 2
@@ -106,7 +93,7 @@ AVX2 __attribute__((always_inline)) static inline void nib_dots16(const uint8_t 
         const __m256i b1 = _mm256_set1_epi32(x1), b2 = _mm256_set1_epi32(x2);
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
-            const __m256i codes = pre ? _mm256_load_si256((const __m256i *)(pre + 64 * kk + 32 * h)) : nib_codes(c, q5, kk, h);
+            const __m256i codes = nib_codes(c, q5, kk, h);
             p1[h] = _mm256_add_epi16(p1[h], _mm256_maddubs_epi16(codes, b1));
             p2[h] = _mm256_add_epi16(p2[h], _mm256_maddubs_epi16(codes, b2));
             if (q5 && kk == 3) { /* 4 x 31 x 128 x 2 < 2^15: widen before the next four */
@@ -204,23 +191,15 @@ AVX2 static inline void act16(const mxl_block_q8a2 *x, int16_t *v) {
     }
 }
 
-/* acc (16 rows) += one token's products with a 32-element block (not Q6_K): the codes from the
- * group's widened (w) or split (pre) copy, or (both NULL) from the panel's codes c */
-AVX2 __attribute__((always_inline)) static inline void block_token(int kind, const uint8_t *c, const int16_t *w,
-                                                                   const uint8_t *pre, const mxl_block_q8a2 *x, const __m256 *dw,
-                                                                   const __m256 *mw, float *acc) {
-    const int nib = nib_kind(kind), q5 = kind == K_Q5_0 || kind == K_Q5_1;
+/* acc (16 rows) += one token's products with a 32-element block (not Q6_K), codes c */
+AVX2 __attribute__((always_inline)) static inline void block_token(int kind, const uint8_t *c, const mxl_block_q8a2 *x,
+                                                                   const __m256 *dw, const __m256 *mw, float *acc) {
     __m256i D[2];
-    if (nib) {
-        if (pre) nib_dots16(pre, c, 0, x, D);
-        else if (q5) nib_dots16(NULL, c, 1, x, D);
-        else nib_dots16(NULL, c, 0, x, D);
-    } else {
+    if (nib_kind(kind)) nib_dots16(c, kind == K_Q5_0 || kind == K_Q5_1, x, D);
+    else {
         _Alignas(32) int16_t v[32];
         act16(x, v);
-        if (w) dots16(w, NULL, 0, v, &D[0], &D[1]);
-        else if (kind == K_Q8_0) dots16(NULL, c, 1, v, &D[0], &D[1]);
-        else dots16(NULL, c, 0, v, &D[0], &D[1]);
+        dots16(c, kind == K_Q8_0, v, &D[0], &D[1]);
     }
     const __m256 d2 = _mm256_set1_ps(x->d2), s = _mm256_set1_ps(x->s);
 #pragma GCC unroll 2
@@ -232,18 +211,145 @@ AVX2 __attribute__((always_inline)) static inline void block_token(int kind, con
     }
 }
 
+/* Nibble kinds, several tokens: T tokens x[0..T) of one block (T <= 4, 2 for Q5 whose 4-row
+ * widening holds twice the sums; a constant in each instance), acc[t] += their products. Per row
+ * half, each code vector of the block's split codes pre is loaded once and multiplied with every
+ * token's two terms, the 2 T int16 sums kept in registers. The one-token path's steps and bits
+ * (nib_dots16, then block_token's float steps in its order). */
+AVX2 __attribute__((always_inline)) static inline void nib_tokens(int T, int q5, const uint8_t *pre, const mxl_block_q8a2 *const *x,
+                                                                  const __m256 *dw, const __m256 *mw, float (*acc)[16]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        __m256i p1[4], p2[4], a1[4], a2[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) p1[t] = p2[t] = a1[t] = a2[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int kk = 0; kk < 8; kk++) {
+            const __m256i codes = _mm256_load_si256((const __m256i *)(pre + 64 * kk + 32 * h));
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++) {
+                int32_t x1, x2;
+                memcpy(&x1, x[t]->qs + 4 * kk, 4);
+                memcpy(&x2, x[t]->qs2 + 4 * kk, 4);
+                p1[t] = _mm256_add_epi16(p1[t], _mm256_maddubs_epi16(codes, _mm256_set1_epi32(x1)));
+                p2[t] = _mm256_add_epi16(p2[t], _mm256_maddubs_epi16(codes, _mm256_set1_epi32(x2)));
+                KEEP(p1[t]);
+                KEEP(p2[t]);
+            }
+            if (q5 && kk == 3) /* 4 x 31 x 128 x 2 < 2^15: widen before the next four */
+#pragma GCC unroll 4
+                for (int t = 0; t < T; t++) {
+                    a1[t] = _mm256_madd_epi16(p1[t], ones), a2[t] = _mm256_madd_epi16(p2[t], ones);
+                    p1[t] = p2[t] = _mm256_setzero_si256();
+                }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            a1[t] = _mm256_add_epi32(a1[t], _mm256_madd_epi16(p1[t], ones));
+            a2[t] = _mm256_add_epi32(a2[t], _mm256_madd_epi16(p2[t], ones));
+            const __m256i D = _mm256_add_epi32(_mm256_slli_epi32(a1[t], 8), a2[t]);
+            __m256 a = _mm256_load_ps(acc[t] + 8 * h);
+            a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(D), _mm256_mul_ps(dw[h], _mm256_set1_ps(x[t]->d2)), a);
+            a = _mm256_fmadd_ps(mw[h], _mm256_set1_ps(x[t]->s), a);
+            _mm256_store_ps(acc[t] + 8 * h, a);
+        }
+    }
+}
+
+/* Nibble kinds: tokens [0, nt) of block b, four (Q5: two) at a time. Not inlined into the group
+ * loop: there its other live values pushed the sums out of registers (a third slower). */
+AVX2 __attribute__((noinline)) static void nib_group(int q5, const uint8_t *pre, const uint8_t *act, size_t as, int64_t b, int nt,
+                                                     const __m256 *dw, const __m256 *mw, float (*acc)[16]) {
+    const int step = q5 ? 2 : 4;
+    for (int t0 = 0; t0 < nt; t0 += step) {
+        const mxl_block_q8a2 *x[4];
+        const int n = nt - t0 < step ? nt - t0 : step;
+        for (int t = 0; t < n; t++) x[t] = (const mxl_block_q8a2 *)(act + (size_t)(t0 + t) * as) + b;
+        if (q5) {
+            if (n == 2) nib_tokens(2, 1, pre, x, dw, mw, acc + t0);
+            else nib_tokens(1, 1, pre, x, dw, mw, acc + t0);
+        } else if (n == 4) nib_tokens(4, 0, pre, x, dw, mw, acc + t0);
+        else if (n == 3) nib_tokens(3, 0, pre, x, dw, mw, acc + t0);
+        else if (n == 2) nib_tokens(2, 0, pre, x, dw, mw, acc + t0);
+        else nib_tokens(1, 0, pre, x, dw, mw, acc + t0);
+    }
+}
+
+/* 8-bit kinds, several tokens: T tokens x[0..T) of one block (T <= 4, a constant in each
+ * instance), acc[t] += their products from the block's codes c8. Per 8-row half, each code
+ * vector is loaded (and widened) once and multiplied with every token's folded terms (dots16's sums and
+ * fold, then block_token's float steps in its order). */
+AVX2 __attribute__((always_inline)) static inline void w8_tokens(int T, int kind, const uint8_t *c8, const mxl_block_q8a2 *const *x,
+                                                                 const __m256 *dw, const __m256 *mw, float (*acc)[16]) {
+    _Alignas(32) int16_t v[4][32];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) act16(x[t], v[t]);
+#pragma GCC unroll 2
+    for (int g = 0; g < 2; g++) { /* rows 8 g .. 8 g + 7: code vectors q = 2 g, 2 g + 1 */
+        /* v is read back by each half's broadcasts: not kept in registers and taken apart lane
+         * by lane, nor broadcast once for both halves and the 32 broadcasts spilled */
+        __asm__("" : : "r"(v) : "memory");
+        __m256i a[4][2];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) a[t][0] = a[t][1] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int kk = 0; kk < 8; kk++) {
+            const __m128i b0 = _mm_loadu_si128((const __m128i *)(c8 + 64 * kk + 32 * g));
+            const __m128i b1 = _mm_loadu_si128((const __m128i *)(c8 + 64 * kk + 32 * g + 16));
+            const __m256i c0 = kind == K_Q8_0 ? _mm256_cvtepi8_epi16(b0) : _mm256_cvtepu8_epi16(b0);
+            const __m256i c1 = kind == K_Q8_0 ? _mm256_cvtepi8_epi16(b1) : _mm256_cvtepu8_epi16(b1);
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++) {
+                int64_t x4;
+                memcpy(&x4, v[t] + 4 * kk, 8);
+                const __m256i xb = _mm256_set1_epi64x(x4);
+                a[t][0] = _mm256_add_epi32(a[t][0], _mm256_madd_epi16(c0, xb));
+                a[t][1] = _mm256_add_epi32(a[t][1], _mm256_madd_epi16(c1, xb));
+                KEEP(a[t][0]);
+                KEEP(a[t][1]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            const __m256i D = _mm256_permute4x64_epi64(_mm256_hadd_epi32(a[t][0], a[t][1]), 0xD8);
+            __m256 r = _mm256_load_ps(acc[t] + 8 * g);
+            r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(D), _mm256_mul_ps(dw[g], _mm256_set1_ps(x[t]->d2)), r);
+            if (kind != K_Q8_0) r = _mm256_fmadd_ps(mw[g], _mm256_set1_ps(x[t]->s), r);
+            _mm256_store_ps(acc[t] + 8 * g, r);
+        }
+    }
+}
+
+/* 8-bit kinds: tokens [0, nt) of block b, four at a time (not inlined, as nib_group) */
+AVX2 __attribute__((noinline)) static void w8_group(int kind, const uint8_t *c8, const uint8_t *act, size_t as, int64_t b, int nt,
+                                                    const __m256 *dw, const __m256 *mw, float (*acc)[16]) {
+    for (int t0 = 0; t0 < nt; t0 += 4) {
+        const mxl_block_q8a2 *x[4];
+        const int n = nt - t0 < 4 ? nt - t0 : 4;
+        for (int t = 0; t < n; t++) x[t] = (const mxl_block_q8a2 *)(act + (size_t)(t0 + t) * as) + b;
+        if (kind == K_Q8_0) {
+            if (n == 4) w8_tokens(4, K_Q8_0, c8, x, dw, mw, acc + t0);
+            else if (n == 3) w8_tokens(3, K_Q8_0, c8, x, dw, mw, acc + t0);
+            else if (n == 2) w8_tokens(2, K_Q8_0, c8, x, dw, mw, acc + t0);
+            else w8_tokens(1, K_Q8_0, c8, x, dw, mw, acc + t0);
+        } else if (n == 4) w8_tokens(4, K_U8, c8, x, dw, mw, acc + t0);
+        else if (n == 3) w8_tokens(3, K_U8, c8, x, dw, mw, acc + t0);
+        else if (n == 2) w8_tokens(2, K_U8, c8, x, dw, mw, acc + t0);
+        else w8_tokens(1, K_U8, c8, x, dw, mw, acc + t0);
+    }
+}
+
 /* one panel, tokens [0, nt) (nt <= GROUP) of act: y[t * ys + n], n < nrows (kind: L's, a
  * constant in each instance) */
 AVX2 __attribute__((always_inline)) static inline void group_body(int kind, const layout *L, const uint8_t *pan, int64_t nb, int nt,
                                                                   const uint8_t *act, size_t as, float *y, int64_t ys, int nrows) {
-    _Alignas(32) int16_t w[512];
     _Alignas(32) uint8_t pre[512];
     _Alignas(32) float acc[GROUP][16];
     memset(acc, 0, sizeof acc[0] * (size_t)nt);
     for (int64_t b = 0; b < nb; b++) {
         /* the panels are one contiguous stream: every cache line PF_BLOCKS blocks ahead */
         for (size_t o = 0; o < L->bb; o += 64) _mm_prefetch((const char *)pan + (size_t)(b + PF_BLOCKS) * L->bb + o, _MM_HINT_T0);
-        if (kind != K_Q6_K && !nib_kind(kind) && nt > 1) widen_codes(L, pan, b, w);
         if (kind == K_Q6_K) {
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pan + (size_t)(b >> 3) * Q6_SB)));
             const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pan + (size_t)(b >> 3) * Q6_SB + 16)));
@@ -289,10 +395,9 @@ AVX2 __attribute__((always_inline)) static inline void group_body(int kind, cons
                 for (int h = 0; h < 2; h++) _mm256_store_si256((__m256i *)(pre + 64 * kk + 32 * h), nib_codes(c, q5, kk, h));
         /* one token: no token loop, so the compiler does not hoist (and spill) the block's code
          * loads out of one */
-        if (nt == 1) block_token(kind, c, NULL, NULL, (const mxl_block_q8a2 *)act + b, dw, mw, acc[0]);
-        else
-            for (int t = 0; t < nt; t++)
-                block_token(kind, c, w, pre, (const mxl_block_q8a2 *)(act + (size_t)t * as) + b, dw, mw, acc[t]);
+        if (nt == 1) block_token(kind, c, (const mxl_block_q8a2 *)act + b, dw, mw, acc[0]);
+        else if (nib) nib_group(q5, pre, act, as, b, nt, dw, mw, acc);
+        else w8_group(kind, c, act, as, b, nt, dw, mw, acc);
     }
     for (int t = 0; t < nt; t++) memcpy(y + t * ys, acc[t], (size_t)nrows * sizeof(float));
 }
