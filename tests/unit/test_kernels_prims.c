@@ -4,12 +4,15 @@
  * as test_kernels_dequant.c). */
 #include <jansson.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backends/cpu/activation.h"
 #include "backends/cpu/attention.h"
 #include "backends/cpu/embed_topk.h"
+#include "backends/cpu/kv_quant.h"
 #include "backends/cpu/norm.h"
 #include "backends/cpu/quant_gguf.h"
 #include "backends/cpu/rope.h"
@@ -61,50 +64,70 @@ TEST(kernels_norms_match_double_formulas) {
     CHECK(memcmp(z, y, sizeof z) == 0);
 }
 
-/* the AVX-512 norms against the references: the same float arithmetic per element after double
- * sums taken in another order, so at most a few ulps apart, on lengths with and without tails */
-TEST(kernels_norms_avx512_match_reference) {
-    if (mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX512VNNI) { /* only the references run on this CPU */
-        CHECK(mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX512VNNI);
+/* the vector norms the CPU has (AVX2, AVX-512) against the references: the same float
+ * arithmetic per element after double sums taken in another order, so at most a few ulps apart,
+ * on lengths with and without tails; the AVX2 form bitwise the AVX-512 one */
+TEST(kernels_norms_vector_match_reference) {
+    if (mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX2) { /* only the references run on this CPU */
+        CHECK(mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX2);
         return;
     }
-    const int64_t lens[6] = {1, 15, 16, 17, 301, 384};
-    float x[384], w[384], b[384], y[384], yr[384];
+    const bool v512 = mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI;
+    const int64_t lens[7] = {1, 7, 15, 16, 17, 301, 384};
+    float x[384], w[384], b[384], y[384], y2[384], yr[384];
     for (int i = 0; i < 384; i++) x[i] = fr() * 3.0f + 0.5f, w[i] = fr(), b[i] = fr();
-    for (int li = 0; li < 6; li++) {
+    for (int li = 0; li < 7; li++) {
         int64_t n = lens[li];
         for (int variant = 0; variant < 3; variant++) {
             mxl_cpu_rmsnorm_ref(x, variant == 2 ? NULL : w, n, 1e-6f, variant == 1, yr);
-            mxl_cpu_rmsnorm_avx512(x, variant == 2 ? NULL : w, n, 1e-6f, variant == 1, y);
-            for (int64_t i = 0; i < n; i++) CHECK(close_rel(y[i], yr[i], 4e-7, 1e-30));
+            mxl_cpu_rmsnorm_avx2(x, variant == 2 ? NULL : w, n, 1e-6f, variant == 1, y2);
+            for (int64_t i = 0; i < n; i++) CHECK(close_rel(y2[i], yr[i], 4e-7, 1e-30));
+            if (v512) {
+                mxl_cpu_rmsnorm_avx512(x, variant == 2 ? NULL : w, n, 1e-6f, variant == 1, y);
+                CHECK(memcmp(y, y2, (size_t)n * sizeof(float)) == 0);
+            }
         }
         for (int variant = 0; variant < 2; variant++) {
             mxl_cpu_layernorm_ref(x, variant ? NULL : w, variant ? NULL : b, n, 1e-5f, yr);
-            mxl_cpu_layernorm_avx512(x, variant ? NULL : w, variant ? NULL : b, n, 1e-5f, y);
-            for (int64_t i = 0; i < n; i++) CHECK(close_rel(y[i], yr[i], 4e-7, 1e-6));
+            mxl_cpu_layernorm_avx2(x, variant ? NULL : w, variant ? NULL : b, n, 1e-5f, y2);
+            for (int64_t i = 0; i < n; i++) CHECK(close_rel(y2[i], yr[i], 4e-7, 1e-6));
+            if (v512) {
+                mxl_cpu_layernorm_avx512(x, variant ? NULL : w, variant ? NULL : b, n, 1e-5f, y);
+                CHECK(memcmp(y, y2, (size_t)n * sizeof(float)) == 0);
+            }
         }
     }
 }
 
-/* the AVX-512 activations against the libm references over [-30, 30] (and a tail of 7), SwiGLU /
- * GeGLU included: |vector - reference| <= 1e-6 * max(1, |reference|) */
-TEST(kernels_activations_avx512_match_reference) {
-    if (mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX512VNNI) { /* only the references run on this CPU */
-        CHECK(mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX512VNNI);
+/* the vector activations the CPU has (AVX2, AVX-512) against the libm references over [-30, 30]
+ * (and a tail of 7), SwiGLU / GeGLU included: |vector - reference| <= 1e-6 * max(1, |reference|);
+ * the AVX2 form bitwise the AVX-512 one */
+TEST(kernels_activations_vector_match_reference) {
+    if (mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX2) { /* only the references run on this CPU */
+        CHECK(mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX2);
         return;
     }
+    const bool v512 = mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI;
     enum { N = 6007 };
-    static float x[N], up[N], y[N], yr[N];
+    static float x[N], up[N], y[N], y2[N], yr[N];
     for (int i = 0; i < N; i++) x[i] = -30.0f + 60.0f * (float)i / (N - 1), up[i] = fr();
     const mxl_act acts[5] = {MXL_ACT_SILU, MXL_ACT_GELU_ERF, MXL_ACT_GELU_TANH, MXL_ACT_RELU2, MXL_ACT_RELU};
     for (int a = 0; a < 5; a++) {
         double worst = 0;
         mxl_cpu_act_ref(acts[a], x, N, yr);
-        mxl_cpu_act_avx512(acts[a], x, N, y);
-        for (int i = 0; i < N; i++) worst = fmax(worst, fabs(y[i] - yr[i]) / fmax(1.0, fabs(yr[i])));
+        mxl_cpu_act_avx2(acts[a], x, N, y2);
+        for (int i = 0; i < N; i++) worst = fmax(worst, fabs(y2[i] - yr[i]) / fmax(1.0, fabs(yr[i])));
+        if (v512) {
+            mxl_cpu_act_avx512(acts[a], x, N, y);
+            CHECK(memcmp(y, y2, sizeof y) == 0);
+        }
         mxl_cpu_glu_ref(acts[a], x, up, N, yr);
-        mxl_cpu_glu_avx512(acts[a], x, up, N, y);
-        for (int i = 0; i < N; i++) worst = fmax(worst, fabs(y[i] - yr[i]) / fmax(1.0, fabs(yr[i])));
+        mxl_cpu_glu_avx2(acts[a], x, up, N, y2);
+        for (int i = 0; i < N; i++) worst = fmax(worst, fabs(y2[i] - yr[i]) / fmax(1.0, fabs(yr[i])));
+        if (v512) {
+            mxl_cpu_glu_avx512(acts[a], x, up, N, y);
+            CHECK(memcmp(y, y2, sizeof y) == 0);
+        }
         fprintf(stderr, "  activation %d: worst %.2e\n", a, worst);
         CHECK(worst <= 1e-6);
     }
@@ -395,6 +418,48 @@ TEST(kernels_attention_f16_grouped_passes_equal_one_head) {
             mxl_attn_v_f16_avx512(v, &kv, hd, lo, hi, G, s1, n_kv, hd, o4);
             for (int g = 0; g < G; g++) mxl_attn_v_f16_avx512(v, &kv, hd, lo, hi, 1, s1 + g * n_kv, n_kv, hd, o1 + g * hd);
             CHECK(memcmp(o1, o4, sizeof(float) * (size_t)(G * hd)) == 0);
+        }
+        free(k), free(v);
+    }
+}
+
+/* The AVX2 grouped f16 passes give every head the bits of the per-head AVX2 kernels that the
+ * one-head path calls (scale x the f16 dot; the axpy chain from 0 skipping zero weights), for
+ * G 1..4 over a paged cache of 3 blocks (out of order, a partial last one) and key windows. */
+TEST(kernels_attention_f16_grouped_avx2_equals_per_head_kernels) {
+    if (mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX2) { /* only the references run on this CPU */
+        CHECK(mxl_cpu_isa_detect() < MXL_CPU_ISA_AVX2);
+        return;
+    }
+    const mxl_kv_kernels kk = mxl_kv_kernels_get(MXL_CPU_ISA_AVX2);
+    const int hds[3] = {16, 64, 144};
+    for (int hi_ = 0; hi_ < 3; hi_++) {
+        const int hd = hds[hi_], n_kv_heads = 2;
+        const int64_t bs = 8, n_kv = 21, rs = n_kv_heads * hd + 16, bstride = bs * rs + 32;
+        const int32_t blocks[3] = {2, 0, 1};
+        uint16_t *k = malloc(2 * (size_t)(3 * bstride)), *v = malloc(2 * (size_t)(3 * bstride));
+        for (int64_t i = 0; i < 3 * bstride; i++) k[i] = mxl_f32_to_f16(fr() * 2), v[i] = mxl_f32_to_f16(fr());
+        mxl_kv_paged_view kv = {MXL_DTYPE_F16, MXL_DTYPE_F16, k, v, NULL, NULL, 0, n_kv, rs, bs, bstride, blocks};
+        float q[4 * 144], s[4 * 21], w[4 * 21], o[4 * 144], ref[144];
+        for (int i = 0; i < 4 * hd; i++) q[i] = fr();
+        for (int G = 1; G <= MXL_ATTN_HEAD_GROUP; G++) {
+            const int64_t lo = G == 3 ? 5 : G == 2 ? 1 : 0, hi = G == 4 ? 17 : n_kv;
+            mxl_attn_k_f16_avx2(k, &kv, hd, lo, hi, G, q, hd, 0.125f, s, n_kv);
+            for (int g = 0; g < G; g++)
+                for (int64_t j = lo; j < hi; j++) {
+                    const uint16_t *kj = k + blocks[j / bs] * bstride + (j % bs) * rs + hd;
+                    const float want = kk.dot_f16(hd, kj, q + g * hd) * 0.125f;
+                    CHECK(memcmp(&want, &s[g * n_kv + j], 4) == 0);
+                }
+            for (int g = 0; g < G; g++)
+                for (int64_t j = 0; j < n_kv; j++) w[g * n_kv + j] = (j + g) % 5 == 0 ? 0.0f : fr() * 0.1f + 0.1f;
+            mxl_attn_v_f16_avx2(v, &kv, hd, lo, hi, G, w, n_kv, hd, o);
+            for (int g = 0; g < G; g++) {
+                memset(ref, 0, sizeof ref);
+                for (int64_t j = lo; j < hi; j++)
+                    if (w[g * n_kv + j] != 0.0f) kk.axpy_f16(hd, w[g * n_kv + j], v + blocks[j / bs] * bstride + (j % bs) * rs + hd, ref);
+                CHECK(memcmp(ref, o + g * hd, sizeof(float) * (size_t)hd) == 0);
+            }
         }
         free(k), free(v);
     }

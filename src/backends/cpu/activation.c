@@ -38,6 +38,7 @@ void mxl_cpu_act(mxl_act a, const float *x, int64_t n, float *y) {
     }
 #endif
     if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI) mxl_cpu_act_avx512(a, x, n, y);
+    else if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX2) mxl_cpu_act_avx2(a, x, n, y);
     else mxl_cpu_act_ref(a, x, n, y);
 }
 
@@ -49,5 +50,6 @@ void mxl_cpu_glu(mxl_act a, const float *gate, const float *up, int64_t n, float
     }
 #endif
     if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI) mxl_cpu_glu_avx512(a, gate, up, n, out);
+    else if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX2) mxl_cpu_glu_avx2(a, gate, up, n, out);
     else mxl_cpu_glu_ref(a, gate, up, n, out);
 }

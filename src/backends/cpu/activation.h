@@ -22,13 +22,18 @@ void mxl_cpu_act(mxl_act a, const float *x, int64_t n, float *y);
 void mxl_cpu_glu(mxl_act a, const float *gate, const float *up, int64_t n, float *out);
 
 /* The unsuffixed functions dispatch: the plain references below (mxl_cpu_act1 per element), or
- * on AVX-512 the vector forms of activation_avx512.c (exp-based SiLU and tanh, the A&S erf),
+ * on AVX-512 (and AVX2, the same bits) the vector forms of activation_avx512.c (exp-based SiLU
+ * and tanh, the A&S erf),
  * within about 2e-7 of the reference relative to max(|x|, 1) - close enough for a forward pass,
  * not bit-identical. */
 void mxl_cpu_act_ref(mxl_act a, const float *x, int64_t n, float *y);
 void mxl_cpu_glu_ref(mxl_act a, const float *gate, const float *up, int64_t n, float *out);
 void mxl_cpu_act_avx512(mxl_act a, const float *x, int64_t n, float *y);
 void mxl_cpu_glu_avx512(mxl_act a, const float *gate, const float *up, int64_t n, float *out);
+/* AVX2 forms (activation_avx2.c): the AVX-512 forms' operations on 8 lanes, the same bits; the
+ * dispatch uses them on AVX2 CPUs without AVX-512. */
+void mxl_cpu_act_avx2(mxl_act a, const float *x, int64_t n, float *y);
+void mxl_cpu_glu_avx2(mxl_act a, const float *gate, const float *up, int64_t n, float *out);
 /* AArch64 NEON forms (activation_neon.c; the references elsewhere): SiLU / SwiGLU with a vector
  * exp, within 1e-6 of the reference relative to max(|x|, 1); ReLU / ReLU^2 exact; the GELUs
  * through the references. The dispatch uses them from MXL_CPU_ISA_NEON up. */

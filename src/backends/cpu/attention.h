@@ -95,4 +95,21 @@ void mxl_attn_k_f16_avx512(const uint16_t *k, const mxl_kv_paged_view *kv, int64
                            int G, const float *qh, int hd, float scale, float *s, int64_t ss);
 void mxl_attn_v_f16_avx512(const uint16_t *v, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi,
                            int G, const float *s, int64_t ss, int hd, float *o);
+/* The same passes on AVX2 (attention_avx2.c), bit for bit the per-head AVX2 kernels of
+ * kv_quant.c: a score is scale x the f16 dot's two 8-lane chains summed (mxl_hsum8_avx2), the
+ * output the axpy's fma chain from 0 (the softmax between them is mxl_cpu_softmax's). */
+void mxl_attn_k_f16_avx2(const uint16_t *k, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G,
+                         const float *qh, int hd, float scale, float *s, int64_t ss);
+void mxl_attn_v_f16_avx2(const uint16_t *v, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G,
+                         const float *s, int64_t ss, int hd, float *o);
+
+/* Into the cache ahead of a pass: n halves at element offset off of position jp's row (any
+ * block). The KV cache is read once per step, after the weights have pushed it out of the
+ * caches; without this the K and V passes waited on it (at 500 positions, most of an
+ * 8-sequence step's attention time). */
+#define MXL_ATTN_PF_KEYS 16 /* positions ahead */
+static inline void mxl_attn_prefetch_row(const uint16_t *base, const mxl_kv_paged_view *kv, int64_t jp, int64_t off, int n) {
+    const uint16_t *p = base + (int64_t)kv->blocks[jp / kv->block_size] * kv->block_stride + (jp % kv->block_size) * kv->row_stride + off;
+    for (int o = 0; o < n; o += 32) __builtin_prefetch(p + o, 0, 3);
+}
 #endif

@@ -53,16 +53,6 @@ AVX512 void mxl_attn_softmax_avx512(float *x, int64_t n, float sink) {
     }
 }
 
-/* Into the cache ahead of its pass: n halves at element offset off of position jp's row (any
- * block). The KV cache is read once per step, after the weights have pushed it out of the
- * caches; without this the K and V passes waited on it (at 500 positions, most of an 8-sequence
- * step's attention time). */
-#define KV_PF_KEYS 16 /* positions ahead */
-INLINE void prefetch_row(const uint16_t *base, const mxl_kv_paged_view *kv, int64_t jp, int64_t off, int n) {
-    const uint16_t *p = base + (int64_t)kv->blocks[jp / kv->block_size] * kv->block_stride + (jp % kv->block_size) * kv->row_stride + off;
-    for (int o = 0; o < n; o += 32) _mm_prefetch((const char *)(p + o), _MM_HINT_T0);
-}
-
 /* V pass for G heads of one KV head, output elements c0 .. c0 + 16 nv: each V vector is loaded
  * and converted once for the G heads; head g skips the keys its own p_j is 0 for. */
 AVX512 INLINE void v_group(int G, int nv, const uint16_t *v, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo,
@@ -78,7 +68,7 @@ AVX512 INLINE void v_group(int G, int nv, const uint16_t *v, const mxl_kv_paged_
         int64_t j1 = b0 + bs < hi ? b0 + bs : hi;
         for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) {
             const uint16_t *vj = v + base + j * rs;
-            if (j + KV_PF_KEYS < hi) prefetch_row(v, kv, j + KV_PF_KEYS, hoff + c0, 16 * nv);
+            if (j + MXL_ATTN_PF_KEYS < hi) mxl_attn_prefetch_row(v, kv, j + MXL_ATTN_PF_KEYS, hoff + c0, 16 * nv);
             __m512 vv[8];
 #pragma GCC unroll 8
             for (int u = 0; u < nv; u++) vv[u] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vj + 16 * u)));
@@ -136,7 +126,7 @@ AVX512 INLINE void k_group(int G, const uint16_t *k, const mxl_kv_paged_view *kv
             const uint16_t *kp[16];
 #pragma GCC unroll 16
             for (int i = 0; i < KEYS; i++) kp[i] = k + base + (j + (i < nk ? i : nk - 1)) * rs;
-            for (int i = 0; i < KEYS && j + KV_PF_KEYS + i < hi; i++) prefetch_row(k, kv, j + KV_PF_KEYS + i, hoff, hd);
+            for (int i = 0; i < KEYS && j + MXL_ATTN_PF_KEYS + i < hi; i++) mxl_attn_prefetch_row(k, kv, j + MXL_ATTN_PF_KEYS + i, hoff, hd);
             __m512i a[16]; /* chain of head g, key i: a[g * KEYS + i] (unused slots zero) */
 #pragma GCC unroll 16
             for (int c = 0; c < 16; c++) a[c] = _mm512_setzero_si512();

@@ -8,14 +8,10 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "backends/cpu/reduce_avx2.h"
+
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
-AVX2 static inline float hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 AVX2 static inline __m256 load8(mxl_dtype t, const void *w, int64_t i) {
     if (t == MXL_DTYPE_F32) return _mm256_loadu_ps((const float *)w + i);
     __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
@@ -52,7 +48,7 @@ AVX2 __attribute__((always_inline)) static inline void dotn_t(mxl_dtype t, int n
         for (int k = 0; k < nt; k++) a[k][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + k * xs + i), a[k][0]);
     }
     for (int k = 0; k < nt; k++) {
-        float acc = hsum_ps(_mm256_add_ps(_mm256_add_ps(a[k][0], a[k][1]), _mm256_add_ps(a[k][2], a[k][3])));
+        float acc = mxl_hsum8_avx2(_mm256_add_ps(_mm256_add_ps(a[k][0], a[k][1]), _mm256_add_ps(a[k][2], a[k][3])));
         for (int64_t j = i; j < n; j++) acc += mxl_dense_elem(t, w, j) * x[k * xs + j];
         out[k] = acc;
     }

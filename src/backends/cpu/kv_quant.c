@@ -59,16 +59,11 @@ void mxl_kv_store_f16_ref(int64_t n, const float *x, uint16_t *h) {
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "backends/cpu/reduce_avx2.h"
 #include <string.h>
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
-
-AVX2 static inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 /* 8 int8 values -> 8 floats. */
 AVX2 static inline __m256 i8x8(const int8_t *p) {
@@ -87,7 +82,7 @@ AVX2 static float dot_f16_avx2(int64_t n, const uint16_t *k, const float *x) {
     }
     for (; i + 8 <= n; i += 8)
         a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + i))), _mm256_loadu_ps(x + i), a0);
-    float acc = hsum8(_mm256_add_ps(a0, a1));
+    float acc = mxl_hsum8_avx2(_mm256_add_ps(a0, a1));
     for (; i < n; i++) acc += mxl_h2f(k[i]) * x[i];
     return acc;
 }
@@ -100,7 +95,7 @@ AVX2 static float dot_i8_avx2(int64_t n, int64_t group, const int8_t *k, const f
         __m256 a = _mm256_setzero_ps();
         int64_t i = g0, end = g0 + group;
         for (; i + 8 <= end; i += 8) a = _mm256_fmadd_ps(i8x8(k + i), _mm256_loadu_ps(x + i), a);
-        float s = hsum8(a);
+        float s = mxl_hsum8_avx2(a);
         for (; i < end; i++) s += (float)k[i] * x[i];
         acc += scales[g0 / group] * s;
     }

@@ -17,6 +17,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "backends/cpu/reduce_avx2.h"
 #include <math.h>
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -24,12 +26,6 @@
 /* Exact half -> float with F16C (same values as mxl_h2f). */
 AVX2 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
-AVX2 static inline float hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 AVX2 static inline int hsum_epi32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
@@ -77,7 +73,7 @@ AVX2 static float dot_q4_0(int64_t n, const void *w, const void *xq) {
         __m256 s = _mm256_cvtepi32_ps(dot_i8(q, y));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].d) * x[i].d), s, acc);
     }
-    return hsum_ps(acc);
+    return mxl_hsum8_avx2(acc);
 }
 
 AVX2 static float dot_q4_1(int64_t n, const void *w, const void *xq) {
@@ -92,7 +88,7 @@ AVX2 static float dot_q4_1(int64_t n, const void *w, const void *xq) {
         acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].d) * x[i].d), s, acc);
         accm += h2f(b[i].m) * x[i].s;
     }
-    return hsum_ps(acc) + accm;
+    return mxl_hsum8_avx2(acc) + accm;
 }
 
 AVX2 static float dot_q5_0(int64_t n, const void *w, const void *xq) {
@@ -108,7 +104,7 @@ AVX2 static float dot_q5_0(int64_t n, const void *w, const void *xq) {
         __m256 s = _mm256_cvtepi32_ps(dot_i8(q, y));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].d) * x[i].d), s, acc);
     }
-    return hsum_ps(acc);
+    return mxl_hsum8_avx2(acc);
 }
 
 AVX2 static float dot_q5_1(int64_t n, const void *w, const void *xq) {
@@ -125,7 +121,7 @@ AVX2 static float dot_q5_1(int64_t n, const void *w, const void *xq) {
         acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].d) * x[i].d), s, acc);
         accm += h2f(b[i].m) * x[i].s;
     }
-    return hsum_ps(acc) + accm;
+    return mxl_hsum8_avx2(acc) + accm;
 }
 
 AVX2 static float dot_q8_0(int64_t n, const void *w, const void *xq) {
@@ -138,7 +134,7 @@ AVX2 static float dot_q8_0(int64_t n, const void *w, const void *xq) {
         __m256 s = _mm256_cvtepi32_ps(dot_i8(q, y));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].d) * x[i].d), s, acc);
     }
-    return hsum_ps(acc);
+    return mxl_hsum8_avx2(acc);
 }
 
 /* 6-bit scales and mins of a Q4_K/Q5_K super-block (ggml's get_scale_min_k4 for j = 0..7). */
@@ -361,7 +357,7 @@ AVX2 ALWAYS static inline void dot4_32(mxl_dtype t, int64_t n, const void *w, co
             if (is_unsigned) accm[k] += m * x->s;
         }
     }
-    for (int k = 0; k < 4; k++) out[k] = is_unsigned ? hsum_ps(acc[k]) + accm[k] : hsum_ps(acc[k]);
+    for (int k = 0; k < 4; k++) out[k] = is_unsigned ? mxl_hsum8_avx2(acc[k]) + accm[k] : mxl_hsum8_avx2(acc[k]);
 }
 AVX2 static void dot4_q4_0(int64_t n, const void *w, const void *x, size_t s, float *o) { dot4_32(MXL_DTYPE_Q4_0, n, w, x, s, o); }
 AVX2 static void dot4_q4_1(int64_t n, const void *w, const void *x, size_t s, float *o) { dot4_32(MXL_DTYPE_Q4_1, n, w, x, s, o); }

@@ -12,6 +12,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "backends/cpu/reduce_avx2.h"
+
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
 /* Scale/bias idx as f32 (F16C for halves). */
@@ -25,13 +27,6 @@ AVX2 static inline float param(const void *p, mxl_dtype dt, int64_t idx) {
     memcpy(&h, (const char *)p + 2 * idx, 2);
     if (dt == MXL_DTYPE_F16) return _cvtsh_ss(h);
     return mxl_bf2f(h);
-}
-
-AVX2 static inline float hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
 }
 
 AVX2 static inline __m256i codes4(const uint8_t *p) {
@@ -125,7 +120,7 @@ AVX2 __attribute__((always_inline)) static inline void mlx_dotn(const mxl_mlx_qw
         }
         for (int t = 0; t < nt; t++) accb[t] += (bits == 8 ? b + 128.0f * s : b) * sx[t];
     }
-    for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]) + accb[t];
+    for (int t = 0; t < nt; t++) out[t] = mxl_hsum8_avx2(acc[t]) + accb[t];
 }
 
 AVX2 float mxl_mlx_vec_dot_avx2(const mxl_mlx_qweight *W, int64_t r, const mxl_block_q8a *xq) {

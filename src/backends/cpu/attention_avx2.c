@@ -1,0 +1,139 @@
+/* attention_avx2.c - the f16 K and V passes of attention.c on AVX2, for G (1..4) query heads that
+ * share one KV head (grouped-query attention): each K and V vector is loaded and converted once
+ * per group instead of once per head, several keys are scored per pass, and the output is held
+ * in registers while the keys go by instead of an axpy that loads and stores the whole output row
+ * per key. Bit for bit the per-head AVX2 kernels (kv_quant.c) that attention.c's one-head path
+ * calls: a score is the f16 dot's two 8-lane FMA chains over 16-element steps, summed and reduced
+ * by mxl_hsum8_avx2, times the scale; an output element is the axpy's fma(p_j, v_j, acc) chain
+ * from 0 over the keys whose p_j is not 0. hd is a multiple of 16. */
+#include "backends/cpu/attention.h"
+
+#include "core/status.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include "backends/cpu/reduce_avx2.h"
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define INLINE __attribute__((always_inline)) static inline
+
+/* K pass for G heads of one KV head, KEYS keys at a time (12 chains: 2 per head and key). The
+ * last keys of a block run the same pass with their pointers clamped to the last one (only valid
+ * scores stored). */
+AVX2 INLINE void k_group(int G, const uint16_t *k, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi,
+                         const float *qh, int hd, float scale, float *s, int64_t ss) {
+    const int KEYS = G == 1 ? 6 : G == 2 ? 3 : G == 3 ? 2 : 1;
+    const int64_t bs = kv->block_size, rs = kv->row_stride;
+    for (int64_t j = lo; j < hi && j < lo + MXL_ATTN_PF_KEYS; j++) mxl_attn_prefetch_row(k, kv, j, hoff, hd); /* the first keys */
+    for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
+        const int64_t base = (int64_t)kv->blocks[b0 / bs] * kv->block_stride - b0 * rs + hoff;
+        const int64_t j1 = b0 + bs < hi ? b0 + bs : hi;
+        for (int64_t j = b0 > lo ? b0 : lo; j < j1; j += KEYS) {
+            const int nk = j1 - j < KEYS ? (int)(j1 - j) : KEYS;
+            const uint16_t *kp[6];
+#pragma GCC unroll 6
+            for (int i = 0; i < KEYS; i++) kp[i] = k + base + (j + (i < nk ? i : nk - 1)) * rs;
+            for (int i = 0; i < KEYS && j + MXL_ATTN_PF_KEYS + i < hi; i++) mxl_attn_prefetch_row(k, kv, j + MXL_ATTN_PF_KEYS + i, hoff, hd);
+            __m256 a0[4][6], a1[4][6]; /* head g, key i: the chains of the even and odd 8-element halves */
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++)
+#pragma GCC unroll 6
+                for (int i = 0; i < KEYS; i++) a0[g][i] = a1[g][i] = _mm256_setzero_ps();
+            for (int e = 0; e < hd; e += 16) {
+#pragma GCC unroll 6
+                for (int i = 0; i < KEYS; i++) {
+                    const __m256 k0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(kp[i] + e)));
+                    const __m256 k1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(kp[i] + e + 8)));
+#pragma GCC unroll 4
+                    for (int g = 0; g < G; g++) {
+                        a0[g][i] = _mm256_fmadd_ps(k0, _mm256_loadu_ps(qh + g * hd + e), a0[g][i]);
+                        a1[g][i] = _mm256_fmadd_ps(k1, _mm256_loadu_ps(qh + g * hd + e + 8), a1[g][i]);
+                    }
+                }
+            }
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++)
+                for (int i = 0; i < nk; i++) s[g * ss + j + i] = mxl_hsum8_avx2(_mm256_add_ps(a0[g][i], a1[g][i])) * scale;
+        }
+    }
+}
+
+AVX2 void mxl_attn_k_f16_avx2(const uint16_t *k, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G,
+                         const float *qh, int hd, float scale, float *s, int64_t ss) {
+    MXL_ASSERT(hd % 16 == 0);
+    switch (G) {
+    case 1: k_group(1, k, kv, hoff, lo, hi, qh, hd, scale, s, ss); break;
+    case 2: k_group(2, k, kv, hoff, lo, hi, qh, hd, scale, s, ss); break;
+    case 3: k_group(3, k, kv, hoff, lo, hi, qh, hd, scale, s, ss); break;
+    case 4: k_group(4, k, kv, hoff, lo, hi, qh, hd, scale, s, ss); break;
+    default: MXL_ASSERT(0 && "attention K group");
+    }
+}
+
+/* V pass for G heads of one KV head, output elements c0 .. c0 + 8 nv (G nv <= 12 accumulators):
+ * each V vector loaded and converted once for the G heads; head g skips the keys its p_j is 0
+ * for. */
+AVX2 INLINE void v_group(int G, int nv, const uint16_t *v, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi,
+                         const float *s, int64_t ss, int hd, float *o, int c0) {
+    const int64_t bs = kv->block_size, rs = kv->row_stride;
+    for (int64_t j = lo; j < hi && j < lo + MXL_ATTN_PF_KEYS; j++) mxl_attn_prefetch_row(v, kv, j, hoff + c0, 8 * nv);
+    __m256 acc[4][8];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++)
+#pragma GCC unroll 8
+        for (int u = 0; u < nv; u++) acc[g][u] = _mm256_setzero_ps();
+    for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
+        const int64_t base = (int64_t)kv->blocks[b0 / bs] * kv->block_stride - b0 * rs + hoff + c0;
+        const int64_t j1 = b0 + bs < hi ? b0 + bs : hi;
+        for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) {
+            const uint16_t *vj = v + base + j * rs;
+            if (j + MXL_ATTN_PF_KEYS < hi) mxl_attn_prefetch_row(v, kv, j + MXL_ATTN_PF_KEYS, hoff + c0, 8 * nv);
+            __m256 vv[8];
+#pragma GCC unroll 8
+            for (int u = 0; u < nv; u++) vv[u] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vj + 8 * u)));
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++) {
+                const float w = s[g * ss + j];
+                if (w == 0.0f) continue;
+                const __m256 wv = _mm256_set1_ps(w);
+#pragma GCC unroll 8
+                for (int u = 0; u < nv; u++) acc[g][u] = _mm256_fmadd_ps(wv, vv[u], acc[g][u]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++)
+#pragma GCC unroll 8
+        for (int u = 0; u < nv; u++) _mm256_storeu_ps(o + g * hd + c0 + 8 * u, acc[g][u]);
+}
+
+/* Output columns in chunks of 64 (one head), 48 (two), 32 (three) or 24 (four) */
+AVX2 void mxl_attn_v_f16_avx2(const uint16_t *v, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G,
+                         const float *s, int64_t ss, int hd, float *o) {
+    MXL_ASSERT(G >= 1 && G <= MXL_ATTN_HEAD_GROUP && hd % 16 == 0);
+    const int chunk = G == 1 ? 8 : G == 2 ? 6 : G == 3 ? 4 : 3; /* vectors per chunk */
+    for (int c0 = 0; c0 < hd; c0 += 8 * chunk) {
+        const int nv = (hd - c0) / 8 < chunk ? (hd - c0) / 8 : chunk;
+        switch (G * 16 + nv) {
+#define VCASE(g, n) \
+    case g * 16 + n: v_group(g, n, v, kv, hoff, lo, hi, s, ss, hd, o, c0); break;
+            VCASE(1, 8) VCASE(1, 6) VCASE(1, 4) VCASE(1, 2) VCASE(2, 6) VCASE(2, 4) VCASE(2, 2) VCASE(3, 4) VCASE(3, 2)
+            VCASE(4, 3) VCASE(4, 2) VCASE(4, 1)
+#undef VCASE
+        default: MXL_ASSERT(0 && "attention V chunk");
+        }
+    }
+}
+#else
+void mxl_attn_k_f16_avx2(const uint16_t *k, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G,
+                         const float *qh, int hd, float scale, float *s, int64_t ss) {
+    (void)k; (void)kv; (void)hoff; (void)lo; (void)hi; (void)G; (void)qh; (void)hd; (void)scale; (void)s; (void)ss;
+    MXL_ASSERT(0 && "no AVX2 on this build");
+}
+void mxl_attn_v_f16_avx2(const uint16_t *v, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G,
+                         const float *s, int64_t ss, int hd, float *o) {
+    (void)v; (void)kv; (void)hoff; (void)lo; (void)hi; (void)G; (void)s; (void)ss; (void)hd; (void)o;
+    MXL_ASSERT(0 && "no AVX2 on this build");
+}
+#endif
