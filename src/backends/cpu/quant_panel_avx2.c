@@ -8,11 +8,15 @@
  *   - nibble kinds (codes <= 31) and Q6_K (unsigned codes <= 63, minus 32 x the terms' sums):
  *     VPMADDUBSW of the code bytes (split from the nibbles once for the group) with each term,
  *     summed in int16 over as many tile rows as cannot overflow, then widened (VPMADDWD by 1);
- *   - 8-bit kinds (Q8_0 signed, U8): the codes widened to int16 (once for the group) and the two
+ *   - 8-bit kinds (Q8_0 signed, U8): the codes widened to int16 as they are loaded and the two
  *     terms folded into one int16 v = 256 q + q2 (|v| <= 127 * 256, quant_gguf.h): one
  *     VPMADDWD per 4 rows and 2 columns;
  * then the float steps of scale_block / post_q6 on two vectors of 8 rows: acc += cvt(D) *
- * (d_w * d2_x) (+ m_w * s_x). */
+ * (d_w * d2_x) (+ m_w * s_x). Several tokens (a decode batch) go through a block's code vectors
+ * four at a time (nib_tokens, w8_tokens), each code vector loaded once for the four. On a Zen 3
+ * a VPMADDUBSW and the VPADDW that sums it issue about once a cycle together, so a nibble block
+ * (16 rows x 32 columns) costs at least 32 cycles per token with two terms; these kernels take
+ * about 36. */
 #include "backends/cpu/quant_amx.h"
 #include "backends/cpu/quant_panel.h"
 
@@ -25,7 +29,7 @@
  * the token-blocked kernels into trees of products held on the stack (about twice the time) */
 #define KEEP(v) __asm__("" : "+x"(v))
 
-/* tokens whose float sums stay in a stack buffer while a panel's blocks go by (the widened codes
+/* tokens whose float sums stay in a stack buffer while a panel's blocks go by (the split nibbles
  * are made once per group) */
 #define GROUP 16
 /* blocks a panel's read runs ahead of its use (software prefetch) */
