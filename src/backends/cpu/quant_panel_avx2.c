@@ -282,8 +282,8 @@ AVX2 __attribute__((noinline)) static void nib_group(int q5, const uint8_t *pre,
 
 /* 8-bit kinds, several tokens: T tokens x[0..T) of one block (T <= 4, a constant in each
  * instance), acc[t] += their products from the block's codes c8. Per 8-row half, each code
- * vector is loaded (and widened) once and multiplied with every token's folded terms (dots16's sums and
- * fold, then block_token's float steps in its order). */
+ * vector is loaded (and widened) once and multiplied with every token's folded terms (dots16's
+ * sums and fold, then block_token's float steps in its order). */
 AVX2 __attribute__((always_inline)) static inline void w8_tokens(int T, int kind, const uint8_t *c8, const mxl_block_q8a2 *const *x,
                                                                  const __m256 *dw, const __m256 *mw, float (*acc)[16]) {
     _Alignas(32) int16_t v[4][32];
