@@ -69,12 +69,6 @@ static void v_axpy(const attn_ctx *c, int64_t off, float w, float *o) {
     }
 }
 
-/* Element offset of position j's row, given the offset `base` of its block's row 0 minus
- * (first position of the block) * row_stride: walking a block is then base + j * row_stride. */
-static int64_t block_base(const mxl_kv_paged_view *kv, int64_t b0) {
-    return (int64_t)kv->blocks[b0 / kv->block_size] * kv->block_stride - b0 * kv->row_stride;
-}
-
 /* visible keys [lo, hi) of query token t */
 static void visible(const attn_ctx *c, int64_t t, int64_t *lo, int64_t *hi) {
     const mxl_attn_params *p = c->p;
@@ -96,7 +90,7 @@ static void attn_one(const attn_ctx *c, int64_t t, int h, float *s) {
     for (int64_t j = 0; j < kv->n_kv; j++) s[j] = -INFINITY;
     /* keys in position order, one block at a time */
     for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
-        int64_t base = block_base(kv, b0) + hoff, j1 = b0 + bs < hi ? b0 + bs : hi;
+        int64_t base = mxl_attn_block_base(kv, b0) + hoff, j1 = b0 + bs < hi ? b0 + bs : hi;
         for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) s[j] = k_dot(c, base + j * rs, qh) * p->scale;
     }
     float sink = p->sinks ? p->sinks[h] : -INFINITY;
@@ -104,7 +98,7 @@ static void attn_one(const attn_ctx *c, int64_t t, int h, float *s) {
     float *o = c->out + (t * p->n_heads + h) * hd;
     for (int i = 0; i < hd; i++) o[i] = 0.0f;
     for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
-        int64_t base = block_base(kv, b0) + hoff, j1 = b0 + bs < hi ? b0 + bs : hi;
+        int64_t base = mxl_attn_block_base(kv, b0) + hoff, j1 = b0 + bs < hi ? b0 + bs : hi;
         for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) {
             float w = s[j];
             if (w == 0.0f) continue;

@@ -103,6 +103,13 @@ void mxl_attn_k_f16_avx2(const uint16_t *k, const mxl_kv_paged_view *kv, int64_t
 void mxl_attn_v_f16_avx2(const uint16_t *v, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G,
                          const float *s, int64_t ss, int hd, float *o);
 
+/* For the block whose first position is b0: its row 0's element offset minus b0 * row_stride, so
+ * that position j of the block is at that + j * row_stride (every pass of attention.c,
+ * attention_avx2.c and attention_avx512.c walks the cache so). */
+static inline int64_t mxl_attn_block_base(const mxl_kv_paged_view *kv, int64_t b0) {
+    return (int64_t)kv->blocks[b0 / kv->block_size] * kv->block_stride - b0 * kv->row_stride;
+}
+
 /* Into the cache ahead of a pass: n halves at element offset off of position jp's row (any
  * block). The KV cache is read once per step, after the weights have pushed it out of the
  * caches; without this the K and V passes waited on it (at 500 positions, most of an

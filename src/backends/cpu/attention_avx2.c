@@ -27,7 +27,7 @@ AVX2 INLINE void k_group(int G, const uint16_t *k, const mxl_kv_paged_view *kv, 
     const int64_t bs = kv->block_size, rs = kv->row_stride;
     for (int64_t j = lo; j < hi && j < lo + MXL_ATTN_PF_KEYS; j++) mxl_attn_prefetch_row(k, kv, j, hoff, hd); /* the first keys */
     for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
-        const int64_t base = (int64_t)kv->blocks[b0 / bs] * kv->block_stride - b0 * rs + hoff;
+        const int64_t base = mxl_attn_block_base(kv, b0) + hoff;
         const int64_t j1 = b0 + bs < hi ? b0 + bs : hi;
         for (int64_t j = b0 > lo ? b0 : lo; j < j1; j += KEYS) {
             const int nk = j1 - j < KEYS ? (int)(j1 - j) : KEYS;
@@ -84,7 +84,7 @@ AVX2 INLINE void v_group(int G, int nv, const uint16_t *v, const mxl_kv_paged_vi
 #pragma GCC unroll 8
         for (int u = 0; u < nv; u++) acc[g][u] = _mm256_setzero_ps();
     for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
-        const int64_t base = (int64_t)kv->blocks[b0 / bs] * kv->block_stride - b0 * rs + hoff + c0;
+        const int64_t base = mxl_attn_block_base(kv, b0) + hoff + c0;
         const int64_t j1 = b0 + bs < hi ? b0 + bs : hi;
         for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) {
             const uint16_t *vj = v + base + j * rs;

@@ -64,7 +64,7 @@ AVX512 INLINE void v_group(int G, int nv, const uint16_t *v, const mxl_kv_paged_
 #pragma GCC unroll 8
         for (int u = 0; u < nv; u++) acc[g][u] = _mm512_setzero_ps();
     for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
-        int64_t base = (int64_t)kv->blocks[b0 / bs] * kv->block_stride - b0 * rs + hoff + c0;
+        int64_t base = mxl_attn_block_base(kv, b0) + hoff + c0;
         int64_t j1 = b0 + bs < hi ? b0 + bs : hi;
         for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) {
             const uint16_t *vj = v + base + j * rs;
@@ -119,7 +119,7 @@ AVX512 INLINE void k_group(int G, const uint16_t *k, const mxl_kv_paged_view *kv
     const int nv = hd / 16;
     const __m512 vscale = _mm512_set1_ps(scale);
     for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
-        int64_t base = (int64_t)kv->blocks[b0 / bs] * kv->block_stride - b0 * rs + hoff;
+        int64_t base = mxl_attn_block_base(kv, b0) + hoff;
         int64_t j1 = b0 + bs < hi ? b0 + bs : hi;
         for (int64_t j = b0 > lo ? b0 : lo; j < j1; j += KEYS) {
             const int nk = j1 - j < KEYS ? (int)(j1 - j) : KEYS;

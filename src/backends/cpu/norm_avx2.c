@@ -22,12 +22,17 @@
 AVX2 static double dsum(const float *x, int64_t n, int what, double mean) {
     __m256d b[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
     const __m256d m = _mm256_set1_pd(mean);
+    float t[16]; /* a last partial step's elements, zero-padded */
     for (int64_t i = 0; i < n; i += 16) {
-        float t[16] = {0};
         const int64_t left = n - i < 16 ? n - i : 16;
-        memcpy(t, x + i, (size_t)left * sizeof(float));
+        const float *xs = x + i;
+        if (left < 16) {
+            memset(t, 0, sizeof t);
+            memcpy(t, xs, (size_t)left * sizeof(float));
+            xs = t;
+        }
         for (int q = 0; q < 4; q++) {
-            __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(t + 4 * q));
+            __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(xs + 4 * q));
             if (what == 1) {
                 v = _mm256_sub_pd(v, m);
                 if (4 * q + 4 > left) { /* (0 - mean)^2 must not count */
