@@ -4,6 +4,7 @@
  * sequences (16 prompt tokens each) and times `steps` decode steps of all N together
  * (mxl_decoder_forward_batch; one sequence: mxl_decoder_forward), printing one line per round and
  * N: "N <n> step_ms <median step milliseconds>". Loading and prefill are outside the timing.
+ * STEP_N=<n> in the environment times that batch size only (for a profiler).
  *
  *   bench_step_driver MODEL THREADS STEPS ROUNDS */
 #include <stdio.h>
@@ -45,8 +46,10 @@ int main(int argc, char **argv) {
     float *logits = aligned_alloc(64, ((size_t)8 * (size_t)d.hp.vocab * sizeof(float) + 63) & ~(size_t)63); /* as the server's */
     double *ts = malloc((size_t)steps * sizeof(double));
     if (!logits || !ts) return 1;
+    const char *only = getenv("STEP_N"); /* one batch size only (profiling) */
     for (int r = 0; r < rounds; r++)
         for (int n = 1; n <= 8; n *= 2) {
+            if (only && atoi(only) != n) continue;
             mxl_decoder_state *s[8];
             int32_t tok[16];
             for (int i = 0; i < n; i++) {

@@ -405,11 +405,13 @@ VNNI __attribute__((always_inline)) static inline void split_nibbles(int kind, c
 }
 
 /* every cache line of the block PF_BLOCKS ahead (the panels are one contiguous stream; the
- * hardware prefetchers alone leave decode short of the read bandwidth) */
+ * hardware prefetchers alone leave decode short of the read bandwidth). always_inline: a call
+ * to a function whose only effect is __builtin_prefetch is a call without effects to GCC, which
+ * deletes it where it does not inline it first (GCC 12 did so for every caller here). */
 #ifndef PF_BLOCKS
 #define PF_BLOCKS 32
 #endif
-VNNI static inline void prefetch_ahead(const uint8_t *blk, size_t bb) {
+VNNI __attribute__((always_inline)) static inline void prefetch_ahead(const uint8_t *blk, size_t bb) {
     const char *p = (const char *)blk + PF_BLOCKS * bb;
     for (size_t o = 0; o < bb; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
 }
@@ -575,7 +577,9 @@ AMX __attribute__((always_inline)) static inline void panel_kernel_pair(int kind
  * LM head (8 x 49152 logits) spent a third of its time on the stores' read-for-ownership misses
  * (2-core Zen 4: 8 tokens 170 TSC cycles per panel-block against 116 with the output in cache;
  * non-temporal 122). */
+#ifndef NT_STORE_BYTES
 #define NT_STORE_BYTES (1u << 20)
+#endif
 static inline int nt_stores(const mxl_cpu_weight *W, int64_t n_tok) {
     return (uint64_t)n_tok * (uint64_t)W->rows * sizeof(float) > NT_STORE_BYTES;
 }
