@@ -126,6 +126,7 @@ typedef struct slot {
     int id;
     mxl_seq *seq;
     job *j;          /* NULL: free */
+    bool running;    /* under mu: between admission and release_begin (what /slots reports) */
     bool prefilling;
     int waited;      /* ticks this prefill yielded to decodes */
     double t_start;
@@ -373,6 +374,7 @@ static void release_begin(mxl_sched *s, slot *sl) {
     pthread_mutex_lock(&s->mu);
     s->stats.busy--;
     s->stats.requests_done++;
+    sl->running = false;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -464,6 +466,7 @@ static void admit(mxl_sched *s) {
         if (!s->q_head) s->q_tail = NULL;
         s->q_len--;
         s->stats.busy++;
+        sl->running = true;
         pthread_mutex_unlock(&s->mu);
         j->next = NULL;
         sl->j = j;
@@ -913,11 +916,12 @@ void mxl_sched_get_stats(mxl_sched *s, mxl_sched_stats *st, mxl_sched_slot_info 
     pthread_mutex_lock(&s->mu);
     *st = s->stats;
     st->queued = s->q_len;
+    for (int i = 0; i < s->cfg.n_slots && i < max_slots; i++) slots[i].busy = s->slots[i].running;
     pthread_mutex_unlock(&s->mu);
-    /* slot fields are read racily (monotonic counters, informational) */
+    /* busy as release_begin left it (a request answered is not processing when its client asks
+     * next); the counts are read racily (monotonic, informational) */
     for (int i = 0; i < s->cfg.n_slots && i < max_slots; i++) {
         slots[i].id = i;
-        slots[i].busy = s->slots[i].j != NULL;
         slots[i].n_ctx = s->cfg.slot_ctx;
         slots[i].n_prompt = slots[i].busy ? mxl_seq_n_prompt(s->slots[i].seq) : 0;
         slots[i].n_decoded = slots[i].busy ? mxl_seq_n_generated(s->slots[i].seq) : 0;

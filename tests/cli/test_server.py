@@ -181,6 +181,13 @@ def test_llama_routes(srv):
     assert events[-1]["stop"] is True and events[-1]["tokens_predicted"] == 5
     whole = requests.post(u + "/completion", json={"prompt": "Once upon a time", "n_predict": 5, "temperature": 0}).json()
     assert "".join(e["content"] for e in events) == whole["content"]
+    # an answered request's slot is idle when its client asks next (llama-server releases the slot
+    # before the last event goes out; test_metrics_slots_idle_after_completion)
+    for _ in range(5):
+        requests.post(u + "/completion", json={"prompt": "I believe", "n_predict": 3, "temperature": 0})
+        after = requests.get(u + "/slots").json()
+        assert not any(s["is_processing"] for s in after)
+        assert all(s["next_token"][0]["n_remain"] == -1 and s["next_token"][0]["n_decoded"] == 0 for s in after)
     assert requests.get(u + "/metrics").status_code == 501  # off without --metrics
 
 
