@@ -596,13 +596,12 @@ VNNI __attribute__((always_inline)) static inline void store_rows(float *y, __mm
  * every token count, on those with it for a few tokens (the tile path's store / reload round
  * trips cost more than they save there). B-tile row kk of the block (the 16 rows' elements
  * 4kk..4kk+3) against token t's four bytes 4kk..4kk+3 broadcast, one vpdpbusd per row kk, gives
- * lane n = row n's dot, exactly as the tile product. The two terms fold in the register: term 1's
- * dot shifted left by 8, then term 2's products added to it, so D = 256 dot1 + dot2 without a
- * store, and post_block's float steps follow (scale_block). vpdpbusd takes the unsigned operand
+ * lane n = row n's dot, exactly as the tile product. The two terms fold in the register:
+ * D = (dot1 << 8) + dot2 without a store, and post_block's float steps follow (scale_block). vpdpbusd takes the unsigned operand
  * first: the Q4 and U8 codes are unsigned; the Q8_0 codes are made so (w + 128, one XOR) and
  * 128 sum(v) is subtracted from D (exact; the activation block's sum). NT <= 8 tokens, tokens
- * inner so that NT independent chains of products interleave, with a block's codes, dots and
- * accumulators in registers; NP = 2 panels side by side for a few tokens (NP2_MAX). */
+ * inner so that 2 NT independent chains of products (a token's two terms) interleave, with a
+ * code row, the dots and the accumulators in registers; NP = 2 panels side by side for a few tokens (NP2_MAX). */
 VNNI __attribute__((always_inline)) static inline void panel_vnni(int kind, int wide, int NT, int NP, const uint8_t *const *pans,
                                                                   int64_t nb, size_t bb, const uint8_t *act, size_t as,
                                                                   float *const *ys_out, int64_t ys, const int *nrows, int nts) {
@@ -618,33 +617,33 @@ VNNI __attribute__((always_inline)) static inline void panel_vnni(int kind, int 
         for (int q = 0; q < NP; q++) {
             const uint8_t *blk = codes_at(kind, pans[q], b, bb);
             prefetch_ahead(pans[q] + (size_t)b * bb, bb);
-            __m512i w[8], D[8];
-            if (kind == K_Q8_0 || kind == K_U8) {
+            /* code row kk outer, tokens inner, one chain per token and term: 2 NT independent
+             * chains (8 were too few to cover the vpdpbusd latency at two a cycle) and one row
+             * of codes live at a time */
+            __m512i D1[8], D2[8];
 #pragma GCC unroll 8
-                for (int kk = 0; kk < 8; kk++) {
-                    w[kk] = _mm512_loadu_si512((const void *)(blk + 64 * kk));
-                    if (kind == K_Q8_0) w[kk] = _mm512_xor_si512(w[kk], flip);
+            for (int t = 0; t < NT; t++) D1[t] = _mm512_setzero_si512(), D2[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int kk = 0; kk < 8; kk++) {
+                __m512i w;
+                if (kind == K_Q8_0 || kind == K_U8) {
+                    w = _mm512_loadu_si512((const void *)(blk + 64 * kk));
+                    if (kind == K_Q8_0) w = _mm512_xor_si512(w, flip);
+                } else {
+                    w = nib_row(kind, blk, kk);
                 }
-            } else {
 #pragma GCC unroll 8
-                for (int j = 0; j < 8; j++) w[j] = nib_row(kind, blk, j);
+                for (int t = 0; t < NT; t++) {
+                    int32_t x1, x2;
+                    memcpy(&x1, xb + (size_t)t * as + XQ1 + 4 * kk, 4);
+                    memcpy(&x2, xb + (size_t)t * as + XQ2 + 4 * kk, 4);
+                    D1[t] = _mm512_dpbusd_epi32(D1[t], w, _mm512_set1_epi32(x1));
+                    D2[t] = _mm512_dpbusd_epi32(D2[t], w, _mm512_set1_epi32(x2));
+                }
             }
+            __m512i D[8];
 #pragma GCC unroll 8
-            for (int t = 0; t < NT; t++) D[t] = _mm512_setzero_si512();
-#pragma GCC unroll 2
-            for (int term = 0; term < 2; term++) {
-                if (term)
-#pragma GCC unroll 8
-                    for (int t = 0; t < NT; t++) D[t] = _mm512_slli_epi32(D[t], 8);
-#pragma GCC unroll 8
-                for (int kk = 0; kk < 8; kk++)
-#pragma GCC unroll 8
-                    for (int t = 0; t < NT; t++) {
-                        int32_t xw;
-                        memcpy(&xw, xb + (size_t)t * as + (term ? XQ2 : XQ1) + 4 * kk, 4);
-                        D[t] = _mm512_dpbusd_epi32(D[t], w[kk], _mm512_set1_epi32(xw));
-                    }
-            }
+            for (int t = 0; t < NT; t++) D[t] = _mm512_add_epi32(_mm512_slli_epi32(D1[t], 8), D2[t]);
             __m512 dw, mw;
             block_scales(kind, wide, pans[q], bb, b, &dw, &mw);
 #pragma GCC unroll 8
