@@ -5,10 +5,11 @@
 # Four passes:
 #   1. -cpu max (NEON + dot product): every kernel filter, SDOT variants dispatched;
 #   2. the same with MXL_CPU_ISA=neon: dispatch capped to the baseline NEON kernels;
-#   3. -cpu cortex-a53 (ARMv8.0, no dot product): the NEON tests again, so run-time detection is
-#      shown to keep the SDOT kernels out (they would raise SIGILL there);
-#   4. the NEON tests under ASan+UBSan: a kernels-only runner (src/core, src/backends/cpu and
-#      test_kernels_neon.c; build/arm64-san/), leak checking off (LSan cannot run under qemu).
+#   3. -cpu cortex-a53 (ARMv8.0, no dot product): the NEON and panel-path tests again, so
+#      run-time detection is shown to keep the SDOT kernels out (they would raise SIGILL there);
+#   4. the NEON and panel-path tests under ASan+UBSan: a kernels-only runner (src/core,
+#      src/backends/cpu, test_kernels_neon.c and test_kernels_qamx.c; build/arm64-san/), leak
+#      checking off (LSan cannot run under qemu).
 # No speed is measured: qemu timings say nothing about ARM hardware. Prints one
 # "arm64: N passed, N failed" line; exit 0 only if every run passed.
 set -uo pipefail
@@ -60,13 +61,15 @@ run_pair() { # filter
 for f in "${FILTERS[@]}"; do run_pair "$f"; done
 run "cortex-a53 (no dotprod) [kernels_neon]" "$QEMU" -cpu cortex-a53 build/arm64/mlxcel-tests kernels_neon
 run "cortex-a53 (no dotprod) [kernels_matmul]" "$QEMU" -cpu cortex-a53 build/arm64/mlxcel-tests kernels_matmul
+run "cortex-a53 (no dotprod) [kernels_qamx]" "$QEMU" -cpu cortex-a53 build/arm64/mlxcel-tests kernels_qamx
 
 # 4: sanitizer runner (the cross libasan lives in the cross sysroot's lib directory)
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 SANDIR=build/arm64-san
 mkdir -p "$SANDIR"
 san_ok=1
-SAN_SRC=(src/core/*.c src/backends/cpu/*.c tests/unit/test_kernels_neon.c tests/unit/test_main.c tests/unit/test_mlx_params.c)
+SAN_SRC=(src/core/*.c src/backends/cpu/*.c tests/unit/test_kernels_neon.c tests/unit/test_kernels_qamx.c tests/unit/test_main.c
+  tests/unit/test_mlx_params.c)
 for f in "${SAN_SRC[@]}"; do
   o="$SANDIR/$(echo "$f" | tr / _).o"
   if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ -n "$(find src/core src/backends/cpu tests/unit -name '*.h' -newer "$o" 2>/dev/null | head -1)" ]; then
@@ -78,8 +81,10 @@ objs=()
 for f in "${SAN_SRC[@]}"; do objs+=("$SANDIR/$(echo "$f" | tr / _).o"); done
 if [ $san_ok -eq 1 ] && aarch64-linux-gnu-gcc $SAN -o "$SANDIR/kernels-tests" "${objs[@]}" -ljansson -lm -lpthread; then
   for cap in "" neon; do
-    run "ASan+UBSan ${cap:-neon+dotprod} [kernels_neon]" env ${cap:+MXL_CPU_ISA=$cap} ASAN_OPTIONS=detect_leaks=0 \
-      "$QEMU" -cpu max -E LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib "$SANDIR/kernels-tests" kernels_neon
+    for f in kernels_neon kernels_qamx; do
+      run "ASan+UBSan ${cap:-neon+dotprod} [$f]" env ${cap:+MXL_CPU_ISA=$cap} ASAN_OPTIONS=detect_leaks=0 \
+        "$QEMU" -cpu max -E LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib "$SANDIR/kernels-tests" "$f"
+    done
   done
 else
   echo "  ASan+UBSan runner: build FAILED"

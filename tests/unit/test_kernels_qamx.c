@@ -1,5 +1,5 @@
 /* test_kernels_qamx.c - the panel matmul path (AMX-INT8 tiles, their AVX-512 VNNI form, the AVX2
- * form) for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q6_K and MLX 4- / 8-bit weights
+ * form, the AArch64 NEON form with and without SDOT) for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q6_K and MLX 4- / 8-bit weights
  * (quant_amx.h).
  *
  *  - The panel layout holds the weight exactly: every row dequantized from it equals the GGUF /
@@ -15,7 +15,7 @@
  *    each token the bits it gets alone; so do outputs large enough for non-temporal stores.
  *  - Input rows made inside the quantization dispatch (mxl_cpu_row_prep) give the bits of
  *    making them first.
- * On a CPU below the AVX2 level, mxl_qamx_prepare must leave the weight untouched (the path cannot
+ * On an x86 CPU below the AVX2 level, mxl_qamx_prepare must leave the weight untouched (the path cannot
  * run; the other kernel tests cover that CPU). */
 #include <math.h>
 #include <stdlib.h>
@@ -129,6 +129,14 @@ static int check_weight(mxl_cpu_weight W, const char *label, mxl_threadpool *poo
             fprintf(stderr, "  %s: the AVX2 form differs from mxl_qamx_panels_ref\n", label);
             fails++;
         }
+#if defined(__aarch64__)
+        /* the NEON form's baseline variant (SMULL pairs) beside the detected SDOT one */
+        mxl_cpu_matmul_isa(&W, x, MAX_TOK, y2, scratch, NULL, MXL_CPU_ISA_NEON);
+        if (memcmp(y2, exact, (size_t)(MAX_TOK * rows) * 4) != 0) {
+            fprintf(stderr, "  %s: the NEON form (no dot product) differs from mxl_qamx_panels_ref\n", label);
+            fails++;
+        }
+#endif
         free(acts), free(acts2), free(exact), free(y2);
     }
     float *row = malloc((size_t)cols * 4);

@@ -123,8 +123,13 @@ mxl_status mxl_cpu_weight_from_mlx(const mxl_tensor *w, const mxl_tensor *scales
 
 /* the panel path (quant_amx.h: AMX tiles, or AVX-512 VNNI on the same layout) runs W at this
  * level */
+#if defined(__aarch64__)
+#define PANEL_MIN_ISA MXL_CPU_ISA_NEON /* the NEON form */
+#else
+#define PANEL_MIN_ISA MXL_CPU_ISA_AVX2
+#endif
 static bool panel_path(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
-    return W->kind != MXL_CPU_W_DENSE && W->amx && isa >= MXL_CPU_ISA_AVX2;
+    return W->kind != MXL_CPU_W_DENSE && W->amx && isa >= PANEL_MIN_ISA;
 }
 
 /* activations of W's kernels at level isa: the panel path always takes two-term q8a blocks */
@@ -196,8 +201,12 @@ static void quant_task(void *vctx, int task, int n_tasks, int thread_index) {
         const float *xt = c->x + t * c->W->cols;
         void *dst = c->act + (size_t)t * c->act_stride;
         if (k == MXL_ACT_Q8A2) {
+#if defined(__aarch64__)
+            mxl_quant_q8a2_ref(xt, dst, c->W->cols);
+#else
             if (c->isa >= MXL_CPU_ISA_AVX512VNNI) mxl_quant_q8a2_avx512(xt, dst, c->W->cols);
             else mxl_quant_q8a2_avx2(xt, dst, c->W->cols); /* the panel path runs at the AVX2 level and above */
+#endif
             if (c->abuf) mxl_qamx_pair_token(c->W, c->n_tok, t, dst, c->abuf);
 #if defined(__aarch64__)
         } else if (c->isa >= MXL_CPU_ISA_NEON) { /* same bits as the references */
@@ -318,9 +327,13 @@ static void tile_rows(const mm_ctx *c, int64_t rt, int64_t re) {
     }
 }
 
-/* panels [p0, p1) of c's weight: the tile / VNNI kernels at the AVX-512 level, else the AVX2 form
- * (the same bits) */
+/* panels [p0, p1) of c's weight: the tile / VNNI kernels at the AVX-512 level, else the AVX2 form,
+ * on AArch64 the NEON form (the same bits) */
 static void run_panels(const mm_ctx *c, int64_t p0, int64_t p1) {
+#if defined(__aarch64__)
+    mxl_qamx_panels_neon(c->W, p0, p1, c->act, c->act_stride, c->n_tok, c->y, c->W->rows, c->isa >= MXL_CPU_ISA_NEON_DOTPROD);
+    return;
+#endif
     if (c->isa >= MXL_CPU_ISA_AVX512VNNI)
         mxl_qamx_panels(c->W, p0, p1, c->act, c->act_stride, c->n_tok, c->abuf, c->y, c->W->rows);
     else mxl_qamx_panels_avx2(c->W, p0, p1, c->act, c->act_stride, c->n_tok, c->y, c->W->rows);

@@ -2,7 +2,8 @@
  * and MLX 4- / 8-bit (quant_amx.h): the panel layout (packing at load and its scalar
  * dequantization), the tile kernel, its AVX-512 VNNI form (a few tokens on AMX CPUs, every
  * token count on the other AVX-512 ones) and the plain reference of the products
- * (mxl_qamx_panels_ref); the AVX2 form is quant_panel_avx2.c.
+ * (mxl_qamx_panels_ref); the AVX2 form is quant_panel_avx2.c, the AArch64 NEON form
+ * quant_panel_neon.c.
  *
  * Kernel, per panel of 16 rows and group of NT <= 16 tokens (tiles: configure()):
  *   for each block b: B <- the block's codes (8-bit: straight from the panel; 4/5-bit: nibbles
@@ -22,6 +23,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "backends/cpu/cpu_features.h"
 #include "backends/cpu/quant_gguf.h"
 #include "backends/cpu/quant_mlx.h"
 #include "core/dtype.h"
@@ -960,7 +962,12 @@ VNNI void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const
     }
 }
 #else
+#if defined(__aarch64__)
+/* the NEON form (quant_panel_neon.c) runs the path on every AArch64 CPU */
+bool mxl_qamx_available(void) { return mxl_cpu_isa_detect() >= MXL_CPU_ISA_NEON; }
+#else
 bool mxl_qamx_available(void) { return false; }
+#endif
 bool mxl_qamx_tiles_available(void) { return false; }
 size_t mxl_qamx_pair_bytes(const mxl_cpu_weight *W, int64_t n_tok) {
     (void)W; (void)n_tok;

@@ -43,10 +43,10 @@
 #include "backends/cpu/matmul.h"
 #include "core/arena.h"
 
-/* This CPU runs the path: the AVX2 level or above (cpu_features.h). The tile kernels run where it
- * has AMX-INT8 (the AMX level and CPUID.7.0:EDX bit 25); elsewhere the AVX-512 VNNI form takes
- * every token count, and below the VNNI level the AVX2 form (quant_panel_avx2.c) - all with the
- * same bits. */
+/* This CPU runs the path: the AVX2 level or above (cpu_features.h), or NEON on AArch64. The tile
+ * kernels run where it has AMX-INT8 (the AMX level and CPUID.7.0:EDX bit 25); elsewhere the
+ * AVX-512 VNNI form takes every token count, below the VNNI level the AVX2 form
+ * (quant_panel_avx2.c), on AArch64 the NEON form (quant_panel_neon.c) - all with the same bits. */
 bool mxl_qamx_available(void);
 /* The tile kernels run here (AMX-INT8 at the AMX level). */
 bool mxl_qamx_tiles_available(void);
@@ -76,6 +76,10 @@ void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint
 /* The same products by the AVX2 form (call on CPUs at the AVX2 level or above; no pair form). */
 void mxl_qamx_panels_avx2(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
                           int64_t n_tok, float *y, int64_t ys);
+/* The same products by the AArch64 NEON form (AArch64 builds only; sdot: with the dot-product
+ * extension's SDOT, which the CPU must have). */
+void mxl_qamx_panels_neon(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+                          int64_t n_tok, float *y, int64_t ys, int sdot);
 /* The plain reference of every form: per row and token, the exact int32 dot of each block
  * (sum of code x (256 q + q2); Q6_K per term and half) and the kernels' float steps in scalar
  * code, the same bits as the tile, VNNI and AVX2 kernels. */

@@ -1,0 +1,219 @@
+/* quant_panel_neon.c - the panel path's AArch64 NEON form (quant_amx.h): the same two-term
+ * products as the x86 forms, so that the default path on ARM gives their bits (and
+ * transformers' greedy tokens, which the one-term q8 activations of the per-row NEON dots do not).
+ * Its plain reference is mxl_qamx_panels_ref (quant_amx.c), bit for bit.
+ *
+ * Per panel (16 rows), 32-element block b and group of up to GROUP tokens:
+ *   1. the block's 512 code bytes as signed int8 in the B-tile order (code_index: tile row kk,
+ *      panel row n, byte j), once for the group: nibble kinds split (and Q5's fifth bit added),
+ *      Q6_K's u - 32, Q8_0's codes as they are, U8's u - 128 (128 x the activation's exact sum
+ *      added back to the dot);
+ *   2. per token, the exact int32 dots of the 16 rows with its two activation terms, each tile
+ *      row's 16 bytes (4 rows x 4 columns) against the token's 4 bytes of that row: SDOT by lane
+ *      with the dot-product extension, else SMULL + SADALP pairs folded at the end (|product|
+ *      <= 2^14); per half (tile rows 0..3, 4..7) for Q6_K's two scales;
+ *   3. the reference's float steps on four vectors of 4 rows: acc = fma(cvt(256 dot1 + dot2),
+ *      d_w * d2_x, acc) (+ fma(m_w, s_x)), or Q6_K's four terms-by-halves fmas in its order.
+ * The integer dots are exact and the float steps are the reference's operations in its order
+ * (vfmaq is fused as fmaf is), so every (row, token) value equals mxl_qamx_panels_ref's
+ * whatever the token count or grouping. */
+#include "backends/cpu/quant_amx.h"
+#include "backends/cpu/quant_panel.h"
+
+#if defined(__aarch64__)
+#include <arm_neon.h>
+
+/* tokens whose float sums stay in a stack buffer while a panel's blocks go by */
+#define GROUP 16
+
+/* Step 1: block b's codes as signed bytes in the B-tile order; returns the offset that was
+ * subtracted from unsigned codes to make them signed (U8: 128, its dots then get 128 x sum). */
+static int block_codes(const layout *L, const uint8_t *pan, int64_t b, int8_t *out) {
+    if (L->kind == K_Q6_K) {
+        const uint8_t *blk = q6_block(pan, b), *nib = blk + 32, *hi2 = blk + 32 + CODES_Q4;
+        for (int r = 0; r < 8; r++) { /* tile row r: 64 code bytes, plane bytes 16 r .. 16 r + 15 */
+            const uint8x16_t plane = vld1q_u8(hi2 + 16 * r);
+            for (int c4 = 0; c4 < 4; c4++) { /* code bytes 16 c4 .. 16 c4 + 15 of the row */
+                const size_t i = (size_t)r * 64 + (size_t)c4 * 16;
+                const uint8x16_t n = i < CODES_Q4 ? vandq_u8(vld1q_u8(nib + i), vdupq_n_u8(0x0F)) : vshrq_n_u8(vld1q_u8(nib + i - CODES_Q4), 4);
+                uint8x16_t top = plane;
+                if (c4 == 1) top = vshrq_n_u8(plane, 2);
+                if (c4 == 2) top = vshrq_n_u8(plane, 4);
+                if (c4 == 3) top = vshrq_n_u8(plane, 6);
+                const uint8x16_t u = vorrq_u8(n, vshlq_n_u8(vandq_u8(top, vdupq_n_u8(3)), 4));
+                vst1q_s8(out + i, vsubq_s8(vreinterpretq_s8_u8(u), vdupq_n_s8(32)));
+            }
+        }
+        return 0;
+    }
+    const uint8_t *c = codes_at(L->kind, pan, b, L->bb);
+    if (L->kind == K_Q8_0) {
+        memcpy(out, c, CODES_Q8);
+        return 0;
+    }
+    if (L->kind == K_U8) {
+        for (int i = 0; i < CODES_Q8; i += 16) vst1q_s8(out + i, vreinterpretq_s8_u8(veorq_u8(vld1q_u8(c + i), vdupq_n_u8(0x80))));
+        return 128;
+    }
+    for (int i = 0; i < CODES_Q4; i += 16) { /* nibble kinds: byte i's low half is code byte i, its high half 256 + i */
+        const uint8x16_t v = vld1q_u8(c + i);
+        uint8x16_t lo = vandq_u8(v, vdupq_n_u8(0x0F)), hi = vshrq_n_u8(v, 4);
+        if (L->kind == K_Q5_0 || L->kind == K_Q5_1) { /* + 16 where bit i of the 512-bit mask is set */
+            static const uint8_t bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+            const uint8_t *m = c + HI_PLANE;
+            const uint8x16_t sel = vld1q_u8(bit), sixteen = vdupq_n_u8(16);
+            const uint8x16_t ml = vcombine_u8(vdup_n_u8(m[i / 8]), vdup_n_u8(m[i / 8 + 1]));
+            const uint8x16_t mh = vcombine_u8(vdup_n_u8(m[(CODES_Q4 + i) / 8]), vdup_n_u8(m[(CODES_Q4 + i) / 8 + 1]));
+            lo = vorrq_u8(lo, vandq_u8(vtstq_u8(ml, sel), sixteen));
+            hi = vorrq_u8(hi, vandq_u8(vtstq_u8(mh, sel), sixteen));
+        }
+        vst1q_s8(out + i, vreinterpretq_s8_u8(lo));
+        vst1q_s8(out + CODES_Q4 + i, vreinterpretq_s8_u8(hi));
+    }
+    return 0;
+}
+
+/* the 16 rows' f16 (or, wide, f32) parameter vector at byte offset off of a block: 4 x 4 rows */
+static inline void load_params(const uint8_t *p, int wide, float32x4_t *v) {
+    for (int q = 0; q < 4; q++)
+        v[q] = wide ? vld1q_f32((const float *)(const void *)p + 4 * q)
+                    : vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)p + 4 * q)));
+}
+
+/* Block b's d_w and m_w of the 16 rows, as panel_scales forms them (not Q6_K) */
+static void block_scales(const layout *L, const uint8_t *pan, int64_t b, float32x4_t *dw, float32x4_t *mw) {
+    if (L->kind == K_Q4_K) {
+        const uint8_t *sp = pan + (size_t)(b >> 3) * KSB + KSB_PARAMS;
+        const int j = (int)(b & 7);
+        float32x4_t d[4], dm[4];
+        load_params(sp + 256, 0, d);
+        load_params(sp + 288, 0, dm);
+        const uint8x16_t sc = vld1q_u8(sp + 16 * j), mn = vld1q_u8(sp + 128 + 16 * j);
+        const uint16x8_t sc8[2] = {vmovl_u8(vget_low_u8(sc)), vmovl_u8(vget_high_u8(sc))};
+        const uint16x8_t mn8[2] = {vmovl_u8(vget_low_u8(mn)), vmovl_u8(vget_high_u8(mn))};
+        for (int q = 0; q < 4; q++) {
+            const uint16x4_t s4 = q & 1 ? vget_high_u16(sc8[q / 2]) : vget_low_u16(sc8[q / 2]);
+            const uint16x4_t m4 = q & 1 ? vget_high_u16(mn8[q / 2]) : vget_low_u16(mn8[q / 2]);
+            dw[q] = vmulq_f32(d[q], vcvtq_f32_u32(vmovl_u16(s4)));
+            mw[q] = vnegq_f32(vmulq_f32(dm[q], vcvtq_f32_u32(vmovl_u16(m4))));
+        }
+        return;
+    }
+    const uint8_t *blk = pan + (size_t)b * L->bb;
+    load_params(blk + L->codes, L->wide, dw);
+    if (L->kind == K_Q8_0) return;
+    if (L->kind == K_Q4_0 || L->kind == K_Q5_0) {
+        for (int q = 0; q < 4; q++) mw[q] = vmulq_n_f32(dw[q], L->kind == K_Q4_0 ? -8.0f : -16.0f);
+        return;
+    }
+    load_params(blk + L->codes + (L->wide ? 4 : 2) * PANEL, L->wide, mw);
+}
+
+/* Step 2, with SDOT: D[term][half][q] = the 4 rows 4q..4q+3's dots with term `term` over tile
+ * rows 4 half .. 4 half + 3 */
+__attribute__((target("arch=armv8.2-a+dotprod"))) static void dots_sdot(const int8_t *codes, const mxl_block_q8a2 *x,
+                                                                      int32x4_t D[2][2][4]) {
+    for (int term = 0; term < 2; term++) {
+        const int8_t *xs = term ? x->qs2 : x->qs;
+        for (int h = 0; h < 2; h++) {
+            const int8x16_t xv = vld1q_s8(xs + 16 * h);
+            int32x4_t a[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+            const int8_t *w = codes + 256 * h;
+            for (int q = 0; q < 4; q++) {
+                a[q] = vdotq_laneq_s32(a[q], vld1q_s8(w + 16 * q), xv, 0);
+                a[q] = vdotq_laneq_s32(a[q], vld1q_s8(w + 64 + 16 * q), xv, 1);
+                a[q] = vdotq_laneq_s32(a[q], vld1q_s8(w + 128 + 16 * q), xv, 2);
+                a[q] = vdotq_laneq_s32(a[q], vld1q_s8(w + 192 + 16 * q), xv, 3);
+            }
+            for (int q = 0; q < 4; q++) D[term][h][q] = a[q];
+        }
+    }
+}
+
+/* Step 2 on baseline AdvSIMD: each product of 4 rows x 4 columns widened (SMULL), summed in
+ * pairs into int32 (SADALP), the pairs folded per row at the end */
+static void dots_base(const int8_t *codes, const mxl_block_q8a2 *x, int32x4_t D[2][2][4]) {
+    for (int term = 0; term < 2; term++) {
+        const int8_t *xs = term ? x->qs2 : x->qs;
+        for (int h = 0; h < 2; h++) {
+            int32x4_t lo[4], hi[4]; /* rows 4q, 4q+1 / 4q+2, 4q+3: two column pairs each */
+            for (int q = 0; q < 4; q++) lo[q] = hi[q] = vdupq_n_s32(0);
+            for (int r = 0; r < 4; r++) {
+                int32_t x4;
+                memcpy(&x4, xs + 16 * h + 4 * r, 4);
+                const int8x16_t xd = vreinterpretq_s8_s32(vdupq_n_s32(x4));
+                const int8_t *w = codes + 256 * h + 64 * r;
+                for (int q = 0; q < 4; q++) {
+                    const int8x16_t wv = vld1q_s8(w + 16 * q);
+                    lo[q] = vpadalq_s16(lo[q], vmull_s8(vget_low_s8(wv), vget_low_s8(xd)));
+                    hi[q] = vpadalq_s16(hi[q], vmull_high_s8(wv, xd));
+                }
+            }
+            for (int q = 0; q < 4; q++) D[term][h][q] = vpaddq_s32(lo[q], hi[q]);
+        }
+    }
+}
+
+void mxl_qamx_panels_neon(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+                          int64_t n_tok, float *y, int64_t ys, int sdot) {
+    layout L;
+    MXL_ASSERT(layout_of(W, &L));
+    void (*dots)(const int8_t *, const mxl_block_q8a2 *, int32x4_t[2][2][4]) = sdot ? dots_sdot : dots_base;
+    const int64_t nb = W->cols / 32;
+    int8_t codes[512] __attribute__((aligned(16)));
+    float acc[GROUP][PANEL] __attribute__((aligned(16)));
+    for (int64_t p = p0; p < p1; p++) {
+        const uint8_t *pan = panel_at(W, &L, p);
+        const int nrows = panel_rows(W, p);
+        for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
+            const int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
+            memset(acc, 0, sizeof acc);
+            for (int64_t b = 0; b < nb; b++) {
+                const int off = block_codes(&L, pan, b, codes);
+                float32x4_t dw[4], mw[4], dh[2][4];
+                if (L.kind == K_Q6_K) { /* d * sc_h per half */
+                    const uint8_t *blk = q6_block(pan, b);
+                    float32x4_t d[4];
+                    load_params(pan + (size_t)(b >> 3) * Q6_SB, 0, d);
+                    for (int h = 0; h < 2; h++) {
+                        const int8x16_t s = vld1q_s8((const int8_t *)blk + PANEL * h);
+                        const int16x8_t s8[2] = {vmovl_s8(vget_low_s8(s)), vmovl_s8(vget_high_s8(s))};
+                        for (int q = 0; q < 4; q++) {
+                            const int16x4_t s4 = q & 1 ? vget_high_s16(s8[q / 2]) : vget_low_s16(s8[q / 2]);
+                            dh[h][q] = vmulq_f32(d[q], vcvtq_f32_s32(vmovl_s16(s4)));
+                        }
+                    }
+                } else {
+                    block_scales(&L, pan, b, dw, mw);
+                }
+                for (int t = 0; t < nt; t++) {
+                    const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)(t0 + t) * act_stride) + b;
+                    int32x4_t D[2][2][4];
+                    dots(codes, x, D);
+                    float *a = acc[t];
+                    if (L.kind == K_Q6_K) { /* the reference's order: term 0 halves 0, 1, then term 1 */
+                        for (int q = 0; q < 4; q++) {
+                            float32x4_t v = vld1q_f32(a + 4 * q);
+                            for (int term = 0; term < 2; term++) {
+                                const float dx = term ? x->d2 : x->d;
+                                for (int h = 0; h < 2; h++) v = vfmaq_f32(v, vcvtq_f32_s32(D[term][h][q]), vmulq_n_f32(dh[h][q], dx));
+                            }
+                            vst1q_f32(a + 4 * q, v);
+                        }
+                        continue;
+                    }
+                    for (int q = 0; q < 4; q++) {
+                        int32x4_t d1 = vaddq_s32(D[0][0][q], D[0][1][q]), d2 = vaddq_s32(D[1][0][q], D[1][1][q]);
+                        int32x4_t Dq = vaddq_s32(vshlq_n_s32(d1, 8), d2); /* 256 dot1 + dot2 (mod 2^32: exact) */
+                        if (off) Dq = vaddq_s32(Dq, vdupq_n_s32(off * x->sum));
+                        float32x4_t v = vfmaq_f32(vld1q_f32(a + 4 * q), vcvtq_f32_s32(Dq), vmulq_n_f32(dw[q], x->d2));
+                        if (L.kind != K_Q8_0) v = vfmaq_n_f32(v, mw[q], x->s);
+                        vst1q_f32(a + 4 * q, v);
+                    }
+                }
+            }
+            for (int t = 0; t < nt; t++) memcpy(y + (t0 + t) * ys + p * PANEL, acc[t], (size_t)nrows * sizeof(float));
+        }
+    }
+}
+#endif
