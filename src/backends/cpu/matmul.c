@@ -121,8 +121,8 @@ mxl_status mxl_cpu_weight_from_mlx(const mxl_tensor *w, const mxl_tensor *scales
     return MXL_OK;
 }
 
-/* the panel path (quant_amx.h: AMX tiles, or AVX-512 VNNI on the same layout) runs W at this
- * level */
+/* the panel path (quant_amx.h: AMX tiles, AVX-512 VNNI, AVX2 or NEON on the same layout) runs W
+ * at this level */
 #if defined(__aarch64__)
 #define PANEL_MIN_ISA MXL_CPU_ISA_NEON /* the NEON form */
 #else
@@ -331,7 +331,8 @@ static void tile_rows(const mm_ctx *c, int64_t rt, int64_t re) {
  * on AArch64 the NEON form (the same bits) */
 static void run_panels(const mm_ctx *c, int64_t p0, int64_t p1) {
 #if defined(__aarch64__)
-    mxl_qamx_panels_neon(c->W, p0, p1, c->act, c->act_stride, c->n_tok, c->y, c->W->rows, c->isa >= MXL_CPU_ISA_NEON_DOTPROD);
+    mxl_qamx_panels_neon(c->W, p0, p1, c->act, c->act_stride, c->n_tok, c->y, c->W->rows,
+                         c->isa >= MXL_CPU_ISA_NEON_DOTPROD);
     return;
 #endif
     if (c->isa >= MXL_CPU_ISA_AVX512VNNI)

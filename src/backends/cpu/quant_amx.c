@@ -599,11 +599,12 @@ VNNI __attribute__((always_inline)) static inline void store_rows(float *y, __mm
  * trips cost more than they save there). B-tile row kk of the block (the 16 rows' elements
  * 4kk..4kk+3) against token t's four bytes 4kk..4kk+3 broadcast, one vpdpbusd per row kk, gives
  * lane n = row n's dot, exactly as the tile product. The two terms fold in the register:
- * D = (dot1 << 8) + dot2 without a store, and post_block's float steps follow (scale_block). vpdpbusd takes the unsigned operand
- * first: the Q4 and U8 codes are unsigned; the Q8_0 codes are made so (w + 128, one XOR) and
- * 128 sum(v) is subtracted from D (exact; the activation block's sum). NT <= 8 tokens, tokens
- * inner so that 2 NT independent chains of products (a token's two terms) interleave, with a
- * code row, the dots and the accumulators in registers; NP = 2 panels side by side for a few tokens (NP2_MAX). */
+ * D = (dot1 << 8) + dot2 without a store, and post_block's float steps follow (scale_block).
+ * vpdpbusd takes the unsigned operand first: the Q4 and U8 codes are unsigned; the Q8_0 codes
+ * are made so (w + 128, one XOR) and 128 sum(v) is subtracted from D (exact; the activation
+ * block's sum). NT <= 8 tokens, tokens inner so that 2 NT independent chains of products (a
+ * token's two terms) interleave, with a code row, the dots and the accumulators in registers;
+ * NP = 2 panels side by side for a few tokens (NP2_MAX). */
 VNNI __attribute__((always_inline)) static inline void panel_vnni(int kind, int wide, int NT, int NP, const uint8_t *const *pans,
                                                                   int64_t nb, size_t bb, const uint8_t *act, size_t as,
                                                                   float *const *ys_out, int64_t ys, const int *nrows, int nts) {
