@@ -916,17 +916,17 @@ void mxl_sched_get_stats(mxl_sched *s, mxl_sched_stats *st, mxl_sched_slot_info 
     pthread_mutex_lock(&s->mu);
     *st = s->stats;
     st->queued = s->q_len;
-    for (int i = 0; i < s->cfg.n_slots && i < max_slots; i++) slots[i].busy = s->slots[i].running;
-    pthread_mutex_unlock(&s->mu);
     /* busy as release_begin left it (a request answered is not processing when its client asks
-     * next); the counts are read racily (monotonic, informational) */
+     * next); the sequences' counts are read racily (monotonic, informational) */
     for (int i = 0; i < s->cfg.n_slots && i < max_slots; i++) {
+        slots[i].busy = s->slots[i].running;
         slots[i].id = i;
         slots[i].n_ctx = s->cfg.slot_ctx;
         slots[i].n_prompt = slots[i].busy ? mxl_seq_n_prompt(s->slots[i].seq) : 0;
         slots[i].n_decoded = slots[i].busy ? mxl_seq_n_generated(s->slots[i].seq) : 0;
         slots[i].n_remain = slots[i].busy ? mxl_seq_n_remaining(s->slots[i].seq) : -1;
     }
+    pthread_mutex_unlock(&s->mu);
 }
 
 int64_t mxl_sched_slot_ctx(const mxl_sched *s) { return s->cfg.slot_ctx; }

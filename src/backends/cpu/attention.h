@@ -116,7 +116,8 @@ static inline int64_t mxl_attn_block_base(const mxl_kv_paged_view *kv, int64_t b
  * 8-sequence step's attention time). always_inline: GCC deletes a call it does not inline to a
  * function whose only effect is a prefetch (quant_amx.c's prefetch_ahead). */
 #define MXL_ATTN_PF_KEYS 16 /* positions ahead */
-__attribute__((always_inline)) static inline void mxl_attn_prefetch_row(const uint16_t *base, const mxl_kv_paged_view *kv, int64_t jp, int64_t off, int n) {
+__attribute__((always_inline)) static inline void mxl_attn_prefetch_row(const uint16_t *base, const mxl_kv_paged_view *kv,
+                                                                         int64_t jp, int64_t off, int n) {
     const uint16_t *p = base + (int64_t)kv->blocks[jp / kv->block_size] * kv->block_stride + (jp % kv->block_size) * kv->row_stride + off;
     for (int o = 0; o < n; o += 32) __builtin_prefetch(p + o, 0, 3);
 }

@@ -333,11 +333,11 @@ static void run_panels(const mm_ctx *c, int64_t p0, int64_t p1) {
 #if defined(__aarch64__)
     mxl_qamx_panels_neon(c->W, p0, p1, c->act, c->act_stride, c->n_tok, c->y, c->W->rows,
                          c->isa >= MXL_CPU_ISA_NEON_DOTPROD);
-    return;
-#endif
+#else
     if (c->isa >= MXL_CPU_ISA_AVX512VNNI)
         mxl_qamx_panels(c->W, p0, p1, c->act, c->act_stride, c->n_tok, c->abuf, c->y, c->W->rows);
     else mxl_qamx_panels_avx2(c->W, p0, p1, c->act, c->act_stride, c->n_tok, c->y, c->W->rows);
+#endif
 }
 
 /* The panel path's work split: shrinking chunks claimed in order (each half of what is left over

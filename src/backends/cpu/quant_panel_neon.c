@@ -73,11 +73,26 @@ static int block_codes(const layout *L, const uint8_t *pan, int64_t b, int8_t *o
     return 0;
 }
 
-/* the 16 rows' f16 (or, wide, f32) parameter vector at byte offset off of a block: 4 x 4 rows */
+/* the 16 rows' f16 (or, wide, f32) parameters at p: 4 x 4 rows */
 static inline void load_params(const uint8_t *p, int wide, float32x4_t *v) {
     for (int q = 0; q < 4; q++)
         v[q] = wide ? vld1q_f32((const float *)(const void *)p + 4 * q)
                     : vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)p + 4 * q)));
+}
+
+/* the 16 rows' byte parameters at p (unsigned, or signed when sgn) as floats: 4 x 4 rows */
+static inline void byte_params(const uint8_t *p, int sgn, float32x4_t *v) {
+    const uint8x16_t u = vld1q_u8(p);
+    for (int q = 0; q < 4; q++) {
+        const uint8x8_t h = q < 2 ? vget_low_u8(u) : vget_high_u8(u);
+        if (sgn) {
+            const int16x8_t w = vmovl_s8(vreinterpret_s8_u8(h));
+            v[q] = vcvtq_f32_s32(vmovl_s16(q & 1 ? vget_high_s16(w) : vget_low_s16(w)));
+        } else {
+            const uint16x8_t w = vmovl_u8(h);
+            v[q] = vcvtq_f32_u32(vmovl_u16(q & 1 ? vget_high_u16(w) : vget_low_u16(w)));
+        }
+    }
 }
 
 /* Block b's d_w and m_w of the 16 rows, as panel_scales forms them (not Q6_K) */
@@ -85,17 +100,14 @@ static void block_scales(const layout *L, const uint8_t *pan, int64_t b, float32
     if (L->kind == K_Q4_K) {
         const uint8_t *sp = pan + (size_t)(b >> 3) * KSB + KSB_PARAMS;
         const int j = (int)(b & 7);
-        float32x4_t d[4], dm[4];
+        float32x4_t d[4], dm[4], sc[4], mn[4];
         load_params(sp + 256, 0, d);
         load_params(sp + 288, 0, dm);
-        const uint8x16_t sc = vld1q_u8(sp + 16 * j), mn = vld1q_u8(sp + 128 + 16 * j);
-        const uint16x8_t sc8[2] = {vmovl_u8(vget_low_u8(sc)), vmovl_u8(vget_high_u8(sc))};
-        const uint16x8_t mn8[2] = {vmovl_u8(vget_low_u8(mn)), vmovl_u8(vget_high_u8(mn))};
+        byte_params(sp + 16 * j, 0, sc);
+        byte_params(sp + 128 + 16 * j, 0, mn);
         for (int q = 0; q < 4; q++) {
-            const uint16x4_t s4 = q & 1 ? vget_high_u16(sc8[q / 2]) : vget_low_u16(sc8[q / 2]);
-            const uint16x4_t m4 = q & 1 ? vget_high_u16(mn8[q / 2]) : vget_low_u16(mn8[q / 2]);
-            dw[q] = vmulq_f32(d[q], vcvtq_f32_u32(vmovl_u16(s4)));
-            mw[q] = vnegq_f32(vmulq_f32(dm[q], vcvtq_f32_u32(vmovl_u16(m4))));
+            dw[q] = vmulq_f32(d[q], sc[q]);
+            mw[q] = vnegq_f32(vmulq_f32(dm[q], mn[q]));
         }
         return;
     }
@@ -173,15 +185,11 @@ void mxl_qamx_panels_neon(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const
                 float32x4_t dw[4], mw[4], dh[2][4];
                 if (L.kind == K_Q6_K) { /* d * sc_h per half */
                     const uint8_t *blk = q6_block(pan, b);
-                    float32x4_t d[4];
+                    float32x4_t d[4], sc[4];
                     load_params(pan + (size_t)(b >> 3) * Q6_SB, 0, d);
                     for (int h = 0; h < 2; h++) {
-                        const int8x16_t s = vld1q_s8((const int8_t *)blk + PANEL * h);
-                        const int16x8_t s8[2] = {vmovl_s8(vget_low_s8(s)), vmovl_s8(vget_high_s8(s))};
-                        for (int q = 0; q < 4; q++) {
-                            const int16x4_t s4 = q & 1 ? vget_high_s16(s8[q / 2]) : vget_low_s16(s8[q / 2]);
-                            dh[h][q] = vmulq_f32(d[q], vcvtq_f32_s32(vmovl_s16(s4)));
-                        }
+                        byte_params(blk + PANEL * h, 1, sc);
+                        for (int q = 0; q < 4; q++) dh[h][q] = vmulq_f32(d[q], sc[q]);
                     }
                 } else {
                     block_scales(&L, pan, b, dw, mw);
