@@ -11,6 +11,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "io/gguf.h"
+#include "io/json_read.h"
 #include "io/store.h"
 #include "template/template.h"
 
@@ -78,7 +79,9 @@ static void special_tokens(json_t *vars, const char *model_path) {
     if (S_ISDIR(sb.st_mode)) {
         char p[4200];
         snprintf(p, sizeof p, "%s/tokenizer_config.json", model_path);
-        json_t *cfg = json_load_file(p, 0, NULL);
+        json_t *cfg = NULL;
+        mxl_error jerr;
+        if (mxl_json_load_file_py(p, 64u << 20, &cfg, &jerr) != MXL_OK) cfg = NULL;
         if (cfg) {
             token_from_config(vars, cfg, "bos_token");
             token_from_config(vars, cfg, "eos_token");

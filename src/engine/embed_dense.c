@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "io/json_read.h"
 #include "io/safetensors.h"
 #include "models/weights.h"
 
@@ -27,9 +28,9 @@ static mxl_status load_one(const char *dir, const char *sub, int64_t width, mxl_
                            mxl_error *err) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s/config.json", dir, sub);
-    json_error_t je;
-    json_t *cfg = json_load_file(path, 0, &je);
-    if (!cfg) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %s", path, je.text);
+    json_t *cfg;
+    mxl_status ls = mxl_json_load_file_py(path, 1u << 20, &cfg, err);
+    if (ls != MXL_OK) return ls;
     json_t *in = json_object_get(cfg, "in_features"), *out = json_object_get(cfg, "out_features");
     json_t *bias = json_object_get(cfg, "bias"), *act = json_object_get(cfg, "activation_function");
     json_t *res = json_object_get(cfg, "use_residual");

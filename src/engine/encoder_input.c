@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/json_read.h"
+
 static mxl_status push(mxl_token_ids *v, int32_t id, mxl_error *err) {
     if (v->n == v->cap) {
         size_t cap = v->cap ? v->cap * 2 : 64;
@@ -140,7 +142,7 @@ static json_t *load_small(const char *dir, const char *name) {
     char *buf = malloc(1u << 22);
     size_t n = buf ? fread(buf, 1, 1u << 22, f) : 0;
     fclose(f);
-    json_t *j = buf && n < (1u << 22) ? json_loadb(buf, n, 0, NULL) : NULL;
+    json_t *j = buf && n < (1u << 22) ? mxl_json_loads_py(buf, n, NULL) : NULL;
     free(buf);
     return j;
 }
@@ -149,7 +151,9 @@ static int64_t int_key(const char *dir, const char *file, const char *key) {
     json_t *j = load_small(dir, file);
     int64_t v = -1;
     json_t *x = j && json_is_object(j) ? json_object_get(j, key) : NULL;
-    if (json_is_integer(x) && json_integer_value(x) > 0 && json_integer_value(x) < 1000000000) v = (int64_t)json_integer_value(x);
+    /* transformers' int(1e30) "no limit" (and anything else past 10^9) reads as no limit */
+    int64_t i;
+    if (x && !mxl_json_int(x, 1, 999999999, &i)) v = i;
     json_decref(j);
     return v;
 }

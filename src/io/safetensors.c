@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "io/json_read.h"
 #include "io/mapped_file.h"
 
 /* ---- name -> entry hash table (open addressing; slots hold index + 1, 0 = empty) ---------- */
@@ -558,11 +559,9 @@ static int shard_name_ok(const char *s) {
 
 static mxl_status open_index(mxl_st_model *m, const char *index_path, mxl_error *err) {
     char nb[NAME_BUF], sb[NAME_BUF];
-    json_error_t jerr;
-    json_t *root = json_load_file(index_path, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root)
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: not valid JSON: %s (line %d)", index_path,
-                             clean(jerr.text, nb, sizeof nb), jerr.line);
+    json_t *root;
+    mxl_status ls = mxl_json_load_file_py(index_path, 256u << 20, &root, err);
+    if (ls != MXL_OK) return ls;
     mxl_status rc = MXL_OK;
     const char **names = NULL;
     const json_t *wm = json_is_object(root) ? json_object_get(root, "weight_map") : NULL;

@@ -6,6 +6,8 @@
  * range-checked: a hostile config gives one line naming the file and the key. */
 #include "models/config.h"
 
+#include "io/json_read.h"
+
 #include <ctype.h>
 #include <jansson.h>
 #include <math.h>
@@ -79,25 +81,25 @@ static json_t *lookup(const reader *r, const char *key) {
     return v;
 }
 
-/* Reads the first present key among `keys` (NULL-terminated) as a non-negative integer. Absent
- * or null leaves *out untouched. Returns nonzero after setting err on a bad value. */
+/* Reads the first present key among `keys` (NULL-terminated) as an integer in
+ * [min, MXL_CONFIG_MAX_DIM] (integral reals count). Absent or null leaves *out untouched. Returns
+ * nonzero after setting err on a bad value. */
 static int read_int(const reader *r, const char *const *keys, int64_t min, int64_t *out) {
     for (int i = 0; keys[i]; i++) {
         json_t *v = lookup(r, keys[i]);
         if (!v || json_is_null(v)) continue;
-        int64_t x;
-        if (json_is_integer(v)) {
-            x = (int64_t)json_integer_value(v);
-        } else if (json_is_real(v) && floor(json_real_value(v)) == json_real_value(v) &&
-                   fabs(json_real_value(v)) < (double)MXL_CONFIG_MAX_DIM) {
-            x = (int64_t)json_real_value(v);
-        } else {
+        int64_t x = 0;
+        int bad = mxl_json_int(v, min, MXL_CONFIG_MAX_DIM, &x);
+        if (bad == 1) {
             mxl_error_set(r->err, MXL_ERR_FORMAT, "%s: '%s' must be an integer", r->origin, keys[i]);
             return 1;
         }
-        if (x < min || x > MXL_CONFIG_MAX_DIM) {
-            mxl_error_set(r->err, MXL_ERR_FORMAT, "%s: '%s' = %lld is out of range", r->origin,
-                          keys[i], (long long)x);
+        if (bad == 2) {
+            char shown[64] = "?";
+            double d;
+            if (json_is_integer(v)) snprintf(shown, sizeof shown, "%lld", (long long)json_integer_value(v));
+            else if (mxl_json_number(v, &d)) snprintf(shown, sizeof shown, "%g", d);
+            mxl_error_set(r->err, MXL_ERR_FORMAT, "%s: '%s' = %s is out of range", r->origin, keys[i], shown);
             return 1;
         }
         *out = x;
@@ -106,15 +108,17 @@ static int read_int(const reader *r, const char *const *keys, int64_t min, int64
     return 0;
 }
 
+/* A finite number (Python's json also gives NaN and +-Infinity, which no hyper-parameter read
+ * here can use: refused by name). */
 static int read_double(const reader *r, const char *const *keys, double *out) {
     for (int i = 0; keys[i]; i++) {
         json_t *v = lookup(r, keys[i]);
         if (!v || json_is_null(v)) continue;
-        if (!json_is_number(v)) {
+        double x;
+        if (!mxl_json_number(v, &x)) {
             mxl_error_set(r->err, MXL_ERR_FORMAT, "%s: '%s' must be a number", r->origin, keys[i]);
             return 1;
         }
-        double x = json_number_value(v);
         if (!isfinite(x)) {
             mxl_error_set(r->err, MXL_ERR_FORMAT, "%s: '%s' is not finite", r->origin, keys[i]);
             return 1;
@@ -189,11 +193,12 @@ static int int_field(json_t *obj, const char *key, int dflt, const char *origin,
         *out = dflt;
         return 0;
     }
-    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 4096) {
+    int64_t x;
+    if (mxl_json_int(v, 0, 4096, &x)) {
         mxl_error_set(err, MXL_ERR_FORMAT, "%s: %s.%s must be a small non-negative integer", origin, where, key);
         return 1;
     }
-    *out = (int)json_integer_value(v);
+    *out = (int)x;
     return 0;
 }
 
@@ -445,8 +450,8 @@ static int fill_from_json(mxl_model_config *cfg, json_t *root, const char *origi
     if (isnan(cfg->rope_theta)) {
         json_t *rp = lookup(&r, "rope_parameters");
         if (rp && json_is_object(rp)) {
-            json_t *th = json_object_get(rp, "rope_theta");
-            if (th && json_is_number(th) && isfinite(json_number_value(th))) cfg->rope_theta = json_number_value(th);
+            reader rr = {r.origin, rp, NULL, err};
+            if (read_double(&rr, KEYS("rope_theta"), &cfg->rope_theta)) return 1;
         }
     }
 
@@ -486,7 +491,7 @@ mxl_status mxl_model_config_parse_json(const char *text, size_t len, const char 
     if (len > MXL_CONFIG_MAX_BYTES)
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %zu bytes is larger than any real config.json", origin, len);
     json_error_t jerr;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root = mxl_json_loads_py(text, len, &jerr);
     if (!root)
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: invalid JSON at line %d column %d: %s", origin, jerr.line, jerr.column, jerr.text);
     if (!json_is_object(root)) {

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "io/json_read.h"
+
 /* modules.json and pooling configs are a few hundred bytes; anything past this is not one. */
 #define ST_FILE_MAX (1u << 20)
 #define MAX_CANDIDATES 16
@@ -73,7 +75,7 @@ static mxl_status load_small_json(const char *path, json_t **out, mxl_error *err
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: larger than %u bytes, not a sentence-transformers config", path, ST_FILE_MAX);
     }
     json_error_t jerr;
-    json_t *root = json_loadb(buf, len, 0, &jerr);
+    json_t *root = mxl_json_loads_py(buf, len, &jerr);
     free(buf);
     if (!root)
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: invalid JSON at line %d column %d: %s", path, jerr.line, jerr.column, jerr.text);

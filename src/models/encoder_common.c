@@ -3,12 +3,14 @@
 #include "models/encoder_common.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/norm.h"
+#include "io/json_read.h"
 #include "models/weights.h"
 
 mxl_status mxl_encoder_batch_check(const mxl_encoder_batch *b, int64_t max_len, int64_t *n_tokens,
@@ -109,8 +111,8 @@ mxl_status mxl_enc_cfg_int(const mxl_checkpoint *ck, const char *key, int64_t df
     json_t *v = raw_get(ck, key);
     *out = dflt;
     if (!v || json_is_null(v)) return MXL_OK;
-    if (!json_is_integer(v)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: '%s' must be an integer", ck->dir, key);
-    *out = (int64_t)json_integer_value(v);
+    if (mxl_json_int(v, INT64_MIN, INT64_MAX, out))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: '%s' must be an integer", ck->dir, key);
     return MXL_OK;
 }
 
@@ -118,8 +120,8 @@ mxl_status mxl_enc_cfg_double(const mxl_checkpoint *ck, const char *key, double 
     json_t *v = raw_get(ck, key);
     *out = dflt;
     if (!v || json_is_null(v)) return MXL_OK;
-    if (!json_is_number(v)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: '%s' must be a number", ck->dir, key);
-    *out = json_number_value(v);
+    if (!mxl_json_number(v, out) || !isfinite(*out))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: '%s' must be a finite number", ck->dir, key);
     return MXL_OK;
 }
 

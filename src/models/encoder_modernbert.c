@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backends/cpu/attention.h"
+#include "io/json_read.h"
 #include "backends/cpu/embed_topk.h"
 
 /* rope_parameters.<kind>.rope_theta (transformers 5 configs), else the legacy key, else dflt.
@@ -22,9 +23,8 @@ static mxl_status rope_theta(const mxl_checkpoint *ck, const char *kind, const c
             return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s/config.json: rope_parameters.%s.rope_type must be 'default' for ModernBERT", ck->dir, kind);
         json_t *th = json_object_get(sub, "rope_theta");
         if (th) {
-            if (!json_is_number(th) || json_number_value(th) <= 0)
+            if (!mxl_json_number(th, out) || !(*out > 0) || !isfinite(*out))
                 return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: rope_parameters.%s.rope_theta must be a positive number", ck->dir, kind);
-            *out = json_number_value(th);
             return MXL_OK;
         }
     }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "io/json_read.h"
 #include "models/decoder_family.h"
 
 static json_t *get(const mxl_family_ctx *c, json_t *obj, const char *key) {
@@ -32,9 +33,10 @@ static mxl_status number_in(mxl_family_ctx *c, json_t *obj, const char *where, c
     *out = dflt;
     json_t *v = get(c, obj, key);
     if (!v) return MXL_OK;
-    if (!json_is_number(v) || !isfinite(json_number_value(v)))
+    double x;
+    if (!mxl_json_number(v, &x) || !isfinite(x))
         return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%s%s' must be a finite number", c->ck->path, where, key);
-    *out = json_number_value(v);
+    *out = x;
     return MXL_OK;
 }
 
@@ -46,9 +48,8 @@ mxl_status mxl_family_int(mxl_family_ctx *c, const char *key, int64_t dflt, int6
     *out = dflt;
     json_t *v = get(c, c->raw, key);
     if (!v) return MXL_OK;
-    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > (INT64_C(1) << 40))
+    if (mxl_json_int(v, 0, INT64_C(1) << 40, out))
         return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%s' must be a non-negative integer", c->ck->path, key);
-    *out = (int64_t)json_integer_value(v);
     return MXL_OK;
 }
 

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "io/gguf.h"
+#include "io/json_read.h"
 #include "template/template.h"
 
 #define MAX_TEMPLATE_FILE (16u << 20)
@@ -114,9 +115,9 @@ static mxl_status from_json_value(const json_t *ct, const char *variant, const c
 
 static mxl_status from_json_file(const char *path, const char *variant, bool *found,
                                  mxl_chat_template_source *out, mxl_error *err) {
-    json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
-    if (!root) return mxl_error_set(err, MXL_ERR_FORMAT, "%s:%d: invalid JSON: %s", path, jerr.line, jerr.text);
+    json_t *root;
+    mxl_status rs = mxl_json_load_file_py(path, 64u << 20, &root, err);
+    if (rs != MXL_OK) return rs;
     const json_t *ct = json_object_get(root, "chat_template");
     mxl_status st = MXL_OK;
     *found = ct && !json_is_null(ct);

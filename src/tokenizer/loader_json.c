@@ -10,8 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer/json_fast.h"
+#include "io/json_read.h"
 #include "io/mapped_file.h"
+#include "tokenizer/json_fast.h"
 #include "tokenizer/tok_internal.h"
 
 typedef struct ld {
@@ -706,6 +707,10 @@ static mxl_status load_added(ld *c, json_t *arr) {
 mxl_status mxl_tokenizer_load_json_bytes(const char *data, size_t len, const char *name,
                                          mxl_tokenizer **out, mxl_error *err) {
     *out = NULL;
+    if (len >= 3 && !memcmp(data, "\xEF\xBB\xBF", 3)) { /* a UTF-8 BOM, as Python's json skips it */
+        data += 3;
+        len -= 3;
+    }
     mxl_tokenizer *t = tok_alloc(name);
     if (!t) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", name ? name : "tokenizer");
     ld c = {t, err, data, len, 0, 0, 0, 0};
@@ -765,7 +770,7 @@ mxl_status mxl_tokenizer_load_json_bytes(const char *data, size_t len, const cha
         data = small;
         len = k;
     }
-    json_t *root = json_loadb(data, len, JSON_ALLOW_NUL, &je);
+    json_t *root = mxl_json_loads_py(data, len, &je);
     mxl_status st = MXL_OK;
     if (!root) {
         st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: invalid JSON at line %d: %s", t->name, je.line, je.text);

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "io/mapped_file.h"
+#include "io/json_read.h"
 #include "tokenizer/tok_internal.h"
 
 static int32_t token_field(const mxl_tokenizer *t, json_t *v) {
@@ -29,13 +29,11 @@ static bool push_eos(mxl_tokenizer *t, int32_t id) {
     return true;
 }
 
-/* JSON numbers are read as reals (configs hold 1e30-sized integers jansson rejects); an id is a
- * non-negative integral number below 2^30. */
+/* An id is a non-negative integral number below 2^30. */
 static bool id_value(json_t *v, int32_t *out) {
-    if (!json_is_number(v)) return false;
-    double d = json_number_value(v);
-    if (d < 0 || d >= (double)(1 << 30) || d != (double)(int32_t)d) return false;
-    *out = (int32_t)d;
+    int64_t x;
+    if (mxl_json_int(v, 0, (1 << 30) - 1, &x)) return false;
+    *out = (int32_t)x;
     return true;
 }
 
@@ -44,30 +42,19 @@ static bool file_exists(const char *p) {
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* json_load_file reads a byte at a time; a Gemma tokenizer_config.json is over 1 MB, so map it and
- * parse the bytes (NULL with je set when the file cannot be read or parsed). */
-static json_t *load_json(const char *path, json_error_t *je) {
-    mxl_mapped_file f;
-    mxl_error e;
-    if (mxl_mapped_file_open(path, &f, &e) != MXL_OK) {
-        snprintf(je->text, sizeof je->text, "%.150s", e.msg);
-        je->line = 0;
-        return NULL;
-    }
-    json_t *root = json_loadb((const char *)f.data, (size_t)f.size, JSON_DECODE_INT_AS_REAL, je);
-    mxl_mapped_file_close(&f);
-    return root;
-}
+/* Side files are a few KB (a Gemma tokenizer_config.json with its added tokens is over 1 MB). */
+#define SIDE_FILE_MAX (64u << 20)
 
 mxl_status mxl_tokenizer_load_configs(mxl_tokenizer *t, const char *dir, mxl_error *err) {
     char path[4096];
-    json_error_t je;
     snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
     if (file_exists(path)) {
-        json_t *root = load_json(path, &je);
+        json_t *root;
+        mxl_status st = mxl_json_load_file_py(path, SIDE_FILE_MAX, &root, err);
+        if (st != MXL_OK) return st;
         if (!json_is_object(root)) {
             json_decref(root);
-            return mxl_error_set(err, MXL_ERR_FORMAT, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the top level must be a JSON object", path);
         }
         json_t *v;
         if (json_is_boolean(v = json_object_get(root, "add_bos_token"))) t->add_bos = json_is_true(v);
@@ -100,10 +87,12 @@ mxl_status mxl_tokenizer_load_configs(mxl_tokenizer *t, const char *dir, mxl_err
     if (!push_eos(t, t->eos_id)) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", dir);
     snprintf(path, sizeof(path), "%s/generation_config.json", dir);
     if (file_exists(path)) {
-        json_t *root = load_json(path, &je);
+        json_t *root;
+        mxl_status st = mxl_json_load_file_py(path, SIDE_FILE_MAX, &root, err);
+        if (st != MXL_OK) return st;
         if (!json_is_object(root)) {
             json_decref(root);
-            return mxl_error_set(err, MXL_ERR_FORMAT, "%s: invalid JSON at line %d: %s", path, je.line, je.text);
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the top level must be a JSON object", path);
         }
         json_t *v = json_object_get(root, "eos_token_id");
         bool ok = true;

@@ -193,7 +193,6 @@ TEST(config_hostile_values) {
         "{\"text_config\":[]}",
         "{\"quantization\":[]}",
         "{\"quantization\":{\"bits\":-4}}",
-        "{\"model_type\":\"a\",\"model_type\":\"b\"}",
         "{\"tie_word_embeddings\":1}",
         "{\"model_type\":\"llama\"",
     };
@@ -209,6 +208,37 @@ TEST(config_hostile_values) {
         CHECK(st != MXL_OK);
         CHECK(strncmp(e.msg, "config.json", 11) == 0); /* message names the file */
         CHECK(strchr(e.msg, '\n') == NULL);            /* one line */
+    }
+}
+
+/* Python's json, which wrote these files, reads the last of duplicate keys, integers of any size,
+ * NaN / Infinity and a BOM; a value no field can use is refused by that field's name. */
+TEST(config_python_json_quirks) {
+    mxl_model_config c;
+    mxl_error e;
+    REQUIRE(parse("\xEF\xBB\xBF{\"model_type\":\"a\",\"hidden_size\":8,\"model_type\":\"llama\","
+                  "\"max_length\":1000000000000000019884624838656,\"unused\":[NaN,Infinity,-Infinity,1e400],"
+                  "\"rope_theta\":1000000000000000000000000}", &c, &e) == MXL_OK);
+    CHECK_EQ_STR(c.model_type, "llama");
+    CHECK_EQ_INT(c.hidden_size, 8);
+    CHECK(c.rope_theta == 1e24);
+    mxl_model_config_free(&c);
+    static const struct { const char *text, *msg; } k_refused[] = {
+        {"{\"rms_norm_eps\":NaN}", "config.json: 'rms_norm_eps' is not finite"},
+        {"{\"rope_theta\":Infinity}", "config.json: 'rope_theta' is not finite"},
+        {"{\"rope_parameters\":{\"rope_theta\":-Infinity}}", "config.json: 'rope_theta' is not finite"},
+        {"{\"hidden_size\":1000000000000000019884624838656}", "config.json: 'hidden_size' = 1e+30 is out of range"},
+        {"{\"max_position_embeddings\":Infinity}", "config.json: 'max_position_embeddings' = inf is out of range"},
+        {"{\"num_hidden_layers\":NaN}", "config.json: 'num_hidden_layers' must be an integer"},
+        {"{\"quantization\":{\"bits\":1e400}}", "config.json: quantization.bits must be a small non-negative integer"},
+    };
+    for (size_t i = 0; i < sizeof k_refused / sizeof k_refused[0]; i++) {
+        mxl_error_clear(&e);
+        mxl_status st = parse(k_refused[i].text, &c, &e);
+        if (st == MXL_OK) mxl_model_config_free(&c);
+        CHECK(st != MXL_OK);
+        if (strcmp(e.msg, k_refused[i].msg)) fprintf(stderr, "  %s -> %s\n", k_refused[i].text, e.msg);
+        CHECK_EQ_STR(e.msg, k_refused[i].msg);
     }
 }
 
