@@ -54,7 +54,7 @@ if [ ! -x .venv/bin/python ]; then
   log "creating .venv"
   "$PY" -m venv .venv || { log "python3 -m venv failed; install python3-venv"; exit 1; }
 fi
-if ! .venv/bin/python -c "import pytest, openai, requests" 2>/dev/null; then
+if ! .venv/bin/python -c "import pytest, openai, requests, jsonschema, numpy" 2>/dev/null; then
   log "installing test requirements into .venv"
   .venv/bin/python -m pip install -q -r tests/requirements.txt
 fi

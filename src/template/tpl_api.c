@@ -1,6 +1,7 @@
 /* tpl_api.c - public entry points of the template engine: parse (normalise newlines, lex,
  * parse), render (arena per render, budget, error message with the Python exception name) and
  * the chat-level render that assembles transformers' variables. */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,19 @@ static mxl_template_error_kind kind_of(terr_kind k) {
 }
 
 /* Converts the JSON variables into the globals frame and renders the template body. */
+/* Without a clock pinned by the caller, SOURCE_DATE_EPOCH (the reproducible-builds convention:
+ * whole seconds since the epoch) pins strftime_now's, so prompts of templates that print today's
+ * date (gpt-oss, Llama 3.1) render the same every day for tests and benchmarks; unset or not a
+ * plain integer, the real clock. */
+static int64_t env_clock(void) {
+    const char *e = getenv("SOURCE_DATE_EPOCH");
+    if (!e || !*e) return INT64_MIN;
+    char *end;
+    errno = 0;
+    long long v = strtoll(e, &end, 10);
+    return *end || errno || v == INT64_MIN ? INT64_MIN : (int64_t)v;
+}
+
 static mxl_status render_with(const mxl_template *t, const json_t *vars,
                               const mxl_template_render_opts *opts, char **out, size_t *out_len,
                               mxl_template_error_kind *kind, mxl_error *err) {
@@ -94,7 +108,7 @@ static mxl_status render_with(const mxl_template *t, const json_t *vars,
     c.max_output = lim.max_output ? lim.max_output : MXL_TEMPLATE_DEFAULT_MAX_OUTPUT;
     if (c.max_output > UINT32_MAX - 1) c.max_output = UINT32_MAX - 1;
     c.max_memory = lim.max_memory ? lim.max_memory : MXL_TEMPLATE_DEFAULT_MAX_MEMORY;
-    c.now_unix = opts && opts->now_set ? opts->now_unix : INT64_MIN;
+    c.now_unix = opts && opts->now_set ? opts->now_unix : env_clock();
     c.line = 1;
     tframe globals = {0}, root = {0};
     root.parent = &globals;

@@ -43,7 +43,7 @@ struct json_t *mxl_test_load_json(const char *rel) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", mxl_test_repo_root(), rel);
     json_error_t je;
-    json_t *j = json_load_file(path, 0, &je);
+    json_t *j = json_load_file(path, JSON_ALLOW_NUL, &je);
     if (!j) fprintf(stderr, "  cannot load %s: %s (line %d)\n", path, je.text, je.line);
     return j;
 }
