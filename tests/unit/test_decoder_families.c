@@ -2,10 +2,10 @@
  * transformers, on tiny random-weight checkpoints (tests/fixtures/decoders, made by
  * gen_decoder_fixtures.py: dense f32 / bf16 / f16 and MLX affine 4- and 8-bit variants).
  *
- * Each case runs the fixture's 10 token ids twice per path: one token per call (the decode path;
- * at every position the logit of transformers' argmax and, away from near ties, the argmax
- * itself; full logits at the recorded positions) and the whole sequence in one call with a
- * batch of 4 (chunked prefill; full logits of the last position).
+ * Each case runs the fixture's 10 token ids twice per path (test_decoder_compare.h): one token
+ * per call (the decode path; at every position the logit of transformers' argmax and, away from
+ * near ties, the argmax itself; full logits at the recorded positions) and the whole sequence in
+ * one call with a batch of 4 (chunked prefill; full logits of the last position).
  *
  * Reference path (mxl_decoder_state_set_reference: dequantized weights, f32 activations): max
  * |diff| <= 1e-3 everywhere, for every case.
@@ -32,14 +32,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backends/cpu/embed_topk.h"
 #include "models/decoder.h"
 #include "test.h"
+#include "test_decoder_compare.h"
 
-#define REF_TOL 1e-3
-#define FAST_DENSE_TOL 5e-3
-#define FAST_QUANT_TOL 0.15
-#define QUANT_TIE_MARGIN 0.2
+/* the bounds above: MXL_TEST_DEC_* in test_decoder_compare.h */
+#define REF_TOL MXL_TEST_DEC_REF_TOL
+#define FAST_DENSE_TOL MXL_TEST_DEC_FAST_DENSE_TOL
+#define FAST_QUANT_TOL MXL_TEST_DEC_FAST_QUANT_TOL
+#define QUANT_TIE_MARGIN MXL_TEST_DEC_QUANT_TIE_MARGIN
 
 static json_t *load_reference(void) { return mxl_test_load_json("tests/fixtures/decoders/reference.json"); }
 
@@ -47,87 +48,6 @@ static const char *fixture_dir(const char *name) {
     static char path[2048];
     snprintf(path, sizeof path, "%s/tests/fixtures/decoders/%s", mxl_test_repo_root(), name);
     return path;
-}
-
-static double full_diff(json_t *want, const float *got, int64_t vocab) {
-    double m = 0;
-    if ((int64_t)json_array_size(want) != vocab) return INFINITY;
-    for (int64_t i = 0; i < vocab; i++) {
-        double d = fabs(json_number_value(json_array_get(want, (size_t)i)) - got[i]);
-        if (!(d <= m)) m = d; /* NaN propagates */
-    }
-    return m;
-}
-
-typedef struct case_result {
-    double max_diff;   /* over every compared logit */
-    int argmax_bad;    /* positions whose argmax differs away from a near tie */
-    int argmax_checked;
-} case_result;
-
-/* Runs one case on one path; returns false when it could not run at all. */
-static bool run_case(const mxl_decoder *d, json_t *c, json_t *tokens, bool reference, double tie_margin,
-                     mxl_threadpool *pool, case_result *r) {
-    mxl_error err;
-    int64_t V = d->hp.vocab, n = (int64_t)json_array_size(tokens);
-    int32_t ids[64];
-    if (n <= 0 || n > 64) return false;
-    for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(tokens, (size_t)i));
-    float *logits = malloc((size_t)V * sizeof(float));
-    if (!logits) return false;
-    memset(r, 0, sizeof *r);
-    json_t *full_pos = json_object_get(c, "full_positions"), *full = json_object_get(c, "full_logits");
-    json_t *am = json_object_get(c, "argmax"), *aml = json_object_get(c, "argmax_logit"), *mg = json_object_get(c, "margin");
-    bool ok = true;
-
-    /* one token per call */
-    mxl_decoder_state *s = NULL;
-    if (mxl_decoder_state_create(d, 64, 16, pool, &s, &err) != MXL_OK) {
-        fprintf(stderr, "  %s\n", err.msg);
-        free(logits);
-        return false;
-    }
-    mxl_decoder_state_set_reference(s, reference);
-    for (int64_t p = 0; p < n && ok; p++) {
-        if (mxl_decoder_forward(d, s, &ids[p], 1, logits, &err) != MXL_OK) {
-            fprintf(stderr, "  %s\n", err.msg);
-            ok = false;
-            break;
-        }
-        int64_t want = json_integer_value(json_array_get(am, (size_t)p));
-        double dv = fabs(json_number_value(json_array_get(aml, (size_t)p)) - logits[want]);
-        if (!(dv <= r->max_diff)) r->max_diff = dv;
-        if (json_number_value(json_array_get(mg, (size_t)p)) > tie_margin) {
-            r->argmax_checked++;
-            if (mxl_cpu_argmax(logits, V) != want) r->argmax_bad++;
-        }
-        for (size_t k = 0; k < json_array_size(full_pos); k++)
-            if (json_integer_value(json_array_get(full_pos, k)) == p) {
-                double fd = full_diff(json_array_get(full, k), logits, V);
-                if (!(fd <= r->max_diff)) r->max_diff = fd;
-            }
-    }
-    if (ok && mxl_decoder_state_pos(s) != n) ok = false;
-    mxl_decoder_state_destroy(s);
-
-    /* the whole sequence in one call, in chunks of 4 */
-    if (ok && mxl_decoder_state_create(d, 64, 4, pool, &s, &err) == MXL_OK) {
-        mxl_decoder_state_set_reference(s, reference);
-        if (mxl_decoder_forward(d, s, ids, n, logits, &err) == MXL_OK) {
-            size_t last = json_array_size(full_pos) - 1;
-            if (json_integer_value(json_array_get(full_pos, last)) != n - 1) ok = false;
-            double fd = full_diff(json_array_get(full, last), logits, V);
-            if (!(fd <= r->max_diff)) r->max_diff = fd;
-        } else {
-            fprintf(stderr, "  %s\n", err.msg);
-            ok = false;
-        }
-        mxl_decoder_state_destroy(s);
-    } else if (ok) {
-        ok = false;
-    }
-    free(logits);
-    return ok;
 }
 
 static bool is_quantized(const mxl_decoder *d) { return d->tok_embd.kind == MXL_CPU_W_MLX || d->layers[0].w_down.kind == MXL_CPU_W_MLX; }
@@ -152,8 +72,8 @@ static void check_case(json_t *fx, json_t *c, const char *edit, bool reference, 
         bool quant = is_quantized(&d);
         double tol = reference ? REF_TOL : quant ? FAST_QUANT_TOL : FAST_DENSE_TOL;
         double margin = reference ? 2 * REF_TOL : !quant ? 2 * FAST_DENSE_TOL : QUANT_TIE_MARGIN;
-        case_result r = {0, 0, 0};
-        bool ran = run_case(&d, c, json_object_get(fx, "tokens"), reference, margin, pool, &r);
+        mxl_test_logit_result r = {0, 0, 0};
+        bool ran = mxl_test_decoder_compare(&d, c, json_object_get(fx, "tokens"), reference, margin, pool, &r);
         fprintf(stderr, "  %-22s %s%s%s: max |diff| %.2e, argmax %d/%d\n", name, reference ? "[reference]" : "[fast]",
                 quant ? " (MLX)" : "", edit ? " (edited config)" : "", r.max_diff, r.argmax_checked - r.argmax_bad, r.argmax_checked);
         CHECK(ran);

@@ -25,7 +25,7 @@
  * Each case runs its token ids (the case's "tokens", else the top-level 10) one per call (the
  * logit of transformers' argmax at every position, the argmax itself away from near ties, full
  * logits at the recorded positions) and all at once in chunks of 4 (full logits of the last
- * position).
+ * position), as test_decoder_compare.h does for every decoder test.
  * Reference path (dequantized weights, f32 activations and KV cache): max |diff| <= 1e-3, as
  * test_decoder_families.c. Fast path: <= 5e-3 (the f16 KV cache, see test_decoder_families.c). */
 #include <jansson.h>
@@ -34,12 +34,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backends/cpu/embed_topk.h"
 #include "models/checkpoint.h"
 #include "models/config_gguf.h"
 #include "models/convert.h"
 #include "models/decoder.h"
 #include "test.h"
+#include "test_decoder_compare.h"
 
 #define REF_TOL 1e-3
 #define FAST_TOL 5e-3
@@ -50,100 +50,18 @@ static const char *gguf_path(const char *name) {
     return path;
 }
 
-/* Largest |want - got| over a full logit row; INFINITY on a length mismatch, NaN propagates. */
-static double row_diff(json_t *want, const float *got, int64_t vocab) {
-    if ((int64_t)json_array_size(want) != vocab) return INFINITY;
-    double m = 0;
-    for (int64_t i = 0; i < vocab; i++) {
-        double d = fabs(json_number_value(json_array_get(want, (size_t)i)) - got[i]);
-        if (!(d <= m)) m = d;
-    }
-    return m;
-}
-
-typedef struct result {
-    double max_diff;
-    int argmax_checked, argmax_bad;
-} result;
-
-static void take(result *r, double d) {
-    if (!(d <= r->max_diff)) r->max_diff = d;
-}
-
-/* One case on one path; false when a call failed. */
-static bool run(const mxl_decoder *d, json_t *c, json_t *tokens, bool reference, mxl_threadpool *pool, result *r) {
-    mxl_error err;
-    int64_t V = d->hp.vocab, n = (int64_t)json_array_size(tokens);
-    memset(r, 0, sizeof *r);
-    if (n <= 0 || n > 4096) return false;
-    int64_t ctx = n > 64 ? n : 64;
-    int32_t *ids = malloc((size_t)n * sizeof *ids);
-    float *logits = malloc((size_t)V * sizeof(float));
-    if (!ids || !logits) {
-        free(ids);
-        free(logits);
-        return false;
-    }
-    for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(tokens, (size_t)i));
-    json_t *fpos = json_object_get(c, "full_positions"), *full = json_object_get(c, "full_logits");
-    json_t *am = json_object_get(c, "argmax"), *aml = json_object_get(c, "argmax_logit"), *mg = json_object_get(c, "margin");
-    double tie = 2 * (reference ? REF_TOL : FAST_TOL);
-    bool ok = true;
-
-    mxl_decoder_state *s = NULL;
-    if (mxl_decoder_state_create(d, ctx, 16, pool, &s, &err) != MXL_OK) {
-        fprintf(stderr, "  %s\n", err.msg);
-        free(ids);
-        free(logits);
-        return false;
-    }
-    mxl_decoder_state_set_reference(s, reference);
-    for (int64_t p = 0; p < n && ok; p++) {
-        if (mxl_decoder_forward(d, s, &ids[p], 1, logits, &err) != MXL_OK) {
-            fprintf(stderr, "  %s\n", err.msg);
-            ok = false;
-            break;
-        }
-        int64_t want = json_integer_value(json_array_get(am, (size_t)p));
-        if (want < 0 || want >= V) {
-            ok = false;
-            break;
-        }
-        take(r, fabs(json_number_value(json_array_get(aml, (size_t)p)) - logits[want]));
-        if (json_number_value(json_array_get(mg, (size_t)p)) > tie) {
-            r->argmax_checked++;
-            if (mxl_cpu_argmax(logits, V) != want) r->argmax_bad++;
-        }
-        for (size_t k = 0; k < json_array_size(fpos); k++)
-            if (json_integer_value(json_array_get(fpos, k)) == p) take(r, row_diff(json_array_get(full, k), logits, V));
-    }
-    mxl_decoder_state_destroy(s);
-
-    s = NULL;
-    if (ok && mxl_decoder_state_create(d, ctx, 4, pool, &s, &err) == MXL_OK) {
-        mxl_decoder_state_set_reference(s, reference);
-        size_t last = json_array_size(fpos) - 1;
-        if (mxl_decoder_forward(d, s, ids, n, logits, &err) != MXL_OK) {
-            fprintf(stderr, "  %s\n", err.msg);
-            ok = false;
-        } else if (json_integer_value(json_array_get(fpos, last)) != n - 1) {
-            ok = false;
-        } else {
-            take(r, row_diff(json_array_get(full, last), logits, V));
-        }
-        mxl_decoder_state_destroy(s);
-    } else {
-        ok = false;
-    }
-    free(ids);
-    free(logits);
-    return ok;
-}
-
 /* The ids a case runs: its own "tokens", else the file's. */
 static json_t *case_tokens(json_t *fx, json_t *c) {
     json_t *t = json_object_get(c, "tokens");
     return t ? t : json_object_get(fx, "tokens");
+}
+
+typedef mxl_test_logit_result result;
+
+/* One case on one path (test_decoder_compare.h), argmax checked away from ties of twice the
+ * bound; false when a call failed. */
+static bool run(const mxl_decoder *d, json_t *c, json_t *tokens, bool reference, mxl_threadpool *pool, result *r) {
+    return mxl_test_decoder_compare(d, c, tokens, reference, 2 * (reference ? REF_TOL : FAST_TOL), pool, r);
 }
 
 static void check_all(bool reference, int *mxl_test_failed_) {

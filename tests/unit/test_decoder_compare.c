@@ -1,0 +1,94 @@
+/* test_decoder_compare.c - the shared logit comparison of the decoder tests
+ * (test_decoder_compare.h). */
+#include "test_decoder_compare.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/embed_topk.h"
+
+/* Largest |want - got| over a full logit row; INFINITY on a length mismatch, NaN propagates. */
+static double row_diff(json_t *want, const float *got, int64_t vocab) {
+    if ((int64_t)json_array_size(want) != vocab) return INFINITY;
+    double m = 0;
+    for (int64_t i = 0; i < vocab; i++) {
+        double d = fabs(json_number_value(json_array_get(want, (size_t)i)) - got[i]);
+        if (!(d <= m)) m = d;
+    }
+    return m;
+}
+
+static void take(mxl_test_logit_result *r, double d) {
+    if (!(d <= r->max_diff)) r->max_diff = d;
+}
+
+bool mxl_test_decoder_compare(const mxl_decoder *d, json_t *c, json_t *tokens, bool reference, double tie_margin,
+                              mxl_threadpool *pool, mxl_test_logit_result *r) {
+    mxl_error err;
+    int64_t V = d->hp.vocab, n = (int64_t)json_array_size(tokens);
+    memset(r, 0, sizeof *r);
+    json_t *fpos = json_object_get(c, "full_positions"), *full = json_object_get(c, "full_logits");
+    json_t *am = json_object_get(c, "argmax"), *aml = json_object_get(c, "argmax_logit"), *mg = json_object_get(c, "margin");
+    size_t n_full = json_array_size(fpos);
+    if (n <= 0 || n > 4096 || n_full == 0 || json_array_size(full) != n_full || (int64_t)json_array_size(am) != n ||
+        (int64_t)json_array_size(aml) != n || (int64_t)json_array_size(mg) != n ||
+        json_integer_value(json_array_get(fpos, n_full - 1)) != n - 1)
+        return false;
+    int64_t ctx = n > 64 ? n : 64;
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    float *logits = malloc((size_t)V * sizeof(float));
+    bool ok = ids && logits;
+    for (int64_t i = 0; ok && i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(tokens, (size_t)i));
+
+    /* one token per call */
+    mxl_decoder_state *s = NULL;
+    if (ok && mxl_decoder_state_create(d, ctx, 16, pool, &s, &err) != MXL_OK) {
+        fprintf(stderr, "  %s\n", err.msg);
+        ok = false;
+    }
+    if (s) mxl_decoder_state_set_reference(s, reference);
+    for (int64_t p = 0; ok && p < n; p++) {
+        if (mxl_decoder_forward(d, s, &ids[p], 1, logits, &err) != MXL_OK) {
+            fprintf(stderr, "  %s\n", err.msg);
+            ok = false;
+            break;
+        }
+        int64_t want = json_integer_value(json_array_get(am, (size_t)p));
+        if (want < 0 || want >= V) {
+            ok = false;
+            break;
+        }
+        take(r, fabs(json_number_value(json_array_get(aml, (size_t)p)) - logits[want]));
+        if (json_number_value(json_array_get(mg, (size_t)p)) > tie_margin) {
+            r->argmax_checked++;
+            if (mxl_cpu_argmax(logits, V) != want) r->argmax_bad++;
+        }
+        for (size_t k = 0; k < n_full; k++)
+            if (json_integer_value(json_array_get(fpos, k)) == p) take(r, row_diff(json_array_get(full, k), logits, V));
+    }
+    if (ok && mxl_decoder_state_pos(s) != n) ok = false;
+    mxl_decoder_state_destroy(s);
+
+    /* the whole sequence in one call, in chunks of 4 */
+    s = NULL;
+    if (ok && mxl_decoder_state_create(d, ctx, 4, pool, &s, &err) != MXL_OK) {
+        fprintf(stderr, "  %s\n", err.msg);
+        ok = false;
+    }
+    if (ok) {
+        mxl_decoder_state_set_reference(s, reference);
+        if (mxl_decoder_forward(d, s, ids, n, logits, &err) == MXL_OK) {
+            take(r, row_diff(json_array_get(full, n_full - 1), logits, V));
+        } else {
+            fprintf(stderr, "  %s\n", err.msg);
+            ok = false;
+        }
+    }
+    mxl_decoder_state_destroy(s);
+    free(ids);
+    free(logits);
+    return ok;
+}

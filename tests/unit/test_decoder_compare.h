@@ -1,0 +1,43 @@
+/* test_decoder_compare.h - one decoder against recorded reference logits, the comparison the
+ * decoder tests share (test_decoder_families.c against transformers, test_decoder_gguf_families.c
+ * against transformers on llama.cpp's conversions, test_decoder_mlx_lm.c against mlx-lm).
+ *
+ * A case is a reference.json object as gen_decoder_fixtures.py's record() writes it:
+ * "full_positions" (ascending, the last one = the last token), "full_logits" [n_full][vocab],
+ * and per position "argmax", "argmax_logit" and "margin" (top-1 minus top-2). */
+#ifndef MXL_TESTS_UNIT_TEST_DECODER_COMPARE_H
+#define MXL_TESTS_UNIT_TEST_DECODER_COMPARE_H
+
+#include <stdbool.h>
+
+#include "models/decoder.h"
+
+typedef struct json_t json_t;
+
+/* The decoder tests' bounds on |logit - reference|; test_decoder_families.c's header comment says
+ * where each comes from. Reference path (dequantized weights, f32 activations and KV cache): */
+#define MXL_TEST_DEC_REF_TOL 1e-3
+/* fast path, dense weights (the f16 KV cache) and its argmax near-tie margin 2 * 5e-3: */
+#define MXL_TEST_DEC_FAST_DENSE_TOL 5e-3
+/* fast path, MLX-quantized weights (activations quantized to int8 in blocks of 32 for the
+ * quantized matmuls), with the argmax checked where the reference margin exceeds 0.2: */
+#define MXL_TEST_DEC_FAST_QUANT_TOL 0.15
+#define MXL_TEST_DEC_QUANT_TIE_MARGIN 0.2
+
+typedef struct mxl_test_logit_result {
+    double max_diff;    /* over every compared logit (NaN shows as a failure, never as 0) */
+    int argmax_checked; /* positions whose reference margin exceeds the tie margin */
+    int argmax_bad;     /* ... and whose argmax differs */
+} mxl_test_logit_result;
+
+/* Runs `tokens` (a JSON array of ids) through d on one path (reference: dequantized weights,
+ * f32 activations and KV cache; else the fast path) twice:
+ *  - one token per call: at every position the logit of the reference's argmax, and the argmax
+ *    itself where the reference margin exceeds tie_margin; full logits at full_positions;
+ *  - the whole sequence in one call with a batch of 4 (chunked prefill): full logits of the last
+ *    position.
+ * Returns false when a call failed (printing why) or the case does not fit the tokens. */
+bool mxl_test_decoder_compare(const mxl_decoder *d, json_t *c, json_t *tokens, bool reference, double tie_margin,
+                              mxl_threadpool *pool, mxl_test_logit_result *r);
+
+#endif
