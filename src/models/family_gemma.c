@@ -2,6 +2,9 @@
  * (1 + w), embeddings multiplied by sqrt(hidden_size), and a GeGLU MLP (tanh GELU: the legacy
  * hidden_act "gelu" of the official configs means the tanh approximation, as transformers
  * rewrites it).
+ * mlx-lm (models/gemma.py) computes this MLP with the exact erf GELU whatever hidden_act says, so
+ * its logits for a Gemma 1 checkpoint differ slightly from transformers' and ours (7.5e-4 on the
+ * tiny fixtures; test_decoder_mlx_lm.c allows for it); its conversions use the names above.
  * GGUF (llama.cpp gemma): norms stored as 1 + w already (the converter adds 1), embeddings scaled
  * by sqrt(n_embd), tanh GELU, NEOX RoPE on unpermuted rows. */
 #include <math.h>

@@ -4,10 +4,16 @@
  * c_proj, biases everywhere, tied LM head, attention scale 1/sqrt(head_dim) when
  * scale_attn_weights (default) and divided by layer_idx + 1 with
  * scale_attn_by_inverse_layer_idx.
- * Layout: transformers' Conv1D stores weights [in, out]; those are transposed once at load into
- * owned copies. MLX conversions (mlx-lm transposes at conversion; quantized ones always) store
- * [out, in]: recognised by quantization, or by c_fc's shape when in != out. Tensor names carry a
- * "transformer." prefix when saved from GPT2LMHeadModel and none in the original checkpoints.
+ * Three layouts of the same tensors, told apart by the embedding's name:
+ *   transformer.wte.weight  transformers' GPT2LMHeadModel save: Conv1D matrices [in, out]
+ *   wte.weight              the original checkpoints (openai-community/gpt2): bare names, [in, out]
+ *   model.wte.weight        mlx-lm's conversion (mlx_lm/models/gpt2.py sanitize: every name gets a
+ *                           "model." prefix and the four layer matrices are transposed to
+ *                           nn.Linear's [out, in]), quantized or not; no lm_head (mlx-lm ties it
+ *                           to wte), and wpe quantized along with wte when n_embd allows.
+ * [in, out] matrices are transposed once at load into owned copies. A quantized checkpoint of the
+ * first two layouts (MLX quantization of [in, out] rows would be meaningless), or one whose c_fc
+ * has the [ffn, hidden] shape when ffn != hidden, is taken as [out, in] too.
  * GGUF (llama.cpp gpt2): the converter transposes the Conv1D matrices, so blk.N.attn_qkv (rows q,
  * k, v), attn_output, ffn_up, ffn_down are [out, in] as everywhere in GGUF; position_embd
  * [context_length, hidden]; LayerNorms with bias (attention.layer_norm_epsilon); biases on every
@@ -31,6 +37,12 @@ static const mxl_decoder_names k_names_bare = {
     .embed = "wte", .pos_embed = "wpe", .final_norm = "ln_f", .lm_head = "lm_head", .layers = "h.",
     .attn_norm = "ln_1", .qkv = "attn.c_attn", .o = "attn.c_proj", .ffn_norm = "ln_2", .up = "mlp.c_fc",
     .down = "mlp.c_proj", .conv1d = true,
+};
+
+static const mxl_decoder_names k_names_mlx_lm = {
+    .embed = "model.wte", .pos_embed = "model.wpe", .final_norm = "model.ln_f", .lm_head = "lm_head",
+    .layers = "model.h.", .attn_norm = "ln_1", .qkv = "attn.c_attn", .o = "attn.c_proj", .ffn_norm = "ln_2",
+    .up = "mlp.c_fc", .down = "mlp.c_proj", .conv1d = false,
 };
 
 static const mxl_decoder_names k_names_gguf = {
@@ -61,8 +73,15 @@ static mxl_status gpt2_setup(mxl_family_ctx *c) {
     if (c->gguf) return gpt2_gguf(c);
     if ((st = mxl_family_bool(c, "add_cross_attention", false, &cross))) return st;
     if (cross) return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: config.json 'add_cross_attention' = true is not supported (decoder-only GPT-2)", c->ck->path);
-    if (mxl_st_model_find(c->ck->st, "wte.weight") && !mxl_st_model_find(c->ck->st, "transformer.wte.weight"))
-        *c->names = k_names_bare;
+    bool mlx_lm = false;
+    if (!mxl_st_model_find(c->ck->st, "transformer.wte.weight")) {
+        if (mxl_st_model_find(c->ck->st, "wte.weight")) {
+            *c->names = k_names_bare;
+        } else if (mxl_st_model_find(c->ck->st, "model.wte.weight")) {
+            *c->names = k_names_mlx_lm;
+            mlx_lm = true;
+        }
+    }
     hp->norm = MXL_NORM_LAYER;
     hp->norm_eps = (float)(!isnan(c->cfg->layer_norm_eps) ? c->cfg->layer_norm_eps : 1e-5);
     hp->mlp = MXL_MLP_PLAIN;
@@ -77,7 +96,8 @@ static mxl_status gpt2_setup(mxl_family_ctx *c) {
     if (!scale_w) hp->attn_scale = 1.0f;
     hp->attn_scale_by_layer = by_layer;
 
-    /* orientation of the layer matrices */
+    /* orientation of the layer matrices (mlx-lm's names: always [out, in]) */
+    if (mlx_lm) return MXL_OK;
     char name[256];
     snprintf(name, sizeof name, "%s0.%s.weight", c->names->layers, c->names->up);
     const mxl_st_entry *fc = mxl_st_model_find(c->ck->st, name);

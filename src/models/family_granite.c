@@ -1,6 +1,8 @@
 /* family_granite.c - Granite (transformers modeling_granite.py): Llama's block with four
  * multipliers: embeddings * embedding_multiplier, residual branches * residual_multiplier,
  * attention scale = attention_multiplier (instead of 1/sqrt(head_dim)), logits / logits_scaling.
+ * mlx-lm's conversions keep o_proj, down_proj and lm_head at 8 bits in groups of 64 whatever
+ * bits were asked (its quant_predicate), written as per-module "quantization" entries.
  * GGUF (llama.cpp granite; the converter renames the multipliers): granite.embedding_scale,
  * granite.residual_scale, granite.attention.scale (absent or 0: the default 1, 1 and
  * 1/sqrt(head_dim), as llama.cpp), granite.logit_scale (required by llama.cpp's loader: absent

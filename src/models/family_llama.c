@@ -1,7 +1,10 @@
 /* family_llama.c - Llama and Mistral (transformers modeling_llama.py / modeling_mistral.py): the
  * plain pre-norm RMSNorm + SwiGLU block every other family starts from. Llama honours
  * attention_bias / mlp_bias and every RoPE type the shared parser knows (llama3 included);
- * Mistral adds a sliding window over every layer when sliding_window is set.
+ * Mistral adds a sliding window over every layer when sliding_window is set (mlx-lm runs mistral
+ * as its llama, which slides only the layers layer_types marks: none in Mistral's configs).
+ * mlx-lm's conversions keep these names; RoPE there comes from rope_theta / rope_scaling, not
+ * transformers 5's rope_parameters (both read here).
  * GGUF: Q/K rows are permuted by llama.cpp's converter, so RoPE rotates adjacent pairs (GPT-J
  * style) there; GGUF RoPE scaling (rope_freqs.weight, linear, yarn) is read by
  * mxl_family_gguf_rope_scaling. */

@@ -1,6 +1,7 @@
 /* family_qwen2.c - Qwen2 (transformers modeling_qwen2.py): Llama's block with biases on the q, k
  * and v projections (never on o_proj). Sliding-window layers only with use_sliding_window: those
- * that layer_types marks, or (older configs) layers from max_window_layers on.
+ * that layer_types marks, or (older configs) layers from max_window_layers on (mlx-lm's qwen2
+ * has no sliding window; its conversions keep these names and config keys).
  * GGUF (llama.cpp qwen2): attn_q/k/v biases, NEOX RoPE on unpermuted rows, and no sliding window
  * (llama.cpp has none for Qwen2 and its converter writes none). */
 #include "models/decoder_family.h"

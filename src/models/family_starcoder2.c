@@ -1,6 +1,9 @@
 /* family_starcoder2.c - StarCoder2 (transformers modeling_starcoder2.py): LayerNorm with bias
  * (norm_epsilon), a plain MLP c_fc -> activation (gelu_pytorch_tanh) -> c_proj, biases on every
  * projection when use_bias (default true), sliding window over every layer when set.
+ * mlx-lm's starcoder2 (whose conversions keep these names) applies neither the window nor
+ * hidden_act (always the exact GELU), so its logits differ from transformers' and ours for
+ * gelu_pytorch_tanh checkpoints and past sliding_window tokens.
  * GGUF (llama.cpp starcoder2): LayerNorm weight + bias (attn_norm, ffn_norm, output_norm) with
  * attention.layer_norm_epsilon, plain MLP ffn_up -> GELU (tanh) -> ffn_down, biases when the GGUF
  * holds them (blk.0.attn_q.bias), NEOX RoPE on unpermuted rows; no sliding window (the converter

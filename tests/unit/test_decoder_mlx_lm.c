@@ -1,0 +1,129 @@
+/* test_decoder_mlx_lm.c - every decoder family from the checkpoints mlx-lm's own `convert` writes
+ * (what the mlx-community publishes), against mlx-lm's logits: tests/fixtures/mlx_lm, made by
+ * gen_mlx_lm_fixtures.py with mlx_lm.convert (4 and 8 bits, groups of 64, or 32 where a
+ * dimension is no multiple of 64, bf16 scales / biases / norms) from the tiny random-weight
+ * checkpoints of test_decoder_families.c. Those directories hold mlx-lm's config.json
+ * ("quantization" with "mode", granite's per-module 8-bit entries), model.safetensors with the
+ * tensor names of mlx-lm's models (each model's sanitize: GPT-2 as model.wte / model.h.N with
+ * [out, in] matrices) and model.safetensors.index.json.
+ *
+ * The reference is mlx-lm itself running the converted directory with every float parameter
+ * (scales and biases included) widened to f32, so exact for the stored values. The generator
+ * checked that mlx-lm reads each config.json as transformers does (float32, unquantized:
+ * "mlx_lm_vs_transformers", a few 1e-6) except for gemma, whose MLP mlx-lm computes with the
+ * exact GELU where transformers (and mlxcel) use the tanh form: that family's reference bound
+ * grows by the measured difference.
+ *
+ * Both paths, one token per call and the whole sequence in chunks of 4 (test_decoder_compare.h):
+ * reference path (dequantized weights, f32 activations and KV cache) within 1e-3 (+ the gemma
+ * GELU difference); fast path within the quantized bound of test_decoder_families.c (0.15, its
+ * int8 activations), the argmax kept where mlx-lm's top-2 margin exceeds 0.2. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "models/checkpoint.h"
+#include "models/decoder.h"
+#include "test.h"
+#include "test_decoder_compare.h"
+
+/* Every family mlxcel runs from safetensors (decoder.c's table); each must have a _q4 and a _q8
+ * case. */
+static const char *const k_families[] = {
+    "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text",
+    "phi3", "olmo2", "granite", "smollm3", "starcoder2", "gpt2",
+};
+#define N_FAMILIES (sizeof k_families / sizeof k_families[0])
+
+static const char *fixture_dir(const char *name) {
+    static char path[2048];
+    snprintf(path, sizeof path, "%s/tests/fixtures/mlx_lm/%s", mxl_test_repo_root(), name);
+    return path;
+}
+
+static json_t *find_case(json_t *fx, const char *name) {
+    json_t *c;
+    size_t i;
+    json_array_foreach(json_object_get(fx, "cases"), i, c) {
+        const char *n = json_string_value(json_object_get(c, "name"));
+        if (n && strcmp(n, name) == 0) return c;
+    }
+    return NULL;
+}
+
+/* What the converted checkpoint must have bound: MLX-affine layer matrices at the case's bits
+ * (granite's mlx-lm model keeps o_proj and down_proj at 8 bits in groups of 64 whatever is asked)
+ * with bf16 scales, as mlx-lm writes them. */
+static void check_binding(const mxl_decoder *d, const char *family, int bits, int group_size, int *mxl_test_failed_) {
+    const mxl_decoder_layer *L = &d->layers[0];
+    bool granite = strcmp(family, "granite") == 0;
+    CHECK_EQ_INT(L->wq.kind, MXL_CPU_W_MLX);
+    CHECK_EQ_INT(L->w_down.kind, MXL_CPU_W_MLX);
+    CHECK_EQ_INT(d->tok_embd.kind, MXL_CPU_W_MLX);
+    if (L->wq.kind != MXL_CPU_W_MLX || L->w_down.kind != MXL_CPU_W_MLX) return;
+    CHECK_EQ_INT(L->wq.mlx.bits, bits);
+    CHECK_EQ_INT(L->wq.mlx.group_size, group_size);
+    CHECK_EQ_INT(L->wq.mlx.scale_dtype, MXL_DTYPE_BF16);
+    CHECK_EQ_INT(L->w_down.mlx.bits, granite ? 8 : bits);
+    CHECK_EQ_INT(L->w_down.mlx.group_size, granite ? 64 : group_size);
+    CHECK_EQ_INT(L->wo.mlx.bits, granite ? 8 : bits);
+}
+
+static void check_case(json_t *fx, json_t *c, const char *family, int bits, bool reference, mxl_threadpool *pool,
+                       int *mxl_test_failed_) {
+    const char *name = json_string_value(json_object_get(c, "name"));
+    mxl_checkpoint *ck = NULL;
+    mxl_decoder d;
+    mxl_error err;
+    if (mxl_checkpoint_open(fixture_dir(name), &ck, &err) != MXL_OK || mxl_decoder_load(ck, &d, &err) != MXL_OK) {
+        fprintf(stderr, "  %s: %s\n", name, err.msg);
+        CHECK(0);
+        mxl_checkpoint_close(ck);
+        return;
+    }
+    CHECK_EQ_STR(ck->config.model_type, family);
+    CHECK_EQ_INT(ck->config.quant.mode, MXL_QUANT_AFFINE);
+    check_binding(&d, family, bits, (int)json_integer_value(json_object_get(c, "group_size")), mxl_test_failed_);
+    double xd = json_number_value(json_object_get(c, "mlx_lm_vs_transformers"));
+    double tol = reference ? MXL_TEST_DEC_REF_TOL + xd : MXL_TEST_DEC_FAST_QUANT_TOL;
+    double margin = reference ? 2 * tol : MXL_TEST_DEC_QUANT_TIE_MARGIN;
+    mxl_test_logit_result r = {0, 0, 0};
+    bool ran = mxl_test_decoder_compare(&d, c, json_object_get(fx, "tokens"), reference, margin, pool, &r);
+    fprintf(stderr, "  %-15s %s: max |diff| %.2e (bound %.2e), argmax %d/%d\n", name, reference ? "[reference]" : "[fast]",
+            r.max_diff, tol, r.argmax_checked - r.argmax_bad, r.argmax_checked);
+    CHECK(ran);
+    CHECK(r.max_diff <= tol);
+    CHECK_EQ_INT(r.argmax_bad, 0);
+    /* the argmax is compared somewhere: past the fast path's 0.2 margin these random models
+     * leave 4 (phi3_q4) to 10 of the 10 positions */
+    CHECK(r.argmax_checked >= (reference ? 5 : 3));
+    mxl_decoder_free(&d);
+    mxl_checkpoint_close(ck);
+}
+
+static void run_all(bool reference, int *mxl_test_failed_) {
+    json_t *fx = mxl_test_load_json("tests/fixtures/mlx_lm/reference.json");
+    REQUIRE(fx);
+    mxl_threadpool *pool = NULL;
+    mxl_error err;
+    REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
+    for (size_t f = 0; f < N_FAMILIES; f++)
+        for (int bits = 4; bits <= 8; bits += 4) {
+            char name[64];
+            snprintf(name, sizeof name, "%s_q%d", k_families[f], bits);
+            json_t *c = find_case(fx, name);
+            if (!c) fprintf(stderr, "  %s: no case in tests/fixtures/mlx_lm/reference.json\n", name);
+            CHECK(c != NULL);
+            if (!c) continue;
+            CHECK_EQ_STR(json_string_value(json_object_get(c, "family")), k_families[f]);
+            CHECK_EQ_INT(json_integer_value(json_object_get(c, "bits")), bits);
+            check_case(fx, c, k_families[f], bits, reference, pool, mxl_test_failed_);
+        }
+    CHECK_EQ_INT(json_array_size(json_object_get(fx, "cases")), 2 * N_FAMILIES);
+    mxl_threadpool_destroy(pool);
+    json_decref(fx);
+}
+
+TEST(decoder_mlx_lm_reference_match_mlx_lm) { run_all(true, mxl_test_failed_); }
+
+TEST(decoder_mlx_lm_fast_path_match_mlx_lm) { run_all(false, mxl_test_failed_); }
