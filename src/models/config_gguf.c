@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "models/decoder_family.h"
+
 /* Upper bounds on sizes read from metadata. Layer count is also the length of arrays we allocate
  * (layer_is_sliding), so it is kept small; the others only need to fit in int64 comfortably. */
 #define MAX_LAYERS ((int64_t)1 << 16)
@@ -23,23 +25,19 @@ typedef struct arch_map {
     const char *hf;   /* transformers model_type */
 } arch_map;
 
+/* The architectures of the spec's families that this build does not run (or runs under another
+ * name); those it runs come from the family records (decoder_family.h gguf_arch) first. */
 static const arch_map k_arch_map[] = {
-    {"llama", "llama"},
     {"llama4", "llama4"},
     {"llama-embed", "llama"},
     {"deci", "nemotron-nas"},
     {"mistral3", "mistral3"},
     {"mistral4", "mistral4"},
-    {"gemma", "gemma"},
-    {"gemma2", "gemma2"},
-    {"gemma3", "gemma3_text"},
     {"gemma3n", "gemma3n_text"},
     {"gemma4", "gemma4_text"},
     {"gemma-embedding", "gemma3_text"}, /* EmbeddingGemma is a bidirectional gemma3_text */
-    {"qwen2", "qwen2"},
     {"qwen2moe", "qwen2_moe"},
     {"qwen2vl", "qwen2_vl"},
-    {"qwen3", "qwen3"},
     {"qwen3moe", "qwen3_moe"},
     {"qwen3next", "qwen3_next"},
     {"qwen3vl", "qwen3_vl"},
@@ -47,11 +45,8 @@ static const arch_map k_arch_map[] = {
     {"qwen35", "qwen3_5"},
     {"qwen35moe", "qwen3_5_moe"},
     {"phi2", "phi"},
-    {"phi3", "phi3"},
     {"phimoe", "phimoe"},
     {"starcoder", "gpt_bigcode"},
-    {"starcoder2", "starcoder2"},
-    {"gpt2", "gpt2"},
     {"gptneox", "gpt_neox"},
     {"gpt-oss", "gpt_oss"},
     {"bert", "bert"},
@@ -59,9 +54,7 @@ static const arch_map k_arch_map[] = {
     {"nomic-bert", "nomic_bert"},
     {"nomic-bert-moe", "nomic_bert_moe"},
     {"olmo", "olmo"},
-    {"olmo2", "olmo2"},
     {"olmoe", "olmoe"},
-    {"granite", "granite"},
     {"granitemoe", "granitemoe"},
     {"granitehybrid", "granitemoehybrid"},
     {"deepseek", "deepseek"},
@@ -85,7 +78,6 @@ static const arch_map k_arch_map[] = {
     {"ernie4_5-moe", "ernie4_5_moe"},
     {"hunyuan-dense", "hunyuan_v1_dense"},
     {"hunyuan-moe", "hunyuan"},
-    {"smollm3", "smollm3"},
     {"mamba", "mamba"},
     {"mamba2", "mamba2"},
     {"jamba", "jamba"},
@@ -111,6 +103,8 @@ static const arch_map k_arch_map[] = {
 
 const char *mxl_gguf_arch_to_model_type(const char *arch) {
     if (!arch) return NULL;
+    const mxl_decoder_family *fam = mxl_decoder_family_find_gguf(arch); /* the families we run */
+    if (fam) return fam->model_type;
     for (size_t i = 0; i < sizeof k_arch_map / sizeof k_arch_map[0]; i++)
         if (strcmp(k_arch_map[i].gguf, arch) == 0) return k_arch_map[i].hf;
     return NULL;
@@ -342,10 +336,10 @@ static mxl_status read_layer_pattern(ctx *c, mxl_model_config *cfg) {
         } else {
             TRY(opt_int(c, key, false, 0, MAX_LAYERS, &pattern));
         }
-    } else if (strcmp(c->arch, "gemma2") == 0) {
-        pattern = 2;
-    } else if (strcmp(c->arch, "gemma3") == 0) {
-        pattern = 6;
+    } else {
+        /* the family's default where llama.cpp hard-codes one (Gemma 2: 2, Gemma 3: 6) */
+        const mxl_decoder_family *fam = mxl_decoder_family_find_gguf(c->arch);
+        if (fam && fam->gguf_sliding_pattern > 0) pattern = fam->gguf_sliding_pattern;
     }
     if (!flags && pattern < 0) return MXL_OK;
     if (pattern >= 0) cfg->sliding_window_pattern = pattern;
@@ -434,9 +428,9 @@ mxl_status mxl_model_config_from_gguf(const mxl_gguf *g, const char *origin,
     if (st == MXL_OK) {
         /* llama.cpp reuses token_embd.weight as the LM head when output.weight is absent */
         out->tie_word_embeddings = mxl_gguf_find_tensor(g, "output.weight") == NULL;
-        /* Gemma 3's sliding layers use RoPE base 10000 (transformers' rope_local_base_freq
-         * default; llama.cpp hard-codes it as rope_freq_base_train_swa); GGUF has no key. */
-        if (strcmp(arch, "gemma3") == 0) out->rope_local_base_freq = 10000.0;
+        /* a sliding-layer RoPE base llama.cpp hard-codes (Gemma 3's 10000); GGUF has no key */
+        const mxl_decoder_family *fam = mxl_decoder_family_find_gguf(arch);
+        if (fam && fam->gguf_rope_local_theta > 0) out->rope_local_base_freq = fam->gguf_rope_local_theta;
     }
     if (st != MXL_OK) {
         mxl_model_config_free(out);

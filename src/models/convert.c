@@ -18,6 +18,7 @@
 #include "models/checkpoint.h"
 #include "models/config_gguf.h"
 #include "models/convert.h"
+#include "models/convert_family.h"
 #include "models/decoder_family.h"
 #include "tokenizer/tokenizer.h"
 
@@ -171,41 +172,13 @@ static mxl_status plan_safetensors(const mxl_checkpoint *ck, plan *p, mxl_error 
     return MXL_OK;
 }
 
-/* GGUF families convert knows (every family that runs from GGUF): their names table gives
- * transformers' names for llama.cpp's. */
-static const mxl_decoder_family *gguf_family(const char *model_type) {
-    const mxl_decoder_family *fams[] = {&mxl_family_llama, &mxl_family_mistral, &mxl_family_gemma3_text, &mxl_family_qwen2,
-                                        &mxl_family_qwen3, &mxl_family_gemma, &mxl_family_gemma2, &mxl_family_phi3,
-                                        &mxl_family_starcoder2, &mxl_family_olmo2, &mxl_family_granite, &mxl_family_smollm3,
-                                        &mxl_family_gpt2};
-    for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++)
-        if (strcmp(fams[i]->model_type, model_type) == 0) return fams[i];
-    return NULL;
-}
-
-static bool is_type(const mxl_model_config *c, const char *mt) { return strcmp(c->model_type, mt) == 0; }
-
-/* Families whose Q/K rows llama.cpp's LlamaModel converter permutes (GGUF "normal" RoPE). */
-static bool permuted_qk(const mxl_model_config *c) {
-    return is_type(c, "llama") || is_type(c, "mistral") || is_type(c, "granite") || is_type(c, "smollm3");
-}
-
-/* Families whose GGUF norms hold 1 + w (llama.cpp's Gemma converters add 1). */
-static bool gemma_norms(const mxl_model_config *c) {
-    return is_type(c, "gemma") || is_type(c, "gemma2") || is_type(c, "gemma3_text");
-}
-
-/* llama.cpp's names for the family: the shared table, plus the fused / position tensors: Phi-3's
- * attn_qkv and ffn_up holding gate then up rows (transformers' gate_up_proj), GPT-2's attn_qkv and
- * position_embd. */
-static mxl_decoder_names gguf_names(const mxl_model_config *c) {
+/* llama.cpp's names convert maps back for the family: its own table, else the shared one plus the
+ * fused / position tensors (GPT-2's attn_qkv and position_embd). */
+static mxl_decoder_names gguf_names(const mxl_decoder_family *fam) {
+    if (fam->gguf_convert_names) return *fam->gguf_convert_names;
     mxl_decoder_names gn = mxl_names_gguf;
     gn.qkv = "attn_qkv";
     gn.pos_embed = "position_embd";
-    if (is_type(c, "phi3")) {
-        gn.gate_up = "ffn_up";
-        gn.up = gn.gate = NULL;
-    }
     return gn;
 }
 
@@ -246,8 +219,9 @@ static bool gguf_to_hf(const mxl_decoder_names *gn, const mxl_decoder_names *hf,
 }
 
 /* What llama.cpp would run that a transformers config.json written by config_from_gguf cannot
- * say: refused by name (RoPE scaling, OLMo 3's sliding layers, Granite without RoPE or logit
- * scale, Phi-3 with separate Q/K/V, GPT-2 with grouped KV heads). */
+ * say: refused by name (RoPE scaling here; the family's own refusals through its convert_check,
+ * e.g. OLMo 3's sliding layers, Granite without RoPE or logit scale, Phi-3 with separate Q/K/V,
+ * GPT-2 with grouped KV heads). */
 static mxl_status check_gguf_convertible(const mxl_checkpoint *ck, mxl_error *err) {
     const mxl_model_config *c = &ck->config;
     const mxl_gguf *g = ck->gguf;
@@ -274,37 +248,23 @@ static mxl_status check_gguf_convertible(const mxl_checkpoint *ck, mxl_error *er
         if (v != 0 && v != 1)
             return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: RoPE scaling factor %g (metadata key '%s.%s') is not converted", ck->path, v, a, factors[i]);
     }
-    if (is_type(c, "olmo2") && c->sliding_window > 0)
-        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: olmo2 GGUF with a sliding window (metadata key 'olmo2.attention.sliding_window', OLMo 3) is not converted", ck->path);
-    if (is_type(c, "granite")) {
-        snprintf(key, sizeof key, "%s.rope.scaling.finetuned", a);
-        kv = mxl_gguf_find(g, key);
-        if (kv && kv->value.type == MXL_GGUF_TYPE_BOOL && !kv->value.v.b)
-            return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: granite without RoPE (metadata key '%s' = false) is not converted", ck->path, key);
-        v = 0;
-        mxl_status st = mxl_gguf_arch_number(g, ck->path, "logit_scale", &v, err);
-        if (st) return st;
-        if (v == 0) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: metadata key 'granite.logit_scale' is missing or 0", ck->path);
-    }
-    if (is_type(c, "phi3") && !mxl_gguf_find_tensor(g, "blk.0.attn_qkv.weight"))
-        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: phi3 GGUF with separate attn_q/attn_k/attn_v (no blk.0.attn_qkv.weight) is not converted", ck->path);
-    if (is_type(c, "gpt2") && (c->num_key_value_heads != c->num_attention_heads || c->max_position_embeddings <= 0))
-        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: gpt2 GGUF with grouped KV heads or no context_length is not converted", ck->path);
-    return MXL_OK;
+    const mxl_decoder_family *fam = mxl_decoder_family_find(c->model_type);
+    return fam && fam->convert_check ? fam->convert_check(ck, err) : MXL_OK;
 }
 
 static mxl_status plan_gguf(const mxl_checkpoint *ck, plan *p, mxl_error *err) {
     const mxl_model_config *cfg = &ck->config;
-    const mxl_decoder_family *fam = gguf_family(cfg->model_type);
-    if (!fam)
-        return mxl_error_set(err, MXL_ERR_UNSUPPORTED,
-                             "%s: converting GGUF model_type '%s' is not supported (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, "
-                             "starcoder2, olmo2, granite, smollm3, gpt2 are)",
-                             ck->path, cfg->model_type);
+    const mxl_decoder_family *fam = mxl_decoder_family_find(cfg->model_type);
+    if (!fam || !fam->gguf_arch) {
+        char list[512];
+        mxl_decoder_family_list(list, sizeof list, true);
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: converting GGUF model_type '%s' is not supported (%s are)", ck->path,
+                             cfg->model_type, list);
+    }
     mxl_status st = check_gguf_convertible(ck, err);
     if (st) return st;
-    bool permuted = permuted_qk(cfg), shift = gemma_norms(cfg), conv1d = fam->names->conv1d;
-    mxl_decoder_names gn = gguf_names(cfg);
+    bool permuted = fam->gguf_permuted_qk, shift = fam->gguf_norm_plus_one, conv1d = fam->names->conv1d;
+    mxl_decoder_names gn = gguf_names(fam);
     for (uint64_t i = 0; i < mxl_gguf_n_tensors(ck->gguf); i++) {
         const mxl_gguf_tensor_info *ti = mxl_gguf_tensor_at(ck->gguf, i);
         plan_item *it = plan_add(p);
@@ -343,65 +303,28 @@ static json_t *eos_json(const mxl_model_config *cfg) {
     return a;
 }
 
-/* "ARCH.<suffix>" as a number, dflt when absent (the key was range-checked as a number by
- * check_gguf_convertible / the decoder's loader where it matters). */
-static double arch_num(const mxl_checkpoint *ck, const char *suffix, double dflt) {
+/* ---- the keys families share (convert_family.h) ---- */
+
+double mxl_convert_arch_num(const mxl_checkpoint *ck, const char *suffix, double dflt) {
     double v = dflt;
     mxl_error e;
     if (mxl_gguf_arch_number(ck->gguf, ck->path, suffix, &v, &e) != MXL_OK) return dflt;
     return v;
 }
 
-static json_t *layer_types_json(const mxl_model_config *c) {
+bool mxl_convert_has_tensor(const mxl_checkpoint *ck, const char *name) { return mxl_gguf_find_tensor(ck->gguf, name) != NULL; }
+
+void mxl_convert_put_layer_types(const mxl_checkpoint *ck, json_t *j) {
+    const mxl_model_config *c = &ck->config;
+    if (c->n_layer_types != c->num_hidden_layers) return;
     json_t *lt = json_array();
     for (int i = 0; i < c->n_layer_types; i++)
         json_array_append_new(lt, json_string(c->layer_is_sliding[i] ? "sliding_attention" : "full_attention"));
-    return lt;
+    json_object_set_new(j, "layer_types", lt);
 }
 
-static bool has_layer0(const mxl_checkpoint *ck, const char *name) { return mxl_gguf_find_tensor(ck->gguf, name) != NULL; }
-
-/* config.json for transformers from the GGUF metadata, describing what mlxcel (and llama.cpp)
- * run from the GGUF: e.g. Gemma 2's 1/sqrt(head_dim) attention scale as query_pre_attn_scalar,
- * SmolLM3's NoPE every 4th layer as no_rope_layers, no sliding window where llama.cpp runs none. */
-static json_t *config_from_gguf(const mxl_checkpoint *ck, bool tied) {
+void mxl_convert_put_sizes(const mxl_checkpoint *ck, json_t *j) {
     const mxl_model_config *c = &ck->config;
-    const char *mt = c->model_type;
-    static const struct {
-        const char *mt, *arch;
-    } archs[] = {{"llama", "LlamaForCausalLM"},      {"mistral", "MistralForCausalLM"},     {"gemma3_text", "Gemma3ForCausalLM"},
-                 {"qwen2", "Qwen2ForCausalLM"},      {"qwen3", "Qwen3ForCausalLM"},         {"gemma", "GemmaForCausalLM"},
-                 {"gemma2", "Gemma2ForCausalLM"},    {"phi3", "Phi3ForCausalLM"},           {"starcoder2", "Starcoder2ForCausalLM"},
-                 {"olmo2", "Olmo2ForCausalLM"},      {"granite", "GraniteForCausalLM"},     {"smollm3", "SmolLM3ForCausalLM"},
-                 {"gpt2", "GPT2LMHeadModel"}};
-    const char *arch = "LlamaForCausalLM";
-    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
-        if (strcmp(archs[i].mt, mt) == 0) arch = archs[i].arch;
-    double theta = isnan(c->rope_theta) ? 10000.0 : c->rope_theta;
-    json_t *j = json_object();
-    json_object_set_new(j, "architectures", json_pack("[s]", arch));
-    json_object_set_new(j, "model_type", json_string(mt));
-    json_object_set_new(j, "vocab_size", json_integer(c->vocab_size));
-    json_object_set_new(j, "tie_word_embeddings", json_boolean(tied));
-    json_object_set_new(j, "pad_token_id", json_null());
-    /* null when the GGUF has none: transformers' per-family defaults (Phi-3's 32000, GPT-2's
-     * 50256, ...) need not lie inside this vocabulary */
-    json_object_set_new(j, "bos_token_id", c->bos_token_id >= 0 ? json_integer(c->bos_token_id) : json_null());
-    json_object_set_new(j, "eos_token_id", c->n_eos > 0 ? eos_json(c) : json_null());
-    if (is_type(c, "gpt2")) {
-        json_object_set_new(j, "n_embd", json_integer(c->hidden_size));
-        json_object_set_new(j, "n_layer", json_integer(c->num_hidden_layers));
-        json_object_set_new(j, "n_head", json_integer(c->num_attention_heads));
-        json_object_set_new(j, "n_positions", json_integer(c->max_position_embeddings));
-        json_object_set_new(j, "n_inner", json_integer(c->intermediate_size));
-        json_object_set_new(j, "layer_norm_epsilon", json_real(isnan(c->layer_norm_eps) ? 1e-5 : c->layer_norm_eps));
-        json_object_set_new(j, "activation_function", json_string("gelu_new"));
-        json_object_set_new(j, "scale_attn_weights", json_true());
-        json_object_set_new(j, "scale_attn_by_inverse_layer_idx", json_false());
-        json_object_set_new(j, "reorder_and_upcast_attn", json_false());
-        json_object_set_new(j, "add_cross_attention", json_false());
-        return j;
-    }
     json_object_set_new(j, "hidden_size", json_integer(c->hidden_size));
     json_object_set_new(j, "intermediate_size", json_integer(c->intermediate_size));
     json_object_set_new(j, "num_hidden_layers", json_integer(c->num_hidden_layers));
@@ -409,74 +332,44 @@ static json_t *config_from_gguf(const mxl_checkpoint *ck, bool tied) {
     json_object_set_new(j, "num_key_value_heads", json_integer(c->num_key_value_heads));
     json_object_set_new(j, "head_dim", json_integer(c->head_dim));
     json_object_set_new(j, "max_position_embeddings", json_integer(c->max_position_embeddings));
-    json_object_set_new(j, "rope_theta", json_real(theta));
+    json_object_set_new(j, "rope_theta", json_real(isnan(c->rope_theta) ? 10000.0 : c->rope_theta));
     json_object_set_new(j, "rope_scaling", json_null());
-    if (is_type(c, "starcoder2")) {
-        bool bias = has_layer0(ck, "blk.0.attn_q.bias");
-        json_object_set_new(j, "norm_epsilon", json_real(isnan(c->layer_norm_eps) ? 1e-5 : c->layer_norm_eps));
-        json_object_set_new(j, "hidden_act", json_string("gelu_pytorch_tanh"));
-        json_object_set_new(j, "use_bias", json_boolean(bias));
-        json_object_set_new(j, "sliding_window", json_null()); /* llama.cpp runs none */
-        return j;
-    }
+}
+
+void mxl_convert_put_rms_eps(const mxl_checkpoint *ck, json_t *j) {
+    const mxl_model_config *c = &ck->config;
     json_object_set_new(j, "rms_norm_eps", json_real(isnan(c->rms_norm_eps) ? 1e-6 : c->rms_norm_eps));
-    if (is_type(c, "gemma3_text") || is_type(c, "gemma") || is_type(c, "gemma2")) {
-        json_object_set_new(j, "hidden_activation", json_string("gelu_pytorch_tanh"));
-        json_object_set_new(j, "hidden_act", json_string("gelu_pytorch_tanh"));
-    }
-    if (is_type(c, "gemma3_text")) {
-        json_object_set_new(j, "attention_bias", json_false());
-        json_object_set_new(j, "query_pre_attn_scalar", json_integer(c->head_dim)); /* we run 1/sqrt(head_dim) from GGUF */
-        json_object_set_new(j, "rope_local_base_freq", json_real(isnan(c->rope_local_base_freq) ? 10000.0 : c->rope_local_base_freq));
-        json_object_set_new(j, "final_logit_softcapping", json_null());
-        json_object_set_new(j, "attn_logit_softcapping", json_null());
-        json_object_set_new(j, "sliding_window", json_integer(c->sliding_window > 0 ? c->sliding_window : 4096));
-        if (c->n_layer_types == c->num_hidden_layers) json_object_set_new(j, "layer_types", layer_types_json(c));
-    } else if (is_type(c, "gemma2")) {
-        /* llama.cpp (and mlxcel) scale by 1/sqrt(head_dim), 1/sqrt(hidden / heads) for the 27B size */
-        int64_t qpas = c->num_hidden_layers == 46 ? c->hidden_size / c->num_attention_heads : c->head_dim;
-        json_object_set_new(j, "attention_bias", json_false());
-        json_object_set_new(j, "query_pre_attn_scalar", json_integer(qpas));
-        json_object_set_new(j, "attn_logit_softcapping", json_real(arch_num(ck, "attn_logit_softcapping", 50.0)));
-        json_object_set_new(j, "final_logit_softcapping", json_real(arch_num(ck, "final_logit_softcapping", 30.0)));
-        json_object_set_new(j, "sliding_window", json_integer(c->sliding_window > 0 ? c->sliding_window : 4096));
-        if (c->n_layer_types == c->num_hidden_layers) json_object_set_new(j, "layer_types", layer_types_json(c));
-    } else if (is_type(c, "gemma")) {
-        json_object_set_new(j, "attention_bias", json_false());
-    } else if (is_type(c, "phi3")) {
-        json_object_set_new(j, "hidden_act", json_string("silu"));
-        json_object_set_new(j, "partial_rotary_factor", json_real(isnan(c->partial_rotary_factor) ? 1.0 : c->partial_rotary_factor));
-        json_object_set_new(j, "original_max_position_embeddings", json_integer(c->max_position_embeddings));
-        json_object_set_new(j, "sliding_window", json_null()); /* llama.cpp disables Phi-3's window */
-    } else {
-        /* llama, mistral, qwen2, qwen3, olmo2, granite, smollm3: SwiGLU */
-        json_object_set_new(j, "hidden_act", json_string("silu"));
-        json_object_set_new(j, "attention_bias", json_boolean(!is_type(c, "qwen2") && has_layer0(ck, "blk.0.attn_q.bias")));
-        json_object_set_new(j, "mlp_bias", json_boolean(has_layer0(ck, "blk.0.ffn_down.bias")));
-        if (is_type(c, "mistral"))
-            json_object_set_new(j, "sliding_window", c->sliding_window > 0 ? json_integer(c->sliding_window) : json_null());
-        if (is_type(c, "qwen2") || is_type(c, "qwen3")) {
-            json_object_set_new(j, "use_sliding_window", json_false()); /* llama.cpp's qwen has none */
-            json_object_set_new(j, "sliding_window", json_null());
-        }
-        if (is_type(c, "granite")) {
-            double em = arch_num(ck, "embedding_scale", 0), rm = arch_num(ck, "residual_scale", 0), am = arch_num(ck, "attention.scale", 0);
-            json_object_set_new(j, "embedding_multiplier", json_real(em != 0 ? em : 1.0));
-            json_object_set_new(j, "residual_multiplier", json_real(rm != 0 ? rm : 1.0));
-            json_object_set_new(j, "attention_multiplier", json_real(am != 0 ? am : 1.0 / sqrt((double)c->head_dim)));
-            json_object_set_new(j, "logits_scaling", json_real(arch_num(ck, "logit_scale", 1.0)));
-            json_object_del(j, "head_dim"); /* transformers' Granite has none: hidden / heads */
-        }
-        if (is_type(c, "smollm3")) {
-            /* llama.cpp's fixed NoPE step 4 (family_smollm3.c) */
-            json_t *nr = json_array();
-            for (int64_t i = 0; i < c->num_hidden_layers; i++) json_array_append_new(nr, json_integer((i + 1) % 4 != 0));
-            json_object_set_new(j, "no_rope_layers", nr);
-            json_object_set_new(j, "no_rope_layer_interval", json_integer(4));
-            json_object_set_new(j, "use_sliding_window", json_false());
-            json_object_set_new(j, "sliding_window", json_null());
-        }
-    }
+}
+
+void mxl_convert_put_swiglu(const mxl_checkpoint *ck, json_t *j) {
+    mxl_convert_put_rms_eps(ck, j);
+    json_object_set_new(j, "hidden_act", json_string("silu"));
+    json_object_set_new(j, "attention_bias", json_boolean(mxl_convert_has_tensor(ck, "blk.0.attn_q.bias")));
+    json_object_set_new(j, "mlp_bias", json_boolean(mxl_convert_has_tensor(ck, "blk.0.ffn_down.bias")));
+}
+
+void mxl_family_convert_config_llama(const mxl_checkpoint *ck, json_t *j) {
+    mxl_convert_put_sizes(ck, j);
+    mxl_convert_put_swiglu(ck, j);
+}
+
+/* config.json for transformers from the GGUF metadata, describing what mlxcel (and llama.cpp)
+ * run from the GGUF: the identity keys here, the rest from the family's convert_config (e.g.
+ * Gemma 2's 1/sqrt(head_dim) attention scale as query_pre_attn_scalar, SmolLM3's NoPE every 4th
+ * layer as no_rope_layers, no sliding window where llama.cpp runs none). */
+static json_t *config_from_gguf(const mxl_checkpoint *ck, const mxl_decoder_family *fam, bool tied) {
+    const mxl_model_config *c = &ck->config;
+    json_t *j = json_object();
+    json_object_set_new(j, "architectures", json_pack("[s]", fam->hf_class));
+    json_object_set_new(j, "model_type", json_string(c->model_type));
+    json_object_set_new(j, "vocab_size", json_integer(c->vocab_size));
+    json_object_set_new(j, "tie_word_embeddings", json_boolean(tied));
+    json_object_set_new(j, "pad_token_id", json_null());
+    /* null when the GGUF has none: transformers' per-family defaults (Phi-3's 32000, GPT-2's
+     * 50256, ...) need not lie inside this vocabulary */
+    json_object_set_new(j, "bos_token_id", c->bos_token_id >= 0 ? json_integer(c->bos_token_id) : json_null());
+    json_object_set_new(j, "eos_token_id", c->n_eos > 0 ? eos_json(c) : json_null());
+    (fam->convert_config ? fam->convert_config : mxl_family_convert_config_llama)(ck, j);
     return j;
 }
 
@@ -637,7 +530,7 @@ mxl_status mxl_convert(const char *in_path, const char *out_dir, const mxl_conve
     /* config.json */
     json_t *cfg = NULL;
     if (st == MXL_OK) {
-        cfg = gguf ? config_from_gguf(ck, !has_head) : json_deep_copy(ck->config.raw);
+        cfg = gguf ? config_from_gguf(ck, mxl_decoder_family_find(ck->config.model_type), !has_head) : json_deep_copy(ck->config.raw);
         json_object_del(cfg, "quantization");
         json_object_del(cfg, "quantization_config");
         json_object_set_new(cfg, "torch_dtype", json_string(dtype_torch_name(o.dtype)));

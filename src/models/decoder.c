@@ -35,33 +35,6 @@
 #include "models/kv_pool.h"
 #include "models/weights.h"
 
-/* ---- the family table ---- */
-
-static const mxl_decoder_family *const k_families[] = {
-    &mxl_family_llama, &mxl_family_mistral, &mxl_family_qwen2, &mxl_family_qwen3,
-    &mxl_family_gemma, &mxl_family_gemma2, &mxl_family_gemma3_text, &mxl_family_phi3,
-    &mxl_family_olmo2, &mxl_family_granite, &mxl_family_smollm3, &mxl_family_starcoder2,
-    &mxl_family_gpt2,
-};
-
-
-static const mxl_decoder_family *find_family(const char *model_type) {
-    for (size_t i = 0; i < sizeof k_families / sizeof k_families[0]; i++)
-        if (strcmp(k_families[i]->model_type, model_type) == 0) return k_families[i];
-    return NULL;
-}
-
-static void list_families(char *buf, size_t cap, bool gguf_only) {
-    size_t len = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; i < sizeof k_families / sizeof k_families[0]; i++) {
-        if (gguf_only && !k_families[i]->gguf) continue;
-        int w = snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", k_families[i]->model_type);
-        if (w < 0 || (size_t)w >= cap - len) break;
-        len += (size_t)w;
-    }
-}
-
 /* ---- weight binding ---- */
 
 typedef struct binder {
@@ -384,10 +357,10 @@ static mxl_status check_hparams(const mxl_checkpoint *ck, const mxl_decoder_hpar
 static mxl_status load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err) {
     const char *mt = ck->config.model_type;
     bool gguf = ck->format == MXL_CHECKPOINT_GGUF;
-    const mxl_decoder_family *fam = find_family(mt);
+    const mxl_decoder_family *fam = mxl_decoder_family_find(mt);
     char list[512];
-    if (!fam || (gguf && !fam->gguf)) {
-        list_families(list, sizeof list, gguf);
+    if (!fam || (gguf && !fam->gguf_arch)) {
+        mxl_decoder_family_list(list, sizeof list, gguf);
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: model_type '%s' cannot run from %s checkpoints yet (this build runs %s); see 'mlxcel arch'",
                              ck->path, mt, gguf ? "GGUF" : "safetensors", list);
     }

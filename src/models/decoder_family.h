@@ -1,12 +1,13 @@
-/* decoder_family.h - how a decoder family plugs into the shared decoder (decoder.c): a table
- * entry per Hugging Face model_type giving its tensor names and a setup function that fills
- * what is special about it (norm kind, QK-norm, biases, multipliers, RoPE, sliding layers...).
+/* decoder_family.h - how a decoder family plugs into the shared decoder (decoder.c): one record
+ * per Hugging Face model_type (mxl_decoder_family, below) giving its tensor names, a setup
+ * function that fills what is special about it (norm kind, QK-norm, biases, multipliers, RoPE,
+ * sliding layers...), its GGUF facts and its convert hooks.
  *
  * mxl_decoder_load first fills the common hyper-parameters from the typed config (sizes, eps,
  * activation from hidden_act, attention scale 1/sqrt(head_dim), attention_bias / mlp_bias, no
  * sliding window, pre-norm RMSNorm blocks with a gated MLP), then calls the family's setup, then
  * binds the tensors named by the (possibly adjusted) names table. Setup functions also run for
- * GGUF checkpoints when the family sets `gguf` (then `raw` is NULL and names are GGUF's).
+ * GGUF checkpoints when the family names a `gguf_arch` (then `raw` is NULL and names are GGUF's).
  *
  * Family files are models/family_<name>.c; the helpers below (family_common.c) parse the shared
  * config.json conventions once: RoPE parameters (rope_parameters, or the older rope_scaling +
@@ -15,6 +16,7 @@
 #define MXL_MODELS_DECODER_FAMILY_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "models/decoder.h"
 
@@ -47,18 +49,53 @@ typedef struct mxl_family_ctx {
     mxl_error *err;
 } mxl_family_ctx;
 
+/* Everything about one decoder family, in one record (its family file defines it; families.h
+ * lists the records). The loader (decoder.c), convert (convert.c), GGUF metadata reading
+ * (config_gguf.c) and the registry's build facts (registry.c) all read these records, so adding a
+ * family is its family file plus one line in families.h (docs/adding-a-family.md). */
 typedef struct mxl_decoder_family {
-    const char *model_type;
-    bool gguf; /* also loads from GGUF (names: llama.cpp's blk.N.*) */
+    const char *model_type;  /* config.json model_type (lower case) */
+    const char *registry_id; /* the registry row (registry.c) this family runs: "llama" for mistral */
+    const char *hf_class;    /* transformers class convert names in config.json "architectures" */
     const mxl_decoder_names *names;
+    /* Fills what is special about the family (the contract at the top of this file); refuses the
+     * config values it cannot run by name. Runs for GGUF checkpoints too (c->gguf). */
     mxl_status (*setup)(mxl_family_ctx *c);
+    /* Other registry rows the same decoder serves (NULL-terminated, or NULL): Qwen3's embedding
+     * and generative-reranker families. */
+    const char *const *also_runs;
+    /* What this build leaves out of the registry family (NULL: nothing); makes it "partial" in
+     * `mlxcel arch` (Gemma 3 runs its text path only). */
+    const char *gaps;
+
+    /* ---- GGUF facts (llama.cpp's convert_hf_to_gguf.py and llama-model.cpp) ---- */
+    const char *gguf_arch;        /* general.architecture it loads from; NULL: no GGUF path */
+    bool gguf_permuted_qk;        /* Q/K rows permuted for ggml's "normal" RoPE (LlamaModel converter) */
+    bool gguf_norm_plus_one;      /* norm weights stored as 1 + w (the Gemma converters add 1) */
+    int gguf_sliding_pattern;     /* every N-th layer global when the GGUF has no pattern key (0: none) */
+    double gguf_rope_local_theta; /* RoPE base of sliding layers llama.cpp hard-codes (0: none) */
+    /* llama.cpp's tensor names convert maps back (NULL: mxl_names_gguf with fused attn_qkv and
+     * position_embd); the loader adjusts its names in setup. */
+    const mxl_decoder_names *gguf_convert_names;
+
+    /* ---- convert hooks (convert.c, GGUF -> transformers directory) ---- */
+    /* What llama.cpp runs that the family's transformers config cannot say: refused by name
+     * (NULL: nothing beyond the common checks). */
+    mxl_status (*convert_check)(const mxl_checkpoint *ck, mxl_error *err);
+    /* The family's config.json keys from the GGUF metadata; the common keys are in j already
+     * (architectures, model_type, vocab, ids, sizes, rope_theta, rms_norm_eps). NULL: Llama's
+     * (mxl_family_convert_config_llama). */
+    void (*convert_config)(const mxl_checkpoint *ck, json_t *j);
 } mxl_decoder_family;
 
-/* The registered families (decoder.c's table). */
-extern const mxl_decoder_family mxl_family_llama, mxl_family_mistral, mxl_family_qwen2,
-    mxl_family_qwen3, mxl_family_gemma, mxl_family_gemma2, mxl_family_gemma3_text,
-    mxl_family_phi3, mxl_family_olmo2, mxl_family_granite, mxl_family_smollm3,
-    mxl_family_starcoder2, mxl_family_gpt2;
+/* The records (families.h), looked up by config.json model_type or GGUF general.architecture
+ * (the first record claiming it); NULL when none. */
+const mxl_decoder_family *mxl_decoder_family_find(const char *model_type);
+const mxl_decoder_family *mxl_decoder_family_find_gguf(const char *gguf_arch);
+size_t mxl_decoder_family_count(void);
+const mxl_decoder_family *mxl_decoder_family_at(size_t i);
+/* "llama, mistral, ..." (only those with a GGUF path when gguf_only) into buf. */
+void mxl_decoder_family_list(char *buf, size_t cap, bool gguf_only);
 
 /* Names of the Llama-style layout (model.embed_tokens, model.layers.N.self_attn.q_proj, ...,
  * input_layernorm before attention, post_attention_layernorm before the MLP). */
@@ -75,6 +112,10 @@ extern const mxl_decoder_names mxl_names_gemma2;
  * embedding scale, activation, attention scale and soft-caps (family_gemma2.c). */
 mxl_status mxl_family_qwen_sliding(mxl_family_ctx *c);
 mxl_status mxl_family_gemma2_common(mxl_family_ctx *c);
+/* convert hooks shared the same way: Qwen's "no sliding window" keys (family_qwen2.c); Gemma's
+ * sizes, eps, GELU (tanh) and no attention bias (family_gemma.c). */
+void mxl_family_qwen_convert_no_window(json_t *j);
+void mxl_family_gemma_convert_common(const mxl_checkpoint *ck, json_t *j);
 
 /* ---- helpers (family_common.c); each returns MXL_OK or sets c->err naming the key ---- */
 

@@ -1,12 +1,25 @@
-/* encoder.c - model_type -> encoder family dispatch (see encoder.h). */
+/* encoder.c - the encoder family records and model_type -> encoder dispatch (see encoder.h). */
 #include "models/encoder.h"
 
 #include <string.h>
 
-bool mxl_encoder_supports(const char *model_type) {
-    return strcmp(model_type, "bert") == 0 || strcmp(model_type, "xlm-roberta") == 0 ||
-           strcmp(model_type, "modernbert") == 0;
+static const mxl_encoder_family k_encoders[] = {
+    {"bert", MXL_ENCODER_BERT, {"bert_embedding", "bert_cross_encoder"}},
+    {"xlm-roberta", MXL_ENCODER_XLM_ROBERTA, {"xlm_roberta_embedding", "xlm_roberta_cross_encoder"}},
+    {"modernbert", MXL_ENCODER_MODERNBERT, {"modernbert_embedding", "modernbert_cross_encoder"}},
+};
+
+size_t mxl_encoder_family_count(void) { return sizeof k_encoders / sizeof k_encoders[0]; }
+
+const mxl_encoder_family *mxl_encoder_family_at(size_t i) { return i < mxl_encoder_family_count() ? &k_encoders[i] : NULL; }
+
+static const mxl_encoder_family *find(const char *model_type) {
+    for (size_t i = 0; i < mxl_encoder_family_count(); i++)
+        if (strcmp(k_encoders[i].model_type, model_type) == 0) return &k_encoders[i];
+    return NULL;
 }
+
+bool mxl_encoder_supports(const char *model_type) { return find(model_type) != NULL; }
 
 const char *mxl_encoder_arch_name(mxl_encoder_arch a) {
     switch (a) {
@@ -20,8 +33,11 @@ const char *mxl_encoder_arch_name(mxl_encoder_arch a) {
 mxl_status mxl_encoder_load(const mxl_checkpoint *ck, mxl_encoder *e, mxl_error *err) {
     memset(e, 0, sizeof *e);
     const char *mt = ck->config.model_type;
+    const mxl_encoder_family *fam = find(mt);
     mxl_status st;
-    if (strcmp(mt, "modernbert") == 0) {
+    if (!fam)
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: model_type '%s' is not an encoder we run (bert, xlm-roberta, modernbert)", ck->path, mt);
+    if (fam->arch == MXL_ENCODER_MODERNBERT) {
         e->arch = MXL_ENCODER_MODERNBERT;
         st = mxl_modernbert_load(ck, &e->modernbert, err);
         if (st) {
@@ -32,8 +48,6 @@ mxl_status mxl_encoder_load(const mxl_checkpoint *ck, mxl_encoder *e, mxl_error 
         e->max_tokens = e->modernbert.max_pos;
         return MXL_OK;
     }
-    if (strcmp(mt, "bert") != 0 && strcmp(mt, "xlm-roberta") != 0)
-        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: model_type '%s' is not an encoder we run (bert, xlm-roberta, modernbert)", ck->path, mt);
     st = mxl_bert_load(ck, &e->bert, err);
     if (st) {
         mxl_bert_free(&e->bert);

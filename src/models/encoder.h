@@ -6,6 +6,7 @@
 #define MXL_MODELS_ENCODER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/threadpool.h"
@@ -29,6 +30,17 @@ typedef struct mxl_encoder {
     mxl_bert bert;
     mxl_modernbert modernbert;
 } mxl_encoder;
+
+/* One encoder family: its config.json model_type, the architecture the loader builds, and the
+ * registry rows (registry.c) it runs: the embedding model and the cross-encoder. */
+typedef struct mxl_encoder_family {
+    const char *model_type;
+    mxl_encoder_arch arch;
+    const char *registry_ids[2];
+} mxl_encoder_family;
+
+size_t mxl_encoder_family_count(void);
+const mxl_encoder_family *mxl_encoder_family_at(size_t i);
 
 /* True for the model_types mxl_encoder_load takes. */
 bool mxl_encoder_supports(const char *model_type);

@@ -7,9 +7,11 @@
  * tiny fixtures; test_decoder_mlx_lm.c allows for it); its conversions use the names above.
  * GGUF (llama.cpp gemma): norms stored as 1 + w already (the converter adds 1), embeddings scaled
  * by sqrt(n_embd), tanh GELU, NEOX RoPE on unpermuted rows. */
+#include <jansson.h>
 #include <math.h>
 #include <string.h>
 
+#include "models/convert_family.h"
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
@@ -29,4 +31,16 @@ static mxl_status gemma_setup(mxl_family_ctx *c) {
     return mxl_family_rope(c);
 }
 
-const mxl_decoder_family mxl_family_gemma = {"gemma", true, &mxl_names_llama, gemma_setup};
+void mxl_family_gemma_convert_common(const mxl_checkpoint *ck, json_t *j) {
+    mxl_convert_put_sizes(ck, j);
+    mxl_convert_put_rms_eps(ck, j);
+    json_object_set_new(j, "hidden_activation", json_string("gelu_pytorch_tanh"));
+    json_object_set_new(j, "hidden_act", json_string("gelu_pytorch_tanh"));
+    json_object_set_new(j, "attention_bias", json_false());
+}
+
+const mxl_decoder_family mxl_family_gemma = {
+    .model_type = "gemma", .registry_id = "gemma", .hf_class = "GemmaForCausalLM", .names = &mxl_names_llama,
+    .setup = gemma_setup, .gguf_arch = "gemma", .gguf_norm_plus_one = true,
+    .convert_config = mxl_family_gemma_convert_common,
+};

@@ -14,6 +14,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "models/convert_family.h"
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
@@ -89,4 +90,20 @@ static mxl_status gemma2_setup(mxl_family_ctx *c) {
     return MXL_OK;
 }
 
-const mxl_decoder_family mxl_family_gemma2 = {"gemma2", true, &mxl_names_gemma2, gemma2_setup};
+static void gemma2_convert_config(const mxl_checkpoint *ck, json_t *j) {
+    const mxl_model_config *c = &ck->config;
+    mxl_family_gemma_convert_common(ck, j);
+    /* llama.cpp (and mlxcel) scale by 1/sqrt(head_dim), 1/sqrt(hidden / heads) for the 27B size */
+    int64_t qpas = c->num_hidden_layers == 46 ? c->hidden_size / c->num_attention_heads : c->head_dim;
+    json_object_set_new(j, "query_pre_attn_scalar", json_integer(qpas));
+    json_object_set_new(j, "attn_logit_softcapping", json_real(mxl_convert_arch_num(ck, "attn_logit_softcapping", 50.0)));
+    json_object_set_new(j, "final_logit_softcapping", json_real(mxl_convert_arch_num(ck, "final_logit_softcapping", 30.0)));
+    json_object_set_new(j, "sliding_window", json_integer(c->sliding_window > 0 ? c->sliding_window : 4096));
+    mxl_convert_put_layer_types(ck, j);
+}
+
+const mxl_decoder_family mxl_family_gemma2 = {
+    .model_type = "gemma2", .registry_id = "gemma2", .hf_class = "Gemma2ForCausalLM", .names = &mxl_names_gemma2,
+    .setup = gemma2_setup, .gguf_arch = "gemma2", .gguf_norm_plus_one = true, .gguf_sliding_pattern = 2,
+    .convert_config = gemma2_convert_config,
+};

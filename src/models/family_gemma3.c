@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "models/convert_family.h"
 #include "models/decoder_family.h"
 
 static void plain_rope(mxl_rope_cfg *r, int64_t head_dim, double theta) {
@@ -76,4 +77,22 @@ static mxl_status gemma3_setup(mxl_family_ctx *c) {
     return MXL_OK;
 }
 
-const mxl_decoder_family mxl_family_gemma3_text = {"gemma3_text", true, &mxl_names_gemma2, gemma3_setup};
+static void gemma3_convert_config(const mxl_checkpoint *ck, json_t *j) {
+    const mxl_model_config *c = &ck->config;
+    mxl_family_gemma_convert_common(ck, j);
+    json_object_set_new(j, "query_pre_attn_scalar", json_integer(c->head_dim)); /* we run 1/sqrt(head_dim) from GGUF */
+    json_object_set_new(j, "rope_local_base_freq", json_real(isnan(c->rope_local_base_freq) ? 10000.0 : c->rope_local_base_freq));
+    json_object_set_new(j, "final_logit_softcapping", json_null());
+    json_object_set_new(j, "attn_logit_softcapping", json_null());
+    json_object_set_new(j, "sliding_window", json_integer(c->sliding_window > 0 ? c->sliding_window : 4096));
+    mxl_convert_put_layer_types(ck, j);
+}
+
+/* GGUF: sliding layers use RoPE base 10000 (transformers' rope_local_base_freq default; llama.cpp
+ * hard-codes it as rope_freq_base_train_swa); the GGUF has no key for it. */
+const mxl_decoder_family mxl_family_gemma3_text = {
+    .model_type = "gemma3_text", .registry_id = "gemma3", .hf_class = "Gemma3ForCausalLM", .names = &mxl_names_gemma2,
+    .setup = gemma3_setup, .gaps = "text only: the vision tower is not built",
+    .gguf_arch = "gemma3", .gguf_norm_plus_one = true, .gguf_sliding_pattern = 6, .gguf_rope_local_theta = 10000.0,
+    .convert_config = gemma3_convert_config,
+};

@@ -20,10 +20,12 @@
  * projection (all required, as llama.cpp's loader); ffn width feed_forward_length (the converter
  * writes 4 * n_embd); GELU (tanh); attention scale 1/sqrt(head_dim) (llama.cpp has no key for
  * scale_attn_by_inverse_layer_idx and never applies it); output.weight or the tied embedding. */
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "models/convert_family.h"
 #include "models/decoder_family.h"
 
 static const mxl_decoder_names k_names = {
@@ -107,4 +109,30 @@ static mxl_status gpt2_setup(mxl_family_ctx *c) {
     return MXL_OK;
 }
 
-const mxl_decoder_family mxl_family_gpt2 = {"gpt2", true, &k_names, gpt2_setup};
+static mxl_status gpt2_convert_check(const mxl_checkpoint *ck, mxl_error *err) {
+    const mxl_model_config *c = &ck->config;
+    if (c->num_key_value_heads != c->num_attention_heads || c->max_position_embeddings <= 0)
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: gpt2 GGUF with grouped KV heads or no context_length is not converted", ck->path);
+    return MXL_OK;
+}
+
+/* GPT2Config's own names for the sizes. */
+static void gpt2_convert_config(const mxl_checkpoint *ck, json_t *j) {
+    const mxl_model_config *c = &ck->config;
+    json_object_set_new(j, "n_embd", json_integer(c->hidden_size));
+    json_object_set_new(j, "n_layer", json_integer(c->num_hidden_layers));
+    json_object_set_new(j, "n_head", json_integer(c->num_attention_heads));
+    json_object_set_new(j, "n_positions", json_integer(c->max_position_embeddings));
+    json_object_set_new(j, "n_inner", json_integer(c->intermediate_size));
+    json_object_set_new(j, "layer_norm_epsilon", json_real(isnan(c->layer_norm_eps) ? 1e-5 : c->layer_norm_eps));
+    json_object_set_new(j, "activation_function", json_string("gelu_new"));
+    json_object_set_new(j, "scale_attn_weights", json_true());
+    json_object_set_new(j, "scale_attn_by_inverse_layer_idx", json_false());
+    json_object_set_new(j, "reorder_and_upcast_attn", json_false());
+    json_object_set_new(j, "add_cross_attention", json_false());
+}
+
+const mxl_decoder_family mxl_family_gpt2 = {
+    .model_type = "gpt2", .registry_id = "gpt2", .hf_class = "GPT2LMHeadModel", .names = &k_names, .setup = gpt2_setup,
+    .gguf_arch = "gpt2", .convert_check = gpt2_convert_check, .convert_config = gpt2_convert_config,
+};

@@ -10,8 +10,11 @@
  * true) = false switches RoPE off on every layer, as llama.cpp's Granite loader does. Q/K rows
  * permuted as llama's (GPT-J style RoPE); biases when the GGUF holds them (attn_q / attn_output /
  * ffn_down .bias). */
+#include <jansson.h>
 #include <math.h>
 
+#include "models/config_gguf.h"
+#include "models/convert_family.h"
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
@@ -68,4 +71,31 @@ static mxl_status granite_setup(mxl_family_ctx *c) {
     return mxl_family_rope(c);
 }
 
-const mxl_decoder_family mxl_family_granite = {"granite", true, &mxl_names_llama, granite_setup};
+static mxl_status granite_convert_check(const mxl_checkpoint *ck, mxl_error *err) {
+    const mxl_gguf_kv *kv = mxl_gguf_find(ck->gguf, "granite.rope.scaling.finetuned");
+    if (kv && kv->value.type == MXL_GGUF_TYPE_BOOL && !kv->value.v.b)
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: granite without RoPE (metadata key 'granite.rope.scaling.finetuned' = false) is not converted", ck->path);
+    double v = 0;
+    mxl_status st = mxl_gguf_arch_number(ck->gguf, ck->path, "logit_scale", &v, err);
+    if (st) return st;
+    if (v == 0) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: metadata key 'granite.logit_scale' is missing or 0", ck->path);
+    return MXL_OK;
+}
+
+/* The four scales as transformers' multipliers (0 in the GGUF: unset). */
+static void granite_convert_config(const mxl_checkpoint *ck, json_t *j) {
+    mxl_family_convert_config_llama(ck, j);
+    double em = mxl_convert_arch_num(ck, "embedding_scale", 0), rm = mxl_convert_arch_num(ck, "residual_scale", 0),
+           am = mxl_convert_arch_num(ck, "attention.scale", 0);
+    json_object_set_new(j, "embedding_multiplier", json_real(em != 0 ? em : 1.0));
+    json_object_set_new(j, "residual_multiplier", json_real(rm != 0 ? rm : 1.0));
+    json_object_set_new(j, "attention_multiplier", json_real(am != 0 ? am : 1.0 / sqrt((double)ck->config.head_dim)));
+    json_object_set_new(j, "logits_scaling", json_real(mxl_convert_arch_num(ck, "logit_scale", 1.0)));
+    json_object_del(j, "head_dim"); /* transformers' Granite has none: hidden / heads */
+}
+
+const mxl_decoder_family mxl_family_granite = {
+    .model_type = "granite", .registry_id = "granite", .hf_class = "GraniteForCausalLM", .names = &mxl_names_llama,
+    .setup = granite_setup, .gguf_arch = "granite", .gguf_permuted_qk = true, .convert_check = granite_convert_check,
+    .convert_config = granite_convert_config,
+};

@@ -43,5 +43,13 @@ static mxl_status mistral_setup(mxl_family_ctx *c) {
     return mxl_family_sliding_all(c);
 }
 
-const mxl_decoder_family mxl_family_llama = {"llama", true, &mxl_names_llama, llama_setup};
-const mxl_decoder_family mxl_family_mistral = {"mistral", true, &mxl_names_llama, mistral_setup};
+const mxl_decoder_family mxl_family_llama = {
+    .model_type = "llama", .registry_id = "llama", .hf_class = "LlamaForCausalLM", .names = &mxl_names_llama,
+    .setup = llama_setup, .gguf_arch = "llama", .gguf_permuted_qk = true,
+};
+
+/* GGUF: llama.cpp converts Mistral 1/2 as "llama" (that record takes it). */
+const mxl_decoder_family mxl_family_mistral = {
+    .model_type = "mistral", .registry_id = "llama", .hf_class = "MistralForCausalLM", .names = &mxl_names_llama,
+    .setup = mistral_setup,
+};

@@ -9,6 +9,7 @@
  * default pattern 4 (every 4th layer full); sliding layers use rope.freq_base_swa (default
  * rope.freq_base) and no RoPE scaling (llama.cpp runs them with freq_scale 1, attn_factor 1, as
  * mxl_family_gguf_rope_scaling leaves hp->rope_local). */
+#include "models/convert_family.h"
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
@@ -50,4 +51,13 @@ static mxl_status olmo2_setup(mxl_family_ctx *c) {
     return mxl_family_rope(c);
 }
 
-const mxl_decoder_family mxl_family_olmo2 = {"olmo2", true, &k_names, olmo2_setup};
+static mxl_status olmo2_convert_check(const mxl_checkpoint *ck, mxl_error *err) {
+    if (ck->config.sliding_window > 0)
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: olmo2 GGUF with a sliding window (metadata key 'olmo2.attention.sliding_window', OLMo 3) is not converted", ck->path);
+    return MXL_OK;
+}
+
+const mxl_decoder_family mxl_family_olmo2 = {
+    .model_type = "olmo2", .registry_id = "olmo2", .hf_class = "Olmo2ForCausalLM", .names = &k_names, .setup = olmo2_setup,
+    .gguf_arch = "olmo2", .convert_check = olmo2_convert_check,
+};

@@ -4,6 +4,8 @@
  * has no sliding window; its conversions keep these names and config keys).
  * GGUF (llama.cpp qwen2): attn_q/k/v biases, NEOX RoPE on unpermuted rows, and no sliding window
  * (llama.cpp has none for Qwen2 and its converter writes none). */
+#include <jansson.h>
+#include "models/convert_family.h"
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
@@ -31,4 +33,19 @@ static mxl_status qwen2_setup(mxl_family_ctx *c) {
     return st ? st : mxl_family_qwen_sliding(c);
 }
 
-const mxl_decoder_family mxl_family_qwen2 = {"qwen2", true, &mxl_names_llama, qwen2_setup};
+void mxl_family_qwen_convert_no_window(json_t *j) {
+    json_object_set_new(j, "use_sliding_window", json_false()); /* llama.cpp's Qwen runs none */
+    json_object_set_new(j, "sliding_window", json_null());
+}
+
+/* Qwen2's q/k/v biases are part of the architecture, not transformers' attention_bias. */
+static void qwen2_convert_config(const mxl_checkpoint *ck, json_t *j) {
+    mxl_family_convert_config_llama(ck, j);
+    json_object_set_new(j, "attention_bias", json_false());
+    mxl_family_qwen_convert_no_window(j);
+}
+
+const mxl_decoder_family mxl_family_qwen2 = {
+    .model_type = "qwen2", .registry_id = "qwen2", .hf_class = "Qwen2ForCausalLM", .names = &mxl_names_llama,
+    .setup = qwen2_setup, .gguf_arch = "qwen2", .convert_config = qwen2_convert_config,
+};

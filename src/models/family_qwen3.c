@@ -3,6 +3,7 @@
  * attention_bias; head_dim is independent of hidden / heads. Sliding layers as Qwen2.
  * GGUF (llama.cpp qwen3): attn_q_norm / attn_k_norm [head_dim], NEOX RoPE on unpermuted rows,
  * no sliding window, no biases. */
+#include "models/convert_family.h"
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
@@ -13,4 +14,13 @@ static mxl_status qwen3_setup(mxl_family_ctx *c) {
     return st ? st : mxl_family_qwen_sliding(c);
 }
 
-const mxl_decoder_family mxl_family_qwen3 = {"qwen3", true, &mxl_names_llama, qwen3_setup};
+static void qwen3_convert_config(const mxl_checkpoint *ck, json_t *j) {
+    mxl_family_convert_config_llama(ck, j);
+    mxl_family_qwen_convert_no_window(j);
+}
+
+const mxl_decoder_family mxl_family_qwen3 = {
+    .model_type = "qwen3", .registry_id = "qwen3", .hf_class = "Qwen3ForCausalLM", .names = &mxl_names_llama,
+    .setup = qwen3_setup, .also_runs = (const char *const[]){"qwen3_embedding", "qwen3_reranker", NULL},
+    .gguf_arch = "qwen3", .convert_config = qwen3_convert_config,
+};

@@ -8,6 +8,7 @@
  * sliding window. */
 #include <jansson.h>
 
+#include "models/convert_family.h"
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
@@ -51,4 +52,18 @@ static mxl_status smollm3_setup(mxl_family_ctx *c) {
     return MXL_OK;
 }
 
-const mxl_decoder_family mxl_family_smollm3 = {"smollm3", true, &mxl_names_llama, smollm3_setup};
+/* llama.cpp's fixed NoPE step as no_rope_layers; no sliding window. */
+static void smollm3_convert_config(const mxl_checkpoint *ck, json_t *j) {
+    mxl_family_convert_config_llama(ck, j);
+    json_t *nr = json_array();
+    for (int64_t i = 0; i < ck->config.num_hidden_layers; i++) json_array_append_new(nr, json_integer((i + 1) % GGUF_NO_ROPE_STEP != 0));
+    json_object_set_new(j, "no_rope_layers", nr);
+    json_object_set_new(j, "no_rope_layer_interval", json_integer(GGUF_NO_ROPE_STEP));
+    json_object_set_new(j, "use_sliding_window", json_false());
+    json_object_set_new(j, "sliding_window", json_null());
+}
+
+const mxl_decoder_family mxl_family_smollm3 = {
+    .model_type = "smollm3", .registry_id = "smollm3", .hf_class = "SmolLM3ForCausalLM", .names = &mxl_names_llama,
+    .setup = smollm3_setup, .gguf_arch = "smollm3", .gguf_permuted_qk = true, .convert_config = smollm3_convert_config,
+};

@@ -8,8 +8,10 @@
  * attention.layer_norm_epsilon, plain MLP ffn_up -> GELU (tanh) -> ffn_down, biases when the GGUF
  * holds them (blk.0.attn_q.bias), NEOX RoPE on unpermuted rows; no sliding window (the converter
  * writes none and llama.cpp runs none). */
+#include <jansson.h>
 #include <math.h>
 
+#include "models/convert_family.h"
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
@@ -42,4 +44,16 @@ static mxl_status starcoder2_setup(mxl_family_ctx *c) {
     return mxl_family_sliding_all(c);
 }
 
-const mxl_decoder_family mxl_family_starcoder2 = {"starcoder2", true, &k_names, starcoder2_setup};
+static void starcoder2_convert_config(const mxl_checkpoint *ck, json_t *j) {
+    const mxl_model_config *c = &ck->config;
+    mxl_convert_put_sizes(ck, j);
+    json_object_set_new(j, "norm_epsilon", json_real(isnan(c->layer_norm_eps) ? 1e-5 : c->layer_norm_eps));
+    json_object_set_new(j, "hidden_act", json_string("gelu_pytorch_tanh"));
+    json_object_set_new(j, "use_bias", json_boolean(mxl_convert_has_tensor(ck, "blk.0.attn_q.bias")));
+    json_object_set_new(j, "sliding_window", json_null()); /* llama.cpp runs none */
+}
+
+const mxl_decoder_family mxl_family_starcoder2 = {
+    .model_type = "starcoder2", .registry_id = "starcoder2", .hf_class = "Starcoder2ForCausalLM", .names = &k_names,
+    .setup = starcoder2_setup, .gguf_arch = "starcoder2", .convert_config = starcoder2_convert_config,
+};

@@ -14,8 +14,12 @@
 #include "models/registry.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <string.h>
 #include <strings.h>
+
+#include "models/decoder_family.h"
+#include "models/encoder.h"
 
 #define L(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define NONE NULL
@@ -309,28 +313,33 @@ static const mxl_family k_families[] = {
 };
 #define N_FAMILIES (sizeof k_families / sizeof k_families[0])
 
-/* ---- What this build runs: THE place to flip when a family starts working ----
- * One row per runnable family: {id, {cpu, cuda, tensor_parallel, pipeline_parallel, drafters,
- * kv_modes}}; the NULL row ends the list. CPU rows: the decoder families of src/models/family_*.c
- * (safetensors dense / MLX-quantized, and GGUF), the encoders and the
- * cross-encoders. Gemma 3 is partial: its text path only (no vision tower). */
-typedef struct build_support_row {
-    const char *id;
-    mxl_family_support support;
-} build_support_row;
-
-#define CPU_ONLY(id) {id, {MXL_BACKEND_SUPPORTED, MXL_BACKEND_PLANNED, false, false, NONE, NONE}}
-static const build_support_row k_build_support[] = {
-    CPU_ONLY("llama"), CPU_ONLY("qwen2"), CPU_ONLY("qwen3"), CPU_ONLY("gemma"), CPU_ONLY("gemma2"),
-    {"gemma3", {MXL_BACKEND_PARTIAL, MXL_BACKEND_PLANNED, false, false, NONE, NONE}},
-    CPU_ONLY("phi3"), CPU_ONLY("olmo2"), CPU_ONLY("granite"), CPU_ONLY("smollm3"), CPU_ONLY("starcoder2"), CPU_ONLY("gpt2"),
-    CPU_ONLY("bert_embedding"), CPU_ONLY("xlm_roberta_embedding"), CPU_ONLY("modernbert_embedding"),
-    CPU_ONLY("bert_cross_encoder"), CPU_ONLY("xlm_roberta_cross_encoder"), CPU_ONLY("modernbert_cross_encoder"),
-    {NULL, {MXL_BACKEND_PLANNED, MXL_BACKEND_PLANNED, false, false, NONE, NONE}},
-};
-#undef CPU_ONLY
-
+/* ---- What this build runs: derived from the family records ----
+ * A registry family runs on the CPU when a decoder family record (decoder_family.h, listed in
+ * families.h) names it as its registry_id or in also_runs (partial when the record names gaps),
+ * or an encoder family record (encoder.h) lists it. CUDA, parallelism, drafters and extra KV modes
+ * are not built yet. */
+static mxl_family_support k_support[N_FAMILIES];
+static pthread_once_t k_support_once = PTHREAD_ONCE_INIT;
 static const mxl_family_support k_not_built = {MXL_BACKEND_PLANNED, MXL_BACKEND_PLANNED, false, false, NONE, NONE};
+
+static void mark(const char *id, mxl_backend_status st) {
+    for (size_t i = 0; id && i < N_FAMILIES; i++)
+        if (strcmp(k_families[i].id, id) == 0 && k_support[i].cpu != MXL_BACKEND_SUPPORTED) k_support[i].cpu = st;
+}
+
+static void derive_support(void) {
+    for (size_t i = 0; i < N_FAMILIES; i++) k_support[i] = k_not_built;
+    for (size_t i = 0; i < mxl_decoder_family_count(); i++) {
+        const mxl_decoder_family *d = mxl_decoder_family_at(i);
+        mxl_backend_status st = d->gaps ? MXL_BACKEND_PARTIAL : MXL_BACKEND_SUPPORTED;
+        mark(d->registry_id, st);
+        for (size_t k = 0; d->also_runs && d->also_runs[k]; k++) mark(d->also_runs[k], st);
+    }
+    for (size_t i = 0; i < mxl_encoder_family_count(); i++) {
+        const mxl_encoder_family *e = mxl_encoder_family_at(i);
+        for (size_t k = 0; k < sizeof e->registry_ids / sizeof e->registry_ids[0]; k++) mark(e->registry_ids[k], MXL_BACKEND_SUPPORTED);
+    }
+}
 
 const char *mxl_task_name(mxl_task task) {
     switch (task) {
@@ -439,8 +448,9 @@ mxl_strlist mxl_family_runtimes(const mxl_family *f) {
 }
 
 const mxl_family_support *mxl_family_support_of(const mxl_family *f) {
-    for (size_t i = 0; k_build_support[i].id; i++)
-        if (strcmp(k_build_support[i].id, f->id) == 0) return &k_build_support[i].support;
+    pthread_once(&k_support_once, derive_support);
+    for (size_t i = 0; i < N_FAMILIES; i++)
+        if (&k_families[i] == f || strcmp(k_families[i].id, f->id) == 0) return &k_support[i];
     return &k_not_built;
 }
 
@@ -480,8 +490,25 @@ mxl_status mxl_registry_validate(mxl_error *err) {
                     return mxl_error_set(err, MXL_ERR_INTERNAL, "registry: family '%s' lists key '%s' twice", f->id, mt);
         }
     }
-    for (size_t i = 0; k_build_support[i].id; i++)
-        if (!mxl_registry_find_id(k_build_support[i].id))
-            return mxl_error_set(err, MXL_ERR_INTERNAL, "registry: build-support row names unknown family '%s'", k_build_support[i].id);
+    for (size_t i = 0; i < mxl_decoder_family_count(); i++) {
+        const mxl_decoder_family *d = mxl_decoder_family_at(i);
+        if (!mxl_registry_find_id(d->registry_id))
+            return mxl_error_set(err, MXL_ERR_INTERNAL, "registry: decoder family '%s' names unknown registry family '%s'", d->model_type,
+                                 d->registry_id ? d->registry_id : "(null)");
+        if (!mxl_family_has_model_type(mxl_registry_find_id(d->registry_id), d->model_type))
+            return mxl_error_set(err, MXL_ERR_INTERNAL, "registry: family '%s' does not list model_type '%s' of its decoder record", d->registry_id,
+                                 d->model_type);
+        for (size_t k = 0; d->also_runs && d->also_runs[k]; k++)
+            if (!mxl_registry_find_id(d->also_runs[k]))
+                return mxl_error_set(err, MXL_ERR_INTERNAL, "registry: decoder family '%s' names unknown registry family '%s'", d->model_type,
+                                     d->also_runs[k]);
+    }
+    for (size_t i = 0; i < mxl_encoder_family_count(); i++) {
+        const mxl_encoder_family *e = mxl_encoder_family_at(i);
+        for (size_t k = 0; k < sizeof e->registry_ids / sizeof e->registry_ids[0]; k++)
+            if (e->registry_ids[k] && !mxl_registry_find_id(e->registry_ids[k]))
+                return mxl_error_set(err, MXL_ERR_INTERNAL, "registry: encoder family '%s' names unknown registry family '%s'", e->model_type,
+                                     e->registry_ids[k]);
+    }
     return MXL_OK;
 }

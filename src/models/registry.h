@@ -7,8 +7,9 @@
  * Two kinds of facts live here, kept apart on purpose:
  *  - identity and detection facts from the spec (id, names, keys, task, modalities), fixed;
  *  - build facts (backends, tensor/pipeline parallel, drafters, KV modes), which change as
- *    families are implemented. Those come from ONE table in registry.c (k_build_support); a
- *    family absent from it is "planned" on every backend and not runnable. */
+ *    families are implemented. Those are derived from the family records that run them (the
+ *    decoder records of families.h, the encoder records of encoder.c); a family no record names
+ *    is "planned" on every backend and not runnable. */
 #ifndef MXL_MODELS_REGISTRY_H
 #define MXL_MODELS_REGISTRY_H
 

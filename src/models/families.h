@@ -1,0 +1,24 @@
+/* families.h - THE list of the decoder families this build runs, one line each, in the order
+ * lookups try them (the first record claiming a GGUF architecture wins it: llama before the
+ * families that share llama.cpp's "llama" converter). Each name N is the record
+ * `mxl_family_N` its family file (models/family_*.c) defines; families.c makes the table.
+ * Adding a family: its family file and one line here (docs/adding-a-family.md). */
+#ifndef MXL_MODELS_FAMILIES_H
+#define MXL_MODELS_FAMILIES_H
+
+#define MXL_DECODER_FAMILIES(X) \
+    X(llama)                    \
+    X(mistral)                  \
+    X(qwen2)                    \
+    X(qwen3)                    \
+    X(gemma)                    \
+    X(gemma2)                   \
+    X(gemma3_text)              \
+    X(phi3)                     \
+    X(olmo2)                    \
+    X(granite)                  \
+    X(smollm3)                  \
+    X(starcoder2)               \
+    X(gpt2)
+
+#endif
