@@ -19,6 +19,7 @@
     X(granite)                  \
     X(smollm3)                  \
     X(starcoder2)               \
-    X(gpt2)
+    X(gpt2)                     \
+    X(stablelm)
 
 #endif
