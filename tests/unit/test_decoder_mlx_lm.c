@@ -24,16 +24,14 @@
 
 #include "models/checkpoint.h"
 #include "models/decoder.h"
+#include "models/decoder_family.h"
 #include "test.h"
 #include "test_decoder_compare.h"
 
-/* Every family mlxcel runs from safetensors (decoder.c's table); each must have a _q4 and a _q8
- * case. */
-static const char *const k_families[] = {
-    "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text",
-    "phi3", "olmo2", "granite", "smollm3", "starcoder2", "gpt2",
-};
-#define N_FAMILIES (sizeof k_families / sizeof k_families[0])
+/* Every family mlxcel runs from safetensors (the records of models/families.h) must have a _q4 and
+ * a _q8 case: a family added without its mlx-lm fixture fails here. */
+#define N_FAMILIES mxl_decoder_family_count()
+#define FAMILY(f) (mxl_decoder_family_at(f)->model_type)
 
 static const char *fixture_dir(const char *name) {
     static char path[2048];
@@ -110,14 +108,14 @@ static void run_all(bool reference, int *mxl_test_failed_) {
     for (size_t f = 0; f < N_FAMILIES; f++)
         for (int bits = 4; bits <= 8; bits += 4) {
             char name[64];
-            snprintf(name, sizeof name, "%s_q%d", k_families[f], bits);
+            snprintf(name, sizeof name, "%s_q%d", FAMILY(f), bits);
             json_t *c = find_case(fx, name);
             if (!c) fprintf(stderr, "  %s: no case in tests/fixtures/mlx_lm/reference.json\n", name);
             CHECK(c != NULL);
             if (!c) continue;
-            CHECK_EQ_STR(json_string_value(json_object_get(c, "family")), k_families[f]);
+            CHECK_EQ_STR(json_string_value(json_object_get(c, "family")), FAMILY(f));
             CHECK_EQ_INT(json_integer_value(json_object_get(c, "bits")), bits);
-            check_case(fx, c, k_families[f], bits, reference, pool, mxl_test_failed_);
+            check_case(fx, c, FAMILY(f), bits, reference, pool, mxl_test_failed_);
         }
     CHECK_EQ_INT(json_array_size(json_object_get(fx, "cases")), 2 * N_FAMILIES);
     mxl_threadpool_destroy(pool);
