@@ -17,9 +17,10 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
+#include "core/strbuf.h"
 #include "engine/chat.h"
 #include "engine/sequence.h"
 #include "tokenizer/tokenizer.h"
@@ -38,28 +39,6 @@ static void on_sigint(int sig) {
         _exit(130);
     }
     g_sigint = g_sigint + 1;
-}
-
-/* A growable text buffer. */
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-} sbuf;
-
-static bool sbuf_add(sbuf *b, const char *s, size_t len) {
-    if (len > SIZE_MAX - b->n - 1) return false;
-    if (b->n + len + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 128;
-        while (c < b->n + len + 1) c = c > SIZE_MAX / 2 ? b->n + len + 1 : c * 2;
-        char *q = realloc(b->p, c);
-        if (!q) return false;
-        b->p = q;
-        b->cap = c;
-    }
-    memcpy(b->p + b->n, s, len);
-    b->n += len;
-    b->p[b->n] = '\0';
-    return true;
 }
 
 /* One line without its line ending. Returns MXL_REPL_TEXT, EOF or INTERRUPTED. */
@@ -103,15 +82,15 @@ mxl_repl_input mxl_repl_read_input(FILE *in, FILE *prompt_out, volatile sig_atom
     }
     /* a """ block: the lines are the parts of one message, joined with newlines; text after the
      * opening quotes and before the closing ones are parts too when not empty */
-    sbuf msg = {0};
+    mxl_strbuf msg = {0};
     const char *rest = line + 3;
     size_t rest_len = len - 3;
     bool ok = true, have = false, done = false;
     if (ends_with_quotes(rest, rest_len)) { /* """one line""" */
-        ok = sbuf_add(&msg, rest, rest_len - 3);
+        ok = mxl_strbuf_append(&msg, rest, rest_len - 3);
         have = done = true;
     } else if (rest_len) {
-        ok = sbuf_add(&msg, rest, rest_len);
+        ok = mxl_strbuf_append(&msg, rest, rest_len);
         have = true;
     }
     while (ok && !done) {
@@ -119,7 +98,7 @@ mxl_repl_input mxl_repl_read_input(FILE *in, FILE *prompt_out, volatile sig_atom
         r = read_line(in, interrupted, &line, &cap, &len);
         if (r != MXL_REPL_TEXT) {
             free(line);
-            free(msg.p);
+            mxl_strbuf_free(&msg);
             return r; /* EOF inside a block drops it, as Ctrl-C does */
         }
         size_t take = len;
@@ -128,24 +107,18 @@ mxl_repl_input mxl_repl_read_input(FILE *in, FILE *prompt_out, volatile sig_atom
             done = true;
             if (!take) break;
         }
-        if (have) ok = sbuf_add(&msg, "\n", 1);
-        if (ok) ok = sbuf_add(&msg, line, take);
+        if (have) ok = mxl_strbuf_append(&msg, "\n", 1);
+        if (ok) ok = mxl_strbuf_append(&msg, line, take);
         have = true;
     }
     free(line);
     if (!ok) {
-        free(msg.p);
+        mxl_strbuf_free(&msg);
         return MXL_REPL_NOMEM;
     }
     if (!msg.p && !(msg.p = calloc(1, 1))) return MXL_REPL_NOMEM;
     *out = msg.p;
     return MXL_REPL_TEXT;
-}
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 typedef struct repl {
@@ -155,7 +128,7 @@ typedef struct repl {
     mxl_seq *seq;
     json_t *conv;   /* the transcript: [{role, content}] */
     bool fresh;     /* the next turn must not adopt the sequence's cache (start, after /clear) */
-    sbuf answer;    /* the text streamed this turn */
+    mxl_strbuf answer; /* the text streamed this turn */
 } repl;
 
 typedef enum turn_result { TURN_OK = 0, TURN_FAILED, TURN_CANCELLED } turn_result;
@@ -226,7 +199,7 @@ static turn_result run_turn(repl *r, const char *msg, mxl_error *err) {
     mxl_seq_params p = {.sampling = req->sampling, .max_tokens = req->max_tokens, .ignore_eos = req->ignore_eos};
     for (int i = 0; i < req->n_stop && i < MXL_SEQ_MAX_STOP; i++) p.stop[p.n_stop++] = req->stop[i];
     p.cache_prompt = !r->fresh;
-    r->answer.n = 0;
+    mxl_strbuf_clear(&r->answer);
     g_sigint = 0;
     g_generating = 1;
     mxl_status st = turn_prompt(r, msg, &ids, err);
@@ -236,13 +209,13 @@ static turn_result run_turn(repl *r, const char *msg, mxl_error *err) {
         goto out;
     }
     r->fresh = false; /* the sequence now holds this conversation's tokens */
-    double t0 = now_ms();
+    double t0 = mxl_now_ms();
     while (mxl_seq_prefill_left(r->seq) > 0 && !g_sigint)
         if ((st = mxl_seq_prefill(r->seq, REPL_CHUNK, err))) {
             res = TURN_FAILED;
             goto out;
         }
-    double t1 = now_ms();
+    double t1 = mxl_now_ms();
     const char *finish = "length";
     while (!g_sigint) {
         mxl_seq_event ev;
@@ -253,7 +226,7 @@ static turn_result run_turn(repl *r, const char *msg, mxl_error *err) {
         if (ev.text_len) {
             fwrite(ev.text, 1, ev.text_len, stdout);
             fflush(stdout);
-            if (!sbuf_add(&r->answer, ev.text, ev.text_len)) {
+            if (!mxl_strbuf_append(&r->answer, ev.text, ev.text_len)) {
                 mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
                 res = TURN_FAILED;
                 break;
@@ -275,7 +248,7 @@ static turn_result run_turn(repl *r, const char *msg, mxl_error *err) {
     }
     if (res == TURN_OK) {
         print_stats(r, mxl_seq_n_prompt(r->seq), mxl_seq_n_cached(r->seq), mxl_seq_n_generated(r->seq), t1 - t0,
-                    now_ms() - t1, finish);
+                    mxl_now_ms() - t1, finish);
         if (req->chat) {
             if (append_msg(r->conv, "assistant", r->answer.p ? r->answer.p : "", r->answer.n, err)) res = TURN_FAILED;
         }
@@ -382,7 +355,7 @@ int mxl_repl_run(mxl_gen_model *m, const mxl_gen_request *req, bool profile) {
     }
     sigaction(SIGINT, &old, NULL);
     fflush(stdout);
-    free(r.answer.p);
+    mxl_strbuf_free(&r.answer);
     json_decref(r.conv);
     mxl_seq_destroy(r.seq);
     return rc;

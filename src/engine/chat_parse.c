@@ -18,41 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---------------------------------------------------------------- byte buffer */
-
-typedef struct buf {
-    char *p;
-    size_t n, cap;
-} buf;
-
-static bool buf_add(buf *b, const char *s, size_t n) {
-    if (!n) return true;
-    size_t need;
-    if (__builtin_add_overflow(b->n, n, &need) || __builtin_add_overflow(need, (size_t)1, &need)) return false;
-    if (need > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-        char *q = realloc(b->p, cap);
-        if (!q) return false;
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-    return true;
-}
-
-static void buf_clear(buf *b) {
-    b->n = 0;
-    if (b->p) b->p[0] = '\0';
-}
-
-static void buf_free(buf *b) {
-    free(b->p);
-    b->p = NULL;
-    b->n = b->cap = 0;
-}
+#include "core/strbuf.h"
 
 static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
@@ -234,7 +200,7 @@ typedef enum mode {
 typedef enum ms_state { MS_START, MS_NAME, MS_ID, MS_ARGS, MS_ARRAY } ms_state;
 
 typedef struct sink {
-    buf ws;             /* whitespace held until more text of this kind arrives */
+    mxl_strbuf ws;      /* whitespace held until more text of this kind arrives */
     bool emitted;       /* some non-whitespace text went out */
     unsigned char carry[4]; /* an incomplete UTF-8 sequence at the end of the last piece */
     size_t ncarry;
@@ -258,27 +224,27 @@ struct mxl_chat_stream {
     bool at_start;      /* content: the answer's first non-whitespace byte is still to come */
     bool skip_open;     /* reasoning from the prompt: a repeated open tag is dropped */
     bool done, oom;
-    buf in;             /* bytes fed and not consumed yet: from `off` */
+    mxl_strbuf in;      /* bytes fed and not consumed yet: from `off` */
     size_t off;
     sink sk[2];
-    buf cur;            /* the text delta being built (kind cur_kind) */
+    mxl_strbuf cur;     /* the text delta being built (kind cur_kind) */
     int cur_kind;
     json_t *deltas;     /* the array of the feed in progress */
-    buf raw;            /* raw text of the tool-call segment being collected */
+    mxl_strbuf raw;     /* raw text of the tool-call segment being collected */
     /* Mistral */
     ms_state ms;
-    buf name, id;
+    mxl_strbuf name, id;
     jscan js;
     size_t args_start;  /* offset in raw where the JSON value starts */
     /* harmony */
     int h_kind;
     bool h_tool;
-    buf h_name;
+    mxl_strbuf h_name;
     size_t n_calls;
 };
 
-static void sadd(mxl_chat_stream *s, buf *b, const char *p, size_t n) {
-    if (!buf_add(b, p, n)) s->oom = true;
+static void sadd(mxl_chat_stream *s, mxl_strbuf *b, const char *p, size_t n) {
+    if (!mxl_strbuf_append(b, p, n)) s->oom = true;
 }
 
 static void consume(mxl_chat_stream *s, size_t n) { s->off += n; }
@@ -295,7 +261,7 @@ static void out_flush(mxl_chat_stream *s) {
         if (o) json_decref(o);
         else if (str) json_decref(str);
     }
-    buf_clear(&s->cur);
+    mxl_strbuf_clear(&s->cur);
 }
 
 static void out_text(mxl_chat_stream *s, int kind, const char *p, size_t n) {
@@ -322,7 +288,7 @@ static void sink_valid(mxl_chat_stream *s, int kind, const char *p, size_t n) {
         size_t e = i;
         while (e < n && !is_ws(p[e])) e++;
         if (k->ws.n) out_text(s, kind, k->ws.p, k->ws.n);
-        buf_clear(&k->ws);
+        mxl_strbuf_clear(&k->ws);
         out_text(s, kind, p + i, e - i);
         k->emitted = true;
         i = e;
@@ -536,7 +502,7 @@ static size_t find_first(const char *t, size_t n, size_t i, const char *const *m
 }
 
 /* Appends the JSON string of t[0..n) to b (false: not UTF-8). */
-static bool add_json_string(mxl_chat_stream *s, buf *b, const char *t, size_t n) {
+static bool add_json_string(mxl_chat_stream *s, mxl_strbuf *b, const char *t, size_t n) {
     json_t *str = json_stringn(t, n);
     if (!str) return false;
     char *d = json_dumps(str, JSON_ENCODE_ANY);
@@ -556,7 +522,7 @@ static bool add_json_string(mxl_chat_stream *s, buf *b, const char *t, size_t n)
 static bool parse_xml(mxl_chat_stream *s, json_t *calls, const char *t, size_t n) {
     static const char *const VALUE_END[] = {"</parameter>", "<parameter=", "</function>"};
     size_t i = skip_ws(t, n, 0), count = 0;
-    buf args = {0};
+    mxl_strbuf args = {0};
     bool ok = true;
     while (ok && i < n) {
         if (!starts(t + i, n - i, "<function=")) {
@@ -577,7 +543,7 @@ static bool parse_xml(mxl_chat_stream *s, json_t *calls, const char *t, size_t n
             break;
         }
         i = (size_t)(gt - t) + 1;
-        buf_clear(&args);
+        mxl_strbuf_clear(&args);
         sadd(s, &args, "{", 1);
         bool first = true;
         for (;;) {
@@ -639,7 +605,7 @@ static bool parse_xml(mxl_chat_stream *s, json_t *calls, const char *t, size_t n
         count++;
         i = skip_ws(t, n, i);
     }
-    buf_free(&args);
+    mxl_strbuf_free(&args);
     return ok && count > 0;
 }
 
@@ -729,7 +695,7 @@ static void emit_calls(mxl_chat_stream *s, json_t *calls) {
 /* The collected segment did not parse: it is content, as written. */
 static void raw_to_content(mxl_chat_stream *s) {
     sink_put(s, K_CONTENT, s->raw.p ? s->raw.p : "", s->raw.n);
-    buf_clear(&s->raw);
+    mxl_strbuf_clear(&s->raw);
     s->mode = M_CONTENT;
 }
 
@@ -802,7 +768,7 @@ static bool step_content(mxl_chat_stream *s, const char *p, size_t n, bool final
         }
         if (s->syn.fmt == MXL_CHAT_FMT_LLAMA3_JSON && p[0] == '{') {
             s->at_start = false;
-            buf_clear(&s->raw);
+            mxl_strbuf_clear(&s->raw);
             s->mode = M_TOOL_LLAMA;
             return true;
         }
@@ -817,13 +783,13 @@ static bool step_content(mxl_chat_stream *s, const char *p, size_t n, bool final
     if (which < 0) return plain > 0;
     consume(s, strlen(tm));
     sink_break(s, K_CONTENT);
-    buf_clear(&s->raw);
+    mxl_strbuf_clear(&s->raw);
     sadd(s, &s->raw, tm, strlen(tm));
     if (s->syn.fmt == MXL_CHAT_FMT_MISTRAL) {
         s->mode = M_TOOL_MISTRAL;
         s->ms = MS_START;
-        buf_clear(&s->name);
-        buf_clear(&s->id);
+        mxl_strbuf_clear(&s->name);
+        mxl_strbuf_clear(&s->id);
     } else if (s->syn.fmt == MXL_CHAT_FMT_LLAMA3_JSON)
         s->mode = M_TOOL_LLAMA;
     else
@@ -873,7 +839,7 @@ static void finish_tag_call(mxl_chat_stream *s, bool closed) {
     bool ok = s->syn.fmt == MXL_CHAT_FMT_QWEN3_XML ? parse_xml(s, calls, body, bn) : parse_hermes(calls, body, bn);
     if (ok) {
         emit_calls(s, calls);
-        buf_clear(&s->raw);
+        mxl_strbuf_clear(&s->raw);
         s->mode = M_CONTENT;
     } else {
         if (closed) sadd(s, &s->raw, s->tool_close, strlen(s->tool_close));
@@ -928,7 +894,7 @@ static void mistral_done(mxl_chat_stream *s) {
     }
     if (ok) {
         emit_calls(s, calls);
-        buf_clear(&s->raw);
+        mxl_strbuf_clear(&s->raw);
         s->mode = M_CONTENT;
     } else
         raw_to_content(s);
@@ -956,7 +922,7 @@ static bool step_mistral(mxl_chat_stream *s, const char *p, size_t n, bool final
         bool is_id = s->ms == MS_ID;
         int which;
         size_t plain = scan(p, n, NAME_END, is_id ? 1 : 2, final, &which);
-        buf *b = is_id ? &s->id : &s->name;
+        mxl_strbuf *b = is_id ? &s->id : &s->name;
         size_t max = is_id ? ID_MAX_LEN : NAME_MAX_LEN;
         for (size_t q = 0; q < plain; q++) {
             if (!name_char(p[q], is_id) || b->n + q >= max) {
@@ -1021,7 +987,7 @@ static bool step_llama(mxl_chat_stream *s, const char *p, size_t n, bool final) 
     }
     if (parse_llama(calls, s->raw.p, s->raw.n)) {
         emit_calls(s, calls);
-        buf_clear(&s->raw);
+        mxl_strbuf_clear(&s->raw);
         s->mode = M_CONTENT;
     } else
         raw_to_content(s);
@@ -1075,8 +1041,8 @@ static bool step_h_header(mxl_chat_stream *s, const char *p, size_t n, bool fina
     h_field(p, hn, "to=", &rs, &re);
     h_field(p, hn, "<|channel|>", &cs, &ce);
     bool tool = re > rs && !(re - rs == 9 && !memcmp(p + rs, "assistant", 9)) && !(re - rs == 4 && !memcmp(p + rs, "user", 4));
-    buf_clear(&s->raw);
-    buf_clear(&s->h_name);
+    mxl_strbuf_clear(&s->raw);
+    mxl_strbuf_clear(&s->h_name);
     s->h_tool = tool;
     if (tool) {
         size_t ns = rs;
@@ -1114,12 +1080,12 @@ static void h_end_message(mxl_chat_stream *s, const char *end) {
     json_decref(v);
     if (ok) {
         emit_calls(s, calls);
-        buf_clear(&s->raw);
+        mxl_strbuf_clear(&s->raw);
     } else {
         if (end) sadd(s, &s->raw, end, strlen(end));
         sink_put(s, K_CONTENT, s->raw.p, s->raw.n);
         sink_block_end(s, K_CONTENT);
-        buf_clear(&s->raw);
+        mxl_strbuf_clear(&s->raw);
     }
     json_decref(calls);
 }
@@ -1274,20 +1240,20 @@ mxl_status mxl_chat_stream_feed(mxl_chat_stream *s, const char *text, size_t len
 void mxl_chat_stream_destroy(mxl_chat_stream *s) {
     if (!s) return;
     if (s->syn.tools) json_decref((json_t *)s->syn.tools);
-    buf_free(&s->in);
-    buf_free(&s->sk[0].ws);
-    buf_free(&s->sk[1].ws);
-    buf_free(&s->cur);
-    buf_free(&s->raw);
-    buf_free(&s->name);
-    buf_free(&s->id);
-    buf_free(&s->h_name);
+    mxl_strbuf_free(&s->in);
+    mxl_strbuf_free(&s->sk[0].ws);
+    mxl_strbuf_free(&s->sk[1].ws);
+    mxl_strbuf_free(&s->cur);
+    mxl_strbuf_free(&s->raw);
+    mxl_strbuf_free(&s->name);
+    mxl_strbuf_free(&s->id);
+    mxl_strbuf_free(&s->h_name);
     free(s);
 }
 
-static mxl_status append_str(buf *b, json_t *v) {
+static mxl_status append_str(mxl_strbuf *b, json_t *v) {
     if (!json_is_string(v)) return MXL_OK;
-    return buf_add(b, json_string_value(v), json_string_length(v)) ? MXL_OK : MXL_ERR_NOMEM;
+    return mxl_strbuf_append(b, json_string_value(v), json_string_length(v)) ? MXL_OK : MXL_ERR_NOMEM;
 }
 
 mxl_status mxl_chat_parse(const mxl_chat_syntax *syn, const char *text, size_t len, json_t **out, mxl_error *err) {
@@ -1303,7 +1269,7 @@ mxl_status mxl_chat_parse(const mxl_chat_syntax *syn, const char *text, size_t l
     }
     st = mxl_chat_stream_feed(s, text, len, true, deltas, err);
     mxl_chat_stream_destroy(s);
-    buf content = {0}, reasoning = {0};
+    mxl_strbuf content = {0}, reasoning = {0};
     json_t *calls = json_array(), *res = json_object();
     if (!st && (!calls || !res)) st = MXL_ERR_NOMEM;
     size_t i;
@@ -1335,8 +1301,8 @@ mxl_status mxl_chat_parse(const mxl_chat_syntax *syn, const char *text, size_t l
     }
     json_decref(deltas);
     json_decref(calls);
-    buf_free(&content);
-    buf_free(&reasoning);
+    mxl_strbuf_free(&content);
+    mxl_strbuf_free(&reasoning);
     if (st) {
         json_decref(res);
         if (st == MXL_ERR_NOMEM) mxl_error_set(err, st, "chat parse: out of memory");

@@ -18,6 +18,7 @@
 #define GR_MAX_RULES (1u << 18)
 #define GR_MAX_ELEMS (1u << 22)
 
+/* A growable array of grammar elements (not text, so not core/strbuf.h): a rule body. */
 typedef struct ebuf {
     gr_elem *v;
     size_t n, cap;

@@ -12,15 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
+
 /* the most rows of one prefill pass: each slot's sequence is made for batches of this many (its
  * decode state's max_batch), and a pass of several prompts stays within it */
 #define PREFILL_BATCH_ROWS 512
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 /* --- channels -------------------------------------------------------------------------------- */
 
@@ -36,7 +32,7 @@ mxl_srv_channel *mxl_srv_channel_create(int n_jobs) {
     c->refs = 1;
     c->n_jobs = n_jobs;
     c->slot_id = -1;
-    c->t_submit = now_ms();
+    c->t_submit = mxl_now_ms();
     return c;
 }
 
@@ -94,7 +90,7 @@ static bool channel_push(mxl_srv_channel *c, const mxl_srv_event *e, const char 
         if (e->token >= 0) c->completion_tokens++;
         if (e->final) {
             c->n_final++;
-            if (mxl_srv_channel_done(c)) c->t_end = now_ms();
+            if (mxl_srv_channel_done(c)) c->t_end = mxl_now_ms();
         }
     } else if (e->final) {
         c->n_final++;
@@ -313,7 +309,7 @@ static int64_t reclaimable(const mxl_sched *s, const slot *keep) {
 
 /* Evicts cached blocks beyond the capacity or the TTL. */
 static void trim_cache(mxl_sched *s) {
-    double older = s->cfg.cache_ttl_s > 0 ? now_ms() / 1e3 - s->cfg.cache_ttl_s : -INFINITY;
+    double older = s->cfg.cache_ttl_s > 0 ? mxl_now_ms() / 1e3 - s->cfg.cache_ttl_s : -INFINITY;
     mxl_kv_pool_evict_lru(s->kvp, s->cache_keep, older);
 }
 
@@ -401,7 +397,7 @@ static void push_progress(slot *sl, bool first) {
     e.p_total = mxl_seq_n_prompt(sl->seq);
     e.p_cache = mxl_seq_n_cached(sl->seq);
     e.p_processed = e.p_total - mxl_seq_prefill_left(sl->seq);
-    e.p_ms = first ? 0.0 : now_ms() - sl->t_start; /* the first report comes before any work */
+    e.p_ms = first ? 0.0 : mxl_now_ms() - sl->t_start; /* the first report comes before any work */
     channel_push(j->ch, &e, "", 0);
 }
 
@@ -491,7 +487,7 @@ static void admit(mxl_sched *s) {
             j->ch->slot_id = sl->id;
             j->ch->prompt_tokens = (int64_t)j->n_prompt;
             j->ch->cached_tokens = mxl_seq_n_cached(sl->seq);
-            j->ch->t_admit = now_ms();
+            j->ch->t_admit = mxl_now_ms();
         }
         pthread_mutex_unlock(&j->ch->mu);
         pthread_mutex_lock(&s->mu);
@@ -502,7 +498,7 @@ static void admit(mxl_sched *s) {
         pthread_mutex_unlock(&s->mu);
         sl->prefilling = true;
         sl->waited = 0;
-        sl->t_start = now_ms();
+        sl->t_start = mxl_now_ms();
         j->t_last = sl->t_start;
         push_progress(sl, true);
     }
@@ -579,7 +575,7 @@ static bool prefill_together(mxl_sched *s, slot *first, int64_t chunk, double t0
     if (n < 2) return false;
     mxl_error err = {0};
     if (mxl_seq_prefill_batch(seqs, counts, n, s->tok_scratch, s->logits, &err) != MXL_OK) return false;
-    double t1 = now_ms();
+    double t1 = mxl_now_ms();
     pthread_mutex_lock(&s->mu);
     s->stats.prompt_ms_total += t1 - t0;
     pthread_mutex_unlock(&s->mu);
@@ -597,7 +593,7 @@ static void prefill_tick(mxl_sched *s, bool decoding) {
     }
     if (!best) return;
     int64_t chunk = s->cfg.prefill_chunk > 0 ? s->cfg.prefill_chunk : decoding ? 512 : 2048;
-    double t0 = now_ms();
+    double t0 = mxl_now_ms();
     if (prefill_together(s, best, chunk, t0)) return;
     mxl_error err = {0};
     mxl_status st;
@@ -617,7 +613,7 @@ static void prefill_tick(mxl_sched *s, bool decoding) {
         slot_release(s, best, "error", err.msg);
         return;
     }
-    double t1 = now_ms();
+    double t1 = mxl_now_ms();
     pthread_mutex_lock(&s->mu);
     s->stats.prompt_ms_total += t1 - t0;
     pthread_mutex_unlock(&s->mu);
@@ -672,7 +668,7 @@ static void feed_all(mxl_sched *s, mxl_seq **feed, slot **feed_slot, int64_t n_f
  * weights are read once for all of them). A slot back from preemption runs its pending token
  * first. */
 static void decode_tick(mxl_sched *s) {
-    double t0 = now_ms();
+    double t0 = mxl_now_ms();
     uint64_t produced = 0, busy = 0;
     int64_t longest = 0;
     mxl_seq *feed[MXL_SEQ_MAX_BATCH];
@@ -712,7 +708,7 @@ static void decode_tick(mxl_sched *s) {
         if (held > longest) longest = held;
         if (ev.finished) release_begin(s, sl);
         channel_push(sl->j->ch, &e, ev.text, ev.text_len);
-        sl->j->t_last = now_ms();
+        sl->j->t_last = mxl_now_ms();
         if (ev.finished) {
             release_end(s, sl, NULL, NULL);
             continue;
@@ -722,7 +718,7 @@ static void decode_tick(mxl_sched *s) {
     }
     feed_all(s, feed, feed_slot, n_feed);
     pthread_mutex_lock(&s->mu);
-    if (produced) s->stats.decode_ms_total += now_ms() - t0;
+    if (produced) s->stats.decode_ms_total += mxl_now_ms() - t0;
     if (busy) {
         s->stats.n_decode_total++;
         s->stats.busy_slots_total += busy;
@@ -746,7 +742,7 @@ static void pool_stats(mxl_sched *s) {
 
 /* Cancelled channels and the decode watchdog free their slots. */
 static void reap(mxl_sched *s) {
-    double now = now_ms();
+    double now = mxl_now_ms();
     for (int i = 0; i < s->cfg.n_slots; i++) {
         slot *sl = &s->slots[i];
         if (!sl->j) continue;
@@ -764,7 +760,7 @@ static void *engine_main(void *arg) {
         bool stop = s->stopping;
         pthread_mutex_unlock(&s->mu);
         if (stop) break;
-        mxl_kv_pool_set_clock(s->kvp, now_ms() / 1e3);
+        mxl_kv_pool_set_clock(s->kvp, mxl_now_ms() / 1e3);
         trim_cache(s);
         reap(s);
         admit(s);

@@ -192,6 +192,9 @@ struct tframe {
     tdict vars;
 };
 
+/* The render's text buffer. Not core/strbuf.h's mxl_strbuf on purpose: it grows in the render's
+ * arena (freed with the render, no frees on error paths) and every append is charged to the
+ * output budget and the fuel (mxl_tpl_tbuf_put). */
 typedef struct tbuf {
     char *p;
     size_t n, cap;

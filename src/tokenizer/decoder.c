@@ -25,10 +25,10 @@ static void strs_take(tok_strs *dst, tok_strs *src) {
 }
 
 static mxl_status byte_level(tok_strs *toks) {
-    tok_buf bytes = {0}, text = {0};
+    mxl_strbuf bytes = {0}, text = {0};
     mxl_status st = MXL_ERR_NOMEM;
     for (size_t i = 0; i < toks->n; i++) {
-        const tok_buf *b = &toks->v[i];
+        const mxl_strbuf *b = &toks->v[i];
         size_t mark = bytes.n;
         bool all = true;
         for (size_t j = 0; j < b->n;) {
@@ -39,11 +39,11 @@ static mxl_status byte_level(tok_strs *toks) {
                 all = false;
                 break;
             }
-            if (!tok_buf_putc(&bytes, (char)v)) goto done;
+            if (!mxl_strbuf_putc(&bytes, (char)v)) goto done;
         }
         if (!all) {
             bytes.n = mark;
-            if (!tok_buf_append(&bytes, b->p, b->n)) goto done;
+            if (!mxl_strbuf_append(&bytes, b->p, b->n)) goto done;
         }
     }
     if (!tok_utf8_lossy(bytes.p ? bytes.p : "", bytes.n, &text)) goto done;
@@ -54,8 +54,8 @@ static mxl_status byte_level(tok_strs *toks) {
     }
     st = MXL_OK;
 done:
-    tok_buf_free(&bytes);
-    tok_buf_free(&text);
+    mxl_strbuf_free(&bytes);
+    mxl_strbuf_free(&text);
     return st;
 }
 
@@ -66,7 +66,7 @@ static int hexv(char c) {
     return -1;
 }
 
-static bool flush_bytes(tok_strs *out, tok_buf *bytes) {
+static bool flush_bytes(tok_strs *out, mxl_strbuf *bytes) {
     if (!bytes->n) return true;
     bool ok;
     if (tok_utf8_valid(bytes->p, bytes->n)) {
@@ -81,20 +81,20 @@ static bool flush_bytes(tok_strs *out, tok_buf *bytes) {
 
 static mxl_status byte_fallback(tok_strs *toks) {
     tok_strs out = {0};
-    tok_buf bytes = {0};
+    mxl_strbuf bytes = {0};
     bool ok = true;
     for (size_t i = 0; i < toks->n && ok; i++) {
-        const tok_buf *b = &toks->v[i];
+        const mxl_strbuf *b = &toks->v[i];
         int hi, lo;
         if (b->n == 6 && memcmp(b->p, "<0x", 3) == 0 && b->p[5] == '>' &&
             (hi = hexv(b->p[3])) >= 0 && (lo = hexv(b->p[4])) >= 0) {
-            ok = tok_buf_putc(&bytes, (char)(hi * 16 + lo));
+            ok = mxl_strbuf_putc(&bytes, (char)(hi * 16 + lo));
             continue;
         }
         ok = flush_bytes(&out, &bytes) && tok_strs_push(&out, b->p ? b->p : "", b->n);
     }
     if (ok) ok = flush_bytes(&out, &bytes);
-    tok_buf_free(&bytes);
+    mxl_strbuf_free(&bytes);
     if (!ok) {
         tok_strs_free(&out);
         return MXL_ERR_NOMEM;
@@ -104,15 +104,15 @@ static mxl_status byte_fallback(tok_strs *toks) {
 }
 
 static mxl_status fuse(tok_strs *toks) {
-    tok_buf all = {0};
+    mxl_strbuf all = {0};
     for (size_t i = 0; i < toks->n; i++)
-        if (!tok_buf_append(&all, toks->v[i].p ? toks->v[i].p : "", toks->v[i].n)) {
-            tok_buf_free(&all);
+        if (!mxl_strbuf_append(&all, toks->v[i].p ? toks->v[i].p : "", toks->v[i].n)) {
+            mxl_strbuf_free(&all);
             return MXL_ERR_NOMEM;
         }
     tok_strs out = {0};
     bool ok = tok_strs_push(&out, all.p ? all.p : "", all.n);
-    tok_buf_free(&all);
+    mxl_strbuf_free(&all);
     if (!ok) return MXL_ERR_NOMEM;
     strs_take(toks, &out);
     return MXL_OK;
@@ -129,10 +129,10 @@ typedef struct dec_pos {
 } dec_pos;
 
 /* Replaces token i's text by s (n bytes). */
-static bool set_tok(tok_buf *b, const char *s, size_t n) {
-    tok_buf nb = {0};
-    if (!tok_buf_append(&nb, s, n)) return false;
-    tok_buf_free(b);
+static bool set_tok(mxl_strbuf *b, const char *s, size_t n) {
+    mxl_strbuf nb = {0};
+    if (!mxl_strbuf_append(&nb, s, n)) return false;
+    mxl_strbuf_free(b);
     *b = nb;
     return true;
 }
@@ -141,7 +141,7 @@ static mxl_status strip(const tok_decoder *d, const dec_pos *pos, tok_strs *toks
     char c[4];
     size_t cl = mxl_utf8_encode(d->ch, c);
     for (size_t i = 0; i < toks->n; i++) {
-        tok_buf *b = &toks->v[i];
+        mxl_strbuf *b = &toks->v[i];
         size_t s = 0, e = b->n;
         size_t start = i == 0 && pos->cont && pos->joined ? 0 : d->start; /* not the text's start */
         for (size_t k = 0; k < start && e - s >= cl && memcmp(b->p + s, c, cl) == 0; k++) s += cl;
@@ -158,21 +158,21 @@ static mxl_status strip(const tok_decoder *d, const dec_pos *pos, tok_strs *toks
 
 static mxl_status replace(const tok_decoder *d, tok_strs *toks) {
     tok_spans sp = {0};
-    tok_buf nb = {0};
+    mxl_strbuf nb = {0};
     mxl_status st = MXL_OK;
     for (size_t i = 0; i < toks->n && st == MXL_OK; i++) {
-        tok_buf *b = &toks->v[i];
+        mxl_strbuf *b = &toks->v[i];
         st = tok_regex_find(d->re, b->p ? b->p : "", b->n, &sp);
         nb.n = 0;
         for (size_t k = 0; st == MXL_OK && k < sp.n; k++) {
-            bool ok = sp.v[k].match ? tok_buf_append(&nb, d->content, d->content_len)
-                                    : tok_buf_append(&nb, b->p + sp.v[k].off, sp.v[k].len);
+            bool ok = sp.v[k].match ? mxl_strbuf_append(&nb, d->content, d->content_len)
+                                    : mxl_strbuf_append(&nb, b->p + sp.v[k].off, sp.v[k].len);
             if (!ok) st = MXL_ERR_NOMEM;
         }
         if (st == MXL_OK && !set_tok(b, nb.p ? nb.p : "", nb.n)) st = MXL_ERR_NOMEM;
     }
     tok_spans_free(&sp);
-    tok_buf_free(&nb);
+    mxl_strbuf_free(&nb);
     return st;
 }
 
@@ -180,52 +180,52 @@ static mxl_status metaspace(const tok_decoder *d, const dec_pos *pos, tok_strs *
     char c[4];
     size_t cl = mxl_utf8_encode(d->ch, c);
     bool first = !pos->cont || pos->joined; /* token 0 is the text's first token */
-    tok_buf nb = {0};
+    mxl_strbuf nb = {0};
     for (size_t i = 0; i < toks->n; i++) {
-        tok_buf *b = &toks->v[i];
+        mxl_strbuf *b = &toks->v[i];
         nb.n = 0;
         for (size_t j = 0; j < b->n;) {
             if (b->n - j >= cl && memcmp(b->p + j, c, cl) == 0) {
                 j += cl;
                 if (i == 0 && first && d->prepend != TOK_PREPEND_NEVER) continue;
-                if (!tok_buf_putc(&nb, ' ')) goto oom;
+                if (!mxl_strbuf_putc(&nb, ' ')) goto oom;
                 continue;
             }
-            if (!tok_buf_putc(&nb, b->p[j])) goto oom;
+            if (!mxl_strbuf_putc(&nb, b->p[j])) goto oom;
             j++;
         }
         if (!set_tok(b, nb.p ? nb.p : "", nb.n)) goto oom;
     }
-    tok_buf_free(&nb);
+    mxl_strbuf_free(&nb);
     return MXL_OK;
 oom:
-    tok_buf_free(&nb);
+    mxl_strbuf_free(&nb);
     return MXL_ERR_NOMEM;
 }
 
 /* decoders/wordpiece.rs cleanup(): English tokenization-space cleanup. */
-static bool cleanup_text(tok_buf *b) {
+static bool cleanup_text(mxl_strbuf *b) {
     static const char *const from[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " do not",
                                        " 's", " 've", " 're"};
     static const char *const to[] = {".", "?", "!", ",", "'", "n't", "'m", " don't",
                                      "'s", "'ve", "'re"};
     for (size_t r = 0; r < sizeof(from) / sizeof(from[0]); r++) {
         size_t fl = strlen(from[r]), tl = strlen(to[r]);
-        tok_buf nb = {0};
+        mxl_strbuf nb = {0};
         for (size_t j = 0; j < b->n;) {
             if (b->n - j >= fl && memcmp(b->p + j, from[r], fl) == 0) {
-                if (!tok_buf_append(&nb, to[r], tl)) goto oom;
+                if (!mxl_strbuf_append(&nb, to[r], tl)) goto oom;
                 j += fl;
             } else {
-                if (!tok_buf_putc(&nb, b->p[j])) goto oom;
+                if (!mxl_strbuf_putc(&nb, b->p[j])) goto oom;
                 j++;
             }
         }
         if (!set_tok(b, nb.p ? nb.p : "", nb.n)) goto oom;
-        tok_buf_free(&nb);
+        mxl_strbuf_free(&nb);
         continue;
     oom:
-        tok_buf_free(&nb);
+        mxl_strbuf_free(&nb);
         return false;
     }
     return true;
@@ -234,20 +234,20 @@ static bool cleanup_text(tok_buf *b) {
 static mxl_status wordpiece(const tok_decoder *d, const dec_pos *pos, tok_strs *toks) {
     bool first = !pos->cont || pos->joined; /* token 0 is the text's first token */
     for (size_t i = 0; i < toks->n; i++) {
-        tok_buf *b = &toks->v[i];
+        mxl_strbuf *b = &toks->v[i];
         if (i != 0 || !first) {
             if (b->n >= d->content_len && memcmp(b->p, d->content, d->content_len) == 0) {
                 memmove(b->p, b->p + d->content_len, b->n - d->content_len);
                 b->n -= d->content_len;
                 b->p[b->n] = 0;
             } else {
-                tok_buf nb = {0};
-                if (!tok_buf_putc(&nb, ' ') || !tok_buf_append(&nb, b->p ? b->p : "", b->n) ||
+                mxl_strbuf nb = {0};
+                if (!mxl_strbuf_putc(&nb, ' ') || !mxl_strbuf_append(&nb, b->p ? b->p : "", b->n) ||
                     !set_tok(b, nb.p, nb.n)) {
-                    tok_buf_free(&nb);
+                    mxl_strbuf_free(&nb);
                     return MXL_ERR_NOMEM;
                 }
-                tok_buf_free(&nb);
+                mxl_strbuf_free(&nb);
             }
         }
         if (d->cleanup && !cleanup_text(b)) return MXL_ERR_NOMEM;
@@ -257,27 +257,27 @@ static mxl_status wordpiece(const tok_decoder *d, const dec_pos *pos, tok_strs *
 
 static mxl_status bpe_suffix(const tok_decoder *d, tok_strs *toks) {
     /* decoders/bpe.rs: the suffix becomes a space, except on the last token where it is removed */
-    tok_buf nb = {0};
+    mxl_strbuf nb = {0};
     for (size_t i = 0; i < toks->n; i++) {
-        tok_buf *b = &toks->v[i];
+        mxl_strbuf *b = &toks->v[i];
         nb.n = 0;
         bool last = i + 1 == toks->n;
         for (size_t j = 0; j < b->n;) {
             if (d->content_len && b->n - j >= d->content_len &&
                 memcmp(b->p + j, d->content, d->content_len) == 0) {
-                if (!last && !tok_buf_putc(&nb, ' ')) goto oom;
+                if (!last && !mxl_strbuf_putc(&nb, ' ')) goto oom;
                 j += d->content_len;
             } else {
-                if (!tok_buf_putc(&nb, b->p[j])) goto oom;
+                if (!mxl_strbuf_putc(&nb, b->p[j])) goto oom;
                 j++;
             }
         }
         if (!set_tok(b, nb.p ? nb.p : "", nb.n)) goto oom;
     }
-    tok_buf_free(&nb);
+    mxl_strbuf_free(&nb);
     return MXL_OK;
 oom:
-    tok_buf_free(&nb);
+    mxl_strbuf_free(&nb);
     return MXL_ERR_NOMEM;
 }
 
@@ -285,26 +285,26 @@ static mxl_status ctc(const tok_decoder *d, tok_strs *toks) {
     /* decoders/ctc.rs: dedup consecutive tokens, drop the pad token, word delimiter -> space */
     tok_strs out = {0};
     for (size_t i = 0; i < toks->n; i++) {
-        tok_buf *b = &toks->v[i];
+        mxl_strbuf *b = &toks->v[i];
         if (i > 0 && b->n == toks->v[i - 1].n && memcmp(b->p, toks->v[i - 1].p, b->n) == 0) continue;
         if (b->n == d->content_len && memcmp(b->p, d->content, b->n) == 0) continue;
         const char *s = b->p ? b->p : "";
         size_t n = b->n;
-        tok_buf nb = {0};
+        mxl_strbuf nb = {0};
         bool ok = true;
         for (size_t j = 0; j < n && ok;) {
             if (d->content2_len && n - j >= d->content2_len &&
                 memcmp(s + j, d->content2, d->content2_len) == 0) {
-                ok = tok_buf_putc(&nb, ' ');
+                ok = mxl_strbuf_putc(&nb, ' ');
                 j += d->content2_len;
             } else {
-                ok = tok_buf_putc(&nb, s[j]);
+                ok = mxl_strbuf_putc(&nb, s[j]);
                 j++;
             }
         }
         if (ok && d->cleanup) ok = cleanup_text(&nb);
         if (ok) ok = tok_strs_push(&out, nb.p ? nb.p : "", nb.n);
-        tok_buf_free(&nb);
+        mxl_strbuf_free(&nb);
         if (!ok) {
             tok_strs_free(&out);
             return MXL_ERR_NOMEM;

@@ -244,14 +244,14 @@ mxl_status mxl_tokenizer_load_gguf(const struct mxl_gguf *g, mxl_tokenizer **out
             size_t al = (size_t)(sp - m->data), bl = m->len - al - 1;
             int32_t ia = tok_map_get(&t->vocab, m->data, al), ib = tok_map_get(&t->vocab, sp + 1, bl);
             if (ia < 0 || ib < 0) continue;
-            tok_buf tmp = {0};
-            if (!tok_buf_append(&tmp, m->data, al) || !tok_buf_append(&tmp, sp + 1, bl)) {
-                tok_buf_free(&tmp);
+            mxl_strbuf tmp = {0};
+            if (!mxl_strbuf_append(&tmp, m->data, al) || !mxl_strbuf_append(&tmp, sp + 1, bl)) {
+                mxl_strbuf_free(&tmp);
                 st = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", gname);
                 goto fail;
             }
             int32_t in = tok_map_get(&t->vocab, tmp.p, tmp.n);
-            tok_buf_free(&tmp);
+            mxl_strbuf_free(&tmp);
             if (!tok_pairmap_put(&t->model.merges, ia, ib, (uint32_t)i, in)) {
                 st = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", gname);
                 goto fail;

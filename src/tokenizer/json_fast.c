@@ -52,7 +52,7 @@ static int hex4(const char *s, size_t n, size_t i, uint32_t *v) {
     return 1;
 }
 
-size_t tok_json_string(const char *s, size_t n, size_t i, tok_buf *out) {
+size_t tok_json_string(const char *s, size_t n, size_t i, mxl_strbuf *out) {
     if (i >= n || s[i] != '"') return TOK_JSON_BAD;
     i++;
     if (out) out->n = 0;
@@ -60,7 +60,7 @@ size_t tok_json_string(const char *s, size_t n, size_t i, tok_buf *out) {
     while (i < n) {
         unsigned char c = (unsigned char)s[i];
         if (c == '"') {
-            if (out && (!tok_buf_append(out, s + run, i - run))) return TOK_JSON_BAD;
+            if (out && (!mxl_strbuf_append(out, s + run, i - run))) return TOK_JSON_BAD;
             if (!tok_utf8_valid(s + run, i - run)) return TOK_JSON_BAD;
             return i + 1;
         }
@@ -70,7 +70,7 @@ size_t tok_json_string(const char *s, size_t n, size_t i, tok_buf *out) {
             continue;
         }
         if (!tok_utf8_valid(s + run, i - run)) return TOK_JSON_BAD;
-        if (out && !tok_buf_append(out, s + run, i - run)) return TOK_JSON_BAD;
+        if (out && !mxl_strbuf_append(out, s + run, i - run)) return TOK_JSON_BAD;
         if (i + 1 >= n) return TOK_JSON_BAD;
         char e = s[i + 1];
         char lit = 0;
@@ -97,13 +97,13 @@ size_t tok_json_string(const char *s, size_t n, size_t i, tok_buf *out) {
             } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
                 return TOK_JSON_BAD;
             }
-            if (out && !tok_buf_put_cp(out, cp)) return TOK_JSON_BAD;
+            if (out && !mxl_strbuf_put_cp(out, cp)) return TOK_JSON_BAD;
             run = i;
             continue;
         }
         default: return TOK_JSON_BAD;
         }
-        if (out && !tok_buf_putc(out, lit)) return TOK_JSON_BAD;
+        if (out && !mxl_strbuf_putc(out, lit)) return TOK_JSON_BAD;
         i += 2;
         run = i;
     }
@@ -171,7 +171,7 @@ static size_t walk_object(const char *s, size_t n, size_t obj, int level, size_t
     if (i >= n || s[i] != '{') return TOK_JSON_BAD;
     i = tok_json_ws(s, n, i + 1);
     if (i < n && s[i] == '}') return i + 1;
-    tok_buf k = {0};
+    mxl_strbuf k = {0};
     size_t end = TOK_JSON_BAD;
     while (i < n) {
         i = tok_json_string(s, n, i, &k);
@@ -205,7 +205,7 @@ static size_t walk_object(const char *s, size_t n, size_t obj, int level, size_t
         if (i < n && s[i] == '}') end = i + 1;
         break;
     }
-    tok_buf_free(&k);
+    mxl_strbuf_free(&k);
     return end;
 }
 

@@ -20,7 +20,7 @@ static inline size_t tok_json_ws(const char *s, size_t n, size_t i) {
 }
 /* Parses the string at s[i] (which must be '"') into out (unescaped UTF-8; out may be NULL to
  * only validate); returns the index after the closing quote. */
-size_t tok_json_string(const char *s, size_t n, size_t i, tok_buf *out);
+size_t tok_json_string(const char *s, size_t n, size_t i, mxl_strbuf *out);
 /* Returns the index just after the value starting at or after i. */
 size_t tok_json_skip(const char *s, size_t n, size_t i);
 /* Same, and *count (may be NULL) gets the number of top-level elements of an array / object

@@ -464,7 +464,7 @@ static mxl_status load_vocab(ld *c, json_t *v) {
  * TOK_MAP_BATCH at a time and their table slots prefetched before they are put, so the cache
  * misses of a batch overlap. */
 typedef struct vocab_batch {
-    tok_buf text;
+    mxl_strbuf text;
     size_t n, off[TOK_MAP_BATCH], len[TOK_MAP_BATCH];
     int32_t id[TOK_MAP_BATCH];
 } vocab_batch;
@@ -487,7 +487,7 @@ static mxl_status vocab_fault(ld *c, vocab_batch *vb, const char *fmt, const cha
 static mxl_status fast_vocab(ld *c) {
     const char *s = c->src;
     size_t n = c->vocab_e, i = tok_json_ws(s, n, c->vocab_s + 1);
-    tok_buf k = {0};
+    mxl_strbuf k = {0};
     vocab_batch vb = {0};
     mxl_status st = MXL_OK;
     if (i < n && s[i] == '}') return MXL_OK;
@@ -513,7 +513,7 @@ static mxl_status fast_vocab(ld *c) {
         vb.off[vb.n] = vb.text.n;
         vb.len[vb.n] = k.n;
         vb.id[vb.n] = (int32_t)v;
-        if (!tok_buf_append(&vb.text, k.p ? k.p : "", k.n)) {
+        if (!mxl_strbuf_append(&vb.text, k.p ? k.p : "", k.n)) {
             st = fail(c, MXL_ERR_NOMEM, "model.vocab", "out of memory%s", NULL);
             break;
         }
@@ -527,8 +527,8 @@ static mxl_status fast_vocab(ld *c) {
         st = vocab_fault(c, &vb, "expected ',' or '}'%s", NULL);
     }
     if (st == MXL_OK) st = vocab_flush(c, &vb);
-    tok_buf_free(&k);
-    tok_buf_free(&vb.text);
+    mxl_strbuf_free(&k);
+    mxl_strbuf_free(&vb.text);
     return st;
 }
 
@@ -686,14 +686,14 @@ static mxl_status load_added(ld *c, json_t *arr) {
         if (!tok_vocab_set(t, s, l, a->id, true)) return fail(c, MXL_ERR_NOMEM, pth, "out of memory%s", NULL);
         t->id_attr[a->id] |= MXL_TOKEN_ATTR_ADDED | (a->special ? MXL_TOKEN_ATTR_SPECIAL : 0);
         if (a->normalized) {
-            tok_buf nb = {0};
+            mxl_strbuf nb = {0};
             if (t->norm) {
                 mxl_status st = tok_normalize(t->norm, s, l, &nb);
                 if (st != MXL_OK) {
-                    tok_buf_free(&nb);
+                    mxl_strbuf_free(&nb);
                     return fail(c, st, pth, "normalizing the token failed%s", NULL);
                 }
-            } else if (!tok_buf_append(&nb, s, l)) {
+            } else if (!mxl_strbuf_append(&nb, s, l)) {
                 return fail(c, MXL_ERR_NOMEM, pth, "out of memory%s", NULL);
             }
             a->norm_content = nb.p ? nb.p : dupn("", 0);

@@ -27,7 +27,7 @@
 typedef struct merge_run {
     const mxl_tokenizer *t;
     /* the batch being filled: a, b and a + b' of each held merge */
-    tok_buf text;
+    mxl_strbuf text;
     size_t held, off[TOK_MAP_BATCH * 3], len[TOK_MAP_BATCH * 3];
     int32_t (*ids)[3]; /* [n][a, b, a + b'] in list order */
     size_t n, cap;
@@ -41,7 +41,7 @@ typedef struct merge_run {
 } merge_run;
 
 static void run_free(merge_run *r) {
-    tok_buf_free(&r->text);
+    mxl_strbuf_free(&r->text);
     free(r->ids);
 }
 
@@ -88,8 +88,8 @@ static mxl_status run_add(merge_run *r, const char *a, size_t al, const char *b,
     const mxl_tokenizer *t = r->t;
     size_t pl = t->model.cont_prefix ? t->model.cont_prefix_len : 0, skip = pl <= bl ? pl : bl;
     size_t *off = r->off + 3 * r->held, *len = r->len + 3 * r->held, o = r->text.n;
-    if (!tok_buf_append(&r->text, a, al) || !tok_buf_append(&r->text, b, bl) || !tok_buf_append(&r->text, a, al) ||
-        !tok_buf_append(&r->text, b + skip, bl - skip))
+    if (!mxl_strbuf_append(&r->text, a, al) || !mxl_strbuf_append(&r->text, b, bl) || !mxl_strbuf_append(&r->text, a, al) ||
+        !mxl_strbuf_append(&r->text, b + skip, bl - skip))
         return run_fault(r, MXL_ERR_NOMEM, r->n + r->held, "out of memory%s", NULL);
     off[0] = o, len[0] = al;
     off[1] = o + al, len[1] = bl;
@@ -122,7 +122,7 @@ static void *run_fast(void *arg) {
     merge_run *r = arg;
     const char *s = r->s;
     size_t n = r->to + 1, i = r->from;
-    tok_buf a = {0}, b = {0};
+    mxl_strbuf a = {0}, b = {0};
     mxl_status st = MXL_OK;
     while (st == MXL_OK) {
         if (i < n && s[i] == '"') {
@@ -159,8 +159,8 @@ static void *run_fast(void *arg) {
         st = run_bad(r, "expected ',' or ']'%s", NULL);
     }
     if (st == MXL_OK) run_flush(r);
-    tok_buf_free(&a);
-    tok_buf_free(&b);
+    mxl_strbuf_free(&a);
+    mxl_strbuf_free(&b);
     return NULL;
 }
 

@@ -143,7 +143,7 @@ static int32_t vocab_id(const mxl_tokenizer *t, const char *s, size_t n) {
 /* HF merge_word: initial symbols with prefix/suffix, byte fallback and unk handling. */
 static mxl_status hf_symbols(const mxl_tokenizer *t, const char *s, size_t n, bpe_word *w) {
     const tok_model *m = &t->model;
-    tok_buf tmp = {0};
+    mxl_strbuf tmp = {0};
     int32_t unk_id = -1;
     uint32_t unk_start = 0, unk_len = 0;
     bool have_unk = false;
@@ -167,10 +167,10 @@ static mxl_status hf_symbols(const mxl_tokenizer *t, const char *s, size_t n, bp
             }
         }
         tmp.n = 0;
-        if (!first && m->cont_prefix && !tok_buf_append(&tmp, m->cont_prefix, m->cont_prefix_len))
+        if (!first && m->cont_prefix && !mxl_strbuf_append(&tmp, m->cont_prefix, m->cont_prefix_len))
             goto oom;
-        if (!tok_buf_append(&tmp, s + i, k)) goto oom;
-        if (last && m->eow_suffix && !tok_buf_append(&tmp, m->eow_suffix, m->eow_suffix_len))
+        if (!mxl_strbuf_append(&tmp, s + i, k)) goto oom;
+        if (last && m->eow_suffix && !mxl_strbuf_append(&tmp, m->eow_suffix, m->eow_suffix_len))
             goto oom;
         int32_t id = vocab_id(t, tmp.p, tmp.n);
         if (id >= 0) {
@@ -208,10 +208,10 @@ static mxl_status hf_symbols(const mxl_tokenizer *t, const char *s, size_t n, bp
         i += k;
     }
     if (have_unk && !word_add(w, unk_id, unk_start, unk_len)) goto oom;
-    tok_buf_free(&tmp);
+    mxl_strbuf_free(&tmp);
     return st;
 oom:
-    tok_buf_free(&tmp);
+    mxl_strbuf_free(&tmp);
     return MXL_ERR_NOMEM;
 }
 

@@ -26,15 +26,15 @@ static mxl_status wordpiece(const mxl_tokenizer *t, const char *s, size_t n, mxl
         return tok_ids_push(out, m->unk_id) ? MXL_OK : MXL_ERR_NOMEM;
     }
     size_t base = out->n, start = 0;
-    tok_buf tmp = {0};
+    mxl_strbuf tmp = {0};
     mxl_status st = MXL_OK;
     while (start < n) {
         size_t end = n;
         int32_t found = -1;
         while (start < end) {
             tmp.n = 0;
-            if (start > 0 && !tok_buf_append(&tmp, m->cont_prefix, m->cont_prefix_len)) goto oom;
-            if (!tok_buf_append(&tmp, s + start, end - start)) goto oom;
+            if (start > 0 && !mxl_strbuf_append(&tmp, m->cont_prefix, m->cont_prefix_len)) goto oom;
+            if (!mxl_strbuf_append(&tmp, s + start, end - start)) goto oom;
             int32_t id = tok_map_get(&t->vocab, tmp.p, tmp.n);
             if (id >= 0) {
                 found = id;
@@ -57,10 +57,10 @@ static mxl_status wordpiece(const mxl_tokenizer *t, const char *s, size_t n, mxl
         if (!tok_ids_push(out, found)) goto oom;
         start = end;
     }
-    tok_buf_free(&tmp);
+    mxl_strbuf_free(&tmp);
     return st;
 oom:
-    tok_buf_free(&tmp);
+    mxl_strbuf_free(&tmp);
     return MXL_ERR_NOMEM;
 }
 
@@ -73,9 +73,9 @@ static mxl_status wordlevel(const mxl_tokenizer *t, const char *s, size_t n, mxl
 
 /* One llama.cpp WPM word: "\u2581" + word, greedy longest match; no match anywhere -> unk. */
 static mxl_status wpm_word(const mxl_tokenizer *t, const char *w, size_t wn, mxl_token_ids *out) {
-    tok_buf word = {0};
-    if (!tok_buf_append(&word, "\xE2\x96\x81", 3) || !tok_buf_append(&word, w, wn)) {
-        tok_buf_free(&word);
+    mxl_strbuf word = {0};
+    if (!mxl_strbuf_append(&word, "\xE2\x96\x81", 3) || !mxl_strbuf_append(&word, w, wn)) {
+        mxl_strbuf_free(&word);
         return MXL_ERR_NOMEM;
     }
     size_t n = word.n, base = out->n;
@@ -87,7 +87,7 @@ static mxl_status wpm_word(const mxl_tokenizer *t, const char *w, size_t wn, mxl
             int32_t id = tok_map_get(&t->vocab, word.p + i, j - i);
             if (id >= 0) {
                 if (!tok_ids_push(out, id)) {
-                    tok_buf_free(&word);
+                    mxl_strbuf_free(&word);
                     return MXL_ERR_NOMEM;
                 }
                 match = true;
@@ -100,7 +100,7 @@ static mxl_status wpm_word(const mxl_tokenizer *t, const char *w, size_t wn, mxl
             break;
         }
     }
-    tok_buf_free(&word);
+    mxl_strbuf_free(&word);
     if (out->n == base && t->unk_id >= 0 && !tok_ids_push(out, t->unk_id)) return MXL_ERR_NOMEM;
     return MXL_OK;
 }
@@ -120,7 +120,7 @@ static mxl_status wpm(const mxl_tokenizer *t, const char *s, size_t n, mxl_token
         }
     }
     const char *p = (const char *)nfd;
-    tok_buf word = {0};
+    mxl_strbuf word = {0};
     mxl_status st = MXL_OK;
     for (size_t i = 0; i < (size_t)r && st == MXL_OK;) {
         uint32_t cp;
@@ -145,10 +145,10 @@ static mxl_status wpm(const mxl_tokenizer *t, const char *s, size_t n, mxl_token
             if (st == MXL_OK) st = wpm_word(t, tmp, k, out);
             continue;
         }
-        if (!tok_buf_put_cp(&word, lc)) st = MXL_ERR_NOMEM;
+        if (!mxl_strbuf_put_cp(&word, lc)) st = MXL_ERR_NOMEM;
     }
     if (st == MXL_OK && word.n) st = wpm_word(t, word.p, word.n, out);
-    tok_buf_free(&word);
+    mxl_strbuf_free(&word);
     free(nfd);
     return st;
 }

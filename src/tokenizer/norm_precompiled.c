@@ -144,9 +144,9 @@ static const char *first_match(const tok_precompiled *p, const char *key, size_t
     return NULL;
 }
 
-static bool put_match(tok_buf *out, const char *m) { return tok_buf_append(out, m, strlen(m)); }
+static bool put_match(mxl_strbuf *out, const char *m) { return mxl_strbuf_append(out, m, strlen(m)); }
 
-mxl_status tok_precompiled_normalize(const tok_precompiled *p, const char *s, size_t len, tok_buf *out) {
+mxl_status tok_precompiled_normalize(const tok_precompiled *p, const char *s, size_t len, mxl_strbuf *out) {
     size_t g0 = 0; /* start of the current grapheme cluster */
     utf8proc_int32_t state = 0, prev = -1;
     for (size_t i = 0; i <= len;) {
@@ -162,7 +162,7 @@ mxl_status tok_precompiled_normalize(const tok_precompiled *p, const char *s, si
                 for (size_t j = 0; j < gl;) {
                     uint32_t c2;
                     size_t k2 = tok_utf8_decode(g + j, gl - j, &c2);
-                    bool ok = (m = first_match(p, g + j, k2)) ? put_match(out, m) : tok_buf_append(out, g + j, k2);
+                    bool ok = (m = first_match(p, g + j, k2)) ? put_match(out, m) : mxl_strbuf_append(out, g + j, k2);
                     if (!ok) return MXL_ERR_NOMEM;
                     j += k2;
                 }

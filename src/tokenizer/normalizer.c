@@ -21,7 +21,7 @@ void tok_normalizer_free(tok_normalizer *n) {
     free(n);
 }
 
-static mxl_status unicode_form(const char *s, size_t len, int opts, tok_buf *out) {
+static mxl_status unicode_form(const char *s, size_t len, int opts, mxl_strbuf *out) {
     if (len == 0) return MXL_OK;
     utf8proc_uint8_t *res = NULL;
     utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, &res,
@@ -29,19 +29,19 @@ static mxl_status unicode_form(const char *s, size_t len, int opts, tok_buf *out
     if (r < 0) {
         free(res);
         /* invalid input cannot happen (text is sanitized); keep it unchanged */
-        return tok_buf_append(out, s, len) ? MXL_OK : MXL_ERR_NOMEM;
+        return mxl_strbuf_append(out, s, len) ? MXL_OK : MXL_ERR_NOMEM;
     }
-    bool ok = tok_buf_append(out, (const char *)res, (size_t)r);
+    bool ok = mxl_strbuf_append(out, (const char *)res, (size_t)r);
     free(res);
     return ok ? MXL_OK : MXL_ERR_NOMEM;
 }
 
-static bool put_lower(tok_buf *out, uint32_t cp) {
-    if (cp == 0x130) return tok_buf_append(out, "i\xCC\x87", 3);
-    return tok_buf_put_cp(out, (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp));
+static bool put_lower(mxl_strbuf *out, uint32_t cp) {
+    if (cp == 0x130) return mxl_strbuf_append(out, "i\xCC\x87", 3);
+    return mxl_strbuf_put_cp(out, (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp));
 }
 
-static mxl_status lowercase(const char *s, size_t len, tok_buf *out) {
+static mxl_status lowercase(const char *s, size_t len, mxl_strbuf *out) {
     for (size_t i = 0; i < len;) {
         uint32_t cp;
         i += tok_utf8_decode(s + i, len - i, &cp);
@@ -52,21 +52,21 @@ static mxl_status lowercase(const char *s, size_t len, tok_buf *out) {
 
 /* all_marks: StripAccents drops every mark (is_combining_mark, General_Category=M);
  * BertNormalizer only nonspacing marks (Mn). */
-static mxl_status strip_accents(const char *s, size_t len, tok_buf *out, bool all_marks) {
+static mxl_status strip_accents(const char *s, size_t len, mxl_strbuf *out, bool all_marks) {
     for (size_t i = 0; i < len;) {
         uint32_t cp;
         size_t k = tok_utf8_decode(s + i, len - i, &cp);
         utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
         bool drop = all_marks ? (c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME)
                               : c == UTF8PROC_CATEGORY_MN;
-        if (!drop && !tok_buf_append(out, s + i, k)) return MXL_ERR_NOMEM;
+        if (!drop && !mxl_strbuf_append(out, s + i, k)) return MXL_ERR_NOMEM;
         i += k;
     }
     return MXL_OK;
 }
 
-static mxl_status bert(const tok_normalizer *n, const char *s, size_t len, tok_buf *out) {
-    tok_buf a = {0}, b = {0};
+static mxl_status bert(const tok_normalizer *n, const char *s, size_t len, mxl_strbuf *out) {
+    mxl_strbuf a = {0}, b = {0};
     mxl_status st = MXL_ERR_NOMEM;
     /* clean_text + handle_chinese_chars in one pass */
     for (size_t i = 0; i < len;) {
@@ -78,16 +78,16 @@ static mxl_status bert(const tok_normalizer *n, const char *s, size_t len, tok_b
             bool ctrl = !(cp == '\t' || cp == '\n' || cp == '\r') && tok_cp_is_other(cp);
             if (cp == 0 || cp == 0xFFFD || ctrl) continue;
             if (ws) {
-                if (!tok_buf_putc(&a, ' ')) goto done;
+                if (!mxl_strbuf_putc(&a, ' ')) goto done;
                 continue;
             }
         }
         if (n->handle_chinese && tok_cp_is_chinese(cp)) {
-            if (!tok_buf_putc(&a, ' ') || !tok_buf_put_cp(&a, cp) || !tok_buf_putc(&a, ' '))
+            if (!mxl_strbuf_putc(&a, ' ') || !mxl_strbuf_put_cp(&a, cp) || !mxl_strbuf_putc(&a, ' '))
                 goto done;
             continue;
         }
-        if (!tok_buf_put_cp(&a, cp)) goto done;
+        if (!mxl_strbuf_put_cp(&a, cp)) goto done;
     }
     bool strip = n->strip_accents < 0 ? n->lowercase : n->strip_accents > 0;
     if (strip) {
@@ -98,27 +98,27 @@ static mxl_status bert(const tok_normalizer *n, const char *s, size_t len, tok_b
     if (n->lowercase) {
         st = lowercase(a.p ? a.p : "", a.n, out);
     } else {
-        st = tok_buf_append(out, a.p ? a.p : "", a.n) ? MXL_OK : MXL_ERR_NOMEM;
+        st = mxl_strbuf_append(out, a.p ? a.p : "", a.n) ? MXL_OK : MXL_ERR_NOMEM;
     }
 done:
-    tok_buf_free(&a);
-    tok_buf_free(&b);
+    mxl_strbuf_free(&a);
+    mxl_strbuf_free(&b);
     return st;
 }
 
-static mxl_status replace(const tok_normalizer *n, const char *s, size_t len, tok_buf *out) {
+static mxl_status replace(const tok_normalizer *n, const char *s, size_t len, mxl_strbuf *out) {
     tok_spans sp = {0};
     mxl_status st = tok_regex_find(n->re, s, len, &sp);
     for (size_t i = 0; st == MXL_OK && i < sp.n; i++) {
-        bool ok = sp.v[i].match ? tok_buf_append(out, n->content, n->content_len)
-                                : tok_buf_append(out, s + sp.v[i].off, sp.v[i].len);
+        bool ok = sp.v[i].match ? mxl_strbuf_append(out, n->content, n->content_len)
+                                : mxl_strbuf_append(out, s + sp.v[i].off, sp.v[i].len);
         if (!ok) st = MXL_ERR_NOMEM;
     }
     tok_spans_free(&sp);
     return st;
 }
 
-static mxl_status strip_ws(const tok_normalizer *n, const char *s, size_t len, tok_buf *out) {
+static mxl_status strip_ws(const tok_normalizer *n, const char *s, size_t len, mxl_strbuf *out) {
     size_t b = 0, e = len;
     if (n->left) {
         while (b < e) {
@@ -138,34 +138,34 @@ static mxl_status strip_ws(const tok_normalizer *n, const char *s, size_t len, t
             e = p;
         }
     }
-    return tok_buf_append(out, s + b, e - b) ? MXL_OK : MXL_ERR_NOMEM;
+    return mxl_strbuf_append(out, s + b, e - b) ? MXL_OK : MXL_ERR_NOMEM;
 }
 
-static mxl_status byte_level(const char *s, size_t len, tok_buf *out) {
+static mxl_status byte_level(const char *s, size_t len, mxl_strbuf *out) {
     for (size_t i = 0; i < len; i++)
-        if (!tok_buf_put_cp(out, tok_byte_to_cp[(uint8_t)s[i]])) return MXL_ERR_NOMEM;
+        if (!mxl_strbuf_put_cp(out, tok_byte_to_cp[(uint8_t)s[i]])) return MXL_ERR_NOMEM;
     return MXL_OK;
 }
 
-mxl_status tok_normalize(const tok_normalizer *n, const char *s, size_t len, tok_buf *out) {
+mxl_status tok_normalize(const tok_normalizer *n, const char *s, size_t len, mxl_strbuf *out) {
     out->n = 0;
-    if (!tok_buf_reserve(out, len)) return MXL_ERR_NOMEM;
+    if (!mxl_strbuf_reserve(out, len)) return MXL_ERR_NOMEM;
     out->p[0] = 0;
     switch (n->kind) {
     case TOK_NORM_SEQUENCE: {
-        if (!tok_buf_append(out, s, len)) return MXL_ERR_NOMEM;
-        tok_buf tmp = {0};
+        if (!mxl_strbuf_append(out, s, len)) return MXL_ERR_NOMEM;
+        mxl_strbuf tmp = {0};
         for (size_t i = 0; i < n->n_children; i++) {
             mxl_status st = tok_normalize(n->children[i], out->p, out->n, &tmp);
             if (st != MXL_OK) {
-                tok_buf_free(&tmp);
+                mxl_strbuf_free(&tmp);
                 return st;
             }
-            tok_buf sw = *out;
+            mxl_strbuf sw = *out;
             *out = tmp;
             tmp = sw;
         }
-        tok_buf_free(&tmp);
+        mxl_strbuf_free(&tmp);
         return MXL_OK;
     }
     case TOK_NORM_NFC: return unicode_form(s, len, UTF8PROC_COMPOSE, out);
@@ -178,8 +178,8 @@ mxl_status tok_normalize(const tok_normalizer *n, const char *s, size_t len, tok
     case TOK_NORM_REPLACE: return replace(n, s, len, out);
     case TOK_NORM_PREPEND:
         /* normalizers/prepend.rs: only a non-empty string gets the prefix */
-        if (len && !tok_buf_append(out, n->content, n->content_len)) return MXL_ERR_NOMEM;
-        return tok_buf_append(out, s, len) ? MXL_OK : MXL_ERR_NOMEM;
+        if (len && !mxl_strbuf_append(out, n->content, n->content_len)) return MXL_ERR_NOMEM;
+        return mxl_strbuf_append(out, s, len) ? MXL_OK : MXL_ERR_NOMEM;
     case TOK_NORM_BERT: return bert(n, s, len, out);
     case TOK_NORM_BYTE_LEVEL: return byte_level(s, len, out);
     case TOK_NORM_PRECOMPILED: return tok_precompiled_normalize(n->charsmap, s, len, out);

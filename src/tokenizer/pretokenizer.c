@@ -79,23 +79,23 @@ static mxl_status emit_spans(const char *s, const tok_spans *sp, bool at_start, 
 }
 
 static mxl_status byte_map_add(const char *s, size_t n, bool at_start, tok_pieces *out,
-                               tok_buf *scratch) {
+                               mxl_strbuf *scratch) {
     scratch->n = 0;
     for (size_t i = 0; i < n; i++)
-        if (!tok_buf_put_cp(scratch, tok_byte_to_cp[(uint8_t)s[i]])) return MXL_ERR_NOMEM;
+        if (!mxl_strbuf_put_cp(scratch, tok_byte_to_cp[(uint8_t)s[i]])) return MXL_ERR_NOMEM;
     if (!scratch->n) return MXL_OK;
     return tok_pieces_add(out, scratch->p, scratch->n, -1, at_start) ? MXL_OK : MXL_ERR_NOMEM;
 }
 
 static mxl_status split_one(const tok_pretok *p, const char *s, size_t n, bool at_start,
-                            tok_pieces *out, tok_spans *sp, tok_buf *scratch) {
+                            tok_pieces *out, tok_spans *sp, mxl_strbuf *scratch) {
     mxl_status st;
     switch (p->kind) {
     case TOK_PRE_BYTE_LEVEL: {
-        tok_buf pre = {0};
+        mxl_strbuf pre = {0};
         if (p->add_prefix_space && (n == 0 || s[0] != ' ')) {
-            if (!tok_buf_putc(&pre, ' ') || !tok_buf_append(&pre, s, n)) {
-                tok_buf_free(&pre);
+            if (!mxl_strbuf_putc(&pre, ' ') || !mxl_strbuf_append(&pre, s, n)) {
+                mxl_strbuf_free(&pre);
                 return MXL_ERR_NOMEM;
             }
             s = pre.p;
@@ -109,7 +109,7 @@ static mxl_status split_one(const tok_pretok *p, const char *s, size_t n, bool a
         } else {
             st = byte_map_add(s, n, at_start, out, scratch);
         }
-        tok_buf_free(&pre);
+        mxl_strbuf_free(&pre);
         return st;
     }
     case TOK_PRE_SPLIT:
@@ -165,12 +165,12 @@ static mxl_status split_one(const tok_pretok *p, const char *s, size_t n, bool a
     case TOK_PRE_METASPACE: {
         char rep[4];
         size_t rl = mxl_utf8_encode(p->replacement, rep);
-        tok_buf t = {0};
-        if (!tok_buf_reserve(&t, n)) return MXL_ERR_NOMEM;
+        mxl_strbuf t = {0};
+        if (!mxl_strbuf_reserve(&t, n)) return MXL_ERR_NOMEM;
         for (size_t i = 0; i < n; i++) {
-            bool ok = s[i] == ' ' ? tok_buf_append(&t, rep, rl) : tok_buf_putc(&t, s[i]);
+            bool ok = s[i] == ' ' ? mxl_strbuf_append(&t, rep, rl) : mxl_strbuf_putc(&t, s[i]);
             if (!ok) {
-                tok_buf_free(&t);
+                mxl_strbuf_free(&t);
                 return MXL_ERR_NOMEM;
             }
         }
@@ -178,13 +178,13 @@ static mxl_status split_one(const tok_pretok *p, const char *s, size_t n, bool a
         bool prepend = !starts && (p->prepend == TOK_PREPEND_ALWAYS ||
                                    (p->prepend == TOK_PREPEND_FIRST && at_start));
         if (prepend) {
-            tok_buf u = {0};
-            if (!tok_buf_append(&u, rep, rl) || !tok_buf_append(&u, t.p, t.n)) {
-                tok_buf_free(&u);
-                tok_buf_free(&t);
+            mxl_strbuf u = {0};
+            if (!mxl_strbuf_append(&u, rep, rl) || !mxl_strbuf_append(&u, t.p, t.n)) {
+                mxl_strbuf_free(&u);
+                mxl_strbuf_free(&t);
                 return MXL_ERR_NOMEM;
             }
-            tok_buf_free(&t);
+            mxl_strbuf_free(&t);
             t = u;
         }
         if (p->split) {
@@ -197,7 +197,7 @@ static mxl_status split_one(const tok_pretok *p, const char *s, size_t n, bool a
             st = t.n ? (tok_pieces_add(out, t.p, t.n, -1, at_start) ? MXL_OK : MXL_ERR_NOMEM)
                      : MXL_OK;
         }
-        tok_buf_free(&t);
+        mxl_strbuf_free(&t);
         return st;
     }
     case TOK_PRE_SEQUENCE: break;
@@ -231,7 +231,7 @@ mxl_status tok_pretokenize(const tok_pretok *p, tok_pieces *in, tok_pieces *out)
         return st;
     }
     tok_spans sp = {0};
-    tok_buf scratch = {0};
+    mxl_strbuf scratch = {0};
     mxl_status st = MXL_OK;
     for (size_t i = 0; i < in->n && st == MXL_OK; i++) {
         const tok_piece *pc = &in->v[i];
@@ -243,6 +243,6 @@ mxl_status tok_pretokenize(const tok_pretok *p, tok_pieces *in, tok_pieces *out)
         st = split_one(p, s, pc->len, pc->at_start, out, &sp, &scratch);
     }
     tok_spans_free(&sp);
-    tok_buf_free(&scratch);
+    mxl_strbuf_free(&scratch);
     return st;
 }

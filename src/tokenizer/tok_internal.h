@@ -15,19 +15,11 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "core/strbuf.h"
 #include "core/utf8.h"
 #include "tokenizer/tokenizer.h"
 
-/* ---- growable byte buffer (always NUL-terminated once allocated) ---- */
-typedef struct tok_buf {
-    char *p;
-    size_t n, cap;
-} tok_buf;
-bool tok_buf_reserve(tok_buf *b, size_t extra);
-bool tok_buf_append(tok_buf *b, const char *s, size_t n);
-bool tok_buf_putc(tok_buf *b, char c);
-bool tok_buf_put_cp(tok_buf *b, uint32_t cp);
-void tok_buf_free(tok_buf *b);
+/* text buffers are core/strbuf.h's mxl_strbuf, whose append is inline for the encode loop */
 
 /* ---- growable id vector ---- */
 bool tok_ids_push(mxl_token_ids *v, int32_t id);
@@ -42,7 +34,7 @@ static inline size_t tok_utf8_len(uint8_t c) {
 size_t tok_utf8_decode(const char *s, size_t n, uint32_t *cp);
 /* Appends s to out replacing each maximal invalid subsequence by U+FFFD (Rust's
  * String::from_utf8_lossy / the Unicode "maximal subpart" practice). Returns false on OOM. */
-bool tok_utf8_lossy(const char *s, size_t n, tok_buf *out);
+bool tok_utf8_lossy(const char *s, size_t n, mxl_strbuf *out);
 bool tok_utf8_valid(const char *s, size_t n);
 /* Unicode predicates matching Rust's char methods as HF uses them. */
 bool tok_cp_is_whitespace(uint32_t cp);   /* char::is_whitespace (White_Space) */
@@ -66,7 +58,7 @@ typedef struct tok_map_entry {
     uint32_t hash;
 } tok_map_entry;
 typedef struct tok_map {
-    tok_buf pool;
+    mxl_strbuf pool;
     tok_map_entry *ents;
     size_t n_ents, cap_ents;
     uint32_t *slots; /* entry index + 1, 0 = empty */
@@ -146,7 +138,7 @@ typedef struct tok_piece {
     bool at_start;   /* starts at byte 0 of the original text */
 } tok_piece;
 typedef struct tok_pieces {
-    tok_buf text;
+    mxl_strbuf text;
     tok_piece *v;
     size_t n, cap;
 } tok_pieces;
@@ -187,7 +179,7 @@ typedef struct tok_precompiled tok_precompiled;
 mxl_status tok_precompiled_parse(const char *b64, size_t len, tok_precompiled **out, const char **why);
 void tok_precompiled_free(tok_precompiled *p);
 /* Appends the normalized s to out. */
-mxl_status tok_precompiled_normalize(const tok_precompiled *p, const char *s, size_t len, tok_buf *out);
+mxl_status tok_precompiled_normalize(const tok_precompiled *p, const char *s, size_t len, mxl_strbuf *out);
 
 typedef struct tok_normalizer {
     tok_norm_kind kind;
@@ -203,7 +195,7 @@ typedef struct tok_normalizer {
 } tok_normalizer;
 void tok_normalizer_free(tok_normalizer *n);
 /* Normalizes s into out (out is cleared first). */
-mxl_status tok_normalize(const tok_normalizer *n, const char *s, size_t len, tok_buf *out);
+mxl_status tok_normalize(const tok_normalizer *n, const char *s, size_t len, mxl_strbuf *out);
 
 /* ---- pre-tokenizers ---- */
 typedef enum tok_pre_kind {
@@ -343,7 +335,7 @@ typedef struct tok_decoder {
 void tok_decoder_free(tok_decoder *d);
 /* A list of strings (the tokens being decoded). */
 typedef struct tok_strs {
-    tok_buf *v;
+    mxl_strbuf *v;
     size_t n, cap;
 } tok_strs;
 bool tok_strs_push(tok_strs *s, const char *p, size_t n);

@@ -1,4 +1,4 @@
-/* tok_util.c - the tokenizer's small building blocks: growable buffers, UTF-8 handling (lossy
+/* tok_util.c - the tokenizer's small building blocks: growable id vectors, UTF-8 handling (lossy
  * decoding exactly like Rust's String::from_utf8_lossy), Unicode predicates matching Rust's char
  * methods, the GPT-2 byte<->char table, and open-addressing hash maps for the vocabulary and the
  * BPE merges. */
@@ -8,44 +8,7 @@
 
 #include "tokenizer/tok_internal.h"
 
-/* ---- buffers ---- */
-bool tok_buf_reserve(tok_buf *b, size_t extra) {
-    if (b->n + extra + 1 <= b->cap) return true;
-    size_t need = b->n + extra + 1;
-    if (need < b->n) return false;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < need) {
-        if (cap > SIZE_MAX / 2) return false;
-        cap *= 2;
-    }
-    char *p = realloc(b->p, cap);
-    if (!p) return false;
-    b->p = p;
-    b->cap = cap;
-    return true;
-}
-
-bool tok_buf_append(tok_buf *b, const char *s, size_t n) {
-    if (!tok_buf_reserve(b, n)) return false;
-    if (n) memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-    return true;
-}
-
-bool tok_buf_putc(tok_buf *b, char c) { return tok_buf_append(b, &c, 1); }
-
-bool tok_buf_put_cp(tok_buf *b, uint32_t cp) {
-    char tmp[4];
-    size_t k = mxl_utf8_encode(cp, tmp);
-    return tok_buf_append(b, tmp, k);
-}
-
-void tok_buf_free(tok_buf *b) {
-    free(b->p);
-    b->p = NULL;
-    b->n = b->cap = 0;
-}
+/* ---- id vectors (text buffers are core/strbuf.h's) ---- */
 
 bool tok_ids_push(mxl_token_ids *v, int32_t id) { return tok_ids_append(v, &id, 1); }
 
@@ -136,22 +99,22 @@ bool tok_utf8_valid(const char *s, size_t n) {
     return true;
 }
 
-bool tok_utf8_lossy(const char *s, size_t n, tok_buf *out) {
+bool tok_utf8_lossy(const char *s, size_t n, mxl_strbuf *out) {
     const uint8_t *u = (const uint8_t *)s;
     size_t i = 0, run = 0;
-    if (!tok_buf_reserve(out, n)) return false;
+    if (!mxl_strbuf_reserve(out, n)) return false;
     while (i < n) {
         size_t used = 0, k = u[i] < 0x80 ? 1 : utf8_valid_seq(u + i, n - i, &used);
         if (k) {
             i += k;
             continue;
         }
-        if (!tok_buf_append(out, s + run, i - run)) return false;
-        if (!tok_buf_append(out, "\xEF\xBF\xBD", 3)) return false;
+        if (!mxl_strbuf_append(out, s + run, i - run)) return false;
+        if (!mxl_strbuf_append(out, "\xEF\xBF\xBD", 3)) return false;
         i += used;
         run = i;
     }
-    return tok_buf_append(out, s + run, n - run);
+    return mxl_strbuf_append(out, s + run, n - run);
 }
 
 /* ---- Unicode predicates ---- */
@@ -356,7 +319,7 @@ bool tok_map_put(tok_map *m, const char *s, size_t n, int32_t id, bool *dup) {
         m->cap_ents = cap;
     }
     size_t off = m->pool.n;
-    if (!tok_buf_append(&m->pool, s, n) || !tok_buf_putc(&m->pool, 0)) return false;
+    if (!mxl_strbuf_append(&m->pool, s, n) || !mxl_strbuf_putc(&m->pool, 0)) return false;
     m->ents[m->n_ents] = (tok_map_entry){(uint32_t)off, (uint32_t)n, id, h};
     m->slots[j] = (uint32_t)(++m->n_ents);
     return true;
@@ -390,7 +353,7 @@ bool tok_map_update(tok_map *m, const char *s, size_t n, int32_t id) {
 }
 
 void tok_map_free(tok_map *m) {
-    tok_buf_free(&m->pool);
+    mxl_strbuf_free(&m->pool);
     free(m->ents);
     free(m->slots);
     memset(m, 0, sizeof(*m));
@@ -483,7 +446,7 @@ bool tok_pieces_add(tok_pieces *p, const char *s, size_t n, int32_t token, bool 
         p->cap = cap;
     }
     size_t off = p->text.n;
-    if (!tok_buf_append(&p->text, s, n)) return false;
+    if (!mxl_strbuf_append(&p->text, s, n)) return false;
     p->v[p->n++] = (tok_piece){off, n, token, at_start};
     return true;
 }
@@ -494,7 +457,7 @@ void tok_pieces_reset(tok_pieces *p) {
 }
 
 void tok_pieces_free(tok_pieces *p) {
-    tok_buf_free(&p->text);
+    mxl_strbuf_free(&p->text);
     free(p->v);
     memset(p, 0, sizeof(*p));
 }
@@ -508,14 +471,14 @@ void tok_spans_free(tok_spans *s) {
 bool tok_strs_push(tok_strs *s, const char *p, size_t n) {
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 16;
-        tok_buf *v = realloc(s->v, cap * sizeof(*v));
+        mxl_strbuf *v = realloc(s->v, cap * sizeof(*v));
         if (!v) return false;
         s->v = v;
         s->cap = cap;
     }
-    s->v[s->n] = (tok_buf){0};
-    if (!tok_buf_append(&s->v[s->n], p, n)) {
-        tok_buf_free(&s->v[s->n]);
+    s->v[s->n] = (mxl_strbuf){0};
+    if (!mxl_strbuf_append(&s->v[s->n], p, n)) {
+        mxl_strbuf_free(&s->v[s->n]);
         return false;
     }
     s->n++;
@@ -523,7 +486,7 @@ bool tok_strs_push(tok_strs *s, const char *p, size_t n) {
 }
 
 void tok_strs_free(tok_strs *s) {
-    for (size_t i = 0; i < s->n; i++) tok_buf_free(&s->v[i]);
+    for (size_t i = 0; i < s->n; i++) mxl_strbuf_free(&s->v[i]);
     free(s->v);
     memset(s, 0, sizeof(*s));
 }

@@ -101,7 +101,7 @@ const char *tok_id_str(const mxl_tokenizer *t, int32_t id, size_t *len) {
 static mxl_status encode_hf(const mxl_tokenizer *t, const char *text, size_t len, unsigned flags,
                             mxl_token_ids *ids) {
     tok_pieces a = {0}, b = {0};
-    tok_buf nb = {0};
+    mxl_strbuf nb = {0};
     bool parse = (flags & MXL_TOK_PARSE_SPECIAL) != 0;
     mxl_status st = MXL_ERR_NOMEM;
     if (len && !tok_pieces_add(&a, text, len, -1, true)) goto done;
@@ -143,14 +143,14 @@ oom:
 done:
     tok_pieces_free(&a);
     tok_pieces_free(&b);
-    tok_buf_free(&nb);
+    mxl_strbuf_free(&nb);
     return st;
 }
 
 static mxl_status encode_gguf(const mxl_tokenizer *t, const char *text, size_t len, unsigned flags,
                               mxl_token_ids *ids) {
     tok_pieces a = {0}, b = {0}, c = {0};
-    tok_buf nb = {0};
+    mxl_strbuf nb = {0};
     mxl_status st = MXL_ERR_NOMEM;
     if (len && !tok_pieces_add(&a, text, len, -1, true)) goto done;
     if ((st = tok_gguf_partition(t, (flags & MXL_TOK_PARSE_SPECIAL) != 0, &a, &b)) != MXL_OK)
@@ -165,18 +165,18 @@ static mxl_status encode_gguf(const mxl_tokenizer *t, const char *text, size_t l
         /* SPM: a space prefix on every text fragment (each follows a special token or starts the
          * text); whitespace escaped to U+2581 for SPM and SentencePiece-style BPE */
         nb.n = 0;
-        if (t->gguf_add_space_prefix && !tok_buf_putc(&nb, ' ')) goto done;
-        if (!tok_buf_append(&nb, b.text.p + pc->off, pc->len)) goto done;
+        if (t->gguf_add_space_prefix && !mxl_strbuf_putc(&nb, ' ')) goto done;
+        if (!mxl_strbuf_append(&nb, b.text.p + pc->off, pc->len)) goto done;
         if (t->gguf_escape_whitespace) {
-            tok_buf e = {0};
+            mxl_strbuf e = {0};
             for (size_t j = 0; j < nb.n; j++) {
-                bool ok = nb.p[j] == ' ' ? tok_buf_append(&e, "\xE2\x96\x81", 3) : tok_buf_putc(&e, nb.p[j]);
+                bool ok = nb.p[j] == ' ' ? mxl_strbuf_append(&e, "\xE2\x96\x81", 3) : mxl_strbuf_putc(&e, nb.p[j]);
                 if (!ok) {
-                    tok_buf_free(&e);
+                    mxl_strbuf_free(&e);
                     goto done;
                 }
             }
-            tok_buf_free(&nb);
+            mxl_strbuf_free(&nb);
             nb = e;
         }
         if (t->pre) {
@@ -204,13 +204,13 @@ done:
     tok_pieces_free(&a);
     tok_pieces_free(&b);
     tok_pieces_free(&c);
-    tok_buf_free(&nb);
+    mxl_strbuf_free(&nb);
     return st;
 }
 
 mxl_status mxl_tokenizer_encode(const mxl_tokenizer *t, const char *text, size_t len,
                                 unsigned flags, mxl_token_ids *out, mxl_error *err) {
-    tok_buf clean = {0};
+    mxl_strbuf clean = {0};
     if (!text) len = 0;
     if (len && !tok_utf8_valid(text, len)) {
         if (!tok_utf8_lossy(text, len, &clean)) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", t->name);
@@ -233,7 +233,7 @@ mxl_status mxl_tokenizer_encode(const mxl_tokenizer *t, const char *text, size_t
                 st = MXL_ERR_NOMEM;
         }
     }
-    tok_buf_free(&clean);
+    mxl_strbuf_free(&clean);
     if (st == MXL_OK && !tok_ids_append(out, ids.ids, ids.n)) st = MXL_ERR_NOMEM;
     mxl_token_ids_free(&ids);
     if (st == MXL_ERR_NOMEM) return mxl_error_set(err, st, "%s: out of memory while encoding", t->name);
@@ -247,11 +247,11 @@ mxl_status mxl_tokenizer_encode(const mxl_tokenizer *t, const char *text, size_t
 
 /* ---- decode ---- */
 /* llama.cpp token_to_piece(special=true) for GGUF vocabularies. */
-static bool gguf_piece(const mxl_tokenizer *t, int32_t id, tok_buf *out) {
+static bool gguf_piece(const mxl_tokenizer *t, int32_t id, mxl_strbuf *out) {
     size_t n;
     const char *s = tok_id_str(t, id, &n);
     unsigned a = t->id_attr[id];
-    if (a & (MXL_TOKEN_ATTR_SPECIAL | MXL_TOKEN_ATTR_UNKNOWN | MXL_TOKEN_ATTR_USER)) return tok_buf_append(out, s, n);
+    if (a & (MXL_TOKEN_ATTR_SPECIAL | MXL_TOKEN_ATTR_UNKNOWN | MXL_TOKEN_ATTR_USER)) return mxl_strbuf_append(out, s, n);
     if (a & MXL_TOKEN_ATTR_BYTE) {
         int hi = 0;
         for (int k = 3; k < 5 && k < (int)n; k++) {
@@ -259,7 +259,7 @@ static bool gguf_piece(const mxl_tokenizer *t, int32_t id, tok_buf *out) {
             int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : 0;
             hi = hi * 16 + v;
         }
-        return tok_buf_putc(out, (char)hi);
+        return mxl_strbuf_putc(out, (char)hi);
     }
     if (t->model.kind == TOK_MODEL_BPE && !t->gguf_escape_whitespace) {
         for (size_t j = 0; j < n;) {
@@ -267,8 +267,8 @@ static bool gguf_piece(const mxl_tokenizer *t, int32_t id, tok_buf *out) {
             j += tok_utf8_decode(s + j, n - j, &cp);
             int b = tok_cp_to_byte(cp);
             if (b >= 0) {
-                if (!tok_buf_putc(out, (char)b)) return false;
-            } else if (!tok_buf_put_cp(out, cp)) {
+                if (!mxl_strbuf_putc(out, (char)b)) return false;
+            } else if (!mxl_strbuf_put_cp(out, cp)) {
                 return false;
             }
         }
@@ -277,10 +277,10 @@ static bool gguf_piece(const mxl_tokenizer *t, int32_t id, tok_buf *out) {
     /* SPM / WPM / SentencePiece-style BPE: U+2581 -> space */
     for (size_t j = 0; j < n;) {
         if (n - j >= 3 && memcmp(s + j, "\xE2\x96\x81", 3) == 0) {
-            if (!tok_buf_putc(out, ' ')) return false;
+            if (!mxl_strbuf_putc(out, ' ')) return false;
             j += 3;
         } else {
-            if (!tok_buf_putc(out, s[j])) return false;
+            if (!mxl_strbuf_putc(out, s[j])) return false;
             j++;
         }
     }
@@ -300,12 +300,12 @@ mxl_status tok_decode(const mxl_tokenizer *t, const int32_t *ids, size_t n, bool
         if (ids[i] < 0 || (uint32_t)ids[i] >= t->n_ids || !t->id_ent[ids[i]])
             return mxl_error_set(err, MXL_ERR_ARG, "%s: token id %d is out of range (vocabulary has %u ids)",
                                  t->name, ids[i], t->n_ids);
-    tok_buf text = {0};
+    mxl_strbuf text = {0};
     mxl_status st = MXL_OK;
     if (t->flavor == TOK_FLAVOR_GGUF) {
         /* llama.cpp detokenize: concatenated pieces; the SPM leading space of the first piece is
          * removed (add_space_prefix); WPM pieces are joined then the first space dropped */
-        tok_buf bytes = {0};
+        mxl_strbuf bytes = {0};
         for (size_t i = 0; i < n && st == MXL_OK; i++) {
             unsigned a = t->id_attr[ids[i]];
             if (skip_special && (a & (MXL_TOKEN_ATTR_SPECIAL | MXL_TOKEN_ATTR_UNKNOWN))) continue;
@@ -318,7 +318,7 @@ mxl_status tok_decode(const mxl_tokenizer *t, const int32_t *ids, size_t n, bool
             }
         }
         if (st == MXL_OK && !tok_utf8_lossy(bytes.p ? bytes.p : "", bytes.n, &text)) st = MXL_ERR_NOMEM;
-        tok_buf_free(&bytes);
+        mxl_strbuf_free(&bytes);
     } else {
         tok_strs toks = {0};
         for (size_t i = 0; i < n && st == MXL_OK; i++) {
@@ -329,15 +329,15 @@ mxl_status tok_decode(const mxl_tokenizer *t, const int32_t *ids, size_t n, bool
         }
         if (st == MXL_OK && t->dec) st = tok_decode_chain(t->dec, cont, &toks);
         for (size_t i = 0; i < toks.n && st == MXL_OK; i++) {
-            if (!t->dec && (i > 0 || cont) && !tok_buf_putc(&text, ' ')) st = MXL_ERR_NOMEM;
-            if (st == MXL_OK && !tok_buf_append(&text, toks.v[i].p ? toks.v[i].p : "", toks.v[i].n)) st = MXL_ERR_NOMEM;
+            if (!t->dec && (i > 0 || cont) && !mxl_strbuf_putc(&text, ' ')) st = MXL_ERR_NOMEM;
+            if (st == MXL_OK && !mxl_strbuf_append(&text, toks.v[i].p ? toks.v[i].p : "", toks.v[i].n)) st = MXL_ERR_NOMEM;
         }
         tok_strs_free(&toks);
     }
-    if (st == MXL_OK && !tok_buf_reserve(&text, 0)) st = MXL_ERR_NOMEM;
+    if (st == MXL_OK && !mxl_strbuf_reserve(&text, 0)) st = MXL_ERR_NOMEM;
     if (st == MXL_OK) text.p[text.n] = 0;
     if (st != MXL_OK) {
-        tok_buf_free(&text);
+        mxl_strbuf_free(&text);
         return mxl_error_set(err, st, "%s: decoding failed (%s)", t->name, mxl_status_name(st));
     }
     *out = text.p;
