@@ -1,12 +1,12 @@
 /* model_internal.h - the loaded text-generation model shared by the engine's request pieces
- * (generate.c loads it, chat.c renders prompts with its template, sequence.c runs sequences on
- * its decoder). Not part of the public engine API: callers outside src/engine use generate.h,
- * chat.h and sequence.h. */
+ * (model.c loads it, chat.c renders prompts with its template, sequence.c runs sequences on
+ * its decoder). Not part of the public engine API: callers outside src/engine use model.h,
+ * generate.h, chat.h and sequence.h. */
 #ifndef MXL_ENGINE_MODEL_INTERNAL_H
 #define MXL_ENGINE_MODEL_INTERNAL_H
 
 #include "core/threadpool.h"
-#include "engine/generate.h"
+#include "engine/model.h"
 #include "models/checkpoint.h"
 #include "models/decoder.h"
 #include "template/template.h"

@@ -1,0 +1,39 @@
+/* model.h - the loaded text-generation model: a checkpoint's decoder, tokenizer, chat template
+ * and thread pool, opened once and shared by every request (generate.h runs one request on it,
+ * sequence.h and the server's scheduler run many). */
+#ifndef MXL_ENGINE_MODEL_H
+#define MXL_ENGINE_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+typedef struct mxl_gen_model mxl_gen_model;
+
+/* path: a resolved checkpoint (GGUF file or directory). n_threads >= 1. */
+mxl_status mxl_gen_model_load(const char *path, int n_threads, mxl_gen_model **out, mxl_error *err);
+void mxl_gen_model_destroy(mxl_gen_model *m);
+/* The chat template's origin ("tokenizer.chat_template in the GGUF", ...) and whether it is the
+ * generic fallback (the checkpoint ships none). */
+const char *mxl_gen_model_template_origin(const mxl_gen_model *m, bool *generic);
+
+/* Vocabulary size of the model's logits. */
+int64_t mxl_gen_model_vocab(const mxl_gen_model *m);
+/* The context a request gets when it names none: the model's own limit, capped at 8192. */
+int64_t mxl_gen_model_default_ctx(const mxl_gen_model *m);
+
+/* Replaces the checkpoint's chat template (--chat-template / --chat-template-file); a template
+ * that does not parse is refused with its error and the old one is kept. */
+mxl_status mxl_gen_model_set_template(mxl_gen_model *m, const char *text, const char *origin, mxl_error *err);
+/* KV cache storage of the model's future sequences, by the spec's names: "fp16" (default) or
+ * "int8" for K and V separately (NULL keeps the current one); other modes are refused by name. */
+mxl_status mxl_gen_model_set_kv_types(mxl_gen_model *m, const char *k, const char *v, mxl_error *err);
+/* The chat template source text. */
+const char *mxl_gen_model_template_text(const mxl_gen_model *m);
+/* The model's tokenizer (owned by the model). */
+const struct mxl_tokenizer *mxl_gen_model_tokenizer(const mxl_gen_model *m);
+/* The open checkpoint (config, weight bytes). */
+const struct mxl_checkpoint *mxl_gen_model_checkpoint(const mxl_gen_model *m);
+
+#endif
