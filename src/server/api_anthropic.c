@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/server_internal.h"
+#include "server/gen_call.h"
+#include "server/request.h"
+#include "server/routes.h"
 
 /* Text of a string or a list of text blocks; NULL with msg set otherwise. */
 static char *blocks_text(const json_t *v, const char *what, char *msg, size_t ml) {

@@ -11,7 +11,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "server/server_internal.h"
+#include "server/request.h"
+#include "server/routes.h"
+#include "server/server_state.h"
 
 /* --- workers ------------------------------------------------------------------------------------ */
 

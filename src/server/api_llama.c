@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "server/constraint.h"
-#include "server/server_internal.h"
+#include "server/gen_call.h"
+#include "server/request.h"
+#include "server/routes.h"
 
 void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r) {
     json_t *body = mxl_srv_body_json(r, MXL_API_LLAMA);

@@ -1,20 +1,17 @@
-/* gen_call.c - one generation request end to end on the server side: submits its jobs to the
- * scheduler, then either waits and answers one JSON document or streams server-sent events, in
- * the shape of the API that asked (OpenAI chat / completions, llama-server /completion). The
- * client going away cancels the jobs, which frees their slots at the next engine step. */
+/* gen_call.c - one generation request end to end on the server side (gen_call.h): submits its
+ * jobs to the scheduler, then either waits and answers one JSON document or streams server-sent
+ * events, in the shape of the API that asked (OpenAI chat / completions, llama-server
+ * /completion). The client going away cancels the jobs, which frees their slots at the next
+ * engine step. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "server/constraint.h"
-#include "server/server_internal.h"
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
+#include "server/gen_call.h"
+#include "server/request.h"
 
 static mxl_api api_of(const mxl_gen_call *g) {
     return g->kind == MXL_GEN_ANTHROPIC ? MXL_API_ANTHROPIC : g->kind == MXL_GEN_LLAMA ? MXL_API_LLAMA : MXL_API_OPENAI;
@@ -625,7 +622,7 @@ static ssize_t produce(void *ctx, char *buf, size_t max) {
             size_t n = g->out_len - g->out_off < max ? g->out_len - g->out_off : max;
             memcpy(buf, g->out + g->out_off, n);
             g->out_off += n;
-            g->last_write_ms = now_ms();
+            g->last_write_ms = mxl_now_ms();
             return (ssize_t)n;
         }
         g->out_len = g->out_off = 0;
@@ -655,7 +652,7 @@ static ssize_t produce(void *ctx, char *buf, size_t max) {
             return -1;
         }
         int64_t ping = g->srv->cfg->sse_ping_interval;
-        if (ping > 0 && now_ms() - g->last_write_ms > (double)ping * 1e3) out_append(g, ": ping\n\n", 8);
+        if (ping > 0 && mxl_now_ms() - g->last_write_ms > (double)ping * 1e3) out_append(g, ": ping\n\n", 8);
     }
 }
 
@@ -702,7 +699,7 @@ void mxl_gen_call_run(mxl_gen_call *g) {
         }
     }
     if (g->stream) {
-        g->last_write_ms = now_ms();
+        g->last_write_ms = mxl_now_ms();
         mxl_http_stream(g->r, 200, "text/event-stream", produce, stream_done, g);
         return;
     }

@@ -1,0 +1,66 @@
+/* gen_call.h - a generation call: the prompt(s) and parameters of one completion request (any
+ * API), turned into scheduler jobs whose output is answered whole or streamed as SSE in the
+ * request's API shape, through the chat output parser when the template thinks or calls tools
+ * (gen_call.c). The OpenAI, Anthropic and llama-server completion routes build one each. */
+#ifndef MXL_SERVER_GEN_CALL_H
+#define MXL_SERVER_GEN_CALL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/chat_parse.h"
+#include "engine/sequence.h"
+#include "server/http.h"
+#include "server/scheduler.h"
+#include "server/server_state.h"
+
+typedef enum mxl_gen_kind { MXL_GEN_CHAT, MXL_GEN_COMPLETION, MXL_GEN_LLAMA, MXL_GEN_ANTHROPIC } mxl_gen_kind;
+
+typedef struct mxl_gen_call {
+    mxl_server *srv;
+    mxl_http_req *r;
+    mxl_gen_kind kind;
+    mxl_srv_channel *ch;
+    int n;                  /* choices */
+    bool stream, include_usage, logprobs, multi, verbose, return_progress;
+    int top_logprobs;
+    char id[64];
+    long created;
+    char *prompt_text;      /* rendered prompt (llama /completion reports it) */
+    int32_t *prompt_ids;    /* the prompt of every choice, or of choice 0 when prompts differ */
+    size_t n_prompt;
+    int32_t *prompts[16];   /* per-choice prompts of a multi-prompt request (NULL: prompt_ids) */
+    size_t n_prompts[16];
+    mxl_seq_params params;
+    mxl_logit_bias *bias;   /* params.sampling.logit_bias storage */
+    /* chat output parsing (reasoning, tool calls): active when parse is set */
+    bool parse;
+    mxl_chat_syntax syn;
+    json_t *tools;          /* the request's tools (reference) */
+    mxl_chat_stream *pstream[16];
+    /* streaming state */
+    int a_kind, a_index;    /* Anthropic: open content block (0 none, 1 thinking, 2 text) and its index */
+    bool a_tool;            /* Anthropic: a tool_use block was sent */
+    size_t seen;
+    bool started[16], finished_sent, usage_sent, done_sent, ended;
+    char *out;
+    size_t out_len, out_off, out_cap;
+    double last_write_ms;
+} mxl_gen_call;
+
+/* Decides whether the call's output goes through the chat parser (the template thinks or calls
+ * tools) and sets up the syntax; keeps special tokens in the text when its markers are special. */
+void mxl_srv_setup_parse(mxl_server *s, mxl_gen_call *g, const json_t *tools);
+/* A completion prompt: a string, token ids, llama-server's {"prompt_string": ...} object, or an
+ * array of those (several prompts: one choice each, answered as a list by /completion). Strings
+ * are tokenized with the tokenizer's special tokens added and special tokens parsed. */
+bool mxl_srv_parse_prompts(mxl_server *s, const json_t *p, mxl_gen_call *g, char *msg, size_t ml);
+/* Frees a call that was not run (its fields may be partly filled). */
+void mxl_gen_call_free(mxl_gen_call *g);
+/* Submits n jobs for the call's prompt and answers: a whole JSON response or an SSE stream.
+ * Takes ownership of the call (heap-allocated). Errors are answered in the call's API shape. */
+void mxl_gen_call_run(mxl_gen_call *g);
+
+#endif

@@ -1,0 +1,424 @@
+/* request.c - reading an HTTP request for the routes (request.h): error replies, the JSON body,
+ * the sampling / stopping fields and logit_bias in each API's shape, chat messages and template
+ * options, token text. */
+#include "server/request.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/server_state.h"
+
+/* --- errors and request bodies ------------------------------------------------------------------ */
+
+void mxl_srv_error(mxl_http_req *r, mxl_api api, int status, const char *type, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_t *body;
+    if (api == MXL_API_ANTHROPIC)
+        body = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type", type, "message", msg);
+    else
+        body = json_pack("{s:{s:i, s:s, s:s}}", "error", "code", status, "message", msg, "type", type);
+    mxl_http_send_json(r, status, body);
+}
+
+json_t *mxl_srv_body_json(mxl_http_req *r, mxl_api api) {
+    size_t len;
+    const char *b = mxl_http_body(r, &len);
+    json_error_t je;
+    json_t *j = json_loadb(b, len, JSON_REJECT_DUPLICATES * 0, &je);
+    if (!j) {
+        mxl_srv_error(r, api, 400, "invalid_request_error", "the request body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
+                      je.column);
+        return NULL;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        mxl_srv_error(r, api, 400, "invalid_request_error", "the request body must be a JSON object");
+        return NULL;
+    }
+    return j;
+}
+
+/* --- request parameters ------------------------------------------------------------------------- */
+
+static bool get_num(const json_t *body, const char *key, double *out, bool *given, char *msg, size_t ml) {
+    const json_t *v = json_object_get(body, key);
+    if (given) *given = false;
+    if (!v || json_is_null(v)) return true;
+    if (!json_is_number(v)) {
+        snprintf(msg, ml, "'%s' must be a number", key);
+        return false;
+    }
+    *out = json_number_value(v);
+    if (given) *given = true;
+    return true;
+}
+
+static bool get_int(const json_t *body, const char *key, int64_t *out, bool *given, char *msg, size_t ml) {
+    const json_t *v = json_object_get(body, key);
+    if (given) *given = false;
+    if (!v || json_is_null(v)) return true;
+    if (!json_is_integer(v)) {
+        snprintf(msg, ml, "'%s' must be an integer", key);
+        return false;
+    }
+    *out = json_integer_value(v);
+    if (given) *given = true;
+    return true;
+}
+
+/* logit_bias in either API's shape: OpenAI {"15043": 1.5}, llama-server [[15043, 1.5], [15043, false],
+ * ["text", -1]] (a string biases each of its tokens; false bans). */
+static bool parse_logit_bias(const mxl_server *s, const json_t *v, mxl_seq_params *p, mxl_logit_bias **out, char *msg, size_t ml) {
+    size_t n = p->sampling.n_logit_bias, cap = n + 16;
+    mxl_logit_bias *b = malloc(cap * sizeof *b);
+    if (!b) return snprintf(msg, ml, "out of memory"), false;
+    if (n) memcpy(b, p->sampling.logit_bias, n * sizeof *b);
+    int32_t vocab = (int32_t)mxl_tokenizer_n_vocab(s->tok);
+#define PUSH(tok, val)                                                                     \
+    do {                                                                                   \
+        if (n == cap) {                                                                    \
+            mxl_logit_bias *nb = realloc(b, (cap *= 2) * sizeof *b);                       \
+            if (!nb) {                                                                     \
+                free(b);                                                                   \
+                return snprintf(msg, ml, "out of memory"), false;                          \
+            }                                                                              \
+            b = nb;                                                                        \
+        }                                                                                  \
+        b[n].token = (tok);                                                                \
+        b[n++].bias = (val);                                                               \
+    } while (0)
+    if (json_is_object(v)) {
+        const char *key;
+        const json_t *val;
+        json_object_foreach((json_t *)v, key, val) {
+            char *end = NULL;
+            long id = strtol(key, &end, 10);
+            if (!json_is_number(val) && !json_is_false(val)) {
+                free(b);
+                return snprintf(msg, ml, "'logit_bias' values must be numbers (or false to ban)"), false;
+            }
+            float bias = json_is_false(val) ? -INFINITY : (float)json_number_value(val);
+            if (*key && !*end) { /* a token id */
+                if (id < 0 || id >= vocab) {
+                    free(b);
+                    return snprintf(msg, ml, "'logit_bias' token id %ld is outside 0..%d", id, vocab - 1), false;
+                }
+                PUSH((int32_t)id, bias);
+            } else { /* text: every token of it, as llama-server does */
+                mxl_token_ids ids = {0};
+                mxl_error err = {0};
+                if (mxl_tokenizer_encode(s->tok, key, strlen(key), 0, &ids, &err)) {
+                    free(b);
+                    return snprintf(msg, ml, "'logit_bias': %s", err.msg), false;
+                }
+                for (size_t t = 0; t < ids.n; t++) PUSH(ids.ids[t], bias);
+                mxl_token_ids_free(&ids);
+            }
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        const json_t *e;
+        json_array_foreach(v, i, e) {
+            const json_t *k = json_array_get(e, 0), *val = json_array_get(e, 1);
+            float bias;
+            if (!json_is_array(e) || json_array_size(e) != 2 || !(json_is_number(val) || json_is_false(val))) {
+                free(b);
+                return snprintf(msg, ml, "'logit_bias' entries are [token id or text, bias or false]"), false;
+            }
+            bias = json_is_false(val) ? -INFINITY : (float)json_number_value(val);
+            if (json_is_integer(k) && json_integer_value(k) >= 0 && json_integer_value(k) < vocab) {
+                PUSH((int32_t)json_integer_value(k), bias);
+            } else if (json_is_string(k)) {
+                mxl_token_ids ids = {0};
+                mxl_error err = {0};
+                if (mxl_tokenizer_encode(s->tok, json_string_value(k), json_string_length(k), 0, &ids, &err)) {
+                    free(b);
+                    return snprintf(msg, ml, "'logit_bias': %s", err.msg), false;
+                }
+                for (size_t t = 0; t < ids.n; t++) PUSH(ids.ids[t], bias);
+                mxl_token_ids_free(&ids);
+            } else {
+                free(b);
+                return snprintf(msg, ml, "'logit_bias' entries are [token id (0..%d) or text, bias or false]", vocab - 1), false;
+            }
+        }
+    } else {
+        free(b);
+        return snprintf(msg, ml, "'logit_bias' must be an object or an array"), false;
+    }
+#undef PUSH
+    *out = b;
+    p->sampling.logit_bias = b;
+    p->sampling.n_logit_bias = n;
+    return true;
+}
+
+bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_params *p, mxl_logit_bias **bias, char *msg, size_t ml) {
+    *p = s->defaults;
+    double d;
+    int64_t i;
+    bool g;
+#define NUM(key, field, lo, hi)                                                        \
+    do {                                                                               \
+        d = p->field;                                                                  \
+        if (!get_num(body, key, &d, &g, msg, ml)) return false;                        \
+        if (g && (d < (lo) || d > (hi))) {                                             \
+            snprintf(msg, ml, "'%s' must be between %g and %g", key, (double)(lo), (double)(hi)); \
+            return false;                                                              \
+        }                                                                              \
+        p->field = (float)d;                                                           \
+    } while (0)
+    NUM("temperature", sampling.temp, 0, 100);
+    NUM("top_p", sampling.top_p, 0, 1);
+    NUM("min_p", sampling.min_p, 0, 1);
+    NUM("repeat_penalty", sampling.repeat_penalty, 0, 100);
+    NUM("presence_penalty", sampling.presence_penalty, -2, 2);
+    NUM("frequency_penalty", sampling.frequency_penalty, -2, 2);
+    NUM("typical_p", sampling.typical_p, 0, 1);
+    NUM("top_n_sigma", sampling.top_n_sigma, -1, 1e6);
+    NUM("xtc_probability", sampling.xtc_probability, 0, 1);
+    NUM("xtc_threshold", sampling.xtc_threshold, 0, 1);
+    NUM("dynatemp_range", sampling.dynatemp_range, 0, 100);
+    NUM("dynatemp_exponent", sampling.dynatemp_exponent, 0, 100);
+    NUM("mirostat_tau", sampling.mirostat_tau, 0, 1000);
+    NUM("mirostat_eta", sampling.mirostat_eta, 0, 1000);
+    NUM("dry_multiplier", sampling.dry_multiplier, 0, 1000);
+    NUM("dry_base", sampling.dry_base, 0, 1000);
+#undef NUM
+    const struct {
+        const char *key;
+        int32_t *field;
+        int64_t lo, hi;
+    } ints[] = {{"mirostat", &p->sampling.mirostat, 0, 2},
+                {"dry_allowed_length", &p->sampling.dry_allowed_length, 0, INT32_MAX},
+                {"dry_penalty_last_n", &p->sampling.dry_penalty_last_n, -1, INT32_MAX}};
+    for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
+        if (!get_int(body, ints[k].key, &i, &g, msg, ml)) return false;
+        if (!g) continue;
+        if (i < ints[k].lo || i > ints[k].hi)
+            return snprintf(msg, ml, "'%s' must be between %lld and %lld", ints[k].key, (long long)ints[k].lo, (long long)ints[k].hi), false;
+        *ints[k].field = (int32_t)i;
+    }
+    const json_t *br = json_object_get(body, "dry_sequence_breakers");
+    if (br && !json_is_null(br)) {
+        static const size_t max_br = 32;
+        if (!json_is_array(br) || json_array_size(br) > max_br) return snprintf(msg, ml, "'dry_sequence_breakers' must be an array of at most 32 strings"), false;
+        for (size_t k = 0; k < json_array_size(br); k++)
+            if (!json_is_string(json_array_get(br, k))) return snprintf(msg, ml, "'dry_sequence_breakers' must be an array of strings"), false;
+        /* the strings live in `body`; the scheduler copies them with the job */
+        p->n_breakers = json_array_size(br);
+        for (size_t k = 0; k < p->n_breakers; k++) p->breakers[k] = json_string_value(json_array_get(br, k));
+        p->sampling.dry_breakers = p->breakers;
+        p->sampling.n_dry_breakers = p->n_breakers;
+    }
+    i = p->sampling.top_k;
+    if (!get_int(body, "top_k", &i, &g, msg, ml)) return false;
+    if (g && (i < 0 || i > INT32_MAX)) return snprintf(msg, ml, "'top_k' must be >= 0"), false;
+    p->sampling.top_k = (int32_t)i;
+    i = p->sampling.repeat_last_n;
+    if (!get_int(body, "repeat_last_n", &i, &g, msg, ml)) return false;
+    if (g && (i < -1 || i > INT32_MAX)) return snprintf(msg, ml, "'repeat_last_n' must be >= -1"), false;
+    p->sampling.repeat_last_n = (int32_t)i;
+    if (!get_int(body, "seed", &i, &g, msg, ml)) return false;
+    if (g && i >= 0) p->sampling.seed = (uint64_t)i;
+    else if (s->cfg->seed < 0) /* -1: a fresh random seed per request */
+        p->sampling.seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull ^ atomic_fetch_add((atomic_ullong *)&s->next_id, 1) << 17;
+    /* max tokens: each API's spelling; -1 means the slot's context */
+    const char *mt_keys[] = {"max_completion_tokens", "max_tokens", "n_predict"};
+    for (size_t k = 0; k < 3; k++) {
+        i = 0;
+        if (!get_int(body, mt_keys[k], &i, &g, msg, ml)) return false;
+        if (!g) continue;
+        if (i < -1) return snprintf(msg, ml, "'%s' must be >= -1", mt_keys[k]), false;
+        p->max_tokens = i;
+        break;
+    }
+    const json_t *v = json_object_get(body, "cache_prompt");
+    if (v && !json_is_null(v)) {
+        if (!json_is_boolean(v)) return snprintf(msg, ml, "'cache_prompt' must be a boolean"), false;
+        p->cache_prompt = json_is_true(v) && s->cfg->prompt_cache;
+    }
+    v = json_object_get(body, "prompt_cache_key"); /* OpenAI: partitions the shared prompt cache */
+    if (v && !json_is_null(v)) {
+        if (!json_is_string(v)) return snprintf(msg, ml, "'prompt_cache_key' must be a string"), false;
+        p->cache_key = json_string_value(v);
+    }
+    v = json_object_get(body, "ignore_eos");
+    if (v && !json_is_null(v)) {
+        if (!json_is_boolean(v)) return snprintf(msg, ml, "'ignore_eos' must be a boolean"), false;
+        p->ignore_eos = json_is_true(v);
+    }
+    v = json_object_get(body, "stop");
+    if (v && !json_is_null(v)) {
+        if (json_is_string(v)) {
+            if (json_string_length(v) && p->n_stop < MXL_SEQ_MAX_STOP) p->stop[p->n_stop++] = json_string_value(v);
+        } else if (json_is_array(v)) {
+            size_t k;
+            const json_t *e;
+            json_array_foreach(v, k, e) {
+                if (!json_is_string(e)) return snprintf(msg, ml, "'stop' must be a string or an array of strings"), false;
+                if (!json_string_length(e)) continue;
+                if (p->n_stop >= MXL_SEQ_MAX_STOP) return snprintf(msg, ml, "'stop' has more than %d strings", MXL_SEQ_MAX_STOP), false;
+                p->stop[p->n_stop++] = json_string_value(e);
+            }
+        } else {
+            return snprintf(msg, ml, "'stop' must be a string or an array of strings"), false;
+        }
+    }
+    *bias = NULL;
+    v = json_object_get(body, "logit_bias");
+    if (v && !json_is_null(v) && !parse_logit_bias(s, v, p, bias, msg, ml)) return false;
+    return true;
+}
+
+/* --- chat requests ------------------------------------------------------------------------------ */
+
+/* Copies messages, turning content part lists into plain text (the text parts joined) so every
+ * template sees strings; image / audio parts are refused for this text model. */
+json_t *mxl_srv_chat_messages(const json_t *msgs, char *msg, size_t ml) {
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
+        snprintf(msg, ml, "'messages' must be a non-empty array");
+        return NULL;
+    }
+    json_t *out = json_array();
+    size_t i;
+    const json_t *m;
+    json_array_foreach(msgs, i, m) {
+        if (!json_is_object(m)) {
+            snprintf(msg, ml, "messages[%zu] must be an object", i);
+            goto fail;
+        }
+        const json_t *role = json_object_get(m, "role");
+        if (!json_is_string(role)) {
+            snprintf(msg, ml, "messages[%zu].role must be a string", i);
+            goto fail;
+        }
+        json_t *copy = json_deep_copy(m);
+        const json_t *content = json_object_get(m, "content");
+        if (json_is_array(content)) {
+            size_t len = 0, k;
+            const json_t *part;
+            json_array_foreach(content, k, part) {
+                const json_t *type = json_object_get(part, "type");
+                const json_t *text = json_object_get(part, "text");
+                if (!json_is_object(part) || !json_is_string(type)) {
+                    json_decref(copy);
+                    snprintf(msg, ml, "messages[%zu].content[%zu] must be an object with a 'type'", i, k);
+                    goto fail;
+                }
+                if (strcmp(json_string_value(type), "text") != 0) {
+                    json_decref(copy);
+                    snprintf(msg, ml, "messages[%zu].content[%zu]: '%s' input is not supported for this model", i, k, json_string_value(type));
+                    goto fail;
+                }
+                if (!json_is_string(text)) {
+                    json_decref(copy);
+                    snprintf(msg, ml, "messages[%zu].content[%zu].text must be a string", i, k);
+                    goto fail;
+                }
+                len += json_string_length(text) + 1;
+            }
+            char *joined = malloc(len + 1), *p = joined;
+            if (!joined) {
+                json_decref(copy);
+                snprintf(msg, ml, "out of memory");
+                goto fail;
+            }
+            json_array_foreach(content, k, part) {
+                const json_t *text = json_object_get(part, "text");
+                if (p != joined) *p++ = '\n';
+                memcpy(p, json_string_value(text), json_string_length(text));
+                p += json_string_length(text);
+            }
+            *p = 0;
+            json_object_set_new(copy, "content", json_stringn(joined, (size_t)(p - joined)));
+            free(joined);
+        } else if (content && !json_is_string(content) && !json_is_null(content)) {
+            json_decref(copy);
+            snprintf(msg, ml, "messages[%zu].content must be a string, an array of parts or null", i);
+            goto fail;
+        }
+        json_array_append_new(out, copy);
+    }
+    return out;
+fail:
+    json_decref(out);
+    return NULL;
+}
+
+/* Template kwargs: server defaults, then the request's chat_template_kwargs, then the request
+ * switches templates read (enable_thinking, reasoning_effort). */
+static json_t *template_kwargs(const mxl_server *s, const json_t *body, char *msg, size_t ml) {
+    json_t *kw = s->template_kwargs ? json_deep_copy(s->template_kwargs) : json_object();
+    /* llama-server tells templates today's date */
+    if (!json_object_get(kw, "date_string")) json_object_set_new(kw, "date_string", json_string(s->date_string));
+    /* FireFunction v2's template reads `functions` (the tools as JSON) and `datetime`, which
+     * llama-server provides for it */
+    if (strstr(mxl_gen_model_template_text(s->model), "functools[")) {
+        const json_t *tools = json_object_get(body, "tools");
+        char *dump = json_is_array(tools) && json_array_size(tools) ? json_dumps(tools, JSON_INDENT(4)) : NULL;
+        json_object_set_new(kw, "functions", json_string(dump ? dump : ""));
+        free(dump);
+        json_object_set_new(kw, "datetime", json_string(s->datetime_text));
+    }
+    const json_t *req = json_object_get(body, "chat_template_kwargs");
+    if (req && !json_is_null(req)) {
+        if (!json_is_object(req)) {
+            json_decref(kw);
+            snprintf(msg, ml, "'chat_template_kwargs' must be an object");
+            return NULL;
+        }
+        json_object_update(kw, (json_t *)req);
+    }
+    const json_t *v = json_object_get(body, "enable_thinking");
+    if (v && !json_is_null(v)) {
+        if (!json_is_boolean(v)) {
+            json_decref(kw);
+            snprintf(msg, ml, "'enable_thinking' must be a boolean");
+            return NULL;
+        }
+        json_object_set(kw, "enable_thinking", (json_t *)v);
+    }
+    v = json_object_get(body, "reasoning_effort");
+    if (v && !json_is_null(v)) {
+        if (!json_is_string(v)) {
+            json_decref(kw);
+            snprintf(msg, ml, "'reasoning_effort' must be a string");
+            return NULL;
+        }
+        json_object_set(kw, "reasoning_effort", (json_t *)v);
+    }
+    return kw;
+}
+
+bool mxl_srv_chat_opts(const mxl_server *s, const json_t *body, mxl_chat_opts *o, json_t **kw, char *msg, size_t ml) {
+    const json_t *tools = json_object_get(body, "tools");
+    if (tools && !json_is_null(tools) && !json_is_array(tools)) return snprintf(msg, ml, "'tools' must be an array"), false;
+    const json_t *agp = json_object_get(body, "add_generation_prompt");
+    if (agp && !json_is_null(agp) && !json_is_boolean(agp)) return snprintf(msg, ml, "'add_generation_prompt' must be a boolean"), false;
+    if (!(*kw = template_kwargs(s, body, msg, ml))) return false;
+    o->tools = json_is_array(tools) && json_array_size(tools) ? tools : NULL;
+    o->kwargs = *kw;
+    o->add_generation_prompt = agp && !json_is_null(agp) ? json_is_true(agp) : true;
+    o->reasoning = s->reasoning;
+    return true;
+}
+
+/* --- token text --------------------------------------------------------------------------------- */
+
+char *mxl_srv_token_text(const mxl_server *s, int32_t id) {
+    char *out = NULL;
+    size_t len = 0;
+    mxl_error err = {0};
+    if (mxl_tokenizer_decode(s->tok, &id, 1, false, &out, &len, &err)) return strdup("");
+    return out;
+}

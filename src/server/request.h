@@ -1,0 +1,47 @@
+/* request.h - reading an HTTP request, for every API route (api_*.c) and the generation call:
+ * error replies in each API's JSON shape, the JSON body, the sampling and stopping fields over
+ * the server's defaults, chat messages and template options, and a token's text. Each reader
+ * fills a 400-ready message naming the field it refuses. */
+#ifndef MXL_SERVER_REQUEST_H
+#define MXL_SERVER_REQUEST_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/chat.h"
+#include "engine/sampler.h"
+#include "engine/sequence.h"
+#include "server/http.h"
+
+typedef struct mxl_server mxl_server; /* server_state.h */
+
+typedef enum mxl_api { MXL_API_OPENAI, MXL_API_LLAMA, MXL_API_ANTHROPIC } mxl_api;
+
+/* Error reply in the API's JSON shape. type: "invalid_request_error", "authentication_error",
+ * "not_found_error", "unavailable_error", "server_error", "not_supported_error". */
+void mxl_srv_error(mxl_http_req *r, mxl_api api, int status, const char *type, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* Parses the body as a JSON object; on failure replies 400 and returns NULL. */
+json_t *mxl_srv_body_json(mxl_http_req *r, mxl_api api);
+
+/* Sampling and stopping fields shared by the completion APIs (temperature, top_k, top_p, min_p,
+ * penalties, seed, stop, max_tokens / max_completion_tokens / n_predict, ignore_eos, n_probs...)
+ * over the server defaults. Fills msg (for a 400) and returns false on a wrong type or value.
+ * The stop strings point into `body`. */
+bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_params *p, mxl_logit_bias **bias, char *msg,
+                          size_t msg_len);
+
+/* Chat messages of a request, content part lists flattened to text; NULL with msg set (400). */
+json_t *mxl_srv_chat_messages(const json_t *msgs, char *msg, size_t ml);
+/* Template options of a chat request: tools, add_generation_prompt, chat_template_kwargs over
+ * the server's, enable_thinking / reasoning_effort, the server's --reasoning. *kw receives the
+ * merged kwargs object to release after rendering. */
+bool mxl_srv_chat_opts(const mxl_server *s, const json_t *body, mxl_chat_opts *o, json_t **kw, char *msg, size_t ml);
+
+/* Text of the token, as JSON-able UTF-8 (invalid bytes replaced). Caller frees. */
+char *mxl_srv_token_text(const mxl_server *s, int32_t id);
+
+#endif

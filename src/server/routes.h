@@ -1,0 +1,28 @@
+/* routes.h - the route handlers of the HTTP API, one function per endpoint, defined in the api_*.c
+ * files and called by server.c's routing table after authentication and the readiness checks. */
+#ifndef MXL_SERVER_ROUTES_H
+#define MXL_SERVER_ROUTES_H
+
+#include "server/http.h"
+#include "server/server_state.h"
+
+void mxl_api_openai_chat(mxl_server *s, mxl_http_req *r);
+void mxl_api_openai_completions(mxl_server *s, mxl_http_req *r);
+void mxl_api_openai_models(mxl_server *s, mxl_http_req *r);
+void mxl_api_openai_input_tokens(mxl_server *s, mxl_http_req *r);
+void mxl_api_anthropic_messages(mxl_server *s, mxl_http_req *r);
+void mxl_api_anthropic_count_tokens(mxl_server *s, mxl_http_req *r);
+void mxl_api_embeddings_openai(mxl_server *s, mxl_http_req *r);
+void mxl_api_embeddings_llama(mxl_server *s, mxl_http_req *r);
+void mxl_api_rerank(mxl_server *s, mxl_http_req *r);
+void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r);
+void mxl_api_llama_tokenize(mxl_server *s, mxl_http_req *r);
+void mxl_api_llama_detokenize(mxl_server *s, mxl_http_req *r);
+void mxl_api_llama_apply_template(mxl_server *s, mxl_http_req *r);
+void mxl_api_llama_health(mxl_server *s, mxl_http_req *r);
+void mxl_api_llama_props(mxl_server *s, mxl_http_req *r);
+void mxl_api_llama_slots(mxl_server *s, mxl_http_req *r);
+void mxl_api_llama_metrics(mxl_server *s, mxl_http_req *r);
+void mxl_api_cache_stats(mxl_server *s, mxl_http_req *r);
+
+#endif

@@ -1,0 +1,64 @@
+/* server_state.h - the running server's state: the models it serves (chat, embedding, reranker)
+ * and their workers, the scheduler, the identity it reports (/v1/models, /props) and the
+ * server-wide defaults requests start from. server.c fills it at start; the request helpers
+ * (request.c), the generation call (gen_call.c) and the routes (api_*.c) read it. */
+#ifndef MXL_SERVER_STATE_H
+#define MXL_SERVER_STATE_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/chat.h"
+#include "engine/embed.h"
+#include "engine/generate.h"
+#include "engine/rerank.h"
+#include "engine/sequence.h"
+#include "server/config.h"
+#include "server/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+/* One request at a time on a model, a bounded line of waiting callers, a wait limit. */
+typedef struct mxl_srv_worker {
+    pthread_mutex_t run, mu;
+    int waiting, queue_depth, timeout_s;
+} mxl_srv_worker;
+mxl_status mxl_srv_worker_init(mxl_srv_worker *w, int queue_depth, int timeout_s);
+void mxl_srv_worker_destroy(mxl_srv_worker *w);
+
+typedef struct mxl_server {
+    const mxl_server_config *cfg;
+    char *api_key;          /* from --api-key or --api-key-file */
+    const char *prefix;     /* "" or "/llama" */
+    atomic_bool ready;      /* model loaded */
+    mxl_gen_model *model;   /* NULL when the server only embeds / reranks */
+    mxl_embed_model *embedder;
+    mxl_embed_opts embed_opts;
+    mxl_srv_worker embed_worker;
+    char embed_name[512];
+    mxl_reranker *reranker;
+    mxl_rerank_opts rerank_opts;
+    mxl_srv_worker rerank_worker;
+    char rerank_name[512];
+    bool workers_ready;
+    atomic_ullong aux_tokens, aux_passes; /* embedding / rerank tokens and forward passes, for /metrics */
+    const mxl_tokenizer *tok;
+    mxl_sched *sched;
+    json_t *template_kwargs; /* --chat-template-kwargs or NULL */
+    json_t *aliases, *tags;  /* arrays of strings from --alias / --tags */
+    char model_name[512];
+    char model_path[4096];
+    int64_t slot_ctx, n_predict_default;
+    long created;           /* start time, for /v1/models */
+    char created_text[32];
+    char date_string[32];
+    char datetime_text[48];  /* "%b %d %Y %H:%M:%S GMT" */   /* today, "%d %b %Y", for templates that read date_string (Llama 3.x) */
+    atomic_ullong next_id;
+    mxl_reasoning reasoning; /* --reasoning */
+    mxl_seq_params defaults; /* server-wide sampling defaults */
+    mxl_logit_bias default_bias[MXL_SRV_MAX_MULTI]; /* --logit-bias */
+} mxl_server;
+
+#endif
