@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/strbuf.h"
 #include "io/mapped_file.h"
 
 /* The tagged strings that stand for the non-finite literals (json_read.h). */
@@ -25,27 +26,13 @@
 typedef struct rewriter {
     const char *s;
     size_t n;
-    char *out; /* NULL until the first rewrite */
-    size_t len, cap;
-    size_t copied; /* s[0, copied) is in out already */
+    mxl_strbuf out; /* empty until the first rewrite */
+    size_t copied;  /* s[0, copied) is in out already */
     bool oom;
 } rewriter;
 
 static void put(rewriter *w, const char *p, size_t k) {
-    if (w->oom) return;
-    if (w->len + k + 1 > w->cap) {
-        size_t cap = w->cap ? w->cap : w->n + 64;
-        while (cap < w->len + k + 1) cap *= 2;
-        char *o = realloc(w->out, cap);
-        if (!o) {
-            w->oom = true;
-            return;
-        }
-        w->out = o;
-        w->cap = cap;
-    }
-    memcpy(w->out + w->len, p, k);
-    w->len += k;
+    if (!w->oom && !mxl_strbuf_append(&w->out, p, k)) w->oom = true;
 }
 
 /* s[a, b) is replaced by `rep`. */
@@ -198,10 +185,10 @@ static bool prepare(rewriter *w, const char **text, size_t *len) {
             i++;
         }
     }
-    if (w->out) put(w, s + w->copied, n - w->copied);
+    if (w->out.p) put(w, s + w->copied, n - w->copied);
     if (w->oom) return false;
-    *text = w->out ? w->out : s;
-    *len = w->out ? w->len : n;
+    *text = w->out.p ? w->out.p : s;
+    *len = w->out.p ? w->out.n : n;
     return true;
 }
 
@@ -216,7 +203,7 @@ json_t *mxl_json_loads_py(const char *text, size_t len, json_error_t *je) {
         memset(je, 0, sizeof *je);
         snprintf(je->text, sizeof je->text, "out of memory");
     }
-    free(w.out);
+    mxl_strbuf_free(&w.out);
     return root;
 }
 
