@@ -40,4 +40,10 @@ typedef struct mxl_test_logit_result {
 bool mxl_test_decoder_compare(const mxl_decoder *d, json_t *c, json_t *tokens, bool reference, double tie_margin,
                               mxl_threadpool *pool, mxl_test_logit_result *r);
 
+/* Every case of tests/fixtures/decoders/<case>/case.json (one per fixture directory, written by
+ * gen_decoder_fixtures.py, so a new family's fixture is files of its own), in name order, as one
+ * {"tokens", "cases"} document (json_decref it); NULL, saying why, when a case is unreadable or
+ * runs other tokens than the first. */
+json_t *mxl_test_decoder_cases(void);
+
 #endif

@@ -26,7 +26,6 @@
  *
  * The last tests check that unsupported config values and broken checkpoints are refused by
  * name at load. */
-#include <dirent.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -43,52 +42,7 @@
 #define FAST_QUANT_TOL MXL_TEST_DEC_FAST_QUANT_TOL
 #define QUANT_TIE_MARGIN MXL_TEST_DEC_QUANT_TIE_MARGIN
 
-static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* Every case of tests/fixtures/decoders/<case>/case.json (one per fixture directory, so a new
- * family's fixture is files of its own), in name order, as one {"tokens", "cases"} document;
- * NULL when a case is unreadable or runs other tokens than the first. */
-static json_t *load_reference(void) {
-    char dir[2048];
-    snprintf(dir, sizeof dir, "%s/tests/fixtures/decoders", mxl_test_repo_root());
-    DIR *dp = opendir(dir);
-    if (!dp) return NULL;
-    char *names[256];
-    size_t n = 0;
-    struct dirent *e;
-    while ((e = readdir(dp)) && n < 256) {
-        char p[4096];
-        struct stat sb;
-        snprintf(p, sizeof p, "%s/%s/case.json", dir, e->d_name);
-        if (e->d_name[0] != '.' && stat(p, &sb) == 0) names[n++] = strdup(e->d_name);
-    }
-    closedir(dp);
-    qsort(names, n, sizeof *names, by_name);
-    json_t *doc = json_object(), *cases = json_array();
-    json_object_set_new(doc, "cases", cases);
-    for (size_t i = 0; i < n; i++) {
-        char rel[512];
-        snprintf(rel, sizeof rel, "tests/fixtures/decoders/%s/case.json", names[i]);
-        json_t *one = mxl_test_load_json(rel);
-        json_t *c = one ? json_array_get(json_object_get(one, "cases"), 0) : NULL;
-        json_t *tokens = one ? json_object_get(one, "tokens") : NULL;
-        if (c && !json_object_get(doc, "tokens")) json_object_set(doc, "tokens", tokens);
-        if (!c || !json_equal(tokens, json_object_get(doc, "tokens"))) {
-            fprintf(stderr, "  %s: no case, or other tokens than the first case's\n", rel);
-            json_decref(doc);
-            doc = NULL;
-        } else {
-            json_array_append(cases, c);
-        }
-        json_decref(one);
-        free(names[i]);
-        if (!doc) {
-            for (size_t k = i + 1; k < n; k++) free(names[k]);
-            return NULL;
-        }
-    }
-    return doc;
-}
+static json_t *load_reference(void) { return mxl_test_decoder_cases(); }
 
 static const char *fixture_dir(const char *name) {
     static char path[2048];

@@ -23,6 +23,7 @@
 #include "backends/cpu/quant_gguf.h"
 #include "models/decoder.h"
 #include "test.h"
+#include "test_decoder_compare.h"
 
 /* f32 KV: the fast path's own bound (test_decoder_families.c before f16 became the default). */
 #define F32_DENSE_TOL 1e-3
@@ -220,7 +221,7 @@ static double run_decode(const mxl_decoder *d, json_t *c, const int32_t *ids, in
 }
 
 TEST(decoder_kv_families_f16_int8_within_bounds) {
-    json_t *fx = mxl_test_load_json("tests/fixtures/decoders/reference.json");
+    json_t *fx = mxl_test_decoder_cases();
     REQUIRE(fx);
     mxl_threadpool *pool = NULL;
     mxl_error err;
