@@ -3,7 +3,6 @@
 #include "test_decoder_compare.h"
 
 #include <dirent.h>
-#include <sys/stat.h>
 
 #include <jansson.h>
 #include <math.h>
