@@ -15,7 +15,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "backends/cpu/cpu_features.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/quant_amx.h"
 #include "backends/cpu/stream_read.h"
@@ -354,7 +354,7 @@ static int bench_kernels(int max_threads, int64_t mb, int64_t dim, int64_t token
                 printf("%-15s %9.1f %12.1f   (system BLAS %s%s%s, its own threading)\n",
                        "BLAS sgemm f32", blas_gflops, blas_cpu_gflops, blas_name,
                        *core ? ", kernel " : "", core);
-                if (*core && mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI &&
+                if (*core && MXL_CPU_KERN_ORIGIN(dense_gemm4x4) == MXL_CPU_ISA_AVX512VNNI &&
                     (strcasecmp(core, "prescott") == 0 || strcasecmp(core, "core2") == 0 || strcasecmp(core, "nehalem") == 0))
                     printf("  (OpenBLAS did not recognise this AVX-512 CPU and runs its %s kernel; rerun with "
                            "OPENBLAS_CORETYPE=SkylakeX to compare against its AVX-512 kernel)\n", core);

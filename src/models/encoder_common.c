@@ -159,7 +159,7 @@ void mxl_enc_linear(const mxl_cpu_weight *w, const float *bias, const float *x, 
  * differently). */
 static bool use_gemm(const mxl_cpu_weight *w, int64_t n) {
     mxl_cpu_isa isa = mxl_cpu_isa_detect();
-    return mxl_gemm_f32_supported(w, isa) && (n >= MXL_GEMM_MR || (w->amx && isa >= MXL_CPU_ISA_AMX));
+    return mxl_gemm_f32_supported(w, isa) && (n >= MXL_GEMM_MR || mxl_gemm_f32_amx(w, isa));
 }
 
 size_t mxl_enc_linear_scratch_bytes(const mxl_cpu_weight *w, int64_t n, int n_threads) {

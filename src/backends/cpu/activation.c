@@ -1,9 +1,10 @@
-/* activation.c - activation references (activation.h); f32 math from libm; and the dispatch. */
+/* activation.c - activation references (activation.h); f32 math from libm; and the dispatch
+ * through the kernel table (kernels.h). */
 #include "backends/cpu/activation.h"
 
 #include <math.h>
 
-#include "backends/cpu/cpu_features.h"
+#include "backends/cpu/kernels.h"
 
 float mxl_cpu_act1(mxl_act a, float x) {
     switch (a) {
@@ -30,26 +31,8 @@ void mxl_cpu_glu_ref(mxl_act a, const float *gate, const float *up, int64_t n, f
     for (int64_t i = 0; i < n; i++) out[i] = mxl_cpu_act1(a, gate[i]) * up[i];
 }
 
-void mxl_cpu_act(mxl_act a, const float *x, int64_t n, float *y) {
-#if defined(__aarch64__)
-    if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_NEON) {
-        mxl_cpu_act_neon(a, x, n, y);
-        return;
-    }
-#endif
-    if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI) mxl_cpu_act_avx512(a, x, n, y);
-    else if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX2) mxl_cpu_act_avx2(a, x, n, y);
-    else mxl_cpu_act_ref(a, x, n, y);
-}
+void mxl_cpu_act(mxl_act a, const float *x, int64_t n, float *y) { mxl_cpu_kern()->act(a, x, n, y); }
 
 void mxl_cpu_glu(mxl_act a, const float *gate, const float *up, int64_t n, float *out) {
-#if defined(__aarch64__)
-    if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_NEON) {
-        mxl_cpu_glu_neon(a, gate, up, n, out);
-        return;
-    }
-#endif
-    if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI) mxl_cpu_glu_avx512(a, gate, up, n, out);
-    else if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX2) mxl_cpu_glu_avx2(a, gate, up, n, out);
-    else mxl_cpu_glu_ref(a, gate, up, n, out);
+    mxl_cpu_kern()->glu(a, gate, up, n, out);
 }

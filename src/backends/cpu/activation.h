@@ -21,11 +21,10 @@ void mxl_cpu_act(mxl_act a, const float *x, int64_t n, float *y);
 /* out[i] = act(gate[i]) * up[i]: SwiGLU with MXL_ACT_SILU, GeGLU with a GELU. out may alias. */
 void mxl_cpu_glu(mxl_act a, const float *gate, const float *up, int64_t n, float *out);
 
-/* The unsuffixed functions dispatch: the plain references below (mxl_cpu_act1 per element), or
- * on AVX-512 (and AVX2, the same bits) the vector forms of activation_avx512.c (exp-based SiLU
- * and tanh, the A&S erf),
- * within about 2e-7 of the reference relative to max(|x|, 1) - close enough for a forward pass,
- * not bit-identical. */
+/* The unsuffixed functions dispatch through the kernel table (kernels.h): the plain references
+ * below (mxl_cpu_act1 per element), or on AVX-512 (and AVX2, the same bits) the vector forms of
+ * activation_avx512.c (exp-based SiLU and tanh, the A&S erf), within about 2e-7 of the reference
+ * relative to max(|x|, 1) - close enough for a forward pass, not bit-identical. */
 void mxl_cpu_act_ref(mxl_act a, const float *x, int64_t n, float *y);
 void mxl_cpu_glu_ref(mxl_act a, const float *gate, const float *up, int64_t n, float *out);
 void mxl_cpu_act_avx512(mxl_act a, const float *x, int64_t n, float *y);
@@ -36,7 +35,7 @@ void mxl_cpu_act_avx2(mxl_act a, const float *x, int64_t n, float *y);
 void mxl_cpu_glu_avx2(mxl_act a, const float *gate, const float *up, int64_t n, float *out);
 /* AArch64 NEON forms (activation_neon.c; the references elsewhere): SiLU / SwiGLU with a vector
  * exp, within 1e-6 of the reference relative to max(|x|, 1); ReLU / ReLU^2 exact; the GELUs
- * through the references. The dispatch uses them from MXL_CPU_ISA_NEON up. */
+ * through the references. The NEON level of the kernel table registers them. */
 void mxl_cpu_act_neon(mxl_act a, const float *x, int64_t n, float *y);
 void mxl_cpu_glu_neon(mxl_act a, const float *gate, const float *up, int64_t n, float *out);
 

@@ -1,9 +1,10 @@
 /* attention.c - GQA attention over a KV cache (attention.h): two passes per (token, head) over
  * a score row in scratch (scores, then the weighted sum of V), walking the cache block by block
  * (a contiguous cache is one block). f32 q.k dots use the dense dot
- * kernels, f16 / int8 K and V the KV kernels (kv_quant.h); AVX2 when isa allows, the plain C
- * references otherwise; an f16 cache goes through attention_avx512.c's (AVX-512) or
- * attention_avx2.c's (AVX2) passes, which take up to MXL_ATTN_HEAD_GROUP query heads of one KV
+ * kernels, f16 / int8 K and V the KV kernels (kv_quant.h); each from the kernel table of level
+ * isa (kernels.h: AVX2 where the level has it, the plain C references otherwise); an f16 cache
+ * goes through the table's grouped passes, attention_avx512.c's (AVX-512) or attention_avx2.c's
+ * (AVX2), which take up to MXL_ATTN_HEAD_GROUP query heads of one KV
  * head at a time (each K / V vector converted once per group), score several keys at a time and
  * keep the output in registers (the AVX2 passes are bitwise the per-head AVX2 kernels, the
  * AVX-512 V pass too). Softmax and the f32 V accumulation are plain C. */
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "backends/cpu/dense.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/kv_quant.h"
 #include "backends/cpu/quant_gguf.h"
 #include "backends/cpu/softmax.h"
@@ -32,13 +34,14 @@ typedef struct attn_ctx {
     float *scratch;
     mxl_dense_dot_fn dot; /* f32 K dots, NULL: reference */
     mxl_kv_kernels kk;
-    int grouped;          /* f16 K and V: the grouped passes of attention_avx512.c (GROUPED_AVX512)
-                           * or attention_avx2.c (GROUPED_AVX2); 0: one head at a time */
-    int group;            /* heads per work unit: grouped ? heads per KV head, at most
+    /* f16 K and V: the level's grouped passes (attention_avx512.c's or attention_avx2.c's) and
+     * their softmax without soft-cap (NULL: mxl_cpu_softmax); gk NULL: one head at a time */
+    mxl_attn_k_f16_fn gk;
+    mxl_attn_v_f16_fn gv;
+    void (*gsoftmax)(float *x, int64_t n, float sink);
+    int group;            /* heads per work unit: gk ? heads per KV head, at most
                            * MXL_ATTN_HEAD_GROUP : 1 */
 } attn_ctx;
-
-enum { GROUPED_AVX2 = 1, GROUPED_AVX512 };
 
 static size_t elem_size(mxl_dtype t) { return t == MXL_DTYPE_F32 ? 4 : t == MXL_DTYPE_F16 ? 2 : 1; }
 
@@ -121,17 +124,14 @@ static void attn_group(const attn_ctx *c, int64_t t, int h, int G, float *s) {
         for (int i = 0; i < G * hd; i++) o[i] = 0.0f;
         return;
     }
-    const bool v512 = c->grouped == GROUPED_AVX512;
     const float *qh = c->q + (t * p->n_heads + h) * hd;
-    if (v512) mxl_attn_k_f16_avx512((const uint16_t *)kv->k, kv, hoff, lo, hi, G, qh, hd, p->scale, s, ss);
-    else mxl_attn_k_f16_avx2((const uint16_t *)kv->k, kv, hoff, lo, hi, G, qh, hd, p->scale, s, ss);
+    c->gk((const uint16_t *)kv->k, kv, hoff, lo, hi, G, qh, hd, p->scale, s, ss);
     for (int g = 0; g < G; g++) {
         float sink = p->sinks ? p->sinks[h + g] : -INFINITY;
-        if (v512 && p->softcap <= 0.0f) mxl_attn_softmax_avx512(s + g * ss + lo, hi - lo, sink);
+        if (c->gsoftmax && p->softcap <= 0.0f) c->gsoftmax(s + g * ss + lo, hi - lo, sink);
         else mxl_cpu_softmax(s + g * ss + lo, hi - lo, p->softcap, sink);
     }
-    if (v512) mxl_attn_v_f16_avx512((const uint16_t *)kv->v, kv, hoff, lo, hi, G, s, ss, hd, o);
-    else mxl_attn_v_f16_avx2((const uint16_t *)kv->v, kv, hoff, lo, hi, G, s, ss, hd, o);
+    c->gv((const uint16_t *)kv->v, kv, hoff, lo, hi, G, s, ss, hd, o);
 }
 
 /* Work units: (token, group of c->group heads of one KV head). */
@@ -145,7 +145,7 @@ static void attn_task(void *vctx, int task, int n_tasks, int thread_index) {
         int64_t t = i / units, u = i % units;
         int h0 = (int)(u / chunks) * per_kv + (int)(u % chunks) * G;
         int gn = per_kv - (int)(u % chunks) * G < G ? per_kv - (int)(u % chunks) * G : G;
-        if (c->grouped) attn_group(c, t, h0, gn, s);
+        if (c->gk) attn_group(c, t, h0, gn, s);
         else
             for (int g = 0; g < gn; g++) attn_one(c, t, h0 + g, s);
     }
@@ -164,15 +164,14 @@ void mxl_cpu_attention_paged(const mxl_attn_params *p, const float *q, int64_t n
                    kv->block_stride % kv->group == 0);
     MXL_ASSERT(kv->k_type != MXL_DTYPE_I8 || kv->k_scale);
     MXL_ASSERT(kv->v_type != MXL_DTYPE_I8 || kv->v_scale);
-    if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
-    const int grouped = kv->k_type != MXL_DTYPE_F16 || kv->v_type != MXL_DTYPE_F16 || p->head_dim % 16 ? 0
-                        : isa >= MXL_CPU_ISA_AVX512VNNI                                                  ? GROUPED_AVX512
-                        : isa >= MXL_CPU_ISA_AVX2                                                        ? GROUPED_AVX2
-                                                                                                         : 0;
+    const mxl_cpu_kernels *K = mxl_cpu_kern_at(isa);
+    const bool grouped = kv->k_type == MXL_DTYPE_F16 && kv->v_type == MXL_DTYPE_F16 && p->head_dim % 16 == 0 &&
+                         K->attn_k_f16 && K->attn_v_f16;
     const int per_kv = p->n_heads / p->n_kv_heads;
-    attn_ctx c = {p, q, n_q, q_pos, kv, out, scratch, NULL, mxl_kv_kernels_get(isa), grouped,
-                  grouped ? (per_kv < MXL_ATTN_HEAD_GROUP ? per_kv : MXL_ATTN_HEAD_GROUP) : 1};
-    if (isa >= MXL_CPU_ISA_AVX2) c.dot = mxl_dense_dot_avx2_get(MXL_DTYPE_F32);
+    attn_ctx c = {.p = p, .q = q, .n_q = n_q, .q_pos = q_pos, .kv = kv, .out = out, .scratch = scratch,
+                  .dot = K->attn_dot_f32, .kk = K->kv, .gk = grouped ? K->attn_k_f16 : NULL,
+                  .gv = grouped ? K->attn_v_f16 : NULL, .gsoftmax = K->attn_softmax,
+                  .group = grouped ? (per_kv < MXL_ATTN_HEAD_GROUP ? per_kv : MXL_ATTN_HEAD_GROUP) : 1};
     int nth = pool ? mxl_threadpool_size(pool) : 1;
     int64_t total = n_q * p->n_kv_heads * ((per_kv + c.group - 1) / c.group);
     int n_tasks = total < nth * 4 ? (int)total : nth * 4;

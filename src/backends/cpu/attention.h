@@ -70,7 +70,8 @@ typedef struct mxl_kv_paged_view {
 } mxl_kv_paged_view;
 
 size_t mxl_cpu_attention_scratch_floats(int64_t n_kv, int n_threads);
-/* isa below AVX2 runs every dot and V accumulation through the plain C references. */
+/* isa (capped at the CPU's) picks the kernel table (kernels.h); at the scalar level every dot and
+ * V accumulation runs through the plain C references. */
 void mxl_cpu_attention(const mxl_attn_params *p, const float *q, int64_t n_q,
                        const int64_t *q_pos, const mxl_kv_view *kv, float *out, float *scratch,
                        mxl_threadpool *pool, mxl_cpu_isa isa);

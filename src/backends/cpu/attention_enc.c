@@ -1,4 +1,5 @@
-/* attention_enc.c - reference and dispatch for attention_enc.h: tasks are (sequence, head)
+/* attention_enc.c - reference and dispatch (through the kernel table, kernels.h) for
+ * attention_enc.h: tasks are (sequence, head)
  * pairs handed out by the pool's atomic counter (sequence lengths differ, so dynamic
  * scheduling balances them). */
 #include "backends/cpu/attention_enc.h"
@@ -6,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "backends/cpu/kernels.h"
 #include "core/status.h"
 
 size_t mxl_enc_attention_scratch_floats(int64_t longest, int head_dim) {
@@ -54,6 +56,9 @@ typedef struct enc_ctx {
     const mxl_enc_attn *a;
     float *scratch;
     size_t per;
+    /* the level's one-(sequence, head) kernel (the table's enc_attn_head) */
+    void (*head)(const float *q, const float *k, const float *v, float *out, int64_t stride, int64_t L, int d,
+                 float scale, float *scratch);
 } enc_ctx;
 
 static void enc_task(void *vctx, int task, int n_tasks, int thread_index) {
@@ -64,13 +69,12 @@ static void enc_task(void *vctx, int task, int n_tasks, int thread_index) {
     int h = task % a->n_heads;
     int64_t t0 = a->seq_start[s], L = a->seq_start[s + 1] - t0;
     int64_t off = t0 * a->stride + (int64_t)h * a->head_dim;
-    mxl_enc_attention_head_avx512(a->q + off, a->k + off, a->v + off, a->out + off, a->stride, L, a->head_dim,
-                                  a->scale, c->scratch + (size_t)thread_index * c->per);
+    c->head(a->q + off, a->k + off, a->v + off, a->out + off, a->stride, L, a->head_dim, a->scale,
+            c->scratch + (size_t)thread_index * c->per);
 }
 
 int mxl_enc_attention_fast(int head_dim, mxl_cpu_isa isa) {
-    if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
-    return isa >= MXL_CPU_ISA_AVX512VNNI && head_dim > 0 && head_dim % 16 == 0;
+    return mxl_cpu_kern_at(isa)->enc_attn_head && head_dim > 0 && head_dim % 16 == 0;
 }
 
 void mxl_enc_attention(const mxl_enc_attn *a, float *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
@@ -81,7 +85,7 @@ void mxl_enc_attention(const mxl_enc_attn *a, float *scratch, mxl_threadpool *po
     int64_t longest = 0;
     for (int64_t s = 0; s < a->n_seqs; s++)
         if (a->seq_start[s + 1] - a->seq_start[s] > longest) longest = a->seq_start[s + 1] - a->seq_start[s];
-    enc_ctx c = {a, scratch, mxl_enc_attention_scratch_floats(longest, a->head_dim)};
+    enc_ctx c = {a, scratch, mxl_enc_attention_scratch_floats(longest, a->head_dim), mxl_cpu_kern_at(isa)->enc_attn_head};
     int n_tasks = (int)(a->n_seqs * a->n_heads);
     if (pool && mxl_threadpool_size(pool) > 1 && n_tasks > 1) mxl_threadpool_run(pool, n_tasks, enc_task, &c);
     else

@@ -26,8 +26,9 @@ typedef struct mxl_enc_attn {
     float scale;
 } mxl_enc_attn;
 
-/* True when mxl_enc_attention has its AVX-512 path for head_dim at this level (else it runs the
- * slow reference, and callers with a faster general attention should use that). */
+/* True when mxl_enc_attention has its AVX-512 path for head_dim at this level (the kernel table
+ * has enc_attn_head; else it runs the slow reference, and callers with a faster general
+ * attention should use that). */
 int mxl_enc_attention_fast(int head_dim, mxl_cpu_isa isa);
 /* Scratch floats per pool thread for sequences of at most `longest` tokens. */
 size_t mxl_enc_attention_scratch_floats(int64_t longest, int head_dim);

@@ -62,7 +62,7 @@ const char *mxl_cpu_features_string(char *buf, size_t cap) {
              __builtin_cpu_supports("avx512f") ? "avx512f " : "",
              __builtin_cpu_supports("avx512bw") ? "avx512bw " : "",
              __builtin_cpu_supports("avx512vnni") ? "avx512vnni" : "");
-    if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AMX) {
+    if (mxl_cpu_isa_detect() == MXL_CPU_ISA_AMX) { /* the top x86 level */
         size_t n = strlen(buf);
         snprintf(buf + n, cap > n ? cap - n : 0, " avx512bf16 amx-bf16");
     }

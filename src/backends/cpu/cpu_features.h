@@ -1,5 +1,6 @@
 /* cpu_features.h - which instruction-set level the CPU kernels may use, decided once at run time
  * from CPUID (and the OS's saved-state support, via __builtin_cpu_supports), never from -march.
+ * The kernel table (kernels.h) is built from it: the kernels of every level up to this one.
  * Tests and the benchmark can ask for a lower level to compare variants. */
 #ifndef MXL_BACKENDS_CPU_CPU_FEATURES_H
 #define MXL_BACKENDS_CPU_CPU_FEATURES_H
@@ -10,8 +11,8 @@ typedef enum mxl_cpu_isa {
     MXL_CPU_ISA_SCALAR = 0, /* plain C references */
 #if defined(__aarch64__)
     /* AArch64: the levels are ordered within the host's family only. The x86 names sort above
-     * every level detect() can return here, so `isa >= MXL_CPU_ISA_AVX2` is never true on ARM
-     * and the x86 kernels are never selected; callers that cap with `isa > detect()` still work. */
+     * every level detect() can return here, so asking for one gives the CPU's level (the kernel
+     * table, kernels.h, caps every level at the CPU's); no x86 kernel is registered here. */
     MXL_CPU_ISA_NEON = 1,         /* AdvSIMD (always present on AArch64) */
     MXL_CPU_ISA_NEON_DOTPROD = 2, /* + the dot-product extension (SDOT/UDOT, HWCAP_ASIMDDP) */
     MXL_CPU_ISA_AVX2 = 3,

@@ -1,15 +1,15 @@
-/* gemm_f32.c - dispatch and threading for gemm_f32.h: tasks are panels of MXL_GEMM_NR weight
+/* gemm_f32.c - dispatch (through the kernel table, kernels.h) and threading for gemm_f32.h: tasks are panels of MXL_GEMM_NR weight
  * rows; each task packs its panel (converted to f32, transposed to [K][NR], zero-padded past N)
  * into its thread's scratch and runs the micro-kernel over all M tokens. */
 #include "backends/cpu/gemm_f32.h"
 
 #include <string.h>
 
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/quant_gguf.h"
 
 bool mxl_gemm_f32_supported(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
-    if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
-    return isa >= MXL_CPU_ISA_AVX512VNNI && W->kind == MXL_CPU_W_DENSE &&
+    return mxl_cpu_kern_at(isa)->gemm_f32_panel && W->kind == MXL_CPU_W_DENSE &&
            (W->dtype == MXL_DTYPE_F32 || W->dtype == MXL_DTYPE_F16 || W->dtype == MXL_DTYPE_BF16);
 }
 
@@ -25,6 +25,9 @@ typedef struct gemm_ctx {
     float *y;
     float *scratch;
     size_t scratch_stride;
+    /* the level's panel kernel (the table's gemm_f32_panel) */
+    void (*panel)(const float *x, int64_t M, int64_t K, const float *bp, const float *bias_p, int act, float *y,
+                  int64_t ldy, int ncols);
 } gemm_ctx;
 
 static void pack_panel(const mxl_cpu_weight *W, int64_t n0, int ncols, float *bp) {
@@ -56,13 +59,12 @@ static void panel_task(void *vctx, int task, int n_tasks, int thread_index) {
         int ncols = N - n0 < MXL_GEMM_NR ? (int)(N - n0) : MXL_GEMM_NR;
         pack_panel(c->W, n0, ncols, bp);
         for (int j = 0; j < MXL_GEMM_NR; j++) bias_p[j] = c->bias && j < ncols ? c->bias[n0 + j] : 0.0f;
-        mxl_gemm_f32_panel_avx512(c->x, c->M, K, bp, bias_p, c->act, c->y + n0, N, ncols);
+        c->panel(c->x, c->M, K, bp, bias_p, c->act, c->y + n0, N, ncols);
     }
 }
 
-static bool use_amx(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
-    if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
-    return W->amx && isa >= MXL_CPU_ISA_AMX;
+bool mxl_gemm_f32_amx(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
+    return W->amx && mxl_cpu_kern_at(isa)->gemm_f32_amx;
 }
 
 size_t mxl_gemm_f32_scratch_bytes(const mxl_cpu_weight *W, int64_t M, int n_threads) {
@@ -75,7 +77,7 @@ size_t mxl_gemm_f32_scratch_bytes(const mxl_cpu_weight *W, int64_t M, int n_thre
 mxl_status mxl_gemm_f32_prepare(mxl_cpu_weight *W, mxl_arena *arena, mxl_error *err) {
     /* the tile path pays for its split and epilogue from K = 256 and a few panels up; smaller
      * matrices (tiny test models) keep the f32 FMA kernel and its f32 rounding */
-    if (W->amx || mxl_cpu_isa_detect() < MXL_CPU_ISA_AMX || !mxl_gemm_f32_supported(W, MXL_CPU_ISA_AMX) ||
+    if (W->amx || !mxl_cpu_kern()->gemm_f32_amx || !mxl_gemm_f32_supported(W, mxl_cpu_isa_detect()) ||
         W->cols < MXL_GEMM_AMX_MIN_K || W->rows < MXL_GEMM_AMX_MIN_N)
         return MXL_OK;
     uint16_t *p = mxl_arena_alloc(arena, mxl_gemm_amx_packed_bytes(W->rows, W->cols), 64);
@@ -90,11 +92,12 @@ void mxl_gemm_f32(const mxl_cpu_weight *W, const float *x, int64_t M, const floa
                   float *y, float *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
     MXL_ASSERT(mxl_gemm_f32_supported(W, isa));
     if (M <= 0) return;
-    if (use_amx(W, isa)) {
-        mxl_gemm_amx(W, x, M, bias, act, y, scratch, pool);
+    const mxl_cpu_kernels *K = mxl_cpu_kern_at(isa);
+    if (W->amx && K->gemm_f32_amx) {
+        K->gemm_f32_amx(W, x, M, bias, act, y, scratch, pool);
         return;
     }
-    gemm_ctx c = {W, x, M, bias, act, y, (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), 0};
+    gemm_ctx c = {W, x, M, bias, act, y, (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), 0, K->gemm_f32_panel};
     /* keep each thread's panel 64-byte aligned */
     c.scratch_stride = (mxl_gemm_f32_scratch_floats(W->cols) + 15) / 16 * 16;
     int nth = pool ? mxl_threadpool_size(pool) : 1;

@@ -9,7 +9,7 @@
  * broadcast activation 2. Each output is accumulated over k = 0..K-1 in order in one FMA lane,
  * so a token's row of y is bitwise independent of M, of its position and of the thread count
  * (batch invariance, as matmul.h). Panels are split over the pool's threads.
- * On CPUs with AMX-BF16 (MXL_CPU_ISA_AMX) a weight re-laid out once by mxl_gemm_f32_prepare runs
+ * On CPUs with AMX-BF16 (the AMX level of cpu_features.h) a weight re-laid out once by mxl_gemm_f32_prepare runs
  * on the tile unit instead (gemm_f32_amx.c: f32 values split into bf16 hi + lo, three tile
  * products, accurate to about 2^-16 relative per product - an f32-accurate result several times
  * faster than the FMA kernel); it is batch invariant too. A weight without that layout, or a CPU
@@ -36,8 +36,12 @@
 void mxl_gemm_f32_ref(const mxl_cpu_weight *W, const float *x, int64_t M, const float *bias, int act,
                       float *y);
 
-/* True when mxl_gemm_f32 has a fast kernel for W at this ISA level (dense W on AVX-512). */
+/* True when mxl_gemm_f32 has a fast kernel for W at this ISA level (dense W on AVX-512: the kernel
+ * table's gemm_f32_panel, kernels.h). */
 bool mxl_gemm_f32_supported(const mxl_cpu_weight *W, mxl_cpu_isa isa);
+/* True when mxl_gemm_f32 runs W on the tile unit at this level (W has the AMX layout and the
+ * level has the tile GEMM). */
+bool mxl_gemm_f32_amx(const mxl_cpu_weight *W, mxl_cpu_isa isa);
 
 /* Scratch floats per pool thread that the AVX-512 kernel needs (packed panel). */
 size_t mxl_gemm_f32_scratch_floats(int64_t K);

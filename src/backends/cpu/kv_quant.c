@@ -1,8 +1,10 @@
-/* kv_quant.c - f16 / int8 KV-cache kernels (kv_quant.h): plain C references and AVX2 variants. */
+/* kv_quant.c - f16 / int8 KV-cache kernels (kv_quant.h): plain C references and AVX2 variants
+ * (registered in the kernel table by kernels_avx2.c). */
 #include "backends/cpu/kv_quant.h"
 
 #include <math.h>
 
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/quant_gguf.h"
 
 void mxl_kv_quantize_i8(const float *x, int64_t n, int64_t group, int8_t *q, float *scales) {
@@ -73,7 +75,7 @@ AVX2 static inline __m256 i8x8(const int8_t *p) {
 }
 
 /* Two 8-lane FMA chains over 16-element steps, then an 8-element step and a scalar tail. */
-AVX2 static float dot_f16_avx2(int64_t n, const uint16_t *k, const float *x) {
+AVX2 float mxl_kv_dot_f16_avx2(int64_t n, const uint16_t *k, const float *x) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -89,7 +91,7 @@ AVX2 static float dot_f16_avx2(int64_t n, const uint16_t *k, const float *x) {
 
 /* Per group: 8-lane FMA over the int8 values, horizontal sum plus scalar tail, scaled into an
  * f32 total (group sums stay separate because each has its own scale). */
-AVX2 static float dot_i8_avx2(int64_t n, int64_t group, const int8_t *k, const float *scales, const float *x) {
+AVX2 float mxl_kv_dot_i8_avx2(int64_t n, int64_t group, const int8_t *k, const float *scales, const float *x) {
     float acc = 0.0f;
     for (int64_t g0 = 0; g0 < n; g0 += group) {
         __m256 a = _mm256_setzero_ps();
@@ -102,7 +104,7 @@ AVX2 static float dot_i8_avx2(int64_t n, int64_t group, const int8_t *k, const f
     return acc;
 }
 
-AVX2 static void axpy_f16_avx2(int64_t n, float w, const uint16_t *v, float *o) {
+AVX2 void mxl_kv_axpy_f16_avx2(int64_t n, float w, const uint16_t *v, float *o) {
     __m256 wv = _mm256_set1_ps(w);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -110,7 +112,7 @@ AVX2 static void axpy_f16_avx2(int64_t n, float w, const uint16_t *v, float *o) 
     for (; i < n; i++) o[i] += w * mxl_h2f(v[i]);
 }
 
-AVX2 static void axpy_i8_avx2(int64_t n, int64_t group, float w, const int8_t *v, const float *scales, float *o) {
+AVX2 void mxl_kv_axpy_i8_avx2(int64_t n, int64_t group, float w, const int8_t *v, const float *scales, float *o) {
     for (int64_t g0 = 0; g0 < n; g0 += group) {
         float ws = w * scales[g0 / group];
         __m256 wv = _mm256_set1_ps(ws);
@@ -121,7 +123,7 @@ AVX2 static void axpy_i8_avx2(int64_t n, int64_t group, float w, const int8_t *v
 }
 /* F16C conversion rounds to nearest even like mxl_f32_to_f16; a group of 8 holding a NaN (whose
  * payload the instruction would keep) goes through the scalar conversion instead */
-AVX2 static void store_f16_avx2(int64_t n, const float *x, uint16_t *h) {
+AVX2 void mxl_kv_store_f16_avx2(int64_t n, const float *x, uint16_t *h) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 v = _mm256_loadu_ps(x + i);
@@ -135,13 +137,4 @@ AVX2 static void store_f16_avx2(int64_t n, const float *x, uint16_t *h) {
 }
 #endif
 
-mxl_kv_kernels mxl_kv_kernels_get(mxl_cpu_isa isa) {
-    mxl_kv_kernels k = {mxl_kv_dot_f16_ref, mxl_kv_dot_i8_ref, mxl_kv_axpy_f16_ref, mxl_kv_axpy_i8_ref, mxl_kv_store_f16_ref};
-#if defined(__x86_64__)
-    if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
-    if (isa >= MXL_CPU_ISA_AVX2) k = (mxl_kv_kernels){dot_f16_avx2, dot_i8_avx2, axpy_f16_avx2, axpy_i8_avx2, store_f16_avx2};
-#else
-    (void)isa;
-#endif
-    return k;
-}
+mxl_kv_kernels mxl_kv_kernels_get(mxl_cpu_isa isa) { return mxl_cpu_kern_at(isa)->kv; }

@@ -48,7 +48,15 @@ typedef struct mxl_kv_kernels {
     mxl_kv_store_f16_fn store_f16; /* bit-exact in every variant */
 } mxl_kv_kernels;
 
-/* The kernels for isa (capped at what this CPU and build support): references below AVX2. */
+/* The AVX2+FMA+F16C variants (x86-64 builds only; call on AVX2 CPUs). */
+float mxl_kv_dot_f16_avx2(int64_t n, const uint16_t *k, const float *x);
+float mxl_kv_dot_i8_avx2(int64_t n, int64_t group, const int8_t *k, const float *scales, const float *x);
+void mxl_kv_axpy_f16_avx2(int64_t n, float w, const uint16_t *v, float *o);
+void mxl_kv_axpy_i8_avx2(int64_t n, int64_t group, float w, const int8_t *v, const float *scales, float *o);
+void mxl_kv_store_f16_avx2(int64_t n, const float *x, uint16_t *h);
+
+/* The kernels of level isa (capped at what this CPU and build support; the kernel table's kv
+ * entry, kernels.h): references below AVX2. */
 mxl_kv_kernels mxl_kv_kernels_get(mxl_cpu_isa isa);
 
 #endif

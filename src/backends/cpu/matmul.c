@@ -4,13 +4,18 @@
  * split into contiguous ranges, one range per task (a few tasks per thread for balance; on the
  * panel path, shrinking ranges: split_panels). Within a range, rows are taken in tiles of
  * TILE_ROWS (panels of 16); each tile is multiplied with every token before moving on, so a
- * tile's weight bytes are read from memory once and reused from cache for all tokens. */
+ * tile's weight bytes are read from memory once and reused from cache for all tokens.
+ *
+ * Every kernel comes from the kernel table of the call's level (kernels.h), looked up once per
+ * call; the per-format dots and micro-kernels are fetched from it into mm_ctx before the work
+ * starts. */
 #include "backends/cpu/matmul.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "backends/cpu/dense.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/quant_amx.h"
 #include "backends/cpu/quant_gguf.h"
 
@@ -121,27 +126,23 @@ mxl_status mxl_cpu_weight_from_mlx(const mxl_tensor *w, const mxl_tensor *scales
     return MXL_OK;
 }
 
-/* the panel path (quant_amx.h: AMX tiles, AVX-512 VNNI, AVX2 or NEON on the same layout) runs W
- * at this level */
-#if defined(__aarch64__)
-#define PANEL_MIN_ISA MXL_CPU_ISA_NEON /* the NEON form */
-#else
-#define PANEL_MIN_ISA MXL_CPU_ISA_AVX2
-#endif
-static bool panel_path(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
-    return W->kind != MXL_CPU_W_DENSE && W->amx && isa >= PANEL_MIN_ISA;
-}
+/* W has the panel layout (quant_amx.h) */
+static bool has_panels(const mxl_cpu_weight *W) { return W->kind != MXL_CPU_W_DENSE && W->amx; }
+/* the panel path (AMX tiles, AVX-512 VNNI, AVX2 or NEON on the same layout) runs W at the level
+ * of table K: W has the layout and the level a panel kernel */
+static bool panel_path(const mxl_cpu_weight *W, const mxl_cpu_kernels *K) { return has_panels(W) && K->qamx_panels; }
 
-/* activations of W's kernels at level isa: the panel path always takes two-term q8a blocks */
-static mxl_act_kind act_kind(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
-    if (panel_path(W, isa)) return MXL_ACT_Q8A2;
+/* activations of W's kernels, on the panel path or not: the panel path always takes two-term q8a
+ * blocks */
+static mxl_act_kind act_kind(const mxl_cpu_weight *W, bool panels) {
+    if (panels) return MXL_ACT_Q8A2;
     if (W->kind == MXL_CPU_W_MLX) return MXL_ACT_Q8A;
     if (W->kind == MXL_CPU_W_GGUF) return mxl_gguf_act_kind(W->dtype);
     return MXL_ACT_F32;
 }
 
-static size_t act_row_bytes(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
-    switch (act_kind(W, isa)) {
+static size_t act_row_bytes(const mxl_cpu_weight *W, bool panels) {
+    switch (act_kind(W, panels)) {
     case MXL_ACT_Q8A: return (size_t)(W->cols / 32) * sizeof(mxl_block_q8a);
     case MXL_ACT_Q8K: return (size_t)(W->cols / 256) * sizeof(mxl_block_q8k);
     case MXL_ACT_Q8A2: return (size_t)(W->cols / 32) * sizeof(mxl_block_q8a2);
@@ -151,7 +152,7 @@ static size_t act_row_bytes(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
 
 size_t mxl_cpu_matmul_scratch_bytes(const mxl_cpu_weight *W, int64_t n_tok) {
     /* enough for either kind when W also has the panel layout (the level is chosen per call) */
-    size_t a = act_row_bytes(W, MXL_CPU_ISA_AVX512VNNI), b = act_row_bytes(W, MXL_CPU_ISA_AMX);
+    size_t a = act_row_bytes(W, false), b = act_row_bytes(W, has_panels(W));
     /* + the AMX pair form's operands for any token count up to n_tok (the largest count first) */
     size_t pair = 0;
     for (int64_t k = n_tok < MXL_QAMX_PAIR_MAX_TOKENS ? n_tok : MXL_QAMX_PAIR_MAX_TOKENS; W->amx && k > 0 && !pair; k--)
@@ -177,16 +178,18 @@ typedef struct mm_ctx {
     size_t act_stride;
     uint8_t *abuf; /* the AMX pair form's operands (after act in scratch), or NULL */
     int64_t row_bytes;
-    mxl_cpu_isa isa;
+    const mxl_cpu_kernels *K;   /* the call's level (kernels.h) */
+    bool panels;                /* the panel path (panel_path) */
     mxl_vec_dot_fn qdot;        /* GGUF SIMD dot or NULL (reference) */
     mxl_vec_dot4_fn qdot4;      /* GGUF 4-token SIMD dot or NULL */
-    int mlx4;                   /* MLX 4-token SIMD dot available */
+    mxl_mlx_dot_fn mlxdot;      /* MLX dot (the reference at the scalar level) */
+    mxl_mlx_dot4_fn mlx4;       /* MLX 4-token SIMD dot or NULL */
     mxl_dense_dot_fn ddot;      /* dense SIMD dot or NULL (reference) */
     mxl_dense_dot4_fn ddot4;    /* dense 4-token SIMD dot or NULL */
     mxl_gemm4x4_fn g44;         /* 4 rows x 1..4 tokens micro-kernel or NULL */
     mxl_gemm4x4_unpack_fn g44_unpack; /* its two-step form for many tokens, or NULL */
     mxl_gemm4x4_pre_fn g44_pre;
-    int mlx44;                  /* MLX 4 x 1..4 micro-kernel available */
+    mxl_mlx_gemm4x4_fn mlx44;   /* MLX 4 x 1..4 micro-kernel or NULL */
     mxl_dense_gemm4x4_fn d44;   /* dense 4 x 1..4 micro-kernel or NULL */
     const mxl_cpu_row_prep *prep; /* makes x's rows before they are quantized, or NULL */
 } mm_ctx;
@@ -196,30 +199,17 @@ static void quant_task(void *vctx, int task, int n_tasks, int thread_index) {
     mm_ctx *c = vctx;
     int64_t t0 = c->n_tok * task / n_tasks, t1 = c->n_tok * (task + 1) / n_tasks;
     if (c->prep && t0 < t1) c->prep->fn(c->prep->ctx, t0, t1);
-    mxl_act_kind k = act_kind(c->W, c->isa);
+    mxl_act_kind k = act_kind(c->W, c->panels);
     for (int64_t t = t0; t < t1; t++) {
         const float *xt = c->x + t * c->W->cols;
         void *dst = c->act + (size_t)t * c->act_stride;
         if (k == MXL_ACT_Q8A2) {
-#if defined(__aarch64__)
-            mxl_quant_q8a2_ref(xt, dst, c->W->cols);
-#else
-            if (c->isa >= MXL_CPU_ISA_AVX512VNNI) mxl_quant_q8a2_avx512(xt, dst, c->W->cols);
-            else mxl_quant_q8a2_avx2(xt, dst, c->W->cols); /* the panel path runs at the AVX2 level and above */
-#endif
+            c->K->quant_q8a2(xt, dst, c->W->cols);
             if (c->abuf) mxl_qamx_pair_token(c->W, c->n_tok, t, dst, c->abuf);
-#if defined(__aarch64__)
-        } else if (c->isa >= MXL_CPU_ISA_NEON) { /* same bits as the references */
-            if (k == MXL_ACT_Q8A) mxl_quant_q8a_neon(xt, dst, c->W->cols);
-            else mxl_quant_q8k_neon(xt, dst, c->W->cols);
-#endif
         } else if (k == MXL_ACT_Q8A) {
-            if (c->isa >= MXL_CPU_ISA_AVX2) mxl_quant_q8a_avx2(xt, dst, c->W->cols);
-            else mxl_quant_q8a_ref(xt, dst, c->W->cols);
-        } else if (c->isa >= MXL_CPU_ISA_AVX512VNNI) {
-            mxl_quant_q8k_avx512(xt, dst, c->W->cols);
+            c->K->quant_q8a(xt, dst, c->W->cols);
         } else {
-            mxl_quant_q8k_ref(xt, dst, c->W->cols);
+            c->K->quant_q8k(xt, dst, c->W->cols);
         }
     }
 }
@@ -230,7 +220,7 @@ static void quant_task(void *vctx, int task, int n_tasks, int thread_index) {
  * split was the faster (8-sequence step 3-5% shorter). */
 #define QUANT_INLINE_TOKENS 16
 static int quant_tasks(const mm_ctx *c, int nth) {
-    if (act_kind(c->W, c->isa) == MXL_ACT_Q8A2 && c->n_tok <= QUANT_INLINE_TOKENS && mxl_qamx_tiles_available()) return 1;
+    if (c->panels && c->n_tok <= QUANT_INLINE_TOKENS && mxl_qamx_tiles_available()) return 1;
     return c->n_tok < nth ? (int)c->n_tok : nth;
 }
 
@@ -249,12 +239,7 @@ static inline float dot_row(const mm_ctx *c, int64_t r, int64_t t) {
     }
     default: {
         const mxl_block_q8a *a = (const mxl_block_q8a *)(c->act + (size_t)t * c->act_stride);
-#if defined(__aarch64__)
-        if (c->isa >= MXL_CPU_ISA_NEON)
-            return mxl_mlx_vec_dot_neon(&W->mlx, r, a, c->isa >= MXL_CPU_ISA_NEON_DOTPROD);
-#endif
-        return c->isa >= MXL_CPU_ISA_AVX2 ? mxl_mlx_vec_dot_avx2(&W->mlx, r, a)
-                                          : mxl_mlx_vec_dot_ref(&W->mlx, r, a);
+        return c->mlxdot(&W->mlx, r, a);
     }
     }
 }
@@ -300,7 +285,7 @@ static void tile_rows(const mm_ctx *c, int64_t rt, int64_t re) {
                     c->g44(W->cols, (const uint8_t *)W->data + r * c->row_bytes, (size_t)c->row_bytes,
                            nr, a, c->act_stride, nt, y, rows);
                 else
-                    mxl_mlx_gemm4x4_avx512(&W->mlx, r, nr, a, c->act_stride, nt, y, rows);
+                    c->mlx44(&W->mlx, r, nr, a, c->act_stride, nt, y, rows);
             }
         }
         return;
@@ -316,7 +301,7 @@ static void tile_rows(const mm_ctx *c, int64_t rt, int64_t re) {
                 else if (c->qdot4)
                     c->qdot4(W->cols, (const uint8_t *)W->data + r * c->row_bytes, a, c->act_stride, o);
                 else
-                    mxl_mlx_vec_dot4_avx2(&W->mlx, r, a, c->act_stride, o);
+                    c->mlx4(&W->mlx, r, a, c->act_stride, o);
                 for (int k = 0; k < 4; k++) c->y[(t + k) * rows + r] = o[k];
             }
         }
@@ -327,17 +312,10 @@ static void tile_rows(const mm_ctx *c, int64_t rt, int64_t re) {
     }
 }
 
-/* panels [p0, p1) of c's weight: the tile / VNNI kernels at the AVX-512 level, else the AVX2 form,
- * on AArch64 the NEON form (the same bits) */
+/* panels [p0, p1) of c's weight by the level's panel kernel: the tile / VNNI kernels at the
+ * AVX-512 level, else the AVX2 form, on AArch64 the NEON form (the same bits) */
 static void run_panels(const mm_ctx *c, int64_t p0, int64_t p1) {
-#if defined(__aarch64__)
-    mxl_qamx_panels_neon(c->W, p0, p1, c->act, c->act_stride, c->n_tok, c->y, c->W->rows,
-                         c->isa >= MXL_CPU_ISA_NEON_DOTPROD);
-#else
-    if (c->isa >= MXL_CPU_ISA_AVX512VNNI)
-        mxl_qamx_panels(c->W, p0, p1, c->act, c->act_stride, c->n_tok, c->abuf, c->y, c->W->rows);
-    else mxl_qamx_panels_avx2(c->W, p0, p1, c->act, c->act_stride, c->n_tok, c->y, c->W->rows);
-#endif
+    c->K->qamx_panels(c->W, p0, p1, c->act, c->act_stride, c->n_tok, c->abuf, c->y, c->W->rows);
 }
 
 /* The panel path's work split: shrinking chunks claimed in order (each half of what is left over
@@ -394,41 +372,34 @@ static void rows_task(void *vctx, int task, int n_tasks, int thread_index) {
 }
 
 static void matmul_at(const mxl_cpu_weight *W, const mxl_cpu_row_prep *prep, const float *x, int64_t n_tok, float *y,
-                      void *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
-    if (isa > mxl_cpu_isa_detect()) isa = mxl_cpu_isa_detect();
-    mm_ctx c = {.W = W, .x = x, .n_tok = n_tok, .y = y, .act = scratch, .act_stride = act_row_bytes(W, isa), .isa = isa,
-                .prep = prep};
-    if (panel_path(W, isa) && isa >= MXL_CPU_ISA_AVX512VNNI && mxl_qamx_pair_bytes(W, n_tok) > 0)
+                      void *scratch, mxl_threadpool *pool, const mxl_cpu_kernels *K) {
+    const bool panels = panel_path(W, K);
+    mm_ctx c = {.W = W, .x = x, .n_tok = n_tok, .y = y, .act = scratch, .act_stride = act_row_bytes(W, panels), .K = K,
+                .panels = panels, .prep = prep};
+    if (panels && K->qamx_pair_bytes && K->qamx_pair_bytes(W, n_tok) > 0)
         c.abuf = (uint8_t *)(((uintptr_t)((uint8_t *)scratch + c.act_stride * (size_t)n_tok) + 63) & ~(uintptr_t)63);
     if (W->kind != MXL_CPU_W_MLX) c.row_bytes = mxl_cpu_weight_row_bytes(W);
-    if (isa >= MXL_CPU_ISA_AVX2) {
-        if (W->kind == MXL_CPU_W_GGUF) {
-            c.qdot = mxl_vec_dot_avx2_get(W->dtype);
-            c.qdot4 = mxl_vec_dot4_avx2_get(W->dtype);
-            if (isa >= MXL_CPU_ISA_AVX512VNNI) {
-                c.g44 = mxl_gemm4x4_avx512_get(W->dtype);
-                if (!mxl_gemm4x4_pre_avx512_get(W->dtype, &c.g44_unpack, &c.g44_pre)) c.g44_unpack = NULL, c.g44_pre = NULL;
-            }
-        }
-        if (W->kind == MXL_CPU_W_MLX) {
-            c.mlx4 = 1;
-            c.mlx44 = isa >= MXL_CPU_ISA_AVX512VNNI && mxl_mlx_gemm4x4_avx512_supported(W->mlx.bits);
-        }
-        if (W->kind == MXL_CPU_W_DENSE) {
-            c.ddot = mxl_dense_dot_avx2_get(W->dtype);
-            c.ddot4 = mxl_dense_dot4_avx2_get(W->dtype);
-            if (isa >= MXL_CPU_ISA_AVX512VNNI) c.d44 = mxl_dense_gemm4x4_avx512_get(W->dtype);
-        }
+    /* the level's kernels for W's format (SIMD dots bit-identical to the references except the
+     * dense ones and the 4 x 4 micro-kernels, float paths; NULL: none at this level) */
+    if (W->kind == MXL_CPU_W_GGUF) {
+        c.qdot = K->gguf_dot ? K->gguf_dot(W->dtype) : NULL;
+        c.qdot4 = K->gguf_dot4 ? K->gguf_dot4(W->dtype) : NULL;
+        c.g44 = K->gguf_gemm4x4 ? K->gguf_gemm4x4(W->dtype) : NULL;
+        if (!K->gguf_gemm4x4_pre || !K->gguf_gemm4x4_pre(W->dtype, &c.g44_unpack, &c.g44_pre))
+            c.g44_unpack = NULL, c.g44_pre = NULL;
     }
-#if defined(__aarch64__)
-    /* NEON dots (bit-identical to the references except dense, a float path); MLX in dot_row */
-    if (isa >= MXL_CPU_ISA_NEON) {
-        if (W->kind == MXL_CPU_W_GGUF) c.qdot = mxl_vec_dot_neon_get(W->dtype, isa >= MXL_CPU_ISA_NEON_DOTPROD);
-        if (W->kind == MXL_CPU_W_DENSE) c.ddot = mxl_dense_dot_neon_get(W->dtype);
+    if (W->kind == MXL_CPU_W_MLX) {
+        c.mlxdot = K->mlx_dot;
+        c.mlx4 = K->mlx_dot4;
+        c.mlx44 = K->mlx_gemm4x4 ? K->mlx_gemm4x4(W->mlx.bits) : NULL;
     }
-#endif
+    if (W->kind == MXL_CPU_W_DENSE) {
+        c.ddot = K->dense_dot ? K->dense_dot(W->dtype) : NULL;
+        c.ddot4 = K->dense_dot4 ? K->dense_dot4(W->dtype) : NULL;
+        c.d44 = K->dense_gemm4x4 ? K->dense_gemm4x4(W->dtype) : NULL;
+    }
     int nth = pool ? mxl_threadpool_size(pool) : 1;
-    if (act_kind(W, isa) != MXL_ACT_F32) {
+    if (act_kind(W, panels) != MXL_ACT_F32) {
         MXL_ASSERT(scratch != NULL);
         int qt = quant_tasks(&c, nth);
         if (pool && qt > 1) mxl_threadpool_run(pool, qt, quant_task, &c);
@@ -436,7 +407,7 @@ static void matmul_at(const mxl_cpu_weight *W, const mxl_cpu_row_prep *prep, con
     } else if (prep) {
         prep->fn(prep->ctx, 0, n_tok);
     }
-    if (panel_path(W, isa)) {
+    if (panels) {
         panels_ctx p = {.c = c};
         split_panels((W->rows + 15) / 16, pool ? nth : 1, n_tok, &p.s);
         if (pool && p.s.n > 1) mxl_threadpool_run(pool, p.s.n, panels_task, &p);
@@ -453,17 +424,17 @@ static void matmul_at(const mxl_cpu_weight *W, const mxl_cpu_row_prep *prep, con
 
 void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
                         void *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
-    matmul_at(W, NULL, x, n_tok, y, scratch, pool, isa);
+    matmul_at(W, NULL, x, n_tok, y, scratch, pool, mxl_cpu_kern_at(isa));
 }
 
 void mxl_cpu_matmul(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
                     void *scratch, mxl_threadpool *pool) {
-    matmul_at(W, NULL, x, n_tok, y, scratch, pool, mxl_cpu_isa_detect());
+    matmul_at(W, NULL, x, n_tok, y, scratch, pool, mxl_cpu_kern());
 }
 
 void mxl_cpu_matmul_prep(const mxl_cpu_weight *W, const mxl_cpu_row_prep *prep, const float *x, int64_t n_tok, float *y,
                          void *scratch, mxl_threadpool *pool) {
-    matmul_at(W, prep, x, n_tok, y, scratch, pool, mxl_cpu_isa_detect());
+    matmul_at(W, prep, x, n_tok, y, scratch, pool, mxl_cpu_kern());
 }
 
 void mxl_cpu_matmul_f32_ref(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y) {
@@ -504,11 +475,11 @@ static void multi_task(void *vctx, int task, int n_tasks, int thread_index) {
 void mxl_cpu_matmul_multi(const mxl_cpu_weight *const *W, int n_w, const mxl_cpu_row_prep *prep, const float *x,
                           int64_t n_tok, float *const *y, void *scratch, mxl_threadpool *pool) {
     MXL_ASSERT(n_w >= 1 && n_w <= 8);
-    const mxl_cpu_isa isa = mxl_cpu_isa_detect();
+    const mxl_cpu_kernels *K = mxl_cpu_kern();
     bool panels = true;
-    for (int i = 0; i < n_w; i++) panels = panels && panel_path(W[i], isa) && W[i]->cols == W[0]->cols;
+    for (int i = 0; i < n_w; i++) panels = panels && panel_path(W[i], K) && W[i]->cols == W[0]->cols;
     if (!panels || n_w == 1) {
-        for (int i = 0; i < n_w; i++) matmul_at(W[i], i == 0 ? prep : NULL, x, n_tok, y[i], scratch, pool, isa);
+        for (int i = 0; i < n_w; i++) matmul_at(W[i], i == 0 ? prep : NULL, x, n_tok, y[i], scratch, pool, K);
         return;
     }
     /* one quantization (and pair-form operands, when any weight takes that form) for all */
@@ -516,10 +487,10 @@ void mxl_cpu_matmul_multi(const mxl_cpu_weight *const *W, int n_w, const mxl_cpu
     memset(&m, 0, sizeof m);
     m.n_w = n_w;
     mm_ctx *q = &m.c[0];
-    *q = (mm_ctx){.W = W[0], .x = x, .n_tok = n_tok, .act = scratch, .act_stride = act_row_bytes(W[0], isa), .isa = isa,
-                  .prep = prep};
-    for (int i = 0; i < n_w && !q->abuf; i++)
-        if (mxl_qamx_pair_bytes(W[i], n_tok) > 0)
+    *q = (mm_ctx){.W = W[0], .x = x, .n_tok = n_tok, .act = scratch, .act_stride = act_row_bytes(W[0], true), .K = K,
+                  .panels = true, .prep = prep};
+    for (int i = 0; i < n_w && !q->abuf && K->qamx_pair_bytes; i++)
+        if (K->qamx_pair_bytes(W[i], n_tok) > 0)
             q->abuf = (uint8_t *)(((uintptr_t)((uint8_t *)scratch + q->act_stride * (size_t)n_tok) + 63) & ~(uintptr_t)63);
     int nth = pool ? mxl_threadpool_size(pool) : 1, qt = quant_tasks(q, nth);
     if (pool && qt > 1) mxl_threadpool_run(pool, qt, quant_task, q);
@@ -527,7 +498,7 @@ void mxl_cpu_matmul_multi(const mxl_cpu_weight *const *W, int n_w, const mxl_cpu
     for (int i = 0; i < n_w; i++) {
         m.c[i] = *q;
         m.c[i].W = W[i], m.c[i].y = y[i], m.c[i].prep = NULL;
-        if (mxl_qamx_pair_bytes(W[i], n_tok) == 0) m.c[i].abuf = NULL;
+        if (!K->qamx_pair_bytes || K->qamx_pair_bytes(W[i], n_tok) == 0) m.c[i].abuf = NULL;
         m.n_pan[i] = (W[i]->rows + 15) / 16;
         m.total += m.n_pan[i];
     }

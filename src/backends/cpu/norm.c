@@ -1,27 +1,17 @@
-/* norm.c - RMSNorm / LayerNorm references and their dispatch (norm.h): AVX-512, AVX2, NEON forms
- * where the CPU has them. */
+/* norm.c - RMSNorm / LayerNorm references and their dispatch (norm.h) through the kernel table
+ * (kernels.h): AVX-512, AVX2, NEON forms where the CPU has them. */
 #include "backends/cpu/norm.h"
 
 #include <math.h>
 
-#include "backends/cpu/cpu_features.h"
+#include "backends/cpu/kernels.h"
 
 void mxl_cpu_rmsnorm(const float *x, const float *w, int64_t n, float eps, int plus_one, float *y) {
-#if defined(__aarch64__)
-    if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_NEON) {
-        mxl_cpu_rmsnorm_neon(x, w, n, eps, plus_one, y);
-        return;
-    }
-#endif
-    if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI) mxl_cpu_rmsnorm_avx512(x, w, n, eps, plus_one, y);
-    else if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX2) mxl_cpu_rmsnorm_avx2(x, w, n, eps, plus_one, y);
-    else mxl_cpu_rmsnorm_ref(x, w, n, eps, plus_one, y);
+    mxl_cpu_kern()->rmsnorm(x, w, n, eps, plus_one, y);
 }
 
 void mxl_cpu_layernorm(const float *x, const float *w, const float *b, int64_t n, float eps, float *y) {
-    if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI) mxl_cpu_layernorm_avx512(x, w, b, n, eps, y);
-    else if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX2) mxl_cpu_layernorm_avx2(x, w, b, n, eps, y);
-    else mxl_cpu_layernorm_ref(x, w, b, n, eps, y);
+    mxl_cpu_kern()->layernorm(x, w, b, n, eps, y);
 }
 
 void mxl_cpu_rmsnorm_ref(const float *x, const float *w, int64_t n, float eps, int plus_one, float *y) {

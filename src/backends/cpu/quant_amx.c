@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "backends/cpu/cpu_features.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/quant_gguf.h"
 #include "backends/cpu/quant_mlx.h"
 #include "core/dtype.h"
@@ -324,6 +324,11 @@ void mxl_qamx_panels_ref(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const 
     }
 }
 
+/* the path runs where the kernel table has a panel kernel (AVX2 and above, NEON; none in the
+ * fuzzing build), and uses the tiles where the AMX level found AMX-INT8 (mxl_qamx_tiles_cpu) */
+bool mxl_qamx_available(void) { return mxl_cpu_kern()->qamx_panels != NULL; }
+bool mxl_qamx_tiles_available(void) { return mxl_cpu_kern()->qamx_tiles; }
+
 mxl_status mxl_qamx_prepare(mxl_cpu_weight *W, mxl_arena *arena, mxl_error *err) {
     if (W->amx || !mxl_qamx_format(W) || !mxl_qamx_available()) return MXL_OK;
     uint8_t *p = mxl_arena_alloc(arena, mxl_qamx_packed_bytes(W), 64);
@@ -352,17 +357,11 @@ void mxl_qamx_pair_token(const mxl_cpu_weight *W, int64_t n_tok, int64_t t, cons
 
 #include "backends/cpu/amx_tile.h"
 
-bool mxl_qamx_tiles_available(void) {
-    static int cached = -1;
-    if (cached < 0) {
-        unsigned a, b, c, d;
-        int int8 = __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> 25) & 1);
-        cached = int8 && mxl_cpu_isa_detect() >= MXL_CPU_ISA_AMX;
-    }
-    return cached;
+/* AMX-INT8 (CPUID.7.0:EDX bit 25); the AMX level (tile data permission granted) asks this */
+bool mxl_qamx_tiles_cpu(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> 25) & 1);
 }
-
-bool mxl_qamx_available(void) { return mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX2; }
 
 /* VNNI: the AVX-512 code every CPU of the path runs (the VNNI form, the float steps); AMX: the
  * tile kernels, called only where mxl_qamx_tiles_available() */
@@ -963,13 +962,7 @@ VNNI void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const
     }
 }
 #else
-#if defined(__aarch64__)
-/* the NEON form (quant_panel_neon.c) runs the path on every AArch64 CPU */
-bool mxl_qamx_available(void) { return mxl_cpu_isa_detect() >= MXL_CPU_ISA_NEON; }
-#else
-bool mxl_qamx_available(void) { return false; }
-#endif
-bool mxl_qamx_tiles_available(void) { return false; }
+bool mxl_qamx_tiles_cpu(void) { return false; }
 size_t mxl_qamx_pair_bytes(const mxl_cpu_weight *W, int64_t n_tok) {
     (void)W; (void)n_tok;
     return 0;

@@ -43,13 +43,17 @@
 #include "backends/cpu/matmul.h"
 #include "core/arena.h"
 
-/* This CPU runs the path: the AVX2 level or above (cpu_features.h), or NEON on AArch64. The tile
- * kernels run where it has AMX-INT8 (the AMX level and CPUID.7.0:EDX bit 25); elsewhere the
- * AVX-512 VNNI form takes every token count, below the VNNI level the AVX2 form
- * (quant_panel_avx2.c), on AArch64 the NEON form (quant_panel_neon.c) - all with the same bits. */
+/* This CPU runs the path: the kernel table has a panel kernel (kernels.h: the AVX2 level or above,
+ * or NEON on AArch64). The tile kernels run where it has AMX-INT8 (the AMX level and
+ * CPUID.7.0:EDX bit 25); elsewhere the AVX-512 VNNI form takes every token count, below the VNNI
+ * level the AVX2 form (quant_panel_avx2.c), on AArch64 the NEON form (quant_panel_neon.c) - all
+ * with the same bits. */
 bool mxl_qamx_available(void);
-/* The tile kernels run here (AMX-INT8 at the AMX level). */
+/* The tile kernels run here (AMX-INT8 at the AMX level; the kernel table's qamx_tiles). */
 bool mxl_qamx_tiles_available(void);
+/* The CPU has AMX-INT8 (asked by the AMX level's registration, kernels_avx512.c; false where the
+ * tile kernels are not built). */
+bool mxl_qamx_tiles_cpu(void);
 /* W's format has a panel layout (GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K, MLX 4 / 8 bits). */
 bool mxl_qamx_format(const mxl_cpu_weight *W);
 /* Bytes of W's panel layout (0 when the format has none). */

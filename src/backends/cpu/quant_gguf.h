@@ -166,8 +166,8 @@ void mxl_quant_q8a_avx2(const float *x, mxl_block_q8a *y, int64_t n);
 void mxl_quant_q8a2_avx2(const float *x, mxl_block_q8a2 *y, int64_t n);
 
 /* AArch64 NEON variants (quant_gguf_neon.c), every format: dotprod false gives the baseline
- * AdvSIMD kernels, true the SDOT ones (call only when mxl_cpu_isa_detect() reaches
- * MXL_CPU_ISA_NEON_DOTPROD). Bit-identical to mxl_vec_dot_ref. NULL on other architectures. */
+ * AdvSIMD kernels, true the SDOT ones (call only on CPUs with the dot-product extension: the
+ * kernel table's NEON dot-product level, kernels_neon.c). Bit-identical to mxl_vec_dot_ref. NULL on other architectures. */
 mxl_vec_dot_fn mxl_vec_dot_neon_get(mxl_dtype t, bool dotprod);
 /* The same bits as mxl_quant_q8a_ref / mxl_quant_q8k_ref in NEON (the references elsewhere). */
 void mxl_quant_q8a_neon(const float *x, mxl_block_q8a *y, int64_t n);

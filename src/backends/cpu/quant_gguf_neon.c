@@ -6,7 +6,7 @@
  *     int32 lanes with vpadalq_s16 (exact: |product| <= 2^14 fits int16);
  *   - dot-product extension: SDOT (vdotq_s32), under a function target attribute so this file
  *     builds without -march and the variant is only called after run-time detection
- *     (cpu_features.h: MXL_CPU_ISA_NEON_DOTPROD).
+ *     (the kernel table's NEON dot-product level, kernels_neon.c).
  * Both variants reproduce the reference's f32 statements block by block (see
  * quant_gguf_neon_body.h), so every dot is bit-identical to mxl_vec_dot_ref. The quantizers do
  * the reference's divisions and multiplies in f32 and round ties to even (vcvtnq_s32_f32, what

@@ -58,10 +58,10 @@ float mxl_mlx_vec_dot_avx2(const mxl_mlx_qweight *W, int64_t r, const mxl_block_
  * result bit-identical to mxl_mlx_vec_dot_avx2 for that token. */
 void mxl_mlx_vec_dot4_avx2(const mxl_mlx_qweight *W, int64_t r, const mxl_block_q8a *xq,
                            size_t xstride, float *out);
-/* AArch64 NEON variant (quant_mlx_neon.c): dotprod true uses SDOT (call only when
- * mxl_cpu_isa_detect() reaches MXL_CPU_ISA_NEON_DOTPROD). Bits 4 and 8 decoded in registers, the
- * others through the reference unpacker. Bit-identical to mxl_mlx_vec_dot_ref (which it is on
- * other architectures). */
+/* AArch64 NEON variant (quant_mlx_neon.c): dotprod true uses SDOT (call only when the CPU has the
+ * dot-product extension: the kernel table's NEON dot-product level). Bits 4 and 8 decoded in
+ * registers, the others through the reference unpacker. Bit-identical to mxl_mlx_vec_dot_ref
+ * (which it is on other architectures). */
 float mxl_mlx_vec_dot_neon(const mxl_mlx_qweight *W, int64_t r, const mxl_block_q8a *xq, bool dotprod);
 
 /* AVX-512 VNNI micro-kernel for bits 2, 4, 8 (quant_mlx_avx512.c): rows r0..r0+nrows-1

@@ -1,10 +1,13 @@
-/* stream_read.c - read-bandwidth probe (stream_read.h). */
+/* stream_read.c - read-bandwidth probe (stream_read.h): the reference, its AVX2 form, and the
+ * call through the kernel table. */
 #include "backends/cpu/stream_read.h"
+
+#include "backends/cpu/kernels.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-__attribute__((target("avx2"))) static float sum_avx2(const float *p, size_t n) {
+__attribute__((target("avx2"))) float mxl_cpu_read_sum_avx2(const float *p, size_t n) {
     __m256 a[8];
     for (int k = 0; k < 8; k++) a[k] = _mm256_setzero_ps();
     size_t i = 0;
@@ -19,12 +22,10 @@ __attribute__((target("avx2"))) static float sum_avx2(const float *p, size_t n) 
 }
 #endif
 
-float mxl_cpu_read_sum(const float *p, size_t n, mxl_cpu_isa isa) {
-#if defined(__x86_64__)
-    if (isa >= MXL_CPU_ISA_AVX2 && mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX2) return sum_avx2(p, n);
-#endif
-    (void)isa;
+float mxl_cpu_read_sum_ref(const float *p, size_t n) {
     float s = 0.0f;
     for (size_t i = 0; i < n; i++) s += p[i];
     return s;
 }
+
+float mxl_cpu_read_sum(const float *p, size_t n, mxl_cpu_isa isa) { return mxl_cpu_kern_at(isa)->read_sum(p, n); }

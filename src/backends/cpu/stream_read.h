@@ -7,7 +7,10 @@
 
 #include "backends/cpu/cpu_features.h"
 
-/* Sum of n floats (reference: one accumulator; AVX2: 8 independent vector accumulators). */
+/* Sum of n floats at level isa (capped at the CPU's; kernels.h): the reference (one accumulator)
+ * or the AVX2 form (8 independent vector accumulators, x86-64 only). */
 float mxl_cpu_read_sum(const float *p, size_t n, mxl_cpu_isa isa);
+float mxl_cpu_read_sum_ref(const float *p, size_t n);
+float mxl_cpu_read_sum_avx2(const float *p, size_t n);
 
 #endif
