@@ -140,3 +140,13 @@ json_t *mxl_test_decoder_cases(void) {
     }
     return doc;
 }
+
+json_t *mxl_test_find_case(json_t *fx, const char *name) {
+    json_t *c;
+    size_t i;
+    json_array_foreach(json_object_get(fx, "cases"), i, c) {
+        const char *n = json_string_value(json_object_get(c, "name"));
+        if (n && strcmp(n, name) == 0) return c;
+    }
+    return NULL;
+}

@@ -46,4 +46,7 @@ bool mxl_test_decoder_compare(const mxl_decoder *d, json_t *c, json_t *tokens, b
  * runs other tokens than the first. */
 json_t *mxl_test_decoder_cases(void);
 
+/* The case named `name` of fx["cases"], or NULL. */
+json_t *mxl_test_find_case(json_t *fx, const char *name);
+
 #endif

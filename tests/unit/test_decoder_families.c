@@ -86,14 +86,6 @@ static void check_case(json_t *fx, json_t *c, const char *edit, bool reference, 
     if (edit) remove_checkpoint(dir);
 }
 
-static json_t *find_case(json_t *fx, const char *name) {
-    json_t *c;
-    size_t i;
-    json_array_foreach(json_object_get(fx, "cases"), i, c)
-        if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0) return c;
-    return NULL;
-}
-
 static void run_all(bool reference, int *mxl_test_failed_) {
     json_t *fx = load_reference();
     REQUIRE(fx);
@@ -132,7 +124,7 @@ TEST(decoder_families_older_config_spellings) {
     json_t *fx = load_reference();
     REQUIRE(fx);
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
-        json_t *c = find_case(fx, k_cases[i].name);
+        json_t *c = mxl_test_find_case(fx, k_cases[i].name);
         CHECK(c != NULL);
         if (c) check_case(fx, c, k_cases[i].edit, true, NULL, mxl_test_failed_);
     }

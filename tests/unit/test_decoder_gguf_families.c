@@ -124,8 +124,6 @@ static bool open_gguf(const char *name, mxl_checkpoint **ck, mxl_decoder *d) {
     return false;
 }
 
-static json_t *find_case(json_t *fx, const char *name);
-
 static double cfg_number(json_t *cfg, const char *key) {
     json_t *v = json_object_get(cfg, key);
     return v && json_is_number(v) ? json_number_value(v) : NAN;
@@ -218,7 +216,7 @@ TEST(decoder_gguf_families_hparams_match_source_config) {
      * no_rope_layers would skip layers 1 and 3: the generator converted the edited config) */
     json_t *fx = mxl_test_load_json("tests/fixtures/decoders/gguf/reference.json");
     REQUIRE(fx);
-    json_t *sc = find_case(fx, "smollm3_f16");
+    json_t *sc = mxl_test_find_case(fx, "smollm3_f16");
     REQUIRE(sc);
     json_t *nrl = json_object_get(json_object_get(sc, "config_edits"), "no_rope_layers");
     REQUIRE(open_gguf("smollm3_f16", &ck, &d));
@@ -252,16 +250,6 @@ TEST(decoder_gguf_families_hparams_match_source_config) {
 
 /* ---- RoPE scaling ---- */
 
-static json_t *find_case(json_t *fx, const char *name) {
-    json_t *c;
-    size_t i;
-    json_array_foreach(json_object_get(fx, "cases"), i, c) {
-        const char *n = json_string_value(json_object_get(c, "name"));
-        if (n && strcmp(n, name) == 0) return c;
-    }
-    return NULL;
-}
-
 /* What each scaling case's GGUF turns into: the frequencies transformers' rope_type computes
  * (rope.c's HF forms, checked against HF's formulas in test_kernels_prims.c) from the
  * rope_parameters the generator converted (reference.json config_edits, or the source
@@ -274,7 +262,7 @@ TEST(decoder_gguf_rope_scaling_hparams) {
     float got[64], want[64], af_got, af_want;
 
     /* llama3: rope_freqs.weight divisors, no scaling type; the product equals HF's llama3 */
-    json_t *c = find_case(fx, "llama_llama3_f16");
+    json_t *c = mxl_test_find_case(fx, "llama_llama3_f16");
     REQUIRE(c);
     json_t *rp = json_object_get(json_object_get(c, "config_edits"), "rope_parameters");
     REQUIRE(rp);
@@ -304,7 +292,7 @@ TEST(decoder_gguf_rope_scaling_hparams) {
     mxl_checkpoint_close(ck);
 
     /* linear: rope.scaling.type linear, factor 2 */
-    c = find_case(fx, "llama_linear_f16");
+    c = mxl_test_find_case(fx, "llama_linear_f16");
     REQUIRE(c);
     rp = json_object_get(json_object_get(c, "config_edits"), "rope_parameters");
     REQUIRE(open_gguf("llama_linear_f16", &ck, &d));
@@ -343,7 +331,7 @@ TEST(decoder_gguf_rope_scaling_matters) {
     REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
     static const char *const names[] = {"llama_llama3_f16", "llama_linear_f16", "qwen3_yarn_f16"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
-        json_t *c = find_case(fx, names[k]);
+        json_t *c = mxl_test_find_case(fx, names[k]);
         CHECK(c != NULL);
         mxl_checkpoint *ck;
         mxl_decoder d;
@@ -405,7 +393,7 @@ TEST(decoder_gguf_family_features_matter) {
     REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
     for (int k = 0; k < 2; k++) {
         const char *name = k == 0 ? "smollm3_f16" : "granite_f16";
-        json_t *c = find_case(fx, name);
+        json_t *c = mxl_test_find_case(fx, name);
         mxl_checkpoint *ck;
         mxl_decoder d;
         if (!c || !open_gguf(name, &ck, &d)) {

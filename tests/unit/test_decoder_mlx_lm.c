@@ -39,16 +39,6 @@ static const char *fixture_dir(const char *name) {
     return path;
 }
 
-static json_t *find_case(json_t *fx, const char *name) {
-    json_t *c;
-    size_t i;
-    json_array_foreach(json_object_get(fx, "cases"), i, c) {
-        const char *n = json_string_value(json_object_get(c, "name"));
-        if (n && strcmp(n, name) == 0) return c;
-    }
-    return NULL;
-}
-
 /* What the converted checkpoint must have bound: MLX-affine layer matrices at the case's bits
  * (granite's mlx-lm model keeps o_proj and down_proj at 8 bits in groups of 64 whatever is asked)
  * with bf16 scales, as mlx-lm writes them. */
@@ -109,7 +99,7 @@ static void run_all(bool reference, int *mxl_test_failed_) {
         for (int bits = 4; bits <= 8; bits += 4) {
             char name[64];
             snprintf(name, sizeof name, "%s_q%d", FAMILY(f), bits);
-            json_t *c = find_case(fx, name);
+            json_t *c = mxl_test_find_case(fx, name);
             if (!c) fprintf(stderr, "  %s: no case in tests/fixtures/mlx_lm/reference.json\n", name);
             CHECK(c != NULL);
             if (!c) continue;
