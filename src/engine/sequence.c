@@ -52,8 +52,7 @@ mxl_status mxl_seq_create_pooled(mxl_gen_model *m, mxl_kv_pool *kvp, int64_t ctx
 }
 
 mxl_status mxl_seq_kv_pool_cfg(const mxl_gen_model *m, int64_t n_blocks, mxl_kv_pool_cfg *cfg, mxl_error *err) {
-    const char *ref = getenv("MXL_DECODER_REFERENCE"); /* the path new states take (decoder.h) */
-    return mxl_decoder_kv_pool_cfg(&m->dec, &m->kv, ref && strcmp(ref, "1") == 0, n_blocks, cfg, err);
+    return mxl_decoder_kv_pool_cfg(&m->dec, &m->kv, mxl_decoder_reference_default(), n_blocks, cfg, err);
 }
 
 static mxl_status seq_create(mxl_gen_model *m, mxl_kv_pool *kvp, int64_t ctx_len, int64_t max_chunk, mxl_seq **out,

@@ -20,6 +20,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -559,6 +560,23 @@ static void kv_release_from(mxl_decoder_state *s, int64_t keep) {
     while (s->n_table > keep) mxl_kv_pool_release(s->kvp, s->table[--s->n_table]);
 }
 
+/* The path new states take: MXL_DECODER_REFERENCE=1 read once, at the first state, unless
+ * mxl_decoder_set_reference_default said otherwise first. */
+static atomic_int g_reference_default = -1; /* -1: not read yet */
+
+bool mxl_decoder_reference_default(void) {
+    int v = atomic_load(&g_reference_default);
+    if (v < 0) {
+        const char *ref = getenv("MXL_DECODER_REFERENCE");
+        int expected = -1;
+        atomic_compare_exchange_strong(&g_reference_default, &expected, ref && strcmp(ref, "1") == 0);
+        v = atomic_load(&g_reference_default);
+    }
+    return v == 1;
+}
+
+void mxl_decoder_set_reference_default(bool on) { atomic_store(&g_reference_default, on ? 1 : 0); }
+
 mxl_status mxl_decoder_state_create(const mxl_decoder *d, int64_t max_ctx, int64_t max_batch,
                                     mxl_threadpool *pool, mxl_decoder_state **out, mxl_error *err) {
     return mxl_decoder_state_create_ex(d, max_ctx, max_batch, pool, NULL, out, err);
@@ -628,8 +646,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
     }
     mxl_rope_freqs(&hp->rope, max_ctx, s->inv_freq, &s->attn_factor);
     mxl_rope_freqs(&hp->rope_local, max_ctx, s->inv_freq_local, &s->attn_factor_local);
-    const char *ref = getenv("MXL_DECODER_REFERENCE");
-    s->reference = ref && strcmp(ref, "1") == 0;
+    s->reference = mxl_decoder_reference_default();
     if (kvp) {
         s->kvp = kvp;
     } else {

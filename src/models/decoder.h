@@ -201,6 +201,10 @@ void mxl_decoder_state_truncate(mxl_decoder_state *s, int64_t pos);
  * that allocation fails the cache keeps its current storage (mxl_decoder_state_kv_type says).
  * A state on a shared pool keeps the pool's storage (only the matmul path switches). */
 void mxl_decoder_state_set_reference(mxl_decoder_state *s, bool on);
+/* The path states made from now on start on: the environment's MXL_DECODER_REFERENCE=1, read once
+ * (at the first call), or what mxl_decoder_set_reference_default set (tests switch it). */
+bool mxl_decoder_reference_default(void);
+void mxl_decoder_set_reference_default(bool on);
 /* Runs tokens[0..n) at the next positions (in chunks of max_batch) and writes the logits of the
  * last one to logits[vocab]. Fails (nothing appended) when the context would overflow or an id is
  * out of range. */

@@ -24,6 +24,7 @@
 #include "engine/embed.h"
 #include "engine/encoder_input.h"
 #include "engine/rerank.h"
+#include "models/decoder.h"
 #include "io/safetensors_write.h"
 #include "models/checkpoint.h"
 #include "models/detect.h"
@@ -44,21 +45,12 @@ static const char *fixture_dir(const char *name) {
 }
 
 /* Switches the decoder path of states made from now on (on: the f32 reference path). */
-static void set_reference_path(bool on) {
-    if (on) setenv("MXL_DECODER_REFERENCE", "1", 1);
-    else unsetenv("MXL_DECODER_REFERENCE");
-}
+static void set_reference_path(bool on) { mxl_decoder_set_reference_default(on); }
 
-/* The caller's MXL_DECODER_REFERENCE, put back after each test so other tests see it. */
-static void restore_reference_env(const char *saved) {
-    if (saved) setenv("MXL_DECODER_REFERENCE", saved, 1);
-    else unsetenv("MXL_DECODER_REFERENCE");
-}
+/* The path other tests expect (the environment's MXL_DECODER_REFERENCE), put back after each test. */
+static void restore_reference_env(bool saved) { mxl_decoder_set_reference_default(saved); }
 
-static char *saved_reference_env(void) {
-    const char *v = getenv("MXL_DECODER_REFERENCE");
-    return v ? strdup(v) : NULL;
-}
+static bool saved_reference_env(void) { return mxl_decoder_reference_default(); }
 
 static bool ids_equal(const mxl_token_ids *ids, json_t *ref) {
     if (json_array_size(ref) != ids->n) return false;
@@ -225,17 +217,15 @@ static void check_embed(bool reference_path, double tol, int *mxl_test_failed_) 
 }
 
 TEST(embed_qwen3_reference_path) {
-    char *saved = saved_reference_env();
+    bool saved = saved_reference_env();
     check_embed(true, REF_TOL, mxl_test_failed_);
     restore_reference_env(saved);
-    free(saved);
 }
 
 TEST(embed_qwen3_fast_path) {
-    char *saved = saved_reference_env();
+    bool saved = saved_reference_env();
     check_embed(false, FAST_TOL, mxl_test_failed_);
     restore_reference_env(saved);
-    free(saved);
 }
 
 static void check_rerank(bool reference_path, double tol, int *mxl_test_failed_) {
@@ -307,17 +297,15 @@ static void check_rerank(bool reference_path, double tol, int *mxl_test_failed_)
 }
 
 TEST(rerank_qwen3_reference_path) {
-    char *saved = saved_reference_env();
+    bool saved = saved_reference_env();
     check_rerank(true, REF_TOL, mxl_test_failed_);
     restore_reference_env(saved);
-    free(saved);
 }
 
 TEST(rerank_qwen3_fast_path) {
-    char *saved = saved_reference_env();
+    bool saved = saved_reference_env();
     check_rerank(false, FAST_TOL, mxl_test_failed_);
     restore_reference_env(saved);
-    free(saved);
 }
 
 TEST(rerank_qwen3_wrong_kinds) {
