@@ -96,6 +96,10 @@ static float *source_matrix(const plan_item *it) {
     int64_t sr = it->cols, sc = it->rows;
     float *m = malloc((size_t)(sr * sc) * sizeof(float));
     if (!m) return NULL;
+    if (it->is_mlx) {
+        for (int64_t r = 0; r < sr; r++) mxl_cpu_weight_dequant_row(&it->mlx, r, m + r * sc);
+        return m;
+    }
     uint64_t rb;
     mxl_dtype_row_bytes(it->t->dtype, (uint64_t)sc, &rb);
     for (int64_t r = 0; r < sr; r++) mxl_dequant_row_ref(it->t->dtype, (const uint8_t *)it->t->data + (uint64_t)r * rb, m + r * sc, sc);
@@ -124,6 +128,31 @@ static void mlx_params_of(const mxl_model_config *cfg, const char *base, int *bi
             *bits = cfg->quant.overrides[i].bits;
             *gs = cfg->quant.overrides[i].group_size;
         }
+}
+
+/* mlx-lm's GPT-2 (family_gpt2.c: "model.wte", "model.h.N.*", the layer matrices as nn.Linear's
+ * [out, in]) written back in transformers' GPT2LMHeadModel layout: "transformer." names and the
+ * four Conv1D matrices [in, out]. Other checkpoints are left as they are. */
+static mxl_status mlx_lm_gpt2_back(const mxl_checkpoint *ck, plan *p) {
+    if (strcmp(ck->config.model_type, "gpt2") != 0 || !mxl_st_model_find(ck->st, "model.wte.weight")) return MXL_OK;
+    static const char *const conv1d[] = {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"};
+    for (size_t i = 0; i < p->n; i++) {
+        plan_item *it = &p->v[i];
+        if (strncmp(it->name, "model.", 6) == 0) {
+            char renamed[sizeof it->name];
+            snprintf(renamed, sizeof renamed, "transformer.%s", it->name + 6);
+            snprintf(it->name, sizeof it->name, "%s", renamed);
+        }
+        bool layer = strncmp(it->name, "transformer.h.", 14) == 0;
+        for (size_t k = 0; layer && it->ndim == 2 && k < sizeof conv1d / sizeof conv1d[0]; k++)
+            if (ends_with(it->name, conv1d[k])) {
+                int64_t r = it->rows;
+                it->transpose = true;
+                it->shape[0] = it->rows = it->cols;
+                it->shape[1] = it->cols = r;
+            }
+    }
+    return MXL_OK;
 }
 
 static mxl_status plan_safetensors(const mxl_checkpoint *ck, plan *p, mxl_error *err) {
@@ -169,7 +198,7 @@ static mxl_status plan_safetensors(const mxl_checkpoint *ck, plan *p, mxl_error 
         it->t = &e->tensor;
         set_shape(it, &e->tensor);
     }
-    return MXL_OK;
+    return mlx_lm_gpt2_back(ck, p);
 }
 
 /* llama.cpp's names convert maps back for the family: its own table, else the shared one plus the

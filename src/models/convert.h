@@ -1,7 +1,9 @@
 /* convert.h - `mlxcel convert` (like mlx_lm.convert): a checkpoint written as a Hugging Face /
  * MLX directory: config.json, model.safetensors, tokenizer files, generation_config.json.
  *
- * Inputs: a Hugging Face safetensors directory (dense F32/F16/BF16 or MLX affine-quantized), or a
+ * Inputs: a Hugging Face safetensors directory (dense F32/F16/BF16 or MLX affine-quantized; mlx-lm's
+ * GPT-2, which renames the modules and stores nn.Linear matrices, is written back in transformers'
+ * GPT2LMHeadModel layout: "transformer." names, Conv1D [in, out]), or a
  * GGUF file of an architecture we run from GGUF (llama, mistral, qwen2, qwen3, gemma, gemma2,
  * gemma3, phi3, starcoder2, olmo2, granite, smollm3, gpt2). GGUF tensors are dequantized (the
  * reference dequantization, bit-exact with the `gguf` package), renamed to transformers' names

@@ -20,9 +20,13 @@
  * int8 activations), the argmax kept where mlx-lm's top-2 margin exceeds 0.2. */
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "io/safetensors.h"
 #include "models/checkpoint.h"
+#include "models/convert.h"
 #include "models/decoder.h"
 #include "models/decoder_family.h"
 #include "test.h"
@@ -115,3 +119,53 @@ static void run_all(bool reference, int *mxl_test_failed_) {
 TEST(decoder_mlx_lm_reference_match_mlx_lm) { run_all(true, mxl_test_failed_); }
 
 TEST(decoder_mlx_lm_fast_path_match_mlx_lm) { run_all(false, mxl_test_failed_); }
+
+/* `mlxcel convert` of mlx-lm's GPT-2 to an unquantized directory writes transformers' layout
+ * (transformers.h.N.* names, Conv1D matrices [in, out]); the converted weights still give mlx-lm's
+ * logits (transformers itself, loading such a directory, gives them within 2.3e-6: measured when
+ * this was written). */
+TEST(decoder_mlx_lm_gpt2_converts_back_to_transformers_layout) {
+    json_t *fx = mxl_test_load_json("tests/fixtures/mlx_lm/reference.json");
+    REQUIRE(fx);
+    json_t *c = mxl_test_find_case(fx, "gpt2_q8");
+    REQUIRE(c);
+    char tmp[] = "/tmp/mxl-convert-mlx-gpt2-XXXXXX", out[128], st_path[160];
+    REQUIRE(mkdtemp(tmp) != NULL);
+    snprintf(out, sizeof out, "%s/out", tmp);
+    mxl_error err;
+    mxl_convert_opts co = {MXL_DTYPE_F32, 0, 0};
+    mxl_status st = mxl_convert(fixture_dir("gpt2_q8"), out, &co, &err);
+    if (st) fprintf(stderr, "  convert: %s\n", err.msg);
+    REQUIRE(st == MXL_OK);
+    mxl_st_model *m = NULL;
+    snprintf(st_path, sizeof st_path, "%s/model.safetensors", out);
+    REQUIRE(mxl_st_model_open(st_path, &m, &err) == MXL_OK);
+    const mxl_st_entry *qkv = mxl_st_model_find(m, "transformer.h.0.attn.c_attn.weight");
+    const mxl_st_entry *fc = mxl_st_model_find(m, "transformer.h.1.mlp.c_fc.weight");
+    CHECK(qkv && qkv->tensor.ndim == 2 && qkv->tensor.shape[0] == 64 && qkv->tensor.shape[1] == 192);
+    CHECK(fc && fc->tensor.shape[0] == 64 && fc->tensor.shape[1] == 256);
+    CHECK(mxl_st_model_find(m, "transformer.wte.weight") && !mxl_st_model_find(m, "model.wte.weight"));
+    mxl_st_model_close(m);
+    mxl_checkpoint *ck = NULL;
+    mxl_decoder d;
+    mxl_threadpool *pool = NULL;
+    REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
+    bool ok = mxl_checkpoint_open(out, &ck, &err) == MXL_OK && mxl_decoder_load(ck, &d, &err) == MXL_OK;
+    if (!ok) fprintf(stderr, "  converted: %s\n", err.msg);
+    CHECK(ok);
+    if (ok) {
+        mxl_test_logit_result r = {0, 0, 0};
+        CHECK(mxl_test_decoder_compare(&d, c, json_object_get(fx, "tokens"), true, 2 * MXL_TEST_DEC_REF_TOL, pool, &r));
+        fprintf(stderr, "  gpt2_q8 converted [reference]: max |diff| %.2e, argmax %d/%d\n", r.max_diff,
+                r.argmax_checked - r.argmax_bad, r.argmax_checked);
+        CHECK(r.max_diff <= MXL_TEST_DEC_REF_TOL);
+        CHECK_EQ_INT(r.argmax_bad, 0);
+        mxl_decoder_free(&d);
+    }
+    mxl_checkpoint_close(ck);
+    mxl_threadpool_destroy(pool);
+    char rm[256];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", tmp);
+    CHECK(system(rm) == 0);
+    json_decref(fx);
+}
