@@ -81,7 +81,7 @@ static void special_tokens(json_t *vars, const char *model_path) {
         snprintf(p, sizeof p, "%s/tokenizer_config.json", model_path);
         json_t *cfg = NULL;
         mxl_error jerr;
-        if (mxl_json_load_file_py(p, 64u << 20, &cfg, &jerr) != MXL_OK) cfg = NULL;
+        if (mxl_json_load_file_py(p, MXL_JSON_SIDE_FILE_MAX, &cfg, &jerr) != MXL_OK) cfg = NULL;
         if (cfg) {
             token_from_config(vars, cfg, "bos_token");
             token_from_config(vars, cfg, "eos_token");

@@ -32,6 +32,10 @@
  * (line, column, text) on malformed JSON. Any top-level value is accepted; callers check its kind. */
 json_t *mxl_json_loads_py(const char *text, size_t len, json_error_t *je);
 
+/* The size limit for a checkpoint's side files (tokenizer_config.json, generation_config.json,
+ * chat_template.json): a few KB, a Gemma tokenizer_config.json with its added tokens over 1 MB. */
+#define MXL_JSON_SIDE_FILE_MAX (64u << 20)
+
 /* Reads and parses the file at `path` (at most max_bytes). On failure *out is NULL and err says
  * "<path>: invalid JSON at line L column C: ..." or why the file could not be read. */
 mxl_status mxl_json_load_file_py(const char *path, size_t max_bytes, json_t **out, mxl_error *err);

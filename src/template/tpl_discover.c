@@ -116,7 +116,7 @@ static mxl_status from_json_value(const json_t *ct, const char *variant, const c
 static mxl_status from_json_file(const char *path, const char *variant, bool *found,
                                  mxl_chat_template_source *out, mxl_error *err) {
     json_t *root;
-    mxl_status rs = mxl_json_load_file_py(path, 64u << 20, &root, err);
+    mxl_status rs = mxl_json_load_file_py(path, MXL_JSON_SIDE_FILE_MAX, &root, err);
     if (rs != MXL_OK) return rs;
     const json_t *ct = json_object_get(root, "chat_template");
     mxl_status st = MXL_OK;

@@ -42,15 +42,12 @@ static bool file_exists(const char *p) {
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* Side files are a few KB (a Gemma tokenizer_config.json with its added tokens is over 1 MB). */
-#define SIDE_FILE_MAX (64u << 20)
-
 mxl_status mxl_tokenizer_load_configs(mxl_tokenizer *t, const char *dir, mxl_error *err) {
     char path[4096];
     snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
     if (file_exists(path)) {
         json_t *root;
-        mxl_status st = mxl_json_load_file_py(path, SIDE_FILE_MAX, &root, err);
+        mxl_status st = mxl_json_load_file_py(path, MXL_JSON_SIDE_FILE_MAX, &root, err);
         if (st != MXL_OK) return st;
         if (!json_is_object(root)) {
             json_decref(root);
@@ -88,7 +85,7 @@ mxl_status mxl_tokenizer_load_configs(mxl_tokenizer *t, const char *dir, mxl_err
     snprintf(path, sizeof(path), "%s/generation_config.json", dir);
     if (file_exists(path)) {
         json_t *root;
-        mxl_status st = mxl_json_load_file_py(path, SIDE_FILE_MAX, &root, err);
+        mxl_status st = mxl_json_load_file_py(path, MXL_JSON_SIDE_FILE_MAX, &root, err);
         if (st != MXL_OK) return st;
         if (!json_is_object(root)) {
             json_decref(root);
