@@ -99,34 +99,34 @@ static double read_bw(mxl_threadpool *pool, const float *buf, size_t n, int reps
 /* ---- weights ----------------------------------------------------------------------------- */
 typedef struct fmt {
     const char *label;
-    mxl_cpu_wkind kind;
+    mxl_weight_kind kind;
     mxl_dtype dtype;
     int bits, group_size; /* MLX */
     int gemm;             /* included in the GEMM table */
 } fmt;
 
 static const fmt k_fmts[] = {
-    {"F32", MXL_CPU_W_DENSE, MXL_DTYPE_F32, 0, 0, 1},
-    {"F16", MXL_CPU_W_DENSE, MXL_DTYPE_F16, 0, 0, 1},
-    {"BF16", MXL_CPU_W_DENSE, MXL_DTYPE_BF16, 0, 0, 0},
-    {"Q8_0", MXL_CPU_W_GGUF, MXL_DTYPE_Q8_0, 0, 0, 1},
-    {"Q4_0", MXL_CPU_W_GGUF, MXL_DTYPE_Q4_0, 0, 0, 1},
-    {"Q4_1", MXL_CPU_W_GGUF, MXL_DTYPE_Q4_1, 0, 0, 1},
-    {"Q5_0", MXL_CPU_W_GGUF, MXL_DTYPE_Q5_0, 0, 0, 0},
-    {"Q5_1", MXL_CPU_W_GGUF, MXL_DTYPE_Q5_1, 0, 0, 0},
-    {"Q2_K", MXL_CPU_W_GGUF, MXL_DTYPE_Q2_K, 0, 0, 0},
-    {"Q3_K", MXL_CPU_W_GGUF, MXL_DTYPE_Q3_K, 0, 0, 0},
-    {"Q4_K", MXL_CPU_W_GGUF, MXL_DTYPE_Q4_K, 0, 0, 1},
-    {"Q5_K", MXL_CPU_W_GGUF, MXL_DTYPE_Q5_K, 0, 0, 0},
-    {"Q6_K", MXL_CPU_W_GGUF, MXL_DTYPE_Q6_K, 0, 0, 1},
-    {"MLX 4-bit g64", MXL_CPU_W_MLX, MXL_DTYPE_F16, 4, 64, 1},
-    {"MLX 8-bit g64", MXL_CPU_W_MLX, MXL_DTYPE_F16, 8, 64, 1},
-    {"MLX 3-bit g64", MXL_CPU_W_MLX, MXL_DTYPE_F16, 3, 64, 0},
-    {"MLX 6-bit g64", MXL_CPU_W_MLX, MXL_DTYPE_F16, 6, 64, 0},
+    {"F32", MXL_W_DENSE, MXL_DTYPE_F32, 0, 0, 1},
+    {"F16", MXL_W_DENSE, MXL_DTYPE_F16, 0, 0, 1},
+    {"BF16", MXL_W_DENSE, MXL_DTYPE_BF16, 0, 0, 0},
+    {"Q8_0", MXL_W_GGUF, MXL_DTYPE_Q8_0, 0, 0, 1},
+    {"Q4_0", MXL_W_GGUF, MXL_DTYPE_Q4_0, 0, 0, 1},
+    {"Q4_1", MXL_W_GGUF, MXL_DTYPE_Q4_1, 0, 0, 1},
+    {"Q5_0", MXL_W_GGUF, MXL_DTYPE_Q5_0, 0, 0, 0},
+    {"Q5_1", MXL_W_GGUF, MXL_DTYPE_Q5_1, 0, 0, 0},
+    {"Q2_K", MXL_W_GGUF, MXL_DTYPE_Q2_K, 0, 0, 0},
+    {"Q3_K", MXL_W_GGUF, MXL_DTYPE_Q3_K, 0, 0, 0},
+    {"Q4_K", MXL_W_GGUF, MXL_DTYPE_Q4_K, 0, 0, 1},
+    {"Q5_K", MXL_W_GGUF, MXL_DTYPE_Q5_K, 0, 0, 0},
+    {"Q6_K", MXL_W_GGUF, MXL_DTYPE_Q6_K, 0, 0, 1},
+    {"MLX 4-bit g64", MXL_W_MLX, MXL_DTYPE_F16, 4, 64, 1},
+    {"MLX 8-bit g64", MXL_W_MLX, MXL_DTYPE_F16, 8, 64, 1},
+    {"MLX 3-bit g64", MXL_W_MLX, MXL_DTYPE_F16, 3, 64, 0},
+    {"MLX 6-bit g64", MXL_W_MLX, MXL_DTYPE_F16, 6, 64, 0},
 };
 
 typedef struct owned_weight {
-    mxl_cpu_weight w;
+    mxl_weight w;
     uint8_t *data, *scales, *biases;
     uint8_t *panels; /* the panel layout (quant_amx.h), as the decoder gives its weights */
     uint64_t bytes;  /* everything a matrix-vector product reads */
@@ -147,7 +147,7 @@ static int make_weight(const fmt *f, int64_t rows, int64_t cols, uint64_t *seed,
     o->w.dtype = f->dtype;
     o->w.rows = rows;
     o->w.cols = cols;
-    if (f->kind == MXL_CPU_W_MLX) {
+    if (f->kind == MXL_W_MLX) {
         int64_t row_bytes = cols * f->bits / 8, ng = rows * cols / f->group_size;
         o->data = malloc((size_t)(rows * row_bytes));
         o->scales = malloc((size_t)ng * 2);
@@ -176,13 +176,13 @@ static int make_weight(const fmt *f, int64_t rows, int64_t cols, uint64_t *seed,
         o->panels = aligned_alloc(64, pb);
         if (!o->panels) return 0;
         mxl_qamx_pack(&o->w, o->panels);
-        o->w.amx = o->panels;
+        o->w.prepared = o->panels;
     }
     return 1;
 }
 
 /* Best wall time of reps runs after a warm-up; *cpu gets the process CPU seconds of that run. */
-static double time_matmul(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
+static double time_matmul(const mxl_weight *W, const float *x, int64_t n_tok, float *y,
                           void *scratch, mxl_threadpool *pool, int reps, double *cpu) {
     double best = 1e30, best_cpu = 0;
     for (int r = 0; r < reps + 1; r++) {
@@ -270,7 +270,7 @@ static int bench_kernels(int max_threads, int64_t mb, int64_t dim, int64_t token
         x[i] = (float)((i * 7919) % 2001 - 1000) * 0.001f;
     for (size_t f = 0; do_matvec && f < sizeof k_fmts / sizeof k_fmts[0]; f++) {
         const fmt *F = &k_fmts[f];
-        int64_t row_bytes = F->kind == MXL_CPU_W_MLX
+        int64_t row_bytes = F->kind == MXL_W_MLX
                                 ? cols * F->bits / 8 + cols / F->group_size * 4
                                 : (int64_t)(cols / mxl_dtype_get_info(F->dtype)->block_elems *
                                             mxl_dtype_get_info(F->dtype)->block_bytes);
@@ -299,10 +299,10 @@ static int bench_kernels(int max_threads, int64_t mb, int64_t dim, int64_t token
         }
         /* the kernel's own speed: the first ~1 MB of rows (cache resident), 1 thread, per
          * CPU-second; above the read bandwidth means the format is memory-bound here */
-        mxl_cpu_weight small = o.w;
+        mxl_weight small = o.w;
         small.rows = (1 << 20) / row_bytes;
         if (small.rows > o.w.rows) small.rows = o.w.rows;
-        if (small.kind == MXL_CPU_W_MLX) small.mlx.rows = small.rows;
+        if (small.kind == MXL_W_MLX) small.mlx.rows = small.rows;
         double cpu = 0, best = 1e30;
         for (int r = 0; r < 20 * reps; r++) {
             time_matmul(&small, x, 1, y, scratch, pools[0], 1, &cpu);

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cpu/embed_topk.h"
+#include "backends/backend.h"
 #include "engine/sampler_internal.h"
 
 const char *const mxl_sampler_default_dry_breakers[4] = {"\n", ":", "\"", "*"};
@@ -199,9 +199,10 @@ mxl_status mxl_sampler_reserve(mxl_sampler *s, size_t n_history, mxl_error *err)
 }
 
 mxl_status mxl_sampler_check_logits(const float *logits, int32_t n_vocab, mxl_error *err) {
-    /* one vectorized pass (backends/cpu/embed_topk.h), then find the culprit if needed */
+    /* one vectorized pass (the host backend's logits_scan), then find the culprit if needed */
     bool bad, any;
-    mxl_cpu_logits_scan(logits, n_vocab, &bad, &any);
+    const mxl_backend *be = mxl_backend_host();
+    be->ops->logits_scan(be, logits, n_vocab, &bad, &any);
     if (bad)
         for (int32_t i = 0; i < n_vocab; i++) {
             if (isnan(logits[i])) return mxl_error_set(err, MXL_ERR_INTERNAL, "the model produced a NaN logit (token %d); refusing to sample", i);
@@ -268,7 +269,8 @@ static mxl_status run_chain(mxl_sampler *s, float *logits, const int32_t *histor
     if (greedy_shortcut(p)) {
         /* no NaN here (checked above; bias and penalties refuse to make one): the first of the
          * largest values, which is -inf only when every token is banned */
-        const int32_t best = (int32_t)mxl_cpu_argmax(logits, s->n_vocab);
+        const mxl_backend *be = mxl_backend_host();
+        const int32_t best = (int32_t)be->ops->argmax(be, logits, s->n_vocab);
         if (!(logits[best] > -INFINITY)) return mxl_error_set(err, MXL_ERR_ARG, "every token is banned (logit -inf after the logit bias and penalties)");
         s->one = (mxl_sampler_cand){best, logits[best], 1.0f};
         c = (smp_cur){&s->one, 1, true};

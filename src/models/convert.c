@@ -10,9 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "backends/cpu/matmul.h"
-#include "backends/cpu/quant_gguf.h"
-#include "backends/cpu/quant_mlx.h"
+#include "backends/weight.h"
 #include "io/json_write.h"
 #include "io/safetensors_write.h"
 #include "models/checkpoint.h"
@@ -26,7 +24,7 @@
 typedef struct plan_item {
     char name[256];       /* output name ("...weight" / "...bias"); a quantized triple's base + ".weight" */
     const mxl_tensor *t;  /* the source: dense, GGUF block, or the packed codes of an MLX weight */
-    mxl_cpu_weight mlx;   /* is_mlx: the source MLX weight */
+    mxl_weight mlx;   /* is_mlx: the source MLX weight */
     bool is_mlx;
     int ndim;
     int64_t shape[4];     /* logical (dequantized) shape */
@@ -97,7 +95,7 @@ static float *source_matrix(const plan_item *it) {
     float *m = malloc((size_t)(sr * sc) * sizeof(float));
     if (!m) return NULL;
     if (it->is_mlx) {
-        for (int64_t r = 0; r < sr; r++) mxl_cpu_weight_dequant_row(&it->mlx, r, m + r * sc);
+        for (int64_t r = 0; r < sr; r++) mxl_weight_dequant_row(&it->mlx, r, m + r * sc);
         return m;
     }
     uint64_t rb;
@@ -181,7 +179,7 @@ static mxl_status plan_safetensors(const mxl_checkpoint *ck, plan *p, mxl_error 
             mlx_params_of(&ck->config, base, &bits, &gs);
             mxl_status st;
             if (!be) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %s has scales but no biases (only affine MLX quantization converts)", ck->path, base);
-            if ((st = mxl_cpu_weight_from_mlx(&e->tensor, &se->tensor, &be->tensor, bits, gs, e->name, &it->mlx, err))) return st;
+            if ((st = mxl_weight_from_mlx(&e->tensor, &se->tensor, &be->tensor, bits, gs, e->name, &it->mlx, err))) return st;
             it->is_mlx = true;
             it->ndim = 2;
             it->rows = it->shape[0] = it->mlx.rows;

@@ -14,7 +14,7 @@
  * KV cache: paged (models/kv_pool.h): a state's positions live in 32-position blocks of a pool,
  * found through its block table; blocks are reserved before a pass runs (kv_reserve, with
  * copy-on-write of shared or published blocks), appended to per layer inside the pass, and read by
- * attention through the table (backends/cpu/attention.h mxl_cpu_attention_paged), which visits
+ * attention through the table (the backend's attention_paged), which visits
  * keys in position order, so the logits do not depend on where the blocks sit. */
 #include "models/decoder.h"
 
@@ -25,12 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cpu/attention.h"
-#include "backends/cpu/embed_topk.h"
-#include "backends/cpu/kv_quant.h"
-#include "backends/cpu/norm.h"
-#include "backends/cpu/quant_amx.h"
-#include "backends/cpu/softmax.h"
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 #include "models/kv_pool.h"
@@ -93,7 +87,7 @@ static mxl_status mlx_params(const binder *b, const char *base, int *bits, int *
 /* A [rows, cols] matrix: dense / GGUF view, MLX affine (scales present), or a transposed Conv1D
  * copy (names->conv1d, per-layer matrices only). */
 static mxl_status bind_matrix(const binder *b, int64_t layer, const char *module, int64_t rows, int64_t cols,
-                              mxl_cpu_weight *w) {
+                              mxl_weight *w) {
     char base[384], name[400];
     mxl_status st;
     memset(w, 0, sizeof *w);
@@ -111,7 +105,7 @@ static mxl_status bind_matrix(const binder *b, int64_t layer, const char *module
             if ((st = mlx_params(b, base, &bits, &gs))) return st;
             const mxl_tensor *bi = find_tensor(b, bname);
             if (!bi) return missing(b, bname);
-            st = mxl_cpu_weight_from_mlx(t, sc, bi, bits, gs, name, w, b->err);
+            st = mxl_weight_from_mlx(t, sc, bi, bits, gs, name, w, b->err);
             if (st == MXL_OK && (w->rows != rows || w->cols != cols))
                 st = mxl_error_set(b->err, MXL_ERR_FORMAT, "tensor '%s' holds [%lld, %lld] (bits=%d, group_size=%d), expected [%lld, %lld]", name,
                                    (long long)w->rows, (long long)w->cols, bits, gs, (long long)rows, (long long)cols);
@@ -152,7 +146,7 @@ static mxl_status bind_norm(const binder *b, int64_t layer, const char *module, 
 
 /* A projection with an optional bias (separate module, or rows of a fused one). */
 static mxl_status bind_proj(const binder *b, int64_t layer, const char *module, int64_t rows, int64_t cols, bool bias,
-                            mxl_cpu_weight *w, const float **bvec) {
+                            mxl_weight *w, const float **bvec) {
     mxl_status st = bind_matrix(b, layer, module, rows, cols, w);
     if (st == MXL_OK && bias) st = bind_vector(b, layer, module, ".bias", rows, bvec);
     return st;
@@ -160,10 +154,10 @@ static mxl_status bind_proj(const binder *b, int64_t layer, const char *module, 
 
 /* Splits a fused projection [sum(sizes), cols] (and its bias) into n row views. */
 static mxl_status bind_fused(const binder *b, int64_t layer, const char *module, const int64_t *sizes, int n, int64_t cols,
-                             bool bias, mxl_cpu_weight *const *ws, const float **const *bs) {
+                             bool bias, mxl_weight *const *ws, const float **const *bs) {
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += sizes[i];
-    mxl_cpu_weight fused;
+    mxl_weight fused;
     const float *fb = NULL;
     mxl_status st = bind_proj(b, layer, module, total, cols, bias, &fused, &fb);
     if (st) return st;
@@ -187,7 +181,7 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
     if (hp->pre_norms && (st = bind_norm(b, i, nm->attn_norm, H, &L->attn_norm))) return st;
     if (nm->qkv) {
         const int64_t sizes[3] = {qd, kvd, kvd};
-        mxl_cpu_weight *const ws[3] = {&L->wq, &L->wk, &L->wv};
+        mxl_weight *const ws[3] = {&L->wq, &L->wk, &L->wv};
         const float **const bs[3] = {&L->bq, &L->bk, &L->bv};
         if ((st = bind_fused(b, i, nm->qkv, sizes, 3, H, hp->qkv_bias, ws, bs))) return st;
     } else if ((st = bind_proj(b, i, nm->q, qd, H, hp->qkv_bias, &L->wq, &L->bq)) ||
@@ -208,7 +202,7 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
     if (hp->pre_norms && (st = bind_norm(b, i, nm->ffn_norm, H, &L->ffn_norm))) return st;
     if (hp->mlp == MXL_MLP_GATED && nm->gate_up) {
         const int64_t sizes[2] = {hp->ffn, hp->ffn};
-        mxl_cpu_weight *const ws[2] = {&L->w_gate, &L->w_up};
+        mxl_weight *const ws[2] = {&L->w_gate, &L->w_up};
         const float **const bs[2] = {&L->b_gate, &L->b_up};
         if ((st = bind_fused(b, i, nm->gate_up, sizes, 2, H, hp->mlp_bias, ws, bs))) return st;
     } else {
@@ -290,21 +284,21 @@ static mxl_status common_hparams(const mxl_checkpoint *ck, mxl_family_ctx *fc) {
     return MXL_OK;
 }
 
-/* The panel layout (quant_amx.h) of every matrix the forward pass multiplies by, where this
- * CPU and the format have one (the embedding table stays as it is: it is only looked up). The
+/* The backend's layout (weight_prepare; the CPU's panel layout) of every matrix the forward pass
+ * multiplies by, where the backend and the format have one (the embedding table stays as it is: it is only looked up). The
  * GGUF pages of a matrix copied into the panel layout are then dropped from memory (they stay
  * mapped; nothing reads them on this path), so the process holds each weight once. */
-static mxl_status prepare_one(const mxl_checkpoint *ck, mxl_decoder *d, mxl_cpu_weight *W, mxl_error *err) {
-    if (W->rows <= 0 || W->amx) return MXL_OK;
-    mxl_status st = mxl_qamx_prepare(W, &d->tiles, err);
-    if (st != MXL_OK || !W->amx) return st;
-    if (W->kind == MXL_CPU_W_GGUF && ck->gguf && W->data != d->tok_embd.data)
-        mxl_gguf_release_pages(ck->gguf, W->data, (uint64_t)(W->rows * mxl_cpu_weight_row_bytes(W)));
-    if (W->kind == MXL_CPU_W_MLX && ck->st && W->mlx.w != d->tok_embd.mlx.w) {
-        /* codes, scales and biases (mxl_cpu_weight_from_mlx checked these sizes) */
+static mxl_status prepare_one(const mxl_checkpoint *ck, mxl_decoder *d, mxl_weight *W, mxl_error *err) {
+    if (W->rows <= 0 || W->prepared) return MXL_OK;
+    mxl_status st = d->be->ops->weight_prepare(d->be, W, MXL_WEIGHT_USE_MATMUL, &d->tiles, err);
+    if (st != MXL_OK || !W->prepared) return st;
+    if (W->kind == MXL_W_GGUF && ck->gguf && W->data != d->tok_embd.data)
+        mxl_gguf_release_pages(ck->gguf, W->data, (uint64_t)(W->rows * mxl_weight_row_bytes(W)));
+    if (W->kind == MXL_W_MLX && ck->st && W->mlx.w != d->tok_embd.mlx.w) {
+        /* codes, scales and biases (mxl_weight_from_mlx checked these sizes) */
         const mxl_mlx_qweight *M = &W->mlx;
         uint64_t ng = (uint64_t)(M->rows * (M->cols / M->group_size)), esz = M->scale_dtype == MXL_DTYPE_F32 ? 4 : 2;
-        mxl_st_model_release_pages(ck->st, M->w, (uint64_t)(M->rows * mxl_cpu_weight_row_bytes(W)));
+        mxl_st_model_release_pages(ck->st, M->w, (uint64_t)(M->rows * mxl_weight_row_bytes(W)));
         mxl_st_model_release_pages(ck->st, M->scales, ng * esz);
         mxl_st_model_release_pages(ck->st, M->biases, ng * esz);
     }
@@ -314,22 +308,21 @@ static mxl_status prepare_one(const mxl_checkpoint *ck, mxl_decoder *d, mxl_cpu_
 /* every matrix the panel layout may hold, through fn (the pass that sizes them, the one that
  * packs them) */
 static mxl_status each_matrix(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err,
-                              mxl_status (*fn)(const mxl_checkpoint *, mxl_decoder *, mxl_cpu_weight *, mxl_error *)) {
+                              mxl_status (*fn)(const mxl_checkpoint *, mxl_decoder *, mxl_weight *, mxl_error *)) {
     mxl_status st;
     if ((st = fn(ck, d, &d->output, err))) return st;
     for (int64_t i = 0; i < d->hp.n_layers; i++) {
         mxl_decoder_layer *L = &d->layers[i];
-        mxl_cpu_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        mxl_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
             if ((st = fn(ck, d, ws[j], err))) return st;
     }
     return MXL_OK;
 }
 
-static mxl_status size_one(const mxl_checkpoint *ck, mxl_decoder *d, mxl_cpu_weight *W, mxl_error *err) {
+static mxl_status size_one(const mxl_checkpoint *ck, mxl_decoder *d, mxl_weight *W, mxl_error *err) {
     (void)ck, (void)err;
-    if (W->rows > 0 && !W->amx && mxl_qamx_format(W) && mxl_qamx_available())
-        d->tiles.block_size += mxl_qamx_packed_bytes(W) + 64; /* + its alignment */
+    d->tiles.block_size += d->be->ops->weight_prepared_bytes(d->be, W, MXL_WEIGHT_USE_MATMUL);
     return MXL_OK;
 }
 
@@ -399,6 +392,7 @@ static mxl_status load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err)
 mxl_status mxl_decoder_load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err) {
     memset(d, 0, sizeof *d);
     mxl_arena_init(&d->arena, 64 * 1024);
+    d->be = mxl_backend_host();
     mxl_status st = load(ck, d, err);
     if (st) mxl_decoder_free(d); /* nothing to free for the caller; freeing again is harmless */
     return st;
@@ -447,18 +441,20 @@ struct mxl_decoder_state {
     void *mm_scratch;
     void *block; /* one allocation holding the buffers above */
     bool reference; /* MXL_DECODER_REFERENCE=1 */
+    const mxl_backend *be;   /* the backend the forward pass runs on: d_be, or the f32 reference path */
+    const mxl_backend *d_be; /* the backend the decoder's weights were prepared for */
     bool in_call;   /* set while a batched call checks for repeated states */
 };
 
 static size_t max_scratch(const mxl_decoder *d, int64_t n_tok) {
     /* the LM head runs on one row per sequence of a batch, so up to n_tok rows too */
-    size_t m = mxl_cpu_matmul_scratch_bytes(&d->output, n_tok);
+    size_t m = d->be->ops->matmul_scratch_bytes(d->be, &d->output, n_tok);
     for (int64_t i = 0; i < d->hp.n_layers; i++) {
         const mxl_decoder_layer *L = &d->layers[i];
-        const mxl_cpu_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        const mxl_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++) {
             if (ws[j]->rows <= 0) continue; /* unbound (plain MLP has no gate) */
-            size_t b = mxl_cpu_matmul_scratch_bytes(ws[j], n_tok);
+            size_t b = d->be->ops->matmul_scratch_bytes(d->be, ws[j], n_tok);
             if (b > m) m = b;
         }
     }
@@ -508,10 +504,10 @@ static void kv_put(const mxl_decoder_state *s, mxl_kv_pool *kvp, const int32_t *
     if (t == MXL_DTYPE_F32) {
         memcpy((float *)base + e, x, (size_t)kvd * sizeof(float));
     } else if (t == MXL_DTYPE_F16) {
-        mxl_kv_kernels_get(mxl_cpu_isa_detect()).store_f16(kvd, x, (uint16_t *)base + e);
+        s->be->ops->kv_store_f16(s->be, x, kvd, (uint16_t *)base + e);
     } else {
         float *sc = (v ? mxl_kv_pool_v_scale(kvp) : mxl_kv_pool_k_scale(kvp)) + e / c->group;
-        mxl_kv_quantize_i8(x, kvd, c->group, (int8_t *)base + e, sc);
+        s->be->ops->kv_quantize_i8(s->be, x, kvd, c->group, (int8_t *)base + e, sc);
     }
 }
 
@@ -529,7 +525,7 @@ static void kv_get(const mxl_decoder_state *s, const mxl_kv_pool *kvp, const int
         for (int64_t i = 0; i < kvd; i++) x[i] = mxl_f16_to_f32(h[i]);
     } else {
         const float *sc = (v ? mxl_kv_pool_v_scale(kvp) : mxl_kv_pool_k_scale(kvp)) + e / c->group;
-        mxl_kv_dequantize_i8((const int8_t *)base + e, sc, kvd, c->group, x);
+        s->be->ops->kv_dequantize_i8(s->be, (const int8_t *)base + e, sc, kvd, c->group, x);
     }
 }
 
@@ -614,6 +610,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
     s->n_layers = hp->n_layers;
     s->kv_dim = (int64_t)kvd;
     s->pool = pool;
+    s->d_be = d->be;
     s->n_threads = pool ? mxl_threadpool_size(pool) : 1;
     s->k_req = o.k;
     s->v_req = o.v;
@@ -624,7 +621,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
         B * H, B * H, B * qd, B * kvd, B * kvd, B * qd, B * H, B * F, B * F,
         (uint64_t)hp->head_dim, (uint64_t)hp->head_dim, B * 2, B, B * 2 * (uint64_t)hp->head_dim,
         (B * sizeof(row_span) + sizeof(float) - 1) / sizeof(float),
-        (uint64_t)mxl_cpu_attention_scratch_floats(max_ctx, s->n_threads),
+        (uint64_t)d->be->ops->attention_scratch_floats(d->be, max_ctx, s->n_threads),
         (uint64_t)(max_scratch(d, max_batch) + 3) / 4,
         (uint64_t)s->max_blocks,
     };
@@ -646,7 +643,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
     }
     mxl_rope_freqs(&hp->rope, max_ctx, s->inv_freq, &s->attn_factor);
     mxl_rope_freqs(&hp->rope_local, max_ctx, s->inv_freq_local, &s->attn_factor_local);
-    s->reference = mxl_decoder_reference_default();
+    mxl_decoder_state_set_reference(s, mxl_decoder_reference_default());
     if (kvp) {
         s->kvp = kvp;
     } else {
@@ -746,6 +743,7 @@ mxl_status mxl_decoder_state_fork(mxl_decoder_state *dst, const mxl_decoder_stat
 
 void mxl_decoder_state_set_reference(mxl_decoder_state *s, bool on) {
     s->reference = on;
+    s->be = on ? mxl_backend_reference() : s->d_be;
     if (!s->own_pool) return; /* a shared pool's storage is fixed */
     mxl_dtype kt = kv_dtype(s->k_req, on), vt = kv_dtype(s->v_req, on);
     if (kt == pool_type(s, false) && vt == pool_type(s, true)) return;
@@ -779,19 +777,14 @@ void mxl_decoder_state_set_reference(mxl_decoder_state *s, bool on) {
 }
 
 /* prep (NULL: none) makes x's rows first: on the reference path all at once, otherwise within
- * the matmul's quantization dispatch (matmul.h: mxl_cpu_row_prep) */
-static void matmul(const mxl_cpu_weight *W, const mxl_cpu_row_prep *prep, const float *x, int64_t n, float *y,
+ * the matmul's quantization dispatch (matmul.h: mxl_row_prep) */
+static void matmul(const mxl_weight *W, const mxl_row_prep *prep, const float *x, int64_t n, float *y,
                    mxl_decoder_state *s) {
-    if (s->reference) {
-        if (prep) prep->fn(prep->ctx, 0, n);
-        mxl_cpu_matmul_f32_ref(W, x, n, y);
-    } else {
-        mxl_cpu_matmul_prep(W, prep, x, n, y, s->mm_scratch, s->pool);
-    }
+    s->be->ops->matmul(s->be, W, prep, x, n, y, s->mm_scratch, s->pool);
 }
 
 /* y = x W (+ b), x [n, W.cols], y [n, W.rows]; prep as matmul(). */
-static void linear(const mxl_cpu_weight *W, const float *b, const mxl_cpu_row_prep *prep, const float *x, int64_t n, float *y,
+static void linear(const mxl_weight *W, const float *b, const mxl_row_prep *prep, const float *x, int64_t n, float *y,
                    mxl_decoder_state *s) {
     matmul(W, prep, x, n, y, s);
     if (!b) return;
@@ -801,13 +794,9 @@ static void linear(const mxl_cpu_weight *W, const float *b, const mxl_cpu_row_pr
 
 /* linear() for n_w weights of the same input (Q, K, V; gate, up): one quantization of x and one
  * pool dispatch on the panel path (matmul.h), the same bits as n_w linear() calls. */
-static void linear_multi(const mxl_cpu_weight *const *W, const float *const *b, int n_w, const mxl_cpu_row_prep *prep,
+static void linear_multi(const mxl_weight *const *W, const float *const *b, int n_w, const mxl_row_prep *prep,
                          const float *x, int64_t n, float *const *y, mxl_decoder_state *s) {
-    if (s->reference) {
-        for (int i = 0; i < n_w; i++) linear(W[i], b[i], i == 0 ? prep : NULL, x, n, y[i], s);
-        return;
-    }
-    mxl_cpu_matmul_multi(W, n_w, prep, x, n, y, s->mm_scratch, s->pool);
+    s->be->ops->matmul_multi(s->be, W, n_w, prep, x, n, y, s->mm_scratch, s->pool);
     for (int i = 0; i < n_w; i++)
         if (b[i])
             for (int64_t t = 0; t < n; t++)
@@ -822,16 +811,17 @@ static void linear_multi(const mxl_cpu_weight *const *W, const float *const *b, 
  * QK-norm, RoPE at the row's own position) and per-sequence (KV append, attention over the
  * sequence's own cache) follows the spans. */
 
-static void norm_rows(const mxl_decoder_hparams *hp, const mxl_decoder_norm *nw, const float *x, int64_t n,
-                      int64_t dim, float *y) {
+static void norm_rows(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_decoder_norm *nw, const float *x,
+                      int64_t n, int64_t dim, float *y) {
     for (int64_t t = 0; t < n; t++) {
-        if (hp->norm == MXL_NORM_LAYER) mxl_cpu_layernorm(x + t * dim, nw->w, nw->b, dim, hp->norm_eps, y + t * dim);
-        else mxl_cpu_rmsnorm(x + t * dim, nw->w, dim, hp->norm_eps, hp->norm_plus_one, y + t * dim);
+        if (hp->norm == MXL_NORM_LAYER) be->ops->layernorm(be, x + t * dim, nw->w, nw->b, dim, hp->norm_eps, y + t * dim);
+        else be->ops->rmsnorm(be, x + t * dim, nw->w, dim, hp->norm_eps, hp->norm_plus_one, y + t * dim);
     }
 }
 
-/* norm_rows of rows [t0, t1) (an mxl_cpu_row_prep) */
+/* norm_rows of rows [t0, t1) (an mxl_row_prep) */
 typedef struct norm_rows_ctx {
+    const mxl_backend *be;
     const mxl_decoder_hparams *hp;
     const mxl_decoder_norm *nw;
     const float *x;
@@ -841,12 +831,13 @@ typedef struct norm_rows_ctx {
 
 static void norm_rows_prep(void *vctx, int64_t t0, int64_t t1) {
     const norm_rows_ctx *c = vctx;
-    norm_rows(c->hp, c->nw, c->x + t0 * c->dim, t1 - t0, c->dim, c->y + t0 * c->dim);
+    norm_rows(c->be, c->hp, c->nw, c->x + t0 * c->dim, t1 - t0, c->dim, c->y + t0 * c->dim);
 }
 
 /* QK-norm is an RMSNorm in every family that has one (Gemma's with 1 + w). */
-static void rms_rows(const mxl_decoder_hparams *hp, const float *w, float *x, int64_t rows, int64_t dim) {
-    for (int64_t r = 0; r < rows; r++) mxl_cpu_rmsnorm(x + r * dim, w, dim, hp->norm_eps, hp->norm_plus_one, x + r * dim);
+static void rms_rows(const mxl_backend *be, const mxl_decoder_hparams *hp, const float *w, float *x, int64_t rows,
+                     int64_t dim) {
+    for (int64_t r = 0; r < rows; r++) be->ops->rmsnorm(be, x + r * dim, w, dim, hp->norm_eps, hp->norm_plus_one, x + r * dim);
 }
 
 typedef float v4f __attribute__((vector_size(16))); /* 4 lanes of the target's baseline SIMD */
@@ -896,8 +887,8 @@ static void attend_span(const fwd_pass *f, const row_span *sp, mxl_threadpool *p
         (const uint8_t *)mxl_kv_pool_v(kvp) + (size_t)e0 * kv_elem_bytes(pc->v_type),
         ks ? ks + e0 / pc->group : NULL, vs ? vs + e0 / pc->group : NULL,
         pc->group, sp->pos + sp->n, kvd, MXL_KV_BLOCK, mxl_kv_pool_block_stride(kvp), s->table};
-    mxl_cpu_attention_paged(&ap, f->ws->q + sp->row0 * qd, sp->n, f->ws->q_pos + sp->row0, &kv, f->ws->att + sp->row0 * qd,
-                      scratch, pool, mxl_cpu_isa_detect());
+    f->ws->be->ops->attention_paged(f->ws->be, &ap, f->ws->q + sp->row0 * qd, sp->n, f->ws->q_pos + sp->row0, &kv,
+                                    f->ws->att + sp->row0 * qd, scratch, pool);
 }
 
 /* A span's rows of this layer made ready for attention: QK-norm, RoPE at each row's position
@@ -912,16 +903,16 @@ static void prepare_span(const fwd_pass *f, const row_span *sp) {
     for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++) {
         float *qt = ws->q + t * qd, *kt = ws->k + t * kvd;
         if (hp->qk_norm_kind == MXL_QK_NORM_HEAD) {
-            rms_rows(hp, L->q_norm, qt, hp->n_heads, hd);
-            rms_rows(hp, L->k_norm, kt, hp->n_kv_heads, hd);
+            rms_rows(ws->be, hp, L->q_norm, qt, hp->n_heads, hd);
+            rms_rows(ws->be, hp, L->k_norm, kt, hp->n_kv_heads, hd);
         } else if (hp->qk_norm_kind == MXL_QK_NORM_FULL) {
-            rms_rows(hp, L->q_norm, qt, 1, qd);
-            rms_rows(hp, L->k_norm, kt, 1, kvd);
+            rms_rows(ws->be, hp, L->q_norm, qt, 1, qd);
+            rms_rows(ws->be, hp, L->k_norm, kt, 1, kvd);
         }
         if (L->rope) {
             const float *cs = ws->rope_cs + (t * 2 + rk) * hd;
-            mxl_rope_apply_table(rc, cs, qt, (int)hp->n_heads);
-            mxl_rope_apply_table(rc, cs, kt, (int)hp->n_kv_heads);
+            ws->be->ops->rope_apply_table(ws->be, rc, cs, qt, (int)hp->n_heads);
+            ws->be->ops->rope_apply_table(ws->be, rc, cs, kt, (int)hp->n_kv_heads);
         }
     }
     /* append in the state's storage types (f16 / int8 conversion here, once per token); the
@@ -944,13 +935,13 @@ static void attn_spans_task(void *vctx, int task, int n_tasks, int thread_index)
     }
 }
 
-static void attention_block(fwd_pass *f, int64_t l, const mxl_cpu_row_prep *prep, const float *h) {
+static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, const float *h) {
     const mxl_decoder_hparams *hp = &f->d->hp;
     const mxl_decoder_layer *L = &f->d->layers[l];
     mxl_decoder_state *ws = f->ws;
     int64_t n = f->n_rows, hd = hp->head_dim;
     {
-        const mxl_cpu_weight *W[3] = {&L->wq, &L->wk, &L->wv};
+        const mxl_weight *W[3] = {&L->wq, &L->wk, &L->wv};
         const float *b[3] = {L->bq, L->bk, L->bv};
         float *y[3] = {ws->q, ws->k, ws->v};
         linear_multi(W, b, 3, prep, h, n, y, ws);
@@ -965,7 +956,7 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_cpu_row_prep *prep
             const float *inv = L->sliding ? sp->s->inv_freq_local : sp->s->inv_freq;
             float af = L->sliding ? sp->s->attn_factor_local : sp->s->attn_factor;
             for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++)
-                mxl_rope_table(rc, inv, af, ws->q_pos[t], ws->rope_cs + (t * 2 + rk) * hd);
+                ws->be->ops->rope_table(ws->be, rc, inv, af, ws->q_pos[t], ws->rope_cs + (t * 2 + rk) * hd);
         }
         f->rope_ready[rk] = true;
     }
@@ -996,17 +987,17 @@ static void act_rows(void *vctx, int64_t t0, int64_t t1) {
     mxl_decoder_state *s = a->s;
     float *g = s->gate + t0 * hp->ffn;
     const int64_t m = (t1 - t0) * hp->ffn;
-    if (hp->mlp == MXL_MLP_GATED) (s->reference ? mxl_cpu_glu_ref : mxl_cpu_glu)(hp->act, g, s->up + t0 * hp->ffn, m, g);
-    else (s->reference ? mxl_cpu_act_ref : mxl_cpu_act)(hp->act, g, m, g);
+    if (hp->mlp == MXL_MLP_GATED) s->be->ops->glu(s->be, hp->act, g, s->up + t0 * hp->ffn, m, g);
+    else s->be->ops->act(s->be, hp->act, g, m, g);
 }
 
-static void mlp_block(const fwd_pass *f, int64_t l, const mxl_cpu_row_prep *prep, const float *h) {
+static void mlp_block(const fwd_pass *f, int64_t l, const mxl_row_prep *prep, const float *h) {
     const mxl_decoder_hparams *hp = &f->d->hp;
     const mxl_decoder_layer *L = &f->d->layers[l];
     mxl_decoder_state *s = f->ws;
     int64_t n = f->n_rows;
     if (hp->mlp == MXL_MLP_GATED) {
-        const mxl_cpu_weight *W[2] = {&L->w_gate, &L->w_up};
+        const mxl_weight *W[2] = {&L->w_gate, &L->w_up};
         const float *b[2] = {L->b_gate, L->b_up};
         float *y[2] = {s->gate, s->up};
         linear_multi(W, b, 2, prep, h, n, y, s);
@@ -1015,7 +1006,7 @@ static void mlp_block(const fwd_pass *f, int64_t l, const mxl_cpu_row_prep *prep
     }
     /* the activation made row by row as the down projection quantizes its input */
     act_rows_ctx ac = {hp, s};
-    const mxl_cpu_row_prep act = {act_rows, &ac};
+    const mxl_row_prep act = {act_rows, &ac};
     linear(&L->w_down, L->b_down, &act, s->gate, n, s->o, s);
 }
 
@@ -1026,24 +1017,24 @@ static void forward_rows(fwd_pass *f, const int32_t *tokens) {
     const mxl_decoder_hparams *hp = &d->hp;
     mxl_decoder_state *ws = f->ws;
     int64_t H = hp->hidden, n = f->n_rows;
-    mxl_cpu_embed(&d->tok_embd, tokens, n, hp->embed_scale, ws->x, NULL);
+    ws->be->ops->embed(ws->be, &d->tok_embd, tokens, n, hp->embed_scale, ws->x, NULL);
     for (int64_t si = 0; si < f->n_spans; si++)
         for (int64_t t = 0; t < f->spans[si].n; t++) ws->q_pos[f->spans[si].row0 + t] = f->spans[si].pos + t;
     if (hp->learned_pos) {
         for (int64_t t = 0; t < n; t++) ws->pos_ids[t] = (int32_t)ws->q_pos[t];
-        mxl_cpu_embed(&d->pos_embd, ws->pos_ids, n, 1.0f, ws->o, NULL);
+        ws->be->ops->embed(ws->be, &d->pos_embd, ws->pos_ids, n, 1.0f, ws->o, NULL);
         residual_add(ws->x, ws->o, n * H, 1.0f);
     }
     for (int64_t l = 0; l < hp->n_layers; l++) {
         const mxl_decoder_layer *L = &d->layers[l];
         /* the pre-norms are made row by row as the QKV / MLP matmuls quantize their input */
-        norm_rows_ctx an = {hp, &L->attn_norm, ws->x, ws->xn, H}, fn = {hp, &L->ffn_norm, ws->x, ws->xn, H};
-        const mxl_cpu_row_prep attn_norm = {norm_rows_prep, &an}, ffn_norm = {norm_rows_prep, &fn};
+        norm_rows_ctx an = {ws->be, hp, &L->attn_norm, ws->x, ws->xn, H}, fn = {ws->be, hp, &L->ffn_norm, ws->x, ws->xn, H};
+        const mxl_row_prep attn_norm = {norm_rows_prep, &an}, ffn_norm = {norm_rows_prep, &fn};
         attention_block(f, l, L->attn_norm.w ? &attn_norm : NULL, L->attn_norm.w ? ws->xn : ws->x);
-        if (L->post_attn_norm.w) norm_rows(hp, &L->post_attn_norm, ws->o, n, H, ws->o);
+        if (L->post_attn_norm.w) norm_rows(ws->be, hp, &L->post_attn_norm, ws->o, n, H, ws->o);
         residual_add(ws->x, ws->o, n * H, hp->residual_scale);
         mlp_block(f, l, L->ffn_norm.w ? &ffn_norm : NULL, L->ffn_norm.w ? ws->xn : ws->x);
-        if (L->post_ffn_norm.w) norm_rows(hp, &L->post_ffn_norm, ws->o, n, H, ws->o);
+        if (L->post_ffn_norm.w) norm_rows(ws->be, hp, &L->post_ffn_norm, ws->o, n, H, ws->o);
         residual_add(ws->x, ws->o, n * H, hp->residual_scale);
     }
     for (int64_t si = 0; si < f->n_spans; si++) f->spans[si].s->pos += f->spans[si].n;
@@ -1056,13 +1047,13 @@ static void span_logits(const fwd_pass *f, float *logits) {
     int64_t H = hp->hidden, V = hp->vocab;
     for (int64_t si = 0; si < f->n_spans; si++) {
         const row_span *sp = &f->spans[si];
-        norm_rows(hp, &f->d->output_norm, ws->x + (sp->row0 + sp->n - 1) * H, 1, H, ws->xn + si * H);
+        norm_rows(ws->be, hp, &f->d->output_norm, ws->x + (sp->row0 + sp->n - 1) * H, 1, H, ws->xn + si * H);
     }
     matmul(&f->d->output, NULL, ws->xn, f->n_spans, logits, ws);
     if (hp->logit_scale != 1.0f)
         for (int64_t i = 0; i < f->n_spans * V; i++) logits[i] *= hp->logit_scale;
     if (hp->final_softcap > 0)
-        for (int64_t si = 0; si < f->n_spans; si++) mxl_cpu_softcap(logits + si * V, V, hp->final_softcap);
+        for (int64_t si = 0; si < f->n_spans; si++) ws->be->ops->softcap(ws->be, logits + si * V, V, hp->final_softcap);
 }
 
 static mxl_status check_ids(const mxl_decoder *d, const int32_t *tokens, int64_t n, mxl_error *err) {
@@ -1091,7 +1082,7 @@ static mxl_status forward_last(const mxl_decoder *d, mxl_decoder_state *s, const
         forward_rows(&f, tokens + off);
         if (off + m < n) continue;
         if (logits) span_logits(&f, logits);
-        else norm_rows(&d->hp, &d->output_norm, s->x + (m - 1) * H, 1, H, hidden);
+        else norm_rows(s->be, &d->hp, &d->output_norm, s->x + (m - 1) * H, 1, H, hidden);
     }
     return MXL_OK;
 }

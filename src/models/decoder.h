@@ -22,8 +22,8 @@
  * Embeddings: x = embed_scale * E[token] (+ P[position] for learned positions); logits =
  * logit_scale * (norm(x; output_norm) Wout) (Wout = E when tied), then the final soft-cap.
  * Weights stay in their checkpoint format (memory-mapped views; only GPT-2's Conv1D matrices are
- * transposed into owned copies); matmuls quantize activations on the fly
- * (backends/cpu/matmul.h). The decode path allocates nothing.
+ * transposed into owned copies); every op runs through the backend interface (backends/backend.h;
+ * the CPU's matmuls quantize activations on the fly). The decode path allocates nothing.
  * One pass runs a block of rows that may belong to several sequences (spans of rows, each with
  * its own state and positions): a prefill chunk is one span, a batched decode step
  * (mxl_decoder_forward_batch) one row per sequence; both share the same layer code. */
@@ -33,9 +33,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backends/cpu/activation.h"
-#include "backends/cpu/matmul.h"
-#include "backends/cpu/rope.h"
+#include "backends/backend.h"
 #include "core/arena.h"
 #include "core/status.h"
 #include "core/threadpool.h"
@@ -92,7 +90,7 @@ typedef struct mxl_decoder_norm {
 } mxl_decoder_norm;
 
 typedef struct mxl_decoder_layer {
-    mxl_cpu_weight wq, wk, wv, wo, w_gate, w_up, w_down; /* w_gate unbound (rows 0) in plain MLPs */
+    mxl_weight wq, wk, wv, wo, w_gate, w_up, w_down; /* w_gate unbound (rows 0) in plain MLPs */
     const float *bq, *bk, *bv, *bo, *b_gate, *b_up, *b_down; /* or NULL */
     mxl_decoder_norm attn_norm, ffn_norm, post_attn_norm, post_ffn_norm;
     const float *q_norm, *k_norm; /* [head_dim] or [heads * head_dim] (QK_NORM_FULL), or NULL */
@@ -104,8 +102,9 @@ typedef struct mxl_decoder_layer {
 typedef struct mxl_decoder {
     mxl_decoder_hparams hp;
     mxl_arena arena; /* layers, per-layer flags, f32 copies of vectors, transposed Conv1D weights */
-    mxl_arena tiles; /* the panel layouts of the matrices: one block (huge pages: arena.c) */
-    mxl_cpu_weight tok_embd, output, pos_embd; /* pos_embd: learned positions (rows 0: none) */
+    const mxl_backend *be; /* the backend the weights are prepared for and run on (the host's) */
+    mxl_arena tiles; /* the backend's layouts of the matrices (weight_prepare): one block (huge pages: arena.c) */
+    mxl_weight tok_embd, output, pos_embd; /* pos_embd: learned positions (rows 0: none) */
     mxl_decoder_norm output_norm;
     mxl_decoder_layer *layers;
 } mxl_decoder;
@@ -126,7 +125,7 @@ void mxl_decoder_free(mxl_decoder *d);
  *  F32:  exact; F16: IEEE half (round to nearest even on append), half the bytes of f32;
  *  I8:   symmetric int8 in groups of 32 elements along each head vector (llama.cpp's q8_0
  *        grouping; the whole head vector when head_dim is not a multiple of 32) with one f32
- *        scale max|x|/127 per group (backends/cpu/kv_quant.h): (1 + 4/32)/4 of the f32 bytes.
+ *        scale max|x|/127 per group (the backend's kv_quantize_i8): (1 + 4/32)/4 of the f32 bytes.
  * Explicit types are kept on both paths. Values are converted when appended; attention reads
  * them directly (f16 / int8 dot and accumulate kernels), nothing is expanded to f32. */
 typedef enum mxl_decoder_kv_type {
@@ -222,7 +221,7 @@ mxl_status mxl_decoder_forward_hidden(const mxl_decoder *d, mxl_decoder_state *s
  * memory-bound CPU); RoPE, the KV append and attention (windows, soft-caps, NoPE layers) are
  * per sequence, over its own cache only. Each sequence's logits equal, bit for bit, those of a
  * one-token mxl_decoder_forward on its state, on both paths: activations are quantized per row
- * and the matmul kernels are batch-invariant (backends/cpu/matmul.h), so greedy output does not
+ * and the backend's matmuls are batch-invariant (backend.h), so greedy output does not
  * depend on which other sequences share the step (tests/unit/test_decoder_batch.c).
  * Scratch comes from the first of the states made with max_batch >= n_seqs (its pool runs the
  * matmuls; attention runs on each state's own scratch); nothing is allocated. Fails, leaving

@@ -6,15 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cpu/attention.h"
-#include "backends/cpu/attention_enc.h"
-#include "backends/cpu/embed_topk.h"
-#include "backends/cpu/gemm_f32.h"
-#include "backends/cpu/norm.h"
 
 mxl_status mxl_bert_load(const mxl_checkpoint *ck, mxl_bert *m, mxl_error *err) {
     memset(m, 0, sizeof *m);
     mxl_arena_init(&m->arena, 64 * 1024);
+    m->be = mxl_backend_host();
     const mxl_model_config *c = &ck->config;
     if (ck->format != MXL_CHECKPOINT_SAFETENSORS)
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: BERT-family encoders load from safetensors checkpoints", ck->path);
@@ -85,10 +81,11 @@ mxl_status mxl_bert_load(const mxl_checkpoint *ck, mxl_bert *m, mxl_error *err) 
             mxl_enc_vector(&b, H, &L->ln2_w, "encoder.layer.%lld.output.LayerNorm.weight", l) ||
             mxl_enc_vector(&b, H, &L->ln2_b, "encoder.layer.%lld.output.LayerNorm.bias", l))
             return err ? err->status : MXL_ERR_FORMAT;
-        /* the GEMM's tile layout where the CPU has AMX (gemm_f32.h) */
-        mxl_cpu_weight *mats[6] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wi, &L->wo2};
+        /* the backend's GEMM layout (the CPU's AMX tiles where it has them) */
+        mxl_weight *mats[6] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wi, &L->wo2};
         for (int j = 0; j < 6; j++)
-            if (mxl_gemm_f32_prepare(mats[j], &m->arena, err)) return err ? err->status : MXL_ERR_NOMEM;
+            if (m->be->ops->weight_prepare(m->be, mats[j], MXL_WEIGHT_USE_GEMM, &m->arena, err))
+                return err ? err->status : MXL_ERR_NOMEM;
     }
     return MXL_OK;
 }
@@ -119,14 +116,14 @@ mxl_status mxl_bert_forward_batch(const mxl_bert *m, const mxl_encoder_batch *bt
     int64_t H = m->hidden;
     int n_threads = pool ? mxl_threadpool_size(pool) : 1;
     const mxl_bert_layer *L0 = &m->layers[0];
-    size_t mm_bytes = max_sz(mxl_enc_linear_scratch_bytes(&L0->wq, n, n_threads),
-                             max_sz(mxl_enc_linear_scratch_bytes(&L0->wi, n, n_threads), mxl_enc_linear_scratch_bytes(&L0->wo2, n, n_threads)));
-    size_t att_floats = max_sz(mxl_enc_attention_scratch_floats(longest, (int)m->head_dim) * (size_t)n_threads,
-                               mxl_cpu_attention_scratch_floats(longest, n_threads));
+    size_t mm_bytes = max_sz(mxl_enc_linear_scratch_bytes(m->be, &L0->wq, n, n_threads),
+                             max_sz(mxl_enc_linear_scratch_bytes(m->be, &L0->wi, n, n_threads), mxl_enc_linear_scratch_bytes(m->be, &L0->wo2, n, n_threads)));
+    size_t att_floats = max_sz(m->be->ops->varlen_scratch_floats(m->be, longest, (int)m->head_dim) * (size_t)n_threads,
+                               m->be->ops->attention_scratch_floats(m->be, longest, n_threads));
     size_t fl = (size_t)(n * H) * 5 + (size_t)(n * m->ffn) + att_floats + mm_bytes / sizeof(float) + 64;
     float *buf = aligned_alloc(64, (fl * sizeof(float) + 63) / 64 * 64);
     int64_t *pos = calloc((size_t)n, sizeof *pos);
-    st = buf && pos ? mxl_cpu_embed(&m->word_emb, bt->ids, n, 1.0f, x, err) : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    st = buf && pos ? m->be->ops->embed(m->be, &m->word_emb, bt->ids, n, 1.0f, x, err) : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     if (st) {
         free(buf);
         free(pos);
@@ -149,33 +146,31 @@ mxl_status mxl_bert_forward_batch(const mxl_bert *m, const mxl_encoder_batch *bt
             const float *pe = m->pos_emb + p * H;
             const float *te = m->type_emb + (bt->type_ids ? bt->type_ids[t] : 0) * H;
             for (int64_t i = 0; i < H; i++) x[t * H + i] += pe[i] + te[i];
-            mxl_cpu_layernorm(x + t * H, m->emb_ln_w, m->emb_ln_b, H, m->ln_eps, x + t * H);
+            m->be->ops->layernorm(m->be, x + t * H, m->emb_ln_w, m->emb_ln_b, H, m->ln_eps, x + t * H);
             pos[t] = t - bt->seq_start[s];
         }
     }
-    mxl_cpu_isa isa = mxl_cpu_isa_detect();
     for (int64_t l = 0; l < m->n_layers; l++) {
         const mxl_bert_layer *L = &m->layers[l];
-        mxl_enc_linear_act(&L->wq, L->bq, MXL_GEMM_ACT_NONE, x, n, q, mm_scratch, pool);
-        mxl_enc_linear_act(&L->wk, L->bk, MXL_GEMM_ACT_NONE, x, n, k, mm_scratch, pool);
-        mxl_enc_linear_act(&L->wv, L->bv, MXL_GEMM_ACT_NONE, x, n, v, mm_scratch, pool);
+        mxl_enc_linear_act(m->be, &L->wq, L->bq, MXL_GEMM_ACT_NONE, x, n, q, mm_scratch, pool);
+        mxl_enc_linear_act(m->be, &L->wk, L->bk, MXL_GEMM_ACT_NONE, x, n, k, mm_scratch, pool);
+        mxl_enc_linear_act(m->be, &L->wv, L->bv, MXL_GEMM_ACT_NONE, x, n, v, mm_scratch, pool);
         mxl_enc_attn ea = {q, k, v, a, H, bt->seq_start, bt->n_seqs, (int)m->n_heads, (int)m->head_dim,
                            1.0f / sqrtf((float)m->head_dim)};
-        if (mxl_enc_attention_fast((int)m->head_dim, isa)) {
-            mxl_enc_attention(&ea, att_scratch, pool, isa);
-        } else { /* the decoder attention (AVX2 dots) without a causal mask, one sequence at a time */
+        if (!m->be->ops->attention_varlen(m->be, &ea, att_scratch, pool)) {
+            /* the decoder attention without a causal mask, one sequence at a time */
             mxl_attn_params ap = {(int)m->n_heads, (int)m->n_heads, (int)m->head_dim, ea.scale, 0.0f, NULL, 0, 0};
             for (int64_t s = 0; s < bt->n_seqs; s++) {
                 int64_t t0 = bt->seq_start[s], len = bt->seq_start[s + 1] - t0;
                 mxl_kv_view kv = {MXL_DTYPE_F32, k + t0 * H, v + t0 * H, len, H};
-                mxl_cpu_attention(&ap, q + t0 * H, len, pos + t0, &kv, a + t0 * H, att_scratch, pool, isa);
+                m->be->ops->attention(m->be, &ap, q + t0 * H, len, pos + t0, &kv, a + t0 * H, att_scratch, pool);
             }
         }
-        mxl_enc_linear_act(&L->wo, L->bo, MXL_GEMM_ACT_NONE, a, n, o, mm_scratch, pool);
-        mxl_enc_add_layernorm(pool, x, o, L->ln1_w, L->ln1_b, n, H, m->ln_eps, x);
-        mxl_enc_linear_act(&L->wi, L->bi, (int)m->act, x, n, h, mm_scratch, pool);
-        mxl_enc_linear_act(&L->wo2, L->bo2, MXL_GEMM_ACT_NONE, h, n, o, mm_scratch, pool);
-        mxl_enc_add_layernorm(pool, x, o, L->ln2_w, L->ln2_b, n, H, m->ln_eps, x);
+        mxl_enc_linear_act(m->be, &L->wo, L->bo, MXL_GEMM_ACT_NONE, a, n, o, mm_scratch, pool);
+        mxl_enc_add_layernorm(m->be, pool, x, o, L->ln1_w, L->ln1_b, n, H, m->ln_eps, x);
+        mxl_enc_linear_act(m->be, &L->wi, L->bi, (int)m->act, x, n, h, mm_scratch, pool);
+        mxl_enc_linear_act(m->be, &L->wo2, L->bo2, MXL_GEMM_ACT_NONE, h, n, o, mm_scratch, pool);
+        mxl_enc_add_layernorm(m->be, pool, x, o, L->ln2_w, L->ln2_b, n, H, m->ln_eps, x);
     }
     free(buf);
     free(pos);

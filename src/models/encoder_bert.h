@@ -17,8 +17,7 @@
 
 #include <stdint.h>
 
-#include "backends/cpu/activation.h"
-#include "backends/cpu/matmul.h"
+#include "backends/backend.h"
 #include "core/arena.h"
 #include "core/threadpool.h"
 #include "models/checkpoint.h"
@@ -30,7 +29,7 @@ typedef enum mxl_bert_kind {
 } mxl_bert_kind;
 
 typedef struct mxl_bert_layer {
-    mxl_cpu_weight wq, wk, wv, wo, wi, wo2;
+    mxl_weight wq, wk, wv, wo, wi, wo2;
     const float *bq, *bk, *bv, *bo, *bi, *bo2;
     const float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
 } mxl_bert_layer;
@@ -43,8 +42,9 @@ typedef struct mxl_bert {
     float ln_eps;
     mxl_act act;
     mxl_arena arena;
+    const mxl_backend *be; /* the backend the weights are prepared for and run on (the host's) */
     const char *prefix; /* "", "bert." or "roberta." */
-    mxl_cpu_weight word_emb;
+    mxl_weight word_emb;
     const float *pos_emb, *type_emb, *emb_ln_w, *emb_ln_b; /* [max_pos, hidden], [n_types, hidden] */
     mxl_bert_layer *layers;
 } mxl_bert;

@@ -5,13 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cpu/norm.h"
 #include "models/encoder_common.h"
 
 mxl_status mxl_seq_classifier_load(const mxl_checkpoint *ck, const mxl_encoder *enc, mxl_seq_classifier *c,
                                    mxl_error *err) {
     memset(c, 0, sizeof *c);
     mxl_arena_init(&c->arena, 4096);
+    c->be = mxl_backend_host();
     c->arch = enc->arch;
     c->hidden = enc->hidden;
     c->n_labels = ck->config.num_labels > 0 ? ck->config.num_labels : 1;
@@ -64,7 +64,7 @@ void mxl_seq_classifier_free(mxl_seq_classifier *c) {
 void mxl_seq_classifier_logits(const mxl_seq_classifier *c, const float *hidden, int64_t n, float *logits) {
     int64_t H = c->hidden;
     /* the head runs on one vector: a few H*H flops, not worth a pool */
-    size_t s1 = mxl_cpu_matmul_scratch_bytes(&c->dense, 1), s2 = mxl_cpu_matmul_scratch_bytes(&c->out, 1);
+    size_t s1 = c->be->ops->matmul_scratch_bytes(c->be, &c->dense, 1), s2 = c->be->ops->matmul_scratch_bytes(c->be, &c->out, 1);
     size_t scratch_floats = ((s1 > s2 ? s1 : s2) + sizeof(float) - 1) / sizeof(float);
     float *buf = malloc(((size_t)H * 2 + scratch_floats + 1) * sizeof(float));
     MXL_ASSERT(buf != NULL);
@@ -78,13 +78,13 @@ void mxl_seq_classifier_logits(const mxl_seq_classifier *c, const float *hidden,
     } else {
         memcpy(p, hidden, (size_t)H * sizeof(float));
     }
-    mxl_enc_linear(&c->dense, c->dense_b, p, 1, d, scratch, NULL);
+    mxl_enc_linear(c->be, &c->dense, c->dense_b, p, 1, d, scratch, NULL);
     if (c->arch == MXL_ENCODER_MODERNBERT) {
-        mxl_cpu_act(c->act, d, H, d);
-        mxl_cpu_layernorm(d, c->norm_w, c->norm_b, H, c->eps, d);
+        c->be->ops->act(c->be, c->act, d, H, d);
+        c->be->ops->layernorm(c->be, d, c->norm_w, c->norm_b, H, c->eps, d);
     } else {
         for (int64_t i = 0; i < H; i++) d[i] = tanhf(d[i]);
     }
-    mxl_enc_linear(&c->out, c->out_b, d, 1, logits, scratch, NULL);
+    mxl_enc_linear(c->be, &c->out, c->out_b, d, 1, logits, scratch, NULL);
     free(buf);
 }

@@ -15,8 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backends/cpu/activation.h"
-#include "backends/cpu/matmul.h"
+#include "backends/backend.h"
 #include "core/arena.h"
 #include "models/checkpoint.h"
 #include "models/encoder.h"
@@ -27,10 +26,11 @@ typedef struct mxl_seq_classifier {
     bool mean_pool;                  /* ModernBERT classifier_pooling "mean" */
     mxl_act act;                     /* ModernBERT head activation (BERT / XLM-R: tanh) */
     float eps;                       /* ModernBERT head LayerNorm */
-    mxl_cpu_weight dense, out;       /* [H, H], [n_labels, H] */
+    mxl_weight dense, out;       /* [H, H], [n_labels, H] */
     const float *dense_b, *out_b;    /* dense_b NULL without a bias */
     const float *norm_w, *norm_b;    /* ModernBERT head.norm (norm_b NULL without bias) */
     mxl_arena arena;
+    const mxl_backend *be; /* the backend the weights are prepared for and run on (the host's) */
 } mxl_seq_classifier;
 
 /* Binds the head of a *ForSequenceClassification checkpoint whose encoder `enc` was loaded. */

@@ -8,8 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backends/cpu/gemm_f32.h"
-#include "backends/cpu/norm.h"
 #include "io/json_read.h"
 #include "models/weights.h"
 
@@ -65,7 +63,7 @@ bool mxl_enc_has(const mxl_enc_binder *b, const char *fmt, ...) {
     return ok && lookup(b, full, false) != NULL;
 }
 
-mxl_status mxl_enc_matrix(const mxl_enc_binder *b, int64_t rows, int64_t cols, mxl_cpu_weight *out,
+mxl_status mxl_enc_matrix(const mxl_enc_binder *b, int64_t rows, int64_t cols, mxl_weight *out,
                           const char *fmt, ...) {
     char full[512];
     va_list ap;
@@ -145,45 +143,31 @@ mxl_status mxl_enc_activation(const char *name, const char *what, mxl_act *out, 
     return MXL_OK;
 }
 
-void mxl_enc_linear(const mxl_cpu_weight *w, const float *bias, const float *x, int64_t n, float *y,
+void mxl_enc_linear(const mxl_backend *be, const mxl_weight *w, const float *bias, const float *x, int64_t n, float *y,
                     void *scratch, mxl_threadpool *pool) {
-    mxl_cpu_matmul(w, x, n, y, scratch, pool);
+    be->ops->matmul(be, w, NULL, x, n, y, scratch, pool);
     if (!bias) return;
     for (int64_t t = 0; t < n; t++)
         for (int64_t r = 0; r < w->rows; r++) y[t * w->rows + r] += bias[r];
 }
 
-/* The register-blocked GEMM pays off from one micro-tile of tokens up. A weight with the AMX
- * tile layout always takes the GEMM, whatever the token count, so a text gets the same numbers
- * alone as inside a batch (the tile rows are independent; the f32 dot path would round
- * differently). */
-static bool use_gemm(const mxl_cpu_weight *w, int64_t n) {
-    mxl_cpu_isa isa = mxl_cpu_isa_detect();
-    return mxl_gemm_f32_supported(w, isa) && (n >= MXL_GEMM_MR || mxl_gemm_f32_amx(w, isa));
-}
-
-size_t mxl_enc_linear_scratch_bytes(const mxl_cpu_weight *w, int64_t n, int n_threads) {
-    size_t mm = mxl_cpu_matmul_scratch_bytes(w, n);
-    if (!use_gemm(w, n)) return mm;
-    size_t g = mxl_gemm_f32_scratch_bytes(w, n, n_threads);
+size_t mxl_enc_linear_scratch_bytes(const mxl_backend *be, const mxl_weight *w, int64_t n, int n_threads) {
+    size_t mm = be->ops->matmul_scratch_bytes(be, w, n), g = be->ops->gemm_scratch_bytes(be, w, n, n_threads);
     return mm > g ? mm : g;
 }
 
-void mxl_enc_linear_act(const mxl_cpu_weight *w, const float *bias, int act, const float *x, int64_t n, float *y,
-                        void *scratch, mxl_threadpool *pool) {
-    mxl_cpu_isa isa = mxl_cpu_isa_detect();
-    if (use_gemm(w, n)) {
-        mxl_gemm_f32(w, x, n, bias, act, y, scratch, pool, isa);
-        return;
-    }
-    mxl_enc_linear(w, bias, x, n, y, scratch, pool);
-    if (act != MXL_GEMM_ACT_NONE) mxl_enc_act(pool, (mxl_act)act, y, n * w->rows);
+void mxl_enc_linear_act(const mxl_backend *be, const mxl_weight *w, const float *bias, int act, const float *x, int64_t n,
+                        float *y, void *scratch, mxl_threadpool *pool) {
+    if (be->ops->gemm_bias_act(be, w, x, n, bias, act, y, scratch, pool)) return;
+    mxl_enc_linear(be, w, bias, x, n, y, scratch, pool);
+    if (act != MXL_GEMM_ACT_NONE) mxl_enc_act(be, pool, (mxl_act)act, y, n * w->rows);
 }
 
 /* ---- element-wise passes over the pool (these are a tenth of an encoder's time; serial, they
  * would cap the speed-up of the threaded matmuls) ---- */
 
 typedef struct rows_ctx {
+    const mxl_backend *be;
     int kind; /* 0 act, 1 glu, 2 add + layernorm */
     mxl_act act;
     float *x;
@@ -198,19 +182,19 @@ static void rows_task(void *vctx, int task, int n_tasks, int thread_index) {
     rows_ctx *c = vctx;
     int64_t a = c->rows * task / n_tasks, z = c->rows * (task + 1) / n_tasks;
     if (c->kind == 0) {
-        mxl_cpu_act(c->act, c->x + a, z - a, c->x + a);
+        c->be->ops->act(c->be, c->act, c->x + a, z - a, c->x + a);
         return;
     }
     int64_t H = c->width;
     for (int64_t t = a; t < z; t++) {
         if (c->kind == 1) {
-            mxl_cpu_glu(c->act, c->g + t * 2 * H, c->g + t * 2 * H + H, H, c->y + t * H);
+            c->be->ops->glu(c->be, c->act, c->g + t * 2 * H, c->g + t * 2 * H + H, H, c->y + t * H);
             continue;
         }
         float *xt = c->x + t * H;
         if (c->add)
             for (int64_t i = 0; i < H; i++) xt[i] += c->add[t * H + i];
-        mxl_cpu_layernorm(xt, c->w, c->b, H, c->eps, c->y + t * H);
+        c->be->ops->layernorm(c->be, xt, c->w, c->b, H, c->eps, c->y + t * H);
     }
 }
 
@@ -222,18 +206,19 @@ static void run_rows(mxl_threadpool *pool, rows_ctx *c) {
     else if (c->rows > 0) rows_task(c, 0, 1, 0);
 }
 
-void mxl_enc_act(mxl_threadpool *pool, mxl_act a, float *x, int64_t n) {
-    rows_ctx c = {.kind = 0, .act = a, .x = x, .rows = n, .width = 1};
+void mxl_enc_act(const mxl_backend *be, mxl_threadpool *pool, mxl_act a, float *x, int64_t n) {
+    rows_ctx c = {.be = be, .kind = 0, .act = a, .x = x, .rows = n, .width = 1};
     run_rows(pool, &c);
 }
 
-void mxl_enc_glu(mxl_threadpool *pool, mxl_act a, const float *g, int64_t rows, int64_t I, float *out) {
-    rows_ctx c = {.kind = 1, .act = a, .g = g, .y = out, .rows = rows, .width = I};
+void mxl_enc_glu(const mxl_backend *be, mxl_threadpool *pool, mxl_act a, const float *g, int64_t rows, int64_t I,
+                 float *out) {
+    rows_ctx c = {.be = be, .kind = 1, .act = a, .g = g, .y = out, .rows = rows, .width = I};
     run_rows(pool, &c);
 }
 
-void mxl_enc_add_layernorm(mxl_threadpool *pool, float *x, const float *add, const float *w, const float *b,
+void mxl_enc_add_layernorm(const mxl_backend *be, mxl_threadpool *pool, float *x, const float *add, const float *w, const float *b,
                            int64_t rows, int64_t H, float eps, float *y) {
-    rows_ctx c = {.kind = 2, .x = x, .add = add, .w = w, .b = b, .y = y, .rows = rows, .width = H, .eps = eps};
+    rows_ctx c = {.be = be, .kind = 2, .x = x, .add = add, .w = w, .b = b, .y = y, .rows = rows, .width = H, .eps = eps};
     run_rows(pool, &c);
 }

@@ -9,9 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backends/cpu/activation.h"
-#include "backends/cpu/gemm_f32.h"
-#include "backends/cpu/matmul.h"
+#include "backends/backend.h"
 #include "core/arena.h"
 #include "core/threadpool.h"
 #include "models/checkpoint.h"
@@ -43,7 +41,7 @@ const char *mxl_enc_find_prefix(const mxl_checkpoint *ck, const char *const *pre
 /* True when prefix + name (printf format) exists. */
 bool mxl_enc_has(const mxl_enc_binder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A [rows, cols] matrix view. */
-mxl_status mxl_enc_matrix(const mxl_enc_binder *b, int64_t rows, int64_t cols, mxl_cpu_weight *out,
+mxl_status mxl_enc_matrix(const mxl_enc_binder *b, int64_t rows, int64_t cols, mxl_weight *out,
                           const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* An f32 vector of n elements. */
 mxl_status mxl_enc_vector(const mxl_enc_binder *b, int64_t n, const float **out, const char *fmt, ...)
@@ -63,26 +61,26 @@ mxl_status mxl_enc_cfg_string(const mxl_checkpoint *ck, const char *key, const c
 mxl_status mxl_enc_activation(const char *name, const char *what, mxl_act *out, mxl_error *err);
 
 /* x[i] = act(x[i]) for i < n, split over the pool. */
-void mxl_enc_act(mxl_threadpool *pool, mxl_act a, float *x, int64_t n);
+void mxl_enc_act(const mxl_backend *be, mxl_threadpool *pool, mxl_act a, float *x, int64_t n);
 /* out[t, :I] = act(g[t, :I]) * g[t, I:2I] for t < rows (GeGLU / SwiGLU of a fused [rows, 2I]
  * projection), split over the pool. */
-void mxl_enc_glu(mxl_threadpool *pool, mxl_act a, const float *g, int64_t rows, int64_t I, float *out);
+void mxl_enc_glu(const mxl_backend *be, mxl_threadpool *pool, mxl_act a, const float *g, int64_t rows, int64_t I, float *out);
 /* Per row t < rows of width H: x[t] += add[t] (when add is not NULL), then
  * y[t] = LayerNorm(x[t]) * w + b (b may be NULL; y may be x). Split over the pool. */
-void mxl_enc_add_layernorm(mxl_threadpool *pool, float *x, const float *add, const float *w, const float *b,
+void mxl_enc_add_layernorm(const mxl_backend *be, mxl_threadpool *pool, float *x, const float *add, const float *w, const float *b,
                            int64_t rows, int64_t H, float eps, float *y);
 
 /* y[n, W.rows] = x[n, W.cols] W^T (+ bias[W.rows] when bias is not NULL). */
-void mxl_enc_linear(const mxl_cpu_weight *w, const float *bias, const float *x, int64_t n, float *y,
+void mxl_enc_linear(const mxl_backend *be, const mxl_weight *w, const float *bias, const float *x, int64_t n, float *y,
                     void *scratch, mxl_threadpool *pool);
 
 /* Scratch bytes mxl_enc_linear_act needs for n tokens with a pool of n_threads (64-byte
  * aligned by the caller). */
-size_t mxl_enc_linear_scratch_bytes(const mxl_cpu_weight *w, int64_t n, int n_threads);
+size_t mxl_enc_linear_scratch_bytes(const mxl_backend *be, const mxl_weight *w, int64_t n, int n_threads);
 /* y[n, W.rows] = act(x W^T + bias) (act: MXL_GEMM_ACT_NONE or an mxl_act; bias may be NULL):
  * the register-blocked GEMM of gemm_f32.h with the bias and activation fused when the CPU has
  * it and n is at least one micro-tile, else mxl_enc_linear then the activation. */
-void mxl_enc_linear_act(const mxl_cpu_weight *w, const float *bias, int act, const float *x, int64_t n, float *y,
+void mxl_enc_linear_act(const mxl_backend *be, const mxl_weight *w, const float *bias, int act, const float *x, int64_t n, float *y,
                         void *scratch, mxl_threadpool *pool);
 
 #endif

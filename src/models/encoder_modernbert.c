@@ -7,9 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cpu/attention.h"
 #include "io/json_read.h"
-#include "backends/cpu/embed_topk.h"
 
 /* rope_parameters.<kind>.rope_theta (transformers 5 configs), else the legacy key, else dflt.
  * Only the default (unscaled) RoPE is known for ModernBERT checkpoints. */
@@ -66,6 +64,7 @@ static void rope_init(mxl_rope_cfg *c, int64_t head_dim, double theta) {
 mxl_status mxl_modernbert_load(const mxl_checkpoint *ck, mxl_modernbert *m, mxl_error *err) {
     memset(m, 0, sizeof *m);
     mxl_arena_init(&m->arena, 64 * 1024);
+    m->be = mxl_backend_host();
     const mxl_model_config *c = &ck->config;
     if (ck->format != MXL_CHECKPOINT_SAFETENSORS || strcmp(c->model_type, "modernbert") != 0)
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: model_type '%s' is not a ModernBERT safetensors checkpoint", ck->path, c->model_type);
@@ -155,14 +154,15 @@ mxl_status mxl_modernbert_forward_batch(const mxl_modernbert *m, const mxl_encod
     int64_t H = m->hidden, I = m->ffn, hd = m->head_dim, nh = m->n_heads;
     int n_threads = pool ? mxl_threadpool_size(pool) : 1;
     const mxl_modernbert_layer *L0 = &m->layers[0];
-    size_t mm_bytes = max_sz(mxl_cpu_matmul_scratch_bytes(&L0->wqkv, n), mxl_cpu_matmul_scratch_bytes(&L0->wo2, n));
-    size_t att_floats = mxl_cpu_attention_scratch_floats(longest, n_threads);
+    size_t mm_bytes = max_sz(m->be->ops->matmul_scratch_bytes(m->be, &L0->wqkv, n),
+                             m->be->ops->matmul_scratch_bytes(m->be, &L0->wo2, n));
+    size_t att_floats = m->be->ops->attention_scratch_floats(m->be, longest, n_threads);
     /* h [n, H] normed input; qkv [n, 3H]; q, k, v [n, H] each; a [n, H]; o [n, H]; g [n, 2I];
      * gl [n, I] */
     size_t fl = (size_t)(n * H) * 9 + (size_t)(n * 3 * I) + att_floats + mm_bytes / sizeof(float) + 64;
     float *buf = calloc(fl, sizeof(float));
     int64_t *pos = calloc((size_t)n * 2, sizeof *pos);
-    st = buf && pos ? mxl_cpu_embed(&m->tok_emb, bt->ids, n, 1.0f, x, err) : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    st = buf && pos ? m->be->ops->embed(m->be, &m->tok_emb, bt->ids, n, 1.0f, x, err) : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     if (st) {
         free(buf);
         free(pos);
@@ -180,21 +180,22 @@ mxl_status mxl_modernbert_forward_batch(const mxl_modernbert *m, const mxl_encod
             pos[t] = t - bt->seq_start[s];
             lpos[t] = pos[t] + m->half_window;
         }
-    mxl_enc_add_layernorm(pool, x, NULL, m->emb_norm_w, m->emb_norm_b, n, H, m->eps, x);
-    mxl_cpu_isa isa = mxl_cpu_isa_detect();
+    mxl_enc_add_layernorm(m->be, pool, x, NULL, m->emb_norm_w, m->emb_norm_b, n, H, m->eps, x);
     for (int64_t l = 0; l < m->n_layers; l++) {
         const mxl_modernbert_layer *L = &m->layers[l];
-        if (L->attn_norm_w) mxl_enc_add_layernorm(pool, x, NULL, L->attn_norm_w, L->attn_norm_b, n, H, m->eps, h);
+        if (L->attn_norm_w) mxl_enc_add_layernorm(m->be, pool, x, NULL, L->attn_norm_w, L->attn_norm_b, n, H, m->eps, h);
         else memcpy(h, x, (size_t)(n * H) * sizeof(float));
-        mxl_enc_linear(&L->wqkv, L->bqkv, h, n, qkv, mm_scratch, pool);
+        mxl_enc_linear(m->be, &L->wqkv, L->bqkv, h, n, qkv, mm_scratch, pool);
         const mxl_rope_cfg *rc = L->local ? &m->rope_local : &m->rope_global;
         const float *inv = L->local ? m->inv_freq_local : m->inv_freq_global;
+        float cs[rc->rotary_dim > 0 ? rc->rotary_dim : 1]; /* a position's cosines and sines */
         for (int64_t t = 0; t < n; t++) {
             memcpy(q + t * H, qkv + t * 3 * H, (size_t)H * sizeof(float));
             memcpy(k + t * H, qkv + t * 3 * H + H, (size_t)H * sizeof(float));
             memcpy(v + t * H, qkv + t * 3 * H + 2 * H, (size_t)H * sizeof(float));
-            mxl_rope_apply(rc, inv, 1.0f, q + t * H, (int)nh, pos[t]);
-            mxl_rope_apply(rc, inv, 1.0f, k + t * H, (int)nh, pos[t]);
+            m->be->ops->rope_table(m->be, rc, inv, 1.0f, pos[t], cs);
+            m->be->ops->rope_apply_table(m->be, rc, cs, q + t * H, (int)nh);
+            m->be->ops->rope_apply_table(m->be, rc, cs, k + t * H, (int)nh);
         }
         mxl_attn_params ap = {(int)nh, (int)nh, (int)hd, 1.0f / sqrtf((float)hd), 0.0f, NULL, 0, 0};
         if (L->local) {
@@ -204,18 +205,18 @@ mxl_status mxl_modernbert_forward_batch(const mxl_modernbert *m, const mxl_encod
         for (int64_t s = 0; s < bt->n_seqs; s++) {
             int64_t t0 = bt->seq_start[s], len = bt->seq_start[s + 1] - t0;
             mxl_kv_view kv = {MXL_DTYPE_F32, k + t0 * H, v + t0 * H, len, H};
-            mxl_cpu_attention(&ap, q + t0 * H, len, (L->local ? lpos : pos) + t0, &kv, a + t0 * H, att_scratch, pool, isa);
+            m->be->ops->attention(m->be, &ap, q + t0 * H, len, (L->local ? lpos : pos) + t0, &kv, a + t0 * H, att_scratch, pool);
         }
-        mxl_enc_linear(&L->wo, L->bo, a, n, o, mm_scratch, pool);
+        mxl_enc_linear(m->be, &L->wo, L->bo, a, n, o, mm_scratch, pool);
         /* x += attention; h = mlp_norm(x) */
-        mxl_enc_add_layernorm(pool, x, o, L->mlp_norm_w, L->mlp_norm_b, n, H, m->eps, h);
-        mxl_enc_linear(&L->wi, L->bi, h, n, g, mm_scratch, pool);
+        mxl_enc_add_layernorm(m->be, pool, x, o, L->mlp_norm_w, L->mlp_norm_b, n, H, m->eps, h);
+        mxl_enc_linear(m->be, &L->wi, L->bi, h, n, g, mm_scratch, pool);
         /* GeGLU: the first I outputs go through the activation, the second I gate them */
-        mxl_enc_glu(pool, m->act, g, n, I, gl);
-        mxl_enc_linear(&L->wo2, L->bo2, gl, n, o, mm_scratch, pool);
+        mxl_enc_glu(m->be, pool, m->act, g, n, I, gl);
+        mxl_enc_linear(m->be, &L->wo2, L->bo2, gl, n, o, mm_scratch, pool);
         for (int64_t i = 0; i < n * H; i++) x[i] += o[i];
     }
-    mxl_enc_add_layernorm(pool, x, NULL, m->final_norm_w, m->final_norm_b, n, H, m->eps, x);
+    mxl_enc_add_layernorm(m->be, pool, x, NULL, m->final_norm_w, m->final_norm_b, n, H, m->eps, x);
     free(buf);
     free(pos);
     return MXL_OK;

@@ -21,9 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backends/cpu/activation.h"
-#include "backends/cpu/matmul.h"
-#include "backends/cpu/rope.h"
+#include "backends/backend.h"
 #include "core/arena.h"
 #include "core/threadpool.h"
 #include "models/checkpoint.h"
@@ -32,7 +30,7 @@
 typedef struct mxl_modernbert_layer {
     bool local;                      /* sliding-window attention layer */
     const float *attn_norm_w, *attn_norm_b; /* NULL w on layer 0 (identity) */
-    mxl_cpu_weight wqkv, wo, wi, wo2;       /* [3H, H], [H, H], [2I, H], [H, I] */
+    mxl_weight wqkv, wo, wi, wo2;       /* [3H, H], [H, H], [2I, H], [H, I] */
     const float *bqkv, *bo, *bi, *bo2;      /* NULL without biases */
     const float *mlp_norm_w, *mlp_norm_b;   /* b NULL when norm_bias is false */
 } mxl_modernbert_layer;
@@ -46,8 +44,9 @@ typedef struct mxl_modernbert {
     mxl_rope_cfg rope_global, rope_local;
     float *inv_freq_global, *inv_freq_local; /* [head_dim / 2] */
     mxl_arena arena;
+    const mxl_backend *be; /* the backend the weights are prepared for and run on (the host's) */
     const char *prefix; /* "" or "model." */
-    mxl_cpu_weight tok_emb;
+    mxl_weight tok_emb;
     const float *emb_norm_w, *emb_norm_b, *final_norm_w, *final_norm_b;
     mxl_modernbert_layer *layers;
 } mxl_modernbert;

@@ -3,12 +3,12 @@
  *
  * A block holds MXL_KV_BLOCK (32) consecutive positions of one sequence: K and V of every layer
  * for those positions in the pool's storage types (F32, F16 or grouped I8 with f32 scales,
- * backends/cpu/kv_quant.h). Storage is one allocation per tensor kind, block-major:
+ * the backend's kv_quantize_i8). Storage is one allocation per tensor kind, block-major:
  *   K [n_blocks, n_layers, 32, kv_dim]  V likewise  (k_type / v_type elements)
  *   K scales [n_blocks, n_layers, 32, kv_dim / group]  V scales likewise  (I8 only)
  * so row r of layer l of block b starts at element ((b * n_layers + l) * 32 + r) * kv_dim, and
  * consecutive blocks are mxl_kv_pool_block_stride() elements apart (attention reads through a
- * block table, backends/cpu/attention.h mxl_kv_paged_view).
+ * block table, backends/op_types.h mxl_kv_paged_view).
  *
  * Blocks are reference counted. A state holding a block takes one reference; sharing a prefix
  * (mxl_decoder_state_adopt / _fork) takes more. A block is written only when it is private

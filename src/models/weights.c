@@ -5,16 +5,16 @@
 #include <string.h>
 
 mxl_status mxl_weights_matrix(const mxl_tensor *t, const char *name, int64_t rows, int64_t cols,
-                              mxl_cpu_weight *out, mxl_error *err) {
+                              mxl_weight *out, mxl_error *err) {
     if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols)
         return mxl_error_set(err, MXL_ERR_FORMAT, "tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]", name,
                              t->ndim > 0 ? (long long)t->shape[0] : -1LL, t->ndim > 1 ? (long long)t->shape[1] : -1LL,
                              (long long)rows, (long long)cols);
-    return mxl_cpu_weight_from_tensor(t, name, out, err);
+    return mxl_weight_from_tensor(t, name, out, err);
 }
 
 mxl_status mxl_weights_matrix_transposed(mxl_arena *arena, const mxl_tensor *t, const char *name,
-                                         int64_t rows, int64_t cols, mxl_cpu_weight *out,
+                                         int64_t rows, int64_t cols, mxl_weight *out,
                                          mxl_error *err) {
     if (t->ndim != 2 || t->shape[0] != cols || t->shape[1] != rows)
         return mxl_error_set(err, MXL_ERR_FORMAT, "tensor '%s' has shape [%lld, %lld], expected [%lld, %lld] (Conv1D [in, out])", name,
@@ -39,17 +39,17 @@ mxl_status mxl_weights_matrix_transposed(mxl_arena *arena, const mxl_tensor *t, 
     view.shape[0] = rows;
     view.shape[1] = cols;
     view.data = dst;
-    return mxl_cpu_weight_from_tensor(&view, name, out, err);
+    return mxl_weight_from_tensor(&view, name, out, err);
 }
 
-mxl_status mxl_weights_rows(const mxl_cpu_weight *w, int64_t r0, int64_t n, const char *name,
-                            mxl_cpu_weight *out, mxl_error *err) {
+mxl_status mxl_weights_rows(const mxl_weight *w, int64_t r0, int64_t n, const char *name,
+                            mxl_weight *out, mxl_error *err) {
     if (r0 < 0 || n <= 0 || r0 > w->rows || n > w->rows - r0)
         return mxl_error_set(err, MXL_ERR_FORMAT, "tensor '%s' has %lld rows; rows [%lld, %lld) are outside it", name,
                              (long long)w->rows, (long long)r0, (long long)(r0 + n));
     *out = *w;
     out->rows = n;
-    if (w->kind == MXL_CPU_W_MLX) {
+    if (w->kind == MXL_W_MLX) {
         int64_t words = w->cols * w->mlx.bits / 32, groups = w->cols / w->mlx.group_size;
         size_t esz = w->mlx.scale_dtype == MXL_DTYPE_F32 ? 4 : 2;
         out->mlx.rows = n;
@@ -58,7 +58,7 @@ mxl_status mxl_weights_rows(const mxl_cpu_weight *w, int64_t r0, int64_t n, cons
         out->mlx.biases = (const uint8_t *)w->mlx.biases + (size_t)(r0 * groups) * esz;
         return MXL_OK;
     }
-    int64_t rb = mxl_cpu_weight_row_bytes(w);
+    int64_t rb = mxl_weight_row_bytes(w);
     if (rb < 0) return mxl_error_set(err, MXL_ERR_FORMAT, "tensor '%s': bad row size", name);
     out->data = (const uint8_t *)w->data + r0 * rb;
     return MXL_OK;

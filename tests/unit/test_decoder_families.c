@@ -50,7 +50,7 @@ static const char *fixture_dir(const char *name) {
     return path;
 }
 
-static bool is_quantized(const mxl_decoder *d) { return d->tok_embd.kind == MXL_CPU_W_MLX || d->layers[0].w_down.kind == MXL_CPU_W_MLX; }
+static bool is_quantized(const mxl_decoder *d) { return d->tok_embd.kind == MXL_W_MLX || d->layers[0].w_down.kind == MXL_W_MLX; }
 
 static const char *edited_checkpoint(const char *fixture, const char *edit);
 static void remove_checkpoint(const char *dir);

@@ -243,7 +243,7 @@ TEST(decoder_kv_families_f16_int8_within_bounds) {
             mxl_checkpoint_close(ck);
             continue;
         }
-        bool quant = d.tok_embd.kind == MXL_CPU_W_MLX || d.layers[0].w_down.kind == MXL_CPU_W_MLX;
+        bool quant = d.tok_embd.kind == MXL_W_MLX || d.layers[0].w_down.kind == MXL_W_MLX;
         float *a = malloc((size_t)d.hp.vocab * sizeof(float)), *b = malloc((size_t)d.hp.vocab * sizeof(float));
         REQUIRE(a && b);
         const mxl_decoder_kv_opts f32 = {MXL_DECODER_KV_F32, MXL_DECODER_KV_F32}, f16 = {MXL_DECODER_KV_F16, MXL_DECODER_KV_F16},

@@ -49,10 +49,10 @@ static const char *fixture_dir(const char *name) {
 static void check_binding(const mxl_decoder *d, const char *family, int bits, int group_size, int *mxl_test_failed_) {
     const mxl_decoder_layer *L = &d->layers[0];
     bool granite = strcmp(family, "granite") == 0;
-    CHECK_EQ_INT(L->wq.kind, MXL_CPU_W_MLX);
-    CHECK_EQ_INT(L->w_down.kind, MXL_CPU_W_MLX);
-    CHECK_EQ_INT(d->tok_embd.kind, MXL_CPU_W_MLX);
-    if (L->wq.kind != MXL_CPU_W_MLX || L->w_down.kind != MXL_CPU_W_MLX) return;
+    CHECK_EQ_INT(L->wq.kind, MXL_W_MLX);
+    CHECK_EQ_INT(L->w_down.kind, MXL_W_MLX);
+    CHECK_EQ_INT(d->tok_embd.kind, MXL_W_MLX);
+    if (L->wq.kind != MXL_W_MLX || L->w_down.kind != MXL_W_MLX) return;
     CHECK_EQ_INT(L->wq.mlx.bits, bits);
     CHECK_EQ_INT(L->wq.mlx.group_size, group_size);
     CHECK_EQ_INT(L->wq.mlx.scale_dtype, MXL_DTYPE_BF16);

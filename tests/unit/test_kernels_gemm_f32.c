@@ -57,11 +57,11 @@ static void run_case_on(int *mxl_test_failed_, mxl_dtype t, int64_t M, int64_t N
     }
     for (int64_t i = 0; i < M * K; i++) x[i] = 2.0f * frand();
     for (int64_t i = 0; i < N; i++) bias[i] = frand();
-    mxl_cpu_weight W = {MXL_CPU_W_DENSE, t, N, K, wd, {0}, NULL};
+    mxl_weight W = {MXL_W_DENSE, t, N, K, wd, {0}, NULL};
     if (amx) {
         mxl_error err;
         REQUIRE(mxl_gemm_f32_prepare(&W, &arena, &err) == MXL_OK);
-        REQUIRE(W.amx != NULL);
+        REQUIRE(W.prepared != NULL);
     }
     float *scratch = aligned_alloc(64, (mxl_gemm_f32_scratch_bytes(&W, M, nth) + 63) / 64 * 64);
     REQUIRE(wd && x && bias && y && yr && one && scratch);
@@ -98,11 +98,11 @@ static void run_case(int *mxl_test_failed_, mxl_dtype t, int64_t M, int64_t N, i
 }
 
 TEST(gemm_f32_matches_reference) {
-    mxl_cpu_weight probe = {MXL_CPU_W_DENSE, MXL_DTYPE_F32, 32, 32, NULL, {0}, NULL};
+    mxl_weight probe = {MXL_W_DENSE, MXL_DTYPE_F32, 32, 32, NULL, {0}, NULL};
     if (!mxl_gemm_f32_supported(&probe, mxl_cpu_isa_detect())) {
         /* no AVX-512 here: only the reference exists; check it against a direct sum */
         float w[6] = {1, 2, 3, 4, 5, 6}, x[3] = {1, -1, 2}, y[2];
-        mxl_cpu_weight W = {MXL_CPU_W_DENSE, MXL_DTYPE_F32, 2, 3, w, {0}, NULL};
+        mxl_weight W = {MXL_W_DENSE, MXL_DTYPE_F32, 2, 3, w, {0}, NULL};
         mxl_gemm_f32_ref(&W, x, 1, NULL, MXL_GEMM_ACT_NONE, y);
         CHECK(y[0] == 5.0f && y[1] == 11.0f);
         return;
@@ -165,21 +165,21 @@ TEST(gemm_f32_amx_matches_reference) {
             else if (d > worst) worst = d;
         }
     CHECK(worst <= 1.0 / 65536.0);
-    mxl_cpu_weight probe = {MXL_CPU_W_DENSE, MXL_DTYPE_F32, 32, 32, NULL, {0}, NULL};
+    mxl_weight probe = {MXL_W_DENSE, MXL_DTYPE_F32, 32, 32, NULL, {0}, NULL};
     {
         mxl_arena small_arena;
         mxl_arena_init(&small_arena, 4096);
         mxl_error serr;
         float wsmall[32 * 32] = {0};
-        mxl_cpu_weight small = {MXL_CPU_W_DENSE, MXL_DTYPE_F32, 32, 32, wsmall, {0}, NULL};
-        CHECK(mxl_gemm_f32_prepare(&small, &small_arena, &serr) == MXL_OK && small.amx == NULL);
+        mxl_weight small = {MXL_W_DENSE, MXL_DTYPE_F32, 32, 32, wsmall, {0}, NULL};
+        CHECK(mxl_gemm_f32_prepare(&small, &small_arena, &serr) == MXL_OK && small.prepared == NULL);
         mxl_arena_free(&small_arena);
     }
     if (mxl_cpu_isa_detect() < MXL_CPU_ISA_AMX) {
         mxl_arena arena;
         mxl_arena_init(&arena, 4096);
         mxl_error err;
-        CHECK(mxl_gemm_f32_prepare(&probe, &arena, &err) == MXL_OK && probe.amx == NULL);
+        CHECK(mxl_gemm_f32_prepare(&probe, &arena, &err) == MXL_OK && probe.prepared == NULL);
         mxl_arena_free(&arena);
     } else {
         mxl_gemm_amx_split(x, M, K, h2, l2);

@@ -44,7 +44,7 @@ static double nmse(const float *a, const float *ref, int64_t n) {
 
 /* Every ISA level and pool setting for W: returns the number of mismatching (level, pool,
  * n_tok, token) cases, printing the first few. */
-static int check_invariance(const mxl_cpu_weight *W, mxl_threadpool *pool, double nmse_bound,
+static int check_invariance(const mxl_weight *W, mxl_threadpool *pool, double nmse_bound,
                             const char *label) {
     int fails = 0;
     const int64_t rows = W->rows, cols = W->cols;
@@ -119,8 +119,8 @@ TEST(kernels_invariance_gguf) {
             int64_t nb = rows * cols / inf->block_elems;
             uint8_t *w = malloc((size_t)nb * inf->block_bytes);
             mxl_synth_fill(t, w, (uint64_t)nb, &seed);
-            mxl_cpu_weight W = {MXL_CPU_W_GGUF, t, rows, cols, w, {0}, NULL};
-            REQUIRE(mxl_cpu_weight_check(&W, "w", NULL) == MXL_OK);
+            mxl_weight W = {MXL_W_GGUF, t, rows, cols, w, {0}, NULL};
+            REQUIRE(mxl_weight_check(&W, "w", NULL) == MXL_OK);
             char label[64];
             snprintf(label, sizeof label, "%s [%lld,%lld]", inf->name, (long long)rows, (long long)cols);
             CHECK(check_invariance(&W, pool, 1e-3, label) == 0);
@@ -151,9 +151,9 @@ TEST(kernels_invariance_mlx) {
             size_t esz = dt == MXL_DTYPE_F32 ? 4 : 2;
             uint8_t *sc = malloc((size_t)ng * esz), *bs = malloc((size_t)ng * esz);
             mxl_test_mlx_params(dt, bits, ng, sc, bs, frand);
-            mxl_cpu_weight W = {MXL_CPU_W_MLX, MXL_DTYPE_U32, rows, cols, NULL,
+            mxl_weight W = {MXL_W_MLX, MXL_DTYPE_U32, rows, cols, NULL,
                                 {bits, gs, dt, rows, cols, w, sc, bs}, NULL};
-            REQUIRE(mxl_cpu_weight_check(&W, "w", NULL) == MXL_OK);
+            REQUIRE(mxl_weight_check(&W, "w", NULL) == MXL_OK);
             char label[64];
             snprintf(label, sizeof label, "mlx b%d g%d %s rows %lld", bits, gs, mxl_dtype_name(dt),
                      (long long)rows);
@@ -179,8 +179,8 @@ TEST(kernels_invariance_dense) {
             size_t esz = dt == MXL_DTYPE_F32 ? 4 : 2;
             uint8_t *w = malloc((size_t)(rows * cols) * esz);
             mxl_synth_fill(dt, w, (uint64_t)(rows * cols), &seed);
-            mxl_cpu_weight W = {MXL_CPU_W_DENSE, dt, rows, cols, w, {0}, NULL};
-            REQUIRE(mxl_cpu_weight_check(&W, "w", NULL) == MXL_OK);
+            mxl_weight W = {MXL_W_DENSE, dt, rows, cols, w, {0}, NULL};
+            REQUIRE(mxl_weight_check(&W, "w", NULL) == MXL_OK);
             char label[64];
             snprintf(label, sizeof label, "dense %s [%lld,%lld]", mxl_dtype_name(dt), (long long)rows,
                      (long long)cols);

@@ -77,9 +77,9 @@ static const mxl_dtype k_gguf_types[] = {MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTY
                                          MXL_DTYPE_Q6_K};
 
 /* sum_i |w_i x_i| of row r (for the f32-order tolerance). */
-static double abs_dot(const mxl_cpu_weight *W, int64_t r, const float *x) {
+static double abs_dot(const mxl_weight *W, int64_t r, const float *x) {
     float *row = malloc((size_t)W->cols * 4);
-    mxl_cpu_weight_dequant_row(W, r, row);
+    mxl_weight_dequant_row(W, r, row);
     double s = 0;
     for (int64_t i = 0; i < W->cols; i++) s += fabs((double)row[i] * x[i]);
     free(row);
@@ -89,7 +89,7 @@ static double abs_dot(const mxl_cpu_weight *W, int64_t r, const float *x) {
 /* Runs W over n_tok random tokens with: scalar/1 thread, scalar/2 threads, every SIMD level the
  * CPU has (AVX2, AVX-512 VNNI) with 2 threads, and the f32 reference; checks the agreement
  * described at the top. Bit i of exact_mask: level i must equal the scalar result bit for bit. */
-static int check_weight(const mxl_cpu_weight *W, int64_t n_tok, mxl_threadpool *pool,
+static int check_weight(const mxl_weight *W, int64_t n_tok, mxl_threadpool *pool,
                         int exact_mask, double nmse_bound, const char *label) {
     int fails = 0;
     int64_t rows = W->rows, cols = W->cols;
@@ -179,8 +179,8 @@ TEST(kernels_matmul_gguf_simd_vs_ref) {
             int64_t nb = rows * cols / inf->block_elems;
             uint8_t *w = malloc((size_t)nb * inf->block_bytes);
             fill_random_blocks(t, w, nb);
-            mxl_cpu_weight W = {MXL_CPU_W_GGUF, t, rows, cols, w, {0}, NULL};
-            CHECK(mxl_cpu_weight_check(&W, "w", NULL) == MXL_OK);
+            mxl_weight W = {MXL_W_GGUF, t, rows, cols, w, {0}, NULL};
+            CHECK(mxl_weight_check(&W, "w", NULL) == MXL_OK);
             int64_t ntok = s == 1 ? 5 : 1 + s;
             /* K-quant dots are exact at the AVX2 level and at the AVX-512 level for formats
              * without a VNNI micro-kernel (a float path, used for every token count so that
@@ -219,9 +219,9 @@ TEST(kernels_matmul_mlx_simd_vs_ref) {
                 size_t esz = dt == MXL_DTYPE_F32 ? 4 : 2;
                 uint8_t *sc = malloc((size_t)ng * esz), *bs = malloc((size_t)ng * esz);
                 mxl_test_mlx_params(dt, bits, ng, sc, bs, frand);
-                mxl_cpu_weight W = {MXL_CPU_W_MLX, MXL_DTYPE_U32, rows, cols, NULL,
+                mxl_weight W = {MXL_W_MLX, MXL_DTYPE_U32, rows, cols, NULL,
                                     {bits, gs, dt, rows, cols, w, sc, bs}, NULL};
-                CHECK(mxl_cpu_weight_check(&W, "w", NULL) == MXL_OK);
+                CHECK(mxl_weight_check(&W, "w", NULL) == MXL_OK);
                 char label[64];
                 snprintf(label, sizeof label, "mlx b%d g%d %s cols %lld", bits, gs, mxl_dtype_name(dt), (long long)cols);
                 CHECK(check_weight(&W, (bi + gi) % 2 ? 5 : 1 + gi, pool, 0, 1e-3, label) == 0);
@@ -251,8 +251,8 @@ TEST(kernels_matmul_dense_simd_vs_ref) {
                     memcpy(w + 2 * i, &h, 2);
                 }
             }
-            mxl_cpu_weight W = {MXL_CPU_W_DENSE, dt, rows, cols, w, {0}, NULL};
-            CHECK(mxl_cpu_weight_check(&W, "w", NULL) == MXL_OK);
+            mxl_weight W = {MXL_W_DENSE, dt, rows, cols, w, {0}, NULL};
+            CHECK(mxl_weight_check(&W, "w", NULL) == MXL_OK);
             char label[64];
             snprintf(label, sizeof label, "dense %s n=%lld", mxl_dtype_name(dt), (long long)cols);
             /* dense scalar path == f32 reference formula: NMSE bound only covers rounding */
@@ -264,15 +264,15 @@ TEST(kernels_matmul_dense_simd_vs_ref) {
 
 TEST(kernels_weight_check_refuses_bad_shapes) {
     mxl_error err;
-    mxl_cpu_weight W = {MXL_CPU_W_GGUF, MXL_DTYPE_Q4_K, 4, 100, NULL, {0}, NULL};
-    CHECK(mxl_cpu_weight_check(&W, "blk.0.q", &err) == MXL_ERR_FORMAT);
+    mxl_weight W = {MXL_W_GGUF, MXL_DTYPE_Q4_K, 4, 100, NULL, {0}, NULL};
+    CHECK(mxl_weight_check(&W, "blk.0.q", &err) == MXL_ERR_FORMAT);
     CHECK(strstr(err.msg, "blk.0.q") != NULL);
     W.dtype = MXL_DTYPE_I32;
-    CHECK(mxl_cpu_weight_check(&W, "x", &err) == MXL_ERR_UNSUPPORTED);
-    mxl_cpu_weight M = {MXL_CPU_W_MLX, MXL_DTYPE_U32, 4, 96, NULL, {4, 64, MXL_DTYPE_F16, 4, 96, 0, 0, 0}, NULL};
-    CHECK(mxl_cpu_weight_check(&M, "m", &err) == MXL_ERR_FORMAT);
+    CHECK(mxl_weight_check(&W, "x", &err) == MXL_ERR_UNSUPPORTED);
+    mxl_weight M = {MXL_W_MLX, MXL_DTYPE_U32, 4, 96, NULL, {4, 64, MXL_DTYPE_F16, 4, 96, 0, 0, 0}, NULL};
+    CHECK(mxl_weight_check(&M, "m", &err) == MXL_ERR_FORMAT);
     M.mlx.bits = 7;
-    CHECK(mxl_cpu_weight_check(&M, "m", &err) == MXL_ERR_UNSUPPORTED);
+    CHECK(mxl_weight_check(&M, "m", &err) == MXL_ERR_UNSUPPORTED);
 }
 
 /* The 4-token kernels are bit-identical to the 1-token SIMD kernels (same per-token operations). */
@@ -330,34 +330,34 @@ TEST(kernels_dot4_equals_single_token_simd) {
 
 TEST(kernels_weight_from_tensors_checks_shapes) {
     mxl_error err;
-    mxl_cpu_weight W;
+    mxl_weight W;
     static uint8_t buf[4096];
     /* GGUF Q4_0 [3, 64]: 3 rows x 2 blocks x 18 bytes */
     mxl_tensor t = {MXL_DTYPE_Q4_0, 2, {3, 64}, buf, 3 * 2 * 18};
-    CHECK(mxl_cpu_weight_from_tensor(&t, "blk.0.ffn_up.weight", &W, &err) == MXL_OK);
-    CHECK(W.kind == MXL_CPU_W_GGUF && W.rows == 3 && W.cols == 64);
+    CHECK(mxl_weight_from_tensor(&t, "blk.0.ffn_up.weight", &W, &err) == MXL_OK);
+    CHECK(W.kind == MXL_W_GGUF && W.rows == 3 && W.cols == 64);
     t.nbytes = 100;
-    CHECK(mxl_cpu_weight_from_tensor(&t, "blk.0.ffn_up.weight", &W, &err) == MXL_ERR_FORMAT);
+    CHECK(mxl_weight_from_tensor(&t, "blk.0.ffn_up.weight", &W, &err) == MXL_ERR_FORMAT);
     CHECK(strstr(err.msg, "blk.0.ffn_up.weight") != NULL);
     mxl_tensor d = {MXL_DTYPE_BF16, 2, {4, 5}, buf, 40};
-    CHECK(mxl_cpu_weight_from_tensor(&d, "lm_head", &W, &err) == MXL_OK && W.kind == MXL_CPU_W_DENSE);
+    CHECK(mxl_weight_from_tensor(&d, "lm_head", &W, &err) == MXL_OK && W.kind == MXL_W_DENSE);
     d.ndim = 3;
-    CHECK(mxl_cpu_weight_from_tensor(&d, "lm_head", &W, &err) == MXL_ERR_FORMAT);
+    CHECK(mxl_weight_from_tensor(&d, "lm_head", &W, &err) == MXL_ERR_FORMAT);
     /* MLX 4-bit, group 64: [2, 128] -> w U32 [2, 16], scales/biases F16 [2, 2] */
     mxl_tensor w = {MXL_DTYPE_U32, 2, {2, 16}, buf, 2 * 16 * 4};
     mxl_tensor s = {MXL_DTYPE_F16, 2, {2, 2}, buf, 8}, b = s;
-    CHECK(mxl_cpu_weight_from_mlx(&w, &s, &b, 4, 64, "q_proj", &W, &err) == MXL_OK);
-    CHECK(W.kind == MXL_CPU_W_MLX && W.cols == 128 && W.mlx.bits == 4);
+    CHECK(mxl_weight_from_mlx(&w, &s, &b, 4, 64, "q_proj", &W, &err) == MXL_OK);
+    CHECK(W.kind == MXL_W_MLX && W.cols == 128 && W.mlx.bits == 4);
     /* declared 8 bits do not fit these shapes: refused by name */
-    CHECK(mxl_cpu_weight_from_mlx(&w, &s, &b, 8, 64, "q_proj", &W, &err) == MXL_ERR_FORMAT);
+    CHECK(mxl_weight_from_mlx(&w, &s, &b, 8, 64, "q_proj", &W, &err) == MXL_ERR_FORMAT);
     CHECK(strstr(err.msg, "q_proj") != NULL && strstr(err.msg, "bits=8") != NULL);
     /* 3-bit [2, 128]: 12 words per row */
     mxl_tensor w3 = {MXL_DTYPE_U32, 2, {2, 12}, buf, 2 * 12 * 4};
-    CHECK(mxl_cpu_weight_from_mlx(&w3, &s, &b, 3, 64, "k_proj", &W, &err) == MXL_OK && W.cols == 128);
+    CHECK(mxl_weight_from_mlx(&w3, &s, &b, 3, 64, "k_proj", &W, &err) == MXL_OK && W.cols == 128);
     mxl_tensor big = {MXL_DTYPE_F16, 2, {2, INT64_MAX / 2}, buf, 8};
-    CHECK(mxl_cpu_weight_from_mlx(&w3, &big, &big, 3, 64, "k_proj", &W, &err) == MXL_ERR_FORMAT);
+    CHECK(mxl_weight_from_mlx(&w3, &big, &big, 3, 64, "k_proj", &W, &err) == MXL_ERR_FORMAT);
     b.dtype = MXL_DTYPE_BF16;
-    CHECK(mxl_cpu_weight_from_mlx(&w, &s, &b, 4, 64, "q_proj", &W, &err) == MXL_ERR_FORMAT);
+    CHECK(mxl_weight_from_mlx(&w, &s, &b, 4, 64, "q_proj", &W, &err) == MXL_ERR_FORMAT);
 }
 
 /* Tensors inside a safetensors file need not be aligned: misaligned copies give the same bits. */
@@ -370,8 +370,8 @@ TEST(kernels_matmul_misaligned_weights) {
     uint16_t w16[9 * 128];
     for (int i = 0; i < 9 * 128; i++) w16[i] = mxl_f32_to_f16(frand());
     memcpy(base + 1, w16, sizeof w16);
-    mxl_cpu_weight A = {MXL_CPU_W_DENSE, MXL_DTYPE_F16, rows, cols, w16, {0}, NULL};
-    mxl_cpu_weight B = {MXL_CPU_W_DENSE, MXL_DTYPE_F16, rows, cols, base + 1, {0}, NULL};
+    mxl_weight A = {MXL_W_DENSE, MXL_DTYPE_F16, rows, cols, w16, {0}, NULL};
+    mxl_weight B = {MXL_W_DENSE, MXL_DTYPE_F16, rows, cols, base + 1, {0}, NULL};
     for (int isa = 0; isa <= (int)mxl_cpu_isa_detect(); isa++) {
         mxl_cpu_matmul_isa(&A, x, 5, y0, NULL, NULL, (mxl_cpu_isa)isa);
         mxl_cpu_matmul_isa(&B, x, 5, y1, NULL, NULL, (mxl_cpu_isa)isa);
@@ -386,8 +386,8 @@ TEST(kernels_matmul_misaligned_weights) {
     memcpy(pw, w, sizeof w);
     memcpy(ps, sc, sizeof sc);
     memcpy(pb, bs, sizeof bs);
-    mxl_cpu_weight C = {MXL_CPU_W_MLX, MXL_DTYPE_U32, rows, cols, NULL, {3, 64, MXL_DTYPE_F16, rows, cols, w, sc, bs}, NULL};
-    mxl_cpu_weight D = C;
+    mxl_weight C = {MXL_W_MLX, MXL_DTYPE_U32, rows, cols, NULL, {3, 64, MXL_DTYPE_F16, rows, cols, w, sc, bs}, NULL};
+    mxl_weight D = C;
     D.mlx.w = (const uint32_t *)(const void *)pw;
     D.mlx.scales = ps;
     D.mlx.biases = pb;

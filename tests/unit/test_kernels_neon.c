@@ -286,20 +286,20 @@ TEST(kernels_neon_matmul_dispatch_bit_exact) {
         uint8_t *w = NULL;
         uint32_t *wq = NULL;
         float sc[11 * 3], bs[11 * 3];
-        mxl_cpu_weight W;
+        mxl_weight W;
         if (mlx) {
             wq = malloc((size_t)(rows * cols / 8) * 4);
             for (int64_t i = 0; i < rows * cols / 8; i++) wq[i] = rnd();
             for (int i = 0; i < 33; i++) sc[i] = 0.02f * (1.5f + frand()), bs[i] = frand();
-            W = (mxl_cpu_weight){MXL_CPU_W_MLX, MXL_DTYPE_U32, rows, cols, NULL,
+            W = (mxl_weight){MXL_W_MLX, MXL_DTYPE_U32, rows, cols, NULL,
                                  {4, 64, MXL_DTYPE_F32, rows, cols, wq, sc, bs}, NULL};
         } else {
             const mxl_dtype_info *inf = mxl_dtype_get_info(t);
             w = malloc((size_t)(rows * cols / inf->block_elems * inf->block_bytes));
             fill_blocks(t, w, rows * cols / inf->block_elems);
-            W = (mxl_cpu_weight){MXL_CPU_W_GGUF, t, rows, cols, w, {0}, NULL};
+            W = (mxl_weight){MXL_W_GGUF, t, rows, cols, w, {0}, NULL};
         }
-        REQUIRE(mxl_cpu_weight_check(&W, "w", NULL) == MXL_OK);
+        REQUIRE(mxl_weight_check(&W, "w", NULL) == MXL_OK);
         float x[3 * 512], y0[3 * 11], y1[3 * 11];
         fill_x(x, n_tok * cols, (int)k);
         void *scratch = malloc(mxl_cpu_matmul_scratch_bytes(&W, n_tok));

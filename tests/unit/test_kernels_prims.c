@@ -580,9 +580,9 @@ TEST(kernels_embed_real_q8_0_table_matches_gguf_package) {
     REQUIRE(mxl_gguf_open(path, &g, &err) == MXL_OK);
     const mxl_gguf_tensor_info *ti = mxl_gguf_find_tensor(g, "token_embd.weight");
     REQUIRE(ti && ti->tensor.dtype == MXL_DTYPE_Q8_0 && ti->tensor.ndim == 2);
-    mxl_cpu_weight W = {MXL_CPU_W_GGUF, MXL_DTYPE_Q8_0, ti->tensor.shape[0], ti->tensor.shape[1],
+    mxl_weight W = {MXL_W_GGUF, MXL_DTYPE_Q8_0, ti->tensor.shape[0], ti->tensor.shape[1],
                         ti->tensor.data, {0}, NULL};
-    CHECK(mxl_cpu_weight_check(&W, ti->name, &err) == MXL_OK);
+    CHECK(mxl_weight_check(&W, ti->name, &err) == MXL_OK);
     /* expected rows from the gguf-package fixture */
     char fpath[1024];
     snprintf(fpath, sizeof fpath, "%s/tests/fixtures/kernels/dequant_gguf.json", mxl_test_repo_root());

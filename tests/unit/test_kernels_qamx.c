@@ -13,7 +13,7 @@
  *  - Batch invariance: token counts 1..40 (one and several 16-token groups, remainders, and the
  *    path that splits a panel's codes once for several groups), with and without a pool, give
  *    each token the bits it gets alone; so do outputs large enough for non-temporal stores.
- *  - Input rows made inside the quantization dispatch (mxl_cpu_row_prep) give the bits of
+ *  - Input rows made inside the quantization dispatch (mxl_row_prep) give the bits of
  *    making them first.
  * On an x86 CPU below the AVX2 level, mxl_qamx_prepare must leave the weight untouched (the path cannot
  * run; the other kernel tests cover that CPU). */
@@ -43,28 +43,28 @@ static const int64_t k_shapes[][2] = {{5, 96}, {29, 256}, {70, 544}};
 static const int64_t k_ntoks[] = {1, 2, 5, 8, 15, 16, 17, 33, 40};
 
 /* W (without a panel layout; its storage owned by the caller) through the path. */
-static int check_weight(mxl_cpu_weight W, const char *label, mxl_threadpool *pool) {
+static int check_weight(mxl_weight W, const char *label, mxl_threadpool *pool) {
     int fails = 0;
     const int64_t rows = W.rows, cols = W.cols;
     mxl_arena arena;
     mxl_arena_init(&arena, 4096);
     if (mxl_qamx_prepare(&W, &arena, NULL) != MXL_OK) fails++;
     if (!mxl_qamx_available()) {
-        if (W.amx != NULL) fails++;
+        if (W.prepared != NULL) fails++;
         mxl_arena_free(&arena);
         return fails;
     }
-    if (W.amx == NULL) {
+    if (W.prepared == NULL) {
         fprintf(stderr, "  %s: AVX2 CPU but no panel layout\n", label);
         mxl_arena_free(&arena);
         return fails + 1;
     }
-    mxl_cpu_weight plain = W;
-    plain.amx = NULL;
+    mxl_weight plain = W;
+    plain.prepared = NULL;
     /* the layout round trip */
     float *a = malloc((size_t)cols * 4), *b = malloc((size_t)cols * 4);
     for (int64_t r = 0; r < rows; r++) {
-        mxl_cpu_weight_dequant_row(&plain, r, a);
+        mxl_weight_dequant_row(&plain, r, a);
         mxl_qamx_dequant_row_ref(&W, r, b);
         if (memcmp(a, b, (size_t)cols * 4) != 0) {
             if (fails < 4) fprintf(stderr, "  %s: row %lld differs in the panel layout\n", label, (long long)r);
@@ -93,7 +93,7 @@ static int check_weight(mxl_cpu_weight W, const char *label, mxl_threadpool *poo
             xq[tk * cols + i] = (double)qa[i / 32].d * qa[i / 32].qs[i % 32] + (double)qa[i / 32].d2 * qa[i / 32].qs2[i % 32];
     }
     for (int64_t r = 0; r < rows; r++) {
-        mxl_cpu_weight_dequant_row(&plain, r, wr);
+        mxl_weight_dequant_row(&plain, r, wr);
         for (int64_t tk = 0; tk < MAX_TOK; tk++) {
             double acc = 0;
             for (int64_t i = 0; i < cols; i++) acc += (double)wr[i] * xq[tk * cols + i];
@@ -142,7 +142,7 @@ static int check_weight(mxl_cpu_weight W, const char *label, mxl_threadpool *poo
     float *row = malloc((size_t)cols * 4);
     double num = 0, den = 0;
     for (int64_t r = 0; r < rows; r++) {
-        mxl_cpu_weight_dequant_row(&plain, r, row);
+        mxl_weight_dequant_row(&plain, r, row);
         for (int64_t tk = 0; tk < MAX_TOK; tk++) {
             double s = 0;
             for (int64_t i = 0; i < cols; i++) s += fabs((double)row[i] * x[tk * cols + i]);
@@ -190,7 +190,7 @@ static int check_gguf(mxl_dtype t, int64_t rows, int64_t cols, mxl_threadpool *p
     uint8_t *w = malloc((size_t)nb * inf->block_bytes);
     uint64_t seed = 0x9E3779B97F4A7C15ULL ^ (uint64_t)(rows * 131 + cols);
     mxl_synth_fill(t, w, (uint64_t)nb, &seed);
-    mxl_cpu_weight W = {MXL_CPU_W_GGUF, t, rows, cols, w, {0}, NULL};
+    mxl_weight W = {MXL_W_GGUF, t, rows, cols, w, {0}, NULL};
     char label[64];
     snprintf(label, sizeof label, "%s [%lld,%lld]", inf->name, (long long)rows, (long long)cols);
     int fails = check_weight(W, label, pool);
@@ -208,7 +208,7 @@ static int check_mlx(int bits, int gs, mxl_dtype dt, int64_t rows, int64_t cols,
     size_t esz = dt == MXL_DTYPE_F32 ? 4 : 2;
     uint8_t *sc = malloc((size_t)ng * esz), *bs = malloc((size_t)ng * esz);
     mxl_test_mlx_params(dt, bits, ng, sc, bs, frand);
-    mxl_cpu_weight W = {MXL_CPU_W_MLX, MXL_DTYPE_U32, rows, cols, NULL, {bits, gs, dt, rows, cols, w, sc, bs}, NULL};
+    mxl_weight W = {MXL_W_MLX, MXL_DTYPE_U32, rows, cols, NULL, {bits, gs, dt, rows, cols, w, sc, bs}, NULL};
     char label[64];
     snprintf(label, sizeof label, "mlx b%d g%d %s [%lld,%lld]", bits, gs, mxl_dtype_name(dt), (long long)rows, (long long)cols);
     int fails = check_weight(W, label, pool);
@@ -248,7 +248,7 @@ TEST(kernels_matmul_multi_equals_single_calls) {
     const mxl_dtype types[3] = {MXL_DTYPE_Q4_1, MXL_DTYPE_Q6_K, MXL_DTYPE_Q8_0};
     mxl_arena arena;
     mxl_arena_init(&arena, 4096);
-    mxl_cpu_weight W[3];
+    mxl_weight W[3];
     uint8_t *mem[3];
     for (int i = 0; i < 3; i++) {
         const mxl_dtype_info *inf = mxl_dtype_get_info(types[i]);
@@ -256,9 +256,9 @@ TEST(kernels_matmul_multi_equals_single_calls) {
         mem[i] = malloc((size_t)nb * inf->block_bytes);
         uint64_t seed = 77 + (uint64_t)i;
         mxl_synth_fill(types[i], mem[i], (uint64_t)nb, &seed);
-        W[i] = (mxl_cpu_weight){MXL_CPU_W_GGUF, types[i], rows[i], cols, mem[i], {0}, NULL};
+        W[i] = (mxl_weight){MXL_W_GGUF, types[i], rows[i], cols, mem[i], {0}, NULL};
         REQUIRE(mxl_qamx_prepare(&W[i], &arena, NULL) == MXL_OK);
-        CHECK((W[i].amx != NULL) == mxl_qamx_available());
+        CHECK((W[i].prepared != NULL) == mxl_qamx_available());
     }
     float *x = malloc((size_t)(12 * cols) * 4);
     for (int64_t i = 0; i < 12 * cols; i++) x[i] = frand();
@@ -268,7 +268,7 @@ TEST(kernels_matmul_multi_equals_single_calls) {
         sb = b > sb ? b : sb;
     }
     void *scratch = malloc(sb);
-    const mxl_cpu_weight *Wp[3] = {&W[0], &W[1], &W[2]};
+    const mxl_weight *Wp[3] = {&W[0], &W[1], &W[2]};
     static const int64_t ntoks[] = {1, 3, 6, 8, 12};
     for (int p = 0; p < 2; p++)
         for (size_t k = 0; k < sizeof ntoks / sizeof ntoks[0]; k++) {
@@ -290,7 +290,7 @@ TEST(kernels_matmul_multi_equals_single_calls) {
     mxl_threadpool_destroy(pool);
 }
 
-/* mxl_cpu_row_prep: a matmul whose input rows are made by prep inside its quantization dispatch
+/* mxl_row_prep: a matmul whose input rows are made by prep inside its quantization dispatch
  * (mxl_cpu_matmul_prep, mxl_cpu_matmul_multi) gives the bits of making them all first and then
  * multiplying, and makes every row exactly once; with and without a pool, at token counts below
  * and above the pool's size, on a panel format and on a dense one (no quantization: prep runs
@@ -322,8 +322,8 @@ TEST(kernels_matmul_row_prep_equals_prep_first) {
     mxl_synth_fill(MXL_DTYPE_Q4_1, wq, (uint64_t)(rows * cols / 32), &seed);
     float *wd = malloc((size_t)(rows * cols) * 4);
     for (int64_t i = 0; i < rows * cols; i++) wd[i] = frand();
-    mxl_cpu_weight W[2] = {{MXL_CPU_W_GGUF, MXL_DTYPE_Q4_1, rows, cols, wq, {0}, NULL},
-                           {MXL_CPU_W_DENSE, MXL_DTYPE_F32, rows, cols, wd, {0}, NULL}};
+    mxl_weight W[2] = {{MXL_W_GGUF, MXL_DTYPE_Q4_1, rows, cols, wq, {0}, NULL},
+                           {MXL_W_DENSE, MXL_DTYPE_F32, rows, cols, wd, {0}, NULL}};
     REQUIRE(mxl_qamx_prepare(&W[0], &arena, NULL) == MXL_OK);
     float *src = malloc((size_t)(max_tok * cols) * 4), *made = malloc((size_t)(max_tok * cols) * 4);
     float *x = malloc((size_t)(max_tok * cols) * 4), *want = malloc((size_t)(max_tok * rows) * 4);
@@ -340,15 +340,15 @@ TEST(kernels_matmul_row_prep_equals_prep_first) {
                 mxl_cpu_matmul(&W[w], made, nt, want, scratch, p ? pool : NULL);
                 prep_ctx c = {src, x, cols, {0}};
                 for (int64_t i = 0; i < max_tok * cols; i++) x[i] = NAN;
-                const mxl_cpu_row_prep prep = {prep_scale, &c};
+                const mxl_row_prep prep = {prep_scale, &c};
                 mxl_cpu_matmul_prep(&W[w], &prep, x, nt, got, scratch, p ? pool : NULL);
                 CHECK(memcmp(got, want, (size_t)(nt * rows) * 4) == 0);
                 for (int64_t t = 0; t < nt; t++) CHECK(c.calls[t] == 1);
                 /* two weights of one input: rows made once for both */
                 prep_ctx c2 = {src, x, cols, {0}};
                 for (int64_t i = 0; i < max_tok * cols; i++) x[i] = NAN;
-                const mxl_cpu_row_prep prep2 = {prep_scale, &c2};
-                const mxl_cpu_weight *Wp[2] = {&W[w], &W[w]};
+                const mxl_row_prep prep2 = {prep_scale, &c2};
+                const mxl_weight *Wp[2] = {&W[w], &W[w]};
                 float *ys[2] = {got, got2};
                 mxl_cpu_matmul_multi(Wp, 2, &prep2, x, nt, ys, scratch, p ? pool : NULL);
                 CHECK(memcmp(got, want, (size_t)(nt * rows) * 4) == 0);
@@ -373,7 +373,7 @@ TEST(kernels_qamx_large_output_same_bits) {
     uint8_t *w = malloc((size_t)(rows * cols / 32) * inf->block_bytes);
     uint64_t seed = 4242;
     mxl_synth_fill(MXL_DTYPE_Q8_0, w, (uint64_t)(rows * cols / 32), &seed);
-    mxl_cpu_weight W = {MXL_CPU_W_GGUF, MXL_DTYPE_Q8_0, rows, cols, w, {0}, NULL};
+    mxl_weight W = {MXL_W_GGUF, MXL_DTYPE_Q8_0, rows, cols, w, {0}, NULL};
     mxl_arena arena;
     mxl_arena_init(&arena, 4096);
     REQUIRE(mxl_qamx_prepare(&W, &arena, NULL) == MXL_OK);

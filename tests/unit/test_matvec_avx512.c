@@ -138,7 +138,7 @@ TEST(matvec_avx512_gguf_kernels_vs_ref) {
                 REQUIRE(c.fn != NULL);
                 CHECK(check_splits(gguf_call, &c, rows, ref, bound, label) == 0);
             } else { /* the dispatcher without the kernel: same bound */
-                mxl_cpu_weight W = {MXL_CPU_W_GGUF, t, rows, cols, w, {0}, NULL};
+                mxl_weight W = {MXL_W_GGUF, t, rows, cols, w, {0}, NULL};
                 float *y = malloc((size_t)(rows * NTOK) * 4);
                 void *scratch = malloc(mxl_cpu_matmul_scratch_bytes(&W, NTOK));
                 mxl_cpu_matmul(&W, x, NTOK, y, scratch, NULL);
@@ -217,7 +217,7 @@ TEST(matvec_avx512_mlx_kernel_vs_ref) {
                     mlx_case c = {&M, act, as};
                     CHECK(check_splits(mlx_call, &c, rows, ref, bound, label) == 0);
                 } else {
-                    mxl_cpu_weight W = {MXL_CPU_W_MLX, MXL_DTYPE_U32, rows, cols, NULL, M, NULL};
+                    mxl_weight W = {MXL_W_MLX, MXL_DTYPE_U32, rows, cols, NULL, M, NULL};
                     float *y = malloc((size_t)(rows * NTOK) * 4);
                     void *scratch = malloc(mxl_cpu_matmul_scratch_bytes(&W, NTOK));
                     mxl_cpu_matmul(&W, x, NTOK, y, scratch, NULL);

@@ -7,13 +7,7 @@
 
 #include <stdint.h>
 
-typedef enum mxl_act {
-    MXL_ACT_SILU = 0,
-    MXL_ACT_GELU_ERF,
-    MXL_ACT_GELU_TANH,
-    MXL_ACT_RELU2,
-    MXL_ACT_RELU,
-} mxl_act;
+#include "backends/op_types.h"
 
 float mxl_cpu_act1(mxl_act a, float x);
 /* y[i] = act(x[i]) (in place allowed). */

@@ -19,24 +19,10 @@
 #include <stdint.h>
 
 #include "backends/cpu/cpu_features.h"
+#include "backends/op_types.h"
 #include "core/dtype.h"
 #include "core/threadpool.h"
 
-typedef struct mxl_attn_params {
-    int n_heads, n_kv_heads, head_dim;
-    float scale;         /* usually 1/sqrt(head_dim) */
-    float softcap;       /* <= 0: none */
-    const float *sinks;  /* [n_heads] sink logits, or NULL */
-    int64_t window;      /* sliding window in positions, 0 = none */
-    int causal;          /* 0 = attend to the whole cache (encoders) */
-} mxl_attn_params;
-
-typedef struct mxl_kv_view {
-    mxl_dtype dtype;     /* F32 or F16 */
-    const void *k, *v;
-    int64_t n_kv;
-    int64_t row_stride;  /* elements between positions */
-} mxl_kv_view;
 
 /* A cache whose K and V have their own storage types: F32, F16 or I8 (int8 in groups of
  * `group` elements with one f32 scale per group, kv_quant.h). For I8, the scales of position j
@@ -51,23 +37,6 @@ typedef struct mxl_kv_split_view {
     int64_t row_stride;             /* elements between positions */
 } mxl_kv_split_view;
 
-/* A paged cache (the decoder's KV block pool, models/kv_pool.h): positions live in blocks of
- * block_size consecutive positions; position j is row j % block_size of block
- * blocks[j / block_size], whose rows start at element blocks[..] * block_stride of k / v (its
- * scales at that / group of k_scale / v_scale, I8 only: block_stride a multiple of group). Rows of
- * a block are row_stride elements apart, as in mxl_kv_split_view. A split view is the paged view
- * of one block holding every position (block table {0}). */
-typedef struct mxl_kv_paged_view {
-    mxl_dtype k_type, v_type;
-    const void *k, *v;
-    const float *k_scale, *v_scale; /* I8 only, else NULL */
-    int64_t group;                  /* I8 only, else 0 */
-    int64_t n_kv;
-    int64_t row_stride;             /* elements between positions of a block */
-    int64_t block_size;             /* positions per block (> 0) */
-    int64_t block_stride;           /* elements between block ids b and b + 1 */
-    const int32_t *blocks;          /* [ceil(n_kv / block_size)] block ids */
-} mxl_kv_paged_view;
 
 size_t mxl_cpu_attention_scratch_floats(int64_t n_kv, int n_threads);
 /* isa (capped at the CPU's) picks the kernel table (kernels.h); at the scalar level every dot and

@@ -14,17 +14,9 @@
 #include <stdint.h>
 
 #include "backends/cpu/cpu_features.h"
+#include "backends/op_types.h"
 #include "core/threadpool.h"
 
-typedef struct mxl_enc_attn {
-    const float *q, *k, *v;
-    float *out;
-    int64_t stride;            /* floats between tokens */
-    const int64_t *seq_start;  /* [n_seqs + 1] */
-    int64_t n_seqs;
-    int n_heads, head_dim;
-    float scale;
-} mxl_enc_attn;
 
 /* True when mxl_enc_attention has its AVX-512 path for head_dim at this level (the kernel table
  * has enc_attn_head; else it runs the slow reference, and callers with a faster general

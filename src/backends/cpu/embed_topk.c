@@ -6,14 +6,14 @@
 
 #include "backends/cpu/kernels.h"
 
-mxl_status mxl_cpu_embed(const mxl_cpu_weight *table, const int32_t *ids, int64_t n, float scale,
+mxl_status mxl_cpu_embed(const mxl_weight *table, const int32_t *ids, int64_t n, float scale,
                          float *out, mxl_error *err) {
     for (int64_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= table->rows)
             return mxl_error_set(err, MXL_ERR_ARG, "token id %d outside the vocabulary [0, %lld)",
                                  ids[i], (long long)table->rows);
         float *o = out + i * table->cols;
-        mxl_cpu_weight_dequant_row(table, ids[i], o);
+        mxl_weight_dequant_row(table, ids[i], o);
         if (scale != 1.0f)
             for (int64_t j = 0; j < table->cols; j++) o[j] *= scale;
     }

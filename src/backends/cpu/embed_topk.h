@@ -12,7 +12,7 @@
 /* out[i, :] = scale * dequant(table row ids[i]) for i < n; table [vocab, dim] in any matmul
  * format (a tied LM head's table works unchanged). An id outside [0, vocab) is refused with
  * MXL_ERR_ARG naming it; out is then unspecified. */
-mxl_status mxl_cpu_embed(const mxl_cpu_weight *table, const int32_t *ids, int64_t n, float scale,
+mxl_status mxl_cpu_embed(const mxl_weight *table, const int32_t *ids, int64_t n, float scale,
                          float *out, mxl_error *err);
 
 /* Index of the largest value (the first on ties; NaN never wins; 0 for n <= 0 or all NaN).

@@ -8,8 +8,8 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/quant_gguf.h"
 
-bool mxl_gemm_f32_supported(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
-    return mxl_cpu_kern_at(isa)->gemm_f32_panel && W->kind == MXL_CPU_W_DENSE &&
+bool mxl_gemm_f32_supported(const mxl_weight *W, mxl_cpu_isa isa) {
+    return mxl_cpu_kern_at(isa)->gemm_f32_panel && W->kind == MXL_W_DENSE &&
            (W->dtype == MXL_DTYPE_F32 || W->dtype == MXL_DTYPE_F16 || W->dtype == MXL_DTYPE_BF16);
 }
 
@@ -17,7 +17,7 @@ bool mxl_gemm_f32_supported(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
 size_t mxl_gemm_f32_scratch_floats(int64_t K) { return (size_t)(K + 1) * MXL_GEMM_NR + 16; }
 
 typedef struct gemm_ctx {
-    const mxl_cpu_weight *W;
+    const mxl_weight *W;
     const float *x;
     int64_t M;
     const float *bias;
@@ -30,7 +30,7 @@ typedef struct gemm_ctx {
                   int64_t ldy, int ncols);
 } gemm_ctx;
 
-static void pack_panel(const mxl_cpu_weight *W, int64_t n0, int ncols, float *bp) {
+static void pack_panel(const mxl_weight *W, int64_t n0, int ncols, float *bp) {
     const int64_t K = W->cols;
     if (ncols < MXL_GEMM_NR) memset(bp, 0, (size_t)K * MXL_GEMM_NR * sizeof(float));
     if (W->dtype == MXL_DTYPE_F32) { /* k outer: sequential writes, 32 sequential read streams */
@@ -63,37 +63,37 @@ static void panel_task(void *vctx, int task, int n_tasks, int thread_index) {
     }
 }
 
-bool mxl_gemm_f32_amx(const mxl_cpu_weight *W, mxl_cpu_isa isa) {
-    return W->amx && mxl_cpu_kern_at(isa)->gemm_f32_amx;
+bool mxl_gemm_f32_amx(const mxl_weight *W, mxl_cpu_isa isa) {
+    return W->prepared && mxl_cpu_kern_at(isa)->gemm_f32_amx;
 }
 
-size_t mxl_gemm_f32_scratch_bytes(const mxl_cpu_weight *W, int64_t M, int n_threads) {
+size_t mxl_gemm_f32_scratch_bytes(const mxl_weight *W, int64_t M, int n_threads) {
     size_t per = (mxl_gemm_f32_scratch_floats(W->cols) + 15) / 16 * 16;
     size_t fma = per * (size_t)(n_threads > 0 ? n_threads : 1) * sizeof(float) + 64;
-    size_t amx = W->amx ? mxl_gemm_amx_scratch_bytes(M, W->cols, n_threads) : 0;
+    size_t amx = W->prepared ? mxl_gemm_amx_scratch_bytes(M, W->cols, n_threads) : 0;
     return fma > amx ? fma : amx;
 }
 
-mxl_status mxl_gemm_f32_prepare(mxl_cpu_weight *W, mxl_arena *arena, mxl_error *err) {
+mxl_status mxl_gemm_f32_prepare(mxl_weight *W, mxl_arena *arena, mxl_error *err) {
     /* the tile path pays for its split and epilogue from K = 256 and a few panels up; smaller
      * matrices (tiny test models) keep the f32 FMA kernel and its f32 rounding */
-    if (W->amx || !mxl_cpu_kern()->gemm_f32_amx || !mxl_gemm_f32_supported(W, mxl_cpu_isa_detect()) ||
+    if (W->prepared || !mxl_cpu_kern()->gemm_f32_amx || !mxl_gemm_f32_supported(W, mxl_cpu_isa_detect()) ||
         W->cols < MXL_GEMM_AMX_MIN_K || W->rows < MXL_GEMM_AMX_MIN_N)
         return MXL_OK;
     uint16_t *p = mxl_arena_alloc(arena, mxl_gemm_amx_packed_bytes(W->rows, W->cols), 64);
     if (!p) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory for the AMX layout of a %lld x %lld weight",
                                  (long long)W->rows, (long long)W->cols);
     mxl_gemm_amx_pack(W, p);
-    W->amx = p;
+    W->prepared = p;
     return MXL_OK;
 }
 
-void mxl_gemm_f32(const mxl_cpu_weight *W, const float *x, int64_t M, const float *bias, int act,
+void mxl_gemm_f32(const mxl_weight *W, const float *x, int64_t M, const float *bias, int act,
                   float *y, float *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
     MXL_ASSERT(mxl_gemm_f32_supported(W, isa));
     if (M <= 0) return;
     const mxl_cpu_kernels *K = mxl_cpu_kern_at(isa);
-    if (W->amx && K->gemm_f32_amx) {
+    if (W->prepared && K->gemm_f32_amx) {
         K->gemm_f32_amx(W, x, M, bias, act, y, scratch, pool);
         return;
     }

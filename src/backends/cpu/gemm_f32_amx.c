@@ -42,13 +42,13 @@ static void split1(float v, uint16_t *hi, uint16_t *lo) {
     *lo = mxl_f32_to_bf16(v - mxl_bf16_to_f32(*hi));
 }
 
-void mxl_gemm_amx_pack(const mxl_cpu_weight *W, uint16_t *dst) {
+void mxl_gemm_amx_pack(const mxl_weight *W, uint16_t *dst) {
     const int64_t N = W->rows, K = W->cols, nkb = up(K, 32) / 32;
     float *row = malloc((size_t)K * sizeof(float));
     MXL_ASSERT(row != NULL);
     memset(dst, 0, mxl_gemm_amx_packed_bytes(N, K));
     for (int64_t n = 0; n < N; n++) {
-        mxl_cpu_weight_dequant_row(W, n, row);
+        mxl_weight_dequant_row(W, n, row);
         int64_t p = n / 32, c = n % 32;
         uint16_t *pan = dst + (size_t)(p * nkb) * AMX_BLOCK_U16;
         int t = c / 16; /* hi tile of this output; its lo tile is t + 2 */
@@ -128,7 +128,7 @@ void mxl_gemm_amx_split(const float *x, int64_t M, int64_t K, uint16_t *xh, uint
 }
 
 typedef struct amx_ctx {
-    const mxl_cpu_weight *W;
+    const mxl_weight *W;
     const float *x;
     int64_t M, M16, K32;
     const float *bias;
@@ -210,7 +210,7 @@ AMX static void panel_task_amx(void *vctx, int task, int n_tasks, int thread_ind
     amx_ctx *c = vctx;
     const int64_t N = c->W->rows, K32 = c->K32, nkb = K32 / 32, npan = up(N, 32) / 32;
     const int64_t p0 = npan * task / n_tasks, p1 = npan * (task + 1) / n_tasks;
-    const uint16_t *packed = c->W->amx;
+    const uint16_t *packed = c->W->prepared;
     float *tmp = c->tmp + (size_t)thread_index * 32 * 32;
     const size_t lda = (size_t)K32 * 2;
     float bias_p[32];
@@ -235,7 +235,7 @@ size_t mxl_gemm_amx_scratch_bytes(int64_t M, int64_t K, int n_threads) {
     return (size_t)up(M, 16) * (size_t)up(K, 32) * 4 + (size_t)(n_threads > 0 ? n_threads : 1) * 32 * 32 * 4 + 64;
 }
 
-void mxl_gemm_amx(const mxl_cpu_weight *W, const float *x, int64_t M, const float *bias, int act, float *y,
+void mxl_gemm_amx(const mxl_weight *W, const float *x, int64_t M, const float *bias, int act, float *y,
                   void *scratch, mxl_threadpool *pool) {
     amx_ctx c = {W, x, M, up(M, 16), up(W->cols, 32), bias, act, y, NULL, NULL, NULL};
     uint8_t *s = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
@@ -259,7 +259,7 @@ size_t mxl_gemm_amx_scratch_bytes(int64_t M, int64_t K, int n_threads) {
     (void)M; (void)K; (void)n_threads;
     return 0;
 }
-void mxl_gemm_amx(const mxl_cpu_weight *W, const float *x, int64_t M, const float *bias, int act, float *y,
+void mxl_gemm_amx(const mxl_weight *W, const float *x, int64_t M, const float *bias, int act, float *y,
                   void *scratch, mxl_threadpool *pool) {
     (void)W; (void)x; (void)M; (void)bias; (void)act; (void)y; (void)scratch; (void)pool;
     MXL_ASSERT(0 && "no AMX on this build");

@@ -4,13 +4,13 @@
 #include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/quant_gguf.h"
 
-void mxl_gemm_f32_ref(const mxl_cpu_weight *W, const float *x, int64_t M, const float *bias, int act,
+void mxl_gemm_f32_ref(const mxl_weight *W, const float *x, int64_t M, const float *bias, int act,
                       float *y) {
     const int64_t N = W->rows, K = W->cols;
     float *row = malloc((size_t)K * sizeof(float));
     MXL_ASSERT(row != NULL);
     for (int64_t n = 0; n < N; n++) {
-        mxl_cpu_weight_dequant_row(W, n, row);
+        mxl_weight_dequant_row(W, n, row);
         for (int64_t m = 0; m < M; m++) {
             const float *xm = x + m * K;
             float acc = 0.0f;

@@ -38,7 +38,7 @@
 
 /* The panel path's products (quant_amx.h) for panels [p0, p1): one signature for every form; abuf
  * (the pair form's operands) is NULL where the level has no pair form. */
-typedef void (*mxl_qamx_panels_fn)(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act,
+typedef void (*mxl_qamx_panels_fn)(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act,
                                    size_t act_stride, int64_t n_tok, const uint8_t *abuf, float *y, int64_t ys);
 /* MLX affine dots (quant_mlx.h): one row against one token / four tokens / a 4 x 4 micro-tile. */
 typedef float (*mxl_mlx_dot_fn)(const mxl_mlx_qweight *W, int64_t r, const mxl_block_q8a *xq);
@@ -79,7 +79,7 @@ typedef struct mxl_cpu_kernels {
     /* the panel path (quant_amx.h): runs where set; the pair form's operand bytes for W and n_tok
      * tokens (0: not for this W / count), where the level's panel kernel has that form */
     mxl_qamx_panels_fn qamx_panels;                            /* (optional) */
-    size_t (*qamx_pair_bytes)(const mxl_cpu_weight *W, int64_t n_tok); /* (optional) */
+    size_t (*qamx_pair_bytes)(const mxl_weight *W, int64_t n_tok); /* (optional) */
 
     /* ---- attention (attention.c, attention_enc.c) and the KV cache (kv_quant.h) ---- */
     mxl_kv_kernels kv;
@@ -97,7 +97,7 @@ typedef struct mxl_cpu_kernels {
     void (*gemm_f32_panel)(const float *x, int64_t M, int64_t K, const float *bp, const float *bias_p, int act,
                            float *y, int64_t ldy, int ncols);
     /* (optional) the tile GEMM for weights given the AMX layout */
-    void (*gemm_f32_amx)(const mxl_cpu_weight *W, const float *x, int64_t M, const float *bias, int act, float *y,
+    void (*gemm_f32_amx)(const mxl_weight *W, const float *x, int64_t M, const float *bias, int act, float *y,
                          void *scratch, mxl_threadpool *pool);
 
     /* ---- facts, not kernels (after every function pointer: mxl_cpu_kern_origin reads those) ---- */

@@ -11,7 +11,7 @@
 
 #if !defined(MXL_NO_TILE_KERNELS)
 /* the AVX2 form has no pair form: abuf is always NULL at this level (qamx_pair_bytes unset) */
-static void panels_avx2(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+static void panels_avx2(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
                         int64_t n_tok, const uint8_t *abuf, float *y, int64_t ys) {
     (void)abuf;
     mxl_qamx_panels_avx2(W, p0, p1, act, act_stride, n_tok, y, ys);

@@ -21,12 +21,12 @@ static float mlx_dot_sdot(const mxl_mlx_qweight *W, int64_t r, const mxl_block_q
     return mxl_mlx_vec_dot_neon(W, r, xq, true);
 }
 /* no pair form on AArch64: abuf is always NULL (qamx_pair_bytes unset) */
-static void panels_neon(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+static void panels_neon(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
                         int64_t n_tok, const uint8_t *abuf, float *y, int64_t ys) {
     (void)abuf;
     mxl_qamx_panels_neon(W, p0, p1, act, act_stride, n_tok, y, ys, 0);
 }
-static void panels_sdot(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+static void panels_sdot(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
                         int64_t n_tok, const uint8_t *abuf, float *y, int64_t ys) {
     (void)abuf;
     mxl_qamx_panels_neon(W, p0, p1, act, act_stride, n_tok, y, ys, 1);

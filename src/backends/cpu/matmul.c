@@ -24,124 +24,22 @@
  * and reloading the unpacked vectors costs more than unpacking again per group of 4) */
 #define PRE_MIN_TOKENS 12
 
-int64_t mxl_cpu_weight_row_bytes(const mxl_cpu_weight *W) {
-    if (W->kind == MXL_CPU_W_MLX) return mxl_mlx_row_bytes(W->mlx.bits, W->cols);
-    uint64_t b = 0;
-    if (mxl_dtype_row_bytes(W->dtype, (uint64_t)W->cols, &b)) return -1;
-    return (int64_t)b;
-}
-
-mxl_status mxl_cpu_weight_check(const mxl_cpu_weight *W, const char *name, mxl_error *err) {
-    if (W->rows <= 0 || W->cols <= 0)
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: empty weight [%lld, %lld]", name,
-                             (long long)W->rows, (long long)W->cols);
-    switch (W->kind) {
-    case MXL_CPU_W_DENSE:
-        if (W->dtype != MXL_DTYPE_F32 && W->dtype != MXL_DTYPE_F16 && W->dtype != MXL_DTYPE_BF16)
-            return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: dense dtype %s has no CPU matmul",
-                                 name, mxl_dtype_name(W->dtype));
-        return MXL_OK;
-    case MXL_CPU_W_GGUF: {
-        if (!mxl_gguf_quant_supported(W->dtype))
-            return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: %s has no CPU matmul", name,
-                                 mxl_dtype_name(W->dtype));
-        uint64_t b;
-        if (mxl_dtype_row_bytes(W->dtype, (uint64_t)W->cols, &b))
-            return mxl_error_set(err, MXL_ERR_FORMAT,
-                                 "%s: row length %lld is not a whole number of %s blocks", name,
-                                 (long long)W->cols, mxl_dtype_name(W->dtype));
-        return MXL_OK;
-    }
-    case MXL_CPU_W_MLX:
-        if (!mxl_mlx_params_valid(W->mlx.bits, W->mlx.group_size, W->mlx.scale_dtype))
-            return mxl_error_set(err, MXL_ERR_UNSUPPORTED,
-                                 "%s: MLX quantization bits=%d group_size=%d scales %s unsupported",
-                                 name, W->mlx.bits, W->mlx.group_size,
-                                 mxl_dtype_name(W->mlx.scale_dtype));
-        if (W->mlx.rows != W->rows || W->mlx.cols != W->cols || W->cols % W->mlx.group_size)
-            return mxl_error_set(err, MXL_ERR_FORMAT,
-                                 "%s: MLX shape [%lld, %lld] does not fit group size %d", name,
-                                 (long long)W->rows, (long long)W->cols, W->mlx.group_size);
-        return MXL_OK;
-    }
-    return mxl_error_set(err, MXL_ERR_ARG, "%s: bad weight kind", name);
-}
-
-mxl_status mxl_cpu_weight_from_tensor(const mxl_tensor *t, const char *name, mxl_cpu_weight *out,
-                                      mxl_error *err) {
-    if (t->ndim != 2)
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: expected a 2-D weight, got %d dimensions",
-                             name, t->ndim);
-    mxl_cpu_weight w = {MXL_CPU_W_DENSE, t->dtype, t->shape[0], t->shape[1], t->data, {0}, NULL};
-    if (mxl_gguf_quant_supported(t->dtype)) w.kind = MXL_CPU_W_GGUF;
-    mxl_status st = mxl_cpu_weight_check(&w, name, err);
-    if (st != MXL_OK) return st;
-    uint64_t rb, total;
-    if (mxl_dtype_row_bytes(t->dtype, (uint64_t)w.cols, &rb) || mxl_mul_u64(rb, (uint64_t)w.rows, &total) ||
-        total != t->nbytes)
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %llu bytes do not hold [%lld, %lld] %s", name,
-                             (unsigned long long)t->nbytes, (long long)w.rows, (long long)w.cols,
-                             mxl_dtype_name(t->dtype));
-    *out = w;
-    return MXL_OK;
-}
-
-mxl_status mxl_cpu_weight_from_mlx(const mxl_tensor *w, const mxl_tensor *scales,
-                                   const mxl_tensor *biases, int bits, int group_size,
-                                   const char *name, mxl_cpu_weight *out, mxl_error *err) {
-    if (w->ndim != 2 || scales->ndim != 2 || biases->ndim != 2)
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: MLX weight, scales and biases must be 2-D", name);
-    if (w->dtype != MXL_DTYPE_U32)
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: MLX packed weight must be U32, got %s", name,
-                             mxl_dtype_name(w->dtype));
-    if (scales->dtype != biases->dtype)
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: scales are %s but biases %s", name,
-                             mxl_dtype_name(scales->dtype), mxl_dtype_name(biases->dtype));
-    if (!mxl_mlx_params_valid(bits, group_size, scales->dtype))
-        return mxl_error_set(err, MXL_ERR_UNSUPPORTED,
-                             "%s: MLX quantization bits=%d group_size=%d scales %s unsupported", name,
-                             bits, group_size, mxl_dtype_name(scales->dtype));
-    int64_t rows = w->shape[0], words = w->shape[1], groups = scales->shape[1];
-    /* every product below is bounded first: shapes come from untrusted headers */
-    int ok = rows > 0 && words > 0 && groups > 0 && groups <= INT64_MAX / 128 &&
-             words <= INT64_MAX / 32 && scales->shape[0] == rows && biases->shape[0] == rows &&
-             biases->shape[1] == groups;
-    int64_t cols = ok ? groups * group_size : 0;
-    ok = ok && cols <= INT64_MAX / 8 && words * 32 == cols * bits;
-    if (!ok)
-        return mxl_error_set(err, MXL_ERR_FORMAT,
-                             "%s: shapes weight [%lld, %lld], scales [%lld, %lld] do not fit bits=%d "
-                             "group_size=%d",
-                             name, (long long)rows, (long long)words, (long long)scales->shape[0],
-                             (long long)groups, bits, group_size);
-    uint64_t wbytes, sbytes;
-    size_t esz = scales->dtype == MXL_DTYPE_F32 ? 4 : 2;
-    if (mxl_mul_u64((uint64_t)rows, (uint64_t)words * 4, &wbytes) ||
-        mxl_mul_u64((uint64_t)rows, (uint64_t)groups * esz, &sbytes) || w->nbytes != wbytes ||
-        scales->nbytes != sbytes || biases->nbytes != sbytes)
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor byte sizes do not match their shapes", name);
-    mxl_cpu_weight cw = {MXL_CPU_W_MLX, MXL_DTYPE_U32, rows, cols, NULL,
-                         {bits, group_size, scales->dtype, rows, cols, w->data, scales->data, biases->data}, NULL};
-    *out = cw;
-    return MXL_OK;
-}
-
 /* W has the panel layout (quant_amx.h) */
-static bool has_panels(const mxl_cpu_weight *W) { return W->kind != MXL_CPU_W_DENSE && W->amx; }
+static bool has_panels(const mxl_weight *W) { return W->kind != MXL_W_DENSE && W->prepared; }
 /* the panel path (AMX tiles, AVX-512 VNNI, AVX2 or NEON on the same layout) runs W at the level
  * of table K: W has the layout and the level a panel kernel */
-static bool panel_path(const mxl_cpu_weight *W, const mxl_cpu_kernels *K) { return has_panels(W) && K->qamx_panels; }
+static bool panel_path(const mxl_weight *W, const mxl_cpu_kernels *K) { return has_panels(W) && K->qamx_panels; }
 
 /* activations of W's kernels, on the panel path or not: the panel path always takes two-term q8a
  * blocks */
-static mxl_act_kind act_kind(const mxl_cpu_weight *W, bool panels) {
+static mxl_act_kind act_kind(const mxl_weight *W, bool panels) {
     if (panels) return MXL_ACT_Q8A2;
-    if (W->kind == MXL_CPU_W_MLX) return MXL_ACT_Q8A;
-    if (W->kind == MXL_CPU_W_GGUF) return mxl_gguf_act_kind(W->dtype);
+    if (W->kind == MXL_W_MLX) return MXL_ACT_Q8A;
+    if (W->kind == MXL_W_GGUF) return mxl_gguf_act_kind(W->dtype);
     return MXL_ACT_F32;
 }
 
-static size_t act_row_bytes(const mxl_cpu_weight *W, bool panels) {
+static size_t act_row_bytes(const mxl_weight *W, bool panels) {
     switch (act_kind(W, panels)) {
     case MXL_ACT_Q8A: return (size_t)(W->cols / 32) * sizeof(mxl_block_q8a);
     case MXL_ACT_Q8K: return (size_t)(W->cols / 256) * sizeof(mxl_block_q8k);
@@ -150,27 +48,27 @@ static size_t act_row_bytes(const mxl_cpu_weight *W, bool panels) {
     }
 }
 
-size_t mxl_cpu_matmul_scratch_bytes(const mxl_cpu_weight *W, int64_t n_tok) {
+size_t mxl_cpu_matmul_scratch_bytes(const mxl_weight *W, int64_t n_tok) {
     /* enough for either kind when W also has the panel layout (the level is chosen per call) */
     size_t a = act_row_bytes(W, false), b = act_row_bytes(W, has_panels(W));
     /* + the AMX pair form's operands for any token count up to n_tok (the largest count first) */
     size_t pair = 0;
-    for (int64_t k = n_tok < MXL_QAMX_PAIR_MAX_TOKENS ? n_tok : MXL_QAMX_PAIR_MAX_TOKENS; W->amx && k > 0 && !pair; k--)
+    for (int64_t k = n_tok < MXL_QAMX_PAIR_MAX_TOKENS ? n_tok : MXL_QAMX_PAIR_MAX_TOKENS; W->prepared && k > 0 && !pair; k--)
         pair = mxl_qamx_pair_bytes(W, k);
     return (a > b ? a : b) * (size_t)n_tok + (pair ? 64 + pair : 0);
 }
 
-void mxl_cpu_weight_dequant_row(const mxl_cpu_weight *W, int64_t r, float *out) {
-    if (W->kind == MXL_CPU_W_MLX) {
+void mxl_weight_dequant_row(const mxl_weight *W, int64_t r, float *out) {
+    if (W->kind == MXL_W_MLX) {
         mxl_mlx_dequant_row_ref(&W->mlx, r, out);
         return;
     }
-    int64_t rb = mxl_cpu_weight_row_bytes(W);
+    int64_t rb = mxl_weight_row_bytes(W);
     mxl_dequant_row_ref(W->dtype, (const uint8_t *)W->data + r * rb, out, W->cols);
 }
 
 typedef struct mm_ctx {
-    const mxl_cpu_weight *W;
+    const mxl_weight *W;
     const float *x;
     int64_t n_tok;
     float *y;
@@ -191,7 +89,7 @@ typedef struct mm_ctx {
     mxl_gemm4x4_pre_fn g44_pre;
     mxl_mlx_gemm4x4_fn mlx44;   /* MLX 4 x 1..4 micro-kernel or NULL */
     mxl_dense_gemm4x4_fn d44;   /* dense 4 x 1..4 micro-kernel or NULL */
-    const mxl_cpu_row_prep *prep; /* makes x's rows before they are quantized, or NULL */
+    const mxl_row_prep *prep; /* makes x's rows before they are quantized, or NULL */
 } mm_ctx;
 
 static void quant_task(void *vctx, int task, int n_tasks, int thread_index) {
@@ -225,14 +123,14 @@ static int quant_tasks(const mm_ctx *c, int nth) {
 }
 
 static inline float dot_row(const mm_ctx *c, int64_t r, int64_t t) {
-    const mxl_cpu_weight *W = c->W;
+    const mxl_weight *W = c->W;
     switch (W->kind) {
-    case MXL_CPU_W_DENSE: {
+    case MXL_W_DENSE: {
         const void *w = (const uint8_t *)W->data + r * c->row_bytes;
         const float *xt = c->x + t * W->cols;
         return c->ddot ? c->ddot(W->cols, w, xt) : mxl_dense_dot_ref(W->dtype, W->cols, w, xt);
     }
-    case MXL_CPU_W_GGUF: {
+    case MXL_W_GGUF: {
         const void *w = (const uint8_t *)W->data + r * c->row_bytes;
         const void *a = c->act + (size_t)t * c->act_stride;
         return c->qdot ? c->qdot(W->cols, w, a) : mxl_vec_dot_ref(W->dtype, W->cols, w, a);
@@ -252,7 +150,7 @@ static inline float dot_row(const mm_ctx *c, int64_t r, int64_t t) {
  *   - AVX2 4-token dots: bit-identical per token to the 1-token dots used for the remainder;
  *   - otherwise 1-token dots. */
 static void tile_rows(const mm_ctx *c, int64_t rt, int64_t re) {
-    const mxl_cpu_weight *W = c->W;
+    const mxl_weight *W = c->W;
     const int64_t rows = W->rows;
     int64_t t = 0;
     /* many tokens (> PRE_MIN_TOKENS): unpack each quad's weights once and run every token group from that (the
@@ -371,29 +269,29 @@ static void rows_task(void *vctx, int task, int n_tasks, int thread_index) {
         tile_rows(c, rt, rt + TILE_ROWS < r1 ? rt + TILE_ROWS : r1);
 }
 
-static void matmul_at(const mxl_cpu_weight *W, const mxl_cpu_row_prep *prep, const float *x, int64_t n_tok, float *y,
+static void matmul_at(const mxl_weight *W, const mxl_row_prep *prep, const float *x, int64_t n_tok, float *y,
                       void *scratch, mxl_threadpool *pool, const mxl_cpu_kernels *K) {
     const bool panels = panel_path(W, K);
     mm_ctx c = {.W = W, .x = x, .n_tok = n_tok, .y = y, .act = scratch, .act_stride = act_row_bytes(W, panels), .K = K,
                 .panels = panels, .prep = prep};
     if (panels && K->qamx_pair_bytes && K->qamx_pair_bytes(W, n_tok) > 0)
         c.abuf = (uint8_t *)(((uintptr_t)((uint8_t *)scratch + c.act_stride * (size_t)n_tok) + 63) & ~(uintptr_t)63);
-    if (W->kind != MXL_CPU_W_MLX) c.row_bytes = mxl_cpu_weight_row_bytes(W);
+    if (W->kind != MXL_W_MLX) c.row_bytes = mxl_weight_row_bytes(W);
     /* the level's kernels for W's format (SIMD dots bit-identical to the references except the
      * dense ones and the 4 x 4 micro-kernels, float paths; NULL: none at this level) */
-    if (W->kind == MXL_CPU_W_GGUF) {
+    if (W->kind == MXL_W_GGUF) {
         c.qdot = K->gguf_dot ? K->gguf_dot(W->dtype) : NULL;
         c.qdot4 = K->gguf_dot4 ? K->gguf_dot4(W->dtype) : NULL;
         c.g44 = K->gguf_gemm4x4 ? K->gguf_gemm4x4(W->dtype) : NULL;
         if (!K->gguf_gemm4x4_pre || !K->gguf_gemm4x4_pre(W->dtype, &c.g44_unpack, &c.g44_pre))
             c.g44_unpack = NULL, c.g44_pre = NULL;
     }
-    if (W->kind == MXL_CPU_W_MLX) {
+    if (W->kind == MXL_W_MLX) {
         c.mlxdot = K->mlx_dot;
         c.mlx4 = K->mlx_dot4;
         c.mlx44 = K->mlx_gemm4x4 ? K->mlx_gemm4x4(W->mlx.bits) : NULL;
     }
-    if (W->kind == MXL_CPU_W_DENSE) {
+    if (W->kind == MXL_W_DENSE) {
         c.ddot = K->dense_dot ? K->dense_dot(W->dtype) : NULL;
         c.ddot4 = K->dense_dot4 ? K->dense_dot4(W->dtype) : NULL;
         c.d44 = K->dense_gemm4x4 ? K->dense_gemm4x4(W->dtype) : NULL;
@@ -422,26 +320,26 @@ static void matmul_at(const mxl_cpu_weight *W, const mxl_cpu_row_prep *prep, con
     else rows_task(&c, 0, 1, 0);
 }
 
-void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
+void mxl_cpu_matmul_isa(const mxl_weight *W, const float *x, int64_t n_tok, float *y,
                         void *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
     matmul_at(W, NULL, x, n_tok, y, scratch, pool, mxl_cpu_kern_at(isa));
 }
 
-void mxl_cpu_matmul(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
+void mxl_cpu_matmul(const mxl_weight *W, const float *x, int64_t n_tok, float *y,
                     void *scratch, mxl_threadpool *pool) {
     matmul_at(W, NULL, x, n_tok, y, scratch, pool, mxl_cpu_kern());
 }
 
-void mxl_cpu_matmul_prep(const mxl_cpu_weight *W, const mxl_cpu_row_prep *prep, const float *x, int64_t n_tok, float *y,
+void mxl_cpu_matmul_prep(const mxl_weight *W, const mxl_row_prep *prep, const float *x, int64_t n_tok, float *y,
                          void *scratch, mxl_threadpool *pool) {
     matmul_at(W, prep, x, n_tok, y, scratch, pool, mxl_cpu_kern());
 }
 
-void mxl_cpu_matmul_f32_ref(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y) {
+void mxl_cpu_matmul_f32_ref(const mxl_weight *W, const float *x, int64_t n_tok, float *y) {
     float *row = malloc((size_t)W->cols * sizeof(float));
     MXL_ASSERT(row != NULL);
     for (int64_t r = 0; r < W->rows; r++) {
-        mxl_cpu_weight_dequant_row(W, r, row);
+        mxl_weight_dequant_row(W, r, row);
         for (int64_t t = 0; t < n_tok; t++) {
             const float *xt = x + t * W->cols;
             float acc = 0.0f;
@@ -472,7 +370,7 @@ static void multi_task(void *vctx, int task, int n_tasks, int thread_index) {
     }
 }
 
-void mxl_cpu_matmul_multi(const mxl_cpu_weight *const *W, int n_w, const mxl_cpu_row_prep *prep, const float *x,
+void mxl_cpu_matmul_multi(const mxl_weight *const *W, int n_w, const mxl_row_prep *prep, const float *x,
                           int64_t n_tok, float *const *y, void *scratch, mxl_threadpool *pool) {
     MXL_ASSERT(n_w >= 1 && n_w <= 8);
     const mxl_cpu_kernels *K = mxl_cpu_kern();

@@ -13,7 +13,7 @@
  * format but Q2_K/Q3_K) for groups of 4 tokens and the AVX2 1-token dots for the rest; a CPU
  * without AVX2 runs the scalar references. MXL_CPU_ISA=scalar|avx2|avx512 caps the level.
  * A GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q6_K or MLX 4- / 8-bit weight given the
- * panel layout at load (W->amx, quant_amx.h; on every AVX-512 VNNI CPU) runs the panel kernels
+ * panel layout at load (W->prepared, quant_amx.h; on every AVX-512 VNNI CPU) runs the panel kernels
  * instead, for every token count: AMX-INT8 tiles where the CPU has them (their VNNI form for up
  * to 4 tokens), else the VNNI form throughout.
  *
@@ -32,64 +32,26 @@
 
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/quant_mlx.h"
+#include "backends/backend.h"
+#include "backends/weight.h"
 #include "core/dtype.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/threadpool.h"
 
-typedef enum mxl_cpu_wkind {
-    MXL_CPU_W_DENSE = 0, /* dtype F32 / F16 / BF16 */
-    MXL_CPU_W_GGUF,      /* dtype a ggml block format */
-    MXL_CPU_W_MLX        /* mlx describes it; dtype ignored */
-} mxl_cpu_wkind;
-
-typedef struct mxl_cpu_weight {
-    mxl_cpu_wkind kind;
-    mxl_dtype dtype;
-    int64_t rows, cols;
-    const void *data;    /* DENSE / GGUF: rows consecutive rows */
-    mxl_mlx_qweight mlx; /* MLX (rows/cols must equal the fields above) */
-    const void *amx;     /* optional: the AMX tile layout of a DENSE weight (gemm_f32.h) or the panel
-                          * layout of a quantized one (quant_amx.h) */
-} mxl_cpu_weight;
-
-/* Checks that the format is one we run and the shape fits it (cols whole blocks / groups).
- * The message names `name`. */
-mxl_status mxl_cpu_weight_check(const mxl_cpu_weight *W, const char *name, mxl_error *err);
-/* Views a 2-D tensor [rows, cols] (dense F32/F16/BF16 or a GGUF block format) as a weight;
- * refuses other dtypes, other ranks and byte sizes that do not match, naming `name`. */
-mxl_status mxl_cpu_weight_from_tensor(const mxl_tensor *t, const char *name, mxl_cpu_weight *out,
-                                      mxl_error *err);
-/* MLX affine weight from its three tensors: w U32 [rows, cols*bits/32], scales and biases
- * [rows, cols/group_size] in one float dtype. A declared bits/group_size that does not fit the
- * shapes is refused by name (DESIGN.md: check declared bits against tensor shapes). */
-mxl_status mxl_cpu_weight_from_mlx(const mxl_tensor *w, const mxl_tensor *scales,
-                                   const mxl_tensor *biases, int bits, int group_size,
-                                   const char *name, mxl_cpu_weight *out, mxl_error *err);
-
-/* Bytes of one row of W's storage (DENSE/GGUF; for MLX the packed codes). */
-int64_t mxl_cpu_weight_row_bytes(const mxl_cpu_weight *W);
-
 /* Scratch bytes mxl_cpu_matmul needs for n_tok tokens (0 for dense weights). */
-size_t mxl_cpu_matmul_scratch_bytes(const mxl_cpu_weight *W, int64_t n_tok);
+size_t mxl_cpu_matmul_scratch_bytes(const mxl_weight *W, int64_t n_tok);
 
 /* y[t][r] = sum_c W[r][c] * x[t][c], t < n_tok, r < rows, with the best kernels for this CPU. */
-void mxl_cpu_matmul(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
+void mxl_cpu_matmul(const mxl_weight *W, const float *x, int64_t n_tok, float *y,
                     void *scratch, mxl_threadpool *pool);
-/* Makes rows [t0, t1) of a matmul's input x (an RMSNorm, a GLU) just before they are quantized,
- * on the thread that quantizes them: a decode batch's per-row work then runs split over the
- * pool inside the quantization's dispatch instead of on the calling thread before it. Every row
- * is made exactly once, before any product reads it. */
-typedef struct mxl_cpu_row_prep {
-    void (*fn)(void *ctx, int64_t t0, int64_t t1);
-    void *ctx;
-} mxl_cpu_row_prep;
+/* prep: backend.h mxl_row_prep. */
 /* mxl_cpu_matmul after prep (NULL: none) has made x's rows. */
-void mxl_cpu_matmul_prep(const mxl_cpu_weight *W, const mxl_cpu_row_prep *prep, const float *x, int64_t n_tok, float *y,
+void mxl_cpu_matmul_prep(const mxl_weight *W, const mxl_row_prep *prep, const float *x, int64_t n_tok, float *y,
                          void *scratch, mxl_threadpool *pool);
 /* Same with an explicit instruction-set level (capped at what the CPU has): tests compare the
  * variants, the benchmark reports them. */
-void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y,
+void mxl_cpu_matmul_isa(const mxl_weight *W, const float *x, int64_t n_tok, float *y,
                         void *scratch, mxl_threadpool *pool, mxl_cpu_isa isa);
 /* y[i] = W[i] x for n_w (1..8) weights of the same cols and the same x (the Q, K and V or the
  * gate and up projections): each y[i] bitwise what mxl_cpu_matmul gives. When every weight takes
@@ -97,13 +59,11 @@ void mxl_cpu_matmul_isa(const mxl_cpu_weight *W, const float *x, int64_t n_tok, 
  * (one barrier instead of two per weight); otherwise the weights run one after another. prep
  * (NULL: none) makes x's rows first, as in mxl_cpu_matmul_prep. scratch: the largest
  * mxl_cpu_matmul_scratch_bytes of the weights. */
-void mxl_cpu_matmul_multi(const mxl_cpu_weight *const *W, int n_w, const mxl_cpu_row_prep *prep, const float *x,
+void mxl_cpu_matmul_multi(const mxl_weight *const *W, int n_w, const mxl_row_prep *prep, const float *x,
                           int64_t n_tok, float *const *y, void *scratch, mxl_threadpool *pool);
 /* Plain f32 reference: dequantize each row (reference dequantization) and dot in f32, no
  * activation quantization. The accuracy yardstick for the quantized-activation paths. */
-void mxl_cpu_matmul_f32_ref(const mxl_cpu_weight *W, const float *x, int64_t n_tok, float *y);
+void mxl_cpu_matmul_f32_ref(const mxl_weight *W, const float *x, int64_t n_tok, float *y);
 
-/* Dequantize row r of W to f32 (any format; reference kernels). */
-void mxl_cpu_weight_dequant_row(const mxl_cpu_weight *W, int64_t r, float *out);
 
 #endif

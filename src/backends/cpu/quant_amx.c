@@ -28,12 +28,12 @@
 #include "backends/cpu/quant_mlx.h"
 #include "core/dtype.h"
 
-bool mxl_qamx_format(const mxl_cpu_weight *W) {
+bool mxl_qamx_format(const mxl_weight *W) {
     layout L;
     return layout_of(W, &L);
 }
 
-size_t mxl_qamx_packed_bytes(const mxl_cpu_weight *W) {
+size_t mxl_qamx_packed_bytes(const mxl_weight *W) {
     layout L;
     if (!layout_of(W, &L)) return 0;
     return (size_t)((W->rows + PANEL - 1) / PANEL) * (size_t)(W->cols / 32) * L.bb;
@@ -48,7 +48,7 @@ size_t mxl_qamx_packed_bytes(const mxl_cpu_weight *W) {
  * the same dword transpose as Q8_0; 4-bit: element i is nibble i % 2 of byte i / 2, rebuilt into
  * the (k, k + 16) pairs - then the scale and bias of each block's group (f16 bits copied, else
  * as f32). */
-static void pack_mlx(const mxl_cpu_weight *W, const layout *L, uint8_t *dst) {
+static void pack_mlx(const mxl_weight *W, const layout *L, uint8_t *dst) {
     const mxl_mlx_qweight *M = &W->mlx;
     const int64_t nb = W->cols / 32, ng = W->cols / M->group_size, words = W->cols * M->bits / 32;
     for (int64_t r = 0; r < W->rows; r++) {
@@ -81,8 +81,8 @@ static void pack_mlx(const mxl_cpu_weight *W, const layout *L, uint8_t *dst) {
 
 /* Q4_K: sub-block j's element e is nibble j % 2 of qs[32 (j / 2) + e], re-paired (e, e + 16);
  * the 6-bit scales and mins unpacked to bytes; d and dmin copied. */
-static void pack_q4_k(const mxl_cpu_weight *W, uint8_t *dst) {
-    const int64_t nsb = W->cols / 256, rb = mxl_cpu_weight_row_bytes(W);
+static void pack_q4_k(const mxl_weight *W, uint8_t *dst) {
+    const int64_t nsb = W->cols / 256, rb = mxl_weight_row_bytes(W);
     for (int64_t r = 0; r < W->rows; r++) {
         const mxl_block_q4_k *row = (const mxl_block_q4_k *)((const uint8_t *)W->data + r * rb);
         const int n = (int)(r % PANEL);
@@ -103,8 +103,8 @@ static void pack_q4_k(const mxl_cpu_weight *W, uint8_t *dst) {
     }
 }
 
-static void pack_q6_k(const mxl_cpu_weight *W, uint8_t *dst) {
-    const int64_t nsb = W->cols / 256, rb = mxl_cpu_weight_row_bytes(W);
+static void pack_q6_k(const mxl_weight *W, uint8_t *dst) {
+    const int64_t nsb = W->cols / 256, rb = mxl_weight_row_bytes(W);
     int q[256];
     for (int64_t r = 0; r < W->rows; r++) {
         const mxl_block_q6_k *row = (const mxl_block_q6_k *)((const uint8_t *)W->data + r * rb);
@@ -129,11 +129,11 @@ static void pack_q6_k(const mxl_cpu_weight *W, uint8_t *dst) {
     }
 }
 
-void mxl_qamx_pack(const mxl_cpu_weight *W, uint8_t *dst) {
+void mxl_qamx_pack(const mxl_weight *W, uint8_t *dst) {
     layout L;
     MXL_ASSERT(layout_of(W, &L));
     memset(dst, 0, mxl_qamx_packed_bytes(W));
-    if (W->kind == MXL_CPU_W_MLX) {
+    if (W->kind == MXL_W_MLX) {
         pack_mlx(W, &L, dst);
         return;
     }
@@ -145,7 +145,7 @@ void mxl_qamx_pack(const mxl_cpu_weight *W, uint8_t *dst) {
         pack_q6_k(W, dst);
         return;
     }
-    const int64_t nb = W->cols / 32, rb = mxl_cpu_weight_row_bytes(W);
+    const int64_t nb = W->cols / 32, rb = mxl_weight_row_bytes(W);
     const size_t bb = L.bb;
     const int q8 = W->dtype == MXL_DTYPE_Q8_0, has_m = W->dtype == MXL_DTYPE_Q4_1 || W->dtype == MXL_DTYPE_Q5_1;
     const int q5 = W->dtype == MXL_DTYPE_Q5_0 || W->dtype == MXL_DTYPE_Q5_1;
@@ -242,7 +242,7 @@ static float q6_d(const uint8_t *pan, int64_t b, int n) {
     return mxl_f16_to_f32(hd);
 }
 
-void mxl_qamx_dequant_row_ref(const mxl_cpu_weight *W, int64_t r, float *out) {
+void mxl_qamx_dequant_row_ref(const mxl_weight *W, int64_t r, float *out) {
     layout L;
     MXL_ASSERT(layout_of(W, &L));
     const int64_t nb = W->cols / 32;
@@ -271,7 +271,7 @@ void mxl_qamx_dequant_row_ref(const mxl_cpu_weight *W, int64_t r, float *out) {
             else if (L.kind == K_Q4_K) {
                 float prod = d * (float)u;
                 o[k] = prod + m;
-            } else if (W->kind == MXL_CPU_W_GGUF) o[k] = (float)u * d + m;
+            } else if (W->kind == MXL_W_GGUF) o[k] = (float)u * d + m;
             else {
                 float t = d * (float)u;
                 o[k] = t + m;
@@ -280,7 +280,7 @@ void mxl_qamx_dequant_row_ref(const mxl_cpu_weight *W, int64_t r, float *out) {
     }
 }
 
-void mxl_qamx_panels_ref(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+void mxl_qamx_panels_ref(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
                          int64_t n_tok, float *y, int64_t ys) {
     layout L;
     MXL_ASSERT(layout_of(W, &L));
@@ -329,21 +329,21 @@ void mxl_qamx_panels_ref(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const 
 bool mxl_qamx_available(void) { return mxl_cpu_kern()->qamx_panels != NULL; }
 bool mxl_qamx_tiles_available(void) { return mxl_cpu_kern()->qamx_tiles; }
 
-mxl_status mxl_qamx_prepare(mxl_cpu_weight *W, mxl_arena *arena, mxl_error *err) {
-    if (W->amx || !mxl_qamx_format(W) || !mxl_qamx_available()) return MXL_OK;
+mxl_status mxl_qamx_prepare(mxl_weight *W, mxl_arena *arena, mxl_error *err) {
+    if (W->prepared || !mxl_qamx_format(W) || !mxl_qamx_available()) return MXL_OK;
     uint8_t *p = mxl_arena_alloc(arena, mxl_qamx_packed_bytes(W), 64);
     if (!p)
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory for the AMX layout of a %lld x %lld weight",
                              (long long)W->rows, (long long)W->cols);
     mxl_qamx_pack(W, p);
-    W->amx = p;
+    W->prepared = p;
     return MXL_OK;
 }
 
 /* MXL_NO_TILE_KERNELS (the fuzzing build): no kernels, the path reported unavailable */
 /* the pair form's A operands, block b: rows t (term 1 of token t) and n_tok + t (its term 2),
  * 32 bytes each */
-void mxl_qamx_pair_token(const mxl_cpu_weight *W, int64_t n_tok, int64_t t, const void *act_t, uint8_t *abuf) {
+void mxl_qamx_pair_token(const mxl_weight *W, int64_t n_tok, int64_t t, const void *act_t, uint8_t *abuf) {
     const mxl_block_q8a2 *x = act_t;
     for (int64_t b = 0; b < W->cols / 32; b++) {
         memcpy(abuf + (size_t)(b * 2 * n_tok + t) * 32, x[b].qs, 32);
@@ -581,7 +581,7 @@ AMX __attribute__((always_inline)) static inline void panel_kernel_pair(int kind
 #ifndef NT_STORE_BYTES
 #define NT_STORE_BYTES (1u << 20)
 #endif
-static inline int nt_stores(const mxl_cpu_weight *W, int64_t n_tok) {
+static inline int nt_stores(const mxl_weight *W, int64_t n_tok) {
     return (uint64_t)n_tok * (uint64_t)W->rows * sizeof(float) > NT_STORE_BYTES;
 }
 
@@ -891,14 +891,14 @@ static const vnni_fn k_vnni[N_KINDS][2] = {{vnni_q8_0, 0}, {vnni_q4_0, 0}, {vnni
 /* up to this many tokens the tile path takes the pair form (both terms in one A tile) */
 #define PAIR_MAX_TOKENS MXL_QAMX_PAIR_MAX_TOKENS
 
-size_t mxl_qamx_pair_bytes(const mxl_cpu_weight *W, int64_t n_tok) {
+size_t mxl_qamx_pair_bytes(const mxl_weight *W, int64_t n_tok) {
     layout L;
     if (n_tok <= VNNI_MAX_TOKENS || n_tok > PAIR_MAX_TOKENS || !mxl_qamx_tiles_available() || !layout_of(W, &L) || !k_pair[L.kind][L.wide])
         return 0;
     return (size_t)(W->cols / 32) * 2 * (size_t)n_tok * 32;
 }
 
-VNNI void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+VNNI void mxl_qamx_panels(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
                           int64_t n_tok, const uint8_t *abuf, float *y, int64_t ys) {
     layout L;
     MXL_ASSERT(layout_of(W, &L));
@@ -963,11 +963,11 @@ VNNI void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const
 }
 #else
 bool mxl_qamx_tiles_cpu(void) { return false; }
-size_t mxl_qamx_pair_bytes(const mxl_cpu_weight *W, int64_t n_tok) {
+size_t mxl_qamx_pair_bytes(const mxl_weight *W, int64_t n_tok) {
     (void)W; (void)n_tok;
     return 0;
 }
-void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+void mxl_qamx_panels(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
                      int64_t n_tok, const uint8_t *abuf, float *y, int64_t ys) {
     (void)W; (void)p0; (void)p1; (void)act; (void)act_stride; (void)n_tok; (void)abuf; (void)y; (void)ys;
     MXL_ASSERT(0 && "no AMX on this build");

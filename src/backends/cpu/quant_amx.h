@@ -55,39 +55,39 @@ bool mxl_qamx_tiles_available(void);
  * tile kernels are not built). */
 bool mxl_qamx_tiles_cpu(void);
 /* W's format has a panel layout (GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K, MLX 4 / 8 bits). */
-bool mxl_qamx_format(const mxl_cpu_weight *W);
+bool mxl_qamx_format(const mxl_weight *W);
 /* Bytes of W's panel layout (0 when the format has none). */
-size_t mxl_qamx_packed_bytes(const mxl_cpu_weight *W);
+size_t mxl_qamx_packed_bytes(const mxl_weight *W);
 /* W's rows into the panel layout at dst (mxl_qamx_packed_bytes bytes, 64-byte aligned). */
-void mxl_qamx_pack(const mxl_cpu_weight *W, uint8_t *dst);
-/* Row r of W dequantized from the panel layout W->amx (scalar; equals the GGUF / MLX reference
+void mxl_qamx_pack(const mxl_weight *W, uint8_t *dst);
+/* Row r of W dequantized from the panel layout W->prepared (scalar; equals the GGUF / MLX reference
  * dequantization bit for bit). */
-void mxl_qamx_dequant_row_ref(const mxl_cpu_weight *W, int64_t r, float *out);
-/* Gives W the panel layout (W->amx, from `arena`, which owns it) when this CPU runs the path and
+void mxl_qamx_dequant_row_ref(const mxl_weight *W, int64_t r, float *out);
+/* Gives W the panel layout (W->prepared, from `arena`, which owns it) when this CPU runs the path and
  * the format has one; otherwise leaves W as it is. */
-mxl_status mxl_qamx_prepare(mxl_cpu_weight *W, mxl_arena *arena, mxl_error *err);
+mxl_status mxl_qamx_prepare(mxl_weight *W, mxl_arena *arena, mxl_error *err);
 /* The pair form (5 to 8 tokens: both activation terms of every token in one A tile): bytes of
  * its A operands for n_tok tokens of W, 0 when W's panel path does not take it for n_tok; and
  * token t's share of them, from its q8a2 activations act_t (every token's, before the panels). */
 #define MXL_QAMX_PAIR_MAX_TOKENS 8
-size_t mxl_qamx_pair_bytes(const mxl_cpu_weight *W, int64_t n_tok);
-void mxl_qamx_pair_token(const mxl_cpu_weight *W, int64_t n_tok, int64_t t, const void *act_t, uint8_t *abuf);
-/* Panels [p0, p1) of W (W->amx set) for n_tok tokens of q8a2 activations act (token t at
+size_t mxl_qamx_pair_bytes(const mxl_weight *W, int64_t n_tok);
+void mxl_qamx_pair_token(const mxl_weight *W, int64_t n_tok, int64_t t, const void *act_t, uint8_t *abuf);
+/* Panels [p0, p1) of W (W->prepared set) for n_tok tokens of q8a2 activations act (token t at
  * act + t * act_stride): y[t * ys + r] for the rows r of those panels. abuf: the pair form's
  * operands (64-byte aligned) when mxl_qamx_pair_bytes(W, n_tok) > 0, else NULL. */
-void mxl_qamx_panels(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+void mxl_qamx_panels(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
                      int64_t n_tok, const uint8_t *abuf, float *y, int64_t ys);
 /* The same products by the AVX2 form (call on CPUs at the AVX2 level or above; no pair form). */
-void mxl_qamx_panels_avx2(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+void mxl_qamx_panels_avx2(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
                           int64_t n_tok, float *y, int64_t ys);
 /* The same products by the AArch64 NEON form (AArch64 builds only; sdot: with the dot-product
  * extension's SDOT, which the CPU must have). */
-void mxl_qamx_panels_neon(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+void mxl_qamx_panels_neon(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
                           int64_t n_tok, float *y, int64_t ys, int sdot);
 /* The plain reference of every form: per row and token, the exact int32 dot of each block
  * (sum of code x (256 q + q2); Q6_K per term and half) and the kernels' float steps in scalar
  * code, the same bits as the tile, VNNI and AVX2 kernels. */
-void mxl_qamx_panels_ref(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+void mxl_qamx_panels_ref(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
                          int64_t n_tok, float *y, int64_t ys);
 
 #endif

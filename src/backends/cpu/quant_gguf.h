@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "backends/weight.h"
 #include "core/dtype.h"
 
 #define MXL_QK 32   /* elements per block of the 32-element formats */
@@ -104,13 +105,8 @@ static inline float mxl_dense_elem(mxl_dtype t, const void *w, int64_t i) {
 /* Which activation block a weight format's fused dot consumes. */
 typedef enum mxl_act_kind { MXL_ACT_F32 = 0, MXL_ACT_Q8A, MXL_ACT_Q8K, MXL_ACT_Q8A2 } mxl_act_kind;
 
-/* True for the GGUF block formats with kernels here (Q4_0..Q8_0, Q2_K..Q6_K). */
-int mxl_gguf_quant_supported(mxl_dtype t);
 mxl_act_kind mxl_gguf_act_kind(mxl_dtype t);
 
-/* Reference dequantization of n elements (n a multiple of the block size) starting at src. Also
- * accepts F32/F16/BF16. */
-void mxl_dequant_row_ref(mxl_dtype t, const void *src, float *dst, int64_t n);
 
 /* Activation quantization (reference; n a multiple of 32 resp. 256). Round to nearest, ties away
  * from zero, d = max|x| / 127 as ggml's quantize_row_q8_0/q8_K do (q8k: d = max / -127 with the

@@ -17,39 +17,16 @@
 #include <stdint.h>
 
 #include "backends/cpu/quant_gguf.h"
+#include "backends/weight.h"
 #include "core/dtype.h"
-
-typedef struct mxl_mlx_qweight {
-    int bits;              /* 2, 3, 4, 5, 6, 8 */
-    int group_size;        /* 32, 64, 128 */
-    mxl_dtype scale_dtype; /* F16, BF16, F32: dtype of scales and biases */
-    int64_t rows, cols;    /* cols is a multiple of group_size (and so of 32) */
-    const uint32_t *w;     /* [rows, cols*bits/32] */
-    const void *scales;    /* [rows, cols/group_size] */
-    const void *biases;    /* [rows, cols/group_size] */
-} mxl_mlx_qweight;
-
-/* True when bits/group_size/scale dtype are a combination we run. */
-int mxl_mlx_params_valid(int bits, int group_size, mxl_dtype scale_dtype);
-/* Bytes of one packed row (cols*bits/8). */
-static inline int64_t mxl_mlx_row_bytes(int bits, int64_t cols) { return cols * bits / 8; }
 
 /* Integer codes of elements [0, n) of a packed row (n a multiple of 32). */
 void mxl_mlx_unpack_row_ref(int bits, const uint32_t *row, uint8_t *q, int64_t n);
-/* Reference dequantization of row `r` to f32 (s*q + b in f32). */
-void mxl_mlx_dequant_row_ref(const mxl_mlx_qweight *W, int64_t r, float *out);
 /* Our quantizer (MLX's affine scheme: per group, the range [min, max] spread over 2^bits - 1
  * steps, q = round((x - min)/scale), bias = min), writing f32 scales/biases. Round-trip error of
  * every element is at most scale/2 (plus f32 rounding). n a multiple of group_size. */
 void mxl_mlx_quantize_row_ref(int bits, int group_size, const float *x, int64_t n, uint32_t *w,
                               float *scales, float *biases);
-/* The same, except that a group whose values already lie on an evenly spaced grid of at most
- * 2^bits levels keeps that grid (scale = its step, bias = its minimum), so requantizing GGUF
- * blocks of the group's size (Q8_0 at 8 bits, Q4_0 / Q4_1 at 4 or more, K-quant sub-blocks) is
- * lossless up to the f32 arithmetic; other groups get the plain min/max scheme. `mlxcel convert`
- * uses it. gs <= 128. */
-void mxl_mlx_quantize_row_grid(int bits, int gs, const float *x, int64_t n, uint32_t *w, float *scales,
-                               float *biases);
 /* Reference fused dot of row r with activations quantized to q8a blocks (cols/32 of them). */
 float mxl_mlx_vec_dot_ref(const mxl_mlx_qweight *W, int64_t r, const mxl_block_q8a *xq);
 /* AVX2+FMA variant (bits 4 and 8 specialised, the others through a generic unpack). */

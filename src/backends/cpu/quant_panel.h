@@ -60,9 +60,9 @@ typedef struct layout {
     size_t codes, bb;
 } layout;
 
-static inline bool layout_of(const mxl_cpu_weight *W, layout *L) {
+static inline bool layout_of(const mxl_weight *W, layout *L) {
     memset(L, 0, sizeof *L);
-    if (W->kind == MXL_CPU_W_GGUF) {
+    if (W->kind == MXL_W_GGUF) {
         switch (W->dtype) {
         case MXL_DTYPE_Q8_0: *L = (layout){K_Q8_0, 0, CODES_Q8, CODES_Q8 + 32}; return true;
         case MXL_DTYPE_Q4_0: *L = (layout){K_Q4_0, 0, CODES_Q4, CODES_Q4 + 32}; return true;
@@ -74,7 +74,7 @@ static inline bool layout_of(const mxl_cpu_weight *W, layout *L) {
         default: return false;
         }
     }
-    if (W->kind != MXL_CPU_W_MLX || (W->mlx.bits != 4 && W->mlx.bits != 8) || W->mlx.group_size % 32) return false;
+    if (W->kind != MXL_W_MLX || (W->mlx.bits != 4 && W->mlx.bits != 8) || W->mlx.group_size % 32) return false;
     L->kind = W->mlx.bits == 4 ? K_Q4_1 : K_U8;
     L->wide = W->mlx.scale_dtype != MXL_DTYPE_F16;
     L->codes = W->mlx.bits == 4 ? CODES_Q4 : CODES_Q8;
@@ -85,12 +85,12 @@ static inline bool layout_of(const mxl_cpu_weight *W, layout *L) {
 /* byte of element k of panel row n in a block's B-tile code order */
 static inline size_t code_index(int k, int n) { return (size_t)(k / 4) * 64 + (size_t)n * 4 + (size_t)(k % 4); }
 
-/* panel p of W's panel layout (W->amx), nb blocks of L->bb bytes per panel */
-static inline const uint8_t *panel_at(const mxl_cpu_weight *W, const layout *L, int64_t p) {
-    return (const uint8_t *)W->amx + (size_t)p * (size_t)(W->cols / 32) * L->bb;
+/* panel p of W's panel layout (W->prepared), nb blocks of L->bb bytes per panel */
+static inline const uint8_t *panel_at(const mxl_weight *W, const layout *L, int64_t p) {
+    return (const uint8_t *)W->prepared + (size_t)p * (size_t)(W->cols / 32) * L->bb;
 }
 /* rows of W in panel p (PANEL but in a last partial panel) */
-static inline int panel_rows(const mxl_cpu_weight *W, int64_t p) {
+static inline int panel_rows(const mxl_weight *W, int64_t p) {
     return W->rows - p * PANEL < PANEL ? (int)(W->rows - p * PANEL) : PANEL;
 }
 

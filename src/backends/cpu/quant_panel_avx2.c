@@ -417,7 +417,7 @@ AVX2 static void panel_group(const layout *L, const uint8_t *pan, int64_t nb, in
     }
 }
 
-AVX2 void mxl_qamx_panels_avx2(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+AVX2 void mxl_qamx_panels_avx2(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
                                int64_t n_tok, float *y, int64_t ys) {
     layout L;
     MXL_ASSERT(layout_of(W, &L));
@@ -432,7 +432,7 @@ AVX2 void mxl_qamx_panels_avx2(const mxl_cpu_weight *W, int64_t p0, int64_t p1, 
     }
 }
 #else
-void mxl_qamx_panels_avx2(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+void mxl_qamx_panels_avx2(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
                           int64_t n_tok, float *y, int64_t ys) {
     mxl_qamx_panels_ref(W, p0, p1, act, act_stride, n_tok, y, ys);
 }

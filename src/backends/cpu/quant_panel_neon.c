@@ -166,7 +166,7 @@ static void dots_base(const int8_t *codes, const mxl_block_q8a2 *x, int32x4_t D[
     }
 }
 
-void mxl_qamx_panels_neon(const mxl_cpu_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+void mxl_qamx_panels_neon(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
                           int64_t n_tok, float *y, int64_t ys, int sdot) {
     layout L;
     MXL_ASSERT(layout_of(W, &L));

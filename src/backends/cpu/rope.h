@@ -20,40 +20,8 @@
 
 #include <stdint.h>
 
-typedef enum mxl_rope_style { MXL_ROPE_NEOX = 0, MXL_ROPE_GPTJ } mxl_rope_style;
-typedef enum mxl_rope_scaling {
-    MXL_ROPE_SCALING_NONE = 0,
-    MXL_ROPE_SCALING_LINEAR,
-    MXL_ROPE_SCALING_DYNAMIC,
-    MXL_ROPE_SCALING_LLAMA3,
-    MXL_ROPE_SCALING_YARN,
-} mxl_rope_scaling;
+#include "backends/op_types.h"
 
-typedef struct mxl_rope_cfg {
-    int head_dim;
-    int rotary_dim; /* even, <= head_dim (head_dim * partial_rotary_factor) */
-    double theta;
-    mxl_rope_style style;
-    mxl_rope_scaling scaling;
-    double factor;
-    double original_max_pos;   /* LLAMA3 / YARN original context; DYNAMIC max_position_embeddings */
-    double low_freq_factor;    /* LLAMA3 */
-    double high_freq_factor;   /* LLAMA3 */
-    double beta_fast, beta_slow; /* YARN (0 = defaults 32 and 1) */
-    double mscale, mscale_all_dim; /* YARN (0 = unset) */
-    double attention_factor;   /* YARN (0 = derived) */
-    int yarn_no_truncate;      /* YARN: 1 = do not floor/ceil the correction range */
-    /* Per-dimension frequency divisors [rotary_dim/2] or NULL: inv_freq[i] is divided by
-     * freq_factors[i] before the scaling above (llama.cpp's rope_freqs.weight, ggml_rope_ext's
-     * freq_factors: how Llama 3.1-style GGUFs carry the llama3 rescaling). Not owned. */
-    const float *freq_factors;
-    double attn_mul;           /* extra cos/sin scale on top of *attn_factor (GGUF
-                                * rope.scaling.attn_factor); 0 = 1 */
-} mxl_rope_cfg;
-
-/* Fills inv_freq[rotary_dim/2] and *attn_factor (1 except YARN, times attn_mul when set) for
- * sequences of seq_len tokens (only DYNAMIC depends on it). */
-void mxl_rope_freqs(const mxl_rope_cfg *c, int64_t seq_len, float *inv_freq, float *attn_factor);
 /* Rotates n_heads heads stored contiguously ([n_heads, head_dim]) in place at position pos. */
 void mxl_rope_apply(const mxl_rope_cfg *c, const float *inv_freq, float attn_factor, float *x,
                     int n_heads, int64_t pos);
