@@ -6,7 +6,7 @@
  * runs the forward pass through the ops below: matmuls (one weight, several weights sharing an
  * input, and the dense GEMM with a fused bias and activation), attention over a contiguous or a
  * paged KV cache and over packed encoder sequences, norms, RoPE, activations and GLU, embedding
- * rows, the logits scan / argmax, and the KV-cache storage codecs. Scratch memory is sized by the
+ * rows, the logits scan / argmax, the KV cache's block storage and its codecs. Scratch memory is sized by the
  * backend and supplied by the caller, so the decode path allocates nothing.
  *
  * Every op is synchronous on the host today (the CPU backends); `synchronize` is the point where
@@ -132,6 +132,13 @@ typedef struct mxl_backend_ops {
     int64_t (*argmax)(const mxl_backend *be, const float *x, int64_t n);
     /* *bad: some x is NaN or +-Inf; *any: some x is finite */
     void (*logits_scan)(const mxl_backend *be, const float *x, int64_t n, bool *bad, bool *any);
+
+    /* ---- memory the ops read and write: the KV cache's block storage ---- */
+    /* bytes of it, 64-byte aligned, or NULL when out of memory */
+    void *(*buffer_alloc)(const mxl_backend *be, size_t bytes);
+    void (*buffer_free)(const mxl_backend *be, void *buf); /* NULL is ignored */
+    /* copies bytes between places in this backend's buffers (a block copied on write) */
+    void (*buffer_copy)(const mxl_backend *be, void *dst, const void *src, size_t bytes);
 
     /* ---- KV-cache storage codecs (one row of n elements) ---- */
     void (*kv_store_f16)(const mxl_backend *be, const float *x, int64_t n, uint16_t *h);

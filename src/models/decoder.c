@@ -480,7 +480,7 @@ mxl_status mxl_decoder_kv_pool_cfg(const mxl_decoder *d, const mxl_decoder_kv_op
     mxl_decoder_kv_opts o = opts ? *opts : (mxl_decoder_kv_opts){MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO};
     if ((unsigned)o.k > MXL_DECODER_KV_I8 || (unsigned)o.v > MXL_DECODER_KV_I8) return mxl_error_set(err, MXL_ERR_ARG, "unknown KV cache type");
     *out = (mxl_kv_pool_cfg){d->hp.n_layers, d->hp.n_kv_heads * d->hp.head_dim, kv_group_of(&d->hp), kv_dtype(o.k, reference),
-                             kv_dtype(o.v, reference), n_blocks};
+                             kv_dtype(o.v, reference), n_blocks, d->be};
     return MXL_OK;
 }
 

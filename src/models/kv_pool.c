@@ -15,7 +15,8 @@ struct mxl_kv_pool {
     int64_t stride;                /* elements between blocks (K / V) */
     uint8_t *k, *v;                /* storage */
     float *ks, *vs;                /* I8 scales or NULL */
-    void *mem;                     /* one allocation for the storage */
+    const mxl_backend *be;         /* whose buffer holds the storage */
+    void *mem;                     /* one buffer for the storage */
     int32_t *ref;                  /* [n_blocks] */
     uint8_t *pub;                  /* [n_blocks] published */
     uint64_t *hash, *parent;       /* [n_blocks] of published blocks */
@@ -77,7 +78,9 @@ mxl_status mxl_kv_pool_create(const mxl_kv_pool_cfg *cfg, mxl_kv_pool **out, mxl
     if (!i8) p->cfg.group = c->group > 0 ? c->group : 1;
     p->block_bytes = bb;
     p->stride = (int64_t)n;
-    p->mem = aligned_alloc(64, (size_t)total);
+    p->be = c->be ? c->be : mxl_backend_host();
+    p->cfg.be = p->be;
+    p->mem = p->be->ops->buffer_alloc(p->be, (size_t)total);
     uint64_t cap = 16;
     while (cap < nb * 2) cap <<= 1;
     p->table_mask = cap - 1;
@@ -121,7 +124,7 @@ mxl_status mxl_kv_pool_create(const mxl_kv_pool_cfg *cfg, mxl_kv_pool **out, mxl
 
 void mxl_kv_pool_destroy(mxl_kv_pool *p) {
     if (!p) return;
-    free(p->mem);
+    if (p->mem) p->be->ops->buffer_free(p->be, p->mem);
     free(p->meta);
     free(p);
 }
@@ -330,10 +333,13 @@ static void copy_rows(mxl_kv_pool *p, int32_t dst, int32_t src, int64_t n_rows) 
         uint64_t e_dst = (uint64_t)dst * (uint64_t)p->stride + (uint64_t)l * MXL_KV_BLOCK * row;
         uint64_t e_src = (uint64_t)src * (uint64_t)p->stride + (uint64_t)l * MXL_KV_BLOCK * row;
         uint64_t n = (uint64_t)n_rows * row;
-        memcpy(p->k + e_dst * elem_bytes(c->k_type), p->k + e_src * elem_bytes(c->k_type), n * elem_bytes(c->k_type));
-        memcpy(p->v + e_dst * elem_bytes(c->v_type), p->v + e_src * elem_bytes(c->v_type), n * elem_bytes(c->v_type));
-        if (p->ks) memcpy(p->ks + e_dst / (uint64_t)c->group, p->ks + e_src / (uint64_t)c->group, (size_t)n_rows * srow * 4);
-        if (p->vs) memcpy(p->vs + e_dst / (uint64_t)c->group, p->vs + e_src / (uint64_t)c->group, (size_t)n_rows * srow * 4);
+        const mxl_backend *be = p->be;
+        be->ops->buffer_copy(be, p->k + e_dst * elem_bytes(c->k_type), p->k + e_src * elem_bytes(c->k_type), n * elem_bytes(c->k_type));
+        be->ops->buffer_copy(be, p->v + e_dst * elem_bytes(c->v_type), p->v + e_src * elem_bytes(c->v_type), n * elem_bytes(c->v_type));
+        if (p->ks)
+            be->ops->buffer_copy(be, p->ks + e_dst / (uint64_t)c->group, p->ks + e_src / (uint64_t)c->group, (size_t)n_rows * srow * 4);
+        if (p->vs)
+            be->ops->buffer_copy(be, p->vs + e_dst / (uint64_t)c->group, p->vs + e_src / (uint64_t)c->group, (size_t)n_rows * srow * 4);
     }
 }
 

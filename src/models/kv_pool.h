@@ -3,7 +3,7 @@
  *
  * A block holds MXL_KV_BLOCK (32) consecutive positions of one sequence: K and V of every layer
  * for those positions in the pool's storage types (F32, F16 or grouped I8 with f32 scales,
- * the backend's kv_quantize_i8). Storage is one allocation per tensor kind, block-major:
+ * the backend's kv_quantize_i8). Storage is one buffer of the backend (buffer_alloc), block-major:
  *   K [n_blocks, n_layers, 32, kv_dim]  V likewise  (k_type / v_type elements)
  *   K scales [n_blocks, n_layers, 32, kv_dim / group]  V scales likewise  (I8 only)
  * so row r of layer l of block b starts at element ((b * n_layers + l) * 32 + r) * kv_dim, and
@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backends/backend.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -41,6 +42,7 @@ typedef struct mxl_kv_pool_cfg {
     int64_t group;             /* int8 scale group: divides kv_dim (ignored unless a type is I8) */
     mxl_dtype k_type, v_type;  /* F32, F16 or I8 */
     int64_t n_blocks;          /* > 0, at most 2^30 */
+    const mxl_backend *be;     /* whose memory holds the blocks (buffer_alloc); NULL: the host's */
 } mxl_kv_pool_cfg;
 
 typedef struct mxl_kv_pool mxl_kv_pool;

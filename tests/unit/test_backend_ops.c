@@ -10,7 +10,7 @@
  *   attention / attention_paged (f32, f16, int8 caches)                      1e-6 (int8 K/V: 1e-3)
  *   attention_varlen (where the backend takes it)                            1e-10
  *   rmsnorm, layernorm, act, glu, softcap, rope                              1e-10
- *   embed, kv_store_f16                                                      bitwise
+ *   embed, kv_store_f16, buffer_copy                                         bitwise
  *   kv_quantize_i8 then kv_dequantize_i8: each element within half a step    (scale / 2)
  *   argmax, logits_scan                                                      exact
  * References: mxl_cpu_matmul_f32_ref (dequantize, f32 dot), mxl_gemm_f32_ref, the attention
@@ -476,6 +476,25 @@ static void check_logits(const mxl_backend *be) {
     }
 }
 
+/* buffers: what is written into one and copied within it reads back the same */
+static void check_buffers(const mxl_backend *be) {
+    static const size_t sizes[] = {1, 64, 4096 + 3};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sizes[i];
+        uint8_t *b = be->ops->buffer_alloc(be, 2 * n), *src = malloc(n), *back = malloc(n);
+        EXPECT(b != NULL && ((uintptr_t)b & 63) == 0);
+        for (size_t j = 0; j < n; j++) src[j] = (uint8_t)(j * 131 + 7);
+        be->ops->buffer_copy(be, b, src, n);
+        be->ops->buffer_copy(be, b + n, b, n);
+        be->ops->buffer_copy(be, back, b + n, n);
+        be->ops->synchronize(be);
+        record("buffer_copy", memcmp(back, src, n) == 0 ? 0 : 1, 0, "bytes");
+        be->ops->buffer_free(be, b);
+        free(src), free(back);
+    }
+    be->ops->buffer_free(be, NULL);
+}
+
 static void check_kv_codecs(const mxl_backend *be) {
     static const int64_t sizes[][2] = {{64 * 3, 32}, {256, 32}, {48 * 2, 48}, {16, 16}};
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
@@ -517,6 +536,7 @@ TEST(backend_ops_every_backend) {
         check_embed(be);
         check_logits(be);
         check_kv_codecs(be);
+        check_buffers(be);
         be->ops->synchronize(be);
         print_stats(be);
     }

@@ -4,6 +4,7 @@
  * "cpu"). Each op is a thin call into the kernel files of this folder; the policies that depend
  * on the CPU (which weights get the panel or tile layouts, when the register-blocked GEMM and the
  * vectorised encoder attention run) live here, not in the model code. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/backend.h"
@@ -177,6 +178,21 @@ static void cpu_logits_scan(const mxl_backend *be, const float *x, int64_t n, bo
     mxl_cpu_logits_scan(x, n, bad, any);
 }
 
+static void *cpu_buffer_alloc(const mxl_backend *be, size_t bytes) {
+    (void)be;
+    return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+}
+
+static void cpu_buffer_free(const mxl_backend *be, void *buf) {
+    (void)be;
+    free(buf);
+}
+
+static void cpu_buffer_copy(const mxl_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    memcpy(dst, src, bytes);
+}
+
 static void cpu_kv_store_f16(const mxl_backend *be, const float *x, int64_t n, uint16_t *h) {
     (void)be;
     mxl_cpu_kern()->kv.store_f16(n, x, h);
@@ -219,6 +235,9 @@ static const mxl_backend_ops k_cpu_ops = {
     .embed = cpu_embed,
     .argmax = cpu_argmax,
     .logits_scan = cpu_logits_scan,
+    .buffer_alloc = cpu_buffer_alloc,
+    .buffer_free = cpu_buffer_free,
+    .buffer_copy = cpu_buffer_copy,
     .kv_store_f16 = cpu_kv_store_f16,
     .kv_quantize_i8 = cpu_kv_quantize_i8,
     .kv_dequantize_i8 = cpu_kv_dequantize_i8,
@@ -290,6 +309,9 @@ static const mxl_backend_ops k_ref_ops = {
     .embed = cpu_embed,
     .argmax = cpu_argmax,
     .logits_scan = cpu_logits_scan,
+    .buffer_alloc = cpu_buffer_alloc,
+    .buffer_free = cpu_buffer_free,
+    .buffer_copy = cpu_buffer_copy,
     .kv_store_f16 = cpu_kv_store_f16,
     .kv_quantize_i8 = cpu_kv_quantize_i8,
     .kv_dequantize_i8 = cpu_kv_dequantize_i8,
