@@ -285,9 +285,10 @@ static mxl_status common_hparams(const mxl_checkpoint *ck, mxl_family_ctx *fc) {
 }
 
 /* The backend's layout (weight_prepare; the CPU's panel layout) of every matrix the forward pass
- * multiplies by, where the backend and the format have one (the embedding table stays as it is: it is only looked up). The
- * GGUF pages of a matrix copied into the panel layout are then dropped from memory (they stay
- * mapped; nothing reads them on this path), so the process holds each weight once. */
+ * multiplies by, where the backend and the format have one (the embedding table stays as it is:
+ * it is only looked up). The checkpoint pages of a matrix copied into such a layout are then
+ * dropped from memory (they stay mapped, and page back in if the reference path reads them), so
+ * the process holds each weight once. */
 static mxl_status prepare_one(const mxl_checkpoint *ck, mxl_decoder *d, mxl_weight *W, mxl_error *err) {
     if (W->rows <= 0 || W->prepared) return MXL_OK;
     mxl_status st = d->be->ops->weight_prepare(d->be, W, MXL_WEIGHT_USE_MATMUL, &d->tiles, err);
