@@ -137,7 +137,8 @@ typedef struct mxl_backend_ops {
     /* bytes of it, 64-byte aligned, or NULL when out of memory */
     void *(*buffer_alloc)(const mxl_backend *be, size_t bytes);
     void (*buffer_free)(const mxl_backend *be, void *buf); /* NULL is ignored */
-    /* copies bytes between places in this backend's buffers (a block copied on write) */
+    /* copies bytes within the backend's memory: its buffers and the activations its ops read
+     * and write (a KV row appended, a block copied on write) */
     void (*buffer_copy)(const mxl_backend *be, void *dst, const void *src, size_t bytes);
 
     /* ---- KV-cache storage codecs (one row of n elements) ---- */

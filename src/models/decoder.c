@@ -503,7 +503,7 @@ static void kv_put(const mxl_decoder_state *s, mxl_kv_pool *kvp, const int32_t *
     int64_t e = kv_elem(s, kvp, table, l, p), kvd = s->kv_dim;
     void *base = v ? mxl_kv_pool_v(kvp) : mxl_kv_pool_k(kvp);
     if (t == MXL_DTYPE_F32) {
-        memcpy((float *)base + e, x, (size_t)kvd * sizeof(float));
+        s->be->ops->buffer_copy(s->be, (float *)base + e, x, (size_t)kvd * sizeof(float));
     } else if (t == MXL_DTYPE_F16) {
         s->be->ops->kv_store_f16(s->be, x, kvd, (uint16_t *)base + e);
     } else {
@@ -520,7 +520,7 @@ static void kv_get(const mxl_decoder_state *s, const mxl_kv_pool *kvp, const int
     int64_t e = kv_elem(s, kvp, table, l, p), kvd = s->kv_dim;
     const void *base = v ? mxl_kv_pool_v(kvp) : mxl_kv_pool_k(kvp);
     if (t == MXL_DTYPE_F32) {
-        memcpy(x, (const float *)base + e, (size_t)kvd * sizeof(float));
+        s->be->ops->buffer_copy(s->be, x, (const float *)base + e, (size_t)kvd * sizeof(float));
     } else if (t == MXL_DTYPE_F16) {
         const uint16_t *h = (const uint16_t *)base + e;
         for (int64_t i = 0; i < kvd; i++) x[i] = mxl_f16_to_f32(h[i]);
@@ -644,7 +644,8 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
     }
     mxl_rope_freqs(&hp->rope, max_ctx, s->inv_freq, &s->attn_factor);
     mxl_rope_freqs(&hp->rope_local, max_ctx, s->inv_freq_local, &s->attn_factor_local);
-    mxl_decoder_state_set_reference(s, mxl_decoder_reference_default());
+    s->reference = mxl_decoder_reference_default();
+    s->be = s->reference ? mxl_backend_reference() : s->d_be;
     if (kvp) {
         s->kvp = kvp;
     } else {
