@@ -284,44 +284,26 @@ static void ref_glu(const mxl_backend *be, mxl_act a, const float *gate, const f
     mxl_cpu_glu_ref(a, gate, up, n, out);
 }
 
-static const mxl_backend_ops k_ref_ops = {
-    .available = cpu_available,
-    .synchronize = cpu_synchronize,
-    .weight_prepared_bytes = cpu_weight_prepared_bytes,
-    .weight_prepare = cpu_weight_prepare,
-    .matmul_scratch_bytes = ref_matmul_scratch_bytes,
-    .matmul = ref_matmul,
-    .matmul_multi = ref_matmul_multi,
-    .gemm_scratch_bytes = ref_gemm_scratch_bytes,
-    .gemm_bias_act = ref_gemm_bias_act,
-    .attention_scratch_floats = cpu_attention_scratch_floats,
-    .attention = cpu_attention,
-    .attention_paged = cpu_attention_paged,
-    .varlen_scratch_floats = cpu_varlen_scratch_floats,
-    .attention_varlen = cpu_attention_varlen,
-    .rmsnorm = cpu_rmsnorm,
-    .layernorm = cpu_layernorm,
-    .act = ref_act,
-    .glu = ref_glu,
-    .softcap = cpu_softcap,
-    .rope_table = cpu_rope_table,
-    .rope_apply_table = cpu_rope_apply_table,
-    .embed = cpu_embed,
-    .argmax = cpu_argmax,
-    .logits_scan = cpu_logits_scan,
-    .buffer_alloc = cpu_buffer_alloc,
-    .buffer_free = cpu_buffer_free,
-    .buffer_copy = cpu_buffer_copy,
-    .kv_store_f16 = cpu_kv_store_f16,
-    .kv_quantize_i8 = cpu_kv_quantize_i8,
-    .kv_dequantize_i8 = cpu_kv_dequantize_i8,
-};
+/* "cpu" with the matmuls, activations and GLU replaced (mxl_backend_register_cpu fills it) */
+static mxl_backend_ops k_ref_ops;
 
 static const mxl_backend k_cpu = {"cpu", "CPU kernels at this CPU's level", &k_cpu_ops, NULL};
+static void make_ref_ops(void) {
+    k_ref_ops = k_cpu_ops;
+    k_ref_ops.matmul_scratch_bytes = ref_matmul_scratch_bytes;
+    k_ref_ops.matmul = ref_matmul;
+    k_ref_ops.matmul_multi = ref_matmul_multi;
+    k_ref_ops.gemm_scratch_bytes = ref_gemm_scratch_bytes;
+    k_ref_ops.gemm_bias_act = ref_gemm_bias_act;
+    k_ref_ops.act = ref_act;
+    k_ref_ops.glu = ref_glu;
+}
+
 static const mxl_backend k_cpu_ref = {"cpu-ref", "CPU f32 reference path (MXL_DECODER_REFERENCE)", &k_ref_ops, NULL};
 
 int mxl_backend_register_cpu(const mxl_backend **out, int cap);
 int mxl_backend_register_cpu(const mxl_backend **out, int cap) {
+    make_ref_ops(); /* called once, under backend.c's pthread_once */
     int n = 0;
     if (n < cap) out[n++] = &k_cpu;
     if (n < cap) out[n++] = &k_cpu_ref;
