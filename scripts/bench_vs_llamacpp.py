@@ -27,6 +27,15 @@ MODELS = {
 MLXCEL = os.path.join(ROOT, "build", "mlxcel")
 
 
+def avx512_flags():
+    """llama.cpp's AVX-512 options where /proc/cpuinfo lists AVX-512 F and VNNI, else none."""
+    try:
+        flags = open("/proc/cpuinfo").read().split()
+    except OSError:
+        return []
+    return ["-DGGML_AVX512=ON", "-DGGML_AVX512_VNNI=ON"] if "avx512f" in flags and "avx512_vnni" in flags else []
+
+
 def build_llama_bench(work):
     found = glob.glob(os.path.join(work, "**", "bin", "llama-bench"), recursive=True)
     if found:
@@ -39,13 +48,13 @@ def build_llama_bench(work):
     src = glob.glob(os.path.join(work, "llama_cpp_python-*", "vendor", "llama.cpp"))[0]
     subprocess.run(["cmake", "-S", src, "-B", os.path.join(src, "build"), "-DCMAKE_BUILD_TYPE=Release",
                     # -march=native here enables AMX, which the kernel does not grant this VM (SIGILL):
-                    # name the x86 extensions instead
+                    # name the x86 extensions instead, AVX-512 only where this CPU has it
                     "-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON",
-                    "-DGGML_AVX512=ON", "-DGGML_AVX512_VNNI=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
+                    *avx512_flags(), "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
                     "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF"], check=True)
     subprocess.run(["cmake", "--build", os.path.join(src, "build"), "--target", "llama-bench", "-j",
                     str(os.cpu_count() or 1)], check=True)
-    return glob.glob(os.path.join(src, "build", "**", "llama-bench"), recursive=True)[0]
+    return [p for p in glob.glob(os.path.join(src, "build", "**", "llama-bench"), recursive=True) if os.path.isfile(p)][0]
 
 
 def prompt_of(model, n_tokens):
