@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/alloc.h"
 #include "models/registry.h"
 
 static const mxl_cli_opt k_opts[] = {
@@ -101,7 +102,7 @@ static int print_json(void) {
     json_decref(root);
     if (!text) return mxl_cli_fail("out of memory building the registry JSON");
     int ok = fputs(text, stdout) >= 0 && fputc('\n', stdout) != EOF;
-    free(text);
+    mxl_free(text);
     if (!ok || fflush(stdout) != 0) return mxl_cli_fail("writing to stdout failed");
     return 0;
 }

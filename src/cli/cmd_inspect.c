@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/alloc.h"
 #include "engine/memory_estimate.h"
 #include "io/store.h"
 #include "models/checkpoint.h"
@@ -137,7 +138,7 @@ static int print_json(const inspect_opts *io, const mxl_resolved *res, const mxl
     json_decref(o);
     if (!s) return mxl_cli_fail("out of memory");
     puts(s);
-    free(s);
+    mxl_free(s);
     return 0;
 }
 

@@ -1,5 +1,6 @@
 /* generate.c - single-sequence generation request (generate.h): the prompt, the decode loop and
  * the split of chat output into answer and reasoning. The model object is model.c's. */
+#include "core/alloc.h"
 #include "engine/generate.h"
 
 #include <jansson.h>
@@ -28,7 +29,7 @@ static mxl_status build_prompt(mxl_gen_model *m, const mxl_gen_request *req, mxl
     if (st) return st;
     st = mxl_chat_tokenize_rendered(m, text, text_len, ids, err);
     if (rendered && st == MXL_OK) *rendered = text;
-    else free(text);
+    else mxl_free(text);
     return st;
 }
 
@@ -134,6 +135,6 @@ out:
     mxl_chat_stream_destroy(split.cs);
     mxl_seq_destroy(seq);
     mxl_token_ids_free(&ids);
-    free(rendered);
+    mxl_free(rendered);
     return st;
 }

@@ -1,4 +1,5 @@
 /* mapped_file.c - mmap of checkpoint files (see mapped_file.h). */
+#include "core/alloc.h"
 #include "io/mapped_file.h"
 
 #include <errno.h>
@@ -34,7 +35,7 @@ mxl_status mxl_mapped_file_open(const char *path, mxl_mapped_file *out, mxl_erro
         out->data = m;
     }
     close(fd);
-    out->path = strdup(path);
+    out->path = mxl_strdup(path);
     if (!out->path) {
         mxl_mapped_file_close(out);
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
@@ -44,7 +45,7 @@ mxl_status mxl_mapped_file_open(const char *path, mxl_mapped_file *out, mxl_erro
 
 void mxl_mapped_file_close(mxl_mapped_file *f) {
     if (f->data) munmap((void *)f->data, (size_t)f->size);
-    free(f->path);
+    mxl_free(f->path);
     memset(f, 0, sizeof *f);
 }
 

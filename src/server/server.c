@@ -1,6 +1,8 @@
 /* server.c - the `mlxcel serve` process (server.h): routing and authentication, and
  * mxl_server_run's steps (check the flags, listen, load the models, build the scheduler, wait for
  * a signal, shut down). Requests are read by request.c and answered by the api_*.c routes. */
+#include "core/alloc.h"
+#include "io/json_read.h"
 #include "server/server.h"
 
 #include <limits.h>
@@ -134,7 +136,7 @@ static char *read_file(const char *path, mxl_error *err, const char *what) {
     for (;;) {
         if (len + 4096 + 1 > cap) {
             cap = cap ? cap * 2 : 8192;
-            char *p = realloc(buf, cap);
+            char *p = mxl_realloc(buf, cap);
             if (!p) break;
             buf = p;
         }
@@ -271,7 +273,7 @@ static void init_state(mxl_server *s, const mxl_server_config *cfg) {
 static mxl_status read_startup_options(mxl_server *s, startup *up, mxl_error *err) {
     const mxl_server_config *cfg = s->cfg;
     mxl_status st;
-    if (cfg->api_key) s->api_key = strdup(cfg->api_key);
+    if (cfg->api_key) s->api_key = mxl_strdup(cfg->api_key);
     else if (cfg->api_key_file) {
         if (!(s->api_key = read_file(cfg->api_key_file, err, "--api-key-file"))) return err->status;
         trim(s->api_key);
@@ -279,7 +281,7 @@ static mxl_status read_startup_options(mxl_server *s, startup *up, mxl_error *er
     }
     if (cfg->chat_template_kwargs) {
         json_error_t je;
-        s->template_kwargs = json_loads(cfg->chat_template_kwargs, 0, &je);
+        s->template_kwargs = mxl_json_loadb(cfg->chat_template_kwargs, strlen(cfg->chat_template_kwargs), 0, &je);
         if (!s->template_kwargs || !json_is_object(s->template_kwargs))
             return mxl_error_set(err, MXL_ERR_ARG, "--chat-template-kwargs: expected a JSON object");
     }
@@ -416,7 +418,7 @@ static mxl_status load_main_model(mxl_server *s, startup *up, mxl_error *err) {
     if (up->chat_tmpl || up->tmpl_file) {
         st = mxl_gen_model_set_template(s->model, up->tmpl_file ? up->tmpl_file : up->chat_tmpl,
                                         up->tmpl_file ? cfg->chat_template_file : "--chat-template", err);
-        free(up->tmpl_file);
+        mxl_free(up->tmpl_file);
         up->tmpl_file = NULL;
         if (st) return st;
     }
@@ -477,10 +479,10 @@ static void shut_down(mxl_server *s, startup *up) {
     json_decref(s->template_kwargs);
     json_decref(s->aliases);
     json_decref(s->tags);
-    free(s->api_key);
-    free(up->cert);
-    free(up->key);
-    free(up->tmpl_file);
+    mxl_free(s->api_key);
+    mxl_free(up->cert);
+    mxl_free(up->key);
+    mxl_free(up->tmpl_file);
 }
 
 int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), mxl_error *err) {
