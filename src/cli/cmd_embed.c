@@ -13,6 +13,7 @@
 #include "core/threadpool.h"
 #include "engine/embed.h"
 #include "engine/encoder_input.h"
+#include "io/json_write.h"
 #include "io/store.h"
 
 static const mxl_cli_opt k_opts[] = {
@@ -118,7 +119,7 @@ int mxl_cmd_embed(int argc, char **argv) {
         json_object_set_new(j, "tokens", tk);
         json_object_set_new(j, "embeddings", embs);
         json_object_set_new(j, "similarity", sim);
-        char *s = json_dumps(j, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+        char *s = mxl_json_dumps(j, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
         json_decref(j);
         if (s) puts(s);
         mxl_free(s);

@@ -12,6 +12,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/alloc.h"
+#include "io/json_write.h"
 #include "io/store.h"
 
 static const mxl_cli_opt k_opts[] = {
@@ -100,7 +101,7 @@ static int print_json(const mxl_store_entry *v, size_t n) {
         json_object_set_new(o, "path", json_string(v[i].path));
         json_object_set_new(o, "modified", v[i].has_modified ? json_integer((json_int_t)v[i].modified) : json_null());
     }
-    char *s = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    char *s = mxl_json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(arr);
     if (!s) return mxl_cli_fail("out of memory");
     printf("%s\n", s);

@@ -18,6 +18,7 @@
 #include "core/threadpool.h"
 #include "engine/encoder_input.h"
 #include "engine/rerank.h"
+#include "io/json_write.h"
 #include "io/store.h"
 
 static const mxl_cli_opt k_opts[] = {
@@ -122,7 +123,7 @@ int mxl_cmd_rerank(int argc, char **argv) {
         json_object_set_new(j, "scores", sc);
         json_object_set_new(j, "tokens", tk);
         json_object_set_new(j, "ranking", rank);
-        char *s = json_dumps(j, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+        char *s = mxl_json_dumps(j, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
         json_decref(j);
         if (s) puts(s);
         else rc = mxl_cli_fail("out of memory");

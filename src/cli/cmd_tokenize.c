@@ -17,6 +17,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/alloc.h"
+#include "io/json_write.h"
 #include "io/store.h"
 #include "tokenizer/tokenizer.h"
 
@@ -146,7 +147,7 @@ static int run_file(const mxl_tokenizer *tok, const char *fname, bool decode, un
                         }
                         json_object_set_new(o, "ids", ja);
                         json_object_set_new(o, "pieces", jp);
-                        char *out = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+                        char *out = mxl_json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
                         if (out) puts(out);
                         mxl_free(out);
                         json_decref(o);
@@ -179,7 +180,7 @@ static int run_file(const mxl_tokenizer *tok, const char *fname, bool decode, un
                         rc = mxl_cli_fail("%s", err.msg);
                     if (rc == 0) {
                         json_t *o = json_pack("{s:s%}", "text", text, tl);
-                        char *out = o ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+                        char *out = o ? mxl_json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
                         if (out) puts(out);
                         else rc = mxl_cli_fail("decoded text is not valid UTF-8");
                         mxl_free(out);
@@ -240,7 +241,7 @@ int mxl_cmd_tokenize(int argc, char **argv) {
         if (rc == 0) {
             if (json) {
                 json_t *o = json_stringn(out, ol);
-                char *s = o ? json_dumps(o, JSON_ENCODE_ANY | JSON_ENSURE_ASCII) : NULL;
+                char *s = o ? mxl_json_dumps(o, JSON_ENCODE_ANY | JSON_ENSURE_ASCII) : NULL;
                 if (s) puts(s);
                 else rc = mxl_cli_fail("decoded text is not valid UTF-8");
                 mxl_free(s);

@@ -1,5 +1,4 @@
 /* arena.c - bump allocator (see arena.h). */
-#include "core/alloc.h"
 #include "core/arena.h"
 
 #include <stdint.h>
@@ -7,6 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "core/alloc.h"
 #include "core/status.h"
 
 struct mxl_arena_block {

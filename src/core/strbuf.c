@@ -1,9 +1,9 @@
 /* strbuf.c - the growable byte string (strbuf.h). */
-#include "core/alloc.h"
 #include "core/strbuf.h"
 
 #include <stdlib.h>
 
+#include "core/alloc.h"
 #include "core/utf8.h"
 
 bool mxl_strbuf_reserve(mxl_strbuf *b, size_t extra) {

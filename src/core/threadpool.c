@@ -13,7 +13,6 @@
  * never take a task of a newer job, and a job's fn / ctx are read only after a successful claim
  * (the slot cannot be reused until that task is done). The caller publishes job g in slot g & 1
  * only after job g - 1 is done, and job g - 2 (the slot's last) finished before that. */
-#include "core/alloc.h"
 #include "core/threadpool.h"
 
 #include <pthread.h>
@@ -25,6 +24,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+
+#include "core/alloc.h"
 #define CPU_RELAX() _mm_pause()
 #elif defined(__aarch64__)
 #define CPU_RELAX() __asm__ volatile("yield")

@@ -1,10 +1,10 @@
 /* chat.c - chat prompts through the model's template (chat.h). */
-#include "core/alloc.h"
 #include "engine/chat.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "engine/model_internal.h"
 
 static bool ends_with(const char *s, size_t n, const char *suf) {

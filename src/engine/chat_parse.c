@@ -13,14 +13,15 @@
  * at the start. Formats follow llama.cpp's common/chat.cpp parsers and the real templates in
  * testdata/templates (Hermes/Qwen, Qwen3-Coder XML, Llama 3.x JSON, Mistral [TOOL_CALLS],
  * OpenAI harmony). */
-#include "core/alloc.h"
 #include "engine/chat_parse.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/strbuf.h"
 #include "io/json_read.h"
+#include "io/json_write.h"
 
 static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
@@ -429,7 +430,7 @@ static bool call_from_obj(json_t *calls, const char *t, size_t n, size_t i, json
             at = t + vs;
             an = ve - vs;
         } else {
-            dumped = json_dumps(args, JSON_COMPACT);
+            dumped = mxl_json_dumps(args, JSON_COMPACT);
             if (!dumped) return false;
             at = dumped;
             an = strlen(dumped);
@@ -507,7 +508,7 @@ static size_t find_first(const char *t, size_t n, size_t i, const char *const *m
 static bool add_json_string(mxl_chat_stream *s, mxl_strbuf *b, const char *t, size_t n) {
     json_t *str = json_stringn(t, n);
     if (!str) return false;
-    char *d = json_dumps(str, JSON_ENCODE_ANY);
+    char *d = mxl_json_dumps(str, JSON_ENCODE_ANY);
     json_decref(str);
     if (!d) {
         s->oom = true;

@@ -2,7 +2,6 @@
  * sentence-transformers' Pooling / Normalize modules and llama.cpp's common_embd_normalize.
  * Encoder families run in batches through models/encoder.h; Qwen3-Embedding runs each text
  * through the text decoder (engine/embed_decoder.h) and pools its last token. */
-#include "core/alloc.h"
 #include "engine/embed.h"
 
 #include <math.h>
@@ -10,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/threadpool.h"
 #include "engine/embed_decoder.h"
 #include "engine/embed_dense.h"

@@ -1,12 +1,12 @@
 /* embed_decoder.c - whole-sequence decoder runs with KV reuse of the common prefix (see
  * embed_decoder.h). */
-#include "core/alloc.h"
 #include "engine/embed_decoder.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "models/decoder.h"
 
 #define RUNNER_MIN_CTX 256   /* first state capacity; grows by doubling */

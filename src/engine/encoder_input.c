@@ -1,5 +1,4 @@
 /* encoder_input.c - single and pair token ids with HF truncation (see encoder_input.h). */
-#include "core/alloc.h"
 #include "engine/encoder_input.h"
 
 #include <jansson.h>
@@ -7,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "io/json_read.h"
 
 static mxl_status push(mxl_token_ids *v, int32_t id, mxl_error *err) {

@@ -1,12 +1,12 @@
 /* generate.c - single-sequence generation request (generate.h): the prompt, the decode loop and
  * the split of chat output into answer and reasoning. The model object is model.c's. */
-#include "core/alloc.h"
 #include "engine/generate.h"
 
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/clock.h"
 #include "engine/chat.h"
 #include "engine/chat_parse.h"

@@ -6,11 +6,12 @@
  * is that byte, and a byte-level (GPT-2) piece maps each character back through the GPT-2 byte
  * table. Decoders that strip the leading space of a lone SentencePiece piece ("▁Hello" ->
  * "Hello") would hide a space the stream will show, so a raw piece starting with U+2581 keeps it. */
-#include "core/alloc.h"
 #include "engine/grammar_tok.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/alloc.h"
 
 typedef struct tok_ctx {
     const mxl_tokenizer *t;

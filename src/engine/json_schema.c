@@ -6,9 +6,10 @@
  * the names turned into a "none of these strings" rule), integer ranges spelled digit by digit.
  * Rules are named after the schema path (root, root-item, ref-defs-x...), made unique by a number
  * when two different bodies want one name, and written in the order they were made. */
-#include "core/alloc.h"
 #include "engine/json_schema.h"
+#include "core/alloc.h"
 #include "io/json_read.h"
+#include "io/json_write.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -254,7 +255,7 @@ static void put_literal(sb *out, const char *s, size_t n) {
 
 /* The literal of a JSON value's compact text. */
 static void put_constant(conv *c, sb *out, const json_t *v) {
-    char *d = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    char *d = mxl_json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
     if (!d) {
         c->oom = true;
         return;
@@ -1078,7 +1079,7 @@ static const char *visit(conv *c, const json_t *schema, const char *name) {
 static const char *visit_inner(conv *c, const json_t *schema, const char *name) {
     if (json_is_true(schema)) schema = NULL; /* `true` accepts anything: treat as {} */
     else if (!json_is_object(schema)) {
-        char *d = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
+        char *d = mxl_json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
         fail(c, "json_schema: unrecognized schema: %.200s", d ? d : "?");
         mxl_free(d);
         return "";
@@ -1333,7 +1334,7 @@ static const char *visit_inner(conv *c, const json_t *schema, const char *name) 
         const builtin *b = json_is_string(type) ? find_primitive(json_string_value(type)) : NULL;
         if (!b || !strcmp(json_string_value(type), "value") || !strcmp(json_string_value(type), "char") ||
             !strcmp(json_string_value(type), "uuid") || strstr(json_string_value(type), "-part")) {
-            char *d = json_dumps(schema, JSON_COMPACT);
+            char *d = mxl_json_dumps(schema, JSON_COMPACT);
             fail(c, "json_schema: unrecognized schema: %.200s", d ? d : "?");
             mxl_free(d);
         } else {

@@ -1,12 +1,12 @@
 /* model.c - the loaded text-generation model (model.h, model_internal.h): opening the checkpoint,
  * its decoder, tokenizer, chat template and thread pool; the merged EOS ids; the settings the
  * front ends change after loading (chat template, KV storage types) and the accessors. */
-#include "core/alloc.h"
 #include "engine/model.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "engine/model_internal.h"
 
 static void add_eos(mxl_gen_model *m, int64_t id) {

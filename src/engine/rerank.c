@@ -1,6 +1,5 @@
 /* rerank.c - cross-encoder and Qwen3 generative scoring of (query, document) pairs (see
  * rerank.h). */
-#include "core/alloc.h"
 #include "engine/rerank.h"
 
 #include <math.h>
@@ -9,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/threadpool.h"
 #include "engine/embed_decoder.h"
 #include "engine/encoder_input.h"

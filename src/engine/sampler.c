@@ -7,7 +7,6 @@
  * array); the rest works on a candidate array built from the logits. Greedy requests whose
  * truncation stages cannot move the argmax (no typical-p, no XTC, no mirostat) skip the array and
  * take the argmax directly. */
-#include "core/alloc.h"
 #include "engine/sampler.h"
 
 #include <math.h>
@@ -15,6 +14,7 @@
 #include <string.h>
 
 #include "backends/cpu/embed_topk.h"
+#include "core/alloc.h"
 #include "engine/sampler_internal.h"
 
 const char *const mxl_sampler_default_dry_breakers[4] = {"\n", ":", "\"", "*"};

@@ -1,9 +1,10 @@
 /* sampler_tok.c - mxl_sampler_vocab over an mxl_tokenizer (sampler_tok.h). */
-#include "core/alloc.h"
 #include "engine/sampler_tok.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/alloc.h"
 
 static mxl_status token_text(void *ctx, int32_t id, const char **text, size_t *len, mxl_error *err) {
     mxl_sampler_tok_vocab *st = ctx;

@@ -1,11 +1,11 @@
 /* sequence.c - one generating sequence (sequence.h). */
-#include "core/alloc.h"
 #include "engine/sequence.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "engine/grammar_tok.h"
 #include "engine/model_internal.h"
 #include "engine/sampler_tok.h"

@@ -5,13 +5,13 @@
  * before any table is allocated, so a hostile count (2^60) fails at once instead of allocating.
  * Tables (kv entries, tensor infos, split string arrays, nested arrays, hash indices) live in one
  * arena owned by the mxl_gguf. */
-#include "core/alloc.h"
 #include "io/gguf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/arena.h"
 #include "io/mapped_file.h"
 

@@ -7,7 +7,6 @@
  * that a "NaN" or a long digit run inside a string is left alone; it never decides validity:
  * malformed text stays malformed and jansson reports it (a rewrite never adds a newline, so
  * jansson's line numbers are the file's). */
-#include "core/alloc.h"
 #include "io/json_read.h"
 
 #include <errno.h>
@@ -16,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/strbuf.h"
 #include "io/mapped_file.h"
 

@@ -1,5 +1,4 @@
 /* mapped_file.c - mmap of checkpoint files (see mapped_file.h). */
-#include "core/alloc.h"
 #include "io/mapped_file.h"
 
 #include <errno.h>
@@ -9,6 +8,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "core/alloc.h"
 
 mxl_status mxl_mapped_file_open(const char *path, mxl_mapped_file *out, mxl_error *err) {
     memset(out, 0, sizeof *out);

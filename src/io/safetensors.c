@@ -19,7 +19,6 @@
  *      sort next to the tensor that starts there; we accept exactly the same layouts.
  * Where we are stricter than the crate: duplicate keys (serde keeps the last), more than
  * MXL_MAX_DIMS dims, and dtypes we do not run (F4, F6_*, F8_E8M0, FNUZ, C64) are refused. */
-#include "core/alloc.h"
 #include "io/safetensors.h"
 
 #include <dirent.h>
@@ -30,6 +29,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/alloc.h"
 #include "io/json_read.h"
 #include "io/mapped_file.h"
 

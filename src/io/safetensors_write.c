@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/alloc.h"
 #include "io/safetensors_write.h"
+
+#include "core/alloc.h"
+#include "io/json_write.h"
 
 struct mxl_st_writer {
     FILE *f;
@@ -77,7 +79,7 @@ mxl_status mxl_st_writer_create(const char *path, const mxl_st_out *tensors, siz
         w->bytes[i] = b;
         off += b;
     }
-    text = json_dumps(hdr, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    text = mxl_json_dumps(hdr, JSON_COMPACT | JSON_PRESERVE_ORDER);
     if (!text) {
         st = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", path);
         goto fail;

@@ -3,7 +3,6 @@
  *
  * Directory walks use openat/fstatat with O_NOFOLLOW / AT_SYMLINK_NOFOLLOW so that a symlink
  * planted inside the store can neither inflate a size nor redirect a deletion outside it. */
-#include "core/alloc.h"
 #include "io/store.h"
 
 #include <dirent.h>
@@ -18,6 +17,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "core/alloc.h"
 
 /* Walks deeper than this are refused rather than risking fd exhaustion on a hostile tree. */
 #define STORE_MAX_DEPTH 128

@@ -1,5 +1,4 @@
 /* checkpoint.c - config + tensor table of a safetensors directory or GGUF file (checkpoint.h). */
-#include "core/alloc.h"
 #include "models/checkpoint.h"
 
 #include <libgen.h>
@@ -8,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/alloc.h"
 #include "io/store.h"
 #include "models/config_gguf.h"
 

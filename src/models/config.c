@@ -4,9 +4,9 @@
  * the same hyper-parameter exist across families (n_embd / d_model / hidden_size, ...), and
  * vision-language configs nest the decoder under text_config. Every value read is type- and
  * range-checked: a hostile config gives one line naming the file and the key. */
-#include "core/alloc.h"
 #include "models/config.h"
 
+#include "core/alloc.h"
 #include "io/json_read.h"
 
 #include <ctype.h>

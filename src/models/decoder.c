@@ -16,7 +16,6 @@
  * copy-on-write of shared or published blocks), appended to per layer inside the pass, and read by
  * attention through the table (backends/cpu/attention.h mxl_cpu_attention_paged), which visits
  * keys in position order, so the logits do not depend on where the blocks sit. */
-#include "core/alloc.h"
 #include "models/decoder.h"
 
 #include <jansson.h>
@@ -32,6 +31,7 @@
 #include "backends/cpu/norm.h"
 #include "backends/cpu/quant_amx.h"
 #include "backends/cpu/softmax.h"
+#include "core/alloc.h"
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 #include "models/kv_pool.h"

@@ -2,7 +2,6 @@
  * their order, taken from ../shared/spec/supported-models.md "Model Detection"). Everything read
  * from the checkpoint directory (modules.json, pooling configs) is untrusted: sizes are capped,
  * JSON types checked, and module paths confined to plain sub-directory names. */
-#include "core/alloc.h"
 #include "models/detect.h"
 
 #include <errno.h>
@@ -13,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/alloc.h"
 #include "io/json_read.h"
 
 /* modules.json and pooling configs are a few hundred bytes; anything past this is not one. */

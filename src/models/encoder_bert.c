@@ -1,5 +1,4 @@
 /* encoder_bert.c - BERT / XLM-RoBERTa encoder forward pass (see encoder_bert.h). */
-#include "core/alloc.h"
 #include "models/encoder_bert.h"
 
 #include <math.h>
@@ -12,6 +11,7 @@
 #include "backends/cpu/embed_topk.h"
 #include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/norm.h"
+#include "core/alloc.h"
 
 mxl_status mxl_bert_load(const mxl_checkpoint *ck, mxl_bert *m, mxl_error *err) {
     memset(m, 0, sizeof *m);

@@ -1,5 +1,4 @@
 /* encoder_classifier.c - sequence-classification heads (see encoder_classifier.h). */
-#include "core/alloc.h"
 #include "models/encoder_classifier.h"
 
 #include <math.h>
@@ -7,6 +6,7 @@
 #include <string.h>
 
 #include "backends/cpu/norm.h"
+#include "core/alloc.h"
 #include "models/encoder_common.h"
 
 mxl_status mxl_seq_classifier_load(const mxl_checkpoint *ck, const mxl_encoder *enc, mxl_seq_classifier *c,

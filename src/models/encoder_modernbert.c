@@ -1,5 +1,4 @@
 /* encoder_modernbert.c - ModernBERT encoder forward pass (see encoder_modernbert.h). */
-#include "core/alloc.h"
 #include "models/encoder_modernbert.h"
 
 #include <jansson.h>
@@ -9,6 +8,7 @@
 #include <string.h>
 
 #include "backends/cpu/attention.h"
+#include "core/alloc.h"
 #include "io/json_read.h"
 #include "backends/cpu/embed_topk.h"
 

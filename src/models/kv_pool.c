@@ -4,11 +4,12 @@
  * links of the LRU list of evictable cached blocks, and the free stack. The index is an
  * open-addressing table (linear probing, backward-shift deletion) of block ids keyed by hash,
  * sized to twice the block count, so lookups stay short and nothing grows after create. */
-#include "core/alloc.h"
 #include "models/kv_pool.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/alloc.h"
 
 struct mxl_kv_pool {
     mxl_kv_pool_cfg cfg;

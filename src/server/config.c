@@ -1,7 +1,7 @@
 /* config.c - serve flags and environment (config.h). */
-#include "core/alloc.h"
 #include "server/config.h"
 
+#include "core/alloc.h"
 #include "server/constraint.h"
 
 #include <ctype.h>

@@ -1,5 +1,4 @@
 /* constraint.c - request and server-wide output constraints (constraint.h). */
-#include "core/alloc.h"
 #include "server/constraint.h"
 
 #include <errno.h>
@@ -7,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "engine/grammar.h"
 #include "engine/json_schema.h"
 

@@ -11,6 +11,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "io/json_read.h"
+#include "io/json_write.h"
 #include "server/constraint.h"
 #include "server/gen_call.h"
 #include "server/request.h"
@@ -222,6 +223,7 @@ static json_t *llama_final_fields(const mxl_gen_call *g, const mxl_srv_event *fi
 
 /* Engine failure of a finished channel: "error" or "cancelled" on any choice. */
 static const char *failure(const mxl_srv_channel *c) {
+    if (c->lost) return "error";
     for (size_t i = 0; i < c->n_ev; i++)
         if (c->ev[i].final && c->ev[i].finish_reason &&
             (!strcmp(c->ev[i].finish_reason, "error") || !strcmp(c->ev[i].finish_reason, "cancelled")))
@@ -387,7 +389,7 @@ static void out_append(mxl_gen_call *g, const char *s, size_t n) {
 }
 
 static void out_event(mxl_gen_call *g, json_t *j) {
-    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    char *s = j ? mxl_json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!s) return;
     out_append(g, "data: ", 6);
@@ -461,7 +463,7 @@ static void format_anthropic(mxl_gen_call *g, const mxl_srv_event *e, json_t *te
                 json_object_set_new(blk, "input", json_object());
                 out_named(g, "content_block_start", json_pack("{s:s, s:i, s:o}", "type", "content_block_start", "index", g->a_index,
                                                               "content_block", blk));
-                char *args = json_dumps(input, JSON_COMPACT);
+                char *args = mxl_json_dumps(input, JSON_COMPACT);
                 json_decref(input);
                 out_named(g, "content_block_delta", json_pack("{s:s, s:i, s:{s:s, s:s}}", "type", "content_block_delta", "index", g->a_index,
                                                               "delta", "type", "input_json_delta", "partial_json", args ? args : "{}"));

@@ -1,5 +1,4 @@
 /* http.c - HTTP transport on libmicrohttpd (http.h). */
-#include "core/alloc.h"
 #include "server/http.h"
 
 #include <arpa/inet.h>
@@ -14,6 +13,9 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include "core/alloc.h"
+#include "io/json_write.h"
 
 #define MAX_LISTENERS 8 /* --host a,b,...: one daemon per address, all on one port */
 
@@ -35,6 +37,7 @@ struct mxl_http_req {
     char *body;
     size_t body_len, body_cap;
     bool too_large, responded;
+    uint64_t alloc_failed0; /* mxl_alloc_thread_failures() when the handler started */
 };
 
 /* --- listening socket --------------------------------------------------------------------- */
@@ -234,10 +237,14 @@ void mxl_http_send_with_header(mxl_http_req *r, int status, const char *content_
 }
 
 void mxl_http_send_json(mxl_http_req *r, int status, json_t *body) {
-    char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    /* An allocation that failed on this thread while the request was handled may have left a
+     * hole in the body (jansson's builders skip what they could not allocate): out of memory. */
+    bool whole = mxl_alloc_thread_failures() == r->alloc_failed0;
+    char *s = body && whole ? mxl_json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     if (!s) {
-        mxl_http_send(r, 500, "application/json", "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"code\":500}}", 69);
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"code\":500}}";
+        mxl_http_send(r, 500, "application/json", oom, sizeof oom - 1);
         return;
     }
     if (r->responded) {
@@ -371,6 +378,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         return MHD_YES;
     }
+    r->alloc_failed0 = mxl_alloc_thread_failures();
     s->handler(s->ctx, r);
     if (!r->responded) {
         static const char msg[] = "{\"error\":{\"message\":\"no response\",\"type\":\"server_error\",\"code\":500}}";

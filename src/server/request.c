@@ -1,8 +1,6 @@
 /* request.c - reading an HTTP request for the routes (request.h): error replies, the JSON body,
  * the sampling / stopping fields and logit_bias in each API's shape, chat messages and template
  * options, token text. */
-#include "core/alloc.h"
-#include "io/json_read.h"
 #include "server/request.h"
 
 #include <limits.h>
@@ -13,6 +11,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/alloc.h"
+#include "io/json_read.h"
+#include "io/json_write.h"
 #include "server/server_state.h"
 
 /* --- errors and request bodies ------------------------------------------------------------------ */
@@ -371,7 +372,7 @@ static json_t *template_kwargs(const mxl_server *s, const json_t *body, char *ms
      * llama-server provides for it */
     if (strstr(mxl_gen_model_template_text(s->model), "functools[")) {
         const json_t *tools = json_object_get(body, "tools");
-        char *dump = json_is_array(tools) && json_array_size(tools) ? json_dumps(tools, JSON_INDENT(4)) : NULL;
+        char *dump = json_is_array(tools) && json_array_size(tools) ? mxl_json_dumps(tools, JSON_INDENT(4)) : NULL;
         json_object_set_new(kw, "functions", json_string(dump ? dump : ""));
         mxl_free(dump);
         json_object_set_new(kw, "datetime", json_string(s->datetime_text));

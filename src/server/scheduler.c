@@ -2,7 +2,6 @@
  * admission against the block budget, the cross-slot prompt cache (publish / adopt block chains),
  * reclaiming idle slots, and preemption. The pool is touched by the engine thread only; its
  * counts are copied into the stats (under mu) once per tick. */
-#include "core/alloc.h"
 #include "server/scheduler.h"
 
 #include <errno.h>
@@ -13,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "core/clock.h"
 
 /* the most rows of one prefill pass: each slot's sequence is made for batches of this many (its
@@ -93,9 +93,10 @@ static bool channel_push(mxl_srv_channel *c, const mxl_srv_event *e, const char 
             c->n_final++;
             if (mxl_srv_channel_done(c)) c->t_end = mxl_now_ms();
         }
-    } else if (e->final) {
-        c->n_final++;
-        snprintf(c->error, sizeof c->error, "out of memory");
+    } else {
+        c->lost = true; /* a token's text missing from the answer: the request fails (gen_call.c) */
+        if (!c->error[0]) snprintf(c->error, sizeof c->error, "out of memory");
+        if (e->final) c->n_final++;
     }
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);

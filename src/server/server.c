@@ -1,8 +1,6 @@
 /* server.c - the `mlxcel serve` process (server.h): routing and authentication, and
  * mxl_server_run's steps (check the flags, listen, load the models, build the scheduler, wait for
  * a signal, shut down). Requests are read by request.c and answered by the api_*.c routes. */
-#include "core/alloc.h"
-#include "io/json_read.h"
 #include "server/server.h"
 
 #include <limits.h>
@@ -14,7 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "engine/chat_builtin.h"
+#include "io/json_read.h"
 #include "io/store.h"
 #include "models/checkpoint.h"
 #include "models/detect.h"
@@ -72,8 +72,37 @@ static const route k_routes[] = {
     {"GET", "/v1/cache/stats", mxl_api_cache_stats, NEED_CHAT},
 };
 
+/* The allocation fault hook of tests/cli/test_alloc_faults_server.py, on only when the server was
+ * started with MXL_ALLOC_FAULT_HOOK=1: a request's X-Mxl-Alloc-Fail-At: n makes the n-th allocation
+ * from its arrival fail (core/alloc.h; 0 disarms), and GET /mxl-alloc answers the seam's counters
+ * (allocated without allocating). True when the request was answered here. */
+static bool alloc_fault_hook(mxl_http_req *r, const char *path, bool *armed) {
+    const char *at = mxl_http_header(r, "X-Mxl-Alloc-Fail-At");
+    if (!strcmp(path, "/mxl-alloc")) {
+        mxl_alloc_fail_at(0);
+        char body[160];
+        int n = snprintf(body, sizeof body, "{\"live_bytes\":%lld,\"calls\":%llu,\"failures\":%llu}",
+                         (long long)mxl_alloc_live_bytes(), (unsigned long long)mxl_alloc_calls(),
+                         (unsigned long long)mxl_alloc_failures_injected());
+        mxl_http_send(r, 200, "application/json", body, (size_t)n);
+        return true;
+    }
+    if (at) mxl_alloc_fail_at(strtoull(at, NULL, 10));
+    *armed = at != NULL;
+    return false;
+}
+
+static void route_request(mxl_server *s, mxl_http_req *r);
+
 static void handle(void *ctx, mxl_http_req *r) {
     mxl_server *s = ctx;
+    bool armed = false;
+    if (s->alloc_fault_hook && alloc_fault_hook(r, mxl_http_path(r), &armed)) return;
+    route_request(s, r);
+    if (armed) mxl_alloc_fail_at(0); /* the request is answered: a fault it did not reach goes */
+}
+
+static void route_request(mxl_server *s, mxl_http_req *r) {
     const char *path = mxl_http_path(r), *method = mxl_http_method(r);
     mxl_api api = strncmp(path, "/v1/messages", 12) == 0 ? MXL_API_ANTHROPIC : MXL_API_OPENAI;
     /* public routes, matched without the prefix as llama-server does */
@@ -273,6 +302,7 @@ static void init_state(mxl_server *s, const mxl_server_config *cfg) {
 static mxl_status read_startup_options(mxl_server *s, startup *up, mxl_error *err) {
     const mxl_server_config *cfg = s->cfg;
     mxl_status st;
+    s->alloc_fault_hook = getenv("MXL_ALLOC_FAULT_HOOK") && !strcmp(getenv("MXL_ALLOC_FAULT_HOOK"), "1");
     if (cfg->api_key) s->api_key = mxl_strdup(cfg->api_key);
     else if (cfg->api_key_file) {
         if (!(s->api_key = read_file(cfg->api_key_file, err, "--api-key-file"))) return err->status;
