@@ -750,8 +750,8 @@ mxl_status mxl_tokenizer_load_json_bytes(const char *data, size_t len, const cha
     if (c.vocab_e || c.merges_e) {
         small = mxl_malloc(len + 4);
         if (!small) {
-            mxl_tokenizer_destroy(t);
-            return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", t->name);
+            mxl_tokenizer_destroy(t); /* t->name goes with it */
+            return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", name ? name : "tokenizer");
         }
         /* spans in file order */
         size_t s1 = c.vocab_e ? c.vocab_s : SIZE_MAX, e1 = c.vocab_e, s2 = c.merges_e ? c.merges_s : SIZE_MAX, e2 = c.merges_e;
