@@ -635,8 +635,17 @@ static ssize_t produce(void *ctx, char *buf, size_t max) {
         mxl_srv_channel_wait_locked(c, g->seen, 100);
         while (g->seen < c->n_ev) format_event(g, &c->ev[g->seen++]);
         bool done = mxl_srv_channel_done(c) && g->seen == c->n_ev;
+        bool lost = c->lost;
         pthread_mutex_unlock(&c->mu);
         if (g->out_len) continue;
+        if (done && !g->oom_sent && (lost || mxl_alloc_thread_failures() != g->alloc_failed0)) {
+            /* an event missing (the engine could not store it, or its JSON could not be built):
+             * an error event before the end, as for an engine error */
+            static const char oom[] = "data: {\"error\":{\"code\":500,\"message\":\"out of memory\",\"type\":\"server_error\"}}\n\n";
+            out_append(g, oom, sizeof oom - 1);
+            g->oom_sent = true;
+            continue;
+        }
         if (done) {
             if (g->kind == MXL_GEN_CHAT || g->kind == MXL_GEN_COMPLETION) {
                 if (g->include_usage) {
@@ -663,7 +672,9 @@ static ssize_t produce(void *ctx, char *buf, size_t max) {
 static void stream_done(void *ctx, bool gone) {
     mxl_gen_call *g = ctx;
     if (gone || !g->ended) atomic_store(&g->ch->cancel, true);
+    bool hook = g->srv->alloc_fault_hook;
     mxl_gen_call_free(g);
+    if (hook) mxl_alloc_fail_at(0); /* the stream is over: a fault it did not reach goes (server.c) */
 }
 
 void mxl_gen_call_run(mxl_gen_call *g) {
@@ -672,7 +683,7 @@ void mxl_gen_call_run(mxl_gen_call *g) {
     snprintf(g->id, sizeof g->id, "%s%llx%llx", g->kind == MXL_GEN_CHAT ? "chatcmpl-" : g->kind == MXL_GEN_ANTHROPIC ? "msg_" : "cmpl-",
              (unsigned long long)g->created, id);
     if (g->n < 1) g->n = 1;
-    g->ch = mxl_srv_channel_create(g->n);
+    g->ch = mxl_http_alloc_failed(g->r) ? NULL : mxl_srv_channel_create(g->n); /* a request built with a hole */
     if (!g->ch) {
         mxl_srv_error(g->r, api_of(g), 500, "server_error", "out of memory");
         mxl_gen_call_free(g);
@@ -704,6 +715,7 @@ void mxl_gen_call_run(mxl_gen_call *g) {
     }
     if (g->stream) {
         g->last_write_ms = mxl_now_ms();
+        g->alloc_failed0 = mxl_alloc_thread_failures();
         mxl_http_stream(g->r, 200, "text/event-stream", produce, stream_done, g);
         return;
     }

@@ -36,7 +36,7 @@ struct mxl_http_req {
     const char *method, *url;
     char *body;
     size_t body_len, body_cap;
-    bool too_large, responded;
+    bool too_large, responded, streaming;
     uint64_t alloc_failed0; /* mxl_alloc_thread_failures() when the handler started */
 };
 
@@ -239,7 +239,7 @@ void mxl_http_send_with_header(mxl_http_req *r, int status, const char *content_
 void mxl_http_send_json(mxl_http_req *r, int status, json_t *body) {
     /* An allocation that failed on this thread while the request was handled may have left a
      * hole in the body (jansson's builders skip what they could not allocate): out of memory. */
-    bool whole = mxl_alloc_thread_failures() == r->alloc_failed0;
+    bool whole = !mxl_http_alloc_failed(r);
     char *s = body && whole ? mxl_json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     if (!s) {
@@ -284,8 +284,14 @@ static void stream_free(void *cls) {
 
 void mxl_http_stream(mxl_http_req *r, int status, const char *content_type, mxl_http_produce_fn produce,
                      mxl_http_done_fn done, void *ctx) {
-    stream_state *st = r->responded ? NULL : mxl_calloc(1, sizeof *st);
+    if (r->responded) {
+        if (done) done(ctx, true);
+        return;
+    }
+    stream_state *st = mxl_calloc(1, sizeof *st);
     if (!st) {
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"code\":500}}";
+        mxl_http_send(r, 500, "application/json", oom, sizeof oom - 1);
         if (done) done(ctx, true);
         return;
     }
@@ -300,7 +306,12 @@ void mxl_http_stream(mxl_http_req *r, int status, const char *content_type, mxl_
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
     queue(r, status, resp, content_type);
+    r->streaming = r->responded;
 }
+
+bool mxl_http_streaming(const mxl_http_req *r) { return r->streaming; }
+
+bool mxl_http_alloc_failed(const mxl_http_req *r) { return mxl_alloc_thread_failures() != r->alloc_failed0; }
 
 /* --- request accessors -------------------------------------------------------------------- */
 
