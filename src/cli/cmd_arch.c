@@ -10,6 +10,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/alloc.h"
+#include "io/json_write.h"
 #include "models/registry.h"
 
 static const mxl_cli_opt k_opts[] = {
@@ -97,11 +99,11 @@ static int print_json(void) {
         json_decref(root);
         return mxl_cli_fail("out of memory building the registry JSON");
     }
-    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    char *text = mxl_json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
     if (!text) return mxl_cli_fail("out of memory building the registry JSON");
     int ok = fputs(text, stdout) >= 0 && fputc('\n', stdout) != EOF;
-    free(text);
+    mxl_free(text);
     if (!ok || fflush(stdout) != 0) return mxl_cli_fail("writing to stdout failed");
     return 0;
 }

@@ -22,6 +22,7 @@
 #include "backends/cpu/synth.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/alloc.h"
 #include "core/threadpool.h"
 
 static const mxl_cli_opt k_opts[] = {
@@ -133,10 +134,10 @@ typedef struct owned_weight {
 } owned_weight;
 
 static void owned_free(owned_weight *o) {
-    free(o->panels);
-    free(o->data);
-    free(o->scales);
-    free(o->biases);
+    mxl_aligned_free(o->panels);
+    mxl_free(o->data);
+    mxl_free(o->scales);
+    mxl_free(o->biases);
     memset(o, 0, sizeof *o);
 }
 
@@ -149,9 +150,9 @@ static int make_weight(const fmt *f, int64_t rows, int64_t cols, uint64_t *seed,
     o->w.cols = cols;
     if (f->kind == MXL_W_MLX) {
         int64_t row_bytes = cols * f->bits / 8, ng = rows * cols / f->group_size;
-        o->data = malloc((size_t)(rows * row_bytes));
-        o->scales = malloc((size_t)ng * 2);
-        o->biases = malloc((size_t)ng * 2);
+        o->data = mxl_malloc((size_t)(rows * row_bytes));
+        o->scales = mxl_malloc((size_t)ng * 2);
+        o->biases = mxl_malloc((size_t)ng * 2);
         if (!o->data || !o->scales || !o->biases) return 0;
         for (int64_t i = 0; i < rows * row_bytes; i++) {
             *seed ^= *seed << 13, *seed ^= *seed >> 7, *seed ^= *seed << 17;
@@ -165,7 +166,7 @@ static int make_weight(const fmt *f, int64_t rows, int64_t cols, uint64_t *seed,
     } else {
         const mxl_dtype_info *inf = mxl_dtype_get_info(f->dtype);
         uint64_t nb = (uint64_t)(rows * cols) / inf->block_elems;
-        o->data = malloc(nb * inf->block_bytes);
+        o->data = mxl_malloc(nb * inf->block_bytes);
         if (!o->data) return 0;
         mxl_synth_fill(f->dtype, o->data, nb, seed);
         o->w.data = o->data;
@@ -173,7 +174,7 @@ static int make_weight(const fmt *f, int64_t rows, int64_t cols, uint64_t *seed,
     }
     if (mxl_qamx_format(&o->w) && mxl_qamx_available()) {
         size_t pb = (mxl_qamx_packed_bytes(&o->w) + 63) / 64 * 64;
-        o->panels = aligned_alloc(64, pb);
+        o->panels = mxl_aligned_alloc(64, pb);
         if (!o->panels) return 0;
         mxl_qamx_pack(&o->w, o->panels);
         o->w.prepared = o->panels;
@@ -237,7 +238,7 @@ static int bench_kernels(int max_threads, int64_t mb, int64_t dim, int64_t token
     double bw[16] = {0};
     if (do_matvec) {
         size_t n = (size_t)mb * 1024 * 1024 / 4;
-        float *buf = malloc(n * 4);
+        float *buf = mxl_malloc(n * 4);
         if (!buf) {
             rc = mxl_cli_fail("out of memory allocating %lld MB", (long long)mb);
             goto done;
@@ -249,7 +250,7 @@ static int bench_kernels(int max_threads, int64_t mb, int64_t dim, int64_t token
             printf("  %d thread%s %.1f GB/s", t, t > 1 ? "s" : "", bw[t - 1]);
         }
         printf("\n");
-        free(buf);
+        mxl_free(buf);
     }
 
     if (do_matvec) {
@@ -261,7 +262,7 @@ static int bench_kernels(int max_threads, int64_t mb, int64_t dim, int64_t token
         printf("   in-cache\n");
     }
     const int64_t cols = 4096;
-    float *x = malloc((size_t)(tokens > 1 ? tokens : 1) * (size_t)(cols > dim ? cols : dim) * 4);
+    float *x = mxl_malloc((size_t)(tokens > 1 ? tokens : 1) * (size_t)(cols > dim ? cols : dim) * 4);
     if (!x) {
         rc = mxl_cli_fail("out of memory");
         goto done;
@@ -282,11 +283,11 @@ static int bench_kernels(int max_threads, int64_t mb, int64_t dim, int64_t token
             break;
         }
         size_t sb = mxl_cpu_matmul_scratch_bytes(&o.w, 1);
-        void *scratch = sb ? malloc(sb) : NULL;
-        float *y = malloc((size_t)rows * 4);
+        void *scratch = sb ? mxl_malloc(sb) : NULL;
+        float *y = mxl_malloc((size_t)rows * 4);
         if (!y || (sb && !scratch)) {
-            free(y);
-            free(scratch);
+            mxl_free(y);
+            mxl_free(scratch);
             owned_free(&o);
             rc = mxl_cli_fail("out of memory");
             break;
@@ -311,8 +312,8 @@ static int bench_kernels(int max_threads, int64_t mb, int64_t dim, int64_t token
         printf("   %8.1f", (double)o.bytes * ((double)small.rows / (double)o.w.rows) / best / 1e9);
         printf("\n");
         fflush(stdout);
-        free(y);
-        free(scratch);
+        mxl_free(y);
+        mxl_free(scratch);
         owned_free(&o);
     }
 
@@ -323,7 +324,7 @@ static int bench_kernels(int max_threads, int64_t mb, int64_t dim, int64_t token
                "CPU-second used (robust to other load on the machine); ratios to f32 BLAS\n",
                (long long)tokens, (long long)dim, (long long)dim, (long long)dim, max_threads);
         printf("%-15s %9s %12s   %s\n", "format", "GFLOP/s", "per CPU-s", "vs BLAS (wall, CPU)");
-        float *y = malloc((size_t)(tokens * dim) * 4);
+        float *y = mxl_malloc((size_t)(tokens * dim) * 4);
         const char *blas_name = NULL;
         void *blas_handle = NULL;
         sgemm_fn sgemm = load_sgemm(&blas_name, &blas_handle);
@@ -372,7 +373,7 @@ static int bench_kernels(int max_threads, int64_t mb, int64_t dim, int64_t token
                 break;
             }
             size_t sb = mxl_cpu_matmul_scratch_bytes(&o.w, tokens);
-            void *scratch = sb ? malloc(sb) : NULL;
+            void *scratch = sb ? mxl_malloc(sb) : NULL;
             if (!sb || scratch) {
                 double cpu = 0;
                 double dt = time_matmul(&o.w, x, tokens, y, scratch, pool, reps < 2 ? reps : 2, &cpu);
@@ -383,13 +384,13 @@ static int bench_kernels(int max_threads, int64_t mb, int64_t dim, int64_t token
                 printf("\n");
                 fflush(stdout);
             }
-            free(scratch);
+            mxl_free(scratch);
             owned_free(&o);
         }
-        free(y);
+        mxl_free(y);
         if (blas_handle) dlclose(blas_handle);
     }
-    free(x);
+    mxl_free(x);
     print_loadavg("at end");
 done:
     for (int t = 1; t <= max_threads; t++) mxl_threadpool_destroy(pools[t - 1]);

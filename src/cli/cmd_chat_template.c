@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/alloc.h"
 #include "io/gguf.h"
 #include "io/json_read.h"
 #include "io/store.h"
@@ -205,7 +206,7 @@ int mxl_cmd_chat_template(int argc, char **argv) {
     fflush(stdout);
     ret = 0;
 done:
-    free(out);
+    mxl_free(out);
     mxl_template_destroy(t);
     json_decref(conv);
     json_decref(messages);

@@ -9,9 +9,11 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/alloc.h"
 #include "core/threadpool.h"
 #include "engine/embed.h"
 #include "engine/encoder_input.h"
+#include "io/json_write.h"
 #include "io/store.h"
 
 static const mxl_cli_opt k_opts[] = {
@@ -85,11 +87,11 @@ int mxl_cmd_embed(int argc, char **argv) {
     mxl_embed_model *m = NULL;
     if (mxl_embed_model_load(res.path, mxl_cpu_count(), &m, &err)) return mxl_cli_fail("%s", err.msg);
     int64_t dim = o.dimensions > 0 ? o.dimensions : mxl_embed_model_dim(m);
-    float *vecs = malloc((size_t)n * (size_t)dim * sizeof(float));
-    int64_t *toks = calloc((size_t)n, sizeof *toks);
+    float *vecs = mxl_malloc((size_t)n * (size_t)dim * sizeof(float));
+    int64_t *toks = mxl_calloc((size_t)n, sizeof *toks);
     if (!vecs || !toks) {
-        free(vecs);
-        free(toks);
+        mxl_free(vecs);
+        mxl_free(toks);
         mxl_embed_model_destroy(m);
         return mxl_cli_fail("out of memory");
     }
@@ -117,10 +119,10 @@ int mxl_cmd_embed(int argc, char **argv) {
         json_object_set_new(j, "tokens", tk);
         json_object_set_new(j, "embeddings", embs);
         json_object_set_new(j, "similarity", sim);
-        char *s = json_dumps(j, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+        char *s = mxl_json_dumps(j, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
         json_decref(j);
         if (s) puts(s);
-        free(s);
+        mxl_free(s);
     } else if (rc == 0) {
         for (int i = 0; i < n; i++) {
             const float *e = vecs + (size_t)i * (size_t)dim;
@@ -144,7 +146,7 @@ int mxl_cmd_embed(int argc, char **argv) {
             }
         }
     }
-    free(vecs);
-    free(toks);
+    mxl_free(vecs);
+    mxl_free(toks);
     return rc;
 }

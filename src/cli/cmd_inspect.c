@@ -10,7 +10,9 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/alloc.h"
 #include "engine/memory_estimate.h"
+#include "io/json_write.h"
 #include "io/store.h"
 #include "models/checkpoint.h"
 #include "models/detect.h"
@@ -133,11 +135,11 @@ static int print_json(const inspect_opts *io, const mxl_resolved *res, const mxl
     json_object_set_new(o, "budget_source", json_string(in->budget_from_limit ? "MLXCEL_MEMORY_LIMIT" : est->budget_bytes ? "MemAvailable" : "unknown"));
     json_object_set_new(o, "total_bytes", json_integer((json_int_t)est->total_bytes));
     json_object_set_new(o, "fits", est->fits_known ? json_boolean(est->fits) : json_null());
-    char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
+    char *s = mxl_json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
     json_decref(o);
     if (!s) return mxl_cli_fail("out of memory");
     puts(s);
-    free(s);
+    mxl_free(s);
     return 0;
 }
 

@@ -11,6 +11,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/alloc.h"
+#include "io/json_write.h"
 #include "io/store.h"
 
 static const mxl_cli_opt k_opts[] = {
@@ -99,21 +101,21 @@ static int print_json(const mxl_store_entry *v, size_t n) {
         json_object_set_new(o, "path", json_string(v[i].path));
         json_object_set_new(o, "modified", v[i].has_modified ? json_integer((json_int_t)v[i].modified) : json_null());
     }
-    char *s = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    char *s = mxl_json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(arr);
     if (!s) return mxl_cli_fail("out of memory");
     printf("%s\n", s);
-    free(s);
+    mxl_free(s);
     return 0;
 }
 
 static int print_table(const mxl_store_entry *v, size_t n, int verbose) {
     /* Per-row cells first, so the columns can be sized to the widest cell. */
-    char (*size)[32] = calloc(n ? n : 1, sizeof *size);
-    char (*age)[48] = calloc(n ? n : 1, sizeof *age);
+    char (*size)[32] = mxl_calloc(n ? n : 1, sizeof *size);
+    char (*age)[48] = mxl_calloc(n ? n : 1, sizeof *age);
     if (!size || !age) {
-        free(size);
-        free(age);
+        mxl_free(size);
+        mxl_free(age);
         return mxl_cli_fail("out of memory");
     }
     size_t w_id = strlen("REPO ID"), w_size = strlen("SIZE"), w_age = strlen("MODIFIED");
@@ -136,8 +138,8 @@ static int print_table(const mxl_store_entry *v, size_t n, int verbose) {
         else
             printf("%-*s    %-*s    %s\n", (int)w_id, v[i].repo_id, (int)w_size, size[i], age[i]);
     }
-    free(size);
-    free(age);
+    mxl_free(size);
+    mxl_free(age);
     return 0;
 }
 

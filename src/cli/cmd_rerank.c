@@ -14,9 +14,11 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/alloc.h"
 #include "core/threadpool.h"
 #include "engine/encoder_input.h"
 #include "engine/rerank.h"
+#include "io/json_write.h"
 #include "io/store.h"
 
 static const mxl_cli_opt k_opts[] = {
@@ -95,9 +97,9 @@ int mxl_cmd_rerank(int argc, char **argv) {
         mxl_reranker_destroy(r);
         return mxl_cli_usage_error(&k_cmd, "--instruction is empty or whitespace only");
     }
-    double *scores = calloc((size_t)n, sizeof *scores);
-    int64_t *toks = calloc((size_t)n, sizeof *toks);
-    size_t *order = calloc((size_t)n, sizeof *order);
+    double *scores = mxl_calloc((size_t)n, sizeof *scores);
+    int64_t *toks = mxl_calloc((size_t)n, sizeof *toks);
+    size_t *order = mxl_calloc((size_t)n, sizeof *order);
     if (!scores || !toks || !order) rc = mxl_cli_fail("out of memory");
     else if (mxl_reranker_score_instructed(r, instruction, query, docs, (size_t)n, &o, scores, NULL, toks, &err)) rc = mxl_cli_fail("%s", err.msg);
     if (rc == 0) mxl_rerank_order(scores, (size_t)n, order);
@@ -121,11 +123,11 @@ int mxl_cmd_rerank(int argc, char **argv) {
         json_object_set_new(j, "scores", sc);
         json_object_set_new(j, "tokens", tk);
         json_object_set_new(j, "ranking", rank);
-        char *s = json_dumps(j, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+        char *s = mxl_json_dumps(j, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
         json_decref(j);
         if (s) puts(s);
         else rc = mxl_cli_fail("out of memory");
-        free(s);
+        mxl_free(s);
     } else if (rc == 0) {
         char pv[80];
         printf("scores (%s, request order):\n", mxl_reranker_kind(r));
@@ -139,9 +141,9 @@ int mxl_cmd_rerank(int argc, char **argv) {
             printf("  %lld. [%zu] %.6f  %s\n", (long long)(i + 1), order[i], scores[order[i]], pv);
         }
     }
-    free(scores);
-    free(toks);
-    free(order);
+    mxl_free(scores);
+    mxl_free(toks);
+    mxl_free(order);
     mxl_reranker_destroy(r);
     return rc;
 }

@@ -16,6 +16,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/alloc.h"
+#include "io/json_write.h"
 #include "io/store.h"
 #include "tokenizer/tokenizer.h"
 
@@ -38,13 +40,13 @@ static const mxl_cli_cmd k_cmd = {
 
 static char *read_all(FILE *f, size_t *len) {
     size_t cap = 65536, n = 0;
-    char *p = malloc(cap);
+    char *p = mxl_malloc(cap);
     if (!p) return NULL;
     for (;;) {
         if (n + 1 >= cap) {
-            char *q = realloc(p, cap * 2);
+            char *q = mxl_realloc(p, cap * 2);
             if (!q) {
-                free(p);
+                mxl_free(p);
                 return NULL;
             }
             p = q;
@@ -101,7 +103,7 @@ static int parse_ids(const char *s, mxl_token_ids *ids) {
         long v = strtol(p, &end, 10);
         if (end == p || errno || v < 0 || v > INT32_MAX) return mxl_cli_fail("bad token id near '%.20s'", p);
         int32_t id = (int32_t)v;
-        int32_t *q = realloc(ids->ids, (ids->n + 1) * sizeof(int32_t));
+        int32_t *q = mxl_realloc(ids->ids, (ids->n + 1) * sizeof(int32_t));
         if (!q) return mxl_cli_fail("out of memory");
         ids->ids = q;
         ids->ids[ids->n++] = id;
@@ -145,9 +147,9 @@ static int run_file(const mxl_tokenizer *tok, const char *fname, bool decode, un
                         }
                         json_object_set_new(o, "ids", ja);
                         json_object_set_new(o, "pieces", jp);
-                        char *out = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+                        char *out = mxl_json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
                         if (out) puts(out);
-                        free(out);
+                        mxl_free(out);
                         json_decref(o);
                     }
                     mxl_token_ids_free(&ids);
@@ -162,7 +164,7 @@ static int run_file(const mxl_tokenizer *tok, const char *fname, bool decode, un
                         if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > INT32_MAX)
                             rc = mxl_cli_fail("%s:%zu: ids must be non-negative integers", fname, lineno);
                         else {
-                            int32_t *q = realloc(ids.ids, (ids.n + 1) * sizeof(int32_t));
+                            int32_t *q = mxl_realloc(ids.ids, (ids.n + 1) * sizeof(int32_t));
                             if (!q) {
                                 rc = mxl_cli_fail("out of memory");
                                 break;
@@ -178,13 +180,13 @@ static int run_file(const mxl_tokenizer *tok, const char *fname, bool decode, un
                         rc = mxl_cli_fail("%s", err.msg);
                     if (rc == 0) {
                         json_t *o = json_pack("{s:s%}", "text", text, tl);
-                        char *out = o ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+                        char *out = o ? mxl_json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
                         if (out) puts(out);
                         else rc = mxl_cli_fail("decoded text is not valid UTF-8");
-                        free(out);
+                        mxl_free(out);
                         json_decref(o);
                     }
-                    free(text);
+                    mxl_free(text);
                     mxl_token_ids_free(&ids);
                 }
             }
@@ -192,7 +194,7 @@ static int run_file(const mxl_tokenizer *tok, const char *fname, bool decode, un
         }
         line = nl ? nl + 1 : NULL;
     }
-    free(all);
+    mxl_free(all);
     return rc;
 }
 
@@ -221,7 +223,7 @@ int mxl_cmd_tokenize(int argc, char **argv) {
         text = read_all(stdin, &len);
     } else {
         len = strlen(a.pos[0]);
-        text = malloc(len + 1);
+        text = mxl_malloc(len + 1);
         if (text) memcpy(text, a.pos[0], len + 1);
     }
     if (!text) {
@@ -239,23 +241,23 @@ int mxl_cmd_tokenize(int argc, char **argv) {
         if (rc == 0) {
             if (json) {
                 json_t *o = json_stringn(out, ol);
-                char *s = o ? json_dumps(o, JSON_ENCODE_ANY | JSON_ENSURE_ASCII) : NULL;
+                char *s = o ? mxl_json_dumps(o, JSON_ENCODE_ANY | JSON_ENSURE_ASCII) : NULL;
                 if (s) puts(s);
                 else rc = mxl_cli_fail("decoded text is not valid UTF-8");
-                free(s);
+                mxl_free(s);
                 json_decref(o);
             } else {
                 fwrite(out, 1, ol, stdout);
                 fputc('\n', stdout);
             }
         }
-        free(out);
+        mxl_free(out);
     } else {
         if (mxl_tokenizer_encode(tok, text, len, flags, &ids, &err) != MXL_OK) rc = mxl_cli_fail("%s", err.msg);
         else print_ids(&ids, json);
     }
     mxl_token_ids_free(&ids);
-    free(text);
+    mxl_free(text);
     mxl_tokenizer_destroy(tok);
     return rc;
 }

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "core/clock.h"
 #include "core/strbuf.h"
 #include "engine/chat.h"
@@ -73,12 +74,13 @@ mxl_repl_input mxl_repl_read_input(FILE *in, FILE *prompt_out, volatile sig_atom
     show_prompt(prompt_out, ">>> ");
     mxl_repl_input r = read_line(in, interrupted, &line, &cap, &len);
     if (r != MXL_REPL_TEXT) {
-        free(line);
+        free(line); /* getline's buffer (libc malloc) */
         return r;
     }
     if (strncmp(line, "\"\"\"", 3) != 0) {
-        *out = line;
-        return MXL_REPL_TEXT;
+        *out = mxl_strndup(line, len); /* the caller mxl_frees it, as the block's joined text */
+        free(line);
+        return *out ? MXL_REPL_TEXT : MXL_REPL_NOMEM;
     }
     /* a """ block: the lines are the parts of one message, joined with newlines; text after the
      * opening quotes and before the closing ones are parts too when not empty */
@@ -97,7 +99,7 @@ mxl_repl_input mxl_repl_read_input(FILE *in, FILE *prompt_out, volatile sig_atom
         show_prompt(prompt_out, "... ");
         r = read_line(in, interrupted, &line, &cap, &len);
         if (r != MXL_REPL_TEXT) {
-            free(line);
+            free(line); /* getline's buffer (libc malloc) */
             mxl_strbuf_free(&msg);
             return r; /* EOF inside a block drops it, as Ctrl-C does */
         }
@@ -111,12 +113,12 @@ mxl_repl_input mxl_repl_read_input(FILE *in, FILE *prompt_out, volatile sig_atom
         if (ok) ok = mxl_strbuf_append(&msg, line, take);
         have = true;
     }
-    free(line);
+    free(line); /* getline's buffer (libc malloc) */
     if (!ok) {
         mxl_strbuf_free(&msg);
         return MXL_REPL_NOMEM;
     }
-    if (!msg.p && !(msg.p = calloc(1, 1))) return MXL_REPL_NOMEM;
+    if (!msg.p && !(msg.p = mxl_calloc(1, 1))) return MXL_REPL_NOMEM;
     *out = msg.p;
     return MXL_REPL_TEXT;
 }
@@ -170,7 +172,7 @@ static mxl_status turn_prompt(repl *r, const char *msg, mxl_token_ids *ids, mxl_
     mxl_status st = mxl_chat_render(r->m, r->conv, &o, &text, &len, err);
     if (st) return st;
     st = mxl_chat_tokenize_rendered(r->m, text, len, ids, err);
-    free(text);
+    mxl_free(text);
     return st;
 }
 
@@ -337,17 +339,17 @@ int mxl_repl_run(mxl_gen_model *m, const mxl_gen_request *req, bool profile) {
         size_t len = strlen(line);
         bool blank = strspn(line, " \t") == len;
         if (blank) {
-            free(line);
+            mxl_free(line);
             continue;
         }
         if (line[0] == '/') {
             bool go_on = run_command(&r, line);
-            free(line);
+            mxl_free(line);
             if (!go_on) break;
             continue;
         }
         turn_result tr = run_turn(&r, line, &err);
-        free(line);
+        mxl_free(line);
         if (tr == TURN_FAILED) {
             fprintf(stderr, "error: %s\n", err.msg);
             if (!r.tty) rc = 1;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "core/alloc.h"
 #include "core/status.h"
 
 struct mxl_arena_block {
@@ -33,9 +34,9 @@ static mxl_arena_block *new_block(size_t cap, bool huge_pages) {
     mxl_arena_block *b = NULL;
     size_t bytes = sizeof(mxl_arena_block) + cap;
     if (huge_pages && cap >= HUGE_PAGE) {
-        void *p = NULL;
         bytes = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-        if (posix_memalign(&p, HUGE_PAGE, bytes) == 0) {
+        void *p = mxl_aligned_alloc(HUGE_PAGE, bytes);
+        if (p) {
 #ifdef MADV_HUGEPAGE
             (void)madvise(p, bytes, MADV_HUGEPAGE); /* advice only: fine to fail */
 #endif
@@ -43,7 +44,7 @@ static mxl_arena_block *new_block(size_t cap, bool huge_pages) {
             cap = bytes - sizeof(mxl_arena_block);
         }
     } else {
-        b = malloc(bytes);
+        b = mxl_aligned_alloc(16, bytes); /* one free for both kinds: mxl_aligned_free */
     }
     if (!b) return NULL;
     b->next = NULL;
@@ -100,7 +101,7 @@ void mxl_arena_reset(mxl_arena *a) {
     while (keep->next) keep = keep->next;
     while (b != keep) {
         mxl_arena_block *n = b->next;
-        free(b);
+        mxl_aligned_free(b);
         b = n;
     }
     keep->used = 0;
@@ -112,7 +113,7 @@ void mxl_arena_free(mxl_arena *a) {
     mxl_arena_block *b = a->head;
     while (b) {
         mxl_arena_block *n = b->next;
-        free(b);
+        mxl_aligned_free(b);
         b = n;
     }
     a->head = NULL;

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include "core/alloc.h"
 #include "core/utf8.h"
 
 bool mxl_strbuf_reserve(mxl_strbuf *b, size_t extra) {
@@ -14,7 +15,7 @@ bool mxl_strbuf_reserve(mxl_strbuf *b, size_t extra) {
         if (cap > SIZE_MAX / 2) return false;
         cap *= 2;
     }
-    char *p = realloc(b->p, cap);
+    char *p = mxl_realloc(b->p, cap);
     if (!p) return false;
     b->p = p;
     b->cap = cap;
@@ -33,7 +34,7 @@ void mxl_strbuf_clear(mxl_strbuf *b) {
 }
 
 void mxl_strbuf_free(mxl_strbuf *b) {
-    free(b->p);
+    mxl_free(b->p);
     b->p = NULL;
     b->n = b->cap = 0;
 }

@@ -24,6 +24,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+
+#include "core/alloc.h"
 #define CPU_RELAX() _mm_pause()
 #elif defined(__aarch64__)
 #define CPU_RELAX() __asm__ volatile("yield")
@@ -108,7 +110,7 @@ static void *worker_main(void *arg) {
     worker_arg *wa = arg;
     mxl_threadpool *p = wa->pool;
     int index = wa->index;
-    free(wa);
+    mxl_free(wa);
     unsigned long seen = 0;
     for (;;) {
         unsigned long g = await_job(p, seen);
@@ -121,7 +123,7 @@ static void *worker_main(void *arg) {
 
 mxl_status mxl_threadpool_create(int n_threads, mxl_threadpool **out, mxl_error *err) {
     if (n_threads < 1) return mxl_error_set(err, MXL_ERR_ARG, "thread count must be >= 1, got %d", n_threads);
-    mxl_threadpool *p = calloc(1, sizeof *p);
+    mxl_threadpool *p = mxl_calloc(1, sizeof *p);
     if (!p) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory creating thread pool");
     p->n_threads = n_threads;
     pthread_mutex_init(&p->mu, NULL);
@@ -135,19 +137,19 @@ mxl_status mxl_threadpool_create(int n_threads, mxl_threadpool **out, mxl_error 
     atomic_init(&p->generation, 0);
     atomic_init(&p->shutdown, 0);
     if (n_threads > 1) {
-        p->threads = calloc((size_t)n_threads - 1, sizeof(pthread_t));
+        p->threads = mxl_calloc((size_t)n_threads - 1, sizeof(pthread_t));
         if (!p->threads) {
             mxl_threadpool_destroy(p);
             return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory creating thread pool");
         }
         for (int i = 0; i < n_threads - 1; i++) {
-            worker_arg *wa = malloc(sizeof *wa);
+            worker_arg *wa = mxl_malloc(sizeof *wa);
             if (wa) {
                 wa->pool = p;
                 wa->index = i + 1;
             }
             if (!wa || pthread_create(&p->threads[i], NULL, worker_main, wa) != 0) {
-                free(wa);
+                mxl_free(wa);
                 p->n_threads = i + 1; /* destroy joins only the started ones */
                 mxl_threadpool_destroy(p);
                 return mxl_error_set(err, MXL_ERR_INTERNAL, "cannot start worker thread %d", i + 1);
@@ -166,11 +168,11 @@ void mxl_threadpool_destroy(mxl_threadpool *p) {
     pthread_mutex_unlock(&p->mu);
     if (p->threads)
         for (int i = 0; i < p->n_threads - 1; i++) pthread_join(p->threads[i], NULL);
-    free(p->threads);
+    mxl_free(p->threads);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->finished);
-    free(p);
+    mxl_free(p);
 }
 
 int mxl_threadpool_size(const mxl_threadpool *p) { return p->n_threads; }

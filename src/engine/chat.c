@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "engine/model_internal.h"
 
 static bool ends_with(const char *s, size_t n, const char *suf) {
@@ -14,7 +15,7 @@ static bool ends_with(const char *s, size_t n, const char *suf) {
 /* Appends suf to a malloc'd render. */
 static mxl_status append(char **text, size_t *len, const char *suf, mxl_error *err) {
     size_t k = strlen(suf);
-    char *p = realloc(*text, *len + k + 1);
+    char *p = mxl_realloc(*text, *len + k + 1);
     if (!p) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     memcpy(p + *len, suf, k + 1);
     *text = p;

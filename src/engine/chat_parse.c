@@ -18,7 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/strbuf.h"
+#include "io/json_read.h"
+#include "io/json_write.h"
 
 static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
@@ -427,7 +430,7 @@ static bool call_from_obj(json_t *calls, const char *t, size_t n, size_t i, json
             at = t + vs;
             an = ve - vs;
         } else {
-            dumped = json_dumps(args, JSON_COMPACT);
+            dumped = mxl_json_dumps(args, JSON_COMPACT);
             if (!dumped) return false;
             at = dumped;
             an = strlen(dumped);
@@ -440,12 +443,12 @@ static bool call_from_obj(json_t *calls, const char *t, size_t n, size_t i, json
     json_t *id = json_object_get(obj, "id");
     bool ok = call_add(calls, json_string_value(name), json_string_length(name), at, an,
                        json_is_string(id) ? json_string_value(id) : NULL, json_is_string(id) ? json_string_length(id) : 0);
-    free(dumped);
+    mxl_free(dumped);
     return ok;
 }
 
 static json_t *json_parse_any(const char *t, size_t n) {
-    return json_loadb(t, n, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, NULL);
+    return mxl_json_loadb(t, n, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, NULL);
 }
 
 /* Hermes body: one JSON object {"name", "arguments"}. */
@@ -505,14 +508,14 @@ static size_t find_first(const char *t, size_t n, size_t i, const char *const *m
 static bool add_json_string(mxl_chat_stream *s, mxl_strbuf *b, const char *t, size_t n) {
     json_t *str = json_stringn(t, n);
     if (!str) return false;
-    char *d = json_dumps(str, JSON_ENCODE_ANY);
+    char *d = mxl_json_dumps(str, JSON_ENCODE_ANY);
     json_decref(str);
     if (!d) {
         s->oom = true;
         return false;
     }
     sadd(s, b, d, strlen(d));
-    free(d);
+    mxl_free(d);
     return true;
 }
 
@@ -1171,7 +1174,7 @@ void mxl_chat_syntax_without_tools(mxl_chat_syntax *syn) {
 mxl_status mxl_chat_stream_create(const mxl_chat_syntax *syn, mxl_chat_stream **out, mxl_error *err) {
     if (!syn || !out) return mxl_error_set(err, MXL_ERR_ARG, "chat parse: missing syntax or output");
     *out = NULL;
-    mxl_chat_stream *s = calloc(1, sizeof *s);
+    mxl_chat_stream *s = mxl_calloc(1, sizeof *s);
     if (!s) return mxl_error_set(err, MXL_ERR_NOMEM, "chat parse: out of memory");
     s->syn = *syn;
     if (s->syn.tools) json_incref((json_t *)s->syn.tools);
@@ -1248,7 +1251,7 @@ void mxl_chat_stream_destroy(mxl_chat_stream *s) {
     mxl_strbuf_free(&s->name);
     mxl_strbuf_free(&s->id);
     mxl_strbuf_free(&s->h_name);
-    free(s);
+    mxl_free(s);
 }
 
 static mxl_status append_str(mxl_strbuf *b, json_t *v) {

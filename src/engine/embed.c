@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/threadpool.h"
 #include "engine/embed_decoder.h"
 #include "engine/embed_dense.h"
@@ -41,7 +42,7 @@ static bool is_qwen3_embedding(const mxl_embed_model *m) {
 
 mxl_status mxl_embed_model_load(const char *path, int n_threads, mxl_embed_model **out, mxl_error *err) {
     *out = NULL;
-    mxl_embed_model *m = calloc(1, sizeof *m);
+    mxl_embed_model *m = mxl_calloc(1, sizeof *m);
     if (!m) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     mxl_status st = mxl_checkpoint_open(path, &m->ck, err);
     if (!st) st = mxl_checkpoint_detect(m->ck, &m->det, err);
@@ -101,7 +102,7 @@ void mxl_embed_model_destroy(mxl_embed_model *m) {
     mxl_embed_dense_free(&m->dense);
     mxl_threadpool_destroy(m->pool);
     mxl_checkpoint_close(m->ck);
-    free(m);
+    mxl_free(m);
 }
 
 int64_t mxl_embed_model_dim(const mxl_embed_model *m) { return m->hidden; }
@@ -195,8 +196,8 @@ static mxl_status compose(const mxl_embed_model *m, const char *instr, const cha
     bool templ = m->dec && strncmp(instr, "Instruct:", 9) != 0;
     const char *head = templ ? "Instruct: " : "", *tail = templ ? "\nQuery:" : "";
     size_t lh = strlen(head), la = strlen(instr), lt = strlen(tail), lb = strlen(text);
-    free(*joined);
-    *joined = malloc(lh + la + lt + lb + 1);
+    mxl_free(*joined);
+    *joined = mxl_malloc(lh + la + lt + lb + 1);
     if (!*joined) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     char *p = *joined;
     memcpy(p, head, lh);
@@ -214,7 +215,7 @@ static mxl_status embed_decoder(mxl_embed_model *m, const char *const *texts, si
                                 mxl_error *err) {
     mxl_token_ids ids = {0};
     char *joined = NULL;
-    float *h = malloc((size_t)m->width * sizeof *h), *tmp = malloc(finish_scratch_floats(m) * sizeof *tmp);
+    float *h = mxl_malloc((size_t)m->width * sizeof *h), *tmp = mxl_malloc(finish_scratch_floats(m) * sizeof *tmp);
     mxl_status st = h && tmp ? MXL_OK : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < n && !st; i++) {
         const char *text;
@@ -226,9 +227,9 @@ static mxl_status embed_decoder(mxl_embed_model *m, const char *const *texts, si
         if (n_tokens) n_tokens[i] = (int64_t)ids.n;
         finish(m, h, dim, normalize, out + i * (size_t)dim, tmp);
     }
-    free(h);
-    free(tmp);
-    free(joined);
+    mxl_free(h);
+    mxl_free(tmp);
+    mxl_free(joined);
     mxl_token_ids_free(&ids);
     return st;
 }
@@ -253,8 +254,8 @@ mxl_status mxl_embed_batch(mxl_embed_model *m, const char *const *texts, size_t 
         return embed_decoder(m, texts, n, instr, limit, dim, normalize, out, n_tokens, err);
     }
     mxl_token_ids all = {0}, one = {0};
-    int64_t *starts = malloc((bs + 1) * sizeof *starts);
-    float *hidden = NULL, *pooled = malloc(finish_scratch_floats(m) * sizeof *pooled);
+    int64_t *starts = mxl_malloc((bs + 1) * sizeof *starts);
+    float *hidden = NULL, *pooled = mxl_malloc(finish_scratch_floats(m) * sizeof *pooled);
     char *joined = NULL;
     mxl_status st = starts && pooled ? MXL_OK : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     const int64_t W = m->width; /* what the pooler sees */
@@ -270,7 +271,7 @@ mxl_status mxl_embed_batch(mxl_embed_model *m, const char *const *texts, size_t 
             for (size_t k = 0; !st && k < one.n; k++) {
                 if (all.n == all.cap) {
                     size_t cap = all.cap ? all.cap * 2 : 256;
-                    int32_t *p = realloc(all.ids, cap * sizeof *p);
+                    int32_t *p = mxl_realloc(all.ids, cap * sizeof *p);
                     if (!p) {
                         st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
                         break;
@@ -284,8 +285,8 @@ mxl_status mxl_embed_batch(mxl_embed_model *m, const char *const *texts, size_t 
             if (n_tokens) n_tokens[b0 + i] = (int64_t)one.n;
         }
         if (st) break;
-        free(hidden);
-        hidden = malloc(all.n * (size_t)W * sizeof(float));
+        mxl_free(hidden);
+        hidden = mxl_malloc(all.n * (size_t)W * sizeof(float));
         if (!hidden) {
             st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
             break;
@@ -298,10 +299,10 @@ mxl_status mxl_embed_batch(mxl_embed_model *m, const char *const *texts, size_t 
             finish(m, p, dim, normalize, out + (b0 + i) * (size_t)dim, pooled);
         }
     }
-    free(joined);
-    free(hidden);
-    free(pooled);
-    free(starts);
+    mxl_free(joined);
+    mxl_free(hidden);
+    mxl_free(pooled);
+    mxl_free(starts);
     mxl_token_ids_free(&all);
     mxl_token_ids_free(&one);
     return st;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "models/decoder.h"
 
 #define RUNNER_MIN_CTX 256   /* first state capacity; grows by doubling */
@@ -24,11 +25,11 @@ struct mxl_dec_runner {
 mxl_status mxl_dec_runner_create(const mxl_checkpoint *ck, mxl_threadpool *pool, mxl_dec_runner **out,
                                  mxl_error *err) {
     *out = NULL;
-    mxl_dec_runner *r = calloc(1, sizeof *r);
+    mxl_dec_runner *r = mxl_calloc(1, sizeof *r);
     if (!r) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     mxl_status st = mxl_decoder_load(ck, &r->dec, err);
     if (st) {
-        free(r);
+        mxl_free(r);
         return st;
     }
     r->dec_loaded = true;
@@ -41,8 +42,8 @@ void mxl_dec_runner_destroy(mxl_dec_runner *r) {
     if (!r) return;
     mxl_decoder_state_destroy(r->state);
     if (r->dec_loaded) mxl_decoder_free(&r->dec);
-    free(r->prev);
-    free(r);
+    mxl_free(r->prev);
+    mxl_free(r);
 }
 
 int64_t mxl_dec_runner_hidden_size(const mxl_dec_runner *r) { return r->dec.hp.hidden; }
@@ -84,7 +85,7 @@ static mxl_status run(mxl_dec_runner *r, const int32_t *ids, int64_t n, float *o
         return st;
     }
     if (n > r->prev_cap) {
-        int32_t *p = realloc(r->prev, (size_t)n * sizeof *p);
+        int32_t *p = mxl_realloc(r->prev, (size_t)n * sizeof *p);
         if (!p) { /* cannot remember the tokens: forget the cache instead */
             mxl_decoder_state_truncate(r->state, 0);
             r->n_prev = 0;

@@ -6,12 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "io/json_read.h"
 
 static mxl_status push(mxl_token_ids *v, int32_t id, mxl_error *err) {
     if (v->n == v->cap) {
         size_t cap = v->cap ? v->cap * 2 : 64;
-        int32_t *p = realloc(v->ids, cap * sizeof *p);
+        int32_t *p = mxl_realloc(v->ids, cap * sizeof *p);
         if (!p) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
         v->ids = p;
         v->cap = cap;
@@ -139,11 +140,11 @@ static json_t *load_small(const char *dir, const char *name) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     /* these configs are a few KB; a huge one is not a config (chat templates can be ~100 KB) */
-    char *buf = malloc(1u << 22);
+    char *buf = mxl_malloc(1u << 22);
     size_t n = buf ? fread(buf, 1, 1u << 22, f) : 0;
     fclose(f);
     json_t *j = buf && n < (1u << 22) ? mxl_json_loads_py(buf, n, NULL) : NULL;
-    free(buf);
+    mxl_free(buf);
     return j;
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/clock.h"
 #include "engine/chat.h"
 #include "engine/chat_parse.h"
@@ -28,7 +29,7 @@ static mxl_status build_prompt(mxl_gen_model *m, const mxl_gen_request *req, mxl
     if (st) return st;
     st = mxl_chat_tokenize_rendered(m, text, text_len, ids, err);
     if (rendered && st == MXL_OK) *rendered = text;
-    else free(text);
+    else mxl_free(text);
     return st;
 }
 
@@ -134,6 +135,6 @@ out:
     mxl_chat_stream_destroy(split.cs);
     mxl_seq_destroy(seq);
     mxl_token_ids_free(&ids);
-    free(rendered);
+    mxl_free(rendered);
     return st;
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "engine/grammar_internal.h"
 
 #define GR_MAX_STACK_ELEMS (1u << 20)
@@ -36,12 +37,12 @@ typedef struct gstacks {
 } gstacks;
 
 static void gs_free(gstacks *s) {
-    free(s->data);
-    free(s->off);
-    free(s->len);
-    free(s->hash);
-    free(s->tmp);
-    free(s->slots);
+    mxl_free(s->data);
+    mxl_free(s->off);
+    mxl_free(s->len);
+    mxl_free(s->hash);
+    mxl_free(s->tmp);
+    mxl_free(s->slots);
     memset(s, 0, sizeof *s);
 }
 
@@ -78,9 +79,9 @@ static bool gs_index_reserve(gstacks *s) {
     if (s->n_slots && (s->n + 1) * 2 <= s->n_slots) return true;
     size_t ns = s->n_slots ? s->n_slots * 2 : 64;
     while ((s->n + 1) * 2 > ns) ns *= 2;
-    uint32_t *t = calloc(ns, sizeof *t);
+    uint32_t *t = mxl_calloc(ns, sizeof *t);
     if (!t) return false;
-    free(s->slots);
+    mxl_free(s->slots);
     s->slots = t;
     s->n_slots = ns;
     for (size_t k = 0; k < s->n; k++) {
@@ -103,7 +104,7 @@ static void gs_push(gstacks *s, const uint32_t *v, size_t n, uint32_t e1, uint32
     if (s->n_data + total > s->cap_data) {
         size_t cap = s->cap_data ? s->cap_data : 64;
         while (cap < s->n_data + total) cap *= 2;
-        uint32_t *d = realloc(s->data, cap * sizeof *d);
+        uint32_t *d = mxl_realloc(s->data, cap * sizeof *d);
         if (!d) {
             s->oom = true;
             return;
@@ -127,11 +128,11 @@ static void gs_push(gstacks *s, const uint32_t *v, size_t n, uint32_t e1, uint32
     }
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 16;
-        size_t *o = realloc(s->off, cap * sizeof *o);
+        size_t *o = mxl_realloc(s->off, cap * sizeof *o);
         if (o) s->off = o;
-        uint32_t *l = realloc(s->len, cap * sizeof *l);
+        uint32_t *l = mxl_realloc(s->len, cap * sizeof *l);
         if (l) s->len = l;
-        uint64_t *hh = realloc(s->hash, cap * sizeof *hh);
+        uint64_t *hh = mxl_realloc(s->hash, cap * sizeof *hh);
         if (hh) s->hash = hh;
         if (!o || !l || !hh) {
             s->oom = true;
@@ -207,7 +208,7 @@ static void advance(const mxl_grammar *g, const uint32_t *v, size_t n, uint32_t 
     while (todo->n && !todo->oom && !out->oom) {
         size_t k = --todo->n, len = todo->len[k];
         if (len > todo->cap_tmp) {
-            uint32_t *t = realloc(todo->tmp, len * 2 * sizeof *t);
+            uint32_t *t = mxl_realloc(todo->tmp, len * 2 * sizeof *t);
             if (!t) {
                 todo->oom = true;
                 break;
@@ -347,7 +348,7 @@ static gcand *ga_alloc(garena *a, size_t n) {
         a->cur++;
         a->b[a->cur].used = 0;
     }
-    gblock *nb = realloc(a->b, (a->nb + 1) * sizeof *nb);
+    gblock *nb = mxl_realloc(a->b, (a->nb + 1) * sizeof *nb);
     if (!nb) {
         a->oom = true;
         return NULL;
@@ -355,7 +356,7 @@ static gcand *ga_alloc(garena *a, size_t n) {
     a->b = nb;
     size_t cap = n > ((size_t)1 << 16) ? n : ((size_t)1 << 16);
     gblock *b = &a->b[a->nb];
-    if (!(b->v = malloc(cap * sizeof *b->v))) {
+    if (!(b->v = mxl_malloc(cap * sizeof *b->v))) {
         a->oom = true;
         return NULL;
     }
@@ -366,8 +367,8 @@ static gcand *ga_alloc(garena *a, size_t n) {
 }
 
 static void ga_free(garena *a) {
-    for (size_t i = 0; i < a->nb; i++) free(a->b[i].v);
-    free(a->b);
+    for (size_t i = 0; i < a->nb; i++) mxl_free(a->b[i].v);
+    mxl_free(a->b);
     memset(a, 0, sizeof *a);
 }
 
@@ -399,7 +400,7 @@ void mxl_grammar_state_reset(mxl_grammar_state *st) {
 
 mxl_status mxl_grammar_state_create(const mxl_grammar *g, mxl_grammar_state **out, mxl_error *err) {
     *out = NULL;
-    mxl_grammar_state *st = calloc(1, sizeof *st);
+    mxl_grammar_state *st = mxl_calloc(1, sizeof *st);
     if (!st) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     st->g = g;
     mxl_grammar_state_reset(st);
@@ -419,8 +420,8 @@ void mxl_grammar_state_destroy(mxl_grammar_state *st) {
     gs_free(&st->seen);
     gs_free(&st->backup);
     ga_free(&st->arena);
-    free(st->cps);
-    free(st);
+    mxl_free(st->cps);
+    mxl_free(st);
 }
 
 bool mxl_grammar_state_can_end(const mxl_grammar_state *st) {
@@ -431,7 +432,7 @@ bool mxl_grammar_state_can_end(const mxl_grammar_state *st) {
 
 static bool ensure_cps(mxl_grammar_state *st, size_t n) {
     if (n <= st->cap_cps) return true;
-    uint32_t *p = realloc(st->cps, n * sizeof *p);
+    uint32_t *p = mxl_realloc(st->cps, n * sizeof *p);
     if (!p) return false;
     st->cps = p;
     st->cap_cps = n;
@@ -503,17 +504,17 @@ mxl_status mxl_grammar_vocab_create(int32_t n_vocab, mxl_grammar_piece_fn piece,
                                     mxl_error *err) {
     *out = NULL;
     if (n_vocab <= 0) return mxl_error_set(err, MXL_ERR_ARG, "grammar: empty vocabulary");
-    mxl_grammar_vocab *v = calloc(1, sizeof *v);
+    mxl_grammar_vocab *v = mxl_calloc(1, sizeof *v);
     if (!v) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     size_t nv = (size_t)n_vocab;
     v->n = n_vocab;
-    v->boff = malloc((nv + 1) * sizeof *v->boff);
-    v->coff = malloc(nv * sizeof *v->coff);
-    v->end = malloc(nv * sizeof *v->end);
-    v->flags = calloc(nv, 1);
+    v->boff = mxl_malloc((nv + 1) * sizeof *v->boff);
+    v->coff = mxl_malloc(nv * sizeof *v->coff);
+    v->end = mxl_malloc(nv * sizeof *v->end);
+    v->flags = mxl_calloc(nv, 1);
     size_t cap_b = nv * 4 + 16, cap_c = nv * 4 + 16, nb = 0, nc = 0;
-    v->bytes = malloc(cap_b);
-    v->cps = malloc(cap_c * sizeof *v->cps);
+    v->bytes = mxl_malloc(cap_b);
+    v->cps = mxl_malloc(cap_c * sizeof *v->cps);
     mxl_status st = MXL_OK;
     if (!v->boff || !v->coff || !v->end || !v->flags || !v->bytes || !v->cps) st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     for (int32_t id = 0; id < n_vocab && !st; id++) {
@@ -524,7 +525,7 @@ mxl_status mxl_grammar_vocab_create(int32_t n_vocab, mxl_grammar_piece_fn piece,
         if (!t) len = 0;
         if (nb + len > cap_b) {
             while (nb + len > cap_b) cap_b *= 2;
-            char *p = realloc(v->bytes, cap_b);
+            char *p = mxl_realloc(v->bytes, cap_b);
             if (!p) {
                 st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
                 break;
@@ -533,7 +534,7 @@ mxl_status mxl_grammar_vocab_create(int32_t n_vocab, mxl_grammar_piece_fn piece,
         }
         if (nc + len + 2 > cap_c) {
             while (nc + len + 2 > cap_c) cap_c *= 2;
-            uint32_t *p = realloc(v->cps, cap_c * sizeof *p);
+            uint32_t *p = mxl_realloc(v->cps, cap_c * sizeof *p);
             if (!p) {
                 st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
                 break;
@@ -560,13 +561,13 @@ mxl_status mxl_grammar_vocab_create(int32_t n_vocab, mxl_grammar_piece_fn piece,
 
 void mxl_grammar_vocab_destroy(mxl_grammar_vocab *v) {
     if (!v) return;
-    free(v->bytes);
-    free(v->boff);
-    free(v->cps);
-    free(v->coff);
-    free(v->end);
-    free(v->flags);
-    free(v);
+    mxl_free(v->bytes);
+    mxl_free(v->boff);
+    mxl_free(v->cps);
+    mxl_free(v->coff);
+    mxl_free(v->end);
+    mxl_free(v->flags);
+    mxl_free(v);
 }
 
 int32_t mxl_grammar_vocab_size(const mxl_grammar_vocab *v) { return v->n; }
@@ -671,7 +672,7 @@ mxl_status mxl_grammar_state_mask(mxl_grammar_state *st, const mxl_grammar_vocab
             int32_t id = ids ? ids[i] : (int32_t)i;
             if (id >= 0 && id < v->n) buf_len += v->boff[id + 1] - v->boff[id] + 2;
         }
-        if (!(buf = malloc((buf_len ? buf_len : 1) * sizeof *buf))) {
+        if (!(buf = mxl_malloc((buf_len ? buf_len : 1) * sizeof *buf))) {
             ga_restore(a, m);
             return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
         }
@@ -702,7 +703,7 @@ mxl_status mxl_grammar_state_mask(mxl_grammar_state *st, const mxl_grammar_vocab
         allowed += nc - nr;
     }
     ga_restore(a, m);
-    free(buf);
+    mxl_free(buf);
     if (!ok) return mxl_error_set(err, MXL_ERR_NOMEM, "grammar: out of memory while masking tokens");
     if (n_allowed) *n_allowed = allowed;
     return MXL_OK;
@@ -714,14 +715,14 @@ bool mxl_grammar_state_allows(mxl_grammar_state *st, const mxl_grammar_vocab *v,
     if (v->flags[id] & 2) return false;
     size_t len = v->boff[id + 1] - v->boff[id];
     uint32_t *buf = NULL;
-    if (st->pu.n_remain != 0 && !(buf = malloc((len + 2) * sizeof *buf))) return false;
+    if (st->pu.n_remain != 0 && !(buf = mxl_malloc((len + 2) * sizeof *buf))) return false;
     partial pu;
     const uint32_t *cp = token_cps(st, v, id, buf, &pu);
     gcand c = {(uint32_t)id, cp, pu}, rej;
     st->arena.oom = false;
     size_t nr = reject_all(st->g, &st->cur, &c, 1, &rej, &st->arena);
     bool allowed = !st->arena.oom && nr == 0;
-    free(buf);
+    mxl_free(buf);
     return allowed;
 }
 

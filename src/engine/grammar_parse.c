@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "engine/grammar_internal.h"
 
 #define GR_MAX_REPEAT 2000
@@ -69,7 +70,7 @@ static bool push(parser *p, ebuf *b, uint32_t type, uint32_t value) {
     if (++p->n_elems > GR_MAX_ELEMS) return fail_msg(p, MXL_ERR_ARG, "%s", "the grammar expands to too many elements");
     if (b->n == b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 16;
-        gr_elem *v = realloc(b->v, cap * sizeof *v);
+        gr_elem *v = mxl_realloc(b->v, cap * sizeof *v);
         if (!v) return fail_msg(p, MXL_ERR_NOMEM, "%s", "out of memory");
         b->v = v;
         b->cap = cap;
@@ -94,14 +95,14 @@ static uint64_t name_hash(const char *s, size_t n) {
 static bool index_reserve(parser *p) {
     if (p->n_slots && (p->n_rules + 1) * 2 <= p->n_slots) return true;
     size_t ns = p->n_slots ? p->n_slots * 2 : 64;
-    uint32_t *t = calloc(ns, sizeof *t);
+    uint32_t *t = mxl_calloc(ns, sizeof *t);
     if (!t) return false;
     for (size_t r = 0; r < p->n_rules; r++) {
         size_t i = (size_t)name_hash(p->rules[r].name, strlen(p->rules[r].name)) & (ns - 1);
         while (t[i]) i = (i + 1) & (ns - 1);
         t[i] = (uint32_t)(r + 1);
     }
-    free(p->slots);
+    mxl_free(p->slots);
     p->slots = t;
     p->n_slots = ns;
     return true;
@@ -112,7 +113,7 @@ static uint32_t add_symbol(parser *p, const char *name, size_t len) {
     if (p->n_rules >= GR_MAX_RULES) return fail_msg(p, MXL_ERR_ARG, "%s", "too many rules"), UINT32_MAX;
     if (p->n_rules == p->cap_rules) {
         size_t cap = p->cap_rules ? p->cap_rules * 2 : 16;
-        prule *r = realloc(p->rules, cap * sizeof *r);
+        prule *r = mxl_realloc(p->rules, cap * sizeof *r);
         if (!r) return fail_msg(p, MXL_ERR_NOMEM, "%s", "out of memory"), UINT32_MAX;
         p->rules = r;
         p->cap_rules = cap;
@@ -120,7 +121,7 @@ static uint32_t add_symbol(parser *p, const char *name, size_t len) {
     if (!index_reserve(p)) return fail_msg(p, MXL_ERR_NOMEM, "%s", "out of memory"), UINT32_MAX;
     prule *r = &p->rules[p->n_rules];
     memset(r, 0, sizeof *r);
-    if (!(r->name = malloc(len + 1))) return fail_msg(p, MXL_ERR_NOMEM, "%s", "out of memory"), UINT32_MAX;
+    if (!(r->name = mxl_malloc(len + 1))) return fail_msg(p, MXL_ERR_NOMEM, "%s", "out of memory"), UINT32_MAX;
     memcpy(r->name, name, len);
     r->name[len] = 0;
     size_t i = (size_t)name_hash(name, len) & (p->n_slots - 1);
@@ -151,7 +152,7 @@ static uint32_t generated(parser *p, uint32_t parent) {
 
 static bool define(parser *p, uint32_t id, ebuf *body) {
     prule *r = &p->rules[id];
-    free(r->body.v);
+    mxl_free(r->body.v);
     r->body = *body; /* a later definition of a name replaces the earlier one, as in llama.cpp */
     r->defined = true;
     memset(body, 0, sizeof *body);
@@ -239,7 +240,7 @@ static bool repeat(parser *p, ebuf *out, size_t sym_start, uint32_t rule_id, lon
     if (min > GR_MAX_REPEAT || max > GR_MAX_REPEAT) return fail_at(p, at, "repetition count over 2000");
     if (max >= 0 && max < min) return fail_at(p, at, "repetition maximum below its minimum");
     size_t n_sym = out->n - sym_start;
-    gr_elem *sym = malloc(n_sym * sizeof *sym);
+    gr_elem *sym = mxl_malloc(n_sym * sizeof *sym);
     if (!sym) return fail_msg(p, MXL_ERR_NOMEM, "%s", "out of memory");
     memcpy(sym, out->v + sym_start, n_sym * sizeof *sym);
     bool ok = true;
@@ -259,11 +260,11 @@ static bool repeat(parser *p, ebuf *out, size_t sym_start, uint32_t rule_id, lon
         if (ok && (i > 0 || max < 0)) ok = push(p, &body, GR_REF, max < 0 ? id : last);
         if (ok) ok = push(p, &body, GR_ALT, 0) && push(p, &body, GR_END, 0);
         if (ok) define(p, id, &body);
-        free(body.v);
+        mxl_free(body.v);
         last = id;
     }
     if (ok && n_opt > 0) ok = push(p, out, GR_REF, last);
-    free(sym);
+    mxl_free(sym);
     return ok;
 }
 
@@ -366,7 +367,7 @@ static const char *parse_alternates(parser *p, const char *s, uint32_t rule_id, 
     }
     if (s && push(p, &body, GR_END, 0)) define(p, rule_id, &body);
     else s = NULL;
-    free(body.v);
+    mxl_free(body.v);
     return s;
 }
 
@@ -435,23 +436,23 @@ static bool left_recursive(const parser *p, uint32_t r, uint8_t *mark, const boo
 
 static void parser_free(parser *p) {
     for (size_t i = 0; i < p->n_rules; i++) {
-        free(p->rules[i].name);
-        free(p->rules[i].body.v);
+        mxl_free(p->rules[i].name);
+        mxl_free(p->rules[i].body.v);
     }
-    free(p->rules);
-    free(p->slots);
-    free((char *)p->src);
+    mxl_free(p->rules);
+    mxl_free(p->slots);
+    mxl_free((char *)p->src);
 }
 
 mxl_status mxl_grammar_parse(const char *text, size_t len, mxl_grammar **out, mxl_error *err) {
     *out = NULL;
     parser p = {.err = err};
-    char *src = malloc(len + 1);
+    char *src = mxl_malloc(len + 1);
     if (!src) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     if (len) memcpy(src, text, len);
     src[len] = 0;
     if (strlen(src) != len) {
-        free(src);
+        mxl_free(src);
         return mxl_error_set(err, MXL_ERR_ARG, "grammar: the text contains a NUL byte");
     }
     p.src = src;
@@ -468,8 +469,8 @@ mxl_status mxl_grammar_parse(const char *text, size_t len, mxl_grammar **out, mx
         if (!strcmp(p.rules[i].name, "root")) root = (uint32_t)i;
     if (!st && root == UINT32_MAX) st = mxl_error_set(err, MXL_ERR_ARG, "grammar: no 'root' rule");
     if (!st) {
-        bool *nul = calloc(p.n_rules, sizeof *nul);
-        uint8_t *mark = calloc(p.n_rules, 1);
+        bool *nul = mxl_calloc(p.n_rules, sizeof *nul);
+        uint8_t *mark = mxl_calloc(p.n_rules, 1);
         if (!nul || !mark) st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
         else {
             nullable_rules(&p, nul);
@@ -480,17 +481,17 @@ mxl_status mxl_grammar_parse(const char *text, size_t len, mxl_grammar **out, mx
                              ? mxl_error_set(err, MXL_ERR_ARG, "grammar: rules reference each other more than 10000 deep")
                              : mxl_error_set(err, MXL_ERR_ARG, "grammar: left recursion in rule '%.200s' is not supported", p.rules[culprit].name);
         }
-        free(nul);
-        free(mark);
+        mxl_free(nul);
+        mxl_free(mark);
     }
     mxl_grammar *g = NULL;
     if (!st) {
-        g = calloc(1, sizeof *g);
+        g = mxl_calloc(1, sizeof *g);
         size_t total = 0;
         for (size_t i = 0; i < p.n_rules; i++) total += p.rules[i].body.n;
         if (g) {
-            g->el = malloc((total ? total : 1) * sizeof *g->el);
-            g->rule_start = malloc(p.n_rules * sizeof *g->rule_start);
+            g->el = mxl_malloc((total ? total : 1) * sizeof *g->el);
+            g->rule_start = mxl_malloc(p.n_rules * sizeof *g->rule_start);
         }
         if (!g || !g->el || !g->rule_start) st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
         else {
@@ -514,9 +515,9 @@ mxl_status mxl_grammar_parse(const char *text, size_t len, mxl_grammar **out, mx
 
 void mxl_grammar_destroy(mxl_grammar *g) {
     if (!g) return;
-    free(g->el);
-    free(g->rule_start);
-    free(g);
+    mxl_free(g->el);
+    mxl_free(g->rule_start);
+    mxl_free(g);
 }
 
 size_t mxl_grammar_n_rules(const mxl_grammar *g) { return g->n_rules; }

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
+
 typedef struct tok_ctx {
     const mxl_tokenizer *t;
     const int32_t *eog;
@@ -48,7 +50,7 @@ static bool put(tok_ctx *c, size_t at, const void *p, size_t n) {
     if (at + n + 1 > c->cap) {
         size_t cap = c->cap ? c->cap : 256;
         while (cap < at + n + 1) cap *= 2;
-        char *b = realloc(c->buf, cap);
+        char *b = mxl_realloc(c->buf, cap);
         if (!b) return false;
         c->buf = b;
         c->cap = cap;
@@ -70,7 +72,7 @@ static mxl_status piece(void *ctx, int32_t id, const char **text, size_t *len, b
     char *dec = NULL;
     size_t dlen = 0;
     if (mxl_tokenizer_decode(c->t, &id, 1, false, &dec, &dlen, NULL) != MXL_OK) {
-        free(dec);
+        mxl_free(dec);
         dec = NULL;
         dlen = 0;
     }
@@ -105,7 +107,7 @@ static mxl_status piece(void *ctx, int32_t id, const char **text, size_t *len, b
         if (spm_space) ok = put(c, n++, " ", 1);
         if (ok && dlen) ok = put(c, n, dec, dlen), n += dlen;
     }
-    free(dec);
+    mxl_free(dec);
     if (!ok) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     *text = c->buf;
     *len = n;
@@ -116,6 +118,6 @@ mxl_status mxl_grammar_vocab_from_tokenizer(const mxl_tokenizer *t, int32_t n_vo
                                             mxl_grammar_vocab **out, mxl_error *err) {
     tok_ctx c = {.t = t, .eog = eog, .n_eog = n_eog};
     mxl_status st = mxl_grammar_vocab_create(n_vocab, piece, &c, out, err);
-    free(c.buf);
+    mxl_free(c.buf);
     return st;
 }

@@ -7,6 +7,9 @@
  * Rules are named after the schema path (root, root-item, ref-defs-x...), made unique by a number
  * when two different bodies want one name, and written in the order they were made. */
 #include "engine/json_schema.h"
+#include "core/alloc.h"
+#include "io/json_read.h"
+#include "io/json_write.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -28,7 +31,7 @@ static void sb_putn(sb *b, const char *s, size_t n) {
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 64;
         while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
+        char *p = mxl_realloc(b->p, cap);
         if (!p) {
             b->oom = true;
             return;
@@ -54,7 +57,7 @@ __attribute__((format(printf, 2, 3))) static void sb_printf(sb *b, const char *f
         sb_putn(b, buf, (size_t)n);
         return;
     }
-    char *big = malloc((size_t)n + 1);
+    char *big = mxl_malloc((size_t)n + 1);
     if (!big) {
         b->oom = true;
         return;
@@ -63,7 +66,7 @@ __attribute__((format(printf, 2, 3))) static void sb_printf(sb *b, const char *f
     vsnprintf(big, (size_t)n + 1, fmt, ap);
     va_end(ap);
     sb_putn(b, big, (size_t)n);
-    free(big);
+    mxl_free(big);
 }
 
 static const char *sb_str(const sb *b) { return b->p ? b->p : ""; }
@@ -92,7 +95,7 @@ static void fail(conv *c, const char *fmt, ...) {
 }
 
 static char *dupn(const char *s, size_t n) {
-    char *p = malloc(n + 1);
+    char *p = mxl_malloc(n + 1);
     if (p) {
         memcpy(p, s, n);
         p[n] = 0;
@@ -115,18 +118,18 @@ static const char *set_rule(conv *c, const char *name, const char *body) {
         return "";
     }
     if (i >= 0) {
-        free(c->bodies[i]);
+        mxl_free(c->bodies[i]);
         c->bodies[i] = b;
         return c->names[i];
     }
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 32;
-        char **nn = realloc(c->names, cap * sizeof *nn);
+        char **nn = mxl_realloc(c->names, cap * sizeof *nn);
         if (nn) c->names = nn;
-        char **bb = realloc(c->bodies, cap * sizeof *bb);
+        char **bb = mxl_realloc(c->bodies, cap * sizeof *bb);
         if (bb) c->bodies = bb;
         if (!nn || !bb) {
-            free(b);
+            mxl_free(b);
             c->oom = true;
             return "";
         }
@@ -134,7 +137,7 @@ static const char *set_rule(conv *c, const char *name, const char *body) {
     }
     char *n = dupn(name, strlen(name));
     if (!n) {
-        free(b);
+        mxl_free(b);
         c->oom = true;
         return "";
     }
@@ -170,10 +173,10 @@ static const char *add_rule(conv *c, const char *name, const char *body) {
             if (j < 0 || !strcmp(c->bodies[j], body) || key.oom) break;
         }
         out = set_rule(c, sb_str(&key), body);
-        free(key.p);
+        mxl_free(key.p);
     }
     if (esc.oom) c->oom = true;
-    free(esc.p);
+    mxl_free(esc.p);
     return out;
 }
 
@@ -252,13 +255,13 @@ static void put_literal(sb *out, const char *s, size_t n) {
 
 /* The literal of a JSON value's compact text. */
 static void put_constant(conv *c, sb *out, const json_t *v) {
-    char *d = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    char *d = mxl_json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
     if (!d) {
         c->oom = true;
         return;
     }
     put_literal(out, d, strlen(d));
-    free(d);
+    mxl_free(d);
 }
 
 /* ---- integer ranges (llama.cpp's _build_min_max_int) ----------------------------------------- */
@@ -451,8 +454,8 @@ static void build_repetition(sb *o, const char *item, long min, long max, const 
     sb_printf(o, "%s %s", item, sb_str(&rest));
     if (min == 0) sb_puts(o, ")?");
     if (inner.oom || rest.oom) o->oom = true;
-    free(inner.p);
-    free(rest.p);
+    mxl_free(inner.p);
+    mxl_free(rest.p);
 }
 
 /* ---- visiting --------------------------------------------------------------------------------- */
@@ -477,7 +480,7 @@ typedef struct tpool {
 static int tnew(tpool *p) {
     if (p->n == p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 8;
-        tnode *v = realloc(p->v, cap * sizeof *v);
+        tnode *v = mxl_realloc(p->v, cap * sizeof *v);
         if (!v) return -1;
         p->v = v;
         p->cap = cap;
@@ -510,7 +513,7 @@ static void not_strings_visit(const tpool *p, int node, const char *char_rule, s
         }
     }
     if (!first) sb_printf(o, " | [^\"%s] %s*", sb_str(&rejects), char_rule);
-    free(rejects.p);
+    mxl_free(rejects.p);
 }
 
 static void not_strings(conv *c, const char *const *strs, size_t n, sb *o) {
@@ -525,13 +528,13 @@ static void not_strings(conv *c, const char *const *strs, size_t n, sb *o) {
             if (!p.v[node].child[*s]) {
                 if (p.n >= 8192) { /* 1 KiB a node and one recursion level per character: bound both */
                     fail(c, "json_schema: too many property-name characters for additionalProperties");
-                    free(p.v);
+                    mxl_free(p.v);
                     return;
                 }
                 int k = tnew(&p);
                 if (k < 0) {
                     c->oom = true;
-                    free(p.v);
+                    mxl_free(p.v);
                     return;
                 }
                 p.v[node].child[*s] = k + 1;
@@ -546,7 +549,7 @@ static void not_strings(conv *c, const char *const *strs, size_t n, sb *o) {
     sb_puts(o, " )");
     if (!p.v[0].end) sb_puts(o, "?");
     sb_puts(o, " [\"] space");
-    free(p.v);
+    mxl_free(p.v);
 }
 
 typedef struct prop {
@@ -580,21 +583,21 @@ static void recursive_refs(conv *c, const char *name, char **keys, const char **
         sb_puts(&rn, "-rest");
         sb_printf(o, " %s", add_rule(c, sb_str(&rn), sb_str(&rest)));
         if (rest.oom || rn.oom) c->oom = true;
-        free(rest.p);
-        free(rn.p);
+        mxl_free(rest.p);
+        mxl_free(rn.p);
     }
     if (comma.oom) c->oom = true;
-    free(comma.p);
+    mxl_free(comma.p);
 }
 
 static void build_object_rule(conv *c, const prop *props, size_t n_props, const json_t *required, const char *name,
                               const json_t *additional, sb *o) {
     /* required first, then optional, each in schema order */
-    char **keys = calloc(n_props + 1, sizeof *keys);
-    const char **kv = calloc(n_props + 1, sizeof *kv);
-    char **req_keys = calloc(n_props + 1, sizeof *req_keys), **opt_keys = calloc(n_props + 1, sizeof *opt_keys);
-    const char **req_kv = calloc(n_props + 1, sizeof *req_kv), **opt_kv = calloc(n_props + 1, sizeof *opt_kv);
-    const char **names_only = calloc(n_props + 1, sizeof *names_only);
+    char **keys = mxl_calloc(n_props + 1, sizeof *keys);
+    const char **kv = mxl_calloc(n_props + 1, sizeof *kv);
+    char **req_keys = mxl_calloc(n_props + 1, sizeof *req_keys), **opt_keys = mxl_calloc(n_props + 1, sizeof *opt_keys);
+    const char **req_kv = mxl_calloc(n_props + 1, sizeof *req_kv), **opt_kv = mxl_calloc(n_props + 1, sizeof *opt_kv);
+    const char **names_only = mxl_calloc(n_props + 1, sizeof *names_only);
     if (!keys || !kv || !req_keys || !opt_keys || !req_kv || !opt_kv || !names_only) {
         c->oom = true;
         goto out;
@@ -612,9 +615,9 @@ static void build_object_rule(conv *c, const prop *props, size_t n_props, const 
         sb_puts(&kn, "-kv");
         const char *kvname = add_rule(c, sb_str(&kn), sb_str(&body));
         if (pn.oom || kn.oom || body.oom) c->oom = true;
-        free(pn.p);
-        free(kn.p);
-        free(body.p);
+        mxl_free(pn.p);
+        mxl_free(kn.p);
+        mxl_free(body.p);
         names_only[i] = props[i].key;
         if (required && in_required(required, props[i].key)) {
             req_keys[n_req] = (char *)props[i].key;
@@ -644,12 +647,12 @@ static void build_object_rule(conv *c, const prop *props, size_t n_props, const 
         opt_keys[n_opt] = "*";
         opt_kv[n_opt++] = add_rule(c, sb_str(&kvn), sb_str(&kvbody));
         if (sub.oom || vn.oom || kname.oom || kvn.oom || kbody.oom || kvbody.oom) c->oom = true;
-        free(sub.p);
-        free(vn.p);
-        free(kname.p);
-        free(kvn.p);
-        free(kbody.p);
-        free(kvbody.p);
+        mxl_free(sub.p);
+        mxl_free(vn.p);
+        mxl_free(kname.p);
+        mxl_free(kvn.p);
+        mxl_free(kbody.p);
+        mxl_free(kvbody.p);
     }
     sb_puts(o, "\"{\" space ");
     for (size_t i = 0; i < n_req; i++) {
@@ -668,13 +671,13 @@ static void build_object_rule(conv *c, const prop *props, size_t n_props, const 
     }
     sb_puts(o, " \"}\" space");
 out:
-    free(keys);
-    free(kv);
-    free(req_keys);
-    free(opt_keys);
-    free(req_kv);
-    free(opt_kv);
-    free(names_only);
+    mxl_free(keys);
+    mxl_free(kv);
+    mxl_free(req_keys);
+    mxl_free(opt_keys);
+    mxl_free(req_kv);
+    mxl_free(opt_kv);
+    mxl_free(names_only);
 }
 
 /* The rule a $ref stands for (malloc'd name): "ref" + the pointer with other characters as '-',
@@ -705,7 +708,7 @@ static char *resolve_ref(conv *c, const char *ref) {
         out = dupn(sb_str(&rn), strlen(sb_str(&rn)));
     }
     if (!out || rn.oom) c->oom = true;
-    free(rn.p);
+    mxl_free(rn.p);
     return out;
 }
 
@@ -789,7 +792,7 @@ static char *item_rule(const pitem *it) {
     if (it->literal) sb_printf(&o, "\"%s\"", it->s);
     else sb_puts(&o, it->s);
     if (o.oom) {
-        free(o.p);
+        mxl_free(o.p);
         return NULL;
     }
     return o.p ? o.p : dupn("", 0);
@@ -799,8 +802,8 @@ static bool non_literal(char ch) { return strchr("|.()[]{}*+?", ch) != NULL; }
 static bool regex_only_escape(char ch) { return strchr("^$.[]()|{}*+?", ch) != NULL; }
 
 static void free_items(pitem *v, size_t n) {
-    for (size_t i = 0; i < n; i++) free(v[i].s);
-    free(v);
+    for (size_t i = 0; i < n; i++) mxl_free(v[i].s);
+    mxl_free(v);
 }
 
 /* Parses until ')' or the end; returns the sequence as rule text (not literal). */
@@ -813,10 +816,10 @@ static char *pattern_seq(pstate *ps, int depth) {
     do {                                                                      \
         if (n == cap) {                                                       \
             cap = cap ? cap * 2 : 8;                                          \
-            pitem *nv = realloc(seq, cap * sizeof *nv);                       \
+            pitem *nv = mxl_realloc(seq, cap * sizeof *nv);                       \
             if (!nv) {                                                        \
                 c->oom = true;                                                \
-                free(str);                                                    \
+                mxl_free(str);                                                    \
                 goto done;                                                    \
             }                                                                 \
             seq = nv;                                                         \
@@ -845,7 +848,7 @@ static char *pattern_seq(pstate *ps, int depth) {
             if (!inner) goto done;
             sb o = {0};
             sb_printf(&o, "(%s)", inner);
-            free(inner);
+            mxl_free(inner);
             PUSH_ITEM(o.p, false);
         } else if (ch == ')') {
             ps->i++;
@@ -876,8 +879,8 @@ static char *pattern_seq(pstate *ps, int depth) {
             char *r = item_rule(&seq[n - 1]);
             sb o = {0};
             sb_printf(&o, "%s%c", r ? r : "", ch);
-            free(r);
-            free(seq[n - 1].s);
+            mxl_free(r);
+            mxl_free(seq[n - 1].s);
             seq[n - 1].s = o.p;
             seq[n - 1].literal = false;
             ps->i++;
@@ -925,10 +928,10 @@ static char *pattern_seq(pstate *ps, int depth) {
                     sb rn = {0};
                     sb_printf(&rn, "%s-%zu", ps->name, ps->n_subs + 1);
                     id = add_rule(c, sb_str(&rn), last->s);
-                    free(rn.p);
-                    char **nk = realloc(ps->sub_keys, (ps->n_subs + 1) * sizeof *nk);
+                    mxl_free(rn.p);
+                    char **nk = mxl_realloc(ps->sub_keys, (ps->n_subs + 1) * sizeof *nk);
                     if (nk) ps->sub_keys = nk;
-                    char **ni = realloc(ps->sub_ids, (ps->n_subs + 1) * sizeof *ni);
+                    char **ni = mxl_realloc(ps->sub_ids, (ps->n_subs + 1) * sizeof *ni);
                     if (ni) ps->sub_ids = ni;
                     if (!nk || !ni) {
                         c->oom = true;
@@ -943,8 +946,8 @@ static char *pattern_seq(pstate *ps, int depth) {
             }
             sb o = {0};
             build_repetition(&o, sub ? sub : "", mn, mx, NULL);
-            free(sub);
-            free(last->s);
+            mxl_free(sub);
+            mxl_free(last->s);
             last->s = o.p ? o.p : dupn("", 0);
             last->literal = false;
         } else {
@@ -971,7 +974,7 @@ static char *pattern_seq(pstate *ps, int depth) {
             }
             if (lit.n) PUSH_ITEM(lit.p, true);
             else {
-                free(lit.p);
+                mxl_free(lit.p);
                 if (ps->i < ps->len && !non_literal(ps->p[ps->i])) ps->i++; /* cannot happen; keep moving */
                 else if (ps->i < ps->len && (ps->p[ps->i] == '}' || ps->p[ps->i] == ']')) {
                     fail(c, "json_schema: pattern has an unexpected '%c'", ps->p[ps->i]);
@@ -998,7 +1001,7 @@ static char *pattern_seq(pstate *ps, int depth) {
                 first = false;
             }
         }
-        free(lit.p);
+        mxl_free(lit.p);
         free_items(seq, n);
         if (o.oom) c->oom = true;
         return o.p ? o.p : dupn("", 0);
@@ -1017,15 +1020,15 @@ static const char *visit_pattern(conv *c, const char *pattern, const char *name)
     }
     pstate ps = {.c = c, .p = pattern + 1, .len = len - 2, .name = name};
     char *body = pattern_seq(&ps, 0);
-    for (size_t k = 0; k < ps.n_subs; k++) free(ps.sub_keys[k]);
-    free(ps.sub_keys);
-    free(ps.sub_ids);
+    for (size_t k = 0; k < ps.n_subs; k++) mxl_free(ps.sub_keys[k]);
+    mxl_free(ps.sub_keys);
+    mxl_free(ps.sub_ids);
     if (!body) return "";
     sb o = {0};
     sb_printf(&o, "\"\\\"\" (%s) \"\\\"\" space", body);
-    free(body);
+    mxl_free(body);
     const char *r = add_rule(c, name, sb_str(&o));
-    free(o.p);
+    mxl_free(o.p);
     return r;
 }
 
@@ -1050,12 +1053,12 @@ static const char *union_rule(conv *c, const char *rule_name, const char *name, 
         sb an = {0};
         sb_printf(&an, "%s%s%zu", name, *name ? "-" : "alternative-", i);
         const char *r = visit(c, alts[i], sb_str(&an));
-        free(an.p);
+        mxl_free(an.p);
         sb_printf(&body, "%s%s", i ? " | " : "", r);
     }
     const char *out = add_rule(c, rule_name, sb_str(&body));
     if (body.oom) c->oom = true;
-    free(body.p);
+    mxl_free(body.p);
     return out;
 }
 
@@ -1076,9 +1079,9 @@ static const char *visit(conv *c, const json_t *schema, const char *name) {
 static const char *visit_inner(conv *c, const json_t *schema, const char *name) {
     if (json_is_true(schema)) schema = NULL; /* `true` accepts anything: treat as {} */
     else if (!json_is_object(schema)) {
-        char *d = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
+        char *d = mxl_json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
         fail(c, "json_schema: unrecognized schema: %.200s", d ? d : "?");
-        free(d);
+        mxl_free(d);
         return "";
     }
     const json_t *type = json_object_get(schema, "type");
@@ -1100,7 +1103,7 @@ static const char *visit_inner(conv *c, const json_t *schema, const char *name) 
         else {
             char *t = resolve_ref(c, ref);
             out = add_rule(c, rule_name, t ? t : "");
-            free(t);
+            mxl_free(t);
         }
     } else if (json_object_get(schema, "oneOf") || json_object_get(schema, "anyOf")) {
         const json_t *alts = json_object_get(schema, "oneOf");
@@ -1108,18 +1111,18 @@ static const char *visit_inner(conv *c, const json_t *schema, const char *name) 
         if (!json_is_array(alts) || json_array_size(alts) == 0) fail(c, "json_schema: anyOf/oneOf must be a non-empty array");
         else {
             size_t n = json_array_size(alts);
-            const json_t **v = malloc(n * sizeof *v);
+            const json_t **v = mxl_malloc(n * sizeof *v);
             if (!v) c->oom = true;
             else {
                 for (size_t i = 0; i < n; i++) v[i] = json_array_get(alts, i);
                 out = union_rule(c, rule_name, name, v, n);
-                free(v);
+                mxl_free(v);
             }
         }
     } else if (json_is_array(type)) {
         size_t n = json_array_size(type);
         if (n == 0) fail(c, "json_schema: 'type' is an empty array");
-        json_t **copies = calloc(n ? n : 1, sizeof *copies);
+        json_t **copies = mxl_calloc(n ? n : 1, sizeof *copies);
         if (!copies) c->oom = true;
         for (size_t i = 0; copies && i < n; i++) {
             copies[i] = json_copy((json_t *)schema);
@@ -1128,7 +1131,7 @@ static const char *visit_inner(conv *c, const json_t *schema, const char *name) 
         }
         if (copies && !c->oom && n) out = union_rule(c, rule_name, name, (const json_t *const *)copies, n);
         for (size_t i = 0; copies && i < n; i++) json_decref(copies[i]);
-        free(copies);
+        mxl_free(copies);
     } else if (json_object_get(schema, "const")) {
         put_constant(c, &body, json_object_get(schema, "const"));
         sb_puts(&body, " space");
@@ -1153,7 +1156,7 @@ static const char *visit_inner(conv *c, const json_t *schema, const char *name) 
         const json_t *pr = json_object_get(schema, "properties");
         if (pr && !json_is_object(pr)) fail(c, "json_schema: 'properties' must be an object");
         size_t n = json_is_object(pr) ? json_object_size(pr) : 0;
-        prop *props = calloc(n + 1, sizeof *props);
+        prop *props = mxl_calloc(n + 1, sizeof *props);
         if (!props) c->oom = true;
         else {
             /* jansson keeps insertion order (the schema's order) when iterating */
@@ -1164,7 +1167,7 @@ static const char *visit_inner(conv *c, const json_t *schema, const char *name) 
             const json_t *req = json_object_get(schema, "required");
             build_object_rule(c, props, k, json_is_array(req) ? req : NULL, name, json_object_get(schema, "additionalProperties"), &body);
             out = add_rule(c, rule_name, sb_str(&body));
-            free(props);
+            mxl_free(props);
         }
     } else if ((untyped || type_is(type, "object") || type_is(type, "string")) && json_object_get(schema, "allOf")) {
         const json_t *all = json_object_get(schema, "allOf");
@@ -1198,7 +1201,7 @@ static const char *visit_inner(conv *c, const json_t *schema, const char *name) 
                         json_object_foreach((json_t *)cp, key, v) {
                             if (n_props == cap) {
                                 cap = cap ? cap * 2 : 8;
-                                prop *np = realloc(props, cap * sizeof *np);
+                                prop *np = mxl_realloc(props, cap * sizeof *np);
                                 if (!np) {
                                     c->oom = true;
                                     break;
@@ -1216,7 +1219,7 @@ static const char *visit_inner(conv *c, const json_t *schema, const char *name) 
                             put_constant(c, &lit, ev);
                             json_t *cnt = json_object_get(seen_enum, sb_str(&lit));
                             json_object_set_new(seen_enum, sb_str(&lit), json_integer(cnt ? json_integer_value(cnt) + 1 : 1));
-                            free(lit.p);
+                            mxl_free(lit.p);
                         }
                     }
                 }
@@ -1243,7 +1246,7 @@ static const char *visit_inner(conv *c, const json_t *schema, const char *name) 
                 build_object_rule(c, props, n_props, required, name, NULL, &body);
                 out = add_rule(c, rule_name, sb_str(&body));
             }
-            free(props);
+            mxl_free(props);
             json_decref(required);
             json_decref(seen_enum);
         }
@@ -1261,7 +1264,7 @@ static const char *visit_inner(conv *c, const json_t *schema, const char *name) 
                 child_name(&tn, name, "-", "tuple-");
                 sb_printf(&tn, "%zu", i);
                 sb_puts(&body, visit(c, it, sb_str(&tn)));
-                free(tn.p);
+                mxl_free(tn.p);
             }
             sb_puts(&body, " \"]\" space");
         } else {
@@ -1269,12 +1272,12 @@ static const char *visit_inner(conv *c, const json_t *schema, const char *name) 
             child_name(&in, name, "-", "item");
             const char *item = visit(c, items, sb_str(&in));
             char *item_copy = dupn(item, strlen(item));
-            free(in.p);
+            mxl_free(in.p);
             long mn = get_int(c, schema, "minItems", 0), mx = get_int(c, schema, "maxItems", -1);
             sb_puts(&body, "\"[\" space ");
             build_repetition(&body, item_copy ? item_copy : "", mn, mx, "\",\" space");
             sb_puts(&body, " \"]\" space");
-            free(item_copy);
+            mxl_free(item_copy);
         }
         out = add_rule(c, rule_name, sb_str(&body));
     } else if ((untyped || type_is(type, "string")) && json_object_get(schema, "pattern")) {
@@ -1291,8 +1294,8 @@ static const char *visit_inner(conv *c, const json_t *schema, const char *name) 
         const char *prim = add_primitive(c, sb_str(&pn), find_builtin(sb_str(&pn)));
         char *p = dupn(prim, strlen(prim));
         out = add_rule(c, rule_name, p ? p : "");
-        free(p);
-        free(pn.p);
+        mxl_free(p);
+        mxl_free(pn.p);
     } else if (type_is(type, "string") && (json_object_get(schema, "minLength") || json_object_get(schema, "maxLength"))) {
         const char *ch = add_primitive(c, "char", find_primitive("char"));
         long mn = get_int(c, schema, "minLength", 0), mx = get_int(c, schema, "maxLength", -1);
@@ -1326,31 +1329,31 @@ static const char *visit_inner(conv *c, const json_t *schema, const char *name) 
         const char *obj = add_primitive(c, "object", find_primitive("object"));
         char *p = dupn(obj, strlen(obj));
         out = add_rule(c, rule_name, p ? p : "");
-        free(p);
+        mxl_free(p);
     } else {
         const builtin *b = json_is_string(type) ? find_primitive(json_string_value(type)) : NULL;
         if (!b || !strcmp(json_string_value(type), "value") || !strcmp(json_string_value(type), "char") ||
             !strcmp(json_string_value(type), "uuid") || strstr(json_string_value(type), "-part")) {
-            char *d = json_dumps(schema, JSON_COMPACT);
+            char *d = mxl_json_dumps(schema, JSON_COMPACT);
             fail(c, "json_schema: unrecognized schema: %.200s", d ? d : "?");
-            free(d);
+            mxl_free(d);
         } else {
             out = add_primitive(c, !strcmp(rule_name, "root") ? "root" : json_string_value(type), b);
         }
     }
     if (body.oom || rn.oom) c->oom = true;
-    free(body.p);
-    free(rn.p);
+    mxl_free(body.p);
+    mxl_free(rn.p);
     return out;
 }
 
 static void conv_free(conv *c) {
     for (size_t i = 0; i < c->n; i++) {
-        free(c->names[i]);
-        free(c->bodies[i]);
+        mxl_free(c->names[i]);
+        mxl_free(c->bodies[i]);
     }
-    free(c->names);
-    free(c->bodies);
+    mxl_free(c->names);
+    mxl_free(c->bodies);
     json_decref(c->refs);
     json_decref(c->resolving);
 }
@@ -1373,7 +1376,7 @@ mxl_status mxl_json_schema_to_grammar(const json_t *schema, char **out, mxl_erro
     else if (c.oom || g.oom) st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     conv_free(&c);
     if (st) {
-        free(g.p);
+        mxl_free(g.p);
         return st;
     }
     *out = g.p;
@@ -1383,7 +1386,8 @@ mxl_status mxl_json_schema_to_grammar(const json_t *schema, char **out, mxl_erro
 mxl_status mxl_json_schema_text_to_grammar(const char *text, size_t len, char **out, mxl_error *err) {
     *out = NULL;
     json_error_t je;
-    json_t *j = json_loadb(text, len, JSON_DECODE_ANY, &je);
+    json_t *j = mxl_json_loadb(text, len, JSON_DECODE_ANY, &je);
+    if (!j && mxl_json_error_is_oom(&je)) return mxl_error_set(err, MXL_ERR_NOMEM, "json_schema: out of memory");
     if (!j) return mxl_error_set(err, MXL_ERR_ARG, "json_schema: not valid JSON (%s at line %d column %d)", je.text, je.line, je.column);
     mxl_status st = mxl_json_schema_to_grammar(j, out, err);
     json_decref(j);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "engine/model_internal.h"
 
 static void add_eos(mxl_gen_model *m, int64_t id) {
@@ -17,7 +18,7 @@ static void add_eos(mxl_gen_model *m, int64_t id) {
 
 mxl_status mxl_gen_model_load(const char *path, int n_threads, mxl_gen_model **out, mxl_error *err) {
     *out = NULL;
-    mxl_gen_model *m = calloc(1, sizeof *m);
+    mxl_gen_model *m = mxl_calloc(1, sizeof *m);
     if (!m) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     mxl_status st = mxl_checkpoint_open(path, &m->ck, err);
     if (!st) {
@@ -53,7 +54,7 @@ void mxl_gen_model_destroy(mxl_gen_model *m) {
     mxl_tokenizer_destroy(m->tok);
     if (m->dec_loaded) mxl_decoder_free(&m->dec);
     mxl_checkpoint_close(m->ck);
-    free(m);
+    mxl_free(m);
 }
 
 const char *mxl_gen_model_template_origin(const mxl_gen_model *m, bool *generic) {
@@ -84,10 +85,10 @@ mxl_status mxl_gen_model_set_template(mxl_gen_model *m, const char *text, const 
     mxl_template *t = NULL;
     mxl_status st = mxl_template_parse(text, strlen(text), origin, &t, err);
     if (st) return st;
-    char *src = strdup(text), *org = strdup(origin);
+    char *src = mxl_strdup(text), *org = mxl_strdup(origin);
     if (!src || !org) {
-        free(src);
-        free(org);
+        mxl_free(src);
+        mxl_free(org);
         mxl_template_destroy(t);
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     }

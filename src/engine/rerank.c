@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/threadpool.h"
 #include "engine/embed_decoder.h"
 #include "engine/encoder_input.h"
@@ -73,7 +74,7 @@ static mxl_status load_generative(mxl_reranker *r, int n_threads, mxl_error *err
 
 mxl_status mxl_reranker_load(const char *path, int n_threads, mxl_reranker **out, mxl_error *err) {
     *out = NULL;
-    mxl_reranker *r = calloc(1, sizeof *r);
+    mxl_reranker *r = mxl_calloc(1, sizeof *r);
     if (!r) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     mxl_status st = mxl_checkpoint_open(path, &r->ck, err);
     if (!st) st = mxl_checkpoint_detect(r->ck, &r->det, err);
@@ -134,7 +135,7 @@ void mxl_reranker_destroy(mxl_reranker *r) {
     mxl_token_ids_free(&r->prefix);
     mxl_token_ids_free(&r->suffix);
     mxl_checkpoint_close(r->ck);
-    free(r);
+    mxl_free(r);
 }
 
 const char *mxl_reranker_kind(const mxl_reranker *r) { return r->dec ? "generative" : "cross-encoder"; }
@@ -146,7 +147,7 @@ static mxl_status append(mxl_token_ids *dst, const mxl_token_ids *src, mxl_error
     if (dst->n + src->n > dst->cap) {
         size_t cap = dst->cap ? dst->cap : 256;
         while (cap < dst->n + src->n) cap *= 2;
-        int32_t *p = realloc(dst->ids, cap * sizeof *p);
+        int32_t *p = mxl_realloc(dst->ids, cap * sizeof *p);
         if (!p) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
         dst->ids = p;
         dst->cap = cap;
@@ -166,11 +167,11 @@ static mxl_status score_generative(mxl_reranker *r, const char *query, const cha
     size_t head_len = strlen(k_i) + strlen(instr) + strlen(k_q) + strlen(query) + strlen(k_d);
     char *text = NULL;
     mxl_token_ids content = {0}, full = {0};
-    float *lg = malloc((size_t)mxl_dec_runner_vocab(r->dec) * sizeof *lg);
+    float *lg = mxl_malloc((size_t)mxl_dec_runner_vocab(r->dec) * sizeof *lg);
     mxl_status st = lg ? MXL_OK : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < n_docs && !st; i++) {
         size_t dl = strlen(docs[i]);
-        char *t = realloc(text, head_len + dl + 1);
+        char *t = mxl_realloc(text, head_len + dl + 1);
         if (!t) {
             st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
             break;
@@ -189,8 +190,8 @@ static mxl_status score_generative(mxl_reranker *r, const char *query, const cha
         scores[i] = 1.0 / (1.0 + exp(-d));
         if (n_tokens) n_tokens[i] = (int64_t)full.n;
     }
-    free(lg);
-    free(text);
+    mxl_free(lg);
+    mxl_free(text);
     mxl_token_ids_free(&content);
     mxl_token_ids_free(&full);
     return st;
@@ -216,8 +217,8 @@ mxl_status mxl_reranker_score_instructed(mxl_reranker *r, const char *instructio
     size_t bs = o && o->batch_size > 0 ? (size_t)o->batch_size : MXL_RERANK_BATCH_DEFAULT;
     int64_t H = r->enc.hidden, L = r->head.n_labels;
     mxl_token_ids ids = {0}, types = {0}, all = {0}, all_types = {0};
-    int64_t *starts = malloc((bs + 1) * sizeof *starts);
-    float *hidden = NULL, *lg = malloc((size_t)L * sizeof(float));
+    int64_t *starts = mxl_malloc((bs + 1) * sizeof *starts);
+    float *hidden = NULL, *lg = mxl_malloc((size_t)L * sizeof(float));
     mxl_status st = starts && lg ? MXL_OK : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     for (size_t b0 = 0; b0 < n_docs && !st; b0 += bs) {
         size_t nb = n_docs - b0 < bs ? n_docs - b0 : bs;
@@ -231,8 +232,8 @@ mxl_status mxl_reranker_score_instructed(mxl_reranker *r, const char *instructio
             if (n_tokens) n_tokens[b0 + i] = (int64_t)ids.n;
         }
         if (st) break;
-        free(hidden);
-        hidden = malloc(all.n * (size_t)H * sizeof(float));
+        mxl_free(hidden);
+        hidden = mxl_malloc(all.n * (size_t)H * sizeof(float));
         if (!hidden) {
             st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
             break;
@@ -245,9 +246,9 @@ mxl_status mxl_reranker_score_instructed(mxl_reranker *r, const char *instructio
             scores[b0 + i] = 1.0 / (1.0 + exp(-(double)lg[0]));
         }
     }
-    free(hidden);
-    free(lg);
-    free(starts);
+    mxl_free(hidden);
+    mxl_free(lg);
+    mxl_free(starts);
     mxl_token_ids_free(&ids);
     mxl_token_ids_free(&types);
     mxl_token_ids_free(&all);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "core/alloc.h"
 #include "engine/sampler_internal.h"
 
 const char *const mxl_sampler_default_dry_breakers[4] = {"\n", ":", "\"", "*"};
@@ -108,7 +109,7 @@ mxl_status mxl_sampler_create_with_vocab(const mxl_sampler_params *p, int32_t n_
     *out = NULL;
     mxl_status st = validate(p, n_vocab, err);
     if (st) return st;
-    mxl_sampler *s = calloc(1, sizeof *s);
+    mxl_sampler *s = mxl_calloc(1, sizeof *s);
     if (!s) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     s->p = *p;
     s->p.dry_breakers = NULL;
@@ -120,14 +121,14 @@ mxl_status mxl_sampler_create_with_vocab(const mxl_sampler_params *p, int32_t n_
     s->p.grammar_vocab = NULL;
     s->n_vocab = n_vocab;
     size_t nv = (size_t)n_vocab;
-    s->cands = malloc(nv * sizeof *s->cands);
-    s->counts = calloc(nv, sizeof *s->counts);
+    s->cands = mxl_malloc(nv * sizeof *s->cands);
+    s->counts = mxl_calloc(nv, sizeof *s->counts);
     if (p->typical_p < 1.0f && p->mirostat == 0) {
-        s->scratch = malloc(nv * sizeof *s->scratch);
-        s->scores = malloc(nv * sizeof *s->scores);
+        s->scratch = mxl_malloc(nv * sizeof *s->scratch);
+        s->scores = mxl_malloc(nv * sizeof *s->scores);
     }
     if (p->n_logit_bias) {
-        s->bias = malloc(p->n_logit_bias * sizeof *s->bias);
+        s->bias = mxl_malloc(p->n_logit_bias * sizeof *s->bias);
         if (s->bias) memcpy(s->bias, p->logit_bias, p->n_logit_bias * sizeof *s->bias);
         s->n_bias = p->n_logit_bias;
     }
@@ -157,7 +158,7 @@ mxl_status mxl_sampler_create_with_vocab(const mxl_sampler_params *p, int32_t n_
         if (!p->grammar_vocab) st = mxl_error_set(err, MXL_ERR_ARG, "a grammar needs the vocabulary's token texts (grammar_vocab)");
         if (!st) st = mxl_grammar_parse(p->grammar, strlen(p->grammar), &s->gram, err);
         if (!st) st = mxl_grammar_state_create(s->gram, &s->gstate, err);
-        if (!st && !(s->saved = malloc(nv * sizeof *s->saved))) st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+        if (!st && !(s->saved = mxl_malloc(nv * sizeof *s->saved))) st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
         if (st) {
             mxl_sampler_destroy(s);
             return st;
@@ -175,16 +176,16 @@ mxl_status mxl_sampler_create(const mxl_sampler_params *p, int32_t n_vocab, mxl_
 
 void mxl_sampler_destroy(mxl_sampler *s) {
     if (!s) return;
-    free(s->cands);
-    free(s->scratch);
-    free(s->scores);
-    free(s->counts);
-    free(s->bias);
+    mxl_free(s->cands);
+    mxl_free(s->scratch);
+    mxl_free(s->scores);
+    mxl_free(s->counts);
+    mxl_free(s->bias);
     smp_dry_free(&s->dry);
     mxl_grammar_state_destroy(s->gstate);
     mxl_grammar_destroy(s->gram);
-    free(s->saved);
-    free(s);
+    mxl_free(s->saved);
+    mxl_free(s);
 }
 
 void mxl_sampler_reset(mxl_sampler *s) {

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "engine/sampler_internal.h"
 
 #define DRY_MAX_CHAR_LEN 40
@@ -35,11 +36,11 @@ typedef struct brk_build {
 static mxl_status bb_add(brk_build *b, int32_t head, const int32_t *tail, size_t n, mxl_error *err) {
     if (b->n == b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 64;
-        int32_t *h = realloc(b->head, cap * sizeof *h);
+        int32_t *h = mxl_realloc(b->head, cap * sizeof *h);
         if (h) b->head = h;
-        uint32_t *o = realloc(b->off, cap * sizeof *o);
+        uint32_t *o = mxl_realloc(b->off, cap * sizeof *o);
         if (o) b->off = o;
-        uint32_t *l = realloc(b->len, cap * sizeof *l);
+        uint32_t *l = mxl_realloc(b->len, cap * sizeof *l);
         if (l) b->len = l;
         if (!h || !o || !l) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory building the DRY sequence breakers");
         b->cap = cap;
@@ -47,7 +48,7 @@ static mxl_status bb_add(brk_build *b, int32_t head, const int32_t *tail, size_t
     if (b->n_tails + n > b->cap_tails) {
         size_t cap = b->cap_tails ? b->cap_tails * 2 : 256;
         while (cap < b->n_tails + n) cap *= 2;
-        int32_t *t = realloc(b->tails, cap * sizeof *t);
+        int32_t *t = mxl_realloc(b->tails, cap * sizeof *t);
         if (!t) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory building the DRY sequence breakers");
         b->tails = t;
         b->cap_tails = cap;
@@ -63,10 +64,10 @@ static mxl_status bb_add(brk_build *b, int32_t head, const int32_t *tail, size_t
 }
 
 static void bb_free(brk_build *b) {
-    free(b->head);
-    free(b->off);
-    free(b->len);
-    free(b->tails);
+    mxl_free(b->head);
+    mxl_free(b->off);
+    mxl_free(b->len);
+    mxl_free(b->tails);
 }
 
 typedef struct brk_key {
@@ -82,16 +83,16 @@ static int cmp_key(const void *pa, const void *pb) {
 
 /* Sorted, compact copy of the built list. */
 static mxl_status bb_finish(brk_build *b, mxl_dry_breakers **out, mxl_error *err) {
-    mxl_dry_breakers *r = calloc(1, sizeof *r);
-    brk_key *order = malloc((b->n ? b->n : 1) * sizeof *order);
+    mxl_dry_breakers *r = mxl_calloc(1, sizeof *r);
+    brk_key *order = mxl_malloc((b->n ? b->n : 1) * sizeof *order);
     if (r) {
-        r->head = malloc((b->n ? b->n : 1) * sizeof *r->head);
-        r->off = malloc((b->n ? b->n : 1) * sizeof *r->off);
-        r->len = malloc((b->n ? b->n : 1) * sizeof *r->len);
-        r->tails = malloc((b->n_tails ? b->n_tails : 1) * sizeof *r->tails);
+        r->head = mxl_malloc((b->n ? b->n : 1) * sizeof *r->head);
+        r->off = mxl_malloc((b->n ? b->n : 1) * sizeof *r->off);
+        r->len = mxl_malloc((b->n ? b->n : 1) * sizeof *r->len);
+        r->tails = mxl_malloc((b->n_tails ? b->n_tails : 1) * sizeof *r->tails);
     }
     if (!r || !order || !r->head || !r->off || !r->len || !r->tails) {
-        free(order);
+        mxl_free(order);
         mxl_dry_breakers_destroy(r);
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory building the DRY sequence breakers");
     }
@@ -108,18 +109,18 @@ static mxl_status bb_finish(brk_build *b, mxl_dry_breakers **out, mxl_error *err
     }
     r->n = b->n;
     r->n_tails = t;
-    free(order);
+    mxl_free(order);
     *out = r;
     return MXL_OK;
 }
 
 void mxl_dry_breakers_destroy(mxl_dry_breakers *b) {
     if (!b) return;
-    free(b->head);
-    free(b->off);
-    free(b->len);
-    free(b->tails);
-    free(b);
+    mxl_free(b->head);
+    mxl_free(b->off);
+    mxl_free(b->len);
+    mxl_free(b->tails);
+    mxl_free(b);
 }
 
 mxl_status smp_dry_breakers_clone(const mxl_dry_breakers *b, mxl_dry_breakers **out, mxl_error *err) {
@@ -217,9 +218,9 @@ mxl_status smp_dry_reserve(smp_dry *d, size_t n, mxl_error *err) {
     if (d->last_n > 0 && n > (size_t)d->last_n) n = (size_t)d->last_n;
     if (n <= d->cap) return MXL_OK;
     if (n > INT32_MAX) return mxl_error_set(err, MXL_ERR_OVERFLOW, "DRY window of %zu tokens is too long", n);
-    int32_t *rc = realloc(d->repeat_count, n * sizeof *rc);
+    int32_t *rc = mxl_realloc(d->repeat_count, n * sizeof *rc);
     if (rc) d->repeat_count = rc;
-    int32_t *t = realloc(d->touched, n * sizeof *t);
+    int32_t *t = mxl_realloc(d->touched, n * sizeof *t);
     if (t) d->touched = t;
     if (!rc || !t) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory for the DRY window (%zu tokens)", n);
     d->cap = n;
@@ -236,7 +237,7 @@ mxl_status smp_dry_init(smp_dry *d, const mxl_sampler_params *p, int32_t n_vocab
     d->breakers = breakers;
     d->n_vocab = n_vocab;
     if (!smp_dry_enabled(d)) return MXL_OK;
-    d->max_repeat = malloc((size_t)n_vocab * sizeof *d->max_repeat);
+    d->max_repeat = mxl_malloc((size_t)n_vocab * sizeof *d->max_repeat);
     if (!d->max_repeat) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     for (int32_t i = 0; i < n_vocab; i++) d->max_repeat[i] = -1;
     /* a bounded window is allocated whole (capped; longer ones grow on use); -1 starts at 4096 */
@@ -246,9 +247,9 @@ mxl_status smp_dry_init(smp_dry *d, const mxl_sampler_params *p, int32_t n_vocab
 }
 
 void smp_dry_free(smp_dry *d) {
-    free(d->max_repeat);
-    free(d->repeat_count);
-    free(d->touched);
+    mxl_free(d->max_repeat);
+    mxl_free(d->repeat_count);
+    mxl_free(d->touched);
     mxl_dry_breakers_destroy(d->breakers);
     memset(d, 0, sizeof *d);
 }

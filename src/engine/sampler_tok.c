@@ -4,9 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
+
 static mxl_status token_text(void *ctx, int32_t id, const char **text, size_t *len, mxl_error *err) {
     mxl_sampler_tok_vocab *st = ctx;
-    free(st->text);
+    mxl_free(st->text);
     st->text = NULL;
     char *out = NULL;
     size_t n = 0;
@@ -48,6 +50,6 @@ void mxl_sampler_tok_vocab_init(mxl_sampler_tok_vocab *state, const mxl_tokenize
 }
 
 void mxl_sampler_tok_vocab_free(mxl_sampler_tok_vocab *state) {
-    free(state->text);
+    mxl_free(state->text);
     state->text = NULL;
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "engine/grammar_tok.h"
 #include "engine/model_internal.h"
 #include "engine/sampler_tok.h"
@@ -59,7 +60,7 @@ static mxl_status seq_create(mxl_gen_model *m, mxl_kv_pool *kvp, int64_t ctx_len
                              mxl_error *err) {
     *out = NULL;
     if (ctx_len < 2) return mxl_error_set(err, MXL_ERR_ARG, "context length %lld is too small", (long long)ctx_len);
-    mxl_seq *s = calloc(1, sizeof *s);
+    mxl_seq *s = mxl_calloc(1, sizeof *s);
     if (!s) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     s->m = m;
     s->ctx_len = ctx_len;
@@ -70,9 +71,9 @@ static mxl_status seq_create(mxl_gen_model *m, mxl_kv_pool *kvp, int64_t ctx_len
                         : mxl_decoder_state_create_ex(&m->dec, ctx_len, s->max_chunk, m->pool, &m->kv, &s->dec, err);
     if (!st) st = mxl_detok_stream_create(m->tok, true, &s->ds, err);
     if (!st) {
-        s->logits = malloc((size_t)s->vocab * sizeof(float));
-        s->work = malloc((size_t)s->vocab * sizeof(float));
-        s->ids = malloc((size_t)ctx_len * sizeof(int32_t));
+        s->logits = mxl_malloc((size_t)s->vocab * sizeof(float));
+        s->work = mxl_malloc((size_t)s->vocab * sizeof(float));
+        s->ids = mxl_malloc((size_t)ctx_len * sizeof(int32_t));
         if (!s->logits || !s->work || !s->ids) st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     }
     if (st) {
@@ -84,7 +85,7 @@ static mxl_status seq_create(mxl_gen_model *m, mxl_kv_pool *kvp, int64_t ctx_len
 }
 
 static void clear_request(mxl_seq *s) {
-    for (size_t i = 0; i < s->n_stop; i++) free(s->stop[i]);
+    for (size_t i = 0; i < s->n_stop; i++) mxl_free(s->stop[i]);
     s->n_stop = 0;
     s->max_stop_len = 0;
     mxl_sampler_destroy(s->smp);
@@ -98,13 +99,13 @@ void mxl_seq_destroy(mxl_seq *s) {
     mxl_grammar_vocab_destroy(s->gvocab);
     mxl_decoder_state_destroy(s->dec);
     mxl_detok_stream_destroy(s->ds);
-    free(s->logits);
-    free(s->work);
-    free(s->ids);
-    free(s->held);
-    free(s->out);
-    free(s->piece);
-    free(s);
+    mxl_free(s->logits);
+    mxl_free(s->work);
+    mxl_free(s->ids);
+    mxl_free(s->held);
+    mxl_free(s->out);
+    mxl_free(s->piece);
+    mxl_free(s);
 }
 
 int64_t mxl_seq_ctx_len(const mxl_seq *s) { return s->ctx_len; }
@@ -145,7 +146,7 @@ static bool reserve(char **buf, size_t *cap, size_t need) {
     if (need <= *cap) return true;
     size_t c = *cap ? *cap : 256;
     while (c < need) c *= 2;
-    char *p = realloc(*buf, c);
+    char *p = mxl_realloc(*buf, c);
     if (!p) return false;
     *buf = p;
     *cap = c;
@@ -179,7 +180,7 @@ mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
     for (size_t i = 0; i < p->n_stop; i++) {
         size_t len = strlen(p->stop[i]);
         if (len == 0) continue;
-        if (!(s->stop[s->n_stop] = strdup(p->stop[i]))) {
+        if (!(s->stop[s->n_stop] = mxl_strdup(p->stop[i]))) {
             clear_request(s);
             return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
         }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/arena.h"
 #include "io/mapped_file.h"
 
@@ -658,7 +659,7 @@ static mxl_status place_tensors(parser *ps) {
 
     /* overlap check: sort spans by (start, end) and compare each start with the furthest end
      * seen so far; empty tensors overlap nothing */
-    span *order = malloc((size_t)g->n_tensors * sizeof *order);
+    span *order = mxl_malloc((size_t)g->n_tensors * sizeof *order);
     if (!order) return mxl_error_set(ps->err, MXL_ERR_NOMEM, "%s: out of memory", g->name);
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const mxl_gguf_tensor_info *ti = &g->tensors[i];
@@ -690,7 +691,7 @@ static mxl_status place_tensors(parser *ps) {
             have = true;
         }
     }
-    free(order);
+    mxl_free(order);
     return st;
 }
 
@@ -708,13 +709,13 @@ static mxl_status parse_all(mxl_gguf *g, mxl_error *err) {
 /* ---- open / close ------------------------------------------------------------------------- */
 
 static mxl_gguf *gguf_new(const char *name) {
-    mxl_gguf *g = calloc(1, sizeof *g);
+    mxl_gguf *g = mxl_calloc(1, sizeof *g);
     if (!g) return NULL;
     mxl_arena_init(&g->arena, 64 * 1024);
     g->name = mxl_arena_strdup(&g->arena, name ? name : "<buffer>");
     if (!g->name) {
         mxl_arena_free(&g->arena);
-        free(g);
+        mxl_free(g);
         return NULL;
     }
     return g;
@@ -764,7 +765,7 @@ void mxl_gguf_close(mxl_gguf *g) {
     if (!g) return;
     if (g->file.path || g->file.data) mxl_mapped_file_close(&g->file);
     mxl_arena_free(&g->arena);
-    free(g);
+    mxl_free(g);
 }
 
 /* ---- accessors ---------------------------------------------------------------------------- */

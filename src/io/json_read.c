@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/strbuf.h"
 #include "io/mapped_file.h"
 
@@ -125,7 +126,7 @@ static size_t number_end(const rewriter *w, size_t i, bool *real) {
 static void number(rewriter *w, size_t a, size_t b, bool real) {
     char small[128], *tmp = small;
     size_t k = b - a;
-    if (k >= sizeof small && !(tmp = malloc(k + 1))) {
+    if (k >= sizeof small && !(tmp = mxl_malloc(k + 1))) {
         w->oom = true;
         return;
     }
@@ -147,7 +148,7 @@ static void number(rewriter *w, size_t a, size_t b, bool real) {
             put(w, ".0", 2);
         }
     }
-    if (tmp != small) free(tmp);
+    if (tmp != small) mxl_free(tmp);
 }
 
 /* Runs the rewriting pass; *text / *len point at what jansson should parse (the input past a BOM,
@@ -192,13 +193,27 @@ static bool prepare(rewriter *w, const char **text, size_t *len) {
     return true;
 }
 
+json_t *mxl_json_loadb(const char *text, size_t len, size_t flags, json_error_t *je) {
+    uint64_t f0 = mxl_alloc_thread_failures();
+    mxl_alloc_json_parse_guard(true); /* jansson's lexer asserts when its buffer cannot grow (alloc.h) */
+    json_t *root = json_loadb(text, len, flags, je);
+    mxl_alloc_json_parse_guard(false);
+    if (!root && je && mxl_alloc_thread_failures() != f0) {
+        memset(je, 0, sizeof *je);
+        snprintf(je->text, sizeof je->text, "out of memory");
+    }
+    return root;
+}
+
+bool mxl_json_error_is_oom(const json_error_t *je) { return !strcmp(je->text, "out of memory"); }
+
 json_t *mxl_json_loads_py(const char *text, size_t len, json_error_t *je) {
     rewriter w = {.s = text ? text : "", .n = text ? len : 0};
     const char *t;
     size_t n;
     json_t *root = NULL;
     if (prepare(&w, &t, &n)) {
-        root = json_loadb(t, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, je);
+        root = mxl_json_loadb(t, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, je);
     } else if (je) {
         memset(je, 0, sizeof *je);
         snprintf(je->text, sizeof je->text, "out of memory");
@@ -221,7 +236,7 @@ mxl_status mxl_json_load_file_py(const char *path, size_t max_bytes, json_t **ou
     *out = mxl_json_loads_py((const char *)f.data, (size_t)f.size, &je);
     mxl_mapped_file_close(&f);
     if (!*out) {
-        if (!strcmp(je.text, "out of memory")) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", path);
+        if (mxl_json_error_is_oom(&je)) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", path);
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: invalid JSON at line %d column %d: %s", path, je.line,
                              je.column, je.text);
     }

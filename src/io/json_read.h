@@ -32,6 +32,12 @@
  * (line, column, text) on malformed JSON. Any top-level value is accepted; callers check its kind. */
 json_t *mxl_json_loads_py(const char *text, size_t len, json_error_t *je);
 
+/* json_loadb, whose error text is exactly "out of memory" whenever an allocation failed during
+ * the parse (jansson itself may then report "invalid token" or nothing). */
+json_t *mxl_json_loadb(const char *text, size_t len, size_t flags, json_error_t *je);
+/* The parse failed for want of memory (mxl_json_loadb / mxl_json_loads_py). */
+bool mxl_json_error_is_oom(const json_error_t *je);
+
 /* The size limit for a checkpoint's side files (tokenizer_config.json, generation_config.json,
  * chat_template.json): a few KB, a Gemma tokenizer_config.json with its added tokens over 1 MB. */
 #define MXL_JSON_SIDE_FILE_MAX (64u << 20)

@@ -11,4 +11,9 @@
  * json_object() can be passed straight in). Errors name the path. */
 mxl_status mxl_json_write_file(json_t *doc, const char *dir, const char *name, mxl_error *err);
 
+/* json_dumps, but NULL when an allocation failed during the dump: jansson 2.14 drops an object
+ * key it could not append and goes on (dump.c), which would give malformed JSON. mxl_free the
+ * result. */
+char *mxl_json_dumps(const json_t *j, size_t flags);
+
 #endif

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
+
 mxl_status mxl_mapped_file_open(const char *path, mxl_mapped_file *out, mxl_error *err) {
     memset(out, 0, sizeof *out);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -34,7 +36,7 @@ mxl_status mxl_mapped_file_open(const char *path, mxl_mapped_file *out, mxl_erro
         out->data = m;
     }
     close(fd);
-    out->path = strdup(path);
+    out->path = mxl_strdup(path);
     if (!out->path) {
         mxl_mapped_file_close(out);
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
@@ -44,7 +46,7 @@ mxl_status mxl_mapped_file_open(const char *path, mxl_mapped_file *out, mxl_erro
 
 void mxl_mapped_file_close(mxl_mapped_file *f) {
     if (f->data) munmap((void *)f->data, (size_t)f->size);
-    free(f->path);
+    mxl_free(f->path);
     memset(f, 0, sizeof *f);
 }
 

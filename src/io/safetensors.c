@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/alloc.h"
 #include "io/json_read.h"
 #include "io/mapped_file.h"
 
@@ -60,7 +61,7 @@ static const mxl_st_entry *list_get(entry_list l, size_t i) {
 }
 
 static void index_free(name_index *ix) {
-    free(ix->slots);
+    mxl_free(ix->slots);
     ix->slots = NULL;
     ix->mask = 0;
 }
@@ -70,7 +71,7 @@ static void index_free(name_index *ix) {
 static int index_build(name_index *ix, entry_list l, size_t *dup_at, size_t *dup_of) {
     size_t cap = 8;
     while (cap < l.n * 2) cap *= 2;
-    ix->slots = calloc(cap, sizeof *ix->slots);
+    ix->slots = mxl_calloc(cap, sizeof *ix->slots);
     if (!ix->slots) return -1;
     ix->mask = cap - 1;
     *dup_at = l.n;
@@ -272,7 +273,8 @@ static mxl_status parse_header(mxl_safetensors *st, mxl_error *err) {
     uint64_t data_size = st->size - 8 - n;
 
     json_error_t jerr;
-    json_t *root = json_loadb((const char *)st->base + 8, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root = mxl_json_loadb((const char *)st->base + 8, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root && mxl_json_error_is_oom(&jerr)) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: header: out of memory", p);
     if (!root)
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: header is not valid JSON: %s (byte %d)", p,
                              clean(jerr.text, nb, sizeof nb), jerr.position);
@@ -318,10 +320,10 @@ static mxl_status parse_header(mxl_safetensors *st, mxl_error *err) {
         rc = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: too many tensors (%zu)", p, n_tensors);
         goto done;
     }
-    st->entries = calloc(n_tensors ? n_tensors : 1, sizeof *st->entries);
-    st->meta_keys = calloc(n_meta ? n_meta : 1, sizeof *st->meta_keys);
-    st->meta_vals = calloc(n_meta ? n_meta : 1, sizeof *st->meta_vals);
-    st->strings = malloc(blob ? blob : 1);
+    st->entries = mxl_calloc(n_tensors ? n_tensors : 1, sizeof *st->entries);
+    st->meta_keys = mxl_calloc(n_meta ? n_meta : 1, sizeof *st->meta_keys);
+    st->meta_vals = mxl_calloc(n_meta ? n_meta : 1, sizeof *st->meta_vals);
+    st->strings = mxl_malloc(blob ? blob : 1);
     if (!st->entries || !st->meta_keys || !st->meta_vals || !st->strings) {
         rc = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory reading the header", p);
         goto done;
@@ -405,11 +407,11 @@ static mxl_status open_common(mxl_safetensors *st, mxl_safetensors **out, mxl_er
 
 mxl_status mxl_safetensors_open(const char *path, mxl_safetensors **out, mxl_error *err) {
     *out = NULL;
-    mxl_safetensors *st = calloc(1, sizeof *st);
+    mxl_safetensors *st = mxl_calloc(1, sizeof *st);
     if (!st) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", path);
     mxl_status rc = mxl_mapped_file_open(path, &st->map, err);
     if (rc != MXL_OK) {
-        free(st);
+        mxl_free(st);
         return rc;
     }
     st->path = st->map.path;
@@ -422,9 +424,9 @@ mxl_status mxl_safetensors_open_buffer(const uint8_t *data, uint64_t size, const
                                        mxl_safetensors **out, mxl_error *err) {
     *out = NULL;
     if (!name) name = "<buffer>";
-    mxl_safetensors *st = calloc(1, sizeof *st);
-    if (!st || !(st->path = strdup(name))) {
-        free(st);
+    mxl_safetensors *st = mxl_calloc(1, sizeof *st);
+    if (!st || !(st->path = mxl_strdup(name))) {
+        mxl_free(st);
         return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", name);
     }
     st->base = data;
@@ -435,13 +437,13 @@ mxl_status mxl_safetensors_open_buffer(const uint8_t *data, uint64_t size, const
 void mxl_safetensors_close(mxl_safetensors *st) {
     if (!st) return;
     if (st->map.path) mxl_mapped_file_close(&st->map); /* frees st->path too */
-    else free(st->path);
-    free(st->entries);
-    free(st->meta_keys);
-    free(st->meta_vals);
-    free(st->strings);
+    else mxl_free(st->path);
+    mxl_free(st->entries);
+    mxl_free(st->meta_keys);
+    mxl_free(st->meta_vals);
+    mxl_free(st->strings);
     index_free(&st->ix);
-    free(st);
+    mxl_free(st);
 }
 
 const char *mxl_safetensors_path(const mxl_safetensors *st) { return st->path; }
@@ -493,7 +495,7 @@ static entry_list model_list(const mxl_st_model *m) {
 
 static char *path_join(const char *dir, const char *name) {
     size_t a = strlen(dir), b = strlen(name);
-    char *s = malloc(a + b + 2);
+    char *s = mxl_malloc(a + b + 2);
     if (!s) return NULL;
     memcpy(s, dir, a);
     size_t o = a;
@@ -513,13 +515,13 @@ static int str_ptr_cmp(const void *a, const void *b) {
 
 /* Opens `n` files named (plain names) inside m->path, in the given (sorted) order. */
 static mxl_status open_files(mxl_st_model *m, const char *const *names, size_t n, mxl_error *err) {
-    m->files = calloc(n ? n : 1, sizeof *m->files);
+    m->files = mxl_calloc(n ? n : 1, sizeof *m->files);
     if (!m->files) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", m->path);
     for (size_t i = 0; i < n; i++) {
         char *fp = path_join(m->path, names[i]);
         if (!fp) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", m->path);
         mxl_status rc = mxl_safetensors_open(fp, &m->files[i], err);
-        free(fp);
+        mxl_free(fp);
         if (rc != MXL_OK) return rc;
         m->n_files++;
     }
@@ -532,7 +534,7 @@ static mxl_status build_table(mxl_st_model *m, mxl_error *err) {
     for (size_t f = 0; f < m->n_files; f++) n += mxl_safetensors_count(m->files[f]);
     if (n > UINT32_MAX - 1)
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: too many tensors (%zu)", m->path, n);
-    m->tensors = calloc(n ? n : 1, sizeof *m->tensors);
+    m->tensors = mxl_calloc(n ? n : 1, sizeof *m->tensors);
     if (!m->tensors) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", m->path);
     for (size_t f = 0; f < m->n_files; f++)
         for (size_t i = 0; i < mxl_safetensors_count(m->files[f]); i++) {
@@ -574,7 +576,7 @@ static mxl_status open_index(mxl_st_model *m, const char *index_path, mxl_error 
         rc = mxl_error_set(err, MXL_ERR_FORMAT, "%s: \"weight_map\" is empty", index_path);
         goto done;
     }
-    names = calloc(n_map, sizeof *names);
+    names = mxl_calloc(n_map, sizeof *names);
     if (!names) {
         rc = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", index_path);
         goto done;
@@ -622,7 +624,7 @@ static mxl_status open_index(mxl_st_model *m, const char *index_path, mxl_error 
         }
     }
 done:
-    free(names);
+    mxl_free(names);
     json_decref(root);
     return rc;
 }
@@ -644,11 +646,11 @@ static mxl_status scan_dir(mxl_st_model *m, mxl_error *err) {
             continue;
         char *full = path_join(m->path, de->d_name);
         int reg = full && is_regular(full);
-        free(full);
+        mxl_free(full);
         if (!reg) continue;
         if (n == cap) {
             size_t nc = cap ? cap * 2 : 16;
-            char **nn = realloc(names, nc * sizeof *nn);
+            char **nn = mxl_realloc(names, nc * sizeof *nn);
             if (!nn) {
                 rc = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", m->path);
                 goto done;
@@ -656,7 +658,7 @@ static mxl_status scan_dir(mxl_st_model *m, mxl_error *err) {
             names = nn;
             cap = nc;
         }
-        if (!(names[n] = strdup(de->d_name))) {
+        if (!(names[n] = mxl_strdup(de->d_name))) {
             rc = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", m->path);
             goto done;
         }
@@ -673,16 +675,16 @@ static mxl_status scan_dir(mxl_st_model *m, mxl_error *err) {
     rc = open_files(m, (const char *const *)names, n, err);
 done:
     closedir(d);
-    for (size_t i = 0; i < n; i++) free(names[i]);
-    free(names);
+    for (size_t i = 0; i < n; i++) mxl_free(names[i]);
+    mxl_free(names);
     return rc;
 }
 
 mxl_status mxl_st_model_open(const char *path, mxl_st_model **out, mxl_error *err) {
     *out = NULL;
-    mxl_st_model *m = calloc(1, sizeof *m);
-    if (!m || !(m->path = strdup(path))) {
-        free(m);
+    mxl_st_model *m = mxl_calloc(1, sizeof *m);
+    if (!m || !(m->path = mxl_strdup(path))) {
+        mxl_free(m);
         return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", path);
     }
     mxl_status rc;
@@ -691,7 +693,7 @@ mxl_status mxl_st_model_open(const char *path, mxl_st_model **out, mxl_error *er
         rc = mxl_error_set(err, errno == ENOENT ? MXL_ERR_NOT_FOUND : MXL_ERR_IO, "%s: %s", path,
                            strerror(errno));
     } else if (S_ISREG(sb.st_mode)) {
-        m->files = calloc(1, sizeof *m->files);
+        m->files = mxl_calloc(1, sizeof *m->files);
         rc = m->files ? mxl_safetensors_open(path, &m->files[0], err)
                       : mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", path);
         if (rc == MXL_OK) m->n_files = 1;
@@ -706,8 +708,8 @@ mxl_status mxl_st_model_open(const char *path, mxl_st_model **out, mxl_error *er
             const char *one = "model.safetensors";
             rc = open_files(m, &one, 1, err);
         } else rc = scan_dir(m, err);
-        free(index);
-        free(single);
+        mxl_free(index);
+        mxl_free(single);
     }
     if (rc == MXL_OK) rc = build_table(m, err);
     if (rc != MXL_OK) {
@@ -726,11 +728,11 @@ void mxl_st_model_release_pages(const mxl_st_model *m, const void *p, uint64_t n
 void mxl_st_model_close(mxl_st_model *m) {
     if (!m) return;
     for (size_t i = 0; i < m->n_files; i++) mxl_safetensors_close(m->files[i]);
-    free(m->files);
-    free(m->tensors);
+    mxl_free(m->files);
+    mxl_free(m->tensors);
     index_free(&m->ix);
-    free(m->path);
-    free(m);
+    mxl_free(m->path);
+    mxl_free(m);
 }
 
 size_t mxl_st_model_tensor_count(const mxl_st_model *m) { return m->n; }

@@ -9,6 +9,9 @@
 
 #include "io/safetensors_write.h"
 
+#include "core/alloc.h"
+#include "io/json_write.h"
+
 struct mxl_st_writer {
     FILE *f;
     char *path;
@@ -31,21 +34,21 @@ uint64_t mxl_st_out_bytes(const mxl_st_out *t) {
 
 static void writer_free(mxl_st_writer *w) {
     if (!w) return;
-    free(w->path);
-    free(w->t);
-    free(w->bytes);
-    free(w);
+    mxl_free(w->path);
+    mxl_free(w->t);
+    mxl_free(w->bytes);
+    mxl_free(w);
 }
 
 mxl_status mxl_st_writer_create(const char *path, const mxl_st_out *tensors, size_t n, const char *fmt,
                                 mxl_st_writer **out, mxl_error *err) {
     *out = NULL;
-    mxl_st_writer *w = calloc(1, sizeof *w);
+    mxl_st_writer *w = mxl_calloc(1, sizeof *w);
     json_t *hdr = json_object(), *meta = json_object();
     char *text = NULL;
     mxl_status st = MXL_ERR_NOMEM;
-    if (!w || !hdr || !meta || !(w->path = strdup(path)) || !(w->t = malloc((n ? n : 1) * sizeof *w->t)) ||
-        !(w->bytes = malloc((n ? n : 1) * sizeof *w->bytes))) {
+    if (!w || !hdr || !meta || !(w->path = mxl_strdup(path)) || !(w->t = mxl_malloc((n ? n : 1) * sizeof *w->t)) ||
+        !(w->bytes = mxl_malloc((n ? n : 1) * sizeof *w->bytes))) {
         mxl_error_set(err, st, "%s: out of memory", path);
         goto fail;
     }
@@ -76,7 +79,7 @@ mxl_status mxl_st_writer_create(const char *path, const mxl_st_out *tensors, siz
         w->bytes[i] = b;
         off += b;
     }
-    text = json_dumps(hdr, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    text = mxl_json_dumps(hdr, JSON_COMPACT | JSON_PRESERVE_ORDER);
     if (!text) {
         st = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", path);
         goto fail;
@@ -95,12 +98,12 @@ mxl_status mxl_st_writer_create(const char *path, const mxl_st_out *tensors, siz
         st = mxl_error_set(err, MXL_ERR_IO, "%s: write failed: %s", path, strerror(errno));
         goto fail;
     }
-    free(text);
+    mxl_free(text);
     json_decref(hdr);
     *out = w;
     return MXL_OK;
 fail:
-    free(text);
+    mxl_free(text);
     json_decref(hdr);
     json_decref(meta);
     if (w && w->f) {

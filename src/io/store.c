@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
+
 /* Walks deeper than this are refused rather than risking fd exhaustion on a hostile tree. */
 #define STORE_MAX_DEPTH 128
 
@@ -367,7 +369,7 @@ mxl_status mxl_store_gguf_in_dir(const char *dir, char *out, size_t cap, mxl_err
         if (fstatat(dirfd(d), de->d_name, &sb, 0) != 0 || !S_ISREG(sb.st_mode)) continue;
         if (n == cap_names) {
             size_t nc = cap_names ? cap_names * 2 : 8;
-            char **nn = realloc(names, nc * sizeof *nn);
+            char **nn = mxl_realloc(names, nc * sizeof *nn);
             if (!nn) {
                 st = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory listing GGUF files", dir);
                 break;
@@ -375,7 +377,7 @@ mxl_status mxl_store_gguf_in_dir(const char *dir, char *out, size_t cap, mxl_err
             names = nn;
             cap_names = nc;
         }
-        names[n] = strdup(de->d_name);
+        names[n] = mxl_strdup(de->d_name);
         if (!names[n]) {
             st = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory listing GGUF files", dir);
             break;
@@ -400,8 +402,8 @@ mxl_status mxl_store_gguf_in_dir(const char *dir, char *out, size_t cap, mxl_err
         st = mxl_error_set(err, MXL_ERR_ARG, "%s holds %zu GGUF files (%s); pass one of them as the model path",
                            dir, n, list);
     }
-    for (size_t i = 0; i < n; i++) free(names[i]);
-    free(names);
+    for (size_t i = 0; i < n; i++) mxl_free(names[i]);
+    mxl_free(names);
     return st;
 }
 
@@ -466,7 +468,7 @@ static mxl_status usage_dir(int fd, usage_walk *w, int depth, mxl_error *err) {
 
 mxl_status mxl_store_usage(const char *path, uint64_t *bytes, int64_t *newest_mtime, bool *has_mtime,
                            mxl_error *err) {
-    usage_walk *w = calloc(1, sizeof *w);
+    usage_walk *w = mxl_calloc(1, sizeof *w);
     if (!w) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", path);
     mxl_status st = fmt_path(w->path, sizeof w->path, err, "%s", path);
     struct stat sb;
@@ -488,7 +490,7 @@ mxl_status mxl_store_usage(const char *path, uint64_t *bytes, int64_t *newest_mt
         *newest_mtime = w->has ? w->newest : 0;
         *has_mtime = w->has;
     }
-    free(w);
+    mxl_free(w);
     return st;
 }
 
@@ -517,7 +519,7 @@ static bool holds_model(int dfd) {
 static mxl_status entries_push(mxl_store_entry **v, size_t *n, size_t *cap, mxl_error *err) {
     if (*n == *cap) {
         size_t nc = *cap ? *cap * 2 : 8;
-        mxl_store_entry *nv = realloc(*v, nc * sizeof *nv);
+        mxl_store_entry *nv = mxl_realloc(*v, nc * sizeof *nv);
         if (!nv) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory listing the model store");
         *v = nv;
         *cap = nc;
@@ -575,7 +577,7 @@ mxl_status mxl_store_list(const char *root, mxl_store_entry **out, size_t *n_out
     }
     closedir(rd);
     if (st) {
-        free(v);
+        mxl_free(v);
         return st;
     }
     *out = v;
@@ -583,7 +585,7 @@ mxl_status mxl_store_list(const char *root, mxl_store_entry **out, size_t *n_out
     return MXL_OK;
 }
 
-void mxl_store_entries_free(mxl_store_entry *entries) { free(entries); }
+void mxl_store_entries_free(mxl_store_entry *entries) { mxl_free(entries); }
 
 /* ---- rm ----------------------------------------------------------------------------------- */
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/alloc.h"
 #include "io/store.h"
 #include "models/config_gguf.h"
 
@@ -51,7 +52,7 @@ mxl_status mxl_checkpoint_open(const char *path, mxl_checkpoint **out, mxl_error
     *out = NULL;
     struct stat sb;
     if (stat(path, &sb) != 0) return mxl_error_set(err, MXL_ERR_NOT_FOUND, "%s: no such file or directory", path);
-    mxl_checkpoint *ck = calloc(1, sizeof *ck);
+    mxl_checkpoint *ck = mxl_calloc(1, sizeof *ck);
     if (!ck) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     mxl_model_config_init(&ck->config);
     mxl_status st;
@@ -83,7 +84,7 @@ void mxl_checkpoint_close(mxl_checkpoint *ck) {
     mxl_model_config_free(&ck->config);
     mxl_st_model_close(ck->st);
     if (ck->gguf) mxl_gguf_close(ck->gguf);
-    free(ck);
+    mxl_free(ck);
 }
 
 mxl_status mxl_checkpoint_detect(const mxl_checkpoint *ck, mxl_detection *out, mxl_error *err) {

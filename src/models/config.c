@@ -6,6 +6,7 @@
  * range-checked: a hostile config gives one line naming the file and the key. */
 #include "models/config.h"
 
+#include "core/alloc.h"
 #include "io/json_read.h"
 
 #include <ctype.h>
@@ -492,6 +493,7 @@ mxl_status mxl_model_config_parse_json(const char *text, size_t len, const char 
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %zu bytes is larger than any real config.json", origin, len);
     json_error_t jerr;
     json_t *root = mxl_json_loads_py(text, len, &jerr);
+    if (!root && mxl_json_error_is_oom(&jerr)) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", origin);
     if (!root)
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: invalid JSON at line %d column %d: %s", origin, jerr.line, jerr.column, jerr.text);
     if (!json_is_object(root)) {
@@ -526,9 +528,9 @@ mxl_status mxl_model_config_load_dir(const char *dir, mxl_model_config *out, mxl
         if (len == cap) {
             if (cap >= MXL_CONFIG_MAX_BYTES + 1) break;
             cap = cap ? cap * 2 : 16384;
-            char *nb = realloc(buf, cap);
+            char *nb = mxl_realloc(buf, cap);
             if (!nb) {
-                free(buf);
+                mxl_free(buf);
                 fclose(f);
                 mxl_model_config_init(out);
                 return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory reading %s", path);
@@ -542,11 +544,11 @@ mxl_status mxl_model_config_load_dir(const char *dir, mxl_model_config *out, mxl
     int ioerr = ferror(f);
     fclose(f);
     if (ioerr) {
-        free(buf);
+        mxl_free(buf);
         mxl_model_config_init(out);
         return mxl_error_set(err, MXL_ERR_IO, "%s: read error", path);
     }
     mxl_status st = mxl_model_config_parse_json(buf ? buf : "", len, path, out, err);
-    free(buf);
+    mxl_free(buf);
     return st;
 }

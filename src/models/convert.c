@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "backends/weight.h"
+#include "core/alloc.h"
 #include "io/json_write.h"
 #include "io/safetensors_write.h"
 #include "models/checkpoint.h"
@@ -43,7 +44,7 @@ typedef struct plan {
 static plan_item *plan_add(plan *p) {
     if (p->n == p->cap) {
         size_t cap = p->cap ? 2 * p->cap : 64;
-        plan_item *v = realloc(p->v, cap * sizeof *v);
+        plan_item *v = mxl_realloc(p->v, cap * sizeof *v);
         if (!v) return NULL;
         p->v = v;
         p->cap = cap;
@@ -92,7 +93,7 @@ static void source_row(const plan_item *it, int64_t r, float *out) {
 /* A transposed item's whole source [it->cols, it->rows] as f32 (NULL when out of memory). */
 static float *source_matrix(const plan_item *it) {
     int64_t sr = it->cols, sc = it->rows;
-    float *m = malloc((size_t)(sr * sc) * sizeof(float));
+    float *m = mxl_malloc((size_t)(sr * sc) * sizeof(float));
     if (!m) return NULL;
     if (it->is_mlx) {
         for (int64_t r = 0; r < sr; r++) mxl_weight_dequant_row(&it->mlx, r, m + r * sc);
@@ -436,7 +437,7 @@ static int make_dirs(const char *dir) {
 static mxl_status write_tensors(const plan *p, const char *path, mxl_dtype dt, int bits, int gs, mxl_error *err) {
     size_t n_out = 0;
     for (size_t i = 0; i < p->n; i++) n_out += p->v[i].quantize ? 3 : 1;
-    mxl_st_out *outs = calloc(n_out ? n_out : 1, sizeof *outs);
+    mxl_st_out *outs = mxl_calloc(n_out ? n_out : 1, sizeof *outs);
     if (!outs) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     size_t k = 0;
     for (size_t i = 0; i < p->n; i++) {
@@ -463,21 +464,21 @@ static mxl_status write_tensors(const plan *p, const char *path, mxl_dtype dt, i
     }
     mxl_st_writer *w = NULL;
     mxl_status st = mxl_st_writer_create(path, outs, n_out, "mlx", &w, err);
-    free(outs);
+    mxl_free(outs);
     if (st) return st;
     for (size_t i = 0; i < p->n && st == MXL_OK; i++) {
         const plan_item *it = &p->v[i];
-        float *row = malloc((size_t)it->cols * sizeof(float));
-        void *orow = malloc((size_t)it->cols * 4);
+        float *row = mxl_malloc((size_t)it->cols * sizeof(float));
+        void *orow = mxl_malloc((size_t)it->cols * 4);
         uint32_t *qw = NULL;
         float *sc = NULL, *bi = NULL;
         void *sb = NULL;
         int64_t ng = it->cols / (gs ? gs : 1), wpr = it->cols * bits / 32;
         if (it->quantize) {
-            qw = malloc((size_t)(it->rows * wpr) * sizeof *qw);
-            sc = malloc((size_t)(it->rows * ng) * sizeof *sc);
-            bi = malloc((size_t)(it->rows * ng) * sizeof *bi);
-            sb = malloc((size_t)(it->rows * ng) * 4);
+            qw = mxl_malloc((size_t)(it->rows * wpr) * sizeof *qw);
+            sc = mxl_malloc((size_t)(it->rows * ng) * sizeof *sc);
+            bi = mxl_malloc((size_t)(it->rows * ng) * sizeof *bi);
+            sb = mxl_malloc((size_t)(it->rows * ng) * 4);
         }
         if (!row || !orow || (it->quantize && (!qw || !sc || !bi || !sb))) {
             st = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory converting %s", path, it->name);
@@ -492,7 +493,7 @@ static mxl_status write_tensors(const plan *p, const char *path, mxl_dtype dt, i
                 store_row(dt, row, it->cols, orow);
                 st = mxl_st_writer_put(w, orow, (uint64_t)it->cols * dt_bytes(dt), err);
             }
-            free(src);
+            mxl_free(src);
         } else {
             for (int64_t r = 0; r < it->rows; r++) {
                 source_row(it, r, row);
@@ -504,12 +505,12 @@ static mxl_status write_tensors(const plan *p, const char *path, mxl_dtype dt, i
                 st = mxl_st_writer_put(w, sb, (uint64_t)(it->rows * ng) * dt_bytes(dt), err);
             }
         }
-        free(row);
-        free(orow);
-        free(qw);
-        free(sc);
-        free(bi);
-        free(sb);
+        mxl_free(row);
+        mxl_free(orow);
+        mxl_free(qw);
+        mxl_free(sc);
+        mxl_free(bi);
+        mxl_free(sb);
     }
     if (st) {
         mxl_st_writer_abort(w);
@@ -594,7 +595,7 @@ mxl_status mxl_convert(const char *in_path, const char *out_dir, const mxl_conve
             st = copy_file(a, b, err);
         }
     }
-    free(p.v);
+    mxl_free(p.v);
     mxl_checkpoint_close(ck);
     return st;
 }

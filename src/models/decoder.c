@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 #include "models/kv_pool.h"
@@ -604,7 +605,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
             return mxl_error_set(err, MXL_ERR_ARG, "the KV pool was made for another model shape (%lld layers, KV width %lld)",
                                  (long long)c->n_layers, (long long)c->kv_dim);
     }
-    mxl_decoder_state *s = calloc(1, sizeof *s);
+    mxl_decoder_state *s = mxl_calloc(1, sizeof *s);
     if (!s) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     s->max_ctx = max_ctx;
     s->max_batch = max_batch;
@@ -632,9 +633,9 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
                       (float **)&s->table};
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += (sizes[i] + 16) & ~(uint64_t)15;
-    s->block = total < ((uint64_t)1 << 60) / sizeof(float) ? aligned_alloc(64, (size_t)total * sizeof(float)) : NULL;
+    s->block = total < ((uint64_t)1 << 60) / sizeof(float) ? mxl_aligned_alloc(64, (size_t)total * sizeof(float)) : NULL;
     if (!s->block) {
-        free(s);
+        mxl_free(s);
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory allocating the decoder scratch (%llu MB)", (unsigned long long)(total * 4 >> 20));
     }
     float *p = s->block;
@@ -653,8 +654,8 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
         mxl_status st = mxl_decoder_kv_pool_cfg(d, &o, s->reference, s->max_blocks, &pc, err);
         if (!st) st = mxl_kv_pool_create(&pc, &s->kvp, err);
         if (st) {
-            free(s->block);
-            free(s);
+            mxl_aligned_free(s->block);
+            mxl_free(s);
             return st;
         }
         s->own_pool = true;
@@ -680,8 +681,8 @@ void mxl_decoder_state_destroy(mxl_decoder_state *s) {
     if (!s) return;
     kv_release_from(s, 0);
     if (s->own_pool) mxl_kv_pool_destroy(s->kvp);
-    free(s->block);
-    free(s);
+    mxl_aligned_free(s->block);
+    mxl_free(s);
 }
 
 static mxl_decoder_kv_type kv_type_of(mxl_dtype t) {

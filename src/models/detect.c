@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/alloc.h"
 #include "io/json_read.h"
 
 /* modules.json and pooling configs are a few hundred bytes; anything past this is not one. */
@@ -58,7 +59,7 @@ static mxl_status load_small_json(const char *path, json_t **out, mxl_error *err
         if (errno == ENOENT || errno == ENOTDIR) return MXL_ERR_NOT_FOUND;
         return mxl_error_set(err, MXL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     }
-    char *buf = malloc(ST_FILE_MAX + 1);
+    char *buf = mxl_malloc(ST_FILE_MAX + 1);
     if (!buf) {
         fclose(f);
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory reading %s", path);
@@ -67,16 +68,17 @@ static mxl_status load_small_json(const char *path, json_t **out, mxl_error *err
     bool read_err = ferror(f) != 0;
     fclose(f);
     if (read_err) {
-        free(buf);
+        mxl_free(buf);
         return mxl_error_set(err, MXL_ERR_IO, "%s: read failed", path);
     }
     if (len > ST_FILE_MAX) {
-        free(buf);
+        mxl_free(buf);
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: larger than %u bytes, not a sentence-transformers config", path, ST_FILE_MAX);
     }
     json_error_t jerr;
     json_t *root = mxl_json_loads_py(buf, len, &jerr);
-    free(buf);
+    mxl_free(buf);
+    if (!root && mxl_json_error_is_oom(&jerr)) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", path);
     if (!root)
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: invalid JSON at line %d column %d: %s", path, jerr.line, jerr.column, jerr.text);
     *out = root;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 
 mxl_status mxl_bert_load(const mxl_checkpoint *ck, mxl_bert *m, mxl_error *err) {
     memset(m, 0, sizeof *m);
@@ -121,12 +122,12 @@ mxl_status mxl_bert_forward_batch(const mxl_bert *m, const mxl_encoder_batch *bt
     size_t att_floats = max_sz(m->be->ops->varlen_scratch_floats(m->be, longest, (int)m->head_dim) * (size_t)n_threads,
                                m->be->ops->attention_scratch_floats(m->be, longest, n_threads));
     size_t fl = (size_t)(n * H) * 5 + (size_t)(n * m->ffn) + att_floats + mm_bytes / sizeof(float) + 64;
-    float *buf = aligned_alloc(64, (fl * sizeof(float) + 63) / 64 * 64);
-    int64_t *pos = calloc((size_t)n, sizeof *pos);
+    float *buf = mxl_aligned_alloc(64, (fl * sizeof(float) + 63) / 64 * 64);
+    int64_t *pos = mxl_calloc((size_t)n, sizeof *pos);
     st = buf && pos ? m->be->ops->embed(m->be, &m->word_emb, bt->ids, n, 1.0f, x, err) : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     if (st) {
-        free(buf);
-        free(pos);
+        mxl_aligned_free(buf);
+        mxl_free(pos);
         return st;
     }
     if (buf) memset(buf, 0, fl * sizeof(float));
@@ -172,7 +173,7 @@ mxl_status mxl_bert_forward_batch(const mxl_bert *m, const mxl_encoder_batch *bt
         mxl_enc_linear_act(m->be, &L->wo2, L->bo2, MXL_GEMM_ACT_NONE, h, n, o, mm_scratch, pool);
         mxl_enc_add_layernorm(m->be, pool, x, o, L->ln2_w, L->ln2_b, n, H, m->ln_eps, x);
     }
-    free(buf);
-    free(pos);
+    mxl_aligned_free(buf);
+    mxl_free(pos);
     return MXL_OK;
 }

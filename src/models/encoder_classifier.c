@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "models/encoder_common.h"
 
 mxl_status mxl_seq_classifier_load(const mxl_checkpoint *ck, const mxl_encoder *enc, mxl_seq_classifier *c,
@@ -66,7 +67,7 @@ void mxl_seq_classifier_logits(const mxl_seq_classifier *c, const float *hidden,
     /* the head runs on one vector: a few H*H flops, not worth a pool */
     size_t s1 = c->be->ops->matmul_scratch_bytes(c->be, &c->dense, 1), s2 = c->be->ops->matmul_scratch_bytes(c->be, &c->out, 1);
     size_t scratch_floats = ((s1 > s2 ? s1 : s2) + sizeof(float) - 1) / sizeof(float);
-    float *buf = malloc(((size_t)H * 2 + scratch_floats + 1) * sizeof(float));
+    float *buf = mxl_malloc(((size_t)H * 2 + scratch_floats + 1) * sizeof(float));
     MXL_ASSERT(buf != NULL);
     float *p = buf, *d = buf + H, *scratch = buf + 2 * H;
     if (c->mean_pool) {
@@ -86,5 +87,5 @@ void mxl_seq_classifier_logits(const mxl_seq_classifier *c, const float *hidden,
         for (int64_t i = 0; i < H; i++) d[i] = tanhf(d[i]);
     }
     mxl_enc_linear(c->be, &c->out, c->out_b, d, 1, logits, scratch, NULL);
-    free(buf);
+    mxl_free(buf);
 }

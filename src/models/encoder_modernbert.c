@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "io/json_read.h"
 
 /* rope_parameters.<kind>.rope_theta (transformers 5 configs), else the legacy key, else dflt.
@@ -160,12 +161,12 @@ mxl_status mxl_modernbert_forward_batch(const mxl_modernbert *m, const mxl_encod
     /* h [n, H] normed input; qkv [n, 3H]; q, k, v [n, H] each; a [n, H]; o [n, H]; g [n, 2I];
      * gl [n, I] */
     size_t fl = (size_t)(n * H) * 9 + (size_t)(n * 3 * I) + att_floats + mm_bytes / sizeof(float) + 64;
-    float *buf = calloc(fl, sizeof(float));
-    int64_t *pos = calloc((size_t)n * 2, sizeof *pos);
+    float *buf = mxl_calloc(fl, sizeof(float));
+    int64_t *pos = mxl_calloc((size_t)n * 2, sizeof *pos);
     st = buf && pos ? m->be->ops->embed(m->be, &m->tok_emb, bt->ids, n, 1.0f, x, err) : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     if (st) {
-        free(buf);
-        free(pos);
+        mxl_free(buf);
+        mxl_free(pos);
         return st;
     }
     float *h = buf, *qkv = h + n * H, *q = qkv + n * 3 * H, *k = q + n * H, *v = k + n * H, *a = v + n * H;
@@ -217,7 +218,7 @@ mxl_status mxl_modernbert_forward_batch(const mxl_modernbert *m, const mxl_encod
         for (int64_t i = 0; i < n * H; i++) x[i] += o[i];
     }
     mxl_enc_add_layernorm(m->be, pool, x, NULL, m->final_norm_w, m->final_norm_b, n, H, m->eps, x);
-    free(buf);
-    free(pos);
+    mxl_free(buf);
+    mxl_free(pos);
     return MXL_OK;
 }

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
+
 struct mxl_kv_pool {
     mxl_kv_pool_cfg cfg;
     uint64_t block_bytes;
@@ -72,7 +74,7 @@ mxl_status mxl_kv_pool_create(const mxl_kv_pool_cfg *cfg, mxl_kv_pool **out, mxl
         if (mxl_add_u64(total, (sizes[i] + 63) & ~(uint64_t)63, &total) || total > ((uint64_t)1 << 56))
             return mxl_error_set(err, MXL_ERR_NOMEM, "KV pool: %lld blocks of %llu bytes is too large", (long long)c->n_blocks,
                                  (unsigned long long)bb);
-    mxl_kv_pool *p = calloc(1, sizeof *p);
+    mxl_kv_pool *p = mxl_calloc(1, sizeof *p);
     if (!p) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     p->cfg = *c;
     if (!i8) p->cfg.group = c->group > 0 ? c->group : 1;
@@ -87,7 +89,7 @@ mxl_status mxl_kv_pool_create(const mxl_kv_pool_cfg *cfg, mxl_kv_pool **out, mxl
     /* bookkeeping: int32 ref, lru_prev, lru_next, free_stack [nb]; u64 hash, parent [nb];
      * int32 tokens [nb * 32]; int32 table [cap]; u8 pub [nb] */
     size_t meta = (size_t)nb * (4 * 4 + 3 * 8 + 4 * MXL_KV_BLOCK + 1) + (size_t)cap * 4 + 64;
-    p->meta = calloc(1, meta);
+    p->meta = mxl_calloc(1, meta);
     if (!p->mem || !p->meta) {
         uint64_t mb = total >> 20;
         mxl_kv_pool_destroy(p);
@@ -125,8 +127,8 @@ mxl_status mxl_kv_pool_create(const mxl_kv_pool_cfg *cfg, mxl_kv_pool **out, mxl
 void mxl_kv_pool_destroy(mxl_kv_pool *p) {
     if (!p) return;
     if (p->mem) p->be->ops->buffer_free(p->be, p->mem);
-    free(p->meta);
-    free(p);
+    mxl_free(p->meta);
+    mxl_free(p);
 }
 
 const mxl_kv_pool_cfg *mxl_kv_pool_config(const mxl_kv_pool *p) { return &p->cfg; }

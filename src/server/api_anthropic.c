@@ -6,13 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "server/gen_call.h"
 #include "server/request.h"
 #include "server/routes.h"
 
 /* Text of a string or a list of text blocks; NULL with msg set otherwise. */
 static char *blocks_text(const json_t *v, const char *what, char *msg, size_t ml) {
-    if (json_is_string(v)) return strdup(json_string_value(v));
+    if (json_is_string(v)) return mxl_strdup(json_string_value(v));
     if (!json_is_array(v)) {
         snprintf(msg, ml, "%s must be a string or an array of content blocks", what);
         return NULL;
@@ -35,7 +36,7 @@ static char *blocks_text(const json_t *v, const char *what, char *msg, size_t ml
         }
         len += json_string_length(text) + 1;
     }
-    char *out = malloc(len + 1), *p = out;
+    char *out = mxl_malloc(len + 1), *p = out;
     if (!out) return snprintf(msg, ml, "out of memory"), NULL;
     json_array_foreach(v, i, b) {
         const json_t *text = json_object_get(b, "text");
@@ -49,7 +50,7 @@ static char *blocks_text(const json_t *v, const char *what, char *msg, size_t ml
 
 /* Appends text to a growing buffer ("\n" between pieces). */
 static bool add_text(char **buf, size_t *len, const char *t, size_t n) {
-    char *p = realloc(*buf, *len + n + 2);
+    char *p = mxl_realloc(*buf, *len + n + 2);
     if (!p) return false;
     if (*len) p[(*len)++] = '\n';
     memcpy(p + *len, t, n);
@@ -78,7 +79,7 @@ static bool user_turn(json_t *out, const json_t *content, size_t i, char *msg, s
         } else if (!strcmp(type, "tool_result")) {
             if (text) { /* text before the result stays before it */
                 json_array_append_new(out, json_pack("{s:s, s:s}", "role", "user", "content", text));
-                free(text);
+                mxl_free(text);
                 text = NULL;
                 len = 0;
             }
@@ -94,8 +95,8 @@ static bool user_turn(json_t *out, const json_t *content, size_t i, char *msg, s
                     const json_t *t = json_object_get(cb, "text");
                     const char *ct = json_string_value(json_object_get(cb, "type"));
                     if (ct && strcmp(ct, "text") != 0) {
-                        free(rt);
-                        free(text);
+                        mxl_free(rt);
+                        mxl_free(text);
                         return snprintf(msg, ml, "messages[%zu].content[%zu]: %s input is not supported for this model", i, k, ct), false;
                     }
                     if (json_is_string(t) && !add_text(&rt, &rl, json_string_value(t), json_string_length(t))) goto oom;
@@ -103,23 +104,23 @@ static bool user_turn(json_t *out, const json_t *content, size_t i, char *msg, s
             }
             json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "role", "tool", "tool_call_id", json_is_string(id) ? json_string_value(id) : "",
                                                  "content", rt ? rt : ""));
-            free(rt);
+            mxl_free(rt);
         } else if (!strcmp(type, "image") || !strcmp(type, "document")) {
-            free(text);
+            mxl_free(text);
             return snprintf(msg, ml, "messages[%zu].content[%zu]: %s input is not supported for this model", i, k, type), false;
         } else {
             goto bad_block;
         }
         continue;
     bad_block:
-        free(text);
+        mxl_free(text);
         return snprintf(msg, ml, "messages[%zu].content[%zu] is not a content block this server takes", i, k), false;
     }
     if (text || json_array_size(content) == 0) json_array_append_new(out, json_pack("{s:s, s:s}", "role", "user", "content", text ? text : ""));
-    free(text);
+    mxl_free(text);
     return true;
 oom:
-    free(text);
+    mxl_free(text);
     return snprintf(msg, ml, "out of memory"), false;
 }
 
@@ -150,8 +151,8 @@ static bool assistant_turn(json_t *out, const json_t *content, size_t i, char *m
                                                    "type", "function", "function", "name", json_object_get(b, "name"), "arguments",
                                                    input ? input : json_object()));
         } else {
-            free(text);
-            free(think);
+            mxl_free(text);
+            mxl_free(think);
             json_decref(calls);
             return snprintf(msg, ml, "messages[%zu].content[%zu] is not a content block this server takes", i, k), false;
         }
@@ -161,8 +162,8 @@ static bool assistant_turn(json_t *out, const json_t *content, size_t i, char *m
     if (json_array_size(calls)) json_object_set(m, "tool_calls", calls);
     json_decref(calls);
     json_array_append_new(out, m);
-    free(text);
-    free(think);
+    mxl_free(text);
+    mxl_free(think);
     return true;
 }
 
@@ -179,7 +180,7 @@ static json_t *to_chat(const json_t *body, char *msg, size_t ml) {
         char *t = blocks_text(system, "system", msg, ml);
         if (!t) goto fail;
         json_array_append_new(out, json_pack("{s:s, s:s}", "role", "system", "content", t));
-        free(t);
+        mxl_free(t);
     }
     size_t i;
     const json_t *m;
@@ -248,7 +249,7 @@ void mxl_api_anthropic_messages(mxl_server *s, mxl_http_req *r) {
     if (!body) return;
     char msg[512] = "";
     json_t *chat = NULL;
-    mxl_gen_call *g = calloc(1, sizeof *g);
+    mxl_gen_call *g = mxl_calloc(1, sizeof *g);
     if (!g) goto oom;
     g->srv = s;
     g->r = r;
@@ -342,7 +343,7 @@ static void count(mxl_server *s, mxl_http_req *r, mxl_api api) {
     mxl_token_ids ids = {0};
     if (prompt_of(s, r, api, chat, tools, &text, &ids))
         mxl_http_send_json(r, 200, json_pack("{s:I}", "input_tokens", (json_int_t)ids.n));
-    free(text);
+    mxl_free(text);
     mxl_token_ids_free(&ids);
     json_decref(tools);
     json_decref(chat);

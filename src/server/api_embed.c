@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/alloc.h"
 #include "server/request.h"
 #include "server/routes.h"
 #include "server/server_state.h"
@@ -66,17 +67,17 @@ static const char **text_list(const json_t *v, const char *key, size_t *n, char 
     size_t cnt = json_is_array(v) ? json_array_size(v) : 1;
     if (!json_is_string(v) && !json_is_array(v)) return snprintf(msg, ml, "'%s' must be a string or an array of strings", key), NULL;
     if (cnt == 0) return snprintf(msg, ml, "'%s' must not be empty", key), NULL;
-    const char **t = calloc(cnt, sizeof *t);
+    const char **t = mxl_calloc(cnt, sizeof *t);
     if (!t) return snprintf(msg, ml, "out of memory"), NULL;
     for (size_t i = 0; i < cnt; i++) {
         const json_t *e = json_is_array(v) ? json_array_get(v, i) : v;
         if (!json_is_string(e)) {
-            free(t);
+            mxl_free(t);
             return snprintf(msg, ml, "'%s[%zu]' must be a string", key, i), NULL;
         }
         const char *s = json_string_value(e);
         if (!s[strspn(s, " \t\r\n\f\v")]) {
-            free(t);
+            mxl_free(t);
             return snprintf(msg, ml, "'%s[%zu]' is empty or only whitespace", key, i), NULL;
         }
         t[i] = s;
@@ -90,7 +91,7 @@ static const char k_b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxy
 /* Little-endian float32 bytes in base64 (OpenAI's encoding_format "base64"). */
 static json_t *base64_floats(const float *v, int64_t n) {
     size_t len = (size_t)n * 4, out_len = 4 * ((len + 2) / 3);
-    char *o = malloc(out_len + 1);
+    char *o = mxl_malloc(out_len + 1);
     if (!o) return json_string("");
     const unsigned char *b = (const unsigned char *)v;
     size_t j = 0;
@@ -103,7 +104,7 @@ static json_t *base64_floats(const float *v, int64_t n) {
     }
     o[j] = 0;
     json_t *s = json_string(o);
-    free(o);
+    mxl_free(o);
     return s;
 }
 
@@ -149,8 +150,8 @@ static void embed(mxl_server *s, mxl_http_req *r, bool oai) {
     }
     if (!texts) goto bad;
     int64_t width = o.dimensions > 0 ? o.dimensions : mxl_embed_model_dim(s->embedder);
-    vecs = malloc(n * (size_t)mxl_embed_model_dim(s->embedder) * sizeof(float));
-    toks = calloc(n, sizeof *toks);
+    vecs = mxl_malloc(n * (size_t)mxl_embed_model_dim(s->embedder) * sizeof(float));
+    toks = mxl_calloc(n, sizeof *toks);
     int64_t n_tokens = 0;
     mxl_error err = {0};
     if (!vecs || !toks) {
@@ -185,9 +186,9 @@ static void embed(mxl_server *s, mxl_http_req *r, bool oai) {
 bad:
     mxl_srv_error(r, MXL_API_OPENAI, 400, "invalid_request_error", "%s", msg);
 done:
-    free(vecs);
-    free(toks);
-    free(texts);
+    mxl_free(vecs);
+    mxl_free(toks);
+    mxl_free(texts);
     json_decref(body);
 }
 
@@ -218,10 +219,10 @@ void mxl_api_rerank(mxl_server *s, mxl_http_req *r) {
         goto bad;
     }
     n = json_array_size(docs);
-    texts = calloc(n, sizeof *texts);
-    scores = calloc(n, sizeof *scores);
-    order = calloc(n, sizeof *order);
-    toks = calloc(n, sizeof *toks);
+    texts = mxl_calloc(n, sizeof *texts);
+    scores = mxl_calloc(n, sizeof *scores);
+    order = mxl_calloc(n, sizeof *order);
+    toks = mxl_calloc(n, sizeof *toks);
     if (!texts || !scores || !order || !toks) {
         snprintf(msg, sizeof msg, "out of memory");
         goto bad;
@@ -286,9 +287,9 @@ void mxl_api_rerank(mxl_server *s, mxl_http_req *r) {
 bad:
     mxl_srv_error(r, MXL_API_OPENAI, 400, "invalid_request_error", "%s", msg);
 done:
-    free(toks);
-    free(texts);
-    free(scores);
-    free(order);
+    mxl_free(toks);
+    mxl_free(texts);
+    mxl_free(scores);
+    mxl_free(order);
     json_decref(body);
 }

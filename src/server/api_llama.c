@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "server/constraint.h"
 #include "server/gen_call.h"
 #include "server/request.h"
@@ -14,7 +15,7 @@ void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r) {
     json_t *body = mxl_srv_body_json(r, MXL_API_LLAMA);
     if (!body) return;
     char msg[512] = "";
-    mxl_gen_call *g = calloc(1, sizeof *g);
+    mxl_gen_call *g = mxl_calloc(1, sizeof *g);
     if (!g) {
         json_decref(body);
         mxl_srv_error(r, MXL_API_LLAMA, 500, "server_error", "out of memory");
@@ -87,7 +88,7 @@ static json_t *piece_json(const mxl_server *s, int32_t id) {
         j = json_array();
         for (size_t i = 0; i < len; i++) json_array_append_new(j, json_integer((unsigned char)text[i]));
     }
-    free(text);
+    mxl_free(text);
     return j;
 }
 
@@ -144,7 +145,7 @@ void mxl_api_llama_detokenize(mxl_server *s, mxl_http_req *r) {
         return;
     }
     size_t n = tokens ? json_array_size(tokens) : 0, i;
-    int32_t *ids = malloc((n ? n : 1) * sizeof(int32_t));
+    int32_t *ids = mxl_malloc((n ? n : 1) * sizeof(int32_t));
     const json_t *e;
     int32_t vocab = (int32_t)mxl_tokenizer_n_vocab(s->tok);
     if (!ids) {
@@ -155,7 +156,7 @@ void mxl_api_llama_detokenize(mxl_server *s, mxl_http_req *r) {
     if (tokens) json_array_foreach(tokens, i, e) {
             if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) >= vocab) {
                 mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "tokens[%zu] is not a token id of this model (0..%d)", i, vocab - 1);
-                free(ids);
+                mxl_free(ids);
                 json_decref(body);
                 return;
             }
@@ -165,14 +166,14 @@ void mxl_api_llama_detokenize(mxl_server *s, mxl_http_req *r) {
     size_t len = 0;
     mxl_error err = {0};
     mxl_status st = mxl_tokenizer_decode(s->tok, ids, n, false, &text, &len, &err);
-    free(ids);
+    mxl_free(ids);
     json_decref(body);
     if (st) {
         mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "%s", err.msg);
         return;
     }
     json_t *content = json_stringn(text, len);
-    free(text);
+    mxl_free(text);
     mxl_http_send_json(r, 200, json_pack("{s:o}", "content", content ? content : json_string("")));
 }
 
@@ -201,7 +202,7 @@ void mxl_api_llama_apply_template(mxl_server *s, mxl_http_req *r) {
         return;
     }
     json_t *prompt = json_stringn(text, len);
-    free(text);
+    mxl_free(text);
     mxl_http_send_json(r, 200, json_pack("{s:o}", "prompt", prompt ? prompt : json_string("")));
 }
 

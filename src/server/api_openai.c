@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "server/constraint.h"
 #include "server/gen_call.h"
 #include "server/request.h"
@@ -47,7 +48,7 @@ static bool render_with_prefill(mxl_server *s, const json_t *body, json_t *msgs,
             json_array_foreach(orig, i, part) k += json_string_length(json_object_get(part, "text")) + 2;
         else
             k = json_string_length(content);
-        char *p = realloc(*text, *len + k + 1);
+        char *p = mxl_realloc(*text, *len + k + 1);
         if (!p) return snprintf(msg, ml, "out of memory"), false;
         char *w = p + *len;
         if (json_is_array(orig)) {
@@ -95,7 +96,7 @@ static bool parse_stream(const json_t *body, mxl_gen_call *g, char *msg, size_t 
 }
 
 static mxl_gen_call *new_call(mxl_server *s, mxl_http_req *r, mxl_gen_kind kind) {
-    mxl_gen_call *g = calloc(1, sizeof *g);
+    mxl_gen_call *g = mxl_calloc(1, sizeof *g);
     if (!g) return NULL;
     g->srv = s;
     g->r = r;

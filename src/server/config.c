@@ -1,6 +1,7 @@
 /* config.c - serve flags and environment (config.h). */
 #include "server/config.h"
 
+#include "core/alloc.h"
 #include "server/constraint.h"
 
 #include <ctype.h>
@@ -400,7 +401,7 @@ mxl_status mxl_server_config_parse(int argc, char **argv, mxl_server_config *c, 
         mxl_status st = mxl_srv_constraint_from_flags(c->grammar, c->grammar_file, c->json_schema, c->json_schema_file, &gbnf, err);
         if (st) return st;
         if (gbnf) {
-            free(server_grammar);
+            mxl_free(server_grammar);
             server_grammar = gbnf;
             c->sampling.grammar = gbnf;
         }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "engine/grammar.h"
 #include "engine/json_schema.h"
 
@@ -34,7 +35,7 @@ static bool schema_grammar(const json_t *schema, const char *what, char **out, c
         return false;
     }
     if (!grammar_ok(*out, what, msg, ml)) {
-        free(*out);
+        mxl_free(*out);
         *out = NULL;
         return false;
     }
@@ -84,7 +85,7 @@ bool mxl_srv_parse_constraint(const json_t *body, bool openai, const char *serve
             return true;
         }
         if (!grammar_ok(json_string_value(grammar), "'grammar'", msg, ml)) return false;
-        if (!(text = strdup(json_string_value(grammar)))) return snprintf(msg, ml, "out of memory"), false;
+        if (!(text = mxl_strdup(json_string_value(grammar)))) return snprintf(msg, ml, "out of memory"), false;
     } else {
         return true; /* none: the server default stays */
     }
@@ -104,18 +105,18 @@ static char *read_file(const char *path, const char *flag, mxl_error *err) {
         return NULL;
     }
     size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
+    char *buf = mxl_malloc(cap);
     while (buf) {
         if (n + 1 >= cap) {
             if (cap > (64u << 20)) {
-                free(buf);
+                mxl_free(buf);
                 fclose(f);
                 mxl_error_set(err, MXL_ERR_ARG, "%s: '%s' is larger than 64 MiB", flag, path);
                 return NULL;
             }
-            char *nb = realloc(buf, cap * 2);
+            char *nb = mxl_realloc(buf, cap * 2);
             if (!nb) {
-                free(buf);
+                mxl_free(buf);
                 buf = NULL;
                 break;
             }
@@ -133,7 +134,7 @@ static char *read_file(const char *path, const char *flag, mxl_error *err) {
         return NULL;
     }
     if (bad) {
-        free(buf);
+        mxl_free(buf);
         mxl_error_set(err, MXL_ERR_IO, "%s: cannot read '%s'", flag, path);
         return NULL;
     }
@@ -150,20 +151,20 @@ mxl_status mxl_srv_constraint_from_flags(const char *grammar, const char *gramma
         return mxl_error_set(err, MXL_ERR_ARG, "--grammar, --grammar-file, --json-schema and --json-schema-file are mutually exclusive");
     const char *flag = grammar ? "--grammar" : grammar_file ? "--grammar-file" : json_schema ? "--json-schema" : "--json-schema-file";
     char *text = NULL;
-    if (grammar && !(text = strdup(grammar))) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    if (grammar && !(text = mxl_strdup(grammar))) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     if (grammar_file && !(text = read_file(grammar_file, flag, err))) return err ? err->status : MXL_ERR_IO;
     if (json_schema || json_schema_file) {
-        char *src = json_schema ? strdup(json_schema) : read_file(json_schema_file, flag, err);
+        char *src = json_schema ? mxl_strdup(json_schema) : read_file(json_schema_file, flag, err);
         if (!src) return json_schema ? mxl_error_set(err, MXL_ERR_NOMEM, "out of memory") : (err ? err->status : MXL_ERR_IO);
         mxl_status st = mxl_json_schema_text_to_grammar(src, strlen(src), &text, err);
-        free(src);
+        mxl_free(src);
         if (st) {
             mxl_error_prefix(err, "%s: ", flag);
             return st;
         }
     }
     if (!*text) { /* empty: no constraint */
-        free(text);
+        mxl_free(text);
         return MXL_OK;
     }
     mxl_grammar *g = NULL;
@@ -171,7 +172,7 @@ mxl_status mxl_srv_constraint_from_flags(const char *grammar, const char *gramma
     mxl_grammar_destroy(g);
     if (st) {
         mxl_error_prefix(err, "%s: ", flag);
-        free(text);
+        mxl_free(text);
         return st;
     }
     *out = text;

@@ -8,7 +8,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/alloc.h"
 #include "core/clock.h"
+#include "io/json_read.h"
+#include "io/json_write.h"
 #include "server/constraint.h"
 #include "server/gen_call.h"
 #include "server/request.h"
@@ -44,7 +47,7 @@ static bool one_prompt(mxl_server *s, const json_t *p, int32_t **ids_out, size_t
             return snprintf(msg, ml, "%s", err.msg), false;
         *ids_out = ids.ids;
         *n_out = ids.n;
-        if (text_out && !*text_out) *text_out = strdup(json_string_value(p));
+        if (text_out && !*text_out) *text_out = mxl_strdup(json_string_value(p));
         return true;
     }
     if (json_is_array(p) && json_array_size(p) > 0) {
@@ -70,7 +73,7 @@ static bool one_prompt(mxl_server *s, const json_t *p, int32_t **ids_out, size_t
             }
             if (ids.n == ids.cap) {
                 size_t cap = ids.cap ? 2 * ids.cap : 64;
-                int32_t *grown = realloc(ids.ids, cap * sizeof *grown);
+                int32_t *grown = mxl_realloc(ids.ids, cap * sizeof *grown);
                 if (!grown) {
                     mxl_token_ids_free(&ids);
                     return snprintf(msg, ml, "out of memory"), false;
@@ -102,7 +105,7 @@ bool mxl_srv_parse_prompts(mxl_server *s, const json_t *p, mxl_gen_call *g, char
         if (!one_prompt(s, json_array_get(p, i), &g->prompts[i], &g->n_prompts[i], &g->prompt_text, msg, ml)) return false;
     g->n = (int)n;
     g->multi = true;
-    g->prompt_ids = malloc(g->n_prompts[0] * sizeof(int32_t));
+    g->prompt_ids = mxl_malloc(g->n_prompts[0] * sizeof(int32_t));
     if (!g->prompt_ids) return snprintf(msg, ml, "out of memory"), false;
     memcpy(g->prompt_ids, g->prompts[0], g->n_prompts[0] * sizeof(int32_t));
     g->n_prompt = g->n_prompts[0];
@@ -111,17 +114,17 @@ bool mxl_srv_parse_prompts(mxl_server *s, const json_t *p, mxl_gen_call *g, char
 
 void mxl_gen_call_free(mxl_gen_call *g) {
     if (!g) return;
-    for (int i = 0; i < 16; i++) free(g->prompts[i]);
+    for (int i = 0; i < 16; i++) mxl_free(g->prompts[i]);
     for (int i = 0; i < 16; i++) mxl_chat_stream_destroy(g->pstream[i]);
     json_decref(g->tools);
     /* the request's own grammar text (its jobs hold copies: mxl_sched_submit) */
-    free(mxl_srv_constraint_owned(&g->params, g->srv ? g->srv->defaults.sampling.grammar : NULL));
+    mxl_free(mxl_srv_constraint_owned(&g->params, g->srv ? g->srv->defaults.sampling.grammar : NULL));
     if (g->ch) mxl_srv_channel_unref(g->ch);
-    free(g->prompt_text);
-    free(g->prompt_ids);
-    free(g->bias);
-    free(g->out);
-    free(g);
+    mxl_free(g->prompt_text);
+    mxl_free(g->prompt_ids);
+    mxl_free(g->bias);
+    mxl_free(g->out);
+    mxl_free(g);
 }
 
 /* --- JSON pieces ------------------------------------------------------------------------------ */
@@ -137,12 +140,12 @@ static json_t *bytes_json(const char *t) {
 static json_t *token_logprob_json(const mxl_server *s, const mxl_srv_event *e, int top_n) {
     char *t = mxl_srv_token_text(s, e->token);
     json_t *o = json_pack("{s:s, s:f, s:o, s:[]}", "token", t, "logprob", (double)e->logprob, "bytes", bytes_json(t), "top_logprobs");
-    free(t);
+    mxl_free(t);
     json_t *top = json_object_get(o, "top_logprobs");
     for (int i = 0; i < e->n_top && i < top_n; i++) {
         char *tt = mxl_srv_token_text(s, e->top_ids[i]);
         json_array_append_new(top, json_pack("{s:s, s:f, s:o}", "token", tt, "logprob", (double)e->top_logprobs[i], "bytes", bytes_json(tt)));
-        free(tt);
+        mxl_free(tt);
     }
     return o;
 }
@@ -153,13 +156,13 @@ static json_t *llama_prob_json(const mxl_server *s, const mxl_srv_event *e, int 
     const char *pk = e->post_sampling ? "prob" : "logprob", *tk = e->post_sampling ? "top_probs" : "top_logprobs";
     char *t = mxl_srv_token_text(s, e->token);
     json_t *o = json_pack("{s:i, s:s, s:f, s:o, s:[]}", "id", e->token, "token", t, pk, (double)e->logprob, "bytes", bytes_json(t), tk);
-    free(t);
+    mxl_free(t);
     json_t *top = json_object_get(o, tk);
     for (int i = 0; i < e->n_top && i < n; i++) {
         char *tt = mxl_srv_token_text(s, e->top_ids[i]);
         json_array_append_new(top, json_pack("{s:i, s:s, s:f, s:o}", "id", e->top_ids[i], "token", tt, pk, (double)e->top_logprobs[i],
                                              "bytes", bytes_json(tt)));
-        free(tt);
+        mxl_free(tt);
     }
     return o;
 }
@@ -220,6 +223,7 @@ static json_t *llama_final_fields(const mxl_gen_call *g, const mxl_srv_event *fi
 
 /* Engine failure of a finished channel: "error" or "cancelled" on any choice. */
 static const char *failure(const mxl_srv_channel *c) {
+    if (c->lost) return "error";
     for (size_t i = 0; i < c->n_ev; i++)
         if (c->ev[i].final && c->ev[i].finish_reason &&
             (!strcmp(c->ev[i].finish_reason, "error") || !strcmp(c->ev[i].finish_reason, "cancelled")))
@@ -243,7 +247,7 @@ static json_t *anthropic_usage(const mxl_srv_channel *c) {
 static json_t *tool_use_block(const json_t *call) {
     const json_t *fn = json_object_get(call, "function");
     const char *args = json_string_value(json_object_get(fn, "arguments"));
-    json_t *input = args ? json_loads(args, JSON_DECODE_ANY, NULL) : NULL;
+    json_t *input = args ? mxl_json_loadb(args, strlen(args), JSON_DECODE_ANY, NULL) : NULL;
     if (!json_is_object(input)) {
         json_decref(input);
         input = json_object();
@@ -302,7 +306,7 @@ static void respond_whole(mxl_gen_call *g) {
     json_t *choices = json_array();
     for (int idx = 0; idx < g->n; idx++) {
         json_t *text = json_stringn("", 0);
-        char *buf = malloc(c->text_len + 1);
+        char *buf = mxl_malloc(c->text_len + 1);
         size_t len = 0;
         const mxl_srv_event *fin = NULL;
         json_t *lp = json_array(), *tokens = json_array();
@@ -321,7 +325,7 @@ static void respond_whole(mxl_gen_call *g) {
         json_decref(text);
         text = json_stringn(buf ? buf : "", buf ? len : 0);
         if (!text) text = json_string(""); /* cannot happen: released text is whole UTF-8 */
-        free(buf);
+        mxl_free(buf);
         json_t *choice;
         if (g->kind == MXL_GEN_CHAT && g->parse) {
             json_t *msg = NULL;
@@ -375,7 +379,7 @@ static void out_append(mxl_gen_call *g, const char *s, size_t n) {
     if (g->out_len + n > g->out_cap) {
         size_t cap = g->out_cap ? g->out_cap : 4096;
         while (cap < g->out_len + n) cap *= 2;
-        char *p = realloc(g->out, cap);
+        char *p = mxl_realloc(g->out, cap);
         if (!p) return;
         g->out = p;
         g->out_cap = cap;
@@ -385,13 +389,13 @@ static void out_append(mxl_gen_call *g, const char *s, size_t n) {
 }
 
 static void out_event(mxl_gen_call *g, json_t *j) {
-    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    char *s = j ? mxl_json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!s) return;
     out_append(g, "data: ", 6);
     out_append(g, s, strlen(s));
     out_append(g, "\n\n", 2);
-    free(s);
+    mxl_free(s);
 }
 
 static void out_named(mxl_gen_call *g, const char *name, json_t *j) {
@@ -459,11 +463,11 @@ static void format_anthropic(mxl_gen_call *g, const mxl_srv_event *e, json_t *te
                 json_object_set_new(blk, "input", json_object());
                 out_named(g, "content_block_start", json_pack("{s:s, s:i, s:o}", "type", "content_block_start", "index", g->a_index,
                                                               "content_block", blk));
-                char *args = json_dumps(input, JSON_COMPACT);
+                char *args = mxl_json_dumps(input, JSON_COMPACT);
                 json_decref(input);
                 out_named(g, "content_block_delta", json_pack("{s:s, s:i, s:{s:s, s:s}}", "type", "content_block_delta", "index", g->a_index,
                                                               "delta", "type", "input_json_delta", "partial_json", args ? args : "{}"));
-                free(args);
+                mxl_free(args);
                 out_named(g, "content_block_stop", json_pack("{s:s, s:i}", "type", "content_block_stop", "index", g->a_index));
                 g->a_index++;
                 g->a_tool = true;
@@ -631,8 +635,17 @@ static ssize_t produce(void *ctx, char *buf, size_t max) {
         mxl_srv_channel_wait_locked(c, g->seen, 100);
         while (g->seen < c->n_ev) format_event(g, &c->ev[g->seen++]);
         bool done = mxl_srv_channel_done(c) && g->seen == c->n_ev;
+        bool lost = c->lost;
         pthread_mutex_unlock(&c->mu);
         if (g->out_len) continue;
+        if (done && !g->oom_sent && (lost || mxl_alloc_thread_failures() != g->alloc_failed0)) {
+            /* an event missing (the engine could not store it, or its JSON could not be built):
+             * an error event before the end, as for an engine error */
+            static const char oom[] = "data: {\"error\":{\"code\":500,\"message\":\"out of memory\",\"type\":\"server_error\"}}\n\n";
+            out_append(g, oom, sizeof oom - 1);
+            g->oom_sent = true;
+            continue;
+        }
         if (done) {
             if (g->kind == MXL_GEN_CHAT || g->kind == MXL_GEN_COMPLETION) {
                 if (g->include_usage) {
@@ -659,7 +672,9 @@ static ssize_t produce(void *ctx, char *buf, size_t max) {
 static void stream_done(void *ctx, bool gone) {
     mxl_gen_call *g = ctx;
     if (gone || !g->ended) atomic_store(&g->ch->cancel, true);
+    bool hook = g->srv->alloc_fault_hook;
     mxl_gen_call_free(g);
+    if (hook) mxl_alloc_fail_at(0); /* the stream is over: a fault it did not reach goes (server.c) */
 }
 
 void mxl_gen_call_run(mxl_gen_call *g) {
@@ -668,7 +683,7 @@ void mxl_gen_call_run(mxl_gen_call *g) {
     snprintf(g->id, sizeof g->id, "%s%llx%llx", g->kind == MXL_GEN_CHAT ? "chatcmpl-" : g->kind == MXL_GEN_ANTHROPIC ? "msg_" : "cmpl-",
              (unsigned long long)g->created, id);
     if (g->n < 1) g->n = 1;
-    g->ch = mxl_srv_channel_create(g->n);
+    g->ch = mxl_http_alloc_failed(g->r) ? NULL : mxl_srv_channel_create(g->n); /* a request built with a hole */
     if (!g->ch) {
         mxl_srv_error(g->r, api_of(g), 500, "server_error", "out of memory");
         mxl_gen_call_free(g);
@@ -700,6 +715,7 @@ void mxl_gen_call_run(mxl_gen_call *g) {
     }
     if (g->stream) {
         g->last_write_ms = mxl_now_ms();
+        g->alloc_failed0 = mxl_alloc_thread_failures();
         mxl_http_stream(g->r, 200, "text/event-stream", produce, stream_done, g);
         return;
     }

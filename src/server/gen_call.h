@@ -48,6 +48,9 @@ typedef struct mxl_gen_call {
     char *out;
     size_t out_len, out_off, out_cap;
     double last_write_ms;
+    uint64_t alloc_failed0; /* mxl_alloc_thread_failures() when the stream started (its events are
+                             * built on the connection's thread) */
+    bool oom_sent;          /* the stream's out-of-memory error event went out */
 } mxl_gen_call;
 
 /* Decides whether the call's output goes through the chat parser (the template thinks or calls

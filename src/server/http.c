@@ -14,6 +14,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
+#include "io/json_write.h"
+
 #define MAX_LISTENERS 8 /* --host a,b,...: one daemon per address, all on one port */
 
 struct mxl_http_server {
@@ -33,7 +36,8 @@ struct mxl_http_req {
     const char *method, *url;
     char *body;
     size_t body_len, body_cap;
-    bool too_large, responded;
+    bool too_large, responded, streaming;
+    uint64_t alloc_failed0; /* mxl_alloc_thread_failures() when the handler started */
 };
 
 /* --- listening socket --------------------------------------------------------------------- */
@@ -63,7 +67,7 @@ static mxl_status open_listener(mxl_http_server *s, const char *hostname, int wa
         }
         *fd_out = fd;
         *real_port_out = 0;
-        s->unix_path = strdup(hostname);
+        s->unix_path = mxl_strdup(hostname);
         snprintf(address, cap, "unix:%s", hostname);
         return MXL_OK;
     }
@@ -233,17 +237,24 @@ void mxl_http_send_with_header(mxl_http_req *r, int status, const char *content_
 }
 
 void mxl_http_send_json(mxl_http_req *r, int status, json_t *body) {
-    char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    /* An allocation that failed on this thread while the request was handled may have left a
+     * hole in the body (jansson's builders skip what they could not allocate): out of memory. */
+    bool whole = !mxl_http_alloc_failed(r);
+    char *s = body && whole ? mxl_json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     if (!s) {
-        mxl_http_send(r, 500, "application/json", "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"code\":500}}", 69);
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"code\":500}}";
+        mxl_http_send(r, 500, "application/json", oom, sizeof oom - 1);
         return;
     }
     if (r->responded) {
-        free(s);
+        mxl_free(s);
         return;
     }
-    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+    /* MUST_COPY: MHD would free() a MUST_FREE buffer, and s is the seam's (jansson allocates
+     * through it) */
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_COPY);
+    mxl_free(s);
     queue(r, status, resp, "application/json; charset=utf-8");
 }
 
@@ -268,13 +279,19 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
 static void stream_free(void *cls) {
     stream_state *st = cls;
     if (st->done) st->done(st->ctx, !st->ended);
-    free(st);
+    mxl_free(st);
 }
 
 void mxl_http_stream(mxl_http_req *r, int status, const char *content_type, mxl_http_produce_fn produce,
                      mxl_http_done_fn done, void *ctx) {
-    stream_state *st = r->responded ? NULL : calloc(1, sizeof *st);
+    if (r->responded) {
+        if (done) done(ctx, true);
+        return;
+    }
+    stream_state *st = mxl_calloc(1, sizeof *st);
     if (!st) {
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"code\":500}}";
+        mxl_http_send(r, 500, "application/json", oom, sizeof oom - 1);
         if (done) done(ctx, true);
         return;
     }
@@ -289,7 +306,12 @@ void mxl_http_stream(mxl_http_req *r, int status, const char *content_type, mxl_
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
     queue(r, status, resp, content_type);
+    r->streaming = r->responded;
 }
+
+bool mxl_http_streaming(const mxl_http_req *r) { return r->streaming; }
+
+bool mxl_http_alloc_failed(const mxl_http_req *r) { return mxl_alloc_thread_failures() != r->alloc_failed0; }
 
 /* --- request accessors -------------------------------------------------------------------- */
 
@@ -322,7 +344,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     mxl_http_server *s = cls;
     mxl_http_req *r = *con_cls;
     if (!r) {
-        r = calloc(1, sizeof *r);
+        r = mxl_calloc(1, sizeof *r);
         if (!r) return MHD_NO;
         r->srv = s;
         r->conn = conn;
@@ -341,7 +363,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (r->body_len + n + 1 > r->body_cap) {
             size_t cap = r->body_cap ? r->body_cap : 4096;
             while (cap < r->body_len + n + 1) cap *= 2;
-            char *b = realloc(r->body, cap);
+            char *b = mxl_realloc(r->body, cap);
             if (!b) return MHD_NO;
             r->body = b;
             r->body_cap = cap;
@@ -367,6 +389,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         return MHD_YES;
     }
+    r->alloc_failed0 = mxl_alloc_thread_failures();
     s->handler(s->ctx, r);
     if (!r->responded) {
         static const char msg[] = "{\"error\":{\"message\":\"no response\",\"type\":\"server_error\",\"code\":500}}";
@@ -379,8 +402,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)cls, (void)conn, (void)toe;
     mxl_http_req *r = *con_cls;
     if (!r) return;
-    free(r->body);
-    free(r);
+    mxl_free(r->body);
+    mxl_free(r);
     *con_cls = NULL;
 }
 
@@ -391,15 +414,15 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 mxl_status mxl_http_start(const mxl_http_config *cfg, mxl_http_handler handler, void *ctx,
                           mxl_http_server **out, mxl_error *err) {
     *out = NULL;
-    mxl_http_server *s = calloc(1, sizeof *s);
+    mxl_http_server *s = mxl_calloc(1, sizeof *s);
     if (!s) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     s->cfg = *cfg;
     s->handler = handler;
     s->ctx = ctx;
     mxl_status st = open_listeners(s, err);
     if (st) {
-        free(s->unix_path);
-        free(s);
+        mxl_free(s->unix_path);
+        mxl_free(s);
         return st;
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC | MHD_USE_POLL;
@@ -424,8 +447,8 @@ mxl_status mxl_http_start(const mxl_http_config *cfg, mxl_http_handler handler, 
         if (s->d[i]) continue;
         for (int j = 0; j < i; j++) MHD_stop_daemon(s->d[j]);
         close_listeners(s);
-        free(s->unix_path);
-        free(s);
+        mxl_free(s->unix_path);
+        mxl_free(s);
         return mxl_error_set(err, MXL_ERR_IO, tls ? "cannot start the HTTPS server (check --ssl-cert-file / --ssl-key-file)"
                                                   : "cannot start the HTTP server");
     }
@@ -460,6 +483,6 @@ void mxl_http_stop(mxl_http_server *s) {
     }
     for (int k = 0; k < s->n_listen; k++) MHD_stop_daemon(s->d[k]);
     close_listeners(s);
-    free(s->unix_path);
-    free(s);
+    mxl_free(s->unix_path);
+    mxl_free(s);
 }

@@ -67,5 +67,10 @@ typedef ssize_t (*mxl_http_produce_fn)(void *ctx, char *buf, size_t max);
 typedef void (*mxl_http_done_fn)(void *ctx, bool gone);
 void mxl_http_stream(mxl_http_req *r, int status, const char *content_type, mxl_http_produce_fn produce,
                      mxl_http_done_fn done, void *ctx);
+/* True when an allocation has failed on the handler's thread since the handler began: what the
+ * request built may have a hole (a message jansson could not copy), so it must not run. */
+bool mxl_http_alloc_failed(const mxl_http_req *r);
+/* True once the handler answered with mxl_http_stream (the stream goes on after it returns). */
+bool mxl_http_streaming(const mxl_http_req *r);
 
 #endif

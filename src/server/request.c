@@ -11,6 +11,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/alloc.h"
+#include "io/json_read.h"
+#include "io/json_write.h"
 #include "server/server_state.h"
 
 /* --- errors and request bodies ------------------------------------------------------------------ */
@@ -33,7 +36,11 @@ json_t *mxl_srv_body_json(mxl_http_req *r, mxl_api api) {
     size_t len;
     const char *b = mxl_http_body(r, &len);
     json_error_t je;
-    json_t *j = json_loadb(b, len, JSON_REJECT_DUPLICATES * 0, &je);
+    json_t *j = mxl_json_loadb(b, len, 0, &je);
+    if (!j && mxl_json_error_is_oom(&je)) {
+        mxl_srv_error(r, api, 500, "server_error", "out of memory reading the request body");
+        return NULL;
+    }
     if (!j) {
         mxl_srv_error(r, api, 400, "invalid_request_error", "the request body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
                       je.column);
@@ -79,16 +86,16 @@ static bool get_int(const json_t *body, const char *key, int64_t *out, bool *giv
  * ["text", -1]] (a string biases each of its tokens; false bans). */
 static bool parse_logit_bias(const mxl_server *s, const json_t *v, mxl_seq_params *p, mxl_logit_bias **out, char *msg, size_t ml) {
     size_t n = p->sampling.n_logit_bias, cap = n + 16;
-    mxl_logit_bias *b = malloc(cap * sizeof *b);
+    mxl_logit_bias *b = mxl_malloc(cap * sizeof *b);
     if (!b) return snprintf(msg, ml, "out of memory"), false;
     if (n) memcpy(b, p->sampling.logit_bias, n * sizeof *b);
     int32_t vocab = (int32_t)mxl_tokenizer_n_vocab(s->tok);
 #define PUSH(tok, val)                                                                     \
     do {                                                                                   \
         if (n == cap) {                                                                    \
-            mxl_logit_bias *nb = realloc(b, (cap *= 2) * sizeof *b);                       \
+            mxl_logit_bias *nb = mxl_realloc(b, (cap *= 2) * sizeof *b);                       \
             if (!nb) {                                                                     \
-                free(b);                                                                   \
+                mxl_free(b);                                                                   \
                 return snprintf(msg, ml, "out of memory"), false;                          \
             }                                                                              \
             b = nb;                                                                        \
@@ -103,13 +110,13 @@ static bool parse_logit_bias(const mxl_server *s, const json_t *v, mxl_seq_param
             char *end = NULL;
             long id = strtol(key, &end, 10);
             if (!json_is_number(val) && !json_is_false(val)) {
-                free(b);
+                mxl_free(b);
                 return snprintf(msg, ml, "'logit_bias' values must be numbers (or false to ban)"), false;
             }
             float bias = json_is_false(val) ? -INFINITY : (float)json_number_value(val);
             if (*key && !*end) { /* a token id */
                 if (id < 0 || id >= vocab) {
-                    free(b);
+                    mxl_free(b);
                     return snprintf(msg, ml, "'logit_bias' token id %ld is outside 0..%d", id, vocab - 1), false;
                 }
                 PUSH((int32_t)id, bias);
@@ -117,7 +124,7 @@ static bool parse_logit_bias(const mxl_server *s, const json_t *v, mxl_seq_param
                 mxl_token_ids ids = {0};
                 mxl_error err = {0};
                 if (mxl_tokenizer_encode(s->tok, key, strlen(key), 0, &ids, &err)) {
-                    free(b);
+                    mxl_free(b);
                     return snprintf(msg, ml, "'logit_bias': %s", err.msg), false;
                 }
                 for (size_t t = 0; t < ids.n; t++) PUSH(ids.ids[t], bias);
@@ -131,7 +138,7 @@ static bool parse_logit_bias(const mxl_server *s, const json_t *v, mxl_seq_param
             const json_t *k = json_array_get(e, 0), *val = json_array_get(e, 1);
             float bias;
             if (!json_is_array(e) || json_array_size(e) != 2 || !(json_is_number(val) || json_is_false(val))) {
-                free(b);
+                mxl_free(b);
                 return snprintf(msg, ml, "'logit_bias' entries are [token id or text, bias or false]"), false;
             }
             bias = json_is_false(val) ? -INFINITY : (float)json_number_value(val);
@@ -141,18 +148,18 @@ static bool parse_logit_bias(const mxl_server *s, const json_t *v, mxl_seq_param
                 mxl_token_ids ids = {0};
                 mxl_error err = {0};
                 if (mxl_tokenizer_encode(s->tok, json_string_value(k), json_string_length(k), 0, &ids, &err)) {
-                    free(b);
+                    mxl_free(b);
                     return snprintf(msg, ml, "'logit_bias': %s", err.msg), false;
                 }
                 for (size_t t = 0; t < ids.n; t++) PUSH(ids.ids[t], bias);
                 mxl_token_ids_free(&ids);
             } else {
-                free(b);
+                mxl_free(b);
                 return snprintf(msg, ml, "'logit_bias' entries are [token id (0..%d) or text, bias or false]", vocab - 1), false;
             }
         }
     } else {
-        free(b);
+        mxl_free(b);
         return snprintf(msg, ml, "'logit_bias' must be an object or an array"), false;
     }
 #undef PUSH
@@ -327,7 +334,7 @@ json_t *mxl_srv_chat_messages(const json_t *msgs, char *msg, size_t ml) {
                 }
                 len += json_string_length(text) + 1;
             }
-            char *joined = malloc(len + 1), *p = joined;
+            char *joined = mxl_malloc(len + 1), *p = joined;
             if (!joined) {
                 json_decref(copy);
                 snprintf(msg, ml, "out of memory");
@@ -341,7 +348,7 @@ json_t *mxl_srv_chat_messages(const json_t *msgs, char *msg, size_t ml) {
             }
             *p = 0;
             json_object_set_new(copy, "content", json_stringn(joined, (size_t)(p - joined)));
-            free(joined);
+            mxl_free(joined);
         } else if (content && !json_is_string(content) && !json_is_null(content)) {
             json_decref(copy);
             snprintf(msg, ml, "messages[%zu].content must be a string, an array of parts or null", i);
@@ -365,9 +372,9 @@ static json_t *template_kwargs(const mxl_server *s, const json_t *body, char *ms
      * llama-server provides for it */
     if (strstr(mxl_gen_model_template_text(s->model), "functools[")) {
         const json_t *tools = json_object_get(body, "tools");
-        char *dump = json_is_array(tools) && json_array_size(tools) ? json_dumps(tools, JSON_INDENT(4)) : NULL;
+        char *dump = json_is_array(tools) && json_array_size(tools) ? mxl_json_dumps(tools, JSON_INDENT(4)) : NULL;
         json_object_set_new(kw, "functions", json_string(dump ? dump : ""));
-        free(dump);
+        mxl_free(dump);
         json_object_set_new(kw, "datetime", json_string(s->datetime_text));
     }
     const json_t *req = json_object_get(body, "chat_template_kwargs");
@@ -419,6 +426,6 @@ char *mxl_srv_token_text(const mxl_server *s, int32_t id) {
     char *out = NULL;
     size_t len = 0;
     mxl_error err = {0};
-    if (mxl_tokenizer_decode(s->tok, &id, 1, false, &out, &len, &err)) return strdup("");
+    if (mxl_tokenizer_decode(s->tok, &id, 1, false, &out, &len, &err)) return mxl_strdup("");
     return out;
 }

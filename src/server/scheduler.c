@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "core/clock.h"
 
 /* the most rows of one prefill pass: each slot's sequence is made for batches of this many (its
@@ -21,7 +22,7 @@
 /* --- channels -------------------------------------------------------------------------------- */
 
 mxl_srv_channel *mxl_srv_channel_create(int n_jobs) {
-    mxl_srv_channel *c = calloc(1, sizeof *c);
+    mxl_srv_channel *c = mxl_calloc(1, sizeof *c);
     if (!c) return NULL;
     pthread_mutex_init(&c->mu, NULL);
     pthread_condattr_t ca;
@@ -44,9 +45,9 @@ void mxl_srv_channel_unref(mxl_srv_channel *c) {
     if (left > 0) return;
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
-    free(c->ev);
-    free(c->text);
-    free(c);
+    mxl_free(c->ev);
+    mxl_free(c->text);
+    mxl_free(c);
 }
 
 bool mxl_srv_channel_done(mxl_srv_channel *c) { return c->n_final >= c->n_jobs; }
@@ -68,14 +69,14 @@ static bool channel_push(mxl_srv_channel *c, const mxl_srv_event *e, const char 
     bool ok = true;
     if (c->n_ev == c->cap_ev) {
         size_t cap = c->cap_ev ? c->cap_ev * 2 : 64;
-        mxl_srv_event *p = realloc(c->ev, cap * sizeof *p);
+        mxl_srv_event *p = mxl_realloc(c->ev, cap * sizeof *p);
         if (p) c->ev = p, c->cap_ev = cap;
         else ok = false;
     }
     if (ok && c->text_len + len + 1 > c->text_cap) {
         size_t cap = c->text_cap ? c->text_cap : 1024;
         while (cap < c->text_len + len + 1) cap *= 2;
-        char *p = realloc(c->text, cap);
+        char *p = mxl_realloc(c->text, cap);
         if (p) c->text = p, c->text_cap = cap;
         else ok = false;
     }
@@ -92,9 +93,10 @@ static bool channel_push(mxl_srv_channel *c, const mxl_srv_event *e, const char 
             c->n_final++;
             if (mxl_srv_channel_done(c)) c->t_end = mxl_now_ms();
         }
-    } else if (e->final) {
-        c->n_final++;
-        snprintf(c->error, sizeof c->error, "out of memory");
+    } else {
+        c->lost = true; /* a token's text missing from the answer: the request fails (gen_call.c) */
+        if (!c->error[0]) snprintf(c->error, sizeof c->error, "out of memory");
+        if (e->final) c->n_final++;
     }
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
@@ -156,14 +158,14 @@ static int64_t blocks_for(int64_t n) { return (n + MXL_KV_BLOCK - 1) / MXL_KV_BL
 
 static void job_free(job *j) {
     if (!j) return;
-    for (size_t i = 0; i < MXL_SEQ_MAX_STOP; i++) free(j->stops[i]);
-    for (size_t i = 0; i < 32; i++) free(j->breakers[i]);
-    free(j->bias);
-    free(j->cache_key);
-    free(j->grammar);
-    free(j->prompt);
+    for (size_t i = 0; i < MXL_SEQ_MAX_STOP; i++) mxl_free(j->stops[i]);
+    for (size_t i = 0; i < 32; i++) mxl_free(j->breakers[i]);
+    mxl_free(j->bias);
+    mxl_free(j->cache_key);
+    mxl_free(j->grammar);
+    mxl_free(j->prompt);
     mxl_srv_channel_unref(j->ch);
-    free(j);
+    mxl_free(j);
 }
 
 /* Ends a job with a final event carrying no token. */
@@ -187,20 +189,20 @@ mxl_status mxl_sched_submit(mxl_sched *s, mxl_srv_channel *c, int index, const i
     if (blocks_for((int64_t)n + 1) > s->n_blocks) /* never fits: refused (503) rather than queued forever */
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "the prompt needs %lld KV blocks but the --kv-cache-budget pool holds %lld",
                              (long long)blocks_for((int64_t)n + 1), (long long)s->n_blocks);
-    job *j = calloc(1, sizeof *j);
+    job *j = mxl_calloc(1, sizeof *j);
     if (!j) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
-    j->prompt = malloc(n * sizeof(int32_t));
+    j->prompt = mxl_malloc(n * sizeof(int32_t));
     j->params = *p;
     bool ok = j->prompt != NULL;
     for (size_t i = 0; i < p->n_stop && i < MXL_SEQ_MAX_STOP && ok; i++) {
-        j->stops[i] = strdup(p->stop[i]);
+        j->stops[i] = mxl_strdup(p->stop[i]);
         j->params.stop[i] = j->stops[i];
         ok = j->stops[i] != NULL;
     }
     /* the DRY breakers and the logit biases point into the request too */
     if (ok && p->sampling.dry_breakers && p->sampling.n_dry_breakers <= 32) {
         for (size_t i = 0; i < p->sampling.n_dry_breakers && ok; i++) {
-            j->breakers[i] = strdup(p->sampling.dry_breakers[i]);
+            j->breakers[i] = mxl_strdup(p->sampling.dry_breakers[i]);
             j->params.breakers[i] = j->breakers[i];
             ok = j->breakers[i] != NULL;
         }
@@ -208,17 +210,17 @@ mxl_status mxl_sched_submit(mxl_sched *s, mxl_srv_channel *c, int index, const i
         j->params.sampling.dry_breakers = j->params.breakers;
     }
     if (ok && p->sampling.grammar) {
-        j->grammar = strdup(p->sampling.grammar);
+        j->grammar = mxl_strdup(p->sampling.grammar);
         j->params.sampling.grammar = j->grammar;
         ok = j->grammar != NULL;
     }
     if (ok && p->cache_key) {
-        j->cache_key = strdup(p->cache_key);
+        j->cache_key = mxl_strdup(p->cache_key);
         j->params.cache_key = j->cache_key;
         ok = j->cache_key != NULL;
     }
     if (ok && p->sampling.n_logit_bias) {
-        j->bias = malloc(p->sampling.n_logit_bias * sizeof *j->bias);
+        j->bias = mxl_malloc(p->sampling.n_logit_bias * sizeof *j->bias);
         if ((ok = j->bias != NULL)) memcpy(j->bias, p->sampling.logit_bias, p->sampling.n_logit_bias * sizeof *j->bias);
         j->params.sampling.logit_bias = j->bias;
     }
@@ -830,7 +832,7 @@ static mxl_status kv_pool_create(mxl_sched *s, mxl_gen_model *m, mxl_error *err)
     /* the watermark guards a budget; with none it is ignored (the spec) */
     s->watermark_blocks = s->cfg.kv_budget == MXL_SCHED_KV_NONE ? 0 : (int64_t)ceil(s->cfg.kv_watermark * (double)n);
     pc.n_blocks = n;
-    s->hits = malloc((size_t)slot_blocks * sizeof *s->hits);
+    s->hits = mxl_malloc((size_t)slot_blocks * sizeof *s->hits);
     if (!s->hits) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     if ((st = mxl_kv_pool_create(&pc, &s->kvp, err))) return st;
     pthread_mutex_lock(&s->mu);
@@ -841,13 +843,13 @@ static mxl_status kv_pool_create(mxl_sched *s, mxl_gen_model *m, mxl_error *err)
 
 mxl_status mxl_sched_create(mxl_gen_model *m, const mxl_sched_config *cfg, mxl_sched **out, mxl_error *err) {
     *out = NULL;
-    mxl_sched *s = calloc(1, sizeof *s);
+    mxl_sched *s = mxl_calloc(1, sizeof *s);
     if (!s) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     s->m = m;
     s->cfg = *cfg;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    s->slots = calloc((size_t)cfg->n_slots, sizeof *s->slots);
+    s->slots = mxl_calloc((size_t)cfg->n_slots, sizeof *s->slots);
     if (!s->slots) {
         mxl_sched_destroy(s);
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
@@ -858,8 +860,8 @@ mxl_status mxl_sched_create(mxl_gen_model *m, const mxl_sched_config *cfg, mxl_s
         return mxl_error_set(err, MXL_ERR_ARG, "at most %d slots", MXL_SEQ_MAX_BATCH);
     }
     /* 64-byte aligned: a batch's logits are written with non-temporal stores (quant_amx.c) */
-    s->logits = aligned_alloc(64, ((size_t)cfg->n_slots * (size_t)mxl_gen_model_vocab(m) * sizeof(float) + 63) & ~(size_t)63);
-    s->tok_scratch = malloc(PREFILL_BATCH_ROWS * sizeof(int32_t));
+    s->logits = mxl_aligned_alloc(64, ((size_t)cfg->n_slots * (size_t)mxl_gen_model_vocab(m) * sizeof(float) + 63) & ~(size_t)63);
+    s->tok_scratch = mxl_malloc(PREFILL_BATCH_ROWS * sizeof(int32_t));
     if (!s->logits || !s->tok_scratch) {
         mxl_sched_destroy(s);
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
@@ -899,13 +901,13 @@ void mxl_sched_destroy(mxl_sched *s) {
     if (s->slots)
         for (int i = 0; i < s->cfg.n_slots; i++) mxl_seq_destroy(s->slots[i].seq);
     mxl_kv_pool_destroy(s->kvp);
-    free(s->hits);
-    free(s->slots);
-    free(s->logits);
-    free(s->tok_scratch);
+    mxl_free(s->hits);
+    mxl_free(s->slots);
+    mxl_aligned_free(s->logits);
+    mxl_free(s->tok_scratch);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
-    free(s);
+    mxl_free(s);
 }
 
 void mxl_sched_get_stats(mxl_sched *s, mxl_sched_stats *st, mxl_sched_slot_info *slots, int max_slots) {

@@ -68,6 +68,7 @@ typedef struct mxl_srv_channel {
     size_t text_len, text_cap;
     int n_jobs, n_final;
     char error[512];      /* first engine error, if any */
+    bool lost;            /* an event could not be stored (out of memory): the answer has a hole */
     int64_t prompt_tokens; /* of choice 0 */
     int64_t completion_tokens; /* all choices */
     int slot_id;           /* slot of choice 0 (-1 until admitted) */

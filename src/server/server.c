@@ -12,7 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "engine/chat_builtin.h"
+#include "io/json_read.h"
 #include "io/store.h"
 #include "models/checkpoint.h"
 #include "models/detect.h"
@@ -70,8 +72,38 @@ static const route k_routes[] = {
     {"GET", "/v1/cache/stats", mxl_api_cache_stats, NEED_CHAT},
 };
 
+/* The allocation fault hook of tests/cli/test_alloc_faults_server.py, on only when the server was
+ * started with MXL_ALLOC_FAULT_HOOK=1: a request's X-Mxl-Alloc-Fail-At: n makes the n-th allocation
+ * from its arrival fail (core/alloc.h; 0 disarms), and GET /mxl-alloc answers the seam's counters
+ * (allocated without allocating). True when the request was answered here. */
+static bool alloc_fault_hook(mxl_http_req *r, const char *path, bool *armed) {
+    const char *at = mxl_http_header(r, "X-Mxl-Alloc-Fail-At");
+    if (!strcmp(path, "/mxl-alloc")) {
+        mxl_alloc_fail_at(0);
+        char body[160];
+        int n = snprintf(body, sizeof body, "{\"live_bytes\":%lld,\"calls\":%llu,\"failures\":%llu}",
+                         (long long)mxl_alloc_live_bytes(), (unsigned long long)mxl_alloc_calls(),
+                         (unsigned long long)mxl_alloc_failures_injected());
+        mxl_http_send(r, 200, "application/json", body, (size_t)n);
+        return true;
+    }
+    if (at) mxl_alloc_fail_at(strtoull(at, NULL, 10));
+    *armed = at != NULL;
+    return false;
+}
+
+static void route_request(mxl_server *s, mxl_http_req *r);
+
 static void handle(void *ctx, mxl_http_req *r) {
     mxl_server *s = ctx;
+    bool armed = false;
+    if (s->alloc_fault_hook && alloc_fault_hook(r, mxl_http_path(r), &armed)) return;
+    route_request(s, r);
+    /* the request is answered: a fault it did not reach goes (a stream's at its end, gen_call.c) */
+    if (armed && !mxl_http_streaming(r)) mxl_alloc_fail_at(0);
+}
+
+static void route_request(mxl_server *s, mxl_http_req *r) {
     const char *path = mxl_http_path(r), *method = mxl_http_method(r);
     mxl_api api = strncmp(path, "/v1/messages", 12) == 0 ? MXL_API_ANTHROPIC : MXL_API_OPENAI;
     /* public routes, matched without the prefix as llama-server does */
@@ -134,7 +166,7 @@ static char *read_file(const char *path, mxl_error *err, const char *what) {
     for (;;) {
         if (len + 4096 + 1 > cap) {
             cap = cap ? cap * 2 : 8192;
-            char *p = realloc(buf, cap);
+            char *p = mxl_realloc(buf, cap);
             if (!p) break;
             buf = p;
         }
@@ -271,7 +303,8 @@ static void init_state(mxl_server *s, const mxl_server_config *cfg) {
 static mxl_status read_startup_options(mxl_server *s, startup *up, mxl_error *err) {
     const mxl_server_config *cfg = s->cfg;
     mxl_status st;
-    if (cfg->api_key) s->api_key = strdup(cfg->api_key);
+    s->alloc_fault_hook = getenv("MXL_ALLOC_FAULT_HOOK") && !strcmp(getenv("MXL_ALLOC_FAULT_HOOK"), "1");
+    if (cfg->api_key) s->api_key = mxl_strdup(cfg->api_key);
     else if (cfg->api_key_file) {
         if (!(s->api_key = read_file(cfg->api_key_file, err, "--api-key-file"))) return err->status;
         trim(s->api_key);
@@ -279,7 +312,7 @@ static mxl_status read_startup_options(mxl_server *s, startup *up, mxl_error *er
     }
     if (cfg->chat_template_kwargs) {
         json_error_t je;
-        s->template_kwargs = json_loads(cfg->chat_template_kwargs, 0, &je);
+        s->template_kwargs = mxl_json_loadb(cfg->chat_template_kwargs, strlen(cfg->chat_template_kwargs), 0, &je);
         if (!s->template_kwargs || !json_is_object(s->template_kwargs))
             return mxl_error_set(err, MXL_ERR_ARG, "--chat-template-kwargs: expected a JSON object");
     }
@@ -416,7 +449,7 @@ static mxl_status load_main_model(mxl_server *s, startup *up, mxl_error *err) {
     if (up->chat_tmpl || up->tmpl_file) {
         st = mxl_gen_model_set_template(s->model, up->tmpl_file ? up->tmpl_file : up->chat_tmpl,
                                         up->tmpl_file ? cfg->chat_template_file : "--chat-template", err);
-        free(up->tmpl_file);
+        mxl_free(up->tmpl_file);
         up->tmpl_file = NULL;
         if (st) return st;
     }
@@ -477,10 +510,10 @@ static void shut_down(mxl_server *s, startup *up) {
     json_decref(s->template_kwargs);
     json_decref(s->aliases);
     json_decref(s->tags);
-    free(s->api_key);
-    free(up->cert);
-    free(up->key);
-    free(up->tmpl_file);
+    mxl_free(s->api_key);
+    mxl_free(up->cert);
+    mxl_free(up->key);
+    mxl_free(up->tmpl_file);
 }
 
 int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), mxl_error *err) {

@@ -56,6 +56,7 @@ typedef struct mxl_server {
     char date_string[32];
     char datetime_text[48];  /* "%b %d %Y %H:%M:%S GMT" */   /* today, "%d %b %Y", for templates that read date_string (Llama 3.x) */
     atomic_ullong next_id;
+    bool alloc_fault_hook;   /* MXL_ALLOC_FAULT_HOOK=1 at start (tests only): server.c handle() */
     mxl_reasoning reasoning; /* --reasoning */
     mxl_seq_params defaults; /* server-wide sampling defaults */
     mxl_logit_bias default_bias[MXL_SRV_MAX_MULTI]; /* --logit-bias */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/alloc.h"
 #include "template/tpl_internal.h"
 
 mxl_status mxl_template_parse(const char *src, size_t n, const char *name, mxl_template **out,
@@ -17,13 +18,13 @@ mxl_status mxl_template_parse(const char *src, size_t n, const char *name, mxl_t
     if (n > MXL_TEMPLATE_MAX_SOURCE)
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: template too large (%zu bytes, limit %u)", name, n,
                              MXL_TEMPLATE_MAX_SOURCE);
-    mxl_template *t = calloc(1, sizeof *t);
+    mxl_template *t = mxl_calloc(1, sizeof *t);
     if (!t) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", name);
     mxl_arena_init(&t->arena, 64 * 1024);
-    t->name = strdup(name);
+    t->name = mxl_strdup(name);
     /* Jinja2 normalises \r\n and \r to \n and drops one trailing newline (keep_trailing_newline
      * is off in transformers). */
-    t->source = malloc(n + 1);
+    t->source = mxl_malloc(n + 1);
     if (!t->name || !t->source) {
         mxl_template_destroy(t);
         return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", name);
@@ -55,9 +56,9 @@ mxl_status mxl_template_parse(const char *src, size_t n, const char *name, mxl_t
 void mxl_template_destroy(mxl_template *t) {
     if (!t) return;
     mxl_arena_free(&t->arena);
-    free(t->name);
-    free(t->source);
-    free(t);
+    mxl_free(t->name);
+    mxl_free(t->source);
+    mxl_free(t);
 }
 
 const char *mxl_template_name(const mxl_template *t) { return t ? t->name : NULL; }
@@ -141,7 +142,7 @@ static mxl_status render_with(const mxl_template *t, const json_t *vars,
         st = mxl_error_set(err, c.ekind == TE_NOMEM ? MXL_ERR_NOMEM : MXL_ERR_ARG, "%s:%d: %s: %s", t->name,
                            c.eline, mxl_tpl_terr_kind_name(c.ekind), c.emsg);
     } else {
-        char *s = malloc(outbuf.n + 1);
+        char *s = mxl_malloc(outbuf.n + 1);
         if (!s) {
             st = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", t->name);
         } else {
@@ -169,18 +170,23 @@ mxl_status mxl_chat_template_render(const mxl_template *t, const mxl_chat_render
     /* transformers: render(messages=..., tools=..., documents=..., add_generation_prompt=...,
      * **special_tokens, **kwargs). Absent tools/documents stay undefined, as in the goldens
      * (`tools is defined` and iterating them must behave as when they were never passed). */
-    json_object_set_new(vars, "messages", p->messages ? json_incref((json_t *)p->messages) : json_array());
-    if (p->tools) json_object_set_new(vars, "tools", json_incref((json_t *)p->tools));
-    if (p->documents) json_object_set_new(vars, "documents", json_incref((json_t *)p->documents));
-    json_object_set_new(vars, "add_generation_prompt", json_boolean(p->add_generation_prompt));
-    if (p->bos_token) json_object_set_new(vars, "bos_token", json_string(p->bos_token));
-    if (p->eos_token) json_object_set_new(vars, "eos_token", json_string(p->eos_token));
-    if (p->pad_token) json_object_set_new(vars, "pad_token", json_string(p->pad_token));
-    if (p->unk_token) json_object_set_new(vars, "unk_token", json_string(p->unk_token));
+    bool ok = !json_object_set_new(vars, "messages", p->messages ? json_incref((json_t *)p->messages) : json_array());
+    if (p->tools) ok &= !json_object_set_new(vars, "tools", json_incref((json_t *)p->tools));
+    if (p->documents) ok &= !json_object_set_new(vars, "documents", json_incref((json_t *)p->documents));
+    ok &= !json_object_set_new(vars, "add_generation_prompt", json_boolean(p->add_generation_prompt));
+    if (p->bos_token) ok &= !json_object_set_new(vars, "bos_token", json_string(p->bos_token));
+    if (p->eos_token) ok &= !json_object_set_new(vars, "eos_token", json_string(p->eos_token));
+    if (p->pad_token) ok &= !json_object_set_new(vars, "pad_token", json_string(p->pad_token));
+    if (p->unk_token) ok &= !json_object_set_new(vars, "unk_token", json_string(p->unk_token));
     if (p->extra && json_is_object(p->extra)) {
         const char *k;
         json_t *v;
-        json_object_foreach((json_t *)p->extra, k, v) json_object_set(vars, k, v);
+        json_object_foreach((json_t *)p->extra, k, v) ok &= !json_object_set(vars, k, v);
+    }
+    if (!ok) { /* a variable missing for want of memory would render as undefined */
+        json_decref(vars);
+        if (kind) *kind = MXL_TEMPLATE_OTHER;
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     }
     mxl_status st = render_with(t, vars, p->opts, out, out_len, kind, err);
     json_decref(vars);

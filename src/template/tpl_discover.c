@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/alloc.h"
 #include "io/gguf.h"
 #include "io/json_read.h"
 #include "template/template.h"
@@ -32,8 +33,8 @@ const char *mxl_chat_template_generic(void) { return GENERIC; }
 
 void mxl_chat_template_source_free(mxl_chat_template_source *s) {
     if (!s) return;
-    free(s->text);
-    free(s->origin);
+    mxl_free(s->text);
+    mxl_free(s->origin);
     s->text = s->origin = NULL;
 }
 
@@ -51,13 +52,13 @@ static mxl_status read_text(const char *path, char **out, mxl_error *err) {
                              MAX_TEMPLATE_FILE);
     }
     rewind(f);
-    char *buf = malloc((size_t)n + 1);
+    char *buf = mxl_malloc((size_t)n + 1);
     if (!buf) {
         fclose(f);
         return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", path);
     }
     if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
+        mxl_free(buf);
         fclose(f);
         return mxl_error_set(err, MXL_ERR_IO, "%s: read failed", path);
     }
@@ -69,8 +70,8 @@ static mxl_status read_text(const char *path, char **out, mxl_error *err) {
 
 static mxl_status set_out(mxl_chat_template_source *out, const char *text, size_t n, const char *origin,
                           mxl_error *err) {
-    out->text = malloc(n + 1);
-    out->origin = strdup(origin);
+    out->text = mxl_malloc(n + 1);
+    out->origin = mxl_strdup(origin);
     if (!out->text || !out->origin) {
         mxl_chat_template_source_free(out);
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
@@ -190,7 +191,7 @@ mxl_status mxl_chat_template_find(const char *path, const char *variant, mxl_cha
             st = read_text(path, &text, err);
             if (st != MXL_OK) return st;
             st = set_out(out, text, strlen(text), path, err);
-            free(text);
+            mxl_free(text);
             return st;
         }
     } else if (S_ISDIR(sb.st_mode)) {
@@ -201,7 +202,7 @@ mxl_status mxl_chat_template_find(const char *path, const char *variant, mxl_cha
             st = read_text(p, &text, err);
             if (st != MXL_OK) return st;
             st = set_out(out, text, strlen(text), p, err);
-            free(text);
+            mxl_free(text);
             return st;
         }
         snprintf(p, sizeof p, "%s/chat_template.json", path);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "tokenizer/tok_internal.h"
 
 static _Thread_local const tok_added *g_sort_added; /* qsort context (per loading thread) */
@@ -35,9 +36,9 @@ static int cmp_added(const void *x, const void *y) {
 
 mxl_status tok_added_build(mxl_tokenizer *t, mxl_error *err) {
     for (int norm = 0; norm < 2; norm++) {
-        free(t->added_order[norm]);
+        mxl_free(t->added_order[norm]);
         t->added_order[norm] = NULL;
-        free(t->added_lens[norm]);
+        mxl_free(t->added_lens[norm]);
         t->added_lens[norm] = NULL;
         memset(t->added_lens_at[norm], 0, sizeof(t->added_lens_at[norm]));
         tok_map_free(&t->added_lookup[norm]);
@@ -48,7 +49,7 @@ mxl_status tok_added_build(mxl_tokenizer *t, mxl_error *err) {
             if (t->added[i].normalized == (norm == 1) && pat(&t->added[i], norm, &l) && l) cnt++;
         }
         if (!cnt) continue;
-        uint32_t *ord = malloc(cnt * sizeof(uint32_t));
+        uint32_t *ord = mxl_malloc(cnt * sizeof(uint32_t));
         if (!ord) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", t->name);
         size_t k = 0;
         for (size_t i = 0; i < t->n_added; i++) {
@@ -73,7 +74,7 @@ mxl_status tok_added_build(mxl_tokenizer *t, mxl_error *err) {
         /* lookup map (the first token with a given pattern wins, as the sorted order does) and,
          * per first byte, the distinct lengths longest first (ord is grouped by first byte and
          * sorted longest first inside a group, so equal lengths are adjacent) */
-        t->added_lens[norm] = malloc(cnt * sizeof(size_t));
+        t->added_lens[norm] = mxl_malloc(cnt * sizeof(size_t));
         if (!t->added_lens[norm]) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", t->name);
         size_t nl = 0;
         for (int b = 0; b < 256; b++) {

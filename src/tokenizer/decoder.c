@@ -6,16 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "tokenizer/tok_internal.h"
 
 void tok_decoder_free(tok_decoder *d) {
     if (!d) return;
     for (size_t i = 0; i < d->n_children; i++) tok_decoder_free(d->children[i]);
-    free(d->children);
+    mxl_free(d->children);
     tok_regex_free(d->re);
-    free(d->content);
-    free(d->content2);
-    free(d);
+    mxl_free(d->content);
+    mxl_free(d->content2);
+    mxl_free(d);
 }
 
 static void strs_take(tok_strs *dst, tok_strs *src) {
@@ -49,7 +50,10 @@ static mxl_status byte_level(tok_strs *toks) {
     if (!tok_utf8_lossy(bytes.p ? bytes.p : "", bytes.n, &text)) goto done;
     {
         tok_strs out = {0};
-        if (!tok_strs_push(&out, text.p ? text.p : "", text.n)) goto done;
+        if (!tok_strs_push(&out, text.p ? text.p : "", text.n)) {
+            tok_strs_free(&out); /* its list may have been allocated */
+            goto done;
+        }
         strs_take(toks, &out);
     }
     st = MXL_OK;
@@ -113,7 +117,10 @@ static mxl_status fuse(tok_strs *toks) {
     tok_strs out = {0};
     bool ok = tok_strs_push(&out, all.p ? all.p : "", all.n);
     mxl_strbuf_free(&all);
-    if (!ok) return MXL_ERR_NOMEM;
+    if (!ok) {
+        tok_strs_free(&out); /* its list may have been allocated */
+        return MXL_ERR_NOMEM;
+    }
     strs_take(toks, &out);
     return MXL_OK;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "tokenizer/tok_internal.h"
 
 struct mxl_detok_stream {
@@ -23,7 +24,7 @@ struct mxl_detok_stream {
 
 mxl_status mxl_detok_stream_create(const mxl_tokenizer *t, bool skip_special,
                                    mxl_detok_stream **out, mxl_error *err) {
-    mxl_detok_stream *s = calloc(1, sizeof(*s));
+    mxl_detok_stream *s = mxl_calloc(1, sizeof(*s));
     if (!s) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", t->name);
     s->t = t;
     s->skip_special = skip_special;
@@ -34,8 +35,8 @@ mxl_status mxl_detok_stream_create(const mxl_tokenizer *t, bool skip_special,
 void mxl_detok_stream_destroy(mxl_detok_stream *s) {
     if (!s) return;
     mxl_token_ids_free(&s->ids);
-    free(s->prefix);
-    free(s);
+    mxl_free(s->prefix);
+    mxl_free(s);
 }
 
 static bool ends_replacement(const char *s, size_t n) {
@@ -43,7 +44,7 @@ static bool ends_replacement(const char *s, size_t n) {
 }
 
 static mxl_status append_out(char **out, size_t *out_len, const char *s, size_t n) {
-    char *p = realloc(*out, *out_len + n + 1);
+    char *p = mxl_realloc(*out, *out_len + n + 1);
     if (!p) return MXL_ERR_NOMEM;
     memcpy(p + *out_len, s, n);
     *out_len += n;
@@ -57,11 +58,11 @@ static mxl_status append_out(char **out, size_t *out_len, const char *s, size_t 
 static mxl_status emit_suffix(mxl_detok_stream *s, char *str, size_t sl, char **out, size_t *out_len,
                               mxl_error *err) {
     if (memcmp(str, s->prefix ? s->prefix : "", s->prefix_len) != 0) {
-        free(str);
+        mxl_free(str);
         return mxl_error_set(err, MXL_ERR_INTERNAL, "%s: stream decode changed earlier text", s->t->name);
     }
     mxl_status st = append_out(out, out_len, str + s->prefix_len, sl - s->prefix_len);
-    free(str);
+    mxl_free(str);
     return st != MXL_OK ? mxl_error_set(err, st, "out of memory") : MXL_OK;
 }
 
@@ -74,12 +75,12 @@ mxl_status mxl_detok_stream_step(mxl_detok_stream *s, int32_t id, char **out, si
         if ((st = tok_decode(s->t, s->ids.ids, s->ids.n, s->skip_special, s->cont, &np, &nl, err)) != MXL_OK)
             return st;
         if (!ends_replacement(np, nl)) {
-            free(s->prefix);
+            mxl_free(s->prefix);
             s->prefix = np;
             s->prefix_len = nl;
             s->prefix_index = s->ids.n;
         } else {
-            free(np);
+            mxl_free(np);
         }
     }
     if (!tok_ids_push(&s->ids, id)) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
@@ -95,7 +96,7 @@ mxl_status mxl_detok_stream_step(mxl_detok_stream *s, int32_t id, char **out, si
         if (s->prefix_index) s->cont = true;
         memmove(s->ids.ids, s->ids.ids + s->prefix_index, (s->ids.n - s->prefix_index) * sizeof(int32_t));
         s->ids.n -= s->prefix_index;
-        free(s->prefix);
+        mxl_free(s->prefix);
         s->prefix = NULL;
         s->prefix_len = 0;
         if ((st = tok_decode(s->t, s->ids.ids, s->ids.n, s->skip_special, s->cont, &s->prefix, &s->prefix_len, err)) != MXL_OK)
@@ -103,7 +104,7 @@ mxl_status mxl_detok_stream_step(mxl_detok_stream *s, int32_t id, char **out, si
         s->prefix_index = new_prefix_index;
         return MXL_OK;
     }
-    free(str);
+    mxl_free(str);
     return MXL_OK;
 }
 
@@ -114,10 +115,10 @@ mxl_status mxl_detok_stream_flush(mxl_detok_stream *s, char **out, size_t *out_l
     mxl_status st = tok_decode(s->t, s->ids.ids, s->ids.n, s->skip_special, s->cont, &str, &sl, err);
     if (st != MXL_OK) return st;
     if (sl > s->prefix_len) st = emit_suffix(s, str, sl, out, out_len, err);
-    else free(str);
+    else mxl_free(str);
     s->ids.n = 0;
     s->cont = true;
-    free(s->prefix);
+    mxl_free(s->prefix);
     s->prefix = NULL;
     s->prefix_len = 0;
     s->prefix_index = 0;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "io/gguf.h"
 #include "tokenizer/tok_internal.h"
 
@@ -96,7 +97,7 @@ static bool name_in(const char *names, const char *s, size_t n) {
 }
 
 static mxl_status add_split(mxl_tokenizer *t, tok_pretok *seq, const char *re, mxl_error *err) {
-    tok_pretok *p = calloc(1, sizeof(*p));
+    tok_pretok *p = mxl_calloc(1, sizeof(*p));
     if (!p) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", t->name);
     seq->children[seq->n_children++] = p;
     p->kind = TOK_PRE_SPLIT;
@@ -202,7 +203,7 @@ mxl_status mxl_tokenizer_load_gguf(const struct mxl_gguf *g, mxl_tokenizer **out
         t->bos_id = 1;
         t->eos_id = 2;
         t->unk_id = 0;
-        t->model.scores = calloc(n_tok, sizeof(float));
+        t->model.scores = mxl_calloc(n_tok, sizeof(float));
         if (!t->model.scores) {
             st = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", gname);
             goto fail;
@@ -276,9 +277,9 @@ mxl_status mxl_tokenizer_load_gguf(const struct mxl_gguf *g, mxl_tokenizer **out
                 t->add_bos = true;
         }
         t->model.ignore_merges = pd->ignore_merges;
-        tok_pretok *seq = calloc(1, sizeof(*seq));
-        if (!seq || !(seq->children = calloc(8, sizeof(*seq->children)))) {
-            free(seq);
+        tok_pretok *seq = mxl_calloc(1, sizeof(*seq));
+        if (!seq || !(seq->children = mxl_calloc(8, sizeof(*seq->children)))) {
+            mxl_free(seq);
             st = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", gname);
             goto fail;
         }
@@ -287,7 +288,7 @@ mxl_status mxl_tokenizer_load_gguf(const struct mxl_gguf *g, mxl_tokenizer **out
         for (int i = 0; i < 6 && pd->re[i]; i++)
             if ((st = add_split(t, seq, pd->re[i], err)) != MXL_OK) goto fail;
         if (t->model.gguf_byte_encode) {
-            tok_pretok *bl = calloc(1, sizeof(*bl));
+            tok_pretok *bl = mxl_calloc(1, sizeof(*bl));
             if (!bl) {
                 st = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", gname);
                 goto fail;
@@ -316,7 +317,7 @@ mxl_status mxl_tokenizer_load_gguf(const struct mxl_gguf *g, mxl_tokenizer **out
         if (*ids[i] >= (int32_t)n_tok) *ids[i] = -1;
     if (t->model.kind == TOK_MODEL_BPE && t->model.gguf_byte_tokens) t->model.unk_id = -1;
     if (t->eos_id >= 0) {
-        t->eos_ids = malloc(sizeof(int32_t));
+        t->eos_ids = mxl_malloc(sizeof(int32_t));
         if (t->eos_ids) {
             t->eos_ids[0] = t->eos_id;
             t->n_eos_ids = 1;
@@ -326,7 +327,7 @@ mxl_status mxl_tokenizer_load_gguf(const struct mxl_gguf *g, mxl_tokenizer **out
         mxl_gguf_str ct;
         if (mxl_gguf_find(g, "tokenizer.chat_template") &&
             mxl_gguf_get_str(g, "tokenizer.chat_template", &ct, NULL) == MXL_OK) {
-            t->chat_template = malloc(ct.len + 1);
+            t->chat_template = mxl_malloc(ct.len + 1);
             if (t->chat_template) {
                 memcpy(t->chat_template, ct.data, ct.len);
                 t->chat_template[ct.len] = 0;
@@ -338,7 +339,7 @@ mxl_status mxl_tokenizer_load_gguf(const struct mxl_gguf *g, mxl_tokenizer **out
     for (uint64_t i = 0; i < n_tok; i++)
         if (t->id_attr[i] & (MXL_TOKEN_ATTR_SPECIAL | MXL_TOKEN_ATTR_USER | MXL_TOKEN_ATTR_UNKNOWN)) ns++;
     if (ns) {
-        t->gguf_special = malloc(ns * sizeof(int32_t));
+        t->gguf_special = mxl_malloc(ns * sizeof(int32_t));
         if (!t->gguf_special) {
             st = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", gname);
             goto fail;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "io/json_read.h"
 #include "io/mapped_file.h"
 #include "tokenizer/json_fast.h"
@@ -22,9 +23,13 @@ typedef struct ld {
     const char *src;
     size_t src_len;
     size_t vocab_s, vocab_e, merges_s, merges_e;
+    uint64_t alloc_failed0; /* mxl_alloc_thread_failures() at the start */
 } ld;
 
 static mxl_status fail(ld *c, mxl_status st, const char *path, const char *fmt, const char *a) {
+    /* a scanner that could not allocate reports what it saw as malformed: say what it was */
+    if (mxl_alloc_thread_failures() != c->alloc_failed0)
+        return mxl_error_set(c->err, MXL_ERR_NOMEM, "%s: %s: out of memory", c->t->name, path);
     char msg[300];
     snprintf(msg, sizeof(msg), fmt, a ? a : "");
     return mxl_error_set(c->err, st, "%s: %s: %s", c->t->name, path, msg);
@@ -43,7 +48,7 @@ static bool jbool(json_t *o, const char *k, bool dflt) {
 }
 
 static char *dupn(const char *s, size_t n) {
-    char *p = malloc(n + 1);
+    char *p = mxl_malloc(n + 1);
     if (!p) return NULL;
     memcpy(p, s, n);
     p[n] = 0;
@@ -108,7 +113,7 @@ static mxl_status load_norm(ld *c, json_t *o, const char *path, tok_normalizer *
     if (!type) return fail(c, MXL_ERR_FORMAT, path, "missing \"type\"%s", NULL);
     char p2[256];
     snprintf(p2, sizeof(p2), "%s (%s)", path, type);
-    tok_normalizer *n = calloc(1, sizeof(*n));
+    tok_normalizer *n = mxl_calloc(1, sizeof(*n));
     if (!n) return fail(c, MXL_ERR_NOMEM, p2, "out of memory%s", NULL);
     mxl_status st = MXL_OK;
     if (strcmp(type, "Sequence") == 0) {
@@ -117,7 +122,7 @@ static mxl_status load_norm(ld *c, json_t *o, const char *path, tok_normalizer *
         if (!json_is_array(arr)) {
             st = fail(c, MXL_ERR_FORMAT, p2, "missing \"normalizers\" list%s", NULL);
         } else {
-            n->children = calloc(json_array_size(arr) + 1, sizeof(*n->children));
+            n->children = mxl_calloc(json_array_size(arr) + 1, sizeof(*n->children));
             if (!n->children) st = fail(c, MXL_ERR_NOMEM, p2, "out of memory%s", NULL);
             for (size_t i = 0; st == MXL_OK && i < json_array_size(arr); i++) {
                 char p3[256];
@@ -186,7 +191,7 @@ static mxl_status load_pre(ld *c, json_t *o, const char *path, tok_pretok **out)
     if (!type) return fail(c, MXL_ERR_FORMAT, path, "missing \"type\"%s", NULL);
     char p2[256];
     snprintf(p2, sizeof(p2), "%s (%s)", path, type);
-    tok_pretok *p = calloc(1, sizeof(*p));
+    tok_pretok *p = mxl_calloc(1, sizeof(*p));
     if (!p) return fail(c, MXL_ERR_NOMEM, p2, "out of memory%s", NULL);
     mxl_status st = MXL_OK;
     char eb[200];
@@ -196,7 +201,7 @@ static mxl_status load_pre(ld *c, json_t *o, const char *path, tok_pretok **out)
         if (!json_is_array(arr)) {
             st = fail(c, MXL_ERR_FORMAT, p2, "missing \"pretokenizers\" list%s", NULL);
         } else {
-            p->children = calloc(json_array_size(arr) + 1, sizeof(*p->children));
+            p->children = mxl_calloc(json_array_size(arr) + 1, sizeof(*p->children));
             if (!p->children) st = fail(c, MXL_ERR_NOMEM, p2, "out of memory%s", NULL);
             for (size_t i = 0; st == MXL_OK && i < json_array_size(arr); i++) {
                 char p3[256];
@@ -282,7 +287,7 @@ static mxl_status load_post(ld *c, json_t *o, const char *path, tok_post **out) 
     if (!type) return fail(c, MXL_ERR_FORMAT, path, "missing \"type\"%s", NULL);
     char p2[256];
     snprintf(p2, sizeof(p2), "%s (%s)", path, type);
-    tok_post *p = calloc(1, sizeof(*p));
+    tok_post *p = mxl_calloc(1, sizeof(*p));
     if (!p) return fail(c, MXL_ERR_NOMEM, p2, "out of memory%s", NULL);
     mxl_status st = MXL_OK;
     if (strcmp(type, "Sequence") == 0) {
@@ -291,7 +296,7 @@ static mxl_status load_post(ld *c, json_t *o, const char *path, tok_post **out) 
         if (!json_is_array(arr)) {
             st = fail(c, MXL_ERR_FORMAT, p2, "missing \"processors\" list%s", NULL);
         } else {
-            p->children = calloc(json_array_size(arr) + 1, sizeof(*p->children));
+            p->children = mxl_calloc(json_array_size(arr) + 1, sizeof(*p->children));
             if (!p->children) st = fail(c, MXL_ERR_NOMEM, p2, "out of memory%s", NULL);
             for (size_t i = 0; st == MXL_OK && i < json_array_size(arr); i++) {
                 char p3[256];
@@ -317,7 +322,7 @@ static mxl_status load_post(ld *c, json_t *o, const char *path, tok_post **out) 
             json_t *stok = json_object_get(it, "SpecialToken");
             if (json_object_get(it, "Sequence")) {
                 int32_t m = -1;
-                int32_t *v = realloc(p->single, (p->n_single + 1) * sizeof(int32_t));
+                int32_t *v = mxl_realloc(p->single, (p->n_single + 1) * sizeof(int32_t));
                 if (!v) { st = fail(c, MXL_ERR_NOMEM, p2, "out of memory%s", NULL); break; }
                 p->single = v;
                 p->single[p->n_single++] = m;
@@ -334,7 +339,7 @@ static mxl_status load_post(ld *c, json_t *o, const char *path, tok_post **out) 
                         st = fail(c, MXL_ERR_FORMAT, p2, "special token \"%s\" has a bad id", name);
                         break;
                     }
-                    int32_t *v = realloc(p->single, (p->n_single + 1) * sizeof(int32_t));
+                    int32_t *v = mxl_realloc(p->single, (p->n_single + 1) * sizeof(int32_t));
                     if (!v) { st = fail(c, MXL_ERR_NOMEM, p2, "out of memory%s", NULL); break; }
                     p->single = v;
                     p->single[p->n_single++] = (int32_t)json_integer_value(iv);
@@ -362,7 +367,7 @@ static mxl_status load_dec(ld *c, json_t *o, const char *path, tok_decoder **out
     if (!type) return fail(c, MXL_ERR_FORMAT, path, "missing \"type\"%s", NULL);
     char p2[256];
     snprintf(p2, sizeof(p2), "%s (%s)", path, type);
-    tok_decoder *d = calloc(1, sizeof(*d));
+    tok_decoder *d = mxl_calloc(1, sizeof(*d));
     if (!d) return fail(c, MXL_ERR_NOMEM, p2, "out of memory%s", NULL);
     mxl_status st = MXL_OK;
     size_t l;
@@ -373,7 +378,7 @@ static mxl_status load_dec(ld *c, json_t *o, const char *path, tok_decoder **out
         if (!json_is_array(arr)) {
             st = fail(c, MXL_ERR_FORMAT, p2, "missing \"decoders\" list%s", NULL);
         } else {
-            d->children = calloc(json_array_size(arr) + 1, sizeof(*d->children));
+            d->children = mxl_calloc(json_array_size(arr) + 1, sizeof(*d->children));
             if (!d->children) st = fail(c, MXL_ERR_NOMEM, p2, "out of memory%s", NULL);
             for (size_t i = 0; st == MXL_OK && i < json_array_size(arr); i++) {
                 char p3[256];
@@ -540,7 +545,7 @@ static mxl_status load_unigram(ld *c, json_t *m, const char *p2) {
     size_t n = json_array_size(vocab);
     if (n >= (1u << 30)) return fail(c, MXL_ERR_FORMAT, p2, "vocabulary too large%s", NULL);
     t->model.kind = TOK_MODEL_UNIGRAM;
-    t->model.uscores = malloc((n + 1) * sizeof(double));
+    t->model.uscores = mxl_malloc((n + 1) * sizeof(double));
     if (!t->model.uscores) return fail(c, MXL_ERR_NOMEM, p2, "out of memory%s", NULL);
     double min_score = 1e300;
     for (size_t i = 0; i < n; i++) {
@@ -602,11 +607,11 @@ static mxl_status load_model(ld *c, json_t *m) {
         t->model.byte_fallback = jbool(m, "byte_fallback", false);
         t->model.ignore_merges = jbool(m, "ignore_merges", false);
         if ((s = jstr(m, "continuing_subword_prefix", &l))) {
-            t->model.cont_prefix = dupn(s, l);
+            if (!(t->model.cont_prefix = dupn(s, l))) return fail(c, MXL_ERR_NOMEM, p2, "out of memory%s", NULL);
             t->model.cont_prefix_len = l;
         }
         if ((s = jstr(m, "end_of_word_suffix", &l))) {
-            t->model.eow_suffix = dupn(s, l);
+            if (!(t->model.eow_suffix = dupn(s, l))) return fail(c, MXL_ERR_NOMEM, p2, "out of memory%s", NULL);
             t->model.eow_suffix_len = l;
         }
         json_t *dp = json_object_get(m, "dropout");
@@ -622,7 +627,7 @@ static mxl_status load_model(ld *c, json_t *m) {
         if (!unk) unk = "[UNK]";
         s = jstr(m, "continuing_subword_prefix", &l);
         if (!s) s = "##", l = 2;
-        t->model.cont_prefix = dupn(s, l);
+        if (!(t->model.cont_prefix = dupn(s, l))) return fail(c, MXL_ERR_NOMEM, p2, "out of memory%s", NULL);
         t->model.cont_prefix_len = l;
         json_t *mx = json_object_get(m, "max_input_chars_per_word");
         t->model.max_input_chars = json_is_integer(mx) && json_integer_value(mx) >= 0 ? (size_t)json_integer_value(mx) : 100;
@@ -636,7 +641,7 @@ static mxl_status load_model(ld *c, json_t *m) {
         return fail(c, MXL_ERR_NOMEM, p2, "out of memory%s", NULL);
     if (unk) t->model.unk_id = tok_map_get(&t->vocab, unk, strlen(unk));
     if (t->model.kind == TOK_MODEL_BPE && !t->model.cont_prefix_len && !t->model.eow_suffix_len) {
-        t->model.bmp_ids = malloc(0x10000 * sizeof(int32_t));
+        t->model.bmp_ids = mxl_malloc(0x10000 * sizeof(int32_t));
         if (!t->model.bmp_ids) return fail(c, MXL_ERR_NOMEM, p2, "out of memory%s", NULL);
         for (uint32_t cp = 0; cp < 0x10000; cp++) t->model.bmp_ids[cp] = -1;
         for (size_t i = 0; i < t->vocab.n_ents; i++) {
@@ -661,7 +666,7 @@ static mxl_status load_added(ld *c, json_t *arr) {
     if (!arr || json_is_null(arr)) return MXL_OK;
     if (!json_is_array(arr)) return fail(c, MXL_ERR_FORMAT, "added_tokens", "expected a list%s", NULL);
     size_t n = json_array_size(arr);
-    t->added = calloc(n + 1, sizeof(tok_added));
+    t->added = mxl_calloc(n + 1, sizeof(tok_added));
     if (!t->added) return fail(c, MXL_ERR_NOMEM, "added_tokens", "out of memory%s", NULL);
     for (size_t i = 0; i < n; i++) {
         json_t *o = json_array_get(arr, i);
@@ -713,13 +718,17 @@ mxl_status mxl_tokenizer_load_json_bytes(const char *data, size_t len, const cha
     }
     mxl_tokenizer *t = tok_alloc(name);
     if (!t) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", name ? name : "tokenizer");
-    ld c = {t, err, data, len, 0, 0, 0, 0};
+    ld c = {t, err, data, len, 0, 0, 0, 0, mxl_alloc_thread_failures()};
     json_error_t je;
     /* Cut model.vocab / model.merges out for json_fast.c; jansson parses the (small) rest. */
     char *small = NULL;
     {
         size_t sp[6];
         tok_json_find_model_spans(data, len, sp);
+        if (mxl_alloc_thread_failures() != c.alloc_failed0) { /* it reads "no model" then */
+            mxl_tokenizer_destroy(t);
+            return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", name ? name : "tokenizer");
+        }
         if (sp[1] && data[sp[0]] == '{') {
             c.vocab_s = sp[0];
             c.vocab_e = sp[1];
@@ -739,10 +748,10 @@ mxl_status mxl_tokenizer_load_json_bytes(const char *data, size_t len, const cha
         }
     }
     if (c.vocab_e || c.merges_e) {
-        small = malloc(len + 4);
+        small = mxl_malloc(len + 4);
         if (!small) {
-            mxl_tokenizer_destroy(t);
-            return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", t->name);
+            mxl_tokenizer_destroy(t); /* t->name goes with it */
+            return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", name ? name : "tokenizer");
         }
         /* spans in file order */
         size_t s1 = c.vocab_e ? c.vocab_s : SIZE_MAX, e1 = c.vocab_e, s2 = c.merges_e ? c.merges_s : SIZE_MAX, e2 = c.merges_e;
@@ -772,6 +781,10 @@ mxl_status mxl_tokenizer_load_json_bytes(const char *data, size_t len, const cha
     }
     json_t *root = mxl_json_loads_py(data, len, &je);
     mxl_status st = MXL_OK;
+    if (!root && mxl_json_error_is_oom(&je)) {
+        st = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", t->name);
+        goto done;
+    }
     if (!root) {
         st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: invalid JSON at line %d: %s", t->name, je.line, je.text);
         goto done;
@@ -809,7 +822,7 @@ mxl_status mxl_tokenizer_load_json_bytes(const char *data, size_t len, const cha
     }
 done:
     json_decref(root);
-    free(small);
+    mxl_free(small);
     if (st != MXL_OK) {
         mxl_tokenizer_destroy(t);
         return st;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "tokenizer/json_fast.h"
 #include "tokenizer/tok_internal.h"
 
@@ -38,14 +39,17 @@ typedef struct merge_run {
     /* the source range of a fast run */
     const char *s;
     size_t from, to;
+    uint64_t alloc_failed0; /* mxl_alloc_thread_failures() when the run started */
 } merge_run;
 
 static void run_free(merge_run *r) {
     mxl_strbuf_free(&r->text);
-    free(r->ids);
+    mxl_free(r->ids);
 }
 
 static mxl_status run_fault(merge_run *r, mxl_status st, size_t idx, const char *fmt, const char *a) {
+    /* the scanner reports a string it could not allocate as malformed: say what it was */
+    if (mxl_alloc_thread_failures() != r->alloc_failed0) st = MXL_ERR_NOMEM, fmt = "out of memory%s";
     if (r->st == MXL_OK) {
         r->st = st;
         r->bad = idx;
@@ -63,7 +67,7 @@ static mxl_status run_flush(merge_run *r) {
     if (r->n + r->held > r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 4096;
         while (cap < r->n + r->held) cap *= 2;
-        int32_t(*p)[3] = realloc(r->ids, cap * sizeof *p);
+        int32_t(*p)[3] = mxl_realloc(r->ids, cap * sizeof *p);
         if (!p) return run_fault(r, MXL_ERR_NOMEM, r->n, "out of memory%s", NULL);
         r->ids = p;
         r->cap = cap;
@@ -120,6 +124,7 @@ static mxl_status run_string(merge_run *r, const char *a, size_t n) {
  * when `to` is its index, else the item boundary at `to` (the ',' before the other half). */
 static void *run_fast(void *arg) {
     merge_run *r = arg;
+    r->alloc_failed0 = mxl_alloc_thread_failures();
     const char *s = r->s;
     size_t n = r->to + 1, i = r->from;
     mxl_strbuf a = {0}, b = {0};
@@ -261,7 +266,7 @@ mxl_status tok_merges_load_fast(mxl_tokenizer *t, const char *s, size_t start, s
 }
 
 mxl_status tok_merges_load_json(mxl_tokenizer *t, const json_t *merges, mxl_error *err) {
-    merge_run r = {.t = t};
+    merge_run r = {.t = t, .alloc_failed0 = mxl_alloc_thread_failures()};
     for (size_t i = 0; r.st == MXL_OK && i < json_array_size(merges); i++) {
         const json_t *m = json_array_get(merges, i);
         if (json_is_string(m)) {

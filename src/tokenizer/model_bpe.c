@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "tokenizer/tok_internal.h"
 
 typedef struct bpe_sym {
@@ -37,7 +38,7 @@ typedef struct bpe_heap {
 static bool heap_push(bpe_heap *h, bpe_merge m) {
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 64;
-        bpe_merge *v = realloc(h->v, cap * sizeof(*v));
+        bpe_merge *v = mxl_realloc(h->v, cap * sizeof(*v));
         if (!v) return false;
         h->v = v;
         h->cap = cap;
@@ -80,7 +81,7 @@ typedef struct bpe_word {
 static bool word_add(bpe_word *w, int32_t id, uint32_t start, uint32_t len) {
     if (w->n == w->cap) {
         size_t cap = w->cap ? w->cap * 2 : 32;
-        bpe_sym *v = realloc(w->v, cap * sizeof(*v));
+        bpe_sym *v = mxl_realloc(w->v, cap * sizeof(*v));
         if (!v) return false;
         w->v = v;
         w->cap = cap;
@@ -99,7 +100,7 @@ static mxl_status merge_all(const tok_pairmap *merges, bpe_word *w) {
         if (w->v[i].id >= 0 && w->v[i + 1].id >= 0 &&
             tok_pairmap_get(merges, w->v[i].id, w->v[i + 1].id, &rank, &nid) &&
             !heap_push(&h, (bpe_merge){rank, (uint32_t)i, nid, w->v[i].id, w->v[i + 1].id})) {
-            free(h.v);
+            mxl_free(h.v);
             return MXL_ERR_NOMEM;
         }
     }
@@ -129,10 +130,10 @@ static mxl_status merge_all(const tok_pairmap *merges, bpe_word *w) {
                 goto oom;
         }
     }
-    free(h.v);
+    mxl_free(h.v);
     return MXL_OK;
 oom:
-    free(h.v);
+    mxl_free(h.v);
     return MXL_ERR_NOMEM;
 }
 
@@ -262,6 +263,6 @@ mxl_status tok_bpe_tokenize(const mxl_tokenizer *t, const char *s, size_t n, mxl
             if (id >= 0 && !tok_ids_push(out, id)) st = MXL_ERR_NOMEM;
         }
     }
-    free(w.v);
+    mxl_free(w.v);
     return st;
 }

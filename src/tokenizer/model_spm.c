@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "tokenizer/tok_internal.h"
 
 typedef struct spm_sym {
@@ -41,7 +42,7 @@ typedef struct spm_state {
 static bool heap_push(spm_state *st, spm_bigram b) {
     if (st->n_heap == st->cap_heap) {
         size_t cap = st->cap_heap ? st->cap_heap * 2 : 64;
-        spm_bigram *v = realloc(st->heap, cap * sizeof(*v));
+        spm_bigram *v = mxl_realloc(st->heap, cap * sizeof(*v));
         if (!v) return false;
         st->heap = v;
         st->cap_heap = cap;
@@ -88,7 +89,7 @@ static bool try_add_bigram(spm_state *st, int32_t left, int32_t right) {
     if (idx < 0) {
         if (st->n_rev == st->cap_rev) {
             size_t cap = st->cap_rev ? st->cap_rev * 2 : 64;
-            int32_t(*v)[2] = realloc(st->rev, cap * sizeof(*v));
+            int32_t(*v)[2] = mxl_realloc(st->rev, cap * sizeof(*v));
             if (!v) return false;
             st->rev = v;
             st->cap_rev = cap;
@@ -130,7 +131,7 @@ mxl_status tok_spm_tokenize(const mxl_tokenizer *t, const char *s, size_t n, mxl
     st.t = t;
     st.s = s;
     mxl_status rc = MXL_ERR_NOMEM;
-    st.sym = malloc(n * sizeof(spm_sym));
+    st.sym = mxl_malloc(n * sizeof(spm_sym));
     if (!st.sym) goto done;
     for (size_t off = 0; off < n;) {
         size_t k = tok_utf8_len((uint8_t)s[off]);
@@ -157,9 +158,9 @@ mxl_status tok_spm_tokenize(const mxl_tokenizer *t, const char *s, size_t n, mxl
         if (!resegment(&st, i, out, 0)) goto done;
     rc = MXL_OK;
 done:
-    free(st.sym);
-    free(st.heap);
-    free(st.rev);
+    mxl_free(st.sym);
+    mxl_free(st.heap);
+    mxl_free(st.rev);
     tok_map_free(&st.rev_map);
     return rc;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "tokenizer/tok_internal.h"
 
 typedef struct best_node {
@@ -36,7 +37,7 @@ mxl_status tok_unigram_tokenize(const mxl_tokenizer *t, const char *s, size_t n,
 mxl_status tok_unigram_tokenize(const mxl_tokenizer *t, const char *s, size_t n, mxl_token_ids *out) {
     if (n == 0) return MXL_OK;
     const tok_model *m = &t->model;
-    best_node *best = malloc((n + 1) * sizeof(best_node));
+    best_node *best = mxl_malloc((n + 1) * sizeof(best_node));
     if (!best) return MXL_ERR_NOMEM;
     for (size_t i = 0; i <= n; i++) best[i] = (best_node){-1, 0, 0.0};
     best[0].id = -2; /* the start: reachable with score 0 */
@@ -58,7 +59,7 @@ mxl_status tok_unigram_tokenize(const mxl_tokenizer *t, const char *s, size_t n,
         }
         if (!single) {
             if (m->unk_id < 0) {
-                free(best);
+                mxl_free(best);
                 return MXL_ERR_FORMAT;
             }
             double cand = m->unk_score + here;
@@ -69,7 +70,7 @@ mxl_status tok_unigram_tokenize(const mxl_tokenizer *t, const char *s, size_t n,
     }
     /* backtrack: collect (start, end) segments, fusing runs of unk */
     size_t cap = 16, cnt = 0;
-    size_t (*seg)[2] = malloc(cap * sizeof(*seg));
+    size_t (*seg)[2] = mxl_malloc(cap * sizeof(*seg));
     mxl_status st = seg ? MXL_OK : MXL_ERR_NOMEM;
     size_t ends_at = n, unk_end = 0;
     bool in_unk = false;
@@ -79,7 +80,7 @@ mxl_status tok_unigram_tokenize(const mxl_tokenizer *t, const char *s, size_t n,
         bool is_unk = m->unk_id >= 0 && nd->id == m->unk_id;
         if (cnt + 2 > cap) {
             cap *= 2;
-            size_t(*q)[2] = realloc(seg, cap * sizeof(*seg));
+            size_t(*q)[2] = mxl_realloc(seg, cap * sizeof(*seg));
             if (!q) {
                 st = MXL_ERR_NOMEM;
                 break;
@@ -105,7 +106,7 @@ mxl_status tok_unigram_tokenize(const mxl_tokenizer *t, const char *s, size_t n,
         seg[cnt++][1] = unk_end;
     }
     for (size_t k = cnt; st == MXL_OK && k-- > 0;) st = emit(t, s + seg[k][0], seg[k][1] - seg[k][0], out);
-    free(seg);
-    free(best);
+    mxl_free(seg);
+    mxl_free(best);
     return st;
 }

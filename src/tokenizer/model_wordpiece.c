@@ -11,6 +11,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "core/alloc.h"
 #include "tokenizer/tok_internal.h"
 
 mxl_status tok_bpe_tokenize(const mxl_tokenizer *t, const char *s, size_t n, mxl_token_ids *out);
@@ -109,17 +110,13 @@ static mxl_status wpm(const mxl_tokenizer *t, const char *s, size_t n, mxl_token
     /* NFD (strip_accents), then per code point: whitespace ends a word; NUL, U+FFFD and
      * control characters are dropped; accents dropped; punctuation / ASCII symbols / CJK are
      * single-character words; everything else is lowercased onto the current word. */
-    utf8proc_uint8_t *nfd = NULL;
-    utf8proc_ssize_t r = 0;
+    char *nfd = NULL;
+    ptrdiff_t r = 0;
     if (n) {
-        r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &nfd,
-                         (utf8proc_option_t)(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE));
-        if (r < 0) {
-            free(nfd);
-            return MXL_ERR_FORMAT;
-        }
+        r = tok_utf8proc_map(s, n, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE, &nfd);
+        if (r < 0) return r == UTF8PROC_ERROR_NOMEM ? MXL_ERR_NOMEM : MXL_ERR_FORMAT;
     }
-    const char *p = (const char *)nfd;
+    const char *p = nfd;
     mxl_strbuf word = {0};
     mxl_status st = MXL_OK;
     for (size_t i = 0; i < (size_t)r && st == MXL_OK;) {
@@ -149,7 +146,7 @@ static mxl_status wpm(const mxl_tokenizer *t, const char *s, size_t n, mxl_token
     }
     if (st == MXL_OK && word.n) st = wpm_word(t, word.p, word.n, out);
     mxl_strbuf_free(&word);
-    free(nfd);
+    mxl_free(nfd);
     return st;
 }
 

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "core/alloc.h"
 #include "tokenizer/tok_internal.h"
 
 struct tok_precompiled {
@@ -32,9 +33,9 @@ struct tok_precompiled {
 
 void tok_precompiled_free(tok_precompiled *p) {
     if (!p) return;
-    free(p->units);
-    free(p->norm);
-    free(p);
+    mxl_free(p->units);
+    mxl_free(p->norm);
+    mxl_free(p);
 }
 
 static int b64_value(unsigned char c) {
@@ -73,8 +74,8 @@ static uint32_t le32(const uint8_t *p) {
 
 mxl_status tok_precompiled_parse(const char *b64, size_t len, tok_precompiled **out, const char **why) {
     *out = NULL;
-    uint8_t *raw = malloc(len / 4 * 3 + 4);
-    tok_precompiled *p = calloc(1, sizeof *p);
+    uint8_t *raw = mxl_malloc(len / 4 * 3 + 4);
+    tok_precompiled *p = mxl_calloc(1, sizeof *p);
     size_t n = 0;
     mxl_status st = MXL_ERR_FORMAT;
     if (!raw || !p) {
@@ -97,8 +98,8 @@ mxl_status tok_precompiled_parse(const char *b64, size_t len, tok_precompiled **
     }
     p->n_units = trie_size / 4;
     p->norm_len = n - 4 - trie_size;
-    p->units = malloc(p->n_units * sizeof *p->units);
-    p->norm = malloc(p->norm_len + 1);
+    p->units = mxl_malloc(p->n_units * sizeof *p->units);
+    p->norm = mxl_malloc(p->norm_len + 1);
     if (!p->units || !p->norm) {
         *why = "out of memory";
         st = MXL_ERR_NOMEM;
@@ -112,11 +113,11 @@ mxl_status tok_precompiled_parse(const char *b64, size_t len, tok_precompiled **
         *why = "precompiled_charsmap replacement strings are not valid UTF-8";
         goto fail;
     }
-    free(raw);
+    mxl_free(raw);
     *out = p;
     return MXL_OK;
 fail:
-    free(raw);
+    mxl_free(raw);
     tok_precompiled_free(p);
     return st;
 }

@@ -9,30 +9,28 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "core/alloc.h"
 #include "tokenizer/tok_internal.h"
 
 void tok_normalizer_free(tok_normalizer *n) {
     if (!n) return;
     for (size_t i = 0; i < n->n_children; i++) tok_normalizer_free(n->children[i]);
-    free(n->children);
+    mxl_free(n->children);
     tok_regex_free(n->re);
-    free(n->content);
+    mxl_free(n->content);
     tok_precompiled_free(n->charsmap);
-    free(n);
+    mxl_free(n);
 }
 
 static mxl_status unicode_form(const char *s, size_t len, int opts, mxl_strbuf *out) {
     if (len == 0) return MXL_OK;
-    utf8proc_uint8_t *res = NULL;
-    utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, &res,
-                                      (utf8proc_option_t)(opts | UTF8PROC_STABLE));
-    if (r < 0) {
-        free(res);
-        /* invalid input cannot happen (text is sanitized); keep it unchanged */
+    char *res = NULL;
+    ptrdiff_t r = tok_utf8proc_map(s, len, opts | UTF8PROC_STABLE, &res);
+    if (r == UTF8PROC_ERROR_NOMEM) return MXL_ERR_NOMEM;
+    if (r < 0) /* invalid input cannot happen (text is sanitized); keep it unchanged */
         return mxl_strbuf_append(out, s, len) ? MXL_OK : MXL_ERR_NOMEM;
-    }
-    bool ok = mxl_strbuf_append(out, (const char *)res, (size_t)r);
-    free(res);
+    bool ok = mxl_strbuf_append(out, res, (size_t)r);
+    mxl_free(res);
     return ok ? MXL_OK : MXL_ERR_NOMEM;
 }
 

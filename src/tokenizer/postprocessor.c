@@ -4,14 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "tokenizer/tok_internal.h"
 
 void tok_post_free(tok_post *p) {
     if (!p) return;
     for (size_t i = 0; i < p->n_children; i++) tok_post_free(p->children[i]);
-    free(p->children);
-    free(p->single);
-    free(p);
+    mxl_free(p->children);
+    mxl_free(p->single);
+    mxl_free(p);
 }
 
 static mxl_status wrap(mxl_token_ids *ids, const int32_t *pre, size_t npre, const int32_t *post,

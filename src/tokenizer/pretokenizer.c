@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "tokenizer/tok_internal.h"
 
 /* GPT-2's pattern (pre_tokenizers/byte_level.rs). */
@@ -14,9 +15,9 @@ const char tok_gpt2_pattern[] =
 void tok_pretok_free(tok_pretok *p) {
     if (!p) return;
     for (size_t i = 0; i < p->n_children; i++) tok_pretok_free(p->children[i]);
-    free(p->children);
+    mxl_free(p->children);
     tok_regex_free(p->re);
-    free(p);
+    mxl_free(p);
 }
 
 typedef bool (*char_pred)(uint32_t cp, const tok_pretok *p);
@@ -45,7 +46,7 @@ static mxl_status char_spans(const char *s, size_t n, char_pred pred, const tok_
         if (pred(cp, p)) {
             if (out->n + 2 > out->cap) {
                 size_t cap = out->cap ? out->cap * 2 : 16;
-                tok_span *v = realloc(out->v, cap * sizeof(*v));
+                tok_span *v = mxl_realloc(out->v, cap * sizeof(*v));
                 if (!v) return MXL_ERR_NOMEM;
                 out->v = v;
                 out->cap = cap;
@@ -59,7 +60,7 @@ static mxl_status char_spans(const char *s, size_t n, char_pred pred, const tok_
     if (last < n) {
         if (out->n + 1 > out->cap) {
             size_t cap = out->cap ? out->cap * 2 : 16;
-            tok_span *v = realloc(out->v, cap * sizeof(*v));
+            tok_span *v = mxl_realloc(out->v, cap * sizeof(*v));
             if (!v) return MXL_ERR_NOMEM;
             out->v = v;
             out->cap = cap;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/alloc.h"
 #include "io/json_read.h"
 #include "tokenizer/tok_internal.h"
 
@@ -22,7 +23,7 @@ static bool push_eos(mxl_tokenizer *t, int32_t id) {
     if (id < 0) return true;
     for (size_t i = 0; i < t->n_eos_ids; i++)
         if (t->eos_ids[i] == id) return true;
-    int32_t *v = realloc(t->eos_ids, (t->n_eos_ids + 1) * sizeof(int32_t));
+    int32_t *v = mxl_realloc(t->eos_ids, (t->n_eos_ids + 1) * sizeof(int32_t));
     if (!v) return false;
     t->eos_ids = v;
     t->eos_ids[t->n_eos_ids++] = id;
@@ -75,8 +76,8 @@ mxl_status mxl_tokenizer_load_configs(mxl_tokenizer *t, const char *dir, mxl_err
             }
         }
         if (tpl) {
-            free(t->chat_template);
-            t->chat_template = strdup(tpl);
+            mxl_free(t->chat_template);
+            t->chat_template = mxl_strdup(tpl);
         }
         json_decref(root);
         if (tpl && !t->chat_template) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", path);

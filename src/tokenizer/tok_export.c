@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "io/gguf.h"
 #include "io/json_write.h"
 #include "tokenizer/tok_internal.h"
@@ -83,7 +84,7 @@ static json_t *spm_merges(const mxl_gguf_array *toks, const mxl_gguf_array *scor
             if (l < 0 || r < 0) continue;
             if (n == cap) {
                 size_t nc = cap ? 2 * cap : 1 << 16;
-                spm_merge *nv = realloc(v, nc * sizeof *nv);
+                spm_merge *nv = mxl_realloc(v, nc * sizeof *nv);
                 if (!nv) goto done;
                 v = nv;
                 cap = nc;
@@ -100,7 +101,7 @@ static json_t *spm_merges(const mxl_gguf_array *toks, const mxl_gguf_array *scor
         json_array_append_new(out, pair);
     }
 done:
-    free(v);
+    mxl_free(v);
     tok_map_free(&ids);
     return out;
 }

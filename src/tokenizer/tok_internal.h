@@ -36,6 +36,10 @@ size_t tok_utf8_decode(const char *s, size_t n, uint32_t *cp);
  * String::from_utf8_lossy / the Unicode "maximal subpart" practice). Returns false on OOM. */
 bool tok_utf8_lossy(const char *s, size_t n, mxl_strbuf *out);
 bool tok_utf8_valid(const char *s, size_t n);
+/* utf8proc_map (decompose/compose per `opts`) into a buffer of the allocation seam (utf8proc_map
+ * itself mallocs): returns the byte length of *out (mxl_free it), or a negative utf8proc error
+ * code (UTF8PROC_ERROR_NOMEM when the buffer could not be had). */
+ptrdiff_t tok_utf8proc_map(const char *s, size_t n, int opts, char **out);
 /* Unicode predicates matching Rust's char methods as HF uses them. */
 bool tok_cp_is_whitespace(uint32_t cp);   /* char::is_whitespace (White_Space) */
 bool tok_cp_is_alnum(uint32_t cp);        /* char::is_alphanumeric */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "tokenizer/tok_internal.h"
 
 /* Oniguruma's Unicode \w is Alphabetic + Mark + Decimal_Number + Connector_Punctuation +
@@ -19,16 +20,16 @@
 
 static char *onig_to_pcre(const char *pat, size_t n, size_t *out_n) {
     size_t cap = n * 4 + 64;
-    char *o = malloc(cap);
+    char *o = mxl_malloc(cap);
     if (!o) return NULL;
     size_t k = 0;
     bool in_class = false;
     for (size_t i = 0; i < n; i++) {
         if (k + 64 > cap) {
             cap *= 2;
-            char *q = realloc(o, cap);
+            char *q = mxl_realloc(o, cap);
             if (!q) {
-                free(o);
+                mxl_free(o);
                 return NULL;
             }
             o = q;
@@ -100,15 +101,28 @@ mxl_status tok_regex_compile(const char *pat, size_t n, bool literal, tok_regex 
         pat = conv;
         n = cn;
     }
-    pcre2_code *code = pcre2_compile((PCRE2_SPTR)pat, n, opts, &ec, &eo, NULL);
-    free(conv);
+    /* PCRE2 allocates through the seam: the compile context hands the pattern our memory
+     * functions, which its JIT compilation and match data then use too */
+    pcre2_compile_context *cc = pcre2_compile_context_create(mxl_pcre2_gcontext());
+    if (!cc) {
+        mxl_free(conv);
+        snprintf(errbuf, errcap, "out of memory");
+        return MXL_ERR_NOMEM;
+    }
+    pcre2_code *code = pcre2_compile((PCRE2_SPTR)pat, n, opts, &ec, &eo, cc);
+    pcre2_compile_context_free(cc);
+    mxl_free(conv);
+    if (!code && ec == PCRE2_ERROR_HEAP_FAILED) {
+        snprintf(errbuf, errcap, "out of memory");
+        return MXL_ERR_NOMEM;
+    }
     if (!code) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(ec, msg, sizeof(msg));
         snprintf(errbuf, errcap, "bad regex at offset %zu: %s", (size_t)eo, (const char *)msg);
         return MXL_ERR_FORMAT;
     }
-    tok_regex *r = calloc(1, sizeof(*r));
+    tok_regex *r = mxl_calloc(1, sizeof(*r));
     if (!r) {
         pcre2_code_free(code);
         snprintf(errbuf, errcap, "out of memory");
@@ -123,14 +137,14 @@ mxl_status tok_regex_compile(const char *pat, size_t n, bool literal, tok_regex 
 void tok_regex_free(tok_regex *r) {
     if (!r) return;
     pcre2_code_free(r->code);
-    free(r);
+    mxl_free(r);
 }
 
 static bool spans_push(tok_spans *s, size_t off, size_t len, bool match) {
     if (len == 0) return true;
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 16;
-        tok_span *v = realloc(s->v, cap * sizeof(*v));
+        tok_span *v = mxl_realloc(s->v, cap * sizeof(*v));
         if (!v) return false;
         s->v = v;
         s->cap = cap;
@@ -141,7 +155,7 @@ static bool spans_push(tok_spans *s, size_t off, size_t len, bool match) {
 
 mxl_status tok_regex_find(const tok_regex *r, const char *s, size_t n, tok_spans *out) {
     out->n = 0;
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(r->code, NULL);
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(r->code, mxl_pcre2_gcontext());
     if (!md) return MXL_ERR_NOMEM;
     size_t pos = 0, prev = 0;
     mxl_status st = MXL_OK;
@@ -149,6 +163,10 @@ mxl_status tok_regex_find(const tok_regex *r, const char *s, size_t n, tok_spans
         int rc = r->jit ? pcre2_jit_match(r->code, (PCRE2_SPTR)s, n, pos, 0, md, NULL)
                         : pcre2_match(r->code, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, md, NULL);
         if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc == PCRE2_ERROR_NOMEMORY) {
+            st = MXL_ERR_NOMEM;
+            break;
+        }
         if (rc < 0) {
             st = MXL_ERR_INTERNAL; /* a PCRE2 limit (match / JIT stack): refuse, never guess */
             break;

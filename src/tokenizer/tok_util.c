@@ -6,6 +6,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "core/alloc.h"
 #include "tokenizer/tok_internal.h"
 
 /* ---- id vectors (text buffers are core/strbuf.h's) ---- */
@@ -19,7 +20,7 @@ bool tok_ids_append(mxl_token_ids *v, const int32_t *ids, size_t n) {
             if (cap > SIZE_MAX / 8) return false;
             cap *= 2;
         }
-        int32_t *p = realloc(v->ids, cap * sizeof(int32_t));
+        int32_t *p = mxl_realloc(v->ids, cap * sizeof(int32_t));
         if (!p) return false;
         v->ids = p;
         v->cap = cap;
@@ -31,7 +32,7 @@ bool tok_ids_append(mxl_token_ids *v, const int32_t *ids, size_t n) {
 
 void mxl_token_ids_free(mxl_token_ids *v) {
     if (!v) return;
-    free(v->ids);
+    mxl_free(v->ids);
     v->ids = NULL;
     v->n = v->cap = 0;
 }
@@ -115,6 +116,27 @@ bool tok_utf8_lossy(const char *s, size_t n, mxl_strbuf *out) {
         run = i;
     }
     return mxl_strbuf_append(out, s + run, n - run);
+}
+
+ptrdiff_t tok_utf8proc_map(const char *s, size_t n, int opts, char **out) {
+    /* utf8proc_map_custom's two passes: count the code points, decompose into an int32 buffer,
+     * re-encode it in place (UTF-8 never takes more than the 4 bytes of each code point). */
+    *out = NULL;
+    utf8proc_option_t o = (utf8proc_option_t)opts;
+    utf8proc_ssize_t r = utf8proc_decompose((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, NULL, 0, o);
+    if (r < 0) return r;
+    if ((size_t)r > (SIZE_MAX - 4) / sizeof(utf8proc_int32_t)) return UTF8PROC_ERROR_OVERFLOW;
+    utf8proc_int32_t *buf = mxl_malloc(((size_t)r + 1) * sizeof(utf8proc_int32_t));
+    if (!buf) return UTF8PROC_ERROR_NOMEM;
+    utf8proc_ssize_t r2 = utf8proc_decompose((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, buf, r, o);
+    if (r2 >= 0 && r2 <= r) r2 = utf8proc_reencode(buf, r2, o);
+    else if (r2 >= 0) r2 = UTF8PROC_ERROR_OVERFLOW;
+    if (r2 < 0) {
+        mxl_free(buf);
+        return r2;
+    }
+    *out = (char *)buf;
+    return r2;
 }
 
 /* ---- Unicode predicates ---- */
@@ -218,14 +240,14 @@ uint32_t tok_hash(const char *s, size_t n) {
 }
 
 static bool map_rehash(tok_map *m, size_t ns) {
-    uint32_t *slots = calloc(ns, sizeof(uint32_t));
+    uint32_t *slots = mxl_calloc(ns, sizeof(uint32_t));
     if (!slots) return false;
     for (size_t i = 0; i < m->n_ents; i++) {
         size_t j = m->ents[i].hash & (ns - 1);
         while (slots[j]) j = (j + 1) & (ns - 1);
         slots[j] = (uint32_t)(i + 1);
     }
-    free(m->slots);
+    mxl_free(m->slots);
     m->slots = slots;
     m->n_slots = ns;
     return true;
@@ -239,7 +261,7 @@ bool tok_map_reserve(tok_map *m, size_t n) {
     while (ns < 2 * n) ns *= 2;
     if (ns != m->n_slots && !map_rehash(m, ns)) return false;
     if (n > m->cap_ents) {
-        tok_map_entry *e = realloc(m->ents, n * sizeof(*e));
+        tok_map_entry *e = mxl_realloc(m->ents, n * sizeof(*e));
         if (!e) return false;
         m->ents = e;
         m->cap_ents = n;
@@ -313,7 +335,7 @@ bool tok_map_put(tok_map *m, const char *s, size_t n, int32_t id, bool *dup) {
     }
     if (m->n_ents == m->cap_ents) {
         size_t cap = m->cap_ents ? m->cap_ents * 2 : 1024;
-        tok_map_entry *e = realloc(m->ents, cap * sizeof(*e));
+        tok_map_entry *e = mxl_realloc(m->ents, cap * sizeof(*e));
         if (!e) return false;
         m->ents = e;
         m->cap_ents = cap;
@@ -354,8 +376,8 @@ bool tok_map_update(tok_map *m, const char *s, size_t n, int32_t id) {
 
 void tok_map_free(tok_map *m) {
     mxl_strbuf_free(&m->pool);
-    free(m->ents);
-    free(m->slots);
+    mxl_free(m->ents);
+    mxl_free(m->slots);
     memset(m, 0, sizeof(*m));
 }
 
@@ -373,7 +395,7 @@ static inline size_t pair_hash(uint64_t k) {
 }
 
 static bool pairmap_rehash(tok_pairmap *m, size_t ns) {
-    tok_pair_slot *s = malloc(ns * sizeof(*s));
+    tok_pair_slot *s = mxl_malloc(ns * sizeof(*s));
     if (!s) return false;
     for (size_t i = 0; i < ns; i++) s[i].rank = UINT32_MAX;
     for (size_t i = 0; i < m->n_slots; i++) {
@@ -382,7 +404,7 @@ static bool pairmap_rehash(tok_pairmap *m, size_t ns) {
         while (s[j].rank != UINT32_MAX) j = (j + 1) & (ns - 1);
         s[j] = m->slots[i];
     }
-    free(m->slots);
+    mxl_free(m->slots);
     m->slots = s;
     m->n_slots = ns;
     return true;
@@ -432,7 +454,7 @@ bool tok_pairmap_get(const tok_pairmap *m, int32_t a, int32_t b, uint32_t *rank,
 }
 
 void tok_pairmap_free(tok_pairmap *m) {
-    free(m->slots);
+    mxl_free(m->slots);
     memset(m, 0, sizeof(*m));
 }
 
@@ -440,7 +462,7 @@ void tok_pairmap_free(tok_pairmap *m) {
 bool tok_pieces_add(tok_pieces *p, const char *s, size_t n, int32_t token, bool at_start) {
     if (p->n == p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 16;
-        tok_piece *v = realloc(p->v, cap * sizeof(*v));
+        tok_piece *v = mxl_realloc(p->v, cap * sizeof(*v));
         if (!v) return false;
         p->v = v;
         p->cap = cap;
@@ -458,12 +480,12 @@ void tok_pieces_reset(tok_pieces *p) {
 
 void tok_pieces_free(tok_pieces *p) {
     mxl_strbuf_free(&p->text);
-    free(p->v);
+    mxl_free(p->v);
     memset(p, 0, sizeof(*p));
 }
 
 void tok_spans_free(tok_spans *s) {
-    free(s->v);
+    mxl_free(s->v);
     memset(s, 0, sizeof(*s));
 }
 
@@ -471,7 +493,7 @@ void tok_spans_free(tok_spans *s) {
 bool tok_strs_push(tok_strs *s, const char *p, size_t n) {
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 16;
-        mxl_strbuf *v = realloc(s->v, cap * sizeof(*v));
+        mxl_strbuf *v = mxl_realloc(s->v, cap * sizeof(*v));
         if (!v) return false;
         s->v = v;
         s->cap = cap;
@@ -487,6 +509,6 @@ bool tok_strs_push(tok_strs *s, const char *p, size_t n) {
 
 void tok_strs_free(tok_strs *s) {
     for (size_t i = 0; i < s->n; i++) mxl_strbuf_free(&s->v[i]);
-    free(s->v);
+    mxl_free(s->v);
     memset(s, 0, sizeof(*s));
 }

@@ -4,10 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "tokenizer/tok_internal.h"
 
 mxl_tokenizer *tok_alloc(const char *name) {
-    mxl_tokenizer *t = calloc(1, sizeof(*t));
+    mxl_tokenizer *t = mxl_calloc(1, sizeof(*t));
     if (!t) return NULL;
     snprintf(t->name, sizeof(t->name), "%s", name ? name : "tokenizer");
     t->model.unk_id = -1;
@@ -20,42 +21,42 @@ void mxl_tokenizer_destroy(mxl_tokenizer *t) {
     if (!t) return;
     tok_map_free(&t->vocab);
     tok_map_free(&t->added_map);
-    free(t->id_ent);
-    free(t->id_attr);
+    mxl_free(t->id_ent);
+    mxl_free(t->id_attr);
     tok_pairmap_free(&t->model.merges);
-    free(t->model.cont_prefix);
-    free(t->model.eow_suffix);
-    free(t->model.scores);
-    free(t->model.bmp_ids);
-    free(t->model.uscores);
+    mxl_free(t->model.cont_prefix);
+    mxl_free(t->model.eow_suffix);
+    mxl_free(t->model.scores);
+    mxl_free(t->model.bmp_ids);
+    mxl_free(t->model.uscores);
     tok_normalizer_free(t->norm);
     tok_pretok_free(t->pre);
     tok_post_free(t->post);
     tok_decoder_free(t->dec);
     for (size_t i = 0; i < t->n_added; i++) {
-        free(t->added[i].content);
-        free(t->added[i].norm_content);
+        mxl_free(t->added[i].content);
+        mxl_free(t->added[i].norm_content);
     }
-    free(t->added);
+    mxl_free(t->added);
     for (int k = 0; k < 2; k++) {
-        free(t->added_order[k]);
-        free(t->added_lens[k]);
+        mxl_free(t->added_order[k]);
+        mxl_free(t->added_lens[k]);
         tok_map_free(&t->added_lookup[k]);
     }
-    free(t->gguf_special);
-    free(t->eos_ids);
-    free(t->chat_template);
-    free(t);
+    mxl_free(t->gguf_special);
+    mxl_free(t->eos_ids);
+    mxl_free(t->chat_template);
+    mxl_free(t);
 }
 
 static bool grow_ids(mxl_tokenizer *t, uint32_t need) {
     if (need <= t->n_ids) return true;
     uint32_t cap = t->n_ids ? t->n_ids : 1024;
     while (cap < need) cap = cap > UINT32_MAX / 2 ? need : cap * 2;
-    uint32_t *e = realloc(t->id_ent, (size_t)cap * sizeof(uint32_t));
+    uint32_t *e = mxl_realloc(t->id_ent, (size_t)cap * sizeof(uint32_t));
     if (!e) return false;
     t->id_ent = e;
-    uint8_t *a = realloc(t->id_attr, cap);
+    uint8_t *a = mxl_realloc(t->id_attr, cap);
     if (!a) return false;
     t->id_attr = a;
     memset(t->id_ent + t->n_ids, 0, (size_t)(cap - t->n_ids) * sizeof(uint32_t));

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "io/safetensors.h"
 
 #define FUZZ_CHECK(c) ((c) ? (void)0 : abort())
@@ -19,7 +20,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    uint8_t *copy = malloc(size ? size : 1);
+    uint8_t *copy = mxl_malloc(size ? size : 1);
     if (!copy) return 0;
     if (size) memcpy(copy, data, size);
 
@@ -30,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         /* one line naming the buffer */
         FUZZ_CHECK(st == NULL && err.status == rc && strncmp(err.msg, "fuzz", 4) == 0 &&
                    strchr(err.msg, '\n') == NULL);
-        free(copy);
+        mxl_free(copy);
         return 0;
     }
 
@@ -75,6 +76,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     (void)sink;
     mxl_safetensors_close(st);
-    free(copy);
+    mxl_free(copy);
     return 0;
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "core/alloc.h"
 #include "template/template.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -46,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (mxl_template_render(t, ctx, &opts, &out, &n, NULL, &err) == MXL_OK) {
         volatile size_t sink = n ? (size_t)(unsigned char)out[n - 1] : 0;
         (void)sink;
-        free(out);
+        mxl_free(out);
     }
     mxl_template_destroy(t);
     return 0;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "tokenizer/tokenizer.h"
 
 #define FUZZ_ASSERT(c) ((c) ? (void)0 : fuzz_fail(#c, __LINE__))
@@ -85,19 +86,19 @@ static void check_stream(const mxl_tokenizer *t, const mxl_token_ids *ids, const
         if (st != MXL_OK) {
             /* decoders whose output is not prefix-stable (e.g. Strip) may be refused, never crash */
             check_msg(&err);
-            free(out);
+            mxl_free(out);
             mxl_detok_stream_destroy(s);
             return;
         }
     }
     if (mxl_detok_stream_flush(s, &out, &ol, &err) != MXL_OK) {
         check_msg(&err);
-        free(out);
+        mxl_free(out);
         mxl_detok_stream_destroy(s);
         return;
     }
     FUZZ_ASSERT(ol == fl && (fl == 0 || memcmp(out, full, fl) == 0));
-    free(out);
+    mxl_free(out);
     mxl_detok_stream_destroy(s);
 }
 
@@ -171,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 } else {
                     check_msg(&err);
                 }
-                free(dec);
+                mxl_free(dec);
                 mxl_token_ids_free(&ids);
             }
         }
@@ -187,13 +188,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t dl = 0;
     FUZZ_ASSERT(mxl_tokenizer_decode(g_fixed, ids.ids, ids.n, false, &dec, &dl, &err) == MXL_OK);
     /* no normalizer: byte-level BPE gives back exactly the (U+FFFD-repaired) text */
-    char *exp = malloc(3 * n + 1);
+    char *exp = mxl_malloc(3 * n + 1);
     FUZZ_ASSERT(exp != NULL);
     size_t el = lossy((const unsigned char *)text, n, exp);
     FUZZ_ASSERT(dl == el && (el == 0 || memcmp(dec, exp, el) == 0));
-    free(exp);
+    mxl_free(exp);
     check_stream(g_fixed, &ids, dec, dl);
-    free(dec);
+    mxl_free(dec);
     mxl_token_ids_free(&ids);
     return 0;
 }

@@ -37,6 +37,7 @@
 #include "backends/cpu/norm.h"
 #include "backends/cpu/rope.h"
 #include "backends/cpu/synth.h"
+#include "core/alloc.h"
 #include "test.h"
 
 /* ---- helpers ---- */
@@ -57,7 +58,7 @@ static float frand(void) { /* uniform in [-1, 1) */
     return (float)((g_seed >> 40) * (1.0 / 8388608.0)) - 1.0f;
 }
 static float *randv(int64_t n, float scale) {
-    float *v = malloc((size_t)n * sizeof *v);
+    float *v = mxl_malloc((size_t)n * sizeof *v);
     for (int64_t i = 0; i < n; i++) v[i] = scale * frand();
     return v;
 }
@@ -122,14 +123,14 @@ static void make_weight(test_weight *tw, mxl_dtype t, int mlx_bits, int gs, int6
     memset(tw, 0, sizeof *tw);
     if (mlx_bits) {
         int64_t wpr = cols * mlx_bits / 32, ng = cols / gs;
-        uint32_t *w = malloc((size_t)(rows * wpr) * 4);
-        float *sc = malloc((size_t)(rows * ng) * 4), *bi = malloc((size_t)(rows * ng) * 4);
+        uint32_t *w = mxl_malloc((size_t)(rows * wpr) * 4);
+        float *sc = mxl_malloc((size_t)(rows * ng) * 4), *bi = mxl_malloc((size_t)(rows * ng) * 4);
         float *row = randv(cols, 1.0f);
         for (int64_t r = 0; r < rows; r++) {
             for (int64_t c = 0; c < cols; c++) row[c] = frand();
             mxl_mlx_quantize_row_grid(mlx_bits, gs, row, cols, w + r * wpr, sc + r * ng, bi + r * ng);
         }
-        free(row);
+        mxl_free(row);
         tw->data = w, tw->scales = sc, tw->biases = bi;
         tw->w = (mxl_weight){MXL_W_MLX, MXL_DTYPE_U32, rows, cols, NULL,
                              {mlx_bits, gs, MXL_DTYPE_F32, rows, cols, w, sc, bi}, NULL};
@@ -137,14 +138,14 @@ static void make_weight(test_weight *tw, mxl_dtype t, int mlx_bits, int gs, int6
     }
     uint64_t rb = 0;
     EXPECT(mxl_dtype_row_bytes(t, (uint64_t)cols, &rb) == 0);
-    tw->data = malloc(rb * (uint64_t)rows);
+    tw->data = mxl_malloc(rb * (uint64_t)rows);
     const mxl_dtype_info *info = mxl_dtype_get_info(t);
     uint64_t per_block = info->block_elems ? info->block_elems : 1;
     mxl_synth_fill(t, tw->data, (uint64_t)(rows * cols) / per_block, &g_seed);
     tw->w = (mxl_weight){mxl_gguf_quant_supported(t) ? MXL_W_GGUF : MXL_W_DENSE, t, rows, cols, tw->data, {0}, NULL};
 }
 static void free_weight(test_weight *tw) {
-    free(tw->data), free(tw->scales), free(tw->biases);
+    mxl_free(tw->data), mxl_free(tw->scales), mxl_free(tw->biases);
 }
 
 typedef struct wformat {
@@ -190,8 +191,8 @@ static void check_matmul(const mxl_backend *be) {
                 }
                 for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
                     int64_t n = batches[b];
-                    float *x = randv(n * cols, 1.0f), *y = calloc((size_t)(n * rows), 4), *ref = calloc((size_t)(n * rows), 4);
-                    void *scratch = malloc(be->ops->matmul_scratch_bytes(be, &tw.w, n) + 64);
+                    float *x = randv(n * cols, 1.0f), *y = mxl_calloc((size_t)(n * rows), 4), *ref = mxl_calloc((size_t)(n * rows), 4);
+                    void *scratch = mxl_malloc(be->ops->matmul_scratch_bytes(be, &tw.w, n) + 64);
                     be->ops->matmul(be, &tw.w, NULL, x, n, y, scratch, NULL);
                     mxl_cpu_matmul_f32_ref(&tw.w, x, n, ref);
                     char what[96];
@@ -199,12 +200,12 @@ static void check_matmul(const mxl_backend *be) {
                              (long long)n, prep ? " (prepared)" : "");
                     record(quant ? "matmul (quant)" : "matmul (dense)", nmse(y, ref, n * rows), quant ? 5e-4 : 1e-10, what);
                     /* matmul_multi: the same weight twice gives matmul's bits for each */
-                    float *y2[2] = {calloc((size_t)(n * rows), 4), calloc((size_t)(n * rows), 4)};
+                    float *y2[2] = {mxl_calloc((size_t)(n * rows), 4), mxl_calloc((size_t)(n * rows), 4)};
                     const mxl_weight *ws[2] = {&tw.w, &tw.w};
                     be->ops->matmul_multi(be, ws, 2, NULL, x, n, y2, scratch, NULL);
                     bool same = memcmp(y2[0], y, (size_t)(n * rows) * 4) == 0 && memcmp(y2[1], y, (size_t)(n * rows) * 4) == 0;
                     record("matmul_multi", same ? 0 : 1, 0, what);
-                    free(y2[0]), free(y2[1]), free(scratch), free(x), free(y), free(ref);
+                    mxl_free(y2[0]), mxl_free(y2[1]), mxl_free(scratch), mxl_free(x), mxl_free(y), mxl_free(ref);
                 }
             }
             mxl_arena_free(&arena);
@@ -228,17 +229,17 @@ static void check_gemm(const mxl_backend *be) {
         for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++)
             for (int act = MXL_GEMM_ACT_NONE; act <= MXL_ACT_GELU_ERF; act++) {
                 int64_t n = batches[b];
-                float *x = randv(n * cols, 1.0f), *y = calloc((size_t)(n * rows), 4), *ref = calloc((size_t)(n * rows), 4);
-                void *scratch = malloc(be->ops->gemm_scratch_bytes(be, &tw.w, n, 1) + 64);
+                float *x = randv(n * cols, 1.0f), *y = mxl_calloc((size_t)(n * rows), 4), *ref = mxl_calloc((size_t)(n * rows), 4);
+                void *scratch = mxl_malloc(be->ops->gemm_scratch_bytes(be, &tw.w, n, 1) + 64);
                 if (be->ops->gemm_bias_act(be, &tw.w, x, n, bias, act, y, scratch, NULL)) {
                     mxl_gemm_f32_ref(&tw.w, x, n, bias, act, ref);
                     char what[64];
                     snprintf(what, sizeof what, "[%lld, %lld] x %lld act %d", (long long)rows, (long long)cols, (long long)n, act);
                     record("gemm_bias_act", nmse(y, ref, n * rows), 1e-10, what);
                 }
-                free(scratch), free(x), free(y), free(ref);
+                mxl_free(scratch), mxl_free(x), mxl_free(y), mxl_free(ref);
             }
-        free(bias);
+        mxl_free(bias);
         mxl_arena_free(&arena);
         free_weight(&tw);
     }
@@ -266,19 +267,19 @@ static void fill_kv(const mxl_backend *be, mxl_dtype t, int64_t n_kv, int64_t kv
         return;
     }
     if (t == MXL_DTYPE_F16) {
-        o->k = malloc((size_t)(n_kv * kvd) * 2), o->v = malloc((size_t)(n_kv * kvd) * 2);
+        o->k = mxl_malloc((size_t)(n_kv * kvd) * 2), o->v = mxl_malloc((size_t)(n_kv * kvd) * 2);
         be->ops->kv_store_f16(be, k, n_kv * kvd, o->k);
         be->ops->kv_store_f16(be, v, n_kv * kvd, o->v);
     } else {
         o->group = hd % 32 == 0 ? 32 : hd;
-        o->k = malloc((size_t)(n_kv * kvd)), o->v = malloc((size_t)(n_kv * kvd));
-        o->ks = malloc((size_t)(n_kv * kvd / o->group) * 4), o->vs = malloc((size_t)(n_kv * kvd / o->group) * 4);
+        o->k = mxl_malloc((size_t)(n_kv * kvd)), o->v = mxl_malloc((size_t)(n_kv * kvd));
+        o->ks = mxl_malloc((size_t)(n_kv * kvd / o->group) * 4), o->vs = mxl_malloc((size_t)(n_kv * kvd / o->group) * 4);
         be->ops->kv_quantize_i8(be, k, n_kv * kvd, o->group, o->k, o->ks);
         be->ops->kv_quantize_i8(be, v, n_kv * kvd, o->group, o->v, o->vs);
     }
-    free(k), free(v);
+    mxl_free(k), mxl_free(v);
 }
-static void free_kv(kv_data *o) { free(o->k), free(o->v), free(o->ks), free(o->vs); }
+static void free_kv(kv_data *o) { mxl_free(o->k), mxl_free(o->v), mxl_free(o->ks), mxl_free(o->vs); }
 
 static void check_attention(const mxl_backend *be) {
     static const mxl_dtype types[] = {MXL_DTYPE_F32, MXL_DTYPE_F16, MXL_DTYPE_I8};
@@ -294,24 +295,24 @@ static void check_attention(const mxl_backend *be) {
                     mxl_dtype t = types[ti];
                     kv_data kv;
                     fill_kv(be, t, n_kv, kvd, S->head_dim, &kv);
-                    float *q = randv(n_q * qd, 1.0f), *out = calloc((size_t)(n_q * qd), 4), *ref = calloc((size_t)(n_q * qd), 4);
+                    float *q = randv(n_q * qd, 1.0f), *out = mxl_calloc((size_t)(n_q * qd), 4), *ref = mxl_calloc((size_t)(n_q * qd), 4);
                     float *sinks = randv(S->n_heads, 1.0f);
-                    int64_t *pos = malloc((size_t)n_q * sizeof *pos);
+                    int64_t *pos = mxl_malloc((size_t)n_q * sizeof *pos);
                     for (int64_t i = 0; i < n_q; i++) pos[i] = n_kv - n_q + i;
                     /* plain, then soft-capped with a window and sinks (Gemma 2, gpt-oss) */
                     for (int variant = 0; variant < 2; variant++) {
                         mxl_attn_params p = {S->n_heads, S->n_kv_heads, S->head_dim, 1.0f / sqrtf((float)S->head_dim),
                                              variant ? 30.0f : 0.0f, variant ? sinks : NULL, variant ? 16 : 0, 1};
                         size_t sf = be->ops->attention_scratch_floats(be, n_kv, 1);
-                        float *scratch = malloc(sf * 4 + 64), *rscratch = malloc(mxl_cpu_attention_scratch_floats(n_kv, 1) * 4 + 64);
+                        float *scratch = mxl_malloc(sf * 4 + 64), *rscratch = mxl_malloc(mxl_cpu_attention_scratch_floats(n_kv, 1) * 4 + 64);
                         /* paged: blocks of 16 positions in reverse order */
                         int64_t bs = 16, nb = (n_kv + bs - 1) / bs;
-                        int32_t *blocks = malloc((size_t)nb * 4);
+                        int32_t *blocks = mxl_malloc((size_t)nb * 4);
                         for (int64_t b = 0; b < nb; b++) blocks[b] = (int32_t)(nb - 1 - b);
                         size_t esz = t == MXL_DTYPE_F32 ? 4 : t == MXL_DTYPE_F16 ? 2 : 1;
-                        uint8_t *pk = calloc((size_t)(nb * bs * kvd), esz), *pv = calloc((size_t)(nb * bs * kvd), esz);
+                        uint8_t *pk = mxl_calloc((size_t)(nb * bs * kvd), esz), *pv = mxl_calloc((size_t)(nb * bs * kvd), esz);
                         float *pks = NULL, *pvs = NULL;
-                        if (t == MXL_DTYPE_I8) pks = calloc((size_t)(nb * bs * kvd / kv.group), 4), pvs = calloc((size_t)(nb * bs * kvd / kv.group), 4);
+                        if (t == MXL_DTYPE_I8) pks = mxl_calloc((size_t)(nb * bs * kvd / kv.group), 4), pvs = mxl_calloc((size_t)(nb * bs * kvd / kv.group), 4);
                         for (int64_t j = 0; j < n_kv; j++) {
                             int64_t dst = (int64_t)blocks[j / bs] * bs * kvd + (j % bs) * kvd;
                             memcpy(pk + dst * esz, (uint8_t *)kv.k + j * kvd * esz, (size_t)kvd * esz);
@@ -336,9 +337,9 @@ static void check_attention(const mxl_backend *be) {
                             be->ops->attention(be, &p, q, n_q, pos, &cv, out, scratch, NULL);
                             record("attention", nmse(out, ref, n_q * qd), bound, what);
                         }
-                        free(blocks), free(pk), free(pv), free(pks), free(pvs), free(scratch), free(rscratch);
+                        mxl_free(blocks), mxl_free(pk), mxl_free(pv), mxl_free(pks), mxl_free(pvs), mxl_free(scratch), mxl_free(rscratch);
                     }
-                    free(q), free(out), free(ref), free(sinks), free(pos);
+                    mxl_free(q), mxl_free(out), mxl_free(ref), mxl_free(sinks), mxl_free(pos);
                     free_kv(&kv);
                 }
 }
@@ -349,8 +350,8 @@ static void check_attention_varlen(const mxl_backend *be) {
         int hd = head_dims[h], nh = 4;
         int64_t starts[] = {0, 7, 8, 45}, n = 45, stride = (int64_t)nh * hd;
         float *q = randv(n * stride, 1.0f), *k = randv(n * stride, 1.0f), *v = randv(n * stride, 1.0f);
-        float *out = calloc((size_t)(n * stride), 4), *ref = calloc((size_t)(n * stride), 4);
-        float *scratch = malloc(be->ops->varlen_scratch_floats(be, 37, hd) * 4 + 64);
+        float *out = mxl_calloc((size_t)(n * stride), 4), *ref = mxl_calloc((size_t)(n * stride), 4);
+        float *scratch = mxl_malloc(be->ops->varlen_scratch_floats(be, 37, hd) * 4 + 64);
         mxl_enc_attn a = {q, k, v, out, stride, starts, 3, nh, hd, 1.0f / sqrtf((float)hd)};
         if (be->ops->attention_varlen(be, &a, scratch, NULL)) {
             a.out = ref;
@@ -359,7 +360,7 @@ static void check_attention_varlen(const mxl_backend *be) {
             snprintf(what, sizeof what, "head_dim %d", hd);
             record("attention_varlen", nmse(out, ref, n * stride), 1e-10, what);
         }
-        free(q), free(k), free(v), free(out), free(ref), free(scratch);
+        mxl_free(q), mxl_free(k), mxl_free(v), mxl_free(out), mxl_free(ref), mxl_free(scratch);
     }
 }
 
@@ -370,7 +371,7 @@ static void check_rows(const mxl_backend *be) {
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
         int64_t n = sizes[si];
         float *x = randv(n, 3.0f), *w = randv(n, 1.0f), *b = randv(n, 0.5f), *u = randv(n, 2.0f);
-        float *y = malloc((size_t)n * 4), *ref = malloc((size_t)n * 4);
+        float *y = mxl_malloc((size_t)n * 4), *ref = mxl_malloc((size_t)n * 4);
         char what[48];
         snprintf(what, sizeof what, "n %lld", (long long)n);
         for (int plus_one = 0; plus_one < 2; plus_one++) {
@@ -395,7 +396,7 @@ static void check_rows(const mxl_backend *be) {
         be->ops->softcap(be, y, n, 2.0f);
         for (int64_t i = 0; i < n; i++) ref[i] = (float)(2.0 * tanh((double)x[i] / 2.0));
         record("softcap", nmse(y, ref, n), 1e-10, what);
-        free(x), free(w), free(b), free(u), free(y), free(ref);
+        mxl_free(x), mxl_free(w), mxl_free(b), mxl_free(u), mxl_free(y), mxl_free(ref);
     }
 }
 
@@ -411,7 +412,7 @@ static void check_rope(const mxl_backend *be) {
             int64_t poss[] = {0, 1, 17, 4000};
             for (size_t pi = 0; pi < 4; pi++) {
                 int64_t pos = poss[pi];
-                float *x = randv(nh * hd, 1.0f), *y = malloc((size_t)(nh * hd) * 4), *ref = malloc((size_t)(nh * hd) * 4);
+                float *x = randv(nh * hd, 1.0f), *y = mxl_malloc((size_t)(nh * hd) * 4), *ref = mxl_malloc((size_t)(nh * hd) * 4);
                 memcpy(y, x, (size_t)(nh * hd) * 4);
                 memcpy(ref, x, (size_t)(nh * hd) * 4);
                 be->ops->rope_table(be, &c, inv, af, pos, cs);
@@ -428,7 +429,7 @@ static void check_rope(const mxl_backend *be) {
                 char what[64];
                 snprintf(what, sizeof what, "head %d rot %d style %d pos %lld", hd, rot, style, (long long)pos);
                 record("rope", nmse(y, ref, nh * hd), 1e-10, what);
-                free(x), free(y), free(ref);
+                mxl_free(x), mxl_free(y), mxl_free(ref);
             }
         }
 }
@@ -442,7 +443,7 @@ static void check_embed(const mxl_backend *be) {
         test_weight tw;
         make_weight(&tw, F->t, F->mlx_bits, F->gs, rows, cols);
         int32_t ids[] = {0, 49, 7, 7, 23};
-        float *y = malloc(5 * (size_t)cols * 4), *ref = malloc(5 * (size_t)cols * 4);
+        float *y = mxl_malloc(5 * (size_t)cols * 4), *ref = mxl_malloc(5 * (size_t)cols * 4);
         mxl_error err = {0};
         EXPECT(be->ops->embed(be, &tw.w, ids, 5, 0.5f, y, &err) == MXL_OK);
         for (int i = 0; i < 5; i++) {
@@ -452,7 +453,7 @@ static void check_embed(const mxl_backend *be) {
         record("embed", memcmp(y, ref, 5 * (size_t)cols * 4) == 0 ? 0 : 1, 0, F->name);
         int32_t bad[] = {50};
         EXPECT(be->ops->embed(be, &tw.w, bad, 1, 1.0f, y, &err) != MXL_OK); /* an id outside the table */
-        free(y), free(ref);
+        mxl_free(y), mxl_free(ref);
         free_weight(&tw);
     }
 }
@@ -472,7 +473,7 @@ static void check_logits(const mxl_backend *be) {
             record("logits_scan", bad == rbad && any == rany ? 0 : 1, 0, "scan");
             record("argmax", be->ops->argmax(be, x, n) == mxl_cpu_argmax_ref(x, n) ? 0 : 1, 0, "argmax");
         }
-        free(x);
+        mxl_free(x);
     }
 }
 
@@ -481,7 +482,7 @@ static void check_buffers(const mxl_backend *be) {
     static const size_t sizes[] = {1, 64, 4096 + 3};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         size_t n = sizes[i];
-        uint8_t *b = be->ops->buffer_alloc(be, 2 * n), *src = malloc(n), *back = malloc(n);
+        uint8_t *b = be->ops->buffer_alloc(be, 2 * n), *src = mxl_malloc(n), *back = mxl_malloc(n);
         EXPECT(b != NULL && ((uintptr_t)b & 63) == 0);
         for (size_t j = 0; j < n; j++) src[j] = (uint8_t)(j * 131 + 7);
         be->ops->buffer_copy(be, b, src, n);
@@ -490,7 +491,7 @@ static void check_buffers(const mxl_backend *be) {
         be->ops->synchronize(be);
         record("buffer_copy", memcmp(back, src, n) == 0 ? 0 : 1, 0, "bytes");
         be->ops->buffer_free(be, b);
-        free(src), free(back);
+        mxl_free(src), mxl_free(back);
     }
     be->ops->buffer_free(be, NULL);
 }
@@ -499,12 +500,12 @@ static void check_kv_codecs(const mxl_backend *be) {
     static const int64_t sizes[][2] = {{64 * 3, 32}, {256, 32}, {48 * 2, 48}, {16, 16}};
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
         int64_t n = sizes[si][0], g = sizes[si][1];
-        float *x = randv(n, 4.0f), *y = malloc((size_t)n * 4), *sc = malloc((size_t)(n / g) * 4);
-        uint16_t *h = malloc((size_t)n * 2), *hr = malloc((size_t)n * 2);
+        float *x = randv(n, 4.0f), *y = mxl_malloc((size_t)n * 4), *sc = mxl_malloc((size_t)(n / g) * 4);
+        uint16_t *h = mxl_malloc((size_t)n * 2), *hr = mxl_malloc((size_t)n * 2);
         be->ops->kv_store_f16(be, x, n, h);
         mxl_kv_store_f16_ref(n, x, hr);
         record("kv_store_f16", memcmp(h, hr, (size_t)n * 2) == 0 ? 0 : 1, 0, "f16");
-        int8_t *q = malloc((size_t)n);
+        int8_t *q = mxl_malloc((size_t)n);
         be->ops->kv_quantize_i8(be, x, n, g, q, sc);
         be->ops->kv_dequantize_i8(be, q, sc, n, g, y);
         double worst = 0; /* in steps: |x - y| / scale, at most 1/2 */
@@ -513,7 +514,7 @@ static void check_kv_codecs(const mxl_backend *be) {
             if (e > worst) worst = e;
         }
         record("kv_i8 (steps)", worst, 0.5 + 1e-4, "i8");
-        free(x), free(y), free(sc), free(h), free(hr), free(q);
+        mxl_free(x), mxl_free(y), mxl_free(sc), mxl_free(h), mxl_free(hr), mxl_free(q);
     }
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "engine/chat_builtin.h"
 #include "template/template.h"
 #include "test.h"
@@ -37,7 +38,7 @@ static void show(const char *label, const char *s, size_t n) {
     json_t *j = json_stringn(s, n);
     char *d = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
     fprintf(stderr, "    %s %s\n", label, d ? d : "(unprintable)");
-    free(d);
+    mxl_free(d);
     json_decref(j);
 }
 
@@ -80,7 +81,7 @@ TEST(chat_builtin_matches_llamacpp_legacy_formatter) {
                 else show("got: ", out, len);
             }
         }
-        free(out);
+        mxl_free(out);
     }
     fprintf(stderr, "  %d of %zu llama.cpp names implemented; %d cases compared, %d mismatched\n", implemented,
             json_array_size(names), n, bad);
@@ -113,8 +114,8 @@ TEST(chat_builtin_null_content_renders_as_empty) {
             show("null:", b, lb);
             CHECK(false);
         }
-        free(a);
-        free(b);
+        mxl_free(a);
+        mxl_free(b);
     }
     CHECK(n >= MIN_IMPLEMENTED);
     json_decref(empty);

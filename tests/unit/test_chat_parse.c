@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "engine/chat_parse.h"
 #include "test.h"
 
@@ -26,9 +27,9 @@ static char *read_file(const char *path) {
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    char *buf = n >= 0 ? mxl_malloc((size_t)n + 1) : NULL;
     if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
+        mxl_free(buf);
         buf = NULL;
     }
     fclose(f);
@@ -70,7 +71,7 @@ static bool load_jsonl(json_t *into, const char *path) {
         if (rec) json_array_append_new(into, rec);
         line = nl ? nl + 1 : NULL;
     }
-    free(text);
+    mxl_free(text);
     return true;
 }
 
@@ -130,7 +131,7 @@ static const char *db_output(const golden_db *db, const char *tpl, const char *c
  * tool_calls?}); tool-call indices must count up from 0. */
 static json_t *aggregate(int *mxl_test_failed_, const json_t *deltas) {
     json_t *calls = json_array();
-    char *content = calloc(1, 1), *reasoning = calloc(1, 1);
+    char *content = mxl_calloc(1, 1), *reasoning = mxl_calloc(1, 1);
     size_t cn = 0, rn = 0, i;
     json_t *d;
     json_array_foreach(deltas, i, d) {
@@ -142,7 +143,7 @@ static json_t *aggregate(int *mxl_test_failed_, const json_t *deltas) {
             json_t *v = json_object_get(d, keys[k]);
             if (!v) continue;
             CHECK(json_string_length(v) > 0);
-            *dst[k] = realloc(*dst[k], *dn[k] + json_string_length(v) + 1);
+            *dst[k] = mxl_realloc(*dst[k], *dn[k] + json_string_length(v) + 1);
             memcpy(*dst[k] + *dn[k], json_string_value(v), json_string_length(v) + 1);
             *dn[k] += json_string_length(v);
         }
@@ -159,8 +160,8 @@ static json_t *aggregate(int *mxl_test_failed_, const json_t *deltas) {
     if (rn) json_object_set_new(res, "reasoning_content", json_stringn(reasoning, rn));
     if (json_array_size(calls)) json_object_set(res, "tool_calls", calls);
     json_decref(calls);
-    free(content);
-    free(reasoning);
+    mxl_free(content);
+    mxl_free(reasoning);
     return res;
 }
 
@@ -204,8 +205,8 @@ static bool same_result(const json_t *a, const json_t *b, const char *what, cons
     if (json_equal((json_t *)a, (json_t *)b)) return true;
     char *sa = json_dumps(a, JSON_ENCODE_ANY), *sb = json_dumps(b, JSON_ENCODE_ANY);
     fprintf(stderr, "  stream (%s, cut %zu) differs on %.60s...\n    whole:  %s\n    stream: %s\n", what, cut, text, sa, sb);
-    free(sa);
-    free(sb);
+    mxl_free(sa);
+    mxl_free(sb);
     return false;
 }
 
@@ -227,7 +228,7 @@ static json_t *parse_checked(int *mxl_test_failed_, const mxl_chat_syntax *syn, 
         json_decref(r);
         if (!same) break;
     }
-    size_t *cuts = malloc((len + 1) * sizeof *cuts);
+    size_t *cuts = mxl_malloc((len + 1) * sizeof *cuts);
     for (size_t i = 0; i < len; i++) cuts[i] = i + 1;
     json_t *r = stream_pieces(mxl_test_failed_, syn, text, len, cuts, len ? len - 1 : 0);
     CHECK(same_result(whole, r, "byte by byte", text, 0));
@@ -245,7 +246,7 @@ static json_t *parse_checked(int *mxl_test_failed_, const mxl_chat_syntax *syn, 
         CHECK(same_result(whole, r, "random pieces", text, n));
         json_decref(r);
     }
-    free(cuts);
+    mxl_free(cuts);
     return whole;
 }
 
@@ -262,7 +263,7 @@ static bool is_generated_id(const char *id) {
 }
 
 static char *strndup_(const char *p, size_t n) {
-    char *s = malloc(n + 1);
+    char *s = mxl_malloc(n + 1);
     memcpy(s, p, n);
     s[n] = 0;
     return s;
@@ -366,7 +367,7 @@ static bool check_tool_turn(int *mxl_test_failed_, const golden_db *db, size_t t
     CHECK_EQ_STR(mxl_chat_format_name(syn.fmt), mxl_chat_format_name(TOOL_TEMPLATES[ti].fmt));
     json_t *res = parse_checked(mxl_test_failed_, &syn, turn);
     if (!res) {
-        free(turn);
+        mxl_free(turn);
         return true;
     }
 
@@ -411,11 +412,11 @@ static bool check_tool_turn(int *mxl_test_failed_, const golden_db *db, size_t t
     if (!ok) {
         char *d = json_dumps(res, 0);
         fprintf(stderr, "  %s / %s: turn %s\n    parsed %s\n", tpl, conv_id, turn, d);
-        free(d);
+        mxl_free(d);
     }
     CHECK(ok);
     json_decref(res);
-    free(turn);
+    mxl_free(turn);
     return true;
 }
 
@@ -436,7 +437,7 @@ TEST(chat_parse_tool_calls_from_golden_renders) {
             fprintf(stderr, "  %s: no render with a tool call\n", TOOL_TEMPLATES[ti].tpl);
         CHECK(rendered > 0 || !TOOL_TEMPLATES[ti].required);
         turns += rendered;
-        free(src);
+        mxl_free(src);
     }
     fprintf(stderr, "  %d tool-call turns parsed\n", turns);
     CHECK(turns >= 35);
@@ -456,7 +457,7 @@ TEST(chat_parse_detect_leaves_other_formats_plain) {
         mxl_chat_syntax syn = mxl_chat_syntax_detect(src, NULL);
         if (syn.fmt != MXL_CHAT_FMT_PLAIN) fprintf(stderr, "  %s detected as %s\n", OTHERS[i], mxl_chat_format_name(syn.fmt));
         CHECK(syn.fmt == MXL_CHAT_FMT_PLAIN);
-        free(src);
+        mxl_free(src);
     }
     mxl_chat_syntax none = mxl_chat_syntax_detect(NULL, NULL);
     CHECK(none.fmt == MXL_CHAT_FMT_PLAIN && !none.think_tags);
@@ -491,7 +492,7 @@ TEST(chat_parse_reasoning_from_golden_renders) {
         const char *rc = open ? strstr(open, "rc") : NULL;
         /* only templates that render the reasoning (some drop it: Kimi-K2-Thinking, DeepSeek-V3.1) */
         if (!a || !rc || rc > close || syn.fmt == MXL_CHAT_FMT_GPT_OSS) {
-            free(src);
+            mxl_free(src);
             continue;
         }
         char *turn = strndup_(open, (size_t)(a + 2 - open));
@@ -525,8 +526,8 @@ TEST(chat_parse_reasoning_from_golden_renders) {
                 from_prompt++;
             }
         }
-        free(turn);
-        free(src);
+        mxl_free(turn);
+        mxl_free(src);
     }
     fprintf(stderr, "  %d templates with reasoning, %d starting inside it\n", covered, from_prompt);
     CHECK(qwen3 && nemotron && seed);
@@ -565,7 +566,7 @@ TEST(chat_parse_starts_in_reasoning_from_prompt) {
         const char *prompt = db_output(&db, CASES[i].tpl, CASES[i].conv);
         CHECK(src && prompt);
         if (!src || !prompt) {
-            free(src);
+            mxl_free(src);
             continue;
         }
         mxl_chat_syntax syn = mxl_chat_syntax_detect(src, prompt);
@@ -579,20 +580,20 @@ TEST(chat_parse_starts_in_reasoning_from_prompt) {
             CHECK(res && res_content(res) && !strcmp(res_content(res), "a1"));
             json_decref(res);
             /* a model that repeats the open tag is understood too */
-            char *again = malloc(strlen(text) + 16);
+            char *again = mxl_malloc(strlen(text) + 16);
             sprintf(again, "<think>%s", text);
             res = parse_checked(mxl_test_failed_, &syn, again);
             CHECK(res && res_reasoning(res) && !strcmp(res_reasoning(res), "rc"));
             json_decref(res);
-            free(again);
+            mxl_free(again);
             /* cut off while thinking: all of it is reasoning */
             res = parse_checked(mxl_test_failed_, &syn, "still thinking about it");
             CHECK(res && res_reasoning(res) && !strcmp(res_reasoning(res), "still thinking about it"));
             CHECK(res && res_content(res) && !strcmp(res_content(res), ""));
             json_decref(res);
-            free(text);
+            mxl_free(text);
         }
-        free(src);
+        mxl_free(src);
     }
     db_free(&db);
 }
@@ -614,7 +615,7 @@ TEST(chat_parse_harmony_analysis_and_final) {
     CHECK(src && an_end && fin_end);
     if (src && an_end && fin_end) {
         size_t l1 = (size_t)(an_end + strlen("<|end|>") - an), l2 = (size_t)(fin_end - fin);
-        char *text = malloc(l1 + l2 + 16);
+        char *text = mxl_malloc(l1 + l2 + 16);
         memcpy(text, an, l1);
         memcpy(text + l1, fin, l2);
         text[l1 + l2] = 0;
@@ -630,7 +631,7 @@ TEST(chat_parse_harmony_analysis_and_final) {
         res = parse_checked(mxl_test_failed_, &syn, text);
         CHECK(res && res_content(res) && !strcmp(res_content(res), "a1"));
         json_decref(res);
-        free(text);
+        mxl_free(text);
         /* the constrain form of a call, after analysis */
         res = parse_checked(mxl_test_failed_, &syn,
                             "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary "
@@ -643,7 +644,7 @@ TEST(chat_parse_harmony_analysis_and_final) {
         }
         json_decref(res);
     }
-    free(src);
+    mxl_free(src);
     db_free(&db);
 }
 
@@ -652,7 +653,7 @@ TEST(chat_parse_harmony_analysis_and_final) {
 static mxl_chat_syntax syntax_of(const char *tpl) {
     char *src = template_src(tpl);
     mxl_chat_syntax syn = mxl_chat_syntax_detect(src, NULL);
-    free(src);
+    mxl_free(src);
     return syn;
 }
 
@@ -662,7 +663,7 @@ static void expect_content_only(int *mxl_test_failed_, const mxl_chat_syntax *sy
     if (!ok) {
         char *d = res ? json_dumps(res, 0) : NULL;
         fprintf(stderr, "  %s: expected content only, got %s\n", text, d ? d : "(null)");
-        free(d);
+        mxl_free(d);
     }
     CHECK(ok);
     json_decref(res);
@@ -840,12 +841,12 @@ TEST(chat_parse_mistral_think_blocks) {
         CHECK(res && res_reasoning(res) && !strcmp(res_reasoning(res), want_r));
         CHECK(res && res_content(res) && !strcmp(res_content(res), "Here, provide a self-contained response."));
         json_decref(res);
-        free(text);
-        free(want_r);
+        mxl_free(text);
+        mxl_free(want_r);
     }
     json_t *res = parse_checked(mxl_test_failed_, &syn, "[THINK]Need the weather.[/THINK]Checking.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Seoul\"}");
     CHECK(res && res_ncalls(res) == 1 && res_reasoning(res) && !strcmp(res_reasoning(res), "Need the weather."));
     CHECK(res && res_content(res) && !strcmp(res_content(res), "Checking."));
     json_decref(res);
-    free(src);
+    mxl_free(src);
 }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli/args.h"
+#include "core/alloc.h"
 #include "core/arena.h"
 #include "core/status.h"
 #include "core/threadpool.h"
@@ -70,12 +71,12 @@ TEST(threadpool_runs_every_task_once) {
         mxl_threadpool *p;
         REQUIRE(mxl_threadpool_create(threads, &p, NULL) == MXL_OK);
         for (int round = 0; round < 50; round++) {
-            sum_ctx *c = calloc(1, sizeof *c);
+            sum_ctx *c = mxl_calloc(1, sizeof *c);
             int n = 1 + (round * 37) % 1000;
             mxl_threadpool_run(p, n, sum_task, c);
             CHECK_EQ_INT(atomic_load(&c->sum), (long)n * (n - 1) / 2);
             for (int i = 0; i < n; i++) CHECK_EQ_INT(atomic_load(&c->hits[i]), 1);
-            free(c);
+            mxl_free(c);
         }
         mxl_threadpool_destroy(p);
     }

@@ -30,6 +30,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/alloc.h"
 #include "models/decoder.h"
 #include "test.h"
 
@@ -146,7 +147,7 @@ static void run_batched(const mxl_decoder *d, const batch_case *c, mxl_threadpoo
     const int n = c->n_seqs;
     mxl_error err;
     mxl_decoder_state *s[N_SEQ] = {0};
-    float *out = malloc((size_t)(N_SEQ + 1) * (size_t)V * sizeof(float));
+    float *out = mxl_malloc((size_t)(N_SEQ + 1) * (size_t)V * sizeof(float));
     bool ok = out && prefill(d, c, c->reference, pool, s, rows);
     CHECK(ok);
     int done[N_SEQ] = {0};
@@ -176,7 +177,7 @@ static void run_batched(const mxl_decoder *d, const batch_case *c, mxl_threadpoo
     }
     for (int i = 0; i < n && ok; i++) CHECK_EQ_INT(mxl_decoder_state_pos(s[i]), c->prompt_len[i] + c->steps);
     destroy_all(s, n);
-    free(out);
+    mxl_free(out);
 }
 
 typedef struct row_diff {
@@ -208,7 +209,7 @@ static row_diff compare_rows(const batch_case *c, int64_t V, float *a, float *b)
 static void check_case(const char *name, const mxl_decoder *d, const batch_case *c, mxl_threadpool *pool, int *mxl_test_failed_) {
     const int64_t V = d->hp.vocab;
     size_t bytes = (size_t)(c->n_seqs * (MAX_STEPS + 1)) * (size_t)V * sizeof(float);
-    float *single = malloc(bytes), *batch = malloc(bytes);
+    float *single = mxl_malloc(bytes), *batch = mxl_malloc(bytes);
     REQUIRE(single && batch && c->n_seqs <= N_SEQ && c->steps <= MAX_STEPS);
     run_one_by_one(d, c, c->reference, pool, single, mxl_test_failed_);
     run_batched(d, c, pool, batch, mxl_test_failed_);
@@ -220,8 +221,8 @@ static void check_case(const char *name, const mxl_decoder *d, const batch_case 
     CHECK_EQ_INT(bd.rows, (int64_t)c->n_seqs * c->steps);
     CHECK_EQ_INT(bd.exact, bd.rows);
     CHECK(bd.range > 0.1 && isfinite(bd.range)); /* real logits, not an all-zero pass */
-    free(single);
-    free(batch);
+    mxl_free(single);
+    mxl_free(batch);
 }
 
 static const char *fixture_dir(const char *name) {
@@ -278,8 +279,8 @@ TEST(decoder_batch_fast_path_equals_one_by_one_bitwise) { run_fixtures(false, mx
 static void check_spans(const char *name, const mxl_decoder *d, batch_case c, mxl_threadpool *pool, int *mxl_test_failed_) {
     const int64_t V = d->hp.vocab;
     mxl_error err;
-    float *rows = malloc((size_t)(N_SEQ * (MAX_STEPS + 1)) * (size_t)V * sizeof(float));
-    float *out = malloc((size_t)N_SEQ * (size_t)V * sizeof(float));
+    float *rows = mxl_malloc((size_t)(N_SEQ * (MAX_STEPS + 1)) * (size_t)V * sizeof(float));
+    float *out = mxl_malloc((size_t)N_SEQ * (size_t)V * sizeof(float));
     REQUIRE(rows && out);
     run_one_by_one(d, &c, c.reference, pool, rows, mxl_test_failed_);
     mxl_decoder_state *s[N_SEQ] = {0};
@@ -312,7 +313,7 @@ static void check_spans(const char *name, const mxl_decoder *d, batch_case c, mx
     CHECK_EQ_INT(mxl_decoder_forward_spans(d, s, toks, counts, c.n_seqs, out, &err), MXL_ERR_ARG);
     for (int i = 0; i < c.n_seqs; i++) CHECK_EQ_INT(mxl_decoder_state_pos(s[i]), c.prompt_len[i] + (i == 2 ? 2 : 1));
     destroy_all(s, c.n_seqs);
-    free(rows), free(out);
+    mxl_free(rows), mxl_free(out);
 }
 
 TEST(decoder_spans_prefill_and_mixed_equal_one_by_one_bitwise) {
@@ -346,7 +347,7 @@ TEST(decoder_batch_scratch_and_single) {
     REQUIRE(mxl_decoder_state_create(&d, 32, 1, NULL, &a, &err) == MXL_OK);
     REQUIRE(mxl_decoder_state_create(&d, 32, 1, NULL, &b, &err) == MXL_OK);
     REQUIRE(mxl_decoder_state_create(&d, 32, 8, NULL, &c, &err) == MXL_OK);
-    float *l1 = malloc((size_t)(3 * V) * sizeof(float)), *l2 = malloc((size_t)V * sizeof(float));
+    float *l1 = mxl_malloc((size_t)(3 * V) * sizeof(float)), *l2 = mxl_malloc((size_t)V * sizeof(float));
     REQUIRE(l1 && l2);
     int32_t ids[8] = {5, 77, 3, 200, 9, 41, 1, 18};
     mxl_decoder_state *ab[2] = {a, b};
@@ -371,8 +372,8 @@ TEST(decoder_batch_scratch_and_single) {
     CHECK_EQ_INT(mxl_decoder_state_pos(b), 9);
     CHECK_EQ_INT(mxl_decoder_state_pos(c), 4);
     CHECK(same_bits(l1, l1 + V, V)); /* a and b hold the same sequence */
-    free(l1);
-    free(l2);
+    mxl_free(l1);
+    mxl_free(l2);
     mxl_decoder_state_destroy(a);
     mxl_decoder_state_destroy(b);
     mxl_decoder_state_destroy(c);
@@ -390,7 +391,7 @@ static void check_truncate(const mxl_decoder *d, bool reference, mxl_threadpool 
     for (int k = 0; k < LA + LB; k++) ab[k] = tok(V, 3, k);
     memcpy(ac, ab, LA * sizeof *ab);
     for (int k = 0; k < LC; k++) ac[LA + k] = tok(V, 4, k);
-    float *l1 = malloc((size_t)V * sizeof(float)), *l2 = malloc((size_t)V * sizeof(float)), *l3 = malloc((size_t)V * sizeof(float));
+    float *l1 = mxl_malloc((size_t)V * sizeof(float)), *l2 = mxl_malloc((size_t)V * sizeof(float)), *l3 = mxl_malloc((size_t)V * sizeof(float));
     REQUIRE(l1 && l2 && l3);
     mxl_error err;
     mxl_decoder_state *s = NULL, *f = NULL;
@@ -418,9 +419,9 @@ static void check_truncate(const mxl_decoder *d, bool reference, mxl_threadpool 
     CHECK_EQ_INT(mxl_decoder_state_pos(s), 0);
     REQUIRE(mxl_decoder_forward(d, s, ac, LA + LC, l1, &err) == MXL_OK);
     CHECK(same_bits(l1, l3, V));
-    free(l1);
-    free(l2);
-    free(l3);
+    mxl_free(l1);
+    mxl_free(l2);
+    mxl_free(l3);
     mxl_decoder_state_destroy(s);
     mxl_decoder_state_destroy(f);
 }

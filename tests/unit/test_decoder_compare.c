@@ -1,5 +1,6 @@
 /* test_decoder_compare.c - the shared logit comparison of the decoder tests
  * (test_decoder_compare.h). */
+#include "core/alloc.h"
 #include "test_decoder_compare.h"
 
 #include <dirent.h>
@@ -42,8 +43,8 @@ bool mxl_test_decoder_compare(const mxl_decoder *d, json_t *c, json_t *tokens, b
         json_integer_value(json_array_get(fpos, n_full - 1)) != n - 1)
         return false;
     int64_t ctx = n > 64 ? n : 64;
-    int32_t *ids = malloc((size_t)n * sizeof *ids);
-    float *logits = malloc((size_t)V * sizeof(float));
+    int32_t *ids = mxl_malloc((size_t)n * sizeof *ids);
+    float *logits = mxl_malloc((size_t)V * sizeof(float));
     bool ok = ids && logits;
     for (int64_t i = 0; ok && i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(tokens, (size_t)i));
 
@@ -92,8 +93,8 @@ bool mxl_test_decoder_compare(const mxl_decoder *d, json_t *c, json_t *tokens, b
         }
     }
     mxl_decoder_state_destroy(s);
-    free(ids);
-    free(logits);
+    mxl_free(ids);
+    mxl_free(logits);
     return ok;
 }
 
@@ -111,7 +112,7 @@ json_t *mxl_test_decoder_cases(void) {
         char p[4096];
         struct stat sb;
         snprintf(p, sizeof p, "%s/%s/case.json", dir, e->d_name);
-        if (e->d_name[0] != '.' && stat(p, &sb) == 0) names[n++] = strdup(e->d_name);
+        if (e->d_name[0] != '.' && stat(p, &sb) == 0) names[n++] = mxl_strdup(e->d_name);
     }
     closedir(dp);
     qsort(names, n, sizeof *names, by_name);
@@ -132,9 +133,9 @@ json_t *mxl_test_decoder_cases(void) {
             json_array_append(cases, c);
         }
         json_decref(one);
-        free(names[i]);
+        mxl_free(names[i]);
         if (!doc) {
-            for (size_t k = i + 1; k < n; k++) free(names[k]);
+            for (size_t k = i + 1; k < n; k++) mxl_free(names[k]);
             return NULL;
         }
     }

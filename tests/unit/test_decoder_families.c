@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "models/decoder.h"
 #include "test.h"
 #include "test_decoder_compare.h"
@@ -143,14 +144,14 @@ TEST(decoder_families_context_capped_at_max_positions) {
     REQUIRE(mxl_decoder_state_create(&d, 1000, 32, NULL, &s, &err) == MXL_OK);
     int32_t ids[65];
     for (int i = 0; i < 65; i++) ids[i] = (int32_t)((i * 37) % 256);
-    float *logits = malloc(256 * sizeof(float));
+    float *logits = mxl_malloc(256 * sizeof(float));
     REQUIRE(logits);
     CHECK(mxl_decoder_forward(&d, s, ids, 64, logits, &err) == MXL_OK);
     CHECK(isfinite(logits[0]));
     CHECK_EQ_INT(mxl_decoder_forward(&d, s, ids, 1, logits, &err), MXL_ERR_ARG);
     CHECK(strstr(err.msg, "context") != NULL);
     CHECK_EQ_INT(mxl_decoder_state_pos(s), 64);
-    free(logits);
+    mxl_free(logits);
     mxl_decoder_state_destroy(s);
     mxl_decoder_free(&d);
     mxl_checkpoint_close(ck);

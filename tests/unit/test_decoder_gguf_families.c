@@ -34,6 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "models/checkpoint.h"
 #include "models/config_gguf.h"
 #include "models/convert.h"
@@ -431,7 +432,7 @@ TEST(decoder_gguf_family_features_matter) {
 static bool last_logits(const mxl_decoder *d, json_t *tokens, mxl_threadpool *pool, float *out) {
     mxl_error err;
     int64_t n = (int64_t)json_array_size(tokens);
-    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    int32_t *ids = mxl_malloc((size_t)n * sizeof *ids);
     mxl_decoder_state *s = NULL;
     bool ok = ids && mxl_decoder_state_create(d, n > 64 ? n : 64, n, pool, &s, &err) == MXL_OK;
     if (ok) {
@@ -441,7 +442,7 @@ static bool last_logits(const mxl_decoder *d, json_t *tokens, mxl_threadpool *po
     }
     if (!ok) fprintf(stderr, "  %s\n", err.msg);
     mxl_decoder_state_destroy(s);
-    free(ids);
+    mxl_free(ids);
     return ok;
 }
 
@@ -510,7 +511,7 @@ TEST(convert_gguf_families_match_transformers) {
             bool ran = run(&d, c, case_tokens(fx, c), true, pool, &r);
             double gd = INFINITY;
             int64_t V = d.hp.vocab;
-            float *a = malloc((size_t)V * sizeof(float)), *b = malloc((size_t)V * sizeof(float));
+            float *a = mxl_malloc((size_t)V * sizeof(float)), *b = mxl_malloc((size_t)V * sizeof(float));
             if (a && b && open_gguf(name, &gk, &g)) {
                 if (last_logits(&d, case_tokens(fx, c), pool, a) && last_logits(&g, case_tokens(fx, c), pool, b)) {
                     gd = 0;
@@ -519,8 +520,8 @@ TEST(convert_gguf_families_match_transformers) {
                 mxl_decoder_free(&g);
                 mxl_checkpoint_close(gk);
             }
-            free(a);
-            free(b);
+            mxl_free(a);
+            mxl_free(b);
             fprintf(stderr, "  %-16s converted [reference]: max |diff| %.2e vs transformers, %.2e vs the GGUF, argmax %d/%d\n", name,
                     r.max_diff, gd, r.argmax_checked - r.argmax_bad, r.argmax_checked);
             CHECK(ran);

@@ -21,6 +21,7 @@
 #include "backends/cpu/embed_topk.h"
 #include "backends/cpu/kv_quant.h"
 #include "backends/cpu/quant_gguf.h"
+#include "core/alloc.h"
 #include "models/decoder.h"
 #include "test.h"
 #include "test_decoder_compare.h"
@@ -125,8 +126,8 @@ static void attn_naive(const mxl_attn_params *p, const float *q, int64_t t, int 
 
 TEST(decoder_kv_attention_types_match_naive) {
     enum { HD = 64, NH = 4, NKVH = 2, NKV = 21, NQ = 3, STRIDE = NKVH * HD, G = 32 };
-    float *q = malloc(sizeof(float) * NQ * NH * HD), *kf = malloc(sizeof(float) * NKV * STRIDE),
-          *vf = malloc(sizeof(float) * NKV * STRIDE);
+    float *q = mxl_malloc(sizeof(float) * NQ * NH * HD), *kf = mxl_malloc(sizeof(float) * NKV * STRIDE),
+          *vf = mxl_malloc(sizeof(float) * NKV * STRIDE);
     float kd[2][NKV * STRIDE], vd[2][NKV * STRIDE]; /* dequantized: [0] f16, [1] int8 */
     uint16_t k16[NKV * STRIDE], v16[NKV * STRIDE];
     int8_t k8[NKV * STRIDE], v8[NKV * STRIDE];
@@ -169,7 +170,7 @@ TEST(decoder_kv_attention_types_match_naive) {
                 CHECK_EQ_INT(bad, 0);
             }
     mxl_threadpool_destroy(pool);
-    free(q), free(kf), free(vf);
+    mxl_free(q), mxl_free(kf), mxl_free(vf);
 }
 
 /* ---- decoder ---- */
@@ -244,7 +245,7 @@ TEST(decoder_kv_families_f16_int8_within_bounds) {
             continue;
         }
         bool quant = d.tok_embd.kind == MXL_W_MLX || d.layers[0].w_down.kind == MXL_W_MLX;
-        float *a = malloc((size_t)d.hp.vocab * sizeof(float)), *b = malloc((size_t)d.hp.vocab * sizeof(float));
+        float *a = mxl_malloc((size_t)d.hp.vocab * sizeof(float)), *b = mxl_malloc((size_t)d.hp.vocab * sizeof(float));
         REQUIRE(a && b);
         const mxl_decoder_kv_opts f32 = {MXL_DECODER_KV_F32, MXL_DECODER_KV_F32}, f16 = {MXL_DECODER_KV_F16, MXL_DECODER_KV_F16},
                                   i8 = {MXL_DECODER_KV_I8, MXL_DECODER_KV_I8}, mixed = {MXL_DECODER_KV_I8, MXL_DECODER_KV_F16};
@@ -261,7 +262,7 @@ TEST(decoder_kv_families_f16_int8_within_bounds) {
         CHECK(e_f16 <= (quant ? QUANT_TOL : F16_DENSE_TOL));
         CHECK(e_i8 <= (quant ? INT8_QUANT_TOL : INT8_DENSE_TOL));
         CHECK(e_mix <= (quant ? INT8_QUANT_TOL : INT8_DENSE_TOL));
-        free(a), free(b);
+        mxl_free(a), mxl_free(b);
         mxl_decoder_free(&d);
         mxl_checkpoint_close(ck);
         n_cases++;
@@ -311,7 +312,7 @@ TEST(decoder_kv_types_bytes_and_path_switch) {
     mxl_decoder_state_set_reference(r32, true);
     CHECK(mxl_decoder_state_kv_type(r_auto, false) == MXL_DECODER_KV_F32 && mxl_decoder_state_kv_bytes(r_auto) == 2 * n * 4);
     int32_t ids[10] = {1, 17, 42, 5, 99, 3, 64, 8, 120, 7};
-    float *a = malloc((size_t)V * sizeof(float)), *b = malloc((size_t)V * sizeof(float));
+    float *a = mxl_malloc((size_t)V * sizeof(float)), *b = mxl_malloc((size_t)V * sizeof(float));
     REQUIRE(a && b);
     CHECK(mxl_decoder_forward(&d, r_auto, ids, 10, a, &err) == MXL_OK);
     CHECK(mxl_decoder_forward(&d, r32, ids, 10, b, &err) == MXL_OK);
@@ -354,7 +355,7 @@ TEST(decoder_kv_types_bytes_and_path_switch) {
         CHECK(mxl_decoder_forward(&d, one[i], ids, 3 + i, a, &err) == MXL_OK);
         CHECK(mxl_decoder_forward(&d, bat[i], ids, 3 + i, a, &err) == MXL_OK);
     }
-    float *lb = malloc(3 * (size_t)V * sizeof(float));
+    float *lb = mxl_malloc(3 * (size_t)V * sizeof(float));
     REQUIRE(lb);
     int32_t next[3] = {11, 22, 33};
     for (int step = 0; step < 3; step++) {
@@ -365,7 +366,7 @@ TEST(decoder_kv_types_bytes_and_path_switch) {
         }
     }
     for (int i = 0; i < 3; i++) mxl_decoder_state_destroy(one[i]), mxl_decoder_state_destroy(bat[i]);
-    free(lb), free(a), free(b);
+    mxl_free(lb), mxl_free(a), mxl_free(b);
     mxl_decoder_state *st[] = {s16, s32, s8, r_auto, r32, t1, t2};
     for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) mxl_decoder_state_destroy(st[i]);
     mxl_decoder_free(&d);
@@ -402,7 +403,7 @@ static void run_smollm2(const mxl_decoder_kv_opts *o, bool reference, size_t max
     mxl_threadpool *pool = NULL;
     REQUIRE(mxl_decoder_load(ck, &d, &err) == MXL_OK);
     REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
-    float *logits = malloc((size_t)d.hp.vocab * sizeof(float));
+    float *logits = mxl_malloc((size_t)d.hp.vocab * sizeof(float));
     REQUIRE(logits);
     json_t *c;
     size_t i;
@@ -435,7 +436,7 @@ static void run_smollm2(const mxl_decoder_kv_opts *o, bool reference, size_t max
         rs->steps_matched += (int)step;
         mxl_decoder_state_destroy(s);
     }
-    free(logits);
+    mxl_free(logits);
     mxl_threadpool_destroy(pool);
     mxl_decoder_free(&d);
     mxl_checkpoint_close(ck);

@@ -20,6 +20,7 @@
 
 #include "backends/cpu/embed_topk.h"
 #include "backends/cpu/quant_amx.h"
+#include "core/alloc.h"
 #include "models/convert.h"
 #include "models/decoder.h"
 #include "test.h"
@@ -66,7 +67,7 @@ static void run_model(const char *id, const run_opts *o, int *n_exact, int *n_ti
     CHECK(ok);
     json_t *c;
     size_t i;
-    if (ok) logits = malloc((size_t)d.hp.vocab * sizeof(float));
+    if (ok) logits = mxl_malloc((size_t)d.hp.vocab * sizeof(float));
     json_array_foreach(json_object_get(m, "cases"), i, c) {
         if (!ok) break;
         mxl_decoder_state *s = NULL;
@@ -109,7 +110,7 @@ static void run_model(const char *id, const run_opts *o, int *n_exact, int *n_ti
                 !diverged ? "match" : tie_seen ? "diverges after a near tie" : "DIVERGES", step, n_steps, max_diff);
         mxl_decoder_state_destroy(s);
     }
-    free(logits);
+    mxl_free(logits);
     mxl_threadpool_destroy(pool);
     if (ok) mxl_decoder_free(&d);
     mxl_checkpoint_close(ck);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "engine/embed.h"
 #include "test.h"
 
@@ -44,8 +45,8 @@ TEST(embed_dense_modules_match_sentence_transformers) {
     CHECK_EQ_INT(mxl_embed_model_dim(m), D);
     json_t *cases = json_object_get(mr, "cases");
     size_t n = json_array_size(cases);
-    const char **texts = malloc(n * sizeof *texts);
-    float *v = malloc(n * (size_t)D * sizeof *v);
+    const char **texts = mxl_malloc(n * sizeof *texts);
+    float *v = mxl_malloc(n * (size_t)D * sizeof *v);
     REQUIRE(texts && v);
     for (size_t i = 0; i < n; i++) texts[i] = json_string_value(json_object_get(json_array_get(cases, i), "text"));
     mxl_embed_opts def = {0};
@@ -73,8 +74,8 @@ TEST(embed_dense_modules_match_sentence_transformers) {
     cut.dimensions = 17; /* wider than the projection */
     CHECK(mxl_embed_text(m, texts[1], &cut, v, NULL, &err) == MXL_ERR_ARG);
     mxl_embed_model_destroy(m);
-    free(texts);
-    free(v);
+    mxl_free(texts);
+    mxl_free(v);
     json_decref(ref);
 }
 

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/alloc.h"
 #include "engine/embed.h"
 #include "test.h"
 
@@ -39,9 +40,9 @@ TEST(embed_minilm_matches_sentence_transformers) {
     size_t i, n = json_array_size(cases);
     CHECK(n >= 50);
     /* all texts in batches of 16 (the CLI default): cosine >= 0.99999 with sentence-transformers */
-    const char **texts = calloc(n, sizeof *texts);
-    float *all = malloc(n * 384 * sizeof(float));
-    int64_t *ntok = calloc(n, sizeof *ntok);
+    const char **texts = mxl_calloc(n, sizeof *texts);
+    float *all = mxl_malloc(n * 384 * sizeof(float));
+    int64_t *ntok = mxl_calloc(n, sizeof *ntok);
     REQUIRE(texts && all && ntok);
     json_array_foreach(cases, i, c) texts[i] = json_string_value(json_object_get(c, "text"));
     REQUIRE(mxl_embed_batch(m, texts, n, &def, all, ntok, &err) == MXL_OK);
@@ -76,9 +77,9 @@ TEST(embed_minilm_matches_sentence_transformers) {
         CHECK(d2 < 1e-4 && d3 < 1e-4);
     }
     fprintf(stderr, "  minilm: %zu texts (%d at the length limit), max |diff| %.2e, min cosine %.8f\n", n, n_long, worst, worst_cos);
-    free(texts);
-    free(all);
-    free(ntok);
+    mxl_free(texts);
+    mxl_free(all);
+    mxl_free(ntok);
     /* Matryoshka truncation renormalizes */
     mxl_embed_opts dims = {.pooling = MXL_POOLING_NONE, .normalize = MXL_EMBED_NORMALIZE_DEFAULT, .dimensions = 128};
     int64_t n_tok;

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "engine/embed.h"
 #include "engine/encoder_input.h"
 #include "engine/rerank.h"
@@ -141,9 +142,9 @@ static void check_embed(bool reference_path, double tol, int *mxl_test_failed_) 
     json_t *cases = json_object_get(er, "cases");
     size_t n = json_array_size(cases);
     REQUIRE(n >= 5);
-    const char **texts = calloc(n, sizeof *texts);
-    float *out = calloc(n * 64, sizeof *out);
-    int64_t *ntok = calloc(n, sizeof *ntok);
+    const char **texts = mxl_calloc(n, sizeof *texts);
+    float *out = mxl_calloc(n * 64, sizeof *out);
+    int64_t *ntok = mxl_calloc(n, sizeof *ntok);
     REQUIRE(texts && out && ntok);
     for (size_t i = 0; i < n; i++) texts[i] = json_string_value(json_object_get(json_array_get(cases, i), "text"));
 
@@ -209,9 +210,9 @@ static void check_embed(bool reference_path, double tol, int *mxl_test_failed_) 
     CHECK(mxl_embed_batch(m, &blank, 1, &o, out, NULL, &err) == MXL_ERR_ARG);
 
     set_reference_path(false);
-    free(texts);
-    free(out);
-    free(ntok);
+    mxl_free(texts);
+    mxl_free(out);
+    mxl_free(ntok);
     mxl_embed_model_destroy(m);
     json_decref(ref);
 }
@@ -246,10 +247,10 @@ static void check_rerank(bool reference_path, double tol, int *mxl_test_failed_)
     const char *query = json_string_value(json_object_get(rr, "query"));
     json_t *docs_j = json_object_get(rr, "documents");
     size_t n = json_array_size(docs_j);
-    const char **docs = calloc(n, sizeof *docs), **rev = calloc(n, sizeof *rev);
-    double *scores = calloc(n, sizeof *scores);
-    float *logits = calloc(n, sizeof *logits);
-    int64_t *ntok = calloc(n, sizeof *ntok);
+    const char **docs = mxl_calloc(n, sizeof *docs), **rev = mxl_calloc(n, sizeof *rev);
+    double *scores = mxl_calloc(n, sizeof *scores);
+    float *logits = mxl_calloc(n, sizeof *logits);
+    int64_t *ntok = mxl_calloc(n, sizeof *ntok);
     REQUIRE(docs && rev && scores && logits && ntok);
     for (size_t i = 0; i < n; i++) docs[i] = rev[n - 1 - i] = json_string_value(json_array_get(docs_j, i));
     double worst = 0;
@@ -287,11 +288,11 @@ static void check_rerank(bool reference_path, double tol, int *mxl_test_failed_)
     CHECK(strstr(err.msg, "prompt") != NULL);
 
     set_reference_path(false);
-    free(docs);
-    free(rev);
-    free(scores);
-    free(logits);
-    free(ntok);
+    mxl_free(docs);
+    mxl_free(rev);
+    mxl_free(scores);
+    mxl_free(logits);
+    mxl_free(ntok);
     mxl_reranker_destroy(r);
     json_decref(ref);
 }
@@ -377,7 +378,7 @@ TEST(embed_qwen3_bare_backbone_names) {
     mxl_st_model *src = NULL;
     REQUIRE(mxl_st_model_open(fixture_dir("embed"), &src, &err) == MXL_OK);
     size_t nt = mxl_st_model_tensor_count(src), k = 0;
-    mxl_st_out *outs = calloc(nt, sizeof *outs);
+    mxl_st_out *outs = mxl_calloc(nt, sizeof *outs);
     REQUIRE(outs);
     for (size_t i = 0; i < nt; i++) {
         const mxl_st_entry *e = mxl_st_model_tensor_at(src, i);
@@ -397,7 +398,7 @@ TEST(embed_qwen3_bare_backbone_names) {
         REQUIRE(mxl_st_writer_put(w, e->tensor.data, e->tensor.nbytes, &err) == MXL_OK);
     }
     REQUIRE(mxl_st_writer_finish(w, &err) == MXL_OK);
-    free(outs);
+    mxl_free(outs);
     mxl_st_model_close(src);
 
     const char *texts[] = {"A bare backbone.", "Qwen3-Embedding without the model. prefix"};

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "engine/embed.h"
 #include "engine/encoder_input.h"
 #include "engine/rerank.h"
@@ -59,7 +60,7 @@ static bool ids_equal(const int32_t *ids, size_t n, json_t *ref) {
 
 static int32_t *json_ids(json_t *a, size_t *n) {
     *n = json_array_size(a);
-    int32_t *v = malloc((*n ? *n : 1) * sizeof *v);
+    int32_t *v = mxl_malloc((*n ? *n : 1) * sizeof *v);
     for (size_t i = 0; v && i < *n; i++) v[i] = (int32_t)json_integer_value(json_array_get(a, i));
     return v;
 }
@@ -81,9 +82,9 @@ static void check_encoder_hidden(const char *dir, int *mxl_test_failed_) {
     CHECK_EQ_INT(H, json_integer_value(json_object_get(mr, "hidden_size")));
     json_t *cases = json_object_get(mr, "cases");
     size_t n_cases = json_array_size(cases), total = 0;
-    int32_t *all = malloc(4096 * sizeof *all);
+    int32_t *all = mxl_malloc(4096 * sizeof *all);
     int64_t starts[32] = {0};
-    float *hid = malloc(4096 * (size_t)H * sizeof(float));
+    float *hid = mxl_malloc(4096 * (size_t)H * sizeof(float));
     REQUIRE(all && hid && n_cases < 32);
     double worst = 0;
     for (size_t c = 0; c < n_cases; c++) {
@@ -100,7 +101,7 @@ static void check_encoder_hidden(const char *dir, int *mxl_test_failed_) {
         memcpy(all + total, ids, n * sizeof *ids);
         total += n;
         starts[c + 1] = (int64_t)total;
-        free(ids);
+        mxl_free(ids);
     }
     /* batched, with a thread pool: the same numbers */
     mxl_threadpool *pool = NULL;
@@ -119,7 +120,7 @@ static void check_encoder_hidden(const char *dir, int *mxl_test_failed_) {
     int64_t st2[2] = {0, 2};
     mxl_encoder_batch bb = {bad, NULL, st2, 1};
     CHECK(mxl_encoder_forward(&enc, &bb, pool, hid, &err) == MXL_ERR_ARG);
-    int32_t *many = calloc((size_t)enc.max_tokens + 1, sizeof *many);
+    int32_t *many = mxl_calloc((size_t)enc.max_tokens + 1, sizeof *many);
     int64_t st3[2] = {0, enc.max_tokens + 1};
     mxl_encoder_batch bm = {many, NULL, st3, 1};
     CHECK(mxl_encoder_forward(&enc, &bm, pool, hid, &err) == MXL_ERR_ARG);
@@ -129,10 +130,10 @@ static void check_encoder_hidden(const char *dir, int *mxl_test_failed_) {
         mxl_encoder_batch bt = {all, types, st4, 1};
         CHECK(mxl_encoder_forward(&enc, &bt, pool, hid, &err) == MXL_ERR_ARG);
     }
-    free(many);
+    mxl_free(many);
     mxl_threadpool_destroy(pool);
-    free(all);
-    free(hid);
+    mxl_free(all);
+    mxl_free(hid);
     mxl_encoder_free(&enc);
     mxl_checkpoint_close(ck);
     json_decref(ref);
@@ -172,9 +173,9 @@ static void check_embed(const char *dir, const char *pooling, int *mxl_test_fail
     REQUIRE(mxl_enc_specials_probe(tok, &sp, &err) == MXL_OK);
     json_t *cases = json_object_get(mr, "cases");
     size_t n = json_array_size(cases);
-    const char **texts = calloc(n, sizeof *texts);
-    float *v = malloc(n * (size_t)H * sizeof(float));
-    int64_t *ntok = calloc(n, sizeof *ntok);
+    const char **texts = mxl_calloc(n, sizeof *texts);
+    float *v = mxl_malloc(n * (size_t)H * sizeof(float));
+    int64_t *ntok = mxl_calloc(n, sizeof *ntok);
     REQUIRE(texts && v && ntok);
     double worst = 0;
     json_t *c;
@@ -235,9 +236,9 @@ static void check_embed(const char *dir, const char *pooling, int *mxl_test_fail
     wide.dimensions = H + 1;
     CHECK(mxl_embed_text(m, "x", &wide, v, NULL, &err) == MXL_ERR_ARG);
     mxl_tokenizer_destroy(tok);
-    free(texts);
-    free(v);
-    free(ntok);
+    mxl_free(texts);
+    mxl_free(v);
+    mxl_free(ntok);
     mxl_embed_model_destroy(m);
     json_decref(ref);
 }
@@ -268,10 +269,10 @@ static void check_rerank(const char *dir, int *mxl_test_failed_) {
 
     json_t *docs_j = json_object_get(mr, "documents");
     size_t n = json_array_size(docs_j);
-    const char **docs = calloc(n, sizeof *docs);
-    double *scores = calloc(n, sizeof *scores);
-    float *logits = calloc(n, sizeof *logits);
-    int64_t *ntok = calloc(n, sizeof *ntok);
+    const char **docs = mxl_calloc(n, sizeof *docs);
+    double *scores = mxl_calloc(n, sizeof *scores);
+    float *logits = mxl_calloc(n, sizeof *logits);
+    int64_t *ntok = mxl_calloc(n, sizeof *ntok);
     REQUIRE(docs && scores && logits && ntok);
     for (size_t i = 0; i < n; i++) docs[i] = json_string_value(json_array_get(docs_j, i));
     double worst_logit = 0, worst_score = 0;
@@ -317,10 +318,10 @@ static void check_rerank(const char *dir, int *mxl_test_failed_) {
     mxl_rerank_opts tiny = {3, 0};
     CHECK(mxl_reranker_score(r, "q", docs, n, &tiny, scores, NULL, NULL, &err) == MXL_ERR_ARG);
     mxl_tokenizer_destroy(tok);
-    free(docs);
-    free(scores);
-    free(logits);
-    free(ntok);
+    mxl_free(docs);
+    mxl_free(scores);
+    mxl_free(logits);
+    mxl_free(ntok);
     mxl_reranker_destroy(r);
     json_decref(ref);
 }

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "io/gguf.h"
 #include "models/config_gguf.h"
 #include "test.h"
@@ -29,7 +30,7 @@ static void b_put(buf *b, const void *d, size_t n) {
     if (b->n + n > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->n + n) cap *= 2;
-        b->p = realloc(b->p, cap);
+        b->p = mxl_realloc(b->p, cap);
         if (!b->p) abort();
         b->cap = cap;
     }
@@ -61,7 +62,7 @@ static void b_strn(buf *b, const char *s, size_t n) {
 }
 static void b_str(buf *b, const char *s) { b_strn(b, s, strlen(s)); }
 static void b_free(buf *b) {
-    free(b->p);
+    mxl_free(b->p);
     memset(b, 0, sizeof *b);
 }
 
@@ -133,11 +134,11 @@ static void gw_finish(const gw *w, buf *out) {
 
 /* Opens `b` from an exact-size heap copy (so ASan sees any over-read). */
 static mxl_status open_copy(const buf *b, size_t len, mxl_gguf **g, uint8_t **copy, mxl_error *err) {
-    *copy = malloc(len ? len : 1);
+    *copy = mxl_malloc(len ? len : 1);
     if (len) memcpy(*copy, b->p, len);
     mxl_status st = mxl_gguf_open_buffer(*copy, len, "t.gguf", g, err);
     if (st != MXL_OK) {
-        free(*copy);
+        mxl_free(*copy);
         *copy = NULL;
     }
     return st;
@@ -154,7 +155,7 @@ static int expect_fail_(const buf *b, mxl_status status, const char *const *need
     if (st == MXL_OK) {
         fprintf(stderr, "  expected failure, file opened\n");
         mxl_gguf_close(g);
-        free(copy);
+        mxl_free(copy);
         return 0;
     }
     if (st != status) {
@@ -339,7 +340,7 @@ TEST(gguf_value_types_v2_v3) {
         CHECK_EQ_STR(mxl_gguf_name(g), "t.gguf");
         check_all_types(mxl_test_failed_, g, version);
         mxl_gguf_close(g);
-        free(copy);
+        mxl_free(copy);
 
         /* same bytes through a real file and mmap */
         const char *path = mxl_test_write_temp(".gguf", b.p, b.n);
@@ -377,7 +378,7 @@ TEST(gguf_truncated_every_prefix) {
         if (st == MXL_OK) {
             opened++;
             mxl_gguf_close(g);
-            free(copy);
+            mxl_free(copy);
         } else if (strchr(err.msg, '\n') || strncmp(err.msg, "t.gguf: ", 8) != 0) {
             fprintf(stderr, "  prefix %zu: bad message %s\n", len, err.msg);
             CHECK(0);
@@ -413,7 +414,7 @@ TEST(gguf_header_errors) {
     CHECK(mxl_gguf_n_kv(g) == 0 && mxl_gguf_n_tensors(g) == 0 && mxl_gguf_find(g, "x") == NULL);
     CHECK(mxl_gguf_find_tensor(g, "x") == NULL && mxl_gguf_tensor_bytes_total(g) == 0);
     mxl_gguf_close(g);
-    free(copy);
+    mxl_free(copy);
     /* hostile counts fail before allocating */
     memcpy(b.p + 8, &(uint64_t){(uint64_t)1 << 60}, 8);
     EXPECT_FAIL(&b, MXL_ERR_FORMAT, "tensors");
@@ -520,7 +521,7 @@ TEST(gguf_bad_value_types_and_nesting) {
             mxl_gguf_value leaf;
             CHECK(mxl_gguf_array_get(&v.v.arr, 0, &leaf) && leaf.v.u64 == 42);
             mxl_gguf_close(g);
-            free(copy);
+            mxl_free(copy);
         } else {
             EXPECT_FAIL(&b, MXL_ERR_FORMAT, "'deep'", "nested deeper");
         }
@@ -547,7 +548,7 @@ TEST(gguf_getter_messages_one_line) {
     CHECK(mxl_gguf_get_str(g, "neg\nkey", &s, &err) == MXL_ERR_FORMAT && !strchr(err.msg, '\n'));
     CHECK(mxl_gguf_get_str(g, "new\nkey", &s, &err) == MXL_ERR_NOT_FOUND && !strchr(err.msg, '\n'));
     mxl_gguf_close(g);
-    free(copy);
+    mxl_free(copy);
     gw_free(&w);
     b_free(&b);
 }
@@ -593,7 +594,7 @@ TEST(gguf_alignment) {
     CHECK_EQ_INT(mxl_gguf_tensor_at(g, 1)->offset, 64);
     CHECK_EQ_INT(mxl_gguf_tensor_at(g, 1)->file_offset, mxl_gguf_data_offset(g) + 64);
     mxl_gguf_close(g);
-    free(copy);
+    mxl_free(copy);
     gw_free(&w);
     b_free(&b);
 
@@ -784,7 +785,7 @@ TEST(gguf_tensor_type_sizes) {
     }
     CHECK_EQ_INT(mxl_gguf_tensor_bytes_total(g), total);
     mxl_gguf_close(g);
-    free(copy);
+    mxl_free(copy);
     gw_free(&w);
     b_free(&b);
 }

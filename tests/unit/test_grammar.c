@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "engine/generate.h"
 #include "engine/grammar.h"
 #include "engine/grammar_tok.h"
@@ -155,7 +156,7 @@ static mxl_grammar *compile_case(const gcase *c, char **gbnf_out, mxl_error *err
     mxl_grammar *g = NULL;
     mxl_grammar_parse(text, strlen(text), &g, err);
     if (gbnf_out) *gbnf_out = gbnf;
-    else free(gbnf);
+    else mxl_free(gbnf);
     return g;
 }
 
@@ -168,7 +169,7 @@ TEST(grammar_llama_integration_cases) {
         if (!g) {
             fprintf(stderr, "  case '%s' did not compile: %s\n%s\n", c->desc, err.msg, gbnf ? gbnf : "");
             CHECK(g != NULL);
-            free(gbnf);
+            mxl_free(gbnf);
             continue;
         }
         for (int k = 0; k < 24 && c->pass[k]; k++)
@@ -182,7 +183,7 @@ TEST(grammar_llama_integration_cases) {
                 CHECK(false);
             }
         mxl_grammar_destroy(g);
-        free(gbnf);
+        mxl_free(gbnf);
     }
 }
 
@@ -231,7 +232,7 @@ TEST(grammar_parse_failures) {
     /* hostile shapes end in an error, not in a stack overflow */
     {
         size_t deep = 5000;
-        char *t = malloc(deep * 2 + 32);
+        char *t = mxl_malloc(deep * 2 + 32);
         REQUIRE(t != NULL);
         size_t k = (size_t)sprintf(t, "root ::= ");
         for (size_t i = 0; i < deep; i++) t[k++] = '(';
@@ -240,15 +241,15 @@ TEST(grammar_parse_failures) {
         t[k] = 0;
         CHECK(!parses(t, &err));
         CHECK(strstr(err.msg, "nest") != NULL);
-        free(t);
+        mxl_free(t);
         size_t n_rules = 20000;
-        char *chain = malloc(n_rules * 32 + 32);
+        char *chain = mxl_malloc(n_rules * 32 + 32);
         REQUIRE(chain != NULL);
         k = (size_t)sprintf(chain, "root ::= r0\n");
         for (size_t i = 0; i + 1 < n_rules; i++) k += (size_t)sprintf(chain + k, "r%zu ::= r%zu\n", i, i + 1);
         sprintf(chain + k, "r%zu ::= \"a\"\n", n_rules - 1);
         CHECK(!parses(chain, &err));
-        free(chain);
+        mxl_free(chain);
     }
     /* "hang" from test_quantifiers: deep nested repetitions parse, and building the start state
      * is refused within the stack cap instead of hanging */
@@ -418,7 +419,7 @@ TEST(json_schema_conversion_errors) {
     /* hostile shapes: deep nesting and a huge property name end in errors */
     {
         size_t levels = 300;
-        char *t = malloc(levels * 40 + 64);
+        char *t = mxl_malloc(levels * 40 + 64);
         REQUIRE(t != NULL);
         size_t k = 0;
         for (size_t i = 0; i < levels; i++) k += (size_t)sprintf(t + k, "{\"properties\": {\"a\": ");
@@ -426,16 +427,16 @@ TEST(json_schema_conversion_errors) {
         for (size_t i = 0; i < levels; i++) k += (size_t)sprintf(t + k, "}}");
         CHECK(mxl_json_schema_text_to_grammar(t, k, &out, &err) != MXL_OK);
         CHECK(strstr(err.msg, "deep") != NULL);
-        free(t);
+        mxl_free(t);
         size_t name_len = 100000;
-        char *big = malloc(name_len + 128);
+        char *big = mxl_malloc(name_len + 128);
         REQUIRE(big != NULL);
         k = (size_t)sprintf(big, "{\"properties\": {\"");
         memset(big + k, 'x', name_len);
         k += name_len;
         k += (size_t)sprintf(big + k, "\": {}}, \"additionalProperties\": true}");
         CHECK(mxl_json_schema_text_to_grammar(big, k, &out, &err) != MXL_OK);
-        free(big);
+        mxl_free(big);
     }
     /* $defs with recursion compiles and matches nested values */
     const char *rec = "{\"$defs\": {\"node\": {\"type\": \"object\", \"properties\": {\"v\": {\"type\": \"integer\"}, "
@@ -448,7 +449,7 @@ TEST(json_schema_conversion_errors) {
     CHECK(mxl_grammar_accepts(g, ok1, strlen(ok1)));
     CHECK(!mxl_grammar_accepts(g, bad1, strlen(bad1)));
     mxl_grammar_destroy(g);
-    free(out);
+    mxl_free(out);
 }
 
 /* The fixture of tests/fixtures/grammar/gen_schema_fixtures.py: jsonschema's verdicts on instance
@@ -474,7 +475,7 @@ TEST(json_schema_fixture_matches_jsonschema) {
         if (mxl_grammar_parse(gbnf, strlen(gbnf), &g, &err)) {
             fprintf(stderr, "  schema '%s' grammar: %s\n%s\n", name, err.msg, gbnf);
             CHECK(false);
-            free(gbnf);
+            mxl_free(gbnf);
             continue;
         }
         size_t k;
@@ -491,7 +492,7 @@ TEST(json_schema_fixture_matches_jsonschema) {
             checked++;
         }
         mxl_grammar_destroy(g);
-        free(gbnf);
+        mxl_free(gbnf);
     }
     CHECK(checked >= 80);
     json_decref(fx);
@@ -564,7 +565,7 @@ TEST(slow_grammar_smollm2_constrained_generation) {
         CHECK(c.n > 0);
         mxl_grammar_destroy(g);
     }
-    free(schema_gbnf);
+    mxl_free(schema_gbnf);
     /* a grammar that admits the unconstrained greedy answer does not change it */
     mxl_gen_request req = {.prompt = "What is 2+2?", .chat = true, .max_tokens = 12, .max_context = 512};
     mxl_sampler_params_default(&req.sampling);

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/alloc.h"
 #include "io/json_read.h"
 #include "test.h"
 
@@ -58,8 +59,8 @@ static bool same(const json_t *got, const json_t *want, const char *where) {
     if (!ok) {
         char *g = json_dumps(got, JSON_ENCODE_ANY), *w = json_dumps(want, JSON_ENCODE_ANY);
         fprintf(stderr, "  %s: got %s, Python %s\n", where, g ? g : "(null)", w ? w : "(null)");
-        free(g);
-        free(w);
+        mxl_free(g);
+        mxl_free(w);
     }
     return ok;
 }

@@ -8,6 +8,7 @@
 
 #include "backends/cpu/attention.h"
 #include "backends/cpu/attention_enc.h"
+#include "core/alloc.h"
 #include "test.h"
 
 static uint32_t g_seed = 4242;
@@ -30,11 +31,11 @@ TEST(enc_attention_matches_reference) {
     for (int di = 0; di < 2; di++) {
         int d = dims[di], nh = 3;
         int64_t stride = (int64_t)d * nh;
-        float *q = malloc((size_t)(n * stride) * sizeof(float)), *k = malloc((size_t)(n * stride) * sizeof(float));
-        float *v = malloc((size_t)(n * stride) * sizeof(float)), *o1 = malloc((size_t)(n * stride) * sizeof(float));
-        float *o2 = malloc((size_t)(n * stride) * sizeof(float)), *o3 = malloc((size_t)(n * stride) * sizeof(float));
+        float *q = mxl_malloc((size_t)(n * stride) * sizeof(float)), *k = mxl_malloc((size_t)(n * stride) * sizeof(float));
+        float *v = mxl_malloc((size_t)(n * stride) * sizeof(float)), *o1 = mxl_malloc((size_t)(n * stride) * sizeof(float));
+        float *o2 = mxl_malloc((size_t)(n * stride) * sizeof(float)), *o3 = mxl_malloc((size_t)(n * stride) * sizeof(float));
         size_t per = mxl_enc_attention_scratch_floats(70, d);
-        float *scratch = malloc(per * 2 * sizeof(float)), *dscr = malloc(mxl_cpu_attention_scratch_floats(70, 1) * sizeof(float));
+        float *scratch = mxl_malloc(per * 2 * sizeof(float)), *dscr = mxl_malloc(mxl_cpu_attention_scratch_floats(70, 1) * sizeof(float));
         int64_t pos[70];
         REQUIRE(q && k && v && o1 && o2 && o3 && scratch && dscr);
         for (int64_t i = 0; i < n * stride; i++) {
@@ -61,14 +62,14 @@ TEST(enc_attention_matches_reference) {
         for (int64_t i = 0; i < n * stride; i++) worst_dec = fmax(worst_dec, fabs(o3[i] - o1[i]));
         CHECK(worst_fast <= 2e-5);
         CHECK(worst_dec <= 2e-5);
-        free(q);
-        free(k);
-        free(v);
-        free(o1);
-        free(o2);
-        free(o3);
-        free(scratch);
-        free(dscr);
+        mxl_free(q);
+        mxl_free(k);
+        mxl_free(v);
+        mxl_free(o1);
+        mxl_free(o2);
+        mxl_free(o3);
+        mxl_free(scratch);
+        mxl_free(dscr);
     }
     mxl_threadpool_destroy(pool);
 }

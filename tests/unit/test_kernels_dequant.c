@@ -10,6 +10,7 @@
 
 #include "backends/cpu/quant_gguf.h"
 #include "backends/cpu/quant_mlx.h"
+#include "core/alloc.h"
 #include "io/gguf.h"
 #include "test.h"
 
@@ -26,12 +27,12 @@ static json_t *load_fixture(const char *name) {
 static uint8_t *unhex(const char *s, size_t *len) {
     size_t n = strlen(s);
     if (n % 2) return NULL;
-    uint8_t *b = malloc(n / 2 + 1);
+    uint8_t *b = mxl_malloc(n / 2 + 1);
     if (!b) return NULL;
     for (size_t i = 0; i < n / 2; i++) {
         unsigned v;
         if (sscanf(s + 2 * i, "%2x", &v) != 1) {
-            free(b);
+            mxl_free(b);
             return NULL;
         }
         b[i] = (uint8_t)v;
@@ -71,7 +72,7 @@ TEST(kernels_dequant_gguf_matches_gguf_package) {
         uint64_t rb = 0;
         CHECK(mxl_dtype_row_bytes(t, (uint64_t)n, &rb) == 0 && rb == nd);
         if (data && exp && mxl_gguf_quant_supported(t) && ne == (size_t)n * 4 && rb == nd) {
-            float *out = malloc((size_t)n * 4);
+            float *out = mxl_malloc((size_t)n * 4);
             mxl_dequant_row_ref(t, data, out, n);
             int mism = 0;
             for (int64_t k = 0; k < n; k++)
@@ -79,10 +80,10 @@ TEST(kernels_dequant_gguf_matches_gguf_package) {
             if (mism) fprintf(stderr, "  %s: %d of %lld elements differ\n", name, mism, (long long)n);
             CHECK(mism == 0);
             seen[t]++;
-            free(out);
+            mxl_free(out);
         }
-        free(data);
-        free(exp);
+        mxl_free(data);
+        mxl_free(exp);
     }
     /* every GGUF format is covered */
     mxl_dtype all[] = {MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q5_0, MXL_DTYPE_Q5_1,
@@ -124,8 +125,8 @@ TEST(kernels_dequant_mlx_matches_mlx_core) {
         if (ok) {
             /* copy into aligned buffers (the hex decode is byte-aligned only by malloc, fine) */
             mxl_mlx_qweight W = {bits, gs, dt, rows, cols, (const uint32_t *)w, s, b};
-            float *out = malloc((size_t)cols * 4);
-            uint8_t *q = malloc((size_t)cols);
+            float *out = mxl_malloc((size_t)cols * 4);
+            uint8_t *q = mxl_malloc((size_t)cols);
             int mism = 0;
             for (int64_t r = 0; r < rows; r++) {
                 mxl_mlx_dequant_row_ref(&W, r, out);
@@ -153,13 +154,13 @@ TEST(kernels_dequant_mlx_matches_mlx_core) {
             }
             if (mism) fprintf(stderr, "  mlx bits=%d gs=%d: %d mismatches\n", bits, gs, mism);
             CHECK(mism == 0);
-            free(out);
-            free(q);
+            mxl_free(out);
+            mxl_free(q);
         }
-        free(w);
-        free(s);
-        free(b);
-        free(e);
+        mxl_free(w);
+        mxl_free(s);
+        mxl_free(b);
+        mxl_free(e);
     }
     json_decref(root);
 }
@@ -216,9 +217,9 @@ TEST(kernels_mlx_quantize_grid_keeps_gguf_blocks) {
         int64_t cols = ti->tensor.shape[1];
         uint64_t rb;
         REQUIRE(mxl_dtype_row_bytes(ti->tensor.dtype, (uint64_t)cols, &rb) == 0);
-        float *x = malloc((size_t)cols * 4), *y = malloc((size_t)cols * 4), *sc = malloc((size_t)cols * 4),
-              *bs = malloc((size_t)cols * 4);
-        uint32_t *w = malloc((size_t)cols * 4);
+        float *x = mxl_malloc((size_t)cols * 4), *y = mxl_malloc((size_t)cols * 4), *sc = mxl_malloc((size_t)cols * 4),
+              *bs = mxl_malloc((size_t)cols * 4);
+        uint32_t *w = mxl_malloc((size_t)cols * 4);
         for (int bi = 0; bi < 2; bi++) {
             int bits = bits_for[t][bi], bad = 0;
             for (int64_t r = 0; r < 64; r++) {
@@ -235,7 +236,7 @@ TEST(kernels_mlx_quantize_grid_keeps_gguf_blocks) {
             if (bad) fprintf(stderr, "  %s at %d bits: %d values changed\n", names[t], bits, bad);
             CHECK(bad == 0);
         }
-        free(x), free(y), free(sc), free(bs), free(w);
+        mxl_free(x), mxl_free(y), mxl_free(sc), mxl_free(bs), mxl_free(w);
     }
     mxl_gguf_close(g);
     /* off-grid values: identical to the plain quantizer */

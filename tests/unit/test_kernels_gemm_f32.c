@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backends/cpu/gemm_f32.h"
+#include "core/alloc.h"
 #include "core/arena.h"
 #include "core/dtype.h"
 #include "core/threadpool.h"
@@ -38,10 +39,10 @@ static float elem(mxl_dtype t, const void *w, int64_t i) {
 static void run_case_on(int *mxl_test_failed_, mxl_dtype t, int64_t M, int64_t N, int64_t K, bool with_bias, int act,
                         mxl_threadpool *pool, bool amx) {
     size_t esz = t == MXL_DTYPE_F32 ? 4 : 2;
-    void *wd = malloc((size_t)(N * K) * esz);
-    float *x = malloc((size_t)(M * K) * sizeof(float)), *bias = malloc((size_t)N * sizeof(float));
-    float *y = malloc((size_t)(M * N) * sizeof(float)), *yr = malloc((size_t)(M * N) * sizeof(float));
-    float *one = malloc((size_t)N * sizeof(float));
+    void *wd = mxl_malloc((size_t)(N * K) * esz);
+    float *x = mxl_malloc((size_t)(M * K) * sizeof(float)), *bias = mxl_malloc((size_t)N * sizeof(float));
+    float *y = mxl_malloc((size_t)(M * N) * sizeof(float)), *yr = mxl_malloc((size_t)(M * N) * sizeof(float));
+    float *one = mxl_malloc((size_t)N * sizeof(float));
     int nth = pool ? mxl_threadpool_size(pool) : 1;
     mxl_arena arena;
     mxl_arena_init(&arena, 4096);
@@ -63,7 +64,7 @@ static void run_case_on(int *mxl_test_failed_, mxl_dtype t, int64_t M, int64_t N
         REQUIRE(mxl_gemm_f32_prepare(&W, &arena, &err) == MXL_OK);
         REQUIRE(W.prepared != NULL);
     }
-    float *scratch = aligned_alloc(64, (mxl_gemm_f32_scratch_bytes(&W, M, nth) + 63) / 64 * 64);
+    float *scratch = mxl_aligned_alloc(64, (mxl_gemm_f32_scratch_bytes(&W, M, nth) + 63) / 64 * 64);
     REQUIRE(wd && x && bias && y && yr && one && scratch);
     const float *b = with_bias ? bias : NULL;
     mxl_gemm_f32_ref(&W, x, M, b, act, yr);
@@ -82,13 +83,13 @@ static void run_case_on(int *mxl_test_failed_, mxl_dtype t, int64_t M, int64_t N
     /* batch invariance: the last token alone gives the bits it got inside the batch */
     mxl_gemm_f32(&W, x + (M - 1) * K, 1, b, act, one, scratch, pool, mxl_cpu_isa_detect());
     CHECK(memcmp(one, y + (M - 1) * N, (size_t)N * sizeof(float)) == 0);
-    free(wd);
-    free(x);
-    free(bias);
-    free(y);
-    free(yr);
-    free(one);
-    free(scratch);
+    mxl_free(wd);
+    mxl_free(x);
+    mxl_free(bias);
+    mxl_free(y);
+    mxl_free(yr);
+    mxl_free(one);
+    mxl_aligned_free(scratch);
     mxl_arena_free(&arena);
 }
 
@@ -126,7 +127,7 @@ TEST(gemm_f32_matches_reference) {
  * over [-12, 12] */
 TEST(gemm_gelu_erf_vector_matches_libm) {
     enum { N = 24001 };
-    float *v = malloc(N * sizeof(float));
+    float *v = mxl_malloc(N * sizeof(float));
     REQUIRE(v);
     for (int i = 0; i < N; i++) v[i] = -12.0f + 24.0f * (float)i / (N - 1);
     mxl_cpu_act(MXL_ACT_GELU_ERF, v, N, v);
@@ -137,7 +138,7 @@ TEST(gemm_gelu_erf_vector_matches_libm) {
         if (d > worst) worst = d;
     }
     CHECK(worst <= 1.0);
-    free(v);
+    mxl_free(v);
 }
 
 /* The AMX bf16x3 path (gemm_f32_amx.c), where the CPU has it: the vector hi / lo split equals its
@@ -151,8 +152,8 @@ TEST(gemm_f32_amx_matches_reference) {
     float x[M * K];
     for (int i = 0; i < M * K; i++) x[i] = frand() * (float)(1 + i % 7) * (i % 3 ? 1e-3f : 10.0f);
     const int64_t M16 = 32, K32 = 96;
-    uint16_t *h = calloc((size_t)(M16 * K32), 2), *l = calloc((size_t)(M16 * K32), 2);
-    uint16_t *h2 = calloc((size_t)(M16 * K32), 2), *l2 = calloc((size_t)(M16 * K32), 2);
+    uint16_t *h = mxl_calloc((size_t)(M16 * K32), 2), *l = mxl_calloc((size_t)(M16 * K32), 2);
+    uint16_t *h2 = mxl_calloc((size_t)(M16 * K32), 2), *l2 = mxl_calloc((size_t)(M16 * K32), 2);
     REQUIRE(h && l && h2 && l2);
     mxl_gemm_amx_split_ref(x, M, K, h, l);
     double worst = 0;
@@ -200,8 +201,8 @@ TEST(gemm_f32_amx_matches_reference) {
         run_case_on(mxl_test_failed_, MXL_DTYPE_F32, 13, 99, 257, false, MXL_ACT_SILU, pool, true);
         mxl_threadpool_destroy(pool);
     }
-    free(h);
-    free(l);
-    free(h2);
-    free(l2);
+    mxl_free(h);
+    mxl_free(l);
+    mxl_free(h2);
+    mxl_free(l2);
 }

@@ -19,6 +19,7 @@
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/quant_gguf.h"
 #include "backends/cpu/synth.h"
+#include "core/alloc.h"
 #include "core/threadpool.h"
 #include "test.h"
 #include "test_mlx_params.h"
@@ -48,15 +49,15 @@ static int check_invariance(const mxl_weight *W, mxl_threadpool *pool, double nm
                             const char *label) {
     int fails = 0;
     const int64_t rows = W->rows, cols = W->cols;
-    float *x = malloc((size_t)(MAX_TOK * cols) * 4);
+    float *x = mxl_malloc((size_t)(MAX_TOK * cols) * 4);
     for (int64_t i = 0; i < MAX_TOK * cols; i++) x[i] = frand();
     x[0] = 3.0f; /* an outlier, so activation scales differ between tokens */
     x[5 * cols + 1] = -4.0f;
     size_t sb = mxl_cpu_matmul_scratch_bytes(W, MAX_TOK);
-    void *scratch = sb ? malloc(sb) : NULL;
-    float *lone = malloc((size_t)(MAX_TOK * rows) * 4); /* row t: token t multiplied alone */
-    float *y = malloc((size_t)(MAX_TOK * rows) * 4);
-    float *ref = malloc((size_t)(MAX_TOK * rows) * 4);
+    void *scratch = sb ? mxl_malloc(sb) : NULL;
+    float *lone = mxl_malloc((size_t)(MAX_TOK * rows) * 4); /* row t: token t multiplied alone */
+    float *y = mxl_malloc((size_t)(MAX_TOK * rows) * 4);
+    float *ref = mxl_malloc((size_t)(MAX_TOK * rows) * 4);
     mxl_cpu_matmul_f32_ref(W, x, MAX_TOK, ref);
     for (int isa = MXL_CPU_ISA_SCALAR; isa <= (int)mxl_cpu_isa_detect(); isa++) {
         for (int64_t t = 0; t < MAX_TOK; t++)
@@ -89,11 +90,11 @@ static int check_invariance(const mxl_weight *W, mxl_threadpool *pool, double nm
             }
         }
     }
-    free(x);
-    free(scratch);
-    free(lone);
-    free(y);
-    free(ref);
+    mxl_free(x);
+    mxl_free(scratch);
+    mxl_free(lone);
+    mxl_free(y);
+    mxl_free(ref);
     return fails;
 }
 
@@ -117,14 +118,14 @@ TEST(kernels_invariance_gguf) {
             /* an odd block count (the 512-bit kernels take blocks in pairs) and an even one */
             int64_t rows = k_rows[ri], cols = is_k ? 256 * (1 + (int64_t)ri) : 32 * (3 + (int64_t)ri);
             int64_t nb = rows * cols / inf->block_elems;
-            uint8_t *w = malloc((size_t)nb * inf->block_bytes);
+            uint8_t *w = mxl_malloc((size_t)nb * inf->block_bytes);
             mxl_synth_fill(t, w, (uint64_t)nb, &seed);
             mxl_weight W = {MXL_W_GGUF, t, rows, cols, w, {0}, NULL};
             REQUIRE(mxl_weight_check(&W, "w", NULL) == MXL_OK);
             char label[64];
             snprintf(label, sizeof label, "%s [%lld,%lld]", inf->name, (long long)rows, (long long)cols);
             CHECK(check_invariance(&W, pool, 1e-3, label) == 0);
-            free(w);
+            mxl_free(w);
         }
     }
     mxl_threadpool_destroy(pool);
@@ -143,13 +144,13 @@ TEST(kernels_invariance_mlx) {
             int64_t rows = k_rows[(bi + gi) % 3];
             int64_t cols = gs == 32 ? 96 : gs == 64 ? 192 : 384; /* 3, 6, 12 blocks of 32 */
             int64_t words = rows * cols * bits / 32, ng = rows * cols / gs;
-            uint32_t *w = malloc((size_t)words * 4);
+            uint32_t *w = mxl_malloc((size_t)words * 4);
             for (int64_t i = 0; i < words; i++) {
                 g_seed ^= g_seed << 13, g_seed ^= g_seed >> 7, g_seed ^= g_seed << 17;
                 w[i] = (uint32_t)(g_seed >> 16);
             }
             size_t esz = dt == MXL_DTYPE_F32 ? 4 : 2;
-            uint8_t *sc = malloc((size_t)ng * esz), *bs = malloc((size_t)ng * esz);
+            uint8_t *sc = mxl_malloc((size_t)ng * esz), *bs = mxl_malloc((size_t)ng * esz);
             mxl_test_mlx_params(dt, bits, ng, sc, bs, frand);
             mxl_weight W = {MXL_W_MLX, MXL_DTYPE_U32, rows, cols, NULL,
                                 {bits, gs, dt, rows, cols, w, sc, bs}, NULL};
@@ -158,9 +159,9 @@ TEST(kernels_invariance_mlx) {
             snprintf(label, sizeof label, "mlx b%d g%d %s rows %lld", bits, gs, mxl_dtype_name(dt),
                      (long long)rows);
             CHECK(check_invariance(&W, pool, 1e-3, label) == 0);
-            free(w);
-            free(sc);
-            free(bs);
+            mxl_free(w);
+            mxl_free(sc);
+            mxl_free(bs);
         }
     mxl_threadpool_destroy(pool);
 }
@@ -177,7 +178,7 @@ TEST(kernels_invariance_dense) {
             mxl_dtype dt = dts[di];
             int64_t rows = k_rows[(di + ci) % 3], cols = cols_list[ci];
             size_t esz = dt == MXL_DTYPE_F32 ? 4 : 2;
-            uint8_t *w = malloc((size_t)(rows * cols) * esz);
+            uint8_t *w = mxl_malloc((size_t)(rows * cols) * esz);
             mxl_synth_fill(dt, w, (uint64_t)(rows * cols), &seed);
             mxl_weight W = {MXL_W_DENSE, dt, rows, cols, w, {0}, NULL};
             REQUIRE(mxl_weight_check(&W, "w", NULL) == MXL_OK);
@@ -186,7 +187,7 @@ TEST(kernels_invariance_dense) {
                      (long long)cols);
             /* f32 activations: only summation order separates the paths from the reference */
             CHECK(check_invariance(&W, pool, 1e-10, label) == 0);
-            free(w);
+            mxl_free(w);
         }
     mxl_threadpool_destroy(pool);
 }

@@ -17,6 +17,7 @@
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/quant_gguf.h"
 #include "backends/cpu/quant_mlx.h"
+#include "core/alloc.h"
 #include "core/threadpool.h"
 #include "test.h"
 #include "test_mlx_params.h"
@@ -78,11 +79,11 @@ static const mxl_dtype k_gguf_types[] = {MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTY
 
 /* sum_i |w_i x_i| of row r (for the f32-order tolerance). */
 static double abs_dot(const mxl_weight *W, int64_t r, const float *x) {
-    float *row = malloc((size_t)W->cols * 4);
+    float *row = mxl_malloc((size_t)W->cols * 4);
     mxl_weight_dequant_row(W, r, row);
     double s = 0;
     for (int64_t i = 0; i < W->cols; i++) s += fabs((double)row[i] * x[i]);
-    free(row);
+    mxl_free(row);
     return s;
 }
 
@@ -93,13 +94,13 @@ static int check_weight(const mxl_weight *W, int64_t n_tok, mxl_threadpool *pool
                         int exact_mask, double nmse_bound, const char *label) {
     int fails = 0;
     int64_t rows = W->rows, cols = W->cols;
-    float *x = malloc((size_t)(n_tok * cols) * 4);
+    float *x = mxl_malloc((size_t)(n_tok * cols) * 4);
     for (int64_t i = 0; i < n_tok * cols; i++) x[i] = frand();
     x[0] = 3.0f; /* an outlier */
     size_t sb = mxl_cpu_matmul_scratch_bytes(W, n_tok);
-    void *scratch = sb ? malloc(sb) : NULL;
-    float *y_ref1 = malloc((size_t)(n_tok * rows) * 4), *y_ref2 = malloc((size_t)(n_tok * rows) * 4);
-    float *y_simd = malloc((size_t)(n_tok * rows) * 4), *y_f32 = malloc((size_t)(n_tok * rows) * 4);
+    void *scratch = sb ? mxl_malloc(sb) : NULL;
+    float *y_ref1 = mxl_malloc((size_t)(n_tok * rows) * 4), *y_ref2 = mxl_malloc((size_t)(n_tok * rows) * 4);
+    float *y_simd = mxl_malloc((size_t)(n_tok * rows) * 4), *y_f32 = mxl_malloc((size_t)(n_tok * rows) * 4);
     mxl_cpu_matmul_isa(W, x, n_tok, y_ref1, scratch, NULL, MXL_CPU_ISA_SCALAR);
     mxl_cpu_matmul_isa(W, x, n_tok, y_ref2, scratch, pool, MXL_CPU_ISA_SCALAR);
     mxl_cpu_matmul_f32_ref(W, x, n_tok, y_f32);
@@ -132,12 +133,12 @@ static int check_weight(const mxl_weight *W, int64_t n_tok, mxl_threadpool *pool
         fprintf(stderr, "  %s: NMSE %.3g above %.3g\n", label, e, nmse_bound);
         fails++;
     }
-    free(x);
-    free(scratch);
-    free(y_ref1);
-    free(y_ref2);
-    free(y_simd);
-    free(y_f32);
+    mxl_free(x);
+    mxl_free(scratch);
+    mxl_free(y_ref1);
+    mxl_free(y_ref2);
+    mxl_free(y_simd);
+    mxl_free(y_f32);
     return fails;
 }
 
@@ -177,7 +178,7 @@ TEST(kernels_matmul_gguf_simd_vs_ref) {
             int64_t rows = shapes[s][0], cols = shapes[s][1];
             const mxl_dtype_info *inf = mxl_dtype_get_info(t);
             int64_t nb = rows * cols / inf->block_elems;
-            uint8_t *w = malloc((size_t)nb * inf->block_bytes);
+            uint8_t *w = mxl_malloc((size_t)nb * inf->block_bytes);
             fill_random_blocks(t, w, nb);
             mxl_weight W = {MXL_W_GGUF, t, rows, cols, w, {0}, NULL};
             CHECK(mxl_weight_check(&W, "w", NULL) == MXL_OK);
@@ -193,7 +194,7 @@ TEST(kernels_matmul_gguf_simd_vs_ref) {
             char label[64];
             snprintf(label, sizeof label, "%s [%lld,%lld]", inf->name, (long long)rows, (long long)cols);
             CHECK(check_weight(&W, ntok, pool, exact, 1e-3, label) == 0);
-            free(w);
+            mxl_free(w);
         }
     }
     mxl_threadpool_destroy(pool);
@@ -214,10 +215,10 @@ TEST(kernels_matmul_mlx_simd_vs_ref) {
                 mxl_dtype dt = dts[di % 3];
                 int64_t rows = 11 + bi, cols = di < 3 ? 384 : gs == 128 ? 5 * gs : 9 * gs;
                 int64_t ng = rows * cols / gs;
-                uint32_t *w = malloc((size_t)(rows * cols * bits / 32) * 4);
+                uint32_t *w = mxl_malloc((size_t)(rows * cols * bits / 32) * 4);
                 for (int64_t i = 0; i < rows * cols * bits / 32; i++) w[i] = rnd();
                 size_t esz = dt == MXL_DTYPE_F32 ? 4 : 2;
-                uint8_t *sc = malloc((size_t)ng * esz), *bs = malloc((size_t)ng * esz);
+                uint8_t *sc = mxl_malloc((size_t)ng * esz), *bs = mxl_malloc((size_t)ng * esz);
                 mxl_test_mlx_params(dt, bits, ng, sc, bs, frand);
                 mxl_weight W = {MXL_W_MLX, MXL_DTYPE_U32, rows, cols, NULL,
                                     {bits, gs, dt, rows, cols, w, sc, bs}, NULL};
@@ -225,9 +226,9 @@ TEST(kernels_matmul_mlx_simd_vs_ref) {
                 char label[64];
                 snprintf(label, sizeof label, "mlx b%d g%d %s cols %lld", bits, gs, mxl_dtype_name(dt), (long long)cols);
                 CHECK(check_weight(&W, (bi + gi) % 2 ? 5 : 1 + gi, pool, 0, 1e-3, label) == 0);
-                free(w);
-                free(sc);
-                free(bs);
+                mxl_free(w);
+                mxl_free(sc);
+                mxl_free(bs);
             }
     mxl_threadpool_destroy(pool);
 }
@@ -242,7 +243,7 @@ TEST(kernels_matmul_dense_simd_vs_ref) {
             mxl_dtype dt = dts[di];
             int64_t rows = 9, cols = cols_list[ci];
             size_t esz = dt == MXL_DTYPE_F32 ? 4 : 2;
-            uint8_t *w = malloc((size_t)(rows * cols) * esz);
+            uint8_t *w = mxl_malloc((size_t)(rows * cols) * esz);
             for (int64_t i = 0; i < rows * cols; i++) {
                 float v = frand();
                 if (dt == MXL_DTYPE_F32) memcpy(w + 4 * i, &v, 4);
@@ -257,7 +258,7 @@ TEST(kernels_matmul_dense_simd_vs_ref) {
             snprintf(label, sizeof label, "dense %s n=%lld", mxl_dtype_name(dt), (long long)cols);
             /* dense scalar path == f32 reference formula: NMSE bound only covers rounding */
             CHECK(check_weight(&W, 5, pool, 0, 1e-10, label) == 0); /* 4-token kernel + 1 */
-            free(w);
+            mxl_free(w);
         }
     mxl_threadpool_destroy(pool);
 }
@@ -287,12 +288,12 @@ TEST(kernels_dot4_equals_single_token_simd) {
         int is_k = mxl_gguf_act_kind(t) == MXL_ACT_Q8K;
         int64_t n = is_k ? 768 : 352;
         const mxl_dtype_info *inf = mxl_dtype_get_info(t);
-        uint8_t *w = malloc((size_t)(n / inf->block_elems * inf->block_bytes));
+        uint8_t *w = mxl_malloc((size_t)(n / inf->block_elems * inf->block_bytes));
         fill_random_blocks(t, w, n / inf->block_elems);
         float x[4 * 768];
         for (int i = 0; i < 4 * 768; i++) x[i] = frand();
         size_t stride = is_k ? (size_t)(n / 256) * sizeof(mxl_block_q8k) : (size_t)(n / 32) * sizeof(mxl_block_q8a);
-        uint8_t *act = malloc(4 * stride);
+        uint8_t *act = mxl_malloc(4 * stride);
         for (int tk = 0; tk < 4; tk++) {
             if (is_k) mxl_quant_q8k_ref(x + tk * n, (mxl_block_q8k *)(act + tk * stride), n);
             else mxl_quant_q8a_ref(x + tk * n, (mxl_block_q8a *)(act + tk * stride), n);
@@ -303,8 +304,8 @@ TEST(kernels_dot4_equals_single_token_simd) {
             float o1 = d1(n, w, act + tk * stride);
             CHECK(memcmp(&o1, &o4[tk], 4) == 0);
         }
-        free(w);
-        free(act);
+        mxl_free(w);
+        mxl_free(act);
     }
     const int bits_list[] = {2, 3, 4, 5, 6, 8};
     for (int bi = 0; bi < 6; bi++) {
@@ -363,7 +364,7 @@ TEST(kernels_weight_from_tensors_checks_shapes) {
 /* Tensors inside a safetensors file need not be aligned: misaligned copies give the same bits. */
 TEST(kernels_matmul_misaligned_weights) {
     const int64_t rows = 9, cols = 128;
-    uint8_t *base = malloc(rows * cols * 4 + 64);
+    uint8_t *base = mxl_malloc(rows * cols * 4 + 64);
     float x[5 * 128], y0[5 * 9], y1[5 * 9];
     for (int i = 0; i < 5 * 128; i++) x[i] = frand();
     /* dense F16 */
@@ -391,12 +392,12 @@ TEST(kernels_matmul_misaligned_weights) {
     D.mlx.w = (const uint32_t *)(const void *)pw;
     D.mlx.scales = ps;
     D.mlx.biases = pb;
-    void *scratch = malloc(mxl_cpu_matmul_scratch_bytes(&C, 5));
+    void *scratch = mxl_malloc(mxl_cpu_matmul_scratch_bytes(&C, 5));
     for (int isa = 0; isa <= (int)mxl_cpu_isa_detect(); isa++) {
         mxl_cpu_matmul_isa(&C, x, 5, y0, scratch, NULL, (mxl_cpu_isa)isa);
         mxl_cpu_matmul_isa(&D, x, 5, y1, scratch, NULL, (mxl_cpu_isa)isa);
         CHECK(memcmp(y0, y1, sizeof y0) == 0);
     }
-    free(scratch);
-    free(base);
+    mxl_free(scratch);
+    mxl_free(base);
 }

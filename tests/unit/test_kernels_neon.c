@@ -26,6 +26,7 @@
 #include "backends/cpu/norm.h"
 #include "backends/cpu/quant_gguf.h"
 #include "backends/cpu/quant_mlx.h"
+#include "core/alloc.h"
 #include "test.h"
 #include "test_mlx_params.h"
 
@@ -167,13 +168,13 @@ TEST(kernels_neon_gguf_dots_bit_exact) {
         for (int s = 0; s < 4; s++) {
             int64_t rows = rows_list[s], n = ak == MXL_ACT_Q8A ? len32[s] : lenk[s];
             int64_t rb = n / inf->block_elems * inf->block_bytes;
-            uint8_t *w = malloc((size_t)(rows * rb));
+            uint8_t *w = mxl_malloc((size_t)(rows * rb));
             fill_blocks(t, w, rows * n / inf->block_elems);
             size_t ab = ak == MXL_ACT_Q8A ? (size_t)(n / 32) * sizeof(mxl_block_q8a) : (size_t)(n / 256) * sizeof(mxl_block_q8k);
-            uint8_t *act = malloc(ab), *actq = malloc(ab);
+            uint8_t *act = mxl_malloc(ab), *actq = mxl_malloc(ab);
             fill_act(ak, act, n);
             /* and activations from the quantizer, as matmul produces them */
-            float *x = malloc((size_t)n * sizeof(float));
+            float *x = mxl_malloc((size_t)n * sizeof(float));
             fill_x(x, n, s);
             if (ak == MXL_ACT_Q8A) mxl_quant_q8a_ref(x, (mxl_block_q8a *)actq, n);
             else mxl_quant_q8k_ref(x, (mxl_block_q8k *)actq, n);
@@ -192,10 +193,10 @@ TEST(kernels_neon_gguf_dots_bit_exact) {
                         checked++;
                     }
             }
-            free(w);
-            free(act);
-            free(actq);
-            free(x);
+            mxl_free(w);
+            mxl_free(act);
+            mxl_free(actq);
+            mxl_free(x);
         }
     }
     CHECK(checked >= (int)N_TYPES * 2 * 24);
@@ -214,15 +215,15 @@ TEST(kernels_neon_mlx_dot_bit_exact) {
                 int64_t rows = 3 + 2 * di, cols = gs * (gi == 1 ? 9 : 3);
                 int64_t ng = rows * cols / gs, words = rows * cols * bits / 32;
                 /* one spare byte in front: codes and parameters at odd addresses */
-                uint8_t *wbuf = malloc((size_t)words * 4 + 1);
+                uint8_t *wbuf = mxl_malloc((size_t)words * 4 + 1);
                 for (int64_t i = 0; i < words * 4; i++) wbuf[1 + i] = (uint8_t)rnd();
                 size_t esz = dt == MXL_DTYPE_F32 ? 4 : 2;
-                uint8_t *sc = malloc((size_t)ng * esz + 1), *bs = malloc((size_t)ng * esz + 1);
+                uint8_t *sc = mxl_malloc((size_t)ng * esz + 1), *bs = mxl_malloc((size_t)ng * esz + 1);
                 mxl_test_mlx_params(dt, bits, ng, sc + 1, bs + 1, frand);
                 mxl_mlx_qweight W = {bits, gs, dt, rows, cols, (const uint32_t *)(const void *)(wbuf + 1), sc + 1, bs + 1};
-                float *x = malloc((size_t)cols * sizeof(float));
+                float *x = mxl_malloc((size_t)cols * sizeof(float));
                 fill_x(x, cols, bi + gi);
-                mxl_block_q8a *xq = malloc((size_t)(cols / 32) * sizeof(mxl_block_q8a));
+                mxl_block_q8a *xq = mxl_malloc((size_t)(cols / 32) * sizeof(mxl_block_q8a));
                 mxl_quant_q8a_ref(x, xq, cols);
                 for (int v = 0; v < n_variants(); v++)
                     for (int64_t r = 0; r < rows; r++) {
@@ -233,11 +234,11 @@ TEST(kernels_neon_mlx_dot_bit_exact) {
                             CHECK(memcmp(&ref, &got, 4) == 0);
                         }
                     }
-                free(wbuf);
-                free(sc);
-                free(bs);
-                free(x);
-                free(xq);
+                mxl_free(wbuf);
+                mxl_free(sc);
+                mxl_free(bs);
+                mxl_free(x);
+                mxl_free(xq);
             }
 }
 
@@ -250,8 +251,8 @@ TEST(kernels_neon_dense_dot_within_bound) {
             mxl_dtype dt = dts[di];
             int64_t n = ns[ni];
             size_t esz = dt == MXL_DTYPE_F32 ? 4 : 2;
-            uint8_t *w = malloc((size_t)n * esz + 1), *wm = malloc((size_t)n * esz + 1);
-            float *x = malloc((size_t)n * sizeof(float));
+            uint8_t *w = mxl_malloc((size_t)n * esz + 1), *wm = mxl_malloc((size_t)n * esz + 1);
+            float *x = mxl_malloc((size_t)n * sizeof(float));
             for (int64_t i = 0; i < n; i++) {
                 float v = frand();
                 x[i] = frand();
@@ -269,9 +270,9 @@ TEST(kernels_neon_dense_dot_within_bound) {
             for (int64_t i = 0; i < n; i++) absdot += fabs((double)mxl_dense_elem(dt, w, i) * x[i]);
             CHECK(fabs((double)got - ref) <= 1e-5 * absdot + 1e-30);
             CHECK(memcmp(&got, &got_m, 4) == 0);
-            free(w);
-            free(wm);
-            free(x);
+            mxl_free(w);
+            mxl_free(wm);
+            mxl_free(x);
         }
 }
 
@@ -288,29 +289,29 @@ TEST(kernels_neon_matmul_dispatch_bit_exact) {
         float sc[11 * 3], bs[11 * 3];
         mxl_weight W;
         if (mlx) {
-            wq = malloc((size_t)(rows * cols / 8) * 4);
+            wq = mxl_malloc((size_t)(rows * cols / 8) * 4);
             for (int64_t i = 0; i < rows * cols / 8; i++) wq[i] = rnd();
             for (int i = 0; i < 33; i++) sc[i] = 0.02f * (1.5f + frand()), bs[i] = frand();
             W = (mxl_weight){MXL_W_MLX, MXL_DTYPE_U32, rows, cols, NULL,
                                  {4, 64, MXL_DTYPE_F32, rows, cols, wq, sc, bs}, NULL};
         } else {
             const mxl_dtype_info *inf = mxl_dtype_get_info(t);
-            w = malloc((size_t)(rows * cols / inf->block_elems * inf->block_bytes));
+            w = mxl_malloc((size_t)(rows * cols / inf->block_elems * inf->block_bytes));
             fill_blocks(t, w, rows * cols / inf->block_elems);
             W = (mxl_weight){MXL_W_GGUF, t, rows, cols, w, {0}, NULL};
         }
         REQUIRE(mxl_weight_check(&W, "w", NULL) == MXL_OK);
         float x[3 * 512], y0[3 * 11], y1[3 * 11];
         fill_x(x, n_tok * cols, (int)k);
-        void *scratch = malloc(mxl_cpu_matmul_scratch_bytes(&W, n_tok));
+        void *scratch = mxl_malloc(mxl_cpu_matmul_scratch_bytes(&W, n_tok));
         mxl_cpu_matmul_isa(&W, x, n_tok, y0, scratch, NULL, MXL_CPU_ISA_SCALAR);
         for (int isa = MXL_CPU_ISA_NEON; isa <= (int)mxl_cpu_isa_detect(); isa++) {
             mxl_cpu_matmul_isa(&W, x, n_tok, y1, scratch, NULL, (mxl_cpu_isa)isa);
             CHECK(memcmp(y0, y1, sizeof y0) == 0);
         }
-        free(scratch);
-        free(w);
-        free(wq);
+        mxl_free(scratch);
+        mxl_free(w);
+        mxl_free(wq);
     }
 }
 

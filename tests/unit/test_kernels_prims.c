@@ -18,6 +18,7 @@
 #include "backends/cpu/rope.h"
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/softmax.h"
+#include "core/alloc.h"
 #include "io/gguf.h"
 #include "test.h"
 
@@ -298,7 +299,7 @@ TEST(kernels_rope_rotation_properties) {
 static void attn_naive(const mxl_attn_params *p, const float *q, int64_t t, int h, int64_t qpos,
                        const float *k, const float *v, int64_t n_kv, int64_t stride, double *out) {
     int hd = p->head_dim, kvh = h / (p->n_heads / p->n_kv_heads);
-    double *s = malloc(sizeof(double) * (size_t)n_kv);
+    double *s = mxl_malloc(sizeof(double) * (size_t)n_kv);
     double m = p->sinks ? p->sinks[h] : -INFINITY;
     for (int64_t j = 0; j < n_kv; j++) {
         int vis = (!p->causal || j <= qpos) && (p->window <= 0 || qpos - j < p->window);
@@ -321,7 +322,7 @@ static void attn_naive(const mxl_attn_params *p, const float *q, int64_t t, int 
         double w = exp(s[j] - m) / den;
         for (int i = 0; i < hd; i++) out[i] += w * v[j * stride + kvh * hd + i];
     }
-    free(s);
+    mxl_free(s);
 }
 
 TEST(kernels_attention_matches_naive) {
@@ -338,10 +339,10 @@ TEST(kernels_attention_matches_naive) {
         mxl_attn_params p = {n_heads, n_kv_heads, hd, 1.0f / sqrtf((float)hd),
                              cfg == 2 || cfg == 6 ? 5.0f : 0.0f, cfg == 1 || cfg == 5 ? sinks : NULL,
                              cfg >= 6 ? 4 : 0, cfg != 7};
-        float *q = malloc(sizeof(float) * (size_t)(n_q * n_heads * hd));
-        float *k = malloc(sizeof(float) * (size_t)(n_kv * stride));
-        float *v = malloc(sizeof(float) * (size_t)(n_kv * stride));
-        uint16_t *k16 = malloc(2 * (size_t)(n_kv * stride)), *v16 = malloc(2 * (size_t)(n_kv * stride));
+        float *q = mxl_malloc(sizeof(float) * (size_t)(n_q * n_heads * hd));
+        float *k = mxl_malloc(sizeof(float) * (size_t)(n_kv * stride));
+        float *v = mxl_malloc(sizeof(float) * (size_t)(n_kv * stride));
+        uint16_t *k16 = mxl_malloc(2 * (size_t)(n_kv * stride)), *v16 = mxl_malloc(2 * (size_t)(n_kv * stride));
         for (int64_t i = 0; i < n_q * n_heads * hd; i++) q[i] = fr() * 2;
         for (int64_t i = 0; i < n_kv * stride; i++) {
             k16[i] = mxl_f32_to_f16(fr() * 2), v16[i] = mxl_f32_to_f16(fr());
@@ -349,9 +350,9 @@ TEST(kernels_attention_matches_naive) {
         }
         int64_t qpos[5];
         for (int64_t t = 0; t < n_q; t++) qpos[t] = n_kv - n_q + t; /* a block at the end */
-        float *out = malloc(sizeof(float) * (size_t)(n_q * n_heads * hd));
-        float *out2 = malloc(sizeof(float) * (size_t)(n_q * n_heads * hd));
-        float *scratch = malloc(sizeof(float) * mxl_cpu_attention_scratch_floats(n_kv, 2));
+        float *out = mxl_malloc(sizeof(float) * (size_t)(n_q * n_heads * hd));
+        float *out2 = mxl_malloc(sizeof(float) * (size_t)(n_q * n_heads * hd));
+        float *scratch = mxl_malloc(sizeof(float) * mxl_cpu_attention_scratch_floats(n_kv, 2));
         double ref[256];
         for (int kvt = 0; kvt < 2; kvt++) {
             mxl_kv_view kv = {kvt ? MXL_DTYPE_F16 : MXL_DTYPE_F32, kvt ? (const void *)k16 : k,
@@ -385,7 +386,7 @@ TEST(kernels_attention_matches_naive) {
                 CHECK(bad == 0);
             }
         }
-        free(q), free(k), free(v), free(k16), free(v16), free(out), free(out2), free(scratch);
+        mxl_free(q), mxl_free(k), mxl_free(v), mxl_free(k16), mxl_free(v16), mxl_free(out), mxl_free(out2), mxl_free(scratch);
     }
     mxl_threadpool_destroy(pool);
 }
@@ -402,7 +403,7 @@ TEST(kernels_attention_f16_grouped_passes_equal_one_head) {
         const int hd = hds[hi_], n_kv_heads = 2;
         const int64_t bs = 8, n_kv = 21, rs = n_kv_heads * hd + 16, bstride = bs * rs + 32;
         const int32_t blocks[3] = {2, 0, 1}; /* out of order, as the pool hands them out */
-        uint16_t *k = malloc(2 * (size_t)(3 * bstride)), *v = malloc(2 * (size_t)(3 * bstride));
+        uint16_t *k = mxl_malloc(2 * (size_t)(3 * bstride)), *v = mxl_malloc(2 * (size_t)(3 * bstride));
         for (int64_t i = 0; i < 3 * bstride; i++) k[i] = mxl_f32_to_f16(fr() * 2), v[i] = mxl_f32_to_f16(fr());
         mxl_kv_paged_view kv = {MXL_DTYPE_F16, MXL_DTYPE_F16, k, v, NULL, NULL, 0, n_kv, rs, bs, bstride, blocks};
         float q[4 * 144], s1[4 * 21], s4[4 * 21], o1[4 * 144], o4[4 * 144];
@@ -419,7 +420,7 @@ TEST(kernels_attention_f16_grouped_passes_equal_one_head) {
             for (int g = 0; g < G; g++) mxl_attn_v_f16_avx512(v, &kv, hd, lo, hi, 1, s1 + g * n_kv, n_kv, hd, o1 + g * hd);
             CHECK(memcmp(o1, o4, sizeof(float) * (size_t)(G * hd)) == 0);
         }
-        free(k), free(v);
+        mxl_free(k), mxl_free(v);
     }
 }
 
@@ -437,7 +438,7 @@ TEST(kernels_attention_f16_grouped_avx2_equals_per_head_kernels) {
         const int hd = hds[hi_], n_kv_heads = 2;
         const int64_t bs = 8, n_kv = 21, rs = n_kv_heads * hd + 16, bstride = bs * rs + 32;
         const int32_t blocks[3] = {2, 0, 1};
-        uint16_t *k = malloc(2 * (size_t)(3 * bstride)), *v = malloc(2 * (size_t)(3 * bstride));
+        uint16_t *k = mxl_malloc(2 * (size_t)(3 * bstride)), *v = mxl_malloc(2 * (size_t)(3 * bstride));
         for (int64_t i = 0; i < 3 * bstride; i++) k[i] = mxl_f32_to_f16(fr() * 2), v[i] = mxl_f32_to_f16(fr());
         mxl_kv_paged_view kv = {MXL_DTYPE_F16, MXL_DTYPE_F16, k, v, NULL, NULL, 0, n_kv, rs, bs, bstride, blocks};
         float q[4 * 144], s[4 * 21], w[4 * 21], o[4 * 144], ref[144];
@@ -461,7 +462,7 @@ TEST(kernels_attention_f16_grouped_avx2_equals_per_head_kernels) {
                 CHECK(memcmp(ref, o + g * hd, sizeof(float) * (size_t)hd) == 0);
             }
         }
-        free(k), free(v);
+        mxl_free(k), mxl_free(v);
     }
 }
 
@@ -597,7 +598,7 @@ TEST(kernels_embed_real_q8_0_table_matches_gguf_package) {
         if (sscanf(name, "SmolLM2-135M-Instruct.Q4_1.gguf:token_embd.weight[%d]", &row) != 1) continue;
         const char *hex = json_string_value(json_object_get(c, "expected_f32"));
         REQUIRE(hex && strlen(hex) == (size_t)W.cols * 8);
-        float *out = malloc(sizeof(float) * (size_t)W.cols);
+        float *out = mxl_malloc(sizeof(float) * (size_t)W.cols);
         int32_t id = row;
         CHECK(mxl_cpu_embed(&W, &id, 1, 1.0f, out, &err) == MXL_OK);
         int bad = 0;
@@ -609,15 +610,15 @@ TEST(kernels_embed_real_q8_0_table_matches_gguf_package) {
             bad += got != bits;
         }
         CHECK(bad == 0);
-        free(out);
+        mxl_free(out);
         checked++;
     }
     CHECK(checked == 3);
     int32_t bad_ids[2] = {5, (int32_t)W.rows};
-    float *tmp = malloc(sizeof(float) * (size_t)W.cols * 2);
+    float *tmp = mxl_malloc(sizeof(float) * (size_t)W.cols * 2);
     CHECK(mxl_cpu_embed(&W, bad_ids, 2, 1.0f, tmp, &err) == MXL_ERR_ARG);
     CHECK(strstr(err.msg, "49152") != NULL);
-    free(tmp);
+    mxl_free(tmp);
     json_decref(root);
     mxl_gguf_close(g);
 }

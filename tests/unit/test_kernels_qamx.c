@@ -24,6 +24,7 @@
 #include "backends/cpu/quant_amx.h"
 #include "backends/cpu/quant_gguf.h"
 #include "backends/cpu/synth.h"
+#include "core/alloc.h"
 #include "core/arena.h"
 #include "core/threadpool.h"
 #include "test.h"
@@ -62,7 +63,7 @@ static int check_weight(mxl_weight W, const char *label, mxl_threadpool *pool) {
     mxl_weight plain = W;
     plain.prepared = NULL;
     /* the layout round trip */
-    float *a = malloc((size_t)cols * 4), *b = malloc((size_t)cols * 4);
+    float *a = mxl_malloc((size_t)cols * 4), *b = mxl_malloc((size_t)cols * 4);
     for (int64_t r = 0; r < rows; r++) {
         mxl_weight_dequant_row(&plain, r, a);
         mxl_qamx_dequant_row_ref(&W, r, b);
@@ -71,22 +72,22 @@ static int check_weight(mxl_weight W, const char *label, mxl_threadpool *pool) {
             fails++;
         }
     }
-    free(a);
-    free(b);
+    mxl_free(a);
+    mxl_free(b);
     /* the kernel */
-    float *x = malloc((size_t)(MAX_TOK * cols) * 4);
+    float *x = mxl_malloc((size_t)(MAX_TOK * cols) * 4);
     for (int64_t i = 0; i < MAX_TOK * cols; i++) x[i] = frand();
     x[0] = 3.0f;
     x[20 * cols + 3] = -5.0f; /* outliers, so activation scales differ between tokens */
     size_t sb = mxl_cpu_matmul_scratch_bytes(&W, MAX_TOK);
-    void *scratch = malloc(sb);
-    float *lone = malloc((size_t)(MAX_TOK * rows) * 4), *y = malloc((size_t)(MAX_TOK * rows) * 4);
-    float *ref = malloc((size_t)(MAX_TOK * rows) * 4), *f32 = malloc((size_t)(MAX_TOK * rows) * 4);
+    void *scratch = mxl_malloc(sb);
+    float *lone = mxl_malloc((size_t)(MAX_TOK * rows) * 4), *y = mxl_malloc((size_t)(MAX_TOK * rows) * 4);
+    float *ref = mxl_malloc((size_t)(MAX_TOK * rows) * 4), *f32 = mxl_malloc((size_t)(MAX_TOK * rows) * 4);
     /* the same products exactly: dequantized weights against the two-term q8a activations the
      * path multiplies (scalar quantizer, d q + d2 q2 in double), summed in double */
-    double *xq = malloc((size_t)(MAX_TOK * cols) * 8);
-    float *wr = malloc((size_t)cols * 4);
-    mxl_block_q8a2 *qa = malloc((size_t)(cols / 32) * sizeof *qa);
+    double *xq = mxl_malloc((size_t)(MAX_TOK * cols) * 8);
+    float *wr = mxl_malloc((size_t)cols * 4);
+    mxl_block_q8a2 *qa = mxl_malloc((size_t)(cols / 32) * sizeof *qa);
     for (int64_t tk = 0; tk < MAX_TOK; tk++) {
         mxl_quant_q8a2_ref(x + tk * cols, qa, cols);
         for (int64_t i = 0; i < cols; i++)
@@ -100,17 +101,17 @@ static int check_weight(mxl_weight W, const char *label, mxl_threadpool *pool) {
             ref[tk * rows + r] = (float)acc;
         }
     }
-    free(xq);
-    free(wr);
-    free(qa);
+    mxl_free(xq);
+    mxl_free(wr);
+    mxl_free(qa);
     mxl_cpu_matmul_f32_ref(&W, x, MAX_TOK, f32);
     for (int64_t tk = 0; tk < MAX_TOK; tk++) mxl_cpu_matmul(&W, x + tk * cols, 1, lone + tk * rows, scratch, NULL);
     {
         /* bit for bit the plain reference of the products: the detected form (lone) and the
          * AVX2 form at every level (its quantizer: the reference's bits) */
         const int64_t nb = cols / 32;
-        mxl_block_q8a2 *acts = malloc((size_t)(MAX_TOK * nb) * sizeof *acts), *acts2 = malloc((size_t)nb * sizeof *acts2);
-        float *exact = malloc((size_t)(MAX_TOK * rows) * 4), *y2 = malloc((size_t)(MAX_TOK * rows) * 4);
+        mxl_block_q8a2 *acts = mxl_malloc((size_t)(MAX_TOK * nb) * sizeof *acts), *acts2 = mxl_malloc((size_t)nb * sizeof *acts2);
+        float *exact = mxl_malloc((size_t)(MAX_TOK * rows) * 4), *y2 = mxl_malloc((size_t)(MAX_TOK * rows) * 4);
         for (int64_t tk = 0; tk < MAX_TOK; tk++) {
             mxl_quant_q8a2_ref(x + tk * cols, acts + tk * nb, cols);
             mxl_quant_q8a2_avx2(x + tk * cols, acts2, cols);
@@ -137,9 +138,9 @@ static int check_weight(mxl_weight W, const char *label, mxl_threadpool *pool) {
             fails++;
         }
 #endif
-        free(acts), free(acts2), free(exact), free(y2);
+        mxl_free(acts), mxl_free(acts2), mxl_free(exact), mxl_free(y2);
     }
-    float *row = malloc((size_t)cols * 4);
+    float *row = mxl_malloc((size_t)cols * 4);
     double num = 0, den = 0;
     for (int64_t r = 0; r < rows; r++) {
         mxl_weight_dequant_row(&plain, r, row);
@@ -155,7 +156,7 @@ static int check_weight(mxl_weight W, const char *label, mxl_threadpool *pool) {
             num += d * d, den += (double)f32[tk * rows + r] * f32[tk * rows + r];
         }
     }
-    free(row);
+    mxl_free(row);
     if (!(num / den <= 1e-3)) {
         fprintf(stderr, "  %s: NMSE %.3g vs f32\n", label, num / den);
         fails++;
@@ -166,20 +167,20 @@ static int check_weight(mxl_weight W, const char *label, mxl_threadpool *pool) {
             for (int64_t i = 0; i < MAX_TOK * rows; i++) y[i] = NAN;
             /* scratch sized for a few more tokens than the call has, as the decoder sizes it for
              * its largest batch (the sanitizer build catches a size that falls short) */
-            void *sc = malloc(mxl_cpu_matmul_scratch_bytes(&W, nt + 5));
+            void *sc = mxl_malloc(mxl_cpu_matmul_scratch_bytes(&W, nt + 5));
             mxl_cpu_matmul(&W, x, nt, y, sc, p ? pool : NULL);
-            free(sc);
+            mxl_free(sc);
             if (memcmp(y, lone, (size_t)(nt * rows) * 4) != 0) {
                 if (fails < 4) fprintf(stderr, "  %s: n_tok %lld (%s) differs from tokens alone\n", label, (long long)nt, p ? "pool" : "no pool");
                 fails++;
             }
         }
-    free(x);
-    free(scratch);
-    free(lone);
-    free(y);
-    free(ref);
-    free(f32);
+    mxl_free(x);
+    mxl_free(scratch);
+    mxl_free(lone);
+    mxl_free(y);
+    mxl_free(ref);
+    mxl_free(f32);
     mxl_arena_free(&arena);
     return fails;
 }
@@ -187,34 +188,34 @@ static int check_weight(mxl_weight W, const char *label, mxl_threadpool *pool) {
 static int check_gguf(mxl_dtype t, int64_t rows, int64_t cols, mxl_threadpool *pool) {
     const mxl_dtype_info *inf = mxl_dtype_get_info(t);
     int64_t nb = rows * cols / inf->block_elems;
-    uint8_t *w = malloc((size_t)nb * inf->block_bytes);
+    uint8_t *w = mxl_malloc((size_t)nb * inf->block_bytes);
     uint64_t seed = 0x9E3779B97F4A7C15ULL ^ (uint64_t)(rows * 131 + cols);
     mxl_synth_fill(t, w, (uint64_t)nb, &seed);
     mxl_weight W = {MXL_W_GGUF, t, rows, cols, w, {0}, NULL};
     char label[64];
     snprintf(label, sizeof label, "%s [%lld,%lld]", inf->name, (long long)rows, (long long)cols);
     int fails = check_weight(W, label, pool);
-    free(w);
+    mxl_free(w);
     return fails;
 }
 
 static int check_mlx(int bits, int gs, mxl_dtype dt, int64_t rows, int64_t cols, mxl_threadpool *pool) {
     int64_t words = rows * cols * bits / 32, ng = rows * cols / gs;
-    uint32_t *w = malloc((size_t)words * 4);
+    uint32_t *w = mxl_malloc((size_t)words * 4);
     for (int64_t i = 0; i < words; i++) {
         g_seed ^= g_seed << 13, g_seed ^= g_seed >> 7, g_seed ^= g_seed << 17;
         w[i] = (uint32_t)(g_seed >> 16);
     }
     size_t esz = dt == MXL_DTYPE_F32 ? 4 : 2;
-    uint8_t *sc = malloc((size_t)ng * esz), *bs = malloc((size_t)ng * esz);
+    uint8_t *sc = mxl_malloc((size_t)ng * esz), *bs = mxl_malloc((size_t)ng * esz);
     mxl_test_mlx_params(dt, bits, ng, sc, bs, frand);
     mxl_weight W = {MXL_W_MLX, MXL_DTYPE_U32, rows, cols, NULL, {bits, gs, dt, rows, cols, w, sc, bs}, NULL};
     char label[64];
     snprintf(label, sizeof label, "mlx b%d g%d %s [%lld,%lld]", bits, gs, mxl_dtype_name(dt), (long long)rows, (long long)cols);
     int fails = check_weight(W, label, pool);
-    free(w);
-    free(sc);
-    free(bs);
+    mxl_free(w);
+    mxl_free(sc);
+    mxl_free(bs);
     return fails;
 }
 
@@ -253,39 +254,39 @@ TEST(kernels_matmul_multi_equals_single_calls) {
     for (int i = 0; i < 3; i++) {
         const mxl_dtype_info *inf = mxl_dtype_get_info(types[i]);
         int64_t nb = rows[i] * cols / inf->block_elems;
-        mem[i] = malloc((size_t)nb * inf->block_bytes);
+        mem[i] = mxl_malloc((size_t)nb * inf->block_bytes);
         uint64_t seed = 77 + (uint64_t)i;
         mxl_synth_fill(types[i], mem[i], (uint64_t)nb, &seed);
         W[i] = (mxl_weight){MXL_W_GGUF, types[i], rows[i], cols, mem[i], {0}, NULL};
         REQUIRE(mxl_qamx_prepare(&W[i], &arena, NULL) == MXL_OK);
         CHECK((W[i].prepared != NULL) == mxl_qamx_available());
     }
-    float *x = malloc((size_t)(12 * cols) * 4);
+    float *x = mxl_malloc((size_t)(12 * cols) * 4);
     for (int64_t i = 0; i < 12 * cols; i++) x[i] = frand();
     size_t sb = 0;
     for (int i = 0; i < 3; i++) {
         size_t b = mxl_cpu_matmul_scratch_bytes(&W[i], 12);
         sb = b > sb ? b : sb;
     }
-    void *scratch = malloc(sb);
+    void *scratch = mxl_malloc(sb);
     const mxl_weight *Wp[3] = {&W[0], &W[1], &W[2]};
     static const int64_t ntoks[] = {1, 3, 6, 8, 12};
     for (int p = 0; p < 2; p++)
         for (size_t k = 0; k < sizeof ntoks / sizeof ntoks[0]; k++) {
             float *one[3], *many[3];
             for (int i = 0; i < 3; i++) {
-                one[i] = malloc((size_t)(12 * rows[i]) * 4), many[i] = malloc((size_t)(12 * rows[i]) * 4);
+                one[i] = mxl_malloc((size_t)(12 * rows[i]) * 4), many[i] = mxl_malloc((size_t)(12 * rows[i]) * 4);
                 mxl_cpu_matmul(&W[i], x, ntoks[k], one[i], scratch, p ? pool : NULL);
                 for (int64_t j = 0; j < 12 * rows[i]; j++) many[i][j] = NAN;
             }
             mxl_cpu_matmul_multi(Wp, 3, NULL, x, ntoks[k], many, scratch, p ? pool : NULL);
             for (int i = 0; i < 3; i++) {
                 CHECK(memcmp(one[i], many[i], (size_t)(ntoks[k] * rows[i]) * 4) == 0);
-                free(one[i]), free(many[i]);
+                mxl_free(one[i]), mxl_free(many[i]);
             }
         }
-    free(scratch), free(x);
-    for (int i = 0; i < 3; i++) free(mem[i]);
+    mxl_free(scratch), mxl_free(x);
+    for (int i = 0; i < 3; i++) mxl_free(mem[i]);
     mxl_arena_free(&arena);
     mxl_threadpool_destroy(pool);
 }
@@ -317,19 +318,19 @@ TEST(kernels_matmul_row_prep_equals_prep_first) {
     mxl_arena arena;
     mxl_arena_init(&arena, 4096);
     const mxl_dtype_info *inf = mxl_dtype_get_info(MXL_DTYPE_Q4_1);
-    uint8_t *wq = malloc((size_t)(rows * cols / 32) * inf->block_bytes);
+    uint8_t *wq = mxl_malloc((size_t)(rows * cols / 32) * inf->block_bytes);
     uint64_t seed = 99;
     mxl_synth_fill(MXL_DTYPE_Q4_1, wq, (uint64_t)(rows * cols / 32), &seed);
-    float *wd = malloc((size_t)(rows * cols) * 4);
+    float *wd = mxl_malloc((size_t)(rows * cols) * 4);
     for (int64_t i = 0; i < rows * cols; i++) wd[i] = frand();
     mxl_weight W[2] = {{MXL_W_GGUF, MXL_DTYPE_Q4_1, rows, cols, wq, {0}, NULL},
                            {MXL_W_DENSE, MXL_DTYPE_F32, rows, cols, wd, {0}, NULL}};
     REQUIRE(mxl_qamx_prepare(&W[0], &arena, NULL) == MXL_OK);
-    float *src = malloc((size_t)(max_tok * cols) * 4), *made = malloc((size_t)(max_tok * cols) * 4);
-    float *x = malloc((size_t)(max_tok * cols) * 4), *want = malloc((size_t)(max_tok * rows) * 4);
-    float *got = malloc((size_t)(max_tok * rows) * 4), *got2 = malloc((size_t)(max_tok * rows) * 4);
+    float *src = mxl_malloc((size_t)(max_tok * cols) * 4), *made = mxl_malloc((size_t)(max_tok * cols) * 4);
+    float *x = mxl_malloc((size_t)(max_tok * cols) * 4), *want = mxl_malloc((size_t)(max_tok * rows) * 4);
+    float *got = mxl_malloc((size_t)(max_tok * rows) * 4), *got2 = mxl_malloc((size_t)(max_tok * rows) * 4);
     for (int64_t i = 0; i < max_tok * cols; i++) src[i] = frand();
-    void *scratch = malloc(mxl_cpu_matmul_scratch_bytes(&W[0], max_tok));
+    void *scratch = mxl_malloc(mxl_cpu_matmul_scratch_bytes(&W[0], max_tok));
     static const int64_t ntoks[] = {1, 2, 5, 9};
     for (int w = 0; w < 2; w++)
         for (int p = 0; p < 2; p++)
@@ -355,7 +356,7 @@ TEST(kernels_matmul_row_prep_equals_prep_first) {
                 CHECK(memcmp(got2, want, (size_t)(nt * rows) * 4) == 0);
                 for (int64_t t = 0; t < nt; t++) CHECK(c2.calls[t] == 1);
             }
-    free(src), free(made), free(x), free(want), free(got), free(got2), free(scratch), free(wq), free(wd);
+    mxl_free(src), mxl_free(made), mxl_free(x), mxl_free(want), mxl_free(got), mxl_free(got2), mxl_free(scratch), mxl_free(wq), mxl_free(wd);
     mxl_arena_free(&arena);
     mxl_threadpool_destroy(pool);
 }
@@ -370,18 +371,18 @@ TEST(kernels_qamx_large_output_same_bits) {
     REQUIRE(mxl_threadpool_create(2, &pool, NULL) == MXL_OK);
     const int64_t rows = 66005, cols = 64, max_tok = 8;
     const mxl_dtype_info *inf = mxl_dtype_get_info(MXL_DTYPE_Q8_0);
-    uint8_t *w = malloc((size_t)(rows * cols / 32) * inf->block_bytes);
+    uint8_t *w = mxl_malloc((size_t)(rows * cols / 32) * inf->block_bytes);
     uint64_t seed = 4242;
     mxl_synth_fill(MXL_DTYPE_Q8_0, w, (uint64_t)(rows * cols / 32), &seed);
     mxl_weight W = {MXL_W_GGUF, MXL_DTYPE_Q8_0, rows, cols, w, {0}, NULL};
     mxl_arena arena;
     mxl_arena_init(&arena, 4096);
     REQUIRE(mxl_qamx_prepare(&W, &arena, NULL) == MXL_OK);
-    float *x = malloc((size_t)(max_tok * cols) * 4);
+    float *x = mxl_malloc((size_t)(max_tok * cols) * 4);
     for (int64_t i = 0; i < max_tok * cols; i++) x[i] = frand();
-    void *scratch = malloc(mxl_cpu_matmul_scratch_bytes(&W, max_tok));
+    void *scratch = mxl_malloc(mxl_cpu_matmul_scratch_bytes(&W, max_tok));
     const size_t ybytes = (size_t)(max_tok * rows + 16) * 4;
-    float *lone = malloc(ybytes), *y = aligned_alloc(64, (ybytes + 63) & ~(size_t)63);
+    float *lone = mxl_malloc(ybytes), *y = mxl_aligned_alloc(64, (ybytes + 63) & ~(size_t)63);
     for (int64_t t = 0; t < max_tok; t++) mxl_cpu_matmul(&W, x + t * cols, 1, lone + t * rows, scratch, NULL);
     static const int64_t ntoks[] = {2, 4, 5, 8};
     for (int p = 0; p < 2; p++)
@@ -396,7 +397,7 @@ TEST(kernels_qamx_large_output_same_bits) {
                     CHECK(0);
                 }
             }
-    free(x), free(scratch), free(lone), free(y), free(w);
+    mxl_free(x), mxl_free(scratch), mxl_free(lone), mxl_aligned_free(y), mxl_free(w);
     mxl_arena_free(&arena);
     mxl_threadpool_destroy(pool);
 }
@@ -408,11 +409,11 @@ TEST(kernels_qamx_large_output_same_bits) {
  * of x * (256 / d), s their sum and sum the integer sum of 256 qs + qs2. */
 TEST(kernels_quant_q8a2_simd_equals_ref) {
     enum { N = 32 * 37 };
-    float *x = malloc(N * 4);
+    float *x = mxl_malloc(N * 4);
     for (int i = 0; i < N; i++) x[i] = frand() * (i % 97 == 0 ? 40.0f : 1.0f); /* outliers */
     for (int i = 64; i < 96; i++) x[i] = 0.0f;                                    /* an all-zero block */
     for (int i = 96; i < 128; i++) x[i] = (float)(i % 7 - 3) * 0.25f + 0.125f;    /* residuals at d / 2 */
-    mxl_block_q8a2 *a = calloc(N / 32, sizeof *a), *b = calloc(N / 32, sizeof *b);
+    mxl_block_q8a2 *a = mxl_calloc(N / 32, sizeof *a), *b = mxl_calloc(N / 32, sizeof *b);
     const int nbs[] = {1, 2, 15, 16, 17, 18, 32, 37};
     for (size_t k = 0; k < sizeof nbs / sizeof nbs[0]; k++) {
         memset(a, 0, sizeof *a * (N / 32));
@@ -442,7 +443,7 @@ TEST(kernels_quant_q8a2_simd_equals_ref) {
             CHECK_EQ_INT(q->sum, sum);
         }
     }
-    free(x);
-    free(a);
-    free(b);
+    mxl_free(x);
+    mxl_free(a);
+    mxl_free(b);
 }

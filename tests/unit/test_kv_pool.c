@@ -23,6 +23,7 @@
 
 #include "backends/cpu/attention.h"
 #include "backends/cpu/kv_quant.h"
+#include "core/alloc.h"
 #include "core/dtype.h"
 #include "models/decoder.h"
 #include "models/kv_pool.h"
@@ -265,10 +266,10 @@ TEST(kv_pool_paged_attention_equals_contiguous) {
         mxl_dtype ty = types[t];
         size_t eb = ty == MXL_DTYPE_F32 ? 4 : ty == MXL_DTYPE_F16 ? 2 : 1;
         int64_t stride = NL * BS * KVD, layer_off = BS * KVD;
-        uint8_t *ck = calloc(NKV * KVD, eb), *cv = calloc(NKV * KVD, eb);
-        uint8_t *pk = calloc((size_t)POOL * stride, eb), *pv = calloc((size_t)POOL * stride, eb);
-        float *cks = calloc(NKV * KVD / 32, 4), *cvs = calloc(NKV * KVD / 32, 4);
-        float *pks = calloc((size_t)POOL * stride / 32, 4), *pvs = calloc((size_t)POOL * stride / 32, 4);
+        uint8_t *ck = mxl_calloc(NKV * KVD, eb), *cv = mxl_calloc(NKV * KVD, eb);
+        uint8_t *pk = mxl_calloc((size_t)POOL * stride, eb), *pv = mxl_calloc((size_t)POOL * stride, eb);
+        float *cks = mxl_calloc(NKV * KVD / 32, 4), *cvs = mxl_calloc(NKV * KVD / 32, 4);
+        float *pks = mxl_calloc((size_t)POOL * stride / 32, 4), *pvs = mxl_calloc((size_t)POOL * stride / 32, 4);
         REQUIRE(ck && cv && pk && pv && cks && cvs && pks && pvs);
         for (int j = 0; j < NKV; j++) {
             int64_t c0 = (int64_t)j * KVD, p0 = table[j / BS] * stride + layer_off + (j % BS) * KVD;
@@ -300,7 +301,7 @@ TEST(kv_pool_paged_attention_equals_contiguous) {
                 mxl_cpu_attention_paged(&ap, q, NQ, qpos, &pvw, o2, scr, isa ? tp : NULL, is);
                 CHECK(memcmp(o1, o2, sizeof o1) == 0);
             }
-        free(ck), free(cv), free(pk), free(pv), free(cks), free(cvs), free(pks), free(pvs);
+        mxl_free(ck), mxl_free(cv), mxl_free(pk), mxl_free(pv), mxl_free(cks), mxl_free(cvs), mxl_free(pks), mxl_free(pvs);
     }
     mxl_threadpool_destroy(tp);
 }
@@ -351,7 +352,7 @@ static void fork_case(const char *name, bool reference, mxl_decoder_kv_type kt, 
     REQUIRE(load_fixture(name, &ck, &d));
     int64_t V = d.hp.vocab;
     size_t rows = (size_t)(1 + N_STEPS) * (size_t)V;
-    float *want = malloc(rows * sizeof(float)), *want_a = malloc(rows * sizeof(float)), *got = malloc(rows * sizeof(float));
+    float *want = mxl_malloc(rows * sizeof(float)), *want_a = mxl_malloc(rows * sizeof(float)), *got = mxl_malloc(rows * sizeof(float));
     REQUIRE(want && want_a && got);
     const mxl_decoder_kv_opts o = {kt, kt};
     int32_t ids[N_ALL + N_STEPS];
@@ -421,12 +422,12 @@ static void fork_case(const char *name, bool reference, mxl_decoder_kv_type kt, 
     CHECK(mxl_decoder_forward(&d, f1, ids + N_FORK, 3, got, &err) == MXL_OK); /* now f1 = a's first N_FORK + 3 */
     mxl_decoder_state *pair[2] = {f1, c};
     int32_t next[2] = {ids[N_FORK + 3], ids[N_ALL]};
-    float *two = malloc(2 * (size_t)V * sizeof(float));
+    float *two = mxl_malloc(2 * (size_t)V * sizeof(float));
     REQUIRE(two);
     CHECK(mxl_decoder_forward_batch(&d, pair, next, 2, two, &err) == MXL_OK);
     CHECK(memcmp(two, want_a + V, (size_t)V * sizeof(float)) == 0);
     CHECK(memcmp(two + V, want + V, (size_t)V * sizeof(float)) == 0);
-    free(two);
+    mxl_free(two);
 
     mxl_decoder_state_destroy(a);
     mxl_decoder_state_destroy(c);
@@ -435,7 +436,7 @@ static void fork_case(const char *name, bool reference, mxl_decoder_kv_type kt, 
     mxl_kv_pool_get_stats(pool, &st);
     CHECK(st.used == 0 && st.free + st.evictable == st.total);
     mxl_kv_pool_destroy(pool);
-    free(want), free(want_a), free(got);
+    mxl_free(want), mxl_free(want_a), mxl_free(got);
     mxl_decoder_free(&d);
     mxl_checkpoint_close(ck);
 }
@@ -458,7 +459,7 @@ TEST(kv_pool_decoder_exhaustion_and_return) {
     mxl_error err;
     REQUIRE(load_fixture("qwen3", &ck, &d));
     int64_t V = d.hp.vocab;
-    float *lg = malloc((size_t)V * sizeof(float));
+    float *lg = mxl_malloc((size_t)V * sizeof(float));
     REQUIRE(lg);
     mxl_kv_pool_cfg pc;
     mxl_kv_pool *pool = NULL;
@@ -477,7 +478,7 @@ TEST(kv_pool_decoder_exhaustion_and_return) {
     CHECK(mxl_decoder_state_pos(a) == 32 && strstr(err.msg, "exhausted"));
     mxl_decoder_state *pair[2] = {b, a};
     int32_t two[2] = {1, 2};
-    float *lg2 = malloc(2 * (size_t)V * sizeof(float));
+    float *lg2 = mxl_malloc(2 * (size_t)V * sizeof(float));
     REQUIRE(lg2);
     /* b has room in its block, a needs a new one: the batch fails, positions kept */
     CHECK(mxl_decoder_forward_batch(&d, pair, two, 2, lg2, &err) == MXL_ERR_NOMEM);
@@ -500,7 +501,7 @@ TEST(kv_pool_decoder_exhaustion_and_return) {
     mxl_decoder_state *x = NULL;
     CHECK(mxl_decoder_state_create_pooled(&d, op, 64, 8, NULL, &x, &err) == MXL_ERR_ARG && !x);
     mxl_kv_pool_destroy(op);
-    free(lg), free(lg2);
+    mxl_free(lg), mxl_free(lg2);
     mxl_kv_pool_destroy(pool);
     mxl_decoder_free(&d);
     mxl_checkpoint_close(ck);

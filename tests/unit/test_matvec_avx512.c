@@ -18,6 +18,7 @@
 #include "backends/cpu/quant_gguf.h"
 #include "backends/cpu/quant_mlx.h"
 #include "backends/cpu/synth.h"
+#include "core/alloc.h"
 #include "test.h"
 #include "test_mlx_params.h"
 
@@ -49,7 +50,7 @@ typedef void (*kern_fn)(const void *ctx, int64_t r0, int nr, int nt, int64_t t0,
 static int check_splits(kern_fn call, const void *ctx, int64_t rows, const double *ref,
                         const double *bound, const char *label) {
     int fails = 0;
-    float *lone = malloc((size_t)(rows * NTOK) * 4), *y = malloc((size_t)(rows * NTOK) * 4);
+    float *lone = mxl_malloc((size_t)(rows * NTOK) * 4), *y = mxl_malloc((size_t)(rows * NTOK) * 4);
     for (int64_t t = 0; t < NTOK; t++)
         for (int64_t r = 0; r < rows; r++) call(ctx, r, 1, 1, t, lone + t * rows + r, rows);
     for (int64_t i = 0; i < rows * NTOK; i++) {
@@ -75,8 +76,8 @@ static int check_splits(kern_fn call, const void *ctx, int64_t rows, const doubl
                 fails++;
             }
         }
-    free(lone);
-    free(y);
+    mxl_free(lone);
+    mxl_free(y);
     return fails;
 }
 
@@ -107,20 +108,20 @@ TEST(matvec_avx512_gguf_kernels_vs_ref) {
              * partial quad */
             int64_t rows = shape ? 11 : 6, cols = ak == MXL_ACT_Q8K ? 256 * (shape ? 5 : 2) : 32 * (shape ? 45 : 8);
             int64_t nb = rows * cols / inf->block_elems, rb = cols / inf->block_elems * inf->block_bytes;
-            uint8_t *w = malloc((size_t)(nb * inf->block_bytes));
+            uint8_t *w = mxl_malloc((size_t)(nb * inf->block_bytes));
             mxl_synth_fill(t, w, (uint64_t)nb, &g_seed);
-            float *x = malloc((size_t)(NTOK * cols) * 4), *xd = malloc((size_t)cols * 4);
-            float *row = malloc((size_t)cols * 4);
+            float *x = mxl_malloc((size_t)(NTOK * cols) * 4), *xd = mxl_malloc((size_t)cols * 4);
+            float *row = mxl_malloc((size_t)cols * 4);
             for (int64_t i = 0; i < NTOK * cols; i++) x[i] = frand();
             x[7] = 4.0f; /* an outlier */
             size_t as = ak == MXL_ACT_Q8A ? (size_t)(cols / 32) * sizeof(mxl_block_q8a)
                                           : (size_t)(cols / 256) * sizeof(mxl_block_q8k);
-            uint8_t *act = malloc(as * NTOK);
+            uint8_t *act = mxl_malloc(as * NTOK);
             for (int64_t tk = 0; tk < NTOK; tk++) {
                 if (ak == MXL_ACT_Q8A) mxl_quant_q8a_ref(x + tk * cols, (mxl_block_q8a *)(act + tk * as), cols);
                 else mxl_quant_q8k_ref(x + tk * cols, (mxl_block_q8k *)(act + tk * as), cols);
             }
-            double *ref = malloc((size_t)(rows * NTOK) * 8), *bound = malloc((size_t)(rows * NTOK) * 8);
+            double *ref = mxl_malloc((size_t)(rows * NTOK) * 8), *bound = mxl_malloc((size_t)(rows * NTOK) * 8);
             for (int64_t tk = 0; tk < NTOK; tk++) {
                 act_f32(ak, act + tk * as, cols, xd);
                 for (int64_t r = 0; r < rows; r++) {
@@ -139,20 +140,20 @@ TEST(matvec_avx512_gguf_kernels_vs_ref) {
                 CHECK(check_splits(gguf_call, &c, rows, ref, bound, label) == 0);
             } else { /* the dispatcher without the kernel: same bound */
                 mxl_weight W = {MXL_W_GGUF, t, rows, cols, w, {0}, NULL};
-                float *y = malloc((size_t)(rows * NTOK) * 4);
-                void *scratch = malloc(mxl_cpu_matmul_scratch_bytes(&W, NTOK));
+                float *y = mxl_malloc((size_t)(rows * NTOK) * 4);
+                void *scratch = mxl_malloc(mxl_cpu_matmul_scratch_bytes(&W, NTOK));
                 mxl_cpu_matmul(&W, x, NTOK, y, scratch, NULL);
                 for (int64_t i = 0; i < rows * NTOK; i++) CHECK(fabs((double)y[i] - ref[i]) <= bound[i]);
-                free(y);
-                free(scratch);
+                mxl_free(y);
+                mxl_free(scratch);
             }
-            free(w);
-            free(x);
-            free(xd);
-            free(row);
-            free(act);
-            free(ref);
-            free(bound);
+            mxl_free(w);
+            mxl_free(x);
+            mxl_free(xd);
+            mxl_free(row);
+            mxl_free(act);
+            mxl_free(ref);
+            mxl_free(bound);
         }
     }
 }
@@ -184,21 +185,21 @@ TEST(matvec_avx512_mlx_kernel_vs_ref) {
                 int64_t ng_row = gs == 32 ? 37 : gs == 64 ? 35 : 19;
                 int64_t rows = 5 + 2 * di, cols = ng_row * gs, ng = rows * ng_row;
                 int64_t words = rows * cols * bits / 32;
-                uint32_t *w = malloc((size_t)words * 4);
+                uint32_t *w = mxl_malloc((size_t)words * 4);
                 for (int64_t i = 0; i < words; i++) w[i] = rnd32();
                 size_t esz = dt == MXL_DTYPE_F32 ? 4 : 2;
-                uint8_t *sc = malloc((size_t)ng * esz), *bs = malloc((size_t)ng * esz);
+                uint8_t *sc = mxl_malloc((size_t)ng * esz), *bs = mxl_malloc((size_t)ng * esz);
                 mxl_test_mlx_params(dt, bits, ng, sc, bs, frand);
                 mxl_mlx_qweight M = {bits, gs, dt, rows, cols, w, sc, bs};
-                float *x = malloc((size_t)(NTOK * cols) * 4), *xd = malloc((size_t)cols * 4);
-                float *row = malloc((size_t)cols * 4);
+                float *x = mxl_malloc((size_t)(NTOK * cols) * 4), *xd = mxl_malloc((size_t)cols * 4);
+                float *row = mxl_malloc((size_t)cols * 4);
                 for (int64_t i = 0; i < NTOK * cols; i++) x[i] = frand();
                 x[cols + 3] = -5.0f;
                 size_t as = (size_t)(cols / 32) * sizeof(mxl_block_q8a);
-                uint8_t *act = malloc(as * NTOK);
+                uint8_t *act = mxl_malloc(as * NTOK);
                 for (int64_t tk = 0; tk < NTOK; tk++)
                     mxl_quant_q8a_ref(x + tk * cols, (mxl_block_q8a *)(act + tk * as), cols);
-                double *ref = malloc((size_t)(rows * NTOK) * 8), *bound = malloc((size_t)(rows * NTOK) * 8);
+                double *ref = mxl_malloc((size_t)(rows * NTOK) * 8), *bound = mxl_malloc((size_t)(rows * NTOK) * 8);
                 for (int64_t tk = 0; tk < NTOK; tk++) {
                     act_f32(MXL_ACT_Q8A, act + tk * as, cols, xd);
                     for (int64_t r = 0; r < rows; r++) {
@@ -218,22 +219,22 @@ TEST(matvec_avx512_mlx_kernel_vs_ref) {
                     CHECK(check_splits(mlx_call, &c, rows, ref, bound, label) == 0);
                 } else {
                     mxl_weight W = {MXL_W_MLX, MXL_DTYPE_U32, rows, cols, NULL, M, NULL};
-                    float *y = malloc((size_t)(rows * NTOK) * 4);
-                    void *scratch = malloc(mxl_cpu_matmul_scratch_bytes(&W, NTOK));
+                    float *y = mxl_malloc((size_t)(rows * NTOK) * 4);
+                    void *scratch = mxl_malloc(mxl_cpu_matmul_scratch_bytes(&W, NTOK));
                     mxl_cpu_matmul(&W, x, NTOK, y, scratch, NULL);
                     for (int64_t i = 0; i < rows * NTOK; i++) CHECK(fabs((double)y[i] - ref[i]) <= bound[i]);
-                    free(y);
-                    free(scratch);
+                    mxl_free(y);
+                    mxl_free(scratch);
                 }
-                free(w);
-                free(sc);
-                free(bs);
-                free(x);
-                free(xd);
-                free(row);
-                free(act);
-                free(ref);
-                free(bound);
+                mxl_free(w);
+                mxl_free(sc);
+                mxl_free(bs);
+                mxl_free(x);
+                mxl_free(xd);
+                mxl_free(row);
+                mxl_free(act);
+                mxl_free(ref);
+                mxl_free(bound);
             }
 }
 

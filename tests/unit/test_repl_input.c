@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "cli/repl.h"
+#include "core/alloc.h"
 #include "test.h"
 
 /* Reads every input of `text`; the messages joined with '|', EOF ends. */
@@ -17,7 +18,7 @@ static char *read_all(const char *text, FILE *prompts) {
     while (mxl_repl_read_input(in, prompts, NULL, &msg) == MXL_REPL_TEXT) {
         if (n++) strcat(acc, "|");
         strncat(acc, msg, sizeof acc - strlen(acc) - 2);
-        free(msg);
+        mxl_free(msg);
     }
     fclose(in);
     return acc;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "io/safetensors.h"
 #include "test.h"
 
@@ -53,7 +54,7 @@ static uint8_t *make_file(const char *header, uint64_t declared, const uint8_t *
                           size_t data_len, size_t *out_len) {
     size_t hl = strlen(header), padded = (hl + 7) / 8 * 8;
     size_t len = 8 + padded + data_len;
-    uint8_t *f = malloc(len);
+    uint8_t *f = mxl_malloc(len);
     uint64_t n = declared == UINT64_MAX ? padded : declared;
     for (int i = 0; i < 8; i++) f[i] = (uint8_t)(n >> (8 * i));
     memcpy(f + 8, header, hl);
@@ -80,7 +81,7 @@ static uint64_t spec_bytes(const tspec *t) {
  * `meta` is the JSON text of __metadata__ or NULL. begins[i] gets each tensor's data offset. */
 static uint8_t *write_specs(const tspec *t, size_t n, const char *meta, size_t *out_len,
                             uint64_t *begins) {
-    char *hdr = malloc(65536);
+    char *hdr = mxl_malloc(65536);
     size_t o = 0;
     uint64_t off = 0;
     o += (size_t)snprintf(hdr + o, 65536 - o, "{");
@@ -98,13 +99,13 @@ static uint8_t *write_specs(const tspec *t, size_t n, const char *meta, size_t *
         off += b;
     }
     snprintf(hdr + o, 65536 - o, "}");
-    uint8_t *data = malloc(off ? off : 1);
+    uint8_t *data = mxl_malloc(off ? off : 1);
     uint64_t at = 0;
     for (size_t i = 0; i < n; i++)
         for (uint64_t k = 0; k < spec_bytes(&t[i]); k++) data[at++] = pattern_byte(i, k);
     uint8_t *f = make_file(hdr, UINT64_MAX, data, (size_t)off, out_len);
-    free(data);
-    free(hdr);
+    mxl_free(data);
+    mxl_free(hdr);
     return f;
 }
 
@@ -124,7 +125,7 @@ static int fails_with(const char *header, size_t data_len, mxl_status want, cons
         fprintf(stderr, "  header %s: got %s \"%s\", want %s containing \"%s\"\n", header,
                 mxl_status_name(rc), err.msg, mxl_status_name(want), needle ? needle : "");
     if (rc == MXL_OK) mxl_safetensors_close(st);
-    free(f);
+    mxl_free(f);
     return ok;
 }
 
@@ -136,7 +137,7 @@ static mxl_safetensors *opens(const char *header, size_t data_len, uint8_t **kee
     mxl_error err = {0};
     if (mxl_safetensors_open_buffer(f, len, "ok.safetensors", &st, &err) != MXL_OK) {
         fprintf(stderr, "  header %s: unexpected error: %s\n", header, err.msg);
-        free(f);
+        mxl_free(f);
         return NULL;
     }
     *keep = f;
@@ -235,7 +236,7 @@ TEST(safetensors_every_dtype_buffer_and_file) {
     check_every_dtype(mxl_test_failed_, st, t, begins, N_DTYPES);
     mxl_safetensors_close(st);
     unlink(path);
-    free(f);
+    mxl_free(f);
 }
 
 TEST(safetensors_reference_crate_examples) {
@@ -244,7 +245,7 @@ TEST(safetensors_reference_crate_examples) {
     static const char doc[] = "<\x00\x00\x00\x00\x00\x00\x00"
                               "{\"test\":{\"dtype\":\"I32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}"
                               "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00";
-    uint8_t *buf = malloc(sizeof doc - 1);
+    uint8_t *buf = mxl_malloc(sizeof doc - 1);
     memcpy(buf, doc, sizeof doc - 1);
     mxl_safetensors *st = NULL;
     mxl_error err = {0};
@@ -254,18 +255,18 @@ TEST(safetensors_reference_crate_examples) {
     CHECK(e->tensor.dtype == MXL_DTYPE_I32 && e->tensor.ndim == 2 && e->tensor.nbytes == 16);
     CHECK(e->tensor.data == buf + 68);
     mxl_safetensors_close(st);
-    free(buf);
+    mxl_free(buf);
 
     /* The crate's serialization of an empty dict: N = 8, "{}" + 6 spaces, no data. */
     static const uint8_t empty[] = {8, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '};
-    buf = malloc(sizeof empty);
+    buf = mxl_malloc(sizeof empty);
     memcpy(buf, empty, sizeof empty);
     REQUIRE(mxl_safetensors_open_buffer(buf, sizeof empty, "empty", &st, &err) == MXL_OK);
     CHECK_EQ_INT(mxl_safetensors_count(st), 0);
     CHECK_EQ_INT(mxl_safetensors_total_bytes(st), 0);
     CHECK(mxl_safetensors_find(st, "x") == NULL);
     mxl_safetensors_close(st);
-    free(buf);
+    mxl_free(buf);
 }
 
 TEST(safetensors_empty_tensors_and_order) {
@@ -290,7 +291,7 @@ TEST(safetensors_empty_tensors_and_order) {
     CHECK_EQ_STR(mxl_safetensors_metadata_get(st, "format"), "mlx");
     CHECK_EQ_INT(mxl_safetensors_total_bytes(st), 12);
     mxl_safetensors_close(st);
-    free(keep);
+    mxl_free(keep);
 
     /* __metadata__: null is "no metadata" for the crate (Option<HashMap>). Unknown fields in a
      * tensor entry are ignored, as serde does. */
@@ -300,14 +301,14 @@ TEST(safetensors_empty_tensors_and_order) {
     REQUIRE(st != NULL);
     CHECK_EQ_INT(mxl_safetensors_metadata_count(st), 0);
     mxl_safetensors_close(st);
-    free(keep);
+    mxl_free(keep);
 
     /* Padding: many trailing spaces and newlines after the object are allowed. */
     st = opens("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}   \n\t          ",
                1, &keep);
     CHECK(st != NULL);
     mxl_safetensors_close(st);
-    free(keep);
+    mxl_free(keep);
 }
 
 /* ---- hostile files ------------------------------------------------------------------------- */
@@ -322,7 +323,7 @@ TEST(safetensors_every_truncation_fails) {
     mxl_safetensors_close(st);
     int all_failed = 1, all_one_line = 1;
     for (size_t cut = 0; cut < len; cut++) {
-        uint8_t *p = malloc(cut ? cut : 1);
+        uint8_t *p = mxl_malloc(cut ? cut : 1);
         memcpy(p, f, cut);
         st = (mxl_safetensors *)1;
         mxl_error_clear(&err);
@@ -335,17 +336,17 @@ TEST(safetensors_every_truncation_fails) {
             fprintf(stderr, "  prefix %zu: bad error \"%s\"\n", cut, err.msg);
             all_one_line = 0;
         }
-        free(p);
+        mxl_free(p);
     }
     CHECK(all_failed);
     CHECK(all_one_line);
     /* An extra byte after the data is refused too (MetadataIncompleteBuffer in the crate). */
-    uint8_t *longer = malloc(len + 1);
+    uint8_t *longer = mxl_malloc(len + 1);
     memcpy(longer, f, len);
     longer[len] = 0;
     CHECK(mxl_safetensors_open_buffer(longer, len + 1, "long", &st, &err) == MXL_ERR_FORMAT);
-    free(longer);
-    free(f);
+    mxl_free(longer);
+    mxl_free(f);
 }
 
 TEST(safetensors_header_length) {
@@ -359,24 +360,24 @@ TEST(safetensors_header_length) {
     for (int i = 0; i < 8; i++) f[i] = (uint8_t)(past >> (8 * i));
     CHECK(mxl_safetensors_open_buffer(f, len, "hostile", &st, &err) == MXL_ERR_FORMAT);
     CHECK(strstr(err.msg, "runs past the end") && strstr(err.msg, "hostile"));
-    free(f);
+    mxl_free(f);
     /* N = 2^63, N = 2^64 - 2, N just above the 100 MB cap: refused before any arithmetic */
     const uint64_t huge[] = {1ull << 63, UINT64_MAX - 1, MXL_SAFETENSORS_MAX_HEADER + 1};
     for (size_t i = 0; i < 3; i++) {
         f = make_file(h, huge[i], NULL, 1, &len);
         CHECK(mxl_safetensors_open_buffer(f, len, "hostile", &st, &err) == MXL_ERR_FORMAT);
         CHECK(strstr(err.msg, "limit") != NULL && one_line(err.msg));
-        free(f);
+        mxl_free(f);
     }
     /* N = 0: the empty string is not JSON */
     f = make_file("", 0, NULL, 0, &len);
     CHECK(mxl_safetensors_open_buffer(f, len, "hostile", &st, &err) == MXL_ERR_FORMAT);
-    free(f);
+    mxl_free(f);
     /* N shorter than the JSON: the object is cut */
     f = make_file(h, 10, NULL, 1, &len);
     CHECK(mxl_safetensors_open_buffer(f, len, "hostile", &st, &err) == MXL_ERR_FORMAT);
     CHECK(strstr(err.msg, "JSON") != NULL);
-    free(f);
+    mxl_free(f);
     /* Files shorter than 8 bytes, including empty and NULL */
     static const uint8_t tiny[7] = {0};
     for (size_t n = 0; n < 8; n++) {
@@ -551,7 +552,7 @@ TEST(safetensors_header_mutations_never_break_invariants) {
     int bad = 0;
     for (size_t pos = 0; pos < header_end; pos++)
         for (size_t s = 0; s < sizeof subst; s++) {
-            uint8_t *m = malloc(len);
+            uint8_t *m = mxl_malloc(len);
             memcpy(m, f, len);
             m[pos] = subst[s];
             mxl_safetensors *st = NULL;
@@ -563,10 +564,10 @@ TEST(safetensors_header_mutations_never_break_invariants) {
             } else if (!one_line(err.msg) || !strstr(err.msg, "mut")) {
                 bad++;
             }
-            free(m);
+            mxl_free(m);
         }
     CHECK_EQ_INT(bad, 0);
-    free(f);
+    mxl_free(f);
 }
 
 /* ---- model directories --------------------------------------------------------------------- */
@@ -597,7 +598,7 @@ static void put_specs(const char *dir, const char *name, const tspec *t, size_t 
     size_t len;
     uint8_t *f = write_specs(t, n, meta, &len, NULL);
     put_file(dir, name, f, len);
-    free(f);
+    mxl_free(f);
 }
 
 /* Removes the files this test put in its own temp dir, then the dir (no recursion). */

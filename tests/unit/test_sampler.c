@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "engine/sampler.h"
 #include "engine/sampler_tok.h"
 #include "test.h"
@@ -53,7 +54,7 @@ static void case_params(const json_t *jp, mxl_sampler_params *p, mxl_logit_bias 
         else if (!strcmp(key, "seed")) p->seed = (uint64_t)x;
         else if (!strcmp(key, "logit_bias")) {
             size_t n = json_array_size(v);
-            *bias = calloc(n, sizeof **bias);
+            *bias = mxl_calloc(n, sizeof **bias);
             for (size_t i = 0; i < n; i++) {
                 json_t *e = json_array_get(v, i);
                 (*bias)[i].token = (int32_t)json_integer_value(json_array_get(e, 0));
@@ -63,8 +64,8 @@ static void case_params(const json_t *jp, mxl_sampler_params *p, mxl_logit_bias 
             p->n_logit_bias = n;
         } else if (!strcmp(key, "dry_breaker_seqs")) {
             size_t n = json_array_size(v);
-            mxl_token_seq *seqs = calloc(n ? n : 1, sizeof *seqs);
-            int32_t *ids = calloc(256, sizeof *ids);
+            mxl_token_seq *seqs = mxl_calloc(n ? n : 1, sizeof *seqs);
+            int32_t *ids = mxl_calloc(256, sizeof *ids);
             size_t used = 0;
             for (size_t i = 0; i < n; i++) {
                 json_t *s = json_array_get(v, i);
@@ -74,8 +75,8 @@ static void case_params(const json_t *jp, mxl_sampler_params *p, mxl_logit_bias 
             }
             mxl_dry_breakers_from_seqs(seqs, n, breakers, NULL);
             p->dry_breakers_built = *breakers;
-            free(seqs);
-            free(ids);
+            mxl_free(seqs);
+            mxl_free(ids);
         } else {
             fprintf(stderr, "  unknown fixture parameter %s\n", key);
         }
@@ -84,14 +85,14 @@ static void case_params(const json_t *jp, mxl_sampler_params *p, mxl_logit_bias 
 
 static float *json_floats(const json_t *a, size_t *n) {
     *n = json_array_size(a);
-    float *x = malloc((*n ? *n : 1) * sizeof *x);
+    float *x = mxl_malloc((*n ? *n : 1) * sizeof *x);
     for (size_t i = 0; i < *n; i++) x[i] = num_or_neginf(json_array_get(a, i));
     return x;
 }
 
 static int32_t *json_ids(const json_t *a, size_t *n) {
     *n = json_array_size(a);
-    int32_t *x = malloc((*n ? *n : 1) * sizeof *x);
+    int32_t *x = mxl_malloc((*n ? *n : 1) * sizeof *x);
     for (size_t i = 0; i < *n; i++) x[i] = (int32_t)json_integer_value(json_array_get(a, i));
     return x;
 }
@@ -172,13 +173,13 @@ TEST(sampler_chain_matches_llama_cpp) {
                     case_ok = 0;
                 }
             }
-            free(logits);
-            free(hist);
+            mxl_free(logits);
+            mxl_free(hist);
         }
         if (case_ok) n_ok++;
         else *mxl_test_failed_ = 1;
         mxl_sampler_destroy(s);
-        free(bias);
+        mxl_free(bias);
         mxl_dry_breakers_destroy(brk);
     }
     if (n_ok != json_array_size(cases))
@@ -230,7 +231,7 @@ TEST(sampler_dry_string_breakers_match_llama_cpp) {
         CHECK(st == MXL_OK);
         size_t nh;
         int32_t *hist = json_ids(json_object_get(cs, "history"), &nh);
-        float *logits = calloc((size_t)nv, sizeof *logits);
+        float *logits = mxl_calloc((size_t)nv, sizeof *logits);
         const mxl_sampler_cand *c;
         size_t n;
         if (s && mxl_sampler_candidates(s, logits, hist, nh, &c, &n, &err) != MXL_OK) {
@@ -254,9 +255,9 @@ TEST(sampler_dry_string_breakers_match_llama_cpp) {
                 *mxl_test_failed_ = 1;
             }
         }
-        free(hist);
-        free(logits);
-        free(bias);
+        mxl_free(hist);
+        mxl_free(logits);
+        mxl_free(bias);
         mxl_dry_breakers_destroy(brk);
         mxl_sampler_destroy(s);
     }

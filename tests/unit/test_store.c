@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "io/store.h"
 #include "test.h"
 
@@ -33,14 +34,14 @@ typedef struct env_saved {
 static void env_save(env_saved *s) {
     for (size_t i = 0; i < N_ENV; i++) {
         const char *v = getenv(k_env_names[i]);
-        s->val[i] = v ? strdup(v) : NULL;
+        s->val[i] = v ? mxl_strdup(v) : NULL;
     }
 }
 static void env_restore(env_saved *s) {
     for (size_t i = 0; i < N_ENV; i++) {
         if (s->val[i]) setenv(k_env_names[i], s->val[i], 1);
         else unsetenv(k_env_names[i]);
-        free(s->val[i]);
+        mxl_free(s->val[i]);
         s->val[i] = NULL;
     }
 }

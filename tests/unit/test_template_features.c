@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "template/template.h"
 #include "test.h"
 #include "test_template_cases.h"
@@ -61,7 +62,7 @@ TEST(template_cases_match_jinja2) {
                 fprintf(stderr, "  case %s: want error ...%s\n    got %s\n", c->name, c->error, err.msg);
             }
         }
-        free(out);
+        mxl_free(out);
     }
     json_decref(vars);
     CHECK(n >= 70);
@@ -84,7 +85,7 @@ static void expect_budget(int *mxl_test_failed_, const char *src, const char *wh
     if (st == MXL_OK || kind != MXL_TEMPLATE_BUDGET) fprintf(stderr, "  %s: %s\n", what, st == MXL_OK ? "rendered" : err.msg);
     CHECK(strstr(err.msg, "BudgetExceeded") != NULL);
     CHECK(secs < 5.0);
-    free(out);
+    mxl_free(out);
 }
 
 TEST(template_budget_stops_runaway_templates) {
@@ -107,17 +108,17 @@ TEST(template_budget_limits_are_configurable) {
     mxl_template_error_kind kind;
     CHECK(render_src("{{ 'abcdefghijk' }}", NULL, &opts, &out, &kind, &err) != MXL_OK);
     CHECK_EQ_INT(kind, MXL_TEMPLATE_BUDGET);
-    free(out);
+    mxl_free(out);
     out = NULL;
     CHECK(render_src("{{ 'abcdefghi' }}", NULL, &opts, &out, &kind, &err) == MXL_OK);
     CHECK_EQ_STR(out, "abcdefghi");
-    free(out);
+    mxl_free(out);
     opts = (mxl_template_render_opts){0};
     opts.limits.max_steps = 50;
     out = NULL;
     CHECK(render_src("{% for i in range(100) %}{{ i }}{% endfor %}", NULL, &opts, &out, &kind, &err) != MXL_OK);
     CHECK_EQ_INT(kind, MXL_TEMPLATE_BUDGET);
-    free(out);
+    mxl_free(out);
 }
 
 /* ---------------------------------------------------------------- syntax errors */
@@ -177,7 +178,7 @@ TEST(template_strftime_now_pinned_clock) {
     mxl_error err = {0};
     REQUIRE(render_src("{{ strftime_now('%Y-%m-%d %H:%M:%S %a') }}", NULL, &opts, &out, NULL, &err) == MXL_OK);
     CHECK_EQ_STR(out, "2024-02-29 23:59:58 Thu");
-    free(out);
+    mxl_free(out);
     int64_t t;
     CHECK(mxl_template_parse_time("1970-01-01T00:00:00", &t) && t == 0);
     CHECK(mxl_template_parse_time("2026-01-15", &t) && t == 1768435200);
@@ -208,7 +209,7 @@ TEST(template_chat_render_api) {
     char *out = NULL;
     CHECK(mxl_chat_template_render(t, &p, &out, NULL, NULL, &err) == MXL_OK);
     CHECK_EQ_STR(out, "<s>[user:hi][user:ab]</s>");
-    free(out);
+    mxl_free(out);
     p.tools = tools;
     p.documents = docs;
     p.add_generation_prompt = true;
@@ -218,7 +219,7 @@ TEST(template_chat_render_api) {
     out = NULL;
     CHECK(mxl_chat_template_render(t, &p, &out, NULL, NULL, &err) == MXL_OK);
     CHECK_EQ_STR(out, "<s>[user:hi][user:ab]T2DT1<gen><E2>False<pad><unk>");
-    free(out);
+    mxl_free(out);
     json_decref(msgs);
     json_decref(tools);
     json_decref(docs);
@@ -365,7 +366,7 @@ TEST(template_generic_fallback_renders) {
     char *out = NULL;
     CHECK(mxl_chat_template_render(t, &p, &out, NULL, NULL, &err) == MXL_OK);
     CHECK_EQ_STR(out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nyo<|im_end|>\n<|im_start|>assistant\n");
-    free(out);
+    mxl_free(out);
     json_decref(msgs);
     mxl_template_destroy(t);
 }
@@ -417,7 +418,7 @@ TEST(template_gguf_embedded_templates) {
         } else {
             CHECK(st != MXL_OK);
         }
-        free(out);
+        mxl_free(out);
         mxl_template_destroy(t);
         mxl_chat_template_source_free(&src);
     }

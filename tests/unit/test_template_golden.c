@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "template/template.h"
 #include "test.h"
 
@@ -38,9 +39,9 @@ static char *read_file(const char *path, size_t *len) {
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
+    char *buf = mxl_malloc((size_t)n + 1);
     if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
+        mxl_free(buf);
         buf = NULL;
     }
     fclose(f);
@@ -99,7 +100,7 @@ static void run_golden(int *mxl_test_failed_, const char *conv_path, const char 
         if (!conv || !src) {
             fprintf(stderr, "  %s/%s: missing template or conversation\n", tname, cname);
             bad++;
-            free(src);
+            mxl_free(src);
             json_decref(rec);
             continue;
         }
@@ -150,9 +151,9 @@ static void run_golden(int *mxl_test_failed_, const char *conv_path, const char 
                         st == MXL_OK ? "rendered (not in the known list)" : err.msg);
             }
         }
-        free(out);
+        mxl_free(out);
         mxl_template_destroy(t);
-        free(src);
+        mxl_free(src);
         json_decref(rec);
     }
     fprintf(stderr,
@@ -161,7 +162,7 @@ static void run_golden(int *mxl_test_failed_, const char *conv_path, const char 
             total, matched, raised_ok, other_err_same, other_err_rendered, bad);
     CHECK_EQ_INT(total, expect_total);
     CHECK_EQ_INT(bad, 0);
-    free(golden);
+    mxl_free(golden);
     json_decref(convs);
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "test.h"
 #include "tokenizer/tokenizer.h"
 
@@ -123,7 +124,7 @@ TEST(tokenizer_decode_rejects_bad_ids) {
     char *out = NULL;
     size_t ol = 0;
     CHECK_EQ_INT(mxl_detok_stream_step(s, 1000000, &out, &ol, &err), MXL_ERR_ARG);
-    free(out);
+    mxl_free(out);
     mxl_detok_stream_destroy(s);
     mxl_tokenizer_destroy(t);
 }
@@ -173,8 +174,8 @@ TEST(tokenizer_stream_equals_decode_at_window_start) {
                         fprintf(stderr, "    decoder %zu, %d ids (code %d): stream \"%s\" != decode \"%s\"\n", d, n,
                                 code, ok && out ? out : err.msg, full ? full : "");
                 }
-                free(full);
-                free(out);
+                mxl_free(full);
+                mxl_free(out);
                 mxl_detok_stream_destroy(s);
             }
         }
@@ -212,7 +213,7 @@ TEST(tokenizer_stream_holds_partial_utf8) {
     CHECK_EQ_INT(byte_steps_silent, 3);
     CHECK(mxl_detok_stream_flush(s, &out, &ol, &err) == MXL_OK);
     CHECK(out && strcmp(out, text) == 0);
-    free(out);
+    mxl_free(out);
     mxl_detok_stream_destroy(s);
     /* a dangling lead byte flushes as U+FFFD (ByteFallback's per-byte replacement) */
     int32_t f0 = mxl_tokenizer_token_id(t, "<0xF0>", 6);
@@ -224,7 +225,7 @@ TEST(tokenizer_stream_holds_partial_utf8) {
     CHECK_EQ_INT(ol, 0);
     CHECK(mxl_detok_stream_flush(s, &out, &ol, &err) == MXL_OK);
     CHECK(out && strcmp(out, "\xEF\xBF\xBD") == 0);
-    free(out);
+    mxl_free(out);
     mxl_detok_stream_destroy(s);
     mxl_token_ids_free(&ids);
     mxl_tokenizer_destroy(t);
@@ -257,7 +258,7 @@ TEST(tokenizer_configs_from_model_dir) {
  * names a token missing from the vocabulary (-1: none). */
 static char *letters_bpe(int indent, bool pairs, long bad_at, size_t *len) {
     size_t cap = 64u << 20, n = 0;
-    char *j = malloc(cap);
+    char *j = mxl_malloc(cap);
     if (!j) return NULL;
     n += (size_t)sprintf(j + n, "{\"model\":{\"type\":\"BPE\",\"vocab\":{");
     int id = 0;
@@ -320,8 +321,8 @@ TEST(tokenizer_merges_split_load) {
         }
         mxl_tokenizer_destroy(ta);
         mxl_tokenizer_destroy(tb);
-        free(ja);
-        free(jb);
+        mxl_free(ja);
+        mxl_free(jb);
         /* a fault in each half */
         for (long bad = 100; bad <= 15000; bad += 14900) {
             char *jc = letters_bpe(260, pairs, bad, &la), want[64];
@@ -332,7 +333,7 @@ TEST(tokenizer_merges_split_load) {
             if (!strstr(err.msg, want)) fprintf(stderr, "  unexpected message: %s\n", err.msg);
             CHECK(strstr(err.msg, want) != NULL);
             CHECK(tc == NULL);
-            free(jc);
+            mxl_free(jc);
         }
     }
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "io/store.h"
 #include "test.h"
 #include "tokenizer/tokenizer.h"
@@ -19,9 +20,9 @@ static char *slurp(const char *path, size_t *len) {
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n + 1);
+    char *p = mxl_malloc((size_t)n + 1);
     if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
+        mxl_free(p);
         p = NULL;
     }
     fclose(f);
@@ -41,8 +42,8 @@ static void run_vocab(int *mxl_test_failed_, const char *name, bool roundtrip) {
     snprintf(path, sizeof path, "%s.out", base);
     char *out = slurp(path, &ol);
     if (!inp || !out) {
-        free(inp);
-        free(out);
+        mxl_free(inp);
+        mxl_free(out);
     }
     REQUIRE(inp && out);
     mxl_tokenizer *t = NULL;
@@ -50,8 +51,8 @@ static void run_vocab(int *mxl_test_failed_, const char *name, bool roundtrip) {
     mxl_status st = mxl_tokenizer_load_gguf_file(base, &t, &err);
     if (st != MXL_OK) {
         fprintf(stderr, "  %s\n", err.msg);
-        free(inp);
-        free(out);
+        mxl_free(inp);
+        mxl_free(out);
     }
     REQUIRE(st == MXL_OK);
     static const char sep[] = "\n__ggml_vocab_test__\n";
@@ -73,7 +74,7 @@ static void run_vocab(int *mxl_test_failed_, const char *name, bool roundtrip) {
             long v = strtol(p, &e, 10);
             if (e == p) break;
             int32_t id = (int32_t)v;
-            int32_t *q = realloc(want.ids, (want.n + 1) * sizeof(int32_t));
+            int32_t *q = mxl_realloc(want.ids, (want.n + 1) * sizeof(int32_t));
             if (!q) break;
             want.ids = q;
             want.ids[want.n++] = id;
@@ -92,7 +93,7 @@ static void run_vocab(int *mxl_test_failed_, const char *name, bool roundtrip) {
                 rt_ok++;
             else
                 fprintf(stderr, "    %s: round trip failed for \"%.*s\"\n", name, (int)(tl < 60 ? tl : 60), text);
-            free(dec);
+            mxl_free(dec);
         }
         mxl_token_ids_free(&want);
         mxl_token_ids_free(&got);
@@ -106,8 +107,8 @@ static void run_vocab(int *mxl_test_failed_, const char *name, bool roundtrip) {
     CHECK_EQ_INT(ok, n);
     CHECK_EQ_INT(rt_ok, rt_n);
     mxl_tokenizer_destroy(t);
-    free(inp);
-    free(out);
+    mxl_free(inp);
+    mxl_free(out);
 }
 
 TEST(tokenizer_gguf_bert_bge) { run_vocab(mxl_test_failed_, "ggml-vocab-bert-bge", false); }
@@ -199,7 +200,7 @@ TEST(tokenizer_gguf_smollm2_roundtrip) {
     size_t dl = 0;
     CHECK(mxl_tokenizer_decode(t, plain.ids, plain.n, false, &dec, &dl, &err) == MXL_OK);
     CHECK(dec && strcmp(dec, text) == 0);
-    free(dec);
+    mxl_free(dec);
     mxl_token_ids_free(&plain);
     mxl_token_ids_free(&sp);
     mxl_tokenizer_destroy(t);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "io/store.h"
 #include "test.h"
 #include "tokenizer/tokenizer.h"
@@ -65,7 +66,7 @@ static void run_golden(int *mxl_test_failed_, const char *name, const char *tok_
         /* decode the reference ids */
         json_t *want_ids = json_object_get(c, "ids");
         size_t m = json_array_size(want_ids);
-        int32_t *ids = malloc((m + 1) * sizeof(int32_t));
+        int32_t *ids = mxl_malloc((m + 1) * sizeof(int32_t));
         for (size_t k = 0; k < m; k++) ids[k] = (int32_t)json_integer_value(json_array_get(want_ids, k));
         char *dec = NULL;
         size_t dl = 0;
@@ -75,7 +76,7 @@ static void run_golden(int *mxl_test_failed_, const char *name, const char *tok_
             ok_dec++;
         else
             fprintf(stderr, "    decode mismatch for \"%.60s\": got \"%.60s\"\n", text, dec ? dec : err.msg);
-        free(dec);
+        mxl_free(dec);
         dec = NULL;
         const char *want_skip = json_string_value(json_object_get(c, "text_skip"));
         size_t wsl = json_string_length(json_object_get(c, "text_skip"));
@@ -83,7 +84,7 @@ static void run_golden(int *mxl_test_failed_, const char *name, const char *tok_
             ok_skip++;
         else
             fprintf(stderr, "    skip-special decode mismatch for \"%.60s\": got \"%.60s\"\n", text, dec ? dec : err.msg);
-        free(dec);
+        mxl_free(dec);
         /* streaming: the pieces concatenate to the full decode; each piece is valid UTF-8 */
         mxl_detok_stream *s = NULL;
         char *acc = NULL;
@@ -106,9 +107,9 @@ static void run_golden(int *mxl_test_failed_, const char *name, const char *tok_
         if (sok) sok = mxl_detok_stream_flush(s, &acc, &al, &err) == MXL_OK;
         if (sok && al == wdl && memcmp(acc ? acc : "", want_dec, al) == 0) ok_stream++;
         else fprintf(stderr, "    stream mismatch for \"%.60s\": got \"%.60s\"\n", text, acc ? acc : "");
-        free(acc);
+        mxl_free(acc);
         mxl_detok_stream_destroy(s);
-        free(ids);
+        mxl_free(ids);
         mxl_token_ids_free(&a);
         mxl_token_ids_free(&b);
         mxl_token_ids_free(&p);

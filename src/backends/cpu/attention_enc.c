@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "backends/cpu/kernels.h"
+#include "core/alloc.h"
 #include "core/status.h"
 
 size_t mxl_enc_attention_scratch_floats(int64_t longest, int head_dim) {
@@ -45,11 +46,11 @@ void mxl_enc_attention_ref(const mxl_enc_attn *a) {
     int64_t longest = 0;
     for (int64_t s = 0; s < a->n_seqs; s++)
         if (a->seq_start[s + 1] - a->seq_start[s] > longest) longest = a->seq_start[s + 1] - a->seq_start[s];
-    float *sc = malloc((size_t)(longest > 0 ? longest : 1) * sizeof(float));
+    float *sc = mxl_malloc((size_t)(longest > 0 ? longest : 1) * sizeof(float));
     MXL_ASSERT(sc != NULL);
     for (int64_t s = 0; s < a->n_seqs; s++)
         for (int h = 0; h < a->n_heads; h++) head_ref(a, s, h, sc);
-    free(sc);
+    mxl_free(sc);
 }
 
 typedef struct enc_ctx {

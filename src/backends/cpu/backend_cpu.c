@@ -4,7 +4,6 @@
  * "cpu"). Each op is a thin call into the kernel files of this folder; the policies that depend
  * on the CPU (which weights get the panel or tile layouts, when the register-blocked GEMM and the
  * vectorised encoder attention run) live here, not in the model code. */
-#include <stdlib.h>
 #include <string.h>
 
 #include "backends/backend.h"
@@ -21,6 +20,7 @@
 #include "backends/cpu/quant_amx.h"
 #include "backends/cpu/rope.h"
 #include "backends/cpu/softmax.h"
+#include "core/alloc.h"
 
 static bool cpu_available(const mxl_backend *be) {
     (void)be;
@@ -180,12 +180,12 @@ static void cpu_logits_scan(const mxl_backend *be, const float *x, int64_t n, bo
 
 static void *cpu_buffer_alloc(const mxl_backend *be, size_t bytes) {
     (void)be;
-    return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    return mxl_aligned_alloc(64, (bytes + 63) & ~(size_t)63);
 }
 
 static void cpu_buffer_free(const mxl_backend *be, void *buf) {
     (void)be;
-    free(buf);
+    mxl_aligned_free(buf);
 }
 
 static void cpu_buffer_copy(const mxl_backend *be, void *dst, const void *src, size_t bytes) {

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "backends/cpu/quant_gguf.h"
+#include "core/alloc.h"
 #include "core/dtype.h"
 
 #define AMX_BLOCK_U16 (4 * 16 * 32) /* one k-block of a panel: 4 tiles of 16 x 32 bf16 */
@@ -44,7 +45,7 @@ static void split1(float v, uint16_t *hi, uint16_t *lo) {
 
 void mxl_gemm_amx_pack(const mxl_weight *W, uint16_t *dst) {
     const int64_t N = W->rows, K = W->cols, nkb = up(K, 32) / 32;
-    float *row = malloc((size_t)K * sizeof(float));
+    float *row = mxl_malloc((size_t)K * sizeof(float));
     MXL_ASSERT(row != NULL);
     memset(dst, 0, mxl_gemm_amx_packed_bytes(N, K));
     for (int64_t n = 0; n < N; n++) {
@@ -60,7 +61,7 @@ void mxl_gemm_amx_pack(const mxl_weight *W, uint16_t *dst) {
             split1(row[k], &blk[(size_t)t * 512 + off], &blk[(size_t)(t + 2) * 512 + off]);
         }
     }
-    free(row);
+    mxl_free(row);
 }
 
 void mxl_gemm_amx_split_ref(const float *x, int64_t M, int64_t K, uint16_t *xh, uint16_t *xl) {

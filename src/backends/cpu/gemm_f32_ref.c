@@ -3,11 +3,12 @@
 
 #include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/quant_gguf.h"
+#include "core/alloc.h"
 
 void mxl_gemm_f32_ref(const mxl_weight *W, const float *x, int64_t M, const float *bias, int act,
                       float *y) {
     const int64_t N = W->rows, K = W->cols;
-    float *row = malloc((size_t)K * sizeof(float));
+    float *row = mxl_malloc((size_t)K * sizeof(float));
     MXL_ASSERT(row != NULL);
     for (int64_t n = 0; n < N; n++) {
         mxl_weight_dequant_row(W, n, row);
@@ -19,5 +20,5 @@ void mxl_gemm_f32_ref(const mxl_weight *W, const float *x, int64_t M, const floa
             y[m * N + n] = act == MXL_GEMM_ACT_NONE ? acc : mxl_cpu_act1((mxl_act)act, acc);
         }
     }
-    free(row);
+    mxl_free(row);
 }

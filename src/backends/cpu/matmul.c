@@ -18,6 +18,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/quant_amx.h"
 #include "backends/cpu/quant_gguf.h"
+#include "core/alloc.h"
 
 #define TILE_ROWS 8
 /* above this many tokens a quad's weights are unpacked once for all token groups (below, storing
@@ -336,7 +337,7 @@ void mxl_cpu_matmul_prep(const mxl_weight *W, const mxl_row_prep *prep, const fl
 }
 
 void mxl_cpu_matmul_f32_ref(const mxl_weight *W, const float *x, int64_t n_tok, float *y) {
-    float *row = malloc((size_t)W->cols * sizeof(float));
+    float *row = mxl_malloc((size_t)W->cols * sizeof(float));
     MXL_ASSERT(row != NULL);
     for (int64_t r = 0; r < W->rows; r++) {
         mxl_weight_dequant_row(W, r, row);
@@ -347,7 +348,7 @@ void mxl_cpu_matmul_f32_ref(const mxl_weight *W, const float *x, int64_t n_tok, 
             y[t * W->rows + r] = acc;
         }
     }
-    free(row);
+    mxl_free(row);
 }
 
 /* mxl_cpu_matmul_multi on the panel path: the weights' panels as one sequence, split over the
