@@ -3,6 +3,8 @@
 #ifndef MXL_TEST_H
 #define MXL_TEST_H
 
+#include <stddef.h>
+
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -61,6 +63,9 @@ const char *mxl_test_repo_root(void);
  * the bundled models: $MLXCEL_MODELS_DIR/rel, else ${MLXCEL_CACHE_DIR:-~/.cache/mlxcel}/models/rel.
  * Static buffer, overwritten by the next call. */
 const char *mxl_test_model_path(const char *rel);
+/* The whole file at path, NUL-terminated (mxl_free it), its length in *len when len is not NULL;
+ * NULL when it cannot be read. */
+char *mxl_test_read_file(const char *path, size_t *len);
 /* Parses the JSON file at `rel` under the repository root (a fixture); NULL after printing why. */
 struct json_t *mxl_test_load_json(const char *rel);
 /* Writes bytes to a fresh temp file and returns its path (static buffer per call index). */

@@ -256,22 +256,6 @@ static mxl_status op_template(const void *ctx, uint64_t *digest, mxl_error *err)
     return st;
 }
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = mxl_malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        mxl_free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) b[n] = '\0', *len = (size_t)n;
-    return b;
-}
-
 TEST(alloc_faults_template_render) {
     char path[2048];
     snprintf(path, sizeof path, "%s/../shared/testdata/templates/conversations.json", mxl_test_repo_root());
@@ -286,7 +270,7 @@ TEST(alloc_faults_template_render) {
     for (size_t i = 0; conv && i < sizeof names / sizeof *names; i++) {
         snprintf(path, sizeof path, "%s/../shared/testdata/templates/templates/%s.jinja", mxl_test_repo_root(), names[i]);
         tpl_ctx c = {NULL, 0, conv};
-        c.src = slurp(path, &c.len);
+        c.src = mxl_test_read_file(path, &c.len);
         CHECK(c.src);
         if (!c.src) continue;
         char label[96];

@@ -21,22 +21,6 @@
 
 /* ---------------------------------------------------------------- test data */
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? mxl_malloc((size_t)n + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        mxl_free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    return buf;
-}
-
 static const char *shared_dir(void) {
     static char dir[1024];
     snprintf(dir, sizeof dir, "%s/../shared/testdata/templates", mxl_test_repo_root());
@@ -47,7 +31,7 @@ static const char *shared_dir(void) {
 static char *template_src(const char *name) {
     char path[1400];
     snprintf(path, sizeof path, "%s/templates/%s.jinja", shared_dir(), name);
-    char *s = read_file(path);
+    char *s = mxl_test_read_file(path, NULL);
     if (!s) fprintf(stderr, "  missing test data: %s\n", path);
     return s;
 }
@@ -59,7 +43,7 @@ typedef struct golden_db {
 } golden_db;
 
 static bool load_jsonl(json_t *into, const char *path) {
-    char *text = read_file(path);
+    char *text = mxl_test_read_file(path, NULL);
     if (!text) {
         fprintf(stderr, "  missing test data: %s\n", path);
         return false;

@@ -1,9 +1,11 @@
 /* test_main.c - runner for the unit tests registered with TEST() (see test.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
+#include "core/alloc.h"
 #include "test.h"
 
 #define MAX_TESTS 4096
@@ -28,6 +30,25 @@ void mxl_test_register(const char *name, const char *file, mxl_test_fn fn) {
 const char *mxl_test_repo_root(void) {
     const char *r = getenv("MXL_REPO_ROOT");
     return r && *r ? r : ".";
+}
+
+char *mxl_test_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? mxl_malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        mxl_free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        if (len) *len = (size_t)n;
+    }
+    return buf;
 }
 
 const char *mxl_test_model_path(const char *rel) {

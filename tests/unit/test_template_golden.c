@@ -33,25 +33,6 @@ static const char *known_reason(const char *tpl, const char *conv) {
     return NULL;
 }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = mxl_malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        mxl_free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = 0;
-        if (len) *len = (size_t)n;
-    }
-    return buf;
-}
-
 static void show_diff(const char *want, const char *got) {
     size_t i = 0;
     while (want[i] && want[i] == got[i]) i++;
@@ -69,7 +50,7 @@ static void run_golden(int *mxl_test_failed_, const char *conv_path, const char 
     if (!convs) fprintf(stderr, "  missing test data: %s\n", conv_path);
     REQUIRE(convs != NULL);
     size_t glen;
-    char *golden = read_file(golden_path, &glen);
+    char *golden = mxl_test_read_file(golden_path, &glen);
     if (!golden) fprintf(stderr, "  missing test data: %s\n", golden_path);
     if (!golden) json_decref(convs);
     REQUIRE(golden != NULL);
@@ -96,7 +77,7 @@ static void run_golden(int *mxl_test_failed_, const char *conv_path, const char 
         }
         snprintf(path, sizeof path, "%s/templates/%s.jinja", dir, tname);
         size_t tlen;
-        char *src = read_file(path, &tlen);
+        char *src = mxl_test_read_file(path, &tlen);
         if (!conv || !src) {
             fprintf(stderr, "  %s/%s: missing template or conversation\n", tname, cname);
             bad++;

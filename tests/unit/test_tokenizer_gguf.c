@@ -14,33 +14,14 @@
 #include "test.h"
 #include "tokenizer/tokenizer.h"
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = mxl_malloc((size_t)n + 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        mxl_free(p);
-        p = NULL;
-    }
-    fclose(f);
-    if (p) {
-        p[n] = 0;
-        *len = (size_t)n;
-    }
-    return p;
-}
-
 static void run_vocab(int *mxl_test_failed_, const char *name, bool roundtrip) {
     char base[4096], path[4200];
     snprintf(base, sizeof base, "%s/../shared/testdata/llama-cpp-vocab/%s.gguf", mxl_test_repo_root(), name);
     size_t il = 0, ol = 0;
     snprintf(path, sizeof path, "%s.inp", base);
-    char *inp = slurp(path, &il);
+    char *inp = mxl_test_read_file(path, &il);
     snprintf(path, sizeof path, "%s.out", base);
-    char *out = slurp(path, &ol);
+    char *out = mxl_test_read_file(path, &ol);
     if (!inp || !out) {
         mxl_free(inp);
         mxl_free(out);
