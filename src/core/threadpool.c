@@ -22,10 +22,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-
-#include "core/alloc.h"
 #define CPU_RELAX() _mm_pause()
 #elif defined(__aarch64__)
 #define CPU_RELAX() __asm__ volatile("yield")
