@@ -12,13 +12,16 @@ ROOT=$PWD
 export MXL_REPO_ROOT=$ROOT
 
 scripts/setup.sh || { echo "setup failed"; exit 1; }
+echo "=== setup: $SECONDS s"
 
 passed=0
 failed=0
 step() { # name, command...
   local name=$1; shift
+  local t0=$SECONDS
   echo "=== $name"
-  if "$@"; then passed=$((passed + 1)); echo "=== $name: ok"; else failed=$((failed + 1)); echo "=== $name: FAILED"; fi
+  if "$@"; then passed=$((passed + 1)); echo "=== $name: ok ($((SECONDS - t0)) s)"
+  else failed=$((failed + 1)); echo "=== $name: FAILED ($((SECONDS - t0)) s)"; fi
 }
 
 step "unit tests (release)" build/mlxcel-tests

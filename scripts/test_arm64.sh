@@ -69,17 +69,17 @@ SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-poin
 SANDIR=build/arm64-san
 mkdir -p "$SANDIR"
 san_ok=1
-SAN_SRC=(src/core/*.c src/backends/cpu/*.c tests/unit/test_kernels_neon.c tests/unit/test_main.c tests/unit/test_mlx_params.c)
+SAN_SRC=(src/core/*.c src/backends/weight.c src/backends/cpu/*.c tests/unit/test_kernels_neon.c tests/unit/test_main.c tests/unit/test_mlx_params.c)
 for f in "${SAN_SRC[@]}"; do
   o="$SANDIR/$(echo "$f" | tr / _).o"
-  if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ -n "$(find src/core src/backends/cpu tests/unit -name '*.h' -newer "$o" 2>/dev/null | head -1)" ]; then
+  if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ -n "$(find src/core src/backends tests/unit -name '*.h' -newer "$o" 2>/dev/null | head -1)" ]; then
     aarch64-linux-gnu-gcc -std=c17 -D_GNU_SOURCE -DMXL_VERSION=\"arm64-san\" -Wall -Wextra -Wpedantic -Werror -Wshadow \
       -Wstrict-prototypes -Wno-unused-parameter -Isrc -O1 -g $SAN -pthread -c "$f" -o "$o" || san_ok=0
   fi
 done
 objs=()
 for f in "${SAN_SRC[@]}"; do objs+=("$SANDIR/$(echo "$f" | tr / _).o"); done
-if [ $san_ok -eq 1 ] && aarch64-linux-gnu-gcc $SAN -o "$SANDIR/kernels-tests" "${objs[@]}" -ljansson -lm -lpthread; then
+if [ $san_ok -eq 1 ] && aarch64-linux-gnu-gcc $SAN -o "$SANDIR/kernels-tests" "${objs[@]}" -ljansson -lpcre2-8 -lm -lpthread; then
   for cap in "" neon; do
     run "ASan+UBSan ${cap:-neon+dotprod} [kernels_neon]" env ${cap:+MXL_CPU_ISA=$cap} ASAN_OPTIONS=detect_leaks=0 \
       "$QEMU" -cpu max -E LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib "$SANDIR/kernels-tests" kernels_neon

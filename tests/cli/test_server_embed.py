@@ -138,7 +138,13 @@ def test_embedding_queue_full_503_and_timeout_504():
     real_model_path(MINILM)
     s = Server("-m", MINILM, "--embedding-queue-depth", "1", "--embedding-request-timeout-secs", "1")
     try:
-        long = {"input": ["a long sentence about lighthouses and the sea " * 30] * 200}  # seconds of work
+        # a request that keeps the worker busy for about 4 s on this binary and machine (sized
+        # from a timed probe of 10 inputs: a sanitizer build is about ten times slower)
+        text = "a long sentence about lighthouses and the sea " * 30
+        t0 = time.monotonic()
+        assert requests.post(s.url + "/v1/embeddings", json={"input": [text] * 10}).status_code == 200
+        per_input = (time.monotonic() - t0) / 10
+        long = {"input": [text] * max(10, min(2000, int(4.0 / per_input) + 1))}
         out = []
         t = threading.Thread(target=lambda: out.append(requests.post(s.url + "/v1/embeddings", json=long).status_code))
         t.start()

@@ -1,6 +1,7 @@
 /* test_main.c - runner for the unit tests registered with TEST() (see test.h). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -27,9 +28,14 @@ void mxl_test_register(const char *name, const char *file, mxl_test_fn fn) {
     g_tests[g_n_tests++] = (entry){name, file, fn};
 }
 
+/* MXL_REPO_ROOT, else the working directory as an absolute path (tests link fixture files from
+ * temporary directories, where a relative root would dangle). */
 const char *mxl_test_repo_root(void) {
     const char *r = getenv("MXL_REPO_ROOT");
-    return r && *r ? r : ".";
+    if (r && *r) return r;
+    static char cwd[4096];
+    if (!cwd[0] && !getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, ".");
+    return cwd;
 }
 
 char *mxl_test_read_file(const char *path, size_t *len) {
@@ -100,13 +106,17 @@ int main(int argc, char **argv) {
             continue;
         }
         int f = 0;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         g_tests[i].fn(&f);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
         if (f) {
             failed++;
-            fprintf(stderr, "FAIL %s (%s)\n", g_tests[i].name, g_tests[i].file);
+            fprintf(stderr, "FAIL %s (%s, %.1f s)\n", g_tests[i].name, g_tests[i].file, secs);
         } else {
             passed++;
-            if (getenv("MXL_TEST_VERBOSE")) fprintf(stderr, "ok   %s\n", g_tests[i].name);
+            if (getenv("MXL_TEST_VERBOSE")) fprintf(stderr, "ok   %s (%.1f s)\n", g_tests[i].name, secs);
         }
     }
     if (excluded) printf("unit: %d tests named %s* left out of this run\n", excluded, exclude);

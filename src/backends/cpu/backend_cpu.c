@@ -250,12 +250,31 @@ static size_t ref_matmul_scratch_bytes(const mxl_backend *be, const mxl_weight *
     return 0;
 }
 
-/* prep makes every row first, then each row of W is dequantized and dotted in f32 */
+typedef struct ref_mm_ctx {
+    const mxl_weight *W;
+    const float *x;
+    int64_t n_tok;
+    float *y;
+} ref_mm_ctx;
+
+static void ref_mm_task(void *vctx, int task, int n_tasks, int thread_index) {
+    (void)thread_index;
+    const ref_mm_ctx *c = vctx;
+    int64_t r0 = c->W->rows * task / n_tasks, r1 = c->W->rows * (task + 1) / n_tasks;
+    mxl_cpu_matmul_f32_ref_rows(c->W, c->x, c->n_tok, c->y, r0, r1);
+}
+
+/* prep makes every row first, then each row of W is dequantized and dotted in f32; the rows are
+ * split over the pool (each output the same bits as mxl_cpu_matmul_f32_ref gives) */
 static void ref_matmul(const mxl_backend *be, const mxl_weight *W, const mxl_row_prep *prep, const float *x,
                        int64_t n_tok, float *y, void *scratch, mxl_threadpool *pool) {
-    (void)be, (void)scratch, (void)pool;
+    (void)be, (void)scratch;
     if (prep) prep->fn(prep->ctx, 0, n_tok);
-    mxl_cpu_matmul_f32_ref(W, x, n_tok, y);
+    int n_tasks = pool ? mxl_threadpool_size(pool) : 1;
+    if (n_tasks > W->rows) n_tasks = (int)W->rows;
+    ref_mm_ctx c = {W, x, n_tok, y};
+    if (n_tasks > 1) mxl_threadpool_run(pool, n_tasks, ref_mm_task, &c);
+    else mxl_cpu_matmul_f32_ref(W, x, n_tok, y);
 }
 
 static void ref_matmul_multi(const mxl_backend *be, const mxl_weight *const *W, int n_w, const mxl_row_prep *prep,

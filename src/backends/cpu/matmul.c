@@ -337,9 +337,13 @@ void mxl_cpu_matmul_prep(const mxl_weight *W, const mxl_row_prep *prep, const fl
 }
 
 void mxl_cpu_matmul_f32_ref(const mxl_weight *W, const float *x, int64_t n_tok, float *y) {
+    mxl_cpu_matmul_f32_ref_rows(W, x, n_tok, y, 0, W->rows);
+}
+
+void mxl_cpu_matmul_f32_ref_rows(const mxl_weight *W, const float *x, int64_t n_tok, float *y, int64_t r0, int64_t r1) {
     float *row = mxl_malloc((size_t)W->cols * sizeof(float));
     MXL_ASSERT(row != NULL);
-    for (int64_t r = 0; r < W->rows; r++) {
+    for (int64_t r = r0; r < r1; r++) {
         mxl_weight_dequant_row(W, r, row);
         for (int64_t t = 0; t < n_tok; t++) {
             const float *xt = x + t * W->cols;

@@ -64,6 +64,9 @@ void mxl_cpu_matmul_multi(const mxl_weight *const *W, int n_w, const mxl_row_pre
 /* Plain f32 reference: dequantize each row (reference dequantization) and dot in f32, no
  * activation quantization. The accuracy yardstick for the quantized-activation paths. */
 void mxl_cpu_matmul_f32_ref(const mxl_weight *W, const float *x, int64_t n_tok, float *y);
+/* The same for rows [r0, r1) of W only (y's other columns untouched): each y element is computed
+ * exactly as above, so splitting the rows over threads gives the same bits. */
+void mxl_cpu_matmul_f32_ref_rows(const mxl_weight *W, const float *x, int64_t n_tok, float *y, int64_t r0, int64_t r1);
 
 
 #endif
