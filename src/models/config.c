@@ -436,7 +436,10 @@ static int fill_from_json(mxl_model_config *cfg, json_t *root, const char *origi
     if (read_int(&r, KEYS("head_dim", "attention_head_dim"), 1, &cfg->head_dim)) return 1;
     if (read_int(&r, KEYS("max_position_embeddings", "n_positions", "max_seq_len", "seq_length"), 1, &cfg->max_position_embeddings)) return 1;
     if (read_int(&r, KEYS("sliding_window"), 0, &cfg->sliding_window)) return 1;
-    if (read_int(&r, KEYS("sliding_window_pattern"), 1, &cfg->sliding_window_pattern)) return 1;
+    /* EXAONE 4 may spell the pattern as letters ("LLLG"): its family reads that form */
+    if (!json_is_string(lookup(&r, "sliding_window_pattern")) &&
+        read_int(&r, KEYS("sliding_window_pattern"), 1, &cfg->sliding_window_pattern))
+        return 1;
     if (read_int(&r, KEYS("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"), 0, &cfg->num_experts)) return 1;
     if (read_int(&r, KEYS("num_experts_per_tok", "moe_top_k", "num_experts_per_token"), 0, &cfg->num_experts_per_tok)) return 1;
     if (read_int(&r, KEYS("type_vocab_size"), 0, &cfg->type_vocab_size)) return 1;

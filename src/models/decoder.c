@@ -894,6 +894,19 @@ static void attend_span(const fwd_pass *f, const row_span *sp, mxl_threadpool *p
                                     f->ws->att + sp->row0 * qd, scratch, pool);
 }
 
+/* The layer's QK-norm (if any) of one row's queries qt [n_heads * head_dim] and keys kt
+ * [n_kv_heads * head_dim], in place. */
+static void qk_norm(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_decoder_layer *L, float *qt, float *kt) {
+    const int64_t hd = hp->head_dim;
+    if (hp->qk_norm_kind == MXL_QK_NORM_HEAD) {
+        rms_rows(be, hp, L->q_norm, qt, hp->n_heads, hd);
+        rms_rows(be, hp, L->k_norm, kt, hp->n_kv_heads, hd);
+    } else if (hp->qk_norm_kind == MXL_QK_NORM_FULL) {
+        rms_rows(be, hp, L->q_norm, qt, 1, hp->n_heads * hd);
+        rms_rows(be, hp, L->k_norm, kt, 1, hp->n_kv_heads * hd);
+    }
+}
+
 /* A span's rows of this layer made ready for attention: QK-norm, RoPE at each row's position
  * (ws->rope_cs), then K and V appended to its own state's cache (in its storage type). */
 static void prepare_span(const fwd_pass *f, const row_span *sp) {
@@ -905,18 +918,13 @@ static void prepare_span(const fwd_pass *f, const row_span *sp) {
     const int rk = L->sliding ? 1 : 0;
     for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++) {
         float *qt = ws->q + t * qd, *kt = ws->k + t * kvd;
-        if (hp->qk_norm_kind == MXL_QK_NORM_HEAD) {
-            rms_rows(ws->be, hp, L->q_norm, qt, hp->n_heads, hd);
-            rms_rows(ws->be, hp, L->k_norm, kt, hp->n_kv_heads, hd);
-        } else if (hp->qk_norm_kind == MXL_QK_NORM_FULL) {
-            rms_rows(ws->be, hp, L->q_norm, qt, 1, qd);
-            rms_rows(ws->be, hp, L->k_norm, kt, 1, kvd);
-        }
+        if (!hp->qk_norm_after_rope) qk_norm(ws->be, hp, L, qt, kt);
         if (L->rope) {
             const float *cs = ws->rope_cs + (t * 2 + rk) * hd;
             ws->be->ops->rope_apply_table(ws->be, rc, cs, qt, (int)hp->n_heads);
             ws->be->ops->rope_apply_table(ws->be, rc, cs, kt, (int)hp->n_kv_heads);
         }
+        if (hp->qk_norm_after_rope) qk_norm(ws->be, hp, L, qt, kt);
     }
     /* append in the state's storage types (f16 / int8 conversion here, once per token); the
      * blocks were reserved before the pass, so this only writes the span's own rows */

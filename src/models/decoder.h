@@ -10,7 +10,8 @@
  *                                                  k/v [n_tok, n_kv_heads, head_dim]
  *   QK-norm: RMSNorm over each head (Qwen3, Gemma 3) or over the whole projection (OLMo 2)
  *   q, k = rope(q, k; the layer's RoPE) unless the layer is NoPE (SmolLM3) or positions are
- *          learned (GPT-2); then k, v are appended to the layer's KV cache (f16 by default,
+ *          learned (GPT-2); (QK-norm here instead with qk_norm_after_rope: Hunyuan)
+ *          then k, v are appended to the layer's KV cache (f16 by default,
  *          f32 or grouped int8 on request: mxl_decoder_kv_type)
  *   a  = attention(q, cache; scale, soft-cap, causal, layer window) Wo (+bo)
  *   a  = post_attn_norm ? norm(a) : a
@@ -63,6 +64,7 @@ typedef struct mxl_decoder_hparams {
     bool norm_plus_one;    /* Gemma: y = norm(x) * (1 + w) (HF weights; GGUF stores 1 + w) */
     bool qk_norm;          /* qk_norm_kind != NONE */
     mxl_qk_norm_kind qk_norm_kind;
+    bool qk_norm_after_rope; /* QK-norm on the rotated heads (Hunyuan), not before RoPE */
     bool pre_norms;        /* norms before attention and MLP (all but OLMo 2) */
     bool post_norms;       /* norms after attention and after the MLP (Gemma 2/3, OLMo 2) */
     bool qkv_bias, o_bias; /* attention projection biases */

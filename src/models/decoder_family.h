@@ -135,6 +135,13 @@ mxl_status mxl_family_rope_from(mxl_family_ctx *c, json_t *p, const char *where,
 /* The model's single RoPE: rope_parameters, else rope_scaling, with rope_theta (default 10000);
  * also sets hp->rope_local to the same. */
 mxl_status mxl_family_rope(mxl_family_ctx *c);
+/* mxl_family_rope with GPT-J style (interleaved pairs 2i, 2i+1): the rotate_half of Helium,
+ * ERNIE 4.5, GLM and Cohere, whose cos/sin are repeat_interleave'd. */
+mxl_status mxl_family_rope_interleaved(mxl_family_ctx *c);
+/* transformers 5's per-layer-type RoPE: rope_parameters.full_attention into hp->rope and
+ * rope_parameters.sliding_attention into hp->rope_local (each with its default theta when it
+ * names none). *found: whether rope_parameters has either key (else nothing is set). */
+mxl_status mxl_family_rope_layer_types(mxl_family_ctx *c, double full_theta, double sliding_theta, bool *found);
 /* A zeroed per-layer flag array [n_layers] in the decoder's arena (NULL + error when out of
  * memory). */
 uint8_t *mxl_family_layer_flags(mxl_family_ctx *c);

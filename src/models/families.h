@@ -20,6 +20,16 @@
     X(smollm3)                  \
     X(starcoder2)               \
     X(gpt2)                     \
-    X(stablelm)
+    X(stablelm)                 \
+    X(helium)                   \
+    X(seed_oss)                 \
+    X(ernie4_5)                 \
+    X(internlm3)                \
+    X(iquestcoder)              \
+    X(glm)                      \
+    X(glm4)                     \
+    X(olmo3)                    \
+    X(hunyuan_v1_dense)         \
+    X(exaone4)
 
 #endif

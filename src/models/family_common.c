@@ -167,6 +167,22 @@ mxl_status mxl_family_rope(mxl_family_ctx *c) {
     return st;
 }
 
+mxl_status mxl_family_rope_interleaved(mxl_family_ctx *c) {
+    mxl_status st = mxl_family_rope(c);
+    c->hp->rope.style = c->hp->rope_local.style = MXL_ROPE_GPTJ;
+    return st;
+}
+
+mxl_status mxl_family_rope_layer_types(mxl_family_ctx *c, double full_theta, double sliding_theta, bool *found) {
+    json_t *rp = get(c, c->raw, "rope_parameters");
+    json_t *full = json_is_object(rp) ? get(c, rp, "full_attention") : NULL;
+    json_t *slide = json_is_object(rp) ? get(c, rp, "sliding_attention") : NULL;
+    *found = full || slide;
+    if (!*found) return MXL_OK;
+    mxl_status st = mxl_family_rope_from(c, full, "rope_parameters.full_attention", full_theta, &c->hp->rope);
+    return st ? st : mxl_family_rope_from(c, slide, "rope_parameters.sliding_attention", sliding_theta, &c->hp->rope_local);
+}
+
 uint8_t *mxl_family_layer_flags(mxl_family_ctx *c) {
     size_t n = (size_t)c->hp->n_layers;
     uint8_t *f = mxl_arena_alloc(c->arena, n ? n : 1, 1);

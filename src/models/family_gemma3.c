@@ -48,13 +48,9 @@ static mxl_status gemma3_setup(mxl_family_ctx *c) {
     hp->qk_norm_kind = MXL_QK_NORM_HEAD;
 
     json_t *rp = json_object_get(c->raw, "rope_parameters");
-    json_t *full = rp && json_is_object(rp) ? json_object_get(rp, "full_attention") : NULL;
-    json_t *slide = rp && json_is_object(rp) ? json_object_get(rp, "sliding_attention") : NULL;
-    if (full || slide) { /* transformers 5: one RoPE per layer type */
-        if ((st = mxl_family_rope_from(c, full, "rope_parameters.full_attention", 1000000.0, &hp->rope)) ||
-            (st = mxl_family_rope_from(c, slide, "rope_parameters.sliding_attention", 10000.0, &hp->rope_local)))
-            return st;
-    } else {
+    bool per_type;
+    if ((st = mxl_family_rope_layer_types(c, 1000000.0, 10000.0, &per_type))) return st;
+    if (!per_type) {
         json_t *p = rp && !json_is_null(rp) ? rp : json_object_get(c->raw, "rope_scaling");
         if (p && json_is_null(p)) p = NULL;
         if ((st = mxl_family_rope_from(c, p, rp && !json_is_null(rp) ? "rope_parameters" : "rope_scaling", 1000000.0, &hp->rope))) return st;

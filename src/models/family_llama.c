@@ -53,3 +53,27 @@ const mxl_decoder_family mxl_family_mistral = {
     .model_type = "mistral", .registry_id = "llama", .hf_class = "MistralForCausalLM", .names = &mxl_names_llama,
     .setup = mistral_setup,
 };
+
+/* InternLM 3 (transformers runs model_type internlm3 as LlamaForCausalLM): its own configs spell
+ * attention_bias "qkv_bias" and mlp_bias "bias" (InternLM3Config's attribute_map), read here when
+ * present. */
+static mxl_status internlm3_setup(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    bool qkv_bias = hp->qkv_bias;
+    if ((st = mxl_family_bool(c, "qkv_bias", qkv_bias, &qkv_bias)) || (st = mxl_family_bool(c, "bias", hp->mlp_bias, &hp->mlp_bias)))
+        return st;
+    hp->qkv_bias = hp->o_bias = qkv_bias;
+    return llama_setup(c);
+}
+
+const mxl_decoder_family mxl_family_internlm3 = {
+    .model_type = "internlm3", .registry_id = "internlm3", .hf_class = "LlamaForCausalLM", .names = &mxl_names_llama,
+    .setup = internlm3_setup,
+};
+
+/* IQuest-Coder V1 (transformers runs model_type iquestcoder as LlamaForCausalLM). */
+const mxl_decoder_family mxl_family_iquestcoder = {
+    .model_type = "iquestcoder", .registry_id = "iquestcoder", .hf_class = "LlamaForCausalLM", .names = &mxl_names_llama,
+    .setup = llama_setup,
+};

@@ -9,6 +9,8 @@
  * default pattern 4 (every 4th layer full); sliding layers use rope.freq_base_swa (default
  * rope.freq_base) and no RoPE scaling (llama.cpp runs them with freq_scale 1, attn_factor 1, as
  * mxl_family_gguf_rope_scaling leaves hp->rope_local). */
+#include <jansson.h>
+
 #include "models/convert_family.h"
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
@@ -51,6 +53,40 @@ static mxl_status olmo2_setup(mxl_family_ctx *c) {
     return mxl_family_rope(c);
 }
 
+/* OLMo 3 (transformers modeling_olmo3.py): OLMo 2's block with sliding layers (layer_types, by
+ * default every layer but each 4th) and one RoPE per layer type (rope_parameters.full_attention /
+ * sliding_attention, theta 500000 by default; older configs: rope_theta and rope_scaling on
+ * full layers, theta 500000 on sliding ones, as transformers reads them). GGUF: llama.cpp writes OLMo 3 as olmo2 (olmo2_gguf above). */
+static mxl_status olmo3_setup(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    hp->pre_norms = false;
+    hp->post_norms = true;
+    hp->qk_norm_kind = MXL_QK_NORM_FULL;
+    bool per_type;
+    if ((st = mxl_family_rope_layer_types(c, 500000.0, 500000.0, &per_type))) return st;
+    if (!per_type) {
+        /* the older spelling as transformers reads it (Olmo3Config.convert_rope_params_to_dict):
+         * rope_theta and rope_scaling go to full layers; sliding layers get the default theta
+         * 500000 whatever rope_theta says (it is consumed by the full layers' entry) */
+        json_t *scaling = json_object_get(c->raw, "rope_scaling");
+        if (json_is_null(scaling)) scaling = NULL;
+        if ((st = mxl_family_rope_from(c, scaling, "rope_scaling", 500000.0, &hp->rope))) return st;
+        hp->rope_local = hp->rope;
+        hp->rope_local.theta = 500000.0;
+        hp->rope_local.scaling = MXL_ROPE_SCALING_NONE;
+        hp->rope_local.factor = 1.0;
+    }
+    int64_t window = c->cfg->sliding_window > 0 ? c->cfg->sliding_window : 0;
+    if (window == 0 || mxl_family_sliding_from_layer_types(c, window)) return MXL_OK;
+    uint8_t *f = mxl_family_layer_flags(c);
+    if (!f) return MXL_ERR_NOMEM;
+    for (int64_t i = 0; i < hp->n_layers; i++) f[i] = (i + 1) % 4 != 0;
+    hp->layer_is_sliding = f;
+    hp->sliding_window = window;
+    return MXL_OK;
+}
+
 static mxl_status olmo2_convert_check(const mxl_checkpoint *ck, mxl_error *err) {
     if (ck->config.sliding_window > 0)
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: olmo2 GGUF with a sliding window (metadata key 'olmo2.attention.sliding_window', OLMo 3) is not converted", ck->path);
@@ -60,4 +96,8 @@ static mxl_status olmo2_convert_check(const mxl_checkpoint *ck, mxl_error *err) 
 const mxl_decoder_family mxl_family_olmo2 = {
     .model_type = "olmo2", .registry_id = "olmo2", .hf_class = "Olmo2ForCausalLM", .names = &k_names, .setup = olmo2_setup,
     .gguf_arch = "olmo2", .convert_check = olmo2_convert_check,
+};
+
+const mxl_decoder_family mxl_family_olmo3 = {
+    .model_type = "olmo3", .registry_id = "olmo3", .hf_class = "Olmo3ForCausalLM", .names = &k_names, .setup = olmo3_setup,
 };

@@ -238,7 +238,7 @@ static const mxl_family k_families[] = {
 
     /* ---- Regional and Specialized Models ---- */
     {"baichuan_m1", "Baichuan M1", "Baichuan", GEN, TXT, ANY, L("baichuan_m1"), NONE, NONE, NONE, M_T, "text"},
-    {"glm4", "GLM 4", "GLM", GEN, TXT, ANY, L("glm4"), NONE, NONE, NONE, M_T, "text"},
+    {"glm4", "GLM 4", "GLM", GEN, TXT, ANY, L("glm4", "glm"), NONE, NONE, NONE, M_T, "text"},
     {"ernie4_5", "ERNIE 4.5", "ERNIE", GEN, TXT, ANY, L("ernie4_5", "ernie4.5"), NONE, NONE, NONE, M_T, "text"},
     /* Covers both the "Hunyuan Dense" row and the "Hunyuan (auto)" row (hunyuan with
      * num_experts == 1 is the same dense runtime). */

@@ -121,6 +121,10 @@ TEST(decoder_families_older_config_spellings) {
         {"qwen2", "{\"layer_types\": null}"},
         {"gemma2", "{\"layer_types\": null}"},
         {"smollm3", "{\"no_rope_layers\": null, \"layer_types\": null}"},
+        {"glm", "{\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000.0}}"}, /* partial 0.5 by default */
+        {"internlm3", "{\"attention_bias\": null, \"mlp_bias\": null, \"qkv_bias\": true, \"bias\": true}"},
+        {"exaone4", "{\"layer_types\": null, \"sliding_window_pattern\": \"LG\"}"},
+        {"exaone4", "{\"layer_types\": null, \"sliding_window_pattern\": 2}"},
     };
     json_t *fx = load_reference();
     REQUIRE(fx);
@@ -233,6 +237,8 @@ TEST(decoder_families_refuse_unsupported_config_by_name) {
                    mxl_test_failed_);
     expect_refused("gpt2", "{\"add_cross_attention\": true}", MXL_ERR_UNSUPPORTED, "add_cross_attention", NULL, mxl_test_failed_);
     expect_refused("smollm3", "{\"no_rope_layers\": [1, 0]}", MXL_ERR_FORMAT, "no_rope_layers", NULL, mxl_test_failed_);
+    expect_refused("exaone4", "{\"layer_types\": null, \"sliding_window_pattern\": \"LXG\"}", MXL_ERR_FORMAT,
+                   "sliding_window_pattern", NULL, mxl_test_failed_);
 }
 
 TEST(decoder_families_refuse_mismatched_tensors_by_name) {

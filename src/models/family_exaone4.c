@@ -1,0 +1,58 @@
+/* family_exaone4.c - EXAONE 4.0 (transformers modeling_exaone4.py): OLMo 2's post-norm block
+ * (RMSNorm on the attention output and on the MLP output, none before them) with an RMSNorm over
+ * each query and key head before RoPE. With a sliding window the sliding layers (layer_types, else
+ * sliding_window_pattern: an integer N, every N-th layer full, or a string like "LLLG", one letter
+ * per layer repeating) use RoPE and the window, and the full layers use no positions at all
+ * (NoPE); without one every layer is full and rotates. No GGUF path yet (llama.cpp's exaone4). */
+#include <jansson.h>
+#include <string.h>
+
+#include "models/decoder_family.h"
+
+static const mxl_decoder_names k_names = {
+    .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
+    .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm", .post_attn_norm = "post_attention_layernorm",
+    .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
+    .post_ffn_norm = "post_feedforward_layernorm",
+};
+
+/* Sliding layers from sliding_window_pattern when config.json has no layer_types. */
+static mxl_status sliding_from_pattern(mxl_family_ctx *c, int64_t window) {
+    mxl_decoder_hparams *hp = c->hp;
+    json_t *p = json_object_get(c->raw, "sliding_window_pattern");
+    uint8_t *f = mxl_family_layer_flags(c);
+    if (!f) return MXL_ERR_NOMEM;
+    const char *s = json_is_string(p) ? json_string_value(p) : NULL;
+    int64_t n = json_is_integer(p) ? json_integer_value(p) : !p || json_is_null(p) ? 4 : -1;
+    if (s && (!s[0] || strspn(s, "LG") != strlen(s)))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'sliding_window_pattern' must be a number or letters L/G", c->ck->path);
+    if (!s && n <= 0)
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'sliding_window_pattern' must be a positive number or letters L/G", c->ck->path);
+    for (int64_t i = 0; i < hp->n_layers; i++) f[i] = s ? s[i % (int64_t)strlen(s)] == 'L' : (i + 1) % n != 0;
+    hp->layer_is_sliding = f;
+    hp->sliding_window = window;
+    return MXL_OK;
+}
+
+static mxl_status exaone4_setup(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    hp->pre_norms = false;
+    hp->post_norms = true;
+    hp->qk_norm_kind = MXL_QK_NORM_HEAD;
+    if ((st = mxl_family_rope(c))) return st;
+    int64_t window = c->cfg->sliding_window > 0 ? c->cfg->sliding_window : 0;
+    if (window == 0) return MXL_OK;
+    if (!mxl_family_sliding_from_layer_types(c, window) && (st = sliding_from_pattern(c, window))) return st;
+    uint8_t *nope = mxl_family_layer_flags(c);
+    if (!nope) return MXL_ERR_NOMEM;
+    for (int64_t i = 0; i < hp->n_layers; i++) nope[i] = !hp->layer_is_sliding[i];
+    hp->layer_no_rope = nope;
+    return MXL_OK;
+}
+
+const mxl_decoder_family mxl_family_exaone4 = {
+    .model_type = "exaone4", .registry_id = "exaone4", .hf_class = "Exaone4ForCausalLM", .names = &k_names,
+    .setup = exaone4_setup,
+};

@@ -1,0 +1,51 @@
+/* family_glm.c - GLM 4 dense (transformers modeling_glm.py, model_type glm: GLM-4-9B-chat-hf;
+ * modeling_glm4.py, model_type glm4: GLM-4-9B-0414, GLM-Z1). Both: Llama's layout with a fused
+ * mlp.gate_up_proj [2*ffn, hidden] (rows: gate, then up), q/k/v biases (attention_bias, true by
+ * default) and none on o_proj, and interleaved RoPE (GPT-J pairs) on the first
+ * partial_rotary_factor (default 0.5) of each head. glm4 adds RMSNorms on the attention output
+ * (post_self_attn_layernorm) and the MLP output (post_mlp_layernorm) before each residual add,
+ * beside the usual pre-norms. No GGUF path yet (llama.cpp's chatglm / glm4). */
+#include <jansson.h>
+
+#include "models/decoder_family.h"
+
+static const mxl_decoder_names k_names_glm = {
+    .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
+    .attn_norm = "input_layernorm", .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
+    .o = "self_attn.o_proj", .ffn_norm = "post_attention_layernorm", .gate_up = "mlp.gate_up_proj",
+    .down = "mlp.down_proj",
+};
+
+static const mxl_decoder_names k_names_glm4 = {
+    .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
+    .attn_norm = "input_layernorm", .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
+    .o = "self_attn.o_proj", .post_attn_norm = "post_self_attn_layernorm", .ffn_norm = "post_attention_layernorm",
+    .gate_up = "mlp.gate_up_proj", .down = "mlp.down_proj", .post_ffn_norm = "post_mlp_layernorm",
+};
+
+static mxl_status glm_setup(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    if ((st = mxl_family_bool(c, "attention_bias", true, &hp->qkv_bias))) return st;
+    hp->o_bias = false;
+    if ((st = mxl_family_rope_interleaved(c))) return st;
+    /* GlmConfig's partial_rotary_factor default is 0.5, not the shared parser's 1 */
+    json_t *rp = json_object_get(c->raw, "rope_parameters");
+    bool said = json_object_get(c->raw, "partial_rotary_factor") ||
+                (json_is_object(rp) && json_object_get(rp, "partial_rotary_factor"));
+    if (!said) hp->rope.rotary_dim = hp->rope_local.rotary_dim = (int)(hp->head_dim / 2) & ~1;
+    return MXL_OK;
+}
+
+static mxl_status glm4_setup(mxl_family_ctx *c) {
+    c->hp->post_norms = true;
+    return glm_setup(c);
+}
+
+const mxl_decoder_family mxl_family_glm = {
+    .model_type = "glm", .registry_id = "glm4", .hf_class = "GlmForCausalLM", .names = &k_names_glm, .setup = glm_setup,
+};
+
+const mxl_decoder_family mxl_family_glm4 = {
+    .model_type = "glm4", .registry_id = "glm4", .hf_class = "Glm4ForCausalLM", .names = &k_names_glm4, .setup = glm4_setup,
+};
