@@ -136,12 +136,28 @@ static mxl_status bind_vector(const binder *b, int64_t layer, const char *module
     return st;
 }
 
+/* n floats in the decoder's arena: all ones, or 1 + src[i] (src given) */
+static const float *ones_plus(const binder *b, const float *src, int64_t n) {
+    float *v = mxl_arena_alloc(&b->d->arena, (size_t)n * sizeof(float), 64);
+    if (!v) {
+        mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++) v[i] = 1.0f + (src ? src[i] : 0.0f);
+    return v;
+}
+
 static mxl_status bind_norm(const binder *b, int64_t layer, const char *module, int64_t n, mxl_decoder_norm *out) {
+    const mxl_decoder_hparams *hp = &b->d->hp;
     memset(out, 0, sizeof *out);
+    if (hp->norm_no_weight) /* a weight of ones marks the norm present; the kernel multiplies by 1 */
+        return (out->w = ones_plus(b, NULL, n)) ? MXL_OK : MXL_ERR_NOMEM;
     if (!module)
         return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no tensor for a norm it uses", b->ck->path);
     mxl_status st = bind_vector(b, layer, module, ".weight", n, &out->w);
-    if (st == MXL_OK && b->d->hp.norm == MXL_NORM_LAYER) st = bind_vector(b, layer, module, ".bias", n, &out->b);
+    if (st == MXL_OK && hp->norm == MXL_NORM_LAYER && !hp->norm_no_bias) st = bind_vector(b, layer, module, ".bias", n, &out->b);
+    if (st == MXL_OK && hp->norm == MXL_NORM_LAYER && hp->norm_plus_one && !(out->w = ones_plus(b, out->w, n)))
+        return MXL_ERR_NOMEM;
     return st;
 }
 
@@ -200,7 +216,8 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
             return st;
     }
     if (hp->post_norms && (st = bind_norm(b, i, nm->post_attn_norm, H, &L->post_attn_norm))) return st;
-    if (hp->pre_norms && (st = bind_norm(b, i, nm->ffn_norm, H, &L->ffn_norm))) return st;
+    if (hp->pre_norms && !(hp->parallel_residual && !nm->ffn_norm) && (st = bind_norm(b, i, nm->ffn_norm, H, &L->ffn_norm)))
+        return st;
     if (hp->mlp == MXL_MLP_GATED && nm->gate_up) {
         const int64_t sizes[2] = {hp->ffn, hp->ffn};
         mxl_weight *const ws[2] = {&L->w_gate, &L->w_up};
@@ -232,6 +249,10 @@ static mxl_status bind_output(const binder *b, mxl_decoder *d) {
     }
     snprintf(name, sizeof name, "%s.weight", b->nm->lm_head);
     bool present = b->nm->lm_head && find_tensor(b, name);
+    if (d->hp.lm_head_bias) {
+        mxl_status st = bind_vector(b, -1, b->nm->lm_head, ".bias", d->hp.vocab, &d->output_bias);
+        if (st) return st;
+    }
     if (present && !(tie_declared && tie)) return bind_matrix(b, -1, b->nm->lm_head, d->hp.vocab, d->hp.hidden, &d->output);
     /* a backbone without a head (architectures "...Model", not "...ForCausalLM") may declare untied
      * embeddings it does not ship (Qwen3-Embedding-8B): its users read hidden states, not logits */
@@ -957,6 +978,15 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
         float *y[3] = {ws->q, ws->k, ws->v};
         linear_multi(W, b, 3, prep, h, n, y, ws);
     }
+    if (hp->clip_qkv > 0) {
+        const float c = hp->clip_qkv;
+        const int64_t nq = n * hp->n_heads * hd, nkv = n * hp->n_kv_heads * hd;
+        for (int64_t i = 0; i < nq; i++) ws->q[i] = fminf(fmaxf(ws->q[i], -c), c);
+        for (int64_t i = 0; i < nkv; i++) {
+            ws->k[i] = fminf(fmaxf(ws->k[i], -c), c);
+            ws->v[i] = fminf(fmaxf(ws->v[i], -c), c);
+        }
+    }
     const mxl_rope_cfg *rc = L->sliding ? &hp->rope_local : &hp->rope;
     const int rk = L->sliding ? 1 : 0;
     if (L->rope && !f->rope_ready[rk]) { /* each row's cosines / sines once per pass, not per layer */
@@ -1043,6 +1073,16 @@ static void forward_rows(fwd_pass *f, const int32_t *tokens) {
         const mxl_row_prep attn_norm = {norm_rows_prep, &an}, ffn_norm = {norm_rows_prep, &fn};
         attention_block(f, l, L->attn_norm.w ? &attn_norm : NULL, L->attn_norm.w ? ws->xn : ws->x);
         if (L->post_attn_norm.w) norm_rows(ws->be, hp, &L->post_attn_norm, ws->o, n, H, ws->o);
+        if (hp->parallel_residual) {
+            /* the MLP reads the block's input: its own norm of x made before the attention output
+             * is added, or (shared norm) xn, which still holds attn_norm(x) */
+            if (L->ffn_norm.w) norm_rows(ws->be, hp, &L->ffn_norm, ws->x, n, H, ws->xn);
+            residual_add(ws->x, ws->o, n * H, hp->residual_scale);
+            mlp_block(f, l, NULL, ws->xn);
+            if (L->post_ffn_norm.w) norm_rows(ws->be, hp, &L->post_ffn_norm, ws->o, n, H, ws->o);
+            residual_add(ws->x, ws->o, n * H, hp->residual_scale);
+            continue;
+        }
         residual_add(ws->x, ws->o, n * H, hp->residual_scale);
         mlp_block(f, l, L->ffn_norm.w ? &ffn_norm : NULL, L->ffn_norm.w ? ws->xn : ws->x);
         if (L->post_ffn_norm.w) norm_rows(ws->be, hp, &L->post_ffn_norm, ws->o, n, H, ws->o);
@@ -1061,6 +1101,9 @@ static void span_logits(const fwd_pass *f, float *logits) {
         norm_rows(ws->be, hp, &f->d->output_norm, ws->x + (sp->row0 + sp->n - 1) * H, 1, H, ws->xn + si * H);
     }
     matmul(&f->d->output, NULL, ws->xn, f->n_spans, logits, ws);
+    if (f->d->output_bias)
+        for (int64_t si = 0; si < f->n_spans; si++)
+            for (int64_t v = 0; v < V; v++) logits[si * V + v] += f->d->output_bias[v];
     if (hp->logit_scale != 1.0f)
         for (int64_t i = 0; i < f->n_spans * V; i++) logits[i] *= hp->logit_scale;
     if (hp->final_softcap > 0)

@@ -20,6 +20,7 @@
  *   m  = gated: (act(h Wgate + bg) * (h Wup + bu)) Wdown + bd;  plain: act(h Wup + bu) Wdown + bd
  *   m  = post_ffn_norm ? norm(m) : m
  *   x  = x + residual_scale * m
+ * With parallel_residual the MLP reads ffn_norm(x) (or h) of the block's input x, not x + a.
  * Embeddings: x = embed_scale * E[token] (+ P[position] for learned positions); logits =
  * logit_scale * (norm(x; output_norm) Wout) (Wout = E when tied), then the final soft-cap.
  * Weights stay in their checkpoint format (memory-mapped views; only GPT-2's Conv1D matrices are
@@ -61,7 +62,10 @@ typedef struct mxl_decoder_hparams {
     int64_t n_layers, hidden, n_heads, n_kv_heads, head_dim, ffn, vocab, max_ctx;
     float norm_eps;
     mxl_norm_kind norm;
-    bool norm_plus_one;    /* Gemma: y = norm(x) * (1 + w) (HF weights; GGUF stores 1 + w) */
+    bool norm_plus_one;    /* Gemma: y = norm(x) * (1 + w) (HF weights; GGUF stores 1 + w);
+                            * with LayerNorm (Nemotron's LayerNorm1P) 1 + w is made at load */
+    bool norm_no_bias;     /* LayerNorm without a bias (Cohere) */
+    bool norm_no_weight;   /* LayerNorm without weight or bias (OLMo 1): no norm tensors */
     bool qk_norm;          /* qk_norm_kind != NONE */
     mxl_qk_norm_kind qk_norm_kind;
     bool qk_norm_after_rope; /* QK-norm on the rotated heads (Hunyuan), not before RoPE */
@@ -70,6 +74,10 @@ typedef struct mxl_decoder_hparams {
     bool qkv_bias, o_bias; /* attention projection biases */
     bool mlp_bias;         /* biases on every MLP projection */
     mxl_mlp_kind mlp;
+    bool parallel_residual; /* x + attn(h) + mlp(h') from the same x (Phi, Cohere, GPT-NeoX); h' =
+                             * ffn_norm(x), or h itself when the family names no ffn_norm */
+    float clip_qkv;        /* > 0: q, k, v clamped to [-clip_qkv, clip_qkv] (OLMo 1) */
+    bool lm_head_bias;     /* the LM head has a bias (Phi) */
     bool learned_pos;      /* GPT-2: position embedding table instead of RoPE */
     float embed_scale;     /* Gemma: sqrt(hidden); Granite: embedding_multiplier; 1 otherwise */
     float residual_scale;  /* Granite: residual_multiplier; 1 otherwise */
@@ -107,6 +115,7 @@ typedef struct mxl_decoder {
     const mxl_backend *be; /* the backend the weights are prepared for and run on (the host's) */
     mxl_arena tiles; /* the backend's layouts of the matrices (weight_prepare): one block (huge pages: arena.c) */
     mxl_weight tok_embd, output, pos_embd; /* pos_embd: learned positions (rows 0: none) */
+    const float *output_bias;              /* [vocab] with lm_head_bias, else NULL */
     mxl_decoder_norm output_norm;
     mxl_decoder_layer *layers;
 } mxl_decoder;

@@ -138,6 +138,10 @@ mxl_status mxl_family_rope(mxl_family_ctx *c);
 /* mxl_family_rope with GPT-J style (interleaved pairs 2i, 2i+1): the rotate_half of Helium,
  * ERNIE 4.5, GLM and Cohere, whose cos/sin are repeat_interleave'd. */
 mxl_status mxl_family_rope_interleaved(mxl_family_ctx *c);
+/* After mxl_family_rope*: the rotary dims of a family whose config class defaults
+ * partial_rotary_factor to `factor` (StableLM 0.25, GLM and Nemotron 0.5), when config.json says
+ * none (the shared parser's default is 1). */
+void mxl_family_rope_partial_default(mxl_family_ctx *c, double factor);
 /* transformers 5's per-layer-type RoPE: rope_parameters.full_attention into hp->rope and
  * rope_parameters.sliding_attention into hp->rope_local (each with its default theta when it
  * names none). *found: whether rope_parameters has either key (else nothing is set). */
@@ -149,6 +153,9 @@ uint8_t *mxl_family_layer_flags(mxl_family_ctx *c);
  * by the config parser), with window `window`; else no layer is marked. Returns true when
  * layer_types was present. */
 bool mxl_family_sliding_from_layer_types(mxl_family_ctx *c, int64_t window);
+/* Full-attention layers without positions (NoPE) beside sliding layers with RoPE (EXAONE 4,
+ * Command R7B): the sliding flags already set decide; none set, nothing changes. */
+mxl_status mxl_family_nope_full_layers(mxl_family_ctx *c);
 /* Every layer sliding with the config's sliding_window when it is set (Mistral, Phi-3,
  * StarCoder2). */
 mxl_status mxl_family_sliding_all(mxl_family_ctx *c);

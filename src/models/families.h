@@ -30,6 +30,12 @@
     X(glm4)                     \
     X(olmo3)                    \
     X(hunyuan_v1_dense)         \
-    X(exaone4)
+    X(exaone4)                  \
+    X(olmo)                     \
+    X(nemotron)                 \
+    X(cohere)                   \
+    X(cohere2)                  \
+    X(phi)                      \
+    X(gpt_bigcode)
 
 #endif

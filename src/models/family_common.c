@@ -173,6 +173,12 @@ mxl_status mxl_family_rope_interleaved(mxl_family_ctx *c) {
     return st;
 }
 
+void mxl_family_rope_partial_default(mxl_family_ctx *c, double factor) {
+    json_t *rp = get(c, c->raw, "rope_parameters");
+    if (get(c, c->raw, "partial_rotary_factor") || (json_is_object(rp) && get(c, rp, "partial_rotary_factor"))) return;
+    c->hp->rope.rotary_dim = c->hp->rope_local.rotary_dim = (int)((double)c->hp->head_dim * factor);
+}
+
 mxl_status mxl_family_rope_layer_types(mxl_family_ctx *c, double full_theta, double sliding_theta, bool *found) {
     json_t *rp = get(c, c->raw, "rope_parameters");
     json_t *full = json_is_object(rp) ? get(c, rp, "full_attention") : NULL;
@@ -200,6 +206,16 @@ bool mxl_family_sliding_from_layer_types(mxl_family_ctx *c, int64_t window) {
     c->hp->layer_is_sliding = cfg->layer_is_sliding;
     c->hp->sliding_window = window > 0 ? window : 0;
     return true;
+}
+
+mxl_status mxl_family_nope_full_layers(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    if (!hp->layer_is_sliding) return MXL_OK;
+    uint8_t *nope = mxl_family_layer_flags(c);
+    if (!nope) return MXL_ERR_NOMEM;
+    for (int64_t i = 0; i < hp->n_layers; i++) nope[i] = !hp->layer_is_sliding[i];
+    hp->layer_no_rope = nope;
+    return MXL_OK;
 }
 
 mxl_status mxl_family_sliding_all(mxl_family_ctx *c) {

@@ -45,11 +45,7 @@ static mxl_status exaone4_setup(mxl_family_ctx *c) {
     int64_t window = c->cfg->sliding_window > 0 ? c->cfg->sliding_window : 0;
     if (window == 0) return MXL_OK;
     if (!mxl_family_sliding_from_layer_types(c, window) && (st = sliding_from_pattern(c, window))) return st;
-    uint8_t *nope = mxl_family_layer_flags(c);
-    if (!nope) return MXL_ERR_NOMEM;
-    for (int64_t i = 0; i < hp->n_layers; i++) nope[i] = !hp->layer_is_sliding[i];
-    hp->layer_no_rope = nope;
-    return MXL_OK;
+    return mxl_family_nope_full_layers(c);
 }
 
 const mxl_decoder_family mxl_family_exaone4 = {

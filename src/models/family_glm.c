@@ -5,8 +5,6 @@
  * partial_rotary_factor (default 0.5) of each head. glm4 adds RMSNorms on the attention output
  * (post_self_attn_layernorm) and the MLP output (post_mlp_layernorm) before each residual add,
  * beside the usual pre-norms. No GGUF path yet (llama.cpp's chatglm / glm4). */
-#include <jansson.h>
-
 #include "models/decoder_family.h"
 
 static const mxl_decoder_names k_names_glm = {
@@ -29,11 +27,7 @@ static mxl_status glm_setup(mxl_family_ctx *c) {
     if ((st = mxl_family_bool(c, "attention_bias", true, &hp->qkv_bias))) return st;
     hp->o_bias = false;
     if ((st = mxl_family_rope_interleaved(c))) return st;
-    /* GlmConfig's partial_rotary_factor default is 0.5, not the shared parser's 1 */
-    json_t *rp = json_object_get(c->raw, "rope_parameters");
-    bool said = json_object_get(c->raw, "partial_rotary_factor") ||
-                (json_is_object(rp) && json_object_get(rp, "partial_rotary_factor"));
-    if (!said) hp->rope.rotary_dim = hp->rope_local.rotary_dim = (int)(hp->head_dim / 2) & ~1;
+    mxl_family_rope_partial_default(c, 0.5);
     return MXL_OK;
 }
 

@@ -68,10 +68,31 @@ static mxl_status gpt2_gguf(mxl_family_ctx *c) {
     return MXL_OK;
 }
 
+/* GPT-2's block as GPT2Config / GPTBigCodeConfig say it: LayerNorms with bias
+ * (layer_norm_epsilon), plain MLP of n_inner (4 * n_embd when null) with activation_function
+ * (gelu_new / gelu_pytorch_tanh by default), biases everywhere, learned positions, attention
+ * scale 1/sqrt(head_dim) unless scale_attn_weights is false. */
+static mxl_status gpt2_block(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    bool scale_w;
+    hp->norm = MXL_NORM_LAYER;
+    hp->norm_eps = (float)(!isnan(c->cfg->layer_norm_eps) ? c->cfg->layer_norm_eps : 1e-5);
+    hp->mlp = MXL_MLP_PLAIN;
+    if (hp->ffn <= 0) hp->ffn = 4 * hp->hidden; /* n_inner: null */
+    hp->act = MXL_ACT_GELU_TANH;
+    if (c->cfg->hidden_act[0] && (st = mxl_family_act(c, "activation_function", c->cfg->hidden_act, &hp->act))) return st;
+    hp->qkv_bias = hp->o_bias = hp->mlp_bias = true;
+    hp->learned_pos = true;
+    if ((st = mxl_family_bool(c, "scale_attn_weights", true, &scale_w))) return st;
+    if (!scale_w) hp->attn_scale = 1.0f;
+    return MXL_OK;
+}
+
 static mxl_status gpt2_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
-    bool cross, scale_w, by_layer;
+    bool cross, by_layer;
     if (c->gguf) return gpt2_gguf(c);
     if ((st = mxl_family_bool(c, "add_cross_attention", false, &cross))) return st;
     if (cross) return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: config.json 'add_cross_attention' = true is not supported (decoder-only GPT-2)", c->ck->path);
@@ -84,18 +105,7 @@ static mxl_status gpt2_setup(mxl_family_ctx *c) {
             mlx_lm = true;
         }
     }
-    hp->norm = MXL_NORM_LAYER;
-    hp->norm_eps = (float)(!isnan(c->cfg->layer_norm_eps) ? c->cfg->layer_norm_eps : 1e-5);
-    hp->mlp = MXL_MLP_PLAIN;
-    if (hp->ffn <= 0) hp->ffn = 4 * hp->hidden; /* n_inner: null */
-    hp->act = MXL_ACT_GELU_TANH;                 /* activation_function default gelu_new */
-    if (c->cfg->hidden_act[0] && (st = mxl_family_act(c, "activation_function", c->cfg->hidden_act, &hp->act))) return st;
-    hp->qkv_bias = hp->o_bias = hp->mlp_bias = true;
-    hp->learned_pos = true;
-    if ((st = mxl_family_bool(c, "scale_attn_weights", true, &scale_w)) ||
-        (st = mxl_family_bool(c, "scale_attn_by_inverse_layer_idx", false, &by_layer)))
-        return st;
-    if (!scale_w) hp->attn_scale = 1.0f;
+    if ((st = gpt2_block(c)) || (st = mxl_family_bool(c, "scale_attn_by_inverse_layer_idx", false, &by_layer))) return st;
     hp->attn_scale_by_layer = by_layer;
 
     /* orientation of the layer matrices (mlx-lm's names: always [out, in]) */
@@ -135,4 +145,27 @@ static void gpt2_convert_config(const mxl_checkpoint *ck, json_t *j) {
 const mxl_decoder_family mxl_family_gpt2 = {
     .model_type = "gpt2", .registry_id = "gpt2", .hf_class = "GPT2LMHeadModel", .names = &k_names, .setup = gpt2_setup,
     .gguf_arch = "gpt2", .convert_check = gpt2_convert_check, .convert_config = gpt2_convert_config,
+};
+
+/* GPT-BigCode (transformers modeling_gpt_bigcode.py: StarCoder 1, SantaCoder, WizardCoder): GPT-2's
+ * block and names with nn.Linear matrices ([out, in]) and multi-query attention: c_attn
+ * [hidden + 2 * head_dim, hidden] holds the query rows, then the one key head, then the one value
+ * head. multi_query = false (c_attn viewed per head as q, k, v side by side) is refused by name.
+ * No GGUF path yet (llama.cpp's starcoder). */
+static mxl_status gpt_bigcode_setup(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    bool mq, cross;
+    if ((st = mxl_family_bool(c, "multi_query", true, &mq)) || (st = mxl_family_bool(c, "add_cross_attention", false, &cross)))
+        return st;
+    if (!mq) return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: config.json 'multi_query' = false is not supported (per-head c_attn layout)", c->ck->path);
+    if (cross) return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: config.json 'add_cross_attention' = true is not supported (decoder-only)", c->ck->path);
+    hp->n_kv_heads = 1;
+    c->names->conv1d = false;
+    return gpt2_block(c);
+}
+
+const mxl_decoder_family mxl_family_gpt_bigcode = {
+    .model_type = "gpt_bigcode", .registry_id = "gpt_bigcode", .hf_class = "GPTBigCodeForCausalLM", .names = &k_names,
+    .setup = gpt_bigcode_setup,
 };

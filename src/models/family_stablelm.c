@@ -7,7 +7,6 @@
  * Refused by name: qk_layernorm (a LayerNorm per head with weights of its own, StableLM 2 12B) and
  * use_parallel_residual (attention and MLP from the same input), which the shared block does not
  * run. No GGUF path yet (llama.cpp's stablelm). */
-#include <jansson.h>
 #include <math.h>
 
 #include "models/decoder_family.h"
@@ -30,11 +29,7 @@ static mxl_status stablelm_setup(mxl_family_ctx *c) {
     hp->qkv_bias = qkv_bias;
     hp->o_bias = hp->mlp_bias = false;
     if ((st = mxl_family_rope(c))) return st;
-    /* StableLmConfig's default factor is 0.25, not the shared parser's 1 */
-    json_t *rp = json_object_get(c->raw, "rope_parameters");
-    bool said = json_object_get(c->raw, "partial_rotary_factor") ||
-                (json_is_object(rp) && json_object_get(rp, "partial_rotary_factor"));
-    if (!said) hp->rope.rotary_dim = hp->rope_local.rotary_dim = (int)((double)hp->head_dim * 0.25);
+    mxl_family_rope_partial_default(c, 0.25);
     if (hp->rope.rotary_dim < 2 || hp->rope.rotary_dim % 2)
         return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: rotary dimension %d (head_dim %lld) must be even and at least 2", c->ck->path,
                              hp->rope.rotary_dim, (long long)hp->head_dim);

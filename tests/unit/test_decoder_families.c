@@ -125,6 +125,9 @@ TEST(decoder_families_older_config_spellings) {
         {"internlm3", "{\"attention_bias\": null, \"mlp_bias\": null, \"qkv_bias\": true, \"bias\": true}"},
         {"exaone4", "{\"layer_types\": null, \"sliding_window_pattern\": \"LG\"}"},
         {"exaone4", "{\"layer_types\": null, \"sliding_window_pattern\": 2}"},
+        {"nemotron", "{\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000.0}}"}, /* partial 0.5 */
+        {"phi", "{\"rope_parameters\": null, \"rope_theta\": 10000.0}"},                                     /* partial 0.5 */
+        {"cohere2", "{\"layer_types\": null, \"sliding_window_pattern\": 2}"},
     };
     json_t *fx = load_reference();
     REQUIRE(fx);
@@ -237,6 +240,10 @@ TEST(decoder_families_refuse_unsupported_config_by_name) {
                    mxl_test_failed_);
     expect_refused("gpt2", "{\"add_cross_attention\": true}", MXL_ERR_UNSUPPORTED, "add_cross_attention", NULL, mxl_test_failed_);
     expect_refused("smollm3", "{\"no_rope_layers\": [1, 0]}", MXL_ERR_FORMAT, "no_rope_layers", NULL, mxl_test_failed_);
+    expect_refused("cohere", "{\"use_qk_norm\": true}", MXL_ERR_UNSUPPORTED, "use_qk_norm", NULL, mxl_test_failed_);
+    expect_refused("phi", "{\"qk_layernorm\": true}", MXL_ERR_UNSUPPORTED, "qk_layernorm", NULL, mxl_test_failed_);
+    expect_refused("gpt_bigcode", "{\"multi_query\": false}", MXL_ERR_UNSUPPORTED, "multi_query", NULL, mxl_test_failed_);
+    expect_refused("olmo", "{\"clip_qkv\": -1.0}", MXL_ERR_FORMAT, "clip_qkv", NULL, mxl_test_failed_);
     expect_refused("exaone4", "{\"layer_types\": null, \"sliding_window_pattern\": \"LXG\"}", MXL_ERR_FORMAT,
                    "sliding_window_pattern", NULL, mxl_test_failed_);
 }
