@@ -366,6 +366,8 @@ static mxl_status check_hparams(const mxl_checkpoint *ck, const mxl_decoder_hpar
     if (!(hp->norm_eps >= 0) || !isfinite(hp->attn_scale) || !isfinite(hp->embed_scale) || !isfinite(hp->residual_scale) ||
         !isfinite(hp->logit_scale))
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: a norm epsilon or multiplier is not a finite number", ck->path);
+    if (hp->q_temp_beta > 0 && hp->q_temp_orig <= 0)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the attention temperature needs original_max_position_embeddings", ck->path);
     if (hp->learned_pos && hp->max_ctx <= 0)
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: learned positions need max_position_embeddings", ck->path);
     return MXL_OK;
@@ -946,6 +948,10 @@ static void prepare_span(const fwd_pass *f, const row_span *sp) {
             ws->be->ops->rope_apply_table(ws->be, rc, cs, kt, (int)hp->n_kv_heads);
         }
         if (hp->qk_norm_after_rope) qk_norm(ws->be, hp, L, qt, kt);
+        if (hp->q_temp_beta > 0) {
+            const float sc = 1.0f + hp->q_temp_beta * logf(1.0f + floorf((float)ws->q_pos[t] / (float)hp->q_temp_orig));
+            for (int64_t i = 0; i < qd; i++) qt[i] *= sc;
+        }
     }
     /* append in the state's storage types (f16 / int8 conversion here, once per token); the
      * blocks were reserved before the pass, so this only writes the span's own rows */

@@ -76,6 +76,9 @@ typedef struct mxl_decoder_hparams {
     mxl_mlp_kind mlp;
     bool parallel_residual; /* x + attn(h) + mlp(h') from the same x (Phi, Cohere, GPT-NeoX); h' =
                              * ffn_norm(x), or h itself when the family names no ffn_norm */
+    float q_temp_beta;     /* > 0: queries scaled by 1 + beta * ln(1 + floor(pos / q_temp_orig))
+                            * after RoPE (Llama 4 / Ministral 3 attention temperature) */
+    int64_t q_temp_orig;
     float clip_qkv;        /* > 0: q, k, v clamped to [-clip_qkv, clip_qkv] (OLMo 1) */
     bool lm_head_bias;     /* the LM head has a bias (Phi) */
     bool learned_pos;      /* GPT-2: position embedding table instead of RoPE */

@@ -36,6 +36,7 @@
     X(cohere)                   \
     X(cohere2)                  \
     X(phi)                      \
-    X(gpt_bigcode)
+    X(gpt_bigcode)              \
+    X(ministral3)
 
 #endif
