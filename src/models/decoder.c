@@ -230,6 +230,20 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
     }
     if ((st = bind_proj(b, i, nm->down, H, hp->ffn, hp->mlp_bias, &L->w_down, &L->b_down))) return st;
     if (hp->post_norms && (st = bind_norm(b, i, nm->post_ffn_norm, H, &L->post_ffn_norm))) return st;
+    if (hp->xielu) {
+        const float *ap, *an, *beta, *eps;
+        if (!nm->act_params || hp->mlp != MXL_MLP_PLAIN)
+            return mxl_error_set(b->err, MXL_ERR_UNSUPPORTED, "%s: config.json 'hidden_act' = 'xielu' is not supported for model_type '%s'",
+                                 b->ck->path, b->ck->config.model_type);
+        if ((st = bind_vector(b, i, nm->act_params, ".alpha_p", 1, &ap)) || (st = bind_vector(b, i, nm->act_params, ".alpha_n", 1, &an)) ||
+            (st = bind_vector(b, i, nm->act_params, ".beta", 1, &beta)) || (st = bind_vector(b, i, nm->act_params, ".eps", 1, &eps)))
+            return st;
+        /* softplus as torch computes it (x past 20 taken as is) */
+        L->xielu_ap = *ap > 20.0f ? *ap : (float)log1p(exp((double)*ap));
+        L->xielu_an = *beta + (*an > 20.0f ? *an : (float)log1p(exp((double)*an)));
+        L->xielu_beta = *beta;
+        L->xielu_eps = *eps;
+    }
     L->sliding = hp->sliding_window > 0 && hp->layer_is_sliding && hp->layer_is_sliding[i];
     L->rope = !hp->learned_pos && !(hp->layer_no_rope && hp->layer_no_rope[i]);
     L->attn_scale = hp->attn_scale_by_layer ? hp->attn_scale / (float)(i + 1) : hp->attn_scale;
@@ -298,7 +312,9 @@ static mxl_status common_hparams(const mxl_checkpoint *ck, mxl_family_ctx *fc) {
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->act = MXL_ACT_SILU;
     mxl_status st;
-    if (c->hidden_act[0] && (st = mxl_family_act(fc, "hidden_act", c->hidden_act, &hp->act))) return st;
+    /* xIELU has learned per-layer scalars: run only where the family names them (act_params) */
+    if (strcmp(c->hidden_act, "xielu") == 0) hp->xielu = true;
+    else if (c->hidden_act[0] && (st = mxl_family_act(fc, "hidden_act", c->hidden_act, &hp->act))) return st;
     bool b;
     if ((st = mxl_family_bool(fc, "attention_bias", false, &b))) return st;
     hp->qkv_bias = hp->o_bias = b;
@@ -1025,8 +1041,17 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
 /* The MLP's activation of rows [t0, t1): gate = act(gate) (* up), in place. */
 typedef struct act_rows_ctx {
     const mxl_decoder_hparams *hp;
+    const mxl_decoder_layer *L;
     mxl_decoder_state *s;
 } act_rows_ctx;
+
+/* xIELU (transformers XIELUActivation._xielu_python) of x[m] in place with a layer's scalars */
+static void xielu(const mxl_decoder_layer *L, float *x, int64_t m) {
+    for (int64_t i = 0; i < m; i++) {
+        const float v = x[i];
+        x[i] = v > 0 ? L->xielu_ap * v * v + L->xielu_beta * v : (expm1f(fminf(v, L->xielu_eps)) - v) * L->xielu_an + L->xielu_beta * v;
+    }
+}
 
 static void act_rows(void *vctx, int64_t t0, int64_t t1) {
     const act_rows_ctx *a = vctx;
@@ -1034,7 +1059,8 @@ static void act_rows(void *vctx, int64_t t0, int64_t t1) {
     mxl_decoder_state *s = a->s;
     float *g = s->gate + t0 * hp->ffn;
     const int64_t m = (t1 - t0) * hp->ffn;
-    if (hp->mlp == MXL_MLP_GATED) s->be->ops->glu(s->be, hp->act, g, s->up + t0 * hp->ffn, m, g);
+    if (hp->xielu) xielu(a->L, g, m);
+    else if (hp->mlp == MXL_MLP_GATED) s->be->ops->glu(s->be, hp->act, g, s->up + t0 * hp->ffn, m, g);
     else s->be->ops->act(s->be, hp->act, g, m, g);
 }
 
@@ -1052,7 +1078,7 @@ static void mlp_block(const fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
         linear(&L->w_up, L->b_up, prep, h, n, s->gate, s);
     }
     /* the activation made row by row as the down projection quantizes its input */
-    act_rows_ctx ac = {hp, s};
+    act_rows_ctx ac = {hp, L, s};
     const mxl_row_prep act = {act_rows, &ac};
     linear(&L->w_down, L->b_down, &act, s->gate, n, s->o, s);
 }

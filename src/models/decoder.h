@@ -90,6 +90,7 @@ typedef struct mxl_decoder_hparams {
     float attn_softcap;    /* <= 0: none (Gemma 2: attn_logit_softcapping) */
     float final_softcap;   /* <= 0: none */
     mxl_act act;           /* MLP activation (of the gate in gated MLPs) */
+    bool xielu;            /* instead of act: xIELU with each layer's own scalars (Apertus) */
     mxl_rope_cfg rope;       /* global layers */
     mxl_rope_cfg rope_local; /* sliding-window layers (Gemma 3's local base frequency) */
     int64_t sliding_window;  /* window of the sliding layers (0: none) */
@@ -109,6 +110,9 @@ typedef struct mxl_decoder_layer {
     const float *q_norm, *k_norm; /* [head_dim] or [heads * head_dim] (QK_NORM_FULL), or NULL */
     bool sliding;
     bool rope;        /* applies RoPE (false on NoPE layers and with learned positions) */
+    /* xIELU: x > 0 ? ap x^2 + beta x : (expm1(min(x, eps)) - x) an + beta x, with
+     * ap = softplus(alpha_p), an = beta + softplus(alpha_n) */
+    float xielu_ap, xielu_an, xielu_beta, xielu_eps;
     float attn_scale;
 } mxl_decoder_layer;
 

@@ -35,6 +35,7 @@ typedef struct mxl_decoder_names {
     const char *layers;     /* "model.layers." */
     const char *attn_norm, *q, *k, *v, *qkv, *o, *q_norm, *k_norm, *post_attn_norm;
     const char *ffn_norm, *gate, *up, *gate_up, *down, *post_ffn_norm;
+    const char *act_params; /* xIELU's per-layer scalars "<act_params>.alpha_p" ... (Apertus) */
     bool conv1d;            /* GPT-2 Conv1D: dense layer matrices stored [in, out] */
 } mxl_decoder_names;
 

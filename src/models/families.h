@@ -37,6 +37,7 @@
     X(cohere2)                  \
     X(phi)                      \
     X(gpt_bigcode)              \
-    X(ministral3)
+    X(ministral3)               \
+    X(apertus)
 
 #endif

@@ -240,6 +240,7 @@ TEST(decoder_families_refuse_unsupported_config_by_name) {
                    mxl_test_failed_);
     expect_refused("gpt2", "{\"add_cross_attention\": true}", MXL_ERR_UNSUPPORTED, "add_cross_attention", NULL, mxl_test_failed_);
     expect_refused("smollm3", "{\"no_rope_layers\": [1, 0]}", MXL_ERR_FORMAT, "no_rope_layers", NULL, mxl_test_failed_);
+    expect_refused("llama", "{\"hidden_act\": \"xielu\"}", MXL_ERR_UNSUPPORTED, "xielu", NULL, mxl_test_failed_);
     expect_refused("ministral3", "{\"rope_parameters\": null}", MXL_ERR_UNSUPPORTED, "rope_parameters", NULL, mxl_test_failed_);
     expect_refused("cohere", "{\"use_qk_norm\": true}", MXL_ERR_UNSUPPORTED, "use_qk_norm", NULL, mxl_test_failed_);
     expect_refused("phi", "{\"qk_layernorm\": true}", MXL_ERR_UNSUPPORTED, "qk_layernorm", NULL, mxl_test_failed_);
