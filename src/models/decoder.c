@@ -189,6 +189,39 @@ static mxl_status bind_fused(const binder *b, int64_t layer, const char *module,
     return MXL_OK;
 }
 
+/* A fused projection [heads * 3 * head_dim, cols] whose rows are grouped per head (q, k, v of
+ * head 0, then of head 1, ...; GPT-NeoX query_key_value, MHA only): owned copies of the q, k and v
+ * rows (and biases) in head order, so the rest of the decoder sees three plain projections. */
+static mxl_status bind_fused_per_head(const binder *b, int64_t layer, const char *module, int64_t cols, bool bias,
+                                      mxl_weight *const *ws, const float **const *bs) {
+    const mxl_decoder_hparams *hp = &b->d->hp;
+    const int64_t hd = hp->head_dim, nh = hp->n_heads, qd = nh * hd;
+    if (hp->n_kv_heads != nh)
+        return mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: a per-head fused qkv needs as many KV heads as heads", b->ck->path);
+    mxl_weight fused;
+    const float *fb = NULL;
+    mxl_status st = bind_proj(b, layer, module, 3 * qd, cols, bias, &fused, &fb);
+    if (st) return st;
+    char name[400];
+    module_name(b, layer, module, ".weight", name, sizeof name);
+    int64_t *idx = mxl_malloc((size_t)qd * sizeof *idx);
+    if (!idx) return mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory");
+    for (int part = 0; part < 3 && st == MXL_OK; part++) {
+        for (int64_t h = 0; h < nh; h++)
+            for (int64_t j = 0; j < hd; j++) idx[h * hd + j] = h * 3 * hd + part * hd + j;
+        st = mxl_weights_gather_rows(&b->d->arena, &fused, idx, qd, name, ws[part], b->err);
+        if (st == MXL_OK && fb) {
+            float *v = mxl_arena_alloc(&b->d->arena, (size_t)qd * sizeof(float), 64);
+            if (!v) st = mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory");
+            else for (int64_t r = 0; r < qd; r++) v[r] = fb[idx[r]];
+            *bs[part] = v;
+        }
+    }
+    mxl_free(idx);
+    if (st) mxl_error_prefix(b->err, "%s: ", b->ck->path);
+    return st;
+}
+
 static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
     const mxl_decoder_hparams *hp = &b->d->hp;
     const mxl_decoder_names *nm = b->nm;
@@ -200,7 +233,9 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
         const int64_t sizes[3] = {qd, kvd, kvd};
         mxl_weight *const ws[3] = {&L->wq, &L->wk, &L->wv};
         const float **const bs[3] = {&L->bq, &L->bk, &L->bv};
-        if ((st = bind_fused(b, i, nm->qkv, sizes, 3, H, hp->qkv_bias, ws, bs))) return st;
+        if ((st = nm->qkv_per_head ? bind_fused_per_head(b, i, nm->qkv, H, hp->qkv_bias, ws, bs)
+                                   : bind_fused(b, i, nm->qkv, sizes, 3, H, hp->qkv_bias, ws, bs)))
+            return st;
     } else if ((st = bind_proj(b, i, nm->q, qd, H, hp->qkv_bias, &L->wq, &L->bq)) ||
                (st = bind_proj(b, i, nm->k, kvd, H, hp->qkv_bias, &L->wk, &L->bk)) ||
                (st = bind_proj(b, i, nm->v, kvd, H, hp->qkv_bias, &L->wv, &L->bv))) {

@@ -37,6 +37,7 @@ typedef struct mxl_decoder_names {
     const char *ffn_norm, *gate, *up, *gate_up, *down, *post_ffn_norm;
     const char *act_params; /* xIELU's per-layer scalars "<act_params>.alpha_p" ... (Apertus) */
     bool conv1d;            /* GPT-2 Conv1D: dense layer matrices stored [in, out] */
+    bool qkv_per_head;      /* qkv rows grouped per head: [heads][q, k, v][head_dim] (GPT-NeoX) */
 } mxl_decoder_names;
 
 typedef struct mxl_family_ctx {

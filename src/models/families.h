@@ -38,6 +38,7 @@
     X(phi)                      \
     X(gpt_bigcode)              \
     X(ministral3)               \
-    X(apertus)
+    X(apertus)                  \
+    X(gpt_neox)
 
 #endif

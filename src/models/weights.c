@@ -64,6 +64,41 @@ mxl_status mxl_weights_rows(const mxl_weight *w, int64_t r0, int64_t n, const ch
     return MXL_OK;
 }
 
+mxl_status mxl_weights_gather_rows(mxl_arena *arena, const mxl_weight *w, const int64_t *idx, int64_t n, const char *name,
+                                   mxl_weight *out, mxl_error *err) {
+    for (int64_t i = 0; i < n; i++)
+        if (idx[i] < 0 || idx[i] >= w->rows)
+            return mxl_error_set(err, MXL_ERR_FORMAT, "tensor '%s' has %lld rows; row %lld is outside it", name,
+                                 (long long)w->rows, (long long)idx[i]);
+    *out = *w;
+    out->rows = n;
+    out->prepared = NULL;
+    if (w->kind == MXL_W_MLX) {
+        size_t wb = (size_t)(w->cols * w->mlx.bits / 32) * 4;
+        size_t gb = (size_t)(w->cols / w->mlx.group_size) * (w->mlx.scale_dtype == MXL_DTYPE_F32 ? 4 : 2);
+        uint8_t *cw = mxl_arena_alloc(arena, (size_t)n * wb, 64), *cs = mxl_arena_alloc(arena, (size_t)n * gb, 64),
+                *cb = mxl_arena_alloc(arena, (size_t)n * gb, 64);
+        if (!cw || !cs || !cb) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+        for (int64_t i = 0; i < n; i++) {
+            memcpy(cw + (size_t)i * wb, (const uint8_t *)w->mlx.w + (size_t)idx[i] * wb, wb);
+            memcpy(cs + (size_t)i * gb, (const uint8_t *)w->mlx.scales + (size_t)idx[i] * gb, gb);
+            memcpy(cb + (size_t)i * gb, (const uint8_t *)w->mlx.biases + (size_t)idx[i] * gb, gb);
+        }
+        out->mlx.rows = n;
+        out->mlx.w = (const uint32_t *)cw;
+        out->mlx.scales = cs;
+        out->mlx.biases = cb;
+        return MXL_OK;
+    }
+    int64_t rb = mxl_weight_row_bytes(w);
+    if (rb < 0) return mxl_error_set(err, MXL_ERR_FORMAT, "tensor '%s': bad row size", name);
+    uint8_t *c = mxl_arena_alloc(arena, (size_t)(n * rb), 64);
+    if (!c) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < n; i++) memcpy(c + i * rb, (const uint8_t *)w->data + idx[i] * rb, (size_t)rb);
+    out->data = c;
+    return MXL_OK;
+}
+
 mxl_status mxl_weights_vector_f32(mxl_arena *arena, const mxl_tensor *t, const char *name, int64_t n,
                                   const float **out, mxl_error *err) {
     *out = NULL;

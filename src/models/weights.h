@@ -17,6 +17,11 @@ mxl_status mxl_weights_matrix(const mxl_tensor *t, const char *name, int64_t row
 mxl_status mxl_weights_matrix_transposed(mxl_arena *arena, const mxl_tensor *t, const char *name,
                                          int64_t rows, int64_t cols, mxl_weight *out,
                                          mxl_error *err);
+/* An owned copy (from `arena`) of rows idx[0 .. n) of w, in that order and w's format (dense,
+ * GGUF blocks, MLX codes with their scales and biases): a fused projection whose parts interleave
+ * (GPT-NeoX query_key_value: q, k, v per head). Refuses an index outside w, naming `name`. */
+mxl_status mxl_weights_gather_rows(mxl_arena *arena, const mxl_weight *w, const int64_t *idx, int64_t n, const char *name,
+                                   mxl_weight *out, mxl_error *err);
 /* A view of rows [r0, r0 + n) of w (any kind: dense, GGUF blocks, MLX), for fused projections
  * (Phi-3 qkv_proj / gate_up_proj, GPT-2 c_attn). Refuses a range outside w, naming `name`. */
 mxl_status mxl_weights_rows(const mxl_weight *w, int64_t r0, int64_t n, const char *name,

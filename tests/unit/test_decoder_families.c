@@ -128,6 +128,8 @@ TEST(decoder_families_older_config_spellings) {
         {"nemotron", "{\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000.0}}"}, /* partial 0.5 */
         {"phi", "{\"rope_parameters\": null, \"rope_theta\": 10000.0}"},                                     /* partial 0.5 */
         {"cohere2", "{\"layer_types\": null, \"sliding_window_pattern\": 2}"},
+        {"gpt_neox", "{\"rope_parameters\": null, \"rotary_pct\": 0.25, \"rotary_emb_base\": 10000}"},
+        {"gpt_neox", "{\"rope_parameters\": null}"}, /* rotary_pct 0.25, base 10000 by default */
     };
     json_t *fx = load_reference();
     REQUIRE(fx);
