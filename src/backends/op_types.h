@@ -62,6 +62,8 @@ typedef struct mxl_rope_cfg {
     const float *freq_factors;
     double attn_mul;           /* extra cos/sin scale on top of *attn_factor (GGUF
                                 * rope.scaling.attn_factor); 0 = 1 */
+    int inverse;               /* 1: rotate by -angle (nanochat's rotate_half is cat(x2, -x1)):
+                                * the table holds -sin */
 } mxl_rope_cfg;
 
 /* Fills inv_freq[rotary_dim/2] and *attn_factor (1 except YARN, times attn_mul when set) for

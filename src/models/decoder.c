@@ -242,7 +242,11 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
         return st;
     }
     if ((st = bind_proj(b, i, nm->o, H, qd, hp->o_bias, &L->wo, &L->bo))) return st;
-    if (hp->qk_norm_kind != MXL_QK_NORM_NONE) {
+    if (hp->qk_norm_kind != MXL_QK_NORM_NONE && hp->norm_no_weight) { /* weightless RMSNorms (nanochat) */
+        bool full = hp->qk_norm_kind == MXL_QK_NORM_FULL;
+        if (!(L->q_norm = ones_plus(b, NULL, full ? qd : hp->head_dim)) || !(L->k_norm = ones_plus(b, NULL, full ? kvd : hp->head_dim)))
+            return MXL_ERR_NOMEM;
+    } else if (hp->qk_norm_kind != MXL_QK_NORM_NONE) {
         bool full = hp->qk_norm_kind == MXL_QK_NORM_FULL;
         if (!nm->q_norm || !nm->k_norm)
             return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no QK-norm tensors", b->ck->path);
@@ -1133,6 +1137,7 @@ static void forward_rows(fwd_pass *f, const int32_t *tokens) {
         ws->be->ops->embed(ws->be, &d->pos_embd, ws->pos_ids, n, 1.0f, ws->o, NULL);
         residual_add(ws->x, ws->o, n * H, 1.0f);
     }
+    if (hp->embed_norm) norm_rows(ws->be, hp, &d->output_norm, ws->x, n, H, ws->x);
     for (int64_t l = 0; l < hp->n_layers; l++) {
         const mxl_decoder_layer *L = &d->layers[l];
         /* the pre-norms are made row by row as the QKV / MLP matmuls quantize their input */

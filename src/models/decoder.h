@@ -21,7 +21,8 @@
  *   m  = post_ffn_norm ? norm(m) : m
  *   x  = x + residual_scale * m
  * With parallel_residual the MLP reads ffn_norm(x) (or h) of the block's input x, not x + a.
- * Embeddings: x = embed_scale * E[token] (+ P[position] for learned positions); logits =
+ * Embeddings: x = embed_scale * E[token] (+ P[position] for learned positions), then
+ * norm(x; output_norm) with embed_norm; logits =
  * logit_scale * (norm(x; output_norm) Wout) (Wout = E when tied), then the final soft-cap.
  * Weights stay in their checkpoint format (memory-mapped views; only GPT-2's Conv1D matrices are
  * transposed into owned copies); every op runs through the backend interface (backends/backend.h;
@@ -65,7 +66,8 @@ typedef struct mxl_decoder_hparams {
     bool norm_plus_one;    /* Gemma: y = norm(x) * (1 + w) (HF weights; GGUF stores 1 + w);
                             * with LayerNorm (Nemotron's LayerNorm1P) 1 + w is made at load */
     bool norm_no_bias;     /* LayerNorm without a bias (Cohere) */
-    bool norm_no_weight;   /* LayerNorm without weight or bias (OLMo 1): no norm tensors */
+    bool norm_no_weight;   /* norms (QK-norms too) without weight or bias (OLMo 1's LayerNorm,
+                            * nanochat's RMSNorm): no norm tensors */
     bool qk_norm;          /* qk_norm_kind != NONE */
     mxl_qk_norm_kind qk_norm_kind;
     bool qk_norm_after_rope; /* QK-norm on the rotated heads (Hunyuan), not before RoPE */
@@ -74,6 +76,7 @@ typedef struct mxl_decoder_hparams {
     bool qkv_bias, o_bias; /* attention projection biases */
     bool mlp_bias;         /* biases on every MLP projection */
     mxl_mlp_kind mlp;
+    bool embed_norm;       /* the output norm also applied to the embeddings (nanochat) */
     bool parallel_residual; /* x + attn(h) + mlp(h') from the same x (Phi, Cohere, GPT-NeoX); h' =
                              * ffn_norm(x), or h itself when the family names no ffn_norm */
     float q_temp_beta;     /* > 0: queries scaled by 1 + beta * ln(1 + floor(pos / q_temp_orig))

@@ -39,6 +39,7 @@
     X(gpt_bigcode)              \
     X(ministral3)               \
     X(apertus)                  \
-    X(gpt_neox)
+    X(gpt_neox)                 \
+    X(nanochat)
 
 #endif

@@ -41,6 +41,7 @@
  * checkpoints are checked by test_decoder_families (our own quantizer's fixtures) instead. */
 static const char *const k_no_mlx_lm[][2] = {
     {"olmo", "mlx-lm's olmo model runs only the ai2-olmo (hf_olmo) layout and exits without that package"},
+    {"nanochat", "mlx-lm's nanochat takes only the original nanochat layout (transformer.wte, attn.c_q, ...), not transformers'"},
 };
 #define N_NO_MLX_LM (sizeof k_no_mlx_lm / sizeof k_no_mlx_lm[0])
 

@@ -80,7 +80,7 @@ void mxl_rope_table(const mxl_rope_cfg *c, const float *inv_freq, float attn_fac
     for (int i = 0; i < half; i++) {
         float ang = p * inv_freq[i];
         cs[i] = cosf(ang) * attn_factor;
-        cs[half + i] = sinf(ang) * attn_factor;
+        cs[half + i] = (c->inverse ? -sinf(ang) : sinf(ang)) * attn_factor;
     }
 }
 

@@ -14,6 +14,7 @@
  *   NEOX style (HF rotate_half; Llama, Qwen, Gemma...): pairs (i, i + rot/2);
  *   GPTJ style (interleaved): pairs (2i, 2i+1).
  * Partial rotary: only the first rotary_dim elements rotate; the rest pass through.
+ * inverse: the angle's sign flipped (the table's sines negated). 
  * Per-layer theta: use one config (and frequency table) per distinct theta. */
 #ifndef MXL_BACKENDS_CPU_ROPE_H
 #define MXL_BACKENDS_CPU_ROPE_H
