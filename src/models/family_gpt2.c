@@ -151,11 +151,23 @@ const mxl_decoder_family mxl_family_gpt2 = {
  * block and names with nn.Linear matrices ([out, in]) and multi-query attention: c_attn
  * [hidden + 2 * head_dim, hidden] holds the query rows, then the one key head, then the one value
  * head. multi_query = false (c_attn viewed per head as q, k, v side by side) is refused by name.
- * No GGUF path yet (llama.cpp's starcoder). */
+ * GGUF (llama.cpp starcoder): GPT-2's GGUF names, head_count_kv 1, feed_forward_length 4 * n_embd
+ * as the converter writes it, GELU (tanh), output.weight or the tied embedding; not converted back
+ * (gpt_bigcode_convert_check). */
 static mxl_status gpt_bigcode_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
     bool mq, cross;
+    if (c->gguf) { /* llama.cpp starcoder: GPT-2's GGUF layout with head_count_kv 1 */
+        *c->names = k_names_gguf;
+        hp->norm = MXL_NORM_LAYER;
+        hp->norm_eps = (float)(!isnan(c->cfg->layer_norm_eps) ? c->cfg->layer_norm_eps : 1e-5);
+        hp->mlp = MXL_MLP_PLAIN;
+        hp->act = MXL_ACT_GELU_TANH;
+        hp->qkv_bias = hp->o_bias = hp->mlp_bias = true;
+        hp->learned_pos = true;
+        return MXL_OK;
+    }
     if ((st = mxl_family_bool(c, "multi_query", true, &mq)) || (st = mxl_family_bool(c, "add_cross_attention", false, &cross)))
         return st;
     if (!mq) return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: config.json 'multi_query' = false is not supported (per-head c_attn layout)", c->ck->path);
@@ -165,7 +177,11 @@ static mxl_status gpt_bigcode_setup(mxl_family_ctx *c) {
     return gpt2_block(c);
 }
 
+static mxl_status gpt_bigcode_convert_check(const mxl_checkpoint *ck, mxl_error *err) {
+    return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: starcoder GGUF files are not converted yet (they run as they are)", ck->path);
+}
+
 const mxl_decoder_family mxl_family_gpt_bigcode = {
     .model_type = "gpt_bigcode", .registry_id = "gpt_bigcode", .hf_class = "GPTBigCodeForCausalLM", .names = &k_names,
-    .setup = gpt_bigcode_setup,
+    .setup = gpt_bigcode_setup, .gguf_arch = "starcoder", .convert_check = gpt_bigcode_convert_check,
 };

@@ -7,11 +7,12 @@
  * (use_parallel_residual, default true: x + attn(ln1(x)) + mlp(ln2(x))) or the sequential block;
  * RoPE (NEOX) on the first partial_rotary_factor (older configs: rotary_pct, default 0.25) of each
  * head, base rope_theta (older configs: rotary_emb_base); untied embed_out head. mlx-lm's
- * conversions rename the modules (k_names_mlx_lm). No GGUF path yet (llama.cpp's gptneox). */
+ * conversions rename the modules (k_names_mlx_lm). GGUF: llama.cpp's gptneox (gpt_neox_gguf). */
 #include <jansson.h>
 #include <math.h>
 
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 static const mxl_decoder_names k_names = {
     .embed = "gpt_neox.embed_in", .final_norm = "gpt_neox.final_layer_norm", .lm_head = "embed_out",
@@ -27,9 +28,32 @@ static const mxl_decoder_names k_names_mlx_lm = {
     .ffn_norm = "post_attention_layernorm", .up = "mlp.dense_h_to_4h", .down = "mlp.dense_4h_to_h",
 };
 
+/* GGUF (llama.cpp gptneox): the converter regroups query_key_value into q, k, v blocks (a plain
+ * fused attn_qkv); attn_norm / ffn_norm / output_norm with bias; use_parallel_residual (default
+ * true); NEOX RoPE over rope.dimension_count; GELU (tanh: llama.cpp's gptneox graph uses it
+ * whatever hidden_act said); biases everywhere; untied output. */
+static mxl_status gpt_neox_gguf(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st = mxl_family_gguf_bool(c, "use_parallel_residual", true, &hp->parallel_residual);
+    if (st) return st;
+    c->names->qkv = "attn_qkv";
+    c->names->q = c->names->k = c->names->v = NULL;
+    hp->norm = MXL_NORM_LAYER;
+    hp->norm_eps = (float)(!isnan(c->cfg->layer_norm_eps) ? c->cfg->layer_norm_eps : 1e-5);
+    hp->mlp = MXL_MLP_PLAIN;
+    hp->act = MXL_ACT_GELU_TANH;
+    hp->qkv_bias = hp->o_bias = hp->mlp_bias = true;
+    return mxl_family_gguf_rope_neox(c);
+}
+
+static mxl_status gpt_neox_convert_check(const mxl_checkpoint *ck, mxl_error *err) {
+    return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: gptneox GGUF files are not converted yet (they run as they are)", ck->path);
+}
+
 static mxl_status gpt_neox_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
+    if (c->gguf) return gpt_neox_gguf(c);
     if (!mxl_st_model_find(c->ck->st, "gpt_neox.embed_in.weight") && mxl_st_model_find(c->ck->st, "model.embed_in.weight"))
         *c->names = k_names_mlx_lm;
     bool bias;
@@ -57,5 +81,5 @@ static mxl_status gpt_neox_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_gpt_neox = {
     .model_type = "gpt_neox", .registry_id = "gpt_neox", .hf_class = "GPTNeoXForCausalLM", .names = &k_names,
-    .setup = gpt_neox_setup,
+    .setup = gpt_neox_setup, .gguf_arch = "gptneox", .convert_check = gpt_neox_convert_check,
 };
