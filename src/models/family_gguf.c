@@ -40,6 +40,18 @@ mxl_status mxl_family_gguf_number(mxl_family_ctx *c, const char *suffix, double 
     return mxl_gguf_arch_number(c->ck->gguf, c->ck->path, suffix, out, c->err);
 }
 
+mxl_status mxl_family_gguf_not_converted(const mxl_checkpoint *ck, mxl_error *err) {
+    char arch[64] = "this";
+    const mxl_gguf_kv *a = ck->gguf ? mxl_gguf_find(ck->gguf, "general.architecture") : NULL;
+    if (a) mxl_gguf_value_copy_str(&a->value, arch, sizeof arch);
+    return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: %s GGUF files are not converted yet (they run as they are)", ck->path, arch);
+}
+
+void mxl_family_gguf_attn_biases(mxl_family_ctx *c) {
+    c->hp->qkv_bias = mxl_family_gguf_has_layer0(c, "attn_q", ".bias") || mxl_family_gguf_has_layer0(c, "attn_qkv", ".bias");
+    c->hp->o_bias = mxl_family_gguf_has_layer0(c, "attn_output", ".bias");
+}
+
 bool mxl_family_gguf_has_layer0(mxl_family_ctx *c, const char *module, const char *suffix) {
     char name[256];
     int w = snprintf(name, sizeof name, "%s0.%s%s", c->names->layers, module, suffix);

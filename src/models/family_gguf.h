@@ -44,6 +44,15 @@ mxl_status mxl_family_gguf_rope_norm(mxl_family_ctx *c);
  *  - ARCH.rope.scaling.attn_factor (default 1) multiplies cos/sin for every type, as llama.cpp. */
 mxl_status mxl_family_gguf_rope_scaling(mxl_family_ctx *c);
 
+/* A convert_check for GGUF architectures that run but are not converted back to a transformers
+ * directory yet: refuses by the architecture's name. */
+mxl_status mxl_family_gguf_not_converted(const mxl_checkpoint *ck, mxl_error *err);
+
+/* Attention biases as the GGUF has them (llama.cpp creates q/k/v and output biases as optional
+ * tensors): hp->qkv_bias when blk.0.attn_q.bias or attn_qkv.bias is there, hp->o_bias when
+ * blk.0.attn_output.bias is. */
+void mxl_family_gguf_attn_biases(mxl_family_ctx *c);
+
 /* A number "ARCH.<suffix>" of the GGUF metadata, `dflt` when absent. */
 mxl_status mxl_family_gguf_number(mxl_family_ctx *c, const char *suffix, double dflt, double *out);
 

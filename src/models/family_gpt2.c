@@ -27,6 +27,7 @@
 
 #include "models/convert_family.h"
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 static const mxl_decoder_names k_names = {
     .embed = "transformer.wte", .pos_embed = "transformer.wpe", .final_norm = "transformer.ln_f",
@@ -153,7 +154,7 @@ const mxl_decoder_family mxl_family_gpt2 = {
  * head. multi_query = false (c_attn viewed per head as q, k, v side by side) is refused by name.
  * GGUF (llama.cpp starcoder): GPT-2's GGUF names, head_count_kv 1, feed_forward_length 4 * n_embd
  * as the converter writes it, GELU (tanh), output.weight or the tied embedding; not converted back
- * (gpt_bigcode_convert_check). */
+ * (mxl_family_gguf_not_converted). */
 static mxl_status gpt_bigcode_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
@@ -177,11 +178,7 @@ static mxl_status gpt_bigcode_setup(mxl_family_ctx *c) {
     return gpt2_block(c);
 }
 
-static mxl_status gpt_bigcode_convert_check(const mxl_checkpoint *ck, mxl_error *err) {
-    return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: starcoder GGUF files are not converted yet (they run as they are)", ck->path);
-}
-
 const mxl_decoder_family mxl_family_gpt_bigcode = {
     .model_type = "gpt_bigcode", .registry_id = "gpt_bigcode", .hf_class = "GPTBigCodeForCausalLM", .names = &k_names,
-    .setup = gpt_bigcode_setup, .gguf_arch = "starcoder", .convert_check = gpt_bigcode_convert_check,
+    .setup = gpt_bigcode_setup, .gguf_arch = "starcoder", .convert_check = mxl_family_gguf_not_converted,
 };

@@ -46,10 +46,6 @@ static mxl_status gpt_neox_gguf(mxl_family_ctx *c) {
     return mxl_family_gguf_rope_neox(c);
 }
 
-static mxl_status gpt_neox_convert_check(const mxl_checkpoint *ck, mxl_error *err) {
-    return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: gptneox GGUF files are not converted yet (they run as they are)", ck->path);
-}
-
 static mxl_status gpt_neox_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
@@ -81,5 +77,5 @@ static mxl_status gpt_neox_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_gpt_neox = {
     .model_type = "gpt_neox", .registry_id = "gpt_neox", .hf_class = "GPTNeoXForCausalLM", .names = &k_names,
-    .setup = gpt_neox_setup, .gguf_arch = "gptneox", .convert_check = gpt_neox_convert_check,
+    .setup = gpt_neox_setup, .gguf_arch = "gptneox", .convert_check = mxl_family_gguf_not_converted,
 };

@@ -53,11 +53,7 @@ static mxl_status phi_setup(mxl_family_ctx *c) {
     return MXL_OK;
 }
 
-static mxl_status phi_convert_check(const mxl_checkpoint *ck, mxl_error *err) {
-    return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: phi2 GGUF files are not converted yet (they run as they are)", ck->path);
-}
-
 const mxl_decoder_family mxl_family_phi = {
     .model_type = "phi", .registry_id = "phi", .hf_class = "PhiForCausalLM", .names = &k_names, .setup = phi_setup,
-    .gguf_arch = "phi2", .convert_check = phi_convert_check,
+    .gguf_arch = "phi2", .convert_check = mxl_family_gguf_not_converted,
 };
