@@ -3,11 +3,17 @@
  * each query and key head before RoPE. With a sliding window the sliding layers (layer_types, else
  * sliding_window_pattern: an integer N, every N-th layer full, or a string like "LLLG", one letter
  * per layer repeating) use RoPE and the window, and the full layers use no positions at all
- * (NoPE); without one every layer is full and rotates. No GGUF path yet (llama.cpp's exaone4). */
+ * (NoPE); without one every layer is full and rotates.
+ * GGUF (llama.cpp exaone4): post_attention_norm / post_ffw_norm, attn_q_norm / attn_k_norm, NEOX
+ * RoPE; llama.cpp applies the sliding window (and NoPE on full layers) only to 64-layer models (the
+ * 32B), from attention.sliding_window_pattern (default every 4th layer full) and
+ * attention.sliding_window; every other size runs all layers full with RoPE, whatever the file's
+ * window keys say. Not converted back. */
 #include <jansson.h>
 #include <string.h>
 
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 static const mxl_decoder_names k_names = {
     .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
@@ -35,12 +41,27 @@ static mxl_status sliding_from_pattern(mxl_family_ctx *c, int64_t window) {
     return MXL_OK;
 }
 
+static mxl_status exaone4_gguf(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    const mxl_model_config *cfg = c->cfg;
+    mxl_status st = mxl_family_gguf_rope_neox(c);
+    if (st || hp->n_layers != 64) return st;
+    uint8_t *f = mxl_family_layer_flags(c);
+    if (!f) return MXL_ERR_NOMEM;
+    for (int64_t i = 0; i < hp->n_layers; i++)
+        f[i] = cfg->n_layer_types == hp->n_layers && cfg->layer_is_sliding ? cfg->layer_is_sliding[i] : (i + 1) % 4 != 0;
+    hp->layer_is_sliding = f;
+    hp->sliding_window = cfg->sliding_window > 0 ? cfg->sliding_window : 4096;
+    return mxl_family_nope_full_layers(c);
+}
+
 static mxl_status exaone4_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
     hp->pre_norms = false;
     hp->post_norms = true;
     hp->qk_norm_kind = MXL_QK_NORM_HEAD;
+    if (c->gguf) return exaone4_gguf(c);
     if ((st = mxl_family_rope(c))) return st;
     int64_t window = c->cfg->sliding_window > 0 ? c->cfg->sliding_window : 0;
     if (window == 0) return MXL_OK;
@@ -50,5 +71,5 @@ static mxl_status exaone4_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_exaone4 = {
     .model_type = "exaone4", .registry_id = "exaone4", .hf_class = "Exaone4ForCausalLM", .names = &k_names,
-    .setup = exaone4_setup,
+    .setup = exaone4_setup, .gguf_arch = "exaone4", .convert_check = mxl_family_gguf_not_converted,
 };
