@@ -300,7 +300,7 @@ static mxl_status bind_output(const binder *b, mxl_decoder *d) {
         tie_declared = true;
         tie = json_is_true(tv);
     }
-    snprintf(name, sizeof name, "%s.weight", b->nm->lm_head);
+    snprintf(name, sizeof name, "%s.weight", b->nm->lm_head ? b->nm->lm_head : "lm_head");
     bool present = b->nm->lm_head && find_tensor(b, name);
     if (d->hp.lm_head_bias) {
         mxl_status st = bind_vector(b, -1, b->nm->lm_head, ".bias", d->hp.vocab, &d->output_bias);
