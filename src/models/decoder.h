@@ -133,8 +133,8 @@ typedef struct mxl_decoder {
 /* Finds the family of the checkpoint's model_type, fills the hyper-parameters from the typed
  * config (and config.json / GGUF facts) and binds every weight, checking shapes. Hugging Face
  * safetensors checkpoints (dense F32/F16/BF16 or MLX affine-quantized) of every family in
- * decoder_family.h load; GGUF checkpoints of llama / mistral / qwen2 / qwen3 / gemma / gemma2 /
- * gemma3_text / phi3 / starcoder2 / olmo2 / granite / smollm3 / gpt2. Unknown model types,
+ * decoder_family.h load; GGUF checkpoints of every family whose record names a gguf_arch
+ * (families.h; `mlxcel run` lists them when one is refused). Unknown model types,
  * unsupported config values (RoPE types, activations, quantization modes...) are refused by name;
  * errors name the file and the tensor or key. */
 mxl_status mxl_decoder_load(const mxl_checkpoint *ck, mxl_decoder *out, mxl_error *err);

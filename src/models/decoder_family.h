@@ -155,6 +155,10 @@ uint8_t *mxl_family_layer_flags(mxl_family_ctx *c);
  * by the config parser), with window `window`; else no layer is marked. Returns true when
  * layer_types was present. */
 bool mxl_family_sliding_from_layer_types(mxl_family_ctx *c, int64_t window);
+/* Sliding layers from the config's per-layer list (config.json layer_types, or the GGUF's
+ * attention.sliding_window_pattern array: mxl_family_sliding_from_layer_types), else every layer
+ * but each pattern-th (pattern <= 0 refused), all with window `window`. */
+mxl_status mxl_family_sliding_pattern(mxl_family_ctx *c, int64_t pattern, int64_t window);
 /* Full-attention layers without positions (NoPE) beside sliding layers with RoPE (EXAONE 4,
  * Command R7B): the sliding flags already set decide; none set, nothing changes. */
 mxl_status mxl_family_nope_full_layers(mxl_family_ctx *c);

@@ -67,32 +67,19 @@ static mxl_status cohere2_gguf(mxl_family_ctx *c) {
     double swa_base;
     if ((st = mxl_family_gguf_number(c, "rope.freq_base_swa", hp->rope.theta, &swa_base))) return st;
     hp->rope_local.theta = swa_base;
-    uint8_t *f = mxl_family_layer_flags(c);
-    if (!f) return MXL_ERR_NOMEM;
-    for (int64_t i = 0; i < hp->n_layers; i++)
-        f[i] = cfg->n_layer_types == hp->n_layers && cfg->layer_is_sliding ? cfg->layer_is_sliding[i] : (i + 1) % 4 != 0;
-    hp->layer_is_sliding = f;
-    hp->sliding_window = cfg->sliding_window > 0 ? cfg->sliding_window : 0;
+    if ((st = mxl_family_sliding_pattern(c, 4, cfg->sliding_window))) return st;
     return mxl_family_nope_full_layers(c);
 }
 
 static mxl_status cohere2_setup(mxl_family_ctx *c) {
-    mxl_decoder_hparams *hp = c->hp;
     if (c->gguf) return cohere2_gguf(c);
     mxl_status st = cohere_setup(c);
     if (st) return st;
     int64_t window = c->cfg->sliding_window > 0 ? c->cfg->sliding_window : 0;
     if (window == 0) return MXL_OK;
-    if (!mxl_family_sliding_from_layer_types(c, window)) {
-        int64_t pattern;
-        if ((st = mxl_family_int(c, "sliding_window_pattern", 4, &pattern))) return st;
-        if (pattern <= 0) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'sliding_window_pattern' must be positive", c->ck->path);
-        uint8_t *f = mxl_family_layer_flags(c);
-        if (!f) return MXL_ERR_NOMEM;
-        for (int64_t i = 0; i < hp->n_layers; i++) f[i] = (i + 1) % pattern != 0;
-        hp->layer_is_sliding = f;
-        hp->sliding_window = window;
-    }
+    int64_t pattern;
+    if ((st = mxl_family_int(c, "sliding_window_pattern", 4, &pattern)) || (st = mxl_family_sliding_pattern(c, pattern, window)))
+        return st;
     return mxl_family_nope_full_layers(c);
 }
 

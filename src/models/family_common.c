@@ -218,6 +218,17 @@ mxl_status mxl_family_nope_full_layers(mxl_family_ctx *c) {
     return MXL_OK;
 }
 
+mxl_status mxl_family_sliding_pattern(mxl_family_ctx *c, int64_t pattern, int64_t window) {
+    if (mxl_family_sliding_from_layer_types(c, window)) return MXL_OK;
+    if (pattern <= 0) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: the sliding-window pattern must be positive", c->ck->path);
+    uint8_t *f = mxl_family_layer_flags(c);
+    if (!f) return MXL_ERR_NOMEM;
+    for (int64_t i = 0; i < c->hp->n_layers; i++) f[i] = (i + 1) % pattern != 0;
+    c->hp->layer_is_sliding = f;
+    c->hp->sliding_window = window > 0 ? window : 0;
+    return MXL_OK;
+}
+
 mxl_status mxl_family_sliding_all(mxl_family_ctx *c) {
     if (c->cfg->sliding_window <= 0) return MXL_OK;
     uint8_t *f = mxl_family_layer_flags(c);

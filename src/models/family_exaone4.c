@@ -46,12 +46,7 @@ static mxl_status exaone4_gguf(mxl_family_ctx *c) {
     const mxl_model_config *cfg = c->cfg;
     mxl_status st = mxl_family_gguf_rope_neox(c);
     if (st || hp->n_layers != 64) return st;
-    uint8_t *f = mxl_family_layer_flags(c);
-    if (!f) return MXL_ERR_NOMEM;
-    for (int64_t i = 0; i < hp->n_layers; i++)
-        f[i] = cfg->n_layer_types == hp->n_layers && cfg->layer_is_sliding ? cfg->layer_is_sliding[i] : (i + 1) % 4 != 0;
-    hp->layer_is_sliding = f;
-    hp->sliding_window = cfg->sliding_window > 0 ? cfg->sliding_window : 4096;
+    if ((st = mxl_family_sliding_pattern(c, 4, cfg->sliding_window > 0 ? cfg->sliding_window : 4096))) return st;
     return mxl_family_nope_full_layers(c);
 }
 

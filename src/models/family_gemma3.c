@@ -64,13 +64,7 @@ static mxl_status gemma3_setup(mxl_family_ctx *c) {
     if (window == 0 || mxl_family_sliding_from_layer_types(c, window)) return MXL_OK;
     int64_t pattern;
     if ((st = mxl_family_int(c, "sliding_window_pattern", 6, &pattern))) return st;
-    if (pattern <= 0) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'sliding_window_pattern' must be positive", c->ck->path);
-    uint8_t *f = mxl_family_layer_flags(c);
-    if (!f) return MXL_ERR_NOMEM;
-    for (int64_t i = 0; i < hp->n_layers; i++) f[i] = (i + 1) % pattern != 0;
-    hp->layer_is_sliding = f;
-    hp->sliding_window = window;
-    return MXL_OK;
+    return mxl_family_sliding_pattern(c, pattern, window);
 }
 
 static void gemma3_convert_config(const mxl_checkpoint *ck, json_t *j) {

@@ -36,13 +36,7 @@ static mxl_status olmo2_gguf(mxl_family_ctx *c) {
         return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' must be positive", c->ck->path,
                              mxl_family_gguf_key(c, "rope.freq_base_swa", key, sizeof key));
     hp->rope_local.theta = swa_base;
-    uint8_t *f = mxl_family_layer_flags(c);
-    if (!f) return MXL_ERR_NOMEM;
-    for (int64_t i = 0; i < hp->n_layers; i++)
-        f[i] = cfg->n_layer_types == hp->n_layers && cfg->layer_is_sliding ? cfg->layer_is_sliding[i] : (i + 1) % 4 != 0;
-    hp->layer_is_sliding = f;
-    hp->sliding_window = cfg->sliding_window;
-    return MXL_OK;
+    return mxl_family_sliding_pattern(c, 4, cfg->sliding_window);
 }
 
 static mxl_status olmo2_setup(mxl_family_ctx *c) {
@@ -78,13 +72,7 @@ static mxl_status olmo3_setup(mxl_family_ctx *c) {
         hp->rope_local.factor = 1.0;
     }
     int64_t window = c->cfg->sliding_window > 0 ? c->cfg->sliding_window : 0;
-    if (window == 0 || mxl_family_sliding_from_layer_types(c, window)) return MXL_OK;
-    uint8_t *f = mxl_family_layer_flags(c);
-    if (!f) return MXL_ERR_NOMEM;
-    for (int64_t i = 0; i < hp->n_layers; i++) f[i] = (i + 1) % 4 != 0;
-    hp->layer_is_sliding = f;
-    hp->sliding_window = window;
-    return MXL_OK;
+    return window == 0 ? MXL_OK : mxl_family_sliding_pattern(c, 4, window);
 }
 
 static mxl_status olmo2_convert_check(const mxl_checkpoint *ck, mxl_error *err) {
