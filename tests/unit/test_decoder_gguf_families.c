@@ -462,6 +462,14 @@ static void remove_converted(const char *dir) {
  * the reference path, REF_TOL) and the GGUF's own logits (last position, within 1e-4: the same
  * values, computed through un-permuted Q/K, shifted-back Gemma norms, re-transposed GPT-2
  * matrices). The RoPE-scaled cases are refused by name (convert does not write rope scaling). */
+/* Families whose GGUF files run but are not converted back yet: convert refuses them by name. */
+static bool not_converted(const char *family) {
+    static const char *const k[] = {"phi", "gpt_bigcode", "gpt_neox", "seed_oss", "ernie4_5", "exaone4", "nemotron", "olmo", "cohere", "cohere2"};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (strcmp(k[i], family) == 0) return true;
+    return false;
+}
+
 TEST(convert_gguf_families_match_transformers) {
     json_t *fx = mxl_test_load_json("tests/fixtures/decoders/gguf/reference.json");
     REQUIRE(fx);
@@ -472,7 +480,7 @@ TEST(convert_gguf_families_match_transformers) {
     REQUIRE(mkdtemp(tmp) != NULL);
     json_t *c;
     size_t i;
-    int converted = 0, refused = 0;
+    int converted = 0, refused = 0, unconverted = 0;
     json_array_foreach(json_object_get(fx, "cases"), i, c) {
         const char *name = json_string_value(json_object_get(c, "name"));
         const char *family = json_string_value(json_object_get(c, "family"));
@@ -492,6 +500,13 @@ TEST(convert_gguf_families_match_transformers) {
             CHECK(strchr(err.msg, '\n') == NULL);
             refused += st == MXL_ERR_UNSUPPORTED;
             if (st == MXL_OK) remove_converted(out);
+            continue;
+        }
+        if (not_converted(family)) {
+            CHECK(st == MXL_ERR_UNSUPPORTED);
+            if (st == MXL_OK) remove_converted(out);
+            else CHECK(strstr(err.msg, "not converted yet") != NULL && strchr(err.msg, '\n') == NULL);
+            unconverted += st == MXL_ERR_UNSUPPORTED;
             continue;
         }
         if (st != MXL_OK) {
@@ -536,6 +551,7 @@ TEST(convert_gguf_families_match_transformers) {
     }
     CHECK(converted >= 11);
     CHECK_EQ_INT(refused, 3);
+    CHECK_EQ_INT(unconverted, 10);
     rmdir(tmp);
     mxl_threadpool_destroy(pool);
     json_decref(fx);
