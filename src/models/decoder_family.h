@@ -142,8 +142,8 @@ mxl_status mxl_family_rope(mxl_family_ctx *c);
 mxl_status mxl_family_rope_interleaved(mxl_family_ctx *c);
 /* After mxl_family_rope*: the rotary dims of a family whose config class defaults
  * partial_rotary_factor to `factor` (StableLM 0.25, GLM and Nemotron 0.5), when config.json says
- * none (the shared parser's default is 1). */
-void mxl_family_rope_partial_default(mxl_family_ctx *c, double factor);
+ * none (the shared parser's default is 1); refuses rotary dims that are odd or under 2. */
+mxl_status mxl_family_rope_partial_default(mxl_family_ctx *c, double factor);
 /* transformers 5's per-layer-type RoPE: rope_parameters.full_attention into hp->rope and
  * rope_parameters.sliding_attention into hp->rope_local (each with its default theta when it
  * names none). *found: whether rope_parameters has either key (else nothing is set). */

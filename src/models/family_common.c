@@ -173,10 +173,15 @@ mxl_status mxl_family_rope_interleaved(mxl_family_ctx *c) {
     return st;
 }
 
-void mxl_family_rope_partial_default(mxl_family_ctx *c, double factor) {
+mxl_status mxl_family_rope_partial_default(mxl_family_ctx *c, double factor) {
+    mxl_decoder_hparams *hp = c->hp;
     json_t *rp = get(c, c->raw, "rope_parameters");
-    if (get(c, c->raw, "partial_rotary_factor") || (json_is_object(rp) && get(c, rp, "partial_rotary_factor"))) return;
-    c->hp->rope.rotary_dim = c->hp->rope_local.rotary_dim = (int)((double)c->hp->head_dim * factor);
+    if (!get(c, c->raw, "partial_rotary_factor") && !(json_is_object(rp) && get(c, rp, "partial_rotary_factor")))
+        hp->rope.rotary_dim = hp->rope_local.rotary_dim = (int)((double)hp->head_dim * factor);
+    if (hp->rope.rotary_dim < 2 || hp->rope.rotary_dim % 2)
+        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: rotary dimension %d (head_dim %lld) must be even and at least 2", c->ck->path,
+                             hp->rope.rotary_dim, (long long)hp->head_dim);
+    return MXL_OK;
 }
 
 mxl_status mxl_family_rope_layer_types(mxl_family_ctx *c, double full_theta, double sliding_theta, bool *found) {

@@ -27,8 +27,7 @@ static mxl_status glm_setup(mxl_family_ctx *c) {
     if ((st = mxl_family_bool(c, "attention_bias", true, &hp->qkv_bias))) return st;
     hp->o_bias = false;
     if ((st = mxl_family_rope_interleaved(c))) return st;
-    mxl_family_rope_partial_default(c, 0.5);
-    return MXL_OK;
+    return mxl_family_rope_partial_default(c, 0.5);
 }
 
 static mxl_status glm4_setup(mxl_family_ctx *c) {

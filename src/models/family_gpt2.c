@@ -54,7 +54,9 @@ static const mxl_decoder_names k_names_gguf = {
     .up = "ffn_up", .down = "ffn_down",
 };
 
-static mxl_status gpt2_gguf(mxl_family_ctx *c) {
+/* GPT-2's GGUF block (llama.cpp gpt2 and starcoder): LayerNorms with bias, plain GELU (tanh) MLP,
+ * biases everywhere, learned positions, GGUF names. */
+static void gpt2_gguf_block(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     *c->names = k_names_gguf;
     hp->norm = MXL_NORM_LAYER;
@@ -63,6 +65,11 @@ static mxl_status gpt2_gguf(mxl_family_ctx *c) {
     hp->act = MXL_ACT_GELU_TANH;
     hp->qkv_bias = hp->o_bias = hp->mlp_bias = true;
     hp->learned_pos = true;
+}
+
+static mxl_status gpt2_gguf(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    gpt2_gguf_block(c);
     if (hp->n_kv_heads != hp->n_heads || hp->head_dim * hp->n_heads != hp->hidden)
         return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: gpt2 needs head_count_kv = head_count (%lld / %lld) and head_count * key_length = embedding_length",
                              c->ck->path, (long long)hp->n_kv_heads, (long long)hp->n_heads);
@@ -160,13 +167,7 @@ static mxl_status gpt_bigcode_setup(mxl_family_ctx *c) {
     mxl_status st;
     bool mq, cross;
     if (c->gguf) { /* llama.cpp starcoder: GPT-2's GGUF layout with head_count_kv 1 */
-        *c->names = k_names_gguf;
-        hp->norm = MXL_NORM_LAYER;
-        hp->norm_eps = (float)(!isnan(c->cfg->layer_norm_eps) ? c->cfg->layer_norm_eps : 1e-5);
-        hp->mlp = MXL_MLP_PLAIN;
-        hp->act = MXL_ACT_GELU_TANH;
-        hp->qkv_bias = hp->o_bias = hp->mlp_bias = true;
-        hp->learned_pos = true;
+        gpt2_gguf_block(c);
         return MXL_OK;
     }
     if ((st = mxl_family_bool(c, "multi_query", true, &mq)) || (st = mxl_family_bool(c, "add_cross_attention", false, &cross)))

@@ -68,11 +68,7 @@ static mxl_status gpt_neox_setup(mxl_family_ctx *c) {
     json_t *rp = json_object_get(c->raw, "rope_parameters");
     if (!(json_is_object(rp) && json_object_get(rp, "rope_theta")) && !json_is_number(json_object_get(c->raw, "rope_theta")))
         hp->rope.theta = hp->rope_local.theta = base;
-    mxl_family_rope_partial_default(c, pct);
-    if (hp->rope.rotary_dim < 2 || hp->rope.rotary_dim % 2)
-        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: rotary dimension %d (head_dim %lld) must be even and at least 2", c->ck->path,
-                             hp->rope.rotary_dim, (long long)hp->head_dim);
-    return MXL_OK;
+    return mxl_family_rope_partial_default(c, pct);
 }
 
 const mxl_decoder_family mxl_family_gpt_neox = {

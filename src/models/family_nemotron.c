@@ -30,8 +30,7 @@ static mxl_status nemotron_setup(mxl_family_ctx *c) {
     hp->norm_eps = (float)eps;
     hp->mlp = MXL_MLP_PLAIN;
     if ((st = mxl_family_rope(c))) return st;
-    mxl_family_rope_partial_default(c, 0.5);
-    return MXL_OK;
+    return mxl_family_rope_partial_default(c, 0.5);
 }
 
 static const mxl_decoder_names k_names = {

@@ -39,10 +39,15 @@ static mxl_status olmo2_gguf(mxl_family_ctx *c) {
     return mxl_family_sliding_pattern(c, 4, cfg->sliding_window);
 }
 
-static mxl_status olmo2_setup(mxl_family_ctx *c) {
+/* OLMo 2's block: post norms only, QK-norm over the whole projection (OLMo 3's too). */
+static void olmo2_block(mxl_family_ctx *c) {
     c->hp->pre_norms = false;
     c->hp->post_norms = true;
     c->hp->qk_norm_kind = MXL_QK_NORM_FULL;
+}
+
+static mxl_status olmo2_setup(mxl_family_ctx *c) {
+    olmo2_block(c);
     if (c->gguf) return olmo2_gguf(c);
     return mxl_family_rope(c);
 }
@@ -54,9 +59,7 @@ static mxl_status olmo2_setup(mxl_family_ctx *c) {
 static mxl_status olmo3_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
-    hp->pre_norms = false;
-    hp->post_norms = true;
-    hp->qk_norm_kind = MXL_QK_NORM_FULL;
+    olmo2_block(c);
     bool per_type;
     if ((st = mxl_family_rope_layer_types(c, 500000.0, 500000.0, &per_type))) return st;
     if (!per_type) {

@@ -49,8 +49,7 @@ static mxl_status phi_setup(mxl_family_ctx *c) {
     hp->mlp = MXL_MLP_PLAIN;
     hp->qkv_bias = hp->o_bias = hp->mlp_bias = hp->lm_head_bias = true;
     if ((st = mxl_family_rope(c))) return st;
-    mxl_family_rope_partial_default(c, 0.5);
-    return MXL_OK;
+    return mxl_family_rope_partial_default(c, 0.5);
 }
 
 const mxl_decoder_family mxl_family_phi = {

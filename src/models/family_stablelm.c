@@ -29,11 +29,7 @@ static mxl_status stablelm_setup(mxl_family_ctx *c) {
     hp->qkv_bias = qkv_bias;
     hp->o_bias = hp->mlp_bias = false;
     if ((st = mxl_family_rope(c))) return st;
-    mxl_family_rope_partial_default(c, 0.25);
-    if (hp->rope.rotary_dim < 2 || hp->rope.rotary_dim % 2)
-        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: rotary dimension %d (head_dim %lld) must be even and at least 2", c->ck->path,
-                             hp->rope.rotary_dim, (long long)hp->head_dim);
-    return MXL_OK;
+    return mxl_family_rope_partial_default(c, 0.25);
 }
 
 const mxl_decoder_family mxl_family_stablelm = {
