@@ -110,6 +110,10 @@ extern const mxl_decoder_names mxl_names_gguf;
  * pre_feedforward_layernorm, post_feedforward_layernorm. */
 extern const mxl_decoder_names mxl_names_gemma2;
 
+/* OLMo 2's post-norm layout (no pre-norms; post_attention_layernorm and post_feedforward_layernorm
+ * after each block, self_attn.q_norm / k_norm): OLMo 2 and 3, EXAONE 4. */
+extern const mxl_decoder_names mxl_names_olmo2;
+
 /* Shared between sibling families: Qwen2/Qwen3 sliding layers (family_qwen2.c); Gemma 2/3 norms,
  * embedding scale, activation, attention scale and soft-caps (family_gemma2.c). */
 mxl_status mxl_family_qwen_sliding(mxl_family_ctx *c);

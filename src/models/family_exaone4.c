@@ -15,14 +15,6 @@
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
-static const mxl_decoder_names k_names = {
-    .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
-    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
-    .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm", .post_attn_norm = "post_attention_layernorm",
-    .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
-    .post_ffn_norm = "post_feedforward_layernorm",
-};
-
 /* Sliding layers from sliding_window_pattern when config.json has no layer_types. */
 static mxl_status sliding_from_pattern(mxl_family_ctx *c, int64_t window) {
     mxl_decoder_hparams *hp = c->hp;
@@ -65,6 +57,6 @@ static mxl_status exaone4_setup(mxl_family_ctx *c) {
 }
 
 const mxl_decoder_family mxl_family_exaone4 = {
-    .model_type = "exaone4", .registry_id = "exaone4", .hf_class = "Exaone4ForCausalLM", .names = &k_names,
+    .model_type = "exaone4", .registry_id = "exaone4", .hf_class = "Exaone4ForCausalLM", .names = &mxl_names_olmo2,
     .setup = exaone4_setup, .gguf_arch = "exaone4", .convert_check = mxl_family_gguf_not_converted,
 };

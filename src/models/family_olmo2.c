@@ -15,7 +15,7 @@
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
-static const mxl_decoder_names k_names = {
+const mxl_decoder_names mxl_names_olmo2 = {
     .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
     .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
     .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm", .post_attn_norm = "post_attention_layernorm",
@@ -85,10 +85,10 @@ static mxl_status olmo2_convert_check(const mxl_checkpoint *ck, mxl_error *err) 
 }
 
 const mxl_decoder_family mxl_family_olmo2 = {
-    .model_type = "olmo2", .registry_id = "olmo2", .hf_class = "Olmo2ForCausalLM", .names = &k_names, .setup = olmo2_setup,
+    .model_type = "olmo2", .registry_id = "olmo2", .hf_class = "Olmo2ForCausalLM", .names = &mxl_names_olmo2, .setup = olmo2_setup,
     .gguf_arch = "olmo2", .convert_check = olmo2_convert_check,
 };
 
 const mxl_decoder_family mxl_family_olmo3 = {
-    .model_type = "olmo3", .registry_id = "olmo3", .hf_class = "Olmo3ForCausalLM", .names = &k_names, .setup = olmo3_setup,
+    .model_type = "olmo3", .registry_id = "olmo3", .hf_class = "Olmo3ForCausalLM", .names = &mxl_names_olmo2, .setup = olmo3_setup,
 };
