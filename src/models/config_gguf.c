@@ -243,6 +243,13 @@ static mxl_status read_arch(ctx *c, mxl_model_config *cfg, char *arch, size_t ca
         TRY(opt_int(c, arch_key(c, "expert_gating_func", key, sizeof key), false, 0, 255, &gating));
         if (gating == 2) mt = "deepseek_v3";
     }
+    if (mt && strcmp(arch, "llama") == 0) {
+        /* llama.cpp converts Mixtral to "llama" with experts */
+        char key[160];
+        int64_t experts = 0;
+        TRY(opt_int(c, arch_key(c, "expert_count", key, sizeof key), false, 0, MAX_SIZE, &experts));
+        if (experts > 0) mt = "mixtral";
+    }
     snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt ? mt : arch);
     return MXL_OK;
 }

@@ -29,6 +29,7 @@
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 #include "models/kv_pool.h"
+#include "models/moe.h"
 #include "models/weights.h"
 
 /* ---- weight binding ---- */
@@ -85,17 +86,49 @@ static mxl_status mlx_params(const binder *b, const char *base, int *bits, int *
     return MXL_OK;
 }
 
+/* A stacked tensor [stack, rows, cols] viewed as the matrix [stack * rows, cols] (stack > 0: the
+ * tensor must be 3-D with that outer size); a vector [cols] as [1, cols] where one row is asked;
+ * otherwise t itself. NULL + error when a stacked tensor has another rank or outer size. */
+static const mxl_tensor *as_matrix(const binder *b, const mxl_tensor *t, const char *name, int64_t stack, int64_t rows,
+                                   mxl_tensor *view) {
+    if (stack > 0) {
+        if (t->ndim != 3 || t->shape[0] != stack) {
+            char sh[96];
+            mxl_tensor_shape_str(t, sh, sizeof sh);
+            mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected %lld stacked experts [%lld, ...]", b->ck->path, name, sh,
+                          (long long)stack, (long long)stack);
+            return NULL;
+        }
+        *view = *t;
+        view->ndim = 2;
+        view->shape[0] = t->shape[0] * t->shape[1];
+        view->shape[1] = t->shape[2];
+        return view;
+    }
+    if (rows == 1 && t->ndim == 1) {
+        *view = *t;
+        view->ndim = 2;
+        view->shape[0] = 1;
+        view->shape[1] = t->shape[0];
+        return view;
+    }
+    return t;
+}
+
 /* A [rows, cols] matrix: dense / GGUF view, MLX affine (scales present), or a transposed Conv1D
- * copy (names->conv1d, per-layer matrices only). */
-static mxl_status bind_matrix(const binder *b, int64_t layer, const char *module, int64_t rows, int64_t cols,
-                              mxl_weight *w) {
+ * copy (names->conv1d, per-layer matrices only); with stack > 0 a stacked [stack, rows / stack,
+ * cols] tensor (MoE experts) viewed whole. */
+static mxl_status bind_matrix_stacked(const binder *b, int64_t layer, const char *module, int64_t stack, int64_t rows,
+                                      int64_t cols, mxl_weight *w) {
     char base[384], name[400];
     mxl_status st;
     memset(w, 0, sizeof *w);
     if ((st = module_name(b, layer, module, "", base, sizeof base))) return st;
     snprintf(name, sizeof name, "%s.weight", base);
+    mxl_tensor tv, sv, bv;
     const mxl_tensor *t = find_tensor(b, name);
     if (!t) return missing(b, name);
+    if (!(t = as_matrix(b, t, name, stack, rows, &tv))) return MXL_ERR_FORMAT;
     if (b->ck->format == MXL_CHECKPOINT_SAFETENSORS) {
         char sname[400], bname[400];
         snprintf(sname, sizeof sname, "%s.scales", base);
@@ -106,6 +139,8 @@ static mxl_status bind_matrix(const binder *b, int64_t layer, const char *module
             if ((st = mlx_params(b, base, &bits, &gs))) return st;
             const mxl_tensor *bi = find_tensor(b, bname);
             if (!bi) return missing(b, bname);
+            if (!(sc = as_matrix(b, sc, sname, stack, rows, &sv)) || !(bi = as_matrix(b, bi, bname, stack, rows, &bv)))
+                return MXL_ERR_FORMAT;
             st = mxl_weight_from_mlx(t, sc, bi, bits, gs, name, w, b->err);
             if (st == MXL_OK && (w->rows != rows || w->cols != cols))
                 st = mxl_error_set(b->err, MXL_ERR_FORMAT, "tensor '%s' holds [%lld, %lld] (bits=%d, group_size=%d), expected [%lld, %lld]", name,
@@ -114,12 +149,17 @@ static mxl_status bind_matrix(const binder *b, int64_t layer, const char *module
             return st;
         }
     }
-    if (layer >= 0 && b->nm->conv1d)
+    if (layer >= 0 && b->nm->conv1d && stack == 0)
         st = mxl_weights_matrix_transposed(&b->d->arena, t, name, rows, cols, w, b->err);
     else
         st = mxl_weights_matrix(t, name, rows, cols, w, b->err);
     if (st) mxl_error_prefix(b->err, "%s: ", b->ck->path);
     return st;
+}
+
+static mxl_status bind_matrix(const binder *b, int64_t layer, const char *module, int64_t rows, int64_t cols,
+                              mxl_weight *w) {
+    return bind_matrix_stacked(b, layer, module, 0, rows, cols, w);
 }
 
 /* An f32 vector "<module><suffix>" of n elements. */
@@ -222,6 +262,83 @@ static mxl_status bind_fused_per_head(const binder *b, int64_t layer, const char
     return st;
 }
 
+/* True when the checkpoint holds "<layers><layer>.<module>.weight". */
+static bool has_module(const binder *b, int64_t layer, const char *module) {
+    char name[400];
+    return module && module_name(b, layer, module, ".weight", name, sizeof name) == MXL_OK && find_tensor(b, name);
+}
+
+/* Expert e's rows [r0, r0 + n) of a stacked matrix as its own weight. */
+static mxl_status expert_rows(const binder *b, int64_t layer, const char *module, const mxl_weight *all, int64_t r0, int64_t n,
+                              mxl_weight *out) {
+    char name[400];
+    module_name(b, layer, module, ".weight", name, sizeof name);
+    mxl_status st = mxl_weights_rows(all, r0, n, name, out, b->err);
+    if (st) mxl_error_prefix(b->err, "%s: ", b->ck->path);
+    return st;
+}
+
+/* Layer i's sparse MoE block (decoder_family.h: the MoE names): router, experts (per-expert
+ * modules, stacked tensors or a stacked fused gate_up) and the shared expert. */
+static mxl_status bind_moe(const binder *b, int64_t i, mxl_decoder_layer *L) {
+    const mxl_decoder_hparams *hp = &b->d->hp;
+    const mxl_decoder_names *nm = b->nm;
+    const int64_t E = hp->n_experts, F = hp->moe_ffn, H = hp->hidden;
+    mxl_status st;
+    mxl_moe_layer *m = mxl_arena_alloc(&b->d->arena, sizeof *m, 64);
+    mxl_weight *ws = mxl_arena_alloc(&b->d->arena, (size_t)(3 * E) * sizeof *ws, 64);
+    if (!m || !ws) return mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory");
+    memset(m, 0, sizeof *m);
+    memset(ws, 0, (size_t)(3 * E) * sizeof *ws);
+    m->gate = ws;
+    m->up = ws + E;
+    m->down = ws + 2 * E;
+    if (!nm->moe_router) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no MoE router", b->ck->path);
+    if ((st = bind_matrix(b, i, nm->moe_router, E, H, &m->router))) return st;
+    char mod[3][256];
+    if (nm->experts && nm->expert_gate && (snprintf(mod[0], sizeof mod[0], "%s0.%s", nm->experts, nm->expert_gate), has_module(b, i, mod[0]))) {
+        const char *part[3] = {nm->expert_gate, nm->expert_up, nm->expert_down};
+        for (int64_t e = 0; e < E; e++) {
+            for (int p = 0; p < 3; p++) snprintf(mod[p], sizeof mod[p], "%s%lld.%s", nm->experts, (long long)e, part[p]);
+            if ((st = bind_matrix(b, i, mod[0], F, H, &m->gate[e])) || (st = bind_matrix(b, i, mod[1], F, H, &m->up[e])) ||
+                (st = bind_matrix(b, i, mod[2], H, F, &m->down[e])))
+                return st;
+        }
+    } else {
+        mxl_weight g, u, d;
+        bool fused = nm->exps_gate_up && has_module(b, i, nm->exps_gate_up);
+        if (!fused && (!nm->exps_gate || !nm->exps_up || !nm->exps_down))
+            return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no stacked expert tensors", b->ck->path);
+        if (fused ? (st = bind_matrix_stacked(b, i, nm->exps_gate_up, E, E * 2 * F, H, &g))
+                  : ((st = bind_matrix_stacked(b, i, nm->exps_gate, E, E * F, H, &g)) ||
+                     (st = bind_matrix_stacked(b, i, nm->exps_up, E, E * F, H, &u))))
+            return st;
+        if ((st = bind_matrix_stacked(b, i, nm->exps_down, E, E * H, F, &d))) return st;
+        for (int64_t e = 0; e < E; e++) {
+            if (fused ? (st = expert_rows(b, i, nm->exps_gate_up, &g, e * 2 * F, F, &m->gate[e])) ||
+                            (st = expert_rows(b, i, nm->exps_gate_up, &g, e * 2 * F + F, F, &m->up[e]))
+                      : (st = expert_rows(b, i, nm->exps_gate, &g, e * F, F, &m->gate[e])) ||
+                            (st = expert_rows(b, i, nm->exps_up, &u, e * F, F, &m->up[e])))
+                return st;
+            if ((st = expert_rows(b, i, nm->exps_down, &d, e * H, H, &m->down[e]))) return st;
+        }
+    }
+    if (hp->shared_ffn > 0) {
+        const int64_t S = hp->shared_ffn;
+        if (!nm->sh_gate || !nm->sh_up || !nm->sh_down)
+            return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no shared expert", b->ck->path);
+        if ((st = bind_matrix(b, i, nm->sh_gate, S, H, &m->sh_gate)) || (st = bind_matrix(b, i, nm->sh_up, S, H, &m->sh_up)) ||
+            (st = bind_matrix(b, i, nm->sh_down, H, S, &m->sh_down)))
+            return st;
+        if (hp->shared_expert_gate) {
+            if (!nm->sh_router) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no shared expert gate", b->ck->path);
+            if ((st = bind_matrix(b, i, nm->sh_router, 1, H, &m->sh_router))) return st;
+        }
+    }
+    L->moe = m;
+    return MXL_OK;
+}
+
 static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
     const mxl_decoder_hparams *hp = &b->d->hp;
     const mxl_decoder_names *nm = b->nm;
@@ -257,7 +374,9 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
     if (hp->post_norms && (st = bind_norm(b, i, nm->post_attn_norm, H, &L->post_attn_norm))) return st;
     if (hp->pre_norms && !(hp->parallel_residual && !nm->ffn_norm) && (st = bind_norm(b, i, nm->ffn_norm, H, &L->ffn_norm)))
         return st;
-    if (hp->mlp == MXL_MLP_GATED && nm->gate_up) {
+    if (hp->n_experts > 0 && (!hp->layer_is_moe || hp->layer_is_moe[i])) {
+        if ((st = bind_moe(b, i, L))) return st;
+    } else if (hp->mlp == MXL_MLP_GATED && nm->gate_up) {
         const int64_t sizes[2] = {hp->ffn, hp->ffn};
         mxl_weight *const ws[2] = {&L->w_gate, &L->w_up};
         const float **const bs[2] = {&L->b_gate, &L->b_up};
@@ -267,7 +386,7 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
             return st;
         if ((st = bind_proj(b, i, nm->up, hp->ffn, H, hp->mlp_bias, &L->w_up, &L->b_up))) return st;
     }
-    if ((st = bind_proj(b, i, nm->down, H, hp->ffn, hp->mlp_bias, &L->w_down, &L->b_down))) return st;
+    if (!L->moe && (st = bind_proj(b, i, nm->down, H, hp->ffn, hp->mlp_bias, &L->w_down, &L->b_down))) return st;
     if (hp->post_norms && (st = bind_norm(b, i, nm->post_ffn_norm, H, &L->post_ffn_norm))) return st;
     if (hp->xielu) {
         const float *ap, *an, *beta, *eps;
@@ -394,6 +513,11 @@ static mxl_status each_matrix(const mxl_checkpoint *ck, mxl_decoder *d, mxl_erro
         mxl_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
             if ((st = fn(ck, d, ws[j], err))) return st;
+        /* the shared expert runs on every row like a dense MLP; routed experts stay as stored
+         * (mapped, paged in as they are chosen) */
+        if (L->moe && ((st = fn(ck, d, &L->moe->sh_gate, err)) || (st = fn(ck, d, &L->moe->sh_up, err)) ||
+                       (st = fn(ck, d, &L->moe->sh_down, err))))
+            return st;
     }
     return MXL_OK;
 }
@@ -425,6 +549,21 @@ static mxl_status check_hparams(const mxl_checkpoint *ck, const mxl_decoder_hpar
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the attention temperature needs original_max_position_embeddings", ck->path);
     if (hp->learned_pos && hp->max_ctx <= 0)
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: learned positions need max_position_embeddings", ck->path);
+    if (hp->n_experts > 0) {
+        if (hp->n_experts > 65536)
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %lld experts (num_experts) is out of range", ck->path, (long long)hp->n_experts);
+        if (hp->n_experts_used <= 0 || hp->n_experts_used > hp->n_experts)
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s: num_experts_per_tok %lld must be between 1 and num_experts (%lld)", ck->path,
+                                 (long long)hp->n_experts_used, (long long)hp->n_experts);
+        if (hp->moe_ffn <= 0 || hp->moe_ffn > (INT64_C(1) << 26))
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the experts' intermediate size (%lld) is missing or out of range", ck->path,
+                                 (long long)hp->moe_ffn);
+        if (hp->shared_ffn < 0 || hp->shared_ffn > (INT64_C(1) << 26))
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the shared expert's intermediate size (%lld) is out of range", ck->path,
+                                 (long long)hp->shared_ffn);
+        if (hp->mlp != MXL_MLP_GATED || hp->xielu)
+            return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: experts are gated MLPs in this build", ck->path);
+    }
     return MXL_OK;
 }
 
@@ -519,6 +658,8 @@ struct mxl_decoder_state {
     row_span *spans;  /* [max_batch] the spans of a batched call */
     float *attn_scratch; /* this state's attention scratch (its own pool's threads, its max_ctx) */
     void *mm_scratch;
+    float *moe_mem;      /* the MoE block's scratch (models/moe.h), carved into moe */
+    mxl_moe_scratch moe;
     void *block; /* one allocation holding the buffers above */
     bool reference; /* MXL_DECODER_REFERENCE=1 */
     const mxl_backend *be;   /* the backend the forward pass runs on: d_be, or the f32 reference path */
@@ -537,6 +678,21 @@ static size_t max_scratch(const mxl_decoder *d, int64_t n_tok) {
             size_t b = d->be->ops->matmul_scratch_bytes(d->be, ws[j], n_tok);
             if (b > m) m = b;
         }
+        const mxl_moe_layer *M = L->moe;
+        if (!M) continue;
+        const mxl_backend *ref = mxl_backend_reference();
+        const mxl_weight *mw[] = {&M->sh_gate, &M->sh_up, &M->sh_down};
+        size_t b = ref->ops->matmul_scratch_bytes(ref, &M->router, n_tok);
+        m = b > m ? b : m;
+        if (M->sh_router.rows > 0 && (b = ref->ops->matmul_scratch_bytes(ref, &M->sh_router, n_tok)) > m) m = b;
+        /* per-expert modules may differ in format (MLX overrides): each expert */
+        for (int64_t e = 0; e < d->hp.n_experts; e++) {
+            const mxl_weight *ew[] = {&M->gate[e], &M->up[e], &M->down[e]};
+            for (int j = 0; j < 3; j++)
+                if ((b = d->be->ops->matmul_scratch_bytes(d->be, ew[j], n_tok)) > m) m = b;
+        }
+        for (size_t j = 0; j < 3; j++)
+            if (mw[j]->rows > 0 && (b = d->be->ops->matmul_scratch_bytes(d->be, mw[j], n_tok)) > m) m = b;
     }
     return m;
 }
@@ -704,11 +860,12 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
         (uint64_t)d->be->ops->attention_scratch_floats(d->be, max_ctx, s->n_threads),
         (uint64_t)(max_scratch(d, max_batch) + 3) / 4,
         (uint64_t)s->max_blocks,
+        hp->n_experts > 0 ? mxl_moe_scratch_floats(hp, max_batch) : 0,
     };
     float **ptrs[] = {&s->x, &s->xn, &s->q, &s->k, &s->v, &s->att, &s->o,
                       &s->gate, &s->up, &s->inv_freq, &s->inv_freq_local, (float **)&s->q_pos,
                       (float **)&s->pos_ids, &s->rope_cs, (float **)&s->spans, &s->attn_scratch, (float **)&s->mm_scratch,
-                      (float **)&s->table};
+                      (float **)&s->table, &s->moe_mem};
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += (sizes[i] + 16) & ~(uint64_t)15;
     s->block = total < ((uint64_t)1 << 60) / sizeof(float) ? mxl_aligned_alloc(64, (size_t)total * sizeof(float)) : NULL;
@@ -721,6 +878,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
         *ptrs[i] = p;
         p += (sizes[i] + 16) & ~(uint64_t)15;
     }
+    if (hp->n_experts > 0) mxl_moe_scratch_carve(hp, max_batch, s->moe_mem, &s->moe);
     mxl_rope_freqs(&hp->rope, max_ctx, s->inv_freq, &s->attn_factor);
     mxl_rope_freqs(&hp->rope_local, max_ctx, s->inv_freq_local, &s->attn_factor_local);
     s->reference = mxl_decoder_reference_default();
@@ -1108,6 +1266,11 @@ static void mlp_block(const fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
     const mxl_decoder_layer *L = &f->d->layers[l];
     mxl_decoder_state *s = f->ws;
     int64_t n = f->n_rows;
+    if (L->moe) { /* the rows are routed: made whole first */
+        if (prep) prep->fn(prep->ctx, 0, n);
+        mxl_moe_forward(s->be, hp, L->moe, h, n, s->o, &s->moe, s->mm_scratch, s->pool);
+        return;
+    }
     if (hp->mlp == MXL_MLP_GATED) {
         const mxl_weight *W[2] = {&L->w_gate, &L->w_up};
         const float *b[2] = {L->b_gate, L->b_up};

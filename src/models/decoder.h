@@ -59,6 +59,13 @@ typedef enum mxl_mlp_kind {
     MXL_MLP_PLAIN,     /* down(act(up(h)))  (StarCoder2 c_fc/c_proj, GPT-2) */
 } mxl_mlp_kind;
 
+/* How a mixture-of-experts layer weighs its experts (models/moe.h). */
+typedef enum mxl_moe_router {
+    MXL_MOE_SOFTMAX = 0, /* softmax over all experts' logits, the top k kept (renormalised to sum 1
+                          * with moe_norm_topk): Qwen MoE, OLMoE; Mixtral and Granite MoE (their
+                          * softmax over the top-k logits is the same weights renormalised) */
+} mxl_moe_router;
+
 typedef struct mxl_decoder_hparams {
     int64_t n_layers, hidden, n_heads, n_kv_heads, head_dim, ffn, vocab, max_ctx;
     float norm_eps;
@@ -99,6 +106,16 @@ typedef struct mxl_decoder_hparams {
     int64_t sliding_window;  /* window of the sliding layers (0: none) */
     const uint8_t *layer_is_sliding; /* [n_layers] or NULL: 1 = sliding-window layer */
     const uint8_t *layer_no_rope;    /* [n_layers] or NULL: 1 = NoPE layer (SmolLM3) */
+    /* Mixture of experts (models/moe.h): n_experts > 0 makes the layers that layer_is_moe marks
+     * (every layer when NULL) sparse MoE blocks in place of the MLP; the others keep the dense
+     * MLP of width ffn. */
+    int64_t n_experts, n_experts_used; /* experts per layer, experts each token uses (top k) */
+    int64_t moe_ffn;                   /* each expert's gated-MLP width */
+    int64_t shared_ffn;                /* the shared expert's width (0: none) */
+    bool shared_expert_gate;           /* the shared expert's output * sigmoid(h . w) (Qwen2 MoE) */
+    mxl_moe_router moe_router;
+    bool moe_norm_topk;                /* the k weights renormalised to sum 1 */
+    const uint8_t *layer_is_moe;       /* [n_layers] or NULL (all, when n_experts > 0) */
 } mxl_decoder_hparams;
 
 /* A norm's weight and (LayerNorm) bias as f32; w == NULL: the norm is absent. */
@@ -106,11 +123,21 @@ typedef struct mxl_decoder_norm {
     const float *w, *b;
 } mxl_decoder_norm;
 
+/* One layer's experts: every matrix a view of the checkpoint (per-expert tensors, or rows of a
+ * stacked [n_experts, rows, cols] one); never copied. */
+typedef struct mxl_moe_layer {
+    mxl_weight router;                 /* [n_experts, hidden] */
+    mxl_weight *gate, *up, *down;      /* [n_experts] each: [moe_ffn, hidden] x2, [hidden, moe_ffn] */
+    mxl_weight sh_gate, sh_up, sh_down; /* the shared expert (rows 0: none) */
+    mxl_weight sh_router;              /* [1, hidden] the shared expert's gate (rows 0: none) */
+} mxl_moe_layer;
+
 typedef struct mxl_decoder_layer {
     mxl_weight wq, wk, wv, wo, w_gate, w_up, w_down; /* w_gate unbound (rows 0) in plain MLPs */
     const float *bq, *bk, *bv, *bo, *b_gate, *b_up, *b_down; /* or NULL */
     mxl_decoder_norm attn_norm, ffn_norm, post_attn_norm, post_ffn_norm;
     const float *q_norm, *k_norm; /* [head_dim] or [heads * head_dim] (QK_NORM_FULL), or NULL */
+    mxl_moe_layer *moe;           /* a sparse MoE block instead of the MLP (w_gate.. unbound), or NULL */
     bool sliding;
     bool rope;        /* applies RoPE (false on NoPE layers and with learned positions) */
     /* xIELU: x > 0 ? ap x^2 + beta x : (expm1(min(x, eps)) - x) an + beta x, with

@@ -36,6 +36,16 @@ typedef struct mxl_decoder_names {
     const char *attn_norm, *q, *k, *v, *qkv, *o, *q_norm, *k_norm, *post_attn_norm;
     const char *ffn_norm, *gate, *up, *gate_up, *down, *post_ffn_norm;
     const char *act_params; /* xIELU's per-layer scalars "<act_params>.alpha_p" ... (Apertus) */
+    /* Mixture of experts (hp.n_experts > 0, on the layers hp.layer_is_moe marks): the router
+     * "<moe_router>" [n_experts, hidden]; the experts as one module per expert
+     * "<experts><e>.<expert_gate | expert_up | expert_down>" (Hugging Face), else stacked 3-D
+     * tensors [n_experts, rows, cols] "<exps_gate | exps_up | exps_down>" (MLX switch_mlp, GGUF
+     * ffn_*_exps) or a stacked fused gate then up "<exps_gate_up>" [n_experts, 2 moe_ffn, hidden]
+     * (Granite MoE); the shared expert "<sh_gate | sh_up | sh_down>" and its gate "<sh_router>"
+     * [1, hidden] (GGUF stores it as a vector [hidden]). */
+    const char *moe_router, *experts, *expert_gate, *expert_up, *expert_down;
+    const char *exps_gate, *exps_up, *exps_down, *exps_gate_up;
+    const char *sh_gate, *sh_up, *sh_down, *sh_router;
     bool conv1d;            /* GPT-2 Conv1D: dense layer matrices stored [in, out] */
     bool qkv_per_head;      /* qkv rows grouped per head: [heads][q, k, v][head_dim] (GPT-NeoX) */
 } mxl_decoder_names;
@@ -118,6 +128,10 @@ extern const mxl_decoder_names mxl_names_olmo2;
  * embedding scale, activation, attention scale and soft-caps (family_gemma2.c). */
 mxl_status mxl_family_qwen_sliding(mxl_family_ctx *c);
 mxl_status mxl_family_gemma2_common(mxl_family_ctx *c);
+/* Granite's multipliers and RoPE (family_granite.c; Granite MoE's too). */
+mxl_status mxl_family_granite_setup(mxl_family_ctx *c);
+/* Llama's attention names with the Qwen MoE block (family_qwen_moe.c; OLMoE's too). */
+extern const mxl_decoder_names mxl_names_qwen_moe;
 /* convert hooks shared the same way: Qwen's "no sliding window" keys (family_qwen2.c); Gemma's
  * sizes, eps, GELU (tanh) and no attention bias (family_gemma.c). */
 void mxl_family_qwen_convert_no_window(json_t *j);
@@ -169,5 +183,20 @@ mxl_status mxl_family_nope_full_layers(mxl_family_ctx *c);
 /* Every layer sliding with the config's sliding_window when it is set (Mistral, Phi-3,
  * StarCoder2). */
 mxl_status mxl_family_sliding_all(mxl_family_ctx *c);
+
+/* ---- mixture of experts (family_moe.c) ---- */
+/* The MoE layout from config.json: num_experts (or num_local_experts ...), num_experts_per_tok,
+ * each expert's width from `ffn_key` (NULL: intermediate_size), the shared expert's from
+ * `shared_key` (NULL or absent: none), norm_topk_prob (default norm_default), softmax router;
+ * with qwen_layers the sparse layers follow decoder_sparse_step and mlp_only_layers (Qwen MoE),
+ * else every layer is sparse. */
+mxl_status mxl_family_moe(mxl_family_ctx *c, const char *ffn_key, const char *shared_key, bool norm_default, bool qwen_layers);
+/* The same from GGUF metadata (llama.cpp's keys): expert_count (0 or absent: dense, nothing
+ * set), expert_used_count, expert_feed_forward_length (else feed_forward_length),
+ * expert_shared_feed_forward_length (else the shared tensors' width); the sparse layers are those
+ * with blk.N.ffn_gate_inp from leading_dense_block_count on; the shared expert's gate when
+ * ffn_gate_inp_shexp is there. `norm`: whether the top-k weights are renormalised, which
+ * llama.cpp fixes per architecture (its build_moe_ffn argument) for these families. */
+mxl_status mxl_family_gguf_moe(mxl_family_ctx *c, bool norm);
 
 #endif

@@ -40,6 +40,11 @@
     X(ministral3)               \
     X(apertus)                  \
     X(gpt_neox)                 \
-    X(nanochat)
+    X(nanochat)                 \
+    X(mixtral)                  \
+    X(qwen2_moe)                \
+    X(qwen3_moe)                \
+    X(olmoe)                    \
+    X(granitemoe)
 
 #endif

@@ -44,7 +44,10 @@ mxl_status mxl_family_gguf_not_converted(const mxl_checkpoint *ck, mxl_error *er
     char arch[64] = "this";
     const mxl_gguf_kv *a = ck->gguf ? mxl_gguf_find(ck->gguf, "general.architecture") : NULL;
     if (a) mxl_gguf_value_copy_str(&a->value, arch, sizeof arch);
-    return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: %s GGUF files are not converted yet (they run as they are)", ck->path, arch);
+    const char *mt = ck->config.model_type;
+    bool other = mt[0] && strcmp(mt, arch) != 0; /* a llama file with experts runs as mixtral */
+    return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: %s GGUF files%s%s%s are not converted yet (they run as they are)", ck->path, arch,
+                         other ? " (" : "", other ? mt : "", other ? ")" : "");
 }
 
 void mxl_family_gguf_attn_biases(mxl_family_ctx *c) {

@@ -53,7 +53,7 @@ static mxl_status granite_gguf(mxl_family_ctx *c) {
     return MXL_OK;
 }
 
-static mxl_status granite_setup(mxl_family_ctx *c) {
+mxl_status mxl_family_granite_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     double em, rm, am, ls;
     mxl_status st;
@@ -96,6 +96,6 @@ static void granite_convert_config(const mxl_checkpoint *ck, json_t *j) {
 
 const mxl_decoder_family mxl_family_granite = {
     .model_type = "granite", .registry_id = "granite", .hf_class = "GraniteForCausalLM", .names = &mxl_names_llama,
-    .setup = granite_setup, .gguf_arch = "granite", .gguf_permuted_qk = true, .convert_check = granite_convert_check,
+    .setup = mxl_family_granite_setup, .gguf_arch = "granite", .gguf_permuted_qk = true, .convert_check = granite_convert_check,
     .convert_config = granite_convert_config,
 };

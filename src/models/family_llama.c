@@ -7,7 +7,8 @@
  * transformers 5's rope_parameters (both read here).
  * GGUF: Q/K rows are permuted by llama.cpp's converter, so RoPE rotates adjacent pairs (GPT-J
  * style) there; GGUF RoPE scaling (rope_freqs.weight, linear, yarn) is read by
- * mxl_family_gguf_rope_scaling. */
+ * mxl_family_gguf_rope_scaling. (A "llama" GGUF with experts is Mixtral: config_gguf.c names it
+ * so and family_mixtral.c runs it.) */
 #include <math.h>
 #include <string.h>
 

@@ -105,7 +105,7 @@ static const mxl_family k_families[] = {
     {"helium", "Helium", "Kyutai", GEN, TXT, ANY, L("helium"), NONE, NONE, NONE, M_T, "text"},
     {"openelm", "OpenELM", "Apple", GEN, TXT, ANY, L("openelm"), NONE, NONE, NONE, M_T, "text"},
     {"telechat3", "TeleChat3", "TeleAI", GEN, TXT, ANY, L("telechat3"), NONE, NONE, NONE, M_T, "text"},
-    {"granite", "Granite", "IBM", GEN, TXT, ANY, L("granite"), NONE, NONE, NONE, M_T, "text"},
+    {"granite", "Granite", "IBM", GEN, TXT, ANY, L("granite", "granitemoe"), NONE, NONE, NONE, M_T, "text"},
     {"apertus", "Apertus", "Swiss AI", GEN, TXT, ANY, L("apertus"), NONE, NONE, NONE, M_T, "text"},
     {"seed_oss", "Seed-OSS", "ByteDance", GEN, TXT, ANY, L("seed_oss"), NONE, NONE, NONE, M_T, "text"},
     {"bitnet", "BitNet b1.58 (ternary weights)", "BitNet", GEN, TXT, ANY, L("bitnet"), NONE, NONE, NONE, M_T, "text"},

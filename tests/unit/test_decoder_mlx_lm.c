@@ -59,20 +59,30 @@ static const char *fixture_dir(const char *name) {
 
 /* What the converted checkpoint must have bound: MLX-affine layer matrices at the case's bits
  * (granite's mlx-lm model keeps o_proj and down_proj at 8 bits in groups of 64 whatever is asked)
- * with bf16 scales, as mlx-lm writes them. */
+ * with bf16 scales, as mlx-lm writes them; in MoE layers the last expert's gate projection (a
+ * row view of the stacked switch_mlp tensor) in place of down_proj (Granite MoE's experts are
+ * too narrow for a group of 64: mlx-lm leaves their down projections in float) and the router,
+ * which mlx-lm's Qwen3 MoE and Granite MoE keep at 8 bits (Granite MoE's o_proj too: its
+ * quant_predicate, like Granite's). */
 static void check_binding(const mxl_decoder *d, const char *family, int bits, int group_size, int *mxl_test_failed_) {
     const mxl_decoder_layer *L = &d->layers[0];
-    bool granite = strcmp(family, "granite") == 0;
+    bool granite = strcmp(family, "granite") == 0, granitemoe = strcmp(family, "granitemoe") == 0;
+    bool router8 = granitemoe || strcmp(family, "qwen3_moe") == 0;
+    const mxl_weight *down = L->moe ? &L->moe->gate[d->hp.n_experts - 1] : &L->w_down;
     CHECK_EQ_INT(L->wq.kind, MXL_W_MLX);
-    CHECK_EQ_INT(L->w_down.kind, MXL_W_MLX);
+    CHECK_EQ_INT(down->kind, MXL_W_MLX);
     CHECK_EQ_INT(d->tok_embd.kind, MXL_W_MLX);
-    if (L->wq.kind != MXL_W_MLX || L->w_down.kind != MXL_W_MLX) return;
+    if (L->wq.kind != MXL_W_MLX || down->kind != MXL_W_MLX) return;
     CHECK_EQ_INT(L->wq.mlx.bits, bits);
     CHECK_EQ_INT(L->wq.mlx.group_size, group_size);
     CHECK_EQ_INT(L->wq.mlx.scale_dtype, MXL_DTYPE_BF16);
-    CHECK_EQ_INT(L->w_down.mlx.bits, granite ? 8 : bits);
-    CHECK_EQ_INT(L->w_down.mlx.group_size, granite ? 64 : group_size);
-    CHECK_EQ_INT(L->wo.mlx.bits, granite ? 8 : bits);
+    CHECK_EQ_INT(down->mlx.bits, granite ? 8 : bits);
+    CHECK_EQ_INT(down->mlx.group_size, granite ? 64 : group_size);
+    CHECK_EQ_INT(L->wo.mlx.bits, granite || granitemoe ? 8 : bits);
+    if (L->moe) {
+        CHECK_EQ_INT(L->moe->router.kind, MXL_W_MLX);
+        CHECK_EQ_INT(L->moe->router.mlx.bits, router8 ? 8 : bits);
+    }
 }
 
 static void check_case(json_t *fx, json_t *c, const char *family, int bits, bool reference, mxl_threadpool *pool,

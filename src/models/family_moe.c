@@ -1,0 +1,107 @@
+/* family_moe.c - the mixture-of-experts conventions shared by the MoE families (decoder_family.h:
+ * mxl_family_moe, mxl_family_gguf_moe): how many experts, how many each token uses, their width,
+ * the shared expert, which layers are sparse, and whether the top-k weights are renormalised,
+ * from config.json (transformers' names) or from the GGUF metadata (llama.cpp's). */
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "io/json_read.h"
+#include "models/decoder_family.h"
+#include "models/family_gguf.h"
+
+/* qwen2_moe / qwen3_moe: layer i is sparse unless listed in mlp_only_layers, and only when
+ * (i + 1) % decoder_sparse_step == 0 (transformers' Qwen2MoeDecoderLayer). */
+static mxl_status qwen_sparse_layers(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    int64_t step;
+    mxl_status st;
+    if ((st = mxl_family_int(c, "decoder_sparse_step", 1, &step))) return st;
+    if (step < 1) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'decoder_sparse_step' must be at least 1", c->ck->path);
+    uint8_t *f = mxl_family_layer_flags(c);
+    if (!f) return MXL_ERR_NOMEM;
+    for (int64_t i = 0; i < hp->n_layers; i++) f[i] = (i + 1) % step == 0;
+    json_t *only = c->raw ? json_object_get(c->raw, "mlp_only_layers") : NULL;
+    if (only && !json_is_null(only)) {
+        if (!json_is_array(only))
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'mlp_only_layers' must be a list of layer indices", c->ck->path);
+        size_t k;
+        json_t *v;
+        json_array_foreach(only, k, v) {
+            int64_t l;
+            if (mxl_json_int(v, 0, hp->n_layers - 1, &l))
+                return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'mlp_only_layers' holds an entry that is not a layer index below %lld",
+                                     c->ck->path, (long long)hp->n_layers);
+            f[l] = 0;
+        }
+    }
+    hp->layer_is_moe = f;
+    return MXL_OK;
+}
+
+mxl_status mxl_family_moe(mxl_family_ctx *c, const char *ffn_key, const char *shared_key, bool norm_default, bool qwen_layers) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    hp->n_experts = c->cfg->num_experts;
+    hp->n_experts_used = c->cfg->num_experts_per_tok;
+    if (hp->n_experts <= 0)
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'num_experts' is missing or 0", c->ck->path);
+    if (hp->n_experts_used <= 0)
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'num_experts_per_tok' is missing or 0", c->ck->path);
+    if (ffn_key) {
+        if ((st = mxl_family_int(c, ffn_key, -1, &hp->moe_ffn))) return st;
+        if (hp->moe_ffn < 0) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%s' is missing", c->ck->path, ffn_key);
+    } else {
+        hp->moe_ffn = hp->ffn;
+    }
+    if (shared_key && (st = mxl_family_int(c, shared_key, 0, &hp->shared_ffn))) return st;
+    hp->moe_router = MXL_MOE_SOFTMAX;
+    hp->moe_norm_topk = norm_default;
+    if ((st = mxl_family_bool(c, "norm_topk_prob", norm_default, &hp->moe_norm_topk))) return st;
+    return qwen_layers ? qwen_sparse_layers(c) : MXL_OK;
+}
+
+mxl_status mxl_family_gguf_moe(mxl_family_ctx *c, bool norm) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    double ffn, sh, lead;
+    char key[192];
+    hp->n_experts = c->cfg->num_experts > 0 ? c->cfg->num_experts : 0;
+    hp->n_experts_used = c->cfg->num_experts_per_tok;
+    if (hp->n_experts == 0) return MXL_OK; /* a dense file of an architecture that may have experts */
+    if ((st = mxl_family_gguf_number(c, "expert_feed_forward_length", (double)hp->ffn, &ffn)) ||
+        (st = mxl_family_gguf_number(c, "expert_shared_feed_forward_length", 0, &sh)) ||
+        (st = mxl_family_gguf_number(c, "leading_dense_block_count", 0, &lead)))
+        return st;
+    if (!(ffn > 0 && ffn < (double)(INT64_C(1) << 26)) || !(sh >= 0 && sh < (double)(INT64_C(1) << 26)) || !(lead >= 0))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' (or the shared expert's, or the dense block count) is out of range",
+                             c->ck->path, mxl_family_gguf_key(c, "expert_feed_forward_length", key, sizeof key));
+    hp->moe_ffn = (int64_t)ffn;
+    hp->shared_ffn = (int64_t)sh;
+    hp->moe_router = MXL_MOE_SOFTMAX;
+    hp->moe_norm_topk = norm;
+    /* sparse layers: those holding a router (llama.cpp creates ffn_gate_inp on exactly those) */
+    uint8_t *f = mxl_family_layer_flags(c);
+    if (!f) return MXL_ERR_NOMEM;
+    for (int64_t i = 0; i < hp->n_layers; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "blk.%lld.ffn_gate_inp.weight", (long long)i);
+        f[i] = i >= (int64_t)lead && mxl_gguf_find_tensor(c->ck->gguf, name) != NULL;
+    }
+    hp->layer_is_moe = f;
+    /* a shared expert without a width key: the width its tensors have */
+    if (hp->shared_ffn == 0) {
+        for (int64_t i = 0; i < hp->n_layers && hp->shared_ffn == 0; i++) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.%lld.ffn_gate_shexp.weight", (long long)i);
+            const mxl_gguf_tensor_info *ti = mxl_gguf_find_tensor(c->ck->gguf, name);
+            if (ti && ti->tensor.ndim == 2) hp->shared_ffn = ti->tensor.shape[0];
+        }
+    }
+    char name[96];
+    for (int64_t i = 0; i < hp->n_layers && !hp->shared_expert_gate; i++) {
+        snprintf(name, sizeof name, "blk.%lld.ffn_gate_inp_shexp.weight", (long long)i);
+        hp->shared_expert_gate = mxl_gguf_find_tensor(c->ck->gguf, name) != NULL;
+    }
+    return MXL_OK;
+}

@@ -1,0 +1,130 @@
+/* moe.c - the shared sparse mixture-of-experts block (moe.h): routing, tokens grouped by expert,
+ * each expert's gated MLP through the backend's matmuls, the weighted sum and the shared expert.
+ * Reference for the math: transformers' Qwen2MoeSparseMoeBlock / MixtralSparseMoeBlock. */
+#include "models/moe.h"
+
+#include <math.h>
+#include <string.h>
+
+static int64_t width(const mxl_decoder_hparams *hp) { return hp->moe_ffn > hp->shared_ffn ? hp->moe_ffn : hp->shared_ffn; }
+
+static uint64_t pad16(uint64_t n) { return (n + 15) & ~(uint64_t)15; }
+
+/* float counts of the buffers, in mxl_moe_scratch's order */
+static void sizes(const mxl_decoder_hparams *hp, int64_t m, uint64_t out[10]) {
+    const uint64_t M = (uint64_t)m, E = (uint64_t)hp->n_experts, K = (uint64_t)hp->n_experts_used,
+                   H = (uint64_t)hp->hidden, F = (uint64_t)width(hp);
+    const uint64_t s[10] = {M * E, M * K, M * K, M * K, E + 1, M * H, M * F, M * F, M * K * H, M * H + M};
+    memcpy(out, s, sizeof s);
+}
+
+uint64_t mxl_moe_scratch_floats(const mxl_decoder_hparams *hp, int64_t max_rows) {
+    uint64_t s[10], t = 0;
+    sizes(hp, max_rows, s);
+    for (int i = 0; i < 10; i++) t += pad16(s[i]);
+    return t;
+}
+
+void mxl_moe_scratch_carve(const mxl_decoder_hparams *hp, int64_t max_rows, float *mem, mxl_moe_scratch *s) {
+    uint64_t sz[10];
+    sizes(hp, max_rows, sz);
+    void *p[10];
+    for (int i = 0; i < 10; i++) {
+        p[i] = mem;
+        mem += pad16(sz[i]);
+    }
+    s->logits = p[0];
+    s->weights = p[1];
+    s->idx = p[2];
+    s->order = p[3];
+    s->count = p[4];
+    s->xg = p[5];
+    s->g = p[6];
+    s->u = p[7];
+    s->yk = p[8];
+    s->ys = p[9];
+    s->sg = s->ys + max_rows * hp->hidden;
+}
+
+void mxl_moe_topk(const float *p, int64_t n, int64_t k, int32_t *idx) {
+    /* insertion into a sorted list of k: strictly greater moves up, so ties keep the lower index */
+    int64_t m = 0;
+    for (int64_t e = 0; e < n; e++) {
+        if (m == k && !(p[e] > p[idx[k - 1]])) continue;
+        int64_t j = m < k ? m++ : k - 1;
+        while (j > 0 && p[e] > p[idx[j - 1]]) {
+            idx[j] = idx[j - 1];
+            j--;
+        }
+        idx[j] = (int32_t)e;
+    }
+}
+
+/* Each row's experts and weights from the router logits (in place: logits become probabilities). */
+static void route(const mxl_decoder_hparams *hp, const mxl_moe_scratch *s, int64_t n) {
+    const int64_t E = hp->n_experts, K = hp->n_experts_used;
+    for (int64_t t = 0; t < n; t++) {
+        float *p = s->logits + t * E;
+        float mx = -INFINITY, sum = 0;
+        for (int64_t e = 0; e < E; e++) mx = p[e] > mx ? p[e] : mx;
+        for (int64_t e = 0; e < E; e++) sum += (p[e] = expf(p[e] - mx));
+        for (int64_t e = 0; e < E; e++) p[e] /= sum;
+        int32_t *idx = s->idx + t * K;
+        float *w = s->weights + t * K;
+        mxl_moe_topk(p, E, K, idx);
+        float tot = 0;
+        for (int64_t j = 0; j < K; j++) tot += (w[j] = p[idx[j]]);
+        if (hp->moe_norm_topk && tot > 0)
+            for (int64_t j = 0; j < K; j++) w[j] /= tot;
+    }
+}
+
+/* gate/up of rows x [m, hidden] through one gated MLP into y [m, hidden] */
+static void gated_mlp(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_weight *gate, const mxl_weight *up,
+                      const mxl_weight *down, const float *x, int64_t m, float *y, const mxl_moe_scratch *s, void *mm,
+                      mxl_threadpool *pool) {
+    const mxl_weight *W[2] = {gate, up};
+    float *out[2] = {s->g, s->u};
+    be->ops->matmul_multi(be, W, 2, NULL, x, m, out, mm, pool);
+    be->ops->glu(be, hp->act, s->g, s->u, m * gate->rows, s->g);
+    be->ops->matmul(be, down, NULL, s->g, m, y, mm, pool);
+}
+
+void mxl_moe_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const float *h,
+                     int64_t n, float *y, const mxl_moe_scratch *s, void *mm_scratch, mxl_threadpool *pool) {
+    const mxl_backend *ref = mxl_backend_reference();
+    const int64_t E = hp->n_experts, K = hp->n_experts_used, H = hp->hidden;
+    ref->ops->matmul(ref, &L->router, NULL, h, n, s->logits, mm_scratch, pool);
+    route(hp, s, n);
+    /* (row, slot) pairs grouped by expert, rows ascending within each expert */
+    memset(s->count, 0, (size_t)(E + 1) * sizeof *s->count);
+    for (int64_t i = 0; i < n * K; i++) s->count[s->idx[i] + 1]++;
+    for (int64_t e = 0; e < E; e++) s->count[e + 1] += s->count[e];
+    for (int64_t i = 0; i < n * K; i++) s->order[s->count[s->idx[i]]++] = (int32_t)i;
+    /* count[e] is now the end of expert e's run (the start of e + 1's) */
+    for (int64_t e = 0, a = 0; e < E; e++) {
+        const int64_t b = s->count[e], m = b - a;
+        if (m == 0) continue;
+        for (int64_t r = 0; r < m; r++) memcpy(s->xg + r * H, h + (s->order[a + r] / K) * H, (size_t)H * sizeof(float));
+        /* expert outputs land in xg's rows' slots of yk: run into ys first, then scatter */
+        gated_mlp(be, hp, &L->gate[e], &L->up[e], &L->down[e], s->xg, m, s->ys, s, mm_scratch, pool);
+        for (int64_t r = 0; r < m; r++) memcpy(s->yk + (int64_t)s->order[a + r] * H, s->ys + r * H, (size_t)H * sizeof(float));
+        a = b;
+    }
+    for (int64_t t = 0; t < n; t++) {
+        float *yt = y + t * H;
+        const float *w = s->weights + t * K;
+        for (int64_t c = 0; c < H; c++) yt[c] = w[0] * s->yk[(t * K) * H + c];
+        for (int64_t j = 1; j < K; j++) {
+            const float *src = s->yk + (t * K + j) * H;
+            for (int64_t c = 0; c < H; c++) yt[c] += w[j] * src[c];
+        }
+    }
+    if (L->sh_down.rows <= 0) return;
+    gated_mlp(be, hp, &L->sh_gate, &L->sh_up, &L->sh_down, h, n, s->ys, s, mm_scratch, pool);
+    if (L->sh_router.rows > 0) ref->ops->matmul(ref, &L->sh_router, NULL, h, n, s->sg, mm_scratch, pool);
+    for (int64_t t = 0; t < n; t++) {
+        const float g = L->sh_router.rows > 0 ? 1.0f / (1.0f + expf(-s->sg[t])) : 1.0f;
+        for (int64_t c = 0; c < H; c++) y[t * H + c] += g * s->ys[t * H + c];
+    }
+}

@@ -1,0 +1,56 @@
+/* moe.h - the shared sparse mixture-of-experts block of the decoder (decoder.h: hparams n_experts,
+ * mxl_moe_layer): a router picks each token's top-k experts, each expert is a gated MLP, their
+ * outputs are summed with the router's weights, plus an optional shared expert.
+ *
+ * For rows h [n, hidden]:
+ *   logits = h Wr^T                                    [n, n_experts]   (f32 reference matmul)
+ *   p      = softmax(logits); top k of p (ties: the lower expert id), renormalised to sum 1 with
+ *            moe_norm_topk                             idx, w [n, k]
+ *   y[t]   = sum_j w[t][j] * down_e(act(gate_e(h[t])) * up_e(h[t])),  e = idx[t][j]
+ *          + (sigmoid(h[t] . w_sh) if shared_expert_gate) * shared(h[t])
+ * The router runs on the f32 reference path whatever the matmul path: quantizing its input (the
+ * fast path's int8 activations) would move near-tied experts across the top-k boundary, and it
+ * is a small matrix (llama.cpp keeps ffn_gate_inp in f32 for the same reason).
+ *
+ * Batched: the rows (decode steps of several sequences, prefill chunks) are grouped by expert, so
+ * each selected expert's matrices are read once per pass, on the rows that chose it; each row's
+ * result does not depend on the other rows (the backend's matmuls are batch-invariant, each row's
+ * k outputs are summed in its own top-k order), so a batch gives each row the bits it gets alone.
+ * Experts stay in the checkpoint's mapped bytes (never copied or dequantized whole). */
+#ifndef MXL_MODELS_MOE_H
+#define MXL_MODELS_MOE_H
+
+#include <stdint.h>
+
+#include "backends/backend.h"
+#include "models/decoder.h"
+
+/* The block's working memory for up to max_rows rows (sizes from mxl_moe_scratch_floats). */
+typedef struct mxl_moe_scratch {
+    float *logits;  /* [max_rows, n_experts] */
+    float *weights; /* [max_rows, k] */
+    int32_t *idx;   /* [max_rows, k] expert ids */
+    int32_t *order; /* [max_rows * k] (row, slot) pairs grouped by expert */
+    int32_t *count; /* [n_experts + 1] */
+    float *xg;      /* [max_rows, hidden] the rows one expert reads */
+    float *g, *u;   /* [max_rows, max(moe_ffn, shared_ffn)] */
+    float *yk;      /* [max_rows, k, hidden] each (row, slot)'s expert output */
+    float *ys;      /* [max_rows, hidden] the shared expert's output */
+    float *sg;      /* [max_rows] the shared expert's gate logit */
+} mxl_moe_scratch;
+
+/* Floats of scratch a block of up to max_rows rows needs (for mxl_moe_scratch_carve). */
+uint64_t mxl_moe_scratch_floats(const mxl_decoder_hparams *hp, int64_t max_rows);
+/* Points s's buffers into mem (mxl_moe_scratch_floats(hp, max_rows) floats, 64-byte aligned). */
+void mxl_moe_scratch_carve(const mxl_decoder_hparams *hp, int64_t max_rows, float *mem, mxl_moe_scratch *s);
+
+/* y [n, hidden] = the MoE block of layer L on h [n, hidden]. be runs the experts' matmuls (the
+ * state's path), with mm_scratch (the decoder's largest matmul scratch) and pool. */
+void mxl_moe_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const float *h,
+                     int64_t n, float *y, const mxl_moe_scratch *s, void *mm_scratch, mxl_threadpool *pool);
+
+/* The top k of p[n] (k <= n) into idx[k] in descending order, ties to the lower index (the
+ * router's selection; exposed for tests). */
+void mxl_moe_topk(const float *p, int64_t n, int64_t k, int32_t *idx);
+
+#endif
