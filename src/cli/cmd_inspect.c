@@ -155,6 +155,9 @@ static void print_text(const inspect_opts *io, const mxl_checkpoint *ck, const m
     printf("Shape:        %lld layers, hidden %lld, %lld heads / %lld KV heads, head_dim %lld, vocab %lld\n",
            (long long)c->num_hidden_layers, (long long)c->hidden_size, (long long)c->num_attention_heads,
            (long long)c->num_key_value_heads, (long long)c->head_dim, (long long)c->vocab_size);
+    if (c->num_experts > 0) /* every expert's weights are counted below; a token reads only its top k */
+        printf("Experts:      %lld per MoE layer, %lld used per token\n", (long long)c->num_experts,
+               (long long)c->num_experts_per_tok);
     human(est->weights_bytes, a, sizeof a);
     printf("Weights:      %s in %llu tensors (%s%s%s)\n", a, (unsigned long long)ck->n_tensors,
            mxl_quant_mode_name(c->quant.mode), c->quant.method[0] ? " " : "", c->quant.method);

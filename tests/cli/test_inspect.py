@@ -132,3 +132,23 @@ def test_inspect_text_banner():
     for label in ("Weights:", "KV cache:", "Headroom:", "Total:", "Fits:"):
         assert label in p.stdout
     assert "30 layers, hidden 576" in p.stdout
+
+
+@pytest.mark.parametrize("path,source", [
+    (os.path.join(FIX, "decoders", "qwen3_moe"), "qwen3_moe"),
+    (os.path.join(FIX, "decoders", "gguf", "qwen2_moe_f16.gguf"), "qwen2_moe"),
+])
+def test_inspect_mixture_of_experts(path, source):
+    """The expert counts inspect reports are those of the source config.json (transformers'
+    num_local_experts / num_experts for Qwen3 / Qwen2 MoE, num_experts_per_tok), which llama.cpp's
+    converter wrote into the GGUF as ARCH.expert_count / expert_used_count; every expert's bytes
+    count in the weights term (the tensors' bytes: the file less its header)."""
+    with open(os.path.join(FIX, "decoders", source, "config.json")) as f:
+        cfg = json.load(f)
+    n, k = cfg.get("num_experts", cfg.get("num_local_experts")), cfg["num_experts_per_tok"]
+    p = run("inspect", "-m", path)
+    assert p.returncode == 0, p.stderr
+    assert f"Experts:      {n} per MoE layer, {k} used per token" in p.stdout
+    j = inspect_json("-m", path)
+    size = os.path.getsize(path if path.endswith(".gguf") else os.path.join(path, "model.safetensors"))
+    assert 0.95 * size <= j["weights_bytes"] <= size

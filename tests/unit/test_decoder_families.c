@@ -265,4 +265,16 @@ TEST(decoder_families_refuse_mismatched_tensors_by_name) {
     /* scales present but no quantization declared */
     expect_refused("phi3_mlx_q8", "{\"quantization\": null, \"quantization_config\": null}", MXL_ERR_FORMAT, ".scales", "quantization",
                    mxl_test_failed_);
+    /* mixtures of experts: counts and widths that disagree with each other or with the tensors */
+    expect_refused("qwen3_moe", "{\"num_experts_per_tok\": 9}", MXL_ERR_FORMAT, "num_experts_per_tok 9", "num_experts (8)", mxl_test_failed_);
+    expect_refused("qwen3_moe", "{\"num_experts_per_tok\": 0}", MXL_ERR_FORMAT, "num_experts_per_tok", NULL, mxl_test_failed_);
+    expect_refused("mixtral", "{\"num_local_experts\": 4}", MXL_ERR_FORMAT, "model.layers.0.block_sparse_moe.gate.weight", NULL,
+                   mxl_test_failed_);
+    expect_refused("qwen2_moe", "{\"moe_intermediate_size\": 16}", MXL_ERR_FORMAT, "model.layers.0.mlp.experts.0.gate_proj.weight", NULL,
+                   mxl_test_failed_);
+    expect_refused("qwen2_moe", "{\"shared_expert_intermediate_size\": 40}", MXL_ERR_FORMAT, "mlp.shared_expert.gate_proj.weight", NULL,
+                   mxl_test_failed_);
+    expect_refused("qwen3_moe", "{\"mlp_only_layers\": [5]}", MXL_ERR_FORMAT, "mlp_only_layers", NULL, mxl_test_failed_);
+    expect_refused("qwen3_moe", "{\"moe_intermediate_size\": null}", MXL_ERR_FORMAT, "moe_intermediate_size", NULL, mxl_test_failed_);
+    expect_refused("olmoe", "{\"clip_qkv\": 2.0}", MXL_ERR_UNSUPPORTED, "clip_qkv", NULL, mxl_test_failed_);
 }
