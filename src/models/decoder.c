@@ -295,6 +295,10 @@ static mxl_status bind_moe(const binder *b, int64_t i, mxl_decoder_layer *L) {
     m->down = ws + 2 * E;
     if (!nm->moe_router) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no MoE router", b->ck->path);
     if ((st = bind_matrix(b, i, nm->moe_router, E, H, &m->router))) return st;
+    if (hp->moe_router == MXL_MOE_SIGMOID) {
+        if (!nm->moe_router_bias) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no router correction bias", b->ck->path);
+        if ((st = bind_vector(b, i, nm->moe_router_bias, "", E, &m->router_bias))) return st;
+    }
     char mod[3][256];
     if (nm->experts && nm->expert_gate && (snprintf(mod[0], sizeof mod[0], "%s0.%s", nm->experts, nm->expert_gate), has_module(b, i, mod[0]))) {
         const char *part[3] = {nm->expert_gate, nm->expert_up, nm->expert_down};
@@ -563,6 +567,14 @@ static mxl_status check_hparams(const mxl_checkpoint *ck, const mxl_decoder_hpar
                                  (long long)hp->shared_ffn);
         if (hp->mlp != MXL_MLP_GATED || hp->xielu)
             return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: experts are gated MLPs in this build", ck->path);
+        if (hp->moe_router == MXL_MOE_SIGMOID &&
+            (hp->moe_n_group < 1 || hp->moe_n_group > 256 || hp->n_experts % hp->moe_n_group != 0 || hp->moe_topk_group < 1 || hp->moe_topk_group > hp->moe_n_group ||
+             hp->n_experts_used > hp->moe_topk_group * (hp->n_experts / hp->moe_n_group) || (hp->moe_n_group > 1 && hp->n_experts / hp->moe_n_group < 2)))
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s: n_group %lld / topk_group %lld do not divide %lld experts into groups that hold the top %lld",
+                                 ck->path, (long long)hp->moe_n_group, (long long)hp->moe_topk_group, (long long)hp->n_experts,
+                                 (long long)hp->n_experts_used);
+        if (!isfinite(hp->moe_routed_scale) || hp->moe_routed_scale == 0)
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s: routed_scaling_factor must be a finite non-zero number", ck->path);
     }
     return MXL_OK;
 }

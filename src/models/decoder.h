@@ -64,6 +64,10 @@ typedef enum mxl_moe_router {
     MXL_MOE_SOFTMAX = 0, /* softmax over all experts' logits, the top k kept (renormalised to sum 1
                           * with moe_norm_topk): Qwen MoE, OLMoE; Mixtral and Granite MoE (their
                           * softmax over the top-k logits is the same weights renormalised) */
+    MXL_MOE_SIGMOID,     /* DeepSeek V3's noaux_tc (GLM-4 MoE, dots.llm1): sigmoid scores; the
+                          * choice adds a per-expert correction bias and keeps only the
+                          * moe_topk_group best of moe_n_group expert groups (a group's score: its
+                          * two best); the weights are the chosen experts' plain scores */
 } mxl_moe_router;
 
 typedef struct mxl_decoder_hparams {
@@ -115,6 +119,8 @@ typedef struct mxl_decoder_hparams {
     bool shared_expert_gate;           /* the shared expert's output * sigmoid(h . w) (Qwen2 MoE) */
     mxl_moe_router moe_router;
     bool moe_norm_topk;                /* the k weights renormalised to sum 1 */
+    float moe_routed_scale;            /* the k weights times this (routed_scaling_factor; 1) */
+    int64_t moe_n_group, moe_topk_group; /* SIGMOID: expert groups and the groups kept (1, 1) */
     const uint8_t *layer_is_moe;       /* [n_layers] or NULL (all, when n_experts > 0) */
 } mxl_decoder_hparams;
 
@@ -127,6 +133,7 @@ typedef struct mxl_decoder_norm {
  * stacked [n_experts, rows, cols] one); never copied. */
 typedef struct mxl_moe_layer {
     mxl_weight router;                 /* [n_experts, hidden] */
+    const float *router_bias;          /* [n_experts] SIGMOID's selection-only correction, or NULL */
     mxl_weight *gate, *up, *down;      /* [n_experts] each: [moe_ffn, hidden] x2, [hidden, moe_ffn] */
     mxl_weight sh_gate, sh_up, sh_down; /* the shared expert (rows 0: none) */
     mxl_weight sh_router;              /* [1, hidden] the shared expert's gate (rows 0: none) */

@@ -44,6 +44,7 @@ typedef struct mxl_decoder_names {
      * (Granite MoE); the shared expert "<sh_gate | sh_up | sh_down>" and its gate "<sh_router>"
      * [1, hidden] (GGUF stores it as a vector [hidden]). */
     const char *moe_router, *experts, *expert_gate, *expert_up, *expert_down;
+    const char *moe_router_bias; /* "<layers><i>.<moe_router_bias>" [n_experts] (hp.moe_router SIGMOID) */
     const char *exps_gate, *exps_up, *exps_down, *exps_gate_up;
     const char *sh_gate, *sh_up, *sh_down, *sh_router;
     bool conv1d;            /* GPT-2 Conv1D: dense layer matrices stored [in, out] */
@@ -198,5 +199,11 @@ mxl_status mxl_family_moe(mxl_family_ctx *c, const char *ffn_key, const char *sh
  * ffn_gate_inp_shexp is there. `norm`: whether the top-k weights are renormalised, which
  * llama.cpp fixes per architecture (its build_moe_ffn argument) for these families. */
 mxl_status mxl_family_gguf_moe(mxl_family_ctx *c, bool norm);
+/* After mxl_family_moe: DeepSeek V3's sigmoid router (noaux_tc) with routed_scaling_factor
+ * (default 1), n_group and topk_group (default 1). */
+mxl_status mxl_family_moe_sigmoid(mxl_family_ctx *c);
+/* Layers from config.json `key` (first_k_dense_replace; default 0) on are sparse, those before
+ * dense. */
+mxl_status mxl_family_moe_first_dense(mxl_family_ctx *c, const char *key);
 
 #endif

@@ -45,6 +45,7 @@
     X(qwen2_moe)                \
     X(qwen3_moe)                \
     X(olmoe)                    \
-    X(granitemoe)
+    X(granitemoe)               \
+    X(glm4_moe)
 
 #endif

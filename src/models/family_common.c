@@ -249,7 +249,7 @@ const mxl_decoder_names mxl_names_gguf = {
     .attn_norm = "attn_norm", .q = "attn_q", .k = "attn_k", .v = "attn_v", .o = "attn_output",
     .q_norm = "attn_q_norm", .k_norm = "attn_k_norm", .post_attn_norm = "post_attention_norm",
     .ffn_norm = "ffn_norm", .gate = "ffn_gate", .up = "ffn_up", .down = "ffn_down",
-    .post_ffn_norm = "post_ffw_norm", .moe_router = "ffn_gate_inp", .exps_gate = "ffn_gate_exps",
+    .post_ffn_norm = "post_ffw_norm", .moe_router = "ffn_gate_inp", .moe_router_bias = "exp_probs_b.bias", .exps_gate = "ffn_gate_exps",
     .exps_up = "ffn_up_exps", .exps_down = "ffn_down_exps", .sh_gate = "ffn_gate_shexp", .sh_up = "ffn_up_shexp",
     .sh_down = "ffn_down_shexp", .sh_router = "ffn_gate_inp_shexp",
 };

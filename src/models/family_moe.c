@@ -56,6 +56,8 @@ mxl_status mxl_family_moe(mxl_family_ctx *c, const char *ffn_key, const char *sh
     }
     if (shared_key && (st = mxl_family_int(c, shared_key, 0, &hp->shared_ffn))) return st;
     hp->moe_router = MXL_MOE_SOFTMAX;
+    hp->moe_routed_scale = 1.0f;
+    hp->moe_n_group = hp->moe_topk_group = 1;
     hp->moe_norm_topk = norm_default;
     if ((st = mxl_family_bool(c, "norm_topk_prob", norm_default, &hp->moe_norm_topk))) return st;
     return qwen_layers ? qwen_sparse_layers(c) : MXL_OK;
@@ -79,6 +81,8 @@ mxl_status mxl_family_gguf_moe(mxl_family_ctx *c, bool norm) {
     hp->moe_ffn = (int64_t)ffn;
     hp->shared_ffn = (int64_t)sh;
     hp->moe_router = MXL_MOE_SOFTMAX;
+    hp->moe_routed_scale = 1.0f;
+    hp->moe_n_group = hp->moe_topk_group = 1;
     hp->moe_norm_topk = norm;
     /* sparse layers: those holding a router (llama.cpp creates ffn_gate_inp on exactly those) */
     uint8_t *f = mxl_family_layer_flags(c);
@@ -103,5 +107,29 @@ mxl_status mxl_family_gguf_moe(mxl_family_ctx *c, bool norm) {
         snprintf(name, sizeof name, "blk.%lld.ffn_gate_inp_shexp.weight", (long long)i);
         hp->shared_expert_gate = mxl_gguf_find_tensor(c->ck->gguf, name) != NULL;
     }
+    return MXL_OK;
+}
+
+mxl_status mxl_family_moe_sigmoid(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    double scale;
+    hp->moe_router = MXL_MOE_SIGMOID;
+    if ((st = mxl_family_double(c, "routed_scaling_factor", 1.0, &scale)) || (st = mxl_family_int(c, "n_group", 1, &hp->moe_n_group)) ||
+        (st = mxl_family_int(c, "topk_group", 1, &hp->moe_topk_group)))
+        return st;
+    hp->moe_routed_scale = (float)scale;
+    return MXL_OK;
+}
+
+mxl_status mxl_family_moe_first_dense(mxl_family_ctx *c, const char *key) {
+    mxl_decoder_hparams *hp = c->hp;
+    int64_t k;
+    mxl_status st = mxl_family_int(c, key, 0, &k);
+    if (st) return st;
+    uint8_t *f = mxl_family_layer_flags(c);
+    if (!f) return MXL_ERR_NOMEM;
+    for (int64_t i = 0; i < hp->n_layers; i++) f[i] = i >= k;
+    hp->layer_is_moe = f;
     return MXL_OK;
 }

@@ -11,25 +11,25 @@ static int64_t width(const mxl_decoder_hparams *hp) { return hp->moe_ffn > hp->s
 static uint64_t pad16(uint64_t n) { return (n + 15) & ~(uint64_t)15; }
 
 /* float counts of the buffers, in mxl_moe_scratch's order */
-static void sizes(const mxl_decoder_hparams *hp, int64_t m, uint64_t out[10]) {
+static void sizes(const mxl_decoder_hparams *hp, int64_t m, uint64_t out[11]) {
     const uint64_t M = (uint64_t)m, E = (uint64_t)hp->n_experts, K = (uint64_t)hp->n_experts_used,
                    H = (uint64_t)hp->hidden, F = (uint64_t)width(hp);
-    const uint64_t s[10] = {M * E, M * K, M * K, M * K, E + 1, M * H, M * F, M * F, M * K * H, M * H + M};
+    const uint64_t s[11] = {M * E, M * K, M * K, M * K, E + 1, M * H, M * F, M * F, M * K * H, M * H + M, E};
     memcpy(out, s, sizeof s);
 }
 
 uint64_t mxl_moe_scratch_floats(const mxl_decoder_hparams *hp, int64_t max_rows) {
-    uint64_t s[10], t = 0;
+    uint64_t s[11], t = 0;
     sizes(hp, max_rows, s);
-    for (int i = 0; i < 10; i++) t += pad16(s[i]);
+    for (int i = 0; i < 11; i++) t += pad16(s[i]);
     return t;
 }
 
 void mxl_moe_scratch_carve(const mxl_decoder_hparams *hp, int64_t max_rows, float *mem, mxl_moe_scratch *s) {
-    uint64_t sz[10];
+    uint64_t sz[11];
     sizes(hp, max_rows, sz);
-    void *p[10];
-    for (int i = 0; i < 10; i++) {
+    void *p[11];
+    for (int i = 0; i < 11; i++) {
         p[i] = mem;
         mem += pad16(sz[i]);
     }
@@ -44,6 +44,7 @@ void mxl_moe_scratch_carve(const mxl_decoder_hparams *hp, int64_t max_rows, floa
     s->yk = p[8];
     s->ys = p[9];
     s->sg = s->ys + max_rows * hp->hidden;
+    s->choice = p[10];
 }
 
 void mxl_moe_topk(const float *p, int64_t n, int64_t k, int32_t *idx) {
@@ -60,22 +61,53 @@ void mxl_moe_topk(const float *p, int64_t n, int64_t k, int32_t *idx) {
     }
 }
 
-/* Each row's experts and weights from the router logits (in place: logits become probabilities). */
-static void route(const mxl_decoder_hparams *hp, const mxl_moe_scratch *s, int64_t n) {
+/* SIGMOID's choice for one row: p [E] the scores; c [E] scratch. Scores plus the correction
+ * bias, groups other than the topk_group best (a group's score: the sum of its two best) masked
+ * out, then the top k; idx [k]. */
+static void choose_sigmoid(const mxl_decoder_hparams *hp, const float *bias, const float *p, float *c, int32_t *idx) {
+    const int64_t E = hp->n_experts, G = hp->moe_n_group, per = E / G;
+    for (int64_t e = 0; e < E; e++) c[e] = p[e] + (bias ? bias[e] : 0.0f);
+    if (G > 1 && hp->moe_topk_group < G) {
+        float gs[256];
+        int32_t top2[2], keep[256];
+        for (int64_t g = 0; g < G && g < 256; g++) {
+            mxl_moe_topk(c + g * per, per, 2, top2);
+            gs[g] = c[g * per + top2[0]] + c[g * per + top2[1]];
+        }
+        mxl_moe_topk(gs, G, hp->moe_topk_group, keep);
+        uint8_t kept[256] = {0};
+        for (int64_t j = 0; j < hp->moe_topk_group; j++) kept[keep[j]] = 1;
+        for (int64_t g = 0; g < G; g++)
+            if (!kept[g])
+                for (int64_t e = 0; e < per; e++) c[g * per + e] = -INFINITY;
+    }
+    mxl_moe_topk(c, E, hp->n_experts_used, idx);
+}
+
+/* Each row's experts and weights from the router logits (in place: logits become the scores). */
+static void route(const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const mxl_moe_scratch *s, int64_t n) {
     const int64_t E = hp->n_experts, K = hp->n_experts_used;
     for (int64_t t = 0; t < n; t++) {
         float *p = s->logits + t * E;
-        float mx = -INFINITY, sum = 0;
-        for (int64_t e = 0; e < E; e++) mx = p[e] > mx ? p[e] : mx;
-        for (int64_t e = 0; e < E; e++) sum += (p[e] = expf(p[e] - mx));
-        for (int64_t e = 0; e < E; e++) p[e] /= sum;
         int32_t *idx = s->idx + t * K;
         float *w = s->weights + t * K;
-        mxl_moe_topk(p, E, K, idx);
+        if (hp->moe_router == MXL_MOE_SIGMOID) {
+            for (int64_t e = 0; e < E; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
+            choose_sigmoid(hp, L->router_bias, p, s->choice, idx);
+        } else {
+            float mx = -INFINITY, sum = 0;
+            for (int64_t e = 0; e < E; e++) mx = p[e] > mx ? p[e] : mx;
+            for (int64_t e = 0; e < E; e++) sum += (p[e] = expf(p[e] - mx));
+            for (int64_t e = 0; e < E; e++) p[e] /= sum;
+            mxl_moe_topk(p, E, K, idx);
+        }
         float tot = 0;
         for (int64_t j = 0; j < K; j++) tot += (w[j] = p[idx[j]]);
+        /* (transformers adds 1e-20 to the sigmoid router's denominator) */
         if (hp->moe_norm_topk && tot > 0)
-            for (int64_t j = 0; j < K; j++) w[j] /= tot;
+            for (int64_t j = 0; j < K; j++) w[j] /= hp->moe_router == MXL_MOE_SIGMOID ? tot + 1e-20f : tot;
+        if (hp->moe_routed_scale != 1.0f)
+            for (int64_t j = 0; j < K; j++) w[j] *= hp->moe_routed_scale;
     }
 }
 
@@ -95,7 +127,7 @@ void mxl_moe_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const
     const mxl_backend *ref = mxl_backend_reference();
     const int64_t E = hp->n_experts, K = hp->n_experts_used, H = hp->hidden;
     ref->ops->matmul(ref, &L->router, NULL, h, n, s->logits, mm_scratch, pool);
-    route(hp, s, n);
+    route(hp, L, s, n);
     /* (row, slot) pairs grouped by expert, rows ascending within each expert */
     memset(s->count, 0, (size_t)(E + 1) * sizeof *s->count);
     for (int64_t i = 0; i < n * K; i++) s->count[s->idx[i] + 1]++;

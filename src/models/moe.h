@@ -6,6 +6,9 @@
  *   logits = h Wr^T                                    [n, n_experts]   (f32 reference matmul)
  *   p      = softmax(logits); top k of p (ties: the lower expert id), renormalised to sum 1 with
  *            moe_norm_topk                             idx, w [n, k]
+ *            (SIGMOID, DeepSeek V3's noaux_tc: p = sigmoid(logits); the top k of p + bias within
+ *            the moe_topk_group best groups; w = p there, renormalised with moe_norm_topk)
+ *            then w *= moe_routed_scale
  *   y[t]   = sum_j w[t][j] * down_e(act(gate_e(h[t])) * up_e(h[t])),  e = idx[t][j]
  *          + (sigmoid(h[t] . w_sh) if shared_expert_gate) * shared(h[t])
  * The router runs on the f32 reference path whatever the matmul path: quantizing its input (the
@@ -37,6 +40,7 @@ typedef struct mxl_moe_scratch {
     float *yk;      /* [max_rows, k, hidden] each (row, slot)'s expert output */
     float *ys;      /* [max_rows, hidden] the shared expert's output */
     float *sg;      /* [max_rows] the shared expert's gate logit */
+    float *choice;  /* [n_experts] the sigmoid router's selection scores of one row */
 } mxl_moe_scratch;
 
 /* Floats of scratch a block of up to max_rows rows needs (for mxl_moe_scratch_carve). */

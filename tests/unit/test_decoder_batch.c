@@ -235,7 +235,7 @@ static const char *const k_fixtures[] = {
     "llama", "llama_bias_llama3rope", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text",
     "phi3", "olmo2", "granite", "smollm3", "starcoder2", "gpt2", "qwen3_mlx_q4", "phi3_mlx_q8",
     /* mixtures of experts: rows grouped by expert (models/moe.h), a shared expert, MLX experts */
-    "mixtral", "qwen2_moe", "qwen2_moe_mlx_q4",
+    "mixtral", "qwen2_moe", "qwen2_moe_mlx_q4", "glm4_moe",
 };
 
 static const batch_case k_fixture_case = {

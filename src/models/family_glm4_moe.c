@@ -1,0 +1,45 @@
+/* family_glm4_moe.c - GLM-4.5 / GLM-4.6 MoE (transformers modeling_glm4_moe.py): Llama-style
+ * attention with q/k/v biases (attention_bias; o_proj never), an optional per-head QK-norm
+ * (use_qk_norm), RoPE on the first partial_rotary_factor (default 0.5) of each head in NEOX
+ * pairs; the first first_k_dense_replace layers have a dense MLP, the rest a sparse MoE block
+ * (models/moe.h) with DeepSeek V3's router: sigmoid scores, a selection-only correction bias
+ * (mlp.gate.e_score_correction_bias), n_group / topk_group group-limited choice, the chosen
+ * scores renormalised (norm_topk_prob) and times routed_scaling_factor; experts of
+ * moe_intermediate_size (mlp.experts.N.*, mlx-lm's mlp.switch_mlp.*) and n_shared_experts
+ * shared experts as one MLP of moe_intermediate_size * n_shared_experts (mlp.shared_experts.*).
+ * The multi-token-prediction layer of the released checkpoints (num_mtp_layers, stored after the
+ * last layer) is not run. */
+#include "models/decoder_family.h"
+
+static const mxl_decoder_names k_names_glm4_moe = {
+    .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
+    .attn_norm = "input_layernorm", .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
+    .o = "self_attn.o_proj", .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
+    .ffn_norm = "post_attention_layernorm", .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
+    .moe_router = "mlp.gate", .moe_router_bias = "mlp.gate.e_score_correction_bias", .experts = "mlp.experts.",
+    .expert_gate = "gate_proj", .expert_up = "up_proj", .expert_down = "down_proj", .exps_gate = "mlp.switch_mlp.gate_proj",
+    .exps_up = "mlp.switch_mlp.up_proj", .exps_down = "mlp.switch_mlp.down_proj", .sh_gate = "mlp.shared_experts.gate_proj",
+    .sh_up = "mlp.shared_experts.up_proj", .sh_down = "mlp.shared_experts.down_proj",
+};
+
+static mxl_status glm4_moe_setup(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    bool qk_norm;
+    int64_t n_shared;
+    hp->o_bias = false;
+    if ((st = mxl_family_bool(c, "use_qk_norm", false, &qk_norm))) return st;
+    hp->qk_norm_kind = qk_norm ? MXL_QK_NORM_HEAD : MXL_QK_NORM_NONE;
+    if ((st = mxl_family_rope(c)) || (st = mxl_family_rope_partial_default(c, 0.5))) return st;
+    if ((st = mxl_family_moe(c, "moe_intermediate_size", NULL, true, false)) || (st = mxl_family_moe_sigmoid(c)) ||
+        (st = mxl_family_moe_first_dense(c, "first_k_dense_replace")) || (st = mxl_family_int(c, "n_shared_experts", 0, &n_shared)))
+        return st;
+    if (n_shared > 64) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'n_shared_experts' is out of range", c->ck->path);
+    hp->shared_ffn = hp->moe_ffn * n_shared;
+    return MXL_OK;
+}
+
+const mxl_decoder_family mxl_family_glm4_moe = {
+    .model_type = "glm4_moe", .registry_id = "glm4_moe", .hf_class = "Glm4MoeForCausalLM", .names = &k_names_glm4_moe,
+    .setup = glm4_moe_setup,
+};
