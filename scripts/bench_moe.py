@@ -12,6 +12,8 @@ shared/testdata/tokenizers/qwen3) - 3.2 B parameters, 2.4 B of them experts. The
     mlxcel generate vs llama-bench with the same thread count (bench_vs_llamacpp.py's helpers);
   - the MLX 4-bit decode next to the GGUF's;
   - the server's aggregate decode with 1 and 8 streams (bench_server.py) on the Q4_K_M file.
+The routed experts are packed (MLXCEL_EXPERT_STREAM=auto: they fit in memory); the script also
+times decode with them streamed from the mapping (MLXCEL_EXPERT_STREAM=on).
 
 llama.cpp comes from the llama-cpp-python sdist (bench_vs_llamacpp.py builds llama-bench;
 llama-quantize is built beside it here). Needs torch + transformers (the reference venv) for the
@@ -111,13 +113,20 @@ def main():
         lpp, ltg = llama_run(bench, path, t, a.reps)
         print(f"| {q} | {os.path.getsize(path) / 1e9:.2f} | {pp:.1f} | {lpp:.1f} | {pp / lpp:.2f} | {tg:.1f} | {ltg:.1f} | "
               f"{tg / ltg:.2f} |", flush=True)
+    os.environ["MLXCEL_EXPERT_STREAM"] = "on"
+    runs = [mlxcel_run(ggufs["Q4_K_M"], prompt, t) for _ in range(a.reps)]
+    print(f"| Q4_K_M, experts streamed (mlxcel only) | - | {statistics.median(r[0] for r in runs):.1f} | - | - | "
+          f"{statistics.median(r[1] for r in runs):.1f} | - | - |", flush=True)
+    del os.environ["MLXCEL_EXPERT_STREAM"]
     runs = [mlxcel_run(mlx, prompt, t) for _ in range(a.reps)]
     size = sum(os.path.getsize(p) for p in glob.glob(os.path.join(mlx, "*.safetensors")))
     print(f"| MLX 4-bit g64 (mlxcel only) | {size / 1e9:.2f} | {statistics.median(r[0] for r in runs):.1f} | - | - | "
           f"{statistics.median(r[1] for r in runs):.1f} | - | - |", flush=True)
     if not a.no_server:
         print()
-        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench_server.py"), "--model", ggufs["Q4_K_M"],
+        venv = os.path.join(ROOT, ".venv", "bin", "python")  # the test venv has the HTTP client bench_server uses
+        subprocess.run([venv if os.path.exists(venv) else sys.executable, os.path.join(ROOT, "scripts", "bench_server.py"),
+                        "--model", ggufs["Q4_K_M"],
                         "--streams", "1,8", "--threads", str(t), "--reps", str(a.reps)], check=True)
 
 

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "engine/memory_estimate.h"
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 #include "models/kv_pool.h"
@@ -508,7 +509,7 @@ static mxl_status prepare_one(const mxl_checkpoint *ck, mxl_decoder *d, mxl_weig
 
 /* every matrix the panel layout may hold, through fn (the pass that sizes them, the one that
  * packs them) */
-static mxl_status each_matrix(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err,
+static mxl_status each_matrix(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err, bool experts,
                               mxl_status (*fn)(const mxl_checkpoint *, mxl_decoder *, mxl_weight *, mxl_error *)) {
     mxl_status st;
     if ((st = fn(ck, d, &d->output, err))) return st;
@@ -517,11 +518,15 @@ static mxl_status each_matrix(const mxl_checkpoint *ck, mxl_decoder *d, mxl_erro
         mxl_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
             if ((st = fn(ck, d, ws[j], err))) return st;
-        /* the shared expert runs on every row like a dense MLP; routed experts stay as stored
-         * (mapped, paged in as they are chosen) */
+        /* the shared expert runs on every row like a dense MLP; routed experts only with
+         * `experts` (expert_streaming decides) */
         if (L->moe && ((st = fn(ck, d, &L->moe->sh_gate, err)) || (st = fn(ck, d, &L->moe->sh_up, err)) ||
                        (st = fn(ck, d, &L->moe->sh_down, err))))
             return st;
+        if (L->moe && experts)
+            for (int64_t e = 0; e < d->hp.n_experts; e++)
+                if ((st = fn(ck, d, &L->moe->gate[e], err)) || (st = fn(ck, d, &L->moe->up[e], err)) || (st = fn(ck, d, &L->moe->down[e], err)))
+                    return st;
     }
     return MXL_OK;
 }
@@ -534,13 +539,46 @@ static mxl_status size_one(const mxl_checkpoint *ck, mxl_decoder *d, mxl_weight 
 
 /* The panel layouts go into one block of their total size, so that the whole stream of weights
  * a token reads sits on huge pages. */
+/* Whether the routed experts stay in the checkpoint's mapping, read from the page cache as
+ * tokens choose them (streaming), rather than packed into the backend's layout with the other
+ * matrices. MLXCEL_EXPERT_STREAM: "on" streams, "off" packs, "auto" (the default) packs when
+ * every packed matrix together (dense_bytes + expert_bytes) takes at most 3/4 of the memory
+ * budget (MLXCEL_MEMORY_LIMIT, else MemAvailable; unknown: packs), so a mixture of experts larger
+ * than memory still runs, paging experts in and out. Packing holds each expert once too (the
+ * checkpoint's pages are released as for every packed matrix) and runs the faster panel kernels. */
+static mxl_status expert_streaming(uint64_t dense_bytes, uint64_t expert_bytes, bool *stream,
+                                   mxl_error *err) {
+    const char *v = getenv("MLXCEL_EXPERT_STREAM");
+    *stream = false;
+    if (v && (strcmp(v, "on") == 0 || strcmp(v, "1") == 0)) return (*stream = true), MXL_OK;
+    if (v && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0)) return MXL_OK;
+    if (v && *v && strcmp(v, "auto") != 0)
+        return mxl_error_set(err, MXL_ERR_ARG, "MLXCEL_EXPERT_STREAM='%s' is not one of auto, on, off", v);
+    uint64_t budget = 0;
+    bool from_limit = false;
+    mxl_status st = mxl_mem_budget(&budget, &from_limit, err);
+    if (st) return st;
+    *stream = budget > 0 && dense_bytes + expert_bytes > budget / 4 * 3;
+    return MXL_OK;
+}
+
 static mxl_status prepare_tiles(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err) {
     mxl_arena_init(&d->tiles, 4096);
     d->tiles.huge_pages = true;
     d->tiles.block_size = 0; /* summed by size_one */
-    each_matrix(ck, d, err, size_one);
+    each_matrix(ck, d, err, false, size_one);
+    if (d->hp.n_experts > 0) {
+        const size_t dense = d->tiles.block_size;
+        d->tiles.block_size = 0;
+        each_matrix(ck, d, err, true, size_one); /* dense and experts */
+        bool stream;
+        mxl_status st = expert_streaming(dense, d->tiles.block_size - dense, &stream, err);
+        if (st) return st;
+        d->experts_streamed = stream;
+        if (stream) d->tiles.block_size = dense;
+    }
     if (d->tiles.block_size == 0) d->tiles.block_size = 4096;
-    return each_matrix(ck, d, err, prepare_one);
+    return each_matrix(ck, d, err, d->hp.n_experts > 0 && !d->experts_streamed, prepare_one);
 }
 
 static mxl_status check_hparams(const mxl_checkpoint *ck, const mxl_decoder_hparams *hp, mxl_error *err) {

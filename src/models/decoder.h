@@ -130,7 +130,8 @@ typedef struct mxl_decoder_norm {
 } mxl_decoder_norm;
 
 /* One layer's experts: every matrix a view of the checkpoint (per-expert tensors, or rows of a
- * stacked [n_experts, rows, cols] one); never copied. */
+ * stacked [n_experts, rows, cols] one), packed at load like the other matrices unless the
+ * experts are streamed (mxl_decoder.experts_streamed; models/moe.h). */
 typedef struct mxl_moe_layer {
     mxl_weight router;                 /* [n_experts, hidden] */
     const float *router_bias;          /* [n_experts] SIGMOID's selection-only correction, or NULL */
@@ -160,6 +161,7 @@ typedef struct mxl_decoder {
     mxl_arena tiles; /* the backend's layouts of the matrices (weight_prepare): one block (huge pages: arena.c) */
     mxl_weight tok_embd, output, pos_embd; /* pos_embd: learned positions (rows 0: none) */
     const float *output_bias;              /* [vocab] with lm_head_bias, else NULL */
+    bool experts_streamed; /* routed experts left in the checkpoint's mapping (MLXCEL_EXPERT_STREAM) */
     mxl_decoder_norm output_norm;
     mxl_decoder_layer *layers;
 } mxl_decoder;

@@ -19,7 +19,11 @@
  * each selected expert's matrices are read once per pass, on the rows that chose it; each row's
  * result does not depend on the other rows (the backend's matmuls are batch-invariant, each row's
  * k outputs are summed in its own top-k order), so a batch gives each row the bits it gets alone.
- * Experts stay in the checkpoint's mapped bytes (never copied or dequantized whole). */
+ * Experts are never dequantized whole: they run in their stored format, either packed into the
+ * backend's layout with the other matrices (the checkpoint's pages released, so each is held
+ * once) or, when the model would not fit in memory that way (or MLXCEL_EXPERT_STREAM=on),
+ * straight from the checkpoint's mapping, paged in as tokens choose them (decoder.c
+ * expert_streaming). */
 #ifndef MXL_MODELS_MOE_H
 #define MXL_MODELS_MOE_H
 

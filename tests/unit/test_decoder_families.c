@@ -105,6 +105,41 @@ TEST(decoder_families_reference_match_transformers) { run_all(true, mxl_test_fai
 
 TEST(decoder_families_fast_path_match_transformers) { run_all(false, mxl_test_failed_); }
 
+/* The routed experts left in the checkpoint's mapping (MLXCEL_EXPERT_STREAM=on: the stored-form
+ * kernels instead of the packed panels the tiny fixtures otherwise get) match transformers as
+ * well, and the loader knows which it did. */
+TEST(decoder_families_moe_streamed_experts_match_transformers) {
+    json_t *fx = load_reference();
+    REQUIRE(fx);
+    mxl_threadpool *pool = NULL;
+    mxl_error err;
+    REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
+    static const char *const k_moe[] = {"mixtral", "qwen2_moe", "qwen2_moe_mlx_q4", "qwen3_moe", "olmoe", "granitemoe", "glm4_moe"};
+    bool has_layout = false; /* the backend has a layout for these experts (read while they are not prepared) */
+    for (int on = 1; on >= 0; on--) {
+        setenv("MLXCEL_EXPERT_STREAM", on ? "on" : "off", 1);
+        mxl_checkpoint *ck = NULL;
+        mxl_decoder d;
+        REQUIRE(mxl_checkpoint_open(fixture_dir("qwen2_moe_mlx_q4"), &ck, &err) == MXL_OK && mxl_decoder_load(ck, &d, &err) == MXL_OK);
+        CHECK(d.experts_streamed == (on == 1));
+        /* packed: the backend's layout wherever it has one for the format (MLX 4-bit: AVX-512 VNNI) */
+        const mxl_weight *g = &d.layers[0].moe->gate[0];
+        if (on) has_layout = d.be->ops->weight_prepared_bytes(d.be, g, MXL_WEIGHT_USE_MATMUL) > 0;
+        CHECK(on || !has_layout ? g->prepared == NULL : g->prepared != NULL);
+        mxl_decoder_free(&d);
+        mxl_checkpoint_close(ck);
+    }
+    setenv("MLXCEL_EXPERT_STREAM", "on", 1);
+    for (size_t i = 0; i < sizeof k_moe / sizeof k_moe[0]; i++) {
+        json_t *c = mxl_test_find_case(fx, k_moe[i]);
+        CHECK(c != NULL);
+        if (c) check_case(fx, c, NULL, false, pool, mxl_test_failed_);
+    }
+    unsetenv("MLXCEL_EXPERT_STREAM");
+    mxl_threadpool_destroy(pool);
+    json_decref(fx);
+}
+
 /* Older config.json spellings of the same models (rope_scaling + rope_theta, rope_local_base_freq,
  * no layer_types / no_rope_layers: the defaults transformers derives them from) must give the same
  * logits. */
