@@ -46,6 +46,7 @@
     X(qwen3_moe)                \
     X(olmoe)                    \
     X(granitemoe)               \
-    X(glm4_moe)
+    X(glm4_moe)                 \
+    X(dots1)
 
 #endif

@@ -13,8 +13,8 @@ static uint64_t pad16(uint64_t n) { return (n + 15) & ~(uint64_t)15; }
 /* float counts of the buffers, in mxl_moe_scratch's order */
 static void sizes(const mxl_decoder_hparams *hp, int64_t m, uint64_t out[11]) {
     const uint64_t M = (uint64_t)m, E = (uint64_t)hp->n_experts, K = (uint64_t)hp->n_experts_used,
-                   H = (uint64_t)hp->hidden, F = (uint64_t)width(hp);
-    const uint64_t s[11] = {M * E, M * K, M * K, M * K, E + 1, M * H, M * F, M * F, M * K * H, M * H + M, E};
+                   H = (uint64_t)hp->hidden, F = (uint64_t)width(hp), MF = (M > K ? M : K) * F; /* one row's K experts too */
+    const uint64_t s[11] = {M * E, M * K, M * K, M * K, E + 1, M * H, MF, MF, M * K * H, M * H + M, E};
     memcpy(out, s, sizeof s);
 }
 
@@ -122,12 +122,35 @@ static void gated_mlp(const mxl_backend *be, const mxl_decoder_hparams *hp, cons
     be->ops->matmul(be, down, NULL, s->g, m, y, mm, pool);
 }
 
-void mxl_moe_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const float *h,
-                     int64_t n, float *y, const mxl_moe_scratch *s, void *mm_scratch, mxl_threadpool *pool) {
-    const mxl_backend *ref = mxl_backend_reference();
+/* One row (a decode step): every chosen expert reads the same input, so their gate and up
+ * projections run together (matmul_multi: one quantization of the row, one dispatch per 4
+ * experts; each output bitwise what the grouped path computes), then one GLU over all of them
+ * and a down projection each; expert outputs in yk [k, hidden]. */
+static void one_row(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const float *h,
+                    const mxl_moe_scratch *s, void *mm, mxl_threadpool *pool) {
+    const int64_t K = hp->n_experts_used, F = hp->moe_ffn, H = hp->hidden;
+    for (int64_t j0 = 0; j0 < K; j0 += 4) {
+        const int m = (int)(K - j0 < 4 ? K - j0 : 4);
+        const mxl_weight *W[8];
+        float *y[8];
+        for (int j = 0; j < m; j++) {
+            const int32_t e = s->idx[j0 + j];
+            W[2 * j] = &L->gate[e];
+            W[2 * j + 1] = &L->up[e];
+            y[2 * j] = s->g + (j0 + j) * F;
+            y[2 * j + 1] = s->u + (j0 + j) * F;
+        }
+        be->ops->matmul_multi(be, W, 2 * m, NULL, h, 1, y, mm, pool);
+    }
+    be->ops->glu(be, hp->act, s->g, s->u, K * F, s->g);
+    for (int64_t j = 0; j < K; j++) be->ops->matmul(be, &L->down[s->idx[j]], NULL, s->g + j * F, 1, s->yk + j * H, mm, pool);
+}
+
+/* Several rows: the (row, slot) pairs grouped by expert, each chosen expert run once on the rows
+ * that chose it; outputs in yk [n, k, hidden]. */
+static void grouped_rows(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const float *h,
+                         int64_t n, const mxl_moe_scratch *s, void *mm_scratch, mxl_threadpool *pool) {
     const int64_t E = hp->n_experts, K = hp->n_experts_used, H = hp->hidden;
-    ref->ops->matmul(ref, &L->router, NULL, h, n, s->logits, mm_scratch, pool);
-    route(hp, L, s, n);
     /* (row, slot) pairs grouped by expert, rows ascending within each expert */
     memset(s->count, 0, (size_t)(E + 1) * sizeof *s->count);
     for (int64_t i = 0; i < n * K; i++) s->count[s->idx[i] + 1]++;
@@ -143,6 +166,16 @@ void mxl_moe_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const
         for (int64_t r = 0; r < m; r++) memcpy(s->yk + (int64_t)s->order[a + r] * H, s->ys + r * H, (size_t)H * sizeof(float));
         a = b;
     }
+}
+
+void mxl_moe_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const float *h,
+                     int64_t n, float *y, const mxl_moe_scratch *s, void *mm_scratch, mxl_threadpool *pool) {
+    const mxl_backend *ref = mxl_backend_reference();
+    const int64_t K = hp->n_experts_used, H = hp->hidden;
+    ref->ops->matmul(ref, &L->router, NULL, h, n, s->logits, mm_scratch, pool);
+    route(hp, L, s, n);
+    if (n == 1) one_row(be, hp, L, h, s, mm_scratch, pool);
+    else grouped_rows(be, hp, L, h, n, s, mm_scratch, pool);
     for (int64_t t = 0; t < n; t++) {
         float *yt = y + t * H;
         const float *w = s->weights + t * K;

@@ -15,8 +15,10 @@
  * fast path's int8 activations) would move near-tied experts across the top-k boundary, and it
  * is a small matrix (llama.cpp keeps ffn_gate_inp in f32 for the same reason).
  *
- * Batched: the rows (decode steps of several sequences, prefill chunks) are grouped by expert, so
- * each selected expert's matrices are read once per pass, on the rows that chose it; each row's
+ * One row (a decode step): the chosen experts' gate and up projections run in one matmul_multi
+ * (their input is the same row). Batched: the rows (decode steps of several sequences, prefill
+ * chunks) are grouped by expert, so each selected expert's matrices are read once per pass, on
+ * the rows that chose it; each row's
  * result does not depend on the other rows (the backend's matmuls are batch-invariant, each row's
  * k outputs are summed in its own top-k order), so a batch gives each row the bits it gets alone.
  * Experts are never dequantized whole: they run in their stored format, either packed into the
