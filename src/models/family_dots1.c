@@ -4,7 +4,8 @@
  * and GLM-4 MoE's mixture of experts: the first first_k_dense_replace layers dense, the rest
  * DeepSeek V3's sigmoid router (correction bias, n_group / topk_group, norm_topk_prob default
  * false, routed_scaling_factor) over n_routed_experts of moe_intermediate_size plus
- * n_shared_experts shared ones (mlp.shared_experts.*). */
+ * n_shared_experts shared ones (mlp.shared_experts.*). mlx-lm stacks the experts as
+ * mlp.experts.{gate,up,down}_proj (its switch layer is named experts here). */
 #include "models/decoder_family.h"
 
 static const mxl_decoder_names k_names_dots1 = {
@@ -13,8 +14,8 @@ static const mxl_decoder_names k_names_dots1 = {
     .o = "self_attn.o_proj", .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
     .ffn_norm = "post_attention_layernorm", .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
     .moe_router = "mlp.gate", .moe_router_bias = "mlp.gate.e_score_correction_bias", .experts = "mlp.experts.",
-    .expert_gate = "gate_proj", .expert_up = "up_proj", .expert_down = "down_proj", .exps_gate = "mlp.switch_mlp.gate_proj",
-    .exps_up = "mlp.switch_mlp.up_proj", .exps_down = "mlp.switch_mlp.down_proj", .sh_gate = "mlp.shared_experts.gate_proj",
+    .expert_gate = "gate_proj", .expert_up = "up_proj", .expert_down = "down_proj", .exps_gate = "mlp.experts.gate_proj",
+    .exps_up = "mlp.experts.up_proj", .exps_down = "mlp.experts.down_proj", .sh_gate = "mlp.shared_experts.gate_proj",
     .sh_up = "mlp.shared_experts.up_proj", .sh_down = "mlp.shared_experts.down_proj",
 };
 
