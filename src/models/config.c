@@ -441,7 +441,7 @@ static int fill_from_json(mxl_model_config *cfg, json_t *root, const char *origi
         read_int(&r, KEYS("sliding_window_pattern"), 1, &cfg->sliding_window_pattern))
         return 1;
     if (read_int(&r, KEYS("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"), 0, &cfg->num_experts)) return 1;
-    if (read_int(&r, KEYS("num_experts_per_tok", "moe_top_k", "num_experts_per_token"), 0, &cfg->num_experts_per_tok)) return 1;
+    if (read_int(&r, KEYS("num_experts_per_tok", "moe_top_k", "num_experts_per_token", "moe_k"), 0, &cfg->num_experts_per_tok)) return 1;
     if (read_int(&r, KEYS("type_vocab_size"), 0, &cfg->type_vocab_size)) return 1;
     if (read_double(&r, KEYS("rms_norm_eps"), &cfg->rms_norm_eps)) return 1;
     if (read_double(&r, KEYS("layer_norm_eps", "layer_norm_epsilon", "norm_eps"), &cfg->layer_norm_eps)) return 1;

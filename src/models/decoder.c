@@ -269,6 +269,12 @@ static bool has_module(const binder *b, int64_t layer, const char *module) {
     return module && module_name(b, layer, module, ".weight", name, sizeof name) == MXL_OK && find_tensor(b, name);
 }
 
+/* True when the checkpoint holds "<layers><layer>.<name>" (name NULL: false). */
+static bool has_module_exact(const binder *b, int64_t layer, const char *name) {
+    char full[400];
+    return name && module_name(b, layer, name, "", full, sizeof full) == MXL_OK && find_tensor(b, full);
+}
+
 /* Expert e's rows [r0, r0 + n) of a stacked matrix as its own weight. */
 static mxl_status expert_rows(const binder *b, int64_t layer, const char *module, const mxl_weight *all, int64_t r0, int64_t n,
                               mxl_weight *out) {
@@ -296,7 +302,9 @@ static mxl_status bind_moe(const binder *b, int64_t i, mxl_decoder_layer *L) {
     m->down = ws + 2 * E;
     if (!nm->moe_router) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no MoE router", b->ck->path);
     if ((st = bind_matrix(b, i, nm->moe_router, E, H, &m->router))) return st;
-    if (hp->moe_router == MXL_MOE_SIGMOID) {
+    /* the sigmoid router's bias is part of it; a softmax router's (ERNIE) is absent from mlx-lm's
+     * conversions, which choose by probability alone: so do we there */
+    if (hp->moe_router == MXL_MOE_SIGMOID || (hp->moe_select_bias && has_module_exact(b, i, nm->moe_router_bias))) {
         if (!nm->moe_router_bias) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no router correction bias", b->ck->path);
         if ((st = bind_vector(b, i, nm->moe_router_bias, "", E, &m->router_bias))) return st;
     }

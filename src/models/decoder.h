@@ -121,6 +121,9 @@ typedef struct mxl_decoder_hparams {
     bool moe_norm_topk;                /* the k weights renormalised to sum 1 */
     float moe_routed_scale;            /* the k weights times this (routed_scaling_factor; 1) */
     int64_t moe_n_group, moe_topk_group; /* SIGMOID: expert groups and the groups kept (1, 1) */
+    bool moe_select_bias;              /* SOFTMAX: experts chosen by p + the router's correction bias
+                                        * (ERNIE 4.5 MoE; SIGMOID always has one) */
+    float moe_norm_min;                /* the renormalising sum at least this (ERNIE's moe_norm_min; 0) */
     const uint8_t *layer_is_moe;       /* [n_layers] or NULL (all, when n_experts > 0) */
 } mxl_decoder_hparams;
 

@@ -47,6 +47,7 @@
     X(olmoe)                    \
     X(granitemoe)               \
     X(glm4_moe)                 \
-    X(dots1)
+    X(dots1)                    \
+    X(ernie4_5_moe)
 
 #endif

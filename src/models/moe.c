@@ -99,11 +99,17 @@ static void route(const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const m
             for (int64_t e = 0; e < E; e++) mx = p[e] > mx ? p[e] : mx;
             for (int64_t e = 0; e < E; e++) sum += (p[e] = expf(p[e] - mx));
             for (int64_t e = 0; e < E; e++) p[e] /= sum;
-            mxl_moe_topk(p, E, K, idx);
+            if (L->router_bias) { /* chosen by p + bias, weighed by p (ERNIE 4.5 MoE) */
+                for (int64_t e = 0; e < E; e++) s->choice[e] = p[e] + L->router_bias[e];
+                mxl_moe_topk(s->choice, E, K, idx);
+            } else {
+                mxl_moe_topk(p, E, K, idx);
+            }
         }
         float tot = 0;
         for (int64_t j = 0; j < K; j++) tot += (w[j] = p[idx[j]]);
         /* (transformers adds 1e-20 to the sigmoid router's denominator) */
+        if (hp->moe_norm_min > 0 && tot < hp->moe_norm_min) tot = hp->moe_norm_min;
         if (hp->moe_norm_topk && tot > 0)
             for (int64_t j = 0; j < K; j++) w[j] /= hp->moe_router == MXL_MOE_SIGMOID ? tot + 1e-20f : tot;
         if (hp->moe_routed_scale != 1.0f)

@@ -1,0 +1,58 @@
+/* family_ernie4_5_moe.c - ERNIE 4.5 MoE (transformers modeling_ernie4_5_moe.py, the 21B-A3B and
+ * 300B-A47B): ERNIE 4.5's attention (interleaved RoPE, family_ernie4_5.c) with a sparse MoE block
+ * on the layers moe_layer_interval / moe_layer_start_index / moe_layer_end_index choose, dense
+ * MLPs of intermediate_size elsewhere. Router mlp.gate [moe_num_experts, hidden] in f32: softmax,
+ * the top moe_k chosen by probability plus a selection-only correction bias
+ * (mlp.moe_statics.e_score_correction_bias [1, experts]), their plain probabilities divided by
+ * max(sum, moe_norm_min) (mlx-lm's conversions drop the bias and choose by probability alone;
+ * so does the loader when the tensor is absent); experts of moe_intermediate_size and
+ * moe_num_shared_experts shared ones
+ * (mlp.shared_experts.*). use_bias (biases on the shared and dense MLPs too) is refused: the
+ * released checkpoints set none. */
+#include <jansson.h>
+
+#include "models/decoder_family.h"
+
+static const mxl_decoder_names k_names_ernie4_5_moe = {
+    .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
+    .attn_norm = "input_layernorm", .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
+    .o = "self_attn.o_proj", .ffn_norm = "post_attention_layernorm", .gate = "mlp.gate_proj", .up = "mlp.up_proj",
+    .down = "mlp.down_proj", .moe_router = "mlp.gate", .moe_router_bias = "mlp.moe_statics.e_score_correction_bias",
+    .experts = "mlp.experts.", .expert_gate = "gate_proj", .expert_up = "up_proj", .expert_down = "down_proj",
+    .exps_gate = "mlp.switch_mlp.gate_proj", .exps_up = "mlp.switch_mlp.up_proj", .exps_down = "mlp.switch_mlp.down_proj",
+    .sh_gate = "mlp.shared_experts.gate_proj", .sh_up = "mlp.shared_experts.up_proj", .sh_down = "mlp.shared_experts.down_proj",
+};
+
+static mxl_status ernie4_5_moe_setup(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    bool bias;
+    int64_t interval, start, end, n_shared;
+    double norm_min;
+    if ((st = mxl_family_bool(c, "use_bias", false, &bias))) return st;
+    if (bias) return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: config.json 'use_bias' = true is not supported for model_type 'ernie4_5_moe'", c->ck->path);
+    if ((st = mxl_family_rope_interleaved(c))) return st;
+    if ((st = mxl_family_moe(c, "moe_intermediate_size", NULL, true, false)) || (st = mxl_family_int(c, "moe_layer_interval", 1, &interval)) ||
+        (st = mxl_family_int(c, "moe_layer_start_index", 1, &start)) || (st = mxl_family_int(c, "moe_num_shared_experts", 0, &n_shared)) ||
+        (st = mxl_family_double(c, "moe_norm_min", 1e-12, &norm_min)))
+        return st;
+    /* moe_layer_end_index: -1 (the default) is the last layer */
+    end = hp->n_layers - 1;
+    json_t *e = c->raw ? json_object_get(c->raw, "moe_layer_end_index") : NULL;
+    if (e && json_is_integer(e) && json_integer_value(e) >= 0) end = json_integer_value(e);
+    if (interval < 1 || n_shared > 64 || !(norm_min >= 0))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'moe_layer_interval', 'moe_num_shared_experts' or 'moe_norm_min' is out of range", c->ck->path);
+    uint8_t *f = mxl_family_layer_flags(c);
+    if (!f) return MXL_ERR_NOMEM;
+    for (int64_t i = 0; i < hp->n_layers; i++) f[i] = (i + 1) % interval == 0 && i >= start && i <= end;
+    hp->layer_is_moe = f;
+    hp->moe_select_bias = true;
+    hp->moe_norm_min = (float)norm_min;
+    hp->shared_ffn = hp->moe_ffn * n_shared;
+    return MXL_OK;
+}
+
+const mxl_decoder_family mxl_family_ernie4_5_moe = {
+    .model_type = "ernie4_5_moe", .registry_id = "ernie4_5_moe", .hf_class = "Ernie4_5_MoeForCausalLM", .names = &k_names_ernie4_5_moe,
+    .setup = ernie4_5_moe_setup,
+};
