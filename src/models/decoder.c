@@ -629,11 +629,12 @@ static mxl_status load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err)
     const char *mt = ck->config.model_type;
     bool gguf = ck->format == MXL_CHECKPOINT_GGUF;
     const mxl_decoder_family *fam = mxl_decoder_family_find(mt);
-    char list[512];
     if (!fam || (gguf && !fam->gguf_arch)) {
-        mxl_decoder_family_list(list, sizeof list, gguf);
-        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: model_type '%s' cannot run from %s checkpoints yet (this build runs %s); see 'mlxcel arch'",
-                             ck->path, mt, gguf ? "GGUF" : "safetensors", list);
+        /* the families are too many to list in one line: count them and point at `arch` */
+        size_t n = 0;
+        for (size_t i = 0; i < mxl_decoder_family_count(); i++) n += !gguf || mxl_decoder_family_at(i)->gguf_arch;
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: model_type '%s' cannot run from %s checkpoints yet (this build runs %zu model types from them); see 'mlxcel arch'",
+                             ck->path, mt, gguf ? "GGUF" : "safetensors", n);
     }
     const mxl_quant_config *q = &ck->config.quant;
     if (!gguf && q->mode != MXL_QUANT_NONE && q->mode != MXL_QUANT_AFFINE)

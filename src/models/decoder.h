@@ -173,7 +173,7 @@ typedef struct mxl_decoder {
  * config (and config.json / GGUF facts) and binds every weight, checking shapes. Hugging Face
  * safetensors checkpoints (dense F32/F16/BF16 or MLX affine-quantized) of every family in
  * decoder_family.h load; GGUF checkpoints of every family whose record names a gguf_arch
- * (families.h; `mlxcel run` lists them when one is refused). Unknown model types,
+ * (families.h; `mlxcel arch` lists them, a refusal names the model_type). Unknown model types,
  * unsupported config values (RoPE types, activations, quantization modes...) are refused by name;
  * errors name the file and the tensor or key. */
 mxl_status mxl_decoder_load(const mxl_checkpoint *ck, mxl_decoder *out, mxl_error *err);

@@ -48,6 +48,7 @@
     X(granitemoe)               \
     X(glm4_moe)                 \
     X(dots1)                    \
-    X(ernie4_5_moe)
+    X(ernie4_5_moe)             \
+    X(hunyuan_v1_moe)
 
 #endif

@@ -124,7 +124,7 @@ static const mxl_family k_families[] = {
     {"glm4_moe_lite", "GLM 4 MoE Lite", "GLM", GEN, TXT, ANY, L("glm4_moe_lite"), NONE, L("GLM-4.7-Flash"), NONE, M_T, "text"},
     {"glm_moe_dsa", "GLM MoE DSA (dual-sparse attention)", "GLM", GEN, TXT, ANY, L("glm_moe_dsa"), NONE, NONE, NONE, M_T, "text"},
     {"ernie4_5_moe", "ERNIE 4.5 MoE", "ERNIE", GEN, TXT, ANY, L("ernie4_5_moe", "ernie4.5_moe"), NONE, NONE, NONE, M_T, "text"},
-    {"hunyuan_moe", "Hunyuan MoE", "Hunyuan", GEN, TXT, MOE, L("hunyuan"), NONE, NONE, NONE, M_T, "text"},
+    {"hunyuan_moe", "Hunyuan MoE", "Hunyuan", GEN, TXT, MOE, L("hunyuan", "hunyuan_v1_moe"), NONE, NONE, NONE, M_T, "text"},
     {"exaone_moe", "ExaOne MoE", "ExaOne", GEN, TXT, ANY, L("exaone_moe"), NONE, NONE, NONE, M_T, "text"},
     {"mellum", "Mellum / Mellum 2 (MoE)", "Mellum", GEN, TXT, ANY, L("mellum"), NONE, NONE, NONE, M_T, "text"},
     {"llada2_moe", "LLaDA-2 MoE (masked diffusion)", "LLaDA-2", GEN, TXT, ANY, L("llada2_moe"), NONE, NONE, NONE, M_T, "text"},

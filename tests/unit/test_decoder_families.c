@@ -114,7 +114,7 @@ TEST(decoder_families_moe_streamed_experts_match_transformers) {
     mxl_threadpool *pool = NULL;
     mxl_error err;
     REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
-    static const char *const k_moe[] = {"mixtral", "qwen2_moe", "qwen2_moe_mlx_q4", "qwen3_moe", "olmoe", "granitemoe", "glm4_moe", "dots1", "ernie4_5_moe"};
+    static const char *const k_moe[] = {"mixtral", "qwen2_moe", "qwen2_moe_mlx_q4", "qwen3_moe", "olmoe", "granitemoe", "glm4_moe", "dots1", "ernie4_5_moe", "hunyuan_v1_moe"};
     bool has_layout = false; /* the backend has a layout for these experts (read while they are not prepared) */
     for (int on = 1; on >= 0; on--) {
         setenv("MLXCEL_EXPERT_STREAM", on ? "on" : "off", 1);
