@@ -202,6 +202,9 @@ mxl_status mxl_family_gguf_moe(mxl_family_ctx *c, bool norm);
 /* After mxl_family_moe: DeepSeek V3's sigmoid router (noaux_tc) with routed_scaling_factor
  * (default 1), n_group and topk_group (default 1). */
 mxl_status mxl_family_moe_sigmoid(mxl_family_ctx *c);
+/* After mxl_family_gguf_moe: the same from llama.cpp's keys (expert_weights_scale, default 1;
+ * expert_weights_norm, default false; expert_group_count / expert_group_used_count, default 1). */
+mxl_status mxl_family_gguf_moe_sigmoid(mxl_family_ctx *c);
 /* Layers from config.json `key` (first_k_dense_replace; default 0) on are sparse, those before
  * dense. */
 mxl_status mxl_family_moe_first_dense(mxl_family_ctx *c, const char *key);

@@ -5,8 +5,12 @@
  * DeepSeek V3's sigmoid router (correction bias, n_group / topk_group, norm_topk_prob default
  * false, routed_scaling_factor) over n_routed_experts of moe_intermediate_size plus
  * n_shared_experts shared ones (mlp.shared_experts.*). mlx-lm stacks the experts as
- * mlp.experts.{gate,up,down}_proj (its switch layer is named experts here). */
+ * mlp.experts.{gate,up,down}_proj (its switch layer is named experts here).
+ * GGUF (llama.cpp dots1): NEOX RoPE, attn_q_norm / attn_k_norm, biases as the file has them,
+ * exp_probs_b.bias, leading_dense_block_count, expert_weights_scale / _norm and expert_group_count
+ * / _used_count; the sigmoid router whatever expert_gating_func says (the converter writes none). */
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 static const mxl_decoder_names k_names_dots1 = {
     .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
@@ -39,6 +43,11 @@ static mxl_status dots1_setup(mxl_family_ctx *c) {
     mxl_status st;
     int64_t n_shared;
     hp->qk_norm_kind = MXL_QK_NORM_HEAD;
+    if (c->gguf) {
+        mxl_family_gguf_attn_biases(c);
+        if ((st = mxl_family_gguf_rope_neox(c)) || (st = mxl_family_gguf_moe(c, false))) return st;
+        return mxl_family_gguf_moe_sigmoid(c);
+    }
     if ((st = mxl_family_rope(c)) || (st = dots1_sliding(c))) return st;
     if ((st = mxl_family_moe(c, "moe_intermediate_size", NULL, false, false)) || (st = mxl_family_moe_sigmoid(c)) ||
         (st = mxl_family_moe_first_dense(c, "first_k_dense_replace")) || (st = mxl_family_int(c, "n_shared_experts", 0, &n_shared)))
@@ -50,4 +59,5 @@ static mxl_status dots1_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_dots1 = {
     .model_type = "dots1", .registry_id = "dots1", .hf_class = "Dots1ForCausalLM", .names = &k_names_dots1, .setup = dots1_setup,
+    .gguf_arch = "dots1", .convert_check = mxl_family_gguf_not_converted,
 };

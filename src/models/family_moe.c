@@ -133,3 +133,23 @@ mxl_status mxl_family_moe_first_dense(mxl_family_ctx *c, const char *key) {
     hp->layer_is_moe = f;
     return MXL_OK;
 }
+
+mxl_status mxl_family_gguf_moe_sigmoid(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    double scale, groups, used;
+    char key[192];
+    if ((st = mxl_family_gguf_number(c, "expert_weights_scale", 1.0, &scale)) ||
+        (st = mxl_family_gguf_bool(c, "expert_weights_norm", false, &hp->moe_norm_topk)) ||
+        (st = mxl_family_gguf_number(c, "expert_group_count", 1.0, &groups)) ||
+        (st = mxl_family_gguf_number(c, "expert_group_used_count", 1.0, &used)))
+        return st;
+    if (!(groups >= 1 && groups <= 256 && used >= 1 && used <= groups))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' or its used count is out of range", c->ck->path,
+                             mxl_family_gguf_key(c, "expert_group_count", key, sizeof key));
+    hp->moe_router = MXL_MOE_SIGMOID;
+    hp->moe_routed_scale = (float)(scale != 0 ? scale : 1.0);
+    hp->moe_n_group = (int64_t)groups;
+    hp->moe_topk_group = (int64_t)used;
+    return MXL_OK;
+}
