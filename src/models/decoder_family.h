@@ -194,7 +194,8 @@ mxl_status mxl_family_sliding_all(mxl_family_ctx *c);
 mxl_status mxl_family_moe(mxl_family_ctx *c, const char *ffn_key, const char *shared_key, bool norm_default, bool qwen_layers);
 /* The same from GGUF metadata (llama.cpp's keys): expert_count (0 or absent: dense, nothing
  * set), expert_used_count, expert_feed_forward_length (else feed_forward_length),
- * expert_shared_feed_forward_length (else the shared tensors' width); the sparse layers are those
+ * the shared experts' width from their tensors (ffn_gate_shexp; the converters spell the width
+ * keys differently per architecture); the sparse layers are those
  * with blk.N.ffn_gate_inp from leading_dense_block_count on; the shared expert's gate when
  * ffn_gate_inp_shexp is there. `norm`: whether the top-k weights are renormalised, which
  * llama.cpp fixes per architecture (its build_moe_ffn argument) for these families. */

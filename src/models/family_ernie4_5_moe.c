@@ -8,10 +8,15 @@
  * so does the loader when the tensor is absent); experts of moe_intermediate_size and
  * moe_num_shared_experts shared ones
  * (mlp.shared_experts.*). use_bias (biases on the shared and dense MLPs too) is refused: the
- * released checkpoints set none. */
+ * released checkpoints set none.
+ * GGUF (llama.cpp ernie4_5-moe): ERNIE 4.5's adjacent-pair RoPE (family_ernie4_5.c), ffn_gate_inp,
+ * exp_probs_b.bias, stacked experts and shexp tensors on the layers holding a router
+ * (leading_dense_block_count, interleave_moe_layer_step), renormalised as llama.cpp's graph does
+ * (without moe_norm_min's floor, which only matters for sums below 1e-12). */
 #include <jansson.h>
 
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 static const mxl_decoder_names k_names_ernie4_5_moe = {
     .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
@@ -29,6 +34,12 @@ static mxl_status ernie4_5_moe_setup(mxl_family_ctx *c) {
     bool bias;
     int64_t interval, start, end, n_shared;
     double norm_min;
+    if (c->gguf) { /* llama.cpp ernie4_5-moe: softmax, renormalised, the selection bias */
+        mxl_family_gguf_attn_biases(c);
+        if ((st = mxl_family_gguf_rope_norm(c)) || (st = mxl_family_gguf_moe(c, true))) return st;
+        hp->moe_select_bias = true;
+        return MXL_OK;
+    }
     if ((st = mxl_family_bool(c, "use_bias", false, &bias))) return st;
     if (bias) return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: config.json 'use_bias' = true is not supported for model_type 'ernie4_5_moe'", c->ck->path);
     if ((st = mxl_family_rope_interleaved(c))) return st;
@@ -54,5 +65,5 @@ static mxl_status ernie4_5_moe_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_ernie4_5_moe = {
     .model_type = "ernie4_5_moe", .registry_id = "ernie4_5_moe", .hf_class = "Ernie4_5_MoeForCausalLM", .names = &k_names_ernie4_5_moe,
-    .setup = ernie4_5_moe_setup,
+    .setup = ernie4_5_moe_setup, .gguf_arch = "ernie4_5-moe", .convert_check = mxl_family_gguf_not_converted,
 };

@@ -93,14 +93,20 @@ mxl_status mxl_family_gguf_moe(mxl_family_ctx *c, bool norm) {
         f[i] = i >= (int64_t)lead && mxl_gguf_find_tensor(c->ck->gguf, name) != NULL;
     }
     hp->layer_is_moe = f;
-    /* a shared expert without a width key: the width its tensors have */
-    if (hp->shared_ffn == 0) {
+    /* the shared experts' width as their tensors have it: the converters write it differently
+     * (qwen2moe: expert_shared_feed_forward_length is the whole width; ernie4_5-moe: one expert's,
+     * times expert_shared_count; dots1: only the count) */
+    {
+        int64_t from_key = hp->shared_ffn;
+        hp->shared_ffn = 0;
         for (int64_t i = 0; i < hp->n_layers && hp->shared_ffn == 0; i++) {
             char name[96];
             snprintf(name, sizeof name, "blk.%lld.ffn_gate_shexp.weight", (long long)i);
             const mxl_gguf_tensor_info *ti = mxl_gguf_find_tensor(c->ck->gguf, name);
             if (ti && ti->tensor.ndim == 2) hp->shared_ffn = ti->tensor.shape[0];
         }
+        if (hp->shared_ffn == 0 && from_key > 0)
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: the metadata declares shared experts but no layer has ffn_gate_shexp", c->ck->path);
     }
     char name[96];
     for (int64_t i = 0; i < hp->n_layers && !hp->shared_expert_gate; i++) {
