@@ -8,8 +8,12 @@
  * moe_intermediate_size (mlp.experts.N.*, mlx-lm's mlp.switch_mlp.*) and n_shared_experts
  * shared experts as one MLP of moe_intermediate_size * n_shared_experts (mlp.shared_experts.*).
  * The multi-token-prediction layer of the released checkpoints (num_mtp_layers, stored after the
- * last layer) is not run. */
+ * last layer) is not run.
+ * GGUF (llama.cpp glm4moe): the same with llama.cpp's names; the sigmoid router's keys
+ * (expert_weights_scale / _norm, expert_group_count / _used_count), NEOX RoPE on the first
+ * rope.dimension_count dims; the nextn blocks counted in block_count are left out. */
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 static const mxl_decoder_names k_names_glm4_moe = {
     .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
@@ -22,11 +26,33 @@ static const mxl_decoder_names k_names_glm4_moe = {
     .sh_up = "mlp.shared_experts.up_proj", .sh_down = "mlp.shared_experts.down_proj",
 };
 
+/* llama.cpp glm4moe: block_count includes the nextn (MTP) blocks the converter appends after the
+ * model's layers (nextn_predict_layers): those are not run. The MLP's pre-norm is named
+ * post_attention_norm there. */
+static mxl_status glm4_moe_gguf(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    double nextn;
+    char key[192];
+    if ((st = mxl_family_gguf_number(c, "nextn_predict_layers", 0, &nextn))) return st;
+    if (!(nextn >= 0 && nextn < (double)hp->n_layers))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' leaves no layers", c->ck->path,
+                             mxl_family_gguf_key(c, "nextn_predict_layers", key, sizeof key));
+    hp->n_layers -= (int64_t)nextn;
+    c->names->ffn_norm = "post_attention_norm";
+    mxl_family_gguf_attn_biases(c);
+    hp->o_bias = false;
+    hp->qk_norm_kind = mxl_family_gguf_has_layer0(c, "attn_q_norm", ".weight") ? MXL_QK_NORM_HEAD : MXL_QK_NORM_NONE;
+    if ((st = mxl_family_gguf_rope_neox(c)) || (st = mxl_family_gguf_moe(c, true))) return st;
+    return mxl_family_gguf_moe_sigmoid(c);
+}
+
 static mxl_status glm4_moe_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
     bool qk_norm;
     int64_t n_shared;
+    if (c->gguf) return glm4_moe_gguf(c);
     hp->o_bias = false;
     if ((st = mxl_family_bool(c, "use_qk_norm", false, &qk_norm))) return st;
     hp->qk_norm_kind = qk_norm ? MXL_QK_NORM_HEAD : MXL_QK_NORM_NONE;
@@ -41,5 +67,5 @@ static mxl_status glm4_moe_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_glm4_moe = {
     .model_type = "glm4_moe", .registry_id = "glm4_moe", .hf_class = "Glm4MoeForCausalLM", .names = &k_names_glm4_moe,
-    .setup = glm4_moe_setup,
+    .setup = glm4_moe_setup, .gguf_arch = "glm4moe", .convert_check = mxl_family_gguf_not_converted,
 };
