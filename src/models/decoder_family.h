@@ -133,6 +133,14 @@ mxl_status mxl_family_gemma2_common(mxl_family_ctx *c);
 mxl_status mxl_family_granite_setup(mxl_family_ctx *c);
 /* Llama's attention names with the Qwen MoE block (family_qwen_moe.c; OLMoE's too). */
 extern const mxl_decoder_names mxl_names_qwen_moe;
+/* Llama's attention with a per-head QK-norm and DeepSeek V3's MoE names: mlp.gate (+ its
+ * e_score_correction_bias), mlp.experts.N.*, mlp.shared_experts.* (family_glm4_moe.c; dots1 and
+ * ERNIE 4.5 MoE adjust theirs in setup). */
+extern const mxl_decoder_names mxl_names_deepseek_moe;
+/* Sliding layers of a config with a sliding_window (none when it is unset): those layer_types
+ * marks, else (older configs) from max_window_layers on (family_qwen2.c; Qwen2 checks
+ * use_sliding_window first). */
+mxl_status mxl_family_sliding_max_window(mxl_family_ctx *c);
 /* convert hooks shared the same way: Qwen's "no sliding window" keys (family_qwen2.c); Gemma's
  * sizes, eps, GELU (tanh) and no attention bias (family_gemma.c). */
 void mxl_family_qwen_convert_no_window(json_t *j);
@@ -209,5 +217,8 @@ mxl_status mxl_family_gguf_moe_sigmoid(mxl_family_ctx *c);
 /* Layers from config.json `key` (first_k_dense_replace; default 0) on are sparse, those before
  * dense. */
 mxl_status mxl_family_moe_first_dense(mxl_family_ctx *c, const char *key);
+/* After mxl_family_moe: `key` (n_shared_experts, moe_num_shared_experts; default 0) shared experts
+ * run as one MLP of moe_ffn * that width. */
+mxl_status mxl_family_moe_shared_count(mxl_family_ctx *c, const char *key);
 
 #endif

@@ -12,52 +12,27 @@
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
-static const mxl_decoder_names k_names_dots1 = {
-    .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
-    .attn_norm = "input_layernorm", .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
-    .o = "self_attn.o_proj", .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
-    .ffn_norm = "post_attention_layernorm", .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
-    .moe_router = "mlp.gate", .moe_router_bias = "mlp.gate.e_score_correction_bias", .experts = "mlp.experts.",
-    .expert_gate = "gate_proj", .expert_up = "up_proj", .expert_down = "down_proj", .exps_gate = "mlp.experts.gate_proj",
-    .exps_up = "mlp.experts.up_proj", .exps_down = "mlp.experts.down_proj", .sh_gate = "mlp.shared_experts.gate_proj",
-    .sh_up = "mlp.shared_experts.up_proj", .sh_down = "mlp.shared_experts.down_proj",
-};
-
-static mxl_status dots1_sliding(mxl_family_ctx *c) {
-    mxl_decoder_hparams *hp = c->hp;
-    const int64_t window = c->cfg->sliding_window;
-    if (window <= 0 || mxl_family_sliding_from_layer_types(c, window)) return MXL_OK;
-    int64_t from;
-    mxl_status st = mxl_family_int(c, "max_window_layers", hp->n_layers, &from);
-    if (st) return st;
-    uint8_t *f = mxl_family_layer_flags(c);
-    if (!f) return MXL_ERR_NOMEM;
-    for (int64_t i = from; i < hp->n_layers; i++) f[i] = 1;
-    hp->layer_is_sliding = f;
-    hp->sliding_window = window;
-    return MXL_OK;
-}
-
 static mxl_status dots1_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
-    int64_t n_shared;
     hp->qk_norm_kind = MXL_QK_NORM_HEAD;
     if (c->gguf) {
         mxl_family_gguf_attn_biases(c);
         if ((st = mxl_family_gguf_rope_neox(c)) || (st = mxl_family_gguf_moe(c, false))) return st;
         return mxl_family_gguf_moe_sigmoid(c);
     }
-    if ((st = mxl_family_rope(c)) || (st = dots1_sliding(c))) return st;
+    /* mlx-lm's stacked experts: mlp.experts.*_proj */
+    c->names->exps_gate = "mlp.experts.gate_proj";
+    c->names->exps_up = "mlp.experts.up_proj";
+    c->names->exps_down = "mlp.experts.down_proj";
+    if ((st = mxl_family_rope(c)) || (st = mxl_family_sliding_max_window(c))) return st;
     if ((st = mxl_family_moe(c, "moe_intermediate_size", NULL, false, false)) || (st = mxl_family_moe_sigmoid(c)) ||
-        (st = mxl_family_moe_first_dense(c, "first_k_dense_replace")) || (st = mxl_family_int(c, "n_shared_experts", 0, &n_shared)))
+        (st = mxl_family_moe_first_dense(c, "first_k_dense_replace")))
         return st;
-    if (n_shared > 64) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'n_shared_experts' is out of range", c->ck->path);
-    hp->shared_ffn = hp->moe_ffn * n_shared;
-    return MXL_OK;
+    return mxl_family_moe_shared_count(c, "n_shared_experts");
 }
 
 const mxl_decoder_family mxl_family_dots1 = {
-    .model_type = "dots1", .registry_id = "dots1", .hf_class = "Dots1ForCausalLM", .names = &k_names_dots1, .setup = dots1_setup,
+    .model_type = "dots1", .registry_id = "dots1", .hf_class = "Dots1ForCausalLM", .names = &mxl_names_deepseek_moe, .setup = dots1_setup,
     .gguf_arch = "dots1", .convert_check = mxl_family_gguf_not_converted,
 };

@@ -18,21 +18,11 @@
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
-static const mxl_decoder_names k_names_ernie4_5_moe = {
-    .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
-    .attn_norm = "input_layernorm", .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
-    .o = "self_attn.o_proj", .ffn_norm = "post_attention_layernorm", .gate = "mlp.gate_proj", .up = "mlp.up_proj",
-    .down = "mlp.down_proj", .moe_router = "mlp.gate", .moe_router_bias = "mlp.moe_statics.e_score_correction_bias",
-    .experts = "mlp.experts.", .expert_gate = "gate_proj", .expert_up = "up_proj", .expert_down = "down_proj",
-    .exps_gate = "mlp.switch_mlp.gate_proj", .exps_up = "mlp.switch_mlp.up_proj", .exps_down = "mlp.switch_mlp.down_proj",
-    .sh_gate = "mlp.shared_experts.gate_proj", .sh_up = "mlp.shared_experts.up_proj", .sh_down = "mlp.shared_experts.down_proj",
-};
-
 static mxl_status ernie4_5_moe_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
     bool bias;
-    int64_t interval, start, end, n_shared;
+    int64_t interval, start, end;
     double norm_min;
     if (c->gguf) { /* llama.cpp ernie4_5-moe: softmax, renormalised, the selection bias */
         mxl_family_gguf_attn_biases(c);
@@ -40,30 +30,30 @@ static mxl_status ernie4_5_moe_setup(mxl_family_ctx *c) {
         hp->moe_select_bias = true;
         return MXL_OK;
     }
+    c->names->moe_router_bias = "mlp.moe_statics.e_score_correction_bias";
     if ((st = mxl_family_bool(c, "use_bias", false, &bias))) return st;
     if (bias) return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: config.json 'use_bias' = true is not supported for model_type 'ernie4_5_moe'", c->ck->path);
     if ((st = mxl_family_rope_interleaved(c))) return st;
     if ((st = mxl_family_moe(c, "moe_intermediate_size", NULL, true, false)) || (st = mxl_family_int(c, "moe_layer_interval", 1, &interval)) ||
-        (st = mxl_family_int(c, "moe_layer_start_index", 1, &start)) || (st = mxl_family_int(c, "moe_num_shared_experts", 0, &n_shared)) ||
+        (st = mxl_family_int(c, "moe_layer_start_index", 1, &start)) || (st = mxl_family_moe_shared_count(c, "moe_num_shared_experts")) ||
         (st = mxl_family_double(c, "moe_norm_min", 1e-12, &norm_min)))
         return st;
     /* moe_layer_end_index: -1 (the default) is the last layer */
     end = hp->n_layers - 1;
     json_t *e = c->raw ? json_object_get(c->raw, "moe_layer_end_index") : NULL;
     if (e && json_is_integer(e) && json_integer_value(e) >= 0) end = json_integer_value(e);
-    if (interval < 1 || n_shared > 64 || !(norm_min >= 0))
-        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'moe_layer_interval', 'moe_num_shared_experts' or 'moe_norm_min' is out of range", c->ck->path);
+    if (interval < 1 || !(norm_min >= 0))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'moe_layer_interval' or 'moe_norm_min' is out of range", c->ck->path);
     uint8_t *f = mxl_family_layer_flags(c);
     if (!f) return MXL_ERR_NOMEM;
     for (int64_t i = 0; i < hp->n_layers; i++) f[i] = (i + 1) % interval == 0 && i >= start && i <= end;
     hp->layer_is_moe = f;
     hp->moe_select_bias = true;
     hp->moe_norm_min = (float)norm_min;
-    hp->shared_ffn = hp->moe_ffn * n_shared;
     return MXL_OK;
 }
 
 const mxl_decoder_family mxl_family_ernie4_5_moe = {
-    .model_type = "ernie4_5_moe", .registry_id = "ernie4_5_moe", .hf_class = "Ernie4_5_MoeForCausalLM", .names = &k_names_ernie4_5_moe,
+    .model_type = "ernie4_5_moe", .registry_id = "ernie4_5_moe", .hf_class = "Ernie4_5_MoeForCausalLM", .names = &mxl_names_deepseek_moe,
     .setup = ernie4_5_moe_setup, .gguf_arch = "ernie4_5-moe", .convert_check = mxl_family_gguf_not_converted,
 };

@@ -15,7 +15,8 @@
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
-static const mxl_decoder_names k_names_glm4_moe = {
+/* DeepSeek V3-style MoE names (GLM-4 MoE's; dots1 and ERNIE 4.5 MoE adjust a few in setup) */
+const mxl_decoder_names mxl_names_deepseek_moe = {
     .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
     .attn_norm = "input_layernorm", .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
     .o = "self_attn.o_proj", .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
@@ -51,21 +52,18 @@ static mxl_status glm4_moe_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
     bool qk_norm;
-    int64_t n_shared;
     if (c->gguf) return glm4_moe_gguf(c);
     hp->o_bias = false;
     if ((st = mxl_family_bool(c, "use_qk_norm", false, &qk_norm))) return st;
     hp->qk_norm_kind = qk_norm ? MXL_QK_NORM_HEAD : MXL_QK_NORM_NONE;
     if ((st = mxl_family_rope(c)) || (st = mxl_family_rope_partial_default(c, 0.5))) return st;
     if ((st = mxl_family_moe(c, "moe_intermediate_size", NULL, true, false)) || (st = mxl_family_moe_sigmoid(c)) ||
-        (st = mxl_family_moe_first_dense(c, "first_k_dense_replace")) || (st = mxl_family_int(c, "n_shared_experts", 0, &n_shared)))
+        (st = mxl_family_moe_first_dense(c, "first_k_dense_replace")))
         return st;
-    if (n_shared > 64) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'n_shared_experts' is out of range", c->ck->path);
-    hp->shared_ffn = hp->moe_ffn * n_shared;
-    return MXL_OK;
+    return mxl_family_moe_shared_count(c, "n_shared_experts");
 }
 
 const mxl_decoder_family mxl_family_glm4_moe = {
-    .model_type = "glm4_moe", .registry_id = "glm4_moe", .hf_class = "Glm4MoeForCausalLM", .names = &k_names_glm4_moe,
+    .model_type = "glm4_moe", .registry_id = "glm4_moe", .hf_class = "Glm4MoeForCausalLM", .names = &mxl_names_deepseek_moe,
     .setup = glm4_moe_setup, .gguf_arch = "glm4moe", .convert_check = mxl_family_gguf_not_converted,
 };

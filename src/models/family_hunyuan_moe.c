@@ -9,16 +9,6 @@
 #include "io/json_read.h"
 #include "models/decoder_family.h"
 
-static const mxl_decoder_names k_names_hunyuan_moe = {
-    .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
-    .attn_norm = "input_layernorm", .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
-    .o = "self_attn.o_proj", .q_norm = "self_attn.query_layernorm", .k_norm = "self_attn.key_layernorm",
-    .ffn_norm = "post_attention_layernorm", .moe_router = "mlp.gate.wg", .experts = "mlp.experts.", .expert_gate = "gate_proj",
-    .expert_up = "up_proj", .expert_down = "down_proj", .exps_gate = "mlp.switch_mlp.gate_proj", .exps_up = "mlp.switch_mlp.up_proj",
-    .exps_down = "mlp.switch_mlp.down_proj", .sh_gate = "mlp.shared_mlp.gate_proj", .sh_up = "mlp.shared_mlp.up_proj",
-    .sh_down = "mlp.shared_mlp.down_proj",
-};
-
 /* config.json `key`: an integer, or a list of one integer repeated (per-layer form) */
 static mxl_status uniform_int(mxl_family_ctx *c, const char *key, int64_t *out) {
     json_t *v = c->raw ? json_object_get(c->raw, key) : NULL;
@@ -46,6 +36,13 @@ static mxl_status uniform_int(mxl_family_ctx *c, const char *key, int64_t *out) 
 static mxl_status hunyuan_moe_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
+    mxl_decoder_names *nm = c->names; /* Qwen MoE's, with Hunyuan's own modules */
+    nm->q_norm = "self_attn.query_layernorm";
+    nm->k_norm = "self_attn.key_layernorm";
+    nm->moe_router = "mlp.gate.wg";
+    nm->sh_gate = "mlp.shared_mlp.gate_proj";
+    nm->sh_up = "mlp.shared_mlp.up_proj";
+    nm->sh_down = "mlp.shared_mlp.down_proj";
     c->hp->qk_norm_kind = MXL_QK_NORM_HEAD;
     c->hp->qk_norm_after_rope = true;
     if ((st = mxl_family_rope(c))) return st;
@@ -60,5 +57,5 @@ static mxl_status hunyuan_moe_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_hunyuan_v1_moe = {
     .model_type = "hunyuan_v1_moe", .registry_id = "hunyuan_moe", .hf_class = "HunYuanMoEV1ForCausalLM",
-    .names = &k_names_hunyuan_moe, .setup = hunyuan_moe_setup,
+    .names = &mxl_names_qwen_moe, .setup = hunyuan_moe_setup,
 };

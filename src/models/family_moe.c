@@ -159,3 +159,12 @@ mxl_status mxl_family_gguf_moe_sigmoid(mxl_family_ctx *c) {
     hp->moe_topk_group = (int64_t)used;
     return MXL_OK;
 }
+
+mxl_status mxl_family_moe_shared_count(mxl_family_ctx *c, const char *key) {
+    int64_t n;
+    mxl_status st = mxl_family_int(c, key, 0, &n);
+    if (st) return st;
+    if (n > 64) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%s' is out of range", c->ck->path, key);
+    c->hp->shared_ffn = c->hp->moe_ffn * n;
+    return MXL_OK;
+}

@@ -11,10 +11,15 @@
 
 mxl_status mxl_family_qwen_sliding(mxl_family_ctx *c) {
     bool use;
-    int64_t from;
     mxl_status st;
     if ((st = mxl_family_bool(c, "use_sliding_window", false, &use))) return st;
-    if (!use || c->cfg->sliding_window <= 0) return MXL_OK;
+    return use ? mxl_family_sliding_max_window(c) : MXL_OK;
+}
+
+mxl_status mxl_family_sliding_max_window(mxl_family_ctx *c) {
+    int64_t from;
+    mxl_status st;
+    if (c->cfg->sliding_window <= 0) return MXL_OK;
     if (mxl_family_sliding_from_layer_types(c, c->cfg->sliding_window)) return MXL_OK;
     if ((st = mxl_family_int(c, "max_window_layers", c->hp->n_layers, &from))) return st;
     uint8_t *f = mxl_family_layer_flags(c);
