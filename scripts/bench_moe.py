@@ -8,8 +8,9 @@ shared/testdata/tokenizers/qwen3) - 3.2 B parameters, 2.4 B of them experts. The
   - llama.cpp's convert_hf_to_gguf.py writes it as a bf16 GGUF and llama-quantize makes Q4_K_M
     (about 1.9 GB: far past any last-level cache) and Q8_0;
   - `mlxcel convert -q` writes the MLX 4-bit (group 64) conversion;
-  - prefill of a 512-token prompt (pp512) and decode of 128 tokens (tg128), median of --reps runs,
-    mlxcel generate vs llama-bench with the same thread count (bench_vs_llamacpp.py's helpers);
+  - prefill of a 512-token prompt (pp512) and decode of 128 tokens after it (tg128 at depth 512),
+    median of --reps runs, mlxcel generate vs llama-bench (-d 512 for its tg128) with the same
+    thread count (bench_vs_llamacpp.py's helpers for mlxcel);
   - the MLX 4-bit decode next to the GGUF's;
   - the server's aggregate decode with 1 and 8 streams (bench_server.py) on the Q4_K_M file.
 The routed experts are packed (MLXCEL_EXPERT_STREAM=auto: they fit in memory); the script also
@@ -23,6 +24,7 @@ checkpoint, about 8 GB of memory and 12 GB of disk under --work.
 """
 import argparse
 import glob
+import json
 import os
 import shutil
 import statistics
@@ -30,13 +32,25 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_vs_llamacpp import MLXCEL, ROOT, build_llama_bench, llama_run, mlxcel_run, prompt_of  # noqa: E402
+from bench_vs_llamacpp import MLXCEL, ROOT, build_llama_bench, mlxcel_run, prompt_of  # noqa: E402
 
 TOKENIZER = os.path.join(ROOT, "..", "shared", "testdata", "tokenizers", "qwen3")
 CONFIG = dict(vocab_size=151936, hidden_size=2048, num_hidden_layers=12, num_attention_heads=16, num_key_value_heads=4,
               head_dim=128, intermediate_size=6144, moe_intermediate_size=1024, num_experts=32, num_experts_per_tok=4,
               norm_topk_prob=True, decoder_sparse_step=1, max_position_embeddings=4096, rms_norm_eps=1e-6,
               tie_word_embeddings=False, bos_token_id=151643, eos_token_id=151645)
+
+
+def llama_run(bench, model, threads, reps):
+    """llama-bench's pp512, and tg128 after a 512-token context (-d 512): `mlxcel generate` decodes
+    its 128 tokens after the 512-token prompt, so both sides attend over the same positions
+    (llama-bench's plain tg128 starts from an empty context)."""
+    p = subprocess.run([bench, "-m", model, "-p", "512", "-n", "0", "-t", str(threads), "-r", str(reps), "-o", "json"],
+                       capture_output=True, text=True, check=True)
+    pp = json.loads(p.stdout)[0]["avg_ts"]
+    p = subprocess.run([bench, "-m", model, "-p", "0", "-n", "128", "-d", "512", "-t", str(threads), "-r", str(reps), "-o", "json"],
+                       capture_output=True, text=True, check=True)
+    return pp, json.loads(p.stdout)[0]["avg_ts"]
 
 
 def make_checkpoint(hf_dir):
