@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "engine/sampler.h"
 #include "models/decoder.h"
 #include "test.h"
 #include "test_decoder_compare.h"
@@ -199,6 +200,75 @@ TEST(decoder_families_context_capped_at_max_positions) {
     mxl_decoder_state_destroy(s);
     mxl_decoder_free(&d);
     mxl_checkpoint_close(ck);
+}
+
+/* A mixture of experts whose router produces NaN (layer 0's router weights NaN in a copy of the
+ * qwen3_moe fixture): the routing still picks valid experts (no read outside the expert tables:
+ * the ASan build runs this too), the NaN reaches the logits on both paths and a single and a
+ * batched step, and the sampler's check refuses them with one line, so a request ends with an
+ * error instead of a crash or a garbage token. */
+TEST(decoder_families_moe_nan_router_ends_in_an_error) {
+    char dir[] = "/tmp/mxl_moe_nan_XXXXXX", path[1200], src[2400];
+    REQUIRE(mkdtemp(dir));
+    const char *files[] = {"config.json", "model.safetensors"};
+    for (int f = 0; f < 2; f++) { /* copies (the weights are edited) */
+        snprintf(src, sizeof src, "%s/%s", fixture_dir("qwen3_moe"), files[f]);
+        snprintf(path, sizeof path, "%s/%s", dir, files[f]);
+        FILE *in = fopen(src, "rb"), *out = fopen(path, "wb");
+        REQUIRE(in && out);
+        char buf[65536];
+        size_t k;
+        while ((k = fread(buf, 1, sizeof buf, in)) > 0) REQUIRE(fwrite(buf, 1, k, out) == k);
+        fclose(in);
+        fclose(out);
+    }
+    /* safetensors: u64 header length, JSON header, data; NaN over the router's bytes */
+    FILE *f = fopen(path, "r+b");
+    REQUIRE(f);
+    uint64_t hlen = 0;
+    REQUIRE(fread(&hlen, 8, 1, f) == 1 && hlen < (1u << 20));
+    char *h = mxl_malloc((size_t)hlen + 1);
+    REQUIRE(h && fread(h, 1, (size_t)hlen, f) == hlen);
+    h[hlen] = 0;
+    json_error_t je;
+    json_t *hdr = json_loads(h, 0, &je), *t = json_object_get(hdr, "model.layers.0.mlp.gate.weight");
+    REQUIRE(t);
+    json_t *off = json_object_get(t, "data_offsets");
+    const int64_t a = json_integer_value(json_array_get(off, 0)), b = json_integer_value(json_array_get(off, 1));
+    const float nan = NAN;
+    REQUIRE(fseek(f, (long)(8 + hlen + (uint64_t)a), SEEK_SET) == 0);
+    for (int64_t i = a; i < b; i += 4) REQUIRE(fwrite(&nan, 4, 1, f) == 1);
+    fclose(f);
+    json_decref(hdr);
+    mxl_free(h);
+
+    mxl_checkpoint *ck = NULL;
+    mxl_decoder d;
+    mxl_error err;
+    REQUIRE(mxl_checkpoint_open(dir, &ck, &err) == MXL_OK && mxl_decoder_load(ck, &d, &err) == MXL_OK);
+    const int64_t V = d.hp.vocab;
+    float *logits = mxl_malloc((size_t)(2 * V) * sizeof(float));
+    REQUIRE(logits);
+    const int32_t ids[4] = {1, 37, 200, 5};
+    for (int ref = 0; ref < 2; ref++) {
+        mxl_decoder_state *s[2] = {NULL, NULL};
+        REQUIRE(mxl_decoder_state_create(&d, 16, 4, NULL, &s[0], &err) == MXL_OK);
+        REQUIRE(mxl_decoder_state_create(&d, 16, 4, NULL, &s[1], &err) == MXL_OK);
+        mxl_decoder_state_set_reference(s[0], ref);
+        mxl_decoder_state_set_reference(s[1], ref);
+        CHECK(mxl_decoder_forward(&d, s[0], ids, 4, logits, &err) == MXL_OK); /* a prefill chunk */
+        CHECK(mxl_decoder_forward(&d, s[1], ids, 1, logits, &err) == MXL_OK); /* one row */
+        CHECK(mxl_sampler_check_logits(logits, (int32_t)V, &err) != MXL_OK);
+        CHECK(strstr(err.msg, "NaN") != NULL && strchr(err.msg, '\n') == NULL);
+        CHECK(mxl_decoder_forward_batch(&d, s, ids + 1, 2, logits, &err) == MXL_OK); /* a batched step */
+        CHECK(mxl_sampler_check_logits(logits + V, (int32_t)V, &err) != MXL_OK);
+        mxl_decoder_state_destroy(s[0]);
+        mxl_decoder_state_destroy(s[1]);
+    }
+    mxl_free(logits);
+    mxl_decoder_free(&d);
+    mxl_checkpoint_close(ck);
+    remove_checkpoint(dir);
 }
 
 /* ---- refusals ---- */
