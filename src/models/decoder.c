@@ -911,6 +911,8 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
     s->v_req = o.v;
     s->kv_group = kv_group_of(hp);
     s->max_blocks = blocks_for(max_ctx);
+    /* the MoE lanes' matmul scratch (models/moe.h) */
+    const size_t lane_mm = hp->n_experts > 0 ? max_scratch(d, MXL_MOE_LANE_ROWS) : 0;
     /* float counts of each buffer, carved from one block (64-byte aligned pieces) */
     uint64_t sizes[] = {
         B * H, B * H, B * qd, B * kvd, B * kvd, B * qd, B * H, B * F, B * F,
@@ -919,7 +921,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
         (uint64_t)d->be->ops->attention_scratch_floats(d->be, max_ctx, s->n_threads),
         (uint64_t)(max_scratch(d, max_batch) + 3) / 4,
         (uint64_t)s->max_blocks,
-        hp->n_experts > 0 ? mxl_moe_scratch_floats(hp, max_batch) : 0,
+        hp->n_experts > 0 ? mxl_moe_scratch_floats(hp, max_batch, s->n_threads, lane_mm) : 0,
     };
     float **ptrs[] = {&s->x, &s->xn, &s->q, &s->k, &s->v, &s->att, &s->o,
                       &s->gate, &s->up, &s->inv_freq, &s->inv_freq_local, (float **)&s->q_pos,
@@ -937,7 +939,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
         *ptrs[i] = p;
         p += (sizes[i] + 16) & ~(uint64_t)15;
     }
-    if (hp->n_experts > 0) mxl_moe_scratch_carve(hp, max_batch, s->moe_mem, &s->moe);
+    if (hp->n_experts > 0) mxl_moe_scratch_carve(hp, max_batch, s->n_threads, lane_mm, s->moe_mem, &s->moe);
     mxl_rope_freqs(&hp->rope, max_ctx, s->inv_freq, &s->attn_factor);
     mxl_rope_freqs(&hp->rope_local, max_ctx, s->inv_freq_local, &s->attn_factor_local);
     s->reference = mxl_decoder_reference_default();

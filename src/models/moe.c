@@ -10,28 +10,48 @@ static int64_t width(const mxl_decoder_hparams *hp) { return hp->moe_ffn > hp->s
 
 static uint64_t pad16(uint64_t n) { return (n + 15) & ~(uint64_t)15; }
 
-/* float counts of the buffers, in mxl_moe_scratch's order */
-static void sizes(const mxl_decoder_hparams *hp, int64_t m, uint64_t out[11]) {
+#define N_BUF 13
+#define N_LANE_BUF 5
+
+/* float counts of the buffers, in mxl_moe_scratch's order, then one lane's */
+static void sizes(const mxl_decoder_hparams *hp, int64_t m, size_t lane_mm_bytes, uint64_t out[N_BUF], uint64_t lane[N_LANE_BUF]) {
     const uint64_t M = (uint64_t)m, E = (uint64_t)hp->n_experts, K = (uint64_t)hp->n_experts_used,
-                   H = (uint64_t)hp->hidden, F = (uint64_t)width(hp), MF = (M > K ? M : K) * F; /* one row's K experts too */
-    const uint64_t s[11] = {M * E, M * K, M * K, M * K, E + 1, M * H, MF, MF, M * K * H, M * H + M, E};
+                   H = (uint64_t)hp->hidden, F = (uint64_t)width(hp), MF = (M > K ? M : K) * F, /* one row's K experts too */
+                   R = MXL_MOE_LANE_ROWS;
+    const uint64_t s[N_BUF] = {M * E, M * K, M * K, M * K, E + 1, M * H, MF, MF, M * K * H, M * H + M, E, E, E};
+    const uint64_t l[N_LANE_BUF] = {R * H, R * F, R * F, R * H, (lane_mm_bytes + 3) / 4};
     memcpy(out, s, sizeof s);
+    memcpy(lane, l, sizeof l);
 }
 
-uint64_t mxl_moe_scratch_floats(const mxl_decoder_hparams *hp, int64_t max_rows) {
-    uint64_t s[11], t = 0;
-    sizes(hp, max_rows, s);
-    for (int i = 0; i < 11; i++) t += pad16(s[i]);
+static int lanes_of(int n_lanes) { return n_lanes < 2 ? 0 : n_lanes > MXL_MOE_MAX_LANES ? MXL_MOE_MAX_LANES : n_lanes; }
+
+uint64_t mxl_moe_scratch_floats(const mxl_decoder_hparams *hp, int64_t max_rows, int n_lanes, size_t lane_mm_bytes) {
+    uint64_t s[N_BUF], l[N_LANE_BUF], t = 0;
+    sizes(hp, max_rows, lane_mm_bytes, s, l);
+    for (int i = 0; i < N_BUF; i++) t += pad16(s[i]);
+    for (int k = 0; k < lanes_of(n_lanes); k++)
+        for (int i = 0; i < N_LANE_BUF; i++) t += pad16(l[i]);
     return t;
 }
 
-void mxl_moe_scratch_carve(const mxl_decoder_hparams *hp, int64_t max_rows, float *mem, mxl_moe_scratch *s) {
-    uint64_t sz[11];
-    sizes(hp, max_rows, sz);
-    void *p[11];
-    for (int i = 0; i < 11; i++) {
+void mxl_moe_scratch_carve(const mxl_decoder_hparams *hp, int64_t max_rows, int n_lanes, size_t lane_mm_bytes, float *mem,
+                           mxl_moe_scratch *s) {
+    uint64_t sz[N_BUF], lz[N_LANE_BUF];
+    sizes(hp, max_rows, lane_mm_bytes, sz, lz);
+    void *p[N_BUF];
+    for (int i = 0; i < N_BUF; i++) {
         p[i] = mem;
         mem += pad16(sz[i]);
+    }
+    s->n_lanes = lanes_of(n_lanes);
+    for (int k = 0; k < s->n_lanes; k++) {
+        float *lp[N_LANE_BUF];
+        for (int i = 0; i < N_LANE_BUF; i++) {
+            lp[i] = mem;
+            mem += pad16(lz[i]);
+        }
+        s->lanes[k] = (mxl_moe_lane){lp[0], lp[1], lp[2], lp[3], lp[4]};
     }
     s->logits = p[0];
     s->weights = p[1];
@@ -45,6 +65,8 @@ void mxl_moe_scratch_carve(const mxl_decoder_hparams *hp, int64_t max_rows, floa
     s->ys = p[9];
     s->sg = s->ys + max_rows * hp->hidden;
     s->choice = p[10];
+    s->active = p[11];
+    s->owner = p[12];
 }
 
 void mxl_moe_topk(const float *p, int64_t n, int64_t k, int32_t *idx) {
@@ -119,13 +141,47 @@ static void route(const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const m
 
 /* gate/up of rows x [m, hidden] through one gated MLP into y [m, hidden] */
 static void gated_mlp(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_weight *gate, const mxl_weight *up,
-                      const mxl_weight *down, const float *x, int64_t m, float *y, const mxl_moe_scratch *s, void *mm,
+                      const mxl_weight *down, const float *x, int64_t m, float *y, float *g, float *u, void *mm,
                       mxl_threadpool *pool) {
     const mxl_weight *W[2] = {gate, up};
-    float *out[2] = {s->g, s->u};
+    float *out[2] = {g, u};
     be->ops->matmul_multi(be, W, 2, NULL, x, m, out, mm, pool);
-    be->ops->glu(be, hp->act, s->g, s->u, m * gate->rows, s->g);
-    be->ops->matmul(be, down, NULL, s->g, m, y, mm, pool);
+    be->ops->glu(be, hp->act, g, u, m * gate->rows, g);
+    be->ops->matmul(be, down, NULL, g, m, y, mm, pool);
+}
+
+/* Expert e on its rows order[a .. a + m) (gathered from h into xg), outputs scattered to their
+ * (row, slot) places in yk. */
+static void run_expert(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const float *h,
+                       const mxl_moe_scratch *s, int32_t e, int64_t a, int64_t m, float *xg, float *g, float *u, float *ys,
+                       void *mm, mxl_threadpool *pool) {
+    const int64_t K = hp->n_experts_used, H = hp->hidden;
+    for (int64_t r = 0; r < m; r++) memcpy(xg + r * H, h + (s->order[a + r] / K) * H, (size_t)H * sizeof(float));
+    gated_mlp(be, hp, &L->gate[e], &L->up[e], &L->down[e], xg, m, ys, g, u, mm, pool);
+    for (int64_t r = 0; r < m; r++) memcpy(s->yk + (int64_t)s->order[a + r] * H, ys + r * H, (size_t)H * sizeof(float));
+}
+
+/* The expert-parallel path (moe.h): lane `task` runs the active experts assigned to it. */
+typedef struct par_ctx {
+    const mxl_backend *be;
+    const mxl_decoder_hparams *hp;
+    const mxl_moe_layer *L;
+    const float *h;
+    const mxl_moe_scratch *s;
+    int64_t n_active;
+} par_ctx;
+
+static void par_task(void *vctx, int task, int n_tasks, int thread_index) {
+    (void)n_tasks, (void)thread_index;
+    const par_ctx *p = vctx;
+    const mxl_moe_scratch *s = p->s;
+    const mxl_moe_lane *ln = &s->lanes[task];
+    for (int64_t i = 0; i < p->n_active; i++) {
+        if (s->owner[i] != task) continue;
+        const int32_t e = s->active[i];
+        const int64_t a = e == 0 ? 0 : s->count[e - 1];
+        run_expert(p->be, p->hp, p->L, p->h, s, e, a, s->count[e] - a, ln->xg, ln->g, ln->u, ln->ys, ln->mm, NULL);
+    }
 }
 
 /* One row (a decode step): every chosen expert reads the same input, so their gate and up
@@ -156,21 +212,39 @@ static void one_row(const mxl_backend *be, const mxl_decoder_hparams *hp, const 
  * that chose it; outputs in yk [n, k, hidden]. */
 static void grouped_rows(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const float *h,
                          int64_t n, const mxl_moe_scratch *s, void *mm_scratch, mxl_threadpool *pool) {
-    const int64_t E = hp->n_experts, K = hp->n_experts_used, H = hp->hidden;
+    const int64_t E = hp->n_experts, K = hp->n_experts_used;
     /* (row, slot) pairs grouped by expert, rows ascending within each expert */
     memset(s->count, 0, (size_t)(E + 1) * sizeof *s->count);
     for (int64_t i = 0; i < n * K; i++) s->count[s->idx[i] + 1]++;
     for (int64_t e = 0; e < E; e++) s->count[e + 1] += s->count[e];
     for (int64_t i = 0; i < n * K; i++) s->order[s->count[s->idx[i]]++] = (int32_t)i;
     /* count[e] is now the end of expert e's run (the start of e + 1's) */
-    for (int64_t e = 0, a = 0; e < E; e++) {
-        const int64_t b = s->count[e], m = b - a;
-        if (m == 0) continue;
-        for (int64_t r = 0; r < m; r++) memcpy(s->xg + r * H, h + (s->order[a + r] / K) * H, (size_t)H * sizeof(float));
-        /* expert outputs land in xg's rows' slots of yk: run into ys first, then scatter */
-        gated_mlp(be, hp, &L->gate[e], &L->up[e], &L->down[e], s->xg, m, s->ys, s, mm_scratch, pool);
-        for (int64_t r = 0; r < m; r++) memcpy(s->yk + (int64_t)s->order[a + r] * H, s->ys + r * H, (size_t)H * sizeof(float));
-        a = b;
+    int64_t n_active = 0, most = 0;
+    for (int64_t e = 0, a = 0; e < E; a = s->count[e], e++)
+        if (s->count[e] > a) {
+            s->active[n_active++] = (int32_t)e;
+            most = s->count[e] - a > most ? s->count[e] - a : most;
+        }
+    const int nth = pool ? mxl_threadpool_size(pool) : 1;
+    if (s->n_lanes >= nth && nth > 1 && n_active >= nth && most <= MXL_MOE_LANE_ROWS) {
+        /* whole experts to lanes, least loaded first (an expert's cost: reading its matrices,
+         * plus a little per row) */
+        int64_t load[MXL_MOE_MAX_LANES] = {0};
+        for (int64_t i = 0; i < n_active; i++) {
+            int best = 0;
+            for (int k = 1; k < nth; k++) best = load[k] < load[best] ? k : best;
+            const int32_t e = s->active[i];
+            load[best] += 8 + s->count[e] - (e == 0 ? 0 : s->count[e - 1]);
+            s->owner[i] = best;
+        }
+        par_ctx p = {be, hp, L, h, s, n_active};
+        mxl_threadpool_run(pool, nth, par_task, &p);
+        return;
+    }
+    for (int64_t i = 0; i < n_active; i++) {
+        const int32_t e = s->active[i];
+        const int64_t a = e == 0 ? 0 : s->count[e - 1];
+        run_expert(be, hp, L, h, s, e, a, s->count[e] - a, s->xg, s->g, s->u, s->ys, mm_scratch, pool);
     }
 }
 
@@ -192,7 +266,7 @@ void mxl_moe_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const
         }
     }
     if (L->sh_down.rows <= 0) return;
-    gated_mlp(be, hp, &L->sh_gate, &L->sh_up, &L->sh_down, h, n, s->ys, s, mm_scratch, pool);
+    gated_mlp(be, hp, &L->sh_gate, &L->sh_up, &L->sh_down, h, n, s->ys, s->g, s->u, mm_scratch, pool);
     if (L->sh_router.rows > 0) ref->ops->matmul(ref, &L->sh_router, NULL, h, n, s->sg, mm_scratch, pool);
     for (int64_t t = 0; t < n; t++) {
         const float g = L->sh_router.rows > 0 ? 1.0f / (1.0f + expf(-s->sg[t])) : 1.0f;

@@ -18,7 +18,8 @@
  * One row (a decode step): the chosen experts' gate and up projections run in one matmul_multi
  * (their input is the same row). Batched: the rows (decode steps of several sequences, prefill
  * chunks) are grouped by expert, so each selected expert's matrices are read once per pass, on
- * the rows that chose it; each row's
+ * the rows that chose it (in a decode batch the threads take whole experts: the lanes below; in
+ * a prefill chunk each expert's matmuls split their rows over the pool); each row's
  * result does not depend on the other rows (the backend's matmuls are batch-invariant, each row's
  * k outputs are summed in its own top-k order), so a batch gives each row the bits it gets alone.
  * Experts are never dequantized whole: they run in their stored format, either packed into the
@@ -34,6 +35,18 @@
 #include "backends/backend.h"
 #include "models/decoder.h"
 
+/* Lanes of the expert-parallel path: when a batch's chosen experts each take at most
+ * MXL_MOE_LANE_ROWS rows (decode steps of several sequences), the pool's threads take whole
+ * experts, each thread on its own lane with single-threaded matmuls (the same bits: every output
+ * is computed by one thread whatever the split), one dispatch per layer instead of one per expert. */
+#define MXL_MOE_LANE_ROWS 16
+#define MXL_MOE_MAX_LANES 64
+
+typedef struct mxl_moe_lane {
+    float *xg, *g, *u, *ys; /* [MXL_MOE_LANE_ROWS, hidden or width] */
+    void *mm;               /* the matmuls' scratch for MXL_MOE_LANE_ROWS rows */
+} mxl_moe_lane;
+
 /* The block's working memory for up to max_rows rows (sizes from mxl_moe_scratch_floats). */
 typedef struct mxl_moe_scratch {
     float *logits;  /* [max_rows, n_experts] */
@@ -47,12 +60,18 @@ typedef struct mxl_moe_scratch {
     float *ys;      /* [max_rows, hidden] the shared expert's output */
     float *sg;      /* [max_rows] the shared expert's gate logit */
     float *choice;  /* [n_experts] the sigmoid router's selection scores of one row */
+    int32_t *active, *owner; /* [n_experts] the expert-parallel path's experts and their lanes */
+    int n_lanes;    /* 0: no expert-parallel path (one thread) */
+    mxl_moe_lane lanes[MXL_MOE_MAX_LANES];
 } mxl_moe_scratch;
 
-/* Floats of scratch a block of up to max_rows rows needs (for mxl_moe_scratch_carve). */
-uint64_t mxl_moe_scratch_floats(const mxl_decoder_hparams *hp, int64_t max_rows);
-/* Points s's buffers into mem (mxl_moe_scratch_floats(hp, max_rows) floats, 64-byte aligned). */
-void mxl_moe_scratch_carve(const mxl_decoder_hparams *hp, int64_t max_rows, float *mem, mxl_moe_scratch *s);
+/* Floats of scratch a block of up to max_rows rows needs with n_lanes lanes (the pool's thread
+ * count, 0 or 1 for none; at most MXL_MOE_MAX_LANES) whose matmuls need lane_mm_bytes of scratch
+ * each for MXL_MOE_LANE_ROWS rows (for mxl_moe_scratch_carve). */
+uint64_t mxl_moe_scratch_floats(const mxl_decoder_hparams *hp, int64_t max_rows, int n_lanes, size_t lane_mm_bytes);
+/* Points s's buffers into mem (that many floats, 64-byte aligned). */
+void mxl_moe_scratch_carve(const mxl_decoder_hparams *hp, int64_t max_rows, int n_lanes, size_t lane_mm_bytes, float *mem,
+                           mxl_moe_scratch *s);
 
 /* y [n, hidden] = the MoE block of layer L on h [n, hidden]. be runs the experts' matmuls (the
  * state's path), with mm_scratch (the decoder's largest matmul scratch) and pool. */
