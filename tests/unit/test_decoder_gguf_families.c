@@ -501,7 +501,9 @@ TEST(convert_gguf_families_match_transformers) {
         snprintf(out, sizeof out, "%s/%s", tmp, name);
         mxl_convert_opts co = {MXL_DTYPE_F32, 0, 0};
         mxl_status st = mxl_convert(gguf_path(name), out, &co, &err);
-        bool scaled = json_object_get(c, "tokens") != NULL; /* the RoPE-scaling cases */
+        /* the RoPE-scaling cases (the other long-token case, a mixture of experts, is among the
+         * architectures not converted yet) */
+        bool scaled = json_object_get(c, "tokens") != NULL && !not_converted(family);
         if (scaled) {
             fprintf(stderr, "  %-16s convert: %s\n", name, st ? err.msg : "(converted)");
             CHECK(st == MXL_ERR_UNSUPPORTED);
@@ -560,7 +562,7 @@ TEST(convert_gguf_families_match_transformers) {
     }
     CHECK(converted >= 11);
     CHECK_EQ_INT(refused, 3);
-    CHECK_EQ_INT(unconverted, 20);
+    CHECK_EQ_INT(unconverted, 21);
     rmdir(tmp);
     mxl_threadpool_destroy(pool);
     json_decref(fx);
