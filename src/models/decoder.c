@@ -263,16 +263,10 @@ static mxl_status bind_fused_per_head(const binder *b, int64_t layer, const char
     return st;
 }
 
-/* True when the checkpoint holds "<layers><layer>.<module>.weight". */
-static bool has_module(const binder *b, int64_t layer, const char *module) {
+/* True when the checkpoint holds "<layers><layer>.<module><suffix>" (module NULL: false). */
+static bool has_tensor(const binder *b, int64_t layer, const char *module, const char *suffix) {
     char name[400];
-    return module && module_name(b, layer, module, ".weight", name, sizeof name) == MXL_OK && find_tensor(b, name);
-}
-
-/* True when the checkpoint holds "<layers><layer>.<name>" (name NULL: false). */
-static bool has_module_exact(const binder *b, int64_t layer, const char *name) {
-    char full[400];
-    return name && module_name(b, layer, name, "", full, sizeof full) == MXL_OK && find_tensor(b, full);
+    return module && module_name(b, layer, module, suffix, name, sizeof name) == MXL_OK && find_tensor(b, name);
 }
 
 /* Expert e's rows [r0, r0 + n) of a stacked matrix as its own weight. */
@@ -304,12 +298,12 @@ static mxl_status bind_moe(const binder *b, int64_t i, mxl_decoder_layer *L) {
     if ((st = bind_matrix(b, i, nm->moe_router, E, H, &m->router))) return st;
     /* the sigmoid router's bias is part of it; a softmax router's (ERNIE) is absent from mlx-lm's
      * conversions, which choose by probability alone: so do we there */
-    if (hp->moe_router == MXL_MOE_SIGMOID || (hp->moe_select_bias && has_module_exact(b, i, nm->moe_router_bias))) {
+    if (hp->moe_router == MXL_MOE_SIGMOID || (hp->moe_select_bias && has_tensor(b, i, nm->moe_router_bias, ""))) {
         if (!nm->moe_router_bias) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no router correction bias", b->ck->path);
         if ((st = bind_vector(b, i, nm->moe_router_bias, "", E, &m->router_bias))) return st;
     }
     char mod[3][256];
-    if (nm->experts && nm->expert_gate && (snprintf(mod[0], sizeof mod[0], "%s0.%s", nm->experts, nm->expert_gate), has_module(b, i, mod[0]))) {
+    if (nm->experts && nm->expert_gate && (snprintf(mod[0], sizeof mod[0], "%s0.%s", nm->experts, nm->expert_gate), has_tensor(b, i, mod[0], ".weight"))) {
         const char *part[3] = {nm->expert_gate, nm->expert_up, nm->expert_down};
         for (int64_t e = 0; e < E; e++) {
             for (int p = 0; p < 3; p++) snprintf(mod[p], sizeof mod[p], "%s%lld.%s", nm->experts, (long long)e, part[p]);
@@ -319,7 +313,7 @@ static mxl_status bind_moe(const binder *b, int64_t i, mxl_decoder_layer *L) {
         }
     } else {
         mxl_weight g, u, d;
-        bool fused = nm->exps_gate_up && has_module(b, i, nm->exps_gate_up);
+        bool fused = nm->exps_gate_up && has_tensor(b, i, nm->exps_gate_up, ".weight");
         if (!fused && (!nm->exps_gate || !nm->exps_up || !nm->exps_down))
             return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no stacked expert tensors", b->ck->path);
         if (fused ? (st = bind_matrix_stacked(b, i, nm->exps_gate_up, E, E * 2 * F, H, &g))
@@ -480,6 +474,8 @@ static mxl_status common_hparams(const mxl_checkpoint *ck, mxl_family_ctx *fc) {
     hp->embed_scale = 1.0f;
     hp->residual_scale = 1.0f;
     hp->logit_scale = 1.0f;
+    hp->moe_routed_scale = 1.0f; /* (a mixture of experts: the softmax router, one expert group) */
+    hp->moe_n_group = hp->moe_topk_group = 1;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->act = MXL_ACT_SILU;
     mxl_status st;

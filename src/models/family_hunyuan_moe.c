@@ -48,10 +48,7 @@ static mxl_status hunyuan_moe_setup(mxl_family_ctx *c) {
     if ((st = mxl_family_rope(c))) return st;
     if ((st = uniform_int(c, "num_experts", &hp->n_experts)) || (st = uniform_int(c, "moe_topk", &hp->n_experts_used))) return st;
     hp->moe_ffn = hp->shared_ffn = hp->ffn;
-    hp->moe_router = MXL_MOE_SOFTMAX;
-    hp->moe_norm_topk = true;
-    hp->moe_routed_scale = 1.0f;
-    hp->moe_n_group = hp->moe_topk_group = 1;
+    hp->moe_norm_topk = true; /* the softmax router (the default) */
     return MXL_OK;
 }
 

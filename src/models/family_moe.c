@@ -55,12 +55,16 @@ mxl_status mxl_family_moe(mxl_family_ctx *c, const char *ffn_key, const char *sh
         hp->moe_ffn = hp->ffn;
     }
     if (shared_key && (st = mxl_family_int(c, shared_key, 0, &hp->shared_ffn))) return st;
-    hp->moe_router = MXL_MOE_SOFTMAX;
-    hp->moe_routed_scale = 1.0f;
-    hp->moe_n_group = hp->moe_topk_group = 1;
     hp->moe_norm_topk = norm_default;
     if ((st = mxl_family_bool(c, "norm_topk_prob", norm_default, &hp->moe_norm_topk))) return st;
     return qwen_layers ? qwen_sparse_layers(c) : MXL_OK;
+}
+
+/* blk.<i>.<module>.weight of the GGUF, or NULL */
+static const mxl_gguf_tensor_info *layer_tensor(mxl_family_ctx *c, int64_t i, const char *module) {
+    char name[96];
+    snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)i, module);
+    return mxl_gguf_find_tensor(c->ck->gguf, name);
 }
 
 mxl_status mxl_family_gguf_moe(mxl_family_ctx *c, bool norm) {
@@ -79,40 +83,23 @@ mxl_status mxl_family_gguf_moe(mxl_family_ctx *c, bool norm) {
         return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' (or the shared expert's, or the dense block count) is out of range",
                              c->ck->path, mxl_family_gguf_key(c, "expert_feed_forward_length", key, sizeof key));
     hp->moe_ffn = (int64_t)ffn;
-    hp->shared_ffn = (int64_t)sh;
-    hp->moe_router = MXL_MOE_SOFTMAX;
-    hp->moe_routed_scale = 1.0f;
-    hp->moe_n_group = hp->moe_topk_group = 1;
     hp->moe_norm_topk = norm;
-    /* sparse layers: those holding a router (llama.cpp creates ffn_gate_inp on exactly those) */
+    /* sparse layers: those holding a router (llama.cpp creates ffn_gate_inp on exactly those);
+     * the shared experts' width as their tensors have it (the converters write its key
+     * differently: qwen2moe the whole width, ernie4_5-moe one expert's, dots1 none), and their
+     * sigmoid gate where ffn_gate_inp_shexp is there */
     uint8_t *f = mxl_family_layer_flags(c);
     if (!f) return MXL_ERR_NOMEM;
+    hp->shared_ffn = 0;
     for (int64_t i = 0; i < hp->n_layers; i++) {
-        char name[96];
-        snprintf(name, sizeof name, "blk.%lld.ffn_gate_inp.weight", (long long)i);
-        f[i] = i >= (int64_t)lead && mxl_gguf_find_tensor(c->ck->gguf, name) != NULL;
+        f[i] = i >= (int64_t)lead && layer_tensor(c, i, "ffn_gate_inp");
+        const mxl_gguf_tensor_info *sh_gate = layer_tensor(c, i, "ffn_gate_shexp");
+        if (sh_gate && sh_gate->tensor.ndim == 2 && hp->shared_ffn == 0) hp->shared_ffn = sh_gate->tensor.shape[0];
+        hp->shared_expert_gate |= layer_tensor(c, i, "ffn_gate_inp_shexp") != NULL;
     }
     hp->layer_is_moe = f;
-    /* the shared experts' width as their tensors have it: the converters write it differently
-     * (qwen2moe: expert_shared_feed_forward_length is the whole width; ernie4_5-moe: one expert's,
-     * times expert_shared_count; dots1: only the count) */
-    {
-        int64_t from_key = hp->shared_ffn;
-        hp->shared_ffn = 0;
-        for (int64_t i = 0; i < hp->n_layers && hp->shared_ffn == 0; i++) {
-            char name[96];
-            snprintf(name, sizeof name, "blk.%lld.ffn_gate_shexp.weight", (long long)i);
-            const mxl_gguf_tensor_info *ti = mxl_gguf_find_tensor(c->ck->gguf, name);
-            if (ti && ti->tensor.ndim == 2) hp->shared_ffn = ti->tensor.shape[0];
-        }
-        if (hp->shared_ffn == 0 && from_key > 0)
-            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: the metadata declares shared experts but no layer has ffn_gate_shexp", c->ck->path);
-    }
-    char name[96];
-    for (int64_t i = 0; i < hp->n_layers && !hp->shared_expert_gate; i++) {
-        snprintf(name, sizeof name, "blk.%lld.ffn_gate_inp_shexp.weight", (long long)i);
-        hp->shared_expert_gate = mxl_gguf_find_tensor(c->ck->gguf, name) != NULL;
-    }
+    if (hp->shared_ffn == 0 && sh > 0)
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: the metadata declares shared experts but no layer has ffn_gate_shexp", c->ck->path);
     return MXL_OK;
 }
 

@@ -83,57 +83,56 @@ void mxl_moe_topk(const float *p, int64_t n, int64_t k, int32_t *idx) {
     }
 }
 
-/* SIGMOID's choice for one row: p [E] the scores; c [E] scratch. Scores plus the correction
- * bias, groups other than the topk_group best (a group's score: the sum of its two best) masked
- * out, then the top k; idx [k]. */
-static void choose_sigmoid(const mxl_decoder_hparams *hp, const float *bias, const float *p, float *c, int32_t *idx) {
-    const int64_t E = hp->n_experts, G = hp->moe_n_group, per = E / G;
-    for (int64_t e = 0; e < E; e++) c[e] = p[e] + (bias ? bias[e] : 0.0f);
-    if (G > 1 && hp->moe_topk_group < G) {
-        float gs[256];
-        int32_t top2[2], keep[256];
-        for (int64_t g = 0; g < G && g < 256; g++) {
-            mxl_moe_topk(c + g * per, per, 2, top2);
-            gs[g] = c[g * per + top2[0]] + c[g * per + top2[1]];
-        }
-        mxl_moe_topk(gs, G, hp->moe_topk_group, keep);
-        uint8_t kept[256] = {0};
-        for (int64_t j = 0; j < hp->moe_topk_group; j++) kept[keep[j]] = 1;
-        for (int64_t g = 0; g < G; g++)
-            if (!kept[g])
-                for (int64_t e = 0; e < per; e++) c[g * per + e] = -INFINITY;
+/* The group-limited choice (SIGMOID with moe_n_group > 1): c [E] the selection scores, in place;
+ * groups other than the moe_topk_group best (a group's score: the sum of its two best) masked
+ * out. */
+static void mask_groups(const mxl_decoder_hparams *hp, float *c) {
+    const int64_t G = hp->moe_n_group, per = hp->n_experts / G;
+    if (G <= 1 || hp->moe_topk_group >= G) return;
+    float gs[256];
+    int32_t top2[2], keep[256];
+    uint8_t kept[256] = {0};
+    for (int64_t g = 0; g < G; g++) {
+        mxl_moe_topk(c + g * per, per, 2, top2);
+        gs[g] = c[g * per + top2[0]] + c[g * per + top2[1]];
     }
-    mxl_moe_topk(c, E, hp->n_experts_used, idx);
+    mxl_moe_topk(gs, G, hp->moe_topk_group, keep);
+    for (int64_t j = 0; j < hp->moe_topk_group; j++) kept[keep[j]] = 1;
+    for (int64_t g = 0; g < G; g++)
+        if (!kept[g])
+            for (int64_t e = 0; e < per; e++) c[g * per + e] = -INFINITY;
 }
 
-/* Each row's experts and weights from the router logits (in place: logits become the scores). */
+/* Each row's experts and weights from the router logits (in place: logits become the scores p;
+ * experts are chosen by p, or by p + the correction bias within the kept groups). */
 static void route(const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const mxl_moe_scratch *s, int64_t n) {
     const int64_t E = hp->n_experts, K = hp->n_experts_used;
+    const bool sigmoid = hp->moe_router == MXL_MOE_SIGMOID;
     for (int64_t t = 0; t < n; t++) {
         float *p = s->logits + t * E;
         int32_t *idx = s->idx + t * K;
         float *w = s->weights + t * K;
-        if (hp->moe_router == MXL_MOE_SIGMOID) {
+        if (sigmoid) {
             for (int64_t e = 0; e < E; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
-            choose_sigmoid(hp, L->router_bias, p, s->choice, idx);
         } else {
             float mx = -INFINITY, sum = 0;
             for (int64_t e = 0; e < E; e++) mx = p[e] > mx ? p[e] : mx;
             for (int64_t e = 0; e < E; e++) sum += (p[e] = expf(p[e] - mx));
             for (int64_t e = 0; e < E; e++) p[e] /= sum;
-            if (L->router_bias) { /* chosen by p + bias, weighed by p (ERNIE 4.5 MoE) */
-                for (int64_t e = 0; e < E; e++) s->choice[e] = p[e] + L->router_bias[e];
-                mxl_moe_topk(s->choice, E, K, idx);
-            } else {
-                mxl_moe_topk(p, E, K, idx);
-            }
+        }
+        if (L->router_bias || sigmoid) {
+            for (int64_t e = 0; e < E; e++) s->choice[e] = p[e] + (L->router_bias ? L->router_bias[e] : 0.0f);
+            if (sigmoid) mask_groups(hp, s->choice);
+            mxl_moe_topk(s->choice, E, K, idx);
+        } else {
+            mxl_moe_topk(p, E, K, idx);
         }
         float tot = 0;
         for (int64_t j = 0; j < K; j++) tot += (w[j] = p[idx[j]]);
         /* (transformers adds 1e-20 to the sigmoid router's denominator) */
         if (hp->moe_norm_min > 0 && tot < hp->moe_norm_min) tot = hp->moe_norm_min;
         if (hp->moe_norm_topk && tot > 0)
-            for (int64_t j = 0; j < K; j++) w[j] /= hp->moe_router == MXL_MOE_SIGMOID ? tot + 1e-20f : tot;
+            for (int64_t j = 0; j < K; j++) w[j] /= sigmoid ? tot + 1e-20f : tot;
         if (hp->moe_routed_scale != 1.0f)
             for (int64_t j = 0; j < K; j++) w[j] *= hp->moe_routed_scale;
     }
