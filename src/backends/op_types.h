@@ -77,6 +77,9 @@ typedef struct mxl_attn_params {
     const float *sinks;  /* [n_heads] sink logits, or NULL */
     int64_t window;      /* sliding window in positions, 0 = none */
     int causal;          /* 0 = attend to the whole cache (encoders) */
+    int head_dim_v;      /* width of a V head and of an output head (0: head_dim); V rows hold
+                          * n_kv_heads heads of it. Multi-head latent attention reads its V as
+                          * the last head_dim_v elements of each K row (models/mla.h) */
 } mxl_attn_params;
 
 typedef struct mxl_kv_view {

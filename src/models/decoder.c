@@ -30,6 +30,7 @@
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 #include "models/kv_pool.h"
+#include "models/mla.h"
 #include "models/moe.h"
 #include "models/weights.h"
 
@@ -346,6 +347,72 @@ static mxl_status bind_moe(const binder *b, int64_t i, mxl_decoder_layer *L) {
     return MXL_OK;
 }
 
+/* Layer i's latent attention (models/mla.h; decoder_family.h: the MLA names): the query
+ * projection(s) into L->wq, the latent projection, the per-head absorbed key and value maps
+ * (GGUF's split k_b / v_b as views; otherwise kv_b's value rows as views and its key rows
+ * transposed into owned f32 copies, since a head's query is multiplied by their transpose) and
+ * the output projection. */
+static mxl_status bind_mla(const binder *b, int64_t i, mxl_decoder_layer *L) {
+    const mxl_decoder_hparams *hp = &b->d->hp;
+    const mxl_decoder_names *nm = b->nm;
+    const int64_t H = hp->hidden, NH = hp->n_heads, R = hp->mla_kv_rank, dn = hp->mla_nope_dim, dr = hp->mla_rope_dim,
+                  dv = hp->mla_v_dim, Q = hp->mla_q_rank;
+    mxl_status st;
+    mxl_mla_layer *m = mxl_arena_alloc(&b->d->arena, sizeof *m, 64);
+    mxl_weight *ws = mxl_arena_alloc(&b->d->arena, (size_t)(2 * NH) * sizeof *ws, 64);
+    if (!m || !ws) return mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory");
+    memset(m, 0, sizeof *m);
+    memset(ws, 0, (size_t)(2 * NH) * sizeof *ws);
+    m->uk = ws;
+    m->uv = ws + NH;
+    if (!nm->kv_a || !nm->kv_a_norm || !nm->o || (Q > 0 ? !nm->q_a || !nm->q_a_norm || !nm->q_b : !nm->q))
+        return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no latent attention tensors", b->ck->path);
+    if (Q > 0) {
+        if ((st = bind_proj(b, i, nm->q_a, Q, H, hp->qkv_bias, &m->q_a, &m->b_q_a)) ||
+            (st = bind_vector(b, i, nm->q_a_norm, ".weight", Q, &m->q_a_norm)) ||
+            (st = bind_matrix(b, i, nm->q_b, NH * (dn + dr), Q, &L->wq)))
+            return st;
+    } else if ((st = bind_matrix(b, i, nm->q, NH * (dn + dr), H, &L->wq))) {
+        return st;
+    }
+    if ((st = bind_proj(b, i, nm->kv_a, R + dr, H, hp->qkv_bias, &m->kv_a, &m->b_kv_a)) ||
+        (st = bind_vector(b, i, nm->kv_a_norm, ".weight", R, &m->kv_a_norm)) ||
+        (st = bind_proj(b, i, nm->o, H, NH * dv, hp->o_bias, &L->wo, &L->bo)))
+        return st;
+    if (has_tensor(b, i, nm->k_b, ".weight") && has_tensor(b, i, nm->v_b, ".weight")) {
+        mxl_weight kb, vb;
+        if ((st = bind_matrix_stacked(b, i, nm->k_b, NH, NH * R, dn, &kb)) ||
+            (st = bind_matrix_stacked(b, i, nm->v_b, NH, NH * dv, R, &vb)))
+            return st;
+        for (int64_t h = 0; h < NH; h++)
+            if ((st = expert_rows(b, i, nm->k_b, &kb, h * R, R, &m->uk[h])) || (st = expert_rows(b, i, nm->v_b, &vb, h * dv, dv, &m->uv[h])))
+                return st;
+    } else {
+        mxl_weight kvb;
+        if (!nm->kv_b) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no kv_b projection", b->ck->path);
+        if ((st = bind_matrix(b, i, nm->kv_b, NH * (dn + dv), R, &kvb))) return st;
+        float *kt = mxl_arena_alloc(&b->d->arena, (size_t)(NH * R * dn) * sizeof(float), 64);
+        float *row = mxl_malloc((size_t)R * sizeof(float));
+        if (!kt || !row) {
+            mxl_free(row);
+            return mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory");
+        }
+        /* uk[h] [R, dn]: uk[h][r][j] = kv_b[h * (dn + dv) + j][r] */
+        for (int64_t h = 0; h < NH; h++) {
+            for (int64_t j = 0; j < dn; j++) {
+                mxl_weight_dequant_row(&kvb, h * (dn + dv) + j, row);
+                for (int64_t r = 0; r < R; r++) kt[(h * R + r) * dn + j] = row[r];
+            }
+            m->uk[h] = (mxl_weight){.kind = MXL_W_DENSE, .dtype = MXL_DTYPE_F32, .rows = R, .cols = dn, .data = kt + h * R * dn};
+            if ((st = expert_rows(b, i, nm->kv_b, &kvb, h * (dn + dv) + dn, dv, &m->uv[h]))) break;
+        }
+        mxl_free(row);
+        if (st) return st;
+    }
+    L->mla = m;
+    return MXL_OK;
+}
+
 static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
     const mxl_decoder_hparams *hp = &b->d->hp;
     const mxl_decoder_names *nm = b->nm;
@@ -353,7 +420,9 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
     mxl_status st;
     memset(L, 0, sizeof *L);
     if (hp->pre_norms && (st = bind_norm(b, i, nm->attn_norm, H, &L->attn_norm))) return st;
-    if (nm->qkv) {
+    if (hp->mla_kv_rank > 0) {
+        if ((st = bind_mla(b, i, L))) return st;
+    } else if (nm->qkv) {
         const int64_t sizes[3] = {qd, kvd, kvd};
         mxl_weight *const ws[3] = {&L->wq, &L->wk, &L->wv};
         const float **const bs[3] = {&L->bq, &L->bk, &L->bv};
@@ -365,7 +434,7 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
                (st = bind_proj(b, i, nm->v, kvd, H, hp->qkv_bias, &L->wv, &L->bv))) {
         return st;
     }
-    if ((st = bind_proj(b, i, nm->o, H, qd, hp->o_bias, &L->wo, &L->bo))) return st;
+    if (!L->mla && (st = bind_proj(b, i, nm->o, H, qd, hp->o_bias, &L->wo, &L->bo))) return st;
     if (hp->qk_norm_kind != MXL_QK_NORM_NONE && hp->norm_no_weight) { /* weightless RMSNorms (nanochat) */
         bool full = hp->qk_norm_kind == MXL_QK_NORM_FULL;
         if (!(L->q_norm = ones_plus(b, NULL, full ? qd : hp->head_dim)) || !(L->k_norm = ones_plus(b, NULL, full ? kvd : hp->head_dim)))
@@ -476,6 +545,7 @@ static mxl_status common_hparams(const mxl_checkpoint *ck, mxl_family_ctx *fc) {
     hp->logit_scale = 1.0f;
     hp->moe_routed_scale = 1.0f; /* (a mixture of experts: the softmax router, one expert group) */
     hp->moe_n_group = hp->moe_topk_group = 1;
+    hp->moe_group_top = 2;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->act = MXL_ACT_SILU;
     mxl_status st;
@@ -524,6 +594,12 @@ static mxl_status each_matrix(const mxl_checkpoint *ck, mxl_decoder *d, mxl_erro
             if ((st = fn(ck, d, ws[j], err))) return st;
         /* the shared expert runs on every row like a dense MLP; routed experts only with
          * `experts` (expert_streaming decides) */
+        if (L->mla) {
+            const mxl_mla_layer *M = L->mla;
+            if ((st = fn(ck, d, &L->mla->q_a, err)) || (st = fn(ck, d, &L->mla->kv_a, err))) return st;
+            for (int64_t h = 0; h < d->hp.n_heads; h++)
+                if ((st = fn(ck, d, &M->uk[h], err)) || (st = fn(ck, d, &M->uv[h], err))) return st;
+        }
         if (L->moe && ((st = fn(ck, d, &L->moe->sh_gate, err)) || (st = fn(ck, d, &L->moe->sh_up, err)) ||
                        (st = fn(ck, d, &L->moe->sh_down, err))))
             return st;
@@ -609,14 +685,26 @@ static mxl_status check_hparams(const mxl_checkpoint *ck, const mxl_decoder_hpar
                                  (long long)hp->shared_ffn);
         if (hp->mlp != MXL_MLP_GATED || hp->xielu)
             return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: experts are gated MLPs in this build", ck->path);
-        if (hp->moe_router == MXL_MOE_SIGMOID &&
-            (hp->moe_n_group < 1 || hp->moe_n_group > 256 || hp->n_experts % hp->moe_n_group != 0 || hp->moe_topk_group < 1 || hp->moe_topk_group > hp->moe_n_group ||
-             hp->n_experts_used > hp->moe_topk_group * (hp->n_experts / hp->moe_n_group) || (hp->moe_n_group > 1 && hp->n_experts / hp->moe_n_group < 2)))
+        if ((hp->moe_router == MXL_MOE_SIGMOID || hp->moe_n_group != 1) &&
+            (hp->moe_group_top < 1 || hp->moe_group_top > 2 || hp->moe_n_group < 1 || hp->moe_n_group > 256 || hp->n_experts % hp->moe_n_group != 0 || hp->moe_topk_group < 1 || hp->moe_topk_group > hp->moe_n_group ||
+             hp->n_experts_used > hp->moe_topk_group * (hp->n_experts / hp->moe_n_group) ||
+             (hp->moe_n_group > 1 && hp->n_experts / hp->moe_n_group < hp->moe_group_top)))
             return mxl_error_set(err, MXL_ERR_FORMAT, "%s: n_group %lld / topk_group %lld do not divide %lld experts into groups that hold the top %lld",
                                  ck->path, (long long)hp->moe_n_group, (long long)hp->moe_topk_group, (long long)hp->n_experts,
                                  (long long)hp->n_experts_used);
         if (!isfinite(hp->moe_routed_scale) || hp->moe_routed_scale == 0)
             return mxl_error_set(err, MXL_ERR_FORMAT, "%s: routed_scaling_factor must be a finite non-zero number", ck->path);
+    }
+    if (hp->mla_kv_rank > 0) {
+        const int64_t lim = INT64_C(1) << 16;
+        if (hp->mla_kv_rank > lim || hp->mla_q_rank < 0 || hp->mla_q_rank > lim || hp->mla_nope_dim <= 0 || hp->mla_nope_dim > lim ||
+            hp->mla_rope_dim < 2 || hp->mla_rope_dim % 2 || hp->mla_rope_dim > lim || hp->mla_v_dim <= 0 || hp->mla_v_dim > lim)
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s: latent attention ranks out of range (kv_lora_rank %lld, q_lora_rank %lld, qk_nope_head_dim %lld, qk_rope_head_dim %lld (even), v_head_dim %lld)",
+                                 ck->path, (long long)hp->mla_kv_rank, (long long)hp->mla_q_rank, (long long)hp->mla_nope_dim,
+                                 (long long)hp->mla_rope_dim, (long long)hp->mla_v_dim);
+        if (hp->head_dim != hp->mla_rope_dim + hp->mla_kv_rank || hp->n_kv_heads != 1 || hp->qk_norm_kind != MXL_QK_NORM_NONE ||
+            hp->clip_qkv > 0 || hp->rope.rotary_dim != hp->mla_rope_dim)
+            return mxl_error_set(err, MXL_ERR_INTERNAL, "%s: inconsistent latent attention set-up", ck->path);
     }
     return MXL_OK;
 }
@@ -715,6 +803,8 @@ struct mxl_decoder_state {
     void *mm_scratch;
     float *moe_mem;      /* the MoE block's scratch (models/moe.h), carved into moe */
     mxl_moe_scratch moe;
+    float *mla_mem;      /* latent attention's scratch (models/mla.h), carved into mla */
+    mxl_mla_scratch mla;
     void *block; /* one allocation holding the buffers above */
     bool reference; /* MXL_DECODER_REFERENCE=1 */
     const mxl_backend *be;   /* the backend the forward pass runs on: d_be, or the f32 reference path */
@@ -732,6 +822,14 @@ static size_t max_scratch(const mxl_decoder *d, int64_t n_tok) {
             if (ws[j]->rows <= 0) continue; /* unbound (plain MLP has no gate) */
             size_t b = d->be->ops->matmul_scratch_bytes(d->be, ws[j], n_tok);
             if (b > m) m = b;
+        }
+        for (int64_t h = 0; L->mla && h < d->hp.n_heads + 1; h++) {
+            /* latent attention: q_a and kv_a, then each head's absorbed maps */
+            const mxl_weight *mw[2] = {h == 0 ? &L->mla->q_a : &L->mla->uk[h - 1], h == 0 ? &L->mla->kv_a : &L->mla->uv[h - 1]};
+            for (int j = 0; j < 2; j++) {
+                size_t b = mw[j]->rows > 0 ? d->be->ops->matmul_scratch_bytes(d->be, mw[j], n_tok) : 0;
+                if (b > m) m = b;
+            }
         }
         const mxl_moe_layer *M = L->moe;
         if (!M) continue;
@@ -764,14 +862,26 @@ static mxl_dtype kv_dtype(mxl_decoder_kv_type t, bool reference) {
 
 static uint64_t kv_elem_bytes(mxl_dtype t) { return t == MXL_DTYPE_F32 ? 4 : t == MXL_DTYPE_F16 ? 2 : 1; }
 
-static int64_t kv_group_of(const mxl_decoder_hparams *hp) { return hp->head_dim % 32 == 0 ? 32 : hp->head_dim; }
+/* The int8 scale group: 32 where it divides the head (and, with latent attention, where V - the
+ * last mla_kv_rank of each row - starts on a group), else the whole head; latent rows whose V
+ * part does not start on a group of 32 take the largest power of two that does. */
+static int64_t kv_group_of(const mxl_decoder_hparams *hp) {
+    if (hp->mla_kv_rank > 0) {
+        int64_t g = 32;
+        while (g > 1 && (hp->mla_rope_dim % g != 0 || hp->mla_kv_rank % g != 0)) g /= 2;
+        return g;
+    }
+    return hp->head_dim % 32 == 0 ? 32 : hp->head_dim;
+}
 
 mxl_status mxl_decoder_kv_pool_cfg(const mxl_decoder *d, const mxl_decoder_kv_opts *opts, bool reference, int64_t n_blocks,
                                    mxl_kv_pool_cfg *out, mxl_error *err) {
     mxl_decoder_kv_opts o = opts ? *opts : (mxl_decoder_kv_opts){MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO};
     if ((unsigned)o.k > MXL_DECODER_KV_I8 || (unsigned)o.v > MXL_DECODER_KV_I8) return mxl_error_set(err, MXL_ERR_ARG, "unknown KV cache type");
+    /* latent attention keeps one row per position, read as K and V (V: K's type) */
+    const bool latent = d->hp.mla_kv_rank > 0;
     *out = (mxl_kv_pool_cfg){d->hp.n_layers, d->hp.n_kv_heads * d->hp.head_dim, kv_group_of(&d->hp), kv_dtype(o.k, reference),
-                             kv_dtype(o.v, reference), n_blocks, d->be};
+                             kv_dtype(latent ? o.k : o.v, reference), n_blocks, d->be, latent};
     return MXL_OK;
 }
 
@@ -889,7 +999,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
         return mxl_error_set(err, MXL_ERR_NOMEM, "a KV cache of %lld positions is too large for this model", (long long)max_ctx);
     if (kvp) {
         const mxl_kv_pool_cfg *c = mxl_kv_pool_config(kvp);
-        if (c->n_layers != hp->n_layers || c->kv_dim != (int64_t)kvd ||
+        if (c->n_layers != hp->n_layers || c->kv_dim != (int64_t)kvd || c->v_in_k != (hp->mla_kv_rank > 0) ||
             ((c->k_type == MXL_DTYPE_I8 || c->v_type == MXL_DTYPE_I8) && c->group != kv_group_of(hp)))
             return mxl_error_set(err, MXL_ERR_ARG, "the KV pool was made for another model shape (%lld layers, KV width %lld)",
                                  (long long)c->n_layers, (long long)c->kv_dim);
@@ -918,11 +1028,12 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
         (uint64_t)(max_scratch(d, max_batch) + 3) / 4,
         (uint64_t)s->max_blocks,
         hp->n_experts > 0 ? mxl_moe_scratch_floats(hp, max_batch, s->n_threads, lane_mm) : 0,
+        hp->mla_kv_rank > 0 ? mxl_mla_scratch_floats(hp, max_batch) : 0,
     };
     float **ptrs[] = {&s->x, &s->xn, &s->q, &s->k, &s->v, &s->att, &s->o,
                       &s->gate, &s->up, &s->inv_freq, &s->inv_freq_local, (float **)&s->q_pos,
                       (float **)&s->pos_ids, &s->rope_cs, (float **)&s->spans, &s->attn_scratch, (float **)&s->mm_scratch,
-                      (float **)&s->table, &s->moe_mem};
+                      (float **)&s->table, &s->moe_mem, &s->mla_mem};
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += (sizes[i] + 16) & ~(uint64_t)15;
     s->block = total < ((uint64_t)1 << 60) / sizeof(float) ? mxl_aligned_alloc(64, (size_t)total * sizeof(float)) : NULL;
@@ -936,6 +1047,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
         p += (sizes[i] + 16) & ~(uint64_t)15;
     }
     if (hp->n_experts > 0) mxl_moe_scratch_carve(hp, max_batch, s->n_threads, lane_mm, s->moe_mem, &s->moe);
+    if (hp->mla_kv_rank > 0) mxl_mla_scratch_carve(hp, max_batch, s->mla_mem, &s->mla);
     mxl_rope_freqs(&hp->rope, max_ctx, s->inv_freq, &s->attn_factor);
     mxl_rope_freqs(&hp->rope_local, max_ctx, s->inv_freq_local, &s->attn_factor_local);
     s->reference = mxl_decoder_reference_default();
@@ -1041,7 +1153,8 @@ void mxl_decoder_state_set_reference(mxl_decoder_state *s, bool on) {
     s->reference = on;
     s->be = on ? mxl_backend_reference() : s->d_be;
     if (!s->own_pool) return; /* a shared pool's storage is fixed */
-    mxl_dtype kt = kv_dtype(s->k_req, on), vt = kv_dtype(s->v_req, on);
+    const bool v_in_k = mxl_kv_pool_config(s->kvp)->v_in_k;
+    mxl_dtype kt = kv_dtype(s->k_req, on), vt = v_in_k ? kt : kv_dtype(s->v_req, on);
     if (kt == pool_type(s, false) && vt == pool_type(s, true)) return;
     mxl_kv_pool_cfg c = *mxl_kv_pool_config(s->kvp);
     c.k_type = kt;
@@ -1060,7 +1173,7 @@ void mxl_decoder_state_set_reference(mxl_decoder_state *s, bool on) {
     for (int64_t l = 0; l < s->n_layers; l++)
         for (int64_t p = 0; p < s->pos; p++) {
             const int32_t nid[1] = {(int32_t)(p / MXL_KV_BLOCK)};
-            for (int v = 0; v < 2; v++) {
+            for (int v = 0; v < (v_in_k ? 1 : 2); v++) {
                 kv_get(s, s->kvp, s->table, v, l, p, s->k);
                 kv_put(s, n, nid, v, l, p % MXL_KV_BLOCK, s->k);
             }
@@ -1170,21 +1283,23 @@ static void attend_span(const fwd_pass *f, const row_span *sp, mxl_threadpool *p
     const mxl_decoder_hparams *hp = &f->d->hp;
     const mxl_decoder_layer *L = &f->d->layers[f->layer];
     mxl_decoder_state *s = sp->s;
-    int64_t hd = hp->head_dim, qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd;
+    /* latent attention: V is the last mla_kv_rank of each cached row (models/mla.h) */
+    int64_t hd = hp->head_dim, vd = hp->mla_kv_rank > 0 ? hp->mla_kv_rank : hd, qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd;
     const mxl_kv_pool *kvp = s->kvp;
     const mxl_kv_pool_cfg *pc = mxl_kv_pool_config(kvp);
     int64_t e0 = f->layer * MXL_KV_BLOCK * kvd; /* the layer's rows within a block */
+    int64_t v0 = e0 + (pc->v_in_k ? hd - vd : 0);
     const float *ks = mxl_kv_pool_k_scale(kvp), *vs = mxl_kv_pool_v_scale(kvp);
     mxl_attn_params ap = {(int)hp->n_heads, (int)hp->n_kv_heads, (int)hd, L->attn_scale, hp->attn_softcap, NULL,
-                          L->sliding ? hp->sliding_window : 0, 1};
+                          L->sliding ? hp->sliding_window : 0, 1, (int)vd};
     mxl_kv_paged_view kv = {
         pc->k_type, pc->v_type,
         (const uint8_t *)mxl_kv_pool_k(kvp) + (size_t)e0 * kv_elem_bytes(pc->k_type),
-        (const uint8_t *)mxl_kv_pool_v(kvp) + (size_t)e0 * kv_elem_bytes(pc->v_type),
-        ks ? ks + e0 / pc->group : NULL, vs ? vs + e0 / pc->group : NULL,
+        (const uint8_t *)mxl_kv_pool_v(kvp) + (size_t)v0 * kv_elem_bytes(pc->v_type),
+        ks ? ks + e0 / pc->group : NULL, vs ? vs + v0 / pc->group : NULL,
         pc->group, sp->pos + sp->n, kvd, MXL_KV_BLOCK, mxl_kv_pool_block_stride(kvp), s->table};
     f->ws->be->ops->attention_paged(f->ws->be, &ap, f->ws->q + sp->row0 * qd, sp->n, f->ws->q_pos + sp->row0, &kv,
-                                    f->ws->att + sp->row0 * qd, scratch, pool);
+                                    f->ws->att + sp->row0 * hp->n_heads * vd, scratch, pool);
 }
 
 /* The layer's QK-norm (if any) of one row's queries qt [n_heads * head_dim] and keys kt
@@ -1227,7 +1342,7 @@ static void prepare_span(const fwd_pass *f, const row_span *sp) {
      * blocks were reserved before the pass, so this only writes the span's own rows */
     for (int64_t t = 0; t < sp->n; t++) {
         kv_put(s, s->kvp, s->table, false, f->layer, sp->pos + t, ws->k + (sp->row0 + t) * kvd);
-        kv_put(s, s->kvp, s->table, true, f->layer, sp->pos + t, ws->v + (sp->row0 + t) * kvd);
+        if (!hp->mla_kv_rank) kv_put(s, s->kvp, s->table, true, f->layer, sp->pos + t, ws->v + (sp->row0 + t) * kvd);
     }
 }
 
@@ -1248,7 +1363,9 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
     const mxl_decoder_layer *L = &f->d->layers[l];
     mxl_decoder_state *ws = f->ws;
     int64_t n = f->n_rows, hd = hp->head_dim;
-    {
+    if (L->mla) {
+        mxl_mla_project(ws->be, hp, L, prep, h, n, ws->q, ws->k, &ws->mla, ws->mm_scratch, ws->pool);
+    } else {
         const mxl_weight *W[3] = {&L->wq, &L->wk, &L->wv};
         const float *b[3] = {L->bq, L->bk, L->bv};
         float *y[3] = {ws->q, ws->k, ws->v};
@@ -1289,7 +1406,8 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
             attend_span(f, &f->spans[si], f->spans[si].s->pool, f->spans[si].s->attn_scratch);
         }
     }
-    linear(&L->wo, L->bo, NULL, ws->att, n, ws->o, ws);
+    if (L->mla) mxl_mla_values(ws->be, hp, L, ws->att, n, &ws->mla, ws->mm_scratch, ws->pool);
+    linear(&L->wo, L->bo, NULL, L->mla ? ws->mla.vo : ws->att, n, ws->o, ws);
 }
 
 /* The MLP's activation of rows [t0, t1): gate = act(gate) (* up), in place. */

@@ -125,6 +125,16 @@ typedef struct mxl_decoder_hparams {
                                         * (ERNIE 4.5 MoE; SIGMOID always has one) */
     float moe_norm_min;                /* the renormalising sum at least this (ERNIE's moe_norm_min; 0) */
     const uint8_t *layer_is_moe;       /* [n_layers] or NULL (all, when n_experts > 0) */
+    int64_t moe_group_top;             /* a group's score is the sum of its best this many (2: DeepSeek
+                                        * V3; 1: V2's group_limited_greedy, on softmax scores) */
+    /* Multi-head latent attention (models/mla.h), mla_kv_rank > 0: every layer's attention. The
+     * cache holds one latent row per position, so head_dim = mla_rope_dim + mla_kv_rank (the
+     * row: the rotated key part, then the normed latent) and n_kv_heads = 1; the RoPE (rope,
+     * rotary_dim = mla_rope_dim) turns the first mla_rope_dim of each row. */
+    int64_t mla_q_rank;   /* q_lora_rank: queries through a low-rank pair with an RMSNorm (0: one q_proj) */
+    int64_t mla_kv_rank;  /* kv_lora_rank R */
+    int64_t mla_nope_dim, mla_rope_dim, mla_v_dim; /* qk_nope_head_dim, qk_rope_head_dim, v_head_dim */
+    float mla_norm_eps;   /* eps of the q_a and kv_a RMSNorms (transformers: 1e-6 whatever rms_norm_eps) */
 } mxl_decoder_hparams;
 
 /* A norm's weight and (LayerNorm) bias as f32; w == NULL: the norm is absent. */
@@ -143,12 +153,26 @@ typedef struct mxl_moe_layer {
     mxl_weight sh_router;              /* [1, hidden] the shared expert's gate (rows 0: none) */
 } mxl_moe_layer;
 
+/* One layer's multi-head latent attention (models/mla.h); wq of the layer is q_proj
+ * [n_heads * (nope + rope), hidden] or q_b_proj [.., mla_q_rank]. */
+typedef struct mxl_mla_layer {
+    mxl_weight q_a;            /* [mla_q_rank, hidden] (rows 0: no low-rank queries) */
+    const float *q_a_norm;     /* [mla_q_rank] */
+    mxl_weight kv_a;           /* [mla_kv_rank + mla_rope_dim, hidden]: the latent, then the rotated key */
+    const float *b_q_a, *b_kv_a; /* biases (attention_bias) or NULL */
+    const float *kv_a_norm;    /* [mla_kv_rank] */
+    mxl_weight *uk;            /* [n_heads] each [mla_kv_rank, mla_nope_dim]: a head's query into the latent
+                                * (kv_b_proj's key rows transposed, or GGUF attn_k_b) */
+    mxl_weight *uv;            /* [n_heads] each [mla_v_dim, mla_kv_rank]: the latent into a head's value */
+} mxl_mla_layer;
+
 typedef struct mxl_decoder_layer {
     mxl_weight wq, wk, wv, wo, w_gate, w_up, w_down; /* w_gate unbound (rows 0) in plain MLPs */
     const float *bq, *bk, *bv, *bo, *b_gate, *b_up, *b_down; /* or NULL */
     mxl_decoder_norm attn_norm, ffn_norm, post_attn_norm, post_ffn_norm;
     const float *q_norm, *k_norm; /* [head_dim] or [heads * head_dim] (QK_NORM_FULL), or NULL */
     mxl_moe_layer *moe;           /* a sparse MoE block instead of the MLP (w_gate.. unbound), or NULL */
+    mxl_mla_layer *mla;           /* latent attention (wk, wv unbound), or NULL */
     bool sliding;
     bool rope;        /* applies RoPE (false on NoPE layers and with learned positions) */
     /* xIELU: x > 0 ? ap x^2 + beta x : (expm1(min(x, eps)) - x) an + beta x, with

@@ -36,6 +36,11 @@ typedef struct mxl_decoder_names {
     const char *attn_norm, *q, *k, *v, *qkv, *o, *q_norm, *k_norm, *post_attn_norm;
     const char *ffn_norm, *gate, *up, *gate_up, *down, *post_ffn_norm;
     const char *act_params; /* xIELU's per-layer scalars "<act_params>.alpha_p" ... (Apertus) */
+    /* Multi-head latent attention (hp.mla_kv_rank > 0): queries through q (q_proj) or q_a, its
+     * RMSNorm q_a_norm and q_b; keys and values through kv_a (kv_a_proj_with_mqa), kv_a_norm and
+     * kv_b [heads * (nope + v), kv_rank], or GGUF's split k_b [heads, kv_rank, nope] and v_b
+     * [heads, v, kv_rank] when the file has them. */
+    const char *q_a, *q_a_norm, *q_b, *kv_a, *kv_a_norm, *kv_b, *k_b, *v_b;
     /* Mixture of experts (hp.n_experts > 0, on the layers hp.layer_is_moe marks): the router
      * "<moe_router>" [n_experts, hidden]; the experts as one module per expert
      * "<experts><e>.<expert_gate | expert_up | expert_down>" (Hugging Face), else stacked 3-D
@@ -220,5 +225,17 @@ mxl_status mxl_family_moe_first_dense(mxl_family_ctx *c, const char *key);
 /* After mxl_family_moe: `key` (n_shared_experts, moe_num_shared_experts; default 0) shared experts
  * run as one MLP of moe_ffn * that width. */
 mxl_status mxl_family_moe_shared_count(mxl_family_ctx *c, const char *key);
+
+/* ---- multi-head latent attention (family_mla.c) ---- */
+/* Latent attention from config.json: q_lora_rank (absent or null: one q_proj), kv_lora_rank,
+ * qk_nope_head_dim, qk_rope_head_dim, v_head_dim; RoPE (mxl_family_rope) on the rotary part, in
+ * GPT-J pairs unless rope_interleave (default interleave_default) is false; the softmax scale
+ * 1/sqrt(nope + rope) times YaRN's mscale(factor, mscale_all_dim)^2. Sets the cache geometry
+ * (decoder.h: head_dim = rope + kv_lora_rank, one KV head). */
+mxl_status mxl_family_mla(mxl_family_ctx *c, bool interleave_default);
+/* The same from llama.cpp's deepseek2 keys (attention.q_lora_rank, kv_lora_rank,
+ * key_length_mla / value_length_mla or, in older files, key_length / value_length,
+ * rope.dimension_count), RoPE in ggml's normal mode (GPT-J pairs). */
+mxl_status mxl_family_gguf_mla(mxl_family_ctx *c);
 
 #endif

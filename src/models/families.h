@@ -49,6 +49,8 @@
     X(glm4_moe)                 \
     X(dots1)                    \
     X(ernie4_5_moe)             \
-    X(hunyuan_v1_moe)
+    X(hunyuan_v1_moe)           \
+    X(deepseek_v2)              \
+    X(deepseek_v3)
 
 #endif

@@ -251,5 +251,7 @@ const mxl_decoder_names mxl_names_gguf = {
     .ffn_norm = "ffn_norm", .gate = "ffn_gate", .up = "ffn_up", .down = "ffn_down",
     .post_ffn_norm = "post_ffw_norm", .moe_router = "ffn_gate_inp", .moe_router_bias = "exp_probs_b.bias", .exps_gate = "ffn_gate_exps",
     .exps_up = "ffn_up_exps", .exps_down = "ffn_down_exps", .sh_gate = "ffn_gate_shexp", .sh_up = "ffn_up_shexp",
-    .sh_down = "ffn_down_shexp", .sh_router = "ffn_gate_inp_shexp",
+    .sh_down = "ffn_down_shexp", .sh_router = "ffn_gate_inp_shexp", .q_a = "attn_q_a", .q_a_norm = "attn_q_a_norm",
+    .q_b = "attn_q_b", .kv_a = "attn_kv_a_mqa", .kv_a_norm = "attn_kv_a_norm", .kv_b = "attn_kv_b", .k_b = "attn_k_b",
+    .v_b = "attn_v_b",
 };

@@ -44,10 +44,10 @@ static uint64_t block_elems(const mxl_kv_pool_cfg *c) { return (uint64_t)c->n_la
 uint64_t mxl_kv_pool_block_bytes(const mxl_kv_pool_cfg *c) {
     if (c->n_layers <= 0 || c->kv_dim <= 0 || c->n_layers > (1 << 20) || c->kv_dim > (1 << 24)) return 0;
     uint64_t n = block_elems(c);
-    uint64_t b = n * (elem_bytes(c->k_type) + elem_bytes(c->v_type));
+    uint64_t b = n * (elem_bytes(c->k_type) + (c->v_in_k ? 0 : elem_bytes(c->v_type)));
     uint64_t g = c->group > 0 ? (uint64_t)c->group : 1;
     if (c->k_type == MXL_DTYPE_I8) b += n / g * 4;
-    if (c->v_type == MXL_DTYPE_I8) b += n / g * 4;
+    if (c->v_type == MXL_DTYPE_I8 && !c->v_in_k) b += n / g * 4;
     return b;
 }
 
@@ -56,6 +56,7 @@ mxl_status mxl_kv_pool_create(const mxl_kv_pool_cfg *cfg, mxl_kv_pool **out, mxl
     const mxl_kv_pool_cfg *c = cfg;
     if (!valid_type(c->k_type) || !valid_type(c->v_type))
         return mxl_error_set(err, MXL_ERR_ARG, "KV pool: storage types must be f32, f16 or int8");
+    if (c->v_in_k && c->v_type != c->k_type) return mxl_error_set(err, MXL_ERR_ARG, "KV pool: V read from K must have K's type");
     bool i8 = c->k_type == MXL_DTYPE_I8 || c->v_type == MXL_DTYPE_I8;
     if (i8 && (c->group <= 0 || c->kv_dim % c->group != 0))
         return mxl_error_set(err, MXL_ERR_ARG, "KV pool: int8 group %lld does not divide the KV width %lld", (long long)c->group,
@@ -66,9 +67,10 @@ mxl_status mxl_kv_pool_create(const mxl_kv_pool_cfg *cfg, mxl_kv_pool **out, mxl
         return mxl_error_set(err, MXL_ERR_ARG, "KV pool: %lld blocks is out of range (1..2^30)", (long long)c->n_blocks);
     uint64_t nb = (uint64_t)c->n_blocks, n = block_elems(c), ns = i8 ? n / (uint64_t)c->group : 0;
     uint64_t sizes[4] = {0, 0, 0, 0}, total = 0;
-    if (mxl_mul_u64(nb, n * elem_bytes(c->k_type), &sizes[0]) || mxl_mul_u64(nb, n * elem_bytes(c->v_type), &sizes[1]) ||
+    const bool has_v = !c->v_in_k;
+    if (mxl_mul_u64(nb, n * elem_bytes(c->k_type), &sizes[0]) || mxl_mul_u64(nb, has_v ? n * elem_bytes(c->v_type) : 0, &sizes[1]) ||
         mxl_mul_u64(nb, c->k_type == MXL_DTYPE_I8 ? ns * 4 : 0, &sizes[2]) ||
-        mxl_mul_u64(nb, c->v_type == MXL_DTYPE_I8 ? ns * 4 : 0, &sizes[3]))
+        mxl_mul_u64(nb, has_v && c->v_type == MXL_DTYPE_I8 ? ns * 4 : 0, &sizes[3]))
         return mxl_error_set(err, MXL_ERR_NOMEM, "KV pool: %lld blocks of %llu bytes overflow", (long long)c->n_blocks, (unsigned long long)bb);
     for (int i = 0; i < 4; i++)
         if (mxl_add_u64(total, (sizes[i] + 63) & ~(uint64_t)63, &total) || total > ((uint64_t)1 << 56))
@@ -104,6 +106,10 @@ mxl_status mxl_kv_pool_create(const mxl_kv_pool_cfg *cfg, mxl_kv_pool **out, mxl
     p->ks = sizes[2] ? (float *)m : NULL;
     m += (sizes[2] + 63) & ~(uint64_t)63;
     p->vs = sizes[3] ? (float *)m : NULL;
+    if (!has_v) { /* V is K's */
+        p->v = p->k;
+        p->vs = p->ks;
+    }
     uint8_t *q = p->meta;
     p->hash = (uint64_t *)q, q += nb * 8;
     p->parent = (uint64_t *)q, q += nb * 8;
@@ -337,10 +343,11 @@ static void copy_rows(mxl_kv_pool *p, int32_t dst, int32_t src, int64_t n_rows) 
         uint64_t n = (uint64_t)n_rows * row;
         const mxl_backend *be = p->be;
         be->ops->buffer_copy(be, p->k + e_dst * elem_bytes(c->k_type), p->k + e_src * elem_bytes(c->k_type), n * elem_bytes(c->k_type));
-        be->ops->buffer_copy(be, p->v + e_dst * elem_bytes(c->v_type), p->v + e_src * elem_bytes(c->v_type), n * elem_bytes(c->v_type));
+        if (!c->v_in_k)
+            be->ops->buffer_copy(be, p->v + e_dst * elem_bytes(c->v_type), p->v + e_src * elem_bytes(c->v_type), n * elem_bytes(c->v_type));
         if (p->ks)
             be->ops->buffer_copy(be, p->ks + e_dst / (uint64_t)c->group, p->ks + e_src / (uint64_t)c->group, (size_t)n_rows * srow * 4);
-        if (p->vs)
+        if (p->vs && !c->v_in_k)
             be->ops->buffer_copy(be, p->vs + e_dst / (uint64_t)c->group, p->vs + e_src / (uint64_t)c->group, (size_t)n_rows * srow * 4);
     }
 }

@@ -43,6 +43,9 @@ typedef struct mxl_kv_pool_cfg {
     mxl_dtype k_type, v_type;  /* F32, F16 or I8 */
     int64_t n_blocks;          /* > 0, at most 2^30 */
     const mxl_backend *be;     /* whose memory holds the blocks (buffer_alloc); NULL: the host's */
+    bool v_in_k;               /* no V storage: V is read from the K rows (multi-head latent
+                                * attention, models/mla.h); v_type must equal k_type and
+                                * mxl_kv_pool_v / _v_scale return K's */
 } mxl_kv_pool_cfg;
 
 typedef struct mxl_kv_pool mxl_kv_pool;

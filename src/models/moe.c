@@ -83,18 +83,19 @@ void mxl_moe_topk(const float *p, int64_t n, int64_t k, int32_t *idx) {
     }
 }
 
-/* The group-limited choice (SIGMOID with moe_n_group > 1): c [E] the selection scores, in place;
- * groups other than the moe_topk_group best (a group's score: the sum of its two best) masked
- * out. */
+/* The group-limited choice (moe_n_group > 1): c [E] the selection scores, in place; groups other
+ * than the moe_topk_group best (a group's score: the sum of its moe_group_top best, two in
+ * DeepSeek V3's noaux_tc, one in V2's group_limited_greedy) masked out. */
 static void mask_groups(const mxl_decoder_hparams *hp, float *c) {
     const int64_t G = hp->moe_n_group, per = hp->n_experts / G;
     if (G <= 1 || hp->moe_topk_group >= G) return;
+    const int64_t top = hp->moe_group_top;
     float gs[256];
-    int32_t top2[2], keep[256];
+    int32_t best[2], keep[256];
     uint8_t kept[256] = {0};
     for (int64_t g = 0; g < G; g++) {
-        mxl_moe_topk(c + g * per, per, 2, top2);
-        gs[g] = c[g * per + top2[0]] + c[g * per + top2[1]];
+        mxl_moe_topk(c + g * per, per, top, best);
+        gs[g] = top == 1 ? c[g * per + best[0]] : c[g * per + best[0]] + c[g * per + best[1]];
     }
     mxl_moe_topk(gs, G, hp->moe_topk_group, keep);
     for (int64_t j = 0; j < hp->moe_topk_group; j++) kept[keep[j]] = 1;
@@ -120,9 +121,9 @@ static void route(const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const m
             for (int64_t e = 0; e < E; e++) sum += (p[e] = expf(p[e] - mx));
             for (int64_t e = 0; e < E; e++) p[e] /= sum;
         }
-        if (L->router_bias || sigmoid) {
+        if (L->router_bias || sigmoid || hp->moe_n_group > 1) {
             for (int64_t e = 0; e < E; e++) s->choice[e] = p[e] + (L->router_bias ? L->router_bias[e] : 0.0f);
-            if (sigmoid) mask_groups(hp, s->choice);
+            mask_groups(hp, s->choice);
             mxl_moe_topk(s->choice, E, K, idx);
         } else {
             mxl_moe_topk(p, E, K, idx);

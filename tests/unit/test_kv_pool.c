@@ -37,7 +37,7 @@ static uint32_t urand(void) {
 static float frand(void) { return (float)(urand() & 0xffffff) / 16777216.0f * 2.0f - 1.0f; }
 
 static mxl_kv_pool *tiny_pool(mxl_dtype kt, mxl_dtype vt, int64_t n_blocks) {
-    mxl_kv_pool_cfg c = {2, 64, 32, kt, vt, n_blocks, NULL};
+    mxl_kv_pool_cfg c = {2, 64, 32, kt, vt, n_blocks, NULL, false};
     mxl_kv_pool *p = NULL;
     return mxl_kv_pool_create(&c, &p, NULL) == MXL_OK ? p : NULL;
 }
@@ -45,9 +45,9 @@ static mxl_kv_pool *tiny_pool(mxl_dtype kt, mxl_dtype vt, int64_t n_blocks) {
 TEST(kv_pool_refcounts_and_exhaustion) {
     mxl_kv_pool *p = tiny_pool(MXL_DTYPE_F16, MXL_DTYPE_F16, 4);
     REQUIRE(p);
-    mxl_kv_pool_cfg c = {2, 64, 32, MXL_DTYPE_F16, MXL_DTYPE_F16, 4, NULL};
+    mxl_kv_pool_cfg c = {2, 64, 32, MXL_DTYPE_F16, MXL_DTYPE_F16, 4, NULL, false};
     CHECK(mxl_kv_pool_block_bytes(&c) == 2ull * 32 * 64 * 2 * 2);
-    mxl_kv_pool_cfg c8 = {2, 64, 32, MXL_DTYPE_I8, MXL_DTYPE_F32, 4, NULL};
+    mxl_kv_pool_cfg c8 = {2, 64, 32, MXL_DTYPE_I8, MXL_DTYPE_F32, 4, NULL, false};
     CHECK(mxl_kv_pool_block_bytes(&c8) == 2ull * 32 * 64 * (1 + 4) + 2ull * 32 * 2 * 4);
     int32_t id[4];
     int seen = 0;
@@ -81,8 +81,8 @@ TEST(kv_pool_refcounts_and_exhaustion) {
 
     /* bad configurations are refused, not asserted */
     mxl_kv_pool *bad = NULL;
-    mxl_kv_pool_cfg b1 = {2, 64, 48, MXL_DTYPE_I8, MXL_DTYPE_F16, 4, NULL}, b2 = {2, 64, 32, MXL_DTYPE_F16, MXL_DTYPE_F16, 0, NULL},
-                    b3 = {2, 64, 32, MXL_DTYPE_BF16, MXL_DTYPE_F16, 4, NULL};
+    mxl_kv_pool_cfg b1 = {2, 64, 48, MXL_DTYPE_I8, MXL_DTYPE_F16, 4, NULL, false}, b2 = {2, 64, 32, MXL_DTYPE_F16, MXL_DTYPE_F16, 0, NULL, false},
+                    b3 = {2, 64, 32, MXL_DTYPE_BF16, MXL_DTYPE_F16, 4, NULL, false};
     CHECK(mxl_kv_pool_create(&b1, &bad, &err) == MXL_ERR_ARG && !bad);
     CHECK(mxl_kv_pool_create(&b2, &bad, &err) == MXL_ERR_ARG && !bad);
     CHECK(mxl_kv_pool_create(&b3, &bad, &err) == MXL_ERR_ARG && !bad);
@@ -294,7 +294,7 @@ TEST(kv_pool_paged_attention_equals_contiguous) {
                                  i8 ? pvs + layer_off / 32 : NULL, 32, NKV, KVD, BS, stride, table};
         for (int win = 0; win < 2; win++)
             for (int isa = 0; isa < 2; isa++) {
-                mxl_attn_params ap = {NH, NKVH, HD, 0.125f, win ? 0.0f : 30.0f, NULL, win ? 20 : 0, 1};
+                mxl_attn_params ap = {NH, NKVH, HD, 0.125f, win ? 0.0f : 30.0f, NULL, win ? 20 : 0, 1, 0};
                 static float o1[NQ * NH * HD], o2[NQ * NH * HD], scr[NKV * MXL_ATTN_HEAD_GROUP * 2]; /* scratch_floats(NKV, 2) */
                 mxl_cpu_isa is = isa ? mxl_cpu_isa_detect() : MXL_CPU_ISA_SCALAR;
                 mxl_cpu_attention_kv(&ap, q, NQ, qpos, &cvw, o1, scr, isa ? tp : NULL, is);

@@ -57,10 +57,12 @@ static float k_dot(const attn_ctx *c, int64_t off, const float *qh) {
     }
 }
 
+static int v_dim(const mxl_attn_params *p) { return p->head_dim_v > 0 ? p->head_dim_v : p->head_dim; }
+
 /* o += w * v for the V head vector at element offset off. */
 static void v_axpy(const attn_ctx *c, int64_t off, float w, float *o) {
     const mxl_kv_paged_view *kv = c->kv;
-    const int hd = c->p->head_dim;
+    const int hd = v_dim(c->p);
     const uint8_t *vj = (const uint8_t *)kv->v + (size_t)off * elem_size(kv->v_type);
     switch (kv->v_type) {
     case MXL_DTYPE_F16: c->kk.axpy_f16(hd, w, (const uint16_t *)vj, o); break;
@@ -84,10 +86,10 @@ static void visible(const attn_ctx *c, int64_t t, int64_t *lo, int64_t *hi) {
 static void attn_one(const attn_ctx *c, int64_t t, int h, float *s) {
     const mxl_attn_params *p = c->p;
     const mxl_kv_paged_view *kv = c->kv;
-    const int hd = p->head_dim;
+    const int hd = p->head_dim, vd = v_dim(p);
     const int kvh = h / (p->n_heads / p->n_kv_heads);
     const float *qh = c->q + (t * p->n_heads + h) * hd;
-    const int64_t bs = kv->block_size, rs = kv->row_stride, hoff = (int64_t)kvh * hd;
+    const int64_t bs = kv->block_size, rs = kv->row_stride, hoff = (int64_t)kvh * hd, voff = (int64_t)kvh * vd;
     int64_t lo, hi;
     visible(c, t, &lo, &hi);
     for (int64_t j = 0; j < kv->n_kv; j++) s[j] = -INFINITY;
@@ -98,10 +100,10 @@ static void attn_one(const attn_ctx *c, int64_t t, int h, float *s) {
     }
     float sink = p->sinks ? p->sinks[h] : -INFINITY;
     if (hi > lo) mxl_cpu_softmax(s + lo, hi - lo, p->softcap, sink);
-    float *o = c->out + (t * p->n_heads + h) * hd;
-    for (int i = 0; i < hd; i++) o[i] = 0.0f;
+    float *o = c->out + (t * p->n_heads + h) * vd;
+    for (int i = 0; i < vd; i++) o[i] = 0.0f;
     for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
-        int64_t base = mxl_attn_block_base(kv, b0) + hoff, j1 = b0 + bs < hi ? b0 + bs : hi;
+        int64_t base = mxl_attn_block_base(kv, b0) + voff, j1 = b0 + bs < hi ? b0 + bs : hi;
         for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) {
             float w = s[j];
             if (w == 0.0f) continue;
@@ -115,13 +117,13 @@ static void attn_one(const attn_ctx *c, int64_t t, int h, float *s) {
 static void attn_group(const attn_ctx *c, int64_t t, int h, int G, float *s) {
     const mxl_attn_params *p = c->p;
     const mxl_kv_paged_view *kv = c->kv;
-    const int hd = p->head_dim;
-    const int64_t hoff = (int64_t)(h / (p->n_heads / p->n_kv_heads)) * hd, ss = kv->n_kv > 0 ? kv->n_kv : 1;
+    const int hd = p->head_dim, vd = v_dim(p);
+    const int64_t kvh = h / (p->n_heads / p->n_kv_heads), hoff = kvh * hd, ss = kv->n_kv > 0 ? kv->n_kv : 1;
     int64_t lo, hi;
     visible(c, t, &lo, &hi);
-    float *o = c->out + (t * p->n_heads + h) * hd;
+    float *o = c->out + (t * p->n_heads + h) * vd;
     if (hi <= lo) { /* nothing visible: zeros, as the reference */
-        for (int i = 0; i < G * hd; i++) o[i] = 0.0f;
+        for (int i = 0; i < G * vd; i++) o[i] = 0.0f;
         return;
     }
     const float *qh = c->q + (t * p->n_heads + h) * hd;
@@ -131,7 +133,7 @@ static void attn_group(const attn_ctx *c, int64_t t, int h, int G, float *s) {
         if (c->gsoftmax && p->softcap <= 0.0f) c->gsoftmax(s + g * ss + lo, hi - lo, sink);
         else mxl_cpu_softmax(s + g * ss + lo, hi - lo, p->softcap, sink);
     }
-    c->gv((const uint16_t *)kv->v, kv, hoff, lo, hi, G, s, ss, hd, o);
+    c->gv((const uint16_t *)kv->v, kv, kvh * vd, lo, hi, G, s, ss, vd, o);
 }
 
 /* Work units: (token, group of c->group heads of one KV head). */
@@ -160,12 +162,12 @@ void mxl_cpu_attention_paged(const mxl_attn_params *p, const float *q, int64_t n
     MXL_ASSERT(valid_type(kv->k_type) && valid_type(kv->v_type));
     MXL_ASSERT(kv->block_size > 0 && kv->blocks);
     if (kv->k_type == MXL_DTYPE_I8 || kv->v_type == MXL_DTYPE_I8)
-        MXL_ASSERT(kv->group > 0 && p->head_dim % kv->group == 0 && kv->row_stride % kv->group == 0 &&
+        MXL_ASSERT(kv->group > 0 && p->head_dim % kv->group == 0 && v_dim(p) % kv->group == 0 && kv->row_stride % kv->group == 0 &&
                    kv->block_stride % kv->group == 0);
     MXL_ASSERT(kv->k_type != MXL_DTYPE_I8 || kv->k_scale);
     MXL_ASSERT(kv->v_type != MXL_DTYPE_I8 || kv->v_scale);
     const mxl_cpu_kernels *K = mxl_cpu_kern_at(isa);
-    const bool grouped = kv->k_type == MXL_DTYPE_F16 && kv->v_type == MXL_DTYPE_F16 && p->head_dim % 16 == 0 &&
+    const bool grouped = kv->k_type == MXL_DTYPE_F16 && kv->v_type == MXL_DTYPE_F16 && p->head_dim % 16 == 0 && v_dim(p) % 16 == 0 &&
                          K->attn_k_f16 && K->attn_v_f16;
     const int per_kv = p->n_heads / p->n_kv_heads;
     attn_ctx c = {.p = p, .q = q, .n_q = n_q, .q_pos = q_pos, .kv = kv, .out = out, .scratch = scratch,
