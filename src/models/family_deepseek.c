@@ -29,6 +29,8 @@ static void mla_names(mxl_family_ctx *c) {
     nm->kv_a = "self_attn.kv_a_proj_with_mqa";
     nm->kv_a_norm = "self_attn.kv_a_layernorm";
     nm->kv_b = "self_attn.kv_b_proj";
+    nm->k_b = "self_attn.embed_q"; /* mlx-lm's deepseek_v3 conversions: kv_b split and absorbed */
+    nm->v_b = "self_attn.unembed_out";
 }
 
 static mxl_status deepseek_gguf(mxl_family_ctx *c, bool v3) {
