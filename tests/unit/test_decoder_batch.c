@@ -236,6 +236,8 @@ static const char *const k_fixtures[] = {
     "phi3", "olmo2", "granite", "smollm3", "starcoder2", "gpt2", "qwen3_mlx_q4", "phi3_mlx_q8",
     /* mixtures of experts: rows grouped by expert (models/moe.h), a shared expert, MLX experts */
     "mixtral", "qwen2_moe", "qwen2_moe_mlx_q4", "glm4_moe",
+    /* latent attention (models/mla.h): absorbed per-head maps, the latent cache */
+    "deepseek_v2", "deepseek_v3",
 };
 
 static const batch_case k_fixture_case = {
