@@ -121,6 +121,7 @@ static int print_json(const inspect_opts *io, const mxl_resolved *res, const mxl
         json_object_set_new(kd, "sliding_window", est->n_sliding_layers ? json_integer(est->sliding_window) : json_null());
         json_object_set_new(kd, "n_kv_heads", json_integer(est->n_kv_heads));
         json_object_set_new(kd, "head_dim", json_integer(est->head_dim));
+        json_object_set_new(kd, "latent", json_boolean(est->latent)); /* multi-head latent attention: one row, K only */
     } else {
         json_object_set_new(kd, "kind", json_string("none"));
         json_object_set_new(kd, "reason", json_string("encoder model: no KV cache"));
@@ -164,9 +165,13 @@ static void print_text(const inspect_opts *io, const mxl_checkpoint *ck, const m
     if (est->has_kv) {
         human(est->kv_bytes_per_token, a, sizeof a);
         human(est->kv_bytes_total, b, sizeof b);
-        printf("KV cache:     %s per token (K %s, V %s); %lld tokens x %lld = %s", a,
-               mxl_kv_type_name(in->kv_k), mxl_kv_type_name(in->kv_v), (long long)io->max_tokens,
-               (long long)io->batch, b);
+        if (est->latent) /* one row read as K and V: the V type does not apply */
+            printf("KV cache:     %s per token (latent rows of %lld, %s); %lld tokens x %lld = %s", a, (long long)est->head_dim,
+                   mxl_kv_type_name(in->kv_k), (long long)io->max_tokens, (long long)io->batch, b);
+        else
+            printf("KV cache:     %s per token (K %s, V %s); %lld tokens x %lld = %s", a,
+                   mxl_kv_type_name(in->kv_k), mxl_kv_type_name(in->kv_v), (long long)io->max_tokens,
+                   (long long)io->batch, b);
         if (est->n_sliding_layers)
             printf(" (%lld of %lld layers keep a %lld-token window)", (long long)est->n_sliding_layers,
                    (long long)est->n_layers, (long long)est->sliding_window);

@@ -129,7 +129,13 @@ mxl_status mxl_mem_estimate_compute(const mxl_model_config *cfg, bool is_encoder
         out->n_full_layers = cfg->num_hidden_layers - n_sliding;
         uint64_t per_layer_token; /* bytes of K and V for one token in one layer */
         uint64_t kvh = (uint64_t)cfg->num_key_value_heads * (uint64_t)cfg->head_dim;
-        if (mxl_mul_u64(kvh, kv_elem_bytes(in->kv_k) + kv_elem_bytes(in->kv_v), &per_layer_token) ||
+        out->latent = cfg->kv_lora_rank > 0 && cfg->qk_rope_head_dim > 0;
+        if (out->latent) { /* the latent row, read as K and V (models/mla.h) */
+            out->n_kv_heads = 1;
+            out->head_dim = cfg->kv_lora_rank + cfg->qk_rope_head_dim;
+            kvh = (uint64_t)out->head_dim;
+        }
+        if (mxl_mul_u64(kvh, kv_elem_bytes(in->kv_k) + (out->latent ? 0 : kv_elem_bytes(in->kv_v)), &per_layer_token) ||
             mxl_mul_u64(per_layer_token, (uint64_t)cfg->num_hidden_layers, &out->kv_bytes_per_token))
             return mxl_error_set(err, MXL_ERR_OVERFLOW, "KV size overflows");
         uint64_t tokens = (uint64_t)in->max_tokens;

@@ -5,7 +5,9 @@
  * Terms (bytes):
  *   weights       sum of tensor sizes from checkpoint metadata (never by loading)
  *   kv_total      batch x [ full-attention layers x n_tokens + sliding layers x min(n_tokens,
- *                 window) ] x n_kv_heads x head_dim x (bytes_k + bytes_v)
+ *                 window) ] x n_kv_heads x head_dim x (bytes_k + bytes_v);
+ *                 multi-head latent attention (kv_lora_rank set) caches one row of
+ *                 kv_lora_rank + qk_rope_head_dim per layer and token, read as K and V: x bytes_k
  *   headroom      (weights + kv_total) x (factor - 1), factor = MLXCEL_HEADROOM_FACTOR (1.20);
  *                 a positive factor <= 1.0 turns the term off
  *   total         weights + kv_total + headroom (+ activations when known)
@@ -41,6 +43,7 @@ typedef struct mxl_mem_estimate {
     uint64_t kv_bytes_total;
     int64_t n_layers, n_full_layers, n_sliding_layers, sliding_window;
     int64_t n_kv_heads, head_dim;
+    bool latent;                 /* one latent row per layer and token (K only), head_dim wide */
     uint64_t headroom_bytes;
     uint64_t total_bytes;
     uint64_t budget_bytes; /* 0 = unknown */

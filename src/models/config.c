@@ -31,7 +31,7 @@ void mxl_model_config_init(mxl_model_config *cfg) {
                        &cfg->num_key_value_heads, &cfg->head_dim, &cfg->max_position_embeddings,
                        &cfg->sliding_window, &cfg->sliding_window_pattern, &cfg->num_experts,
                        &cfg->num_experts_per_tok, &cfg->num_labels, &cfg->type_vocab_size,
-                       &cfg->bos_token_id};
+                       &cfg->bos_token_id, &cfg->kv_lora_rank, &cfg->qk_rope_head_dim};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) *ints[i] = -1;
     double *dbls[] = {&cfg->rms_norm_eps, &cfg->layer_norm_eps, &cfg->rope_theta,
                       &cfg->rope_local_base_freq, &cfg->partial_rotary_factor};
@@ -442,6 +442,8 @@ static int fill_from_json(mxl_model_config *cfg, json_t *root, const char *origi
         return 1;
     if (read_int(&r, KEYS("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"), 0, &cfg->num_experts)) return 1;
     if (read_int(&r, KEYS("num_experts_per_tok", "moe_top_k", "num_experts_per_token", "moe_k"), 0, &cfg->num_experts_per_tok)) return 1;
+    if (read_int(&r, KEYS("kv_lora_rank"), 0, &cfg->kv_lora_rank)) return 1;
+    if (read_int(&r, KEYS("qk_rope_head_dim"), 0, &cfg->qk_rope_head_dim)) return 1;
     if (read_int(&r, KEYS("type_vocab_size"), 0, &cfg->type_vocab_size)) return 1;
     if (read_double(&r, KEYS("rms_norm_eps"), &cfg->rms_norm_eps)) return 1;
     if (read_double(&r, KEYS("layer_norm_eps", "layer_norm_epsilon", "norm_eps"), &cfg->layer_norm_eps)) return 1;

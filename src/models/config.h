@@ -79,6 +79,8 @@ typedef struct mxl_model_config {
     int64_t sliding_window_pattern; /* gemma: every Nth layer is global; -1 when none */
     int64_t num_experts;         /* num_experts / num_local_experts / n_routed_experts */
     int64_t num_experts_per_tok;
+    int64_t kv_lora_rank;        /* multi-head latent attention: the latent's width (-1: none) */
+    int64_t qk_rope_head_dim;    /* ... and the rotary key part cached beside it (-1: none) */
     int64_t num_labels;          /* sequence classifiers (id2label size or num_labels) */
     int64_t type_vocab_size;
     double rms_norm_eps;

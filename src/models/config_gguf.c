@@ -282,6 +282,9 @@ static mxl_status read_sizes(ctx *c, mxl_model_config *cfg) {
     TRY(opt_int(c, K("rope.dimension_count"), false, 0, MAX_SIZE, &rope_dim));
     if (rope_dim >= 0 && cfg->head_dim > 0)
         cfg->partial_rotary_factor = (double)rope_dim / (double)cfg->head_dim;
+    /* multi-head latent attention (deepseek2): the cached latent and its rotary key part */
+    TRY(opt_int(c, K("attention.kv_lora_rank"), false, 0, MAX_SIZE, &cfg->kv_lora_rank));
+    if (cfg->kv_lora_rank > 0) cfg->qk_rope_head_dim = rope_dim;
 
     int64_t vocab = -1;
     TRY(opt_int(c, K("vocab_size"), false, 0, MAX_SIZE, &vocab));

@@ -152,3 +152,25 @@ def test_inspect_mixture_of_experts(path, source):
     j = inspect_json("-m", path)
     size = os.path.getsize(path if path.endswith(".gguf") else os.path.join(path, "model.safetensors"))
     assert 0.95 * size <= j["weights_bytes"] <= size
+
+
+@pytest.mark.parametrize("path,source", [
+    (os.path.join(FIX, "decoders", "deepseek_v3"), "deepseek_v3"),
+    (os.path.join(FIX, "decoders", "gguf", "deepseek_v2_f16.gguf"), "deepseek_v2"),
+])
+def test_inspect_latent_attention(path, source):
+    """Multi-head latent attention caches one row of kv_lora_rank + qk_rope_head_dim per layer and
+    token (the source config.json's values; llama.cpp's converter writes them as
+    deepseek2.attention.kv_lora_rank and rope.dimension_count), read as both K and V: the estimate
+    counts those rows once, at the K cache type, not heads x (K + V)."""
+    with open(os.path.join(FIX, "decoders", source, "config.json")) as f:
+        cfg = json.load(f)
+    row = cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]
+    p = run("inspect", "-m", path)
+    assert p.returncode == 0, p.stderr
+    assert f"(latent rows of {row}, fp16)" in p.stdout
+    j = inspect_json("-m", path)
+    assert j["kv_bytes_per_token"] == cfg["num_hidden_layers"] * row * 2
+    assert j["kv_detail"]["latent"] is True and j["kv_detail"]["n_kv_heads"] == 1 and j["kv_detail"]["head_dim"] == row
+    j8 = inspect_json("-m", path, "--kv-cache-mode", "int8")
+    assert j8["kv_bytes_per_token"] == cfg["num_hidden_layers"] * row
