@@ -129,6 +129,8 @@ static mxl_status bind_matrix_stacked(const binder *b, int64_t layer, const char
     snprintf(name, sizeof name, "%s.weight", base);
     mxl_tensor tv, sv, bv;
     const mxl_tensor *t = find_tensor(b, name);
+    /* transformers 5's own stacked experts are bare parameters ("mlp.experts.gate_up_proj") */
+    if (!t && stack > 0 && (t = find_tensor(b, base))) snprintf(name, sizeof name, "%s", base);
     if (!t) return missing(b, name);
     if (!(t = as_matrix(b, t, name, stack, rows, &tv))) return MXL_ERR_FORMAT;
     if (b->ck->format == MXL_CHECKPOINT_SAFETENSORS) {
@@ -314,21 +316,28 @@ static mxl_status bind_moe(const binder *b, int64_t i, mxl_decoder_layer *L) {
         }
     } else {
         mxl_weight g, u, d;
-        bool fused = nm->exps_gate_up && has_tensor(b, i, nm->exps_gate_up, ".weight");
+        /* transformers 5's own layout (what it saves for a model it has no conversion mapping
+         * for): "<experts>gate_up_proj" [E, 2F, H], gate rows first, and "<experts>down_proj" */
+        char native[2][256];
+        snprintf(native[0], sizeof native[0], "%sgate_up_proj", nm->experts ? nm->experts : "");
+        snprintf(native[1], sizeof native[1], "%sdown_proj", nm->experts ? nm->experts : "");
+        const bool own = nm->experts && has_tensor(b, i, native[0], "");
+        const char *gate_up = own ? native[0] : nm->exps_gate_up, *down = own ? native[1] : nm->exps_down;
+        bool fused = own || (nm->exps_gate_up && has_tensor(b, i, nm->exps_gate_up, ".weight"));
         if (!fused && (!nm->exps_gate || !nm->exps_up || !nm->exps_down))
             return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no stacked expert tensors", b->ck->path);
-        if (fused ? (st = bind_matrix_stacked(b, i, nm->exps_gate_up, E, E * 2 * F, H, &g))
+        if (fused ? (st = bind_matrix_stacked(b, i, gate_up, E, E * 2 * F, H, &g))
                   : ((st = bind_matrix_stacked(b, i, nm->exps_gate, E, E * F, H, &g)) ||
                      (st = bind_matrix_stacked(b, i, nm->exps_up, E, E * F, H, &u))))
             return st;
-        if ((st = bind_matrix_stacked(b, i, nm->exps_down, E, E * H, F, &d))) return st;
+        if ((st = bind_matrix_stacked(b, i, down, E, E * H, F, &d))) return st;
         for (int64_t e = 0; e < E; e++) {
-            if (fused ? (st = expert_rows(b, i, nm->exps_gate_up, &g, e * 2 * F, F, &m->gate[e])) ||
-                            (st = expert_rows(b, i, nm->exps_gate_up, &g, e * 2 * F + F, F, &m->up[e]))
+            if (fused ? (st = expert_rows(b, i, gate_up, &g, e * 2 * F, F, &m->gate[e])) ||
+                            (st = expert_rows(b, i, gate_up, &g, e * 2 * F + F, F, &m->up[e]))
                       : (st = expert_rows(b, i, nm->exps_gate, &g, e * F, F, &m->gate[e])) ||
                             (st = expert_rows(b, i, nm->exps_up, &u, e * F, F, &m->up[e])))
                 return st;
-            if ((st = expert_rows(b, i, nm->exps_down, &d, e * H, H, &m->down[e]))) return st;
+            if ((st = expert_rows(b, i, down, &d, e * H, H, &m->down[e]))) return st;
         }
     }
     if (hp->shared_ffn > 0) {

@@ -227,7 +227,8 @@ mxl_status mxl_family_moe_first_dense(mxl_family_ctx *c, const char *key);
 mxl_status mxl_family_moe_shared_count(mxl_family_ctx *c, const char *key);
 
 /* ---- multi-head latent attention (family_mla.c) ---- */
-/* Latent attention from config.json: q_lora_rank (absent or null: one q_proj), kv_lora_rank,
+/* Latent attention from config.json (the module names self_attn.q_a_proj, ... kv_b_proj, and
+ * mlx-lm's embed_q / unembed_out, set in c->names): q_lora_rank (absent or null: one q_proj), kv_lora_rank,
  * qk_nope_head_dim, qk_rope_head_dim, v_head_dim; RoPE (mxl_family_rope) on the rotary part, in
  * GPT-J pairs unless rope_interleave (default interleave_default) is false; the softmax scale
  * 1/sqrt(nope + rope) times YaRN's mscale(factor, mscale_all_dim)^2. Sets the cache geometry

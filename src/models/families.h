@@ -51,6 +51,9 @@
     X(ernie4_5_moe)             \
     X(hunyuan_v1_moe)           \
     X(deepseek_v2)              \
-    X(deepseek_v3)
+    X(deepseek_v3)              \
+    X(glm4_moe_lite)            \
+    X(mistral4)                 \
+    X(youtu)
 
 #endif

@@ -19,20 +19,6 @@
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
-/* the MLA module names beside the DeepSeek MoE ones */
-static void mla_names(mxl_family_ctx *c) {
-    mxl_decoder_names *nm = c->names;
-    if (c->gguf) return; /* mxl_names_gguf has them */
-    nm->q_a = "self_attn.q_a_proj";
-    nm->q_a_norm = "self_attn.q_a_layernorm";
-    nm->q_b = "self_attn.q_b_proj";
-    nm->kv_a = "self_attn.kv_a_proj_with_mqa";
-    nm->kv_a_norm = "self_attn.kv_a_layernorm";
-    nm->kv_b = "self_attn.kv_b_proj";
-    nm->k_b = "self_attn.embed_q"; /* mlx-lm's deepseek_v3 conversions: kv_b split and absorbed */
-    nm->v_b = "self_attn.unembed_out";
-}
-
 static mxl_status deepseek_gguf(mxl_family_ctx *c, bool v3) {
     mxl_status st;
     c->hp->o_bias = false;
@@ -50,7 +36,6 @@ static mxl_status deepseek_gguf(mxl_family_ctx *c, bool v3) {
 static mxl_status deepseek_setup(mxl_family_ctx *c, bool v3) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
-    mla_names(c);
     if (c->gguf) return deepseek_gguf(c, v3);
     hp->o_bias = hp->qkv_bias; /* attention_bias: q_a, kv_a and o_proj */
     if ((st = mxl_family_mla(c, true))) return st;

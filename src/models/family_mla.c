@@ -24,8 +24,17 @@ static void latent_geometry(mxl_decoder_hparams *hp, mxl_rope_style style) {
 
 mxl_status mxl_family_mla(mxl_family_ctx *c, bool interleave_default) {
     mxl_decoder_hparams *hp = c->hp;
+    mxl_decoder_names *nm = c->names;
     mxl_status st;
     bool interleave;
+    nm->q_a = "self_attn.q_a_proj";
+    nm->q_a_norm = "self_attn.q_a_layernorm";
+    nm->q_b = "self_attn.q_b_proj";
+    nm->kv_a = "self_attn.kv_a_proj_with_mqa";
+    nm->kv_a_norm = "self_attn.kv_a_layernorm";
+    nm->kv_b = "self_attn.kv_b_proj";
+    nm->k_b = "self_attn.embed_q"; /* mlx-lm's conversions: kv_b split into the absorbed maps */
+    nm->v_b = "self_attn.unembed_out";
     if ((st = mxl_family_int(c, "q_lora_rank", 0, &hp->mla_q_rank)) || (st = mxl_family_int(c, "kv_lora_rank", 0, &hp->mla_kv_rank)) ||
         (st = mxl_family_int(c, "qk_nope_head_dim", 0, &hp->mla_nope_dim)) ||
         (st = mxl_family_int(c, "qk_rope_head_dim", 0, &hp->mla_rope_dim)) || (st = mxl_family_int(c, "v_head_dim", 0, &hp->mla_v_dim)) ||

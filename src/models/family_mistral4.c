@@ -1,0 +1,25 @@
+/* family_mistral4.c - Mistral 4 (transformers modeling_mistral4.py): DeepSeek-style multi-head
+ * latent attention (models/mla.h) and a sparse MoE block from first_k_dense_replace on, with a
+ * softmax router: only the topk_group best of n_group groups (a group's score: its two best
+ * probabilities) are eligible, the top k renormalised with norm_topk_prob, times
+ * routed_scaling_factor; n_shared_experts shared experts. */
+#include "models/decoder_family.h"
+
+static mxl_status mistral4_setup(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    double scale;
+    hp->o_bias = hp->qkv_bias;
+    if ((st = mxl_family_mla(c, true)) || (st = mxl_family_moe(c, "moe_intermediate_size", NULL, true, false)) ||
+        (st = mxl_family_moe_first_dense(c, "first_k_dense_replace")) || (st = mxl_family_moe_shared_count(c, "n_shared_experts")) ||
+        (st = mxl_family_double(c, "routed_scaling_factor", 1.0, &scale)) || (st = mxl_family_int(c, "n_group", 1, &hp->moe_n_group)) ||
+        (st = mxl_family_int(c, "topk_group", 1, &hp->moe_topk_group)))
+        return st;
+    hp->moe_routed_scale = (float)scale;
+    return MXL_OK;
+}
+
+const mxl_decoder_family mxl_family_mistral4 = {
+    .model_type = "mistral4", .registry_id = "mistral4", .hf_class = "Mistral4ForCausalLM", .names = &mxl_names_deepseek_moe,
+    .setup = mistral4_setup,
+};
