@@ -172,6 +172,10 @@ mxl_status mxl_family_rope(mxl_family_ctx *c);
 /* mxl_family_rope with GPT-J style (interleaved pairs 2i, 2i+1): the rotate_half of Helium,
  * ERNIE 4.5, GLM and Cohere, whose cos/sin are repeat_interleave'd. */
 mxl_status mxl_family_rope_interleaved(mxl_family_ctx *c);
+/* Llama 4's attention temperature (Ministral 3, Mistral 4): rope_parameters (or rope_scaling)
+ * llama_4_scaling_beta with original_max_position_embeddings into hp->q_temp_beta / q_temp_orig:
+ * queries at position p scaled by 1 + beta * ln(1 + floor(p / orig)); absent: none. */
+mxl_status mxl_family_llama4_temperature(mxl_family_ctx *c);
 /* After mxl_family_rope*: the rotary dims of a family whose config class defaults
  * partial_rotary_factor to `factor` (StableLM 0.25, GLM and Nemotron 0.5), when config.json says
  * none (the shared parser's default is 1); refuses rotary dims that are odd or under 2. */

@@ -54,6 +54,7 @@
     X(deepseek_v3)              \
     X(glm4_moe_lite)            \
     X(mistral4)                 \
-    X(youtu)
+    X(youtu)                    \
+    X(youtu_llm)
 
 #endif

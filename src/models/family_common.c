@@ -167,6 +167,18 @@ mxl_status mxl_family_rope(mxl_family_ctx *c) {
     return st;
 }
 
+mxl_status mxl_family_llama4_temperature(mxl_family_ctx *c) {
+    json_t *rp = get(c, c->raw, "rope_parameters");
+    if (!json_is_object(rp)) rp = get(c, c->raw, "rope_scaling");
+    json_t *beta = json_is_object(rp) ? get(c, rp, "llama_4_scaling_beta") : NULL, *orig = beta ? get(c, rp, "original_max_position_embeddings") : NULL;
+    if (!beta) return MXL_OK;
+    if (!json_is_number(beta) || !json_is_number(orig) || json_number_value(beta) < 0 || json_number_value(orig) < 1)
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json rope_parameters 'llama_4_scaling_beta' needs a non-negative number and 'original_max_position_embeddings' a positive one", c->ck->path);
+    c->hp->q_temp_beta = (float)json_number_value(beta);
+    c->hp->q_temp_orig = (int64_t)json_number_value(orig);
+    return MXL_OK;
+}
+
 mxl_status mxl_family_rope_interleaved(mxl_family_ctx *c) {
     mxl_status st = mxl_family_rope(c);
     c->hp->rope.style = c->hp->rope_local.style = MXL_ROPE_GPTJ;

@@ -9,20 +9,13 @@
 #include "models/decoder_family.h"
 
 static mxl_status ministral3_setup(mxl_family_ctx *c) {
-    mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
     json_t *rp = json_object_get(c->raw, "rope_parameters");
     if (!json_is_object(rp)) rp = json_object_get(c->raw, "rope_scaling");
     if (!json_is_object(rp))
         return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: config.json has no rope_parameters (Ministral3Config's YaRN defaults are not applied)", c->ck->path);
     if ((st = mxl_family_rope(c)) || (st = mxl_family_sliding_all(c))) return st;
-    json_t *beta = json_object_get(rp, "llama_4_scaling_beta"), *orig = json_object_get(rp, "original_max_position_embeddings");
-    if (!beta || json_is_null(beta)) return MXL_OK;
-    if (!json_is_number(beta) || !json_is_number(orig) || json_number_value(beta) < 0 || json_number_value(orig) < 1)
-        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json rope_parameters 'llama_4_scaling_beta' needs a non-negative number and 'original_max_position_embeddings' a positive one", c->ck->path);
-    hp->q_temp_beta = (float)json_number_value(beta);
-    hp->q_temp_orig = (int64_t)json_number_value(orig);
-    return MXL_OK;
+    return mxl_family_llama4_temperature(c);
 }
 
 const mxl_decoder_family mxl_family_ministral3 = {

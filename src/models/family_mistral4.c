@@ -2,7 +2,8 @@
  * latent attention (models/mla.h) and a sparse MoE block from first_k_dense_replace on, with a
  * softmax router: only the topk_group best of n_group groups (a group's score: its two best
  * probabilities) are eligible, the top k renormalised with norm_topk_prob, times
- * routed_scaling_factor; n_shared_experts shared experts. */
+ * routed_scaling_factor; n_shared_experts shared experts; Llama 4's attention temperature
+ * (rope_parameters llama_4_scaling_beta) on the queries. */
 #include "models/decoder_family.h"
 
 static mxl_status mistral4_setup(mxl_family_ctx *c) {
@@ -16,7 +17,7 @@ static mxl_status mistral4_setup(mxl_family_ctx *c) {
         (st = mxl_family_int(c, "topk_group", 1, &hp->moe_topk_group)))
         return st;
     hp->moe_routed_scale = (float)scale;
-    return MXL_OK;
+    return mxl_family_llama4_temperature(c); /* on the latent queries: the same scale, absorbed */
 }
 
 const mxl_decoder_family mxl_family_mistral4 = {

@@ -3,6 +3,7 @@
  * config.json (transformers' DeepseekV2/V3 names) or from llama.cpp's deepseek2 metadata, the
  * cache geometry they imply (one latent row of qk_rope_head_dim + kv_lora_rank per position), the
  * RoPE on the rotary part and the softmax scale with YaRN's mscale. */
+#include <jansson.h>
 #include <math.h>
 
 #include "models/decoder_family.h"
@@ -43,9 +44,18 @@ mxl_status mxl_family_mla(mxl_family_ctx *c, bool interleave_default) {
     const char *bad = hp->mla_kv_rank <= 0 ? "kv_lora_rank" : hp->mla_nope_dim <= 0 ? "qk_nope_head_dim"
                     : hp->mla_rope_dim < 2 || hp->mla_rope_dim % 2 ? "qk_rope_head_dim" : hp->mla_v_dim <= 0 ? "v_head_dim" : NULL;
     if (bad) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%s' is missing or out of range", c->ck->path, bad);
-    /* the RoPE's frequencies over the rotary part only (transformers sets head_dim to it) */
-    hp->head_dim = hp->mla_rope_dim;
+    /* the RoPE's frequencies over the rotary part only: transformers' head_dim is qk_rope_head_dim
+     * (DeepSeek), or qk_nope + qk_rope with a partial_rotary_factor giving the rotary part back
+     * (Mistral 4): a head_dim whose share the factor leaves is the rotary part */
+    json_t *rp = json_object_get(c->raw, "rope_parameters");
+    json_t *prf = json_is_object(rp) ? json_object_get(rp, "partial_rotary_factor") : NULL;
+    if (!json_is_number(prf)) prf = json_object_get(c->raw, "partial_rotary_factor");
+    const double f = json_is_number(prf) ? json_number_value(prf) : 1.0;
+    hp->head_dim = f > 0 && f < 1 ? (int64_t)llround((double)hp->mla_rope_dim / f) : hp->mla_rope_dim;
     if ((st = mxl_family_rope(c))) return st;
+    if (hp->rope.rotary_dim != hp->mla_rope_dim)
+        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: config.json partial_rotary_factor %g does not rotate qk_rope_head_dim (%lld) dims", c->ck->path,
+                             f, (long long)hp->mla_rope_dim);
     hp->mla_norm_eps = 1e-6f; /* DeepseekV2RMSNorm(q_lora_rank / kv_lora_rank): the class default */
     hp->attn_scale = (float)(1.0 / sqrt((double)(hp->mla_nope_dim + hp->mla_rope_dim)));
     if (hp->rope.scaling == MXL_ROPE_SCALING_YARN && hp->rope.mscale_all_dim > 0) {

@@ -166,6 +166,7 @@ TEST(decoder_families_older_config_spellings) {
         {"cohere2", "{\"layer_types\": null, \"sliding_window_pattern\": 2}"},
         {"gpt_neox", "{\"rope_parameters\": null, \"rotary_pct\": 0.25, \"rotary_emb_base\": 10000}"},
         {"gpt_neox", "{\"rope_parameters\": null}"}, /* rotary_pct 0.25, base 10000 by default */
+        {"youtu", "{\"model_type\": \"youtu_llm\"}"}, /* the released checkpoints' (and mlx-lm's) name */
     };
     json_t *fx = load_reference();
     REQUIRE(fx);

@@ -43,6 +43,8 @@ static const char *const k_no_mlx_lm[][2] = {
     {"olmo", "mlx-lm's olmo model runs only the ai2-olmo (hf_olmo) layout and exits without that package"},
     {"nanochat", "mlx-lm's nanochat takes only the original nanochat layout (transformer.wte, attn.c_q, ...), not transformers'"},
     {"hunyuan_v1_moe", "mlx-lm has no hunyuan_v1_moe model (its hunyuan runs the original Hunyuan-A13B checkpoints' names and config)"},
+    {"youtu", "mlx-lm reads Youtu-LLM as model_type youtu_llm, which transformers 5 (youtu) does not load: no one checkpoint both run"},
+    {"youtu_llm", "as youtu (the same decoder under the released checkpoints' model_type)"},
 };
 #define N_NO_MLX_LM (sizeof k_no_mlx_lm / sizeof k_no_mlx_lm[0])
 
