@@ -383,4 +383,15 @@ TEST(decoder_families_refuse_mismatched_tensors_by_name) {
     expect_refused("qwen3_moe", "{\"mlp_only_layers\": [5]}", MXL_ERR_FORMAT, "mlp_only_layers", NULL, mxl_test_failed_);
     expect_refused("qwen3_moe", "{\"moe_intermediate_size\": null}", MXL_ERR_FORMAT, "moe_intermediate_size", NULL, mxl_test_failed_);
     expect_refused("olmoe", "{\"clip_qkv\": 2.0}", MXL_ERR_UNSUPPORTED, "clip_qkv", NULL, mxl_test_failed_);
+    /* latent attention: ranks and head widths that disagree with each other or with the tensors */
+    expect_refused("deepseek_v3", "{\"kv_lora_rank\": 16}", MXL_ERR_FORMAT, "self_attn.kv_a_proj_with_mqa.weight", NULL, mxl_test_failed_);
+    expect_refused("deepseek_v3", "{\"q_lora_rank\": 32}", MXL_ERR_FORMAT, "self_attn.q_a_proj.weight", NULL, mxl_test_failed_);
+    expect_refused("deepseek_v2", "{\"q_lora_rank\": 24}", MXL_ERR_FORMAT, "self_attn.q_a_proj.weight", "missing", mxl_test_failed_);
+    expect_refused("deepseek_v2", "{\"v_head_dim\": 16}", MXL_ERR_FORMAT, "self_attn.o_proj.weight", NULL, mxl_test_failed_);
+    expect_refused("deepseek_v2", "{\"qk_rope_head_dim\": 15}", MXL_ERR_FORMAT, "qk_rope_head_dim", NULL, mxl_test_failed_);
+    expect_refused("deepseek_v2", "{\"kv_lora_rank\": null}", MXL_ERR_FORMAT, "kv_lora_rank", NULL, mxl_test_failed_);
+    expect_refused("deepseek_v2", "{\"topk_method\": \"noaux_tc\"}", MXL_ERR_UNSUPPORTED, "topk_method", NULL, mxl_test_failed_);
+    expect_refused("glm4_moe_lite", "{\"mlp_layer_types\": [\"sparse\", \"dense\"]}", MXL_ERR_FORMAT, "mlp_layer_types", NULL,
+                   mxl_test_failed_);
+    expect_refused("mistral4", "{\"n_group\": 3}", MXL_ERR_FORMAT, "n_group 3", NULL, mxl_test_failed_);
 }
