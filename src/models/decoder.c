@@ -303,7 +303,11 @@ static mxl_status bind_moe(const binder *b, int64_t i, mxl_decoder_layer *L) {
      * conversions, which choose by probability alone: so do we there */
     if (hp->moe_router == MXL_MOE_SIGMOID || (hp->moe_select_bias && has_tensor(b, i, nm->moe_router_bias, ""))) {
         if (!nm->moe_router_bias) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no router correction bias", b->ck->path);
-        if ((st = bind_vector(b, i, nm->moe_router_bias, "", E, &m->router_bias))) return st;
+        /* mlx-lm keeps it inside the gate module (DeepSeek's place) whatever the source named */
+        char in_gate[256];
+        snprintf(in_gate, sizeof in_gate, "%s.e_score_correction_bias", nm->moe_router);
+        const char *rb = !has_tensor(b, i, nm->moe_router_bias, "") && has_tensor(b, i, in_gate, "") ? in_gate : nm->moe_router_bias;
+        if ((st = bind_vector(b, i, rb, "", E, &m->router_bias))) return st;
     }
     char mod[3][256];
     if (nm->experts && nm->expert_gate && (snprintf(mod[0], sizeof mod[0], "%s0.%s", nm->experts, nm->expert_gate), has_tensor(b, i, mod[0], ".weight"))) {

@@ -226,6 +226,9 @@ mxl_status mxl_family_gguf_moe_sigmoid(mxl_family_ctx *c);
 /* Layers from config.json `key` (first_k_dense_replace; default 0) on are sparse, those before
  * dense. */
 mxl_status mxl_family_moe_first_dense(mxl_family_ctx *c, const char *key);
+/* Sparse layers from config.json mlp_layer_types ("dense" / "sparse" per layer), else the layers
+ * from first_k_dense_replace (default first_dense_default) on (GLM-4.7-Flash, EXAONE MoE, Mellum). */
+mxl_status mxl_family_moe_layer_types(mxl_family_ctx *c, int64_t first_dense_default);
 /* After mxl_family_moe: `key` (n_shared_experts, moe_num_shared_experts; default 0) shared experts
  * run as one MLP of moe_ffn * that width. */
 mxl_status mxl_family_moe_shared_count(mxl_family_ctx *c, const char *key);

@@ -55,6 +55,7 @@
     X(glm4_moe_lite)            \
     X(mistral4)                 \
     X(youtu)                    \
-    X(youtu_llm)
+    X(youtu_llm)                \
+    X(exaone_moe)
 
 #endif

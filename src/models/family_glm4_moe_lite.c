@@ -4,9 +4,6 @@
  * which layers are sparse comes from mlp_layer_types ("dense" / "sparse"; transformers' default:
  * the first dense, the rest sparse). GGUF files of it are llama.cpp deepseek2 files (they run as
  * deepseek_v3). */
-#include <jansson.h>
-#include <string.h>
-
 #include "models/decoder_family.h"
 
 static mxl_status glm4_moe_lite_setup(mxl_family_ctx *c) {
@@ -16,25 +13,7 @@ static mxl_status glm4_moe_lite_setup(mxl_family_ctx *c) {
     if ((st = mxl_family_mla(c, true)) || (st = mxl_family_moe(c, "moe_intermediate_size", NULL, true, false)) ||
         (st = mxl_family_moe_sigmoid(c)) || (st = mxl_family_moe_shared_count(c, "n_shared_experts")))
         return st;
-    uint8_t *f = mxl_family_layer_flags(c);
-    if (!f) return MXL_ERR_NOMEM;
-    json_t *types = json_object_get(c->raw, "mlp_layer_types");
-    if (!types || json_is_null(types)) {
-        for (int64_t i = 1; i < hp->n_layers; i++) f[i] = 1;
-    } else {
-        if (!json_is_array(types) || (int64_t)json_array_size(types) != hp->n_layers)
-            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'mlp_layer_types' must list one of \"dense\" / \"sparse\" per layer (%lld)",
-                                 c->ck->path, (long long)hp->n_layers);
-        for (int64_t i = 0; i < hp->n_layers; i++) {
-            const char *t = json_string_value(json_array_get(types, (size_t)i));
-            if (!t || (strcmp(t, "dense") != 0 && strcmp(t, "sparse") != 0))
-                return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'mlp_layer_types' entry %lld is not \"dense\" or \"sparse\"",
-                                     c->ck->path, (long long)i);
-            f[i] = strcmp(t, "sparse") == 0;
-        }
-    }
-    hp->layer_is_moe = f;
-    return MXL_OK;
+    return mxl_family_moe_layer_types(c, 1); /* (transformers' default: the first layer dense) */
 }
 
 const mxl_decoder_family mxl_family_glm4_moe_lite = {

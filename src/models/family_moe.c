@@ -147,6 +147,35 @@ mxl_status mxl_family_gguf_moe_sigmoid(mxl_family_ctx *c) {
     return MXL_OK;
 }
 
+mxl_status mxl_family_moe_layer_types(mxl_family_ctx *c, int64_t first_dense_default) {
+    mxl_decoder_hparams *hp = c->hp;
+    json_t *types = c->raw ? json_object_get(c->raw, "mlp_layer_types") : NULL;
+    if (!types || json_is_null(types)) {
+        mxl_status st;
+        int64_t k;
+        if ((st = mxl_family_int(c, "first_k_dense_replace", first_dense_default, &k))) return st;
+        uint8_t *f = mxl_family_layer_flags(c);
+        if (!f) return MXL_ERR_NOMEM;
+        for (int64_t i = 0; i < hp->n_layers; i++) f[i] = i >= k;
+        hp->layer_is_moe = f;
+        return MXL_OK;
+    }
+    if (!json_is_array(types) || (int64_t)json_array_size(types) != hp->n_layers)
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'mlp_layer_types' must list one of \"dense\" / \"sparse\" per layer (%lld)",
+                             c->ck->path, (long long)hp->n_layers);
+    uint8_t *f = mxl_family_layer_flags(c);
+    if (!f) return MXL_ERR_NOMEM;
+    for (int64_t i = 0; i < hp->n_layers; i++) {
+        const char *t = json_string_value(json_array_get(types, (size_t)i));
+        if (!t || (strcmp(t, "dense") != 0 && strcmp(t, "sparse") != 0))
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'mlp_layer_types' entry %lld is not \"dense\" or \"sparse\"",
+                                 c->ck->path, (long long)i);
+        f[i] = strcmp(t, "sparse") == 0;
+    }
+    hp->layer_is_moe = f;
+    return MXL_OK;
+}
+
 mxl_status mxl_family_moe_shared_count(mxl_family_ctx *c, const char *key) {
     int64_t n;
     mxl_status st = mxl_family_int(c, key, 0, &n);
