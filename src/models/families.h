@@ -56,6 +56,7 @@
     X(mistral4)                 \
     X(youtu)                    \
     X(youtu_llm)                \
-    X(exaone_moe)
+    X(exaone_moe)               \
+    X(mellum)
 
 #endif
