@@ -559,6 +559,7 @@ static mxl_status common_hparams(const mxl_checkpoint *ck, mxl_family_ctx *fc) {
     hp->moe_routed_scale = 1.0f; /* (a mixture of experts: the softmax router, one expert group) */
     hp->moe_n_group = hp->moe_topk_group = 1;
     hp->moe_group_top = 2;
+    hp->moe_shared_scale = 1.0f;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->act = MXL_ACT_SILU;
     mxl_status st;

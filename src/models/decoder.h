@@ -124,6 +124,8 @@ typedef struct mxl_decoder_hparams {
     bool moe_select_bias;              /* SOFTMAX: experts chosen by p + the router's correction bias
                                         * (ERNIE 4.5 MoE; SIGMOID always has one) */
     float moe_norm_min;                /* the renormalising sum at least this (ERNIE's moe_norm_min; 0) */
+    float moe_shared_scale;            /* the shared expert's output times this (1; Command MoE's
+                                        * "average" strategy: 0.5, with moe_routed_scale 0.5) */
     const uint8_t *layer_is_moe;       /* [n_layers] or NULL (all, when n_experts > 0) */
     int64_t moe_group_top;             /* a group's score is the sum of its best this many (2: DeepSeek
                                         * V3; 1: V2's group_limited_greedy, on softmax scores) */

@@ -57,6 +57,7 @@
     X(youtu)                    \
     X(youtu_llm)                \
     X(exaone_moe)               \
-    X(mellum)
+    X(mellum)                   \
+    X(cohere2_moe)
 
 #endif

@@ -12,7 +12,9 @@
  * attention.sliding_window_pattern (default every 4th layer full) with attention.sliding_window,
  * rope.freq_base_swa on them; not converted back. Per-head QK-norm (command-r's attn_q_norm) is
  * refused by name. */
+#include <jansson.h>
 #include <math.h>
+#include <string.h>
 
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
@@ -83,6 +85,54 @@ static mxl_status cohere2_setup(mxl_family_ctx *c) {
     return mxl_family_nope_full_layers(c);
 }
 
+/* Command MoE (transformers modeling_cohere2_moe.py): Command R7B's block (one norm - LayerNorm,
+ * or RMSNorm when rms_norm_eps is set - feeding attention and MLP side by side, interleaved RoPE on
+ * sliding layers, NoPE on full ones, logit_scale) with sparse MoE layers: the top k router logits
+ * softmaxed (the renormalised top k of a softmax), num_shared_experts shared experts of
+ * intermediate_size each, combined by "sum" or "average" ((routed + shared) / 2); the dense
+ * layers (mlp_layer_types, else first_k_dense_replace) have prefix_dense_intermediate_size and,
+ * with prefix_dense_sliding_window_pattern 1, rotate although full. */
+static mxl_status cohere2_moe_setup(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_decoder_names *nm = c->names;
+    mxl_status st;
+    if (c->gguf) return mxl_error_set(c->err, MXL_ERR_INTERNAL, "%s: no GGUF path for cohere2_moe", c->ck->path);
+    if ((st = cohere_setup(c))) return st;
+    if (!isnan(c->cfg->rms_norm_eps) && json_is_number(json_object_get(c->raw, "rms_norm_eps"))) {
+        hp->norm = MXL_NORM_RMS;
+        hp->norm_no_bias = false;
+        hp->norm_eps = (float)c->cfg->rms_norm_eps;
+    }
+    nm->moe_router = "mlp.gate";
+    nm->experts = "mlp.experts.";
+    nm->expert_gate = "gate_proj", nm->expert_up = "up_proj", nm->expert_down = "down_proj";
+    nm->sh_gate = "mlp.shared_experts.gate_proj", nm->sh_up = "mlp.shared_experts.up_proj", nm->sh_down = "mlp.shared_experts.down_proj";
+    const char *fn = json_string_value(json_object_get(c->raw, "expert_selection_fn"));
+    const char *how = json_string_value(json_object_get(c->raw, "shared_expert_combination_strategy"));
+    if (fn && strcmp(fn, "softmax") != 0)
+        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: config.json 'expert_selection_fn' = '%s' is not supported (softmax)", c->ck->path, fn);
+    if (how && strcmp(how, "sum") != 0 && strcmp(how, "average") != 0)
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'shared_expert_combination_strategy' = '%s' is not sum or average", c->ck->path, how);
+    int64_t dense_ffn, dense_pattern;
+    if ((st = mxl_family_moe(c, NULL, NULL, true, false)) || (st = mxl_family_moe_shared_count(c, "num_shared_experts")) ||
+        (st = mxl_family_moe_layer_types(c, 0)) || (st = mxl_family_int(c, "prefix_dense_intermediate_size", hp->ffn, &dense_ffn)) ||
+        (st = mxl_family_int(c, "prefix_dense_sliding_window_pattern", 1, &dense_pattern)))
+        return st;
+    hp->moe_norm_topk = true; /* softmax over the top k logits */
+    if (hp->shared_ffn > 0 && (!how || strcmp(how, "average") == 0)) hp->moe_routed_scale = hp->moe_shared_scale = 0.5f;
+    hp->ffn = dense_ffn;
+    int64_t window = c->cfg->sliding_window > 0 ? c->cfg->sliding_window : 0;
+    if (window == 0) return MXL_OK;
+    int64_t pattern;
+    if ((st = mxl_family_int(c, "sliding_window_pattern", 4, &pattern)) || (st = mxl_family_sliding_pattern(c, pattern, window)) ||
+        (st = mxl_family_nope_full_layers(c)))
+        return st;
+    if (dense_pattern == 1 && hp->layer_no_rope) /* force_rope: the dense layers rotate */
+        for (int64_t i = 0; i < hp->n_layers; i++)
+            if (!hp->layer_is_moe[i]) ((uint8_t *)hp->layer_no_rope)[i] = 0;
+    return MXL_OK;
+}
+
 const mxl_decoder_family mxl_family_cohere = {
     .model_type = "cohere", .registry_id = "cohere", .hf_class = "CohereForCausalLM", .names = &k_names, .setup = cohere_setup,
     .gguf_arch = "command-r", .convert_check = mxl_family_gguf_not_converted,
@@ -91,4 +141,9 @@ const mxl_decoder_family mxl_family_cohere = {
 const mxl_decoder_family mxl_family_cohere2 = {
     .model_type = "cohere2", .registry_id = "cohere2", .hf_class = "Cohere2ForCausalLM", .names = &k_names,
     .setup = cohere2_setup, .gguf_arch = "cohere2", .convert_check = mxl_family_gguf_not_converted,
+};
+
+const mxl_decoder_family mxl_family_cohere2_moe = {
+    .model_type = "cohere2_moe", .registry_id = "cohere2_moe", .hf_class = "Cohere2MoeForCausalLM", .names = &k_names,
+    .setup = cohere2_moe_setup,
 };

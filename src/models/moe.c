@@ -269,7 +269,7 @@ void mxl_moe_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const
     gated_mlp(be, hp, &L->sh_gate, &L->sh_up, &L->sh_down, h, n, s->ys, s->g, s->u, mm_scratch, pool);
     if (L->sh_router.rows > 0) ref->ops->matmul(ref, &L->sh_router, NULL, h, n, s->sg, mm_scratch, pool);
     for (int64_t t = 0; t < n; t++) {
-        const float g = L->sh_router.rows > 0 ? 1.0f / (1.0f + expf(-s->sg[t])) : 1.0f;
+        const float g = (L->sh_router.rows > 0 ? 1.0f / (1.0f + expf(-s->sg[t])) : 1.0f) * hp->moe_shared_scale;
         for (int64_t c = 0; c < H; c++) y[t * H + c] += g * s->ys[t * H + c];
     }
 }

@@ -45,6 +45,7 @@ static const char *const k_no_mlx_lm[][2] = {
     {"hunyuan_v1_moe", "mlx-lm has no hunyuan_v1_moe model (its hunyuan runs the original Hunyuan-A13B checkpoints' names and config)"},
     {"youtu", "mlx-lm reads Youtu-LLM as model_type youtu_llm, which transformers 5 (youtu) does not load: no one checkpoint both run"},
     {"youtu_llm", "as youtu (the same decoder under the released checkpoints' model_type)"},
+    {"cohere2_moe", "mlx-lm has no cohere2_moe model"},
 };
 #define N_NO_MLX_LM (sizeof k_no_mlx_lm / sizeof k_no_mlx_lm[0])
 
