@@ -80,6 +80,9 @@ typedef struct mxl_attn_params {
     int head_dim_v;      /* width of a V head and of an output head (0: head_dim); V rows hold
                           * n_kv_heads heads of it. Multi-head latent attention reads its V as
                           * the last head_dim_v elements of each K row (models/mla.h) */
+    int64_t chunk;       /* > 0: chunked attention (Llama 4): a query at position p sees only the
+                          * positions of its own chunk, from p - p % chunk (with the window and
+                          * causality); 0 = none */
 } mxl_attn_params;
 
 typedef struct mxl_kv_view {

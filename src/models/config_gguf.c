@@ -28,7 +28,7 @@ typedef struct arch_map {
 /* The architectures of the spec's families that this build does not run (or runs under another
  * name); those it runs come from the family records (decoder_family.h gguf_arch) first. */
 static const arch_map k_arch_map[] = {
-    {"llama4", "llama4"},
+    {"llama4", "llama4_text"}, /* the text decoder (the vision tower is a separate mmproj file) */
     {"llama-embed", "llama"},
     {"deci", "nemotron-nas"},
     {"mistral3", "mistral3"},

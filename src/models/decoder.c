@@ -129,9 +129,16 @@ static mxl_status bind_matrix_stacked(const binder *b, int64_t layer, const char
     snprintf(name, sizeof name, "%s.weight", base);
     mxl_tensor tv, sv, bv;
     const mxl_tensor *t = find_tensor(b, name);
-    /* transformers 5's own stacked experts are bare parameters ("mlp.experts.gate_up_proj") */
-    if (!t && stack > 0 && (t = find_tensor(b, base))) snprintf(name, sizeof name, "%s", base);
+    /* transformers 5's own stacked experts are bare parameters ("mlp.experts.gate_up_proj"),
+     * [E, in, out] in Llama 4's layout: an owned transposed copy */
+    bool bare = false;
+    if (!t && stack > 0 && (t = find_tensor(b, base))) snprintf(name, sizeof name, "%s", base), bare = true;
     if (!t) return missing(b, name);
+    if (bare && b->nm->exps_native_transposed) {
+        st = mxl_weights_stacked_transposed(&b->d->arena, t, name, stack, rows / stack, cols, w, b->err);
+        if (st) mxl_error_prefix(b->err, "%s: ", b->ck->path);
+        return st;
+    }
     if (!(t = as_matrix(b, t, name, stack, rows, &tv))) return MXL_ERR_FORMAT;
     if (b->ck->format == MXL_CHECKPOINT_SAFETENSORS) {
         char sname[400], bname[400];
@@ -301,7 +308,7 @@ static mxl_status bind_moe(const binder *b, int64_t i, mxl_decoder_layer *L) {
     if ((st = bind_matrix(b, i, nm->moe_router, E, H, &m->router))) return st;
     /* the sigmoid router's bias is part of it; a softmax router's (ERNIE) is absent from mlx-lm's
      * conversions, which choose by probability alone: so do we there */
-    if (hp->moe_router == MXL_MOE_SIGMOID || (hp->moe_select_bias && has_tensor(b, i, nm->moe_router_bias, ""))) {
+    if ((hp->moe_router == MXL_MOE_SIGMOID && !hp->moe_sigmoid_no_bias) || (hp->moe_select_bias && has_tensor(b, i, nm->moe_router_bias, ""))) {
         if (!nm->moe_router_bias) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no router correction bias", b->ck->path);
         /* mlx-lm keeps it inside the gate module (DeepSeek's place) whatever the source named */
         char in_gate[256];
@@ -448,7 +455,10 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
         return st;
     }
     if (!L->mla && (st = bind_proj(b, i, nm->o, H, qd, hp->o_bias, &L->wo, &L->bo))) return st;
-    if (hp->qk_norm_kind != MXL_QK_NORM_NONE && hp->norm_no_weight) { /* weightless RMSNorms (nanochat) */
+    L->rope = !hp->learned_pos && !(hp->layer_no_rope && hp->layer_no_rope[i]);
+    if (hp->qk_norm_rope_only && !L->rope) {
+        /* (no QK-norm on this layer: q_norm / k_norm stay NULL) */
+    } else if (hp->qk_norm_kind != MXL_QK_NORM_NONE && (hp->norm_no_weight || hp->qk_norm_no_weight)) { /* weightless RMSNorms (nanochat, Llama 4) */
         bool full = hp->qk_norm_kind == MXL_QK_NORM_FULL;
         if (!(L->q_norm = ones_plus(b, NULL, full ? qd : hp->head_dim)) || !(L->k_norm = ones_plus(b, NULL, full ? kvd : hp->head_dim)))
             return MXL_ERR_NOMEM;
@@ -492,7 +502,7 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
         L->xielu_eps = *eps;
     }
     L->sliding = hp->sliding_window > 0 && hp->layer_is_sliding && hp->layer_is_sliding[i];
-    L->rope = !hp->learned_pos && !(hp->layer_no_rope && hp->layer_no_rope[i]);
+    L->chunked = hp->attn_chunk > 0 && hp->layer_is_chunked && hp->layer_is_chunked[i];
     L->attn_scale = hp->attn_scale_by_layer ? hp->attn_scale / (float)(i + 1) : hp->attn_scale;
     return MXL_OK;
 }
@@ -1305,7 +1315,7 @@ static void attend_span(const fwd_pass *f, const row_span *sp, mxl_threadpool *p
     int64_t v0 = e0 + (pc->v_in_k ? hd - vd : 0);
     const float *ks = mxl_kv_pool_k_scale(kvp), *vs = mxl_kv_pool_v_scale(kvp);
     mxl_attn_params ap = {(int)hp->n_heads, (int)hp->n_kv_heads, (int)hd, L->attn_scale, hp->attn_softcap, NULL,
-                          L->sliding ? hp->sliding_window : 0, 1, (int)vd};
+                          L->sliding ? hp->sliding_window : 0, 1, (int)vd, L->chunked ? hp->attn_chunk : 0};
     mxl_kv_paged_view kv = {
         pc->k_type, pc->v_type,
         (const uint8_t *)mxl_kv_pool_k(kvp) + (size_t)e0 * kv_elem_bytes(pc->k_type),
@@ -1320,6 +1330,7 @@ static void attend_span(const fwd_pass *f, const row_span *sp, mxl_threadpool *p
  * [n_kv_heads * head_dim], in place. */
 static void qk_norm(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_decoder_layer *L, float *qt, float *kt) {
     const int64_t hd = hp->head_dim;
+    if (!L->q_norm) return; /* (a layer without one: Llama 4's NoPE layers) */
     if (hp->qk_norm_kind == MXL_QK_NORM_HEAD) {
         rms_rows(be, hp, L->q_norm, qt, hp->n_heads, hd);
         rms_rows(be, hp, L->k_norm, kt, hp->n_kv_heads, hd);
@@ -1347,8 +1358,8 @@ static void prepare_span(const fwd_pass *f, const row_span *sp) {
             ws->be->ops->rope_apply_table(ws->be, rc, cs, kt, (int)hp->n_kv_heads);
         }
         if (hp->qk_norm_after_rope) qk_norm(ws->be, hp, L, qt, kt);
-        if (hp->q_temp_beta > 0) {
-            const float sc = 1.0f + hp->q_temp_beta * logf(1.0f + floorf((float)ws->q_pos[t] / (float)hp->q_temp_orig));
+        if (hp->q_temp_beta > 0 && !(hp->q_temp_nope_only && L->rope)) {
+            const float sc = 1.0f + hp->q_temp_beta * logf(1.0f + floorf((float)(ws->q_pos[t] + hp->q_temp_offset) / (float)hp->q_temp_orig));
             for (int64_t i = 0; i < qd; i++) qt[i] *= sc;
         }
     }

@@ -82,6 +82,8 @@ typedef struct mxl_decoder_hparams {
     bool qk_norm;          /* qk_norm_kind != NONE */
     mxl_qk_norm_kind qk_norm_kind;
     bool qk_norm_after_rope; /* QK-norm on the rotated heads (Hunyuan), not before RoPE */
+    bool qk_norm_no_weight;  /* the QK-norm has no weight (Llama 4's L2 norm: an RMSNorm without one) */
+    bool qk_norm_rope_only;  /* the QK-norm only on layers that rotate (Llama 4) */
     bool pre_norms;        /* norms before attention and MLP (all but OLMo 2) */
     bool post_norms;       /* norms after attention and after the MLP (Gemma 2/3, OLMo 2) */
     bool qkv_bias, o_bias; /* attention projection biases */
@@ -90,9 +92,13 @@ typedef struct mxl_decoder_hparams {
     bool embed_norm;       /* the output norm also applied to the embeddings (nanochat) */
     bool parallel_residual; /* x + attn(h) + mlp(h') from the same x (Phi, Cohere, GPT-NeoX); h' =
                              * ffn_norm(x), or h itself when the family names no ffn_norm */
-    float q_temp_beta;     /* > 0: queries scaled by 1 + beta * ln(1 + floor(pos / q_temp_orig))
-                            * after RoPE (Llama 4 / Ministral 3 attention temperature) */
-    int64_t q_temp_orig;
+    float q_temp_beta;     /* > 0: queries scaled by 1 + beta * ln(1 + floor((pos + q_temp_offset) /
+                            * q_temp_orig)) after RoPE (Llama 4 / Ministral 3 attention temperature;
+                            * Llama 4's own on its NoPE layers only: q_temp_nope_only, offset 1) */
+    int64_t q_temp_orig, q_temp_offset;
+    bool q_temp_nope_only;
+    int64_t attn_chunk;    /* chunked attention on the layers layer_is_chunked marks (Llama 4) */
+    const uint8_t *layer_is_chunked; /* [n_layers] or NULL */
     float clip_qkv;        /* > 0: q, k, v clamped to [-clip_qkv, clip_qkv] (OLMo 1) */
     bool lm_head_bias;     /* the LM head has a bias (Phi) */
     bool learned_pos;      /* GPT-2: position embedding table instead of RoPE */
@@ -124,6 +130,10 @@ typedef struct mxl_decoder_hparams {
     bool moe_select_bias;              /* SOFTMAX: experts chosen by p + the router's correction bias
                                         * (ERNIE 4.5 MoE; SIGMOID always has one) */
     float moe_norm_min;                /* the renormalising sum at least this (ERNIE's moe_norm_min; 0) */
+    bool moe_scale_input;              /* each expert reads its row times the router weight, and the
+                                        * outputs are summed unweighted (Llama 4) */
+    bool moe_sigmoid_no_bias;          /* SIGMOID without a correction bias (Llama 4: sigmoid of the
+                                        * top k logits) */
     float moe_shared_scale;            /* the shared expert's output times this (1; Command MoE's
                                         * "average" strategy: 0.5, with moe_routed_scale 0.5) */
     const uint8_t *layer_is_moe;       /* [n_layers] or NULL (all, when n_experts > 0) */
@@ -176,6 +186,7 @@ typedef struct mxl_decoder_layer {
     mxl_moe_layer *moe;           /* a sparse MoE block instead of the MLP (w_gate.. unbound), or NULL */
     mxl_mla_layer *mla;           /* latent attention (wk, wv unbound), or NULL */
     bool sliding;
+    bool chunked;     /* chunked attention (hp.attn_chunk) */
     bool rope;        /* applies RoPE (false on NoPE layers and with learned positions) */
     /* xIELU: x > 0 ? ap x^2 + beta x : (expm1(min(x, eps)) - x) an + beta x, with
      * ap = softplus(alpha_p), an = beta + softplus(alpha_n) */

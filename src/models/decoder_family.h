@@ -54,6 +54,8 @@ typedef struct mxl_decoder_names {
     const char *sh_gate, *sh_up, *sh_down, *sh_router;
     bool conv1d;            /* GPT-2 Conv1D: dense layer matrices stored [in, out] */
     bool qkv_per_head;      /* qkv rows grouped per head: [heads][q, k, v][head_dim] (GPT-NeoX) */
+    bool exps_native_transposed; /* transformers' own stacked experts "<experts>gate_up_proj" /
+                                  * "down_proj" are [E, in, out] (Llama 4): bound as transposed copies */
 } mxl_decoder_names;
 
 typedef struct mxl_family_ctx {

@@ -160,7 +160,7 @@ mxl_status mxl_bert_forward_batch(const mxl_bert *m, const mxl_encoder_batch *bt
                            1.0f / sqrtf((float)m->head_dim)};
         if (!m->be->ops->attention_varlen(m->be, &ea, att_scratch, pool)) {
             /* the decoder attention without a causal mask, one sequence at a time */
-            mxl_attn_params ap = {(int)m->n_heads, (int)m->n_heads, (int)m->head_dim, ea.scale, 0.0f, NULL, 0, 0, 0};
+            mxl_attn_params ap = {(int)m->n_heads, (int)m->n_heads, (int)m->head_dim, ea.scale, 0.0f, NULL, 0, 0, 0, 0};
             for (int64_t s = 0; s < bt->n_seqs; s++) {
                 int64_t t0 = bt->seq_start[s], len = bt->seq_start[s + 1] - t0;
                 mxl_kv_view kv = {MXL_DTYPE_F32, k + t0 * H, v + t0 * H, len, H};

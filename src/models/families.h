@@ -58,6 +58,7 @@
     X(youtu_llm)                \
     X(exaone_moe)               \
     X(mellum)                   \
-    X(cohere2_moe)
+    X(cohere2_moe)              \
+    X(llama4_text)
 
 #endif

@@ -157,6 +157,9 @@ static void run_expert(const mxl_backend *be, const mxl_decoder_hparams *hp, con
                        void *mm, mxl_threadpool *pool) {
     const int64_t K = hp->n_experts_used, H = hp->hidden;
     for (int64_t r = 0; r < m; r++) memcpy(xg + r * H, h + (s->order[a + r] / K) * H, (size_t)H * sizeof(float));
+    if (hp->moe_scale_input) /* Llama 4: the row times its router weight goes in */
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t c = 0; c < H; c++) xg[r * H + c] *= s->weights[s->order[a + r]];
     gated_mlp(be, hp, &L->gate[e], &L->up[e], &L->down[e], xg, m, ys, g, u, mm, pool);
     for (int64_t r = 0; r < m; r++) memcpy(s->yk + (int64_t)s->order[a + r] * H, ys + r * H, (size_t)H * sizeof(float));
 }
@@ -254,11 +257,17 @@ void mxl_moe_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const
     const int64_t K = hp->n_experts_used, H = hp->hidden;
     ref->ops->matmul(ref, &L->router, NULL, h, n, s->logits, mm_scratch, pool);
     route(hp, L, s, n);
-    if (n == 1) one_row(be, hp, L, h, s, mm_scratch, pool);
+    if (n == 1 && !hp->moe_scale_input) one_row(be, hp, L, h, s, mm_scratch, pool); /* (scaled inputs differ per expert) */
     else grouped_rows(be, hp, L, h, n, s, mm_scratch, pool);
     for (int64_t t = 0; t < n; t++) {
         float *yt = y + t * H;
         const float *w = s->weights + t * K;
+        if (hp->moe_scale_input) { /* the weights went in with the rows */
+            memcpy(yt, s->yk + (t * K) * H, (size_t)H * sizeof(float));
+            for (int64_t j = 1; j < K; j++)
+                for (int64_t c = 0; c < H; c++) yt[c] += s->yk[(t * K + j) * H + c];
+            continue;
+        }
         for (int64_t c = 0; c < H; c++) yt[c] = w[0] * s->yk[(t * K) * H + c];
         for (int64_t j = 1; j < K; j++) {
             const float *src = s->yk + (t * K + j) * H;

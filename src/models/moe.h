@@ -10,6 +10,7 @@
  *            the moe_topk_group best groups; w = p there, renormalised with moe_norm_topk)
  *            then w *= moe_routed_scale
  *   y[t]   = sum_j w[t][j] * down_e(act(gate_e(h[t])) * up_e(h[t])),  e = idx[t][j]
+ *            (moe_scale_input, Llama 4: sum_j down_e(act(gate_e(x)) * up_e(x)), x = w[t][j] h[t])
  *          + moe_shared_scale * (sigmoid(h[t] . w_sh) if shared_expert_gate) * shared(h[t])
  * The router runs on the f32 reference path whatever the matmul path: quantizing its input (the
  * fast path's int8 activations) would move near-tied experts across the top-k boundary, and it

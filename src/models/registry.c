@@ -62,7 +62,7 @@
 static const mxl_family k_families[] = {
     /* ---- Standard Transformer Models ---- */
     {"llama", "Llama 1/2/3 (and Mistral 1/2)", "Llama", GEN, TXT, ANY, L("llama", "mistral"), NONE, L("Mistral 1/2"), NONE, M_T, "text"},
-    {"llama4", "Llama 4 (MoE)", "Llama", GEN, TXT, ANY, L("llama4"), NONE, NONE, NONE, M_T, "text"},
+    {"llama4", "Llama 4 (MoE)", "Llama", GEN, TXT, ANY, L("llama4", "llama4_text"), NONE, NONE, NONE, M_T, "text"},
     {"qwen2", "Qwen 2 / 2.5", "Qwen", GEN, TXT, ANY, L("qwen2"), NONE, L("Qwen2.5"), NONE, M_T, "text"},
     {"qwen3", "Qwen 3", "Qwen", GEN, TXT, ANY, L("qwen3"), NONE, NONE, NONE, M_T, "text"},
     {"qwen3_5", "Qwen 3.5 (Transformer + GatedDeltaNet)", "Qwen", GEN, TXT, ANY, L("qwen3_5", "qwen3.5", "qwen3_5_text"), NONE, L("Qwen3.8-27B"), NONE, M_T, "text"},

@@ -20,23 +20,34 @@ mxl_status mxl_weights_matrix_transposed(mxl_arena *arena, const mxl_tensor *t, 
         return mxl_error_set(err, MXL_ERR_FORMAT, "tensor '%s' has shape [%lld, %lld], expected [%lld, %lld] (Conv1D [in, out])", name,
                              t->ndim > 0 ? (long long)t->shape[0] : -1LL, t->ndim > 1 ? (long long)t->shape[1] : -1LL,
                              (long long)cols, (long long)rows);
+    return mxl_weights_stacked_transposed(arena, t, name, 1, rows, cols, out, err);
+}
+
+mxl_status mxl_weights_stacked_transposed(mxl_arena *arena, const mxl_tensor *t, const char *name, int64_t stack,
+                                          int64_t rows, int64_t cols, mxl_weight *out, mxl_error *err) {
+    if (stack <= 0 || (stack > 1 && (t->ndim != 3 || t->shape[0] != stack || t->shape[1] != cols || t->shape[2] != rows)))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "tensor '%s' is not %lld stacked [in %lld, out %lld] matrices", name, (long long)stack,
+                             (long long)cols, (long long)rows);
     if (t->dtype != MXL_DTYPE_F32 && t->dtype != MXL_DTYPE_F16 && t->dtype != MXL_DTYPE_BF16)
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "tensor '%s' has type %s; a transposed (Conv1D) weight must be F32, F16 or BF16", name, mxl_dtype_name(t->dtype));
     size_t esz = t->dtype == MXL_DTYPE_F32 ? 4 : 2;
     uint64_t n, bytes;
-    if (rows <= 0 || cols <= 0 || mxl_mul_u64((uint64_t)rows, (uint64_t)cols, &n) || mxl_mul_u64(n, esz, &bytes) ||
-        bytes != t->nbytes || bytes > SIZE_MAX)
-        return mxl_error_set(err, MXL_ERR_FORMAT, "tensor '%s': %llu bytes do not hold [%lld, %lld] %s", name,
-                             (unsigned long long)t->nbytes, (long long)cols, (long long)rows, mxl_dtype_name(t->dtype));
+    if (rows <= 0 || cols <= 0 || mxl_mul_u64((uint64_t)rows, (uint64_t)cols, &n) || mxl_mul_u64(n, (uint64_t)stack, &n) ||
+        mxl_mul_u64(n, esz, &bytes) || bytes != t->nbytes || bytes > SIZE_MAX)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "tensor '%s': %llu bytes do not hold %lld x [%lld, %lld] %s", name,
+                             (unsigned long long)t->nbytes, (long long)stack, (long long)cols, (long long)rows, mxl_dtype_name(t->dtype));
     uint8_t *dst = mxl_arena_alloc(arena, (size_t)bytes, 64);
     if (!dst) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory transposing '%s'", name);
     const uint8_t *src = t->data;
-    /* src[c][r] -> dst[r][c]; memcpy per element: safetensors data need not be aligned */
-    for (int64_t c = 0; c < cols; c++)
-        for (int64_t r = 0; r < rows; r++)
-            memcpy(dst + ((size_t)r * (size_t)cols + (size_t)c) * esz, src + ((size_t)c * (size_t)rows + (size_t)r) * esz, esz);
+    const size_t slab = (size_t)rows * (size_t)cols * esz;
+    /* each slab src[c][r] -> dst[r][c]; memcpy per element: safetensors data need not be aligned */
+    for (int64_t e = 0; e < stack; e++)
+        for (int64_t c = 0; c < cols; c++)
+            for (int64_t r = 0; r < rows; r++)
+                memcpy(dst + e * slab + ((size_t)r * (size_t)cols + (size_t)c) * esz, src + e * slab + ((size_t)c * (size_t)rows + (size_t)r) * esz, esz);
     mxl_tensor view = *t;
-    view.shape[0] = rows;
+    view.ndim = 2;
+    view.shape[0] = rows * stack;
     view.shape[1] = cols;
     view.data = dst;
     return mxl_weight_from_tensor(&view, name, out, err);

@@ -238,6 +238,8 @@ static const char *const k_fixtures[] = {
     "mixtral", "qwen2_moe", "qwen2_moe_mlx_q4", "glm4_moe",
     /* latent attention (models/mla.h): absorbed per-head maps, the latent cache */
     "deepseek_v2", "deepseek_v3",
+    /* chunked attention, NoPE layers with the temperature, experts weighted on their inputs */
+    "llama4_text",
 };
 
 static const batch_case k_fixture_case = {

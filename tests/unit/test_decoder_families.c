@@ -394,4 +394,10 @@ TEST(decoder_families_refuse_mismatched_tensors_by_name) {
     expect_refused("glm4_moe_lite", "{\"mlp_layer_types\": [\"sparse\", \"dense\"]}", MXL_ERR_FORMAT, "mlp_layer_types", NULL,
                    mxl_test_failed_);
     expect_refused("mistral4", "{\"n_group\": 3}", MXL_ERR_FORMAT, "n_group 3", NULL, mxl_test_failed_);
+    /* Llama 4: per-layer lists of the wrong length or out of range, experts of the wrong width */
+    expect_refused("llama4_text", "{\"no_rope_layers\": [1, 0]}", MXL_ERR_FORMAT, "no_rope_layers", NULL, mxl_test_failed_);
+    expect_refused("llama4_text", "{\"moe_layers\": [1, 7]}", MXL_ERR_FORMAT, "moe_layers", NULL, mxl_test_failed_);
+    expect_refused("llama4_text", "{\"intermediate_size\": 16}", MXL_ERR_FORMAT, "feed_forward.experts.gate_up_proj", NULL, mxl_test_failed_);
+    expect_refused("exaone_moe", "{\"is_moe_layer\": [true]}", MXL_ERR_FORMAT, "is_moe_layer", NULL, mxl_test_failed_);
+    expect_refused("cohere2_moe", "{\"expert_selection_fn\": \"sigmoid\"}", MXL_ERR_UNSUPPORTED, "expert_selection_fn", NULL, mxl_test_failed_);
 }

@@ -46,6 +46,7 @@ static const char *const k_no_mlx_lm[][2] = {
     {"youtu", "mlx-lm reads Youtu-LLM as model_type youtu_llm, which transformers 5 (youtu) does not load: no one checkpoint both run"},
     {"youtu_llm", "as youtu (the same decoder under the released checkpoints' model_type)"},
     {"cohere2_moe", "mlx-lm has no cohere2_moe model"},
+    {"llama4_text", "mlx-lm's llama4 reads only the multimodal layout (text_config, language_model.*), which this build does not load yet"},
 };
 #define N_NO_MLX_LM (sizeof k_no_mlx_lm / sizeof k_no_mlx_lm[0])
 
