@@ -115,6 +115,9 @@ typedef struct mxl_backend_ops {
     void (*act)(const mxl_backend *be, mxl_act a, const float *x, int64_t n, float *y);
     /* out = act(gate) * up */
     void (*glu)(const mxl_backend *be, mxl_act a, const float *gate, const float *up, int64_t n, float *out);
+    /* GPT-OSS's clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit),
+     * out = (u + 1) * g * sigmoid(alpha * g); out may alias gate. */
+    void (*swiglu_oai)(const mxl_backend *be, const float *gate, const float *up, int64_t n, float alpha, float limit, float *out);
     /* x = cap * tanh(x / cap) */
     void (*softcap)(const mxl_backend *be, float *x, int64_t n, float cap);
     /* cs[rotary_dim] = position pos's cosines then sines (times attn_factor) */

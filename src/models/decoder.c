@@ -135,7 +135,9 @@ static mxl_status bind_matrix_stacked(const binder *b, int64_t layer, const char
     if (!t && stack > 0 && (t = find_tensor(b, base))) snprintf(name, sizeof name, "%s", base), bare = true;
     if (!t) return missing(b, name);
     if (bare && b->nm->exps_native_transposed) {
-        st = mxl_weights_stacked_transposed(&b->d->arena, t, name, stack, rows / stack, cols, w, b->err);
+        const bool gate_up = strstr(name, "gate_up") != NULL;
+        st = mxl_weights_stacked_transposed(&b->d->arena, t, name, stack, rows / stack, cols, gate_up && b->nm->exps_native_interleaved, w,
+                                            b->err);
         if (st) mxl_error_prefix(b->err, "%s: ", b->ck->path);
         return st;
     }
@@ -289,6 +291,36 @@ static mxl_status expert_rows(const binder *b, int64_t layer, const char *module
     return st;
 }
 
+/* The stacked experts' biases: transformers' own "<gate_up>_bias" [E, 2F] (GPT-OSS: gate and up
+ * interleaved, split here) and "<experts>down_proj_bias" [E, H], else "<exps_gate | up | down>.bias"
+ * [E, F] / [E, H] (mlx-lm, GGUF). */
+static mxl_status bind_expert_biases(const binder *b, int64_t i, const char *native_gate_up, mxl_moe_layer *m) {
+    const mxl_decoder_hparams *hp = &b->d->hp;
+    const mxl_decoder_names *nm = b->nm;
+    const int64_t E = hp->n_experts, F = hp->moe_ffn, H = hp->hidden;
+    mxl_status st;
+    if (!native_gate_up)
+        return (st = bind_vector(b, i, nm->exps_gate, ".bias", E * F, &m->gate_b)) || (st = bind_vector(b, i, nm->exps_up, ".bias", E * F, &m->up_b)) ||
+                       (st = bind_vector(b, i, nm->exps_down, ".bias", E * H, &m->down_b))
+                   ? st
+                   : MXL_OK;
+    char down[256];
+    const float *gu;
+    snprintf(down, sizeof down, "%sdown_proj", nm->experts);
+    if ((st = bind_vector(b, i, native_gate_up, "_bias", E * 2 * F, &gu)) || (st = bind_vector(b, i, down, "_bias", E * H, &m->down_b))) return st;
+    float *g = mxl_arena_alloc(&b->d->arena, (size_t)(2 * E * F) * sizeof(float), 64);
+    if (!g) return mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory");
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t j = 0; j < F; j++) {
+            const float *src = gu + e * 2 * F;
+            g[e * F + j] = nm->exps_native_interleaved ? src[2 * j] : src[j];
+            g[E * F + e * F + j] = nm->exps_native_interleaved ? src[2 * j + 1] : src[F + j];
+        }
+    m->gate_b = g;
+    m->up_b = g + E * F;
+    return MXL_OK;
+}
+
 /* Layer i's sparse MoE block (decoder_family.h: the MoE names): router, experts (per-expert
  * modules, stacked tensors or a stacked fused gate_up) and the shared expert. */
 static mxl_status bind_moe(const binder *b, int64_t i, mxl_decoder_layer *L) {
@@ -306,6 +338,15 @@ static mxl_status bind_moe(const binder *b, int64_t i, mxl_decoder_layer *L) {
     m->down = ws + 2 * E;
     if (!nm->moe_router) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no MoE router", b->ck->path);
     if ((st = bind_matrix(b, i, nm->moe_router, E, H, &m->router))) return st;
+    if (hp->moe_router_logit_bias && (st = bind_vector(b, i, nm->moe_router, ".bias", E, &m->router_logit_bias))) return st;
+    char mxfp4[256];
+    snprintf(mxfp4, sizeof mxfp4, "%sgate_up_proj_blocks", nm->experts ? nm->experts : "");
+    if (nm->experts && has_tensor(b, i, mxfp4, "")) {
+        char name[400];
+        module_name(b, i, mxfp4, "", name, sizeof name);
+        return mxl_error_set(b->err, MXL_ERR_UNSUPPORTED, "%s: tensor '%s': MXFP4 experts are not supported yet (MLX-quantized and dequantized checkpoints are)",
+                             b->ck->path, name);
+    }
     /* the sigmoid router's bias is part of it; a softmax router's (ERNIE) is absent from mlx-lm's
      * conversions, which choose by probability alone: so do we there */
     if ((hp->moe_router == MXL_MOE_SIGMOID && !hp->moe_sigmoid_no_bias) || (hp->moe_select_bias && has_tensor(b, i, nm->moe_router_bias, ""))) {
@@ -350,6 +391,7 @@ static mxl_status bind_moe(const binder *b, int64_t i, mxl_decoder_layer *L) {
                 return st;
             if ((st = expert_rows(b, i, down, &d, e * H, H, &m->down[e]))) return st;
         }
+        if (hp->moe_expert_bias && (st = bind_expert_biases(b, i, own ? native[0] : NULL, m))) return st;
     }
     if (hp->shared_ffn > 0) {
         const int64_t S = hp->shared_ffn;
@@ -500,6 +542,10 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
         L->xielu_an = *beta + (*an > 20.0f ? *an : (float)log1p(exp((double)*an)));
         L->xielu_beta = *beta;
         L->xielu_eps = *eps;
+    }
+    if (hp->attn_sinks) {
+        if (!nm->sinks) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no attention sinks", b->ck->path);
+        if ((st = bind_vector(b, i, nm->sinks, "", hp->n_heads, &L->sinks))) return st;
     }
     L->sliding = hp->sliding_window > 0 && hp->layer_is_sliding && hp->layer_is_sliding[i];
     L->chunked = hp->attn_chunk > 0 && hp->layer_is_chunked && hp->layer_is_chunked[i];
@@ -1314,7 +1360,7 @@ static void attend_span(const fwd_pass *f, const row_span *sp, mxl_threadpool *p
     int64_t e0 = f->layer * MXL_KV_BLOCK * kvd; /* the layer's rows within a block */
     int64_t v0 = e0 + (pc->v_in_k ? hd - vd : 0);
     const float *ks = mxl_kv_pool_k_scale(kvp), *vs = mxl_kv_pool_v_scale(kvp);
-    mxl_attn_params ap = {(int)hp->n_heads, (int)hp->n_kv_heads, (int)hd, L->attn_scale, hp->attn_softcap, NULL,
+    mxl_attn_params ap = {(int)hp->n_heads, (int)hp->n_kv_heads, (int)hd, L->attn_scale, hp->attn_softcap, L->sinks,
                           L->sliding ? hp->sliding_window : 0, 1, (int)vd, L->chunked ? hp->attn_chunk : 0};
     mxl_kv_paged_view kv = {
         pc->k_type, pc->v_type,

@@ -130,6 +130,11 @@ typedef struct mxl_decoder_hparams {
     bool moe_select_bias;              /* SOFTMAX: experts chosen by p + the router's correction bias
                                         * (ERNIE 4.5 MoE; SIGMOID always has one) */
     float moe_norm_min;                /* the renormalising sum at least this (ERNIE's moe_norm_min; 0) */
+    bool moe_router_logit_bias;        /* the router has a bias added to its logits (GPT-OSS) */
+    bool moe_expert_bias;              /* the experts' projections have biases (GPT-OSS) */
+    bool attn_sinks;                   /* per-head attention sink logits on every layer (GPT-OSS) */
+    float moe_oai_alpha, moe_oai_limit; /* > 0 limit: the experts' GLU is GPT-OSS's clamped SwiGLU
+                                        * (backend swiglu_oai) instead of act(gate) * up */
     bool moe_scale_input;              /* each expert reads its row times the router weight, and the
                                         * outputs are summed unweighted (Llama 4) */
     bool moe_sigmoid_no_bias;          /* SIGMOID without a correction bias (Llama 4: sigmoid of the
@@ -160,6 +165,9 @@ typedef struct mxl_decoder_norm {
 typedef struct mxl_moe_layer {
     mxl_weight router;                 /* [n_experts, hidden] */
     const float *router_bias;          /* [n_experts] SIGMOID's selection-only correction, or NULL */
+    const float *router_logit_bias;    /* [n_experts] added to the router's logits (GPT-OSS), or NULL */
+    const float *gate_b, *up_b, *down_b; /* the experts' biases [n_experts, moe_ffn] x2, [n_experts,
+                                          * hidden] (GPT-OSS), or NULL */
     mxl_weight *gate, *up, *down;      /* [n_experts] each: [moe_ffn, hidden] x2, [hidden, moe_ffn] */
     mxl_weight sh_gate, sh_up, sh_down; /* the shared expert (rows 0: none) */
     mxl_weight sh_router;              /* [1, hidden] the shared expert's gate (rows 0: none) */
@@ -192,6 +200,7 @@ typedef struct mxl_decoder_layer {
      * ap = softplus(alpha_p), an = beta + softplus(alpha_n) */
     float xielu_ap, xielu_an, xielu_beta, xielu_eps;
     float attn_scale;
+    const float *sinks; /* [n_heads] attention sink logits (GPT-OSS), or NULL */
 } mxl_decoder_layer;
 
 typedef struct mxl_decoder {

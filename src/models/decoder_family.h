@@ -56,6 +56,9 @@ typedef struct mxl_decoder_names {
     bool qkv_per_head;      /* qkv rows grouped per head: [heads][q, k, v][head_dim] (GPT-NeoX) */
     bool exps_native_transposed; /* transformers' own stacked experts "<experts>gate_up_proj" /
                                   * "down_proj" are [E, in, out] (Llama 4): bound as transposed copies */
+    bool exps_native_interleaved; /* ... with gate_up's outputs alternating gate, up (GPT-OSS); their
+                                   * biases "<experts>gate_up_proj_bias" / "down_proj_bias" */
+    const char *sinks;      /* per-layer attention sinks "<layers><i>.<sinks>" [n_heads] (hp.attn_sinks) */
 } mxl_decoder_names;
 
 typedef struct mxl_family_ctx {

@@ -59,6 +59,7 @@
     X(exaone_moe)               \
     X(mellum)                   \
     X(cohere2_moe)              \
-    X(llama4_text)
+    X(llama4_text)              \
+    X(gpt_oss)
 
 #endif

@@ -140,14 +140,40 @@ static void route(const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const m
 }
 
 /* gate/up of rows x [m, hidden] through one gated MLP into y [m, hidden] */
+/* y[m, n] += b[n] for each of m rows (b NULL: nothing) */
+static void add_rows(float *y, const float *b, int64_t m, int64_t n) {
+    if (!b) return;
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t c = 0; c < n; c++) y[r * n + c] += b[c];
+}
+
+/* the experts' GLU of n values in place in g: act(g) * u, or GPT-OSS's clamped SwiGLU */
+static void expert_glu(const mxl_backend *be, const mxl_decoder_hparams *hp, float *g, const float *u, int64_t n, bool expert) {
+    if (expert && hp->moe_oai_limit > 0) be->ops->swiglu_oai(be, g, u, n, hp->moe_oai_alpha, hp->moe_oai_limit, g);
+    else be->ops->glu(be, hp->act, g, u, n, g);
+}
+
+/* gate/up of rows x [m, hidden] through one gated MLP into y [m, hidden]; b: its biases (gate, up,
+ * down; an expert's, or NULLs) */
 static void gated_mlp(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_weight *gate, const mxl_weight *up,
-                      const mxl_weight *down, const float *x, int64_t m, float *y, float *g, float *u, void *mm,
-                      mxl_threadpool *pool) {
+                      const mxl_weight *down, const float *const b[3], bool expert, const float *x, int64_t m, float *y, float *g,
+                      float *u, void *mm, mxl_threadpool *pool) {
     const mxl_weight *W[2] = {gate, up};
     float *out[2] = {g, u};
     be->ops->matmul_multi(be, W, 2, NULL, x, m, out, mm, pool);
-    be->ops->glu(be, hp->act, g, u, m * gate->rows, g);
+    add_rows(g, b[0], m, gate->rows);
+    add_rows(u, b[1], m, up->rows);
+    expert_glu(be, hp, g, u, m * gate->rows, expert);
     be->ops->matmul(be, down, NULL, g, m, y, mm, pool);
+    add_rows(y, b[2], m, down->rows);
+}
+
+/* expert e's biases (NULLs without) */
+static void expert_biases(const mxl_decoder_hparams *hp, const mxl_moe_layer *L, int32_t e, const float *b[3]) {
+    const int64_t F = hp->moe_ffn, H = hp->hidden;
+    b[0] = L->gate_b ? L->gate_b + e * F : NULL;
+    b[1] = L->up_b ? L->up_b + e * F : NULL;
+    b[2] = L->down_b ? L->down_b + e * H : NULL;
 }
 
 /* Expert e on its rows order[a .. a + m) (gathered from h into xg), outputs scattered to their
@@ -160,7 +186,9 @@ static void run_expert(const mxl_backend *be, const mxl_decoder_hparams *hp, con
     if (hp->moe_scale_input) /* Llama 4: the row times its router weight goes in */
         for (int64_t r = 0; r < m; r++)
             for (int64_t c = 0; c < H; c++) xg[r * H + c] *= s->weights[s->order[a + r]];
-    gated_mlp(be, hp, &L->gate[e], &L->up[e], &L->down[e], xg, m, ys, g, u, mm, pool);
+    const float *b[3];
+    expert_biases(hp, L, e, b);
+    gated_mlp(be, hp, &L->gate[e], &L->up[e], &L->down[e], b, true, xg, m, ys, g, u, mm, pool);
     for (int64_t r = 0; r < m; r++) memcpy(s->yk + (int64_t)s->order[a + r] * H, ys + r * H, (size_t)H * sizeof(float));
 }
 
@@ -207,8 +235,19 @@ static void one_row(const mxl_backend *be, const mxl_decoder_hparams *hp, const 
         }
         be->ops->matmul_multi(be, W, 2 * m, NULL, h, 1, y, mm, pool);
     }
-    be->ops->glu(be, hp->act, s->g, s->u, K * F, s->g);
-    for (int64_t j = 0; j < K; j++) be->ops->matmul(be, &L->down[s->idx[j]], NULL, s->g + j * F, 1, s->yk + j * H, mm, pool);
+    for (int64_t j = 0; j < K; j++) {
+        const float *b[3];
+        expert_biases(hp, L, s->idx[j], b);
+        add_rows(s->g + j * F, b[0], 1, F);
+        add_rows(s->u + j * F, b[1], 1, F);
+    }
+    expert_glu(be, hp, s->g, s->u, K * F, true);
+    for (int64_t j = 0; j < K; j++) {
+        const float *b[3];
+        expert_biases(hp, L, s->idx[j], b);
+        be->ops->matmul(be, &L->down[s->idx[j]], NULL, s->g + j * F, 1, s->yk + j * H, mm, pool);
+        add_rows(s->yk + j * H, b[2], 1, H);
+    }
 }
 
 /* Several rows: the (row, slot) pairs grouped by expert, each chosen expert run once on the rows
@@ -256,6 +295,7 @@ void mxl_moe_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const
     const mxl_backend *ref = mxl_backend_reference();
     const int64_t K = hp->n_experts_used, H = hp->hidden;
     ref->ops->matmul(ref, &L->router, NULL, h, n, s->logits, mm_scratch, pool);
+    add_rows(s->logits, L->router_logit_bias, n, hp->n_experts);
     route(hp, L, s, n);
     if (n == 1 && !hp->moe_scale_input) one_row(be, hp, L, h, s, mm_scratch, pool); /* (scaled inputs differ per expert) */
     else grouped_rows(be, hp, L, h, n, s, mm_scratch, pool);
@@ -275,7 +315,8 @@ void mxl_moe_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const
         }
     }
     if (L->sh_down.rows <= 0) return;
-    gated_mlp(be, hp, &L->sh_gate, &L->sh_up, &L->sh_down, h, n, s->ys, s->g, s->u, mm_scratch, pool);
+    const float *none[3] = {NULL, NULL, NULL};
+    gated_mlp(be, hp, &L->sh_gate, &L->sh_up, &L->sh_down, none, false, h, n, s->ys, s->g, s->u, mm_scratch, pool);
     if (L->sh_router.rows > 0) ref->ops->matmul(ref, &L->sh_router, NULL, h, n, s->sg, mm_scratch, pool);
     for (int64_t t = 0; t < n; t++) {
         const float g = (L->sh_router.rows > 0 ? 1.0f / (1.0f + expf(-s->sg[t])) : 1.0f) * hp->moe_shared_scale;

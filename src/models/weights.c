@@ -20,11 +20,11 @@ mxl_status mxl_weights_matrix_transposed(mxl_arena *arena, const mxl_tensor *t, 
         return mxl_error_set(err, MXL_ERR_FORMAT, "tensor '%s' has shape [%lld, %lld], expected [%lld, %lld] (Conv1D [in, out])", name,
                              t->ndim > 0 ? (long long)t->shape[0] : -1LL, t->ndim > 1 ? (long long)t->shape[1] : -1LL,
                              (long long)cols, (long long)rows);
-    return mxl_weights_stacked_transposed(arena, t, name, 1, rows, cols, out, err);
+    return mxl_weights_stacked_transposed(arena, t, name, 1, rows, cols, false, out, err);
 }
 
 mxl_status mxl_weights_stacked_transposed(mxl_arena *arena, const mxl_tensor *t, const char *name, int64_t stack,
-                                          int64_t rows, int64_t cols, mxl_weight *out, mxl_error *err) {
+                                          int64_t rows, int64_t cols, bool interleaved, mxl_weight *out, mxl_error *err) {
     if (stack <= 0 || (stack > 1 && (t->ndim != 3 || t->shape[0] != stack || t->shape[1] != cols || t->shape[2] != rows)))
         return mxl_error_set(err, MXL_ERR_FORMAT, "tensor '%s' is not %lld stacked [in %lld, out %lld] matrices", name, (long long)stack,
                              (long long)cols, (long long)rows);
@@ -41,10 +41,14 @@ mxl_status mxl_weights_stacked_transposed(mxl_arena *arena, const mxl_tensor *t,
     const uint8_t *src = t->data;
     const size_t slab = (size_t)rows * (size_t)cols * esz;
     /* each slab src[c][r] -> dst[r][c]; memcpy per element: safetensors data need not be aligned */
+    if (interleaved && rows % 2) return mxl_error_set(err, MXL_ERR_FORMAT, "tensor '%s': %lld interleaved outputs are not pairs", name, (long long)rows);
     for (int64_t e = 0; e < stack; e++)
         for (int64_t c = 0; c < cols; c++)
-            for (int64_t r = 0; r < rows; r++)
-                memcpy(dst + e * slab + ((size_t)r * (size_t)cols + (size_t)c) * esz, src + e * slab + ((size_t)c * (size_t)rows + (size_t)r) * esz, esz);
+            for (int64_t r = 0; r < rows; r++) {
+                /* interleaved: source outputs 0, 2, 4, ... first, then 1, 3, 5, ... */
+                const int64_t to = interleaved ? (r % 2) * (rows / 2) + r / 2 : r;
+                memcpy(dst + e * slab + ((size_t)to * (size_t)cols + (size_t)c) * esz, src + e * slab + ((size_t)c * (size_t)rows + (size_t)r) * esz, esz);
+            }
     mxl_tensor view = *t;
     view.ndim = 2;
     view.shape[0] = rows * stack;

@@ -24,10 +24,12 @@ mxl_status mxl_weights_gather_rows(mxl_arena *arena, const mxl_weight *w, const 
                                    mxl_weight *out, mxl_error *err);
 /* A view of rows [r0, r0 + n) of w (any kind: dense, GGUF blocks, MLX), for fused projections
  * (Phi-3 qkv_proj / gate_up_proj, GPT-2 c_attn). Refuses a range outside w, naming `name`. */
-/* stack matrices stored [stack, cols (in), rows (out)] (transformers' own Llama 4 experts) as one
- * owned [stack * rows, cols] weight (F32 / F16 / BF16); stack 1 also takes a 2-D [cols, rows]. */
+/* stack matrices stored [stack, cols (in), rows (out)] (transformers' own Llama 4 / GPT-OSS
+ * experts) as one owned [stack * rows, cols] weight (F32 / F16 / BF16); stack 1 also takes a 2-D
+ * [cols, rows]. interleaved: each matrix's outputs alternate two halves (GPT-OSS's gate, up, gate,
+ * ...): the copy puts the even ones first. */
 mxl_status mxl_weights_stacked_transposed(mxl_arena *arena, const mxl_tensor *t, const char *name, int64_t stack,
-                                          int64_t rows, int64_t cols, mxl_weight *out, mxl_error *err);
+                                          int64_t rows, int64_t cols, bool interleaved, mxl_weight *out, mxl_error *err);
 mxl_status mxl_weights_rows(const mxl_weight *w, int64_t r0, int64_t n, const char *name,
                             mxl_weight *out, mxl_error *err);
 /* t must hold exactly n float elements (any shape). */

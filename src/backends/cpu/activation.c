@@ -31,6 +31,13 @@ void mxl_cpu_glu_ref(mxl_act a, const float *gate, const float *up, int64_t n, f
     for (int64_t i = 0; i < n; i++) out[i] = mxl_cpu_act1(a, gate[i]) * up[i];
 }
 
+void mxl_cpu_swiglu_oai_ref(const float *gate, const float *up, int64_t n, float alpha, float limit, float *out) {
+    for (int64_t i = 0; i < n; i++) {
+        const float g = gate[i] < limit ? gate[i] : limit, u = up[i] < -limit ? -limit : up[i] > limit ? limit : up[i];
+        out[i] = (u + 1.0f) * (g / (1.0f + expf(-alpha * g)));
+    }
+}
+
 void mxl_cpu_act(mxl_act a, const float *x, int64_t n, float *y) { mxl_cpu_kern()->act(a, x, n, y); }
 
 void mxl_cpu_glu(mxl_act a, const float *gate, const float *up, int64_t n, float *out) {

@@ -21,6 +21,9 @@ void mxl_cpu_glu(mxl_act a, const float *gate, const float *up, int64_t n, float
  * relative to max(|x|, 1) - close enough for a forward pass, not bit-identical. */
 void mxl_cpu_act_ref(mxl_act a, const float *x, int64_t n, float *y);
 void mxl_cpu_glu_ref(mxl_act a, const float *gate, const float *up, int64_t n, float *out);
+/* GPT-OSS's clamped SwiGLU (backend.h swiglu_oai), plain C on every level: it runs on the expert
+ * widths only. */
+void mxl_cpu_swiglu_oai_ref(const float *gate, const float *up, int64_t n, float alpha, float limit, float *out);
 void mxl_cpu_act_avx512(mxl_act a, const float *x, int64_t n, float *y);
 void mxl_cpu_glu_avx512(mxl_act a, const float *gate, const float *up, int64_t n, float *out);
 /* AVX2 forms (activation_avx2.c): the AVX-512 forms' operations on 8 lanes, the same bits; the

@@ -138,6 +138,11 @@ static void cpu_act(const mxl_backend *be, mxl_act a, const float *x, int64_t n,
     mxl_cpu_act(a, x, n, y);
 }
 
+static void cpu_swiglu_oai(const mxl_backend *be, const float *gate, const float *up, int64_t n, float alpha, float limit, float *out) {
+    (void)be;
+    mxl_cpu_swiglu_oai_ref(gate, up, n, alpha, limit, out);
+}
+
 static void cpu_glu(const mxl_backend *be, mxl_act a, const float *gate, const float *up, int64_t n, float *out) {
     (void)be;
     mxl_cpu_glu(a, gate, up, n, out);
@@ -229,6 +234,7 @@ static const mxl_backend_ops k_cpu_ops = {
     .layernorm = cpu_layernorm,
     .act = cpu_act,
     .glu = cpu_glu,
+    .swiglu_oai = cpu_swiglu_oai,
     .softcap = cpu_softcap,
     .rope_table = cpu_rope_table,
     .rope_apply_table = cpu_rope_apply_table,

@@ -1,0 +1,39 @@
+/* family_gpt_oss.c - GPT-OSS (transformers modeling_gpt_oss.py): Llama's pre-norm block with q/k/v/o
+ * biases, a learned attention sink logit per head on every layer (self_attn.sinks), sliding-window
+ * layers from layer_types (by default every other one), YaRN RoPE in NEOX halves; every layer a
+ * sparse MoE block: the router (with a bias) keeps its top k logits, softmaxed; the experts have
+ * biases and GPT-OSS's clamped SwiGLU (swiglu_alpha, swiglu_limit: (clamp(up) + 1) *
+ * g * sigmoid(alpha g), g = min(gate, limit)).
+ * Expert layouts: transformers' own [E, hidden, 2 * intermediate] with gate and up interleaved
+ * (mlp.experts.gate_up_proj, _bias; down_proj [E, intermediate, hidden]) bound as de-interleaved
+ * transposed copies; mlx-lm's conversions (mlp.experts.gate_proj / up_proj / down_proj stacked,
+ * with .bias). The released checkpoints' MXFP4 blocks (gate_up_proj_blocks) are refused by name. */
+#include "models/decoder_family.h"
+
+static mxl_status gpt_oss_setup(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_decoder_names *nm = c->names;
+    mxl_status st;
+    double alpha, limit;
+    nm->sinks = "self_attn.sinks";
+    nm->moe_router = "mlp.router";
+    nm->experts = "mlp.experts.";
+    nm->exps_gate = "mlp.experts.gate_proj", nm->exps_up = "mlp.experts.up_proj", nm->exps_down = "mlp.experts.down_proj";
+    nm->exps_native_transposed = nm->exps_native_interleaved = true;
+    if ((st = mxl_family_rope(c)) || (st = mxl_family_moe(c, NULL, NULL, true, false)) ||
+        (st = mxl_family_double(c, "swiglu_alpha", 1.702, &alpha)) || (st = mxl_family_double(c, "swiglu_limit", 7.0, &limit)))
+        return st;
+    if (!(limit > 0) || !(alpha > 0))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'swiglu_alpha' and 'swiglu_limit' must be positive", c->ck->path);
+    hp->moe_norm_topk = true; /* softmax over the top k logits */
+    hp->moe_router_logit_bias = hp->moe_expert_bias = hp->attn_sinks = true;
+    hp->moe_oai_alpha = (float)alpha;
+    hp->moe_oai_limit = (float)limit;
+    const int64_t window = c->cfg->sliding_window > 0 ? c->cfg->sliding_window : 0;
+    if (window > 0 && !mxl_family_sliding_from_layer_types(c, window) && (st = mxl_family_sliding_pattern(c, 2, window))) return st;
+    return MXL_OK;
+}
+
+const mxl_decoder_family mxl_family_gpt_oss = {
+    .model_type = "gpt_oss", .registry_id = "gpt_oss", .hf_class = "GptOssForCausalLM", .names = &mxl_names_llama, .setup = gpt_oss_setup,
+};
