@@ -240,6 +240,8 @@ static const char *const k_fixtures[] = {
     "deepseek_v2", "deepseek_v3",
     /* chunked attention, NoPE layers with the temperature, experts weighted on their inputs */
     "llama4_text",
+    /* attention sinks, expert biases, the clamped SwiGLU */
+    "gpt_oss",
 };
 
 static const batch_case k_fixture_case = {

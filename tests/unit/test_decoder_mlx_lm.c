@@ -72,7 +72,7 @@ static const char *fixture_dir(const char *name) {
 static void check_binding(const mxl_decoder *d, const char *family, int bits, int group_size, int *mxl_test_failed_) {
     const mxl_decoder_layer *L = &d->layers[0];
     bool granite = strcmp(family, "granite") == 0, granitemoe = strcmp(family, "granitemoe") == 0;
-    bool router8 = granitemoe || strcmp(family, "qwen3_moe") == 0 || strcmp(family, "mellum") == 0;
+    bool router8 = granitemoe || strcmp(family, "qwen3_moe") == 0 || strcmp(family, "mellum") == 0 || strcmp(family, "gpt_oss") == 0;
     const mxl_weight *down = L->moe ? &L->moe->gate[d->hp.n_experts - 1] : &L->w_down;
     CHECK_EQ_INT(L->wq.kind, MXL_W_MLX);
     CHECK_EQ_INT(down->kind, MXL_W_MLX);
