@@ -9,12 +9,31 @@
  * transposed copies; mlx-lm's conversions (mlp.experts.gate_proj / up_proj / down_proj stacked,
  * with .bias). The released checkpoints' MXFP4 blocks (gate_up_proj_blocks) are refused by name. */
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
+
+/* llama.cpp gpt-oss (src/models/openai-moe.cpp): the same block with its names (attn_sinks,
+ * ffn_gate_inp with a bias, ffn_*_exps with biases), NEOX RoPE with the file's YaRN keys, every
+ * other layer sliding from the first (attention.sliding_window), and the SwiGLU's alpha 1.702 and
+ * limit 7 fixed as llama.cpp has them. */
+static mxl_status gpt_oss_gguf(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    c->names->sinks = "attn_sinks.weight";
+    c->names->ffn_norm = "post_attention_norm"; /* the MLP's pre-norm, under that name */
+    mxl_family_gguf_attn_biases(c);
+    if ((st = mxl_family_gguf_rope_neox(c)) || (st = mxl_family_gguf_moe(c, true))) return st;
+    hp->moe_router_logit_bias = hp->moe_expert_bias = hp->attn_sinks = true;
+    hp->moe_oai_alpha = 1.702f;
+    hp->moe_oai_limit = 7.0f;
+    return c->cfg->sliding_window > 0 ? mxl_family_sliding_pattern(c, 2, c->cfg->sliding_window) : MXL_OK;
+}
 
 static mxl_status gpt_oss_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_decoder_names *nm = c->names;
     mxl_status st;
     double alpha, limit;
+    if (c->gguf) return gpt_oss_gguf(c);
     nm->sinks = "self_attn.sinks";
     nm->moe_router = "mlp.router";
     nm->experts = "mlp.experts.";
@@ -36,4 +55,5 @@ static mxl_status gpt_oss_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_gpt_oss = {
     .model_type = "gpt_oss", .registry_id = "gpt_oss", .hf_class = "GptOssForCausalLM", .names = &mxl_names_llama, .setup = gpt_oss_setup,
+    .gguf_arch = "gpt-oss", .convert_check = mxl_family_gguf_not_converted,
 };
