@@ -543,6 +543,10 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
         L->xielu_beta = *beta;
         L->xielu_eps = *eps;
     }
+    if (hp->attn_out_gate) {
+        if (!nm->attn_gate) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no attention output gate", b->ck->path);
+        if ((st = bind_matrix(b, i, nm->attn_gate, qd, H, &L->w_attn_gate))) return st;
+    }
     if (hp->attn_sinks) {
         if (!nm->sinks) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no attention sinks", b->ck->path);
         if ((st = bind_vector(b, i, nm->sinks, "", hp->n_heads, &L->sinks))) return st;
@@ -659,7 +663,7 @@ static mxl_status each_matrix(const mxl_checkpoint *ck, mxl_decoder *d, mxl_erro
     if ((st = fn(ck, d, &d->output, err))) return st;
     for (int64_t i = 0; i < d->hp.n_layers; i++) {
         mxl_decoder_layer *L = &d->layers[i];
-        mxl_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        mxl_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->w_attn_gate};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
             if ((st = fn(ck, d, ws[j], err))) return st;
         /* the shared expert runs on every row like a dense MLP; routed experts only with
@@ -863,6 +867,7 @@ struct mxl_decoder_state {
     int64_t n_table, max_blocks;
     /* Workspace for up to max_batch rows; a batched call borrows one state's workspace. */
     float *x, *xn, *q, *k, *v, *att, *o, *gate, *up; /* [max_batch, ...] */
+    float *ag;        /* [max_batch, n_heads * head_dim] the attention output gate (hp.attn_out_gate) */
     float *inv_freq, *inv_freq_local;
     float attn_factor, attn_factor_local; /* YaRN cos/sin scale */
     int64_t *q_pos;   /* [max_batch] position of each row */
@@ -887,7 +892,7 @@ static size_t max_scratch(const mxl_decoder *d, int64_t n_tok) {
     size_t m = d->be->ops->matmul_scratch_bytes(d->be, &d->output, n_tok);
     for (int64_t i = 0; i < d->hp.n_layers; i++) {
         const mxl_decoder_layer *L = &d->layers[i];
-        const mxl_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        const mxl_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->w_attn_gate};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++) {
             if (ws[j]->rows <= 0) continue; /* unbound (plain MLP has no gate) */
             size_t b = d->be->ops->matmul_scratch_bytes(d->be, ws[j], n_tok);
@@ -1099,11 +1104,12 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
         (uint64_t)s->max_blocks,
         hp->n_experts > 0 ? mxl_moe_scratch_floats(hp, max_batch, s->n_threads, lane_mm) : 0,
         hp->mla_kv_rank > 0 ? mxl_mla_scratch_floats(hp, max_batch) : 0,
+        hp->attn_out_gate ? B * qd : 0,
     };
     float **ptrs[] = {&s->x, &s->xn, &s->q, &s->k, &s->v, &s->att, &s->o,
                       &s->gate, &s->up, &s->inv_freq, &s->inv_freq_local, (float **)&s->q_pos,
                       (float **)&s->pos_ids, &s->rope_cs, (float **)&s->spans, &s->attn_scratch, (float **)&s->mm_scratch,
-                      (float **)&s->table, &s->moe_mem, &s->mla_mem};
+                      (float **)&s->table, &s->moe_mem, &s->mla_mem, &s->ag};
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += (sizes[i] + 16) & ~(uint64_t)15;
     s->block = total < ((uint64_t)1 << 60) / sizeof(float) ? mxl_aligned_alloc(64, (size_t)total * sizeof(float)) : NULL;
@@ -1437,10 +1443,11 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
     if (L->mla) {
         mxl_mla_project(ws->be, hp, L, prep, h, n, ws->q, ws->k, &ws->mla, ws->mm_scratch, ws->pool);
     } else {
-        const mxl_weight *W[3] = {&L->wq, &L->wk, &L->wv};
-        const float *b[3] = {L->bq, L->bk, L->bv};
-        float *y[3] = {ws->q, ws->k, ws->v};
-        linear_multi(W, b, 3, prep, h, n, y, ws);
+        /* (the output gate reads the same rows: one more weight of the pass) */
+        const mxl_weight *W[4] = {&L->wq, &L->wk, &L->wv, &L->w_attn_gate};
+        const float *b[4] = {L->bq, L->bk, L->bv, NULL};
+        float *y[4] = {ws->q, ws->k, ws->v, ws->ag};
+        linear_multi(W, b, L->w_attn_gate.rows > 0 ? 4 : 3, prep, h, n, y, ws);
     }
     if (hp->clip_qkv > 0) {
         const float c = hp->clip_qkv;
@@ -1478,6 +1485,8 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
         }
     }
     if (L->mla) mxl_mla_values(ws->be, hp, L, ws->att, n, &ws->mla, ws->mm_scratch, ws->pool);
+    if (L->w_attn_gate.rows > 0) /* AFMoE: out * sigmoid(h Wg) */
+        for (int64_t i = 0; i < n * L->w_attn_gate.rows; i++) ws->att[i] *= 1.0f / (1.0f + expf(-ws->ag[i]));
     linear(&L->wo, L->bo, NULL, L->mla ? ws->mla.vo : ws->att, n, ws->o, ws);
 }
 

@@ -133,6 +133,8 @@ typedef struct mxl_decoder_hparams {
     bool moe_router_logit_bias;        /* the router has a bias added to its logits (GPT-OSS) */
     bool moe_expert_bias;              /* the experts' projections have biases (GPT-OSS) */
     bool attn_sinks;                   /* per-head attention sink logits on every layer (GPT-OSS) */
+    bool attn_out_gate;                /* the attention output times sigmoid(h Wg) element-wise before
+                                        * o_proj (AFMoE): Wg [n_heads * head_dim, hidden] */
     float moe_oai_alpha, moe_oai_limit; /* > 0 limit: the experts' GLU is GPT-OSS's clamped SwiGLU
                                         * (backend swiglu_oai) instead of act(gate) * up */
     bool moe_scale_input;              /* each expert reads its row times the router weight, and the
@@ -201,6 +203,7 @@ typedef struct mxl_decoder_layer {
     float xielu_ap, xielu_an, xielu_beta, xielu_eps;
     float attn_scale;
     const float *sinks; /* [n_heads] attention sink logits (GPT-OSS), or NULL */
+    mxl_weight w_attn_gate; /* hp.attn_out_gate: [n_heads * head_dim, hidden] (rows 0: none) */
 } mxl_decoder_layer;
 
 typedef struct mxl_decoder {

@@ -59,6 +59,7 @@ typedef struct mxl_decoder_names {
     bool exps_native_interleaved; /* ... with gate_up's outputs alternating gate, up (GPT-OSS); their
                                    * biases "<experts>gate_up_proj_bias" / "down_proj_bias" */
     const char *sinks;      /* per-layer attention sinks "<layers><i>.<sinks>" [n_heads] (hp.attn_sinks) */
+    const char *attn_gate;  /* the attention output gate's projection (hp.attn_out_gate) */
 } mxl_decoder_names;
 
 typedef struct mxl_family_ctx {

@@ -60,6 +60,7 @@
     X(mellum)                   \
     X(cohere2_moe)              \
     X(llama4_text)              \
-    X(gpt_oss)
+    X(gpt_oss)                  \
+    X(afmoe)
 
 #endif
