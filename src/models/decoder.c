@@ -337,7 +337,11 @@ static mxl_status bind_moe(const binder *b, int64_t i, mxl_decoder_layer *L) {
     m->up = ws + E;
     m->down = ws + 2 * E;
     if (!nm->moe_router) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no MoE router", b->ck->path);
-    if ((st = bind_matrix(b, i, nm->moe_router, E, H, &m->router))) return st;
+    /* (mlx-lm's Laguna wraps the router's matrix as "<router>.proj") */
+    char wrapped[256];
+    snprintf(wrapped, sizeof wrapped, "%s.proj", nm->moe_router);
+    const char *router = !has_tensor(b, i, nm->moe_router, ".weight") && has_tensor(b, i, wrapped, ".weight") ? wrapped : nm->moe_router;
+    if ((st = bind_matrix(b, i, router, E, H, &m->router))) return st;
     if (hp->moe_router_logit_bias && (st = bind_vector(b, i, nm->moe_router, ".bias", E, &m->router_logit_bias))) return st;
     char mxfp4[256];
     snprintf(mxfp4, sizeof mxfp4, "%sgate_up_proj_blocks", nm->experts ? nm->experts : "");
@@ -478,9 +482,11 @@ static mxl_status bind_mla(const binder *b, int64_t i, mxl_decoder_layer *L) {
 static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
     const mxl_decoder_hparams *hp = &b->d->hp;
     const mxl_decoder_names *nm = b->nm;
-    int64_t H = hp->hidden, qd = hp->n_heads * hp->head_dim, kvd = hp->n_kv_heads * hp->head_dim;
+    const int64_t nh = hp->layer_heads ? hp->layer_heads[i] : hp->n_heads;
+    int64_t H = hp->hidden, qd = nh * hp->head_dim, kvd = hp->n_kv_heads * hp->head_dim;
     mxl_status st;
     memset(L, 0, sizeof *L);
+    L->n_heads = nh;
     if (hp->pre_norms && (st = bind_norm(b, i, nm->attn_norm, H, &L->attn_norm))) return st;
     if (hp->mla_kv_rank > 0) {
         if ((st = bind_mla(b, i, L))) return st;
@@ -545,11 +551,11 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
     }
     if (hp->attn_out_gate) {
         if (!nm->attn_gate) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no attention output gate", b->ck->path);
-        if ((st = bind_matrix(b, i, nm->attn_gate, qd, H, &L->w_attn_gate))) return st;
+        if ((st = bind_matrix(b, i, nm->attn_gate, hp->attn_gate_per_head ? nh : qd, H, &L->w_attn_gate))) return st;
     }
     if (hp->attn_sinks) {
         if (!nm->sinks) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no attention sinks", b->ck->path);
-        if ((st = bind_vector(b, i, nm->sinks, "", hp->n_heads, &L->sinks))) return st;
+        if ((st = bind_vector(b, i, nm->sinks, "", nh, &L->sinks))) return st;
     }
     L->sliding = hp->sliding_window > 0 && hp->layer_is_sliding && hp->layer_is_sliding[i];
     L->chunked = hp->attn_chunk > 0 && hp->layer_is_chunked && hp->layer_is_chunked[i];
@@ -1360,13 +1366,13 @@ static void attend_span(const fwd_pass *f, const row_span *sp, mxl_threadpool *p
     const mxl_decoder_layer *L = &f->d->layers[f->layer];
     mxl_decoder_state *s = sp->s;
     /* latent attention: V is the last mla_kv_rank of each cached row (models/mla.h) */
-    int64_t hd = hp->head_dim, vd = hp->mla_kv_rank > 0 ? hp->mla_kv_rank : hd, qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd;
+    int64_t hd = hp->head_dim, vd = hp->mla_kv_rank > 0 ? hp->mla_kv_rank : hd, qd = L->n_heads * hd, kvd = hp->n_kv_heads * hd;
     const mxl_kv_pool *kvp = s->kvp;
     const mxl_kv_pool_cfg *pc = mxl_kv_pool_config(kvp);
     int64_t e0 = f->layer * MXL_KV_BLOCK * kvd; /* the layer's rows within a block */
     int64_t v0 = e0 + (pc->v_in_k ? hd - vd : 0);
     const float *ks = mxl_kv_pool_k_scale(kvp), *vs = mxl_kv_pool_v_scale(kvp);
-    mxl_attn_params ap = {(int)hp->n_heads, (int)hp->n_kv_heads, (int)hd, L->attn_scale, hp->attn_softcap, L->sinks,
+    mxl_attn_params ap = {(int)L->n_heads, (int)hp->n_kv_heads, (int)hd, L->attn_scale, hp->attn_softcap, L->sinks,
                           L->sliding ? hp->sliding_window : 0, 1, (int)vd, L->chunked ? hp->attn_chunk : 0};
     mxl_kv_paged_view kv = {
         pc->k_type, pc->v_type,
@@ -1375,7 +1381,7 @@ static void attend_span(const fwd_pass *f, const row_span *sp, mxl_threadpool *p
         ks ? ks + e0 / pc->group : NULL, vs ? vs + v0 / pc->group : NULL,
         pc->group, sp->pos + sp->n, kvd, MXL_KV_BLOCK, mxl_kv_pool_block_stride(kvp), s->table};
     f->ws->be->ops->attention_paged(f->ws->be, &ap, f->ws->q + sp->row0 * qd, sp->n, f->ws->q_pos + sp->row0, &kv,
-                                    f->ws->att + sp->row0 * hp->n_heads * vd, scratch, pool);
+                                    f->ws->att + sp->row0 * L->n_heads * vd, scratch, pool);
 }
 
 /* The layer's QK-norm (if any) of one row's queries qt [n_heads * head_dim] and keys kt
@@ -1384,10 +1390,10 @@ static void qk_norm(const mxl_backend *be, const mxl_decoder_hparams *hp, const 
     const int64_t hd = hp->head_dim;
     if (!L->q_norm) return; /* (a layer without one: Llama 4's NoPE layers) */
     if (hp->qk_norm_kind == MXL_QK_NORM_HEAD) {
-        rms_rows(be, hp, L->q_norm, qt, hp->n_heads, hd);
+        rms_rows(be, hp, L->q_norm, qt, L->n_heads, hd);
         rms_rows(be, hp, L->k_norm, kt, hp->n_kv_heads, hd);
     } else if (hp->qk_norm_kind == MXL_QK_NORM_FULL) {
-        rms_rows(be, hp, L->q_norm, qt, 1, hp->n_heads * hd);
+        rms_rows(be, hp, L->q_norm, qt, 1, L->n_heads * hd);
         rms_rows(be, hp, L->k_norm, kt, 1, hp->n_kv_heads * hd);
     }
 }
@@ -1398,7 +1404,7 @@ static void prepare_span(const fwd_pass *f, const row_span *sp) {
     const mxl_decoder_hparams *hp = &f->d->hp;
     const mxl_decoder_layer *L = &f->d->layers[f->layer];
     mxl_decoder_state *ws = f->ws, *s = sp->s;
-    const int64_t hd = hp->head_dim, qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd;
+    const int64_t hd = hp->head_dim, qd = L->n_heads * hd, kvd = hp->n_kv_heads * hd;
     const mxl_rope_cfg *rc = L->sliding ? &hp->rope_local : &hp->rope;
     const int rk = L->sliding ? 1 : 0;
     for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++) {
@@ -1406,7 +1412,7 @@ static void prepare_span(const fwd_pass *f, const row_span *sp) {
         if (!hp->qk_norm_after_rope) qk_norm(ws->be, hp, L, qt, kt);
         if (L->rope) {
             const float *cs = ws->rope_cs + (t * 2 + rk) * hd;
-            ws->be->ops->rope_apply_table(ws->be, rc, cs, qt, (int)hp->n_heads);
+            ws->be->ops->rope_apply_table(ws->be, rc, cs, qt, (int)L->n_heads);
             ws->be->ops->rope_apply_table(ws->be, rc, cs, kt, (int)hp->n_kv_heads);
         }
         if (hp->qk_norm_after_rope) qk_norm(ws->be, hp, L, qt, kt);
@@ -1435,6 +1441,18 @@ static void attn_spans_task(void *vctx, int task, int n_tasks, int thread_index)
     }
 }
 
+/* The attention output att [n, heads * head_dim] times the gate g [n, gate rows]: sigmoid (AFMoE)
+ * or softplus as torch computes it (Laguna), element-wise or one per head. */
+static void attn_gate(const mxl_decoder_hparams *hp, const mxl_decoder_layer *L, float *att, const float *g, int64_t n) {
+    const int64_t rows = L->w_attn_gate.rows, hd = hp->head_dim, per = hp->attn_gate_per_head ? hd : 1;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t r = 0; r < rows; r++) {
+            const float x = g[t * rows + r];
+            const float v = hp->attn_gate_softplus ? (x > 20.0f ? x : log1pf(expf(x))) : 1.0f / (1.0f + expf(-x));
+            for (int64_t j = 0; j < per; j++) att[(t * rows + r) * per + j] *= v;
+        }
+}
+
 static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, const float *h) {
     const mxl_decoder_hparams *hp = &f->d->hp;
     const mxl_decoder_layer *L = &f->d->layers[l];
@@ -1451,7 +1469,7 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
     }
     if (hp->clip_qkv > 0) {
         const float c = hp->clip_qkv;
-        const int64_t nq = n * hp->n_heads * hd, nkv = n * hp->n_kv_heads * hd;
+        const int64_t nq = n * L->n_heads * hd, nkv = n * hp->n_kv_heads * hd;
         for (int64_t i = 0; i < nq; i++) ws->q[i] = fminf(fmaxf(ws->q[i], -c), c);
         for (int64_t i = 0; i < nkv; i++) {
             ws->k[i] = fminf(fmaxf(ws->k[i], -c), c);
@@ -1485,8 +1503,7 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
         }
     }
     if (L->mla) mxl_mla_values(ws->be, hp, L, ws->att, n, &ws->mla, ws->mm_scratch, ws->pool);
-    if (L->w_attn_gate.rows > 0) /* AFMoE: out * sigmoid(h Wg) */
-        for (int64_t i = 0; i < n * L->w_attn_gate.rows; i++) ws->att[i] *= 1.0f / (1.0f + expf(-ws->ag[i]));
+    if (L->w_attn_gate.rows > 0) attn_gate(hp, L, ws->att, ws->ag, n);
     linear(&L->wo, L->bo, NULL, L->mla ? ws->mla.vo : ws->att, n, ws->o, ws);
 }
 

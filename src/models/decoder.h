@@ -97,6 +97,8 @@ typedef struct mxl_decoder_hparams {
                             * Llama 4's own on its NoPE layers only: q_temp_nope_only, offset 1) */
     int64_t q_temp_orig, q_temp_offset;
     bool q_temp_nope_only;
+    const int32_t *layer_heads; /* [n_layers] each layer's query heads (Laguna), or NULL: n_heads
+                                 * everywhere (with it, n_heads is their maximum) */
     int64_t attn_chunk;    /* chunked attention on the layers layer_is_chunked marks (Llama 4) */
     const uint8_t *layer_is_chunked; /* [n_layers] or NULL */
     float clip_qkv;        /* > 0: q, k, v clamped to [-clip_qkv, clip_qkv] (OLMo 1) */
@@ -135,10 +137,13 @@ typedef struct mxl_decoder_hparams {
     bool attn_sinks;                   /* per-head attention sink logits on every layer (GPT-OSS) */
     bool attn_out_gate;                /* the attention output times sigmoid(h Wg) element-wise before
                                         * o_proj (AFMoE): Wg [n_heads * head_dim, hidden] */
+    bool attn_gate_softplus;           /* ... softplus(h Wg) instead (Laguna) */
+    bool attn_gate_per_head;           /* ... one gate per head: Wg [n_heads, hidden] (Laguna) */
     float moe_oai_alpha, moe_oai_limit; /* > 0 limit: the experts' GLU is GPT-OSS's clamped SwiGLU
                                         * (backend swiglu_oai) instead of act(gate) * up */
     bool moe_scale_input;              /* each expert reads its row times the router weight, and the
                                         * outputs are summed unweighted (Llama 4) */
+    float moe_router_softcap;          /* > 0: router logits softcapped, c * tanh(x / c) (Laguna) */
     bool moe_sigmoid_no_bias;          /* SIGMOID without a correction bias (Llama 4: sigmoid of the
                                         * top k logits) */
     float moe_shared_scale;            /* the shared expert's output times this (1; Command MoE's
@@ -195,6 +200,7 @@ typedef struct mxl_decoder_layer {
     const float *q_norm, *k_norm; /* [head_dim] or [heads * head_dim] (QK_NORM_FULL), or NULL */
     mxl_moe_layer *moe;           /* a sparse MoE block instead of the MLP (w_gate.. unbound), or NULL */
     mxl_mla_layer *mla;           /* latent attention (wk, wv unbound), or NULL */
+    int64_t n_heads;  /* this layer's query heads (hp.layer_heads, else hp.n_heads) */
     bool sliding;
     bool chunked;     /* chunked attention (hp.attn_chunk) */
     bool rope;        /* applies RoPE (false on NoPE layers and with learned positions) */

@@ -61,6 +61,7 @@
     X(cohere2_moe)              \
     X(llama4_text)              \
     X(gpt_oss)                  \
-    X(afmoe)
+    X(afmoe)                    \
+    X(laguna)
 
 #endif

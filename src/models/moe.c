@@ -113,6 +113,8 @@ static void route(const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const m
         float *p = s->logits + t * E;
         int32_t *idx = s->idx + t * K;
         float *w = s->weights + t * K;
+        if (hp->moe_router_softcap > 0)
+            for (int64_t e = 0; e < E; e++) p[e] = hp->moe_router_softcap * tanhf(p[e] / hp->moe_router_softcap);
         if (sigmoid) {
             for (int64_t e = 0; e < E; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
         } else {

@@ -242,6 +242,8 @@ static const char *const k_fixtures[] = {
     "llama4_text",
     /* attention sinks, expert biases, the clamped SwiGLU */
     "gpt_oss",
+    /* query heads per layer, softplus output gates */
+    "laguna",
 };
 
 static const batch_case k_fixture_case = {
