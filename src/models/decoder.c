@@ -94,6 +94,7 @@ static mxl_status mlx_params(const binder *b, const char *base, int *bits, int *
 static const mxl_tensor *as_matrix(const binder *b, const mxl_tensor *t, const char *name, int64_t stack, int64_t rows,
                                    mxl_tensor *view) {
     if (stack > 0) {
+        if (t->ndim == 2 && t->shape[0] == rows) return t; /* already [stack * rows, cols] (DBRX's w1 / v1) */
         if (t->ndim != 3 || t->shape[0] != stack) {
             char sh[96];
             mxl_tensor_shape_str(t, sh, sizeof sh);
@@ -134,7 +135,7 @@ static mxl_status bind_matrix_stacked(const binder *b, int64_t layer, const char
     bool bare = false;
     if (!t && stack > 0 && (t = find_tensor(b, base))) snprintf(name, sizeof name, "%s", base), bare = true;
     if (!t) return missing(b, name);
-    if (bare && b->nm->exps_native_transposed) {
+    if (bare && (b->nm->exps_native_transposed || (b->nm->exps_down_transposed && module == b->nm->exps_down))) {
         const bool gate_up = strstr(name, "gate_up") != NULL;
         st = mxl_weights_stacked_transposed(&b->d->arena, t, name, stack, rows / stack, cols, gate_up && b->nm->exps_native_interleaved, w,
                                             b->err);

@@ -58,6 +58,7 @@ typedef struct mxl_decoder_names {
                                   * "down_proj" are [E, in, out] (Llama 4): bound as transposed copies */
     bool exps_native_interleaved; /* ... with gate_up's outputs alternating gate, up (GPT-OSS); their
                                    * biases "<experts>gate_up_proj_bias" / "down_proj_bias" */
+    bool exps_down_transposed; /* the bare stacked "<exps_down>" holds E matrices [in, out] (DBRX's w2) */
     const char *sinks;      /* per-layer attention sinks "<layers><i>.<sinks>" [n_heads] (hp.attn_sinks) */
     const char *attn_gate;  /* the attention output gate's projection (hp.attn_out_gate) */
 } mxl_decoder_names;

@@ -62,6 +62,7 @@
     X(llama4_text)              \
     X(gpt_oss)                  \
     X(afmoe)                    \
-    X(laguna)
+    X(laguna)                   \
+    X(dbrx)
 
 #endif

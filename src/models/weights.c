@@ -25,7 +25,8 @@ mxl_status mxl_weights_matrix_transposed(mxl_arena *arena, const mxl_tensor *t, 
 
 mxl_status mxl_weights_stacked_transposed(mxl_arena *arena, const mxl_tensor *t, const char *name, int64_t stack,
                                           int64_t rows, int64_t cols, bool interleaved, mxl_weight *out, mxl_error *err) {
-    if (stack <= 0 || (stack > 1 && (t->ndim != 3 || t->shape[0] != stack || t->shape[1] != cols || t->shape[2] != rows)))
+    const bool flat = t->ndim == 2 && t->shape[0] == stack * cols && t->shape[1] == rows; /* [stack * in, out] */
+    if (stack <= 0 || (stack > 1 && !flat && (t->ndim != 3 || t->shape[0] != stack || t->shape[1] != cols || t->shape[2] != rows)))
         return mxl_error_set(err, MXL_ERR_FORMAT, "tensor '%s' is not %lld stacked [in %lld, out %lld] matrices", name, (long long)stack,
                              (long long)cols, (long long)rows);
     if (t->dtype != MXL_DTYPE_F32 && t->dtype != MXL_DTYPE_F16 && t->dtype != MXL_DTYPE_BF16)
