@@ -11,6 +11,7 @@
 
 #include "io/json_read.h"
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 static const mxl_decoder_names k_names = {
     .embed = "transformer.wte", .final_norm = "transformer.norm_f", .lm_head = "lm_head", .layers = "transformer.blocks.",
@@ -31,9 +32,28 @@ static mxl_status nested_int(mxl_family_ctx *c, json_t *obj, const char *where, 
     return MXL_OK;
 }
 
+/* llama.cpp dbrx: the same block with its names (attn_qkv, attn_output_norm before the MoE block),
+ * LayerNorm epsilon and attention.clamp_kqv from the metadata, NEOX RoPE, the top k renormalised. */
+static mxl_status dbrx_gguf(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    double clip;
+    c->names->qkv = "attn_qkv";
+    c->names->ffn_norm = "attn_output_norm";
+    hp->norm = MXL_NORM_LAYER;
+    hp->norm_no_bias = true;
+    hp->norm_eps = (float)(!isnan(c->cfg->layer_norm_eps) ? c->cfg->layer_norm_eps : 1e-5);
+    if ((st = mxl_family_gguf_number(c, "attention.clamp_kqv", 0, &clip)) || (st = mxl_family_gguf_rope_neox(c)) ||
+        (st = mxl_family_gguf_moe(c, true)))
+        return st;
+    hp->clip_qkv = clip > 0 ? (float)clip : 0.0f;
+    return MXL_OK;
+}
+
 static mxl_status dbrx_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
+    if (c->gguf) return dbrx_gguf(c);
     json_t *attn = json_object_get(c->raw, "attn_config"), *ffn = json_object_get(c->raw, "ffn_config");
     if (!json_is_object(attn) || !json_is_object(ffn))
         return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'attn_config' and 'ffn_config' must be objects", c->ck->path);
@@ -68,4 +88,5 @@ static mxl_status dbrx_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_dbrx = {
     .model_type = "dbrx", .registry_id = "dbrx", .hf_class = "DbrxForCausalLM", .names = &k_names, .setup = dbrx_setup,
+    .gguf_arch = "dbrx", .convert_check = mxl_family_gguf_not_converted,
 };

@@ -10,7 +10,8 @@
  *       rope_interleave (the default), else NEOX halves.
  * The multi-token-prediction layers of the released V3 checkpoints (num_nextn_predict_layers,
  * stored after the last layer) are not run.
- * GGUF (llama.cpp deepseek2, both versions; config_gguf.c tells V3 by its sigmoid gating): the
+ * GGUF (llama.cpp deepseek2, both versions - and GLM-4.7-Flash's, whose appended MTP blocks
+ * are left out; config_gguf.c tells V3 by its sigmoid gating): the
  * absorbed attn_k_b / attn_v_b of recent converters or attn_kv_b of older ones, leading dense
  * blocks, ffn_*_exps experts, ffn_*_shexp shared experts, exp_probs_b the V3 correction bias. */
 #include <jansson.h>
@@ -21,6 +22,15 @@
 
 static mxl_status deepseek_gguf(mxl_family_ctx *c, bool v3) {
     mxl_status st;
+    double nextn;
+    char key[192];
+    /* block_count includes the multi-token-prediction blocks GLM-4.7-Flash's converter appends
+     * (nextn_predict_layers): those are not run */
+    if ((st = mxl_family_gguf_number(c, "nextn_predict_layers", 0, &nextn))) return st;
+    if (!(nextn >= 0 && nextn < (double)c->hp->n_layers))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' leaves no layers", c->ck->path,
+                             mxl_family_gguf_key(c, "nextn_predict_layers", key, sizeof key));
+    c->hp->n_layers -= (int64_t)nextn;
     c->hp->o_bias = false;
     c->hp->qkv_bias = false;
     if ((st = mxl_family_gguf_mla(c)) || (st = mxl_family_gguf_moe(c, false))) return st;
