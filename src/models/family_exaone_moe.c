@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 /* The released checkpoints' is_moe_layer (one true / false per layer), where present. */
 static mxl_status is_moe_layer(mxl_family_ctx *c) {
@@ -28,9 +29,33 @@ static mxl_status is_moe_layer(mxl_family_ctx *c) {
     return MXL_OK;
 }
 
+/* llama.cpp exaone-moe: the same block with its names; the sigmoid router's keys
+ * (expert_weights_scale / _norm, expert_group_count / _used_count, exp_probs_b), the sparse layers
+ * those with a router, sliding layers from attention.sliding_window_pattern (default every 4th
+ * full) rotating and the full ones NoPE; the MTP blocks counted in block_count left out. */
+static mxl_status exaone_moe_gguf(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    double nextn;
+    char key[192];
+    if ((st = mxl_family_gguf_number(c, "nextn_predict_layers", 0, &nextn))) return st;
+    if (!(nextn >= 0 && nextn < (double)hp->n_layers))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' leaves no layers", c->ck->path,
+                             mxl_family_gguf_key(c, "nextn_predict_layers", key, sizeof key));
+    hp->n_layers -= (int64_t)nextn;
+    if ((st = mxl_family_gguf_rope_neox(c)) || (st = mxl_family_gguf_moe(c, false)) || (st = mxl_family_gguf_moe_sigmoid(c)) ||
+        (st = mxl_family_sliding_pattern(c, 4, c->cfg->sliding_window > 0 ? c->cfg->sliding_window : 128)))
+        return st;
+    return mxl_family_nope_full_layers(c);
+}
+
 static mxl_status exaone_moe_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
+    if (c->gguf) {
+        hp->qk_norm_kind = MXL_QK_NORM_HEAD;
+        return exaone_moe_gguf(c);
+    }
     hp->qk_norm_kind = MXL_QK_NORM_HEAD;
     c->names->moe_router_bias = "mlp.e_score_correction_bias"; /* EXAONE's checkpoints keep it beside the gate */
     if ((st = mxl_family_rope(c)) || (st = mxl_family_moe(c, "moe_intermediate_size", NULL, true, false)) ||
@@ -46,5 +71,5 @@ static mxl_status exaone_moe_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_exaone_moe = {
     .model_type = "exaone_moe", .registry_id = "exaone_moe", .hf_class = "ExaoneMoeForCausalLM", .names = &mxl_names_deepseek_moe,
-    .setup = exaone_moe_setup,
+    .setup = exaone_moe_setup, .gguf_arch = "exaone-moe", .convert_check = mxl_family_gguf_not_converted,
 };
