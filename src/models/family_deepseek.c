@@ -22,15 +22,7 @@
 
 static mxl_status deepseek_gguf(mxl_family_ctx *c, bool v3) {
     mxl_status st;
-    double nextn;
-    char key[192];
-    /* block_count includes the multi-token-prediction blocks GLM-4.7-Flash's converter appends
-     * (nextn_predict_layers): those are not run */
-    if ((st = mxl_family_gguf_number(c, "nextn_predict_layers", 0, &nextn))) return st;
-    if (!(nextn >= 0 && nextn < (double)c->hp->n_layers))
-        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' leaves no layers", c->ck->path,
-                             mxl_family_gguf_key(c, "nextn_predict_layers", key, sizeof key));
-    c->hp->n_layers -= (int64_t)nextn;
+    if ((st = mxl_family_gguf_drop_nextn(c))) return st; /* (GLM-4.7-Flash's MTP blocks) */
     c->hp->o_bias = false;
     c->hp->qkv_bias = false;
     if ((st = mxl_family_gguf_mla(c)) || (st = mxl_family_gguf_moe(c, false))) return st;

@@ -34,16 +34,8 @@ static mxl_status is_moe_layer(mxl_family_ctx *c) {
  * those with a router, sliding layers from attention.sliding_window_pattern (default every 4th
  * full) rotating and the full ones NoPE; the MTP blocks counted in block_count left out. */
 static mxl_status exaone_moe_gguf(mxl_family_ctx *c) {
-    mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
-    double nextn;
-    char key[192];
-    if ((st = mxl_family_gguf_number(c, "nextn_predict_layers", 0, &nextn))) return st;
-    if (!(nextn >= 0 && nextn < (double)hp->n_layers))
-        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' leaves no layers", c->ck->path,
-                             mxl_family_gguf_key(c, "nextn_predict_layers", key, sizeof key));
-    hp->n_layers -= (int64_t)nextn;
-    if ((st = mxl_family_gguf_rope_neox(c)) || (st = mxl_family_gguf_moe(c, false)) || (st = mxl_family_gguf_moe_sigmoid(c)) ||
+    if ((st = mxl_family_gguf_drop_nextn(c)) || (st = mxl_family_gguf_rope_neox(c)) || (st = mxl_family_gguf_moe(c, false)) || (st = mxl_family_gguf_moe_sigmoid(c)) ||
         (st = mxl_family_sliding_pattern(c, 4, c->cfg->sliding_window > 0 ? c->cfg->sliding_window : 128)))
         return st;
     return mxl_family_nope_full_layers(c);

@@ -40,6 +40,18 @@ mxl_status mxl_family_gguf_number(mxl_family_ctx *c, const char *suffix, double 
     return mxl_gguf_arch_number(c->ck->gguf, c->ck->path, suffix, out, c->err);
 }
 
+mxl_status mxl_family_gguf_drop_nextn(mxl_family_ctx *c) {
+    double nextn;
+    char key[192];
+    mxl_status st = mxl_family_gguf_number(c, "nextn_predict_layers", 0, &nextn);
+    if (st) return st;
+    if (!(nextn >= 0 && nextn < (double)c->hp->n_layers))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' leaves no layers", c->ck->path,
+                             mxl_family_gguf_key(c, "nextn_predict_layers", key, sizeof key));
+    c->hp->n_layers -= (int64_t)nextn;
+    return MXL_OK;
+}
+
 mxl_status mxl_family_gguf_not_converted(const mxl_checkpoint *ck, mxl_error *err) {
     char arch[64] = "this";
     const mxl_gguf_kv *a = ck->gguf ? mxl_gguf_find(ck->gguf, "general.architecture") : NULL;

@@ -44,6 +44,10 @@ mxl_status mxl_family_gguf_rope_norm(mxl_family_ctx *c);
  *  - ARCH.rope.scaling.attn_factor (default 1) multiplies cos/sin for every type, as llama.cpp. */
 mxl_status mxl_family_gguf_rope_scaling(mxl_family_ctx *c);
 
+/* block_count less the multi-token-prediction (nextn) blocks some converters append after the
+ * model's layers (ARCH.nextn_predict_layers: GLM-4 MoE, GLM-4.7-Flash, EXAONE MoE): not run. */
+mxl_status mxl_family_gguf_drop_nextn(mxl_family_ctx *c);
+
 /* A convert_check for GGUF architectures that run but are not converted back to a transformers
  * directory yet: refuses by the architecture's name. */
 mxl_status mxl_family_gguf_not_converted(const mxl_checkpoint *ck, mxl_error *err);

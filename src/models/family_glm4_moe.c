@@ -33,13 +33,7 @@ const mxl_decoder_names mxl_names_deepseek_moe = {
 static mxl_status glm4_moe_gguf(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
-    double nextn;
-    char key[192];
-    if ((st = mxl_family_gguf_number(c, "nextn_predict_layers", 0, &nextn))) return st;
-    if (!(nextn >= 0 && nextn < (double)hp->n_layers))
-        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' leaves no layers", c->ck->path,
-                             mxl_family_gguf_key(c, "nextn_predict_layers", key, sizeof key));
-    hp->n_layers -= (int64_t)nextn;
+    if ((st = mxl_family_gguf_drop_nextn(c))) return st;
     c->names->ffn_norm = "post_attention_norm";
     mxl_family_gguf_attn_biases(c);
     hp->o_bias = false;
