@@ -10,6 +10,26 @@
 #include <math.h>
 
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
+
+/* llama.cpp afmoe: the same block with its names (post_attention_norm, attn_gate, post_ffw_norm), the
+ * embeddings always times sqrt(hidden) (llama.cpp applies muP unconditionally), sliding layers from
+ * attention.sliding_window_pattern (default every 4th full), every 4th layer NoPE, the sigmoid
+ * router's keys (expert_weights_norm / _scale, exp_probs_b), leading dense blocks. */
+static mxl_status afmoe_gguf(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_decoder_names *nm = c->names;
+    mxl_status st;
+    nm->attn_gate = "attn_gate"; /* (the post norms keep their GGUF names: post_attention_norm, post_ffw_norm) */
+    hp->embed_scale = sqrtf((float)hp->hidden);
+    if ((st = mxl_family_gguf_rope_neox(c)) || (st = mxl_family_gguf_moe(c, false)) || (st = mxl_family_gguf_moe_sigmoid(c))) return st;
+    if (c->cfg->sliding_window > 0 && (st = mxl_family_sliding_pattern(c, 4, c->cfg->sliding_window))) return st;
+    uint8_t *nope = mxl_family_layer_flags(c);
+    if (!nope) return MXL_ERR_NOMEM;
+    for (int64_t i = 0; i < hp->n_layers; i++) nope[i] = (i + 1) % 4 == 0;
+    hp->layer_no_rope = nope;
+    return MXL_OK;
+}
 
 static mxl_status afmoe_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
@@ -18,6 +38,11 @@ static mxl_status afmoe_setup(mxl_family_ctx *c) {
     int64_t dense, every;
     double route_scale;
     bool mup;
+    if (c->gguf) {
+        hp->qk_norm_kind = MXL_QK_NORM_HEAD;
+        hp->post_norms = hp->attn_out_gate = true;
+        return afmoe_gguf(c);
+    }
     nm->q_norm = "self_attn.q_norm", nm->k_norm = "self_attn.k_norm";
     nm->attn_gate = "self_attn.gate_proj";
     nm->post_attn_norm = "post_attention_layernorm";
@@ -56,4 +81,5 @@ static mxl_status afmoe_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_afmoe = {
     .model_type = "afmoe", .registry_id = "afmoe", .hf_class = "AfmoeForCausalLM", .names = &mxl_names_llama, .setup = afmoe_setup,
+    .gguf_arch = "afmoe", .convert_check = mxl_family_gguf_not_converted,
 };
