@@ -202,6 +202,12 @@ bool mxl_family_sliding_from_layer_types(mxl_family_ctx *c, int64_t window);
  * attention.sliding_window_pattern array: mxl_family_sliding_from_layer_types), else every layer
  * but each pattern-th (pattern <= 0 refused), all with window `window`. */
 mxl_status mxl_family_sliding_pattern(mxl_family_ctx *c, int64_t pattern, int64_t window);
+/* A config.json list of one 0/1 (or false/true) per layer into a flags array in the arena; absent
+ * or null: *out NULL. Other lengths and values are refused naming the key. */
+mxl_status mxl_family_layer_list(mxl_family_ctx *c, const char *key, uint8_t **out);
+/* NoPE layers (SmolLM3, Llama 4): no_rope_layers[i] 1 = layer i rotates, 0 = it does not; absent,
+ * every no_rope_layer_interval-th layer (default 4) is NoPE. Sets hp->layer_no_rope. */
+mxl_status mxl_family_nope_layers(mxl_family_ctx *c);
 /* Full-attention layers without positions (NoPE) beside sliding layers with RoPE (EXAONE 4,
  * Command R7B): the sliding flags already set decide; none set, nothing changes. */
 mxl_status mxl_family_nope_full_layers(mxl_family_ctx *c);
@@ -227,6 +233,8 @@ mxl_status mxl_family_gguf_moe(mxl_family_ctx *c, bool norm);
 /* After mxl_family_moe: DeepSeek V3's sigmoid router (noaux_tc) with routed_scaling_factor
  * (default 1), n_group and topk_group (default 1). */
 mxl_status mxl_family_moe_sigmoid(mxl_family_ctx *c);
+/* The same keys for any router: routed_scaling_factor (default 1), n_group and topk_group (default 1). */
+mxl_status mxl_family_moe_scale_groups(mxl_family_ctx *c);
 /* After mxl_family_gguf_moe: the same from llama.cpp's keys (expert_weights_scale, default 1;
  * expert_weights_norm, default false; expert_group_count / expert_group_used_count, default 1). */
 mxl_status mxl_family_gguf_moe_sigmoid(mxl_family_ctx *c);

@@ -225,6 +225,40 @@ bool mxl_family_sliding_from_layer_types(mxl_family_ctx *c, int64_t window) {
     return true;
 }
 
+mxl_status mxl_family_layer_list(mxl_family_ctx *c, const char *key, uint8_t **out) {
+    json_t *v = get(c, c->raw, key);
+    *out = NULL;
+    if (!v) return MXL_OK;
+    if (!json_is_array(v) || (int64_t)json_array_size(v) != c->hp->n_layers)
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%s' must list one 0/1 per layer (%lld)", c->ck->path, key,
+                             (long long)c->hp->n_layers);
+    uint8_t *f = mxl_family_layer_flags(c);
+    if (!f) return MXL_ERR_NOMEM;
+    for (int64_t i = 0; i < c->hp->n_layers; i++) {
+        json_t *e = json_array_get(v, (size_t)i);
+        const bool bit = json_is_integer(e) && (json_integer_value(e) == 0 || json_integer_value(e) == 1);
+        if (!bit && !json_is_boolean(e))
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json %s[%lld] must be 0 or 1", c->ck->path, key, (long long)i);
+        f[i] = bit ? json_integer_value(e) == 1 : json_is_true(e);
+    }
+    *out = f;
+    return MXL_OK;
+}
+
+mxl_status mxl_family_nope_layers(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    uint8_t *rope, *nope = mxl_family_layer_flags(c);
+    int64_t interval;
+    mxl_status st;
+    if (!nope) return MXL_ERR_NOMEM;
+    if ((st = mxl_family_layer_list(c, "no_rope_layers", &rope)) || (st = mxl_family_int(c, "no_rope_layer_interval", 4, &interval))) return st;
+    if (!rope && interval <= 0)
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'no_rope_layer_interval' must be positive", c->ck->path);
+    for (int64_t i = 0; i < hp->n_layers; i++) nope[i] = rope ? !rope[i] : (i + 1) % interval == 0;
+    hp->layer_no_rope = nope;
+    return MXL_OK;
+}
+
 mxl_status mxl_family_nope_full_layers(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     if (!hp->layer_is_sliding) return MXL_OK;

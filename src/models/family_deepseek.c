@@ -46,16 +46,14 @@ static mxl_status deepseek_setup(mxl_family_ctx *c, bool v3) {
         return st;
     if (v3) return mxl_family_moe_sigmoid(c);
     hp->moe_norm_topk = false; /* V2's router never renormalises */
-    double scale;
-    if ((st = mxl_family_double(c, "routed_scaling_factor", 1.0, &scale))) return st;
-    hp->moe_routed_scale = (float)scale;
+    if ((st = mxl_family_moe_scale_groups(c))) return st;
     json_t *m = c->raw ? json_object_get(c->raw, "topk_method") : NULL;
     const char *method = m && json_is_string(m) ? json_string_value(m) : "greedy";
     if (strcmp(method, "group_limited_greedy") == 0) {
-        if ((st = mxl_family_int(c, "n_group", 1, &hp->moe_n_group)) || (st = mxl_family_int(c, "topk_group", 1, &hp->moe_topk_group)))
-            return st;
         hp->moe_group_top = 1;
-    } else if (strcmp(method, "greedy") != 0) {
+    } else if (strcmp(method, "greedy") == 0) {
+        hp->moe_n_group = hp->moe_topk_group = 1; /* (the groups only count with group_limited_greedy) */
+    } else {
         return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: config.json 'topk_method' = '%s' is not supported (greedy, group_limited_greedy)",
                              c->ck->path, method);
     }

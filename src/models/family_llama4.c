@@ -20,45 +20,21 @@
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
-/* A config.json list of n_layers integers into a flags array (absent: NULL, nothing set). */
-static mxl_status int_list(mxl_family_ctx *c, const char *key, uint8_t **out) {
-    json_t *v = json_object_get(c->raw, key);
-    *out = NULL;
-    if (!v || json_is_null(v)) return MXL_OK;
-    if (!json_is_array(v) || (int64_t)json_array_size(v) != c->hp->n_layers)
-        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%s' must hold one entry per layer (%lld)", c->ck->path, key,
-                             (long long)c->hp->n_layers);
-    if (!(*out = mxl_family_layer_flags(c))) return MXL_ERR_NOMEM;
-    for (int64_t i = 0; i < c->hp->n_layers; i++) {
-        json_t *e = json_array_get(v, (size_t)i);
-        if (!json_is_integer(e) && !json_is_boolean(e))
-            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%s' entry %lld is not 0 or 1", c->ck->path, key, (long long)i);
-        (*out)[i] = json_is_integer(e) ? json_integer_value(e) != 0 : json_is_true(e);
-    }
-    return MXL_OK;
-}
-
 /* which layers rotate (and attend in chunks) */
 static mxl_status positions(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
-    uint8_t *rope, *nope = mxl_family_layer_flags(c), *chunked = mxl_family_layer_flags(c);
-    int64_t interval, chunk;
-    if (!nope || !chunked) return MXL_ERR_NOMEM;
-    if ((st = int_list(c, "no_rope_layers", &rope)) || (st = mxl_family_int(c, "no_rope_layer_interval", 4, &interval)) ||
-        (st = mxl_family_int(c, "attention_chunk_size", 0, &chunk)))
-        return st;
-    if (interval < 1) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'no_rope_layer_interval' must be at least 1", c->ck->path);
+    uint8_t *chunked = mxl_family_layer_flags(c);
+    int64_t chunk;
+    if (!chunked) return MXL_ERR_NOMEM;
+    if ((st = mxl_family_nope_layers(c)) || (st = mxl_family_int(c, "attention_chunk_size", 0, &chunk))) return st;
     json_t *types = json_object_get(c->raw, "layer_types");
     if (types && !json_is_null(types) && (!json_is_array(types) || (int64_t)json_array_size(types) != hp->n_layers))
         return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'layer_types' must name one type per layer", c->ck->path);
     for (int64_t i = 0; i < hp->n_layers; i++) {
-        const bool rotates = rope ? rope[i] != 0 : (i + 1) % interval != 0;
-        nope[i] = !rotates;
         const char *t = types && json_is_array(types) ? json_string_value(json_array_get(types, (size_t)i)) : NULL;
-        chunked[i] = t ? strcmp(t, "chunked_attention") == 0 : rotates;
+        chunked[i] = t ? strcmp(t, "chunked_attention") == 0 : !hp->layer_no_rope[i];
     }
-    hp->layer_no_rope = nope;
     hp->layer_is_chunked = chunked;
     hp->attn_chunk = chunk;
     return MXL_OK;

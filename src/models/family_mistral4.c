@@ -9,14 +9,11 @@
 static mxl_status mistral4_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
-    double scale;
     hp->o_bias = hp->qkv_bias;
     if ((st = mxl_family_mla(c, true)) || (st = mxl_family_moe(c, "moe_intermediate_size", NULL, true, false)) ||
         (st = mxl_family_moe_first_dense(c, "first_k_dense_replace")) || (st = mxl_family_moe_shared_count(c, "n_shared_experts")) ||
-        (st = mxl_family_double(c, "routed_scaling_factor", 1.0, &scale)) || (st = mxl_family_int(c, "n_group", 1, &hp->moe_n_group)) ||
-        (st = mxl_family_int(c, "topk_group", 1, &hp->moe_topk_group)))
+        (st = mxl_family_moe_scale_groups(c)))
         return st;
-    hp->moe_routed_scale = (float)scale;
     return mxl_family_llama4_temperature(c); /* on the latent queries: the same scale, absorbed */
 }
 

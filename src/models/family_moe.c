@@ -104,10 +104,14 @@ mxl_status mxl_family_gguf_moe(mxl_family_ctx *c, bool norm) {
 }
 
 mxl_status mxl_family_moe_sigmoid(mxl_family_ctx *c) {
+    c->hp->moe_router = MXL_MOE_SIGMOID;
+    return mxl_family_moe_scale_groups(c);
+}
+
+mxl_status mxl_family_moe_scale_groups(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
     double scale;
-    hp->moe_router = MXL_MOE_SIGMOID;
     if ((st = mxl_family_double(c, "routed_scaling_factor", 1.0, &scale)) || (st = mxl_family_int(c, "n_group", 1, &hp->moe_n_group)) ||
         (st = mxl_family_int(c, "topk_group", 1, &hp->moe_topk_group)))
         return st;

@@ -27,25 +27,7 @@ static mxl_status smollm3_setup(mxl_family_ctx *c) {
         return MXL_OK;
     }
     if ((st = mxl_family_rope(c))) return st;
-    uint8_t *no_rope = mxl_family_layer_flags(c);
-    if (!no_rope) return MXL_ERR_NOMEM;
-    json_t *nr = json_object_get(c->raw, "no_rope_layers");
-    if (nr && !json_is_null(nr)) {
-        if (!json_is_array(nr) || (int64_t)json_array_size(nr) != hp->n_layers)
-            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'no_rope_layers' must list one 0/1 per layer (%lld)", c->ck->path, (long long)hp->n_layers);
-        for (int64_t i = 0; i < hp->n_layers; i++) {
-            json_t *v = json_array_get(nr, (size_t)i);
-            if (!json_is_integer(v) || (json_integer_value(v) != 0 && json_integer_value(v) != 1))
-                return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json no_rope_layers[%lld] must be 0 or 1", c->ck->path, (long long)i);
-            no_rope[i] = json_integer_value(v) == 0;
-        }
-    } else {
-        int64_t interval;
-        if ((st = mxl_family_int(c, "no_rope_layer_interval", 4, &interval))) return st;
-        if (interval <= 0) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json 'no_rope_layer_interval' must be positive", c->ck->path);
-        for (int64_t i = 0; i < hp->n_layers; i++) no_rope[i] = (i + 1) % interval == 0;
-    }
-    hp->layer_no_rope = no_rope;
+    if ((st = mxl_family_nope_layers(c))) return st;
     bool use;
     if ((st = mxl_family_bool(c, "use_sliding_window", false, &use))) return st;
     if (use && c->cfg->sliding_window > 0) mxl_family_sliding_from_layer_types(c, c->cfg->sliding_window);
