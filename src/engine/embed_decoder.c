@@ -78,6 +78,7 @@ static mxl_status run(mxl_dec_runner *r, const int32_t *ids, int64_t n, float *o
     int64_t keep = 0;
     while (keep < r->n_prev && keep < n - 1 && r->prev[keep] == ids[keep]) keep++;
     mxl_decoder_state_truncate(r->state, keep);
+    keep = mxl_decoder_state_pos(r->state); /* (recurrent layers start over rather than go back) */
     r->n_prev = keep;
     st = hidden ? mxl_decoder_forward_hidden(&r->dec, r->state, ids + keep, n - keep, out, err)
                 : mxl_decoder_forward(&r->dec, r->state, ids + keep, n - keep, out, err);

@@ -202,6 +202,7 @@ mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
         if (keep == n_prompt) keep--;
     }
     mxl_decoder_state_truncate(s->dec, (int64_t)keep);
+    keep = (size_t)mxl_decoder_state_pos(s->dec); /* (recurrent layers start over rather than go back) */
     memcpy(s->ids, prompt, n_prompt * sizeof(int32_t));
     s->n_ids = s->n_prompt = n_prompt;
     s->n_fed = keep;

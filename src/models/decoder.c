@@ -480,6 +480,50 @@ static mxl_status bind_mla(const binder *b, int64_t i, mxl_decoder_layer *L) {
     return MXL_OK;
 }
 
+/* A = -exp(A_log) of n values into the decoder's arena (GGUF's ssm_a holds A already). */
+static mxl_status bind_ssm_a(const binder *b, int64_t i, int64_t n, const float **out) {
+    const float *src;
+    mxl_status st = bind_vector(b, i, b->nm->ssm_a, "", n, &src);
+    if (st || b->nm->ssm_a_neg) return (*out = src), st;
+    float *a = mxl_arena_alloc(&b->d->arena, (size_t)n * sizeof(float), 64);
+    if (!a) return mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory");
+    for (int64_t j = 0; j < n; j++) a[j] = -expf(src[j]);
+    *out = a;
+    return MXL_OK;
+}
+
+/* Layer i's recurrent mixer of kind k (recurrent.h; the names: decoder_family.h ssm_*). */
+static mxl_status bind_rec(const binder *b, int64_t i, mxl_layer_kind k, mxl_decoder_layer *L) {
+    const mxl_decoder_hparams *hp = &b->d->hp;
+    const mxl_decoder_names *nm = b->nm;
+    const int64_t H = hp->hidden, DI = hp->ssm_inner, N = hp->ssm_state, K = hp->ssm_conv;
+    const int64_t C = mxl_rec_conv_dim(hp, k), IN = mxl_rec_in_dim(hp, k);
+    mxl_status st;
+    if (!nm->ssm_in || !nm->ssm_conv || !nm->ssm_out || (k != MXL_LAYER_SHORTCONV && (!nm->ssm_a || !nm->ssm_d)) ||
+        (k == MXL_LAYER_MAMBA && (!nm->ssm_x || !nm->ssm_dt)) || (k == MXL_LAYER_MAMBA2 && (!nm->ssm_dt_bias || !nm->ssm_norm)))
+        return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no %s mixer tensors", b->ck->path, mxl_layer_kind_name(k));
+    mxl_rec_layer *R = mxl_arena_alloc(&b->d->arena, sizeof *R, 64);
+    if (!R) return mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory");
+    memset(R, 0, sizeof *R);
+    R->kind = k;
+    L->rec = R;
+    if ((st = bind_proj(b, i, nm->ssm_in, IN, H, hp->ssm_proj_bias, &R->in_proj, &R->in_b)) ||
+        (st = bind_vector(b, i, nm->ssm_conv, ".weight", C * K, &R->conv_w)) ||
+        (hp->ssm_conv_bias && (st = bind_vector(b, i, nm->ssm_conv, ".bias", C, &R->conv_b))) ||
+        (st = bind_proj(b, i, nm->ssm_out, H, k == MXL_LAYER_SHORTCONV ? H : DI, hp->ssm_proj_bias, &R->out_proj, &R->out_b)))
+        return st;
+    if (k == MXL_LAYER_MAMBA)
+        st = bind_proj(b, i, nm->ssm_x, hp->ssm_dt_rank + 2 * N, DI, false, &R->x_proj, NULL);
+    if (!st && k == MXL_LAYER_MAMBA) st = bind_proj(b, i, nm->ssm_dt, DI, hp->ssm_dt_rank, true, &R->dt_proj, &R->dt_b);
+    if (!st && k == MXL_LAYER_MAMBA) st = bind_ssm_a(b, i, DI * N, &R->A);
+    if (!st && k == MXL_LAYER_MAMBA) st = bind_vector(b, i, nm->ssm_d, "", DI, &R->D);
+    if (!st && k == MXL_LAYER_MAMBA2) st = bind_vector(b, i, nm->ssm_dt_bias, "", hp->ssm_heads, &R->dt_b);
+    if (!st && k == MXL_LAYER_MAMBA2) st = bind_ssm_a(b, i, hp->ssm_heads, &R->A);
+    if (!st && k == MXL_LAYER_MAMBA2) st = bind_vector(b, i, nm->ssm_d, "", hp->ssm_heads, &R->D);
+    if (!st && k == MXL_LAYER_MAMBA2) st = bind_vector(b, i, nm->ssm_norm, ".weight", DI, &R->norm_w);
+    return st;
+}
+
 static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
     const mxl_decoder_hparams *hp = &b->d->hp;
     const mxl_decoder_names *nm = b->nm;
@@ -489,7 +533,11 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
     memset(L, 0, sizeof *L);
     L->n_heads = nh;
     if (hp->pre_norms && (st = bind_norm(b, i, nm->attn_norm, H, &L->attn_norm))) return st;
-    if (hp->mla_kv_rank > 0) {
+    const mxl_layer_kind kind = hp->layer_kind ? (mxl_layer_kind)hp->layer_kind[i] : MXL_LAYER_ATTN;
+    L->has_mlp = !hp->no_mlp;
+    if (kind != MXL_LAYER_ATTN) {
+        if ((st = bind_rec(b, i, kind, L))) return st;
+    } else if (hp->mla_kv_rank > 0) {
         if ((st = bind_mla(b, i, L))) return st;
     } else if (nm->qkv) {
         const int64_t sizes[3] = {qd, kvd, kvd};
@@ -503,9 +551,9 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
                (st = bind_proj(b, i, nm->v, kvd, H, hp->qkv_bias, &L->wv, &L->bv))) {
         return st;
     }
-    if (!L->mla && (st = bind_proj(b, i, nm->o, H, qd, hp->o_bias, &L->wo, &L->bo))) return st;
-    L->rope = !hp->learned_pos && !(hp->layer_no_rope && hp->layer_no_rope[i]);
-    if (hp->qk_norm_rope_only && !L->rope) {
+    if (!L->mla && !L->rec && (st = bind_proj(b, i, nm->o, H, qd, hp->o_bias, &L->wo, &L->bo))) return st;
+    L->rope = !L->rec && !hp->learned_pos && !(hp->layer_no_rope && hp->layer_no_rope[i]);
+    if (L->rec || (hp->qk_norm_rope_only && !L->rope)) {
         /* (no QK-norm on this layer: q_norm / k_norm stay NULL) */
     } else if (hp->qk_norm_kind != MXL_QK_NORM_NONE && (hp->norm_no_weight || hp->qk_norm_no_weight)) { /* weightless RMSNorms (nanochat, Llama 4) */
         bool full = hp->qk_norm_kind == MXL_QK_NORM_FULL;
@@ -520,9 +568,12 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
             return st;
     }
     if (hp->post_norms && (st = bind_norm(b, i, nm->post_attn_norm, H, &L->post_attn_norm))) return st;
-    if (hp->pre_norms && !(hp->parallel_residual && !nm->ffn_norm) && (st = bind_norm(b, i, nm->ffn_norm, H, &L->ffn_norm)))
+    if (L->has_mlp && hp->pre_norms && !(hp->parallel_residual && !nm->ffn_norm) &&
+        (st = bind_norm(b, i, nm->ffn_norm, H, &L->ffn_norm)))
         return st;
-    if (hp->n_experts > 0 && (!hp->layer_is_moe || hp->layer_is_moe[i])) {
+    if (!L->has_mlp) {
+        /* (no MLP: Mamba's blocks) */
+    } else if (hp->n_experts > 0 && (!hp->layer_is_moe || hp->layer_is_moe[i])) {
         if ((st = bind_moe(b, i, L))) return st;
     } else if (hp->mlp == MXL_MLP_GATED && nm->gate_up) {
         const int64_t sizes[2] = {hp->ffn, hp->ffn};
@@ -534,8 +585,8 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
             return st;
         if ((st = bind_proj(b, i, nm->up, hp->ffn, H, hp->mlp_bias, &L->w_up, &L->b_up))) return st;
     }
-    if (!L->moe && (st = bind_proj(b, i, nm->down, H, hp->ffn, hp->mlp_bias, &L->w_down, &L->b_down))) return st;
-    if (hp->post_norms && (st = bind_norm(b, i, nm->post_ffn_norm, H, &L->post_ffn_norm))) return st;
+    if (L->has_mlp && !L->moe && (st = bind_proj(b, i, nm->down, H, hp->ffn, hp->mlp_bias, &L->w_down, &L->b_down))) return st;
+    if (L->has_mlp && hp->post_norms && (st = bind_norm(b, i, nm->post_ffn_norm, H, &L->post_ffn_norm))) return st;
     if (hp->xielu) {
         const float *ap, *an, *beta, *eps;
         if (!nm->act_params || hp->mlp != MXL_MLP_PLAIN)
@@ -550,11 +601,11 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
         L->xielu_beta = *beta;
         L->xielu_eps = *eps;
     }
-    if (hp->attn_out_gate) {
+    if (hp->attn_out_gate && !L->rec) {
         if (!nm->attn_gate) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no attention output gate", b->ck->path);
         if ((st = bind_matrix(b, i, nm->attn_gate, hp->attn_gate_per_head ? nh : qd, H, &L->w_attn_gate))) return st;
     }
-    if (hp->attn_sinks) {
+    if (hp->attn_sinks && !L->rec) {
         if (!nm->sinks) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no attention sinks", b->ck->path);
         if ((st = bind_vector(b, i, nm->sinks, "", nh, &L->sinks))) return st;
     }
@@ -610,6 +661,11 @@ static mxl_status common_hparams(const mxl_checkpoint *ck, mxl_family_ctx *fc) {
     hp->ffn = c->intermediate_size;
     hp->vocab = c->vocab_size;
     hp->max_ctx = c->max_position_embeddings;
+    if (hp->n_heads <= 0 && hp->n_kv_heads <= 0 && hp->head_dim <= 0) {
+        /* no attention keys (Mamba): one small head, whose KV pool layer load() keeps unused */
+        hp->n_heads = hp->n_kv_heads = 1;
+        hp->head_dim = 32;
+    }
     if (hp->n_layers <= 0 || hp->hidden <= 0 || hp->n_heads <= 0 || hp->n_kv_heads <= 0 || hp->head_dim <= 0 ||
         hp->vocab <= 0 || hp->n_heads % hp->n_kv_heads != 0 || hp->n_layers > 100000 || hp->n_heads > 100000 ||
         hp->head_dim > 100000 || hp->hidden > (INT64_C(1) << 24) || hp->vocab > (INT64_C(1) << 26))
@@ -673,6 +729,9 @@ static mxl_status each_matrix(const mxl_checkpoint *ck, mxl_decoder *d, mxl_erro
         mxl_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->w_attn_gate};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
             if ((st = fn(ck, d, ws[j], err))) return st;
+        if (L->rec && ((st = fn(ck, d, &L->rec->in_proj, err)) || (st = fn(ck, d, &L->rec->x_proj, err)) ||
+                       (st = fn(ck, d, &L->rec->dt_proj, err)) || (st = fn(ck, d, &L->rec->out_proj, err))))
+            return st;
         /* the shared expert runs on every row like a dense MLP; routed experts only with
          * `experts` (expert_streaming decides) */
         if (L->mla) {
@@ -742,8 +801,41 @@ static mxl_status prepare_tiles(const mxl_checkpoint *ck, mxl_decoder *d, mxl_er
     return each_matrix(ck, d, err, d->hp.n_experts > 0 && !d->experts_streamed, prepare_one);
 }
 
+/* The recurrent layers' sizes (recurrent.h), checked before anything is bound. */
+static mxl_status check_recurrent(const mxl_checkpoint *ck, const mxl_decoder_hparams *hp, mxl_error *err) {
+    bool seen[MXL_LAYER_KIND_COUNT] = {false};
+    for (int64_t l = 0; l < hp->n_layers; l++) {
+        if (hp->layer_kind[l] >= MXL_LAYER_KIND_COUNT) return mxl_error_set(err, MXL_ERR_INTERNAL, "%s: unknown layer kind", ck->path);
+        seen[hp->layer_kind[l]] = true;
+    }
+    const int64_t lim = INT64_C(1) << 20;
+    if (hp->ssm_conv < 1 || hp->ssm_conv > 64)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the convolution width (conv kernel) %lld is out of range (1..64)", ck->path,
+                             (long long)hp->ssm_conv);
+    if ((seen[MXL_LAYER_MAMBA] || seen[MXL_LAYER_MAMBA2]) &&
+        (hp->ssm_inner <= 0 || hp->ssm_inner > lim || hp->ssm_state <= 0 || hp->ssm_state > 4096))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the state-space sizes are out of range (intermediate size %lld, state size %lld)", ck->path,
+                             (long long)hp->ssm_inner, (long long)hp->ssm_state);
+    if (seen[MXL_LAYER_MAMBA] && (hp->ssm_dt_rank <= 0 || hp->ssm_dt_rank > hp->ssm_inner))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: time_step_rank %lld must be between 1 and the intermediate size %lld", ck->path,
+                             (long long)hp->ssm_dt_rank, (long long)hp->ssm_inner);
+    if (seen[MXL_LAYER_MAMBA2] && (hp->ssm_heads <= 0 || hp->ssm_groups <= 0 || hp->ssm_inner % hp->ssm_heads != 0 ||
+                                   hp->ssm_heads % hp->ssm_groups != 0))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %lld state-space heads and %lld groups do not divide the intermediate size %lld", ck->path,
+                             (long long)hp->ssm_heads, (long long)hp->ssm_groups, (long long)hp->ssm_inner);
+    if (seen[MXL_LAYER_MAMBA2] && !(hp->ssm_dt_min >= 0 && hp->ssm_dt_min <= hp->ssm_dt_max && isfinite(hp->ssm_norm_eps)))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: time_step_limit or the gated norm's epsilon is invalid", ck->path);
+    return MXL_OK;
+}
+
 static mxl_status check_hparams(const mxl_checkpoint *ck, const mxl_decoder_hparams *hp, mxl_error *err) {
-    if (hp->ffn <= 0) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: intermediate_size is missing", ck->path);
+    if (hp->layer_kind) {
+        mxl_status st = check_recurrent(ck, hp, err);
+        if (st) return st;
+    }
+    if (hp->no_mlp) {
+        /* (no intermediate size to check) */
+    } else if (hp->ffn <= 0) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: intermediate_size is missing", ck->path);
     if (hp->ffn > (INT64_C(1) << 26)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: intermediate_size %lld is out of range", ck->path, (long long)hp->ffn);
     if (!(hp->norm_eps >= 0) || !isfinite(hp->attn_scale) || !isfinite(hp->embed_scale) || !isfinite(hp->residual_scale) ||
         !isfinite(hp->logit_scale))
@@ -829,6 +921,20 @@ static mxl_status load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err)
     if (!d->layers) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     for (int64_t i = 0; i < hp->n_layers; i++)
         if ((st = bind_layer(&b, i, &d->layers[i]))) return st;
+    /* attention layers take KV pool layers in order; recurrent ones a piece of the state slab */
+    for (int64_t i = 0; i < hp->n_layers; i++) {
+        mxl_decoder_layer *L = &d->layers[i];
+        if (L->rec) {
+            L->rec->state_off = d->rec_state_floats;
+            d->rec_state_floats += (mxl_rec_state_floats(hp, L->rec->kind) + 15) & ~(size_t)15;
+        } else {
+            L->kv_layer = d->n_kv_layers++;
+        }
+    }
+    if (d->n_kv_layers == 0) { /* (the pool keeps one small unused layer) */
+        d->hp.n_heads = d->hp.n_kv_heads = 1;
+        d->hp.head_dim = 32;
+    }
     return prepare_tiles(ck, d, err);
 }
 
@@ -887,6 +993,11 @@ struct mxl_decoder_state {
     mxl_moe_scratch moe;
     float *mla_mem;      /* latent attention's scratch (models/mla.h), carved into mla */
     mxl_mla_scratch mla;
+    float *rec;          /* [rec_floats] the recurrent layers' state (models/recurrent.h) at position pos */
+    size_t rec_floats;   /* 0: no recurrent layers */
+    float *rec_mem;      /* the recurrent mixers' scratch, carved into recs */
+    mxl_rec_scratch recs;
+    mxl_rec_span *rec_spans; /* [max_batch] */
     void *block; /* one allocation holding the buffers above */
     bool reference; /* MXL_DECODER_REFERENCE=1 */
     const mxl_backend *be;   /* the backend the forward pass runs on: d_be, or the f32 reference path */
@@ -903,6 +1014,11 @@ static size_t max_scratch(const mxl_decoder *d, int64_t n_tok) {
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++) {
             if (ws[j]->rows <= 0) continue; /* unbound (plain MLP has no gate) */
             size_t b = d->be->ops->matmul_scratch_bytes(d->be, ws[j], n_tok);
+            if (b > m) m = b;
+        }
+        for (int j = 0; L->rec && j < 4; j++) {
+            const mxl_weight *rw[4] = {&L->rec->in_proj, &L->rec->x_proj, &L->rec->dt_proj, &L->rec->out_proj};
+            size_t b = rw[j]->rows > 0 ? d->be->ops->matmul_scratch_bytes(d->be, rw[j], n_tok) : 0;
             if (b > m) m = b;
         }
         for (int64_t h = 0; L->mla && h < d->hp.n_heads + 1; h++) {
@@ -931,6 +1047,9 @@ static size_t max_scratch(const mxl_decoder *d, int64_t n_tok) {
     }
     return m;
 }
+
+/* Layers of the KV pool: the attention layers (one unused layer when there is none: Mamba). */
+static int64_t kv_layers(const mxl_decoder *d) { return d->n_kv_layers > 0 ? d->n_kv_layers : 1; }
 
 /* The storage an asked type gets on a path. */
 static mxl_dtype kv_dtype(mxl_decoder_kv_type t, bool reference) {
@@ -962,7 +1081,7 @@ mxl_status mxl_decoder_kv_pool_cfg(const mxl_decoder *d, const mxl_decoder_kv_op
     if ((unsigned)o.k > MXL_DECODER_KV_I8 || (unsigned)o.v > MXL_DECODER_KV_I8) return mxl_error_set(err, MXL_ERR_ARG, "unknown KV cache type");
     /* latent attention keeps one row per position, read as K and V (V: K's type) */
     const bool latent = d->hp.mla_kv_rank > 0;
-    *out = (mxl_kv_pool_cfg){d->hp.n_layers, d->hp.n_kv_heads * d->hp.head_dim, kv_group_of(&d->hp), kv_dtype(o.k, reference),
+    *out = (mxl_kv_pool_cfg){kv_layers(d), d->hp.n_kv_heads * d->hp.head_dim, kv_group_of(&d->hp), kv_dtype(o.k, reference),
                              kv_dtype(latent ? o.k : o.v, reference), n_blocks, d->be, latent};
     return MXL_OK;
 }
@@ -1081,7 +1200,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
         return mxl_error_set(err, MXL_ERR_NOMEM, "a KV cache of %lld positions is too large for this model", (long long)max_ctx);
     if (kvp) {
         const mxl_kv_pool_cfg *c = mxl_kv_pool_config(kvp);
-        if (c->n_layers != hp->n_layers || c->kv_dim != (int64_t)kvd || c->v_in_k != (hp->mla_kv_rank > 0) ||
+        if (c->n_layers != kv_layers(d) || c->kv_dim != (int64_t)kvd || c->v_in_k != (hp->mla_kv_rank > 0) ||
             ((c->k_type == MXL_DTYPE_I8 || c->v_type == MXL_DTYPE_I8) && c->group != kv_group_of(hp)))
             return mxl_error_set(err, MXL_ERR_ARG, "the KV pool was made for another model shape (%lld layers, KV width %lld)",
                                  (long long)c->n_layers, (long long)c->kv_dim);
@@ -1090,8 +1209,9 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
     if (!s) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     s->max_ctx = max_ctx;
     s->max_batch = max_batch;
-    s->n_layers = hp->n_layers;
+    s->n_layers = kv_layers(d);
     s->kv_dim = (int64_t)kvd;
+    s->rec_floats = d->rec_state_floats;
     s->pool = pool;
     s->d_be = d->be;
     s->n_threads = pool ? mxl_threadpool_size(pool) : 1;
@@ -1112,11 +1232,15 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
         hp->n_experts > 0 ? mxl_moe_scratch_floats(hp, max_batch, s->n_threads, lane_mm) : 0,
         hp->mla_kv_rank > 0 ? mxl_mla_scratch_floats(hp, max_batch) : 0,
         hp->attn_out_gate ? B * qd : 0,
+        (uint64_t)d->rec_state_floats,
+        d->rec_state_floats ? mxl_rec_scratch_floats(hp, max_batch) : 0,
+        d->rec_state_floats ? (B * sizeof(mxl_rec_span) + sizeof(float) - 1) / sizeof(float) : 0,
     };
     float **ptrs[] = {&s->x, &s->xn, &s->q, &s->k, &s->v, &s->att, &s->o,
                       &s->gate, &s->up, &s->inv_freq, &s->inv_freq_local, (float **)&s->q_pos,
                       (float **)&s->pos_ids, &s->rope_cs, (float **)&s->spans, &s->attn_scratch, (float **)&s->mm_scratch,
-                      (float **)&s->table, &s->moe_mem, &s->mla_mem, &s->ag};
+                      (float **)&s->table, &s->moe_mem, &s->mla_mem, &s->ag, &s->rec,
+                      &s->rec_mem, (float **)&s->rec_spans};
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += (sizes[i] + 16) & ~(uint64_t)15;
     s->block = total < ((uint64_t)1 << 60) / sizeof(float) ? mxl_aligned_alloc(64, (size_t)total * sizeof(float)) : NULL;
@@ -1131,6 +1255,10 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
     }
     if (hp->n_experts > 0) mxl_moe_scratch_carve(hp, max_batch, s->n_threads, lane_mm, s->moe_mem, &s->moe);
     if (hp->mla_kv_rank > 0) mxl_mla_scratch_carve(hp, max_batch, s->mla_mem, &s->mla);
+    if (s->rec_floats) {
+        mxl_rec_scratch_carve(hp, max_batch, s->rec_mem, &s->recs);
+        memset(s->rec, 0, s->rec_floats * sizeof(float));
+    }
     mxl_rope_freqs(&hp->rope, max_ctx, s->inv_freq, &s->attn_factor);
     mxl_rope_freqs(&hp->rope_local, max_ctx, s->inv_freq_local, &s->attn_factor_local);
     s->reference = mxl_decoder_reference_default();
@@ -1193,7 +1321,8 @@ void mxl_decoder_state_truncate(mxl_decoder_state *s, int64_t pos) {
      * reads rows below the query's position only, and the next forward overwrites them from pos
      * on (after copying the block if it is shared). Whole blocks past pos go back to the pool. */
     if (pos < 0) pos = 0;
-    if (pos < s->pos) s->pos = pos;
+    if (pos < s->pos) s->pos = s->rec_floats ? 0 : pos; /* a recurrent state cannot go back: from the start */
+    if (s->rec_floats && s->pos == 0) memset(s->rec, 0, s->rec_floats * sizeof(float));
     kv_release_from(s, blocks_for(s->pos));
 }
 
@@ -1204,7 +1333,20 @@ int64_t mxl_decoder_state_blocks(const mxl_decoder_state *s, const int32_t **ids
     return blocks_for(s->pos);
 }
 
+/* The state's table becomes ids[0 .. ceil(n_pos / 32)) at position n_pos (checked by the callers). */
+static void adopt_blocks(mxl_decoder_state *s, const int32_t *ids, int64_t n_pos) {
+    int64_t nb = blocks_for(n_pos);
+    /* take the new references before dropping the old ones: the lists may overlap */
+    for (int64_t i = 0; i < nb; i++) mxl_kv_pool_retain(s->kvp, ids[i]);
+    kv_release_from(s, 0);
+    for (int64_t i = 0; i < nb; i++) s->table[i] = ids[i];
+    s->n_table = nb;
+    s->pos = n_pos;
+}
+
 mxl_status mxl_decoder_state_adopt(mxl_decoder_state *s, const int32_t *ids, int64_t n_pos, mxl_error *err) {
+    if (s->rec_floats && n_pos > 0)
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "a model with recurrent layers cannot take cached KV blocks without their state");
     if (n_pos < 0 || n_pos > s->max_ctx)
         return mxl_error_set(err, MXL_ERR_ARG, "cannot adopt %lld positions into a context of %lld", (long long)n_pos,
                              (long long)s->max_ctx);
@@ -1212,12 +1354,8 @@ mxl_status mxl_decoder_state_adopt(mxl_decoder_state *s, const int32_t *ids, int
     for (int64_t i = 0; i < nb; i++)
         if (ids[i] < 0 || ids[i] >= nblk)
             return mxl_error_set(err, MXL_ERR_ARG, "block id %d is not in the KV pool of %lld blocks", ids[i], (long long)nblk);
-    /* take the new references before dropping the old ones: the lists may overlap */
-    for (int64_t i = 0; i < nb; i++) mxl_kv_pool_retain(s->kvp, ids[i]);
-    kv_release_from(s, 0);
-    for (int64_t i = 0; i < nb; i++) s->table[i] = ids[i];
-    s->n_table = nb;
-    s->pos = n_pos;
+    adopt_blocks(s, ids, n_pos);
+    if (s->rec_floats) memset(s->rec, 0, s->rec_floats * sizeof(float));
     return MXL_OK;
 }
 
@@ -1229,7 +1367,16 @@ mxl_status mxl_decoder_state_fork(mxl_decoder_state *dst, const mxl_decoder_stat
     if (n_pos < 0 || n_pos > src->pos)
         return mxl_error_set(err, MXL_ERR_ARG, "fork: %lld positions asked, the source holds %lld", (long long)n_pos,
                              (long long)src->pos);
-    return mxl_decoder_state_adopt(dst, src->table, n_pos, err);
+    if (!src->rec_floats || n_pos == 0) return mxl_decoder_state_adopt(dst, src->table, n_pos, err);
+    /* recurrent layers: their state exists at the source's position only */
+    if (n_pos != src->pos)
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "fork: a model with recurrent layers forks at the source's position (%lld) only",
+                             (long long)src->pos);
+    if (n_pos > dst->max_ctx)
+        return mxl_error_set(err, MXL_ERR_ARG, "cannot adopt %lld positions into a context of %lld", (long long)n_pos, (long long)dst->max_ctx);
+    adopt_blocks(dst, src->table, n_pos);
+    memcpy(dst->rec, src->rec, src->rec_floats * sizeof(float));
+    return MXL_OK;
 }
 
 void mxl_decoder_state_set_reference(mxl_decoder_state *s, bool on) {
@@ -1370,7 +1517,7 @@ static void attend_span(const fwd_pass *f, const row_span *sp, mxl_threadpool *p
     int64_t hd = hp->head_dim, vd = hp->mla_kv_rank > 0 ? hp->mla_kv_rank : hd, qd = L->n_heads * hd, kvd = hp->n_kv_heads * hd;
     const mxl_kv_pool *kvp = s->kvp;
     const mxl_kv_pool_cfg *pc = mxl_kv_pool_config(kvp);
-    int64_t e0 = f->layer * MXL_KV_BLOCK * kvd; /* the layer's rows within a block */
+    int64_t e0 = L->kv_layer * MXL_KV_BLOCK * kvd; /* the layer's rows within a block */
     int64_t v0 = e0 + (pc->v_in_k ? hd - vd : 0);
     const float *ks = mxl_kv_pool_k_scale(kvp), *vs = mxl_kv_pool_v_scale(kvp);
     mxl_attn_params ap = {(int)L->n_heads, (int)hp->n_kv_heads, (int)hd, L->attn_scale, hp->attn_softcap, L->sinks,
@@ -1425,8 +1572,8 @@ static void prepare_span(const fwd_pass *f, const row_span *sp) {
     /* append in the state's storage types (f16 / int8 conversion here, once per token); the
      * blocks were reserved before the pass, so this only writes the span's own rows */
     for (int64_t t = 0; t < sp->n; t++) {
-        kv_put(s, s->kvp, s->table, false, f->layer, sp->pos + t, ws->k + (sp->row0 + t) * kvd);
-        if (!hp->mla_kv_rank) kv_put(s, s->kvp, s->table, true, f->layer, sp->pos + t, ws->v + (sp->row0 + t) * kvd);
+        kv_put(s, s->kvp, s->table, false, L->kv_layer, sp->pos + t, ws->k + (sp->row0 + t) * kvd);
+        if (!hp->mla_kv_rank) kv_put(s, s->kvp, s->table, true, L->kv_layer, sp->pos + t, ws->v + (sp->row0 + t) * kvd);
     }
 }
 
@@ -1508,6 +1655,19 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
     linear(&L->wo, L->bo, NULL, L->mla ? ws->mla.vo : ws->att, n, ws->o, ws);
 }
 
+/* A recurrent layer's mixer (recurrent.h) of the pass's rows into ws->o, each span on its own
+ * sequence's state. */
+static void rec_block(const fwd_pass *f, int64_t l, const mxl_row_prep *prep, const float *h) {
+    const mxl_decoder_layer *L = &f->d->layers[l];
+    mxl_decoder_state *ws = f->ws;
+    for (int64_t si = 0; si < f->n_spans; si++) {
+        const row_span *sp = &f->spans[si];
+        ws->rec_spans[si] = (mxl_rec_span){sp->row0, sp->n, sp->s->rec + L->rec->state_off};
+    }
+    mxl_rec_forward(ws->be, &f->d->hp, L->rec, prep, h, f->n_rows, ws->rec_spans, f->n_spans, ws->o, &ws->recs, ws->mm_scratch,
+                    ws->pool);
+}
+
 /* The MLP's activation of rows [t0, t1): gate = act(gate) (* up), in place. */
 typedef struct act_rows_ctx {
     const mxl_decoder_hparams *hp;
@@ -1579,8 +1739,13 @@ static void forward_rows(fwd_pass *f, const int32_t *tokens) {
         /* the pre-norms are made row by row as the QKV / MLP matmuls quantize their input */
         norm_rows_ctx an = {ws->be, hp, &L->attn_norm, ws->x, ws->xn, H}, fn = {ws->be, hp, &L->ffn_norm, ws->x, ws->xn, H};
         const mxl_row_prep attn_norm = {norm_rows_prep, &an}, ffn_norm = {norm_rows_prep, &fn};
-        attention_block(f, l, L->attn_norm.w ? &attn_norm : NULL, L->attn_norm.w ? ws->xn : ws->x);
+        if (L->rec) rec_block(f, l, L->attn_norm.w ? &attn_norm : NULL, L->attn_norm.w ? ws->xn : ws->x);
+        else attention_block(f, l, L->attn_norm.w ? &attn_norm : NULL, L->attn_norm.w ? ws->xn : ws->x);
         if (L->post_attn_norm.w) norm_rows(ws->be, hp, &L->post_attn_norm, ws->o, n, H, ws->o);
+        if (!L->has_mlp) {
+            residual_add(ws->x, ws->o, n * H, hp->residual_scale);
+            continue;
+        }
         if (hp->parallel_residual) {
             /* the MLP reads the block's input: its own norm of x made before the attention output
              * is added, or (shared norm) xn, which still holds attn_norm(x) */
@@ -1676,7 +1841,7 @@ mxl_status mxl_decoder_forward_spans(const mxl_decoder *d, mxl_decoder_state *co
         const int64_t c = counts ? counts[i] : 1;
         if (!s) st = mxl_error_set(err, MXL_ERR_ARG, "sequence %lld of the batch has no state", (long long)i);
         else if (s->in_call) st = mxl_error_set(err, MXL_ERR_ARG, "sequence %lld of the batch repeats an earlier state", (long long)i);
-        else if (s->n_layers != d->hp.n_layers || s->kv_dim != kvd)
+        else if (s->n_layers != kv_layers(d) || s->kv_dim != kvd || s->rec_floats != d->rec_state_floats)
             st = mxl_error_set(err, MXL_ERR_ARG, "sequence %lld of the batch has a state made for another model", (long long)i);
         else if (s->reference != states[0]->reference)
             st = mxl_error_set(err, MXL_ERR_ARG, "sequence %lld of the batch mixes the reference and fast matmul paths", (long long)i);

@@ -42,6 +42,7 @@
 #include "core/threadpool.h"
 #include "models/checkpoint.h"
 #include "models/kv_pool.h"
+#include "models/recurrent.h"
 
 typedef enum mxl_norm_kind {
     MXL_NORM_RMS = 0, /* x / rms(x) * w  (or * (1 + w) with norm_plus_one) */
@@ -159,6 +160,19 @@ typedef struct mxl_decoder_hparams {
     int64_t mla_kv_rank;  /* kv_lora_rank R */
     int64_t mla_nope_dim, mla_rope_dim, mla_v_dim; /* qk_nope_head_dim, qk_rope_head_dim, v_head_dim */
     float mla_norm_eps;   /* eps of the q_a and kv_a RMSNorms (transformers: 1e-6 whatever rms_norm_eps) */
+    /* Recurrent layers (models/recurrent.h): layer_kind [n_layers] (mxl_layer_kind) or NULL, attention
+     * everywhere. Only attention layers have KV cache rows; the others keep a per-sequence state. */
+    const uint8_t *layer_kind;
+    bool no_mlp;          /* blocks are norm, mixer, residual: no MLP (Mamba) */
+    int64_t ssm_conv;     /* the convolution's width K */
+    int64_t ssm_inner;    /* DI: the mixer's inner width (Mamba intermediate_size, expand * hidden) */
+    int64_t ssm_state;    /* N: state size per channel */
+    int64_t ssm_dt_rank;  /* R: MAMBA's time-step rank */
+    int64_t ssm_heads, ssm_groups; /* MAMBA2: NH heads of DI / NH, G groups of B and C */
+    float ssm_dt_min, ssm_dt_max;  /* MAMBA2: time_step_limit (0, inf) */
+    float ssm_norm_eps;   /* MAMBA2's gated RMSNorm */
+    float ssm_bcdt_eps;   /* > 0: MAMBA's time step, B and C each through a weightless RMSNorm (Falcon Mamba) */
+    bool ssm_conv_bias, ssm_proj_bias; /* the convolution has a bias; in_proj / out_proj have biases */
 } mxl_decoder_hparams;
 
 /* A norm's weight and (LayerNorm) bias as f32; w == NULL: the norm is absent. */
@@ -210,6 +224,9 @@ typedef struct mxl_decoder_layer {
     float attn_scale;
     const float *sinks; /* [n_heads] attention sink logits (GPT-OSS), or NULL */
     mxl_weight w_attn_gate; /* hp.attn_out_gate: [n_heads * head_dim, hidden] (rows 0: none) */
+    mxl_rec_layer *rec;     /* a recurrent mixer instead of attention (hp.layer_kind), or NULL */
+    int64_t kv_layer;       /* attention layers: this layer's index among them (its KV pool layer) */
+    bool has_mlp;           /* the block has an MLP or MoE (not with hp.no_mlp) */
 } mxl_decoder_layer;
 
 typedef struct mxl_decoder {
@@ -222,6 +239,8 @@ typedef struct mxl_decoder {
     bool experts_streamed; /* routed experts left in the checkpoint's mapping (MLXCEL_EXPERT_STREAM) */
     mxl_decoder_norm output_norm;
     mxl_decoder_layer *layers;
+    int64_t n_kv_layers;       /* attention layers (those with KV cache rows) */
+    size_t rec_state_floats;   /* one sequence's recurrent state, every recurrent layer (0: none) */
 } mxl_decoder;
 
 /* Finds the family of the checkpoint's model_type, fills the hyper-parameters from the typed
@@ -305,7 +324,10 @@ int64_t mxl_decoder_state_pos(const mxl_decoder_state *s);
 int64_t mxl_decoder_state_capacity(const mxl_decoder_state *s);
 /* Forgets positions >= pos (no-op when pos >= the current position; pos < 0 counts as 0): the
  * next forward runs at position pos, so a cached prompt prefix is kept and only a new suffix
- * needs running. */
+ * needs running. A model with recurrent layers (hp.layer_kind) cannot go back to a position
+ * before the current one: its state starts over at 0 instead (mxl_decoder_state_pos says where
+ * the next forward runs). Such states adopt no cached blocks (mxl_decoder_state_adopt refuses
+ * n_pos > 0) and fork at the source's position only, copying its recurrent state. */
 void mxl_decoder_state_truncate(mxl_decoder_state *s, int64_t pos);
 /* Runs every matmul through the plain f32 reference (dequantized weights, f32 activations) instead
  * of the fast kernels that quantize activations to int8: slow, the yardstick in tests. Also

@@ -61,6 +61,14 @@ typedef struct mxl_decoder_names {
     bool exps_down_transposed; /* the bare stacked "<exps_down>" holds E matrices [in, out] (DBRX's w2) */
     const char *sinks;      /* per-layer attention sinks "<layers><i>.<sinks>" [n_heads] (hp.attn_sinks) */
     const char *attn_gate;  /* the attention output gate's projection (hp.attn_out_gate) */
+    /* Recurrent mixers (hp.layer_kind, models/recurrent.h), per layer: "<ssm_in>" (in_proj),
+     * "<ssm_conv>" (the depthwise convolution's [C, 1, K] or [C, K] weight, + ".bias"),
+     * "<ssm_x>" x_proj and "<ssm_dt>" dt_proj (+ bias) for Mamba, "<ssm_dt_bias>" for Mamba-2,
+     * "<ssm_a>" (A_log, or with ssm_a_neg GGUF's -exp(A_log) "ssm_a"), "<ssm_d>", the gated norm
+     * "<ssm_norm>", "<ssm_out>" (out_proj). Names are the tensors' full names after the layer
+     * prefix, suffix included where they are parameters rather than modules (A_log, D, dt_bias). */
+    const char *ssm_in, *ssm_conv, *ssm_x, *ssm_dt, *ssm_dt_bias, *ssm_a, *ssm_d, *ssm_norm, *ssm_out;
+    bool ssm_a_neg;         /* ssm_a holds A = -exp(A_log) already (GGUF) */
 } mxl_decoder_names;
 
 typedef struct mxl_family_ctx {

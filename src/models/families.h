@@ -63,6 +63,10 @@
     X(gpt_oss)                  \
     X(afmoe)                    \
     X(laguna)                   \
-    X(dbrx)
+    X(dbrx)                     \
+    X(lfm2)                     \
+    X(mamba)                    \
+    X(falcon_mamba)             \
+    X(mamba2)
 
 #endif

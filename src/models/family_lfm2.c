@@ -1,0 +1,83 @@
+/* family_lfm2.c - LFM2 (transformers modeling_lfm2.py, Liquid AI): a hybrid of gated short
+ * convolutions (recurrent.h MXL_LAYER_SHORTCONV, conv_L_cache wide) and grouped-query attention
+ * with per-head QK RMSNorms (q_layernorm / k_layernorm), each followed by a SwiGLU MLP
+ * (feed_forward.w1 / w3 / w2) whose width transformers derives from intermediate_size
+ * (block_auto_adjust_ff_dim: 2/3 of it, times block_ffn_dim_multiplier, rounded up to
+ * block_multiple_of). layer_types says which layers attend ("full_attention") and which convolve
+ * ("conv"); older configs list full_attn_idxs. The final norm is called embedding_norm. */
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+
+#include "models/decoder_family.h"
+
+static const mxl_decoder_names k_names = {
+    .embed = "model.embed_tokens", .final_norm = "model.embedding_norm", .lm_head = "lm_head", .layers = "model.layers.",
+    .attn_norm = "operator_norm", .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
+    .o = "self_attn.out_proj", .q_norm = "self_attn.q_layernorm", .k_norm = "self_attn.k_layernorm",
+    .ffn_norm = "ffn_norm", .gate = "feed_forward.w1", .up = "feed_forward.w3", .down = "feed_forward.w2",
+    .ssm_in = "conv.in_proj", .ssm_conv = "conv.conv", .ssm_out = "conv.out_proj",
+};
+
+/* The layer kinds from layer_types, else full_attn_idxs, else attention everywhere. */
+static mxl_status lfm2_layers(mxl_family_ctx *c, uint8_t *kind) {
+    const int64_t n = c->hp->n_layers;
+    json_t *lt = json_object_get(c->raw, "layer_types"), *idx = json_object_get(c->raw, "full_attn_idxs");
+    if (lt && json_is_array(lt)) {
+        for (int64_t i = 0; i < n; i++) { /* (the length was checked by the config parser) */
+            const char *s = json_string_value(json_array_get(lt, (size_t)i));
+            if (s && strcmp(s, "conv") == 0) kind[i] = MXL_LAYER_SHORTCONV;
+            else if (s && strcmp(s, "full_attention") == 0) kind[i] = MXL_LAYER_ATTN;
+            else
+                return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: layer_types[%lld] = '%s' is neither 'conv' nor 'full_attention'",
+                                     c->ck->path, (long long)i, s ? s : "?");
+        }
+    } else if (idx && json_is_array(idx)) {
+        for (int64_t i = 0; i < n; i++) kind[i] = MXL_LAYER_SHORTCONV;
+        for (size_t j = 0; j < json_array_size(idx); j++) {
+            json_t *v = json_array_get(idx, j);
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= n)
+                return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: full_attn_idxs[%zu] is not a layer index below %lld", c->ck->path, j,
+                                     (long long)n);
+            kind[json_integer_value(v)] = MXL_LAYER_ATTN;
+        }
+    } else if (lt && !json_is_null(lt)) {
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: 'layer_types' must be an array", c->ck->path);
+    }
+    return MXL_OK;
+}
+
+static mxl_status lfm2_setup(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    bool bias, adjust;
+    int64_t k, ff, multiple;
+    double mult;
+    hp->qk_norm_kind = MXL_QK_NORM_HEAD;
+    if (!isnan(c->cfg->layer_norm_eps)) hp->norm_eps = (float)c->cfg->layer_norm_eps; /* (norm_eps) */
+    uint8_t *kind = mxl_family_layer_flags(c);
+    if (!kind) return MXL_ERR_NOMEM;
+    hp->layer_kind = kind;
+    if (c->gguf) return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: LFM2 from GGUF is not supported yet", c->ck->path);
+    if ((st = lfm2_layers(c, kind)) || (st = mxl_family_int(c, "conv_L_cache", 3, &k)) || (st = mxl_family_bool(c, "conv_bias", false, &bias)) ||
+        (st = mxl_family_int(c, "block_ff_dim", hp->ffn, &ff)) || (st = mxl_family_bool(c, "block_auto_adjust_ff_dim", true, &adjust)) ||
+        (st = mxl_family_int(c, "block_multiple_of", 256, &multiple)) || (st = mxl_family_double(c, "block_ffn_dim_multiplier", 1.0, &mult)))
+        return st;
+    hp->ssm_conv = k;
+    hp->ssm_conv_bias = hp->ssm_proj_bias = bias;
+    if (adjust && ff > 0) { /* Lfm2MLP's width */
+        ff = (int64_t)(2 * ff / 3);
+        if (json_object_get(c->raw, "block_ffn_dim_multiplier") == NULL || !json_is_null(json_object_get(c->raw, "block_ffn_dim_multiplier"))) {
+            if (multiple <= 0) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: block_multiple_of must be positive", c->ck->path);
+            ff = (int64_t)(mult * (double)ff);
+            ff = multiple * ((ff + multiple - 1) / multiple);
+        }
+    }
+    hp->ffn = ff;
+    return mxl_family_rope(c);
+}
+
+const mxl_decoder_family mxl_family_lfm2 = {
+    .model_type = "lfm2", .registry_id = "lfm2", .hf_class = "Lfm2ForCausalLM", .names = &k_names,
+    .setup = lfm2_setup,
+};

@@ -1,0 +1,278 @@
+/* recurrent.c - the recurrent mixers of recurrent.h: projections through the backend, the
+ * convolution and the scans here, token by token. */
+#include "models/recurrent.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "models/decoder.h"
+
+const char *mxl_layer_kind_name(mxl_layer_kind k) {
+    switch (k) {
+    case MXL_LAYER_ATTN: return "attention";
+    case MXL_LAYER_SHORTCONV: return "short convolution";
+    case MXL_LAYER_MAMBA: return "mamba";
+    case MXL_LAYER_MAMBA2: return "mamba2";
+    default: return "?";
+    }
+}
+
+int64_t mxl_rec_conv_dim(const mxl_decoder_hparams *hp, mxl_layer_kind k) {
+    switch (k) {
+    case MXL_LAYER_SHORTCONV: return hp->hidden;
+    case MXL_LAYER_MAMBA: return hp->ssm_inner;
+    case MXL_LAYER_MAMBA2: return hp->ssm_inner + 2 * hp->ssm_groups * hp->ssm_state;
+    default: return 0;
+    }
+}
+
+int64_t mxl_rec_in_dim(const mxl_decoder_hparams *hp, mxl_layer_kind k) {
+    switch (k) {
+    case MXL_LAYER_SHORTCONV: return 3 * hp->hidden;
+    case MXL_LAYER_MAMBA: return 2 * hp->ssm_inner;
+    case MXL_LAYER_MAMBA2: return hp->ssm_inner + mxl_rec_conv_dim(hp, k) + hp->ssm_heads;
+    default: return 0;
+    }
+}
+
+size_t mxl_rec_state_floats(const mxl_decoder_hparams *hp, mxl_layer_kind k) {
+    if (k == MXL_LAYER_ATTN || k >= MXL_LAYER_KIND_COUNT) return 0;
+    size_t conv = (size_t)(hp->ssm_conv - 1) * (size_t)mxl_rec_conv_dim(hp, k);
+    if (k == MXL_LAYER_SHORTCONV) return conv;
+    return conv + (size_t)hp->ssm_inner * (size_t)hp->ssm_state; /* MAMBA [DI, N]; MAMBA2 [NH, P, N] */
+}
+
+static int64_t max2(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* per-row widths of the scratch buffers: the largest over the kinds the model uses */
+static void scratch_widths(const mxl_decoder_hparams *hp, int64_t w[5]) {
+    memset(w, 0, 5 * sizeof *w);
+    bool seen[MXL_LAYER_KIND_COUNT] = {false};
+    for (int64_t l = 0; hp->layer_kind && l < hp->n_layers; l++)
+        if (hp->layer_kind[l] < MXL_LAYER_KIND_COUNT) seen[hp->layer_kind[l]] = true;
+    for (int k = MXL_LAYER_SHORTCONV; k < MXL_LAYER_KIND_COUNT; k++) {
+        if (!seen[k]) continue;
+        w[0] = max2(w[0], mxl_rec_in_dim(hp, (mxl_layer_kind)k));
+        w[1] = max2(w[1], mxl_rec_conv_dim(hp, (mxl_layer_kind)k));
+        if (k == MXL_LAYER_MAMBA) {
+            w[2] = max2(w[2], hp->ssm_dt_rank + 2 * hp->ssm_state);
+            w[3] = max2(w[3], hp->ssm_inner);
+        }
+        w[4] = max2(w[4], k == MXL_LAYER_SHORTCONV ? hp->hidden : hp->ssm_inner);
+    }
+}
+
+size_t mxl_rec_scratch_floats(const mxl_decoder_hparams *hp, int64_t max_rows) {
+    int64_t w[5];
+    scratch_widths(hp, w);
+    size_t total = 0;
+    for (int i = 0; i < 5; i++) total += ((size_t)(w[i] * max_rows) + 15) & ~(size_t)15;
+    return total;
+}
+
+void mxl_rec_scratch_carve(const mxl_decoder_hparams *hp, int64_t max_rows, float *mem, mxl_rec_scratch *s) {
+    int64_t w[5];
+    scratch_widths(hp, w);
+    float **ptr[5] = {&s->in, &s->xc, &s->dbc, &s->dt, &s->y};
+    for (int i = 0; i < 5; i++) {
+        *ptr[i] = mem;
+        mem += ((size_t)(w[i] * max_rows) + 15) & ~(size_t)15;
+    }
+}
+
+static float silu(float x) { return x / (1.0f + expf(-x)); }
+/* as torch's F.softplus (threshold 20: the input itself above it) */
+static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* x[n] / sqrt(mean(x^2) + eps), in place */
+static void rms_weightless(float *x, int64_t n, float eps) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    const float r = 1.0f / sqrtf((float)(ss / (double)n) + eps);
+    for (int64_t i = 0; i < n; i++) x[i] *= r;
+}
+
+static void add_bias(float *y, const float *b, int64_t n, int64_t m) {
+    if (!b) return;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t r = 0; r < m; r++) y[t * m + r] += b[r];
+}
+
+/* One token of the causal convolution over channels [c0, c1): u [C] the new inputs, hist [K - 1, C]
+ * the previous ones (oldest first, shifted by one afterwards), y [C] the outputs (silu'd with act). */
+static void conv_step(const float *w, const float *b, int64_t K, int64_t C, int64_t c0, int64_t c1, const float *u,
+                      float *hist, float *y, bool act) {
+    for (int64_t c = c0; c < c1; c++) {
+        const float *wc = w + c * K;
+        float acc = b ? b[c] : 0.0f;
+        for (int64_t k = 0; k < K - 1; k++) acc += wc[k] * hist[k * C + c];
+        acc += wc[K - 1] * u[c];
+        for (int64_t k = 0; k + 1 < K - 1; k++) hist[k * C + c] = hist[(k + 1) * C + c];
+        if (K > 1) hist[(K - 2) * C + c] = u[c];
+        y[c] = act ? silu(acc) : acc;
+    }
+}
+
+/* One pass's work for the pool: a phase over every span, channels / heads split by task. */
+typedef struct rec_pass {
+    const mxl_decoder_hparams *hp;
+    const mxl_rec_layer *R;
+    const mxl_rec_span *spans;
+    int64_t n_spans;
+    const mxl_rec_scratch *s;
+    int phase; /* 0: convolution, 1: scan */
+} rec_pass;
+
+/* the convolution's channels [c0, c1) for every row of every span */
+static void conv_part(const rec_pass *p, int64_t c0, int64_t c1) {
+    const mxl_decoder_hparams *hp = p->hp;
+    const mxl_rec_layer *R = p->R;
+    const int64_t K = hp->ssm_conv, C = mxl_rec_conv_dim(hp, R->kind), IN = mxl_rec_in_dim(hp, R->kind);
+    /* where the convolution's input sits in in_proj's row */
+    const int64_t u0 = R->kind == MXL_LAYER_MAMBA2 ? hp->ssm_inner : 0;
+    float u[256];
+    for (int64_t si = 0; si < p->n_spans; si++) {
+        const mxl_rec_span *sp = &p->spans[si];
+        for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++) {
+            const float *row = p->s->in + t * IN;
+            float *y = p->s->xc + t * C;
+            if (R->kind == MXL_LAYER_SHORTCONV) {
+                /* B * x is the input; in the chunks of 256 channels of the local buffer */
+                for (int64_t a = c0; a < c1; a += 256) {
+                    int64_t e = a + 256 < c1 ? a + 256 : c1;
+                    for (int64_t c = a; c < e; c++) u[c - a] = row[c] * row[2 * C + c];
+                    conv_step(R->conv_w + a * K, R->conv_b ? R->conv_b + a : NULL, K, C, 0, e - a, u, sp->state + a, y + a, false);
+                }
+            } else {
+                conv_step(R->conv_w, R->conv_b, K, C, c0, c1, row + u0, sp->state, y, true);
+            }
+        }
+    }
+}
+
+/* MAMBA's scan of channels [i0, i1) */
+static void mamba_part(const rec_pass *p, int64_t i0, int64_t i1) {
+    const mxl_decoder_hparams *hp = p->hp;
+    const mxl_rec_layer *R = p->R;
+    const int64_t DI = hp->ssm_inner, N = hp->ssm_state, RK = hp->ssm_dt_rank, C = DI;
+    for (int64_t si = 0; si < p->n_spans; si++) {
+        const mxl_rec_span *sp = &p->spans[si];
+        float *S = sp->state + (hp->ssm_conv - 1) * C; /* [DI, N] */
+        for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++) {
+            const float *x = p->s->xc + t * DI, *z = p->s->in + t * 2 * DI + DI, *dt = p->s->dt + t * DI;
+            const float *B = p->s->dbc + t * (RK + 2 * N) + RK, *Cm = B + N;
+            float *y = p->s->y + t * DI;
+            for (int64_t i = i0; i < i1; i++) {
+                const float d = softplus(dt[i]), xi = x[i];
+                const float *A = R->A + i * N;
+                float *Si = S + i * N, acc = 0.0f;
+                for (int64_t s = 0; s < N; s++) {
+                    Si[s] = expf(d * A[s]) * Si[s] + (d * B[s]) * xi;
+                    acc += Si[s] * Cm[s];
+                }
+                y[i] = (acc + R->D[i] * xi) * silu(z[i]);
+            }
+        }
+    }
+}
+
+/* MAMBA2's scan of heads [h0, h1), then the gated norm's gate (y * silu(z)) of their channels */
+static void mamba2_part(const rec_pass *p, int64_t h0, int64_t h1) {
+    const mxl_decoder_hparams *hp = p->hp;
+    const mxl_rec_layer *R = p->R;
+    const int64_t DI = hp->ssm_inner, N = hp->ssm_state, NH = hp->ssm_heads, G = hp->ssm_groups, P = DI / NH;
+    const int64_t C = mxl_rec_conv_dim(hp, R->kind), IN = mxl_rec_in_dim(hp, R->kind);
+    for (int64_t si = 0; si < p->n_spans; si++) {
+        const mxl_rec_span *sp = &p->spans[si];
+        float *S = sp->state + (hp->ssm_conv - 1) * C; /* [NH, P, N] */
+        for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++) {
+            const float *xbc = p->s->xc + t * C, *z = p->s->in + t * IN, *dtr = z + DI + C;
+            float *y = p->s->y + t * DI;
+            for (int64_t h = h0; h < h1; h++) {
+                float d = softplus(dtr[h] + R->dt_b[h]);
+                d = fminf(fmaxf(d, hp->ssm_dt_min), hp->ssm_dt_max);
+                const float dA = expf(d * R->A[h]);
+                const int64_t g = h / (NH / G);
+                const float *B = xbc + DI + g * N, *Cm = xbc + DI + G * N + g * N;
+                for (int64_t q = 0; q < P; q++) {
+                    const float xq = xbc[h * P + q];
+                    float *Sq = S + (h * P + q) * N, acc = 0.0f;
+                    for (int64_t s = 0; s < N; s++) {
+                        Sq[s] = Sq[s] * dA + (d * B[s]) * xq;
+                        acc += Sq[s] * Cm[s];
+                    }
+                    y[h * P + q] = (acc + R->D[h] * xq) * silu(z[h * P + q]);
+                }
+            }
+        }
+    }
+}
+
+static void rec_task(void *vctx, int task, int n_tasks, int thread_index) {
+    (void)thread_index;
+    const rec_pass *p = vctx;
+    const mxl_decoder_hparams *hp = p->hp;
+    int64_t total, unit = 1;
+    if (p->phase == 0) {
+        total = mxl_rec_conv_dim(hp, p->R->kind);
+        unit = 16;
+    } else {
+        total = p->R->kind == MXL_LAYER_MAMBA2 ? hp->ssm_heads : hp->ssm_inner;
+    }
+    int64_t units = (total + unit - 1) / unit;
+    int64_t a = units * task / n_tasks * unit, b = units * (task + 1) / n_tasks * unit;
+    if (b > total) b = total;
+    if (a >= b) return;
+    if (p->phase == 0) conv_part(p, a, b);
+    else if (p->R->kind == MXL_LAYER_MAMBA) mamba_part(p, a, b);
+    else mamba2_part(p, a, b);
+}
+
+static void run_phase(rec_pass *p, int phase, mxl_threadpool *pool) {
+    p->phase = phase;
+    int nth = pool ? mxl_threadpool_size(pool) : 1;
+    if (nth > 1) mxl_threadpool_run(pool, nth, rec_task, p);
+    else rec_task(p, 0, 1, 0);
+}
+
+void mxl_rec_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_rec_layer *R, const mxl_row_prep *prep,
+                     const float *h, int64_t n_rows, const mxl_rec_span *spans, int64_t n_spans, float *out,
+                     const mxl_rec_scratch *s, void *mm_scratch, mxl_threadpool *pool) {
+    const int64_t IN = mxl_rec_in_dim(hp, R->kind), DI = hp->ssm_inner;
+    be->ops->matmul(be, &R->in_proj, prep, h, n_rows, s->in, mm_scratch, pool);
+    add_bias(s->in, R->in_b, n_rows, IN);
+    rec_pass p = {hp, R, spans, n_spans, s, 0};
+    run_phase(&p, 0, pool);
+    const float *y = s->y;
+    if (R->kind == MXL_LAYER_SHORTCONV) {
+        const int64_t H = hp->hidden;
+        for (int64_t t = 0; t < n_rows; t++)
+            for (int64_t c = 0; c < H; c++) s->y[t * H + c] = s->in[t * IN + H + c] * s->xc[t * H + c];
+    } else if (R->kind == MXL_LAYER_MAMBA) {
+        const int64_t W = hp->ssm_dt_rank + 2 * hp->ssm_state;
+        be->ops->matmul(be, &R->x_proj, NULL, s->xc, n_rows, s->dbc, mm_scratch, pool);
+        if (hp->ssm_bcdt_eps > 0) /* Falcon Mamba: each of dt_r, B, C RMS-normed, no weight */
+            for (int64_t t = 0; t < n_rows; t++) {
+                const int64_t seg[3][2] = {{0, hp->ssm_dt_rank}, {hp->ssm_dt_rank, hp->ssm_state}, {hp->ssm_dt_rank + hp->ssm_state, hp->ssm_state}};
+                for (int j = 0; j < 3; j++) rms_weightless(s->dbc + t * W + seg[j][0], seg[j][1], hp->ssm_bcdt_eps);
+            }
+        /* dt_proj reads the first R of each x_proj row: packed into the dt buffer's rows first */
+        float *dr = s->y; /* (free until the scan) */
+        for (int64_t t = 0; t < n_rows; t++) memmove(dr + t * hp->ssm_dt_rank, s->dbc + t * W, (size_t)hp->ssm_dt_rank * sizeof(float));
+        be->ops->matmul(be, &R->dt_proj, NULL, dr, n_rows, s->dt, mm_scratch, pool);
+        add_bias(s->dt, R->dt_b, n_rows, DI);
+        run_phase(&p, 1, pool);
+    } else {
+        run_phase(&p, 1, pool);
+        /* the gated norm: RMSNorm over each of the G groups, times the weight */
+        const int64_t G = hp->ssm_groups, gs = DI / G;
+        for (int64_t t = 0; t < n_rows; t++)
+            for (int64_t g = 0; g < G; g++) {
+                float *v = s->y + t * DI + g * gs;
+                rms_weightless(v, gs, hp->ssm_norm_eps);
+                for (int64_t i = 0; i < gs; i++) v[i] *= R->norm_w[g * gs + i];
+            }
+    }
+    be->ops->matmul(be, &R->out_proj, NULL, y, n_rows, out, mm_scratch, pool);
+    add_bias(out, R->out_b, n_rows, hp->hidden);
+}
