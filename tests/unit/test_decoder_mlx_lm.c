@@ -73,17 +73,20 @@ static void check_binding(const mxl_decoder *d, const char *family, int bits, in
     const mxl_decoder_layer *L = &d->layers[0];
     bool granite = strcmp(family, "granite") == 0, granitemoe = strcmp(family, "granitemoe") == 0;
     bool router8 = granitemoe || strcmp(family, "qwen3_moe") == 0 || strcmp(family, "mellum") == 0 || strcmp(family, "gpt_oss") == 0;
-    const mxl_weight *down = L->moe ? &L->moe->gate[d->hp.n_experts - 1] : &L->w_down;
-    CHECK_EQ_INT(L->wq.kind, MXL_W_MLX);
+    /* (a recurrent first layer: its in_proj and out_proj in place of q_proj and o_proj, and in
+     * place of down_proj too when the block has no MLP: Mamba) */
+    const mxl_weight *wq = L->rec ? &L->rec->in_proj : &L->wq, *wo = L->rec ? &L->rec->out_proj : &L->wo;
+    const mxl_weight *down = L->moe ? &L->moe->gate[d->hp.n_experts - 1] : L->has_mlp ? &L->w_down : wo;
+    CHECK_EQ_INT(wq->kind, MXL_W_MLX);
     CHECK_EQ_INT(down->kind, MXL_W_MLX);
     CHECK_EQ_INT(d->tok_embd.kind, MXL_W_MLX);
-    if (L->wq.kind != MXL_W_MLX || down->kind != MXL_W_MLX) return;
-    CHECK_EQ_INT(L->wq.mlx.bits, bits);
-    CHECK_EQ_INT(L->wq.mlx.group_size, group_size);
-    CHECK_EQ_INT(L->wq.mlx.scale_dtype, MXL_DTYPE_BF16);
+    if (wq->kind != MXL_W_MLX || down->kind != MXL_W_MLX) return;
+    CHECK_EQ_INT(wq->mlx.bits, bits);
+    CHECK_EQ_INT(wq->mlx.group_size, group_size);
+    CHECK_EQ_INT(wq->mlx.scale_dtype, MXL_DTYPE_BF16);
     CHECK_EQ_INT(down->mlx.bits, granite ? 8 : bits);
     CHECK_EQ_INT(down->mlx.group_size, granite ? 64 : group_size);
-    CHECK_EQ_INT(L->wo.mlx.bits, granite || granitemoe ? 8 : bits);
+    CHECK_EQ_INT(wo->mlx.bits, granite || granitemoe ? 8 : bits);
     if (L->moe) {
         CHECK_EQ_INT(L->moe->router.kind, MXL_W_MLX);
         CHECK_EQ_INT(L->moe->router.mlx.bits, router8 ? 8 : bits);
