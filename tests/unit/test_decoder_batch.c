@@ -244,6 +244,8 @@ static const char *const k_fixtures[] = {
     "gpt_oss",
     /* query heads per layer, softplus output gates */
     "laguna",
+    /* recurrent layers (models/recurrent.h): each row's own state, beside attention (LFM2) */
+    "lfm2", "mamba", "mamba2",
 };
 
 static const batch_case k_fixture_case = {

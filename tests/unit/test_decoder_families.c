@@ -341,7 +341,7 @@ TEST(decoder_families_refuse_unsupported_config_by_name) {
     expect_refused("llama", "{\"rope_parameters\": null, \"rope_scaling\": {\"type\": \"su\", \"factor\": 2.0}}",
                    MXL_ERR_UNSUPPORTED, "'su'", "rope_scaling", mxl_test_failed_);
     expect_refused("qwen2", "{\"hidden_act\": \"swiglu_oai\"}", MXL_ERR_UNSUPPORTED, "'swiglu_oai'", "hidden_act", mxl_test_failed_);
-    expect_refused("llama", "{\"model_type\": \"mamba\"}", MXL_ERR_UNSUPPORTED, "'mamba'", "mlxcel arch", mxl_test_failed_);
+    expect_refused("llama", "{\"model_type\": \"rwkv\"}", MXL_ERR_UNSUPPORTED, "'rwkv'", "mlxcel arch", mxl_test_failed_);
     expect_refused("llama", "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4}}", MXL_ERR_UNSUPPORTED, "gptq", NULL,
                    mxl_test_failed_);
     expect_refused("gemma3_text", "{\"use_bidirectional_attention\": true}", MXL_ERR_UNSUPPORTED, "use_bidirectional_attention", NULL,
