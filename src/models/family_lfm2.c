@@ -4,12 +4,17 @@
  * (feed_forward.w1 / w3 / w2) whose width transformers derives from intermediate_size
  * (block_auto_adjust_ff_dim: 2/3 of it, times block_ffn_dim_multiplier, rounded up to
  * block_multiple_of). layer_types says which layers attend ("full_attention") and which convolve
- * ("conv"); older configs list full_attn_idxs. The final norm is called embedding_norm. */
+ * ("conv"); older configs list full_attn_idxs. The final norm is called embedding_norm.
+ * GGUF (llama.cpp's lfm2): the convolution layers are those whose attention.head_count_kv entry is
+ * 0, shortconv.l_cache the width, blk.N.shortconv.{in_proj,conv,out_proj}, token_embd_norm the
+ * final norm; feed_forward_length is the MLP's width already; NEOX RoPE (no permuted rows). */
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
 
+#include "io/gguf.h"
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 static const mxl_decoder_names k_names = {
     .embed = "model.embed_tokens", .final_norm = "model.embedding_norm", .lm_head = "lm_head", .layers = "model.layers.",
@@ -47,6 +52,40 @@ static mxl_status lfm2_layers(mxl_family_ctx *c, uint8_t *kind) {
     return MXL_OK;
 }
 
+static mxl_status lfm2_gguf(mxl_family_ctx *c, uint8_t *kind) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_decoder_names *nm = c->names;
+    char key[192];
+    const mxl_gguf_array *a = NULL;
+    mxl_status st;
+    double k;
+    mxl_family_gguf_key(c, "attention.head_count_kv", key, sizeof key);
+    const mxl_gguf_kv *kv = mxl_gguf_find(c->ck->gguf, key);
+    if (!kv || kv->value.type != MXL_GGUF_TYPE_ARRAY || (a = &kv->value.v.arr)->n != (uint64_t)hp->n_layers)
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: '%s' must list each of the %lld layers (0: a convolution layer)", c->ck->path, key,
+                             (long long)hp->n_layers);
+    for (int64_t i = 0; i < hp->n_layers; i++) {
+        mxl_gguf_value e;
+        int64_t x;
+        if (!mxl_gguf_array_get(a, (uint64_t)i, &e) || !mxl_gguf_value_as_i64(&e, &x) || x < 0 || (x > 0 && x != hp->n_kv_heads))
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: '%s'[%lld] is neither 0 nor the KV head count %lld", c->ck->path, key,
+                                 (long long)i, (long long)hp->n_kv_heads);
+        kind[i] = x == 0 ? MXL_LAYER_SHORTCONV : MXL_LAYER_ATTN;
+    }
+    if ((st = mxl_family_gguf_number(c, "shortconv.l_cache", 3, &k))) return st;
+    hp->ssm_conv = (int64_t)k;
+    for (int64_t i = 0; i < hp->n_layers; i++) /* (conv_bias: the first convolution layer's tensors say) */
+        if (kind[i] == MXL_LAYER_SHORTCONV) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.%lld.shortconv.conv.bias", (long long)i);
+            hp->ssm_conv_bias = hp->ssm_proj_bias = mxl_gguf_find_tensor(c->ck->gguf, name) != NULL;
+            break;
+        }
+    nm->final_norm = "token_embd_norm";
+    nm->ssm_in = "shortconv.in_proj", nm->ssm_conv = "shortconv.conv", nm->ssm_out = "shortconv.out_proj";
+    return mxl_family_gguf_rope_neox(c);
+}
+
 static mxl_status lfm2_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
@@ -58,7 +97,7 @@ static mxl_status lfm2_setup(mxl_family_ctx *c) {
     uint8_t *kind = mxl_family_layer_flags(c);
     if (!kind) return MXL_ERR_NOMEM;
     hp->layer_kind = kind;
-    if (c->gguf) return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: LFM2 from GGUF is not supported yet", c->ck->path);
+    if (c->gguf) return lfm2_gguf(c, kind);
     if ((st = lfm2_layers(c, kind)) || (st = mxl_family_int(c, "conv_L_cache", 3, &k)) || (st = mxl_family_bool(c, "conv_bias", false, &bias)) ||
         (st = mxl_family_int(c, "block_ff_dim", hp->ffn, &ff)) || (st = mxl_family_bool(c, "block_auto_adjust_ff_dim", true, &adjust)) ||
         (st = mxl_family_int(c, "block_multiple_of", 256, &multiple)) || (st = mxl_family_double(c, "block_ffn_dim_multiplier", 1.0, &mult)))
@@ -79,5 +118,5 @@ static mxl_status lfm2_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_lfm2 = {
     .model_type = "lfm2", .registry_id = "lfm2", .hf_class = "Lfm2ForCausalLM", .names = &k_names,
-    .setup = lfm2_setup,
+    .setup = lfm2_setup, .gguf_arch = "lfm2", .convert_check = mxl_family_gguf_not_converted,
 };
