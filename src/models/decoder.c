@@ -1312,6 +1312,8 @@ uint64_t mxl_decoder_state_kv_bytes(const mxl_decoder_state *s) {
     return bb * (uint64_t)(s->own_pool ? s->max_blocks : s->n_table);
 }
 
+uint64_t mxl_decoder_state_rec_bytes(const mxl_decoder_state *s) { return (uint64_t)s->rec_floats * sizeof(float); }
+
 int64_t mxl_decoder_state_pos(const mxl_decoder_state *s) { return s->pos; }
 
 int64_t mxl_decoder_state_capacity(const mxl_decoder_state *s) { return s->max_ctx; }

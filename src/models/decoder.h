@@ -317,6 +317,8 @@ mxl_decoder_kv_type mxl_decoder_state_kv_type(const mxl_decoder_state *s, bool v
 /* Bytes of the KV cache storage (K and V of every layer and position, int8 scales included): the
  * private pool's size (ceil(max_ctx / 32) blocks), or the blocks held now on a shared pool. */
 uint64_t mxl_decoder_state_kv_bytes(const mxl_decoder_state *s);
+/* Bytes of the recurrent layers' state (models/recurrent.h; fixed per sequence, 0 without such layers). */
+uint64_t mxl_decoder_state_rec_bytes(const mxl_decoder_state *s);
 void mxl_decoder_state_destroy(mxl_decoder_state *s);
 /* Number of positions in the cache (the next token runs at this position). */
 int64_t mxl_decoder_state_pos(const mxl_decoder_state *s);

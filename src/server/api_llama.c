@@ -270,10 +270,11 @@ void mxl_api_llama_slots(mxl_server *s, mxl_http_req *r) {
     mxl_sched_get_stats(s->sched, &st, info, 256);
     json_t *arr = json_array();
     for (int i = 0; i < st.n_slots && i < 256; i++)
-        json_array_append_new(arr, json_pack("{s:i, s:I, s:b, s:[{s:b, s:I, s:I, s:I}]}", "id", info[i].id, "n_ctx", (json_int_t)info[i].n_ctx,
+        json_array_append_new(arr, json_pack("{s:i, s:I, s:b, s:[{s:b, s:I, s:I, s:I}], s:I}", "id", info[i].id, "n_ctx", (json_int_t)info[i].n_ctx,
                                              "is_processing", info[i].busy, "next_token", "has_next_token", info[i].busy, "n_remain",
                                              (json_int_t)(info[i].busy ? info[i].n_remain : -1), "n_decoded", (json_int_t)info[i].n_decoded,
-                                             "n_prompt_tokens", (json_int_t)info[i].n_prompt));
+                                             "n_prompt_tokens", (json_int_t)info[i].n_prompt, "recurrent_state_bytes",
+                                             (json_int_t)info[i].state_bytes));
     mxl_http_send_json(r, 200, arr);
 }
 
@@ -310,6 +311,7 @@ void mxl_api_llama_metrics(mxl_server *s, mxl_http_req *r) {
         {"requests_deferred", "gauge", "Number of requests deferred.", (double)st.queued},
         {"n_busy_slots_per_decode", "gauge", "Average number of busy slots per decode step.",
          st.n_decode_total ? (double)st.busy_slots_total / (double)st.n_decode_total : 0.0},
+        {"recurrent_state_bytes", "gauge", "Bytes of the slots' recurrent layer state (0 without recurrent layers).", (double)st.state_bytes},
     };
     size_t n = 0;
     for (size_t i = 0; i < sizeof m / sizeof m[0] && n < sizeof buf; i++) {

@@ -141,6 +141,8 @@ struct mxl_sched {
     int32_t *tok_scratch; /* [PREFILL_BATCH_ROWS] prompt tokens of a prefill pass of several slots */
     pthread_t thread;
     bool thread_started;
+    bool shared_cache; /* the prompt cache shares blocks across slots (not for recurrent families,
+                        * whose state the blocks do not hold: each slot keeps its own prefix only) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stopping;
@@ -261,7 +263,7 @@ static int64_t slot_blocks(const slot *sl) { return mxl_decoder_state_blocks(slo
 
 /* Publishes the slot's full blocks under its chain (no-op for blocks already cached). */
 static void publish_slot(mxl_sched *s, const slot *sl) {
-    if (!s->cfg.prompt_cache) return;
+    if (!s->shared_cache) return;
     const int32_t *table = NULL;
     mxl_decoder_state_blocks(slot_kv(sl), &table);
     int64_t pos = mxl_decoder_state_pos(slot_kv(sl));
@@ -280,7 +282,7 @@ static void publish_slot(mxl_sched *s, const slot *sl) {
 /* The cached chain of ids[0..max_tokens) under seed: block ids into s->hits; returns the block
  * count (0 when shorter than --prompt-cache-min-prefix). */
 static int64_t cache_lookup(mxl_sched *s, uint64_t seed, const int32_t *ids, int64_t max_tokens) {
-    if (!s->cfg.prompt_cache) return 0;
+    if (!s->shared_cache) return 0;
     int64_t limit = max_tokens / MXL_KV_BLOCK, k = 0;
     uint64_t h = seed;
     for (; k < limit; k++) {
@@ -879,6 +881,9 @@ mxl_status mxl_sched_create(mxl_gen_model *m, const mxl_sched_config *cfg, mxl_s
             return st;
         }
     }
+    const uint64_t state = mxl_decoder_state_rec_bytes(mxl_seq_kv_state(s->slots[0].seq));
+    s->shared_cache = cfg->prompt_cache && state == 0;
+    s->stats.state_bytes = state * (uint64_t)cfg->n_slots;
     pool_stats(s);
     if (pthread_create(&s->thread, NULL, engine_main, s) != 0) {
         mxl_sched_destroy(s);
@@ -923,6 +928,7 @@ void mxl_sched_get_stats(mxl_sched *s, mxl_sched_stats *st, mxl_sched_slot_info 
         slots[i].n_prompt = slots[i].busy ? mxl_seq_n_prompt(s->slots[i].seq) : 0;
         slots[i].n_decoded = slots[i].busy ? mxl_seq_n_generated(s->slots[i].seq) : 0;
         slots[i].n_remain = slots[i].busy ? mxl_seq_n_remaining(s->slots[i].seq) : -1;
+        slots[i].state_bytes = s->stats.state_bytes / (uint64_t)s->cfg.n_slots;
     }
     pthread_mutex_unlock(&s->mu);
 }

@@ -122,6 +122,7 @@ typedef struct mxl_sched_slot_info {
     int id;
     bool busy;
     int64_t n_ctx, n_prompt, n_decoded, n_remain;
+    uint64_t state_bytes; /* the slot's recurrent state (recurrent families; 0 otherwise) */
 } mxl_sched_slot_info;
 
 typedef struct mxl_sched_stats {
@@ -134,6 +135,7 @@ typedef struct mxl_sched_stats {
     /* the KV block pool (blocks of 32 positions) */
     int64_t kv_blocks_total, kv_blocks_used, kv_blocks_cached, kv_blocks_free;
     uint64_t kv_block_bytes;
+    uint64_t state_bytes; /* every slot's recurrent state together (recurrent families; 0 otherwise) */
     uint64_t cache_block_hit_tokens; /* prompt tokens adopted from the shared block cache */
     uint64_t kv_evictions, preemptions;
 } mxl_sched_stats;

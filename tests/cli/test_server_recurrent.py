@@ -1,0 +1,91 @@
+"""`mlxcel serve` with the recurrent families (models/recurrent.h) against a live process: the
+tiny transformers fixtures (tests/fixtures/decoders/{mamba2,lfm2}) with a 256-word WordLevel
+tokenizer ("t0" .. "t255", so a text is its token ids) written here.
+
+Truth: the fixtures' "decode" record (gen_decoder_fixtures.py record_decode): the 16 tokens
+transformers' cached greedy generate() picks after the 40-token prompt. The server must answer
+them for the prompt alone, for two requests decoded together in one batched step (each slot with
+its own state), for a follow-up whose prompt extends the first turn (the slot keeps its state and
+runs only the new tokens) and for the same follow-up with nothing cached; /slots and /metrics
+report the state's bytes."""
+import json
+import os
+import shutil
+import threading
+
+import pytest
+import requests
+
+from conftest import ROOT
+from server_util import Server
+
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "decoders")
+
+
+def fixture_with_tokenizer(tmp_path, name):
+    d = tmp_path / name
+    shutil.copytree(os.path.join(FIXTURES, name), d)
+    tok = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": None,
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": False},
+        "model": {"type": "WordLevel", "vocab": {f"t{i}": i for i in range(256)}, "unk_token": "t0"},
+    }
+    (d / "tokenizer.json").write_text(json.dumps(tok))
+    (d / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "t2"}))
+    case = json.load(open(os.path.join(FIXTURES, name, "case.json")))["cases"][0]["decode"]
+    return str(d), case
+
+
+def text(ids):
+    return " ".join(f"t{i}" for i in ids)
+
+
+def completion(s, prompt, n=16, **kw):
+    body = {"prompt": prompt, "n_predict": n, "temperature": 0}
+    body.update(kw)
+    r = requests.post(s.url + "/completion", json=body, timeout=300)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def ids_of(s, content):
+    r = requests.post(s.url + "/tokenize", json={"content": content}, timeout=60)
+    return r.json()["tokens"]
+
+
+@pytest.mark.parametrize("name", ["mamba2", "lfm2"])
+def test_recurrent_model_serves_transformers_greedy_tokens(tmp_path, name):
+    model, case = fixture_with_tokenizer(tmp_path, name)
+    prompt, want = case["prompt"], case["generated"]
+    # (transformers' record runs past EOS, id 2; the server stops there and does not show it)
+    shown = want[:want.index(2)] if 2 in want else want
+    s = Server("-m", model, "--parallel", "2", "--ctx-size", "1024", "--slots", "--metrics")
+    try:
+        a = completion(s, text(prompt))
+        assert ids_of(s, a["content"]) == shown
+        # two together: one batched decode step over both slots, each on its own state
+        out = [None, None]
+
+        def go(i):
+            out[i] = completion(s, text(prompt), cache_prompt=False)
+
+        ts = [threading.Thread(target=go, args=(i,)) for i in range(2)]
+        [t.start() for t in ts]
+        [t.join() for t in ts]
+        assert [ids_of(s, o["content"]) for o in out] == [shown, shown]
+        # a follow-up extending the first turn: the slot that ran it goes on from its state
+        # (62 positions: the LFM2 fixture's context is 64)
+        follow = prompt + want + [5, 99]
+        b = completion(s, text(follow), n=4, id_slot=a["id_slot"])
+        c = completion(s, text(follow), n=4, cache_prompt=False)
+        assert b["content"] == c["content"]
+        assert b["timings"]["cache_n"] > 0 and c["timings"]["cache_n"] == 0
+        # the state's size: conv + scan state of every recurrent layer, f32, per slot
+        slots = requests.get(s.url + "/slots").json()
+        assert len(slots) == 2 and all(sl["recurrent_state_bytes"] > 0 for sl in slots)
+        metrics = requests.get(s.url + "/metrics").text
+        line = [ln for ln in metrics.splitlines() if ln.startswith("llamacpp:recurrent_state_bytes ")]
+        assert line and float(line[0].split()[1]) == 2 * slots[0]["recurrent_state_bytes"]
+    finally:
+        assert s.stop() == 0
