@@ -129,6 +129,7 @@ static int memory_preflight(const mxl_cli_args *a, mxl_gen_model *m, const mxl_g
     if (warning[0]) fprintf(stderr, "warning: %s\n", warning);
     if (mxl_mem_budget(&in.budget_bytes, &in.budget_from_limit, &err)) return mxl_cli_fail("%s", err.msg);
     const mxl_checkpoint *ck = mxl_gen_model_checkpoint(m);
+    in.dec = mxl_gen_model_hparams(m);
     mxl_mem_estimate est;
     if (mxl_mem_estimate_compute(&ck->config, false, ck->weights_bytes, &in, &est, &err)) return mxl_cli_fail("%s", err.msg);
     char line[512];

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "core/alloc.h"
 #include "engine/memory_estimate.h"
+#include "models/decoder.h"
 #include "io/json_write.h"
 #include "io/store.h"
 #include "models/checkpoint.h"
@@ -124,9 +125,12 @@ static int print_json(const inspect_opts *io, const mxl_resolved *res, const mxl
         json_object_set_new(kd, "latent", json_boolean(est->latent)); /* multi-head latent attention: one row, K only */
     } else {
         json_object_set_new(kd, "kind", json_string("none"));
-        json_object_set_new(kd, "reason", json_string("encoder model: no KV cache"));
+        json_object_set_new(kd, "reason", json_string(est->n_state_layers ? "no attention layers: no KV cache" : "encoder model: no KV cache"));
     }
     json_object_set_new(o, "kv_detail", kd);
+    /* recurrent layers: a fixed state per sequence (models/recurrent.h) */
+    json_object_set_new(o, "state_detail", json_pack("{s:I, s:I, s:I}", "n_layers", (json_int_t)est->n_state_layers, "bytes_per_sequence",
+                                                     (json_int_t)est->state_bytes_per_seq, "bytes_total", (json_int_t)est->state_bytes_total));
     json_object_set_new(o, "per_slot_overhead_bytes", json_null());
     json_object_set_new(o, "activation_bytes", json_null());
     json_object_set_new(o, "backend_inflight_bytes", json_integer(0));
@@ -177,7 +181,13 @@ static void print_text(const inspect_opts *io, const mxl_checkpoint *ck, const m
                    (long long)est->n_layers, (long long)est->sliding_window);
         printf("\n");
     } else {
-        printf("KV cache:     none (encoder model)\n");
+        printf("KV cache:     none (%s)\n", est->n_state_layers ? "no attention layers" : "encoder model");
+    }
+    if (est->n_state_layers) {
+        human(est->state_bytes_per_seq, a, sizeof a);
+        human(est->state_bytes_total, b, sizeof b);
+        printf("State:        %s per sequence in %lld recurrent layers (f32); x %lld = %s\n", a, (long long)est->n_state_layers,
+               (long long)io->batch, b);
     }
     human(est->headroom_bytes, a, sizeof a);
     printf("Headroom:     %s (factor %.2f)\n", a, in->headroom_factor);
@@ -233,8 +243,14 @@ int mxl_cmd_inspect(int argc, char **argv) {
         return mxl_cli_fail("%s", err.msg);
     }
     bool is_encoder = det.task != MXL_TASK_GENERATE;
+    /* a decoder the build runs: its layer kinds and state sizes too (else the config alone) */
+    mxl_decoder dec;
+    bool have_dec = !is_encoder && mxl_decoder_read_hparams(ck, &dec, NULL) == MXL_OK;
+    in.dec = have_dec ? &dec.hp : NULL;
     mxl_mem_estimate est;
-    if (mxl_mem_estimate_compute(&ck->config, is_encoder, ck->weights_bytes, &in, &est, &err)) {
+    mxl_status st = mxl_mem_estimate_compute(&ck->config, is_encoder, ck->weights_bytes, &in, &est, &err);
+    if (have_dec) mxl_decoder_free(&dec);
+    if (st) {
         mxl_checkpoint_close(ck);
         return mxl_cli_fail("%s: %s", res.path, err.msg);
     }

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "models/decoder.h"
+
 const char *mxl_kv_type_name(mxl_kv_type t) { return t == MXL_KV_INT8 ? "int8" : "fp16"; }
 
 static uint64_t kv_elem_bytes(mxl_kv_type t) { return t == MXL_KV_INT8 ? 1 : 2; }
@@ -106,7 +108,17 @@ mxl_status mxl_mem_estimate_compute(const mxl_model_config *cfg, bool is_encoder
     out->head_dim = cfg->head_dim;
     out->sliding_window = cfg->sliding_window;
     uint64_t kv_total = 0;
-    if (!is_encoder) {
+    /* recurrent layers (models/recurrent.h): a state per sequence instead of KV rows */
+    const mxl_decoder_hparams *hp = in->dec;
+    for (int64_t l = 0; hp && hp->layer_kind && l < hp->n_layers; l++) {
+        const size_t f = mxl_rec_state_floats(hp, (mxl_layer_kind)hp->layer_kind[l]);
+        out->n_state_layers += f > 0;
+        out->state_bytes_per_seq += (uint64_t)f * sizeof(float);
+    }
+    if (mxl_mul_u64(out->state_bytes_per_seq, (uint64_t)(in->batch > 0 ? in->batch : 1), &out->state_bytes_total))
+        return mxl_error_set(err, MXL_ERR_OVERFLOW, "state size overflows");
+    const int64_t n_kv_layers = cfg->num_hidden_layers - out->n_state_layers;
+    if (!is_encoder && n_kv_layers > 0) {
         const char *missing = cfg->num_hidden_layers <= 0 ? "num_hidden_layers"
                               : cfg->num_key_value_heads <= 0 ? "num_key_value_heads"
                               : cfg->head_dim <= 0 ? "head_dim"
@@ -126,7 +138,7 @@ mxl_status mxl_mem_estimate_compute(const mxl_model_config *cfg, bool is_encoder
         }
         if (cfg->sliding_window <= 0) n_sliding = 0;
         out->n_sliding_layers = n_sliding;
-        out->n_full_layers = cfg->num_hidden_layers - n_sliding;
+        out->n_full_layers = n_kv_layers - n_sliding;
         uint64_t per_layer_token; /* bytes of K and V for one token in one layer */
         uint64_t kvh = (uint64_t)cfg->num_key_value_heads * (uint64_t)cfg->head_dim;
         out->latent = cfg->kv_lora_rank > 0 && cfg->qk_rope_head_dim > 0;
@@ -136,7 +148,7 @@ mxl_status mxl_mem_estimate_compute(const mxl_model_config *cfg, bool is_encoder
             kvh = (uint64_t)out->head_dim;
         }
         if (mxl_mul_u64(kvh, kv_elem_bytes(in->kv_k) + (out->latent ? 0 : kv_elem_bytes(in->kv_v)), &per_layer_token) ||
-            mxl_mul_u64(per_layer_token, (uint64_t)cfg->num_hidden_layers, &out->kv_bytes_per_token))
+            mxl_mul_u64(per_layer_token, (uint64_t)n_kv_layers, &out->kv_bytes_per_token))
             return mxl_error_set(err, MXL_ERR_OVERFLOW, "KV size overflows");
         uint64_t tokens = (uint64_t)in->max_tokens;
         uint64_t win_tokens = n_sliding && (uint64_t)cfg->sliding_window < tokens ? (uint64_t)cfg->sliding_window : tokens;
@@ -149,7 +161,7 @@ mxl_status mxl_mem_estimate_compute(const mxl_model_config *cfg, bool is_encoder
     }
     out->kv_bytes_total = kv_total;
     uint64_t base;
-    if (mxl_add_u64(weights_bytes, kv_total, &base)) return mxl_error_set(err, MXL_ERR_OVERFLOW, "size overflows");
+    if (mxl_add_u64(weights_bytes, kv_total, &base) || mxl_add_u64(base, out->state_bytes_total, &base)) return mxl_error_set(err, MXL_ERR_OVERFLOW, "size overflows");
     double factor = in->headroom_factor;
     out->headroom_bytes = factor > 1.0 ? (uint64_t)((double)base * (factor - 1.0)) : 0;
     if (mxl_add_u64(base, out->headroom_bytes, &out->total_bytes)) return mxl_error_set(err, MXL_ERR_OVERFLOW, "size overflows");

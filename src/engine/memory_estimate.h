@@ -34,6 +34,9 @@ typedef struct mxl_mem_inputs {
     double headroom_factor; /* already validated (see mxl_mem_headroom_factor_from_env) */
     uint64_t budget_bytes;  /* 0 = unknown */
     bool budget_from_limit; /* budget came from MLXCEL_MEMORY_LIMIT */
+    /* the decoder's hyper-parameters (mxl_decoder_read_hparams), or NULL: the config alone. With
+     * them, recurrent layers (hp->layer_kind) hold no KV but a fixed state per sequence. */
+    const struct mxl_decoder_hparams *dec;
 } mxl_mem_inputs;
 
 typedef struct mxl_mem_estimate {
@@ -44,6 +47,9 @@ typedef struct mxl_mem_estimate {
     int64_t n_layers, n_full_layers, n_sliding_layers, sliding_window;
     int64_t n_kv_heads, head_dim;
     bool latent;                 /* one latent row per layer and token (K only), head_dim wide */
+    int64_t n_state_layers;      /* recurrent layers (no KV; a fixed state per sequence) */
+    uint64_t state_bytes_per_seq; /* their state, one sequence (f32) */
+    uint64_t state_bytes_total;   /* ... times the batch */
     uint64_t headroom_bytes;
     uint64_t total_bytes;
     uint64_t budget_bytes; /* 0 = unknown */

@@ -35,5 +35,7 @@ const char *mxl_gen_model_template_text(const mxl_gen_model *m);
 const struct mxl_tokenizer *mxl_gen_model_tokenizer(const mxl_gen_model *m);
 /* The open checkpoint (config, weight bytes). */
 const struct mxl_checkpoint *mxl_gen_model_checkpoint(const mxl_gen_model *m);
+/* The loaded decoder's hyper-parameters. */
+const struct mxl_decoder_hparams *mxl_gen_model_hparams(const mxl_gen_model *m);
 
 #endif

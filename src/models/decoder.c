@@ -882,7 +882,9 @@ static mxl_status check_hparams(const mxl_checkpoint *ck, const mxl_decoder_hpar
     return MXL_OK;
 }
 
-static mxl_status load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err) {
+/* The family's hyper-parameters of ck into d->hp (per-layer arrays in d->arena) and its tensor
+ * names into *names: everything before binding. */
+static mxl_status read_hparams(const mxl_checkpoint *ck, mxl_decoder *d, mxl_decoder_names *names, mxl_error *err) {
     const char *mt = ck->config.model_type;
     bool gguf = ck->format == MXL_CHECKPOINT_GGUF;
     const mxl_decoder_family *fam = mxl_decoder_family_find(mt);
@@ -897,8 +899,8 @@ static mxl_status load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err)
     if (!gguf && q->mode != MXL_QUANT_NONE && q->mode != MXL_QUANT_AFFINE)
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: quantization '%s' is not supported (MLX affine quantization and GGUF are)", ck->path,
                              q->method[0] ? q->method : mxl_quant_mode_name(q->mode));
-    mxl_decoder_names names = gguf ? mxl_names_gguf : *fam->names;
-    mxl_family_ctx fc = {ck, &ck->config, ck->config.raw, gguf, &d->hp, &names, &d->arena, err};
+    *names = gguf ? mxl_names_gguf : *fam->names;
+    mxl_family_ctx fc = {ck, &ck->config, ck->config.raw, gguf, &d->hp, names, &d->arena, err};
     mxl_status st;
     if ((st = common_hparams(ck, &fc))) return st;
     if ((st = fam->setup(&fc))) return st;
@@ -906,7 +908,22 @@ static mxl_status load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err)
      * the family's plain RoPE (family_gguf.h) */
     if (gguf && (st = mxl_family_gguf_rope_scaling(&fc))) return st;
     d->hp.qk_norm = d->hp.qk_norm_kind != MXL_QK_NORM_NONE;
-    if ((st = check_hparams(ck, &d->hp, err))) return st;
+    return check_hparams(ck, &d->hp, err);
+}
+
+mxl_status mxl_decoder_read_hparams(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err) {
+    memset(d, 0, sizeof *d);
+    mxl_arena_init(&d->arena, 4096);
+    mxl_decoder_names names;
+    mxl_status st = read_hparams(ck, d, &names, err);
+    if (st) mxl_decoder_free(d);
+    return st;
+}
+
+static mxl_status load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err) {
+    mxl_decoder_names names;
+    mxl_status st;
+    if ((st = read_hparams(ck, d, &names, err))) return st;
 
     const mxl_decoder_hparams *hp = &d->hp;
     binder b = {ck, d, &names, err};

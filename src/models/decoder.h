@@ -252,6 +252,10 @@ typedef struct mxl_decoder {
  * errors name the file and the tensor or key. */
 mxl_status mxl_decoder_load(const mxl_checkpoint *ck, mxl_decoder *out, mxl_error *err);
 void mxl_decoder_free(mxl_decoder *d);
+/* Only the hyper-parameters (d->hp, per-layer arrays in d->arena) of what mxl_decoder_load would
+ * load, reading no weights: for memory estimates. Refuses what load refuses by name; free with
+ * mxl_decoder_free. */
+mxl_status mxl_decoder_read_hparams(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err);
 
 /* Storage of a state's K or V cache (the CLI's --cache-type-k / --cache-type-v).
  *  AUTO: f16 on the fast path, f32 on the reference path (mxl_decoder_state_set_reference), the

@@ -174,3 +174,44 @@ def test_inspect_latent_attention(path, source):
     assert j["kv_detail"]["latent"] is True and j["kv_detail"]["n_kv_heads"] == 1 and j["kv_detail"]["head_dim"] == row
     j8 = inspect_json("-m", path, "--kv-cache-mode", "int8")
     assert j8["kv_bytes_per_token"] == cfg["num_hidden_layers"] * row
+
+
+def recurrent_state_bytes(cfg):
+    """One sequence's f32 state per transformers' config.json: conv_kernel - 1 inputs of every
+    channel the convolution sees, plus the scan state (Mamba: intermediate x state_size; Mamba-2:
+    heads x head_dim x state_size); LFM2's convolution layers keep conv_L_cache - 1 inputs of
+    hidden_size channels and no scan."""
+    mt, H = cfg["model_type"], cfg["hidden_size"]
+    if mt == "lfm2":
+        n = sum(t == "conv" for t in cfg["layer_types"])
+        return n * (cfg["conv_L_cache"] - 1) * H * 4
+    inner = cfg["expand"] * H
+    if mt == "mamba2":
+        conv = inner + 2 * cfg["n_groups"] * cfg["state_size"]
+        return cfg["num_hidden_layers"] * ((cfg["conv_kernel"] - 1) * conv + cfg["num_heads"] * cfg["head_dim"] * cfg["state_size"]) * 4
+    return cfg["num_hidden_layers"] * ((cfg["conv_kernel"] - 1) * inner + inner * cfg["state_size"]) * 4
+
+
+@pytest.mark.parametrize("path,source", [
+    (os.path.join(FIX, "decoders", "mamba"), "mamba"),
+    (os.path.join(FIX, "decoders", "mamba2"), "mamba2"),
+    (os.path.join(FIX, "decoders", "lfm2"), "lfm2"),
+    (os.path.join(FIX, "decoders", "gguf", "mamba2_f16.gguf"), "mamba2"),
+    (os.path.join(FIX, "decoders", "gguf", "lfm2_f16.gguf"), "lfm2"),
+])
+def test_inspect_recurrent_state(path, source):
+    """Recurrent layers hold a fixed state per sequence instead of KV rows: only the attention
+    layers are counted per token, the state once per sequence (times --batch)."""
+    with open(os.path.join(FIX, "decoders", source, "config.json")) as f:
+        cfg = json.load(f)
+    n_attn = sum(t == "full_attention" for t in cfg.get("layer_types", [])) if source == "lfm2" else 0
+    j = inspect_json("-m", path, "--batch", "3")
+    assert j["state_detail"]["n_layers"] == cfg["num_hidden_layers"] - n_attn
+    assert j["state_detail"]["bytes_per_sequence"] == recurrent_state_bytes(cfg)
+    assert j["state_detail"]["bytes_total"] == 3 * recurrent_state_bytes(cfg)
+    kv_heads = cfg.get("num_key_value_heads", 0)
+    head_dim = cfg.get("head_dim") or (cfg["hidden_size"] // cfg["num_attention_heads"] if n_attn else 0)
+    assert j["kv_bytes_per_token"] == n_attn * kv_heads * head_dim * 2 * 2
+    assert j["total_bytes"] >= j["weights_bytes"] + j["kv_bytes_total"] + j["state_detail"]["bytes_total"]
+    p = run("inspect", "-m", path)
+    assert p.returncode == 0 and "recurrent layers (f32)" in p.stdout, p.stdout
