@@ -499,8 +499,9 @@ static mxl_status bind_rec(const binder *b, int64_t i, mxl_layer_kind k, mxl_dec
     const int64_t H = hp->hidden, DI = hp->ssm_inner, N = hp->ssm_state, K = hp->ssm_conv;
     const int64_t C = mxl_rec_conv_dim(hp, k), IN = mxl_rec_in_dim(hp, k);
     mxl_status st;
-    if (!nm->ssm_in || !nm->ssm_conv || !nm->ssm_out || (k != MXL_LAYER_SHORTCONV && (!nm->ssm_a || !nm->ssm_d)) ||
-        (k == MXL_LAYER_MAMBA && (!nm->ssm_x || !nm->ssm_dt)) || (k == MXL_LAYER_MAMBA2 && (!nm->ssm_dt_bias || !nm->ssm_norm)))
+    if (!nm->ssm_in || !nm->ssm_conv || !nm->ssm_out || (k != MXL_LAYER_SHORTCONV && (!nm->ssm_a || (k != MXL_LAYER_GDN && !nm->ssm_d))) ||
+        (k == MXL_LAYER_MAMBA && (!nm->ssm_x || !nm->ssm_dt)) || (k == MXL_LAYER_MAMBA2 && (!nm->ssm_dt_bias || !nm->ssm_norm)) ||
+        (k == MXL_LAYER_GDN && (!nm->ssm_dt_bias || !nm->ssm_norm || !nm->ssm_ba || (hp->gdn_split && (!nm->ssm_in_a || !nm->ssm_in_z)))))
         return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no %s mixer tensors", b->ck->path, mxl_layer_kind_name(k));
     mxl_rec_layer *R = mxl_arena_alloc(&b->d->arena, sizeof *R, 64);
     if (!R) return mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory");
@@ -521,6 +522,15 @@ static mxl_status bind_rec(const binder *b, int64_t i, mxl_layer_kind k, mxl_dec
     if (!st && k == MXL_LAYER_MAMBA2) st = bind_ssm_a(b, i, hp->ssm_heads, &R->A);
     if (!st && k == MXL_LAYER_MAMBA2) st = bind_vector(b, i, nm->ssm_d, "", hp->ssm_heads, &R->D);
     if (!st && k == MXL_LAYER_MAMBA2) st = bind_vector(b, i, nm->ssm_norm, ".weight", DI, &R->norm_w);
+    if (k == MXL_LAYER_GDN) {
+        const int64_t NV = hp->gdn_v_heads;
+        if (!st) st = bind_matrix(b, i, nm->ssm_ba, hp->gdn_split ? NV : 2 * NV, H, &R->in_ba);
+        if (!st && hp->gdn_split) st = bind_matrix(b, i, nm->ssm_in_a, NV, H, &R->in_a);
+        if (!st && hp->gdn_split) st = bind_matrix(b, i, nm->ssm_in_z, NV * hp->gdn_v_dim, H, &R->in_z);
+        if (!st) st = bind_vector(b, i, nm->ssm_dt_bias, "", NV, &R->dt_b);
+        if (!st) st = bind_ssm_a(b, i, NV, &R->A);
+        if (!st) st = bind_vector(b, i, nm->ssm_norm, ".weight", hp->gdn_v_dim, &R->norm_w);
+    }
     return st;
 }
 
@@ -546,7 +556,7 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
         if ((st = nm->qkv_per_head ? bind_fused_per_head(b, i, nm->qkv, H, hp->qkv_bias, ws, bs)
                                    : bind_fused(b, i, nm->qkv, sizes, 3, H, hp->qkv_bias, ws, bs)))
             return st;
-    } else if ((st = bind_proj(b, i, nm->q, qd, H, hp->qkv_bias, &L->wq, &L->bq)) ||
+    } else if ((st = bind_proj(b, i, nm->q, hp->attn_q_gate ? 2 * qd : qd, H, hp->qkv_bias, &L->wq, &L->bq)) ||
                (st = bind_proj(b, i, nm->k, kvd, H, hp->qkv_bias, &L->wk, &L->bk)) ||
                (st = bind_proj(b, i, nm->v, kvd, H, hp->qkv_bias, &L->wv, &L->bv))) {
         return st;
@@ -730,7 +740,8 @@ static mxl_status each_matrix(const mxl_checkpoint *ck, mxl_decoder *d, mxl_erro
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
             if ((st = fn(ck, d, ws[j], err))) return st;
         if (L->rec && ((st = fn(ck, d, &L->rec->in_proj, err)) || (st = fn(ck, d, &L->rec->x_proj, err)) ||
-                       (st = fn(ck, d, &L->rec->dt_proj, err)) || (st = fn(ck, d, &L->rec->out_proj, err))))
+                       (st = fn(ck, d, &L->rec->dt_proj, err)) || (st = fn(ck, d, &L->rec->out_proj, err)) ||
+                       (st = fn(ck, d, &L->rec->in_ba, err)) || (st = fn(ck, d, &L->rec->in_a, err)) || (st = fn(ck, d, &L->rec->in_z, err))))
             return st;
         /* the shared expert runs on every row like a dense MLP; routed experts only with
          * `experts` (expert_streaming decides) */
@@ -823,6 +834,12 @@ static mxl_status check_recurrent(const mxl_checkpoint *ck, const mxl_decoder_hp
                                    hp->ssm_heads % hp->ssm_groups != 0))
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %lld state-space heads and %lld groups do not divide the intermediate size %lld", ck->path,
                              (long long)hp->ssm_heads, (long long)hp->ssm_groups, (long long)hp->ssm_inner);
+    if (seen[MXL_LAYER_GDN] && (hp->gdn_k_heads <= 0 || hp->gdn_v_heads <= 0 || hp->gdn_v_heads % hp->gdn_k_heads != 0 ||
+                                hp->gdn_k_dim <= 0 || hp->gdn_k_dim > MXL_GDN_MAX_DIM || hp->gdn_v_dim <= 0 || hp->gdn_v_dim > MXL_GDN_MAX_DIM ||
+                                hp->gdn_v_heads > 65536 || hp->ssm_inner != hp->gdn_v_heads * hp->gdn_v_dim))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: linear attention heads out of range (%lld key heads of %lld, %lld value heads of %lld; the value heads a multiple of the key heads, dims at most %d)",
+                             ck->path, (long long)hp->gdn_k_heads, (long long)hp->gdn_k_dim, (long long)hp->gdn_v_heads,
+                             (long long)hp->gdn_v_dim, MXL_GDN_MAX_DIM);
     if (seen[MXL_LAYER_MAMBA2] && !(hp->ssm_dt_min >= 0 && hp->ssm_dt_min <= hp->ssm_dt_max && isfinite(hp->ssm_norm_eps)))
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: time_step_limit or the gated norm's epsilon is invalid", ck->path);
     return MXL_OK;
@@ -997,7 +1014,8 @@ struct mxl_decoder_state {
     int64_t n_table, max_blocks;
     /* Workspace for up to max_batch rows; a batched call borrows one state's workspace. */
     float *x, *xn, *q, *k, *v, *att, *o, *gate, *up; /* [max_batch, ...] */
-    float *ag;        /* [max_batch, n_heads * head_dim] the attention output gate (hp.attn_out_gate) */
+    float *ag;        /* [max_batch, n_heads * head_dim] the attention output gate (hp.attn_out_gate, attn_q_gate) */
+    float *qg;        /* [max_batch, 2 n_heads head_dim] q_proj's rows of queries and gates (hp.attn_q_gate) */
     float *inv_freq, *inv_freq_local;
     float attn_factor, attn_factor_local; /* YaRN cos/sin scale */
     int64_t *q_pos;   /* [max_batch] position of each row */
@@ -1033,8 +1051,9 @@ static size_t max_scratch(const mxl_decoder *d, int64_t n_tok) {
             size_t b = d->be->ops->matmul_scratch_bytes(d->be, ws[j], n_tok);
             if (b > m) m = b;
         }
-        for (int j = 0; L->rec && j < 4; j++) {
-            const mxl_weight *rw[4] = {&L->rec->in_proj, &L->rec->x_proj, &L->rec->dt_proj, &L->rec->out_proj};
+        for (int j = 0; L->rec && j < 7; j++) {
+            const mxl_weight *rw[7] = {&L->rec->in_proj, &L->rec->x_proj, &L->rec->dt_proj, &L->rec->out_proj,
+                                       &L->rec->in_ba, &L->rec->in_a, &L->rec->in_z};
             size_t b = rw[j]->rows > 0 ? d->be->ops->matmul_scratch_bytes(d->be, rw[j], n_tok) : 0;
             if (b > m) m = b;
         }
@@ -1248,16 +1267,17 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
         (uint64_t)s->max_blocks,
         hp->n_experts > 0 ? mxl_moe_scratch_floats(hp, max_batch, s->n_threads, lane_mm) : 0,
         hp->mla_kv_rank > 0 ? mxl_mla_scratch_floats(hp, max_batch) : 0,
-        hp->attn_out_gate ? B * qd : 0,
+        hp->attn_out_gate || hp->attn_q_gate ? B * qd : 0,
         (uint64_t)d->rec_state_floats,
         d->rec_state_floats ? mxl_rec_scratch_floats(hp, max_batch) : 0,
         d->rec_state_floats ? (B * sizeof(mxl_rec_span) + sizeof(float) - 1) / sizeof(float) : 0,
+        hp->attn_q_gate ? 2 * B * qd : 0,
     };
     float **ptrs[] = {&s->x, &s->xn, &s->q, &s->k, &s->v, &s->att, &s->o,
                       &s->gate, &s->up, &s->inv_freq, &s->inv_freq_local, (float **)&s->q_pos,
                       (float **)&s->pos_ids, &s->rope_cs, (float **)&s->spans, &s->attn_scratch, (float **)&s->mm_scratch,
                       (float **)&s->table, &s->moe_mem, &s->mla_mem, &s->ag, &s->rec,
-                      &s->rec_mem, (float **)&s->rec_spans};
+                      &s->rec_mem, (float **)&s->rec_spans, &s->qg};
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += (sizes[i] + 16) & ~(uint64_t)15;
     s->block = total < ((uint64_t)1 << 60) / sizeof(float) ? mxl_aligned_alloc(64, (size_t)total * sizeof(float)) : NULL;
@@ -1611,7 +1631,8 @@ static void attn_spans_task(void *vctx, int task, int n_tasks, int thread_index)
 /* The attention output att [n, heads * head_dim] times the gate g [n, gate rows]: sigmoid (AFMoE)
  * or softplus as torch computes it (Laguna), element-wise or one per head. */
 static void attn_gate(const mxl_decoder_hparams *hp, const mxl_decoder_layer *L, float *att, const float *g, int64_t n) {
-    const int64_t rows = L->w_attn_gate.rows, hd = hp->head_dim, per = hp->attn_gate_per_head ? hd : 1;
+    const int64_t hd = hp->head_dim, per = hp->attn_gate_per_head ? hd : 1;
+    const int64_t rows = hp->attn_q_gate ? L->n_heads * hd : L->w_attn_gate.rows;
     for (int64_t t = 0; t < n; t++)
         for (int64_t r = 0; r < rows; r++) {
             const float x = g[t * rows + r];
@@ -1631,8 +1652,15 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
         /* (the output gate reads the same rows: one more weight of the pass) */
         const mxl_weight *W[4] = {&L->wq, &L->wk, &L->wv, &L->w_attn_gate};
         const float *b[4] = {L->bq, L->bk, L->bv, NULL};
-        float *y[4] = {ws->q, ws->k, ws->v, ws->ag};
+        float *y[4] = {hp->attn_q_gate ? ws->qg : ws->q, ws->k, ws->v, ws->ag};
         linear_multi(W, b, L->w_attn_gate.rows > 0 ? 4 : 3, prep, h, n, y, ws);
+        if (hp->attn_q_gate) /* per head [query; gate] rows apart */
+            for (int64_t t = 0; t < n; t++)
+                for (int64_t hh = 0; hh < L->n_heads; hh++) {
+                    const float *src = ws->qg + (t * L->n_heads + hh) * 2 * hd;
+                    memcpy(ws->q + (t * L->n_heads + hh) * hd, src, (size_t)hd * sizeof(float));
+                    memcpy(ws->ag + (t * L->n_heads + hh) * hd, src + hd, (size_t)hd * sizeof(float));
+                }
     }
     if (hp->clip_qkv > 0) {
         const float c = hp->clip_qkv;
@@ -1670,7 +1698,7 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
         }
     }
     if (L->mla) mxl_mla_values(ws->be, hp, L, ws->att, n, &ws->mla, ws->mm_scratch, ws->pool);
-    if (L->w_attn_gate.rows > 0) attn_gate(hp, L, ws->att, ws->ag, n);
+    if (L->w_attn_gate.rows > 0 || hp->attn_q_gate) attn_gate(hp, L, ws->att, ws->ag, n);
     linear(&L->wo, L->bo, NULL, L->mla ? ws->mla.vo : ws->att, n, ws->o, ws);
 }
 

@@ -67,6 +67,7 @@
     X(lfm2)                     \
     X(mamba)                    \
     X(falcon_mamba)             \
-    X(mamba2)
+    X(mamba2)                   \
+    X(qwen3_next)
 
 #endif

@@ -13,6 +13,7 @@ const char *mxl_layer_kind_name(mxl_layer_kind k) {
     case MXL_LAYER_SHORTCONV: return "short convolution";
     case MXL_LAYER_MAMBA: return "mamba";
     case MXL_LAYER_MAMBA2: return "mamba2";
+    case MXL_LAYER_GDN: return "gated delta net";
     default: return "?";
     }
 }
@@ -22,6 +23,7 @@ int64_t mxl_rec_conv_dim(const mxl_decoder_hparams *hp, mxl_layer_kind k) {
     case MXL_LAYER_SHORTCONV: return hp->hidden;
     case MXL_LAYER_MAMBA: return hp->ssm_inner;
     case MXL_LAYER_MAMBA2: return hp->ssm_inner + 2 * hp->ssm_groups * hp->ssm_state;
+    case MXL_LAYER_GDN: return 2 * hp->gdn_k_heads * hp->gdn_k_dim + hp->gdn_v_heads * hp->gdn_v_dim;
     default: return 0;
     }
 }
@@ -31,6 +33,8 @@ int64_t mxl_rec_in_dim(const mxl_decoder_hparams *hp, mxl_layer_kind k) {
     case MXL_LAYER_SHORTCONV: return 3 * hp->hidden;
     case MXL_LAYER_MAMBA: return 2 * hp->ssm_inner;
     case MXL_LAYER_MAMBA2: return hp->ssm_inner + mxl_rec_conv_dim(hp, k) + hp->ssm_heads;
+    case MXL_LAYER_GDN: /* in_proj's rows: qkvz, or with gdn_split qkv */
+        return mxl_rec_conv_dim(hp, k) + (hp->gdn_split ? 0 : hp->gdn_v_heads * hp->gdn_v_dim);
     default: return 0;
     }
 }
@@ -39,6 +43,7 @@ size_t mxl_rec_state_floats(const mxl_decoder_hparams *hp, mxl_layer_kind k) {
     if (k == MXL_LAYER_ATTN || k >= MXL_LAYER_KIND_COUNT) return 0;
     size_t conv = (size_t)(hp->ssm_conv - 1) * (size_t)mxl_rec_conv_dim(hp, k);
     if (k == MXL_LAYER_SHORTCONV) return conv;
+    if (k == MXL_LAYER_GDN) return conv + (size_t)hp->gdn_v_heads * (size_t)hp->gdn_k_dim * (size_t)hp->gdn_v_dim; /* [NV, dk, dv] */
     return conv + (size_t)hp->ssm_inner * (size_t)hp->ssm_state; /* MAMBA [DI, N]; MAMBA2 [NH, P, N] */
 }
 
@@ -58,7 +63,8 @@ static void scratch_widths(const mxl_decoder_hparams *hp, int64_t w[5]) {
             w[2] = max2(w[2], hp->ssm_dt_rank + 2 * hp->ssm_state);
             w[3] = max2(w[3], hp->ssm_inner);
         }
-        w[4] = max2(w[4], k == MXL_LAYER_SHORTCONV ? hp->hidden : hp->ssm_inner);
+        if (k == MXL_LAYER_GDN) w[3] = max2(w[3], 2 * hp->gdn_v_heads + hp->gdn_v_heads * hp->gdn_v_dim);
+        w[4] = max2(w[4], k == MXL_LAYER_SHORTCONV ? hp->hidden : k == MXL_LAYER_GDN ? hp->gdn_v_heads * hp->gdn_v_dim : hp->ssm_inner);
     }
 }
 
@@ -143,6 +149,8 @@ static void conv_part(const rec_pass *p, int64_t c0, int64_t c1) {
                     for (int64_t c = a; c < e; c++) u[c - a] = row[c] * row[2 * C + c];
                     conv_step(R->conv_w + a * K, R->conv_b ? R->conv_b + a : NULL, K, C, 0, e - a, u, sp->state + a, y + a, false);
                 }
+            } else if (R->kind == MXL_LAYER_GDN) { /* (gathered into xc: in place) */
+                conv_step(R->conv_w, R->conv_b, K, C, c0, c1, y, sp->state, y, true);
             } else {
                 conv_step(R->conv_w, R->conv_b, K, C, c0, c1, row + u0, sp->state, y, true);
             }
@@ -208,6 +216,64 @@ static void mamba2_part(const rec_pass *p, int64_t h0, int64_t h1) {
     }
 }
 
+/* x[n] * rsqrt(sum(x^2) + eps), in place (the FLA library's l2norm, as transformers') */
+static void l2norm(float *x, int64_t n, float eps) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    const float r = 1.0f / sqrtf((float)ss + eps);
+    for (int64_t i = 0; i < n; i++) x[i] *= r;
+}
+
+/* GDN's delta rule for value heads [h0, h1), then each head's gated norm */
+static void gdn_part(const rec_pass *p, int64_t h0, int64_t h1) {
+    const mxl_decoder_hparams *hp = p->hp;
+    const mxl_rec_layer *R = p->R;
+    const int64_t NK = hp->gdn_k_heads, NV = hp->gdn_v_heads, dk = hp->gdn_k_dim, dv = hp->gdn_v_dim, r = NV / NK;
+    const int64_t C = mxl_rec_conv_dim(hp, R->kind), BA = 2 * NV + NV * dv;
+    const float qscale = 1.0f / sqrtf((float)dk);
+    float q[MXL_GDN_MAX_DIM], k[MXL_GDN_MAX_DIM], o[MXL_GDN_MAX_DIM];
+    for (int64_t si = 0; si < p->n_spans; si++) {
+        const mxl_rec_span *sp = &p->spans[si];
+        float *S = sp->state + (hp->ssm_conv - 1) * C; /* [NV, dk, dv] */
+        for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++) {
+            const float *x = p->s->xc + t * C, *ba = p->s->dt + t * BA, *z = ba + 2 * NV;
+            float *y = p->s->y + t * NV * dv;
+            for (int64_t h = h0; h < h1; h++) {
+                const int64_t kh = h / r;
+                memcpy(q, x + kh * dk, (size_t)dk * sizeof(float));
+                memcpy(k, x + NK * dk + kh * dk, (size_t)dk * sizeof(float));
+                l2norm(q, dk, 1e-6f);
+                l2norm(k, dk, 1e-6f);
+                for (int64_t i = 0; i < dk; i++) q[i] *= qscale;
+                const float *v = x + 2 * NK * dk + h * dv;
+                const float beta = 1.0f / (1.0f + expf(-ba[h]));
+                const float decay = expf(R->A[h] * softplus(ba[NV + h] + R->dt_b[h]));
+                float *Sh = S + h * dk * dv;
+                for (int64_t j = 0; j < dv; j++) o[j] = 0.0f; /* o: first S^T k, then the delta */
+                for (int64_t i = 0; i < dk; i++) {
+                    float *Si = Sh + i * dv;
+                    for (int64_t j = 0; j < dv; j++) {
+                        Si[j] *= decay;
+                        o[j] += Si[j] * k[i];
+                    }
+                }
+                for (int64_t j = 0; j < dv; j++) o[j] = (v[j] - o[j]) * beta;
+                float *yh = y + h * dv;
+                for (int64_t j = 0; j < dv; j++) yh[j] = 0.0f;
+                for (int64_t i = 0; i < dk; i++) {
+                    float *Si = Sh + i * dv;
+                    for (int64_t j = 0; j < dv; j++) {
+                        Si[j] += k[i] * o[j];
+                        yh[j] += Si[j] * q[i];
+                    }
+                }
+                rms_weightless(yh, dv, hp->ssm_norm_eps);
+                for (int64_t j = 0; j < dv; j++) yh[j] *= R->norm_w[j] * silu(z[h * dv + j]);
+            }
+        }
+    }
+}
+
 static void rec_task(void *vctx, int task, int n_tasks, int thread_index) {
     (void)thread_index;
     const rec_pass *p = vctx;
@@ -217,7 +283,7 @@ static void rec_task(void *vctx, int task, int n_tasks, int thread_index) {
         total = mxl_rec_conv_dim(hp, p->R->kind);
         unit = 16;
     } else {
-        total = p->R->kind == MXL_LAYER_MAMBA2 ? hp->ssm_heads : hp->ssm_inner;
+        total = p->R->kind == MXL_LAYER_MAMBA2 ? hp->ssm_heads : p->R->kind == MXL_LAYER_GDN ? hp->gdn_v_heads : hp->ssm_inner;
     }
     int64_t units = (total + unit - 1) / unit;
     int64_t a = units * task / n_tasks * unit, b = units * (task + 1) / n_tasks * unit;
@@ -225,6 +291,7 @@ static void rec_task(void *vctx, int task, int n_tasks, int thread_index) {
     if (a >= b) return;
     if (p->phase == 0) conv_part(p, a, b);
     else if (p->R->kind == MXL_LAYER_MAMBA) mamba_part(p, a, b);
+    else if (p->R->kind == MXL_LAYER_GDN) gdn_part(p, a, b);
     else mamba2_part(p, a, b);
 }
 
@@ -235,12 +302,56 @@ static void run_phase(rec_pass *p, int phase, mxl_threadpool *pool) {
     else rec_task(p, 0, 1, 0);
 }
 
+/* GDN's projections of rows h: the convolution's input [q; k; v] into s->xc, and per row b, a
+ * (NV each) then z (NV dv) into s->dt, from Qwen3-Next's per-key-head groups (in_proj_qkvz,
+ * in_proj_ba) or Qwen 3.5's separate matrices (gdn_split). */
+static void gdn_project(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_rec_layer *R, const mxl_row_prep *prep,
+                        const float *h, int64_t n, const mxl_rec_scratch *s, void *mm_scratch, mxl_threadpool *pool) {
+    const int64_t NK = hp->gdn_k_heads, NV = hp->gdn_v_heads, dk = hp->gdn_k_dim, dv = hp->gdn_v_dim, r = NV / NK;
+    const int64_t C = mxl_rec_conv_dim(hp, R->kind), IN = mxl_rec_in_dim(hp, R->kind), BA = 2 * NV + NV * dv;
+    if (hp->gdn_split) {
+        /* [q; k; v] is in_proj_qkv's row as it is; b, a, z each their own matrix */
+        be->ops->matmul(be, &R->in_proj, prep, h, n, s->xc, mm_scratch, pool);
+        be->ops->matmul(be, &R->in_ba, NULL, h, n, s->in, mm_scratch, pool);
+        for (int64_t t = 0; t < n; t++) memcpy(s->dt + t * BA, s->in + t * NV, (size_t)NV * sizeof(float));
+        be->ops->matmul(be, &R->in_a, NULL, h, n, s->in, mm_scratch, pool);
+        for (int64_t t = 0; t < n; t++) memcpy(s->dt + t * BA + NV, s->in + t * NV, (size_t)NV * sizeof(float));
+        be->ops->matmul(be, &R->in_z, NULL, h, n, s->in, mm_scratch, pool);
+        for (int64_t t = 0; t < n; t++) memcpy(s->dt + t * BA + 2 * NV, s->in + t * NV * dv, (size_t)(NV * dv) * sizeof(float));
+        return;
+    }
+    /* per key head g: [q_g (dk), k_g (dk), v (r dv), z (r dv)] and [b (r), a (r)] */
+    be->ops->matmul(be, &R->in_ba, prep, h, n, s->in, mm_scratch, pool);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t g = 0; g < NK; g++) {
+            memcpy(s->dt + t * BA + g * r, s->in + t * 2 * NV + g * 2 * r, (size_t)r * sizeof(float));
+            memcpy(s->dt + t * BA + NV + g * r, s->in + t * 2 * NV + g * 2 * r + r, (size_t)r * sizeof(float));
+        }
+    be->ops->matmul(be, &R->in_proj, NULL, h, n, s->in, mm_scratch, pool);
+    const int64_t grp = 2 * dk + 2 * r * dv;
+    for (int64_t t = 0; t < n; t++) {
+        const float *row = s->in + t * IN;
+        float *u = s->xc + t * C, *z = s->dt + t * BA + 2 * NV;
+        for (int64_t g = 0; g < NK; g++) {
+            const float *src = row + g * grp;
+            memcpy(u + g * dk, src, (size_t)dk * sizeof(float));
+            memcpy(u + NK * dk + g * dk, src + dk, (size_t)dk * sizeof(float));
+            memcpy(u + 2 * NK * dk + g * r * dv, src + 2 * dk, (size_t)(r * dv) * sizeof(float));
+            memcpy(z + g * r * dv, src + 2 * dk + r * dv, (size_t)(r * dv) * sizeof(float));
+        }
+    }
+}
+
 void mxl_rec_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_rec_layer *R, const mxl_row_prep *prep,
                      const float *h, int64_t n_rows, const mxl_rec_span *spans, int64_t n_spans, float *out,
                      const mxl_rec_scratch *s, void *mm_scratch, mxl_threadpool *pool) {
     const int64_t IN = mxl_rec_in_dim(hp, R->kind), DI = hp->ssm_inner;
-    be->ops->matmul(be, &R->in_proj, prep, h, n_rows, s->in, mm_scratch, pool);
-    add_bias(s->in, R->in_b, n_rows, IN);
+    if (R->kind == MXL_LAYER_GDN) {
+        gdn_project(be, hp, R, prep, h, n_rows, s, mm_scratch, pool);
+    } else {
+        be->ops->matmul(be, &R->in_proj, prep, h, n_rows, s->in, mm_scratch, pool);
+        add_bias(s->in, R->in_b, n_rows, IN);
+    }
     rec_pass p = {hp, R, spans, n_spans, s, 0};
     run_phase(&p, 0, pool);
     const float *y = s->y;
@@ -262,6 +373,8 @@ void mxl_rec_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const
         be->ops->matmul(be, &R->dt_proj, NULL, dr, n_rows, s->dt, mm_scratch, pool);
         add_bias(s->dt, R->dt_b, n_rows, DI);
         run_phase(&p, 1, pool);
+    } else if (R->kind == MXL_LAYER_GDN) {
+        run_phase(&p, 1, pool); /* (the gated norm per head in the scan) */
     } else {
         run_phase(&p, 1, pool);
         /* the gated norm: RMSNorm over each of the G groups, times the weight */

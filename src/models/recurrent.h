@@ -19,6 +19,15 @@
  *                      S[h][p][s] = exp(dt A_h) S[h][p][s] + dt B[g][s] x[h][p],
  *                      y[h][p] = sum_s S[h][p][s] C[g][s] + D_h x[h][p];
  *                      y = rmsnorm_per_group(y * silu(z)) * w (G groups of DI / G);  out = out_proj(y)
+ *   GDN (gated delta rule: Qwen3-Next, Qwen 3.5): NK key heads and NV = r NK value heads of dk / dv;
+ *                      q, k, v, z = in_proj(h) (Qwen3-Next: one in_proj_qkvz, per key head g its
+ *                      [q_g, k_g, v and z of value heads g r .. g r + r - 1]; gdn_split: separate
+ *                      in_proj_qkv [q; k; v] and in_proj_z), b, a = in_proj_ba(h) (likewise per key
+ *                      head, or in_proj_b / in_proj_a); qkv = silu(conv([q; k; v])) (no bias);
+ *                      per value head h (key head h / r): q, k l2-normed (eps 1e-6), q / sqrt(dk),
+ *                      beta = sigmoid(b_h), decay = exp(A_h softplus(a_h + dt_bias_h)),
+ *                      S [dk, dv] = decay S;  S += k (x) ((v - S^T k) beta);  o = S^T q;
+ *                      y_h = rmsnorm(o) * w (dv) * silu(z_h);  out = out_proj(y)
  * A is stored as -exp(A_log) (GGUF stores it so already).
  *
  * The scans run token by token (the plain form of every kind, and the one that makes a chunked
@@ -35,11 +44,14 @@
 
 typedef struct mxl_decoder_hparams mxl_decoder_hparams;
 
+#define MXL_GDN_MAX_DIM 1024 /* GDN head dims dk, dv at most this */
+
 typedef enum mxl_layer_kind {
     MXL_LAYER_ATTN = 0,  /* attention over the KV cache (the decoder's own) */
     MXL_LAYER_SHORTCONV, /* LFM2's gated short convolution */
     MXL_LAYER_MAMBA,     /* Mamba's selective scan */
     MXL_LAYER_MAMBA2,    /* Mamba-2's scalar-decay scan (SSD) */
+    MXL_LAYER_GDN,       /* the gated delta rule (Gated DeltaNet) */
     MXL_LAYER_KIND_COUNT
 } mxl_layer_kind;
 
@@ -48,16 +60,19 @@ const char *mxl_layer_kind_name(mxl_layer_kind k);
 /* One recurrent layer's weights (matrices are views in the checkpoint's format). */
 typedef struct mxl_rec_layer {
     mxl_layer_kind kind;
-    mxl_weight in_proj;     /* [in_dim, hidden] */
+    mxl_weight in_proj;     /* [in_dim, hidden] (GDN: qkvz, or with gdn_split qkv) */
+    mxl_weight in_ba;       /* GDN: [2 NV, hidden] in_proj_ba, or with gdn_split in_proj_b */
+    mxl_weight in_a;        /* GDN with gdn_split: [NV, hidden] in_proj_a */
+    mxl_weight in_z;        /* GDN with gdn_split: [NV dv, hidden] in_proj_z */
     const float *in_b;      /* [in_dim] or NULL */
     const float *conv_w;    /* [conv_dim, K] */
     const float *conv_b;    /* [conv_dim] or NULL */
     mxl_weight x_proj;      /* MAMBA: [R + 2 N, DI] */
     mxl_weight dt_proj;     /* MAMBA: [DI, R] */
-    const float *dt_b;      /* MAMBA: dt_proj's bias [DI]; MAMBA2: dt_bias [NH] */
-    const float *A;         /* -exp(A_log): MAMBA [DI, N]; MAMBA2 [NH] */
+    const float *dt_b;      /* MAMBA: dt_proj's bias [DI]; MAMBA2: dt_bias [NH]; GDN: dt_bias [NV] */
+    const float *A;         /* -exp(A_log): MAMBA [DI, N]; MAMBA2 [NH]; GDN [NV] */
     const float *D;         /* MAMBA [DI]; MAMBA2 [NH] */
-    const float *norm_w;    /* MAMBA2: the gated norm's weight [DI] */
+    const float *norm_w;    /* MAMBA2: the gated norm's weight [DI]; GDN [dv] */
     mxl_weight out_proj;    /* [hidden, DI] (SHORTCONV: [hidden, hidden]) */
     const float *out_b;     /* [hidden] or NULL */
     size_t state_off;       /* this layer's piece of a sequence's state slab (floats) */
@@ -74,7 +89,7 @@ typedef struct mxl_rec_scratch {
     float *in;  /* [max_rows, in_dim] in_proj's output */
     float *xc;  /* [max_rows, conv_dim] the convolution's output */
     float *dbc; /* [max_rows, R + 2 N] MAMBA's x_proj output */
-    float *dt;  /* [max_rows, DI] MAMBA's time steps */
+    float *dt;  /* [max_rows, DI] MAMBA's time steps; GDN: [max_rows, 2 NV] b and a, then [NV dv] z */
     float *y;   /* [max_rows, DI] the scan's output (out_proj's input) */
 } mxl_rec_scratch;
 

@@ -1,0 +1,87 @@
+/* family_qwen3_next.c - Qwen3-Next (transformers modeling_qwen3_next.py): a hybrid of Gated
+ * DeltaNet layers (recurrent.h MXL_LAYER_GDN, "linear_attention": linear_attn.in_proj_qkvz /
+ * in_proj_ba grouped per key head, a width-linear_conv_kernel_dim convolution, dt_bias, A_log, a
+ * gated RMSNorm per value head, out_proj) and gated full attention every full_attention_interval
+ * layers (layer_types; q_proj's rows per head are [query; gate], the output times sigmoid(gate);
+ * per-head QK RMSNorms), each followed by Qwen2 MoE's block (softmax top-k renormalised with
+ * norm_topk_prob, default true, a sigmoid-gated shared expert; dense on mlp_only_layers and off
+ * decoder_sparse_step). Every RMSNorm but the gated one is zero-centred: y = norm(x) (1 + w).
+ * Partial RoPE (partial_rotary_factor of head_dim). */
+#include <jansson.h>
+#include <string.h>
+
+#include "models/decoder_family.h"
+
+static const mxl_decoder_names k_names = {
+    .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
+    .attn_norm = "input_layernorm", .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
+    .o = "self_attn.o_proj", .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
+    .ffn_norm = "post_attention_layernorm", .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
+    .moe_router = "mlp.gate", .experts = "mlp.experts.", .expert_gate = "gate_proj", .expert_up = "up_proj",
+    .expert_down = "down_proj", .exps_gate = "mlp.switch_mlp.gate_proj", .exps_up = "mlp.switch_mlp.up_proj",
+    .exps_down = "mlp.switch_mlp.down_proj", .sh_gate = "mlp.shared_expert.gate_proj", .sh_up = "mlp.shared_expert.up_proj",
+    .sh_down = "mlp.shared_expert.down_proj", .sh_router = "mlp.shared_expert_gate",
+    .ssm_in = "linear_attn.in_proj_qkvz", .ssm_ba = "linear_attn.in_proj_ba", .ssm_conv = "linear_attn.conv1d",
+    .ssm_dt_bias = "linear_attn.dt_bias", .ssm_a = "linear_attn.A_log", .ssm_norm = "linear_attn.norm",
+    .ssm_out = "linear_attn.out_proj",
+};
+
+/* The layer kinds: layer_types ("linear_attention" / "full_attention"), else every
+ * full_attention_interval-th layer (default 4) attends. */
+static mxl_status gdn_layers(mxl_family_ctx *c, uint8_t *kind) {
+    const int64_t n = c->hp->n_layers;
+    json_t *lt = json_object_get(c->raw, "layer_types");
+    if (lt && json_is_array(lt)) {
+        for (int64_t i = 0; i < n; i++) {
+            const char *s = json_string_value(json_array_get(lt, (size_t)i));
+            if (s && strcmp(s, "linear_attention") == 0) kind[i] = MXL_LAYER_GDN;
+            else if (s && strcmp(s, "full_attention") == 0) kind[i] = MXL_LAYER_ATTN;
+            else
+                return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: layer_types[%lld] = '%s' is neither 'linear_attention' nor 'full_attention'",
+                                     c->ck->path, (long long)i, s ? s : "?");
+        }
+        return MXL_OK;
+    }
+    int64_t every;
+    mxl_status st = mxl_family_int(c, "full_attention_interval", 4, &every);
+    if (st) return st;
+    if (every <= 0) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: full_attention_interval must be positive", c->ck->path);
+    for (int64_t i = 0; i < n; i++) kind[i] = (i + 1) % every == 0 ? MXL_LAYER_ATTN : MXL_LAYER_GDN;
+    return MXL_OK;
+}
+
+/* The Gated DeltaNet sizes (linear_*) and the zero-centred norms, shared with Qwen 3.5. */
+mxl_status mxl_family_gdn_common(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    uint8_t *kind = mxl_family_layer_flags(c);
+    if (!kind) return MXL_ERR_NOMEM;
+    hp->layer_kind = kind;
+    hp->norm_plus_one = true;
+    hp->qk_norm_kind = MXL_QK_NORM_HEAD;
+    hp->attn_q_gate = true;
+    if ((st = gdn_layers(c, kind)) || (st = mxl_family_int(c, "linear_conv_kernel_dim", 4, &hp->ssm_conv)) ||
+        (st = mxl_family_int(c, "linear_num_key_heads", 16, &hp->gdn_k_heads)) || (st = mxl_family_int(c, "linear_num_value_heads", 32, &hp->gdn_v_heads)) ||
+        (st = mxl_family_int(c, "linear_key_head_dim", 128, &hp->gdn_k_dim)) || (st = mxl_family_int(c, "linear_value_head_dim", 128, &hp->gdn_v_dim)))
+        return st;
+    hp->ssm_inner = hp->gdn_v_heads * hp->gdn_v_dim;
+    hp->ssm_norm_eps = hp->norm_eps;
+    if (hp->act != MXL_ACT_SILU)
+        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: hidden_act '%s' is not supported for %s (silu is)", c->ck->path,
+                             c->cfg->hidden_act, c->cfg->model_type);
+    return mxl_family_rope(c);
+}
+
+static mxl_status qwen3_next_setup(mxl_family_ctx *c) {
+    mxl_status st;
+    if (c->gguf) return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: Qwen3-Next from GGUF is not supported yet", c->ck->path);
+    if ((st = mxl_family_gdn_common(c))) return st;
+    if ((st = mxl_family_moe(c, "moe_intermediate_size", "shared_expert_intermediate_size", true, true))) return st;
+    c->hp->shared_expert_gate = c->hp->shared_ffn > 0;
+    return MXL_OK;
+}
+
+const mxl_decoder_family mxl_family_qwen3_next = {
+    .model_type = "qwen3_next", .registry_id = "qwen3_next", .hf_class = "Qwen3NextForCausalLM", .names = &k_names,
+    .setup = qwen3_next_setup,
+};
