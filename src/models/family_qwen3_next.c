@@ -6,10 +6,12 @@
  * per-head QK RMSNorms), each followed by Qwen2 MoE's block (softmax top-k renormalised with
  * norm_topk_prob, default true, a sigmoid-gated shared expert; dense on mlp_only_layers and off
  * decoder_sparse_step). Every RMSNorm but the gated one is zero-centred: y = norm(x) (1 + w).
- * Partial RoPE (partial_rotary_factor of head_dim). */
+ * Partial RoPE (partial_rotary_factor of head_dim). mlx-lm's conversions (their experts stacked as
+ * mlp.switch_mlp.*) store those norms' weights as 1 + w already (its sanitize). */
 #include <jansson.h>
 #include <string.h>
 
+#include "io/safetensors.h"
 #include "models/decoder_family.h"
 
 static const mxl_decoder_names k_names = {
@@ -76,6 +78,14 @@ static mxl_status qwen3_next_setup(mxl_family_ctx *c) {
     mxl_status st;
     if (c->gguf) return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: Qwen3-Next from GGUF is not supported yet", c->ck->path);
     if ((st = mxl_family_gdn_common(c))) return st;
+    char name[96];
+    for (int64_t i = 0; i < c->hp->n_layers; i++) { /* an mlx-lm conversion: 1 + w stored */
+        snprintf(name, sizeof name, "model.layers.%lld.mlp.switch_mlp.gate_proj.weight", (long long)i);
+        if (mxl_st_model_find(c->ck->st, name)) {
+            c->hp->norm_plus_one = false;
+            break;
+        }
+    }
     if ((st = mxl_family_moe(c, "moe_intermediate_size", "shared_expert_intermediate_size", true, true))) return st;
     c->hp->shared_expert_gate = c->hp->shared_ffn > 0;
     return MXL_OK;
