@@ -501,7 +501,7 @@ static mxl_status bind_rec(const binder *b, int64_t i, mxl_layer_kind k, mxl_dec
     mxl_status st;
     if (!nm->ssm_in || !nm->ssm_conv || !nm->ssm_out || (k != MXL_LAYER_SHORTCONV && (!nm->ssm_a || (k != MXL_LAYER_GDN && !nm->ssm_d))) ||
         (k == MXL_LAYER_MAMBA && (!nm->ssm_x || !nm->ssm_dt)) || (k == MXL_LAYER_MAMBA2 && (!nm->ssm_dt_bias || !nm->ssm_norm)) ||
-        (k == MXL_LAYER_GDN && (!nm->ssm_dt_bias || !nm->ssm_norm || !nm->ssm_ba || (hp->gdn_split && (!nm->ssm_in_a || !nm->ssm_in_z)))))
+        (k == MXL_LAYER_GDN && (!nm->ssm_dt_bias || !nm->ssm_norm || !nm->ssm_ba || (hp->gdn_split && !nm->ssm_in_z))))
         return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no %s mixer tensors", b->ck->path, mxl_layer_kind_name(k));
     mxl_rec_layer *R = mxl_arena_alloc(&b->d->arena, sizeof *R, 64);
     if (!R) return mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory");
@@ -524,8 +524,8 @@ static mxl_status bind_rec(const binder *b, int64_t i, mxl_layer_kind k, mxl_dec
     if (!st && k == MXL_LAYER_MAMBA2) st = bind_vector(b, i, nm->ssm_norm, ".weight", DI, &R->norm_w);
     if (k == MXL_LAYER_GDN) {
         const int64_t NV = hp->gdn_v_heads;
-        if (!st) st = bind_matrix(b, i, nm->ssm_ba, hp->gdn_split ? NV : 2 * NV, H, &R->in_ba);
-        if (!st && hp->gdn_split) st = bind_matrix(b, i, nm->ssm_in_a, NV, H, &R->in_a);
+        if (!st) st = bind_matrix(b, i, nm->ssm_ba, nm->ssm_in_a ? NV : 2 * NV, H, &R->in_ba);
+        if (!st && nm->ssm_in_a) st = bind_matrix(b, i, nm->ssm_in_a, NV, H, &R->in_a);
         if (!st && hp->gdn_split) st = bind_matrix(b, i, nm->ssm_in_z, NV * hp->gdn_v_dim, H, &R->in_z);
         if (!st) st = bind_vector(b, i, nm->ssm_dt_bias, "", NV, &R->dt_b);
         if (!st) st = bind_ssm_a(b, i, NV, &R->A);

@@ -173,7 +173,8 @@ typedef struct mxl_decoder_hparams {
     float ssm_norm_eps;   /* MAMBA2's gated RMSNorm */
     float ssm_bcdt_eps;   /* > 0: MAMBA's time step, B and C each through a weightless RMSNorm (Falcon Mamba) */
     int64_t gdn_k_heads, gdn_v_heads, gdn_k_dim, gdn_v_dim; /* GDN: NK, NV, dk, dv */
-    bool gdn_split;       /* GDN: separate in_proj_qkv / _z / _b / _a (Qwen 3.5), not Qwen3-Next's per-key-head qkvz / ba */
+    bool gdn_split;       /* GDN: separate in_proj_qkv [q; k; v] and in_proj_z (Qwen 3.5, GGUF), not
+                           * Qwen3-Next's per-key-head in_proj_qkvz */
     bool attn_q_gate;     /* q_proj's rows per head are [query; gate] and the attention output is
                            * multiplied by sigmoid(gate) before o_proj (Qwen3-Next's full attention) */
     bool ssm_conv_bias, ssm_proj_bias; /* the convolution has a bias; in_proj / out_proj have biases */

@@ -68,7 +68,8 @@ typedef struct mxl_decoder_names {
      * "<ssm_norm>", "<ssm_out>" (out_proj). Names are the tensors' full names after the layer
      * prefix, suffix included where they are parameters rather than modules (A_log, D, dt_bias). */
     const char *ssm_in, *ssm_conv, *ssm_x, *ssm_dt, *ssm_dt_bias, *ssm_a, *ssm_d, *ssm_norm, *ssm_out;
-    const char *ssm_ba, *ssm_in_a, *ssm_in_z; /* GDN: in_proj_ba (gdn_split: in_proj_b), in_proj_a, in_proj_z */
+    const char *ssm_ba, *ssm_in_a, *ssm_in_z; /* GDN: in_proj_ba (or in_proj_b when ssm_in_a names in_proj_a),
+                                               * and with hp.gdn_split in_proj_z */
     bool ssm_a_neg;         /* ssm_a holds A = -exp(A_log) already (GGUF) */
 } mxl_decoder_names;
 
@@ -262,6 +263,9 @@ mxl_status mxl_family_moe_shared_count(mxl_family_ctx *c, const char *key);
  * "full_attention" (else every full_attention_interval-th layer attends), the linear_* sizes,
  * zero-centred RMSNorms, per-head QK-norms, gated attention queries (attn_q_gate), RoPE. */
 mxl_status mxl_family_gdn_common(mxl_family_ctx *c);
+/* The same from llama.cpp's GGUF (attention.recurrent_layers or full_attention_interval, the
+ * ssm.* sizes, attn_qkv / attn_gate / ssm_ba / ssm_* tensors, norms stored as 1 + w). */
+mxl_status mxl_family_gguf_gdn(mxl_family_ctx *c);
 
 /* ---- multi-head latent attention (family_mla.c) ---- */
 /* Latent attention from config.json (the module names self_attn.q_a_proj, ... kv_b_proj, and

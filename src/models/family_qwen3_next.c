@@ -7,12 +7,19 @@
  * norm_topk_prob, default true, a sigmoid-gated shared expert; dense on mlp_only_layers and off
  * decoder_sparse_step). Every RMSNorm but the gated one is zero-centred: y = norm(x) (1 + w).
  * Partial RoPE (partial_rotary_factor of head_dim). mlx-lm's conversions (their experts stacked as
- * mlp.switch_mlp.*) store those norms' weights as 1 + w already (its sanitize). */
+ * mlp.switch_mlp.*) store those norms' weights as 1 + w already (its sanitize).
+ * GGUF (llama.cpp's qwen3next): the recurrent layers from attention.recurrent_layers (else
+ * full_attention_interval), ssm.group_count / time_step_rank / state_size / inner_size the key
+ * heads, value heads, dk and NV dv; per GDN layer attn_qkv [q; k; v] and attn_gate (z) split
+ * out of in_proj_qkvz, ssm_ba as it was, ssm_conv1d, ssm_dt.bias, ssm_a (-exp(A_log)), ssm_norm,
+ * ssm_out; the zero-centred norms stored as 1 + w; nextn (MTP) blocks appended, not run. */
 #include <jansson.h>
 #include <string.h>
 
+#include "io/gguf.h"
 #include "io/safetensors.h"
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 static const mxl_decoder_names k_names = {
     .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
@@ -74,9 +81,62 @@ mxl_status mxl_family_gdn_common(mxl_family_ctx *c) {
     return mxl_family_rope(c);
 }
 
+/* The GGUF's Gated DeltaNet layout and sizes (llama.cpp's qwen3next / qwen35 converters). */
+mxl_status mxl_family_gguf_gdn(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_decoder_names *nm = c->names;
+    mxl_status st;
+    double conv, dk, nk, nv, inner, every;
+    if ((st = mxl_family_gguf_drop_nextn(c))) return st;
+    uint8_t *kind = mxl_family_layer_flags(c);
+    if (!kind) return MXL_ERR_NOMEM;
+    hp->layer_kind = kind;
+    char key[192];
+    mxl_family_gguf_key(c, "attention.recurrent_layers", key, sizeof key);
+    const mxl_gguf_kv *kv = mxl_gguf_find(c->ck->gguf, key);
+    if (kv) {
+        const mxl_gguf_array *a = kv->value.type == MXL_GGUF_TYPE_ARRAY ? &kv->value.v.arr : NULL;
+        if (!a || a->n < (uint64_t)hp->n_layers)
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: '%s' must list each of the %lld layers", c->ck->path, key, (long long)hp->n_layers);
+        for (int64_t i = 0; i < hp->n_layers; i++) {
+            mxl_gguf_value e;
+            if (!mxl_gguf_array_get(a, (uint64_t)i, &e) || e.type != MXL_GGUF_TYPE_BOOL)
+                return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: '%s' must be an array of booleans", c->ck->path, key);
+            kind[i] = e.v.b ? MXL_LAYER_GDN : MXL_LAYER_ATTN;
+        }
+    } else {
+        if ((st = mxl_family_gguf_number(c, "full_attention_interval", 4, &every))) return st;
+        if (!(every >= 1)) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: full_attention_interval must be positive", c->ck->path);
+        for (int64_t i = 0; i < hp->n_layers; i++) kind[i] = (i + 1) % (int64_t)every == 0 ? MXL_LAYER_ATTN : MXL_LAYER_GDN;
+    }
+    if ((st = mxl_family_gguf_number(c, "ssm.conv_kernel", 4, &conv)) || (st = mxl_family_gguf_number(c, "ssm.state_size", 0, &dk)) ||
+        (st = mxl_family_gguf_number(c, "ssm.group_count", 0, &nk)) || (st = mxl_family_gguf_number(c, "ssm.time_step_rank", 0, &nv)) ||
+        (st = mxl_family_gguf_number(c, "ssm.inner_size", 0, &inner)))
+        return st;
+    if (!(conv >= 1 && conv <= 64 && dk >= 1 && nk >= 1 && nv >= 1 && nv <= 65536 && inner >= nv && inner <= (1 << 24)))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: the ssm.* sizes are missing or out of range", c->ck->path);
+    hp->ssm_conv = (int64_t)conv;
+    hp->gdn_k_dim = (int64_t)dk;
+    hp->gdn_k_heads = (int64_t)nk;
+    hp->gdn_v_heads = (int64_t)nv;
+    hp->gdn_v_dim = (int64_t)inner / hp->gdn_v_heads;
+    hp->ssm_inner = (int64_t)inner;
+    hp->ssm_norm_eps = hp->norm_eps;
+    hp->gdn_split = true;
+    hp->qk_norm_kind = MXL_QK_NORM_HEAD;
+    hp->attn_q_gate = true;
+    nm->ssm_in = "attn_qkv", nm->ssm_in_z = "attn_gate", nm->ssm_ba = "ssm_ba", nm->ssm_conv = "ssm_conv1d";
+    nm->ssm_dt_bias = "ssm_dt.bias", nm->ssm_a = "ssm_a", nm->ssm_a_neg = true, nm->ssm_norm = "ssm_norm", nm->ssm_out = "ssm_out";
+    nm->ffn_norm = "post_attention_norm"; /* (transformers' post_attention_layernorm: the norm before the MLP) */
+    return mxl_family_gguf_rope_neox(c);
+}
+
 static mxl_status qwen3_next_setup(mxl_family_ctx *c) {
     mxl_status st;
-    if (c->gguf) return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: Qwen3-Next from GGUF is not supported yet", c->ck->path);
+    if (c->gguf) {
+        if ((st = mxl_family_gguf_gdn(c))) return st;
+        return mxl_family_gguf_moe(c, true);
+    }
     if ((st = mxl_family_gdn_common(c))) return st;
     char name[96];
     for (int64_t i = 0; i < c->hp->n_layers; i++) { /* an mlx-lm conversion: 1 + w stored */
@@ -93,5 +153,5 @@ static mxl_status qwen3_next_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_qwen3_next = {
     .model_type = "qwen3_next", .registry_id = "qwen3_next", .hf_class = "Qwen3NextForCausalLM", .names = &k_names,
-    .setup = qwen3_next_setup,
+    .setup = qwen3_next_setup, .gguf_arch = "qwen3next", .convert_check = mxl_family_gguf_not_converted,
 };

@@ -309,24 +309,27 @@ static void gdn_project(const mxl_backend *be, const mxl_decoder_hparams *hp, co
                         const float *h, int64_t n, const mxl_rec_scratch *s, void *mm_scratch, mxl_threadpool *pool) {
     const int64_t NK = hp->gdn_k_heads, NV = hp->gdn_v_heads, dk = hp->gdn_k_dim, dv = hp->gdn_v_dim, r = NV / NK;
     const int64_t C = mxl_rec_conv_dim(hp, R->kind), IN = mxl_rec_in_dim(hp, R->kind), BA = 2 * NV + NV * dv;
-    if (hp->gdn_split) {
-        /* [q; k; v] is in_proj_qkv's row as it is; b, a, z each their own matrix */
-        be->ops->matmul(be, &R->in_proj, prep, h, n, s->xc, mm_scratch, pool);
-        be->ops->matmul(be, &R->in_ba, NULL, h, n, s->in, mm_scratch, pool);
+    /* b and a: in_proj_b and in_proj_a, or per key head g [b (r), a (r)] of in_proj_ba */
+    be->ops->matmul(be, &R->in_ba, prep, h, n, s->in, mm_scratch, pool);
+    if (R->in_a.rows > 0) {
         for (int64_t t = 0; t < n; t++) memcpy(s->dt + t * BA, s->in + t * NV, (size_t)NV * sizeof(float));
         be->ops->matmul(be, &R->in_a, NULL, h, n, s->in, mm_scratch, pool);
         for (int64_t t = 0; t < n; t++) memcpy(s->dt + t * BA + NV, s->in + t * NV, (size_t)NV * sizeof(float));
+    } else {
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t g = 0; g < NK; g++) {
+                memcpy(s->dt + t * BA + g * r, s->in + t * 2 * NV + g * 2 * r, (size_t)r * sizeof(float));
+                memcpy(s->dt + t * BA + NV + g * r, s->in + t * 2 * NV + g * 2 * r + r, (size_t)r * sizeof(float));
+            }
+    }
+    if (hp->gdn_split) {
+        /* [q; k; v] is in_proj_qkv's row as it is; z its own matrix */
+        be->ops->matmul(be, &R->in_proj, NULL, h, n, s->xc, mm_scratch, pool);
         be->ops->matmul(be, &R->in_z, NULL, h, n, s->in, mm_scratch, pool);
         for (int64_t t = 0; t < n; t++) memcpy(s->dt + t * BA + 2 * NV, s->in + t * NV * dv, (size_t)(NV * dv) * sizeof(float));
         return;
     }
-    /* per key head g: [q_g (dk), k_g (dk), v (r dv), z (r dv)] and [b (r), a (r)] */
-    be->ops->matmul(be, &R->in_ba, prep, h, n, s->in, mm_scratch, pool);
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t g = 0; g < NK; g++) {
-            memcpy(s->dt + t * BA + g * r, s->in + t * 2 * NV + g * 2 * r, (size_t)r * sizeof(float));
-            memcpy(s->dt + t * BA + NV + g * r, s->in + t * 2 * NV + g * 2 * r + r, (size_t)r * sizeof(float));
-        }
+    /* per key head g: [q_g (dk), k_g (dk), v (r dv), z (r dv)] */
     be->ops->matmul(be, &R->in_proj, NULL, h, n, s->in, mm_scratch, pool);
     const int64_t grp = 2 * dk + 2 * r * dv;
     for (int64_t t = 0; t < n; t++) {

@@ -23,7 +23,8 @@
  *                      q, k, v, z = in_proj(h) (Qwen3-Next: one in_proj_qkvz, per key head g its
  *                      [q_g, k_g, v and z of value heads g r .. g r + r - 1]; gdn_split: separate
  *                      in_proj_qkv [q; k; v] and in_proj_z), b, a = in_proj_ba(h) (likewise per key
- *                      head, or in_proj_b / in_proj_a); qkv = silu(conv([q; k; v])) (no bias);
+ *                      head; or, when in_a is bound, in_proj_b and in_proj_a);
+ *                      qkv = silu(conv([q; k; v])) (no bias);
  *                      per value head h (key head h / r): q, k l2-normed (eps 1e-6), q / sqrt(dk),
  *                      beta = sigmoid(b_h), decay = exp(A_h softplus(a_h + dt_bias_h)),
  *                      S [dk, dv] = decay S;  S += k (x) ((v - S^T k) beta);  o = S^T q;
@@ -61,8 +62,8 @@ const char *mxl_layer_kind_name(mxl_layer_kind k);
 typedef struct mxl_rec_layer {
     mxl_layer_kind kind;
     mxl_weight in_proj;     /* [in_dim, hidden] (GDN: qkvz, or with gdn_split qkv) */
-    mxl_weight in_ba;       /* GDN: [2 NV, hidden] in_proj_ba, or with gdn_split in_proj_b */
-    mxl_weight in_a;        /* GDN with gdn_split: [NV, hidden] in_proj_a */
+    mxl_weight in_ba;       /* GDN: [2 NV, hidden] in_proj_ba, or [NV, hidden] in_proj_b (in_a bound) */
+    mxl_weight in_a;        /* GDN: [NV, hidden] in_proj_a, or rows 0 (b and a in in_ba) */
     mxl_weight in_z;        /* GDN with gdn_split: [NV dv, hidden] in_proj_z */
     const float *in_b;      /* [in_dim] or NULL */
     const float *conv_w;    /* [conv_dim, K] */
