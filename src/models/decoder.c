@@ -850,8 +850,8 @@ static mxl_status check_hparams(const mxl_checkpoint *ck, const mxl_decoder_hpar
         mxl_status st = check_recurrent(ck, hp, err);
         if (st) return st;
     }
-    if (hp->no_mlp) {
-        /* (no intermediate size to check) */
+    if (hp->no_mlp || (hp->n_experts > 0 && !hp->layer_is_moe && hp->ffn == 0)) {
+        /* (no dense MLP: no intermediate size to check) */
     } else if (hp->ffn <= 0) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: intermediate_size is missing", ck->path);
     if (hp->ffn > (INT64_C(1) << 26)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: intermediate_size %lld is out of range", ck->path, (long long)hp->ffn);
     if (!(hp->norm_eps >= 0) || !isfinite(hp->attn_scale) || !isfinite(hp->embed_scale) || !isfinite(hp->residual_scale) ||
@@ -917,7 +917,9 @@ static mxl_status read_hparams(const mxl_checkpoint *ck, mxl_decoder *d, mxl_dec
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: quantization '%s' is not supported (MLX affine quantization and GGUF are)", ck->path,
                              q->method[0] ? q->method : mxl_quant_mode_name(q->mode));
     *names = gguf ? mxl_names_gguf : *fam->names;
-    mxl_family_ctx fc = {ck, &ck->config, ck->config.raw, gguf, &d->hp, names, &d->arena, err};
+    json_t *raw = ck->config.raw, *tc = fam->text_config && raw ? json_object_get(raw, "text_config") : NULL;
+    if (tc && json_is_object(tc)) raw = tc; /* (the decoder's keys of a vision-language config) */
+    mxl_family_ctx fc = {ck, &ck->config, raw, gguf, &d->hp, names, &d->arena, err};
     mxl_status st;
     if ((st = common_hparams(ck, &fc))) return st;
     if ((st = fam->setup(&fc))) return st;
@@ -925,6 +927,8 @@ static mxl_status read_hparams(const mxl_checkpoint *ck, mxl_decoder *d, mxl_dec
      * the family's plain RoPE (family_gguf.h) */
     if (gguf && (st = mxl_family_gguf_rope_scaling(&fc))) return st;
     d->hp.qk_norm = d->hp.qk_norm_kind != MXL_QK_NORM_NONE;
+    /* every layer sparse (Qwen 3.5 MoE) or without an MLP: no intermediate_size needed */
+    if (d->hp.ffn < 0 && (d->hp.no_mlp || (d->hp.n_experts > 0 && !d->hp.layer_is_moe))) d->hp.ffn = 0;
     return check_hparams(ck, &d->hp, err);
 }
 

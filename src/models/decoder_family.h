@@ -102,6 +102,9 @@ typedef struct mxl_decoder_family {
     /* What this build leaves out of the registry family (NULL: nothing); makes it "partial" in
      * `mlxcel arch` (Gemma 3 runs its text path only). */
     const char *gaps;
+    /* config.json's "text_config" object, when there is one, holds the decoder's keys (a
+     * vision-language checkpoint run on text): setup's c->raw is that object. */
+    bool text_config;
 
     /* ---- GGUF facts (llama.cpp's convert_hf_to_gguf.py and llama-model.cpp) ---- */
     const char *gguf_arch;        /* general.architecture it loads from; NULL: no GGUF path */
@@ -266,6 +269,10 @@ mxl_status mxl_family_gdn_common(mxl_family_ctx *c);
 /* The same from llama.cpp's GGUF (attention.recurrent_layers or full_attention_interval, the
  * ssm.* sizes, attn_qkv / attn_gate / ssm_ba / ssm_* tensors, norms stored as 1 + w). */
 mxl_status mxl_family_gguf_gdn(mxl_family_ctx *c);
+/* mlx-lm's conversions of these families store the zero-centred norms as 1 + w (its sanitize):
+ * recognised by their convolution weights in MLX's layout [C, K, 1] (transformers': [C, 1, K]),
+ * norm_plus_one is then cleared. */
+void mxl_family_gdn_mlx_norms(mxl_family_ctx *c, const char *conv);
 
 /* ---- multi-head latent attention (family_mla.c) ---- */
 /* Latent attention from config.json (the module names self_attn.q_a_proj, ... kv_b_proj, and

@@ -68,6 +68,10 @@
     X(mamba)                    \
     X(falcon_mamba)             \
     X(mamba2)                   \
-    X(qwen3_next)
+    X(qwen3_next)               \
+    X(qwen3_5_text)             \
+    X(qwen3_5_moe_text)         \
+    X(qwen3_5)                  \
+    X(qwen3_5_moe)
 
 #endif

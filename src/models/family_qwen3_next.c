@@ -6,8 +6,8 @@
  * per-head QK RMSNorms), each followed by Qwen2 MoE's block (softmax top-k renormalised with
  * norm_topk_prob, default true, a sigmoid-gated shared expert; dense on mlp_only_layers and off
  * decoder_sparse_step). Every RMSNorm but the gated one is zero-centred: y = norm(x) (1 + w).
- * Partial RoPE (partial_rotary_factor of head_dim). mlx-lm's conversions (their experts stacked as
- * mlp.switch_mlp.*) store those norms' weights as 1 + w already (its sanitize).
+ * Partial RoPE (partial_rotary_factor of head_dim). mlx-lm's conversions (recognised by
+ * their convolution weights in MLX's layout) store those norms' weights as 1 + w (its sanitize).
  * GGUF (llama.cpp's qwen3next): the recurrent layers from attention.recurrent_layers (else
  * full_attention_interval), ssm.group_count / time_step_rank / state_size / inner_size the key
  * heads, value heads, dk and NV dv; per GDN layer attn_qkv [q; k; v] and attn_gate (z) split
@@ -131,6 +131,17 @@ mxl_status mxl_family_gguf_gdn(mxl_family_ctx *c) {
     return mxl_family_gguf_rope_neox(c);
 }
 
+void mxl_family_gdn_mlx_norms(mxl_family_ctx *c, const char *conv) {
+    for (int64_t i = 0; c->ck->st && i < c->hp->n_layers; i++) {
+        if (c->hp->layer_kind[i] != MXL_LAYER_GDN) continue;
+        char name[256];
+        snprintf(name, sizeof name, "%s%lld.%s.weight", c->names->layers, (long long)i, conv);
+        const mxl_st_entry *e = mxl_st_model_find(c->ck->st, name);
+        if (e && e->tensor.ndim == 3 && e->tensor.shape[2] == 1 && e->tensor.shape[1] > 1) c->hp->norm_plus_one = false;
+        return;
+    }
+}
+
 static mxl_status qwen3_next_setup(mxl_family_ctx *c) {
     mxl_status st;
     if (c->gguf) {
@@ -138,14 +149,7 @@ static mxl_status qwen3_next_setup(mxl_family_ctx *c) {
         return mxl_family_gguf_moe(c, true);
     }
     if ((st = mxl_family_gdn_common(c))) return st;
-    char name[96];
-    for (int64_t i = 0; i < c->hp->n_layers; i++) { /* an mlx-lm conversion: 1 + w stored */
-        snprintf(name, sizeof name, "model.layers.%lld.mlp.switch_mlp.gate_proj.weight", (long long)i);
-        if (mxl_st_model_find(c->ck->st, name)) {
-            c->hp->norm_plus_one = false;
-            break;
-        }
-    }
+    mxl_family_gdn_mlx_norms(c, "linear_attn.conv1d");
     if ((st = mxl_family_moe(c, "moe_intermediate_size", "shared_expert_intermediate_size", true, true))) return st;
     c->hp->shared_expert_gate = c->hp->shared_ffn > 0;
     return MXL_OK;

@@ -115,7 +115,7 @@ static const mxl_family k_families[] = {
     {"mixtral", "Mixtral 8x7B / 8x22B (MoE)", "Mixtral", GEN, TXT, ANY, L("mixtral"), NONE, NONE, NONE, M_T, "text"},
     {"qwen2_moe", "Qwen 2 MoE", "Qwen", GEN, TXT, ANY, L("qwen2_moe"), NONE, NONE, NONE, M_T, "text"},
     {"qwen3_moe", "Qwen 3 MoE", "Qwen", GEN, TXT, ANY, L("qwen3_moe"), NONE, NONE, NONE, M_T, "text"},
-    {"qwen3_5_moe", "Qwen 3.5 MoE (MoE + GatedDeltaNet)", "Qwen", GEN, TXT, ANY, L("qwen3_5_moe"), NONE, NONE, NONE, M_T, "text"},
+    {"qwen3_5_moe", "Qwen 3.5 MoE (MoE + GatedDeltaNet)", "Qwen", GEN, TXT, ANY, L("qwen3_5_moe", "qwen3_5_moe_text"), NONE, NONE, NONE, M_T, "text"},
     {"gpt_oss", "GPT-OSS (MoE)", "GPT-OSS", GEN, TXT, ANY, L("gpt_oss"), NONE, NONE, NONE, M_T, "text"},
     {"minimax", "MiniMax (MoE)", "MiniMax", GEN, TXT, ANY, L("minimax"), NONE, NONE, NONE, M_T, "text"},
     {"olmoe", "OLMoE", "OLMoE", GEN, TXT, ANY, L("olmoe"), NONE, NONE, NONE, M_T, "text"},

@@ -133,8 +133,9 @@ def test_registered_keys_come_from_the_spec(registry_keys):
     # the spec names only by its class (RTDetrV2ForObjectDetection), and transformers' model_type of
     # the Hunyuan MoE the spec keys as hunyuan (HunYuanMoEV1ForCausalLM: hunyuan_v1_moe).
     text = SPEC.read_text(encoding="utf-8").lower()
-    # and Llama 4's text decoder (Llama4ForCausalLM: llama4_text) under the spec's llama4 row.
-    extra = {"rt_detr_v2", "hunyuan_v1_moe", "llama4_text"}
+    # and Llama 4's text decoder (Llama4ForCausalLM: llama4_text) under the spec's llama4 row, and
+    # Qwen 3.5 MoE's (Qwen3_5MoeForCausalLM: qwen3_5_moe_text) under qwen3_5_moe's.
+    extra = {"rt_detr_v2", "hunyuan_v1_moe", "llama4_text", "qwen3_5_moe_text"}
     unknown = sorted(k for k in registry_keys if k not in extra and k not in text)
     assert not unknown, f"registry keys not found in the spec: {unknown}"
 

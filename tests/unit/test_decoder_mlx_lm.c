@@ -47,6 +47,8 @@ static const char *const k_no_mlx_lm[][2] = {
     {"youtu_llm", "as youtu (the same decoder under the released checkpoints' model_type)"},
     {"cohere2_moe", "mlx-lm has no cohere2_moe model"},
     {"llama4_text", "mlx-lm's llama4 reads only the multimodal layout (text_config, language_model.*), which this build does not load yet"},
+    {"qwen3_5_text", "mlx-lm converts the released vision-language qwen3_5 (its fixture: the same decoder), not the bare text model type"},
+    {"qwen3_5_moe_text", "mlx-lm converts the released vision-language qwen3_5_moe (its fixture: the same decoder), not the bare text model type"},
 };
 #define N_NO_MLX_LM (sizeof k_no_mlx_lm / sizeof k_no_mlx_lm[0])
 
@@ -73,7 +75,7 @@ static void check_binding(const mxl_decoder *d, const char *family, int bits, in
     const mxl_decoder_layer *L = &d->layers[0];
     bool granite = strcmp(family, "granite") == 0, granitemoe = strcmp(family, "granitemoe") == 0;
     bool router8 = granitemoe || strcmp(family, "qwen3_moe") == 0 || strcmp(family, "mellum") == 0 || strcmp(family, "gpt_oss") == 0 ||
-                   strcmp(family, "qwen3_next") == 0;
+                   strcmp(family, "qwen3_next") == 0 || strcmp(family, "qwen3_5_moe") == 0;
     /* (a recurrent first layer: its in_proj and out_proj in place of q_proj and o_proj, and in
      * place of down_proj too when the block has no MLP: Mamba) */
     const mxl_weight *wq = L->rec ? &L->rec->in_proj : &L->wq, *wo = L->rec ? &L->rec->out_proj : &L->wo;

@@ -1,0 +1,81 @@
+/* family_qwen3_5.c - the text decoders of Qwen 3.5 and Qwen 3.5 MoE (transformers
+ * modeling_qwen3_5.py / modeling_qwen3_5_moe.py, Qwen3_5ForCausalLM: model_type qwen3_5_text /
+ * qwen3_5_moe_text): Qwen3-Next's hybrid of Gated DeltaNet and gated full attention
+ * (mxl_family_gdn_common), with the Gated DeltaNet's projections as separate matrices
+ * (linear_attn.in_proj_qkv [q; k; v], in_proj_z, in_proj_b, in_proj_a) and a dense SwiGLU MLP
+ * (Qwen 3.5) or on every layer Qwen3-Next's experts with a sigmoid-gated shared expert, the top-k
+ * weights always renormalised (Qwen 3.5 MoE). The multimodal rotary sections (mrope_section) of
+ * the released configs reduce to plain RoPE on text, where every position component is equal.
+ * The released checkpoints wrap this decoder in a vision-language model (model_type qwen3_5 /
+ * qwen3_5_moe, the decoder's keys in text_config): its text path runs here from
+ * model.language_model.* (the vision tower's tensors are left alone), and from mlx-lm's
+ * conversions of it (language_model.model.*, language_model.lm_head, the vision tower dropped,
+ * norms stored as 1 + w). */
+#include "io/safetensors.h"
+#include "models/decoder_family.h"
+
+static const mxl_decoder_names k_names = {
+    .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
+    .attn_norm = "input_layernorm", .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
+    .o = "self_attn.o_proj", .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
+    .ffn_norm = "post_attention_layernorm", .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
+    .moe_router = "mlp.gate", .experts = "mlp.experts.", .expert_gate = "gate_proj", .expert_up = "up_proj",
+    .expert_down = "down_proj", .exps_gate = "mlp.switch_mlp.gate_proj", .exps_up = "mlp.switch_mlp.up_proj",
+    .exps_down = "mlp.switch_mlp.down_proj", .sh_gate = "mlp.shared_expert.gate_proj", .sh_up = "mlp.shared_expert.up_proj",
+    .sh_down = "mlp.shared_expert.down_proj", .sh_router = "mlp.shared_expert_gate",
+    .ssm_in = "linear_attn.in_proj_qkv", .ssm_in_z = "linear_attn.in_proj_z", .ssm_ba = "linear_attn.in_proj_b",
+    .ssm_in_a = "linear_attn.in_proj_a", .ssm_conv = "linear_attn.conv1d", .ssm_dt_bias = "linear_attn.dt_bias",
+    .ssm_a = "linear_attn.A_log", .ssm_norm = "linear_attn.norm", .ssm_out = "linear_attn.out_proj",
+};
+
+/* Where the decoder sits: model.* (Qwen3_5ForCausalLM), model.language_model.* (the
+ * vision-language model) or language_model.model.* (mlx-lm's conversion of it). */
+static void text_prefix(mxl_family_ctx *c) {
+    mxl_decoder_names *nm = c->names;
+    if (mxl_st_model_find(c->ck->st, "model.language_model.embed_tokens.weight")) {
+        nm->embed = "model.language_model.embed_tokens", nm->final_norm = "model.language_model.norm";
+        nm->layers = "model.language_model.layers.";
+    } else if (mxl_st_model_find(c->ck->st, "language_model.model.embed_tokens.weight")) {
+        nm->embed = "language_model.model.embed_tokens", nm->final_norm = "language_model.model.norm";
+        nm->layers = "language_model.model.layers.", nm->lm_head = "language_model.lm_head";
+    }
+}
+
+static mxl_status qwen3_5_setup(mxl_family_ctx *c) {
+    mxl_status st;
+    if (c->gguf) return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: Qwen 3.5 from GGUF is not supported yet", c->ck->path);
+    text_prefix(c);
+    if ((st = mxl_family_gdn_common(c))) return st;
+    c->hp->gdn_split = true;
+    mxl_family_gdn_mlx_norms(c, "linear_attn.conv1d");
+    return MXL_OK;
+}
+
+static mxl_status qwen3_5_moe_setup(mxl_family_ctx *c) {
+    mxl_status st;
+    if ((st = qwen3_5_setup(c))) return st;
+    if ((st = mxl_family_moe(c, "moe_intermediate_size", "shared_expert_intermediate_size", true, false))) return st;
+    c->hp->moe_norm_topk = true; /* (no norm_topk_prob key: the router always renormalises) */
+    c->hp->shared_expert_gate = c->hp->shared_ffn > 0;
+    return MXL_OK;
+}
+
+const mxl_decoder_family mxl_family_qwen3_5_text = {
+    .model_type = "qwen3_5_text", .registry_id = "qwen3_5", .hf_class = "Qwen3_5ForCausalLM", .names = &k_names,
+    .setup = qwen3_5_setup, .gaps = "the vision tower (text decoder only)",
+};
+
+const mxl_decoder_family mxl_family_qwen3_5_moe_text = {
+    .model_type = "qwen3_5_moe_text", .registry_id = "qwen3_5_moe", .hf_class = "Qwen3_5MoeForCausalLM", .names = &k_names,
+    .setup = qwen3_5_moe_setup, .gaps = "the vision tower (text decoder only)",
+};
+
+const mxl_decoder_family mxl_family_qwen3_5 = {
+    .model_type = "qwen3_5", .registry_id = "qwen3_5", .hf_class = "Qwen3_5ForConditionalGeneration", .names = &k_names,
+    .setup = qwen3_5_setup, .gaps = "the vision tower (text decoder only)", .text_config = true,
+};
+
+const mxl_decoder_family mxl_family_qwen3_5_moe = {
+    .model_type = "qwen3_5_moe", .registry_id = "qwen3_5_moe", .hf_class = "Qwen3_5MoeForConditionalGeneration", .names = &k_names,
+    .setup = qwen3_5_moe_setup, .gaps = "the vision tower (text decoder only)", .text_config = true,
+};
