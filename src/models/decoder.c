@@ -812,6 +812,14 @@ static mxl_status prepare_tiles(const mxl_checkpoint *ck, mxl_decoder *d, mxl_er
     return each_matrix(ck, d, err, d->hp.n_experts > 0 && !d->experts_streamed, prepare_one);
 }
 
+/* Every layer a mixture of experts: no dense MLP anywhere. */
+static bool all_sparse(const mxl_decoder_hparams *hp) {
+    if (hp->n_experts <= 0) return false;
+    for (int64_t l = 0; hp->layer_is_moe && l < hp->n_layers; l++)
+        if (!hp->layer_is_moe[l]) return false;
+    return true;
+}
+
 /* The recurrent layers' sizes (recurrent.h), checked before anything is bound. */
 static mxl_status check_recurrent(const mxl_checkpoint *ck, const mxl_decoder_hparams *hp, mxl_error *err) {
     bool seen[MXL_LAYER_KIND_COUNT] = {false};
@@ -850,7 +858,7 @@ static mxl_status check_hparams(const mxl_checkpoint *ck, const mxl_decoder_hpar
         mxl_status st = check_recurrent(ck, hp, err);
         if (st) return st;
     }
-    if (hp->no_mlp || (hp->n_experts > 0 && !hp->layer_is_moe && hp->ffn == 0)) {
+    if (hp->no_mlp || (all_sparse(hp) && hp->ffn == 0)) {
         /* (no dense MLP: no intermediate size to check) */
     } else if (hp->ffn <= 0) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: intermediate_size is missing", ck->path);
     if (hp->ffn > (INT64_C(1) << 26)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: intermediate_size %lld is out of range", ck->path, (long long)hp->ffn);
@@ -928,7 +936,7 @@ static mxl_status read_hparams(const mxl_checkpoint *ck, mxl_decoder *d, mxl_dec
     if (gguf && (st = mxl_family_gguf_rope_scaling(&fc))) return st;
     d->hp.qk_norm = d->hp.qk_norm_kind != MXL_QK_NORM_NONE;
     /* every layer sparse (Qwen 3.5 MoE) or without an MLP: no intermediate_size needed */
-    if (d->hp.ffn < 0 && (d->hp.no_mlp || (d->hp.n_experts > 0 && !d->hp.layer_is_moe))) d->hp.ffn = 0;
+    if (d->hp.ffn < 0 && (d->hp.no_mlp || all_sparse(&d->hp))) d->hp.ffn = 0;
     return check_hparams(ck, &d->hp, err);
 }
 

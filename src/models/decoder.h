@@ -175,6 +175,8 @@ typedef struct mxl_decoder_hparams {
     int64_t gdn_k_heads, gdn_v_heads, gdn_k_dim, gdn_v_dim; /* GDN: NK, NV, dk, dv */
     bool gdn_split;       /* GDN: separate in_proj_qkv [q; k; v] and in_proj_z (Qwen 3.5, GGUF), not
                            * Qwen3-Next's per-key-head in_proj_qkvz */
+    bool gdn_v_tiled;     /* GDN: value head h reads key head h % NK (llama.cpp's qwen35 files order the
+                           * value heads tiled), not h / (NV / NK) */
     bool attn_q_gate;     /* q_proj's rows per head are [query; gate] and the attention output is
                            * multiplied by sigmoid(gate) before o_proj (Qwen3-Next's full attention) */
     bool ssm_conv_bias, ssm_proj_bias; /* the convolution has a bias; in_proj / out_proj have biases */

@@ -10,9 +10,13 @@
  * qwen3_5_moe, the decoder's keys in text_config): its text path runs here from
  * model.language_model.* (the vision tower's tensors are left alone), and from mlx-lm's
  * conversions of it (language_model.model.*, language_model.lm_head, the vision tower dropped,
- * norms stored as 1 + w). */
+ * norms stored as 1 + w).
+ * GGUF (llama.cpp's qwen35 / qwen35moe, from either layout): Qwen3-Next's GGUF layout
+ * (mxl_family_gguf_gdn) with b and a as ssm_beta / ssm_alpha and the value heads tiled
+ * (gdn_v_tiled). */
 #include "io/safetensors.h"
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 static const mxl_decoder_names k_names = {
     .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
@@ -43,7 +47,12 @@ static void text_prefix(mxl_family_ctx *c) {
 
 static mxl_status qwen3_5_setup(mxl_family_ctx *c) {
     mxl_status st;
-    if (c->gguf) return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: Qwen 3.5 from GGUF is not supported yet", c->ck->path);
+    if (c->gguf) {
+        if ((st = mxl_family_gguf_gdn(c))) return st;
+        c->names->ssm_ba = "ssm_beta", c->names->ssm_in_a = "ssm_alpha";
+        c->hp->gdn_v_tiled = true;
+        return MXL_OK;
+    }
     text_prefix(c);
     if ((st = mxl_family_gdn_common(c))) return st;
     c->hp->gdn_split = true;
@@ -54,6 +63,7 @@ static mxl_status qwen3_5_setup(mxl_family_ctx *c) {
 static mxl_status qwen3_5_moe_setup(mxl_family_ctx *c) {
     mxl_status st;
     if ((st = qwen3_5_setup(c))) return st;
+    if (c->gguf) return mxl_family_gguf_moe(c, true);
     if ((st = mxl_family_moe(c, "moe_intermediate_size", "shared_expert_intermediate_size", true, false))) return st;
     c->hp->moe_norm_topk = true; /* (no norm_topk_prob key: the router always renormalises) */
     c->hp->shared_expert_gate = c->hp->shared_ffn > 0;
@@ -73,9 +83,11 @@ const mxl_decoder_family mxl_family_qwen3_5_moe_text = {
 const mxl_decoder_family mxl_family_qwen3_5 = {
     .model_type = "qwen3_5", .registry_id = "qwen3_5", .hf_class = "Qwen3_5ForConditionalGeneration", .names = &k_names,
     .setup = qwen3_5_setup, .gaps = "the vision tower (text decoder only)", .text_config = true,
+    .gguf_arch = "qwen35", .convert_check = mxl_family_gguf_not_converted,
 };
 
 const mxl_decoder_family mxl_family_qwen3_5_moe = {
     .model_type = "qwen3_5_moe", .registry_id = "qwen3_5_moe", .hf_class = "Qwen3_5MoeForConditionalGeneration", .names = &k_names,
     .setup = qwen3_5_moe_setup, .gaps = "the vision tower (text decoder only)", .text_config = true,
+    .gguf_arch = "qwen35moe", .convert_check = mxl_family_gguf_not_converted,
 };

@@ -239,7 +239,7 @@ static void gdn_part(const rec_pass *p, int64_t h0, int64_t h1) {
             const float *x = p->s->xc + t * C, *ba = p->s->dt + t * BA, *z = ba + 2 * NV;
             float *y = p->s->y + t * NV * dv;
             for (int64_t h = h0; h < h1; h++) {
-                const int64_t kh = h / r;
+                const int64_t kh = hp->gdn_v_tiled ? h % NK : h / r;
                 memcpy(q, x + kh * dk, (size_t)dk * sizeof(float));
                 memcpy(k, x + NK * dk + kh * dk, (size_t)dk * sizeof(float));
                 l2norm(q, dk, 1e-6f);
