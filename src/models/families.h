@@ -72,6 +72,7 @@
     X(qwen3_5_text)             \
     X(qwen3_5_moe_text)         \
     X(qwen3_5)                  \
-    X(qwen3_5_moe)
+    X(qwen3_5_moe)              \
+    X(lfm2_moe)
 
 #endif

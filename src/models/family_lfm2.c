@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "io/gguf.h"
+#include "io/safetensors.h"
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
@@ -22,6 +23,17 @@ static const mxl_decoder_names k_names = {
     .o = "self_attn.out_proj", .q_norm = "self_attn.q_layernorm", .k_norm = "self_attn.k_layernorm",
     .ffn_norm = "ffn_norm", .gate = "feed_forward.w1", .up = "feed_forward.w3", .down = "feed_forward.w2",
     .ssm_in = "conv.in_proj", .ssm_conv = "conv.conv", .ssm_out = "conv.out_proj",
+};
+
+static const mxl_decoder_names k_moe_names = {
+    .embed = "model.embed_tokens", .final_norm = "model.embedding_norm", .lm_head = "lm_head", .layers = "model.layers.",
+    .attn_norm = "operator_norm", .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
+    .o = "self_attn.out_proj", .q_norm = "self_attn.q_layernorm", .k_norm = "self_attn.k_layernorm",
+    .ffn_norm = "ffn_norm", .gate = "feed_forward.w1", .up = "feed_forward.w3", .down = "feed_forward.w2",
+    .ssm_in = "conv.in_proj", .ssm_conv = "conv.conv", .ssm_out = "conv.out_proj",
+    .moe_router = "feed_forward.gate", .moe_router_bias = "feed_forward.expert_bias", .experts = "feed_forward.experts.",
+    .expert_gate = "w1", .expert_up = "w3", .expert_down = "w2", .exps_gate = "feed_forward.switch_mlp.gate_proj",
+    .exps_up = "feed_forward.switch_mlp.up_proj", .exps_down = "feed_forward.switch_mlp.down_proj",
 };
 
 /* The layer kinds from layer_types, else full_attn_idxs, else attention everywhere. */
@@ -86,24 +98,35 @@ static mxl_status lfm2_gguf(mxl_family_ctx *c, uint8_t *kind) {
     return mxl_family_gguf_rope_neox(c);
 }
 
-static mxl_status lfm2_setup(mxl_family_ctx *c) {
+/* What LFM2 and LFM2-MoE share: the layer kinds, the convolution, QK-norms, norm_eps, RoPE. */
+static mxl_status lfm2_common(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
-    bool bias, adjust;
-    int64_t k, ff, multiple;
-    double mult;
+    bool bias;
+    int64_t k;
     hp->qk_norm_kind = MXL_QK_NORM_HEAD;
     if (!isnan(c->cfg->layer_norm_eps)) hp->norm_eps = (float)c->cfg->layer_norm_eps; /* (norm_eps) */
     uint8_t *kind = mxl_family_layer_flags(c);
     if (!kind) return MXL_ERR_NOMEM;
     hp->layer_kind = kind;
     if (c->gguf) return lfm2_gguf(c, kind);
-    if ((st = lfm2_layers(c, kind)) || (st = mxl_family_int(c, "conv_L_cache", 3, &k)) || (st = mxl_family_bool(c, "conv_bias", false, &bias)) ||
-        (st = mxl_family_int(c, "block_ff_dim", hp->ffn, &ff)) || (st = mxl_family_bool(c, "block_auto_adjust_ff_dim", true, &adjust)) ||
-        (st = mxl_family_int(c, "block_multiple_of", 256, &multiple)) || (st = mxl_family_double(c, "block_ffn_dim_multiplier", 1.0, &mult)))
+    if ((st = lfm2_layers(c, kind)) || (st = mxl_family_int(c, "conv_L_cache", 3, &k)) || (st = mxl_family_bool(c, "conv_bias", false, &bias)))
         return st;
     hp->ssm_conv = k;
     hp->ssm_conv_bias = hp->ssm_proj_bias = bias;
+    return mxl_family_rope(c);
+}
+
+static mxl_status lfm2_setup(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    bool adjust;
+    int64_t ff, multiple;
+    double mult;
+    if ((st = lfm2_common(c)) || c->gguf) return st;
+    if ((st = mxl_family_int(c, "block_ff_dim", hp->ffn, &ff)) || (st = mxl_family_bool(c, "block_auto_adjust_ff_dim", true, &adjust)) ||
+        (st = mxl_family_int(c, "block_multiple_of", 256, &multiple)) || (st = mxl_family_double(c, "block_ffn_dim_multiplier", 1.0, &mult)))
+        return st;
     if (adjust && ff > 0) { /* Lfm2MLP's width */
         ff = (int64_t)(2 * ff / 3);
         if (json_object_get(c->raw, "block_ffn_dim_multiplier") == NULL || !json_is_null(json_object_get(c->raw, "block_ffn_dim_multiplier"))) {
@@ -113,10 +136,54 @@ static mxl_status lfm2_setup(mxl_family_ctx *c) {
         }
     }
     hp->ffn = ff;
-    return mxl_family_rope(c);
+    return MXL_OK;
+}
+
+/* LFM2-MoE: the first num_dense_layers keep a dense MLP of intermediate_size; the others route
+ * through experts of moe_intermediate_size by sigmoid scores (the selection adds expert_bias when
+ * use_expert_bias), the top k renormalised (norm_topk_prob) and scaled (routed_scaling_factor). */
+static mxl_status lfm2_moe_setup(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    bool bias;
+    if ((st = lfm2_common(c))) return st;
+    if (c->gguf) {
+        if ((st = mxl_family_gguf_moe(c, true)) || (st = mxl_family_gguf_moe_sigmoid(c))) return st;
+        hp->moe_router = MXL_MOE_SIGMOID;
+        hp->moe_norm_topk = true;
+        hp->moe_sigmoid_no_bias = hp->layer_is_moe == NULL; /* (set below from the first sparse layer) */
+        for (int64_t i = 0; hp->layer_is_moe && i < hp->n_layers; i++)
+            if (hp->layer_is_moe[i]) {
+                char name[96];
+                snprintf(name, sizeof name, "blk.%lld.%s", (long long)i, c->names->moe_router_bias);
+                hp->moe_sigmoid_no_bias = mxl_gguf_find_tensor(c->ck->gguf, name) == NULL;
+                break;
+            }
+        return MXL_OK;
+    }
+    if ((st = mxl_family_moe(c, "moe_intermediate_size", NULL, true, false)) || (st = mxl_family_moe_first_dense(c, "num_dense_layers")) ||
+        (st = mxl_family_moe_scale_groups(c)) || (st = mxl_family_bool(c, "use_expert_bias", true, &bias)))
+        return st;
+    hp->moe_router = MXL_MOE_SIGMOID;
+    hp->moe_sigmoid_no_bias = !bias;
+    /* mlx-lm's conversions name the dense MLP gate_proj / up_proj / down_proj */
+    for (int64_t i = 0; i < hp->n_layers; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "model.layers.%lld.feed_forward.gate_proj.weight", (long long)i);
+        if (mxl_st_model_find(c->ck->st, name)) {
+            c->names->gate = "feed_forward.gate_proj", c->names->up = "feed_forward.up_proj", c->names->down = "feed_forward.down_proj";
+            break;
+        }
+    }
+    return MXL_OK;
 }
 
 const mxl_decoder_family mxl_family_lfm2 = {
     .model_type = "lfm2", .registry_id = "lfm2", .hf_class = "Lfm2ForCausalLM", .names = &k_names,
     .setup = lfm2_setup, .gguf_arch = "lfm2", .convert_check = mxl_family_gguf_not_converted,
+};
+
+const mxl_decoder_family mxl_family_lfm2_moe = {
+    .model_type = "lfm2_moe", .registry_id = "lfm2_moe", .hf_class = "Lfm2MoeForCausalLM", .names = &k_moe_names,
+    .setup = lfm2_moe_setup, .gguf_arch = "lfm2moe", .convert_check = mxl_family_gguf_not_converted,
 };
