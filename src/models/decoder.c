@@ -400,11 +400,18 @@ static mxl_status bind_moe(const binder *b, int64_t i, mxl_decoder_layer *L) {
     }
     if (hp->shared_ffn > 0) {
         const int64_t S = hp->shared_ffn;
-        if (!nm->sh_gate || !nm->sh_up || !nm->sh_down)
+        if ((!nm->sh_gate_up && (!nm->sh_gate || !nm->sh_up)) || !nm->sh_down)
             return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no shared expert", b->ck->path);
-        if ((st = bind_matrix(b, i, nm->sh_gate, S, H, &m->sh_gate)) || (st = bind_matrix(b, i, nm->sh_up, S, H, &m->sh_up)) ||
-            (st = bind_matrix(b, i, nm->sh_down, H, S, &m->sh_down)))
+        if (nm->sh_gate_up) { /* one [gate; up] matrix (Granite 4's shared_mlp.input_linear) */
+            const int64_t sizes[2] = {S, S};
+            mxl_weight *const sw[2] = {&m->sh_gate, &m->sh_up};
+            const float *sb[2];
+            const float **const sbp[2] = {&sb[0], &sb[1]};
+            if ((st = bind_fused(b, i, nm->sh_gate_up, sizes, 2, H, false, sw, sbp))) return st;
+        } else if ((st = bind_matrix(b, i, nm->sh_gate, S, H, &m->sh_gate)) || (st = bind_matrix(b, i, nm->sh_up, S, H, &m->sh_up))) {
             return st;
+        }
+        if ((st = bind_matrix(b, i, nm->sh_down, H, S, &m->sh_down))) return st;
         if (hp->shared_expert_gate) {
             if (!nm->sh_router) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no shared expert gate", b->ck->path);
             if ((st = bind_matrix(b, i, nm->sh_router, 1, H, &m->sh_router))) return st;

@@ -52,6 +52,7 @@ typedef struct mxl_decoder_names {
     const char *moe_router_bias; /* "<layers><i>.<moe_router_bias>" [n_experts] (hp.moe_router SIGMOID) */
     const char *exps_gate, *exps_up, *exps_down, *exps_gate_up;
     const char *sh_gate, *sh_up, *sh_down, *sh_router;
+    const char *sh_gate_up; /* the shared expert's gate and up as one [2 S, hidden] matrix (Granite 4), or NULL */
     bool conv1d;            /* GPT-2 Conv1D: dense layer matrices stored [in, out] */
     bool qkv_per_head;      /* qkv rows grouped per head: [heads][q, k, v][head_dim] (GPT-NeoX) */
     bool exps_native_transposed; /* transformers' own stacked experts "<experts>gate_up_proj" /

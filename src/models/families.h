@@ -73,6 +73,7 @@
     X(qwen3_5_moe_text)         \
     X(qwen3_5)                  \
     X(qwen3_5_moe)              \
-    X(lfm2_moe)
+    X(lfm2_moe)                 \
+    X(granitemoehybrid)
 
 #endif
