@@ -67,6 +67,26 @@ void mxl_family_gguf_attn_biases(mxl_family_ctx *c) {
     c->hp->o_bias = mxl_family_gguf_has_layer0(c, "attn_output", ".bias");
 }
 
+mxl_status mxl_family_gguf_kv_kinds(mxl_family_ctx *c, uint8_t *kind, uint8_t rec) {
+    const mxl_decoder_hparams *hp = c->hp;
+    const mxl_gguf_array *a = NULL;
+    char key[192];
+    mxl_family_gguf_key(c, "attention.head_count_kv", key, sizeof key);
+    const mxl_gguf_kv *kv = mxl_gguf_find(c->ck->gguf, key);
+    if (!kv || kv->value.type != MXL_GGUF_TYPE_ARRAY || (a = &kv->value.v.arr)->n != (uint64_t)hp->n_layers)
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: '%s' must list each of the %lld layers (0: a recurrent layer)", c->ck->path, key,
+                             (long long)hp->n_layers);
+    for (int64_t i = 0; i < hp->n_layers; i++) {
+        mxl_gguf_value e;
+        int64_t x;
+        if (!mxl_gguf_array_get(a, (uint64_t)i, &e) || !mxl_gguf_value_as_i64(&e, &x) || x < 0 || (x > 0 && x != hp->n_kv_heads))
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: '%s'[%lld] is neither 0 nor the KV head count %lld", c->ck->path, key,
+                                 (long long)i, (long long)hp->n_kv_heads);
+        kind[i] = x == 0 ? rec : MXL_LAYER_ATTN;
+    }
+    return MXL_OK;
+}
+
 bool mxl_family_gguf_has_layer0(mxl_family_ctx *c, const char *module, const char *suffix) {
     char name[256];
     int w = snprintf(name, sizeof name, "%s0.%s%s", c->names->layers, module, suffix);

@@ -57,6 +57,15 @@ mxl_status mxl_family_gguf_not_converted(const mxl_checkpoint *ck, mxl_error *er
  * blk.0.attn_output.bias is. */
 void mxl_family_gguf_attn_biases(mxl_family_ctx *c);
 
+/* Recurrent hybrids (LFM2, Granite 4): layers whose attention.head_count_kv entry is 0 get kind
+ * `rec` (recurrent.h), the others attention; a per-layer array is required. */
+mxl_status mxl_family_gguf_kv_kinds(mxl_family_ctx *c, uint8_t *kind, uint8_t rec);
+
+/* llama.cpp's ssm.* sizes (conv_kernel, inner_size, state_size, time_step_rank: Mamba's dt rank
+ * or Mamba-2's head count, group_count, dt_b_c_rms) and its ssm_* tensor names for layers of kind
+ * k (MXL_LAYER_MAMBA / MAMBA2); family_mamba.c. */
+mxl_status mxl_family_gguf_ssm(mxl_family_ctx *c, uint8_t k);
+
 /* A number "ARCH.<suffix>" of the GGUF metadata, `dflt` when absent. */
 mxl_status mxl_family_gguf_number(mxl_family_ctx *c, const char *suffix, double dflt, double *out);
 

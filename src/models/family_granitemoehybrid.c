@@ -8,13 +8,18 @@
  * or by that MLP alone when num_local_experts is 0 (mlx-lm's conversions split the experts into
  * block_sparse_moe.switch_mlp.*). Granite's multipliers (embedding, residual,
  * attention, logits_scaling); RoPE only with position_embedding_type "rope" (NoPE otherwise, as
- * the released Granite 4 checkpoints). */
+ * the released Granite 4 checkpoints).
+ * GGUF (llama.cpp's granitehybrid): the Mamba-2 layers are those whose head_count_kv entry is 0,
+ * llama.cpp's ssm.* keys and ssm_* tensors, Granite's scales, RoPE unless rope.scaling.finetuned
+ * is false (the hybrids: NoPE), the experts split into ffn_{gate,up}_exps and the shared MLP into
+ * ffn_{gate,up,down}_shexp (ffn_gate / up / down without experts). */
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
 
 #include "io/safetensors.h"
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 static const mxl_decoder_names k_names = {
     .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
@@ -56,11 +61,23 @@ static mxl_status layer_kinds(mxl_family_ctx *c, uint8_t *kind) {
 static mxl_status granitemoehybrid_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
-    if (c->gguf) return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: Granite 4 from GGUF is not supported yet", c->ck->path);
     if ((st = mxl_family_granite_setup(c))) return st;
     uint8_t *kind = mxl_family_layer_flags(c), *nope = mxl_family_layer_flags(c);
     if (!kind || !nope) return MXL_ERR_NOMEM;
     hp->layer_kind = kind;
+    if (c->gguf) {
+        if ((st = mxl_family_gguf_kv_kinds(c, kind, MXL_LAYER_MAMBA2)) || (st = mxl_family_gguf_ssm(c, MXL_LAYER_MAMBA2)) ||
+            (st = mxl_family_gguf_moe(c, true)))
+            return st;
+        if (hp->n_experts > 0) {
+            hp->ffn = 0; /* (every layer sparse) */
+        } else { /* the shared MLP alone: its width */
+            double w;
+            if ((st = mxl_family_gguf_number(c, "expert_shared_feed_forward_length", 0, &w))) return st;
+            if (w > 0) hp->ffn = (int64_t)w;
+        }
+        return MXL_OK;
+    }
     int64_t head_dim, experts, shared;
     double expand;
     if ((st = layer_kinds(c, kind)) || (st = mxl_family_int(c, "mamba_d_conv", 4, &hp->ssm_conv)) ||
@@ -110,5 +127,6 @@ static mxl_status granitemoehybrid_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_granitemoehybrid = {
     .model_type = "granitemoehybrid", .registry_id = "granitemoehybrid", .hf_class = "GraniteMoeHybridForCausalLM",
-    .names = &k_names, .setup = granitemoehybrid_setup,
+    .names = &k_names, .setup = granitemoehybrid_setup, .gguf_arch = "granitehybrid", .gguf_permuted_qk = true,
+    .convert_check = mxl_family_gguf_not_converted,
 };

@@ -67,23 +67,9 @@ static mxl_status lfm2_layers(mxl_family_ctx *c, uint8_t *kind) {
 static mxl_status lfm2_gguf(mxl_family_ctx *c, uint8_t *kind) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_decoder_names *nm = c->names;
-    char key[192];
-    const mxl_gguf_array *a = NULL;
     mxl_status st;
     double k;
-    mxl_family_gguf_key(c, "attention.head_count_kv", key, sizeof key);
-    const mxl_gguf_kv *kv = mxl_gguf_find(c->ck->gguf, key);
-    if (!kv || kv->value.type != MXL_GGUF_TYPE_ARRAY || (a = &kv->value.v.arr)->n != (uint64_t)hp->n_layers)
-        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: '%s' must list each of the %lld layers (0: a convolution layer)", c->ck->path, key,
-                             (long long)hp->n_layers);
-    for (int64_t i = 0; i < hp->n_layers; i++) {
-        mxl_gguf_value e;
-        int64_t x;
-        if (!mxl_gguf_array_get(a, (uint64_t)i, &e) || !mxl_gguf_value_as_i64(&e, &x) || x < 0 || (x > 0 && x != hp->n_kv_heads))
-            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: '%s'[%lld] is neither 0 nor the KV head count %lld", c->ck->path, key,
-                                 (long long)i, (long long)hp->n_kv_heads);
-        kind[i] = x == 0 ? MXL_LAYER_SHORTCONV : MXL_LAYER_ATTN;
-    }
+    if ((st = mxl_family_gguf_kv_kinds(c, kind, MXL_LAYER_SHORTCONV))) return st;
     if ((st = mxl_family_gguf_number(c, "shortconv.l_cache", 3, &k))) return st;
     hp->ssm_conv = (int64_t)k;
     for (int64_t i = 0; i < hp->n_layers; i++) /* (conv_bias: the first convolution layer's tensors say) */

@@ -27,8 +27,7 @@ static const mxl_decoder_names k_mamba2_names = {
     .ssm_a = "mixer.A_log", .ssm_d = "mixer.D", .ssm_norm = "mixer.norm", .ssm_out = "mixer.out_proj",
 };
 
-/* The sizes from llama.cpp's ssm.* keys and its tensor names (GGUF). */
-static mxl_status ssm_gguf(mxl_family_ctx *c, mxl_layer_kind k) {
+mxl_status mxl_family_gguf_ssm(mxl_family_ctx *c, uint8_t k) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_decoder_names *nm = c->names;
     mxl_status st;
@@ -67,7 +66,7 @@ static mxl_status ssm_common(mxl_family_ctx *c, mxl_layer_kind k) {
     memset(kind, k, (size_t)hp->n_layers);
     hp->layer_kind = kind;
     hp->no_mlp = true;
-    if (c->gguf) return ssm_gguf(c, k);
+    if (c->gguf) return mxl_family_gguf_ssm(c, k);
     if (!isnan(c->cfg->layer_norm_eps)) hp->norm_eps = (float)c->cfg->layer_norm_eps; /* layer_norm_epsilon */
     if (hp->act != MXL_ACT_SILU)
         return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: hidden_act '%s' is not supported for %s (silu is)", c->ck->path,
