@@ -110,14 +110,16 @@ mxl_status mxl_mem_estimate_compute(const mxl_model_config *cfg, bool is_encoder
     uint64_t kv_total = 0;
     /* recurrent layers (models/recurrent.h): a state per sequence instead of KV rows */
     const mxl_decoder_hparams *hp = in->dec;
+    int64_t n_kv_layers = cfg->num_hidden_layers;
+    if (hp && hp->layer_kind) n_kv_layers = 0;
     for (int64_t l = 0; hp && hp->layer_kind && l < hp->n_layers; l++) {
         const size_t f = mxl_rec_state_floats(hp, (mxl_layer_kind)hp->layer_kind[l]);
         out->n_state_layers += f > 0;
         out->state_bytes_per_seq += (uint64_t)f * sizeof(float);
+        n_kv_layers += hp->layer_kind[l] == MXL_LAYER_ATTN; /* (MLP-only layers hold neither) */
     }
     if (mxl_mul_u64(out->state_bytes_per_seq, (uint64_t)(in->batch > 0 ? in->batch : 1), &out->state_bytes_total))
         return mxl_error_set(err, MXL_ERR_OVERFLOW, "state size overflows");
-    const int64_t n_kv_layers = cfg->num_hidden_layers - out->n_state_layers;
     if (!is_encoder && n_kv_layers > 0) {
         const char *missing = cfg->num_hidden_layers <= 0 ? "num_hidden_layers"
                               : cfg->num_key_value_heads <= 0 ? "num_key_value_heads"

@@ -479,6 +479,14 @@ static int fill_from_json(mxl_model_config *cfg, json_t *root, const char *origi
         if (cfg->num_key_value_heads < 0) cfg->num_key_value_heads = cfg->num_attention_heads;
         if (cfg->head_dim < 0 && cfg->hidden_size > 0) cfg->head_dim = cfg->hidden_size / cfg->num_attention_heads;
     }
+    /* Nemotron-H: the layer count is its block list's length (num_hidden_layers is deprecated) */
+    if (cfg->num_hidden_layers <= 0) {
+        json_t *bt = lookup(&r, "layers_block_type"), *pat = lookup(&r, "hybrid_override_pattern");
+        if (bt && json_is_array(bt) && json_array_size(bt) > 0 && json_array_size(bt) <= (size_t)MXL_CONFIG_MAX_DIM)
+            cfg->num_hidden_layers = (int64_t)json_array_size(bt);
+        else if (pat && json_is_string(pat) && json_string_length(pat) > 0 && json_string_length(pat) <= (size_t)MXL_CONFIG_MAX_DIM)
+            cfg->num_hidden_layers = (int64_t)json_string_length(pat);
+    }
     if (parse_layer_types(cfg, &r)) return 1;
     if (cfg->n_layer_types > 0 && cfg->num_hidden_layers > 0 && cfg->n_layer_types != cfg->num_hidden_layers) {
         mxl_error_set(err, MXL_ERR_FORMAT, "%s: layer_types has %d entries but num_hidden_layers is %lld", origin, cfg->n_layer_types, (long long)cfg->num_hidden_layers);

@@ -324,6 +324,35 @@ static mxl_status bind_expert_biases(const binder *b, int64_t i, const char *nat
 
 /* Layer i's sparse MoE block (decoder_family.h: the MoE names): router, experts (per-expert
  * modules, stacked tensors or a stacked fused gate_up) and the shared expert. */
+/* Plain experts (hp.moe_plain: up and down, no gate): one module per expert
+ * "<experts><e>.<expert_up | expert_down>", transformers' own stacked "<experts>up_proj" [E, F, H] /
+ * "<experts>down_proj" [E, H, F], or the stacked "<exps_up>" / "<exps_down>" (MLX). */
+static mxl_status bind_plain_experts(const binder *b, int64_t i, mxl_moe_layer *m) {
+    const mxl_decoder_hparams *hp = &b->d->hp;
+    const mxl_decoder_names *nm = b->nm;
+    const int64_t E = hp->n_experts, F = hp->moe_ffn, H = hp->hidden;
+    mxl_status st;
+    char mod[2][256];
+    if (nm->experts && nm->expert_up && (snprintf(mod[0], sizeof mod[0], "%s0.%s", nm->experts, nm->expert_up), has_tensor(b, i, mod[0], ".weight"))) {
+        for (int64_t e = 0; e < E; e++) {
+            snprintf(mod[0], sizeof mod[0], "%s%lld.%s", nm->experts, (long long)e, nm->expert_up);
+            snprintf(mod[1], sizeof mod[1], "%s%lld.%s", nm->experts, (long long)e, nm->expert_down);
+            if ((st = bind_matrix(b, i, mod[0], F, H, &m->up[e])) || (st = bind_matrix(b, i, mod[1], H, F, &m->down[e]))) return st;
+        }
+        return MXL_OK;
+    }
+    snprintf(mod[0], sizeof mod[0], "%sup_proj", nm->experts ? nm->experts : "");
+    snprintf(mod[1], sizeof mod[1], "%sdown_proj", nm->experts ? nm->experts : "");
+    const bool own = nm->experts && has_tensor(b, i, mod[0], "");
+    const char *up = own ? mod[0] : nm->exps_up, *down = own ? mod[1] : nm->exps_down;
+    if (!up || !down) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no stacked expert tensors", b->ck->path);
+    mxl_weight u, d;
+    if ((st = bind_matrix_stacked(b, i, up, E, E * F, H, &u)) || (st = bind_matrix_stacked(b, i, down, E, E * H, F, &d))) return st;
+    for (int64_t e = 0; e < E; e++)
+        if ((st = expert_rows(b, i, up, &u, e * F, F, &m->up[e])) || (st = expert_rows(b, i, down, &d, e * H, H, &m->down[e]))) return st;
+    return MXL_OK;
+}
+
 static mxl_status bind_moe(const binder *b, int64_t i, mxl_decoder_layer *L) {
     const mxl_decoder_hparams *hp = &b->d->hp;
     const mxl_decoder_names *nm = b->nm;
@@ -363,7 +392,9 @@ static mxl_status bind_moe(const binder *b, int64_t i, mxl_decoder_layer *L) {
         if ((st = bind_vector(b, i, rb, "", E, &m->router_bias))) return st;
     }
     char mod[3][256];
-    if (nm->experts && nm->expert_gate && (snprintf(mod[0], sizeof mod[0], "%s0.%s", nm->experts, nm->expert_gate), has_tensor(b, i, mod[0], ".weight"))) {
+    if (hp->moe_plain) {
+        if ((st = bind_plain_experts(b, i, m))) return st;
+    } else if (nm->experts && nm->expert_gate && (snprintf(mod[0], sizeof mod[0], "%s0.%s", nm->experts, nm->expert_gate), has_tensor(b, i, mod[0], ".weight"))) {
         const char *part[3] = {nm->expert_gate, nm->expert_up, nm->expert_down};
         for (int64_t e = 0; e < E; e++) {
             for (int p = 0; p < 3; p++) snprintf(mod[p], sizeof mod[p], "%s%lld.%s", nm->experts, (long long)e, part[p]);
@@ -398,7 +429,12 @@ static mxl_status bind_moe(const binder *b, int64_t i, mxl_decoder_layer *L) {
         }
         if (hp->moe_expert_bias && (st = bind_expert_biases(b, i, own ? native[0] : NULL, m))) return st;
     }
-    if (hp->shared_ffn > 0) {
+    if (hp->shared_ffn > 0 && hp->moe_plain) { /* a plain shared expert: up and down */
+        if (!nm->sh_up || !nm->sh_down) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no shared expert", b->ck->path);
+        if ((st = bind_matrix(b, i, nm->sh_up, hp->shared_ffn, H, &m->sh_up)) ||
+            (st = bind_matrix(b, i, nm->sh_down, H, hp->shared_ffn, &m->sh_down)))
+            return st;
+    } else if (hp->shared_ffn > 0) {
         const int64_t S = hp->shared_ffn;
         if ((!nm->sh_gate_up && (!nm->sh_gate || !nm->sh_up)) || !nm->sh_down)
             return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no shared expert", b->ck->path);
@@ -549,10 +585,13 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
     mxl_status st;
     memset(L, 0, sizeof *L);
     L->n_heads = nh;
-    if (hp->pre_norms && (st = bind_norm(b, i, nm->attn_norm, H, &L->attn_norm))) return st;
     const mxl_layer_kind kind = hp->layer_kind ? (mxl_layer_kind)hp->layer_kind[i] : MXL_LAYER_ATTN;
-    L->has_mlp = !hp->no_mlp;
-    if (kind != MXL_LAYER_ATTN) {
+    L->no_mixer = kind == MXL_LAYER_MLP_ONLY;
+    L->has_mlp = L->no_mixer || (!hp->no_mlp && !(hp->layer_no_mlp && hp->layer_no_mlp[i]));
+    if (!L->no_mixer && hp->pre_norms && (st = bind_norm(b, i, nm->attn_norm, H, &L->attn_norm))) return st;
+    if (L->no_mixer) {
+        /* (the MLP alone) */
+    } else if (kind != MXL_LAYER_ATTN) {
         if ((st = bind_rec(b, i, kind, L))) return st;
     } else if (hp->mla_kv_rank > 0) {
         if ((st = bind_mla(b, i, L))) return st;
@@ -568,9 +607,10 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
                (st = bind_proj(b, i, nm->v, kvd, H, hp->qkv_bias, &L->wv, &L->bv))) {
         return st;
     }
-    if (!L->mla && !L->rec && (st = bind_proj(b, i, nm->o, H, qd, hp->o_bias, &L->wo, &L->bo))) return st;
-    L->rope = !L->rec && !hp->learned_pos && !(hp->layer_no_rope && hp->layer_no_rope[i]);
-    if (L->rec || (hp->qk_norm_rope_only && !L->rope)) {
+    const bool attends = !L->rec && !L->no_mixer;
+    if (attends && !L->mla && (st = bind_proj(b, i, nm->o, H, qd, hp->o_bias, &L->wo, &L->bo))) return st;
+    L->rope = attends && !hp->learned_pos && !(hp->layer_no_rope && hp->layer_no_rope[i]);
+    if (!attends || (hp->qk_norm_rope_only && !L->rope)) {
         /* (no QK-norm on this layer: q_norm / k_norm stay NULL) */
     } else if (hp->qk_norm_kind != MXL_QK_NORM_NONE && (hp->norm_no_weight || hp->qk_norm_no_weight)) { /* weightless RMSNorms (nanochat, Llama 4) */
         bool full = hp->qk_norm_kind == MXL_QK_NORM_FULL;
@@ -584,7 +624,7 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
             (st = bind_vector(b, i, nm->k_norm, ".weight", full ? kvd : hp->head_dim, &L->k_norm)))
             return st;
     }
-    if (hp->post_norms && (st = bind_norm(b, i, nm->post_attn_norm, H, &L->post_attn_norm))) return st;
+    if (!L->no_mixer && hp->post_norms && (st = bind_norm(b, i, nm->post_attn_norm, H, &L->post_attn_norm))) return st;
     if (L->has_mlp && hp->pre_norms && !(hp->parallel_residual && !nm->ffn_norm) &&
         (st = bind_norm(b, i, nm->ffn_norm, H, &L->ffn_norm)))
         return st;
@@ -618,11 +658,11 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
         L->xielu_beta = *beta;
         L->xielu_eps = *eps;
     }
-    if (hp->attn_out_gate && !L->rec) {
+    if (hp->attn_out_gate && attends) {
         if (!nm->attn_gate) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no attention output gate", b->ck->path);
         if ((st = bind_matrix(b, i, nm->attn_gate, hp->attn_gate_per_head ? nh : qd, H, &L->w_attn_gate))) return st;
     }
-    if (hp->attn_sinks && !L->rec) {
+    if (hp->attn_sinks && attends) {
         if (!nm->sinks) return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no attention sinks", b->ck->path);
         if ((st = bind_vector(b, i, nm->sinks, "", nh, &L->sinks))) return st;
     }
@@ -819,6 +859,14 @@ static mxl_status prepare_tiles(const mxl_checkpoint *ck, mxl_decoder *d, mxl_er
     return each_matrix(ck, d, err, d->hp.n_experts > 0 && !d->experts_streamed, prepare_one);
 }
 
+/* No layer has a dense MLP: each has none, or experts (Nemotron-H without "-" layers). */
+static bool no_dense_mlp(const mxl_decoder_hparams *hp) {
+    if (!hp->layer_no_mlp) return false;
+    for (int64_t l = 0; l < hp->n_layers; l++)
+        if (!hp->layer_no_mlp[l] && !(hp->n_experts > 0 && (!hp->layer_is_moe || hp->layer_is_moe[l]))) return false;
+    return true;
+}
+
 /* Every layer a mixture of experts: no dense MLP anywhere. */
 static bool all_sparse(const mxl_decoder_hparams *hp) {
     if (hp->n_experts <= 0) return false;
@@ -835,7 +883,8 @@ static mxl_status check_recurrent(const mxl_checkpoint *ck, const mxl_decoder_hp
         seen[hp->layer_kind[l]] = true;
     }
     const int64_t lim = INT64_C(1) << 20;
-    if (hp->ssm_conv < 1 || hp->ssm_conv > 64)
+    const bool recurrent = seen[MXL_LAYER_SHORTCONV] || seen[MXL_LAYER_MAMBA] || seen[MXL_LAYER_MAMBA2] || seen[MXL_LAYER_GDN];
+    if (recurrent && (hp->ssm_conv < 1 || hp->ssm_conv > 64))
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the convolution width (conv kernel) %lld is out of range (1..64)", ck->path,
                              (long long)hp->ssm_conv);
     if ((seen[MXL_LAYER_MAMBA] || seen[MXL_LAYER_MAMBA2]) &&
@@ -865,7 +914,7 @@ static mxl_status check_hparams(const mxl_checkpoint *ck, const mxl_decoder_hpar
         mxl_status st = check_recurrent(ck, hp, err);
         if (st) return st;
     }
-    if (hp->no_mlp || (all_sparse(hp) && hp->ffn == 0)) {
+    if (hp->no_mlp || (all_sparse(hp) && hp->ffn == 0) || no_dense_mlp(hp)) {
         /* (no dense MLP: no intermediate size to check) */
     } else if (hp->ffn <= 0) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: intermediate_size is missing", ck->path);
     if (hp->ffn > (INT64_C(1) << 26)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: intermediate_size %lld is out of range", ck->path, (long long)hp->ffn);
@@ -888,7 +937,7 @@ static mxl_status check_hparams(const mxl_checkpoint *ck, const mxl_decoder_hpar
         if (hp->shared_ffn < 0 || hp->shared_ffn > (INT64_C(1) << 26))
             return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the shared expert's intermediate size (%lld) is out of range", ck->path,
                                  (long long)hp->shared_ffn);
-        if (hp->mlp != MXL_MLP_GATED || hp->xielu)
+        if ((hp->mlp != MXL_MLP_GATED && !hp->moe_plain) || hp->xielu)
             return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: experts are gated MLPs in this build", ck->path);
         if ((hp->moe_router == MXL_MOE_SIGMOID || hp->moe_n_group != 1) &&
             (hp->moe_group_top < 1 || hp->moe_group_top > 2 || hp->moe_n_group < 1 || hp->moe_n_group > 256 || hp->n_experts % hp->moe_n_group != 0 || hp->moe_topk_group < 1 || hp->moe_topk_group > hp->moe_n_group ||
@@ -980,7 +1029,7 @@ static mxl_status load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err)
         if (L->rec) {
             L->rec->state_off = d->rec_state_floats;
             d->rec_state_floats += (mxl_rec_state_floats(hp, L->rec->kind) + 15) & ~(size_t)15;
-        } else {
+        } else if (!L->no_mixer) {
             L->kv_layer = d->n_kv_layers++;
         }
     }
@@ -1805,6 +1854,11 @@ static void forward_rows(fwd_pass *f, const int32_t *tokens) {
         /* the pre-norms are made row by row as the QKV / MLP matmuls quantize their input */
         norm_rows_ctx an = {ws->be, hp, &L->attn_norm, ws->x, ws->xn, H}, fn = {ws->be, hp, &L->ffn_norm, ws->x, ws->xn, H};
         const mxl_row_prep attn_norm = {norm_rows_prep, &an}, ffn_norm = {norm_rows_prep, &fn};
+        if (L->no_mixer) { /* the MLP alone */
+            mlp_block(f, l, L->ffn_norm.w ? &ffn_norm : NULL, L->ffn_norm.w ? ws->xn : ws->x);
+            residual_add(ws->x, ws->o, n * H, hp->residual_scale);
+            continue;
+        }
         if (L->rec) rec_block(f, l, L->attn_norm.w ? &attn_norm : NULL, L->attn_norm.w ? ws->xn : ws->x);
         else attention_block(f, l, L->attn_norm.w ? &attn_norm : NULL, L->attn_norm.w ? ws->xn : ws->x);
         if (L->post_attn_norm.w) norm_rows(ws->be, hp, &L->post_attn_norm, ws->o, n, H, ws->o);

@@ -147,6 +147,8 @@ typedef struct mxl_decoder_hparams {
     float moe_router_softcap;          /* > 0: router logits softcapped, c * tanh(x / c) (Laguna) */
     bool moe_sigmoid_no_bias;          /* SIGMOID without a correction bias (Llama 4: sigmoid of the
                                         * top k logits) */
+    bool moe_plain;                    /* the experts (and the shared expert) are plain MLPs down(act(up(h)))
+                                        * without a gate (Nemotron-H's relu2 experts) */
     float moe_shared_scale;            /* the shared expert's output times this (1; Command MoE's
                                         * "average" strategy: 0.5, with moe_routed_scale 0.5) */
     const uint8_t *layer_is_moe;       /* [n_layers] or NULL (all, when n_experts > 0) */
@@ -164,6 +166,8 @@ typedef struct mxl_decoder_hparams {
      * everywhere. Only attention layers have KV cache rows; the others keep a per-sequence state. */
     const uint8_t *layer_kind;
     bool no_mlp;          /* blocks are norm, mixer, residual: no MLP (Mamba) */
+    const uint8_t *layer_no_mlp; /* [n_layers] or NULL: 1 = that layer's block has no MLP (Nemotron-H's
+                                  * mixer-only blocks; its MLP-only ones are MXL_LAYER_MLP_ONLY) */
     int64_t ssm_conv;     /* the convolution's width K */
     int64_t ssm_inner;    /* DI: the mixer's inner width (Mamba intermediate_size, expand * hidden) */
     int64_t ssm_state;    /* N: state size per channel */
@@ -233,7 +237,8 @@ typedef struct mxl_decoder_layer {
     mxl_weight w_attn_gate; /* hp.attn_out_gate: [n_heads * head_dim, hidden] (rows 0: none) */
     mxl_rec_layer *rec;     /* a recurrent mixer instead of attention (hp.layer_kind), or NULL */
     int64_t kv_layer;       /* attention layers: this layer's index among them (its KV pool layer) */
-    bool has_mlp;           /* the block has an MLP or MoE (not with hp.no_mlp) */
+    bool has_mlp;           /* the block has an MLP or MoE (not with hp.no_mlp / layer_no_mlp) */
+    bool no_mixer;          /* no token mixer (MXL_LAYER_MLP_ONLY): the block is its MLP alone */
 } mxl_decoder_layer;
 
 typedef struct mxl_decoder {

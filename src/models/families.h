@@ -74,6 +74,7 @@
     X(qwen3_5)                  \
     X(qwen3_5_moe)              \
     X(lfm2_moe)                 \
-    X(granitemoehybrid)
+    X(granitemoehybrid)         \
+    X(nemotron_h)
 
 #endif

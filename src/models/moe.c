@@ -156,16 +156,23 @@ static void expert_glu(const mxl_backend *be, const mxl_decoder_hparams *hp, flo
 }
 
 /* gate/up of rows x [m, hidden] through one gated MLP into y [m, hidden]; b: its biases (gate, up,
- * down; an expert's, or NULLs) */
+ * down; an expert's, or NULLs). An unbound gate (rows 0) is a plain MLP: down(act(up(x)))
+ * (Nemotron-H's relu2 experts). */
 static void gated_mlp(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_weight *gate, const mxl_weight *up,
                       const mxl_weight *down, const float *const b[3], bool expert, const float *x, int64_t m, float *y, float *g,
                       float *u, void *mm, mxl_threadpool *pool) {
-    const mxl_weight *W[2] = {gate, up};
-    float *out[2] = {g, u};
-    be->ops->matmul_multi(be, W, 2, NULL, x, m, out, mm, pool);
-    add_rows(g, b[0], m, gate->rows);
-    add_rows(u, b[1], m, up->rows);
-    expert_glu(be, hp, g, u, m * gate->rows, expert);
+    if (gate->rows == 0) {
+        be->ops->matmul(be, up, NULL, x, m, g, mm, pool);
+        add_rows(g, b[1], m, up->rows);
+        be->ops->act(be, hp->act, g, m * up->rows, g);
+    } else {
+        const mxl_weight *W[2] = {gate, up};
+        float *out[2] = {g, u};
+        be->ops->matmul_multi(be, W, 2, NULL, x, m, out, mm, pool);
+        add_rows(g, b[0], m, gate->rows);
+        add_rows(u, b[1], m, up->rows);
+        expert_glu(be, hp, g, u, m * gate->rows, expert);
+    }
     be->ops->matmul(be, down, NULL, g, m, y, mm, pool);
     add_rows(y, b[2], m, down->rows);
 }
@@ -224,26 +231,27 @@ static void par_task(void *vctx, int task, int n_tasks, int thread_index) {
 static void one_row(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const float *h,
                     const mxl_moe_scratch *s, void *mm, mxl_threadpool *pool) {
     const int64_t K = hp->n_experts_used, F = hp->moe_ffn, H = hp->hidden;
+    const bool plain = hp->moe_plain; /* (up only: the activation of up's output goes down) */
     for (int64_t j0 = 0; j0 < K; j0 += 4) {
         const int m = (int)(K - j0 < 4 ? K - j0 : 4);
         const mxl_weight *W[8];
         float *y[8];
+        int nw = 0;
         for (int j = 0; j < m; j++) {
             const int32_t e = s->idx[j0 + j];
-            W[2 * j] = &L->gate[e];
-            W[2 * j + 1] = &L->up[e];
-            y[2 * j] = s->g + (j0 + j) * F;
-            y[2 * j + 1] = s->u + (j0 + j) * F;
+            if (!plain) W[nw] = &L->gate[e], y[nw++] = s->g + (j0 + j) * F;
+            W[nw] = &L->up[e], y[nw++] = (plain ? s->g : s->u) + (j0 + j) * F;
         }
-        be->ops->matmul_multi(be, W, 2 * m, NULL, h, 1, y, mm, pool);
+        be->ops->matmul_multi(be, W, nw, NULL, h, 1, y, mm, pool);
     }
     for (int64_t j = 0; j < K; j++) {
         const float *b[3];
         expert_biases(hp, L, s->idx[j], b);
-        add_rows(s->g + j * F, b[0], 1, F);
-        add_rows(s->u + j * F, b[1], 1, F);
+        if (!plain) add_rows(s->g + j * F, b[0], 1, F);
+        add_rows((plain ? s->g : s->u) + j * F, b[1], 1, F);
     }
-    expert_glu(be, hp, s->g, s->u, K * F, true);
+    if (plain) be->ops->act(be, hp->act, s->g, K * F, s->g);
+    else expert_glu(be, hp, s->g, s->u, K * F, true);
     for (int64_t j = 0; j < K; j++) {
         const float *b[3];
         expert_biases(hp, L, s->idx[j], b);

@@ -14,6 +14,7 @@ const char *mxl_layer_kind_name(mxl_layer_kind k) {
     case MXL_LAYER_MAMBA: return "mamba";
     case MXL_LAYER_MAMBA2: return "mamba2";
     case MXL_LAYER_GDN: return "gated delta net";
+    case MXL_LAYER_MLP_ONLY: return "MLP only";
     default: return "?";
     }
 }
@@ -40,7 +41,7 @@ int64_t mxl_rec_in_dim(const mxl_decoder_hparams *hp, mxl_layer_kind k) {
 }
 
 size_t mxl_rec_state_floats(const mxl_decoder_hparams *hp, mxl_layer_kind k) {
-    if (k == MXL_LAYER_ATTN || k >= MXL_LAYER_KIND_COUNT) return 0;
+    if (k == MXL_LAYER_ATTN || k == MXL_LAYER_MLP_ONLY || k >= MXL_LAYER_KIND_COUNT) return 0;
     size_t conv = (size_t)(hp->ssm_conv - 1) * (size_t)mxl_rec_conv_dim(hp, k);
     if (k == MXL_LAYER_SHORTCONV) return conv;
     if (k == MXL_LAYER_GDN) return conv + (size_t)hp->gdn_v_heads * (size_t)hp->gdn_k_dim * (size_t)hp->gdn_v_dim; /* [NV, dk, dv] */
@@ -56,7 +57,7 @@ static void scratch_widths(const mxl_decoder_hparams *hp, int64_t w[5]) {
     for (int64_t l = 0; hp->layer_kind && l < hp->n_layers; l++)
         if (hp->layer_kind[l] < MXL_LAYER_KIND_COUNT) seen[hp->layer_kind[l]] = true;
     for (int k = MXL_LAYER_SHORTCONV; k < MXL_LAYER_KIND_COUNT; k++) {
-        if (!seen[k]) continue;
+        if (!seen[k] || k == MXL_LAYER_MLP_ONLY) continue;
         w[0] = max2(w[0], mxl_rec_in_dim(hp, (mxl_layer_kind)k));
         w[1] = max2(w[1], mxl_rec_conv_dim(hp, (mxl_layer_kind)k));
         if (k == MXL_LAYER_MAMBA) {

@@ -53,6 +53,7 @@ typedef enum mxl_layer_kind {
     MXL_LAYER_MAMBA,     /* Mamba's selective scan */
     MXL_LAYER_MAMBA2,    /* Mamba-2's scalar-decay scan (SSD) */
     MXL_LAYER_GDN,       /* the gated delta rule (Gated DeltaNet) */
+    MXL_LAYER_MLP_ONLY,  /* no token mixer: the block is norm, MLP (or experts), residual (Nemotron-H) */
     MXL_LAYER_KIND_COUNT
 } mxl_layer_kind;
 
