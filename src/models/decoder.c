@@ -535,6 +535,16 @@ static mxl_status bind_ssm_a(const binder *b, int64_t i, int64_t n, const float 
     return MXL_OK;
 }
 
+/* R->conv_wt [K, C]: the convolution's weights transposed into the decoder's arena. */
+static mxl_status transpose_conv(const binder *b, mxl_rec_layer *R, int64_t C, int64_t K) {
+    float *t = mxl_arena_alloc(&b->d->arena, (size_t)(C * K) * sizeof(float), 64);
+    if (!t) return mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory");
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t k = 0; k < K; k++) t[k * C + c] = R->conv_w[c * K + k];
+    R->conv_wt = t;
+    return MXL_OK;
+}
+
 /* Layer i's recurrent mixer of kind k (recurrent.h; the names: decoder_family.h ssm_*). */
 static mxl_status bind_rec(const binder *b, int64_t i, mxl_layer_kind k, mxl_decoder_layer *L) {
     const mxl_decoder_hparams *hp = &b->d->hp;
@@ -552,7 +562,7 @@ static mxl_status bind_rec(const binder *b, int64_t i, mxl_layer_kind k, mxl_dec
     R->kind = k;
     L->rec = R;
     if ((st = bind_proj(b, i, nm->ssm_in, IN, H, hp->ssm_proj_bias, &R->in_proj, &R->in_b)) ||
-        (st = bind_vector(b, i, nm->ssm_conv, ".weight", C * K, &R->conv_w)) ||
+        (st = bind_vector(b, i, nm->ssm_conv, ".weight", C * K, &R->conv_w)) || (st = transpose_conv(b, R, C, K)) ||
         (hp->ssm_conv_bias && (st = bind_vector(b, i, nm->ssm_conv, ".bias", C, &R->conv_b))) ||
         (st = bind_proj(b, i, nm->ssm_out, H, k == MXL_LAYER_SHORTCONV ? H : DI, hp->ssm_proj_bias, &R->out_proj, &R->out_b)))
         return st;

@@ -94,6 +94,7 @@ mxl_status mxl_family_gguf_moe(mxl_family_ctx *c, bool norm) {
     for (int64_t i = 0; i < hp->n_layers; i++) {
         f[i] = i >= (int64_t)lead && layer_tensor(c, i, "ffn_gate_inp");
         const mxl_gguf_tensor_info *sh_gate = layer_tensor(c, i, "ffn_gate_shexp");
+        if (!sh_gate) sh_gate = layer_tensor(c, i, "ffn_up_shexp"); /* (a plain shared expert: Nemotron-H) */
         if (sh_gate && sh_gate->tensor.ndim == 2 && hp->shared_ffn == 0) hp->shared_ffn = sh_gate->tensor.shape[0];
         hp->shared_expert_gate |= layer_tensor(c, i, "ffn_gate_inp_shexp") != NULL;
     }

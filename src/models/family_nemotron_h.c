@@ -8,14 +8,20 @@
  * DeepSeek V3's sigmoid router (e_score_correction_bias, n_group / topk_group, norm_topk_prob,
  * routed_scaling_factor) with a shared expert of moe_shared_expert_intermediate_size ("moe" / E).
  * Its Mamba-2 clamps the time step at time_step_min from below.
+ * GGUF (llama.cpp's nemotron_h / nemotron_h_moe): attention layers by head_count_kv, MLP (or
+ * expert) layers by feed_forward_length, Mamba-2 the others; one norm per block (attn_norm),
+ * ffn_up / ffn_down, ffn_{up,down}_exps with ffn_{up,down}_shexp; relu2 and the clamp at
+ * transformers' default time_step_min (0.001), which the files do not record.
  * The latent expert projections (moe_latent_size) are refused by name. Names: backbone.* as the
  * released checkpoints (and transformers' save) have them, or model.*. */
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
 
+#include "io/gguf.h"
 #include "io/safetensors.h"
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 static const mxl_decoder_names k_names = {
     .embed = "backbone.embeddings", .final_norm = "backbone.norm_f", .lm_head = "lm_head", .layers = "backbone.layers.",
@@ -67,10 +73,40 @@ static mxl_status blocks(mxl_family_ctx *c, int *blk) {
     return MXL_OK;
 }
 
+/* A per-layer integer array "ARCH.<suffix>" (a scalar counts for every layer) into v. */
+static mxl_status gguf_layer_ints(mxl_family_ctx *c, const char *suffix, int64_t *v) {
+    char key[192];
+    mxl_family_gguf_key(c, suffix, key, sizeof key);
+    const mxl_gguf_kv *kv = mxl_gguf_find(c->ck->gguf, key);
+    for (int64_t i = 0; i < c->hp->n_layers; i++) {
+        mxl_gguf_value e;
+        bool ok = kv && (kv->value.type == MXL_GGUF_TYPE_ARRAY ? kv->value.v.arr.n == (uint64_t)c->hp->n_layers &&
+                                                                     mxl_gguf_array_get(&kv->value.v.arr, (uint64_t)i, &e) &&
+                                                                     mxl_gguf_value_as_i64(&e, &v[i])
+                                                               : mxl_gguf_value_as_i64(&kv->value, &v[i]));
+        if (!ok) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: '%s' must give each of the %lld layers", c->ck->path, key, (long long)c->hp->n_layers);
+    }
+    return MXL_OK;
+}
+
+static mxl_status nemotron_h_gguf(mxl_family_ctx *c, int *blk) {
+    mxl_decoder_hparams *hp = c->hp;
+    int64_t kvh[4096], ff[4096];
+    double experts;
+    mxl_status st;
+    if ((st = gguf_layer_ints(c, "attention.head_count_kv", kvh)) || (st = gguf_layer_ints(c, "feed_forward_length", ff)) ||
+        (st = mxl_family_gguf_number(c, "expert_count", 0, &experts)))
+        return st;
+    for (int64_t i = 0; i < hp->n_layers; i++) blk[i] = kvh[i] > 0 ? BLOCK_ATTN : ff[i] > 0 ? (experts > 0 ? BLOCK_MOE : BLOCK_MLP) : BLOCK_MAMBA;
+    for (int64_t i = 0; i < hp->n_layers; i++)
+        if (blk[i] == BLOCK_MLP) hp->ffn = ff[i];
+    c->names->ffn_norm = "attn_norm";
+    return MXL_OK;
+}
+
 static mxl_status nemotron_h_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
-    if (c->gguf) return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: Nemotron-H from GGUF is not supported yet", c->ck->path);
     json_t *latent = json_object_get(c->raw, "moe_latent_size");
     if (latent && !json_is_null(latent))
         return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: config.json 'moe_latent_size' (latent expert projections) is not supported yet",
@@ -79,8 +115,8 @@ static mxl_status nemotron_h_setup(mxl_family_ctx *c) {
     if (hp->n_layers > 4096) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: too many layers", c->ck->path);
     uint8_t *kind = mxl_family_layer_flags(c), *no_mlp = mxl_family_layer_flags(c), *nope = mxl_family_layer_flags(c);
     if (!kind || !no_mlp || !nope) return MXL_ERR_NOMEM;
-    if ((st = blocks(c, blk))) return st;
-    if (mxl_st_model_find(c->ck->st, "model.embeddings.weight"))
+    if ((st = c->gguf ? nemotron_h_gguf(c, blk) : blocks(c, blk))) return st;
+    if (!c->gguf && mxl_st_model_find(c->ck->st, "model.embeddings.weight"))
         c->names->embed = "model.embeddings", c->names->final_norm = "model.norm_f", c->names->layers = "model.layers.";
     bool any_moe = false;
     for (int64_t i = 0; i < hp->n_layers; i++) {
@@ -92,6 +128,17 @@ static mxl_status nemotron_h_setup(mxl_family_ctx *c) {
     hp->layer_kind = kind, hp->layer_no_mlp = no_mlp, hp->layer_no_rope = nope;
     if (!isnan(c->cfg->layer_norm_eps)) hp->norm_eps = (float)c->cfg->layer_norm_eps; /* layer_norm_epsilon */
     hp->mlp = MXL_MLP_PLAIN;
+    if (c->gguf) { /* relu2 (llama.cpp's), the Mamba-2 sizes, the experts */
+        hp->act = MXL_ACT_RELU2;
+        hp->ssm_dt_min = 0.001f;
+        if ((st = mxl_family_gguf_ssm(c, MXL_LAYER_MAMBA2))) return st;
+        hp->ssm_dt_min = 0.001f, hp->ssm_dt_max = INFINITY;
+        if (!any_moe) return MXL_OK;
+        if ((st = mxl_family_gguf_moe(c, true)) || (st = mxl_family_gguf_moe_sigmoid(c))) return st;
+        hp->moe_router = MXL_MOE_SIGMOID;
+        hp->moe_plain = true;
+        return MXL_OK;
+    }
     char act[64] = "relu2";
     json_t *a = json_object_get(c->raw, "mlp_hidden_act");
     if (a && json_is_string(a)) snprintf(act, sizeof act, "%s", json_string_value(a));
@@ -123,5 +170,5 @@ static mxl_status nemotron_h_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_nemotron_h = {
     .model_type = "nemotron_h", .registry_id = "nemotron_h", .hf_class = "NemotronHForCausalLM", .names = &k_names,
-    .setup = nemotron_h_setup,
+    .setup = nemotron_h_setup, .gguf_arch = "nemotron_h", .convert_check = mxl_family_gguf_not_converted,
 };

@@ -87,7 +87,6 @@ void mxl_rec_scratch_carve(const mxl_decoder_hparams *hp, int64_t max_rows, floa
     }
 }
 
-static float silu(float x) { return x / (1.0f + expf(-x)); }
 /* as torch's F.softplus (threshold 20: the input itself above it) */
 static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
@@ -106,9 +105,9 @@ static void add_bias(float *y, const float *b, int64_t n, int64_t m) {
 }
 
 /* One token of the causal convolution over channels [c0, c1): u [C] the new inputs, hist [K - 1, C]
- * the previous ones (oldest first, shifted by one afterwards), y [C] the outputs (silu'd with act). */
+ * the previous ones (oldest first, shifted by one afterwards), y [C] the outputs; y may be u. */
 static void conv_step(const float *w, const float *b, int64_t K, int64_t C, int64_t c0, int64_t c1, const float *u,
-                      float *hist, float *y, bool act) {
+                      float *hist, float *y) {
     for (int64_t c = c0; c < c1; c++) {
         const float *wc = w + c * K;
         float acc = b ? b[c] : 0.0f;
@@ -116,7 +115,7 @@ static void conv_step(const float *w, const float *b, int64_t K, int64_t C, int6
         acc += wc[K - 1] * u[c];
         for (int64_t k = 0; k + 1 < K - 1; k++) hist[k * C + c] = hist[(k + 1) * C + c];
         if (K > 1) hist[(K - 2) * C + c] = u[c];
-        y[c] = act ? silu(acc) : acc;
+        y[c] = acc;
     }
 }
 
@@ -128,9 +127,149 @@ typedef struct rec_pass {
     int64_t n_spans;
     const mxl_rec_scratch *s;
     int phase; /* 0: convolution, 1: scan */
+    const mxl_backend *be; /* the activations' (the reference backend's are the plain ones) */
+    bool plain; /* the plain loops (the reference backend's path), else the 4-lane forms below */
 } rec_pass;
 
-/* the convolution's channels [c0, c1) for every row of every span */
+/* ---- the scans' inner loops: plain, and in 4-lane vectors of the baseline SIMD (the same
+ * operations per element; sums in 4 x 4 partial sums, so the last bits differ from the plain
+ * order). Both are per row, so a row's bits never depend on the other rows of a batch. ---- */
+typedef float v4f __attribute__((vector_size(16)));
+
+static v4f v4_load(const float *p) {
+    v4f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static void v4_store(float *p, v4f v) { memcpy(p, &v, sizeof v); }
+
+/* S[s] = S[s] a + (d B[s]) x over s < n, returning sum S[s] C[s] (Mamba-2's state row) */
+static float ssd_row_plain(float *S, const float *B, const float *C, float a, float d, float x, int64_t n) {
+    float acc = 0.0f;
+    for (int64_t s = 0; s < n; s++) {
+        S[s] = S[s] * a + (d * B[s]) * x;
+        acc += S[s] * C[s];
+    }
+    return acc;
+}
+
+static float ssd_row_vec(float *S, const float *B, const float *C, float a, float d, float x, int64_t n) {
+    v4f acc[4] = {{0}, {0}, {0}, {0}};
+    const v4f va = {a, a, a, a}, vd = {d, d, d, d}, vx = {x, x, x, x};
+    int64_t s = 0;
+    for (; s + 16 <= n; s += 16)
+        for (int j = 0; j < 4; j++) {
+            v4f v = v4_load(S + s + 4 * j) * va + (vd * v4_load(B + s + 4 * j)) * vx;
+            v4_store(S + s + 4 * j, v);
+            acc[j] += v * v4_load(C + s + 4 * j);
+        }
+    v4f t = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    float r = (t[0] + t[1]) + (t[2] + t[3]);
+    return r + ssd_row_plain(S + s, B + s, C + s, a, d, x, n - s);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* The same on 8 lanes with fused multiply-adds where the CPU has AVX2 + FMA (the x86 hosts this
+ * runs on): 2 x 8 partial sums. */
+typedef float v8f __attribute__((vector_size(32)));
+
+__attribute__((target("avx2,fma"))) static float ssd_row_avx2(float *S, const float *B, const float *C, float a, float d, float x,
+                                                               int64_t n) {
+    v8f acc[2] = {{0}, {0}};
+    const v8f va = {a, a, a, a, a, a, a, a}, vd = {d, d, d, d, d, d, d, d}, vx = {x, x, x, x, x, x, x, x};
+    int64_t s = 0;
+    for (; s + 16 <= n; s += 16)
+        for (int j = 0; j < 2; j++) {
+            v8f sv, bv, cv;
+            memcpy(&sv, S + s + 8 * j, sizeof sv);
+            memcpy(&bv, B + s + 8 * j, sizeof bv);
+            memcpy(&cv, C + s + 8 * j, sizeof cv);
+            sv = sv * va + (vd * bv) * vx;
+            memcpy(S + s + 8 * j, &sv, sizeof sv);
+            acc[j] += sv * cv;
+        }
+    v8f t = acc[0] + acc[1];
+    float r = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+    return r + ssd_row_plain(S + s, B + s, C + s, a, d, x, n - s);
+}
+
+static bool have_avx2(void) {
+    static int v = -1;
+    if (v < 0) v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return v;
+}
+#endif
+
+/* Mamba-2's state row on the fastest form this CPU has (the plain one on the reference path). */
+static float ssd_row(float *S, const float *B, const float *C, float a, float d, float x, int64_t n, bool plain) {
+    if (plain) return ssd_row_plain(S, B, C, a, d, x, n);
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (have_avx2()) return ssd_row_avx2(S, B, C, a, d, x, n);
+#endif
+    return ssd_row_vec(S, B, C, a, d, x, n);
+}
+
+/* y[j] += S[j] c (and S[j] *= a first when scale) over j < n: a row of GDN's state, vectorised
+ * over the value dims */
+static void axpy_row(float *y, float *S, float c, float a, bool scale, int64_t n, bool plain) {
+    int64_t j = 0;
+    if (!plain) {
+        const v4f vc = {c, c, c, c}, va = {a, a, a, a};
+        for (; j + 4 <= n; j += 4) {
+            v4f v = v4_load(S + j);
+            if (scale) v4_store(S + j, v = v * va);
+            v4_store(y + j, v4_load(y + j) + v * vc);
+        }
+    }
+    for (; j < n; j++) {
+        if (scale) S[j] *= a;
+        y[j] += S[j] * c;
+    }
+}
+
+/* S[j] += k o[j], then y[j] += S[j] q, over j < n */
+static void update_row(float *S, const float *o, float k, float *y, float q, int64_t n, bool plain) {
+    int64_t j = 0;
+    if (!plain) {
+        const v4f vk = {k, k, k, k}, vq = {q, q, q, q};
+        for (; j + 4 <= n; j += 4) {
+            const v4f v = v4_load(S + j) + vk * v4_load(o + j);
+            v4_store(S + j, v);
+            v4_store(y + j, v4_load(y + j) + v * vq);
+        }
+    }
+    for (; j < n; j++) {
+        S[j] += k * o[j];
+        y[j] += S[j] * q;
+    }
+}
+
+/* conv_step with the transposed weights wt [K, C], 4 channels at a time: the same sums in the
+ * same order, so the same bits */
+static void conv_step_vec(const float *wt, const float *b, int64_t K, int64_t C, int64_t c0, int64_t c1, const float *u,
+                          float *hist, float *y) {
+    int64_t c = c0;
+    for (; c + 4 <= c1; c += 4) {
+        v4f acc = b ? v4_load(b + c) : (v4f){0, 0, 0, 0};
+        for (int64_t k = 0; k < K - 1; k++) acc += v4_load(wt + k * C + c) * v4_load(hist + k * C + c);
+        const v4f uv = v4_load(u + c);
+        acc += v4_load(wt + (K - 1) * C + c) * uv;
+        for (int64_t k = 0; k + 1 < K - 1; k++) v4_store(hist + k * C + c, v4_load(hist + (k + 1) * C + c));
+        if (K > 1) v4_store(hist + (K - 2) * C + c, uv);
+        v4_store(y + c, acc);
+    }
+    for (; c < c1; c++) { /* (the last channels as conv_step does them) */
+        float acc = b ? b[c] : 0.0f;
+        for (int64_t k = 0; k < K - 1; k++) acc += wt[k * C + c] * hist[k * C + c];
+        acc += wt[(K - 1) * C + c] * u[c];
+        for (int64_t k = 0; k + 1 < K - 1; k++) hist[k * C + c] = hist[(k + 1) * C + c];
+        if (K > 1) hist[(K - 2) * C + c] = u[c];
+        y[c] = acc;
+    }
+}
+
+/* the convolution's channels [c0, c1) for every row of every span, then its activation */
 static void conv_part(const rec_pass *p, int64_t c0, int64_t c1) {
     const mxl_decoder_hparams *hp = p->hp;
     const mxl_rec_layer *R = p->R;
@@ -148,13 +287,16 @@ static void conv_part(const rec_pass *p, int64_t c0, int64_t c1) {
                 for (int64_t a = c0; a < c1; a += 256) {
                     int64_t e = a + 256 < c1 ? a + 256 : c1;
                     for (int64_t c = a; c < e; c++) u[c - a] = row[c] * row[2 * C + c];
-                    conv_step(R->conv_w + a * K, R->conv_b ? R->conv_b + a : NULL, K, C, 0, e - a, u, sp->state + a, y + a, false);
+                    if (p->plain) conv_step(R->conv_w + a * K, R->conv_b ? R->conv_b + a : NULL, K, C, 0, e - a, u, sp->state + a, y + a);
+                    else conv_step_vec(R->conv_wt + a, R->conv_b ? R->conv_b + a : NULL, K, C, 0, e - a, u, sp->state + a, y + a);
                 }
-            } else if (R->kind == MXL_LAYER_GDN) { /* (gathered into xc: in place) */
-                conv_step(R->conv_w, R->conv_b, K, C, c0, c1, y, sp->state, y, true);
-            } else {
-                conv_step(R->conv_w, R->conv_b, K, C, c0, c1, row + u0, sp->state, y, true);
+                continue;
             }
+            /* (GDN's input was gathered into xc: in place) */
+            const float *in = R->kind == MXL_LAYER_GDN ? y : row + u0;
+            if (p->plain) conv_step(R->conv_w, R->conv_b, K, C, c0, c1, in, sp->state, y);
+            else conv_step_vec(R->conv_wt, R->conv_b, K, C, c0, c1, in, sp->state, y);
+            p->be->ops->act(p->be, MXL_ACT_SILU, y + c0, c1 - c0, y + c0);
         }
     }
 }
@@ -179,25 +321,26 @@ static void mamba_part(const rec_pass *p, int64_t i0, int64_t i1) {
                     Si[s] = expf(d * A[s]) * Si[s] + (d * B[s]) * xi;
                     acc += Si[s] * Cm[s];
                 }
-                y[i] = (acc + R->D[i] * xi) * silu(z[i]);
+                y[i] = (acc + R->D[i] * xi) * z[i]; /* (z silu'd before the scan) */
             }
         }
     }
 }
 
-/* MAMBA2's scan of heads [h0, h1), then the gated norm's gate (y * silu(z)) of their channels */
+/* MAMBA2's scan of heads [h0, h1), times the gate silu(z) of their channels */
 static void mamba2_part(const rec_pass *p, int64_t h0, int64_t h1) {
     const mxl_decoder_hparams *hp = p->hp;
     const mxl_rec_layer *R = p->R;
     const int64_t DI = hp->ssm_inner, N = hp->ssm_state, NH = hp->ssm_heads, G = hp->ssm_groups, P = DI / NH;
     const int64_t C = mxl_rec_conv_dim(hp, R->kind), IN = mxl_rec_in_dim(hp, R->kind);
+    /* heads outer, tokens inner: a head's state stays in cache over the span's tokens */
     for (int64_t si = 0; si < p->n_spans; si++) {
         const mxl_rec_span *sp = &p->spans[si];
         float *S = sp->state + (hp->ssm_conv - 1) * C; /* [NH, P, N] */
-        for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++) {
-            const float *xbc = p->s->xc + t * C, *z = p->s->in + t * IN, *dtr = z + DI + C;
-            float *y = p->s->y + t * DI;
-            for (int64_t h = h0; h < h1; h++) {
+        for (int64_t h = h0; h < h1; h++)
+            for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++) {
+                const float *xbc = p->s->xc + t * C, *z = p->s->in + t * IN, *dtr = z + DI + C;
+                float *y = p->s->y + t * DI;
                 float d = softplus(dtr[h] + R->dt_b[h]);
                 d = fminf(fmaxf(d, hp->ssm_dt_min), hp->ssm_dt_max);
                 const float dA = expf(d * R->A[h]);
@@ -205,15 +348,11 @@ static void mamba2_part(const rec_pass *p, int64_t h0, int64_t h1) {
                 const float *B = xbc + DI + g * N, *Cm = xbc + DI + G * N + g * N;
                 for (int64_t q = 0; q < P; q++) {
                     const float xq = xbc[h * P + q];
-                    float *Sq = S + (h * P + q) * N, acc = 0.0f;
-                    for (int64_t s = 0; s < N; s++) {
-                        Sq[s] = Sq[s] * dA + (d * B[s]) * xq;
-                        acc += Sq[s] * Cm[s];
-                    }
-                    y[h * P + q] = (acc + R->D[h] * xq) * silu(z[h * P + q]);
+                    float *Sq = S + (h * P + q) * N;
+                    const float acc = ssd_row(Sq, B, Cm, dA, d, xq, N, p->plain);
+                    y[h * P + q] = (acc + R->D[h] * xq) * z[h * P + q];
                 }
             }
-        }
     }
 }
 
@@ -236,10 +375,10 @@ static void gdn_part(const rec_pass *p, int64_t h0, int64_t h1) {
     for (int64_t si = 0; si < p->n_spans; si++) {
         const mxl_rec_span *sp = &p->spans[si];
         float *S = sp->state + (hp->ssm_conv - 1) * C; /* [NV, dk, dv] */
-        for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++) {
-            const float *x = p->s->xc + t * C, *ba = p->s->dt + t * BA, *z = ba + 2 * NV;
-            float *y = p->s->y + t * NV * dv;
-            for (int64_t h = h0; h < h1; h++) {
+        for (int64_t h = h0; h < h1; h++) /* (heads outer: a head's state stays in cache) */
+            for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++) {
+                const float *x = p->s->xc + t * C, *ba = p->s->dt + t * BA, *z = ba + 2 * NV;
+                float *y = p->s->y + t * NV * dv;
                 const int64_t kh = hp->gdn_v_tiled ? h % NK : h / r;
                 memcpy(q, x + kh * dk, (size_t)dk * sizeof(float));
                 memcpy(k, x + NK * dk + kh * dk, (size_t)dk * sizeof(float));
@@ -251,27 +390,14 @@ static void gdn_part(const rec_pass *p, int64_t h0, int64_t h1) {
                 const float decay = expf(R->A[h] * softplus(ba[NV + h] + R->dt_b[h]));
                 float *Sh = S + h * dk * dv;
                 for (int64_t j = 0; j < dv; j++) o[j] = 0.0f; /* o: first S^T k, then the delta */
-                for (int64_t i = 0; i < dk; i++) {
-                    float *Si = Sh + i * dv;
-                    for (int64_t j = 0; j < dv; j++) {
-                        Si[j] *= decay;
-                        o[j] += Si[j] * k[i];
-                    }
-                }
+                for (int64_t i = 0; i < dk; i++) axpy_row(o, Sh + i * dv, k[i], decay, true, dv, p->plain);
                 for (int64_t j = 0; j < dv; j++) o[j] = (v[j] - o[j]) * beta;
                 float *yh = y + h * dv;
                 for (int64_t j = 0; j < dv; j++) yh[j] = 0.0f;
-                for (int64_t i = 0; i < dk; i++) {
-                    float *Si = Sh + i * dv;
-                    for (int64_t j = 0; j < dv; j++) {
-                        Si[j] += k[i] * o[j];
-                        yh[j] += Si[j] * q[i];
-                    }
-                }
+                for (int64_t i = 0; i < dk; i++) update_row(Sh + i * dv, o, k[i], yh, q[i], dv, p->plain);
                 rms_weightless(yh, dv, hp->ssm_norm_eps);
-                for (int64_t j = 0; j < dv; j++) yh[j] *= R->norm_w[j] * silu(z[h * dv + j]);
+                for (int64_t j = 0; j < dv; j++) yh[j] *= R->norm_w[j] * z[h * dv + j];
             }
-        }
     }
 }
 
@@ -356,8 +482,14 @@ void mxl_rec_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const
         be->ops->matmul(be, &R->in_proj, prep, h, n_rows, s->in, mm_scratch, pool);
         add_bias(s->in, R->in_b, n_rows, IN);
     }
-    rec_pass p = {hp, R, spans, n_spans, s, 0};
+    rec_pass p = {hp, R, spans, n_spans, s, 0, be, be == mxl_backend_reference()};
     run_phase(&p, 0, pool);
+    /* the gates z -> silu(z), in place (the backend's vector form; the reference's plain one) */
+    for (int64_t t = 0; t < n_rows && R->kind != MXL_LAYER_SHORTCONV; t++) {
+        float *z = R->kind == MXL_LAYER_MAMBA ? s->in + t * IN + DI : R->kind == MXL_LAYER_MAMBA2 ? s->in + t * IN
+                                                                       : s->dt + t * (2 * hp->gdn_v_heads + DI) + 2 * hp->gdn_v_heads;
+        be->ops->act(be, MXL_ACT_SILU, z, DI, z);
+    }
     const float *y = s->y;
     if (R->kind == MXL_LAYER_SHORTCONV) {
         const int64_t H = hp->hidden;

@@ -33,7 +33,9 @@
  *
  * The scans run token by token (the plain form of every kind, and the one that makes a chunked
  * prefill, a whole prefill and a batched decode step give the same bits); the channels / heads
- * are split over the pool's threads. */
+ * are split over the pool's threads. The reference backend runs the plain inner loops, the
+ * others the same element operations in 4-lane vectors (Mamba-2's state rows, GDN's rows of
+ * S: recurrent.c), whose sums differ from the plain order in the last bits only. */
 #ifndef MXL_MODELS_RECURRENT_H
 #define MXL_MODELS_RECURRENT_H
 
@@ -68,6 +70,7 @@ typedef struct mxl_rec_layer {
     mxl_weight in_z;        /* GDN with gdn_split: [NV dv, hidden] in_proj_z */
     const float *in_b;      /* [in_dim] or NULL */
     const float *conv_w;    /* [conv_dim, K] */
+    const float *conv_wt;   /* the same transposed, [K, conv_dim] (the vector form's layout) */
     const float *conv_b;    /* [conv_dim] or NULL */
     mxl_weight x_proj;      /* MAMBA: [R + 2 N, DI] */
     mxl_weight dt_proj;     /* MAMBA: [DI, R] */
