@@ -92,12 +92,17 @@ static mxl_status gguf_layer_ints(mxl_family_ctx *c, const char *suffix, int64_t
 static mxl_status nemotron_h_gguf(mxl_family_ctx *c, int *blk) {
     mxl_decoder_hparams *hp = c->hp;
     int64_t kvh[4096], ff[4096];
-    double experts;
     mxl_status st;
-    if ((st = gguf_layer_ints(c, "attention.head_count_kv", kvh)) || (st = gguf_layer_ints(c, "feed_forward_length", ff)) ||
-        (st = mxl_family_gguf_number(c, "expert_count", 0, &experts)))
-        return st;
-    for (int64_t i = 0; i < hp->n_layers; i++) blk[i] = kvh[i] > 0 ? BLOCK_ATTN : ff[i] > 0 ? (experts > 0 ? BLOCK_MOE : BLOCK_MLP) : BLOCK_MAMBA;
+    if ((st = gguf_layer_ints(c, "attention.head_count_kv", kvh)) || (st = gguf_layer_ints(c, "feed_forward_length", ff))) return st;
+    bool moe = false;
+    for (int64_t i = 0; i < hp->n_layers; i++) { /* (an expert layer holds a router) */
+        char name[64];
+        snprintf(name, sizeof name, "blk.%lld.ffn_gate_inp.weight", (long long)i);
+        const bool router = mxl_gguf_find_tensor(c->ck->gguf, name) != NULL;
+        blk[i] = kvh[i] > 0 ? BLOCK_ATTN : ff[i] > 0 ? (router ? BLOCK_MOE : BLOCK_MLP) : BLOCK_MAMBA;
+        moe |= router;
+    }
+    if (!moe) hp->n_experts = hp->n_experts_used = 0; /* (the converter writes an expert count for dense files too) */
     for (int64_t i = 0; i < hp->n_layers; i++)
         if (blk[i] == BLOCK_MLP) hp->ffn = ff[i];
     c->names->ffn_norm = "attn_norm";
