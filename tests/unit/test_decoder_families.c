@@ -358,6 +358,26 @@ TEST(decoder_families_refuse_unsupported_config_by_name) {
                    "sliding_window_pattern", NULL, mxl_test_failed_);
 }
 
+/* Recurrent families (models/recurrent.h): state sizes, head groupings and layer lists that
+ * disagree with each other or the layer count are refused at load, by name. */
+TEST(decoder_families_refuse_inconsistent_recurrent_configs_by_name) {
+    expect_refused("mamba2", "{\"num_heads\": 7}", MXL_ERR_FORMAT, "num_heads 7", "expand", mxl_test_failed_);
+    expect_refused("mamba2", "{\"n_groups\": 3}", MXL_ERR_FORMAT, "3 groups", "do not divide", mxl_test_failed_);
+    expect_refused("mamba", "{\"time_step_rank\": 1000}", MXL_ERR_FORMAT, "time_step_rank 1000", NULL, mxl_test_failed_);
+    expect_refused("mamba", "{\"conv_kernel\": 0}", MXL_ERR_FORMAT, "conv kernel", NULL, mxl_test_failed_);
+    expect_refused("mamba2", "{\"hidden_act\": \"gelu\"}", MXL_ERR_UNSUPPORTED, "hidden_act 'gelu'", "mamba2", mxl_test_failed_);
+    expect_refused("qwen3_next", "{\"linear_num_value_heads\": 3}", MXL_ERR_FORMAT, "linear attention heads", NULL, mxl_test_failed_);
+    expect_refused("qwen3_next", "{\"layer_types\": [\"linear_attention\", \"sliding_attention\", \"linear_attention\", \"full_attention\"]}",
+                   MXL_ERR_FORMAT, "layer_types[1]", "sliding_attention", mxl_test_failed_);
+    expect_refused("lfm2", "{\"layer_types\": [\"conv\", \"mamba\", \"conv\"]}", MXL_ERR_FORMAT, "layer_types[1]", "'mamba'", mxl_test_failed_);
+    expect_refused("lfm2", "{\"layer_types\": [\"conv\", \"conv\"]}", MXL_ERR_FORMAT, "layer_types", "num_hidden_layers", mxl_test_failed_);
+    expect_refused("granitemoehybrid", "{\"mamba_d_head\": 12}", MXL_ERR_FORMAT, "mamba_d_head 12", NULL, mxl_test_failed_);
+    expect_refused("nemotron_h", "{\"layers_block_type\": null, \"hybrid_override_pattern\": \"MX*E-E\"}", MXL_ERR_FORMAT, "letter 'X'",
+                   NULL, mxl_test_failed_);
+    expect_refused("nemotron_h", "{\"moe_latent_size\": 16}", MXL_ERR_UNSUPPORTED, "moe_latent_size", NULL, mxl_test_failed_);
+    expect_refused("mamba2", "{\"time_step_limit\": [0.0]}", MXL_ERR_FORMAT, "time_step_limit", NULL, mxl_test_failed_);
+}
+
 TEST(decoder_families_refuse_mismatched_tensors_by_name) {
     /* tied checkpoint (no lm_head.weight) declared untied */
     expect_refused("gemma", "{\"tie_word_embeddings\": false}", MXL_ERR_FORMAT, "lm_head.weight", "missing", mxl_test_failed_);
