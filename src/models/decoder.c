@@ -571,6 +571,9 @@ static mxl_status bind_rec(const binder *b, int64_t i, mxl_layer_kind k, mxl_dec
     if (!st && k == MXL_LAYER_MAMBA) st = bind_proj(b, i, nm->ssm_dt, DI, hp->ssm_dt_rank, true, &R->dt_proj, &R->dt_b);
     if (!st && k == MXL_LAYER_MAMBA) st = bind_ssm_a(b, i, DI * N, &R->A);
     if (!st && k == MXL_LAYER_MAMBA) st = bind_vector(b, i, nm->ssm_d, "", DI, &R->D);
+    if (!st && k == MXL_LAYER_MAMBA && nm->ssm_dt_norm) st = bind_vector(b, i, nm->ssm_dt_norm, ".weight", hp->ssm_dt_rank, &R->dt_norm);
+    if (!st && k == MXL_LAYER_MAMBA && nm->ssm_b_norm) st = bind_vector(b, i, nm->ssm_b_norm, ".weight", N, &R->b_norm);
+    if (!st && k == MXL_LAYER_MAMBA && nm->ssm_c_norm) st = bind_vector(b, i, nm->ssm_c_norm, ".weight", N, &R->c_norm);
     if (!st && k == MXL_LAYER_MAMBA2) st = bind_vector(b, i, nm->ssm_dt_bias, "", hp->ssm_heads, &R->dt_b);
     if (!st && k == MXL_LAYER_MAMBA2) st = bind_ssm_a(b, i, hp->ssm_heads, &R->A);
     if (!st && k == MXL_LAYER_MAMBA2) st = bind_vector(b, i, nm->ssm_d, "", hp->ssm_heads, &R->D);

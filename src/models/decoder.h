@@ -175,7 +175,8 @@ typedef struct mxl_decoder_hparams {
     int64_t ssm_heads, ssm_groups; /* MAMBA2: NH heads of DI / NH, G groups of B and C */
     float ssm_dt_min, ssm_dt_max;  /* MAMBA2: time_step_limit (0, inf) */
     float ssm_norm_eps;   /* MAMBA2's gated RMSNorm */
-    float ssm_bcdt_eps;   /* > 0: MAMBA's time step, B and C each through a weightless RMSNorm (Falcon Mamba) */
+    float ssm_bcdt_eps;   /* > 0: MAMBA's time step, B and C each through an RMSNorm (weightless: Falcon
+                           * Mamba; with the weights names.ssm_dt_norm ...: Jamba) */
     int64_t gdn_k_heads, gdn_v_heads, gdn_k_dim, gdn_v_dim; /* GDN: NK, NV, dk, dv */
     bool gdn_split;       /* GDN: separate in_proj_qkv [q; k; v] and in_proj_z (Qwen 3.5, GGUF), not
                            * Qwen3-Next's per-key-head in_proj_qkvz */

@@ -72,6 +72,7 @@ typedef struct mxl_decoder_names {
     const char *ssm_ba, *ssm_in_a, *ssm_in_z; /* GDN: in_proj_ba (or in_proj_b when ssm_in_a names in_proj_a),
                                                * and with hp.gdn_split in_proj_z */
     bool ssm_a_neg;         /* ssm_a holds A = -exp(A_log) already (GGUF) */
+    const char *ssm_dt_norm, *ssm_b_norm, *ssm_c_norm; /* MAMBA's weighted dt / B / C RMSNorms (Jamba), or NULL */
 } mxl_decoder_names;
 
 typedef struct mxl_family_ctx {

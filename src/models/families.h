@@ -75,6 +75,7 @@
     X(qwen3_5_moe)              \
     X(lfm2_moe)                 \
     X(granitemoehybrid)         \
-    X(nemotron_h)
+    X(nemotron_h)               \
+    X(jamba)
 
 #endif

@@ -498,10 +498,15 @@ void mxl_rec_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const
     } else if (R->kind == MXL_LAYER_MAMBA) {
         const int64_t W = hp->ssm_dt_rank + 2 * hp->ssm_state;
         be->ops->matmul(be, &R->x_proj, NULL, s->xc, n_rows, s->dbc, mm_scratch, pool);
-        if (hp->ssm_bcdt_eps > 0) /* Falcon Mamba: each of dt_r, B, C RMS-normed, no weight */
+        if (hp->ssm_bcdt_eps > 0) /* each of dt_r, B, C RMS-normed: no weight (Falcon Mamba), or Jamba's */
             for (int64_t t = 0; t < n_rows; t++) {
                 const int64_t seg[3][2] = {{0, hp->ssm_dt_rank}, {hp->ssm_dt_rank, hp->ssm_state}, {hp->ssm_dt_rank + hp->ssm_state, hp->ssm_state}};
-                for (int j = 0; j < 3; j++) rms_weightless(s->dbc + t * W + seg[j][0], seg[j][1], hp->ssm_bcdt_eps);
+                const float *w[3] = {R->dt_norm, R->b_norm, R->c_norm};
+                for (int j = 0; j < 3; j++) {
+                    float *v = s->dbc + t * W + seg[j][0];
+                    rms_weightless(v, seg[j][1], hp->ssm_bcdt_eps);
+                    for (int64_t e = 0; w[j] && e < seg[j][1]; e++) v[e] *= w[j][e];
+                }
             }
         /* dt_proj reads the first R of each x_proj row: packed into the dt buffer's rows first */
         float *dr = s->y; /* (free until the scan) */

@@ -78,6 +78,9 @@ typedef struct mxl_rec_layer {
     const float *A;         /* -exp(A_log): MAMBA [DI, N]; MAMBA2 [NH]; GDN [NV] */
     const float *D;         /* MAMBA [DI]; MAMBA2 [NH] */
     const float *norm_w;    /* MAMBA2: the gated norm's weight [DI]; GDN [dv] */
+    const float *dt_norm, *b_norm, *c_norm; /* MAMBA with hp.ssm_bcdt_eps: the RMSNorms' weights of the
+                                             * time step [R], B and C [N] (Jamba), or NULL (weightless:
+                                             * Falcon Mamba) */
     mxl_weight out_proj;    /* [hidden, DI] (SHORTCONV: [hidden, hidden]) */
     const float *out_b;     /* [hidden] or NULL */
     size_t state_off;       /* this layer's piece of a sequence's state slab (floats) */

@@ -47,6 +47,7 @@ static const char *const k_no_mlx_lm[][2] = {
     {"youtu_llm", "as youtu (the same decoder under the released checkpoints' model_type)"},
     {"cohere2_moe", "mlx-lm has no cohere2_moe model"},
     {"llama4_text", "mlx-lm's llama4 reads only the multimodal layout (text_config, language_model.*), which this build does not load yet"},
+    {"jamba", "mlx-lm's jamba renormalises the chosen experts' weights (a softmax over the top k), transformers' does not: no checkpoint both run alike"},
     {"qwen3_5_text", "mlx-lm converts the released vision-language qwen3_5 (its fixture: the same decoder), not the bare text model type"},
     {"qwen3_5_moe_text", "mlx-lm converts the released vision-language qwen3_5_moe (its fixture: the same decoder), not the bare text model type"},
 };
