@@ -264,6 +264,9 @@ mxl_status mxl_family_moe_layer_types(mxl_family_ctx *c, int64_t first_dense_def
 mxl_status mxl_family_moe_shared_count(mxl_family_ctx *c, const char *key);
 
 /* ---- recurrent layers ---- */
+/* Mamba-2's time step limits from config.json time_step_limit (absent: (0, inf)), also in
+ * transformers' {"__float__": "Infinity"} spelling (family_mamba.c). */
+mxl_status mxl_family_ssm_time_step_limit(mxl_family_ctx *c);
 /* Gated DeltaNet hybrids (family_qwen3_next.c; Qwen 3.5 too): layer_types "linear_attention" /
  * "full_attention" (else every full_attention_interval-th layer attends), the linear_* sizes,
  * zero-centred RMSNorms, per-head QK-norms, gated attention queries (attn_q_gate), RoPE. */

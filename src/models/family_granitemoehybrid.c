@@ -33,14 +33,6 @@ static const mxl_decoder_names k_names = {
     .ssm_d = "mamba.D", .ssm_norm = "mamba.norm", .ssm_out = "mamba.out_proj",
 };
 
-/* A number, or transformers' JSON spelling of a non-finite one ({"__float__": "Infinity"}). */
-static bool limit_value(json_t *v, double *out) {
-    if (json_is_number(v)) return (*out = json_number_value(v)), true;
-    const char *f = json_is_object(v) ? json_string_value(json_object_get(v, "__float__")) : NULL;
-    if (f && strcmp(f, "Infinity") == 0) return (*out = INFINITY), true;
-    return false;
-}
-
 static mxl_status layer_kinds(mxl_family_ctx *c, uint8_t *kind) {
     json_t *lt = json_object_get(c->raw, "layer_types");
     if (!lt || json_is_null(lt)) lt = json_object_get(c->raw, "layers_block_type");
@@ -95,16 +87,7 @@ static mxl_status granitemoehybrid_setup(mxl_family_ctx *c) {
                                  c->ck->path, (long long)hp->ssm_heads, (long long)head_dim, (long long)hp->ssm_inner);
     }
     hp->ssm_norm_eps = hp->norm_eps;
-    hp->ssm_dt_min = 0.0f;
-    hp->ssm_dt_max = INFINITY;
-    json_t *lim = json_object_get(c->raw, "time_step_limit");
-    if (lim && !json_is_null(lim)) {
-        double v[2];
-        if (!json_is_array(lim) || json_array_size(lim) != 2 || !limit_value(json_array_get(lim, 0), &v[0]) ||
-            !limit_value(json_array_get(lim, 1), &v[1]))
-            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: time_step_limit must be a list of two numbers", c->ck->path);
-        hp->ssm_dt_min = (float)v[0], hp->ssm_dt_max = (float)v[1];
-    }
+    if ((st = mxl_family_ssm_time_step_limit(c))) return st;
     /* positions: RoPE only when position_embedding_type says "rope" */
     json_t *pe = json_object_get(c->raw, "position_embedding_type");
     if (!(pe && json_is_string(pe) && strcmp(json_string_value(pe), "rope") == 0)) {

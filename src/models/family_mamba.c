@@ -106,6 +106,21 @@ static bool limit_value(json_t *v, double *out) {
     return false;
 }
 
+mxl_status mxl_family_ssm_time_step_limit(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    hp->ssm_dt_min = 0.0f;
+    hp->ssm_dt_max = INFINITY;
+    json_t *lim = json_object_get(c->raw, "time_step_limit");
+    if (!lim || json_is_null(lim)) return MXL_OK;
+    double v[2];
+    if (!json_is_array(lim) || json_array_size(lim) != 2 || !limit_value(json_array_get(lim, 0), &v[0]) ||
+        !limit_value(json_array_get(lim, 1), &v[1]))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: time_step_limit must be a list of two numbers", c->ck->path);
+    hp->ssm_dt_min = (float)v[0];
+    hp->ssm_dt_max = (float)v[1];
+    return MXL_OK;
+}
+
 static mxl_status mamba2_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st = ssm_common(c, MXL_LAYER_MAMBA2);
@@ -118,18 +133,7 @@ static mxl_status mamba2_setup(mxl_family_ctx *c) {
         return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: num_heads %lld x head_dim %lld does not equal expand x hidden_size (%lld)", c->ck->path,
                              (long long)hp->ssm_heads, (long long)head_dim, (long long)hp->ssm_inner);
     hp->ssm_norm_eps = hp->norm_eps;
-    hp->ssm_dt_min = 0.0f;
-    hp->ssm_dt_max = INFINITY;
-    json_t *lim = json_object_get(c->raw, "time_step_limit");
-    if (lim && !json_is_null(lim)) {
-        double v[2];
-        if (!json_is_array(lim) || json_array_size(lim) != 2 || !limit_value(json_array_get(lim, 0), &v[0]) ||
-            !limit_value(json_array_get(lim, 1), &v[1]))
-            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: time_step_limit must be a list of two numbers", c->ck->path);
-        hp->ssm_dt_min = (float)v[0];
-        hp->ssm_dt_max = (float)v[1];
-    }
-    return MXL_OK;
+    return mxl_family_ssm_time_step_limit(c);
 }
 
 const mxl_decoder_family mxl_family_mamba = {

@@ -18,19 +18,6 @@
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
-static const mxl_decoder_names k_names = {
-    .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
-    .attn_norm = "input_layernorm", .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
-    .o = "self_attn.o_proj", .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
-    .ffn_norm = "post_attention_layernorm", .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
-    .moe_router = "mlp.gate", .experts = "mlp.experts.", .expert_gate = "gate_proj", .expert_up = "up_proj",
-    .expert_down = "down_proj", .exps_gate = "mlp.switch_mlp.gate_proj", .exps_up = "mlp.switch_mlp.up_proj",
-    .exps_down = "mlp.switch_mlp.down_proj", .sh_gate = "mlp.shared_expert.gate_proj", .sh_up = "mlp.shared_expert.up_proj",
-    .sh_down = "mlp.shared_expert.down_proj", .sh_router = "mlp.shared_expert_gate",
-    .ssm_in = "linear_attn.in_proj_qkv", .ssm_in_z = "linear_attn.in_proj_z", .ssm_ba = "linear_attn.in_proj_b",
-    .ssm_in_a = "linear_attn.in_proj_a", .ssm_conv = "linear_attn.conv1d", .ssm_dt_bias = "linear_attn.dt_bias",
-    .ssm_a = "linear_attn.A_log", .ssm_norm = "linear_attn.norm", .ssm_out = "linear_attn.out_proj",
-};
 
 /* Where the decoder sits: model.* (Qwen3_5ForCausalLM), model.language_model.* (the
  * vision-language model) or language_model.model.* (mlx-lm's conversion of it). */
@@ -55,7 +42,9 @@ static mxl_status qwen3_5_setup(mxl_family_ctx *c) {
     }
     text_prefix(c);
     if ((st = mxl_family_gdn_common(c))) return st;
-    c->hp->gdn_split = true;
+    c->hp->gdn_split = true; /* (separate projections) */
+    c->names->ssm_in = "linear_attn.in_proj_qkv", c->names->ssm_in_z = "linear_attn.in_proj_z";
+    c->names->ssm_ba = "linear_attn.in_proj_b", c->names->ssm_in_a = "linear_attn.in_proj_a";
     mxl_family_gdn_mlx_norms(c, "linear_attn.conv1d");
     return MXL_OK;
 }
@@ -71,23 +60,23 @@ static mxl_status qwen3_5_moe_setup(mxl_family_ctx *c) {
 }
 
 const mxl_decoder_family mxl_family_qwen3_5_text = {
-    .model_type = "qwen3_5_text", .registry_id = "qwen3_5", .hf_class = "Qwen3_5ForCausalLM", .names = &k_names,
+    .model_type = "qwen3_5_text", .registry_id = "qwen3_5", .hf_class = "Qwen3_5ForCausalLM", .names = &mxl_names_qwen_moe,
     .setup = qwen3_5_setup, .gaps = "the vision tower (text decoder only)",
 };
 
 const mxl_decoder_family mxl_family_qwen3_5_moe_text = {
-    .model_type = "qwen3_5_moe_text", .registry_id = "qwen3_5_moe", .hf_class = "Qwen3_5MoeForCausalLM", .names = &k_names,
+    .model_type = "qwen3_5_moe_text", .registry_id = "qwen3_5_moe", .hf_class = "Qwen3_5MoeForCausalLM", .names = &mxl_names_qwen_moe,
     .setup = qwen3_5_moe_setup, .gaps = "the vision tower (text decoder only)",
 };
 
 const mxl_decoder_family mxl_family_qwen3_5 = {
-    .model_type = "qwen3_5", .registry_id = "qwen3_5", .hf_class = "Qwen3_5ForConditionalGeneration", .names = &k_names,
+    .model_type = "qwen3_5", .registry_id = "qwen3_5", .hf_class = "Qwen3_5ForConditionalGeneration", .names = &mxl_names_qwen_moe,
     .setup = qwen3_5_setup, .gaps = "the vision tower (text decoder only)", .text_config = true,
     .gguf_arch = "qwen35", .convert_check = mxl_family_gguf_not_converted,
 };
 
 const mxl_decoder_family mxl_family_qwen3_5_moe = {
-    .model_type = "qwen3_5_moe", .registry_id = "qwen3_5_moe", .hf_class = "Qwen3_5MoeForConditionalGeneration", .names = &k_names,
+    .model_type = "qwen3_5_moe", .registry_id = "qwen3_5_moe", .hf_class = "Qwen3_5MoeForConditionalGeneration", .names = &mxl_names_qwen_moe,
     .setup = qwen3_5_moe_setup, .gaps = "the vision tower (text decoder only)", .text_config = true,
     .gguf_arch = "qwen35moe", .convert_check = mxl_family_gguf_not_converted,
 };

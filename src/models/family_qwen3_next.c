@@ -21,19 +21,6 @@
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
-static const mxl_decoder_names k_names = {
-    .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
-    .attn_norm = "input_layernorm", .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
-    .o = "self_attn.o_proj", .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
-    .ffn_norm = "post_attention_layernorm", .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
-    .moe_router = "mlp.gate", .experts = "mlp.experts.", .expert_gate = "gate_proj", .expert_up = "up_proj",
-    .expert_down = "down_proj", .exps_gate = "mlp.switch_mlp.gate_proj", .exps_up = "mlp.switch_mlp.up_proj",
-    .exps_down = "mlp.switch_mlp.down_proj", .sh_gate = "mlp.shared_expert.gate_proj", .sh_up = "mlp.shared_expert.up_proj",
-    .sh_down = "mlp.shared_expert.down_proj", .sh_router = "mlp.shared_expert_gate",
-    .ssm_in = "linear_attn.in_proj_qkvz", .ssm_ba = "linear_attn.in_proj_ba", .ssm_conv = "linear_attn.conv1d",
-    .ssm_dt_bias = "linear_attn.dt_bias", .ssm_a = "linear_attn.A_log", .ssm_norm = "linear_attn.norm",
-    .ssm_out = "linear_attn.out_proj",
-};
 
 /* The layer kinds: layer_types ("linear_attention" / "full_attention"), else every
  * full_attention_interval-th layer (default 4) attends. */
@@ -62,7 +49,12 @@ static mxl_status gdn_layers(mxl_family_ctx *c, uint8_t *kind) {
 /* The Gated DeltaNet sizes (linear_*) and the zero-centred norms, shared with Qwen 3.5. */
 mxl_status mxl_family_gdn_common(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
+    mxl_decoder_names *nm = c->names;
     mxl_status st;
+    /* (Qwen MoE's attention and MLP names; the Gated DeltaNet's, Qwen3-Next's grouped form) */
+    nm->ssm_in = "linear_attn.in_proj_qkvz", nm->ssm_ba = "linear_attn.in_proj_ba", nm->ssm_conv = "linear_attn.conv1d";
+    nm->ssm_dt_bias = "linear_attn.dt_bias", nm->ssm_a = "linear_attn.A_log", nm->ssm_norm = "linear_attn.norm";
+    nm->ssm_out = "linear_attn.out_proj";
     uint8_t *kind = mxl_family_layer_flags(c);
     if (!kind) return MXL_ERR_NOMEM;
     hp->layer_kind = kind;
@@ -156,6 +148,6 @@ static mxl_status qwen3_next_setup(mxl_family_ctx *c) {
 }
 
 const mxl_decoder_family mxl_family_qwen3_next = {
-    .model_type = "qwen3_next", .registry_id = "qwen3_next", .hf_class = "Qwen3NextForCausalLM", .names = &k_names,
+    .model_type = "qwen3_next", .registry_id = "qwen3_next", .hf_class = "Qwen3NextForCausalLM", .names = &mxl_names_qwen_moe,
     .setup = qwen3_next_setup, .gguf_arch = "qwen3next", .convert_check = mxl_family_gguf_not_converted,
 };
