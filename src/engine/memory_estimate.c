@@ -113,7 +113,7 @@ mxl_status mxl_mem_estimate_compute(const mxl_model_config *cfg, bool is_encoder
     int64_t n_kv_layers = cfg->num_hidden_layers;
     if (hp && hp->layer_kind) n_kv_layers = 0;
     for (int64_t l = 0; hp && hp->layer_kind && l < hp->n_layers; l++) {
-        const size_t f = mxl_rec_state_floats(hp, (mxl_layer_kind)hp->layer_kind[l]);
+        const size_t f = mxl_rec_state_floats(hp, hp->parallel_ssm ? MXL_LAYER_MAMBA2 : (mxl_layer_kind)hp->layer_kind[l]);
         out->n_state_layers += f > 0;
         out->state_bytes_per_seq += (uint64_t)f * sizeof(float);
         n_kv_layers += hp->layer_kind[l] == MXL_LAYER_ATTN; /* (MLP-only layers hold neither) */

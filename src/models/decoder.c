@@ -553,7 +553,7 @@ static mxl_status bind_rec(const binder *b, int64_t i, mxl_layer_kind k, mxl_dec
     const int64_t C = mxl_rec_conv_dim(hp, k), IN = mxl_rec_in_dim(hp, k);
     mxl_status st;
     if (!nm->ssm_in || !nm->ssm_conv || !nm->ssm_out || (k != MXL_LAYER_SHORTCONV && (!nm->ssm_a || (k != MXL_LAYER_GDN && !nm->ssm_d))) ||
-        (k == MXL_LAYER_MAMBA && (!nm->ssm_x || !nm->ssm_dt)) || (k == MXL_LAYER_MAMBA2 && (!nm->ssm_dt_bias || !nm->ssm_norm)) ||
+        (k == MXL_LAYER_MAMBA && (!nm->ssm_x || !nm->ssm_dt)) || (k == MXL_LAYER_MAMBA2 && (!nm->ssm_dt_bias || (!nm->ssm_norm && !hp->ssm_no_norm))) ||
         (k == MXL_LAYER_GDN && (!nm->ssm_dt_bias || !nm->ssm_norm || !nm->ssm_ba || (hp->gdn_split && !nm->ssm_in_z))))
         return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no %s mixer tensors", b->ck->path, mxl_layer_kind_name(k));
     mxl_rec_layer *R = mxl_arena_alloc(&b->d->arena, sizeof *R, 64);
@@ -577,7 +577,7 @@ static mxl_status bind_rec(const binder *b, int64_t i, mxl_layer_kind k, mxl_dec
     if (!st && k == MXL_LAYER_MAMBA2) st = bind_vector(b, i, nm->ssm_dt_bias, "", hp->ssm_heads, &R->dt_b);
     if (!st && k == MXL_LAYER_MAMBA2) st = bind_ssm_a(b, i, hp->ssm_heads, &R->A);
     if (!st && k == MXL_LAYER_MAMBA2) st = bind_vector(b, i, nm->ssm_d, "", hp->ssm_heads, &R->D);
-    if (!st && k == MXL_LAYER_MAMBA2) st = bind_vector(b, i, nm->ssm_norm, ".weight", DI, &R->norm_w);
+    if (!st && k == MXL_LAYER_MAMBA2 && !hp->ssm_no_norm) st = bind_vector(b, i, nm->ssm_norm, ".weight", DI, &R->norm_w);
     if (k == MXL_LAYER_GDN) {
         const int64_t NV = hp->gdn_v_heads;
         if (!st) st = bind_matrix(b, i, nm->ssm_ba, nm->ssm_in_a ? NV : 2 * NV, H, &R->in_ba);
@@ -602,10 +602,12 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
     L->no_mixer = kind == MXL_LAYER_MLP_ONLY;
     L->has_mlp = L->no_mixer || (!hp->no_mlp && !(hp->layer_no_mlp && hp->layer_no_mlp[i]));
     if (!L->no_mixer && hp->pre_norms && (st = bind_norm(b, i, nm->attn_norm, H, &L->attn_norm))) return st;
-    if (L->no_mixer) {
-        /* (the MLP alone) */
-    } else if (kind != MXL_LAYER_ATTN) {
-        if ((st = bind_rec(b, i, kind, L))) return st;
+    /* a recurrent mixer: the layer's kind, or beside attention in every layer (parallel_ssm) */
+    if (!L->no_mixer && (kind != MXL_LAYER_ATTN || hp->parallel_ssm) &&
+        (st = bind_rec(b, i, kind != MXL_LAYER_ATTN ? kind : MXL_LAYER_MAMBA2, L)))
+        return st;
+    if (L->no_mixer || (L->rec && !hp->parallel_ssm)) {
+        /* (no attention) */
     } else if (hp->mla_kv_rank > 0) {
         if ((st = bind_mla(b, i, L))) return st;
     } else if (nm->qkv) {
@@ -620,7 +622,7 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
                (st = bind_proj(b, i, nm->v, kvd, H, hp->qkv_bias, &L->wv, &L->bv))) {
         return st;
     }
-    const bool attends = !L->rec && !L->no_mixer;
+    const bool attends = !L->no_mixer && (!L->rec || hp->parallel_ssm);
     if (attends && !L->mla && (st = bind_proj(b, i, nm->o, H, qd, hp->o_bias, &L->wo, &L->bo))) return st;
     L->rope = attends && !hp->learned_pos && !(hp->layer_no_rope && hp->layer_no_rope[i]);
     if (!attends || (hp->qk_norm_rope_only && !L->rope)) {
@@ -753,6 +755,7 @@ static mxl_status common_hparams(const mxl_checkpoint *ck, mxl_family_ctx *fc) {
     hp->moe_n_group = hp->moe_topk_group = 1;
     hp->moe_group_top = 2;
     hp->moe_shared_scale = 1.0f;
+    hp->ssm_out_mult = hp->attn_out_mult = hp->ssm_in_mult = hp->mlp_gate_mult = hp->mlp_down_mult = 1.0f;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->act = MXL_ACT_SILU;
     mxl_status st;
@@ -895,6 +898,7 @@ static mxl_status check_recurrent(const mxl_checkpoint *ck, const mxl_decoder_hp
         if (hp->layer_kind[l] >= MXL_LAYER_KIND_COUNT) return mxl_error_set(err, MXL_ERR_INTERNAL, "%s: unknown layer kind", ck->path);
         seen[hp->layer_kind[l]] = true;
     }
+    if (hp->parallel_ssm) seen[MXL_LAYER_MAMBA2] = true;
     const int64_t lim = INT64_C(1) << 20;
     const bool recurrent = seen[MXL_LAYER_SHORTCONV] || seen[MXL_LAYER_MAMBA] || seen[MXL_LAYER_MAMBA2] || seen[MXL_LAYER_GDN];
     if (recurrent && (hp->ssm_conv < 1 || hp->ssm_conv > 64))
@@ -1042,9 +1046,8 @@ static mxl_status load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err)
         if (L->rec) {
             L->rec->state_off = d->rec_state_floats;
             d->rec_state_floats += (mxl_rec_state_floats(hp, L->rec->kind) + 15) & ~(size_t)15;
-        } else if (!L->no_mixer) {
-            L->kv_layer = d->n_kv_layers++;
         }
+        if (!L->no_mixer && (!L->rec || hp->parallel_ssm)) L->kv_layer = d->n_kv_layers++;
     }
     if (d->n_kv_layers == 0) { /* (the pool keeps one small unused layer) */
         d->hp.n_heads = d->hp.n_kv_heads = 1;
@@ -1097,6 +1100,7 @@ struct mxl_decoder_state {
     float *x, *xn, *q, *k, *v, *att, *o, *gate, *up; /* [max_batch, ...] */
     float *ag;        /* [max_batch, n_heads * head_dim] the attention output gate (hp.attn_out_gate, attn_q_gate) */
     float *qg;        /* [max_batch, 2 n_heads head_dim] q_proj's rows of queries and gates (hp.attn_q_gate) */
+    float *o2;        /* [max_batch, hidden] the Mamba-2 half of a parallel layer (hp.parallel_ssm) */
     float *inv_freq, *inv_freq_local;
     float attn_factor, attn_factor_local; /* YaRN cos/sin scale */
     int64_t *q_pos;   /* [max_batch] position of each row */
@@ -1353,12 +1357,13 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
         d->rec_state_floats ? mxl_rec_scratch_floats(hp, max_batch) : 0,
         d->rec_state_floats ? (B * sizeof(mxl_rec_span) + sizeof(float) - 1) / sizeof(float) : 0,
         hp->attn_q_gate ? 2 * B * qd : 0,
+        hp->parallel_ssm ? B * H : 0,
     };
     float **ptrs[] = {&s->x, &s->xn, &s->q, &s->k, &s->v, &s->att, &s->o,
                       &s->gate, &s->up, &s->inv_freq, &s->inv_freq_local, (float **)&s->q_pos,
                       (float **)&s->pos_ids, &s->rope_cs, (float **)&s->spans, &s->attn_scratch, (float **)&s->mm_scratch,
                       (float **)&s->table, &s->moe_mem, &s->mla_mem, &s->ag, &s->rec,
-                      &s->rec_mem, (float **)&s->rec_spans, &s->qg};
+                      &s->rec_mem, (float **)&s->rec_spans, &s->qg, &s->o2};
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += (sizes[i] + 16) & ~(uint64_t)15;
     s->block = total < ((uint64_t)1 << 60) / sizeof(float) ? mxl_aligned_alloc(64, (size_t)total * sizeof(float)) : NULL;
@@ -1817,6 +1822,8 @@ static void act_rows(void *vctx, int64_t t0, int64_t t1) {
     mxl_decoder_state *s = a->s;
     float *g = s->gate + t0 * hp->ffn;
     const int64_t m = (t1 - t0) * hp->ffn;
+    if (hp->mlp_gate_mult != 1.0f)
+        for (int64_t i = 0; i < m; i++) g[i] *= hp->mlp_gate_mult;
     if (hp->xielu) xielu(a->L, g, m);
     else if (hp->mlp == MXL_MLP_GATED) s->be->ops->glu(s->be, hp->act, g, s->up + t0 * hp->ffn, m, g);
     else s->be->ops->act(s->be, hp->act, g, m, g);
@@ -1844,6 +1851,8 @@ static void mlp_block(const fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
     act_rows_ctx ac = {hp, L, s};
     const mxl_row_prep act = {act_rows, &ac};
     linear(&L->w_down, L->b_down, &act, s->gate, n, s->o, s);
+    if (hp->mlp_down_mult != 1.0f)
+        for (int64_t i = 0; i < n * hp->hidden; i++) s->o[i] *= hp->mlp_down_mult;
 }
 
 /* Runs tokens[0..n_rows) (row r's token is tokens[r]) through every layer and advances each
@@ -1872,8 +1881,16 @@ static void forward_rows(fwd_pass *f, const int32_t *tokens) {
             residual_add(ws->x, ws->o, n * H, hp->residual_scale);
             continue;
         }
-        if (L->rec) rec_block(f, l, L->attn_norm.w ? &attn_norm : NULL, L->attn_norm.w ? ws->xn : ws->x);
-        else attention_block(f, l, L->attn_norm.w ? &attn_norm : NULL, L->attn_norm.w ? ws->xn : ws->x);
+        if (L->rec && hp->parallel_ssm) { /* both mixers on the same normed rows (Falcon-H1) */
+            rec_block(f, l, L->attn_norm.w ? &attn_norm : NULL, L->attn_norm.w ? ws->xn : ws->x);
+            for (int64_t i = 0; i < n * H; i++) ws->o2[i] = hp->ssm_out_mult * ws->o[i];
+            attention_block(f, l, NULL, L->attn_norm.w ? ws->xn : ws->x);
+            for (int64_t i = 0; i < n * H; i++) ws->o[i] = hp->attn_out_mult * ws->o[i] + ws->o2[i];
+        } else if (L->rec) {
+            rec_block(f, l, L->attn_norm.w ? &attn_norm : NULL, L->attn_norm.w ? ws->xn : ws->x);
+        } else {
+            attention_block(f, l, L->attn_norm.w ? &attn_norm : NULL, L->attn_norm.w ? ws->xn : ws->x);
+        }
         if (L->post_attn_norm.w) norm_rows(ws->be, hp, &L->post_attn_norm, ws->o, n, H, ws->o);
         if (!L->has_mlp) {
             residual_add(ws->x, ws->o, n * H, hp->residual_scale);

@@ -182,6 +182,15 @@ typedef struct mxl_decoder_hparams {
                            * Qwen3-Next's per-key-head in_proj_qkvz */
     bool gdn_v_tiled;     /* GDN: value head h reads key head h % NK (llama.cpp's qwen35 files order the
                            * value heads tiled), not h / (NV / NK) */
+    bool parallel_ssm;    /* every layer runs attention and a Mamba-2 mixer side by side on the same normed
+                           * input: ssm_out_mult * mamba(h) + attn_out_mult * attn(h) (Falcon-H1) */
+    float ssm_out_mult, attn_out_mult; /* (1 unless parallel_ssm) */
+    float ssm_in_mult;    /* in_proj's output times this (its input's multiplier; 1) */
+    const float *ssm_in_scale; /* [MAMBA2 in_dim] then each output column times these (Falcon-H1's muP
+                                * vector of z, x, B, C, dt multipliers), or NULL */
+    bool ssm_no_norm;     /* MAMBA2 without the gated RMSNorm: y * silu(z) goes to out_proj (Falcon-H1) */
+    float mlp_gate_mult, mlp_down_mult; /* the MLP's gate projection before the activation, and its
+                                         * output, times these (Falcon-H1's mlp_multipliers; 1) */
     bool attn_q_gate;     /* q_proj's rows per head are [query; gate] and the attention output is
                            * multiplied by sigmoid(gate) before o_proj (Qwen3-Next's full attention) */
     bool ssm_conv_bias, ssm_proj_bias; /* the convolution has a bias; in_proj / out_proj have biases */

@@ -76,6 +76,7 @@
     X(lfm2_moe)                 \
     X(granitemoehybrid)         \
     X(nemotron_h)               \
-    X(jamba)
+    X(jamba)                    \
+    X(falcon_h1)
 
 #endif

@@ -56,6 +56,7 @@ static void scratch_widths(const mxl_decoder_hparams *hp, int64_t w[5]) {
     bool seen[MXL_LAYER_KIND_COUNT] = {false};
     for (int64_t l = 0; hp->layer_kind && l < hp->n_layers; l++)
         if (hp->layer_kind[l] < MXL_LAYER_KIND_COUNT) seen[hp->layer_kind[l]] = true;
+    if (hp->parallel_ssm) seen[MXL_LAYER_MAMBA2] = true; /* (beside attention in every layer) */
     for (int k = MXL_LAYER_SHORTCONV; k < MXL_LAYER_KIND_COUNT; k++) {
         if (!seen[k] || k == MXL_LAYER_MLP_ONLY) continue;
         w[0] = max2(w[0], mxl_rec_in_dim(hp, (mxl_layer_kind)k));
@@ -480,7 +481,11 @@ void mxl_rec_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const
         gdn_project(be, hp, R, prep, h, n_rows, s, mm_scratch, pool);
     } else {
         be->ops->matmul(be, &R->in_proj, prep, h, n_rows, s->in, mm_scratch, pool);
+        if (hp->ssm_in_mult != 1.0f)
+            for (int64_t i = 0; i < n_rows * IN; i++) s->in[i] *= hp->ssm_in_mult;
         add_bias(s->in, R->in_b, n_rows, IN);
+        for (int64_t t = 0; hp->ssm_in_scale && t < n_rows; t++)
+            for (int64_t c = 0; c < IN; c++) s->in[t * IN + c] *= hp->ssm_in_scale[c];
     }
     rec_pass p = {hp, R, spans, n_spans, s, 0, be, be == mxl_backend_reference()};
     run_phase(&p, 0, pool);
@@ -518,9 +523,9 @@ void mxl_rec_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const
         run_phase(&p, 1, pool); /* (the gated norm per head in the scan) */
     } else {
         run_phase(&p, 1, pool);
-        /* the gated norm: RMSNorm over each of the G groups, times the weight */
+        /* the gated norm: RMSNorm over each of the G groups, times the weight (none: Falcon-H1) */
         const int64_t G = hp->ssm_groups, gs = DI / G;
-        for (int64_t t = 0; t < n_rows; t++)
+        for (int64_t t = 0; !hp->ssm_no_norm && t < n_rows; t++)
             for (int64_t g = 0; g < G; g++) {
                 float *v = s->y + t * DI + g * gs;
                 rms_weightless(v, gs, hp->ssm_norm_eps);
