@@ -8,11 +8,13 @@
  * hidden_size); its gated RMSNorm only with mamba_rms_norm (norm after the gate; before it is
  * refused by name), else y * silu(z) goes to out_proj. attention_in_multiplier and key_multiplier
  * fold into the attention's scale (q k scaled by m^2 key_multiplier) and its output (v by m),
- * which holds without attention biases. */
+ * which holds without attention biases. mlx-lm's conversions have the multipliers it applies
+ * folded into their weights, and it applies no others: those run as mlx-lm runs them. */
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
 
+#include "io/safetensors.h"
 #include "models/decoder_family.h"
 
 static const mxl_decoder_names k_names = {
@@ -36,6 +38,12 @@ static mxl_status multipliers(mxl_family_ctx *c, const char *key, int n, double 
         v[i] = json_number_value(x);
     }
     return MXL_OK;
+}
+
+/* mlx-lm's conversion: its convolution weights in MLX's layout [C, K, 1] (transformers': [C, 1, K]) */
+static bool mlx_lm_folded(mxl_family_ctx *c) {
+    const mxl_st_entry *e = mxl_st_model_find(c->ck->st, "model.layers.0.mamba.conv1d.weight");
+    return e && e->tensor.ndim == 3 && e->tensor.shape[2] == 1 && e->tensor.shape[1] > 1;
 }
 
 static mxl_status falcon_h1_setup(mxl_family_ctx *c) {
@@ -99,6 +107,18 @@ static mxl_status falcon_h1_setup(mxl_family_ctx *c) {
     for (int64_t i = 0; i < IN; i++)
         scale[i] = (float)ssm_m[i < DI ? 0 : i < 2 * DI ? 1 : i < 2 * DI + GN ? 2 : i < 2 * DI + 2 * GN ? 3 : 4];
     hp->ssm_in_scale = scale;
+    if (mlx_lm_folded(c)) {
+        /* mlx-lm's conversion multiplied the weights by the multipliers it applies (embedding, lm
+         * head, q / k by attention_in, o_proj, out_proj, in_proj by ssm_in and the muP vector, the
+         * MLP's gate and down) and runs none of them, nor key_multiplier or v's attention_in:
+         * as it does, so its conversions give its outputs (a tied head scales by lm / embedding) */
+        const bool tied = c->cfg->tie_word_embeddings;
+        hp->embed_scale = 1.0f;
+        hp->logit_scale = tied ? (float)(lm / em) : 1.0f;
+        hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+        hp->attn_out_mult = hp->ssm_out_mult = hp->ssm_in_mult = hp->mlp_gate_mult = hp->mlp_down_mult = 1.0f;
+        hp->ssm_in_scale = NULL;
+    }
     return mxl_family_rope(c);
 }
 
