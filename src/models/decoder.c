@@ -46,6 +46,14 @@ typedef struct binder {
 static const mxl_tensor *find_tensor(const binder *b, const char *name) {
     if (b->ck->format == MXL_CHECKPOINT_GGUF) {
         const mxl_gguf_tensor_info *ti = mxl_gguf_find_tensor(b->ck->gguf, name);
+        /* (llama.cpp's falcon-h1 converter names its pre-MLP norm "blk.N.ffn_norm", no ".weight") */
+        const size_t len = strlen(name);
+        if (!ti && len > 7 && len < 400 && strcmp(name + len - 7, ".weight") == 0) {
+            char bare[400];
+            memcpy(bare, name, len - 7);
+            bare[len - 7] = '\0';
+            ti = mxl_gguf_find_tensor(b->ck->gguf, bare);
+        }
         return ti ? &ti->tensor : NULL;
     }
     const mxl_st_entry *e = mxl_st_model_find(b->ck->st, name);

@@ -9,13 +9,17 @@
  * refused by name), else y * silu(z) goes to out_proj. attention_in_multiplier and key_multiplier
  * fold into the attention's scale (q k scaled by m^2 key_multiplier) and its output (v by m),
  * which holds without attention biases. mlx-lm's conversions have the multipliers it applies
- * folded into their weights, and it applies no others: those run as mlx-lm runs them. */
+ * folded into their weights, and it applies no others: those run as mlx-lm runs them.
+ * GGUF (llama.cpp's falcon-h1): every multiplier folded into the weights by the converter (keys
+ * included), attention and Mamba-2 in every layer, the gated norm where ssm_norm is, NEOX RoPE
+ * (rows not permuted), the pre-MLP norm stored as "blk.N.ffn_norm". */
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
 
 #include "io/safetensors.h"
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 static const mxl_decoder_names k_names = {
     .embed = "model.embed_tokens", .final_norm = "model.final_layernorm", .lm_head = "lm_head", .layers = "model.layers.",
@@ -49,11 +53,15 @@ static bool mlx_lm_folded(mxl_family_ctx *c) {
 static mxl_status falcon_h1_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
-    if (c->gguf) return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: Falcon-H1 from GGUF is not supported yet", c->ck->path);
     uint8_t *kind = mxl_family_layer_flags(c); /* (attention everywhere, the mixer beside it) */
     if (!kind) return MXL_ERR_NOMEM;
     hp->layer_kind = kind;
     hp->parallel_ssm = true;
+    if (c->gguf) {
+        if ((st = mxl_family_gguf_ssm(c, MXL_LAYER_MAMBA2))) return st;
+        hp->ssm_no_norm = !mxl_family_gguf_has_layer0(c, "ssm_norm", ".weight");
+        return mxl_family_gguf_rope_neox(c);
+    }
     double expand, em, lm, km, ain, aout, sin_m, sout, ssm_m[5], mlp_m[2];
     int64_t d_ssm, head_dim = 0;
     bool rms_norm, before_gate, proj_bias, projectors_bias;
@@ -124,5 +132,5 @@ static mxl_status falcon_h1_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_falcon_h1 = {
     .model_type = "falcon_h1", .registry_id = "falcon_h1", .hf_class = "FalconH1ForCausalLM", .names = &k_names,
-    .setup = falcon_h1_setup,
+    .setup = falcon_h1_setup, .gguf_arch = "falcon-h1", .convert_check = mxl_family_gguf_not_converted,
 };
