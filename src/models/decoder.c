@@ -560,7 +560,8 @@ static mxl_status bind_rec(const binder *b, int64_t i, mxl_layer_kind k, mxl_dec
     const int64_t H = hp->hidden, DI = hp->ssm_inner, N = hp->ssm_state, K = hp->ssm_conv;
     const int64_t C = mxl_rec_conv_dim(hp, k), IN = mxl_rec_in_dim(hp, k);
     mxl_status st;
-    if (!nm->ssm_in || !nm->ssm_conv || !nm->ssm_out || (k != MXL_LAYER_SHORTCONV && (!nm->ssm_a || (k != MXL_LAYER_GDN && !nm->ssm_d))) ||
+    if (!nm->ssm_in || !nm->ssm_conv || !nm->ssm_out ||
+        (k != MXL_LAYER_SHORTCONV && k != MXL_LAYER_RGLRU && (!nm->ssm_a || (k != MXL_LAYER_GDN && !nm->ssm_d))) ||
         (k == MXL_LAYER_MAMBA && (!nm->ssm_x || !nm->ssm_dt)) || (k == MXL_LAYER_MAMBA2 && (!nm->ssm_dt_bias || (!nm->ssm_norm && !hp->ssm_no_norm))) ||
         (k == MXL_LAYER_GDN && (!nm->ssm_dt_bias || !nm->ssm_norm || !nm->ssm_ba || (hp->gdn_split && !nm->ssm_in_z))))
         return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no %s mixer tensors", b->ck->path, mxl_layer_kind_name(k));
@@ -572,7 +573,7 @@ static mxl_status bind_rec(const binder *b, int64_t i, mxl_layer_kind k, mxl_dec
     if ((st = bind_proj(b, i, nm->ssm_in, IN, H, hp->ssm_proj_bias, &R->in_proj, &R->in_b)) ||
         (st = bind_vector(b, i, nm->ssm_conv, ".weight", C * K, &R->conv_w)) || (st = transpose_conv(b, R, C, K)) ||
         (hp->ssm_conv_bias && (st = bind_vector(b, i, nm->ssm_conv, ".bias", C, &R->conv_b))) ||
-        (st = bind_proj(b, i, nm->ssm_out, H, k == MXL_LAYER_SHORTCONV ? H : DI, hp->ssm_proj_bias, &R->out_proj, &R->out_b)))
+        (st = bind_proj(b, i, nm->ssm_out, H, k == MXL_LAYER_SHORTCONV ? H : DI, hp->ssm_proj_bias || k == MXL_LAYER_RGLRU, &R->out_proj, &R->out_b)))
         return st;
     if (k == MXL_LAYER_MAMBA)
         st = bind_proj(b, i, nm->ssm_x, hp->ssm_dt_rank + 2 * N, DI, false, &R->x_proj, NULL);
@@ -586,6 +587,23 @@ static mxl_status bind_rec(const binder *b, int64_t i, mxl_layer_kind k, mxl_dec
     if (!st && k == MXL_LAYER_MAMBA2) st = bind_ssm_a(b, i, hp->ssm_heads, &R->A);
     if (!st && k == MXL_LAYER_MAMBA2) st = bind_vector(b, i, nm->ssm_d, "", hp->ssm_heads, &R->D);
     if (!st && k == MXL_LAYER_MAMBA2 && !hp->ssm_no_norm) st = bind_vector(b, i, nm->ssm_norm, ".weight", DI, &R->norm_w);
+    if (k == MXL_LAYER_RGLRU) {
+        const int64_t NH = hp->ssm_heads, bw = DI / NH;
+        const float *param = NULL;
+        if (!nm->ssm_in_z || !nm->ssm_gx_w || !nm->ssm_gx_b || !nm->ssm_ga_w || !nm->ssm_ga_b || !nm->ssm_lru_param)
+            return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no RG-LRU tensors", b->ck->path);
+        if (!st) st = bind_proj(b, i, nm->ssm_in_z, DI, H, hp->ssm_proj_bias, &R->in_z, &R->z_b);
+        if (!st) st = bind_vector(b, i, nm->ssm_gx_w, "", NH * bw * bw, &R->gx_w);
+        if (!st) st = bind_vector(b, i, nm->ssm_gx_b, "", DI, &R->gx_b);
+        if (!st) st = bind_vector(b, i, nm->ssm_ga_w, "", NH * bw * bw, &R->ga_w);
+        if (!st) st = bind_vector(b, i, nm->ssm_ga_b, "", DI, &R->ga_b);
+        if (!st) st = bind_vector(b, i, nm->ssm_lru_param, "", DI, &param);
+        float *c = st ? NULL : mxl_arena_alloc(&b->d->arena, (size_t)DI * sizeof(float), 64);
+        if (!st && !c) return mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory");
+        for (int64_t j = 0; !st && j < DI; j++) /* -8 softplus(param), softplus as torch computes it */
+            c[j] = -8.0f * (param[j] > 20.0f ? param[j] : log1pf(expf(param[j])));
+        R->lru_c = c;
+    }
     if (k == MXL_LAYER_GDN) {
         const int64_t NV = hp->gdn_v_heads;
         if (!st) st = bind_matrix(b, i, nm->ssm_ba, nm->ssm_in_a ? NV : 2 * NV, H, &R->in_ba);
@@ -908,7 +926,11 @@ static mxl_status check_recurrent(const mxl_checkpoint *ck, const mxl_decoder_hp
     }
     if (hp->parallel_ssm) seen[MXL_LAYER_MAMBA2] = true;
     const int64_t lim = INT64_C(1) << 20;
-    const bool recurrent = seen[MXL_LAYER_SHORTCONV] || seen[MXL_LAYER_MAMBA] || seen[MXL_LAYER_MAMBA2] || seen[MXL_LAYER_GDN];
+    const bool recurrent = seen[MXL_LAYER_SHORTCONV] || seen[MXL_LAYER_MAMBA] || seen[MXL_LAYER_MAMBA2] || seen[MXL_LAYER_GDN] || seen[MXL_LAYER_RGLRU];
+    if (seen[MXL_LAYER_RGLRU] && (hp->ssm_inner <= 0 || hp->ssm_inner > lim || hp->ssm_heads <= 0 || hp->ssm_inner % hp->ssm_heads != 0 ||
+                                  hp->ssm_inner / hp->ssm_heads > MXL_GDN_MAX_DIM))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: lru_width %lld does not split into %lld heads of at most %d", ck->path,
+                             (long long)hp->ssm_inner, (long long)hp->ssm_heads, MXL_GDN_MAX_DIM);
     if (recurrent && (hp->ssm_conv < 1 || hp->ssm_conv > 64))
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the convolution width (conv kernel) %lld is out of range (1..64)", ck->path,
                              (long long)hp->ssm_conv);
@@ -1803,7 +1825,7 @@ static void rec_block(const fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
     mxl_decoder_state *ws = f->ws;
     for (int64_t si = 0; si < f->n_spans; si++) {
         const row_span *sp = &f->spans[si];
-        ws->rec_spans[si] = (mxl_rec_span){sp->row0, sp->n, sp->s->rec + L->rec->state_off};
+        ws->rec_spans[si] = (mxl_rec_span){sp->row0, sp->n, sp->s->rec + L->rec->state_off, sp->pos};
     }
     mxl_rec_forward(ws->be, &f->d->hp, L->rec, prep, h, f->n_rows, ws->rec_spans, f->n_spans, ws->o, &ws->recs, ws->mm_scratch,
                     ws->pool);

@@ -73,6 +73,8 @@ typedef struct mxl_decoder_names {
                                                * and with hp.gdn_split in_proj_z */
     bool ssm_a_neg;         /* ssm_a holds A = -exp(A_log) already (GGUF) */
     const char *ssm_dt_norm, *ssm_b_norm, *ssm_c_norm; /* MAMBA's weighted dt / B / C RMSNorms (Jamba), or NULL */
+    const char *ssm_gx_w, *ssm_gx_b, *ssm_ga_w, *ssm_ga_b, *ssm_lru_param; /* RGLRU's gate parameters and
+                                                                        * recurrent_param (full names) */
 } mxl_decoder_names;
 
 typedef struct mxl_family_ctx {

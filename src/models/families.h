@@ -77,6 +77,7 @@
     X(granitemoehybrid)         \
     X(nemotron_h)               \
     X(jamba)                    \
-    X(falcon_h1)
+    X(falcon_h1)                \
+    X(recurrent_gemma)
 
 #endif

@@ -15,6 +15,7 @@ const char *mxl_layer_kind_name(mxl_layer_kind k) {
     case MXL_LAYER_MAMBA2: return "mamba2";
     case MXL_LAYER_GDN: return "gated delta net";
     case MXL_LAYER_MLP_ONLY: return "MLP only";
+    case MXL_LAYER_RGLRU: return "RG-LRU";
     default: return "?";
     }
 }
@@ -25,6 +26,7 @@ int64_t mxl_rec_conv_dim(const mxl_decoder_hparams *hp, mxl_layer_kind k) {
     case MXL_LAYER_MAMBA: return hp->ssm_inner;
     case MXL_LAYER_MAMBA2: return hp->ssm_inner + 2 * hp->ssm_groups * hp->ssm_state;
     case MXL_LAYER_GDN: return 2 * hp->gdn_k_heads * hp->gdn_k_dim + hp->gdn_v_heads * hp->gdn_v_dim;
+    case MXL_LAYER_RGLRU: return hp->ssm_inner;
     default: return 0;
     }
 }
@@ -34,6 +36,7 @@ int64_t mxl_rec_in_dim(const mxl_decoder_hparams *hp, mxl_layer_kind k) {
     case MXL_LAYER_SHORTCONV: return 3 * hp->hidden;
     case MXL_LAYER_MAMBA: return 2 * hp->ssm_inner;
     case MXL_LAYER_MAMBA2: return hp->ssm_inner + mxl_rec_conv_dim(hp, k) + hp->ssm_heads;
+    case MXL_LAYER_RGLRU: return hp->ssm_inner; /* (linear_x) */
     case MXL_LAYER_GDN: /* in_proj's rows: qkvz, or with gdn_split qkv */
         return mxl_rec_conv_dim(hp, k) + (hp->gdn_split ? 0 : hp->gdn_v_heads * hp->gdn_v_dim);
     default: return 0;
@@ -45,6 +48,7 @@ size_t mxl_rec_state_floats(const mxl_decoder_hparams *hp, mxl_layer_kind k) {
     size_t conv = (size_t)(hp->ssm_conv - 1) * (size_t)mxl_rec_conv_dim(hp, k);
     if (k == MXL_LAYER_SHORTCONV) return conv;
     if (k == MXL_LAYER_GDN) return conv + (size_t)hp->gdn_v_heads * (size_t)hp->gdn_k_dim * (size_t)hp->gdn_v_dim; /* [NV, dk, dv] */
+    if (k == MXL_LAYER_RGLRU) return conv + (size_t)hp->ssm_inner; /* [W] */
     return conv + (size_t)hp->ssm_inner * (size_t)hp->ssm_state; /* MAMBA [DI, N]; MAMBA2 [NH, P, N] */
 }
 
@@ -66,6 +70,7 @@ static void scratch_widths(const mxl_decoder_hparams *hp, int64_t w[5]) {
             w[3] = max2(w[3], hp->ssm_inner);
         }
         if (k == MXL_LAYER_GDN) w[3] = max2(w[3], 2 * hp->gdn_v_heads + hp->gdn_v_heads * hp->gdn_v_dim);
+        if (k == MXL_LAYER_RGLRU) w[3] = max2(w[3], hp->ssm_inner); /* (linear_y's rows) */
         w[4] = max2(w[4], k == MXL_LAYER_SHORTCONV ? hp->hidden : k == MXL_LAYER_GDN ? hp->gdn_v_heads * hp->gdn_v_dim : hp->ssm_inner);
     }
 }
@@ -297,7 +302,7 @@ static void conv_part(const rec_pass *p, int64_t c0, int64_t c1) {
             const float *in = R->kind == MXL_LAYER_GDN ? y : row + u0;
             if (p->plain) conv_step(R->conv_w, R->conv_b, K, C, c0, c1, in, sp->state, y);
             else conv_step_vec(R->conv_wt, R->conv_b, K, C, c0, c1, in, sp->state, y);
-            p->be->ops->act(p->be, MXL_ACT_SILU, y + c0, c1 - c0, y + c0);
+            if (R->kind != MXL_LAYER_RGLRU) p->be->ops->act(p->be, MXL_ACT_SILU, y + c0, c1 - c0, y + c0);
         }
     }
 }
@@ -402,6 +407,40 @@ static void gdn_part(const rec_pass *p, int64_t h0, int64_t h1) {
     }
 }
 
+/* RGLRU's recurrence for heads [h0, h1): the gates from each head's block of the convolved x,
+ * the scaled input, the state update, times the gelu'd y branch (s->dt) into s->y */
+static void rglru_part(const rec_pass *p, int64_t h0, int64_t h1) {
+    const mxl_decoder_hparams *hp = p->hp;
+    const mxl_rec_layer *R = p->R;
+    const int64_t W = hp->ssm_inner, bw = W / hp->ssm_heads, K = hp->ssm_conv;
+    float gx[MXL_GDN_MAX_DIM], ga[MXL_GDN_MAX_DIM];
+    for (int64_t si = 0; si < p->n_spans; si++) {
+        const mxl_rec_span *sp = &p->spans[si];
+        float *S = sp->state + (K - 1) * W; /* [W] */
+        for (int64_t h = h0; h < h1; h++)
+            for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++) {
+                const float *x = p->s->xc + t * W + h * bw, *yb = p->s->dt + t * W + h * bw;
+                const float *wx = R->gx_w + h * bw * bw, *wa = R->ga_w + h * bw * bw;
+                for (int64_t j = 0; j < bw; j++) gx[j] = R->gx_b[h * bw + j], ga[j] = R->ga_b[h * bw + j];
+                for (int64_t i = 0; i < bw; i++) /* (x on the left: row i of each gate matrix) */
+                    for (int64_t j = 0; j < bw; j++) {
+                        gx[j] += x[i] * wx[i * bw + j];
+                        ga[j] += x[i] * wa[i * bw + j];
+                    }
+                const bool reset = sp->pos + (t - sp->row0) == 0;
+                float *Sh = S + h * bw, *y = p->s->y + t * W + h * bw;
+                for (int64_t j = 0; j < bw; j++) {
+                    const float g_x = 1.0f / (1.0f + expf(-gx[j])), g_a = 1.0f / (1.0f + expf(-ga[j]));
+                    const float log_a = R->lru_c[h * bw + j] * g_a;
+                    const float a = reset ? 0.0f : expf(log_a);
+                    const float norm = reset ? 1.0f : sqrtf(1.0f - expf(2.0f * log_a));
+                    Sh[j] = a * Sh[j] + x[j] * g_x * norm;
+                    y[j] = Sh[j] * yb[j];
+                }
+            }
+    }
+}
+
 static void rec_task(void *vctx, int task, int n_tasks, int thread_index) {
     (void)thread_index;
     const rec_pass *p = vctx;
@@ -411,7 +450,9 @@ static void rec_task(void *vctx, int task, int n_tasks, int thread_index) {
         total = mxl_rec_conv_dim(hp, p->R->kind);
         unit = 16;
     } else {
-        total = p->R->kind == MXL_LAYER_MAMBA2 ? hp->ssm_heads : p->R->kind == MXL_LAYER_GDN ? hp->gdn_v_heads : hp->ssm_inner;
+        total = p->R->kind == MXL_LAYER_MAMBA2 || p->R->kind == MXL_LAYER_RGLRU ? hp->ssm_heads
+                : p->R->kind == MXL_LAYER_GDN                                 ? hp->gdn_v_heads
+                                                                              : hp->ssm_inner;
     }
     int64_t units = (total + unit - 1) / unit;
     int64_t a = units * task / n_tasks * unit, b = units * (task + 1) / n_tasks * unit;
@@ -420,6 +461,7 @@ static void rec_task(void *vctx, int task, int n_tasks, int thread_index) {
     if (p->phase == 0) conv_part(p, a, b);
     else if (p->R->kind == MXL_LAYER_MAMBA) mamba_part(p, a, b);
     else if (p->R->kind == MXL_LAYER_GDN) gdn_part(p, a, b);
+    else if (p->R->kind == MXL_LAYER_RGLRU) rglru_part(p, a, b);
     else mamba2_part(p, a, b);
 }
 
@@ -479,6 +521,13 @@ void mxl_rec_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const
     const int64_t IN = mxl_rec_in_dim(hp, R->kind), DI = hp->ssm_inner;
     if (R->kind == MXL_LAYER_GDN) {
         gdn_project(be, hp, R, prep, h, n_rows, s, mm_scratch, pool);
+    } else if (R->kind == MXL_LAYER_RGLRU) { /* x = linear_x(h), y = gelu_tanh(linear_y(h)) */
+        const mxl_weight *Wm[2] = {&R->in_proj, &R->in_z};
+        float *out2[2] = {s->in, s->dt};
+        be->ops->matmul_multi(be, Wm, 2, prep, h, n_rows, out2, mm_scratch, pool);
+        add_bias(s->in, R->in_b, n_rows, IN);
+        add_bias(s->dt, R->z_b, n_rows, DI);
+        be->ops->act(be, MXL_ACT_GELU_TANH, s->dt, n_rows * DI, s->dt);
     } else {
         be->ops->matmul(be, &R->in_proj, prep, h, n_rows, s->in, mm_scratch, pool);
         if (hp->ssm_in_mult != 1.0f)
@@ -490,7 +539,7 @@ void mxl_rec_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const
     rec_pass p = {hp, R, spans, n_spans, s, 0, be, be == mxl_backend_reference()};
     run_phase(&p, 0, pool);
     /* the gates z -> silu(z), in place (the backend's vector form; the reference's plain one) */
-    for (int64_t t = 0; t < n_rows && R->kind != MXL_LAYER_SHORTCONV; t++) {
+    for (int64_t t = 0; t < n_rows && R->kind != MXL_LAYER_SHORTCONV && R->kind != MXL_LAYER_RGLRU; t++) {
         float *z = R->kind == MXL_LAYER_MAMBA ? s->in + t * IN + DI : R->kind == MXL_LAYER_MAMBA2 ? s->in + t * IN
                                                                        : s->dt + t * (2 * hp->gdn_v_heads + DI) + 2 * hp->gdn_v_heads;
         be->ops->act(be, MXL_ACT_SILU, z, DI, z);
@@ -519,8 +568,8 @@ void mxl_rec_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const
         be->ops->matmul(be, &R->dt_proj, NULL, dr, n_rows, s->dt, mm_scratch, pool);
         add_bias(s->dt, R->dt_b, n_rows, DI);
         run_phase(&p, 1, pool);
-    } else if (R->kind == MXL_LAYER_GDN) {
-        run_phase(&p, 1, pool); /* (the gated norm per head in the scan) */
+    } else if (R->kind == MXL_LAYER_GDN || R->kind == MXL_LAYER_RGLRU) {
+        run_phase(&p, 1, pool); /* (GDN's gated norm per head in the scan; RGLRU's y branch too) */
     } else {
         run_phase(&p, 1, pool);
         /* the gated norm: RMSNorm over each of the G groups, times the weight (none: Falcon-H1) */

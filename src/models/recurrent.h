@@ -29,6 +29,12 @@
  *                      beta = sigmoid(b_h), decay = exp(A_h softplus(a_h + dt_bias_h)),
  *                      S [dk, dv] = decay S;  S += k (x) ((v - S^T k) beta);  o = S^T q;
  *                      y_h = rmsnorm(o) * w (dv) * silu(z_h);  out = out_proj(y)
+ *   RGLRU (RecurrentGemma's Griffin block, width W = NH heads of bw): y = gelu_tanh(linear_y(h));
+ *                      x = conv(linear_x(h)) (no activation); per head the gates
+ *                      gx = sigmoid(x_h Wx[h] + bx[h]), ga = sigmoid(x_h Wa[h] + ba[h]) ([bw, bw]
+ *                      block-diagonal, x on the left); log a = -8 ga softplus(param), a = exp(log a);
+ *                      S = a S + x gx sqrt(1 - a^2), where position 0 resets (a = 0, factor 1);
+ *                      out = linear_out(S * y)
  * A is stored as -exp(A_log) (GGUF stores it so already).
  *
  * The scans run token by token (the plain form of every kind, and the one that makes a chunked
@@ -56,6 +62,7 @@ typedef enum mxl_layer_kind {
     MXL_LAYER_MAMBA2,    /* Mamba-2's scalar-decay scan (SSD) */
     MXL_LAYER_GDN,       /* the gated delta rule (Gated DeltaNet) */
     MXL_LAYER_MLP_ONLY,  /* no token mixer: the block is norm, MLP (or experts), residual (Nemotron-H) */
+    MXL_LAYER_RGLRU,     /* RecurrentGemma's real-gated linear recurrent unit */
     MXL_LAYER_KIND_COUNT
 } mxl_layer_kind;
 
@@ -67,7 +74,10 @@ typedef struct mxl_rec_layer {
     mxl_weight in_proj;     /* [in_dim, hidden] (GDN: qkvz, or with gdn_split qkv) */
     mxl_weight in_ba;       /* GDN: [2 NV, hidden] in_proj_ba, or [NV, hidden] in_proj_b (in_a bound) */
     mxl_weight in_a;        /* GDN: [NV, hidden] in_proj_a, or rows 0 (b and a in in_ba) */
-    mxl_weight in_z;        /* GDN with gdn_split: [NV dv, hidden] in_proj_z */
+    mxl_weight in_z;        /* GDN with gdn_split: [NV dv, hidden] in_proj_z; RGLRU: [W, hidden] linear_y */
+    const float *z_b;       /* RGLRU: linear_y's bias [W] */
+    const float *gx_w, *gx_b, *ga_w, *ga_b; /* RGLRU: the input / recurrence gates [NH, bw, bw] and [NH, bw] */
+    const float *lru_c;     /* RGLRU: -8 softplus(recurrent_param) [W] */
     const float *in_b;      /* [in_dim] or NULL */
     const float *conv_w;    /* [conv_dim, K] */
     const float *conv_wt;   /* the same transposed, [K, conv_dim] (the vector form's layout) */
@@ -108,6 +118,7 @@ void mxl_rec_scratch_carve(const mxl_decoder_hparams *hp, int64_t max_rows, floa
 typedef struct mxl_rec_span {
     int64_t row0, n;
     float *state;
+    int64_t pos; /* the position of row row0 (RGLRU resets its recurrence at position 0) */
 } mxl_rec_span;
 
 /* out [n_rows, hidden] = the layer's mixer of rows h [n_rows, hidden], each span advancing its own
