@@ -66,6 +66,8 @@ const mxl_checkpoint *mxl_gen_model_checkpoint(const mxl_gen_model *m) { return 
 
 const mxl_decoder_hparams *mxl_gen_model_hparams(const mxl_gen_model *m) { return &m->dec.hp; }
 
+uint64_t mxl_gen_model_state_bytes(const mxl_gen_model *m) { return (uint64_t)m->dec.rec_state_floats * sizeof(float); }
+
 static mxl_status kv_type_of(const char *name, const char *flag, mxl_decoder_kv_type *out, mxl_error *err) {
     if (!name) return MXL_OK;
     if (!strcmp(name, "fp16") || !strcmp(name, "f16")) *out = MXL_DECODER_KV_F16;

@@ -37,5 +37,7 @@ const struct mxl_tokenizer *mxl_gen_model_tokenizer(const mxl_gen_model *m);
 const struct mxl_checkpoint *mxl_gen_model_checkpoint(const mxl_gen_model *m);
 /* The loaded decoder's hyper-parameters. */
 const struct mxl_decoder_hparams *mxl_gen_model_hparams(const mxl_gen_model *m);
+/* Bytes of one sequence's recurrent-layer state (0 without recurrent layers). */
+uint64_t mxl_gen_model_state_bytes(const mxl_gen_model *m);
 
 #endif

@@ -800,9 +800,9 @@ static void *engine_main(void *arg) {
     return NULL;
 }
 
-/* The pool: --kv-cache-budget bytes; auto: every slot's full context plus the prompt-cache
- * capacity, capped at half the physical memory (but never below one slot's context); none: the
- * same without the cap. */
+/* The pool: --kv-cache-budget bytes (less every slot's recurrent state, for recurrent families);
+ * auto: every slot's full context plus the prompt-cache capacity, capped at half the physical
+ * memory (but never below one slot's context); none: the same without the cap. */
 static mxl_status kv_pool_create(mxl_sched *s, mxl_gen_model *m, mxl_error *err) {
     mxl_kv_pool_cfg pc;
     mxl_status st = mxl_seq_kv_pool_cfg(m, 1, &pc, err);
@@ -816,7 +816,12 @@ static mxl_status kv_pool_create(mxl_sched *s, mxl_gen_model *m, mxl_error *err)
     s->cache_keep = cache_blocks;
     int64_t n;
     if (s->cfg.kv_budget > 0) {
-        n = (int64_t)((uint64_t)s->cfg.kv_budget / bb);
+        /* the slots' recurrent state (recurrent families) comes out of the budget first */
+        const uint64_t state = mxl_gen_model_state_bytes(m) * (uint64_t)s->cfg.n_slots;
+        if (state >= (uint64_t)s->cfg.kv_budget)
+            return mxl_error_set(err, MXL_ERR_ARG, "--kv-cache-budget %lld does not hold the recurrent state of %d slots (%llu bytes)",
+                                 (long long)s->cfg.kv_budget, s->cfg.n_slots, (unsigned long long)state);
+        n = (int64_t)(((uint64_t)s->cfg.kv_budget - state) / bb);
         if (n < 1)
             return mxl_error_set(err, MXL_ERR_ARG, "--kv-cache-budget %lld is smaller than one KV block (%llu bytes for %d positions)",
                                  (long long)s->cfg.kv_budget, (unsigned long long)bb, MXL_KV_BLOCK);

@@ -89,3 +89,23 @@ def test_recurrent_model_serves_transformers_greedy_tokens(tmp_path, name):
         assert line and float(line[0].split()[1]) == 2 * slots[0]["recurrent_state_bytes"]
     finally:
         assert s.stop() == 0
+
+
+def test_kv_budget_counts_the_recurrent_state(tmp_path):
+    """--kv-cache-budget pays for every slot's recurrent state first: a budget below the state of
+    the slots is refused at start with a clear line, one just above it still serves."""
+    model, case = fixture_with_tokenizer(tmp_path, "mamba2")
+    cfg = json.load(open(os.path.join(model, "config.json")))
+    inner = cfg["expand"] * cfg["hidden_size"]
+    conv = inner + 2 * cfg["n_groups"] * cfg["state_size"]
+    state = cfg["num_hidden_layers"] * ((cfg["conv_kernel"] - 1) * conv + inner * cfg["state_size"]) * 4
+    from conftest import run
+    p = run("serve", "-m", model, "--parallel", "2", "--ctx-size", "1024", "--kv-cache-budget", str(2 * state))
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
+    assert p.returncode != 0 and len(errors) == 1 and "recurrent state of 2 slots" in errors[0], p.stderr
+    s = Server("-m", model, "--parallel", "2", "--ctx-size", "1024", "--kv-cache-budget", str(2 * state + 4 * 1024 * 1024))
+    try:
+        a = completion(s, text(case["prompt"]), n=4)
+        assert ids_of(s, a["content"]) == case["generated"][:4]
+    finally:
+        assert s.stop() == 0
