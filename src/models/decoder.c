@@ -560,8 +560,9 @@ static mxl_status bind_rec(const binder *b, int64_t i, mxl_layer_kind k, mxl_dec
     const int64_t H = hp->hidden, DI = hp->ssm_inner, N = hp->ssm_state, K = hp->ssm_conv;
     const int64_t C = mxl_rec_conv_dim(hp, k), IN = mxl_rec_in_dim(hp, k);
     mxl_status st;
-    if (!nm->ssm_in || !nm->ssm_conv || !nm->ssm_out ||
-        (k != MXL_LAYER_SHORTCONV && k != MXL_LAYER_RGLRU && (!nm->ssm_a || (k != MXL_LAYER_GDN && !nm->ssm_d))) ||
+    if (!nm->ssm_in || (!nm->ssm_conv && k != MXL_LAYER_LIGHTNING) || !nm->ssm_out ||
+        (k != MXL_LAYER_SHORTCONV && k != MXL_LAYER_RGLRU && k != MXL_LAYER_LIGHTNING && (!nm->ssm_a || (k != MXL_LAYER_GDN && !nm->ssm_d))) ||
+        (k == MXL_LAYER_LIGHTNING && (!nm->ssm_in_z || !nm->ssm_norm)) ||
         (k == MXL_LAYER_MAMBA && (!nm->ssm_x || !nm->ssm_dt)) || (k == MXL_LAYER_MAMBA2 && (!nm->ssm_dt_bias || (!nm->ssm_norm && !hp->ssm_no_norm))) ||
         (k == MXL_LAYER_GDN && (!nm->ssm_dt_bias || !nm->ssm_norm || !nm->ssm_ba || (hp->gdn_split && !nm->ssm_in_z))))
         return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no %s mixer tensors", b->ck->path, mxl_layer_kind_name(k));
@@ -571,8 +572,8 @@ static mxl_status bind_rec(const binder *b, int64_t i, mxl_layer_kind k, mxl_dec
     R->kind = k;
     L->rec = R;
     if ((st = bind_proj(b, i, nm->ssm_in, IN, H, hp->ssm_proj_bias, &R->in_proj, &R->in_b)) ||
-        (st = bind_vector(b, i, nm->ssm_conv, ".weight", C * K, &R->conv_w)) || (st = transpose_conv(b, R, C, K)) ||
-        (hp->ssm_conv_bias && (st = bind_vector(b, i, nm->ssm_conv, ".bias", C, &R->conv_b))) ||
+        (C > 0 && (st = bind_vector(b, i, nm->ssm_conv, ".weight", C * K, &R->conv_w))) || (C > 0 && (st = transpose_conv(b, R, C, K))) ||
+        (C > 0 && hp->ssm_conv_bias && (st = bind_vector(b, i, nm->ssm_conv, ".bias", C, &R->conv_b))) ||
         (st = bind_proj(b, i, nm->ssm_out, H, k == MXL_LAYER_SHORTCONV ? H : DI, hp->ssm_proj_bias || k == MXL_LAYER_RGLRU, &R->out_proj, &R->out_b)))
         return st;
     if (k == MXL_LAYER_MAMBA)
@@ -587,6 +588,17 @@ static mxl_status bind_rec(const binder *b, int64_t i, mxl_layer_kind k, mxl_dec
     if (!st && k == MXL_LAYER_MAMBA2) st = bind_ssm_a(b, i, hp->ssm_heads, &R->A);
     if (!st && k == MXL_LAYER_MAMBA2) st = bind_vector(b, i, nm->ssm_d, "", hp->ssm_heads, &R->D);
     if (!st && k == MXL_LAYER_MAMBA2 && !hp->ssm_no_norm) st = bind_vector(b, i, nm->ssm_norm, ".weight", DI, &R->norm_w);
+    if (k == MXL_LAYER_LIGHTNING) { /* the per-head decay r = exp(-slope(head, layer)) */
+        const int64_t NH = hp->ssm_heads;
+        float *r = mxl_arena_alloc(&b->d->arena, (size_t)NH * sizeof(float), 64);
+        if (!r) return mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory");
+        const double base = 1.0 / pow(2.0, 8.0 / (double)NH);
+        const double factor = 1.0 - (double)i / ((double)hp->n_layers - 1.0 + 1e-5) + 1e-5;
+        for (int64_t h = 0; h < NH; h++) r[h] = (float)exp(-(pow(base, (double)(h + 1)) * factor));
+        R->A = r;
+        if (!st) st = bind_matrix(b, i, nm->ssm_in_z, DI, H, &R->in_z);
+        if (!st) st = bind_vector(b, i, nm->ssm_norm, ".weight", DI, &R->norm_w);
+    }
     if (k == MXL_LAYER_RGLRU) {
         const int64_t NH = hp->ssm_heads, bw = DI / NH;
         const float *param = NULL;
@@ -927,6 +939,10 @@ static mxl_status check_recurrent(const mxl_checkpoint *ck, const mxl_decoder_hp
     if (hp->parallel_ssm) seen[MXL_LAYER_MAMBA2] = true;
     const int64_t lim = INT64_C(1) << 20;
     const bool recurrent = seen[MXL_LAYER_SHORTCONV] || seen[MXL_LAYER_MAMBA] || seen[MXL_LAYER_MAMBA2] || seen[MXL_LAYER_GDN] || seen[MXL_LAYER_RGLRU];
+    if (seen[MXL_LAYER_LIGHTNING] && (hp->ssm_inner <= 0 || hp->ssm_inner > lim || hp->ssm_heads <= 0 || hp->ssm_inner % hp->ssm_heads != 0 ||
+                                      hp->ssm_inner / hp->ssm_heads > MXL_GDN_MAX_DIM))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %lld heads do not split the lightning attention's width %lld", ck->path,
+                             (long long)hp->ssm_heads, (long long)hp->ssm_inner);
     if (seen[MXL_LAYER_RGLRU] && (hp->ssm_inner <= 0 || hp->ssm_inner > lim || hp->ssm_heads <= 0 || hp->ssm_inner % hp->ssm_heads != 0 ||
                                   hp->ssm_inner / hp->ssm_heads > MXL_GDN_MAX_DIM))
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: lru_width %lld does not split into %lld heads of at most %d", ck->path,
@@ -966,7 +982,8 @@ static mxl_status check_hparams(const mxl_checkpoint *ck, const mxl_decoder_hpar
     } else if (hp->ffn <= 0) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: intermediate_size is missing", ck->path);
     if (hp->ffn > (INT64_C(1) << 26)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: intermediate_size %lld is out of range", ck->path, (long long)hp->ffn);
     if (!(hp->norm_eps >= 0) || !isfinite(hp->attn_scale) || !isfinite(hp->embed_scale) || !isfinite(hp->residual_scale) ||
-        !isfinite(hp->logit_scale))
+        !isfinite(hp->logit_scale) || !isfinite(hp->res_alpha_attn) || !isfinite(hp->res_beta_attn) || !isfinite(hp->res_alpha_rec) ||
+        !isfinite(hp->res_beta_rec) || !isfinite(hp->res_alpha_mlp) || !isfinite(hp->res_beta_mlp))
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: a norm epsilon or multiplier is not a finite number", ck->path);
     if (hp->q_temp_beta > 0 && hp->q_temp_orig <= 0)
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the attention temperature needs original_max_position_embeddings", ck->path);
@@ -1652,6 +1669,11 @@ static void residual_add(float *x, const float *y, int64_t n, float scale) {
     }
 }
 
+/* x = alpha x + beta y (residual_from_norm) */
+static void weighted_add(float *x, float alpha, const float *y, float beta, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = alpha * x[i] + beta * y[i];
+}
+
 /* One forward pass: workspace, spans, and the layer whose attention runs. */
 typedef struct fwd_pass {
     const mxl_decoder *d;
@@ -1906,6 +1928,16 @@ static void forward_rows(fwd_pass *f, const int32_t *tokens) {
         /* the pre-norms are made row by row as the QKV / MLP matmuls quantize their input */
         norm_rows_ctx an = {ws->be, hp, &L->attn_norm, ws->x, ws->xn, H}, fn = {ws->be, hp, &L->ffn_norm, ws->x, ws->xn, H};
         const mxl_row_prep attn_norm = {norm_rows_prep, &an}, ffn_norm = {norm_rows_prep, &fn};
+        if (hp->residual_from_norm) { /* x = alpha norm(x) + beta mixer(norm(x)), likewise around the MLP */
+            norm_rows(ws->be, hp, &L->attn_norm, ws->x, n, H, ws->x);
+            if (L->rec) rec_block(f, l, NULL, ws->x);
+            else attention_block(f, l, NULL, ws->x);
+            weighted_add(ws->x, L->rec ? hp->res_alpha_rec : hp->res_alpha_attn, ws->o, L->rec ? hp->res_beta_rec : hp->res_beta_attn, n * H);
+            norm_rows(ws->be, hp, &L->ffn_norm, ws->x, n, H, ws->x);
+            mlp_block(f, l, NULL, ws->x);
+            weighted_add(ws->x, hp->res_alpha_mlp, ws->o, hp->res_beta_mlp, n * H);
+            continue;
+        }
         if (L->no_mixer) { /* the MLP alone */
             mlp_block(f, l, L->ffn_norm.w ? &ffn_norm : NULL, L->ffn_norm.w ? ws->xn : ws->x);
             residual_add(ws->x, ws->o, n * H, hp->residual_scale);

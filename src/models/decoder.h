@@ -20,6 +20,8 @@
  *   m  = gated: (act(h Wgate + bg) * (h Wup + bu)) Wdown + bd;  plain: act(h Wup + bu) Wdown + bd
  *   m  = post_ffn_norm ? norm(m) : m
  *   x  = x + residual_scale * m
+ * With residual_from_norm (MiniMax) each residual adds to the normed input instead, weighted
+ * (hparams below).
  * With parallel_residual the MLP reads ffn_norm(x) (or h) of the block's input x, not x + a.
  * Embeddings: x = embed_scale * E[token] (+ P[position] for learned positions), then
  * norm(x; output_norm) with embed_norm; logits =
@@ -107,6 +109,10 @@ typedef struct mxl_decoder_hparams {
     bool learned_pos;      /* GPT-2: position embedding table instead of RoPE */
     float embed_scale;     /* Gemma: sqrt(hidden); Granite: embedding_multiplier; 1 otherwise */
     float residual_scale;  /* Granite: residual_multiplier; 1 otherwise */
+    bool residual_from_norm; /* MiniMax: each residual is the normed input, weighted:
+                              * h = norm(x); x = res_alpha h + res_beta mixer(h) (the attention or the
+                              * recurrent layer's pair); h = ffn_norm(x); x = mlp_alpha h + mlp_beta mlp(h) */
+    float res_alpha_attn, res_beta_attn, res_alpha_rec, res_beta_rec, res_alpha_mlp, res_beta_mlp;
     float logit_scale;     /* Granite: 1 / logits_scaling; 1 otherwise */
     float attn_scale;      /* usually 1/sqrt(head_dim) */
     bool attn_scale_by_layer; /* GPT-2 scale_attn_by_inverse_layer_idx: layer l uses scale/(l+1) */

@@ -78,6 +78,7 @@
     X(nemotron_h)               \
     X(jamba)                    \
     X(falcon_h1)                \
-    X(recurrent_gemma)
+    X(recurrent_gemma)          \
+    X(minimax)
 
 #endif

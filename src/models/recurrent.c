@@ -16,6 +16,7 @@ const char *mxl_layer_kind_name(mxl_layer_kind k) {
     case MXL_LAYER_GDN: return "gated delta net";
     case MXL_LAYER_MLP_ONLY: return "MLP only";
     case MXL_LAYER_RGLRU: return "RG-LRU";
+    case MXL_LAYER_LIGHTNING: return "lightning attention";
     default: return "?";
     }
 }
@@ -37,6 +38,7 @@ int64_t mxl_rec_in_dim(const mxl_decoder_hparams *hp, mxl_layer_kind k) {
     case MXL_LAYER_MAMBA: return 2 * hp->ssm_inner;
     case MXL_LAYER_MAMBA2: return hp->ssm_inner + mxl_rec_conv_dim(hp, k) + hp->ssm_heads;
     case MXL_LAYER_RGLRU: return hp->ssm_inner; /* (linear_x) */
+    case MXL_LAYER_LIGHTNING: return 3 * hp->ssm_inner; /* (qkv_proj) */
     case MXL_LAYER_GDN: /* in_proj's rows: qkvz, or with gdn_split qkv */
         return mxl_rec_conv_dim(hp, k) + (hp->gdn_split ? 0 : hp->gdn_v_heads * hp->gdn_v_dim);
     default: return 0;
@@ -49,6 +51,7 @@ size_t mxl_rec_state_floats(const mxl_decoder_hparams *hp, mxl_layer_kind k) {
     if (k == MXL_LAYER_SHORTCONV) return conv;
     if (k == MXL_LAYER_GDN) return conv + (size_t)hp->gdn_v_heads * (size_t)hp->gdn_k_dim * (size_t)hp->gdn_v_dim; /* [NV, dk, dv] */
     if (k == MXL_LAYER_RGLRU) return conv + (size_t)hp->ssm_inner; /* [W] */
+    if (k == MXL_LAYER_LIGHTNING) return (size_t)hp->ssm_inner * (size_t)(hp->ssm_inner / hp->ssm_heads); /* [NH, hd, hd] */
     return conv + (size_t)hp->ssm_inner * (size_t)hp->ssm_state; /* MAMBA [DI, N]; MAMBA2 [NH, P, N] */
 }
 
@@ -70,7 +73,7 @@ static void scratch_widths(const mxl_decoder_hparams *hp, int64_t w[5]) {
             w[3] = max2(w[3], hp->ssm_inner);
         }
         if (k == MXL_LAYER_GDN) w[3] = max2(w[3], 2 * hp->gdn_v_heads + hp->gdn_v_heads * hp->gdn_v_dim);
-        if (k == MXL_LAYER_RGLRU) w[3] = max2(w[3], hp->ssm_inner); /* (linear_y's rows) */
+        if (k == MXL_LAYER_RGLRU || k == MXL_LAYER_LIGHTNING) w[3] = max2(w[3], hp->ssm_inner); /* (linear_y's / the gate's rows) */
         w[4] = max2(w[4], k == MXL_LAYER_SHORTCONV ? hp->hidden : k == MXL_LAYER_GDN ? hp->gdn_v_heads * hp->gdn_v_dim : hp->ssm_inner);
     }
 }
@@ -234,19 +237,20 @@ static void axpy_row(float *y, float *S, float c, float a, bool scale, int64_t n
     }
 }
 
-/* S[j] += k o[j], then y[j] += S[j] q, over j < n */
-static void update_row(float *S, const float *o, float k, float *y, float q, int64_t n, bool plain) {
+/* S[j] = a S[j] + k o[j], then y[j] += S[j] q, over j < n (GDN: a = 1, its decay applied before;
+ * LIGHTNING: its per-head decay) */
+static void update_row(float *S, const float *o, float k, float a, float *y, float q, int64_t n, bool plain) {
     int64_t j = 0;
     if (!plain) {
-        const v4f vk = {k, k, k, k}, vq = {q, q, q, q};
+        const v4f vk = {k, k, k, k}, vq = {q, q, q, q}, va = {a, a, a, a};
         for (; j + 4 <= n; j += 4) {
-            const v4f v = v4_load(S + j) + vk * v4_load(o + j);
+            const v4f v = va * v4_load(S + j) + vk * v4_load(o + j);
             v4_store(S + j, v);
             v4_store(y + j, v4_load(y + j) + v * vq);
         }
     }
     for (; j < n; j++) {
-        S[j] += k * o[j];
+        S[j] = a * S[j] + k * o[j];
         y[j] += S[j] * q;
     }
 }
@@ -400,7 +404,7 @@ static void gdn_part(const rec_pass *p, int64_t h0, int64_t h1) {
                 for (int64_t j = 0; j < dv; j++) o[j] = (v[j] - o[j]) * beta;
                 float *yh = y + h * dv;
                 for (int64_t j = 0; j < dv; j++) yh[j] = 0.0f;
-                for (int64_t i = 0; i < dk; i++) update_row(Sh + i * dv, o, k[i], yh, q[i], dv, p->plain);
+                for (int64_t i = 0; i < dk; i++) update_row(Sh + i * dv, o, k[i], 1.0f, yh, q[i], dv, p->plain);
                 rms_weightless(yh, dv, hp->ssm_norm_eps);
                 for (int64_t j = 0; j < dv; j++) yh[j] *= R->norm_w[j] * z[h * dv + j];
             }
@@ -441,6 +445,24 @@ static void rglru_part(const rec_pass *p, int64_t h0, int64_t h1) {
     }
 }
 
+/* LIGHTNING's recurrence for heads [h0, h1) into s->y (normed and gated after) */
+static void lightning_part(const rec_pass *p, int64_t h0, int64_t h1) {
+    const mxl_decoder_hparams *hp = p->hp;
+    const mxl_rec_layer *R = p->R;
+    const int64_t DI = hp->ssm_inner, hd = DI / hp->ssm_heads;
+    for (int64_t si = 0; si < p->n_spans; si++) {
+        const mxl_rec_span *sp = &p->spans[si];
+        for (int64_t h = h0; h < h1; h++)
+            for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++) {
+                const float *q = p->s->in + t * 3 * DI + h * 3 * hd, *k = q + hd, *v = q + 2 * hd;
+                float *Sh = sp->state + h * hd * hd, *y = p->s->y + t * DI + h * hd;
+                for (int64_t j = 0; j < hd; j++) y[j] = 0.0f;
+                for (int64_t i = 0; i < hd; i++) /* row i of S: r S + k_i v, then y += q_i S_i */
+                    update_row(Sh + i * hd, v, k[i], R->A[h], y, q[i], hd, p->plain);
+            }
+    }
+}
+
 static void rec_task(void *vctx, int task, int n_tasks, int thread_index) {
     (void)thread_index;
     const rec_pass *p = vctx;
@@ -450,7 +472,7 @@ static void rec_task(void *vctx, int task, int n_tasks, int thread_index) {
         total = mxl_rec_conv_dim(hp, p->R->kind);
         unit = 16;
     } else {
-        total = p->R->kind == MXL_LAYER_MAMBA2 || p->R->kind == MXL_LAYER_RGLRU ? hp->ssm_heads
+        total = p->R->kind == MXL_LAYER_MAMBA2 || p->R->kind == MXL_LAYER_RGLRU || p->R->kind == MXL_LAYER_LIGHTNING ? hp->ssm_heads
                 : p->R->kind == MXL_LAYER_GDN                                 ? hp->gdn_v_heads
                                                                               : hp->ssm_inner;
     }
@@ -462,6 +484,7 @@ static void rec_task(void *vctx, int task, int n_tasks, int thread_index) {
     else if (p->R->kind == MXL_LAYER_MAMBA) mamba_part(p, a, b);
     else if (p->R->kind == MXL_LAYER_GDN) gdn_part(p, a, b);
     else if (p->R->kind == MXL_LAYER_RGLRU) rglru_part(p, a, b);
+    else if (p->R->kind == MXL_LAYER_LIGHTNING) lightning_part(p, a, b);
     else mamba2_part(p, a, b);
 }
 
@@ -537,6 +560,21 @@ void mxl_rec_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const
             for (int64_t c = 0; c < IN; c++) s->in[t * IN + c] *= hp->ssm_in_scale[c];
     }
     rec_pass p = {hp, R, spans, n_spans, s, 0, be, be == mxl_backend_reference()};
+    if (R->kind == MXL_LAYER_LIGHTNING) { /* silu(qkv), the gate's rows, no convolution */
+        const mxl_weight *Wm[2] = {&R->in_proj, &R->in_z};
+        float *out2[2] = {s->in, s->dt};
+        be->ops->matmul_multi(be, Wm, 2, prep, h, n_rows, out2, mm_scratch, pool);
+        be->ops->act(be, MXL_ACT_SILU, s->in, n_rows * IN, s->in);
+        run_phase(&p, 1, pool);
+        for (int64_t t = 0; t < n_rows; t++) {
+            float *y = s->y + t * DI;
+            const float *g = s->dt + t * DI;
+            rms_weightless(y, DI, hp->ssm_norm_eps);
+            for (int64_t i = 0; i < DI; i++) y[i] *= R->norm_w[i] * (1.0f / (1.0f + expf(-g[i])));
+        }
+        be->ops->matmul(be, &R->out_proj, NULL, s->y, n_rows, out, mm_scratch, pool);
+        return;
+    }
     run_phase(&p, 0, pool);
     /* the gates z -> silu(z), in place (the backend's vector form; the reference's plain one) */
     for (int64_t t = 0; t < n_rows && R->kind != MXL_LAYER_SHORTCONV && R->kind != MXL_LAYER_RGLRU; t++) {

@@ -35,6 +35,10 @@
  *                      block-diagonal, x on the left); log a = -8 ga softplus(param), a = exp(log a);
  *                      S = a S + x gx sqrt(1 - a^2), where position 0 resets (a = 0, factor 1);
  *                      out = linear_out(S * y)
+ *   LIGHTNING (MiniMax): q, k, v = silu(qkv_proj(h)) per head [q; k; v] (NH heads of hd = DI / NH,
+ *                      no convolution); S [hd, hd] = r S + k (x) v with r = exp(-slope) per head and
+ *                      layer; o = q S; y = rmsnorm(o over all heads) * w * sigmoid(output_gate(h));
+ *                      out = out_proj(y)
  * A is stored as -exp(A_log) (GGUF stores it so already).
  *
  * The scans run token by token (the plain form of every kind, and the one that makes a chunked
@@ -63,6 +67,7 @@ typedef enum mxl_layer_kind {
     MXL_LAYER_GDN,       /* the gated delta rule (Gated DeltaNet) */
     MXL_LAYER_MLP_ONLY,  /* no token mixer: the block is norm, MLP (or experts), residual (Nemotron-H) */
     MXL_LAYER_RGLRU,     /* RecurrentGemma's real-gated linear recurrent unit */
+    MXL_LAYER_LIGHTNING, /* MiniMax's lightning attention (linear attention with a per-head decay) */
     MXL_LAYER_KIND_COUNT
 } mxl_layer_kind;
 

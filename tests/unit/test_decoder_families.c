@@ -376,6 +376,9 @@ TEST(decoder_families_refuse_inconsistent_recurrent_configs_by_name) {
                    NULL, mxl_test_failed_);
     expect_refused("nemotron_h", "{\"moe_latent_size\": 16}", MXL_ERR_UNSUPPORTED, "moe_latent_size", NULL, mxl_test_failed_);
     expect_refused("mamba2", "{\"time_step_limit\": [0.0]}", MXL_ERR_FORMAT, "time_step_limit", NULL, mxl_test_failed_);
+    expect_refused("minimax", "{\"layer_types\": [\"full_attention\", \"lightning\", \"linear_attention\", \"full_attention\"]}",
+                   MXL_ERR_FORMAT, "layer_types[1]", "'lightning'", mxl_test_failed_);
+    expect_refused("minimax", "{\"mlp_beta_factor\": \"one\"}", MXL_ERR_FORMAT, "mlp_beta_factor", NULL, mxl_test_failed_);
 }
 
 TEST(decoder_families_refuse_mismatched_tensors_by_name) {
