@@ -118,10 +118,10 @@ const mxl_decoder_state *mxl_seq_kv_state(const mxl_seq *s) { return s->dec; }
 
 bool mxl_seq_pending_feed(const mxl_seq *s) { return s->pending_feed; }
 
-mxl_status mxl_seq_adopt_prefix(mxl_seq *s, const int32_t *blocks, const int32_t *ids, size_t n, mxl_error *err) {
+mxl_status mxl_seq_adopt_prefix(mxl_seq *s, const int32_t *blocks, const int32_t *ids, size_t n, const void *rec, mxl_error *err) {
     if (ids && (int64_t)n > s->ctx_len) return mxl_error_set(err, MXL_ERR_ARG, "a cached prefix of %zu tokens exceeds the context", n);
     if (!ids && n > s->n_ids) return mxl_error_set(err, MXL_ERR_ARG, "a cached prefix of %zu tokens exceeds the sequence", n);
-    mxl_status st = mxl_decoder_state_adopt(s->dec, blocks, (int64_t)n, err);
+    mxl_status st = mxl_decoder_state_adopt_rec(s->dec, blocks, (int64_t)n, rec, err);
     if (st) return st;
     if (ids) {
         memmove(s->ids, ids, n * sizeof(int32_t));

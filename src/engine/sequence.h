@@ -109,8 +109,9 @@ const mxl_decoder_state *mxl_seq_kv_state(const mxl_seq *s);
 /* Adopts cached KV blocks (mxl_decoder_state_adopt) for positions 0..n-1. ids non-NULL (before
  * mxl_seq_start): they become the sequence's tokens, so the next mxl_seq_start with a prompt
  * starting with them keeps that prefix; ids NULL (after mxl_seq_preempt): the blocks hold the
- * sequence's own first n tokens, which need not run again. */
-mxl_status mxl_seq_adopt_prefix(mxl_seq *s, const int32_t *blocks, const int32_t *ids, size_t n, mxl_error *err);
+ * sequence's own first n tokens, which need not run again. rec: for a model with recurrent
+ * layers, their state after those n tokens (mxl_decoder_state_adopt_rec; NULL otherwise). */
+mxl_status mxl_seq_adopt_prefix(mxl_seq *s, const int32_t *blocks, const int32_t *ids, size_t n, const void *rec, mxl_error *err);
 /* Preemption: gives every KV block back (the sampler, text and token state stay). The positions
  * run so far become prefill work again (mxl_seq_prefill_left), after which the sequence is where
  * it was: with the last sampled token waiting for mxl_seq_feed (mxl_seq_pending_feed) if it was

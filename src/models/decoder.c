@@ -1516,8 +1516,8 @@ static void adopt_blocks(mxl_decoder_state *s, const int32_t *ids, int64_t n_pos
     s->pos = n_pos;
 }
 
-mxl_status mxl_decoder_state_adopt(mxl_decoder_state *s, const int32_t *ids, int64_t n_pos, mxl_error *err) {
-    if (s->rec_floats && n_pos > 0)
+static mxl_status adopt_checked(mxl_decoder_state *s, const int32_t *ids, int64_t n_pos, const void *rec, mxl_error *err) {
+    if (s->rec_floats && n_pos > 0 && !rec)
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "a model with recurrent layers cannot take cached KV blocks without their state");
     if (n_pos < 0 || n_pos > s->max_ctx)
         return mxl_error_set(err, MXL_ERR_ARG, "cannot adopt %lld positions into a context of %lld", (long long)n_pos,
@@ -1527,8 +1527,21 @@ mxl_status mxl_decoder_state_adopt(mxl_decoder_state *s, const int32_t *ids, int
         if (ids[i] < 0 || ids[i] >= nblk)
             return mxl_error_set(err, MXL_ERR_ARG, "block id %d is not in the KV pool of %lld blocks", ids[i], (long long)nblk);
     adopt_blocks(s, ids, n_pos);
-    if (s->rec_floats) memset(s->rec, 0, s->rec_floats * sizeof(float));
+    if (s->rec_floats && n_pos > 0) memcpy(s->rec, rec, s->rec_floats * sizeof(float));
+    else if (s->rec_floats) memset(s->rec, 0, s->rec_floats * sizeof(float));
     return MXL_OK;
+}
+
+mxl_status mxl_decoder_state_adopt(mxl_decoder_state *s, const int32_t *ids, int64_t n_pos, mxl_error *err) {
+    return adopt_checked(s, ids, n_pos, NULL, err);
+}
+
+mxl_status mxl_decoder_state_adopt_rec(mxl_decoder_state *s, const int32_t *ids, int64_t n_pos, const void *rec, mxl_error *err) {
+    return adopt_checked(s, ids, n_pos, rec, err);
+}
+
+void mxl_decoder_state_rec_save(const mxl_decoder_state *s, void *dst) {
+    if (s->rec_floats) memcpy(dst, s->rec, s->rec_floats * sizeof(float));
 }
 
 mxl_status mxl_decoder_state_fork(mxl_decoder_state *dst, const mxl_decoder_state *src, int64_t n_pos, mxl_error *err) {

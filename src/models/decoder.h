@@ -341,6 +341,13 @@ int64_t mxl_decoder_state_blocks(const mxl_decoder_state *s, const int32_t **ids
  * before the state writes into it. Fails (nothing changed) when n_pos exceeds the capacity or an
  * id is outside the pool. */
 mxl_status mxl_decoder_state_adopt(mxl_decoder_state *s, const int32_t *ids, int64_t n_pos, mxl_error *err);
+/* The same for a model with recurrent layers: with the blocks, the recurrent state those n_pos
+ * positions left (rec: mxl_decoder_state_rec_bytes bytes that mxl_decoder_state_rec_save wrote
+ * when a state of the same model stood at n_pos after the same tokens; the prompt cache's
+ * snapshots). Without recurrent layers rec is ignored. */
+mxl_status mxl_decoder_state_adopt_rec(mxl_decoder_state *s, const int32_t *ids, int64_t n_pos, const void *rec, mxl_error *err);
+/* Copies the recurrent layers' state (mxl_decoder_state_rec_bytes bytes) into dst. */
+void mxl_decoder_state_rec_save(const mxl_decoder_state *s, void *dst);
 /* dst adopts the first n_pos (<= src's position) positions of src; both on the same pool. Running
  * dst on from there gives, bit for bit, the logits of a state that ran the whole prefix itself. */
 mxl_status mxl_decoder_state_fork(mxl_decoder_state *dst, const mxl_decoder_state *src, int64_t n_pos, mxl_error *err);
@@ -360,8 +367,9 @@ int64_t mxl_decoder_state_capacity(const mxl_decoder_state *s);
  * next forward runs at position pos, so a cached prompt prefix is kept and only a new suffix
  * needs running. A model with recurrent layers (hp.layer_kind) cannot go back to a position
  * before the current one: its state starts over at 0 instead (mxl_decoder_state_pos says where
- * the next forward runs). Such states adopt no cached blocks (mxl_decoder_state_adopt refuses
- * n_pos > 0) and fork at the source's position only, copying its recurrent state. */
+ * the next forward runs). Such states adopt cached blocks only with the state of their last
+ * position (mxl_decoder_state_adopt refuses n_pos > 0; mxl_decoder_state_adopt_rec) and fork at
+ * the source's position only, copying its recurrent state. */
 void mxl_decoder_state_truncate(mxl_decoder_state *s, int64_t pos);
 /* Runs every matmul through the plain f32 reference (dequantized weights, f32 activations) instead
  * of the fast kernels that quantize activations to int8: slow, the yardstick in tests. Also

@@ -312,6 +312,9 @@ void mxl_api_llama_metrics(mxl_server *s, mxl_http_req *r) {
         {"n_busy_slots_per_decode", "gauge", "Average number of busy slots per decode step.",
          st.n_decode_total ? (double)st.busy_slots_total / (double)st.n_decode_total : 0.0},
         {"recurrent_state_bytes", "gauge", "Bytes of the slots' recurrent layer state (0 without recurrent layers).", (double)st.state_bytes},
+        {"recurrent_state_snapshot_bytes", "gauge", "Bytes of the prompt cache's recurrent-state snapshots (0 without recurrent layers).",
+         (double)st.state_snap_bytes},
+        {"recurrent_state_snapshots", "gauge", "Recurrent-state snapshots the prompt cache holds now.", (double)st.state_snaps_used},
     };
     size_t n = 0;
     for (size_t i = 0; i < sizeof m / sizeof m[0] && n < sizeof buf; i++) {

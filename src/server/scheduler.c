@@ -1,5 +1,6 @@
 /* scheduler.c - slots, queue and the engine loop (scheduler.h), and the paged KV pool's policy:
- * admission against the block budget, the cross-slot prompt cache (publish / adopt block chains),
+ * admission against the block budget, the cross-slot prompt cache (publish / adopt block chains;
+ * for models with recurrent layers with the state snapshot of the chain's end, state_snaps.h),
  * reclaiming idle slots, and preemption. The pool is touched by the engine thread only; its
  * counts are copied into the stats (under mu) once per tick. */
 #include "server/scheduler.h"
@@ -14,6 +15,7 @@
 
 #include "core/alloc.h"
 #include "core/clock.h"
+#include "server/state_snaps.h"
 
 /* the most rows of one prefill pass: each slot's sequence is made for batches of this many (its
  * decode state's max_batch), and a pass of several prompts stays within it */
@@ -141,8 +143,11 @@ struct mxl_sched {
     int32_t *tok_scratch; /* [PREFILL_BATCH_ROWS] prompt tokens of a prefill pass of several slots */
     pthread_t thread;
     bool thread_started;
-    bool shared_cache; /* the prompt cache shares blocks across slots (not for recurrent families,
-                        * whose state the blocks do not hold: each slot keeps its own prefix only) */
+    bool shared_cache; /* the prompt cache shares blocks across slots */
+    bool recurrent;    /* the model has recurrent layers: a slot's state exists at its position only,
+                        * so cached blocks are adopted only up to a boundary with a state snapshot */
+    mxl_state_snaps *snaps; /* (recurrent, with the prompt cache) the snapshots; NULL: none */
+    const void *hit_state;  /* the snapshot of the last cache_lookup's end (recurrent) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stopping;
@@ -152,7 +157,9 @@ struct mxl_sched {
     /* the paged KV pool (engine thread only) */
     mxl_kv_pool *kvp;
     int64_t n_blocks, watermark_blocks, cache_keep;
+    int n_snaps;           /* recurrent-state snapshots the prompt cache keeps (recurrent models) */
     int32_t *hits;         /* [blocks of one slot's context] cache lookup scratch */
+    uint64_t *hit_chain;   /* [the same] the chain hash after each of them */
     uint64_t admit_counter;
 };
 
@@ -282,6 +289,7 @@ static void publish_slot(mxl_sched *s, const slot *sl) {
 /* The cached chain of ids[0..max_tokens) under seed: block ids into s->hits; returns the block
  * count (0 when shorter than --prompt-cache-min-prefix). */
 static int64_t cache_lookup(mxl_sched *s, uint64_t seed, const int32_t *ids, int64_t max_tokens) {
+    s->hit_state = NULL;
     if (!s->shared_cache) return 0;
     int64_t limit = max_tokens / MXL_KV_BLOCK, k = 0;
     uint64_t h = seed;
@@ -290,9 +298,36 @@ static int64_t cache_lookup(mxl_sched *s, uint64_t seed, const int32_t *ids, int
         int32_t id = mxl_kv_pool_lookup(s->kvp, nh, h, ids + k * MXL_KV_BLOCK);
         if (id < 0) break;
         s->hits[k] = id;
-        h = nh;
+        s->hit_chain[k] = h = nh;
     }
+    /* recurrent layers: back to the longest cached prefix whose end has a state snapshot */
+    while (s->recurrent && k > 0 && !(s->hit_state = mxl_state_snaps_find(s->snaps, s->hit_chain[k - 1], k * MXL_KV_BLOCK))) k--;
     return k * MXL_KV_BLOCK >= s->cfg.cache_min_prefix ? k : 0;
+}
+
+/* The position at which the slot's prefill stops to snapshot its recurrent state: the prompt's
+ * last block boundary (one prompt token always runs after it), when it is still ahead and long
+ * enough to be cached; -1: none. */
+static int64_t snap_target(const mxl_sched *s, const slot *sl) {
+    if (!s->snaps || sl->preempted || !sl->j || !sl->j->params.cache_prompt) return -1;
+    int64_t b = (mxl_seq_n_prompt(sl->seq) - 1) / MXL_KV_BLOCK * MXL_KV_BLOCK;
+    return b > 0 && b >= s->cfg.cache_min_prefix && b > mxl_decoder_state_pos(slot_kv(sl)) ? b : -1;
+}
+
+/* At the prompt's last block boundary: the slot's recurrent state saved under the chain of the
+ * tokens before it, and its blocks published. */
+static void snapshot_slot(mxl_sched *s, const slot *sl) {
+    int64_t pos = mxl_decoder_state_pos(slot_kv(sl));
+    if (!s->snaps || sl->preempted || !sl->j || !sl->j->params.cache_prompt || pos <= 0 || pos % MXL_KV_BLOCK != 0 ||
+        pos != (mxl_seq_n_prompt(sl->seq) - 1) / MXL_KV_BLOCK * MXL_KV_BLOCK || pos < s->cfg.cache_min_prefix)
+        return;
+    size_t n = 0;
+    const int32_t *ids = mxl_seq_tokens(sl->seq, &n);
+    uint64_t h = sl->seed;
+    for (int64_t b = 0; b < pos / MXL_KV_BLOCK; b++) h = mxl_kv_pool_chain_hash(h, ids + b * MXL_KV_BLOCK);
+    if (mxl_state_snaps_find(s->snaps, h, pos)) return; /* (the same prefix: the same state) */
+    mxl_decoder_state_rec_save(slot_kv(sl), mxl_state_snaps_put(s->snaps, h, pos));
+    publish_slot(s, sl);
 }
 
 /* Cached blocks among the first k hits that nobody references (adopting them takes them out of
@@ -407,14 +442,15 @@ static void push_progress(slot *sl, bool first) {
 
 /* Tokens the idle slot's cache shares with the prompt (within the positions it holds); 0 when
  * the slot's KV was made under another prompt_cache_key. */
-static size_t own_prefix(const slot *sl, const job *j) {
+static size_t own_prefix(const mxl_sched *s, const slot *sl, const job *j) {
     size_t n, k = 0;
     if (sl->seed != mxl_kv_pool_chain_seed(j->params.cache_key)) return 0;
     const int32_t *ids = mxl_seq_tokens(sl->seq, &n);
     int64_t pos = mxl_decoder_state_pos(slot_kv(sl));
     if ((int64_t)n > pos) n = (size_t)pos;
     while (k < n && k < j->n_prompt && ids[k] == j->prompt[k]) k++;
-    return k;
+    /* a recurrent state goes on only from its own position: all of it, or nothing */
+    return s->recurrent && (k < n || k >= j->n_prompt) ? 0 : k;
 }
 
 /* The free slot whose cached tokens share the longest prefix with the prompt (the prompt cache
@@ -426,7 +462,7 @@ static slot *pick_slot(mxl_sched *s, const job *j) {
     for (int i = 0; i < s->cfg.n_slots; i++) {
         slot *sl = &s->slots[i];
         if (sl->j) continue;
-        size_t k = own_prefix(sl, j);
+        size_t k = own_prefix(s, sl, j);
         if (k > best_len) best = sl, best_len = k;
         if (!lru || sl->t_start < lru->t_start) lru = sl;
     }
@@ -453,7 +489,7 @@ static void admit(mxl_sched *s) {
         uint64_t seed = mxl_kv_pool_chain_seed(j->params.cache_key);
         /* one prompt token always runs (its logits start the answer) */
         int64_t k = use_cache ? cache_lookup(s, seed, j->prompt, (int64_t)j->n_prompt - 1) : 0;
-        int64_t own = use_cache ? (int64_t)own_prefix(sl, j) : 0;
+        int64_t own = use_cache ? (int64_t)own_prefix(s, sl, j) : 0;
         int64_t reuse = k * MXL_KV_BLOCK > own ? k * MXL_KV_BLOCK : own;
         int64_t need = blocks_for((int64_t)j->n_prompt + 1) - reuse / MXL_KV_BLOCK;
         int64_t avail = mxl_kv_pool_available(s->kvp) + reclaimable(s, sl) - unreferenced_hits(s, k) +
@@ -479,7 +515,7 @@ static void admit(mxl_sched *s) {
         bool adopted = false;
         if (sl->seed != seed) mxl_seq_preempt(sl->seq); /* another prompt_cache_key's KV is not reused */
         if (k * MXL_KV_BLOCK > own) /* another slot's (or an evicted slot's) blocks hold more */
-            adopted = mxl_seq_adopt_prefix(sl->seq, s->hits, j->prompt, (size_t)(k * MXL_KV_BLOCK), &err) == MXL_OK;
+            adopted = mxl_seq_adopt_prefix(sl->seq, s->hits, j->prompt, (size_t)(k * MXL_KV_BLOCK), s->hit_state, &err) == MXL_OK;
         sl->seed = seed; /* the slot's KV is now this job's chain */
         if (mxl_seq_start(sl->seq, j->prompt, j->n_prompt, &j->params, &err)) {
             slot_release(s, sl, "error", err.msg);
@@ -532,7 +568,7 @@ static bool refill_ready(mxl_sched *s, slot *sl) {
      * one runs for its logits */
     int64_t k = cache_lookup(s, sl->seed, ids, mxl_seq_pending_feed(sl->seq) ? target : target - 1);
     mxl_error err = {0};
-    if (k > 0) mxl_seq_adopt_prefix(sl->seq, s->hits, NULL, (size_t)(k * MXL_KV_BLOCK), &err); /* a failure just recomputes */
+    if (k > 0) mxl_seq_adopt_prefix(sl->seq, s->hits, NULL, (size_t)(k * MXL_KV_BLOCK), s->hit_state, &err); /* a failure just recomputes */
     return true;
 }
 
@@ -541,6 +577,7 @@ static bool refill_ready(mxl_sched *s, slot *sl) {
 static void prefill_advanced(mxl_sched *s, slot *sl, double t1) {
     sl->j->t_last = t1;
     sl->waited = 0;
+    snapshot_slot(s, sl);
     if (!sl->preempted) push_progress(sl, false);
     if (mxl_seq_prefill_left(sl->seq) == 0) {
         sl->prefilling = false;
@@ -567,10 +604,10 @@ static bool prefill_together(mxl_sched *s, slot *first, int64_t chunk, double t0
     mxl_seq *seqs[MXL_SEQ_MAX_BATCH];
     slot *who[MXL_SEQ_MAX_BATCH];
     int64_t counts[MXL_SEQ_MAX_BATCH], n = 0;
-    if (first->preempted || mxl_seq_prefill_left(first->seq) > budget) return false;
+    if (first->preempted || mxl_seq_prefill_left(first->seq) > budget || snap_target(s, first) > 0) return false;
     for (int i = -1; i < s->cfg.n_slots && n < MXL_SEQ_MAX_BATCH; i++) {
         slot *sl = i < 0 ? first : &s->slots[i];
-        if (i >= 0 && (sl == first || !sl->j || !sl->prefilling || sl->preempted)) continue;
+        if (i >= 0 && (sl == first || !sl->j || !sl->prefilling || sl->preempted || snap_target(s, sl) > 0)) continue;
         int64_t left = mxl_seq_prefill_left(sl->seq);
         if (left < 1 || left > budget) continue;
         budget -= left;
@@ -597,6 +634,8 @@ static void prefill_tick(mxl_sched *s, bool decoding) {
     }
     if (!best) return;
     int64_t chunk = s->cfg.prefill_chunk > 0 ? s->cfg.prefill_chunk : decoding ? 512 : 2048;
+    const int64_t snap = snap_target(s, best), pos = mxl_decoder_state_pos(slot_kv(best));
+    if (snap > 0 && pos + chunk > snap) chunk = snap - pos; /* the pass stops there to snapshot the state */
     double t0 = mxl_now_ms();
     if (prefill_together(s, best, chunk, t0)) return;
     mxl_error err = {0};
@@ -741,6 +780,7 @@ static void pool_stats(mxl_sched *s) {
     s->stats.kv_blocks_cached = ps.cached;
     s->stats.kv_blocks_free = ps.free + ps.evictable;
     s->stats.kv_evictions = ps.evictions;
+    s->stats.state_snaps_used = mxl_state_snaps_used(s->snaps);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -800,7 +840,9 @@ static void *engine_main(void *arg) {
     return NULL;
 }
 
-/* The pool: --kv-cache-budget bytes (less every slot's recurrent state, for recurrent families);
+/* The pool: --kv-cache-budget bytes (less every slot's recurrent state and the prompt cache's
+ * state snapshots - two per slot, fewer when the budget or the cache capacity holds fewer - for
+ * recurrent families);
  * auto: every slot's full context plus the prompt-cache capacity, capped at half the physical
  * memory (but never below one slot's context); none: the same without the cap. */
 static mxl_status kv_pool_create(mxl_sched *s, mxl_gen_model *m, mxl_error *err) {
@@ -815,13 +857,18 @@ static mxl_status kv_pool_create(mxl_sched *s, mxl_gen_model *m, mxl_error *err)
     if (s->cfg.cache_max_entries > 0 && cache_blocks > s->cfg.cache_max_entries) cache_blocks = s->cfg.cache_max_entries;
     s->cache_keep = cache_blocks;
     int64_t n;
+    const uint64_t one = mxl_gen_model_state_bytes(m);
+    s->n_snaps = one > 0 && s->cfg.prompt_cache ? 2 * s->cfg.n_slots : 0;
+    while (s->n_snaps > 0 && one * (uint64_t)s->n_snaps > cap_bytes) s->n_snaps--;
     if (s->cfg.kv_budget > 0) {
-        /* the slots' recurrent state (recurrent families) comes out of the budget first */
-        const uint64_t state = mxl_gen_model_state_bytes(m) * (uint64_t)s->cfg.n_slots;
+        /* the slots' recurrent state (recurrent families) comes out of the budget first, then
+         * the snapshots, as many as leave one block */
+        const uint64_t state = one * (uint64_t)s->cfg.n_slots;
         if (state >= (uint64_t)s->cfg.kv_budget)
             return mxl_error_set(err, MXL_ERR_ARG, "--kv-cache-budget %lld does not hold the recurrent state of %d slots (%llu bytes)",
                                  (long long)s->cfg.kv_budget, s->cfg.n_slots, (unsigned long long)state);
-        n = (int64_t)(((uint64_t)s->cfg.kv_budget - state) / bb);
+        while (s->n_snaps > 0 && state + one * (uint64_t)s->n_snaps + bb > (uint64_t)s->cfg.kv_budget) s->n_snaps--;
+        n = (int64_t)(((uint64_t)s->cfg.kv_budget - state - one * (uint64_t)s->n_snaps) / bb);
         if (n < 1)
             return mxl_error_set(err, MXL_ERR_ARG, "--kv-cache-budget %lld is smaller than one KV block (%llu bytes for %d positions)",
                                  (long long)s->cfg.kv_budget, (unsigned long long)bb, MXL_KV_BLOCK);
@@ -840,7 +887,8 @@ static mxl_status kv_pool_create(mxl_sched *s, mxl_gen_model *m, mxl_error *err)
     s->watermark_blocks = s->cfg.kv_budget == MXL_SCHED_KV_NONE ? 0 : (int64_t)ceil(s->cfg.kv_watermark * (double)n);
     pc.n_blocks = n;
     s->hits = mxl_malloc((size_t)slot_blocks * sizeof *s->hits);
-    if (!s->hits) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    s->hit_chain = mxl_malloc((size_t)slot_blocks * sizeof *s->hit_chain);
+    if (!s->hits || !s->hit_chain) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     if ((st = mxl_kv_pool_create(&pc, &s->kvp, err))) return st;
     pthread_mutex_lock(&s->mu);
     s->stats.kv_block_bytes = bb;
@@ -887,8 +935,14 @@ mxl_status mxl_sched_create(mxl_gen_model *m, const mxl_sched_config *cfg, mxl_s
         }
     }
     const uint64_t state = mxl_decoder_state_rec_bytes(mxl_seq_kv_state(s->slots[0].seq));
-    s->shared_cache = cfg->prompt_cache && state == 0;
+    s->shared_cache = cfg->prompt_cache;
+    s->recurrent = state > 0;
+    if (s->recurrent && s->n_snaps > 0 && (st = mxl_state_snaps_create(s->n_snaps, (size_t)state, &s->snaps, err))) {
+        mxl_sched_destroy(s);
+        return st;
+    }
     s->stats.state_bytes = state * (uint64_t)cfg->n_slots;
+    s->stats.state_snap_bytes = mxl_state_snaps_bytes(s->snaps);
     pool_stats(s);
     if (pthread_create(&s->thread, NULL, engine_main, s) != 0) {
         mxl_sched_destroy(s);
@@ -912,6 +966,8 @@ void mxl_sched_destroy(mxl_sched *s) {
         for (int i = 0; i < s->cfg.n_slots; i++) mxl_seq_destroy(s->slots[i].seq);
     mxl_kv_pool_destroy(s->kvp);
     mxl_free(s->hits);
+    mxl_free(s->hit_chain);
+    mxl_state_snaps_destroy(s->snaps);
     mxl_free(s->slots);
     mxl_aligned_free(s->logits);
     mxl_free(s->tok_scratch);

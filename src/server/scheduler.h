@@ -20,6 +20,11 @@
  * included) for a follow-up on the same slot. Unreferenced cached blocks are evicted least
  * recently used first when blocks run out (and beyond the prompt-cache capacity / TTL); idle
  * slots give their blocks back (oldest first) when the pool runs dry.
+ * Models with recurrent layers keep a state per slot that exists at the slot's position only:
+ * their prefill stops at the prompt's last block boundary to save a snapshot of it
+ * (state_snaps.h, two per slot, paid from the budget like the slots' state), and a chain is
+ * adopted only up to a boundary with a snapshot (the state comes with the blocks); an idle slot
+ * keeps its own state for a prompt that extends all of its tokens.
  * Admission waits (the job stays queued) until the free blocks cover the prompt plus, while rows
  * are decoding, the --kv-admission-watermark fraction of the pool; a prompt larger than the whole
  * pool is refused (503). With --enable-preemption, a step that finds the pool dry preempts a
@@ -136,6 +141,8 @@ typedef struct mxl_sched_stats {
     int64_t kv_blocks_total, kv_blocks_used, kv_blocks_cached, kv_blocks_free;
     uint64_t kv_block_bytes;
     uint64_t state_bytes; /* every slot's recurrent state together (recurrent families; 0 otherwise) */
+    uint64_t state_snap_bytes; /* the prompt cache's recurrent-state snapshots (state_snaps.h), allocated */
+    int64_t state_snaps_used;  /* ... of which hold a snapshot now */
     uint64_t cache_block_hit_tokens; /* prompt tokens adopted from the shared block cache */
     uint64_t kv_evictions, preemptions;
 } mxl_sched_stats;

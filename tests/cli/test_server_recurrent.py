@@ -6,8 +6,9 @@ Truth: the fixtures' "decode" record (gen_decoder_fixtures.py record_decode): th
 transformers' cached greedy generate() picks after the 40-token prompt. The server must answer
 them for the prompt alone, for two requests decoded together in one batched step (each slot with
 its own state), for a follow-up whose prompt extends the first turn (the slot keeps its state and
-runs only the new tokens) and for the same follow-up with nothing cached; /slots and /metrics
-report the state's bytes."""
+runs only the new tokens), for the same follow-up with nothing cached, and for the same prompt
+again on another slot (the prompt cache's blocks with the state snapshot at their end); /slots
+and /metrics report the state's bytes."""
 import json
 import os
 import shutil
@@ -107,5 +108,36 @@ def test_kv_budget_counts_the_recurrent_state(tmp_path):
     try:
         a = completion(s, text(case["prompt"]), n=4)
         assert ids_of(s, a["content"]) == case["generated"][:4]
+    finally:
+        assert s.stop() == 0
+
+
+@pytest.mark.parametrize("name", ["mamba2", "lfm2", "qwen3_next"])
+def test_prompt_cache_state_snapshot_hit_equals_miss(tmp_path, name):
+    """The prompt cache keeps the recurrent state at the prompt's last block boundary (position 32
+    of the 40-token prompt) with the blocks before it: the same prompt on another slot, or back
+    on the first slot after another conversation, adopts both and runs only the last 8 tokens,
+    and answers what the uncached run answered (transformers' tokens)."""
+    model, case = fixture_with_tokenizer(tmp_path, name)
+    prompt, want = case["prompt"], case["generated"]
+    shown = want[:want.index(2)] if 2 in want else want
+    s = Server("-m", model, "--parallel", "2", "--ctx-size", "1024", "--metrics")
+    try:
+        a = completion(s, text(prompt), id_slot=0)
+        assert a["timings"]["cache_n"] == 0 and ids_of(s, a["content"]) == shown
+        b = completion(s, text(prompt), id_slot=1)
+        assert b["timings"]["cache_n"] == 32 and b["content"] == a["content"]
+        other = [(7 * i + 3) % 256 for i in range(40)]
+        completion(s, text(other), n=4, id_slot=0)
+        c = completion(s, text(prompt), id_slot=0)
+        assert c["timings"]["cache_n"] == 32 and c["content"] == a["content"]
+        # a prompt that leaves the cached prefix inside its first block shares nothing
+        d = completion(s, text(prompt[:5] + [9] + prompt[6:]), n=4, id_slot=1)
+        assert d["timings"]["cache_n"] == 0
+        metrics = {ln.split()[0]: float(ln.split()[1]) for ln in requests.get(s.url + "/metrics").text.splitlines()
+                   if ln.startswith("llamacpp:recurrent_state")}
+        # two snapshots per slot are allocated; the 40-token prompts made two (prompt, other)
+        assert metrics["llamacpp:recurrent_state_snapshot_bytes"] == 2 * metrics["llamacpp:recurrent_state_bytes"]
+        assert metrics["llamacpp:recurrent_state_snapshots"] == 3
     finally:
         assert s.stop() == 0
