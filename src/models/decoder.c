@@ -553,6 +553,25 @@ static mxl_status transpose_conv(const binder *b, mxl_rec_layer *R, int64_t C, i
     return MXL_OK;
 }
 
+/* KDA's three convolutions (queries and keys of qk channels, then the values) as one R->conv_w
+ * [C, K] in the decoder's arena. */
+static mxl_status bind_conv_parts(const binder *b, int64_t i, mxl_rec_layer *R, int64_t qk, int64_t K) {
+    const mxl_decoder_hparams *hp = &b->d->hp;
+    const char *mod[3] = {b->nm->ssm_conv, b->nm->ssm_conv_k, b->nm->ssm_conv_v};
+    const int64_t rows[3] = {qk, qk, hp->gdn_v_heads * hp->gdn_v_dim};
+    float *w = mxl_arena_alloc(&b->d->arena, (size_t)((rows[0] + rows[1] + rows[2]) * K) * sizeof(float), 64);
+    if (!w) return mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory");
+    R->conv_w = w;
+    for (int j = 0; j < 3; j++) {
+        const float *part;
+        mxl_status st = bind_vector(b, i, mod[j], ".weight", rows[j] * K, &part);
+        if (st) return st;
+        memcpy(w, part, (size_t)(rows[j] * K) * sizeof(float));
+        w += rows[j] * K;
+    }
+    return MXL_OK;
+}
+
 /* Layer i's recurrent mixer of kind k (recurrent.h; the names: decoder_family.h ssm_*). */
 static mxl_status bind_rec(const binder *b, int64_t i, mxl_layer_kind k, mxl_decoder_layer *L) {
     const mxl_decoder_hparams *hp = &b->d->hp;
@@ -564,15 +583,20 @@ static mxl_status bind_rec(const binder *b, int64_t i, mxl_layer_kind k, mxl_dec
         (k != MXL_LAYER_SHORTCONV && k != MXL_LAYER_RGLRU && k != MXL_LAYER_LIGHTNING && (!nm->ssm_a || (k != MXL_LAYER_GDN && !nm->ssm_d))) ||
         (k == MXL_LAYER_LIGHTNING && (!nm->ssm_in_z || !nm->ssm_norm)) ||
         (k == MXL_LAYER_MAMBA && (!nm->ssm_x || !nm->ssm_dt)) || (k == MXL_LAYER_MAMBA2 && (!nm->ssm_dt_bias || (!nm->ssm_norm && !hp->ssm_no_norm))) ||
-        (k == MXL_LAYER_GDN && (!nm->ssm_dt_bias || !nm->ssm_norm || !nm->ssm_ba || (hp->gdn_split && !nm->ssm_in_z))))
+        (k == MXL_LAYER_GDN && (!nm->ssm_dt_bias || !nm->ssm_norm || !nm->ssm_ba || (hp->gdn_split && !nm->ssm_in_z))) ||
+        (k == MXL_LAYER_GDN && hp->gdn_kda && (!nm->ssm_k || !nm->ssm_v || !nm->ssm_conv_k || !nm->ssm_conv_v || !nm->ssm_f_a ||
+                                               !nm->ssm_f_b || !nm->ssm_g_a || !nm->ssm_g_b)))
         return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no %s mixer tensors", b->ck->path, mxl_layer_kind_name(k));
     mxl_rec_layer *R = mxl_arena_alloc(&b->d->arena, sizeof *R, 64);
     if (!R) return mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory");
     memset(R, 0, sizeof *R);
     R->kind = k;
     L->rec = R;
-    if ((st = bind_proj(b, i, nm->ssm_in, IN, H, hp->ssm_proj_bias, &R->in_proj, &R->in_b)) ||
-        (C > 0 && (st = bind_vector(b, i, nm->ssm_conv, ".weight", C * K, &R->conv_w))) || (C > 0 && (st = transpose_conv(b, R, C, K))) ||
+    const bool kda = k == MXL_LAYER_GDN && hp->gdn_kda;
+    const int64_t QK = hp->gdn_k_heads * hp->gdn_k_dim;
+    if ((st = bind_proj(b, i, nm->ssm_in, kda ? QK : IN, H, hp->ssm_proj_bias, &R->in_proj, &R->in_b)) ||
+        (C > 0 && (st = kda ? bind_conv_parts(b, i, R, QK, K) : bind_vector(b, i, nm->ssm_conv, ".weight", C * K, &R->conv_w))) ||
+        (C > 0 && (st = transpose_conv(b, R, C, K))) ||
         (C > 0 && hp->ssm_conv_bias && (st = bind_vector(b, i, nm->ssm_conv, ".bias", C, &R->conv_b))) ||
         (st = bind_proj(b, i, nm->ssm_out, H, k == MXL_LAYER_SHORTCONV ? H : DI, hp->ssm_proj_bias || k == MXL_LAYER_RGLRU, &R->out_proj, &R->out_b)))
         return st;
@@ -617,11 +641,17 @@ static mxl_status bind_rec(const binder *b, int64_t i, mxl_layer_kind k, mxl_dec
         R->lru_c = c;
     }
     if (k == MXL_LAYER_GDN) {
-        const int64_t NV = hp->gdn_v_heads;
-        if (!st) st = bind_matrix(b, i, nm->ssm_ba, nm->ssm_in_a ? NV : 2 * NV, H, &R->in_ba);
+        const int64_t NV = hp->gdn_v_heads, dk = hp->gdn_k_dim, dv = hp->gdn_v_dim;
+        if (!st) st = bind_matrix(b, i, nm->ssm_ba, nm->ssm_in_a || kda ? NV : 2 * NV, H, &R->in_ba);
         if (!st && nm->ssm_in_a) st = bind_matrix(b, i, nm->ssm_in_a, NV, H, &R->in_a);
-        if (!st && hp->gdn_split) st = bind_matrix(b, i, nm->ssm_in_z, NV * hp->gdn_v_dim, H, &R->in_z);
-        if (!st) st = bind_vector(b, i, nm->ssm_dt_bias, "", NV, &R->dt_b);
+        if (!st && hp->gdn_split) st = bind_matrix(b, i, nm->ssm_in_z, NV * dv, H, &R->in_z);
+        if (!st && kda) st = bind_matrix(b, i, nm->ssm_k, QK, H, &R->in_k);
+        if (!st && kda) st = bind_matrix(b, i, nm->ssm_v, NV * dv, H, &R->in_v);
+        if (!st && kda) st = bind_matrix(b, i, nm->ssm_f_a, dk, H, &R->f_a);
+        if (!st && kda) st = bind_matrix(b, i, nm->ssm_f_b, NV * dk, dk, &R->f_b);
+        if (!st && kda) st = bind_matrix(b, i, nm->ssm_g_a, dv, H, &R->g_a);
+        if (!st && kda) st = bind_matrix(b, i, nm->ssm_g_b, NV * dv, dv, &R->g_b);
+        if (!st) st = bind_vector(b, i, nm->ssm_dt_bias, "", kda ? NV * dk : NV, &R->dt_b);
         if (!st) st = bind_ssm_a(b, i, NV, &R->A);
         if (!st) st = bind_vector(b, i, nm->ssm_norm, ".weight", hp->gdn_v_dim, &R->norm_w);
     }
@@ -842,7 +872,9 @@ static mxl_status each_matrix(const mxl_checkpoint *ck, mxl_decoder *d, mxl_erro
             if ((st = fn(ck, d, ws[j], err))) return st;
         if (L->rec && ((st = fn(ck, d, &L->rec->in_proj, err)) || (st = fn(ck, d, &L->rec->x_proj, err)) ||
                        (st = fn(ck, d, &L->rec->dt_proj, err)) || (st = fn(ck, d, &L->rec->out_proj, err)) ||
-                       (st = fn(ck, d, &L->rec->in_ba, err)) || (st = fn(ck, d, &L->rec->in_a, err)) || (st = fn(ck, d, &L->rec->in_z, err))))
+                       (st = fn(ck, d, &L->rec->in_ba, err)) || (st = fn(ck, d, &L->rec->in_a, err)) || (st = fn(ck, d, &L->rec->in_z, err)) ||
+                       (st = fn(ck, d, &L->rec->in_k, err)) || (st = fn(ck, d, &L->rec->in_v, err)) || (st = fn(ck, d, &L->rec->f_a, err)) ||
+                       (st = fn(ck, d, &L->rec->f_b, err)) || (st = fn(ck, d, &L->rec->g_a, err)) || (st = fn(ck, d, &L->rec->g_b, err))))
             return st;
         /* the shared expert runs on every row like a dense MLP; routed experts only with
          * `experts` (expert_streaming decides) */

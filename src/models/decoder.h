@@ -186,6 +186,8 @@ typedef struct mxl_decoder_hparams {
     int64_t gdn_k_heads, gdn_v_heads, gdn_k_dim, gdn_v_dim; /* GDN: NK, NV, dk, dv */
     bool gdn_split;       /* GDN: separate in_proj_qkv [q; k; v] and in_proj_z (Qwen 3.5, GGUF), not
                            * Qwen3-Next's per-key-head in_proj_qkvz */
+    bool gdn_kda;         /* GDN as Kimi Delta Attention (recurrent.h): q / k / v projections and convolutions
+                           * of their own, a decay per key channel, a sigmoid output gate (Kimi Linear) */
     bool gdn_v_tiled;     /* GDN: value head h reads key head h % NK (llama.cpp's qwen35 files order the
                            * value heads tiled), not h / (NV / NK) */
     bool parallel_ssm;    /* every layer runs attention and a Mamba-2 mixer side by side on the same normed

@@ -71,6 +71,10 @@ typedef struct mxl_decoder_names {
     const char *ssm_in, *ssm_conv, *ssm_x, *ssm_dt, *ssm_dt_bias, *ssm_a, *ssm_d, *ssm_norm, *ssm_out;
     const char *ssm_ba, *ssm_in_a, *ssm_in_z; /* GDN: in_proj_ba (or in_proj_b when ssm_in_a names in_proj_a),
                                                * and with hp.gdn_split in_proj_z */
+    /* GDN with hp.gdn_kda (Kimi Delta Attention): ssm_in the query projection, ssm_k / ssm_v the key
+     * and value ones, ssm_conv / ssm_conv_k / ssm_conv_v their convolutions ([C / 3, 1, K] each),
+     * ssm_ba b_proj, the gates' low-rank pairs ssm_f_a, ssm_f_b and ssm_g_a, ssm_g_b */
+    const char *ssm_k, *ssm_v, *ssm_conv_k, *ssm_conv_v, *ssm_f_a, *ssm_f_b, *ssm_g_a, *ssm_g_b;
     bool ssm_a_neg;         /* ssm_a holds A = -exp(A_log) already (GGUF) */
     const char *ssm_dt_norm, *ssm_b_norm, *ssm_c_norm; /* MAMBA's weighted dt / B / C RMSNorms (Jamba), or NULL */
     const char *ssm_gx_w, *ssm_gx_b, *ssm_ga_w, *ssm_ga_b, *ssm_lru_param; /* RGLRU's gate parameters and

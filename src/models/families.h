@@ -79,6 +79,7 @@
     X(jamba)                    \
     X(falcon_h1)                \
     X(recurrent_gemma)          \
-    X(minimax)
+    X(minimax)                  \
+    X(kimi_linear)
 
 #endif

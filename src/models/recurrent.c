@@ -40,7 +40,7 @@ int64_t mxl_rec_in_dim(const mxl_decoder_hparams *hp, mxl_layer_kind k) {
     case MXL_LAYER_RGLRU: return hp->ssm_inner; /* (linear_x) */
     case MXL_LAYER_LIGHTNING: return 3 * hp->ssm_inner; /* (qkv_proj) */
     case MXL_LAYER_GDN: /* in_proj's rows: qkvz, or with gdn_split qkv */
-        return mxl_rec_conv_dim(hp, k) + (hp->gdn_split ? 0 : hp->gdn_v_heads * hp->gdn_v_dim);
+        return mxl_rec_conv_dim(hp, k) + (hp->gdn_split || hp->gdn_kda ? 0 : hp->gdn_v_heads * hp->gdn_v_dim);
     default: return 0;
     }
 }
@@ -57,6 +57,12 @@ size_t mxl_rec_state_floats(const mxl_decoder_hparams *hp, mxl_layer_kind k) {
 
 static int64_t max2(int64_t a, int64_t b) { return a > b ? a : b; }
 
+int64_t mxl_rec_gdn_gates(const mxl_decoder_hparams *hp, int64_t *z_off) {
+    const int64_t NV = hp->gdn_v_heads, a = hp->gdn_kda ? NV * hp->gdn_k_dim : NV;
+    if (z_off) *z_off = NV + a;
+    return NV + a + NV * hp->gdn_v_dim;
+}
+
 /* per-row widths of the scratch buffers: the largest over the kinds the model uses */
 static void scratch_widths(const mxl_decoder_hparams *hp, int64_t w[5]) {
     memset(w, 0, 5 * sizeof *w);
@@ -72,7 +78,9 @@ static void scratch_widths(const mxl_decoder_hparams *hp, int64_t w[5]) {
             w[2] = max2(w[2], hp->ssm_dt_rank + 2 * hp->ssm_state);
             w[3] = max2(w[3], hp->ssm_inner);
         }
-        if (k == MXL_LAYER_GDN) w[3] = max2(w[3], 2 * hp->gdn_v_heads + hp->gdn_v_heads * hp->gdn_v_dim);
+        if (k == MXL_LAYER_GDN) w[3] = max2(w[3], mxl_rec_gdn_gates(hp, NULL));
+        if (k == MXL_LAYER_GDN && hp->gdn_kda) /* (gdn_project's b, f_a, g_a, f_b, g_b outputs) */
+            w[0] = max2(w[0], hp->gdn_v_heads + hp->gdn_k_dim + hp->gdn_v_dim + hp->gdn_v_heads * (hp->gdn_k_dim + hp->gdn_v_dim));
         if (k == MXL_LAYER_RGLRU || k == MXL_LAYER_LIGHTNING) w[3] = max2(w[3], hp->ssm_inner); /* (linear_y's / the gate's rows) */
         w[4] = max2(w[4], k == MXL_LAYER_SHORTCONV ? hp->hidden : k == MXL_LAYER_GDN ? hp->gdn_v_heads * hp->gdn_v_dim : hp->ssm_inner);
     }
@@ -379,15 +387,16 @@ static void gdn_part(const rec_pass *p, int64_t h0, int64_t h1) {
     const mxl_decoder_hparams *hp = p->hp;
     const mxl_rec_layer *R = p->R;
     const int64_t NK = hp->gdn_k_heads, NV = hp->gdn_v_heads, dk = hp->gdn_k_dim, dv = hp->gdn_v_dim, r = NV / NK;
-    const int64_t C = mxl_rec_conv_dim(hp, R->kind), BA = 2 * NV + NV * dv;
+    int64_t zo;
+    const int64_t C = mxl_rec_conv_dim(hp, R->kind), BA = mxl_rec_gdn_gates(hp, &zo);
     const float qscale = 1.0f / sqrtf((float)dk);
-    float q[MXL_GDN_MAX_DIM], k[MXL_GDN_MAX_DIM], o[MXL_GDN_MAX_DIM];
+    float q[MXL_GDN_MAX_DIM], k[MXL_GDN_MAX_DIM], o[MXL_GDN_MAX_DIM], dec[MXL_GDN_MAX_DIM];
     for (int64_t si = 0; si < p->n_spans; si++) {
         const mxl_rec_span *sp = &p->spans[si];
         float *S = sp->state + (hp->ssm_conv - 1) * C; /* [NV, dk, dv] */
         for (int64_t h = h0; h < h1; h++) /* (heads outer: a head's state stays in cache) */
             for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++) {
-                const float *x = p->s->xc + t * C, *ba = p->s->dt + t * BA, *z = ba + 2 * NV;
+                const float *x = p->s->xc + t * C, *ba = p->s->dt + t * BA, *z = ba + zo;
                 float *y = p->s->y + t * NV * dv;
                 const int64_t kh = hp->gdn_v_tiled ? h % NK : h / r;
                 memcpy(q, x + kh * dk, (size_t)dk * sizeof(float));
@@ -397,10 +406,13 @@ static void gdn_part(const rec_pass *p, int64_t h0, int64_t h1) {
                 for (int64_t i = 0; i < dk; i++) q[i] *= qscale;
                 const float *v = x + 2 * NK * dk + h * dv;
                 const float beta = 1.0f / (1.0f + expf(-ba[h]));
-                const float decay = expf(R->A[h] * softplus(ba[NV + h] + R->dt_b[h]));
+                if (hp->gdn_kda) /* a decay per key channel (row of S) */
+                    for (int64_t i = 0; i < dk; i++) dec[i] = expf(R->A[h] * softplus(ba[NV + h * dk + i] + R->dt_b[h * dk + i]));
+                else /* one per head */
+                    for (int64_t i = 0; i < dk; i++) dec[i] = i ? dec[0] : expf(R->A[h] * softplus(ba[NV + h] + R->dt_b[h]));
                 float *Sh = S + h * dk * dv;
                 for (int64_t j = 0; j < dv; j++) o[j] = 0.0f; /* o: first S^T k, then the delta */
-                for (int64_t i = 0; i < dk; i++) axpy_row(o, Sh + i * dv, k[i], decay, true, dv, p->plain);
+                for (int64_t i = 0; i < dk; i++) axpy_row(o, Sh + i * dv, k[i], dec[i], true, dv, p->plain);
                 for (int64_t j = 0; j < dv; j++) o[j] = (v[j] - o[j]) * beta;
                 float *yh = y + h * dv;
                 for (int64_t j = 0; j < dv; j++) yh[j] = 0.0f;
@@ -501,7 +513,34 @@ static void run_phase(rec_pass *p, int phase, mxl_threadpool *pool) {
 static void gdn_project(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_rec_layer *R, const mxl_row_prep *prep,
                         const float *h, int64_t n, const mxl_rec_scratch *s, void *mm_scratch, mxl_threadpool *pool) {
     const int64_t NK = hp->gdn_k_heads, NV = hp->gdn_v_heads, dk = hp->gdn_k_dim, dv = hp->gdn_v_dim, r = NV / NK;
-    const int64_t C = mxl_rec_conv_dim(hp, R->kind), IN = mxl_rec_in_dim(hp, R->kind), BA = 2 * NV + NV * dv;
+    int64_t zo;
+    const int64_t C = mxl_rec_conv_dim(hp, R->kind), IN = mxl_rec_in_dim(hp, R->kind), BA = mxl_rec_gdn_gates(hp, &zo);
+    if (hp->gdn_kda) {
+        /* q, k, v (one pass over h) into the convolution's rows [q; k; v] */
+        const int64_t QK = NK * dk, V = NV * dv;
+        const mxl_weight *W3[3] = {&R->in_proj, &R->in_k, &R->in_v};
+        float *o3[3] = {s->in, s->in + n * QK, s->in + 2 * n * QK};
+        be->ops->matmul_multi(be, W3, 3, prep, h, n, o3, mm_scratch, pool);
+        for (int64_t t = 0; t < n; t++) {
+            memcpy(s->xc + t * C, o3[0] + t * QK, (size_t)QK * sizeof(float));
+            memcpy(s->xc + t * C + QK, o3[1] + t * QK, (size_t)QK * sizeof(float));
+            memcpy(s->xc + t * C + 2 * QK, o3[2] + t * V, (size_t)V * sizeof(float));
+        }
+        /* b [NV], the forget gate f_b(f_a(h)) [NV dk], the output gate sigmoid(g_b(g_a(h))) [NV dv] */
+        float *b = s->in, *fa = b + n * NV, *ga = fa + n * dk, *fb = ga + n * dv, *gb = fb + n * NV * dk;
+        const mxl_weight *Wg[3] = {&R->in_ba, &R->f_a, &R->g_a};
+        float *og[3] = {b, fa, ga};
+        be->ops->matmul_multi(be, Wg, 3, NULL, h, n, og, mm_scratch, pool);
+        be->ops->matmul(be, &R->f_b, NULL, fa, n, fb, mm_scratch, pool);
+        be->ops->matmul(be, &R->g_b, NULL, ga, n, gb, mm_scratch, pool);
+        for (int64_t t = 0; t < n; t++) {
+            float *row = s->dt + t * BA, *z = row + zo;
+            memcpy(row, b + t * NV, (size_t)NV * sizeof(float));
+            memcpy(row + NV, fb + t * NV * dk, (size_t)(NV * dk) * sizeof(float));
+            for (int64_t j = 0; j < V; j++) z[j] = 1.0f / (1.0f + expf(-gb[t * V + j]));
+        }
+        return;
+    }
     /* b and a: in_proj_b and in_proj_a, or per key head g [b (r), a (r)] of in_proj_ba */
     be->ops->matmul(be, &R->in_ba, prep, h, n, s->in, mm_scratch, pool);
     if (R->in_a.rows > 0) {
@@ -519,7 +558,7 @@ static void gdn_project(const mxl_backend *be, const mxl_decoder_hparams *hp, co
         /* [q; k; v] is in_proj_qkv's row as it is; z its own matrix */
         be->ops->matmul(be, &R->in_proj, NULL, h, n, s->xc, mm_scratch, pool);
         be->ops->matmul(be, &R->in_z, NULL, h, n, s->in, mm_scratch, pool);
-        for (int64_t t = 0; t < n; t++) memcpy(s->dt + t * BA + 2 * NV, s->in + t * NV * dv, (size_t)(NV * dv) * sizeof(float));
+        for (int64_t t = 0; t < n; t++) memcpy(s->dt + t * BA + zo, s->in + t * NV * dv, (size_t)(NV * dv) * sizeof(float));
         return;
     }
     /* per key head g: [q_g (dk), k_g (dk), v (r dv), z (r dv)] */
@@ -527,7 +566,7 @@ static void gdn_project(const mxl_backend *be, const mxl_decoder_hparams *hp, co
     const int64_t grp = 2 * dk + 2 * r * dv;
     for (int64_t t = 0; t < n; t++) {
         const float *row = s->in + t * IN;
-        float *u = s->xc + t * C, *z = s->dt + t * BA + 2 * NV;
+        float *u = s->xc + t * C, *z = s->dt + t * BA + zo;
         for (int64_t g = 0; g < NK; g++) {
             const float *src = row + g * grp;
             memcpy(u + g * dk, src, (size_t)dk * sizeof(float));
@@ -576,10 +615,12 @@ void mxl_rec_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const
         return;
     }
     run_phase(&p, 0, pool);
-    /* the gates z -> silu(z), in place (the backend's vector form; the reference's plain one) */
-    for (int64_t t = 0; t < n_rows && R->kind != MXL_LAYER_SHORTCONV && R->kind != MXL_LAYER_RGLRU; t++) {
-        float *z = R->kind == MXL_LAYER_MAMBA ? s->in + t * IN + DI : R->kind == MXL_LAYER_MAMBA2 ? s->in + t * IN
-                                                                       : s->dt + t * (2 * hp->gdn_v_heads + DI) + 2 * hp->gdn_v_heads;
+    /* the gates z -> silu(z), in place (the backend's vector form; the reference's plain one);
+     * KDA's gate is a sigmoid, made with it */
+    int64_t zo = 0;
+    const int64_t GW = R->kind == MXL_LAYER_GDN ? mxl_rec_gdn_gates(hp, &zo) : 0;
+    for (int64_t t = 0; t < n_rows && R->kind != MXL_LAYER_SHORTCONV && R->kind != MXL_LAYER_RGLRU && !(R->kind == MXL_LAYER_GDN && hp->gdn_kda); t++) {
+        float *z = R->kind == MXL_LAYER_MAMBA ? s->in + t * IN + DI : R->kind == MXL_LAYER_MAMBA2 ? s->in + t * IN : s->dt + t * GW + zo;
         be->ops->act(be, MXL_ACT_SILU, z, DI, z);
     }
     const float *y = s->y;

@@ -29,6 +29,11 @@
  *                      beta = sigmoid(b_h), decay = exp(A_h softplus(a_h + dt_bias_h)),
  *                      S [dk, dv] = decay S;  S += k (x) ((v - S^T k) beta);  o = S^T q;
  *                      y_h = rmsnorm(o) * w (dv) * silu(z_h);  out = out_proj(y)
+ *                      With gdn_kda (Kimi Delta Attention, NK = NV): q, k, v = q_proj, k_proj,
+ *                      v_proj(h), each with its own convolution (concatenated as one); the decay per
+ *                      key channel, decay_i = exp(A_h softplus(f_b(f_a(h))_{h,i} + dt_bias_{h,i}))
+ *                      scaling row i of S; beta = sigmoid(b_proj(h)_h); the output gate
+ *                      sigmoid(g_b(g_a(h))_h) in place of silu(z_h)
  *   RGLRU (RecurrentGemma's Griffin block, width W = NH heads of bw): y = gelu_tanh(linear_y(h));
  *                      x = conv(linear_x(h)) (no activation); per head the gates
  *                      gx = sigmoid(x_h Wx[h] + bx[h]), ga = sigmoid(x_h Wa[h] + ba[h]) ([bw, bw]
@@ -80,6 +85,9 @@ typedef struct mxl_rec_layer {
     mxl_weight in_ba;       /* GDN: [2 NV, hidden] in_proj_ba, or [NV, hidden] in_proj_b (in_a bound) */
     mxl_weight in_a;        /* GDN: [NV, hidden] in_proj_a, or rows 0 (b and a in in_ba) */
     mxl_weight in_z;        /* GDN with gdn_split: [NV dv, hidden] in_proj_z; RGLRU: [W, hidden] linear_y */
+    mxl_weight in_k, in_v;  /* GDN with gdn_kda: k_proj [NK dk, hidden], v_proj [NV dv, hidden] (in_proj: q_proj) */
+    mxl_weight f_a, f_b;    /* ... the forget gate's pair: [dk, hidden], [NV dk, dk] */
+    mxl_weight g_a, g_b;    /* ... the output gate's pair: [dv, hidden], [NV dv, dv] */
     const float *z_b;       /* RGLRU: linear_y's bias [W] */
     const float *gx_w, *gx_b, *ga_w, *ga_b; /* RGLRU: the input / recurrence gates [NH, bw, bw] and [NH, bw] */
     const float *lru_c;     /* RGLRU: -8 softplus(recurrent_param) [W] */
@@ -89,7 +97,7 @@ typedef struct mxl_rec_layer {
     const float *conv_b;    /* [conv_dim] or NULL */
     mxl_weight x_proj;      /* MAMBA: [R + 2 N, DI] */
     mxl_weight dt_proj;     /* MAMBA: [DI, R] */
-    const float *dt_b;      /* MAMBA: dt_proj's bias [DI]; MAMBA2: dt_bias [NH]; GDN: dt_bias [NV] */
+    const float *dt_b;      /* MAMBA: dt_proj's bias [DI]; MAMBA2: dt_bias [NH]; GDN: dt_bias [NV] (gdn_kda: [NV dk]) */
     const float *A;         /* -exp(A_log): MAMBA [DI, N]; MAMBA2 [NH]; GDN [NV] */
     const float *D;         /* MAMBA [DI]; MAMBA2 [NH] */
     const float *norm_w;    /* MAMBA2: the gated norm's weight [DI]; GDN [dv] */
@@ -112,11 +120,14 @@ typedef struct mxl_rec_scratch {
     float *in;  /* [max_rows, in_dim] in_proj's output */
     float *xc;  /* [max_rows, conv_dim] the convolution's output */
     float *dbc; /* [max_rows, R + 2 N] MAMBA's x_proj output */
-    float *dt;  /* [max_rows, DI] MAMBA's time steps; GDN: [max_rows, 2 NV] b and a, then [NV dv] z */
+    float *dt;  /* [max_rows, DI] MAMBA's time steps; GDN: per row b [NV], a [NV] (gdn_kda: the forget
+                 * gate [NV dk]), then z [NV dv] (mxl_rec_gdn_gates) */
     float *y;   /* [max_rows, DI] the scan's output (out_proj's input) */
 } mxl_rec_scratch;
 
 size_t mxl_rec_scratch_floats(const mxl_decoder_hparams *hp, int64_t max_rows);
+/* GDN: the width of a row of the gates (scratch dt) and where z starts in it */
+int64_t mxl_rec_gdn_gates(const mxl_decoder_hparams *hp, int64_t *z_off);
 void mxl_rec_scratch_carve(const mxl_decoder_hparams *hp, int64_t max_rows, float *mem, mxl_rec_scratch *s);
 
 /* Rows [row0, row0 + n) belong to one sequence whose state piece for this layer is `state`. */

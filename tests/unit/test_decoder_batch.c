@@ -245,7 +245,7 @@ static const char *const k_fixtures[] = {
     /* query heads per layer, softplus output gates */
     "laguna",
     /* recurrent layers (models/recurrent.h): each row's own state, beside attention (LFM2) */
-    "lfm2", "mamba", "mamba2", "qwen3_next", "granitemoehybrid", "nemotron_h", "falcon_h1", "recurrent_gemma", "minimax",
+    "lfm2", "mamba", "mamba2", "qwen3_next", "granitemoehybrid", "nemotron_h", "falcon_h1", "recurrent_gemma", "minimax", "kimi_linear",
 };
 
 static const batch_case k_fixture_case = {

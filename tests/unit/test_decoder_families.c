@@ -167,6 +167,12 @@ TEST(decoder_families_older_config_spellings) {
         {"gpt_neox", "{\"rope_parameters\": null, \"rotary_pct\": 0.25, \"rotary_emb_base\": 10000}"},
         {"gpt_neox", "{\"rope_parameters\": null}"}, /* rotary_pct 0.25, base 10000 by default */
         {"youtu", "{\"model_type\": \"youtu_llm\"}"}, /* the released checkpoints' (and mlx-lm's) name */
+        /* Kimi Linear's released config: linear_attn_config's 1-based layer lists and sizes,
+         * first_k_dense_replace, its expert keys' own names */
+        {"kimi_linear", "{\"layer_types\": null, \"mlp_layer_types\": null, \"first_k_dense_replace\": 1, \"linear_head_dim\": null, "
+                        "\"linear_num_heads\": null, \"linear_conv_kernel_dim\": null, \"linear_attn_config\": {\"head_dim\": 16, "
+                        "\"num_heads\": 4, \"short_conv_kernel_size\": 4, \"full_attn_layers\": [3], \"kda_layers\": [1, 2, 4]}, "
+                        "\"moe_router_activation_func\": \"sigmoid\", \"mla_use_nope\": true}"},
     };
     json_t *fx = load_reference();
     REQUIRE(fx);
@@ -379,6 +385,14 @@ TEST(decoder_families_refuse_inconsistent_recurrent_configs_by_name) {
     expect_refused("minimax", "{\"layer_types\": [\"full_attention\", \"lightning\", \"linear_attention\", \"full_attention\"]}",
                    MXL_ERR_FORMAT, "layer_types[1]", "'lightning'", mxl_test_failed_);
     expect_refused("minimax", "{\"mlp_beta_factor\": \"one\"}", MXL_ERR_FORMAT, "mlp_beta_factor", NULL, mxl_test_failed_);
+    expect_refused("kimi_linear", "{\"layer_types\": null, \"linear_attn_config\": {\"full_attn_layers\": [3], \"kda_layers\": [1, 2]}}",
+                   MXL_ERR_FORMAT, "layer 4", "neither", mxl_test_failed_);
+    expect_refused("kimi_linear", "{\"layer_types\": null, \"linear_attn_config\": {\"full_attn_layers\": [3], \"kda_layers\": [1, 2, 9]}}",
+                   MXL_ERR_FORMAT, "kda_layers[2]", NULL, mxl_test_failed_);
+    expect_refused("kimi_linear", "{\"linear_attn_config\": {\"num_heads\": 0}}", MXL_ERR_FORMAT, "linear_attn_config.num_heads", NULL,
+                   mxl_test_failed_);
+    expect_refused("kimi_linear", "{\"moe_router_activation_func\": \"softmax\"}", MXL_ERR_UNSUPPORTED, "moe_router_activation_func", NULL,
+                   mxl_test_failed_);
 }
 
 TEST(decoder_families_refuse_mismatched_tensors_by_name) {

@@ -22,7 +22,7 @@
 #include "test.h"
 #include "test_decoder_compare.h"
 
-static const char *const k_cases[] = {"lfm2", "lfm2_moe", "granitemoehybrid", "nemotron_h", "jamba", "falcon_h1", "recurrent_gemma", "mamba", "falcon_mamba", "mamba2", "qwen3_next", "qwen3_5_text", "minimax"};
+static const char *const k_cases[] = {"lfm2", "lfm2_moe", "granitemoehybrid", "nemotron_h", "jamba", "falcon_h1", "recurrent_gemma", "mamba", "falcon_mamba", "mamba2", "qwen3_next", "qwen3_5_text", "minimax", "kimi_linear"};
 
 static const char *fixture_dir(const char *name) {
     static char path[2048];
