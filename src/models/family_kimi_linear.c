@@ -15,12 +15,20 @@
  * n_group, norm_topk_prob. Saved by transformers, the MLP of every layer (dense ones too) sits
  * under block_sparse_moe.; the released files name the dense ones mlp.; mlx-lm's conversions put
  * the experts under mlp. too (mlp.gate, mlp.e_score_correction_bias, mlp.switch_mlp.*,
- * mlp.shared_experts.*) and the convolutions at self_attn.q_conv.conv ([C, K, 1]). */
+ * mlp.shared_experts.*) and the convolutions at self_attn.q_conv.conv ([C, K, 1]).
+ * GGUF (llama.cpp's kimi-linear): the KDA layers are those whose attention.head_count_kv entry is
+ * 0, with kda.head_dim, ssm.conv_kernel and attention.head_count heads; per KDA layer attn_q /
+ * attn_k / attn_v, ssm_conv1d_q / _k / _v, ssm_f_a / ssm_f_b, ssm_beta, ssm_a (-exp(A_log)),
+ * ssm_dt.bias, ssm_g_a / ssm_g_b, ssm_norm and attn_output; the MLA layers as deepseek2's (attn_q,
+ * attn_kv_a_mqa, attn_kv_a_norm, attn_k_b / attn_v_b); leading_dense_block_count dense MLPs, then
+ * ffn_*_exps experts, the exp_probs_b correction bias and ffn_*_shexp shared experts. llama.cpp
+ * always renormalises the top k (times expert_weights_scale) and has no expert groups here. */
 #include <jansson.h>
 #include <string.h>
 
 #include "io/safetensors.h"
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 static const mxl_decoder_names k_names = {
     .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
@@ -93,6 +101,41 @@ static mxl_status kimi_layers(mxl_family_ctx *c, json_t *lac, uint8_t *kind) {
     return MXL_OK;
 }
 
+/* The GGUF's layers, sizes and names (llama.cpp's kimi-linear converter). */
+static mxl_status kimi_gguf(mxl_family_ctx *c, uint8_t *kind) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_decoder_names *nm = c->names;
+    mxl_status st;
+    double dim, conv, gating;
+    char key[192];
+    if ((st = mxl_family_gguf_kv_kinds(c, kind, MXL_LAYER_GDN)) || (st = mxl_family_gguf_number(c, "kda.head_dim", 0, &dim)) ||
+        (st = mxl_family_gguf_number(c, "ssm.conv_kernel", 0, &conv)) || (st = mxl_family_gguf_number(c, "expert_gating_func", 0, &gating)))
+        return st;
+    if (!(dim >= 1 && dim <= 4096 && conv >= 1 && conv <= 64))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' or the convolution width is missing or out of range", c->ck->path,
+                             mxl_family_gguf_key(c, "kda.head_dim", key, sizeof key));
+    hp->gdn_kda = true;
+    hp->gdn_k_heads = hp->gdn_v_heads = hp->n_heads;
+    hp->gdn_k_dim = hp->gdn_v_dim = (int64_t)dim;
+    hp->ssm_inner = hp->n_heads * hp->gdn_k_dim;
+    hp->ssm_conv = (int64_t)conv;
+    hp->ssm_norm_eps = hp->norm_eps;
+    hp->o_bias = hp->qkv_bias = false;
+    nm->ssm_in = "attn_q", nm->ssm_k = "attn_k", nm->ssm_v = "attn_v", nm->ssm_conv = "ssm_conv1d_q", nm->ssm_conv_k = "ssm_conv1d_k";
+    nm->ssm_conv_v = "ssm_conv1d_v", nm->ssm_ba = "ssm_beta", nm->ssm_f_a = "ssm_f_a", nm->ssm_f_b = "ssm_f_b", nm->ssm_g_a = "ssm_g_a";
+    nm->ssm_g_b = "ssm_g_b", nm->ssm_dt_bias = "ssm_dt.bias", nm->ssm_a = "ssm_a", nm->ssm_a_neg = true, nm->ssm_norm = "ssm_norm";
+    nm->ssm_out = "attn_output";
+    if ((st = mxl_family_gguf_mla(c)) || (st = mxl_family_gguf_moe(c, true))) return st;
+    if (hp->n_experts == 0) return MXL_OK;
+    if (gating != 2) /* (llama_expert_gating_func_type: 2 is sigmoid) */
+        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: metadata key '%s' = %g is not supported (2, sigmoid, is)", c->ck->path,
+                             mxl_family_gguf_key(c, "expert_gating_func", key, sizeof key), gating);
+    if ((st = mxl_family_gguf_moe_sigmoid(c))) return st;
+    hp->moe_norm_topk = true;
+    hp->moe_n_group = hp->moe_topk_group = 1;
+    return MXL_OK;
+}
+
 static mxl_status kimi_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
@@ -103,6 +146,7 @@ static mxl_status kimi_setup(mxl_family_ctx *c) {
     hp->layer_kind = kind;
     memset(nope, 1, (size_t)hp->n_layers); /* the attention layers have no positions */
     hp->layer_no_rope = nope;
+    if (c->gguf) return kimi_gguf(c, kind);
     int64_t heads, dim;
     if ((st = kimi_layers(c, lac, kind)) || (st = lin_int(c, lac, "head_dim", "linear_head_dim", 128, &dim)) ||
         (st = lin_int(c, lac, "num_heads", "linear_num_heads", 32, &heads)) ||
@@ -156,4 +200,5 @@ static mxl_status kimi_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_kimi_linear = {
     .model_type = "kimi_linear", .registry_id = "kimi_linear", .hf_class = "KimiLinearForCausalLM", .names = &k_names, .setup = kimi_setup,
+    .gguf_arch = "kimi-linear", .convert_check = mxl_family_gguf_not_converted,
 };

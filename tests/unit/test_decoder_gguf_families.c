@@ -371,7 +371,7 @@ TEST(decoder_gguf_rope_scaling_matters) {
 }
 
 /* RoPE scalings we do not run, a malformed rope_freqs.weight, and a granite GGUF without the
- * logit_scale llama.cpp requires, are refused by name (metadata-only
+ * logit_scale llama.cpp requires, and a Kimi Linear GGUF whose router is not sigmoid, are refused by name (metadata-only
  * copies of the converted cases, gen_gguf_family_fixtures.py REFUSALS). */
 TEST(decoder_gguf_rope_scaling_refused_by_name) {
     static const struct {
@@ -383,6 +383,7 @@ TEST(decoder_gguf_rope_scaling_refused_by_name) {
         {"refuse_rope_factors_long", "rope_factors_long.weight", "longrope", MXL_ERR_UNSUPPORTED},
         {"refuse_rope_freqs_shape", "rope_freqs.weight", "[5]", MXL_ERR_FORMAT},
         {"refuse_granite_no_logit_scale", "granite.logit_scale", "missing", MXL_ERR_FORMAT},
+        {"refuse_kimi_softmax_gating", "kimi-linear.expert_gating_func", "= 1", MXL_ERR_UNSUPPORTED},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mxl_checkpoint *ck = NULL;
@@ -485,7 +486,7 @@ static bool not_converted(const char *family) {
                                     "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "granitemoe", "dots1", "ernie4_5_moe", "glm4_moe",
                                     "deepseek_v2", "deepseek_v3", "llama4_text", "gpt_oss", "dbrx", "exaone_moe", "afmoe",
                                     "lfm2", "mamba", "falcon_mamba", "mamba2", "qwen3_next", "qwen3_5", "qwen3_5_moe", "lfm2_moe", "granitemoehybrid",
-                                    "granitemoehybrid_dense", "nemotron_h_dense", "nemotron_h_moe", "jamba", "falcon_h1"};
+                                    "granitemoehybrid_dense", "nemotron_h_dense", "nemotron_h_moe", "jamba", "falcon_h1", "kimi_linear"};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         if (strcmp(k[i], family) == 0) return true;
     return false;
@@ -576,7 +577,7 @@ TEST(convert_gguf_families_match_transformers) {
     }
     CHECK(converted >= 11);
     CHECK_EQ_INT(refused, 3);
-    CHECK_EQ_INT(unconverted, 45);
+    CHECK_EQ_INT(unconverted, 46);
     rmdir(tmp);
     mxl_threadpool_destroy(pool);
     json_decref(fx);
