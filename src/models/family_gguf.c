@@ -87,6 +87,31 @@ mxl_status mxl_family_gguf_kv_kinds(mxl_family_ctx *c, uint8_t *kind, uint8_t re
     return MXL_OK;
 }
 
+mxl_status mxl_family_gguf_recurrent_layers(mxl_family_ctx *c, uint8_t *kind, uint8_t rec, double every_default) {
+    const mxl_decoder_hparams *hp = c->hp;
+    char key[192];
+    mxl_family_gguf_key(c, "attention.recurrent_layers", key, sizeof key);
+    const mxl_gguf_kv *kv = mxl_gguf_find(c->ck->gguf, key);
+    if (kv) {
+        const mxl_gguf_array *a = kv->value.type == MXL_GGUF_TYPE_ARRAY ? &kv->value.v.arr : NULL;
+        if (!a || a->n < (uint64_t)hp->n_layers)
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: '%s' must list each of the %lld layers", c->ck->path, key, (long long)hp->n_layers);
+        for (int64_t i = 0; i < hp->n_layers; i++) {
+            mxl_gguf_value e;
+            if (!mxl_gguf_array_get(a, (uint64_t)i, &e) || e.type != MXL_GGUF_TYPE_BOOL)
+                return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: '%s' must be an array of booleans", c->ck->path, key);
+            kind[i] = e.v.b ? rec : MXL_LAYER_ATTN;
+        }
+        return MXL_OK;
+    }
+    double every;
+    mxl_status st = mxl_family_gguf_number(c, "full_attention_interval", every_default, &every);
+    if (st) return st;
+    if (!(every >= 1 && every <= 65536)) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: full_attention_interval must be positive", c->ck->path);
+    for (int64_t i = 0; i < hp->n_layers; i++) kind[i] = (i + 1) % (int64_t)every == 0 ? MXL_LAYER_ATTN : rec;
+    return MXL_OK;
+}
+
 bool mxl_family_gguf_has_layer0(mxl_family_ctx *c, const char *module, const char *suffix) {
     char name[256];
     int w = snprintf(name, sizeof name, "%s0.%s%s", c->names->layers, module, suffix);

@@ -61,6 +61,12 @@ void mxl_family_gguf_attn_biases(mxl_family_ctx *c);
  * `rec` (recurrent.h), the others attention; a per-layer array is required. */
 mxl_status mxl_family_gguf_kv_kinds(mxl_family_ctx *c, uint8_t *kind, uint8_t rec);
 
+/* Hybrids whose recurrent layers llama.cpp reads from attention.recurrent_layers (one boolean
+ * per layer; extra entries for appended MTP blocks are ignored), else every
+ * full_attention_interval-th layer (default `every_default`) attends and the others get kind
+ * `rec` (Qwen3-Next / Qwen 3.5, MiniMax-Text-01). */
+mxl_status mxl_family_gguf_recurrent_layers(mxl_family_ctx *c, uint8_t *kind, uint8_t rec, double every_default);
+
 /* llama.cpp's ssm.* sizes (conv_kernel, inner_size, state_size, time_step_rank: Mamba's dt rank
  * or Mamba-2's head count, group_count, dt_b_c_rms) and its ssm_* tensor names for layers of kind
  * k (MXL_LAYER_MAMBA / MAMBA2); family_mamba.c. */

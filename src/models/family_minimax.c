@@ -8,13 +8,42 @@
  * h = input_layernorm(x), x = alpha h + beta mixer(h) with the full or linear attention's
  * alpha / beta factors, then h = post_attention_layernorm(x), x = mlp_alpha h + mlp_beta moe(h).
  * The decay of head h in layer l is exp(-slope), slope = (2^(-8 / heads))^(h + 1) *
- * (1 - l / (layers - 1 + 1e-5) + 1e-5). llama.cpp's converter does not write this architecture,
- * so it has no GGUF path. */
+ * (1 - l / (layers - 1 + 1e-5) + 1e-5).
+ * GGUF (llama.cpp's minimax-01): the lightning layers from attention.recurrent_layers, else all but
+ * every full_attention_interval-th (default 8); per lightning layer attn_qkv, attn_gate,
+ * attn_norm_2 (with the model's RMSNorm epsilon) and attn_output; one residual_scale for every
+ * alpha, every beta 1 (what llama.cpp runs; its converter refuses other configs); NEOX RoPE over
+ * rope.dimension_count; ffn_gate_inp + ffn_*_exps experts, softmax, renormalised. */
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
 
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
+
+/* The GGUF's layers, residual weights and names. */
+static mxl_status minimax_gguf(mxl_family_ctx *c, uint8_t *kind) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_decoder_names *nm = c->names;
+    mxl_status st;
+    double scale;
+    char key[192];
+    if ((st = mxl_family_gguf_recurrent_layers(c, kind, MXL_LAYER_LIGHTNING, 8)) ||
+        (st = mxl_family_gguf_number(c, "residual_scale", NAN, &scale)))
+        return st;
+    if (!isfinite(scale))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' is missing", c->ck->path,
+                             mxl_family_gguf_key(c, "residual_scale", key, sizeof key));
+    hp->residual_from_norm = true;
+    hp->res_alpha_attn = hp->res_alpha_rec = hp->res_alpha_mlp = (float)scale;
+    hp->res_beta_attn = hp->res_beta_rec = hp->res_beta_mlp = 1.0f;
+    hp->ssm_heads = hp->n_heads;
+    hp->ssm_inner = hp->n_heads * hp->head_dim;
+    hp->ssm_norm_eps = hp->norm_eps;
+    nm->ssm_in = "attn_qkv", nm->ssm_in_z = "attn_gate", nm->ssm_norm = "attn_norm_2", nm->ssm_out = "attn_output";
+    if ((st = mxl_family_gguf_rope_neox(c))) return st;
+    return mxl_family_gguf_moe(c, true);
+}
 
 static const mxl_decoder_names k_names = {
     .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
@@ -52,6 +81,7 @@ static mxl_status minimax_setup(mxl_family_ctx *c) {
     uint8_t *kind = mxl_family_layer_flags(c);
     if (!kind) return MXL_ERR_NOMEM;
     hp->layer_kind = kind;
+    if (c->gguf) return minimax_gguf(c, kind);
     if ((st = minimax_layers(c, kind))) return st;
     double f[6];
     static const char *const keys[6] = {"full_attn_alpha_factor", "full_attn_beta_factor", "linear_attn_alpha_factor",
@@ -75,4 +105,5 @@ static mxl_status minimax_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_minimax = {
     .model_type = "minimax", .registry_id = "minimax", .hf_class = "MiniMaxForCausalLM", .names = &k_names, .setup = minimax_setup,
+    .gguf_arch = "minimax-01", .convert_check = mxl_family_gguf_not_converted,
 };

@@ -78,29 +78,12 @@ mxl_status mxl_family_gguf_gdn(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_decoder_names *nm = c->names;
     mxl_status st;
-    double conv, dk, nk, nv, inner, every;
+    double conv, dk, nk, nv, inner;
     if ((st = mxl_family_gguf_drop_nextn(c))) return st;
     uint8_t *kind = mxl_family_layer_flags(c);
     if (!kind) return MXL_ERR_NOMEM;
     hp->layer_kind = kind;
-    char key[192];
-    mxl_family_gguf_key(c, "attention.recurrent_layers", key, sizeof key);
-    const mxl_gguf_kv *kv = mxl_gguf_find(c->ck->gguf, key);
-    if (kv) {
-        const mxl_gguf_array *a = kv->value.type == MXL_GGUF_TYPE_ARRAY ? &kv->value.v.arr : NULL;
-        if (!a || a->n < (uint64_t)hp->n_layers)
-            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: '%s' must list each of the %lld layers", c->ck->path, key, (long long)hp->n_layers);
-        for (int64_t i = 0; i < hp->n_layers; i++) {
-            mxl_gguf_value e;
-            if (!mxl_gguf_array_get(a, (uint64_t)i, &e) || e.type != MXL_GGUF_TYPE_BOOL)
-                return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: '%s' must be an array of booleans", c->ck->path, key);
-            kind[i] = e.v.b ? MXL_LAYER_GDN : MXL_LAYER_ATTN;
-        }
-    } else {
-        if ((st = mxl_family_gguf_number(c, "full_attention_interval", 4, &every))) return st;
-        if (!(every >= 1)) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: full_attention_interval must be positive", c->ck->path);
-        for (int64_t i = 0; i < hp->n_layers; i++) kind[i] = (i + 1) % (int64_t)every == 0 ? MXL_LAYER_ATTN : MXL_LAYER_GDN;
-    }
+    if ((st = mxl_family_gguf_recurrent_layers(c, kind, MXL_LAYER_GDN, 4))) return st;
     if ((st = mxl_family_gguf_number(c, "ssm.conv_kernel", 4, &conv)) || (st = mxl_family_gguf_number(c, "ssm.state_size", 0, &dk)) ||
         (st = mxl_family_gguf_number(c, "ssm.group_count", 0, &nk)) || (st = mxl_family_gguf_number(c, "ssm.time_step_rank", 0, &nv)) ||
         (st = mxl_family_gguf_number(c, "ssm.inner_size", 0, &inner)))
