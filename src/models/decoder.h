@@ -71,6 +71,10 @@ typedef enum mxl_moe_router {
                           * choice adds a per-expert correction bias and keeps only the
                           * moe_topk_group best of moe_n_group expert groups (a group's score: its
                           * two best); the weights are the chosen experts' plain scores */
+    MXL_MOE_SPARSEMIXER, /* PhiMoE's sparsemixer (inference form, exactly 2 experts): the best
+                          * logit, weighted by its softmax among the logits within 2 moe_jitter_eps
+                          * of it (relative: (max - x) / max(|x|, max)); then the best of the
+                          * others, weighted likewise among the others near it */
 } mxl_moe_router;
 
 typedef struct mxl_decoder_hparams {
@@ -150,6 +154,7 @@ typedef struct mxl_decoder_hparams {
                                         * (backend swiglu_oai) instead of act(gate) * up */
     bool moe_scale_input;              /* each expert reads its row times the router weight, and the
                                         * outputs are summed unweighted (Llama 4) */
+    float moe_jitter_eps;              /* MXL_MOE_SPARSEMIXER's router_jitter_noise (PhiMoE: 0.01) */
     float moe_router_softcap;          /* > 0: router logits softcapped, c * tanh(x / c) (Laguna) */
     bool moe_sigmoid_no_bias;          /* SIGMOID without a correction bias (Llama 4: sigmoid of the
                                         * top k logits) */

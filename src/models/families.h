@@ -80,6 +80,7 @@
     X(falcon_h1)                \
     X(recurrent_gemma)          \
     X(minimax)                  \
-    X(kimi_linear)
+    X(kimi_linear)              \
+    X(phimoe)
 
 #endif

@@ -104,6 +104,25 @@ static void mask_groups(const mxl_decoder_hparams *hp, float *c) {
             for (int64_t e = 0; e < per; e++) c[g * per + e] = -INFINITY;
 }
 
+/* PhiMoE's sparsemixer at inference: of the logits s [E] not excluded (ex, or -1), the best (ties:
+ * the lower index) and its softmax weight among those within 2 eps of it, relative to
+ * max(|s_j|, best) as transformers' mask computes it (a 0 / 0 masks nothing, as there). */
+static void sparsemixer_pick(const float *s, int64_t E, float eps, int32_t ex, int32_t *idx, float *w) {
+    int32_t a = -1;
+    for (int64_t e = 0; e < E; e++)
+        if (e != ex && (a < 0 || s[e] > s[a])) a = (int32_t)e;
+    const float mx = s[a];
+    float sum = 0;
+    for (int64_t j = 0; j < E; j++) {
+        if (j == ex) continue;
+        const float f = fabsf(s[j]) > mx ? fabsf(s[j]) : mx;
+        if ((mx - s[j]) / f > 2.0f * eps) continue;
+        sum += expf(s[j] - mx);
+    }
+    *idx = a;
+    *w = 1.0f / sum;
+}
+
 /* Each row's experts and weights from the router logits (in place: logits become the scores p;
  * experts are chosen by p, or by p + the correction bias within the kept groups). */
 static void route(const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const mxl_moe_scratch *s, int64_t n) {
@@ -115,6 +134,11 @@ static void route(const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const m
         float *w = s->weights + t * K;
         if (hp->moe_router_softcap > 0)
             for (int64_t e = 0; e < E; e++) p[e] = hp->moe_router_softcap * tanhf(p[e] / hp->moe_router_softcap);
+        if (hp->moe_router == MXL_MOE_SPARSEMIXER) { /* (K == 2, checked at load) */
+            sparsemixer_pick(p, E, hp->moe_jitter_eps, -1, &idx[0], &w[0]);
+            sparsemixer_pick(p, E, hp->moe_jitter_eps, idx[0], &idx[1], &w[1]);
+            continue;
+        }
         if (sigmoid) {
             for (int64_t e = 0; e < E; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
         } else {

@@ -244,6 +244,8 @@ static const char *const k_fixtures[] = {
     "gpt_oss",
     /* query heads per layer, softplus output gates */
     "laguna",
+    /* sparsemixer routing, LayerNorms with biases, an LM head bias */
+    "phimoe",
     /* recurrent layers (models/recurrent.h): each row's own state, beside attention (LFM2) */
     "lfm2", "mamba", "mamba2", "qwen3_next", "granitemoehybrid", "nemotron_h", "falcon_h1", "recurrent_gemma", "minimax", "kimi_linear",
 };

@@ -393,6 +393,10 @@ TEST(decoder_families_refuse_inconsistent_recurrent_configs_by_name) {
                    mxl_test_failed_);
     expect_refused("kimi_linear", "{\"moe_router_activation_func\": \"softmax\"}", MXL_ERR_UNSUPPORTED, "moe_router_activation_func", NULL,
                    mxl_test_failed_);
+    expect_refused("phimoe", "{\"num_experts_per_tok\": 3}", MXL_ERR_UNSUPPORTED, "num_experts_per_tok", "exactly 2", mxl_test_failed_);
+    expect_refused("phimoe", "{\"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2.0, \"rope_theta\": 10000.0}}",
+                   MXL_ERR_UNSUPPORTED, "rope_scaling", "phimoe", mxl_test_failed_);
+    expect_refused("phimoe", "{\"router_jitter_noise\": -1}", MXL_ERR_FORMAT, "router_jitter_noise", NULL, mxl_test_failed_);
 }
 
 TEST(decoder_families_refuse_mismatched_tensors_by_name) {
