@@ -81,6 +81,7 @@
     X(recurrent_gemma)          \
     X(minimax)                  \
     X(kimi_linear)              \
-    X(phimoe)
+    X(phimoe)                   \
+    X(solar_open)
 
 #endif
