@@ -235,6 +235,10 @@ mxl_status mxl_family_nope_full_layers(mxl_family_ctx *c);
 /* Every layer sliding with the config's sliding_window when it is set (Mistral, Phi-3,
  * StarCoder2). */
 mxl_status mxl_family_sliding_all(mxl_family_ctx *c);
+/* Vision-language checkpoints: where their text decoder sits - model.language_model.*
+ * (transformers 5's layout) or language_model.model.* with language_model.lm_head (the older
+ * layout, mlx-lm's conversions); the names stay the family's (model.*) otherwise. */
+void mxl_family_text_prefix(mxl_family_ctx *c);
 
 /* ---- mixture of experts (family_moe.c) ---- */
 /* The MoE layout from config.json: num_experts (or num_local_experts ...), num_experts_per_tok,

@@ -82,6 +82,7 @@
     X(minimax)                  \
     X(kimi_linear)              \
     X(phimoe)                   \
-    X(solar_open)
+    X(solar_open)               \
+    X(mistral3)
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "io/json_read.h"
+#include "io/safetensors.h"
 #include "models/decoder_family.h"
 
 static json_t *get(const mxl_family_ctx *c, json_t *obj, const char *key) {
@@ -301,3 +302,15 @@ const mxl_decoder_names mxl_names_gguf = {
     .q_b = "attn_q_b", .kv_a = "attn_kv_a_mqa", .kv_a_norm = "attn_kv_a_norm", .kv_b = "attn_kv_b", .k_b = "attn_k_b",
     .v_b = "attn_v_b",
 };
+
+void mxl_family_text_prefix(mxl_family_ctx *c) {
+    mxl_decoder_names *nm = c->names;
+    if (!c->ck->st) return;
+    if (mxl_st_model_find(c->ck->st, "model.language_model.embed_tokens.weight")) {
+        nm->embed = "model.language_model.embed_tokens", nm->final_norm = "model.language_model.norm";
+        nm->layers = "model.language_model.layers.";
+    } else if (mxl_st_model_find(c->ck->st, "language_model.model.embed_tokens.weight")) {
+        nm->embed = "language_model.model.embed_tokens", nm->final_norm = "language_model.model.norm";
+        nm->layers = "language_model.model.layers.", nm->lm_head = "language_model.lm_head";
+    }
+}

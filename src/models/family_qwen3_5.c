@@ -14,23 +14,9 @@
  * GGUF (llama.cpp's qwen35 / qwen35moe, from either layout): Qwen3-Next's GGUF layout
  * (mxl_family_gguf_gdn) with b and a as ssm_beta / ssm_alpha and the value heads tiled
  * (gdn_v_tiled). */
-#include "io/safetensors.h"
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
-
-/* Where the decoder sits: model.* (Qwen3_5ForCausalLM), model.language_model.* (the
- * vision-language model) or language_model.model.* (mlx-lm's conversion of it). */
-static void text_prefix(mxl_family_ctx *c) {
-    mxl_decoder_names *nm = c->names;
-    if (mxl_st_model_find(c->ck->st, "model.language_model.embed_tokens.weight")) {
-        nm->embed = "model.language_model.embed_tokens", nm->final_norm = "model.language_model.norm";
-        nm->layers = "model.language_model.layers.";
-    } else if (mxl_st_model_find(c->ck->st, "language_model.model.embed_tokens.weight")) {
-        nm->embed = "language_model.model.embed_tokens", nm->final_norm = "language_model.model.norm";
-        nm->layers = "language_model.model.layers.", nm->lm_head = "language_model.lm_head";
-    }
-}
 
 static mxl_status qwen3_5_setup(mxl_family_ctx *c) {
     mxl_status st;
@@ -40,7 +26,7 @@ static mxl_status qwen3_5_setup(mxl_family_ctx *c) {
         c->hp->gdn_v_tiled = true;
         return MXL_OK;
     }
-    text_prefix(c);
+    mxl_family_text_prefix(c);
     if ((st = mxl_family_gdn_common(c))) return st;
     c->hp->gdn_split = true; /* (separate projections) */
     c->names->ssm_in = "linear_attn.in_proj_qkv", c->names->ssm_in_z = "linear_attn.in_proj_z";

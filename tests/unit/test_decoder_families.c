@@ -362,6 +362,9 @@ TEST(decoder_families_refuse_unsupported_config_by_name) {
     expect_refused("olmo", "{\"clip_qkv\": -1.0}", MXL_ERR_FORMAT, "clip_qkv", NULL, mxl_test_failed_);
     expect_refused("exaone4", "{\"layer_types\": null, \"sliding_window_pattern\": \"LXG\"}", MXL_ERR_FORMAT,
                    "sliding_window_pattern", NULL, mxl_test_failed_);
+    expect_refused("mistral3", "{\"text_config\": {\"model_type\": \"qwen2\", \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, "
+                   "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 16, \"vocab_size\": 256}}", MXL_ERR_UNSUPPORTED, "text_config.model_type 'qwen2'",
+                   "mistral3", mxl_test_failed_);
 }
 
 /* Recurrent families (models/recurrent.h): state sizes, head groupings and layer lists that
