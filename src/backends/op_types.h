@@ -40,6 +40,7 @@ typedef enum mxl_rope_scaling {
     MXL_ROPE_SCALING_DYNAMIC,
     MXL_ROPE_SCALING_LLAMA3,
     MXL_ROPE_SCALING_YARN,
+    MXL_ROPE_SCALING_LONGROPE, /* Phi-3 / MiniCPM3: per-dimension divisors, long or short by context */
 } mxl_rope_scaling;
 
 typedef struct mxl_rope_cfg {
@@ -54,12 +55,19 @@ typedef struct mxl_rope_cfg {
     double high_freq_factor;   /* LLAMA3 */
     double beta_fast, beta_slow; /* YARN (0 = defaults 32 and 1) */
     double mscale, mscale_all_dim; /* YARN (0 = unset) */
-    double attention_factor;   /* YARN (0 = derived) */
+    double attention_factor;   /* YARN, LONGROPE (0 = derived: LONGROPE's sqrt(1 + ln factor /
+                                * ln original_max_pos), 1 when factor <= 1) */
     int yarn_no_truncate;      /* YARN: 1 = do not floor/ceil the correction range */
     /* Per-dimension frequency divisors [rotary_dim/2] or NULL: inv_freq[i] is divided by
      * freq_factors[i] before the scaling above (llama.cpp's rope_freqs.weight, ggml_rope_ext's
      * freq_factors: how Llama 3.1-style GGUFs carry the llama3 rescaling). Not owned. */
     const float *freq_factors;
+    /* LONGROPE [rotary_dim/2] each (not owned): inv_freq[i] is divided by long_factors[i] when the
+     * context (seq_len of mxl_rope_freqs) exceeds original_max_pos, else by short_factors[i] (as
+     * llama.cpp chooses; transformers switches per forward call at the same length). */
+    const float *long_factors, *short_factors;
+    double attention_factor_long; /* LONGROPE: the attention factor with the long factors (PhiMoE's
+                                   * long_mscale; 0 = attention_factor) */
     double attn_mul;           /* extra cos/sin scale on top of *attn_factor (GGUF
                                 * rope.scaling.attn_factor); 0 = 1 */
     int inverse;               /* 1: rotate by -angle (nanochat's rotate_half is cat(x2, -x1)):

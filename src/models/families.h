@@ -56,6 +56,7 @@
     X(mistral4)                 \
     X(youtu)                    \
     X(youtu_llm)                \
+    X(minicpm3)                 \
     X(exaone_moe)               \
     X(mellum)                   \
     X(cohere2_moe)              \

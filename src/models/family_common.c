@@ -3,8 +3,9 @@
  *
  * RoPE keys follow transformers' modeling_rope_utils.py: `rope_parameters` (transformers 5) or
  * the older `rope_scaling` with a top-level `rope_theta`; the type is `rope_type` (or `type`);
- * llama3 / yarn read original_max_position_embeddings from the parameters, else the top level
- * (Phi-3 keeps it there and it wins), else max_position_embeddings. */
+ * llama3 / yarn / longrope read original_max_position_embeddings from the parameters, else the top
+ * level (Phi-3 keeps it there and it wins), else max_position_embeddings; longrope's factor
+ * defaults to max_position_embeddings / original_max_position_embeddings. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -72,6 +73,23 @@ mxl_status mxl_family_act(mxl_family_ctx *c, const char *key, const char *name, 
             return MXL_OK;
         }
     return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: %s '%s' is not supported (silu, gelu, gelu_pytorch_tanh, gelu_new, relu, relu2)", c->ck->path, key, name);
+}
+
+/* longrope's long_factor / short_factor: n positive finite numbers, copied into the arena. */
+static mxl_status longrope_factors(mxl_family_ctx *c, json_t *p, const char *w, const char *key, int n, const float **out) {
+    json_t *a = get(c, p, key);
+    if (!json_is_array(a) || json_array_size(a) != (size_t)n)
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%s%s' must list %d numbers (rotary dimension / 2)", c->ck->path, w, key, n);
+    float *f = mxl_arena_alloc(c->arena, (size_t)n * sizeof *f, 16);
+    if (!f) return mxl_error_set(c->err, MXL_ERR_NOMEM, "out of memory reading config.json '%s%s'", w, key);
+    for (int i = 0; i < n; i++) {
+        double x;
+        if (!mxl_json_number(json_array_get(a, (size_t)i), &x) || !(x > 0) || !isfinite(x))
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%s%s' element %d must be a positive finite number", c->ck->path, w, key, i);
+        f[i] = (float)x;
+    }
+    *out = f;
+    return MXL_OK;
 }
 
 mxl_status mxl_family_rope_from(mxl_family_ctx *c, json_t *p, const char *where, double default_theta,
@@ -146,8 +164,19 @@ mxl_status mxl_family_rope_from(mxl_family_ctx *c, json_t *p, const char *where,
         if (tr && !json_is_boolean(tr))
             return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%struncate' must be true or false", c->ck->path, w);
         r->yarn_no_truncate = tr && json_is_false(tr);
+    } else if (strcmp(type, "longrope") == 0) {
+        r->scaling = MXL_ROPE_SCALING_LONGROPE;
+        r->original_max_pos = orig;
+        double max_pos;
+        if ((st = number_in(c, c->raw, "", "max_position_embeddings", (double)hp->max_ctx, &max_pos)) ||
+            (st = number_in(c, p, w, "factor", orig > 0 ? max_pos / orig : NAN, &r->factor)) ||
+            (st = number_in(c, p, w, "attention_factor", 0, &r->attention_factor)) ||
+            (st = longrope_factors(c, p, w, "long_factor", r->rotary_dim / 2, &r->long_factors)) ||
+            (st = longrope_factors(c, p, w, "short_factor", r->rotary_dim / 2, &r->short_factors)))
+            return st;
+        if (r->factor < 1.0) r->factor = 1.0; /* (a factor <= 1 only sets the attention factor to 1) */
     } else {
-        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: RoPE type '%s' (config.json '%s') is not supported (default, linear, llama3, yarn)", c->ck->path, type, where);
+        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: RoPE type '%s' (config.json '%s') is not supported (default, linear, llama3, yarn, longrope)", c->ck->path, type, where);
     }
     if (!(r->factor >= 1.0) || !(r->factor < 1e6))
         return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json '%sfactor' must be a number >= 1", c->ck->path, w);

@@ -168,9 +168,9 @@ static mxl_status ranged(mxl_family_ctx *c, const char *suffix, double dflt, dou
     return MXL_OK;
 }
 
-/* rope_freqs.weight: f32 [rotary_dim/2] of positive finite divisors, bound to r->freq_factors. */
-static mxl_status bind_freq_factors(mxl_family_ctx *c, mxl_rope_cfg *r) {
-    static const char *const name = "rope_freqs.weight";
+/* A frequency-factor tensor (rope_freqs.weight, rope_factors_long/short.weight): f32
+ * [rotary_dim/2] of positive finite divisors, bound to *out (left alone when absent). */
+static mxl_status bind_freq_factors(mxl_family_ctx *c, const mxl_rope_cfg *r, const char *name, const float **out) {
     const mxl_gguf_tensor_info *ti = mxl_gguf_find_tensor(c->ck->gguf, name);
     if (!ti) return MXL_OK;
     const mxl_tensor *t = &ti->tensor;
@@ -191,7 +191,7 @@ static mxl_status bind_freq_factors(mxl_family_ctx *c, mxl_rope_cfg *r) {
         if (!(f[i] > 0) || !isfinite(f[i]))
             return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: tensor '%s' element %lld is %g; frequency factors must be positive and finite",
                                  c->ck->path, name, (long long)i, (double)f[i]);
-    r->freq_factors = f;
+    *out = f;
     return MXL_OK;
 }
 
@@ -200,12 +200,22 @@ mxl_status mxl_family_gguf_rope_scaling(mxl_family_ctx *c) {
     char type[64], key[192];
     mxl_status st;
 #define KEY(suffix) arch_key(c, suffix, key, sizeof key)
-    /* longrope keeps its factors in tensors (Phi-3 128k writes no type key) */
-    static const char *const longrope[] = {"rope_factors_long.weight", "rope_factors_short.weight"};
-    for (int i = 0; i < 2; i++)
-        if (mxl_gguf_find_tensor(c->ck->gguf, longrope[i]))
-            return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: tensor '%s' (longrope RoPE scaling) is not supported", c->ck->path, longrope[i]);
-    if ((st = bind_freq_factors(c, r))) return st;
+    /* longrope keeps its factors in tensors (Phi-3 128k writes no type key): the long ones when
+     * the context exceeds rope.scaling.original_context_length, as llama.cpp; the converter's
+     * rope.scaling.attn_factor (read below into attn_mul) is its whole attention factor */
+    if ((st = bind_freq_factors(c, r, "rope_factors_long.weight", &r->long_factors)) ||
+        (st = bind_freq_factors(c, r, "rope_factors_short.weight", &r->short_factors)) ||
+        (st = bind_freq_factors(c, r, "rope_freqs.weight", &r->freq_factors)))
+        return st;
+    if (r->long_factors || r->short_factors) {
+        if (!r->long_factors || !r->short_factors)
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: longrope needs both tensors rope_factors_long.weight and rope_factors_short.weight", c->ck->path);
+        double orig = (double)c->cfg->max_position_embeddings;
+        if ((st = ranged(c, "rope.scaling.original_context_length", orig, 1, 1e12, &orig))) return st;
+        r->scaling = MXL_ROPE_SCALING_LONGROPE;
+        r->original_max_pos = orig;
+        r->attention_factor = 1.0;
+    }
     if ((st = arch_string(c, "rope.scaling.type", type, sizeof type))) return st;
     double factor = 0, attn = 1;
     /* the factor's old key, then the current one (llama.cpp reads rope.scale_linear when
@@ -225,7 +235,7 @@ mxl_status mxl_family_gguf_rope_scaling(mxl_family_ctx *c) {
     }
     if (strcmp(type, "none") == 0) return MXL_OK;
     if (strcmp(type, "yarn") != 0)
-        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: RoPE scaling '%s' (metadata key '%s') is not supported for GGUF checkpoints (none, linear, yarn and rope_freqs are)",
+        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: RoPE scaling '%s' (metadata key '%s') is not supported for GGUF checkpoints (none, linear, yarn, rope_freqs and longrope's factor tensors are)",
                              c->ck->path, type, KEY("rope.scaling.type"));
     double orig = (double)c->cfg->max_position_embeddings, ext = 1, log_mul = 0, bf = 32, bs = 1, yattn = 0;
     if ((st = ranged(c, "rope.scaling.original_context_length", orig, 1, 1e12, &orig)) ||

@@ -3,13 +3,14 @@
  * mlp.gate_up_proj [2*ffn, hidden] (rows: gate, then up), bound as row views of the fused tensor
  * (dense or MLX-quantized alike). Partial rotary via rope_parameters.partial_rotary_factor;
  * sliding window over every layer when set (mlx-lm's phi3 applies none: its logits differ past
- * sliding_window tokens); longrope (the 128k variants) is refused by name. mlx-lm's conversions
+ * sliding_window tokens); longrope (the 128k variants, Phi-3.5, Phi-4-mini) by the context: the
+ * long factors when the context exceeds original_max_position_embeddings. mlx-lm's conversions
  * keep the fused names.
  * GGUF (llama.cpp phi3): fused blk.N.attn_qkv (rows q, k, v; separate attn_q/k/v when absent) and
  * blk.N.ffn_up [2*ffn] holding gate then up rows; NEOX RoPE over rope.dimension_count dims; no
  * sliding window even when attention.sliding_window is set (llama.cpp disables Phi-3 SWA);
- * longrope (rope.scaling.type or rope_factors_long/short tensors) is refused by
- * mxl_family_gguf_rope_scaling. */
+ * longrope from the rope_factors_long/short tensors and rope.scaling.attn_factor
+ * (mxl_family_gguf_rope_scaling). */
 #include <jansson.h>
 #include <math.h>
 

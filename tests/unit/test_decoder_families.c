@@ -343,7 +343,11 @@ TEST(decoder_families_refuse_unsupported_config_by_name) {
     expect_refused("llama", "{\"rope_parameters\": {\"rope_type\": \"dynamic\", \"factor\": 2.0, \"rope_theta\": 10000.0}}",
                    MXL_ERR_UNSUPPORTED, "'dynamic'", "rope_parameters", mxl_test_failed_);
     expect_refused("phi3", "{\"rope_parameters\": {\"rope_type\": \"longrope\", \"rope_theta\": 10000.0}}",
-                   MXL_ERR_UNSUPPORTED, "'longrope'", NULL, mxl_test_failed_);
+                   MXL_ERR_FORMAT, "long_factor", "must list 8 numbers", mxl_test_failed_);
+    expect_refused("phi3_longrope", "{\"rope_parameters\": {\"rope_type\": \"longrope\", \"partial_rotary_factor\": 0.5, "
+                   "\"long_factor\": [1, 2, 3, 4], \"short_factor\": [1, 2, 0, 4]}}",
+                   MXL_ERR_FORMAT, "short_factor' element 2", NULL, mxl_test_failed_);
+    expect_refused("minicpm3", "{\"scale_emb\": 0}", MXL_ERR_FORMAT, "scale_emb", NULL, mxl_test_failed_);
     expect_refused("llama", "{\"rope_parameters\": null, \"rope_scaling\": {\"type\": \"su\", \"factor\": 2.0}}",
                    MXL_ERR_UNSUPPORTED, "'su'", "rope_scaling", mxl_test_failed_);
     expect_refused("qwen2", "{\"hidden_act\": \"swiglu_oai\"}", MXL_ERR_UNSUPPORTED, "'swiglu_oai'", "hidden_act", mxl_test_failed_);

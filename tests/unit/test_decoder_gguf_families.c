@@ -381,7 +381,7 @@ TEST(decoder_gguf_rope_scaling_refused_by_name) {
     } cases[] = {
         {"refuse_rope_longrope", "qwen3.rope.scaling.type", "'longrope'", MXL_ERR_UNSUPPORTED},
         {"refuse_rope_dynamic", "qwen3.rope.scaling.type", "'dynamic'", MXL_ERR_UNSUPPORTED},
-        {"refuse_rope_factors_long", "rope_factors_long.weight", "longrope", MXL_ERR_UNSUPPORTED},
+        {"refuse_rope_factors_long", "rope_factors_long.weight", "both tensors", MXL_ERR_FORMAT},
         {"refuse_rope_freqs_shape", "rope_freqs.weight", "[5]", MXL_ERR_FORMAT},
         {"refuse_granite_no_logit_scale", "granite.logit_scale", "missing", MXL_ERR_FORMAT},
         {"refuse_kimi_softmax_gating", "kimi-linear.expert_gating_func", "= 1", MXL_ERR_UNSUPPORTED},

@@ -87,6 +87,9 @@ static void check_binding(const mxl_decoder *d, const char *family, int bits, in
     /* (mlx-lm leaves a matrix whose rows are no multiple of the group size in float: the
      * 48-wide MLP of the RecurrentGemma fixture) */
     if (down->cols % group_size != 0) down = wq;
+    /* (likewise a query low rank that is no multiple of the group size: MiniCPM3's q_b_proj over
+     * a rank of 24; its latent projection kv_a stands in) */
+    if (L->mla && wq->cols % group_size != 0) wq = &L->mla->kv_a;
     CHECK_EQ_INT(wq->kind, MXL_W_MLX);
     CHECK_EQ_INT(down->kind, MXL_W_MLX);
     CHECK_EQ_INT(d->tok_embd.kind, MXL_W_MLX);

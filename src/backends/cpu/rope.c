@@ -56,6 +56,9 @@ void mxl_rope_freqs(const mxl_rope_cfg *c, int64_t seq_len, float *inv_freq, flo
             f = (f / c->factor) * (1.0 - extrap) + f * extrap;
             break;
         }
+        case MXL_ROPE_SCALING_LONGROPE:
+            f /= (double)((double)seq_len > c->original_max_pos ? c->long_factors : c->short_factors)[i];
+            break;
         default:
             break;
         }
@@ -69,6 +72,11 @@ void mxl_rope_freqs(const mxl_rope_cfg *c, int64_t seq_len, float *inv_freq, flo
             else
                 af = yarn_get_mscale(c->factor, 1.0);
         }
+        *attn_factor = (float)af;
+    }
+    if (c->scaling == MXL_ROPE_SCALING_LONGROPE) {
+        double af = (double)seq_len > c->original_max_pos && c->attention_factor_long > 0 ? c->attention_factor_long : c->attention_factor;
+        if (!(af > 0)) af = c->factor <= 1.0 ? 1.0 : sqrt(1.0 + log(c->factor) / log(c->original_max_pos));
         *attn_factor = (float)af;
     }
     if (c->attn_mul > 0) *attn_factor = (float)((double)*attn_factor * c->attn_mul);
