@@ -31,6 +31,8 @@
     X(olmo3)                    \
     X(hunyuan_v1_dense)         \
     X(exaone4)                  \
+    X(exaone)                   \
+    X(minicpm)                  \
     X(olmo)                     \
     X(nemotron)                 \
     X(cohere)                   \
