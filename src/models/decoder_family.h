@@ -170,6 +170,9 @@ extern const mxl_decoder_names mxl_names_qwen_moe;
  * e_score_correction_bias), mlp.experts.N.*, mlp.shared_experts.* (family_glm4_moe.c; dots1 and
  * ERNIE 4.5 MoE adjust theirs in setup). */
 extern const mxl_decoder_names mxl_names_deepseek_moe;
+/* Llama's attention with Mixtral's block_sparse_moe (gate, experts.N.w1 / w3 / w2, or mlx-lm's
+ * switch_mlp.*) (family_mixtral.c; PhiMoE's too). */
+extern const mxl_decoder_names mxl_names_mixtral;
 /* Sliding layers of a config with a sliding_window (none when it is unset): those layer_types
  * marks, else (older configs) from max_window_layers on (family_qwen2.c; Qwen2 checks
  * use_sliding_window first). */
@@ -281,6 +284,9 @@ mxl_status mxl_family_ssm_time_step_limit(mxl_family_ctx *c);
  * "full_attention" (else every full_attention_interval-th layer attends), the linear_* sizes,
  * zero-centred RMSNorms, per-head QK-norms, gated attention queries (attn_q_gate), RoPE. */
 mxl_status mxl_family_gdn_common(mxl_family_ctx *c);
+/* layer_types' "linear_attention" / "full_attention" into kind[n_layers] (MXL_LAYER_GDN /
+ * MXL_LAYER_ATTN), anything else refused by name (family_qwen3_next.c; Kimi Linear's too). */
+mxl_status mxl_family_gdn_layer_types(mxl_family_ctx *c, json_t *lt, uint8_t *kind);
 /* The same from llama.cpp's GGUF (attention.recurrent_layers or full_attention_interval, the
  * ssm.* sizes, attn_qkv / attn_gate / ssm_ba / ssm_* tensors, norms stored as 1 + w). */
 mxl_status mxl_family_gguf_gdn(mxl_family_ctx *c);

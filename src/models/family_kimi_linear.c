@@ -70,15 +70,7 @@ static mxl_status kimi_layers(mxl_family_ctx *c, json_t *lac, uint8_t *kind) {
     json_t *full = lac ? json_object_get(lac, "full_attn_layers") : NULL, *kda = lac ? json_object_get(lac, "kda_layers") : NULL;
     if (lt && !json_is_null(lt)) {
         if (!json_is_array(lt)) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: 'layer_types' must be an array", c->ck->path);
-        for (int64_t i = 0; i < n; i++) { /* (the length was checked by the config parser) */
-            const char *s = json_string_value(json_array_get(lt, (size_t)i));
-            if (s && strcmp(s, "linear_attention") == 0) kind[i] = MXL_LAYER_GDN;
-            else if (s && strcmp(s, "full_attention") == 0) kind[i] = MXL_LAYER_ATTN;
-            else
-                return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: layer_types[%lld] = '%s' is neither 'linear_attention' nor 'full_attention'",
-                                     c->ck->path, (long long)i, s ? s : "?");
-        }
-        return MXL_OK;
+        return mxl_family_gdn_layer_types(c, lt, kind);
     }
     if (json_is_array(full) && json_is_array(kda)) {
         memset(kind, 0xff, (size_t)n);

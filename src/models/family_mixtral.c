@@ -10,7 +10,7 @@
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
-static const mxl_decoder_names k_names_mixtral = {
+const mxl_decoder_names mxl_names_mixtral = {
     .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
     .attn_norm = "input_layernorm", .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
     .o = "self_attn.o_proj", .ffn_norm = "post_attention_layernorm", .moe_router = "block_sparse_moe.gate",
@@ -27,6 +27,6 @@ static mxl_status mixtral_setup(mxl_family_ctx *c) {
 }
 
 const mxl_decoder_family mxl_family_mixtral = {
-    .model_type = "mixtral", .registry_id = "mixtral", .hf_class = "MixtralForCausalLM", .names = &k_names_mixtral,
+    .model_type = "mixtral", .registry_id = "mixtral", .hf_class = "MixtralForCausalLM", .names = &mxl_names_mixtral,
     .setup = mixtral_setup, .gguf_arch = "llama", .gguf_permuted_qk = true, .convert_check = mxl_family_gguf_not_converted,
 };

@@ -15,15 +15,6 @@
 
 #include "models/decoder_family.h"
 
-static const mxl_decoder_names k_names = {
-    .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
-    .attn_norm = "input_layernorm", .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
-    .o = "self_attn.o_proj", .ffn_norm = "post_attention_layernorm", .moe_router = "block_sparse_moe.gate",
-    .experts = "block_sparse_moe.experts.", .expert_gate = "w1", .expert_up = "w3", .expert_down = "w2",
-    .exps_gate = "block_sparse_moe.switch_mlp.gate_proj", .exps_up = "block_sparse_moe.switch_mlp.up_proj",
-    .exps_down = "block_sparse_moe.switch_mlp.down_proj",
-};
-
 static mxl_status phimoe_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
@@ -57,5 +48,5 @@ static mxl_status phimoe_setup(mxl_family_ctx *c) {
 }
 
 const mxl_decoder_family mxl_family_phimoe = {
-    .model_type = "phimoe", .registry_id = "phimoe", .hf_class = "PhimoeForCausalLM", .names = &k_names, .setup = phimoe_setup,
+    .model_type = "phimoe", .registry_id = "phimoe", .hf_class = "PhimoeForCausalLM", .names = &mxl_names_mixtral, .setup = phimoe_setup,
 };

@@ -22,22 +22,24 @@
 #include "models/family_gguf.h"
 
 
+mxl_status mxl_family_gdn_layer_types(mxl_family_ctx *c, json_t *lt, uint8_t *kind) {
+    for (int64_t i = 0; i < c->hp->n_layers; i++) { /* (the length was checked by the config parser) */
+        const char *s = json_string_value(json_array_get(lt, (size_t)i));
+        if (s && strcmp(s, "linear_attention") == 0) kind[i] = MXL_LAYER_GDN;
+        else if (s && strcmp(s, "full_attention") == 0) kind[i] = MXL_LAYER_ATTN;
+        else
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: layer_types[%lld] = '%s' is neither 'linear_attention' nor 'full_attention'",
+                                 c->ck->path, (long long)i, s ? s : "?");
+    }
+    return MXL_OK;
+}
+
 /* The layer kinds: layer_types ("linear_attention" / "full_attention"), else every
  * full_attention_interval-th layer (default 4) attends. */
 static mxl_status gdn_layers(mxl_family_ctx *c, uint8_t *kind) {
     const int64_t n = c->hp->n_layers;
     json_t *lt = json_object_get(c->raw, "layer_types");
-    if (lt && json_is_array(lt)) {
-        for (int64_t i = 0; i < n; i++) {
-            const char *s = json_string_value(json_array_get(lt, (size_t)i));
-            if (s && strcmp(s, "linear_attention") == 0) kind[i] = MXL_LAYER_GDN;
-            else if (s && strcmp(s, "full_attention") == 0) kind[i] = MXL_LAYER_ATTN;
-            else
-                return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: layer_types[%lld] = '%s' is neither 'linear_attention' nor 'full_attention'",
-                                     c->ck->path, (long long)i, s ? s : "?");
-        }
-        return MXL_OK;
-    }
+    if (lt && json_is_array(lt)) return mxl_family_gdn_layer_types(c, lt, kind);
     int64_t every;
     mxl_status st = mxl_family_int(c, "full_attention_interval", 4, &every);
     if (st) return st;
