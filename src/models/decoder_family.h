@@ -305,7 +305,8 @@ void mxl_family_gdn_mlx_norms(mxl_family_ctx *c, const char *conv);
 mxl_status mxl_family_mla(mxl_family_ctx *c, bool interleave_default);
 /* The same from llama.cpp's deepseek2 keys (attention.q_lora_rank, kv_lora_rank,
  * key_length_mla / value_length_mla or, in older files, key_length / value_length,
- * rope.dimension_count), RoPE in ggml's normal mode (GPT-J pairs). */
-mxl_status mxl_family_gguf_mla(mxl_family_ctx *c);
+ * rope.dimension_count), RoPE in ggml's normal mode (GPT-J pairs); v_default: the value head
+ * width when no value_length key says it (MiniCPM3: hidden / heads; 0: required). */
+mxl_status mxl_family_gguf_mla(mxl_family_ctx *c, double v_default);
 
 #endif

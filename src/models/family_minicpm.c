@@ -10,8 +10,8 @@
  * no scaling as MiniCPM3Config does (scale_depth sqrt(layers), dim_model_base hidden_size). The
  * released checkpoints use longrope (family_common.c).
  * GGUF (llama.cpp minicpm): the converter writes the three as embedding_scale, residual_scale and
- * logit_scale, read as Granite's (family_granite.c), over Llama's permuted Q/K; not converted
- * back. */
+ * logit_scale, read as Granite's (family_granite.c), over Llama's permuted Q/K; llama.cpp's
+ * minicpm3 hard-codes MiniCPM3-4B's scales (minicpm3_gguf). Neither is converted back. */
 #include <jansson.h>
 #include <math.h>
 
@@ -51,8 +51,23 @@ static mxl_status minicpm_setup(mxl_family_ctx *c) {
     return st ? st : mxl_family_rope(c);
 }
 
+/* llama.cpp's minicpm3: the scales of MiniCPM3-4B hard-coded (its converter writes none), latent
+ * attention from the deepseek2-style keys with value heads of hidden / heads (no value_length
+ * key), NEOX RoPE (Q/K not permuted), kv_b whole, no attention biases. */
+static mxl_status minicpm3_gguf(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st = mxl_family_gguf_mla(c, (double)(hp->hidden / hp->n_heads));
+    if (st) return st;
+    hp->embed_scale = 12.0f;
+    hp->residual_scale = (float)(1.4 / sqrt((double)hp->n_layers));
+    hp->logit_scale = (float)(256.0 / (double)hp->hidden);
+    hp->rope.style = hp->rope_local.style = MXL_ROPE_NEOX;
+    return MXL_OK;
+}
+
 static mxl_status minicpm3_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
+    if (c->gguf) return minicpm3_gguf(c);
     mxl_status st = mup_scales(c);
     if (st) return st;
     /* v_head_dim defaults to hidden_size / num_attention_heads (MiniCPM3Config) */
@@ -69,4 +84,5 @@ const mxl_decoder_family mxl_family_minicpm = {
 
 const mxl_decoder_family mxl_family_minicpm3 = {
     .model_type = "minicpm3", .registry_id = "minicpm3", .hf_class = "MiniCPM3ForCausalLM", .names = &mxl_names_llama, .setup = minicpm3_setup,
+    .gguf_arch = "minicpm3", .convert_check = mxl_family_gguf_not_converted,
 };
