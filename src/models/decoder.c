@@ -126,6 +126,63 @@ static const mxl_tensor *as_matrix(const binder *b, const mxl_tensor *t, const c
     return t;
 }
 
+/* BitNet's packed ternary matrix `name` (uint8 [ceil(rows / 4), cols], decoder.h bitnet_packed)
+ * with its scalar <base>.weight_scale, as an owned MLX 2-bit weight in the largest group of 128 /
+ * 64 / 32 that divides cols, f32 scales s and biases -s: w = s q - s = s t exactly. */
+static mxl_status bind_ternary(const binder *b, const char *base, const char *name, const mxl_tensor *t, int64_t rows, int64_t cols,
+                               mxl_weight *w) {
+    const int64_t r4 = (rows + 3) / 4, gs = cols % 128 == 0 ? 128 : cols % 64 == 0 ? 64 : 32;
+    if (t->ndim != 2 || t->shape[0] != r4 || t->shape[1] != cols || cols % 32 != 0)
+        return mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: tensor '%s' must be uint8 [%lld, %lld] (ternary codes of [%lld, %lld], in a multiple of 32)",
+                             b->ck->path, name, (long long)r4, (long long)cols, (long long)rows, (long long)cols);
+    char sname[400];
+    snprintf(sname, sizeof sname, "%s.weight_scale", base);
+    const mxl_tensor *st_t = find_tensor(b, sname);
+    if (!st_t) return missing(b, sname);
+    const float *ws = NULL;
+    mxl_status st = mxl_weights_vector_f32(&b->d->arena, st_t, sname, 1, &ws, b->err);
+    if (st) {
+        mxl_error_prefix(b->err, "%s: ", b->ck->path);
+        return st;
+    }
+    if (!(ws[0] > 0) || !isfinite(ws[0]))
+        return mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: tensor '%s' is %g; a weight scale must be positive and finite", b->ck->path, sname, (double)ws[0]);
+    const float s = b->d->hp.bitnet_scale_divides ? 1.0f / ws[0] : ws[0];
+    const int64_t words = cols / 16, groups = cols / gs;
+    uint32_t *codes = mxl_arena_alloc(&b->d->arena, (size_t)(rows * words) * sizeof(uint32_t), 64);
+    float *sc = mxl_arena_alloc(&b->d->arena, (size_t)(rows * groups) * sizeof(float), 64);
+    float *bi = mxl_arena_alloc(&b->d->arena, (size_t)(rows * groups) * sizeof(float), 64);
+    if (!codes || !sc || !bi) return mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory unpacking '%s'", name);
+    const uint8_t *src = t->data;
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *row = src + (r % r4) * cols;
+        const int shift = (int)(2 * (r / r4));
+        for (int64_t j = 0; j < words; j++) {
+            uint32_t word = 0;
+            for (int e = 0; e < 16; e++) {
+                const uint32_t q = (row[j * 16 + e] >> shift) & 3u;
+                if (q == 3)
+                    return mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: tensor '%s' holds the code 3 at row %lld: ternary codes are 0, 1, 2", b->ck->path,
+                                         name, (long long)r);
+                word |= q << (2 * e);
+            }
+            codes[r * words + j] = word;
+        }
+        for (int64_t g = 0; g < groups; g++) sc[r * groups + g] = s, bi[r * groups + g] = -s;
+    }
+    memset(w, 0, sizeof *w);
+    w->kind = MXL_W_MLX;
+    w->rows = w->mlx.rows = rows;
+    w->cols = w->mlx.cols = cols;
+    w->mlx.bits = 2;
+    w->mlx.group_size = (int)gs;
+    w->mlx.scale_dtype = MXL_DTYPE_F32;
+    w->mlx.w = codes;
+    w->mlx.scales = sc;
+    w->mlx.biases = bi;
+    return MXL_OK;
+}
+
 /* A [rows, cols] matrix: dense / GGUF view, MLX affine (scales present), or a transposed Conv1D
  * copy (names->conv1d, per-layer matrices only); with stack > 0 a stacked [stack, rows / stack,
  * cols] tensor (MoE experts) viewed whole. */
@@ -150,6 +207,7 @@ static mxl_status bind_matrix_stacked(const binder *b, int64_t layer, const char
         if (st) mxl_error_prefix(b->err, "%s: ", b->ck->path);
         return st;
     }
+    if (b->d->hp.bitnet_packed && layer >= 0 && stack == 0 && t->dtype == MXL_DTYPE_U8) return bind_ternary(b, base, name, t, rows, cols, w);
     if (!(t = as_matrix(b, t, name, stack, rows, &tv))) return MXL_ERR_FORMAT;
     if (b->ck->format == MXL_CHECKPOINT_SAFETENSORS) {
         char sname[400], bname[400];
@@ -708,6 +766,7 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
             return st;
     }
     if (!L->no_mixer && hp->post_norms && (st = bind_norm(b, i, nm->post_attn_norm, H, &L->post_attn_norm))) return st;
+    if (attends && nm->attn_sub_norm && (st = bind_norm(b, i, nm->attn_sub_norm, qd, &L->attn_sub_norm))) return st;
     if (L->has_mlp && hp->pre_norms && !(hp->parallel_residual && !nm->ffn_norm) &&
         (st = bind_norm(b, i, nm->ffn_norm, H, &L->ffn_norm)))
         return st;
@@ -727,6 +786,7 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
     }
     if (L->has_mlp && !L->moe && (st = bind_proj(b, i, nm->down, H, hp->ffn, hp->mlp_bias, &L->w_down, &L->b_down))) return st;
     if (L->has_mlp && hp->post_norms && (st = bind_norm(b, i, nm->post_ffn_norm, H, &L->post_ffn_norm))) return st;
+    if (L->has_mlp && !L->moe && nm->ffn_sub_norm && (st = bind_norm(b, i, nm->ffn_sub_norm, hp->ffn, &L->ffn_sub_norm))) return st;
     if (hp->xielu) {
         const float *ap, *an, *beta, *eps;
         if (!nm->act_params || hp->mlp != MXL_MLP_PLAIN)
@@ -1073,7 +1133,8 @@ static mxl_status read_hparams(const mxl_checkpoint *ck, mxl_decoder *d, mxl_dec
                              ck->path, mt, gguf ? "GGUF" : "safetensors", n);
     }
     const mxl_quant_config *q = &ck->config.quant;
-    if (!gguf && q->mode != MXL_QUANT_NONE && q->mode != MXL_QUANT_AFFINE)
+    const bool bitnet = q->mode == MXL_QUANT_OTHER && strcmp(q->method, "bitnet") == 0 && strcmp(fam->model_type, "bitnet") == 0;
+    if (!gguf && q->mode != MXL_QUANT_NONE && q->mode != MXL_QUANT_AFFINE && !bitnet)
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: quantization '%s' is not supported (MLX affine quantization and GGUF are)", ck->path,
                              q->method[0] ? q->method : mxl_quant_mode_name(q->mode));
     *names = gguf ? mxl_names_gguf : *fam->names;
@@ -1676,6 +1737,17 @@ static void norm_rows(const mxl_backend *be, const mxl_decoder_hparams *hp, cons
 }
 
 /* norm_rows of rows [t0, t1) (an mxl_row_prep) */
+/* BitNet's input fake-quantization (decoder.h act_quant8) of rows x[rows, dim] in place, as
+ * transformers' ActQuant computes it in f32 (round half to even). */
+static void quant8_rows(float *x, int64_t rows, int64_t dim) {
+    for (int64_t r = 0; r < rows; r++) {
+        float *v = x + r * dim, m = 0.0f;
+        for (int64_t i = 0; i < dim; i++) m = fmaxf(m, fabsf(v[i]));
+        const float s = 127.0f / fmaxf(m, 1e-5f);
+        for (int64_t i = 0; i < dim; i++) v[i] = fminf(fmaxf(nearbyintf(v[i] * s), -128.0f), 127.0f) / s;
+    }
+}
+
 typedef struct norm_rows_ctx {
     const mxl_backend *be;
     const mxl_decoder_hparams *hp;
@@ -1685,9 +1757,11 @@ typedef struct norm_rows_ctx {
     int64_t dim;
 } norm_rows_ctx;
 
+/* The norm of rows [t0, t1) (then BitNet's fake-quantization: the linear layers read them). */
 static void norm_rows_prep(void *vctx, int64_t t0, int64_t t1) {
     const norm_rows_ctx *c = vctx;
     norm_rows(c->be, c->hp, c->nw, c->x + t0 * c->dim, t1 - t0, c->dim, c->y + t0 * c->dim);
+    if (c->hp->act_quant8) quant8_rows(c->y + t0 * c->dim, t1 - t0, c->dim);
 }
 
 /* QK-norm is an RMSNorm in every family that has one (Gemma's with 1 + w). */
@@ -1882,6 +1956,8 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
     }
     if (L->mla) mxl_mla_values(ws->be, hp, L, ws->att, n, &ws->mla, ws->mm_scratch, ws->pool);
     if (L->w_attn_gate.rows > 0 || hp->attn_q_gate) attn_gate(hp, L, ws->att, ws->ag, n);
+    if (L->attn_sub_norm.w) norm_rows(ws->be, hp, &L->attn_sub_norm, ws->att, n, L->wo.cols, ws->att);
+    if (hp->act_quant8) quant8_rows(ws->att, n, L->wo.cols);
     linear(&L->wo, L->bo, NULL, L->mla ? ws->mla.vo : ws->att, n, ws->o, ws);
 }
 
@@ -1924,6 +2000,8 @@ static void act_rows(void *vctx, int64_t t0, int64_t t1) {
     if (hp->xielu) xielu(a->L, g, m);
     else if (hp->mlp == MXL_MLP_GATED) s->be->ops->glu(s->be, hp->act, g, s->up + t0 * hp->ffn, m, g);
     else s->be->ops->act(s->be, hp->act, g, m, g);
+    if (a->L->ffn_sub_norm.w) norm_rows(s->be, hp, &a->L->ffn_sub_norm, g, t1 - t0, hp->ffn, g);
+    if (hp->act_quant8) quant8_rows(g, t1 - t0, hp->ffn);
 }
 
 static void mlp_block(const fwd_pass *f, int64_t l, const mxl_row_prep *prep, const float *h) {

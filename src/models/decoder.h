@@ -124,6 +124,14 @@ typedef struct mxl_decoder_hparams {
     float final_softcap;   /* <= 0: none */
     mxl_act act;           /* MLP activation (of the gate in gated MLPs) */
     bool xielu;            /* instead of act: xIELU with each layer's own scalars (Apertus) */
+    bool act_quant8;       /* BitNet b1.58: every linear layer but the LM head reads its input rows
+                            * fake-quantized to 8 bits (transformers' ActQuant: s = 127 / max|x|,
+                            * round(x s) clamped to [-128, 127], divided by s) */
+    bool bitnet_packed;    /* BitNet safetensors: layer matrices stored as ternary codes (transformers'
+                            * pack_weights: uint8 [ceil(rows / 4), cols], row i * R4 + r in bits 2i of
+                            * row r, value + 1) with a scalar weight_scale: bound as exact MLX 2-bit
+                            * weights (q = t + 1, scale s, bias -s) */
+    bool bitnet_scale_divides; /* linear_class bitlinear: s = 1 / weight_scale (autobitlinear: s = weight_scale) */
     mxl_rope_cfg rope;       /* global layers */
     mxl_rope_cfg rope_local; /* sliding-window layers (Gemma 3's local base frequency) */
     int64_t sliding_window;  /* window of the sliding layers (0: none) */
@@ -245,6 +253,9 @@ typedef struct mxl_decoder_layer {
     mxl_weight wq, wk, wv, wo, w_gate, w_up, w_down; /* w_gate unbound (rows 0) in plain MLPs */
     const float *bq, *bk, *bv, *bo, *b_gate, *b_up, *b_down; /* or NULL */
     mxl_decoder_norm attn_norm, ffn_norm, post_attn_norm, post_ffn_norm;
+    mxl_decoder_norm attn_sub_norm; /* BitNet: RMSNorm of the attention output [n_heads * head_dim]
+                                     * before o_proj (w NULL: none) */
+    mxl_decoder_norm ffn_sub_norm;  /* BitNet: RMSNorm of the MLP's activation [ffn] before down_proj */
     const float *q_norm, *k_norm; /* [head_dim] or [heads * head_dim] (QK_NORM_FULL), or NULL */
     mxl_moe_layer *moe;           /* a sparse MoE block instead of the MLP (w_gate.. unbound), or NULL */
     mxl_mla_layer *mla;           /* latent attention (wk, wv unbound), or NULL */

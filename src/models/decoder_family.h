@@ -35,6 +35,7 @@ typedef struct mxl_decoder_names {
     const char *layers;     /* "model.layers." */
     const char *attn_norm, *q, *k, *v, *qkv, *o, *q_norm, *k_norm, *post_attn_norm;
     const char *ffn_norm, *gate, *up, *gate_up, *down, *post_ffn_norm;
+    const char *attn_sub_norm, *ffn_sub_norm; /* BitNet's norms before o_proj and down_proj (NULL: none) */
     const char *act_params; /* xIELU's per-layer scalars "<act_params>.alpha_p" ... (Apertus) */
     /* Multi-head latent attention (hp.mla_kv_rank > 0): queries through q (q_proj) or q_a, its
      * RMSNorm q_a_norm and q_b; keys and values through kv_a (kv_a_proj_with_mqa), kv_a_norm and

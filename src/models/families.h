@@ -33,6 +33,7 @@
     X(exaone4)                  \
     X(exaone)                   \
     X(minicpm)                  \
+    X(bitnet)                   \
     X(olmo)                     \
     X(nemotron)                 \
     X(cohere)                   \

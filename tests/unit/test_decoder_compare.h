@@ -22,6 +22,14 @@ typedef struct json_t json_t;
 /* fast path, MLX-quantized weights (activations quantized to int8 in blocks of 32 for the
  * quantized matmuls), with the argmax checked where the reference margin exceeds 0.2: */
 #define MXL_TEST_DEC_FAST_QUANT_TOL 0.15
+/* BitNet's packed checkpoints on the fast path: each linear layer's input is fake-quantized to 8
+ * bits per row (a step of max|x| / 127, rounded: discontinuous), and the fast kernels quantize
+ * that again in blocks of 32 (q8a); half a block step moves a value across the next layer's
+ * rounding, and those flips compound over the layers (measured: 0.12 / 0.18 on the two packed
+ * fixtures, 1.3e-6 on the reference path; llama.cpp's TQ kernels requantize in blocks of 256
+ * alike). An int8 x ternary kernel on the row's own codes would make it exact (the quant-format
+ * issue's TQ work). */
+#define MXL_TEST_DEC_BITNET_FAST_TOL 0.25
 #define MXL_TEST_DEC_QUANT_TIE_MARGIN 0.2
 
 typedef struct mxl_test_logit_result {

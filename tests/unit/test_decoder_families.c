@@ -72,7 +72,7 @@ static void check_case(json_t *fx, json_t *c, const char *edit, bool reference, 
         CHECK(0);
     } else {
         bool quant = is_quantized(&d);
-        double tol = reference ? REF_TOL : quant ? FAST_QUANT_TOL : FAST_DENSE_TOL;
+        double tol = reference ? REF_TOL : d.hp.act_quant8 ? MXL_TEST_DEC_BITNET_FAST_TOL : quant ? FAST_QUANT_TOL : FAST_DENSE_TOL;
         double margin = reference ? 2 * REF_TOL : !quant ? 2 * FAST_DENSE_TOL : QUANT_TIE_MARGIN;
         mxl_test_logit_result r = {0, 0, 0};
         bool ran = mxl_test_decoder_compare(&d, c, json_object_get(fx, "tokens"), reference, margin, pool, &r);
@@ -348,6 +348,10 @@ TEST(decoder_families_refuse_unsupported_config_by_name) {
                    "\"long_factor\": [1, 2, 3, 4], \"short_factor\": [1, 2, 0, 4]}}",
                    MXL_ERR_FORMAT, "short_factor' element 2", NULL, mxl_test_failed_);
     expect_refused("minicpm3", "{\"scale_emb\": 0}", MXL_ERR_FORMAT, "scale_emb", NULL, mxl_test_failed_);
+    expect_refused("bitnet_packed", "{\"quantization_config\": {\"quant_method\": \"bitnet\", \"linear_class\": \"autobitlinear\", "
+                   "\"quantization_mode\": \"online\"}}", MXL_ERR_UNSUPPORTED, "quantization_mode 'online'", NULL, mxl_test_failed_);
+    expect_refused("llama", "{\"quantization_config\": {\"quant_method\": \"bitnet\"}}", MXL_ERR_UNSUPPORTED, "'bitnet'", NULL,
+                   mxl_test_failed_);
     expect_refused("llama", "{\"rope_parameters\": null, \"rope_scaling\": {\"type\": \"su\", \"factor\": 2.0}}",
                    MXL_ERR_UNSUPPORTED, "'su'", "rope_scaling", mxl_test_failed_);
     expect_refused("qwen2", "{\"hidden_act\": \"swiglu_oai\"}", MXL_ERR_UNSUPPORTED, "'swiglu_oai'", "hidden_act", mxl_test_failed_);
