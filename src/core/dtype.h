@@ -41,6 +41,7 @@ typedef enum mxl_dtype {
     MXL_DTYPE_Q5_K,
     MXL_DTYPE_Q6_K,
     MXL_DTYPE_Q8_K,
+    MXL_DTYPE_MXFP4, /* ggml's MXFP4: an E8M0 scale byte + 32 E2M1 nibbles */
     MXL_DTYPE_COUNT
 } mxl_dtype;
 

@@ -94,7 +94,7 @@ static const ggml_type_entry k_ggml_types[] = {
     [36] = {"IQ4_NL_4_4", 0, 0, MXL_DTYPE_INVALID}, /* retired */
     [37] = {"IQ4_NL_4_8", 0, 0, MXL_DTYPE_INVALID},
     [38] = {"IQ4_NL_8_8", 0, 0, MXL_DTYPE_INVALID},
-    [39] = {"MXFP4", 32, 17, MXL_DTYPE_INVALID},
+    [39] = {"MXFP4", 32, 17, MXL_DTYPE_MXFP4},
     [40] = {"NVFP4", 64, 36, MXL_DTYPE_INVALID},
     [41] = {"Q1_0", 128, 18, MXL_DTYPE_INVALID},
 };

@@ -57,6 +57,7 @@ static void fill_random_blocks(mxl_dtype t, uint8_t *p, int64_t nblocks) {
             break;
         case MXL_DTYPE_Q3_K: put_f16(blk + 108, d); break;
         case MXL_DTYPE_Q6_K: put_f16(blk + 208, d * 0.1f); break;
+        case MXL_DTYPE_MXFP4: blk[0] = (uint8_t)(118 + rnd() % 8); break; /* 2^-10 .. 2^-3 */
         default: break;
         }
     }
@@ -75,7 +76,7 @@ static double nmse(const float *a, const float *ref, int64_t n) {
 static const mxl_dtype k_gguf_types[] = {MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q5_0,
                                          MXL_DTYPE_Q5_1, MXL_DTYPE_Q8_0, MXL_DTYPE_Q2_K,
                                          MXL_DTYPE_Q3_K, MXL_DTYPE_Q4_K, MXL_DTYPE_Q5_K,
-                                         MXL_DTYPE_Q6_K};
+                                         MXL_DTYPE_Q6_K, MXL_DTYPE_MXFP4};
 
 /* sum_i |w_i x_i| of row r (for the f32-order tolerance). */
 static double abs_dot(const mxl_weight *W, int64_t r, const float *x) {

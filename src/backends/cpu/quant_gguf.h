@@ -32,6 +32,9 @@ typedef struct { uint16_t d, m; uint8_t qs[16]; } mxl_block_q4_1;               
 typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; } mxl_block_q5_0;    /* 22 B */
 typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; } mxl_block_q5_1; /* 24 B */
 typedef struct { uint16_t d; int8_t qs[32]; } mxl_block_q8_0;                    /* 34 B */
+/* MXFP4 (ggml block_mxfp4): value j = kvalues[code j] * 2^(e - 128) (E2M1 doubled, the scale
+ * halved: ggml's e8m0_to_fp32_half); codes 0..15 in the low nibbles of qs, 16..31 in the high */
+typedef struct { uint8_t e; uint8_t qs[16]; } mxl_block_mxfp4;                    /* 17 B */
 typedef struct { uint8_t scales[16]; uint8_t qs[64]; uint16_t d, dmin; } mxl_block_q2_k; /* 84 */
 typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t d; } mxl_block_q3_k; /* 110 */
 typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; } mxl_block_q4_k; /* 144 */

@@ -3,8 +3,10 @@
  * Dequantization does exactly the f32 operations of the PyPI gguf package's dequantize_blocks
  * (and of ggml's dequantize_row_*): e.g. Q4_K: (d*sc) * q - (dmin*m), so the results agree bit
  * for bit. The fused dots follow ggml-cpu's generic vec_dot_*_q8_*: exact integer sums per block,
- * one f32 multiply-add per block. */
+ * one f32 multiply-add per block. MXFP4 follows ggml's dequantize_row_mxfp4 and
+ * ggml_vec_dot_mxfp4_q8_0 (the doubled E2M1 values as integers, the halved E8M0 scale per block). */
 #include <math.h>
+#include <string.h>
 
 #include "backends/cpu/quant_gguf.h"
 #include "core/status.h"
@@ -13,7 +15,7 @@ int mxl_gguf_quant_supported(mxl_dtype t) {
     switch (t) {
     case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q4_1: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q5_1:
     case MXL_DTYPE_Q8_0: case MXL_DTYPE_Q2_K: case MXL_DTYPE_Q3_K: case MXL_DTYPE_Q4_K:
-    case MXL_DTYPE_Q5_K: case MXL_DTYPE_Q6_K:
+    case MXL_DTYPE_Q5_K: case MXL_DTYPE_Q6_K: case MXL_DTYPE_MXFP4:
         return 1;
     default:
         return 0;
@@ -23,7 +25,7 @@ int mxl_gguf_quant_supported(mxl_dtype t) {
 mxl_act_kind mxl_gguf_act_kind(mxl_dtype t) {
     switch (t) {
     case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q4_1: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q5_1:
-    case MXL_DTYPE_Q8_0:
+    case MXL_DTYPE_Q8_0: case MXL_DTYPE_MXFP4:
         return MXL_ACT_Q8A;
     case MXL_DTYPE_Q2_K: case MXL_DTYPE_Q3_K: case MXL_DTYPE_Q4_K: case MXL_DTYPE_Q5_K:
     case MXL_DTYPE_Q6_K:
@@ -38,6 +40,22 @@ static inline int q3k_scale(const uint8_t *s, int i) {
     int lo = i < 8 ? (s[i] & 0xF) : (s[i - 8] >> 4);
     int hi = (s[8 + (i % 4)] >> (2 * (i / 4))) & 3;
     return (lo | (hi << 4)) - 32;
+}
+
+/* MXFP4's E2M1 values doubled (ggml kvalues_mxfp4) and its E8M0 scale halved (ggml's
+ * e8m0_to_fp32_half: 2^(e - 128), the two lowest exponents as f32 denormals). */
+static const int8_t k_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+static inline float e8m0_half(uint8_t e) {
+    uint32_t bits = e < 2 ? UINT32_C(0x00200000) << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+static void mxfp4_vals(const mxl_block_mxfp4 *b, int *q) {
+    for (int j = 0; j < 16; j++) {
+        q[j] = k_mxfp4[b->qs[j] & 0xF];
+        q[j + 16] = k_mxfp4[b->qs[j] >> 4];
+    }
 }
 
 /* Quantized values of one block as small ints, shared by dequant and the dots. */
@@ -142,6 +160,15 @@ void mxl_dequant_row_ref(mxl_dtype t, const void *src, float *y, int64_t n) {
         for (int64_t i = 0; i < n / 32; i++, y += 32) {
             float d = mxl_h2f(b[i].d);
             for (int j = 0; j < 32; j++) y[j] = (float)b[i].qs[j] * d;
+        }
+        return;
+    }
+    case MXL_DTYPE_MXFP4: {
+        const mxl_block_mxfp4 *b = src;
+        for (int64_t i = 0; i < n / 32; i++, y += 32) {
+            const float d = e8m0_half(b[i].e);
+            mxfp4_vals(&b[i], q);
+            for (int j = 0; j < 32; j++) y[j] = d * (float)q[j];
         }
         return;
     }
@@ -331,6 +358,12 @@ static float dot_32(mxl_dtype t, int64_t n, const void *w, const mxl_block_q8a *
             d = mxl_h2f(b->d);
             m = mxl_h2f(b->m);
             q5_vals(b->qh, b->qs, 0, q);
+            break;
+        }
+        case MXL_DTYPE_MXFP4: {
+            const mxl_block_mxfp4 *b = (const mxl_block_mxfp4 *)w + i;
+            d = e8m0_half(b->e);
+            mxfp4_vals(b, q);
             break;
         }
         default: { /* Q8_0 */

@@ -49,6 +49,7 @@ void mxl_synth_fill(mxl_dtype t, uint8_t *p, uint64_t nblocks, uint64_t *seed) {
     }
     for (uint64_t b = 0; b < nblocks; b++) {
         uint8_t *blk = p + b * inf->block_bytes;
+        if (t == MXL_DTYPE_MXFP4) blk[0] = (uint8_t)(114 + next(seed) % 8); /* scales 2^-14 .. 2^-7 (x 12 at most) */
         if (off_d >= 0) put_h(blk + off_d, 0.001f + 0.01f * unit(seed));
         if (off_m >= 0) put_h(blk + off_m, 0.01f * unit(seed));
     }
