@@ -35,6 +35,15 @@ typedef struct { uint16_t d; int8_t qs[32]; } mxl_block_q8_0;                   
 /* MXFP4 (ggml block_mxfp4): value j = kvalues[code j] * 2^(e - 128) (E2M1 doubled, the scale
  * halved: ggml's e8m0_to_fp32_half); codes 0..15 in the low nibbles of qs, 16..31 in the high */
 typedef struct { uint8_t e; uint8_t qs[16]; } mxl_block_mxfp4;                    /* 17 B */
+/* MXFP4's E2M1 values doubled (ggml kvalues_mxfp4) and its E8M0 scale halved (ggml's
+ * e8m0_to_fp32_half: 2^(e - 128), the two lowest exponents as f32 denormals). */
+static const int8_t mxl_kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+static inline float mxl_e8m0_half(uint8_t e) {
+    uint32_t bits = e < 2 ? UINT32_C(0x00200000) << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
 typedef struct { uint8_t scales[16]; uint8_t qs[64]; uint16_t d, dmin; } mxl_block_q2_k; /* 84 */
 typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t d; } mxl_block_q3_k; /* 110 */
 typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; } mxl_block_q4_k; /* 144 */

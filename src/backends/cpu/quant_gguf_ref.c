@@ -42,19 +42,10 @@ static inline int q3k_scale(const uint8_t *s, int i) {
     return (lo | (hi << 4)) - 32;
 }
 
-/* MXFP4's E2M1 values doubled (ggml kvalues_mxfp4) and its E8M0 scale halved (ggml's
- * e8m0_to_fp32_half: 2^(e - 128), the two lowest exponents as f32 denormals). */
-static const int8_t k_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-static inline float e8m0_half(uint8_t e) {
-    uint32_t bits = e < 2 ? UINT32_C(0x00200000) << e : (uint32_t)(e - 1) << 23;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
 static void mxfp4_vals(const mxl_block_mxfp4 *b, int *q) {
     for (int j = 0; j < 16; j++) {
-        q[j] = k_mxfp4[b->qs[j] & 0xF];
-        q[j + 16] = k_mxfp4[b->qs[j] >> 4];
+        q[j] = mxl_kvalues_mxfp4[b->qs[j] & 0xF];
+        q[j + 16] = mxl_kvalues_mxfp4[b->qs[j] >> 4];
     }
 }
 
@@ -166,7 +157,7 @@ void mxl_dequant_row_ref(mxl_dtype t, const void *src, float *y, int64_t n) {
     case MXL_DTYPE_MXFP4: {
         const mxl_block_mxfp4 *b = src;
         for (int64_t i = 0; i < n / 32; i++, y += 32) {
-            const float d = e8m0_half(b[i].e);
+            const float d = mxl_e8m0_half(b[i].e);
             mxfp4_vals(&b[i], q);
             for (int j = 0; j < 32; j++) y[j] = d * (float)q[j];
         }
@@ -362,7 +353,7 @@ static float dot_32(mxl_dtype t, int64_t n, const void *w, const mxl_block_q8a *
         }
         case MXL_DTYPE_MXFP4: {
             const mxl_block_mxfp4 *b = (const mxl_block_mxfp4 *)w + i;
-            d = e8m0_half(b->e);
+            d = mxl_e8m0_half(b->e);
             mxfp4_vals(b, q);
             break;
         }
