@@ -126,6 +126,47 @@ static const mxl_tensor *as_matrix(const binder *b, const mxl_tensor *t, const c
     return t;
 }
 
+/* GPT-OSS's released MXFP4 experts: "<module>_blocks" uint8 [E, rows, cols / 32, 16] (elements 2k,
+ * 2k + 1 of a block in the low, high nibble of byte k: E2M1 codes) and "<module>_scales" uint8
+ * [E, rows, cols / 32] (E8M0, 2^(s - 127)), as one owned GGUF MXFP4 weight [E * rows, cols]
+ * (ggml's order: element j in the low nibble of byte j, j + 16 in the high; its doubled values
+ * under a halved scale are the same numbers). interleaved: each expert's rows alternate two halves
+ * (GPT-OSS's gate, up): the even ones first, as mxl_weights_stacked_transposed does. */
+static mxl_status bind_mxfp4_stacked(const binder *b, int64_t layer, const char *module, int64_t E, int64_t rows, int64_t cols,
+                                     bool interleaved, mxl_weight *w) {
+    char bname[400], sname[400];
+    mxl_status st;
+    if ((st = module_name(b, layer, module, "_blocks", bname, sizeof bname)) || (st = module_name(b, layer, module, "_scales", sname, sizeof sname)))
+        return st;
+    const mxl_tensor *bt = find_tensor(b, bname), *stt = find_tensor(b, sname);
+    if (!bt) return missing(b, bname);
+    if (!stt) return missing(b, sname);
+    const int64_t G = cols / 32;
+    if (cols % 32 || (interleaved && rows % 2) || bt->dtype != MXL_DTYPE_U8 || stt->dtype != MXL_DTYPE_U8 || bt->ndim != 4 || stt->ndim != 3 ||
+        bt->shape[0] != E || bt->shape[1] != rows || bt->shape[2] != G || bt->shape[3] != 16 || stt->shape[0] != E || stt->shape[1] != rows ||
+        stt->shape[2] != G)
+        return mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: tensors '%s' / '%s' must be uint8 [%lld, %lld, %lld, 16] / [%lld, %lld, %lld] (MXFP4 blocks of [%lld, %lld])",
+                             b->ck->path, bname, sname, (long long)E, (long long)rows, (long long)G, (long long)E, (long long)rows, (long long)G,
+                             (long long)rows, (long long)cols);
+    uint8_t *out = mxl_arena_alloc(&b->d->arena, (size_t)(E * rows * G) * 17, 64); /* (17-byte blocks: e, then qs[16]) */
+    if (!out) return mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory repacking '%s'", bname);
+    const uint8_t *src = bt->data, *sc = stt->data;
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t from = interleaved ? (r < rows / 2 ? 2 * r : 2 * (r - rows / 2) + 1) : r;
+            for (int64_t g = 0; g < G; g++) {
+                const uint8_t *in = src + (((e * rows + from) * G + g) * 16);
+                uint8_t *o = out + ((e * rows + r) * G + g) * 17, code[32];
+                for (int k = 0; k < 16; k++) code[2 * k] = in[k] & 15, code[2 * k + 1] = in[k] >> 4;
+                for (int j = 0; j < 16; j++) o[1 + j] = (uint8_t)(code[j] | code[j + 16] << 4);
+                o[0] = sc[(e * rows + from) * G + g];
+            }
+        }
+    *w = (mxl_weight){MXL_W_GGUF, MXL_DTYPE_MXFP4, E * rows, cols, out, {0}, NULL};
+    if ((st = mxl_weight_check(w, bname, b->err))) mxl_error_prefix(b->err, "%s: ", b->ck->path);
+    return st;
+}
+
 /* BitNet's packed ternary matrix `name` (uint8 [ceil(rows / 4), cols], decoder.h bitnet_packed)
  * with its scalar <base>.weight_scale, as an owned MLX 2-bit weight in the largest group of 128 /
  * 64 / 32 that divides cols, f32 scales s and biases -s: w = s q - s = s t exactly. */
@@ -441,12 +482,7 @@ static mxl_status bind_moe(const binder *b, int64_t i, mxl_decoder_layer *L) {
     if (hp->moe_router_logit_bias && (st = bind_vector(b, i, nm->moe_router, ".bias", E, &m->router_logit_bias))) return st;
     char mxfp4[256];
     snprintf(mxfp4, sizeof mxfp4, "%sgate_up_proj_blocks", nm->experts ? nm->experts : "");
-    if (nm->experts && has_tensor(b, i, mxfp4, "")) {
-        char name[400];
-        module_name(b, i, mxfp4, "", name, sizeof name);
-        return mxl_error_set(b->err, MXL_ERR_UNSUPPORTED, "%s: tensor '%s': MXFP4 experts are not supported yet (MLX-quantized and dequantized checkpoints are)",
-                             b->ck->path, name);
-    }
+    const bool blocks = nm->experts && has_tensor(b, i, mxfp4, ""); /* GPT-OSS's released MXFP4 experts */
     /* the sigmoid router's bias is part of it; a softmax router's (ERNIE) is absent from mlx-lm's
      * conversions, which choose by probability alone: so do we there */
     if ((hp->moe_router == MXL_MOE_SIGMOID && !hp->moe_sigmoid_no_bias) || (hp->moe_select_bias && has_tensor(b, i, nm->moe_router_bias, ""))) {
@@ -475,16 +511,21 @@ static mxl_status bind_moe(const binder *b, int64_t i, mxl_decoder_layer *L) {
         char native[2][256];
         snprintf(native[0], sizeof native[0], "%sgate_up_proj", nm->experts ? nm->experts : "");
         snprintf(native[1], sizeof native[1], "%sdown_proj", nm->experts ? nm->experts : "");
-        const bool own = nm->experts && has_tensor(b, i, native[0], "");
+        const bool own = nm->experts && (blocks || has_tensor(b, i, native[0], ""));
         const char *gate_up = own ? native[0] : nm->exps_gate_up, *down = own ? native[1] : nm->exps_down;
         bool fused = own || (nm->exps_gate_up && has_tensor(b, i, nm->exps_gate_up, ".weight"));
         if (!fused && (!nm->exps_gate || !nm->exps_up || !nm->exps_down))
             return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no stacked expert tensors", b->ck->path);
-        if (fused ? (st = bind_matrix_stacked(b, i, gate_up, E, E * 2 * F, H, &g))
-                  : ((st = bind_matrix_stacked(b, i, nm->exps_gate, E, E * F, H, &g)) ||
-                     (st = bind_matrix_stacked(b, i, nm->exps_up, E, E * F, H, &u))))
+        if (blocks) {
+            if ((st = bind_mxfp4_stacked(b, i, gate_up, E, 2 * F, H, nm->exps_native_interleaved, &g)) ||
+                (st = bind_mxfp4_stacked(b, i, down, E, H, F, false, &d)))
+                return st;
+        } else if (fused ? (st = bind_matrix_stacked(b, i, gate_up, E, E * 2 * F, H, &g))
+                         : ((st = bind_matrix_stacked(b, i, nm->exps_gate, E, E * F, H, &g)) ||
+                            (st = bind_matrix_stacked(b, i, nm->exps_up, E, E * F, H, &u)))) {
             return st;
-        if ((st = bind_matrix_stacked(b, i, down, E, E * H, F, &d))) return st;
+        }
+        if (!blocks && (st = bind_matrix_stacked(b, i, down, E, E * H, F, &d))) return st;
         for (int64_t e = 0; e < E; e++) {
             if (fused ? (st = expert_rows(b, i, gate_up, &g, e * 2 * F, F, &m->gate[e])) ||
                             (st = expert_rows(b, i, gate_up, &g, e * 2 * F + F, F, &m->up[e]))
@@ -1133,8 +1174,10 @@ static mxl_status read_hparams(const mxl_checkpoint *ck, mxl_decoder *d, mxl_dec
                              ck->path, mt, gguf ? "GGUF" : "safetensors", n);
     }
     const mxl_quant_config *q = &ck->config.quant;
+    /* (the two quant_methods a family reads itself: BitNet's ternary layers, GPT-OSS's MXFP4 experts) */
     const bool bitnet = q->mode == MXL_QUANT_OTHER && strcmp(q->method, "bitnet") == 0 && strcmp(fam->model_type, "bitnet") == 0;
-    if (!gguf && q->mode != MXL_QUANT_NONE && q->mode != MXL_QUANT_AFFINE && !bitnet)
+    const bool oss_mxfp4 = q->mode == MXL_QUANT_MXFP4 && strcmp(q->method, "mxfp4") == 0 && strcmp(fam->model_type, "gpt_oss") == 0;
+    if (!gguf && q->mode != MXL_QUANT_NONE && q->mode != MXL_QUANT_AFFINE && !bitnet && !oss_mxfp4)
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: quantization '%s' is not supported (MLX affine quantization and GGUF are)", ck->path,
                              q->method[0] ? q->method : mxl_quant_mode_name(q->mode));
     *names = gguf ? mxl_names_gguf : *fam->names;

@@ -7,7 +7,9 @@
  * Expert layouts: transformers' own [E, hidden, 2 * intermediate] with gate and up interleaved
  * (mlp.experts.gate_up_proj, _bias; down_proj [E, intermediate, hidden]) bound as de-interleaved
  * transposed copies; mlx-lm's conversions (mlp.experts.gate_proj / up_proj / down_proj stacked,
- * with .bias). The released checkpoints' MXFP4 blocks (gate_up_proj_blocks) are refused by name. */
+ * with .bias); the released checkpoints' MXFP4 experts (gate_up_proj_blocks / _scales,
+ * quantization_config mxfp4) repacked at load into ggml's MXFP4 blocks (decoder.c
+ * bind_mxfp4_stacked), which GGUF files hold as they are. */
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 

@@ -52,7 +52,11 @@ static const char *fixture_dir(const char *name) {
     return path;
 }
 
-static bool is_quantized(const mxl_decoder *d) { return d->tok_embd.kind == MXL_W_MLX || d->layers[0].w_down.kind == MXL_W_MLX; }
+/* MLX-quantized weights, or quantized experts (GPT-OSS's MXFP4 ones): int8 activations somewhere */
+static bool is_quantized(const mxl_decoder *d) {
+    const mxl_moe_layer *m = d->layers[d->hp.n_layers - 1].moe;
+    return d->tok_embd.kind == MXL_W_MLX || d->layers[0].w_down.kind == MXL_W_MLX || (m && m->gate[0].kind != MXL_W_DENSE);
+}
 
 static const char *edited_checkpoint(const char *fixture, const char *edit);
 static void remove_checkpoint(const char *dir);

@@ -244,7 +244,8 @@ TEST(decoder_kv_families_f16_int8_within_bounds) {
             mxl_checkpoint_close(ck);
             continue;
         }
-        bool quant = d.tok_embd.kind == MXL_W_MLX || d.layers[0].w_down.kind == MXL_W_MLX;
+        const mxl_moe_layer *ml = d.layers[d.hp.n_layers - 1].moe; /* (quantized experts: GPT-OSS's MXFP4) */
+        bool quant = d.tok_embd.kind == MXL_W_MLX || d.layers[0].w_down.kind == MXL_W_MLX || (ml && ml->gate[0].kind != MXL_W_DENSE);
         float *a = mxl_malloc((size_t)d.hp.vocab * sizeof(float)), *b = mxl_malloc((size_t)d.hp.vocab * sizeof(float));
         REQUIRE(a && b);
         const mxl_decoder_kv_opts f32 = {MXL_DECODER_KV_F32, MXL_DECODER_KV_F32}, f16 = {MXL_DECODER_KV_F16, MXL_DECODER_KV_F16},
