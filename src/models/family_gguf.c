@@ -248,10 +248,12 @@ mxl_status mxl_family_gguf_rope_scaling(mxl_family_ctx *c) {
     if (ext != 1 && ext >= 0) /* llama.cpp: negative = unset (1 for yarn) */
         return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: YaRN extrapolation factor %g (metadata key '%s') is not supported (1 is)", c->ck->path, ext,
                              KEY("rope.scaling.yarn_ext_factor"));
-    if (log_mul != 0 && c->hp->mla_kv_rank <= 0)
-        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: YaRN log multiplier %g (metadata key '%s') is not supported", c->ck->path, log_mul,
-                             KEY("rope.scaling.yarn_log_multiplier"));
-    if (log_mul != 0) {
+    if (log_mul != 0 && c->hp->mla_kv_rank <= 0) {
+        /* llama.cpp (llama_context): cos / sin times mscale(factor, 1) / mscale(factor, log_mul),
+         * the multiplier being mscale_all_dim (Mistral 3's converter) */
+        r->mscale = 1.0;
+        r->mscale_all_dim = log_mul;
+    } else if (log_mul != 0) {
         /* llama.cpp deepseek2 (its TAG_DEEPSEEK2_YARN_LOG_MUL_FIX): the converter writes
          * 0.1 * mscale_all_dim; cos / sin stay unscaled (mscale = mscale_all_dim: transformers'
          * attention_factor 1) and the softmax scale takes mscale(factor, mscale_all_dim)^2, as
