@@ -32,7 +32,7 @@
 
 static const mxl_dtype k_types[] = {MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q5_0, MXL_DTYPE_Q5_1,
                                     MXL_DTYPE_Q8_0, MXL_DTYPE_Q2_K, MXL_DTYPE_Q3_K, MXL_DTYPE_Q4_K,
-                                    MXL_DTYPE_Q5_K, MXL_DTYPE_Q6_K};
+                                    MXL_DTYPE_Q5_K, MXL_DTYPE_Q6_K, MXL_DTYPE_MXFP4};
 #define N_TYPES (sizeof k_types / sizeof k_types[0])
 
 TEST(kernels_neon_isa_levels) {
@@ -126,6 +126,7 @@ static void fill_blocks(mxl_dtype t, uint8_t *p, int64_t nblocks) {
             break;
         case MXL_DTYPE_Q3_K: memcpy(blk + 108, &d, 2); break;
         case MXL_DTYPE_Q6_K: memcpy(blk + 208, &d, 2); break;
+        case MXL_DTYPE_MXFP4: blk[0] = (uint8_t)(118 + rnd() % 8); break; /* scales 2^-10 .. 2^-3 */
         default: break;
         }
     }
