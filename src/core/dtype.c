@@ -37,6 +37,8 @@ static const mxl_dtype_info k_infos[MXL_DTYPE_COUNT] = {
     [MXL_DTYPE_Q6_K] = {"Q6_K", 256, 210, false, true}, /* ql[128] qh[64] scales[16] d */
     [MXL_DTYPE_Q8_K] = {"Q8_K", 256, 292, false, true}, /* d f32 qs[256] bsums[16] i16 */
     [MXL_DTYPE_MXFP4] = {"MXFP4", 32, 17, false, true}, /* e (E8M0) + 16 nibble bytes */
+    [MXL_DTYPE_TQ1_0] = {"TQ1_0", 256, 54, false, true}, /* qs[48] qh[4] d */
+    [MXL_DTYPE_TQ2_0] = {"TQ2_0", 256, 66, false, true}, /* qs[64] d */
 };
 
 const mxl_dtype_info *mxl_dtype_get_info(mxl_dtype dtype) {

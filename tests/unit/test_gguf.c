@@ -719,7 +719,7 @@ TEST(gguf_unknown_tensor_type_named) {
     uint64_t ne[2] = {256, 4};
     const struct { uint32_t id; const char *name; } refused[] = {
         {16, "IQ2_XXS"}, {20, "IQ4_NL"}, {23, "IQ4_XS"}, {9, "Q8_1"}, {15, "Q8_K"},
-        {34, "TQ1_0"},  {35, "TQ2_0"},  {4, "Q4_2"},
+        {4, "Q4_2"},
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         gw_init(&w, 3);
@@ -751,7 +751,7 @@ TEST(gguf_tensor_type_sizes) {
         {11, MXL_DTYPE_Q3_K, 256, 110}, {12, MXL_DTYPE_Q4_K, 256, 144}, {13, MXL_DTYPE_Q5_K, 256, 176},
         {14, MXL_DTYPE_Q6_K, 256, 210}, {24, MXL_DTYPE_I8, 1, 1},     {25, MXL_DTYPE_I16, 1, 2},
         {26, MXL_DTYPE_I32, 1, 4},     {27, MXL_DTYPE_I64, 1, 8},     {28, MXL_DTYPE_F64, 1, 8},
-        {39, MXL_DTYPE_MXFP4, 32, 17},
+        {39, MXL_DTYPE_MXFP4, 32, 17}, {34, MXL_DTYPE_TQ1_0, 256, 54}, {35, MXL_DTYPE_TQ2_0, 256, 66},
     };
     gw w;
     gw_init(&w, 3);

@@ -35,6 +35,12 @@ typedef struct { uint16_t d; int8_t qs[32]; } mxl_block_q8_0;                   
 /* MXFP4 (ggml block_mxfp4): value j = kvalues[code j] * 2^(e - 128) (E2M1 doubled, the scale
  * halved: ggml's e8m0_to_fp32_half); codes 0..15 in the low nibbles of qs, 16..31 in the high */
 typedef struct { uint8_t e; uint8_t qs[16]; } mxl_block_mxfp4;                    /* 17 B */
+/* The ternary formats (ggml block_tq1_0 / block_tq2_0): value = (t - 1) * d, t in 0..2. TQ1_0
+ * packs 5 (qs) or 4 (qh) base-3 digits a byte as ceil(digits * 256 / 243), read back digit n by
+ * ((uint8_t)(byte * 3^n) * 3) >> 8; TQ2_0 packs 4 two-bit codes a byte, byte m of a 32-byte
+ * group holding elements m, m + 32, m + 64, m + 96 of its 128. */
+typedef struct { uint8_t qs[48]; uint8_t qh[4]; uint16_t d; } mxl_block_tq1_0;     /* 54 B */
+typedef struct { uint8_t qs[64]; uint16_t d; } mxl_block_tq2_0;                   /* 66 B */
 /* MXFP4's E2M1 values doubled (ggml kvalues_mxfp4) and its E8M0 scale halved (ggml's
  * e8m0_to_fp32_half: 2^(e - 128), the two lowest exponents as f32 denormals). */
 static const int8_t mxl_kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};

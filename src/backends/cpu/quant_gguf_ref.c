@@ -15,7 +15,7 @@ int mxl_gguf_quant_supported(mxl_dtype t) {
     switch (t) {
     case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q4_1: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q5_1:
     case MXL_DTYPE_Q8_0: case MXL_DTYPE_Q2_K: case MXL_DTYPE_Q3_K: case MXL_DTYPE_Q4_K:
-    case MXL_DTYPE_Q5_K: case MXL_DTYPE_Q6_K: case MXL_DTYPE_MXFP4:
+    case MXL_DTYPE_Q5_K: case MXL_DTYPE_Q6_K: case MXL_DTYPE_MXFP4: case MXL_DTYPE_TQ1_0: case MXL_DTYPE_TQ2_0:
         return 1;
     default:
         return 0;
@@ -28,7 +28,7 @@ mxl_act_kind mxl_gguf_act_kind(mxl_dtype t) {
     case MXL_DTYPE_Q8_0: case MXL_DTYPE_MXFP4:
         return MXL_ACT_Q8A;
     case MXL_DTYPE_Q2_K: case MXL_DTYPE_Q3_K: case MXL_DTYPE_Q4_K: case MXL_DTYPE_Q5_K:
-    case MXL_DTYPE_Q6_K:
+    case MXL_DTYPE_Q6_K: case MXL_DTYPE_TQ1_0: case MXL_DTYPE_TQ2_0:
         return MXL_ACT_Q8K;
     default:
         return MXL_ACT_F32;
@@ -40,6 +40,29 @@ static inline int q3k_scale(const uint8_t *s, int i) {
     int lo = i < 8 ? (s[i] & 0xF) : (s[i - 8] >> 4);
     int hi = (s[8 + (i % 4)] >> (2 * (i / 4))) & 3;
     return (lo | (hi << 4)) - 32;
+}
+
+/* Ternary codes (t - 1: -1, 0, 1) of one TQ1_0 / TQ2_0 block, in element order (ggml's
+ * dequantize_row_tq1_0 / tq2_0). */
+static inline int tq1_digit(uint8_t byte, int n) {
+    static const uint8_t pow3[6] = {1, 3, 9, 27, 81, 243};
+    const uint8_t q = (uint8_t)(byte * pow3[n]);
+    return (((uint16_t)q * 3) >> 8) - 1;
+}
+static void tq1_0_vals(const mxl_block_tq1_0 *b, int *q) {
+    int k = 0;
+    for (int n = 0; n < 5; n++)
+        for (int m = 0; m < 32; m++) q[k++] = tq1_digit(b->qs[m], n);
+    for (int n = 0; n < 5; n++)
+        for (int m = 0; m < 16; m++) q[k++] = tq1_digit(b->qs[32 + m], n);
+    for (int n = 0; n < 4; n++)
+        for (int j = 0; j < 4; j++) q[k++] = tq1_digit(b->qh[j], n);
+}
+static void tq2_0_vals(const mxl_block_tq2_0 *b, int *q) {
+    int k = 0;
+    for (int j = 0; j < 64; j += 32)
+        for (int l = 0; l < 4; l++)
+            for (int m = 0; m < 32; m++) q[k++] = ((b->qs[j + m] >> (2 * l)) & 3) - 1;
 }
 
 static void mxfp4_vals(const mxl_block_mxfp4 *b, int *q) {
@@ -151,6 +174,17 @@ void mxl_dequant_row_ref(mxl_dtype t, const void *src, float *y, int64_t n) {
         for (int64_t i = 0; i < n / 32; i++, y += 32) {
             float d = mxl_h2f(b[i].d);
             for (int j = 0; j < 32; j++) y[j] = (float)b[i].qs[j] * d;
+        }
+        return;
+    }
+    case MXL_DTYPE_TQ1_0: case MXL_DTYPE_TQ2_0: {
+        const size_t bb = t == MXL_DTYPE_TQ1_0 ? sizeof(mxl_block_tq1_0) : sizeof(mxl_block_tq2_0);
+        for (int64_t i = 0; i < n / 256; i++, y += 256) {
+            const void *blk = (const uint8_t *)src + (size_t)i * bb;
+            float d;
+            if (t == MXL_DTYPE_TQ1_0) tq1_0_vals(blk, q), d = mxl_h2f(((const mxl_block_tq1_0 *)blk)->d);
+            else tq2_0_vals(blk, q), d = mxl_h2f(((const mxl_block_tq2_0 *)blk)->d);
+            for (int j = 0; j < 256; j++) y[j] = d * (float)q[j];
         }
         return;
     }
@@ -372,6 +406,27 @@ static float dot_32(mxl_dtype t, int64_t n, const void *w, const mxl_block_q8a *
     return acc;
 }
 
+/* TQ1_0 / TQ2_0 against q8k (ggml's vec_dot_tq*_q8_K): the block's exact integer sum, then
+ * sum * (d * xd). */
+static float dot_tq(mxl_dtype t, int64_t n, const void *w, const mxl_block_q8k *x) {
+    int q[256];
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / 256; i++) {
+        float d;
+        if (t == MXL_DTYPE_TQ1_0) {
+            const mxl_block_tq1_0 *b = (const mxl_block_tq1_0 *)w + i;
+            tq1_0_vals(b, q), d = mxl_h2f(b->d);
+        } else {
+            const mxl_block_tq2_0 *b = (const mxl_block_tq2_0 *)w + i;
+            tq2_0_vals(b, q), d = mxl_h2f(b->d);
+        }
+        int sumi = 0;
+        for (int j = 0; j < 256; j++) sumi += q[j] * x[i].qs[j];
+        acc += (float)sumi * (d * x[i].d);
+    }
+    return acc;
+}
+
 static float dot_k(mxl_dtype t, int64_t n, const void *w, const mxl_block_q8k *x) {
     int q[256];
     float acc = 0.0f;
@@ -452,5 +507,6 @@ static float dot_k(mxl_dtype t, int64_t n, const void *w, const mxl_block_q8k *x
 float mxl_vec_dot_ref(mxl_dtype t, int64_t n, const void *w, const void *xq) {
     MXL_ASSERT(mxl_gguf_quant_supported(t));
     if (mxl_gguf_act_kind(t) == MXL_ACT_Q8A) return dot_32(t, n, w, xq);
+    if (t == MXL_DTYPE_TQ1_0 || t == MXL_DTYPE_TQ2_0) return dot_tq(t, n, w, xq);
     return dot_k(t, n, w, xq);
 }

@@ -45,6 +45,8 @@ void mxl_synth_fill(mxl_dtype t, uint8_t *p, uint64_t nblocks, uint64_t *seed) {
     case MXL_DTYPE_Q2_K: off_d = 80, off_m = 82; break;
     case MXL_DTYPE_Q3_K: off_d = 108; break;
     case MXL_DTYPE_Q6_K: off_d = 208; break;
+    case MXL_DTYPE_TQ1_0: off_d = 52; break;
+    case MXL_DTYPE_TQ2_0: off_d = 64; break;
     default: break;
     }
     for (uint64_t b = 0; b < nblocks; b++) {
