@@ -84,7 +84,7 @@ typedef struct mxl_attn_params {
     float softcap;       /* <= 0: none */
     const float *sinks;  /* [n_heads] sink logits, or NULL */
     int64_t window;      /* sliding window in positions, 0 = none */
-    int causal;          /* 0 = attend to the whole cache (encoders) */
+    int causal;          /* 0 = attend to the whole cache (encoders; with a window: |q - k| < window) */
     int head_dim_v;      /* width of a V head and of an output head (0: head_dim); V rows hold
                           * n_kv_heads heads of it. Multi-head latent attention reads its V as
                           * the last head_dim_v elements of each K row (models/mla.h) */

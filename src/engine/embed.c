@@ -1,7 +1,8 @@
 /* embed.c - texts -> pooled, normalized vectors (see embed.h). Pooling and normalization follow
  * sentence-transformers' Pooling / Normalize modules and llama.cpp's common_embd_normalize.
- * Encoder families run in batches through models/encoder.h; Qwen3-Embedding runs each text
- * through the text decoder (engine/embed_decoder.h) and pools its last token. */
+ * Encoder families run in batches through models/encoder.h; the decoder embedders run each text
+ * through the text decoder (engine/embed_decoder.h): Qwen3-Embedding pools its last token,
+ * EmbeddingGemma (bidirectional, one pass) every token as its Pooling module says. */
 #include "engine/embed.h"
 
 #include <math.h>
@@ -40,6 +41,12 @@ static bool is_qwen3_embedding(const mxl_embed_model *m) {
     return strcmp(m->det.family->id, "qwen3_embedding") == 0 && strcmp(m->ck->config.model_type, "qwen3") == 0;
 }
 
+/* EmbeddingGemma: a bidirectional Gemma 3 text model (use_bidirectional_attention) whose every
+ * token's state the sentence-transformers Pooling (mean) and Dense modules take. */
+static bool is_embeddinggemma(const mxl_embed_model *m) {
+    return strcmp(m->det.family->id, "embeddinggemma") == 0 && strcmp(m->ck->config.model_type, "gemma3_text") == 0;
+}
+
 mxl_status mxl_embed_model_load(const char *path, int n_threads, mxl_embed_model **out, mxl_error *err) {
     *out = NULL;
     mxl_embed_model *m = mxl_calloc(1, sizeof *m);
@@ -48,13 +55,13 @@ mxl_status mxl_embed_model_load(const char *path, int n_threads, mxl_embed_model
     if (!st) st = mxl_checkpoint_detect(m->ck, &m->det, err);
     if (!st && m->det.task != MXL_TASK_EMBED)
         st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s is a %s model (%s), not an embedding model", path, mxl_task_name(m->det.task), m->det.family->display_name);
-    bool decoder = !st && is_qwen3_embedding(m);
+    bool decoder = !st && (is_qwen3_embedding(m) || is_embeddinggemma(m)), last_only = !st && is_qwen3_embedding(m);
     if (!st && !decoder && !mxl_encoder_supports(m->ck->config.model_type))
-        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: embedding with %s (model_type '%s') is not built yet; BERT / MiniLM, XLM-RoBERTa, ModernBERT encoders and Qwen3-Embedding are", path, m->det.family->display_name, m->ck->config.model_type);
+        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: embedding with %s (model_type '%s') is not built yet; BERT / MiniLM, XLM-RoBERTa, ModernBERT encoders, Qwen3-Embedding and EmbeddingGemma are", path, m->det.family->display_name, m->ck->config.model_type);
     if (!st && m->det.st.has_pooling && m->det.st.pooling == MXL_POOLING_NONE)
         st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/%s/config.json: no pooling mode is enabled", m->ck->dir, m->det.st.pooling_path);
-    /* the decoder gives the last token's state only */
-    if (!st && decoder && m->det.st.has_pooling && m->det.st.pooling != MXL_POOLING_LAST_TOKEN)
+    /* Qwen3-Embedding's runs give the last token's state only */
+    if (!st && last_only && m->det.st.has_pooling && m->det.st.pooling != MXL_POOLING_LAST_TOKEN)
         st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s/%s/config.json: %s pooling with %s; only last-token pooling is supported for decoder embedders", m->ck->dir, m->det.st.pooling_path,
                            mxl_pooling_name(m->det.st.pooling), m->det.family->display_name);
     if (!st) st = mxl_threadpool_create(n_threads, &m->pool, err);
@@ -112,14 +119,14 @@ const char *mxl_embed_model_family(const mxl_embed_model *m) { return m->det.fam
 mxl_pooling mxl_embed_resolved_pooling(const mxl_embed_model *m, const mxl_embed_opts *o) {
     if (o->pooling != MXL_POOLING_NONE) return o->pooling;
     if (m->det.st.pooling != MXL_POOLING_NONE) return m->det.st.pooling;
-    return m->dec ? MXL_POOLING_LAST_TOKEN : MXL_POOLING_MEAN; /* the family's pooling */
+    return m->dec && is_qwen3_embedding(m) ? MXL_POOLING_LAST_TOKEN : MXL_POOLING_MEAN; /* the family's pooling */
 }
 
 int mxl_embed_resolved_normalize(const mxl_embed_model *m, const mxl_embed_opts *o) {
     if (o->normalize != MXL_EMBED_NORMALIZE_DEFAULT) return o->normalize;
     /* Qwen3-Embedding without any sentence-transformers files (a bare Qwen3Model export): its
      * model card L2-normalizes */
-    if (m->dec && !m->det.st.has_modules_json && !m->det.st.has_pooling) return 2;
+    if (m->dec && is_qwen3_embedding(m) && !m->det.st.has_modules_json && !m->det.st.has_pooling) return 2;
     return m->det.st.normalize ? 2 : -1;
 }
 
@@ -193,7 +200,7 @@ static mxl_status compose(const mxl_embed_model *m, const char *instr, const cha
                           mxl_error *err) {
     *use = text;
     if (!instr) return MXL_OK;
-    bool templ = m->dec && strncmp(instr, "Instruct:", 9) != 0;
+    bool templ = m->dec && is_qwen3_embedding(m) && strncmp(instr, "Instruct:", 9) != 0;
     const char *head = templ ? "Instruct: " : "", *tail = templ ? "\nQuery:" : "";
     size_t lh = strlen(head), la = strlen(instr), lt = strlen(tail), lb = strlen(text);
     mxl_free(*joined);
@@ -208,25 +215,34 @@ static mxl_status compose(const mxl_embed_model *m, const char *instr, const cha
     return MXL_OK;
 }
 
-/* Decoder embedders: one text at a time through the decoder, the last token's final-normed
- * hidden state (sentence-transformers lasttoken pooling over an unpadded sequence). */
-static mxl_status embed_decoder(mxl_embed_model *m, const char *const *texts, size_t n, const char *instr,
+/* Decoder embedders: one text at a time through the decoder; last-token pooling takes the last
+ * token's final-normed hidden state (sentence-transformers lasttoken over an unpadded sequence),
+ * the others pool every token's (one pass: EmbeddingGemma's attention is bidirectional). */
+static mxl_status embed_decoder(mxl_embed_model *m, const char *const *texts, size_t n, const char *instr, mxl_pooling pool,
                                 int64_t limit, int64_t dim, int normalize, float *out, int64_t *n_tokens,
                                 mxl_error *err) {
     mxl_token_ids ids = {0};
     char *joined = NULL;
-    float *h = mxl_malloc((size_t)m->width * sizeof *h), *tmp = mxl_malloc(finish_scratch_floats(m) * sizeof *tmp);
+    float *h = mxl_malloc((size_t)m->width * sizeof *h), *tmp = mxl_malloc(finish_scratch_floats(m) * sizeof *tmp), *all = NULL;
     mxl_status st = h && tmp ? MXL_OK : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < n && !st; i++) {
         const char *text;
         st = compose(m, instr, texts[i], &joined, &text, err);
         if (!st) st = mxl_enc_tokenize_single(m->tok, &m->sp, text, limit, &ids, NULL, err);
         if (!st && ids.n == 0) st = mxl_error_set(err, MXL_ERR_ARG, "input %zu has no tokens", i);
-        if (!st) st = mxl_dec_runner_hidden(m->dec, ids.ids, (int64_t)ids.n, h, err);
+        if (!st && pool == MXL_POOLING_LAST_TOKEN) {
+            st = mxl_dec_runner_hidden(m->dec, ids.ids, (int64_t)ids.n, h, err);
+        } else if (!st) {
+            mxl_free(all);
+            all = mxl_malloc(ids.n * (size_t)m->width * sizeof *all);
+            st = all ? mxl_dec_runner_hidden_all(m->dec, ids.ids, (int64_t)ids.n, all, err) : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+            if (!st) pool_one(pool, all, (int64_t)ids.n, m->width, m->width, h);
+        }
         if (st) break;
         if (n_tokens) n_tokens[i] = (int64_t)ids.n;
         finish(m, h, dim, normalize, out + i * (size_t)dim, tmp);
     }
+    mxl_free(all);
     mxl_free(h);
     mxl_free(tmp);
     mxl_free(joined);
@@ -248,10 +264,10 @@ mxl_status mxl_embed_batch(mxl_embed_model *m, const char *const *texts, size_t 
     size_t bs = o->batch_size > 0 ? (size_t)o->batch_size : MXL_EMBED_BATCH_DEFAULT;
     const char *instr = o->instruction && *o->instruction ? o->instruction : NULL;
     if (m->dec) {
-        if (pool != MXL_POOLING_LAST_TOKEN)
+        if (pool != MXL_POOLING_LAST_TOKEN && is_qwen3_embedding(m))
             return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s pooling is not supported for %s, a decoder embedder: only last-token pooling is", mxl_pooling_name(pool),
                                  m->det.family->display_name);
-        return embed_decoder(m, texts, n, instr, limit, dim, normalize, out, n_tokens, err);
+        return embed_decoder(m, texts, n, instr, pool, limit, dim, normalize, out, n_tokens, err);
     }
     mxl_token_ids all = {0}, one = {0};
     int64_t *starts = mxl_malloc((bs + 1) * sizeof *starts);

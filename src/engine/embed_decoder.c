@@ -50,12 +50,13 @@ int64_t mxl_dec_runner_hidden_size(const mxl_dec_runner *r) { return r->dec.hp.h
 int64_t mxl_dec_runner_vocab(const mxl_dec_runner *r) { return r->dec.hp.vocab; }
 int64_t mxl_dec_runner_max_positions(const mxl_dec_runner *r) { return r->dec.hp.max_ctx; }
 
-/* A state holding n positions; a new (larger) one forgets the cached prefix. */
-static mxl_status ensure_state(mxl_dec_runner *r, int64_t n, mxl_error *err) {
+/* A state holding n positions (whole: in one pass); a new (larger) one forgets the cached
+ * prefix. */
+static mxl_status ensure_state(mxl_dec_runner *r, int64_t n, bool whole, mxl_error *err) {
     int64_t maxp = r->dec.hp.max_ctx;
     if (maxp > 0 && n > maxp)
         return mxl_error_set(err, MXL_ERR_ARG, "a sequence of %lld tokens is longer than the model's %lld positions", (long long)n, (long long)maxp);
-    if (r->state && n <= r->cap) return MXL_OK;
+    if (r->state && n <= r->cap && (!whole || n <= mxl_decoder_state_max_batch(r->state))) return MXL_OK;
     int64_t cap = r->cap > 0 ? r->cap : RUNNER_MIN_CTX;
     while (cap < n) cap *= 2;
     if (maxp > 0 && cap > maxp) cap = maxp;
@@ -63,7 +64,7 @@ static mxl_status ensure_state(mxl_dec_runner *r, int64_t n, mxl_error *err) {
     r->state = NULL;
     r->cap = 0;
     r->n_prev = 0;
-    mxl_status st = mxl_decoder_state_create(&r->dec, cap, cap < RUNNER_MAX_BATCH ? cap : RUNNER_MAX_BATCH, r->pool, &r->state, err);
+    mxl_status st = mxl_decoder_state_create(&r->dec, cap, whole || cap < RUNNER_MAX_BATCH ? cap : RUNNER_MAX_BATCH, r->pool, &r->state, err);
     if (st) return st;
     r->cap = mxl_decoder_state_capacity(r->state);
     return MXL_OK;
@@ -71,7 +72,7 @@ static mxl_status ensure_state(mxl_dec_runner *r, int64_t n, mxl_error *err) {
 
 static mxl_status run(mxl_dec_runner *r, const int32_t *ids, int64_t n, float *out, bool hidden, mxl_error *err) {
     if (n <= 0) return mxl_error_set(err, MXL_ERR_ARG, "nothing to run: the token sequence is empty");
-    mxl_status st = ensure_state(r, n, err);
+    mxl_status st = ensure_state(r, n, false, err);
     if (st) return st;
     /* keep the cached common prefix, but always run at least the last token (its output is the
      * point of the call) */
@@ -102,6 +103,15 @@ static mxl_status run(mxl_dec_runner *r, const int32_t *ids, int64_t n, float *o
 
 mxl_status mxl_dec_runner_hidden(mxl_dec_runner *r, const int32_t *ids, int64_t n, float *hidden, mxl_error *err) {
     return run(r, ids, n, hidden, true, err);
+}
+
+mxl_status mxl_dec_runner_hidden_all(mxl_dec_runner *r, const int32_t *ids, int64_t n, float *hidden, mxl_error *err) {
+    if (n <= 0) return mxl_error_set(err, MXL_ERR_ARG, "nothing to run: the token sequence is empty");
+    mxl_status st = ensure_state(r, n, true, err);
+    if (st) return st;
+    mxl_decoder_state_truncate(r->state, 0); /* (no prefix kept: a bidirectional model's earlier states depend on later tokens) */
+    r->n_prev = 0;
+    return mxl_decoder_forward_hidden_all(&r->dec, r->state, ids, n, hidden, err);
 }
 
 mxl_status mxl_dec_runner_logits(mxl_dec_runner *r, const int32_t *ids, int64_t n, float *logits, mxl_error *err) {

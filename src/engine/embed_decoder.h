@@ -1,7 +1,7 @@
 /* embed_decoder.h - a text decoder (models/decoder.h) run one sequence at a time for the
  * decoder-based embedding and scoring surfaces: Qwen3-Embedding (the last token's final-normed
- * hidden state, engine/embed.c) and the Qwen3 generative reranker (the last position's logits,
- * engine/rerank.c).
+ * hidden state, engine/embed.c), EmbeddingGemma (every token's, pooled there) and the Qwen3
+ * generative reranker (the last position's logits, engine/rerank.c).
  *
  * Each call runs a whole sequence from position 0, as a fresh state would. The runner keeps the
  * previous sequence's KV cache and only runs the part after the longest common prefix (the
@@ -33,6 +33,9 @@ int64_t mxl_dec_runner_max_positions(const mxl_dec_runner *r);
 /* ids[n] (n >= 1) from position 0: hidden[hidden_size] = the last token's final-normed hidden
  * state. */
 mxl_status mxl_dec_runner_hidden(mxl_dec_runner *r, const int32_t *ids, int64_t n, float *hidden, mxl_error *err);
+/* ids[n] from position 0 in one pass: hidden[n, hidden_size] = every token's final-normed hidden
+ * state (no prefix reuse: EmbeddingGemma's bidirectional attention). */
+mxl_status mxl_dec_runner_hidden_all(mxl_dec_runner *r, const int32_t *ids, int64_t n, float *hidden, mxl_error *err);
 /* As mxl_dec_runner_hidden, logits[vocab] of the last position. */
 mxl_status mxl_dec_runner_logits(mxl_dec_runner *r, const int32_t *ids, int64_t n, float *logits, mxl_error *err);
 

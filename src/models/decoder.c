@@ -1860,7 +1860,7 @@ static void attend_span(const fwd_pass *f, const row_span *sp, mxl_threadpool *p
     int64_t v0 = e0 + (pc->v_in_k ? hd - vd : 0);
     const float *ks = mxl_kv_pool_k_scale(kvp), *vs = mxl_kv_pool_v_scale(kvp);
     mxl_attn_params ap = {(int)L->n_heads, (int)hp->n_kv_heads, (int)hd, L->attn_scale, hp->attn_softcap, L->sinks,
-                          L->sliding ? hp->sliding_window : 0, 1, (int)vd, L->chunked ? hp->attn_chunk : 0};
+                          L->sliding ? hp->sliding_window : 0, !hp->bidirectional, (int)vd, L->chunked ? hp->attn_chunk : 0};
     mxl_kv_paged_view kv = {
         pc->k_type, pc->v_type,
         (const uint8_t *)mxl_kv_pool_k(kvp) + (size_t)e0 * kv_elem_bytes(pc->k_type),
@@ -2170,9 +2170,16 @@ static mxl_status check_ids(const mxl_decoder *d, const int32_t *tokens, int64_t
 
 /* Runs tokens[0..n) at the next positions; the last one's logits (hidden NULL) or its final-normed
  * hidden state (logits NULL) are written. */
+/* A bidirectional decoder's earlier positions depend on later tokens: no incremental runs. */
+static mxl_status check_causal(const mxl_decoder *d, mxl_error *err) {
+    if (!d->hp.bidirectional) return MXL_OK;
+    return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "a bidirectional model (use_bidirectional_attention) runs whole texts for embeddings, not token by token");
+}
+
 static mxl_status forward_last(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens, int64_t n,
                                float *logits, float *hidden, mxl_error *err) {
     mxl_status st;
+    if ((st = check_causal(d, err))) return st;
     if (n <= 0) return mxl_error_set(err, MXL_ERR_ARG, "no tokens to run");
     if (n > s->max_ctx - s->pos)
         return mxl_error_set(err, MXL_ERR_ARG, "context full: %lld tokens at position %lld exceed the context of %lld",
@@ -2202,6 +2209,26 @@ mxl_status mxl_decoder_forward_hidden(const mxl_decoder *d, mxl_decoder_state *s
     return forward_last(d, s, tokens, n, NULL, hidden, err);
 }
 
+mxl_status mxl_decoder_forward_hidden_all(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens,
+                                          int64_t n, float *hidden, mxl_error *err) {
+    mxl_status st;
+    if (n <= 0) return mxl_error_set(err, MXL_ERR_ARG, "no tokens to run");
+    if (n > s->max_ctx - s->pos)
+        return mxl_error_set(err, MXL_ERR_ARG, "context full: %lld tokens at position %lld exceed the context of %lld",
+                             (long long)n, (long long)s->pos, (long long)s->max_ctx);
+    if (n > s->max_batch)
+        return mxl_error_set(err, MXL_ERR_ARG, "%lld tokens exceed the %lld one pass takes", (long long)n, (long long)s->max_batch);
+    if ((st = check_ids(d, tokens, n, err))) return st;
+    if ((st = kv_reserve(s, s->pos, n, err))) return st;
+    row_span sp = {s, 0, n, s->pos};
+    fwd_pass f = {d, s, &sp, 1, n, 0, {false, false}};
+    forward_rows(&f, tokens);
+    norm_rows(s->be, &d->hp, &d->output_norm, s->x, n, d->hp.hidden, hidden);
+    return MXL_OK;
+}
+
+int64_t mxl_decoder_state_max_batch(const mxl_decoder_state *s) { return s->max_batch; }
+
 /* Clears the repeat markers set by the first k states. */
 static void unmark(mxl_decoder_state *const *states, int64_t k) {
     for (int64_t i = 0; i < k; i++) states[i]->in_call = false;
@@ -2210,6 +2237,7 @@ static void unmark(mxl_decoder_state *const *states, int64_t k) {
 mxl_status mxl_decoder_forward_spans(const mxl_decoder *d, mxl_decoder_state *const *states, const int32_t *tokens,
                                      const int64_t *counts, int64_t n_seqs, float *logits, mxl_error *err) {
     mxl_status st;
+    if ((st = check_causal(d, err))) return st;
     if (n_seqs <= 0) return mxl_error_set(err, MXL_ERR_ARG, "no sequences to run");
     int64_t kvd = d->hp.n_kv_heads * d->hp.head_dim, rows = 0;
     mxl_decoder_state *ws = NULL;

@@ -124,6 +124,9 @@ typedef struct mxl_decoder_hparams {
     float final_softcap;   /* <= 0: none */
     mxl_act act;           /* MLP activation (of the gate in gated MLPs) */
     bool xielu;            /* instead of act: xIELU with each layer's own scalars (Apertus) */
+    bool bidirectional;    /* every query sees every position of its sequence (EmbeddingGemma's
+                            * use_bidirectional_attention; sliding layers |q - k| < window): only
+                            * for whole-sequence runs (mxl_decoder_forward_hidden_all) */
     bool act_quant8;       /* BitNet b1.58: every linear layer but the LM head reads its input rows
                             * fake-quantized to 8 bits (transformers' ActQuant: s = 127 / max|x|,
                             * round(x s) clamped to [-128, 127], divided by s) */
@@ -411,6 +414,13 @@ mxl_status mxl_decoder_forward(const mxl_decoder *d, mxl_decoder_state *s, const
  * decoder-based embedders such as Qwen3-Embedding. */
 mxl_status mxl_decoder_forward_hidden(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens,
                                       int64_t n, float *hidden, mxl_error *err);
+/* tokens[0..n) in one pass (n at most the state's batch: a bidirectional model's queries see the
+ * whole sequence) at the next positions, every token's final hidden state (after the output norm)
+ * to hidden[n, hidden_size]: the pooling of decoder embedders (EmbeddingGemma's mean). */
+mxl_status mxl_decoder_forward_hidden_all(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens,
+                                          int64_t n, float *hidden, mxl_error *err);
+/* The most tokens one call runs in one pass (the state's max_batch). */
+int64_t mxl_decoder_state_max_batch(const mxl_decoder_state *s);
 /* One decode step of n_seqs sequences together: tokens[i] runs at the next position of states[i]
  * (each state at its own position, with its own context capacity) and logits[i * vocab ..] get
  * its next-token logits (logits [n_seqs, vocab]). Every matmul (QKV, O, MLP, LM head) runs once

@@ -42,8 +42,7 @@ static mxl_status gemma3_setup(mxl_family_ctx *c) {
     mxl_status st;
     bool bidir;
     if ((st = mxl_family_bool(c, "use_bidirectional_attention", false, &bidir))) return st;
-    if (bidir)
-        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: config.json 'use_bidirectional_attention' = true is not supported (causal decoding only)", c->ck->path);
+    hp->bidirectional = bidir; /* (EmbeddingGemma: run whole, engine/embed.c) */
     if ((st = mxl_family_gemma2_common(c))) return st;
     hp->qk_norm_kind = MXL_QK_NORM_HEAD;
 
@@ -61,6 +60,8 @@ static mxl_status gemma3_setup(mxl_family_ctx *c) {
     }
 
     int64_t window = c->cfg->sliding_window > 0 ? c->cfg->sliding_window : 0;
+    /* Gemma3TextConfig makes a bidirectional model's window W // 2 + 1 (|q - k| < it) */
+    if (bidir && window > 0) window = window / 2 + 1;
     if (window == 0 || mxl_family_sliding_from_layer_types(c, window)) return MXL_OK;
     int64_t pattern;
     if ((st = mxl_family_int(c, "sliding_window_pattern", 6, &pattern))) return st;
@@ -82,7 +83,7 @@ static void gemma3_convert_config(const mxl_checkpoint *ck, json_t *j) {
  * hard-codes it as rope_freq_base_train_swa); the GGUF has no key for it. */
 const mxl_decoder_family mxl_family_gemma3_text = {
     .model_type = "gemma3_text", .registry_id = "gemma3", .hf_class = "Gemma3ForCausalLM", .names = &mxl_names_gemma2,
-    .setup = gemma3_setup, .gaps = "text only: the vision tower is not built",
+    .setup = gemma3_setup, .gaps = "text only: the vision tower is not built", .also_runs = (const char *const[]){"embeddinggemma", NULL},
     .gguf_arch = "gemma3", .gguf_norm_plus_one = true, .gguf_sliding_pattern = 6, .gguf_rope_local_theta = 10000.0,
     .convert_config = gemma3_convert_config,
 };

@@ -362,8 +362,6 @@ TEST(decoder_families_refuse_unsupported_config_by_name) {
     expect_refused("llama", "{\"model_type\": \"rwkv\"}", MXL_ERR_UNSUPPORTED, "'rwkv'", "mlxcel arch", mxl_test_failed_);
     expect_refused("llama", "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4}}", MXL_ERR_UNSUPPORTED, "gptq", NULL,
                    mxl_test_failed_);
-    expect_refused("gemma3_text", "{\"use_bidirectional_attention\": true}", MXL_ERR_UNSUPPORTED, "use_bidirectional_attention", NULL,
-                   mxl_test_failed_);
     expect_refused("gpt2", "{\"add_cross_attention\": true}", MXL_ERR_UNSUPPORTED, "add_cross_attention", NULL, mxl_test_failed_);
     expect_refused("smollm3", "{\"no_rope_layers\": [1, 0]}", MXL_ERR_FORMAT, "no_rope_layers", NULL, mxl_test_failed_);
     expect_refused("llama", "{\"hidden_act\": \"xielu\"}", MXL_ERR_UNSUPPORTED, "xielu", NULL, mxl_test_failed_);
@@ -377,6 +375,29 @@ TEST(decoder_families_refuse_unsupported_config_by_name) {
     expect_refused("mistral3", "{\"text_config\": {\"model_type\": \"qwen2\", \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, "
                    "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 16, \"vocab_size\": 256}}", MXL_ERR_UNSUPPORTED, "text_config.model_type 'qwen2'",
                    "mistral3", mxl_test_failed_);
+}
+
+/* A bidirectional Gemma 3 (EmbeddingGemma) loads for whole-text embedding runs; token-by-token
+ * forwards are refused by name. */
+TEST(decoder_families_bidirectional_runs_whole_only) {
+    const char *dir = edited_checkpoint("gemma3_text", "{\"use_bidirectional_attention\": true}");
+    REQUIRE(dir);
+    mxl_checkpoint *ck = NULL;
+    mxl_decoder d;
+    mxl_error err;
+    REQUIRE(mxl_checkpoint_open(dir, &ck, &err) == MXL_OK && mxl_decoder_load(ck, &d, &err) == MXL_OK);
+    CHECK(d.hp.bidirectional);
+    mxl_decoder_state *s = NULL;
+    REQUIRE(mxl_decoder_state_create(&d, 16, 16, NULL, &s, &err) == MXL_OK);
+    const int32_t ids[3] = {1, 37, 200};
+    float logits[256], hidden[3 * 64];
+    CHECK(mxl_decoder_forward(&d, s, ids, 3, logits, &err) == MXL_ERR_UNSUPPORTED);
+    CHECK(strstr(err.msg, "bidirectional") != NULL);
+    CHECK(mxl_decoder_forward_hidden_all(&d, s, ids, 3, hidden, &err) == MXL_OK);
+    mxl_decoder_state_destroy(s);
+    mxl_decoder_free(&d);
+    mxl_checkpoint_close(ck);
+    remove_checkpoint(dir);
 }
 
 /* Recurrent families (models/recurrent.h): state sizes, head groupings and layer lists that

@@ -1,0 +1,94 @@
+/* test_embed_gemma.c - EmbeddingGemma (a bidirectional Gemma 3 text model under
+ * sentence-transformers Pooling (mean), two Dense modules and Normalize) against PyPI
+ * sentence-transformers on the tiny random checkpoint of tests/fixtures/embeddinggemma (made by
+ * gen_embeddinggemma_fixtures.py; reference.json):
+ *   - detection: Gemma3TextModel with use_bidirectional_attention is the embeddinggemma family;
+ *   - SentenceTransformer.encode vectors (token counts too), with and without a prompt, and the
+ *     Matryoshka cut to 32 dimensions: the decoder's f32 reference path within 1e-4 (cosine
+ *     >= 0.99999), the default fast path (int8 activations, f16 KV cache) within 2e-3. The
+ *     sliding layers' bidirectional window (|q - k| <= sliding_window / 2, transformers' rule) and
+ *     the whole-text attention both show: a causal run or another window misses by 1e-2 or more. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "engine/embed.h"
+#include "models/checkpoint.h"
+#include "models/decoder.h"
+#include "models/detect.h"
+#include "test.h"
+
+static const char *model_dir(void) {
+    static char path[2048];
+    snprintf(path, sizeof path, "%s/tests/fixtures/embeddinggemma/model", mxl_test_repo_root());
+    return path;
+}
+
+TEST(embed_gemma_detect) {
+    mxl_checkpoint *ck = NULL;
+    mxl_error err;
+    mxl_detection det;
+    REQUIRE(mxl_checkpoint_open(model_dir(), &ck, &err) == MXL_OK);
+    REQUIRE(mxl_checkpoint_detect(ck, &det, &err) == MXL_OK);
+    CHECK(det.task == MXL_TASK_EMBED);
+    CHECK_EQ_STR(det.family->id, "embeddinggemma");
+    mxl_checkpoint_close(ck);
+}
+
+/* max |ours - ref| and min cosine over the texts of reference key `key` */
+static void compare(mxl_embed_model *m, json_t *ref, const char *key, const mxl_embed_opts *o, double tol, bool reference, int *mxl_test_failed_) {
+    json_t *texts = json_object_get(ref, "texts"), *want = json_object_get(ref, key), *ids = json_object_get(ref, "ids");
+    size_t n = json_array_size(texts);
+    const int64_t dim = o->dimensions > 0 ? o->dimensions : mxl_embed_model_dim(m);
+    REQUIRE(n > 0 && json_array_size(want) == n && (int64_t)json_array_size(json_array_get(want, 0)) == dim);
+    const char *tx[16];
+    REQUIRE(n <= 16);
+    for (size_t i = 0; i < n; i++) tx[i] = json_string_value(json_array_get(texts, i));
+    float *out = mxl_malloc(n * (size_t)dim * sizeof *out);
+    int64_t ntok[16];
+    mxl_error err;
+    REQUIRE(out && mxl_embed_batch(m, tx, n, o, out, ntok, &err) == MXL_OK);
+    double worst = 0, cmin = 1;
+    for (size_t i = 0; i < n; i++) {
+        double dot = 0, a2 = 0, b2 = 0;
+        for (int64_t j = 0; j < dim; j++) {
+            const double a = out[i * dim + j], b = json_number_value(json_array_get(json_array_get(want, i), (size_t)j));
+            worst = fmax(worst, fabs(a - b));
+            dot += a * b, a2 += a * a, b2 += b * b;
+        }
+        cmin = fmin(cmin, dot / sqrt(a2 * b2));
+        if (!o->instruction) CHECK_EQ_INT(ntok[i], (int64_t)json_array_size(json_array_get(ids, i)));
+    }
+    fprintf(stderr, "  %-18s %s: max |diff| %.2e, min cosine %.7f\n", key, reference ? "[reference]" : "[fast]", worst, cmin);
+    CHECK(worst <= tol);
+    if (reference) CHECK(cmin >= 0.99999);
+    mxl_free(out);
+}
+
+static void run(bool reference, int *mxl_test_failed_) {
+    const bool saved = mxl_decoder_reference_default();
+    mxl_decoder_set_reference_default(reference);
+    json_t *ref = mxl_test_load_json("tests/fixtures/embeddinggemma/reference.json");
+    REQUIRE(ref);
+    mxl_embed_model *m = NULL;
+    mxl_error err;
+    REQUIRE(mxl_embed_model_load(model_dir(), 2, &m, &err) == MXL_OK);
+    CHECK_EQ_INT(mxl_embed_model_dim(m), 64);
+    const double tol = reference ? 1e-4 : 2e-3;
+    mxl_embed_opts o = {.normalize = MXL_EMBED_NORMALIZE_DEFAULT};
+    compare(m, ref, "embeddings", &o, tol, reference, mxl_test_failed_);
+    o.instruction = json_string_value(json_object_get(ref, "prompt"));
+    compare(m, ref, "embeddings_prompt", &o, tol, reference, mxl_test_failed_);
+    o.instruction = NULL;
+    o.dimensions = 32;
+    compare(m, ref, "embeddings_dim32", &o, tol, reference, mxl_test_failed_);
+    mxl_embed_model_destroy(m);
+    json_decref(ref);
+    mxl_decoder_set_reference_default(saved);
+}
+
+TEST(embed_gemma_reference_match_sentence_transformers) { run(true, mxl_test_failed_); }
+
+TEST(embed_gemma_fast_path_match_sentence_transformers) { run(false, mxl_test_failed_); }
