@@ -2,7 +2,8 @@
  * sentence-transformers' Pooling / Normalize modules and llama.cpp's common_embd_normalize.
  * Encoder families run in batches through models/encoder.h; the decoder embedders run each text
  * through the text decoder (engine/embed_decoder.h): Qwen3-Embedding pools its last token,
- * EmbeddingGemma (bidirectional, one pass) every token as its Pooling module says. */
+ * EmbeddingGemma and Nemotron-3-Embed (bidirectional, one pass) every token as their Pooling
+ * module says. */
 #include "engine/embed.h"
 
 #include <math.h>
@@ -41,10 +42,12 @@ static bool is_qwen3_embedding(const mxl_embed_model *m) {
     return strcmp(m->det.family->id, "qwen3_embedding") == 0 && strcmp(m->ck->config.model_type, "qwen3") == 0;
 }
 
-/* EmbeddingGemma: a bidirectional Gemma 3 text model (use_bidirectional_attention) whose every
- * token's state the sentence-transformers Pooling (mean) and Dense modules take. */
-static bool is_embeddinggemma(const mxl_embed_model *m) {
-    return strcmp(m->det.family->id, "embeddinggemma") == 0 && strcmp(m->ck->config.model_type, "gemma3_text") == 0;
+/* The bidirectional decoder embedders, whose every token's state the sentence-transformers
+ * Pooling (mean) and Dense modules take: EmbeddingGemma (gemma3_text with
+ * use_bidirectional_attention) and Nemotron-3-Embed (ministral3 with is_causal false). */
+static bool is_bidirectional_embedder(const mxl_embed_model *m) {
+    const char *id = m->det.family->id, *mt = m->ck->config.model_type;
+    return (strcmp(id, "embeddinggemma") == 0 && strcmp(mt, "gemma3_text") == 0) || (strcmp(id, "nemotron3_embed") == 0 && strcmp(mt, "ministral3") == 0);
 }
 
 mxl_status mxl_embed_model_load(const char *path, int n_threads, mxl_embed_model **out, mxl_error *err) {
@@ -55,9 +58,9 @@ mxl_status mxl_embed_model_load(const char *path, int n_threads, mxl_embed_model
     if (!st) st = mxl_checkpoint_detect(m->ck, &m->det, err);
     if (!st && m->det.task != MXL_TASK_EMBED)
         st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s is a %s model (%s), not an embedding model", path, mxl_task_name(m->det.task), m->det.family->display_name);
-    bool decoder = !st && (is_qwen3_embedding(m) || is_embeddinggemma(m)), last_only = !st && is_qwen3_embedding(m);
+    bool decoder = !st && (is_qwen3_embedding(m) || is_bidirectional_embedder(m)), last_only = !st && is_qwen3_embedding(m);
     if (!st && !decoder && !mxl_encoder_supports(m->ck->config.model_type))
-        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: embedding with %s (model_type '%s') is not built yet; BERT / MiniLM, XLM-RoBERTa, ModernBERT encoders, Qwen3-Embedding and EmbeddingGemma are", path, m->det.family->display_name, m->ck->config.model_type);
+        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: embedding with %s (model_type '%s') is not built yet; BERT / MiniLM, XLM-RoBERTa, ModernBERT encoders, Qwen3-Embedding, EmbeddingGemma and Nemotron-3-Embed are", path, m->det.family->display_name, m->ck->config.model_type);
     if (!st && m->det.st.has_pooling && m->det.st.pooling == MXL_POOLING_NONE)
         st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/%s/config.json: no pooling mode is enabled", m->ck->dir, m->det.st.pooling_path);
     /* Qwen3-Embedding's runs give the last token's state only */

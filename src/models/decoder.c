@@ -935,6 +935,13 @@ static mxl_status common_hparams(const mxl_checkpoint *ck, mxl_family_ctx *fc) {
     if ((st = mxl_family_bool(fc, "attention_bias", false, &b))) return st;
     hp->qkv_bias = hp->o_bias = b;
     if ((st = mxl_family_bool(fc, "mlp_bias", false, &hp->mlp_bias))) return st;
+    /* transformers 5's is_causal = false (create_causal_mask then makes a bidirectional mask):
+     * the non-causal embedders of decoder families (Nemotron-3-Embed's ministral3) */
+    if (!fc->gguf) {
+        bool causal;
+        if ((st = mxl_family_bool(fc, "is_causal", true, &causal))) return st;
+        hp->bidirectional = !causal;
+    }
     return MXL_OK;
 }
 
@@ -1190,6 +1197,8 @@ static mxl_status read_hparams(const mxl_checkpoint *ck, mxl_decoder *d, mxl_dec
     /* GGUF RoPE scaling (rope.scaling.*, rope_freqs.weight) the way llama.cpp reads it, on top of
      * the family's plain RoPE (family_gguf.h) */
     if (gguf && (st = mxl_family_gguf_rope_scaling(&fc))) return st;
+    if (d->hp.bidirectional && d->hp.sliding_window > 0 && strcmp(fam->model_type, "gemma3_text") != 0)
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: a non-causal model with sliding layers is not supported (EmbeddingGemma's gemma3_text is)", ck->path);
     d->hp.qk_norm = d->hp.qk_norm_kind != MXL_QK_NORM_NONE;
     /* every layer sparse (Qwen 3.5 MoE) or without an MLP: no intermediate_size needed */
     if (d->hp.ffn < 0 && (d->hp.no_mlp || all_sparse(&d->hp))) d->hp.ffn = 0;

@@ -47,4 +47,5 @@ static mxl_status ministral3_setup(mxl_family_ctx *c) {
 const mxl_decoder_family mxl_family_ministral3 = {
     .model_type = "ministral3", .registry_id = "ministral3", .hf_class = "Ministral3ForCausalLM", .names = &mxl_names_llama,
     .setup = ministral3_setup, .gguf_arch = "mistral3", .gguf_permuted_qk = true, .convert_check = mxl_family_gguf_not_converted,
+    .also_runs = (const char *const[]){"nemotron3_embed", NULL}, /* (is_causal false: engine/embed.c) */
 };

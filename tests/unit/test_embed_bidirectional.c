@@ -1,8 +1,11 @@
-/* test_embed_gemma.c - EmbeddingGemma (a bidirectional Gemma 3 text model under
- * sentence-transformers Pooling (mean), two Dense modules and Normalize) against PyPI
- * sentence-transformers on the tiny random checkpoint of tests/fixtures/embeddinggemma (made by
- * gen_embeddinggemma_fixtures.py; reference.json):
- *   - detection: Gemma3TextModel with use_bidirectional_attention is the embeddinggemma family;
+/* test_embed_bidirectional.c - the bidirectional decoder embedders against PyPI
+ * sentence-transformers on the tiny random checkpoints of tests/fixtures/embeddinggemma (made by
+ * gen_embeddinggemma_fixtures.py): EmbeddingGemma (model/, reference.json: a bidirectional
+ * Gemma 3 text model under Pooling (mean), two Dense modules and Normalize) and
+ * Nemotron-3-Embed's shape (nemotron3/, reference_nemotron3.json: a ministral3 with is_causal
+ * false, mean pooling, Normalize):
+ *   - detection: Gemma3TextModel with use_bidirectional_attention is the embeddinggemma family,
+ *     the non-causal ministral3 nemotron3_embed;
  *   - SentenceTransformer.encode vectors (token counts too), with and without a prompt, and the
  *     Matryoshka cut to 32 dimensions: the decoder's f32 reference path within 1e-4 (cosine
  *     >= 0.99999), the default fast path (int8 activations, f16 KV cache) within 2e-3. The
@@ -20,21 +23,24 @@
 #include "models/detect.h"
 #include "test.h"
 
-static const char *model_dir(void) {
+static const char *model_dir(const char *name) {
     static char path[2048];
-    snprintf(path, sizeof path, "%s/tests/fixtures/embeddinggemma/model", mxl_test_repo_root());
+    snprintf(path, sizeof path, "%s/tests/fixtures/embeddinggemma/%s", mxl_test_repo_root(), name);
     return path;
 }
 
-TEST(embed_gemma_detect) {
-    mxl_checkpoint *ck = NULL;
-    mxl_error err;
-    mxl_detection det;
-    REQUIRE(mxl_checkpoint_open(model_dir(), &ck, &err) == MXL_OK);
-    REQUIRE(mxl_checkpoint_detect(ck, &det, &err) == MXL_OK);
-    CHECK(det.task == MXL_TASK_EMBED);
-    CHECK_EQ_STR(det.family->id, "embeddinggemma");
-    mxl_checkpoint_close(ck);
+TEST(embed_bidirectional_detect) {
+    const char *const cases[][2] = {{"model", "embeddinggemma"}, {"nemotron3", "nemotron3_embed"}};
+    for (int i = 0; i < 2; i++) {
+        mxl_checkpoint *ck = NULL;
+        mxl_error err;
+        mxl_detection det;
+        REQUIRE(mxl_checkpoint_open(model_dir(cases[i][0]), &ck, &err) == MXL_OK);
+        REQUIRE(mxl_checkpoint_detect(ck, &det, &err) == MXL_OK);
+        CHECK(det.task == MXL_TASK_EMBED);
+        CHECK_EQ_STR(det.family->id, cases[i][1]);
+        mxl_checkpoint_close(ck);
+    }
 }
 
 /* max |ours - ref| and min cosine over the texts of reference key `key` */
@@ -61,20 +67,22 @@ static void compare(mxl_embed_model *m, json_t *ref, const char *key, const mxl_
         cmin = fmin(cmin, dot / sqrt(a2 * b2));
         if (!o->instruction) CHECK_EQ_INT(ntok[i], (int64_t)json_array_size(json_array_get(ids, i)));
     }
-    fprintf(stderr, "  %-18s %s: max |diff| %.2e, min cosine %.7f\n", key, reference ? "[reference]" : "[fast]", worst, cmin);
+    fprintf(stderr, "  %-18s %-18s %s: max |diff| %.2e, min cosine %.7f\n", json_string_value(json_object_get(ref, "model")), key,
+            reference ? "[reference]" : "[fast]", worst, cmin);
     CHECK(worst <= tol);
     if (reference) CHECK(cmin >= 0.99999);
     mxl_free(out);
 }
 
-static void run(bool reference, int *mxl_test_failed_) {
+static void run(const char *name, const char *reference_json, bool reference, int *mxl_test_failed_) {
     const bool saved = mxl_decoder_reference_default();
     mxl_decoder_set_reference_default(reference);
-    json_t *ref = mxl_test_load_json("tests/fixtures/embeddinggemma/reference.json");
+    json_t *ref = mxl_test_load_json(reference_json);
     REQUIRE(ref);
+    json_object_set_new(ref, "model", json_string(name));
     mxl_embed_model *m = NULL;
     mxl_error err;
-    REQUIRE(mxl_embed_model_load(model_dir(), 2, &m, &err) == MXL_OK);
+    REQUIRE(mxl_embed_model_load(model_dir(name), 2, &m, &err) == MXL_OK);
     CHECK_EQ_INT(mxl_embed_model_dim(m), 64);
     const double tol = reference ? 1e-4 : 2e-3;
     mxl_embed_opts o = {.normalize = MXL_EMBED_NORMALIZE_DEFAULT};
@@ -89,6 +97,15 @@ static void run(bool reference, int *mxl_test_failed_) {
     mxl_decoder_set_reference_default(saved);
 }
 
-TEST(embed_gemma_reference_match_sentence_transformers) { run(true, mxl_test_failed_); }
+#define GEMMA "tests/fixtures/embeddinggemma/reference.json"
+#define NEMOTRON "tests/fixtures/embeddinggemma/reference_nemotron3.json"
 
-TEST(embed_gemma_fast_path_match_sentence_transformers) { run(false, mxl_test_failed_); }
+TEST(embed_bidirectional_reference_match_sentence_transformers) {
+    run("model", GEMMA, true, mxl_test_failed_);
+    run("nemotron3", NEMOTRON, true, mxl_test_failed_);
+}
+
+TEST(embed_bidirectional_fast_path_match_sentence_transformers) {
+    run("model", GEMMA, false, mxl_test_failed_);
+    run("nemotron3", NEMOTRON, false, mxl_test_failed_);
+}
