@@ -44,10 +44,12 @@ static bool is_qwen3_embedding(const mxl_embed_model *m) {
 
 /* The bidirectional decoder embedders, whose every token's state the sentence-transformers
  * Pooling (mean) and Dense modules take: EmbeddingGemma (gemma3_text with
- * use_bidirectional_attention) and Nemotron-3-Embed (ministral3 with is_causal false). */
+ * use_bidirectional_attention), Nemotron-3-Embed (ministral3 with is_causal false) and the
+ * bidirectional Llama of llama-nemotron-embed / LLM2Vec (llama_bidirec). */
 static bool is_bidirectional_embedder(const mxl_embed_model *m) {
     const char *id = m->det.family->id, *mt = m->ck->config.model_type;
-    return (strcmp(id, "embeddinggemma") == 0 && strcmp(mt, "gemma3_text") == 0) || (strcmp(id, "nemotron3_embed") == 0 && strcmp(mt, "ministral3") == 0);
+    return (strcmp(id, "embeddinggemma") == 0 && strcmp(mt, "gemma3_text") == 0) || (strcmp(id, "nemotron3_embed") == 0 && strcmp(mt, "ministral3") == 0) ||
+           (strcmp(id, "llama_bidirectional") == 0 && strcmp(mt, "llama_bidirec") == 0);
 }
 
 mxl_status mxl_embed_model_load(const char *path, int n_threads, mxl_embed_model **out, mxl_error *err) {
@@ -60,7 +62,7 @@ mxl_status mxl_embed_model_load(const char *path, int n_threads, mxl_embed_model
         st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s is a %s model (%s), not an embedding model", path, mxl_task_name(m->det.task), m->det.family->display_name);
     bool decoder = !st && (is_qwen3_embedding(m) || is_bidirectional_embedder(m)), last_only = !st && is_qwen3_embedding(m);
     if (!st && !decoder && !mxl_encoder_supports(m->ck->config.model_type))
-        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: embedding with %s (model_type '%s') is not built yet; BERT / MiniLM, XLM-RoBERTa, ModernBERT encoders, Qwen3-Embedding, EmbeddingGemma and Nemotron-3-Embed are", path, m->det.family->display_name, m->ck->config.model_type);
+        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: embedding with %s (model_type '%s') is not built yet; BERT / MiniLM, XLM-RoBERTa, ModernBERT encoders, Qwen3-Embedding, EmbeddingGemma, Nemotron-3-Embed and bidirectional Llama are", path, m->det.family->display_name, m->ck->config.model_type);
     if (!st && m->det.st.has_pooling && m->det.st.pooling == MXL_POOLING_NONE)
         st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/%s/config.json: no pooling mode is enabled", m->ck->dir, m->det.st.pooling_path);
     /* Qwen3-Embedding's runs give the last token's state only */

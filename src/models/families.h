@@ -9,6 +9,7 @@
 #define MXL_DECODER_FAMILIES(X) \
     X(llama)                    \
     X(mistral)                  \
+    X(llama_bidirec)            \
     X(qwen2)                    \
     X(qwen3)                    \
     X(gemma)                    \

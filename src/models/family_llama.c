@@ -50,6 +50,19 @@ const mxl_decoder_family mxl_family_llama = {
 };
 
 /* GGUF: llama.cpp converts Mistral 1/2 as "llama" (that record takes it). */
+/* llama_bidirec (NVIDIA's llama-nemotron-embed, LLM2Vec exports: LlamaBidirectionalModel in
+ * remote code): Llama's decoder with every query seeing the whole text, which transformers'
+ * LlamaModel with is_causal false computes; the embedding path runs it whole (engine/embed.c). */
+static mxl_status llama_bidirec_setup(mxl_family_ctx *c) {
+    c->hp->bidirectional = true;
+    return mxl_family_rope(c);
+}
+
+const mxl_decoder_family mxl_family_llama_bidirec = {
+    .model_type = "llama_bidirec", .registry_id = "llama_bidirectional", .hf_class = "LlamaBidirectionalModel", .names = &mxl_names_llama,
+    .setup = llama_bidirec_setup,
+};
+
 const mxl_decoder_family mxl_family_mistral = {
     .model_type = "mistral", .registry_id = "llama", .hf_class = "MistralForCausalLM", .names = &mxl_names_llama,
     .setup = mistral_setup,

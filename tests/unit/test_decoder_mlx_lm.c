@@ -50,6 +50,7 @@ static const char *const k_no_mlx_lm[][2] = {
     {"jamba", "mlx-lm's jamba renormalises the chosen experts' weights (a softmax over the top k), transformers' does not: no checkpoint both run alike"},
     {"qwen3_5_text", "mlx-lm converts the released vision-language qwen3_5 (its fixture: the same decoder), not the bare text model type"},
     {"qwen3_5_moe_text", "mlx-lm converts the released vision-language qwen3_5_moe (its fixture: the same decoder), not the bare text model type"},
+    {"llama_bidirec", "an embedding model (llama-nemotron-embed, LLM2Vec) whose LlamaBidirectionalModel is remote code: mlx-lm has no model for it"},
     {"bitnet", "mlx-lm's BitLinear runs only as a Metal kernel (no CPU path) and reads its input unquantized, where transformers fake-quantizes it to 8 bits"},
     {"minimax", "mlx-lm's minimax is MiniMax-M2's decoder (attention on every layer, a sigmoid router): it has no lightning attention for MiniMax-Text-01"},
 };

@@ -3,7 +3,9 @@
  * gen_embeddinggemma_fixtures.py): EmbeddingGemma (model/, reference.json: a bidirectional
  * Gemma 3 text model under Pooling (mean), two Dense modules and Normalize) and
  * Nemotron-3-Embed's shape (nemotron3/, reference_nemotron3.json: a ministral3 with is_causal
- * false, mean pooling, Normalize):
+ * false, mean pooling, Normalize) and llama-nemotron-embed / LLM2Vec's bidirectional Llama
+ * (llama_bidirec/, reference_llama_bidirec.json: transformers' LlamaModel with is_causal false,
+ * saved under the released model_type llama_bidirec):
  *   - detection: Gemma3TextModel with use_bidirectional_attention is the embeddinggemma family,
  *     the non-causal ministral3 nemotron3_embed;
  *   - SentenceTransformer.encode vectors (token counts too), with and without a prompt, and the
@@ -30,8 +32,8 @@ static const char *model_dir(const char *name) {
 }
 
 TEST(embed_bidirectional_detect) {
-    const char *const cases[][2] = {{"model", "embeddinggemma"}, {"nemotron3", "nemotron3_embed"}};
-    for (int i = 0; i < 2; i++) {
+    const char *const cases[][2] = {{"model", "embeddinggemma"}, {"nemotron3", "nemotron3_embed"}, {"llama_bidirec", "llama_bidirectional"}};
+    for (int i = 0; i < 3; i++) {
         mxl_checkpoint *ck = NULL;
         mxl_error err;
         mxl_detection det;
@@ -99,13 +101,16 @@ static void run(const char *name, const char *reference_json, bool reference, in
 
 #define GEMMA "tests/fixtures/embeddinggemma/reference.json"
 #define NEMOTRON "tests/fixtures/embeddinggemma/reference_nemotron3.json"
+#define LLAMA "tests/fixtures/embeddinggemma/reference_llama_bidirec.json"
 
 TEST(embed_bidirectional_reference_match_sentence_transformers) {
     run("model", GEMMA, true, mxl_test_failed_);
     run("nemotron3", NEMOTRON, true, mxl_test_failed_);
+    run("llama_bidirec", LLAMA, true, mxl_test_failed_);
 }
 
 TEST(embed_bidirectional_fast_path_match_sentence_transformers) {
     run("model", GEMMA, false, mxl_test_failed_);
     run("nemotron3", NEMOTRON, false, mxl_test_failed_);
+    run("llama_bidirec", LLAMA, false, mxl_test_failed_);
 }
