@@ -302,7 +302,8 @@ static void attn_naive(const mxl_attn_params *p, const float *q, int64_t t, int 
     double *s = mxl_malloc(sizeof(double) * (size_t)n_kv);
     double m = p->sinks ? p->sinks[h] : -INFINITY;
     for (int64_t j = 0; j < n_kv; j++) {
-        int vis = (!p->causal || j <= qpos) && (p->window <= 0 || qpos - j < p->window);
+        /* (a window without causality is symmetric: |q - k| < window) */
+        int vis = (!p->causal || j <= qpos) && (p->window <= 0 || (qpos - j < p->window && (p->causal || j - qpos < p->window)));
         if (!vis) {
             s[j] = -INFINITY;
             continue;

@@ -7,7 +7,9 @@
  * positions 0..n_kv-1, K and V each [n_kv, row_stride] with head h's vector at
  * h*head_dim (row_stride >= n_kv_heads*head_dim); query head h reads KV head
  * h / (n_heads/n_kv_heads). Query token i sits at position q_pos[i]; it sees key position j when
- * j <= q_pos[i] (causal) and q_pos[i] - j < window (window > 0). out [n_q, n_heads, head_dim].
+ * j <= q_pos[i] (causal) and q_pos[i] - j < window (window > 0); without causality a window is
+ * symmetric, |q_pos[i] - j| < window (a bidirectional model's sliding layers). out [n_q, n_heads,
+ * head_dim].
  * Per (token, head): s_j = scale * q.k_j, soft-capped, masked, softmax with the sink logit in the
  * denominator, out = sum_j p_j v_j. (query, head) pairs are split over the pool's threads; the
  * caller gives scratch of mxl_cpu_attention_scratch_floats() floats. The cache may also be paged
