@@ -1181,10 +1181,8 @@ static mxl_status read_hparams(const mxl_checkpoint *ck, mxl_decoder *d, mxl_dec
                              ck->path, mt, gguf ? "GGUF" : "safetensors", n);
     }
     const mxl_quant_config *q = &ck->config.quant;
-    /* (the two quant_methods a family reads itself: BitNet's ternary layers, GPT-OSS's MXFP4 experts) */
-    const bool bitnet = q->mode == MXL_QUANT_OTHER && strcmp(q->method, "bitnet") == 0 && strcmp(fam->model_type, "bitnet") == 0;
-    const bool oss_mxfp4 = q->mode == MXL_QUANT_MXFP4 && strcmp(q->method, "mxfp4") == 0 && strcmp(fam->model_type, "gpt_oss") == 0;
-    if (!gguf && q->mode != MXL_QUANT_NONE && q->mode != MXL_QUANT_AFFINE && !bitnet && !oss_mxfp4)
+    const bool own = fam->quant_method && strcmp(q->method, fam->quant_method) == 0; /* (read by the family itself) */
+    if (!gguf && q->mode != MXL_QUANT_NONE && q->mode != MXL_QUANT_AFFINE && !own)
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: quantization '%s' is not supported (MLX affine quantization and GGUF are)", ck->path,
                              q->method[0] ? q->method : mxl_quant_mode_name(q->mode));
     *names = gguf ? mxl_names_gguf : *fam->names;

@@ -108,6 +108,9 @@ typedef struct mxl_decoder_family {
     /* Other registry rows the same decoder serves (NULL-terminated, or NULL): Qwen3's embedding
      * and generative-reranker families. */
     const char *const *also_runs;
+    /* A Hugging Face quantization_config quant_method the family binds itself (BitNet's "bitnet",
+     * GPT-OSS's "mxfp4"), or NULL: any other is refused at load by name. */
+    const char *quant_method;
     /* What this build leaves out of the registry family (NULL: nothing); makes it "partial" in
      * `mlxcel arch` (Gemma 3 runs its text path only). */
     const char *gaps;
@@ -306,8 +309,9 @@ void mxl_family_gdn_mlx_norms(mxl_family_ctx *c, const char *conv);
 mxl_status mxl_family_mla(mxl_family_ctx *c, bool interleave_default);
 /* The same from llama.cpp's deepseek2 keys (attention.q_lora_rank, kv_lora_rank,
  * key_length_mla / value_length_mla or, in older files, key_length / value_length,
- * rope.dimension_count), RoPE in ggml's normal mode (GPT-J pairs); v_default: the value head
- * width when no value_length key says it (MiniCPM3: hidden / heads; 0: required). */
-mxl_status mxl_family_gguf_mla(mxl_family_ctx *c, double v_default);
+ * rope.dimension_count), RoPE in ggml's normal mode (GPT-J pairs).
+ * Both take a value head width hp->mla_v_dim the family set before the call as the default when
+ * the config or file says none (MiniCPM3: hidden / heads; 0: required). */
+mxl_status mxl_family_gguf_mla(mxl_family_ctx *c);
 
 #endif

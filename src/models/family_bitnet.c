@@ -48,4 +48,5 @@ static mxl_status bitnet_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_bitnet = {
     .model_type = "bitnet", .registry_id = "bitnet", .hf_class = "BitNetForCausalLM", .names = &k_names, .setup = bitnet_setup,
+    .quant_method = "bitnet",
 };

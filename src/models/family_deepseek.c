@@ -25,7 +25,7 @@ static mxl_status deepseek_gguf(mxl_family_ctx *c, bool v3) {
     if ((st = mxl_family_gguf_drop_nextn(c))) return st; /* (GLM-4.7-Flash's MTP blocks) */
     c->hp->o_bias = false;
     c->hp->qkv_bias = false;
-    if ((st = mxl_family_gguf_mla(c, 0)) || (st = mxl_family_gguf_moe(c, false))) return st;
+    if ((st = mxl_family_gguf_mla(c)) || (st = mxl_family_gguf_moe(c, false))) return st;
     if (c->hp->n_experts == 0) return MXL_OK;
     if (v3) return mxl_family_gguf_moe_sigmoid(c);
     /* V2: softmax, never renormalised, times expert_weights_scale */

@@ -57,5 +57,5 @@ static mxl_status gpt_oss_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_gpt_oss = {
     .model_type = "gpt_oss", .registry_id = "gpt_oss", .hf_class = "GptOssForCausalLM", .names = &mxl_names_llama, .setup = gpt_oss_setup,
-    .gguf_arch = "gpt-oss", .convert_check = mxl_family_gguf_not_converted,
+    .gguf_arch = "gpt-oss", .convert_check = mxl_family_gguf_not_converted, .quant_method = "mxfp4",
 };

@@ -117,7 +117,7 @@ static mxl_status kimi_gguf(mxl_family_ctx *c, uint8_t *kind) {
     nm->ssm_conv_v = "ssm_conv1d_v", nm->ssm_ba = "ssm_beta", nm->ssm_f_a = "ssm_f_a", nm->ssm_f_b = "ssm_f_b", nm->ssm_g_a = "ssm_g_a";
     nm->ssm_g_b = "ssm_g_b", nm->ssm_dt_bias = "ssm_dt.bias", nm->ssm_a = "ssm_a", nm->ssm_a_neg = true, nm->ssm_norm = "ssm_norm";
     nm->ssm_out = "attn_output";
-    if ((st = mxl_family_gguf_mla(c, 0)) || (st = mxl_family_gguf_moe(c, true))) return st;
+    if ((st = mxl_family_gguf_mla(c)) || (st = mxl_family_gguf_moe(c, true))) return st;
     if (hp->n_experts == 0) return MXL_OK;
     if (gating != 2) /* (llama_expert_gating_func_type: 2 is sigmoid) */
         return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: metadata key '%s' = %g is not supported (2, sigmoid, is)", c->ck->path,

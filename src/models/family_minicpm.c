@@ -56,7 +56,8 @@ static mxl_status minicpm_setup(mxl_family_ctx *c) {
  * key), NEOX RoPE (Q/K not permuted), kv_b whole, no attention biases. */
 static mxl_status minicpm3_gguf(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
-    mxl_status st = mxl_family_gguf_mla(c, (double)(hp->hidden / hp->n_heads));
+    hp->mla_v_dim = hp->hidden / hp->n_heads; /* (no value_length key) */
+    mxl_status st = mxl_family_gguf_mla(c);
     if (st) return st;
     hp->embed_scale = 12.0f;
     hp->residual_scale = (float)(1.4 / sqrt((double)hp->n_layers));
@@ -70,9 +71,7 @@ static mxl_status minicpm3_setup(mxl_family_ctx *c) {
     if (c->gguf) return minicpm3_gguf(c);
     mxl_status st = mup_scales(c);
     if (st) return st;
-    /* v_head_dim defaults to hidden_size / num_attention_heads (MiniCPM3Config) */
-    if (!json_is_number(json_object_get(c->raw, "v_head_dim")) && json_object_set_new(c->raw, "v_head_dim", json_integer(hp->hidden / hp->n_heads)))
-        return mxl_error_set(c->err, MXL_ERR_NOMEM, "out of memory");
+    hp->mla_v_dim = hp->hidden / hp->n_heads; /* v_head_dim's default (MiniCPM3Config) */
     hp->o_bias = hp->qkv_bias;
     return mxl_family_mla(c, false);
 }

@@ -38,7 +38,7 @@ mxl_status mxl_family_mla(mxl_family_ctx *c, bool interleave_default) {
     nm->v_b = "self_attn.unembed_out";
     if ((st = mxl_family_int(c, "q_lora_rank", 0, &hp->mla_q_rank)) || (st = mxl_family_int(c, "kv_lora_rank", 0, &hp->mla_kv_rank)) ||
         (st = mxl_family_int(c, "qk_nope_head_dim", 0, &hp->mla_nope_dim)) ||
-        (st = mxl_family_int(c, "qk_rope_head_dim", 0, &hp->mla_rope_dim)) || (st = mxl_family_int(c, "v_head_dim", 0, &hp->mla_v_dim)) ||
+        (st = mxl_family_int(c, "qk_rope_head_dim", 0, &hp->mla_rope_dim)) || (st = mxl_family_int(c, "v_head_dim", hp->mla_v_dim, &hp->mla_v_dim)) ||
         (st = mxl_family_bool(c, "rope_interleave", interleave_default, &interleave)))
         return st;
     const char *bad = hp->mla_kv_rank <= 0 ? "kv_lora_rank" : hp->mla_nope_dim <= 0 ? "qk_nope_head_dim"
@@ -66,7 +66,7 @@ mxl_status mxl_family_mla(mxl_family_ctx *c, bool interleave_default) {
     return MXL_OK;
 }
 
-mxl_status mxl_family_gguf_mla(mxl_family_ctx *c, double v_default) {
+mxl_status mxl_family_gguf_mla(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
     double q_rank, kv_rank, k_len, v_len, k_mla, v_mla, rope_dim;
@@ -74,7 +74,7 @@ mxl_status mxl_family_gguf_mla(mxl_family_ctx *c, double v_default) {
     if ((st = mxl_family_gguf_number(c, "attention.q_lora_rank", 0, &q_rank)) ||
         (st = mxl_family_gguf_number(c, "attention.kv_lora_rank", 0, &kv_rank)) ||
         (st = mxl_family_gguf_number(c, "attention.key_length", 0, &k_len)) ||
-        (st = mxl_family_gguf_number(c, "attention.value_length", v_default, &v_len)) ||
+        (st = mxl_family_gguf_number(c, "attention.value_length", (double)hp->mla_v_dim, &v_len)) ||
         (st = mxl_family_gguf_number(c, "attention.key_length_mla", 0, &k_mla)) ||
         (st = mxl_family_gguf_number(c, "attention.value_length_mla", 0, &v_mla)) ||
         (st = mxl_family_gguf_number(c, "rope.dimension_count", 0, &rope_dim)))
