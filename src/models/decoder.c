@@ -2183,16 +2183,22 @@ static mxl_status check_causal(const mxl_decoder *d, mxl_error *err) {
     return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "a bidirectional model (use_bidirectional_attention) runs whole texts for embeddings, not token by token");
 }
 
-static mxl_status forward_last(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens, int64_t n,
-                               float *logits, float *hidden, mxl_error *err) {
+/* tokens[0..n) may run at the state's next positions: a count, the context, the ids, then the
+ * KV blocks reserved. */
+static mxl_status ready_to_run(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens, int64_t n, mxl_error *err) {
     mxl_status st;
-    if ((st = check_causal(d, err))) return st;
     if (n <= 0) return mxl_error_set(err, MXL_ERR_ARG, "no tokens to run");
     if (n > s->max_ctx - s->pos)
         return mxl_error_set(err, MXL_ERR_ARG, "context full: %lld tokens at position %lld exceed the context of %lld",
                              (long long)n, (long long)s->pos, (long long)s->max_ctx);
     if ((st = check_ids(d, tokens, n, err))) return st;
-    if ((st = kv_reserve(s, s->pos, n, err))) return st;
+    return kv_reserve(s, s->pos, n, err);
+}
+
+static mxl_status forward_last(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens, int64_t n,
+                               float *logits, float *hidden, mxl_error *err) {
+    mxl_status st;
+    if ((st = check_causal(d, err)) || (st = ready_to_run(d, s, tokens, n, err))) return st;
     int64_t H = d->hp.hidden;
     for (int64_t off = 0; off < n; off += s->max_batch) {
         int64_t m = n - off < s->max_batch ? n - off : s->max_batch;
@@ -2219,14 +2225,9 @@ mxl_status mxl_decoder_forward_hidden(const mxl_decoder *d, mxl_decoder_state *s
 mxl_status mxl_decoder_forward_hidden_all(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens,
                                           int64_t n, float *hidden, mxl_error *err) {
     mxl_status st;
-    if (n <= 0) return mxl_error_set(err, MXL_ERR_ARG, "no tokens to run");
-    if (n > s->max_ctx - s->pos)
-        return mxl_error_set(err, MXL_ERR_ARG, "context full: %lld tokens at position %lld exceed the context of %lld",
-                             (long long)n, (long long)s->pos, (long long)s->max_ctx);
     if (n > s->max_batch)
         return mxl_error_set(err, MXL_ERR_ARG, "%lld tokens exceed the %lld one pass takes", (long long)n, (long long)s->max_batch);
-    if ((st = check_ids(d, tokens, n, err))) return st;
-    if ((st = kv_reserve(s, s->pos, n, err))) return st;
+    if ((st = ready_to_run(d, s, tokens, n, err))) return st;
     row_span sp = {s, 0, n, s->pos};
     fwd_pass f = {d, s, &sp, 1, n, 0, {false, false}};
     forward_rows(&f, tokens);
