@@ -43,13 +43,14 @@ SHAPES = {
 }
 
 
-def make_checkpoint(name, hf_dir):
+def make_checkpoint(name, hf_dir, shapes=SHAPES):
+    """Seeded random weights in bf16 for shapes[name] = (transformers config class, its arguments)."""
     if os.path.exists(os.path.join(hf_dir, "config.json")):
         return
     import torch
     import transformers
     torch.manual_seed(1234)
-    cls, kw = SHAPES[name]
+    cls, kw = shapes[name]
     model = transformers.AutoModelForCausalLM.from_config(getattr(transformers, cls)(**kw), dtype=torch.bfloat16)
     with torch.no_grad():  # (transformers leaves some of these uninitialised: seeded values of a sane size)
         for p in model.parameters():
@@ -61,7 +62,8 @@ def make_checkpoint(name, hf_dir):
     os.rename(hf_dir + ".tmp", hf_dir)
 
 
-def make_gguf(name, hf_dir, work, bench):
+def make_gguf(name, hf_dir, work, bench, quant_type="Q4_K_M"):
+    """llama.cpp's converter writes <name>-bf16.gguf once; llama-quantize makes <name>-<quant_type>.gguf."""
     src = os.path.dirname(os.path.dirname(os.path.dirname(bench)))  # .../llama.cpp/build/bin/llama-bench
     bf16 = os.path.join(work, f"{name}-bf16.gguf")
     if not os.path.exists(bf16):
@@ -73,9 +75,9 @@ def make_gguf(name, hf_dir, work, bench):
     if not os.path.exists(quant):
         subprocess.run(["cmake", "--build", os.path.join(src, "build"), "--target", "llama-quantize", "-j",
                         str(os.cpu_count() or 1)], check=True)
-    out = os.path.join(work, f"{name}-Q4_K_M.gguf")
+    out = os.path.join(work, f"{name}-{quant_type}.gguf")
     if not os.path.exists(out):
-        subprocess.run([quant, bf16, out + ".tmp", "Q4_K_M"], check=True, capture_output=True)
+        subprocess.run([quant, bf16, out + ".tmp", quant_type], check=True, capture_output=True)
         os.rename(out + ".tmp", out)
     return out
 

@@ -3,9 +3,12 @@
  * Encoder families run in batches through models/encoder.h; the decoder embedders run each text
  * through the text decoder (engine/embed_decoder.h): Qwen3-Embedding pools its last token,
  * EmbeddingGemma and Nemotron-3-Embed (bidirectional, one pass) every token as their Pooling
- * module says. */
+ * module says. The SigLIP text tower takes every text padded to its 64 positions and pools the
+ * last one through its head (encoder.h pad_to_max), L2-normalized by default as SiglipModel
+ * normalizes its text embeddings. */
 #include "engine/embed.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +35,8 @@ struct mxl_embed_model {
     int64_t max_len;
     mxl_dec_runner *dec; /* decoder-based embedder (Qwen3-Embedding), else NULL */
     int64_t width;       /* the encoder's / decoder's hidden size (what Pooling sees) */
+    int64_t pooled;      /* the pooled vector's width after the encoder's own head (SigLIP), else width */
+    int32_t pad_id;      /* enc.pad_to_max: the id texts are padded with */
     mxl_embed_dense_chain dense; /* sentence-transformers Dense modules after Pooling (may be empty) */
     int64_t hidden;      /* output width (after the Dense modules) */
 };
@@ -52,6 +57,20 @@ static bool is_bidirectional_embedder(const mxl_embed_model *m) {
            (strcmp(id, "llama_bidirectional") == 0 && strcmp(mt, "llama_bidirec") == 0);
 }
 
+/* The padding id of an encoder that takes its texts padded to max_tokens: the tokenizer's pad
+ * token, else config.json pad_token_id (text_config first). */
+static mxl_status pad_id_of(mxl_embed_model *m, mxl_error *err) {
+    m->pad_id = mxl_tokenizer_pad_id(m->tok);
+    json_t *raw = m->ck->config.raw, *tc = raw ? json_object_get(raw, "text_config") : NULL;
+    json_t *p = tc ? json_object_get(tc, "pad_token_id") : NULL;
+    if (!p && raw) p = json_object_get(raw, "pad_token_id");
+    if (m->pad_id < 0 && json_is_integer(p) && json_integer_value(p) >= 0 && json_integer_value(p) < INT32_MAX) m->pad_id = (int32_t)json_integer_value(p);
+    if (m->pad_id < 0)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %s pads every text to %lld tokens, but neither the tokenizer nor config.json names a pad token", m->ck->dir,
+                             m->det.family->display_name, (long long)m->enc.max_tokens);
+    return MXL_OK;
+}
+
 mxl_status mxl_embed_model_load(const char *path, int n_threads, mxl_embed_model **out, mxl_error *err) {
     *out = NULL;
     mxl_embed_model *m = mxl_calloc(1, sizeof *m);
@@ -62,7 +81,7 @@ mxl_status mxl_embed_model_load(const char *path, int n_threads, mxl_embed_model
         st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s is a %s model (%s), not an embedding model", path, mxl_task_name(m->det.task), m->det.family->display_name);
     bool decoder = !st && (is_qwen3_embedding(m) || is_bidirectional_embedder(m)), last_only = !st && is_qwen3_embedding(m);
     if (!st && !decoder && !mxl_encoder_supports(m->ck->config.model_type))
-        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: embedding with %s (model_type '%s') is not built yet; BERT / MiniLM, XLM-RoBERTa, ModernBERT encoders, Qwen3-Embedding, EmbeddingGemma, Nemotron-3-Embed and bidirectional Llama are", path, m->det.family->display_name, m->ck->config.model_type);
+        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: embedding with %s (model_type '%s') is not built yet; BERT / MiniLM, XLM-RoBERTa, ModernBERT encoders, Qwen3-Embedding, EmbeddingGemma, Nemotron-3-Embed, bidirectional Llama and the SigLIP text tower are", path, m->det.family->display_name, m->ck->config.model_type);
     if (!st && m->det.st.has_pooling && m->det.st.pooling == MXL_POOLING_NONE)
         st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/%s/config.json: no pooling mode is enabled", m->ck->dir, m->det.st.pooling_path);
     /* Qwen3-Embedding's runs give the last token's state only */
@@ -81,10 +100,12 @@ mxl_status mxl_embed_model_load(const char *path, int n_threads, mxl_embed_model
         st = mxl_enc_specials_probe(m->tok, &m->sp, err);
         if (st) mxl_error_prefix(err, "%s: ", m->ck->dir);
     }
+    if (!st && m->enc_loaded && m->enc.pad_to_max) st = pad_id_of(m, err);
     if (!st) {
         m->width = m->dec ? mxl_dec_runner_hidden_size(m->dec) : m->enc.hidden;
-        st = mxl_embed_dense_load(m->ck->dir, (const char (*)[MXL_ST_PATH_MAX])m->det.st.dense_paths, m->det.st.n_dense, m->width, &m->dense, err);
-        m->hidden = mxl_embed_dense_width(&m->dense, m->width);
+        m->pooled = m->dec ? m->width : m->enc.pooled_dim;
+        st = mxl_embed_dense_load(m->ck->dir, (const char (*)[MXL_ST_PATH_MAX])m->det.st.dense_paths, m->det.st.n_dense, m->pooled, &m->dense, err);
+        m->hidden = mxl_embed_dense_width(&m->dense, m->pooled);
     }
     if (st) {
         mxl_embed_model_destroy(m);
@@ -124,7 +145,8 @@ const char *mxl_embed_model_family(const mxl_embed_model *m) { return m->det.fam
 mxl_pooling mxl_embed_resolved_pooling(const mxl_embed_model *m, const mxl_embed_opts *o) {
     if (o->pooling != MXL_POOLING_NONE) return o->pooling;
     if (m->det.st.pooling != MXL_POOLING_NONE) return m->det.st.pooling;
-    return m->dec && is_qwen3_embedding(m) ? MXL_POOLING_LAST_TOKEN : MXL_POOLING_MEAN; /* the family's pooling */
+    /* the family's pooling */
+    return (m->dec && is_qwen3_embedding(m)) || (!m->dec && m->enc.pad_to_max) ? MXL_POOLING_LAST_TOKEN : MXL_POOLING_MEAN;
 }
 
 int mxl_embed_resolved_normalize(const mxl_embed_model *m, const mxl_embed_opts *o) {
@@ -132,6 +154,8 @@ int mxl_embed_resolved_normalize(const mxl_embed_model *m, const mxl_embed_opts 
     /* Qwen3-Embedding without any sentence-transformers files (a bare Qwen3Model export): its
      * model card L2-normalizes */
     if (m->dec && is_qwen3_embedding(m) && !m->det.st.has_modules_json && !m->det.st.has_pooling) return 2;
+    /* SigLIP: SiglipModel's text_embeds are L2-normalized (get_text_features' are not) */
+    if (!m->dec && m->enc.pad_to_max && !m->det.st.has_modules_json) return 2;
     return m->det.st.normalize ? 2 : -1;
 }
 
@@ -193,7 +217,7 @@ static void finish(const mxl_embed_model *m, const float *pooled, int64_t dim, i
 }
 
 static size_t finish_scratch_floats(const mxl_embed_model *m) {
-    return (size_t)(m->hidden + mxl_embed_dense_scratch_floats(&m->dense) + m->width);
+    return (size_t)(m->hidden + mxl_embed_dense_scratch_floats(&m->dense) + m->width + m->pooled);
 }
 
 /* The text embedded for `text` under the instruction `instr` (NULL: none), in *joined (owned,
@@ -289,7 +313,9 @@ mxl_status mxl_embed_batch(mxl_embed_model *m, const char *const *texts, size_t 
             st = compose(m, instr, texts[b0 + i], &joined, &text, err);
             if (st) break;
             st = mxl_enc_tokenize_single(m->tok, &m->sp, text, limit, &one, NULL, err);
-            for (size_t k = 0; !st && k < one.n; k++) {
+            if (!st && n_tokens) n_tokens[b0 + i] = (int64_t)one.n;
+            size_t padded = !st && m->enc.pad_to_max ? (size_t)m->enc.max_tokens : one.n;
+            for (size_t k = 0; !st && k < padded; k++) {
                 if (all.n == all.cap) {
                     size_t cap = all.cap ? all.cap * 2 : 256;
                     int32_t *p = mxl_realloc(all.ids, cap * sizeof *p);
@@ -300,10 +326,9 @@ mxl_status mxl_embed_batch(mxl_embed_model *m, const char *const *texts, size_t 
                     all.ids = p;
                     all.cap = cap;
                 }
-                all.ids[all.n++] = one.ids[k];
+                all.ids[all.n++] = k < one.n ? one.ids[k] : m->pad_id;
             }
             starts[i + 1] = (int64_t)all.n;
-            if (n_tokens) n_tokens[b0 + i] = (int64_t)one.n;
         }
         if (st) break;
         mxl_free(hidden);
@@ -315,9 +340,10 @@ mxl_status mxl_embed_batch(mxl_embed_model *m, const char *const *texts, size_t 
         mxl_encoder_batch batch = {all.ids, NULL, starts, (int64_t)nb};
         st = mxl_encoder_forward(&m->enc, &batch, m->pool, hidden, err);
         for (size_t i = 0; i < nb && !st; i++) {
-            float *p = pooled + m->hidden + mxl_embed_dense_scratch_floats(&m->dense);
+            float *p = pooled + m->hidden + mxl_embed_dense_scratch_floats(&m->dense), *ph = p + W;
             pool_one(pool, hidden + starts[i] * W, starts[i + 1] - starts[i], W, W, p);
-            finish(m, p, dim, normalize, out + (b0 + i) * (size_t)dim, pooled);
+            mxl_encoder_pooled_head(&m->enc, p, ph);
+            finish(m, ph, dim, normalize, out + (b0 + i) * (size_t)dim, pooled);
         }
     }
     mxl_free(joined);

@@ -1,5 +1,5 @@
 /* encoder.h - one front for the bidirectional text encoders (BERT / MiniLM, XLM-RoBERTa,
- * ModernBERT) chosen by config.json model_type, so the embedding and reranking engines run any
+ * ModernBERT, the SigLIP text tower) chosen by config.json model_type, so the embedding and reranking engines run any
  * of them the same way: load, batch forward to last hidden states, and the facts the input side
  * needs (the usable sequence length, whether token type ids matter, the pair layout). */
 #ifndef MXL_MODELS_ENCODER_H
@@ -14,11 +14,13 @@
 #include "models/encoder_bert.h"
 #include "models/encoder_common.h"
 #include "models/encoder_modernbert.h"
+#include "models/encoder_siglip.h"
 
 typedef enum mxl_encoder_arch {
     MXL_ENCODER_BERT = 0,
     MXL_ENCODER_XLM_ROBERTA,
     MXL_ENCODER_MODERNBERT,
+    MXL_ENCODER_SIGLIP_TEXT,
 } mxl_encoder_arch;
 
 typedef struct mxl_encoder {
@@ -27,8 +29,12 @@ typedef struct mxl_encoder {
     int64_t max_tokens;   /* longest sequence the encoder takes (position table / max_position_embeddings) */
     bool uses_type_ids;   /* BERT: a pair's second segment gets token type 1 */
     bool pair_double_sep; /* RoBERTa-style pairs: <s> A </s></s> B </s> */
+    bool pad_to_max;      /* every text padded to max_tokens and pooled at its last position, as the
+                           * model was trained (SigLIP: padding="max_length") */
+    int64_t pooled_dim;   /* width of mxl_encoder_pooled_head's output (hidden when no head) */
     mxl_bert bert;
     mxl_modernbert modernbert;
+    mxl_siglip_text siglip;
 } mxl_encoder;
 
 /* One encoder family: its config.json model_type, the architecture the loader builds, and the
@@ -49,6 +55,9 @@ void mxl_encoder_free(mxl_encoder *e);
 /* hidden [n_tokens, hidden]. */
 mxl_status mxl_encoder_forward(const mxl_encoder *e, const mxl_encoder_batch *batch, mxl_threadpool *pool,
                                float *hidden, mxl_error *err);
+/* y[pooled_dim] = the family's head over a pooled state x[hidden] (SigLIP's text head); a copy
+ * where the family has none. */
+void mxl_encoder_pooled_head(const mxl_encoder *e, const float *x, float *y);
 const char *mxl_encoder_arch_name(mxl_encoder_arch a);
 
 #endif

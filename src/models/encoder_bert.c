@@ -119,8 +119,7 @@ mxl_status mxl_bert_forward_batch(const mxl_bert *m, const mxl_encoder_batch *bt
     const mxl_bert_layer *L0 = &m->layers[0];
     size_t mm_bytes = max_sz(mxl_enc_linear_scratch_bytes(m->be, &L0->wq, n, n_threads),
                              max_sz(mxl_enc_linear_scratch_bytes(m->be, &L0->wi, n, n_threads), mxl_enc_linear_scratch_bytes(m->be, &L0->wo2, n, n_threads)));
-    size_t att_floats = max_sz(m->be->ops->varlen_scratch_floats(m->be, longest, (int)m->head_dim) * (size_t)n_threads,
-                               m->be->ops->attention_scratch_floats(m->be, longest, n_threads));
+    size_t att_floats = mxl_enc_self_attention_scratch_floats(m->be, longest, (int)m->head_dim, n_threads);
     size_t fl = (size_t)(n * H) * 5 + (size_t)(n * m->ffn) + att_floats + mm_bytes / sizeof(float) + 64;
     float *buf = mxl_aligned_alloc(64, (fl * sizeof(float) + 63) / 64 * 64);
     int64_t *pos = mxl_calloc((size_t)n, sizeof *pos);
@@ -156,17 +155,8 @@ mxl_status mxl_bert_forward_batch(const mxl_bert *m, const mxl_encoder_batch *bt
         mxl_enc_linear_act(m->be, &L->wq, L->bq, MXL_GEMM_ACT_NONE, x, n, q, mm_scratch, pool);
         mxl_enc_linear_act(m->be, &L->wk, L->bk, MXL_GEMM_ACT_NONE, x, n, k, mm_scratch, pool);
         mxl_enc_linear_act(m->be, &L->wv, L->bv, MXL_GEMM_ACT_NONE, x, n, v, mm_scratch, pool);
-        mxl_enc_attn ea = {q, k, v, a, H, bt->seq_start, bt->n_seqs, (int)m->n_heads, (int)m->head_dim,
-                           1.0f / sqrtf((float)m->head_dim)};
-        if (!m->be->ops->attention_varlen(m->be, &ea, att_scratch, pool)) {
-            /* the decoder attention without a causal mask, one sequence at a time */
-            mxl_attn_params ap = {(int)m->n_heads, (int)m->n_heads, (int)m->head_dim, ea.scale, 0.0f, NULL, 0, 0, 0, 0};
-            for (int64_t s = 0; s < bt->n_seqs; s++) {
-                int64_t t0 = bt->seq_start[s], len = bt->seq_start[s + 1] - t0;
-                mxl_kv_view kv = {MXL_DTYPE_F32, k + t0 * H, v + t0 * H, len, H};
-                m->be->ops->attention(m->be, &ap, q + t0 * H, len, pos + t0, &kv, a + t0 * H, att_scratch, pool);
-            }
-        }
+        mxl_enc_self_attention(m->be, bt, q, k, v, a, H, (int)m->n_heads, (int)m->head_dim, 1.0f / sqrtf((float)m->head_dim), pos,
+                          att_scratch, pool);
         mxl_enc_linear_act(m->be, &L->wo, L->bo, MXL_GEMM_ACT_NONE, a, n, o, mm_scratch, pool);
         mxl_enc_add_layernorm(m->be, pool, x, o, L->ln1_w, L->ln1_b, n, H, m->ln_eps, x);
         mxl_enc_linear_act(m->be, &L->wi, L->bi, (int)m->act, x, n, h, mm_scratch, pool);

@@ -53,6 +53,8 @@ mxl_status mxl_seq_classifier_load(const mxl_checkpoint *ck, const mxl_encoder *
             return err ? err->status : MXL_ERR_FORMAT;
         return MXL_OK;
     }
+    case MXL_ENCODER_SIGLIP_TEXT:
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: the SigLIP text tower has no sequence-classification head", ck->path);
     }
     return mxl_error_set(err, MXL_ERR_INTERNAL, "unknown encoder");
 }

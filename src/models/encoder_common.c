@@ -222,3 +222,23 @@ void mxl_enc_add_layernorm(const mxl_backend *be, mxl_threadpool *pool, float *x
     rows_ctx c = {.be = be, .kind = 2, .x = x, .add = add, .w = w, .b = b, .y = y, .rows = rows, .width = H, .eps = eps};
     run_rows(pool, &c);
 }
+
+size_t mxl_enc_self_attention_scratch_floats(const mxl_backend *be, int64_t longest, int head_dim, int n_threads) {
+    size_t a = be->ops->varlen_scratch_floats(be, longest, head_dim) * (size_t)n_threads;
+    size_t b = be->ops->attention_scratch_floats(be, longest, n_threads);
+    return a > b ? a : b;
+}
+
+void mxl_enc_self_attention(const mxl_backend *be, const mxl_encoder_batch *bt, const float *q, const float *k, const float *v,
+                       float *a, int64_t H, int n_heads, int head_dim, float scale, const int64_t *pos, float *scratch,
+                       mxl_threadpool *pool) {
+    mxl_enc_attn ea = {q, k, v, a, H, bt->seq_start, bt->n_seqs, n_heads, head_dim, scale};
+    if (be->ops->attention_varlen(be, &ea, scratch, pool)) return;
+    /* the decoder attention without a causal mask, one sequence at a time */
+    mxl_attn_params ap = {n_heads, n_heads, head_dim, scale, 0.0f, NULL, 0, 0, 0, 0};
+    for (int64_t s = 0; s < bt->n_seqs; s++) {
+        int64_t t0 = bt->seq_start[s], len = bt->seq_start[s + 1] - t0;
+        mxl_kv_view kv = {MXL_DTYPE_F32, k + t0 * H, v + t0 * H, len, H};
+        be->ops->attention(be, &ap, q + t0 * H, len, pos + t0, &kv, a + t0 * H, scratch, pool);
+    }
+}

@@ -70,6 +70,16 @@ void mxl_enc_glu(const mxl_backend *be, mxl_threadpool *pool, mxl_act a, const f
 void mxl_enc_add_layernorm(const mxl_backend *be, mxl_threadpool *pool, float *x, const float *add, const float *w, const float *b,
                            int64_t rows, int64_t H, float eps, float *y);
 
+/* Scratch floats mxl_enc_self_attention needs for sequences of at most `longest` tokens. */
+size_t mxl_enc_self_attention_scratch_floats(const mxl_backend *be, int64_t longest, int head_dim, int n_threads);
+/* a[n, H] = softmax(q k^T * scale) v per head, each sequence of the batch attending over its own
+ * tokens only, every position seeing every other (no mask). q, k, v, a [n, H] with H = n_heads *
+ * head_dim; pos[n] each token's index within its sequence (the fallback kernel's positions). The
+ * backend's packed varlen kernel where it has one, else its decoder attention per sequence. */
+void mxl_enc_self_attention(const mxl_backend *be, const mxl_encoder_batch *bt, const float *q, const float *k, const float *v,
+                       float *a, int64_t H, int n_heads, int head_dim, float scale, const int64_t *pos, float *scratch,
+                       mxl_threadpool *pool);
+
 /* y[n, W.rows] = x[n, W.cols] W^T (+ bias[W.rows] when bias is not NULL). */
 void mxl_enc_linear(const mxl_backend *be, const mxl_weight *w, const float *bias, const float *x, int64_t n, float *y,
                     void *scratch, mxl_threadpool *pool);

@@ -1,0 +1,54 @@
+/* encoder_siglip.h - the SigLIP text tower (transformers' modeling_siglip.py SiglipTextModel, the
+ * text half of a model_type "siglip" checkpoint; the vision tower is not read), pre-norm:
+ *   x = tok_emb[ids] + pos_emb[0..n-1]                      (learned positions, max_pos of them)
+ *   per layer: h = LayerNorm1(x); a = softmax(q k^T / sqrt(head_dim)) v over the whole sequence
+ *                (no mask: SigLIP's text model attends bidirectionally, padding included)
+ *              x = x + a Wo + bo
+ *              x = x + act(LayerNorm2(x) W1 + b1) W2 + b2     (gelu_pytorch_tanh as released)
+ *   out = final_layer_norm(x)                                [n, hidden]
+ * The pooled text vector is the LAST position's state through the head, pooled = out[n-1] Wh + bh
+ * [projection_size]; SigLIP was trained on texts padded to max_pos (64) tokens, which is why the
+ * embedding engine pads every text to that length ("padding='max_length'", as the model card
+ * says) and takes position max_pos - 1. Dimensions from text_config; tensors under
+ * "text_model." (SiglipModel) or none (a bare SiglipTextModel). Dense F32/F16/BF16 weights. */
+#ifndef MXL_MODELS_ENCODER_SIGLIP_H
+#define MXL_MODELS_ENCODER_SIGLIP_H
+
+#include <stdint.h>
+
+#include "backends/backend.h"
+#include "core/arena.h"
+#include "core/threadpool.h"
+#include "models/checkpoint.h"
+#include "models/encoder_common.h"
+
+typedef struct mxl_siglip_layer {
+    mxl_weight wq, wk, wv, wo, w1, w2;
+    const float *bq, *bk, *bv, *bo, *b1, *b2;
+    const float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
+} mxl_siglip_layer;
+
+typedef struct mxl_siglip_text {
+    int64_t n_layers, hidden, n_heads, head_dim, ffn, vocab, max_pos, proj;
+    float eps;
+    mxl_act act;
+    mxl_arena arena;
+    const mxl_backend *be;
+    mxl_weight tok_emb;        /* [vocab, hidden] */
+    const float *pos_emb;      /* [max_pos, hidden] */
+    const float *final_w, *final_b;
+    const float *head_w;       /* [proj, hidden] (f32: one row per text, not a hot path) */
+    const float *head_b;       /* [proj] */
+    mxl_siglip_layer *layers;
+} mxl_siglip_text;
+
+mxl_status mxl_siglip_text_load(const mxl_checkpoint *ck, mxl_siglip_text *out, mxl_error *err);
+void mxl_siglip_text_free(mxl_siglip_text *m);
+/* out [n_tokens, hidden]: the final-normed states of every sequence of the batch (each at most
+ * max_pos tokens, attending over itself only). */
+mxl_status mxl_siglip_text_forward_batch(const mxl_siglip_text *m, const mxl_encoder_batch *batch, mxl_threadpool *pool,
+                                         float *out, mxl_error *err);
+/* y[proj] = x[hidden] Wh + bh (the head over a pooled state). */
+void mxl_siglip_text_head(const mxl_siglip_text *m, const float *x, float *y);
+
+#endif
