@@ -9,7 +9,7 @@ One synthetic checkpoint per shared block the dense-breadth work added, made (on
   - gpt_neox:    parallel attention/MLP residual, LayerNorm with bias, partial rotary (25%);
   - phi:         one shared LayerNorm before parallel attention and MLP, biases, partial rotary (50%);
   - gpt_bigcode: multi-query attention (one K/V head), learned positions, LayerNorm with bias.
-llama.cpp's convert_hf_to_gguf.py writes a bf16 GGUF and llama-quantize makes each --quants file;
+llama.cpp's convert_hf_to_gguf.py writes a bf16 GGUF (convert_bf16) and llama-quantize makes each --quants file;
 prefill of a 512-token prompt (pp512) and decode of 128 tokens after it (tg128 at depth 512),
 median of --reps runs, `mlxcel generate` vs llama-bench with the same thread count. "GB/s" is the
 file size times the decode rate (the bytes a decode step reads, the embedding table aside); "vs
@@ -40,6 +40,36 @@ SHAPES = {
 }
 
 
+def convert_bf16(src, hf_dir, out):
+    """llama.cpp's convert_hf_to_gguf.py on hf_dir into out (bf16), in this process: its
+    hyper-parameters come from AutoConfig(...).to_dict(), where transformers 5 keeps the rotary
+    fraction only in rope_parameters, while its GPT-NeoX and Phi converters read the top-level key
+    the released configs carry (rotary_pct, partial_rotary_factor): given back with the same value."""
+    if os.path.exists(out):
+        return
+    sys.path.insert(0, src)
+    import convert_hf_to_gguf as conv
+    saved = conv.ModelBase.load_hparams
+
+    def load_hparams(dir_model, is_mistral_format):
+        hp = saved(dir_model, is_mistral_format)
+        frac = (hp.get("rope_parameters") or {}).get("partial_rotary_factor", 1.0)
+        key = {"gpt_neox": "rotary_pct", "phi": "partial_rotary_factor"}.get(hp.get("model_type"))
+        if key and hp.get(key) is None:
+            hp[key] = frac
+        return hp
+
+    conv.ModelBase.load_hparams = staticmethod(load_hparams)
+    argv = sys.argv
+    sys.argv = ["convert_hf_to_gguf.py", hf_dir, "--outtype", "bf16", "--outfile", out + ".tmp"]
+    try:
+        conv.main()
+    finally:
+        sys.argv = argv
+        conv.ModelBase.load_hparams = staticmethod(saved)
+    os.rename(out + ".tmp", out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
@@ -55,6 +85,8 @@ def main():
     names = a.only.split(",")
     for name in names:
         make_checkpoint(name, os.path.join(work, f"{name}-hf"), SHAPES)
+        src = os.path.dirname(os.path.dirname(os.path.dirname(bench)))  # .../llama.cpp/build/bin/llama-bench
+        convert_bf16(src, os.path.join(work, f"{name}-hf"), os.path.join(work, f"{name}-bf16.gguf"))
     t = a.threads
     print(f"Synthetic dense checkpoints (hidden 1024, 24 layers), {t} threads, median of {a.reps}")
     print("| model | quant | size GB | mlxcel pp512 tok/s | llama.cpp pp512 tok/s | ratio | mlxcel tg128 tok/s | "

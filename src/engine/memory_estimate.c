@@ -143,6 +143,20 @@ mxl_status mxl_mem_estimate_compute(const mxl_model_config *cfg, bool is_encoder
         out->n_full_layers = n_kv_layers - n_sliding;
         uint64_t per_layer_token; /* bytes of K and V for one token in one layer */
         uint64_t kvh = (uint64_t)cfg->num_key_value_heads * (uint64_t)cfg->head_dim;
+        /* per-layer head shapes (Gemma 4): each cached row is the widest layer's; KV-shared
+         * layers keep no rows of their own */
+        for (int64_t l = 0; hp && hp->layer_head_dim && l < hp->n_layers; l++) {
+            const uint64_t w = (uint64_t)hp->layer_head_dim[l] * (uint64_t)(hp->layer_kv_heads ? hp->layer_kv_heads[l] : hp->n_kv_heads);
+            if (w > kvh) kvh = w;
+        }
+        for (int64_t l = 0; hp && hp->layer_kv_source && l < hp->n_layers; l++) {
+            if (hp->layer_kv_source[l] < 0) continue;
+            n_kv_layers--;
+            if (cfg->n_layer_types == cfg->num_hidden_layers && cfg->layer_is_sliding && cfg->layer_is_sliding[l] && cfg->sliding_window > 0)
+                n_sliding--;
+        }
+        out->n_sliding_layers = n_sliding;
+        out->n_full_layers = n_kv_layers - n_sliding;
         out->latent = cfg->kv_lora_rank > 0 && cfg->qk_rope_head_dim > 0;
         if (out->latent) { /* the latent row, read as K and V (models/mla.h) */
             out->n_kv_heads = 1;

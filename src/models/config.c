@@ -429,7 +429,22 @@ static int fill_from_json(mxl_model_config *cfg, json_t *root, const char *origi
     if (read_string(&r, KEYS("torch_dtype", "dtype"), cfg->torch_dtype, sizeof cfg->torch_dtype)) return 1;
     if (read_int(&r, KEYS("vocab_size", "padded_vocab_size"), 1, &cfg->vocab_size)) return 1;
     if (read_int(&r, KEYS("hidden_size", "n_embd", "d_model", "model_dim"), 1, &cfg->hidden_size)) return 1;
-    if (read_int(&r, KEYS("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"), 0, &cfg->intermediate_size)) return 1;
+    /* Gemma 3n lists one MLP width per layer: the widest here (its family reads the list) */
+    json_t *widths = lookup(&r, "intermediate_size");
+    if (json_is_array(widths) && json_array_size(widths) > 0) {
+        size_t i;
+        json_t *w;
+        json_array_foreach(widths, i, w) {
+            int64_t x = 0;
+            if (mxl_json_int(w, 1, MXL_CONFIG_MAX_DIM, &x)) {
+                mxl_error_set(err, MXL_ERR_FORMAT, "%s: 'intermediate_size' must be an integer or a list of positive integers", origin);
+                return 1;
+            }
+            if (x > cfg->intermediate_size) cfg->intermediate_size = x;
+        }
+    } else if (read_int(&r, KEYS("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"), 0, &cfg->intermediate_size)) {
+        return 1;
+    }
     if (read_int(&r, KEYS("num_hidden_layers", "n_layer", "num_layers", "n_layers"), 1, &cfg->num_hidden_layers)) return 1;
     if (read_int(&r, KEYS("num_attention_heads", "n_head", "num_heads", "n_heads"), 1, &cfg->num_attention_heads)) return 1;
     if (read_int(&r, KEYS("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num"), 1, &cfg->num_key_value_heads)) return 1;

@@ -15,7 +15,12 @@
  * found through its block table; blocks are reserved before a pass runs (kv_reserve, with
  * copy-on-write of shared or published blocks), appended to per layer inside the pass, and read by
  * attention through the table (the backend's attention_paged), which visits
- * keys in position order, so the logits do not depend on where the blocks sit. */
+ * keys in position order, so the logits do not depend on where the blocks sit. Each KV row is the
+ * widest layer's (d->kv_dim): a layer with narrower or fewer heads (Gemma 4's sliding layers)
+ * fills its start, and a KV-shared layer reads its source layer's rows.
+ * Block wiring beyond pre/post-norm residual blocks: parallel residuals, experts (models/moe.h,
+ * beside the dense MLP for Gemma 4), latent attention (models/mla.h), recurrent mixers
+ * (models/recurrent.h), per-layer input embeddings, and Gemma 3n's AltUp streams (models/altup.h). */
 #include "models/decoder.h"
 
 #include <jansson.h>
@@ -27,6 +32,7 @@
 
 #include "core/alloc.h"
 #include "engine/memory_estimate.h"
+#include "models/altup.h"
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 #include "models/kv_pool.h"
@@ -757,14 +763,41 @@ static mxl_status bind_rec(const binder *b, int64_t i, mxl_layer_kind k, mxl_dec
     return st;
 }
 
+/* Gemma 3n's per-layer AltUp and Laurel weights (altup.h). */
+static mxl_status bind_altup(const binder *b, int64_t i, mxl_decoder_layer *L) {
+    const mxl_decoder_hparams *hp = &b->d->hp;
+    const mxl_decoder_names *nm = b->nm;
+    const int64_t A = hp->altup_n, H = hp->hidden;
+    mxl_altup_layer *a = mxl_arena_alloc(&b->d->arena, sizeof *a, 64);
+    if (!a) return mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory");
+    memset(a, 0, sizeof *a);
+    L->altup = a;
+    mxl_status st;
+    if ((st = bind_matrix(b, i, nm->altup_router, A, H, &a->router)) || (st = bind_vector(b, i, nm->altup_router_norm, ".weight", H, &a->router_norm)) ||
+        (st = bind_matrix(b, i, nm->altup_predict, A * A, A, &a->predict)) || (st = bind_matrix(b, i, nm->altup_correct, A, A, &a->correct)) ||
+        (st = bind_vector(b, i, nm->altup_out_scale, "", H, &a->out_scale)) ||
+        (st = bind_matrix(b, i, nm->laurel_l, hp->laurel_rank, H, &a->laurel_l)) ||
+        (st = bind_matrix(b, i, nm->laurel_r, H, hp->laurel_rank, &a->laurel_r)) ||
+        (st = bind_vector(b, i, nm->laurel_norm, ".weight", H, &a->laurel_norm)))
+        return st;
+    return MXL_OK;
+}
+
 static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
     const mxl_decoder_hparams *hp = &b->d->hp;
     const mxl_decoder_names *nm = b->nm;
     const int64_t nh = hp->layer_heads ? hp->layer_heads[i] : hp->n_heads;
-    int64_t H = hp->hidden, qd = nh * hp->head_dim, kvd = hp->n_kv_heads * hp->head_dim;
+    const int64_t hd = hp->layer_head_dim ? hp->layer_head_dim[i] : hp->head_dim;
+    const int64_t F = hp->layer_ffn ? hp->layer_ffn[i] : hp->ffn;
+    int64_t H = hp->hidden, qd = nh * hd, kvd = (hp->layer_kv_heads ? hp->layer_kv_heads[i] : hp->n_kv_heads) * hd;
     mxl_status st;
     memset(L, 0, sizeof *L);
     L->n_heads = nh;
+    L->head_dim = hd;
+    L->n_kv_heads = kvd / hd;
+    L->ffn = F;
+    L->scalar = 1.0f;
+    L->kv_shared = hp->layer_kv_source && hp->layer_kv_source[i] >= 0;
     const mxl_layer_kind kind = hp->layer_kind ? (mxl_layer_kind)hp->layer_kind[i] : MXL_LAYER_ATTN;
     L->no_mixer = kind == MXL_LAYER_MLP_ONLY;
     L->has_mlp = L->no_mixer || (!hp->no_mlp && !(hp->layer_no_mlp && hp->layer_no_mlp[i]));
@@ -785,8 +818,11 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
                                    : bind_fused(b, i, nm->qkv, sizes, 3, H, hp->qkv_bias, ws, bs)))
             return st;
     } else if ((st = bind_proj(b, i, nm->q, hp->attn_q_gate ? 2 * qd : qd, H, hp->qkv_bias, &L->wq, &L->bq)) ||
-               (st = bind_proj(b, i, nm->k, kvd, H, hp->qkv_bias, &L->wk, &L->bk)) ||
-               (st = bind_proj(b, i, nm->v, kvd, H, hp->qkv_bias, &L->wv, &L->bv))) {
+               /* (a KV-shared layer's k / v, which checkpoints may still carry, are not read; with
+                * attention_k_eq_v a layer without v_proj takes V from k_proj) */
+               (!L->kv_shared && (st = bind_proj(b, i, nm->k, kvd, H, hp->qkv_bias, &L->wk, &L->bk))) ||
+               (!L->kv_shared && !(hp->attn_k_eq_v && !has_tensor(b, i, nm->v, ".weight")) &&
+                (st = bind_proj(b, i, nm->v, kvd, H, hp->qkv_bias, &L->wv, &L->bv)))) {
         return st;
     }
     const bool attends = !L->no_mixer && (!L->rec || hp->parallel_ssm);
@@ -796,38 +832,57 @@ static mxl_status bind_layer(const binder *b, int64_t i, mxl_decoder_layer *L) {
         /* (no QK-norm on this layer: q_norm / k_norm stay NULL) */
     } else if (hp->qk_norm_kind != MXL_QK_NORM_NONE && (hp->norm_no_weight || hp->qk_norm_no_weight)) { /* weightless RMSNorms (nanochat, Llama 4) */
         bool full = hp->qk_norm_kind == MXL_QK_NORM_FULL;
-        if (!(L->q_norm = ones_plus(b, NULL, full ? qd : hp->head_dim)) || !(L->k_norm = ones_plus(b, NULL, full ? kvd : hp->head_dim)))
+        if (!(L->q_norm = ones_plus(b, NULL, full ? qd : hd)) || !(L->k_norm = ones_plus(b, NULL, full ? kvd : hd)))
             return MXL_ERR_NOMEM;
     } else if (hp->qk_norm_kind != MXL_QK_NORM_NONE) {
         bool full = hp->qk_norm_kind == MXL_QK_NORM_FULL;
         if (!nm->q_norm || !nm->k_norm)
             return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no QK-norm tensors", b->ck->path);
-        if ((st = bind_vector(b, i, nm->q_norm, ".weight", full ? qd : hp->head_dim, &L->q_norm)) ||
-            (st = bind_vector(b, i, nm->k_norm, ".weight", full ? kvd : hp->head_dim, &L->k_norm)))
+        if ((st = bind_vector(b, i, nm->q_norm, ".weight", full ? qd : hd, &L->q_norm)) ||
+            (!L->kv_shared && (st = bind_vector(b, i, nm->k_norm, ".weight", full ? kvd : hd, &L->k_norm))))
             return st;
     }
+    if (attends && hp->v_norm && !L->kv_shared && !(L->v_norm = ones_plus(b, NULL, hd))) return MXL_ERR_NOMEM;
     if (!L->no_mixer && hp->post_norms && (st = bind_norm(b, i, nm->post_attn_norm, H, &L->post_attn_norm))) return st;
     if (attends && nm->attn_sub_norm && (st = bind_norm(b, i, nm->attn_sub_norm, qd, &L->attn_sub_norm))) return st;
     if (L->has_mlp && hp->pre_norms && !(hp->parallel_residual && !nm->ffn_norm) &&
         (st = bind_norm(b, i, nm->ffn_norm, H, &L->ffn_norm)))
         return st;
-    if (!L->has_mlp) {
-        /* (no MLP: Mamba's blocks) */
-    } else if (hp->n_experts > 0 && (!hp->layer_is_moe || hp->layer_is_moe[i])) {
-        if ((st = bind_moe(b, i, L))) return st;
+    if (L->has_mlp && hp->n_experts > 0 && (!hp->layer_is_moe || hp->layer_is_moe[i]) && (st = bind_moe(b, i, L))) return st;
+    /* a dense MLP: no experts, or beside them (Gemma 4) */
+    const bool dense = L->has_mlp && (!L->moe || hp->moe_beside_mlp);
+    if (!dense) {
+        /* (no MLP: Mamba's blocks; or experts alone) */
     } else if (hp->mlp == MXL_MLP_GATED && nm->gate_up) {
-        const int64_t sizes[2] = {hp->ffn, hp->ffn};
+        const int64_t sizes[2] = {F, F};
         mxl_weight *const ws[2] = {&L->w_gate, &L->w_up};
         const float **const bs[2] = {&L->b_gate, &L->b_up};
         if ((st = bind_fused(b, i, nm->gate_up, sizes, 2, H, hp->mlp_bias, ws, bs))) return st;
     } else {
-        if (hp->mlp == MXL_MLP_GATED && (st = bind_proj(b, i, nm->gate, hp->ffn, H, hp->mlp_bias, &L->w_gate, &L->b_gate)))
+        if (hp->mlp == MXL_MLP_GATED && (st = bind_proj(b, i, nm->gate, F, H, hp->mlp_bias, &L->w_gate, &L->b_gate)))
             return st;
-        if ((st = bind_proj(b, i, nm->up, hp->ffn, H, hp->mlp_bias, &L->w_up, &L->b_up))) return st;
+        if ((st = bind_proj(b, i, nm->up, F, H, hp->mlp_bias, &L->w_up, &L->b_up))) return st;
     }
-    if (L->has_mlp && !L->moe && (st = bind_proj(b, i, nm->down, H, hp->ffn, hp->mlp_bias, &L->w_down, &L->b_down))) return st;
+    if (dense && (st = bind_proj(b, i, nm->down, H, F, hp->mlp_bias, &L->w_down, &L->b_down))) return st;
     if (L->has_mlp && hp->post_norms && (st = bind_norm(b, i, nm->post_ffn_norm, H, &L->post_ffn_norm))) return st;
-    if (L->has_mlp && !L->moe && nm->ffn_sub_norm && (st = bind_norm(b, i, nm->ffn_sub_norm, hp->ffn, &L->ffn_sub_norm))) return st;
+    if (dense && nm->ffn_sub_norm && (st = bind_norm(b, i, nm->ffn_sub_norm, F, &L->ffn_sub_norm))) return st;
+    if (L->moe && hp->moe_beside_mlp &&
+        ((st = bind_norm(b, i, nm->moe_dense_post_norm, H, &L->moe_dense_post_norm)) || (st = bind_norm(b, i, nm->moe_pre_norm, H, &L->moe_pre_norm)) ||
+         (st = bind_norm(b, i, nm->moe_post_norm, H, &L->moe_post_norm)) ||
+         (st = bind_vector(b, i, nm->moe_router_scale, "", H, &L->moe->router_in_scale))))
+        return st;
+    if (L->moe && nm->moe_expert_scale && (st = bind_vector(b, i, nm->moe_expert_scale, "", hp->n_experts, &L->moe->expert_scale))) return st;
+    if (hp->ple_dim > 0 && ((st = bind_matrix(b, i, nm->ple_gate, hp->ple_dim, H, &L->ple_gate)) ||
+                            (st = bind_matrix(b, i, nm->ple_proj, H, hp->ple_dim, &L->ple_proj)) ||
+                            (st = bind_norm(b, i, nm->ple_norm, H, &L->ple_norm))))
+        return st;
+    L->topk_k = hp->layer_topk_k ? hp->layer_topk_k[i] : 0.0f;
+    if (hp->altup_n > 0 && (st = bind_altup(b, i, L))) return st;
+    if (hp->layer_scalar) {
+        const float *sc;
+        if ((st = bind_vector(b, i, nm->layer_scalar, "", 1, &sc))) return st;
+        L->scalar = *sc;
+    }
     if (hp->xielu) {
         const float *ap, *an, *beta, *eps;
         if (!nm->act_params || hp->mlp != MXL_MLP_PLAIN)
@@ -972,12 +1027,15 @@ static mxl_status prepare_one(const mxl_checkpoint *ck, mxl_decoder *d, mxl_weig
 static mxl_status each_matrix(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err, bool experts,
                               mxl_status (*fn)(const mxl_checkpoint *, mxl_decoder *, mxl_weight *, mxl_error *)) {
     mxl_status st;
-    if ((st = fn(ck, d, &d->output, err))) return st;
+    if ((st = fn(ck, d, &d->output, err)) || (st = fn(ck, d, &d->ple_model_proj, err))) return st;
+    for (int64_t a = 0; a + 1 < d->hp.altup_n; a++)
+        if ((st = fn(ck, d, &d->altup_proj[a], err)) || (st = fn(ck, d, &d->altup_unembed[a], err))) return st;
     for (int64_t i = 0; i < d->hp.n_layers; i++) {
         mxl_decoder_layer *L = &d->layers[i];
-        mxl_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->w_attn_gate};
+        mxl_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->w_attn_gate, &L->ple_gate, &L->ple_proj};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
             if ((st = fn(ck, d, ws[j], err))) return st;
+        if (L->altup && ((st = fn(ck, d, &L->altup->laurel_l, err)) || (st = fn(ck, d, &L->altup->laurel_r, err)))) return st;
         if (L->rec && ((st = fn(ck, d, &L->rec->in_proj, err)) || (st = fn(ck, d, &L->rec->x_proj, err)) ||
                        (st = fn(ck, d, &L->rec->dt_proj, err)) || (st = fn(ck, d, &L->rec->out_proj, err)) ||
                        (st = fn(ck, d, &L->rec->in_ba, err)) || (st = fn(ck, d, &L->rec->in_a, err)) || (st = fn(ck, d, &L->rec->in_z, err)) ||
@@ -1226,6 +1284,23 @@ static mxl_status load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err)
     }
     if ((st = bind_output(&b, d))) return st;
     if ((st = bind_norm(&b, -1, names.final_norm, hp->hidden, &d->output_norm))) return st;
+    if (hp->ple_dim > 0 && ((st = bind_matrix(&b, -1, names.ple_embed, hp->ple_vocab, hp->n_layers * hp->ple_dim, &d->ple_embd)) ||
+                            (st = bind_matrix(&b, -1, names.ple_model_proj, hp->n_layers * hp->ple_dim, hp->hidden, &d->ple_model_proj)) ||
+                            (st = bind_vector(&b, -1, names.ple_proj_norm, ".weight", hp->ple_dim, &d->ple_proj_norm))))
+        return st;
+    if (hp->altup_n > 0) {
+        d->altup_proj = mxl_arena_alloc(&d->arena, (size_t)(2 * (hp->altup_n - 1)) * sizeof *d->altup_proj, 64);
+        if (!d->altup_proj) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+        d->altup_unembed = d->altup_proj + hp->altup_n - 1;
+        for (int64_t a = 0; a + 1 < hp->altup_n; a++) {
+            char in[256], out[256];
+            snprintf(in, sizeof in, "%s%lld", names.altup_proj, (long long)a);
+            snprintf(out, sizeof out, "%s%lld", names.altup_unembed, (long long)a);
+            if ((st = bind_matrix(&b, -1, in, hp->hidden, hp->hidden, &d->altup_proj[a])) ||
+                (st = bind_matrix(&b, -1, out, hp->hidden, hp->hidden, &d->altup_unembed[a])))
+                return st;
+        }
+    }
     d->layers = mxl_arena_alloc(&d->arena, (size_t)hp->n_layers * sizeof *d->layers, 64);
     if (!d->layers) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     for (int64_t i = 0; i < hp->n_layers; i++)
@@ -1237,12 +1312,29 @@ static mxl_status load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err)
             L->rec->state_off = d->rec_state_floats;
             d->rec_state_floats += (mxl_rec_state_floats(hp, L->rec->kind) + 15) & ~(size_t)15;
         }
-        if (!L->no_mixer && (!L->rec || hp->parallel_ssm)) L->kv_layer = d->n_kv_layers++;
+        if (L->no_mixer || (L->rec && !hp->parallel_ssm)) continue;
+        if (L->ffn > hp->ffn || L->n_kv_heads <= 0 || L->n_heads % L->n_kv_heads != 0 || L->head_dim > hp->head_dim)
+            return mxl_error_set(err, MXL_ERR_INTERNAL, "%s: layer %lld is wider than the model's widest layer", ck->path, (long long)i);
+        if (L->n_heads * L->head_dim > d->q_dim) d->q_dim = L->n_heads * L->head_dim;
+        if (L->n_kv_heads * L->head_dim > d->kv_dim) d->kv_dim = L->n_kv_heads * L->head_dim;
+        if (!L->kv_shared) {
+            L->kv_layer = d->n_kv_layers++;
+            continue;
+        }
+        const int32_t src = hp->layer_kv_source[i];
+        const mxl_decoder_layer *S = src < i ? &d->layers[src] : NULL;
+        if (!S || S->kv_shared || S->no_mixer || S->rec || S->head_dim != L->head_dim || S->n_kv_heads != L->n_kv_heads ||
+            S->sliding != L->sliding)
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s: layer %lld cannot share the KV cache of layer %d", ck->path, (long long)i, src);
+        L->kv_layer = S->kv_layer;
     }
     if (d->n_kv_layers == 0) { /* (the pool keeps one small unused layer) */
         d->hp.n_heads = d->hp.n_kv_heads = 1;
         d->hp.head_dim = 32;
     }
+    /* (no attention layer, or only latent ones: the model-wide shape) */
+    if (d->n_kv_layers == 0 || d->q_dim < d->hp.n_heads * d->hp.head_dim) d->q_dim = d->hp.n_heads * d->hp.head_dim;
+    if (d->n_kv_layers == 0 || d->kv_dim == 0) d->kv_dim = d->hp.n_kv_heads * d->hp.head_dim;
     return prepare_tiles(ck, d, err);
 }
 
@@ -1290,7 +1382,17 @@ struct mxl_decoder_state {
     float *x, *xn, *q, *k, *v, *att, *o, *gate, *up; /* [max_batch, ...] */
     float *ag;        /* [max_batch, n_heads * head_dim] the attention output gate (hp.attn_out_gate, attn_q_gate) */
     float *qg;        /* [max_batch, 2 n_heads head_dim] q_proj's rows of queries and gates (hp.attn_q_gate) */
-    float *o2;        /* [max_batch, hidden] the Mamba-2 half of a parallel layer (hp.parallel_ssm) */
+    float *o2;        /* [max_batch, hidden] the Mamba-2 half of a parallel layer (hp.parallel_ssm); the
+                       * router's input beside the dense MLP (hp.moe_beside_mlp) */
+    float *o3;        /* [max_batch, hidden] the experts' output beside the dense MLP (hp.moe_beside_mlp) */
+    float *ple;       /* [max_batch, n_layers * P] each row's per-layer inputs (hp.ple_dim) */
+    float *ple_tmp;   /* [max_batch, n_layers * P] their model projection, then a layer's gate */
+    float *streams;   /* [altup_n][max_batch][hidden] AltUp's streams (hp.altup_n) */
+    float *pred;      /* [altup_n][max_batch][hidden] their predictions */
+    float *laurel;    /* [max_batch, hidden] Laurel's output */
+    float *laurel_lo; /* [max_batch, laurel_rank] */
+    float *amod;      /* [max_batch, altup_n] the modality router's output */
+    float *acoef;     /* [max_batch, altup_n^2] the prediction (or correction) coefficients */
     float *inv_freq, *inv_freq_local;
     float attn_factor, attn_factor_local; /* YaRN cos/sin scale */
     int64_t *q_pos;   /* [max_batch] position of each row */
@@ -1383,7 +1485,14 @@ static int64_t kv_group_of(const mxl_decoder_hparams *hp) {
         while (g > 1 && (hp->mla_rope_dim % g != 0 || hp->mla_kv_rank % g != 0)) g /= 2;
         return g;
     }
-    return hp->head_dim % 32 == 0 ? 32 : hp->head_dim;
+    int64_t g = hp->head_dim % 32 == 0 ? 32 : hp->head_dim;
+    /* per-layer head sizes: the largest group dividing every layer's heads (gcd) */
+    for (int64_t l = 0; hp->layer_head_dim && l < hp->n_layers; l++)
+        for (int64_t a = hp->layer_head_dim[l]; a != 0;) {
+            const int64_t r = g % a;
+            g = a, a = r;
+        }
+    return g;
 }
 
 mxl_status mxl_decoder_kv_pool_cfg(const mxl_decoder *d, const mxl_decoder_kv_opts *opts, bool reference, int64_t n_blocks,
@@ -1392,7 +1501,7 @@ mxl_status mxl_decoder_kv_pool_cfg(const mxl_decoder *d, const mxl_decoder_kv_op
     if ((unsigned)o.k > MXL_DECODER_KV_I8 || (unsigned)o.v > MXL_DECODER_KV_I8) return mxl_error_set(err, MXL_ERR_ARG, "unknown KV cache type");
     /* latent attention keeps one row per position, read as K and V (V: K's type) */
     const bool latent = d->hp.mla_kv_rank > 0;
-    *out = (mxl_kv_pool_cfg){kv_layers(d), d->hp.n_kv_heads * d->hp.head_dim, kv_group_of(&d->hp), kv_dtype(o.k, reference),
+    *out = (mxl_kv_pool_cfg){kv_layers(d), d->kv_dim, kv_group_of(&d->hp), kv_dtype(o.k, reference),
                              kv_dtype(latent ? o.k : o.v, reference), n_blocks, d->be, latent};
     return MXL_OK;
 }
@@ -1407,12 +1516,13 @@ static int64_t kv_elem(const mxl_decoder_state *s, const mxl_kv_pool *kvp, const
     return (int64_t)table[p / MXL_KV_BLOCK] * mxl_kv_pool_block_stride(kvp) + (l * MXL_KV_BLOCK + p % MXL_KV_BLOCK) * s->kv_dim;
 }
 
-/* Stores x[kv_dim] as layer l, position p of K (v false) or V (its block must be writable). */
+/* Stores x[kvd] (the row's first kvd <= kv_dim elements: a narrower layer's) as layer l, position p
+ * of K (v false) or V (its block must be writable). */
 static void kv_put(const mxl_decoder_state *s, mxl_kv_pool *kvp, const int32_t *table, bool v, int64_t l, int64_t p,
-                   const float *x) {
+                   const float *x, int64_t kvd) {
     const mxl_kv_pool_cfg *c = mxl_kv_pool_config(kvp);
     mxl_dtype t = v ? c->v_type : c->k_type;
-    int64_t e = kv_elem(s, kvp, table, l, p), kvd = s->kv_dim;
+    int64_t e = kv_elem(s, kvp, table, l, p);
     void *base = v ? mxl_kv_pool_v(kvp) : mxl_kv_pool_k(kvp);
     if (t == MXL_DTYPE_F32) {
         s->be->ops->buffer_copy(s->be, (float *)base + e, x, (size_t)kvd * sizeof(float));
@@ -1503,7 +1613,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
     if (max_batch > (INT64_C(1) << 20)) max_batch = INT64_C(1) << 20; /* keeps the scratch sizes below in range */
     if (hp->max_ctx > 0 && max_ctx > hp->max_ctx) max_ctx = hp->max_ctx;
     if (max_batch > max_ctx) max_batch = max_ctx;
-    uint64_t qd = (uint64_t)(hp->n_heads * hp->head_dim), kvd = (uint64_t)(hp->n_kv_heads * hp->head_dim);
+    uint64_t qd = (uint64_t)d->q_dim, kvd = (uint64_t)d->kv_dim;
     uint64_t H = (uint64_t)hp->hidden, F = (uint64_t)hp->ffn, B = (uint64_t)max_batch;
     uint64_t kv, kv_layer;
     if (mxl_mul_u64((uint64_t)max_ctx, kvd, &kv_layer) || mxl_mul_u64(kv_layer, (uint64_t)hp->n_layers, &kv) ||
@@ -1547,13 +1657,19 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
         d->rec_state_floats ? mxl_rec_scratch_floats(hp, max_batch) : 0,
         d->rec_state_floats ? (B * sizeof(mxl_rec_span) + sizeof(float) - 1) / sizeof(float) : 0,
         hp->attn_q_gate ? 2 * B * qd : 0,
-        hp->parallel_ssm ? B * H : 0,
+        hp->parallel_ssm || hp->moe_beside_mlp ? B * H : 0,
+        hp->moe_beside_mlp ? B * H : 0,
+        B * (uint64_t)(hp->n_layers * hp->ple_dim),
+        B * (uint64_t)(hp->n_layers * hp->ple_dim),
+        B * H * (uint64_t)hp->altup_n, B * H * (uint64_t)hp->altup_n, hp->altup_n ? B * H : 0, B * (uint64_t)hp->laurel_rank,
+        B * (uint64_t)hp->altup_n, B * (uint64_t)(hp->altup_n * hp->altup_n),
     };
     float **ptrs[] = {&s->x, &s->xn, &s->q, &s->k, &s->v, &s->att, &s->o,
                       &s->gate, &s->up, &s->inv_freq, &s->inv_freq_local, (float **)&s->q_pos,
                       (float **)&s->pos_ids, &s->rope_cs, (float **)&s->spans, &s->attn_scratch, (float **)&s->mm_scratch,
                       (float **)&s->table, &s->moe_mem, &s->mla_mem, &s->ag, &s->rec,
-                      &s->rec_mem, (float **)&s->rec_spans, &s->qg, &s->o2};
+                      &s->rec_mem, (float **)&s->rec_spans, &s->qg, &s->o2, &s->o3, &s->ple, &s->ple_tmp,
+                      &s->streams, &s->pred, &s->laurel, &s->laurel_lo, &s->amod, &s->acoef};
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += (sizes[i] + 16) & ~(uint64_t)15;
     s->block = total < ((uint64_t)1 << 60) / sizeof(float) ? mxl_aligned_alloc(64, (size_t)total * sizeof(float)) : NULL;
@@ -1733,7 +1849,7 @@ void mxl_decoder_state_set_reference(mxl_decoder_state *s, bool on) {
             const int32_t nid[1] = {(int32_t)(p / MXL_KV_BLOCK)};
             for (int v = 0; v < (v_in_k ? 1 : 2); v++) {
                 kv_get(s, s->kvp, s->table, v, l, p, s->k);
-                kv_put(s, n, nid, v, l, p % MXL_KV_BLOCK, s->k);
+                kv_put(s, n, nid, v, l, p % MXL_KV_BLOCK, s->k, s->kv_dim);
             }
         }
     kv_release_from(s, 0);
@@ -1860,13 +1976,13 @@ static void attend_span(const fwd_pass *f, const row_span *sp, mxl_threadpool *p
     const mxl_decoder_layer *L = &f->d->layers[f->layer];
     mxl_decoder_state *s = sp->s;
     /* latent attention: V is the last mla_kv_rank of each cached row (models/mla.h) */
-    int64_t hd = hp->head_dim, vd = hp->mla_kv_rank > 0 ? hp->mla_kv_rank : hd, qd = L->n_heads * hd, kvd = hp->n_kv_heads * hd;
+    int64_t hd = L->head_dim, vd = hp->mla_kv_rank > 0 ? hp->mla_kv_rank : hd, qd = L->n_heads * hd, kvd = s->kv_dim;
     const mxl_kv_pool *kvp = s->kvp;
     const mxl_kv_pool_cfg *pc = mxl_kv_pool_config(kvp);
-    int64_t e0 = L->kv_layer * MXL_KV_BLOCK * kvd; /* the layer's rows within a block */
+    int64_t e0 = L->kv_layer * MXL_KV_BLOCK * kvd; /* the layer's rows within a block (rows kv_dim apart) */
     int64_t v0 = e0 + (pc->v_in_k ? hd - vd : 0);
     const float *ks = mxl_kv_pool_k_scale(kvp), *vs = mxl_kv_pool_v_scale(kvp);
-    mxl_attn_params ap = {(int)L->n_heads, (int)hp->n_kv_heads, (int)hd, L->attn_scale, hp->attn_softcap, L->sinks,
+    mxl_attn_params ap = {(int)L->n_heads, (int)L->n_kv_heads, (int)hd, L->attn_scale, hp->attn_softcap, L->sinks,
                           L->sliding ? hp->sliding_window : 0, !hp->bidirectional, (int)vd, L->chunked ? hp->attn_chunk : 0};
     mxl_kv_paged_view kv = {
         pc->k_type, pc->v_type,
@@ -1881,15 +1997,12 @@ static void attend_span(const fwd_pass *f, const row_span *sp, mxl_threadpool *p
 /* The layer's QK-norm (if any) of one row's queries qt [n_heads * head_dim] and keys kt
  * [n_kv_heads * head_dim], in place. */
 static void qk_norm(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_decoder_layer *L, float *qt, float *kt) {
-    const int64_t hd = hp->head_dim;
+    const int64_t hd = L->head_dim;
     if (!L->q_norm) return; /* (a layer without one: Llama 4's NoPE layers) */
-    if (hp->qk_norm_kind == MXL_QK_NORM_HEAD) {
-        rms_rows(be, hp, L->q_norm, qt, L->n_heads, hd);
-        rms_rows(be, hp, L->k_norm, kt, hp->n_kv_heads, hd);
-    } else if (hp->qk_norm_kind == MXL_QK_NORM_FULL) {
-        rms_rows(be, hp, L->q_norm, qt, 1, L->n_heads * hd);
-        rms_rows(be, hp, L->k_norm, kt, 1, hp->n_kv_heads * hd);
-    }
+    const bool full = hp->qk_norm_kind == MXL_QK_NORM_FULL;
+    if (hp->qk_norm_kind == MXL_QK_NORM_NONE) return;
+    rms_rows(be, hp, L->q_norm, qt, full ? 1 : L->n_heads, full ? L->n_heads * hd : hd);
+    if (!L->kv_shared) rms_rows(be, hp, L->k_norm, kt, full ? 1 : L->n_kv_heads, full ? L->n_kv_heads * hd : hd);
 }
 
 /* A span's rows of this layer made ready for attention: QK-norm, RoPE at each row's position
@@ -1898,16 +2011,17 @@ static void prepare_span(const fwd_pass *f, const row_span *sp) {
     const mxl_decoder_hparams *hp = &f->d->hp;
     const mxl_decoder_layer *L = &f->d->layers[f->layer];
     mxl_decoder_state *ws = f->ws, *s = sp->s;
-    const int64_t hd = hp->head_dim, qd = L->n_heads * hd, kvd = hp->n_kv_heads * hd;
+    const int64_t hd = L->head_dim, qd = L->n_heads * hd, kvd = L->n_kv_heads * hd;
     const mxl_rope_cfg *rc = L->sliding ? &hp->rope_local : &hp->rope;
     const int rk = L->sliding ? 1 : 0;
     for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++) {
         float *qt = ws->q + t * qd, *kt = ws->k + t * kvd;
         if (!hp->qk_norm_after_rope) qk_norm(ws->be, hp, L, qt, kt);
+        if (L->v_norm) rms_rows(ws->be, hp, L->v_norm, ws->v + t * kvd, L->n_kv_heads, hd);
         if (L->rope) {
-            const float *cs = ws->rope_cs + (t * 2 + rk) * hd;
+            const float *cs = ws->rope_cs + (t * 2 + rk) * hp->head_dim; /* (rows of the widest head apart) */
             ws->be->ops->rope_apply_table(ws->be, rc, cs, qt, (int)L->n_heads);
-            ws->be->ops->rope_apply_table(ws->be, rc, cs, kt, (int)hp->n_kv_heads);
+            if (!L->kv_shared) ws->be->ops->rope_apply_table(ws->be, rc, cs, kt, (int)L->n_kv_heads);
         }
         if (hp->qk_norm_after_rope) qk_norm(ws->be, hp, L, qt, kt);
         if (hp->q_temp_beta > 0 && !(hp->q_temp_nope_only && L->rope)) {
@@ -1916,10 +2030,11 @@ static void prepare_span(const fwd_pass *f, const row_span *sp) {
         }
     }
     /* append in the state's storage types (f16 / int8 conversion here, once per token); the
-     * blocks were reserved before the pass, so this only writes the span's own rows */
-    for (int64_t t = 0; t < sp->n; t++) {
-        kv_put(s, s->kvp, s->table, false, L->kv_layer, sp->pos + t, ws->k + (sp->row0 + t) * kvd);
-        if (!hp->mla_kv_rank) kv_put(s, s->kvp, s->table, true, L->kv_layer, sp->pos + t, ws->v + (sp->row0 + t) * kvd);
+     * blocks were reserved before the pass, so this only writes the span's own rows (a KV-shared
+     * layer attends over its source layer's rows, written earlier in this pass) */
+    for (int64_t t = 0; t < sp->n && !L->kv_shared; t++) {
+        kv_put(s, s->kvp, s->table, false, L->kv_layer, sp->pos + t, ws->k + (sp->row0 + t) * kvd, kvd);
+        if (!hp->mla_kv_rank) kv_put(s, s->kvp, s->table, true, L->kv_layer, sp->pos + t, ws->v + (sp->row0 + t) * kvd, kvd);
     }
 }
 
@@ -1938,7 +2053,7 @@ static void attn_spans_task(void *vctx, int task, int n_tasks, int thread_index)
 /* The attention output att [n, heads * head_dim] times the gate g [n, gate rows]: sigmoid (AFMoE)
  * or softplus as torch computes it (Laguna), element-wise or one per head. */
 static void attn_gate(const mxl_decoder_hparams *hp, const mxl_decoder_layer *L, float *att, const float *g, int64_t n) {
-    const int64_t hd = hp->head_dim, per = hp->attn_gate_per_head ? hd : 1;
+    const int64_t hd = L->head_dim, per = hp->attn_gate_per_head ? hd : 1;
     const int64_t rows = hp->attn_q_gate ? L->n_heads * hd : L->w_attn_gate.rows;
     for (int64_t t = 0; t < n; t++)
         for (int64_t r = 0; r < rows; r++) {
@@ -1952,15 +2067,23 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
     const mxl_decoder_hparams *hp = &f->d->hp;
     const mxl_decoder_layer *L = &f->d->layers[l];
     mxl_decoder_state *ws = f->ws;
-    int64_t n = f->n_rows, hd = hp->head_dim;
+    int64_t n = f->n_rows, hd = L->head_dim;
     if (L->mla) {
         mxl_mla_project(ws->be, hp, L, prep, h, n, ws->q, ws->k, &ws->mla, ws->mm_scratch, ws->pool);
     } else {
-        /* (the output gate reads the same rows: one more weight of the pass) */
-        const mxl_weight *W[4] = {&L->wq, &L->wk, &L->wv, &L->w_attn_gate};
-        const float *b[4] = {L->bq, L->bk, L->bv, NULL};
-        float *y[4] = {hp->attn_q_gate ? ws->qg : ws->q, ws->k, ws->v, ws->ag};
-        linear_multi(W, b, L->w_attn_gate.rows > 0 ? 4 : 3, prep, h, n, y, ws);
+        /* (the output gate reads the same rows: one more weight of the pass; a KV-shared layer
+         * projects queries only; V from K's projection without v_proj) */
+        const mxl_weight *W[4] = {&L->wq};
+        const float *b[4] = {L->bq};
+        float *y[4] = {hp->attn_q_gate ? ws->qg : ws->q};
+        int nw = 1;
+        if (!L->kv_shared) {
+            W[nw] = &L->wk, b[nw] = L->bk, y[nw++] = ws->k;
+            if (L->wv.rows > 0) W[nw] = &L->wv, b[nw] = L->bv, y[nw++] = ws->v;
+        }
+        if (L->w_attn_gate.rows > 0) W[nw] = &L->w_attn_gate, b[nw] = NULL, y[nw++] = ws->ag;
+        linear_multi(W, b, nw, prep, h, n, y, ws);
+        if (!L->kv_shared && L->wv.rows == 0) memcpy(ws->v, ws->k, (size_t)(n * L->n_kv_heads * hd) * sizeof(float));
         if (hp->attn_q_gate) /* per head [query; gate] rows apart */
             for (int64_t t = 0; t < n; t++)
                 for (int64_t hh = 0; hh < L->n_heads; hh++) {
@@ -1971,7 +2094,7 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
     }
     if (hp->clip_qkv > 0) {
         const float c = hp->clip_qkv;
-        const int64_t nq = n * L->n_heads * hd, nkv = n * hp->n_kv_heads * hd;
+        const int64_t nq = n * L->n_heads * hd, nkv = n * L->n_kv_heads * hd;
         for (int64_t i = 0; i < nq; i++) ws->q[i] = fminf(fmaxf(ws->q[i], -c), c);
         for (int64_t i = 0; i < nkv; i++) {
             ws->k[i] = fminf(fmaxf(ws->k[i], -c), c);
@@ -1988,7 +2111,7 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
             const float *inv = L->sliding ? sp->s->inv_freq_local : sp->s->inv_freq;
             float af = L->sliding ? sp->s->attn_factor_local : sp->s->attn_factor;
             for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++)
-                ws->be->ops->rope_table(ws->be, rc, inv, af, ws->q_pos[t], ws->rope_cs + (t * 2 + rk) * hd);
+                ws->be->ops->rope_table(ws->be, rc, inv, af, ws->q_pos[t], ws->rope_cs + (t * 2 + rk) * hp->head_dim);
         }
         f->rope_ready[rk] = true;
     }
@@ -2043,27 +2166,60 @@ static void act_rows(void *vctx, int64_t t0, int64_t t1) {
     const act_rows_ctx *a = vctx;
     const mxl_decoder_hparams *hp = a->hp;
     mxl_decoder_state *s = a->s;
-    float *g = s->gate + t0 * hp->ffn;
-    const int64_t m = (t1 - t0) * hp->ffn;
+    const int64_t F = a->L->ffn;
+    float *g = s->gate + t0 * F;
+    const int64_t m = (t1 - t0) * F;
     if (hp->mlp_gate_mult != 1.0f)
         for (int64_t i = 0; i < m; i++) g[i] *= hp->mlp_gate_mult;
+    if (a->L->topk_k != 0.0f) mxl_gaussian_topk(g, t1 - t0, F, a->L->topk_k); /* (Gemma 3n's sparse layers) */
     if (hp->xielu) xielu(a->L, g, m);
-    else if (hp->mlp == MXL_MLP_GATED) s->be->ops->glu(s->be, hp->act, g, s->up + t0 * hp->ffn, m, g);
+    else if (hp->mlp == MXL_MLP_GATED) s->be->ops->glu(s->be, hp->act, g, s->up + t0 * F, m, g);
     else s->be->ops->act(s->be, hp->act, g, m, g);
-    if (a->L->ffn_sub_norm.w) norm_rows(s->be, hp, &a->L->ffn_sub_norm, g, t1 - t0, hp->ffn, g);
-    if (hp->act_quant8) quant8_rows(g, t1 - t0, hp->ffn);
+    if (a->L->ffn_sub_norm.w) norm_rows(s->be, hp, &a->L->ffn_sub_norm, g, t1 - t0, F, g);
+    if (hp->act_quant8) quant8_rows(g, t1 - t0, F);
 }
 
+static void dense_mlp(const fwd_pass *f, int64_t l, const mxl_row_prep *prep, const float *h);
+
 static void mlp_block(const fwd_pass *f, int64_t l, const mxl_row_prep *prep, const float *h) {
+    const mxl_decoder_layer *L = &f->d->layers[l];
+    mxl_decoder_state *s = f->ws;
+    if (L->moe) { /* the rows are routed: made whole first */
+        if (prep) prep->fn(prep->ctx, 0, f->n_rows);
+        mxl_moe_forward(s->be, &f->d->hp, L->moe, h, NULL, f->n_rows, s->o, &s->moe, s->mm_scratch, s->pool);
+        return;
+    }
+    dense_mlp(f, l, prep, h);
+}
+
+/* Gemma 4's block after attention (hp.moe_beside_mlp): the dense MLP of ffn_norm(x) and the
+ * experts of moe_pre_norm(x), routed on RMSNorm(x) * router_in_scale / sqrt(hidden), each through
+ * its own norm, summed into ws->o (the caller's post_ffn_norm and residual follow). */
+static void mlp_beside_moe(const fwd_pass *f, int64_t l, const mxl_row_prep *ffn_norm) {
+    const mxl_decoder_hparams *hp = &f->d->hp;
+    const mxl_decoder_layer *L = &f->d->layers[l];
+    mxl_decoder_state *s = f->ws;
+    const int64_t n = f->n_rows, H = hp->hidden;
+    dense_mlp(f, l, ffn_norm, s->xn);
+    norm_rows(s->be, hp, &L->moe_dense_post_norm, s->o, n, H, s->o);
+    const float rs = 1.0f / sqrtf((float)H);
+    for (int64_t t = 0; t < n; t++) {
+        float *r = s->o2 + t * H;
+        s->be->ops->rmsnorm(s->be, s->x + t * H, L->moe->router_in_scale, H, hp->norm_eps, false, r);
+        for (int64_t c = 0; c < H; c++) r[c] *= rs;
+    }
+    norm_rows(s->be, hp, &L->moe_pre_norm, s->x, n, H, s->xn);
+    mxl_moe_forward(s->be, hp, L->moe, s->xn, s->o2, n, s->o3, &s->moe, s->mm_scratch, s->pool);
+    norm_rows(s->be, hp, &L->moe_post_norm, s->o3, n, H, s->o3);
+    residual_add(s->o, s->o3, n * H, 1.0f);
+}
+
+/* The dense MLP of the pass's rows into ws->o. */
+static void dense_mlp(const fwd_pass *f, int64_t l, const mxl_row_prep *prep, const float *h) {
     const mxl_decoder_hparams *hp = &f->d->hp;
     const mxl_decoder_layer *L = &f->d->layers[l];
     mxl_decoder_state *s = f->ws;
     int64_t n = f->n_rows;
-    if (L->moe) { /* the rows are routed: made whole first */
-        if (prep) prep->fn(prep->ctx, 0, n);
-        mxl_moe_forward(s->be, hp, L->moe, h, n, s->o, &s->moe, s->mm_scratch, s->pool);
-        return;
-    }
     if (hp->mlp == MXL_MLP_GATED) {
         const mxl_weight *W[2] = {&L->w_gate, &L->w_up};
         const float *b[2] = {L->b_gate, L->b_up};
@@ -2078,6 +2234,126 @@ static void mlp_block(const fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
     linear(&L->w_down, L->b_down, &act, s->gate, n, s->o, s);
     if (hp->mlp_down_mult != 1.0f)
         for (int64_t i = 0; i < n * hp->hidden; i++) s->o[i] *= hp->mlp_down_mult;
+}
+
+/* The per-layer inputs of the pass's rows into ws->ple [n, n_layers * P] (decoder.h, hp.ple_dim),
+ * from the tokens and their scaled embeddings (ws->x). */
+static void ple_inputs(const fwd_pass *f, const int32_t *tokens) {
+    const mxl_decoder *d = f->d;
+    const mxl_decoder_hparams *hp = &d->hp;
+    mxl_decoder_state *ws = f->ws;
+    const int64_t n = f->n_rows, P = hp->ple_dim, LP = hp->n_layers * P;
+    const int32_t *ids = tokens;
+    if (hp->ple_vocab < hp->vocab) { /* ids past the table read row 0 (Gemma 3n's text-only table) */
+        for (int64_t t = 0; t < n; t++) ws->pos_ids[t] = tokens[t] < hp->ple_vocab ? tokens[t] : 0;
+        ids = ws->pos_ids;
+    }
+    ws->be->ops->embed(ws->be, &d->ple_embd, ids, n, sqrtf((float)P), ws->ple, NULL);
+    matmul(&d->ple_model_proj, NULL, ws->x, n, ws->ple_tmp, ws);
+    const float ps = 1.0f / sqrtf((float)hp->hidden), mix = 1.0f / sqrtf(2.0f);
+    for (int64_t i = 0; i < n * LP; i++) ws->ple_tmp[i] *= ps;
+    rms_rows(ws->be, hp, d->ple_proj_norm, ws->ple_tmp, n * hp->n_layers, P);
+    for (int64_t i = 0; i < n * LP; i++) ws->ple[i] = (ws->ple_tmp[i] + ws->ple[i]) * mix;
+}
+
+/* Layer l's per-layer input of rows x [n, hidden]: ws->o = norm(W_proj (act(x W_gate^T) * p[l])). */
+static void ple_project(const fwd_pass *f, int64_t l, const float *x) {
+    const mxl_decoder_hparams *hp = &f->d->hp;
+    const mxl_decoder_layer *L = &f->d->layers[l];
+    mxl_decoder_state *ws = f->ws;
+    const int64_t n = f->n_rows, P = hp->ple_dim, LP = hp->n_layers * P;
+    float *g = ws->ple_tmp;
+    linear(&L->ple_gate, NULL, NULL, x, n, g, ws);
+    ws->be->ops->act(ws->be, hp->act, g, n * P, g);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t i = 0; i < P; i++) g[t * P + i] *= ws->ple[t * LP + l * P + i];
+    linear(&L->ple_proj, NULL, NULL, g, n, ws->o, ws);
+    norm_rows(ws->be, hp, &L->ple_norm, ws->o, n, hp->hidden, ws->o);
+}
+
+/* ---- Gemma 3n's AltUp streams (altup.h) ---- */
+
+/* ws->amod [n, A] = tanh(RMSNorm(x) w_rn / hidden  Wr^T): the modality router of rows x. */
+static void altup_modalities(const fwd_pass *f, const mxl_altup_layer *a, const float *x) {
+    const mxl_decoder_hparams *hp = &f->d->hp;
+    mxl_decoder_state *ws = f->ws;
+    const mxl_backend *ref = mxl_backend_reference(); /* (a tiny matrix, kept in f32 like a router) */
+    const int64_t n = f->n_rows, H = hp->hidden;
+    for (int64_t t = 0; t < n; t++) {
+        float *r = ws->laurel + t * H;
+        ws->be->ops->rmsnorm(ws->be, x + t * H, a->router_norm, H, hp->norm_eps, hp->norm_plus_one, r);
+        for (int64_t c = 0; c < H; c++) r[c] /= (float)H;
+    }
+    ref->ops->matmul(ref, &a->router, NULL, ws->laurel, n, ws->amod, ws->mm_scratch, NULL);
+    for (int64_t i = 0; i < n * hp->altup_n; i++) ws->amod[i] = tanhf(ws->amod[i]);
+}
+
+/* The streams from the scaled embeddings ws->x: S[0] = x, S[i] = x Wi^T at x's RMS. */
+static void altup_expand(const fwd_pass *f) {
+    const mxl_decoder_hparams *hp = &f->d->hp;
+    mxl_decoder_state *ws = f->ws;
+    const int64_t n = f->n_rows, H = hp->hidden, st = ws->max_batch * H;
+    memcpy(ws->streams, ws->x, (size_t)(n * H) * sizeof(float));
+    for (int64_t a = 1; a < hp->altup_n; a++) {
+        matmul(&f->d->altup_proj[a - 1], NULL, ws->x, n, ws->streams + a * st, ws);
+        mxl_altup_match_rms(ws->x, ws->streams + a * st, n, H);
+    }
+}
+
+/* ws->x = the mean of S[0] and each S[i] Ui^T at S[0]'s RMS. */
+static void altup_collapse(const fwd_pass *f) {
+    const mxl_decoder_hparams *hp = &f->d->hp;
+    mxl_decoder_state *ws = f->ws;
+    const int64_t n = f->n_rows, H = hp->hidden, st = ws->max_batch * H;
+    memcpy(ws->x, ws->streams, (size_t)(n * H) * sizeof(float));
+    for (int64_t a = 1; a < hp->altup_n; a++) {
+        matmul(&f->d->altup_unembed[a - 1], NULL, ws->streams + a * st, n, ws->o, ws);
+        mxl_altup_match_rms(ws->streams, ws->o, n, H);
+        residual_add(ws->x, ws->o, n * H, 1.0f);
+    }
+    for (int64_t i = 0; i < n * H; i++) ws->x[i] /= (float)hp->altup_n;
+}
+
+/* One Gemma 3n layer on the streams: predict, the block on the active prediction (attention with
+ * Laurel beside it, then the MLP), correct, and the per-layer input into the other streams. */
+static void altup_layer(fwd_pass *f, int64_t l) {
+    const mxl_decoder_hparams *hp = &f->d->hp;
+    const mxl_decoder_layer *L = &f->d->layers[l];
+    const mxl_altup_layer *a = L->altup;
+    mxl_decoder_state *ws = f->ws;
+    const mxl_backend *ref = mxl_backend_reference();
+    const int64_t n = f->n_rows, H = hp->hidden, st = ws->max_batch * H;
+    const int A = (int)hp->altup_n, act = (int)hp->altup_active;
+    const float *active = ws->pred + act * st;
+    altup_modalities(f, a, ws->streams + act * st);
+    ref->ops->matmul(ref, &a->predict, NULL, ws->amod, n, ws->acoef, ws->mm_scratch, NULL);
+    mxl_altup_predict(A, ws->streams, st, n, H, ws->acoef, ws->pred);
+    norm_rows(ws->be, hp, &L->attn_norm, active, n, H, ws->xn);
+    /* Laurel: h + RMSNorm(h L^T R^T) (h the normed active prediction) */
+    linear(&a->laurel_l, NULL, NULL, ws->xn, n, ws->laurel_lo, ws);
+    linear(&a->laurel_r, NULL, NULL, ws->laurel_lo, n, ws->laurel, ws);
+    for (int64_t t = 0; t < n; t++) {
+        float *r = ws->laurel + t * H;
+        ws->be->ops->rmsnorm(ws->be, r, a->laurel_norm, H, hp->norm_eps, hp->norm_plus_one, r);
+    }
+    residual_add(ws->laurel, ws->xn, n * H, 1.0f);
+    attention_block(f, l, NULL, ws->xn);
+    norm_rows(ws->be, hp, &L->post_attn_norm, ws->o, n, H, ws->o);
+    for (int64_t i = 0; i < n * H; i++) ws->x[i] = (active[i] + ws->o[i] + ws->laurel[i]) / (float)M_SQRT2;
+    norm_rows_ctx fn = {ws->be, hp, &L->ffn_norm, ws->x, ws->xn, H};
+    const mxl_row_prep ffn_norm = {norm_rows_prep, &fn};
+    dense_mlp(f, l, &ffn_norm, ws->xn);
+    norm_rows(ws->be, hp, &L->post_ffn_norm, ws->o, n, H, ws->o);
+    residual_add(ws->x, ws->o, n * H, 1.0f);
+    altup_modalities(f, a, ws->x);
+    ref->ops->matmul(ref, &a->correct, NULL, ws->amod, n, ws->acoef, ws->mm_scratch, NULL);
+    mxl_altup_correct(A, act, ws->pred, st, n, H, ws->acoef, ws->x, ws->streams);
+    float *first = ws->xn;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t c = 0; c < H; c++)
+            first[t * H + c] = ws->streams[act * st + t * H + c] * (hp->altup_correct_scale ? a->out_scale[c] : 1.0f);
+    ple_project(f, l, first);
+    for (int64_t b = 1; b < A; b++) residual_add(ws->streams + b * st, ws->o, n * H, 1.0f);
 }
 
 /* Runs tokens[0..n_rows) (row r's token is tokens[r]) through every layer and advances each
@@ -2096,6 +2372,14 @@ static void forward_rows(fwd_pass *f, const int32_t *tokens) {
         residual_add(ws->x, ws->o, n * H, 1.0f);
     }
     if (hp->embed_norm) norm_rows(ws->be, hp, &d->output_norm, ws->x, n, H, ws->x);
+    if (hp->ple_dim > 0) ple_inputs(f, tokens);
+    if (hp->altup_n > 0) { /* Gemma 3n: the layers run on AltUp's streams */
+        altup_expand(f);
+        for (int64_t l = 0; l < hp->n_layers; l++) altup_layer(f, l);
+        altup_collapse(f);
+        for (int64_t si = 0; si < f->n_spans; si++) f->spans[si].s->pos += f->spans[si].n;
+        return;
+    }
     for (int64_t l = 0; l < hp->n_layers; l++) {
         const mxl_decoder_layer *L = &d->layers[l];
         /* the pre-norms are made row by row as the QKV / MLP matmuls quantize their input */
@@ -2142,9 +2426,16 @@ static void forward_rows(fwd_pass *f, const int32_t *tokens) {
             continue;
         }
         residual_add(ws->x, ws->o, n * H, hp->residual_scale);
-        mlp_block(f, l, L->ffn_norm.w ? &ffn_norm : NULL, L->ffn_norm.w ? ws->xn : ws->x);
+        if (L->moe && hp->moe_beside_mlp) mlp_beside_moe(f, l, &ffn_norm);
+        else mlp_block(f, l, L->ffn_norm.w ? &ffn_norm : NULL, L->ffn_norm.w ? ws->xn : ws->x);
         if (L->post_ffn_norm.w) norm_rows(ws->be, hp, &L->post_ffn_norm, ws->o, n, H, ws->o);
         residual_add(ws->x, ws->o, n * H, hp->residual_scale);
+        if (hp->ple_dim > 0) {
+            ple_project(f, l, ws->x);
+            residual_add(ws->x, ws->o, n * H, 1.0f);
+        }
+        if (L->scalar != 1.0f)
+            for (int64_t i = 0; i < n * H; i++) ws->x[i] *= L->scalar;
     }
     for (int64_t si = 0; si < f->n_spans; si++) f->spans[si].s->pos += f->spans[si].n;
 }
@@ -2247,7 +2538,7 @@ mxl_status mxl_decoder_forward_spans(const mxl_decoder *d, mxl_decoder_state *co
     mxl_status st;
     if ((st = check_causal(d, err))) return st;
     if (n_seqs <= 0) return mxl_error_set(err, MXL_ERR_ARG, "no sequences to run");
-    int64_t kvd = d->hp.n_kv_heads * d->hp.head_dim, rows = 0;
+    int64_t kvd = d->kv_dim, rows = 0;
     mxl_decoder_state *ws = NULL;
     /* every check before anything runs: an error leaves every state as it was */
     for (int64_t i = 0; i < n_seqs; i++) {

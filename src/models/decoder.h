@@ -218,6 +218,34 @@ typedef struct mxl_decoder_hparams {
     bool attn_q_gate;     /* q_proj's rows per head are [query; gate] and the attention output is
                            * multiplied by sigmoid(gate) before o_proj (Qwen3-Next's full attention) */
     bool ssm_conv_bias, ssm_proj_bias; /* the convolution has a bias; in_proj / out_proj have biases */
+    /* Per-layer attention and MLP widths (Gemma 4: global layers have wider heads and their own KV
+     * head count; KV-shared layers a double-wide MLP), or NULL: head_dim / n_kv_heads / ffn on
+     * every layer. With them head_dim * n_kv_heads (and n_heads * head_dim) is at least every
+     * layer's: those size the buffers and each KV cache row, which a narrower layer fills in part. */
+    const int32_t *layer_head_dim, *layer_kv_heads, *layer_ffn;
+    /* [n_layers] -1, or the earlier attention layer whose cached K and V this layer attends over
+     * instead of computing its own (Gemma 4's KV-shared layers: no k/v projections, no cache rows) */
+    const int32_t *layer_kv_source;
+    bool v_norm;          /* values RMS-normed per head without a weight before caching (Gemma 4) */
+    bool attn_k_eq_v;     /* a layer without v_proj takes V from k_proj's output, before the key's norm and
+                           * RoPE (Gemma 4's attention_k_eq_v global layers) */
+    /* Per-layer input embeddings (Gemma 4's PLE; ple_dim 0: none). Once per token:
+     *   p = (RMSNorm_P(x0 Wm^T / sqrt(hidden)) + E_ple[id] * sqrt(P)) / sqrt(2)   [n_layers, P]
+     * with x0 the scaled token embedding; after layer l's MLP residual:
+     *   x += RMSNorm(W_proj (act(x W_gate^T) * p[l]))                              [hidden] */
+    int64_t ple_dim, ple_vocab;
+    bool layer_scalar;    /* each layer's output times its own stored scalar (Gemma 4's layer_scalar) */
+    /* Every layer runs its dense MLP and the experts side by side on the attention residual x
+     * (Gemma 4's MoE block): x += post_norm(post_norm_1(mlp(ffn_norm(x))) + post_norm_2(experts(
+     * pre_norm_2(x)))), routed on RMSNorm(x) * router_in_scale / sqrt(hidden) (weightless norm) */
+    bool moe_beside_mlp;
+    /* Gemma 3n (models/altup.h): altup_n > 0 streams of the hidden state, each layer's block run on
+     * stream altup_active: attention with a Laurel residual beside it (x = (a + attn + laurel) / sqrt 2,
+     * a the active prediction), then the MLP; the per-layer input added to the other streams (of the
+     * corrected active stream, times its correct_output_scale with altup_correct_scale). */
+    int64_t altup_n, altup_active, laurel_rank;
+    bool altup_correct_scale;
+    const float *layer_topk_k; /* [n_layers] each MLP's Gaussian top-k std multiplier (altup.h; 0: none), or NULL */
 } mxl_decoder_hparams;
 
 /* A norm's weight and (LayerNorm) bias as f32; w == NULL: the norm is absent. */
@@ -237,6 +265,8 @@ typedef struct mxl_moe_layer {
     mxl_weight *gate, *up, *down;      /* [n_experts] each: [moe_ffn, hidden] x2, [hidden, moe_ffn] */
     mxl_weight sh_gate, sh_up, sh_down; /* the shared expert (rows 0: none) */
     mxl_weight sh_router;              /* [1, hidden] the shared expert's gate (rows 0: none) */
+    const float *expert_scale;         /* [n_experts] each chosen expert's weight times its own (Gemma 4), or NULL */
+    const float *router_in_scale;      /* [hidden] hp.moe_beside_mlp: the router input's scale (times 1/sqrt(hidden)) */
 } mxl_moe_layer;
 
 /* One layer's multi-head latent attention (models/mla.h); wq of the layer is q_proj
@@ -273,7 +303,18 @@ typedef struct mxl_decoder_layer {
     const float *sinks; /* [n_heads] attention sink logits (GPT-OSS), or NULL */
     mxl_weight w_attn_gate; /* hp.attn_out_gate: [n_heads * head_dim, hidden] (rows 0: none) */
     mxl_rec_layer *rec;     /* a recurrent mixer instead of attention (hp.layer_kind), or NULL */
-    int64_t kv_layer;       /* attention layers: this layer's index among them (its KV pool layer) */
+    int64_t kv_layer;       /* attention layers: this layer's index among them (its KV pool layer; a
+                             * KV-shared layer's is its source's) */
+    int64_t head_dim, n_kv_heads, ffn; /* this layer's (hp.layer_head_dim ..., else hp's) */
+    bool kv_shared;         /* reads another layer's cache (hp.layer_kv_source): computes queries only */
+    const float *v_norm;    /* hp.v_norm: ones [head_dim] (the weightless RMSNorm), or NULL */
+    mxl_weight ple_gate;    /* hp.ple_dim: [P, hidden] */
+    mxl_weight ple_proj;    /* [hidden, P] */
+    mxl_decoder_norm ple_norm; /* the RMSNorm after ple_proj */
+    float scalar;           /* hp.layer_scalar: the layer's output times this (else 1) */
+    mxl_decoder_norm moe_dense_post_norm, moe_pre_norm, moe_post_norm; /* hp.moe_beside_mlp's three norms */
+    struct mxl_altup_layer *altup; /* hp.altup_n: the layer's AltUp and Laurel weights, or NULL */
+    float topk_k;           /* hp.layer_topk_k's (0: a dense MLP activation) */
     bool has_mlp;           /* the block has an MLP or MoE (not with hp.no_mlp / layer_no_mlp) */
     bool no_mixer;          /* no token mixer (MXL_LAYER_MLP_ONLY): the block is its MLP alone */
 } mxl_decoder_layer;
@@ -287,8 +328,14 @@ typedef struct mxl_decoder {
     const float *output_bias;              /* [vocab] with lm_head_bias, else NULL */
     bool experts_streamed; /* routed experts left in the checkpoint's mapping (MLXCEL_EXPERT_STREAM) */
     mxl_decoder_norm output_norm;
+    mxl_weight ple_embd;       /* hp.ple_dim: [ple_vocab, n_layers * P] per-layer input embeddings */
+    mxl_weight ple_model_proj; /* [n_layers * P, hidden] */
+    const float *ple_proj_norm; /* [P] */
+    mxl_weight *altup_proj, *altup_unembed; /* hp.altup_n: [altup_n - 1] each [hidden, hidden] (the streams in and out) */
     mxl_decoder_layer *layers;
     int64_t n_kv_layers;       /* attention layers (those with KV cache rows) */
+    int64_t q_dim, kv_dim;     /* the widest layer's queries (n_heads * head_dim) and KV row
+                                * (n_kv_heads * head_dim): the buffers' and KV rows' widths */
     size_t rec_state_floats;   /* one sequence's recurrent state, every recurrent layer (0: none) */
 } mxl_decoder;
 

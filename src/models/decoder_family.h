@@ -80,6 +80,20 @@ typedef struct mxl_decoder_names {
     const char *ssm_dt_norm, *ssm_b_norm, *ssm_c_norm; /* MAMBA's weighted dt / B / C RMSNorms (Jamba), or NULL */
     const char *ssm_gx_w, *ssm_gx_b, *ssm_ga_w, *ssm_ga_b, *ssm_lru_param; /* RGLRU's gate parameters and
                                                                         * recurrent_param (full names) */
+    /* Per-layer inputs (hp.ple_dim): the table "<ple_embed>" [ple_vocab, n_layers * P], the model
+     * projection "<ple_model_proj>" and its norm "<ple_proj_norm>" (full modules), and per layer
+     * "<ple_gate>", "<ple_proj>", "<ple_norm>"; "<layer_scalar>" the per-layer scalar's full name
+     * after the layer prefix (hp.layer_scalar). */
+    const char *ple_embed, *ple_model_proj, *ple_proj_norm, *ple_gate, *ple_proj, *ple_norm, *layer_scalar;
+    /* hp.moe_beside_mlp: the norms after the dense MLP, before and after the experts; the router's
+     * input scale "<moe_router_scale>" [hidden] and "<moe_expert_scale>" [n_experts] (full names
+     * after the layer prefix) */
+    const char *moe_dense_post_norm, *moe_pre_norm, *moe_post_norm, *moe_router_scale, *moe_expert_scale;
+    /* hp.altup_n (models/altup.h): "<altup_proj><i>" / "<altup_unembed><i>" (full module prefixes,
+     * i < altup_n - 1), and per layer the modality router, its norm, the prediction and correction
+     * coefficients, the output scale (full name), Laurel's two projections and norm */
+    const char *altup_proj, *altup_unembed, *altup_router, *altup_router_norm, *altup_predict, *altup_correct, *altup_out_scale;
+    const char *laurel_l, *laurel_r, *laurel_norm;
 } mxl_decoder_names;
 
 typedef struct mxl_family_ctx {
@@ -313,5 +327,17 @@ mxl_status mxl_family_mla(mxl_family_ctx *c, bool interleave_default);
  * Both take a value head width hp->mla_v_dim the family set before the call as the default when
  * the config or file says none (MiniCPM3: hidden / heads; 0: required). */
 mxl_status mxl_family_gguf_mla(mxl_family_ctx *c);
+
+/* ---- Gemma 3n / 4 (family_gemma4.c) ---- */
+/* What the two share: pre and post norms with plain weights (y = norm(x) * w), scaled embeddings,
+ * attention at scale 1 over RMS-normed query / key heads and weightless-normed values,
+ * hidden_activation (gelu_pytorch_tanh), final_logit_softcapping (default_cap when absent). */
+mxl_status mxl_family_gemma_plain_common(mxl_family_ctx *c, double default_cap);
+/* The sliding layers from layer_types, else every pattern-th layer full (last_full: the last layer
+ * always full, Gemma 4), as a per-layer flag array. */
+mxl_status mxl_family_gemma_layer_types(mxl_family_ctx *c, int64_t pattern, bool last_full, uint8_t **out);
+/* KV sharing: the last num_kv_shared_layers layers read the cache of the last earlier layer of
+ * their type (hp.layer_kv_source); with use_double_wide_mlp their MLP is twice as wide. */
+mxl_status mxl_family_gemma_kv_sharing(mxl_family_ctx *c, const uint8_t *sliding);
 
 #endif

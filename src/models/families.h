@@ -15,6 +15,10 @@
     X(gemma)                    \
     X(gemma2)                   \
     X(gemma3_text)              \
+    X(gemma4_text)              \
+    X(gemma4)                   \
+    X(gemma3n_text)             \
+    X(gemma3n)                  \
     X(phi3)                     \
     X(olmo2)                    \
     X(granite)                  \

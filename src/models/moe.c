@@ -162,6 +162,8 @@ static void route(const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const m
             for (int64_t j = 0; j < K; j++) w[j] /= sigmoid ? tot + 1e-20f : tot;
         if (hp->moe_routed_scale != 1.0f)
             for (int64_t j = 0; j < K; j++) w[j] *= hp->moe_routed_scale;
+        if (L->expert_scale)
+            for (int64_t j = 0; j < K; j++) w[j] *= L->expert_scale[idx[j]];
     }
 }
 
@@ -325,10 +327,10 @@ static void grouped_rows(const mxl_backend *be, const mxl_decoder_hparams *hp, c
 }
 
 void mxl_moe_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const float *h,
-                     int64_t n, float *y, const mxl_moe_scratch *s, void *mm_scratch, mxl_threadpool *pool) {
+                     const float *hr, int64_t n, float *y, const mxl_moe_scratch *s, void *mm_scratch, mxl_threadpool *pool) {
     const mxl_backend *ref = mxl_backend_reference();
     const int64_t K = hp->n_experts_used, H = hp->hidden;
-    ref->ops->matmul(ref, &L->router, NULL, h, n, s->logits, mm_scratch, pool);
+    ref->ops->matmul(ref, &L->router, NULL, hr ? hr : h, n, s->logits, mm_scratch, pool);
     add_rows(s->logits, L->router_logit_bias, n, hp->n_experts);
     route(hp, L, s, n);
     if (n == 1 && !hp->moe_scale_input) one_row(be, hp, L, h, s, mm_scratch, pool); /* (scaled inputs differ per expert) */

@@ -8,7 +8,7 @@
  *            moe_norm_topk                             idx, w [n, k]
  *            (SIGMOID, DeepSeek V3's noaux_tc: p = sigmoid(logits); the top k of p + bias within
  *            the moe_topk_group best groups; w = p there, renormalised with moe_norm_topk)
- *            then w *= moe_routed_scale
+ *            then w *= moe_routed_scale, and each w by its expert's expert_scale (Gemma 4)
  *   y[t]   = sum_j w[t][j] * down_e(act(gate_e(h[t])) * up_e(h[t])),  e = idx[t][j]
  *            (moe_scale_input, Llama 4: sum_j down_e(act(gate_e(x)) * up_e(x)), x = w[t][j] h[t])
  *          + moe_shared_scale * (sigmoid(h[t] . w_sh) if shared_expert_gate) * shared(h[t])
@@ -74,10 +74,11 @@ uint64_t mxl_moe_scratch_floats(const mxl_decoder_hparams *hp, int64_t max_rows,
 void mxl_moe_scratch_carve(const mxl_decoder_hparams *hp, int64_t max_rows, int n_lanes, size_t lane_mm_bytes, float *mem,
                            mxl_moe_scratch *s);
 
-/* y [n, hidden] = the MoE block of layer L on h [n, hidden]. be runs the experts' matmuls (the
- * state's path), with mm_scratch (the decoder's largest matmul scratch) and pool. */
+/* y [n, hidden] = the MoE block of layer L on h [n, hidden], routed on hr [n, hidden] (NULL: h).
+ * be runs the experts' matmuls (the state's path), with mm_scratch (the decoder's largest matmul
+ * scratch) and pool. */
 void mxl_moe_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_moe_layer *L, const float *h,
-                     int64_t n, float *y, const mxl_moe_scratch *s, void *mm_scratch, mxl_threadpool *pool);
+                     const float *hr, int64_t n, float *y, const mxl_moe_scratch *s, void *mm_scratch, mxl_threadpool *pool);
 
 /* The top k of p[n] (k <= n) into idx[k] in descending order, ties to the lower index (the
  * router's selection; exposed for tests). */

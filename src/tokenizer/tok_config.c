@@ -119,8 +119,16 @@ mxl_status mxl_tokenizer_load(const char *path, mxl_tokenizer **out, mxl_error *
     if (S_ISDIR(st.st_mode)) {
         char p[4096];
         snprintf(p, sizeof(p), "%s/tokenizer.json", path);
-        if (!file_exists(p))
-            return mxl_error_set(err, MXL_ERR_NOT_FOUND, "%s: no tokenizer.json in this directory", path);
+        if (!file_exists(p)) {
+            /* (a SentencePiece model alone: SigLIP's spiece.model, older repositories' tokenizer.model) */
+            char spm[4096];
+            snprintf(spm, sizeof spm, "%s/spiece.model", path);
+            bool sp = file_exists(spm);
+            snprintf(spm, sizeof spm, "%s/tokenizer.model", path);
+            sp = sp || file_exists(spm);
+            return mxl_error_set(err, MXL_ERR_NOT_FOUND, "%s: no tokenizer.json in this directory%s", path,
+                                 sp ? " (a SentencePiece model alone is not read yet: a tokenizer.json is needed)" : "");
+        }
         mxl_status s = mxl_tokenizer_load_json_file(p, out, err);
         if (s != MXL_OK) return s;
         s = mxl_tokenizer_load_configs(*out, path, err);

@@ -176,6 +176,15 @@ TEST(config_classifier_labels) {
     mxl_model_config_free(&c);
 }
 
+/* Gemma 3n lists one MLP width per layer: the typed config holds the widest. */
+TEST(config_per_layer_mlp_widths) {
+    mxl_model_config c;
+    mxl_error e;
+    REQUIRE(parse("{\"model_type\":\"gemma3n_text\",\"intermediate_size\":[8192,16384,8192]}", &c, &e) == MXL_OK);
+    CHECK_EQ_INT(c.intermediate_size, 16384);
+    mxl_model_config_free(&c);
+}
+
 TEST(config_hostile_values) {
     static const char *bad[] = {
         "",
@@ -195,6 +204,8 @@ TEST(config_hostile_values) {
         "{\"quantization\":{\"bits\":-4}}",
         "{\"tie_word_embeddings\":1}",
         "{\"model_type\":\"llama\"",
+        "{\"intermediate_size\":[96,\"x\"]}",
+        "{\"intermediate_size\":[96,-1]}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         mxl_model_config c;

@@ -246,6 +246,8 @@ static const char *const k_fixtures[] = {
     "laguna",
     /* sparsemixer routing, LayerNorms with biases, an LM head bias */
     "phimoe",
+    /* per-layer head sizes, KV-shared layers, per-layer inputs; V from K's projection; experts beside the MLP; AltUp streams */
+    "gemma4_text", "gemma4_text_keqv", "gemma4_text_moe", "gemma3n_text",
     /* recurrent layers (models/recurrent.h): each row's own state, beside attention (LFM2) */
     "lfm2", "mamba", "mamba2", "qwen3_next", "granitemoehybrid", "nemotron_h", "falcon_h1", "recurrent_gemma", "minimax", "kimi_linear",
 };

@@ -76,8 +76,9 @@ static void check_case(json_t *fx, json_t *c, const char *edit, bool reference, 
         CHECK(0);
     } else {
         bool quant = is_quantized(&d);
-        double tol = reference ? REF_TOL : d.hp.act_quant8 ? MXL_TEST_DEC_BITNET_FAST_TOL : quant ? FAST_QUANT_TOL : FAST_DENSE_TOL;
-        double margin = reference ? 2 * REF_TOL : !quant ? 2 * FAST_DENSE_TOL : QUANT_TIE_MARGIN;
+        const double kv_gain = mxl_test_kv_gain(&d); /* (the f16 cache: test_decoder_compare.h) */
+        double tol = reference ? REF_TOL : d.hp.act_quant8 ? MXL_TEST_DEC_BITNET_FAST_TOL : quant ? FAST_QUANT_TOL : FAST_DENSE_TOL * kv_gain;
+        double margin = reference ? 2 * REF_TOL : !quant ? 2 * FAST_DENSE_TOL * kv_gain : QUANT_TIE_MARGIN;
         mxl_test_logit_result r = {0, 0, 0};
         bool ran = mxl_test_decoder_compare(&d, c, json_object_get(fx, "tokens"), reference, margin, pool, &r);
         fprintf(stderr, "  %-22s %s%s%s: max |diff| %.2e, argmax %d/%d\n", name, reference ? "[reference]" : "[fast]",

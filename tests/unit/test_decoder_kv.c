@@ -260,8 +260,9 @@ TEST(decoder_kv_families_f16_int8_within_bounds) {
                 e_f16, e_i8, e_mix);
         const double qtol = d.hp.act_quant8 ? MXL_TEST_DEC_BITNET_FAST_TOL : QUANT_TOL; /* (BitNet: test_decoder_compare.h) */
         CHECK(e_f32 <= (quant ? qtol : F32_DENSE_TOL));
-        CHECK(e_def <= (quant ? qtol : F16_DENSE_TOL));
-        CHECK(e_f16 <= (quant ? qtol : F16_DENSE_TOL));
+        const double gain = mxl_test_kv_gain(&d); /* (Gemma 4's unscaled attention: test_decoder_compare.h) */
+        CHECK(e_def <= (quant ? qtol : F16_DENSE_TOL * gain));
+        CHECK(e_f16 <= (quant ? qtol : F16_DENSE_TOL * gain));
         /* Mixtures of experts: int8's error moves a row's router scores enough to swap near-tied
          * experts, a discontinuous change of O(1) in the logits (measured up to 1.9 on glm4_moe),
          * so the int8 bound (which the dense fixtures hold for the shared KV code) is not applied
@@ -269,8 +270,8 @@ TEST(decoder_kv_families_f16_int8_within_bounds) {
         if (d.hp.n_experts > 0) {
             fprintf(stderr, "  %-22s int8 bounds not applied: a mixture of experts (router flips)\n", name);
         } else {
-            CHECK(e_i8 <= (quant ? INT8_QUANT_TOL : INT8_DENSE_TOL));
-            CHECK(e_mix <= (quant ? INT8_QUANT_TOL : INT8_DENSE_TOL));
+            CHECK(e_i8 <= (quant ? INT8_QUANT_TOL : INT8_DENSE_TOL * gain));
+            CHECK(e_mix <= (quant ? INT8_QUANT_TOL : INT8_DENSE_TOL * gain));
         }
         mxl_free(a), mxl_free(b);
         mxl_decoder_free(&d);

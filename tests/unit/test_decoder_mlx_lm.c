@@ -46,6 +46,7 @@ static const char *const k_no_mlx_lm[][2] = {
     {"youtu", "mlx-lm reads Youtu-LLM as model_type youtu_llm, which transformers 5 (youtu) does not load: no one checkpoint both run"},
     {"youtu_llm", "as youtu (the same decoder under the released checkpoints' model_type)"},
     {"cohere2_moe", "mlx-lm has no cohere2_moe model"},
+    {"gemma3n_text", "mlx-lm converts the released vision-language gemma3n (its fixture: the same decoder), not the bare text model type"},
     {"llama4_text", "mlx-lm's llama4 reads only the multimodal layout (text_config, language_model.*), which this build does not load yet"},
     {"jamba", "mlx-lm's jamba renormalises the chosen experts' weights (a softmax over the top k), transformers' does not: no checkpoint both run alike"},
     {"qwen3_5_text", "mlx-lm converts the released vision-language qwen3_5 (its fixture: the same decoder), not the bare text model type"},
@@ -73,7 +74,7 @@ static const char *fixture_dir(const char *name) {
  * with bf16 scales, as mlx-lm writes them; in MoE layers the last expert's gate projection (a
  * row view of the stacked switch_mlp tensor) in place of down_proj (Granite MoE's experts are
  * too narrow for a group of 64: mlx-lm leaves their down projections in float) and the router,
- * which mlx-lm's Qwen3 MoE and Granite MoE keep at 8 bits (Granite MoE's o_proj too: its
+ * which mlx-lm's Qwen3 MoE, Granite MoE and Gemma 4 keep at 8 bits (Granite MoE's o_proj too: its
  * quant_predicate, like Granite's); mlx-lm's glm4_moe router (Solar Open's, whose first layer has
  * experts) is no linear layer and stays in float. */
 static void check_binding(const mxl_decoder *d, const char *family, int bits, int group_size, int *mxl_test_failed_) {
@@ -81,7 +82,7 @@ static void check_binding(const mxl_decoder *d, const char *family, int bits, in
     bool granite = strcmp(family, "granite") == 0, granitemoe = strcmp(family, "granitemoe") == 0;
     bool router8 = granitemoe || strcmp(family, "qwen3_moe") == 0 || strcmp(family, "mellum") == 0 || strcmp(family, "gpt_oss") == 0 ||
                    strcmp(family, "qwen3_next") == 0 || strcmp(family, "qwen3_5_moe") == 0 ||
-                   strcmp(family, "granitemoehybrid") == 0;
+                   strcmp(family, "granitemoehybrid") == 0 || strcmp(family, "gemma4_text") == 0;
     /* (a recurrent first layer: its in_proj and out_proj in place of q_proj and o_proj, and in
      * place of down_proj too when the block has no MLP: Mamba) */
     const mxl_weight *wq = L->rec ? &L->rec->in_proj : &L->wq, *wo = L->rec ? &L->rec->out_proj : &L->wo;
