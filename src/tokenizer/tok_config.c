@@ -119,17 +119,15 @@ mxl_status mxl_tokenizer_load(const char *path, mxl_tokenizer **out, mxl_error *
     if (S_ISDIR(st.st_mode)) {
         char p[4096];
         snprintf(p, sizeof(p), "%s/tokenizer.json", path);
-        if (!file_exists(p)) {
-            /* (a SentencePiece model alone: SigLIP's spiece.model, older repositories' tokenizer.model) */
-            char spm[4096];
-            snprintf(spm, sizeof spm, "%s/spiece.model", path);
-            bool sp = file_exists(spm);
+        char spm[4096];
+        snprintf(spm, sizeof spm, "%s/spiece.model", path);
+        const bool sp = !file_exists(p) && file_exists(spm); /* (SigLIP's: a SentencePiece model alone) */
+        if (!file_exists(p) && !sp) {
             snprintf(spm, sizeof spm, "%s/tokenizer.model", path);
-            sp = sp || file_exists(spm);
             return mxl_error_set(err, MXL_ERR_NOT_FOUND, "%s: no tokenizer.json in this directory%s", path,
-                                 sp ? " (a SentencePiece model alone is not read yet: a tokenizer.json is needed)" : "");
+                                 file_exists(spm) ? " (its tokenizer.model alone is not read: a tokenizer.json is needed)" : "");
         }
-        mxl_status s = mxl_tokenizer_load_json_file(p, out, err);
+        mxl_status s = sp ? mxl_tokenizer_load_spiece(path, spm, out, err) : mxl_tokenizer_load_json_file(p, out, err);
         if (s != MXL_OK) return s;
         s = mxl_tokenizer_load_configs(*out, path, err);
         if (s != MXL_OK) {

@@ -407,4 +407,9 @@ mxl_status tok_gguf_partition(const mxl_tokenizer *t, bool parse_special, tok_pi
                               tok_pieces *out);
 mxl_tokenizer *tok_alloc(const char *name);
 
+/* loader_spm.c: the SentencePiece model model_path of directory dir (no tokenizer.json there),
+ * for the tokenizer classes known there (tokenizer_config.json tokenizer_class: SiglipTokenizer);
+ * others refused by name. The caller reads the directory's configs after. */
+mxl_status mxl_tokenizer_load_spiece(const char *dir, const char *model_path, mxl_tokenizer **out, mxl_error *err);
+
 #endif
