@@ -183,6 +183,37 @@ static json_t *siglip_document(const spm_model *m, bool lower, int64_t eos, cons
     return doc;
 }
 
+mxl_status mxl_tokenizer_load_siglip_spm(const uint8_t *data, size_t n, const char *name, bool lower, const char *eos_piece,
+                                         mxl_tokenizer **out, mxl_error *err) {
+    *out = NULL;
+    spm_model m = {json_array(), json_array(), 0, 1, false, NULL, 0};
+    char *text = NULL;
+    int64_t eos = -1;
+    mxl_status st = MXL_OK;
+    if (!m.vocab || !m.added) {
+        st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    } else if (!parse_model(data, n, &m)) {
+        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: not a SentencePiece model (a malformed or empty ModelProto)", name);
+    } else if (m.model_type != 1) {
+        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: a SentencePiece %s model; only Unigram ones are read without tokenizer.json", name,
+                           m.model_type == 2 ? "BPE" : m.model_type == 3 ? "word" : "character");
+    } else {
+        for (size_t i = 0; i < json_array_size(m.vocab) && eos < 0; i++)
+            if (strcmp(json_string_value(json_array_get(json_array_get(m.vocab, i), 0)), eos_piece) == 0) eos = (int64_t)i;
+        if (eos < 0) st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the end-of-sequence piece '%s' is not in the model", name, eos_piece);
+    }
+    if (!st) {
+        json_t *doc = siglip_document(&m, lower, eos, eos_piece);
+        text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+        json_decref(doc);
+        st = text ? mxl_tokenizer_load_json_bytes(text, strlen(text), name, out, err) : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
+    mxl_free(text); /* (jansson allocates through core/alloc.c) */
+    json_decref(m.vocab);
+    json_decref(m.added);
+    return st;
+}
+
 mxl_status mxl_tokenizer_load_spiece(const char *dir, const char *model_path, mxl_tokenizer **out, mxl_error *err) {
     *out = NULL;
     char path[4096];
@@ -203,8 +234,6 @@ mxl_status mxl_tokenizer_load_spiece(const char *dir, const char *model_path, mx
     json_t *lc = json_object_get(cfg, "do_lower_case"), *eo = json_object_get(cfg, "eos_token");
     const bool lower = !json_is_boolean(lc) || json_is_true(lc);
     const char *eos_piece = json_is_string(eo) ? json_string_value(eo) : json_is_object(eo) ? json_string_value(json_object_get(eo, "content")) : "</s>";
-    if (!eos_piece) eos_piece = "</s>";
-
     FILE *f = fopen(model_path, "rb");
     uint8_t *data = NULL;
     long n = -1;
@@ -214,30 +243,8 @@ mxl_status mxl_tokenizer_load_spiece(const char *dir, const char *model_path, mx
         data = NULL;
     }
     if (f) fclose(f);
-    spm_model m = {json_array(), json_array(), 0, 1, false, NULL, 0};
-    char *text = NULL;
-    int64_t eos = -1;
-    if (!data) {
-        st = mxl_error_set(err, MXL_ERR_IO, "%s: cannot read the SentencePiece model", model_path);
-    } else if (!m.vocab || !m.added || !parse_model(data, (size_t)n, &m)) {
-        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: not a SentencePiece model (a malformed or empty ModelProto)", model_path);
-    } else if (m.model_type != 1) {
-        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: a SentencePiece %s model; only Unigram ones are read without tokenizer.json", model_path,
-                           m.model_type == 2 ? "BPE" : m.model_type == 3 ? "word" : "character");
-    } else {
-        for (size_t i = 0; i < json_array_size(m.vocab) && eos < 0; i++)
-            if (strcmp(json_string_value(json_array_get(json_array_get(m.vocab, i), 0)), eos_piece) == 0) eos = (int64_t)i;
-        if (eos < 0) st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the end-of-sequence piece '%s' is not in the model", model_path, eos_piece);
-    }
-    if (!st) {
-        json_t *doc = siglip_document(&m, lower, eos, eos_piece);
-        text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-        json_decref(doc);
-        st = text ? mxl_tokenizer_load_json_bytes(text, strlen(text), model_path, out, err) : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
-    }
-    mxl_free(text); /* (jansson allocates through core/alloc.c) */
-    json_decref(m.vocab);
-    json_decref(m.added);
+    st = data ? mxl_tokenizer_load_siglip_spm(data, (size_t)n, model_path, lower, eos_piece ? eos_piece : "</s>", out, err)
+              : mxl_error_set(err, MXL_ERR_IO, "%s: cannot read the SentencePiece model", model_path);
     mxl_free(data);
     json_decref(cfg);
     return st;

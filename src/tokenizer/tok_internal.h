@@ -411,5 +411,9 @@ mxl_tokenizer *tok_alloc(const char *name);
  * for the tokenizer classes known there (tokenizer_config.json tokenizer_class: SiglipTokenizer);
  * others refused by name. The caller reads the directory's configs after. */
 mxl_status mxl_tokenizer_load_spiece(const char *dir, const char *model_path, mxl_tokenizer **out, mxl_error *err);
+/* The same from the model file's bytes, as SiglipTokenizer runs it (lower: do_lower_case;
+ * eos_piece: the piece appended); name labels errors. */
+mxl_status mxl_tokenizer_load_siglip_spm(const uint8_t *data, size_t n, const char *name, bool lower, const char *eos_piece,
+                                         mxl_tokenizer **out, mxl_error *err);
 
 #endif
