@@ -1292,12 +1292,19 @@ static mxl_status load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err)
         d->altup_proj = mxl_arena_alloc(&d->arena, (size_t)(2 * (hp->altup_n - 1)) * sizeof *d->altup_proj, 64);
         if (!d->altup_proj) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
         d->altup_unembed = d->altup_proj + hp->altup_n - 1;
-        for (int64_t a = 0; a + 1 < hp->altup_n; a++) {
+        const int64_t A1 = hp->altup_n - 1, H = hp->hidden;
+        mxl_weight all_in, all_out; /* (GGUF: one [A - 1, hidden, hidden] tensor each) */
+        if (names.altup_stacked && ((st = bind_matrix_stacked(&b, -1, names.altup_proj, A1, A1 * H, H, &all_in)) ||
+                                    (st = bind_matrix_stacked(&b, -1, names.altup_unembed, A1, A1 * H, H, &all_out))))
+            return st;
+        for (int64_t a = 0; a < A1; a++) {
             char in[256], out[256];
             snprintf(in, sizeof in, "%s%lld", names.altup_proj, (long long)a);
             snprintf(out, sizeof out, "%s%lld", names.altup_unembed, (long long)a);
-            if ((st = bind_matrix(&b, -1, in, hp->hidden, hp->hidden, &d->altup_proj[a])) ||
-                (st = bind_matrix(&b, -1, out, hp->hidden, hp->hidden, &d->altup_unembed[a])))
+            if (names.altup_stacked ? (st = expert_rows(&b, -1, names.altup_proj, &all_in, a * H, H, &d->altup_proj[a])) ||
+                                          (st = expert_rows(&b, -1, names.altup_unembed, &all_out, a * H, H, &d->altup_unembed[a]))
+                                    : (st = bind_matrix(&b, -1, in, H, H, &d->altup_proj[a])) ||
+                                          (st = bind_matrix(&b, -1, out, H, H, &d->altup_unembed[a])))
                 return st;
         }
     }

@@ -94,6 +94,7 @@ typedef struct mxl_decoder_names {
      * coefficients, the output scale (full name), Laurel's two projections and norm */
     const char *altup_proj, *altup_unembed, *altup_router, *altup_router_norm, *altup_predict, *altup_correct, *altup_out_scale;
     const char *laurel_l, *laurel_r, *laurel_norm;
+    bool altup_stacked;     /* the projections stacked in one tensor each, "<altup_proj>" [A - 1, H, H] (GGUF) */
 } mxl_decoder_names;
 
 typedef struct mxl_family_ctx {
@@ -339,5 +340,7 @@ mxl_status mxl_family_gemma_layer_types(mxl_family_ctx *c, int64_t pattern, bool
 /* KV sharing: the last num_kv_shared_layers layers read the cache of the last earlier layer of
  * their type (hp.layer_kv_source); with use_double_wide_mlp their MLP is twice as wide. */
 mxl_status mxl_family_gemma_kv_sharing(mxl_family_ctx *c, const uint8_t *sliding);
+/* The same from the values (a GGUF's shared_kv_layers; wide: use_double_wide_mlp). */
+mxl_status mxl_family_gemma_kv_share(mxl_family_ctx *c, const uint8_t *sliding, int64_t shared, bool wide);
 
 #endif

@@ -19,8 +19,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "io/gguf.h"
 #include "models/altup.h"
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 static const mxl_decoder_names k_names_gemma3n = {
     .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
@@ -74,7 +76,77 @@ static mxl_status sparsity(mxl_family_ctx *c) {
     return MXL_OK;
 }
 
+/* GGUF (llama.cpp's gemma3n: convert_hf_to_gguf.py Gemma3NModel): feed_forward_length per layer,
+ * activation_sparsity_scale (the std multipliers themselves, -inf for dense layers),
+ * altup.num_inputs / active_idx, attention.shared_kv_layers, embedding_length_per_layer_input (the
+ * table padded to the whole vocabulary), the Laurel rank from laurel_l's rows, and llama.cpp's
+ * names (the AltUp projections stacked: altup_proj / altup_unembd_proj [3, H, H]). */
+static mxl_status gemma3n_gguf(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    const mxl_model_config *cfg = c->cfg;
+    mxl_decoder_names *nm = c->names;
+    mxl_status st;
+    hp->post_norms = true;
+    hp->embed_scale = sqrtf((float)hp->hidden);
+    hp->attn_scale = 1.0f;
+    hp->qk_norm_kind = MXL_QK_NORM_HEAD;
+    hp->v_norm = true;
+    hp->act = MXL_ACT_GELU_TANH;
+    double cap, base_swa, shared, ple, n, active;
+    if ((st = mxl_family_gguf_number(c, "final_logit_softcapping", 0.0, &cap)) || (st = mxl_family_gguf_number(c, "rope.freq_base_swa", 10000.0, &base_swa)) ||
+        (st = mxl_family_gguf_number(c, "attention.shared_kv_layers", 0.0, &shared)) ||
+        (st = mxl_family_gguf_number(c, "embedding_length_per_layer_input", 0.0, &ple)) ||
+        (st = mxl_family_gguf_number(c, "altup.num_inputs", 4.0, &n)) || (st = mxl_family_gguf_number(c, "altup.active_idx", 0.0, &active)))
+        return st;
+    const mxl_gguf_tensor_info *pt = mxl_gguf_find_tensor(c->ck->gguf, "per_layer_token_embd.weight"),
+                               *lt = mxl_gguf_find_tensor(c->ck->gguf, "blk.0.laurel_l.weight");
+    if (!(base_swa > 0 && shared >= 0 && shared < (double)hp->n_layers && ple >= 1 && ple <= 65536 && n >= 2 && n <= 16 && active >= 0 &&
+          active < n && pt && pt->tensor.ndim == 2 && lt && lt->tensor.ndim == 2))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: Gemma 3n's shared layers, per-layer inputs, AltUp streams or Laurel tensors are missing or out of range",
+                             c->ck->path);
+    hp->final_softcap = cap > 0 ? (float)cap : 0.0f;
+    hp->rope = (mxl_rope_cfg){.head_dim = (int)hp->head_dim, .rotary_dim = (int)hp->head_dim,
+                              .theta = !isnan(cfg->rope_theta) ? cfg->rope_theta : 1000000.0, .style = MXL_ROPE_NEOX,
+                              .scaling = MXL_ROPE_SCALING_NONE, .factor = 1.0};
+    hp->rope_local = hp->rope;
+    hp->rope_local.theta = base_swa;
+    uint8_t *sliding = mxl_family_layer_flags(c);
+    if (!sliding) return MXL_ERR_NOMEM;
+    for (int64_t i = 0; i < hp->n_layers; i++)
+        sliding[i] = cfg->n_layer_types == hp->n_layers && cfg->layer_is_sliding ? cfg->layer_is_sliding[i] : (i + 1) % 5 != 0;
+    hp->layer_is_sliding = sliding;
+    hp->sliding_window = cfg->sliding_window > 0 ? cfg->sliding_window : 512;
+    if ((st = mxl_family_gguf_layer_ints(c, "feed_forward_length", hp->ffn, 1, hp->ffn, (int32_t **)&hp->layer_ffn))) return st;
+    float *k = mxl_arena_alloc(c->arena, (size_t)hp->n_layers * sizeof *k, 64);
+    if (!k) return mxl_error_set(c->err, MXL_ERR_NOMEM, "out of memory");
+    char key[192];
+    const mxl_gguf_kv *kv = mxl_gguf_find(c->ck->gguf, mxl_family_gguf_key(c, "activation_sparsity_scale", key, sizeof key));
+    const mxl_gguf_array *a = kv && kv->value.type == MXL_GGUF_TYPE_ARRAY ? &kv->value.v.arr : NULL;
+    if (kv && (!a || a->n != (uint64_t)hp->n_layers))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' must list each of the %lld layers", c->ck->path, key, (long long)hp->n_layers);
+    for (int64_t i = 0; i < hp->n_layers; i++) {
+        mxl_gguf_value e;
+        double x = -INFINITY;
+        if (a && (!mxl_gguf_array_get(a, (uint64_t)i, &e) || !mxl_gguf_value_as_f64(&e, &x) || isnan(x) || x == INFINITY))
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' must hold numbers (-inf for a dense layer)", c->ck->path, key);
+        k[i] = isfinite(x) ? (float)x : 0.0f;
+    }
+    hp->layer_topk_k = k;
+    if ((st = mxl_family_gemma_kv_share(c, sliding, (int64_t)shared, false))) return st;
+    hp->ple_dim = (int64_t)ple, hp->ple_vocab = pt->tensor.shape[0];
+    hp->altup_n = (int64_t)n, hp->altup_active = (int64_t)active, hp->altup_correct_scale = true;
+    hp->laurel_rank = lt->tensor.shape[0];
+    nm->ple_embed = "per_layer_token_embd", nm->ple_model_proj = "per_layer_model_proj", nm->ple_proj_norm = "per_layer_proj_norm";
+    nm->ple_gate = "inp_gate", nm->ple_proj = "proj", nm->ple_norm = "post_norm";
+    nm->altup_proj = "altup_proj", nm->altup_unembed = "altup_unembd_proj", nm->altup_stacked = true;
+    nm->altup_router = "altup_router", nm->altup_router_norm = "altup_router_norm", nm->altup_predict = "altup_predict_coef";
+    nm->altup_correct = "altup_correct_coef", nm->altup_out_scale = "altup_correct_scale.weight";
+    nm->laurel_l = "laurel_l", nm->laurel_r = "laurel_r", nm->laurel_norm = "laurel_post_norm";
+    return MXL_OK;
+}
+
 static mxl_status gemma3n_setup(mxl_family_ctx *c) {
+    if (c->gguf) return gemma3n_gguf(c);
     mxl_decoder_hparams *hp = c->hp;
     mxl_decoder_names *nm = c->names;
     mxl_status st;
@@ -126,7 +198,7 @@ static mxl_status gemma3n_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_gemma3n_text = {
     .model_type = "gemma3n_text", .registry_id = "gemma3n", .hf_class = "Gemma3nForCausalLM", .names = &k_names_gemma3n,
-    .setup = gemma3n_setup,
+    .setup = gemma3n_setup, .gguf_arch = "gemma3n", .convert_check = mxl_family_gguf_not_converted,
 };
 
 const mxl_decoder_family mxl_family_gemma3n = {

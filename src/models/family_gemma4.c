@@ -20,13 +20,15 @@
  *   - each layer's output times its stored layer_scalar;
  *   - with enable_moe_block (26B-A4B), experts beside every layer's dense MLP (moe_block below).
  * Sliding layers from layer_types (else every sixth layer full), the last layer always full.
- * Refused by name: whole-text bidirectional attention (use_bidirectional_attention "all"). No
- * GGUF: llama.cpp's converter of this build does not write Gemma 4. */
+ * Refused by name: whole-text bidirectional attention (use_bidirectional_attention "all"). GGUF:
+ * gemma4_gguf below. */
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
 
+#include "io/gguf.h"
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 static const mxl_decoder_names k_names_gemma4 = {
     .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
@@ -161,11 +163,15 @@ static mxl_status head_shapes(mxl_family_ctx *c, const uint8_t *sliding, bool k_
 /* The last num_kv_shared_layers layers read the cache of the last earlier layer of their type;
  * their MLP is twice as wide with use_double_wide_mlp (Gemma 4). */
 mxl_status mxl_family_gemma_kv_sharing(mxl_family_ctx *c, const uint8_t *sliding) {
-    mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
     int64_t shared;
     bool wide;
     if ((st = mxl_family_int(c, "num_kv_shared_layers", 0, &shared)) || (st = mxl_family_bool(c, "use_double_wide_mlp", false, &wide))) return st;
+    return mxl_family_gemma_kv_share(c, sliding, shared, wide);
+}
+
+mxl_status mxl_family_gemma_kv_share(mxl_family_ctx *c, const uint8_t *sliding, int64_t shared, bool wide) {
+    mxl_decoder_hparams *hp = c->hp;
     if (shared == 0) return MXL_OK;
     const int64_t first = hp->n_layers - shared;
     if (first < 1) return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: num_kv_shared_layers %lld leaves no layer computing its own keys", c->ck->path, (long long)shared);
@@ -186,6 +192,81 @@ mxl_status mxl_family_gemma_kv_sharing(mxl_family_ctx *c, const uint8_t *sliding
     if (wide) {
         hp->layer_ffn = ffn;
         hp->ffn *= 2; /* (the widest: the buffers') */
+    }
+    return MXL_OK;
+}
+
+/* GGUF (llama.cpp's gemma4: convert_hf_to_gguf.py Gemma4Model): the same model from its keys -
+ * attention.key_length / key_length_swa, rope.dimension_count / _swa, rope.freq_base / _swa,
+ * head_count_kv and feed_forward_length per layer (arrays where the layers differ),
+ * attention.shared_kv_layers, embedding_length_per_layer_input, expert_count /
+ * expert_feed_forward_length - and llama.cpp's tensor names (the proportional RoPE's unrotated
+ * pairs as rope_freqs.weight factors of 1e30, which the decoder applies to the full layers). */
+static mxl_status gemma4_gguf(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    const mxl_model_config *cfg = c->cfg;
+    mxl_decoder_names *nm = c->names;
+    mxl_status st;
+    hp->post_norms = true;
+    hp->embed_scale = sqrtf((float)hp->hidden);
+    hp->attn_scale = 1.0f;
+    hp->qk_norm_kind = MXL_QK_NORM_HEAD;
+    hp->v_norm = true;
+    hp->act = MXL_ACT_GELU_TANH;
+    hp->attn_k_eq_v = true; /* (where a layer has no attn_v) */
+    double cap, kls, rot, rot_swa, base_swa, shared, ple;
+    const double kl = (double)cfg->head_dim;
+    if ((st = mxl_family_gguf_number(c, "final_logit_softcapping", 0.0, &cap)) ||
+        (st = mxl_family_gguf_number(c, "attention.key_length_swa", kl, &kls)) || (st = mxl_family_gguf_number(c, "rope.dimension_count", kl, &rot)) ||
+        (st = mxl_family_gguf_number(c, "rope.dimension_count_swa", kls, &rot_swa)) ||
+        (st = mxl_family_gguf_number(c, "rope.freq_base_swa", 10000.0, &base_swa)) ||
+        (st = mxl_family_gguf_number(c, "attention.shared_kv_layers", 0.0, &shared)) ||
+        (st = mxl_family_gguf_number(c, "embedding_length_per_layer_input", 0.0, &ple)))
+        return st;
+    hp->final_softcap = cap > 0 ? (float)cap : 0.0f;
+    if (!(kls >= 2 && kls <= 65536 && rot >= 2 && rot <= kl && rot_swa >= 2 && rot_swa <= kls && base_swa > 0 && shared >= 0 &&
+          shared < (double)hp->n_layers && ple >= 0 && ple <= 65536))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: Gemma 4 head sizes, rotary dimensions, shared layers or per-layer input width out of range", c->ck->path);
+    uint8_t *sliding = mxl_family_layer_flags(c);
+    if (!sliding) return MXL_ERR_NOMEM;
+    for (int64_t i = 0; i < hp->n_layers; i++)
+        sliding[i] = cfg->n_layer_types == hp->n_layers && cfg->layer_is_sliding ? cfg->layer_is_sliding[i] : (i + 1) % 6 != 0;
+    hp->layer_is_sliding = sliding;
+    hp->sliding_window = cfg->sliding_window > 0 ? cfg->sliding_window : 512;
+    int32_t *hd;
+    if ((st = mxl_family_gguf_layer_ints(c, "attention.head_count_kv", hp->n_kv_heads, 1, hp->n_heads, (int32_t **)&hp->layer_kv_heads)) ||
+        (st = mxl_family_gguf_layer_ints(c, "feed_forward_length", hp->ffn, 1, hp->ffn, (int32_t **)&hp->layer_ffn)) ||
+        (st = mxl_family_gguf_layer_ints(c, "attention.key_length", (int64_t)kl, 1, 65536, &hd)))
+        return st;
+    for (int64_t i = 0; i < hp->n_layers; i++) hd[i] = sliding[i] ? (int32_t)kls : (int32_t)kl;
+    hp->layer_head_dim = hd;
+    hp->head_dim = kls > kl ? (int64_t)kls : (int64_t)kl;
+    hp->rope = (mxl_rope_cfg){.head_dim = (int)kl, .rotary_dim = (int)rot, .theta = !isnan(cfg->rope_theta) ? cfg->rope_theta : 1000000.0,
+                              .style = MXL_ROPE_NEOX, .scaling = MXL_ROPE_SCALING_NONE, .factor = 1.0};
+    hp->rope_local = (mxl_rope_cfg){.head_dim = (int)kls, .rotary_dim = (int)rot_swa, .theta = base_swa, .style = MXL_ROPE_NEOX,
+                                    .scaling = MXL_ROPE_SCALING_NONE, .factor = 1.0};
+    if ((st = mxl_family_gemma_kv_share(c, sliding, (int64_t)shared, false))) return st;
+    if (mxl_family_gguf_has_layer0(c, "layer_output_scale", ".weight")) hp->layer_scalar = true;
+    nm->layer_scalar = "layer_output_scale.weight";
+    if (ple > 0) {
+        const mxl_gguf_tensor_info *t = mxl_gguf_find_tensor(c->ck->gguf, "per_layer_token_embd.weight");
+        hp->ple_dim = (int64_t)ple;
+        hp->ple_vocab = t && t->tensor.ndim == 2 ? t->tensor.shape[0] : hp->vocab;
+        nm->ple_embed = "per_layer_token_embd", nm->ple_model_proj = "per_layer_model_proj", nm->ple_proj_norm = "per_layer_proj_norm";
+        nm->ple_gate = "inp_gate", nm->ple_proj = "proj", nm->ple_norm = "post_norm";
+    }
+    if (cfg->num_experts > 0) {
+        double f;
+        if ((st = mxl_family_gguf_number(c, "expert_feed_forward_length", 0.0, &f))) return st;
+        if (!(f >= 1 && f <= (double)(INT64_C(1) << 26)) || cfg->num_experts_per_tok <= 0)
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: Gemma 4 experts need expert_feed_forward_length and expert_used_count", c->ck->path);
+        hp->n_experts = cfg->num_experts, hp->n_experts_used = cfg->num_experts_per_tok, hp->moe_ffn = (int64_t)f;
+        hp->moe_router = MXL_MOE_SOFTMAX;
+        hp->moe_norm_topk = true;
+        hp->moe_beside_mlp = true;
+        nm->exps_gate_up = "ffn_gate_up_exps", nm->exps_down = "ffn_down_exps";
+        nm->moe_dense_post_norm = "post_ffw_norm_1", nm->moe_pre_norm = "pre_ffw_norm_2", nm->moe_post_norm = "post_ffw_norm_2";
+        nm->moe_router_scale = "ffn_gate_inp.scale", nm->moe_expert_scale = "ffn_down_exps.scale";
     }
     return MXL_OK;
 }
@@ -218,6 +299,7 @@ static mxl_status moe_block(mxl_family_ctx *c) {
 }
 
 static mxl_status gemma4_setup(mxl_family_ctx *c) {
+    if (c->gguf) return gemma4_gguf(c);
     mxl_decoder_hparams *hp = c->hp;
     mxl_decoder_names *nm = c->names;
     mxl_status st;
@@ -275,7 +357,7 @@ static mxl_status gemma4_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_gemma4_text = {
     .model_type = "gemma4_text", .registry_id = "gemma4", .hf_class = "Gemma4ForCausalLM", .names = &k_names_gemma4,
-    .setup = gemma4_setup,
+    .setup = gemma4_setup, .gguf_arch = "gemma4", .convert_check = mxl_family_gguf_not_converted,
 };
 
 const mxl_decoder_family mxl_family_gemma4 = {

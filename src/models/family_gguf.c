@@ -271,3 +271,28 @@ mxl_status mxl_family_gguf_rope_scaling(mxl_family_ctx *c) {
     return MXL_OK;
 #undef KEY
 }
+
+mxl_status mxl_family_gguf_layer_ints(mxl_family_ctx *c, const char *suffix, int64_t dflt, int64_t lo, int64_t hi, int32_t **out) {
+    const int64_t n = c->hp->n_layers;
+    char key[192];
+    *out = mxl_arena_alloc(c->arena, (size_t)n * sizeof **out, 64);
+    if (!*out) return mxl_error_set(c->err, MXL_ERR_NOMEM, "out of memory");
+    const mxl_gguf_kv *kv = mxl_gguf_find(c->ck->gguf, arch_key(c, suffix, key, sizeof key));
+    const mxl_gguf_array *a = kv && kv->value.type == MXL_GGUF_TYPE_ARRAY ? &kv->value.v.arr : NULL;
+    if (a && a->n != (uint64_t)n)
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' must list each of the %lld layers", c->ck->path, key, (long long)n);
+    int64_t one = dflt;
+    if (kv && !a && !mxl_gguf_value_as_i64(&kv->value, &one))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' must be an integer or one per layer", c->ck->path, key);
+    for (int64_t i = 0; i < n; i++) {
+        mxl_gguf_value e;
+        int64_t x = one;
+        if (a && (!mxl_gguf_array_get(a, (uint64_t)i, &e) || !mxl_gguf_value_as_i64(&e, &x)))
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' must be an array of integers", c->ck->path, key);
+        if (x < lo || x > hi)
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' has %lld for layer %lld, outside [%lld, %lld]", c->ck->path, key,
+                                 (long long)x, (long long)i, (long long)lo, (long long)hi);
+        (*out)[i] = (int32_t)x;
+    }
+    return MXL_OK;
+}

@@ -74,6 +74,9 @@ mxl_status mxl_family_gguf_ssm(mxl_family_ctx *c, uint8_t k);
 
 /* A number "ARCH.<suffix>" of the GGUF metadata, `dflt` when absent. */
 mxl_status mxl_family_gguf_number(mxl_family_ctx *c, const char *suffix, double dflt, double *out);
+/* ARCH.<suffix> per layer: one integer for every layer or an array of one per layer (dflt when
+ * absent), each in [lo, hi], into an arena array [n_layers]. */
+mxl_status mxl_family_gguf_layer_ints(mxl_family_ctx *c, const char *suffix, int64_t dflt, int64_t lo, int64_t hi, int32_t **out);
 
 /* A boolean "ARCH.<suffix>" of the GGUF metadata, `dflt` when absent; a format error naming the key
  * when it is not a BOOL. */

@@ -107,7 +107,10 @@ static void check_all(bool reference, int *mxl_test_failed_) {
                                                   : strncmp(family, mt, strlen(mt)) == 0 && (!family[strlen(mt)] || family[strlen(mt)] == '_'));
         result r;
         bool ran = run(&d, c, case_tokens(fx, c), reference, pool, &r);
-        double tol = quantized(c) ? MXL_TEST_DEC_FAST_QUANT_TOL : reference ? REF_TOL : FAST_TOL;
+        /* (Q8_0 weights against transformers' unquantized ones: Gemma 3n / 4's unscaled attention
+         * amplifies their rounding as it does the f16 cache's, test_decoder_compare.h: measured
+         * 0.31 on gemma4_text_q8_0, greedy tokens equal) */
+        double tol = quantized(c) ? MXL_TEST_DEC_FAST_QUANT_TOL * mxl_test_kv_gain(&d) : reference ? REF_TOL : FAST_TOL;
         /* latent attention over 72 positions: the one f16 latent row every head reads as K and V
          * (YaRN's mscale^2 on the scores) drifts to 1.8e-2 at position 22 on the fast path, where
          * an f32 cache gives 3.8e-6 on the same path (measured) */
@@ -487,7 +490,8 @@ static bool not_converted(const char *family) {
                                     "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "granitemoe", "dots1", "ernie4_5_moe", "glm4_moe",
                                     "deepseek_v2", "deepseek_v3", "llama4_text", "gpt_oss", "dbrx", "exaone_moe", "afmoe",
                                     "lfm2", "mamba", "falcon_mamba", "mamba2", "qwen3_next", "qwen3_5", "qwen3_5_moe", "lfm2_moe", "granitemoehybrid",
-                                    "granitemoehybrid_dense", "nemotron_h_dense", "nemotron_h_moe", "jamba", "falcon_h1", "kimi_linear", "minimax", "solar_open", "minicpm", "exaone", "minicpm3", "ministral3"};
+                                    "granitemoehybrid_dense", "nemotron_h_dense", "nemotron_h_moe", "jamba", "falcon_h1", "kimi_linear", "minimax", "solar_open", "minicpm", "exaone", "minicpm3", "ministral3",
+                                    "gemma4_text", "gemma4_text_moe", "gemma3n_text"};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         if (strcmp(k[i], family) == 0) return true;
     return false;
@@ -578,7 +582,7 @@ TEST(convert_gguf_families_match_transformers) {
     }
     CHECK(converted >= 11);
     CHECK_EQ_INT(refused, 4);
-    CHECK_EQ_INT(unconverted, 53);
+    CHECK_EQ_INT(unconverted, 58);
     rmdir(tmp);
     mxl_threadpool_destroy(pool);
     json_decref(fx);
