@@ -80,7 +80,7 @@ static mxl_status olmo3_setup(mxl_family_ctx *c) {
 
 static mxl_status olmo2_convert_check(const mxl_checkpoint *ck, mxl_error *err) {
     if (ck->config.sliding_window > 0)
-        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: olmo2 GGUF with a sliding window (metadata key 'olmo2.attention.sliding_window', OLMo 3) is not converted", ck->path);
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: olmo2 GGUF with a sliding window (metadata key 'olmo2.attention.sliding_window', OLMo 3) is not converted yet (it runs as it is)", ck->path);
     return MXL_OK;
 }
 
