@@ -332,7 +332,8 @@ mxl_status mxl_family_gguf_mla(mxl_family_ctx *c);
 /* ---- Gemma 3n / 4 (family_gemma4.c) ---- */
 /* What the two share: pre and post norms with plain weights (y = norm(x) * w), scaled embeddings,
  * attention at scale 1 over RMS-normed query / key heads and weightless-normed values,
- * hidden_activation (gelu_pytorch_tanh), final_logit_softcapping (default_cap when absent). */
+ * hidden_activation (gelu_pytorch_tanh), final_logit_softcapping (default_cap when absent; from
+ * a GGUF its key, else none). */
 mxl_status mxl_family_gemma_plain_common(mxl_family_ctx *c, double default_cap);
 /* The sliding layers from layer_types, else every pattern-th layer full (last_full: the last layer
  * always full, Gemma 4), as a per-layer flag array. */

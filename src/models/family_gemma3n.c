@@ -86,14 +86,9 @@ static mxl_status gemma3n_gguf(mxl_family_ctx *c) {
     const mxl_model_config *cfg = c->cfg;
     mxl_decoder_names *nm = c->names;
     mxl_status st;
-    hp->post_norms = true;
-    hp->embed_scale = sqrtf((float)hp->hidden);
-    hp->attn_scale = 1.0f;
-    hp->qk_norm_kind = MXL_QK_NORM_HEAD;
-    hp->v_norm = true;
-    hp->act = MXL_ACT_GELU_TANH;
-    double cap, base_swa, shared, ple, n, active;
-    if ((st = mxl_family_gguf_number(c, "final_logit_softcapping", 0.0, &cap)) || (st = mxl_family_gguf_number(c, "rope.freq_base_swa", 10000.0, &base_swa)) ||
+    if ((st = mxl_family_gemma_plain_common(c, 0.0))) return st;
+    double base_swa, shared, ple, n, active;
+    if ((st = mxl_family_gguf_number(c, "rope.freq_base_swa", 10000.0, &base_swa)) ||
         (st = mxl_family_gguf_number(c, "attention.shared_kv_layers", 0.0, &shared)) ||
         (st = mxl_family_gguf_number(c, "embedding_length_per_layer_input", 0.0, &ple)) ||
         (st = mxl_family_gguf_number(c, "altup.num_inputs", 4.0, &n)) || (st = mxl_family_gguf_number(c, "altup.active_idx", 0.0, &active)))
@@ -104,7 +99,6 @@ static mxl_status gemma3n_gguf(mxl_family_ctx *c) {
           active < n && pt && pt->tensor.ndim == 2 && lt && lt->tensor.ndim == 2))
         return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: Gemma 3n's shared layers, per-layer inputs, AltUp streams or Laurel tensors are missing or out of range",
                              c->ck->path);
-    hp->final_softcap = cap > 0 ? (float)cap : 0.0f;
     hp->rope = (mxl_rope_cfg){.head_dim = (int)hp->head_dim, .rotary_dim = (int)hp->head_dim,
                               .theta = !isnan(cfg->rope_theta) ? cfg->rope_theta : 1000000.0, .style = MXL_ROPE_NEOX,
                               .scaling = MXL_ROPE_SCALING_NONE, .factor = 1.0};

@@ -91,10 +91,14 @@ mxl_status mxl_family_gemma_plain_common(mxl_family_ctx *c, double default_cap) 
     hp->qk_norm_kind = MXL_QK_NORM_HEAD;
     hp->v_norm = true;
     hp->act = MXL_ACT_GELU_TANH;
-    json_t *ha = json_object_get(c->raw, "hidden_activation");
-    if (ha && json_is_string(ha) && (st = mxl_family_act(c, "hidden_activation", json_string_value(ha), &hp->act))) return st;
     double cap;
-    if ((st = mxl_family_double(c, "final_logit_softcapping", default_cap, &cap))) return st;
+    if (c->gguf) { /* (llama.cpp runs the tanh GELU; the file names none) */
+        if ((st = mxl_family_gguf_number(c, "final_logit_softcapping", 0.0, &cap))) return st;
+    } else {
+        json_t *ha = json_object_get(c->raw, "hidden_activation");
+        if (ha && json_is_string(ha) && (st = mxl_family_act(c, "hidden_activation", json_string_value(ha), &hp->act))) return st;
+        if ((st = mxl_family_double(c, "final_logit_softcapping", default_cap, &cap))) return st;
+    }
     hp->final_softcap = cap > 0 ? (float)cap : 0.0f;
     return MXL_OK;
 }
@@ -207,23 +211,16 @@ static mxl_status gemma4_gguf(mxl_family_ctx *c) {
     const mxl_model_config *cfg = c->cfg;
     mxl_decoder_names *nm = c->names;
     mxl_status st;
-    hp->post_norms = true;
-    hp->embed_scale = sqrtf((float)hp->hidden);
-    hp->attn_scale = 1.0f;
-    hp->qk_norm_kind = MXL_QK_NORM_HEAD;
-    hp->v_norm = true;
-    hp->act = MXL_ACT_GELU_TANH;
+    if ((st = mxl_family_gemma_plain_common(c, 0.0))) return st;
     hp->attn_k_eq_v = true; /* (where a layer has no attn_v) */
-    double cap, kls, rot, rot_swa, base_swa, shared, ple;
+    double kls, rot, rot_swa, base_swa, shared, ple;
     const double kl = (double)cfg->head_dim;
-    if ((st = mxl_family_gguf_number(c, "final_logit_softcapping", 0.0, &cap)) ||
-        (st = mxl_family_gguf_number(c, "attention.key_length_swa", kl, &kls)) || (st = mxl_family_gguf_number(c, "rope.dimension_count", kl, &rot)) ||
+    if ((st = mxl_family_gguf_number(c, "attention.key_length_swa", kl, &kls)) || (st = mxl_family_gguf_number(c, "rope.dimension_count", kl, &rot)) ||
         (st = mxl_family_gguf_number(c, "rope.dimension_count_swa", kls, &rot_swa)) ||
         (st = mxl_family_gguf_number(c, "rope.freq_base_swa", 10000.0, &base_swa)) ||
         (st = mxl_family_gguf_number(c, "attention.shared_kv_layers", 0.0, &shared)) ||
         (st = mxl_family_gguf_number(c, "embedding_length_per_layer_input", 0.0, &ple)))
         return st;
-    hp->final_softcap = cap > 0 ? (float)cap : 0.0f;
     if (!(kls >= 2 && kls <= 65536 && rot >= 2 && rot <= kl && rot_swa >= 2 && rot_swa <= kls && base_swa > 0 && shared >= 0 &&
           shared < (double)hp->n_layers && ple >= 0 && ple <= 65536))
         return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: Gemma 4 head sizes, rotary dimensions, shared layers or per-layer input width out of range", c->ck->path);
