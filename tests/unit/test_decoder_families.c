@@ -376,6 +376,18 @@ TEST(decoder_families_refuse_unsupported_config_by_name) {
     expect_refused("mistral3", "{\"text_config\": {\"model_type\": \"qwen2\", \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, "
                    "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 16, \"vocab_size\": 256}}", MXL_ERR_UNSUPPORTED, "text_config.model_type 'qwen2'",
                    "mistral3", mxl_test_failed_);
+    /* Gemma 4 / 3n: shapes that disagree with each other, named */
+    expect_refused("gemma4_text", "{\"num_kv_shared_layers\": 5}", MXL_ERR_FORMAT, "num_kv_shared_layers", NULL, mxl_test_failed_);
+    expect_refused("gemma4_text", "{\"per_layer_config\": {\"1\": {\"head_dim\": 31}}}", MXL_ERR_FORMAT, "layer 1", NULL, mxl_test_failed_);
+    expect_refused("gemma4_text", "{\"rope_parameters\": {\"full_attention\": {\"rope_type\": \"yarn\", \"rope_theta\": 10000.0}}}",
+                   MXL_ERR_UNSUPPORTED, "'proportional'", NULL, mxl_test_failed_);
+    expect_refused("gemma4_text", "{\"use_bidirectional_attention\": \"all\"}", MXL_ERR_UNSUPPORTED, "use_bidirectional_attention", NULL,
+                   mxl_test_failed_);
+    expect_refused("gemma4_text_moe", "{\"top_k_experts\": 9}", MXL_ERR_FORMAT, "top_k_experts", NULL, mxl_test_failed_);
+    expect_refused("gemma3n_text", "{\"altup_num_inputs\": 1}", MXL_ERR_FORMAT, "AltUp", NULL, mxl_test_failed_);
+    expect_refused("gemma3n_text", "{\"activation_sparsity_pattern\": [0.95, 1.5, 0.0, 0.0]}", MXL_ERR_FORMAT, "activation_sparsity_pattern",
+                   NULL, mxl_test_failed_);
+    expect_refused("gemma3n_text", "{\"intermediate_size\": [96, 128]}", MXL_ERR_FORMAT, "intermediate_size", NULL, mxl_test_failed_);
 }
 
 /* A bidirectional Gemma 3 (EmbeddingGemma) loads for whole-text embedding runs; token-by-token
