@@ -343,5 +343,13 @@ mxl_status mxl_family_gemma_layer_types(mxl_family_ctx *c, int64_t pattern, bool
 mxl_status mxl_family_gemma_kv_sharing(mxl_family_ctx *c, const uint8_t *sliding);
 /* The same from the values (a GGUF's shared_kv_layers; wide: use_double_wide_mlp). */
 mxl_status mxl_family_gemma_kv_share(mxl_family_ctx *c, const uint8_t *sliding, int64_t shared, bool wide);
+/* The vision-language layouts (mxl_family_text_prefix) with the per-layer input tensors under the
+ * same prefix: 0 for model.language_model.*, 1 for language_model.model.*, -1 for neither. */
+int mxl_family_gemma_text_prefix(mxl_family_ctx *c);
+/* What the GGUF setups share: the plain-norm common part, the sliding layers (the file's pattern,
+ * else every pattern-th layer full) and window, KV sharing (attention.shared_kv_layers) and the
+ * per-layer inputs (embedding_length_per_layer_input; the table's rows its vocabulary) with
+ * llama.cpp's names. *sliding: the per-layer flags. */
+mxl_status mxl_family_gemma_gguf_common(mxl_family_ctx *c, int64_t pattern, uint8_t **sliding);
 
 #endif

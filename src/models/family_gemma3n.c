@@ -86,30 +86,21 @@ static mxl_status gemma3n_gguf(mxl_family_ctx *c) {
     const mxl_model_config *cfg = c->cfg;
     mxl_decoder_names *nm = c->names;
     mxl_status st;
-    if ((st = mxl_family_gemma_plain_common(c, 0.0))) return st;
-    double base_swa, shared, ple, n, active;
+    uint8_t *sliding;
+    if ((st = mxl_family_gemma_gguf_common(c, 5, &sliding))) return st;
+    double base_swa, n, active;
     if ((st = mxl_family_gguf_number(c, "rope.freq_base_swa", 10000.0, &base_swa)) ||
-        (st = mxl_family_gguf_number(c, "attention.shared_kv_layers", 0.0, &shared)) ||
-        (st = mxl_family_gguf_number(c, "embedding_length_per_layer_input", 0.0, &ple)) ||
         (st = mxl_family_gguf_number(c, "altup.num_inputs", 4.0, &n)) || (st = mxl_family_gguf_number(c, "altup.active_idx", 0.0, &active)))
         return st;
-    const mxl_gguf_tensor_info *pt = mxl_gguf_find_tensor(c->ck->gguf, "per_layer_token_embd.weight"),
-                               *lt = mxl_gguf_find_tensor(c->ck->gguf, "blk.0.laurel_l.weight");
-    if (!(base_swa > 0 && shared >= 0 && shared < (double)hp->n_layers && ple >= 1 && ple <= 65536 && n >= 2 && n <= 16 && active >= 0 &&
-          active < n && pt && pt->tensor.ndim == 2 && lt && lt->tensor.ndim == 2))
-        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: Gemma 3n's shared layers, per-layer inputs, AltUp streams or Laurel tensors are missing or out of range",
+    const mxl_gguf_tensor_info *lt = mxl_gguf_find_tensor(c->ck->gguf, "blk.0.laurel_l.weight");
+    if (!(base_swa > 0 && hp->ple_dim > 0 && n >= 2 && n <= 16 && active >= 0 && active < n && lt && lt->tensor.ndim == 2))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: Gemma 3n's per-layer inputs, AltUp streams or Laurel tensors are missing or out of range",
                              c->ck->path);
     hp->rope = (mxl_rope_cfg){.head_dim = (int)hp->head_dim, .rotary_dim = (int)hp->head_dim,
                               .theta = !isnan(cfg->rope_theta) ? cfg->rope_theta : 1000000.0, .style = MXL_ROPE_NEOX,
                               .scaling = MXL_ROPE_SCALING_NONE, .factor = 1.0};
     hp->rope_local = hp->rope;
     hp->rope_local.theta = base_swa;
-    uint8_t *sliding = mxl_family_layer_flags(c);
-    if (!sliding) return MXL_ERR_NOMEM;
-    for (int64_t i = 0; i < hp->n_layers; i++)
-        sliding[i] = cfg->n_layer_types == hp->n_layers && cfg->layer_is_sliding ? cfg->layer_is_sliding[i] : (i + 1) % 5 != 0;
-    hp->layer_is_sliding = sliding;
-    hp->sliding_window = cfg->sliding_window > 0 ? cfg->sliding_window : 512;
     if ((st = mxl_family_gguf_layer_ints(c, "feed_forward_length", hp->ffn, 1, hp->ffn, (int32_t **)&hp->layer_ffn))) return st;
     float *k = mxl_arena_alloc(c->arena, (size_t)hp->n_layers * sizeof *k, 64);
     if (!k) return mxl_error_set(c->err, MXL_ERR_NOMEM, "out of memory");
@@ -126,12 +117,8 @@ static mxl_status gemma3n_gguf(mxl_family_ctx *c) {
         k[i] = isfinite(x) ? (float)x : 0.0f;
     }
     hp->layer_topk_k = k;
-    if ((st = mxl_family_gemma_kv_share(c, sliding, (int64_t)shared, false))) return st;
-    hp->ple_dim = (int64_t)ple, hp->ple_vocab = pt->tensor.shape[0];
     hp->altup_n = (int64_t)n, hp->altup_active = (int64_t)active, hp->altup_correct_scale = true;
     hp->laurel_rank = lt->tensor.shape[0];
-    nm->ple_embed = "per_layer_token_embd", nm->ple_model_proj = "per_layer_model_proj", nm->ple_proj_norm = "per_layer_proj_norm";
-    nm->ple_gate = "inp_gate", nm->ple_proj = "proj", nm->ple_norm = "post_norm";
     nm->altup_proj = "altup_proj", nm->altup_unembed = "altup_unembd_proj", nm->altup_stacked = true;
     nm->altup_router = "altup_router", nm->altup_router_norm = "altup_router_norm", nm->altup_predict = "altup_predict_coef";
     nm->altup_correct = "altup_correct_coef", nm->altup_out_scale = "altup_correct_scale.weight";
@@ -144,18 +131,12 @@ static mxl_status gemma3n_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_decoder_names *nm = c->names;
     mxl_status st;
-    mxl_family_text_prefix(c);
-    if (strcmp(nm->layers, "model.language_model.layers.") == 0) {
-        nm->ple_embed = "model.language_model.embed_tokens_per_layer";
-        nm->ple_model_proj = "model.language_model.per_layer_model_projection";
-        nm->ple_proj_norm = "model.language_model.per_layer_projection_norm";
-        nm->altup_proj = "model.language_model.altup_projections.", nm->altup_unembed = "model.language_model.altup_unembed_projections.";
-    } else if (strcmp(nm->layers, "language_model.model.layers.") == 0) {
-        nm->ple_embed = "language_model.model.embed_tokens_per_layer";
-        nm->ple_model_proj = "language_model.model.per_layer_model_projection";
-        nm->ple_proj_norm = "language_model.model.per_layer_projection_norm";
-        nm->altup_proj = "language_model.model.altup_projections.", nm->altup_unembed = "language_model.model.altup_unembed_projections.";
-    }
+    static const char *const k_altup[2][2] = {
+        {"model.language_model.altup_projections.", "model.language_model.altup_unembed_projections."},
+        {"language_model.model.altup_projections.", "language_model.model.altup_unembed_projections."},
+    };
+    const int v = mxl_family_gemma_text_prefix(c);
+    if (v >= 0) nm->altup_proj = k_altup[v][0], nm->altup_unembed = k_altup[v][1];
     if ((st = mxl_family_gemma_plain_common(c, 30.0))) return st;
 
     bool per_type;

@@ -200,6 +200,57 @@ mxl_status mxl_family_gemma_kv_share(mxl_family_ctx *c, const uint8_t *sliding, 
     return MXL_OK;
 }
 
+int mxl_family_gemma_text_prefix(mxl_family_ctx *c) {
+    static const char *const k_ple[2][3] = {
+        {"model.language_model.embed_tokens_per_layer", "model.language_model.per_layer_model_projection",
+         "model.language_model.per_layer_projection_norm"},
+        {"language_model.model.embed_tokens_per_layer", "language_model.model.per_layer_model_projection",
+         "language_model.model.per_layer_projection_norm"},
+    };
+    mxl_decoder_names *nm = c->names;
+    mxl_family_text_prefix(c);
+    const int v = strcmp(nm->layers, "model.language_model.layers.") == 0 ? 0 : strcmp(nm->layers, "language_model.model.layers.") == 0 ? 1 : -1;
+    if (v >= 0) nm->ple_embed = k_ple[v][0], nm->ple_model_proj = k_ple[v][1], nm->ple_proj_norm = k_ple[v][2];
+    return v;
+}
+
+mxl_status mxl_family_gemma_gguf_common(mxl_family_ctx *c, int64_t pattern, uint8_t **sliding_out) {
+    mxl_decoder_hparams *hp = c->hp;
+    const mxl_model_config *cfg = c->cfg;
+    mxl_decoder_names *nm = c->names;
+    mxl_status st;
+    double shared, ple;
+    if ((st = mxl_family_gemma_plain_common(c, 0.0)) || (st = mxl_family_gguf_number(c, "attention.shared_kv_layers", 0.0, &shared)) ||
+        (st = mxl_family_gguf_number(c, "embedding_length_per_layer_input", 0.0, &ple)))
+        return st;
+    const mxl_gguf_tensor_info *t = mxl_gguf_find_tensor(c->ck->gguf, "per_layer_token_embd.weight");
+    if (!(shared >= 0 && shared < (double)hp->n_layers && ple >= 0 && ple <= 65536) || (ple > 0 && (!t || t->tensor.ndim != 2)))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: the shared KV layers or the per-layer inputs (their width, per_layer_token_embd) are out of range",
+                             c->ck->path);
+    uint8_t *sliding = mxl_family_layer_flags(c);
+    if (!sliding) return MXL_ERR_NOMEM;
+    for (int64_t i = 0; i < hp->n_layers; i++)
+        sliding[i] = cfg->n_layer_types == hp->n_layers && cfg->layer_is_sliding ? cfg->layer_is_sliding[i] : (i + 1) % pattern != 0;
+    hp->layer_is_sliding = sliding;
+    hp->sliding_window = cfg->sliding_window > 0 ? cfg->sliding_window : 512;
+    *sliding_out = sliding;
+    if ((st = mxl_family_gemma_kv_share(c, sliding, (int64_t)shared, false))) return st;
+    if (ple > 0) {
+        hp->ple_dim = (int64_t)ple, hp->ple_vocab = t->tensor.shape[0];
+        nm->ple_embed = "per_layer_token_embd", nm->ple_model_proj = "per_layer_model_proj", nm->ple_proj_norm = "per_layer_proj_norm";
+        nm->ple_gate = "inp_gate", nm->ple_proj = "proj", nm->ple_norm = "post_norm";
+    }
+    return MXL_OK;
+}
+
+/* The experts beside the dense MLP: e of width f, the top k of a softmax renormalised. */
+static void moe_beside(mxl_decoder_hparams *hp, int64_t e, int64_t k, int64_t f) {
+    hp->n_experts = e, hp->n_experts_used = k, hp->moe_ffn = f;
+    hp->moe_router = MXL_MOE_SOFTMAX;
+    hp->moe_norm_topk = true;
+    hp->moe_beside_mlp = true;
+}
+
 /* GGUF (llama.cpp's gemma4: convert_hf_to_gguf.py Gemma4Model): the same model from its keys -
  * attention.key_length / key_length_swa, rope.dimension_count / _swa, rope.freq_base / _swa,
  * head_count_kv and feed_forward_length per layer (arrays where the layers differ),
@@ -211,25 +262,17 @@ static mxl_status gemma4_gguf(mxl_family_ctx *c) {
     const mxl_model_config *cfg = c->cfg;
     mxl_decoder_names *nm = c->names;
     mxl_status st;
-    if ((st = mxl_family_gemma_plain_common(c, 0.0))) return st;
+    uint8_t *sliding;
+    if ((st = mxl_family_gemma_gguf_common(c, 6, &sliding))) return st;
     hp->attn_k_eq_v = true; /* (where a layer has no attn_v) */
-    double kls, rot, rot_swa, base_swa, shared, ple;
+    double kls, rot, rot_swa, base_swa;
     const double kl = (double)cfg->head_dim;
     if ((st = mxl_family_gguf_number(c, "attention.key_length_swa", kl, &kls)) || (st = mxl_family_gguf_number(c, "rope.dimension_count", kl, &rot)) ||
         (st = mxl_family_gguf_number(c, "rope.dimension_count_swa", kls, &rot_swa)) ||
-        (st = mxl_family_gguf_number(c, "rope.freq_base_swa", 10000.0, &base_swa)) ||
-        (st = mxl_family_gguf_number(c, "attention.shared_kv_layers", 0.0, &shared)) ||
-        (st = mxl_family_gguf_number(c, "embedding_length_per_layer_input", 0.0, &ple)))
+        (st = mxl_family_gguf_number(c, "rope.freq_base_swa", 10000.0, &base_swa)))
         return st;
-    if (!(kls >= 2 && kls <= 65536 && rot >= 2 && rot <= kl && rot_swa >= 2 && rot_swa <= kls && base_swa > 0 && shared >= 0 &&
-          shared < (double)hp->n_layers && ple >= 0 && ple <= 65536))
-        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: Gemma 4 head sizes, rotary dimensions, shared layers or per-layer input width out of range", c->ck->path);
-    uint8_t *sliding = mxl_family_layer_flags(c);
-    if (!sliding) return MXL_ERR_NOMEM;
-    for (int64_t i = 0; i < hp->n_layers; i++)
-        sliding[i] = cfg->n_layer_types == hp->n_layers && cfg->layer_is_sliding ? cfg->layer_is_sliding[i] : (i + 1) % 6 != 0;
-    hp->layer_is_sliding = sliding;
-    hp->sliding_window = cfg->sliding_window > 0 ? cfg->sliding_window : 512;
+    if (!(kls >= 2 && kls <= 65536 && rot >= 2 && rot <= kl && rot_swa >= 2 && rot_swa <= kls && base_swa > 0))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: Gemma 4 head sizes or rotary dimensions out of range", c->ck->path);
     int32_t *hd;
     if ((st = mxl_family_gguf_layer_ints(c, "attention.head_count_kv", hp->n_kv_heads, 1, hp->n_heads, (int32_t **)&hp->layer_kv_heads)) ||
         (st = mxl_family_gguf_layer_ints(c, "feed_forward_length", hp->ffn, 1, hp->ffn, (int32_t **)&hp->layer_ffn)) ||
@@ -242,25 +285,14 @@ static mxl_status gemma4_gguf(mxl_family_ctx *c) {
                               .style = MXL_ROPE_NEOX, .scaling = MXL_ROPE_SCALING_NONE, .factor = 1.0};
     hp->rope_local = (mxl_rope_cfg){.head_dim = (int)kls, .rotary_dim = (int)rot_swa, .theta = base_swa, .style = MXL_ROPE_NEOX,
                                     .scaling = MXL_ROPE_SCALING_NONE, .factor = 1.0};
-    if ((st = mxl_family_gemma_kv_share(c, sliding, (int64_t)shared, false))) return st;
     if (mxl_family_gguf_has_layer0(c, "layer_output_scale", ".weight")) hp->layer_scalar = true;
     nm->layer_scalar = "layer_output_scale.weight";
-    if (ple > 0) {
-        const mxl_gguf_tensor_info *t = mxl_gguf_find_tensor(c->ck->gguf, "per_layer_token_embd.weight");
-        hp->ple_dim = (int64_t)ple;
-        hp->ple_vocab = t && t->tensor.ndim == 2 ? t->tensor.shape[0] : hp->vocab;
-        nm->ple_embed = "per_layer_token_embd", nm->ple_model_proj = "per_layer_model_proj", nm->ple_proj_norm = "per_layer_proj_norm";
-        nm->ple_gate = "inp_gate", nm->ple_proj = "proj", nm->ple_norm = "post_norm";
-    }
     if (cfg->num_experts > 0) {
         double f;
         if ((st = mxl_family_gguf_number(c, "expert_feed_forward_length", 0.0, &f))) return st;
         if (!(f >= 1 && f <= (double)(INT64_C(1) << 26)) || cfg->num_experts_per_tok <= 0)
             return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: Gemma 4 experts need expert_feed_forward_length and expert_used_count", c->ck->path);
-        hp->n_experts = cfg->num_experts, hp->n_experts_used = cfg->num_experts_per_tok, hp->moe_ffn = (int64_t)f;
-        hp->moe_router = MXL_MOE_SOFTMAX;
-        hp->moe_norm_topk = true;
-        hp->moe_beside_mlp = true;
+        moe_beside(hp, cfg->num_experts, cfg->num_experts_per_tok, (int64_t)f);
         nm->exps_gate_up = "ffn_gate_up_exps", nm->exps_down = "ffn_down_exps";
         nm->moe_dense_post_norm = "post_ffw_norm_1", nm->moe_pre_norm = "pre_ffw_norm_2", nm->moe_post_norm = "post_ffw_norm_2";
         nm->moe_router_scale = "ffn_gate_inp.scale", nm->moe_expert_scale = "ffn_down_exps.scale";
@@ -283,10 +315,7 @@ static mxl_status moe_block(mxl_family_ctx *c) {
     if (e <= 0 || k <= 0 || k > e || f <= 0)
         return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: enable_moe_block needs num_experts, top_k_experts (at most num_experts) and moe_intermediate_size",
                              c->ck->path);
-    hp->n_experts = e, hp->n_experts_used = k, hp->moe_ffn = f;
-    hp->moe_router = MXL_MOE_SOFTMAX;
-    hp->moe_norm_topk = true;
-    hp->moe_beside_mlp = true;
+    moe_beside(hp, e, k, f);
     nm->moe_router = "router", nm->experts = "experts.";
     nm->exps_gate = "experts.switch_glu.gate_proj", nm->exps_up = "experts.switch_glu.up_proj", nm->exps_down = "experts.switch_glu.down_proj";
     nm->moe_dense_post_norm = "post_feedforward_layernorm_1", nm->moe_pre_norm = "pre_feedforward_layernorm_2";
@@ -298,7 +327,6 @@ static mxl_status moe_block(mxl_family_ctx *c) {
 static mxl_status gemma4_setup(mxl_family_ctx *c) {
     if (c->gguf) return gemma4_gguf(c);
     mxl_decoder_hparams *hp = c->hp;
-    mxl_decoder_names *nm = c->names;
     mxl_status st;
     bool moe, k_eq_v;
     if ((st = mxl_family_bool(c, "enable_moe_block", false, &moe)) || (st = mxl_family_bool(c, "attention_k_eq_v", false, &k_eq_v))) return st;
@@ -308,16 +336,7 @@ static mxl_status gemma4_setup(mxl_family_ctx *c) {
         return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: Gemma 4 with use_bidirectional_attention 'all' is not supported", c->ck->path);
     /* the vision-language layouts: model.language_model.* (transformers 5), language_model.model.*
      * (mlx-lm's conversions) */
-    mxl_family_text_prefix(c);
-    if (strcmp(nm->layers, "model.language_model.layers.") == 0) {
-        nm->ple_embed = "model.language_model.embed_tokens_per_layer";
-        nm->ple_model_proj = "model.language_model.per_layer_model_projection";
-        nm->ple_proj_norm = "model.language_model.per_layer_projection_norm";
-    } else if (strcmp(nm->layers, "language_model.model.layers.") == 0) {
-        nm->ple_embed = "language_model.model.embed_tokens_per_layer";
-        nm->ple_model_proj = "language_model.model.per_layer_model_projection";
-        nm->ple_proj_norm = "language_model.model.per_layer_projection_norm";
-    }
+    mxl_family_gemma_text_prefix(c);
     if ((st = mxl_family_gemma_plain_common(c, 0.0))) return st;
     hp->attn_k_eq_v = k_eq_v;
     hp->layer_scalar = true;
