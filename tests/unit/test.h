@@ -68,6 +68,9 @@ const char *mxl_test_model_path(const char *rel);
 char *mxl_test_read_file(const char *path, size_t *len);
 /* Parses the JSON file at `rel` under the repository root (a fixture); NULL after printing why. */
 struct json_t *mxl_test_load_json(const char *rel);
+/* A vector v[n] against a JSON array of n numbers: the largest |v - ref| into *max_diff, their
+ * cosine into *cosine (either may be NULL). */
+void mxl_test_vec_vs_json(const float *v, struct json_t *ref, int64_t n, double *max_diff, double *cosine);
 /* Writes bytes to a fresh temp file and returns its path (static buffer per call index). */
 const char *mxl_test_write_temp(const char *suffix, const void *data, size_t size);
 

@@ -60,13 +60,9 @@ static void compare(mxl_embed_model *m, json_t *ref, const char *key, const mxl_
     REQUIRE(out && mxl_embed_batch(m, tx, n, o, out, ntok, &err) == MXL_OK);
     double worst = 0, cmin = 1;
     for (size_t i = 0; i < n; i++) {
-        double dot = 0, a2 = 0, b2 = 0;
-        for (int64_t j = 0; j < dim; j++) {
-            const double a = out[i * dim + j], b = json_number_value(json_array_get(json_array_get(want, i), (size_t)j));
-            worst = fmax(worst, fabs(a - b));
-            dot += a * b, a2 += a * a, b2 += b * b;
-        }
-        cmin = fmin(cmin, dot / sqrt(a2 * b2));
+        double d, cosv;
+        mxl_test_vec_vs_json(out + i * dim, json_array_get(want, i), dim, &d, &cosv);
+        worst = fmax(worst, d), cmin = fmin(cmin, cosv);
         if (!o->instruction) CHECK_EQ_INT(ntok[i], (int64_t)json_array_size(json_array_get(ids, i)));
     }
     fprintf(stderr, "  %-18s %-18s %s: max |diff| %.2e, min cosine %.7f\n", json_string_value(json_object_get(ref, "model")), key,

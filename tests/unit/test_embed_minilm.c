@@ -12,12 +12,6 @@
 #include "engine/embed.h"
 #include "test.h"
 
-static double max_diff(const float *a, json_t *ref, int64_t n) {
-    double m = 0;
-    for (int64_t i = 0; i < n; i++) m = fmax(m, fabs(a[i] - json_number_value(json_array_get(ref, (size_t)i))));
-    return m;
-}
-
 TEST(embed_minilm_matches_sentence_transformers) {
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/fixtures/embeddings/minilm.json", mxl_test_repo_root());
@@ -52,14 +46,8 @@ TEST(embed_minilm_matches_sentence_transformers) {
         json_t *ref = json_object_get(c, "sentence_transformers");
         CHECK_EQ_INT(ntok[i], json_array_size(json_object_get(c, "input_ids")));
         n_long += ntok[i] == mxl_embed_model_max_length(m);
-        double ab = 0, aa = 0, bb = 0;
-        for (size_t k = 0; k < 384; k++) {
-            double x = all[i * 384 + k], y = json_number_value(json_array_get(ref, k));
-            ab += x * y;
-            aa += x * x;
-            bb += y * y;
-        }
-        double cosv = ab / sqrt(aa * bb), d1 = max_diff(all + i * 384, ref, 384);
+        double cosv, d1;
+        mxl_test_vec_vs_json(all + i * 384, ref, 384, &d1, &cosv);
         if (cosv < 0.99999) fprintf(stderr, "  case %zu: cosine %.7f\n", i, cosv);
         CHECK(cosv >= 0.99999 && d1 < 1e-4);
         worst_cos = fmin(worst_cos, cosv);
@@ -70,9 +58,10 @@ TEST(embed_minilm_matches_sentence_transformers) {
     json_array_foreach(cases, i, c) {
         int64_t n_tok = 0;
         REQUIRE(mxl_embed_text(m, texts[i], &mean_raw, v, &n_tok, &err) == MXL_OK);
-        double d2 = max_diff(v, json_object_get(c, "mean_unnormalized"), 384);
+        double d2, d3;
+        mxl_test_vec_vs_json(v, json_object_get(c, "mean_unnormalized"), 384, &d2, NULL);
         REQUIRE(mxl_embed_text(m, texts[i], &cls_raw, v, &n_tok, &err) == MXL_OK);
-        double d3 = max_diff(v, json_object_get(c, "cls_unnormalized"), 384);
+        mxl_test_vec_vs_json(v, json_object_get(c, "cls_unnormalized"), 384, &d3, NULL);
         worst = fmax(worst, fmax(d2, d3));
         CHECK(d2 < 1e-4 && d3 < 1e-4);
     }

@@ -48,13 +48,9 @@ static void compare(mxl_embed_model *m, json_t *ref, const char *key, int normal
     REQUIRE(out && mxl_embed_batch(m, tx, n, &o, out, ntok, &err) == MXL_OK);
     double worst = 0, cmin = 1;
     for (size_t i = 0; i < n; i++) {
-        double dot = 0, a2 = 0, b2 = 0;
-        for (int64_t j = 0; j < dim; j++) {
-            const double a = out[i * dim + j], b = json_number_value(json_array_get(json_array_get(want, i), (size_t)j));
-            worst = fmax(worst, fabs(a - b));
-            dot += a * b, a2 += a * a, b2 += b * b;
-        }
-        cmin = fmin(cmin, dot / sqrt(a2 * b2));
+        double d, cosv;
+        mxl_test_vec_vs_json(out + i * dim, json_array_get(want, i), dim, &d, &cosv);
+        worst = fmax(worst, d), cmin = fmin(cmin, cosv);
         CHECK_EQ_INT(ntok[i], json_integer_value(json_array_get(counts, i)));
     }
     fprintf(stderr, "  siglip %-10s max |diff| %.2e, min cosine %.7f\n", key, worst, cmin);

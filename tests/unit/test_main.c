@@ -1,4 +1,5 @@
 /* test_main.c - runner for the unit tests registered with TEST() (see test.h). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -73,6 +74,17 @@ struct json_t *mxl_test_load_json(const char *rel) {
     json_t *j = json_load_file(path, JSON_ALLOW_NUL, &je);
     if (!j) fprintf(stderr, "  cannot load %s: %s (line %d)\n", path, je.text, je.line);
     return j;
+}
+
+void mxl_test_vec_vs_json(const float *v, struct json_t *ref, int64_t n, double *max_diff, double *cosine) {
+    double m = 0, ab = 0, aa = 0, bb = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double x = v[i], y = json_number_value(json_array_get(ref, (size_t)i));
+        m = fmax(m, fabs(x - y));
+        ab += x * y, aa += x * x, bb += y * y;
+    }
+    if (max_diff) *max_diff = m;
+    if (cosine) *cosine = ab / sqrt(aa * bb);
 }
 
 const char *mxl_test_write_temp(const char *suffix, const void *data, size_t size) {
