@@ -2339,10 +2339,7 @@ static void altup_layer(fwd_pass *f, int64_t l) {
     /* Laurel: h + RMSNorm(h L^T R^T) (h the normed active prediction) */
     linear(&a->laurel_l, NULL, NULL, ws->xn, n, ws->laurel_lo, ws);
     linear(&a->laurel_r, NULL, NULL, ws->laurel_lo, n, ws->laurel, ws);
-    for (int64_t t = 0; t < n; t++) {
-        float *r = ws->laurel + t * H;
-        ws->be->ops->rmsnorm(ws->be, r, a->laurel_norm, H, hp->norm_eps, hp->norm_plus_one, r);
-    }
+    rms_rows(ws->be, hp, a->laurel_norm, ws->laurel, n, H);
     residual_add(ws->laurel, ws->xn, n * H, 1.0f);
     attention_block(f, l, NULL, ws->xn);
     norm_rows(ws->be, hp, &L->post_attn_norm, ws->o, n, H, ws->o);
