@@ -91,6 +91,10 @@ typedef struct mxl_attn_params {
     int64_t chunk;       /* > 0: chunked attention (Llama 4): a query at position p sees only the
                           * positions of its own chunk, from p - p % chunk (with the window and
                           * causality); 0 = none */
+    const int64_t *q_end; /* [n_q] or NULL: with causal, query t also sees the positions before
+                           * q_end[t] (> its own: a bidirectional block, such as an image's
+                           * tokens, whose keys are all in the cache); the window still bounds
+                           * from below */
 } mxl_attn_params;
 
 typedef struct mxl_kv_view {

@@ -1403,6 +1403,7 @@ struct mxl_decoder_state {
     float *inv_freq, *inv_freq_local;
     float attn_factor, attn_factor_local; /* YaRN cos/sin scale */
     int64_t *q_pos;   /* [max_batch] position of each row */
+    int64_t *q_end;   /* [max_batch] each row's causal horizon (q_pos + 1, or its image block's end) */
     float *rope_cs;   /* [max_batch][2][head_dim] each row's RoPE cosines / sines (mxl_rope_table), global then local */
     int32_t *pos_ids; /* [max_batch] the same as ids into the learned position table */
     row_span *spans;  /* [max_batch] the spans of a batched call */
@@ -1652,7 +1653,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
     /* float counts of each buffer, carved from one block (64-byte aligned pieces) */
     uint64_t sizes[] = {
         B * H, B * H, B * qd, B * kvd, B * kvd, B * qd, B * H, B * F, B * F,
-        (uint64_t)hp->head_dim, (uint64_t)hp->head_dim, B * 2, B, B * 2 * (uint64_t)hp->head_dim,
+        (uint64_t)hp->head_dim, (uint64_t)hp->head_dim, B * 2, B * 2, B, B * 2 * (uint64_t)hp->head_dim,
         (B * sizeof(row_span) + sizeof(float) - 1) / sizeof(float),
         (uint64_t)d->be->ops->attention_scratch_floats(d->be, max_ctx, s->n_threads),
         (uint64_t)(max_scratch(d, max_batch) + 3) / 4,
@@ -1672,7 +1673,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
         B * (uint64_t)hp->altup_n, B * (uint64_t)(hp->altup_n * hp->altup_n),
     };
     float **ptrs[] = {&s->x, &s->xn, &s->q, &s->k, &s->v, &s->att, &s->o,
-                      &s->gate, &s->up, &s->inv_freq, &s->inv_freq_local, (float **)&s->q_pos,
+                      &s->gate, &s->up, &s->inv_freq, &s->inv_freq_local, (float **)&s->q_pos, (float **)&s->q_end,
                       (float **)&s->pos_ids, &s->rope_cs, (float **)&s->spans, &s->attn_scratch, (float **)&s->mm_scratch,
                       (float **)&s->table, &s->moe_mem, &s->mla_mem, &s->ag, &s->rec,
                       &s->rec_mem, (float **)&s->rec_spans, &s->qg, &s->o2, &s->o3, &s->ple, &s->ple_tmp,
@@ -1974,6 +1975,8 @@ typedef struct fwd_pass {
     int64_t n_spans, n_rows;
     int64_t layer; /* for attn_spans_task */
     bool rope_ready[2]; /* ws->rope_cs holds this pass's rows for the global / local RoPE */
+    const mxl_decoder_media *media; /* rows given as embeddings (rows relative to this pass), or NULL */
+    int n_media;
 } fwd_pass;
 
 /* Attention of one span over its own state's layer-l cache (rows already appended); the span's
@@ -1990,7 +1993,8 @@ static void attend_span(const fwd_pass *f, const row_span *sp, mxl_threadpool *p
     int64_t v0 = e0 + (pc->v_in_k ? hd - vd : 0);
     const float *ks = mxl_kv_pool_k_scale(kvp), *vs = mxl_kv_pool_v_scale(kvp);
     mxl_attn_params ap = {(int)L->n_heads, (int)L->n_kv_heads, (int)hd, L->attn_scale, hp->attn_softcap, L->sinks,
-                          L->sliding ? hp->sliding_window : 0, !hp->bidirectional, (int)vd, L->chunked ? hp->attn_chunk : 0};
+                          L->sliding ? hp->sliding_window : 0, !hp->bidirectional, (int)vd, L->chunked ? hp->attn_chunk : 0,
+                          f->n_media ? f->ws->q_end + sp->row0 : NULL};
     mxl_kv_paged_view kv = {
         pc->k_type, pc->v_type,
         (const uint8_t *)mxl_kv_pool_k(kvp) + (size_t)e0 * kv_elem_bytes(pc->k_type),
@@ -2370,6 +2374,17 @@ static void forward_rows(fwd_pass *f, const int32_t *tokens) {
     ws->be->ops->embed(ws->be, &d->tok_embd, tokens, n, hp->embed_scale, ws->x, NULL);
     for (int64_t si = 0; si < f->n_spans; si++)
         for (int64_t t = 0; t < f->spans[si].n; t++) ws->q_pos[f->spans[si].row0 + t] = f->spans[si].pos + t;
+    /* media rows: their embeddings replace the tokens', and each block sees itself whole (one
+     * span per pass when there are media) */
+    for (int i = 0; i < f->n_media; i++) {
+        const mxl_decoder_media *md = &f->media[i];
+        memcpy(ws->x + md->row * H, md->emb, (size_t)(md->n * H) * sizeof(float));
+    }
+    if (f->n_media) {
+        for (int64_t t = 0; t < n; t++) ws->q_end[t] = ws->q_pos[t] + 1;
+        for (int i = 0; i < f->n_media; i++)
+            for (int64_t t = f->media[i].row; t < f->media[i].row + f->media[i].n; t++) ws->q_end[t] = ws->q_pos[f->media[i].row] + f->media[i].n;
+    }
     if (hp->learned_pos) {
         for (int64_t t = 0; t < n; t++) ws->pos_ids[t] = (int32_t)ws->q_pos[t];
         ws->be->ops->embed(ws->be, &d->pos_embd, ws->pos_ids, n, 1.0f, ws->o, NULL);
@@ -2491,30 +2506,64 @@ static mxl_status ready_to_run(const mxl_decoder *d, mxl_decoder_state *s, const
 }
 
 static mxl_status forward_last(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens, int64_t n,
-                               float *logits, float *hidden, mxl_error *err) {
+                               const mxl_decoder_media *media, int n_media, float *logits, float *hidden, mxl_error *err) {
     mxl_status st;
     if ((st = check_causal(d, err)) || (st = ready_to_run(d, s, tokens, n, err))) return st;
     int64_t H = d->hp.hidden;
-    for (int64_t off = 0; off < n; off += s->max_batch) {
+    mxl_decoder_media local[MXL_DECODER_MAX_MEDIA];
+    for (int64_t off = 0; off < n;) {
         int64_t m = n - off < s->max_batch ? n - off : s->max_batch;
+        /* a media block is never split: the pass ends before one that would not fit */
+        for (int i = 0; i < n_media; i++)
+            if (media[i].row >= off && media[i].row < off + m && media[i].row + media[i].n > off + m) m = media[i].row - off;
+        int n_local = 0;
+        for (int i = 0; i < n_media; i++)
+            if (media[i].row >= off && media[i].row < off + m)
+                local[n_local++] = (mxl_decoder_media){media[i].row - off, media[i].n, media[i].emb};
         row_span sp = {s, 0, m, s->pos};
-        fwd_pass f = {d, s, &sp, 1, m, 0, {false, false}};
+        fwd_pass f = {d, s, &sp, 1, m, 0, {false, false}, n_local ? local : NULL, n_local};
         forward_rows(&f, tokens + off);
-        if (off + m < n) continue;
+        off += m;
+        if (off < n) continue;
         if (logits) span_logits(&f, logits);
         else norm_rows(s->be, &d->hp, &d->output_norm, s->x + (m - 1) * H, 1, H, hidden);
     }
     return MXL_OK;
 }
 
+/* The media blocks of a call: within [0, n), in order, not overlapping, each at most one pass. */
+static mxl_status check_media(const mxl_decoder *d, const mxl_decoder_state *s, int64_t n, const mxl_decoder_media *media,
+                              int n_media, mxl_error *err) {
+    if (n_media < 0 || n_media > MXL_DECODER_MAX_MEDIA)
+        return mxl_error_set(err, MXL_ERR_ARG, "%d media blocks in one call (at most %d)", n_media, MXL_DECODER_MAX_MEDIA);
+    if (n_media && (d->hp.ple_dim > 0 || d->hp.altup_n > 0 || d->rec_state_floats))
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "this model takes no embeddings in place of tokens");
+    for (int i = 0; i < n_media; i++) {
+        const mxl_decoder_media *md = &media[i];
+        if (!md->emb || md->n <= 0 || md->row < 0 || md->row + md->n > n || (i && md->row < media[i - 1].row + media[i - 1].n))
+            return mxl_error_set(err, MXL_ERR_ARG, "media block %d (rows %lld..%lld) is empty, outside the %lld tokens or overlaps the one before",
+                                 i, (long long)md->row, (long long)(md->row + md->n), (long long)n);
+        if (md->n > s->max_batch)
+            return mxl_error_set(err, MXL_ERR_ARG, "a media block of %lld rows exceeds the %lld one pass takes", (long long)md->n,
+                                 (long long)s->max_batch);
+    }
+    return MXL_OK;
+}
+
+mxl_status mxl_decoder_forward_media(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens, int64_t n,
+                                     const mxl_decoder_media *media, int n_media, float *logits, mxl_error *err) {
+    mxl_status st = check_media(d, s, n, media, n_media, err);
+    return st ? st : forward_last(d, s, tokens, n, media, n_media, logits, NULL, err);
+}
+
 mxl_status mxl_decoder_forward(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens,
                                int64_t n, float *logits, mxl_error *err) {
-    return forward_last(d, s, tokens, n, logits, NULL, err);
+    return forward_last(d, s, tokens, n, NULL, 0, logits, NULL, err);
 }
 
 mxl_status mxl_decoder_forward_hidden(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens,
                                       int64_t n, float *hidden, mxl_error *err) {
-    return forward_last(d, s, tokens, n, NULL, hidden, err);
+    return forward_last(d, s, tokens, n, NULL, 0, NULL, hidden, err);
 }
 
 mxl_status mxl_decoder_forward_hidden_all(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens,
@@ -2524,7 +2573,7 @@ mxl_status mxl_decoder_forward_hidden_all(const mxl_decoder *d, mxl_decoder_stat
         return mxl_error_set(err, MXL_ERR_ARG, "%lld tokens exceed the %lld one pass takes", (long long)n, (long long)s->max_batch);
     if ((st = ready_to_run(d, s, tokens, n, err))) return st;
     row_span sp = {s, 0, n, s->pos};
-    fwd_pass f = {d, s, &sp, 1, n, 0, {false, false}};
+    fwd_pass f = {d, s, &sp, 1, n, 0, {false, false}, NULL, 0};
     forward_rows(&f, tokens);
     norm_rows(s->be, &d->hp, &d->output_norm, s->x, n, d->hp.hidden, hidden);
     return MXL_OK;
@@ -2582,7 +2631,7 @@ mxl_status mxl_decoder_forward_spans(const mxl_decoder *d, mxl_decoder_state *co
         }
     for (int64_t i = 0, r = 0; i < n_seqs; r += counts ? counts[i] : 1, i++)
         ws->spans[i] = (row_span){states[i], r, counts ? counts[i] : 1, states[i]->pos};
-    fwd_pass f = {d, ws, ws->spans, n_seqs, rows, 0, {false, false}};
+    fwd_pass f = {d, ws, ws->spans, n_seqs, rows, 0, {false, false}, NULL, 0};
     forward_rows(&f, tokens);
     span_logits(&f, logits);
     return MXL_OK;

@@ -456,6 +456,21 @@ void mxl_decoder_set_reference_default(bool on);
  * out of range. */
 mxl_status mxl_decoder_forward(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens,
                                int64_t n, float *logits, mxl_error *err);
+/* Rows of a call given as embeddings instead of token ids (an image's features): tokens
+ * [row, row + n) of the call take emb [n, hidden] as their input (at the residual stream's scale:
+ * no embed_scale) and form a bidirectional block - each of its queries sees the whole block,
+ * sliding windows still bounding from below (transformers' token_type_ids mask of Gemma 3 /
+ * PaliGemma). A block is never split across passes. */
+typedef struct mxl_decoder_media {
+    int64_t row, n;
+    const float *emb; /* [n, hidden] */
+} mxl_decoder_media;
+#define MXL_DECODER_MAX_MEDIA 64
+/* mxl_decoder_forward with media blocks (in order, not overlapping, each at most the state's
+ * max_batch rows; the token ids of their rows are ignored). Models with per-layer inputs,
+ * AltUp or recurrent layers refuse them. */
+mxl_status mxl_decoder_forward_media(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens, int64_t n,
+                                     const mxl_decoder_media *media, int n_media, float *logits, mxl_error *err);
 /* As mxl_decoder_forward, but writes the last token's final hidden state (after the output norm,
  * before the LM head) to hidden[hidden_size] instead of logits: the last-token pooling of
  * decoder-based embedders such as Qwen3-Embedding. */

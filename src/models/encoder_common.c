@@ -235,7 +235,7 @@ void mxl_enc_self_attention(const mxl_backend *be, const mxl_encoder_batch *bt, 
     mxl_enc_attn ea = {q, k, v, a, H, bt->seq_start, bt->n_seqs, n_heads, head_dim, scale};
     if (be->ops->attention_varlen(be, &ea, scratch, pool)) return;
     /* the decoder attention without a causal mask, one sequence at a time */
-    mxl_attn_params ap = {n_heads, n_heads, head_dim, scale, 0.0f, NULL, 0, 0, 0, 0};
+    mxl_attn_params ap = {n_heads, n_heads, head_dim, scale, 0.0f, NULL, 0, 0, 0, 0, NULL};
     for (int64_t s = 0; s < bt->n_seqs; s++) {
         int64_t t0 = bt->seq_start[s], len = bt->seq_start[s + 1] - t0;
         mxl_kv_view kv = {MXL_DTYPE_F32, k + t0 * H, v + t0 * H, len, H};

@@ -198,7 +198,7 @@ mxl_status mxl_modernbert_forward_batch(const mxl_modernbert *m, const mxl_encod
             m->be->ops->rope_apply_table(m->be, rc, cs, q + t * H, (int)nh);
             m->be->ops->rope_apply_table(m->be, rc, cs, k + t * H, (int)nh);
         }
-        mxl_attn_params ap = {(int)nh, (int)nh, (int)hd, 1.0f / sqrtf((float)hd), 0.0f, NULL, 0, 0, 0, 0};
+        mxl_attn_params ap = {(int)nh, (int)nh, (int)hd, 1.0f / sqrtf((float)hd), 0.0f, NULL, 0, 0, 0, 0, NULL};
         if (L->local) {
             ap.causal = 1;
             ap.window = 2 * m->half_window + 1;

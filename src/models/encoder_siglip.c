@@ -22,6 +22,88 @@ static mxl_status projection_size(const mxl_checkpoint *ck, int64_t hidden, int6
     return MXL_OK;
 }
 
+mxl_status mxl_siglip_stack_bind(const mxl_enc_binder *b, mxl_siglip_stack *s) {
+    int64_t H = s->hidden, I = s->ffn;
+    s->layers = mxl_arena_alloc(b->arena, (size_t)s->n_layers * sizeof *s->layers, 64);
+    if (!s->layers) return mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory");
+    memset(s->layers, 0, (size_t)s->n_layers * sizeof *s->layers);
+    for (int64_t i = 0; i < s->n_layers; i++) {
+        mxl_siglip_layer *L = &s->layers[i];
+        long long l = (long long)i;
+        if (mxl_enc_vector(b, H, &L->ln1_w, "encoder.layers.%lld.layer_norm1.weight", l) ||
+            mxl_enc_vector(b, H, &L->ln1_b, "encoder.layers.%lld.layer_norm1.bias", l) ||
+            mxl_enc_matrix(b, H, H, &L->wq, "encoder.layers.%lld.self_attn.q_proj.weight", l) ||
+            mxl_enc_vector(b, H, &L->bq, "encoder.layers.%lld.self_attn.q_proj.bias", l) ||
+            mxl_enc_matrix(b, H, H, &L->wk, "encoder.layers.%lld.self_attn.k_proj.weight", l) ||
+            mxl_enc_vector(b, H, &L->bk, "encoder.layers.%lld.self_attn.k_proj.bias", l) ||
+            mxl_enc_matrix(b, H, H, &L->wv, "encoder.layers.%lld.self_attn.v_proj.weight", l) ||
+            mxl_enc_vector(b, H, &L->bv, "encoder.layers.%lld.self_attn.v_proj.bias", l) ||
+            mxl_enc_matrix(b, H, H, &L->wo, "encoder.layers.%lld.self_attn.out_proj.weight", l) ||
+            mxl_enc_vector(b, H, &L->bo, "encoder.layers.%lld.self_attn.out_proj.bias", l) ||
+            mxl_enc_vector(b, H, &L->ln2_w, "encoder.layers.%lld.layer_norm2.weight", l) ||
+            mxl_enc_vector(b, H, &L->ln2_b, "encoder.layers.%lld.layer_norm2.bias", l) ||
+            mxl_enc_matrix(b, I, H, &L->w1, "encoder.layers.%lld.mlp.fc1.weight", l) ||
+            mxl_enc_vector(b, I, &L->b1, "encoder.layers.%lld.mlp.fc1.bias", l) ||
+            mxl_enc_matrix(b, H, I, &L->w2, "encoder.layers.%lld.mlp.fc2.weight", l) ||
+            mxl_enc_vector(b, H, &L->b2, "encoder.layers.%lld.mlp.fc2.bias", l))
+            return b->err ? b->err->status : MXL_ERR_FORMAT;
+        mxl_weight *mats[6] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w1, &L->w2};
+        for (int j = 0; j < 6; j++)
+            if (s->be->ops->weight_prepare(s->be, mats[j], MXL_WEIGHT_USE_GEMM, b->arena, b->err)) return b->err ? b->err->status : MXL_ERR_NOMEM;
+    }
+    return MXL_OK;
+}
+
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+mxl_status mxl_siglip_stack_run(const mxl_siglip_stack *m, const mxl_encoder_batch *bt, int64_t max_len, mxl_threadpool *pool,
+                                float *x, mxl_error *err) {
+    int64_t n, longest;
+    mxl_status st = mxl_encoder_batch_check(bt, max_len, &n, &longest, err);
+    if (st) return st;
+    int64_t H = m->hidden, I = m->ffn;
+    int n_threads = pool ? mxl_threadpool_size(pool) : 1;
+    const mxl_siglip_layer *L0 = &m->layers[0];
+    size_t mm_bytes = max_sz(mxl_enc_linear_scratch_bytes(m->be, &L0->wq, n, n_threads),
+                             max_sz(mxl_enc_linear_scratch_bytes(m->be, &L0->w1, n, n_threads), mxl_enc_linear_scratch_bytes(m->be, &L0->w2, n, n_threads)));
+    size_t att_floats = mxl_enc_self_attention_scratch_floats(m->be, longest, (int)m->head_dim, n_threads);
+    /* h [n, H] normed input; q, k, v, a, o [n, H]; f [n, I] */
+    size_t fl = (size_t)(n * H) * 6 + (size_t)(n * I) + att_floats + mm_bytes / sizeof(float) + 64;
+    float *buf = mxl_aligned_alloc(64, (fl * sizeof(float) + 63) / 64 * 64);
+    int64_t *pos = mxl_calloc((size_t)n, sizeof *pos);
+    if (!buf || !pos) {
+        mxl_aligned_free(buf);
+        mxl_free(pos);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
+    memset(buf, 0, fl * sizeof(float));
+    float *h = buf, *q = h + n * H, *k = q + n * H, *v = k + n * H, *a = v + n * H, *o = a + n * H, *f = o + n * H;
+    float *att_scratch = f + n * I;
+    void *mm_scratch = (void *)(((uintptr_t)(att_scratch + att_floats) + 63) & ~(uintptr_t)63);
+    for (int64_t s = 0; s < bt->n_seqs; s++)
+        for (int64_t t = bt->seq_start[s]; t < bt->seq_start[s + 1]; t++) pos[t] = t - bt->seq_start[s];
+    for (int64_t l = 0; l < m->n_layers; l++) {
+        const mxl_siglip_layer *L = &m->layers[l];
+        /* x += the previous layer's MLP output; h = LayerNorm1(x) */
+        mxl_enc_add_layernorm(m->be, pool, x, l ? o : NULL, L->ln1_w, L->ln1_b, n, H, m->eps, h);
+        mxl_enc_linear_act(m->be, &L->wq, L->bq, MXL_GEMM_ACT_NONE, h, n, q, mm_scratch, pool);
+        mxl_enc_linear_act(m->be, &L->wk, L->bk, MXL_GEMM_ACT_NONE, h, n, k, mm_scratch, pool);
+        mxl_enc_linear_act(m->be, &L->wv, L->bv, MXL_GEMM_ACT_NONE, h, n, v, mm_scratch, pool);
+        mxl_enc_self_attention(m->be, bt, q, k, v, a, H, (int)m->n_heads, (int)m->head_dim, 1.0f / sqrtf((float)m->head_dim), pos,
+                               att_scratch, pool);
+        mxl_enc_linear_act(m->be, &L->wo, L->bo, MXL_GEMM_ACT_NONE, a, n, o, mm_scratch, pool);
+        /* x += attention; h = LayerNorm2(x) */
+        mxl_enc_add_layernorm(m->be, pool, x, o, L->ln2_w, L->ln2_b, n, H, m->eps, h);
+        mxl_enc_linear_act(m->be, &L->w1, L->b1, (int)m->act, h, n, f, mm_scratch, pool);
+        mxl_enc_linear_act(m->be, &L->w2, L->b2, MXL_GEMM_ACT_NONE, f, n, o, mm_scratch, pool);
+    }
+    if (m->n_layers > 0)
+        for (int64_t i = 0; i < n * H; i++) x[i] += o[i];
+    mxl_aligned_free(buf);
+    mxl_free(pos);
+    return MXL_OK;
+}
+
 mxl_status mxl_siglip_text_load(const mxl_checkpoint *ck, mxl_siglip_text *m, mxl_error *err) {
     memset(m, 0, sizeof *m);
     mxl_arena_init(&m->arena, 64 * 1024);
@@ -56,32 +138,9 @@ mxl_status mxl_siglip_text_load(const mxl_checkpoint *ck, mxl_siglip_text *m, mx
         mxl_enc_vector(&b, H, &m->final_w, "final_layer_norm.weight") || mxl_enc_vector(&b, H, &m->final_b, "final_layer_norm.bias") ||
         mxl_enc_vector(&b, m->proj * H, &m->head_w, "head.weight") || mxl_enc_vector(&b, m->proj, &m->head_b, "head.bias"))
         return err ? err->status : MXL_ERR_FORMAT;
-    m->layers = mxl_arena_alloc(&m->arena, (size_t)m->n_layers * sizeof *m->layers, 64);
-    if (!m->layers) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
-    for (int64_t i = 0; i < m->n_layers; i++) {
-        mxl_siglip_layer *L = &m->layers[i];
-        long long l = (long long)i;
-        if (mxl_enc_vector(&b, H, &L->ln1_w, "encoder.layers.%lld.layer_norm1.weight", l) ||
-            mxl_enc_vector(&b, H, &L->ln1_b, "encoder.layers.%lld.layer_norm1.bias", l) ||
-            mxl_enc_matrix(&b, H, H, &L->wq, "encoder.layers.%lld.self_attn.q_proj.weight", l) ||
-            mxl_enc_vector(&b, H, &L->bq, "encoder.layers.%lld.self_attn.q_proj.bias", l) ||
-            mxl_enc_matrix(&b, H, H, &L->wk, "encoder.layers.%lld.self_attn.k_proj.weight", l) ||
-            mxl_enc_vector(&b, H, &L->bk, "encoder.layers.%lld.self_attn.k_proj.bias", l) ||
-            mxl_enc_matrix(&b, H, H, &L->wv, "encoder.layers.%lld.self_attn.v_proj.weight", l) ||
-            mxl_enc_vector(&b, H, &L->bv, "encoder.layers.%lld.self_attn.v_proj.bias", l) ||
-            mxl_enc_matrix(&b, H, H, &L->wo, "encoder.layers.%lld.self_attn.out_proj.weight", l) ||
-            mxl_enc_vector(&b, H, &L->bo, "encoder.layers.%lld.self_attn.out_proj.bias", l) ||
-            mxl_enc_vector(&b, H, &L->ln2_w, "encoder.layers.%lld.layer_norm2.weight", l) ||
-            mxl_enc_vector(&b, H, &L->ln2_b, "encoder.layers.%lld.layer_norm2.bias", l) ||
-            mxl_enc_matrix(&b, I, H, &L->w1, "encoder.layers.%lld.mlp.fc1.weight", l) ||
-            mxl_enc_vector(&b, I, &L->b1, "encoder.layers.%lld.mlp.fc1.bias", l) ||
-            mxl_enc_matrix(&b, H, I, &L->w2, "encoder.layers.%lld.mlp.fc2.weight", l) ||
-            mxl_enc_vector(&b, H, &L->b2, "encoder.layers.%lld.mlp.fc2.bias", l))
-            return err ? err->status : MXL_ERR_FORMAT;
-        mxl_weight *mats[6] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w1, &L->w2};
-        for (int j = 0; j < 6; j++)
-            if (m->be->ops->weight_prepare(m->be, mats[j], MXL_WEIGHT_USE_GEMM, &m->arena, err)) return err ? err->status : MXL_ERR_NOMEM;
-    }
+    mxl_siglip_stack stk = {m->n_layers, H, m->n_heads, m->head_dim, I, m->eps, m->act, m->be, NULL};
+    if ((st = mxl_siglip_stack_bind(&b, &stk))) return st;
+    m->layers = stk.layers;
     return MXL_OK;
 }
 
@@ -90,57 +149,21 @@ void mxl_siglip_text_free(mxl_siglip_text *m) {
     memset(m, 0, sizeof *m);
 }
 
-static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
-
 mxl_status mxl_siglip_text_forward_batch(const mxl_siglip_text *m, const mxl_encoder_batch *bt, mxl_threadpool *pool,
                                          float *x, mxl_error *err) {
     int64_t n, longest;
     mxl_status st = mxl_encoder_batch_check(bt, m->max_pos, &n, &longest, err);
     if (st) return st;
-    int64_t H = m->hidden, I = m->ffn;
-    int n_threads = pool ? mxl_threadpool_size(pool) : 1;
-    const mxl_siglip_layer *L0 = &m->layers[0];
-    size_t mm_bytes = max_sz(mxl_enc_linear_scratch_bytes(m->be, &L0->wq, n, n_threads),
-                             max_sz(mxl_enc_linear_scratch_bytes(m->be, &L0->w1, n, n_threads), mxl_enc_linear_scratch_bytes(m->be, &L0->w2, n, n_threads)));
-    size_t att_floats = mxl_enc_self_attention_scratch_floats(m->be, longest, (int)m->head_dim, n_threads);
-    /* h [n, H] normed input; q, k, v, a, o [n, H]; f [n, I] */
-    size_t fl = (size_t)(n * H) * 6 + (size_t)(n * I) + att_floats + mm_bytes / sizeof(float) + 64;
-    float *buf = mxl_aligned_alloc(64, (fl * sizeof(float) + 63) / 64 * 64);
-    int64_t *pos = mxl_calloc((size_t)n, sizeof *pos);
-    st = buf && pos ? m->be->ops->embed(m->be, &m->tok_emb, bt->ids, n, 1.0f, x, err) : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
-    if (st) {
-        mxl_aligned_free(buf);
-        mxl_free(pos);
-        return st;
-    }
-    memset(buf, 0, fl * sizeof(float));
-    float *h = buf, *q = h + n * H, *k = q + n * H, *v = k + n * H, *a = v + n * H, *o = a + n * H, *f = o + n * H;
-    float *att_scratch = f + n * I;
-    void *mm_scratch = (void *)(((uintptr_t)(att_scratch + att_floats) + 63) & ~(uintptr_t)63);
+    int64_t H = m->hidden;
+    if ((st = m->be->ops->embed(m->be, &m->tok_emb, bt->ids, n, 1.0f, x, err))) return st;
     for (int64_t s = 0; s < bt->n_seqs; s++)
         for (int64_t t = bt->seq_start[s]; t < bt->seq_start[s + 1]; t++) {
-            pos[t] = t - bt->seq_start[s];
-            const float *pe = m->pos_emb + pos[t] * H;
+            const float *pe = m->pos_emb + (t - bt->seq_start[s]) * H;
             for (int64_t i = 0; i < H; i++) x[t * H + i] += pe[i];
         }
-    for (int64_t l = 0; l < m->n_layers; l++) {
-        const mxl_siglip_layer *L = &m->layers[l];
-        /* x += the previous layer's MLP output; h = LayerNorm1(x) */
-        mxl_enc_add_layernorm(m->be, pool, x, l ? o : NULL, L->ln1_w, L->ln1_b, n, H, m->eps, h);
-        mxl_enc_linear_act(m->be, &L->wq, L->bq, MXL_GEMM_ACT_NONE, h, n, q, mm_scratch, pool);
-        mxl_enc_linear_act(m->be, &L->wk, L->bk, MXL_GEMM_ACT_NONE, h, n, k, mm_scratch, pool);
-        mxl_enc_linear_act(m->be, &L->wv, L->bv, MXL_GEMM_ACT_NONE, h, n, v, mm_scratch, pool);
-        mxl_enc_self_attention(m->be, bt, q, k, v, a, H, (int)m->n_heads, (int)m->head_dim, 1.0f / sqrtf((float)m->head_dim), pos,
-                          att_scratch, pool);
-        mxl_enc_linear_act(m->be, &L->wo, L->bo, MXL_GEMM_ACT_NONE, a, n, o, mm_scratch, pool);
-        /* x += attention; h = LayerNorm2(x) */
-        mxl_enc_add_layernorm(m->be, pool, x, o, L->ln2_w, L->ln2_b, n, H, m->eps, h);
-        mxl_enc_linear_act(m->be, &L->w1, L->b1, (int)m->act, h, n, f, mm_scratch, pool);
-        mxl_enc_linear_act(m->be, &L->w2, L->b2, MXL_GEMM_ACT_NONE, f, n, o, mm_scratch, pool);
-    }
-    mxl_enc_add_layernorm(m->be, pool, x, o, m->final_w, m->final_b, n, H, m->eps, x);
-    mxl_aligned_free(buf);
-    mxl_free(pos);
+    const mxl_siglip_stack stk = {m->n_layers, H, m->n_heads, m->head_dim, m->ffn, m->eps, m->act, m->be, m->layers};
+    if ((st = mxl_siglip_stack_run(&stk, bt, m->max_pos, pool, x, err))) return st;
+    mxl_enc_add_layernorm(m->be, pool, x, NULL, m->final_w, m->final_b, n, H, m->eps, x);
     return MXL_OK;
 }
 

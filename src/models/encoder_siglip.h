@@ -28,6 +28,24 @@ typedef struct mxl_siglip_layer {
     const float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
 } mxl_siglip_layer;
 
+/* The pre-norm layer stack both SigLIP towers (text here, vision in vision_siglip.h) share:
+ * tensors "encoder.layers.N.{layer_norm1,self_attn.{q,k,v,out}_proj,layer_norm2,mlp.fc1,mlp.fc2}". */
+typedef struct mxl_siglip_stack {
+    int64_t n_layers, hidden, n_heads, head_dim, ffn;
+    float eps;
+    mxl_act act;
+    const mxl_backend *be;
+    mxl_siglip_layer *layers; /* [n_layers], in the binder's arena */
+} mxl_siglip_stack;
+
+/* Binds s->n_layers layers of width s->hidden / s->ffn under b's prefix, their matrices prepared
+ * for the backend's GEMM (s->be). */
+mxl_status mxl_siglip_stack_bind(const mxl_enc_binder *b, mxl_siglip_stack *s);
+/* x [n, hidden] (the batch's tokens) through every layer, in place: the residual stream after the
+ * last layer (no final norm). */
+mxl_status mxl_siglip_stack_run(const mxl_siglip_stack *s, const mxl_encoder_batch *bt, int64_t max_len, mxl_threadpool *pool,
+                                float *x, mxl_error *err);
+
 typedef struct mxl_siglip_text {
     int64_t n_layers, hidden, n_heads, head_dim, ffn, vocab, max_pos, proj;
     float eps;

@@ -15,6 +15,7 @@
     X(gemma)                    \
     X(gemma2)                   \
     X(gemma3_text)              \
+    X(gemma3)                   \
     X(gemma4_text)              \
     X(gemma4)                   \
     X(gemma3n_text)             \

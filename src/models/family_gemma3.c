@@ -79,6 +79,19 @@ static void gemma3_convert_config(const mxl_checkpoint *ck, json_t *j) {
     mxl_convert_put_layer_types(ck, j);
 }
 
+/* Gemma3ForConditionalGeneration (model_type gemma3): the decoder of text_config at
+ * language_model.model.* (the released checkpoints) or model.language_model.* (transformers 5);
+ * the SigLIP tower and projector are models/vlm_gemma3.c's. */
+static mxl_status gemma3_vlm_setup(mxl_family_ctx *c) {
+    mxl_family_text_prefix(c);
+    return gemma3_setup(c);
+}
+
+const mxl_decoder_family mxl_family_gemma3 = {
+    .model_type = "gemma3", .registry_id = "gemma3", .hf_class = "Gemma3ForConditionalGeneration", .names = &mxl_names_gemma2,
+    .setup = gemma3_vlm_setup, .text_config = true,
+};
+
 /* GGUF: sliding layers use RoPE base 10000 (transformers' rope_local_base_freq default; llama.cpp
  * hard-codes it as rope_freq_base_train_swa); the GGUF has no key for it. */
 const mxl_decoder_family mxl_family_gemma3_text = {

@@ -302,7 +302,7 @@ static void check_attention(const mxl_backend *be) {
                     /* plain, then soft-capped with a window and sinks (Gemma 2, gpt-oss) */
                     for (int variant = 0; variant < 2; variant++) {
                         mxl_attn_params p = {S->n_heads, S->n_kv_heads, S->head_dim, 1.0f / sqrtf((float)S->head_dim),
-                                             variant ? 30.0f : 0.0f, variant ? sinks : NULL, variant ? 16 : 0, 1, 0, 0};
+                                             variant ? 30.0f : 0.0f, variant ? sinks : NULL, variant ? 16 : 0, 1, 0, 0, NULL};
                         size_t sf = be->ops->attention_scratch_floats(be, n_kv, 1);
                         float *scratch = mxl_malloc(sf * 4 + 64), *rscratch = mxl_malloc(mxl_cpu_attention_scratch_floats(n_kv, 1) * 4 + 64);
                         /* paged: blocks of 16 positions in reverse order */

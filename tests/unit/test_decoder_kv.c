@@ -143,7 +143,7 @@ TEST(decoder_kv_attention_types_match_naive) {
     mxl_kv_quantize_i8(vf, NKV * STRIDE, G, v8, vs);
     mxl_kv_dequantize_i8(k8, ks, NKV * STRIDE, G, kd[1]);
     mxl_kv_dequantize_i8(v8, vs, NKV * STRIDE, G, vd[1]);
-    mxl_attn_params p = {NH, NKVH, HD, 0.125f, 0.0f, NULL, 0, 1, 0, 0};
+    mxl_attn_params p = {NH, NKVH, HD, 0.125f, 0.0f, NULL, 0, 1, 0, 0, NULL};
     int64_t qpos[NQ] = {NKV - 3, NKV - 2, NKV - 1};
     float out[NQ * NH * HD], scratch[NKV * MXL_ATTN_HEAD_GROUP * 2]; /* mxl_cpu_attention_scratch_floats(NKV, 2) */
     mxl_threadpool *pool = NULL;

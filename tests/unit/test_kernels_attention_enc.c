@@ -53,7 +53,7 @@ TEST(enc_attention_matches_reference) {
             for (int64_t i = 0; i < n * stride; i++) worst_fast = fmax(worst_fast, fabs(o2[i] - o1[i]));
         }
         /* independent: the decoder attention without a causal mask, one sequence at a time */
-        mxl_attn_params ap = {nh, nh, d, 1.0f / sqrtf((float)d), 0.0f, NULL, 0, 0, 0, 0};
+        mxl_attn_params ap = {nh, nh, d, 1.0f / sqrtf((float)d), 0.0f, NULL, 0, 0, 0, 0, NULL};
         for (int s = 0; s < 5; s++) {
             mxl_kv_view kv = {MXL_DTYPE_F32, k + starts[s] * stride, v + starts[s] * stride, lens[s], stride};
             mxl_cpu_attention(&ap, q + starts[s] * stride, lens[s], pos, &kv, o3 + starts[s] * stride, dscr, NULL,

@@ -339,7 +339,7 @@ TEST(kernels_attention_matches_naive) {
         for (int h = 0; h < 8; h++) sinks[h] = fr() * 2;
         mxl_attn_params p = {n_heads, n_kv_heads, hd, 1.0f / sqrtf((float)hd),
                              cfg == 2 || cfg == 6 ? 5.0f : 0.0f, cfg == 1 || cfg == 5 ? sinks : NULL,
-                             cfg >= 6 ? 4 : 0, cfg != 7, 0, 0};
+                             cfg >= 6 ? 4 : 0, cfg != 7, 0, 0, NULL};
         float *q = mxl_malloc(sizeof(float) * (size_t)(n_q * n_heads * hd));
         float *k = mxl_malloc(sizeof(float) * (size_t)(n_kv * stride));
         float *v = mxl_malloc(sizeof(float) * (size_t)(n_kv * stride));

@@ -294,7 +294,7 @@ TEST(kv_pool_paged_attention_equals_contiguous) {
                                  i8 ? pvs + layer_off / 32 : NULL, 32, NKV, KVD, BS, stride, table};
         for (int win = 0; win < 2; win++)
             for (int isa = 0; isa < 2; isa++) {
-                mxl_attn_params ap = {NH, NKVH, HD, 0.125f, win ? 0.0f : 30.0f, NULL, win ? 20 : 0, 1, 0, 0};
+                mxl_attn_params ap = {NH, NKVH, HD, 0.125f, win ? 0.0f : 30.0f, NULL, win ? 20 : 0, 1, 0, 0, NULL};
                 static float o1[NQ * NH * HD], o2[NQ * NH * HD], scr[NKV * MXL_ATTN_HEAD_GROUP * 2]; /* scratch_floats(NKV, 2) */
                 mxl_cpu_isa is = isa ? mxl_cpu_isa_detect() : MXL_CPU_ISA_SCALAR;
                 mxl_cpu_attention_kv(&ap, q, NQ, qpos, &cvw, o1, scr, isa ? tp : NULL, is);

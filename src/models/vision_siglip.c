@@ -1,0 +1,111 @@
+/* vision_siglip.c - the SigLIP vision tower's forward pass (see vision_siglip.h). */
+#include "models/vision_siglip.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "io/json_read.h"
+
+/* An integer of vision_config (dflt when absent), within [lo, hi]. */
+static mxl_status vcfg_int(const mxl_checkpoint *ck, const json_t *vc, const char *key, int64_t dflt, int64_t lo, int64_t hi,
+                           int64_t *out, mxl_error *err) {
+    const json_t *v = json_object_get(vc, key);
+    *out = dflt;
+    if (!v || json_is_null(v)) return dflt >= lo ? MXL_OK : mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.%s is missing", ck->dir, key);
+    if (mxl_json_int(v, lo, hi, out))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.%s must be an integer in [%lld, %lld]", ck->dir, key,
+                             (long long)lo, (long long)hi);
+    return MXL_OK;
+}
+
+mxl_status mxl_siglip_vision_load(const mxl_checkpoint *ck, const json_t *vc, mxl_siglip_vision *m, mxl_error *err) {
+    memset(m, 0, sizeof *m);
+    mxl_arena_init(&m->arena, 64 * 1024);
+    mxl_siglip_stack *s = &m->stack;
+    s->be = mxl_backend_host();
+    if (!vc || !json_is_object(vc)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config is missing", ck->dir);
+    mxl_status st;
+    int64_t ch;
+    /* (SiglipVisionConfig's defaults) */
+    if ((st = vcfg_int(ck, vc, "hidden_size", 768, 1, 1 << 16, &s->hidden, err)) ||
+        (st = vcfg_int(ck, vc, "intermediate_size", 3072, 1, 1 << 18, &s->ffn, err)) ||
+        (st = vcfg_int(ck, vc, "num_hidden_layers", 12, 1, 1024, &s->n_layers, err)) ||
+        (st = vcfg_int(ck, vc, "num_attention_heads", 12, 1, 1024, &s->n_heads, err)) ||
+        (st = vcfg_int(ck, vc, "image_size", 224, 1, 1 << 14, &m->image_size, err)) ||
+        (st = vcfg_int(ck, vc, "patch_size", 16, 1, 1 << 10, &m->patch, err)) ||
+        (st = vcfg_int(ck, vc, "num_channels", 3, 3, 3, &ch, err)))
+        return st;
+    if (s->hidden % s->n_heads || m->image_size % m->patch)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config: %lld heads do not split hidden_size %lld, or patch_size %lld does not divide image_size %lld",
+                             ck->dir, (long long)s->n_heads, (long long)s->hidden, (long long)m->patch, (long long)m->image_size);
+    s->head_dim = s->hidden / s->n_heads;
+    m->side = m->image_size / m->patch;
+    m->n_patches = m->side * m->side;
+    const json_t *eps = json_object_get(vc, "layer_norm_eps");
+    double e = 1e-6;
+    if (eps && !json_is_null(eps) && (!mxl_json_number(eps, &e) || !(e > 0)))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.layer_norm_eps must be a positive number", ck->dir);
+    s->eps = (float)e;
+    const json_t *act = json_object_get(vc, "hidden_act");
+    if (mxl_enc_activation(json_is_string(act) ? json_string_value(act) : "gelu_pytorch_tanh", ck->path, &s->act, err))
+        return err ? err->status : MXL_ERR_UNSUPPORTED;
+
+    static const char *const k_prefixes[] = {"vision_tower.vision_model.", "model.vision_tower.vision_model.", "vision_tower.",
+                                             "model.vision_tower.", "vision_model.", NULL};
+    const char *prefix = mxl_enc_find_prefix(ck, k_prefixes, "embeddings.patch_embedding.weight");
+    if (!prefix)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor 'vision_tower.vision_model.embeddings.patch_embedding.weight' is missing (the SigLIP vision tower)", ck->path);
+    mxl_enc_binder b = {ck, &m->arena, prefix, err};
+    const int64_t H = s->hidden, K = 3 * m->patch * m->patch;
+    const float *pw;
+    if (mxl_enc_vector(&b, H * K, &pw, "embeddings.patch_embedding.weight") ||
+        mxl_enc_vector(&b, H, &m->patch_b, "embeddings.patch_embedding.bias") ||
+        mxl_enc_vector(&b, m->n_patches * H, &m->pos_emb, "embeddings.position_embedding.weight") ||
+        mxl_enc_vector(&b, H, &m->post_w, "post_layernorm.weight") || mxl_enc_vector(&b, H, &m->post_b, "post_layernorm.bias"))
+        return err ? err->status : MXL_ERR_FORMAT;
+    m->patch_w = (mxl_weight){.kind = MXL_W_DENSE, .dtype = MXL_DTYPE_F32, .rows = H, .cols = K, .data = pw};
+    if (s->be->ops->weight_prepare(s->be, &m->patch_w, MXL_WEIGHT_USE_GEMM, &m->arena, err)) return err ? err->status : MXL_ERR_NOMEM;
+    return mxl_siglip_stack_bind(&b, s);
+}
+
+void mxl_siglip_vision_free(mxl_siglip_vision *m) {
+    mxl_arena_free(&m->arena);
+    memset(m, 0, sizeof *m);
+}
+
+mxl_status mxl_siglip_vision_forward(const mxl_siglip_vision *m, const float *pixels, mxl_threadpool *pool, float *x,
+                                     mxl_error *err) {
+    const mxl_siglip_stack *s = &m->stack;
+    const int64_t H = s->hidden, P = m->patch, S = m->image_size, K = 3 * P * P, n = m->n_patches;
+    int n_threads = pool ? mxl_threadpool_size(pool) : 1;
+    size_t mm = mxl_enc_linear_scratch_bytes(s->be, &m->patch_w, n, n_threads);
+    float *patches = mxl_aligned_alloc(64, ((size_t)(n * K) * sizeof(float) + 63) / 64 * 64);
+    void *scratch = mm ? mxl_aligned_alloc(64, (mm + 63) / 64 * 64) : NULL;
+    if (!patches || (mm && !scratch)) {
+        mxl_aligned_free(patches);
+        mxl_aligned_free(scratch);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
+    /* patches[py * side + px] = pixels[c, py*P + ky, px*P + kx] in (c, ky, kx) order */
+    for (int64_t py = 0; py < m->side; py++)
+        for (int64_t px = 0; px < m->side; px++) {
+            float *row = patches + (py * m->side + px) * K;
+            for (int64_t c = 0; c < 3; c++)
+                for (int64_t ky = 0; ky < P; ky++)
+                    memcpy(row + (c * P + ky) * P, pixels + (c * S + py * P + ky) * S + px * P, (size_t)P * sizeof(float));
+        }
+    mxl_enc_linear_act(s->be, &m->patch_w, m->patch_b, MXL_GEMM_ACT_NONE, patches, n, x, scratch, pool);
+    mxl_aligned_free(patches);
+    mxl_aligned_free(scratch);
+    for (int64_t i = 0; i < n * H; i++) x[i] += m->pos_emb[i];
+    /* one sequence of n patches, every patch seeing every other */
+    static const int32_t no_ids[1] = {0};
+    int64_t starts[2] = {0, n};
+    mxl_encoder_batch bt = {no_ids, NULL, starts, 1};
+    mxl_status st = mxl_siglip_stack_run(s, &bt, n, pool, x, err);
+    if (st) return st;
+    mxl_enc_add_layernorm(s->be, pool, x, NULL, m->post_w, m->post_b, n, H, s->eps, x);
+    return MXL_OK;
+}

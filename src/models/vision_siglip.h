@@ -1,0 +1,38 @@
+/* vision_siglip.h - the SigLIP vision tower (transformers' modeling_siglip.py
+ * SiglipVisionTransformer without its pooling head), the image encoder of Gemma 3, PaliGemma and
+ * the SigLIP-tower VLMs. For one image of pixel values [3, S, S] (already resized and normalised,
+ * image/resize.h) with patch size p and side = S / p:
+ *   patches [side*side, 3*p*p]  (patch (py, px) flattened in (channel, ky, kx) order: the Conv2d's
+ *                                weight [hidden, 3, p, p] read as a [hidden, 3*p*p] matrix)
+ *   x = patches Wp^T + bp + pos_emb[0..side*side)              [n_patches, hidden]
+ *   the SigLIP layer stack (encoder_siglip.h), then post_layernorm(x).
+ * Dimensions from config.json's vision_config; tensors under vision_tower.vision_model.,
+ * vision_tower., model.vision_tower.(vision_model.) or vision_model. Dense F32/F16/BF16. */
+#ifndef MXL_MODELS_VISION_SIGLIP_H
+#define MXL_MODELS_VISION_SIGLIP_H
+
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/threadpool.h"
+#include "models/checkpoint.h"
+#include "models/encoder_siglip.h"
+
+typedef struct mxl_siglip_vision {
+    int64_t image_size, patch, side, n_patches; /* side = image_size / patch; n_patches = side^2 */
+    mxl_siglip_stack stack;                     /* hidden, heads, layers */
+    mxl_arena arena;
+    mxl_weight patch_w;      /* [hidden, 3 * patch * patch] (f32) */
+    const float *patch_b;    /* [hidden] */
+    const float *pos_emb;    /* [n_patches, hidden] */
+    const float *post_w, *post_b; /* [hidden] */
+} mxl_siglip_vision;
+
+/* vision_config: the config.json object describing the tower. */
+mxl_status mxl_siglip_vision_load(const mxl_checkpoint *ck, const json_t *vision_config, mxl_siglip_vision *out, mxl_error *err);
+void mxl_siglip_vision_free(mxl_siglip_vision *m);
+/* out [n_patches, hidden] for pixels [3, image_size, image_size]. */
+mxl_status mxl_siglip_vision_forward(const mxl_siglip_vision *m, const float *pixels, mxl_threadpool *pool, float *out,
+                                     mxl_error *err);
+
+#endif

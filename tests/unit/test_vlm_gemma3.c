@@ -1,0 +1,149 @@
+/* test_vlm_gemma3.c - Gemma 3 with images against transformers (tests/fixtures/vlm/gemma3,
+ * gen_vlm_fixtures.py): the SigLIP tower + projector's image features for two seeded pixel
+ * arrays, and the decoder with those features in place of the image tokens (bidirectional within
+ * each image, sliding windows bounding from below) - logits at every position outside the image
+ * blocks of prompts with one image, two images and none, and the greedy continuation - on the
+ * reference and the fast path. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "core/alloc.h"
+#include "core/threadpool.h"
+#include "models/checkpoint.h"
+#include "models/decoder.h"
+#include "models/vlm.h"
+#include "test.h"
+#include "test_decoder_compare.h"
+
+#define FX "tests/fixtures/vlm/gemma3"
+
+static const char *model_dir(void) {
+    static char p[4096];
+    snprintf(p, sizeof p, "%s/" FX "/model", mxl_test_repo_root());
+    return p;
+}
+
+static float *json_floats(json_t *a, int64_t *n) {
+    *n = (int64_t)json_array_size(a);
+    float *v = mxl_malloc((size_t)(*n > 0 ? *n : 1) * sizeof(float));
+    for (int64_t i = 0; i < *n; i++) v[i] = (float)json_number_value(json_array_get(a, (size_t)i));
+    return v;
+}
+
+/* The media blocks of ids: each run of the image token, image i taking features[i]. */
+static int media_of(const int32_t *ids, int64_t n, int32_t img, float *const *features, mxl_decoder_media *m) {
+    int k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (ids[i] != img || (i && ids[i - 1] == img)) continue;
+        int64_t e = i;
+        while (e < n && ids[e] == img) e++;
+        m[k] = (mxl_decoder_media){i, e - i, features[k]};
+        k++;
+    }
+    return k;
+}
+
+TEST(vlm_gemma3_matches_transformers) {
+    json_t *ref = mxl_test_load_json(FX "/reference.json");
+    REQUIRE(ref);
+    mxl_error err;
+    mxl_checkpoint *ck = NULL;
+    mxl_vlm *v = NULL;
+    mxl_threadpool *pool = NULL;
+    REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
+    REQUIRE(mxl_checkpoint_open(model_dir(), &ck, &err) == MXL_OK);
+    if (mxl_vlm_load(ck, &v, &err)) fprintf(stderr, "  %s\n", err.msg);
+    REQUIRE(v);
+    CHECK_EQ_INT(v->tokens_per_image, 4);
+    CHECK_EQ_INT(v->pre.width, 32);
+    CHECK_EQ_INT(v->pre.resample, 2);
+    const int32_t img = (int32_t)json_integer_value(json_object_get(ref, "image_token"));
+    CHECK_EQ_INT(v->image_token, img);
+
+    /* the image features */
+    const int64_t T = v->tokens_per_image, Ht = v->text_hidden;
+    float *feat[2];
+    for (int i = 0; i < 2; i++) {
+        int64_t np;
+        float *px = json_floats(json_array_get(json_object_get(ref, "pixel_values"), (size_t)i), &np);
+        CHECK_EQ_INT(np, 3 * 32 * 32);
+        feat[i] = mxl_malloc((size_t)(T * Ht) * sizeof(float));
+        CHECK(v->encode(v, px, pool, feat[i], &err) == MXL_OK);
+        double md, cs;
+        mxl_test_vec_vs_json(feat[i], json_array_get(json_object_get(ref, "image_features"), (size_t)i), T * Ht, &md, &cs);
+        fprintf(stderr, "  gemma3 image %d features: max |diff| %.2e, cosine %.7f\n", i, md, cs);
+        CHECK(md < 1e-4);
+        mxl_free(px);
+    }
+
+    mxl_decoder d;
+    if (mxl_decoder_load(ck, &d, &err)) fprintf(stderr, "  %s\n", err.msg);
+    REQUIRE(d.hp.vocab == 320);
+    json_t *p;
+    size_t pi;
+    for (int path = 0; path < 2; path++) {
+        const bool reference = path == 0;
+        const double tol = reference ? MXL_TEST_DEC_REF_TOL : MXL_TEST_DEC_FAST_DENSE_TOL;
+        json_array_foreach(json_object_get(ref, "prompts"), pi, p) {
+            json_t *jids = json_object_get(p, "ids"), *logits = json_object_get(p, "logits");
+            const int64_t n = (int64_t)json_array_size(jids);
+            int32_t ids[64];
+            for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(jids, (size_t)i));
+            mxl_decoder_media media[4];
+            const int n_media = media_of(ids, n, img, feat, media);
+            CHECK_EQ_INT(n_media, json_integer_value(json_object_get(p, "n_images")));
+            float *lg = mxl_malloc((size_t)d.hp.vocab * sizeof(float));
+            double worst = 0;
+            int compared = 0;
+            /* each prefix that does not cut an image block: its last position's logits */
+            for (int64_t c = 1; c <= n; c++) {
+                bool cuts = false;
+                for (int i = 0; i < n_media; i++) cuts |= media[i].row < c && media[i].row + media[i].n > c;
+                if (cuts || ids[c - 1] == img) continue;
+                int k = 0;
+                while (k < n_media && media[k].row + media[k].n <= c) k++;
+                mxl_decoder_state *s = NULL;
+                REQUIRE(mxl_decoder_state_create(&d, 64, 8, pool, &s, &err) == MXL_OK);
+                mxl_decoder_state_set_reference(s, reference);
+                if (mxl_decoder_forward_media(&d, s, ids, c, media, k, lg, &err)) {
+                    fprintf(stderr, "  %s\n", err.msg);
+                    CHECK(0);
+                }
+                double md;
+                mxl_test_vec_vs_json(lg, json_array_get(logits, (size_t)(c - 1)), d.hp.vocab, &md, NULL);
+                if (md > worst || isnan(md)) worst = md;
+                compared++;
+                mxl_decoder_state_destroy(s);
+            }
+            /* greedy: the whole prompt in one call, then one token at a time */
+            mxl_decoder_state *s = NULL;
+            REQUIRE(mxl_decoder_state_create(&d, 64, 16, pool, &s, &err) == MXL_OK);
+            mxl_decoder_state_set_reference(s, reference);
+            CHECK(mxl_decoder_forward_media(&d, s, ids, n, media, n_media, lg, &err) == MXL_OK);
+            json_t *greedy = json_object_get(p, "greedy");
+            int same = 0;
+            for (size_t g = 0; g < json_array_size(greedy); g++) {
+                int32_t best = 0;
+                for (int64_t t = 1; t < d.hp.vocab; t++)
+                    if (lg[t] > lg[best]) best = (int32_t)t;
+                same += best == json_integer_value(json_array_get(greedy, g));
+                CHECK(mxl_decoder_forward(&d, s, &best, 1, lg, &err) == MXL_OK);
+            }
+            mxl_decoder_state_destroy(s);
+            fprintf(stderr, "  gemma3 %-10s %s: %d positions, max |diff| %.2e; greedy %d/%zu\n", json_string_value(json_object_get(p, "name")),
+                    reference ? "[reference]" : "[fast]", compared, worst, same, json_array_size(greedy));
+            CHECK(compared >= 4);
+            CHECK(worst <= tol);
+            CHECK_EQ_INT(same, (int64_t)json_array_size(greedy));
+            mxl_free(lg);
+        }
+    }
+    mxl_decoder_free(&d);
+    mxl_free(feat[0]);
+    mxl_free(feat[1]);
+    mxl_vlm_free(v);
+    mxl_checkpoint_close(ck);
+    mxl_threadpool_destroy(pool);
+    json_decref(ref);
+}
