@@ -13,10 +13,11 @@ log() { printf '[setup] %s\n' "$*"; }
 
 # --- Debian packages -------------------------------------------------------------------------
 # build: gcc, make, jansson (JSON), libmicrohttpd (the server's HTTP), PCRE2 (pre-tokenizer regexes), utf8proc (Unicode
-# normalization); fuzzing and sanitizers: clang with its runtime (libFuzzer);
+# normalization), the image decoders of src/image (libjpeg-turbo, libpng, libwebp with its demux, giflib);
+# fuzzing and sanitizers: clang with its runtime (libFuzzer);
 # OpenBLAS: the f32 GEMM yardstick `mlxcel bench kernels` loads at run time.
 # python3-venv for the test virtualenv when the system python is Debian's.
-APT_PKGS=(gcc make pkg-config libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev clang libclang-rt-dev libopenblas0-pthread unzip ca-certificates openssl)
+APT_PKGS=(gcc make pkg-config libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libjpeg62-turbo-dev libpng-dev libwebp-dev libgif-dev clang libclang-rt-dev libopenblas0-pthread unzip ca-certificates openssl)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -30,10 +31,11 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 # --- AArch64 cross build (scripts/test_arm64.sh: `make arm64`, kernel tests under qemu) -------
-# the cross compiler, qemu user mode, and the arm64 multiarch -dev packages of the four libraries
+# the cross compiler, qemu user mode, and the arm64 multiarch -dev packages of the libraries
 # (they bring libc6:arm64, which qemu-aarch64 runs the binary against)
 if [ "${MXL_SKIP_ARM64:-0}" != "1" ]; then
-  ARM64_PKGS=(gcc-aarch64-linux-gnu qemu-user libjansson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libmicrohttpd-dev:arm64)
+  ARM64_PKGS=(gcc-aarch64-linux-gnu qemu-user libjansson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libmicrohttpd-dev:arm64
+    libjpeg62-turbo-dev:arm64 libpng-dev:arm64 libwebp-dev:arm64 libgif-dev:arm64)
   missing=()
   for p in "${ARM64_PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
