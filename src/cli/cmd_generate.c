@@ -34,8 +34,8 @@
     {"no-chat-template", 0, NULL, NULL, "Send the prompt as raw text (special tokens in it are parsed)"},      \
     {"profile", 0, NULL, NULL, "Print prompt/generated token counts and prefill/decode timings"},              \
     {"threads", 0, "N", "all cores", "CPU threads"},                                                           \
+    {"image", 0, "PATH", NULL, "Image file for a vision-language model (repeatable; JPEG, PNG, WebP, GIF)"},   \
     /* spec flags not built yet: recognised, then refused */                                                   \
-    {"image", 0, "PATH", NULL, "(not supported for this model yet)"},                                          \
     {"audio", 0, "PATH", NULL, "(not supported for this model yet)"},                                          \
     {"video", 0, "PATH", NULL, "(not supported for this model yet)"},                                          \
     {"adapter", 0, "PATH", NULL, "(not supported yet)"},                                                       \
@@ -65,7 +65,7 @@
     {"cache-type-k", 0, "TYPE", "fp16", "KV cache storage of keys: fp16 or int8"},                              \
     {"cache-type-v", 0, "TYPE", "fp16", "KV cache storage of values: fp16 or int8"}
 
-static const char *const k_refused[] = {"image", "audio", "video", "adapter", "draft-model", NULL};
+static const char *const k_refused[] = {"audio", "video", "adapter", "draft-model", NULL};
 
 static const mxl_cli_opt k_gen_opts[] = {
     {"model", 'm', "PATH_OR_REPO_ID", NULL, "Local model path, owner/name repo id, or bare name (required)"},
@@ -211,6 +211,12 @@ static int generate_common(const mxl_cli_args *a, const char *model_arg) {
     }
     sp->logit_bias = biases;
     sp->n_logit_bias = (size_t)nb;
+    static const char *images[MXL_GEN_MAX_IMAGES];
+    req.n_images = mxl_cli_count(a, "image");
+    if (req.n_images > MXL_GEN_MAX_IMAGES) return mxl_cli_usage_error(a->cmd, "at most %d --image files", MXL_GEN_MAX_IMAGES);
+    for (int i = 0; i < req.n_images; i++) images[i] = mxl_cli_get_nth(a, "image", i);
+    req.images = images;
+    if (req.n_images && repl) return mxl_cli_usage_error(a->cmd, "--image needs --prompt (the chat REPL takes no images yet)");
     req.n_stop = mxl_cli_count(a, "stop");
     for (int i = 0; i < req.n_stop && i < MXL_GEN_MAX_STOP; i++) req.stop[i] = mxl_cli_get_nth(a, "stop", i);
     if (req.n_stop > MXL_GEN_MAX_STOP) return mxl_cli_usage_error(a->cmd, "at most %d --stop strings", MXL_GEN_MAX_STOP);

@@ -12,22 +12,64 @@
 #include "engine/chat_parse.h"
 #include "engine/model_internal.h"
 #include "engine/sequence.h"
+#include "engine/vision_input.h"
+
+/* The user message: the text alone, or (with images) a content list of one image part per image
+ * then the text, as chat clients send it. */
+static json_t *user_message(const mxl_gen_request *req) {
+    if (req->n_images <= 0) return json_pack("[{s:s, s:s}]", "role", "user", "content", req->prompt);
+    json_t *parts = json_array();
+    for (int i = 0; i < req->n_images; i++) json_array_append_new(parts, json_pack("{s:s}", "type", "image"));
+    json_array_append_new(parts, json_pack("{s:s, s:s}", "type", "text", "text", req->prompt));
+    return json_pack("[{s:s, s:o}]", "role", "user", "content", parts);
+}
+
+/* Raw text with images: the model's image marker where the text writes none. */
+static mxl_status raw_with_markers(const mxl_gen_model *m, const mxl_gen_request *req, char **out, size_t *len, mxl_error *err) {
+    const char *mk = m->vlm->marker;
+    bool has = strstr(req->prompt, mk) != NULL;
+    size_t n = strlen(req->prompt) + (has ? 0 : (size_t)req->n_images * strlen(mk)) + 1;
+    char *t = mxl_malloc(n);
+    if (!t) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    t[0] = 0;
+    for (int i = 0; !has && i < req->n_images; i++) strcat(t, mk);
+    strcat(t, req->prompt);
+    *out = t;
+    *len = strlen(t);
+    return MXL_OK;
+}
 
 /* The prompt as the model sees it: the chat template's render of one user message, or the raw
- * text. */
+ * text; with images, each marker expanded into the image's placeholder tokens. */
 static mxl_status build_prompt(mxl_gen_model *m, const mxl_gen_request *req, mxl_token_ids *ids, char **rendered,
                                mxl_error *err) {
     if (rendered) *rendered = NULL;
-    if (!req->chat) return mxl_chat_tokenize_raw(m, req->prompt, strlen(req->prompt), ids, err);
-    json_t *msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", req->prompt);
-    if (!msgs) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
-    mxl_chat_opts o = {.add_generation_prompt = true};
+    if (req->n_images > 0 && !m->vlm) return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s", m->no_vision);
+    if (req->n_images > MXL_GEN_MAX_IMAGES)
+        return mxl_error_set(err, MXL_ERR_ARG, "%d images in one request (at most %d)", req->n_images, MXL_GEN_MAX_IMAGES);
     char *text = NULL;
     size_t text_len = 0;
-    mxl_status st = mxl_chat_render(m, msgs, &o, &text, &text_len, err);
-    json_decref(msgs);
+    mxl_status st;
+    if (!req->chat && req->n_images <= 0) return mxl_chat_tokenize_raw(m, req->prompt, strlen(req->prompt), ids, err);
+    if (!req->chat) {
+        st = raw_with_markers(m, req, &text, &text_len, err);
+    } else {
+        json_t *msgs = user_message(req);
+        if (!msgs) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+        mxl_chat_opts o = {.add_generation_prompt = true};
+        st = mxl_chat_render(m, msgs, &o, &text, &text_len, err);
+        json_decref(msgs);
+    }
     if (st) return st;
-    st = mxl_chat_tokenize_rendered(m, text, text_len, ids, err);
+    if (req->n_images > 0) {
+        char *x = NULL;
+        size_t xl = 0;
+        st = mxl_vlm_expand_prompt(m->vlm, text, text_len, req->n_images, &x, &xl, err);
+        mxl_free(text);
+        if (st) return st;
+        text = x, text_len = xl;
+    }
+    st = req->chat ? mxl_chat_tokenize_rendered(m, text, text_len, ids, err) : mxl_chat_tokenize_raw(m, text, text_len, ids, err);
     if (rendered && st == MXL_OK) *rendered = text;
     else mxl_free(text);
     return st;
@@ -78,6 +120,31 @@ static int split_emit(out_split *o, const char *text, size_t len, bool final, mx
     return stop;
 }
 
+/* Each image through the processor and the tower, and its block of placeholder tokens in ids
+ * (the runs of the image token, one per image, each tokens_per_image long). */
+static mxl_status image_rows(mxl_gen_model *m, const mxl_gen_request *req, const mxl_token_ids *ids, float **rows,
+                             mxl_decoder_media *media, mxl_error *err) {
+    const mxl_vlm *v = m->vlm;
+    int k = 0;
+    for (size_t i = 0; i < ids->n; i++) {
+        if (ids->ids[i] != v->image_token || (i && ids->ids[i - 1] == v->image_token)) continue;
+        size_t e = i;
+        while (e < ids->n && ids->ids[e] == v->image_token) e++;
+        if (k >= req->n_images || (int64_t)(e - i) != v->tokens_per_image)
+            return mxl_error_set(err, MXL_ERR_ARG, "the prompt's image tokens do not match the %d images (a run of %zu where %lld were expected)",
+                                 req->n_images, e - i, (long long)v->tokens_per_image);
+        media[k++] = (mxl_decoder_media){(int64_t)i, (int64_t)(e - i), NULL};
+    }
+    if (k != req->n_images)
+        return mxl_error_set(err, MXL_ERR_ARG, "the prompt holds %d image blocks for %d images", k, req->n_images);
+    for (int i = 0; i < k; i++) {
+        mxl_status st = mxl_vision_encode_file(v, req->images[i], NULL, m->pool, &rows[i], err);
+        if (st) return st;
+        media[i].emb = rows[i];
+    }
+    return MXL_OK;
+}
+
 mxl_status mxl_gen_run(mxl_gen_model *m, const mxl_gen_request *req, mxl_gen_text_fn on_text,
                        void *ctx, mxl_gen_stats *stats, mxl_error *err) {
     memset(stats, 0, sizeof *stats);
@@ -86,9 +153,16 @@ mxl_status mxl_gen_run(mxl_gen_model *m, const mxl_gen_request *req, mxl_gen_tex
     mxl_seq *seq = NULL;
     char *rendered = NULL;
     out_split split = {NULL, req->show_reasoning, false, false, on_text, ctx};
+    float *rows[MXL_GEN_MAX_IMAGES] = {0};
+    mxl_decoder_media media[MXL_GEN_MAX_IMAGES];
     mxl_status st = build_prompt(m, req, &ids, &rendered, err);
     if (st) goto out;
     mxl_seq_params p = {.sampling = req->sampling, .max_tokens = req->max_tokens, .ignore_eos = req->ignore_eos};
+    if (req->n_images > 0) {
+        if ((st = image_rows(m, req, &ids, rows, media, err))) goto out;
+        p.media = media;
+        p.n_media = req->n_images;
+    }
     if (req->chat) {
         mxl_chat_syntax syn = mxl_chat_syntax_detect(m->tsrc.text, rendered ? rendered : "");
         mxl_chat_syntax_without_tools(&syn);
@@ -132,6 +206,7 @@ mxl_status mxl_gen_run(mxl_gen_model *m, const mxl_gen_request *req, mxl_gen_tex
     stats->generated_tokens = mxl_seq_n_generated(seq);
     stats->decode_ms = mxl_now_ms() - t1;
 out:
+    for (int i = 0; i < MXL_GEN_MAX_IMAGES; i++) mxl_free(rows[i]);
     mxl_chat_stream_destroy(split.cs);
     mxl_seq_destroy(seq);
     mxl_token_ids_free(&ids);

@@ -23,7 +23,13 @@ typedef struct mxl_gen_request {
     const char *stop[16]; /* stop strings (never printed) */
     int n_stop;
     bool show_reasoning; /* chat: also pass the reasoning on (else only the answer; markers never) */
+    const char *const *images; /* image files for a vision-language model, in prompt order: chat
+                                  puts them before the text of the user message; raw text places
+                                  each where it writes the model's image marker (at the start when
+                                  it writes none) */
+    int n_images;
 } mxl_gen_request;
+#define MXL_GEN_MAX_IMAGES 16
 
 #define MXL_GEN_MAX_STOP 16
 

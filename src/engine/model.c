@@ -3,6 +3,7 @@
  * front ends change after loading (chat template, KV storage types) and the accessors. */
 #include "engine/model.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,13 @@ mxl_status mxl_gen_model_load(const char *path, int n_threads, mxl_gen_model **o
     if (!st) st = mxl_chat_template_find(m->ck->path, NULL, &m->tsrc, err);
     if (!st) st = mxl_template_parse(m->tsrc.text, strlen(m->tsrc.text), m->tsrc.origin, &m->tmpl, err);
     if (!st) st = mxl_threadpool_create(n_threads, &m->pool, err);
+    if (!st) { /* the vision side; a tower mlxcel does not run leaves the model text-only */
+        mxl_error verr;
+        mxl_status vs = mxl_vlm_load(m->ck, &m->vlm, &verr);
+        if (vs == MXL_ERR_UNSUPPORTED) snprintf(m->no_vision, sizeof m->no_vision, "%s", verr.msg);
+        else if (vs) st = mxl_error_set(err, vs, "%s", verr.msg);
+        else if (!m->vlm) snprintf(m->no_vision, sizeof m->no_vision, "model %s was loaded without a vision tower (text-only checkpoint)", m->ck->path);
+    }
     if (st) {
         mxl_gen_model_destroy(m);
         return st;
@@ -52,6 +60,7 @@ void mxl_gen_model_destroy(mxl_gen_model *m) {
     mxl_template_destroy(m->tmpl);
     mxl_chat_template_source_free(&m->tsrc);
     mxl_tokenizer_destroy(m->tok);
+    mxl_vlm_free(m->vlm);
     if (m->dec_loaded) mxl_decoder_free(&m->dec);
     mxl_checkpoint_close(m->ck);
     mxl_free(m);
@@ -115,3 +124,7 @@ int64_t mxl_gen_model_default_ctx(const mxl_gen_model *m) {
     int64_t c = m->dec.hp.max_ctx;
     return c > 0 && c < 8192 ? c : 8192;
 }
+
+const struct mxl_vlm *mxl_gen_model_vlm(const mxl_gen_model *m) { return m->vlm; }
+const char *mxl_gen_model_no_vision(const mxl_gen_model *m) { return m->no_vision; }
+struct mxl_threadpool *mxl_gen_model_pool(const mxl_gen_model *m) { return m->pool; }

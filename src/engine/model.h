@@ -37,6 +37,12 @@ const struct mxl_tokenizer *mxl_gen_model_tokenizer(const mxl_gen_model *m);
 const struct mxl_checkpoint *mxl_gen_model_checkpoint(const mxl_gen_model *m);
 /* The loaded decoder's hyper-parameters. */
 const struct mxl_decoder_hparams *mxl_gen_model_hparams(const mxl_gen_model *m);
+/* The vision side of a vision-language checkpoint, NULL for a text-only model; then
+ * mxl_gen_model_no_vision says why images are refused. */
+const struct mxl_vlm *mxl_gen_model_vlm(const mxl_gen_model *m);
+const char *mxl_gen_model_no_vision(const mxl_gen_model *m);
+/* The model's thread pool (the engine thread's: the scheduler runs vision towers on it). */
+struct mxl_threadpool *mxl_gen_model_pool(const mxl_gen_model *m);
 /* Bytes of one sequence's recurrent-layer state (0 without recurrent layers). */
 uint64_t mxl_gen_model_state_bytes(const mxl_gen_model *m);
 

@@ -9,6 +9,7 @@
 #include "engine/model.h"
 #include "models/checkpoint.h"
 #include "models/decoder.h"
+#include "models/vlm.h"
 #include "template/template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -26,6 +27,8 @@ struct mxl_gen_model {
     int n_eos;
     char bos_text[256], eos_text[256]; /* the special tokens' text for the template */
     mxl_decoder_kv_opts kv;            /* KV storage of new sequences (AUTO: f16, f32 on the reference path) */
+    mxl_vlm *vlm;                      /* the vision side, NULL for a text-only model */
+    char no_vision[4600];              /* why images are refused when vlm is NULL */
 };
 
 #endif

@@ -35,6 +35,10 @@ struct mxl_seq {
     char *out;    /* text released by the last call */
     size_t out_cap;
     char *piece;  /* detokenizer output buffer */
+    mxl_decoder_media media[MXL_DECODER_MAX_MEDIA]; /* this request's media rows (prompt positions) */
+    int n_media;
+    size_t media_from; /* the cache holds no reusable position from here on (the first media row
+                          of what it ran; SIZE_MAX: none) */
 };
 
 static mxl_status seq_create(mxl_gen_model *m, mxl_kv_pool *kvp, int64_t ctx_len, int64_t max_chunk, mxl_seq **out,
@@ -63,6 +67,7 @@ static mxl_status seq_create(mxl_gen_model *m, mxl_kv_pool *kvp, int64_t ctx_len
     mxl_seq *s = mxl_calloc(1, sizeof *s);
     if (!s) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     s->m = m;
+    s->media_from = SIZE_MAX;
     s->ctx_len = ctx_len;
     s->max_chunk = max_chunk > 0 ? max_chunk : 256;
     s->vocab = m->dec.hp.vocab;
@@ -164,6 +169,12 @@ mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
         if (prompt[i] < 0 || prompt[i] >= s->vocab)
             return mxl_error_set(err, MXL_ERR_ARG, "token id %d is outside the vocabulary (%lld)", prompt[i], (long long)s->vocab);
     if (p->n_stop > MXL_SEQ_MAX_STOP) return mxl_error_set(err, MXL_ERR_ARG, "at most %d stop strings", MXL_SEQ_MAX_STOP);
+    if (p->n_media < 0 || p->n_media > MXL_DECODER_MAX_MEDIA)
+        return mxl_error_set(err, MXL_ERR_ARG, "at most %d images per request", MXL_DECODER_MAX_MEDIA);
+    for (int i = 0; i < p->n_media; i++)
+        if (p->media[i].row < (i ? p->media[i - 1].row + p->media[i - 1].n : 0) || p->media[i].row + p->media[i].n > (int64_t)n_prompt)
+            return mxl_error_set(err, MXL_ERR_ARG, "image rows %lld..%lld are outside the prompt or out of order", (long long)p->media[i].row,
+                                 (long long)(p->media[i].row + p->media[i].n));
     mxl_sampler_params sp = p->sampling;
     mxl_status st = MXL_OK;
     if (sp.grammar && *sp.grammar) { /* constrained output: the matcher reads every token's text */
@@ -201,6 +212,12 @@ mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
         while (keep < s->n_fed && keep < n_prompt && s->ids[keep] == prompt[keep]) keep++;
         if (keep == n_prompt) keep--;
     }
+    /* positions at or after an image's are the image's, whatever their token ids say */
+    if (keep > s->media_from) keep = s->media_from;
+    if (p->n_media && keep > (size_t)p->media[0].row) keep = (size_t)p->media[0].row;
+    memcpy(s->media, p->media, (size_t)p->n_media * sizeof *p->media);
+    s->n_media = p->n_media;
+    s->media_from = p->n_media ? (size_t)p->media[0].row : s->media_from < keep ? s->media_from : SIZE_MAX;
     mxl_decoder_state_truncate(s->dec, (int64_t)keep);
     keep = (size_t)mxl_decoder_state_pos(s->dec); /* (recurrent layers start over rather than go back) */
     memcpy(s->ids, prompt, n_prompt * sizeof(int32_t));
@@ -229,7 +246,26 @@ mxl_status mxl_seq_prefill(mxl_seq *s, int64_t max_tokens, mxl_error *err) {
     int64_t left = mxl_seq_prefill_left(s);
     if (left <= 0) return MXL_OK;
     int64_t n = max_tokens > 0 && max_tokens < left ? max_tokens : left;
-    mxl_status st = mxl_decoder_forward(&s->m->dec, s->dec, s->ids + s->n_fed, n, s->logits, err);
+    /* this chunk's media rows, relative to it; a block is never cut: the chunk ends before it, or
+     * takes it whole when it starts the chunk */
+    mxl_decoder_media md[MXL_DECODER_MAX_MEDIA];
+    int k = 0;
+    const int64_t at = (int64_t)s->n_fed;
+    for (int i = 0; i < s->n_media; i++) {
+        const mxl_decoder_media *m = &s->media[i];
+        if (m->row + m->n <= at || m->row >= at + n) continue;
+        if (m->row < at) return mxl_error_set(err, MXL_ERR_INTERNAL, "a prompt chunk starts inside an image");
+        if (m->row + m->n > at + n) {
+            if (m->row > at) {
+                n = m->row - at;
+                break;
+            }
+            n = m->n < left ? m->n : left;
+        }
+        md[k++] = (mxl_decoder_media){m->row - at, m->n, m->emb};
+    }
+    mxl_status st = k ? mxl_decoder_forward_media(&s->m->dec, s->dec, s->ids + s->n_fed, n, md, k, s->logits, err)
+                      : mxl_decoder_forward(&s->m->dec, s->dec, s->ids + s->n_fed, n, s->logits, err);
     if (st) return st;
     s->n_fed += (size_t)n;
     if (s->n_fed >= s->n_refill) s->n_refill = 0; /* back where the preemption left it */
@@ -244,6 +280,8 @@ mxl_status mxl_seq_prefill_batch(mxl_seq *const *seqs, const int64_t *counts, in
     if (n > MXL_SEQ_MAX_BATCH) return mxl_error_set(err, MXL_ERR_ARG, "at most %d sequences per batch", MXL_SEQ_MAX_BATCH);
     int64_t rows = 0;
     for (int64_t i = 0; i < n; i++) {
+        if (seqs[i]->n_media && seqs[i]->n_fed < (size_t)(seqs[i]->media[seqs[i]->n_media - 1].row + seqs[i]->media[seqs[i]->n_media - 1].n))
+            return mxl_error_set(err, MXL_ERR_INTERNAL, "sequence %lld of the batch has images to run (mxl_seq_prefill runs them)", (long long)i);
         if (seqs[i]->m != m || counts[i] < 1 || counts[i] > mxl_seq_prefill_left(seqs[i]))
             return mxl_error_set(err, MXL_ERR_INTERNAL, "sequence %lld of the batch has no %lld prompt tokens to run",
                                  (long long)i, (long long)counts[i]);

@@ -41,6 +41,11 @@ typedef struct mxl_seq_params {
                     (0..MXL_SEQ_MAX_PROBS) from the model's distribution before sampling */
     bool post_sampling_probs; /* report probabilities after the sampler chain instead (llama-server's
                                  post_sampling_probs): only candidates with p > 0 */
+    /* Prompt rows given as embeddings (an image's features; models/decoder.h): rows are prompt
+     * positions, in order; the embeddings are the caller's and must stay valid until the prompt
+     * has run. The prompt cache keeps nothing from the first media row on. */
+    const mxl_decoder_media *media;
+    int n_media;
 } mxl_seq_params;
 
 #define MXL_SEQ_MAX_PROBS 20

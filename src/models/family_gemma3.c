@@ -89,7 +89,8 @@ static mxl_status gemma3_vlm_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_gemma3 = {
     .model_type = "gemma3", .registry_id = "gemma3", .hf_class = "Gemma3ForConditionalGeneration", .names = &mxl_names_gemma2,
-    .setup = gemma3_vlm_setup, .text_config = true,
+    .setup = gemma3_vlm_setup, .text_config = true, .also_runs = (const char *const[]){"gemma3_vlm", NULL},
+    .gaps = "images through generate --image only (not yet the server's image parts, pan-and-scan or GGUF mmproj files)",
 };
 
 /* GGUF: sliding layers use RoPE base 10000 (transformers' rope_local_base_freq default; llama.cpp

@@ -183,7 +183,7 @@ void mxl_api_llama_apply_template(mxl_server *s, mxl_http_req *r) {
     char msg[512] = "";
     json_t *msgs = NULL, *kw = NULL;
     mxl_chat_opts o = {.add_generation_prompt = true, .reasoning = s->reasoning};
-    if (!(msgs = mxl_srv_chat_messages(json_object_get(body, "messages"), msg, sizeof msg)) ||
+    if (!(msgs = mxl_srv_chat_messages(json_object_get(body, "messages"), NULL, msg, sizeof msg)) ||
         !mxl_srv_chat_opts(s, body, &o, &kw, msg, sizeof msg)) {
         mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "%s", msg);
         json_decref(msgs);
@@ -254,7 +254,7 @@ void mxl_api_llama_props(mxl_server *s, mxl_http_req *r) {
     const char *et = eos >= 0 ? mxl_tokenizer_token(s->tok, eos, &el) : NULL;
     json_t *o = json_pack("{s:o, s:i, s:s, s:s, s:s, s:{s:b, s:b}, s:s, s:o, s:o, s:b}", "default_generation_settings", default_settings(s),
                           "total_slots", st.n_slots, "model_path", s->model_path, "model_alias", s->model_name, "chat_template",
-                          mxl_gen_model_template_text(s->model), "modalities", "vision", 0, "audio", 0, "build_info", "mlxcel " MXL_VERSION,
+                          mxl_gen_model_template_text(s->model), "modalities", "vision", mxl_gen_model_vlm(s->model) != NULL, "audio", 0, "build_info", "mlxcel " MXL_VERSION,
                           "bos_token", bt ? json_stringn(bt, bl) : json_string(""), "eos_token", et ? json_stringn(et, el) : json_string(""),
                           "is_sleeping", 0);
     mxl_http_send_json(r, 200, o);

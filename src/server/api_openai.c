@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "engine/model.h"
 #include "server/constraint.h"
 #include "server/gen_call.h"
 #include "server/request.h"
@@ -122,7 +123,8 @@ void mxl_api_openai_chat(mxl_server *s, mxl_http_req *r) {
         return;
     }
     mxl_chat_opts o;
-    if (!(msgs = mxl_srv_chat_messages(json_object_get(body, "messages"), msg, sizeof msg)) || !parse_stream(body, g, msg, sizeof msg) ||
+    json_t *urls = mxl_gen_model_vlm(s->model) ? json_array() : NULL; /* image URLs, in prompt order */
+    if (!(msgs = mxl_srv_chat_messages(json_object_get(body, "messages"), urls, msg, sizeof msg)) || !parse_stream(body, g, msg, sizeof msg) ||
         !mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg) || !mxl_srv_chat_opts(s, body, &o, &kw, msg, sizeof msg))
         goto bad;
     const json_t *v = json_object_get(body, "logprobs");
@@ -147,22 +149,19 @@ void mxl_api_openai_chat(mxl_server *s, mxl_http_req *r) {
     size_t len = 0;
     mxl_error err = {0};
     if (!render_with_prefill(s, body, msgs, &o, &g->prompt_text, &len, msg, sizeof msg)) goto bad;
-    mxl_token_ids ids = {0};
-    if (mxl_chat_tokenize_rendered(s->model, g->prompt_text, len, &ids, &err)) {
-        snprintf(msg, sizeof msg, "%s", err.msg);
-        goto bad;
-    }
-    g->prompt_ids = ids.ids;
-    g->n_prompt = ids.n;
+    (void)err;
+    if (!mxl_srv_tokenize_chat(s, g, urls, len, msg, sizeof msg)) goto bad;
     mxl_srv_setup_parse(s, g, o.tools);
     json_decref(msgs);
     json_decref(kw);
+    json_decref(urls);
     mxl_gen_call_run(g);
     json_decref(body);
     return;
 bad:
     json_decref(msgs);
     json_decref(kw);
+    json_decref(urls);
     fail_call(g, 400, "invalid_request_error", msg);
     json_decref(body);
 }

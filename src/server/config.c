@@ -132,7 +132,13 @@ static const opt k_opts[] = {
     {"--models-dir|--models-preset|--models-max|--hf-file|-hff|--model-url|-mu|--docker-repo|-dr", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--models-autoload|--no-models-autoload|--webui|--ui|--settings|--lora-fuse|--lora-init-without-apply|--estimate-memory|--force|--no-memory-check|--enable-vlm-prefix-cache", NULL, K_REFUSED, 0, 0, 0, NULL},
     {"--adapter|--lora|--lora-scaled|--surgery|--revision|--max-batch-prefill|--max-batch-prefill-tokens|--max-kv-size|--decode-storage-backend|--kv-bits|--kv-group-size|--kv-quant-scheme|--kv-skip-last-layer|--turbo-boundary-v", NULL, K_REFUSED_V, 0, 0, 0, NULL},
-    {"--vision-cache-size|--media-path|--max-image-payload-size|--max-images|--video-max-frames|--video-fps|--max-image-width|--max-image-height|--max-image-decode-alloc-bytes|--audio-queue-depth|--audio-request-timeout-secs|--image-model", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--media-path", NULL, K_STR, F(media_path), 0, 0, "root of the local image files requests may name (file URLs refused without it)"},
+    {"--max-image-payload-size", "LLAMA_ARG_MAX_IMAGE_PAYLOAD_SIZE", K_INT, F(max_image_payload), 1, INT64_C(1) << 40, "encoded bytes per image (67108864)"},
+    {"--max-images", "LLAMA_ARG_MAX_IMAGES", K_INT, F(max_images), 0, 16, "images per request (16)"},
+    {"--max-image-width", "LLAMA_ARG_MAX_IMAGE_WIDTH", K_INT, F(max_image_width), 1, 1 << 20, "largest decoded image width (16384)"},
+    {"--max-image-height", "LLAMA_ARG_MAX_IMAGE_HEIGHT", K_INT, F(max_image_height), 1, 1 << 20, "largest decoded image height (16384)"},
+    {"--max-image-decode-alloc-bytes", "LLAMA_ARG_MAX_IMAGE_DECODE_ALLOC_BYTES", K_INT, F(max_image_decode_alloc), 1, INT64_C(1) << 40, "decoder allocation budget of one image (536870912)"},
+    {"--vision-cache-size|--video-max-frames|--video-fps|--audio-queue-depth|--audio-request-timeout-secs|--image-model", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--embedding-model", "LLAMA_ARG_EMBEDDING_MODEL|MLXCEL_EMBEDDING_MODEL", K_STR, F(embedding_model), 0, 0, "embedding model beside the chat model"},
     {"--reranker-model", "LLAMA_ARG_RERANKER_MODEL|MLXCEL_RERANKER_MODEL", K_STR, F(reranker_model), 0, 0, "reranker beside the chat model"},
     {"--embedding-batch-size", "MLXCEL_EMBEDDING_BATCH_SIZE", K_INT, F(embedding_batch_size), 1, 4096, "texts per embedding forward pass (16)"},
@@ -293,6 +299,10 @@ static void defaults(mxl_server_config *c) {
     c->sampling.top_n_sigma = -1.0f;
     c->seed = -1;
     c->embedding_batch_size = 16;
+    c->max_image_payload = 67108864;
+    c->max_images = 16;
+    c->max_image_width = c->max_image_height = 16384;
+    c->max_image_decode_alloc = 536870912;
     c->embedding_queue_depth = 8;
     c->embedding_timeout = 120;
     c->embd_normalize = -1000; /* the checkpoint's */

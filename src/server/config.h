@@ -64,6 +64,10 @@ typedef struct mxl_server_config {
     const char *embedding_model, *reranker_model, *pooling;
     int64_t embedding_batch_size, embedding_max_length, embedding_queue_depth, embedding_timeout, rerank_batch_size, embd_normalize;
     bool embedding_mode, rerank_mode;
+    /* image input (vision-language models) */
+    const char *media_path;                 /* root of the local files image URLs may name (NULL: file URLs refused) */
+    int64_t max_image_payload, max_images; /* encoded bytes per image; images per request */
+    int64_t max_image_width, max_image_height, max_image_decode_alloc;
     /* logging */
     bool verbose, log_disable;
     bool help;

@@ -12,8 +12,10 @@
 #include "core/clock.h"
 #include "io/json_read.h"
 #include "io/json_write.h"
+#include "models/vlm.h"
 #include "server/constraint.h"
 #include "server/gen_call.h"
+
 #include "server/request.h"
 
 static mxl_api api_of(const mxl_gen_call *g) {
@@ -112,6 +114,38 @@ bool mxl_srv_parse_prompts(mxl_server *s, const json_t *p, mxl_gen_call *g, char
     return true;
 }
 
+bool mxl_srv_tokenize_chat(mxl_server *s, mxl_gen_call *g, const json_t *urls, size_t len, char *msg, size_t ml) {
+    mxl_error err = {0};
+    if (urls && json_array_size(urls)) {
+        const mxl_vlm *v = mxl_gen_model_vlm(s->model);
+        if (!mxl_srv_images_load(s, urls, &g->images, msg, ml)) return false;
+        char *x = NULL;
+        size_t xl = 0;
+        if (mxl_vlm_expand_prompt(v, g->prompt_text, len, g->images.n, &x, &xl, &err)) return snprintf(msg, ml, "%s", err.msg), false;
+        mxl_free(g->prompt_text);
+        g->prompt_text = x;
+        len = xl;
+    }
+    mxl_token_ids ids = {0};
+    if (mxl_chat_tokenize_rendered(s->model, g->prompt_text, len, &ids, &err)) return snprintf(msg, ml, "%s", err.msg), false;
+    g->prompt_ids = ids.ids;
+    g->n_prompt = ids.n;
+    if (!g->images.n) return true;
+    /* each image's run of placeholder tokens */
+    const mxl_vlm *v = mxl_gen_model_vlm(s->model);
+    int k = 0;
+    for (size_t i = 0; i < ids.n; i++) {
+        if (ids.ids[i] != v->image_token || (i && ids.ids[i - 1] == v->image_token)) continue;
+        size_t e = i;
+        while (e < ids.n && ids.ids[e] == v->image_token) e++;
+        if (k >= g->images.n || (int64_t)(e - i) != v->tokens_per_image)
+            return snprintf(msg, ml, "the prompt's image placeholder tokens do not match its %d images", g->images.n), false;
+        g->image_row[k++] = (int64_t)i;
+    }
+    if (k != g->images.n) return snprintf(msg, ml, "the prompt holds %d image blocks for %d images", k, g->images.n), false;
+    return true;
+}
+
 void mxl_gen_call_free(mxl_gen_call *g) {
     if (!g) return;
     for (int i = 0; i < 16; i++) mxl_free(g->prompts[i]);
@@ -122,6 +156,7 @@ void mxl_gen_call_free(mxl_gen_call *g) {
     if (g->ch) mxl_srv_channel_unref(g->ch);
     mxl_free(g->prompt_text);
     mxl_free(g->prompt_ids);
+    mxl_srv_images_free(&g->images);
     mxl_free(g->bias);
     mxl_free(g->out);
     mxl_free(g);
@@ -694,8 +729,10 @@ void mxl_gen_call_run(mxl_gen_call *g) {
         mxl_seq_params p = g->params;
         if (!g->multi) p.sampling.seed += (uint64_t)i; /* n > 1: different draws of one prompt */
         mxl_error err = {0};
+        const mxl_sched_images im = {g->images.n, (const float *const *)g->images.pixels, g->image_row,
+                                     g->images.n ? (size_t)(3 * mxl_gen_model_vlm(g->srv->model)->pre.width * mxl_gen_model_vlm(g->srv->model)->pre.height) : 0};
         mxl_status st = g->multi ? mxl_sched_submit(g->srv->sched, g->ch, i, g->prompts[i], g->n_prompts[i], &p, &err)
-                                 : mxl_sched_submit(g->srv->sched, g->ch, i, g->prompt_ids, g->n_prompt, &p, &err);
+                                 : mxl_sched_submit_images(g->srv->sched, g->ch, i, g->prompt_ids, g->n_prompt, &p, &im, &err);
         if (st) {
             atomic_store(&g->ch->cancel, true);
             if (st == MXL_ERR_UNSUPPORTED) mxl_srv_error(g->r, api_of(g), 503, "unavailable_error", "%s", err.msg);

@@ -13,6 +13,7 @@
 #include "engine/chat_parse.h"
 #include "engine/sequence.h"
 #include "server/http.h"
+#include "server/media.h"
 #include "server/scheduler.h"
 #include "server/server_state.h"
 
@@ -29,6 +30,8 @@ typedef struct mxl_gen_call {
     char id[64];
     long created;
     char *prompt_text;      /* rendered prompt (llama /completion reports it) */
+    mxl_srv_images images;  /* a vision-language request's images, in prompt order */
+    int64_t image_row[MXL_GEN_MAX_IMAGES]; /* where each image's placeholder tokens start */
     int32_t *prompt_ids;    /* the prompt of every choice, or of choice 0 when prompts differ */
     size_t n_prompt;
     int32_t *prompts[16];   /* per-choice prompts of a multi-prompt request (NULL: prompt_ids) */
@@ -60,6 +63,11 @@ void mxl_srv_setup_parse(mxl_server *s, mxl_gen_call *g, const json_t *tools);
  * array of those (several prompts: one choice each, answered as a list by /completion). Strings
  * are tokenized with the tokenizer's special tokens added and special tokens parsed. */
 bool mxl_srv_parse_prompts(mxl_server *s, const json_t *p, mxl_gen_call *g, char *msg, size_t ml);
+/* The rendered chat prompt g->prompt_text[0..len) tokenized into g->prompt_ids: with image URLs
+ * (urls, a JSON array; NULL or empty: none) the images are fetched and prepared (media.h), each
+ * image marker the template wrote is expanded into the model's placeholder tokens and the
+ * placeholders' rows recorded. false: msg says why (400). */
+bool mxl_srv_tokenize_chat(mxl_server *s, mxl_gen_call *g, const json_t *urls, size_t len, char *msg, size_t ml);
 /* Frees a call that was not run (its fields may be partly filled). */
 void mxl_gen_call_free(mxl_gen_call *g);
 /* Submits n jobs for the call's prompt and answers: a whole JSON response or an SSE stream.

@@ -289,9 +289,43 @@ bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_param
 
 /* --- chat requests ------------------------------------------------------------------------------ */
 
+/* The URL of an OpenAI image_url part ({"image_url": {"url": ...}} or {"image_url": "..."}), or
+ * NULL. */
+static const char *image_url_of(const json_t *part) {
+    const json_t *iu = json_object_get(part, "image_url");
+    if (json_is_string(iu)) return json_string_value(iu);
+    return json_string_value(json_object_get(iu, "url"));
+}
+
+/* A message's content list as the vision-language templates read it: {"type": "image"} for each
+ * image_url part (its URL appended to images), {"type": "text", "text"} for each text part. */
+static json_t *vision_parts(const json_t *content, size_t i, json_t *images, char *msg, size_t ml) {
+    json_t *parts = json_array();
+    size_t k;
+    const json_t *part;
+    json_array_foreach(content, k, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        if (type && !strcmp(type, "image_url")) {
+            const char *url = image_url_of(part);
+            if (!url) {
+                snprintf(msg, ml, "messages[%zu].content[%zu].image_url must be a URL string or an object with a 'url'", i, k);
+                json_decref(parts);
+                return NULL;
+            }
+            json_array_append_new(images, json_string(url));
+            json_array_append_new(parts, json_pack("{s:s}", "type", "image"));
+        } else {
+            json_array_append_new(parts, json_pack("{s:s, s:O}", "type", "text", "text", json_object_get(part, "text")));
+        }
+    }
+    return parts;
+}
+
 /* Copies messages, turning content part lists into plain text (the text parts joined) so every
- * template sees strings; image / audio parts are refused for this text model. */
-json_t *mxl_srv_chat_messages(const json_t *msgs, char *msg, size_t ml) {
+ * template sees strings. With images (a vision-language model) a message with image_url parts
+ * keeps a part list ({"type": "image"} where each image goes, their URLs appended to images);
+ * without, image / audio parts are refused. */
+json_t *mxl_srv_chat_messages(const json_t *msgs, json_t *images, char *msg, size_t ml) {
     if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
         snprintf(msg, ml, "'messages' must be a non-empty array");
         return NULL;
@@ -322,6 +356,7 @@ json_t *mxl_srv_chat_messages(const json_t *msgs, char *msg, size_t ml) {
                     snprintf(msg, ml, "messages[%zu].content[%zu] must be an object with a 'type'", i, k);
                     goto fail;
                 }
+                if (images && !strcmp(json_string_value(type), "image_url")) continue;
                 if (strcmp(json_string_value(type), "text") != 0) {
                     json_decref(copy);
                     snprintf(msg, ml, "messages[%zu].content[%zu]: '%s' input is not supported for this model", i, k, json_string_value(type));
@@ -333,6 +368,18 @@ json_t *mxl_srv_chat_messages(const json_t *msgs, char *msg, size_t ml) {
                     goto fail;
                 }
                 len += json_string_length(text) + 1;
+            }
+            bool has_image = false;
+            json_array_foreach(content, k, part) has_image |= images && !strcmp(json_string_value(json_object_get(part, "type")), "image_url");
+            if (has_image) {
+                json_t *parts = vision_parts(content, i, images, msg, ml);
+                if (!parts) {
+                    json_decref(copy);
+                    goto fail;
+                }
+                json_object_set_new(copy, "content", parts);
+                json_array_append_new(out, copy);
+                continue;
             }
             char *joined = mxl_malloc(len + 1), *p = joined;
             if (!joined) {

@@ -34,8 +34,10 @@ json_t *mxl_srv_body_json(mxl_http_req *r, mxl_api api);
 bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_params *p, mxl_logit_bias **bias, char *msg,
                           size_t msg_len);
 
-/* Chat messages of a request, content part lists flattened to text; NULL with msg set (400). */
-json_t *mxl_srv_chat_messages(const json_t *msgs, char *msg, size_t ml);
+/* Chat messages of a request, content part lists flattened to text; NULL with msg set (400).
+ * images: NULL refuses image parts; else (a vision-language model) messages with image_url parts
+ * keep a part list with {"type": "image"} in each image's place and the URLs are appended to it. */
+json_t *mxl_srv_chat_messages(const json_t *msgs, json_t *images, char *msg, size_t ml);
 /* Template options of a chat request: tools, add_generation_prompt, chat_template_kwargs over
  * the server's, enable_thinking / reasoning_effort, the server's --reasoning. *kw receives the
  * merged kwargs object to release after rendering. */

@@ -15,6 +15,7 @@
 
 #include "core/alloc.h"
 #include "core/clock.h"
+#include "models/vlm.h"
 #include "server/state_snaps.h"
 
 /* the most rows of one prefill pass: each slot's sequence is made for batches of this many (its
@@ -120,6 +121,11 @@ typedef struct job {
     char *cache_key;
     char *grammar; /* the request's GBNF (read when the sequence starts) */ /* prompt_cache_key or NULL */
     double t_last; /* last progress, for the decode watchdog */
+    /* images: pixel values until admission runs the tower, then their rows */
+    int n_img;
+    float *pixels[MXL_DECODER_MAX_MEDIA];
+    float *rows[MXL_DECODER_MAX_MEDIA];
+    mxl_decoder_media media[MXL_DECODER_MAX_MEDIA];
 } job;
 
 typedef struct slot {
@@ -173,6 +179,7 @@ static void job_free(job *j) {
     mxl_free(j->cache_key);
     mxl_free(j->grammar);
     mxl_free(j->prompt);
+    for (int i = 0; i < j->n_img; i++) mxl_free(j->pixels[i]), mxl_free(j->rows[i]);
     mxl_srv_channel_unref(j->ch);
     mxl_free(j);
 }
@@ -191,6 +198,11 @@ static void job_end(job *j, const char *reason, const char *error) {
 
 mxl_status mxl_sched_submit(mxl_sched *s, mxl_srv_channel *c, int index, const int32_t *prompt, size_t n,
                             const mxl_seq_params *p, mxl_error *err) {
+    return mxl_sched_submit_images(s, c, index, prompt, n, p, NULL, err);
+}
+
+mxl_status mxl_sched_submit_images(mxl_sched *s, mxl_srv_channel *c, int index, const int32_t *prompt, size_t n,
+                                   const mxl_seq_params *p, const mxl_sched_images *im, mxl_error *err) {
     if (n == 0) return mxl_error_set(err, MXL_ERR_ARG, "the prompt is empty");
     if ((int64_t)n >= s->cfg.slot_ctx)
         return mxl_error_set(err, MXL_ERR_ARG, "the prompt has %zu tokens, which does not fit the context of %lld tokens per slot",
@@ -227,6 +239,22 @@ mxl_status mxl_sched_submit(mxl_sched *s, mxl_srv_channel *c, int index, const i
         j->cache_key = mxl_strdup(p->cache_key);
         j->params.cache_key = j->cache_key;
         ok = j->cache_key != NULL;
+    }
+    if (ok && im && im->n > 0) {
+        const mxl_vlm *v = mxl_gen_model_vlm(s->m);
+        if (!v || im->n > MXL_DECODER_MAX_MEDIA) {
+            j->ch = NULL;
+            job_free(j);
+            return mxl_error_set(err, MXL_ERR_ARG, "images for a model that takes none, or too many");
+        }
+        for (int i = 0; i < im->n && ok; i++) {
+            j->pixels[i] = mxl_malloc(im->pixel_floats * sizeof(float));
+            if ((ok = j->pixels[i] != NULL)) memcpy(j->pixels[i], im->pixels[i], im->pixel_floats * sizeof(float));
+            j->media[i] = (mxl_decoder_media){im->row[i], v->tokens_per_image, NULL};
+            j->n_img = i + 1;
+        }
+        j->params.media = j->media;
+        j->params.n_media = j->n_img;
     }
     if (ok && p->sampling.n_logit_bias) {
         j->bias = mxl_malloc(p->sampling.n_logit_bias * sizeof *j->bias);
@@ -475,6 +503,21 @@ static bool any_decoding(const mxl_sched *s) {
     return false;
 }
 
+/* The job's images through the vision tower (on this thread's pool), into its media rows. */
+static bool encode_images(mxl_sched *s, job *j, mxl_error *err) {
+    const mxl_vlm *v = mxl_gen_model_vlm(s->m);
+    for (int i = 0; i < j->n_img; i++) {
+        if (j->rows[i]) continue;
+        j->rows[i] = mxl_malloc((size_t)(v->tokens_per_image * v->text_hidden) * sizeof(float));
+        if (!j->rows[i]) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory"), false;
+        if (v->encode(v, j->pixels[i], mxl_gen_model_pool(s->m), j->rows[i], err)) return false;
+        mxl_free(j->pixels[i]);
+        j->pixels[i] = NULL;
+        j->media[i].emb = j->rows[i];
+    }
+    return true;
+}
+
 /* Starts queued jobs in free slots (FIFO) while the block budget allows. */
 static void admit(mxl_sched *s) {
     for (;;) {
@@ -488,7 +531,9 @@ static void admit(mxl_sched *s) {
         bool use_cache = s->cfg.prompt_cache && j->params.cache_prompt && !atomic_load(&j->ch->cancel);
         uint64_t seed = mxl_kv_pool_chain_seed(j->params.cache_key);
         /* one prompt token always runs (its logits start the answer) */
-        int64_t k = use_cache ? cache_lookup(s, seed, j->prompt, (int64_t)j->n_prompt - 1) : 0;
+        /* (nothing from the first image on comes from the cache: its positions hold the image's
+         * rows, whatever their token ids say) */
+        int64_t k = use_cache ? cache_lookup(s, seed, j->prompt, j->n_img ? j->media[0].row : (int64_t)j->n_prompt - 1) : 0;
         int64_t own = use_cache ? (int64_t)own_prefix(s, sl, j) : 0;
         int64_t reuse = k * MXL_KV_BLOCK > own ? k * MXL_KV_BLOCK : own;
         int64_t need = blocks_for((int64_t)j->n_prompt + 1) - reuse / MXL_KV_BLOCK;
@@ -517,6 +562,10 @@ static void admit(mxl_sched *s) {
         if (k * MXL_KV_BLOCK > own) /* another slot's (or an evicted slot's) blocks hold more */
             adopted = mxl_seq_adopt_prefix(sl->seq, s->hits, j->prompt, (size_t)(k * MXL_KV_BLOCK), s->hit_state, &err) == MXL_OK;
         sl->seed = seed; /* the slot's KV is now this job's chain */
+        if (j->n_img && !encode_images(s, j, &err)) {
+            slot_release(s, sl, "error", err.msg);
+            continue;
+        }
         if (mxl_seq_start(sl->seq, j->prompt, j->n_prompt, &j->params, &err)) {
             slot_release(s, sl, "error", err.msg);
             continue;

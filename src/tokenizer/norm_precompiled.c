@@ -22,6 +22,7 @@
 #include <utf8proc.h>
 
 #include "core/alloc.h"
+#include "core/base64.h"
 #include "tokenizer/tok_internal.h"
 
 struct tok_precompiled {
@@ -36,36 +37,6 @@ void tok_precompiled_free(tok_precompiled *p) {
     mxl_free(p->units);
     mxl_free(p->norm);
     mxl_free(p);
-}
-
-static int b64_value(unsigned char c) {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-}
-
-/* Standard base64 with optional '=' padding; out holds at least len * 3 / 4 + 3 bytes. */
-static bool b64_decode(const char *s, size_t len, uint8_t *out, size_t *out_len) {
-    uint32_t acc = 0;
-    int bits = 0;
-    size_t n = 0, i = 0;
-    for (; i < len && s[i] != '='; i++) {
-        int v = b64_value((unsigned char)s[i]);
-        if (v < 0) return false;
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[n++] = (uint8_t)(acc >> bits);
-        }
-    }
-    for (; i < len; i++)
-        if (s[i] != '=') return false;
-    *out_len = n;
-    return true;
 }
 
 static uint32_t le32(const uint8_t *p) {
@@ -83,7 +54,7 @@ mxl_status tok_precompiled_parse(const char *b64, size_t len, tok_precompiled **
         st = MXL_ERR_NOMEM;
         goto fail;
     }
-    if (!b64_decode(b64, len, raw, &n)) {
+    if (!mxl_base64_decode(b64, len, raw, &n)) {
         *why = "precompiled_charsmap is not base64";
         goto fail;
     }

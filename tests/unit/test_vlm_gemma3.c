@@ -10,6 +10,8 @@
 
 #include "core/alloc.h"
 #include "core/threadpool.h"
+#include "engine/vision_input.h"
+#include "image/image.h"
 #include "models/checkpoint.h"
 #include "models/decoder.h"
 #include "models/vlm.h"
@@ -145,5 +147,45 @@ TEST(vlm_gemma3_matches_transformers) {
     mxl_vlm_free(v);
     mxl_checkpoint_close(ck);
     mxl_threadpool_destroy(pool);
+    json_decref(ref);
+}
+
+/* The committed images through mlxcel's decoder, PIL-exact resize and normalisation against the
+ * pixel values transformers' Gemma3Processor (PIL image processor) gave them. */
+TEST(vlm_gemma3_pixels_match_processor) {
+    json_t *ref = mxl_test_load_json(FX "/reference.json");
+    REQUIRE(ref);
+    mxl_error err;
+    mxl_checkpoint *ck = NULL;
+    mxl_vlm *v = NULL;
+    REQUIRE(mxl_checkpoint_open(model_dir(), &ck, &err) == MXL_OK);
+    REQUIRE(mxl_vlm_load(ck, &v, &err) == MXL_OK && v);
+    json_t *c;
+    size_t ci;
+    int compared = 0;
+    json_array_foreach(json_object_get(ref, "e2e"), ci, c) {
+        json_t *files = json_object_get(c, "images");
+        for (size_t i = 0; i < json_array_size(files); i++) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/tests/fixtures/vlm/%s", mxl_test_repo_root(), json_string_value(json_array_get(files, i)));
+            mxl_image im = {0, 0, NULL};
+            float *px = NULL;
+            if (mxl_image_load(path, NULL, &im, &err) || mxl_vision_pixels(v, &im, &px, &err)) {
+                fprintf(stderr, "  %s\n", err.msg);
+                CHECK(0);
+            } else {
+                double md;
+                mxl_test_vec_vs_json(px, json_array_get(json_object_get(c, "pixel_values"), i), 3 * v->pre.width * v->pre.height, &md, NULL);
+                fprintf(stderr, "  gemma3 processor %s (%dx%d): max |diff| %.2e\n", json_string_value(json_array_get(files, i)), im.w, im.h, md);
+                CHECK(md <= 1e-6); /* (the fixture's 6 decimals) */
+                compared++;
+            }
+            mxl_free(px);
+            mxl_image_free(&im);
+        }
+    }
+    CHECK_EQ_INT(compared, 3);
+    mxl_vlm_free(v);
+    mxl_checkpoint_close(ck);
     json_decref(ref);
 }
