@@ -12,7 +12,7 @@
 #include "engine/chat_parse.h"
 #include "engine/model_internal.h"
 #include "engine/sequence.h"
-#include "engine/vision_input.h"
+#include "image/image.h"
 
 /* The user message: the text alone, or (with images) a content list of one image part per image
  * then the text, as chat clients send it. */
@@ -39,14 +39,27 @@ static mxl_status raw_with_markers(const mxl_gen_model *m, const mxl_gen_request
     return MXL_OK;
 }
 
-/* The prompt as the model sees it: the chat template's render of one user message, or the raw
- * text; with images, each marker expanded into the image's placeholder tokens. */
-static mxl_status build_prompt(mxl_gen_model *m, const mxl_gen_request *req, mxl_token_ids *ids, char **rendered,
-                               mxl_error *err) {
-    if (rendered) *rendered = NULL;
+/* The request's image files through the model's processor (inputs [n_images]). */
+static mxl_status prepare_images(const mxl_gen_model *m, const mxl_gen_request *req, mxl_vlm_input *inputs, mxl_error *err) {
     if (req->n_images > 0 && !m->vlm) return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s", m->no_vision);
     if (req->n_images > MXL_GEN_MAX_IMAGES)
         return mxl_error_set(err, MXL_ERR_ARG, "%d images in one request (at most %d)", req->n_images, MXL_GEN_MAX_IMAGES);
+    for (int i = 0; i < req->n_images; i++) {
+        mxl_image im = {0, 0, NULL};
+        mxl_status st = mxl_image_load(req->images[i], NULL, &im, err);
+        if (!st && (st = mxl_vlm_prepare(m->vlm, &im, &inputs[i], err))) mxl_error_prefix(err, "%s: ", req->images[i]);
+        mxl_image_free(&im);
+        if (st) return st;
+    }
+    return MXL_OK;
+}
+
+/* The prompt as the model sees it: the chat template's render of one user message, or the raw
+ * text; with images (inputs: prepare_images'), each marker expanded into the image's placeholder
+ * tokens. */
+static mxl_status build_prompt(mxl_gen_model *m, const mxl_gen_request *req, const mxl_vlm_input *inputs, mxl_token_ids *ids,
+                               char **rendered, mxl_error *err) {
+    if (rendered) *rendered = NULL;
     char *text = NULL;
     size_t text_len = 0;
     mxl_status st;
@@ -64,7 +77,7 @@ static mxl_status build_prompt(mxl_gen_model *m, const mxl_gen_request *req, mxl
     if (req->n_images > 0) {
         char *x = NULL;
         size_t xl = 0;
-        st = mxl_vlm_expand_prompt(m->vlm, text, text_len, req->n_images, &x, &xl, err);
+        st = mxl_vlm_expand_prompt(m->vlm, text, text_len, inputs, req->n_images, &x, &xl, err);
         mxl_free(text);
         if (st) return st;
         text = x, text_len = xl;
@@ -77,9 +90,12 @@ static mxl_status build_prompt(mxl_gen_model *m, const mxl_gen_request *req, mxl
 
 mxl_status mxl_gen_prompt_tokens(mxl_gen_model *m, const mxl_gen_request *req, int64_t *n, mxl_error *err) {
     mxl_token_ids ids = {0};
-    mxl_status st = build_prompt(m, req, &ids, NULL, err);
+    mxl_vlm_input inputs[MXL_GEN_MAX_IMAGES] = {0};
+    mxl_status st = prepare_images(m, req, inputs, err);
+    if (!st) st = build_prompt(m, req, inputs, &ids, NULL, err);
     *n = (int64_t)ids.n;
     mxl_token_ids_free(&ids);
+    for (int i = 0; i < MXL_GEN_MAX_IMAGES; i++) mxl_vlm_input_free(&inputs[i]);
     return st;
 }
 
@@ -120,29 +136,20 @@ static int split_emit(out_split *o, const char *text, size_t len, bool final, mx
     return stop;
 }
 
-/* Each image through the processor and the tower, and its block of placeholder tokens in ids
- * (the runs of the image token, one per image, each tokens_per_image long). */
-static mxl_status image_rows(mxl_gen_model *m, const mxl_gen_request *req, const mxl_token_ids *ids, float **rows,
-                             mxl_decoder_media *media, mxl_error *err) {
+/* Each image's rows from the tower, and the media blocks of ids pointing at them. */
+static mxl_status image_rows(mxl_gen_model *m, const mxl_gen_request *req, const mxl_token_ids *ids, const mxl_vlm_input *inputs,
+                             float **rows, mxl_decoder_media *media, int *n_media, mxl_error *err) {
     const mxl_vlm *v = m->vlm;
-    int k = 0;
-    for (size_t i = 0; i < ids->n; i++) {
-        if (ids->ids[i] != v->image_token || (i && ids->ids[i - 1] == v->image_token)) continue;
-        size_t e = i;
-        while (e < ids->n && ids->ids[e] == v->image_token) e++;
-        if (k >= req->n_images || (int64_t)(e - i) != v->tokens_per_image)
-            return mxl_error_set(err, MXL_ERR_ARG, "the prompt's image tokens do not match the %d images (a run of %zu where %lld were expected)",
-                                 req->n_images, e - i, (long long)v->tokens_per_image);
-        media[k++] = (mxl_decoder_media){(int64_t)i, (int64_t)(e - i), NULL};
+    int img[MXL_DECODER_MAX_MEDIA];
+    int64_t off[MXL_DECODER_MAX_MEDIA];
+    mxl_status st = mxl_vlm_media_blocks(v, ids->ids, ids->n, inputs, req->n_images, media, img, off, MXL_DECODER_MAX_MEDIA, n_media, err);
+    for (int i = 0; !st && i < req->n_images; i++) {
+        rows[i] = mxl_malloc((size_t)(inputs[i].n_tokens * v->text_hidden) * sizeof(float));
+        st = rows[i] ? v->encode(v, &inputs[i], m->pool, rows[i], err) : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+        if (st) mxl_error_prefix(err, "%s: ", req->images[i]);
     }
-    if (k != req->n_images)
-        return mxl_error_set(err, MXL_ERR_ARG, "the prompt holds %d image blocks for %d images", k, req->n_images);
-    for (int i = 0; i < k; i++) {
-        mxl_status st = mxl_vision_encode_file(v, req->images[i], NULL, m->pool, &rows[i], err);
-        if (st) return st;
-        media[i].emb = rows[i];
-    }
-    return MXL_OK;
+    for (int b = 0; !st && b < *n_media; b++) media[b].emb = rows[img[b]] + off[b] * v->text_hidden;
+    return st;
 }
 
 mxl_status mxl_gen_run(mxl_gen_model *m, const mxl_gen_request *req, mxl_gen_text_fn on_text,
@@ -154,14 +161,17 @@ mxl_status mxl_gen_run(mxl_gen_model *m, const mxl_gen_request *req, mxl_gen_tex
     char *rendered = NULL;
     out_split split = {NULL, req->show_reasoning, false, false, on_text, ctx};
     float *rows[MXL_GEN_MAX_IMAGES] = {0};
-    mxl_decoder_media media[MXL_GEN_MAX_IMAGES];
-    mxl_status st = build_prompt(m, req, &ids, &rendered, err);
+    mxl_vlm_input inputs[MXL_GEN_MAX_IMAGES] = {0};
+    mxl_decoder_media media[MXL_DECODER_MAX_MEDIA];
+    int n_media = 0;
+    mxl_status st = prepare_images(m, req, inputs, err);
+    if (!st) st = build_prompt(m, req, inputs, &ids, &rendered, err);
     if (st) goto out;
     mxl_seq_params p = {.sampling = req->sampling, .max_tokens = req->max_tokens, .ignore_eos = req->ignore_eos};
     if (req->n_images > 0) {
-        if ((st = image_rows(m, req, &ids, rows, media, err))) goto out;
+        if ((st = image_rows(m, req, &ids, inputs, rows, media, &n_media, err))) goto out;
         p.media = media;
-        p.n_media = req->n_images;
+        p.n_media = n_media;
     }
     if (req->chat) {
         mxl_chat_syntax syn = mxl_chat_syntax_detect(m->tsrc.text, rendered ? rendered : "");
@@ -206,7 +216,7 @@ mxl_status mxl_gen_run(mxl_gen_model *m, const mxl_gen_request *req, mxl_gen_tex
     stats->generated_tokens = mxl_seq_n_generated(seq);
     stats->decode_ms = mxl_now_ms() - t1;
 out:
-    for (int i = 0; i < MXL_GEN_MAX_IMAGES; i++) mxl_free(rows[i]);
+    for (int i = 0; i < MXL_GEN_MAX_IMAGES; i++) mxl_free(rows[i]), mxl_vlm_input_free(&inputs[i]);
     mxl_chat_stream_destroy(split.cs);
     mxl_seq_destroy(seq);
     mxl_token_ids_free(&ids);

@@ -2378,12 +2378,13 @@ static void forward_rows(fwd_pass *f, const int32_t *tokens) {
      * span per pass when there are media) */
     for (int i = 0; i < f->n_media; i++) {
         const mxl_decoder_media *md = &f->media[i];
-        memcpy(ws->x + md->row * H, md->emb, (size_t)(md->n * H) * sizeof(float));
+        if (md->emb) memcpy(ws->x + md->row * H, md->emb, (size_t)(md->n * H) * sizeof(float));
     }
     if (f->n_media) {
         for (int64_t t = 0; t < n; t++) ws->q_end[t] = ws->q_pos[t] + 1;
         for (int i = 0; i < f->n_media; i++)
-            for (int64_t t = f->media[i].row; t < f->media[i].row + f->media[i].n; t++) ws->q_end[t] = ws->q_pos[f->media[i].row] + f->media[i].n;
+            for (int64_t t = f->media[i].row; !f->media[i].causal && t < f->media[i].row + f->media[i].n; t++)
+                ws->q_end[t] = ws->q_pos[f->media[i].row] + f->media[i].n;
     }
     if (hp->learned_pos) {
         for (int64_t t = 0; t < n; t++) ws->pos_ids[t] = (int32_t)ws->q_pos[t];
@@ -2519,7 +2520,7 @@ static mxl_status forward_last(const mxl_decoder *d, mxl_decoder_state *s, const
         int n_local = 0;
         for (int i = 0; i < n_media; i++)
             if (media[i].row >= off && media[i].row < off + m)
-                local[n_local++] = (mxl_decoder_media){media[i].row - off, media[i].n, media[i].emb};
+                local[n_local++] = (mxl_decoder_media){media[i].row - off, media[i].n, media[i].emb, media[i].causal};
         row_span sp = {s, 0, m, s->pos};
         fwd_pass f = {d, s, &sp, 1, m, 0, {false, false}, n_local ? local : NULL, n_local};
         forward_rows(&f, tokens + off);
@@ -2540,7 +2541,7 @@ static mxl_status check_media(const mxl_decoder *d, const mxl_decoder_state *s, 
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "this model takes no embeddings in place of tokens");
     for (int i = 0; i < n_media; i++) {
         const mxl_decoder_media *md = &media[i];
-        if (!md->emb || md->n <= 0 || md->row < 0 || md->row + md->n > n || (i && md->row < media[i - 1].row + media[i - 1].n))
+        if (md->n <= 0 || md->row < 0 || md->row + md->n > n || (i && md->row < media[i - 1].row + media[i - 1].n))
             return mxl_error_set(err, MXL_ERR_ARG, "media block %d (rows %lld..%lld) is empty, outside the %lld tokens or overlaps the one before",
                                  i, (long long)md->row, (long long)(md->row + md->n), (long long)n);
         if (md->n > s->max_batch)

@@ -458,12 +458,14 @@ mxl_status mxl_decoder_forward(const mxl_decoder *d, mxl_decoder_state *s, const
                                int64_t n, float *logits, mxl_error *err);
 /* Rows of a call given as embeddings instead of token ids (an image's features): tokens
  * [row, row + n) of the call take emb [n, hidden] as their input (at the residual stream's scale:
- * no embed_scale) and form a bidirectional block - each of its queries sees the whole block,
- * sliding windows still bounding from below (transformers' token_type_ids mask of Gemma 3 /
- * PaliGemma). A block is never split across passes. */
+ * no embed_scale; emb NULL: the rows keep their tokens' embeddings) and, unless causal, form a
+ * bidirectional block - each of its queries sees the whole block, sliding windows still bounding
+ * from below (transformers' token_type_ids mask of Gemma 3, PaliGemma's prefix). A block is never
+ * split across passes. */
 typedef struct mxl_decoder_media {
     int64_t row, n;
-    const float *emb; /* [n, hidden] */
+    const float *emb; /* [n, hidden], or NULL */
+    bool causal;      /* the rows attend causally, as text (LLaVA, Qwen2-VL, ...) */
 } mxl_decoder_media;
 #define MXL_DECODER_MAX_MEDIA 64
 /* mxl_decoder_forward with media blocks (in order, not overlapping, each at most the state's

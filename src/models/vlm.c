@@ -7,6 +7,8 @@
 
 #include "core/alloc.h"
 #include "core/strbuf.h"
+#include "image/image.h"
+#include "image/resize.h"
 #include "io/safetensors.h"
 
 /* True when the weights hold a vision tower under one of the usual prefixes. */
@@ -33,8 +35,70 @@ void mxl_vlm_free(mxl_vlm *v) {
     if (v && v->destroy) v->destroy(v);
 }
 
-mxl_status mxl_vlm_expand_prompt(const mxl_vlm *v, const char *text, size_t len, int n_images, char **out, size_t *out_len,
-                                 mxl_error *err) {
+mxl_status mxl_vlm_pixels(const mxl_vlm *v, const mxl_image *im, float **pixels, mxl_error *err) {
+    *pixels = NULL;
+    const mxl_vlm_preproc *p = &v->pre;
+    mxl_image sized = {0, 0, NULL};
+    const mxl_image *src = im;
+    if (p->do_resize && (im->w != p->width || im->h != p->height)) {
+        mxl_status st = mxl_image_resize(im, (int32_t)p->width, (int32_t)p->height, (mxl_resample)p->resample, &sized, err);
+        if (st) return st;
+        src = &sized;
+    }
+    if (src->w != p->width || src->h != p->height) {
+        mxl_image_free(&sized);
+        return mxl_error_set(err, MXL_ERR_ARG, "the image is %dx%d; this model's processor takes %lldx%lld without resizing", src->w, src->h,
+                             (long long)p->width, (long long)p->height);
+    }
+    static const float zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
+    float *px = mxl_malloc((size_t)(3 * p->width * p->height) * sizeof(float));
+    if (!px) {
+        mxl_image_free(&sized);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
+    mxl_image_to_pixels(src, p->do_rescale ? p->rescale : 1.0, p->do_normalize ? p->mean : zero, p->do_normalize ? p->std : one, px);
+    mxl_image_free(&sized);
+    *pixels = px;
+    return MXL_OK;
+}
+
+void mxl_vlm_input_free(mxl_vlm_input *in) {
+    mxl_free(in->pixels);
+    mxl_free(in->text);
+    memset(in, 0, sizeof *in);
+}
+
+/* before + n x image_text + after */
+static char *placeholder_text(const mxl_vlm *v, int64_t n, size_t *len) {
+    mxl_strbuf sb = {0};
+    bool ok = mxl_strbuf_puts(&sb, v->before);
+    for (int64_t t = 0; t < n && ok; t++) ok = mxl_strbuf_puts(&sb, v->image_text);
+    ok = ok && mxl_strbuf_puts(&sb, v->after);
+    if (!ok) {
+        mxl_strbuf_free(&sb);
+        return NULL;
+    }
+    *len = sb.n;
+    return sb.p;
+}
+
+mxl_status mxl_vlm_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm_input *out, mxl_error *err) {
+    memset(out, 0, sizeof *out);
+    if (v->prepare) return v->prepare(v, im, out, err);
+    mxl_status st = mxl_vlm_pixels(v, im, &out->pixels, err);
+    if (st) return st;
+    out->n_pixels = (size_t)(3 * v->pre.width * v->pre.height);
+    out->n_tokens = v->tokens_per_image;
+    out->text = placeholder_text(v, out->n_tokens, &out->text_len);
+    if (!out->text) {
+        mxl_vlm_input_free(out);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
+    return MXL_OK;
+}
+
+mxl_status mxl_vlm_expand_prompt(const mxl_vlm *v, const char *text, size_t len, const mxl_vlm_input *inputs, int n_images,
+                                 char **out, size_t *out_len, mxl_error *err) {
     *out = NULL;
     *out_len = 0;
     const size_t ml = strlen(v->marker);
@@ -47,10 +111,8 @@ mxl_status mxl_vlm_expand_prompt(const mxl_vlm *v, const char *text, size_t len,
         size_t upto = hit ? (size_t)(hit - text) : len;
         ok = mxl_strbuf_append(&sb, text + i, upto - i);
         if (!hit) break;
+        if (found < n_images) ok = ok && mxl_strbuf_append(&sb, inputs[found].text, inputs[found].text_len);
         found++;
-        ok = ok && mxl_strbuf_append(&sb, v->before, strlen(v->before));
-        for (int64_t t = 0; t < v->tokens_per_image && ok; t++) ok = mxl_strbuf_append(&sb, v->image_text, strlen(v->image_text));
-        ok = ok && mxl_strbuf_append(&sb, v->after, strlen(v->after));
         i = upto + ml;
     }
     if (!ok) {
@@ -63,5 +125,32 @@ mxl_status mxl_vlm_expand_prompt(const mxl_vlm *v, const char *text, size_t len,
     }
     *out_len = sb.n;
     *out = sb.p;
+    return MXL_OK;
+}
+
+mxl_status mxl_vlm_media_blocks(const mxl_vlm *v, const int32_t *ids, size_t n, const mxl_vlm_input *inputs, int n_images,
+                                mxl_decoder_media *blocks, int *img, int64_t *off, int max_blocks, int *n_blocks, mxl_error *err) {
+    int k = 0, cur = 0;
+    int64_t used = 0; /* rows of image cur already placed */
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] != v->image_token) continue;
+        while (cur < n_images && used == inputs[cur].n_tokens) cur++, used = 0;
+        if (cur >= n_images)
+            return mxl_error_set(err, MXL_ERR_ARG, "the prompt holds more image placeholder tokens than its %d images take", n_images);
+        /* a block: the run from i, within the current image */
+        size_t e = i;
+        while (e < n && ids[e] == v->image_token && (int64_t)(e - i) < inputs[cur].n_tokens - used) e++;
+        if (k >= max_blocks) return mxl_error_set(err, MXL_ERR_ARG, "the prompt's images make more than %d runs of placeholders", max_blocks);
+        blocks[k] = (mxl_decoder_media){(int64_t)i, (int64_t)(e - i), NULL, v->causal_images};
+        img[k] = cur;
+        off[k] = used;
+        k++;
+        used += (int64_t)(e - i);
+        i = e - 1;
+    }
+    while (cur < n_images && used == inputs[cur].n_tokens) cur++, used = 0;
+    if (cur != n_images)
+        return mxl_error_set(err, MXL_ERR_ARG, "the prompt's image placeholder tokens do not match its %d images", n_images);
+    *n_blocks = k;
     return MXL_OK;
 }

@@ -2,7 +2,9 @@
  * image (preprocessor_config.json, with the family's defaults), how many placeholder tokens one
  * image takes and how the processor writes them into the prompt, and the encoder (vision tower +
  * projector) from pixel values to rows of the text decoder's input (models/decoder.h's media
- * blocks). One implementation per family (vlm_<family>.c); mxl_vlm_load picks it by model_type. */
+ * blocks). One implementation per family (vlm_<family>.c); mxl_vlm_load picks it by model_type.
+ * Adding a family: its vlm_<family>.c with a loader that fills an mxl_vlm (prepare when its
+ * processor is not a plain resize: tiles, native resolution), one line in mxl_vlm_load. */
 #ifndef MXL_MODELS_VLM_H
 #define MXL_MODELS_VLM_H
 
@@ -12,6 +14,8 @@
 
 #include "core/threadpool.h"
 #include "models/checkpoint.h"
+#include "image/image.h"
+#include "models/decoder.h"
 
 /* The processor's steps for one image (transformers' PIL image processors). */
 typedef struct mxl_vlm_preproc {
@@ -23,18 +27,32 @@ typedef struct mxl_vlm_preproc {
     float mean[3], std[3];
 } mxl_vlm_preproc;
 
+/* One image made ready for the tower: the processor's output for it. */
+typedef struct mxl_vlm_input {
+    float *pixels;      /* the tower's input, in the family's layout (the default: [3, h, w]) */
+    size_t n_pixels;    /* floats in pixels */
+    int64_t n_tokens;   /* placeholder tokens the image takes in the prompt = rows encode writes */
+    int64_t grid[4];    /* family-defined shape facts (e.g. patch rows / columns, tiles) */
+    char *text;         /* what replaces the image's marker in the prompt */
+    size_t text_len;
+} mxl_vlm_input;
+
 typedef struct mxl_vlm mxl_vlm;
 struct mxl_vlm {
     const char *family;        /* "gemma3" */
     mxl_vlm_preproc pre;
-    int64_t tokens_per_image;  /* rows one image adds to the decoder's input */
-    int64_t text_hidden;       /* width of those rows */
+    int64_t tokens_per_image;  /* placeholder tokens of one image (the default prepare's) */
+    int64_t text_hidden;       /* width of the rows an image becomes */
     int32_t image_token;       /* the placeholder token's id */
+    bool causal_images;        /* image rows attend causally (else each run of them bidirectionally) */
     const char *marker;        /* what the chat template writes for an image ("<start_of_image>") */
     const char *image_text;    /* the placeholder token's text ("<image_soft_token>") */
-    const char *before, *after; /* written around the placeholders in place of the marker */
-    /* out [tokens_per_image, text_hidden] for pixels [3, pre.height, pre.width] */
-    mxl_status (*encode)(const mxl_vlm *v, const float *pixels, mxl_threadpool *pool, float *out, mxl_error *err);
+    const char *before, *after; /* the default prepare's text around the placeholders */
+    /* Optional (NULL: resize to pre.width x pre.height with pre.resample, rescale and normalise
+     * into [3, h, w]; tokens_per_image tokens; text before + tokens x image_text + after). */
+    mxl_status (*prepare)(const mxl_vlm *v, const mxl_image *im, mxl_vlm_input *out, mxl_error *err);
+    /* out [in->n_tokens, text_hidden]: the image's rows for the decoder */
+    mxl_status (*encode)(const mxl_vlm *v, const mxl_vlm_input *in, mxl_threadpool *pool, float *out, mxl_error *err);
     void (*destroy)(mxl_vlm *v);
 };
 
@@ -44,11 +62,24 @@ struct mxl_vlm {
 mxl_status mxl_vlm_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 void mxl_vlm_free(mxl_vlm *v);
 
-/* The rendered prompt with each image marker replaced as the processor replaces it (marker ->
- * before + tokens_per_image x image_text + after); *out (mxl_free) NUL-terminated. Fails when the
- * prompt's marker count is not n_images. */
-mxl_status mxl_vlm_expand_prompt(const mxl_vlm *v, const char *text, size_t len, int n_images, char **out, size_t *out_len,
-                                 mxl_error *err);
+/* The decoded image through the family's processor (v->prepare or the default). */
+mxl_status mxl_vlm_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm_input *out, mxl_error *err);
+/* pixels [3, pre.height, pre.width] = the image resized and normalised as v->pre says (the
+ * default prepare's pixels; mxl_free). */
+mxl_status mxl_vlm_pixels(const mxl_vlm *v, const mxl_image *im, float **pixels, mxl_error *err);
+void mxl_vlm_input_free(mxl_vlm_input *in);
+
+/* The rendered prompt with image i's marker replaced by inputs[i].text; *out (mxl_free)
+ * NUL-terminated. Fails when the prompt's marker count is not n_images. */
+mxl_status mxl_vlm_expand_prompt(const mxl_vlm *v, const char *text, size_t len, const mxl_vlm_input *inputs, int n_images,
+                                 char **out, size_t *out_len, mxl_error *err);
+
+/* Where the images' rows go in a tokenized prompt: image i's n_tokens rows take the next
+ * n_tokens positions of the image token, in order; each maximal run of them is one media block
+ * (decoder.h; causal as v says, emb NULL: the caller points block b at rows of image img[b] from
+ * row off[b] once they are encoded). Fails when the counts do not match. */
+mxl_status mxl_vlm_media_blocks(const mxl_vlm *v, const int32_t *ids, size_t n, const mxl_vlm_input *inputs, int n_images,
+                                mxl_decoder_media *blocks, int *img, int64_t *off, int max_blocks, int *n_blocks, mxl_error *err);
 
 /* Family loaders (vlm_<family>.c). */
 mxl_status mxl_vlm_gemma3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);

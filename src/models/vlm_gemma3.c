@@ -38,7 +38,8 @@ static void gemma3_destroy(mxl_vlm *v) {
     mxl_free(g);
 }
 
-static mxl_status gemma3_encode(const mxl_vlm *v, const float *pixels, mxl_threadpool *pool, float *out, mxl_error *err) {
+static mxl_status gemma3_encode(const mxl_vlm *v, const mxl_vlm_input *in, mxl_threadpool *pool, float *out, mxl_error *err) {
+    const float *pixels = in->pixels;
     const gemma3_vlm *g = (const gemma3_vlm *)v;
     const int64_t Hv = g->tower.stack.hidden, side = g->tower.side, t = g->tps, k = g->kernel;
     float *grid = mxl_aligned_alloc(64, ((size_t)(g->tower.n_patches * Hv) * sizeof(float) + 63) / 64 * 64);

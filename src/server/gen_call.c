@@ -121,7 +121,7 @@ bool mxl_srv_tokenize_chat(mxl_server *s, mxl_gen_call *g, const json_t *urls, s
         if (!mxl_srv_images_load(s, urls, &g->images, msg, ml)) return false;
         char *x = NULL;
         size_t xl = 0;
-        if (mxl_vlm_expand_prompt(v, g->prompt_text, len, g->images.n, &x, &xl, &err)) return snprintf(msg, ml, "%s", err.msg), false;
+        if (mxl_vlm_expand_prompt(v, g->prompt_text, len, g->images.in, g->images.n, &x, &xl, &err)) return snprintf(msg, ml, "%s", err.msg), false;
         mxl_free(g->prompt_text);
         g->prompt_text = x;
         len = xl;
@@ -131,18 +131,9 @@ bool mxl_srv_tokenize_chat(mxl_server *s, mxl_gen_call *g, const json_t *urls, s
     g->prompt_ids = ids.ids;
     g->n_prompt = ids.n;
     if (!g->images.n) return true;
-    /* each image's run of placeholder tokens */
-    const mxl_vlm *v = mxl_gen_model_vlm(s->model);
-    int k = 0;
-    for (size_t i = 0; i < ids.n; i++) {
-        if (ids.ids[i] != v->image_token || (i && ids.ids[i - 1] == v->image_token)) continue;
-        size_t e = i;
-        while (e < ids.n && ids.ids[e] == v->image_token) e++;
-        if (k >= g->images.n || (int64_t)(e - i) != v->tokens_per_image)
-            return snprintf(msg, ml, "the prompt's image placeholder tokens do not match its %d images", g->images.n), false;
-        g->image_row[k++] = (int64_t)i;
-    }
-    if (k != g->images.n) return snprintf(msg, ml, "the prompt holds %d image blocks for %d images", k, g->images.n), false;
+    if (mxl_vlm_media_blocks(mxl_gen_model_vlm(s->model), ids.ids, ids.n, g->images.in, g->images.n, g->media, g->media_img, g->media_off,
+                             MXL_DECODER_MAX_MEDIA, &g->n_media, &err))
+        return snprintf(msg, ml, "%s", err.msg), false;
     return true;
 }
 
@@ -729,8 +720,7 @@ void mxl_gen_call_run(mxl_gen_call *g) {
         mxl_seq_params p = g->params;
         if (!g->multi) p.sampling.seed += (uint64_t)i; /* n > 1: different draws of one prompt */
         mxl_error err = {0};
-        const mxl_sched_images im = {g->images.n, (const float *const *)g->images.pixels, g->image_row,
-                                     g->images.n ? (size_t)(3 * mxl_gen_model_vlm(g->srv->model)->pre.width * mxl_gen_model_vlm(g->srv->model)->pre.height) : 0};
+        const mxl_sched_images im = {g->images.n, g->images.in, g->n_media, g->media, g->media_img, g->media_off};
         mxl_status st = g->multi ? mxl_sched_submit(g->srv->sched, g->ch, i, g->prompts[i], g->n_prompts[i], &p, &err)
                                  : mxl_sched_submit_images(g->srv->sched, g->ch, i, g->prompt_ids, g->n_prompt, &p, &im, &err);
         if (st) {

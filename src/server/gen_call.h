@@ -31,7 +31,10 @@ typedef struct mxl_gen_call {
     long created;
     char *prompt_text;      /* rendered prompt (llama /completion reports it) */
     mxl_srv_images images;  /* a vision-language request's images, in prompt order */
-    int64_t image_row[MXL_GEN_MAX_IMAGES]; /* where each image's placeholder tokens start */
+    mxl_decoder_media media[MXL_DECODER_MAX_MEDIA]; /* their placeholder runs in the prompt */
+    int media_img[MXL_DECODER_MAX_MEDIA];           /* ... each of image media_img[b] */
+    int64_t media_off[MXL_DECODER_MAX_MEDIA];       /* ... from its row media_off[b] */
+    int n_media;
     int32_t *prompt_ids;    /* the prompt of every choice, or of choice 0 when prompts differ */
     size_t n_prompt;
     int32_t *prompts[16];   /* per-choice prompts of a multi-prompt request (NULL: prompt_ids) */

@@ -11,11 +11,10 @@
 #include "core/alloc.h"
 #include "core/base64.h"
 #include "engine/model.h"
-#include "engine/vision_input.h"
 #include "image/image.h"
 
 void mxl_srv_images_free(mxl_srv_images *im) {
-    for (int i = 0; i < im->n; i++) mxl_free(im->pixels[i]);
+    for (int i = 0; i < im->n; i++) mxl_vlm_input_free(&im->in[i]);
     memset(im, 0, sizeof *im);
 }
 
@@ -85,13 +84,6 @@ static bool from_file(const mxl_server *s, const char *path, int idx, uint8_t **
     return true;
 }
 
-static uint64_t fnv1a(const void *p, size_t n) {
-    const uint8_t *b = p;
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
-    return h;
-}
-
 bool mxl_srv_images_load(const mxl_server *s, const json_t *urls, mxl_srv_images *out, char *msg, size_t ml) {
     memset(out, 0, sizeof *out);
     const mxl_vlm *v = mxl_gen_model_vlm(s->model);
@@ -126,18 +118,15 @@ bool mxl_srv_images_load(const mxl_server *s, const json_t *urls, mxl_srv_images
         snprintf(name, sizeof name, "image %d", idx);
         mxl_image im = {0, 0, NULL};
         mxl_error err;
-        float *px = NULL;
         mxl_status st = mxl_image_decode(bytes, n, name, &lim, &im, &err);
         mxl_free(bytes);
-        if (!st) st = mxl_vision_pixels(v, &im, &px, &err);
+        if (!st && (st = mxl_vlm_prepare(v, &im, &out->in[out->n], &err))) mxl_error_prefix(&err, "%s: ", name);
         mxl_image_free(&im);
         if (st) {
             snprintf(msg, ml, "%s", err.msg);
             mxl_srv_images_free(out);
             return false;
         }
-        out->pixels[out->n] = px;
-        out->hash[out->n] = fnv1a(px, (size_t)(3 * v->pre.width * v->pre.height) * sizeof(float));
         out->n++;
     }
     return true;

@@ -4,8 +4,8 @@
  * "..", symlinks or absolute paths elsewhere); remote http(s) URLs are refused, nothing is
  * fetched. Each image is held to --max-image-payload-size encoded bytes, decoded within
  * --max-image-width / --max-image-height / --max-image-decode-alloc-bytes (image/image.h) and made
- * into the model's pixel values (engine/vision_input.h) on the request's thread; the scheduler runs
- * the vision tower when it admits the job. */
+ * into the model's processor output (models/vlm.h) on the request's thread; the scheduler runs the
+ * vision tower when it admits the job. */
 #ifndef MXL_SERVER_MEDIA_H
 #define MXL_SERVER_MEDIA_H
 
@@ -15,12 +15,12 @@
 #include <stdint.h>
 
 #include "engine/generate.h"
+#include "models/vlm.h"
 #include "server/server_state.h"
 
 typedef struct mxl_srv_images {
     int n;
-    float *pixels[MXL_GEN_MAX_IMAGES]; /* [3, h, w] each, the model's processor's size */
-    uint64_t hash[MXL_GEN_MAX_IMAGES]; /* of each image's pixel values */
+    mxl_vlm_input in[MXL_GEN_MAX_IMAGES]; /* each image through the model's processor */
 } mxl_srv_images;
 
 /* urls: a JSON array of URL strings, in prompt order. false: msg says why (the request's fault). */

@@ -121,11 +121,13 @@ typedef struct job {
     char *cache_key;
     char *grammar; /* the request's GBNF (read when the sequence starts) */ /* prompt_cache_key or NULL */
     double t_last; /* last progress, for the decode watchdog */
-    /* images: pixel values until admission runs the tower, then their rows */
-    int n_img;
-    float *pixels[MXL_DECODER_MAX_MEDIA];
-    float *rows[MXL_DECODER_MAX_MEDIA];
+    /* images: the processor's output until admission runs the tower, then their rows */
+    int n_img, n_media;
+    mxl_vlm_input in[MXL_GEN_MAX_IMAGES];
+    float *rows[MXL_GEN_MAX_IMAGES];
     mxl_decoder_media media[MXL_DECODER_MAX_MEDIA];
+    int media_img[MXL_DECODER_MAX_MEDIA];
+    int64_t media_off[MXL_DECODER_MAX_MEDIA];
 } job;
 
 typedef struct slot {
@@ -179,7 +181,7 @@ static void job_free(job *j) {
     mxl_free(j->cache_key);
     mxl_free(j->grammar);
     mxl_free(j->prompt);
-    for (int i = 0; i < j->n_img; i++) mxl_free(j->pixels[i]), mxl_free(j->rows[i]);
+    for (int i = 0; i < j->n_img; i++) mxl_vlm_input_free(&j->in[i]), mxl_free(j->rows[i]);
     mxl_srv_channel_unref(j->ch);
     mxl_free(j);
 }
@@ -241,20 +243,24 @@ mxl_status mxl_sched_submit_images(mxl_sched *s, mxl_srv_channel *c, int index, 
         ok = j->cache_key != NULL;
     }
     if (ok && im && im->n > 0) {
-        const mxl_vlm *v = mxl_gen_model_vlm(s->m);
-        if (!v || im->n > MXL_DECODER_MAX_MEDIA) {
+        if (!mxl_gen_model_vlm(s->m) || im->n > MXL_GEN_MAX_IMAGES || im->n_blocks > MXL_DECODER_MAX_MEDIA || im->n_blocks < 1) {
             j->ch = NULL;
             job_free(j);
             return mxl_error_set(err, MXL_ERR_ARG, "images for a model that takes none, or too many");
         }
         for (int i = 0; i < im->n && ok; i++) {
-            j->pixels[i] = mxl_malloc(im->pixel_floats * sizeof(float));
-            if ((ok = j->pixels[i] != NULL)) memcpy(j->pixels[i], im->pixels[i], im->pixel_floats * sizeof(float));
-            j->media[i] = (mxl_decoder_media){im->row[i], v->tokens_per_image, NULL};
+            j->in[i] = im->in[i];
+            j->in[i].text = NULL, j->in[i].text_len = 0;
+            j->in[i].pixels = mxl_malloc(im->in[i].n_pixels * sizeof(float));
+            if ((ok = j->in[i].pixels != NULL)) memcpy(j->in[i].pixels, im->in[i].pixels, im->in[i].n_pixels * sizeof(float));
             j->n_img = i + 1;
         }
+        memcpy(j->media, im->blocks, (size_t)im->n_blocks * sizeof *j->media);
+        memcpy(j->media_img, im->img, (size_t)im->n_blocks * sizeof *j->media_img);
+        memcpy(j->media_off, im->off, (size_t)im->n_blocks * sizeof *j->media_off);
+        j->n_media = im->n_blocks;
         j->params.media = j->media;
-        j->params.n_media = j->n_img;
+        j->params.n_media = j->n_media;
     }
     if (ok && p->sampling.n_logit_bias) {
         j->bias = mxl_malloc(p->sampling.n_logit_bias * sizeof *j->bias);
@@ -508,13 +514,13 @@ static bool encode_images(mxl_sched *s, job *j, mxl_error *err) {
     const mxl_vlm *v = mxl_gen_model_vlm(s->m);
     for (int i = 0; i < j->n_img; i++) {
         if (j->rows[i]) continue;
-        j->rows[i] = mxl_malloc((size_t)(v->tokens_per_image * v->text_hidden) * sizeof(float));
+        j->rows[i] = mxl_malloc((size_t)(j->in[i].n_tokens * v->text_hidden) * sizeof(float));
         if (!j->rows[i]) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory"), false;
-        if (v->encode(v, j->pixels[i], mxl_gen_model_pool(s->m), j->rows[i], err)) return false;
-        mxl_free(j->pixels[i]);
-        j->pixels[i] = NULL;
-        j->media[i].emb = j->rows[i];
+        if (v->encode(v, &j->in[i], mxl_gen_model_pool(s->m), j->rows[i], err)) return false;
+        mxl_free(j->in[i].pixels);
+        j->in[i].pixels = NULL;
     }
+    for (int b = 0; b < j->n_media; b++) j->media[b].emb = j->rows[j->media_img[b]] + j->media_off[b] * v->text_hidden;
     return true;
 }
 

@@ -43,6 +43,7 @@
 #include "core/status.h"
 #include "engine/generate.h"
 #include "engine/sequence.h"
+#include "models/vlm.h"
 
 /* One event: text released by a step of choice `index` (offset/len into the channel's text). */
 typedef struct mxl_srv_event {
@@ -122,14 +123,17 @@ void mxl_sched_destroy(mxl_sched *s);
  * the queue is full (the server answers 503). */
 mxl_status mxl_sched_submit(mxl_sched *s, mxl_srv_channel *c, int index, const int32_t *prompt, size_t n,
                             const mxl_seq_params *p, mxl_error *err);
-/* A job's images (a vision-language model): n images of pixels[i] ([3, h, w], pixel_floats each,
- * copied) whose placeholder tokens start at prompt position row[i]. The scheduler runs the vision
- * tower when it admits the job; the prompt cache reuses nothing from the first image on. */
+/* A job's images (a vision-language model): n images through the model's processor (their
+ * pixels copied) and the n_blocks media blocks of the prompt they fill (block b: rows of image
+ * img[b] from row off[b]). The scheduler runs the vision tower when it admits the job; the
+ * prompt cache reuses nothing from the first image on. */
 typedef struct mxl_sched_images {
     int n;
-    const float *const *pixels;
-    const int64_t *row;
-    size_t pixel_floats;
+    const mxl_vlm_input *in;
+    int n_blocks;
+    const mxl_decoder_media *blocks;
+    const int *img;
+    const int64_t *off;
 } mxl_sched_images;
 /* mxl_sched_submit with images (im NULL or im->n 0: none). */
 mxl_status mxl_sched_submit_images(mxl_sched *s, mxl_srv_channel *c, int index, const int32_t *prompt, size_t n,

@@ -10,7 +10,6 @@
 
 #include "core/alloc.h"
 #include "core/threadpool.h"
-#include "engine/vision_input.h"
 #include "image/image.h"
 #include "models/checkpoint.h"
 #include "models/decoder.h"
@@ -40,7 +39,7 @@ static int media_of(const int32_t *ids, int64_t n, int32_t img, float *const *fe
         if (ids[i] != img || (i && ids[i - 1] == img)) continue;
         int64_t e = i;
         while (e < n && ids[e] == img) e++;
-        m[k] = (mxl_decoder_media){i, e - i, features[k]};
+        m[k] = (mxl_decoder_media){i, e - i, features[k], false};
         k++;
     }
     return k;
@@ -71,7 +70,8 @@ TEST(vlm_gemma3_matches_transformers) {
         float *px = json_floats(json_array_get(json_object_get(ref, "pixel_values"), (size_t)i), &np);
         CHECK_EQ_INT(np, 3 * 32 * 32);
         feat[i] = mxl_malloc((size_t)(T * Ht) * sizeof(float));
-        CHECK(v->encode(v, px, pool, feat[i], &err) == MXL_OK);
+        const mxl_vlm_input in = {px, (size_t)np, T, {0}, NULL, 0};
+        CHECK(v->encode(v, &in, pool, feat[i], &err) == MXL_OK);
         double md, cs;
         mxl_test_vec_vs_json(feat[i], json_array_get(json_object_get(ref, "image_features"), (size_t)i), T * Ht, &md, &cs);
         fprintf(stderr, "  gemma3 image %d features: max |diff| %.2e, cosine %.7f\n", i, md, cs);
@@ -170,7 +170,7 @@ TEST(vlm_gemma3_pixels_match_processor) {
             snprintf(path, sizeof path, "%s/tests/fixtures/vlm/%s", mxl_test_repo_root(), json_string_value(json_array_get(files, i)));
             mxl_image im = {0, 0, NULL};
             float *px = NULL;
-            if (mxl_image_load(path, NULL, &im, &err) || mxl_vision_pixels(v, &im, &px, &err)) {
+            if (mxl_image_load(path, NULL, &im, &err) || mxl_vlm_pixels(v, &im, &px, &err)) {
                 fprintf(stderr, "  %s\n", err.msg);
                 CHECK(0);
             } else {
