@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "engine/model.h"
 #include "server/gen_call.h"
 #include "server/request.h"
 #include "server/routes.h"
@@ -60,8 +61,67 @@ static bool add_text(char **buf, size_t *len, const char *t, size_t n) {
     return true;
 }
 
-/* One user turn: its text blocks become a user message, each tool_result a "tool" message. */
-static bool user_turn(json_t *out, const json_t *content, size_t i, char *msg, size_t ml) {
+/* The URL of an Anthropic image block's source: base64 data as a data: URL, or a "url" source. */
+static json_t *image_source_url(const json_t *b) {
+    const json_t *src = json_object_get(b, "source");
+    const char *st = json_string_value(json_object_get(src, "type"));
+    if (st && !strcmp(st, "url") && json_is_string(json_object_get(src, "url"))) return json_incref(json_object_get(src, "url"));
+    const char *mt = json_string_value(json_object_get(src, "media_type")), *data = json_string_value(json_object_get(src, "data"));
+    if (!st || strcmp(st, "base64") || !mt || !data) return NULL;
+    size_t n = strlen(mt) + strlen(data) + 16;
+    char *u = mxl_malloc(n);
+    if (!u) return NULL;
+    snprintf(u, n, "data:%s;base64,%s", mt, data);
+    json_t *j = json_string(u);
+    mxl_free(u);
+    return j;
+}
+
+/* A user turn with image blocks (a vision-language model): one user message whose content is a
+ * part list ({"type": "image"} in each image's place, its URL appended to urls; text parts) and,
+ * for each tool_result, a "tool" message with its text, the parts before it sent before it. */
+static bool user_turn_images(json_t *out, const json_t *content, size_t i, json_t *urls, char *msg, size_t ml) {
+    json_t *parts = json_array();
+    size_t k;
+    const json_t *b;
+    json_array_foreach(content, k, b) {
+        const char *type = json_string_value(json_object_get(b, "type"));
+        if (type && !strcmp(type, "text") && json_is_string(json_object_get(b, "text"))) {
+            json_array_append_new(parts, json_pack("{s:s, s:O}", "type", "text", "text", json_object_get(b, "text")));
+        } else if (type && !strcmp(type, "image")) {
+            json_t *u = image_source_url(b);
+            if (!u) {
+                json_decref(parts);
+                return snprintf(msg, ml, "messages[%zu].content[%zu]: an image block needs a base64 source with media_type and data, or a url source", i, k), false;
+            }
+            json_array_append_new(urls, u);
+            json_array_append_new(parts, json_pack("{s:s}", "type", "image"));
+        } else if (type && !strcmp(type, "tool_result") && json_is_string(json_object_get(b, "content"))) {
+            if (json_array_size(parts)) json_array_append_new(out, json_pack("{s:s, s:o}", "role", "user", "content", parts)), parts = json_array();
+            const json_t *id = json_object_get(b, "tool_use_id");
+            json_array_append_new(out, json_pack("{s:s, s:s, s:O}", "role", "tool", "tool_call_id", json_is_string(id) ? json_string_value(id) : "",
+                                                 "content", json_object_get(b, "content")));
+        } else {
+            json_decref(parts);
+            return snprintf(msg, ml, "messages[%zu].content[%zu] is not a content block this server takes beside images", i, k), false;
+        }
+    }
+    if (json_array_size(parts)) json_array_append_new(out, json_pack("{s:s, s:o}", "role", "user", "content", parts));
+    else json_decref(parts);
+    return true;
+}
+
+/* One user turn: its text blocks become a user message, each tool_result a "tool" message; with
+ * urls (a vision-language model), a turn with image blocks goes through user_turn_images. */
+static bool user_turn(json_t *out, const json_t *content, size_t i, json_t *urls, char *msg, size_t ml) {
+    if (urls && json_is_array(content)) {
+        size_t k;
+        const json_t *b;
+        json_array_foreach(content, k, b) {
+            const char *type = json_string_value(json_object_get(b, "type"));
+            if (type && !strcmp(type, "image")) return user_turn_images(out, content, i, urls, msg, ml);
+        }
+    }
     if (json_is_string(content)) {
         json_array_append_new(out, json_pack("{s:s, s:O}", "role", "user", "content", content));
         return true;
@@ -169,7 +229,7 @@ static bool assistant_turn(json_t *out, const json_t *content, size_t i, char *m
 
 /* The conversation as chat-template messages (OpenAI shape). Empty is accepted, as llama-server
  * does. */
-static json_t *to_chat(const json_t *body, char *msg, size_t ml) {
+static json_t *to_chat(const json_t *body, json_t *urls, char *msg, size_t ml) {
     const json_t *msgs = json_object_get(body, "messages"), *system = json_object_get(body, "system");
     if (!json_is_array(msgs)) {
         snprintf(msg, ml, "'messages' must be an array");
@@ -187,7 +247,7 @@ static json_t *to_chat(const json_t *body, char *msg, size_t ml) {
     json_array_foreach(msgs, i, m) {
         const char *role = json_string_value(json_object_get(m, "role"));
         bool ok;
-        if (role && !strcmp(role, "user")) ok = user_turn(out, json_object_get(m, "content"), i, msg, ml);
+        if (role && !strcmp(role, "user")) ok = user_turn(out, json_object_get(m, "content"), i, urls, msg, ml);
         else if (role && !strcmp(role, "assistant")) ok = assistant_turn(out, json_object_get(m, "content"), i, msg, ml);
         else {
             snprintf(msg, ml, "messages[%zu].role must be \"user\" or \"assistant\"", i);
@@ -230,15 +290,21 @@ static json_t *to_openai_tools(const json_t *tools, char *msg, size_t ml, bool *
     return out;
 }
 
-/* Renders and tokenizes; on failure replies 400 and returns false. */
-static bool prompt_of(mxl_server *s, mxl_http_req *r, mxl_api api, const json_t *chat, const json_t *tools, char **text,
-                      mxl_token_ids *ids) {
+/* Renders and tokenizes into g (with the images of urls); on failure replies 400 and returns
+ * false. */
+static bool prompt_of(mxl_server *s, mxl_http_req *r, mxl_api api, const json_t *chat, const json_t *tools, const json_t *urls,
+                      mxl_gen_call *g) {
     mxl_chat_opts o = {.tools = json_is_array(tools) && json_array_size(tools) ? tools : NULL, .kwargs = s->template_kwargs,
                        .add_generation_prompt = true, .reasoning = s->reasoning};
     size_t len = 0;
     mxl_error err = {0};
-    if (mxl_chat_render(s->model, chat, &o, text, &len, &err) || mxl_chat_tokenize_rendered(s->model, *text, len, ids, &err)) {
+    char msg[512];
+    if (mxl_chat_render(s->model, chat, &o, &g->prompt_text, &len, &err)) {
         mxl_srv_error(r, api, 400, "invalid_request_error", "%s", err.msg);
+        return false;
+    }
+    if (!mxl_srv_tokenize_chat(s, g, urls, len, msg, sizeof msg)) {
+        mxl_srv_error(r, api, 400, "invalid_request_error", "%s", msg);
         return false;
     }
     return true;
@@ -248,7 +314,7 @@ void mxl_api_anthropic_messages(mxl_server *s, mxl_http_req *r) {
     json_t *body = mxl_srv_body_json(r, MXL_API_ANTHROPIC);
     if (!body) return;
     char msg[512] = "";
-    json_t *chat = NULL;
+    json_t *chat = NULL, *urls = NULL;
     mxl_gen_call *g = mxl_calloc(1, sizeof *g);
     if (!g) goto oom;
     g->srv = s;
@@ -260,7 +326,8 @@ void mxl_api_anthropic_messages(mxl_server *s, mxl_http_req *r) {
         snprintf(msg, sizeof msg, "'max_tokens' is required and must be a positive integer");
         goto bad;
     }
-    if (!(chat = to_chat(body, msg, sizeof msg)) || !mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg)) goto bad;
+    urls = mxl_gen_model_vlm(s->model) ? json_array() : NULL; /* image URLs, in prompt order */
+    if (!(chat = to_chat(body, urls, msg, sizeof msg)) || !mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg)) goto bad;
     const json_t *ss = json_object_get(body, "stop_sequences");
     if (ss && !json_is_null(ss)) {
         size_t i;
@@ -286,25 +353,25 @@ void mxl_api_anthropic_messages(mxl_server *s, mxl_http_req *r) {
     bool bad_tools;
     json_t *tools = to_openai_tools(json_object_get(body, "tools"), msg, sizeof msg, &bad_tools);
     if (bad_tools) goto bad;
-    mxl_token_ids ids = {0};
-    if (!prompt_of(s, r, MXL_API_ANTHROPIC, chat, tools, &g->prompt_text, &ids)) {
+    if (!prompt_of(s, r, MXL_API_ANTHROPIC, chat, tools, urls, g)) {
         json_decref(tools);
         json_decref(chat);
+        json_decref(urls);
         mxl_gen_call_free(g);
         json_decref(body);
         return;
     }
-    g->prompt_ids = ids.ids;
-    g->n_prompt = ids.n;
     mxl_srv_setup_parse(s, g, tools);
     json_decref(tools);
     json_decref(chat);
+    json_decref(urls);
     mxl_gen_call_run(g);
     json_decref(body);
     return;
 bad:
     mxl_srv_error(r, MXL_API_ANTHROPIC, 400, "invalid_request_error", "%s", msg);
     json_decref(chat);
+    json_decref(urls);
     mxl_gen_call_free(g);
     json_decref(body);
     return;
@@ -317,9 +384,9 @@ static void count(mxl_server *s, mxl_http_req *r, mxl_api api) {
     json_t *body = mxl_srv_body_json(r, api);
     if (!body) return;
     char msg[512] = "";
-    json_t *chat = NULL;
+    json_t *chat = NULL, *urls = api == MXL_API_ANTHROPIC && mxl_gen_model_vlm(s->model) ? json_array() : NULL;
     if (api == MXL_API_ANTHROPIC) {
-        chat = to_chat(body, msg, sizeof msg);
+        chat = to_chat(body, urls, msg, sizeof msg);
     } else {
         const json_t *m = json_object_get(body, "messages");
         if (json_is_array(m) && json_array_size(m)) chat = json_incref((json_t *)m);
@@ -327,26 +394,25 @@ static void count(mxl_server *s, mxl_http_req *r, mxl_api api) {
     }
     if (!chat) {
         mxl_srv_error(r, api, 400, "invalid_request_error", "%s", msg);
+        json_decref(urls);
         json_decref(body);
         return;
     }
     bool bad_tools = false;
     json_t *tools = api == MXL_API_ANTHROPIC ? to_openai_tools(json_object_get(body, "tools"), msg, sizeof msg, &bad_tools)
                                              : json_incref(json_object_get(body, "tools"));
-    if (bad_tools) {
-        mxl_srv_error(r, api, 400, "invalid_request_error", "%s", msg);
-        json_decref(chat);
-        json_decref(body);
-        return;
+    mxl_gen_call *g = bad_tools ? NULL : mxl_calloc(1, sizeof *g);
+    if (!g) {
+        if (bad_tools) mxl_srv_error(r, api, 400, "invalid_request_error", "%s", msg);
+        else mxl_srv_error(r, api, 500, api == MXL_API_ANTHROPIC ? "api_error" : "server_error", "out of memory");
+    } else {
+        g->srv = s;
+        if (prompt_of(s, r, api, chat, tools, urls, g)) mxl_http_send_json(r, 200, json_pack("{s:I}", "input_tokens", (json_int_t)g->n_prompt));
+        mxl_gen_call_free(g);
     }
-    char *text = NULL;
-    mxl_token_ids ids = {0};
-    if (prompt_of(s, r, api, chat, tools, &text, &ids))
-        mxl_http_send_json(r, 200, json_pack("{s:I}", "input_tokens", (json_int_t)ids.n));
-    mxl_free(text);
-    mxl_token_ids_free(&ids);
     json_decref(tools);
     json_decref(chat);
+    json_decref(urls);
     json_decref(body);
 }
 

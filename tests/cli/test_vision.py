@@ -96,6 +96,22 @@ def test_server_image_url_parts_match_transformers(tmp_path):
                 out = r.json()
                 assert out["choices"][0]["message"]["content"] == c["text"], (name, repeat, out)
                 assert out["usage"]["prompt_tokens"] == len(c["ids"])
+        # Anthropic image blocks (base64 sources), and count_tokens with them
+        c = e2e("two_images")
+        blocks = []
+        for f in c["images"]:
+            with open(os.path.join(FX, f), "rb") as fh:
+                blocks.append({"type": "image", "source": {"type": "base64", "media_type": "image/png" if f.endswith(".png") else "image/jpeg",
+                                                           "data": base64.b64encode(fh.read()).decode()}})
+        body = {"model": "x", "max_tokens": len(c["greedy"]), "temperature": 0,
+                "messages": [{"role": "user", "content": blocks + [{"type": "text", "text": c["prompt"]}]}]}
+        r = requests.post(srv.url + "/v1/messages", json=body, timeout=120)
+        assert r.status_code == 200, r.text
+        assert r.json()["content"][0]["text"] == c["text"], r.json()
+        u = r.json()["usage"]
+        assert u["input_tokens"] + u.get("cache_read_input_tokens", 0) == len(c["ids"]), u
+        r = requests.post(srv.url + "/v1/messages/count_tokens", json=body, timeout=120)
+        assert r.status_code == 200 and r.json()["input_tokens"] == len(c["ids"]), r.text
         # the same prompt with the images swapped: a different prefix past the first image
         c = e2e("two_images")
         swapped = [{"type": "image_url", "image_url": {"url": data_url(os.path.join(FX, f))}} for f in reversed(c["images"])]
