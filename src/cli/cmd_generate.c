@@ -216,7 +216,6 @@ static int generate_common(const mxl_cli_args *a, const char *model_arg) {
     if (req.n_images > MXL_GEN_MAX_IMAGES) return mxl_cli_usage_error(a->cmd, "at most %d --image files", MXL_GEN_MAX_IMAGES);
     for (int i = 0; i < req.n_images; i++) images[i] = mxl_cli_get_nth(a, "image", i);
     req.images = images;
-    if (req.n_images && repl) return mxl_cli_usage_error(a->cmd, "--image needs --prompt (the chat REPL takes no images yet)");
     req.n_stop = mxl_cli_count(a, "stop");
     for (int i = 0; i < req.n_stop && i < MXL_GEN_MAX_STOP; i++) req.stop[i] = mxl_cli_get_nth(a, "stop", i);
     if (req.n_stop > MXL_GEN_MAX_STOP) return mxl_cli_usage_error(a->cmd, "at most %d --stop strings", MXL_GEN_MAX_STOP);

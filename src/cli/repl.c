@@ -131,7 +131,47 @@ typedef struct repl {
     json_t *conv;   /* the transcript: [{role, content}] */
     bool fresh;     /* the next turn must not adopt the sequence's cache (start, after /clear) */
     mxl_strbuf answer; /* the text streamed this turn */
+    /* images of the conversation in order (the transcript is re-rendered every turn, so each
+     * image's rows from the tower are kept), the last n_pending of them attached to the next
+     * message */
+    mxl_vlm_input img[MXL_GEN_MAX_IMAGES];
+    float *rows[MXL_GEN_MAX_IMAGES];
+    int n_img, n_pending;
 } repl;
+
+static void drop_images(repl *r, int from) {
+    for (int i = from; i < r->n_img; i++) {
+        mxl_vlm_input_free(&r->img[i]);
+        mxl_free(r->rows[i]);
+        r->rows[i] = NULL;
+    }
+    r->n_img = from;
+    if (r->n_pending > r->n_img) r->n_pending = r->n_img;
+}
+
+/* /image PATH (and --image): decoded and prepared now, attached to the next message. */
+static void attach_image(repl *r, const char *path) {
+    mxl_error err;
+    if (!r->req->chat) {
+        fprintf(stderr, "error: /image needs the chat template (raw --no-chat-template turns carry no media)\n");
+        return;
+    }
+    if (!*path) {
+        fprintf(stderr, "error: /image needs a file path\n");
+        return;
+    }
+    if (r->n_img >= MXL_GEN_MAX_IMAGES) {
+        fprintf(stderr, "error: the conversation already holds %d images, the most one request takes (/clear starts over)\n", r->n_img);
+        return;
+    }
+    if (mxl_gen_image_load(r->m, path, &r->img[r->n_img], &err)) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        return;
+    }
+    r->n_img++;
+    r->n_pending++;
+    if (r->tty) fprintf(stderr, "Attached %s to the next message.\n", path);
+}
 
 typedef enum turn_result { TURN_OK = 0, TURN_FAILED, TURN_CANCELLED } turn_result;
 
@@ -139,7 +179,7 @@ static void print_help(void) {
     printf("Available commands:\n"
            "  /bye            Exit\n"
            "  /clear          Start a new conversation (forget the transcript)\n"
-           "  /image <path>   Attach an image to the next message (vision models; not in this build)\n"
+           "  /image <path>   Attach an image to the next message (vision models)\n"
            "  /?, /help       Show this list\n"
            "  \"\"\" ... \"\"\"     Send a multi-line block as one message\n"
            "Ctrl-C stops the answer being streamed (the exchange is dropped); Ctrl-D exits.\n");
@@ -163,19 +203,6 @@ static void print_stats(const repl *r, int64_t n_prompt, int64_t n_cached, int64
     }
 }
 
-/* The prompt ids of this turn: the transcript rendered (chat), or the message itself (raw). */
-static mxl_status turn_prompt(repl *r, const char *msg, mxl_token_ids *ids, mxl_error *err) {
-    if (!r->req->chat) return mxl_chat_tokenize_raw(r->m, msg, strlen(msg), ids, err);
-    mxl_chat_opts o = {.add_generation_prompt = true};
-    char *text = NULL;
-    size_t len = 0;
-    mxl_status st = mxl_chat_render(r->m, r->conv, &o, &text, &len, err);
-    if (st) return st;
-    st = mxl_chat_tokenize_rendered(r->m, text, len, ids, err);
-    mxl_free(text);
-    return st;
-}
-
 /* Appends {role, content} to the transcript. */
 static mxl_status append_msg(json_t *conv, const char *role, const char *text, size_t len, mxl_error *err) {
     json_t *content = json_stringn(text, len);
@@ -191,12 +218,51 @@ static mxl_status append_msg(json_t *conv, const char *role, const char *text, s
     return MXL_OK;
 }
 
+/* The prompt ids of this turn: the transcript rendered (chat; with images, each marker expanded
+ * into its image's placeholders), or the message itself (raw). */
+static mxl_status turn_prompt(repl *r, const char *msg, mxl_token_ids *ids, mxl_error *err) {
+    if (!r->req->chat) return mxl_chat_tokenize_raw(r->m, msg, strlen(msg), ids, err);
+    mxl_chat_opts o = {.add_generation_prompt = true};
+    char *text = NULL;
+    size_t len = 0;
+    mxl_status st = mxl_chat_render(r->m, r->conv, &o, &text, &len, err);
+    if (st) return st;
+    if (r->n_img) {
+        char *x = NULL;
+        size_t xl = 0;
+        st = mxl_vlm_expand_prompt(mxl_gen_model_vlm(r->m), text, len, r->img, r->n_img, &x, &xl, err);
+        mxl_free(text);
+        if (st) return st;
+        text = x, len = xl;
+    }
+    st = mxl_chat_tokenize_rendered(r->m, text, len, ids, err);
+    mxl_free(text);
+    return st;
+}
+
+/* The user message with the pending images before its text, as chat clients send it. */
+static mxl_status append_user(repl *r, const char *msg, mxl_error *err) {
+    if (!r->n_pending) return append_msg(r->conv, "user", msg, strlen(msg), err);
+    json_t *parts = json_array(), *text = json_string(msg);
+    if (!text) {
+        json_decref(parts);
+        return mxl_error_set(err, MXL_ERR_ARG, "the user message is not valid UTF-8");
+    }
+    for (int i = 0; i < r->n_pending; i++) json_array_append_new(parts, json_pack("{s:s}", "type", "image"));
+    json_array_append_new(parts, json_pack("{s:s, s:o}", "type", "text", "text", text));
+    json_t *o = json_pack("{s:s, s:o}", "role", "user", "content", parts);
+    if (!o || json_array_append_new(r->conv, o)) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    return MXL_OK;
+}
+
 static turn_result run_turn(repl *r, const char *msg, mxl_error *err) {
     const mxl_gen_request *req = r->req;
     if (req->chat) {
-        if (append_msg(r->conv, "user", msg, strlen(msg), err)) return TURN_FAILED;
+        if (append_user(r, msg, err)) return TURN_FAILED;
     }
     mxl_token_ids ids = {0};
+    mxl_decoder_media media[MXL_DECODER_MAX_MEDIA];
+    int n_media = 0;
     turn_result res = TURN_OK;
     mxl_seq_params p = {.sampling = req->sampling, .max_tokens = req->max_tokens, .ignore_eos = req->ignore_eos};
     for (int i = 0; i < req->n_stop && i < MXL_SEQ_MAX_STOP; i++) p.stop[p.n_stop++] = req->stop[i];
@@ -205,6 +271,10 @@ static turn_result run_turn(repl *r, const char *msg, mxl_error *err) {
     g_sigint = 0;
     g_generating = 1;
     mxl_status st = turn_prompt(r, msg, &ids, err);
+    if (!st && r->n_img && !(st = mxl_gen_image_media(r->m, &ids, r->img, r->rows, r->n_img, media, &n_media, err))) {
+        p.media = media;
+        p.n_media = n_media;
+    }
     if (!st) st = mxl_seq_start(r->seq, ids.ids, ids.n, &p, err);
     if (st) {
         res = TURN_FAILED;
@@ -249,6 +319,7 @@ static turn_result run_turn(repl *r, const char *msg, mxl_error *err) {
         fflush(stdout);
     }
     if (res == TURN_OK) {
+        r->n_pending = 0; /* the images now belong to the transcript */
         print_stats(r, mxl_seq_n_prompt(r->seq), mxl_seq_n_cached(r->seq), mxl_seq_n_generated(r->seq), t1 - t0,
                     mxl_now_ms() - t1, finish);
         if (req->chat) {
@@ -277,12 +348,13 @@ static bool run_command(repl *r, const char *line) {
     if (IS("/bye") || IS("/exit")) return false;
     if (IS("/clear")) {
         json_array_clear(r->conv);
+        drop_images(r, 0);
         r->fresh = true;
         if (r->tty) fprintf(stderr, "Cleared the conversation.\n");
     } else if (IS("/?") || IS("/help")) {
         print_help();
     } else if (IS("/image")) {
-        fprintf(stderr, "error: /image is not supported for this model yet\n");
+        attach_image(r, arg);
     } else {
         fprintf(stderr, "Unknown command '%.*s'. Type /? for help\n", (int)(name_len > 64 ? 64 : name_len), line);
     }
@@ -311,6 +383,9 @@ int mxl_repl_run(mxl_gen_model *m, const mxl_gen_request *req, bool profile) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old);
     if (r.tty) fprintf(stderr, "Type a message; /? for help, /bye or Ctrl-D to exit.\n");
+    /* --image: attached to the first message (raw turns carry no media: ignored, with a notice) */
+    if (req->n_images && !req->chat) fprintf(stderr, "notice: --image is ignored with --no-chat-template (raw turns carry no media)\n");
+    for (int i = 0; req->chat && i < req->n_images; i++) attach_image(&r, req->images[i]);
 
     int rc = 0;
     bool last_was_interrupt = false;
@@ -358,6 +433,7 @@ int mxl_repl_run(mxl_gen_model *m, const mxl_gen_request *req, bool profile) {
     sigaction(SIGINT, &old, NULL);
     fflush(stdout);
     mxl_strbuf_free(&r.answer);
+    drop_images(&r, 0);
     json_decref(r.conv);
     mxl_seq_destroy(r.seq);
     return rc;

@@ -39,16 +39,23 @@ static mxl_status raw_with_markers(const mxl_gen_model *m, const mxl_gen_request
     return MXL_OK;
 }
 
+mxl_status mxl_gen_image_load(const mxl_gen_model *m, const char *path, mxl_vlm_input *out, mxl_error *err) {
+    memset(out, 0, sizeof *out);
+    if (!m->vlm) return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s", m->no_vision);
+    mxl_image im = {0, 0, NULL};
+    mxl_status st = mxl_image_load(path, NULL, &im, err);
+    if (!st && (st = mxl_vlm_prepare(m->vlm, &im, out, err))) mxl_error_prefix(err, "%s: ", path);
+    mxl_image_free(&im);
+    return st;
+}
+
 /* The request's image files through the model's processor (inputs [n_images]). */
 static mxl_status prepare_images(const mxl_gen_model *m, const mxl_gen_request *req, mxl_vlm_input *inputs, mxl_error *err) {
     if (req->n_images > 0 && !m->vlm) return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s", m->no_vision);
     if (req->n_images > MXL_GEN_MAX_IMAGES)
         return mxl_error_set(err, MXL_ERR_ARG, "%d images in one request (at most %d)", req->n_images, MXL_GEN_MAX_IMAGES);
     for (int i = 0; i < req->n_images; i++) {
-        mxl_image im = {0, 0, NULL};
-        mxl_status st = mxl_image_load(req->images[i], NULL, &im, err);
-        if (!st && (st = mxl_vlm_prepare(m->vlm, &im, &inputs[i], err))) mxl_error_prefix(err, "%s: ", req->images[i]);
-        mxl_image_free(&im);
+        mxl_status st = mxl_gen_image_load(m, req->images[i], &inputs[i], err);
         if (st) return st;
     }
     return MXL_OK;
@@ -136,17 +143,20 @@ static int split_emit(out_split *o, const char *text, size_t len, bool final, mx
     return stop;
 }
 
-/* Each image's rows from the tower, and the media blocks of ids pointing at them. */
-static mxl_status image_rows(mxl_gen_model *m, const mxl_gen_request *req, const mxl_token_ids *ids, const mxl_vlm_input *inputs,
-                             float **rows, mxl_decoder_media *media, int *n_media, mxl_error *err) {
+mxl_status mxl_gen_image_media(mxl_gen_model *m, const mxl_token_ids *ids, const mxl_vlm_input *inputs, float **rows, int n_images,
+                               mxl_decoder_media *media, int *n_media, mxl_error *err) {
     const mxl_vlm *v = m->vlm;
     int img[MXL_DECODER_MAX_MEDIA];
     int64_t off[MXL_DECODER_MAX_MEDIA];
-    mxl_status st = mxl_vlm_media_blocks(v, ids->ids, ids->n, inputs, req->n_images, media, img, off, MXL_DECODER_MAX_MEDIA, n_media, err);
-    for (int i = 0; !st && i < req->n_images; i++) {
+    mxl_status st = mxl_vlm_media_blocks(v, ids->ids, ids->n, inputs, n_images, media, img, off, MXL_DECODER_MAX_MEDIA, n_media, err);
+    for (int i = 0; !st && i < n_images; i++) {
+        if (rows[i]) continue;
         rows[i] = mxl_malloc((size_t)(inputs[i].n_tokens * v->text_hidden) * sizeof(float));
         st = rows[i] ? v->encode(v, &inputs[i], m->pool, rows[i], err) : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
-        if (st) mxl_error_prefix(err, "%s: ", req->images[i]);
+        if (st) {
+            mxl_free(rows[i]);
+            rows[i] = NULL;
+        }
     }
     for (int b = 0; !st && b < *n_media; b++) media[b].emb = rows[img[b]] + off[b] * v->text_hidden;
     return st;
@@ -169,7 +179,7 @@ mxl_status mxl_gen_run(mxl_gen_model *m, const mxl_gen_request *req, mxl_gen_tex
     if (st) goto out;
     mxl_seq_params p = {.sampling = req->sampling, .max_tokens = req->max_tokens, .ignore_eos = req->ignore_eos};
     if (req->n_images > 0) {
-        if ((st = image_rows(m, req, &ids, inputs, rows, media, &n_media, err))) goto out;
+        if ((st = mxl_gen_image_media(m, &ids, inputs, rows, req->n_images, media, &n_media, err))) goto out;
         p.media = media;
         p.n_media = n_media;
     }

@@ -12,6 +12,8 @@
 #include "core/status.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
+#include "models/vlm.h"
+#include "tokenizer/tokenizer.h"
 
 typedef struct mxl_gen_request {
     const char *prompt;
@@ -42,6 +44,14 @@ typedef struct mxl_gen_stats {
 /* Called with each newly final piece of text; return nonzero to stop early. */
 typedef int (*mxl_gen_text_fn)(void *ctx, const char *text, size_t len);
 
+/* An image file for the model's vision side: decoded and through its processor (the model's
+ * refusal when it has none). */
+mxl_status mxl_gen_image_load(const mxl_gen_model *m, const char *path, mxl_vlm_input *out, mxl_error *err);
+/* The media blocks of a tokenized prompt holding n_images images (models/vlm.h), pointing at each
+ * image's rows from the vision tower: rows[i] is encoded when NULL (mxl_free'd by the caller; a
+ * REPL keeps them across turns). */
+mxl_status mxl_gen_image_media(mxl_gen_model *m, const mxl_token_ids *ids, const mxl_vlm_input *inputs, float **rows,
+                               int n_images, mxl_decoder_media *media, int *n_media, mxl_error *err);
 /* Tokens of the prompt as req renders it (chat template or raw), e.g. for a memory preflight. */
 mxl_status mxl_gen_prompt_tokens(mxl_gen_model *m, const mxl_gen_request *req, int64_t *n, mxl_error *err);
 
