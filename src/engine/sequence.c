@@ -215,9 +215,9 @@ mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
     /* positions at or after an image's are the image's, whatever their token ids say */
     if (keep > s->media_from) keep = s->media_from;
     if (p->n_media && keep > (size_t)p->media[0].row) keep = (size_t)p->media[0].row;
-    memcpy(s->media, p->media, (size_t)p->n_media * sizeof *p->media);
+    if (p->n_media) memcpy(s->media, p->media, (size_t)p->n_media * sizeof *p->media);
     s->n_media = p->n_media;
-    s->media_from = p->n_media ? (size_t)p->media[0].row : s->media_from < keep ? s->media_from : SIZE_MAX;
+    s->media_from = p->n_media ? (size_t)p->media[0].row : SIZE_MAX; /* (a text prompt re-runs everything from keep <= the old mark) */
     mxl_decoder_state_truncate(s->dec, (int64_t)keep);
     keep = (size_t)mxl_decoder_state_pos(s->dec); /* (recurrent layers start over rather than go back) */
     memcpy(s->ids, prompt, n_prompt * sizeof(int32_t));
