@@ -32,7 +32,7 @@ const char *mxl_enc_find_prefix(const mxl_checkpoint *ck, const char *const *pre
     char name[512];
     for (size_t i = 0; prefixes[i]; i++) {
         snprintf(name, sizeof name, "%s%s", prefixes[i], probe);
-        if (ck->st && mxl_st_model_find(ck->st, name)) return prefixes[i];
+        if ((ck->st && mxl_st_model_find(ck->st, name)) || (ck->gguf && mxl_gguf_find_tensor(ck->gguf, name))) return prefixes[i];
     }
     return NULL;
 }
@@ -45,13 +45,19 @@ static bool full_name(const mxl_enc_binder *b, char *full, size_t cap, const cha
     return m >= 0 && (size_t)m < cap - (size_t)n;
 }
 
+/* The tensor named full in the checkpoint's safetensors or GGUF file (a GGUF mmproj's vision
+ * tower binds through here too), or NULL (reported when report). */
 static const mxl_tensor *lookup(const mxl_enc_binder *b, const char *full, bool report) {
-    const mxl_st_entry *e = b->ck->st ? mxl_st_model_find(b->ck->st, full) : NULL;
-    if (!e) {
-        if (report) mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: tensor '%s' is missing", b->ck->path, full);
-        return NULL;
+    const mxl_tensor *t = NULL;
+    if (b->ck->st) {
+        const mxl_st_entry *e = mxl_st_model_find(b->ck->st, full);
+        t = e ? &e->tensor : NULL;
+    } else if (b->ck->gguf) {
+        const mxl_gguf_tensor_info *ti = mxl_gguf_find_tensor(b->ck->gguf, full);
+        t = ti ? &ti->tensor : NULL;
     }
-    return &e->tensor;
+    if (!t && report) mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: tensor '%s' is missing", b->ck->path, full);
+    return t;
 }
 
 bool mxl_enc_has(const mxl_enc_binder *b, const char *fmt, ...) {

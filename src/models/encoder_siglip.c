@@ -22,35 +22,49 @@ static mxl_status projection_size(const mxl_checkpoint *ck, int64_t hidden, int6
     return MXL_OK;
 }
 
-mxl_status mxl_siglip_stack_bind(const mxl_enc_binder *b, mxl_siglip_stack *s) {
+const mxl_siglip_names mxl_siglip_names_hf = {{
+    "encoder.layers.%lld.layer_norm1.weight", "encoder.layers.%lld.layer_norm1.bias",
+    "encoder.layers.%lld.self_attn.q_proj.weight", "encoder.layers.%lld.self_attn.q_proj.bias",
+    "encoder.layers.%lld.self_attn.k_proj.weight", "encoder.layers.%lld.self_attn.k_proj.bias",
+    "encoder.layers.%lld.self_attn.v_proj.weight", "encoder.layers.%lld.self_attn.v_proj.bias",
+    "encoder.layers.%lld.self_attn.out_proj.weight", "encoder.layers.%lld.self_attn.out_proj.bias",
+    "encoder.layers.%lld.layer_norm2.weight", "encoder.layers.%lld.layer_norm2.bias",
+    "encoder.layers.%lld.mlp.fc1.weight", "encoder.layers.%lld.mlp.fc1.bias",
+    "encoder.layers.%lld.mlp.fc2.weight", "encoder.layers.%lld.mlp.fc2.bias",
+}};
+
+const mxl_siglip_names mxl_siglip_names_gguf = {{
+    "v.blk.%lld.ln1.weight", "v.blk.%lld.ln1.bias", "v.blk.%lld.attn_q.weight", "v.blk.%lld.attn_q.bias",
+    "v.blk.%lld.attn_k.weight", "v.blk.%lld.attn_k.bias", "v.blk.%lld.attn_v.weight", "v.blk.%lld.attn_v.bias",
+    "v.blk.%lld.attn_out.weight", "v.blk.%lld.attn_out.bias", "v.blk.%lld.ln2.weight", "v.blk.%lld.ln2.bias",
+    "v.blk.%lld.ffn_up.weight", "v.blk.%lld.ffn_up.bias", "v.blk.%lld.ffn_down.weight", "v.blk.%lld.ffn_down.bias",
+}};
+
+mxl_status mxl_siglip_stack_bind(const mxl_enc_binder *b, const mxl_siglip_names *nm, mxl_siglip_stack *s) {
     int64_t H = s->hidden, I = s->ffn;
     s->layers = mxl_arena_alloc(b->arena, (size_t)s->n_layers * sizeof *s->layers, 64);
     if (!s->layers) return mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory");
     memset(s->layers, 0, (size_t)s->n_layers * sizeof *s->layers);
+    const char *const *t = nm->t;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
     for (int64_t i = 0; i < s->n_layers; i++) {
         mxl_siglip_layer *L = &s->layers[i];
         long long l = (long long)i;
-        if (mxl_enc_vector(b, H, &L->ln1_w, "encoder.layers.%lld.layer_norm1.weight", l) ||
-            mxl_enc_vector(b, H, &L->ln1_b, "encoder.layers.%lld.layer_norm1.bias", l) ||
-            mxl_enc_matrix(b, H, H, &L->wq, "encoder.layers.%lld.self_attn.q_proj.weight", l) ||
-            mxl_enc_vector(b, H, &L->bq, "encoder.layers.%lld.self_attn.q_proj.bias", l) ||
-            mxl_enc_matrix(b, H, H, &L->wk, "encoder.layers.%lld.self_attn.k_proj.weight", l) ||
-            mxl_enc_vector(b, H, &L->bk, "encoder.layers.%lld.self_attn.k_proj.bias", l) ||
-            mxl_enc_matrix(b, H, H, &L->wv, "encoder.layers.%lld.self_attn.v_proj.weight", l) ||
-            mxl_enc_vector(b, H, &L->bv, "encoder.layers.%lld.self_attn.v_proj.bias", l) ||
-            mxl_enc_matrix(b, H, H, &L->wo, "encoder.layers.%lld.self_attn.out_proj.weight", l) ||
-            mxl_enc_vector(b, H, &L->bo, "encoder.layers.%lld.self_attn.out_proj.bias", l) ||
-            mxl_enc_vector(b, H, &L->ln2_w, "encoder.layers.%lld.layer_norm2.weight", l) ||
-            mxl_enc_vector(b, H, &L->ln2_b, "encoder.layers.%lld.layer_norm2.bias", l) ||
-            mxl_enc_matrix(b, I, H, &L->w1, "encoder.layers.%lld.mlp.fc1.weight", l) ||
-            mxl_enc_vector(b, I, &L->b1, "encoder.layers.%lld.mlp.fc1.bias", l) ||
-            mxl_enc_matrix(b, H, I, &L->w2, "encoder.layers.%lld.mlp.fc2.weight", l) ||
-            mxl_enc_vector(b, H, &L->b2, "encoder.layers.%lld.mlp.fc2.bias", l))
+        if (mxl_enc_vector(b, H, &L->ln1_w, t[0], l) || mxl_enc_vector(b, H, &L->ln1_b, t[1], l) ||
+            mxl_enc_matrix(b, H, H, &L->wq, t[2], l) || mxl_enc_vector(b, H, &L->bq, t[3], l) ||
+            mxl_enc_matrix(b, H, H, &L->wk, t[4], l) || mxl_enc_vector(b, H, &L->bk, t[5], l) ||
+            mxl_enc_matrix(b, H, H, &L->wv, t[6], l) || mxl_enc_vector(b, H, &L->bv, t[7], l) ||
+            mxl_enc_matrix(b, H, H, &L->wo, t[8], l) || mxl_enc_vector(b, H, &L->bo, t[9], l) ||
+            mxl_enc_vector(b, H, &L->ln2_w, t[10], l) || mxl_enc_vector(b, H, &L->ln2_b, t[11], l) ||
+            mxl_enc_matrix(b, I, H, &L->w1, t[12], l) || mxl_enc_vector(b, I, &L->b1, t[13], l) ||
+            mxl_enc_matrix(b, H, I, &L->w2, t[14], l) || mxl_enc_vector(b, H, &L->b2, t[15], l))
             return b->err ? b->err->status : MXL_ERR_FORMAT;
         mxl_weight *mats[6] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w1, &L->w2};
         for (int j = 0; j < 6; j++)
             if (s->be->ops->weight_prepare(s->be, mats[j], MXL_WEIGHT_USE_GEMM, b->arena, b->err)) return b->err ? b->err->status : MXL_ERR_NOMEM;
     }
+#pragma GCC diagnostic pop
     return MXL_OK;
 }
 
@@ -139,7 +153,7 @@ mxl_status mxl_siglip_text_load(const mxl_checkpoint *ck, mxl_siglip_text *m, mx
         mxl_enc_vector(&b, m->proj * H, &m->head_w, "head.weight") || mxl_enc_vector(&b, m->proj, &m->head_b, "head.bias"))
         return err ? err->status : MXL_ERR_FORMAT;
     mxl_siglip_stack stk = {m->n_layers, H, m->n_heads, m->head_dim, I, m->eps, m->act, m->be, NULL};
-    if ((st = mxl_siglip_stack_bind(&b, &stk))) return st;
+    if ((st = mxl_siglip_stack_bind(&b, &mxl_siglip_names_hf, &stk))) return st;
     m->layers = stk.layers;
     return MXL_OK;
 }

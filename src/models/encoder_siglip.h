@@ -38,9 +38,17 @@ typedef struct mxl_siglip_stack {
     mxl_siglip_layer *layers; /* [n_layers], in the binder's arena */
 } mxl_siglip_stack;
 
+/* Tensor names of a layer (printf formats of the layer index, %lld) in the order LayerNorm1
+ * w, b; Q w, b; K w, b; V w, b; O w, b; LayerNorm2 w, b; fc1 w, b; fc2 w, b: transformers' (hf)
+ * and llama.cpp's mmproj GGUFs' (v.blk.N.*). */
+typedef struct mxl_siglip_names {
+    const char *t[16];
+} mxl_siglip_names;
+extern const mxl_siglip_names mxl_siglip_names_hf, mxl_siglip_names_gguf;
+
 /* Binds s->n_layers layers of width s->hidden / s->ffn under b's prefix, their matrices prepared
  * for the backend's GEMM (s->be). */
-mxl_status mxl_siglip_stack_bind(const mxl_enc_binder *b, mxl_siglip_stack *s);
+mxl_status mxl_siglip_stack_bind(const mxl_enc_binder *b, const mxl_siglip_names *nm, mxl_siglip_stack *s);
 /* x [n, hidden] (the batch's tokens) through every layer, in place: the residual stream after the
  * last layer (no final norm). */
 mxl_status mxl_siglip_stack_run(const mxl_siglip_stack *s, const mxl_encoder_batch *bt, int64_t max_len, mxl_threadpool *pool,

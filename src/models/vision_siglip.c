@@ -20,6 +20,20 @@ static mxl_status vcfg_int(const mxl_checkpoint *ck, const json_t *vc, const cha
     return MXL_OK;
 }
 
+/* The patch, position and post-norm tensors and the layers, once the sizes are set. */
+static mxl_status bind_tower(mxl_enc_binder *b, const mxl_siglip_names *nm, const char *const *t, mxl_siglip_vision *m, mxl_error *err) {
+    mxl_siglip_stack *s = &m->stack;
+    const int64_t H = s->hidden, K = 3 * m->patch * m->patch;
+    const float *pw;
+    if (mxl_enc_vector(b, H * K, &pw, "%s", t[0]) || mxl_enc_vector(b, H, &m->patch_b, "%s", t[1]) ||
+        mxl_enc_vector(b, m->n_patches * H, &m->pos_emb, "%s", t[2]) || mxl_enc_vector(b, H, &m->post_w, "%s", t[3]) ||
+        mxl_enc_vector(b, H, &m->post_b, "%s", t[4]))
+        return err ? err->status : MXL_ERR_FORMAT;
+    m->patch_w = (mxl_weight){.kind = MXL_W_DENSE, .dtype = MXL_DTYPE_F32, .rows = H, .cols = K, .data = pw};
+    if (s->be->ops->weight_prepare(s->be, &m->patch_w, MXL_WEIGHT_USE_GEMM, &m->arena, err)) return err ? err->status : MXL_ERR_NOMEM;
+    return mxl_siglip_stack_bind(b, nm, s);
+}
+
 mxl_status mxl_siglip_vision_load(const mxl_checkpoint *ck, const json_t *vc, mxl_siglip_vision *m, mxl_error *err) {
     memset(m, 0, sizeof *m);
     mxl_arena_init(&m->arena, 64 * 1024);
@@ -58,16 +72,50 @@ mxl_status mxl_siglip_vision_load(const mxl_checkpoint *ck, const json_t *vc, mx
     if (!prefix)
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor 'vision_tower.vision_model.embeddings.patch_embedding.weight' is missing (the SigLIP vision tower)", ck->path);
     mxl_enc_binder b = {ck, &m->arena, prefix, err};
-    const int64_t H = s->hidden, K = 3 * m->patch * m->patch;
-    const float *pw;
-    if (mxl_enc_vector(&b, H * K, &pw, "embeddings.patch_embedding.weight") ||
-        mxl_enc_vector(&b, H, &m->patch_b, "embeddings.patch_embedding.bias") ||
-        mxl_enc_vector(&b, m->n_patches * H, &m->pos_emb, "embeddings.position_embedding.weight") ||
-        mxl_enc_vector(&b, H, &m->post_w, "post_layernorm.weight") || mxl_enc_vector(&b, H, &m->post_b, "post_layernorm.bias"))
-        return err ? err->status : MXL_ERR_FORMAT;
-    m->patch_w = (mxl_weight){.kind = MXL_W_DENSE, .dtype = MXL_DTYPE_F32, .rows = H, .cols = K, .data = pw};
-    if (s->be->ops->weight_prepare(s->be, &m->patch_w, MXL_WEIGHT_USE_GEMM, &m->arena, err)) return err ? err->status : MXL_ERR_NOMEM;
-    return mxl_siglip_stack_bind(&b, s);
+    static const char *const k_tensors[] = {"embeddings.patch_embedding.weight", "embeddings.patch_embedding.bias",
+                                            "embeddings.position_embedding.weight", "post_layernorm.weight", "post_layernorm.bias"};
+    return bind_tower(&b, &mxl_siglip_names_hf, k_tensors, m, err);
+}
+
+/* An integer clip.vision.* key of the mmproj GGUF. */
+static mxl_status gguf_int(const mxl_checkpoint *mm, const char *key, int64_t lo, int64_t hi, int64_t *out, mxl_error *err) {
+    uint64_t v;
+    mxl_status st = mxl_gguf_get_u64(mm->gguf, key, &v, err);
+    if (st) return st;
+    if ((int64_t)v < lo || (int64_t)v > hi)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %s = %llu is out of range", mm->path, key, (unsigned long long)v);
+    *out = (int64_t)v;
+    return MXL_OK;
+}
+
+mxl_status mxl_siglip_vision_load_gguf(const mxl_checkpoint *mm, mxl_siglip_vision *m, mxl_error *err) {
+    memset(m, 0, sizeof *m);
+    mxl_arena_init(&m->arena, 64 * 1024);
+    mxl_siglip_stack *s = &m->stack;
+    s->be = mxl_backend_host();
+    mxl_status st;
+    if ((st = gguf_int(mm, "clip.vision.embedding_length", 1, 1 << 16, &s->hidden, err)) ||
+        (st = gguf_int(mm, "clip.vision.feed_forward_length", 1, 1 << 18, &s->ffn, err)) ||
+        (st = gguf_int(mm, "clip.vision.block_count", 1, 1024, &s->n_layers, err)) ||
+        (st = gguf_int(mm, "clip.vision.attention.head_count", 1, 1024, &s->n_heads, err)) ||
+        (st = gguf_int(mm, "clip.vision.image_size", 1, 1 << 14, &m->image_size, err)) ||
+        (st = gguf_int(mm, "clip.vision.patch_size", 1, 1 << 10, &m->patch, err)))
+        return st;
+    if (s->hidden % s->n_heads || m->image_size % m->patch)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the vision head count does not split its width, or the patch size the image size", mm->path);
+    s->head_dim = s->hidden / s->n_heads;
+    m->side = m->image_size / m->patch;
+    m->n_patches = m->side * m->side;
+    double eps = 1e-6;
+    if (mxl_gguf_find(mm->gguf, "clip.vision.attention.layer_norm_epsilon") &&
+        (st = mxl_gguf_get_f64(mm->gguf, "clip.vision.attention.layer_norm_epsilon", &eps, err)))
+        return st;
+    s->eps = (float)eps;
+    s->act = MXL_ACT_GELU_TANH; /* (clip.use_gelu: SigLIP's gelu_pytorch_tanh, as clip.cpp runs it) */
+    mxl_enc_binder b = {mm, &m->arena, "", err};
+    static const char *const k_tensors[] = {"v.patch_embd.weight", "v.patch_embd.bias", "v.position_embd.weight", "v.post_ln.weight",
+                                            "v.post_ln.bias"};
+    return bind_tower(&b, &mxl_siglip_names_gguf, k_tensors, m, err);
 }
 
 void mxl_siglip_vision_free(mxl_siglip_vision *m) {

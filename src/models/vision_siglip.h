@@ -7,7 +7,9 @@
  *   x = patches Wp^T + bp + pos_emb[0..side*side)              [n_patches, hidden]
  *   the SigLIP layer stack (encoder_siglip.h), then post_layernorm(x).
  * Dimensions from config.json's vision_config; tensors under vision_tower.vision_model.,
- * vision_tower., model.vision_tower.(vision_model.) or vision_model. Dense F32/F16/BF16. */
+ * vision_tower., model.vision_tower.(vision_model.) or vision_model. Dense F32/F16/BF16. Or from
+ * llama.cpp's mmproj GGUF: clip.vision.* keys, tensors v.patch_embd, v.position_embd,
+ * v.blk.N.*, v.post_ln. */
 #ifndef MXL_MODELS_VISION_SIGLIP_H
 #define MXL_MODELS_VISION_SIGLIP_H
 
@@ -30,6 +32,9 @@ typedef struct mxl_siglip_vision {
 
 /* vision_config: the config.json object describing the tower. */
 mxl_status mxl_siglip_vision_load(const mxl_checkpoint *ck, const json_t *vision_config, mxl_siglip_vision *out, mxl_error *err);
+/* The same tower from llama.cpp's mmproj GGUF (mm: the mmproj file opened as a checkpoint; its
+ * clip.vision.* keys and v.* tensors). */
+mxl_status mxl_siglip_vision_load_gguf(const mxl_checkpoint *mm, mxl_siglip_vision *out, mxl_error *err);
 void mxl_siglip_vision_free(mxl_siglip_vision *m);
 /* out [n_patches, hidden] for pixels [3, image_size, image_size]. */
 mxl_status mxl_siglip_vision_forward(const mxl_siglip_vision *m, const float *pixels, mxl_threadpool *pool, float *out,

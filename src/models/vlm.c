@@ -2,8 +2,11 @@
  * (see vlm.h). */
 #include "models/vlm.h"
 
+#include <dirent.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/alloc.h"
 #include "core/strbuf.h"
@@ -23,9 +26,69 @@ static bool has_tower(const mxl_checkpoint *ck) {
     return false;
 }
 
+/* The mmproj GGUF beside a GGUF text model (llama.cpp's, LM Studio's and ollama's layout: a file
+ * named mmproj*.gguf in the same directory), opened as a checkpoint; *out NULL when there is none. */
+static mxl_status open_mmproj(const mxl_checkpoint *ck, mxl_checkpoint **out, mxl_error *err) {
+    *out = NULL;
+    char dir[4096], found[4096 + 256] = "";
+    snprintf(dir, sizeof dir, "%s", ck->path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    DIR *d = opendir(dir);
+    if (!d) return MXL_OK;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (strncasecmp(e->d_name, "mmproj", 6) == 0 && l > 5 && strcasecmp(e->d_name + l - 5, ".gguf") == 0) {
+            if (!n++) snprintf(found, sizeof found, "%s/%s", dir, e->d_name);
+        }
+    }
+    closedir(d);
+    if (n == 0) return MXL_OK;
+    if (n > 1) return mxl_error_set(err, MXL_ERR_ARG, "%s: %d mmproj*.gguf files beside the model; keep the one that belongs to it", dir, n);
+    mxl_checkpoint *mm = mxl_calloc(1, sizeof *mm);
+    if (!mm) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    mm->format = MXL_CHECKPOINT_GGUF;
+    if (strlen(found) >= sizeof mm->path) {
+        mxl_free(mm);
+        return mxl_error_set(err, MXL_ERR_ARG, "%s: path too long", found);
+    }
+    memcpy(mm->path, found, strlen(found) + 1);
+    snprintf(mm->dir, sizeof mm->dir, "%s", dir);
+    mxl_status st = mxl_gguf_open(found, &mm->gguf, err);
+    mxl_gguf_str arch = {0};
+    if (!st && (st = mxl_gguf_get_str(mm->gguf, "general.architecture", &arch, err)) == MXL_OK && (arch.len != 4 || memcmp(arch.data, "clip", 4)))
+        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: general.architecture is '%.*s', not an mmproj ('clip')", found, (int)arch.len, arch.data);
+    if (st) {
+        mxl_checkpoint_close(mm);
+        return st;
+    }
+    *out = mm;
+    return MXL_OK;
+}
+
+/* A GGUF text model's vision side from its mmproj file, by the projector type. */
+static mxl_status load_mmproj(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err) {
+    mxl_checkpoint *mm = NULL;
+    mxl_status st = open_mmproj(ck, &mm, err);
+    if (st || !mm) return st;
+    mxl_gguf_str pt = {0};
+    if (mxl_gguf_get_str(mm->gguf, "clip.projector_type", &pt, NULL) && mxl_gguf_get_str(mm->gguf, "clip.vision.projector_type", &pt, NULL)) {
+        mxl_checkpoint_close(mm);
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: no clip.projector_type", ck->path);
+    }
+    if (pt.len == 6 && memcmp(pt.data, "gemma3", 6) == 0) return mxl_vlm_gemma3_load_mmproj(ck, mm, out, err);
+    st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: the vision tower of projector type '%.*s' does not run in mlxcel yet", mm->path, (int)pt.len, pt.data);
+    mxl_checkpoint_close(mm);
+    return st;
+}
+
 mxl_status mxl_vlm_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err) {
     *out = NULL;
     const mxl_model_config *c = &ck->config;
+    if (ck->format == MXL_CHECKPOINT_GGUF) return load_mmproj(ck, out, err);
     if (ck->format != MXL_CHECKPOINT_SAFETENSORS || !c->has_vision_config || c->language_model_only == 1 || !has_tower(ck)) return MXL_OK;
     if (strcmp(c->model_type, "gemma3") == 0) return mxl_vlm_gemma3_load(ck, out, err);
     return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: the vision tower of model_type '%s' does not run in mlxcel yet", ck->path, c->model_type);

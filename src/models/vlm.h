@@ -81,7 +81,9 @@ mxl_status mxl_vlm_expand_prompt(const mxl_vlm *v, const char *text, size_t len,
 mxl_status mxl_vlm_media_blocks(const mxl_vlm *v, const int32_t *ids, size_t n, const mxl_vlm_input *inputs, int n_images,
                                 mxl_decoder_media *blocks, int *img, int64_t *off, int max_blocks, int *n_blocks, mxl_error *err);
 
-/* Family loaders (vlm_<family>.c). */
+/* Family loaders (vlm_<family>.c). The _mmproj forms read the tower from llama.cpp's mmproj GGUF
+ * beside a GGUF text model (they take mm over, closing it on failure too). */
 mxl_status mxl_vlm_gemma3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
+mxl_status mxl_vlm_gemma3_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint *mm, mxl_vlm **out, mxl_error *err);
 
 #endif

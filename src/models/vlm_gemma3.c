@@ -27,6 +27,8 @@ typedef struct gemma3_vlm {
     int64_t tps, kernel;  /* tokens per side, pooling kernel */
     float eps;
     const float *norm_w;  /* [Hv] */
+    bool norm_plus_one;   /* the norm scales by 1 + w (transformers'; the mmproj GGUF stores 1 + w) */
+    mxl_checkpoint *mm;   /* the mmproj GGUF the tower was read from, or NULL */
     mxl_weight proj;      /* [Ht, Hv] (the stored [Hv, Ht] transposed) */
     const mxl_backend *be;
 } gemma3_vlm;
@@ -35,6 +37,7 @@ static void gemma3_destroy(mxl_vlm *v) {
     gemma3_vlm *g = (gemma3_vlm *)v;
     mxl_siglip_vision_free(&g->tower);
     mxl_arena_free(&g->arena);
+    mxl_checkpoint_close(g->mm);
     mxl_free(g);
 }
 
@@ -65,7 +68,7 @@ static mxl_status gemma3_encode(const mxl_vlm *v, const mxl_vlm_input *in, mxl_t
                     ss += (double)o[c] * o[c];
                 }
                 const float r = 1.0f / sqrtf((float)(ss / (double)Hv) + g->eps);
-                for (int64_t c = 0; c < Hv; c++) o[c] = o[c] * r * (1.0f + g->norm_w[c]);
+                for (int64_t c = 0; c < Hv; c++) o[c] = o[c] * r * ((g->norm_plus_one ? 1.0f : 0.0f) + g->norm_w[c]);
             }
         mxl_enc_linear_act(g->be, &g->proj, NULL, MXL_GEMM_ACT_NONE, pooled, t * t, out, scratch, pool);
     }
@@ -114,10 +117,10 @@ static mxl_status read_preproc(const mxl_checkpoint *ck, mxl_vlm_preproc *p, mxl
     return MXL_OK;
 }
 
-mxl_status mxl_vlm_gemma3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err) {
-    *out = NULL;
+/* A fresh gemma3_vlm with the processor's texts. */
+static gemma3_vlm *new_vlm(void) {
     gemma3_vlm *g = mxl_calloc(1, sizeof *g);
-    if (!g) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    if (!g) return NULL;
     mxl_arena_init(&g->arena, 4096);
     g->be = mxl_backend_host();
     mxl_vlm *v = &g->base;
@@ -128,6 +131,45 @@ mxl_status mxl_vlm_gemma3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_erro
     v->image_text = "<image_soft_token>";
     v->before = "\n\n<start_of_image>";
     v->after = "<end_of_image>\n\n";
+    return g;
+}
+
+/* The pooling grid for mm tokens per image, and the projector (norm, matrix) under b. */
+static mxl_status projector(gemma3_vlm *g, const char *where, int64_t mm, mxl_enc_binder *b, const char *norm, const char *proj,
+                            mxl_error *err) {
+    g->tps = (int64_t)llround(sqrt((double)mm));
+    if (g->tps * g->tps != mm || g->tower.side % g->tps)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %lld image tokens are not a square whose side divides the %lld patches per side", where,
+                             (long long)mm, (long long)g->tower.side);
+    g->kernel = g->tower.side / g->tps;
+    g->eps = g->tower.stack.eps;
+    g->base.tokens_per_image = mm;
+    const int64_t Hv = g->tower.stack.hidden, Ht = g->base.text_hidden;
+    char name[256];
+    snprintf(name, sizeof name, "%s%s", b->prefix, proj);
+    const mxl_tensor *t = NULL;
+    if (b->ck->st) {
+        const mxl_st_entry *e = mxl_st_model_find(b->ck->st, name);
+        t = e ? &e->tensor : NULL;
+    } else {
+        const mxl_gguf_tensor_info *ti = mxl_gguf_find_tensor(b->ck->gguf, name);
+        t = ti ? &ti->tensor : NULL;
+    }
+    if (!t) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor '%s' is missing", b->ck->path, name);
+    mxl_status st;
+    if ((st = mxl_enc_vector(b, Hv, &g->norm_w, "%s", norm)) || (st = mxl_weights_matrix_transposed(&g->arena, t, name, Ht, Hv, &g->proj, err)) ||
+        (st = g->be->ops->weight_prepare(g->be, &g->proj, MXL_WEIGHT_USE_GEMM, &g->arena, err)))
+        return st;
+    g->base.pre = (mxl_vlm_preproc){g->tower.image_size, g->tower.image_size, 2, true, true, true, 1.0 / 255.0, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
+    return MXL_OK;
+}
+
+mxl_status mxl_vlm_gemma3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err) {
+    *out = NULL;
+    gemma3_vlm *g = new_vlm();
+    if (!g) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    mxl_vlm *v = &g->base;
+    g->norm_plus_one = true;
     json_t *raw = ck->config.raw;
     mxl_status st = mxl_siglip_vision_load(ck, json_object_get(raw, "vision_config"), &g->tower, err);
     int64_t mm = 256, img = 262144;
@@ -138,18 +180,8 @@ mxl_status mxl_vlm_gemma3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_erro
     if (!st && it && mxl_json_int(it, 0, INT32_MAX, &img))
         st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: image_token_index must be a token id", ck->dir);
     if (st) goto fail;
-    g->tps = (int64_t)llround(sqrt((double)mm));
-    if (g->tps * g->tps != mm || g->tower.side % g->tps) {
-        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: mm_tokens_per_image %lld is not a square whose side divides the %lld patches per side",
-                           ck->dir, (long long)mm, (long long)g->tower.side);
-        goto fail;
-    }
-    g->kernel = g->tower.side / g->tps;
-    g->eps = g->tower.stack.eps;
-    v->tokens_per_image = mm;
     v->image_token = (int32_t)img;
     v->text_hidden = ck->config.hidden_size;
-    const int64_t Hv = g->tower.stack.hidden, Ht = v->text_hidden;
     static const char *const k_prefixes[] = {"multi_modal_projector.", "model.multi_modal_projector.", NULL};
     const char *prefix = mxl_enc_find_prefix(ck, k_prefixes, "mm_input_projection_weight");
     if (!prefix) {
@@ -157,20 +189,67 @@ mxl_status mxl_vlm_gemma3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_erro
         goto fail;
     }
     mxl_enc_binder b = {ck, &g->arena, prefix, err};
-    char name[256];
-    snprintf(name, sizeof name, "%smm_input_projection_weight", prefix);
-    const mxl_st_entry *e = mxl_st_model_find(ck->st, name);
-    if ((st = mxl_enc_vector(&b, Hv, &g->norm_w, "mm_soft_emb_norm.weight")) ||
-        (st = mxl_weights_matrix_transposed(&g->arena, &e->tensor, name, Ht, Hv, &g->proj, err)) ||
-        (st = g->be->ops->weight_prepare(g->be, &g->proj, MXL_WEIGHT_USE_GEMM, &g->arena, err)))
-        goto fail;
-    v->pre = (mxl_vlm_preproc){g->tower.image_size, g->tower.image_size, 2, true, true, true, 1.0 / 255.0, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
+    if ((st = projector(g, ck->dir, mm, &b, "mm_soft_emb_norm.weight", "mm_input_projection_weight", err))) goto fail;
     if ((st = read_preproc(ck, &v->pre, err))) goto fail;
     if (v->pre.width != g->tower.image_size) {
         st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: preprocessor size %lld differs from the tower's image_size %lld", ck->dir,
                            (long long)v->pre.width, (long long)g->tower.image_size);
         goto fail;
     }
+    *out = v;
+    return MXL_OK;
+fail:
+    if (err && st && !err->status) err->status = st;
+    gemma3_destroy(v);
+    return st ? st : MXL_ERR_FORMAT;
+}
+
+/* The id of the vocabulary entry `text` in the text GGUF's tokenizer.ggml.tokens, or -1. */
+static int64_t gguf_token_id(const mxl_checkpoint *ck, const char *text) {
+    const mxl_gguf_array *toks = NULL;
+    if (mxl_gguf_get_array(ck->gguf, "tokenizer.ggml.tokens", &toks, NULL) || !toks || toks->elem_type != MXL_GGUF_TYPE_STRING) return -1;
+    const size_t n = strlen(text);
+    for (uint64_t i = 0; i < toks->n; i++)
+        if (toks->strs[i].len == n && memcmp(toks->strs[i].data, text, n) == 0) return (int64_t)i;
+    return -1;
+}
+
+mxl_status mxl_vlm_gemma3_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint *mm, mxl_vlm **out, mxl_error *err) {
+    *out = NULL;
+    gemma3_vlm *g = new_vlm();
+    if (!g) {
+        mxl_checkpoint_close(mm);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
+    mxl_vlm *v = &g->base;
+    g->mm = mm; /* (closed with the vlm) */
+    g->norm_plus_one = false;
+    v->text_hidden = ck->config.hidden_size;
+    mxl_status st = mxl_siglip_vision_load_gguf(mm, &g->tower, err);
+    int64_t scale = 4, img = gguf_token_id(ck, v->image_text);
+    if (!st && img < 0) st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the vocabulary has no '%s' token for images", ck->path, v->image_text);
+    if (!st && mxl_gguf_find(mm->gguf, "clip.vision.projector.scale_factor")) {
+        uint64_t sf;
+        if (!(st = mxl_gguf_get_u64(mm->gguf, "clip.vision.projector.scale_factor", &sf, err))) scale = (int64_t)sf;
+    }
+    if (!st && (scale < 1 || g->tower.side % scale))
+        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: projector scale factor %lld does not divide the %lld patches per side", mm->path,
+                           (long long)scale, (long long)g->tower.side);
+    if (st) goto fail;
+    v->image_token = (int32_t)img;
+    mxl_enc_binder b = {mm, &g->arena, "", err};
+    const int64_t tps = g->tower.side / scale;
+    if ((st = projector(g, mm->path, tps * tps, &b, "mm.soft_emb_norm.weight", "mm.input_projection.weight", err))) goto fail;
+    const mxl_gguf_array *mean = NULL, *std = NULL;
+    if (mxl_gguf_find(mm->gguf, "clip.vision.image_mean") && !mxl_gguf_get_array(mm->gguf, "clip.vision.image_mean", &mean, NULL) &&
+        !mxl_gguf_get_array(mm->gguf, "clip.vision.image_std", &std, NULL) && mean->n == 3 && std->n == 3)
+        for (uint64_t c = 0; c < 3; c++) {
+            mxl_gguf_value a, d;
+            double x, y;
+            if (mxl_gguf_array_get(mean, c, &a) && mxl_gguf_value_as_f64(&a, &x) && mxl_gguf_array_get(std, c, &d) &&
+                mxl_gguf_value_as_f64(&d, &y) && y != 0)
+                v->pre.mean[c] = (float)x, v->pre.std[c] = (float)y;
+        }
     *out = v;
     return MXL_OK;
 fail:
