@@ -4,10 +4,12 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/alloc.h"
 #include "io/json_read.h"
+#include "io/safetensors.h"
 #include "models/vision_siglip.h"
 
 /* An integer of vision_config (dflt when absent), within [lo, hi]. */
@@ -54,7 +56,11 @@ mxl_status mxl_clip_vision_load(const mxl_checkpoint *ck, const json_t *vc, mxl_
     const json_t *act = json_object_get(vc, "hidden_act");
     const char *an = json_is_string(act) ? json_string_value(act) : "quick_gelu";
     if (strcmp(an, "quick_gelu") == 0) s->quick_gelu = true;
-    else if (mxl_enc_activation(an, ck->path, &s->act, err)) return err ? err->status : MXL_ERR_UNSUPPORTED;
+    else {
+        char what[4200];
+        snprintf(what, sizeof what, "%s/config.json: vision_config.hidden_act", ck->dir);
+        if (mxl_enc_activation(an, what, &s->act, err)) return err ? err->status : MXL_ERR_UNSUPPORTED;
+    }
 
     static const char *const k_prefixes[] = {"vision_tower.vision_model.", "model.vision_tower.vision_model.", "vision_tower.",
                                              "model.vision_tower.", "vision_model.", NULL};
@@ -63,6 +69,15 @@ mxl_status mxl_clip_vision_load(const mxl_checkpoint *ck, const json_t *vc, mxl_
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor 'vision_tower.vision_model.embeddings.class_embedding' is missing (the CLIP vision tower)", ck->path);
     mxl_enc_binder b = {ck, &m->arena, prefix, err};
     const int64_t H = s->hidden, K = 3 * m->patch * m->patch;
+    /* the Conv2d's [hidden, 3, p, p] (a channels-last [hidden, p, p, 3] as MLX conversions store
+     * it holds the same count in another order: refused rather than misread) */
+    char pname[512];
+    snprintf(pname, sizeof pname, "%sembeddings.patch_embedding.weight", prefix);
+    const mxl_st_entry *pe = mxl_st_model_find(ck->st, pname);
+    if (pe && (pe->tensor.ndim != 4 || pe->tensor.shape[0] != H || pe->tensor.shape[1] != 3 || pe->tensor.shape[2] != m->patch ||
+               pe->tensor.shape[3] != m->patch))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor '%s' must have shape [%lld, 3, %lld, %lld] (a PyTorch Conv2d's layout)", ck->path, pname,
+                             (long long)H, (long long)m->patch, (long long)m->patch);
     const float *pw; /* (the Conv2d's [hidden, 3, p, p] read as [hidden, 3 p p], in f32) */
     if (mxl_enc_vector(&b, H * K, &pw, "embeddings.patch_embedding.weight") ||
         mxl_enc_vector(&b, H, &m->class_emb, "embeddings.class_embedding") ||

@@ -378,7 +378,9 @@ mxl_status mxl_vlm_llava_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error
     v->tokens_per_image = g->n_pos - g->skip;
     v->text_hidden = ck->config.hidden_size;
     const json_t *pa = json_object_get(raw, "projector_hidden_act");
-    if (mxl_enc_activation(json_is_string(pa) ? json_string_value(pa) : "gelu", ck->path, &g->act, err)) {
+    char what[4200];
+    snprintf(what, sizeof what, "%s/config.json: projector_hidden_act", ck->dir);
+    if (mxl_enc_activation(json_is_string(pa) ? json_string_value(pa) : "gelu", what, &g->act, err)) {
         st = err ? err->status : MXL_ERR_UNSUPPORTED;
         goto fail;
     }

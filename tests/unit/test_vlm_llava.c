@@ -7,11 +7,13 @@
  * continuation - on the reference and the fast path; and the processor: the committed images of
  * three aspect ratios through mxl_vlm_prepare (CLIP's shortest-edge resize + center crop, SigLIP's
  * square resize) against the pixel values LlavaProcessor gave them, with the placeholder runs of
- * its prompts mapped to the images. */
+ * its prompts mapped to the images; unsupported configs (towers, strategies, layers, activations,
+ * text decoders) refused by name. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/threadpool.h"
@@ -238,3 +240,65 @@ static void check_processor(const char *name, int *mxl_test_failed_) {
 
 TEST(vlm_llava_clip_pixels_match_processor) { check_processor("llava", mxl_test_failed_); }
 TEST(vlm_llava_siglip_pixels_match_processor) { check_processor("llava_siglip", mxl_test_failed_); }
+
+/* patch merged into target (objects recursively, other values replaced) */
+static void merge(json_t *target, json_t *patch) {
+    const char *k;
+    json_t *pv;
+    json_object_foreach(patch, k, pv) {
+        json_t *tv = json_object_get(target, k);
+        if (json_is_object(tv) && json_is_object(pv)) merge(tv, pv);
+        else json_object_set(target, k, pv);
+    }
+}
+
+/* The llava fixture with `patch` applied to config.json refuses to load (the vision side, or
+ * with decoder the text decoder) with want and a message naming needle. */
+static void expect_refused(const char *patch, bool decoder, mxl_status want, const char *needle, int *mxl_test_failed_) {
+    char dir[] = "/tmp/mxl_llava_XXXXXX", src[4200], dst[4200];
+    REQUIRE(mkdtemp(dir));
+    snprintf(src, sizeof src, "%s/model.safetensors", model_dir("llava"));
+    snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
+    REQUIRE(symlink(src, dst) == 0);
+    snprintf(src, sizeof src, "%s/config.json", model_dir("llava"));
+    json_t *cfg = json_load_file(src, 0, NULL), *p = json_loads(patch, 0, NULL);
+    REQUIRE(cfg && p);
+    merge(cfg, p);
+    snprintf(dst, sizeof dst, "%s/config.json", dir);
+    REQUIRE(json_dump_file(cfg, dst, 0) == 0);
+    json_decref(cfg);
+    json_decref(p);
+    mxl_error err;
+    mxl_error_clear(&err);
+    mxl_checkpoint *ck = NULL;
+    mxl_status st = mxl_checkpoint_open(dir, &ck, &err);
+    if (!st && decoder) {
+        mxl_decoder d;
+        st = mxl_decoder_load(ck, &d, &err);
+        if (!st) mxl_decoder_free(&d);
+    } else if (!st) {
+        mxl_vlm *v = NULL;
+        st = mxl_vlm_load(ck, &v, &err);
+        mxl_vlm_free(v);
+    }
+    fprintf(stderr, "  llava + %s -> %s\n", patch, err.msg);
+    CHECK_EQ_INT(st, want);
+    CHECK(strstr(err.msg, needle) != NULL);
+    mxl_checkpoint_close(ck);
+    unlink(dst);
+    snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
+    unlink(dst);
+    rmdir(dir);
+}
+
+TEST(vlm_llava_refuses_unsupported_config_by_name) {
+    expect_refused("{\"vision_feature_select_strategy\": \"cls\"}", false, MXL_ERR_UNSUPPORTED, "'cls'", mxl_test_failed_);
+    expect_refused("{\"vision_feature_layer\": 9}", false, MXL_ERR_FORMAT, "vision_feature_layer", mxl_test_failed_);
+    expect_refused("{\"vision_feature_layer\": []}", false, MXL_ERR_FORMAT, "vision_feature_layer", mxl_test_failed_);
+    expect_refused("{\"vision_config\": {\"model_type\": \"pixtral\"}}", false, MXL_ERR_UNSUPPORTED, "'pixtral'", mxl_test_failed_);
+    expect_refused("{\"vision_config\": {\"hidden_act\": \"xielu\"}}", false, MXL_ERR_UNSUPPORTED, "vision_config.hidden_act", mxl_test_failed_);
+    expect_refused("{\"projector_hidden_act\": \"xielu\"}", false, MXL_ERR_UNSUPPORTED, "projector_hidden_act", mxl_test_failed_);
+    expect_refused("{\"vision_config\": {\"patch_size\": 4}}", false, MXL_ERR_FORMAT, "patch_embedding", mxl_test_failed_);
+    expect_refused("{\"text_config\": {\"model_type\": \"nonesuch\"}}", true, MXL_ERR_UNSUPPORTED, "'nonesuch'", mxl_test_failed_);
+    expect_refused("{\"text_config\": {\"model_type\": \"gemma3\"}}", true, MXL_ERR_UNSUPPORTED, "'gemma3'", mxl_test_failed_);
+}
