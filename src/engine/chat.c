@@ -53,7 +53,12 @@ mxl_status mxl_chat_render(const mxl_gen_model *m, const json_t *messages, const
 
 mxl_status mxl_chat_tokenize_rendered(const mxl_gen_model *m, const char *text, size_t len,
                                       mxl_token_ids *ids, mxl_error *err) {
-    return mxl_tokenizer_encode(m->tok, text, len, MXL_TOK_PARSE_SPECIAL, ids, err);
+    /* A vision-language checkpoint's prompts go through its processor (ProcessorMixin's
+     * apply_chat_template): special tokens added unless the render starts with the BOS text
+     * (LLaVA's template writes none and its Llama tokenizer adds <s>; Gemma 3's writes it). */
+    const size_t bl = strlen(m->bos_text);
+    const bool add = m->vlm && !(bl && len >= bl && memcmp(text, m->bos_text, bl) == 0);
+    return mxl_tokenizer_encode(m->tok, text, len, MXL_TOK_PARSE_SPECIAL | (add ? MXL_TOK_ADD_SPECIAL : 0), ids, err);
 }
 
 mxl_status mxl_chat_tokenize_raw(const mxl_gen_model *m, const char *text, size_t len,

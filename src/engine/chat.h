@@ -27,7 +27,8 @@ typedef struct mxl_chat_opts {
 mxl_status mxl_chat_render(const mxl_gen_model *m, const json_t *messages, const mxl_chat_opts *o,
                            char **text, size_t *len, mxl_error *err);
 /* Token ids of a rendered chat prompt (special tokens parsed, none added, as transformers'
- * apply_chat_template does). */
+ * apply_chat_template does; for a vision-language model as its processor does: added, BOS and
+ * the like, unless the render starts with the BOS text). */
 mxl_status mxl_chat_tokenize_rendered(const mxl_gen_model *m, const char *text, size_t len,
                                       mxl_token_ids *ids, mxl_error *err);
 /* Token ids of raw prompt text (BOS etc. added as the tokenizer says, special tokens parsed). */

@@ -246,14 +246,20 @@ mxl_status mxl_seq_prefill(mxl_seq *s, int64_t max_tokens, mxl_error *err) {
     int64_t left = mxl_seq_prefill_left(s);
     if (left <= 0) return MXL_OK;
     int64_t n = max_tokens > 0 && max_tokens < left ? max_tokens : left;
-    /* this chunk's media rows, relative to it; a block is never cut: the chunk ends before it, or
-     * takes it whole when it starts the chunk */
+    /* this chunk's media rows, relative to it; a bidirectional block is never cut: the chunk ends
+     * before it, or takes it whole when it starts the chunk; a causal one (attending like text)
+     * may be, the chunk taking the rows it reaches */
     mxl_decoder_media md[MXL_DECODER_MAX_MEDIA];
     int k = 0;
-    const int64_t at = (int64_t)s->n_fed;
+    const int64_t at = (int64_t)s->n_fed, H = s->m->dec.hp.hidden;
     for (int i = 0; i < s->n_media; i++) {
         const mxl_decoder_media *m = &s->media[i];
         if (m->row + m->n <= at || m->row >= at + n) continue;
+        if (m->causal) {
+            const int64_t a = m->row > at ? m->row : at, e = m->row + m->n < at + n ? m->row + m->n : at + n;
+            md[k++] = (mxl_decoder_media){a - at, e - a, m->emb ? m->emb + (a - m->row) * H : NULL, true};
+            continue;
+        }
         if (m->row < at) return mxl_error_set(err, MXL_ERR_INTERNAL, "a prompt chunk starts inside an image");
         if (m->row + m->n > at + n) {
             if (m->row > at) {

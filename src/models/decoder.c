@@ -2514,13 +2514,17 @@ static mxl_status forward_last(const mxl_decoder *d, mxl_decoder_state *s, const
     mxl_decoder_media local[MXL_DECODER_MAX_MEDIA];
     for (int64_t off = 0; off < n;) {
         int64_t m = n - off < s->max_batch ? n - off : s->max_batch;
-        /* a media block is never split: the pass ends before one that would not fit */
+        /* a bidirectional media block is never split: the pass ends before one that would not
+         * fit; a causal one attends like text and may (its rows in this pass from its emb's row
+         * off - row on) */
         for (int i = 0; i < n_media; i++)
-            if (media[i].row >= off && media[i].row < off + m && media[i].row + media[i].n > off + m) m = media[i].row - off;
+            if (!media[i].causal && media[i].row >= off && media[i].row < off + m && media[i].row + media[i].n > off + m) m = media[i].row - off;
         int n_local = 0;
-        for (int i = 0; i < n_media; i++)
-            if (media[i].row >= off && media[i].row < off + m)
-                local[n_local++] = (mxl_decoder_media){media[i].row - off, media[i].n, media[i].emb, media[i].causal};
+        for (int i = 0; i < n_media; i++) {
+            const int64_t a = media[i].row > off ? media[i].row : off, e = media[i].row + media[i].n < off + m ? media[i].row + media[i].n : off + m;
+            if (a < e)
+                local[n_local++] = (mxl_decoder_media){a - off, e - a, media[i].emb ? media[i].emb + (a - media[i].row) * H : NULL, media[i].causal};
+        }
         row_span sp = {s, 0, m, s->pos};
         fwd_pass f = {d, s, &sp, 1, m, 0, {false, false}, n_local ? local : NULL, n_local};
         forward_rows(&f, tokens + off);
@@ -2532,7 +2536,8 @@ static mxl_status forward_last(const mxl_decoder *d, mxl_decoder_state *s, const
     return MXL_OK;
 }
 
-/* The media blocks of a call: within [0, n), in order, not overlapping, each at most one pass. */
+/* The media blocks of a call: within [0, n), in order, not overlapping, each bidirectional one at
+ * most one pass. */
 static mxl_status check_media(const mxl_decoder *d, const mxl_decoder_state *s, int64_t n, const mxl_decoder_media *media,
                               int n_media, mxl_error *err) {
     if (n_media < 0 || n_media > MXL_DECODER_MAX_MEDIA)
@@ -2544,8 +2549,8 @@ static mxl_status check_media(const mxl_decoder *d, const mxl_decoder_state *s, 
         if (md->n <= 0 || md->row < 0 || md->row + md->n > n || (i && md->row < media[i - 1].row + media[i - 1].n))
             return mxl_error_set(err, MXL_ERR_ARG, "media block %d (rows %lld..%lld) is empty, outside the %lld tokens or overlaps the one before",
                                  i, (long long)md->row, (long long)(md->row + md->n), (long long)n);
-        if (md->n > s->max_batch)
-            return mxl_error_set(err, MXL_ERR_ARG, "a media block of %lld rows exceeds the %lld one pass takes", (long long)md->n,
+        if (!md->causal && md->n > s->max_batch)
+            return mxl_error_set(err, MXL_ERR_ARG, "a bidirectional media block of %lld rows exceeds the %lld one pass takes", (long long)md->n,
                                  (long long)s->max_batch);
     }
     return MXL_OK;

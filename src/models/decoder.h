@@ -460,16 +460,16 @@ mxl_status mxl_decoder_forward(const mxl_decoder *d, mxl_decoder_state *s, const
  * [row, row + n) of the call take emb [n, hidden] as their input (at the residual stream's scale:
  * no embed_scale; emb NULL: the rows keep their tokens' embeddings) and, unless causal, form a
  * bidirectional block - each of its queries sees the whole block, sliding windows still bounding
- * from below (transformers' token_type_ids mask of Gemma 3, PaliGemma's prefix). A block is never
- * split across passes. */
+ * from below (transformers' token_type_ids mask of Gemma 3, PaliGemma's prefix). A bidirectional
+ * block is never split across passes; a causal one may be (its rows run like text). */
 typedef struct mxl_decoder_media {
     int64_t row, n;
     const float *emb; /* [n, hidden], or NULL */
     bool causal;      /* the rows attend causally, as text (LLaVA, Qwen2-VL, ...) */
 } mxl_decoder_media;
 #define MXL_DECODER_MAX_MEDIA 64
-/* mxl_decoder_forward with media blocks (in order, not overlapping, each at most the state's
- * max_batch rows; the token ids of their rows are ignored). Models with per-layer inputs,
+/* mxl_decoder_forward with media blocks (in order, not overlapping, each bidirectional one at
+ * most the state's max_batch rows; the token ids of their rows are ignored). Models with per-layer inputs,
  * AltUp or recurrent layers refuse them. */
 mxl_status mxl_decoder_forward_media(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens, int64_t n,
                                      const mxl_decoder_media *media, int n_media, float *logits, mxl_error *err);

@@ -108,7 +108,15 @@ mxl_status mxl_siglip_stack_run(const mxl_siglip_stack *m, const mxl_encoder_bat
         mxl_enc_linear_act(m->be, &L->wo, L->bo, MXL_GEMM_ACT_NONE, a, n, o, mm_scratch, pool);
         /* x += attention; h = LayerNorm2(x) */
         mxl_enc_add_layernorm(m->be, pool, x, o, L->ln2_w, L->ln2_b, n, H, m->eps, h);
-        mxl_enc_linear_act(m->be, &L->w1, L->b1, (int)m->act, h, n, f, mm_scratch, pool);
+        if (m->quick_gelu) {
+            /* x * sigmoid(1.702 x) = silu(1.702 x) / 1.702 */
+            mxl_enc_linear_act(m->be, &L->w1, L->b1, MXL_GEMM_ACT_NONE, h, n, f, mm_scratch, pool);
+            for (int64_t i = 0; i < n * I; i++) f[i] *= 1.702f;
+            mxl_enc_act(m->be, pool, MXL_ACT_SILU, f, n * I);
+            for (int64_t i = 0; i < n * I; i++) f[i] *= 1.0f / 1.702f;
+        } else {
+            mxl_enc_linear_act(m->be, &L->w1, L->b1, (int)m->act, h, n, f, mm_scratch, pool);
+        }
         mxl_enc_linear_act(m->be, &L->w2, L->b2, MXL_GEMM_ACT_NONE, f, n, o, mm_scratch, pool);
     }
     if (m->n_layers > 0)
@@ -152,7 +160,7 @@ mxl_status mxl_siglip_text_load(const mxl_checkpoint *ck, mxl_siglip_text *m, mx
         mxl_enc_vector(&b, H, &m->final_w, "final_layer_norm.weight") || mxl_enc_vector(&b, H, &m->final_b, "final_layer_norm.bias") ||
         mxl_enc_vector(&b, m->proj * H, &m->head_w, "head.weight") || mxl_enc_vector(&b, m->proj, &m->head_b, "head.bias"))
         return err ? err->status : MXL_ERR_FORMAT;
-    mxl_siglip_stack stk = {m->n_layers, H, m->n_heads, m->head_dim, I, m->eps, m->act, m->be, NULL};
+    mxl_siglip_stack stk = {m->n_layers, H, m->n_heads, m->head_dim, I, m->eps, m->act, m->be, NULL, false};
     if ((st = mxl_siglip_stack_bind(&b, &mxl_siglip_names_hf, &stk))) return st;
     m->layers = stk.layers;
     return MXL_OK;
@@ -175,7 +183,7 @@ mxl_status mxl_siglip_text_forward_batch(const mxl_siglip_text *m, const mxl_enc
             const float *pe = m->pos_emb + (t - bt->seq_start[s]) * H;
             for (int64_t i = 0; i < H; i++) x[t * H + i] += pe[i];
         }
-    const mxl_siglip_stack stk = {m->n_layers, H, m->n_heads, m->head_dim, m->ffn, m->eps, m->act, m->be, m->layers};
+    const mxl_siglip_stack stk = {m->n_layers, H, m->n_heads, m->head_dim, m->ffn, m->eps, m->act, m->be, m->layers, false};
     if ((st = mxl_siglip_stack_run(&stk, bt, m->max_pos, pool, x, err))) return st;
     mxl_enc_add_layernorm(m->be, pool, x, NULL, m->final_w, m->final_b, n, H, m->eps, x);
     return MXL_OK;

@@ -14,6 +14,7 @@
 #ifndef MXL_MODELS_ENCODER_SIGLIP_H
 #define MXL_MODELS_ENCODER_SIGLIP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "backends/backend.h"
@@ -28,7 +29,8 @@ typedef struct mxl_siglip_layer {
     const float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
 } mxl_siglip_layer;
 
-/* The pre-norm layer stack both SigLIP towers (text here, vision in vision_siglip.h) share:
+/* The pre-norm layer stack both SigLIP towers (text here, vision in vision_siglip.h) and CLIP's
+ * vision tower (vision_clip.h, with quick_gelu) share:
  * tensors "encoder.layers.N.{layer_norm1,self_attn.{q,k,v,out}_proj,layer_norm2,mlp.fc1,mlp.fc2}". */
 typedef struct mxl_siglip_stack {
     int64_t n_layers, hidden, n_heads, head_dim, ffn;
@@ -36,6 +38,8 @@ typedef struct mxl_siglip_stack {
     mxl_act act;
     const mxl_backend *be;
     mxl_siglip_layer *layers; /* [n_layers], in the binder's arena */
+    bool quick_gelu;          /* the MLP's activation is quick_gelu, x * sigmoid(1.702 x) (CLIP's
+                               * towers), in place of act */
 } mxl_siglip_stack;
 
 /* Tensor names of a layer (printf formats of the layer index, %lld) in the order LayerNorm1

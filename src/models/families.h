@@ -93,6 +93,7 @@
     X(kimi_linear)              \
     X(phimoe)                   \
     X(solar_open)               \
-    X(mistral3)
+    X(mistral3)                 \
+    X(llava)
 
 #endif

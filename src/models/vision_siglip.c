@@ -123,10 +123,21 @@ void mxl_siglip_vision_free(mxl_siglip_vision *m) {
     memset(m, 0, sizeof *m);
 }
 
-mxl_status mxl_siglip_vision_forward(const mxl_siglip_vision *m, const float *pixels, mxl_threadpool *pool, float *x,
-                                     mxl_error *err) {
+void mxl_vision_patchify(const float *pixels, int64_t S, int64_t P, float *patches) {
+    const int64_t side = S / P, K = 3 * P * P;
+    /* patches[py * side + px] = pixels[c, py*P + ky, px*P + kx] in (c, ky, kx) order */
+    for (int64_t py = 0; py < side; py++)
+        for (int64_t px = 0; px < side; px++) {
+            float *row = patches + (py * side + px) * K;
+            for (int64_t c = 0; c < 3; c++)
+                for (int64_t ky = 0; ky < P; ky++)
+                    memcpy(row + (c * P + ky) * P, pixels + (c * S + py * P + ky) * S + px * P, (size_t)P * sizeof(float));
+        }
+}
+
+mxl_status mxl_siglip_vision_embed(const mxl_siglip_vision *m, const float *pixels, mxl_threadpool *pool, float *x, mxl_error *err) {
     const mxl_siglip_stack *s = &m->stack;
-    const int64_t H = s->hidden, P = m->patch, S = m->image_size, K = 3 * P * P, n = m->n_patches;
+    const int64_t H = s->hidden, P = m->patch, K = 3 * P * P, n = m->n_patches;
     int n_threads = pool ? mxl_threadpool_size(pool) : 1;
     size_t mm = mxl_enc_linear_scratch_bytes(s->be, &m->patch_w, n, n_threads);
     float *patches = mxl_aligned_alloc(64, ((size_t)(n * K) * sizeof(float) + 63) / 64 * 64);
@@ -136,24 +147,25 @@ mxl_status mxl_siglip_vision_forward(const mxl_siglip_vision *m, const float *pi
         mxl_aligned_free(scratch);
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     }
-    /* patches[py * side + px] = pixels[c, py*P + ky, px*P + kx] in (c, ky, kx) order */
-    for (int64_t py = 0; py < m->side; py++)
-        for (int64_t px = 0; px < m->side; px++) {
-            float *row = patches + (py * m->side + px) * K;
-            for (int64_t c = 0; c < 3; c++)
-                for (int64_t ky = 0; ky < P; ky++)
-                    memcpy(row + (c * P + ky) * P, pixels + (c * S + py * P + ky) * S + px * P, (size_t)P * sizeof(float));
-        }
+    mxl_vision_patchify(pixels, m->image_size, P, patches);
     mxl_enc_linear_act(s->be, &m->patch_w, m->patch_b, MXL_GEMM_ACT_NONE, patches, n, x, scratch, pool);
     mxl_aligned_free(patches);
     mxl_aligned_free(scratch);
     for (int64_t i = 0; i < n * H; i++) x[i] += m->pos_emb[i];
+    return MXL_OK;
+}
+
+mxl_status mxl_siglip_vision_forward(const mxl_siglip_vision *m, const float *pixels, mxl_threadpool *pool, float *x,
+                                     mxl_error *err) {
+    const mxl_siglip_stack *s = &m->stack;
+    const int64_t H = s->hidden, n = m->n_patches;
+    mxl_status st = mxl_siglip_vision_embed(m, pixels, pool, x, err);
+    if (st) return st;
     /* one sequence of n patches, every patch seeing every other */
     static const int32_t no_ids[1] = {0};
     int64_t starts[2] = {0, n};
     mxl_encoder_batch bt = {no_ids, NULL, starts, 1};
-    mxl_status st = mxl_siglip_stack_run(s, &bt, n, pool, x, err);
-    if (st) return st;
+    if ((st = mxl_siglip_stack_run(s, &bt, n, pool, x, err))) return st;
     mxl_enc_add_layernorm(s->be, pool, x, NULL, m->post_w, m->post_b, n, H, s->eps, x);
     return MXL_OK;
 }

@@ -36,6 +36,12 @@ mxl_status mxl_siglip_vision_load(const mxl_checkpoint *ck, const json_t *vision
  * clip.vision.* keys and v.* tensors). */
 mxl_status mxl_siglip_vision_load_gguf(const mxl_checkpoint *mm, mxl_siglip_vision *out, mxl_error *err);
 void mxl_siglip_vision_free(mxl_siglip_vision *m);
+/* patches [side * side, 3 * P * P] of pixels [3, S, S] (side = S / P): patch (py, px) at row
+ * py * side + px, flattened in (channel, ky, kx) order (a patch Conv2d's weight read as a matrix).
+ * Shared with the CLIP tower (vision_clip.h). */
+void mxl_vision_patchify(const float *pixels, int64_t S, int64_t P, float *patches);
+/* x [n_patches, hidden] = the embeddings (patches Wp^T + bp + pos_emb), before the layer stack. */
+mxl_status mxl_siglip_vision_embed(const mxl_siglip_vision *m, const float *pixels, mxl_threadpool *pool, float *x, mxl_error *err);
 /* out [n_patches, hidden] for pixels [3, image_size, image_size]. */
 mxl_status mxl_siglip_vision_forward(const mxl_siglip_vision *m, const float *pixels, mxl_threadpool *pool, float *out,
                                      mxl_error *err);

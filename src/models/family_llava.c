@@ -1,0 +1,27 @@
+/* family_llava.c - the text decoder of LLaVA (transformers modeling_llava.py,
+ * LlavaForConditionalGeneration: llava-1.5 over Vicuna / Llama, BakLLaVA over Mistral,
+ * llava-interleave over Qwen 2): a CLIP or SigLIP vision tower and projector (models/vlm_llava.c)
+ * before the text model of text_config, whose own family (by text_config.model_type, Llama's as
+ * LlavaConfig defaults) sets it up. The decoder sits at language_model.model.* (the released
+ * layout, which transformers 5 also saves) or model.language_model.*. */
+#include <jansson.h>
+#include <string.h>
+
+#include "models/decoder_family.h"
+
+static mxl_status llava_setup(mxl_family_ctx *c) {
+    json_t *mt = json_object_get(c->raw, "model_type");
+    const char *s = json_is_string(mt) ? json_string_value(mt) : "llama";
+    const mxl_decoder_family *tf = c->gguf ? NULL : mxl_decoder_family_find(s);
+    if (!tf || tf->text_config || strcmp(s, "llava") == 0)
+        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: text_config.model_type '%s' is not supported for llava (a text decoder family of 'mlxcel arch' is)",
+                             c->ck->path, s);
+    *c->names = *tf->names;
+    mxl_family_text_prefix(c);
+    return tf->setup(c);
+}
+
+const mxl_decoder_family mxl_family_llava = {
+    .model_type = "llava", .registry_id = "llava", .hf_class = "LlavaForConditionalGeneration", .names = &mxl_names_llama,
+    .setup = llava_setup, .gaps = "LLaVA-Next (llava_next: anyres tiling) is not run", .text_config = true,
+};
