@@ -262,6 +262,7 @@ static int generate_common(const mxl_cli_args *a, const char *model_arg) {
     double dec_s = stats.decode_ms / 1e3;
     if (mxl_cli_has(a, "profile")) {
         fprintf(stderr, "[Profile Results]\nPrompt tokens: %lld\nGenerated tokens: %lld\n", (long long)stats.prompt_tokens, (long long)stats.generated_tokens);
+        if (req.n_images) fprintf(stderr, "Image encode: %.1f ms (%d images)\n", stats.image_ms, req.n_images);
         fprintf(stderr, "Prefill: %.1f ms (%.1f tok/s)\n", stats.prefill_ms, stats.prefill_ms > 0 ? stats.prompt_tokens * 1e3 / stats.prefill_ms : 0.0);
         fprintf(stderr, "Decode: %.1f ms (%.1f tok/s)\n", stats.decode_ms, dec_s > 0 ? stats.generated_tokens / dec_s : 0.0);
     } else {

@@ -174,12 +174,17 @@ mxl_status mxl_gen_run(mxl_gen_model *m, const mxl_gen_request *req, mxl_gen_tex
     mxl_vlm_input inputs[MXL_GEN_MAX_IMAGES] = {0};
     mxl_decoder_media media[MXL_DECODER_MAX_MEDIA];
     int n_media = 0;
+    double t_img = mxl_now_ms();
     mxl_status st = prepare_images(m, req, inputs, err);
+    stats->image_ms = mxl_now_ms() - t_img;
     if (!st) st = build_prompt(m, req, inputs, &ids, &rendered, err);
     if (st) goto out;
     mxl_seq_params p = {.sampling = req->sampling, .max_tokens = req->max_tokens, .ignore_eos = req->ignore_eos};
     if (req->n_images > 0) {
-        if ((st = mxl_gen_image_media(m, &ids, inputs, rows, req->n_images, media, &n_media, err))) goto out;
+        t_img = mxl_now_ms();
+        st = mxl_gen_image_media(m, &ids, inputs, rows, req->n_images, media, &n_media, err);
+        stats->image_ms += mxl_now_ms() - t_img;
+        if (st) goto out;
         p.media = media;
         p.n_media = n_media;
     }

@@ -38,6 +38,7 @@ typedef struct mxl_gen_request {
 typedef struct mxl_gen_stats {
     int64_t prompt_tokens, generated_tokens;
     double prefill_ms, decode_ms;
+    double image_ms; /* decoding, preparing and encoding the request's images (vision tower) */
     const char *finish_reason; /* "stop" (EOS), "length" */
 } mxl_gen_stats;
 
