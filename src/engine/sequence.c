@@ -253,16 +253,19 @@ mxl_status mxl_seq_prefill(mxl_seq *s, int64_t max_tokens, mxl_error *err) {
     const int64_t at = (int64_t)s->n_fed;
     for (int i = 0; i < s->n_media; i++) {
         const mxl_decoder_media *m = &s->media[i];
+        /* (blocks joined to the ones before them come with those) */
+        const int64_t end = i == 0 || !s->media[i - 1].joined ? mxl_decoder_media_unit_end(s->media, s->n_media, i) : m->row + m->n;
         if (m->row + m->n <= at || m->row >= at + n) continue;
         if (m->row < at) return mxl_error_set(err, MXL_ERR_INTERNAL, "a prompt chunk starts inside an image");
-        if (m->row + m->n > at + n) {
+        if (end > at + n) {
             if (m->row > at) {
                 n = m->row - at;
                 break;
             }
-            n = m->n < left ? m->n : left;
+            n = end - at < left ? end - at : left;
         }
-        md[k++] = (mxl_decoder_media){m->row - at, m->n, m->emb, m->causal};
+        md[k] = *m;
+        md[k++].row -= at;
     }
     mxl_status st = k ? mxl_decoder_forward_media(&s->m->dec, s->dec, s->ids + s->n_fed, n, md, k, s->logits, err)
                       : mxl_decoder_forward(&s->m->dec, s->dec, s->ids + s->n_fed, n, s->logits, err);
