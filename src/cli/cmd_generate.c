@@ -15,6 +15,7 @@
 #include "engine/generate.h"
 #include "engine/memory_estimate.h"
 #include "models/checkpoint.h"
+#include "models/vlm.h"
 #include "io/store.h"
 
 /* The bundled default model (scripts/models.lock "default"). */
@@ -246,7 +247,8 @@ static int generate_common(const mxl_cli_args *a, const char *model_arg) {
     }
     bool generic = false;
     mxl_gen_model_template_origin(m, &generic);
-    if (req.chat && generic)
+    const mxl_vlm *vlm = mxl_gen_model_vlm(m);
+    if (req.chat && generic && !(req.n_images && vlm && vlm->prompt)) /* (PaliGemma's processor writes its own prompt) */
         fprintf(stderr, "note: %s has no chat template; using a generic chat format (likely a base model: try --no-chat-template)\n", model_arg);
     if (repl) {
         int rc = mxl_repl_run(m, &req, mxl_cli_has(a, "profile"));

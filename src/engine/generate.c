@@ -71,7 +71,14 @@ static mxl_status build_prompt(mxl_gen_model *m, const mxl_gen_request *req, con
     size_t text_len = 0;
     mxl_status st;
     if (!req->chat && req->n_images <= 0) return mxl_chat_tokenize_raw(m, req->prompt, strlen(req->prompt), ids, err);
-    if (!req->chat) {
+    /* a processor that writes the prompt itself (PaliGemma's): no chat template, no added tokens */
+    const bool own = req->n_images > 0 && m->vlm->prompt;
+    if (own) {
+        size_t bl = 0;
+        int32_t bos_id = mxl_tokenizer_bos_id(m->tok);
+        const char *bos = bos_id >= 0 ? mxl_tokenizer_token(m->tok, bos_id, &bl) : NULL;
+        st = m->vlm->prompt(m->vlm, req->prompt, strlen(req->prompt), req->n_images, bos ? bos : "", bos ? bl : 0, &text, &text_len, err);
+    } else if (!req->chat) {
         st = raw_with_markers(m, req, &text, &text_len, err);
     } else {
         json_t *msgs = user_message(req);
@@ -89,7 +96,7 @@ static mxl_status build_prompt(mxl_gen_model *m, const mxl_gen_request *req, con
         if (st) return st;
         text = x, text_len = xl;
     }
-    st = req->chat ? mxl_chat_tokenize_rendered(m, text, text_len, ids, err) : mxl_chat_tokenize_raw(m, text, text_len, ids, err);
+    st = req->chat || own ? mxl_chat_tokenize_rendered(m, text, text_len, ids, err) : mxl_chat_tokenize_raw(m, text, text_len, ids, err);
     if (rendered && st == MXL_OK) *rendered = text;
     else mxl_free(text);
     return st;
@@ -158,7 +165,8 @@ mxl_status mxl_gen_image_media(mxl_gen_model *m, const mxl_token_ids *ids, const
             rows[i] = NULL;
         }
     }
-    for (int b = 0; !st && b < *n_media; b++) media[b].emb = rows[img[b]] + off[b] * v->text_hidden;
+    for (int b = 0; !st && b < *n_media; b++)
+        if (img[b] >= 0) media[b].emb = rows[img[b]] + off[b] * v->text_hidden; /* (else text rows) */
     return st;
 }
 
@@ -197,7 +205,9 @@ mxl_status mxl_gen_run(mxl_gen_model *m, const mxl_gen_request *req, mxl_gen_tex
         }
     }
     int64_t ctx_len = req->max_context > 0 ? req->max_context : mxl_gen_model_default_ctx(m);
-    if ((st = mxl_seq_create(m, ctx_len, 256, &seq, err))) goto out;
+    /* a pass takes at least 256 rows, and a whole media block (PaliGemma's: the image and the prompt) */
+    int64_t chunk = mxl_decoder_media_max_unit(media, n_media);
+    if ((st = mxl_seq_create(m, ctx_len, chunk > 256 ? chunk : 256, &seq, err))) goto out;
     for (int i = 0; i < req->n_stop && i < MXL_SEQ_MAX_STOP; i++) p.stop[p.n_stop++] = req->stop[i];
     if ((st = mxl_seq_start(seq, ids.ids, ids.n, &p, err))) goto out;
     stats->prompt_tokens = (int64_t)ids.n;

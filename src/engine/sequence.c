@@ -254,22 +254,34 @@ mxl_status mxl_seq_prefill(mxl_seq *s, int64_t max_tokens, mxl_error *err) {
     const int64_t at = (int64_t)s->n_fed, H = s->m->dec.hp.hidden;
     for (int i = 0; i < s->n_media; i++) {
         const mxl_decoder_media *m = &s->media[i];
+        /* (blocks joined to the ones before them come with those) */
+        const int64_t end = i == 0 || !s->media[i - 1].joined ? mxl_decoder_media_unit_end(s->media, s->n_media, i) : m->row + m->n;
         if (m->row + m->n <= at || m->row >= at + n) continue;
-        if (m->causal) {
+        if (m->causal && !m->joined) {
             const int64_t a = m->row > at ? m->row : at, e = m->row + m->n < at + n ? m->row + m->n : at + n;
-            md[k++] = (mxl_decoder_media){a - at, e - a, m->emb ? m->emb + (a - m->row) * H : NULL, true};
+            md[k++] = (mxl_decoder_media){a - at, e - a, m->emb ? m->emb + (a - m->row) * H : NULL, true, false};
             continue;
         }
         if (m->row < at) return mxl_error_set(err, MXL_ERR_INTERNAL, "a prompt chunk starts inside an image");
-        if (m->row + m->n > at + n) {
+        if (end > at + n) {
             if (m->row > at) {
                 n = m->row - at;
                 break;
             }
-            n = m->n < left ? m->n : left;
+            n = end - at < left ? end - at : left;
         }
-        md[k++] = (mxl_decoder_media){m->row - at, m->n, m->emb, m->causal};
+        md[k] = *m;
+        md[k++].row -= at;
     }
+    /* (a chunk cut short before a bidirectional unit: the causal rows taken before it, trimmed) */
+    int kk = 0;
+    for (int i = 0; i < k; i++)
+        if (md[i].row < n) {
+            md[kk] = md[i];
+            if (md[kk].row + md[kk].n > n) md[kk].n = n - md[kk].row;
+            kk++;
+        }
+    k = kk;
     mxl_status st = k ? mxl_decoder_forward_media(&s->m->dec, s->dec, s->ids + s->n_fed, n, md, k, s->logits, err)
                       : mxl_decoder_forward(&s->m->dec, s->dec, s->ids + s->n_fed, n, s->logits, err);
     if (st) return st;

@@ -2382,9 +2382,12 @@ static void forward_rows(fwd_pass *f, const int32_t *tokens) {
     }
     if (f->n_media) {
         for (int64_t t = 0; t < n; t++) ws->q_end[t] = ws->q_pos[t] + 1;
-        for (int i = 0; i < f->n_media; i++)
+        for (int i = 0, u = 0; i < f->n_media; i++) {
+            if (i && !f->media[i - 1].joined) u = i; /* the first block of i's unit */
+            const int64_t r0 = f->media[u].row, end = mxl_decoder_media_unit_end(f->media, f->n_media, i);
             for (int64_t t = f->media[i].row; !f->media[i].causal && t < f->media[i].row + f->media[i].n; t++)
-                ws->q_end[t] = ws->q_pos[f->media[i].row] + f->media[i].n;
+                ws->q_end[t] = ws->q_pos[r0] + (end - r0);
+        }
     }
     if (hp->learned_pos) {
         for (int64_t t = 0; t < n; t++) ws->pos_ids[t] = (int32_t)ws->q_pos[t];
@@ -2514,16 +2517,19 @@ static mxl_status forward_last(const mxl_decoder *d, mxl_decoder_state *s, const
     mxl_decoder_media local[MXL_DECODER_MAX_MEDIA];
     for (int64_t off = 0; off < n;) {
         int64_t m = n - off < s->max_batch ? n - off : s->max_batch;
-        /* a bidirectional media block is never split: the pass ends before one that would not
-         * fit; a causal one attends like text and may (its rows in this pass from its emb's row
-         * off - row on) */
+        /* a bidirectional unit (a block with the blocks joined to it) is never split: the pass
+         * ends before one that would not fit; a lone causal block attends like text and may be
+         * (its rows in this pass from its emb's row off - row on) */
         for (int i = 0; i < n_media; i++)
-            if (!media[i].causal && media[i].row >= off && media[i].row < off + m && media[i].row + media[i].n > off + m) m = media[i].row - off;
+            if ((i == 0 || !media[i - 1].joined) && !(media[i].causal && !media[i].joined) && media[i].row >= off && media[i].row < off + m &&
+                mxl_decoder_media_unit_end(media, n_media, i) > off + m)
+                m = media[i].row - off;
         int n_local = 0;
         for (int i = 0; i < n_media; i++) {
             const int64_t a = media[i].row > off ? media[i].row : off, e = media[i].row + media[i].n < off + m ? media[i].row + media[i].n : off + m;
             if (a < e)
-                local[n_local++] = (mxl_decoder_media){a - off, e - a, media[i].emb ? media[i].emb + (a - media[i].row) * H : NULL, media[i].causal};
+                local[n_local++] = (mxl_decoder_media){a - off, e - a, media[i].emb ? media[i].emb + (a - media[i].row) * H : NULL,
+                                                       media[i].causal, media[i].joined};
         }
         row_span sp = {s, 0, m, s->pos};
         fwd_pass f = {d, s, &sp, 1, m, 0, {false, false}, n_local ? local : NULL, n_local};
@@ -2549,11 +2555,23 @@ static mxl_status check_media(const mxl_decoder *d, const mxl_decoder_state *s, 
         if (md->n <= 0 || md->row < 0 || md->row + md->n > n || (i && md->row < media[i - 1].row + media[i - 1].n))
             return mxl_error_set(err, MXL_ERR_ARG, "media block %d (rows %lld..%lld) is empty, outside the %lld tokens or overlaps the one before",
                                  i, (long long)md->row, (long long)(md->row + md->n), (long long)n);
-        if (!md->causal && md->n > s->max_batch)
-            return mxl_error_set(err, MXL_ERR_ARG, "a bidirectional media block of %lld rows exceeds the %lld one pass takes", (long long)md->n,
-                                 (long long)s->max_batch);
+        if (md->joined && (i + 1 == n_media || media[i + 1].row != md->row + md->n))
+            return mxl_error_set(err, MXL_ERR_ARG, "media block %d is joined to a next block that does not start where it ends", i);
+        if ((i == 0 || !media[i - 1].joined) && !(md->causal && !md->joined) && mxl_decoder_media_unit_end(media, n_media, i) - md->row > s->max_batch)
+            return mxl_error_set(err, MXL_ERR_ARG, "a bidirectional media block of %lld rows exceeds the %lld one pass takes",
+                                 (long long)(mxl_decoder_media_unit_end(media, n_media, i) - md->row), (long long)s->max_batch);
     }
     return MXL_OK;
+}
+
+int64_t mxl_decoder_media_max_unit(const mxl_decoder_media *media, int n_media) {
+    int64_t best = 0;
+    for (int i = 0; i < n_media; i++)
+        if (i == 0 || !media[i - 1].joined) {
+            const int64_t u = mxl_decoder_media_unit_end(media, n_media, i) - media[i].row;
+            if (u > best) best = u;
+        }
+    return best;
 }
 
 mxl_status mxl_decoder_forward_media(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens, int64_t n,

@@ -466,9 +466,19 @@ typedef struct mxl_decoder_media {
     int64_t row, n;
     const float *emb; /* [n, hidden], or NULL */
     bool causal;      /* the rows attend causally, as text (LLaVA, Qwen2-VL, ...) */
+    bool joined;      /* one bidirectional block with the next media block, which starts where this
+                       * one ends (PaliGemma's prefix: image rows, then text rows with emb NULL);
+                       * the joined blocks run in one pass, as one block */
 } mxl_decoder_media;
 #define MXL_DECODER_MAX_MEDIA 64
-/* mxl_decoder_forward with media blocks (in order, not overlapping, each bidirectional one at
+/* The end (one past the last row) of the joined blocks media[i] belongs to. */
+static inline int64_t mxl_decoder_media_unit_end(const mxl_decoder_media *media, int n_media, int i) {
+    while (i + 1 < n_media && media[i].joined) i++;
+    return media[i].row + media[i].n;
+}
+/* The rows of the largest unit of joined blocks (a pass must take at least that many). */
+int64_t mxl_decoder_media_max_unit(const mxl_decoder_media *media, int n_media);
+/* mxl_decoder_forward with media blocks (in order, not overlapping, each bidirectional unit at
  * most the state's max_batch rows; the token ids of their rows are ignored). Models with per-layer inputs,
  * AltUp or recurrent layers refuse them. */
 mxl_status mxl_decoder_forward_media(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens, int64_t n,

@@ -20,6 +20,7 @@
     X(gemma4)                   \
     X(gemma3n_text)             \
     X(gemma3n)                  \
+    X(paligemma)                \
     X(phi3)                     \
     X(olmo2)                    \
     X(granite)                  \

@@ -92,6 +92,7 @@ mxl_status mxl_vlm_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err)
     if (ck->format != MXL_CHECKPOINT_SAFETENSORS || !c->has_vision_config || c->language_model_only == 1 || !has_tower(ck)) return MXL_OK;
     if (strcmp(c->model_type, "gemma3") == 0) return mxl_vlm_gemma3_load(ck, out, err);
     if (strcmp(c->model_type, "llava") == 0) return mxl_vlm_llava_load(ck, out, err);
+    if (strcmp(c->model_type, "paligemma") == 0) return mxl_vlm_paligemma_load(ck, out, err);
     return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: the vision tower of model_type '%s' does not run in mlxcel yet", ck->path, c->model_type);
 }
 
@@ -192,6 +193,38 @@ mxl_status mxl_vlm_expand_prompt(const mxl_vlm *v, const char *text, size_t len,
     return MXL_OK;
 }
 
+/* The image blocks [0, *n_blocks) with the text rows around them as blocks of their own (img -1),
+ * all joined: one bidirectional block over rows [0, n). */
+static mxl_status prefix_blocks(int64_t n, mxl_decoder_media *blocks, int *img, int64_t *off, int max_blocks, int *n_blocks,
+                                mxl_error *err) {
+    mxl_decoder_media b[MXL_DECODER_MAX_MEDIA];
+    int bi[MXL_DECODER_MAX_MEDIA];
+    int64_t bo[MXL_DECODER_MAX_MEDIA];
+    int k = 0;
+    int64_t row = 0;
+    for (int i = 0; i <= *n_blocks; i++) {
+        const int64_t next = i < *n_blocks ? blocks[i].row : n;
+        for (int part = 0; part < 2; part++) {
+            const bool text = part == 0;
+            if (text ? next == row : i == *n_blocks) continue;
+            if (k >= max_blocks || k >= MXL_DECODER_MAX_MEDIA)
+                return mxl_error_set(err, MXL_ERR_ARG, "the prompt's images and text make more than %d blocks", max_blocks);
+            b[k] = text ? (mxl_decoder_media){row, next - row, NULL, false, true} : blocks[i];
+            b[k].causal = false, b[k].joined = true;
+            bi[k] = text ? -1 : img[i];
+            bo[k] = text ? 0 : off[i];
+            row = b[k].row + b[k].n;
+            k++;
+        }
+    }
+    b[k - 1].joined = false;
+    memcpy(blocks, b, (size_t)k * sizeof *b);
+    memcpy(img, bi, (size_t)k * sizeof *bi);
+    memcpy(off, bo, (size_t)k * sizeof *bo);
+    *n_blocks = k;
+    return MXL_OK;
+}
+
 mxl_status mxl_vlm_media_blocks(const mxl_vlm *v, const int32_t *ids, size_t n, const mxl_vlm_input *inputs, int n_images,
                                 mxl_decoder_media *blocks, int *img, int64_t *off, int max_blocks, int *n_blocks, mxl_error *err) {
     int k = 0, cur = 0;
@@ -205,7 +238,7 @@ mxl_status mxl_vlm_media_blocks(const mxl_vlm *v, const int32_t *ids, size_t n, 
         size_t e = i;
         while (e < n && ids[e] == v->image_token && (int64_t)(e - i) < inputs[cur].n_tokens - used) e++;
         if (k >= max_blocks) return mxl_error_set(err, MXL_ERR_ARG, "the prompt's images make more than %d runs of placeholders", max_blocks);
-        blocks[k] = (mxl_decoder_media){(int64_t)i, (int64_t)(e - i), NULL, v->causal_images};
+        blocks[k] = (mxl_decoder_media){(int64_t)i, (int64_t)(e - i), NULL, v->causal_images, false};
         img[k] = cur;
         off[k] = used;
         k++;
@@ -216,5 +249,5 @@ mxl_status mxl_vlm_media_blocks(const mxl_vlm *v, const int32_t *ids, size_t n, 
     if (cur != n_images)
         return mxl_error_set(err, MXL_ERR_ARG, "the prompt's image placeholder tokens do not match its %d images", n_images);
     *n_blocks = k;
-    return MXL_OK;
+    return v->prefix_lm && n > 0 ? prefix_blocks((int64_t)n, blocks, img, off, max_blocks, n_blocks, err) : MXL_OK;
 }

@@ -45,12 +45,19 @@ struct mxl_vlm {
     int64_t text_hidden;       /* width of the rows an image becomes */
     int32_t image_token;       /* the placeholder token's id */
     bool causal_images;        /* image rows attend causally (else each run of them bidirectionally) */
+    bool prefix_lm;            /* the whole prompt is one bidirectional block (PaliGemma: the processor's
+                                * token_type_ids are 0 on every prompt token), the generated text causal */
     const char *marker;        /* what the chat template writes for an image ("<start_of_image>") */
     const char *image_text;    /* the placeholder token's text ("<image_soft_token>") */
     const char *before, *after; /* the default prepare's text around the placeholders */
     /* Optional (NULL: resize to pre.width x pre.height with pre.resample, rescale and normalise
      * into [3, h, w]; tokens_per_image tokens; text before + tokens x image_text + after). */
     mxl_status (*prepare)(const mxl_vlm *v, const mxl_image *im, mxl_vlm_input *out, mxl_error *err);
+    /* Optional: the processor writes the prompt itself, with no chat template (PaliGemma): the
+     * user's text and image count -> the prompt with one marker per image, to be tokenized as it
+     * is (special tokens parsed, none added); bos: the tokenizer's BOS text. *out: mxl_free. */
+    mxl_status (*prompt)(const mxl_vlm *v, const char *text, size_t len, int n_images, const char *bos, size_t bos_len, char **out,
+                         size_t *out_len, mxl_error *err);
     /* out [in->n_tokens, text_hidden]: the image's rows for the decoder */
     mxl_status (*encode)(const mxl_vlm *v, const mxl_vlm_input *in, mxl_threadpool *pool, float *out, mxl_error *err);
     void (*destroy)(mxl_vlm *v);
@@ -77,7 +84,9 @@ mxl_status mxl_vlm_expand_prompt(const mxl_vlm *v, const char *text, size_t len,
 /* Where the images' rows go in a tokenized prompt: image i's n_tokens rows take the next
  * n_tokens positions of the image token, in order; each maximal run of them is one media block
  * (decoder.h; causal as v says, emb NULL: the caller points block b at rows of image img[b] from
- * row off[b] once they are encoded). Fails when the counts do not match. */
+ * row off[b] once they are encoded). With v->prefix_lm the text rows between and around them are
+ * blocks too (img[b] -1: they keep their token embeddings), all joined into one block over the
+ * whole prompt. Fails when the counts do not match. */
 mxl_status mxl_vlm_media_blocks(const mxl_vlm *v, const int32_t *ids, size_t n, const mxl_vlm_input *inputs, int n_images,
                                 mxl_decoder_media *blocks, int *img, int64_t *off, int max_blocks, int *n_blocks, mxl_error *err);
 
@@ -86,5 +95,6 @@ mxl_status mxl_vlm_media_blocks(const mxl_vlm *v, const int32_t *ids, size_t n, 
 mxl_status mxl_vlm_gemma3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 mxl_status mxl_vlm_gemma3_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint *mm, mxl_vlm **out, mxl_error *err);
 mxl_status mxl_vlm_llava_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
+mxl_status mxl_vlm_paligemma_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 
 #endif

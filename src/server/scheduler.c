@@ -520,7 +520,8 @@ static bool encode_images(mxl_sched *s, job *j, mxl_error *err) {
         mxl_free(j->in[i].pixels);
         j->in[i].pixels = NULL;
     }
-    for (int b = 0; b < j->n_media; b++) j->media[b].emb = j->rows[j->media_img[b]] + j->media_off[b] * v->text_hidden;
+    for (int b = 0; b < j->n_media; b++)
+        if (j->media_img[b] >= 0) j->media[b].emb = j->rows[j->media_img[b]] + j->media_off[b] * v->text_hidden; /* (else text rows) */
     return true;
 }
 

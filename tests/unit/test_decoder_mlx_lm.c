@@ -53,6 +53,7 @@ static const char *const k_no_mlx_lm[][2] = {
     {"qwen3_5_moe_text", "mlx-lm converts the released vision-language qwen3_5_moe (its fixture: the same decoder), not the bare text model type"},
     {"llama_bidirec", "an embedding model (llama-nemotron-embed, LLM2Vec) whose LlamaBidirectionalModel is remote code: mlx-lm has no model for it"},
     {"bitnet", "mlx-lm's BitLinear runs only as a Metal kernel (no CPU path) and reads its input unquantized, where transformers fake-quantizes it to 8 bits"},
+    {"paligemma", "mlx-lm has no paligemma model (PaliGemma runs in mlx-vlm); its Gemma / Gemma 2 decoders are checked by the gemma and gemma2 fixtures"},
     {"minimax", "mlx-lm's minimax is MiniMax-M2's decoder (attention on every layer, a sigmoid router): it has no lightning attention for MiniMax-Text-01"},
 };
 #define N_NO_MLX_LM (sizeof k_no_mlx_lm / sizeof k_no_mlx_lm[0])

@@ -79,7 +79,10 @@ static void visible(const attn_ctx *c, int64_t t, int64_t *lo, int64_t *hi) {
     const mxl_attn_params *p = c->p;
     const int64_t qp = c->q_pos[t];
     *lo = 0, *hi = c->kv->n_kv;
-    if (p->causal && qp + 1 < *hi) *hi = p->q_end && p->q_end[t] > qp + 1 && p->q_end[t] < *hi ? p->q_end[t] : qp + 1;
+    if (p->causal && qp + 1 < *hi) {
+        const int64_t e = p->q_end && p->q_end[t] > qp + 1 ? p->q_end[t] : qp + 1; /* (a block may end where the keys do) */
+        if (e < *hi) *hi = e;
+    }
     if (p->window > 0 && qp - p->window + 1 > *lo) *lo = qp - p->window + 1;
     if (!p->causal && p->window > 0 && qp + p->window < *hi) *hi = qp + p->window; /* (bidirectional: |q - k| < window) */
     if (p->chunk > 0 && qp - qp % p->chunk > *lo) *lo = qp - qp % p->chunk;
