@@ -69,6 +69,10 @@ struct mxl_vlm {
 mxl_status mxl_vlm_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 void mxl_vlm_free(mxl_vlm *v);
 
+/* preprocessor_config.json's size, resample, rescale_factor, image_mean / image_std and do_* flags
+ * over p's defaults (the file absent: p as it is); *image_seq_length its tokens per image (-1:
+ * absent; NULL: not wanted). */
+mxl_status mxl_vlm_read_preproc(const mxl_checkpoint *ck, mxl_vlm_preproc *p, int64_t *image_seq_length, mxl_error *err);
 /* The decoded image through the family's processor (v->prepare or the default). */
 mxl_status mxl_vlm_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm_input *out, mxl_error *err);
 /* pixels [3, pre.height, pre.width] = the image resized and normalised as v->pre says (the

@@ -78,42 +78,18 @@ static mxl_status gemma3_encode(const mxl_vlm *v, const mxl_vlm_input *in, mxl_t
     return st;
 }
 
-/* preprocessor_config.json when the checkpoint has one (Gemma3ImageProcessor's defaults else). */
+/* preprocessor_config.json over Gemma3ImageProcessor's defaults; pan-and-scan is not done. */
 static mxl_status read_preproc(const mxl_checkpoint *ck, mxl_vlm_preproc *p, mxl_error *err) {
+    mxl_status st = mxl_vlm_read_preproc(ck, p, NULL, err);
+    if (st) return st;
     char path[4200];
     snprintf(path, sizeof path, "%s/preprocessor_config.json", ck->dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) return MXL_OK;
-    fclose(f);
     json_t *j = NULL;
-    mxl_status st = mxl_json_load_file_py(path, 1 << 20, &j, err);
-    if (st) return st;
-    double d;
-    const json_t *size = json_object_get(j, "size");
-    int64_t h = p->height, w = p->width;
-    if (json_is_object(size)) {
-        mxl_json_int(json_object_get(size, "height"), 1, 1 << 14, &h);
-        mxl_json_int(json_object_get(size, "width"), 1, 1 << 14, &w);
-    }
-    int64_t rs = p->resample;
-    if (json_object_get(j, "resample")) mxl_json_int(json_object_get(j, "resample"), 0, 5, &rs);
-    if (mxl_json_number(json_object_get(j, "rescale_factor"), &d)) p->rescale = d;
-    const json_t *mean = json_object_get(j, "image_mean"), *std = json_object_get(j, "image_std");
-    for (int c = 0; c < 3; c++) {
-        if (json_is_array(mean) && json_array_size(mean) == 3 && mxl_json_number(json_array_get(mean, (size_t)c), &d)) p->mean[c] = (float)d;
-        if (json_is_array(std) && json_array_size(std) == 3 && mxl_json_number(json_array_get(std, (size_t)c), &d)) p->std[c] = (float)d;
-    }
-    const json_t *b;
-    if ((b = json_object_get(j, "do_resize")) && json_is_boolean(b)) p->do_resize = json_is_true(b);
-    if ((b = json_object_get(j, "do_rescale")) && json_is_boolean(b)) p->do_rescale = json_is_true(b);
-    if ((b = json_object_get(j, "do_normalize")) && json_is_boolean(b)) p->do_normalize = json_is_true(b);
-    const json_t *pas = json_object_get(j, "do_pan_and_scan");
-    bool pan = json_is_true(pas);
+    mxl_error ignore;
+    bool pan = mxl_json_load_file_py(path, 1 << 20, &j, &ignore) == MXL_OK && json_is_true(json_object_get(j, "do_pan_and_scan"));
     json_decref(j);
     if (pan) return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: do_pan_and_scan is not supported", path);
-    if (h != w || p->std[0] == 0 || p->std[1] == 0 || p->std[2] == 0 || !(p->rescale > 0))
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: a square size, non-zero image_std and a positive rescale_factor are expected", path);
-    p->height = h, p->width = w, p->resample = (int)rs;
+    if (p->height != p->width) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: a square size is expected", path);
     return MXL_OK;
 }
 

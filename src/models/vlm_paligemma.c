@@ -86,45 +86,6 @@ static mxl_status paligemma_prompt(const mxl_vlm *v, const char *text, size_t le
     return MXL_OK;
 }
 
-/* preprocessor_config.json when the checkpoint has one (SiglipImageProcessor's defaults else);
- * *seq: its image_seq_length (-1 when absent). */
-static mxl_status read_preproc(const mxl_checkpoint *ck, mxl_vlm_preproc *p, int64_t *seq, mxl_error *err) {
-    *seq = -1;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/preprocessor_config.json", ck->dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) return MXL_OK;
-    fclose(f);
-    json_t *j = NULL;
-    mxl_status st = mxl_json_load_file_py(path, 1 << 20, &j, err);
-    if (st) return st;
-    double d;
-    const json_t *size = json_object_get(j, "size");
-    int64_t h = p->height, w = p->width, rs = p->resample;
-    bool bad = false;
-    if (json_is_object(size)) {
-        const json_t *jh = json_object_get(size, "height"), *jw = json_object_get(size, "width");
-        bad |= (jh && mxl_json_int(jh, 1, 1 << 14, &h)) || (jw && mxl_json_int(jw, 1, 1 << 14, &w));
-    }
-    if (json_object_get(j, "resample")) bad |= mxl_json_int(json_object_get(j, "resample"), 0, 5, &rs) != 0;
-    if (json_object_get(j, "image_seq_length")) bad |= mxl_json_int(json_object_get(j, "image_seq_length"), 1, 1 << 20, seq) != 0;
-    if (mxl_json_number(json_object_get(j, "rescale_factor"), &d)) p->rescale = d;
-    const json_t *mean = json_object_get(j, "image_mean"), *std = json_object_get(j, "image_std");
-    for (int c = 0; c < 3; c++) {
-        if (json_is_array(mean) && json_array_size(mean) == 3 && mxl_json_number(json_array_get(mean, (size_t)c), &d)) p->mean[c] = (float)d;
-        if (json_is_array(std) && json_array_size(std) == 3 && mxl_json_number(json_array_get(std, (size_t)c), &d)) p->std[c] = (float)d;
-    }
-    const json_t *b;
-    if ((b = json_object_get(j, "do_resize")) && json_is_boolean(b)) p->do_resize = json_is_true(b);
-    if ((b = json_object_get(j, "do_rescale")) && json_is_boolean(b)) p->do_rescale = json_is_true(b);
-    if ((b = json_object_get(j, "do_normalize")) && json_is_boolean(b)) p->do_normalize = json_is_true(b);
-    json_decref(j);
-    if (bad) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: size, resample and image_seq_length must be positive integers", path);
-    if (p->std[0] == 0 || p->std[1] == 0 || p->std[2] == 0 || !(p->rescale > 0))
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: non-zero image_std and a positive rescale_factor are expected", path);
-    p->height = h, p->width = w, p->resample = (int)rs;
-    return MXL_OK;
-}
 
 mxl_status mxl_vlm_paligemma_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err) {
     *out = NULL;
@@ -165,7 +126,7 @@ mxl_status mxl_vlm_paligemma_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_e
         (st = g->be->ops->weight_prepare(g->be, &g->proj, MXL_WEIGHT_USE_GEMM, &g->arena, err)))
         goto fail;
     v->pre = (mxl_vlm_preproc){g->tower.image_size, g->tower.image_size, 3, true, true, true, 1.0 / 255.0, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
-    if ((st = read_preproc(ck, &v->pre, &seq, err))) goto fail;
+    if ((st = mxl_vlm_read_preproc(ck, &v->pre, &seq, err))) goto fail;
     if (v->pre.width != g->tower.image_size || v->pre.height != g->tower.image_size || (seq >= 0 && seq != g->tower.n_patches)) {
         st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the preprocessor's %lldx%lld images of %lld tokens differ from the tower's %lldx%lld of %lld",
                            ck->dir, (long long)v->pre.width, (long long)v->pre.height, (long long)seq, (long long)g->tower.image_size,
