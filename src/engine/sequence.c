@@ -262,7 +262,7 @@ mxl_status mxl_seq_prefill(mxl_seq *s, int64_t max_tokens, mxl_error *err) {
             }
             n = m->n < left ? m->n : left;
         }
-        md[k++] = (mxl_decoder_media){m->row - at, m->n, m->emb, m->causal};
+        md[k] = *m, md[k++].row -= at; /* (its M-RoPE grid too) */
     }
     mxl_status st = k ? mxl_decoder_forward_media(&s->m->dec, s->dec, s->ids + s->n_fed, n, md, k, s->logits, err)
                       : mxl_decoder_forward(&s->m->dec, s->dec, s->ids + s->n_fed, n, s->logits, err);

@@ -93,6 +93,8 @@
     X(kimi_linear)              \
     X(phimoe)                   \
     X(solar_open)               \
-    X(mistral3)
+    X(mistral3)                 \
+    X(qwen2_vl)                 \
+    X(qwen2_5_vl)
 
 #endif

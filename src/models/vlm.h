@@ -45,6 +45,8 @@ struct mxl_vlm {
     int64_t text_hidden;       /* width of the rows an image becomes */
     int32_t image_token;       /* the placeholder token's id */
     bool causal_images;        /* image rows attend causally (else each run of them bidirectionally) */
+    bool mrope_grid;           /* the decoder places image rows by M-RoPE: each image's grid[1], grid[2] are
+                                * its token grid's rows and columns (its run of placeholders must be whole) */
     const char *marker;        /* what the chat template writes for an image ("<start_of_image>") */
     const char *image_text;    /* the placeholder token's text ("<image_soft_token>") */
     const char *before, *after; /* the default prepare's text around the placeholders */
@@ -83,5 +85,6 @@ mxl_status mxl_vlm_media_blocks(const mxl_vlm *v, const int32_t *ids, size_t n, 
 
 /* Family loaders (vlm_<family>.c). */
 mxl_status mxl_vlm_gemma3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
+mxl_status mxl_vlm_qwen2vl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err); /* qwen2_vl, qwen2_5_vl */
 
 #endif
