@@ -64,6 +64,20 @@ def make_checkpoint(out):
     torch.manual_seed(0)
     model = Gemma3ForConditionalGeneration(cfg).to(torch.bfloat16).eval()
     model.save_pretrained(out, safe_serialization=True)
+    # the released checkpoints' layout (vision_tower.vision_model.*), which llama.cpp's converter
+    # maps; transformers 5 saves the tower one level up
+    from safetensors.torch import load_file, save_file
+    for shard in glob.glob(os.path.join(out, "*.safetensors")):
+        t = load_file(shard)
+        save_file({("vision_tower.vision_model." + k[13:] if k.startswith("vision_tower.") else k): v for k, v in t.items()}, shard,
+                  metadata={"format": "pt"})
+    index = os.path.join(out, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            ix = json.load(f)
+        ix["weight_map"] = {("vision_tower.vision_model." + k[13:] if k.startswith("vision_tower.") else k): v for k, v in ix["weight_map"].items()}
+        with open(index, "w") as f:
+            json.dump(ix, f)
     with open(os.path.join(out, "preprocessor_config.json"), "w") as f:
         json.dump({"image_processor_type": "Gemma3ImageProcessor", "do_resize": True, "do_rescale": True, "do_normalize": True,
                    "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "resample": 2, "rescale_factor": 1 / 255,
@@ -93,6 +107,9 @@ def convert(src, ckpt, out_dir):
     types += [types[255999]] * extra
     with open(TEMPLATE) as fh:
         template = fh.read()
+    # (the converter trims the embedding to the vocabulary tokenizer.json counts: all 262208 rows)
+    with open(os.path.join(ckpt, "tokenizer.json"), "w") as fh:
+        json.dump({"model": {"vocab": {t: i for i, t in enumerate(tokens)}}, "added_tokens": []}, fh)
 
     def vocab(self):
         w = self.gguf_writer

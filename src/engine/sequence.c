@@ -257,9 +257,11 @@ mxl_status mxl_seq_prefill(mxl_seq *s, int64_t max_tokens, mxl_error *err) {
         /* (blocks joined to the ones before them come with those) */
         const int64_t end = i == 0 || !s->media[i - 1].joined ? mxl_decoder_media_unit_end(s->media, s->n_media, i) : m->row + m->n;
         if (m->row + m->n <= at || m->row >= at + n) continue;
-        if (m->causal && !m->joined) {
+        if (mxl_decoder_media_splittable(m)) {
             const int64_t a = m->row > at ? m->row : at, e = m->row + m->n < at + n ? m->row + m->n : at + n;
-            md[k++] = (mxl_decoder_media){a - at, e - a, m->emb ? m->emb + (a - m->row) * H : NULL, true, false};
+            md[k] = *m;
+            md[k].row = a - at, md[k].n = e - a, md[k].emb = m->emb ? m->emb + (a - m->row) * H : NULL;
+            k++;
             continue;
         }
         if (m->row < at) return mxl_error_set(err, MXL_ERR_INTERNAL, "a prompt chunk starts inside an image");
@@ -270,8 +272,7 @@ mxl_status mxl_seq_prefill(mxl_seq *s, int64_t max_tokens, mxl_error *err) {
             }
             n = end - at < left ? end - at : left;
         }
-        md[k] = *m;
-        md[k++].row -= at;
+        md[k] = *m, md[k++].row -= at; /* (its M-RoPE grid too) */
     }
     /* (a chunk cut short before a bidirectional unit: the causal rows taken before it, trimmed) */
     int kk = 0;

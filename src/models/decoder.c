@@ -1171,6 +1171,12 @@ static mxl_status check_recurrent(const mxl_checkpoint *ck, const mxl_decoder_hp
 }
 
 static mxl_status check_hparams(const mxl_checkpoint *ck, const mxl_decoder_hparams *hp, mxl_error *err) {
+    if (hp->mrope_section[0] || hp->mrope_section[1] || hp->mrope_section[2]) {
+        const int32_t *m = hp->mrope_section;
+        if (m[0] < 0 || m[1] < 0 || m[2] < 0 || (int64_t)m[0] + m[1] + m[2] != hp->rope.rotary_dim / 2 || hp->rope.rotary_dim > MXL_MROPE_MAX_ROTARY)
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s: mrope_section [%d, %d, %d] must add up to half the rotary dimension %d (at most %d)", ck->path,
+                                 m[0], m[1], m[2], hp->rope.rotary_dim, MXL_MROPE_MAX_ROTARY);
+    }
     if (hp->layer_kind) {
         mxl_status st = check_recurrent(ck, hp, err);
         if (st) return st;
@@ -1404,6 +1410,11 @@ struct mxl_decoder_state {
     float attn_factor, attn_factor_local; /* YaRN cos/sin scale */
     int64_t *q_pos;   /* [max_batch] position of each row */
     int64_t *q_end;   /* [max_batch] each row's causal horizon (q_pos + 1, or its image block's end) */
+    int64_t *rope_pos; /* [max_batch][3] each row's RoPE position(s): q_pos + its state's rope_delta, or an
+                        * image row's (t, h, w) under M-RoPE (hp.mrope_section) */
+    int64_t rope_delta;      /* RoPE position - cache position of the rows run from now on (M-RoPE: an
+                              * image advances the positions by max(grid_h, grid_w), not its row count) */
+    int64_t rope_delta_from; /* the first cache position whose RoPE position differs from it (delta != 0) */
     float *rope_cs;   /* [max_batch][2][head_dim] each row's RoPE cosines / sines (mxl_rope_table), global then local */
     int32_t *pos_ids; /* [max_batch] the same as ids into the learned position table */
     row_span *spans;  /* [max_batch] the spans of a batched call */
@@ -1653,7 +1664,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
     /* float counts of each buffer, carved from one block (64-byte aligned pieces) */
     uint64_t sizes[] = {
         B * H, B * H, B * qd, B * kvd, B * kvd, B * qd, B * H, B * F, B * F,
-        (uint64_t)hp->head_dim, (uint64_t)hp->head_dim, B * 2, B * 2, B, B * 2 * (uint64_t)hp->head_dim,
+        (uint64_t)hp->head_dim, (uint64_t)hp->head_dim, B * 2, B * 2, B, B * 2 * (uint64_t)hp->head_dim, B * 6,
         (B * sizeof(row_span) + sizeof(float) - 1) / sizeof(float),
         (uint64_t)d->be->ops->attention_scratch_floats(d->be, max_ctx, s->n_threads),
         (uint64_t)(max_scratch(d, max_batch) + 3) / 4,
@@ -1674,7 +1685,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
     };
     float **ptrs[] = {&s->x, &s->xn, &s->q, &s->k, &s->v, &s->att, &s->o,
                       &s->gate, &s->up, &s->inv_freq, &s->inv_freq_local, (float **)&s->q_pos, (float **)&s->q_end,
-                      (float **)&s->pos_ids, &s->rope_cs, (float **)&s->spans, &s->attn_scratch, (float **)&s->mm_scratch,
+                      (float **)&s->pos_ids, &s->rope_cs, (float **)&s->rope_pos, (float **)&s->spans, &s->attn_scratch, (float **)&s->mm_scratch,
                       (float **)&s->table, &s->moe_mem, &s->mla_mem, &s->ag, &s->rec,
                       &s->rec_mem, (float **)&s->rec_spans, &s->qg, &s->o2, &s->o3, &s->ple, &s->ple_tmp,
                       &s->streams, &s->pred, &s->laurel, &s->laurel_lo, &s->amod, &s->acoef};
@@ -1761,6 +1772,7 @@ void mxl_decoder_state_truncate(mxl_decoder_state *s, int64_t pos) {
      * on (after copying the block if it is shared). Whole blocks past pos go back to the pool. */
     if (pos < 0) pos = 0;
     if (pos < s->pos) s->pos = s->rec_floats ? 0 : pos; /* a recurrent state cannot go back: from the start */
+    if (s->pos <= s->rope_delta_from) s->rope_delta = 0, s->rope_delta_from = 0;
     if (s->rec_floats && s->pos == 0) memset(s->rec, 0, s->rec_floats * sizeof(float));
     kv_release_from(s, blocks_for(s->pos));
 }
@@ -1781,6 +1793,7 @@ static void adopt_blocks(mxl_decoder_state *s, const int32_t *ids, int64_t n_pos
     for (int64_t i = 0; i < nb; i++) s->table[i] = ids[i];
     s->n_table = nb;
     s->pos = n_pos;
+    s->rope_delta = s->rope_delta_from = 0; /* (cached prefixes hold no image positions) */
 }
 
 static mxl_status adopt_checked(mxl_decoder_state *s, const int32_t *ids, int64_t n_pos, const void *rec, mxl_error *err) {
@@ -1819,7 +1832,11 @@ mxl_status mxl_decoder_state_fork(mxl_decoder_state *dst, const mxl_decoder_stat
     if (n_pos < 0 || n_pos > src->pos)
         return mxl_error_set(err, MXL_ERR_ARG, "fork: %lld positions asked, the source holds %lld", (long long)n_pos,
                              (long long)src->pos);
-    if (!src->rec_floats || n_pos == 0) return mxl_decoder_state_adopt(dst, src->table, n_pos, err);
+    if (!src->rec_floats || n_pos == 0) {
+        mxl_status st = mxl_decoder_state_adopt(dst, src->table, n_pos, err);
+        if (!st && src->rope_delta && n_pos > src->rope_delta_from) dst->rope_delta = src->rope_delta, dst->rope_delta_from = src->rope_delta_from;
+        return st;
+    }
     /* recurrent layers: their state exists at the source's position only */
     if (n_pos != src->pos)
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "fork: a model with recurrent layers forks at the source's position (%lld) only",
@@ -1827,6 +1844,7 @@ mxl_status mxl_decoder_state_fork(mxl_decoder_state *dst, const mxl_decoder_stat
     if (n_pos > dst->max_ctx)
         return mxl_error_set(err, MXL_ERR_ARG, "cannot adopt %lld positions into a context of %lld", (long long)n_pos, (long long)dst->max_ctx);
     adopt_blocks(dst, src->table, n_pos);
+    dst->rope_delta = src->rope_delta, dst->rope_delta_from = src->rope_delta_from;
     memcpy(dst->rec, src->rec, src->rec_floats * sizeof(float));
     return MXL_OK;
 }
@@ -1965,6 +1983,24 @@ static void residual_add(float *x, const float *y, int64_t n, float scale) {
 /* x = alpha x + beta y (residual_from_norm) */
 static void weighted_add(float *x, float alpha, const float *y, float beta, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] = alpha * x[i] + beta * y[i];
+}
+
+/* cs = a row's RoPE cosines / sines at its positions p[3]: all three equal (text) is the plain
+ * table at p[0]; else (M-RoPE's image rows) frequency pair i takes the position of the section it
+ * falls in (hp.mrope_section: the first sections[0] pairs time, the next height, then width). */
+static void rope_row_table(const mxl_backend *be, const mxl_decoder_hparams *hp, const mxl_rope_cfg *rc, const float *inv, float af,
+                           const int64_t *p, float *cs) {
+    if (p[0] == p[1] && p[1] == p[2]) {
+        be->ops->rope_table(be, rc, inv, af, p[0], cs);
+        return;
+    }
+    const int half = rc->rotary_dim / 2;
+    const int32_t *sec = hp->mrope_section;
+    float tmp[2 * MXL_MROPE_MAX_ROTARY];
+    for (int a = 0, i = 0; a < 3; a++) {
+        be->ops->rope_table(be, rc, inv, af, p[a], tmp);
+        for (int e = i + sec[a]; i < e && i < half; i++) cs[i] = tmp[i], cs[half + i] = tmp[half + i];
+    }
 }
 
 /* One forward pass: workspace, spans, and the layer whose attention runs. */
@@ -2122,7 +2158,7 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
             const float *inv = L->sliding ? sp->s->inv_freq_local : sp->s->inv_freq;
             float af = L->sliding ? sp->s->attn_factor_local : sp->s->attn_factor;
             for (int64_t t = sp->row0; t < sp->row0 + sp->n; t++)
-                ws->be->ops->rope_table(ws->be, rc, inv, af, ws->q_pos[t], ws->rope_cs + (t * 2 + rk) * hp->head_dim);
+                rope_row_table(ws->be, hp, rc, inv, af, ws->rope_pos + t * 3, ws->rope_cs + (t * 2 + rk) * hp->head_dim);
         }
         f->rope_ready[rk] = true;
     }
@@ -2364,6 +2400,31 @@ static void altup_layer(fwd_pass *f, int64_t l) {
     for (int64_t b = 1; b < A; b++) residual_add(ws->streams + b * st, ws->o, n * H, 1.0f);
 }
 
+/* M-RoPE: an image block's rows (grid_h x grid_w, row-major) take positions (st, st + y, st + x)
+ * with st its first row's text position; the rows after it continue from st + max(grid_h,
+ * grid_w) (transformers' get_rope_index), which the state keeps as its rope_delta for later
+ * calls. (Media come one span per pass.) */
+static void mrope_media_positions(fwd_pass *f) {
+    mxl_decoder_state *ws = f->ws, *s = f->spans[0].s;
+    if (!f->n_media) return;
+    int64_t delta = s->rope_delta;
+    for (int i = 0; i < f->n_media; i++) {
+        const mxl_decoder_media *md = &f->media[i];
+        if (md->grid_h <= 0) continue;
+        const int64_t r0 = md->row, st = ws->q_pos[r0] + delta;
+        for (int64_t y = 0; y < md->grid_h; y++)
+            for (int64_t x = 0; x < md->grid_w; x++) {
+                int64_t *p = ws->rope_pos + (r0 + y * md->grid_w + x) * 3;
+                p[0] = st, p[1] = st + y, p[2] = st + x;
+            }
+        const int64_t next = st + (md->grid_h > md->grid_w ? md->grid_h : md->grid_w);
+        if (delta == 0 && next != ws->q_pos[r0] + md->n) s->rope_delta_from = ws->q_pos[r0] + 1;
+        delta = next - (ws->q_pos[r0] + md->n);
+        for (int64_t r = r0 + md->n; r < f->n_rows; r++) ws->rope_pos[r * 3] = ws->rope_pos[r * 3 + 1] = ws->rope_pos[r * 3 + 2] = ws->q_pos[r] + delta;
+    }
+    s->rope_delta = delta;
+}
+
 /* Runs tokens[0..n_rows) (row r's token is tokens[r]) through every layer and advances each
  * span's state by its row count. Ids, positions, capacities were checked by the caller. */
 static void forward_rows(fwd_pass *f, const int32_t *tokens) {
@@ -2373,7 +2434,12 @@ static void forward_rows(fwd_pass *f, const int32_t *tokens) {
     int64_t H = hp->hidden, n = f->n_rows;
     ws->be->ops->embed(ws->be, &d->tok_embd, tokens, n, hp->embed_scale, ws->x, NULL);
     for (int64_t si = 0; si < f->n_spans; si++)
-        for (int64_t t = 0; t < f->spans[si].n; t++) ws->q_pos[f->spans[si].row0 + t] = f->spans[si].pos + t;
+        for (int64_t t = 0; t < f->spans[si].n; t++) {
+            const int64_t r = f->spans[si].row0 + t, p = f->spans[si].pos + t + f->spans[si].s->rope_delta;
+            ws->q_pos[r] = f->spans[si].pos + t;
+            ws->rope_pos[r * 3] = ws->rope_pos[r * 3 + 1] = ws->rope_pos[r * 3 + 2] = p;
+        }
+    if (hp->mrope_section[0] > 0) mrope_media_positions(f);
     /* media rows: their embeddings replace the tokens', and each block sees itself whole (one
      * span per pass when there are media) */
     for (int i = 0; i < f->n_media; i++) {
@@ -2521,15 +2587,17 @@ static mxl_status forward_last(const mxl_decoder *d, mxl_decoder_state *s, const
          * ends before one that would not fit; a lone causal block attends like text and may be
          * (its rows in this pass from its emb's row off - row on) */
         for (int i = 0; i < n_media; i++)
-            if ((i == 0 || !media[i - 1].joined) && !(media[i].causal && !media[i].joined) && media[i].row >= off && media[i].row < off + m &&
+            if ((i == 0 || !media[i - 1].joined) && !mxl_decoder_media_splittable(&media[i]) && media[i].row >= off && media[i].row < off + m &&
                 mxl_decoder_media_unit_end(media, n_media, i) > off + m)
                 m = media[i].row - off;
         int n_local = 0;
         for (int i = 0; i < n_media; i++) {
             const int64_t a = media[i].row > off ? media[i].row : off, e = media[i].row + media[i].n < off + m ? media[i].row + media[i].n : off + m;
-            if (a < e)
-                local[n_local++] = (mxl_decoder_media){a - off, e - a, media[i].emb ? media[i].emb + (a - media[i].row) * H : NULL,
-                                                       media[i].causal, media[i].joined};
+            if (a < e) {
+                local[n_local] = media[i]; /* (its M-RoPE grid too: such blocks are never split) */
+                local[n_local].row = a - off, local[n_local].n = e - a;
+                local[n_local++].emb = media[i].emb ? media[i].emb + (a - media[i].row) * H : NULL;
+            }
         }
         row_span sp = {s, 0, m, s->pos};
         fwd_pass f = {d, s, &sp, 1, m, 0, {false, false}, n_local ? local : NULL, n_local};
@@ -2557,8 +2625,11 @@ static mxl_status check_media(const mxl_decoder *d, const mxl_decoder_state *s, 
                                  i, (long long)md->row, (long long)(md->row + md->n), (long long)n);
         if (md->joined && (i + 1 == n_media || media[i + 1].row != md->row + md->n))
             return mxl_error_set(err, MXL_ERR_ARG, "media block %d is joined to a next block that does not start where it ends", i);
-        if ((i == 0 || !media[i - 1].joined) && !(md->causal && !md->joined) && mxl_decoder_media_unit_end(media, n_media, i) - md->row > s->max_batch)
-            return mxl_error_set(err, MXL_ERR_ARG, "a bidirectional media block of %lld rows exceeds the %lld one pass takes",
+        if (md->grid_h < 0 || md->grid_w < 0 || (md->grid_h > 0 && md->grid_h * md->grid_w != md->n))
+            return mxl_error_set(err, MXL_ERR_ARG, "media block %d: a %lld x %lld grid does not make its %lld rows", i, (long long)md->grid_h,
+                                 (long long)md->grid_w, (long long)md->n);
+        if ((i == 0 || !media[i - 1].joined) && !mxl_decoder_media_splittable(md) && mxl_decoder_media_unit_end(media, n_media, i) - md->row > s->max_batch)
+            return mxl_error_set(err, MXL_ERR_ARG, "a media block of %lld rows exceeds the %lld one pass takes",
                                  (long long)(mxl_decoder_media_unit_end(media, n_media, i) - md->row), (long long)s->max_batch);
     }
     return MXL_OK;

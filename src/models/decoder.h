@@ -137,6 +137,11 @@ typedef struct mxl_decoder_hparams {
     bool bitnet_scale_divides; /* linear_class bitlinear: s = 1 / weight_scale (autobitlinear: s = weight_scale) */
     mxl_rope_cfg rope;       /* global layers */
     mxl_rope_cfg rope_local; /* sliding-window layers (Gemma 3's local base frequency) */
+    /* M-RoPE (Qwen2-VL, Qwen2.5-VL; all 0: plain RoPE): each row has 3 positions (time, height,
+     * width), equal for text; the rotary's first mrope_section[0] frequency pairs turn by the
+     * time position, the next [1] by the height, the last [2] by the width (sum = rotary_dim / 2,
+     * rotary_dim <= MXL_MROPE_MAX_ROTARY). Image rows get theirs from their media block's grid. */
+    int32_t mrope_section[3];
     int64_t sliding_window;  /* window of the sliding layers (0: none) */
     const uint8_t *layer_is_sliding; /* [n_layers] or NULL: 1 = sliding-window layer */
     const uint8_t *layer_no_rope;    /* [n_layers] or NULL: 1 = NoPE layer (SmolLM3) */
@@ -469,13 +474,23 @@ typedef struct mxl_decoder_media {
     bool joined;      /* one bidirectional block with the next media block, which starts where this
                        * one ends (PaliGemma's prefix: image rows, then text rows with emb NULL);
                        * the joined blocks run in one pass, as one block */
+    /* M-RoPE models (hp.mrope_section): grid_h > 0 makes the block one image of grid_h x grid_w
+     * rows (n of them, row-major) at 3-D positions (st, st + y, st + x), st the RoPE position its
+     * first row would have as text; the rows after it continue from st + max(grid_h, grid_w)
+     * (transformers' get_rope_index), in this call and, through the state's position delta, in
+     * later ones (a truncation back to the image's start forgets the delta). 0: text positions. */
+    int64_t grid_h, grid_w;
 } mxl_decoder_media;
 #define MXL_DECODER_MAX_MEDIA 64
+#define MXL_MROPE_MAX_ROTARY 1024
 /* The end (one past the last row) of the joined blocks media[i] belongs to. */
 static inline int64_t mxl_decoder_media_unit_end(const mxl_decoder_media *media, int n_media, int i) {
     while (i + 1 < n_media && media[i].joined) i++;
     return media[i].row + media[i].n;
 }
+/* A block that may be split across passes: causal rows attending like text, not joined, not an
+ * M-RoPE grid (whose positions are the image's as a whole). */
+static inline bool mxl_decoder_media_splittable(const mxl_decoder_media *m) { return m->causal && !m->joined && m->grid_h == 0; }
 /* The rows of the largest unit of joined blocks (a pass must take at least that many). */
 int64_t mxl_decoder_media_max_unit(const mxl_decoder_media *media, int n_media);
 /* mxl_decoder_forward with media blocks (in order, not overlapping, each bidirectional unit at

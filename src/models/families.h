@@ -95,6 +95,8 @@
     X(phimoe)                   \
     X(solar_open)               \
     X(mistral3)                 \
-    X(llava)
+    X(llava)                    \
+    X(qwen2_vl)                 \
+    X(qwen2_5_vl)
 
 #endif

@@ -21,7 +21,8 @@ static bool has_tower(const mxl_checkpoint *ck) {
     static const char *const k_probe[] = {"vision_tower.vision_model.embeddings.patch_embedding.weight",
                                           "vision_tower.embeddings.patch_embedding.weight",
                                           "model.vision_tower.vision_model.embeddings.patch_embedding.weight",
-                                          "model.vision_tower.embeddings.patch_embedding.weight", NULL};
+                                          "model.vision_tower.embeddings.patch_embedding.weight",
+                                          "visual.patch_embed.proj.weight", "model.visual.patch_embed.proj.weight", NULL};
     for (int i = 0; k_probe[i]; i++)
         if (mxl_st_model_find(ck->st, k_probe[i])) return true;
     return false;
@@ -94,6 +95,7 @@ mxl_status mxl_vlm_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err)
     if (strcmp(c->model_type, "gemma3") == 0) return mxl_vlm_gemma3_load(ck, out, err);
     if (strcmp(c->model_type, "llava") == 0) return mxl_vlm_llava_load(ck, out, err);
     if (strcmp(c->model_type, "paligemma") == 0) return mxl_vlm_paligemma_load(ck, out, err);
+    if (strcmp(c->model_type, "qwen2_vl") == 0 || strcmp(c->model_type, "qwen2_5_vl") == 0) return mxl_vlm_qwen2vl_load(ck, out, err);
     return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: the vision tower of model_type '%s' does not run in mlxcel yet", ck->path, c->model_type);
 }
 
@@ -250,7 +252,7 @@ static mxl_status prefix_blocks(int64_t n, mxl_decoder_media *blocks, int *img, 
             if (text ? next == row : i == *n_blocks) continue;
             if (k >= max_blocks || k >= MXL_DECODER_MAX_MEDIA)
                 return mxl_error_set(err, MXL_ERR_ARG, "the prompt's images and text make more than %d blocks", max_blocks);
-            b[k] = text ? (mxl_decoder_media){row, next - row, NULL, false, true} : blocks[i];
+            b[k] = text ? (mxl_decoder_media){.row = row, .n = next - row, .joined = true} : blocks[i];
             b[k].causal = false, b[k].joined = true;
             bi[k] = text ? -1 : img[i];
             bo[k] = text ? 0 : off[i];
@@ -279,7 +281,12 @@ mxl_status mxl_vlm_media_blocks(const mxl_vlm *v, const int32_t *ids, size_t n, 
         size_t e = i;
         while (e < n && ids[e] == v->image_token && (int64_t)(e - i) < inputs[cur].n_tokens - used) e++;
         if (k >= max_blocks) return mxl_error_set(err, MXL_ERR_ARG, "the prompt's images make more than %d runs of placeholders", max_blocks);
-        blocks[k] = (mxl_decoder_media){(int64_t)i, (int64_t)(e - i), NULL, v->causal_images, false};
+        blocks[k] = (mxl_decoder_media){.row = (int64_t)i, .n = (int64_t)(e - i), .causal = v->causal_images};
+        if (v->mrope_grid) { /* the whole image in one run: its token grid places its rows (decoder.h) */
+            if (used || (int64_t)(e - i) != inputs[cur].n_tokens)
+                return mxl_error_set(err, MXL_ERR_ARG, "image %d's %lld placeholder tokens are not one run in the prompt", cur, (long long)inputs[cur].n_tokens);
+            blocks[k].grid_h = inputs[cur].grid[1], blocks[k].grid_w = inputs[cur].grid[2];
+        }
         img[k] = cur;
         off[k] = used;
         k++;

@@ -47,6 +47,8 @@ struct mxl_vlm {
     bool causal_images;        /* image rows attend causally (else each run of them bidirectionally) */
     bool prefix_lm;            /* the whole prompt is one bidirectional block (PaliGemma: the processor's
                                 * token_type_ids are 0 on every prompt token), the generated text causal */
+    bool mrope_grid;           /* the decoder places image rows by M-RoPE: each image's grid[1], grid[2] are
+                                * its token grid's rows and columns (its run of placeholders must be whole) */
     const char *marker;        /* what the chat template writes for an image ("<start_of_image>") */
     const char *image_text;    /* the placeholder token's text ("<image_soft_token>") */
     const char *before, *after; /* the default prepare's text around the placeholders */
@@ -100,5 +102,6 @@ mxl_status mxl_vlm_gemma3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_erro
 mxl_status mxl_vlm_gemma3_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint *mm, mxl_vlm **out, mxl_error *err);
 mxl_status mxl_vlm_llava_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 mxl_status mxl_vlm_paligemma_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
+mxl_status mxl_vlm_qwen2vl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err); /* qwen2_vl, qwen2_5_vl */
 
 #endif

@@ -39,7 +39,7 @@ static int media_of(const int32_t *ids, int64_t n, int32_t img, float *const *fe
         if (ids[i] != img || (i && ids[i - 1] == img)) continue;
         int64_t e = i;
         while (e < n && ids[e] == img) e++;
-        m[k] = (mxl_decoder_media){i, e - i, features[k], false, false};
+        m[k] = (mxl_decoder_media){.row = i, .n = e - i, .emb = features[k]};
         k++;
     }
     return k;

@@ -1,0 +1,63 @@
+/* family_qwen2vl.c - the text decoder of Qwen2-VL and Qwen2.5-VL (transformers
+ * modeling_qwen2_vl.py / modeling_qwen2_5_vl.py, Qwen2VLForConditionalGeneration and
+ * Qwen2_5_VLForConditionalGeneration): Qwen2's block (q/k/v biases) with M-RoPE, the rotary's
+ * frequency pairs split into mrope_section (time, height, width) sections turned by an image
+ * row's 3-D position (decoder.h; text rows have three equal positions, so a text-only run is
+ * plain RoPE). The released configs keep the text keys at the top level with rope_scaling
+ * {"type": "mrope", "mrope_section": [16, 24, 24]}; transformers 5 writes them under text_config
+ * with rope_parameters {"rope_type": "default", "mrope_section": ...}. Tensors: model.layers.*
+ * and lm_head (released), model.language_model.* (transformers 5) or language_model.model.*
+ * (mlx-vlm). The vision tower is models/vlm_qwen2vl.c's. */
+#include <jansson.h>
+#include <string.h>
+
+#include "models/decoder_family.h"
+
+static mxl_status qwen2vl_setup(mxl_family_ctx *c) {
+    c->hp->qkv_bias = true;
+    c->hp->o_bias = false;
+    mxl_family_text_prefix(c);
+    json_t *p = json_object_get(c->raw, "rope_parameters");
+    const char *where = "rope_parameters";
+    if (!json_is_object(p)) p = json_object_get(c->raw, "rope_scaling"), where = "rope_scaling";
+    json_t *rp = json_is_object(p) ? json_deep_copy(p) : NULL;
+    const json_t *sec = rp ? json_object_get(rp, "mrope_section") : NULL;
+    static const int32_t k_default[3] = {16, 24, 24}; /* (transformers' default) */
+    int32_t m[3] = {k_default[0], k_default[1], k_default[2]};
+    if (sec && (!json_is_array(sec) || json_array_size(sec) != 3)) {
+        json_decref(rp);
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json %s.mrope_section must be a list of 3 integers", c->ck->path, where);
+    }
+    for (int i = 0; sec && i < 3; i++) {
+        const json_t *v = json_array_get(sec, (size_t)i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 4096) {
+            json_decref(rp);
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: config.json %s.mrope_section must be a list of 3 integers", c->ck->path, where);
+        }
+        m[i] = (int32_t)json_integer_value(v);
+    }
+    if (rp) { /* "mrope" is the default RoPE with the sections (transformers renames it) */
+        const char *tk = json_object_get(rp, "rope_type") ? "rope_type" : "type";
+        const json_t *t = json_object_get(rp, tk);
+        if (json_is_string(t) && strcmp(json_string_value(t), "mrope") == 0) json_object_set_new(rp, tk, json_string("default"));
+        json_object_del(rp, "mrope_section");
+    }
+    mxl_status st = mxl_family_rope_from(c, rp, where, 1000000.0, &c->hp->rope);
+    json_decref(rp);
+    if (st) return st;
+    c->hp->rope_local = c->hp->rope;
+    if (c->hp->rope.scaling != MXL_ROPE_SCALING_NONE)
+        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: RoPE scaling with M-RoPE is not supported", c->ck->path);
+    memcpy(c->hp->mrope_section, m, sizeof m);
+    return mxl_family_qwen_sliding(c);
+}
+
+const mxl_decoder_family mxl_family_qwen2_vl = {
+    .model_type = "qwen2_vl", .registry_id = "qwen2_vl", .hf_class = "Qwen2VLForConditionalGeneration", .names = &mxl_names_llama,
+    .setup = qwen2vl_setup, .text_config = true, .gaps = "video input",
+};
+
+const mxl_decoder_family mxl_family_qwen2_5_vl = {
+    .model_type = "qwen2_5_vl", .registry_id = "qwen2_5_vl", .hf_class = "Qwen2_5_VLForConditionalGeneration", .names = &mxl_names_llama,
+    .setup = qwen2vl_setup, .text_config = true, .gaps = "video input",
+};

@@ -1,0 +1,296 @@
+/* vision_qwen2vl.c - the Qwen2-VL / Qwen2.5-VL vision towers' forward pass (see vision_qwen2vl.h). */
+#include "models/vision_qwen2vl.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "io/json_read.h"
+#include "models/encoder_common.h"
+
+/* An integer of vision_config (dflt when absent), within [lo, hi]. */
+static mxl_status vint(const mxl_checkpoint *ck, const json_t *vc, const char *key, int64_t dflt, int64_t lo, int64_t hi, int64_t *out,
+                       mxl_error *err) {
+    const json_t *v = json_object_get(vc, key);
+    *out = dflt;
+    if (!v || json_is_null(v)) return MXL_OK;
+    if (mxl_json_int(v, lo, hi, out))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.%s must be an integer in [%lld, %lld]", ck->dir, key,
+                             (long long)lo, (long long)hi);
+    return MXL_OK;
+}
+
+static mxl_status prepare(const mxl_qwen2vl_vision *m, mxl_weight *w, mxl_error *err) {
+    return m->be->ops->weight_prepare(m->be, w, MXL_WEIGHT_USE_GEMM, (mxl_arena *)&m->arena, err);
+}
+
+mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vc, bool v25, mxl_qwen2vl_vision *m, mxl_error *err) {
+    memset(m, 0, sizeof *m);
+    mxl_arena_init(&m->arena, 64 * 1024);
+    m->be = mxl_backend_host();
+    m->v25 = v25;
+    if (!json_is_object(vc)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config is missing", ck->dir);
+    mxl_status st;
+    int64_t ch;
+    /* (Qwen2VLVisionConfig's / Qwen2_5_VLVisionConfig's defaults) */
+    if ((st = vint(ck, vc, "depth", 32, 1, 1024, &m->n_layers, err)) || (st = vint(ck, vc, "num_heads", 16, 1, 1024, &m->n_heads, err)) ||
+        (st = vint(ck, vc, "patch_size", 14, 1, 1024, &m->patch, err)) ||
+        (st = vint(ck, vc, "temporal_patch_size", 2, 1, 16, &m->temporal, err)) ||
+        (st = vint(ck, vc, "spatial_merge_size", 2, 1, 16, &m->merge, err)) ||
+        (st = vint(ck, vc, json_object_get(vc, "in_chans") ? "in_chans" : "in_channels", 3, 3, 3, &ch, err)))
+        return st;
+    const char *act = v25 ? "silu" : "quick_gelu";
+    const json_t *a = json_object_get(vc, "hidden_act");
+    if (json_is_string(a)) act = json_string_value(a);
+    if (v25) {
+        if ((st = vint(ck, vc, "hidden_size", 1280, 1, 1 << 16, &m->dim, err)) ||
+            (st = vint(ck, vc, "intermediate_size", 3420, 1, 1 << 18, &m->ffn, err)) ||
+            (st = vint(ck, vc, "out_hidden_size", 3584, 1, 1 << 16, &m->out_hidden, err)) ||
+            (st = vint(ck, vc, "window_size", 112, 1, 1 << 16, &m->window, err)))
+            return st;
+    } else {
+        double ratio = 4;
+        const json_t *r = json_object_get(vc, "mlp_ratio");
+        if (r && !json_is_null(r) && (!mxl_json_number(r, &ratio) || !(ratio > 0)))
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.mlp_ratio must be a positive number", ck->dir);
+        if ((st = vint(ck, vc, "embed_dim", 1280, 1, 1 << 16, &m->dim, err)) ||
+            (st = vint(ck, vc, "hidden_size", 3584, 1, 1 << 16, &m->out_hidden, err)))
+            return st;
+        m->ffn = (int64_t)((double)m->dim * ratio); /* int(embed_dim * mlp_ratio) */
+    }
+    if (strcmp(act, "quick_gelu") == 0) m->quick_gelu = true, m->act = MXL_ACT_SILU;
+    else if (mxl_enc_activation(act, ck->path, &m->act, err)) return err ? err->status : MXL_ERR_UNSUPPORTED;
+    if (m->dim % m->n_heads || (m->dim / m->n_heads) % 4 || m->dim / m->n_heads / 4 > 256)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config: %lld heads must split the width %lld into heads of a multiple of 4 (at most 1024)",
+                             ck->dir, (long long)m->n_heads, (long long)m->dim);
+    m->head_dim = m->dim / m->n_heads;
+    if (v25 && (m->window % (m->merge * m->patch) || m->window < m->merge * m->patch))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.window_size %lld is not a multiple of spatial_merge_size x patch_size", ck->dir,
+                             (long long)m->window);
+    double theta = 10000.0;
+    const json_t *rp = json_object_get(vc, "rope_parameters"), *th = json_is_object(rp) ? json_object_get(rp, "rope_theta") : NULL;
+    if (!th) th = json_object_get(vc, "rope_theta");
+    if (th && !json_is_null(th) && (!mxl_json_number(th, &theta) || !(theta > 0)))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config rope_theta must be a positive number", ck->dir);
+    /* inv_freq = 1 / theta^(2i / (hd / 2)), i < hd / 4 (torch float32 arithmetic) */
+    const int64_t sd = m->head_dim / 2;
+    for (int64_t i = 0; i < sd / 2; i++) m->inv_freq[i] = 1.0f / (float)pow((float)theta, (float)(2 * i) / (float)sd);
+
+    static const char *const k_prefixes[] = {"visual.", "model.visual.", NULL};
+    const char *prefix = mxl_enc_find_prefix(ck, k_prefixes, "patch_embed.proj.weight");
+    if (!prefix) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor 'visual.patch_embed.proj.weight' is missing (the Qwen2-VL vision tower)", ck->path);
+    mxl_enc_binder b = {ck, &m->arena, prefix, err};
+    const int64_t D = m->dim, F = m->ffn, M = D * m->merge * m->merge;
+    m->patch_dim = 3 * m->temporal * m->patch * m->patch;
+    const float *pw;
+    if (mxl_enc_vector(&b, D * m->patch_dim, &pw, "patch_embed.proj.weight")) return err ? err->status : MXL_ERR_FORMAT;
+    m->patch_w = (mxl_weight){.kind = MXL_W_DENSE, .dtype = MXL_DTYPE_F32, .rows = D, .cols = m->patch_dim, .data = pw};
+    if (prepare(m, &m->patch_w, err)) return err ? err->status : MXL_ERR_NOMEM;
+    m->layers = mxl_arena_alloc(&m->arena, (size_t)m->n_layers * sizeof *m->layers, 64);
+    if (!m->layers) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    memset(m->layers, 0, (size_t)m->n_layers * sizeof *m->layers);
+    for (int64_t i = 0; i < m->n_layers; i++) {
+        mxl_qwen2vl_vision_layer *L = &m->layers[i];
+        long long l = (long long)i;
+        L->full = !v25;
+        if (mxl_enc_vector(&b, D, &L->n1_w, "blocks.%lld.norm1.weight", l) || mxl_enc_vector(&b, D, &L->n2_w, "blocks.%lld.norm2.weight", l) ||
+            (!v25 && (mxl_enc_vector(&b, D, &L->n1_b, "blocks.%lld.norm1.bias", l) || mxl_enc_vector(&b, D, &L->n2_b, "blocks.%lld.norm2.bias", l))) ||
+            mxl_enc_matrix(&b, 3 * D, D, &L->qkv, "blocks.%lld.attn.qkv.weight", l) ||
+            mxl_enc_vector(&b, 3 * D, &L->qkv_b, "blocks.%lld.attn.qkv.bias", l) ||
+            mxl_enc_matrix(&b, D, D, &L->proj, "blocks.%lld.attn.proj.weight", l) ||
+            mxl_enc_vector(&b, D, &L->proj_b, "blocks.%lld.attn.proj.bias", l))
+            return err ? err->status : MXL_ERR_FORMAT;
+        if (v25 ? (mxl_enc_matrix(&b, F, D, &L->gate, "blocks.%lld.mlp.gate_proj.weight", l) ||
+                   mxl_enc_vector(&b, F, &L->gate_b, "blocks.%lld.mlp.gate_proj.bias", l) ||
+                   mxl_enc_matrix(&b, F, D, &L->up, "blocks.%lld.mlp.up_proj.weight", l) ||
+                   mxl_enc_vector(&b, F, &L->up_b, "blocks.%lld.mlp.up_proj.bias", l) ||
+                   mxl_enc_matrix(&b, D, F, &L->down, "blocks.%lld.mlp.down_proj.weight", l) ||
+                   mxl_enc_vector(&b, D, &L->down_b, "blocks.%lld.mlp.down_proj.bias", l))
+                : (mxl_enc_matrix(&b, F, D, &L->fc1, "blocks.%lld.mlp.fc1.weight", l) ||
+                   mxl_enc_vector(&b, F, &L->fc1_b, "blocks.%lld.mlp.fc1.bias", l) ||
+                   mxl_enc_matrix(&b, D, F, &L->fc2, "blocks.%lld.mlp.fc2.weight", l) ||
+                   mxl_enc_vector(&b, D, &L->fc2_b, "blocks.%lld.mlp.fc2.bias", l)))
+            return err ? err->status : MXL_ERR_FORMAT;
+        mxl_weight *mats[] = {&L->qkv, &L->proj, &L->fc1, &L->fc2, &L->gate, &L->up, &L->down};
+        for (size_t j = 0; j < sizeof mats / sizeof mats[0]; j++)
+            if (mats[j]->rows > 0 && prepare(m, mats[j], err)) return err ? err->status : MXL_ERR_NOMEM;
+    }
+    if (v25) {
+        const json_t *fa = json_object_get(vc, "fullatt_block_indexes");
+        if (fa && !json_is_array(fa))
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.fullatt_block_indexes must be a list of block numbers", ck->dir);
+        static const int k_default[4] = {7, 15, 23, 31};
+        size_t nf = fa ? json_array_size(fa) : 4;
+        for (size_t j = 0; j < nf; j++) {
+            int64_t k = k_default[j];
+            if (fa && mxl_json_int(json_array_get(fa, j), 0, m->n_layers - 1, &k))
+                return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.fullatt_block_indexes[%zu] is not a block number", ck->dir, j);
+            if (k < m->n_layers) m->layers[k].full = true;
+        }
+    }
+    if (mxl_enc_vector(&b, D, &m->lnq_w, "merger.ln_q.weight") || (!v25 && mxl_enc_vector(&b, D, &m->lnq_b, "merger.ln_q.bias")) ||
+        mxl_enc_matrix(&b, M, M, &m->m0, "merger.mlp.0.weight") || mxl_enc_vector(&b, M, &m->m0_b, "merger.mlp.0.bias") ||
+        mxl_enc_matrix(&b, m->out_hidden, M, &m->m2, "merger.mlp.2.weight") || mxl_enc_vector(&b, m->out_hidden, &m->m2_b, "merger.mlp.2.bias"))
+        return err ? err->status : MXL_ERR_FORMAT;
+    if (prepare(m, &m->m0, err) || prepare(m, &m->m2, err)) return err ? err->status : MXL_ERR_NOMEM;
+    return MXL_OK;
+}
+
+void mxl_qwen2vl_vision_free(mxl_qwen2vl_vision *m) {
+    mxl_arena_free(&m->arena);
+    memset(m, 0, sizeof *m);
+}
+
+/* y[r] = norm(x[r]) for rows r < n of width D: LayerNorm (2-VL) or RMSNorm (2.5), eps 1e-6. */
+static void norm_rows(const mxl_qwen2vl_vision *m, mxl_threadpool *pool, const float *x, const float *w, const float *b, int64_t n,
+                      float *y) {
+    const int64_t D = m->dim;
+    if (!m->v25) {
+        mxl_enc_add_layernorm(m->be, pool, (float *)x, NULL, w, b, n, D, 1e-6f, y);
+        return;
+    }
+    for (int64_t r = 0; r < n; r++) m->be->ops->rmsnorm(m->be, x + r * D, w, D, 1e-6f, 0, y + r * D);
+}
+
+static void quick_gelu(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-1.702f * x[i]));
+}
+
+/* x [n, hd] heads rotated in place by cs (cos [hd/2] then sin [hd/2]): NEOX halves. */
+static void rotate(float *x, int64_t n_heads, int64_t hd, const float *cs) {
+    const int64_t h2 = hd / 2;
+    for (int64_t h = 0; h < n_heads; h++) {
+        float *v = x + h * hd;
+        for (int64_t j = 0; j < h2; j++) {
+            const float a = v[j], b = v[j + h2], c = cs[j], s = cs[h2 + j];
+            v[j] = a * c - b * s;
+            v[j + h2] = b * c + a * s;
+        }
+    }
+}
+
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+mxl_status mxl_qwen2vl_vision_forward(const mxl_qwen2vl_vision *m, const float *patches, int64_t gh, int64_t gw, mxl_threadpool *pool,
+                                      float *out, mxl_error *err) {
+    const int64_t mg = m->merge, u2 = mg * mg, D = m->dim, F = m->ffn, hd = m->head_dim, M = D * u2;
+    if (gh <= 0 || gw <= 0 || gh % mg || gw % mg || gh * gw > (INT64_C(1) << 24))
+        return mxl_error_set(err, MXL_ERR_ARG, "a %lld x %lld patch grid is not whole merge blocks of %lld", (long long)gh, (long long)gw, (long long)mg);
+    const int64_t n = gh * gw, nu = n / u2, lh = gh / mg, lw = gw / mg;
+    const int n_threads = pool ? mxl_threadpool_size(pool) : 1;
+    /* the order the rows run in: merge units (row-major over the lh x lw grid), or for 2.5 its
+     * windows (vw x vw units each, row-major over the windows, row-major within) */
+    int64_t *unit = mxl_malloc((size_t)nu * sizeof *unit), *wstart = mxl_malloc((size_t)(nu + 2) * sizeof *wstart);
+    int64_t *pos = mxl_malloc((size_t)n * sizeof *pos), *fstart = mxl_malloc(2 * sizeof *fstart);
+    float *cs = mxl_aligned_alloc(64, ((size_t)(n * hd) * sizeof(float) + 63) / 64 * 64);
+    int64_t nw = 0, longest = 0;
+    if (unit && wstart && pos && fstart) {
+        const int64_t vw = m->v25 ? m->window / mg / m->patch : (lh > lw ? lh : lw);
+        const int64_t nwh = (lh + vw - 1) / vw, nww = (lw + vw - 1) / vw;
+        int64_t k = 0;
+        wstart[0] = 0;
+        for (int64_t a = 0; a < nwh; a++)
+            for (int64_t b = 0; b < nww; b++) {
+                int64_t k0 = k;
+                for (int64_t y = a * vw; y < (a + 1) * vw && y < lh; y++)
+                    for (int64_t x = b * vw; x < (b + 1) * vw && x < lw; x++) unit[k++] = y * lw + x;
+                if (k > k0) {
+                    wstart[++nw] = k * u2;
+                    if ((k - k0) * u2 > longest) longest = (k - k0) * u2;
+                }
+            }
+        if (!m->v25) { /* one window: the whole image in unit order */
+            for (int64_t u = 0; u < nu; u++) unit[u] = u;
+            nw = 1, wstart[1] = n, longest = n;
+        }
+        fstart[0] = 0, fstart[1] = n;
+    }
+    size_t mm = 0;
+    const mxl_weight *ws[] = {&m->patch_w, &m->m0, &m->m2};
+    for (size_t j = 0; j < 3; j++) mm = max_sz(mm, mxl_enc_linear_scratch_bytes(m->be, ws[j], j ? nu : n, n_threads));
+    for (int64_t l = 0; l < m->n_layers; l++) {
+        const mxl_qwen2vl_vision_layer *L = &m->layers[l];
+        const mxl_weight *lw2[] = {&L->qkv, &L->proj, &L->fc1, &L->fc2, &L->gate, &L->up, &L->down};
+        for (size_t j = 0; j < 7; j++)
+            if (lw2[j]->rows > 0) mm = max_sz(mm, mxl_enc_linear_scratch_bytes(m->be, lw2[j], n, n_threads));
+    }
+    const size_t att = mxl_enc_self_attention_scratch_floats(m->be, n, (int)hd, n_threads);
+    /* x, h, a, o [n, D]; qkv [n, 3D]; q, k, v [n, D]; f, g [n, F]; merged [nu, max(M, out)], [nu, M] */
+    const int64_t MO = M > m->out_hidden ? M : m->out_hidden;
+    const size_t fl = (size_t)(n * D) * 7 + (size_t)(n * 3 * D) + (size_t)(n * F) * 2 + (size_t)(nu * (M + MO)) + att + mm / sizeof(float) + 64;
+    float *buf = mxl_aligned_alloc(64, (fl * sizeof(float) + 63) / 64 * 64);
+    if (!unit || !wstart || !pos || !fstart || !cs || !buf) {
+        mxl_free(unit), mxl_free(wstart), mxl_free(pos), mxl_free(fstart), mxl_aligned_free(cs), mxl_aligned_free(buf);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
+    float *x = buf, *h = x + n * D, *a = h + n * D, *o = a + n * D, *q = o + n * D, *k = q + n * D, *v = k + n * D, *qkv = v + n * D;
+    float *f = qkv + n * 3 * D, *g = f + n * F, *mrg = g + n * F, *mrg2 = mrg + nu * MO, *att_s = mrg2 + nu * M;
+    void *mm_s = (void *)(((uintptr_t)(att_s + att) + 63) & ~(uintptr_t)63);
+    /* patches in run order (unit by unit), embedded */
+    float *pr = h; /* (n x patch_dim may exceed n x D: use the MLP buffers, n x 2F, when larger) */
+    if (m->patch_dim > D) pr = f;
+    if (m->patch_dim > 2 * F && m->patch_dim > D) pr = NULL;
+    float *tmp = pr ? NULL : mxl_aligned_alloc(64, ((size_t)(n * m->patch_dim) * sizeof(float) + 63) / 64 * 64);
+    if (!pr && !tmp) {
+        mxl_free(unit), mxl_free(wstart), mxl_free(pos), mxl_free(fstart), mxl_aligned_free(cs), mxl_aligned_free(buf);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
+    if (!pr) pr = tmp;
+    for (int64_t r = 0; r < nu; r++)
+        memcpy(pr + r * u2 * m->patch_dim, patches + unit[r] * u2 * m->patch_dim, (size_t)(u2 * m->patch_dim) * sizeof(float));
+    mxl_enc_linear_act(m->be, &m->patch_w, NULL, MXL_GEMM_ACT_NONE, pr, n, x, mm_s, pool);
+    mxl_aligned_free(tmp);
+    /* each row's rotary table: unit u = (uy, ux), patch (my, mx) within it -> (py, px) */
+    const int64_t q4 = hd / 4;
+    for (int64_t r = 0; r < nu; r++)
+        for (int64_t e = 0; e < u2; e++) {
+            const int64_t uy = unit[r] / lw, ux = unit[r] % lw, py = uy * mg + e / mg, px = ux * mg + e % mg;
+            float *c = cs + (r * u2 + e) * hd;
+            for (int64_t j = 0; j < q4; j++) {
+                const float fh = (float)py * m->inv_freq[j], fw = (float)px * m->inv_freq[j];
+                c[j] = cosf(fh), c[q4 + j] = cosf(fw);
+                c[2 * q4 + j] = sinf(fh), c[3 * q4 + j] = sinf(fw);
+            }
+        }
+    static const int32_t no_ids[1] = {0};
+    mxl_encoder_batch full = {no_ids, NULL, fstart, 1}, win = {no_ids, NULL, wstart, nw};
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int64_t l = 0; l < m->n_layers; l++) {
+        const mxl_qwen2vl_vision_layer *L = &m->layers[l];
+        const mxl_encoder_batch *bt = L->full ? &full : &win;
+        for (int64_t s = 0; s < bt->n_seqs; s++)
+            for (int64_t t = bt->seq_start[s]; t < bt->seq_start[s + 1]; t++) pos[t] = t - bt->seq_start[s];
+        norm_rows(m, pool, x, L->n1_w, L->n1_b, n, h);
+        mxl_enc_linear_act(m->be, &L->qkv, L->qkv_b, MXL_GEMM_ACT_NONE, h, n, qkv, mm_s, pool);
+        for (int64_t t = 0; t < n; t++) {
+            memcpy(q + t * D, qkv + t * 3 * D, (size_t)D * sizeof(float));
+            memcpy(k + t * D, qkv + t * 3 * D + D, (size_t)D * sizeof(float));
+            memcpy(v + t * D, qkv + t * 3 * D + 2 * D, (size_t)D * sizeof(float));
+            rotate(q + t * D, m->n_heads, hd, cs + t * hd);
+            rotate(k + t * D, m->n_heads, hd, cs + t * hd);
+        }
+        mxl_enc_self_attention(m->be, bt, q, k, v, a, D, (int)m->n_heads, (int)hd, scale, pos, att_s, pool);
+        mxl_enc_linear_act(m->be, &L->proj, L->proj_b, MXL_GEMM_ACT_NONE, a, n, o, mm_s, pool);
+        for (int64_t i = 0; i < n * D; i++) x[i] += o[i];
+        norm_rows(m, pool, x, L->n2_w, L->n2_b, n, h);
+        if (m->v25) {
+            mxl_enc_linear_act(m->be, &L->gate, L->gate_b, (int)m->act, h, n, f, mm_s, pool);
+            mxl_enc_linear_act(m->be, &L->up, L->up_b, MXL_GEMM_ACT_NONE, h, n, g, mm_s, pool);
+            for (int64_t i = 0; i < n * F; i++) f[i] *= g[i];
+            mxl_enc_linear_act(m->be, &L->down, L->down_b, MXL_GEMM_ACT_NONE, f, n, o, mm_s, pool);
+        } else {
+            mxl_enc_linear_act(m->be, &L->fc1, L->fc1_b, m->quick_gelu ? MXL_GEMM_ACT_NONE : (int)m->act, h, n, f, mm_s, pool);
+            if (m->quick_gelu) quick_gelu(f, n * F);
+            mxl_enc_linear_act(m->be, &L->fc2, L->fc2_b, MXL_GEMM_ACT_NONE, f, n, o, mm_s, pool);
+        }
+        for (int64_t i = 0; i < n * D; i++) x[i] += o[i];
+    }
+    /* the merger: m^2 consecutive rows (one unit) become one */
+    norm_rows(m, pool, x, m->lnq_w, m->lnq_b, n, mrg);
+    mxl_enc_linear_act(m->be, &m->m0, m->m0_b, MXL_ACT_GELU_ERF, mrg, nu, mrg2, mm_s, pool);
+    mxl_enc_linear_act(m->be, &m->m2, m->m2_b, MXL_GEMM_ACT_NONE, mrg2, nu, mrg, mm_s, pool);
+    for (int64_t r = 0; r < nu; r++) memcpy(out + unit[r] * m->out_hidden, mrg + r * m->out_hidden, (size_t)m->out_hidden * sizeof(float));
+    mxl_free(unit), mxl_free(wstart), mxl_free(pos), mxl_free(fstart), mxl_aligned_free(cs), mxl_aligned_free(buf);
+    return MXL_OK;
+}

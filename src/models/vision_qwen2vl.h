@@ -1,0 +1,64 @@
+/* vision_qwen2vl.h - the vision towers of Qwen2-VL and Qwen2.5-VL (transformers
+ * modeling_qwen2_vl.py Qwen2VisionTransformerPretrainedModel, modeling_qwen2_5_vl.py
+ * Qwen2_5_VisionTransformerPretrainedModel). For one image the processor gives
+ *   patches [n, 3 * T * P * P]   n = grid_h * grid_w patches of P x P pixels, each repeated over T
+ *                                (temporal_patch_size) frames, in (channel, frame, ky, kx) order; the
+ *                                patches ordered in merge blocks: (bh, bw, my, mx) with
+ *                                py = bh * m + my, px = bw * m + mx (m = spatial_merge_size)
+ *   x = patches Wp^T                                   (the Conv3d as a matmul, no bias) [n, D]
+ *   per block: x += proj(attn(norm1(x))); x += mlp(norm2(x))
+ *     norm: LayerNorm (2-VL) or RMSNorm (2.5), eps 1e-6
+ *     attn: fused qkv (biased), 2-D rotary on each head: frequency pair j < hd/4 turns by the
+ *           patch row py, the next hd/4 by its column px (NEOX halves, theta 10000), every patch
+ *           seeing every patch of the image (2-VL; 2.5's fullatt_block_indexes) or of its window
+ *           (2.5: windows of window_size / m / P merge blocks a side, the rows run in window
+ *           order and put back after the merger)
+ *     mlp:  fc2(quick_gelu(fc1 x)) (2-VL, hidden_act) or down(silu(gate x) * up x) (2.5, biased)
+ *   merger: ln_q per patch (LayerNorm 2-VL / RMSNorm 2.5), each m^2 consecutive patches
+ *           concatenated [n / m^2, D m^2], Linear, GELU (erf), Linear -> [n / m^2, out_hidden]
+ * Dimensions from config.json's vision_config; tensors under visual. (released) or model.visual.
+ * (transformers 5). Dense F32/F16/BF16. */
+#ifndef MXL_MODELS_VISION_QWEN2VL_H
+#define MXL_MODELS_VISION_QWEN2VL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backends/backend.h"
+#include "core/arena.h"
+#include "core/threadpool.h"
+#include "models/checkpoint.h"
+
+typedef struct mxl_qwen2vl_vision_layer {
+    const float *n1_w, *n1_b, *n2_w, *n2_b; /* b NULL with RMSNorm */
+    mxl_weight qkv, proj, fc1, fc2, gate, up, down;  /* fc1/fc2 (2-VL) or gate/up/down (2.5) */
+    const float *qkv_b, *proj_b, *fc1_b, *fc2_b, *gate_b, *up_b, *down_b;
+    bool full;  /* 2.5: attends over the whole image (fullatt_block_indexes) */
+} mxl_qwen2vl_vision_layer;
+
+typedef struct mxl_qwen2vl_vision {
+    bool v25;                 /* Qwen2.5-VL's tower (RMSNorm, SwiGLU, windows) */
+    int64_t dim, n_heads, head_dim, ffn, n_layers, patch, temporal, merge, out_hidden, window;
+    int64_t patch_dim;        /* 3 * temporal * patch^2 */
+    mxl_act act;              /* the MLP's (2.5: of the gate) */
+    bool quick_gelu;          /* 2-VL's hidden_act quick_gelu: x * sigmoid(1.702 x) */
+    const mxl_backend *be;
+    mxl_arena arena;
+    mxl_weight patch_w;       /* [dim, patch_dim] */
+    mxl_qwen2vl_vision_layer *layers;
+    const float *lnq_w, *lnq_b; /* [dim] (b NULL with RMSNorm) */
+    mxl_weight m0, m2;        /* [dim m^2, dim m^2], [out_hidden, dim m^2] */
+    const float *m0_b, *m2_b;
+    float inv_freq[256];      /* [head_dim / 4] */
+} mxl_qwen2vl_vision;
+
+/* v25: Qwen2.5-VL's tower; vision_config the config.json object. */
+mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vision_config, bool v25, mxl_qwen2vl_vision *out,
+                                   mxl_error *err);
+void mxl_qwen2vl_vision_free(mxl_qwen2vl_vision *m);
+/* out [grid_h * grid_w / m^2, out_hidden] for one image's patches [grid_h * grid_w, patch_dim]
+ * (grid_h, grid_w multiples of m), rows in the processor's merge-block order. */
+mxl_status mxl_qwen2vl_vision_forward(const mxl_qwen2vl_vision *m, const float *patches, int64_t grid_h, int64_t grid_w,
+                                      mxl_threadpool *pool, float *out, mxl_error *err);
+
+#endif

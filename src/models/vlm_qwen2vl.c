@@ -1,0 +1,213 @@
+/* vlm_qwen2vl.c - Qwen2-VL's and Qwen2.5-VL's vision side (transformers processing_qwen2_vl.py,
+ * image_processing_pil_qwen2_vl.py Qwen2VLImageProcessorPil, modeling_qwen2_vl.py /
+ * modeling_qwen2_5_vl.py). The processor keeps each image near its own resolution:
+ *   smart_resize: (h, w) rounded (half to even) to multiples of f = patch_size * merge_size, then
+ *                 scaled down to at most max_pixels (floor) or up to at least min_pixels (ceil),
+ *                 the aspect ratio below 200
+ *   resize with PIL's bicubic filter (preprocessor_config.json resample), rescale, normalise
+ *   (CLIP's mean / std), then patchify: grid_h = h / P, grid_w = w / P patches, each repeated over
+ *   temporal_patch_size frames, in merge-block order (vision_qwen2vl.h) -> [grid_h * grid_w,
+ *   3 * T * P * P]; the image takes grid_h * grid_w / merge^2 tokens.
+ * The chat template writes "<|vision_start|><|image_pad|><|vision_end|>" per image; the
+ * processor repeats "<|image_pad|>" once per token. The decoder places the image's rows by M-RoPE
+ * over its (grid_h / merge) x (grid_w / merge) token grid (mrope_grid; decoder.h). Videos are
+ * not taken. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/strbuf.h"
+#include "io/json_read.h"
+#include "models/vision_qwen2vl.h"
+#include "models/vlm.h"
+
+typedef struct qwen2vl_vlm {
+    mxl_vlm base;
+    mxl_qwen2vl_vision tower;
+    int64_t min_pixels, max_pixels, patch, merge, temporal;
+} qwen2vl_vlm;
+
+static void qwen2vl_destroy(mxl_vlm *v) {
+    qwen2vl_vlm *q = (qwen2vl_vlm *)v;
+    mxl_qwen2vl_vision_free(&q->tower);
+    mxl_free(q);
+}
+
+/* transformers' smart_resize (Python's round: half to even) */
+static mxl_status smart_resize(const qwen2vl_vlm *q, int64_t h, int64_t w, int64_t *oh, int64_t *ow, mxl_error *err) {
+    const double f = (double)(q->patch * q->merge);
+    if ((double)(h > w ? h : w) / (double)(h < w ? h : w) > 200)
+        return mxl_error_set(err, MXL_ERR_ARG, "the image is %lldx%lld: its aspect ratio must be below 200", (long long)w, (long long)h);
+    double hb = nearbyint((double)h / f) * f, wb = nearbyint((double)w / f) * f;
+    if (hb * wb > (double)q->max_pixels) {
+        const double beta = sqrt((double)(h * w) / (double)q->max_pixels);
+        hb = fmax(f, floor((double)h / beta / f) * f);
+        wb = fmax(f, floor((double)w / beta / f) * f);
+    } else if (hb * wb < (double)q->min_pixels) {
+        const double beta = sqrt((double)q->min_pixels / (double)(h * w));
+        hb = ceil((double)h * beta / f) * f;
+        wb = ceil((double)w * beta / f) * f;
+    }
+    if (hb < f || wb < f || hb > 65536 || wb > 65536)
+        return mxl_error_set(err, MXL_ERR_ARG, "the image is %lldx%lld: no size within the processor's pixel limits keeps it", (long long)w, (long long)h);
+    *oh = (int64_t)hb, *ow = (int64_t)wb;
+    return MXL_OK;
+}
+
+static mxl_status qwen2vl_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm_input *out, mxl_error *err) {
+    const qwen2vl_vlm *q = (const qwen2vl_vlm *)v;
+    int64_t h = im->h, w = im->w;
+    mxl_status st = MXL_OK;
+    if (v->pre.do_resize && (st = smart_resize(q, im->h, im->w, &h, &w, err))) return st;
+    const int64_t P = q->patch, m = q->merge, T = q->temporal;
+    if (h % (P * m) || w % (P * m))
+        return mxl_error_set(err, MXL_ERR_ARG, "the image is %lldx%lld, not whole merge blocks of %lld pixels", (long long)w, (long long)h,
+                             (long long)(P * m));
+    mxl_vlm sized = *v;
+    sized.pre.width = w, sized.pre.height = h;
+    float *px = NULL;
+    if ((st = mxl_vlm_pixels(&sized, im, &px, err))) return st;
+    const int64_t gh = h / P, gw = w / P, K = 3 * T * P * P;
+    float *pt = mxl_malloc((size_t)(gh * gw * K) * sizeof(float));
+    if (!pt) {
+        mxl_free(px);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
+    /* row (bh, bw, my, mx), column (c, t, ky, kx) = pixel (c, (bh m + my) P + ky, (bw m + mx) P + kx) */
+    int64_t r = 0;
+    for (int64_t bh = 0; bh < gh / m; bh++)
+        for (int64_t bw = 0; bw < gw / m; bw++)
+            for (int64_t my = 0; my < m; my++)
+                for (int64_t mx = 0; mx < m; mx++, r++) {
+                    float *row = pt + r * K;
+                    const int64_t y0 = (bh * m + my) * P, x0 = (bw * m + mx) * P;
+                    for (int64_t c = 0; c < 3; c++)
+                        for (int64_t t = 0; t < T; t++)
+                            for (int64_t ky = 0; ky < P; ky++)
+                                memcpy(row + ((c * T + t) * P + ky) * P, px + (c * h + y0 + ky) * w + x0, (size_t)P * sizeof(float));
+                }
+    mxl_free(px);
+    out->pixels = pt;
+    out->n_pixels = (size_t)(gh * gw * K);
+    out->n_tokens = gh * gw / (m * m);
+    out->grid[0] = 1, out->grid[1] = gh / m, out->grid[2] = gw / m, out->grid[3] = m;
+    mxl_strbuf sb = {0};
+    bool ok = true;
+    for (int64_t t = 0; t < out->n_tokens && ok; t++) ok = mxl_strbuf_puts(&sb, v->image_text);
+    if (!ok) {
+        mxl_strbuf_free(&sb);
+        mxl_vlm_input_free(out);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
+    out->text = sb.p;
+    out->text_len = sb.n;
+    return MXL_OK;
+}
+
+static mxl_status qwen2vl_encode(const mxl_vlm *v, const mxl_vlm_input *in, mxl_threadpool *pool, float *out, mxl_error *err) {
+    const qwen2vl_vlm *q = (const qwen2vl_vlm *)v;
+    const int64_t gh = in->grid[1] * q->merge, gw = in->grid[2] * q->merge;
+    if (in->n_pixels != (size_t)(gh * gw * q->tower.patch_dim))
+        return mxl_error_set(err, MXL_ERR_ARG, "the image's patches do not match its %lld x %lld grid", (long long)gh, (long long)gw);
+    return mxl_qwen2vl_vision_forward(&q->tower, in->pixels, gh, gw, pool, out, err);
+}
+
+/* An integer key of preprocessor_config.json (or of its size object) when present. */
+static mxl_status pp_int(const char *path, const json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out, mxl_error *err) {
+    const json_t *x = json_object_get(o, key);
+    if (!x || json_is_null(x)) return MXL_OK;
+    if (mxl_json_int(x, lo, hi, out)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: '%s' must be an integer in [%lld, %lld]", path, key, (long long)lo, (long long)hi);
+    return MXL_OK;
+}
+
+/* preprocessor_config.json when the checkpoint has one (Qwen2VLImageProcessor's defaults else). */
+static mxl_status read_preproc(const mxl_checkpoint *ck, qwen2vl_vlm *q, mxl_error *err) {
+    mxl_vlm_preproc *p = &q->base.pre;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/preprocessor_config.json", ck->dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return MXL_OK;
+    fclose(f);
+    json_t *j = NULL;
+    mxl_status st = mxl_json_load_file_py(path, 1 << 20, &j, err);
+    if (st) return st;
+    const json_t *size = json_object_get(j, "size");
+    int64_t rs = p->resample;
+    if ((json_is_object(size) && ((st = pp_int(path, size, "shortest_edge", 1, INT64_C(1) << 40, &q->min_pixels, err)) ||
+                                  (st = pp_int(path, size, "longest_edge", 1, INT64_C(1) << 40, &q->max_pixels, err)))) ||
+        (st = pp_int(path, j, "min_pixels", 1, INT64_C(1) << 40, &q->min_pixels, err)) ||
+        (st = pp_int(path, j, "max_pixels", 1, INT64_C(1) << 40, &q->max_pixels, err)) ||
+        (st = pp_int(path, j, "patch_size", 1, 1024, &q->patch, err)) || (st = pp_int(path, j, "merge_size", 1, 16, &q->merge, err)) ||
+        (st = pp_int(path, j, "temporal_patch_size", 1, 16, &q->temporal, err)) || (st = pp_int(path, j, "resample", 0, 5, &rs, err))) {
+        json_decref(j);
+        return st;
+    }
+    double d;
+    if (mxl_json_number(json_object_get(j, "rescale_factor"), &d)) p->rescale = d;
+    const json_t *mean = json_object_get(j, "image_mean"), *std = json_object_get(j, "image_std");
+    for (int c = 0; c < 3; c++) {
+        if (json_is_array(mean) && json_array_size(mean) == 3 && mxl_json_number(json_array_get(mean, (size_t)c), &d)) p->mean[c] = (float)d;
+        if (json_is_array(std) && json_array_size(std) == 3 && mxl_json_number(json_array_get(std, (size_t)c), &d)) p->std[c] = (float)d;
+    }
+    const json_t *b;
+    if ((b = json_object_get(j, "do_resize")) && json_is_boolean(b)) p->do_resize = json_is_true(b);
+    if ((b = json_object_get(j, "do_rescale")) && json_is_boolean(b)) p->do_rescale = json_is_true(b);
+    if ((b = json_object_get(j, "do_normalize")) && json_is_boolean(b)) p->do_normalize = json_is_true(b);
+    json_decref(j);
+    p->resample = (int)rs;
+    if (p->std[0] == 0 || p->std[1] == 0 || p->std[2] == 0 || !(p->rescale > 0) || q->min_pixels > q->max_pixels)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: non-zero image_std, a positive rescale_factor and min_pixels <= max_pixels are expected", path);
+    return MXL_OK;
+}
+
+mxl_status mxl_vlm_qwen2vl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err) {
+    *out = NULL;
+    qwen2vl_vlm *q = mxl_calloc(1, sizeof *q);
+    if (!q) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    mxl_vlm *v = &q->base;
+    const bool v25 = strcmp(ck->config.model_type, "qwen2_5_vl") == 0;
+    v->family = v25 ? "qwen2_5_vl" : "qwen2_vl";
+    v->prepare = qwen2vl_prepare;
+    v->encode = qwen2vl_encode;
+    v->destroy = qwen2vl_destroy;
+    v->marker = "<|image_pad|>";
+    v->image_text = "<|image_pad|>";
+    v->before = v->after = "";
+    v->causal_images = true;
+    v->mrope_grid = true;
+    json_t *raw = ck->config.raw;
+    mxl_status st = mxl_qwen2vl_vision_load(ck, json_object_get(raw, "vision_config"), v25, &q->tower, err);
+    if (st) goto fail;
+    int64_t img = 151655; /* (Qwen2VLConfig's default) */
+    const json_t *it = json_object_get(raw, "image_token_id");
+    if (!it) it = json_object_get(raw, "image_token_index");
+    if (it && mxl_json_int(it, 0, INT32_MAX, &img)) {
+        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: image_token_id must be a token id", ck->dir);
+        goto fail;
+    }
+    v->image_token = (int32_t)img;
+    v->text_hidden = ck->config.hidden_size;
+    if (q->tower.out_hidden != v->text_hidden) {
+        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: the vision merger's width %lld is not the text hidden size %lld", ck->dir,
+                           (long long)q->tower.out_hidden, (long long)v->text_hidden);
+        goto fail;
+    }
+    /* Qwen2VLImageProcessor's defaults: CLIP's mean and std, bicubic */
+    v->pre = (mxl_vlm_preproc){0, 0, 3, true, true, true, 1.0 / 255.0, {0.48145466f, 0.4578275f, 0.40821073f}, {0.26862954f, 0.26130258f, 0.27577711f}};
+    q->min_pixels = 56 * 56, q->max_pixels = 28 * 28 * 1280;
+    q->patch = q->tower.patch, q->merge = q->tower.merge, q->temporal = q->tower.temporal;
+    if ((st = read_preproc(ck, q, err))) goto fail;
+    if (q->patch != q->tower.patch || q->merge != q->tower.merge || q->temporal != q->tower.temporal) {
+        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the preprocessor's patch_size / merge_size / temporal_patch_size differ from the vision tower's", ck->dir);
+        goto fail;
+    }
+    v->tokens_per_image = 0; /* (per image: prepare) */
+    *out = v;
+    return MXL_OK;
+fail:
+    if (err && st && !err->status) err->status = st;
+    qwen2vl_destroy(v);
+    return st ? st : MXL_ERR_FORMAT;
+}
