@@ -467,7 +467,7 @@ typedef struct mxl_decoder_media {
     const float *emb; /* [n, hidden], or NULL */
     bool causal;      /* the rows attend causally, as text (LLaVA, Qwen2-VL, ...) */
 } mxl_decoder_media;
-#define MXL_DECODER_MAX_MEDIA 64
+#define MXL_DECODER_MAX_MEDIA 512 /* (a Pixtral image is one run per row of patches: 64 rows at 1024 px) */
 /* mxl_decoder_forward with media blocks (in order, not overlapping, each bidirectional one at
  * most the state's max_batch rows; the token ids of their rows are ignored). Models with per-layer inputs,
  * AltUp or recurrent layers refuse them. */
