@@ -76,6 +76,12 @@ mxl_status mxl_pixtral_vision_load(const mxl_checkpoint *ck, const json_t *vc, m
     char pname[512];
     snprintf(pname, sizeof pname, "%spatch_conv.weight", prefix);
     const mxl_st_entry *pe = mxl_st_model_find(ck->st, pname);
+    /* (an MLX conversion's layout, or its quantized layers: a model that still runs as text) */
+    if (pe && pe->tensor.ndim == 4 && pe->tensor.shape[0] == H && pe->tensor.shape[1] == P && pe->tensor.shape[2] == P && pe->tensor.shape[3] == 3)
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: tensor '%s' is stored channels-last [%lld, %lld, %lld, 3] (an MLX conversion); the Pixtral tower runs from PyTorch's layout",
+                             ck->path, pname, (long long)H, (long long)P, (long long)P);
+    if (mxl_enc_has(&b, "transformer.layers.0.attention.q_proj.scales"))
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: the Pixtral tower is quantized (an MLX conversion); it runs from dense F32/F16/BF16 weights", ck->path);
     if (pe && (pe->tensor.ndim != 4 || pe->tensor.shape[0] != H || pe->tensor.shape[1] != 3 || pe->tensor.shape[2] != P || pe->tensor.shape[3] != P))
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor '%s' must have shape [%lld, 3, %lld, %lld] (a PyTorch Conv2d's layout)", ck->path, pname,
                              (long long)H, (long long)P, (long long)P);

@@ -362,6 +362,10 @@ static mxl_status load(const mxl_checkpoint *ck, bool mistral3, mxl_vlm **out, m
     }
     const int64_t Hv = g->tower.hidden, Ht = v->text_hidden, In = g->n_sel * Hv;
     mxl_enc_binder b = {ck, &g->arena, prefix, err};
+    if (mxl_enc_has(&b, "linear_1.scales")) {
+        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: the multimodal projector is quantized (an MLX conversion); it runs from dense F32/F16/BF16 weights", ck->path);
+        goto fail;
+    }
     if (mxl_enc_matrix(&b, Ht, In, &g->w1, "linear_1.weight") || mxl_enc_matrix(&b, Ht, Ht, &g->w2, "linear_2.weight") ||
         (bias && (mxl_enc_vector(&b, Ht, &g->b1, "linear_1.bias") || mxl_enc_vector(&b, Ht, &g->b2, "linear_2.bias"))) ||
         (mistral3 && (mxl_enc_vector(&b, Hv, &g->norm, "norm.weight") ||
