@@ -481,7 +481,7 @@ typedef struct mxl_decoder_media {
      * later ones (a truncation back to the image's start forgets the delta). 0: text positions. */
     int64_t grid_h, grid_w;
 } mxl_decoder_media;
-#define MXL_DECODER_MAX_MEDIA 64
+#define MXL_DECODER_MAX_MEDIA 512 /* (a Pixtral image is one run per row of patches: 64 rows at 1024 px) */
 #define MXL_MROPE_MAX_ROTARY 1024
 /* The end (one past the last row) of the joined blocks media[i] belongs to. */
 static inline int64_t mxl_decoder_media_unit_end(const mxl_decoder_media *media, int n_media, int i) {

@@ -1,8 +1,9 @@
 /* family_llava.c - the text decoder of LLaVA (transformers modeling_llava.py,
  * LlavaForConditionalGeneration: llava-1.5 over Vicuna / Llama, BakLLaVA over Mistral,
- * llava-interleave over Qwen 2): a CLIP or SigLIP vision tower and projector (models/vlm_llava.c)
- * before the text model of text_config, whose own family (by text_config.model_type, Llama's as
- * LlavaConfig defaults) sets it up. The decoder sits at language_model.model.* (the released
+ * llava-interleave over Qwen 2, Pixtral-12B over Mistral Nemo): a CLIP or SigLIP
+ * (models/vlm_llava.c) or Pixtral (models/vlm_pixtral.c) vision tower and projector before the
+ * text model of text_config, whose own family (by text_config.model_type, Llama's as LlavaConfig
+ * defaults) sets it up. The decoder sits at language_model.model.* (the released
  * layout, which transformers 5 also saves) or model.language_model.*. */
 #include <jansson.h>
 #include <string.h>
@@ -23,5 +24,5 @@ static mxl_status llava_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_llava = {
     .model_type = "llava", .registry_id = "llava", .hf_class = "LlavaForConditionalGeneration", .names = &mxl_names_llama,
-    .setup = llava_setup, .gaps = "LLaVA-Next (llava_next: anyres tiling) is not run", .text_config = true,
+    .setup = llava_setup, .also_runs = (const char *const[]){"pixtral", NULL}, .gaps = "LLaVA-Next (llava_next: anyres tiling) is not run", .text_config = true,
 };

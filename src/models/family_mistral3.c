@@ -1,6 +1,6 @@
 /* family_mistral3.c - the text decoder of Mistral 3 (transformers modeling_mistral3.py,
  * Mistral3ForConditionalGeneration: Mistral Small 3.1 / 3.2, Ministral 3, Magistral Small): a
- * Pixtral vision tower and projector (not run) before the text model of text_config, Mistral's
+ * Pixtral vision tower and projector (models/vlm_pixtral.c) before the text model of text_config, Mistral's
  * (model_type mistral) or Ministral 3's (YaRN and Llama 4's attention temperature), which the
  * family of that model type sets up. The decoder sits at model.language_model.* (transformers 5)
  * or language_model.model.* (the older layout and mlx-lm's conversions). */
@@ -23,5 +23,6 @@ static mxl_status mistral3_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_mistral3 = {
     .model_type = "mistral3", .registry_id = "mistral3", .hf_class = "Mistral3ForConditionalGeneration", .names = &mxl_names_llama,
-    .setup = mistral3_setup, .gaps = "the vision tower (text decoder only)", .text_config = true,
+    .setup = mistral3_setup, .text_config = true,
+    .also_runs = (const char *const[]){"mistral3_vlm", NULL},
 };

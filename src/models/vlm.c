@@ -22,7 +22,9 @@ static bool has_tower(const mxl_checkpoint *ck) {
                                           "vision_tower.embeddings.patch_embedding.weight",
                                           "model.vision_tower.vision_model.embeddings.patch_embedding.weight",
                                           "model.vision_tower.embeddings.patch_embedding.weight",
-                                          "visual.patch_embed.proj.weight", "model.visual.patch_embed.proj.weight", NULL};
+                                          "visual.patch_embed.proj.weight", "model.visual.patch_embed.proj.weight",
+                                          "vision_tower.patch_conv.weight", /* (Pixtral) */
+                                          "model.vision_tower.patch_conv.weight", NULL};
     for (int i = 0; k_probe[i]; i++)
         if (mxl_st_model_find(ck->st, k_probe[i])) return true;
     return false;
@@ -96,6 +98,7 @@ mxl_status mxl_vlm_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err)
     if (strcmp(c->model_type, "llava") == 0) return mxl_vlm_llava_load(ck, out, err);
     if (strcmp(c->model_type, "paligemma") == 0) return mxl_vlm_paligemma_load(ck, out, err);
     if (strcmp(c->model_type, "qwen2_vl") == 0 || strcmp(c->model_type, "qwen2_5_vl") == 0) return mxl_vlm_qwen2vl_load(ck, out, err);
+    if (strcmp(c->model_type, "mistral3") == 0) return mxl_vlm_mistral3_load(ck, out, err);
     return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: the vision tower of model_type '%s' does not run in mlxcel yet", ck->path, c->model_type);
 }
 

@@ -103,5 +103,8 @@ mxl_status mxl_vlm_gemma3_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint *
 mxl_status mxl_vlm_llava_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 mxl_status mxl_vlm_paligemma_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 mxl_status mxl_vlm_qwen2vl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err); /* qwen2_vl, qwen2_5_vl */
+/* vlm_pixtral.c: Mistral 3, and LLaVA with a Pixtral tower (mxl_vlm_llava_load hands it over) */
+mxl_status mxl_vlm_mistral3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
+mxl_status mxl_vlm_llava_pixtral_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 
 #endif

@@ -1,7 +1,8 @@
 /* vlm_llava.c - LLaVA's vision side (transformers modeling_llava.py / processing_llava.py,
  * LlavaForConditionalGeneration: llava-1.5, llava-interleave, BakLLaVA and the like):
  *   tower  CLIP (vision_clip.h; vision_config.model_type clip_vision_model, the default) or
- *          SigLIP (vision_siglip.h; siglip_vision_model) over one image [3, S, S]
+ *          SigLIP (vision_siglip.h; siglip_vision_model) over one image [3, S, S]; a Pixtral tower
+ *          (vision_config.model_type pixtral: Pixtral-12B) is vlm_pixtral.c's, processor and all
  *   sel    hidden_states[vision_feature_layer] (default -2: the second-to-last layer's output,
  *          no final norm), or for a list of layers their states concatenated along the features;
  *          vision_feature_select_strategy "default" drops the first row (CLIP's class token),
@@ -326,6 +327,8 @@ static mxl_status read_layers(const mxl_checkpoint *ck, llava_vlm *g, mxl_error 
 
 mxl_status mxl_vlm_llava_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err) {
     *out = NULL;
+    const json_t *pvt = json_object_get(json_object_get(ck->config.raw, "vision_config"), "model_type");
+    if (json_is_string(pvt) && strcmp(json_string_value(pvt), "pixtral") == 0) return mxl_vlm_llava_pixtral_load(ck, out, err); /* (vlm_pixtral.c) */
     llava_vlm *g = mxl_calloc(1, sizeof *g);
     if (!g) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     mxl_arena_init(&g->arena, 4096);
@@ -350,7 +353,7 @@ mxl_status mxl_vlm_llava_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error
         st = mxl_siglip_vision_load(ck, vc, &g->stower, err);
         g->stack = &g->stower.stack, g->n_pos = g->stower.n_patches, g->image_size = g->stower.image_size;
     } else {
-        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: llava with a '%s' vision tower is not supported (clip_vision_model and siglip_vision_model are)",
+        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: llava with a '%s' vision tower is not supported (clip_vision_model, siglip_vision_model and pixtral are)",
                            ck->path, tower);
     }
     if (st) goto fail;

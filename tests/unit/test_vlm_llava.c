@@ -295,7 +295,7 @@ TEST(vlm_llava_refuses_unsupported_config_by_name) {
     expect_refused("{\"vision_feature_select_strategy\": \"cls\"}", false, MXL_ERR_UNSUPPORTED, "'cls'", mxl_test_failed_);
     expect_refused("{\"vision_feature_layer\": 9}", false, MXL_ERR_FORMAT, "vision_feature_layer", mxl_test_failed_);
     expect_refused("{\"vision_feature_layer\": []}", false, MXL_ERR_FORMAT, "vision_feature_layer", mxl_test_failed_);
-    expect_refused("{\"vision_config\": {\"model_type\": \"pixtral\"}}", false, MXL_ERR_UNSUPPORTED, "'pixtral'", mxl_test_failed_);
+    expect_refused("{\"vision_config\": {\"model_type\": \"nonesuch_vision\"}}", false, MXL_ERR_UNSUPPORTED, "'nonesuch_vision'", mxl_test_failed_);
     expect_refused("{\"vision_config\": {\"hidden_act\": \"xielu\"}}", false, MXL_ERR_UNSUPPORTED, "vision_config.hidden_act", mxl_test_failed_);
     expect_refused("{\"projector_hidden_act\": \"xielu\"}", false, MXL_ERR_UNSUPPORTED, "projector_hidden_act", mxl_test_failed_);
     expect_refused("{\"vision_config\": {\"patch_size\": 4}}", false, MXL_ERR_FORMAT, "patch_embedding", mxl_test_failed_);
