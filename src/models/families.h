@@ -94,6 +94,7 @@
     X(phimoe)                   \
     X(solar_open)               \
     X(mistral3)                 \
-    X(llava)
+    X(llava)                    \
+    X(llava_next)
 
 #endif
