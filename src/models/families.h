@@ -95,6 +95,7 @@
     X(solar_open)               \
     X(mistral3)                 \
     X(llava)                    \
-    X(llava_next)
+    X(llava_next)               \
+    X(aya_vision)
 
 #endif

@@ -5,7 +5,9 @@
  * LlavaConfig defaults) sets it up. The decoder sits at language_model.model.* (the released
  * layout, which transformers 5 also saves) or model.language_model.*. LLaVA-NeXT
  * (modeling_llava_next.py, LlavaNextForConditionalGeneration: llava-v1.6 over Mistral, Vicuna,
- * Yi-34B) has the same text side; its anyres vision side is vlm_llava.c's too. */
+ * Yi-34B) has the same text side; its anyres vision side is vlm_llava.c's too. Aya Vision
+ * (modeling_aya_vision.py, AyaVisionForConditionalGeneration) puts a Cohere2 text_config the same
+ * way behind its SigLIP tower (vlm_aya_vision.c), its logits unscaled. */
 #include <jansson.h>
 #include <string.h>
 
@@ -31,4 +33,17 @@ const mxl_decoder_family mxl_family_llava = {
 const mxl_decoder_family mxl_family_llava_next = {
     .model_type = "llava_next", .registry_id = "llava", .hf_class = "LlavaNextForConditionalGeneration", .names = &mxl_names_llama,
     .setup = llava_setup, .text_config = true,
+};
+
+/* AyaVisionForConditionalGeneration's own lm_head over the text model's output: no Cohere
+ * logit_scale (text_config's is not applied). */
+static mxl_status aya_vision_setup(mxl_family_ctx *c) {
+    mxl_status st = llava_setup(c);
+    if (!st) c->hp->logit_scale = 1.0f;
+    return st;
+}
+
+const mxl_decoder_family mxl_family_aya_vision = {
+    .model_type = "aya_vision", .registry_id = "aya_vision", .hf_class = "AyaVisionForConditionalGeneration", .names = &mxl_names_llama,
+    .setup = aya_vision_setup, .text_config = true,
 };
