@@ -217,9 +217,13 @@ static mxl_status read_processor(const mxl_checkpoint *ck, aya_vlm *g, mxl_error
         str_key(proc, "tile_token", g->tile_tok, sizeof g->tile_tok);
         str_key(proc, "tile_global_token", g->global_tok, sizeof g->global_tok);
         str_key(proc, "image_token", g->marker, sizeof g->marker);
-        int64_t isz, psz;
-        const json_t *ji = json_object_get(proc, "img_size"), *jp = json_object_get(proc, "patch_size");
-        if (ji && jp && !mxl_json_int(ji, 1, 1 << 14, &isz) && !mxl_json_int(jp, 1, 1 << 14, &psz) && (isz / psz) * (isz / psz) != g->tpt) {
+        /* AyaVisionProcessor's tokens per tile: (img_size / (patch_size * its downsample_factor))^2
+         * (save_pretrained writes the product as patch_size and no downsample_factor) */
+        int64_t isz, psz, pds = 1;
+        const json_t *ji = json_object_get(proc, "img_size"), *jp = json_object_get(proc, "patch_size"), *jd = json_object_get(proc, "downsample_factor");
+        if (jd && mxl_json_int(jd, 1, 64, &pds)) pds = 1;
+        if (ji && jp && !mxl_json_int(ji, 1, 1 << 14, &isz) && !mxl_json_int(jp, 1, 1 << 14, &psz) && (psz *= pds) &&
+            (isz / psz) * (isz / psz) != g->tpt) {
             st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the processor's (img_size / patch_size)^2 = %lld placeholder tokens per tile, the model gives %lld",
                                ck->dir, (long long)((isz / psz) * (isz / psz)), (long long)g->tpt);
             goto out;
