@@ -97,6 +97,8 @@
     X(mistral3)                 \
     X(llava)                    \
     X(qwen2_vl)                 \
-    X(qwen2_5_vl)
+    X(qwen2_5_vl)               \
+    X(llava_next)               \
+    X(aya_vision)
 
 #endif

@@ -4,7 +4,11 @@
  * (models/vlm_llava.c) or Pixtral (models/vlm_pixtral.c) vision tower and projector before the
  * text model of text_config, whose own family (by text_config.model_type, Llama's as LlavaConfig
  * defaults) sets it up. The decoder sits at language_model.model.* (the released
- * layout, which transformers 5 also saves) or model.language_model.*. */
+ * layout, which transformers 5 also saves) or model.language_model.*. LLaVA-NeXT
+ * (modeling_llava_next.py, LlavaNextForConditionalGeneration: llava-v1.6 over Mistral, Vicuna,
+ * Yi-34B) has the same text side; its anyres vision side is vlm_llava.c's too. Aya Vision
+ * (modeling_aya_vision.py, AyaVisionForConditionalGeneration) puts a Cohere2 text_config the same
+ * way behind its SigLIP tower (vlm_aya_vision.c), its logits unscaled. */
 #include <jansson.h>
 #include <string.h>
 
@@ -14,9 +18,9 @@ static mxl_status llava_setup(mxl_family_ctx *c) {
     json_t *mt = json_object_get(c->raw, "model_type");
     const char *s = json_is_string(mt) ? json_string_value(mt) : "llama";
     const mxl_decoder_family *tf = c->gguf ? NULL : mxl_decoder_family_find(s);
-    if (!tf || tf->text_config || strcmp(s, "llava") == 0)
-        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: text_config.model_type '%s' is not supported for llava (a text decoder family of 'mlxcel arch' is)",
-                             c->ck->path, s);
+    if (!tf || tf->text_config)
+        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: text_config.model_type '%s' is not supported for %s (a text decoder family of 'mlxcel arch' is)",
+                             c->ck->path, s, c->ck->config.model_type);
     *c->names = *tf->names;
     mxl_family_text_prefix(c);
     return tf->setup(c);
@@ -24,5 +28,23 @@ static mxl_status llava_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_llava = {
     .model_type = "llava", .registry_id = "llava", .hf_class = "LlavaForConditionalGeneration", .names = &mxl_names_llama,
-    .setup = llava_setup, .also_runs = (const char *const[]){"pixtral", NULL}, .gaps = "LLaVA-Next (llava_next: anyres tiling) is not run", .text_config = true,
+    .setup = llava_setup, .also_runs = (const char *const[]){"pixtral", NULL}, .text_config = true,
+};
+
+const mxl_decoder_family mxl_family_llava_next = {
+    .model_type = "llava_next", .registry_id = "llava", .hf_class = "LlavaNextForConditionalGeneration", .names = &mxl_names_llama,
+    .setup = llava_setup, .text_config = true,
+};
+
+/* AyaVisionForConditionalGeneration's own lm_head over the text model's output: no Cohere
+ * logit_scale (text_config's is not applied). */
+static mxl_status aya_vision_setup(mxl_family_ctx *c) {
+    mxl_status st = llava_setup(c);
+    if (!st) c->hp->logit_scale = 1.0f;
+    return st;
+}
+
+const mxl_decoder_family mxl_family_aya_vision = {
+    .model_type = "aya_vision", .registry_id = "aya_vision", .hf_class = "AyaVisionForConditionalGeneration", .names = &mxl_names_llama,
+    .setup = aya_vision_setup, .text_config = true,
 };

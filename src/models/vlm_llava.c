@@ -17,7 +17,23 @@
  * size.shortest_edge with BICUBIC, center crop to crop_size, rescale 1/255, normalise with CLIP's
  * mean / std; SiglipImageProcessor - resize to size.height x size.width; LlavaImageProcessor's
  * do_pad first pads to a square of the mean colour. Settings from preprocessor_config.json or
- * processor_config.json's "image_processor" (transformers 5), the class defaults else. */
+ * processor_config.json's "image_processor" (transformers 5), the class defaults else.
+ *
+ * LLaVA-NeXT (modeling_llava_next.py, LlavaNextForConditionalGeneration: llava-v1.6 over Mistral,
+ * Vicuna, Yi-34B) is the same tower, selection and projector run over several crops of one image
+ * ("anyres"). Its image processor (LlavaNextImageProcessor, the PIL backend) picks the
+ * resolution of image_grid_pinpoints [(h, w), ...] that keeps the most of the image and wastes
+ * the least (select_best_resolution), resizes the image into it keeping the aspect ratio (the
+ * long side fills it, the other ceil-scaled), pads it centred with zeros, and cuts it into
+ * (h / S) x (w / S) crops of the tower's size S, row by row, after the base crop (the whole
+ * image resized to S x S); each crop then goes through the CLIP processor's steps above
+ * (do_pad there means padding the batch, not the square pad). The model (pack_image_features)
+ * projects each crop's rows, lays the crops' patch grids out as one [ph*side, pw*side] grid,
+ * un-pads it back to the image's aspect ratio (unpad_image: the centred rows or columns the pad
+ * added, by int(round(len * scale, 7))), appends image_newline after each grid row and puts the
+ * base crop's rows first: T + rows * (cols + 1) placeholder tokens, the count LlavaNextProcessor
+ * writes (its _get_number_of_features). grid[0..1] of an input: the image's height and width
+ * (image_sizes), from which the layout is recomputed. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -34,6 +50,7 @@
 #include "models/weights.h"
 
 #define MAX_SEL 8
+#define MAX_PIN 64
 
 typedef struct llava_vlm {
     mxl_vlm base;
@@ -59,6 +76,13 @@ typedef struct llava_vlm {
     bool pad;                     /* pad to a square of pad_rgb first */
     uint8_t pad_rgb[3];
     char token[64];               /* the image token's text ("<image>") */
+    /* LLaVA-NeXT */
+    bool next;
+    int n_pin;
+    int64_t pin[MAX_PIN][2];      /* image_grid_pinpoints: (height, width), multiples of image_size */
+    const float *newline;         /* image_newline [Ht] */
+    int64_t side;                 /* the tower's patches per side (side * side = its rows per crop) */
+    int64_t base_h, base_w;       /* the base crop's resize (the processor's size) */
 } llava_vlm;
 
 static void llava_destroy(mxl_vlm *v) {
@@ -71,12 +95,9 @@ static void llava_destroy(mxl_vlm *v) {
 
 static void *aligned(size_t bytes) { return mxl_aligned_alloc(64, (bytes + 63) / 64 * 64); }
 
-static mxl_status llava_encode(const mxl_vlm *v, const mxl_vlm_input *in, mxl_threadpool *pool, float *out, mxl_error *err) {
-    const llava_vlm *g = (const llava_vlm *)v;
-    const int64_t Hv = g->stack->hidden, n = g->n_pos, T = n - g->skip, Ht = v->text_hidden;
-    if (in->n_tokens != T || in->n_pixels != (size_t)(3 * g->image_size * g->image_size))
-        return mxl_error_set(err, MXL_ERR_ARG, "llava: an image of %zu pixel values for %lld tokens (this tower takes %lld and gives %lld)",
-                             in->n_pixels, (long long)in->n_tokens, (long long)(3 * g->image_size * g->image_size), (long long)T);
+/* out [T, Ht]: one crop's pixels [3, S, S] through the tower, the layer selection and the projector. */
+static mxl_status tower_rows(const llava_vlm *g, const float *pixels, mxl_threadpool *pool, float *out, mxl_error *err) {
+    const int64_t Hv = g->stack->hidden, n = g->n_pos, T = n - g->skip, Ht = g->base.text_hidden;
     const int nt = pool ? mxl_threadpool_size(pool) : 1;
     size_t mm = mxl_enc_linear_scratch_bytes(g->be, &g->w1, T, nt), mm2 = mxl_enc_linear_scratch_bytes(g->be, &g->w2, T, nt);
     if (mm2 > mm) mm = mm2;
@@ -86,8 +107,8 @@ static mxl_status llava_encode(const mxl_vlm *v, const mxl_vlm_input *in, mxl_th
     void *scratch = mm ? aligned(mm) : NULL;
     mxl_status st;
     if (!x || !sel || !h || (mm && !scratch)) st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
-    else if (g->clip) st = mxl_clip_vision_embed(&g->ctower, in->pixels, pool, x, err);
-    else st = mxl_siglip_vision_embed(&g->stower, in->pixels, pool, x, err);
+    else if (g->clip) st = mxl_clip_vision_embed(&g->ctower, pixels, pool, x, err);
+    else st = mxl_siglip_vision_embed(&g->stower, pixels, pool, x, err);
     if (!st) st = mxl_vision_select_layers(g->stack, x, n, g->layers, g->n_sel, g->skip, pool, sel, err);
     if (!st) {
         mxl_enc_linear_act(g->be, &g->w1, g->b1, (int)g->act, sel, T, h, scratch, pool);
@@ -97,6 +118,87 @@ static mxl_status llava_encode(const mxl_vlm *v, const mxl_vlm_input *in, mxl_th
     mxl_aligned_free(sel);
     mxl_aligned_free(h);
     mxl_aligned_free(scratch);
+    return st;
+}
+
+static mxl_status llava_encode(const mxl_vlm *v, const mxl_vlm_input *in, mxl_threadpool *pool, float *out, mxl_error *err) {
+    const llava_vlm *g = (const llava_vlm *)v;
+    const int64_t T = g->n_pos - g->skip;
+    if (in->n_tokens != T || in->n_pixels != (size_t)(3 * g->image_size * g->image_size))
+        return mxl_error_set(err, MXL_ERR_ARG, "llava: an image of %zu pixel values for %lld tokens (this tower takes %lld and gives %lld)",
+                             in->n_pixels, (long long)in->n_tokens, (long long)(3 * g->image_size * g->image_size), (long long)T);
+    return tower_rows(g, in->pixels, pool, out, err);
+}
+
+/* select_best_resolution: the pinpoint (h, w) that keeps the most of an oh x ow image (its
+ * aspect-kept downscale, at most the image's own area) and, on a tie, wastes the least. */
+static void best_resolution(const llava_vlm *g, int64_t oh, int64_t ow, int64_t *bh, int64_t *bw) {
+    int64_t best_eff = 0, best_waste = INT64_MAX;
+    *bh = g->pin[0][0], *bw = g->pin[0][1];
+    for (int k = 0; k < g->n_pin; k++) {
+        const int64_t h = g->pin[k][0], w = g->pin[k][1];
+        const double sw = (double)w / (double)ow, sh = (double)h / (double)oh, sc = sw < sh ? sw : sh;
+        const int64_t dw = (int64_t)((double)ow * sc), dh = (int64_t)((double)oh * sc);
+        int64_t eff = dw * dh;
+        if (eff > ow * oh) eff = ow * oh;
+        const int64_t waste = w * h - eff;
+        if (eff > best_eff || (eff == best_eff && waste < best_waste)) best_eff = eff, best_waste = waste, *bh = h, *bw = w;
+    }
+}
+
+/* Python's int(round(x, 7)) for x >= 0: x's integer part unless x lies within 5e-8 below the next integer. */
+static int64_t int_round7(double x) {
+    const double r = nearbyint(x);
+    return (int64_t)(fabs(x - r) < 5e-8 ? r : x);
+}
+
+/* An oh x ow image's LLaVA-NeXT layout: ph x pw crops after the base one, and the rows
+ * [r0, r1) and columns [c0, c1) of the crops' [ph*side, pw*side] feature grid that unpad_image
+ * keeps. Returns the image's token count. */
+static int64_t next_layout(const llava_vlm *g, int64_t oh, int64_t ow, int64_t *ph, int64_t *pw, int64_t *r0, int64_t *r1, int64_t *c0,
+                           int64_t *c1) {
+    int64_t bh, bw;
+    best_resolution(g, oh, ow, &bh, &bw);
+    *ph = bh / g->image_size, *pw = bw / g->image_size;
+    const int64_t ch = *ph * g->side, cw = *pw * g->side;
+    *r0 = 0, *r1 = ch, *c0 = 0, *c1 = cw;
+    if ((double)ow / (double)oh > (double)cw / (double)ch) {
+        const int64_t nh = int_round7((double)oh * ((double)cw / (double)ow)), pad = (ch - nh) / 2;
+        *r0 = pad, *r1 = ch - pad;
+    } else {
+        const int64_t nw = int_round7((double)ow * ((double)ch / (double)oh)), pad = (cw - nw) / 2;
+        *c0 = pad, *c1 = cw - pad;
+    }
+    return g->side * g->side + (*r1 - *r0) * (*c1 - *c0 + 1);
+}
+
+static mxl_status next_encode(const mxl_vlm *v, const mxl_vlm_input *in, mxl_threadpool *pool, float *out, mxl_error *err) {
+    const llava_vlm *g = (const llava_vlm *)v;
+    const int64_t S = g->image_size, T = g->side * g->side, Ht = v->text_hidden, oh = in->grid[0], ow = in->grid[1];
+    if (oh < 1 || ow < 1 || oh > (1 << 15) || ow > (1 << 15))
+        return mxl_error_set(err, MXL_ERR_ARG, "llava_next: an image input without its size (grid[0..1]: %lld x %lld)", (long long)oh, (long long)ow);
+    int64_t ph, pw, r0, r1, c0, c1;
+    const int64_t n_tok = next_layout(g, oh, ow, &ph, &pw, &r0, &r1, &c0, &c1), nc = 1 + ph * pw;
+    if (in->n_tokens != n_tok || in->n_pixels != (size_t)(nc * 3 * S * S))
+        return mxl_error_set(err, MXL_ERR_ARG, "llava_next: a %lldx%lld image of %zu pixel values for %lld tokens (it takes %lld crops and gives %lld)",
+                             (long long)ow, (long long)oh, in->n_pixels, (long long)in->n_tokens, (long long)nc, (long long)n_tok);
+    float *crops = aligned((size_t)(nc * T * Ht) * sizeof(float));
+    if (!crops) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    mxl_status st = MXL_OK;
+    for (int64_t c = 0; c < nc && !st; c++) st = tower_rows(g, in->pixels + c * 3 * S * S, pool, crops + c * T * Ht, err);
+    if (!st) {
+        memcpy(out, crops, (size_t)(T * Ht) * sizeof(float));
+        float *o = out + T * Ht;
+        for (int64_t r = r0; r < r1; r++) {
+            for (int64_t c = c0; c < c1; c++, o += Ht) {
+                const int64_t crop = 1 + (r / g->side) * pw + c / g->side, row = (r % g->side) * g->side + c % g->side;
+                memcpy(o, crops + (crop * T + row) * Ht, (size_t)Ht * sizeof(float));
+            }
+            memcpy(o, g->newline, (size_t)Ht * sizeof(float));
+            o += Ht;
+        }
+    }
+    mxl_aligned_free(crops);
     return st;
 }
 
@@ -132,9 +234,10 @@ static mxl_status pad_square(const mxl_image *im, const uint8_t rgb[3], mxl_imag
     return MXL_OK;
 }
 
-static mxl_status llava_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm_input *out, mxl_error *err) {
-    const llava_vlm *g = (const llava_vlm *)v;
-    const mxl_vlm_preproc *p = &v->pre;
+/* px [3, S, S] = im through the processor's per-image steps: the square pad (LlavaImageProcessor's
+ * do_pad), the resize, the center crop, rescale and normalise. */
+static mxl_status process_crop(const llava_vlm *g, const mxl_image *im, float *px, mxl_error *err) {
+    const mxl_vlm_preproc *p = &g->base.pre;
     mxl_image stage[3] = {{0, 0, NULL}, {0, 0, NULL}, {0, 0, NULL}};
     const mxl_image *cur = im;
     mxl_status st = MXL_OK;
@@ -171,23 +274,87 @@ static mxl_status llava_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm_i
         goto done;
     }
     static const float zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
-    out->n_pixels = (size_t)(3 * g->image_size * g->image_size);
+    mxl_image_to_pixels(cur, p->do_rescale ? p->rescale : 1.0, p->do_normalize ? p->mean : zero, p->do_normalize ? p->std : one, px);
+done:
+    for (int i = 0; i < 3; i++) mxl_image_free(&stage[i]);
+    return st;
+}
+
+/* out's pixels (n_crops crops) and its text: n_tokens copies of the image token. */
+static mxl_status input_alloc(const llava_vlm *g, int64_t n_crops, int64_t n_tokens, mxl_vlm_input *out, mxl_error *err) {
+    out->n_pixels = (size_t)(n_crops * 3 * g->image_size * g->image_size);
     out->pixels = mxl_malloc(out->n_pixels * sizeof(float));
-    out->n_tokens = v->tokens_per_image;
+    out->n_tokens = n_tokens;
     mxl_strbuf sb = {0};
     bool ok = out->pixels != NULL;
-    for (int64_t t = 0; t < out->n_tokens && ok; t++) ok = mxl_strbuf_puts(&sb, g->token);
+    for (int64_t t = 0; t < n_tokens && ok; t++) ok = mxl_strbuf_puts(&sb, g->token);
     if (!ok) {
         mxl_strbuf_free(&sb);
         mxl_vlm_input_free(out);
-        st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
-        goto done;
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     }
     out->text = sb.p;
     out->text_len = sb.n;
-    mxl_image_to_pixels(cur, p->do_rescale ? p->rescale : 1.0, p->do_normalize ? p->mean : zero, p->do_normalize ? p->std : one, out->pixels);
+    return MXL_OK;
+}
+
+static mxl_status llava_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm_input *out, mxl_error *err) {
+    const llava_vlm *g = (const llava_vlm *)v;
+    mxl_status st = input_alloc(g, 1, v->tokens_per_image, out, err);
+    if (!st && (st = process_crop(g, im, out->pixels, err))) mxl_vlm_input_free(out);
+    return st;
+}
+
+/* LlavaNextImageProcessor's anyres crops (the header): the base crop, then the padded
+ * best-resolution image's crops row by row. */
+static mxl_status next_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm_input *out, mxl_error *err) {
+    const llava_vlm *g = (const llava_vlm *)v;
+    const int64_t S = g->image_size, oh = im->h, ow = im->w;
+    int64_t ph, pw, r0, r1, c0, c1;
+    const int64_t n_tok = next_layout(g, oh, ow, &ph, &pw, &r0, &r1, &c0, &c1), th = ph * S, tw = pw * S;
+    /* get_patch_output_size: the side with the smaller scale fills the target, the other is ceil-scaled */
+    const double sw = (double)tw / (double)ow, sh = (double)th / (double)oh;
+    int64_t nw, nh;
+    if (sw < sh) {
+        nw = tw;
+        nh = (int64_t)ceil((double)oh * sw);
+        if (nh > th) nh = th;
+    } else {
+        nh = th;
+        nw = (int64_t)ceil((double)ow * sh);
+        if (nw > tw) nw = tw;
+    }
+    mxl_status st = input_alloc(g, 1 + ph * pw, n_tok, out, err);
+    if (st) return st;
+    out->grid[0] = oh, out->grid[1] = ow, out->grid[2] = ph, out->grid[3] = pw;
+    mxl_image sized = {0, 0, NULL}, padded = {0, 0, NULL}, crop = {0, 0, NULL}, base = {0, 0, NULL};
+    if ((st = mxl_image_resize(im, (int32_t)g->base_w, (int32_t)g->base_h, (mxl_resample)v->pre.resample, &base, err)) ||
+        (st = process_crop(g, &base, out->pixels, err)))
+        goto done;
+    if (nw != ow || nh != oh) {
+        if ((st = mxl_image_resize(im, (int32_t)nw, (int32_t)nh, (mxl_resample)v->pre.resample, &sized, err))) goto done;
+    }
+    const mxl_image *src = sized.rgb ? &sized : im;
+    padded.rgb = mxl_calloc((size_t)(tw * th * 3), 1);
+    crop.rgb = mxl_malloc((size_t)(S * S * 3));
+    if (!padded.rgb || !crop.rgb) {
+        st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    padded.w = (int32_t)tw, padded.h = (int32_t)th, crop.w = crop.h = (int32_t)S;
+    const int64_t py = (th - nh) / 2, px = (tw - nw) / 2;
+    for (int64_t y = 0; y < nh; y++) memcpy(padded.rgb + ((py + y) * tw + px) * 3, src->rgb + y * nw * 3, (size_t)nw * 3);
+    for (int64_t i = 0; i < ph && !st; i++)
+        for (int64_t j = 0; j < pw && !st; j++) {
+            for (int64_t y = 0; y < S; y++) memcpy(crop.rgb + y * S * 3, padded.rgb + ((i * S + y) * tw + j * S) * 3, (size_t)S * 3);
+            st = process_crop(g, &crop, out->pixels + (1 + i * pw + j) * 3 * S * S, err);
+        }
 done:
-    for (int i = 0; i < 3; i++) mxl_image_free(&stage[i]);
+    mxl_image_free(&sized);
+    mxl_image_free(&padded);
+    mxl_image_free(&crop);
+    mxl_image_free(&base);
+    if (st) mxl_vlm_input_free(out);
     return st;
 }
 
@@ -224,6 +391,22 @@ static mxl_status size_pair(const json_t *o, const char *what, const mxl_checkpo
     const json_t *jh = json_object_get(o, "height"), *jw = json_object_get(o, "width");
     if (!jh || !jw || mxl_json_int(jh, 1, 1 << 14, h) || mxl_json_int(jw, 1, 1 << 14, w))
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the image processor's %s needs a positive height and width", ck->dir, what);
+    return MXL_OK;
+}
+
+/* image_grid_pinpoints [[h, w], ...] into pin (n_pin of them), each a positive multiple of S. */
+static mxl_status read_pinpoints(const json_t *a, const char *what, int64_t S, int64_t pin[][2], int *n_pin, mxl_error *err) {
+    const size_t n = json_array_size(a);
+    if (!json_is_array(a) || n < 1 || n > MAX_PIN)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: image_grid_pinpoints must be a list of 1 to %d [height, width] pairs", what, MAX_PIN);
+    for (size_t k = 0; k < n; k++) {
+        const json_t *e = json_array_get(a, k);
+        if (!json_is_array(e) || json_array_size(e) != 2 || mxl_json_int(json_array_get(e, 0), 1, 1 << 14, &pin[k][0]) ||
+            mxl_json_int(json_array_get(e, 1), 1, 1 << 14, &pin[k][1]) || pin[k][0] % S || pin[k][1] % S)
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s: image_grid_pinpoints[%zu] must be [height, width], multiples of the vision tower's %lld", what,
+                                 k, (long long)S);
+    }
+    *n_pin = (int)n;
     return MXL_OK;
 }
 
@@ -287,6 +470,19 @@ static mxl_status read_preproc(const mxl_checkpoint *ck, llava_vlm *g, mxl_error
     if ((b = json_object_get(j, "do_resize")) && json_is_boolean(b)) p->do_resize = json_is_true(b);
     if ((b = json_object_get(j, "do_rescale")) && json_is_boolean(b)) p->do_rescale = json_is_true(b);
     if ((b = json_object_get(j, "do_normalize")) && json_is_boolean(b)) p->do_normalize = json_is_true(b);
+    const json_t *jp = json_object_get(j, "image_grid_pinpoints");
+    if (g->next && jp && !json_is_null(jp)) {
+        /* the processor's crops must be the layout the model un-packs */
+        int64_t pp[MAX_PIN][2];
+        int np = 0;
+        char what[4200];
+        snprintf(what, sizeof what, "%s: the image processor", ck->dir);
+        if ((st = read_pinpoints(jp, what, S, pp, &np, err))) goto out;
+        if (np != g->n_pin || memcmp(pp, g->pin, sizeof pp[0] * (size_t)np)) {
+            st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the image processor's image_grid_pinpoints differ from config.json's", ck->dir);
+            goto out;
+        }
+    }
     if (p->std[0] == 0 || p->std[1] == 0 || p->std[2] == 0 || !(p->rescale > 0) || p->resample == 4 || p->resample == 5)
         st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: non-zero image_std, a positive rescale_factor and a NEAREST / BILINEAR / BICUBIC / LANCZOS resample are expected", ck->dir);
 out:
@@ -325,7 +521,7 @@ static mxl_status read_layers(const mxl_checkpoint *ck, llava_vlm *g, mxl_error 
     return st;
 }
 
-mxl_status mxl_vlm_llava_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err) {
+static mxl_status llava_load(const mxl_checkpoint *ck, bool next, mxl_vlm **out, mxl_error *err) {
     *out = NULL;
     const json_t *pvt = json_object_get(json_object_get(ck->config.raw, "vision_config"), "model_type");
     if (json_is_string(pvt) && strcmp(json_string_value(pvt), "pixtral") == 0) return mxl_vlm_llava_pixtral_load(ck, out, err); /* (vlm_pixtral.c) */
@@ -335,9 +531,10 @@ mxl_status mxl_vlm_llava_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error
     g->be = mxl_backend_host();
     snprintf(g->token, sizeof g->token, "<image>");
     mxl_vlm *v = &g->base;
-    v->family = "llava";
-    v->encode = llava_encode;
-    v->prepare = llava_prepare;
+    g->next = next;
+    v->family = next ? "llava_next" : "llava";
+    v->encode = next ? next_encode : llava_encode;
+    v->prepare = next ? next_prepare : llava_prepare;
     v->destroy = llava_destroy;
     v->causal_images = true;
     v->before = v->after = "";
@@ -405,7 +602,34 @@ mxl_status mxl_vlm_llava_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error
     if ((st = g->be->ops->weight_prepare(g->be, &g->w1, MXL_WEIGHT_USE_GEMM, &g->arena, err)) ||
         (st = g->be->ops->weight_prepare(g->be, &g->w2, MXL_WEIGHT_USE_GEMM, &g->arena, err)))
         goto fail;
+    if (next) {
+        const json_t *jp = json_object_get(raw, "image_grid_pinpoints");
+        json_t *dflt = NULL;
+        if (!jp || json_is_null(jp)) /* (LlavaNextConfig's default) */
+            jp = dflt = json_pack("[[i,i],[i,i],[i,i],[i,i],[i,i]]", 336, 672, 672, 336, 672, 672, 1008, 336, 336, 1008);
+        char what2[4200];
+        snprintf(what2, sizeof what2, "%s/config.json", ck->dir);
+        st = read_pinpoints(jp, what2, g->image_size, g->pin, &g->n_pin, err);
+        json_decref(dflt);
+        if (st) goto fail;
+        const int64_t patch = g->clip ? g->ctower.patch : g->stower.patch;
+        g->side = g->image_size / patch;
+        if (g->n_pos - g->skip != g->side * g->side) {
+            st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s/config.json: llava_next needs the %lld x %lld patch rows per crop; select strategy '%s' leaves %lld",
+                               ck->dir, (long long)g->side, (long long)g->side, sn, (long long)(g->n_pos - g->skip));
+            goto fail;
+        }
+        mxl_enc_binder nb = {ck, &g->arena, strncmp(prefix, "model.", 6) == 0 ? "model." : "", err};
+        if (mxl_enc_vector(&nb, Ht, &g->newline, "image_newline")) {
+            st = err ? err->status : MXL_ERR_FORMAT;
+            goto fail;
+        }
+    }
     if ((st = read_preproc(ck, g, err))) goto fail;
+    if (next) {
+        g->pad = false; /* (LlavaNextImageProcessor's do_pad pads the batch of crops, not the image) */
+        g->base_h = g->shortest ? g->short_edge : g->rh, g->base_w = g->shortest ? g->short_edge : g->rw;
+    }
     const int64_t fin_w = g->crop ? g->cw : g->shortest ? -1 : g->rw, fin_h = g->crop ? g->ch : g->shortest ? -1 : g->rh;
     if (fin_w != g->image_size || fin_h != g->image_size) {
         st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the image processor's output (%s %lldx%lld) is not the vision tower's %lldx%lld image", ck->dir,
@@ -421,3 +645,7 @@ fail:
     llava_destroy(v);
     return st ? st : MXL_ERR_FORMAT;
 }
+
+mxl_status mxl_vlm_llava_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err) { return llava_load(ck, false, out, err); }
+
+mxl_status mxl_vlm_llava_next_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err) { return llava_load(ck, true, out, err); }

@@ -55,6 +55,8 @@ static const char *const k_no_mlx_lm[][2] = {
     {"bitnet", "mlx-lm's BitLinear runs only as a Metal kernel (no CPU path) and reads its input unquantized, where transformers fake-quantizes it to 8 bits"},
     {"paligemma", "mlx-lm has no paligemma model (PaliGemma runs in mlx-vlm); its Gemma / Gemma 2 decoders are checked by the gemma and gemma2 fixtures"},
     {"minimax", "mlx-lm's minimax is MiniMax-M2's decoder (attention on every layer, a sigmoid router): it has no lightning attention for MiniMax-Text-01"},
+    {"llava_next", "mlx-lm has no llava_next model and no MODEL_REMAPPING entry for it (only llava -> mistral3): it refuses the model type"},
+    {"aya_vision", "mlx-lm has no aya_vision model and no MODEL_REMAPPING entry for it: it refuses the model type"},
 };
 #define N_NO_MLX_LM (sizeof k_no_mlx_lm / sizeof k_no_mlx_lm[0])
 

@@ -1,0 +1,314 @@
+/* test_vlm_aya_vision.c - Aya Vision with images against transformers (tests/fixtures/vlm/aya_vision,
+ * gen_vlm_aya_vision.py): the committed images of three aspect ratios (45x30, 40x56, 70x24)
+ * through mxl_vlm_prepare's tiles (GotOcr2's crop_to_patches: the nearest-aspect tile grid, tiles
+ * row by row, the thumbnail last) against the pixel values the processor gave them, with the
+ * image's placeholder count; the features (each tile through the SigLIP tower, pixel shuffle and
+ * the LayerNorm + SwiGLU projector) against get_image_features; the Cohere2 decoder with those
+ * features in place of the patch tokens (an image's rows spread over its tiles' runs), attending
+ * causally - logits at every text position of prompts with one image, two images of different
+ * aspect ratios and none, and the greedy continuation - on the reference and the fast path; the
+ * processor's end-to-end prompts' placeholder runs mapped to the images; and configs it cannot
+ * run refused by name. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "core/threadpool.h"
+#include "image/image.h"
+#include "models/checkpoint.h"
+#include "models/decoder.h"
+#include "models/vlm.h"
+#include "test.h"
+#include "test_decoder_compare.h"
+
+#define MAX_IDS 256
+
+static const char *model_dir(void) {
+    static char p[4096];
+    snprintf(p, sizeof p, "%s/tests/fixtures/vlm/aya_vision/model", mxl_test_repo_root());
+    return p;
+}
+
+static float *json_floats(json_t *a, int64_t *n) {
+    *n = (int64_t)json_array_size(a);
+    float *v = mxl_malloc((size_t)(*n > 0 ? *n : 1) * sizeof(float));
+    for (int64_t i = 0; i < *n; i++) v[i] = (float)json_number_value(json_array_get(a, (size_t)i));
+    return v;
+}
+
+TEST(vlm_aya_vision_matches_transformers) {
+    json_t *ref = mxl_test_load_json("tests/fixtures/vlm/aya_vision/reference.json");
+    REQUIRE(ref);
+    mxl_error err;
+    mxl_checkpoint *ck = NULL;
+    mxl_vlm *v = NULL;
+    mxl_threadpool *pool = NULL;
+    REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
+    REQUIRE(mxl_checkpoint_open(model_dir(), &ck, &err) == MXL_OK);
+    if (mxl_vlm_load(ck, &v, &err)) fprintf(stderr, "  %s\n", err.msg);
+    REQUIRE(v);
+    CHECK_EQ_STR(v->family, "aya_vision");
+    CHECK(v->prepare != NULL);
+    CHECK(v->causal_images);
+    CHECK_EQ_STR(v->marker, "<image>");
+    const int32_t img = (int32_t)json_integer_value(json_object_get(ref, "image_token"));
+    CHECK_EQ_INT(v->image_token, img);
+    const int64_t Ht = v->text_hidden;
+
+    /* the processor (each committed image) and the features (from the processor's pixels) */
+    json_t *images = json_object_get(ref, "images");
+    const size_t n_images = json_array_size(images);
+    REQUIRE(n_images == 3);
+    float *feat[3];
+    int64_t n_tok[3];
+    for (size_t i = 0; i < n_images; i++) {
+        json_t *im_ref = json_array_get(images, i);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/tests/fixtures/vlm/%s", mxl_test_repo_root(), json_string_value(json_object_get(im_ref, "file")));
+        int64_t np;
+        float *px = json_floats(json_object_get(im_ref, "pixel_values"), &np);
+        json_t *tids = json_object_get(im_ref, "ids");
+        n_tok[i] = 0;
+        for (size_t k = 0; k < json_array_size(tids); k++) n_tok[i] += json_integer_value(json_array_get(tids, k)) == img;
+        mxl_image im = {0, 0, NULL};
+        mxl_vlm_input in = {0};
+        REQUIRE(mxl_image_load(path, NULL, &im, &err) == MXL_OK);
+        if (mxl_vlm_prepare(v, &im, &in, &err)) fprintf(stderr, "  %s\n", err.msg);
+        REQUIRE(in.pixels);
+        CHECK_EQ_INT(in.n_tokens, n_tok[i]);
+        CHECK_EQ_INT((int64_t)in.n_pixels, np);
+        CHECK_EQ_INT(in.grid[0], json_integer_value(json_object_get(im_ref, "n_tiles")));
+        CHECK_EQ_INT(in.n_tokens, in.grid[0] * v->tokens_per_image);
+        CHECK(in.text && strncmp(in.text, "<|START_OF_IMG|>", 16) == 0 && strstr(in.text, "TILE_GLOBAL<|IMG_PATCH|>") != NULL);
+        if ((int64_t)in.n_pixels == np) {
+            double md;
+            mxl_test_vec_vs_json(in.pixels, json_object_get(im_ref, "pixel_values"), np, &md, NULL);
+            fprintf(stderr, "  processor %s (%dx%d): %lld tiles, %lld tokens, pixels max |diff| %.2e\n", json_string_value(json_object_get(im_ref, "file")),
+                    im.w, im.h, (long long)(np / (3 * v->pre.width * v->pre.height)), (long long)in.n_tokens, md);
+            CHECK(md <= 1e-6); /* (the fixture's 6 decimals) */
+        }
+        /* the features from the processor's own pixels */
+        mxl_free(in.pixels);
+        in.pixels = px;
+        in.n_pixels = (size_t)np;
+        in.n_tokens = n_tok[i];
+        feat[i] = mxl_malloc((size_t)(n_tok[i] * Ht) * sizeof(float));
+        if (v->encode(v, &in, pool, feat[i], &err)) {
+            fprintf(stderr, "  %s\n", err.msg);
+            CHECK(0);
+        }
+        double md, cs;
+        mxl_test_vec_vs_json(feat[i], json_object_get(im_ref, "features"), n_tok[i] * Ht, &md, &cs);
+        fprintf(stderr, "  image %zu features [%lld, %lld]: max |diff| %.2e, cosine %.7f\n", i, (long long)n_tok[i], (long long)Ht, md, cs);
+        CHECK(md < 1e-4);
+        mxl_vlm_input_free(&in);
+        mxl_image_free(&im);
+    }
+
+    mxl_decoder d;
+    if (mxl_decoder_load(ck, &d, &err)) fprintf(stderr, "  %s\n", err.msg);
+    REQUIRE(d.hp.vocab == 160);
+    json_t *p;
+    size_t pi;
+    for (int path = 0; path < 2; path++) {
+        const bool reference = path == 0;
+        const double tol = reference ? MXL_TEST_DEC_REF_TOL : MXL_TEST_DEC_FAST_DENSE_TOL;
+        json_array_foreach(json_object_get(ref, "prompts"), pi, p) {
+            json_t *jids = json_object_get(p, "ids"), *logits = json_object_get(p, "logits"), *which = json_object_get(p, "images");
+            const int64_t n = (int64_t)json_array_size(jids);
+            int32_t ids[MAX_IDS];
+            REQUIRE(n <= MAX_IDS);
+            for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(jids, (size_t)i));
+            /* the media blocks: each run of the patch token (one per tile), the prompt's images'
+             * rows in order */
+            mxl_decoder_media media[16];
+            int n_media = 0;
+            size_t cur = 0;
+            int64_t used = 0;
+            for (int64_t i = 0; i < n; i++) {
+                if (ids[i] != img || (i && ids[i - 1] == img)) continue;
+                int64_t e = i;
+                while (e < n && ids[e] == img) e++;
+                REQUIRE(n_media < 16 && cur < json_array_size(which));
+                const int64_t k = json_integer_value(json_array_get(which, cur));
+                REQUIRE(used + (e - i) <= n_tok[k]);
+                media[n_media++] = (mxl_decoder_media){.row = i, .n = e - i, .emb = feat[k] + used * Ht, .causal = true};
+                used += e - i;
+                if (used == n_tok[k]) cur++, used = 0;
+            }
+            CHECK_EQ_INT((int64_t)cur, (int64_t)json_array_size(which));
+            float *lg = mxl_malloc((size_t)d.hp.vocab * sizeof(float));
+            double worst = 0;
+            int compared = 0;
+            /* each prefix that does not cut an image block: its last position's logits */
+            for (int64_t c = 1; c <= n; c++) {
+                bool cuts = false;
+                for (int i = 0; i < n_media; i++) cuts |= media[i].row < c && media[i].row + media[i].n > c;
+                if (cuts || ids[c - 1] == img) continue;
+                int k = 0;
+                while (k < n_media && media[k].row + media[k].n <= c) k++;
+                mxl_decoder_state *s = NULL;
+                REQUIRE(mxl_decoder_state_create(&d, MAX_IDS, 8, pool, &s, &err) == MXL_OK);
+                mxl_decoder_state_set_reference(s, reference);
+                if (mxl_decoder_forward_media(&d, s, ids, c, media, k, lg, &err)) {
+                    fprintf(stderr, "  %s\n", err.msg);
+                    CHECK(0);
+                }
+                double md;
+                mxl_test_vec_vs_json(lg, json_array_get(logits, (size_t)(c - 1)), d.hp.vocab, &md, NULL);
+                if (md > worst || isnan(md)) worst = md;
+                compared++;
+                mxl_decoder_state_destroy(s);
+            }
+            /* greedy: the whole prompt in one call, then one token at a time */
+            mxl_decoder_state *s = NULL;
+            REQUIRE(mxl_decoder_state_create(&d, MAX_IDS + 16, 16, pool, &s, &err) == MXL_OK);
+            mxl_decoder_state_set_reference(s, reference);
+            CHECK(mxl_decoder_forward_media(&d, s, ids, n, media, n_media, lg, &err) == MXL_OK);
+            json_t *greedy = json_object_get(p, "greedy");
+            int same = 0;
+            for (size_t g = 0; g < json_array_size(greedy); g++) {
+                int32_t best = 0;
+                for (int64_t t = 1; t < d.hp.vocab; t++)
+                    if (lg[t] > lg[best]) best = (int32_t)t;
+                same += best == json_integer_value(json_array_get(greedy, g));
+                CHECK(mxl_decoder_forward(&d, s, &best, 1, lg, &err) == MXL_OK);
+            }
+            mxl_decoder_state_destroy(s);
+            fprintf(stderr, "  %-10s %s: %d positions, max |diff| %.2e; greedy %d/%zu\n", json_string_value(json_object_get(p, "name")),
+                    reference ? "[reference]" : "[fast]", compared, worst, same, json_array_size(greedy));
+            CHECK(compared >= 4);
+            CHECK(worst <= tol);
+            CHECK_EQ_INT(same, (int64_t)json_array_size(greedy));
+            mxl_free(lg);
+        }
+    }
+    mxl_decoder_free(&d);
+    for (size_t i = 0; i < n_images; i++) mxl_free(feat[i]);
+    mxl_vlm_free(v);
+    mxl_checkpoint_close(ck);
+    mxl_threadpool_destroy(pool);
+    json_decref(ref);
+}
+
+/* The processor's end-to-end prompts (LlavaNextProcessor over the chat template's rendering):
+ * their placeholder runs map to the prepared images in order, each run the image's own count. */
+TEST(vlm_aya_vision_processor_prompts_map_to_images) {
+    json_t *ref = mxl_test_load_json("tests/fixtures/vlm/aya_vision/reference.json");
+    REQUIRE(ref);
+    mxl_error err;
+    mxl_checkpoint *ck = NULL;
+    mxl_vlm *v = NULL;
+    REQUIRE(mxl_checkpoint_open(model_dir(), &ck, &err) == MXL_OK);
+    REQUIRE(mxl_vlm_load(ck, &v, &err) == MXL_OK && v);
+    json_t *c;
+    size_t ci;
+    int mapped = 0;
+    json_array_foreach(json_object_get(ref, "e2e"), ci, c) {
+        json_t *files = json_object_get(c, "images");
+        const int n_img = (int)json_array_size(files);
+        mxl_vlm_input in[3];
+        memset(in, 0, sizeof in);
+        REQUIRE(n_img <= 3);
+        bool ok = true;
+        for (int i = 0; i < n_img; i++) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/tests/fixtures/vlm/%s", mxl_test_repo_root(), json_string_value(json_array_get(files, (size_t)i)));
+            mxl_image im = {0, 0, NULL};
+            if (mxl_image_load(path, NULL, &im, &err) || mxl_vlm_prepare(v, &im, &in[i], &err)) {
+                fprintf(stderr, "  %s\n", err.msg);
+                ok = false;
+            }
+            mxl_image_free(&im);
+        }
+        CHECK(ok);
+        if (ok) {
+            json_t *jids = json_object_get(c, "ids");
+            const size_t n = json_array_size(jids);
+            int32_t *ids = mxl_malloc(n * sizeof *ids);
+            for (size_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(jids, i));
+            mxl_decoder_media blocks[32];
+            int bimg[32], nb = 0;
+            int64_t off[32];
+            CHECK(mxl_vlm_media_blocks(v, ids, n, in, n_img, blocks, bimg, off, 32, &nb, &err) == MXL_OK);
+            /* one block per tile, each image's tiles in order */
+            int64_t tiles = 0;
+            for (int i = 0; i < n_img; i++) tiles += in[i].grid[0];
+            CHECK_EQ_INT(nb, tiles);
+            for (int b = 0, i = 0; b < nb && i < n_img; b++) {
+                CHECK(blocks[b].causal);
+                CHECK_EQ_INT(blocks[b].n, v->tokens_per_image);
+                CHECK_EQ_INT(bimg[b], i);
+                if (off[b] + blocks[b].n == in[i].n_tokens) i++;
+            }
+            mapped++;
+            mxl_free(ids);
+        }
+        for (int i = 0; i < n_img; i++) mxl_vlm_input_free(&in[i]);
+    }
+    CHECK_EQ_INT(mapped, 3);
+    mxl_vlm_free(v);
+    mxl_checkpoint_close(ck);
+    json_decref(ref);
+}
+
+/* patch merged into target (objects recursively, other values replaced) */
+static void merge(json_t *target, json_t *patch) {
+    const char *k;
+    json_t *pv;
+    json_object_foreach(patch, k, pv) {
+        json_t *tv = json_object_get(target, k);
+        if (json_is_object(tv) && json_is_object(pv)) merge(tv, pv);
+        else json_object_set(target, k, pv);
+    }
+}
+
+/* The fixture (its weights and processor_config.json) with `patch` applied to config.json
+ * refuses to load its vision side with want and a message naming needle. */
+static void expect_refused(const char *patch, mxl_status want, const char *needle, int *mxl_test_failed_) {
+    char dir[] = "/tmp/mxl_aya_vision_XXXXXX", src[4200], dst[4200];
+    static const char *const k_links[] = {"model.safetensors", "processor_config.json"};
+    REQUIRE(mkdtemp(dir));
+    for (int i = 0; i < 2; i++) {
+        snprintf(src, sizeof src, "%s/%s", model_dir(), k_links[i]);
+        snprintf(dst, sizeof dst, "%s/%s", dir, k_links[i]);
+        REQUIRE(symlink(src, dst) == 0);
+    }
+    snprintf(src, sizeof src, "%s/config.json", model_dir());
+    json_t *cfg = json_load_file(src, 0, NULL), *p = json_loads(patch, 0, NULL);
+    REQUIRE(cfg && p);
+    merge(cfg, p);
+    snprintf(dst, sizeof dst, "%s/config.json", dir);
+    REQUIRE(json_dump_file(cfg, dst, 0) == 0);
+    json_decref(cfg);
+    json_decref(p);
+    mxl_error err;
+    mxl_error_clear(&err);
+    mxl_checkpoint *ck = NULL;
+    mxl_status st = mxl_checkpoint_open(dir, &ck, &err);
+    if (!st) {
+        mxl_vlm *v = NULL;
+        st = mxl_vlm_load(ck, &v, &err);
+        mxl_vlm_free(v);
+    }
+    fprintf(stderr, "  aya_vision + %s -> %s\n", patch, err.msg);
+    CHECK_EQ_INT(st, want);
+    CHECK(strstr(err.msg, needle) != NULL);
+    mxl_checkpoint_close(ck);
+    unlink(dst);
+    for (int i = 0; i < 2; i++) {
+        snprintf(dst, sizeof dst, "%s/%s", dir, k_links[i]);
+        unlink(dst);
+    }
+    rmdir(dir);
+}
+
+TEST(vlm_aya_vision_refuses_unsupported_config_by_name) {
+    expect_refused("{\"vision_feature_select_strategy\": \"default\"}", MXL_ERR_UNSUPPORTED, "'default'", mxl_test_failed_);
+    expect_refused("{\"vision_feature_layer\": [-1, -2]}", MXL_ERR_UNSUPPORTED, "vision_feature_layer", mxl_test_failed_);
+    expect_refused("{\"downsample_factor\": 4}", MXL_ERR_FORMAT, "downsample_factor", mxl_test_failed_);
+    expect_refused("{\"vision_config\": {\"model_type\": \"clip_vision_model\"}}", MXL_ERR_UNSUPPORTED, "'clip_vision_model'", mxl_test_failed_);
+}
