@@ -1,7 +1,7 @@
 /* test_kernels_attention_enc.c - encoder attention (attention_enc.h): the AVX-512 path against
  * the plain reference, and the reference against the decoder-side mxl_cpu_attention (non-causal)
  * as an independent yardstick; packed sequences of 1..70 tokens (tails of the 4-query and
- * 16-key blocks), head_dim 32 and 64, 1 and 2 threads. Both are f32 with different summation
+ * 16-key blocks), head_dim 32, 64 and 72 (SigLIP-so400m's: zero-padded to 80), 1 and 2 threads. Both are f32 with different summation
  * orders and exp implementations: |fast - ref| <= 2e-5 (values are O(1) averages of V). */
 #include <math.h>
 #include <stdlib.h>
@@ -24,11 +24,11 @@ TEST(enc_attention_matches_reference) {
     int64_t starts[6] = {0};
     for (int s = 0; s < 5; s++) starts[s + 1] = starts[s] + lens[s];
     const int64_t n = starts[5];
-    const int dims[2] = {32, 64};
+    const int dims[3] = {32, 64, 72};
     mxl_threadpool *pool = NULL;
     mxl_error err;
     REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
-    for (int di = 0; di < 2; di++) {
+    for (int di = 0; di < 3; di++) {
         int d = dims[di], nh = 3;
         int64_t stride = (int64_t)d * nh;
         float *q = mxl_malloc((size_t)(n * stride) * sizeof(float)), *k = mxl_malloc((size_t)(n * stride) * sizeof(float));

@@ -11,9 +11,14 @@
 #include "core/alloc.h"
 #include "core/status.h"
 
+/* The width the AVX-512 kernel runs a head at: head_dim rounded up to 16 (a head of another width
+ * is copied into zero-padded rows: the padding adds nothing to q.k and its outputs are dropped). */
+static int padded_dim(int head_dim) { return (head_dim + 15) / 16 * 16; }
+
 size_t mxl_enc_attention_scratch_floats(int64_t longest, int head_dim) {
-    int64_t lp = (longest + 15) / 16 * 16;
-    return (size_t)((lp * head_dim + 4 * lp + 64 + 15) / 16 * 16);
+    int64_t lp = (longest + 15) / 16 * 16, dp = padded_dim(head_dim);
+    int64_t pad = dp != head_dim ? 4 * lp * dp : 0; /* q, k, v, out of one head at the padded width */
+    return (size_t)((lp * dp + 4 * lp + 64 + pad + 15) / 16 * 16);
 }
 
 static void head_ref(const mxl_enc_attn *a, int64_t s, int h, float *sc) {
@@ -70,13 +75,29 @@ static void enc_task(void *vctx, int task, int n_tasks, int thread_index) {
     int h = task % a->n_heads;
     int64_t t0 = a->seq_start[s], L = a->seq_start[s + 1] - t0;
     int64_t off = t0 * a->stride + (int64_t)h * a->head_dim;
-    c->head(a->q + off, a->k + off, a->v + off, a->out + off, a->stride, L, a->head_dim, a->scale,
-            c->scratch + (size_t)thread_index * c->per);
+    float *scratch = c->scratch + (size_t)thread_index * c->per;
+    const int d = a->head_dim, dp = padded_dim(d);
+    if (dp == d) {
+        c->head(a->q + off, a->k + off, a->v + off, a->out + off, a->stride, L, d, a->scale, scratch);
+        return;
+    }
+    /* a head width the kernel does not take (SigLIP-so400m's 72): zero-padded copies [L, dp] */
+    const int64_t lp = (L + 15) / 16 * 16;
+    float *q = scratch + (size_t)((lp * dp + 4 * lp + 64 + 15) / 16 * 16), *k = q + lp * dp, *v = k + lp * dp, *o = v + lp * dp;
+    for (int64_t i = 0; i < L; i++) {
+        const int64_t src = off + i * a->stride;
+        for (int j = 0; j < dp; j++) {
+            q[i * dp + j] = j < d ? a->q[src + j] : 0.0f;
+            k[i * dp + j] = j < d ? a->k[src + j] : 0.0f;
+            v[i * dp + j] = j < d ? a->v[src + j] : 0.0f;
+        }
+    }
+    c->head(q, k, v, o, dp, L, dp, a->scale, scratch);
+    for (int64_t i = 0; i < L; i++)
+        for (int j = 0; j < d; j++) a->out[off + i * a->stride + j] = o[i * dp + j];
 }
 
-int mxl_enc_attention_fast(int head_dim, mxl_cpu_isa isa) {
-    return mxl_cpu_kern_at(isa)->enc_attn_head && head_dim > 0 && head_dim % 16 == 0;
-}
+int mxl_enc_attention_fast(int head_dim, mxl_cpu_isa isa) { return mxl_cpu_kern_at(isa)->enc_attn_head && head_dim > 0; }
 
 void mxl_enc_attention(const mxl_enc_attn *a, float *scratch, mxl_threadpool *pool, mxl_cpu_isa isa) {
     if (!mxl_enc_attention_fast(a->head_dim, isa)) {

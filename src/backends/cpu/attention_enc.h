@@ -4,8 +4,8 @@
  * sequence's own tokens. q, k, v, out are [n_tokens, stride] with head h at h*head_dim.
  * The AVX-512 path (attention_enc_avx512.c) runs one (sequence, head) pair per task: K^T packed
  * to [head_dim][L], 4 queries at a time against 16 keys per vector, vector exp (Cephes, ~1 ulp),
- * the weighted V sum with broadcast probabilities; head_dim must be a multiple of 16 (else the
- * reference runs). The reference (attention_enc.c) is the plain loops in double-free f32 with
+ * the weighted V sum with broadcast probabilities; a head_dim that is not a multiple of 16 runs
+ * on zero-padded copies of its rows (SigLIP-so400m's 72). The reference (attention_enc.c) is the plain loops in double-free f32 with
  * libm expf; tests compare the two. */
 #ifndef MXL_BACKENDS_CPU_ATTENTION_ENC_H
 #define MXL_BACKENDS_CPU_ATTENTION_ENC_H
