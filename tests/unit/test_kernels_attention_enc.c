@@ -1,7 +1,8 @@
 /* test_kernels_attention_enc.c - encoder attention (attention_enc.h): the AVX-512 path against
  * the plain reference, and the reference against the decoder-side mxl_cpu_attention (non-causal)
  * as an independent yardstick; packed sequences of 1..70 tokens (tails of the 4-query and
- * 16-key blocks), head_dim 32, 64 and 72 (SigLIP-so400m's: zero-padded to 80), 1 and 2 threads. Both are f32 with different summation
+ * 16-key blocks) and one of 300 (the blocked-GEMM path from MXL_ENC_ATTN_GEMM_MIN_L tokens on, with
+ * the tails of its 96-query blocks and 32-key panels), head_dim 32, 64 and 72 (SigLIP-so400m's: zero-padded to 80), 1 and 2 threads. Both are f32 with different summation
  * orders and exp implementations: |fast - ref| <= 2e-5 (values are O(1) averages of V). */
 #include <math.h>
 #include <stdlib.h>
@@ -20,10 +21,11 @@ static float frand(void) {
 }
 
 TEST(enc_attention_matches_reference) {
-    const int64_t lens[5] = {1, 3, 17, 70, 5};
-    int64_t starts[6] = {0};
-    for (int s = 0; s < 5; s++) starts[s + 1] = starts[s] + lens[s];
-    const int64_t n = starts[5];
+    enum { NS = 6, LONGEST = 300 };
+    const int64_t lens[NS] = {1, 3, 17, 70, 5, LONGEST};
+    int64_t starts[NS + 1] = {0};
+    for (int s = 0; s < NS; s++) starts[s + 1] = starts[s] + lens[s];
+    const int64_t n = starts[NS];
     const int dims[3] = {32, 64, 72};
     mxl_threadpool *pool = NULL;
     mxl_error err;
@@ -34,17 +36,17 @@ TEST(enc_attention_matches_reference) {
         float *q = mxl_malloc((size_t)(n * stride) * sizeof(float)), *k = mxl_malloc((size_t)(n * stride) * sizeof(float));
         float *v = mxl_malloc((size_t)(n * stride) * sizeof(float)), *o1 = mxl_malloc((size_t)(n * stride) * sizeof(float));
         float *o2 = mxl_malloc((size_t)(n * stride) * sizeof(float)), *o3 = mxl_malloc((size_t)(n * stride) * sizeof(float));
-        size_t per = mxl_enc_attention_scratch_floats(70, d);
-        float *scratch = mxl_malloc(per * 2 * sizeof(float)), *dscr = mxl_malloc(mxl_cpu_attention_scratch_floats(70, 1) * sizeof(float));
-        int64_t pos[70];
+        size_t per = mxl_enc_attention_scratch_floats(LONGEST, d);
+        float *scratch = mxl_malloc(per * 2 * sizeof(float)), *dscr = mxl_malloc(mxl_cpu_attention_scratch_floats(LONGEST, 1) * sizeof(float));
+        int64_t pos[LONGEST];
         REQUIRE(q && k && v && o1 && o2 && o3 && scratch && dscr);
         for (int64_t i = 0; i < n * stride; i++) {
             q[i] = 3.0f * frand();
             k[i] = 3.0f * frand();
             v[i] = frand();
         }
-        for (int i = 0; i < 70; i++) pos[i] = i;
-        mxl_enc_attn a = {q, k, v, o1, stride, starts, 5, nh, d, 1.0f / sqrtf((float)d)};
+        for (int i = 0; i < LONGEST; i++) pos[i] = i;
+        mxl_enc_attn a = {q, k, v, o1, stride, starts, NS, nh, d, 1.0f / sqrtf((float)d)};
         mxl_enc_attention_ref(&a);
         double worst_fast = 0, worst_dec = 0;
         for (int th = 0; th < 2; th++) {
@@ -54,7 +56,7 @@ TEST(enc_attention_matches_reference) {
         }
         /* independent: the decoder attention without a causal mask, one sequence at a time */
         mxl_attn_params ap = {nh, nh, d, 1.0f / sqrtf((float)d), 0.0f, NULL, 0, 0, 0, 0, NULL};
-        for (int s = 0; s < 5; s++) {
+        for (int s = 0; s < NS; s++) {
             mxl_kv_view kv = {MXL_DTYPE_F32, k + starts[s] * stride, v + starts[s] * stride, lens[s], stride};
             mxl_cpu_attention(&ap, q + starts[s] * stride, lens[s], pos, &kv, o3 + starts[s] * stride, dscr, NULL,
                               MXL_CPU_ISA_SCALAR);

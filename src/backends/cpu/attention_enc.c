@@ -15,10 +15,20 @@
  * is copied into zero-padded rows: the padding adds nothing to q.k and its outputs are dropped). */
 static int padded_dim(int head_dim) { return (head_dim + 15) / 16 * 16; }
 
+/* The kernel's own scratch for a head of L tokens at width dp: the short path's (kt, score rows)
+ * or the long path's blocked GEMMs. */
+static int64_t kernel_floats(int64_t L, int64_t dp) {
+    const int64_t lp = (L + 15) / 16 * 16, s = (lp * dp + 4 * lp + 64 + 15) / 16 * 16;
+    const int64_t g = L >= MXL_ENC_ATTN_GEMM_MIN_L ? ((int64_t)mxl_enc_attention_gemm_floats(L, (int)dp) + 15) / 16 * 16 : 0;
+    return s > g ? s : g;
+}
+
 size_t mxl_enc_attention_scratch_floats(int64_t longest, int head_dim) {
     int64_t lp = (longest + 15) / 16 * 16, dp = padded_dim(head_dim);
     int64_t pad = dp != head_dim ? 4 * lp * dp : 0; /* q, k, v, out of one head at the padded width */
-    return (size_t)((lp * dp + 4 * lp + 64 + pad + 15) / 16 * 16);
+    const int64_t gemm = longest >= MXL_ENC_ATTN_GEMM_MIN_L ? (int64_t)mxl_enc_attention_gemm_floats(longest, head_dim) : 0;
+    const int64_t padded = kernel_floats(longest, dp) + pad;
+    return (size_t)(padded > gemm ? padded : gemm);
 }
 
 static void head_ref(const mxl_enc_attn *a, int64_t s, int h, float *sc) {
@@ -77,13 +87,13 @@ static void enc_task(void *vctx, int task, int n_tasks, int thread_index) {
     int64_t off = t0 * a->stride + (int64_t)h * a->head_dim;
     float *scratch = c->scratch + (size_t)thread_index * c->per;
     const int d = a->head_dim, dp = padded_dim(d);
-    if (dp == d) {
+    if (dp == d || L >= MXL_ENC_ATTN_GEMM_MIN_L) { /* (the blocked-GEMM path takes any width) */
         c->head(a->q + off, a->k + off, a->v + off, a->out + off, a->stride, L, d, a->scale, scratch);
         return;
     }
     /* a head width the kernel does not take (SigLIP-so400m's 72): zero-padded copies [L, dp] */
     const int64_t lp = (L + 15) / 16 * 16;
-    float *q = scratch + (size_t)((lp * dp + 4 * lp + 64 + 15) / 16 * 16), *k = q + lp * dp, *v = k + lp * dp, *o = v + lp * dp;
+    float *q = scratch + (size_t)kernel_floats(L, dp), *k = q + lp * dp, *v = k + lp * dp, *o = v + lp * dp;
     for (int64_t i = 0; i < L; i++) {
         const int64_t src = off + i * a->stride;
         for (int j = 0; j < dp; j++) {

@@ -28,7 +28,11 @@ size_t mxl_enc_attention_scratch_floats(int64_t longest, int head_dim);
 void mxl_enc_attention(const mxl_enc_attn *a, float *scratch, mxl_threadpool *pool, mxl_cpu_isa isa);
 void mxl_enc_attention_ref(const mxl_enc_attn *a);
 
-/* internal: one (sequence, head) on AVX-512; L tokens, q/k/v/out at the head's first element */
+/* internal: one (sequence, head) on AVX-512; L tokens, q/k/v/out at the head's first element.
+ * From MXL_ENC_ATTN_GEMM_MIN_L tokens on it runs as blocked GEMMs, whose scratch
+ * mxl_enc_attention_gemm_floats gives. */
+#define MXL_ENC_ATTN_GEMM_MIN_L 256
+size_t mxl_enc_attention_gemm_floats(int64_t L, int d);
 void mxl_enc_attention_head_avx512(const float *q, const float *k, const float *v, float *out, int64_t stride,
                                    int64_t L, int d, float scale, float *scratch);
 

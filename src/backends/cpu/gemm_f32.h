@@ -68,6 +68,9 @@ void mxl_gemm_f32(const mxl_weight *W, const float *x, int64_t M, const float *b
 #define MXL_GEMM_MR 12
 void mxl_gemm_f32_panel_avx512(const float *x, int64_t M, int64_t K, const float *bp, const float *bias_p,
                                int act, float *y, int64_t ldy, int ncols);
+/* The same with x's rows ldx floats apart (a K-wide slice of wider rows). */
+void mxl_gemm_f32_panel_ld_avx512(const float *x, int64_t ldx, int64_t M, int64_t K, const float *bp, const float *bias_p,
+                                  int act, float *y, int64_t ldy, int ncols);
 
 /* Internal: bias, activation and masked store of `rows` accumulated rows acc [rows][ldacc] (32
  * outputs each) into y[r * ldy + j], j < ncols (gemm_f32_avx512.c). */

@@ -41,27 +41,32 @@ AVX512 __attribute__((always_inline)) static inline void kern(int mr, int64_t K,
 
 AVX512 void mxl_gemm_f32_panel_avx512(const float *x, int64_t M, int64_t K, const float *bp, const float *bias_p,
                                       int act, float *y, int64_t ldy, int ncols) {
+    mxl_gemm_f32_panel_ld_avx512(x, K, M, K, bp, bias_p, act, y, ldy, ncols);
+}
+
+AVX512 void mxl_gemm_f32_panel_ld_avx512(const float *x, int64_t ldx, int64_t M, int64_t K, const float *bp, const float *bias_p,
+                                         int act, float *y, int64_t ldy, int ncols) {
     __m512 bias0 = _mm512_loadu_ps(bias_p), bias1 = _mm512_loadu_ps(bias_p + 16);
     __mmask16 m0 = (__mmask16)(ncols >= 16 ? 0xffff : (1u << ncols) - 1);
     __mmask16 m1 = (__mmask16)(ncols >= 32 ? 0xffff : ncols <= 16 ? 0 : (1u << (ncols - 16)) - 1);
     int64_t m = 0;
     for (; m + MXL_GEMM_MR <= M; m += MXL_GEMM_MR)
-        kern(MXL_GEMM_MR, K, x + m * K, K, bp, bias0, bias1, act, y + m * ldy, ldy, m0, m1);
-    const float *xr = x + m * K;
+        kern(MXL_GEMM_MR, K, x + m * ldx, ldx, bp, bias0, bias1, act, y + m * ldy, ldy, m0, m1);
+    const float *xr = x + m * ldx;
     float *yr = y + m * ldy;
     switch (M - m) {
     case 0: break;
-    case 1: kern(1, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
-    case 2: kern(2, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
-    case 3: kern(3, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
-    case 4: kern(4, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
-    case 5: kern(5, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
-    case 6: kern(6, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
-    case 7: kern(7, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
-    case 8: kern(8, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
-    case 9: kern(9, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
-    case 10: kern(10, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
-    default: kern(11, K, xr, K, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    case 1: kern(1, K, xr, ldx, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    case 2: kern(2, K, xr, ldx, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    case 3: kern(3, K, xr, ldx, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    case 4: kern(4, K, xr, ldx, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    case 5: kern(5, K, xr, ldx, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    case 6: kern(6, K, xr, ldx, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    case 7: kern(7, K, xr, ldx, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    case 8: kern(8, K, xr, ldx, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    case 9: kern(9, K, xr, ldx, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    case 10: kern(10, K, xr, ldx, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
+    default: kern(11, K, xr, ldx, bp, bias0, bias1, act, yr, ldy, m0, m1); break;
     }
     /* other activations: the shared vector forms, per stored row (GELU-erf was applied in registers) */
     if (act != MXL_GEMM_ACT_NONE && act != MXL_ACT_GELU_ERF)
@@ -95,6 +100,12 @@ void mxl_gemm_f32_store_avx512(const float *acc, int64_t ldacc, int rows, const 
 void mxl_gemm_f32_panel_avx512(const float *x, int64_t M, int64_t K, const float *bp, const float *bias_p,
                                int act, float *y, int64_t ldy, int ncols) {
     (void)x; (void)M; (void)K; (void)bp; (void)bias_p; (void)act; (void)y; (void)ldy; (void)ncols;
+    MXL_ASSERT(0 && "no AVX-512 on this build");
+}
+
+void mxl_gemm_f32_panel_ld_avx512(const float *x, int64_t ldx, int64_t M, int64_t K, const float *bp, const float *bias_p,
+                                  int act, float *y, int64_t ldy, int ncols) {
+    (void)x; (void)ldx; (void)M; (void)K; (void)bp; (void)bias_p; (void)act; (void)y; (void)ldy; (void)ncols;
     MXL_ASSERT(0 && "no AVX-512 on this build");
 }
 #endif
