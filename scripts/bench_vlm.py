@@ -190,7 +190,7 @@ def main():
         dt, out = timed([mtmd, "-m", text, "--mmproj", mmproj, "--image", img, "-p", prompt, "-n", "1", "--temp", "0", "-t", str(a.threads),
                          "--no-warmup"])
         theirs.append(dt)
-        m = re.search(r"image slice encoded in ([0-9.]+) ms", out)
+        m = re.search(r"image slice encoded in ([0-9.]+) ms", out) or re.search(r"batch encoding done in ([0-9.]+) ms", out)
         if m:
             their_enc.append(float(m.group(1)) / 1e3)
         print(f"rep {r}: mlxcel {ours[-1]:.2f} s, llama-mtmd-cli {theirs[-1]:.2f} s", flush=True)
