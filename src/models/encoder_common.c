@@ -120,6 +120,17 @@ mxl_status mxl_enc_cfg_int(const mxl_checkpoint *ck, const char *key, int64_t df
     return MXL_OK;
 }
 
+mxl_status mxl_enc_subcfg_int(const mxl_checkpoint *ck, const json_t *obj, const char *what, const char *key, int64_t dflt, int64_t lo,
+                              int64_t hi, int64_t *out, mxl_error *err) {
+    const json_t *v = json_object_get(obj, key);
+    *out = dflt;
+    if (!v || json_is_null(v)) return MXL_OK;
+    if (mxl_json_int(v, lo, hi, out))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: %s.%s must be an integer in [%lld, %lld]", ck->dir, what, key, (long long)lo,
+                             (long long)hi);
+    return MXL_OK;
+}
+
 mxl_status mxl_enc_cfg_double(const mxl_checkpoint *ck, const char *key, double dflt, double *out, mxl_error *err) {
     json_t *v = raw_get(ck, key);
     *out = dflt;

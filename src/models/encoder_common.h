@@ -52,6 +52,10 @@ mxl_status mxl_enc_vector(const mxl_enc_binder *b, int64_t n, const float **out,
 mxl_status mxl_enc_cfg_bool(const mxl_checkpoint *ck, const char *key, bool dflt, bool *out, mxl_error *err);
 mxl_status mxl_enc_cfg_int(const mxl_checkpoint *ck, const char *key, int64_t dflt, int64_t *out, mxl_error *err);
 mxl_status mxl_enc_cfg_double(const mxl_checkpoint *ck, const char *key, double dflt, double *out, mxl_error *err);
+/* An integer of a config.json sub-object (vision_config, given as obj, named `what` in errors):
+ * dflt when absent or null, else within [lo, hi]. */
+mxl_status mxl_enc_subcfg_int(const mxl_checkpoint *ck, const json_t *obj, const char *what, const char *key, int64_t dflt, int64_t lo,
+                              int64_t hi, int64_t *out, mxl_error *err);
 /* A string key; dflt when absent. The result lives in the config. */
 mxl_status mxl_enc_cfg_string(const mxl_checkpoint *ck, const char *key, const char *dflt, const char **out,
                               mxl_error *err);

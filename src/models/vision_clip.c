@@ -12,39 +12,14 @@
 #include "io/safetensors.h"
 #include "models/vision_siglip.h"
 
-/* An integer of vision_config (dflt when absent), within [lo, hi]. */
-static mxl_status vcfg_int(const mxl_checkpoint *ck, const json_t *vc, const char *key, int64_t dflt, int64_t lo, int64_t hi,
-                           int64_t *out, mxl_error *err) {
-    const json_t *v = json_object_get(vc, key);
-    *out = dflt;
-    if (!v || json_is_null(v)) return MXL_OK;
-    if (mxl_json_int(v, lo, hi, out))
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.%s must be an integer in [%lld, %lld]", ck->dir, key,
-                             (long long)lo, (long long)hi);
-    return MXL_OK;
-}
 
 mxl_status mxl_clip_vision_load(const mxl_checkpoint *ck, const json_t *vc, mxl_clip_vision *m, mxl_error *err) {
     memset(m, 0, sizeof *m);
     mxl_arena_init(&m->arena, 64 * 1024);
     mxl_siglip_stack *s = &m->stack;
     s->be = mxl_backend_host();
-    if (!vc || !json_is_object(vc)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config is missing", ck->dir);
-    mxl_status st;
-    int64_t ch;
-    /* (CLIPVisionConfig's defaults) */
-    if ((st = vcfg_int(ck, vc, "hidden_size", 768, 1, 1 << 16, &s->hidden, err)) ||
-        (st = vcfg_int(ck, vc, "intermediate_size", 3072, 1, 1 << 18, &s->ffn, err)) ||
-        (st = vcfg_int(ck, vc, "num_hidden_layers", 12, 1, 1024, &s->n_layers, err)) ||
-        (st = vcfg_int(ck, vc, "num_attention_heads", 12, 1, 1024, &s->n_heads, err)) ||
-        (st = vcfg_int(ck, vc, "image_size", 224, 1, 1 << 14, &m->image_size, err)) ||
-        (st = vcfg_int(ck, vc, "patch_size", 32, 1, 1 << 10, &m->patch, err)) ||
-        (st = vcfg_int(ck, vc, "num_channels", 3, 3, 3, &ch, err)))
-        return st;
-    if (s->hidden % s->n_heads || m->image_size % m->patch)
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config: %lld heads do not split hidden_size %lld, or patch_size %lld does not divide image_size %lld",
-                             ck->dir, (long long)s->n_heads, (long long)s->hidden, (long long)m->patch, (long long)m->image_size);
-    s->head_dim = s->hidden / s->n_heads;
+    mxl_status st = mxl_vit_sizes(ck, vc, 32, s, &m->image_size, &m->patch, err); /* (CLIPVisionConfig's patch_size 32) */
+    if (st) return st;
     m->side = m->image_size / m->patch;
     m->n_patches = m->side * m->side;
     m->n_pos = m->n_patches + 1;

@@ -13,16 +13,6 @@
 
 #define PIXTRAL_EPS 1e-5f /* (PixtralRMSNorm(eps=1e-5) for ln_pre and every layer's norms) */
 
-static mxl_status vcfg_int(const mxl_checkpoint *ck, const json_t *vc, const char *key, int64_t dflt, int64_t lo, int64_t hi, int64_t *out,
-                           mxl_error *err) {
-    const json_t *v = json_object_get(vc, key);
-    *out = dflt;
-    if (!v || json_is_null(v)) return MXL_OK;
-    if (mxl_json_int(v, lo, hi, out))
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.%s must be an integer in [%lld, %lld]", ck->dir, key, (long long)lo,
-                             (long long)hi);
-    return MXL_OK;
-}
 
 /* rope_theta and the rope type: vision_config.rope_parameters (transformers 5), else
  * vision_config.rope_theta; PixtralVisionRotaryEmbedding takes only "axial". */
@@ -47,11 +37,11 @@ mxl_status mxl_pixtral_vision_load(const mxl_checkpoint *ck, const json_t *vc, m
     mxl_status st;
     int64_t ch;
     /* (PixtralVisionConfig's defaults) */
-    if ((st = vcfg_int(ck, vc, "hidden_size", 1024, 1, 1 << 16, &m->hidden, err)) ||
-        (st = vcfg_int(ck, vc, "intermediate_size", 4096, 1, 1 << 18, &m->ffn, err)) ||
-        (st = vcfg_int(ck, vc, "num_hidden_layers", 24, 1, 1024, &m->n_layers, err)) ||
-        (st = vcfg_int(ck, vc, "num_attention_heads", 16, 1, 1024, &m->n_heads, err)) ||
-        (st = vcfg_int(ck, vc, "patch_size", 16, 1, 1 << 10, &m->patch, err)) || (st = vcfg_int(ck, vc, "num_channels", 3, 3, 3, &ch, err)))
+    if ((st = mxl_enc_subcfg_int(ck, vc, "vision_config", "hidden_size", 1024, 1, 1 << 16, &m->hidden, err)) ||
+        (st = mxl_enc_subcfg_int(ck, vc, "vision_config", "intermediate_size", 4096, 1, 1 << 18, &m->ffn, err)) ||
+        (st = mxl_enc_subcfg_int(ck, vc, "vision_config", "num_hidden_layers", 24, 1, 1024, &m->n_layers, err)) ||
+        (st = mxl_enc_subcfg_int(ck, vc, "vision_config", "num_attention_heads", 16, 1, 1024, &m->n_heads, err)) ||
+        (st = mxl_enc_subcfg_int(ck, vc, "vision_config", "patch_size", 16, 1, 1 << 10, &m->patch, err)) || (st = mxl_enc_subcfg_int(ck, vc, "vision_config", "num_channels", 3, 3, 3, &ch, err)))
         return st;
     /* (head_dim = hidden_size / num_attention_heads: PixtralVisionConfig sets it so) */
     if (m->hidden % m->n_heads || (m->hidden / m->n_heads) % 4 || m->hidden / m->n_heads > 1024)

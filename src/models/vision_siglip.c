@@ -8,15 +8,24 @@
 #include "core/alloc.h"
 #include "io/json_read.h"
 
-/* An integer of vision_config (dflt when absent), within [lo, hi]. */
-static mxl_status vcfg_int(const mxl_checkpoint *ck, const json_t *vc, const char *key, int64_t dflt, int64_t lo, int64_t hi,
-                           int64_t *out, mxl_error *err) {
-    const json_t *v = json_object_get(vc, key);
-    *out = dflt;
-    if (!v || json_is_null(v)) return dflt >= lo ? MXL_OK : mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.%s is missing", ck->dir, key);
-    if (mxl_json_int(v, lo, hi, out))
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.%s must be an integer in [%lld, %lld]", ck->dir, key,
-                             (long long)lo, (long long)hi);
+mxl_status mxl_vit_sizes(const mxl_checkpoint *ck, const json_t *vc, int64_t dflt_patch, mxl_siglip_stack *s, int64_t *image_size,
+                         int64_t *patch, mxl_error *err) {
+    if (!vc || !json_is_object(vc)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config is missing", ck->dir);
+    mxl_status st;
+    int64_t ch;
+    /* (the Siglip / CLIP VisionConfig defaults) */
+    if ((st = mxl_enc_subcfg_int(ck, vc, "vision_config", "hidden_size", 768, 1, 1 << 16, &s->hidden, err)) ||
+        (st = mxl_enc_subcfg_int(ck, vc, "vision_config", "intermediate_size", 3072, 1, 1 << 18, &s->ffn, err)) ||
+        (st = mxl_enc_subcfg_int(ck, vc, "vision_config", "num_hidden_layers", 12, 1, 1024, &s->n_layers, err)) ||
+        (st = mxl_enc_subcfg_int(ck, vc, "vision_config", "num_attention_heads", 12, 1, 1024, &s->n_heads, err)) ||
+        (st = mxl_enc_subcfg_int(ck, vc, "vision_config", "image_size", 224, 1, 1 << 14, image_size, err)) ||
+        (st = mxl_enc_subcfg_int(ck, vc, "vision_config", "patch_size", dflt_patch, 1, 1 << 10, patch, err)) ||
+        (st = mxl_enc_subcfg_int(ck, vc, "vision_config", "num_channels", 3, 3, 3, &ch, err)))
+        return st;
+    if (s->hidden % s->n_heads || *image_size % *patch)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config: %lld heads do not split hidden_size %lld, or patch_size %lld does not divide image_size %lld",
+                             ck->dir, (long long)s->n_heads, (long long)s->hidden, (long long)*patch, (long long)*image_size);
+    s->head_dim = s->hidden / s->n_heads;
     return MXL_OK;
 }
 
@@ -39,22 +48,8 @@ mxl_status mxl_siglip_vision_load(const mxl_checkpoint *ck, const json_t *vc, mx
     mxl_arena_init(&m->arena, 64 * 1024);
     mxl_siglip_stack *s = &m->stack;
     s->be = mxl_backend_host();
-    if (!vc || !json_is_object(vc)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config is missing", ck->dir);
-    mxl_status st;
-    int64_t ch;
-    /* (SiglipVisionConfig's defaults) */
-    if ((st = vcfg_int(ck, vc, "hidden_size", 768, 1, 1 << 16, &s->hidden, err)) ||
-        (st = vcfg_int(ck, vc, "intermediate_size", 3072, 1, 1 << 18, &s->ffn, err)) ||
-        (st = vcfg_int(ck, vc, "num_hidden_layers", 12, 1, 1024, &s->n_layers, err)) ||
-        (st = vcfg_int(ck, vc, "num_attention_heads", 12, 1, 1024, &s->n_heads, err)) ||
-        (st = vcfg_int(ck, vc, "image_size", 224, 1, 1 << 14, &m->image_size, err)) ||
-        (st = vcfg_int(ck, vc, "patch_size", 16, 1, 1 << 10, &m->patch, err)) ||
-        (st = vcfg_int(ck, vc, "num_channels", 3, 3, 3, &ch, err)))
-        return st;
-    if (s->hidden % s->n_heads || m->image_size % m->patch)
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config: %lld heads do not split hidden_size %lld, or patch_size %lld does not divide image_size %lld",
-                             ck->dir, (long long)s->n_heads, (long long)s->hidden, (long long)m->patch, (long long)m->image_size);
-    s->head_dim = s->hidden / s->n_heads;
+    mxl_status st = mxl_vit_sizes(ck, vc, 16, s, &m->image_size, &m->patch, err);
+    if (st) return st;
     m->side = m->image_size / m->patch;
     m->n_patches = m->side * m->side;
     const json_t *eps = json_object_get(vc, "layer_norm_eps");

@@ -30,6 +30,10 @@ typedef struct mxl_siglip_vision {
     const float *post_w, *post_b; /* [hidden] */
 } mxl_siglip_vision;
 
+/* The ViT sizes of vision_config (SigLIP's and CLIP's keys and defaults; patch_size's default
+ * dflt_patch): s's width, MLP width, layers, heads and head width, the image and patch size. */
+mxl_status mxl_vit_sizes(const mxl_checkpoint *ck, const json_t *vc, int64_t dflt_patch, mxl_siglip_stack *s, int64_t *image_size,
+                         int64_t *patch, mxl_error *err);
 /* vision_config: the config.json object describing the tower. */
 mxl_status mxl_siglip_vision_load(const mxl_checkpoint *ck, const json_t *vision_config, mxl_siglip_vision *out, mxl_error *err);
 /* The same tower from llama.cpp's mmproj GGUF (mm: the mmproj file opened as a checkpoint; its

@@ -108,6 +108,23 @@ void mxl_vlm_free(mxl_vlm *v) {
     if (v && v->destroy) v->destroy(v);
 }
 
+void mxl_vlm_preproc_json(const json_t *j, mxl_vlm_preproc *p, double mean_d[3]) {
+    double d;
+    if (mxl_json_number(json_object_get(j, "rescale_factor"), &d)) p->rescale = d;
+    const json_t *mean = json_object_get(j, "image_mean"), *std = json_object_get(j, "image_std");
+    for (int c = 0; c < 3; c++) {
+        if (json_is_array(mean) && json_array_size(mean) == 3 && mxl_json_number(json_array_get(mean, (size_t)c), &d)) {
+            p->mean[c] = (float)d;
+            if (mean_d) mean_d[c] = d;
+        }
+        if (json_is_array(std) && json_array_size(std) == 3 && mxl_json_number(json_array_get(std, (size_t)c), &d)) p->std[c] = (float)d;
+    }
+    const json_t *b;
+    if ((b = json_object_get(j, "do_resize")) && json_is_boolean(b)) p->do_resize = json_is_true(b);
+    if ((b = json_object_get(j, "do_rescale")) && json_is_boolean(b)) p->do_rescale = json_is_true(b);
+    if ((b = json_object_get(j, "do_normalize")) && json_is_boolean(b)) p->do_normalize = json_is_true(b);
+}
+
 mxl_status mxl_vlm_read_preproc(const mxl_checkpoint *ck, mxl_vlm_preproc *p, int64_t *seq, mxl_error *err) {
     int64_t seq_dummy;
     if (!seq) seq = &seq_dummy;
@@ -120,7 +137,6 @@ mxl_status mxl_vlm_read_preproc(const mxl_checkpoint *ck, mxl_vlm_preproc *p, in
     json_t *j = NULL;
     mxl_status st = mxl_json_load_file_py(path, 1 << 20, &j, err);
     if (st) return st;
-    double d;
     const json_t *size = json_object_get(j, "size");
     int64_t h = p->height, w = p->width, rs = p->resample;
     bool bad = false;
@@ -130,16 +146,7 @@ mxl_status mxl_vlm_read_preproc(const mxl_checkpoint *ck, mxl_vlm_preproc *p, in
     }
     if (json_object_get(j, "resample")) bad |= mxl_json_int(json_object_get(j, "resample"), 0, 5, &rs) != 0;
     if (json_object_get(j, "image_seq_length")) bad |= mxl_json_int(json_object_get(j, "image_seq_length"), 1, 1 << 20, seq) != 0;
-    if (mxl_json_number(json_object_get(j, "rescale_factor"), &d)) p->rescale = d;
-    const json_t *mean = json_object_get(j, "image_mean"), *std = json_object_get(j, "image_std");
-    for (int c = 0; c < 3; c++) {
-        if (json_is_array(mean) && json_array_size(mean) == 3 && mxl_json_number(json_array_get(mean, (size_t)c), &d)) p->mean[c] = (float)d;
-        if (json_is_array(std) && json_array_size(std) == 3 && mxl_json_number(json_array_get(std, (size_t)c), &d)) p->std[c] = (float)d;
-    }
-    const json_t *b;
-    if ((b = json_object_get(j, "do_resize")) && json_is_boolean(b)) p->do_resize = json_is_true(b);
-    if ((b = json_object_get(j, "do_rescale")) && json_is_boolean(b)) p->do_rescale = json_is_true(b);
-    if ((b = json_object_get(j, "do_normalize")) && json_is_boolean(b)) p->do_normalize = json_is_true(b);
+    mxl_vlm_preproc_json(j, p, NULL);
     json_decref(j);
     if (bad) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: size, resample and image_seq_length must be positive integers", path);
     if (p->std[0] == 0 || p->std[1] == 0 || p->std[2] == 0 || !(p->rescale > 0))

@@ -71,6 +71,10 @@ struct mxl_vlm {
 mxl_status mxl_vlm_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 void mxl_vlm_free(mxl_vlm *v);
 
+/* An image processor config's (j: preprocessor_config.json or a processor_config.json section)
+ * rescale_factor, image_mean / image_std (also as doubles into mean_d when not NULL) and
+ * do_resize / do_rescale / do_normalize over p's values. */
+void mxl_vlm_preproc_json(const json_t *j, mxl_vlm_preproc *p, double mean_d[3]);
 /* preprocessor_config.json's size, resample, rescale_factor, image_mean / image_std and do_* flags
  * over p's defaults (the file absent: p as it is); *image_seq_length its tokens per image (-1:
  * absent; NULL: not wanted). */

@@ -240,7 +240,6 @@ static mxl_status read_processor(const mxl_checkpoint *ck, aya_vlm *g, mxl_error
         if ((st = mxl_json_load_file_py(path, 1 << 20, &j, err))) goto out;
     }
     if (!j) goto out;
-    double d;
     const json_t *b, *size = json_object_get(j, "size");
     int64_t h = S, w = S, rsm = p->resample;
     if (json_is_object(size) && (mxl_json_int(json_object_get(size, "height"), 1, 1 << 14, &h) || mxl_json_int(json_object_get(size, "width"), 1, 1 << 14, &w))) {
@@ -257,14 +256,7 @@ static mxl_status read_processor(const mxl_checkpoint *ck, aya_vlm *g, mxl_error
         goto out;
     }
     p->resample = (int)rsm;
-    if (mxl_json_number(json_object_get(j, "rescale_factor"), &d)) p->rescale = d;
-    const json_t *mean = json_object_get(j, "image_mean"), *std = json_object_get(j, "image_std");
-    for (int c = 0; c < 3; c++) {
-        if (json_is_array(mean) && json_array_size(mean) == 3 && mxl_json_number(json_array_get(mean, (size_t)c), &d)) p->mean[c] = (float)d;
-        if (json_is_array(std) && json_array_size(std) == 3 && mxl_json_number(json_array_get(std, (size_t)c), &d)) p->std[c] = (float)d;
-    }
-    if ((b = json_object_get(j, "do_rescale")) && json_is_boolean(b)) p->do_rescale = json_is_true(b);
-    if ((b = json_object_get(j, "do_normalize")) && json_is_boolean(b)) p->do_normalize = json_is_true(b);
+    mxl_vlm_preproc_json(j, p, NULL);
     if ((b = json_object_get(j, "do_resize")) && json_is_boolean(b) && !json_is_true(b)) {
         st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: the image processor's do_resize false is not supported", ck->dir);
         goto out;

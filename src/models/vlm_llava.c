@@ -428,7 +428,6 @@ static mxl_status read_preproc(const mxl_checkpoint *ck, llava_vlm *g, mxl_error
     json_t *j = NULL;
     mxl_status st = read_processor(ck, g, &j, err);
     if (st || !j) goto pad;
-    double d;
     const json_t *size = json_object_get(j, "size"), *b;
     if (json_is_object(size)) {
         const json_t *se = json_object_get(size, "shortest_edge");
@@ -461,15 +460,7 @@ static mxl_status read_preproc(const mxl_checkpoint *ck, llava_vlm *g, mxl_error
         goto out;
     }
     p->resample = (int)rs;
-    if (mxl_json_number(json_object_get(j, "rescale_factor"), &d)) p->rescale = d;
-    const json_t *mean = json_object_get(j, "image_mean"), *std = json_object_get(j, "image_std");
-    for (int c = 0; c < 3; c++) {
-        if (json_is_array(mean) && json_array_size(mean) == 3 && mxl_json_number(json_array_get(mean, (size_t)c), &d)) p->mean[c] = (float)d, mean_d[c] = d;
-        if (json_is_array(std) && json_array_size(std) == 3 && mxl_json_number(json_array_get(std, (size_t)c), &d)) p->std[c] = (float)d;
-    }
-    if ((b = json_object_get(j, "do_resize")) && json_is_boolean(b)) p->do_resize = json_is_true(b);
-    if ((b = json_object_get(j, "do_rescale")) && json_is_boolean(b)) p->do_rescale = json_is_true(b);
-    if ((b = json_object_get(j, "do_normalize")) && json_is_boolean(b)) p->do_normalize = json_is_true(b);
+    mxl_vlm_preproc_json(j, p, mean_d);
     const json_t *jp = json_object_get(j, "image_grid_pinpoints");
     if (g->next && jp && !json_is_null(jp)) {
         /* the processor's crops must be the layout the model un-packs */

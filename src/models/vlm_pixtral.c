@@ -222,7 +222,6 @@ static mxl_status read_processor(const mxl_checkpoint *ck, pixtral_vlm *g, mxl_e
         j = json_incref(json_object_get(proc, "image_processor"));
     }
     if (!j) goto out;
-    double d;
     const json_t *size = json_object_get(j, "size"), *b;
     if (json_is_object(size)) {
         const json_t *le = json_object_get(size, "longest_edge");
@@ -247,15 +246,7 @@ static mxl_status read_processor(const mxl_checkpoint *ck, pixtral_vlm *g, mxl_e
         goto out;
     }
     p->resample = (int)rs;
-    if (mxl_json_number(json_object_get(j, "rescale_factor"), &d)) p->rescale = d;
-    const json_t *mean = json_object_get(j, "image_mean"), *std = json_object_get(j, "image_std");
-    for (int c = 0; c < 3; c++) {
-        if (json_is_array(mean) && json_array_size(mean) == 3 && mxl_json_number(json_array_get(mean, (size_t)c), &d)) p->mean[c] = (float)d;
-        if (json_is_array(std) && json_array_size(std) == 3 && mxl_json_number(json_array_get(std, (size_t)c), &d)) p->std[c] = (float)d;
-    }
-    if ((b = json_object_get(j, "do_resize")) && json_is_boolean(b)) p->do_resize = json_is_true(b);
-    if ((b = json_object_get(j, "do_rescale")) && json_is_boolean(b)) p->do_rescale = json_is_true(b);
-    if ((b = json_object_get(j, "do_normalize")) && json_is_boolean(b)) p->do_normalize = json_is_true(b);
+    mxl_vlm_preproc_json(j, p, NULL);
     if (p->std[0] == 0 || p->std[1] == 0 || p->std[2] == 0 || !(p->rescale > 0) || p->resample == 4 || p->resample == 5)
         st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: non-zero image_std, a positive rescale_factor and a NEAREST / BILINEAR / BICUBIC / LANCZOS resample are expected", ck->dir);
 out:

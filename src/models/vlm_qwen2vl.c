@@ -144,17 +144,7 @@ static mxl_status read_preproc(const mxl_checkpoint *ck, qwen2vl_vlm *q, mxl_err
         json_decref(j);
         return st;
     }
-    double d;
-    if (mxl_json_number(json_object_get(j, "rescale_factor"), &d)) p->rescale = d;
-    const json_t *mean = json_object_get(j, "image_mean"), *std = json_object_get(j, "image_std");
-    for (int c = 0; c < 3; c++) {
-        if (json_is_array(mean) && json_array_size(mean) == 3 && mxl_json_number(json_array_get(mean, (size_t)c), &d)) p->mean[c] = (float)d;
-        if (json_is_array(std) && json_array_size(std) == 3 && mxl_json_number(json_array_get(std, (size_t)c), &d)) p->std[c] = (float)d;
-    }
-    const json_t *b;
-    if ((b = json_object_get(j, "do_resize")) && json_is_boolean(b)) p->do_resize = json_is_true(b);
-    if ((b = json_object_get(j, "do_rescale")) && json_is_boolean(b)) p->do_rescale = json_is_true(b);
-    if ((b = json_object_get(j, "do_normalize")) && json_is_boolean(b)) p->do_normalize = json_is_true(b);
+    mxl_vlm_preproc_json(j, p, NULL);
     json_decref(j);
     p->resample = (int)rs;
     if (p->std[0] == 0 || p->std[1] == 0 || p->std[2] == 0 || !(p->rescale > 0) || q->min_pixels > q->max_pixels)
