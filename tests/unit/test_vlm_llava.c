@@ -22,6 +22,7 @@
 #include "models/decoder.h"
 #include "models/vlm.h"
 #include "test.h"
+#include "test_vlm_common.h"
 #include "test_decoder_compare.h"
 
 static const char *model_dir(const char *name) {
@@ -107,50 +108,10 @@ static void check_case(const char *name, int64_t tokens, int64_t size, int *mxl_
             mxl_decoder_media media[4];
             const int n_media = media_of(ids, n, img, feat, media);
             CHECK_EQ_INT(n_media, json_integer_value(json_object_get(p, "n_images")));
-            float *lg = mxl_malloc((size_t)d.hp.vocab * sizeof(float));
-            double worst = 0;
-            int compared = 0;
-            /* each prefix that does not cut an image block: its last position's logits */
-            for (int64_t c = 1; c <= n; c++) {
-                bool cuts = false;
-                for (int i = 0; i < n_media; i++) cuts |= media[i].row < c && media[i].row + media[i].n > c;
-                if (cuts || ids[c - 1] == img) continue;
-                int k = 0;
-                while (k < n_media && media[k].row + media[k].n <= c) k++;
-                mxl_decoder_state *s = NULL;
-                REQUIRE(mxl_decoder_state_create(&d, 96, 8, pool, &s, &err) == MXL_OK);
-                mxl_decoder_state_set_reference(s, reference);
-                if (mxl_decoder_forward_media(&d, s, ids, c, media, k, lg, &err)) {
-                    fprintf(stderr, "  %s\n", err.msg);
-                    CHECK(0);
-                }
-                double md;
-                mxl_test_vec_vs_json(lg, json_array_get(logits, (size_t)(c - 1)), d.hp.vocab, &md, NULL);
-                if (md > worst || isnan(md)) worst = md;
-                compared++;
-                mxl_decoder_state_destroy(s);
-            }
-            /* greedy: the whole prompt in one call, then one token at a time */
-            mxl_decoder_state *s = NULL;
-            REQUIRE(mxl_decoder_state_create(&d, 96, 16, pool, &s, &err) == MXL_OK);
-            mxl_decoder_state_set_reference(s, reference);
-            CHECK(mxl_decoder_forward_media(&d, s, ids, n, media, n_media, lg, &err) == MXL_OK);
-            json_t *greedy = json_object_get(p, "greedy");
-            int same = 0;
-            for (size_t g = 0; g < json_array_size(greedy); g++) {
-                int32_t best = 0;
-                for (int64_t t = 1; t < d.hp.vocab; t++)
-                    if (lg[t] > lg[best]) best = (int32_t)t;
-                same += best == json_integer_value(json_array_get(greedy, g));
-                CHECK(mxl_decoder_forward(&d, s, &best, 1, lg, &err) == MXL_OK);
-            }
-            mxl_decoder_state_destroy(s);
-            fprintf(stderr, "  %s %-10s %s: %d positions, max |diff| %.2e; greedy %d/%zu\n", name, json_string_value(json_object_get(p, "name")),
-                    reference ? "[reference]" : "[fast]", compared, worst, same, json_array_size(greedy));
-            CHECK(compared >= 4);
-            CHECK(worst <= tol);
-            CHECK_EQ_INT(same, (int64_t)json_array_size(greedy));
-            mxl_free(lg);
+            char label[128];
+            snprintf(label, sizeof label, "%s %-10s", name, json_string_value(json_object_get(p, "name")));
+            mxl_test_vlm_check_prompt(&d, ids, n, media, n_media, img, logits, json_object_get(p, "greedy"), reference, tol, 96, pool,
+                                      label, mxl_test_failed_);
         }
     }
     mxl_decoder_free(&d);

@@ -1,0 +1,58 @@
+/* test_vlm_common.c - the vision-language tests' shared decoder check (see test_vlm_common.h). */
+#include "test_vlm_common.h"
+
+#include <jansson.h>
+#include <math.h>
+
+#include "core/alloc.h"
+#include "test.h"
+
+void mxl_test_vlm_check_prompt(const mxl_decoder *d, const int32_t *ids, int64_t n, const mxl_decoder_media *media, int n_media,
+                               int32_t image_token, json_t *logits, json_t *greedy, bool reference, double tol, int64_t max_ctx,
+                               mxl_threadpool *pool, const char *label, int *mxl_test_failed_) {
+    mxl_error err;
+    float *lg = mxl_malloc((size_t)d->hp.vocab * sizeof(float));
+    REQUIRE(lg);
+    double worst = 0;
+    int compared = 0;
+    /* each prefix that does not cut a media block: its last position's logits */
+    for (int64_t c = 1; c <= n; c++) {
+        bool cuts = false;
+        for (int i = 0; i < n_media; i++) cuts |= media[i].row < c && media[i].row + media[i].n > c;
+        if (cuts || ids[c - 1] == image_token) continue;
+        int k = 0;
+        while (k < n_media && media[k].row + media[k].n <= c) k++;
+        mxl_decoder_state *s = NULL;
+        REQUIRE(mxl_decoder_state_create(d, max_ctx, 8, pool, &s, &err) == MXL_OK);
+        mxl_decoder_state_set_reference(s, reference);
+        if (mxl_decoder_forward_media(d, s, ids, c, media, k, lg, &err)) {
+            fprintf(stderr, "  %s\n", err.msg);
+            CHECK(0);
+        }
+        double md;
+        mxl_test_vec_vs_json(lg, json_array_get(logits, (size_t)(c - 1)), d->hp.vocab, &md, NULL);
+        if (md > worst || isnan(md)) worst = md;
+        compared++;
+        mxl_decoder_state_destroy(s);
+    }
+    /* greedy: the whole prompt in one call, then one token at a time */
+    mxl_decoder_state *s = NULL;
+    REQUIRE(mxl_decoder_state_create(d, max_ctx + 16, 16, pool, &s, &err) == MXL_OK);
+    mxl_decoder_state_set_reference(s, reference);
+    CHECK(mxl_decoder_forward_media(d, s, ids, n, media, n_media, lg, &err) == MXL_OK);
+    int same = 0;
+    for (size_t g = 0; g < json_array_size(greedy); g++) {
+        int32_t best = 0;
+        for (int64_t t = 1; t < d->hp.vocab; t++)
+            if (lg[t] > lg[best]) best = (int32_t)t;
+        same += best == json_integer_value(json_array_get(greedy, g));
+        CHECK(mxl_decoder_forward(d, s, &best, 1, lg, &err) == MXL_OK);
+    }
+    mxl_decoder_state_destroy(s);
+    fprintf(stderr, "  %s %s: %d blocks, %d positions, max |diff| %.2e; greedy %d/%zu\n", label, reference ? "[reference]" : "[fast]", n_media,
+            compared, worst, same, json_array_size(greedy));
+    CHECK(compared >= 4);
+    CHECK(worst <= tol);
+    CHECK_EQ_INT(same, (int64_t)json_array_size(greedy));
+    mxl_free(lg);
+}
