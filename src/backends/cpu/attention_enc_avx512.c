@@ -6,11 +6,18 @@
  * 4 queries sharing each V row load, then divided by the row's sum. */
 #include "backends/cpu/attention_enc.h"
 
-#include "backends/cpu/gemm_f32.h"
-
 #include <math.h>
 
+#include "backends/cpu/gemm_f32.h"
 #include "core/status.h"
+
+#define ENC_GEMM_MB 96
+#define ENC_GEMM_KC 256
+
+size_t mxl_enc_attention_gemm_floats(int64_t L, int d) {
+    const int64_t Lk = (L + 31) / 32 * 32, nv = (d + 31) / 32;
+    return (size_t)(Lk * d * 2 + nv * 32 * Lk + ENC_GEMM_MB * Lk + 2 * ENC_GEMM_MB * nv * 32 + 64);
+}
 
 #if defined(__x86_64__)
 #include "backends/cpu/vexp_avx512.h"
@@ -96,14 +103,6 @@ AVX512 __attribute__((always_inline)) static inline void block(int nq, const flo
  * ENC_GEMM_MB queries: S = Q K^T [mb, Lk] (K packed once into panels of 32 keys), the row
  * softmax with the vector exp, then O = P V (V packed once into panels of 32 output dims, over
  * chunks of ENC_GEMM_KC keys added in order) divided by the row's sum. Scratch: see enc_gemm_floats. */
-#define ENC_GEMM_MB 96
-#define ENC_GEMM_KC 256
-
-size_t mxl_enc_attention_gemm_floats(int64_t L, int d) {
-    const int64_t Lk = (L + 31) / 32 * 32, nv = (d + 31) / 32;
-    return (size_t)(Lk * d * 2 + nv * 32 * Lk + ENC_GEMM_MB * Lk + 2 * ENC_GEMM_MB * nv * 32 + 64);
-}
-
 AVX512 static void head_gemm(const float *q, const float *k, const float *v, float *out, int64_t stride, int64_t L, int d, float scale,
                              float *scratch) {
     const int64_t Lk = (L + 31) / 32 * 32, nv = (d + 31) / 32, ldo = nv * 32;
