@@ -3,8 +3,14 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
+#include "image/image.h"
+#include "models/checkpoint.h"
+#include "models/vlm.h"
 #include "test.h"
 
 void mxl_test_vlm_check_prompt(const mxl_decoder *d, const int32_t *ids, int64_t n, const mxl_decoder_media *media, int n_media,
@@ -55,4 +61,68 @@ void mxl_test_vlm_check_prompt(const mxl_decoder *d, const int32_t *ids, int64_t
     CHECK(worst <= tol);
     CHECK_EQ_INT(same, (int64_t)json_array_size(greedy));
     mxl_free(lg);
+}
+
+bool mxl_test_vlm_prepare_file(const mxl_vlm *v, const char *name, mxl_vlm_input *out) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tests/fixtures/vlm/%s", mxl_test_repo_root(), name);
+    mxl_image im = {0, 0, NULL};
+    mxl_error err;
+    const bool ok = mxl_image_load(path, NULL, &im, &err) == MXL_OK && mxl_vlm_prepare(v, &im, out, &err) == MXL_OK;
+    if (!ok) fprintf(stderr, "  %s\n", err.msg);
+    mxl_image_free(&im);
+    return ok;
+}
+
+/* patch merged into target (objects recursively, other values replaced) */
+static void merge(json_t *target, json_t *patch) {
+    const char *k;
+    json_t *pv;
+    json_object_foreach(patch, k, pv) {
+        json_t *tv = json_object_get(target, k);
+        if (json_is_object(tv) && json_is_object(pv)) merge(tv, pv);
+        else json_object_set(target, k, pv);
+    }
+}
+
+void mxl_test_vlm_expect_refused(const char *label, const char *dir, const char *const *links, const char *patch, bool decoder,
+                                 mxl_status want, const char *needle, int *mxl_test_failed_) {
+    char tmp[] = "/tmp/mxl_vlm_refused_XXXXXX", src[4200], dst[4200];
+    REQUIRE(mkdtemp(tmp));
+    for (int i = 0; links[i]; i++) {
+        snprintf(src, sizeof src, "%s/%s", dir, links[i]);
+        snprintf(dst, sizeof dst, "%s/%s", tmp, links[i]);
+        REQUIRE(symlink(src, dst) == 0);
+    }
+    snprintf(src, sizeof src, "%s/config.json", dir);
+    json_t *cfg = json_load_file(src, 0, NULL), *p = json_loads(patch, 0, NULL);
+    REQUIRE(cfg && p);
+    merge(cfg, p);
+    snprintf(dst, sizeof dst, "%s/config.json", tmp);
+    REQUIRE(json_dump_file(cfg, dst, 0) == 0);
+    json_decref(cfg);
+    json_decref(p);
+    mxl_error err;
+    mxl_error_clear(&err);
+    mxl_checkpoint *ck = NULL;
+    mxl_status st = mxl_checkpoint_open(tmp, &ck, &err);
+    if (!st && decoder) {
+        mxl_decoder d;
+        st = mxl_decoder_load(ck, &d, &err);
+        if (!st) mxl_decoder_free(&d);
+    } else if (!st) {
+        mxl_vlm *v = NULL;
+        st = mxl_vlm_load(ck, &v, &err);
+        mxl_vlm_free(v);
+    }
+    fprintf(stderr, "  %s + %s -> %s\n", label, patch, err.msg);
+    CHECK_EQ_INT(st, want);
+    CHECK(strstr(err.msg, needle) != NULL);
+    mxl_checkpoint_close(ck);
+    unlink(dst);
+    for (int i = 0; links[i]; i++) {
+        snprintf(dst, sizeof dst, "%s/%s", tmp, links[i]);
+        unlink(dst);
+    }
+    rmdir(tmp);
 }

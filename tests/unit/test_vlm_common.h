@@ -9,6 +9,7 @@
 
 #include "core/threadpool.h"
 #include "models/decoder.h"
+#include "models/vlm.h"
 
 typedef struct json_t json_t;
 
@@ -19,5 +20,16 @@ typedef struct json_t json_t;
 void mxl_test_vlm_check_prompt(const mxl_decoder *d, const int32_t *ids, int64_t n, const mxl_decoder_media *media, int n_media,
                                int32_t image_token, json_t *logits, json_t *greedy, bool reference, double tol, int64_t max_ctx,
                                mxl_threadpool *pool, const char *label, int *mxl_test_failed_);
+
+/* The checkpoint at dir, its config.json with `patch` (JSON, objects merged recursively) and its
+ * files `links` (NULL-terminated) symlinked into a temporary directory, is refused: opening it and
+ * loading its vision side (decoder: its decoder) fails with want, the message containing needle.
+ * label names the case in the printed line. */
+void mxl_test_vlm_expect_refused(const char *label, const char *dir, const char *const *links, const char *patch, bool decoder,
+                                 mxl_status want, const char *needle, int *mxl_test_failed_);
+
+/* tests/fixtures/vlm/<name> decoded and through v's processor into *out; false (after printing
+ * why) when either fails. */
+bool mxl_test_vlm_prepare_file(const mxl_vlm *v, const char *name, mxl_vlm_input *out);
 
 #endif

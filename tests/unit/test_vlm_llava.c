@@ -150,11 +150,7 @@ static void check_processor(const char *name, int *mxl_test_failed_) {
         REQUIRE(n_img <= 3);
         bool ok = true;
         for (int i = 0; i < n_img; i++) {
-            char path[4200];
-            snprintf(path, sizeof path, "%s/tests/fixtures/vlm/%s", mxl_test_repo_root(), json_string_value(json_array_get(files, (size_t)i)));
-            mxl_image im = {0, 0, NULL};
-            if (mxl_image_load(path, NULL, &im, &err) || mxl_vlm_prepare(v, &im, &in[i], &err)) {
-                fprintf(stderr, "  %s\n", err.msg);
+            if (!mxl_test_vlm_prepare_file(v, json_string_value(json_array_get(files, (size_t)i)), &in[i])) {
                 CHECK(0);
                 ok = false;
             } else {
@@ -163,13 +159,11 @@ static void check_processor(const char *name, int *mxl_test_failed_) {
                 if (pv) {
                     double md;
                     mxl_test_vec_vs_json(in[i].pixels, json_array_get(pv, (size_t)i), (int64_t)in[i].n_pixels, &md, NULL);
-                    fprintf(stderr, "  %s processor %s (%dx%d): max |diff| %.2e\n", name, json_string_value(json_array_get(files, (size_t)i)), im.w,
-                            im.h, md);
+                    fprintf(stderr, "  %s processor %s: max |diff| %.2e\n", name, json_string_value(json_array_get(files, (size_t)i)), md);
                     CHECK(md <= 1e-6); /* (the fixture's 6 decimals) */
                     compared++;
                 }
             }
-            mxl_image_free(&im);
         }
         if (ok) {
             /* the processor's prompt ids: one causal block of tokens_per_image per image, in order */
@@ -202,54 +196,12 @@ static void check_processor(const char *name, int *mxl_test_failed_) {
 TEST(vlm_llava_clip_pixels_match_processor) { check_processor("llava", mxl_test_failed_); }
 TEST(vlm_llava_siglip_pixels_match_processor) { check_processor("llava_siglip", mxl_test_failed_); }
 
-/* patch merged into target (objects recursively, other values replaced) */
-static void merge(json_t *target, json_t *patch) {
-    const char *k;
-    json_t *pv;
-    json_object_foreach(patch, k, pv) {
-        json_t *tv = json_object_get(target, k);
-        if (json_is_object(tv) && json_is_object(pv)) merge(tv, pv);
-        else json_object_set(target, k, pv);
-    }
-}
 
 /* The llava fixture with `patch` applied to config.json refuses to load (the vision side, or
  * with decoder the text decoder) with want and a message naming needle. */
 static void expect_refused(const char *patch, bool decoder, mxl_status want, const char *needle, int *mxl_test_failed_) {
-    char dir[] = "/tmp/mxl_llava_XXXXXX", src[4200], dst[4200];
-    REQUIRE(mkdtemp(dir));
-    snprintf(src, sizeof src, "%s/model.safetensors", model_dir("llava"));
-    snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
-    REQUIRE(symlink(src, dst) == 0);
-    snprintf(src, sizeof src, "%s/config.json", model_dir("llava"));
-    json_t *cfg = json_load_file(src, 0, NULL), *p = json_loads(patch, 0, NULL);
-    REQUIRE(cfg && p);
-    merge(cfg, p);
-    snprintf(dst, sizeof dst, "%s/config.json", dir);
-    REQUIRE(json_dump_file(cfg, dst, 0) == 0);
-    json_decref(cfg);
-    json_decref(p);
-    mxl_error err;
-    mxl_error_clear(&err);
-    mxl_checkpoint *ck = NULL;
-    mxl_status st = mxl_checkpoint_open(dir, &ck, &err);
-    if (!st && decoder) {
-        mxl_decoder d;
-        st = mxl_decoder_load(ck, &d, &err);
-        if (!st) mxl_decoder_free(&d);
-    } else if (!st) {
-        mxl_vlm *v = NULL;
-        st = mxl_vlm_load(ck, &v, &err);
-        mxl_vlm_free(v);
-    }
-    fprintf(stderr, "  llava + %s -> %s\n", patch, err.msg);
-    CHECK_EQ_INT(st, want);
-    CHECK(strstr(err.msg, needle) != NULL);
-    mxl_checkpoint_close(ck);
-    unlink(dst);
-    snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
-    unlink(dst);
-    rmdir(dir);
+    static const char *const k_links[] = {"model.safetensors", NULL};
+    mxl_test_vlm_expect_refused("llava", model_dir("llava"), k_links, patch, decoder, want, needle, mxl_test_failed_);
 }
 
 TEST(vlm_llava_refuses_unsupported_config_by_name) {

@@ -172,14 +172,9 @@ TEST(vlm_llava_next_processor_prompts_map_to_images) {
         REQUIRE(n_img <= 3);
         bool ok = true;
         for (int i = 0; i < n_img; i++) {
-            char path[4200];
-            snprintf(path, sizeof path, "%s/tests/fixtures/vlm/%s", mxl_test_repo_root(), json_string_value(json_array_get(files, (size_t)i)));
-            mxl_image im = {0, 0, NULL};
-            if (mxl_image_load(path, NULL, &im, &err) || mxl_vlm_prepare(v, &im, &in[i], &err)) {
-                fprintf(stderr, "  %s\n", err.msg);
+            if (!mxl_test_vlm_prepare_file(v, json_string_value(json_array_get(files, (size_t)i)), &in[i])) {
                 ok = false;
             }
-            mxl_image_free(&im);
         }
         CHECK(ok);
         if (ok) {
@@ -208,55 +203,12 @@ TEST(vlm_llava_next_processor_prompts_map_to_images) {
     json_decref(ref);
 }
 
-/* patch merged into target (objects recursively, other values replaced) */
-static void merge(json_t *target, json_t *patch) {
-    const char *k;
-    json_t *pv;
-    json_object_foreach(patch, k, pv) {
-        json_t *tv = json_object_get(target, k);
-        if (json_is_object(tv) && json_is_object(pv)) merge(tv, pv);
-        else json_object_set(target, k, pv);
-    }
-}
 
 /* The fixture (its weights and processor_config.json) with `patch` applied to config.json
  * refuses to load its vision side with want and a message naming needle. */
 static void expect_refused(const char *patch, mxl_status want, const char *needle, int *mxl_test_failed_) {
-    char dir[] = "/tmp/mxl_llava_next_XXXXXX", src[4200], dst[4200];
-    static const char *const k_links[] = {"model.safetensors", "processor_config.json"};
-    REQUIRE(mkdtemp(dir));
-    for (int i = 0; i < 2; i++) {
-        snprintf(src, sizeof src, "%s/%s", model_dir(), k_links[i]);
-        snprintf(dst, sizeof dst, "%s/%s", dir, k_links[i]);
-        REQUIRE(symlink(src, dst) == 0);
-    }
-    snprintf(src, sizeof src, "%s/config.json", model_dir());
-    json_t *cfg = json_load_file(src, 0, NULL), *p = json_loads(patch, 0, NULL);
-    REQUIRE(cfg && p);
-    merge(cfg, p);
-    snprintf(dst, sizeof dst, "%s/config.json", dir);
-    REQUIRE(json_dump_file(cfg, dst, 0) == 0);
-    json_decref(cfg);
-    json_decref(p);
-    mxl_error err;
-    mxl_error_clear(&err);
-    mxl_checkpoint *ck = NULL;
-    mxl_status st = mxl_checkpoint_open(dir, &ck, &err);
-    if (!st) {
-        mxl_vlm *v = NULL;
-        st = mxl_vlm_load(ck, &v, &err);
-        mxl_vlm_free(v);
-    }
-    fprintf(stderr, "  llava_next + %s -> %s\n", patch, err.msg);
-    CHECK_EQ_INT(st, want);
-    CHECK(strstr(err.msg, needle) != NULL);
-    mxl_checkpoint_close(ck);
-    unlink(dst);
-    for (int i = 0; i < 2; i++) {
-        snprintf(dst, sizeof dst, "%s/%s", dir, k_links[i]);
-        unlink(dst);
-    }
-    rmdir(dir);
+    static const char *const k_links[] = {"model.safetensors", "processor_config.json", NULL};
+    mxl_test_vlm_expect_refused("llava_next", model_dir(), k_links, patch, false, want, needle, mxl_test_failed_);
 }
 
 TEST(vlm_llava_next_refuses_unsupported_config_by_name) {
