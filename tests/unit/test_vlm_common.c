@@ -126,3 +126,16 @@ void mxl_test_vlm_expect_refused(const char *label, const char *dir, const char 
     }
     rmdir(tmp);
 }
+
+const char *mxl_test_vlm_model_dir(const char *name) {
+    static char p[4096];
+    snprintf(p, sizeof p, "%s/tests/fixtures/vlm/%s/model", mxl_test_repo_root(), name);
+    return p;
+}
+
+float *mxl_test_json_floats(json_t *a, int64_t *n) {
+    *n = (int64_t)json_array_size(a);
+    float *v = mxl_malloc((size_t)(*n > 0 ? *n : 1) * sizeof(float));
+    for (int64_t i = 0; i < *n && v; i++) v[i] = (float)json_number_value(json_array_get(a, (size_t)i));
+    return v;
+}

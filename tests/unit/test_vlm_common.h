@@ -28,6 +28,12 @@ void mxl_test_vlm_check_prompt(const mxl_decoder *d, const int32_t *ids, int64_t
 void mxl_test_vlm_expect_refused(const char *label, const char *dir, const char *const *links, const char *patch, bool decoder,
                                  mxl_status want, const char *needle, int *mxl_test_failed_);
 
+/* tests/fixtures/vlm/<name>/model under the repository root (a static buffer, overwritten by the
+ * next call). */
+const char *mxl_test_vlm_model_dir(const char *name);
+/* A JSON array of numbers as floats (*n of them; mxl_free). */
+float *mxl_test_json_floats(json_t *a, int64_t *n);
+
 /* tests/fixtures/vlm/<name> decoded and through v's processor into *out; false (after printing
  * why) when either fails. */
 bool mxl_test_vlm_prepare_file(const mxl_vlm *v, const char *name, mxl_vlm_input *out);

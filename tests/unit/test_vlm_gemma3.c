@@ -20,18 +20,7 @@
 
 #define FX "tests/fixtures/vlm/gemma3"
 
-static const char *model_dir(void) {
-    static char p[4096];
-    snprintf(p, sizeof p, "%s/" FX "/model", mxl_test_repo_root());
-    return p;
-}
-
-static float *json_floats(json_t *a, int64_t *n) {
-    *n = (int64_t)json_array_size(a);
-    float *v = mxl_malloc((size_t)(*n > 0 ? *n : 1) * sizeof(float));
-    for (int64_t i = 0; i < *n; i++) v[i] = (float)json_number_value(json_array_get(a, (size_t)i));
-    return v;
-}
+static const char *model_dir(void) { return mxl_test_vlm_model_dir("gemma3"); }
 
 /* The media blocks of ids: each run of the image token, image i taking features[i]. */
 static int media_of(const int32_t *ids, int64_t n, int32_t img, float *const *features, mxl_decoder_media *m) {
@@ -72,7 +61,7 @@ static void check_checkpoint(const char *dir, double feat_tol, int *mxl_test_fai
     float *feat[2];
     for (int i = 0; i < 2; i++) {
         int64_t np;
-        float *px = json_floats(json_array_get(json_object_get(ref, "pixel_values"), (size_t)i), &np);
+        float *px = mxl_test_json_floats(json_array_get(json_object_get(ref, "pixel_values"), (size_t)i), &np);
         CHECK_EQ_INT(np, 3 * 32 * 32);
         feat[i] = mxl_malloc((size_t)(T * Ht) * sizeof(float));
         const mxl_vlm_input in = {px, (size_t)np, T, {0}, NULL, 0};

@@ -25,18 +25,7 @@
 #include "test_vlm_common.h"
 #include "test_decoder_compare.h"
 
-static const char *model_dir(const char *name) {
-    static char p[4096];
-    snprintf(p, sizeof p, "%s/tests/fixtures/vlm/%s/model", mxl_test_repo_root(), name);
-    return p;
-}
-
-static float *json_floats(json_t *a, int64_t *n) {
-    *n = (int64_t)json_array_size(a);
-    float *v = mxl_malloc((size_t)(*n > 0 ? *n : 1) * sizeof(float));
-    for (int64_t i = 0; i < *n; i++) v[i] = (float)json_number_value(json_array_get(a, (size_t)i));
-    return v;
-}
+static const char *model_dir(const char *name) { return mxl_test_vlm_model_dir(name); }
 
 /* The media blocks of ids: each run of the image token, image i taking features[i], causal. */
 static int media_of(const int32_t *ids, int64_t n, int32_t img, float *const *features, mxl_decoder_media *m) {
@@ -79,7 +68,7 @@ static void check_case(const char *name, int64_t tokens, int64_t size, int *mxl_
     float *feat[2];
     for (int i = 0; i < 2; i++) {
         int64_t np;
-        float *px = json_floats(json_array_get(json_object_get(ref, "pixel_values"), (size_t)i), &np);
+        float *px = mxl_test_json_floats(json_array_get(json_object_get(ref, "pixel_values"), (size_t)i), &np);
         CHECK_EQ_INT(np, 3 * size * size);
         feat[i] = mxl_malloc((size_t)(T * Ht) * sizeof(float));
         const mxl_vlm_input in = {px, (size_t)np, T, {0}, NULL, 0};

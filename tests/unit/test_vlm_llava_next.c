@@ -28,18 +28,7 @@
 
 #define MAX_IDS 256
 
-static const char *model_dir(void) {
-    static char p[4096];
-    snprintf(p, sizeof p, "%s/tests/fixtures/vlm/llava_next/model", mxl_test_repo_root());
-    return p;
-}
-
-static float *json_floats(json_t *a, int64_t *n) {
-    *n = (int64_t)json_array_size(a);
-    float *v = mxl_malloc((size_t)(*n > 0 ? *n : 1) * sizeof(float));
-    for (int64_t i = 0; i < *n; i++) v[i] = (float)json_number_value(json_array_get(a, (size_t)i));
-    return v;
-}
+static const char *model_dir(void) { return mxl_test_vlm_model_dir("llava_next"); }
 
 TEST(vlm_llava_next_matches_transformers) {
     json_t *ref = mxl_test_load_json("tests/fixtures/vlm/llava_next/reference.json");
@@ -71,7 +60,7 @@ TEST(vlm_llava_next_matches_transformers) {
         char path[4200];
         snprintf(path, sizeof path, "%s/tests/fixtures/vlm/%s", mxl_test_repo_root(), json_string_value(json_object_get(im_ref, "file")));
         int64_t np;
-        float *px = json_floats(json_object_get(im_ref, "pixel_values"), &np);
+        float *px = mxl_test_json_floats(json_object_get(im_ref, "pixel_values"), &np);
         n_tok[i] = json_integer_value(json_object_get(im_ref, "n_tokens"));
         mxl_image im = {0, 0, NULL};
         mxl_vlm_input in = {0};

@@ -18,20 +18,10 @@
 #include "models/decoder.h"
 #include "models/vlm.h"
 #include "test.h"
+#include "test_vlm_common.h"
 #include "test_decoder_compare.h"
 
-static const char *model_dir(const char *name) {
-    static char p[4096];
-    snprintf(p, sizeof p, "%s/tests/fixtures/vlm/%s/model", mxl_test_repo_root(), name);
-    return p;
-}
-
-static float *json_floats(json_t *a, int64_t *n) {
-    *n = (int64_t)json_array_size(a);
-    float *v = mxl_malloc((size_t)(*n > 0 ? *n : 1) * sizeof(float));
-    for (int64_t i = 0; i < *n; i++) v[i] = (float)json_number_value(json_array_get(a, (size_t)i));
-    return v;
-}
+static const char *model_dir(const char *name) { return mxl_test_vlm_model_dir(name); }
 
 static int32_t argmax(const float *v, int64_t n) {
     int32_t best = 0;
@@ -66,7 +56,7 @@ static void check_case(const char *name, int *mxl_test_failed_) {
     float *feat[2];
     for (int i = 0; i < 2; i++) {
         int64_t np;
-        float *px = json_floats(json_array_get(json_object_get(ref, "pixel_values"), (size_t)i), &np);
+        float *px = mxl_test_json_floats(json_array_get(json_object_get(ref, "pixel_values"), (size_t)i), &np);
         CHECK_EQ_INT(np, 3 * S * S);
         feat[i] = mxl_malloc((size_t)(T * Ht) * sizeof(float));
         const mxl_vlm_input in = {px, (size_t)np, T, {0}, NULL, 0};

@@ -28,18 +28,7 @@
 
 #define MAXN 128
 
-static const char *model_dir(const char *name) {
-    static char p[4096];
-    snprintf(p, sizeof p, "%s/tests/fixtures/vlm/%s/model", mxl_test_repo_root(), name);
-    return p;
-}
-
-static float *json_floats(json_t *a, int64_t *n) {
-    *n = (int64_t)json_array_size(a);
-    float *v = mxl_malloc((size_t)(*n > 0 ? *n : 1) * sizeof(float));
-    for (int64_t i = 0; i < *n; i++) v[i] = (float)json_number_value(json_array_get(a, (size_t)i));
-    return v;
-}
+static const char *model_dir(const char *name) { return mxl_test_vlm_model_dir(name); }
 
 static void check_case(const char *name, const char *family, int *mxl_test_failed_) {
     char rel[256];
@@ -71,7 +60,7 @@ static void check_case(const char *name, const char *family, int *mxl_test_faile
         const int64_t h = json_integer_value(json_array_get(sz, 0)), w = json_integer_value(json_array_get(sz, 1));
         const int64_t T = json_integer_value(json_array_get(json_object_get(ref, "tokens"), (size_t)i));
         int64_t np;
-        float *px = json_floats(json_array_get(json_object_get(ref, "pixel_values"), (size_t)i), &np);
+        float *px = mxl_test_json_floats(json_array_get(json_object_get(ref, "pixel_values"), (size_t)i), &np);
         CHECK_EQ_INT(np, 3 * h * w);
         feat[i] = mxl_malloc((size_t)(T * Ht) * sizeof(float));
         in[i] = (mxl_vlm_input){px, (size_t)np, T, {h, w, 0, 0}, NULL, 0};
