@@ -40,7 +40,15 @@
     {"audio", 0, "PATH", NULL, "(not supported for this model yet)"},                                          \
     {"video", 0, "PATH", NULL, "(not supported for this model yet)"},                                          \
     {"adapter", 0, "PATH", NULL, "(not supported yet)"},                                                       \
-    {"draft-model", 0, "PATH_OR_REPO_ID", NULL, "(not supported yet)"},                                        \
+    {"draft-model", 0, "PATH_OR_REPO_ID", NULL, "Speculative decoding with this small model (same tokenizer) drafting"},  \
+    {"draft-kind", 0, "KIND", "auto", "Draft kind: full-model (dflash and mtp need heads no family here ships)"},        \
+    {"draft-block-size", 0, "N", "4", "Tokens the draft model proposes per round (1..64)"},                            \
+    {"prompt-lookup", 0, NULL, NULL, "Speculative decoding with n-gram drafts from the context"},                      \
+    {"prompt-lookup-ngram-max", 0, "N", "3", "Longest suffix n-gram matched against the context (max 16)"},            \
+    {"prompt-lookup-ngram-min", 0, "N", "2", "Shortest suffix n-gram matched against the context"},                    \
+    {"prompt-lookup-max-draft", 0, "N", "7", "Most tokens proposed per round (max 64)"},                              \
+    {"prompt-lookup-no-adaptive", 0, NULL, NULL, "Propose the most every round (A/B measurement)"},                   \
+    {"prompt-lookup-policy", 0, "POLICY", "auto", "auto, graded or gated: how proposals shrink and resume"},          \
     {"typical-p", 0, "FLOAT", "1.0", "Locally typical sampling; 1.0 disables"},                                \
     {"typical", 0, "FLOAT", NULL, "Alias of --typical-p"},                                                     \
     {"top-n-sigma", 0, "FLOAT", "0.0", "Keep logits within N standard deviations of the max; 0 disables"},     \
@@ -66,7 +74,7 @@
     {"cache-type-k", 0, "TYPE", "fp16", "KV cache storage of keys: fp16 or int8"},                              \
     {"cache-type-v", 0, "TYPE", "fp16", "KV cache storage of values: fp16 or int8"}
 
-static const char *const k_refused[] = {"audio", "video", "adapter", "draft-model", NULL};
+static const char *const k_refused[] = {"audio", "video", "adapter", NULL};
 
 static const mxl_cli_opt k_gen_opts[] = {
     {"model", 'm', "PATH_OR_REPO_ID", NULL, "Local model path, owner/name repo id, or bare name (required)"},
@@ -161,6 +169,59 @@ static int print_text(void *ctx, const char *text, size_t len) {
     return 0;
 }
 
+/* Speculative decoding flags (spec: generate, "프롬프트 조회" and --draft-*): opts->kind stays
+ * MXL_DRAFT_NONE without them. */
+static int parse_speculation(const mxl_cli_args *a, mxl_draft_opts *o) {
+    static const char *const tuning[] = {"prompt-lookup-ngram-max", "prompt-lookup-ngram-min", "prompt-lookup-max-draft",
+                                         "prompt-lookup-no-adaptive", "prompt-lookup-policy", NULL};
+    const bool pl = mxl_cli_has(a, "prompt-lookup"), dm = mxl_cli_has(a, "draft-model");
+    const char *kind = mxl_cli_get(a, "draft-kind");
+    mxl_error err;
+    o->kind = MXL_DRAFT_NONE;
+    if (kind && strcmp(kind, "prompt-lookup") == 0)
+        return mxl_cli_usage_error(a->cmd, "--draft-kind prompt-lookup is the server's form; use --prompt-lookup");
+    if (pl && dm) return mxl_cli_usage_error(a->cmd, "--prompt-lookup cannot be combined with --draft-model");
+    for (int i = 0; tuning[i]; i++)
+        if (!pl && mxl_cli_has(a, tuning[i])) return mxl_cli_usage_error(a->cmd, "--%s needs --prompt-lookup", tuning[i]);
+    if ((kind || mxl_cli_has(a, "draft-block-size")) && !dm)
+        return mxl_cli_usage_error(a->cmd, "--%s needs --draft-model", kind ? "draft-kind" : "draft-block-size");
+    int64_t v;
+    if (pl) {
+        mxl_draft_opts_default(o, MXL_DRAFT_PROMPT_LOOKUP);
+        if (mxl_cli_get_int(a, "prompt-lookup-ngram-max", 3, 1, 16, &v)) return 2;
+        o->ngram_max = (int)v;
+        if (mxl_cli_get_int(a, "prompt-lookup-ngram-min", 2, 1, 16, &v)) return 2;
+        o->ngram_min = (int)v;
+        if (o->ngram_min > o->ngram_max)
+            return mxl_cli_usage_error(a->cmd, "--prompt-lookup-ngram-min (%d) exceeds --prompt-lookup-ngram-max (%d)", o->ngram_min, o->ngram_max);
+        if (mxl_cli_get_int(a, "prompt-lookup-max-draft", 7, 1, 64, &v)) return 2;
+        o->max_draft = (int)v;
+        o->no_adaptive = mxl_cli_has(a, "prompt-lookup-no-adaptive");
+        const char *pol = mxl_cli_get(a, "prompt-lookup-policy");
+        if (pol && mxl_draft_policy_parse(pol, &o->policy, &err)) return mxl_cli_usage_error(a->cmd, "%s", err.msg);
+    } else if (dm) {
+        mxl_draft_kind k = MXL_DRAFT_FULL_MODEL;
+        if (kind && strcmp(kind, "auto") != 0 && mxl_draft_kind_parse(kind, &k, &err)) return mxl_cli_usage_error(a->cmd, "%s", err.msg);
+        mxl_draft_opts_default(o, k);
+        if (mxl_cli_get_int(a, "draft-block-size", 4, 1, 64, &v)) return 2;
+        o->max_draft = (int)v;
+    }
+    return 0;
+}
+
+/* Loads --draft-model (resolved as -m) on one thread of its own (it runs on the target's). */
+static int load_draft(const mxl_cli_args *a, mxl_draft_opts *o, mxl_gen_model **out) {
+    *out = NULL;
+    if (o->kind != MXL_DRAFT_FULL_MODEL) return 0;
+    mxl_error err;
+    mxl_resolved res;
+    if (mxl_store_resolve(mxl_cli_get(a, "draft-model"), mxl_cli_get(a, "models-dir"), mxl_cli_get(a, "revision"), &res, &err))
+        return mxl_cli_fail("--draft-model: %s", err.msg);
+    if (mxl_gen_model_load(res.path, 1, out, &err)) return mxl_cli_fail("--draft-model: %s", err.msg);
+    o->model = *out;
+    return 0;
+}
+
 static int generate_common(const mxl_cli_args *a, const char *model_arg) {
     for (int i = 0; k_refused[i]; i++)
         if (mxl_cli_has(a, k_refused[i])) {
@@ -227,6 +288,14 @@ static int generate_common(const mxl_cli_args *a, const char *model_arg) {
         req.sampling.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
     }
     if (mxl_cli_get_int(a, "threads", mxl_cpu_count(), 1, 1024, &threads)) return 2;
+    static mxl_draft_opts spec;
+    if ((v = parse_speculation(a, &spec))) return (int)v;
+    if (spec.kind != MXL_DRAFT_NONE) {
+        if (repl) return mxl_cli_usage_error(a->cmd, "speculative decoding (--%s) needs a prompt (-p); the chat REPL does not take it",
+                                             spec.kind == MXL_DRAFT_PROMPT_LOOKUP ? "prompt-lookup" : "draft-model");
+        if (req.n_images) return mxl_cli_usage_error(a->cmd, "speculative decoding does not take images");
+        req.draft = &spec;
+    }
 
     mxl_error err;
     mxl_resolved res;
@@ -255,8 +324,14 @@ static int generate_common(const mxl_cli_args *a, const char *model_arg) {
         mxl_gen_model_destroy(m);
         return rc;
     }
+    mxl_gen_model *draft = NULL;
+    if ((v = load_draft(a, &spec, &draft))) {
+        mxl_gen_model_destroy(m);
+        return (int)v;
+    }
     mxl_gen_stats stats;
     mxl_status st = mxl_gen_run(m, &req, print_text, NULL, &stats, &err);
+    mxl_gen_model_destroy(draft);
     mxl_gen_model_destroy(m);
     printf("\n");
     fflush(stdout);
@@ -267,6 +342,10 @@ static int generate_common(const mxl_cli_args *a, const char *model_arg) {
         if (req.n_images) fprintf(stderr, "Image encode: %.1f ms (%d images)\n", stats.image_ms, req.n_images);
         fprintf(stderr, "Prefill: %.1f ms (%.1f tok/s)\n", stats.prefill_ms, stats.prefill_ms > 0 ? stats.prompt_tokens * 1e3 / stats.prefill_ms : 0.0);
         fprintf(stderr, "Decode: %.1f ms (%.1f tok/s)\n", stats.decode_ms, dec_s > 0 ? stats.generated_tokens / dec_s : 0.0);
+        if (req.draft)
+            fprintf(stderr, "Speculation: %lld rounds, %lld drafted, %lld accepted (%.1f%%)\n", (long long)stats.draft.rounds,
+                    (long long)stats.draft.drafted, (long long)stats.draft.accepted,
+                    stats.draft.drafted ? 100.0 * (double)stats.draft.accepted / (double)stats.draft.drafted : 0.0);
     } else {
         fprintf(stderr, "[Generated %lld tokens in %.2f s (%.1f tok/s); prompt %lld tokens, prefill %.1f tok/s; finish: %s]\n",
                 (long long)stats.generated_tokens, dec_s, dec_s > 0 ? stats.generated_tokens / dec_s : 0.0,

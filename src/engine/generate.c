@@ -12,6 +12,7 @@
 #include "engine/chat_parse.h"
 #include "engine/model_internal.h"
 #include "engine/sequence.h"
+#include "engine/speculate.h"
 #include "image/image.h"
 
 /* The user message: the text alone, or (with images) a content list of one image part per image
@@ -150,6 +151,48 @@ static int split_emit(out_split *o, const char *text, size_t len, bool final, mx
     return stop;
 }
 
+/* One request's text out of the decode loop: each pick's event to the splitter or on_text. */
+typedef struct gen_emit {
+    out_split *split;
+    mxl_gen_text_fn on_text;
+    void *ctx;
+    bool done, failed;
+    const char *reason; /* why it ended: the event's finish reason, or "stop" when on_text asked */
+    mxl_status st;
+    mxl_error *err;
+} gen_emit;
+
+static int emit_event(gen_emit *g, const mxl_seq_event *ev) {
+    int stop = 0;
+    if (g->split->cs) {
+        stop = split_emit(g->split, ev->text, ev->text_len, ev->finished, g->err);
+        if (stop < 0) {
+            g->failed = true;
+            g->st = g->err->status ? g->err->status : MXL_ERR_INTERNAL;
+            return 1;
+        }
+    } else if (ev->text_len && g->on_text) {
+        stop = g->on_text(g->ctx, ev->text, ev->text_len);
+    }
+    if (ev->finished) g->done = true, g->reason = ev->finish_reason;
+    else if (stop) g->done = true, g->reason = "stop";
+    return g->done;
+}
+
+static int emit_cb(void *ctx, const mxl_seq_event *ev) { return emit_event(ctx, ev); }
+
+/* A drafter for the request (speculate.h): the model must be able to take back rejected tokens. */
+static mxl_status spec_setup(mxl_gen_model *m, const mxl_seq *seq, const mxl_draft_opts *o, int64_t ctx_len, mxl_drafter **out,
+                             mxl_error *err) {
+    const char *why = mxl_seq_cannot_verify(seq);
+    if (why) return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "speculative decoding: %s", why);
+    if (o->kind == MXL_DRAFT_FULL_MODEL) {
+        mxl_status st = mxl_drafter_check_model(m, o->model, err);
+        if (st) return st;
+    }
+    return mxl_drafter_create(o, ctx_len, m->pool, out, err);
+}
+
 mxl_status mxl_gen_image_media(mxl_gen_model *m, const mxl_token_ids *ids, const mxl_vlm_input *inputs, float **rows, int n_images,
                                mxl_decoder_media *media, int *n_media, mxl_error *err) {
     const mxl_vlm *v = m->vlm;
@@ -176,6 +219,7 @@ mxl_status mxl_gen_run(mxl_gen_model *m, const mxl_gen_request *req, mxl_gen_tex
     stats->finish_reason = "length";
     mxl_token_ids ids = {0};
     mxl_seq *seq = NULL;
+    mxl_drafter *drafter = NULL;
     char *rendered = NULL;
     out_split split = {NULL, req->show_reasoning, false, false, on_text, ctx};
     float *rows[MXL_GEN_MAX_IMAGES] = {0};
@@ -210,39 +254,40 @@ mxl_status mxl_gen_run(mxl_gen_model *m, const mxl_gen_request *req, mxl_gen_tex
     if ((st = mxl_seq_create(m, ctx_len, chunk > 256 ? chunk : 256, &seq, err))) goto out;
     for (int i = 0; i < req->n_stop && i < MXL_SEQ_MAX_STOP; i++) p.stop[p.n_stop++] = req->stop[i];
     if ((st = mxl_seq_start(seq, ids.ids, ids.n, &p, err))) goto out;
+    if (req->draft && (st = spec_setup(m, seq, req->draft, ctx_len, &drafter, err))) goto out;
     stats->prompt_tokens = (int64_t)ids.n;
     double t0 = mxl_now_ms();
     if ((st = mxl_seq_prefill(seq, 0, err))) goto out;
     double t1 = mxl_now_ms();
     stats->prefill_ms = t1 - t0;
-    for (;;) {
-        mxl_seq_event ev;
-        if ((st = mxl_seq_sample(seq, &ev, err))) goto out;
-        int stop = 0;
-        if (split.cs) {
-            stop = split_emit(&split, ev.text, ev.text_len, ev.finished, err);
-            if (stop < 0) {
-                st = err->status ? err->status : MXL_ERR_INTERNAL;
-                goto out;
-            }
-        } else if (ev.text_len && on_text) {
-            stop = on_text(ctx, ev.text, ev.text_len);
+    gen_emit ge = {&split, on_text, ctx, false, false, NULL, MXL_OK, err};
+    mxl_seq_event ev;
+    if ((st = mxl_seq_sample(seq, &ev, err))) goto out;
+    emit_event(&ge, &ev);
+    /* then rounds: the picked token (with a draft, if any) through the model, picks from its logits */
+    while (!ge.done && !ge.failed) {
+        int32_t draft[MXL_SEQ_MAX_DRAFT];
+        int n_draft = 0, accepted = 0;
+        if (drafter) {
+            size_t n_ids;
+            const int32_t *sids = mxl_seq_tokens(seq, &n_ids);
+            if ((st = mxl_drafter_propose(drafter, sids, n_ids, mxl_seq_draft_room(seq, MXL_SEQ_MAX_DRAFT), draft, &n_draft, err))) goto out;
         }
-        if (stop && !ev.finished) {
-            stats->finish_reason = "stop";
-            break;
-        }
-        if (ev.finished) {
-            stats->finish_reason = ev.finish_reason;
-            break;
-        }
-        if ((st = mxl_seq_feed(seq, err))) goto out;
+        if ((st = mxl_seq_verify(seq, draft, n_draft, emit_cb, &ge, &accepted, err))) goto out;
+        if (drafter) mxl_drafter_observe(drafter, n_draft, accepted);
     }
+    if (ge.failed) {
+        st = ge.st;
+        goto out;
+    }
+    if (ge.reason) stats->finish_reason = ge.reason;
     stats->generated_tokens = mxl_seq_n_generated(seq);
     stats->decode_ms = mxl_now_ms() - t1;
+    if (drafter) mxl_drafter_stats(drafter, &stats->draft);
 out:
     for (int i = 0; i < MXL_GEN_MAX_IMAGES; i++) mxl_free(rows[i]), mxl_vlm_input_free(&inputs[i]);
     mxl_chat_stream_destroy(split.cs);
+    mxl_drafter_destroy(drafter);
     mxl_seq_destroy(seq);
     mxl_token_ids_free(&ids);
     mxl_free(rendered);

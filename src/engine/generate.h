@@ -12,6 +12,7 @@
 #include "core/status.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
+#include "engine/speculate.h"
 #include "models/vlm.h"
 #include "tokenizer/tokenizer.h"
 
@@ -30,6 +31,8 @@ typedef struct mxl_gen_request {
                                   each where it writes the model's image marker (at the start when
                                   it writes none) */
     int n_images;
+    const struct mxl_draft_opts *draft; /* speculative decoding (engine/speculate.h), NULL: off;
+                                           the output is the same tokens either way */
 } mxl_gen_request;
 #define MXL_GEN_MAX_IMAGES 16
 
@@ -40,6 +43,7 @@ typedef struct mxl_gen_stats {
     double prefill_ms, decode_ms;
     double image_ms; /* decoding, preparing and encoding the request's images (vision tower) */
     const char *finish_reason; /* "stop" (EOS), "length" */
+    mxl_draft_stats draft;     /* speculative decoding's rounds and acceptance */
 } mxl_gen_stats;
 
 /* Called with each newly final piece of text; return nonzero to stop early. */

@@ -35,6 +35,8 @@ struct mxl_seq {
     char *out;    /* text released by the last call */
     size_t out_cap;
     char *piece;  /* detokenizer output buffer */
+    float *vlogits; /* [MXL_SEQ_MAX_DRAFT + 1, vocab] a verification pass's logits (made on first use) */
+    int32_t vtok[MXL_SEQ_MAX_DRAFT + 1];
     mxl_decoder_media media[MXL_DECODER_MAX_MEDIA]; /* this request's media rows (prompt positions) */
     int n_media;
     size_t media_from; /* the cache holds no reusable position from here on (the first media row
@@ -110,6 +112,7 @@ void mxl_seq_destroy(mxl_seq *s) {
     mxl_free(s->held);
     mxl_free(s->out);
     mxl_free(s->piece);
+    mxl_free(s->vlogits);
     mxl_free(s);
 }
 
@@ -515,4 +518,57 @@ mxl_status mxl_seq_feed_batch(mxl_seq *const *seqs, int64_t n, float *logits_scr
         seqs[i]->n_fed = seqs[i]->n_ids;
     }
     return MXL_OK;
+}
+
+const char *mxl_seq_cannot_verify(const mxl_seq *s) {
+    if (mxl_decoder_state_rec_bytes(s->dec) > 0)
+        return "a model with recurrent layers cannot take back the state of rejected draft tokens";
+    return NULL;
+}
+
+int mxl_seq_draft_room(const mxl_seq *s, int n_draft) {
+    int64_t k = n_draft < 0 ? 0 : n_draft > MXL_SEQ_MAX_DRAFT ? MXL_SEQ_MAX_DRAFT : n_draft;
+    /* the draft's last position still needs a pick within the budget and the context; the pass
+     * takes the pending token too */
+    const int64_t budget = s->budget - s->n_gen - 1, ctx = s->ctx_len - (int64_t)s->n_ids - 1,
+                  pass = mxl_decoder_state_max_batch(s->dec) - 1;
+    if (k > budget) k = budget;
+    if (k > ctx) k = ctx;
+    if (k > pass) k = pass;
+    return k < 0 ? 0 : (int)k;
+}
+
+mxl_status mxl_seq_verify(mxl_seq *s, const int32_t *draft, int n_draft, mxl_seq_event_fn on_event, void *ctx, int *n_accepted,
+                          mxl_error *err) {
+    *n_accepted = 0;
+    if (!s->pending_feed) return mxl_error_set(err, MXL_ERR_INTERNAL, "nothing to feed");
+    const int k = mxl_seq_draft_room(s, n_draft);
+    if (k > 0 && mxl_seq_cannot_verify(s)) return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s", mxl_seq_cannot_verify(s));
+    for (int i = 0; i < k; i++)
+        if (draft[i] < 0 || draft[i] >= s->vocab)
+            return mxl_error_set(err, MXL_ERR_ARG, "draft token id %d is outside the vocabulary (%lld)", draft[i], (long long)s->vocab);
+    const size_t V = (size_t)s->vocab, base = s->n_ids - 1; /* the pending token's position */
+    if (k > 0 && !s->vlogits && !(s->vlogits = mxl_malloc((MXL_SEQ_MAX_DRAFT + 1) * V * sizeof(float))))
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    s->vtok[0] = s->ids[base];
+    memcpy(s->vtok + 1, draft, (size_t)k * sizeof(int32_t));
+    mxl_status st = k > 0 ? mxl_decoder_forward_all(&s->m->dec, s->dec, s->vtok, k + 1, s->vlogits, err)
+                          : mxl_decoder_forward(&s->m->dec, s->dec, s->vtok, 1, s->logits, err);
+    if (st) return st;
+    int acc = 0;
+    for (int i = 0; i <= k; i++) {
+        /* row i: the logits after the pending token and i kept draft tokens */
+        if (k > 0) memcpy(s->logits, s->vlogits + (size_t)i * V, V * sizeof(float));
+        s->pending_feed = false;
+        s->n_fed = base + 1 + (size_t)i;
+        mxl_seq_event ev;
+        if ((st = mxl_seq_sample(s, &ev, err))) break;
+        const int stop = on_event ? on_event(ctx, &ev) : 0;
+        if (ev.finished || stop || i == k || ev.token != draft[i]) break;
+        acc++;
+    }
+    /* the cache keeps the pending token and the kept draft tokens */
+    mxl_decoder_state_truncate(s->dec, (int64_t)(base + 1 + (size_t)acc));
+    *n_accepted = acc;
+    return st;
 }

@@ -103,6 +103,26 @@ mxl_status mxl_seq_feed(mxl_seq *s, mxl_error *err);
 #define MXL_SEQ_MAX_BATCH 256
 mxl_status mxl_seq_feed_batch(mxl_seq *const *seqs, int64_t n, float *logits_scratch, mxl_error *err);
 
+/* Speculative decoding (engine/speculate.h makes the drafts). With a picked token waiting for
+ * mxl_seq_feed, runs it and draft[0..n_draft) through the model in one pass (logits after every
+ * row), then picks position by position as mxl_seq_sample would from those logits, calling
+ * on_event after each pick (a nonzero return stops there, as a client's stop): while a pick
+ * equals the draft token at its position the next row decides the next pick; the first pick
+ * that differs, or the pick after the last draft token, waits for the next feed or verify. The
+ * KV of the rejected draft positions is forgotten. Every pick is the sampler's own on the logits
+ * plain decoding would have given at that position, with the same random draws, so the output
+ * is plain decoding's token for token, at any temperature. *n_accepted: draft tokens kept.
+ * n_draft is clamped to what the budget, the context and one pass allow (0: a plain feed then
+ * sample). Models with recurrent layers cannot forget positions: mxl_seq_can_verify says. */
+typedef int (*mxl_seq_event_fn)(void *ctx, const mxl_seq_event *ev);
+mxl_status mxl_seq_verify(mxl_seq *s, const int32_t *draft, int n_draft, mxl_seq_event_fn on_event, void *ctx, int *n_accepted,
+                          mxl_error *err);
+/* NULL when the sequence's model can verify drafts, else why not (a model with recurrent layers). */
+const char *mxl_seq_cannot_verify(const mxl_seq *s);
+/* The most draft tokens mxl_seq_verify would run now (after the clamp). */
+int mxl_seq_draft_room(const mxl_seq *s, int n_draft);
+#define MXL_SEQ_MAX_DRAFT 64
+
 int64_t mxl_seq_n_prompt(const mxl_seq *s);
 int64_t mxl_seq_n_generated(const mxl_seq *s);
 /* Tokens the current request may still generate. */

@@ -2530,22 +2530,31 @@ static void forward_rows(fwd_pass *f, const int32_t *tokens) {
 }
 
 /* logits [n_spans, vocab]: the LM head on the last row of each span, in one matmul. */
+/* The LM head on the n final-normed rows in ws->xn: logits [n, vocab]. */
+static void head_rows(const fwd_pass *f, int64_t n, float *logits) {
+    const mxl_decoder_hparams *hp = &f->d->hp;
+    mxl_decoder_state *ws = f->ws;
+    const int64_t V = hp->vocab;
+    matmul(&f->d->output, NULL, ws->xn, n, logits, ws);
+    if (f->d->output_bias)
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t v = 0; v < V; v++) logits[r * V + v] += f->d->output_bias[v];
+    if (hp->logit_scale != 1.0f)
+        for (int64_t i = 0; i < n * V; i++) logits[i] *= hp->logit_scale;
+    if (hp->final_softcap > 0)
+        for (int64_t r = 0; r < n; r++) ws->be->ops->softcap(ws->be, logits + r * V, V, hp->final_softcap);
+}
+
+/* Each span's last row through the output norm and the LM head: logits [n_spans, vocab]. */
 static void span_logits(const fwd_pass *f, float *logits) {
     const mxl_decoder_hparams *hp = &f->d->hp;
     mxl_decoder_state *ws = f->ws;
-    int64_t H = hp->hidden, V = hp->vocab;
+    int64_t H = hp->hidden;
     for (int64_t si = 0; si < f->n_spans; si++) {
         const row_span *sp = &f->spans[si];
         norm_rows(ws->be, hp, &f->d->output_norm, ws->x + (sp->row0 + sp->n - 1) * H, 1, H, ws->xn + si * H);
     }
-    matmul(&f->d->output, NULL, ws->xn, f->n_spans, logits, ws);
-    if (f->d->output_bias)
-        for (int64_t si = 0; si < f->n_spans; si++)
-            for (int64_t v = 0; v < V; v++) logits[si * V + v] += f->d->output_bias[v];
-    if (hp->logit_scale != 1.0f)
-        for (int64_t i = 0; i < f->n_spans * V; i++) logits[i] *= hp->logit_scale;
-    if (hp->final_softcap > 0)
-        for (int64_t si = 0; si < f->n_spans; si++) ws->be->ops->softcap(ws->be, logits + si * V, V, hp->final_softcap);
+    head_rows(f, f->n_spans, logits);
 }
 
 static mxl_status check_ids(const mxl_decoder *d, const int32_t *tokens, int64_t n, mxl_error *err) {
@@ -2671,6 +2680,20 @@ mxl_status mxl_decoder_forward_hidden_all(const mxl_decoder *d, mxl_decoder_stat
     fwd_pass f = {d, s, &sp, 1, n, 0, {false, false}, NULL, 0};
     forward_rows(&f, tokens);
     norm_rows(s->be, &d->hp, &d->output_norm, s->x, n, d->hp.hidden, hidden);
+    return MXL_OK;
+}
+
+mxl_status mxl_decoder_forward_all(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens, int64_t n, float *logits,
+                                   mxl_error *err) {
+    mxl_status st;
+    if (n > s->max_batch)
+        return mxl_error_set(err, MXL_ERR_ARG, "%lld tokens exceed the %lld one pass takes", (long long)n, (long long)s->max_batch);
+    if ((st = check_causal(d, err)) || (st = ready_to_run(d, s, tokens, n, err))) return st;
+    row_span sp = {s, 0, n, s->pos};
+    fwd_pass f = {d, s, &sp, 1, n, 0, {false, false}, NULL, 0};
+    forward_rows(&f, tokens);
+    norm_rows(s->be, &d->hp, &d->output_norm, s->x, n, d->hp.hidden, s->xn);
+    head_rows(&f, n, logits);
     return MXL_OK;
 }
 

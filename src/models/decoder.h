@@ -508,6 +508,13 @@ mxl_status mxl_decoder_forward_hidden(const mxl_decoder *d, mxl_decoder_state *s
  * to hidden[n, hidden_size]: the pooling of decoder embedders (EmbeddingGemma's mean). */
 mxl_status mxl_decoder_forward_hidden_all(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens,
                                           int64_t n, float *hidden, mxl_error *err);
+/* tokens[0..n) in one pass (n at most the state's max_batch) at the next positions, the
+ * next-token logits after every one of them to logits[n, vocab]: the verification pass of
+ * speculative decoding. Row t equals, bit for bit, the logits of running tokens[0..t] one at a
+ * time (the matmuls are batch-invariant, attention is per query), so a verified draft gives the
+ * tokens plain decoding gives. */
+mxl_status mxl_decoder_forward_all(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens, int64_t n, float *logits,
+                                   mxl_error *err);
 /* The most tokens one call runs in one pass (the state's max_batch). */
 int64_t mxl_decoder_state_max_batch(const mxl_decoder_state *s);
 /* One decode step of n_seqs sequences together: tokens[i] runs at the next position of states[i]

@@ -351,6 +351,57 @@ TEST(decoder_spans_prefill_and_mixed_equal_one_by_one_bitwise) {
     mxl_threadpool_destroy(pool);
 }
 
+/* mxl_decoder_forward_all (speculative decoding's verification pass): each sequence's prompt
+ * run as in the one-by-one run, then its decode inputs in one pass with the logits of every row:
+ * row k must be the one-by-one row after decode input k bit for bit, so a verified draft gives
+ * plain decoding's tokens. A pass longer than the state's batch is refused, nothing moved. */
+static void check_all_rows(const char *name, const mxl_decoder *d, batch_case c, mxl_threadpool *pool, int *mxl_test_failed_) {
+    const int64_t V = d->hp.vocab;
+    mxl_error err;
+    float *rows = mxl_malloc((size_t)(N_SEQ * (MAX_STEPS + 1)) * (size_t)V * sizeof(float));
+    float *out = mxl_malloc((size_t)(MAX_STEPS + 1) * (size_t)V * sizeof(float));
+    REQUIRE(rows && out);
+    run_one_by_one(d, &c, c.reference, pool, rows, mxl_test_failed_);
+    int exact = 0, total = 0;
+    for (int i = 0; i < c.n_seqs; i++) {
+        mxl_decoder_state *s = NULL;
+        int32_t toks[64];
+        REQUIRE(mxl_decoder_state_create(d, c.ctx[i], 16, pool, &s, &err) == MXL_OK);
+        mxl_decoder_state_set_reference(s, c.reference);
+        for (int k = 0; k < c.prompt_len[i] + c.steps; k++) toks[k] = tok(V, i, k);
+        CHECK_EQ_INT(mxl_decoder_forward(d, s, toks, c.prompt_len[i], out, &err), MXL_OK);
+        const int steps = c.prompt_len[i] + c.steps <= c.ctx[i] ? c.steps : (int)(c.ctx[i] - c.prompt_len[i]);
+        CHECK_EQ_INT(mxl_decoder_forward_all(d, s, toks + c.prompt_len[i], 17, out, &err), MXL_ERR_ARG);
+        CHECK_EQ_INT(mxl_decoder_state_pos(s), c.prompt_len[i]);
+        CHECK_EQ_INT(mxl_decoder_forward_all(d, s, toks + c.prompt_len[i], steps, out, &err), MXL_OK);
+        for (int k = 0; k < steps; k++) exact += same_bits(out + (size_t)k * (size_t)V, row_at(rows, V, i, k + 1), V);
+        total += steps;
+        mxl_decoder_state_destroy(s);
+    }
+    if (exact != total) fprintf(stderr, "  %s (%s): %d of %d verification rows bit-identical\n", name, c.reference ? "reference" : "fast", exact, total);
+    CHECK_EQ_INT(exact, total);
+    mxl_free(rows), mxl_free(out);
+}
+
+TEST(decoder_forward_all_rows_equal_one_by_one_bitwise) {
+    mxl_threadpool *pool = NULL;
+    mxl_error err;
+    REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
+    for (size_t f = 0; f < sizeof k_fixtures / sizeof k_fixtures[0]; f++) {
+        mxl_checkpoint *ck = NULL;
+        mxl_decoder d;
+        if (!load_fixture(k_fixtures[f], &ck, &d, mxl_test_failed_)) continue;
+        for (int ref = 0; ref < 2; ref++) {
+            batch_case c = k_fixture_case;
+            c.reference = ref;
+            check_all_rows(k_fixtures[f], &d, c, f % 2 ? pool : NULL, mxl_test_failed_);
+        }
+        mxl_decoder_free(&d);
+        mxl_checkpoint_close(ck);
+    }
+    mxl_threadpool_destroy(pool);
+}
+
 /* A batch whose only free scratch is too small is refused; n_seqs == 1 is the single path. */
 TEST(decoder_batch_scratch_and_single) {
     mxl_checkpoint *ck = NULL;
