@@ -117,22 +117,39 @@ void mxl_drafter_destroy(mxl_drafter *d) {
 
 void mxl_drafter_stats(const mxl_drafter *d, mxl_draft_stats *out) { *out = d->st; }
 
+/* How many tokens before ids[a] and ids[b] (a < b) agree, at most cap. */
+static int agree_before(const int32_t *ids, size_t a, size_t b, int cap) {
+    int k = 0;
+    while (k < cap && (size_t)k < a && ids[a - 1 - (size_t)k] == ids[b - 1 - (size_t)k]) k++;
+    return k;
+}
+
+#define LOOKUP_CONTEXT 32 /* tokens before a match compared to rank equal n-gram matches */
+
 int mxl_prompt_lookup(const int32_t *ids, size_t n, int ngram_min, int ngram_max, int max, int32_t *out) {
     if (max <= 0) return 0;
     for (int g = ngram_max; g >= ngram_min; g--) {
         if ((size_t)g >= n) continue;
-        const int32_t *suf = ids + n - g;
-        /* the latest start s < n - g with ids[s .. s + g) == suffix: its continuation from s + g */
-        for (size_t s = n - g; s-- > 0;) {
-            if (ids[s] != suf[0] || memcmp(ids + s, suf, (size_t)g * sizeof(int32_t)) != 0) continue;
-            const size_t from = s + (size_t)g;
-            int k = 0;
-            while (k < max && from + (size_t)k < n) {
-                out[k] = ids[from + (size_t)k];
-                k++;
-            }
-            return k;
+        const size_t at = n - (size_t)g; /* the suffix ids[at .. n) */
+        /* of the earlier starts s with ids[s .. s + g) == suffix, the one whose preceding tokens
+         * agree longest with the suffix's (the same place in a text being copied, not a phrase
+         * that recurs), the latest among equals */
+        size_t best = SIZE_MAX;
+        int best_ctx = -1;
+        for (size_t s = at; s-- > 0;) {
+            if (ids[s] != ids[at] || memcmp(ids + s, ids + at, (size_t)g * sizeof(int32_t)) != 0) continue;
+            const int c = agree_before(ids, s, at, LOOKUP_CONTEXT);
+            if (c > best_ctx) best = s, best_ctx = c;
+            if (c == LOOKUP_CONTEXT) break;
         }
+        if (best == SIZE_MAX) continue;
+        const size_t from = best + (size_t)g;
+        int k = 0;
+        while (k < max && from + (size_t)k < n) {
+            out[k] = ids[from + (size_t)k];
+            k++;
+        }
+        return k;
     }
     return 0;
 }

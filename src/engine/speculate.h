@@ -75,9 +75,10 @@ typedef struct mxl_draft_stats {
 } mxl_draft_stats;
 void mxl_drafter_stats(const mxl_drafter *d, mxl_draft_stats *out);
 
-/* The n-gram lookup alone: the tokens that followed the latest earlier occurrence of the
- * longest suffix of ids (ngram_max down to ngram_min tokens) that occurred before, at most max
- * of them; returns how many (0: no match). */
+/* The n-gram lookup alone: the tokens that followed an earlier occurrence of the longest suffix
+ * of ids (ngram_max down to ngram_min tokens) that occurred before - of several, the one whose
+ * preceding tokens agree longest with the suffix's (up to 32; the latest among equals) - at most
+ * max of them; returns how many (0: no match). */
 int mxl_prompt_lookup(const int32_t *ids, size_t n, int ngram_min, int ngram_max, int max, int32_t *out);
 
 #endif

@@ -36,13 +36,20 @@ TEST(spec_prompt_lookup_latest_longest_match) {
     const int32_t a[] = {1, 2, 7, 8, 9, 4, 7, 8, 5, 6, 7, 8};
     CHECK_EQ_INT(mxl_prompt_lookup(a, 12, 2, 3, 3, out), 3);
     CHECK_EQ_INT(out[0], 5); CHECK_EQ_INT(out[1], 6); CHECK_EQ_INT(out[2], 7);
-    /* the 3-gram (6 7 8) wins over the latest 2-gram: no earlier (6 7 8), so the 2-gram's latest */
+    /* the 3-gram (6 7 8) wins over the 2-gram (7 8): its earlier occurrence at 0 */
     const int32_t b[] = {6, 7, 8, 1, 7, 8, 2, 6, 7, 8};
     CHECK_EQ_INT(mxl_prompt_lookup(b, 10, 2, 3, 2, out), 2);
     CHECK_EQ_INT(out[0], 1); CHECK_EQ_INT(out[1], 7);
-    /* with ngram_max 2 the latest 2-gram: (7 8) at 4, continuation 2 6 */
+    /* 2-grams only: (7 8) at 1 and at 4; the one at 1 is preceded by 6 as the suffix is, so it
+     * wins over the later one */
     CHECK_EQ_INT(mxl_prompt_lookup(b, 10, 2, 2, 2, out), 2);
-    CHECK_EQ_INT(out[0], 2); CHECK_EQ_INT(out[1], 6);
+    CHECK_EQ_INT(out[0], 1); CHECK_EQ_INT(out[1], 7);
+    const int32_t b2[] = {6, 7, 8, 1, 5, 7, 8, 2, 3, 6, 7, 8};
+    CHECK_EQ_INT(mxl_prompt_lookup(b2, 12, 2, 2, 3, out), 3); /* (6 7 8) earlier at 0: 1 5 7 */
+    CHECK_EQ_INT(out[0], 1); CHECK_EQ_INT(out[1], 5); CHECK_EQ_INT(out[2], 7);
+    const int32_t b3[] = {4, 7, 8, 1, 5, 7, 8, 2, 3, 6, 7, 8};
+    CHECK_EQ_INT(mxl_prompt_lookup(b3, 12, 2, 2, 1, out), 1); /* no context agrees: the latest, at 5 */
+    CHECK_EQ_INT(out[0], 2);
     /* no earlier occurrence of the suffix, or too short a sequence: nothing */
     const int32_t c[] = {1, 2, 3, 4, 5};
     CHECK_EQ_INT(mxl_prompt_lookup(c, 5, 2, 3, 4, out), 0);
