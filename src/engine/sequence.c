@@ -28,6 +28,7 @@ struct mxl_seq {
     bool ignore_eos, finished, pending_feed;
     int n_probs;
     bool post_probs;
+    int draft_max; /* the request's cap of a verification's draft (mxl_seq_params.draft_max) */
     char *stop[MXL_SEQ_MAX_STOP];
     size_t stop_len[MXL_SEQ_MAX_STOP], n_stop, max_stop_len;
     char *held;   /* text decoded but not released (could be the start of a stop string) */
@@ -234,6 +235,7 @@ mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
     s->ignore_eos = p->ignore_eos;
     s->n_probs = p->n_probs < 0 ? 0 : p->n_probs > MXL_SEQ_MAX_PROBS ? MXL_SEQ_MAX_PROBS : p->n_probs;
     s->post_probs = p->post_sampling_probs;
+    s->draft_max = p->draft_max;
     s->finished = false;
     s->pending_feed = false;
     s->held_len = 0;
@@ -528,6 +530,8 @@ const char *mxl_seq_cannot_verify(const mxl_seq *s) {
 
 int mxl_seq_draft_room(const mxl_seq *s, int n_draft) {
     int64_t k = n_draft < 0 ? 0 : n_draft > MXL_SEQ_MAX_DRAFT ? MXL_SEQ_MAX_DRAFT : n_draft;
+    if (s->draft_max < 0) return 0;
+    if (s->draft_max > 0 && k > s->draft_max) k = s->draft_max;
     /* the draft's last position still needs a pick within the budget and the context; the pass
      * takes the pending token too */
     const int64_t budget = s->budget - s->n_gen - 1, ctx = s->ctx_len - (int64_t)s->n_ids - 1,

@@ -46,6 +46,9 @@ typedef struct mxl_seq_params {
      * has run. The prompt cache keeps nothing from the first media row on. */
     const mxl_decoder_media *media;
     int n_media;
+    int draft_max; /* speculative decoding (mxl_seq_verify): draft tokens one verification takes at
+                      most (0: no cap of the request's own; < 0: none, every step plain; llama-server's
+                      per-request speculative.n_max) */
 } mxl_seq_params;
 
 #define MXL_SEQ_MAX_PROBS 20
@@ -112,7 +115,7 @@ mxl_status mxl_seq_feed_batch(mxl_seq *const *seqs, int64_t n, float *logits_scr
  * KV of the rejected draft positions is forgotten. Every pick is the sampler's own on the logits
  * plain decoding would have given at that position, with the same random draws, so the output
  * is plain decoding's token for token, at any temperature. *n_accepted: draft tokens kept.
- * n_draft is clamped to what the budget, the context and one pass allow (0: a plain feed then
+ * n_draft is clamped to what the request (draft_max), the budget, the context and one pass allow (0: a plain feed then
  * sample). Models with recurrent layers cannot forget positions: mxl_seq_can_verify says. */
 typedef int (*mxl_seq_event_fn)(void *ctx, const mxl_seq_event *ev);
 mxl_status mxl_seq_verify(mxl_seq *s, const int32_t *draft, int n_draft, mxl_seq_event_fn on_event, void *ctx, int *n_accepted,

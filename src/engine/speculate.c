@@ -86,9 +86,7 @@ mxl_status mxl_drafter_create(const mxl_draft_opts *o, int64_t ctx_len, struct m
     mxl_drafter *d = mxl_calloc(1, sizeof *d);
     if (!d) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     d->o = *o;
-    d->cur = o->max_draft;
-    d->backoff = 1;
-    d->guess = -1;
+    mxl_drafter_reset(d);
     if (o->kind == MXL_DRAFT_FULL_MODEL) {
         const mxl_gen_model *m = o->model;
         d->dm = m;
@@ -113,6 +111,14 @@ void mxl_drafter_destroy(mxl_drafter *d) {
     mxl_free(d->dids);
     mxl_free(d->logits);
     mxl_free(d);
+}
+
+void mxl_drafter_reset(mxl_drafter *d) {
+    d->cur = d->o.max_draft;
+    d->misses = d->pause = 0;
+    d->backoff = 1;
+    d->gated_off = false;
+    d->guess = -1;
 }
 
 void mxl_drafter_stats(const mxl_drafter *d, mxl_draft_stats *out) { *out = d->st; }

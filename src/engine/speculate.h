@@ -61,6 +61,9 @@ typedef struct mxl_drafter mxl_drafter;
 mxl_status mxl_drafter_create(const mxl_draft_opts *o, int64_t ctx_len, struct mxl_threadpool *pool, mxl_drafter **out,
                               mxl_error *err);
 void mxl_drafter_destroy(mxl_drafter *d);
+/* A new request: the block policy starts over (a draft model's cache is kept: the next request's
+ * tokens reuse the prefix they share with it). */
+void mxl_drafter_reset(mxl_drafter *d);
 /* Up to max (and the drafter's own block) tokens likely to follow ids[0..n) to draft; 0: none
  * this round (decode plainly). */
 mxl_status mxl_drafter_propose(mxl_drafter *d, const int32_t *ids, size_t n, int max, int32_t *draft, int *n_draft,

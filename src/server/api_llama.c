@@ -224,11 +224,24 @@ void mxl_api_llama_health(mxl_server *s, mxl_http_req *r) {
 
 static json_t *default_settings(const mxl_server *s) {
     const mxl_sampler_params *p = &s->defaults.sampling;
-    return json_pack("{s:I, s:{s:f, s:i, s:f, s:f, s:i, s:f, s:f, s:f, s:I, s:I, s:b}}", "n_ctx", (json_int_t)s->slot_ctx, "params", "temperature",
+    json_t *d = json_pack("{s:I, s:{s:f, s:i, s:f, s:f, s:i, s:f, s:f, s:f, s:I, s:I, s:b}}", "n_ctx", (json_int_t)s->slot_ctx, "params", "temperature",
                      (double)p->temp, "top_k", p->top_k, "top_p", (double)p->top_p, "min_p", (double)p->min_p, "repeat_last_n",
                      p->repeat_last_n, "repeat_penalty", (double)p->repeat_penalty, "presence_penalty", (double)p->presence_penalty,
                      "frequency_penalty", (double)p->frequency_penalty, "n_predict", (json_int_t)s->defaults.max_tokens, "seed",
                      (json_int_t)s->cfg->seed, "ignore_eos", s->defaults.ignore_eos);
+    /* llama-server's speculative settings (n_max: --draft-max, as it reports it) and ours: the kind
+     * and the block the drafts take ("none" when speculation is off) */
+    json_t *params = d ? json_object_get(d, "params") : NULL;
+    if (params) {
+        const mxl_draft_opts *o = &s->draft;
+        const char *kind = o->kind == MXL_DRAFT_PROMPT_LOOKUP ? "prompt-lookup" : o->kind == MXL_DRAFT_FULL_MODEL ? "full-model" : "none";
+        json_object_set_new(params, "speculative.n_max", json_integer(s->cfg->draft_max));
+        json_object_set_new(params, "speculative.n_min", json_integer(0));
+        json_object_set_new(params, "speculative.p_min", json_real(0.0));
+        json_object_set_new(params, "speculative.kind", json_string(kind));
+        json_object_set_new(params, "speculative.block_size", json_integer(o->kind != MXL_DRAFT_NONE ? o->max_draft : 0));
+    }
+    return d;
 }
 
 void mxl_api_llama_props(mxl_server *s, mxl_http_req *r) {
@@ -302,9 +315,9 @@ void mxl_api_llama_metrics(mxl_server *s, mxl_http_req *r) {
         {"tokens_predicted_seconds_total", "counter", "Predict process time", dt},
         {"n_decode_total", "counter", "Total number of decode steps.", (double)st.n_decode_total},
         {"n_tokens_max", "counter", "Largest observed n_tokens.", (double)st.n_tokens_max},
-        {"spec_decode_num_draft_tokens_total", "counter", "Draft tokens proposed (no speculative decoding here).", 0},
-        {"spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.", 0},
-        {"spec_decode_num_drafts_total", "counter", "Drafts proposed.", 0},
+        {"spec_decode_num_draft_tokens_total", "counter", "Draft tokens proposed.", (double)st.spec_draft_tokens},
+        {"spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.", (double)st.spec_accepted},
+        {"spec_decode_num_drafts_total", "counter", "Drafts proposed.", (double)st.spec_drafts},
         {"prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.", pt > 0 ? (double)st.prompt_tokens_total / pt : 0.0},
         {"predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.", dt > 0 ? (double)st.tokens_predicted_total / dt : 0.0},
         {"requests_processing", "gauge", "Number of requests processing.", (double)st.busy},

@@ -127,8 +127,11 @@ static const opt k_opts[] = {
     {"--cache-type-k|-ctk", "LLAMA_ARG_CACHE_TYPE_K", K_STR, F(cache_type_k), 0, 0, "KV cache keys: fp16 (f16) or int8 (q8_0)"},
     {"--cache-type-v|-ctv", "LLAMA_ARG_CACHE_TYPE_V", K_STR, F(cache_type_v), 0, 0, "KV cache values: fp16 (f16) or int8 (q8_0)"},
     /* spec flags of features not built yet */
-    {"--model-draft|-md|--draft-model", NULL, K_REFUSED_V, 0, 0, 0, NULL},
-    {"--draft-max|--draft|--spec-draft-n-max|--draft-n|--draft-kind|--draft-block-size|--prompt-lookup-max-batch", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--draft-model|--model-draft|-md", NULL, K_STR, F(draft_model), 0, 0, "speculative decoding: a small model with the same tokenizer drafts (its own KV cache)"},
+    {"--draft-max|--draft|--spec-draft-n-max|--draft-n", "LLAMA_ARG_SPEC_DRAFT_N_MAX|LLAMA_ARG_DRAFT_MAX", K_INT, F(draft_max), 0, 64, "reported as /props n_max (llama-server compatibility); the block is --draft-block-size"},
+    {"--draft-kind", "LLAMA_ARG_DRAFT_KIND|MLXCEL_DRAFT_KIND", K_STR, F(draft_kind), 0, 0, "full-model | prompt-lookup (dflash and mtp need heads no family here ships)"},
+    {"--draft-block-size", "LLAMA_ARG_DRAFT_BLOCK_SIZE|MLXCEL_DRAFT_BLOCK_SIZE", K_INT, F(draft_block_size), 1, 64, "tokens drafted per round (full-model 4, prompt-lookup 7)"},
+    {"--prompt-lookup-max-batch", NULL, K_INT, F(prompt_lookup_max_batch), 1, 256, "most decoding rows in a tick where slots verify their own drafts (2)"},
     {"--models-dir|--models-preset|--models-max|--hf-file|-hff|--model-url|-mu|--docker-repo|-dr", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--models-autoload|--no-models-autoload|--webui|--ui|--settings|--lora-fuse|--lora-init-without-apply|--estimate-memory|--force|--no-memory-check|--enable-vlm-prefix-cache", NULL, K_REFUSED, 0, 0, 0, NULL},
     {"--adapter|--lora|--lora-scaled|--surgery|--revision|--max-batch-prefill|--max-batch-prefill-tokens|--max-kv-size|--decode-storage-backend|--kv-bits|--kv-group-size|--kv-quant-scheme|--kv-skip-last-layer|--turbo-boundary-v", NULL, K_REFUSED_V, 0, 0, 0, NULL},
@@ -288,6 +291,8 @@ static void defaults(mxl_server_config *c) {
     c->snapshot_max_entries = 4096;
     c->snapshot_ttl = 7200;
     c->kv_watermark = 0.01;
+    c->draft_max = 16;
+    c->prompt_lookup_max_batch = 2;
     mxl_sampler_params_default(&c->sampling);
     c->sampling.temp = 0.8f;
     c->sampling.top_k = 40;

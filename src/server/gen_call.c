@@ -208,10 +208,15 @@ static json_t *timings_json(const mxl_srv_channel *c) {
     double pm = c->t_prefill_done > c->t_admit && c->t_admit > 0 ? c->t_prefill_done - c->t_admit : 0;
     double dm = c->t_end > c->t_prefill_done && c->t_prefill_done > 0 ? c->t_end - c->t_prefill_done : 0;
     double pn = (double)(c->prompt_tokens - c->cached_tokens), steps = (double)(c->completion_tokens > 1 ? c->completion_tokens - 1 : 0);
-    return json_pack("{s:I, s:I, s:f, s:f, s:f, s:I, s:f, s:f, s:f}", "cache_n", (json_int_t)c->cached_tokens, "prompt_n",
+    json_t *t = json_pack("{s:I, s:I, s:f, s:f, s:f, s:I, s:f, s:f, s:f}", "cache_n", (json_int_t)c->cached_tokens, "prompt_n",
                      (json_int_t)(c->prompt_tokens - c->cached_tokens), "prompt_ms", pm, "prompt_per_token_ms", pn > 0 ? pm / pn : 0.0,
                      "prompt_per_second", pm > 0 ? pn * 1e3 / pm : 0.0, "predicted_n", (json_int_t)c->completion_tokens, "predicted_ms", dm,
                      "predicted_per_token_ms", steps > 0 && dm > 0 ? dm / steps : 0.0, "predicted_per_second", steps > 0 && dm > 0 ? steps * 1e3 / dm : 0.0);
+    if (t && c->draft_n > 0) { /* llama-server's speculative counts, only when drafts ran */
+        json_object_set_new(t, "draft_n", json_integer(c->draft_n));
+        json_object_set_new(t, "draft_n_accepted", json_integer(c->draft_accepted));
+    }
+    return t;
 }
 
 static const char *openai_reason(const char *r) { return r && !strcmp(r, "length") ? "length" : "stop"; }

@@ -249,6 +249,19 @@ bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_param
         p->max_tokens = i;
         break;
     }
+    /* llama-server's per-request speculation: speculative.n_max 0 turns it off for the request, N
+     * caps its drafts; n_min and p_min (a draft model's confidence floor) are accepted, checked
+     * and have no effect: the verification keeps the target's own picks whatever is drafted */
+    if (!get_int(body, "speculative.n_max", &i, &g, msg, ml)) return false;
+    if (g) {
+        if (i < 0 || i > MXL_SEQ_MAX_DRAFT) return snprintf(msg, ml, "'speculative.n_max' must be 0..%d", MXL_SEQ_MAX_DRAFT), false;
+        p->draft_max = i == 0 ? -1 : (int)i;
+    }
+    if (!get_int(body, "speculative.n_min", &i, &g, msg, ml)) return false;
+    if (g && (i < 0 || i > MXL_SEQ_MAX_DRAFT)) return snprintf(msg, ml, "'speculative.n_min' must be 0..%d", MXL_SEQ_MAX_DRAFT), false;
+    double pm = 0;
+    if (!get_num(body, "speculative.p_min", &pm, &g, msg, ml)) return false;
+    if (g && !(pm >= 0 && pm <= 1)) return snprintf(msg, ml, "'speculative.p_min' must be 0..1"), false;
     const json_t *v = json_object_get(body, "cache_prompt");
     if (v && !json_is_null(v)) {
         if (!json_is_boolean(v)) return snprintf(msg, ml, "'cache_prompt' must be a boolean"), false;

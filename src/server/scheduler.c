@@ -141,6 +141,7 @@ typedef struct slot {
     bool preempted;  /* its KV was given back: prefilling again to where it was */
     uint64_t admit_no; /* admission order (a larger number is a lower priority) */
     uint64_t seed;   /* prompt-cache chain seed of the job that filled its KV */
+    mxl_drafter *drafter; /* speculative decoding's drafts for the slot's jobs (NULL: off) */
 } slot;
 
 struct mxl_sched {
@@ -558,6 +559,7 @@ static void admit(mxl_sched *s) {
         pthread_mutex_unlock(&s->mu);
         j->next = NULL;
         sl->j = j;
+        if (sl->drafter) mxl_drafter_reset(sl->drafter);
         sl->preempted = false;
         if (atomic_load(&j->ch->cancel)) {
             slot_release(s, sl, "cancelled", NULL);
@@ -762,67 +764,127 @@ static void feed_all(mxl_sched *s, mxl_seq **feed, slot **feed_slot, int64_t n_f
     }
 }
 
+/* The counts of one decode tick. */
+typedef struct tick_counts {
+    uint64_t produced, busy;
+    int64_t longest;
+} tick_counts;
+
+/* A step's event to the slot's job; true when it ended the job (the slot is being released:
+ * release_begin done, release_end left to the caller). */
+static bool emit_event(mxl_sched *s, slot *sl, const mxl_seq_event *ev, tick_counts *tc) {
+    mxl_srv_event e = {.index = sl->j->index, .token = ev->token, .final = ev->finished,
+                       .finish_reason = ev->finish_reason, .stop_word = NULL, .logprob = ev->logprob, .n_top = ev->n_top,
+                       .post_sampling = ev->post_sampling};
+    if (ev->stop_word) /* point at the job's own copy, which lives as long as the job */
+        for (size_t k = 0; k < MXL_SEQ_MAX_STOP; k++)
+            if (sl->j->stops[k] && strcmp(sl->j->stops[k], ev->stop_word) == 0) e.stop_word = sl->j->stops[k];
+    memcpy(e.top_ids, ev->top_ids, sizeof e.top_ids);
+    memcpy(e.top_logprobs, ev->top_logprobs, sizeof e.top_logprobs);
+    if (ev->token >= 0) { /* counted before the event goes out: a client that reads /metrics right after its
+                           * last token must find it there */
+        tc->produced++;
+        pthread_mutex_lock(&s->mu);
+        s->stats.tokens_predicted_total++;
+        pthread_mutex_unlock(&s->mu);
+    }
+    int64_t held = mxl_seq_n_prompt(sl->seq) + mxl_seq_n_generated(sl->seq);
+    if (held > tc->longest) tc->longest = held;
+    if (ev->finished) release_begin(s, sl);
+    channel_push(sl->j->ch, &e, ev->text, ev->text_len);
+    sl->j->t_last = mxl_now_ms();
+    return ev->finished;
+}
+
+typedef struct verify_ctx {
+    mxl_sched *s;
+    slot *sl;
+    tick_counts *tc;
+    bool ended;
+} verify_ctx;
+
+static int verify_event(void *vctx, const mxl_seq_event *ev) {
+    verify_ctx *v = vctx;
+    v->ended = emit_event(v->s, v->sl, ev, v->tc);
+    return v->ended;
+}
+
+/* The slot's own speculative round: its pending token and a draft through the model in one pass,
+ * the picks streamed as they are made. False when the KV pool had no blocks for the pass (the
+ * slot then takes the plain batched step, which can reclaim and preempt). */
+static bool spec_round(mxl_sched *s, slot *sl, tick_counts *tc) {
+    int32_t draft[MXL_SEQ_MAX_DRAFT];
+    int n_draft = 0, acc = 0;
+    size_t n_ids;
+    const int32_t *ids = mxl_seq_tokens(sl->seq, &n_ids);
+    mxl_error err = {0};
+    const int room = mxl_seq_draft_room(sl->seq, MXL_SEQ_MAX_DRAFT);
+    if (room > 0 && mxl_drafter_propose(sl->drafter, ids, n_ids, room, draft, &n_draft, &err)) {
+        slot_release(s, sl, "error", err.msg);
+        return true;
+    }
+    if (n_draft == 0) return false; /* nothing to verify: the plain batched step */
+    verify_ctx v = {s, sl, tc, false};
+    mxl_status st = mxl_seq_verify(sl->seq, draft, n_draft, verify_event, &v, &acc, &err);
+    if (st == MXL_ERR_NOMEM && !v.ended) return false;
+    mxl_drafter_observe(sl->drafter, n_draft, acc);
+    pthread_mutex_lock(&s->mu);
+    s->stats.spec_drafts++;
+    s->stats.spec_draft_tokens += (uint64_t)n_draft;
+    s->stats.spec_accepted += (uint64_t)acc;
+    pthread_mutex_unlock(&s->mu);
+    mxl_srv_channel *c = sl->j->ch;
+    pthread_mutex_lock(&c->mu);
+    c->draft_n += n_draft;
+    c->draft_accepted += acc;
+    pthread_mutex_unlock(&c->mu);
+    if (v.ended) release_end(s, sl, NULL, NULL);
+    else if (st) slot_release(s, sl, "error", err.msg);
+    return true;
+}
+
 /* One decode step for every decoding slot: each samples its next token from its logits, then
  * the slots that go on run their tokens through the model together (one batched forward, so the
  * weights are read once for all of them). A slot back from preemption runs its pending token
- * first. */
+ * first. With speculative decoding and few decoding rows, each slot instead runs its own
+ * verification pass of a draft after its pick. */
 static void decode_tick(mxl_sched *s) {
     double t0 = mxl_now_ms();
-    uint64_t produced = 0, busy = 0;
-    int64_t longest = 0;
+    tick_counts tc = {0, 0, 0};
     mxl_seq *feed[MXL_SEQ_MAX_BATCH];
     slot *feed_slot[MXL_SEQ_MAX_BATCH];
     int64_t n_feed = 0;
+    int n_dec = 0;
+    for (int i = 0; i < s->cfg.n_slots; i++) n_dec += s->slots[i].j && !s->slots[i].prefilling;
+    const bool spec = s->cfg.draft && n_dec <= (s->cfg.spec_max_batch > 0 ? s->cfg.spec_max_batch : 2);
     for (int i = 0; i < s->cfg.n_slots; i++) {
         slot *sl = &s->slots[i];
         if (!sl->j || sl->prefilling) continue;
-        if (mxl_seq_pending_feed(sl->seq)) {
-            feed[n_feed] = sl->seq;
-            feed_slot[n_feed++] = sl;
-            continue;
+        if (!mxl_seq_pending_feed(sl->seq)) {
+            mxl_seq_event ev;
+            mxl_error err = {0};
+            if (mxl_seq_sample(sl->seq, &ev, &err)) {
+                slot_release(s, sl, "error", err.msg);
+                continue;
+            }
+            tc.busy++;
+            if (emit_event(s, sl, &ev, &tc)) {
+                release_end(s, sl, NULL, NULL);
+                continue;
+            }
         }
-        mxl_seq_event ev;
-        mxl_error err = {0};
-        if (mxl_seq_sample(sl->seq, &ev, &err)) {
-            slot_release(s, sl, "error", err.msg);
-            continue;
-        }
-        mxl_srv_event e = {.index = sl->j->index, .token = ev.token, .final = ev.finished,
-                           .finish_reason = ev.finish_reason, .stop_word = NULL, .logprob = ev.logprob, .n_top = ev.n_top,
-                           .post_sampling = ev.post_sampling};
-        if (ev.stop_word) /* point at the job's own copy, which lives as long as the job */
-            for (size_t k = 0; k < MXL_SEQ_MAX_STOP; k++)
-                if (sl->j->stops[k] && strcmp(sl->j->stops[k], ev.stop_word) == 0) e.stop_word = sl->j->stops[k];
-        memcpy(e.top_ids, ev.top_ids, sizeof e.top_ids);
-        memcpy(e.top_logprobs, ev.top_logprobs, sizeof e.top_logprobs);
-        if (ev.token >= 0) { /* counted before the event goes out: a client that reads /metrics right after its
-                              * last token must find it there */
-            produced++;
-            pthread_mutex_lock(&s->mu);
-            s->stats.tokens_predicted_total++;
-            pthread_mutex_unlock(&s->mu);
-        }
-        busy++;
-        int64_t held = mxl_seq_n_prompt(sl->seq) + mxl_seq_n_generated(sl->seq);
-        if (held > longest) longest = held;
-        if (ev.finished) release_begin(s, sl);
-        channel_push(sl->j->ch, &e, ev.text, ev.text_len);
-        sl->j->t_last = mxl_now_ms();
-        if (ev.finished) {
-            release_end(s, sl, NULL, NULL);
-            continue;
-        }
+        if (spec && sl->drafter && spec_round(s, sl, &tc)) continue;
         feed[n_feed] = sl->seq;
         feed_slot[n_feed++] = sl;
     }
     feed_all(s, feed, feed_slot, n_feed);
     pthread_mutex_lock(&s->mu);
-    if (produced) s->stats.decode_ms_total += mxl_now_ms() - t0;
-    if (busy) {
+    if (tc.produced) s->stats.decode_ms_total += mxl_now_ms() - t0;
+    if (tc.busy) {
         s->stats.n_decode_total++;
-        s->stats.busy_slots_total += busy;
+        s->stats.busy_slots_total += tc.busy;
     }
-    if (longest > s->stats.n_tokens_max) s->stats.n_tokens_max = longest;
+    if (tc.longest > s->stats.n_tokens_max) s->stats.n_tokens_max = tc.longest;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -990,6 +1052,11 @@ mxl_status mxl_sched_create(mxl_gen_model *m, const mxl_sched_config *cfg, mxl_s
             return st;
         }
     }
+    for (int i = 0; cfg->draft && i < cfg->n_slots; i++)
+        if ((st = mxl_drafter_create(cfg->draft, cfg->slot_ctx, mxl_gen_model_pool(m), &s->slots[i].drafter, err))) {
+            mxl_sched_destroy(s);
+            return st;
+        }
     const uint64_t state = mxl_decoder_state_rec_bytes(mxl_seq_kv_state(s->slots[0].seq));
     s->shared_cache = cfg->prompt_cache;
     s->recurrent = state > 0;
@@ -1019,7 +1086,7 @@ void mxl_sched_destroy(mxl_sched *s) {
         pthread_join(s->thread, NULL);
     }
     if (s->slots)
-        for (int i = 0; i < s->cfg.n_slots; i++) mxl_seq_destroy(s->slots[i].seq);
+        for (int i = 0; i < s->cfg.n_slots; i++) mxl_seq_destroy(s->slots[i].seq), mxl_drafter_destroy(s->slots[i].drafter);
     mxl_kv_pool_destroy(s->kvp);
     mxl_free(s->hits);
     mxl_free(s->hit_chain);

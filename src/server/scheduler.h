@@ -43,6 +43,7 @@
 #include "core/status.h"
 #include "engine/generate.h"
 #include "engine/sequence.h"
+#include "engine/speculate.h"
 #include "models/vlm.h"
 
 /* One event: text released by a step of choice `index` (offset/len into the channel's text). */
@@ -80,6 +81,7 @@ typedef struct mxl_srv_channel {
     int slot_id;           /* slot of choice 0 (-1 until admitted) */
     bool want_progress;    /* report prefill progress events (llama-server return_progress) */
     int64_t cached_tokens; /* prompt tokens of choice 0 reused from the slot's cache */
+    int64_t draft_n, draft_accepted; /* speculative decoding: drafted and kept tokens, all choices */
     double t_submit, t_admit, t_prefill_done, t_end; /* ms, monotonic */
 } mxl_srv_channel;
 
@@ -107,6 +109,11 @@ typedef struct mxl_sched_config {
     int64_t cache_max_entries; /* most unreferenced cached blocks (0: no limit beyond the bytes) */
     double cache_ttl_s;        /* evict cached blocks unused this long (0: never) */
     int64_t cache_min_prefix;  /* adopt / publish only prefixes of at least this many tokens */
+    /* speculative decoding (engine/speculate.h): each slot drafts and verifies its own tokens in
+     * ticks with at most spec_max_batch decoding rows (more rows: the plain batched step, which
+     * reads the weights once for all of them); the output is the same either way */
+    const mxl_draft_opts *draft; /* NULL: off */
+    int spec_max_batch;          /* 0: 2 */
 } mxl_sched_config;
 
 #define MXL_SCHED_KV_NONE (-1)
@@ -161,6 +168,7 @@ typedef struct mxl_sched_stats {
     int64_t state_snaps_used;  /* ... of which hold a snapshot now */
     uint64_t cache_block_hit_tokens; /* prompt tokens adopted from the shared block cache */
     uint64_t kv_evictions, preemptions;
+    uint64_t spec_drafts, spec_draft_tokens, spec_accepted; /* verification passes with a draft, drafted and kept tokens */
 } mxl_sched_stats;
 
 void mxl_sched_get_stats(mxl_sched *s, mxl_sched_stats *st, mxl_sched_slot_info *slots, int max_slots);

@@ -459,9 +459,45 @@ static mxl_status load_main_model(mxl_server *s, startup *up, mxl_error *err) {
     return MXL_OK;
 }
 
+/* Speculative decoding (--draft-kind, --draft-model, --draft-block-size): the kind from the
+ * flags (a draft model alone means full-model), the draft model loaded on one thread of its own
+ * (it runs on the chat model's) and checked against the chat model's vocabulary. */
+static mxl_status setup_speculation(mxl_server *s, mxl_error *err) {
+    const mxl_server_config *cfg = s->cfg;
+    const char *kind = cfg->draft_kind;
+    mxl_draft_kind k = MXL_DRAFT_NONE;
+    mxl_status st;
+    if (kind && strcmp(kind, "auto") != 0 && (st = mxl_draft_kind_parse(kind, &k, err))) {
+        mxl_error_prefix(err, "--draft-kind: ");
+        return st;
+    }
+    if (k == MXL_DRAFT_NONE && cfg->draft_model) k = MXL_DRAFT_FULL_MODEL;
+    if (k == MXL_DRAFT_PROMPT_LOOKUP && cfg->draft_model)
+        return mxl_error_set(err, MXL_ERR_ARG, "--draft-kind prompt-lookup drafts from the context and takes no --draft-model");
+    if (k == MXL_DRAFT_FULL_MODEL && !cfg->draft_model) return mxl_error_set(err, MXL_ERR_ARG, "--draft-kind full-model needs --draft-model");
+    if (k == MXL_DRAFT_NONE) return MXL_OK;
+    if (mxl_gen_model_state_bytes(s->model) > 0)
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "speculative decoding: %s has recurrent layers, whose state cannot take back rejected draft tokens",
+                             s->model_name);
+    mxl_draft_opts_default(&s->draft, k);
+    if (cfg->draft_block_size > 0) s->draft.max_draft = (int)cfg->draft_block_size;
+    if (k == MXL_DRAFT_FULL_MODEL) {
+        mxl_resolved res;
+        if ((st = mxl_store_resolve(cfg->draft_model, NULL, NULL, &res, err)) || (st = mxl_gen_model_load(res.path, 1, &s->draft_model, err)) ||
+            (st = mxl_drafter_check_model(s->model, s->draft_model, err))) {
+            mxl_error_prefix(err, "draft model %s: ", cfg->draft_model);
+            return st;
+        }
+        s->draft.model = s->draft_model;
+    }
+    return MXL_OK;
+}
+
 /* The chat model's slots, queue, KV budget, preemption and prompt cache. */
 static mxl_status build_scheduler(mxl_server *s, const startup *up, mxl_error *err) {
     const mxl_server_config *cfg = s->cfg;
+    mxl_status st = setup_speculation(s, err);
+    if (st) return st;
     mxl_sched_config sc = {
         .n_slots = up->n_slots, .slot_ctx = s->slot_ctx, .max_queue = (int)cfg->max_queue_depth,
         .prefill_chunk = cfg->prefill_chunk > 0 ? cfg->prefill_chunk : cfg->batch_size,
@@ -477,6 +513,8 @@ static mxl_status build_scheduler(mxl_server *s, const startup *up, mxl_error *e
         .cache_max_entries = cfg->prompt_cache_max_entries,
         .cache_ttl_s = (double)cfg->prompt_cache_ttl,
         .cache_min_prefix = cfg->prompt_cache_min_prefix,
+        .draft = s->draft.kind != MXL_DRAFT_NONE ? &s->draft : NULL,
+        .spec_max_batch = (int)cfg->prompt_lookup_max_batch,
     };
     return mxl_sched_create(s->model, &sc, &s->sched, err);
 }
@@ -501,6 +539,7 @@ static void shut_down(mxl_server *s, startup *up) {
     mxl_sched_destroy(s->sched);
     mxl_http_stop(up->http);
     mxl_gen_model_destroy(s->model);
+    mxl_gen_model_destroy(s->draft_model);
     mxl_embed_model_destroy(s->embedder);
     mxl_reranker_destroy(s->reranker);
     if (s->workers_ready) {

@@ -17,6 +17,7 @@
 #include "engine/rerank.h"
 #include "engine/sequence.h"
 #include "server/config.h"
+#include "engine/speculate.h"
 #include "server/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -46,6 +47,8 @@ typedef struct mxl_server {
     atomic_ullong aux_tokens, aux_passes; /* embedding / rerank tokens and forward passes, for /metrics */
     const mxl_tokenizer *tok;
     mxl_sched *sched;
+    mxl_draft_opts draft;         /* speculative decoding (draft.kind MXL_DRAFT_NONE: off) */
+    mxl_gen_model *draft_model;   /* --draft-model (full-model drafts) */
     json_t *template_kwargs; /* --chat-template-kwargs or NULL */
     json_t *aliases, *tags;  /* arrays of strings from --alias / --tags */
     char model_name[512];

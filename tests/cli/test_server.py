@@ -392,7 +392,6 @@ def test_several_hosts_share_one_port():
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--model-draft", "x"], "--model-draft"),
     (["--kv-bits", "8"], "--kv-bits"),
     (["--frobnicate"], "--frobnicate"),
     (["--port", "70000"], "--port"),
