@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Speculative decoding, mlxcel next to plain decoding and next to llama.cpp's own speculative paths.
 
-Workloads (greedy, raw prompts in SmolLM2's ChatML so both engines read the same tokens, stopped
-by EOS or --max-tokens):
-  edit  the model rewrites a ~300-token Python file (rename a class, add a comment, fix a typo)
-  free  open questions and a story (text that does not copy the prompt)
+Workloads (greedy, raw prompts so both engines read the same tokens, stopped by EOS or --max-tokens,
+on both bundled models):
+  edit  the model rewrites a ~300-token Python file (rename a class, rename a method, add a comment),
+        asked completion-style ("Original file: ... The same file with ...:")
+  free  open questions and a story (text that does not copy the prompt), in SmolLM2's ChatML or as
+        raw openings for the base Gemma model
 Rows, each the median decode tokens/s of --reps runs, alternating engines within a rep:
   prompt lookup   mlxcel plain | mlxcel --prompt-lookup | llama-lookup (the same n-gram sizes and
                   block: --spec-draft-n-max 7) | llama-completion plain
@@ -85,15 +87,21 @@ if __name__ == "__main__":
     main()
 '''
 
-EDIT = [
-    "Rename the class Inventory to Stock everywhere in this file and output the complete updated file:\n\n" + CODE,
-    "Add a comment above the main function saying what it does, and output the complete updated file:\n\n" + CODE,
-    "Fix the spelling mistake in this file (quantitiy) and output the complete file:\n\n" + CODE.replace("quantities", "quantitiy"),
-]
+# edit: a completion-style request the models answer by rewriting the file (the bundled Gemma 3
+# 270M is a base model without a chat template; SmolLM2-135M, asked in a chat to rewrite a file,
+# mostly talks about it instead)
+CHANGES = ["the class Inventory renamed to Stock", "the method total_value renamed to value",
+           "a comment above the main function"]
+EDIT = [f"Original file:\n```python\n{CODE}```\n\nThe same file with {c}:\n```python\n" for c in CHANGES]
 FREE = [
     "What are the main causes of the seasons on Earth?",
     "Give me three tips for learning a new language.",
     "Write a short story about a robot learning to paint.",
+]
+FREE_RAW = [  # for the base model
+    "The main causes of the seasons on Earth are",
+    "Here are three tips for learning a new language:",
+    "Once upon a time, a robot decided to learn to paint.",
 ]
 
 
@@ -170,7 +178,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--max-tokens", type=int, default=512)
+    ap.add_argument("--max-tokens", type=int, default=400)
     ap.add_argument("--work", default="/tmp/lcp")
     args = ap.parse_args()
     bins = build_examples(args.work)
@@ -178,8 +186,7 @@ def main():
     f16 = os.path.join(args.work, "SmolLM2-135M-Instruct.F16.gguf")
     if not os.path.exists(f16):
         subprocess.run([bins["llama-quantize"], "--allow-requantize", q41, f16, "F16"], check=True, capture_output=True)
-    edit = [chatml(p) for p in EDIT]
-    free = [chatml(p) for p in FREE]
+    gemma = os.path.join(STORE, MODELS["gemma3"])
     print(f"threads {args.threads}, {args.reps} reps, median decode tokens/s, greedy, up to {args.max_tokens} tokens\n")
     print("| workload | mlxcel plain | mlxcel spec | spec / plain | accepted | llama.cpp spec | accepted | llama.cpp plain "
           "| mlxcel spec / llama.cpp spec | same text as plain |")
@@ -187,11 +194,12 @@ def main():
     ok = True
     look = ["--prompt-lookup"]
     ll_look = ["--spec-draft-n-max", "7"]
-    for name, ps in (("prompt lookup, edit (Q4_1)", edit), ("prompt lookup, free text (Q4_1)", free)):
-        ok &= row(name, ps, q41, look, bins["llama-lookup"], ll_look, bins, args.threads, args.reps, args.max_tokens)
+    for name, model, ps in (("prompt lookup, edit, SmolLM2 Q4_1", q41, EDIT), ("prompt lookup, free text, SmolLM2 Q4_1", q41, [chatml(p) for p in FREE]),
+                            ("prompt lookup, edit, Gemma 3 270M Q4_K_M", gemma, EDIT), ("prompt lookup, free text, Gemma 3 270M Q4_K_M", gemma, FREE_RAW)):
+        ok &= row(name, ps, model, look, bins["llama-lookup"], ll_look, bins, args.threads, args.reps, args.max_tokens)
     dm = ["--draft-model", q41]
     ll_dm = ["-md", q41, "--spec-draft-n-max", "4", "-td", str(args.threads)]
-    for name, ps in (("draft model, edit (F16 <- Q4_1)", edit), ("draft model, free text (F16 <- Q4_1)", free)):
+    for name, ps in (("draft model, edit, SmolLM2 F16 <- Q4_1", EDIT), ("draft model, free text, SmolLM2 F16 <- Q4_1", [chatml(p) for p in FREE])):
         ok &= row(name, ps, f16, dm, bins["llama-speculative"], ll_dm, bins, args.threads, args.reps, args.max_tokens)
     sys.exit(0 if ok else 1)
 

@@ -15,6 +15,7 @@
 #include "engine/generate.h"
 #include "engine/memory_estimate.h"
 #include "models/checkpoint.h"
+#include "models/lora.h"
 #include "models/vlm.h"
 #include "io/store.h"
 
@@ -39,7 +40,7 @@
     /* spec flags not built yet: recognised, then refused */                                                   \
     {"audio", 0, "PATH", NULL, "(not supported for this model yet)"},                                          \
     {"video", 0, "PATH", NULL, "(not supported for this model yet)"},                                          \
-    {"adapter", 0, "PATH", NULL, "(not supported yet)"},                                                       \
+    {"adapter", 0, "PATH", NULL, "LoRA adapter: a PEFT or mlx-lm directory, or a GGUF LoRA for a GGUF model"},  \
     {"draft-model", 0, "PATH_OR_REPO_ID", NULL, "Speculative decoding with this small model (same tokenizer) drafting"},  \
     {"draft-kind", 0, "KIND", "auto", "Draft kind: full-model (dflash and mtp need heads no family here ships)"},        \
     {"draft-block-size", 0, "N", "4", "Tokens the draft model proposes per round (1..64)"},                            \
@@ -74,7 +75,7 @@
     {"cache-type-k", 0, "TYPE", "fp16", "KV cache storage of keys: fp16 or int8"},                              \
     {"cache-type-v", 0, "TYPE", "fp16", "KV cache storage of values: fp16 or int8"}
 
-static const char *const k_refused[] = {"audio", "video", "adapter", NULL};
+static const char *const k_refused[] = {"audio", "video", NULL};
 
 static const mxl_cli_opt k_gen_opts[] = {
     {"model", 'm', "PATH_OR_REPO_ID", NULL, "Local model path, owner/name repo id, or bare name (required)"},
@@ -314,6 +315,15 @@ static int generate_common(const mxl_cli_args *a, const char *model_arg) {
             return prc;
         }
     }
+    mxl_lora *adapter = NULL;
+    if (mxl_cli_has(a, "adapter")) {
+        if (mxl_gen_model_load_adapter(m, mxl_cli_get(a, "adapter"), &adapter, &err)) {
+            mxl_gen_model_destroy(m);
+            return mxl_cli_fail("%s", err.msg);
+        }
+        req.lora = adapter;
+        req.lora_scale = 1.0f;
+    }
     bool generic = false;
     mxl_gen_model_template_origin(m, &generic);
     const mxl_vlm *vlm = mxl_gen_model_vlm(m);
@@ -321,16 +331,19 @@ static int generate_common(const mxl_cli_args *a, const char *model_arg) {
         fprintf(stderr, "note: %s has no chat template; using a generic chat format (likely a base model: try --no-chat-template)\n", model_arg);
     if (repl) {
         int rc = mxl_repl_run(m, &req, mxl_cli_has(a, "profile"));
+        mxl_lora_free(adapter);
         mxl_gen_model_destroy(m);
         return rc;
     }
     mxl_gen_model *draft = NULL;
     if ((v = load_draft(a, &spec, &draft))) {
+        mxl_lora_free(adapter);
         mxl_gen_model_destroy(m);
         return (int)v;
     }
     mxl_gen_stats stats;
     mxl_status st = mxl_gen_run(m, &req, print_text, NULL, &stats, &err);
+    mxl_lora_free(adapter);
     mxl_gen_model_destroy(draft);
     mxl_gen_model_destroy(m);
     printf("\n");

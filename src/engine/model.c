@@ -9,6 +9,7 @@
 
 #include "core/alloc.h"
 #include "engine/model_internal.h"
+#include "models/lora.h"
 
 static void add_eos(mxl_gen_model *m, int64_t id) {
     if (id < 0 || id >= m->dec.hp.vocab || m->n_eos >= (int)(sizeof m->eos / sizeof m->eos[0])) return;
@@ -128,3 +129,7 @@ int64_t mxl_gen_model_default_ctx(const mxl_gen_model *m) {
 const struct mxl_vlm *mxl_gen_model_vlm(const mxl_gen_model *m) { return m->vlm; }
 const char *mxl_gen_model_no_vision(const mxl_gen_model *m) { return m->no_vision; }
 struct mxl_threadpool *mxl_gen_model_pool(const mxl_gen_model *m) { return m->pool; }
+
+mxl_status mxl_gen_model_load_adapter(const mxl_gen_model *m, const char *path, struct mxl_lora **out, mxl_error *err) {
+    return mxl_lora_load(path, m->ck, &m->dec, out, err);
+}

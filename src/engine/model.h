@@ -43,6 +43,11 @@ const struct mxl_vlm *mxl_gen_model_vlm(const mxl_gen_model *m);
 const char *mxl_gen_model_no_vision(const mxl_gen_model *m);
 /* The model's thread pool (the engine thread's: the scheduler runs vision towers on it). */
 struct mxl_threadpool *mxl_gen_model_pool(const mxl_gen_model *m);
+/* Loads a LoRA adapter (models/lora.h: a PEFT or mlx-lm directory on a safetensors model, a
+ * GGUF adapter on a GGUF model) for this model's requests (mxl_seq_params.lora); the caller frees
+ * it with mxl_lora_free after the model's last request that uses it. */
+struct mxl_lora;
+mxl_status mxl_gen_model_load_adapter(const mxl_gen_model *m, const char *path, struct mxl_lora **out, mxl_error *err);
 /* Bytes of one sequence's recurrent-layer state (0 without recurrent layers). */
 uint64_t mxl_gen_model_state_bytes(const mxl_gen_model *m);
 

@@ -33,6 +33,7 @@
 #include "core/alloc.h"
 #include "engine/memory_estimate.h"
 #include "models/altup.h"
+#include "models/lora.h"
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 #include "models/kv_pool.h"
@@ -1379,6 +1380,8 @@ typedef struct row_span {
 
 struct mxl_decoder_state {
     int64_t max_ctx, max_batch, pos;
+    const mxl_lora *lora; /* the adapter this state's rows run with (NULL: none), at lora_scale */
+    float lora_scale;
     int64_t n_layers, kv_dim; /* shape of the cache, checked when states meet in a batch */
     mxl_threadpool *pool;
     int n_threads;
@@ -2015,6 +2018,23 @@ typedef struct fwd_pass {
     int n_media;
 } fwd_pass;
 
+/* The LoRA updates of layer l's projection m for the rows of each span whose state runs an
+ * adapter: y rows += scale * B (A x rows) (models/lora.h). */
+static void lora_rows(const fwd_pass *f, int64_t l, mxl_lora_module m, const float *x, float *y) {
+    for (int64_t si = 0; si < f->n_spans; si++) {
+        const row_span *sp = &f->spans[si];
+        const mxl_lora_pair *p = mxl_lora_at(sp->s->lora, l, m);
+        if (!p) continue;
+        float tmp[MXL_LORA_MAX_RANK];
+        mxl_lora_apply(p, sp->s->lora_scale, x + sp->row0 * p->in, sp->n, y + sp->row0 * p->out, tmp);
+    }
+}
+
+void mxl_decoder_state_set_lora(mxl_decoder_state *s, const struct mxl_lora *lora, float scale) {
+    s->lora = lora;
+    s->lora_scale = scale;
+}
+
 /* Attention of one span over its own state's layer-l cache (rows already appended); the span's
  * queries are ws->q rows [row0, row0 + n), the outputs go to the same rows of ws->att. */
 static void attend_span(const fwd_pass *f, const row_span *sp, mxl_threadpool *pool, float *scratch) {
@@ -2130,6 +2150,11 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
         }
         if (L->w_attn_gate.rows > 0) W[nw] = &L->w_attn_gate, b[nw] = NULL, y[nw++] = ws->ag;
         linear_multi(W, b, nw, prep, h, n, y, ws);
+        lora_rows(f, l, MXL_LORA_Q, h, y[0]);
+        if (!L->kv_shared) {
+            lora_rows(f, l, MXL_LORA_K, h, ws->k);
+            if (L->wv.rows > 0) lora_rows(f, l, MXL_LORA_V, h, ws->v);
+        }
         if (!L->kv_shared && L->wv.rows == 0) memcpy(ws->v, ws->k, (size_t)(n * L->n_kv_heads * hd) * sizeof(float));
         if (hp->attn_q_gate) /* per head [query; gate] rows apart */
             for (int64_t t = 0; t < n; t++)
@@ -2179,6 +2204,7 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
     if (L->attn_sub_norm.w) norm_rows(ws->be, hp, &L->attn_sub_norm, ws->att, n, L->wo.cols, ws->att);
     if (hp->act_quant8) quant8_rows(ws->att, n, L->wo.cols);
     linear(&L->wo, L->bo, NULL, L->mla ? ws->mla.vo : ws->att, n, ws->o, ws);
+    lora_rows(f, l, MXL_LORA_O, L->mla ? ws->mla.vo : ws->att, ws->o);
 }
 
 /* A recurrent layer's mixer (recurrent.h) of the pass's rows into ws->o, each span on its own
@@ -2272,13 +2298,17 @@ static void dense_mlp(const fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
         const float *b[2] = {L->b_gate, L->b_up};
         float *y[2] = {s->gate, s->up};
         linear_multi(W, b, 2, prep, h, n, y, s);
+        lora_rows(f, l, MXL_LORA_GATE, h, s->gate);
+        lora_rows(f, l, MXL_LORA_UP, h, s->up);
     } else {
         linear(&L->w_up, L->b_up, prep, h, n, s->gate, s);
+        lora_rows(f, l, MXL_LORA_UP, h, s->gate);
     }
     /* the activation made row by row as the down projection quantizes its input */
     act_rows_ctx ac = {hp, L, s};
     const mxl_row_prep act = {act_rows, &ac};
     linear(&L->w_down, L->b_down, &act, s->gate, n, s->o, s);
+    lora_rows(f, l, MXL_LORA_DOWN, s->gate, s->o);
     if (hp->mlp_down_mult != 1.0f)
         for (int64_t i = 0; i < n * hp->hidden; i++) s->o[i] *= hp->mlp_down_mult;
 }
