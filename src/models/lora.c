@@ -65,7 +65,7 @@ static bool parse_name(const char *name, bool gguf, const char *sfx_a, const cha
     return false;
 }
 
-/* t as f32 [rows, cols] (transposed when transpose: the stored [cols, rows]). */
+/* t as f32, transposed when transpose ([rows, cols] of the stored [cols, rows]). */
 static mxl_status tensor_f32(const mxl_tensor *t, const char *name, bool transpose, float **out, int64_t *rows, int64_t *cols,
                              mxl_error *err) {
     if (t->ndim != 2) return mxl_error_set(err, MXL_ERR_FORMAT, "adapter tensor %s has %d dimensions, not 2", name, t->ndim);
@@ -92,7 +92,8 @@ static mxl_status tensor_f32(const mxl_tensor *t, const char *name, bool transpo
 typedef struct loader {
     mxl_lora *l;
     const mxl_decoder *d;
-    bool transpose; /* mlx-lm stores lora_a [in, r] and lora_b [r, out] */
+    bool transpose; /* A [r, in] and B [out, r] as stored (PEFT, GGUF) to the held A^T and B^T;
+                     * mlx-lm stores lora_a [in, r] and lora_b [r, out] already */
     mxl_error *err;
 } loader;
 
@@ -108,13 +109,13 @@ static mxl_status take(loader *ld, const lora_name *nm, const mxl_tensor *t, con
     int64_t rows = 0, cols = 0;
     mxl_status st = tensor_f32(t, tname, ld->transpose, slot, &rows, &cols, ld->err);
     if (st) return st;
-    const int64_t r = nm->is_b ? cols : rows; /* A [r, in], B [out, r] */
+    const int64_t r = nm->is_b ? rows : cols; /* A^T [in, r], B^T [r, out] */
     if (p->r && r != p->r)
         return mxl_error_set(ld->err, MXL_ERR_FORMAT, "adapter tensor %s: rank %lld does not match its pair's %lld", tname, (long long)r,
                              (long long)p->r);
     p->r = r;
-    if (nm->is_b) p->out = rows;
-    else p->in = cols;
+    if (nm->is_b) p->out = cols;
+    else p->in = rows;
     return MXL_OK;
 }
 
@@ -227,7 +228,7 @@ static mxl_status load_mlx(loader *ld, const char *dir, const json_t *cfg) {
     char file[4200];
     snprintf(file, sizeof file, "%s/adapters.safetensors", dir);
     snprintf(ld->l->format, sizeof ld->l->format, "mlx");
-    ld->transpose = true;
+    ld->transpose = false;
     mxl_status st = load_st(ld, file, "lora_a", "lora_b");
     return st ? st : finish(ld, fixed_scale, &scale);
 }
@@ -280,7 +281,7 @@ mxl_status mxl_lora_load(const char *path, const mxl_checkpoint *ck, const mxl_d
         mxl_lora_free(l);
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     }
-    loader ld = {l, d, false, err};
+    loader ld = {l, d, true, err};
     const bool base_gguf = ck->format == MXL_CHECKPOINT_GGUF;
     mxl_status st;
     if (S_ISDIR(sb.st_mode)) {
@@ -317,20 +318,20 @@ void mxl_lora_free(mxl_lora *l) {
 
 void mxl_lora_apply(const mxl_lora_pair *p, float user_scale, const float *x, int64_t n, float *y, float *tmp) {
     const float s = user_scale * p->scale;
+    const int64_t r = p->r, out = p->out;
     for (int64_t t = 0; t < n; t++) {
         const float *xt = x + t * p->in;
-        float *yt = y + t * p->out;
-        for (int64_t k = 0; k < p->r; k++) {
-            const float *ak = p->a + k * p->in;
-            float acc = 0.0f;
-            for (int64_t i = 0; i < p->in; i++) acc += ak[i] * xt[i];
-            tmp[k] = acc * s;
+        float *yt = y + t * out;
+        /* tmp = s * A x: rows of A^T, each an axpy over the rank */
+        for (int64_t k = 0; k < r; k++) tmp[k] = 0.0f;
+        for (int64_t i = 0; i < p->in; i++) {
+            const float xi = xt[i], *ai = p->a + i * r;
+            for (int64_t k = 0; k < r; k++) tmp[k] += ai[k] * xi;
         }
-        for (int64_t o = 0; o < p->out; o++) {
-            const float *bo = p->b + o * p->r;
-            float acc = 0.0f;
-            for (int64_t k = 0; k < p->r; k++) acc += bo[k] * tmp[k];
-            yt[o] += acc;
+        /* y += B tmp: rows of B^T, each an axpy over the outputs */
+        for (int64_t k = 0; k < r; k++) {
+            const float tk = tmp[k] * s, *bk = p->b + k * out;
+            for (int64_t o = 0; o < out; o++) yt[o] += bk[o] * tk;
         }
     }
 }

@@ -17,7 +17,7 @@
  * (blk.N.attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down). Anything else - another
  * module, DoRA, modules_to_save, embedding LoRA, a shape that does not fit the base weight, a
  * GGUF adapter on a safetensors base or the reverse (GGUF stores Q and K rows permuted) - is
- * refused by name when the adapter loads. A and B are held in f32. */
+ * refused by name when the adapter loads. A and B are held in f32 (transposed: mxl_lora_pair). */
 #ifndef MXL_MODELS_LORA_H
 #define MXL_MODELS_LORA_H
 
@@ -41,10 +41,12 @@ typedef enum mxl_lora_module {
     MXL_LORA_N_MODULES,
 } mxl_lora_module;
 
-/* One projection's update: delta y = scale * B (A x). */
+/* One projection's update: delta y = scale * B (A x), A and B held transposed so both products
+ * run along contiguous rows (x At: for each input element an axpy over r; then for each of the r
+ * an axpy over the outputs). */
 typedef struct mxl_lora_pair {
-    float *a;     /* [r, in] */
-    float *b;     /* [out, r] */
+    float *a;     /* A^T [in, r] */
+    float *b;     /* B^T [r, out] */
     int64_t r, in, out;
     float scale;  /* the adapter's own (alpha / r, ...) */
 } mxl_lora_pair;
@@ -68,7 +70,8 @@ static inline const mxl_lora_pair *mxl_lora_at(const mxl_lora *l, int64_t layer,
     return p->a ? p : NULL;
 }
 /* y[n, out] += user_scale * p->scale * B (A x) for rows x[n, in] (row strides in and out); tmp
- * holds p->r floats. The plain reference: f32 dot products in index order. */
+ * holds p->r floats. Plain C: both products as axpys along contiguous rows (the compiler
+ * vectorizes them), summed in index order. */
 void mxl_lora_apply(const mxl_lora_pair *p, float user_scale, const float *x, int64_t n, float *y, float *tmp);
 
 #endif
