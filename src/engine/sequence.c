@@ -219,9 +219,12 @@ mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
         if (keep == n_prompt) keep--;
     }
     /* KV computed under another adapter (or scale) is another model's */
+    if ((st = mxl_decoder_state_set_lora(s->dec, p->lora, p->lora_scale, err))) {
+        clear_request(s);
+        return st;
+    }
     if (p->lora != s->kv_lora || (p->lora && p->lora_scale != s->kv_lora_scale)) keep = 0;
     s->kv_lora = p->lora, s->kv_lora_scale = p->lora_scale;
-    mxl_decoder_state_set_lora(s->dec, p->lora, p->lora_scale);
     /* positions at or after an image's are the image's, whatever their token ids say */
     if (keep > s->media_from) keep = s->media_from;
     if (p->n_media && keep > (size_t)p->media[0].row) keep = (size_t)p->media[0].row;

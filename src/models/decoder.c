@@ -1382,6 +1382,8 @@ struct mxl_decoder_state {
     int64_t max_ctx, max_batch, pos;
     const mxl_lora *lora; /* the adapter this state's rows run with (NULL: none), at lora_scale */
     float lora_scale;
+    float *lora_buf;      /* [max_batch, lora_cap] A x then B (A x) of a chunk of this state's rows */
+    int64_t lora_cap;     /* floats per row of lora_buf (the adapters' widest rank + output) */
     int64_t n_layers, kv_dim; /* shape of the cache, checked when states meet in a batch */
     mxl_threadpool *pool;
     int n_threads;
@@ -1749,6 +1751,7 @@ void mxl_decoder_state_destroy(mxl_decoder_state *s) {
     kv_release_from(s, 0);
     if (s->own_pool) mxl_kv_pool_destroy(s->kvp);
     mxl_aligned_free(s->block);
+    mxl_free(s->lora_buf);
     mxl_free(s);
 }
 
@@ -2019,20 +2022,39 @@ typedef struct fwd_pass {
 } fwd_pass;
 
 /* The LoRA updates of layer l's projection m for the rows of each span whose state runs an
- * adapter: y rows += scale * B (A x rows) (models/lora.h). */
+ * adapter: y rows += scale * B (A x rows) (models/lora.h), A and B multiplied by the backend as
+ * dense f32 weights (the pass's workspace and threads), in chunks of the span state's own
+ * scratch rows. */
 static void lora_rows(const fwd_pass *f, int64_t l, mxl_lora_module m, const float *x, float *y) {
     for (int64_t si = 0; si < f->n_spans; si++) {
         const row_span *sp = &f->spans[si];
-        const mxl_lora_pair *p = mxl_lora_at(sp->s->lora, l, m);
+        mxl_decoder_state *s = sp->s;
+        const mxl_lora_pair *p = mxl_lora_at(s->lora, l, m);
         if (!p) continue;
-        float tmp[MXL_LORA_MAX_RANK];
-        mxl_lora_apply(p, sp->s->lora_scale, x + sp->row0 * p->in, sp->n, y + sp->row0 * p->out, tmp);
+        const float sc = s->lora_scale * p->scale;
+        float *ax = s->lora_buf, *bax = s->lora_buf + s->max_batch * s->lora->max_r;
+        for (int64_t off = 0; off < sp->n; off += s->max_batch) {
+            const int64_t k = sp->n - off < s->max_batch ? sp->n - off : s->max_batch, r0 = sp->row0 + off;
+            matmul(&p->wa, NULL, x + r0 * p->in, k, ax, f->ws);
+            matmul(&p->wb, NULL, ax, k, bax, f->ws);
+            float *yr = y + r0 * p->out;
+            for (int64_t i = 0; i < k * p->out; i++) yr[i] += sc * bax[i];
+        }
     }
 }
 
-void mxl_decoder_state_set_lora(mxl_decoder_state *s, const struct mxl_lora *lora, float scale) {
+mxl_status mxl_decoder_state_set_lora(mxl_decoder_state *s, const struct mxl_lora *lora, float scale, mxl_error *err) {
+    const int64_t cap = lora ? lora->max_r + lora->max_out : 0;
+    if (cap > s->lora_cap) {
+        float *b = mxl_malloc((size_t)(s->max_batch * cap) * sizeof(float));
+        if (!b) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory for the adapter's scratch");
+        mxl_free(s->lora_buf);
+        s->lora_buf = b;
+        s->lora_cap = cap;
+    }
     s->lora = lora;
     s->lora_scale = scale;
+    return MXL_OK;
 }
 
 /* Attention of one span over its own state's layer-l cache (rows already appended); the span's

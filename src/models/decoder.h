@@ -517,9 +517,10 @@ mxl_status mxl_decoder_forward_all(const mxl_decoder *d, mxl_decoder_state *s, c
                                    mxl_error *err);
 /* LoRA (models/lora.h): the state's rows run with the adapter's updates at user scale `scale`
  * (lora NULL: none), whatever the other states of a batch run. The adapter must have been loaded
- * for this decoder and outlive the setting. */
+ * for this decoder and outlive the setting; the state's scratch for it is allocated here (the
+ * only failure: out of memory, the setting unchanged). */
 struct mxl_lora;
-void mxl_decoder_state_set_lora(mxl_decoder_state *s, const struct mxl_lora *lora, float scale);
+mxl_status mxl_decoder_state_set_lora(mxl_decoder_state *s, const struct mxl_lora *lora, float scale, mxl_error *err);
 /* The most tokens one call runs in one pass (the state's max_batch). */
 int64_t mxl_decoder_state_max_batch(const mxl_decoder_state *s);
 /* One decode step of n_seqs sequences together: tokens[i] runs at the next position of states[i]

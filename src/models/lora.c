@@ -92,8 +92,7 @@ static mxl_status tensor_f32(const mxl_tensor *t, const char *name, bool transpo
 typedef struct loader {
     mxl_lora *l;
     const mxl_decoder *d;
-    bool transpose; /* A [r, in] and B [out, r] as stored (PEFT, GGUF) to the held A^T and B^T;
-                     * mlx-lm stores lora_a [in, r] and lora_b [r, out] already */
+    bool transpose; /* mlx-lm stores lora_a [in, r] and lora_b [r, out]: transposed to A, B */
     mxl_error *err;
 } loader;
 
@@ -109,13 +108,13 @@ static mxl_status take(loader *ld, const lora_name *nm, const mxl_tensor *t, con
     int64_t rows = 0, cols = 0;
     mxl_status st = tensor_f32(t, tname, ld->transpose, slot, &rows, &cols, ld->err);
     if (st) return st;
-    const int64_t r = nm->is_b ? rows : cols; /* A^T [in, r], B^T [r, out] */
+    const int64_t r = nm->is_b ? cols : rows; /* A [r, in], B [out, r] */
     if (p->r && r != p->r)
         return mxl_error_set(ld->err, MXL_ERR_FORMAT, "adapter tensor %s: rank %lld does not match its pair's %lld", tname, (long long)r,
                              (long long)p->r);
     p->r = r;
-    if (nm->is_b) p->out = cols;
-    else p->in = rows;
+    if (nm->is_b) p->out = rows;
+    else p->in = cols;
     return MXL_OK;
 }
 
@@ -137,8 +136,11 @@ static mxl_status finish(loader *ld, float (*scale_of)(const void *ctx, int64_t 
                 return mxl_error_set(ld->err, MXL_ERR_UNSUPPORTED, "the adapter's layer %lld %s has rank %lld (1..%d load)", (long long)i, mn,
                                      (long long)p->r, MXL_LORA_MAX_RANK);
             p->scale = scale_of(ctx, i, (mxl_lora_module)m, p->r);
+            p->wa = (mxl_weight){.kind = MXL_W_DENSE, .dtype = MXL_DTYPE_F32, .rows = p->r, .cols = p->in, .data = p->a};
+            p->wb = (mxl_weight){.kind = MXL_W_DENSE, .dtype = MXL_DTYPE_F32, .rows = p->out, .cols = p->r, .data = p->b};
             l->n_pairs++;
             if (p->r > l->max_r) l->max_r = p->r;
+            if (p->out > l->max_out) l->max_out = p->out;
         }
     if (l->n_pairs == 0) return mxl_error_set(ld->err, MXL_ERR_FORMAT, "the adapter updates no projection");
     return MXL_OK;
@@ -228,7 +230,7 @@ static mxl_status load_mlx(loader *ld, const char *dir, const json_t *cfg) {
     char file[4200];
     snprintf(file, sizeof file, "%s/adapters.safetensors", dir);
     snprintf(ld->l->format, sizeof ld->l->format, "mlx");
-    ld->transpose = false;
+    ld->transpose = true;
     mxl_status st = load_st(ld, file, "lora_a", "lora_b");
     return st ? st : finish(ld, fixed_scale, &scale);
 }
@@ -281,7 +283,7 @@ mxl_status mxl_lora_load(const char *path, const mxl_checkpoint *ck, const mxl_d
         mxl_lora_free(l);
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     }
-    loader ld = {l, d, true, err};
+    loader ld = {l, d, false, err};
     const bool base_gguf = ck->format == MXL_CHECKPOINT_GGUF;
     mxl_status st;
     if (S_ISDIR(sb.st_mode)) {
@@ -314,24 +316,4 @@ void mxl_lora_free(mxl_lora *l) {
     mxl_free(l->pairs);
     mxl_free(l->path);
     mxl_free(l);
-}
-
-void mxl_lora_apply(const mxl_lora_pair *p, float user_scale, const float *x, int64_t n, float *y, float *tmp) {
-    const float s = user_scale * p->scale;
-    const int64_t r = p->r, out = p->out;
-    for (int64_t t = 0; t < n; t++) {
-        const float *xt = x + t * p->in;
-        float *yt = y + t * out;
-        /* tmp = s * A x: rows of A^T, each an axpy over the rank */
-        for (int64_t k = 0; k < r; k++) tmp[k] = 0.0f;
-        for (int64_t i = 0; i < p->in; i++) {
-            const float xi = xt[i], *ai = p->a + i * r;
-            for (int64_t k = 0; k < r; k++) tmp[k] += ai[k] * xi;
-        }
-        /* y += B tmp: rows of B^T, each an axpy over the outputs */
-        for (int64_t k = 0; k < r; k++) {
-            const float tk = tmp[k] * s, *bk = p->b + k * out;
-            for (int64_t o = 0; o < out; o++) yt[o] += bk[o] * tk;
-        }
-    }
 }

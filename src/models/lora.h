@@ -17,7 +17,7 @@
  * (blk.N.attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down). Anything else - another
  * module, DoRA, modules_to_save, embedding LoRA, a shape that does not fit the base weight, a
  * GGUF adapter on a safetensors base or the reverse (GGUF stores Q and K rows permuted) - is
- * refused by name when the adapter loads. A and B are held in f32 (transposed: mxl_lora_pair). */
+ * refused by name when the adapter loads. A and B are held in f32. */
 #ifndef MXL_MODELS_LORA_H
 #define MXL_MODELS_LORA_H
 
@@ -26,6 +26,7 @@
 
 #include "core/status.h"
 #include "models/checkpoint.h"
+#include "backends/weight.h"
 #include "models/decoder.h"
 
 #define MXL_LORA_MAX_RANK 1024
@@ -41,12 +42,12 @@ typedef enum mxl_lora_module {
     MXL_LORA_N_MODULES,
 } mxl_lora_module;
 
-/* One projection's update: delta y = scale * B (A x), A and B held transposed so both products
- * run along contiguous rows (x At: for each input element an axpy over r; then for each of the r
- * an axpy over the outputs). */
+/* One projection's update: delta y = scale * B (A x), A and B as dense f32 weights the backend
+ * multiplies (matmul: one pass over A, one over B, for every row of a pass at once). */
 typedef struct mxl_lora_pair {
-    float *a;     /* A^T [in, r] */
-    float *b;     /* B^T [r, out] */
+    float *a;     /* [r, in] */
+    float *b;     /* [out, r] */
+    mxl_weight wa, wb; /* views of a and b (DENSE F32) */
     int64_t r, in, out;
     float scale;  /* the adapter's own (alpha / r, ...) */
 } mxl_lora_pair;
@@ -57,7 +58,7 @@ typedef struct mxl_lora {
     int64_t n_layers;
     mxl_lora_pair *pairs; /* [n_layers * MXL_LORA_N_MODULES]; a == NULL: that projection has none */
     int n_pairs;          /* pairs with an update */
-    int64_t max_r;
+    int64_t max_r, max_out; /* the widest rank and output: a pass's scratch */
 } mxl_lora;
 
 /* Loads the adapter at path for decoder d of checkpoint ck (shapes checked against d's weights). */
@@ -69,9 +70,4 @@ static inline const mxl_lora_pair *mxl_lora_at(const mxl_lora *l, int64_t layer,
     const mxl_lora_pair *p = &l->pairs[layer * MXL_LORA_N_MODULES + m];
     return p->a ? p : NULL;
 }
-/* y[n, out] += user_scale * p->scale * B (A x) for rows x[n, in] (row strides in and out); tmp
- * holds p->r floats. Plain C: both products as axpys along contiguous rows (the compiler
- * vectorizes them), summed in index order. */
-void mxl_lora_apply(const mxl_lora_pair *p, float user_scale, const float *x, int64_t n, float *y, float *tmp);
-
 #endif

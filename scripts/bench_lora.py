@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Decode speed with an unfused LoRA adapter next to the base model alone (mlxcel generate).
+
+Makes (once, under --work) SmolLM2-135M as a Hugging Face directory (`mlxcel convert --dtype f16`
+of the bundled Q4_1 GGUF), a PEFT adapter of rank --rank on all seven projections of every layer
+(random A and B, seeded) and its GGUF form (llama.cpp's convert_lora_to_gguf.py). Then, --reps
+times, alternating: the Q4_1 GGUF with and without the GGUF adapter, and the f16 directory with and
+without the PEFT adapter; the figure is the median decode tokens/s and its ratio to the base.
+
+  /tmp/fx/bin/python scripts/bench_lora.py [--reps 3] [--rank 16] [--work /tmp/lorabench] [--llama-cpp DIR]
+(torch, transformers, peft; DIR holds convert_lora_to_gguf.py and gguf-py/.)
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_vs_llamacpp import MLXCEL, MODELS, STORE  # noqa: E402
+
+PROMPT = "Write a short story about a robot learning to paint."
+
+
+def make(work, rank, lcpp):
+    q41 = os.path.join(STORE, MODELS["smollm2"])
+    hf = os.path.join(work, "smollm2_f16")
+    peft_dir = os.path.join(work, f"peft_r{rank}")
+    gguf_lora = os.path.join(work, f"lora_r{rank}.gguf")
+    if not os.path.exists(os.path.join(hf, "config.json")):
+        subprocess.run([MLXCEL, "convert", "-m", q41, "-o", hf, "--dtype", "f16"], check=True)
+    if not os.path.exists(os.path.join(peft_dir, "adapter_config.json")):
+        import torch
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoModelForCausalLM
+        model = AutoModelForCausalLM.from_pretrained(hf, dtype=torch.float32)
+        pm = get_peft_model(model, LoraConfig(r=rank, lora_alpha=rank, target_modules=["q_proj", "k_proj", "v_proj", "o_proj",
+                                                                                      "gate_proj", "up_proj", "down_proj"]))
+        g = torch.Generator().manual_seed(5)
+        with torch.no_grad():
+            for n, p in sorted(pm.named_parameters()):
+                if "lora_" in n:
+                    p.copy_(0.02 * torch.randn(p.shape, generator=g))
+        pm.save_pretrained(peft_dir, safe_serialization=True)
+    if not os.path.exists(gguf_lora):
+        subprocess.run([sys.executable, os.path.join(lcpp, "convert_lora_to_gguf.py"), "--outtype", "f16", "--base", hf, "--outfile",
+                        gguf_lora, peft_dir], check=True, capture_output=True, env=dict(os.environ, PYTHONPATH=os.path.join(lcpp, "gguf-py")))
+    return q41, hf, peft_dir, gguf_lora
+
+
+def decode_tps(model, extra, n):
+    r = subprocess.run([MLXCEL, "generate", "-m", model, "-p", PROMPT, "-n", str(n), "--ignore-eos", "--profile", *extra],
+                       capture_output=True, text=True, env=dict(os.environ, MXL_CPU_ISA="avx512"))
+    if r.returncode:
+        sys.exit(r.stderr)
+    return float(re.search(r"Decode: [\d.]+ ms \(([\d.]+) tok/s\)", r.stderr).group(1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--rank", type=int, default=16)
+    ap.add_argument("-n", type=int, default=128)
+    ap.add_argument("--work", default="/tmp/lorabench")
+    ap.add_argument("--llama-cpp", default="/tmp/lcp/llama_cpp_python-0.3.36/vendor/llama.cpp")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    q41, hf, peft_dir, gguf_lora = make(a.work, a.rank, a.llama_cpp)
+    rows = [("SmolLM2 Q4_1 GGUF + GGUF LoRA", q41, gguf_lora), ("SmolLM2 f16 safetensors + PEFT", hf, peft_dir)]
+    print(f"rank {a.rank} on q/k/v/o/gate/up/down of every layer, {a.n} tokens, median of {a.reps}, decode tokens/s\n")
+    print("| model | base | with adapter (unfused) | ratio |")
+    print("|---|---|---|---|")
+    for name, model, adapter in rows:
+        base, lora = [], []
+        for _ in range(a.reps):
+            base.append(decode_tps(model, [], a.n))
+            lora.append(decode_tps(model, ["--adapter", adapter], a.n))
+        b, l = statistics.median(base), statistics.median(lora)
+        print(f"| {name} | {b:.1f} | {l:.1f} | **{l / b:.2f}x** |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
