@@ -321,8 +321,10 @@ static int generate_common(const mxl_cli_args *a, const char *model_arg) {
             mxl_gen_model_destroy(m);
             return mxl_cli_fail("%s", err.msg);
         }
-        req.lora = adapter;
-        req.lora_scale = 1.0f;
+        static mxl_decoder_lora use;
+        use = (mxl_decoder_lora){adapter, 1.0f};
+        req.lora = &use;
+        req.n_lora = 1;
     }
     bool generic = false;
     mxl_gen_model_template_origin(m, &generic);

@@ -265,7 +265,7 @@ static turn_result run_turn(repl *r, const char *msg, mxl_error *err) {
     int n_media = 0;
     turn_result res = TURN_OK;
     mxl_seq_params p = {.sampling = req->sampling, .max_tokens = req->max_tokens, .ignore_eos = req->ignore_eos, .lora = req->lora,
-                        .lora_scale = req->lora_scale};
+                        .n_lora = req->n_lora};
     for (int i = 0; i < req->n_stop && i < MXL_SEQ_MAX_STOP; i++) p.stop[p.n_stop++] = req->stop[i];
     p.cache_prompt = !r->fresh;
     mxl_strbuf_clear(&r->answer);

@@ -232,7 +232,7 @@ mxl_status mxl_gen_run(mxl_gen_model *m, const mxl_gen_request *req, mxl_gen_tex
     if (!st) st = build_prompt(m, req, inputs, &ids, &rendered, err);
     if (st) goto out;
     mxl_seq_params p = {.sampling = req->sampling, .max_tokens = req->max_tokens, .ignore_eos = req->ignore_eos, .lora = req->lora,
-                        .lora_scale = req->lora_scale};
+                        .n_lora = req->n_lora};
     if (req->n_images > 0) {
         t_img = mxl_now_ms();
         st = mxl_gen_image_media(m, &ids, inputs, rows, req->n_images, media, &n_media, err);

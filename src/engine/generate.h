@@ -31,8 +31,9 @@ typedef struct mxl_gen_request {
                                   each where it writes the model's image marker (at the start when
                                   it writes none) */
     int n_images;
-    const struct mxl_lora *lora; /* a LoRA adapter of the model (mxl_gen_model_load_adapter), or NULL */
-    float lora_scale;            /* its scale (1: as trained) */
+    const mxl_decoder_lora *lora; /* LoRA adapters of the model (mxl_gen_model_load_adapter) and their
+                                     scales (1: as trained), n_lora of them */
+    int n_lora;
     const struct mxl_draft_opts *draft; /* speculative decoding (engine/speculate.h), NULL: off;
                                            the output is the same tokens either way */
 } mxl_gen_request;

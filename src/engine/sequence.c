@@ -29,8 +29,8 @@ struct mxl_seq {
     int n_probs;
     bool post_probs;
     int draft_max; /* the request's cap of a verification's draft (mxl_seq_params.draft_max) */
-    const struct mxl_lora *kv_lora; /* the adapter and scale the cached KV was computed with */
-    float kv_lora_scale;
+    mxl_decoder_lora kv_lora[MXL_DECODER_MAX_LORA]; /* the adapters the cached KV was computed with */
+    int kv_n_lora;
     char *stop[MXL_SEQ_MAX_STOP];
     size_t stop_len[MXL_SEQ_MAX_STOP], n_stop, max_stop_len;
     char *held;   /* text decoded but not released (could be the start of a stop string) */
@@ -219,12 +219,13 @@ mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
         if (keep == n_prompt) keep--;
     }
     /* KV computed under another adapter (or scale) is another model's */
-    if ((st = mxl_decoder_state_set_lora(s->dec, p->lora, p->lora_scale, err))) {
+    if ((st = mxl_decoder_state_set_lora(s->dec, p->lora, p->n_lora, err))) {
         clear_request(s);
         return st;
     }
-    if (p->lora != s->kv_lora || (p->lora && p->lora_scale != s->kv_lora_scale)) keep = 0;
-    s->kv_lora = p->lora, s->kv_lora_scale = p->lora_scale;
+    if (p->n_lora != s->kv_n_lora || (p->n_lora && memcmp(p->lora, s->kv_lora, (size_t)p->n_lora * sizeof *p->lora) != 0)) keep = 0;
+    if (p->n_lora) memcpy(s->kv_lora, p->lora, (size_t)p->n_lora * sizeof *p->lora);
+    s->kv_n_lora = p->n_lora;
     /* positions at or after an image's are the image's, whatever their token ids say */
     if (keep > s->media_from) keep = s->media_from;
     if (p->n_media && keep > (size_t)p->media[0].row) keep = (size_t)p->media[0].row;

@@ -46,8 +46,10 @@ typedef struct mxl_seq_params {
      * has run. The prompt cache keeps nothing from the first media row on. */
     const mxl_decoder_media *media;
     int n_media;
-    const struct mxl_lora *lora; /* a LoRA adapter of the model (engine/model.h) the request runs with, or NULL */
-    float lora_scale;            /* its user scale (0 is 0: the adapter loaded but not applied) */
+    const mxl_decoder_lora *lora; /* LoRA adapters of the model (engine/model.h) the request runs
+                                     with and their scales, n_lora of them (copied by mxl_seq_start) */
+    int n_lora;
+    mxl_decoder_lora lora_buf[MXL_DECODER_MAX_LORA]; /* storage for lora when the caller builds its own list */
     int draft_max; /* speculative decoding (mxl_seq_verify): draft tokens one verification takes at
                       most (0: no cap of the request's own; < 0: none, every step plain; llama-server's
                       per-request speculative.n_max) */

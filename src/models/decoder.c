@@ -1380,8 +1380,8 @@ typedef struct row_span {
 
 struct mxl_decoder_state {
     int64_t max_ctx, max_batch, pos;
-    const mxl_lora *lora; /* the adapter this state's rows run with (NULL: none), at lora_scale */
-    float lora_scale;
+    mxl_decoder_lora lora[MXL_DECODER_MAX_LORA]; /* the adapters this state's rows run with */
+    int n_lora;
     float *lora_buf;      /* [max_batch, lora_cap] A x then B (A x) of a chunk of this state's rows */
     int64_t lora_cap;     /* floats per row of lora_buf (the adapters' widest rank + output) */
     int64_t n_layers, kv_dim; /* shape of the cache, checked when states meet in a batch */
@@ -2029,31 +2029,36 @@ static void lora_rows(const fwd_pass *f, int64_t l, mxl_lora_module m, const flo
     for (int64_t si = 0; si < f->n_spans; si++) {
         const row_span *sp = &f->spans[si];
         mxl_decoder_state *s = sp->s;
-        const mxl_lora_pair *p = mxl_lora_at(s->lora, l, m);
-        if (!p) continue;
-        const float sc = s->lora_scale * p->scale;
-        float *ax = s->lora_buf, *bax = s->lora_buf + s->max_batch * s->lora->max_r;
-        for (int64_t off = 0; off < sp->n; off += s->max_batch) {
-            const int64_t k = sp->n - off < s->max_batch ? sp->n - off : s->max_batch, r0 = sp->row0 + off;
-            matmul(&p->wa, NULL, x + r0 * p->in, k, ax, f->ws);
-            matmul(&p->wb, NULL, ax, k, bax, f->ws);
-            float *yr = y + r0 * p->out;
-            for (int64_t i = 0; i < k * p->out; i++) yr[i] += sc * bax[i];
+        for (int a = 0; a < s->n_lora; a++) {
+            const mxl_lora_pair *p = mxl_lora_at(s->lora[a].lora, l, m);
+            if (!p) continue;
+            const float sc = s->lora[a].scale * p->scale;
+            float *ax = s->lora_buf, *bax = s->lora_buf + s->max_batch * p->r;
+            for (int64_t off = 0; off < sp->n; off += s->max_batch) {
+                const int64_t k = sp->n - off < s->max_batch ? sp->n - off : s->max_batch, r0 = sp->row0 + off;
+                matmul(&p->wa, NULL, x + r0 * p->in, k, ax, f->ws);
+                matmul(&p->wb, NULL, ax, k, bax, f->ws);
+                float *yr = y + r0 * p->out;
+                for (int64_t i = 0; i < k * p->out; i++) yr[i] += sc * bax[i];
+            }
         }
     }
 }
 
-mxl_status mxl_decoder_state_set_lora(mxl_decoder_state *s, const struct mxl_lora *lora, float scale, mxl_error *err) {
-    const int64_t cap = lora ? lora->max_r + lora->max_out : 0;
+mxl_status mxl_decoder_state_set_lora(mxl_decoder_state *s, const mxl_decoder_lora *use, int n, mxl_error *err) {
+    if (n < 0 || n > MXL_DECODER_MAX_LORA) return mxl_error_set(err, MXL_ERR_ARG, "%d adapters at once (at most %d)", n, MXL_DECODER_MAX_LORA);
+    int64_t cap = 0;
+    for (int i = 0; i < n; i++)
+        if (use[i].lora->max_r + use[i].lora->max_out > cap) cap = use[i].lora->max_r + use[i].lora->max_out;
     if (cap > s->lora_cap) {
         float *b = mxl_malloc((size_t)(s->max_batch * cap) * sizeof(float));
-        if (!b) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory for the adapter's scratch");
+        if (!b) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory for the adapters' scratch");
         mxl_free(s->lora_buf);
         s->lora_buf = b;
         s->lora_cap = cap;
     }
-    s->lora = lora;
-    s->lora_scale = scale;
+    for (int i = 0; i < n; i++) s->lora[i] = use[i];
+    s->n_lora = n;
     return MXL_OK;
 }
 

@@ -515,12 +515,17 @@ mxl_status mxl_decoder_forward_hidden_all(const mxl_decoder *d, mxl_decoder_stat
  * tokens plain decoding gives. */
 mxl_status mxl_decoder_forward_all(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens, int64_t n, float *logits,
                                    mxl_error *err);
-/* LoRA (models/lora.h): the state's rows run with the adapter's updates at user scale `scale`
- * (lora NULL: none), whatever the other states of a batch run. The adapter must have been loaded
- * for this decoder and outlive the setting; the state's scratch for it is allocated here (the
- * only failure: out of memory, the setting unchanged). */
+/* LoRA (models/lora.h): the state's rows run with the updates of n adapters, each at its user
+ * scale (n 0: none), whatever the other states of a batch run. The adapters must have been loaded
+ * for this decoder and outlive the setting; the state's scratch for them is allocated here (the
+ * only failures: more than MXL_DECODER_MAX_LORA, out of memory; the setting then unchanged). */
 struct mxl_lora;
-mxl_status mxl_decoder_state_set_lora(mxl_decoder_state *s, const struct mxl_lora *lora, float scale, mxl_error *err);
+typedef struct mxl_decoder_lora {
+    const struct mxl_lora *lora;
+    float scale;
+} mxl_decoder_lora;
+#define MXL_DECODER_MAX_LORA 8
+mxl_status mxl_decoder_state_set_lora(mxl_decoder_state *s, const mxl_decoder_lora *use, int n, mxl_error *err);
 /* The most tokens one call runs in one pass (the state's max_batch). */
 int64_t mxl_decoder_state_max_batch(const mxl_decoder_state *s);
 /* One decode step of n_seqs sequences together: tokens[i] runs at the next position of states[i]

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "models/lora.h"
 #include "server/constraint.h"
 #include "server/gen_call.h"
 #include "server/request.h"
@@ -358,4 +359,30 @@ void mxl_api_cache_stats(mxl_server *s, mxl_http_req *r) {
                                                (json_int_t)st.kv_block_bytes, "hit_tokens", (json_int_t)st.cache_block_hit_tokens,
                                                "evictions", (json_int_t)st.kv_evictions, "preemptions", (json_int_t)st.preemptions));
     mxl_http_send_json(r, 200, o);
+}
+
+/* llama-server's GET /lora-adapters (id, path, scale of each loaded adapter) and POST (a list
+ * of {id, scale}: the scales of requests that name none; adapters it does not name go to 0). */
+void mxl_api_llama_lora_adapters(mxl_server *s, mxl_http_req *r) {
+    if (!strcmp(mxl_http_method(r), "POST")) {
+        json_t *body = mxl_srv_body_json_any(r, MXL_API_LLAMA);
+        if (!body) return;
+        float scale[MXL_SRV_MAX_MULTI];
+        char msg[256];
+        bool ok = mxl_srv_lora_scales(s, body, scale, msg, sizeof msg);
+        json_decref(body);
+        if (!ok) {
+            mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "%s", msg);
+            return;
+        }
+        pthread_mutex_lock(&s->lora_mu);
+        memcpy(s->lora_scale, scale, sizeof scale);
+        pthread_mutex_unlock(&s->lora_mu);
+    }
+    json_t *a = json_array();
+    pthread_mutex_lock(&s->lora_mu);
+    for (int i = 0; i < s->n_lora; i++)
+        json_array_append_new(a, json_pack("{s:i, s:s, s:f}", "id", i, "path", s->lora[i]->path, "scale", (double)s->lora_scale[i]));
+    pthread_mutex_unlock(&s->lora_mu);
+    mxl_http_send_json(r, 200, a);
 }

@@ -68,6 +68,12 @@ typedef struct mxl_server_config {
     const char *media_path;                 /* root of the local files image URLs may name (NULL: file URLs refused) */
     int64_t max_image_payload, max_images; /* encoded bytes per image; images per request */
     int64_t max_image_width, max_image_height, max_image_decode_alloc;
+    /* LoRA adapters */
+    const char *lora[MXL_SRV_MAX_MULTI];
+    int n_lora;
+    const char *lora_scaled[MXL_SRV_MAX_MULTI];
+    int n_lora_scaled;
+    bool lora_init_without_apply;
     /* speculative decoding */
     const char *draft_model, *draft_kind;
     int64_t draft_max, draft_block_size, prompt_lookup_max_batch; /* 0: the defaults (16, by kind, 2) */

@@ -33,6 +33,16 @@ void mxl_srv_error(mxl_http_req *r, mxl_api api, int status, const char *type, c
 }
 
 json_t *mxl_srv_body_json(mxl_http_req *r, mxl_api api) {
+    json_t *j = mxl_srv_body_json_any(r, api);
+    if (j && !json_is_object(j)) {
+        json_decref(j);
+        mxl_srv_error(r, api, 400, "invalid_request_error", "the request body must be a JSON object");
+        return NULL;
+    }
+    return j;
+}
+
+json_t *mxl_srv_body_json_any(mxl_http_req *r, mxl_api api) {
     size_t len;
     const char *b = mxl_http_body(r, &len);
     json_error_t je;
@@ -44,11 +54,6 @@ json_t *mxl_srv_body_json(mxl_http_req *r, mxl_api api) {
     if (!j) {
         mxl_srv_error(r, api, 400, "invalid_request_error", "the request body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
                       je.column);
-        return NULL;
-    }
-    if (!json_is_object(j)) {
-        json_decref(j);
-        mxl_srv_error(r, api, 400, "invalid_request_error", "the request body must be a JSON object");
         return NULL;
     }
     return j;
@@ -168,6 +173,8 @@ static bool parse_logit_bias(const mxl_server *s, const json_t *v, mxl_seq_param
     p->sampling.n_logit_bias = n;
     return true;
 }
+
+static bool lora_params(const mxl_server *s, const json_t *body, mxl_seq_params *p, char *msg, size_t ml);
 
 bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_params *p, mxl_logit_bias **bias, char *msg, size_t ml) {
     *p = s->defaults;
@@ -294,9 +301,50 @@ bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_param
             return snprintf(msg, ml, "'stop' must be a string or an array of strings"), false;
         }
     }
+    if (!lora_params(s, body, p, msg, ml)) return false;
     *bias = NULL;
     v = json_object_get(body, "logit_bias");
     if (v && !json_is_null(v) && !parse_logit_bias(s, v, p, bias, msg, ml)) return false;
+    return true;
+}
+
+bool mxl_srv_lora_scales(const mxl_server *s, const json_t *list, float *scale, char *msg, size_t ml) {
+    if (!json_is_array(list)) return snprintf(msg, ml, "'lora' must be a list of {\"id\": N, \"scale\": S}"), false;
+    for (int i = 0; i < s->n_lora; i++) scale[i] = 0.0f;
+    size_t k;
+    const json_t *e;
+    json_array_foreach(list, k, e) {
+        const json_t *id = json_object_get(e, "id"), *sc = json_object_get(e, "scale");
+        if (!json_is_integer(id)) return snprintf(msg, ml, "'lora' entry %zu has no integer 'id'", k), false;
+        const json_int_t i = json_integer_value(id);
+        if (i < 0 || i >= s->n_lora)
+            return snprintf(msg, ml, "'lora' names adapter id %lld; this server has %d (GET /lora-adapters lists them)", (long long)i, s->n_lora), false;
+        if (!json_is_number(sc) || !isfinite(json_number_value(sc)))
+            return snprintf(msg, ml, "'lora' entry %zu has no finite 'scale'", k), false;
+        scale[i] = (float)json_number_value(sc);
+    }
+    return true;
+}
+
+/* LoRA: the request's "lora" list (adapters it does not name run at scale 0), else the server's
+ * scales (--lora, POST /lora-adapters); the nonzero ones run. */
+static bool lora_params(const mxl_server *s, const json_t *body, mxl_seq_params *p, char *msg, size_t ml) {
+    float scale[MXL_SRV_MAX_MULTI];
+    const json_t *l = json_object_get(body, "lora");
+    if (l && !json_is_null(l)) {
+        if (!mxl_srv_lora_scales(s, l, scale, msg, ml)) return false;
+    } else {
+        pthread_mutex_lock((pthread_mutex_t *)&s->lora_mu);
+        memcpy(scale, s->lora_scale, sizeof scale);
+        pthread_mutex_unlock((pthread_mutex_t *)&s->lora_mu);
+    }
+    p->n_lora = 0;
+    for (int i = 0; i < s->n_lora; i++) {
+        if (scale[i] == 0.0f) continue;
+        if (p->n_lora == MXL_DECODER_MAX_LORA) return snprintf(msg, ml, "at most %d LoRA adapters apply at once", MXL_DECODER_MAX_LORA), false;
+        p->lora_buf[p->n_lora++] = (mxl_decoder_lora){s->lora[i], scale[i]};
+    }
+    p->lora = p->lora_buf;
     return true;
 }
 

@@ -26,6 +26,8 @@ void mxl_srv_error(mxl_http_req *r, mxl_api api, int status, const char *type, c
 
 /* Parses the body as a JSON object; on failure replies 400 and returns NULL. */
 json_t *mxl_srv_body_json(mxl_http_req *r, mxl_api api);
+/* The same for a body of any JSON value (POST /lora-adapters takes a list). */
+json_t *mxl_srv_body_json_any(mxl_http_req *r, mxl_api api);
 
 /* Sampling and stopping fields shared by the completion APIs (temperature, top_k, top_p, min_p,
  * penalties, seed, stop, max_tokens / max_completion_tokens / n_predict, ignore_eos, n_probs...)
@@ -37,6 +39,9 @@ bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_param
 /* Chat messages of a request, content part lists flattened to text; NULL with msg set (400).
  * images: NULL refuses image parts; else (a vision-language model) messages with image_url parts
  * keep a part list with {"type": "image"} in each image's place and the URLs are appended to it. */
+/* A "lora" list [{id, scale}] into scale[server's adapters] (those it does not name: 0); false
+ * with msg on a bad entry or id. */
+bool mxl_srv_lora_scales(const mxl_server *s, const json_t *list, float *scale, char *msg, size_t ml);
 json_t *mxl_srv_chat_messages(const json_t *msgs, json_t *images, char *msg, size_t ml);
 /* Template options of a chat request: tools, add_generation_prompt, chat_template_kwargs over
  * the server's, enable_thinking / reasoning_effort, the server's --reasoning. *kw receives the

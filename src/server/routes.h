@@ -23,6 +23,7 @@ void mxl_api_llama_health(mxl_server *s, mxl_http_req *r);
 void mxl_api_llama_props(mxl_server *s, mxl_http_req *r);
 void mxl_api_llama_slots(mxl_server *s, mxl_http_req *r);
 void mxl_api_llama_metrics(mxl_server *s, mxl_http_req *r);
+void mxl_api_llama_lora_adapters(mxl_server *s, mxl_http_req *r);
 void mxl_api_cache_stats(mxl_server *s, mxl_http_req *r);
 
 #endif

@@ -233,6 +233,10 @@ mxl_status mxl_sched_submit_images(mxl_sched *s, mxl_srv_channel *c, int index, 
         j->params.n_breakers = p->sampling.n_dry_breakers;
         j->params.sampling.dry_breakers = j->params.breakers;
     }
+    if (p->n_lora > 0) { /* the adapters' list lives in the job's own params */
+        memcpy(j->params.lora_buf, p->lora, (size_t)p->n_lora * sizeof *p->lora);
+        j->params.lora = j->params.lora_buf;
+    }
     if (ok && p->sampling.grammar) {
         j->grammar = mxl_strdup(p->sampling.grammar);
         j->params.sampling.grammar = j->grammar;
@@ -299,6 +303,19 @@ mxl_status mxl_sched_submit_images(mxl_sched *s, mxl_srv_channel *c, int index, 
 }
 
 /* --- the prompt cache and the block budget ---------------------------------------------------- */
+
+/* The chain seed of a job's prompt blocks: its prompt_cache_key's, and the LoRA adapters with
+ * their scales it runs (KV computed under other adapters is another model's). */
+static uint64_t job_seed(const job *j) {
+    uint64_t h = mxl_kv_pool_chain_seed(j->params.cache_key);
+    for (int i = 0; i < j->params.n_lora; i++) {
+        uint32_t bits;
+        memcpy(&bits, &j->params.lora[i].scale, sizeof bits);
+        h = (h ^ (uint64_t)(uintptr_t)j->params.lora[i].lora) * 0x100000001b3ull;
+        h = (h ^ bits) * 0x100000001b3ull;
+    }
+    return h;
+}
 
 static const mxl_decoder_state *slot_kv(const slot *sl) { return mxl_seq_kv_state(sl->seq); }
 static int64_t slot_blocks(const slot *sl) { return mxl_decoder_state_blocks(slot_kv(sl), NULL); }
@@ -479,7 +496,7 @@ static void push_progress(slot *sl, bool first) {
  * the slot's KV was made under another prompt_cache_key. */
 static size_t own_prefix(const mxl_sched *s, const slot *sl, const job *j) {
     size_t n, k = 0;
-    if (sl->seed != mxl_kv_pool_chain_seed(j->params.cache_key)) return 0;
+    if (sl->seed != job_seed(j)) return 0;
     const int32_t *ids = mxl_seq_tokens(sl->seq, &n);
     int64_t pos = mxl_decoder_state_pos(slot_kv(sl));
     if ((int64_t)n > pos) n = (size_t)pos;
@@ -537,7 +554,7 @@ static void admit(mxl_sched *s) {
         slot *sl = j ? pick_slot(s, j) : NULL;
         if (!sl) return;
         bool use_cache = s->cfg.prompt_cache && j->params.cache_prompt && !atomic_load(&j->ch->cancel);
-        uint64_t seed = mxl_kv_pool_chain_seed(j->params.cache_key);
+        uint64_t seed = job_seed(j);
         /* one prompt token always runs (its logits start the answer) */
         /* (nothing from the first image on comes from the cache: its positions hold the image's
          * rows, whatever their token ids say) */

@@ -4,6 +4,7 @@
 #include "server/server.h"
 
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include "io/store.h"
 #include "models/checkpoint.h"
 #include "models/detect.h"
+#include "models/lora.h"
 #include "template/template.h"
 #include "server/request.h"
 #include "server/routes.h"
@@ -69,6 +71,8 @@ static const route k_routes[] = {
     {"POST", "/props", mxl_api_llama_props, NEED_CHAT},
     {"GET", "/slots", mxl_api_llama_slots, NEED_CHAT},
     {"GET", "/metrics", mxl_api_llama_metrics, NEED_READY},
+    {"GET", "/lora-adapters", mxl_api_llama_lora_adapters, NEED_CHAT},
+    {"POST", "/lora-adapters", mxl_api_llama_lora_adapters, NEED_CHAT},
     {"GET", "/v1/cache/stats", mxl_api_cache_stats, NEED_CHAT},
 };
 
@@ -285,6 +289,7 @@ static void init_state(mxl_server *s, const mxl_server_config *cfg) {
     s->cfg = cfg;
     s->prefix = cfg->api_prefix ? cfg->api_prefix : "";
     s->created = (long)time(NULL);
+    pthread_mutex_init(&s->lora_mu, NULL);
     /* as llama-server: thinking is on unless --reasoning off (templates that read enable_thinking
      * get it set explicitly) */
     s->reasoning = cfg->reasoning && !strcmp(cfg->reasoning, "off") ? MXL_REASONING_OFF : MXL_REASONING_ON;
@@ -428,6 +433,47 @@ static void set_request_defaults(mxl_server *s) {
     }
 }
 
+/* One adapter of --lora / --lora-scaled at its scale. */
+static mxl_status load_adapter(mxl_server *s, const char *path, size_t len, float scale, mxl_error *err) {
+    if (s->n_lora >= MXL_SRV_MAX_MULTI) return mxl_error_set(err, MXL_ERR_ARG, "at most %d LoRA adapters", MXL_SRV_MAX_MULTI);
+    char p[4096];
+    snprintf(p, sizeof p, "%.*s", (int)len, path);
+    mxl_status st = mxl_gen_model_load_adapter(s->model, p, &s->lora[s->n_lora], err);
+    if (st) return st;
+    s->lora_scale[s->n_lora++] = s->cfg->lora_init_without_apply ? 0.0f : scale;
+    return MXL_OK;
+}
+
+/* --lora PATH[,PATH...] (scale 1) and --lora-scaled PATH:SCALE[,...], in that order (the ids of
+ * GET /lora-adapters). */
+static mxl_status load_adapters(mxl_server *s, mxl_error *err) {
+    const mxl_server_config *cfg = s->cfg;
+    mxl_status st;
+    for (int pass = 0; pass < 2; pass++) {
+        const int n = pass ? cfg->n_lora_scaled : cfg->n_lora;
+        for (int i = 0; i < n; i++) {
+            const char *v = pass ? cfg->lora_scaled[i] : cfg->lora[i];
+            while (*v) {
+                const char *end = strchr(v, ',');
+                size_t len = end ? (size_t)(end - v) : strlen(v);
+                float scale = 1.0f;
+                if (pass) {
+                    const char *colon = memrchr(v, ':', len);
+                    char *e = NULL;
+                    double d = colon ? strtod(colon + 1, &e) : 0;
+                    if (!colon || e == colon + 1 || e != v + len || !isfinite(d))
+                        return mxl_error_set(err, MXL_ERR_ARG, "--lora-scaled: '%.*s' is not PATH:SCALE", (int)len, v);
+                    scale = (float)d;
+                    len = (size_t)(colon - v);
+                }
+                if (len && (st = load_adapter(s, v, len, scale, err))) return st;
+                v = end ? end + 1 : v + strlen(v);
+            }
+        }
+    }
+    return MXL_OK;
+}
+
 /* Loads -m as what it is: an embedding model or a reranker (no chat model, no scheduler), or
  * the chat model with its KV types, chat template override, context per slot and defaults. */
 static mxl_status load_main_model(mxl_server *s, startup *up, mxl_error *err) {
@@ -453,6 +499,7 @@ static mxl_status load_main_model(mxl_server *s, startup *up, mxl_error *err) {
         up->tmpl_file = NULL;
         if (st) return st;
     }
+    if ((st = load_adapters(s, err))) return st;
     int64_t model_ctx = mxl_gen_model_default_ctx(s->model);
     s->slot_ctx = cfg->ctx_size > 0 ? cfg->ctx_size / up->n_slots : model_ctx;
     set_request_defaults(s);
@@ -538,6 +585,7 @@ static void shut_down(mxl_server *s, startup *up) {
     /* stopping the scheduler ends every job (cancelled), which unblocks the connection threads */
     mxl_sched_destroy(s->sched);
     mxl_http_stop(up->http);
+    for (int i = 0; i < s->n_lora; i++) mxl_lora_free(s->lora[i]);
     mxl_gen_model_destroy(s->model);
     mxl_gen_model_destroy(s->draft_model);
     mxl_embed_model_destroy(s->embedder);

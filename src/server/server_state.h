@@ -61,6 +61,12 @@ typedef struct mxl_server {
     atomic_ullong next_id;
     bool alloc_fault_hook;   /* MXL_ALLOC_FAULT_HOOK=1 at start (tests only): server.c handle() */
     mxl_reasoning reasoning; /* --reasoning */
+    /* LoRA adapters (--lora, --lora-scaled) by id, and their scales for requests that name none
+     * (POST /lora-adapters changes them, under lora_mu) */
+    struct mxl_lora *lora[MXL_SRV_MAX_MULTI];
+    float lora_scale[MXL_SRV_MAX_MULTI];
+    int n_lora;
+    pthread_mutex_t lora_mu;
     mxl_seq_params defaults; /* server-wide sampling defaults */
     mxl_logit_bias default_bias[MXL_SRV_MAX_MULTI]; /* --logit-bias */
 } mxl_server;

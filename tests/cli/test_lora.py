@@ -93,3 +93,58 @@ def test_bad_adapters(smol_hf, tmp_path):
     # a PEFT adapter on the GGUF itself: its Q / K rows are in llama.cpp's order
     gg = ["generate", "-m", SMOL_REPO, "-p", "hi", "-n", "2"]
     assert_clean_error(run(*gg, "--adapter", peft_adapter(str(tmp_path / "p2"))), "GGUF model")
+
+
+def test_server_lora_adapters(smol_hf, tmp_path):
+    import threading
+
+    import requests
+    from server_util import Server
+    live = peft_adapter(str(tmp_path / "live"))
+    ask = {"messages": [{"role": "user", "content": "Name three colors."}], "max_tokens": 16, "temperature": 0}
+
+    def chat(s, **kw):
+        r = requests.post(s.url + "/v1/chat/completions", json={**ask, **kw}, timeout=300)
+        assert r.status_code == 200, r.text
+        return r.json()["choices"][0]["message"]["content"]
+
+    plain = Server("-m", smol_hf)
+    try:
+        base = chat(plain)
+    finally:
+        plain.stop()
+    s = Server("-m", smol_hf, "--lora", live, "--parallel", "2")
+    try:
+        listed = requests.get(s.url + "/lora-adapters").json()
+        assert listed == [{"id": 0, "path": live, "scale": 1.0}]
+        tuned = chat(s)
+        assert tuned != base
+        assert chat(s, lora=[{"id": 0, "scale": 0.0}]) == base
+        assert chat(s, lora=[]) == base  # (adapters a request does not name run at 0)
+        # two at once, one with the adapter and one without: each its own answer
+        outs = {}
+
+        def go(k, kw):
+            outs[k] = chat(s, **kw)
+
+        ths = [threading.Thread(target=go, args=(0, {})), threading.Thread(target=go, args=(1, {"lora": []}))]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join()
+        assert outs == {0: tuned, 1: base}
+        # the server's scale: off, then back on
+        assert requests.post(s.url + "/lora-adapters", json=[{"id": 0, "scale": 0}]).json()[0]["scale"] == 0.0
+        assert chat(s) == base
+        requests.post(s.url + "/lora-adapters", json=[{"id": 0, "scale": 1}])
+        assert chat(s) == tuned
+        bad = requests.post(s.url + "/v1/chat/completions", json={**ask, "lora": [{"id": 3, "scale": 1}]})
+        assert bad.status_code == 400 and "adapter id 3" in bad.text
+        assert requests.post(s.url + "/lora-adapters", json={"id": 0}).status_code == 400
+    finally:
+        s.stop()
+    s = Server("-m", smol_hf, "--lora-scaled", f"{live}:0.0")
+    try:
+        assert chat(s) == base and chat(s, lora=[{"id": 0, "scale": 1.0}]) == tuned
+    finally:
+        s.stop()

@@ -58,7 +58,8 @@ static void run(loaded *o, const int32_t *tok, int64_t n, bool reference, const 
     mxl_decoder_state *s = NULL;
     REQUIRE(mxl_decoder_state_create(&o->d, 64, 16, NULL, &s, &err) == MXL_OK);
     mxl_decoder_state_set_reference(s, reference);
-    REQUIRE(mxl_decoder_state_set_lora(s, lora, scale, &err) == MXL_OK);
+    const mxl_decoder_lora use = {lora, scale};
+    REQUIRE(mxl_decoder_state_set_lora(s, &use, lora ? 1 : 0, &err) == MXL_OK);
     REQUIRE(mxl_decoder_forward_all(&o->d, s, tok, n, out, &err) == MXL_OK);
     mxl_decoder_state_destroy(s);
 }
@@ -126,7 +127,8 @@ TEST(lora_batch_rows_run_their_own_adapter) {
         for (int i = 0; i < 2; i++) {
             REQUIRE(mxl_decoder_state_create(&o.d, 32, 4, NULL, &s[i], &err) == MXL_OK);
             mxl_decoder_state_set_reference(s[i], ref);
-            REQUIRE(mxl_decoder_state_set_lora(s[i], i == 0 ? o.lora : NULL, 1.0f, &err) == MXL_OK);
+            const mxl_decoder_lora use = {o.lora, 1.0f};
+            REQUIRE(mxl_decoder_state_set_lora(s[i], &use, i == 0 ? 1 : 0, &err) == MXL_OK);
             REQUIRE(mxl_decoder_forward(&o.d, s[i], prompt, 5, first, &err) == MXL_OK);
             REQUIRE(mxl_decoder_forward(&o.d, s[i], &next[i], 1, solo + i * V, &err) == MXL_OK);
             mxl_decoder_state_truncate(s[i], 5);
