@@ -73,5 +73,7 @@ struct json_t *mxl_test_load_json(const char *rel);
 void mxl_test_vec_vs_json(const float *v, struct json_t *ref, int64_t n, double *max_diff, double *cosine);
 /* Writes bytes to a fresh temp file and returns its path (static buffer per call index). */
 const char *mxl_test_write_temp(const char *suffix, const void *data, size_t size);
+/* Removes dir and everything under it (a test's temporary output); errors are ignored. */
+void mxl_test_rmtree(const char *dir);
 
 #endif

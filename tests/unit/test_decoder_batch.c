@@ -332,7 +332,10 @@ static void check_spans(const char *name, const mxl_decoder *d, batch_case c, mx
     mxl_free(rows), mxl_free(out);
 }
 
-TEST(decoder_spans_prefill_and_mixed_equal_one_by_one_bitwise) {
+/* fn on every fixture, on both paths (with and without a pool: the split over threads must not
+ * matter). */
+typedef void (*fixture_check)(const char *name, const mxl_decoder *d, batch_case c, mxl_threadpool *pool, int *mxl_test_failed_);
+static void each_fixture_both_paths(fixture_check fn, int *mxl_test_failed_) {
     mxl_threadpool *pool = NULL;
     mxl_error err;
     REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
@@ -343,13 +346,15 @@ TEST(decoder_spans_prefill_and_mixed_equal_one_by_one_bitwise) {
         for (int ref = 0; ref < 2; ref++) {
             batch_case c = k_fixture_case;
             c.reference = ref;
-            check_spans(k_fixtures[f], &d, c, f % 2 ? pool : NULL, mxl_test_failed_);
+            fn(k_fixtures[f], &d, c, f % 2 ? pool : NULL, mxl_test_failed_);
         }
         mxl_decoder_free(&d);
         mxl_checkpoint_close(ck);
     }
     mxl_threadpool_destroy(pool);
 }
+
+TEST(decoder_spans_prefill_and_mixed_equal_one_by_one_bitwise) { each_fixture_both_paths(check_spans, mxl_test_failed_); }
 
 /* mxl_decoder_forward_all (speculative decoding's verification pass): each sequence's prompt
  * run as in the one-by-one run, then its decode inputs in one pass with the logits of every row:
@@ -383,24 +388,7 @@ static void check_all_rows(const char *name, const mxl_decoder *d, batch_case c,
     mxl_free(rows), mxl_free(out);
 }
 
-TEST(decoder_forward_all_rows_equal_one_by_one_bitwise) {
-    mxl_threadpool *pool = NULL;
-    mxl_error err;
-    REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
-    for (size_t f = 0; f < sizeof k_fixtures / sizeof k_fixtures[0]; f++) {
-        mxl_checkpoint *ck = NULL;
-        mxl_decoder d;
-        if (!load_fixture(k_fixtures[f], &ck, &d, mxl_test_failed_)) continue;
-        for (int ref = 0; ref < 2; ref++) {
-            batch_case c = k_fixture_case;
-            c.reference = ref;
-            check_all_rows(k_fixtures[f], &d, c, f % 2 ? pool : NULL, mxl_test_failed_);
-        }
-        mxl_decoder_free(&d);
-        mxl_checkpoint_close(ck);
-    }
-    mxl_threadpool_destroy(pool);
-}
+TEST(decoder_forward_all_rows_equal_one_by_one_bitwise) { each_fixture_both_paths(check_all_rows, mxl_test_failed_); }
 
 /* A batch whose only free scratch is too small is refused; n_seqs == 1 is the single path. */
 TEST(decoder_batch_scratch_and_single) {

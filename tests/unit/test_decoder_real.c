@@ -174,12 +174,5 @@ TEST(slow_convert_smollm2_mlx8_greedy) {
         fprintf(stderr, "  MLX 8-bit: %d exact, %d after a near tie, %d diverged\n", exact, tie, bad);
         CHECK(exact + tie >= 4);
     }
-    const char *files[] = {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        char f[128];
-        snprintf(f, sizeof f, "%s/%s", out, files[i]);
-        remove(f);
-    }
-    rmdir(out);
-    rmdir(dir);
+    mxl_test_rmtree(dir);
 }

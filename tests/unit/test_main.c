@@ -1,4 +1,5 @@
 /* test_main.c - runner for the unit tests registered with TEST() (see test.h). */
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +105,14 @@ const char *mxl_test_write_temp(const char *suffix, const void *data, size_t siz
     close(fd);
     return p;
 }
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+void mxl_test_rmtree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL;

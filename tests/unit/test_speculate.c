@@ -347,14 +347,7 @@ TEST(slow_spec_draft_model_identical) {
     }
     mxl_gen_model_destroy(target);
     mxl_gen_model_destroy(draft);
-    const char *files[] = {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        char f[128];
-        snprintf(f, sizeof f, "%s/%s", out, files[i]);
-        remove(f);
-    }
-    rmdir(out);
-    rmdir(dir);
+    mxl_test_rmtree(dir);
 }
 
 /* Upper critical value of chi-square with df degrees of freedom at alpha 0.001 (Wilson-Hilferty). */
