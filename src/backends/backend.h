@@ -132,6 +132,10 @@ typedef struct mxl_backend_ops {
     mxl_status (*embed)(const mxl_backend *be, const mxl_weight *table, const int32_t *ids, int64_t n, float scale,
                         float *out, mxl_error *err);
     /* index of the largest of x[0..n) (the first on ties; NaN never wins) */
+    /* y[n, N] += scale * x[n, K] Wt for Wt [K, N] (F32, F16 or BF16) with a small K (a LoRA
+     * adapter's B^T) */
+    void (*lowrank_acc)(const mxl_backend *be, const float *x, int64_t n, int64_t K, const void *wt, mxl_dtype wt_type, int64_t N,
+                        float scale, float *y);
     int64_t (*argmax)(const mxl_backend *be, const float *x, int64_t n);
     /* *bad: some x is NaN or +-Inf; *any: some x is finite */
     void (*logits_scan)(const mxl_backend *be, const float *x, int64_t n, bool *bad, bool *any);

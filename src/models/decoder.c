@@ -1382,8 +1382,8 @@ struct mxl_decoder_state {
     int64_t max_ctx, max_batch, pos;
     mxl_decoder_lora lora[MXL_DECODER_MAX_LORA]; /* the adapters this state's rows run with */
     int n_lora;
-    float *lora_buf;      /* [max_batch, lora_cap] A x then B (A x) of a chunk of this state's rows */
-    int64_t lora_cap;     /* floats per row of lora_buf (the adapters' widest rank + output) */
+    float *lora_buf;      /* [max_batch, lora_cap] A x of a chunk of this state's rows */
+    int64_t lora_cap;     /* floats per row of lora_buf (the adapters' widest rank) */
     int64_t n_layers, kv_dim; /* shape of the cache, checked when states meet in a batch */
     mxl_threadpool *pool;
     int n_threads;
@@ -2022,9 +2022,8 @@ typedef struct fwd_pass {
 } fwd_pass;
 
 /* The LoRA updates of layer l's projection m for the rows of each span whose state runs an
- * adapter: y rows += scale * B (A x rows) (models/lora.h), A and B multiplied by the backend as
- * dense f32 weights (the pass's workspace and threads), in chunks of the span state's own
- * scratch rows. */
+ * adapter: y rows += scale * B (A x rows) (models/lora.h), A x by the backend (a dense f32
+ * weight), in chunks of the span state's own scratch rows. */
 static void lora_rows(const fwd_pass *f, int64_t l, mxl_lora_module m, const float *x, float *y) {
     for (int64_t si = 0; si < f->n_spans; si++) {
         const row_span *sp = &f->spans[si];
@@ -2032,14 +2031,12 @@ static void lora_rows(const fwd_pass *f, int64_t l, mxl_lora_module m, const flo
         for (int a = 0; a < s->n_lora; a++) {
             const mxl_lora_pair *p = mxl_lora_at(s->lora[a].lora, l, m);
             if (!p) continue;
-            const float sc = s->lora[a].scale * p->scale;
-            float *ax = s->lora_buf, *bax = s->lora_buf + s->max_batch * p->r;
+            float *ax = s->lora_buf;
             for (int64_t off = 0; off < sp->n; off += s->max_batch) {
                 const int64_t k = sp->n - off < s->max_batch ? sp->n - off : s->max_batch, r0 = sp->row0 + off;
-                matmul(&p->wa, NULL, x + r0 * p->in, k, ax, f->ws);
-                matmul(&p->wb, NULL, ax, k, bax, f->ws);
-                float *yr = y + r0 * p->out;
-                for (int64_t i = 0; i < k * p->out; i++) yr[i] += sc * bax[i];
+                /* (a small product: on this thread, a pool dispatch would cost more than the work) */
+                f->ws->be->ops->matmul(f->ws->be, &p->wa, NULL, x + r0 * p->in, k, ax, f->ws->mm_scratch, NULL);
+                f->ws->be->ops->lowrank_acc(f->ws->be, ax, k, p->r, p->bt, p->bt_dtype, p->out, s->lora[a].scale * p->scale, y + r0 * p->out);
             }
         }
     }
@@ -2049,7 +2046,7 @@ mxl_status mxl_decoder_state_set_lora(mxl_decoder_state *s, const mxl_decoder_lo
     if (n < 0 || n > MXL_DECODER_MAX_LORA) return mxl_error_set(err, MXL_ERR_ARG, "%d adapters at once (at most %d)", n, MXL_DECODER_MAX_LORA);
     int64_t cap = 0;
     for (int i = 0; i < n; i++)
-        if (use[i].lora->max_r + use[i].lora->max_out > cap) cap = use[i].lora->max_r + use[i].lora->max_out;
+        if (use[i].lora->max_r > cap) cap = use[i].lora->max_r;
     if (cap > s->lora_cap) {
         float *b = mxl_malloc((size_t)(s->max_batch * cap) * sizeof(float));
         if (!b) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory for the adapters' scratch");

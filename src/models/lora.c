@@ -65,25 +65,23 @@ static bool parse_name(const char *name, bool gguf, const char *sfx_a, const cha
     return false;
 }
 
-/* t as f32, transposed when transpose ([rows, cols] of the stored [cols, rows]). */
-static mxl_status tensor_f32(const mxl_tensor *t, const char *name, bool transpose, float **out, int64_t *rows, int64_t *cols,
-                             mxl_error *err) {
+/* t's values in its own dtype (F32, F16 or BF16: adapters keep what they were saved as, the
+ * bytes a decode step reads), transposed when transpose ([rows, cols] of the stored [cols, rows]). */
+static mxl_status tensor_copy(const mxl_tensor *t, const char *name, bool transpose, void **out, mxl_dtype *dt, int64_t *rows,
+                              int64_t *cols, mxl_error *err) {
     if (t->ndim != 2) return mxl_error_set(err, MXL_ERR_FORMAT, "adapter tensor %s has %d dimensions, not 2", name, t->ndim);
     if (t->dtype != MXL_DTYPE_F32 && t->dtype != MXL_DTYPE_F16 && t->dtype != MXL_DTYPE_BF16)
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "adapter tensor %s is %s; LoRA matrices load from F32, F16 or BF16", name,
                              mxl_dtype_name(t->dtype));
     const int64_t r0 = t->shape[0], c0 = t->shape[1];
-    float *f = mxl_malloc((size_t)(r0 * c0) * sizeof(float));
+    const size_t es = t->dtype == MXL_DTYPE_F32 ? 4 : 2;
+    uint8_t *f = mxl_malloc((size_t)(r0 * c0) * es);
     if (!f) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    const uint8_t *src = t->data;
     for (int64_t i = 0; i < r0; i++)
-        for (int64_t j = 0; j < c0; j++) {
-            const int64_t k = i * c0 + j;
-            float v = t->dtype == MXL_DTYPE_F32   ? ((const float *)t->data)[k]
-                      : t->dtype == MXL_DTYPE_F16 ? mxl_f16_to_f32(((const uint16_t *)t->data)[k])
-                                                  : mxl_bf16_to_f32(((const uint16_t *)t->data)[k]);
-            f[transpose ? j * r0 + i : k] = v;
-        }
+        for (int64_t j = 0; j < c0; j++) memcpy(f + (size_t)(transpose ? j * r0 + i : i * c0 + j) * es, src + (size_t)(i * c0 + j) * es, es);
     *out = f;
+    *dt = t->dtype;
     *rows = transpose ? c0 : r0;
     *cols = transpose ? r0 : c0;
     return MXL_OK;
@@ -103,11 +101,17 @@ static mxl_status take(loader *ld, const lora_name *nm, const mxl_tensor *t, con
         return mxl_error_set(ld->err, MXL_ERR_ARG, "adapter tensor %s is for layer %lld; the model has %lld layers", tname, (long long)nm->layer,
                              (long long)l->n_layers);
     mxl_lora_pair *p = &l->pairs[nm->layer * MXL_LORA_N_MODULES + nm->m];
-    float **slot = nm->is_b ? &p->b : &p->a;
+    void **slot = nm->is_b ? &p->bt : &p->a;
     if (*slot) return mxl_error_set(ld->err, MXL_ERR_FORMAT, "adapter tensor %s appears twice", tname);
     int64_t rows = 0, cols = 0;
-    mxl_status st = tensor_f32(t, tname, ld->transpose, slot, &rows, &cols, ld->err);
+    /* A kept [r, in]; B kept transposed, [r, out] */
+    mxl_status st = tensor_copy(t, tname, nm->is_b ? !ld->transpose : ld->transpose, slot, nm->is_b ? &p->bt_dtype : &p->wa.dtype, &rows,
+                                &cols, ld->err);
     if (st) return st;
+    if (nm->is_b) { /* (as stored: [out, r]) */
+        const int64_t c = cols;
+        cols = rows, rows = c;
+    }
     const int64_t r = nm->is_b ? cols : rows; /* A [r, in], B [out, r] */
     if (p->r && r != p->r)
         return mxl_error_set(ld->err, MXL_ERR_FORMAT, "adapter tensor %s: rank %lld does not match its pair's %lld", tname, (long long)r,
@@ -124,9 +128,9 @@ static mxl_status finish(loader *ld, float (*scale_of)(const void *ctx, int64_t 
     for (int64_t i = 0; i < l->n_layers; i++)
         for (int m = 0; m < MXL_LORA_N_MODULES; m++) {
             mxl_lora_pair *p = &l->pairs[i * MXL_LORA_N_MODULES + m];
-            if (!p->a && !p->b) continue;
+            if (!p->a && !p->bt) continue;
             const char *mn = k_hf_names[m];
-            if (!p->a || !p->b)
+            if (!p->a || !p->bt)
                 return mxl_error_set(ld->err, MXL_ERR_FORMAT, "the adapter has only %s of layer %lld's %s", p->a ? "A" : "B", (long long)i, mn);
             const mxl_weight *w = base_weight(&ld->d->layers[i], (mxl_lora_module)m);
             if (w->rows != p->out || w->cols != p->in)
@@ -136,11 +140,9 @@ static mxl_status finish(loader *ld, float (*scale_of)(const void *ctx, int64_t 
                 return mxl_error_set(ld->err, MXL_ERR_UNSUPPORTED, "the adapter's layer %lld %s has rank %lld (1..%d load)", (long long)i, mn,
                                      (long long)p->r, MXL_LORA_MAX_RANK);
             p->scale = scale_of(ctx, i, (mxl_lora_module)m, p->r);
-            p->wa = (mxl_weight){.kind = MXL_W_DENSE, .dtype = MXL_DTYPE_F32, .rows = p->r, .cols = p->in, .data = p->a};
-            p->wb = (mxl_weight){.kind = MXL_W_DENSE, .dtype = MXL_DTYPE_F32, .rows = p->out, .cols = p->r, .data = p->b};
+            p->wa = (mxl_weight){.kind = MXL_W_DENSE, .dtype = p->wa.dtype, .rows = p->r, .cols = p->in, .data = p->a};
             l->n_pairs++;
             if (p->r > l->max_r) l->max_r = p->r;
-            if (p->out > l->max_out) l->max_out = p->out;
         }
     if (l->n_pairs == 0) return mxl_error_set(ld->err, MXL_ERR_FORMAT, "the adapter updates no projection");
     return MXL_OK;
@@ -312,7 +314,7 @@ mxl_status mxl_lora_load(const char *path, const mxl_checkpoint *ck, const mxl_d
 
 void mxl_lora_free(mxl_lora *l) {
     if (!l) return;
-    for (int64_t i = 0; l->pairs && i < l->n_layers * MXL_LORA_N_MODULES; i++) mxl_free(l->pairs[i].a), mxl_free(l->pairs[i].b);
+    for (int64_t i = 0; l->pairs && i < l->n_layers * MXL_LORA_N_MODULES; i++) mxl_free(l->pairs[i].a), mxl_free(l->pairs[i].bt);
     mxl_free(l->pairs);
     mxl_free(l->path);
     mxl_free(l);

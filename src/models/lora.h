@@ -17,7 +17,7 @@
  * (blk.N.attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down). Anything else - another
  * module, DoRA, modules_to_save, embedding LoRA, a shape that does not fit the base weight, a
  * GGUF adapter on a safetensors base or the reverse (GGUF stores Q and K rows permuted) - is
- * refused by name when the adapter loads. A and B are held in f32. */
+ * refused by name when the adapter loads. A and B keep the adapter's dtype (F32, F16, BF16). */
 #ifndef MXL_MODELS_LORA_H
 #define MXL_MODELS_LORA_H
 
@@ -42,12 +42,14 @@ typedef enum mxl_lora_module {
     MXL_LORA_N_MODULES,
 } mxl_lora_module;
 
-/* One projection's update: delta y = scale * B (A x), A and B as dense f32 weights the backend
- * multiplies (matmul: one pass over A, one over B, for every row of a pass at once). */
+/* One projection's update: delta y = scale * B (A x): A x by the backend's matmul (A a dense
+ * f32 weight: r dot products as long as the input), then B (A x) by its lowrank_acc (B^T rows: B's
+ * own dot products would be only r long). */
 typedef struct mxl_lora_pair {
-    float *a;     /* [r, in] */
-    float *b;     /* [out, r] */
-    mxl_weight wa, wb; /* views of a and b (DENSE F32) */
+    void *a;      /* [r, in] */
+    void *bt;     /* B^T [r, out] */
+    mxl_weight wa; /* view of a (DENSE, the adapter's dtype) */
+    mxl_dtype bt_dtype; /* F32, F16 or BF16, as the adapter stores B */
     int64_t r, in, out;
     float scale;  /* the adapter's own (alpha / r, ...) */
 } mxl_lora_pair;
@@ -58,7 +60,7 @@ typedef struct mxl_lora {
     int64_t n_layers;
     mxl_lora_pair *pairs; /* [n_layers * MXL_LORA_N_MODULES]; a == NULL: that projection has none */
     int n_pairs;          /* pairs with an update */
-    int64_t max_r, max_out; /* the widest rank and output: a pass's scratch */
+    int64_t max_r;        /* the widest rank: a pass's scratch */
 } mxl_lora;
 
 /* Loads the adapter at path for decoder d of checkpoint ck (shapes checked against d's weights). */

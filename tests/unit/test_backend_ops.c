@@ -9,7 +9,7 @@
  *   gemm_bias_act (where the backend takes it; f32 sums in another order)     1e-8
  *   attention / attention_paged (f32, f16, int8 caches)                      1e-6 (int8 K/V: 1e-3)
  *   attention_varlen (where the backend takes it; a vector exp)              1e-8
- *   rmsnorm, layernorm, act, glu, softcap, rope                              1e-10
+ *   rmsnorm, layernorm, act, glu, softcap, rope, lowrank_acc                 1e-10
  *   embed, kv_store_f16, buffer_copy                                         bitwise
  *   kv_quantize_i8 then kv_dequantize_i8: each element within half a step    (scale / 2)
  *   argmax, logits_scan                                                      exact
@@ -33,6 +33,7 @@
 #include "backends/cpu/embed_topk.h"
 #include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/kv_quant.h"
+#include "backends/cpu/lowrank.h"
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/norm.h"
 #include "backends/cpu/rope.h"
@@ -396,6 +397,16 @@ static void check_rows(const mxl_backend *be) {
         be->ops->softcap(be, y, n, 2.0f);
         for (int64_t i = 0; i < n; i++) ref[i] = (float)(2.0 * tanh((double)x[i] / 2.0));
         record("softcap", nmse(y, ref, n), 1e-10, what);
+        /* the low-rank up-projection: 2 rows of rank 16 onto outputs of n (a LoRA adapter's B^T) */
+        if (n >= 32) {
+            const int64_t N = n / 2, K = 16;
+            float *wt = randv(K * N, 1.0f);
+            memcpy(y, u, (size_t)n * 4), memcpy(ref, u, (size_t)n * 4);
+            be->ops->lowrank_acc(be, x, 2, K, wt, MXL_DTYPE_F32, N, 0.5f, y);
+            mxl_cpu_lowrank_acc_ref(x, 2, K, wt, MXL_DTYPE_F32, N, 0.5f, ref);
+            record("lowrank_acc", nmse(y, ref, 2 * N), 1e-10, what);
+            mxl_free(wt);
+        }
         mxl_free(x), mxl_free(w), mxl_free(b), mxl_free(u), mxl_free(y), mxl_free(ref);
     }
 }

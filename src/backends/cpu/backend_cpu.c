@@ -12,6 +12,7 @@
 #include "backends/cpu/attention_enc.h"
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/embed_topk.h"
+#include "backends/cpu/lowrank.h"
 #include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/kv_quant.h"
@@ -173,6 +174,12 @@ static mxl_status cpu_embed(const mxl_backend *be, const mxl_weight *table, cons
     return mxl_cpu_embed(table, ids, n, scale, out, err);
 }
 
+static void cpu_lowrank_acc(const mxl_backend *be, const float *x, int64_t n, int64_t K, const void *wt, mxl_dtype wt_type, int64_t N,
+                            float scale, float *y) {
+    (void)be;
+    mxl_cpu_lowrank_acc(x, n, K, wt, wt_type, N, scale, y);
+}
+
 static int64_t cpu_argmax(const mxl_backend *be, const float *x, int64_t n) {
     (void)be;
     return mxl_cpu_argmax(x, n);
@@ -239,6 +246,7 @@ static const mxl_backend_ops k_cpu_ops = {
     .rope_table = cpu_rope_table,
     .rope_apply_table = cpu_rope_apply_table,
     .embed = cpu_embed,
+    .lowrank_acc = cpu_lowrank_acc,
     .argmax = cpu_argmax,
     .logits_scan = cpu_logits_scan,
     .buffer_alloc = cpu_buffer_alloc,

@@ -61,6 +61,8 @@ typedef struct mxl_cpu_kernels {
     int64_t (*argmax)(const float *x, int64_t n);
     void (*logits_scan)(const float *x, int64_t n, bool *bad, bool *any);
     float (*read_sum)(const float *p, size_t n);
+    /* y[n, N] += scale * x[n, K] Wt[K, N] for a small K (lowrank.h: LoRA's B) */
+    void (*lowrank_acc)(const float *x, int64_t n, int64_t K, const void *wt, mxl_dtype wt_type, int64_t N, float scale, float *y);
 
     /* ---- matmul (matmul.c): activation quantizers, per-format dots and micro-kernels ---- */
     void (*quant_q8a)(const float *x, mxl_block_q8a *y, int64_t n);

@@ -12,6 +12,7 @@
 #if defined(__x86_64__)
 #include "backends/cpu/attention_enc.h"
 #include "backends/cpu/embed_topk.h"
+#include "backends/cpu/lowrank.h"
 #include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/norm.h"
 #include "backends/cpu/quant_amx.h"
@@ -27,6 +28,7 @@ void mxl_cpu_kernels_register_avx512(mxl_cpu_kernels *k) {
     k->layernorm = mxl_cpu_layernorm_avx512;
     k->argmax = mxl_cpu_argmax_avx512;
     k->logits_scan = mxl_cpu_logits_scan_avx512;
+    k->lowrank_acc = mxl_cpu_lowrank_acc_avx512;
     k->quant_q8k = mxl_quant_q8k_avx512;
     k->quant_q8a2 = mxl_quant_q8a2_avx512;
     k->gguf_gemm4x4 = mxl_gemm4x4_avx512_get;

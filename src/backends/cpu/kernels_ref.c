@@ -4,6 +4,7 @@
 #include "backends/cpu/kernels.h"
 
 #include "backends/cpu/embed_topk.h"
+#include "backends/cpu/lowrank.h"
 #include "backends/cpu/norm.h"
 #include "backends/cpu/stream_read.h"
 
@@ -14,6 +15,7 @@ void mxl_cpu_kernels_register_ref(mxl_cpu_kernels *k) {
     k->layernorm = mxl_cpu_layernorm_ref;
     k->argmax = mxl_cpu_argmax_ref;
     k->logits_scan = mxl_cpu_logits_scan_ref;
+    k->lowrank_acc = mxl_cpu_lowrank_acc_ref;
     k->read_sum = mxl_cpu_read_sum_ref;
     k->quant_q8a = mxl_quant_q8a_ref;
     k->quant_q8k = mxl_quant_q8k_ref;
