@@ -133,3 +133,7 @@ struct mxl_threadpool *mxl_gen_model_pool(const mxl_gen_model *m) { return m->po
 mxl_status mxl_gen_model_load_adapter(const mxl_gen_model *m, const char *path, struct mxl_lora **out, mxl_error *err) {
     return mxl_lora_load(path, m->ck, &m->dec, out, err);
 }
+
+mxl_status mxl_gen_model_fuse_adapter(mxl_gen_model *m, const struct mxl_lora *lora, float scale, mxl_error *err) {
+    return mxl_lora_fuse(lora, &m->dec, scale, err);
+}

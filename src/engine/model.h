@@ -48,6 +48,9 @@ struct mxl_threadpool *mxl_gen_model_pool(const mxl_gen_model *m);
  * it with mxl_lora_free after the model's last request that uses it. */
 struct mxl_lora;
 mxl_status mxl_gen_model_load_adapter(const mxl_gen_model *m, const char *path, struct mxl_lora **out, mxl_error *err);
+/* Merges a loaded adapter into the model's weights at `scale` (models/lora.h mxl_lora_fuse: dense
+ * base weights only); the model's later requests run it without naming it. */
+mxl_status mxl_gen_model_fuse_adapter(mxl_gen_model *m, const struct mxl_lora *lora, float scale, mxl_error *err);
 /* Bytes of one sequence's recurrent-layer state (0 without recurrent layers). */
 uint64_t mxl_gen_model_state_bytes(const mxl_gen_model *m);
 

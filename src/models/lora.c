@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "core/alloc.h"
+#include "core/arena.h"
 #include "core/dtype.h"
 #include "io/gguf.h"
 #include "io/json_read.h"
@@ -318,4 +319,43 @@ void mxl_lora_free(mxl_lora *l) {
     mxl_free(l->pairs);
     mxl_free(l->path);
     mxl_free(l);
+}
+
+static float elem_of(const void *p, mxl_dtype t, int64_t i) {
+    return t == MXL_DTYPE_F32   ? ((const float *)p)[i]
+           : t == MXL_DTYPE_F16 ? mxl_f16_to_f32(((const uint16_t *)p)[i])
+                                : mxl_bf16_to_f32(((const uint16_t *)p)[i]);
+}
+
+mxl_status mxl_lora_fuse(const mxl_lora *l, mxl_decoder *d, float scale, mxl_error *err) {
+    /* every target checked first: a refusal changes nothing */
+    for (int64_t i = 0; i < l->n_layers; i++)
+        for (int m = 0; m < MXL_LORA_N_MODULES; m++) {
+            const mxl_weight *w = base_weight(&d->layers[i], (mxl_lora_module)m);
+            if (!mxl_lora_at(l, i, (mxl_lora_module)m)) continue;
+            if (w->kind != MXL_W_DENSE || w->prepared)
+                return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "--lora-fuse needs dense (F32 / F16 / BF16) base weights; layer %lld's %s is %s (without --lora-fuse the adapter runs beside it)",
+                                     (long long)i, k_hf_names[m], w->kind == MXL_W_DENSE ? "prepared for the backend" : mxl_dtype_name(w->dtype));
+        }
+    for (int64_t i = 0; i < l->n_layers; i++)
+        for (int m = 0; m < MXL_LORA_N_MODULES; m++) {
+            const mxl_lora_pair *p = mxl_lora_at(l, i, (mxl_lora_module)m);
+            if (!p) continue;
+            mxl_weight *w = (mxl_weight *)base_weight(&d->layers[i], (mxl_lora_module)m);
+            const size_t es = w->dtype == MXL_DTYPE_F32 ? 4 : 2;
+            uint8_t *nw = mxl_arena_alloc(&d->arena, (size_t)(w->rows * w->cols) * es, 64);
+            if (!nw) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory fusing the adapter");
+            const float s = scale * p->scale;
+            for (int64_t o = 0; o < w->rows; o++)
+                for (int64_t c = 0; c < w->cols; c++) {
+                    float delta = 0.0f;
+                    for (int64_t k = 0; k < p->r; k++) delta += elem_of(p->bt, p->bt_dtype, k * p->out + o) * elem_of(p->a, p->wa.dtype, k * p->in + c);
+                    const float v = elem_of(w->data, w->dtype, o * w->cols + c) + s * delta;
+                    const size_t at = (size_t)(o * w->cols + c);
+                    if (w->dtype == MXL_DTYPE_F32) ((float *)nw)[at] = v;
+                    else ((uint16_t *)nw)[at] = w->dtype == MXL_DTYPE_F16 ? mxl_f32_to_f16(v) : mxl_f32_to_bf16(v);
+                }
+            w->data = nw;
+        }
+    return MXL_OK;
 }

@@ -72,4 +72,10 @@ static inline const mxl_lora_pair *mxl_lora_at(const mxl_lora *l, int64_t layer,
     const mxl_lora_pair *p = &l->pairs[layer * MXL_LORA_N_MODULES + m];
     return p->a ? p : NULL;
 }
+/* Fuses the adapter into d's weights at user scale `scale` (W' = W + scale * s B A, rounded to
+ * W's dtype): no decode cost, and no scale or per-request choice afterwards. Dense (F32 / F16 /
+ * BF16) base weights only: a quantized one is refused by name before anything changes (its
+ * adapter stays a separate low-rank product). The new weights live in d's arena. */
+mxl_status mxl_lora_fuse(const mxl_lora *l, mxl_decoder *d, float scale, mxl_error *err);
+
 #endif

@@ -365,6 +365,10 @@ void mxl_api_cache_stats(mxl_server *s, mxl_http_req *r) {
  * of {id, scale}: the scales of requests that name none; adapters it does not name go to 0). */
 void mxl_api_llama_lora_adapters(mxl_server *s, mxl_http_req *r) {
     if (!strcmp(mxl_http_method(r), "POST")) {
+        if (s->lora_fused) {
+            mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "the adapters were fused into the model at load (--lora-fuse): their scales are fixed");
+            return;
+        }
         json_t *body = mxl_srv_body_json_any(r, MXL_API_LLAMA);
         if (!body) return;
         float scale[MXL_SRV_MAX_MULTI];

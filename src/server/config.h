@@ -73,7 +73,7 @@ typedef struct mxl_server_config {
     int n_lora;
     const char *lora_scaled[MXL_SRV_MAX_MULTI];
     int n_lora_scaled;
-    bool lora_init_without_apply;
+    bool lora_init_without_apply, lora_fuse;
     /* speculative decoding */
     const char *draft_model, *draft_kind;
     int64_t draft_max, draft_block_size, prompt_lookup_max_batch; /* 0: the defaults (16, by kind, 2) */

@@ -331,6 +331,11 @@ bool mxl_srv_lora_scales(const mxl_server *s, const json_t *list, float *scale, 
 static bool lora_params(const mxl_server *s, const json_t *body, mxl_seq_params *p, char *msg, size_t ml) {
     float scale[MXL_SRV_MAX_MULTI];
     const json_t *l = json_object_get(body, "lora");
+    p->n_lora = 0;
+    if (s->lora_fused) { /* (in the weights already) */
+        if (l && !json_is_null(l)) return snprintf(msg, ml, "the adapters were fused into the model at load (--lora-fuse): no 'lora' per request"), false;
+        return true;
+    }
     if (l && !json_is_null(l)) {
         if (!mxl_srv_lora_scales(s, l, scale, msg, ml)) return false;
     } else {

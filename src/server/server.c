@@ -471,6 +471,16 @@ static mxl_status load_adapters(mxl_server *s, mxl_error *err) {
             }
         }
     }
+    if (cfg->lora_fuse && s->n_lora) {
+        if (cfg->lora_init_without_apply)
+            return mxl_error_set(err, MXL_ERR_ARG, "--lora-fuse merges the adapters at load; --lora-init-without-apply leaves them for later");
+        for (int i = 0; i < s->n_lora; i++)
+            if ((st = mxl_gen_model_fuse_adapter(s->model, s->lora[i], s->lora_scale[i], err))) {
+                mxl_error_prefix(err, "adapter %s: ", s->lora[i]->path);
+                return st;
+            }
+        s->lora_fused = true;
+    }
     return MXL_OK;
 }
 

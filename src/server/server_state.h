@@ -66,6 +66,7 @@ typedef struct mxl_server {
     struct mxl_lora *lora[MXL_SRV_MAX_MULTI];
     float lora_scale[MXL_SRV_MAX_MULTI];
     int n_lora;
+    bool lora_fused;        /* --lora-fuse: merged into the weights, no scale or choice per request */
     pthread_mutex_t lora_mu;
     mxl_seq_params defaults; /* server-wide sampling defaults */
     mxl_logit_bias default_bias[MXL_SRV_MAX_MULTI]; /* --logit-bias */

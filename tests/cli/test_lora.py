@@ -148,3 +148,26 @@ def test_server_lora_adapters(smol_hf, tmp_path):
         assert chat(s) == base and chat(s, lora=[{"id": 0, "scale": 1.0}]) == tuned
     finally:
         s.stop()
+
+
+def test_server_lora_fuse(smol_hf, tmp_path):
+    import requests
+    from server_util import Server
+    live = peft_adapter(str(tmp_path / "live"))
+    ask = {"messages": [{"role": "user", "content": "Name three colors."}], "max_tokens": 16, "temperature": 0}
+    outs = {}
+    for name, args in (("unfused", []), ("fused", ["--lora-fuse"])):
+        s = Server("-m", smol_hf, "--lora", live, *args)
+        try:
+            r = requests.post(s.url + "/v1/chat/completions", json=ask, timeout=300).json()
+            outs[name] = r["choices"][0]["message"]["content"]
+            if args:
+                bad = requests.post(s.url + "/v1/chat/completions", json={**ask, "lora": [{"id": 0, "scale": 0}]})
+                assert bad.status_code == 400 and "--lora-fuse" in bad.text
+                assert requests.post(s.url + "/lora-adapters", json=[{"id": 0, "scale": 0}]).status_code == 400
+        finally:
+            s.stop()
+    # the same update, merged into the f16 weights (rounded there) instead of beside them
+    assert outs["fused"] == outs["unfused"]
+    p = run("serve", "-m", SMOL_REPO, "--port", "0", "--lora", live, "--lora-fuse", timeout=120)
+    assert p.returncode != 0 and "GGUF model" in p.stderr

@@ -5,7 +5,9 @@
  * converted by llama.cpp's convert_lora_to_gguf.py gives on the GGUF base (truth: PEFT on the
  * model the GGUF holds), and as mlx-lm's load_adapters computes with an mlx-lm adapter.
  * Reference path (f32): within 1e-4 of the reference; fast path (int8 activations): within 2e-2
- * (the base model's own fast-path distance). Also: scale 0 gives the base logits bit for bit,
+ * (the base model's own fast-path distance). --lora-fuse's weights (mxl_lora_fuse, f32 base)
+ * give PEFT's logits without the adapter in the pass, and a quantized base refuses fusion.
+ * Also: scale 0 gives the base logits bit for bit,
  * a batch mixing an adapter and none gives each row its solo logits bit for bit, and the
  * refusals (another module, a GGUF adapter on a safetensors base and the reverse, a missing
  * path) name what they refuse. */
@@ -107,7 +109,7 @@ TEST(lora_matches_peft_mlx_lm_and_llama_cpp_conversion) {
         unload(&o);
         n_cases++;
     }
-    CHECK_EQ_INT(n_cases, 4);
+    CHECK_EQ_INT(n_cases, 5);
     json_decref(root);
 }
 
@@ -165,5 +167,48 @@ TEST(lora_refusals) {
     if (st != MXL_ERR_ARG) fprintf(stderr, "  gemma + llama adapter: %s\n", st ? err.msg : "loaded");
     CHECK_EQ_INT(st, MXL_ERR_ARG);
     CHECK(strstr(err.msg, "the model's weight is") != NULL);
+    unload(&o);
+}
+
+/* Fusion: the PEFT adapter merged into the f32 llama fixture's weights gives PEFT's logits with no
+ * adapter in the pass; an MLX 4-bit base (qwen3_mlx_q4, the qwen3 fixture's shapes) refuses it,
+ * naming the weight, and stays as it was. */
+TEST(lora_fuse) {
+    json_t *root = mxl_test_load_json("tests/fixtures/lora/lora_cases.json");
+    REQUIRE(root);
+    int32_t tok[16];
+    json_t *jt = json_object_get(root, "tokens");
+    const int64_t n = (int64_t)json_array_size(jt);
+    for (int64_t i = 0; i < n; i++) tok[i] = (int32_t)json_integer_value(json_array_get(jt, (size_t)i));
+    json_t *ref = NULL;
+    size_t ci;
+    json_t *c;
+    json_array_foreach(json_object_get(root, "cases"), ci, c) if (!strcmp(json_string_value(json_object_get(c, "name")), "llama_peft_r4")) ref =
+        json_object_get(c, "logits");
+    REQUIRE(ref);
+    loaded o;
+    REQUIRE(load("decoders/llama", "lora/llama_peft_r4", &o, mxl_test_failed_));
+    mxl_error err;
+    REQUIRE(mxl_lora_fuse(o.lora, &o.d, 1.0f, &err) == MXL_OK);
+    const int64_t V = o.d.hp.vocab;
+    float *got = mxl_malloc((size_t)(n * V) * sizeof(float));
+    REQUIRE(got);
+    run(&o, tok, n, true, NULL, 0.0f, got, mxl_test_failed_);
+    double worst = 0;
+    for (int64_t t = 0; t < n; t++) {
+        double md;
+        mxl_test_vec_vs_json(got + t * V, json_array_get(ref, (size_t)t), V, &md, NULL);
+        worst = fmax(worst, md);
+    }
+    fprintf(stderr, "  fused llama_peft_r4 (reference path): max |logit - PEFT| %.2e\n", worst);
+    CHECK(worst < 1e-4);
+    mxl_free(got);
+    unload(&o);
+    json_decref(root);
+    REQUIRE(load("decoders/qwen3_mlx_q4", "lora/qwen3_peft_mlp_r4", &o, mxl_test_failed_));
+    const void *before = o.d.layers[0].w_gate.data;
+    CHECK_EQ_INT(mxl_lora_fuse(o.lora, &o.d, 1.0f, &err), MXL_ERR_UNSUPPORTED);
+    CHECK(strstr(err.msg, "mlp.gate_proj") != NULL);
+    CHECK(o.d.layers[0].w_gate.data == before);
     unload(&o);
 }
