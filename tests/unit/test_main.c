@@ -142,5 +142,9 @@ int main(int argc, char **argv) {
     }
     if (excluded) printf("unit: %d tests named %s* left out of this run\n", excluded, exclude);
     printf("unit: %d passed, %d failed\n", passed, failed);
+    if (passed + failed + excluded == 0) { /* a filter that names no test must not pass as if it ran */
+        fprintf(stderr, "unit: no test matches '%s'\n", filter ? filter : "");
+        return 1;
+    }
     return failed ? 1 : 0;
 }
