@@ -124,8 +124,8 @@ static const opt k_opts[] = {
     /* llama-server spellings with no meaning on this backend */
     {"--n-gpu-layers|-ngl|--gpu-layers", "LLAMA_ARG_N_GPU_LAYERS", K_IGNORED_V, 0, 0, 0, NULL},
     {"--flash-attn|-fa", "LLAMA_ARG_FLASH_ATTN", K_IGNORED_V, 0, 0, 0, NULL},
-    {"--cache-type-k|-ctk", "LLAMA_ARG_CACHE_TYPE_K", K_STR, F(cache_type_k), 0, 0, "KV cache keys: fp16 (f16) or int8 (q8_0)"},
-    {"--cache-type-v|-ctv", "LLAMA_ARG_CACHE_TYPE_V", K_STR, F(cache_type_v), 0, 0, "KV cache values: fp16 (f16) or int8 (q8_0)"},
+    {"--cache-type-k|-ctk", "LLAMA_ARG_CACHE_TYPE_K", K_STR, F(cache_type_k), 0, 0, "KV cache keys: f32, f16 (fp16), q8_0, q4_0, q4_1, q5_0, q5_1, int8"},
+    {"--cache-type-v|-ctv", "LLAMA_ARG_CACHE_TYPE_V", K_STR, F(cache_type_v), 0, 0, "KV cache values: f32, f16 (fp16), q8_0, q4_0, q4_1, q5_0, q5_1, int8"},
     /* spec flags of features not built yet */
     {"--draft-model|--model-draft|-md", NULL, K_STR, F(draft_model), 0, 0, "speculative decoding: a small model with the same tokenizer drafts (its own KV cache)"},
     {"--draft-max|--draft|--spec-draft-n-max|--draft-n", "LLAMA_ARG_SPEC_DRAFT_N_MAX|LLAMA_ARG_DRAFT_MAX", K_INT, F(draft_max), 0, 64, "reported as /props n_max (llama-server compatibility); the block is --draft-block-size"},

@@ -113,6 +113,28 @@ def test_cache_types():
     assert_clean_error(run("run", "-p", "x", "--cache-type-k", "turbo4"), "--cache-type-k turbo4")
 
 
+def test_llama_cpp_cache_types_run_and_bad_names_are_refused():
+    """Every llama.cpp block format and f32 on K and V (mixed too) runs; q8_0 (34 bytes per 32,
+    about f16's precision here) gives f16's greedy text on this prompt. bf16 and unknown names are
+    one clear error line naming the flag and the value."""
+    real_model_path(SMOL)
+    args = ["run", "-p", "Say hello.", "-n", "8", "--temp", "0"]
+    f16 = run(*args, "--cache-type-k", "f16", "--cache-type-v", "fp16")
+    assert f16.returncode == 0, f16.stderr
+    q8 = run(*args, "--cache-type-k", "q8_0", "--cache-type-v", "q8_0")
+    assert q8.returncode == 0 and q8.stdout == f16.stdout, (q8.stdout, f16.stdout)
+    for k, v in (("q4_0", "q4_0"), ("q4_1", "q5_0"), ("q5_1", "f32"), ("f32", "q8_0")):
+        p = run(*args, "--cache-type-k", k, "--cache-type-v", v)
+        assert p.returncode == 0 and len(p.stdout.strip()) > 0, (k, v, p.stderr)
+    g = run("generate", "-m", SMOL, "--no-chat-template", "-p", "Once upon a time", "-n", "4", "--temp", "0",
+            "--cache-type-k", "q4_1", "--cache-type-v", "q5_1")
+    assert g.returncode == 0 and len(g.stdout.strip()) > 0, g.stderr
+    line = assert_clean_error(run("run", "-p", "x", "--cache-type-v", "bf16"), "--cache-type-v bf16")
+    assert "not supported" in line
+    assert_clean_error(run("run", "-p", "x", "--cache-type-k", "q3_0"), "--cache-type-k q3_0")
+    assert_clean_error(run("run", "-p", "x", "--cache-type-v", "turbo3"), "--cache-type-v turbo3")
+
+
 def test_estimate_memory_preflight_fits_and_refuses():
     """--estimate-memory: the inspect estimator on the rendered prompt plus -n (spec: generate, memory
     preflight); over budget stops with one error line unless --force / --no-memory-check."""

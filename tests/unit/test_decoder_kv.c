@@ -384,6 +384,210 @@ TEST(decoder_kv_types_bytes_and_path_switch) {
     mxl_checkpoint_close(ck);
 }
 
+/* ---- ggml block formats (q8_0, q4_0, q4_1, q5_0, q5_1) ---- */
+
+static const mxl_decoder_kv_type k_block_types[5] = {MXL_DECODER_KV_Q8_0, MXL_DECODER_KV_Q4_0, MXL_DECODER_KV_Q4_1,
+                                                     MXL_DECODER_KV_Q5_0, MXL_DECODER_KV_Q5_1};
+static const mxl_dtype k_block_dtypes[5] = {MXL_DTYPE_Q8_0, MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q5_0, MXL_DTYPE_Q5_1};
+
+/* The reference of a block-format cache: an f32 cache whose appended rows are the dequantized
+ * blocks of what they would be stored as. A test backend (the host's ops, but buffer_copy into
+ * the f32 pool's K / V storage - which is how the decoder appends an f32 row - stores
+ * dequantize(quantize(row)) with the bit-exact codecs of kv_quant.h instead of the row). */
+static mxl_backend_ops g_rt_ops;
+static mxl_backend g_rt_be;
+static struct {
+    const uint8_t *lo[2], *hi[2];
+    mxl_dtype t;
+    int64_t rows; /* rows round-tripped (a check that the hook ran) */
+} g_rt;
+
+static void rt_buffer_copy(const mxl_backend *be, void *dst, const void *src, size_t bytes) {
+    const uint8_t *d8 = dst;
+    for (int i = 0; i < 2; i++)
+        if (d8 >= g_rt.lo[i] && d8 < g_rt.hi[i]) {
+            const int64_t n = (int64_t)(bytes / 4);
+            uint8_t blocks[4096];
+            MXL_ASSERT(n % 32 == 0 && (size_t)mxl_kv_offset_bytes(g_rt.t, n) <= sizeof blocks);
+            mxl_kv_quantize_blocks(g_rt.t, src, n, blocks);
+            mxl_kv_dequantize_blocks(g_rt.t, blocks, n, dst);
+            g_rt.rows++;
+            return;
+        }
+    mxl_backend_host()->ops->buffer_copy(be, dst, src, bytes);
+}
+
+/* An f32 state whose cache holds the round-tripped rows of type t (fast path). */
+static mxl_decoder_state *rt_state(mxl_decoder *d, mxl_dtype t, int64_t ctx) {
+    const mxl_backend *orig = d->be;
+    g_rt_ops = *orig->ops;
+    g_rt_ops.buffer_copy = rt_buffer_copy;
+    g_rt_be = *orig;
+    g_rt_be.ops = &g_rt_ops;
+    d->be = &g_rt_be; /* the state keeps it as its backend (and its pool's) */
+    const mxl_decoder_kv_opts o = {MXL_DECODER_KV_F32, MXL_DECODER_KV_F32};
+    mxl_decoder_state *s = NULL;
+    mxl_error err;
+    mxl_status st = mxl_decoder_state_create_ex(d, ctx, 4, NULL, &o, &s, &err);
+    d->be = orig;
+    if (st) return NULL;
+    mxl_decoder_state_set_reference(s, false);
+    mxl_kv_pool *kvp = mxl_decoder_state_kv_pool(s);
+    const mxl_kv_pool_cfg *c = mxl_kv_pool_config(kvp);
+    const size_t bytes = (size_t)c->n_blocks * (size_t)mxl_kv_pool_block_stride(kvp) * 4;
+    g_rt.lo[0] = mxl_kv_pool_k(kvp), g_rt.hi[0] = g_rt.lo[0] + bytes;
+    g_rt.lo[1] = mxl_kv_pool_v(kvp), g_rt.hi[1] = g_rt.lo[1] + bytes;
+    g_rt.t = t;
+    g_rt.rows = 0;
+    return s;
+}
+
+/* Decoder logits with each block-format cache (fast path, one token per call) against the f32
+ * cache holding the dequantized blocks (rt_state): the two differ only in how attention reads
+ * the same values (block kernels vs f32 dots, grouped softmax vs the plain one), so the logits
+ * agree within accumulated float rounding: bound 1e-4 on the dense fixtures (measured at most
+ * 1.9e-6). With MLX weights the fast path quantizes each activation row to int8, where a
+ * rounding-level difference can move a code by one step (1/127 of the row's largest value):
+ * bound 2e-2 there (measured at most 2.1e-3). A wrong byte layout, scale or code moves the
+ * logits by O(0.1..1) (the printed distances from transformers' logits, which the quantization
+ * error of the q4 / q5 caches sets). Models whose heads are not a multiple of 32 refuse the
+ * block types by name. */
+#define BLOCK_REF_TOL 1e-4
+#define BLOCK_REF_QUANT_TOL 2e-2
+TEST(decoder_kv_block_types_match_dequantized_reference) {
+    json_t *fx = mxl_test_decoder_cases();
+    REQUIRE(fx);
+    json_t *tokens = json_object_get(fx, "tokens");
+    int32_t ids[64];
+    int64_t n = (int64_t)json_array_size(tokens);
+    REQUIRE(n > 0 && n <= 64);
+    for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(tokens, (size_t)i));
+    /* qwen3: QK-norm, 2 heads per KV head; gemma: 4 heads on one KV head; qwen3_mlx_q4: MLX weights */
+    const char *names[] = {"qwen3", "gemma", "qwen3_mlx_q4"};
+    for (size_t ni = 0; ni < sizeof names / sizeof names[0]; ni++) {
+        json_t *c = NULL, *ci;
+        size_t k;
+        json_array_foreach(json_object_get(fx, "cases"), k, ci) if (!strcmp(json_string_value(json_object_get(ci, "name")), names[ni])) c = ci;
+        REQUIRE(c);
+        mxl_checkpoint *ck = NULL;
+        mxl_decoder d;
+        REQUIRE(load_fixture(names[ni], &ck, &d));
+        REQUIRE(mxl_decoder_kv_group(&d.hp) == 32);
+        const bool quant = d.tok_embd.kind == MXL_W_MLX || d.layers[0].w_down.kind == MXL_W_MLX;
+        const int64_t V = d.hp.vocab;
+        float *a = mxl_malloc((size_t)V * 4), *b = mxl_malloc((size_t)V * 4);
+        REQUIRE(a && b);
+        for (int f = 0; f < 5; f++) {
+            const mxl_decoder_kv_opts o = {k_block_types[f], k_block_types[f]};
+            mxl_decoder_state *sa = NULL, *sb = rt_state(&d, k_block_dtypes[f], 64);
+            mxl_error err;
+            REQUIRE(sb);
+            REQUIRE(mxl_decoder_state_create_ex(&d, 64, 4, NULL, &o, &sa, &err) == MXL_OK);
+            mxl_decoder_state_set_reference(sa, false);
+            CHECK(mxl_decoder_state_kv_type(sa, false) == k_block_types[f] && mxl_decoder_state_kv_type(sa, true) == k_block_types[f]);
+            double worst = 0;
+            for (int64_t p = 0; p < n; p++) {
+                REQUIRE(mxl_decoder_forward(&d, sa, &ids[p], 1, a, &err) == MXL_OK);
+                REQUIRE(mxl_decoder_forward(&d, sb, &ids[p], 1, b, &err) == MXL_OK);
+                for (int64_t i = 0; i < V; i++) {
+                    double df = fabs((double)a[i] - b[i]);
+                    if (!(df <= worst)) worst = df;
+                }
+            }
+            CHECK(g_rt.rows == n * d.hp.n_layers * 2); /* every K and V row went through the round trip */
+            mxl_decoder_state_destroy(sa);
+            mxl_decoder_state_destroy(sb);
+            mxl_threadpool *pool = NULL;
+            REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
+            double e_hf = run_decode(&d, c, ids, n, &o, pool, a);
+            mxl_threadpool_destroy(pool);
+            fprintf(stderr, "  %-14s %s KV: vs the dequantized f32 cache %.2e, vs transformers %.2e\n", names[ni],
+                    mxl_decoder_kv_type_name(k_block_types[f]), worst, e_hf);
+            CHECK(worst <= (quant ? BLOCK_REF_QUANT_TOL : BLOCK_REF_TOL));
+        }
+        mxl_free(a), mxl_free(b);
+        mxl_decoder_free(&d);
+        mxl_checkpoint_close(ck);
+    }
+    /* head_dim 16: refused by name, state and pool configuration alike */
+    mxl_checkpoint *ck = NULL;
+    mxl_decoder d;
+    mxl_error err;
+    REQUIRE(load_fixture("llama", &ck, &d));
+    for (int f = 0; f < 5; f++) {
+        const mxl_decoder_kv_opts o = {MXL_DECODER_KV_F16, k_block_types[f]};
+        mxl_decoder_state *s = NULL;
+        CHECK(mxl_decoder_state_create_ex(&d, 64, 4, NULL, &o, &s, &err) == MXL_ERR_UNSUPPORTED && !s);
+        char want[128];
+        snprintf(want, sizeof want, "cache type %s needs head_dim a multiple of 32, this model has 16", mxl_decoder_kv_type_name(k_block_types[f]));
+        CHECK_EQ_STR(err.msg, want);
+        mxl_kv_pool_cfg pc;
+        CHECK(mxl_decoder_kv_pool_cfg(&d, &o, false, 4, &pc, &err) == MXL_ERR_UNSUPPORTED);
+    }
+    mxl_decoder_free(&d);
+    mxl_checkpoint_close(ck);
+    json_decref(fx);
+}
+
+/* Block-format caches keep the cache invariants: bytes as the format says, truncate and re-run
+ * gives the same bits, a batch of mixed-type states equals each state's one-token forward. */
+TEST(decoder_kv_block_types_bytes_truncate_batch) {
+    mxl_checkpoint *ck = NULL;
+    mxl_decoder d;
+    mxl_error err;
+    REQUIRE(load_fixture("qwen3", &ck, &d));
+    const int64_t V = d.hp.vocab, ctx = 32;
+    const uint64_t n = (uint64_t)(d.hp.n_layers * ctx * d.hp.n_kv_heads * d.hp.head_dim);
+    const uint64_t per32[5] = {34, 18, 20, 22, 24};
+    int32_t ids[10] = {1, 17, 42, 5, 99, 3, 64, 8, 120, 7};
+    float *a = mxl_malloc((size_t)V * 4), *b = mxl_malloc((size_t)V * 4), *lb = mxl_malloc(3 * (size_t)V * 4);
+    REQUIRE(a && b && lb);
+    for (int f = 0; f < 5; f++) {
+        const mxl_decoder_kv_opts o = {k_block_types[f], k_block_types[f]}, mix = {k_block_types[f], MXL_DECODER_KV_F16};
+        mxl_decoder_state *s = NULL, *m = NULL;
+        REQUIRE(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, &o, &s, &err) == MXL_OK);
+        REQUIRE(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, &mix, &m, &err) == MXL_OK);
+        mxl_decoder_state_set_reference(s, false);
+        mxl_decoder_state_set_reference(m, false);
+        CHECK(mxl_decoder_state_kv_bytes(s) == 2 * (n / 32 * per32[f]));
+        CHECK(mxl_decoder_state_kv_bytes(m) == n / 32 * per32[f] + n * 2);
+        /* truncate: re-running the dropped suffix gives the same bits */
+        CHECK(mxl_decoder_forward(&d, s, ids, 10, a, &err) == MXL_OK);
+        mxl_decoder_state_truncate(s, 4);
+        CHECK(mxl_decoder_forward(&d, s, ids + 4, 6, b, &err) == MXL_OK);
+        CHECK(memcmp(a, b, (size_t)V * 4) == 0);
+        /* the reference path keeps an explicit type (its cache is not re-stored) */
+        mxl_decoder_state_set_reference(s, true);
+        CHECK(mxl_decoder_state_kv_type(s, false) == k_block_types[f]);
+        mxl_decoder_state_set_reference(s, false);
+        mxl_decoder_state_destroy(s);
+        mxl_decoder_state_destroy(m);
+        /* a batch of this type, f16 and the mix equals each state's one-token forward */
+        const mxl_decoder_kv_opts kinds[3] = {o, {MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO}, mix};
+        mxl_decoder_state *one[3], *bat[3];
+        for (int i = 0; i < 3; i++) {
+            REQUIRE(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, &kinds[i], &one[i], &err) == MXL_OK);
+            REQUIRE(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, &kinds[i], &bat[i], &err) == MXL_OK);
+            mxl_decoder_state_set_reference(one[i], false);
+            mxl_decoder_state_set_reference(bat[i], false);
+            CHECK(mxl_decoder_forward(&d, one[i], ids, 3 + i, a, &err) == MXL_OK);
+            CHECK(mxl_decoder_forward(&d, bat[i], ids, 3 + i, a, &err) == MXL_OK);
+        }
+        int32_t next[3] = {11, 22, 33};
+        for (int step = 0; step < 3; step++) {
+            CHECK(mxl_decoder_forward_batch(&d, bat, next, 3, lb, &err) == MXL_OK);
+            for (int i = 0; i < 3; i++) {
+                CHECK(mxl_decoder_forward(&d, one[i], &next[i], 1, a, &err) == MXL_OK);
+                CHECK(memcmp(a, lb + i * V, (size_t)V * 4) == 0);
+            }
+        }
+        for (int i = 0; i < 3; i++) mxl_decoder_state_destroy(one[i]), mxl_decoder_state_destroy(bat[i]);
+    }
+    mxl_free(a), mxl_free(b), mxl_free(lb);
+    mxl_decoder_free(&d);
+    mxl_checkpoint_close(ck);
+}
+
 /* ---- the real SmolLM2 (tests/fixtures/generation/real_greedy.json, see test_decoder_real.c) ---- */
 
 typedef struct real_stats {
