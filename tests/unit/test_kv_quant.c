@@ -15,9 +15,10 @@
  *     head, a paged table) equals a naive double-precision attention over the dequantized cache
  *     (1e-5 + 1e-4 |ref|, the bound test_decoder_kv.c uses for f16 / int8).
  *   - The SIMD variants called by name (x86-64): the AVX2 dot / axpy of each format against its
- *     reference (1e-5 x sum |k_i x_i|), the AVX-512 grouped K / V passes against the reference
- *     kernels (same bound) and, per head, the same bits for every group size G. These two tests
- *     fail (not skip) on a CPU without AVX2 / AVX-512, where these kernels cannot be checked. */
+ *     reference (1e-5 x sum |k_i x_i|); the AVX2 grouped K / V passes bit for bit the per-head
+ *     AVX2 kernels; the AVX-512 grouped passes against the reference kernels (same bound) and,
+ *     per head, the same bits for every group size G. These tests fail (not skip) on a CPU
+ *     without AVX2 / AVX-512, where these kernels cannot be checked. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -323,6 +324,46 @@ TEST(kv_quant_avx2_kernels_match_reference) {
                     CHECK_EQ_INT(differ, 0);
                 }
             }
+}
+
+/* The AVX2 grouped passes by name: per head, bit for bit the per-head AVX2 kernels (a score is
+ * scale x the dot, an output the axpy chain from 0 over the keys with a weight), for G = 1..4. */
+TEST(kv_quant_avx2_grouped_passes_equal_per_head_kernels) {
+    REQUIRE(mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX2); /* else these kernels cannot be checked on this CPU */
+    enum { NKV = 45, BS = 32, NB = 2, HDMAX = 160, G4 = 4 };
+    static float s[G4 * NKV], o[G4 * HDMAX], q[G4 * HDMAX], w[G4 * NKV], rows[NB * BS * HDMAX];
+    static uint8_t buf[NB * BS * HDMAX / 32 * 34 + 64];
+    const int32_t table[NB] = {1, 0};
+    const int hds[3] = {32, 64, 160};
+    const mxl_cpu_kernels *K = mxl_cpu_kern_at(MXL_CPU_ISA_AVX2);
+    for (int f = 0; f < MXL_KV_QFMT_COUNT; f++)
+        for (int hi_ = 0; hi_ < 3; hi_++) {
+            const int hd = hds[hi_];
+            const mxl_dtype t = k_types[f];
+            for (int i = 0; i < NB * BS * hd; i++) rows[i] = frand() * (i % 13 == 0 ? 5.0f : 1.0f);
+            mxl_kv_quantize_blocks(t, rows, NB * BS * hd, buf);
+            for (int i = 0; i < G4 * hd; i++) q[i] = frand();
+            for (int i = 0; i < G4 * NKV; i++) w[i] = frand() > 0.8f ? 0.0f : fabsf(frand());
+            mxl_kv_paged_view kv = {t, t, buf, buf, NULL, NULL, 0, NKV, hd, BS, BS * hd, table};
+            const int64_t lo = 3, hi = NKV;
+            for (int G = 1; G <= G4; G++) {
+                mxl_attn_k_q_avx2(&kv, 0, lo, hi, G, q, hd, 0.5f, s, NKV);
+                mxl_attn_v_q_avx2(&kv, 0, lo, hi, G, w, NKV, hd, o);
+                int diff = 0;
+                for (int g = 0; g < G; g++) {
+                    float ref[HDMAX] = {0};
+                    for (int64_t j = lo; j < hi; j++) {
+                        const uint8_t *kj = buf + mxl_kv_offset_bytes(t, ((int64_t)table[j / BS] * BS + j % BS) * hd);
+                        const float r = K->kv.dot_q[f](hd, kj, q + g * hd) * 0.5f;
+                        diff += memcmp(&r, &s[g * NKV + j], 4) != 0;
+                        if (w[g * NKV + j] != 0.0f) K->kv.axpy_q[f](hd, w[g * NKV + j], kj, ref);
+                    }
+                    diff += memcmp(ref, o + g * hd, (size_t)hd * 4) != 0;
+                }
+                if (diff) fprintf(stderr, "  %s hd %d G %d: %d results differ from the per-head kernels\n", mxl_dtype_name(t), hd, G, diff);
+                CHECK_EQ_INT(diff, 0);
+            }
+        }
 }
 
 /* The AVX-512 grouped passes by name: scores and outputs of G heads sharing a KV head against the

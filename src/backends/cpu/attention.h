@@ -87,6 +87,13 @@ void mxl_attn_k_q_avx512(const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, 
 void mxl_attn_v_q_avx512(const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G, const float *s, int64_t ss,
                          int hd, float *o);
 
+/* ... and on AVX2 (attention_avx2.c), bit for bit the per-head AVX2 kernels of kv_quant.c (the
+ * same block decoder, kv_quant_avx2.h, and the same FMA chains). */
+void mxl_attn_k_q_avx2(const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G, const float *qh, int hd,
+                       float scale, float *s, int64_t ss);
+void mxl_attn_v_q_avx2(const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G, const float *s, int64_t ss,
+                       int hd, float *o);
+
 /* For the block whose first position is b0: its row 0's element offset minus b0 * row_stride, so
  * that position j of the block is at that + j * row_stride (every pass of attention.c,
  * attention_avx2.c and attention_avx512.c walks the cache so). */
@@ -104,5 +111,17 @@ __attribute__((always_inline)) static inline void mxl_attn_prefetch_row(const ui
                                                                          int64_t jp, int64_t off, int n) {
     const uint16_t *p = base + (int64_t)kv->blocks[jp / kv->block_size] * kv->block_stride + (jp % kv->block_size) * kv->row_stride + off;
     for (int o = 0; o < n; o += 32) __builtin_prefetch(p + o, 0, 3);
+}
+/* The same for a block-format cache (bb bytes per block of 32): the bytes of element offset e (a
+ * multiple of 32), and a prefetch of the n elements (a multiple of 32) at element offset off of
+ * position jp's row. */
+static inline const uint8_t *mxl_attn_qrow(const void *base, int bb, int64_t e) {
+    return (const uint8_t *)base + (size_t)(e / 32) * (size_t)bb;
+}
+__attribute__((always_inline)) static inline void mxl_attn_prefetch_qrow(const void *base, int bb, const mxl_kv_paged_view *kv,
+                                                                          int64_t jp, int64_t off, int n) {
+    const uint8_t *p =
+        mxl_attn_qrow(base, bb, (int64_t)kv->blocks[jp / kv->block_size] * kv->block_stride + (jp % kv->block_size) * kv->row_stride + off);
+    for (int o = 0; o < n / 32 * bb; o += 64) __builtin_prefetch(p + o, 0, 3);
 }
 #endif

@@ -204,17 +204,6 @@ AVX512 INLINE void deq32_512(int f, const uint8_t *p, __m512 *lo, __m512 *hi) {
     *hi = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ch), d, off);
 }
 
-/* The bytes of K / V element offset e (a multiple of 32) of a block-format cache. */
-INLINE const uint8_t *qrow(const void *base, int bb, int64_t e) { return (const uint8_t *)base + (size_t)(e / 32) * (size_t)bb; }
-
-/* Into the cache ahead of a pass: the head vector (hd / 32 blocks) at element offset off of
- * position jp's row. */
-__attribute__((always_inline)) static inline void prefetch_q(const void *base, int bb, const mxl_kv_paged_view *kv, int64_t jp,
-                                                             int64_t off, int hd) {
-    const uint8_t *p = qrow(base, bb, (int64_t)kv->blocks[jp / kv->block_size] * kv->block_stride + (jp % kv->block_size) * kv->row_stride + off);
-    for (int o = 0; o < hd / 32 * bb; o += 64) __builtin_prefetch(p + o, 0, 3);
-}
-
 /* K pass (as k_group above): KEYS keys at a time, each key's blocks dequantized once for the G
  * heads, a 16-lane FMA chain per (head, key) over the blocks' low then high halves, the chains
  * reduced together. */
@@ -231,8 +220,8 @@ AVX512 INLINE void kq_group(int f, int G, const mxl_kv_paged_view *kv, int64_t h
             const int nk = j1 - j < KEYS ? (int)(j1 - j) : KEYS;
             const uint8_t *kp[16];
 #pragma GCC unroll 16
-            for (int i = 0; i < KEYS; i++) kp[i] = qrow(kv->k, bb, base + (j + (i < nk ? i : nk - 1)) * rs);
-            for (int i = 0; i < KEYS && j + MXL_ATTN_PF_KEYS + i < hi; i++) prefetch_q(kv->k, bb, kv, j + MXL_ATTN_PF_KEYS + i, hoff, hd);
+            for (int i = 0; i < KEYS; i++) kp[i] = mxl_attn_qrow(kv->k, bb, base + (j + (i < nk ? i : nk - 1)) * rs);
+            for (int i = 0; i < KEYS && j + MXL_ATTN_PF_KEYS + i < hi; i++) mxl_attn_prefetch_qrow(kv->k, bb, kv, j + MXL_ATTN_PF_KEYS + i, hoff, hd);
             __m512i a[16];
 #pragma GCC unroll 16
             for (int c = 0; c < 16; c++) a[c] = _mm512_setzero_si512();
@@ -274,8 +263,8 @@ AVX512 INLINE void vq_group(int f, int G, int nbk, const mxl_kv_paged_view *kv, 
         int64_t base = mxl_attn_block_base(kv, b0) + hoff + c0;
         int64_t j1 = b0 + bs < hi ? b0 + bs : hi;
         for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) {
-            const uint8_t *vj = qrow(kv->v, bb, base + j * rs);
-            if (j + MXL_ATTN_PF_KEYS < hi) prefetch_q(kv->v, bb, kv, j + MXL_ATTN_PF_KEYS, hoff + c0, 32 * nbk);
+            const uint8_t *vj = mxl_attn_qrow(kv->v, bb, base + j * rs);
+            if (j + MXL_ATTN_PF_KEYS < hi) mxl_attn_prefetch_qrow(kv->v, bb, kv, j + MXL_ATTN_PF_KEYS, hoff + c0, 32 * nbk);
             __m512 vv[8];
 #pragma GCC unroll 4
             for (int u = 0; u < nbk; u++) deq32_512(f, vj + u * bb, &vv[2 * u], &vv[2 * u + 1]);

@@ -1,6 +1,6 @@
 /* kernels_avx2.c - the AVX2 level of the kernel table (kernels.h; AVX2 + FMA + F16C): the 8-lane
  * forms of the element-wise ops, the GGUF / MLX / dense dots (1 and 4 tokens), the KV-cache
- * kernels, the grouped f16 attention passes and the panel path's AVX2 form. The kernels live
+ * kernels, the grouped f16 and block-format attention passes and the panel path's AVX2 form. The kernels live
  * next to their references (activation_avx2.c, quant_gguf_avx2.c, ...); this file only names them. */
 #include "backends/cpu/kernels.h"
 
@@ -44,5 +44,7 @@ void mxl_cpu_kernels_register_avx2(mxl_cpu_kernels *k) {
     k->attn_dot_f32 = mxl_dense_dot_avx2_get(MXL_DTYPE_F32);
     k->attn_k_f16 = mxl_attn_k_f16_avx2;
     k->attn_v_f16 = mxl_attn_v_f16_avx2;
+    k->attn_k_q = mxl_attn_k_q_avx2;
+    k->attn_v_q = mxl_attn_v_q_avx2;
 }
 #endif

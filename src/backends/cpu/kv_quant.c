@@ -227,8 +227,8 @@ KV_Q_REF(q5_1, MXL_DTYPE_Q5_1, 24)
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "backends/cpu/kv_quant_avx2.h"
 #include "backends/cpu/reduce_avx2.h"
-#include <string.h>
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -305,50 +305,11 @@ AVX2 void mxl_kv_store_f16_avx2(int64_t n, const float *x, uint16_t *h) {
 
 #define INLINE2 __attribute__((always_inline)) static inline
 
-/* 8 int32 codes of block elements e0 .. e0 + 7 with bit 4 from qh (q5 formats) */
-AVX2 INLINE2 __m256i q5_high(__m256i codes, uint32_t qh, int e0) {
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    __m256i bits = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)(qh >> e0)), idx), _mm256_set1_epi32(1));
-    return _mm256_or_si256(codes, _mm256_slli_epi32(bits, 4));
-}
-
-/* The 32 values of block p of format f in v[0..4) (elements 8i .. 8i + 7 in v[i]). Q8_0 and the
- * symmetric formats give the reference's d * q (fma(code, d, -offset d) rounds the exact
- * d (code - offset) once, as the product does; only a zero comes out +0 where d * 0 may be -0);
- * Q4_1 / Q5_1 give fma(code, d, m), within one rounding of the reference's d * code + m. */
-AVX2 INLINE2 void deq32_avx2(mxl_kv_qfmt f, const uint8_t *p, __m256 *v) {
-    uint16_t dh, mh = 0;
-    memcpy(&dh, p, 2);
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(dh));
-    if (f == MXL_KV_Q8_0) {
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) v[i] = _mm256_mul_ps(i8x8((const int8_t *)p + 2 + 8 * i), d);
-        return;
-    }
-    const bool asym = f == MXL_KV_Q4_1 || f == MXL_KV_Q5_1, q5 = f == MXL_KV_Q5_0 || f == MXL_KV_Q5_1;
-    if (asym) memcpy(&mh, p + 2, 2);
-    uint32_t qh = 0;
-    if (q5) memcpy(&qh, p + (asym ? 4 : 2), 4);
-    const uint8_t *qs = p + (asym ? 4 : 2) + (q5 ? 4 : 0);
-    const __m128i raw = _mm_loadu_si128((const __m128i *)qs), m4 = _mm_set1_epi8(0x0F);
-    const __m128i lo = _mm_and_si128(raw, m4), hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m4);
-    __m256i c[4] = {_mm256_cvtepu8_epi32(lo), _mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)), _mm256_cvtepu8_epi32(hi),
-                    _mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8))};
-    const __m256 off = asym ? _mm256_set1_ps(_cvtsh_ss(mh)) : _mm256_mul_ps(d, _mm256_set1_ps(q5 ? -16.0f : -8.0f));
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        if (q5) c[i] = q5_high(c[i], qh, 8 * i);
-        v[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c[i]), d, off);
-    }
-}
-
-static const int k_qbytes[MXL_KV_QFMT_COUNT] = {34, 18, 20, 22, 24};
-
 /* Two 8-lane FMA chains (elements 8i, i even / odd), summed at the end. */
 AVX2 INLINE2 float dot_q_avx2(mxl_kv_qfmt f, int64_t n, const void *k, const float *x) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), v[4];
     for (int64_t b = 0; b < n / 32; b++, x += 32) {
-        deq32_avx2(f, (const uint8_t *)k + b * k_qbytes[f], v);
+        mxl_kv_deq32_avx2(f, (const uint8_t *)k + b * mxl_kv_qbytes[f], v);
         a0 = _mm256_fmadd_ps(v[0], _mm256_loadu_ps(x), a0);
         a1 = _mm256_fmadd_ps(v[1], _mm256_loadu_ps(x + 8), a1);
         a0 = _mm256_fmadd_ps(v[2], _mm256_loadu_ps(x + 16), a0);
@@ -361,7 +322,7 @@ AVX2 INLINE2 void axpy_q_avx2(mxl_kv_qfmt f, int64_t n, float w, const void *vq,
     const __m256 wv = _mm256_set1_ps(w);
     __m256 v[4];
     for (int64_t b = 0; b < n / 32; b++, o += 32) {
-        deq32_avx2(f, (const uint8_t *)vq + b * k_qbytes[f], v);
+        mxl_kv_deq32_avx2(f, (const uint8_t *)vq + b * mxl_kv_qbytes[f], v);
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) _mm256_storeu_ps(o + 8 * i, _mm256_fmadd_ps(wv, v[i], _mm256_loadu_ps(o + 8 * i)));
     }
