@@ -2,6 +2,7 @@
 #include "server/config.h"
 
 #include "core/alloc.h"
+#include "engine/memory_estimate.h"
 #include "server/constraint.h"
 
 #include <ctype.h>
@@ -387,6 +388,14 @@ mxl_status mxl_server_config_parse(int argc, char **argv, mxl_server_config *c, 
     if (c->help) return MXL_OK;
     if (c->kv_cache_budget && (st_ = parse_kv_budget(c, err))) return st_;
     if (c->kv_watermark > 0.5) return mxl_error_set(err, MXL_ERR_ARG, "--kv-admission-watermark: %g is outside [0, 0.5]", c->kv_watermark);
+    /* the cache types' names now (the model's head_dim is checked when it is loaded) */
+    for (int i = 0; i < 2; i++) {
+        const char *t = i ? c->cache_type_v : c->cache_type_k;
+        mxl_kv_type kt;
+        mxl_error e;
+        mxl_status kst = t ? mxl_kv_type_parse(t, &kt, &e) : MXL_OK;
+        if (kst) return mxl_error_set(err, kst, "%s %s: %s", i ? "--cache-type-v" : "--cache-type-k", t, e.msg);
+    }
     if (c->preemption_policy && strcmp(c->preemption_policy, "longest-first") && strcmp(c->preemption_policy, "lowest-priority"))
         return mxl_error_set(err, MXL_ERR_ARG, "--preemption-policy: expected longest-first or lowest-priority, got '%s'", c->preemption_policy);
     if (c->api_key && c->api_key_file) return mxl_error_set(err, MXL_ERR_ARG, "--api-key and --api-key-file are mutually exclusive");
