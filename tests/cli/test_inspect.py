@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from conftest import ROOT, real_model_path, run
+from conftest import ROOT, assert_clean_error, real_model_path, run
 
 FIX = os.path.join(ROOT, "tests", "fixtures")
 SPEC_FIELDS = ["mlxcel_version", "model", "model_type", "family", "inputs", "weights_bytes", "weights_source",
@@ -128,6 +128,19 @@ def test_inspect_counts_each_cache_type_as_its_format(k, v):
     assert j["kv_bytes_per_token"] == blocks * (PER32[k] + PER32[v])
     assert j["kv_bytes_total"] == j["kv_bytes_per_token"] * 1000
     assert j["inputs"]["cache_type_k"] == ("fp16" if k == "f16" else k) and j["inputs"]["cache_type_v"] == ("fp16" if v == "f16" else v)
+
+
+def test_inspect_refuses_block_formats_on_heads_not_multiple_of_32():
+    """The tiny llama fixture's heads are 16 wide (its config.json): a block of 32 would straddle
+    two heads, so the block formats are refused by name (int8 takes a group per head instead)."""
+    d = os.path.join(FIX, "decoders", "llama")
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    assert hd % 32
+    for t in ("q8_0", "q4_0", "q5_1"):
+        assert_clean_error(run("inspect", "-m", d, "--cache-type-v", t), f"cache type {t} needs head_dim a multiple of 32, this model has {hd}")
+    assert run("inspect", "-m", d, "--kv-cache-mode", "int8").returncode == 0
 
 
 def test_inspect_refuses_bf16_and_turbo_by_name():

@@ -4,12 +4,11 @@
  * kernels, f16 / int8 / ggml block-format (q8_0, q4_0, q4_1, q5_0, q5_1) K and V the KV kernels
  * (kv_quant.h); each from the kernel table of level isa (kernels.h: AVX2 where the level has it,
  * the plain C references otherwise). An f16 or block-format cache goes through the table's
- * grouped passes where it has them for both K and V (f16: attention_avx512.c's (AVX-512) or
- * attention_avx2.c's (AVX2); block formats: attention_avx512.c's), which take up to
- * MXL_ATTN_HEAD_GROUP query heads of one KV head at a time (each K / V vector converted once per
- * group), score several keys at a time and keep the output in registers (the AVX2 f16 passes are
- * bitwise the per-head AVX2 kernels, the AVX-512 f16 V pass too). Softmax and the f32 V
- * accumulation are plain C. */
+ * grouped passes where it has them for both K's type and V's (attention_avx512.c's (AVX-512) or
+ * attention_avx2.c's (AVX2)), which take up to MXL_ATTN_HEAD_GROUP query heads of one KV head at
+ * a time (each K / V vector converted once per group), score several keys at a time and keep the
+ * output in registers (the AVX2 passes are bitwise the per-head AVX2 kernels, the AVX-512 f16 V
+ * pass too). Softmax and the f32 V accumulation are plain C. */
 #include "backends/cpu/attention.h"
 
 #include <math.h>
@@ -143,7 +142,7 @@ static void attn_one(const attn_ctx *c, int64_t t, int h, float *s) {
 }
 
 /* Heads h .. h + G - 1 of token t (one KV head) through the grouped passes; s holds G score rows
- * of n_kv. On AVX2 (f16) per head the bits of attn_one. */
+ * of n_kv. On AVX2 per head the bits of attn_one. */
 static void attn_group(const attn_ctx *c, int64_t t, int h, int G, float *s) {
     const mxl_attn_params *p = c->p;
     const mxl_kv_paged_view *kv = c->kv;
