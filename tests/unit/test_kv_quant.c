@@ -120,7 +120,7 @@ TEST(kv_quant_blocks_match_gguf_package) {
 /* Random head vectors of n elements (several blocks, outliers in some) quantized to each format;
  * deq: their values (the bit-exact dequantizer, checked above against gguf). */
 static void random_blocks(mxl_dtype t, int64_t n, void *q, float *deq) {
-    float x[512];
+    float x[512] = {0}; /* (all of it: GCC cannot see n <= 512) */
     for (int64_t i = 0; i < n; i++) x[i] = frand() * (i % 11 == 3 ? 6.0f : 1.0f) + (i < 32 ? 0.3f : 0.0f);
     mxl_kv_quantize_blocks(t, x, n, q);
     mxl_kv_dequantize_blocks(t, q, n, deq);
