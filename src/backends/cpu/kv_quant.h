@@ -16,15 +16,19 @@
  * gguf.quants.quantize writes) and read back as its dequantize_row_<fmt> (mxl_dequant_row_ref):
  *   q8_0: d = amax / 127, q = roundf(x / d) (x * (1/d)), x ~ d q;
  *   q4_0: d = max / -8 (max: the element of largest magnitude, with its sign), code
- *         min(15, (int8)(x / d + 8.5)), x ~ d (code - 8);
- *   q4_1: d = (max - min) / 15, m = min, code min(15, (int8)((x - min) / d + 0.5)), x ~ d code + m;
+ *         min(15, (int8)(x * (1/d) + 8.5)), x ~ d (code - 8);
+ *   q4_1: d = (max - min) / 15, m = min, code min(15, (int8)((x - min) * (1/d) + 0.5)),
+ *         x ~ d code + m;
  *   q5_0: as q4_0 on 5 bits (d = max / -16, codes 0..31, offset 16), bit 4 of code j in bit j of
- *         the 32-bit qh;
+ *         the 32-bit little-endian qh;
  *   q5_1: as q4_1 on 5 bits (d = (max - min) / 31), bit 4 in qh.
- * (d and m are stored as f16; the quantization uses their f32 values, as ggml does.)
+ * The low 4 bits of codes j and j + 16 share byte j of qs (low and high nibble). d and m are
+ * stored as f16; the quantization uses their f32 values, as ggml does.
  *
  * Each kernel has a plain C reference (*_ref, sums in index order) and an AVX2+FMA+F16C variant
- * (different summation order; equal within float rounding), picked by mxl_kv_kernels_get. */
+ * (different summation order; equal within float rounding), picked by mxl_kv_kernels_get; the
+ * block formats' AVX2 variants decode a block with kv_quant_avx2.h, which the grouped attention
+ * passes (attention_avx2.c) share. */
 #ifndef MXL_BACKENDS_CPU_KV_QUANT_H
 #define MXL_BACKENDS_CPU_KV_QUANT_H
 
