@@ -21,9 +21,9 @@ export MXL_REPO_ROOT=$PWD
 export MXL_TEST_EXCLUDE=slow_
 QEMU=${QEMU_AARCH64:-qemu-aarch64}
 # test-name filters (substrings): the kernel tests, the kernels' users that compare dispatch with
-# references, attention over the KV caches, and the thread pool they run on (the slow real-model
-# tests are left out)
-FILTERS=(kernels gemm_ enc_attention threadpool decoder_kv kv_pool)
+# references, attention over the KV caches (and their block formats), and the thread pool they run
+# on (the slow real-model tests are left out)
+FILTERS=(kernels gemm_ enc_attention threadpool decoder_kv kv_pool kv_quant)
 
 command -v aarch64-linux-gnu-gcc >/dev/null && command -v "$QEMU" >/dev/null ||
   { echo "test_arm64: aarch64-linux-gnu-gcc or $QEMU missing (scripts/setup.sh installs them)"; exit 1; }

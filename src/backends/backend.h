@@ -155,6 +155,10 @@ typedef struct mxl_backend_ops {
                            float *scales);
     void (*kv_dequantize_i8)(const mxl_backend *be, const int8_t *q, const float *scales, int64_t n, int64_t group,
                              float *x);
+    /* a ggml block format (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; n a multiple of 32): the bytes of ggml's
+     * quantize_row_<t>_ref, read back as its dequantize_row_<t> (backends/cpu/kv_quant.h) */
+    void (*kv_quantize_blocks)(const mxl_backend *be, mxl_dtype t, const float *x, int64_t n, void *blocks);
+    void (*kv_dequantize_blocks)(const mxl_backend *be, mxl_dtype t, const void *blocks, int64_t n, float *x);
 } mxl_backend_ops;
 
 struct mxl_backend {

@@ -110,6 +110,11 @@ typedef struct mxl_kv_view {
  * scales at that / group of k_scale / v_scale, I8 only: block_stride a multiple of group). Rows of
  * a block are row_stride elements apart, as in mxl_kv_split_view. A split view is the paged view
  * of one block holding every position (block table {0}). */
+/* K and V types: F32, F16, I8 (with k_scale / v_scale) or a ggml block format (Q8_0, Q4_0, Q4_1,
+ * Q5_0, Q5_1: 32 elements in one block of 34 / 18 / 20 / 22 / 24 bytes, backends/cpu/kv_quant.h).
+ * Offsets stay in elements whatever the type (for the block formats every row, head and block
+ * offset is a multiple of 32): element e of a cache of type t starts mxl_kv_offset_bytes(t, e)
+ * bytes in. */
 typedef struct mxl_kv_paged_view {
     mxl_dtype k_type, v_type;
     const void *k, *v;
@@ -121,6 +126,20 @@ typedef struct mxl_kv_paged_view {
     int64_t block_stride;           /* elements between block ids b and b + 1 */
     const int32_t *blocks;          /* [ceil(n_kv / block_size)] block ids */
 } mxl_kv_paged_view;
+
+/* Bytes before element e (a multiple of 32 for the block formats) of a KV cache of type t. */
+static inline size_t mxl_kv_offset_bytes(mxl_dtype t, int64_t e) {
+    switch (t) {
+    case MXL_DTYPE_F32: return (size_t)e * 4;
+    case MXL_DTYPE_F16: return (size_t)e * 2;
+    case MXL_DTYPE_Q8_0: return (size_t)(e / 32) * 34;
+    case MXL_DTYPE_Q4_0: return (size_t)(e / 32) * 18;
+    case MXL_DTYPE_Q4_1: return (size_t)(e / 32) * 20;
+    case MXL_DTYPE_Q5_0: return (size_t)(e / 32) * 22;
+    case MXL_DTYPE_Q5_1: return (size_t)(e / 32) * 24;
+    default: return (size_t)e; /* I8 */
+    }
+}
 
 typedef struct mxl_enc_attn {
     const float *q, *k, *v;

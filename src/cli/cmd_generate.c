@@ -72,8 +72,8 @@
     {"force", 0, NULL, NULL, "With --estimate-memory: warn instead of stopping when over budget"},              \
     {"no-memory-check", 0, NULL, NULL, "Alias of --force"},                                                    \
     {"show-reasoning", 0, NULL, NULL, "Also print the reasoning of thinking models (hidden by default)"},      \
-    {"cache-type-k", 0, "TYPE", "fp16", "KV cache storage of keys: fp16 or int8"},                              \
-    {"cache-type-v", 0, "TYPE", "fp16", "KV cache storage of values: fp16 or int8"}
+    {"cache-type-k", 0, "TYPE", "fp16", "KV cache storage of keys: f32, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, int8"}, \
+    {"cache-type-v", 0, "TYPE", "fp16", "KV cache storage of values: f32, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, int8"}
 
 static const char *const k_refused[] = {"audio", "video", NULL};
 

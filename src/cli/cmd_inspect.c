@@ -26,7 +26,7 @@ static const mxl_cli_opt k_opts[] = {
     {"batch", 0, "N", "1", "Concurrent sequences (server slots) the KV cache is sized for"},
     {"quant", 0, "default|fp16|int8|int4", "default", "Intended weight mode (shown; weights still come from metadata)"},
     {"json", 0, NULL, NULL, "Print one JSON object with raw byte fields"},
-    {"kv-cache-mode", 0, "MODE", "fp16", "K/V cache mode shorthand (fp16, int8)"},
+    {"kv-cache-mode", 0, "MODE", "fp16", "K/V cache mode shorthand (f32, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, int8)"},
     {"cache-type-k", 0, "TYPE", "fp16", "K cache mode; overrides --kv-cache-mode"},
     {"cache-type-v", 0, "TYPE", "fp16", "V cache mode; overrides --kv-cache-mode"},
     {"turbo-boundary-v", 0, "COUNT", "MLXCEL_KV_BOUNDARY_V_LAYERS / 2", "Boundary V layers kept at high precision (turbo modes)"},

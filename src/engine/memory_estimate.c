@@ -11,24 +11,51 @@
 
 #include "models/decoder.h"
 
-const char *mxl_kv_type_name(mxl_kv_type t) { return t == MXL_KV_INT8 ? "int8" : "fp16"; }
+static const struct {
+    const char *name, *alias;
+    uint32_t block, bytes; /* bytes per block of `block` elements (int8's scales apart) */
+} k_kv_types[MXL_KV_TYPE_COUNT] = {
+    [MXL_KV_FP16] = {"fp16", "f16", 1, 2}, [MXL_KV_INT8] = {"int8", NULL, 1, 1},     [MXL_KV_F32] = {"f32", "fp32", 1, 4},
+    [MXL_KV_Q8_0] = {"q8_0", NULL, 32, 34}, [MXL_KV_Q4_0] = {"q4_0", NULL, 32, 18}, [MXL_KV_Q4_1] = {"q4_1", NULL, 32, 20},
+    [MXL_KV_Q5_0] = {"q5_0", NULL, 32, 22}, [MXL_KV_Q5_1] = {"q5_1", NULL, 32, 24},
+};
 
-static uint64_t kv_elem_bytes(mxl_kv_type t) { return t == MXL_KV_INT8 ? 1 : 2; }
+const char *mxl_kv_type_name(mxl_kv_type t) { return (unsigned)t < MXL_KV_TYPE_COUNT ? k_kv_types[t].name : "?"; }
+
+bool mxl_kv_type_is_block(mxl_kv_type t) { return (unsigned)t < MXL_KV_TYPE_COUNT && k_kv_types[t].block == 32; }
+
+/* Bytes of a cached row of `elems` elements (a multiple of 32 for the block formats; of `group`,
+ * int8's scale group, for int8). */
+static uint64_t kv_row_bytes(mxl_kv_type t, uint64_t elems, uint64_t group) {
+    uint64_t b = elems / k_kv_types[t].block * k_kv_types[t].bytes;
+    if (t == MXL_KV_INT8) b += elems / group * 4;
+    return b;
+}
+
+mxl_decoder_kv_type mxl_kv_type_decoder(mxl_kv_type t) {
+    static const mxl_decoder_kv_type m[MXL_KV_TYPE_COUNT] = {
+        [MXL_KV_FP16] = MXL_DECODER_KV_F16,  [MXL_KV_INT8] = MXL_DECODER_KV_I8,    [MXL_KV_F32] = MXL_DECODER_KV_F32,
+        [MXL_KV_Q8_0] = MXL_DECODER_KV_Q8_0, [MXL_KV_Q4_0] = MXL_DECODER_KV_Q4_0, [MXL_KV_Q4_1] = MXL_DECODER_KV_Q4_1,
+        [MXL_KV_Q5_0] = MXL_DECODER_KV_Q5_0, [MXL_KV_Q5_1] = MXL_DECODER_KV_Q5_1,
+    };
+    return (unsigned)t < MXL_KV_TYPE_COUNT ? m[t] : MXL_DECODER_KV_AUTO;
+}
+
+#define KV_TYPE_LIST "f32, f16 (fp16), q8_0, q4_0, q4_1, q5_0, q5_1 or int8"
 
 mxl_status mxl_kv_type_parse(const char *s, mxl_kv_type *out, mxl_error *err) {
-    if (strcmp(s, "fp16") == 0 || strcmp(s, "f16") == 0) {
-        *out = MXL_KV_FP16;
-        return MXL_OK;
-    }
-    if (strcmp(s, "int8") == 0 || strcmp(s, "q8_0") == 0) {
-        *out = MXL_KV_INT8;
-        return MXL_OK;
-    }
-    static const char *turbo[] = {"fp16+turbo4", "fp16+turbo3", "turbo4", "turbo4-delegated"};
+    for (int t = 0; t < MXL_KV_TYPE_COUNT; t++)
+        if (strcmp(s, k_kv_types[t].name) == 0 || (k_kv_types[t].alias && strcmp(s, k_kv_types[t].alias) == 0)) {
+            *out = (mxl_kv_type)t;
+            return MXL_OK;
+        }
+    if (strcmp(s, "bf16") == 0)
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "KV cache type 'bf16' is not supported by this build; use " KV_TYPE_LIST);
+    static const char *turbo[] = {"fp16+turbo4", "fp16+turbo3", "turbo4", "turbo3", "turbo4-delegated"};
     for (size_t i = 0; i < sizeof turbo / sizeof turbo[0]; i++)
         if (strcmp(s, turbo[i]) == 0)
-            return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "KV cache mode '%s' (TurboQuant) is not supported by this build; use fp16 or int8", s);
-    return mxl_error_set(err, MXL_ERR_ARG, "unknown KV cache mode '%s' (expected fp16, int8, fp16+turbo4, fp16+turbo3, turbo4 or turbo4-delegated)", s);
+            return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "KV cache mode '%s' (TurboQuant) is not supported by this build; use " KV_TYPE_LIST, s);
+    return mxl_error_set(err, MXL_ERR_ARG, "unknown KV cache type '%s' (expected " KV_TYPE_LIST ")", s);
 }
 
 double mxl_mem_headroom_factor_from_env(char *warning, size_t cap) {
@@ -163,7 +190,31 @@ mxl_status mxl_mem_estimate_compute(const mxl_model_config *cfg, bool is_encoder
             out->head_dim = cfg->kv_lora_rank + cfg->qk_rope_head_dim;
             kvh = (uint64_t)out->head_dim;
         }
-        if (mxl_mul_u64(kvh, kv_elem_bytes(in->kv_k) + (out->latent ? 0 : kv_elem_bytes(in->kv_v)), &per_layer_token) ||
+        /* int8's scale group and the block formats' condition, as the decoder's cache has them
+         * (models/decoder.c kv_group_of); from the config alone: 32 where it divides the head
+         * (the latent row's parts), else the whole head */
+        uint64_t group = 32;
+        if (hp) {
+            group = (uint64_t)mxl_decoder_kv_group(hp);
+        } else if (out->latent) {
+            while (group > 1 && (cfg->kv_lora_rank % (int64_t)group || cfg->qk_rope_head_dim % (int64_t)group)) group /= 2;
+        } else if (cfg->head_dim % 32) {
+            group = (uint64_t)cfg->head_dim;
+        }
+        if (hp) {
+            const mxl_decoder_kv_opts o = {mxl_kv_type_decoder(in->kv_k), mxl_kv_type_decoder(out->latent ? in->kv_k : in->kv_v)};
+            mxl_status st = mxl_decoder_kv_check(hp, &o, err);
+            if (st) return st;
+        }
+        for (int i = 0; i < (out->latent ? 1 : 2); i++) {
+            const mxl_kv_type t = i ? in->kv_v : in->kv_k;
+            if (mxl_kv_type_is_block(t) && group != 32)
+                return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "cache type %s needs %s a multiple of 32, this model has %lld",
+                                     mxl_kv_type_name(t), out->latent ? "the latent row's parts" : "head_dim",
+                                     (long long)(out->latent ? out->head_dim : cfg->head_dim));
+        }
+        if (kvh % group) group = 1; /* (not reached: rows are whole heads) */
+        if (mxl_add_u64(kv_row_bytes(in->kv_k, kvh, group), out->latent ? 0 : kv_row_bytes(in->kv_v, kvh, group), &per_layer_token) ||
             mxl_mul_u64(per_layer_token, (uint64_t)n_kv_layers, &out->kv_bytes_per_token))
             return mxl_error_set(err, MXL_ERR_OVERFLOW, "KV size overflows");
         uint64_t tokens = (uint64_t)in->max_tokens;

@@ -5,7 +5,10 @@
  * Terms (bytes):
  *   weights       sum of tensor sizes from checkpoint metadata (never by loading)
  *   kv_total      batch x [ full-attention layers x n_tokens + sliding layers x min(n_tokens,
- *                 window) ] x n_kv_heads x head_dim x (bytes_k + bytes_v);
+ *                 window) ] x (row bytes of K + of V), a row being n_kv_heads x head_dim
+ *                 elements in the type's format: f32 4, fp16 2 bytes each; int8 1 byte each plus
+ *                 an f32 scale per group of 32 (per head when head_dim is not a multiple of 32);
+ *                 q8_0 / q4_0 / q4_1 / q5_0 / q5_1 34 / 18 / 20 / 22 / 24 bytes per 32;
  *                 multi-head latent attention (kv_lora_rank set) caches one row of
  *                 kv_lora_rank + qk_rope_head_dim per layer and token, read as K and V: x bytes_k
  *   headroom      (weights + kv_total) x (factor - 1), factor = MLXCEL_HEADROOM_FACTOR (1.20);
@@ -21,10 +24,19 @@
 
 #include "core/status.h"
 #include "models/config.h"
+#include "models/decoder.h"
 
+/* The KV cache types by the CLI's names (models/decoder.h mxl_decoder_kv_type has the layouts). */
 typedef enum mxl_kv_type {
-    MXL_KV_FP16 = 0,
-    MXL_KV_INT8,
+    MXL_KV_FP16 = 0, /* fp16 / f16: 2 bytes */
+    MXL_KV_INT8,     /* int8: 1 byte + an f32 scale per 32 (per head when head_dim is not a multiple of 32) */
+    MXL_KV_F32,      /* f32 / fp32: 4 bytes */
+    MXL_KV_Q8_0,     /* ggml block formats: bytes per 32 values 34, 18, 20, 22, 24 */
+    MXL_KV_Q4_0,
+    MXL_KV_Q4_1,
+    MXL_KV_Q5_0,
+    MXL_KV_Q5_1,
+    MXL_KV_TYPE_COUNT
 } mxl_kv_type;
 
 typedef struct mxl_mem_inputs {
@@ -58,9 +70,14 @@ typedef struct mxl_mem_estimate {
 } mxl_mem_estimate;
 
 const char *mxl_kv_type_name(mxl_kv_type t);
-/* Parses a --cache-type-k/-v / --kv-cache-mode value. fp16 (also f16) and int8 (also q8_0) are
- * estimated; the spec's TurboQuant modes are refused by name. */
+/* Parses a --cache-type-k/-v / --kv-cache-mode value: f32 (fp32), fp16 (f16), q8_0, q4_0, q4_1,
+ * q5_0, q5_1, int8. bf16 and the spec's TurboQuant modes are refused by name (MXL_ERR_UNSUPPORTED),
+ * anything else is MXL_ERR_ARG. */
 mxl_status mxl_kv_type_parse(const char *s, mxl_kv_type *out, mxl_error *err);
+/* True for the ggml block formats (q8_0 .. q5_1), which need heads of a multiple of 32. */
+bool mxl_kv_type_is_block(mxl_kv_type t);
+/* The decoder's storage type of that name (models/decoder.h). */
+mxl_decoder_kv_type mxl_kv_type_decoder(mxl_kv_type t);
 /* MLXCEL_HEADROOM_FACTOR: default 1.20; invalid or <= 0 -> default with a warning in *warning. */
 double mxl_mem_headroom_factor_from_env(char *warning, size_t cap);
 /* Parses "96GB", "512MB", "1.5GiB", "123456" (bytes). Returns nonzero when malformed. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "engine/memory_estimate.h"
 #include "engine/model_internal.h"
 #include "models/lora.h"
 
@@ -78,12 +79,14 @@ const mxl_decoder_hparams *mxl_gen_model_hparams(const mxl_gen_model *m) { retur
 
 uint64_t mxl_gen_model_state_bytes(const mxl_gen_model *m) { return (uint64_t)m->dec.rec_state_floats * sizeof(float); }
 
+/* A --cache-type-k / -v name (NULL: keep *out) as the decoder's type; the error names the flag. */
 static mxl_status kv_type_of(const char *name, const char *flag, mxl_decoder_kv_type *out, mxl_error *err) {
     if (!name) return MXL_OK;
-    if (!strcmp(name, "fp16") || !strcmp(name, "f16")) *out = MXL_DECODER_KV_F16;
-    else if (!strcmp(name, "int8") || !strcmp(name, "q8_0")) *out = MXL_DECODER_KV_I8;
-    else if (!strcmp(name, "fp32") || !strcmp(name, "f32")) *out = MXL_DECODER_KV_F32;
-    else return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s %s is not supported (this build has fp16 and int8)", flag, name);
+    mxl_kv_type t;
+    mxl_error e;
+    mxl_status st = mxl_kv_type_parse(name, &t, &e);
+    if (st) return mxl_error_set(err, st, "%s %s: %s", flag, name, e.msg);
+    *out = mxl_kv_type_decoder(t);
     return MXL_OK;
 }
 
@@ -91,6 +94,7 @@ mxl_status mxl_gen_model_set_kv_types(mxl_gen_model *m, const char *k, const cha
     mxl_decoder_kv_opts o = m->kv;
     mxl_status st = kv_type_of(k, "--cache-type-k", &o.k, err);
     if (!st) st = kv_type_of(v, "--cache-type-v", &o.v, err);
+    if (!st) st = mxl_decoder_kv_check(&m->dec.hp, &o, err); /* the block formats' head_dim */
     if (!st) m->kv = o;
     return st;
 }

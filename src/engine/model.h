@@ -26,8 +26,10 @@ int64_t mxl_gen_model_default_ctx(const mxl_gen_model *m);
 /* Replaces the checkpoint's chat template (--chat-template / --chat-template-file); a template
  * that does not parse is refused with its error and the old one is kept. */
 mxl_status mxl_gen_model_set_template(mxl_gen_model *m, const char *text, const char *origin, mxl_error *err);
-/* KV cache storage of the model's future sequences, by the spec's names: "fp16" (default) or
- * "int8" for K and V separately (NULL keeps the current one); other modes are refused by name. */
+/* KV cache storage of the model's future sequences, by the CLI's names for K and V separately
+ * (NULL keeps the current one): f32, fp16 / f16 (default), q8_0, q4_0, q4_1, q5_0, q5_1 (ggml's
+ * block formats), int8 (engine/memory_estimate.h mxl_kv_type_parse); bf16, TurboQuant modes and
+ * block formats this model's head_dim cannot take are refused by name. */
 mxl_status mxl_gen_model_set_kv_types(mxl_gen_model *m, const char *k, const char *v, mxl_error *err);
 /* The chat template source text. */
 const char *mxl_gen_model_template_text(const mxl_gen_model *m);

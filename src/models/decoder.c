@@ -1494,11 +1494,24 @@ static mxl_dtype kv_dtype(mxl_decoder_kv_type t, bool reference) {
     case MXL_DECODER_KV_F32: return MXL_DTYPE_F32;
     case MXL_DECODER_KV_F16: return MXL_DTYPE_F16;
     case MXL_DECODER_KV_I8: return MXL_DTYPE_I8;
+    case MXL_DECODER_KV_Q8_0: return MXL_DTYPE_Q8_0;
+    case MXL_DECODER_KV_Q4_0: return MXL_DTYPE_Q4_0;
+    case MXL_DECODER_KV_Q4_1: return MXL_DTYPE_Q4_1;
+    case MXL_DECODER_KV_Q5_0: return MXL_DTYPE_Q5_0;
+    case MXL_DECODER_KV_Q5_1: return MXL_DTYPE_Q5_1;
     default: return reference ? MXL_DTYPE_F32 : MXL_DTYPE_F16;
     }
 }
 
-static uint64_t kv_elem_bytes(mxl_dtype t) { return t == MXL_DTYPE_F32 ? 4 : t == MXL_DTYPE_F16 ? 2 : 1; }
+/* the ggml block formats (32 elements a block) */
+static bool kv_block_type(mxl_dtype t) {
+    return t == MXL_DTYPE_Q8_0 || t == MXL_DTYPE_Q4_0 || t == MXL_DTYPE_Q4_1 || t == MXL_DTYPE_Q5_0 || t == MXL_DTYPE_Q5_1;
+}
+
+const char *mxl_decoder_kv_type_name(mxl_decoder_kv_type t) {
+    static const char *names[MXL_DECODER_KV_COUNT] = {"auto", "f32", "f16", "int8", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"};
+    return (unsigned)t < MXL_DECODER_KV_COUNT ? names[t] : "?";
+}
 
 /* The int8 scale group: 32 where it divides the head (and, with latent attention, where V - the
  * last mla_kv_rank of each row - starts on a group), else the whole head; latent rows whose V
@@ -1519,10 +1532,34 @@ static int64_t kv_group_of(const mxl_decoder_hparams *hp) {
     return g;
 }
 
+int64_t mxl_decoder_kv_group(const mxl_decoder_hparams *hp) { return kv_group_of(hp); }
+
+mxl_status mxl_decoder_kv_check(const mxl_decoder_hparams *hp, const mxl_decoder_kv_opts *opts, mxl_error *err) {
+    mxl_decoder_kv_opts o = opts ? *opts : (mxl_decoder_kv_opts){MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO};
+    if ((unsigned)o.k >= MXL_DECODER_KV_COUNT || (unsigned)o.v >= MXL_DECODER_KV_COUNT) return mxl_error_set(err, MXL_ERR_ARG, "unknown KV cache type");
+    for (int i = 0; i < 2; i++) {
+        mxl_decoder_kv_type t = i ? o.v : o.k;
+        if (!kv_block_type(kv_dtype(t, false)) || kv_group_of(hp) == 32) continue;
+        /* name the dimension that is not a multiple of 32 */
+        int64_t bad = hp->head_dim;
+        const char *what = "head_dim";
+        if (hp->mla_kv_rank > 0) {
+            bad = hp->mla_rope_dim % 32 ? hp->mla_rope_dim : hp->mla_kv_rank;
+            what = hp->mla_rope_dim % 32 ? "a latent-attention RoPE part" : "a latent-attention rank";
+        } else {
+            for (int64_t l = 0; hp->layer_head_dim && l < hp->n_layers && bad % 32 == 0; l++) bad = hp->layer_head_dim[l];
+        }
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "cache type %s needs %s a multiple of 32, this model has %lld",
+                             mxl_decoder_kv_type_name(t), what, (long long)bad);
+    }
+    return MXL_OK;
+}
+
 mxl_status mxl_decoder_kv_pool_cfg(const mxl_decoder *d, const mxl_decoder_kv_opts *opts, bool reference, int64_t n_blocks,
                                    mxl_kv_pool_cfg *out, mxl_error *err) {
     mxl_decoder_kv_opts o = opts ? *opts : (mxl_decoder_kv_opts){MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO};
-    if ((unsigned)o.k > MXL_DECODER_KV_I8 || (unsigned)o.v > MXL_DECODER_KV_I8) return mxl_error_set(err, MXL_ERR_ARG, "unknown KV cache type");
+    mxl_status st = mxl_decoder_kv_check(&d->hp, &o, err);
+    if (st) return st;
     /* latent attention keeps one row per position, read as K and V (V: K's type) */
     const bool latent = d->hp.mla_kv_rank > 0;
     *out = (mxl_kv_pool_cfg){kv_layers(d), d->kv_dim, kv_group_of(&d->hp), kv_dtype(o.k, reference),
@@ -1552,6 +1589,8 @@ static void kv_put(const mxl_decoder_state *s, mxl_kv_pool *kvp, const int32_t *
         s->be->ops->buffer_copy(s->be, (float *)base + e, x, (size_t)kvd * sizeof(float));
     } else if (t == MXL_DTYPE_F16) {
         s->be->ops->kv_store_f16(s->be, x, kvd, (uint16_t *)base + e);
+    } else if (kv_block_type(t)) { /* (kvd: a multiple of 32, as every head) */
+        s->be->ops->kv_quantize_blocks(s->be, t, x, kvd, (uint8_t *)base + mxl_kv_offset_bytes(t, e));
     } else {
         float *sc = (v ? mxl_kv_pool_v_scale(kvp) : mxl_kv_pool_k_scale(kvp)) + e / c->group;
         s->be->ops->kv_quantize_i8(s->be, x, kvd, c->group, (int8_t *)base + e, sc);
@@ -1570,6 +1609,8 @@ static void kv_get(const mxl_decoder_state *s, const mxl_kv_pool *kvp, const int
     } else if (t == MXL_DTYPE_F16) {
         const uint16_t *h = (const uint16_t *)base + e;
         for (int64_t i = 0; i < kvd; i++) x[i] = mxl_f16_to_f32(h[i]);
+    } else if (kv_block_type(t)) {
+        s->be->ops->kv_dequantize_blocks(s->be, t, (const uint8_t *)base + mxl_kv_offset_bytes(t, e), kvd, x);
     } else {
         const float *sc = (v ? mxl_kv_pool_v_scale(kvp) : mxl_kv_pool_k_scale(kvp)) + e / c->group;
         s->be->ops->kv_dequantize_i8(s->be, (const int8_t *)base + e, sc, kvd, c->group, x);
@@ -1632,7 +1673,8 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
     const mxl_decoder_hparams *hp = &d->hp;
     *out = NULL;
     mxl_decoder_kv_opts o = opts ? *opts : (mxl_decoder_kv_opts){MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO};
-    if ((unsigned)o.k > MXL_DECODER_KV_I8 || (unsigned)o.v > MXL_DECODER_KV_I8) return mxl_error_set(err, MXL_ERR_ARG, "unknown KV cache type");
+    mxl_status cst = mxl_decoder_kv_check(hp, &o, err);
+    if (cst) return cst;
     if (max_ctx <= 0 || max_batch <= 0) return mxl_error_set(err, MXL_ERR_ARG, "context and batch sizes must be positive");
     if (max_batch > (INT64_C(1) << 20)) max_batch = INT64_C(1) << 20; /* keeps the scratch sizes below in range */
     if (hp->max_ctx > 0 && max_ctx > hp->max_ctx) max_ctx = hp->max_ctx;
@@ -1646,7 +1688,8 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
     if (kvp) {
         const mxl_kv_pool_cfg *c = mxl_kv_pool_config(kvp);
         if (c->n_layers != kv_layers(d) || c->kv_dim != (int64_t)kvd || c->v_in_k != (hp->mla_kv_rank > 0) ||
-            ((c->k_type == MXL_DTYPE_I8 || c->v_type == MXL_DTYPE_I8) && c->group != kv_group_of(hp)))
+            ((c->k_type == MXL_DTYPE_I8 || c->v_type == MXL_DTYPE_I8) && c->group != kv_group_of(hp)) ||
+            ((kv_block_type(c->k_type) || kv_block_type(c->v_type)) && kv_group_of(hp) != 32))
             return mxl_error_set(err, MXL_ERR_ARG, "the KV pool was made for another model shape (%lld layers, KV width %lld)",
                                  (long long)c->n_layers, (long long)c->kv_dim);
     }
@@ -1756,7 +1799,16 @@ void mxl_decoder_state_destroy(mxl_decoder_state *s) {
 }
 
 static mxl_decoder_kv_type kv_type_of(mxl_dtype t) {
-    return t == MXL_DTYPE_F32 ? MXL_DECODER_KV_F32 : t == MXL_DTYPE_F16 ? MXL_DECODER_KV_F16 : MXL_DECODER_KV_I8;
+    switch (t) {
+    case MXL_DTYPE_F32: return MXL_DECODER_KV_F32;
+    case MXL_DTYPE_F16: return MXL_DECODER_KV_F16;
+    case MXL_DTYPE_Q8_0: return MXL_DECODER_KV_Q8_0;
+    case MXL_DTYPE_Q4_0: return MXL_DECODER_KV_Q4_0;
+    case MXL_DTYPE_Q4_1: return MXL_DECODER_KV_Q4_1;
+    case MXL_DTYPE_Q5_0: return MXL_DECODER_KV_Q5_0;
+    case MXL_DTYPE_Q5_1: return MXL_DECODER_KV_Q5_1;
+    default: return MXL_DECODER_KV_I8;
+    }
 }
 
 mxl_decoder_kv_type mxl_decoder_state_kv_type(const mxl_decoder_state *s, bool v) { return kv_type_of(pool_type(s, v)); }
@@ -2077,8 +2129,8 @@ static void attend_span(const fwd_pass *f, const row_span *sp, mxl_threadpool *p
                           f->n_media ? f->ws->q_end + sp->row0 : NULL};
     mxl_kv_paged_view kv = {
         pc->k_type, pc->v_type,
-        (const uint8_t *)mxl_kv_pool_k(kvp) + (size_t)e0 * kv_elem_bytes(pc->k_type),
-        (const uint8_t *)mxl_kv_pool_v(kvp) + (size_t)v0 * kv_elem_bytes(pc->v_type),
+        (const uint8_t *)mxl_kv_pool_k(kvp) + mxl_kv_offset_bytes(pc->k_type, e0),
+        (const uint8_t *)mxl_kv_pool_v(kvp) + mxl_kv_offset_bytes(pc->v_type, v0),
         ks ? ks + e0 / pc->group : NULL, vs ? vs + v0 / pc->group : NULL,
         pc->group, sp->pos + sp->n, kvd, MXL_KV_BLOCK, mxl_kv_pool_block_stride(kvp), s->table};
     f->ws->be->ops->attention_paged(f->ws->be, &ap, f->ws->q + sp->row0 * qd, sp->n, f->ws->q_pos + sp->row0, &kv,

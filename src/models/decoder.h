@@ -12,7 +12,7 @@
  *   q, k = rope(q, k; the layer's RoPE) unless the layer is NoPE (SmolLM3) or positions are
  *          learned (GPT-2); (QK-norm here instead with qk_norm_after_rope: Hunyuan)
  *          then k, v are appended to the layer's KV cache (f16 by default,
- *          f32 or grouped int8 on request: mxl_decoder_kv_type)
+ *          f32, grouped int8 or a ggml block format on request: mxl_decoder_kv_type)
  *   a  = attention(q, cache; scale, soft-cap, causal, layer window) Wo (+bo)
  *   a  = post_attn_norm ? norm(a) : a
  *   x  = x + residual_scale * a
@@ -364,21 +364,46 @@ mxl_status mxl_decoder_read_hparams(const mxl_checkpoint *ck, mxl_decoder *d, mx
  *  F32:  exact; F16: IEEE half (round to nearest even on append), half the bytes of f32;
  *  I8:   symmetric int8 in groups of 32 elements along each head vector (llama.cpp's q8_0
  *        grouping; the whole head vector when head_dim is not a multiple of 32) with one f32
- *        scale max|x|/127 per group (the backend's kv_quantize_i8): (1 + 4/32)/4 of the f32 bytes.
+ *        scale max|x|/127 per group (the backend's kv_quantize_i8): (1 + 4/32)/4 of the f32 bytes
+ *        (the spec's `int8`).
+ *  Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: llama.cpp's --cache-type-k/-v block formats, exactly ggml's
+ *        (quantize_row_<fmt>_ref's bytes, backends/cpu/kv_quant.h): each head vector is
+ *        head_dim / 32 blocks of 32 values, 34 / 18 / 20 / 22 / 24 bytes a block. They need every
+ *        head (and, with latent attention, where V starts in a row) on a multiple of 32:
+ *        mxl_decoder_kv_check refuses them by name otherwise.
  * Explicit types are kept on both paths. Values are converted when appended; attention reads
- * them directly (f16 / int8 dot and accumulate kernels), nothing is expanded to f32. */
+ * them directly (f16 / int8 / block-format dot and accumulate kernels), nothing is expanded to
+ * f32 in the cache. */
 typedef enum mxl_decoder_kv_type {
     MXL_DECODER_KV_AUTO = 0,
     MXL_DECODER_KV_F32,
     MXL_DECODER_KV_F16,
     MXL_DECODER_KV_I8,
+    MXL_DECODER_KV_Q8_0,
+    MXL_DECODER_KV_Q4_0,
+    MXL_DECODER_KV_Q4_1,
+    MXL_DECODER_KV_Q5_0,
+    MXL_DECODER_KV_Q5_1,
+    MXL_DECODER_KV_COUNT
 } mxl_decoder_kv_type;
 
 typedef struct mxl_decoder_kv_opts {
     mxl_decoder_kv_type k, v;
 } mxl_decoder_kv_opts;
 
-/* (engine/memory_estimate.h parses the CLI's names - fp16, int8 - into its own mxl_kv_type.) */
+/* The CLI's name of a type: "auto", "f32", "f16", "int8", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1". */
+const char *mxl_decoder_kv_type_name(mxl_decoder_kv_type t);
+/* Whether this model can keep its cache in the types of o (NULL: AUTO): the block formats need
+ * every head_dim (and latent attention's rope and rank dims) a multiple of 32; refused by name
+ * ("cache type q4_0 needs head_dim a multiple of 32, this model has 80"). */
+mxl_status mxl_decoder_kv_check(const mxl_decoder_hparams *hp, const mxl_decoder_kv_opts *o, mxl_error *err);
+/* The int8 cache's scale group: 32 where it divides every head (and latent attention's parts),
+ * else the whole head (latent rows: the largest power of two dividing both parts). The block
+ * formats need it to be 32. */
+int64_t mxl_decoder_kv_group(const mxl_decoder_hparams *hp);
+
+/* (engine/memory_estimate.h parses the CLI's names - f32, fp16, q8_0, ..., int8 - into its own
+ * mxl_kv_type; engine/model.c maps them onto these.) */
 
 /* One sequence's KV cache and all scratch buffers for up to max_batch tokens per call. max_ctx is
  * capped at the model's max_position_embeddings. mxl_decoder_state_create uses MXL_DECODER_KV_AUTO for
@@ -424,9 +449,10 @@ void mxl_decoder_state_rec_save(const mxl_decoder_state *s, void *dst);
 /* dst adopts the first n_pos (<= src's position) positions of src; both on the same pool. Running
  * dst on from there gives, bit for bit, the logits of a state that ran the whole prefix itself. */
 mxl_status mxl_decoder_state_fork(mxl_decoder_state *dst, const mxl_decoder_state *src, int64_t n_pos, mxl_error *err);
-/* The storage in use now for K (v false) or V (v true): F32, F16 or I8, never AUTO. */
+/* The storage in use now for K (v false) or V (v true): any type but AUTO. */
 mxl_decoder_kv_type mxl_decoder_state_kv_type(const mxl_decoder_state *s, bool v);
-/* Bytes of the KV cache storage (K and V of every layer and position, int8 scales included): the
+/* Bytes of the KV cache storage (K and V of every layer and position, int8 scales and the block
+ * formats' d / m included): the
  * private pool's size (ceil(max_ctx / 32) blocks), or the blocks held now on a shared pool. */
 uint64_t mxl_decoder_state_kv_bytes(const mxl_decoder_state *s);
 /* Bytes of the recurrent layers' state (models/recurrent.h; fixed per sequence, 0 without such layers). */

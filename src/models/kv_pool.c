@@ -35,8 +35,13 @@ struct mxl_kv_pool {
     void *meta;                    /* one allocation for the bookkeeping arrays */
 };
 
-static uint64_t elem_bytes(mxl_dtype t) { return t == MXL_DTYPE_F32 ? 4 : t == MXL_DTYPE_F16 ? 2 : 1; }
-static bool valid_type(mxl_dtype t) { return t == MXL_DTYPE_F32 || t == MXL_DTYPE_F16 || t == MXL_DTYPE_I8; }
+/* The block formats of llama.cpp's KV cache types (32 elements a block, op_types.h). */
+static bool block_type(mxl_dtype t) {
+    return t == MXL_DTYPE_Q8_0 || t == MXL_DTYPE_Q4_0 || t == MXL_DTYPE_Q4_1 || t == MXL_DTYPE_Q5_0 || t == MXL_DTYPE_Q5_1;
+}
+static bool valid_type(mxl_dtype t) { return t == MXL_DTYPE_F32 || t == MXL_DTYPE_F16 || t == MXL_DTYPE_I8 || block_type(t); }
+/* Bytes of e elements (a multiple of 32 for a block format). */
+static uint64_t span_bytes(mxl_dtype t, uint64_t e) { return (uint64_t)mxl_kv_offset_bytes(t, (int64_t)e); }
 
 /* Element counts of one block's K (or V) and of its scales. */
 static uint64_t block_elems(const mxl_kv_pool_cfg *c) { return (uint64_t)c->n_layers * MXL_KV_BLOCK * (uint64_t)c->kv_dim; }
@@ -44,7 +49,7 @@ static uint64_t block_elems(const mxl_kv_pool_cfg *c) { return (uint64_t)c->n_la
 uint64_t mxl_kv_pool_block_bytes(const mxl_kv_pool_cfg *c) {
     if (c->n_layers <= 0 || c->kv_dim <= 0 || c->n_layers > (1 << 20) || c->kv_dim > (1 << 24)) return 0;
     uint64_t n = block_elems(c);
-    uint64_t b = n * (elem_bytes(c->k_type) + (c->v_in_k ? 0 : elem_bytes(c->v_type)));
+    uint64_t b = span_bytes(c->k_type, n) + (c->v_in_k ? 0 : span_bytes(c->v_type, n));
     uint64_t g = c->group > 0 ? (uint64_t)c->group : 1;
     if (c->k_type == MXL_DTYPE_I8) b += n / g * 4;
     if (c->v_type == MXL_DTYPE_I8 && !c->v_in_k) b += n / g * 4;
@@ -55,7 +60,10 @@ mxl_status mxl_kv_pool_create(const mxl_kv_pool_cfg *cfg, mxl_kv_pool **out, mxl
     *out = NULL;
     const mxl_kv_pool_cfg *c = cfg;
     if (!valid_type(c->k_type) || !valid_type(c->v_type))
-        return mxl_error_set(err, MXL_ERR_ARG, "KV pool: storage types must be f32, f16 or int8");
+        return mxl_error_set(err, MXL_ERR_ARG, "KV pool: storage types must be f32, f16, int8, q8_0, q4_0, q4_1, q5_0 or q5_1");
+    if ((block_type(c->k_type) || block_type(c->v_type)) && c->kv_dim % 32 != 0)
+        return mxl_error_set(err, MXL_ERR_ARG, "KV pool: the block formats need a KV width that is a multiple of 32, not %lld",
+                             (long long)c->kv_dim);
     if (c->v_in_k && c->v_type != c->k_type) return mxl_error_set(err, MXL_ERR_ARG, "KV pool: V read from K must have K's type");
     bool i8 = c->k_type == MXL_DTYPE_I8 || c->v_type == MXL_DTYPE_I8;
     if (i8 && (c->group <= 0 || c->kv_dim % c->group != 0))
@@ -68,7 +76,7 @@ mxl_status mxl_kv_pool_create(const mxl_kv_pool_cfg *cfg, mxl_kv_pool **out, mxl
     uint64_t nb = (uint64_t)c->n_blocks, n = block_elems(c), ns = i8 ? n / (uint64_t)c->group : 0;
     uint64_t sizes[4] = {0, 0, 0, 0}, total = 0;
     const bool has_v = !c->v_in_k;
-    if (mxl_mul_u64(nb, n * elem_bytes(c->k_type), &sizes[0]) || mxl_mul_u64(nb, has_v ? n * elem_bytes(c->v_type) : 0, &sizes[1]) ||
+    if (mxl_mul_u64(nb, span_bytes(c->k_type, n), &sizes[0]) || mxl_mul_u64(nb, has_v ? span_bytes(c->v_type, n) : 0, &sizes[1]) ||
         mxl_mul_u64(nb, c->k_type == MXL_DTYPE_I8 ? ns * 4 : 0, &sizes[2]) ||
         mxl_mul_u64(nb, has_v && c->v_type == MXL_DTYPE_I8 ? ns * 4 : 0, &sizes[3]))
         return mxl_error_set(err, MXL_ERR_NOMEM, "KV pool: %lld blocks of %llu bytes overflow", (long long)c->n_blocks, (unsigned long long)bb);
@@ -342,9 +350,9 @@ static void copy_rows(mxl_kv_pool *p, int32_t dst, int32_t src, int64_t n_rows) 
         uint64_t e_src = (uint64_t)src * (uint64_t)p->stride + (uint64_t)l * MXL_KV_BLOCK * row;
         uint64_t n = (uint64_t)n_rows * row;
         const mxl_backend *be = p->be;
-        be->ops->buffer_copy(be, p->k + e_dst * elem_bytes(c->k_type), p->k + e_src * elem_bytes(c->k_type), n * elem_bytes(c->k_type));
+        be->ops->buffer_copy(be, p->k + span_bytes(c->k_type, e_dst), p->k + span_bytes(c->k_type, e_src), span_bytes(c->k_type, n));
         if (!c->v_in_k)
-            be->ops->buffer_copy(be, p->v + e_dst * elem_bytes(c->v_type), p->v + e_src * elem_bytes(c->v_type), n * elem_bytes(c->v_type));
+            be->ops->buffer_copy(be, p->v + span_bytes(c->v_type, e_dst), p->v + span_bytes(c->v_type, e_src), span_bytes(c->v_type, n));
         if (p->ks)
             be->ops->buffer_copy(be, p->ks + e_dst / (uint64_t)c->group, p->ks + e_src / (uint64_t)c->group, (size_t)n_rows * srow * 4);
         if (p->vs && !c->v_in_k)

@@ -2,13 +2,15 @@
  * and the prompt-cache index over them.
  *
  * A block holds MXL_KV_BLOCK (32) consecutive positions of one sequence: K and V of every layer
- * for those positions in the pool's storage types (F32, F16 or grouped I8 with f32 scales,
- * the backend's kv_quantize_i8). Storage is one buffer of the backend (buffer_alloc), block-major:
+ * for those positions in the pool's storage types (F32, F16, grouped I8 with f32 scales - the
+ * backend's kv_quantize_i8 - or a ggml block format: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, each row
+ * kv_dim / 32 blocks of 32 elements, the backend's kv_quantize_blocks). Storage is one buffer of
+ * the backend (buffer_alloc), block-major:
  *   K [n_blocks, n_layers, 32, kv_dim]  V likewise  (k_type / v_type elements)
  *   K scales [n_blocks, n_layers, 32, kv_dim / group]  V scales likewise  (I8 only)
- * so row r of layer l of block b starts at element ((b * n_layers + l) * 32 + r) * kv_dim, and
- * consecutive blocks are mxl_kv_pool_block_stride() elements apart (attention reads through a
- * block table, backends/op_types.h mxl_kv_paged_view).
+ * so row r of layer l of block b starts at element ((b * n_layers + l) * 32 + r) * kv_dim (byte
+ * mxl_kv_offset_bytes(type, that)), and consecutive blocks are mxl_kv_pool_block_stride()
+ * elements apart (attention reads through a block table, backends/op_types.h mxl_kv_paged_view).
  *
  * Blocks are reference counted. A state holding a block takes one reference; sharing a prefix
  * (mxl_decoder_state_adopt / _fork) takes more. A block is written only when it is private
@@ -40,7 +42,8 @@
 typedef struct mxl_kv_pool_cfg {
     int64_t n_layers, kv_dim;
     int64_t group;             /* int8 scale group: divides kv_dim (ignored unless a type is I8) */
-    mxl_dtype k_type, v_type;  /* F32, F16 or I8 */
+    mxl_dtype k_type, v_type;  /* F32, F16, I8, Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1 (kv_dim a multiple
+                                * of 32 for the last five) */
     int64_t n_blocks;          /* > 0, at most 2^30 */
     const mxl_backend *be;     /* whose memory holds the blocks (buffer_alloc); NULL: the host's */
     bool v_in_k;               /* no V storage: V is read from the K rows (multi-head latent

@@ -2,6 +2,7 @@
 #include "server/config.h"
 
 #include "core/alloc.h"
+#include "engine/memory_estimate.h"
 #include "server/constraint.h"
 
 #include <ctype.h>
@@ -124,8 +125,8 @@ static const opt k_opts[] = {
     /* llama-server spellings with no meaning on this backend */
     {"--n-gpu-layers|-ngl|--gpu-layers", "LLAMA_ARG_N_GPU_LAYERS", K_IGNORED_V, 0, 0, 0, NULL},
     {"--flash-attn|-fa", "LLAMA_ARG_FLASH_ATTN", K_IGNORED_V, 0, 0, 0, NULL},
-    {"--cache-type-k|-ctk", "LLAMA_ARG_CACHE_TYPE_K", K_STR, F(cache_type_k), 0, 0, "KV cache keys: fp16 (f16) or int8 (q8_0)"},
-    {"--cache-type-v|-ctv", "LLAMA_ARG_CACHE_TYPE_V", K_STR, F(cache_type_v), 0, 0, "KV cache values: fp16 (f16) or int8 (q8_0)"},
+    {"--cache-type-k|-ctk", "LLAMA_ARG_CACHE_TYPE_K", K_STR, F(cache_type_k), 0, 0, "KV cache keys: f32, f16 (fp16), q8_0, q4_0, q4_1, q5_0, q5_1, int8"},
+    {"--cache-type-v|-ctv", "LLAMA_ARG_CACHE_TYPE_V", K_STR, F(cache_type_v), 0, 0, "KV cache values: f32, f16 (fp16), q8_0, q4_0, q4_1, q5_0, q5_1, int8"},
     /* spec flags of features not built yet */
     {"--draft-model|--model-draft|-md", NULL, K_STR, F(draft_model), 0, 0, "speculative decoding: a small model with the same tokenizer drafts (its own KV cache)"},
     {"--draft-max|--draft|--spec-draft-n-max|--draft-n", "LLAMA_ARG_SPEC_DRAFT_N_MAX|LLAMA_ARG_DRAFT_MAX", K_INT, F(draft_max), 0, 64, "reported as /props n_max (llama-server compatibility); the block is --draft-block-size"},
@@ -391,6 +392,14 @@ mxl_status mxl_server_config_parse(int argc, char **argv, mxl_server_config *c, 
     if (c->help) return MXL_OK;
     if (c->kv_cache_budget && (st_ = parse_kv_budget(c, err))) return st_;
     if (c->kv_watermark > 0.5) return mxl_error_set(err, MXL_ERR_ARG, "--kv-admission-watermark: %g is outside [0, 0.5]", c->kv_watermark);
+    /* the cache types' names now (the model's head_dim is checked when it is loaded) */
+    for (int i = 0; i < 2; i++) {
+        const char *t = i ? c->cache_type_v : c->cache_type_k;
+        mxl_kv_type kt;
+        mxl_error e;
+        mxl_status kst = t ? mxl_kv_type_parse(t, &kt, &e) : MXL_OK;
+        if (kst) return mxl_error_set(err, kst, "%s %s: %s", i ? "--cache-type-v" : "--cache-type-k", t, e.msg);
+    }
     if (c->preemption_policy && strcmp(c->preemption_policy, "longest-first") && strcmp(c->preemption_policy, "lowest-priority"))
         return mxl_error_set(err, MXL_ERR_ARG, "--preemption-policy: expected longest-first or lowest-priority, got '%s'", c->preemption_policy);
     if (c->api_key && c->api_key_file) return mxl_error_set(err, MXL_ERR_ARG, "--api-key and --api-key-file are mutually exclusive");

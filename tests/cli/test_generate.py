@@ -113,6 +113,27 @@ def test_cache_types():
     assert_clean_error(run("run", "-p", "x", "--cache-type-k", "turbo4"), "--cache-type-k turbo4")
 
 
+def test_llama_cpp_cache_types_run_and_bad_names_are_refused():
+    """Every llama.cpp block format and f32 on K and V (mixed too) is accepted and generates (the
+    tokens are the unit tests' business: test_decoder_kv.c, test_kv_quant.c; this prompt's first
+    token is a near tie that an 8-bit cache already turns). f16 and fp16 are the same cache. bf16
+    and unknown names are one clear error line naming the flag and the value."""
+    real_model_path(SMOL)
+    args = ["run", "-p", "Say hello.", "-n", "8", "--temp", "0"]
+    f16 = run(*args, "--cache-type-k", "f16", "--cache-type-v", "fp16")
+    assert f16.returncode == 0 and f16.stdout == run(*args).stdout, f16.stderr
+    for k, v in (("q8_0", "q8_0"), ("q4_0", "q4_0"), ("q4_1", "q5_0"), ("q5_1", "f32"), ("f32", "q8_0"), ("int8", "q4_1")):
+        p = run(*args, "--cache-type-k", k, "--cache-type-v", v)
+        assert p.returncode == 0 and len(p.stdout.strip()) > 0, (k, v, p.stderr)
+    g = run("generate", "-m", SMOL, "--no-chat-template", "-p", "Once upon a time", "-n", "4", "--temp", "0",
+            "--cache-type-k", "q4_1", "--cache-type-v", "q5_1")
+    assert g.returncode == 0 and len(g.stdout.strip()) > 0, g.stderr
+    line = assert_clean_error(run("run", "-p", "x", "--cache-type-v", "bf16"), "--cache-type-v bf16")
+    assert "not supported" in line
+    assert_clean_error(run("run", "-p", "x", "--cache-type-k", "q3_0"), "--cache-type-k q3_0")
+    assert_clean_error(run("run", "-p", "x", "--cache-type-v", "turbo3"), "--cache-type-v turbo3")
+
+
 def test_estimate_memory_preflight_fits_and_refuses():
     """--estimate-memory: the inspect estimator on the rendered prompt plus -n (spec: generate, memory
     preflight); over budget stops with one error line unless --force / --no-memory-check."""
@@ -129,6 +150,14 @@ def test_estimate_memory_preflight_fits_and_refuses():
         p = run("run", "-p", "Hi", "-n", "4", "--temp", "0", "--estimate-memory", flag, env=small)
         assert p.returncode == 0 and "warning: memory preflight" in p.stderr, p.stderr
         assert p.stdout.strip(), p.stdout
+    # the block formats are sized as the format says: for 8000 tokens (refused by the small limit
+    # before generating) q4_0 K and V print fp16's KV term times 36 / 128 (18 bytes per 32 values
+    # each, against 64), to the printed 3 decimals
+    big = ["run", "-p", "Hi", "-n", "8000", "--temp", "0", "--estimate-memory"]
+    f16 = run(*big, env=small)
+    q4 = run(*big, "--cache-type-k", "q4_0", "--cache-type-v", "q4_0", env=small)
+    kv = lambda p: float(assert_clean_error(p, "exceeds").split("+ KV ")[1].split(" GiB")[0])
+    assert kv(f16) > 0.1 and abs(kv(q4) - kv(f16) * 36 / 128) <= 0.0015, (kv(q4), kv(f16))
 
 
 def test_reasoning_hidden_unless_show_reasoning():

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from conftest import ROOT, real_model_path, run
+from conftest import ROOT, assert_clean_error, real_model_path, run
 
 FIX = os.path.join(ROOT, "tests", "fixtures")
 SPEC_FIELDS = ["mlxcel_version", "model", "model_type", "family", "inputs", "weights_bytes", "weights_source",
@@ -103,11 +103,51 @@ def test_inspect_flags_change_the_kv_term():
     assert base["kv_bytes_total"] == base["kv_bytes_per_token"] * 1000
     b4 = inspect_json("-m", repo, "-n", "1000", "--batch", "4")
     assert b4["kv_bytes_total"] == 4 * base["kv_bytes_total"]
+    # int8: one byte per element plus an f32 scale per 32 (SmolLM2's head_dim is 64): 36 / 64 of fp16
     i8 = inspect_json("-m", repo, "-n", "1000", "--kv-cache-mode", "int8")
-    assert i8["kv_bytes_total"] * 2 == base["kv_bytes_total"]
+    assert i8["kv_bytes_total"] * 64 == base["kv_bytes_total"] * 36
     split = inspect_json("-m", repo, "-n", "1000", "--kv-cache-mode", "int8", "--cache-type-k", "fp16")
     assert split["inputs"]["cache_type_k"] == "fp16" and split["inputs"]["cache_type_v"] == "int8"
-    assert split["kv_bytes_total"] * 4 == base["kv_bytes_total"] * 3
+    assert split["kv_bytes_total"] * 128 == base["kv_bytes_total"] * (64 + 36)
+
+
+# bytes per block of 32 values of each KV cache type: ggml-common.h's block_q8_0 (f16 d + 32 int8),
+# block_q4_0 (d + 16 nibble bytes), block_q4_1 (d, m + 16), block_q5_0 (d + qh[4] + 16),
+# block_q5_1 (d, m + qh[4] + 16); f32 / fp16 4 / 2 bytes a value; int8 1 byte + an f32 scale per 32
+PER32 = {"f32": 128, "fp16": 64, "f16": 64, "q8_0": 34, "q4_0": 18, "q4_1": 20, "q5_0": 22, "q5_1": 24, "int8": 36}
+
+
+@pytest.mark.parametrize("k,v", [("q8_0", "q8_0"), ("q4_0", "q4_0"), ("q4_1", "q5_0"), ("q5_1", "f16"), ("f32", "int8")])
+def test_inspect_counts_each_cache_type_as_its_format(k, v):
+    """The KV term per token recomputed from the GGUF metadata (gguf package fixture): layers x
+    KV heads x head_dim / 32 blocks of K and of V, each at its format's bytes per block."""
+    fx = gguf_fixture("smollm2-135m-q4_1")
+    head_dim = fx["key_length"] or fx["embedding_length"] // fx["head_count"]
+    blocks = fx["block_count"] * fx["head_count_kv"] * head_dim // 32
+    j = inspect_json("-m", "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", "-n", "1000", "--cache-type-k", k, "--cache-type-v", v)
+    assert j["kv_bytes_per_token"] == blocks * (PER32[k] + PER32[v])
+    assert j["kv_bytes_total"] == j["kv_bytes_per_token"] * 1000
+    assert j["inputs"]["cache_type_k"] == ("fp16" if k == "f16" else k) and j["inputs"]["cache_type_v"] == ("fp16" if v == "f16" else v)
+
+
+def test_inspect_refuses_block_formats_on_heads_not_multiple_of_32():
+    """The tiny llama fixture's heads are 16 wide (its config.json): a block of 32 would straddle
+    two heads, so the block formats are refused by name (int8 takes a group per head instead)."""
+    d = os.path.join(FIX, "decoders", "llama")
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    assert hd % 32
+    for t in ("q8_0", "q4_0", "q5_1"):
+        assert_clean_error(run("inspect", "-m", d, "--cache-type-v", t), f"cache type {t} needs head_dim a multiple of 32, this model has {hd}")
+    assert run("inspect", "-m", d, "--kv-cache-mode", "int8").returncode == 0
+
+
+def test_inspect_refuses_bf16_and_turbo_by_name():
+    repo = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
+    for bad in ("bf16", "turbo3"):
+        p = run("inspect", "-m", repo, "--cache-type-k", bad)
+        assert p.returncode == 2 and bad in p.stderr and "not supported" in p.stderr, p.stderr
 
 
 def test_inspect_budget_and_headroom_env():
@@ -172,8 +212,13 @@ def test_inspect_latent_attention(path, source):
     j = inspect_json("-m", path)
     assert j["kv_bytes_per_token"] == cfg["num_hidden_layers"] * row * 2
     assert j["kv_detail"]["latent"] is True and j["kv_detail"]["n_kv_heads"] == 1 and j["kv_detail"]["head_dim"] == row
+    # int8: a byte per element and an f32 scale per group: 32 where it divides both parts of the
+    # row, else the largest power of two that does
+    g = 32
+    while cfg["kv_lora_rank"] % g or cfg["qk_rope_head_dim"] % g:
+        g //= 2
     j8 = inspect_json("-m", path, "--kv-cache-mode", "int8")
-    assert j8["kv_bytes_per_token"] == cfg["num_hidden_layers"] * row
+    assert j8["kv_bytes_per_token"] == cfg["num_hidden_layers"] * (row + row // g * 4)
 
 
 def recurrent_state_bytes(cfg):

@@ -211,3 +211,47 @@ def test_budget_below_one_block_fails_at_load():
     assert p.returncode > 0 and "Sanitizer" not in p.stderr
     last = [l for l in p.stderr.splitlines() if l.strip()][-1]
     assert last.startswith("error: ") and "smaller than one KV block" in last and "737280" in last
+
+
+# one SmolLM2 KV block with q8_0 keys and q4_0 values: 30 layers x 32 positions x 6 blocks of 32
+# values (3 KV heads x 64) x (34 + 18) bytes (ggml's block_q8_0 and block_q4_0)
+BLOCK_BYTES_Q8_Q4 = 30 * 32 * 6 * (34 + 18)
+
+
+def test_block_format_caches_in_the_pool_prompt_cache_and_preemption():
+    """--cache-type-k q8_0 --cache-type-v q4_0: the pool's blocks hold those formats (their bytes
+    in /v1/cache/stats), a prompt served from cached blocks answers what it answers with nothing
+    cached, and a preempted request recomputes into the same answer it gives alone (the cached
+    blocks hold the very bits a fresh prefill stores: quantization is deterministic)."""
+    s = Server("--parallel", "2", "--ctx-size", "2048", "--cache-type-k", "q8_0", "--cache-type-v", "q4_0")
+    try:
+        st = requests.get(s.url + "/v1/cache/stats").json()
+        assert st["blocks"]["block_bytes"] == BLOCK_BYTES_Q8_Q4
+        a = completion(s, LONG, n=12).json()
+        b = completion(s, LONG + "What did they write?", n=12).json()
+        assert b["timings"]["cache_n"] >= 64
+        c = completion(s, LONG + "What did they write?", n=12, cache_prompt=False).json()
+        assert c["timings"]["cache_n"] == 0 and a["content"]
+        assert c["content"] == b["content"] and c["tokens_predicted"] == b["tokens_predicted"]
+    finally:
+        assert s.stop() == 0
+    prompts = ["Tell a short story about a fox who learns to read, with a happy ending.",
+               "Explain how a steam engine works to a curious ten year old child."]
+    s = Server("--parallel", "2", "--ctx-size", "1024", "--kv-cache-budget", str(4 * BLOCK_BYTES_Q8_Q4),
+               "--kv-admission-watermark", "0", "--enable-preemption", "--cache-type-k", "q8_0", "--cache-type-v", "q4_0")
+    try:
+        alone_and_together(s, prompts, stagger=0.05,
+                           between=lambda: requests.get(s.url + "/v1/cache/stats").json()["blocks"]["preemptions"] == 0)
+        assert requests.get(s.url + "/v1/cache/stats").json()["blocks"]["preemptions"] >= 1
+    finally:
+        assert s.stop() == 0
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--cache-type-k", "bf16"], "--cache-type-k bf16"),
+    (["--cache-type-v", "q3_0"], "--cache-type-v q3_0"),
+    (["-ctk", "turbo4"], "--cache-type-k turbo4"),
+])
+def test_bad_cache_types_are_clean_startup_errors(args, needle):
+    p = run("serve", "-m", SMOL_REPO, "--port", "0", *args, timeout=120)
+    assert_clean_error(p, needle)

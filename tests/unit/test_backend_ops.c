@@ -7,11 +7,13 @@
  *   matmul, dense weights (f32 activations)                                  1e-10
  *   matmul_multi                                                             bitwise matmul
  *   gemm_bias_act (where the backend takes it; f32 sums in another order)     1e-8
- *   attention / attention_paged (f32, f16, int8 caches)                      1e-6 (int8 K/V: 1e-3)
+ *   attention / attention_paged (f32, f16, int8, q8_0 .. q5_1 caches)        1e-6 (int8 and the
+ *                                                                            block formats: 1e-3)
  *   attention_varlen (where the backend takes it; a vector exp)              1e-8
  *   rmsnorm, layernorm, act, glu, softcap, rope, lowrank_acc                 1e-10
  *   embed, kv_store_f16, buffer_copy                                         bitwise
  *   kv_quantize_i8 then kv_dequantize_i8: each element within half a step    (scale / 2)
+ *   kv_quantize_blocks, kv_dequantize_blocks (q8_0 .. q5_1)                  bitwise kv_quant.h's
  *   argmax, logits_scan                                                      exact
  * References: mxl_cpu_matmul_f32_ref (dequantize, f32 dot), mxl_gemm_f32_ref, the attention
  * kernels at the scalar level, mxl_enc_attention_ref, the *_ref row kernels, plain loops in
@@ -271,6 +273,10 @@ static void fill_kv(const mxl_backend *be, mxl_dtype t, int64_t n_kv, int64_t kv
         o->k = mxl_malloc((size_t)(n_kv * kvd) * 2), o->v = mxl_malloc((size_t)(n_kv * kvd) * 2);
         be->ops->kv_store_f16(be, k, n_kv * kvd, o->k);
         be->ops->kv_store_f16(be, v, n_kv * kvd, o->v);
+    } else if (t != MXL_DTYPE_I8) { /* a block format */
+        o->k = mxl_malloc(mxl_kv_offset_bytes(t, n_kv * kvd)), o->v = mxl_malloc(mxl_kv_offset_bytes(t, n_kv * kvd));
+        be->ops->kv_quantize_blocks(be, t, k, n_kv * kvd, o->k);
+        be->ops->kv_quantize_blocks(be, t, v, n_kv * kvd, o->v);
     } else {
         o->group = hd % 32 == 0 ? 32 : hd;
         o->k = mxl_malloc((size_t)(n_kv * kvd)), o->v = mxl_malloc((size_t)(n_kv * kvd));
@@ -283,17 +289,20 @@ static void fill_kv(const mxl_backend *be, mxl_dtype t, int64_t n_kv, int64_t kv
 static void free_kv(kv_data *o) { mxl_free(o->k), mxl_free(o->v), mxl_free(o->ks), mxl_free(o->vs); }
 
 static void check_attention(const mxl_backend *be) {
-    static const mxl_dtype types[] = {MXL_DTYPE_F32, MXL_DTYPE_F16, MXL_DTYPE_I8};
+    static const mxl_dtype types[] = {MXL_DTYPE_F32, MXL_DTYPE_F16, MXL_DTYPE_I8, MXL_DTYPE_Q8_0, MXL_DTYPE_Q4_0,
+                                      MXL_DTYPE_Q4_1, MXL_DTYPE_Q5_0, MXL_DTYPE_Q5_1};
     static const int64_t n_kvs[] = {1, 37, 100};
     static const int64_t n_qs[] = {1, 8};
     for (size_t a = 0; a < sizeof k_attn / sizeof k_attn[0]; a++)
-        for (size_t ti = 0; ti < 3; ti++)
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
             for (size_t ki = 0; ki < 3; ki++)
                 for (size_t qi = 0; qi < 2; qi++) {
                     const attn_shape *S = &k_attn[a];
                     int64_t n_kv = n_kvs[ki], n_q = n_qs[qi] < n_kv ? n_qs[qi] : n_kv;
                     int64_t qd = (int64_t)S->n_heads * S->head_dim, kvd = (int64_t)S->n_kv_heads * S->head_dim;
                     mxl_dtype t = types[ti];
+                    const bool blk = mxl_kv_qfmt_of(t) >= 0;
+                    if (blk && S->head_dim % 32) continue; /* (the block formats need heads of a multiple of 32) */
                     kv_data kv;
                     fill_kv(be, t, n_kv, kvd, S->head_dim, &kv);
                     float *q = randv(n_q * qd, 1.0f), *out = mxl_calloc((size_t)(n_q * qd), 4), *ref = mxl_calloc((size_t)(n_q * qd), 4);
@@ -310,14 +319,13 @@ static void check_attention(const mxl_backend *be) {
                         int64_t bs = 16, nb = (n_kv + bs - 1) / bs;
                         int32_t *blocks = mxl_malloc((size_t)nb * 4);
                         for (int64_t b = 0; b < nb; b++) blocks[b] = (int32_t)(nb - 1 - b);
-                        size_t esz = t == MXL_DTYPE_F32 ? 4 : t == MXL_DTYPE_F16 ? 2 : 1;
-                        uint8_t *pk = mxl_calloc((size_t)(nb * bs * kvd), esz), *pv = mxl_calloc((size_t)(nb * bs * kvd), esz);
+                        uint8_t *pk = mxl_calloc(mxl_kv_offset_bytes(t, nb * bs * kvd), 1), *pv = mxl_calloc(mxl_kv_offset_bytes(t, nb * bs * kvd), 1);
                         float *pks = NULL, *pvs = NULL;
                         if (t == MXL_DTYPE_I8) pks = mxl_calloc((size_t)(nb * bs * kvd / kv.group), 4), pvs = mxl_calloc((size_t)(nb * bs * kvd / kv.group), 4);
                         for (int64_t j = 0; j < n_kv; j++) {
                             int64_t dst = (int64_t)blocks[j / bs] * bs * kvd + (j % bs) * kvd;
-                            memcpy(pk + dst * esz, (uint8_t *)kv.k + j * kvd * esz, (size_t)kvd * esz);
-                            memcpy(pv + dst * esz, (uint8_t *)kv.v + j * kvd * esz, (size_t)kvd * esz);
+                            memcpy(pk + mxl_kv_offset_bytes(t, dst), (uint8_t *)kv.k + mxl_kv_offset_bytes(t, j * kvd), mxl_kv_offset_bytes(t, kvd));
+                            memcpy(pv + mxl_kv_offset_bytes(t, dst), (uint8_t *)kv.v + mxl_kv_offset_bytes(t, j * kvd), mxl_kv_offset_bytes(t, kvd));
                             if (pks) {
                                 memcpy(pks + dst / kv.group, kv.ks + j * kvd / kv.group, (size_t)(kvd / kv.group) * 4);
                                 memcpy(pvs + dst / kv.group, kv.vs + j * kvd / kv.group, (size_t)(kvd / kv.group) * 4);
@@ -330,9 +338,9 @@ static void check_attention(const mxl_backend *be) {
                         char what[96];
                         snprintf(what, sizeof what, "%d/%d x %d, %s, n_kv %lld, n_q %lld, variant %d", S->n_heads, S->n_kv_heads,
                                  S->head_dim, mxl_dtype_name(t), (long long)n_kv, (long long)n_q, variant);
-                        double bound = t == MXL_DTYPE_I8 ? 1e-3 : 1e-6;
+                        double bound = t == MXL_DTYPE_I8 || blk ? 1e-3 : 1e-6;
                         record("attention_paged", nmse(out, ref, n_q * qd), bound, what);
-                        if (t != MXL_DTYPE_I8) { /* the contiguous view holds f32 or f16 */
+                        if (t == MXL_DTYPE_F32 || t == MXL_DTYPE_F16) { /* the contiguous view holds f32 or f16 */
                             mxl_kv_view cv = {t, kv.k, kv.v, n_kv, kvd};
                             memset(out, 0, (size_t)(n_q * qd) * 4);
                             be->ops->attention(be, &p, q, n_q, pos, &cv, out, scratch, NULL);
@@ -525,6 +533,18 @@ static void check_kv_codecs(const mxl_backend *be) {
             if (e > worst) worst = e;
         }
         record("kv_i8 (steps)", worst, 0.5 + 1e-4, "i8");
+        for (int f = 0; f < MXL_KV_QFMT_COUNT && n % 32 == 0; f++) { /* the block formats: kv_quant.h's bytes and values */
+            const mxl_dtype t = mxl_kv_qfmt_dtype((mxl_kv_qfmt)f);
+            const size_t nb = mxl_kv_offset_bytes(t, n);
+            uint8_t *b1 = mxl_malloc(nb), *b2 = mxl_malloc(nb);
+            float *y2 = mxl_malloc((size_t)n * 4);
+            be->ops->kv_quantize_blocks(be, t, x, n, b1);
+            mxl_kv_quantize_blocks(t, x, n, b2);
+            be->ops->kv_dequantize_blocks(be, t, b1, n, y);
+            mxl_kv_dequantize_blocks(t, b2, n, y2);
+            record("kv_blocks", memcmp(b1, b2, nb) == 0 && memcmp(y, y2, (size_t)n * 4) == 0 ? 0 : 1, 0, mxl_dtype_name(t));
+            mxl_free(b1), mxl_free(b2), mxl_free(y2);
+        }
         mxl_free(x), mxl_free(y), mxl_free(sc), mxl_free(h), mxl_free(hr), mxl_free(q);
     }
 }

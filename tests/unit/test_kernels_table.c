@@ -57,11 +57,18 @@ TEST(kernels_table_scalar_is_reference) {
     CHECK(k->kv.dot_f16 == mxl_kv_dot_f16_ref && k->kv.dot_i8 == mxl_kv_dot_i8_ref &&
           k->kv.axpy_f16 == mxl_kv_axpy_f16_ref && k->kv.axpy_i8 == mxl_kv_axpy_i8_ref &&
           k->kv.store_f16 == mxl_kv_store_f16_ref);
+    CHECK(k->kv.dot_q[MXL_KV_Q8_0] == mxl_kv_dot_q8_0_ref && k->kv.dot_q[MXL_KV_Q4_0] == mxl_kv_dot_q4_0_ref &&
+          k->kv.dot_q[MXL_KV_Q4_1] == mxl_kv_dot_q4_1_ref && k->kv.dot_q[MXL_KV_Q5_0] == mxl_kv_dot_q5_0_ref &&
+          k->kv.dot_q[MXL_KV_Q5_1] == mxl_kv_dot_q5_1_ref);
+    CHECK(k->kv.axpy_q[MXL_KV_Q8_0] == mxl_kv_axpy_q8_0_ref && k->kv.axpy_q[MXL_KV_Q4_0] == mxl_kv_axpy_q4_0_ref &&
+          k->kv.axpy_q[MXL_KV_Q4_1] == mxl_kv_axpy_q4_1_ref && k->kv.axpy_q[MXL_KV_Q5_0] == mxl_kv_axpy_q5_0_ref &&
+          k->kv.axpy_q[MXL_KV_Q5_1] == mxl_kv_axpy_q5_1_ref);
     /* every optional kernel is absent: the callers take their references */
     CHECK(!k->gguf_dot && !k->gguf_dot4 && !k->gguf_gemm4x4 && !k->gguf_gemm4x4_pre);
     CHECK(!k->dense_dot && !k->dense_dot4 && !k->dense_gemm4x4 && !k->mlx_dot4 && !k->mlx_gemm4x4);
     CHECK(!k->qamx_panels && !k->qamx_pair_bytes && !k->qamx_tiles);
     CHECK(!k->attn_dot_f32 && !k->attn_k_f16 && !k->attn_v_f16 && !k->attn_softmax && !k->enc_attn_head);
+    CHECK(!k->attn_k_q && !k->attn_v_q);
     CHECK(!k->gemm_f32_panel && !k->gemm_f32_amx);
     /* the scalar cap leaves only this table */
     const char *cap = getenv("MXL_CPU_ISA");
@@ -103,6 +110,8 @@ TEST(kernels_table_inherits) {
         const mxl_cpu_kernels *a = mxl_cpu_kern_at(MXL_CPU_ISA_AVX2);
         CHECK(a->quant_q8k == mxl_quant_q8k_ref && a->argmax == mxl_cpu_argmax_ref);
         CHECK(a->act == mxl_cpu_act_avx2 && a->quant_q8a == mxl_quant_q8a_avx2 && a->attn_k_f16 == mxl_attn_k_f16_avx2);
+        CHECK(a->attn_k_q == mxl_attn_k_q_avx2 && a->attn_v_q == mxl_attn_v_q_avx2 && a->kv.dot_q[MXL_KV_Q8_0] == mxl_kv_dot_q8_0_avx2 &&
+              a->kv.axpy_q[MXL_KV_Q5_1] == mxl_kv_axpy_q5_1_avx2);
         CHECK(a->attn_softmax == NULL && a->qamx_pair_bytes == NULL);
     }
     if (top >= 2) { /* AVX-512 VNNI keeps AVX2's KV kernels, 1-token dots and f32 attention dots */
@@ -110,6 +119,7 @@ TEST(kernels_table_inherits) {
         CHECK(!memcmp(&v->kv, &a->kv, sizeof v->kv));
         CHECK(v->gguf_dot == a->gguf_dot && v->attn_dot_f32 == a->attn_dot_f32 && v->mlx_dot == a->mlx_dot);
         CHECK(v->act == mxl_cpu_act_avx512 && v->attn_k_f16 == mxl_attn_k_f16_avx512);
+        CHECK(v->attn_k_q == mxl_attn_k_q_avx512 && v->attn_v_q == mxl_attn_v_q_avx512);
         CHECK(MXL_CPU_KERN_ORIGIN(kv.dot_f16) == MXL_CPU_ISA_AVX2);
         CHECK(MXL_CPU_KERN_ORIGIN(rmsnorm) == MXL_CPU_ISA_AVX512VNNI);
         CHECK(MXL_CPU_KERN_ORIGIN(dense_gemm4x4) == MXL_CPU_ISA_AVX512VNNI);
@@ -120,6 +130,7 @@ TEST(kernels_table_inherits) {
         CHECK(n->layernorm == mxl_cpu_layernorm_ref && n->quant_q8a2 == mxl_quant_q8a2_ref);
         CHECK(n->rmsnorm == mxl_cpu_rmsnorm_neon && n->quant_q8a == mxl_quant_q8a_neon);
         CHECK(n->attn_dot_f32 == NULL && n->attn_k_f16 == NULL && n->dense_dot4 == NULL);
+        CHECK(n->attn_k_q == NULL && n->kv.dot_q[MXL_KV_Q8_0] == mxl_kv_dot_q8_0_ref); /* (the block formats: references) */
         CHECK(MXL_CPU_KERN_ORIGIN(layernorm) == MXL_CPU_ISA_SCALAR);
         CHECK(MXL_CPU_KERN_ORIGIN(rmsnorm) == MXL_CPU_ISA_NEON);
     }

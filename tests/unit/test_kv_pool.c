@@ -4,17 +4,18 @@
  *
  * Pool: reference counts and the free list (a fresh pool hands out every block once, the next
  * allocation fails with MXL_ERR_NOMEM, a released block is handed out again); copy-on-write
- * copies exactly the kept rows of every layer (K, V and int8 scales) and leaves private blocks in
+ * copies exactly the kept rows of every layer (K, V and int8 scales; every storage type) and leaves private blocks in
  * place; the prompt-cache index finds a published block only with its own tokens and parent,
  * keeps released published blocks as evictable and evicts the least recently released first; a
  * random publish / retain / release / alloc run is checked against a naive model of the index
  * (which exercises the table's backward-shift deletion).
  * Attention through a shuffled block table equals, bit for bit, attention over the same rows laid
- * out contiguously (mxl_cpu_attention_kv), for f32 / f16 / int8 storage on both kernel sets.
+ * out contiguously (mxl_cpu_attention_kv), for f32 / f16 / int8 / q8_0 / q4_0 / q4_1 / q5_0 / q5_1
+ * storage on both kernel sets.
  * Decoder (tiny random checkpoints of tests/fixtures/decoders: sliding windows, learned positions,
  * MLX weights): a state that adopts another's prefix (partial last block included) and runs the
  * rest gives the logits of a state that ran everything itself, bit for bit, on both paths and with
- * int8 storage; the source state, whose partial block the fork shared, keeps giving its own
+ * int8, q8_0, q4_0 and q5_1 storage; the source state, whose partial block the fork shared, keeps giving its own
  * recompute bits after the fork wrote (copy-on-write); blocks published under chain hashes are
  * found again by a third state; batches of forked states equal their one-by-one bits; a shared
  * pool that runs dry fails the forward with NOMEM and an unchanged position, and every block goes
@@ -91,9 +92,9 @@ TEST(kv_pool_refcounts_and_exhaustion) {
 /* Fills block id with a pattern depending on (seed, element). */
 static void fill_block(mxl_kv_pool *p, int32_t id, uint8_t seed) {
     const mxl_kv_pool_cfg *c = mxl_kv_pool_config(p);
-    int64_t n = mxl_kv_pool_block_stride(p), eb = c->k_type == MXL_DTYPE_F32 ? 4 : c->k_type == MXL_DTYPE_F16 ? 2 : 1;
-    uint8_t *k = (uint8_t *)mxl_kv_pool_k(p) + (size_t)(id * n * eb), *v = (uint8_t *)mxl_kv_pool_v(p) + (size_t)(id * n * eb);
-    for (int64_t i = 0; i < n * eb; i++) k[i] = (uint8_t)(seed + i * 7), v[i] = (uint8_t)(seed + i * 13 + 1);
+    int64_t n = mxl_kv_pool_block_stride(p), nb = (int64_t)mxl_kv_offset_bytes(c->k_type, n); /* (K and V of one type here) */
+    uint8_t *k = (uint8_t *)mxl_kv_pool_k(p) + (size_t)(id * nb), *v = (uint8_t *)mxl_kv_pool_v(p) + (size_t)(id * nb);
+    for (int64_t i = 0; i < nb; i++) k[i] = (uint8_t)(seed + i * 7), v[i] = (uint8_t)(seed + i * 13 + 1);
     float *ks = mxl_kv_pool_k_scale(p), *vs = mxl_kv_pool_v_scale(p);
     for (int64_t i = 0; ks && i < n / c->group; i++) ks[id * n / c->group + i] = (float)(seed + i), vs[id * n / c->group + i] = -(float)(seed + i);
 }
@@ -101,12 +102,13 @@ static void fill_block(mxl_kv_pool *p, int32_t id, uint8_t seed) {
 /* Rows [0, rows) of every layer equal between blocks a and b (K, V, scales). */
 static bool rows_equal(mxl_kv_pool *p, int32_t a, int32_t b, int64_t rows) {
     const mxl_kv_pool_cfg *c = mxl_kv_pool_config(p);
-    int64_t n = mxl_kv_pool_block_stride(p), row = c->kv_dim, eb = c->k_type == MXL_DTYPE_F32 ? 4 : c->k_type == MXL_DTYPE_F16 ? 2 : 1;
+    const mxl_dtype t = c->k_type;
+    int64_t n = mxl_kv_pool_block_stride(p), row = c->kv_dim;
     for (int64_t l = 0; l < c->n_layers; l++) {
         int64_t ea = a * n + l * MXL_KV_BLOCK * row, ebb = b * n + l * MXL_KV_BLOCK * row;
         const uint8_t *k = mxl_kv_pool_k(p), *v = mxl_kv_pool_v(p);
-        if (memcmp(k + ea * eb, k + ebb * eb, (size_t)(rows * row * eb)) || memcmp(v + ea * eb, v + ebb * eb, (size_t)(rows * row * eb)))
-            return false;
+        const size_t oa = mxl_kv_offset_bytes(t, ea), ob = mxl_kv_offset_bytes(t, ebb), len = mxl_kv_offset_bytes(t, rows * row);
+        if (memcmp(k + oa, k + ob, len) || memcmp(v + oa, v + ob, len)) return false;
         const float *ks = mxl_kv_pool_k_scale(p), *vs = mxl_kv_pool_v_scale(p);
         if (ks && (memcmp(ks + ea / c->group, ks + ebb / c->group, (size_t)(rows * row / c->group) * 4) ||
                    memcmp(vs + ea / c->group, vs + ebb / c->group, (size_t)(rows * row / c->group) * 4)))
@@ -116,9 +118,9 @@ static bool rows_equal(mxl_kv_pool *p, int32_t a, int32_t b, int64_t rows) {
 }
 
 TEST(kv_pool_copy_on_write) {
-    mxl_dtype types[3] = {MXL_DTYPE_F32, MXL_DTYPE_F16, MXL_DTYPE_I8};
+    mxl_dtype types[8] = {MXL_DTYPE_F32, MXL_DTYPE_F16, MXL_DTYPE_I8, MXL_DTYPE_Q8_0, MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q5_0, MXL_DTYPE_Q5_1};
     mxl_error err;
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < 8; t++) {
         mxl_kv_pool *p = tiny_pool(types[t], types[t], 3);
         REQUIRE(p);
         int32_t a, b, z;
@@ -258,16 +260,15 @@ TEST(kv_pool_paged_attention_equals_contiguous) {
     for (int i = 0; i < NKV * KVD; i++) kf[i] = frand(), vf[i] = frand();
     for (int i = 0; i < NQ * NH * HD; i++) q[i] = frand();
     const int32_t table[NBLK] = {4, 1, 3};
-    mxl_dtype types[3] = {MXL_DTYPE_F32, MXL_DTYPE_F16, MXL_DTYPE_I8};
+    mxl_dtype types[8] = {MXL_DTYPE_F32, MXL_DTYPE_F16, MXL_DTYPE_I8, MXL_DTYPE_Q8_0, MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q5_0, MXL_DTYPE_Q5_1};
     mxl_threadpool *tp = NULL;
     REQUIRE(mxl_threadpool_create(2, &tp, NULL) == MXL_OK);
     int64_t qpos[NQ] = {0, 31, 32, 60, NKV - 1};
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < 8; t++) {
         mxl_dtype ty = types[t];
-        size_t eb = ty == MXL_DTYPE_F32 ? 4 : ty == MXL_DTYPE_F16 ? 2 : 1;
         int64_t stride = NL * BS * KVD, layer_off = BS * KVD;
-        uint8_t *ck = mxl_calloc(NKV * KVD, eb), *cv = mxl_calloc(NKV * KVD, eb);
-        uint8_t *pk = mxl_calloc((size_t)POOL * stride, eb), *pv = mxl_calloc((size_t)POOL * stride, eb);
+        uint8_t *ck = mxl_calloc(mxl_kv_offset_bytes(ty, NKV * KVD), 1), *cv = mxl_calloc(mxl_kv_offset_bytes(ty, NKV * KVD), 1);
+        uint8_t *pk = mxl_calloc(mxl_kv_offset_bytes(ty, POOL * stride), 1), *pv = mxl_calloc(mxl_kv_offset_bytes(ty, POOL * stride), 1);
         float *cks = mxl_calloc(NKV * KVD / 32, 4), *cvs = mxl_calloc(NKV * KVD / 32, 4);
         float *pks = mxl_calloc((size_t)POOL * stride / 32, 4), *pvs = mxl_calloc((size_t)POOL * stride / 32, 4);
         REQUIRE(ck && cv && pk && pv && cks && cvs && pks && pvs);
@@ -282,15 +283,18 @@ TEST(kv_pool_paged_attention_equals_contiguous) {
                     memcpy(pd + p0 * 4, src, KVD * 4);
                 } else if (ty == MXL_DTYPE_F16) {
                     for (int i = 0; i < KVD; i++) ((uint16_t *)cd)[c0 + i] = ((uint16_t *)pd)[p0 + i] = mxl_f32_to_f16(src[i]);
-                } else {
+                } else if (ty == MXL_DTYPE_I8) {
                     mxl_kv_quantize_i8(src, KVD, 32, (int8_t *)cd + c0, cs + c0 / 32);
                     mxl_kv_quantize_i8(src, KVD, 32, (int8_t *)pd + p0, ps + p0 / 32);
+                } else {
+                    mxl_kv_quantize_blocks(ty, src, KVD, cd + mxl_kv_offset_bytes(ty, c0));
+                    mxl_kv_quantize_blocks(ty, src, KVD, pd + mxl_kv_offset_bytes(ty, p0));
                 }
             }
         }
         bool i8 = ty == MXL_DTYPE_I8;
         mxl_kv_split_view cvw = {ty, ty, ck, cv, i8 ? cks : NULL, i8 ? cvs : NULL, 32, NKV, KVD};
-        mxl_kv_paged_view pvw = {ty, ty, pk + (size_t)layer_off * eb, pv + (size_t)layer_off * eb, i8 ? pks + layer_off / 32 : NULL,
+        mxl_kv_paged_view pvw = {ty, ty, pk + mxl_kv_offset_bytes(ty, layer_off), pv + mxl_kv_offset_bytes(ty, layer_off), i8 ? pks + layer_off / 32 : NULL,
                                  i8 ? pvs + layer_off / 32 : NULL, 32, NKV, KVD, BS, stride, table};
         for (int win = 0; win < 2; win++)
             for (int isa = 0; isa < 2; isa++) {
@@ -371,7 +375,7 @@ static void fork_case(const char *name, bool reference, mxl_decoder_kv_type kt, 
     mxl_decoder_state_set_reference(a, reference);
     mxl_decoder_state_set_reference(b, reference);
     mxl_decoder_state_set_reference(c, reference);
-    CHECK(mxl_decoder_state_kv_type(a, false) == (kt == MXL_DECODER_KV_I8 ? MXL_DECODER_KV_I8 : reference ? MXL_DECODER_KV_F32 : MXL_DECODER_KV_F16));
+    CHECK(mxl_decoder_state_kv_type(a, false) == (kt != MXL_DECODER_KV_AUTO ? kt : reference ? MXL_DECODER_KV_F32 : MXL_DECODER_KV_F16));
 
     /* a runs the first N_FORK + 3 tokens (block 1 partial: positions 32..42) */
     CHECK(mxl_decoder_forward(&d, a, ids, N_FORK + 3, got, &err) == MXL_OK);
@@ -451,6 +455,10 @@ TEST(kv_pool_fork_equals_recompute_bitwise) {
         if (*mxl_test_failed_ != before) fprintf(stderr, "  (fixture %s)\n", names[i]);
     }
     fork_case("llama", false, MXL_DECODER_KV_I8, mxl_test_failed_);
+    /* the block formats (head_dim 32 fixtures: llama's 16 cannot take them) */
+    fork_case("qwen3", false, MXL_DECODER_KV_Q8_0, mxl_test_failed_);
+    fork_case("qwen3", true, MXL_DECODER_KV_Q4_0, mxl_test_failed_);
+    fork_case("gemma", false, MXL_DECODER_KV_Q5_1, mxl_test_failed_);
 }
 
 TEST(kv_pool_decoder_exhaustion_and_return) {

@@ -1,13 +1,14 @@
 /* attention.c - GQA attention over a KV cache (attention.h): two passes per (token, head) over
  * a score row in scratch (scores, then the weighted sum of V), walking the cache block by block
  * (a contiguous cache is one block). f32 q.k dots use the dense dot
- * kernels, f16 / int8 K and V the KV kernels (kv_quant.h); each from the kernel table of level
- * isa (kernels.h: AVX2 where the level has it, the plain C references otherwise); an f16 cache
- * goes through the table's grouped passes, attention_avx512.c's (AVX-512) or attention_avx2.c's
- * (AVX2), which take up to MXL_ATTN_HEAD_GROUP query heads of one KV
- * head at a time (each K / V vector converted once per group), score several keys at a time and
- * keep the output in registers (the AVX2 passes are bitwise the per-head AVX2 kernels, the
- * AVX-512 V pass too). Softmax and the f32 V accumulation are plain C. */
+ * kernels, f16 / int8 / ggml block-format (q8_0, q4_0, q4_1, q5_0, q5_1) K and V the KV kernels
+ * (kv_quant.h); each from the kernel table of level isa (kernels.h: AVX2 where the level has it,
+ * the plain C references otherwise). An f16 or block-format cache goes through the table's
+ * grouped passes where it has them for both K's type and V's (attention_avx512.c's (AVX-512) or
+ * attention_avx2.c's (AVX2)), which take up to MXL_ATTN_HEAD_GROUP query heads of one KV head at
+ * a time (each K / V vector converted once per group), score several keys at a time and keep the
+ * output in registers (the AVX2 passes are bitwise the per-head AVX2 kernels, the AVX-512 f16 V
+ * pass too). Softmax and the f32 V accumulation are plain C. */
 #include "backends/cpu/attention.h"
 
 #include <math.h>
@@ -34,22 +35,29 @@ typedef struct attn_ctx {
     float *scratch;
     mxl_dense_dot_fn dot; /* f32 K dots, NULL: reference */
     mxl_kv_kernels kk;
-    /* f16 K and V: the level's grouped passes (attention_avx512.c's or attention_avx2.c's) and
-     * their softmax without soft-cap (NULL: mxl_cpu_softmax); gk NULL: one head at a time */
-    mxl_attn_k_f16_fn gk;
+    int k_qf, v_qf;       /* K / V block format (mxl_kv_qfmt), -1: F32, F16 or I8 */
+    size_t k_es, v_es;    /* bytes per element, or per block of 32 for a block format */
+    /* the level's grouped passes for K and for V (attention_avx512.c's or attention_avx2.c's) and
+     * their softmax without soft-cap (NULL: mxl_cpu_softmax); group == 1: one head at a time */
+    mxl_attn_k_f16_fn gk; /* f16 */
     mxl_attn_v_f16_fn gv;
+    mxl_attn_k_q_fn gkq;  /* block formats */
+    mxl_attn_v_q_fn gvq;
     void (*gsoftmax)(float *x, int64_t n, float sink);
-    int group;            /* heads per work unit: gk ? heads per KV head, at most
-                           * MXL_ATTN_HEAD_GROUP : 1 */
+    int group;            /* heads per work unit: with grouped passes, heads per KV head, at most
+                           * MXL_ATTN_HEAD_GROUP; else 1 */
 } attn_ctx;
 
 static size_t elem_size(mxl_dtype t) { return t == MXL_DTYPE_F32 ? 4 : t == MXL_DTYPE_F16 ? 2 : 1; }
+static size_t step_bytes(mxl_dtype t) { return mxl_kv_qfmt_of(t) >= 0 ? mxl_kv_offset_bytes(t, 32) : elem_size(t); }
+static size_t off_bytes(int qf, size_t es, int64_t off) { return qf >= 0 ? (size_t)(off / 32) * es : (size_t)off * es; }
 
 /* q.k for the K head vector at element offset off (its scales at off / group). */
 static float k_dot(const attn_ctx *c, int64_t off, const float *qh) {
     const mxl_kv_paged_view *kv = c->kv;
     const int hd = c->p->head_dim;
-    const uint8_t *kj = (const uint8_t *)kv->k + (size_t)off * elem_size(kv->k_type);
+    const uint8_t *kj = (const uint8_t *)kv->k + off_bytes(c->k_qf, c->k_es, off);
+    if (c->k_qf >= 0) return c->kk.dot_q[c->k_qf](hd, kj, qh);
     switch (kv->k_type) {
     case MXL_DTYPE_F16: return c->kk.dot_f16(hd, (const uint16_t *)kj, qh);
     case MXL_DTYPE_I8: return c->kk.dot_i8(hd, kv->group, (const int8_t *)kj, kv->k_scale + off / kv->group, qh);
@@ -63,7 +71,11 @@ static int v_dim(const mxl_attn_params *p) { return p->head_dim_v > 0 ? p->head_
 static void v_axpy(const attn_ctx *c, int64_t off, float w, float *o) {
     const mxl_kv_paged_view *kv = c->kv;
     const int hd = v_dim(c->p);
-    const uint8_t *vj = (const uint8_t *)kv->v + (size_t)off * elem_size(kv->v_type);
+    const uint8_t *vj = (const uint8_t *)kv->v + off_bytes(c->v_qf, c->v_es, off);
+    if (c->v_qf >= 0) {
+        c->kk.axpy_q[c->v_qf](hd, w, vj, o);
+        return;
+    }
     switch (kv->v_type) {
     case MXL_DTYPE_F16: c->kk.axpy_f16(hd, w, (const uint16_t *)vj, o); break;
     case MXL_DTYPE_I8: c->kk.axpy_i8(hd, kv->group, w, (const int8_t *)vj, kv->v_scale + off / kv->group, o); break;
@@ -88,25 +100,22 @@ static void visible(const attn_ctx *c, int64_t t, int64_t *lo, int64_t *hi) {
     if (p->chunk > 0 && qp - qp % p->chunk > *lo) *lo = qp - qp % p->chunk;
 }
 
-static void attn_one(const attn_ctx *c, int64_t t, int h, float *s) {
-    const mxl_attn_params *p = c->p;
+/* s[j] = scale * q.k_j for the visible keys j in [lo, hi) of KV head offset hoff, in position
+ * order, one block at a time. */
+static void k_scores(const attn_ctx *c, const float *qh, int64_t hoff, int64_t lo, int64_t hi, float *s) {
     const mxl_kv_paged_view *kv = c->kv;
-    const int hd = p->head_dim, vd = v_dim(p);
-    const int kvh = h / (p->n_heads / p->n_kv_heads);
-    const float *qh = c->q + (t * p->n_heads + h) * hd;
-    const int64_t bs = kv->block_size, rs = kv->row_stride, hoff = (int64_t)kvh * hd, voff = (int64_t)kvh * vd;
-    int64_t lo, hi;
-    visible(c, t, &lo, &hi);
-    for (int64_t j = 0; j < kv->n_kv; j++) s[j] = -INFINITY;
-    /* keys in position order, one block at a time */
+    const int64_t bs = kv->block_size, rs = kv->row_stride;
     for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
         int64_t base = mxl_attn_block_base(kv, b0) + hoff, j1 = b0 + bs < hi ? b0 + bs : hi;
-        for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) s[j] = k_dot(c, base + j * rs, qh) * p->scale;
+        for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) s[j] = k_dot(c, base + j * rs, qh) * c->p->scale;
     }
-    float sink = p->sinks ? p->sinks[h] : -INFINITY;
-    if (hi > lo) mxl_cpu_softmax(s + lo, hi - lo, p->softcap, sink);
-    float *o = c->out + (t * p->n_heads + h) * vd;
-    for (int i = 0; i < vd; i++) o[i] = 0.0f;
+}
+
+/* o[vd] = sum over the visible keys of s[j] * v_j (V head offset voff), keys with s[j] == 0 skipped. */
+static void v_sum(const attn_ctx *c, int64_t voff, int64_t lo, int64_t hi, const float *s, float *o) {
+    const mxl_kv_paged_view *kv = c->kv;
+    const int64_t bs = kv->block_size, rs = kv->row_stride;
+    for (int i = 0; i < v_dim(c->p); i++) o[i] = 0.0f;
     for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
         int64_t base = mxl_attn_block_base(kv, b0) + voff, j1 = b0 + bs < hi ? b0 + bs : hi;
         for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) {
@@ -117,8 +126,23 @@ static void attn_one(const attn_ctx *c, int64_t t, int h, float *s) {
     }
 }
 
-/* Heads h .. h + G - 1 of token t (one KV head) through the grouped f16 passes; s holds G score
- * rows of n_kv. On AVX2 per head the bits of attn_one. */
+static void attn_one(const attn_ctx *c, int64_t t, int h, float *s) {
+    const mxl_attn_params *p = c->p;
+    const mxl_kv_paged_view *kv = c->kv;
+    const int hd = p->head_dim, vd = v_dim(p);
+    const int kvh = h / (p->n_heads / p->n_kv_heads);
+    const float *qh = c->q + (t * p->n_heads + h) * hd;
+    int64_t lo, hi;
+    visible(c, t, &lo, &hi);
+    for (int64_t j = 0; j < kv->n_kv; j++) s[j] = -INFINITY;
+    k_scores(c, qh, (int64_t)kvh * hd, lo, hi, s);
+    float sink = p->sinks ? p->sinks[h] : -INFINITY;
+    if (hi > lo) mxl_cpu_softmax(s + lo, hi - lo, p->softcap, sink);
+    v_sum(c, (int64_t)kvh * vd, lo, hi, s, c->out + (t * p->n_heads + h) * vd);
+}
+
+/* Heads h .. h + G - 1 of token t (one KV head) through the grouped passes; s holds G score rows
+ * of n_kv. On AVX2 per head the bits of attn_one. */
 static void attn_group(const attn_ctx *c, int64_t t, int h, int G, float *s) {
     const mxl_attn_params *p = c->p;
     const mxl_kv_paged_view *kv = c->kv;
@@ -132,13 +156,15 @@ static void attn_group(const attn_ctx *c, int64_t t, int h, int G, float *s) {
         return;
     }
     const float *qh = c->q + (t * p->n_heads + h) * hd;
-    c->gk((const uint16_t *)kv->k, kv, hoff, lo, hi, G, qh, hd, p->scale, s, ss);
+    if (c->gk) c->gk((const uint16_t *)kv->k, kv, hoff, lo, hi, G, qh, hd, p->scale, s, ss);
+    else c->gkq(kv, hoff, lo, hi, G, qh, hd, p->scale, s, ss);
     for (int g = 0; g < G; g++) {
         float sink = p->sinks ? p->sinks[h + g] : -INFINITY;
         if (c->gsoftmax && p->softcap <= 0.0f) c->gsoftmax(s + g * ss + lo, hi - lo, sink);
         else mxl_cpu_softmax(s + g * ss + lo, hi - lo, p->softcap, sink);
     }
-    c->gv((const uint16_t *)kv->v, kv, kvh * vd, lo, hi, G, s, ss, vd, o);
+    if (c->gv) c->gv((const uint16_t *)kv->v, kv, kvh * vd, lo, hi, G, s, ss, vd, o);
+    else c->gvq(kv, kvh * vd, lo, hi, G, s, ss, vd, o);
 }
 
 /* Work units: (token, group of c->group heads of one KV head). */
@@ -152,13 +178,15 @@ static void attn_task(void *vctx, int task, int n_tasks, int thread_index) {
         int64_t t = i / units, u = i % units;
         int h0 = (int)(u / chunks) * per_kv + (int)(u % chunks) * G;
         int gn = per_kv - (int)(u % chunks) * G < G ? per_kv - (int)(u % chunks) * G : G;
-        if (c->gk) attn_group(c, t, h0, gn, s);
+        if (c->gk || c->gkq) attn_group(c, t, h0, gn, s);
         else
             for (int g = 0; g < gn; g++) attn_one(c, t, h0 + g, s);
     }
 }
 
-static bool valid_type(mxl_dtype t) { return t == MXL_DTYPE_F32 || t == MXL_DTYPE_F16 || t == MXL_DTYPE_I8; }
+static bool valid_type(mxl_dtype t) {
+    return t == MXL_DTYPE_F32 || t == MXL_DTYPE_F16 || t == MXL_DTYPE_I8 || mxl_kv_qfmt_of(t) >= 0;
+}
 
 void mxl_cpu_attention_paged(const mxl_attn_params *p, const float *q, int64_t n_q,
                              const int64_t *q_pos, const mxl_kv_paged_view *kv, float *out,
@@ -171,13 +199,22 @@ void mxl_cpu_attention_paged(const mxl_attn_params *p, const float *q, int64_t n
                    kv->block_stride % kv->group == 0);
     MXL_ASSERT(kv->k_type != MXL_DTYPE_I8 || kv->k_scale);
     MXL_ASSERT(kv->v_type != MXL_DTYPE_I8 || kv->v_scale);
+    const int k_qf = mxl_kv_qfmt_of(kv->k_type), v_qf = mxl_kv_qfmt_of(kv->v_type);
+    /* block formats: every head, row and block starts on a block of 32 */
+    if (k_qf >= 0) MXL_ASSERT(p->head_dim % 32 == 0 && kv->row_stride % 32 == 0 && kv->block_stride % 32 == 0);
+    if (v_qf >= 0) MXL_ASSERT(v_dim(p) % 32 == 0 && kv->row_stride % 32 == 0 && kv->block_stride % 32 == 0);
     const mxl_cpu_kernels *K = mxl_cpu_kern_at(isa);
-    const bool grouped = kv->k_type == MXL_DTYPE_F16 && kv->v_type == MXL_DTYPE_F16 && p->head_dim % 16 == 0 && v_dim(p) % 16 == 0 &&
-                         K->attn_k_f16 && K->attn_v_f16;
+    /* grouped passes where the level has one for K's type and one for V's */
+    const bool gk16 = kv->k_type == MXL_DTYPE_F16 && p->head_dim % 16 == 0 && K->attn_k_f16 && K->attn_v_f16;
+    const bool gv16 = kv->v_type == MXL_DTYPE_F16 && v_dim(p) % 16 == 0 && K->attn_k_f16 && K->attn_v_f16;
+    const bool gkq = k_qf >= 0 && K->attn_k_q && K->attn_v_q, gvq = v_qf >= 0 && K->attn_k_q && K->attn_v_q;
+    const bool grouped = (gk16 || gkq) && (gv16 || gvq);
     const int per_kv = p->n_heads / p->n_kv_heads;
     attn_ctx c = {.p = p, .q = q, .n_q = n_q, .q_pos = q_pos, .kv = kv, .out = out, .scratch = scratch,
-                  .dot = K->attn_dot_f32, .kk = K->kv, .gk = grouped ? K->attn_k_f16 : NULL,
-                  .gv = grouped ? K->attn_v_f16 : NULL, .gsoftmax = K->attn_softmax,
+                  .dot = K->attn_dot_f32, .kk = K->kv, .k_qf = k_qf, .v_qf = v_qf, .k_es = step_bytes(kv->k_type),
+                  .v_es = step_bytes(kv->v_type), .gk = grouped && gk16 ? K->attn_k_f16 : NULL,
+                  .gv = grouped && gv16 ? K->attn_v_f16 : NULL, .gkq = grouped && gkq ? K->attn_k_q : NULL,
+                  .gvq = grouped && gvq ? K->attn_v_q : NULL, .gsoftmax = K->attn_softmax,
                   .group = grouped ? (per_kv < MXL_ATTN_HEAD_GROUP ? per_kv : MXL_ATTN_HEAD_GROUP) : 1};
     int nth = pool ? mxl_threadpool_size(pool) : 1;
     int64_t total = n_q * p->n_kv_heads * ((per_kv + c.group - 1) / c.group);

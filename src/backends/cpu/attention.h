@@ -1,5 +1,6 @@
-/* attention.h - grouped-query attention over a KV cache (f32, f16 or grouped int8; K and V may
- * differ, see mxl_cpu_attention_kv and backends/cpu/kv_quant.h), for one query token
+/* attention.h - grouped-query attention over a KV cache (f32, f16, grouped int8 or a ggml block
+ * format - q8_0, q4_0, q4_1, q5_0, q5_1; K and V may differ, see mxl_cpu_attention_kv and
+ * backends/cpu/kv_quant.h), for one query token
  * (decode) or a block of query tokens (prefill), with causal and sliding-window masks, optional
  * logit soft-cap (Gemma 2) and per-head attention sinks (gpt-oss).
  *
@@ -26,8 +27,9 @@
 #include "core/threadpool.h"
 
 
-/* A cache whose K and V have their own storage types: F32, F16 or I8 (int8 in groups of
- * `group` elements with one f32 scale per group, kv_quant.h). For I8, the scales of position j
+/* A cache whose K and V have their own storage types: F32, F16, I8 (int8 in groups of
+ * `group` elements with one f32 scale per group, kv_quant.h) or a ggml block format (Q8_0, Q4_0,
+ * Q4_1, Q5_0, Q5_1; offsets in elements, op_types.h mxl_kv_offset_bytes). For I8, the scales of position j
  * start at k_scale / v_scale + j * (row_stride / group), head h's at h * head_dim / group after
  * that: row_stride and head_dim must be multiples of group. */
 typedef struct mxl_kv_split_view {
@@ -75,6 +77,23 @@ void mxl_attn_k_f16_avx2(const uint16_t *k, const mxl_kv_paged_view *kv, int64_t
 void mxl_attn_v_f16_avx2(const uint16_t *v, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G,
                          const float *s, int64_t ss, int hd, float *o);
 
+/* The same passes for a ggml block-format K or V (kv->k_type / kv->v_type: Q8_0, Q4_0, Q4_1, Q5_0,
+ * Q5_1; hd a multiple of 32) on AVX-512: each key's blocks dequantized once per group into 16-lane
+ * vectors (kv_quant.h's values; Q4_1 / Q5_1 within a rounding, d code + m in one FMA), then the
+ * f16 passes' FMA chains. Equal to the per-head kernels within float rounding; each head's result
+ * is the same bits for every G. */
+void mxl_attn_k_q_avx512(const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G, const float *qh, int hd,
+                         float scale, float *s, int64_t ss);
+void mxl_attn_v_q_avx512(const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G, const float *s, int64_t ss,
+                         int hd, float *o);
+
+/* ... and on AVX2 (attention_avx2.c), bit for bit the per-head AVX2 kernels of kv_quant.c (the
+ * same block decoder, kv_quant_avx2.h, and the same FMA chains). */
+void mxl_attn_k_q_avx2(const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G, const float *qh, int hd,
+                       float scale, float *s, int64_t ss);
+void mxl_attn_v_q_avx2(const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G, const float *s, int64_t ss,
+                       int hd, float *o);
+
 /* For the block whose first position is b0: its row 0's element offset minus b0 * row_stride, so
  * that position j of the block is at that + j * row_stride (every pass of attention.c,
  * attention_avx2.c and attention_avx512.c walks the cache so). */
@@ -92,5 +111,17 @@ __attribute__((always_inline)) static inline void mxl_attn_prefetch_row(const ui
                                                                          int64_t jp, int64_t off, int n) {
     const uint16_t *p = base + (int64_t)kv->blocks[jp / kv->block_size] * kv->block_stride + (jp % kv->block_size) * kv->row_stride + off;
     for (int o = 0; o < n; o += 32) __builtin_prefetch(p + o, 0, 3);
+}
+/* The same for a block-format cache (bb bytes per block of 32): the bytes of element offset e (a
+ * multiple of 32), and a prefetch of the n elements (a multiple of 32) at element offset off of
+ * position jp's row. */
+static inline const uint8_t *mxl_attn_qrow(const void *base, int bb, int64_t e) {
+    return (const uint8_t *)base + (size_t)(e / 32) * (size_t)bb;
+}
+__attribute__((always_inline)) static inline void mxl_attn_prefetch_qrow(const void *base, int bb, const mxl_kv_paged_view *kv,
+                                                                          int64_t jp, int64_t off, int n) {
+    const uint8_t *p =
+        mxl_attn_qrow(base, bb, (int64_t)kv->blocks[jp / kv->block_size] * kv->block_stride + (jp % kv->block_size) * kv->row_stride + off);
+    for (int o = 0; o < n / 32 * bb; o += 64) __builtin_prefetch(p + o, 0, 3);
 }
 #endif

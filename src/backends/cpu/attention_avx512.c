@@ -1,4 +1,5 @@
-/* attention_avx512.c - the f16 K and V passes of attention.c on AVX-512, for G (1..4) query heads
+/* attention_avx512.c - the f16 and ggml block-format (q8_0, q4_0, q4_1, q5_0, q5_1) K and V
+ * passes of attention.c on AVX-512, for G (1..4) query heads
  * that share one KV head (grouped-query attention), so each K and V vector is loaded and
  * converted once per group instead of once per head. K: scores 16 / G keys at a time, each a
  * 16-lane FMA chain per head, the 16 chains reduced together. V: out = sum_j p_j v_j per head,
@@ -6,10 +7,16 @@
  * keys are walked (block by block, in position order, each head skipping the keys its p_j is 0
  * for), instead of an axpy that loads and stores the whole output row per key. Per element and
  * head it is the same fma(p_j, v_j, acc) chain from 0 as the axpy kernels, so results are
- * bitwise those of attention.c's AVX2 path, and the same for every G. */
+ * bitwise those of attention.c's AVX2 path, and the same for every G. The block formats run the
+ * same passes with each key's 32-element blocks dequantized into two 16-lane vectors (q8_0:
+ * int8 -> f32 times d; q4_0 / q5_0: fma(code, d, -8 d / -16 d), which is d (code - offset)
+ * rounded once, the reference's value; q4_1 / q5_1: fma(code, d, m)). */
 #include "backends/cpu/attention.h"
 
 #include <math.h>
+#include <string.h>
+
+#include "backends/cpu/kv_quant.h"
 
 #include "core/status.h"
 
@@ -158,6 +165,179 @@ AVX512 void mxl_attn_k_f16_avx512(const uint16_t *k, const mxl_kv_paged_view *kv
     default: MXL_ASSERT(0 && "attention K group");
     }
 }
+
+/* ---- ggml block formats ---- */
+
+/* Bytes per block of 32 by mxl_kv_qfmt. */
+static const int k_qb[MXL_KV_QFMT_COUNT] = {34, 18, 20, 22, 24};
+
+/* Block p of format f: elements 0..15 in *lo, 16..31 in *hi. */
+AVX512 INLINE void deq32_512(int f, const uint8_t *p, __m512 *lo, __m512 *hi) {
+    uint16_t dh;
+    memcpy(&dh, p, 2);
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(dh));
+    if (f == MXL_KV_Q8_0) {
+        *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 2)))), d);
+        *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 18)))), d);
+        return;
+    }
+    const bool asym = f == MXL_KV_Q4_1 || f == MXL_KV_Q5_1, q5 = f == MXL_KV_Q5_0 || f == MXL_KV_Q5_1;
+    const uint8_t *qs = p + (asym ? 4 : 2) + (q5 ? 4 : 0);
+    const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs));
+    __m512i cl = _mm512_and_si512(x, _mm512_set1_epi32(0x0F)), ch = _mm512_srli_epi32(x, 4);
+    if (q5) {
+        uint32_t qh;
+        memcpy(&qh, p + (asym ? 4 : 2), 4);
+        const __m512i b4 = _mm512_set1_epi32(16);
+        cl = _mm512_mask_or_epi32(cl, (__mmask16)(qh & 0xFFFF), cl, b4);
+        ch = _mm512_mask_or_epi32(ch, (__mmask16)(qh >> 16), ch, b4);
+    }
+    __m512 off;
+    if (asym) {
+        uint16_t mh;
+        memcpy(&mh, p + 2, 2);
+        off = _mm512_set1_ps(_cvtsh_ss(mh));
+    } else {
+        off = _mm512_mul_ps(d, _mm512_set1_ps(q5 ? -16.0f : -8.0f));
+    }
+    *lo = _mm512_fmadd_ps(_mm512_cvtepi32_ps(cl), d, off);
+    *hi = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ch), d, off);
+}
+
+/* K pass (as k_group above): KEYS keys at a time, each key's blocks dequantized once for the G
+ * heads, a 16-lane FMA chain per (head, key) over the blocks' low then high halves, the chains
+ * reduced together. */
+AVX512 INLINE void kq_group(int f, int G, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, const float *qh,
+                            int hd, float scale, float *s, int64_t ss) {
+    const int KEYS = G == 1 ? 16 : G == 2 ? 8 : G == 3 ? 5 : 4, bb = k_qb[f];
+    const int64_t bs = kv->block_size, rs = kv->row_stride;
+    const int nb = hd / 32;
+    const __m512 vscale = _mm512_set1_ps(scale);
+    for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
+        int64_t base = mxl_attn_block_base(kv, b0) + hoff;
+        int64_t j1 = b0 + bs < hi ? b0 + bs : hi;
+        for (int64_t j = b0 > lo ? b0 : lo; j < j1; j += KEYS) {
+            const int nk = j1 - j < KEYS ? (int)(j1 - j) : KEYS;
+            const uint8_t *kp[16];
+#pragma GCC unroll 16
+            for (int i = 0; i < KEYS; i++) kp[i] = mxl_attn_qrow(kv->k, bb, base + (j + (i < nk ? i : nk - 1)) * rs);
+            for (int i = 0; i < KEYS && j + MXL_ATTN_PF_KEYS + i < hi; i++) mxl_attn_prefetch_qrow(kv->k, bb, kv, j + MXL_ATTN_PF_KEYS + i, hoff, hd);
+            __m512i a[16];
+#pragma GCC unroll 16
+            for (int c = 0; c < 16; c++) a[c] = _mm512_setzero_si512();
+            for (int u = 0; u < nb; u++) {
+#pragma GCC unroll 16
+                for (int i = 0; i < KEYS; i++) {
+                    __m512 k0, k1;
+                    deq32_512(f, kp[i] + u * bb, &k0, &k1);
+#pragma GCC unroll 4
+                    for (int g = 0; g < G; g++) {
+                        __m512 acc = _mm512_castsi512_ps(a[g * KEYS + i]);
+                        acc = _mm512_fmadd_ps(k0, _mm512_loadu_ps(qh + g * hd + 32 * u), acc);
+                        acc = _mm512_fmadd_ps(k1, _mm512_loadu_ps(qh + g * hd + 32 * u + 16), acc);
+                        a[g * KEYS + i] = _mm512_castps_si512(acc);
+                    }
+                }
+            }
+            _Alignas(64) float sc[16];
+            _mm512_store_ps(sc, _mm512_mul_ps(_mm512_castsi512_ps(mxl_reduce16_avx512(a, MXL_REDUCE_ADD_F32)), vscale));
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++)
+                for (int i = 0; i < nk; i++) s[g * ss + j + i] = sc[g * KEYS + i];
+        }
+    }
+}
+
+/* V pass (as v_group above) over output blocks c0 / 32 .. + nbk: accumulators held across the
+ * keys, each key's blocks dequantized once for the G heads. */
+AVX512 INLINE void vq_group(int f, int G, int nbk, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi,
+                            const float *s, int64_t ss, int hd, float *o, int c0) {
+    const int64_t bs = kv->block_size, rs = kv->row_stride;
+    const int bb = k_qb[f];
+    __m512 acc[MXL_ATTN_HEAD_GROUP][8];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++)
+#pragma GCC unroll 8
+        for (int u = 0; u < 2 * nbk; u++) acc[g][u] = _mm512_setzero_ps();
+    for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
+        int64_t base = mxl_attn_block_base(kv, b0) + hoff + c0;
+        int64_t j1 = b0 + bs < hi ? b0 + bs : hi;
+        for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) {
+            const uint8_t *vj = mxl_attn_qrow(kv->v, bb, base + j * rs);
+            if (j + MXL_ATTN_PF_KEYS < hi) mxl_attn_prefetch_qrow(kv->v, bb, kv, j + MXL_ATTN_PF_KEYS, hoff + c0, 32 * nbk);
+            __m512 vv[8];
+#pragma GCC unroll 4
+            for (int u = 0; u < nbk; u++) deq32_512(f, vj + u * bb, &vv[2 * u], &vv[2 * u + 1]);
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++) {
+                float w = s[g * ss + j];
+                if (w == 0.0f) continue;
+                __m512 wv = _mm512_set1_ps(w);
+#pragma GCC unroll 8
+                for (int u = 0; u < 2 * nbk; u++) acc[g][u] = _mm512_fmadd_ps(wv, vv[u], acc[g][u]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++)
+#pragma GCC unroll 8
+        for (int u = 0; u < 2 * nbk; u++) _mm512_storeu_ps(o + g * hd + c0 + 16 * u, acc[g][u]);
+}
+
+#define KQ_G(f)                                                                   \
+    switch (G) {                                                                  \
+    case 1: kq_group(f, 1, kv, hoff, lo, hi, qh, hd, scale, s, ss); break;        \
+    case 2: kq_group(f, 2, kv, hoff, lo, hi, qh, hd, scale, s, ss); break;        \
+    case 3: kq_group(f, 3, kv, hoff, lo, hi, qh, hd, scale, s, ss); break;        \
+    case 4: kq_group(f, 4, kv, hoff, lo, hi, qh, hd, scale, s, ss); break;        \
+    default: MXL_ASSERT(0 && "attention K group");                                 \
+    }
+AVX512 void mxl_attn_k_q_avx512(const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G, const float *qh, int hd,
+                                float scale, float *s, int64_t ss) {
+    MXL_ASSERT(hd % 32 == 0);
+    switch (mxl_kv_qfmt_of(kv->k_type)) {
+    case MXL_KV_Q8_0: KQ_G(MXL_KV_Q8_0) break;
+    case MXL_KV_Q4_0: KQ_G(MXL_KV_Q4_0) break;
+    case MXL_KV_Q4_1: KQ_G(MXL_KV_Q4_1) break;
+    case MXL_KV_Q5_0: KQ_G(MXL_KV_Q5_0) break;
+    case MXL_KV_Q5_1: KQ_G(MXL_KV_Q5_1) break;
+    default: MXL_ASSERT(0 && "attention K: not a block format");
+    }
+}
+#undef KQ_G
+
+/* Output columns in chunks of 4 blocks (one head: 8 accumulators) or 2 (two or more heads). */
+#define VQ_G(f)                                                                                     \
+    switch (G * 16 + nbk) {                                                                         \
+    case 16 + 4: vq_group(f, 1, 4, kv, hoff, lo, hi, s, ss, hd, o, c0); break;                      \
+    case 16 + 3: vq_group(f, 1, 3, kv, hoff, lo, hi, s, ss, hd, o, c0); break;                      \
+    case 16 + 2: vq_group(f, 1, 2, kv, hoff, lo, hi, s, ss, hd, o, c0); break;                      \
+    case 16 + 1: vq_group(f, 1, 1, kv, hoff, lo, hi, s, ss, hd, o, c0); break;                      \
+    case 32 + 2: vq_group(f, 2, 2, kv, hoff, lo, hi, s, ss, hd, o, c0); break;                      \
+    case 32 + 1: vq_group(f, 2, 1, kv, hoff, lo, hi, s, ss, hd, o, c0); break;                      \
+    case 48 + 2: vq_group(f, 3, 2, kv, hoff, lo, hi, s, ss, hd, o, c0); break;                      \
+    case 48 + 1: vq_group(f, 3, 1, kv, hoff, lo, hi, s, ss, hd, o, c0); break;                      \
+    case 64 + 2: vq_group(f, 4, 2, kv, hoff, lo, hi, s, ss, hd, o, c0); break;                      \
+    case 64 + 1: vq_group(f, 4, 1, kv, hoff, lo, hi, s, ss, hd, o, c0); break;                      \
+    default: MXL_ASSERT(0 && "attention V chunk");                                                  \
+    }
+AVX512 void mxl_attn_v_q_avx512(const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G, const float *s, int64_t ss,
+                                int hd, float *o) {
+    MXL_ASSERT(G >= 1 && G <= MXL_ATTN_HEAD_GROUP && hd % 32 == 0);
+    const int chunk = G == 1 ? 4 : 2, f = mxl_kv_qfmt_of(kv->v_type);
+    for (int c0 = 0; c0 < hd; c0 += 32 * chunk) {
+        const int nbk = (hd - c0) / 32 < chunk ? (hd - c0) / 32 : chunk;
+        switch (f) {
+        case MXL_KV_Q8_0: VQ_G(MXL_KV_Q8_0) break;
+        case MXL_KV_Q4_0: VQ_G(MXL_KV_Q4_0) break;
+        case MXL_KV_Q4_1: VQ_G(MXL_KV_Q4_1) break;
+        case MXL_KV_Q5_0: VQ_G(MXL_KV_Q5_0) break;
+        case MXL_KV_Q5_1: VQ_G(MXL_KV_Q5_1) break;
+        default: MXL_ASSERT(0 && "attention V: not a block format");
+        }
+    }
+}
+#undef VQ_G
 #else
 void mxl_attn_softmax_avx512(float *x, int64_t n, float sink) {
     (void)x; (void)n; (void)sink;
@@ -171,6 +351,16 @@ void mxl_attn_k_f16_avx512(const uint16_t *k, const mxl_kv_paged_view *kv, int64
 void mxl_attn_v_f16_avx512(const uint16_t *v, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi,
                            int G, const float *s, int64_t ss, int hd, float *o) {
     (void)v; (void)kv; (void)hoff; (void)lo; (void)hi; (void)G; (void)s; (void)ss; (void)hd; (void)o;
+    MXL_ASSERT(0 && "no AVX-512 on this build");
+}
+void mxl_attn_k_q_avx512(const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G, const float *qh, int hd,
+                         float scale, float *s, int64_t ss) {
+    (void)kv; (void)hoff; (void)lo; (void)hi; (void)G; (void)qh; (void)hd; (void)scale; (void)s; (void)ss;
+    MXL_ASSERT(0 && "no AVX-512 on this build");
+}
+void mxl_attn_v_q_avx512(const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G, const float *s, int64_t ss,
+                         int hd, float *o) {
+    (void)kv; (void)hoff; (void)lo; (void)hi; (void)G; (void)s; (void)ss; (void)hd; (void)o;
     MXL_ASSERT(0 && "no AVX-512 on this build");
 }
 #endif

@@ -222,6 +222,16 @@ static void cpu_kv_dequantize_i8(const mxl_backend *be, const int8_t *q, const f
     mxl_kv_dequantize_i8(q, scales, n, group, x);
 }
 
+static void cpu_kv_quantize_blocks(const mxl_backend *be, mxl_dtype t, const float *x, int64_t n, void *blocks) {
+    (void)be;
+    mxl_kv_quantize_blocks(t, x, n, blocks);
+}
+
+static void cpu_kv_dequantize_blocks(const mxl_backend *be, mxl_dtype t, const void *blocks, int64_t n, float *x) {
+    (void)be;
+    mxl_kv_dequantize_blocks(t, blocks, n, x);
+}
+
 static const mxl_backend_ops k_cpu_ops = {
     .available = cpu_available,
     .synchronize = cpu_synchronize,
@@ -255,6 +265,8 @@ static const mxl_backend_ops k_cpu_ops = {
     .kv_store_f16 = cpu_kv_store_f16,
     .kv_quantize_i8 = cpu_kv_quantize_i8,
     .kv_dequantize_i8 = cpu_kv_dequantize_i8,
+    .kv_quantize_blocks = cpu_kv_quantize_blocks,
+    .kv_dequantize_blocks = cpu_kv_dequantize_blocks,
 };
 
 /* ---- "cpu-ref": the f32 reference path ---- */

@@ -51,6 +51,11 @@ typedef void (*mxl_attn_k_f16_fn)(const uint16_t *k, const mxl_kv_paged_view *kv
                                   int64_t hi, int G, const float *qh, int hd, float scale, float *s, int64_t ss);
 typedef void (*mxl_attn_v_f16_fn)(const uint16_t *v, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo,
                                   int64_t hi, int G, const float *s, int64_t ss, int hd, float *o);
+/* ... and for a ggml block-format K / V (kv->k_type / v_type: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) */
+typedef void (*mxl_attn_k_q_fn)(const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G, const float *qh,
+                                int hd, float scale, float *s, int64_t ss);
+typedef void (*mxl_attn_v_q_fn)(const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi, int G, const float *s,
+                                int64_t ss, int hd, float *o);
 
 typedef struct mxl_cpu_kernels {
     /* ---- element-wise and row ops (activation.h, norm.h, embed_topk.h, stream_read.h) ---- */
@@ -88,6 +93,8 @@ typedef struct mxl_cpu_kernels {
     mxl_dense_dot_fn attn_dot_f32;       /* (optional) f32 K dots; NULL: mxl_dense_dot_ref */
     mxl_attn_k_f16_fn attn_k_f16;        /* (optional) the grouped f16 K pass; with attn_v_f16 */
     mxl_attn_v_f16_fn attn_v_f16;        /* (optional) */
+    mxl_attn_k_q_fn attn_k_q;            /* (optional) the grouped block-format K pass; with attn_v_q */
+    mxl_attn_v_q_fn attn_v_q;            /* (optional) */
     void (*attn_softmax)(float *x, int64_t n, float sink); /* (optional) the grouped passes' softmax
                                                             * without soft-cap; NULL: mxl_cpu_softmax */
     /* (optional) one (sequence, head) of encoder attention, head_dim a multiple of 16 */

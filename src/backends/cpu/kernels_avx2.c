@@ -1,6 +1,6 @@
 /* kernels_avx2.c - the AVX2 level of the kernel table (kernels.h; AVX2 + FMA + F16C): the 8-lane
  * forms of the element-wise ops, the GGUF / MLX / dense dots (1 and 4 tokens), the KV-cache
- * kernels, the grouped f16 attention passes and the panel path's AVX2 form. The kernels live
+ * kernels, the grouped f16 and block-format attention passes and the panel path's AVX2 form. The kernels live
  * next to their references (activation_avx2.c, quant_gguf_avx2.c, ...); this file only names them. */
 #include "backends/cpu/kernels.h"
 
@@ -36,9 +36,15 @@ void mxl_cpu_kernels_register_avx2(mxl_cpu_kernels *k) {
     k->qamx_panels = panels_avx2;
 #endif
     k->kv = (mxl_kv_kernels){mxl_kv_dot_f16_avx2, mxl_kv_dot_i8_avx2, mxl_kv_axpy_f16_avx2, mxl_kv_axpy_i8_avx2,
-                             mxl_kv_store_f16_avx2};
+                             mxl_kv_store_f16_avx2,
+                             {mxl_kv_dot_q8_0_avx2, mxl_kv_dot_q4_0_avx2, mxl_kv_dot_q4_1_avx2, mxl_kv_dot_q5_0_avx2,
+                              mxl_kv_dot_q5_1_avx2},
+                             {mxl_kv_axpy_q8_0_avx2, mxl_kv_axpy_q4_0_avx2, mxl_kv_axpy_q4_1_avx2, mxl_kv_axpy_q5_0_avx2,
+                              mxl_kv_axpy_q5_1_avx2}};
     k->attn_dot_f32 = mxl_dense_dot_avx2_get(MXL_DTYPE_F32);
     k->attn_k_f16 = mxl_attn_k_f16_avx2;
     k->attn_v_f16 = mxl_attn_v_f16_avx2;
+    k->attn_k_q = mxl_attn_k_q_avx2;
+    k->attn_v_q = mxl_attn_v_q_avx2;
 }
 #endif

@@ -3,7 +3,8 @@
  *   - AVX-512 VNNI (F/BW/VL + VNNI): the 16-lane element-wise ops, argmax and the logit scan,
  *     the 4 x 4 GGUF / MLX / dense micro-kernels of prefill, the q8k / q8a2 quantizers, the
  *     panel path's VNNI form (with the tile kernels and their pair form where tiles run), the
- *     grouped f16 attention passes, encoder attention and the f32 GEMM;
+ *     grouped f16 and block-format (q8_0 .. q5_1 KV) attention passes, encoder attention and the
+ *     f32 GEMM;
  *   - AMX (+ AVX512-BF16 and AMX-BF16 tiles): the tile GEMM for weights given the AMX layout,
  *     and the panel path's AMX-INT8 tiles where the CPU has them too.
  * The kernels live next to their references; this file only names them. */
@@ -41,6 +42,8 @@ void mxl_cpu_kernels_register_avx512(mxl_cpu_kernels *k) {
 #endif
     k->attn_k_f16 = mxl_attn_k_f16_avx512;
     k->attn_v_f16 = mxl_attn_v_f16_avx512;
+    k->attn_k_q = mxl_attn_k_q_avx512;
+    k->attn_v_q = mxl_attn_v_q_avx512;
     k->attn_softmax = mxl_attn_softmax_avx512;
     k->enc_attn_head = mxl_enc_attention_head_avx512;
     k->gemm_f32_panel = mxl_gemm_f32_panel_avx512;
