@@ -73,6 +73,13 @@ struct json_t *mxl_test_load_json(const char *rel);
 void mxl_test_vec_vs_json(const float *v, struct json_t *ref, int64_t n, double *max_diff, double *cosine);
 /* Writes bytes to a fresh temp file and returns its path (static buffer per call index). */
 const char *mxl_test_write_temp(const char *suffix, const void *data, size_t size);
+/* Hex string -> malloc'd bytes (mxl_free them), their count in *len; NULL on a malformed string. */
+uint8_t *mxl_test_unhex(const char *s, size_t *len);
+/* Naive attention of query (t, h) over an f32 cache of n_kv rows of `stride` elements (at most
+ * 256), in double: causal and sliding-window visibility as p says; out[head_dim]. */
+struct mxl_attn_params;
+void mxl_test_attn_naive(const struct mxl_attn_params *p, const float *q, int64_t t, int h, int64_t qpos, const float *k, const float *v,
+                         int64_t n_kv, int64_t stride, double *out);
 /* Removes dir and everything under it (a test's temporary output); errors are ignored. */
 void mxl_test_rmtree(const char *dir);
 

@@ -109,28 +109,6 @@ TEST(decoder_kv_kernels_match_double_sums) {
     CHECK(sz == 0.0f && qz[0] == 0 && qz[31] == 0);
 }
 
-/* Naive attention of query (t, h) over an f32 cache (double sums). */
-static void attn_naive(const mxl_attn_params *p, const float *q, int64_t t, int h, int64_t qpos, const float *k,
-                       const float *v, int64_t n_kv, int64_t stride, double *out) {
-    int hd = p->head_dim, kvh = h / (p->n_heads / p->n_kv_heads);
-    double s[64], mx = -INFINITY, sum = 0;
-    for (int64_t j = 0; j < n_kv; j++) {
-        s[j] = -INFINITY;
-        if (p->causal && j > qpos) continue;
-        double d = 0;
-        for (int i = 0; i < hd; i++) d += (double)q[(t * p->n_heads + h) * hd + i] * k[j * stride + kvh * hd + i];
-        s[j] = d * p->scale;
-        if (s[j] > mx) mx = s[j];
-    }
-    for (int64_t j = 0; j < n_kv; j++) sum += s[j] == -INFINITY ? 0 : exp(s[j] - mx);
-    for (int i = 0; i < hd; i++) out[i] = 0;
-    for (int64_t j = 0; j < n_kv; j++) {
-        if (s[j] == -INFINITY) continue;
-        double w = exp(s[j] - mx) / sum;
-        for (int i = 0; i < hd; i++) out[i] += w * v[j * stride + kvh * hd + i];
-    }
-}
-
 TEST(decoder_kv_attention_types_match_naive) {
     enum { HD = 64, NH = 4, NKVH = 2, NKV = 21, NQ = 3, STRIDE = NKVH * HD, G = 32 };
     float *q = mxl_malloc(sizeof(float) * NQ * NH * HD), *kf = mxl_malloc(sizeof(float) * NKV * STRIDE),
@@ -169,7 +147,7 @@ TEST(decoder_kv_attention_types_match_naive) {
                 for (int t = 0; t < NQ; t++)
                     for (int h = 0; h < NH; h++) {
                         double ref[HD];
-                        attn_naive(&p, q, t, h, qpos[t], kd[kt], vd[vt], NKV, STRIDE, ref);
+                        mxl_test_attn_naive(&p, q, t, h, qpos[t], kd[kt], vd[vt], NKV, STRIDE, ref);
                         for (int i = 0; i < HD; i++)
                             if (!(fabs(out[(t * NH + h) * HD + i] - ref[i]) <= 1e-5 + 1e-4 * fabs(ref[i]))) bad++;
                     }

@@ -23,24 +23,6 @@ static json_t *load_fixture(const char *name) {
     return j;
 }
 
-/* Hex string -> malloc'd bytes; NULL on a malformed string. */
-static uint8_t *unhex(const char *s, size_t *len) {
-    size_t n = strlen(s);
-    if (n % 2) return NULL;
-    uint8_t *b = mxl_malloc(n / 2 + 1);
-    if (!b) return NULL;
-    for (size_t i = 0; i < n / 2; i++) {
-        unsigned v;
-        if (sscanf(s + 2 * i, "%2x", &v) != 1) {
-            mxl_free(b);
-            return NULL;
-        }
-        b[i] = (uint8_t)v;
-    }
-    *len = n / 2;
-    return b;
-}
-
 static mxl_dtype dtype_by_name(const char *n) {
     static const struct { const char *n; mxl_dtype t; } tab[] = {
         {"Q4_0", MXL_DTYPE_Q4_0}, {"Q4_1", MXL_DTYPE_Q4_1}, {"Q5_0", MXL_DTYPE_Q5_0},
@@ -67,8 +49,8 @@ TEST(kernels_dequant_gguf_matches_gguf_package) {
         mxl_dtype t = dtype_by_name(json_string_value(json_object_get(c, "type")));
         int64_t n = json_integer_value(json_object_get(c, "n"));
         size_t nd = 0, ne = 0;
-        uint8_t *data = unhex(json_string_value(json_object_get(c, "data")), &nd);
-        uint8_t *exp = unhex(json_string_value(json_object_get(c, "expected_f32")), &ne);
+        uint8_t *data = mxl_test_unhex(json_string_value(json_object_get(c, "data")), &nd);
+        uint8_t *exp = mxl_test_unhex(json_string_value(json_object_get(c, "expected_f32")), &ne);
         CHECK(data && exp && mxl_gguf_quant_supported(t) && ne == (size_t)n * 4);
         uint64_t rb = 0;
         CHECK(mxl_dtype_row_bytes(t, (uint64_t)n, &rb) == 0 && rb == nd);
@@ -114,10 +96,10 @@ TEST(kernels_dequant_mlx_matches_mlx_core) {
         int64_t rows = json_integer_value(json_object_get(c, "rows"));
         int64_t cols = json_integer_value(json_object_get(c, "cols"));
         size_t nw, ns, nb, ne;
-        uint8_t *w = unhex(json_string_value(json_object_get(c, "w")), &nw);
-        uint8_t *s = unhex(json_string_value(json_object_get(c, "scales")), &ns);
-        uint8_t *b = unhex(json_string_value(json_object_get(c, "biases")), &nb);
-        uint8_t *e = unhex(json_string_value(json_object_get(c, "expected")), &ne);
+        uint8_t *w = mxl_test_unhex(json_string_value(json_object_get(c, "w")), &nw);
+        uint8_t *s = mxl_test_unhex(json_string_value(json_object_get(c, "scales")), &ns);
+        uint8_t *b = mxl_test_unhex(json_string_value(json_object_get(c, "biases")), &nb);
+        uint8_t *e = mxl_test_unhex(json_string_value(json_object_get(c, "expected")), &ne);
         size_t esz = dt == MXL_DTYPE_F32 ? 4 : 2;
         int ok = w && s && b && e && mxl_mlx_params_valid(bits, gs, dt) &&
                  nw == (size_t)(rows * cols * bits / 8) && ne == (size_t)(rows * cols) * esz &&

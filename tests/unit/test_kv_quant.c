@@ -43,24 +43,6 @@ static const mxl_dtype k_types[MXL_KV_QFMT_COUNT] = {MXL_DTYPE_Q8_0, MXL_DTYPE_Q
 
 static size_t qbytes(mxl_dtype t, int64_t n) { return mxl_kv_offset_bytes(t, n); }
 
-/* Hex string -> malloc'd bytes (NULL when malformed). */
-static uint8_t *unhex(const char *s, size_t *len) {
-    size_t n = strlen(s);
-    if (n % 2) return NULL;
-    uint8_t *b = mxl_malloc(n / 2 + 1);
-    if (!b) return NULL;
-    for (size_t i = 0; i < n / 2; i++) {
-        unsigned v;
-        if (sscanf(s + 2 * i, "%2x", &v) != 1) {
-            mxl_free(b);
-            return NULL;
-        }
-        b[i] = (uint8_t)v;
-    }
-    *len = n / 2;
-    return b;
-}
-
 static mxl_dtype type_by_name(const char *n) {
     static const char *names[MXL_KV_QFMT_COUNT] = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"};
     for (int f = 0; f < MXL_KV_QFMT_COUNT; f++)
@@ -80,9 +62,9 @@ TEST(kv_quant_blocks_match_gguf_package) {
         REQUIRE(t != MXL_DTYPE_INVALID);
         int64_t n = json_integer_value(json_object_get(c, "n"));
         size_t lx = 0, lb = 0, ly = 0;
-        uint8_t *x = unhex(json_string_value(json_object_get(c, "x")), &lx);
-        uint8_t *want = unhex(json_string_value(json_object_get(c, "blocks")), &lb);
-        uint8_t *wy = unhex(json_string_value(json_object_get(c, "y")), &ly);
+        uint8_t *x = mxl_test_unhex(json_string_value(json_object_get(c, "x")), &lx);
+        uint8_t *want = mxl_test_unhex(json_string_value(json_object_get(c, "blocks")), &lb);
+        uint8_t *wy = mxl_test_unhex(json_string_value(json_object_get(c, "y")), &ly);
         REQUIRE(x && want && wy && n > 0 && n % 32 == 0);
         REQUIRE(lx == (size_t)n * 4 && ly == (size_t)n * 4 && lb == qbytes(t, n));
         float *xf = mxl_malloc(lx), *y = mxl_malloc(ly), *yw = mxl_malloc(ly);
@@ -164,28 +146,6 @@ TEST(kv_quant_kernel_levels_match_double_sums) {
 
 /* ---- attention ---- */
 
-/* Naive attention of query (t, h) over an f32 cache (double sums), causal with an optional window. */
-static void attn_naive(const mxl_attn_params *p, const float *q, int64_t t, int h, int64_t qpos, const float *k, const float *v,
-                       int64_t n_kv, int64_t stride, double *out) {
-    const int hd = p->head_dim, kvh = h / (p->n_heads / p->n_kv_heads);
-    double s[128], mx = -INFINITY, sum = 0;
-    for (int64_t j = 0; j < n_kv; j++) {
-        s[j] = -INFINITY;
-        if (j > qpos || (p->window > 0 && qpos - j >= p->window)) continue;
-        double d = 0;
-        for (int i = 0; i < hd; i++) d += (double)q[(t * p->n_heads + h) * hd + i] * k[j * stride + kvh * hd + i];
-        s[j] = d * p->scale;
-        if (s[j] > mx) mx = s[j];
-    }
-    for (int64_t j = 0; j < n_kv; j++) sum += s[j] == -INFINITY ? 0 : exp(s[j] - mx);
-    for (int i = 0; i < hd; i++) out[i] = 0;
-    for (int64_t j = 0; j < n_kv; j++) {
-        if (s[j] == -INFINITY) continue;
-        double w = exp(s[j] - mx) / sum;
-        for (int i = 0; i < hd; i++) out[i] += w * v[j * stride + kvh * hd + i];
-    }
-}
-
 /* A cache of n_kv rows of `stride` elements in type t (F32, F16 or a block format) and its values. */
 typedef struct cache {
     mxl_dtype t;
@@ -212,7 +172,7 @@ static bool make_cache(mxl_dtype t, const float *x, int64_t n, cache *c) {
 static void free_cache(cache *c) { mxl_free(c->bytes), mxl_free(c->val); }
 
 /* Attention of every level this CPU runs, over K type kt and V type vt (a paged table of
- * blocks of 16 positions, shuffled), against attn_naive on the dequantized values. */
+ * blocks of 16 positions, shuffled), against mxl_test_attn_naive on the dequantized values. */
 static int attention_case(mxl_dtype kt, mxl_dtype vt, int n_heads, int n_kv_heads, int hd, int64_t window, mxl_threadpool *pool) {
     enum { NKV = 70, NQ = 3, BS = 16, NB = (NKV + BS - 1) / BS };
     const int64_t stride = (int64_t)n_kv_heads * hd;
@@ -251,7 +211,7 @@ static int attention_case(mxl_dtype kt, mxl_dtype vt, int n_heads, int n_kv_head
             for (int t = 0; t < NQ; t++)
                 for (int h = 0; h < n_heads; h++) {
                     double ref[256];
-                    attn_naive(&p, q, t, h, qpos[t], kf, vf, NKV, stride, ref);
+                    mxl_test_attn_naive(&p, q, t, h, qpos[t], kf, vf, NKV, stride, ref);
                     for (int i = 0; i < hd; i++)
                         if (!(fabs(out[(t * n_heads + h) * hd + i] - ref[i]) <= 1e-5 + 1e-4 * fabs(ref[i]))) b++;
                 }

@@ -3,11 +3,13 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
+#include "backends/op_types.h"
 #include "core/alloc.h"
 #include "test.h"
 
@@ -104,6 +106,45 @@ const char *mxl_test_write_temp(const char *suffix, const void *data, size_t siz
     }
     close(fd);
     return p;
+}
+
+uint8_t *mxl_test_unhex(const char *s, size_t *len) {
+    size_t n = strlen(s);
+    if (n % 2) return NULL;
+    uint8_t *b = mxl_malloc(n / 2 + 1);
+    if (!b) return NULL;
+    for (size_t i = 0; i < n / 2; i++) {
+        unsigned v;
+        if (sscanf(s + 2 * i, "%2x", &v) != 1) {
+            mxl_free(b);
+            return NULL;
+        }
+        b[i] = (uint8_t)v;
+    }
+    *len = n / 2;
+    return b;
+}
+
+void mxl_test_attn_naive(const mxl_attn_params *p, const float *q, int64_t t, int h, int64_t qpos, const float *k, const float *v,
+                         int64_t n_kv, int64_t stride, double *out) {
+    const int hd = p->head_dim, kvh = h / (p->n_heads / p->n_kv_heads);
+    double s[256], mx = -INFINITY, sum = 0;
+    if (n_kv > 256) abort();
+    for (int64_t j = 0; j < n_kv; j++) {
+        s[j] = -INFINITY;
+        if ((p->causal && j > qpos) || (p->window > 0 && qpos - j >= p->window)) continue;
+        double d = 0;
+        for (int i = 0; i < hd; i++) d += (double)q[(t * p->n_heads + h) * hd + i] * k[j * stride + kvh * hd + i];
+        s[j] = d * p->scale;
+        if (s[j] > mx) mx = s[j];
+    }
+    for (int64_t j = 0; j < n_kv; j++) sum += s[j] == -INFINITY ? 0 : exp(s[j] - mx);
+    for (int i = 0; i < hd; i++) out[i] = 0;
+    for (int64_t j = 0; j < n_kv; j++) {
+        if (s[j] == -INFINITY) continue;
+        double w = exp(s[j] - mx) / sum;
+        for (int i = 0; i < hd; i++) out[i] += w * v[j * stride + kvh * hd + i];
+    }
 }
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
