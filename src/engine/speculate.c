@@ -167,9 +167,10 @@ static int argmax(const float *x, int64_t n) {
     return (int)best;
 }
 
-/* The draft model's greedy continuation of ids[0..n): its state first catches up with the
- * tokens it has not run (after the longest prefix it shares with ids). */
-static mxl_status model_draft(mxl_drafter *d, const int32_t *ids, size_t n, int k, int32_t *draft, mxl_error *err) {
+/* The draft model's greedy continuation of ids[0..n), at most k tokens (*n_draft: fewer near the
+ * end of its context): its state first catches up with the tokens it has not run (after the
+ * longest prefix it shares with ids). */
+static mxl_status model_draft(mxl_drafter *d, const int32_t *ids, size_t n, int k, int32_t *draft, int *n_draft, mxl_error *err) {
     size_t c = 0;
     while (c < d->n_dids && c < n && d->dids[c] == ids[c]) c++;
     if (c == n) c--; /* at least one token runs: its logits start the draft */
@@ -178,6 +179,7 @@ static mxl_status model_draft(mxl_drafter *d, const int32_t *ids, size_t n, int 
     const mxl_decoder *dec = &d->dm->dec;
     const int64_t cap = mxl_decoder_state_capacity(d->ds);
     if ((int64_t)n + k > cap) k = (int)(cap - (int64_t)n);
+    *n_draft = 0;
     if (k <= 0) return MXL_OK;
     mxl_status st = mxl_decoder_forward(dec, d->ds, ids + c, (int64_t)(n - c), d->logits, err);
     if (st) return st;
@@ -189,6 +191,7 @@ static mxl_status model_draft(mxl_drafter *d, const int32_t *ids, size_t n, int 
         if ((st = mxl_decoder_forward(dec, d->ds, &draft[j], 1, d->logits, err))) return st;
         d->dids[d->n_dids++] = draft[j];
     }
+    *n_draft = k;
     return MXL_OK;
 }
 
@@ -219,10 +222,7 @@ mxl_status mxl_drafter_propose(mxl_drafter *d, const int32_t *ids, size_t n, int
         *n_draft = mxl_prompt_lookup(ids, n, d->o.ngram_min, d->o.ngram_max, k, draft);
         return MXL_OK;
     }
-    mxl_status st = model_draft(d, ids, n, k, draft, err);
-    if (!st) *n_draft = k;
-    if ((int64_t)n + k > mxl_decoder_state_capacity(d->ds)) *n_draft = 0;
-    return st;
+    return model_draft(d, ids, n, k, draft, n_draft, err);
 }
 
 void mxl_drafter_observe(mxl_drafter *d, int proposed, int accepted) {

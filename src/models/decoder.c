@@ -2776,31 +2776,36 @@ mxl_status mxl_decoder_forward_hidden(const mxl_decoder *d, mxl_decoder_state *s
     return forward_last(d, s, tokens, n, NULL, 0, NULL, hidden, err);
 }
 
-mxl_status mxl_decoder_forward_hidden_all(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens,
-                                          int64_t n, float *hidden, mxl_error *err) {
+/* tokens[0..n) in one pass at the next positions, every row's final hidden state after the output
+ * norm into out[n, hidden] (the callers: the rows themselves, or the LM head's input). */
+static mxl_status pass_normed(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens, int64_t n, float *out, fwd_pass *f,
+                              row_span *sp, mxl_error *err) {
     mxl_status st;
     if (n > s->max_batch)
         return mxl_error_set(err, MXL_ERR_ARG, "%lld tokens exceed the %lld one pass takes", (long long)n, (long long)s->max_batch);
     if ((st = ready_to_run(d, s, tokens, n, err))) return st;
-    row_span sp = {s, 0, n, s->pos};
-    fwd_pass f = {d, s, &sp, 1, n, 0, {false, false}, NULL, 0};
-    forward_rows(&f, tokens);
-    norm_rows(s->be, &d->hp, &d->output_norm, s->x, n, d->hp.hidden, hidden);
+    *sp = (row_span){s, 0, n, s->pos};
+    *f = (fwd_pass){d, s, sp, 1, n, 0, {false, false}, NULL, 0};
+    forward_rows(f, tokens);
+    norm_rows(s->be, &d->hp, &d->output_norm, s->x, n, d->hp.hidden, out);
     return MXL_OK;
+}
+
+mxl_status mxl_decoder_forward_hidden_all(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens,
+                                          int64_t n, float *hidden, mxl_error *err) {
+    fwd_pass f;
+    row_span sp;
+    return pass_normed(d, s, tokens, n, hidden, &f, &sp, err);
 }
 
 mxl_status mxl_decoder_forward_all(const mxl_decoder *d, mxl_decoder_state *s, const int32_t *tokens, int64_t n, float *logits,
                                    mxl_error *err) {
-    mxl_status st;
-    if (n > s->max_batch)
-        return mxl_error_set(err, MXL_ERR_ARG, "%lld tokens exceed the %lld one pass takes", (long long)n, (long long)s->max_batch);
-    if ((st = check_causal(d, err)) || (st = ready_to_run(d, s, tokens, n, err))) return st;
-    row_span sp = {s, 0, n, s->pos};
-    fwd_pass f = {d, s, &sp, 1, n, 0, {false, false}, NULL, 0};
-    forward_rows(&f, tokens);
-    norm_rows(s->be, &d->hp, &d->output_norm, s->x, n, d->hp.hidden, s->xn);
-    head_rows(&f, n, logits);
-    return MXL_OK;
+    fwd_pass f;
+    row_span sp;
+    mxl_status st = check_causal(d, err);
+    if (!st) st = pass_normed(d, s, tokens, n, s->xn, &f, &sp, err);
+    if (!st) head_rows(&f, n, logits);
+    return st;
 }
 
 int64_t mxl_decoder_state_max_batch(const mxl_decoder_state *s) { return s->max_batch; }
