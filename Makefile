@@ -18,7 +18,7 @@ CSTD    := -std=c17 -D_GNU_SOURCE -DMXL_VERSION=\"$(VERSION)\"
 INC     := -Isrc
 OPT     ?= -O2 -g
 CFLAGS_ALL = $(CSTD) $(WARN) $(INC) $(OPT) -pthread -MMD -MP $(EXTRA_CFLAGS)
-LDLIBS  := -lmicrohttpd -ljansson -lpcre2-8 -lutf8proc -ljpeg -lpng -lwebpdemux -lwebp -lgif -lm -lpthread
+LDLIBS  := -lcurl -lcrypto -lmicrohttpd -ljansson -lpcre2-8 -lutf8proc -ljpeg -lpng -lwebpdemux -lwebp -lgif -lm -lpthread
 
 LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/*' | sort)
 CLI_SRC  := $(shell find src/cli -name '*.c' | sort)

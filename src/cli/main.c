@@ -28,7 +28,7 @@ static const subcommand k_subcommands[] = {
     {"serve", NULL, mxl_cmd_serve, "Start the OpenAI / llama-server compatible HTTP server"},
     {"list", "ls", mxl_cmd_list, "List models in the local model store"},
     {"arch", "supported", mxl_cmd_arch, "List supported model architectures"},
-    {"download", NULL, NULL, "Download a model snapshot into the model store"},
+    {"download", NULL, mxl_cmd_download, "Download a Hugging Face repository into the model store"},
     {"rm", NULL, mxl_cmd_rm, "Remove a model from the local model store"},
     {"tune", NULL, NULL, "Profile and cache kernel launch configurations"},
     {"split-mtp", NULL, NULL, "Split the MTP drafter out of a GLM-4.7-Flash checkpoint"},
@@ -64,6 +64,7 @@ int main(int argc, char **argv) {
             printf("mlxcel-server %s\n", MXL_VERSION);
             return 0;
         }
+        if (argc >= 2 && strcmp(argv[1], "download") == 0) return mxl_cmd_download(argc - 1, argv + 1);
         return mxl_cmd_serve(argc, argv);
     }
     if (argc < 2) {

@@ -414,6 +414,7 @@ typedef struct usage_walk {
     uint64_t bytes;
     int64_t newest;
     bool has;
+    bool follow_file_links; /* count a symlinked file at its target's size (never enter linked dirs) */
 } usage_walk;
 
 static void usage_add(usage_walk *w, const struct stat *sb, mxl_error *err, mxl_status *st) {
@@ -444,7 +445,11 @@ static mxl_status usage_dir(int fd, usage_walk *w, int depth, mxl_error *err) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
         struct stat sb;
         if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue; /* vanished */
-        if (S_ISREG(sb.st_mode)) {
+        struct stat tb;
+        if (S_ISLNK(sb.st_mode) && w->follow_file_links && fstatat(dirfd(d), de->d_name, &tb, 0) == 0 &&
+            S_ISREG(tb.st_mode)) {
+            usage_add(w, &tb, err, &st);
+        } else if (S_ISREG(sb.st_mode)) {
             usage_add(w, &sb, err, &st);
         } else if (S_ISDIR(sb.st_mode)) {
             size_t len = strlen(w->path);
@@ -466,10 +471,11 @@ static mxl_status usage_dir(int fd, usage_walk *w, int depth, mxl_error *err) {
     return st;
 }
 
-mxl_status mxl_store_usage(const char *path, uint64_t *bytes, int64_t *newest_mtime, bool *has_mtime,
-                           mxl_error *err) {
+static mxl_status usage(const char *path, bool follow_file_links, uint64_t *bytes, int64_t *newest_mtime,
+                        bool *has_mtime, mxl_error *err) {
     usage_walk *w = mxl_calloc(1, sizeof *w);
     if (!w) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", path);
+    w->follow_file_links = follow_file_links;
     mxl_status st = fmt_path(w->path, sizeof w->path, err, "%s", path);
     struct stat sb;
     if (st == MXL_OK && lstat(path, &sb) != 0)
@@ -492,6 +498,16 @@ mxl_status mxl_store_usage(const char *path, uint64_t *bytes, int64_t *newest_mt
     }
     mxl_free(w);
     return st;
+}
+
+mxl_status mxl_store_usage(const char *path, uint64_t *bytes, int64_t *newest_mtime, bool *has_mtime,
+                           mxl_error *err) {
+    return usage(path, false, bytes, newest_mtime, has_mtime, err);
+}
+
+mxl_status mxl_store_usage_links(const char *path, uint64_t *bytes, int64_t *newest_mtime, bool *has_mtime,
+                                 mxl_error *err) {
+    return usage(path, true, bytes, newest_mtime, has_mtime, err);
 }
 
 /* ---- list --------------------------------------------------------------------------------- */
@@ -567,7 +583,13 @@ mxl_status mxl_store_list(const char *root, mxl_store_entry **out, size_t *n_out
             int w = snprintf(e->repo_id, sizeof e->repo_id, "%s/%s", oe->d_name, ne->d_name);
             MXL_ASSERT(w > 0 && (size_t)w < sizeof e->repo_id);
             if ((st = mxl_store_repo_path(root, e->repo_id, e->path, sizeof e->path, err))) break;
-            st = mxl_store_usage(e->path, &e->size_bytes, &e->modified, &e->has_modified, err);
+            /* A download's entry is links into the hub cache: count what they point at. */
+            char marker[MXL_STORE_PATH_MAX + 32];
+            snprintf(marker, sizeof marker, "%s/%s", e->path, MXL_STORE_DOWNLOAD_MARKER);
+            if (access(marker, F_OK) == 0)
+                st = mxl_store_usage_links(e->path, &e->size_bytes, &e->modified, &e->has_modified, err);
+            else
+                st = mxl_store_usage(e->path, &e->size_bytes, &e->modified, &e->has_modified, err);
             if (st == MXL_ERR_NOT_FOUND) { /* removed while we looked: drop it */
                 n--;
                 st = MXL_OK;
@@ -707,6 +729,22 @@ mxl_status mxl_store_remove(const char *root, const char *repo_id, mxl_error *er
     }
     close(ofd);
     close(rfd);
+    return st;
+}
+
+mxl_status mxl_store_rmtree(const char *path, mxl_error *err) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return errno == ENOENT ? MXL_OK : mxl_error_set(err, MXL_ERR_IO, "%s: %s", path, strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) {
+        if (unlink(path) != 0 && errno != ENOENT)
+            return mxl_error_set(err, MXL_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+        return MXL_OK;
+    }
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return mxl_error_set(err, MXL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    mxl_status st = rm_contents(fd, path, 0, err);
+    if (st == MXL_OK && rmdir(path) != 0 && errno != ENOENT)
+        st = mxl_error_set(err, MXL_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
     return st;
 }
 

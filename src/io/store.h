@@ -29,6 +29,8 @@
 #define MXL_STORE_REPO_PART_MAX 128
 #define MXL_STORE_REPO_ID_MAX (2 * MXL_STORE_REPO_PART_MAX + 2)
 #define MXL_STORE_DEFAULT_ORG "mlx-community"
+/* The file `mlxcel download` leaves in a store entry it made of links (see io/hub_cache.h). */
+#define MXL_STORE_DOWNLOAD_MARKER ".mlxcel-download.json"
 
 typedef enum mxl_model_source {
     MXL_MODEL_SOURCE_LOCAL,    /* the argument was an existing path */
@@ -84,6 +86,15 @@ mxl_status mxl_store_gguf_in_dir(const char *dir, char *out, size_t cap, mxl_err
  * the newest regular-file mtime (has_mtime false when there is none). path may be a file. */
 mxl_status mxl_store_usage(const char *path, uint64_t *bytes, int64_t *newest_mtime,
                            bool *has_mtime, mxl_error *err);
+
+/* The same, counting each symlinked file at its target's size and mtime (a download's store entry
+ * or a hub-cache snapshot, whose files are links); linked directories are still not entered. */
+mxl_status mxl_store_usage_links(const char *path, uint64_t *bytes, int64_t *newest_mtime, bool *has_mtime,
+                                 mxl_error *err);
+
+/* Removes a file or a directory tree without following symlinks (a link is unlinked, its target
+ * untouched). A missing path is not an error. */
+mxl_status mxl_store_rmtree(const char *path, mxl_error *err);
 
 typedef struct mxl_store_entry {
     char repo_id[MXL_STORE_REPO_ID_MAX];
