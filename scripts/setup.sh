@@ -12,12 +12,12 @@ cd "$(dirname "$0")/.."
 log() { printf '[setup] %s\n' "$*"; }
 
 # --- Debian packages -------------------------------------------------------------------------
-# build: gcc, make, jansson (JSON), libmicrohttpd (the server's HTTP), PCRE2 (pre-tokenizer regexes), utf8proc (Unicode
+# build: gcc, make, libcurl with OpenSSL (mlxcel download: HTTP, TLS, sha256), jansson (JSON), libmicrohttpd (the server's HTTP), PCRE2 (pre-tokenizer regexes), utf8proc (Unicode
 # normalization), the image decoders of src/image (libjpeg-turbo, libpng, libwebp with its demux, giflib);
 # fuzzing and sanitizers: clang with its runtime (libFuzzer);
 # OpenBLAS: the f32 GEMM yardstick `mlxcel bench kernels` loads at run time.
 # python3-venv for the test virtualenv when the system python is Debian's.
-APT_PKGS=(gcc make pkg-config libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libjpeg62-turbo-dev libpng-dev libwebp-dev libgif-dev clang libclang-rt-dev libopenblas0-pthread unzip ca-certificates openssl)
+APT_PKGS=(gcc make pkg-config libcurl4-openssl-dev libssl-dev libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libjpeg62-turbo-dev libpng-dev libwebp-dev libgif-dev clang libclang-rt-dev libopenblas0-pthread unzip ca-certificates openssl)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -34,7 +34,7 @@ fi
 # the cross compiler, qemu user mode, and the arm64 multiarch -dev packages of the libraries
 # (they bring libc6:arm64, which qemu-aarch64 runs the binary against)
 if [ "${MXL_SKIP_ARM64:-0}" != "1" ]; then
-  ARM64_PKGS=(gcc-aarch64-linux-gnu qemu-user libjansson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libmicrohttpd-dev:arm64
+  ARM64_PKGS=(gcc-aarch64-linux-gnu qemu-user libcurl4-openssl-dev:arm64 libssl-dev:arm64 libjansson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libmicrohttpd-dev:arm64
     libjpeg62-turbo-dev:arm64 libpng-dev:arm64 libwebp-dev:arm64 libgif-dev:arm64)
   missing=()
   for p in "${ARM64_PKGS[@]}"; do
@@ -56,7 +56,7 @@ if [ ! -x .venv/bin/python ]; then
   log "creating .venv"
   "$PY" -m venv .venv || { log "python3 -m venv failed; install python3-venv"; exit 1; }
 fi
-if ! .venv/bin/python -c "import pytest, openai, requests, jsonschema, numpy" 2>/dev/null; then
+if ! .venv/bin/python -c "import pytest, openai, requests, jsonschema, numpy, huggingface_hub" 2>/dev/null; then
   log "installing test requirements into .venv"
   .venv/bin/python -m pip install -q -r tests/requirements.txt
 fi

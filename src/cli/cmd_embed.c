@@ -9,6 +9,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/hub_progress.h"
 #include "core/alloc.h"
 #include "core/threadpool.h"
 #include "engine/embed.h"
@@ -83,7 +84,7 @@ int mxl_cmd_embed(int argc, char **argv) {
 
     mxl_error err;
     mxl_resolved res;
-    if (mxl_store_resolve(model, mxl_cli_get(&a, "models-dir"), NULL, &res, &err)) return mxl_cli_fail("%s", err.msg);
+    if (mxl_cli_resolve_model(model, mxl_cli_get(&a, "models-dir"), NULL, false, NULL, &res, &err)) return mxl_cli_fail("%s", err.msg);
     mxl_embed_model *m = NULL;
     if (mxl_embed_model_load(res.path, mxl_cpu_count(), &m, &err)) return mxl_cli_fail("%s", err.msg);
     int64_t dim = o.dimensions > 0 ? o.dimensions : mxl_embed_model_dim(m);

@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/hub_progress.h"
 #include "cli/repl.h"
 #include "core/threadpool.h"
 #include "engine/generate.h"
@@ -216,7 +217,7 @@ static int load_draft(const mxl_cli_args *a, mxl_draft_opts *o, mxl_gen_model **
     if (o->kind != MXL_DRAFT_FULL_MODEL) return 0;
     mxl_error err;
     mxl_resolved res;
-    if (mxl_store_resolve(mxl_cli_get(a, "draft-model"), mxl_cli_get(a, "models-dir"), mxl_cli_get(a, "revision"), &res, &err))
+    if (mxl_cli_resolve_model(mxl_cli_get(a, "draft-model"), mxl_cli_get(a, "models-dir"), mxl_cli_get(a, "revision"), false, NULL, &res, &err))
         return mxl_cli_fail("--draft-model: %s", err.msg);
     if (mxl_gen_model_load(res.path, 1, out, &err)) return mxl_cli_fail("--draft-model: %s", err.msg);
     o->model = *out;
@@ -300,7 +301,7 @@ static int generate_common(const mxl_cli_args *a, const char *model_arg) {
 
     mxl_error err;
     mxl_resolved res;
-    if (mxl_store_resolve(model_arg, mxl_cli_get(a, "models-dir"), mxl_cli_get(a, "revision"), &res, &err))
+    if (mxl_cli_resolve_model(model_arg, mxl_cli_get(a, "models-dir"), mxl_cli_get(a, "revision"), false, NULL, &res, &err))
         return mxl_cli_fail("%s", err.msg);
     mxl_gen_model *m = NULL;
     if (mxl_gen_model_load(res.path, (int)threads, &m, &err)) return mxl_cli_fail("%s", err.msg);

@@ -100,6 +100,7 @@ static int print_json(const mxl_store_entry *v, size_t n) {
         json_object_set_new(o, "size_bytes", json_integer((json_int_t)v[i].size_bytes));
         json_object_set_new(o, "path", json_string(v[i].path));
         json_object_set_new(o, "modified", v[i].has_modified ? json_integer((json_int_t)v[i].modified) : json_null());
+        json_object_set_new(o, "source", json_string(v[i].hf_cache ? "hf-cache" : "store"));
     }
     char *s = mxl_json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(arr);
@@ -167,19 +168,53 @@ int mxl_cmd_list(int argc, char **argv) {
     mxl_store_entry *v = NULL;
     size_t n = 0;
     if (mxl_store_list(root, &v, &n, &err)) return mxl_cli_fail("%s", err.msg);
-    if (n > 1)
-        qsort(v, n, sizeof *v, key == SORT_SIZE ? cmp_by_size : key == SORT_MODIFIED ? cmp_by_modified : cmp_by_name);
+    /* With the default store root, the Hugging Face cache's repos too (those the store has not) */
+    mxl_store_entry *h = NULL;
+    size_t nh = 0;
+    bool default_root = !mxl_cli_get(&a, "models-dir") && !(getenv("MLXCEL_MODELS_DIR") && getenv("MLXCEL_MODELS_DIR")[0]);
+    if (default_root && mxl_store_hf_list(&h, &nh, &err)) {
+        mxl_store_entries_free(v);
+        return mxl_cli_fail("%s", err.msg);
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < nh; i++) {
+        bool dup = false;
+        for (size_t j = 0; j < n && !dup; j++) dup = strcmp(v[j].repo_id, h[i].repo_id) == 0;
+        if (!dup) h[kept++] = h[i];
+    }
+    nh = kept;
+    int (*cmp)(const void *, const void *) = key == SORT_SIZE ? cmp_by_size : key == SORT_MODIFIED ? cmp_by_modified : cmp_by_name;
+    if (n > 1) qsort(v, n, sizeof *v, cmp);
+    if (nh > 1) qsort(h, nh, sizeof *h, cmp);
 
     if (json) {
-        rc = print_json(v, n);
+        mxl_store_entry *all = mxl_calloc(n + nh ? n + nh : 1, sizeof *all);
+        if (!all) {
+            rc = mxl_cli_fail("out of memory");
+        } else {
+            if (n) memcpy(all, v, n * sizeof *v);
+            if (nh) memcpy(all + n, h, nh * sizeof *h);
+            if (n + nh > 1) qsort(all, n + nh, sizeof *all, cmp);
+            rc = print_json(all, n + nh);
+            mxl_free(all);
+        }
     } else if (quiet) {
         for (size_t i = 0; i < n; i++) printf("%s\n", v[i].repo_id);
-    } else if (n == 0) {
-        printf("No models in %s yet. Run scripts/fetch-models.sh to install the bundled models.\n", root);
     } else {
-        rc = print_table(v, n, verbose);
+        if (n == 0)
+            printf("No models in %s yet: 'mlxcel download <owner/name>' fetches one (scripts/fetch-models.sh installs "
+                   "the bundled models).\n", root);
+        else
+            rc = print_table(v, n, verbose);
+        if (nh && !rc) {
+            char cache[MXL_STORE_PATH_MAX] = "";
+            mxl_store_hf_cache_dir(cache, sizeof cache, NULL);
+            printf("\nIn the Hugging Face cache (%s; read-only for mlxcel rm):\n", cache);
+            rc = print_table(h, nh, verbose);
+        }
     }
     mxl_store_entries_free(v);
+    mxl_store_entries_free(h);
     if (fflush(stdout) != 0 && !rc) rc = 1;
     return rc;
 }

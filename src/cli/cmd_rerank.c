@@ -14,6 +14,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/hub_progress.h"
 #include "core/alloc.h"
 #include "core/threadpool.h"
 #include "engine/encoder_input.h"
@@ -84,7 +85,7 @@ int mxl_cmd_rerank(int argc, char **argv) {
 
     mxl_error err;
     mxl_resolved res;
-    if (mxl_store_resolve(model, mxl_cli_get(&a, "models-dir"), NULL, &res, &err)) return mxl_cli_fail("%s", err.msg);
+    if (mxl_cli_resolve_model(model, mxl_cli_get(&a, "models-dir"), NULL, false, NULL, &res, &err)) return mxl_cli_fail("%s", err.msg);
     mxl_reranker *r = NULL;
     if (mxl_reranker_load(res.path, mxl_cpu_count(), &r, &err)) return mxl_cli_fail("%s", err.msg);
     if (mxl_cli_has(&a, "instruction") && !mxl_reranker_takes_instruction(r)) {

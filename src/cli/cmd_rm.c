@@ -2,7 +2,10 @@
  * (spec: cli-reference "mlxcel rm"). Only <root>/<owner>/<name> under the managed store root is
  * ever deleted, after mxl_store_check_removable's realpath check, without following symlinks. A
  * model found only in the read-only Hugging Face cache is reported and left alone (exit 1).
- * Without -y the user confirms on the terminal; a non-interactive stdin without -y is refused. */
+ * Without -y the user confirms on the terminal; a non-interactive stdin without -y is refused.
+ * An entry `mlxcel download` made (links into the Hugging Face cache, io/hub_cache.h) takes its
+ * snapshot and the blobs nothing else uses along when the download created that snapshot; a
+ * snapshot that was in the cache before (huggingface_hub's) stays, and rm says so. */
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +13,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "io/hub_cache.h"
 #include "io/store.h"
 
 static const mxl_cli_opt k_opts[] = {
@@ -78,7 +82,13 @@ int mxl_cmd_rm(int argc, char **argv) {
     uint64_t bytes = 0;
     int64_t mtime = 0;
     bool has_mtime = false;
-    if (mxl_store_usage(dir, &bytes, &mtime, &has_mtime, &err)) return mxl_cli_fail("%s", err.msg);
+    mxl_hub_marker marker;
+    mxl_error merr = {0};
+    mxl_status ms = mxl_hub_marker_read(dir, &marker, &merr);
+    if (ms != MXL_OK && ms != MXL_ERR_NOT_FOUND) return mxl_cli_fail("%s", merr.msg);
+    bool downloaded = ms == MXL_OK;
+    if ((downloaded ? mxl_store_usage_links : mxl_store_usage)(dir, &bytes, &mtime, &has_mtime, &err))
+        return mxl_cli_fail("%s", err.msg);
     char size[32];
     mxl_store_format_size(bytes, size, sizeof size);
 
@@ -92,6 +102,14 @@ int mxl_cmd_rm(int argc, char **argv) {
         }
     }
     if (mxl_store_remove(root, repo_id, &err)) return mxl_cli_fail("%s", err.msg);
+    if (downloaded && marker.snapshot_created) {
+        if (mxl_hub_drop_snapshot(marker.hub_dir, repo_id, marker.commit, &err))
+            return mxl_cli_fail("removed the store entry of %s, but its Hugging Face cache snapshot stays: %s", repo_id,
+                                err.msg);
+    } else if (downloaded) {
+        fprintf(stderr, "The Hugging Face cache snapshot %.12s of %s in %s stays: it was there before mlxcel download.\n",
+                marker.commit, repo_id, marker.hub_dir);
+    }
     printf("Removed %s (%s) from %s\n", repo_id, size, root);
     return 0;
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "cli/commands.h"
+#include "cli/hub_progress.h"
 #include "server/config.h"
 #include "server/server.h"
 
@@ -23,6 +24,10 @@ int mxl_cmd_serve(int argc, char **argv) {
         mxl_server_config_print_help();
         return 0;
     }
+    mxl_cli_progress prog; /* a repo id that is not on this machine is downloaded first */
+    mxl_cli_progress_init(&prog, cfg.model ? cfg.model : "", cfg.log_disable);
+    cfg.hub_progress = mxl_cli_progress_event;
+    cfg.hub_progress_ud = &prog;
     int rc = mxl_server_run(&cfg, cfg.log_disable ? NULL : log_line, &err);
     if (rc) fprintf(stderr, "error: %s\n", err.msg);
     return rc;

@@ -123,3 +123,16 @@ void mxl_cli_progress_end(mxl_cli_progress *p) {
     if (p->tty && !p->quiet) clear_block(p);
     fflush(stderr);
 }
+
+mxl_status mxl_cli_resolve_model(const char *arg, const char *models_dir, const char *revision, bool offline,
+                                 const char *token_flag, mxl_resolved *out, mxl_error *err) {
+    mxl_cli_progress prog;
+    mxl_cli_progress_init(&prog, arg ? arg : "", false);
+    mxl_hub_resolve_opts ro = {.offline = offline || mxl_hub_offline_env(),
+                               .token = mxl_hub_token(token_flag),
+                               .progress = mxl_cli_progress_event,
+                               .progress_ud = &prog};
+    mxl_status st = mxl_hub_resolve(arg, models_dir, revision, &ro, out, err);
+    mxl_cli_progress_end(&prog);
+    return st;
+}

@@ -85,6 +85,9 @@ static mxl_status http_error(const mxl_http_response *r, const char *endpoint, c
         return mxl_error_set(err, MXL_ERR_ARG,
                              "%s is gated: accept its conditions at %s/%s, then pass --token or set HF_TOKEN (HTTP %ld)",
                              repo_id, endpoint, repo_id, s);
+    if ((s == 401 || s == 404) && strcmp(code, "RepoNotFound") == 0) /* the Hub's answer for private and missing alike */
+        return mxl_error_set(err, MXL_ERR_NOT_FOUND, "repository %s not found at %s (HTTP %ld)%s", repo_id, endpoint, s,
+                             have_token ? "" : "; if it is private, pass --token or set HF_TOKEN");
     if (s == 401)
         return mxl_error_set(err, MXL_ERR_ARG,
                              have_token ? "the access token was refused for %s (HTTP 401%s); check --token / HF_TOKEN"

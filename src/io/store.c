@@ -328,9 +328,8 @@ mxl_status mxl_store_resolve(const char *arg, const char *models_dir_flag, const
         char revtxt[300] = "";
         if (revision && strcmp(revision, "main") != 0) snprintf(revtxt, sizeof revtxt, " at revision '%.255s'", revision);
         return mxl_error_set(err, MXL_ERR_NOT_FOUND,
-                             "model %s%s not found in %s or the Hugging Face cache; this build cannot download "
-                             "(run scripts/fetch-models.sh for the bundled models)",
-                             shown, revtxt, root);
+                             "model %s%s not found in %s or the Hugging Face cache (mlxcel download %s fetches it)",
+                             shown, revtxt, root, out->repo_id);
     }
     if (file) {
         char fp[MXL_STORE_PATH_MAX];
@@ -598,6 +597,55 @@ mxl_status mxl_store_list(const char *root, mxl_store_entry **out, size_t *n_out
         closedir(od);
     }
     closedir(rd);
+    if (st) {
+        mxl_free(v);
+        return st;
+    }
+    *out = v;
+    *n_out = n;
+    return MXL_OK;
+}
+
+
+mxl_status mxl_store_hf_list(mxl_store_entry **out, size_t *n_out, mxl_error *err) {
+    *out = NULL;
+    *n_out = 0;
+    char cache[MXL_STORE_PATH_MAX];
+    mxl_status st = mxl_store_hf_cache_dir(cache, sizeof cache, err);
+    if (st) return st;
+    DIR *d = opendir(cache);
+    if (!d) return errno == ENOENT ? MXL_OK : mxl_error_set(err, MXL_ERR_IO, "%s: cannot read: %s", cache, strerror(errno));
+    mxl_store_entry *v = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while (st == MXL_OK && (de = readdir(d))) {
+        /* models--<owner>--<name>: owners and names cannot hold "--" on the Hub */
+        const char *nm = de->d_name;
+        if (strncmp(nm, "models--", 8) != 0) continue;
+        const char *sep = strstr(nm + 8, "--");
+        if (!sep) continue;
+        char repo[MXL_STORE_REPO_ID_MAX];
+        if (snprintf(repo, sizeof repo, "%.*s/%s", (int)(sep - (nm + 8)), nm + 8, sep + 2) >= (int)sizeof repo ||
+            !mxl_store_repo_id_valid(repo))
+            continue;
+        char snap[MXL_STORE_PATH_MAX], commit[64];
+        mxl_error e2;
+        if (mxl_store_hf_lookup(repo, NULL, snap, sizeof snap, commit, sizeof commit, &e2) != MXL_OK) continue;
+        if ((st = entries_push(&v, &n, &cap, err))) break;
+        mxl_store_entry *e = &v[n - 1];
+        memcpy(e->repo_id, repo, strlen(repo) + 1);
+        if ((st = fmt_path(e->path, sizeof e->path, err, "%s", snap))) break;
+        e->hf_cache = true;
+        /* the repo's disk usage is its blobs, as `hf cache scan` counts it */
+        char blobs[MXL_STORE_PATH_MAX];
+        if ((st = fmt_path(blobs, sizeof blobs, err, "%s/%s/blobs", cache, nm))) break;
+        st = mxl_store_usage(blobs, &e->size_bytes, &e->modified, &e->has_modified, err);
+        if (st == MXL_ERR_NOT_FOUND) {
+            n--;
+            st = MXL_OK;
+        }
+    }
+    closedir(d);
     if (st) {
         mxl_free(v);
         return st;

@@ -12,9 +12,9 @@
  *                 models--<owner>--<name>/snapshots/<commit>/ holds the files.
  *
  * Resolution order for a model argument: an existing local path, then the store, then the HF
- * cache. A bare name (no '/') becomes ${MLXCEL_DEFAULT_ORG:-mlx-community}/<name>. This build
- * cannot download, so a repo found nowhere is a NOT_FOUND error that points at
- * scripts/fetch-models.sh. Empty environment variables count as unset. */
+ * cache. A bare name (no '/') becomes ${MLXCEL_DEFAULT_ORG:-mlx-community}/<name>. A repo found
+ * nowhere is a NOT_FOUND error here; io/hub.h's mxl_hub_resolve downloads it instead. Empty
+ * environment variables count as unset. */
 #ifndef MXL_IO_STORE_H
 #define MXL_IO_STORE_H
 
@@ -102,6 +102,7 @@ typedef struct mxl_store_entry {
     uint64_t size_bytes;
     int64_t modified; /* Unix seconds; meaningful only when has_modified */
     bool has_modified;
+    bool hf_cache; /* a Hugging Face cache repo (mxl_store_hf_list), not a store entry */
 } mxl_store_entry;
 
 /* Lists <root>/<owner>/<name> directories holding a model (config.json, *.safetensors or *.gguf
@@ -110,6 +111,10 @@ typedef struct mxl_store_entry {
  * *out is heap-allocated (NULL when empty); free with mxl_store_entries_free. Unsorted. */
 mxl_status mxl_store_list(const char *root, mxl_store_entry **out, size_t *n, mxl_error *err);
 void mxl_store_entries_free(mxl_store_entry *entries);
+
+/* The repos of the Hugging Face cache that have a snapshot for main: path is that snapshot, size
+ * the repo's blobs (what deleting it would free), hf_cache set. Unsorted; a missing cache is empty. */
+mxl_status mxl_store_hf_list(mxl_store_entry **out, size_t *n, mxl_error *err);
 
 /* Safety check before deleting repo_id from root: the repo id is valid, <root>/<owner>/<name> is
  * a directory whose realpath is exactly realpath(root)/<owner>/<name> (so neither <owner> nor

@@ -83,7 +83,10 @@ static const opt k_opts[] = {
     {"--reasoning-budget", NULL, K_INT, F(reasoning_budget), -1, INT64_C(1) << 30, "thinking-token budget (-1: unlimited)"},
     {"--jinja|--no-jinja", NULL, K_NOOP, 0, 0, 0, NULL}, /* the Jinja engine always renders templates */
     {"--cont-batching|-cb|--no-cont-batching|-nocb|--kv-unified|-kvu|--no-kv-unified", NULL, K_NOOP, 0, 0, 0, NULL}, /* always batched, one pool */
-    {"--offline", "LLAMA_ARG_OFFLINE", K_NOOP, 0, 0, 0, NULL}, /* serve never downloads: -m must be local already */
+    {"--offline", "LLAMA_ARG_OFFLINE", K_ON, F(offline), 0, 0, "never download: a repo id must be on this machine already (also HF_HUB_OFFLINE=1)"},
+    {"--hf-token", NULL, K_STR, F(hf_token), 0, 0, "access token for downloading gated or private repos (never shown or logged; else HF_TOKEN, HUGGING_FACE_HUB_TOKEN)"},
+    {"--revision", NULL, K_STR, F(revision), 0, 0, "branch, tag or commit of a repo id -m names (main)"},
+    {"--model-store-root", NULL, K_STR, F(model_store_root), 0, 0, "store root holding <owner>/<name> of repo ids, downloads included (else MLXCEL_MODELS_DIR)"},
     {"--no-webui|--no-ui", NULL, K_NOOP, 0, 0, 0, NULL},    /* there is no web UI to turn off */
     {"--backend-sampling|--backend_sampling", NULL, K_NOOP, 0, 0, 0, NULL}, /* sampling runs on the CPU either way, same results */
     {"--reasoning-format", NULL, K_STR, F(reasoning_format), 0, 0, "deepseek|none|auto: where thinking text goes (default auto)"},
@@ -139,7 +142,7 @@ static const opt k_opts[] = {
     {"--lora-scaled", NULL, K_MULTI, F(lora_scaled), 0, 0, "LoRA adapter(s) with their scales: PATH:SCALE,..."},
     {"--lora-init-without-apply", NULL, K_ON, F(lora_init_without_apply), 0, 0, "load the adapters at scale 0 (POST /lora-adapters applies them)"},
     {"--lora-fuse", NULL, K_ON, F(lora_fuse), 0, 0, "merge the adapters into the (dense) base weights at load: no decode cost, no later scale or choice"},
-    {"--surgery|--revision|--max-batch-prefill|--max-batch-prefill-tokens|--max-kv-size|--decode-storage-backend|--kv-bits|--kv-group-size|--kv-quant-scheme|--kv-skip-last-layer|--turbo-boundary-v", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--surgery|--max-batch-prefill|--max-batch-prefill-tokens|--max-kv-size|--decode-storage-backend|--kv-bits|--kv-group-size|--kv-quant-scheme|--kv-skip-last-layer|--turbo-boundary-v", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--media-path", NULL, K_STR, F(media_path), 0, 0, "root of the local image files requests may name (file URLs refused without it)"},
     {"--max-image-payload-size", "LLAMA_ARG_MAX_IMAGE_PAYLOAD_SIZE", K_INT, F(max_image_payload), 1, INT64_C(1) << 40, "encoded bytes per image (67108864)"},
     {"--max-images", "LLAMA_ARG_MAX_IMAGES", K_INT, F(max_images), 0, 16, "images per request (16)"},
@@ -158,7 +161,7 @@ static const opt k_opts[] = {
     {"--embd-normalize", NULL, K_INT, F(embd_normalize), -1, 1000, "embedding normalization (-1 none, 0 max-abs, 1 taxicab, 2 euclidean, >2 p-norm)"},
     {"--embedding|--embeddings", NULL, K_ON, F(embedding_mode), 0, 0, "embedding-only compatibility mode"},
     {"--rerank|--reranking", NULL, K_ON, F(rerank_mode), 0, 0, "reranking-only compatibility mode"},
-    {"--max-denoising-steps|--diffusion-sampler|--diffusion-threshold|--slot-save-path|--sleep-idle-seconds|--hf-token|--model-store-root", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--max-denoising-steps|--diffusion-sampler|--diffusion-threshold|--slot-save-path|--sleep-idle-seconds", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--apc-enabled|--apc-block-size|--apc-num-blocks|--apc-hash", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--responses-store-max-entries|--responses-store-ttl-secs|--conversation-store-max-entries|--conversation-store-ttl-secs", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--grammar", NULL, K_STR, F(grammar), 0, 0, "GBNF grammar constraining every generation a request does not constrain itself"},

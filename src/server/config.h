@@ -13,9 +13,15 @@
 
 #define MXL_SRV_MAX_MULTI 16
 
+struct mxl_hub_event;
+
 typedef struct mxl_server_config {
-    /* model */
+    /* model, and where a repo id comes from (downloaded when missing unless offline) */
     const char *model, *alias, *tags;
+    const char *hf_token, *revision, *model_store_root;
+    bool offline;
+    void (*hub_progress)(void *ud, const struct mxl_hub_event *ev); /* set by the CLI: download progress */
+    void *hub_progress_ud;
     int64_t threads;
     /* network and auth */
     const char *host;

@@ -16,6 +16,7 @@
 #include "core/alloc.h"
 #include "engine/chat_builtin.h"
 #include "io/json_read.h"
+#include "io/hub.h"
 #include "io/store.h"
 #include "models/checkpoint.h"
 #include "models/detect.h"
@@ -232,6 +233,17 @@ static mxl_status model_task(const char *path, mxl_task *task, mxl_error *err) {
     return st;
 }
 
+/* A model argument of the server: a path, or a repo id found on this machine or downloaded (progress
+ * on the CLI's stderr) unless --offline / HF_HUB_OFFLINE. */
+static mxl_status resolve_model(const mxl_server_config *cfg, const char *ref, const char *revision, mxl_resolved *res,
+                                mxl_error *err) {
+    mxl_hub_resolve_opts ro = {.offline = cfg->offline || mxl_hub_offline_env(),
+                               .token = mxl_hub_token(cfg->hf_token),
+                               .progress = cfg->hub_progress,
+                               .progress_ud = cfg->hub_progress_ud};
+    return mxl_hub_resolve(ref, cfg->model_store_root, revision, &ro, res, err);
+}
+
 /* Whether `ref` (a --reranker-model value) resolves to the checkpoint at `path`. */
 static bool same_checkpoint(const char *ref, const char *path) {
     mxl_resolved res;
@@ -249,13 +261,13 @@ static mxl_status load_side_models(mxl_server *s, const mxl_server_config *cfg, 
     mxl_resolved res;
     if (cfg->embedding_model) {
         if (s->embedder) return mxl_error_set(err, MXL_ERR_ARG, "--embedding-model: -m is already an embedding model (one per server)");
-        if (mxl_store_resolve(cfg->embedding_model, NULL, NULL, &res, err) || mxl_embed_model_load(res.path, threads, &s->embedder, err))
+        if (resolve_model(cfg, cfg->embedding_model, NULL, &res, err) || mxl_embed_model_load(res.path, threads, &s->embedder, err))
             return err->status;
         snprintf(s->embed_name, sizeof s->embed_name, "%s", res.repo_id[0] ? res.repo_id : cfg->embedding_model);
     }
     if (cfg->reranker_model && !reranker_is_main) {
         if (s->reranker) return mxl_error_set(err, MXL_ERR_ARG, "--reranker-model: -m is already a reranker (one per server)");
-        if (mxl_store_resolve(cfg->reranker_model, NULL, NULL, &res, err) || mxl_reranker_load(res.path, threads, &s->reranker, err))
+        if (resolve_model(cfg, cfg->reranker_model, NULL, &res, err) || mxl_reranker_load(res.path, threads, &s->reranker, err))
             return err->status;
         snprintf(s->rerank_name, sizeof s->rerank_name, "%s", res.repo_id[0] ? res.repo_id : cfg->reranker_model);
     }
@@ -335,7 +347,7 @@ static mxl_status read_startup_options(mxl_server *s, startup *up, mxl_error *er
     }
     for (int i = 0; i < cfg->n_logit_bias; i++)
         if ((st = mxl_logit_bias_parse(cfg->logit_bias[i], &s->default_bias[i], err))) return st;
-    if ((st = mxl_store_resolve(cfg->model, NULL, NULL, &up->res, err))) return st;
+    if ((st = resolve_model(cfg, cfg->model, cfg->revision, &up->res, err))) return st;
     snprintf(s->model_path, sizeof s->model_path, "%s", up->res.path);
     if (cfg->ssl_cert_file) {
         if (!(up->cert = read_file(cfg->ssl_cert_file, err, "--ssl-cert-file")) ||
@@ -540,7 +552,7 @@ static mxl_status setup_speculation(mxl_server *s, mxl_error *err) {
     if (cfg->draft_block_size > 0) s->draft.max_draft = (int)cfg->draft_block_size;
     if (k == MXL_DRAFT_FULL_MODEL) {
         mxl_resolved res;
-        if ((st = mxl_store_resolve(cfg->draft_model, NULL, NULL, &res, err)) || (st = mxl_gen_model_load(res.path, 1, &s->draft_model, err)) ||
+        if ((st = resolve_model(cfg, cfg->draft_model, NULL, &res, err)) || (st = mxl_gen_model_load(res.path, 1, &s->draft_model, err)) ||
             (st = mxl_drafter_check_model(s->model, s->draft_model, err))) {
             mxl_error_prefix(err, "draft model %s: ", cfg->draft_model);
             return st;

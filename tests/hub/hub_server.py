@@ -10,7 +10,7 @@ error answers that `huggingface_hub` (the reference client) reads, as its source
   HEAD/GET /{owner}/{name}/resolve/{rev}/{path}        regular file: 200, ETag "<git blob sha1>";
                                                        LFS file: 302 to /cdn/..., X-Linked-Etag
                                                        "<sha256>", X-Linked-Size
-  GET  /cdn/{sha256}                                   the LFS bytes, Range requests honoured
+  GET  /cdn/{sha256}?repo=&file=                      the LFS bytes, Range requests honoured
 
 Every answer about a repo carries X-Repo-Commit. Errors carry X-Error-Code (RepoNotFound,
 RevisionNotFound, EntryNotFound, GatedRepo) and X-Error-Message, with the Hub's statuses
@@ -24,6 +24,7 @@ Layout of --root:
 Files ending in .safetensors/.gguf/.bin/.pt/.onnx/.npz or of 1 MiB and more are LFS files.
 
   python hub_server.py --root DIR [--port 0] [--port-file F] [--token T] [--throttle BYTES_PER_S]
+                       [--tls-cert PEM --tls-key PEM]
 
 --token is the one token that opens private and gated repos. --throttle slows every body (for
 tests that interrupt a transfer). The port in use is printed on stdout ("PORT <n>") and written
@@ -33,7 +34,6 @@ import argparse
 import hashlib
 import json
 import os
-import socket
 import sys
 import threading
 import time
@@ -129,9 +129,10 @@ class Hub:
             self.cache[key] = (stamp, rp)
         return rp
 
-    def by_sha256(self, sha):
+    def by_sha256(self, sha, prefer_repo=None):
         with self.lock:
             entries = [v[1] for v in self.cache.values()]
+        entries.sort(key=lambda rp: rp.repo_id != prefer_repo)  # the repo the redirect named first
         for rp in entries:
             for rel, f in rp.files.items():
                 if f["sha256"] == sha:
@@ -270,7 +271,7 @@ class Handler(BaseHTTPRequestHandler):
         query = urllib.parse.parse_qs(url.query)
         if parts[:1] == ["cdn"] and len(parts) == 2:
             self.hub.count("cdn")
-            found = self.hub.by_sha256(parts[1])
+            found = self.hub.by_sha256(parts[1], query.get("repo", [None])[0])
             if not found:
                 return self.error(404, "EntryNotFound", "no such object")
             rp, rel, f = found
@@ -350,7 +351,9 @@ class Handler(BaseHTTPRequestHandler):
                 host = self.headers.get("Host", "127.0.0.1")
                 name, _, port = host.rpartition(":")
                 cdn = "localhost" if name == "127.0.0.1" else "127.0.0.1"
-                loc = f"http://{cdn}:{port}/cdn/{f['sha256']}"
+                scheme = "https" if self.server.tls else "http"
+                q = urllib.parse.urlencode({"repo": repo_id, "file": rel})
+                loc = f"{scheme}://{cdn}:{port}/cdn/{f['sha256']}?{q}"
                 self.send_response(302)
                 self.send_header("Location", loc)
                 self.send_header("X-Repo-Commit", rp.commit)
@@ -374,9 +377,17 @@ def main():
     ap.add_argument("--port-file")
     ap.add_argument("--token")
     ap.add_argument("--throttle", type=float, default=0.0)
+    ap.add_argument("--tls-cert", help="serve HTTPS with this PEM certificate (and --tls-key)")
+    ap.add_argument("--tls-key")
     a = ap.parse_args()
     srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
     srv.daemon_threads = True
+    srv.tls = bool(a.tls_cert)
+    if a.tls_cert:
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(a.tls_cert, a.tls_key)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     srv.hub = Hub(os.path.abspath(a.root), a.token, a.throttle)
     port = srv.server_address[1]
     if a.port_file:
