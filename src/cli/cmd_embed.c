@@ -20,7 +20,7 @@
 static const mxl_cli_opt k_opts[] = {
     {"model", 'm', "MODEL_OR_REPO_ID", NULL, "Local checkpoint, owner/name repo id, or bare name (required)"},
     {"prompt", 'p', "TEXT", NULL, "Text to embed; repeat for several"},
-    {"image", 0, "FILE", NULL, "Image input (multimodal embedders; not supported for this model)"},
+    {"image", 0, "FILE", NULL, "Image input for multimodal embedders (refused: this build embeds text only)"},
     {"instruction", 0, "TEXT", NULL, "Query instruction: encoder families prepend it to every prompt as written; Qwen3-Embedding uses \"Instruct: <TEXT>\\nQuery:<prompt>\""},
     {"dimensions", 0, "N", "full width", "Keep the first N components (re-normalized)"},
     {"pooling", 0, "mean|cls|last", "checkpoint", "Override the pooling"},
@@ -53,7 +53,7 @@ int mxl_cmd_embed(int argc, char **argv) {
     if (rc) return rc == 1 ? 0 : rc;
     const char *model = mxl_cli_get(&a, "model");
     if (!model) return mxl_cli_usage_error(&k_cmd, "missing required flag -m/--model");
-    if (mxl_cli_has(&a, "image")) return mxl_cli_usage_error(&k_cmd, "--image is not supported for this model");
+    if (mxl_cli_has(&a, "image")) return mxl_cli_usage_error(&k_cmd, "--image is not supported for this model (this build embeds text only)");
     int idx = -1;
     for (int i = 0; i < a.n_opts; i++)
         if (strcmp(k_opts[i].long_name, "prompt") == 0) idx = i;

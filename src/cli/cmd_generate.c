@@ -39,8 +39,8 @@
     {"threads", 0, "N", "all cores", "CPU threads"},                                                           \
     {"image", 0, "PATH", NULL, "Image file for a vision-language model (repeatable; JPEG, PNG, WebP, GIF)"},   \
     /* spec flags not built yet: recognised, then refused */                                                   \
-    {"audio", 0, "PATH", NULL, "(not supported for this model yet)"},                                          \
-    {"video", 0, "PATH", NULL, "(not supported for this model yet)"},                                          \
+    {"audio", 0, "PATH", NULL, "Audio input (refused: no model family in this build takes audio yet)"},  \
+    {"video", 0, "PATH", NULL, "Video input (refused: no model family in this build takes video yet)"},  \
     {"adapter", 0, "PATH", NULL, "LoRA adapter: a PEFT or mlx-lm directory, or a GGUF LoRA for a GGUF model"},  \
     {"draft-model", 0, "PATH_OR_REPO_ID", NULL, "Speculative decoding with this small model (same tokenizer) drafting"},  \
     {"draft-kind", 0, "KIND", "auto", "Draft kind: full-model (dflash and mtp need heads no family here ships)"},        \
@@ -227,7 +227,7 @@ static int load_draft(const mxl_cli_args *a, mxl_draft_opts *o, mxl_gen_model **
 static int generate_common(const mxl_cli_args *a, const char *model_arg) {
     for (int i = 0; k_refused[i]; i++)
         if (mxl_cli_has(a, k_refused[i])) {
-            fprintf(stderr, "error: --%s is not supported for this model yet\n", k_refused[i]);
+            fprintf(stderr, "error: --%s is not supported for this model yet (no family in this build takes it)\n", k_refused[i]);
             return 2;
         }
     const char *prompt = mxl_cli_get(a, "prompt");

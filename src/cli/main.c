@@ -15,8 +15,8 @@ typedef struct subcommand {
 } subcommand;
 
 static const subcommand k_subcommands[] = {
-    {"run", NULL, mxl_cmd_run, "Run a model: one reply with -p (interactive chat not yet)"},
-    {"generate", "gen", mxl_cmd_generate, "Generate text from a prompt"},
+    {"run", NULL, mxl_cmd_run, "Chat with a model (an interactive REPL), or one reply with -p"},
+    {"generate", "gen", mxl_cmd_generate, "Generate text from a prompt (a chat REPL without -p)"},
     {"generate-image", NULL, NULL, "Render images with an image-generation model"},
     {"embed", NULL, mxl_cmd_embed, "Compute embedding vectors"},
     {"rerank", NULL, mxl_cmd_rerank, "Score query-document pairs with a reranker"},
@@ -49,7 +49,7 @@ static void print_help(void) {
         const subcommand *s = &k_subcommands[i];
         char name[48];
         snprintf(name, sizeof name, "%s%s%s", s->name, s->alias ? ", " : "", s->alias ? s->alias : "");
-        printf("  %-24s %s%s\n", name, s->summary, s->fn ? "" : " (not available yet)");
+        printf("  %-24s %s%s\n", name, s->summary, s->fn ? "" : " (not available in this build)");
     }
     printf("\nOptions:\n  -h, --help                Print help\n  -V, --version             Print version\n");
     printf("\nRun 'mlxcel <COMMAND> --help' for the options of a command.\n");

@@ -384,14 +384,10 @@ static void count(mxl_server *s, mxl_http_req *r, mxl_api api) {
     json_t *body = mxl_srv_body_json(r, api);
     if (!body) return;
     char msg[512] = "";
-    json_t *chat = NULL, *urls = api == MXL_API_ANTHROPIC && mxl_gen_model_vlm(s->model) ? json_array() : NULL;
-    if (api == MXL_API_ANTHROPIC) {
-        chat = to_chat(body, urls, msg, sizeof msg);
-    } else {
-        const json_t *m = json_object_get(body, "messages");
-        if (json_is_array(m) && json_array_size(m)) chat = json_incref((json_t *)m);
-        else snprintf(msg, sizeof msg, "'messages' must be a non-empty array");
-    }
+    json_t *urls = mxl_gen_model_vlm(s->model) ? json_array() : NULL; /* image URLs, in prompt order */
+    /* the OpenAI messages read as /v1/chat/completions reads them (roles checked, part lists) */
+    json_t *chat = api == MXL_API_ANTHROPIC ? to_chat(body, urls, msg, sizeof msg)
+                                            : mxl_srv_chat_messages(s, json_object_get(body, "messages"), urls, msg, sizeof msg);
     if (!chat) {
         mxl_srv_error(r, api, 400, "invalid_request_error", "%s", msg);
         json_decref(urls);

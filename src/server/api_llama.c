@@ -184,7 +184,7 @@ void mxl_api_llama_apply_template(mxl_server *s, mxl_http_req *r) {
     char msg[512] = "";
     json_t *msgs = NULL, *kw = NULL;
     mxl_chat_opts o = {.add_generation_prompt = true, .reasoning = s->reasoning};
-    if (!(msgs = mxl_srv_chat_messages(json_object_get(body, "messages"), NULL, msg, sizeof msg)) ||
+    if (!(msgs = mxl_srv_chat_messages(s, json_object_get(body, "messages"), NULL, msg, sizeof msg)) ||
         !mxl_srv_chat_opts(s, body, &o, &kw, msg, sizeof msg)) {
         mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "%s", msg);
         json_decref(msgs);

@@ -124,7 +124,7 @@ void mxl_api_openai_chat(mxl_server *s, mxl_http_req *r) {
     }
     mxl_chat_opts o;
     json_t *urls = mxl_gen_model_vlm(s->model) ? json_array() : NULL; /* image URLs, in prompt order */
-    if (!(msgs = mxl_srv_chat_messages(json_object_get(body, "messages"), urls, msg, sizeof msg)) || !parse_stream(body, g, msg, sizeof msg) ||
+    if (!(msgs = mxl_srv_chat_messages(s, json_object_get(body, "messages"), urls, msg, sizeof msg)) || !parse_stream(body, g, msg, sizeof msg) ||
         !mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg) || !mxl_srv_chat_opts(s, body, &o, &kw, msg, sizeof msg))
         goto bad;
     const json_t *v = json_object_get(body, "logprobs");

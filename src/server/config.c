@@ -453,4 +453,8 @@ void mxl_server_config_print_help(void) {
         if (o->env) printf(" [env: %s]", o->env);
         printf("\n");
     }
+    printf("\nFlags of the spec for features this build does not run (--webui, --image-model, --slot-save-path,\n"
+           "--responses-store-*, the distributed and router flags, ...) are recognised and refused at startup;\n"
+           "the routes of those features (/v1/responses, /v1/images/*, /v1/audio/*, /infill, /slots/:id_slot,\n"
+           "...) answer 501.\n");
 }

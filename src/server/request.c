@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "core/alloc.h"
+#include "engine/model.h"
 #include "io/json_read.h"
 #include "io/json_write.h"
 #include "server/server_state.h"
@@ -387,11 +388,23 @@ static json_t *vision_parts(const json_t *content, size_t i, json_t *images, cha
     return parts;
 }
 
+/* The roles of OpenAI's chat messages (function: the deprecated form of tool). */
+static bool known_role(const char *role) {
+    static const char *const k_roles[] = {"system", "developer", "user", "assistant", "tool", "function"};
+    for (size_t i = 0; i < sizeof k_roles / sizeof k_roles[0]; i++)
+        if (!strcmp(role, k_roles[i])) return true;
+    return false;
+}
+
 /* Copies messages, turning content part lists into plain text (the text parts joined) so every
  * template sees strings. With images (a vision-language model) a message with image_url parts
  * keeps a part list ({"type": "image"} where each image goes, their URLs appended to images);
  * without, image / audio parts are refused. */
-json_t *mxl_srv_chat_messages(const json_t *msgs, json_t *images, char *msg, size_t ml) {
+json_t *mxl_srv_chat_messages(const mxl_server *s, const json_t *msgs, json_t *images, char *msg, size_t ml) {
+    /* developer is OpenAI's newer name for system: a template that does not know it gets system,
+     * as llama-server maps it for the templates other than gpt-oss's */
+    const char *tmpl = s && s->model ? mxl_gen_model_template_text(s->model) : NULL;
+    const bool developer_as_system = !tmpl || !strstr(tmpl, "developer");
     if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
         snprintf(msg, ml, "'messages' must be a non-empty array");
         return NULL;
@@ -409,7 +422,13 @@ json_t *mxl_srv_chat_messages(const json_t *msgs, json_t *images, char *msg, siz
             snprintf(msg, ml, "messages[%zu].role must be a string", i);
             goto fail;
         }
+        if (!known_role(json_string_value(role))) {
+            snprintf(msg, ml, "messages[%zu].role '%.100s' is not one of system, developer, user, assistant, tool, function", i,
+                     json_string_value(role));
+            goto fail;
+        }
         json_t *copy = json_deep_copy(m);
+        if (developer_as_system && !strcmp(json_string_value(role), "developer")) json_object_set_new(copy, "role", json_string("system"));
         const json_t *content = json_object_get(m, "content");
         if (json_is_array(content)) {
             size_t len = 0, k;

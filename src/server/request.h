@@ -42,7 +42,10 @@ bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_param
 /* A "lora" list [{id, scale}] into scale[server's adapters] (those it does not name: 0); false
  * with msg on a bad entry or id. */
 bool mxl_srv_lora_scales(const mxl_server *s, const json_t *list, float *scale, char *msg, size_t ml);
-json_t *mxl_srv_chat_messages(const json_t *msgs, json_t *images, char *msg, size_t ml);
+/* The request's messages checked (each an object with a known role: system, developer, user,
+ * assistant, tool or function) and copied for s's chat template (developer becomes system where
+ * the template does not name it); NULL with msg on a bad one. */
+json_t *mxl_srv_chat_messages(const mxl_server *s, const json_t *msgs, json_t *images, char *msg, size_t ml);
 /* Template options of a chat request: tools, add_generation_prompt, chat_template_kwargs over
  * the server's, enable_thinking / reasoning_effort, the server's --reasoning. *kw receives the
  * merged kwargs object to release after rendering. */

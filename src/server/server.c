@@ -77,6 +77,45 @@ static const route k_routes[] = {
     {"GET", "/v1/cache/stats", mxl_api_cache_stats, NEED_CHAT},
 };
 
+/* Routes of the spec (and of llama-server b10621, whose API `serve` follows) that this build does
+ * not serve: any method on them answers 501 naming the route, where an unknown path answers 404.
+ * A pattern ending in '/' also covers the paths below it (/slots/:id_slot, /v1/responses/{id}). */
+static const struct unbuilt_route {
+    const char *pattern, *name;
+} k_unbuilt[] = {
+    {"/v1/responses", "/v1/responses"},
+    {"/v1/responses/", "/v1/responses"},
+    {"/responses", "/responses"},
+    {"/v1/conversations", "/v1/conversations"},
+    {"/v1/conversations/", "/v1/conversations"},
+    {"/v1/images/generations", "/v1/images/generations"},
+    {"/v1/images/edits", "/v1/images/edits"},
+    {"/v1/audio/transcriptions", "/v1/audio/transcriptions"},
+    {"/v1/audio/translations", "/v1/audio/translations"},
+    {"/v1/audio/speech", "/v1/audio/speech"},
+    {"/v1/realtime", "/v1/realtime"},
+    {"/v1/settings", "/v1/settings"},
+    {"/infill", "/infill"},
+    {"/slots/", "/slots/:id_slot"},
+    {"/models/load", "/models/load"},
+    {"/models/unload", "/models/unload"},
+    {"/api/chat", "/api/chat"},
+    {"/api/show", "/api/show"},
+    {"/api/tags", "/api/tags"},
+    {"/webui", "/webui"},
+    {"/webui/", "/webui"},
+};
+
+/* The spec's name of an unbuilt route `path` is, or NULL. */
+static const char *unbuilt_route(const char *path) {
+    for (size_t i = 0; i < sizeof k_unbuilt / sizeof k_unbuilt[0]; i++) {
+        const char *p = k_unbuilt[i].pattern;
+        size_t n = strlen(p);
+        if (p[n - 1] == '/' ? strncmp(path, p, n) == 0 && path[n] : strcmp(path, p) == 0) return k_unbuilt[i].name;
+    }
+    return NULL;
+}
+
 /* The allocation fault hook of tests/cli/test_alloc_faults_server.py, on only when the server was
  * started with MXL_ALLOC_FAULT_HOOK=1: a request's X-Mxl-Alloc-Fail-At: n makes the n-th allocation
  * from its arrival fail (core/alloc.h; 0 disarms), and GET /mxl-alloc answers the seam's counters
@@ -148,7 +187,9 @@ static void route_request(mxl_server *s, mxl_http_req *r) {
         rt->fn(s, r);
         return;
     }
+    const char *unbuilt = unbuilt_route(path);
     if (path_known) mxl_srv_error(r, api, 405, "invalid_request_error", "method %s is not allowed on %s", method, path);
+    else if (unbuilt) mxl_srv_error(r, api, 501, "not_implemented_error", "%s is not implemented in this build", unbuilt);
     else mxl_srv_error(r, api, 404, "not_found_error", "File Not Found");
 }
 
@@ -388,7 +429,9 @@ static mxl_status choose_model_roles(mxl_server *s, startup *up, mxl_error *err)
     return MXL_OK;
 }
 
-/* Listens before the model loads: requests that need it are answered 503 until it is ready. */
+/* Opens the socket before the models load: requests that need them are answered 503 "Loading
+ * model" until they are ready (llama-server's /health does the same). The "listening" line waits
+ * for announce_ready, so a load that fails never printed it. */
 static mxl_status start_listeners(mxl_server *s, startup *up, void (*log)(const char *), mxl_error *err) {
     const mxl_server_config *cfg = s->cfg;
     mxl_status st;
@@ -399,7 +442,7 @@ static mxl_status start_listeners(mxl_server *s, startup *up, void (*log)(const 
         .max_body = (size_t)cfg->max_body_bytes, .timeout_s = (unsigned)cfg->timeout, .max_connections = 1024,
     };
     if ((st = mxl_http_start(&hc, handle, s, &up->http, err))) return st;
-    logf_line(log, "mlxcel server listening on %s (loading %s)", mxl_http_address(up->http), s->model_path);
+    logf_line(log, "mlxcel server: loading %s; %s answers 503 until it is ready", s->model_path, mxl_http_address(up->http));
     return MXL_OK;
 }
 
@@ -588,9 +631,11 @@ static mxl_status build_scheduler(mxl_server *s, const startup *up, mxl_error *e
     return mxl_sched_create(s->model, &sc, &s->sched, err);
 }
 
-/* Opens the routes that wait for the model and says what is served. */
+/* Opens the routes that wait for the model and says where and what is served: the "listening"
+ * line, then one "ready:" line per model. */
 static void announce_ready(mxl_server *s, const startup *up, void (*log)(const char *)) {
     atomic_store(&s->ready, true);
+    logf_line(log, "mlxcel server listening on %s", mxl_http_address(up->http));
     if (s->model)
         logf_line(log, "model %s ready: %d slots x %lld tokens of context", s->model_name, up->n_slots, (long long)s->slot_ctx);
     if (s->embedder) logf_line(log, "embedding model %s ready: %s, %lld dimensions", s->embed_name, mxl_embed_model_family(s->embedder),

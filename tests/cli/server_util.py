@@ -43,11 +43,15 @@ class Server:
             if line is None:
                 break
             self.lines.append(line)
+            # the socket opens before the models load (routes that need them answer 503 until
+            # then); the "listening" line comes once they are loaded, before the "ready:" lines
+            m = re.search(r"loading .*; (\S+) answers 503", line)
+            if m and not wait_ready:
+                self.url = m.group(1)
+                return
             m = re.search(r"listening on (\S+)", line)
             if m:
                 self.url = m.group(1)
-                if not wait_ready:
-                    return
             if "ready:" in line:
                 ready_lines += 1
                 if ready_lines == want:

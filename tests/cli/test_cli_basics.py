@@ -39,7 +39,8 @@ def test_unknown_command_and_flag_exit_2():
 
 
 def test_each_built_subcommand_has_help():
-    for cmd in ("inspect", "list", "ls", "arch", "supported", "rm", "run", "generate", "gen", "embed"):
+    for cmd in ("inspect", "list", "ls", "arch", "supported", "rm", "run", "generate", "gen", "embed", "rerank", "serve",
+                "tokenize", "chat-template", "bench", "convert"):
         p = run(cmd, "--help")
         assert p.returncode == 0, cmd
         assert "Usage:" in p.stdout
@@ -50,3 +51,40 @@ def test_unbuilt_subcommands_say_so():
         p = run(cmd, "-m", "x")
         assert p.returncode == 1, cmd
         assert "not available in this build yet" in p.stderr, cmd
+
+
+BUILT = ["run", "generate", "embed", "rerank", "inspect", "serve", "list", "arch", "rm", "tokenize", "chat-template", "bench",
+         "convert"]
+
+
+def test_summaries_say_what_each_command_does():
+    out = run("--help").stdout
+    line = {l.split()[0].rstrip(","): l for l in out.splitlines() if l.startswith("  ") and not l.strip().startswith("-")}
+    # run opens the chat REPL without -p (src/cli/repl.c), and says so
+    assert "REPL" in line["run"] and "not yet" not in line["run"], line["run"]
+    for c in BUILT:
+        assert "not available" not in line[c], line[c]
+    for c in ("download", "tune", "detect", "generate-image", "split-mtp"):
+        assert "(not available in this build)" in line[c], line[c]
+
+
+def help_flags(cmd):
+    """(flag, takes a value) for each option `mlxcel <cmd> --help` lists."""
+    out = run(cmd, "--help").stdout
+    flags = []
+    for l in out.splitlines():
+        m = re.match(r"\s+(?:-\w, )?(--[\w-]+)( \S+)?\s{2,}", l)
+        if m and m.group(1) != "--help":
+            flags.append((m.group(1), bool(m.group(2))))
+    return flags
+
+
+def test_every_flag_a_help_lists_is_accepted():
+    """The parser knows every flag the command's --help lists: `cmd FLAG [VALUE] --help` is
+    help (exit 0), where an unknown flag would be a usage error (exit 2)."""
+    for cmd in ("run", "generate", "embed", "rerank", "inspect", "list", "rm", "tokenize", "chat-template", "convert"):
+        flags = help_flags(cmd)
+        assert len(flags) >= 1, cmd
+        for flag, has_value in flags:
+            p = run(cmd, flag, *(["1"] if has_value else []), "--help")
+            assert p.returncode == 0 and "Usage:" in p.stdout, (cmd, flag, p.stderr)

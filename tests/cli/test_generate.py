@@ -45,6 +45,22 @@ def test_generate_raw_prompt_gemma_matches_transformers():
     assert "[Profile Results]" in p.stderr and "Generated tokens: 10" in p.stderr
 
 
+def test_bundled_gemma_is_a_base_model_without_a_chat_template():
+    """What README.md says of the bundled Gemma 3 270M: no chat template, so `run` renders the
+    generic chat format and notes that it is likely a base model; --no-chat-template is plain
+    completion (the prompt's own tokens, no note)."""
+    real_model_path(GEMMA)
+    p = run("run", GEMMA, "-p", "The capital of France is", "-n", "4", "--temp", "0", "--profile")
+    assert p.returncode == 0, p.stderr
+    assert "has no chat template; using a generic chat format (likely a base model: try --no-chat-template)" in p.stderr
+    chat_prompt = int(p.stderr.split("Prompt tokens: ")[1].split()[0])
+    p = run("run", GEMMA, "--no-chat-template", "-p", "The capital of France is", "-n", "4", "--temp", "0", "--profile")
+    assert p.returncode == 0 and "no chat template" not in p.stderr, p.stderr
+    raw_prompt = int(p.stderr.split("Prompt tokens: ")[1].split()[0])
+    ids = json.loads(run("tokenize", "-m", GEMMA, "--json", "The capital of France is").stdout)
+    assert raw_prompt == len(ids) + 1 and chat_prompt > raw_prompt  # (+1: the BOS the tokenizer adds)
+
+
 def test_seeded_sampling_is_reproducible():
     a = run("run", "-p", "Tell me a story.", "-n", "12", "--temp", "0.9", "--top-k", "40", "--seed", "7")
     b = run("run", "-p", "Tell me a story.", "-n", "12", "--temp", "0.9", "--top-k", "40", "--seed", "7")

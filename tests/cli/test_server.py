@@ -222,12 +222,82 @@ def test_post_sampling_probs(srv):
     ('{"messages": [{"role": "user", "content": "hi"}], "stop": [1]}', "'stop'"),
     ('{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}', "not supported"),
     ('[1, 2]', "JSON object"),
+    ('{"messages": [{"role": "user", "content": "hi"}, {"role": "wizard", "content": "hi"}]}', "messages[1].role 'wizard'"),
+    ('{"messages": [{"role": "User", "content": "hi"}]}', "'User'"),
 ])
 def test_bad_requests_get_400(srv, body, needle):
     r = requests.post(srv.url + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"})
     assert r.status_code == 400
     e = r.json()["error"]
     assert needle in e["message"] and e["type"] == "invalid_request_error"
+
+
+def test_unknown_role_is_400_on_every_chat_route_and_developer_is_system(srv):
+    bad = {"messages": [{"role": "narrator", "content": "hi"}], "max_tokens": 2}
+    for route in ("/v1/chat/completions", "/chat/completions", "/apply-template", "/v1/chat/completions/input_tokens"):
+        r = requests.post(srv.url + route, json=bad)
+        assert r.status_code == 400, (route, r.status_code, r.text)
+        e = r.json()["error"]
+        assert e["type"] == "invalid_request_error" and "'narrator'" in e["message"], (route, e)
+    r = requests.post(srv.url + "/v1/messages", json={**bad, "model": "x"})
+    assert r.status_code == 400 and "role" in r.json()["error"]["message"]
+    # OpenAI's developer role reaches a template that does not know it as system (llama-server's
+    # mapping): SmolLM2's template adds its default system prompt only when there is none
+    msgs = [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    dev = requests.post(srv.url + "/apply-template", json={"messages": msgs}).json()["prompt"]
+    sys_ = requests.post(srv.url + "/apply-template", json={"messages": [{**msgs[0], "role": "system"}, msgs[1]]}).json()["prompt"]
+    assert dev == sys_ and "<|im_start|>system\nBe brief.<|im_end|>" in dev
+    for role in ("system", "user", "assistant", "tool", "function"):
+        ok = requests.post(srv.url + "/apply-template", json={"messages": [{"role": "user", "content": "q"}, {"role": role, "content": "x"}]})
+        assert ok.status_code == 200, (role, ok.text)
+
+
+@pytest.mark.parametrize("method,route,name", [
+    ("POST", "/v1/responses", "/v1/responses"),
+    ("GET", "/v1/responses/resp_123", "/v1/responses"),
+    ("POST", "/infill", "/infill"),
+    ("POST", "/slots/0?action=save", "/slots/:id_slot"),
+    ("POST", "/v1/images/generations", "/v1/images/generations"),
+    ("POST", "/v1/audio/transcriptions", "/v1/audio/transcriptions"),
+    ("GET", "/v1/settings", "/v1/settings"),
+    ("GET", "/v1/realtime", "/v1/realtime"),
+])
+def test_unbuilt_spec_routes_are_501(srv, method, route, name):
+    r = requests.request(method, srv.url + route, json={"prompt": "x"})
+    assert r.status_code == 501, r.text
+    assert r.json() == {"error": {"code": 501, "message": name + " is not implemented in this build", "type": "not_implemented_error"}}
+
+
+@pytest.mark.parametrize("route", ["/nope", "/v1/nope", "/v1/responsesx", "/slots/", "/infill/x"])
+def test_unknown_paths_are_404_json(srv, route):
+    r = requests.post(srv.url + route, json={})
+    assert r.status_code == 404
+    assert r.json()["error"]["type"] == "not_found_error" and r.json()["error"]["code"] == 404
+
+
+def test_listening_line_comes_after_the_load(srv):
+    lines = [l for l in srv.lines if l.strip()]
+    loading = next(i for i, l in enumerate(lines) if "answers 503 until it is ready" in l)
+    listening = next(i for i, l in enumerate(lines) if "listening on" in l)
+    assert loading < listening and "ready:" in lines[listening + 1], lines
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["-m", "/nonexistent/model"], "/nonexistent/model"),
+    (["--lora", "/nonexistent/adapter"], "/nonexistent/adapter"),
+    (["--lora", "EMPTY_DIR"], "adapter_config.json"),
+    (["--lora-scaled", "/nonexistent/adapter:0.5"], "/nonexistent/adapter"),
+    (["--draft-model", "/nonexistent/draft"], "draft model /nonexistent/draft"),
+])
+def test_load_errors_exit_before_the_listening_line(tmp_path, args, needle):
+    args = [str(tmp_path) if a == "EMPTY_DIR" else a for a in args]
+    model = [] if "-m" in args else ["-m", SMOL_REPO]
+    p = run("serve", *model, "--port", "0", *args, timeout=120)
+    assert p.returncode > 0 and "Sanitizer" not in p.stderr, p.stderr
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    assert lines[-1].startswith("error: ") and needle in lines[-1], p.stderr
+    assert sum(l.startswith("error: ") for l in lines) == 1, p.stderr
+    assert "listening" not in p.stderr and "ready:" not in p.stderr, p.stderr
 
 
 def test_sdk_raises_on_400_and_404(srv):

@@ -206,7 +206,7 @@ def test_bad_budget_flags_are_clean_startup_errors(args, needle):
 
 
 def test_budget_below_one_block_fails_at_load():
-    # the block size is known once the model is loaded: the listening line comes first
+    # the block size is known once the model is loaded (the socket is open, the listening line not yet)
     p = run("serve", "-m", SMOL_REPO, "--port", "0", "--kv-cache-budget", "100", timeout=120)
     assert p.returncode > 0 and "Sanitizer" not in p.stderr
     last = [l for l in p.stderr.splitlines() if l.strip()][-1]
