@@ -47,13 +47,13 @@ def test_each_built_subcommand_has_help():
 
 
 def test_unbuilt_subcommands_say_so():
-    for cmd in ("download", "tune", "detect"):
+    for cmd in ("detect", "split-mtp"):
         p = run(cmd, "-m", "x")
         assert p.returncode == 1, cmd
         assert "not available in this build yet" in p.stderr, cmd
 
 
-BUILT = ["run", "generate", "embed", "rerank", "inspect", "serve", "list", "arch", "rm", "tokenize", "chat-template", "bench",
+BUILT = ["run", "generate", "embed", "rerank", "inspect", "serve", "list", "arch", "rm", "download", "tokenize", "chat-template", "bench",
          "convert"]
 
 
@@ -64,7 +64,7 @@ def test_summaries_say_what_each_command_does():
     assert "REPL" in line["run"] and "not yet" not in line["run"], line["run"]
     for c in BUILT:
         assert "not available" not in line[c], line[c]
-    for c in ("download", "tune", "detect", "generate-image", "split-mtp"):
+    for c in ("detect", "generate-image", "split-mtp"):
         assert "(not available in this build)" in line[c], line[c]
 
 
@@ -82,7 +82,7 @@ def help_flags(cmd):
 def test_every_flag_a_help_lists_is_accepted():
     """The parser knows every flag the command's --help lists: `cmd FLAG [VALUE] --help` is
     help (exit 0), where an unknown flag would be a usage error (exit 2)."""
-    for cmd in ("run", "generate", "embed", "rerank", "inspect", "list", "rm", "tokenize", "chat-template", "convert"):
+    for cmd in ("run", "generate", "embed", "rerank", "inspect", "list", "rm", "download", "tokenize", "chat-template", "convert"):
         flags = help_flags(cmd)
         assert len(flags) >= 1, cmd
         for flag, has_value in flags:

@@ -140,7 +140,8 @@ def test_list_json(store):
     assert isinstance(data, list)
     assert [d["repo_id"] for d in data] == sorted(MODELS, key=lambda s: (s.lower(), s))
     for d in data:
-        assert set(d) == {"repo_id", "size_bytes", "path", "modified"}
+        # the spec's four fields, and where the copy is (store or hf-cache, listed with the default root)
+        assert set(d) == {"repo_id", "size_bytes", "path", "modified", "source"} and d["source"] == "store"
         total, newest = ref_usage(root / d["repo_id"])
         assert d["size_bytes"] == total
         assert d["modified"] == newest
