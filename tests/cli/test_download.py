@@ -191,6 +191,20 @@ def test_downloaded_model_runs_and_auto_download(env, hub):
     assert again.returncode == 0 and again.stdout == ref.stdout and "downloaded" not in again.stderr
 
 
+def test_serve_downloads_a_missing_repo_id(env, hub):
+    from server_util import Server
+    srv = Server("-m", "acme/smol", "--hf-token", "hf_not_shown_anywhere", env=env)
+    try:
+        with urllib.request.urlopen(srv.url + "/v1/models", timeout=30) as r:
+            models = json.loads(r.read())
+        assert any("acme/smol" in m["id"] for m in models["data"]), models
+    finally:
+        srv.stop()
+    text = "".join(srv.lines)
+    assert "downloaded" in text and "hf_not_shown_anywhere" not in text
+    assert store_entry(env, "acme/smol").is_dir()
+
+
 def test_offline_refuses_without_requests(env, hub):
     before = hub.stats()
     for extra in ({"HF_HUB_OFFLINE": "1"},):
