@@ -4,11 +4,11 @@
  * protocol, io/hub_cache.h the layout). Prints the model's path on stdout, progress on stderr. */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/hub_progress.h"
+#include "core/clock.h"
 #include "io/hub.h"
 #include "io/store.h"
 
@@ -42,12 +42,6 @@ static const mxl_cli_cmd k_cmd = {
     .max_pos = 1,
     .pos_help = "<REPO_ID>",
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 int mxl_cmd_download(int argc, char **argv) {
     mxl_cli_args a;
@@ -88,7 +82,7 @@ int mxl_cmd_download(int argc, char **argv) {
         .progress = mxl_cli_progress_event,
         .progress_ud = &prog,
     };
-    double t0 = now_s();
+    double t0 = (mxl_now_ms() / 1e3);
     mxl_hub_result res;
     char where[MXL_STORE_PATH_MAX];
     mxl_status st;
@@ -100,7 +94,7 @@ int mxl_cmd_download(int argc, char **argv) {
     }
     mxl_cli_progress_end(&prog);
     if (st) return mxl_cli_fail("%s", err.msg);
-    double el = now_s() - t0;
+    double el = (mxl_now_ms() / 1e3) - t0;
     if (!prog.quiet) {
         char got[32], tot[32];
         mxl_store_format_size((uint64_t)res.bytes_transferred, got, sizeof got);

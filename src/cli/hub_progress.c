@@ -4,14 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "core/clock.h"
 
 void mxl_cli_progress_init(mxl_cli_progress *p, const char *label, bool quiet) {
     memset(p, 0, sizeof *p);
@@ -19,7 +14,7 @@ void mxl_cli_progress_init(mxl_cli_progress *p, const char *label, bool quiet) {
     p->quiet = quiet;
     const char *term = getenv("TERM");
     p->tty = isatty(STDERR_FILENO) && !(term && strcmp(term, "dumb") == 0);
-    p->t0 = now_s();
+    p->t0 = (mxl_now_ms() / 1e3);
 }
 
 static void size_text(int64_t b, char *out, size_t cap) {
@@ -55,7 +50,7 @@ static void draw(mxl_cli_progress *p) {
         fprintf(stderr, "  %-40.40s [%s] %3d%% %10s / %-10s\n", p->slot[i].name, br, (int)(f * 100), a, b);
         p->drawn++;
     }
-    double el = now_s() - p->t0;
+    double el = (mxl_now_ms() / 1e3) - p->t0;
     double rate = el > 0 ? (double)p->bytes_done / el : 0;
     char r[32], eta[32] = "";
     size_text((int64_t)rate, r, sizeof r);
@@ -71,7 +66,7 @@ static void draw(mxl_cli_progress *p) {
             p->files_done, p->files_total, eta);
     p->drawn++;
     fflush(stderr);
-    p->last_draw = now_s();
+    p->last_draw = (mxl_now_ms() / 1e3);
 }
 
 void mxl_cli_progress_event(void *ud, const mxl_hub_event *ev) {
@@ -101,7 +96,7 @@ void mxl_cli_progress_event(void *ud, const mxl_hub_event *ev) {
         break;
     case MXL_HUB_EV_FILE_BYTES:
         p->slot[s].done = ev->file_done;
-        if (p->tty && now_s() - p->last_draw >= 0.1) draw(p);
+        if (p->tty && (mxl_now_ms() / 1e3) - p->last_draw >= 0.1) draw(p);
         break;
     case MXL_HUB_EV_FILE_DONE:
         p->slot[s].active = false;

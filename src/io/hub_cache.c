@@ -139,12 +139,17 @@ void mxl_hub_unlock(int fd) {
 
 /* ---- snapshots and refs --------------------------------------------------------------------- */
 
+/* A name beside path no other thread or process uses: <path>.<pid>.<n>.<suffix>. */
+static mxl_status unique_sibling(const char *path, const char *suffix, char *out, size_t cap, mxl_error *err) {
+    static unsigned counter;
+    unsigned k = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
+    return fmt(out, cap, err, "%s.%d.%u.%s", path, (int)getpid(), k, suffix);
+}
+
 /* Writes a symlink at path atomically: a uniquely named link beside it, renamed over it. */
 static mxl_status symlink_replace(const char *target, const char *path, mxl_error *err) {
     char tmp[MXL_STORE_PATH_MAX];
-    static unsigned counter;
-    unsigned k = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
-    mxl_status st = fmt(tmp, sizeof tmp, err, "%s.%d.%u.tmplink", path, (int)getpid(), k);
+    mxl_status st = unique_sibling(path, "tmplink", tmp, sizeof tmp, err);
     if (st) return st;
     unlink(tmp);
     if (symlink(target, tmp) != 0) return mxl_error_set(err, MXL_ERR_IO, "cannot create link %s: %s", tmp, strerror(errno));
@@ -182,9 +187,7 @@ mxl_status mxl_hub_link_pointer(const char *repo_dir, const char *commit, const 
 /* Writes text to path through a temporary file and rename. */
 static mxl_status write_atomic(const char *path, const char *text, mxl_error *err) {
     char tmp[MXL_STORE_PATH_MAX];
-    static unsigned counter;
-    unsigned k = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
-    mxl_status st = fmt(tmp, sizeof tmp, err, "%s.%d.%u.tmp", path, (int)getpid(), k);
+    mxl_status st = unique_sibling(path, "tmp", tmp, sizeof tmp, err);
     if (st) return st;
     FILE *f = fopen(tmp, "wb");
     if (!f) return mxl_error_set(err, MXL_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
