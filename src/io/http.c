@@ -108,12 +108,6 @@ typedef struct xfer {
     bool oom;
 } xfer;
 
-static void headers_reset(mxl_http_headers *h) {
-    memset(h, 0, sizeof *h);
-    h->content_length = -1;
-    h->linked_size = -1;
-}
-
 static void copy_value(char *dst, size_t cap, const char *v, size_t n) {
     if (n >= cap) n = cap - 1;
     memcpy(dst, v, n);
@@ -132,16 +126,19 @@ static int64_t parse_i64(const char *v, size_t n) {
     return (int64_t)x;
 }
 
-static size_t on_header(char *data, size_t size, size_t nitems, void *ud) {
-    xfer *x = ud;
-    size_t len = size * nitems;
-    mxl_http_headers *h = &x->resp->headers;
+void mxl_http_headers_reset(mxl_http_headers *h) {
+    memset(h, 0, sizeof *h);
+    h->content_length = -1;
+    h->linked_size = -1;
+}
+
+void mxl_http_parse_header(mxl_http_headers *h, const char *data, size_t len) {
     if (len >= 5 && strncmp(data, "HTTP/", 5) == 0) { /* a new response of the chain */
-        headers_reset(h);
-        return len;
+        mxl_http_headers_reset(h);
+        return;
     }
     const char *colon = memchr(data, ':', len);
-    if (!colon) return len;
+    if (!colon) return;
     size_t nlen = (size_t)(colon - data);
     const char *v = colon + 1, *end = data + len;
     while (v < end && (*v == ' ' || *v == '\t')) v++;
@@ -160,6 +157,12 @@ static size_t on_header(char *data, size_t size, size_t nitems, void *ud) {
     else if (IS("x-linked-size")) h->linked_size = parse_i64(v, vlen);
     else if (IS("accept-ranges")) h->accept_ranges = vlen == 5 && strncasecmp(v, "bytes", 5) == 0;
 #undef IS
+}
+
+static size_t on_header(char *data, size_t size, size_t nitems, void *ud) {
+    xfer *x = ud;
+    size_t len = size * nitems;
+    mxl_http_parse_header(&x->resp->headers, data, len);
     return len;
 }
 
@@ -234,7 +237,7 @@ mxl_status mxl_http_perform(mxl_http *h, const mxl_http_request *req, mxl_http_r
                             bool *transient_out, mxl_error *err) {
     if (transient_out) *transient_out = false;
     memset(resp, 0, sizeof *resp);
-    headers_reset(&resp->headers);
+    mxl_http_headers_reset(&resp->headers);
     xfer x = {.curl = h->curl, .req = req, .resp = resp, .body_cap = req->body_cap ? req->body_cap : (size_t)8 << 20};
     if (req->sink && !req->body_cap) x.body_cap = 64 << 10; /* an error body next to a sink */
     CURL *c = h->curl;

@@ -61,6 +61,11 @@ typedef struct mxl_http_response {
     char effective_url[2048]; /* the URL the last response came from */
 } mxl_http_response;
 
+/* Header lines as they arrive (a status line "HTTP/..." starts a new response: the kept values
+ * are cleared); values longer than their field are cut, an unparsable number is -1. */
+void mxl_http_headers_reset(mxl_http_headers *h);
+void mxl_http_parse_header(mxl_http_headers *h, const char *line, size_t len);
+
 /* A handle; NULL with err set when libcurl cannot start. */
 mxl_http *mxl_http_new(mxl_error *err);
 void mxl_http_free(mxl_http *h);

@@ -181,14 +181,15 @@ static bool pattern_match(const char *pat, const char *path) {
     return fnmatch(pat, path, 0) == 0;
 }
 
-static bool wanted(const mxl_hub_opts *o, const char *path) {
-    if (o->n_include) {
+static bool wanted(const char *const *include, size_t n_include, const char *const *exclude, size_t n_exclude,
+                   const char *path) {
+    if (n_include) {
         bool any = false;
-        for (size_t i = 0; i < o->n_include && !any; i++) any = pattern_match(o->include[i], path);
+        for (size_t i = 0; i < n_include && !any; i++) any = pattern_match(include[i], path);
         if (!any) return false;
     }
-    for (size_t i = 0; i < o->n_exclude; i++)
-        if (pattern_match(o->exclude[i], path)) return false;
+    for (size_t i = 0; i < n_exclude; i++)
+        if (pattern_match(exclude[i], path)) return false;
     return true;
 }
 
@@ -229,44 +230,72 @@ static mxl_status list_repo(dl *d, mxl_http *h, mxl_error *err) {
         mxl_http_response_free(&r);
         return st;
     }
-    json_error_t je;
-    json_t *root = json_loadb(r.body ? r.body : "", r.body_len, 0, &je);
+    char **paths = NULL;
+    size_t n = 0;
+    st = mxl_hub_parse_listing(r.body ? r.body : "", r.body_len, d->o->include, d->o->n_include, d->o->exclude,
+                               d->o->n_exclude, d->commit, &paths, &n, err);
     mxl_http_response_free(&r);
-    if (!root) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the repository listing is not JSON: %s", d->endpoint, je.text);
+    if (st) {
+        mxl_error_prefix(err, "%s: ", d->endpoint);
+        return st;
+    }
+    d->jobs = mxl_calloc(n ? n : 1, sizeof *d->jobs);
+    if (!d->jobs) {
+        for (size_t i = 0; i < n; i++) mxl_free(paths[i]);
+        mxl_free(paths);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        d->jobs[i].path = paths[i];
+        d->jobs[i].size = -1;
+    }
+    d->n = n;
+    mxl_free(paths);
+    if (d->n == 0)
+        return mxl_error_set(err, MXL_ERR_NOT_FOUND, "no file of %s@%s matches the --include / --exclude patterns",
+                             d->repo_id, d->revision);
+    return MXL_OK;
+}
+
+mxl_status mxl_hub_parse_listing(const char *body, size_t len, const char *const *include, size_t n_include,
+                                 const char *const *exclude, size_t n_exclude, char commit[MXL_HUB_COMMIT_MAX],
+                                 char ***paths_out, size_t *n_out, mxl_error *err) {
+    *paths_out = NULL;
+    *n_out = 0;
+    json_error_t je;
+    json_t *root = json_loadb(body, len, 0, &je);
+    if (!root) return mxl_error_set(err, MXL_ERR_FORMAT, "the repository listing is not JSON: %s", je.text);
     const char *sha = json_string_value(json_object_get(root, "sha"));
     json_t *sib = json_object_get(root, "siblings");
     if (!sha || !mxl_hub_commit_valid(sha) || !json_is_array(sib)) {
         json_decref(root);
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the listing of %s has no commit sha or no file list", d->endpoint,
-                             d->repo_id);
+        return mxl_error_set(err, MXL_ERR_FORMAT, "the repository listing has no commit sha or no file list");
     }
-    snprintf(d->commit, sizeof d->commit, "%s", sha);
-    size_t n = json_array_size(sib);
-    d->jobs = mxl_calloc(n ? n : 1, sizeof *d->jobs);
-    if (!d->jobs) {
-        json_decref(root);
-        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < n; i++) {
+    snprintf(commit, MXL_HUB_COMMIT_MAX, "%s", sha);
+    size_t n = json_array_size(sib), k = 0;
+    char **paths = mxl_calloc(n ? n : 1, sizeof *paths);
+    mxl_status st = paths ? MXL_OK : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; st == MXL_OK && i < n; i++) {
         const char *f = json_string_value(json_object_get(json_array_get(sib, i), "rfilename"));
         if (!f || !mxl_hub_path_valid(f)) {
-            st = mxl_error_set(err, MXL_ERR_FORMAT, "%s lists an unsafe file name '%.200s' in %s", d->endpoint,
-                               f ? f : "(none)", d->repo_id);
+            st = mxl_error_set(err, MXL_ERR_FORMAT, "the listing names an unsafe file '%.200s'", f ? f : "(none)");
             break;
         }
-        if (!wanted(d->o, f)) continue;
-        file_job *j = &d->jobs[d->n++];
-        if (!(j->path = xstrdup(f))) {
-            st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
-            break;
-        }
-        j->size = -1;
+        bool dup = false; /* a listing naming one file twice would race two workers on one blob */
+        for (size_t j = 0; j < k && !dup; j++) dup = strcmp(paths[j], f) == 0;
+        if (dup || !wanted(include, n_include, exclude, n_exclude, f)) continue;
+        if (!(paths[k] = xstrdup(f))) st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+        else k++;
     }
     json_decref(root);
-    if (st == MXL_OK && d->n == 0)
-        st = mxl_error_set(err, MXL_ERR_NOT_FOUND, "no file of %s@%s matches the --include / --exclude patterns",
-                           d->repo_id, d->revision);
-    return st;
+    if (st) {
+        for (size_t i = 0; i < k; i++) mxl_free(paths[i]);
+        mxl_free(paths);
+        return st;
+    }
+    *paths_out = paths;
+    *n_out = k;
+    return MXL_OK;
 }
 
 /* Paths of one job. */

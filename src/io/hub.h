@@ -72,6 +72,14 @@ typedef struct mxl_hub_result {
     bool snapshot_created; /* snapshots/<commit> did not exist before this download */
 } mxl_hub_result;
 
+/* Parses the Hub's repository listing (GET /api/models/{repo}/revision/{rev}: {"sha", "siblings":
+ * [{"rfilename"}]}): the commit, and the file names that pass the include / exclude globs (a
+ * name listed twice counts once). An unsafe name (mxl_hub_path_valid) or a missing / malformed sha
+ * is MXL_ERR_FORMAT. *paths_out: n_out heap strings in a heap array (mxl_free each, then it). */
+mxl_status mxl_hub_parse_listing(const char *body, size_t len, const char *const *include, size_t n_include,
+                                 const char *const *exclude, size_t n_exclude, char commit[MXL_HUB_COMMIT_MAX],
+                                 char ***paths_out, size_t *n_out, mxl_error *err);
+
 /* The endpoint in use (opts or $HF_ENDPOINT or the Hub), without a trailing '/'. */
 void mxl_hub_endpoint(const char *opt, char *out, size_t cap);
 
