@@ -91,6 +91,7 @@ def hub(tmp_path_factory):
     make_repo(root, "acme/limited", TINY, cfg={"rate_limited": True})
     make_repo(root, "acme/flaky", TINY, cfg={"corrupt_once": ["model.safetensors"]})
     make_repo(root, "acme/broken", TINY, cfg={"corrupt_always": ["model.safetensors"]})
+    make_repo(root, "acme/liar", TINY, cfg={"understate_size": True})
     make_repo(root, "acme/many", {f"shard/{i:03d}.json": det_bytes(100 + i, f"m{i}") for i in range(40)})
     smol = Path(real_model_path("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"))
     make_repo(root, "acme/smol", {p.name: p.resolve() for p in smol.iterdir() if p.is_file() and not p.name.startswith(".")})
@@ -427,6 +428,23 @@ def test_full_disk_one_error_no_partial_snapshot(tmp_path, env):
     err = [l for l in r.stderr.splitlines() if l.startswith("error:")]
     assert len(err) == 1 and "disk space" in err[0] and "needs" in err[0], r.stderr
     assert r.stdout.strip().splitlines()[-1] == "0"  # no snapshot directory at all
+
+
+def test_disk_full_while_writing(tmp_path, env):
+    """The size check passes (the server understates the size) and the writes run out of space:
+    one clear error, the partial blob removed, no snapshot."""
+    cache = tmp_path / "small"
+    cache.mkdir()
+    o, n = "acme", "liar"
+    script = (f"mount -t tmpfs -o size=2m tmpfs {cache} && "
+              f"{mlxcel_bin()} download {o}/{n} --quiet; echo rc=$?; "
+              f"find {cache} -path '*snapshots*' | wc -l; find {cache}/models--{o}--{n}/blobs -name '*.incomplete' | wc -l")
+    r = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, env=dict(env, HF_HUB_CACHE=str(cache)),
+                       timeout=120)
+    assert "rc=1" in r.stdout, (r.stdout, r.stderr)
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and "no space left" in lines[0], r.stderr
+    assert r.stdout.strip().splitlines()[-2:] == ["0", "0"], r.stdout
 
 
 def test_concurrent_downloads_one_consistent_copy(env, hub):
