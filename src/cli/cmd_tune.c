@@ -45,7 +45,7 @@ static const mxl_cli_opt k_opts[] = {
     {"sample-ms", 0, "MS", "250", "Sampling budget per candidate"},
     {"min-improvement", 0, "FLOAT", "0.02", "Minimum relative win; a larger measured median spread raises the threshold"},
     {"qmm-tile-cap", 0, "N", "128", "CUDA qmm CTA tile_m cap (CUDA builds only)"},
-    {"threads", 't', "N", "all cores", "CPU threads (part of the cache key: use the count you run models with)"},
+    {"threads", 0, "N", "all cores", "CPU threads (part of the cache key: use the count you run models with)"},
     {"models-dir", 0, "PATH", NULL, "Model store root for -m"},
     {NULL, 0, NULL, NULL, NULL},
 };
