@@ -296,7 +296,7 @@ int mxl_cmd_tune(int argc, char **argv) {
                 }
                 double sd, sb, thr;
                 int best = choose(ki, (const mxl_tune_stat(*)[6])st, c.n_batch, c.min_improvement, &sd, &sb, &thr);
-                printf("  -> context %lld: %s = %d (%s; %.1f%% vs default, threshold %.1f%%)\n", (long long)c.ctx[j], ki->name, ki->cand[best],
+                printf("  -> context %lld: %s = %d (%s; %.2f%% vs default, threshold %.2f%%)\n", (long long)c.ctx[j], ki->name, ki->cand[best],
                        best ? "faster" : "default kept", 100 * (sd - sb) / sd, 100 * thr);
                 ent[n_ent++] = (mxl_autotune_entry){.machine = m, .shape = c.shape, .context = c.ctx[j], .value = ki->cand[best],
                                                     .def = ki->def, .default_us = sd, .tuned_us = sb, .spread = thr};
@@ -324,7 +324,7 @@ int mxl_cmd_tune(int argc, char **argv) {
         }
         double sd, sb, thr;
         int best = choose(ki, (const mxl_tune_stat(*)[6])st, c.n_batch, c.min_improvement, &sd, &sb, &thr);
-        printf("  -> %s = %d (%s; %.1f%% vs default, threshold %.1f%%)\n", ki->name, ki->cand[best], best ? "faster" : "default kept",
+        printf("  -> %s = %d (%s; %.2f%% vs default, threshold %.2f%%)\n", ki->name, ki->cand[best], best ? "faster" : "default kept",
                100 * (sd - sb) / sd, 100 * thr);
         ent[n_ent++] = (mxl_autotune_entry){.machine = m, .shape = c.shape, .context = -1, .value = ki->cand[best], .def = ki->def,
                                             .default_us = sd, .tuned_us = sb, .spread = thr};
