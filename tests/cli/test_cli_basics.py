@@ -46,7 +46,7 @@ def test_each_built_subcommand_has_help():
 
 
 def test_unbuilt_subcommands_say_so():
-    for cmd in ("download", "tune", "detect"):
+    for cmd in ("download", "split-mtp", "detect"):
         p = run(cmd, "-m", "x")
         assert p.returncode == 1, cmd
         assert "not available in this build yet" in p.stderr, cmd
