@@ -159,6 +159,19 @@ typedef struct mxl_backend_ops {
      * quantize_row_<t>_ref, read back as its dequantize_row_<t> (backends/cpu/kv_quant.h) */
     void (*kv_quantize_blocks)(const mxl_backend *be, mxl_dtype t, const float *x, int64_t n, void *blocks);
     void (*kv_dequantize_blocks)(const mxl_backend *be, mxl_dtype t, const void *blocks, int64_t n, float *x);
+
+    /* ---- run-time tuning (`mlxcel tune`, engine/autotune.h) ---- */
+    /* The machine tuned values belong to: the processor's model name into cpu[cap] and the
+     * kernel level's short name (static). */
+    void (*tune_machine)(const mxl_backend *be, char *cpu, size_t cap, const char **isa);
+    /* Sets the knob named op (the backend's `--op` names) for attention shape (head_dim, q_heads,
+     * kv_heads) from context ctx on, process-wide; false (nothing set) for an unknown op or a
+     * value it does not accept. reset puts every knob back to its default. */
+    bool (*tune_set)(const mxl_backend *be, const char *op, int head_dim, int q_heads, int kv_heads, int64_t ctx,
+                     int value);
+    void (*tune_reset)(const mxl_backend *be);
+    /* whether tune_set would take op and value (for any valid shape) */
+    bool (*tune_valid)(const mxl_backend *be, const char *op, int value);
 } mxl_backend_ops;
 
 struct mxl_backend {

@@ -305,6 +305,9 @@ static int generate_common(const mxl_cli_args *a, const char *model_arg) {
         return mxl_cli_fail("%s", err.msg);
     mxl_gen_model *m = NULL;
     if (mxl_gen_model_load(res.path, (int)threads, &m, &err)) return mxl_cli_fail("%s", err.msg);
+    int tuned = 0;
+    if (mxl_gen_model_autotune_note(m, &tuned)[0]) fprintf(stderr, "warning: %s\n", mxl_gen_model_autotune_note(m, NULL));
+    if (tuned) fprintf(stderr, "autotune: %d tuned value%s applied from the cache (MLXCEL_AUTOTUNE)\n", tuned, tuned == 1 ? "" : "s");
     if (mxl_gen_model_set_kv_types(m, mxl_cli_get(a, "cache-type-k"), mxl_cli_get(a, "cache-type-v"), &err)) {
         mxl_gen_model_destroy(m);
         return mxl_cli_fail("%s", err.msg);

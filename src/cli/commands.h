@@ -12,6 +12,7 @@ int mxl_cmd_serve(int argc, char **argv);
 int mxl_cmd_list(int argc, char **argv);
 int mxl_cmd_rm(int argc, char **argv);
 int mxl_cmd_download(int argc, char **argv);
+int mxl_cmd_tune(int argc, char **argv);
 int mxl_cmd_arch(int argc, char **argv);
 /* developer commands beyond the spec */
 int mxl_cmd_tokenize(int argc, char **argv);

@@ -30,7 +30,7 @@ static const subcommand k_subcommands[] = {
     {"arch", "supported", mxl_cmd_arch, "List supported model architectures"},
     {"download", NULL, mxl_cmd_download, "Download a Hugging Face repository into the model store"},
     {"rm", NULL, mxl_cmd_rm, "Remove a model from the local model store"},
-    {"tune", NULL, NULL, "Profile and cache kernel launch configurations"},
+    {"tune", NULL, mxl_cmd_tune, "Profile the CPU knobs and cache the fastest stable choices (MLXCEL_AUTOTUNE)"},
     {"split-mtp", NULL, NULL, "Split the MTP drafter out of a GLM-4.7-Flash checkpoint"},
     {"prepare-external-ple", NULL, NULL, "Prepare qwen4_exp external PLE storage"},
     {"prepare-expert-stream", NULL, NULL, "Prepare qwen4_exp expert streaming storage"},

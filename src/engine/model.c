@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "engine/autotune.h"
 #include "engine/memory_estimate.h"
 #include "engine/model_internal.h"
+#include "models/kv_pool.h"
 #include "models/lora.h"
 
 static void add_eos(mxl_gen_model *m, int64_t id) {
@@ -44,6 +46,9 @@ mxl_status mxl_gen_model_load(const char *path, int n_threads, mxl_gen_model **o
         mxl_gen_model_destroy(m);
         return st;
     }
+    /* MLXCEL_AUTOTUNE=cache|1: the tuned knobs of this machine and shape (autotune.h) */
+    const mxl_autotune_shape shape = {(int)m->dec.hp.head_dim, (int)m->dec.hp.n_heads, (int)m->dec.hp.n_kv_heads, MXL_KV_BLOCK};
+    m->autotune_applied = mxl_autotune_load(m->dec.be, n_threads, &shape, m->autotune_note, sizeof m->autotune_note);
     size_t n, len;
     const char *t;
     int32_t bos = mxl_tokenizer_bos_id(m->tok), eos = mxl_tokenizer_eos_id(m->tok);
@@ -140,4 +145,9 @@ mxl_status mxl_gen_model_load_adapter(const mxl_gen_model *m, const char *path, 
 
 mxl_status mxl_gen_model_fuse_adapter(mxl_gen_model *m, const struct mxl_lora *lora, float scale, mxl_error *err) {
     return mxl_lora_fuse(lora, &m->dec, scale, err);
+}
+
+const char *mxl_gen_model_autotune_note(const mxl_gen_model *m, int *applied) {
+    if (applied) *applied = m->autotune_applied;
+    return m->autotune_note;
 }

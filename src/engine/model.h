@@ -13,6 +13,9 @@ typedef struct mxl_gen_model mxl_gen_model;
 
 /* path: a resolved checkpoint (GGUF file or directory). n_threads >= 1. */
 mxl_status mxl_gen_model_load(const char *path, int n_threads, mxl_gen_model **out, mxl_error *err);
+/* The autotune cache's one-line warning at load ("" when none; the front end prints it) and in
+ * *applied (may be NULL) how many tuned values it set (engine/autotune.h, MLXCEL_AUTOTUNE). */
+const char *mxl_gen_model_autotune_note(const mxl_gen_model *m, int *applied);
 void mxl_gen_model_destroy(mxl_gen_model *m);
 /* The chat template's origin ("tokenizer.chat_template in the GGUF", ...) and whether it is the
  * generic fallback (the checkpoint ships none). */

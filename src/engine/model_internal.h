@@ -29,6 +29,8 @@ struct mxl_gen_model {
     mxl_decoder_kv_opts kv;            /* KV storage of new sequences (AUTO: f16, f32 on the reference path) */
     mxl_vlm *vlm;                      /* the vision side, NULL for a text-only model */
     char no_vision[4600];              /* why images are refused when vlm is NULL */
+    char autotune_note[5000];          /* the autotune cache's warning at load ("" when none) */
+    int autotune_applied;              /* knob values the cache set at load (autotune.h) */
 };
 
 #endif

@@ -638,6 +638,9 @@ static void announce_ready(mxl_server *s, const startup *up, void (*log)(const c
     logf_line(log, "mlxcel server listening on %s", mxl_http_address(up->http));
     if (s->model)
         logf_line(log, "model %s ready: %d slots x %lld tokens of context", s->model_name, up->n_slots, (long long)s->slot_ctx);
+    int tuned = 0;
+    if (s->model && mxl_gen_model_autotune_note(s->model, &tuned)[0]) logf_line(log, "warning: %s", mxl_gen_model_autotune_note(s->model, NULL));
+    if (tuned) logf_line(log, "autotune: %d tuned value%s applied from the cache (MLXCEL_AUTOTUNE)", tuned, tuned == 1 ? "" : "s");
     if (s->embedder) logf_line(log, "embedding model %s ready: %s, %lld dimensions", s->embed_name, mxl_embed_model_family(s->embedder),
                                (long long)mxl_embed_model_dim(s->embedder));
     if (s->reranker) logf_line(log, "reranker %s ready: %s", s->rerank_name, mxl_reranker_family(s->reranker));

@@ -40,7 +40,7 @@ def test_unknown_command_and_flag_exit_2():
 
 def test_each_built_subcommand_has_help():
     for cmd in ("inspect", "list", "ls", "arch", "supported", "rm", "run", "generate", "gen", "embed", "rerank", "serve",
-                "tokenize", "chat-template", "bench", "convert"):
+                "download", "tune", "tokenize", "chat-template", "bench", "convert"):
         p = run(cmd, "--help")
         assert p.returncode == 0, cmd
         assert "Usage:" in p.stdout
@@ -53,7 +53,7 @@ def test_unbuilt_subcommands_say_so():
         assert "not available in this build yet" in p.stderr, cmd
 
 
-BUILT = ["run", "generate", "embed", "rerank", "inspect", "serve", "list", "arch", "rm", "download", "tokenize", "chat-template", "bench",
+BUILT = ["run", "generate", "embed", "rerank", "inspect", "serve", "list", "arch", "rm", "download", "tune", "tokenize", "chat-template", "bench",
          "convert"]
 
 

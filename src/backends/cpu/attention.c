@@ -8,7 +8,10 @@
  * attention_avx2.c's (AVX2)), which take up to MXL_ATTN_HEAD_GROUP query heads of one KV head at
  * a time (each K / V vector converted once per group), score several keys at a time and keep the
  * output in registers (the AVX2 passes are bitwise the per-head AVX2 kernels, the AVX-512 f16 V
- * pass too). Softmax and the f32 V accumulation are plain C. */
+ * pass too). Softmax and the f32 V accumulation are plain C. The heads per group and the split-K
+ * decode path below (a decode query's keys cut into ranges merged by their softmax sums) are the
+ * run-time knobs of tune.h; their defaults are the unsplit pass with groups of
+ * MXL_ATTN_HEAD_GROUP. */
 #include "backends/cpu/attention.h"
 
 #include <math.h>
@@ -19,10 +22,13 @@
 #include "backends/cpu/kv_quant.h"
 #include "backends/cpu/quant_gguf.h"
 #include "backends/cpu/softmax.h"
+#include "backends/cpu/tune.h"
 
-/* per thread: a score row for each head of a group */
+/* per thread: a score row for each head of a group; with more than one thread, room for the
+ * split-K decode's per-part results too (split_fits) */
 size_t mxl_cpu_attention_scratch_floats(int64_t n_kv, int n_threads) {
-    return (size_t)(n_kv > 0 ? n_kv : 1) * MXL_ATTN_HEAD_GROUP * (size_t)(n_threads > 0 ? n_threads : 1);
+    return (size_t)(n_kv > 0 ? n_kv : 1) * MXL_ATTN_HEAD_GROUP * (size_t)(n_threads > 0 ? n_threads : 1) +
+           (n_threads > 1 ? MXL_ATTN_SPLIT_RESERVE : 0);
 }
 
 typedef struct attn_ctx {
@@ -184,6 +190,124 @@ static void attn_task(void *vctx, int task, int n_tasks, int thread_index) {
     }
 }
 
+/* ---- split-K decode (tune.h: paged-decode-splits) ------------------------------------------
+ * With S splits, work item (t, unit, part) takes the part-th of S position ranges of token t's
+ * visible keys [lo, hi) for the unit's heads: scores of its range, a softmax of that range alone
+ * (p_j = exp(s_j - m) / l, m its largest score, l its sum), the weighted V sum o. The merge then
+ * gives each head exp(m_i - M) l_i / (sum_k exp(m_k - M) l_k + exp(sink - M)) of each part's o_i
+ * (M the largest m_i and the sink): the unsplit result up to float rounding, as flash-decoding
+ * (Dao et al., 2023) merges its splits. l is read back from the normalized range as
+ * 1 / p at the range's largest score (exp(0) / l).
+ *
+ * Scratch (the caller's mxl_cpu_attention_scratch_floats(n_kv, threads) floats, which holds
+ * MXL_ATTN_SPLIT_RESERVE more than the unsplit pass needs): the parts' results
+ * [n_q * units * S][G * vd + 2G] (o, then m, then l) first, then from float max(n_kv, that)
+ * each thread's G score rows of L = ceil(n_kv / S) + 1 floats, addressed by absolute position
+ * (row - lo_part, which stays within the scratch). split_fits says whether that fits; where it
+ * does not, S is halved until it does (at 1: unsplit). E.g. 32 query heads of 128 over 8 KV
+ * heads, one token: 8 units x S x 520 floats, 33280 at S = 8. */
+_Atomic long mxl_cpu_attention_split_calls;
+
+typedef struct split_ctx {
+    const attn_ctx *c;
+    int S;
+    int64_t L, part_floats, rows_at;
+} split_ctx;
+
+static int64_t split_part_floats(const attn_ctx *c) { return (int64_t)c->group * (v_dim(c->p) + 2); }
+
+static bool split_fits(const attn_ctx *c, int S, int nth, int64_t *L, int64_t *rows_at) {
+    const int64_t n_kv = c->kv->n_kv > 0 ? c->kv->n_kv : 1;
+    const int per_kv = c->p->n_heads / c->p->n_kv_heads, chunks = (per_kv + c->group - 1) / c->group;
+    const int64_t parts = c->n_q * c->p->n_kv_heads * chunks * S * split_part_floats(c);
+    *L = (n_kv + S - 1) / S + 1;
+    *rows_at = ((parts > n_kv ? parts : n_kv) + 15) / 16 * 16;
+    return *rows_at + (int64_t)nth * c->group * *L <= (int64_t)mxl_cpu_attention_scratch_floats(n_kv, nth);
+}
+
+static void split_task(void *vctx, int task, int n_tasks, int thread_index) {
+    const split_ctx *sc = vctx;
+    const attn_ctx *c = sc->c;
+    const mxl_attn_params *p = c->p;
+    const mxl_kv_paged_view *kv = c->kv;
+    const int per_kv = p->n_heads / p->n_kv_heads, G = c->group, chunks = (per_kv + G - 1) / G, hd = p->head_dim, vd = v_dim(p);
+    const int64_t units = (int64_t)p->n_kv_heads * chunks, total = c->n_q * units * sc->S;
+    const int64_t a = total * task / n_tasks, b = total * (task + 1) / n_tasks;
+    float *rows = c->scratch + sc->rows_at + (int64_t)thread_index * G * sc->L;
+    for (int64_t i = a; i < b; i++) {
+        const int64_t t = i / (units * sc->S), u = i / sc->S % units, part = i % sc->S;
+        const int h0 = (int)(u / chunks) * per_kv + (int)(u % chunks) * G;
+        const int gn = per_kv - (int)(u % chunks) * G < G ? per_kv - (int)(u % chunks) * G : G;
+        const int64_t kvh = h0 / per_kv;
+        float *o = c->scratch + i * sc->part_floats, *m = o + (int64_t)G * vd, *l = m + G;
+        int64_t lo, hi;
+        visible(c, t, &lo, &hi);
+        const int64_t r0 = hi > lo ? lo + (hi - lo) * part / sc->S : 0, r1 = hi > lo ? lo + (hi - lo) * (part + 1) / sc->S : 0;
+        for (int g = 0; g < gn; g++) m[g] = -INFINITY, l[g] = 0.0f;
+        if (r1 <= r0) continue; /* (an empty part: no weight in the merge) */
+        float *s = rows - r0;   /* row g's position j at s[g * L + j], j in [r0, r1) */
+        const float *qh = c->q + (t * p->n_heads + h0) * hd;
+        if (c->gk) c->gk((const uint16_t *)kv->k, kv, kvh * hd, r0, r1, gn, qh, hd, p->scale, s, sc->L);
+        else if (c->gkq) c->gkq(kv, kvh * hd, r0, r1, gn, qh, hd, p->scale, s, sc->L);
+        else
+            for (int g = 0; g < gn; g++) k_scores(c, qh + (int64_t)g * hd, kvh * hd, r0, r1, s + (int64_t)g * sc->L);
+        for (int g = 0; g < gn; g++) {
+            float *x = s + (int64_t)g * sc->L + r0;
+            const int64_t n = r1 - r0;
+            mxl_cpu_softcap(x, n, p->softcap);
+            int64_t jm = 0;
+            for (int64_t j = 1; j < n; j++)
+                if (x[j] > x[jm]) jm = j;
+            m[g] = x[jm];
+            if (c->gsoftmax && (c->gk || c->gkq)) c->gsoftmax(x, n, -INFINITY);
+            else mxl_cpu_softmax(x, n, 0.0f, -INFINITY);
+            l[g] = 1.0f / x[jm];
+        }
+        if (c->gv) c->gv((const uint16_t *)kv->v, kv, kvh * vd, r0, r1, gn, s, sc->L, vd, o);
+        else if (c->gvq) c->gvq(kv, kvh * vd, r0, r1, gn, s, sc->L, vd, o);
+        else
+            for (int g = 0; g < gn; g++) v_sum(c, kvh * vd, r0, r1, s + (int64_t)g * sc->L, o + (int64_t)g * vd);
+    }
+}
+
+/* The parts' merge for every (token, head) into c->out (on the calling thread: n_q * n_heads *
+ * S * vd multiply-adds). */
+static void split_merge(const split_ctx *sc) {
+    const attn_ctx *c = sc->c;
+    const mxl_attn_params *p = c->p;
+    const int per_kv = p->n_heads / p->n_kv_heads, G = c->group, chunks = (per_kv + G - 1) / G, vd = v_dim(p);
+    const int64_t units = (int64_t)p->n_kv_heads * chunks;
+    for (int64_t t = 0; t < c->n_q; t++)
+        for (int h = 0; h < p->n_heads; h++) {
+            const int64_t u = (int64_t)(h / per_kv) * chunks + (h % per_kv) / G, g = (h % per_kv) % G;
+            const float *part0 = c->scratch + (t * units + u) * sc->S * sc->part_floats;
+            const float sink = p->sinks ? p->sinks[h] : -INFINITY;
+            float M = sink;
+            for (int k = 0; k < sc->S; k++) {
+                const float mk = part0[k * sc->part_floats + (int64_t)G * vd + g];
+                if (mk > M) M = mk;
+            }
+            float *out = c->out + (t * p->n_heads + h) * vd;
+            for (int i = 0; i < vd; i++) out[i] = 0.0f;
+            if (M == -INFINITY) continue; /* nothing visible and no sink: zeros, as unsplit */
+            double den = sink == -INFINITY ? 0.0 : exp((double)(sink - M));
+            float w[64];
+            MXL_ASSERT(sc->S <= 64);
+            for (int k = 0; k < sc->S; k++) {
+                const float *pk = part0 + k * sc->part_floats;
+                const float mk = pk[(int64_t)G * vd + g];
+                w[k] = mk == -INFINITY ? 0.0f : expf(mk - M) * pk[(int64_t)G * vd + G + g];
+                den += w[k];
+            }
+            const float inv = (float)(1.0 / den);
+            for (int k = 0; k < sc->S; k++) {
+                if (w[k] == 0.0f) continue;
+                const float wk = w[k] * inv, *ok = part0 + k * sc->part_floats + g * vd;
+                for (int i = 0; i < vd; i++) out[i] += wk * ok[i];
+            }
+        }
+}
+
 static bool valid_type(mxl_dtype t) {
     return t == MXL_DTYPE_F32 || t == MXL_DTYPE_F16 || t == MXL_DTYPE_I8 || mxl_kv_qfmt_of(t) >= 0;
 }
@@ -215,8 +339,24 @@ void mxl_cpu_attention_paged(const mxl_attn_params *p, const float *q, int64_t n
                   .v_es = step_bytes(kv->v_type), .gk = grouped && gk16 ? K->attn_k_f16 : NULL,
                   .gv = grouped && gv16 ? K->attn_v_f16 : NULL, .gkq = grouped && gkq ? K->attn_k_q : NULL,
                   .gvq = grouped && gvq ? K->attn_v_q : NULL, .gsoftmax = K->attn_softmax,
-                  .group = grouped ? (per_kv < MXL_ATTN_HEAD_GROUP ? per_kv : MXL_ATTN_HEAD_GROUP) : 1};
+                  .group = 1};
+    if (grouped) { /* (tune.h: attn-head-group, bitwise neutral) */
+        const int hg = mxl_cpu_tune_head_group(p, kv->n_kv);
+        c.group = per_kv < hg ? per_kv : hg;
+    }
     int nth = pool ? mxl_threadpool_size(pool) : 1;
+    /* split-K decode (tune.h: paged-decode-splits): pooled calls of a few query tokens */
+    int S = pool && nth > 1 && n_q <= MXL_ATTN_SPLIT_MAX_Q && n_q > 0 ? mxl_cpu_tune_decode_splits(p, kv->n_kv) : 1;
+    split_ctx sc = {.c = &c, .part_floats = split_part_floats(&c)};
+    while (S > 1 && (kv->n_kv < 2 * S || !split_fits(&c, S, nth, &sc.L, &sc.rows_at))) S /= 2;
+    sc.S = S;
+    if (S > 1) {
+        int64_t items = n_q * p->n_kv_heads * ((per_kv + c.group - 1) / c.group) * S;
+        mxl_threadpool_run(pool, items < nth * 4 ? (int)items : nth * 4, split_task, &sc);
+        split_merge(&sc);
+        atomic_fetch_add_explicit(&mxl_cpu_attention_split_calls, 1, memory_order_relaxed);
+        return;
+    }
     int64_t total = n_q * p->n_kv_heads * ((per_kv + c.group - 1) / c.group);
     int n_tasks = total < nth * 4 ? (int)total : nth * 4;
     if (pool && n_tasks > 1) mxl_threadpool_run(pool, n_tasks, attn_task, &c);

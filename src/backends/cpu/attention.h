@@ -12,12 +12,14 @@
  * symmetric, |q_pos[i] - j| < window (a bidirectional model's sliding layers). out [n_q, n_heads,
  * head_dim].
  * Per (token, head): s_j = scale * q.k_j, soft-capped, masked, softmax with the sink logit in the
- * denominator, out = sum_j p_j v_j. (query, head) pairs are split over the pool's threads; the
+ * denominator, out = sum_j p_j v_j. (query, head) pairs are split over the pool's threads (with
+ * tune.h's paged-decode-splits set, a decode query's visible keys too); the
  * caller gives scratch of mxl_cpu_attention_scratch_floats() floats. The cache may also be paged
  * (mxl_kv_paged_view: fixed-size blocks found through a block table). */
 #ifndef MXL_BACKENDS_CPU_ATTENTION_H
 #define MXL_BACKENDS_CPU_ATTENTION_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -62,7 +64,15 @@ void mxl_cpu_attention_paged(const mxl_attn_params *p, const float *q, int64_t n
  * o + g * hd), f16 K / V with the head's offset hoff in each row, hd a multiple of 16:
  * s[g * ss + j] = scale * q_g . K_j for the visible keys j in [lo, hi); o_g = sum over the
  * visible keys of s[g * ss + j] * V_j. Each head's result is the same bits for every G. */
-#define MXL_ATTN_HEAD_GROUP 4
+#define MXL_ATTN_HEAD_GROUP 4 /* the most; tune.h's attn-head-group may set fewer */
+/* Split-K decode (tune.h: paged-decode-splits) runs only for pooled calls of at most this many
+ * query tokens (a decode step or a speculative verify block). */
+#define MXL_ATTN_SPLIT_MAX_Q 4
+/* Floats of the scratch (for more than one thread) beyond the unsplit pass's rows: the split
+ * parts' results (attention.c, split_fits). 256 KiB. */
+#define MXL_ATTN_SPLIT_RESERVE 65536
+/* Calls that took the split path (where the scratch had room for it), for the tests. */
+extern _Atomic long mxl_cpu_attention_split_calls;
 /* softmax of x[0..n) (finite) with the sink logit (-inf: none) in the denominator, no soft-cap */
 void mxl_attn_softmax_avx512(float *x, int64_t n, float sink);
 void mxl_attn_k_f16_avx512(const uint16_t *k, const mxl_kv_paged_view *kv, int64_t hoff, int64_t lo, int64_t hi,

@@ -21,6 +21,7 @@
 #include "backends/cpu/quant_amx.h"
 #include "backends/cpu/rope.h"
 #include "backends/cpu/softmax.h"
+#include "backends/cpu/tune.h"
 #include "core/alloc.h"
 
 static bool cpu_available(const mxl_backend *be) {
@@ -232,6 +233,29 @@ static void cpu_kv_dequantize_blocks(const mxl_backend *be, mxl_dtype t, const v
     mxl_kv_dequantize_blocks(t, blocks, n, x);
 }
 
+static void cpu_tune_machine(const mxl_backend *be, char *cpu, size_t cap, const char **isa) {
+    (void)be;
+    mxl_cpu_tune_machine(cpu, cap, isa);
+}
+
+static bool cpu_tune_set(const mxl_backend *be, const char *op, int head_dim, int q_heads, int kv_heads, int64_t ctx,
+                         int value) {
+    (void)be;
+    const int k = mxl_cpu_knob_find(op);
+    return k >= 0 && mxl_cpu_tune_set((mxl_cpu_knob)k, head_dim, q_heads, kv_heads, ctx, value);
+}
+
+static void cpu_tune_reset(const mxl_backend *be) {
+    (void)be;
+    mxl_cpu_tune_reset();
+}
+
+static bool cpu_tune_valid(const mxl_backend *be, const char *op, int value) {
+    (void)be;
+    const mxl_cpu_knob_info *ki = mxl_cpu_knob_get(mxl_cpu_knob_find(op));
+    return ki && value >= ki->lo && value <= ki->hi;
+}
+
 static const mxl_backend_ops k_cpu_ops = {
     .available = cpu_available,
     .synchronize = cpu_synchronize,
@@ -267,6 +291,10 @@ static const mxl_backend_ops k_cpu_ops = {
     .kv_dequantize_i8 = cpu_kv_dequantize_i8,
     .kv_quantize_blocks = cpu_kv_quantize_blocks,
     .kv_dequantize_blocks = cpu_kv_dequantize_blocks,
+    .tune_machine = cpu_tune_machine,
+    .tune_set = cpu_tune_set,
+    .tune_reset = cpu_tune_reset,
+    .tune_valid = cpu_tune_valid,
 };
 
 /* ---- "cpu-ref": the f32 reference path ---- */

@@ -18,6 +18,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/quant_amx.h"
 #include "backends/cpu/quant_gguf.h"
+#include "backends/cpu/tune.h"
 #include "core/alloc.h"
 
 #define TILE_ROWS 8
@@ -218,7 +219,7 @@ static void run_panels(const mm_ctx *c, int64_t p0, int64_t p1) {
 }
 
 /* The panel path's work split: shrinking chunks claimed in order (each half of what is left over
- * the thread count, down to a floor), so the threads start on long contiguous runs of weights
+ * the thread count - tune.h's matmul-split sets that divisor -, down to a floor), so the threads start on long contiguous runs of weights
  * and end within a small chunk of each other. With equal chunks (4 per thread), the thread that
  * drew the last one left the others waiting for up to a whole chunk at every matmul of a step. A
  * panel's result does not depend on the chunk that computes it. */
@@ -232,10 +233,11 @@ static void split_panels(int64_t total, int nth, int64_t n_tok, panel_split *s) 
     /* the floor: about two microseconds of work (a panel of 8 tokens is compute-bound; 16 panels
      * of one token read their bytes in about that time) */
     int64_t floor_pan = n_tok >= 16 ? 1 : 16 / n_tok, left = total;
+    const int64_t d = mxl_cpu_tune_matmul_split(); /* (tune.h: matmul-split, default 2: halves) */
     s->n = 0;
     s->at[0] = 0;
     while (left > 0) {
-        int64_t k = nth == 1 || s->n == SPLIT_MAX - 1 ? left : (left + 2 * nth - 1) / (2 * nth);
+        int64_t k = nth == 1 || s->n == SPLIT_MAX - 1 ? left : (left + d * nth - 1) / (d * nth);
         if (k < floor_pan) k = floor_pan;
         if (k > left) k = left;
         left -= k;
@@ -314,7 +316,7 @@ static void matmul_at(const mxl_weight *W, const mxl_row_prep *prep, const float
         return;
     }
     /* a few tasks per thread for balance, but keep tiles whole where rows allow */
-    int64_t n_tasks = nth == 1 ? 1 : (int64_t)nth * 4;
+    int64_t n_tasks = nth == 1 ? 1 : (int64_t)nth * 2 * mxl_cpu_tune_matmul_split(); /* (tune.h, default 4) */
     if (n_tasks > (W->rows + TILE_ROWS - 1) / TILE_ROWS) n_tasks = (W->rows + TILE_ROWS - 1) / TILE_ROWS;
     if (n_tasks < 1) n_tasks = 1;
     if (pool && n_tasks > 1) mxl_threadpool_run(pool, (int)n_tasks, rows_task, &c);
