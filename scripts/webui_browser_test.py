@@ -77,7 +77,9 @@ class Browser:
         threading.Thread(target=self._drain_stderr, daemon=True).start()
         self._next_id = 0
         self._buf = b""
+        self._replies = {}
         self.events = []  # (method, params, sessionId) of every event seen
+        self.handlers = {}  # event method -> fn(params), called as the event arrives (may call())
         self.session = None
         try:
             target = self.call("Target.createTarget", url="about:blank", session=False)["targetId"]
@@ -117,14 +119,18 @@ class Browser:
             msg["sessionId"] = self.session
         os.write(self._to_child, json.dumps(msg).encode() + b"\0")
         deadline = time.time() + timeout
-        while True:
+        while mid not in self._replies:
             m = self._read_message(deadline)
-            if m.get("id") == mid:
-                if "error" in m:
-                    raise CDPError(f"{method}: {m['error']}")
-                return m.get("result", {})
-            if "method" in m:
+            if "id" in m:
+                self._replies[m["id"]] = m
+            elif "method" in m:
                 self.events.append((m["method"], m.get("params", {}), m.get("sessionId")))
+                if m["method"] in self.handlers:
+                    self.handlers[m["method"]](m.get("params", {}))
+        m = self._replies.pop(mid)
+        if "error" in m:
+            raise CDPError(f"{method}: {m['error']}")
+        return m.get("result", {})
 
     def eval(self, expr, timeout=30):
         """The value of a JavaScript expression in the page (promises awaited)."""
@@ -172,6 +178,20 @@ class Browser:
         with open(path, "wb") as f:
             f.write(base64.b64decode(data))
         return path
+
+    def intercept(self, url_pattern, respond):
+        """Answers the page's requests matching url_pattern (a Fetch pattern, * wildcards) with
+        respond(request) -> (status, content_type, body bytes) instead of the server."""
+        def paused(params):
+            status, ctype, body = respond(params["request"])
+            self.call("Fetch.fulfillRequest", requestId=params["requestId"], responseCode=status,
+                      responseHeaders=[{"name": "Content-Type", "value": ctype}], body=base64.b64encode(body).decode())
+        self.handlers["Fetch.requestPaused"] = paused
+        self.call("Fetch.enable", patterns=[{"urlPattern": url_pattern}])
+
+    def sent_requests(self, url_part):
+        """The requests (Network domain, enabled with Network.enable) whose URL holds url_part."""
+        return [p["request"] for m, p, _ in self.events if m == "Network.requestWillBeSent" and url_part in p["request"]["url"]]
 
     def problems(self):
         """Exceptions and Content-Security-Policy reports the page produced."""

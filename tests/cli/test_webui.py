@@ -1,6 +1,7 @@
 """`mlxcel serve --webui`: the page at {api_prefix}/webui/ over HTTP (headers, no external assets,
 the redirect, off without the flag, public with --api-key while the API is not), and one chat turn
 in headless Chromium (scripts/webui_browser_test.py), which fails when chromium is missing."""
+import json
 import os
 import re
 import sys
@@ -126,3 +127,102 @@ def test_browser_chat_turn_matches_the_api(ui):
     with open(path, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     print(f"\nwebui screenshot: {path}")
+
+
+def _browser():
+    chromium = wb.find_chromium()
+    assert chromium, "chromium is not installed: scripts/setup.sh installs Debian's chromium package"
+    return wb.Browser(chromium)
+
+
+def _answers(b):
+    return b.eval("document.querySelectorAll('#log .msg.assistant').length")
+
+
+def test_browser_model_picker_regenerate_and_stop(ui):
+    """The picker lists /v1/models (two models here, the second one faked) and the chosen one goes
+    in the request with the page's settings; Regenerate answers the last message again in place;
+    Stop ends a long answer early and the page takes the next message."""
+    real = requests.get(ui.url + "/v1/models").json()["data"][0]["id"]
+    models = {"object": "list", "data": [{"id": real, "object": "model"}, {"id": "mlxcel-test/other", "object": "model"}]}
+    with _browser() as b:
+        b.intercept("*/v1/models", lambda req: (200, "application/json", json.dumps(models).encode()))
+        b.call("Network.enable")
+        b.navigate(ui.url + "/webui/")
+        b.wait_for("document.getElementById('model').options.length === 2", what="the picker to list both models")
+        assert b.eval("document.getElementById('model').disabled") is False
+        b.eval("(() => { const m = document.getElementById('model'); m.value = 'mlxcel-test/other';"
+               " m.dispatchEvent(new Event('change')); })()")
+        b.eval("document.getElementById('settings').hidden = false")
+        b.set_field("#temperature", 0)
+        b.set_field("#max_tokens", 12)
+        b.set_field("#system", "You are terse.")
+        first, _ = wb.chat_turn(b, "Name a color.")
+        sent = [r for r in b.sent_requests("/v1/chat/completions") if r["method"] == "POST"]
+        body = json.loads(sent[-1]["postData"])
+        assert body["model"] == "mlxcel-test/other" and body["stream"] is True
+        assert body["temperature"] == 0 and body["max_tokens"] == 12
+        assert body["messages"] == [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Name a color."}]
+        assert b.eval("JSON.parse(localStorage.getItem('mlxcel.webui.settings')).model") == "mlxcel-test/other"
+
+        # Regenerate: the last answer is replaced (temperature 0: by the same text)
+        b.click("#regen")
+        b.wait_for(f"(() => {{ const s = {wb.LAST_ANSWER}.dataset.state; return s === 'done' || s === 'error'; }})() "
+                   f"&& window.mlxcelWebui.state.messages.length === 2 && !window.mlxcelWebui.state.busy",
+                   timeout=60, what="the regenerated answer")
+        assert _answers(b) == 1
+        assert b.eval("window.mlxcelWebui.state.messages.at(-1).content") == first
+        assert len([r for r in b.sent_requests("/v1/chat/completions") if r["method"] == "POST"]) == 2
+
+        # Stop: a long answer, stopped once it is streaming
+        b.set_field("#max_tokens", 2000)
+        b.type_into("#input", "Write a very long story about a dragon and a knight.")
+        b.click("#send")
+        b.wait_for(f"(() => {{ const a = {wb.LAST_ANSWER}; return a.dataset.state === 'streaming'"
+                   f" && a.querySelector('.content').textContent.length > 20; }})()", timeout=60, what="the long answer to stream")
+        b.click("#stop")
+        state = b.wait_for(f"{wb.LAST_ANSWER}.dataset.state !== 'streaming' && {wb.LAST_ANSWER}.dataset.state", timeout=10,
+                           what="the answer to stop")
+        assert state == "stopped"
+        assert b.eval("document.getElementById('send').disabled") is False
+        assert b.eval("document.getElementById('stop').disabled") is True
+        partial = b.eval("window.mlxcelWebui.state.messages.at(-1).content")
+        assert partial and len(partial) < 2000
+        # the server is free again: the next message is answered
+        wb.chat_turn(b, "Thanks.")
+        assert not b.problems(), b.problems()
+
+
+def test_browser_renders_reasoning_and_markdown_safely(ui):
+    """A streamed answer (faked SSE) with reasoning_content and Markdown: the reasoning sits in a
+    closed <details>, the Markdown becomes headings, lists, code and links, and no HTML of the
+    model's gets through."""
+    content = ("# Title\n\nSome **bold**, *em* and `code`.\n\n- one\n- two\n\n```python\nprint('<b>hi</b>')\n```\n\n"
+               "[site](https://example.com/x) [bad](javascript:alert(1)) <img src=x onerror=alert(1)><script>alert(2)</script>")
+    chunks = [{"choices": [{"index": 0, "delta": {"role": "assistant", "reasoning_content": "Let me think"}}]},
+              {"choices": [{"index": 0, "delta": {"reasoning_content": " about it."}}]}]
+    chunks += [{"choices": [{"index": 0, "delta": {"content": content[i:i + 7]}}]} for i in range(0, len(content), 7)]
+    chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    sse = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    with _browser() as b:
+        b.intercept("*/v1/chat/completions", lambda req: (200, "text/event-stream", sse.encode()))
+        b.navigate(ui.url + "/webui/")
+        raw, _ = wb.chat_turn(b, "Show me Markdown.")
+        assert raw == content
+        got = b.eval(f"""(() => {{
+            const a = {wb.LAST_ANSWER}, c = a.querySelector('.content'), d = a.querySelector('details');
+            return {{reasoning: d && d.textContent, open: d && d.open,
+                     tags: [...c.querySelectorAll('*')].map(e => e.tagName.toLowerCase()),
+                     attrs: [...c.querySelectorAll('*')].flatMap(e => [...e.attributes].map(x => x.name)),
+                     links: [...c.querySelectorAll('a')].map(e => e.getAttribute('href')),
+                     code: c.querySelector('pre code').textContent, text: c.textContent}};
+        }})()""")
+        assert got["reasoning"] == "ReasoningLet me think about it." and got["open"] is False
+        assert {"h1", "strong", "em", "code", "ul", "li", "pre", "a", "p"} <= set(got["tags"])
+        assert set(got["tags"]) <= {"h1", "strong", "em", "code", "ul", "li", "pre", "span", "a", "p", "br"}, got["tags"]
+        assert set(got["attrs"]) <= {"href", "target", "rel", "class"}, got["attrs"]
+        assert got["links"] == ["https://example.com/x"]
+        assert got["code"] == "print('<b>hi</b>')"
+        assert "<img src=x onerror=alert(1)><script>alert(2)</script>" in got["text"]
+        assert not b.problems(), b.problems()
+        b.screenshot(os.path.join(OUT_DIR, "webui-markdown.png"))
