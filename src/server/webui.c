@@ -52,9 +52,8 @@ bool mxl_webui_route(mxl_server *s, mxl_http_req *r, const char *sub) {
     if (!strcmp(sub, "/webui")) { /* the page's relative URLs (../v1/...) need the slash */
         char location[1024];
         snprintf(location, sizeof location, "%s/webui/", s->prefix);
-        const char *h[] = {"Location", location, NULL};
         static const char body[] = "Moved to webui/\n";
-        mxl_http_send_with_header(r, 301, "text/plain; charset=utf-8", body, sizeof body - 1, h[0], h[1]);
+        mxl_http_send_with_header(r, 301, "text/plain; charset=utf-8", body, sizeof body - 1, "Location", location);
         return true;
     }
     const char *headers[] = {
