@@ -17,7 +17,8 @@ log() { printf '[setup] %s\n' "$*"; }
 # fuzzing and sanitizers: clang with its runtime (libFuzzer);
 # OpenBLAS: the f32 GEMM yardstick `mlxcel bench kernels` loads at run time.
 # python3-venv for the test virtualenv when the system python is Debian's.
-APT_PKGS=(gcc make pkg-config libcurl4-openssl-dev libssl-dev libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libjpeg62-turbo-dev libpng-dev libwebp-dev libgif-dev clang libclang-rt-dev libopenblas0-pthread unzip ca-certificates openssl)
+# chromium (headless) and a font: tests/cli/test_webui.py drives the WebUI in a real browser.
+APT_PKGS=(gcc make pkg-config libcurl4-openssl-dev libssl-dev libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libjpeg62-turbo-dev libpng-dev libwebp-dev libgif-dev clang libclang-rt-dev libopenblas0-pthread unzip ca-certificates openssl chromium fonts-liberation)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -87,7 +87,9 @@ static const opt k_opts[] = {
     {"--hf-token", NULL, K_STR, F(hf_token), 0, 0, "access token for downloading gated or private repos (never shown or logged; else HF_TOKEN, HUGGING_FACE_HUB_TOKEN)"},
     {"--revision", NULL, K_STR, F(revision), 0, 0, "branch, tag or commit of a repo id -m names (main)"},
     {"--model-store-root", NULL, K_STR, F(model_store_root), 0, 0, "store root holding <owner>/<name> of repo ids, downloads included (else MLXCEL_MODELS_DIR)"},
-    {"--no-webui|--no-ui", NULL, K_NOOP, 0, 0, 0, NULL},    /* there is no web UI to turn off */
+    /* the WebUI at {api_prefix}/webui/ (webui.c); as in the spec, not listed by --help */
+    {"--webui|--ui", "LLAMA_ARG_UI", K_ON, F(webui), 0, 0, NULL},
+    {"--no-webui|--no-ui", NULL, K_OFF, F(webui), 0, 0, NULL},
     {"--backend-sampling|--backend_sampling", NULL, K_NOOP, 0, 0, 0, NULL}, /* sampling runs on the CPU either way, same results */
     {"--reasoning-format", NULL, K_STR, F(reasoning_format), 0, 0, "deepseek|none|auto: where thinking text goes (default auto)"},
     {"--reasoning|-rea", NULL, K_STR, F(reasoning), 0, 0, "on|off|auto: default of enable_thinking"},
@@ -137,7 +139,7 @@ static const opt k_opts[] = {
     {"--draft-block-size", "LLAMA_ARG_DRAFT_BLOCK_SIZE|MLXCEL_DRAFT_BLOCK_SIZE", K_INT, F(draft_block_size), 1, 64, "tokens drafted per round (full-model 4, prompt-lookup 7)"},
     {"--prompt-lookup-max-batch", NULL, K_INT, F(prompt_lookup_max_batch), 1, 256, "most decoding rows in a tick where slots verify their own drafts (2)"},
     {"--models-dir|--models-preset|--models-max|--hf-file|-hff|--model-url|-mu|--docker-repo|-dr", NULL, K_REFUSED_V, 0, 0, 0, NULL},
-    {"--models-autoload|--no-models-autoload|--webui|--ui|--settings|--estimate-memory|--force|--no-memory-check|--enable-vlm-prefix-cache", NULL, K_REFUSED, 0, 0, 0, NULL},
+    {"--models-autoload|--no-models-autoload|--settings|--estimate-memory|--force|--no-memory-check|--enable-vlm-prefix-cache", NULL, K_REFUSED, 0, 0, 0, NULL},
     {"--adapter|--lora", NULL, K_MULTI, F(lora), 0, 0, "LoRA adapter(s) to load, comma-separated or repeated (scale 1)"},
     {"--lora-scaled", NULL, K_MULTI, F(lora_scaled), 0, 0, "LoRA adapter(s) with their scales: PATH:SCALE,..."},
     {"--lora-init-without-apply", NULL, K_ON, F(lora_init_without_apply), 0, 0, "load the adapters at scale 0 (POST /lora-adapters applies them)"},
@@ -424,6 +426,9 @@ mxl_status mxl_server_config_parse(int argc, char **argv, mxl_server_config *c, 
                                                        "(penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature)");
     if (c->pooling && strcmp(c->pooling, "mean") && strcmp(c->pooling, "cls") && strcmp(c->pooling, "last") && strcmp(c->pooling, "rank"))
         return mxl_error_set(err, MXL_ERR_ARG, "--pooling: expected mean, cls, last or rank, got '%s'", c->pooling);
+    if (!c->model && c->webui)
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "--webui without a model starts router mode, which is not available in this build: "
+                                                       "give a model, mlxcel serve -m <MODEL> --webui");
     if (!c->model) return mxl_error_set(err, MXL_ERR_ARG, "a model is required: mlxcel serve -m <MODEL> (router mode is not supported yet)");
     { /* --grammar / --json-schema (and their files) -> sampling.grammar, checked now; the text
        * lives as long as the process (kept in a static so leak checkers see it reachable) */
@@ -453,7 +458,7 @@ void mxl_server_config_print_help(void) {
         if (o->env) printf(" [env: %s]", o->env);
         printf("\n");
     }
-    printf("\nFlags of the spec for features this build does not run (--webui, --image-model, --slot-save-path,\n"
+    printf("\nFlags of the spec for features this build does not run (--image-model, --slot-save-path,\n"
            "--responses-store-*, the distributed and router flags, ...) are recognised and refused at startup;\n"
            "the routes of those features (/v1/responses, /v1/images/*, /v1/audio/*, /infill, /slots/:id_slot,\n"
            "...) answer 501.\n");

@@ -43,6 +43,7 @@ typedef struct mxl_server_config {
     const char *reasoning_format, *reasoning;
     /* endpoints */
     bool slots, props, metrics, warmup;
+    bool webui; /* --webui: the page at {api_prefix}/webui/ */
     /* prompt cache */
     bool prompt_cache;
     int64_t prompt_cache_capacity, prompt_cache_max_entries, prompt_cache_ttl, prompt_cache_min_prefix;

@@ -236,6 +236,14 @@ void mxl_http_send_with_header(mxl_http_req *r, int status, const char *content_
     queue(r, status, resp, content_type);
 }
 
+void mxl_http_send_static(mxl_http_req *r, int status, const char *content_type, const void *body, size_t len,
+                          const char *const *headers) {
+    if (r->responded) return;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_PERSISTENT);
+    for (size_t i = 0; resp && headers && headers[i] && headers[i + 1]; i += 2) MHD_add_response_header(resp, headers[i], headers[i + 1]);
+    queue(r, status, resp, content_type);
+}
+
 void mxl_http_send_json(mxl_http_req *r, int status, json_t *body) {
     /* An allocation that failed on this thread while the request was handled may have left a
      * hole in the body (jansson's builders skip what they could not allocate): out of memory. */

@@ -57,6 +57,10 @@ void mxl_http_send(mxl_http_req *r, int status, const char *content_type, const 
 /* Same with one extra response header. */
 void mxl_http_send_with_header(mxl_http_req *r, int status, const char *content_type, const char *body, size_t len,
                                const char *header, const char *value);
+/* Sends `body`, which outlives the server (not copied), with extra headers: a NULL-terminated list
+ * of name, value pairs. */
+void mxl_http_send_static(mxl_http_req *r, int status, const char *content_type, const void *body, size_t len,
+                          const char *const *headers);
 /* Sends and steals (decrefs) the JSON value. */
 void mxl_http_send_json(mxl_http_req *r, int status, json_t *body);
 

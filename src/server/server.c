@@ -25,6 +25,7 @@
 #include "server/request.h"
 #include "server/routes.h"
 #include "server/server_state.h"
+#include "server/webui.h"
 
 /* --- routing ----------------------------------------------------------------------------------- */
 
@@ -102,8 +103,6 @@ static const struct unbuilt_route {
     {"/api/chat", "/api/chat"},
     {"/api/show", "/api/show"},
     {"/api/tags", "/api/tags"},
-    {"/webui", "/webui"},
-    {"/webui/", "/webui"},
 };
 
 /* The spec's name of an unbuilt route `path` is, or NULL. */
@@ -152,11 +151,13 @@ static void route_request(mxl_server *s, mxl_http_req *r) {
     mxl_api api = strncmp(path, "/v1/messages", 12) == 0 ? MXL_API_ANTHROPIC : MXL_API_OPENAI;
     /* public routes, matched without the prefix as llama-server does */
     bool public_route = !strcmp(path, "/") || !strcmp(path, "/health") || !strcmp(path, "/v1/health");
+    /* the WebUI page is static and public (a browser navigating to it sends no key): webui.c */
+    size_t pl = strlen(s->prefix);
+    if (s->webui && strncmp(path, s->prefix, pl) == 0 && mxl_webui_route(s, r, path + pl)) return;
     if (!public_route && !authorized(s, r)) {
         mxl_srv_error(r, api, 401, "authentication_error", "Invalid API Key");
         return;
     }
-    size_t pl = strlen(s->prefix);
     if (pl && !public_route) {
         if (strncmp(path, s->prefix, pl) != 0 || (path[pl] != '/' && path[pl] != 0)) {
             mxl_srv_error(r, api, 404, "not_found_error", "File Not Found");
@@ -188,7 +189,10 @@ static void route_request(mxl_server *s, mxl_http_req *r) {
         return;
     }
     const char *unbuilt = unbuilt_route(path);
+    bool webui_path = !strcmp(path, "/webui") || !strncmp(path, "/webui/", 7);
     if (path_known) mxl_srv_error(r, api, 405, "invalid_request_error", "method %s is not allowed on %s", method, path);
+    else if (webui_path && !s->webui) /* built, off without --webui (on, webui.c answers its page above) */
+        mxl_srv_error(r, api, 501, "not_implemented_error", "the WebUI is off: start mlxcel serve with --webui");
     else if (unbuilt) mxl_srv_error(r, api, 501, "not_implemented_error", "%s is not implemented in this build", unbuilt);
     else mxl_srv_error(r, api, 404, "not_found_error", "File Not Found");
 }
@@ -362,6 +366,7 @@ static mxl_status read_startup_options(mxl_server *s, startup *up, mxl_error *er
     const mxl_server_config *cfg = s->cfg;
     mxl_status st;
     s->alloc_fault_hook = getenv("MXL_ALLOC_FAULT_HOOK") && !strcmp(getenv("MXL_ALLOC_FAULT_HOOK"), "1");
+    if (cfg->webui && (st = mxl_webui_init(s, err))) return st;
     if (cfg->api_key) s->api_key = mxl_strdup(cfg->api_key);
     else if (cfg->api_key_file) {
         if (!(s->api_key = read_file(cfg->api_key_file, err, "--api-key-file"))) return err->status;

@@ -33,6 +33,8 @@ typedef struct mxl_server {
     const mxl_server_config *cfg;
     char *api_key;          /* from --api-key or --api-key-file */
     const char *prefix;     /* "" or "/llama" */
+    bool webui;             /* --webui: the page at {prefix}/webui/ */
+    char webui_csp[512];    /* its Content-Security-Policy (the hashes of its style and script) */
     atomic_bool ready;      /* model loaded */
     mxl_gen_model *model;   /* NULL when the server only embeds / reranks */
     mxl_embed_model *embedder;
