@@ -443,7 +443,7 @@ def test_disk_full_while_writing(tmp_path, env):
                        timeout=120)
     assert "rc=1" in r.stdout, (r.stdout, r.stderr)
     lines = [l for l in r.stderr.splitlines() if l.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:") and "no space left" in lines[0], r.stderr
+    assert len(lines) == 1 and lines[0].startswith("error:") and "no space left" in lines[0].lower(), r.stderr
     assert r.stdout.strip().splitlines()[-2:] == ["0", "0"], r.stdout
 
 
