@@ -492,7 +492,23 @@ static int fill_from_json(mxl_model_config *cfg, json_t *root, const char *origi
 
     if (cfg->num_attention_heads > 0) {
         if (cfg->num_key_value_heads < 0) cfg->num_key_value_heads = cfg->num_attention_heads;
-        if (cfg->head_dim < 0 && cfg->hidden_size > 0) cfg->head_dim = cfg->hidden_size / cfg->num_attention_heads;
+        /* an attention geometry that cannot be built is refused by name: query heads share KV heads
+         * in whole groups, and a head size taken from hidden_size must divide it (transformers'
+         * attention fails on either at its first forward) */
+        if (cfg->num_key_value_heads > 0 && cfg->num_attention_heads % cfg->num_key_value_heads != 0) {
+            mxl_error_set(err, MXL_ERR_FORMAT, "%s: num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
+                          origin, (long long)cfg->num_attention_heads, (long long)cfg->num_key_value_heads);
+            return 1;
+        }
+        if (cfg->head_dim < 0 && cfg->hidden_size > 0) {
+            if (cfg->hidden_size % cfg->num_attention_heads != 0) {
+                mxl_error_set(err, MXL_ERR_FORMAT,
+                              "%s: hidden_size %lld is not divisible by num_attention_heads %lld and there is no head_dim",
+                              origin, (long long)cfg->hidden_size, (long long)cfg->num_attention_heads);
+                return 1;
+            }
+            cfg->head_dim = cfg->hidden_size / cfg->num_attention_heads;
+        }
     }
     /* Nemotron-H: the layer count is its block list's length (num_hidden_layers is deprecated) */
     if (cfg->num_hidden_layers <= 0) {

@@ -273,3 +273,24 @@ TEST(config_load_dir_real_minilm) {
     CHECK(mxl_model_config_load_dir("/nonexistent-dir", &c2, &e) == MXL_ERR_NOT_FOUND);
     CHECK(strstr(e.msg, "/nonexistent-dir/config.json") != NULL);
 }
+
+TEST(config_unbuildable_attention_geometry_refused) {
+    /* transformers' attention cannot run these either (KV heads repeated in whole groups; a head
+     * size derived from hidden_size): refused by name instead of loading a model that cannot work */
+    mxl_model_config c;
+    mxl_error e;
+    const char *groups = "{\"model_type\":\"llama\",\"hidden_size\":63,\"num_attention_heads\":7,"
+                         "\"num_key_value_heads\":3,\"num_hidden_layers\":2,\"vocab_size\":100}";
+    CHECK(parse(groups, &c, &e) == MXL_ERR_FORMAT);
+    CHECK(strstr(e.msg, "num_attention_heads 7 is not a multiple of num_key_value_heads 3") != NULL);
+    const char *size = "{\"model_type\":\"llama\",\"hidden_size\":64,\"num_attention_heads\":7,"
+                       "\"num_key_value_heads\":7,\"num_hidden_layers\":2,\"vocab_size\":100}";
+    CHECK(parse(size, &c, &e) == MXL_ERR_FORMAT);
+    CHECK(strstr(e.msg, "hidden_size 64 is not divisible by num_attention_heads 7") != NULL);
+    /* an explicit head_dim makes the second one buildable (q_proj is then 7 * 16 wide) */
+    const char *ok = "{\"model_type\":\"llama\",\"hidden_size\":64,\"num_attention_heads\":7,\"head_dim\":16,"
+                     "\"num_key_value_heads\":7,\"num_hidden_layers\":2,\"vocab_size\":100}";
+    REQUIRE(parse(ok, &c, &e) == MXL_OK);
+    CHECK_EQ_INT(c.head_dim, 16);
+    mxl_model_config_free(&c);
+}
