@@ -496,7 +496,7 @@ void mxl_api_llama_health(mxl_server *s, mxl_http_req *r) {
         mxl_srv_error(r, MXL_API_LLAMA, 503, "unavailable_error", "Loading model");
         return;
     }
-    if (!s->sched) { /* embedding / reranking only */
+    if (!s->sched) { /* embedding / reranking only, or the chat model sleeping (--sleep-idle-seconds) */
         mxl_http_send_json(r, 200, json_pack("{s:s}", "status", "ok"));
         return;
     }
@@ -539,10 +539,6 @@ void mxl_api_llama_props(mxl_server *s, mxl_http_req *r) {
         if (!body) return;
         json_decref(body); /* no property is writable yet; llama-server accepts and ignores unknown ones */
         mxl_http_send_json(r, 200, json_pack("{s:b}", "success", 1));
-        return;
-    }
-    if (atomic_load(&s->sleeping) && s->sleep_props) { /* (route_request let it through without waking) */
-        mxl_http_send_json(r, 200, json_deep_copy(s->sleep_props));
         return;
     }
     mxl_http_send_json(r, 200, mxl_api_llama_props_json(s, false));

@@ -218,8 +218,22 @@ static void route_request(mxl_server *s, mxl_http_req *r) {
             mxl_srv_error(r, api, 503, "unavailable_error", "Loading model");
             return;
         }
-        /* GET /props answers while sleeping without waking (llama-server) */
-        const bool wakes = rt->need != NEED_NONE && !(rt->fn == mxl_api_llama_props && !strcmp(method, "GET") && atomic_load(&s->sleeping));
+        /* GET /props neither wakes the model nor counts as activity (llama-server): it answers
+         * from what sleeping kept, or with the model held against sleeping meanwhile */
+        if (rt->fn == mxl_api_llama_health && s->wake) { /* (its scheduler may be going to sleep) */
+            pthread_mutex_lock(&s->sleep_mu);
+            rt->fn(s, r);
+            pthread_mutex_unlock(&s->sleep_mu);
+            return;
+        }
+        if (rt->fn == mxl_api_llama_props && !strcmp(method, "GET") && s->wake) {
+            pthread_mutex_lock(&s->sleep_mu);
+            json_t *o = atomic_load(&s->sleeping) ? json_deep_copy(s->sleep_props) : mxl_api_llama_props_json(s, false);
+            pthread_mutex_unlock(&s->sleep_mu);
+            mxl_http_send_json(r, 200, o);
+            return;
+        }
+        const bool wakes = rt->need != NEED_NONE;
         if (wakes && !model_acquire(s, r, api)) return;
         if (rt->need == NEED_CHAT && !s->model) {
             mxl_srv_error(r, api, 501, "not_supported_error", "This server does not serve text generation (it was started with an %s model)",
