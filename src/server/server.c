@@ -7,6 +7,7 @@
 #include <malloc.h>
 #include <math.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -456,6 +457,9 @@ static mxl_status read_startup_options(mxl_server *s, startup *up, mxl_error *er
     }
     for (int i = 0; i < cfg->n_logit_bias; i++)
         if ((st = mxl_logit_bias_parse(cfg->logit_bias[i], &s->default_bias[i], err))) return st;
+    struct stat sb; /* llama-server: the slot directory must exist */
+    if (cfg->slot_save_path && (stat(cfg->slot_save_path, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+        return mxl_error_set(err, MXL_ERR_ARG, "--slot-save-path: not a directory: %s", cfg->slot_save_path);
     if ((st = resolve_model(cfg, cfg->model, cfg->revision, &up->res, err))) return st;
     snprintf(s->model_path, sizeof s->model_path, "%s", up->res.path);
     if (cfg->ssl_cert_file) {

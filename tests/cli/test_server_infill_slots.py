@@ -198,6 +198,13 @@ def test_slot_actions_refused_without_save_path():
         srv.stop()
 
 
+def test_slot_save_path_must_be_a_directory(tmp_path):
+    p = subprocess.run([mlxcel_bin(), "serve", "-m", "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", "--port", "0", "--slot-save-path",
+                        str(tmp_path / "nope")], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode != 0 and "--slot-save-path: not a directory" in p.stderr
+
+
 def _rss_kb(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
