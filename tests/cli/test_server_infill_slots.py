@@ -226,7 +226,9 @@ def test_sleep_idle_releases_and_reloads():
         props = requests.get(srv.url + "/props", timeout=30).json()
         assert props["is_sleeping"] is True and props["total_slots"] == 1
         rss_asleep = _rss_kb(srv.proc.pid)
-        assert rss_asleep < rss_awake - 30000, (rss_awake, rss_asleep)  # the ~90 MB of weights went
+        # the ~90 MB of weights went (AddressSanitizer keeps freed memory in its quarantine)
+        if "asan" not in mlxcel_bin():
+            assert rss_asleep < rss_awake - 30000, (rss_awake, rss_asleep)
         assert requests.get(srv.url + "/health", timeout=30).status_code == 200
         # the next request waits for the reload and answers as before
         again = _complete(srv)
