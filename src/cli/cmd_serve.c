@@ -8,9 +8,12 @@
 #include "server/config.h"
 #include "server/server.h"
 
+static FILE *g_log; /* --log-file (appended), else stderr */
+
 static void log_line(const char *line) {
-    fprintf(stderr, "%s\n", line);
-    fflush(stderr);
+    FILE *f = g_log ? g_log : stderr;
+    fprintf(f, "%s\n", line);
+    fflush(f);
 }
 
 int mxl_cmd_serve(int argc, char **argv) {
@@ -24,11 +27,20 @@ int mxl_cmd_serve(int argc, char **argv) {
         mxl_server_config_print_help();
         return 0;
     }
+    if (cfg.log_file && !cfg.log_disable && !(g_log = fopen(cfg.log_file, "a"))) {
+        perror(cfg.log_file);
+        fprintf(stderr, "error: --log-file %s: cannot open it for appending\n", cfg.log_file);
+        return 2;
+    }
     mxl_cli_progress prog; /* a repo id that is not on this machine is downloaded first */
     mxl_cli_progress_init(&prog, cfg.model ? cfg.model : "", cfg.log_disable);
     cfg.hub_progress = mxl_cli_progress_event;
     cfg.hub_progress_ud = &prog;
     int rc = mxl_server_run(&cfg, cfg.log_disable ? NULL : log_line, &err);
-    if (rc) fprintf(stderr, "error: %s\n", err.msg);
+    if (rc) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        if (g_log) fprintf(g_log, "error: %s\n", err.msg);
+    }
+    if (g_log) fclose(g_log);
     return rc;
 }

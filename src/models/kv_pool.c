@@ -360,6 +360,38 @@ static void copy_rows(mxl_kv_pool *p, int32_t dst, int32_t src, int64_t n_rows) 
     }
 }
 
+/* A block's storage is four contiguous runs (K, V, K scales, V scales: block-major layout), saved
+ * and loaded in that order. */
+static void block_runs(const mxl_kv_pool *p, int32_t id, uint8_t *run[4], uint64_t len[4]) {
+    const mxl_kv_pool_cfg *c = &p->cfg;
+    const uint64_t e = (uint64_t)id * (uint64_t)p->stride, n = (uint64_t)p->stride, g = c->group > 0 ? (uint64_t)c->group : 1;
+    run[0] = p->k + span_bytes(c->k_type, e), len[0] = span_bytes(c->k_type, n);
+    run[1] = c->v_in_k ? NULL : p->v + span_bytes(c->v_type, e), len[1] = c->v_in_k ? 0 : span_bytes(c->v_type, n);
+    run[2] = p->ks ? (uint8_t *)(p->ks + e / g) : NULL, len[2] = p->ks ? n / g * 4 : 0;
+    run[3] = p->vs && !c->v_in_k ? (uint8_t *)(p->vs + e / g) : NULL, len[3] = p->vs && !c->v_in_k ? n / g * 4 : 0;
+}
+
+void mxl_kv_pool_block_save(const mxl_kv_pool *p, int32_t id, void *dst) {
+    MXL_ASSERT(id >= 0 && id < p->cfg.n_blocks);
+    uint8_t *run[4], *out = dst;
+    uint64_t len[4];
+    block_runs(p, id, run, len);
+    for (int i = 0; i < 4; i++)
+        if (len[i]) p->be->ops->buffer_copy(p->be, out, run[i], len[i]), out += len[i];
+    MXL_ASSERT((uint64_t)(out - (uint8_t *)dst) == p->block_bytes);
+}
+
+void mxl_kv_pool_block_load(mxl_kv_pool *p, int32_t id, const void *src) {
+    MXL_ASSERT(id >= 0 && id < p->cfg.n_blocks && mxl_kv_pool_writable(p, id));
+    uint8_t *run[4];
+    const uint8_t *in = src;
+    uint64_t len[4];
+    block_runs(p, id, run, len);
+    for (int i = 0; i < 4; i++)
+        if (len[i]) p->be->ops->buffer_copy(p->be, run[i], in, len[i]), in += len[i];
+    MXL_ASSERT((uint64_t)(in - (const uint8_t *)src) == p->block_bytes);
+}
+
 mxl_status mxl_kv_pool_make_writable(mxl_kv_pool *p, int32_t *id, int64_t n_rows, mxl_error *err) {
     int32_t old = *id, fresh;
     if (mxl_kv_pool_writable(p, old)) return MXL_OK;

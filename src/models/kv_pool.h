@@ -94,6 +94,12 @@ float *mxl_kv_pool_k_scale(const mxl_kv_pool *p);
 float *mxl_kv_pool_v_scale(const mxl_kv_pool *p);
 int64_t mxl_kv_pool_block_stride(const mxl_kv_pool *p);
 
+/* A whole block (K, V and the int8 scales of every layer, 32 positions: mxl_kv_pool_block_bytes)
+ * copied out to / in from host memory - the slot files of POST /slots (server/scheduler.c).
+ * block_load writes a block the caller may write (mxl_kv_pool_writable). */
+void mxl_kv_pool_block_save(const mxl_kv_pool *p, int32_t id, void *dst);
+void mxl_kv_pool_block_load(mxl_kv_pool *p, int32_t id, const void *src);
+
 /* ---- prompt-cache index ---- */
 
 /* The chain hash of a block holding tokens[0..32) after a block of hash `prev` (the chain seed

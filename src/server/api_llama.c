@@ -1,6 +1,7 @@
 /* api_llama.c - llama-server's own routes: /completion (and /completions), /tokenize,
  * /detokenize, /apply-template, /health, /props, /slots, /metrics, in its field names and
  * shapes. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,30 +13,18 @@
 #include "server/request.h"
 #include "server/routes.h"
 
-void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r) {
-    json_t *body = mxl_srv_body_json(r, MXL_API_LLAMA);
-    if (!body) return;
-    char msg[512] = "";
-    mxl_gen_call *g = mxl_calloc(1, sizeof *g);
-    if (!g) {
-        json_decref(body);
-        mxl_srv_error(r, MXL_API_LLAMA, 500, "server_error", "out of memory");
-        return;
-    }
-    g->srv = s;
-    g->r = r;
-    g->kind = MXL_GEN_LLAMA;
-    g->n = 1;
-    const json_t *p = json_object_get(body, "prompt");
+/* The fields /completion and /infill share: sampling, grammar, stream, n_probs, ... false: msg
+ * says why (400). */
+static bool parse_llama_call(mxl_server *s, const json_t *body, mxl_gen_call *g, char *msg, size_t ml) {
     const json_t *v;
-    if (!mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg)) goto bad;
+    if (!mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, ml)) return false;
     /* grammar / json_schema */
-    if (!mxl_srv_parse_constraint(body, false, s->defaults.sampling.grammar, &g->params, msg, sizeof msg)) goto bad;
+    if (!mxl_srv_parse_constraint(body, false, s->defaults.sampling.grammar, &g->params, msg, ml)) return false;
     v = json_object_get(body, "stream");
     if (v && !json_is_null(v)) {
         if (!json_is_boolean(v)) {
-            snprintf(msg, sizeof msg, "'stream' must be a boolean");
-            goto bad;
+            snprintf(msg, ml, "'stream' must be a boolean");
+            return false;
         }
         g->stream = json_is_true(v);
     }
@@ -43,8 +32,8 @@ void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r) {
     v = json_object_get(body, "n_probs");
     if (v && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > MXL_SEQ_MAX_PROBS) {
-            snprintf(msg, sizeof msg, "'n_probs' must be an integer between 0 and %d", MXL_SEQ_MAX_PROBS);
-            goto bad;
+            snprintf(msg, ml, "'n_probs' must be an integer between 0 and %d", MXL_SEQ_MAX_PROBS);
+            return false;
         }
         g->top_logprobs = (int)json_integer_value(v);
         g->params.n_probs = g->top_logprobs;
@@ -52,28 +41,323 @@ void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r) {
     v = json_object_get(body, "post_sampling_probs");
     if (v && !json_is_null(v)) {
         if (!json_is_boolean(v)) {
-            snprintf(msg, sizeof msg, "'post_sampling_probs' must be a boolean");
-            goto bad;
+            snprintf(msg, ml, "'post_sampling_probs' must be a boolean");
+            return false;
         }
         g->params.post_sampling_probs = json_is_true(v);
     }
     v = json_object_get(body, "id_slot");
     if (v && !json_is_null(v) && (!json_is_integer(v) || json_integer_value(v) < -1)) {
-        snprintf(msg, sizeof msg, "'id_slot' must be an integer");
-        goto bad;
+        snprintf(msg, ml, "'id_slot' must be an integer");
+        return false;
     }
     v = json_object_get(body, "cache_prompt");
     if (v && !json_is_null(v) && !json_is_boolean(v)) {
-        snprintf(msg, sizeof msg, "'cache_prompt' must be a boolean");
-        goto bad;
+        snprintf(msg, ml, "'cache_prompt' must be a boolean");
+        return false;
     }
-    if (!mxl_srv_parse_prompts(s, p, g, msg, sizeof msg)) goto bad;
+    return true;
+}
+
+static mxl_gen_call *new_llama_call(mxl_server *s, mxl_http_req *r) {
+    mxl_gen_call *g = mxl_calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->srv = s;
+    g->r = r;
+    g->kind = MXL_GEN_LLAMA;
+    g->n = 1;
+    return g;
+}
+
+void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r) {
+    json_t *body = mxl_srv_body_json(r, MXL_API_LLAMA);
+    if (!body) return;
+    char msg[512] = "";
+    mxl_gen_call *g = new_llama_call(s, r);
+    if (!g) {
+        json_decref(body);
+        mxl_srv_error(r, MXL_API_LLAMA, 500, "server_error", "out of memory");
+        return;
+    }
+    if (!parse_llama_call(s, body, g, msg, sizeof msg)) goto bad;
+    if (!mxl_srv_parse_prompts(s, json_object_get(body, "prompt"), g, msg, sizeof msg)) goto bad;
     mxl_gen_call_run(g);
     json_decref(body);
     return;
 bad:
     mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "%s", msg);
     mxl_gen_call_free(g);
+    json_decref(body);
+}
+
+/* --- /infill ------------------------------------------------------------------------------------ */
+
+typedef struct id_vec {
+    int32_t *ids;
+    size_t n, cap;
+    bool oom;
+} id_vec;
+
+static void vec_put(id_vec *v, size_t at, const int32_t *ids, size_t n) {
+    if (v->oom || n == 0) return;
+    if (v->n + n > v->cap) {
+        size_t cap = v->cap ? v->cap : 256;
+        while (cap < v->n + n) cap *= 2;
+        int32_t *p = mxl_realloc(v->ids, cap * sizeof *p);
+        if (!p) {
+            v->oom = true;
+            return;
+        }
+        v->ids = p, v->cap = cap;
+    }
+    memmove(v->ids + at + n, v->ids + at, (v->n - at) * sizeof *v->ids);
+    memcpy(v->ids + at, ids, n * sizeof *ids);
+    v->n += n;
+}
+static void vec_push(id_vec *v, int32_t id) { vec_put(v, v->n, &id, 1); }
+
+/* Appends text's ids (no special tokens added; special_parse: llama.cpp's parse_special). */
+static bool vec_text(const mxl_tokenizer *tok, id_vec *v, const char *text, size_t len, bool parse_special, char *msg, size_t ml) {
+    mxl_token_ids t = {0};
+    mxl_error err = {0};
+    if (mxl_tokenizer_encode(tok, text, len, parse_special ? MXL_TOK_PARSE_SPECIAL : 0, &t, &err))
+        return snprintf(msg, ml, "%s", err.msg), false;
+    vec_put(v, v->n, t.ids, t.n);
+    mxl_token_ids_free(&t);
+    return true;
+}
+
+/* llama-server's tokenize_mixed(vocab, j, add_special=false, parse_special=false): a string, or an
+ * array of strings and token ids. */
+static bool vec_mixed(const mxl_tokenizer *tok, id_vec *v, const json_t *j, const char *field, char *msg, size_t ml) {
+    if (json_is_string(j)) return vec_text(tok, v, json_string_value(j), json_string_length(j), false, msg, ml);
+    if (!json_is_array(j)) return snprintf(msg, ml, "\"%s\" must be a string or an array of strings and token ids", field), false;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(j, i, e) {
+        if (json_is_string(e)) {
+            if (!vec_text(tok, v, json_string_value(e), json_string_length(e), false, msg, ml)) return false;
+        } else if (json_is_integer(e) && json_integer_value(e) >= 0 && json_integer_value(e) < (json_int_t)mxl_tokenizer_n_vocab(tok)) {
+            vec_push(v, (int32_t)json_integer_value(e));
+        } else {
+            return snprintf(msg, ml, "\"%s\" must be a string or an array of strings and token ids", field), false;
+        }
+    }
+    return true;
+}
+
+/* llama-server's format_prompt_infill (tools/server/server-common.cpp), the repo-level FIM pattern
+ * (https://arxiv.org/pdf/2409.12186) when the vocabulary has <|repo_name|> / <|file_sep|>:
+ *   [FIM_REP]myproject\n [FIM_SEP]filename0\n extra0 ... [FIM_SEP]filename\n
+ *   [BOS] [FIM_PRE]prefix prompt [FIM_SUF]suffix [FIM_MID]
+ * with the prefix cut to its last 3/4 of a batch, the suffix to 1/4 of a batch less the prompt,
+ * and the extra context to its last n_ctx - n_batch - 2 n_predict tokens. */
+static bool build_infill(mxl_server *s, const json_t *prefix, const json_t *suffix, const json_t *extra, const id_vec *prompt, id_vec *out,
+                         char *msg, size_t ml) {
+    const mxl_tokenizer *tok = s->tok;
+    const int32_t pre = mxl_tokenizer_fim_id(tok, MXL_TOK_FIM_PRE), suf = mxl_tokenizer_fim_id(tok, MXL_TOK_FIM_SUF),
+                  mid = mxl_tokenizer_fim_id(tok, MXL_TOK_FIM_MID), rep = mxl_tokenizer_fim_id(tok, MXL_TOK_FIM_REP),
+                  sep = mxl_tokenizer_fim_id(tok, MXL_TOK_FIM_SEP);
+    const mxl_server_config *cfg = s->cfg;
+    const int64_t n_batch = cfg->prefill_chunk > 0 ? cfg->prefill_chunk : cfg->batch_size > 0 ? cfg->batch_size : 2048;
+    const int64_t n_predict = cfg->n_predict, n_ctx = s->slot_ctx;
+    id_vec ex = {0}, tp = {0}, ts = {0};
+    bool ok = vec_mixed(tok, &tp, prefix, "input_prefix", msg, ml) && vec_mixed(tok, &ts, suffix, "input_suffix", msg, ml);
+    if (ok && rep >= 0) {
+        vec_push(&ex, rep);
+        ok = vec_text(tok, &ex, "myproject\n", 10, false, msg, ml);
+    }
+    size_t i;
+    const json_t *c;
+    json_array_foreach(extra, i, c) {
+        if (!ok) break;
+        const json_t *fn = json_object_get(c, "filename"), *tx = json_object_get(c, "text");
+        if (sep >= 0) {
+            char name[4096];
+            int n = snprintf(name, sizeof name, "%s\n", json_is_string(fn) ? json_string_value(fn) : "tmp");
+            vec_push(&ex, sep);
+            ok = vec_text(tok, &ex, name, n < (int)sizeof name ? (size_t)n : sizeof name - 1, false, msg, ml);
+        } else {
+            ok = vec_text(tok, &ex, "\n\n--- snippet ---\n\n", 19, false, msg, ml); /* the chunk separator */
+        }
+        if (ok) ok = vec_text(tok, &ex, json_string_value(tx), json_string_length(tx), false, msg, ml);
+    }
+    if (ok && sep >= 0) {
+        vec_push(&ex, sep);
+        ok = vec_text(tok, &ex, "filename\n", 9, false, msg, ml);
+    }
+    if (ok) {
+        int64_t n_prefix_take = (int64_t)tp.n < 3 * (n_batch / 4) ? (int64_t)tp.n : 3 * (n_batch / 4);
+        int64_t room = n_batch / 4 - (2 + (int64_t)prompt->n);
+        if (room < 0) room = 0;
+        int64_t n_suffix_take = (int64_t)ts.n < room ? (int64_t)ts.n : room;
+        int64_t n_extra_take = n_ctx - n_batch - 2 * n_predict;
+        if (n_extra_take < 0) n_extra_take = 0;
+        if (n_extra_take > (int64_t)ex.n) n_extra_take = (int64_t)ex.n;
+        vec_put(out, 0, ex.ids + ex.n - n_extra_take, (size_t)n_extra_take);
+        if (mxl_tokenizer_add_bos(tok) && mxl_tokenizer_bos_id(tok) >= 0) vec_push(out, mxl_tokenizer_bos_id(tok));
+        vec_push(out, pre);
+        vec_put(out, out->n, tp.ids + tp.n - n_prefix_take, (size_t)n_prefix_take);
+        vec_put(out, out->n, prompt->ids, prompt->n);
+        vec_push(out, suf);
+        vec_put(out, out->n, ts.ids, (size_t)n_suffix_take);
+        vec_push(out, mid);
+        if (ex.oom || tp.oom || ts.oom || out->oom) {
+            snprintf(msg, ml, "out of memory");
+            ok = false;
+        }
+    }
+    mxl_free(ex.ids);
+    mxl_free(tp.ids);
+    mxl_free(ts.ids);
+    return ok;
+}
+
+void mxl_api_llama_infill(mxl_server *s, mxl_http_req *r) {
+    char msg[512] = "";
+    /* llama-server: the model must have the three FIM tokens (501 otherwise, naming the missing) */
+    if (mxl_tokenizer_fim_id(s->tok, MXL_TOK_FIM_PRE) < 0) strcat(msg, "prefix token is missing. ");
+    if (mxl_tokenizer_fim_id(s->tok, MXL_TOK_FIM_SUF) < 0) strcat(msg, "suffix token is missing. ");
+    if (mxl_tokenizer_fim_id(s->tok, MXL_TOK_FIM_MID) < 0) strcat(msg, "middle token is missing. ");
+    if (msg[0]) {
+        mxl_srv_error(r, MXL_API_LLAMA, 501, "not_supported_error", "Infill is not supported by this model: %s", msg);
+        return;
+    }
+    json_t *body = mxl_srv_body_json(r, MXL_API_LLAMA);
+    if (!body) return;
+    mxl_gen_call *g = new_llama_call(s, r);
+    id_vec prompt = {0}, ids = {0};
+    if (!g) {
+        json_decref(body);
+        mxl_srv_error(r, MXL_API_LLAMA, 500, "server_error", "out of memory");
+        return;
+    }
+    const json_t *p = json_object_get(body, "prompt"), *extra = json_object_get(body, "input_extra");
+    if (p && !json_is_string(p)) {
+        snprintf(msg, sizeof msg, "\"prompt\" must be a string");
+        goto bad;
+    }
+    if (!json_object_get(body, "input_prefix")) {
+        snprintf(msg, sizeof msg, "\"input_prefix\" is required");
+        goto bad;
+    }
+    if (!json_object_get(body, "input_suffix")) {
+        snprintf(msg, sizeof msg, "\"input_suffix\" is required");
+        goto bad;
+    }
+    if (extra && !json_is_array(extra)) {
+        snprintf(msg, sizeof msg, "\"input_extra\" must be an array of {\"filename\": string, \"text\": string}");
+        goto bad;
+    }
+    size_t i;
+    const json_t *c;
+    json_array_foreach(extra, i, c) {
+        const json_t *tx = json_object_get(c, "text"), *fn = json_object_get(c, "filename");
+        if (!json_is_string(tx)) {
+            snprintf(msg, sizeof msg, "extra_context chunk must contain a \"text\" field with a string value");
+            goto bad;
+        }
+        if (fn && !json_is_string(fn)) {
+            snprintf(msg, sizeof msg, "extra_context chunk's \"filename\" field must be a string");
+            goto bad;
+        }
+    }
+    if (!parse_llama_call(s, body, g, msg, sizeof msg)) goto bad;
+    /* the prompt goes after the prefix, special tokens parsed, none added */
+    if (p && !vec_text(s->tok, &prompt, json_string_value(p), json_string_length(p), true, msg, sizeof msg)) goto bad;
+    if (!build_infill(s, json_object_get(body, "input_prefix"), json_object_get(body, "input_suffix"), extra, &prompt, &ids, msg, sizeof msg))
+        goto bad;
+    g->prompt_ids = ids.ids;
+    g->n_prompt = ids.n;
+    ids.ids = NULL;
+    {
+        char *text = NULL;
+        size_t len = 0;
+        mxl_error err = {0};
+        if (!mxl_tokenizer_decode(s->tok, g->prompt_ids, g->n_prompt, false, &text, &len, &err)) g->prompt_text = text;
+    }
+    mxl_free(prompt.ids);
+    json_decref(body);
+    mxl_gen_call_run(g);
+    return;
+bad:
+    mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "%s", msg);
+    mxl_free(prompt.ids);
+    mxl_free(ids.ids);
+    mxl_gen_call_free(g);
+    json_decref(body);
+}
+
+/* --- POST /slots/:id_slot?action=save|restore|erase ------------------------------------------------ */
+
+/* llama.cpp's fs_validate_filename, as strict: a plain file name inside --slot-save-path (no
+ * directory parts, no "..", no leading dot, nothing a shell or another OS would read otherwise). */
+static bool valid_slot_filename(const char *f) {
+    size_t n = strlen(f);
+    if (n == 0 || n > 255 || f[0] == '.' || f[0] == ' ' || f[n - 1] == ' ' || f[n - 1] == '.' || strstr(f, "..")) return false;
+    for (const unsigned char *p = (const unsigned char *)f; *p; p++)
+        if (*p < 0x20 || *p == 0x7f || strchr("/\\:*?\"<>|", *p)) return false;
+    return true;
+}
+
+void mxl_api_llama_slot_action(mxl_server *s, mxl_http_req *r) {
+    const char *dir = s->cfg->slot_save_path;
+    if (!dir || !*dir) {
+        mxl_srv_error(r, MXL_API_LLAMA, 501, "not_supported_error", "This server does not support slots action. Start it with `--slot-save-path`");
+        return;
+    }
+    const char *id_text = mxl_http_path(r) + strlen("/slots/");
+    if (s->prefix[0]) id_text = strstr(mxl_http_path(r), "/slots/") + strlen("/slots/");
+    char *end = NULL;
+    long id = strtol(id_text, &end, 10);
+    if (!*id_text || *end || id < 0 || id > INT32_MAX) {
+        mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "Invalid slot ID");
+        return;
+    }
+    const char *action = mxl_http_query(r, "action");
+    mxl_sched_slot_op op;
+    if (action && !strcmp(action, "save")) op = MXL_SCHED_SLOT_SAVE;
+    else if (action && !strcmp(action, "restore")) op = MXL_SCHED_SLOT_RESTORE;
+    else if (action && !strcmp(action, "erase")) op = MXL_SCHED_SLOT_ERASE;
+    else {
+        mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "Invalid action");
+        return;
+    }
+    char path[4096] = "";
+    const char *filename = NULL;
+    json_t *body = NULL;
+    if (op != MXL_SCHED_SLOT_ERASE) {
+        if (!(body = mxl_srv_body_json(r, MXL_API_LLAMA))) return;
+        const json_t *f = json_object_get(body, "filename");
+        filename = json_string_value(f);
+        if (!filename) {
+            json_decref(body);
+            mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "\"filename\" is required (a string)");
+            return;
+        }
+        size_t dl = strlen(dir);
+        if (!valid_slot_filename(filename) ||
+            snprintf(path, sizeof path, "%s%s%s", dir, dl && dir[dl - 1] == '/' ? "" : "/", filename) >= (int)sizeof path) {
+            json_decref(body);
+            mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "Invalid filename");
+            return;
+        }
+    }
+    mxl_sched_slot_result res = {0};
+    mxl_error err = {0};
+    mxl_status st = mxl_sched_slot_action(s->sched, (int)id, op, path, s->model_name, &res, &err);
+    if (st) {
+        mxl_srv_error(r, MXL_API_LLAMA, st == MXL_ERR_ARG ? 400 : st == MXL_ERR_UNSUPPORTED ? 503 : 500,
+                      st == MXL_ERR_ARG ? "invalid_request_error" : "server_error", "%s", err.msg);
+    } else if (op == MXL_SCHED_SLOT_SAVE) {
+        mxl_http_send_json(r, 200, json_pack("{s:i, s:s, s:I, s:I, s:{s:f}}", "id_slot", (int)id, "filename", filename, "n_saved",
+                                             (json_int_t)res.n_tokens, "n_written", (json_int_t)res.n_bytes, "timings", "save_ms", res.ms));
+    } else if (op == MXL_SCHED_SLOT_RESTORE) {
+        mxl_http_send_json(r, 200, json_pack("{s:i, s:s, s:I, s:I, s:{s:f}}", "id_slot", (int)id, "filename", filename, "n_restored",
+                                             (json_int_t)res.n_tokens, "n_read", (json_int_t)res.n_bytes, "timings", "restore_ms", res.ms));
+    } else {
+        mxl_http_send_json(r, 200, json_pack("{s:i, s:I}", "id_slot", (int)id, "n_erased", (json_int_t)res.n_tokens));
+    }
     json_decref(body);
 }
 
@@ -212,7 +496,7 @@ void mxl_api_llama_health(mxl_server *s, mxl_http_req *r) {
         mxl_srv_error(r, MXL_API_LLAMA, 503, "unavailable_error", "Loading model");
         return;
     }
-    if (!s->sched) { /* embedding / reranking only */
+    if (!s->sched) { /* embedding / reranking only, or the chat model sleeping (--sleep-idle-seconds) */
         mxl_http_send_json(r, 200, json_pack("{s:s}", "status", "ok"));
         return;
     }
@@ -257,6 +541,10 @@ void mxl_api_llama_props(mxl_server *s, mxl_http_req *r) {
         mxl_http_send_json(r, 200, json_pack("{s:b}", "success", 1));
         return;
     }
+    mxl_http_send_json(r, 200, mxl_api_llama_props_json(s, false));
+}
+
+json_t *mxl_api_llama_props_json(mxl_server *s, bool sleeping) {
     mxl_sched_stats st;
     mxl_sched_slot_info info[1];
     mxl_sched_get_stats(s->sched, &st, info, 0);
@@ -270,8 +558,8 @@ void mxl_api_llama_props(mxl_server *s, mxl_http_req *r) {
                           "total_slots", st.n_slots, "model_path", s->model_path, "model_alias", s->model_name, "chat_template",
                           mxl_gen_model_template_text(s->model), "modalities", "vision", mxl_gen_model_vlm(s->model) != NULL, "audio", 0, "build_info", "mlxcel " MXL_VERSION,
                           "bos_token", bt ? json_stringn(bt, bl) : json_string(""), "eos_token", et ? json_stringn(et, el) : json_string(""),
-                          "is_sleeping", 0);
-    mxl_http_send_json(r, 200, o);
+                          "is_sleeping", sleeping);
+    return o;
 }
 
 void mxl_api_llama_slots(mxl_server *s, mxl_http_req *r) {

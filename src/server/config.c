@@ -126,6 +126,9 @@ static const opt k_opts[] = {
     {"--reverse-prompt|-r", NULL, K_MULTI, F(reverse_prompt), 0, 0, "stop string added to every request (repeatable)"},
     {"--verbose|-v", "LLAMA_ARG_VERBOSE", K_ON, F(verbose), 0, 0, "log every request"},
     {"--log-disable", NULL, K_ON, F(log_disable), 0, 0, "no log output"},
+    {"--log-file", "LLAMA_LOG_FILE", K_STR, F(log_file), 0, 0, "write the log to this file (appended) instead of stderr"},
+    {"--slot-save-path", NULL, K_STR, F(slot_save_path), 0, 0, "directory of POST /slots/:id_slot?action=save|restore files"},
+    {"--sleep-idle-seconds", NULL, K_INT, F(sleep_idle_seconds), -1, INT64_C(1) << 31, "release the model after this many idle seconds; the next request reloads it (-1: never)"},
     {"--help|-h", NULL, K_ON, F(help), 0, 0, "print help"},
     /* llama-server spellings with no meaning on this backend */
     {"--n-gpu-layers|-ngl|--gpu-layers", "LLAMA_ARG_N_GPU_LAYERS", K_IGNORED_V, 0, 0, 0, NULL},
@@ -163,7 +166,7 @@ static const opt k_opts[] = {
     {"--embd-normalize", NULL, K_INT, F(embd_normalize), -1, 1000, "embedding normalization (-1 none, 0 max-abs, 1 taxicab, 2 euclidean, >2 p-norm)"},
     {"--embedding|--embeddings", NULL, K_ON, F(embedding_mode), 0, 0, "embedding-only compatibility mode"},
     {"--rerank|--reranking", NULL, K_ON, F(rerank_mode), 0, 0, "reranking-only compatibility mode"},
-    {"--max-denoising-steps|--diffusion-sampler|--diffusion-threshold|--slot-save-path|--sleep-idle-seconds", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--max-denoising-steps|--diffusion-sampler|--diffusion-threshold", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--apc-enabled|--apc-block-size|--apc-num-blocks|--apc-hash", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--responses-store-max-entries|--responses-store-ttl-secs|--conversation-store-max-entries|--conversation-store-ttl-secs", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--grammar", NULL, K_STR, F(grammar), 0, 0, "GBNF grammar constraining every generation a request does not constrain itself"},
@@ -288,6 +291,7 @@ static void defaults(mxl_server_config *c) {
     c->max_queue_depth = 32;
     c->grant_interval = 16;
     c->n_predict = -1;
+    c->sleep_idle_seconds = -1;
     c->decode_timeout = 600;
     c->reasoning_budget = -1;
     c->slots = true;
@@ -458,8 +462,7 @@ void mxl_server_config_print_help(void) {
         if (o->env) printf(" [env: %s]", o->env);
         printf("\n");
     }
-    printf("\nFlags of the spec for features this build does not run (--image-model, --slot-save-path,\n"
+    printf("\nFlags of the spec for features this build does not run (--image-model, --settings,\n"
            "--responses-store-*, the distributed and router flags, ...) are recognised and refused at startup;\n"
-           "the routes of those features (/v1/responses, /v1/images/*, /v1/audio/*, /infill, /slots/:id_slot,\n"
-           "...) answer 501.\n");
+           "the routes of those features (/v1/responses, /v1/images/*, /v1/audio/*, /v1/settings, ...) answer 501.\n");
 }

@@ -86,6 +86,9 @@ typedef struct mxl_server_config {
     int64_t draft_max, draft_block_size, prompt_lookup_max_batch; /* 0: the defaults (16, by kind, 2) */
     /* logging */
     bool verbose, log_disable;
+    const char *log_file;        /* --log-file: the log goes there (appended) */
+    const char *slot_save_path;  /* --slot-save-path: POST /slots/:id_slot files */
+    int64_t sleep_idle_seconds;  /* --sleep-idle-seconds (-1: never) */
     bool help;
 } mxl_server_config;
 

@@ -703,8 +703,10 @@ static ssize_t produce(void *ctx, char *buf, size_t max) {
 static void stream_done(void *ctx, bool gone) {
     mxl_gen_call *g = ctx;
     if (gone || !g->ended) atomic_store(&g->ch->cancel, true);
-    bool hook = g->srv->alloc_fault_hook;
+    mxl_server *srv = g->srv;
+    bool hook = srv->alloc_fault_hook;
     mxl_gen_call_free(g);
+    mxl_srv_release(srv); /* the hold mxl_gen_call_run took for the stream */
     if (hook) mxl_alloc_fail_at(0); /* the stream is over: a fault it did not reach goes (server.c) */
 }
 
@@ -748,6 +750,7 @@ void mxl_gen_call_run(mxl_gen_call *g) {
     if (g->stream) {
         g->last_write_ms = mxl_now_ms();
         g->alloc_failed0 = mxl_alloc_thread_failures();
+        mxl_srv_hold(g->srv);
         mxl_http_stream(g->r, 200, "text/event-stream", produce, stream_done, g);
         return;
     }

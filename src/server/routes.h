@@ -16,6 +16,8 @@ void mxl_api_embeddings_openai(mxl_server *s, mxl_http_req *r);
 void mxl_api_embeddings_llama(mxl_server *s, mxl_http_req *r);
 void mxl_api_rerank(mxl_server *s, mxl_http_req *r);
 void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r);
+void mxl_api_llama_infill(mxl_server *s, mxl_http_req *r);
+void mxl_api_llama_slot_action(mxl_server *s, mxl_http_req *r);
 void mxl_api_llama_tokenize(mxl_server *s, mxl_http_req *r);
 void mxl_api_llama_detokenize(mxl_server *s, mxl_http_req *r);
 void mxl_api_llama_apply_template(mxl_server *s, mxl_http_req *r);

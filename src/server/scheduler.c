@@ -170,6 +170,8 @@ struct mxl_sched {
     int32_t *hits;         /* [blocks of one slot's context] cache lookup scratch */
     uint64_t *hit_chain;   /* [the same] the chain hash after each of them */
     uint64_t admit_counter;
+    struct slot_op *ops;   /* POST /slots actions waiting for their slot (under mu) */
+    pthread_cond_t op_cv;  /* an action done */
 };
 
 static int64_t blocks_for(int64_t n) { return (n + MXL_KV_BLOCK - 1) / MXL_KV_BLOCK; }
@@ -931,14 +933,275 @@ static void reap(mxl_sched *s) {
     }
 }
 
+
+/* --- slot persistence (POST /slots/{id}?action=...) --------------------------------------------- */
+
+typedef struct slot_op {
+    struct slot_op *next;
+    int slot;
+    mxl_sched_slot_op op;
+    const char *path, *model_id;
+    mxl_sched_slot_result res;
+    mxl_status st;
+    mxl_error err;
+    bool done;
+} slot_op;
+
+/* The file: a header, the token ids, the blocks, the recurrent state, an FNV-1a checksum of all
+ * that came before. Little-endian, fields as below. */
+#define SLOT_MAGIC "MXLSLOT"
+#define SLOT_VERSION 1u
+typedef struct slot_header {
+    char magic[8];          /* "MXLSLOT\0" */
+    uint32_t version, model_len; /* model_len: bytes of the model id after the header */
+    uint64_t n_vocab, n_layers, kv_dim, group, k_type, v_type, v_in_k, block_bytes, rec_bytes;
+    uint64_t n_tokens;
+} slot_header;
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static void fill_header(const mxl_sched *s, const char *model_id, int64_t n, slot_header *h) {
+    const mxl_kv_pool_cfg *c = mxl_kv_pool_config(s->kvp);
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, SLOT_MAGIC, sizeof SLOT_MAGIC);
+    h->version = SLOT_VERSION;
+    h->model_len = (uint32_t)strlen(model_id);
+    h->n_vocab = (uint64_t)mxl_gen_model_vocab(s->m);
+    h->n_layers = (uint64_t)c->n_layers, h->kv_dim = (uint64_t)c->kv_dim, h->group = (uint64_t)c->group;
+    h->k_type = (uint64_t)c->k_type, h->v_type = (uint64_t)c->v_type, h->v_in_k = c->v_in_k;
+    h->block_bytes = mxl_kv_pool_block_bytes(c);
+    h->rec_bytes = mxl_decoder_state_rec_bytes(slot_kv(&s->slots[0]));
+    h->n_tokens = (uint64_t)n;
+}
+
+static bool put(FILE *f, uint64_t *sum, const void *p, size_t n) {
+    *sum = fnv1a(*sum, p, n);
+    return fwrite(p, 1, n, f) == n;
+}
+
+static mxl_status slot_save(mxl_sched *s, slot *sl, slot_op *o) {
+    size_t n_ids = 0;
+    const int32_t *ids = mxl_seq_tokens(sl->seq, &n_ids);
+    int64_t n = mxl_decoder_state_pos(slot_kv(sl));
+    if (n > (int64_t)n_ids) n = (int64_t)n_ids;
+    slot_header h;
+    fill_header(s, o->model_id, n, &h);
+    const int32_t *table = NULL;
+    mxl_decoder_state_blocks(slot_kv(sl), &table);
+    void *buf = mxl_malloc(h.block_bytes > h.rec_bytes ? h.block_bytes : h.rec_bytes ? h.rec_bytes : 1);
+    if (!buf) return mxl_error_set(&o->err, MXL_ERR_NOMEM, "out of memory");
+    FILE *f = fopen(o->path, "wb");
+    if (!f) {
+        mxl_free(buf);
+        return mxl_error_set(&o->err, MXL_ERR_IO, "cannot write the slot file: %s", strerror(errno));
+    }
+    uint64_t sum = 0xcbf29ce484222325ull;
+    bool ok = put(f, &sum, &h, sizeof h) && put(f, &sum, o->model_id, h.model_len) && put(f, &sum, ids, (size_t)n * sizeof *ids);
+    for (int64_t b = 0; ok && b < blocks_for(n); b++) {
+        mxl_kv_pool_block_save(s->kvp, table[b], buf);
+        ok = put(f, &sum, buf, h.block_bytes);
+    }
+    if (ok && h.rec_bytes) {
+        mxl_decoder_state_rec_save(slot_kv(sl), buf);
+        ok = put(f, &sum, buf, h.rec_bytes);
+    }
+    ok = ok && fwrite(&sum, sizeof sum, 1, f) == 1;
+    long size = ok ? ftell(f) : -1;
+    ok = (fclose(f) == 0) && ok;
+    mxl_free(buf);
+    if (!ok) {
+        remove(o->path);
+        return mxl_error_set(&o->err, MXL_ERR_IO, "cannot write the slot file (disk full?)");
+    }
+    o->res.n_tokens = n;
+    o->res.n_bytes = (uint64_t)size;
+    return MXL_OK;
+}
+
+/* Reads the whole file and checks it against this model; *data owns it. */
+static mxl_status slot_read(mxl_sched *s, slot_op *o, uint8_t **data, slot_header *h) {
+    *data = NULL;
+    FILE *f = fopen(o->path, "rb");
+    if (!f) return mxl_error_set(&o->err, MXL_ERR_ARG, "cannot open the slot file: %s", strerror(errno));
+    slot_header want;
+    fill_header(s, o->model_id, 0, &want);
+    mxl_status st = MXL_OK;
+    if (fread(h, sizeof *h, 1, f) != 1 || memcmp(h->magic, SLOT_MAGIC, sizeof SLOT_MAGIC) != 0) {
+        st = mxl_error_set(&o->err, MXL_ERR_ARG, "not a slot file (no MXLSLOT header)");
+        goto out;
+    }
+    if (h->version != SLOT_VERSION) {
+        st = mxl_error_set(&o->err, MXL_ERR_ARG, "slot file version %u; this build reads version %u", h->version, SLOT_VERSION);
+        goto out;
+    }
+    char model[512] = "";
+    if (h->model_len >= sizeof model || fread(model, 1, h->model_len, f) != h->model_len) {
+        st = mxl_error_set(&o->err, MXL_ERR_ARG, "the slot file is truncated or corrupt");
+        goto out;
+    }
+    model[h->model_len] = 0;
+    if (strcmp(model, o->model_id) != 0 || h->n_vocab != want.n_vocab || h->n_layers != want.n_layers || h->kv_dim != want.kv_dim ||
+        h->block_bytes != want.block_bytes || h->rec_bytes != want.rec_bytes || h->v_in_k != want.v_in_k) {
+        st = mxl_error_set(&o->err, MXL_ERR_ARG, "the slot file was saved by another model (%s) than this server's (%s)", model, o->model_id);
+        goto out;
+    }
+    if (h->k_type != want.k_type || h->v_type != want.v_type || h->group != want.group) {
+        st = mxl_error_set(&o->err, MXL_ERR_ARG, "the slot file holds another KV cache type than this server's (--cache-type-k / --cache-type-v)");
+        goto out;
+    }
+    if (h->n_tokens >= (uint64_t)s->cfg.slot_ctx) {
+        st = mxl_error_set(&o->err, MXL_ERR_ARG, "the slot file holds %llu tokens, more than the slot's context of %lld",
+                           (unsigned long long)h->n_tokens, (long long)s->cfg.slot_ctx);
+        goto out;
+    }
+    /* sizes: bounded by the context check above, so no product overflows */
+    uint64_t rest = h->n_tokens * 4 + (uint64_t)blocks_for((int64_t)h->n_tokens) * h->block_bytes + h->rec_bytes + 8;
+    if (fseek(f, 0, SEEK_END) != 0 || ftell(f) < 0 || (uint64_t)ftell(f) != sizeof *h + h->model_len + rest) {
+        st = mxl_error_set(&o->err, MXL_ERR_ARG, "the slot file is truncated or corrupt (its size is not what its header says)");
+        goto out;
+    }
+    fseek(f, (long)(sizeof *h + h->model_len), SEEK_SET);
+    *data = mxl_malloc(rest);
+    if (!*data) {
+        st = mxl_error_set(&o->err, MXL_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if (fread(*data, 1, rest, f) != rest) {
+        st = mxl_error_set(&o->err, MXL_ERR_ARG, "the slot file is truncated or corrupt");
+        goto out;
+    }
+    uint64_t sum = fnv1a(fnv1a(0xcbf29ce484222325ull, h, sizeof *h), model, h->model_len), stored;
+    sum = fnv1a(sum, *data, rest - 8);
+    memcpy(&stored, *data + rest - 8, 8);
+    if (sum != stored) {
+        st = mxl_error_set(&o->err, MXL_ERR_ARG, "the slot file is corrupt (checksum mismatch)");
+        goto out;
+    }
+    const int32_t *ids = (const int32_t *)*data;
+    for (uint64_t i = 0; i < h->n_tokens; i++)
+        if (ids[i] < 0 || (uint64_t)ids[i] >= h->n_vocab) {
+            st = mxl_error_set(&o->err, MXL_ERR_ARG, "the slot file holds a token id outside the vocabulary");
+            goto out;
+        }
+    o->res.n_bytes = sizeof *h + h->model_len + rest;
+out:
+    fclose(f);
+    if (st) mxl_free(*data), *data = NULL;
+    return st;
+}
+
+static mxl_status slot_restore(mxl_sched *s, slot *sl, slot_op *o) {
+    uint8_t *data = NULL;
+    slot_header h;
+    mxl_status st = slot_read(s, o, &data, &h);
+    if (st) return st;
+    const int64_t n = (int64_t)h.n_tokens, nb = blocks_for(n);
+    const int32_t *ids = (const int32_t *)data;
+    const uint8_t *blocks = data + n * 4, *rec = h.rec_bytes ? blocks + nb * h.block_bytes : NULL;
+    int32_t *table = mxl_malloc((size_t)(nb ? nb : 1) * sizeof *table);
+    if (!table) {
+        mxl_free(data);
+        return mxl_error_set(&o->err, MXL_ERR_NOMEM, "out of memory");
+    }
+    mxl_seq_preempt(sl->seq); /* the slot's own cache goes */
+    int64_t got = 0;
+    while (got < nb) {
+        mxl_error e = {0};
+        if (mxl_kv_pool_alloc(s->kvp, &table[got], &e) == MXL_OK) {
+            mxl_kv_pool_block_load(s->kvp, table[got], blocks + got * h.block_bytes);
+            got++;
+        } else if (!reclaim_idle(s, sl)) {
+            break;
+        }
+    }
+    if (got < nb) st = mxl_error_set(&o->err, MXL_ERR_UNSUPPORTED, "no room in the KV cache for the %lld tokens of the slot file", (long long)n);
+    else if (n > 0) st = mxl_seq_adopt_prefix(sl->seq, table, ids, (size_t)n, rec, &o->err);
+    for (int64_t i = 0; i < got; i++) mxl_kv_pool_release(s->kvp, table[i]); /* the slot holds its own references */
+    mxl_free(table);
+    mxl_free(data);
+    if (st) return st;
+    sl->seed = mxl_kv_pool_chain_seed(NULL); /* a request without prompt_cache_key or adapters reuses it */
+    sl->t_start = mxl_now_ms();
+    publish_slot(s, sl);
+    o->res.n_tokens = n;
+    return MXL_OK;
+}
+
+/* Runs the actions whose slot is idle (the others wait for their slot's job to end). */
+static void run_slot_ops(mxl_sched *s) {
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        slot_op **pp = &s->ops, *o = NULL;
+        for (; *pp; pp = &(*pp)->next)
+            if (!s->slots[(*pp)->slot].j) {
+                o = *pp;
+                *pp = o->next;
+                break;
+            }
+        pthread_mutex_unlock(&s->mu);
+        if (!o) return;
+        slot *sl = &s->slots[o->slot];
+        double t0 = mxl_now_ms();
+        mxl_status st = MXL_OK;
+        if (o->op == MXL_SCHED_SLOT_SAVE) st = slot_save(s, sl, o);
+        else if (o->op == MXL_SCHED_SLOT_RESTORE) st = slot_restore(s, sl, o);
+        else {
+            size_t n = 0;
+            mxl_seq_tokens(sl->seq, &n);
+            int64_t pos = mxl_decoder_state_pos(slot_kv(sl));
+            o->res.n_tokens = pos < (int64_t)n ? pos : (int64_t)n;
+            mxl_seq_preempt(sl->seq);
+        }
+        o->res.ms = mxl_now_ms() - t0;
+        pool_stats(s);
+        pthread_mutex_lock(&s->mu);
+        o->st = st;
+        o->done = true;
+        pthread_cond_broadcast(&s->op_cv);
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
+mxl_status mxl_sched_slot_action(mxl_sched *s, int slot_id, mxl_sched_slot_op op, const char *path, const char *model_id,
+                                 mxl_sched_slot_result *res, mxl_error *err) {
+    if (slot_id < 0 || slot_id >= s->cfg.n_slots) return mxl_error_set(err, MXL_ERR_ARG, "Invalid slot ID");
+    slot_op o = {.slot = slot_id, .op = op, .path = path, .model_id = model_id};
+    pthread_mutex_lock(&s->mu);
+    if (s->stopping) {
+        pthread_mutex_unlock(&s->mu);
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "the server is shutting down");
+    }
+    slot_op **pp = &s->ops;
+    while (*pp) pp = &(*pp)->next;
+    *pp = &o;
+    pthread_cond_signal(&s->cv);
+    while (!o.done) pthread_cond_wait(&s->op_cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    *res = o.res;
+    if (o.st) *err = o.err;
+    return o.st;
+}
+
+bool mxl_sched_idle(mxl_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    bool idle = !s->q_head && s->stats.busy == 0 && !s->ops;
+    pthread_mutex_unlock(&s->mu);
+    return idle;
+}
+
 static void *engine_main(void *arg) {
     mxl_sched *s = arg;
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        while (!s->stopping && !s->q_head && s->stats.busy == 0) pthread_cond_wait(&s->cv, &s->mu);
-        bool stop = s->stopping;
+        while (!s->stopping && !s->q_head && s->stats.busy == 0 && !s->ops) pthread_cond_wait(&s->cv, &s->mu);
+        bool stop = s->stopping, ops = s->ops != NULL;
         pthread_mutex_unlock(&s->mu);
         if (stop) break;
+        if (ops) run_slot_ops(s);
         mxl_kv_pool_set_clock(s->kvp, mxl_now_ms() / 1e3);
         trim_cache(s);
         reap(s);
@@ -959,7 +1222,15 @@ static void *engine_main(void *arg) {
         decode_tick(s);
         pool_stats(s);
     }
-    /* shutting down: everything still waiting or running ends as cancelled */
+    /* shutting down: slot actions fail, everything still waiting or running ends as cancelled */
+    pthread_mutex_lock(&s->mu);
+    for (struct slot_op *o = s->ops; o; o = o->next) {
+        o->st = mxl_error_set(&o->err, MXL_ERR_UNSUPPORTED, "the server is shutting down");
+        o->done = true;
+    }
+    s->ops = NULL;
+    pthread_cond_broadcast(&s->op_cv);
+    pthread_mutex_unlock(&s->mu);
     for (int i = 0; i < s->cfg.n_slots; i++)
         if (s->slots[i].j) slot_release(s, &s->slots[i], "cancelled", "the server is shutting down");
     pthread_mutex_lock(&s->mu);
@@ -1039,6 +1310,7 @@ mxl_status mxl_sched_create(mxl_gen_model *m, const mxl_sched_config *cfg, mxl_s
     s->cfg = *cfg;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->op_cv, NULL);
     s->slots = mxl_calloc((size_t)cfg->n_slots, sizeof *s->slots);
     if (!s->slots) {
         mxl_sched_destroy(s);
@@ -1113,6 +1385,7 @@ void mxl_sched_destroy(mxl_sched *s) {
     mxl_free(s->tok_scratch);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->op_cv);
     mxl_free(s);
 }
 

@@ -171,6 +171,28 @@ typedef struct mxl_sched_stats {
     uint64_t spec_drafts, spec_draft_tokens, spec_accepted; /* verification passes with a draft, drafted and kept tokens */
 } mxl_sched_stats;
 
+/* POST /slots/{id}?action=save|restore|erase (llama-server's slot persistence). The action waits
+ * until the slot is idle and runs on the engine thread between ticks; the caller blocks until it
+ * is done.
+ * save: the slot's tokens and their KV (and, recurrent models, the state) go to `path` in a small
+ *   versioned format ("MXLSLOT", version 1: the model's identity - `model_id` and the shape of
+ *   its KV storage - the token ids, every KV block, a checksum).
+ * restore: a file saved by the same model (checked: identity, shapes, sizes, checksum; anything
+ *   else is MXL_ERR_ARG naming what differs) becomes the slot's cache, so a request whose prompt
+ *   starts with those tokens reuses them (the blocks are published to the prompt cache too).
+ * erase: the slot's cache is dropped.
+ * n_tokens: tokens saved / restored / erased; n_bytes: file bytes written / read. */
+typedef enum mxl_sched_slot_op { MXL_SCHED_SLOT_SAVE, MXL_SCHED_SLOT_RESTORE, MXL_SCHED_SLOT_ERASE } mxl_sched_slot_op;
+typedef struct mxl_sched_slot_result {
+    int64_t n_tokens;
+    uint64_t n_bytes;
+    double ms;
+} mxl_sched_slot_result;
+mxl_status mxl_sched_slot_action(mxl_sched *s, int slot_id, mxl_sched_slot_op op, const char *path, const char *model_id,
+                                 mxl_sched_slot_result *res, mxl_error *err);
+/* True while no job is queued or running and no slot action waits (the server may sleep). */
+bool mxl_sched_idle(mxl_sched *s);
+
 void mxl_sched_get_stats(mxl_sched *s, mxl_sched_stats *st, mxl_sched_slot_info *slots, int max_slots);
 int64_t mxl_sched_slot_ctx(const mxl_sched *s);
 

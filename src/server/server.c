@@ -4,8 +4,10 @@
 #include "server/server.h"
 
 #include <limits.h>
+#include <malloc.h>
 #include <math.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "engine/chat_builtin.h"
 #include "io/json_read.h"
 #include "io/hub.h"
@@ -66,6 +69,7 @@ static const route k_routes[] = {
     {"POST", "/v1/messages/count_tokens", mxl_api_anthropic_count_tokens, NEED_CHAT},
     {"POST", "/completion", mxl_api_llama_completion, NEED_CHAT},
     {"POST", "/completions", mxl_api_llama_completion, NEED_CHAT},
+    {"POST", "/infill", mxl_api_llama_infill, NEED_CHAT},
     {"POST", "/tokenize", mxl_api_llama_tokenize, NEED_CHAT},
     {"POST", "/detokenize", mxl_api_llama_detokenize, NEED_CHAT},
     {"POST", "/apply-template", mxl_api_llama_apply_template, NEED_CHAT},
@@ -96,8 +100,6 @@ static const struct unbuilt_route {
     {"/v1/audio/speech", "/v1/audio/speech"},
     {"/v1/realtime", "/v1/realtime"},
     {"/v1/settings", "/v1/settings"},
-    {"/infill", "/infill"},
-    {"/slots/", "/slots/:id_slot"},
     {"/models/load", "/models/load"},
     {"/models/unload", "/models/unload"},
     {"/api/chat", "/api/chat"},
@@ -136,6 +138,44 @@ static bool alloc_fault_hook(mxl_http_req *r, const char *path, bool *armed) {
 }
 
 static void route_request(mxl_server *s, mxl_http_req *r);
+
+/* --- sleeping (--sleep-idle-seconds) ------------------------------------------------------------- */
+
+/* A request about to use the model: counted, and the model reloaded first when it sleeps (the
+ * request waits for that, as in llama-server). False: the reload failed (answered 500). */
+static bool model_acquire(mxl_server *s, mxl_http_req *r, mxl_api api) {
+    if (s->cfg->sleep_idle_seconds < 0 || !s->wake) return true;
+    pthread_mutex_lock(&s->sleep_mu);
+    if (atomic_load(&s->sleeping)) {
+        mxl_error err = {0};
+        if (s->wake(s, &err)) {
+            pthread_mutex_unlock(&s->sleep_mu);
+            mxl_srv_error(r, api, 500, "server_error", "reloading the model after sleeping failed: %s", err.msg);
+            return false;
+        }
+        json_decref(s->sleep_props);
+        s->sleep_props = NULL;
+        atomic_store(&s->sleeping, false);
+    }
+    s->active++;
+    pthread_mutex_unlock(&s->sleep_mu);
+    return true;
+}
+
+void mxl_srv_hold(mxl_server *s) {
+    if (s->cfg->sleep_idle_seconds < 0 || !s->wake) return;
+    pthread_mutex_lock(&s->sleep_mu);
+    s->active++;
+    pthread_mutex_unlock(&s->sleep_mu);
+}
+
+void mxl_srv_release(mxl_server *s) {
+    if (s->cfg->sleep_idle_seconds < 0 || !s->wake) return;
+    pthread_mutex_lock(&s->sleep_mu);
+    s->active--;
+    s->last_active_ms = mxl_now_ms();
+    pthread_mutex_unlock(&s->sleep_mu);
+}
 
 static void handle(void *ctx, mxl_http_req *r) {
     mxl_server *s = ctx;
@@ -180,12 +220,40 @@ static void route_request(mxl_server *s, mxl_http_req *r) {
             mxl_srv_error(r, api, 503, "unavailable_error", "Loading model");
             return;
         }
+        /* GET /props neither wakes the model nor counts as activity (llama-server): it answers
+         * from what sleeping kept, or with the model held against sleeping meanwhile */
+        if (rt->fn == mxl_api_llama_health && s->wake) { /* (its scheduler may be going to sleep) */
+            pthread_mutex_lock(&s->sleep_mu);
+            rt->fn(s, r);
+            pthread_mutex_unlock(&s->sleep_mu);
+            return;
+        }
+        if (rt->fn == mxl_api_llama_props && !strcmp(method, "GET") && s->wake) {
+            pthread_mutex_lock(&s->sleep_mu);
+            json_t *o = atomic_load(&s->sleeping) ? json_deep_copy(s->sleep_props) : mxl_api_llama_props_json(s, false);
+            pthread_mutex_unlock(&s->sleep_mu);
+            mxl_http_send_json(r, 200, o);
+            return;
+        }
+        const bool wakes = rt->need != NEED_NONE;
+        if (wakes && !model_acquire(s, r, api)) return;
         if (rt->need == NEED_CHAT && !s->model) {
             mxl_srv_error(r, api, 501, "not_supported_error", "This server does not serve text generation (it was started with an %s model)",
                           s->embedder ? "embedding" : "reranker");
-            return;
+        } else {
+            rt->fn(s, r);
         }
-        rt->fn(s, r);
+        if (wakes) mxl_srv_release(s);
+        return;
+    }
+    if (!strncmp(path, "/slots/", 7) && path[7]) { /* POST /slots/:id_slot?action=... */
+        if (strcmp(method, "POST") != 0) mxl_srv_error(r, api, 405, "invalid_request_error", "method %s is not allowed on %s", method, path);
+        else if (!atomic_load(&s->ready)) mxl_srv_error(r, api, 503, "unavailable_error", "Loading model");
+        else if (model_acquire(s, r, api)) {
+            if (!s->model) mxl_srv_error(r, api, 501, "not_supported_error", "This server does not serve text generation");
+            else mxl_api_llama_slot_action(s, r);
+            mxl_srv_release(s);
+        }
         return;
     }
     const char *unbuilt = unbuilt_route(path);
@@ -347,6 +415,7 @@ static void init_state(mxl_server *s, const mxl_server_config *cfg) {
     s->prefix = cfg->api_prefix ? cfg->api_prefix : "";
     s->created = (long)time(NULL);
     pthread_mutex_init(&s->lora_mu, NULL);
+    pthread_mutex_init(&s->sleep_mu, NULL);
     /* as llama-server: thinking is on unless --reasoning off (templates that read enable_thinking
      * get it set explicitly) */
     s->reasoning = cfg->reasoning && !strcmp(cfg->reasoning, "off") ? MXL_REASONING_OFF : MXL_REASONING_ON;
@@ -393,6 +462,9 @@ static mxl_status read_startup_options(mxl_server *s, startup *up, mxl_error *er
     }
     for (int i = 0; i < cfg->n_logit_bias; i++)
         if ((st = mxl_logit_bias_parse(cfg->logit_bias[i], &s->default_bias[i], err))) return st;
+    struct stat sb; /* llama-server: the slot directory must exist */
+    if (cfg->slot_save_path && (stat(cfg->slot_save_path, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+        return mxl_error_set(err, MXL_ERR_ARG, "--slot-save-path: not a directory: %s", cfg->slot_save_path);
     if ((st = resolve_model(cfg, cfg->model, cfg->revision, &up->res, err))) return st;
     snprintf(s->model_path, sizeof s->model_path, "%s", up->res.path);
     if (cfg->ssl_cert_file) {
@@ -565,8 +637,10 @@ static mxl_status load_main_model(mxl_server *s, startup *up, mxl_error *err) {
     if (up->chat_tmpl || up->tmpl_file) {
         st = mxl_gen_model_set_template(s->model, up->tmpl_file ? up->tmpl_file : up->chat_tmpl,
                                         up->tmpl_file ? cfg->chat_template_file : "--chat-template", err);
-        mxl_free(up->tmpl_file);
-        up->tmpl_file = NULL;
+        if (cfg->sleep_idle_seconds < 0) { /* (kept for the reload after sleeping) */
+            mxl_free(up->tmpl_file);
+            up->tmpl_file = NULL;
+        }
         if (st) return st;
     }
     if ((st = load_adapters(s, err))) return st;
@@ -651,8 +725,58 @@ static void announce_ready(mxl_server *s, const startup *up, void (*log)(const c
     if (s->reranker) logf_line(log, "reranker %s ready: %s", s->rerank_name, mxl_reranker_family(s->reranker));
 }
 
-static void wait_for_signal(void) {
-    while (!g_stop) usleep(100 * 1000);
+/* What sleeping releases: the scheduler (slots, KV pool, prompt cache), the adapters, the draft
+ * model and the chat model's weights; memory freed goes back to the system. */
+static void release_model(mxl_server *s) {
+    mxl_sched_destroy(s->sched);
+    s->sched = NULL;
+    for (int i = 0; i < s->n_lora; i++) mxl_lora_free(s->lora[i]);
+    s->n_lora = 0;
+    s->lora_fused = false;
+    mxl_gen_model_destroy(s->draft_model);
+    s->draft_model = NULL;
+    s->draft = (mxl_draft_opts){0};
+    mxl_gen_model_destroy(s->model);
+    s->model = NULL;
+    s->tok = NULL;
+    malloc_trim(0);
+}
+
+static mxl_status wake_model(mxl_server *s, mxl_error *err) {
+    startup *up = s->startup;
+    mxl_status st;
+    if ((st = load_main_model(s, up, err)) || (st = build_scheduler(s, up, err))) {
+        release_model(s);
+        return st;
+    }
+    if (s->log) logf_line(s->log, "model %s reloaded after sleeping", s->model_name);
+    return MXL_OK;
+}
+
+/* --sleep-idle-seconds: with nothing running, queued or in flight for that long, the model goes. */
+static void maybe_sleep(mxl_server *s) {
+    pthread_mutex_lock(&s->sleep_mu);
+    if (!atomic_load(&s->sleeping) && s->active == 0 && mxl_now_ms() - s->last_active_ms >= (double)s->cfg->sleep_idle_seconds * 1e3 &&
+        mxl_sched_idle(s->sched)) {
+        s->sleep_props = mxl_api_llama_props_json(s, true);
+        release_model(s);
+        atomic_store(&s->sleeping, true);
+        if (s->log) logf_line(s->log, "server is sleeping after %lld idle seconds: the model is released until the next request",
+                              (long long)s->cfg->sleep_idle_seconds);
+    }
+    pthread_mutex_unlock(&s->sleep_mu);
+}
+
+static void wait_for_signal(mxl_server *s) {
+    const bool sleep = s->model && s->cfg->sleep_idle_seconds >= 0;
+    if (sleep) {
+        s->wake = wake_model;
+        s->last_active_ms = mxl_now_ms();
+    }
+    while (!g_stop) {
+        usleep(100 * 1000);
+        if (sleep) maybe_sleep(s);
+    }
 }
 
 /* Frees whatever startup got to, in an order that lets in-flight requests end. */
@@ -669,6 +793,7 @@ static void shut_down(mxl_server *s, startup *up) {
         mxl_srv_worker_destroy(&s->embed_worker);
         mxl_srv_worker_destroy(&s->rerank_worker);
     }
+    json_decref(s->sleep_props);
     json_decref(s->template_kwargs);
     json_decref(s->aliases);
     json_decref(s->tags);
@@ -692,7 +817,9 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
     if (s.model && build_scheduler(&s, &up, err)) goto out;
     if (load_side_models(&s, cfg, up.threads, up.reranker_is_main, err)) goto out;
     announce_ready(&s, &up, log);
-    wait_for_signal();
+    s.startup = &up;
+    s.log = log;
+    wait_for_signal(&s);
     logf_line(log, "shutting down");
     mxl_http_quiesce(up.http);
     rc = 0;

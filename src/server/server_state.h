@@ -70,8 +70,24 @@ typedef struct mxl_server {
     int n_lora;
     bool lora_fused;        /* --lora-fuse: merged into the weights, no scale or choice per request */
     pthread_mutex_t lora_mu;
+    /* --sleep-idle-seconds: after that long without requests the chat model (weights, KV pool,
+     * scheduler) is released; the next request that needs it reloads it first (server.c) */
+    pthread_mutex_t sleep_mu;
+    atomic_bool sleeping;
+    int active;              /* requests and streams using the model now (under sleep_mu) */
+    double last_active_ms;   /* when the last one ended */
+    json_t *sleep_props;     /* GET /props while sleeping (llama-server answers it without waking) */
+    mxl_status (*wake)(struct mxl_server *s, mxl_error *err); /* reloads what sleeping released */
+    void *startup;           /* server.c's startup state, for wake */
+    void (*log)(const char *line); /* the log (NULL: --log-disable) */
     mxl_seq_params defaults; /* server-wide sampling defaults */
     mxl_logit_bias default_bias[MXL_SRV_MAX_MULTI]; /* --logit-bias */
 } mxl_server;
+
+/* A stream that goes on after its handler returned keeps the model awake until it ends. */
+void mxl_srv_hold(mxl_server *s);
+void mxl_srv_release(mxl_server *s);
+/* GET /props' body (api_llama.c); is_sleeping as given. */
+json_t *mxl_api_llama_props_json(mxl_server *s, bool sleeping);
 
 #endif

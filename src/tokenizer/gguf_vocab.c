@@ -309,6 +309,15 @@ mxl_status mxl_tokenizer_load_gguf(const struct mxl_gguf *g, mxl_tokenizer **out
     get_id(g, "tokenizer.ggml.padding_token_id", &t->pad_id);
     get_id(g, "tokenizer.ggml.cls_token_id", &t->cls_id);
     get_id(g, "tokenizer.ggml.mask_token_id", &t->mask_id);
+    /* FIM ids (the older prefix/suffix/middle keys name the same three) */
+    static const char *const fim_keys[6][2] = {{"tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id"},
+                                               {"tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id"},
+                                               {"tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id"},
+                                               {"tokenizer.ggml.fim_pad_token_id", NULL},
+                                               {"tokenizer.ggml.fim_rep_token_id", NULL},
+                                               {"tokenizer.ggml.fim_sep_token_id", NULL}};
+    for (int i = 0; i < 6; i++)
+        if (!get_id(g, fim_keys[i][0], &t->fim_meta[i]) && fim_keys[i][1]) get_id(g, fim_keys[i][1], &t->fim_meta[i]);
     get_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos);
     get_bool(g, "tokenizer.ggml.add_eos_token", &t->add_eos);
     if (strcmp(mname, "gemma4") == 0) t->add_bos = true;

@@ -385,6 +385,7 @@ struct mxl_tokenizer {
     size_t n_gguf_special;
     /* configuration (tokenizer_config.json / generation_config.json / GGUF keys) */
     int32_t bos_id, eos_id, pad_id, unk_id, sep_id, cls_id, mask_id;
+    int32_t fim_meta[6];     /* GGUF tokenizer.ggml.fim_*_token_id (MXL_TOK_FIM_*), -1 when absent */
     bool add_bos, add_eos;
     int32_t *eos_ids;
     size_t n_eos_ids;

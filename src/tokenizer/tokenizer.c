@@ -14,6 +14,7 @@ mxl_tokenizer *tok_alloc(const char *name) {
     t->model.unk_id = -1;
     for (int i = 0; i < 256; i++) t->model.byte_ids[i] = -1;
     t->bos_id = t->eos_id = t->pad_id = t->unk_id = t->sep_id = t->cls_id = t->mask_id = -1;
+    for (int i = 0; i < 6; i++) t->fim_meta[i] = -1;
     return t;
 }
 
@@ -363,6 +364,29 @@ unsigned mxl_tokenizer_token_attr(const mxl_tokenizer *t, int32_t id) {
     if (id < 0 || (uint32_t)id >= t->n_ids) return 0;
     return t->id_attr[id];
 }
+/* llama.cpp's llama_vocab::impl::load: the GGUF keys first, then the token texts it recognises
+ * (src/llama-vocab.cpp, "auto-detect special tokens by text"), in its order of names. */
+int32_t mxl_tokenizer_fim_id(const mxl_tokenizer *t, int which) {
+    static const char *const names[6][9] = {
+        [MXL_TOK_FIM_PRE] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>", "<PRE>", "\xe2\x96\x81<PRE>",
+                             "<|code_prefix|>", "<|prefix|>", NULL},
+        [MXL_TOK_FIM_SUF] = {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "hole\xef\xbd\x9c>", "<SUF>", "\xe2\x96\x81<SUF>",
+                             "<|code_suffix|>", "<|suffix|>", NULL},
+        [MXL_TOK_FIM_MID] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>", "<MID>", "\xe2\x96\x81<MID>",
+                             "<|code_middle|>", "<|middle|>", NULL},
+        [MXL_TOK_FIM_PAD] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", NULL},
+        [MXL_TOK_FIM_REP] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", NULL},
+        [MXL_TOK_FIM_SEP] = {"<|file_sep|>", NULL},
+    };
+    if (which < 0 || which >= 6) return -1;
+    if (t->fim_meta[which] >= 0 && (uint32_t)t->fim_meta[which] < t->n_ids) return t->fim_meta[which];
+    for (int i = 0; names[which][i]; i++) {
+        int32_t id = mxl_tokenizer_token_id(t, names[which][i], strlen(names[which][i]));
+        if (id >= 0) return id;
+    }
+    return -1;
+}
+
 int32_t mxl_tokenizer_bos_id(const mxl_tokenizer *t) { return t->bos_id; }
 int32_t mxl_tokenizer_eos_id(const mxl_tokenizer *t) { return t->eos_id; }
 int32_t mxl_tokenizer_pad_id(const mxl_tokenizer *t) { return t->pad_id; }

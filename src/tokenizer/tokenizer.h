@@ -94,6 +94,11 @@ const char *mxl_tokenizer_token(const mxl_tokenizer *t, int32_t id, size_t *len)
 int32_t mxl_tokenizer_token_id(const mxl_tokenizer *t, const char *s, size_t len);
 unsigned mxl_tokenizer_token_attr(const mxl_tokenizer *t, int32_t id);
 /* Special ids (-1 when unknown). */
+/* Fill-in-the-middle tokens (llama.cpp's llama_vocab_fim_*): the GGUF tokenizer.ggml.fim_*_token_id
+ * keys, else the vocabulary's token of a name llama.cpp recognises (<|fim_prefix|>, <fim_prefix>,
+ * <PRE>, ...); -1 when the vocabulary has none. */
+enum { MXL_TOK_FIM_PRE, MXL_TOK_FIM_SUF, MXL_TOK_FIM_MID, MXL_TOK_FIM_PAD, MXL_TOK_FIM_REP, MXL_TOK_FIM_SEP };
+int32_t mxl_tokenizer_fim_id(const mxl_tokenizer *t, int which);
 int32_t mxl_tokenizer_bos_id(const mxl_tokenizer *t);
 int32_t mxl_tokenizer_eos_id(const mxl_tokenizer *t);
 int32_t mxl_tokenizer_pad_id(const mxl_tokenizer *t);

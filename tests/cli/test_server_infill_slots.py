@@ -1,0 +1,262 @@
+"""POST /infill, POST /slots/:id_slot?action=save|restore|erase, --sleep-idle-seconds and
+--log-file of `mlxcel serve` (llama-server's semantics).
+
+The /infill prompt is compared token for token with llama.cpp's own: tests/fixtures/infill/
+infill_qwen3.json holds what llama-server's format_prompt_infill builds with libllama's tokenizer
+and FIM detection (gen_infill_reference.cpp) on the Qwen3 vocabulary, which a tiny random-weight
+Qwen3 checkpoint (tiny_checkpoint.py) carries here. The server does not report its prompt ids,
+so the test reads them back through the slot's cache: after the infill request, a /completion
+whose prompt is the reference ids reuses all of them but the last (which always runs) only when
+the slot holds exactly those ids."""
+import json
+import os
+import subprocess
+import time
+
+import pytest
+import requests
+
+from conftest import ROOT, mlxcel_bin
+from server_util import Server
+from tiny_checkpoint import build_case_dir
+
+FIX = os.path.join(ROOT, "tests", "fixtures", "infill")
+TESTDATA = os.path.join(os.path.dirname(ROOT), "shared", "testdata")
+
+
+def _qwen3_case():
+    with open(os.path.join(ROOT, "tests", "fixtures", "checkpoint_json", "reference.json")) as f:
+        cases = json.load(f)["cases"]
+    return next(c for c in cases if c["tokenizer"] == "qwen3")
+
+
+@pytest.fixture(scope="module")
+def qwen3_dir(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("tiny-qwen3"))
+    build_case_dir(d, _qwen3_case(), TESTDATA)
+    return d
+
+
+def _reference():
+    with open(os.path.join(FIX, "infill_qwen3.json")) as f:
+        return json.load(f)
+
+
+def _infill_body(case, **kw):
+    body = {"input_prefix": case["input_prefix"], "input_suffix": case["input_suffix"], "input_extra": case["input_extra"],
+            "n_predict": 1, "temperature": 0, "cache_prompt": True}
+    if case["prompt"]:
+        body["prompt"] = case["prompt"]
+    body.update(kw)
+    return body
+
+
+@pytest.mark.parametrize("group", [("simple", "extra_and_prompt"), ("truncated",)])
+def test_infill_prompt_ids_match_llama_server(qwen3_dir, group):
+    ref = _reference()
+    cases = [c for c in ref["cases"] if c["name"] in group]
+    c0 = cases[0]
+    srv = Server("-m", qwen3_dir, "-np", "1", "--ctx-size", str(c0["n_ctx"]), "--batch-size", str(c0["n_batch"]),
+                 "-n", str(c0["n_predict"]), "--prompt-cache-min-prefix", "1000000")
+    try:
+        for case in cases:
+            assert (case["n_ctx"], case["n_batch"], case["n_predict"]) == (c0["n_ctx"], c0["n_batch"], c0["n_predict"])
+            r = requests.post(srv.url + "/infill", json=_infill_body(case), timeout=120)
+            assert r.status_code == 200, r.text
+            out = r.json()
+            assert out["tokens_evaluated"] == len(case["ids"]), case["name"]
+            det = requests.post(srv.url + "/detokenize", json={"tokens": case["ids"]}, timeout=30).json()["content"]
+            assert out["prompt"] == det
+            # the slot holds the infill prompt: the reference ids as a prompt reuse all but the last
+            r = requests.post(srv.url + "/completion", json={"prompt": case["ids"], "n_predict": 1, "temperature": 0}, timeout=120)
+            assert r.status_code == 200, r.text
+            assert r.json()["timings"]["cache_n"] == len(case["ids"]) - 1, case["name"]
+        # streaming answers too
+        r = requests.post(srv.url + "/infill", json=_infill_body(cases[0], stream=True, n_predict=3), stream=True, timeout=120)
+        assert r.status_code == 200
+        events = [json.loads(l[6:]) for l in r.iter_lines(decode_unicode=True) if l and l.startswith("data: ")]
+        assert events and events[-1]["stop"] is True
+    finally:
+        srv.stop()
+
+
+def test_infill_validation(qwen3_dir):
+    srv = Server("-m", qwen3_dir, "-np", "1", "--ctx-size", "2048")
+    try:
+        for body, needle in [({"input_suffix": "x"}, "input_prefix"), ({"input_prefix": "x"}, "input_suffix"),
+                             ({"input_prefix": "", "input_suffix": "", "input_extra": "x"}, "input_extra"),
+                             ({"input_prefix": "", "input_suffix": "", "input_extra": [{"filename": "a"}]}, "text"),
+                             ({"input_prefix": "", "input_suffix": "", "prompt": 5}, "prompt")]:
+            r = requests.post(srv.url + "/infill", json=body, timeout=30)
+            assert r.status_code == 400 and needle in r.json()["error"]["message"], r.text
+    finally:
+        srv.stop()
+
+
+def test_infill_refused_without_fim_tokens():
+    # llama.cpp finds no FIM tokens in SmolLM2's vocabulary either (infill_smollm2.json: -1)
+    with open(os.path.join(FIX, "infill_smollm2.json")) as f:
+        assert json.load(f)["fim"]["pre"] == -1
+    srv = Server("-np", "1", "--ctx-size", "2048")
+    try:
+        r = requests.post(srv.url + "/infill", json={"input_prefix": "def f(", "input_suffix": ")"}, timeout=30)
+        assert r.status_code == 501, r.text
+        msg = r.json()["error"]["message"]
+        assert "Infill is not supported by this model" in msg
+        assert "prefix token is missing" in msg and "suffix token is missing" in msg and "middle token is missing" in msg
+    finally:
+        srv.stop()
+
+
+PROMPT = ("The history of the printing press begins in the fifteenth century, when Johannes Gutenberg "
+          "combined movable metal type, oil-based ink and a screw press adapted from wine making. "
+          "Within a few decades printing shops spread across Europe, books became cheaper, and ideas "
+          "travelled faster than ever before. Summarise this in one sentence:")
+
+
+def _complete(srv, **kw):
+    body = {"prompt": PROMPT, "n_predict": 8, "temperature": 0, "cache_prompt": True}
+    body.update(kw)
+    r = requests.post(srv.url + "/completion", json=body, timeout=120)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _slot(srv, action, filename=None, slot=0):
+    return requests.post(f"{srv.url}/slots/{slot}?action={action}", json={} if filename is None else {"filename": filename}, timeout=60)
+
+
+def test_slot_save_erase_restore_round_trip(tmp_path):
+    # one slot and no cross-slot prompt cache: only the slot's own tokens can be reused
+    srv = Server("-np", "1", "--ctx-size", "2048", "--slot-save-path", str(tmp_path), "--prompt-cache-min-prefix", "1000000")
+    try:
+        first = _complete(srv)
+        n_prompt = first["timings"]["prompt_n"] + first["timings"]["cache_n"]
+        assert n_prompt > 50
+        r = _slot(srv, "save", "slot0.bin")
+        assert r.status_code == 200, r.text
+        saved = r.json()
+        assert saved["id_slot"] == 0 and saved["filename"] == "slot0.bin" and saved["n_saved"] >= n_prompt
+        assert saved["n_written"] == os.path.getsize(tmp_path / "slot0.bin")
+        r = _slot(srv, "erase")
+        assert r.status_code == 200 and r.json()["n_erased"] == saved["n_saved"], r.text
+        # erased: the same prompt runs whole again
+        again = _complete(srv)
+        assert again["timings"]["cache_n"] == 0 and again["content"] == first["content"]
+        assert _slot(srv, "erase").status_code == 200
+        r = _slot(srv, "restore", "slot0.bin")
+        assert r.status_code == 200, r.text
+        assert r.json()["n_restored"] == saved["n_saved"] and r.json()["n_read"] == saved["n_written"]
+        restored = _complete(srv)
+        assert restored["content"] == first["content"]
+        assert restored["timings"]["prompt_n"] < first["timings"]["prompt_n"]
+        assert restored["timings"]["cache_n"] == n_prompt - 1
+    finally:
+        srv.stop()
+
+
+def test_slot_files_confined_and_checked(tmp_path):
+    srv = Server("-np", "1", "--ctx-size", "2048", "--slot-save-path", str(tmp_path))
+    try:
+        _complete(srv, n_predict=2)
+        for bad in ["../x.bin", "/etc/passwd", "a/b.bin", "..", ".hidden", "x" * 300, "", "a\\b"]:
+            r = _slot(srv, "save", bad)
+            assert r.status_code == 400 and r.json()["error"]["message"] == "Invalid filename", (bad, r.text)
+            r = _slot(srv, "restore", bad)
+            assert r.status_code == 400, (bad, r.text)
+        assert os.listdir(tmp_path) == []
+        assert _slot(srv, "save").status_code == 400  # no filename
+        assert _slot(srv, "frobnicate", "x.bin").status_code == 400
+        assert _slot(srv, "save", "x.bin", slot=7).status_code == 400  # no such slot
+        r = requests.post(srv.url + "/slots/abc?action=erase", timeout=30)
+        assert r.status_code == 400 and "Invalid slot ID" in r.text
+        assert _slot(srv, "save", "good.bin").status_code == 200
+        data = (tmp_path / "good.bin").read_bytes()
+        # another model's file (the model name in the header differs), a corrupt one, a truncated one, garbage
+        name_at = 8 + 4 + 4 + 8 * 10
+        (tmp_path / "other.bin").write_bytes(data[:name_at] + bytes([data[name_at] ^ 1]) + data[name_at + 1:])
+        (tmp_path / "corrupt.bin").write_bytes(data[:-20] + bytes([data[-20] ^ 0xFF]) + data[-19:])
+        (tmp_path / "short.bin").write_bytes(data[:-100])
+        (tmp_path / "junk.bin").write_bytes(b"hello world" * 10)
+        for name, needle in [("other.bin", "another model"), ("corrupt.bin", "checksum"), ("short.bin", "truncated"),
+                             ("junk.bin", "not a slot file"), ("missing.bin", "cannot open")]:
+            r = _slot(srv, "restore", name)
+            assert r.status_code == 400 and needle in r.json()["error"]["message"], (name, r.text)
+        assert _slot(srv, "restore", "good.bin").status_code == 200
+        assert _complete(srv, n_predict=2)["content"]  # still serving
+    finally:
+        srv.stop()
+
+
+def test_slot_actions_refused_without_save_path():
+    srv = Server("-np", "1", "--ctx-size", "2048")
+    try:
+        for action in ("save", "restore", "erase"):
+            r = _slot(srv, action, "x.bin")
+            assert r.status_code == 501 and "--slot-save-path" in r.json()["error"]["message"], r.text
+    finally:
+        srv.stop()
+
+
+def test_slot_save_path_must_be_a_directory(tmp_path):
+    p = subprocess.run([mlxcel_bin(), "serve", "-m", "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", "--port", "0", "--slot-save-path",
+                        str(tmp_path / "nope")], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode != 0 and "--slot-save-path: not a directory" in p.stderr
+
+
+def _rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_sleep_idle_releases_and_reloads():
+    srv = Server("-np", "1", "--ctx-size", "2048", "--sleep-idle-seconds", "1", "--kv-cache-budget", "64000000")
+    try:
+        first = _complete(srv)
+        props = requests.get(srv.url + "/props", timeout=30).json()
+        assert props["is_sleeping"] is False
+        rss_awake = _rss_kb(srv.proc.pid)
+        deadline = time.time() + 15
+        while time.time() < deadline and not requests.get(srv.url + "/props", timeout=30).json()["is_sleeping"]:
+            time.sleep(0.25)
+        props = requests.get(srv.url + "/props", timeout=30).json()
+        assert props["is_sleeping"] is True and props["total_slots"] == 1
+        rss_asleep = _rss_kb(srv.proc.pid)
+        # the ~90 MB of weights went (AddressSanitizer keeps freed memory in its quarantine)
+        if "asan" not in mlxcel_bin():
+            assert rss_asleep < rss_awake - 30000, (rss_awake, rss_asleep)
+        assert requests.get(srv.url + "/health", timeout=30).status_code == 200
+        # the next request waits for the reload and answers as before
+        again = _complete(srv)
+        assert again["content"] == first["content"]
+        assert requests.get(srv.url + "/props", timeout=30).json()["is_sleeping"] is False
+    finally:
+        srv.stop()
+    log = "".join(srv.lines)
+    assert "server is sleeping" in log and "reloaded after sleeping" in log
+
+
+def test_log_file_receives_the_log(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("earlier line\n")
+    proc = subprocess.Popen([mlxcel_bin(), "serve", "-m", "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", "--port", "0", "-np", "1",
+                             "--ctx-size", "2048", "--log-file", str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and "ready:" not in log.read_text():
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.2)
+        text = log.read_text()
+        assert text.startswith("earlier line\n")  # appended
+        assert "listening on" in text and "ready:" in text
+        url = text.split("listening on ")[1].split()[0]
+        assert requests.get(url + "/health", timeout=30).status_code == 200
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "listening on" not in err  # the log went to the file instead of stderr
+    assert "shutting down" in log.read_text()
