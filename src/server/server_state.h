@@ -69,6 +69,7 @@ typedef struct mxl_server {
     bool lora_fused;        /* --lora-fuse: merged into the weights, no scale or choice per request */
     pthread_mutex_t lora_mu;
     mxl_seq_params defaults; /* server-wide sampling defaults */
+    struct mxl_resp_store *responses; /* the Responses API's stored responses (resp_store.h) */
     mxl_logit_bias default_bias[MXL_SRV_MAX_MULTI]; /* --logit-bias */
 } mxl_server;
 
