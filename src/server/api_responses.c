@@ -770,6 +770,7 @@ void mxl_resp_call_free(mxl_gen_call *g) {
         store_final(g, resp);
         json_decref(resp);
     }
+    if (rc->store) mxl_resp_store_detach(g->srv->responses, g->id, rc->owner); /* its channel goes with the call */
     json_decref(rc->skeleton);
     json_decref(rc->conversation);
     json_decref(rc->input_items);

@@ -15,7 +15,7 @@ typedef struct entry {
     unsigned char owner[32];
     double born; /* monotonic seconds */
     json_t *data;
-    mxl_srv_channel *ch;
+    mxl_srv_channel *ch; /* borrowed: see mxl_resp_store_put */
 } entry;
 
 struct mxl_resp_store {
@@ -46,7 +46,6 @@ static void drop(mxl_resp_store *st, entry *e) {
     else st->tail = e->prev;
     st->n--;
     json_decref(e->data);
-    if (e->ch) mxl_srv_channel_unref(e->ch);
     mxl_free(e);
 }
 
@@ -78,19 +77,12 @@ static entry *find(mxl_resp_store *st, const char *id, const unsigned char owner
     return NULL;
 }
 
-static void channel_ref(mxl_srv_channel *c) {
-    pthread_mutex_lock(&c->mu);
-    c->refs++;
-    pthread_mutex_unlock(&c->mu);
-}
-
 bool mxl_resp_store_put(mxl_resp_store *st, const char *id, const unsigned char owner[32], json_t *data, mxl_srv_channel *ch) {
     if (!mxl_resp_store_enabled(st) || !data || strlen(id) >= sizeof ((entry *)0)->id) return false;
     pthread_mutex_lock(&st->mu);
     entry *e = find(st, id, owner);
     if (e) {
         json_decref(e->data);
-        if (e->ch) mxl_srv_channel_unref(e->ch);
     } else {
         e = mxl_calloc(1, sizeof *e);
         if (!e) {
@@ -109,7 +101,6 @@ bool mxl_resp_store_put(mxl_resp_store *st, const char *id, const unsigned char 
     }
     e->data = json_incref(data);
     e->ch = ch;
-    if (ch) channel_ref(ch);
     pthread_mutex_unlock(&st->mu);
     return true;
 }
@@ -141,6 +132,14 @@ int mxl_resp_store_cancel(mxl_resp_store *st, const char *id, const unsigned cha
     if (e && e->ch) atomic_store(&e->ch->cancel, true);
     pthread_mutex_unlock(&st->mu);
     return rc;
+}
+
+void mxl_resp_store_detach(mxl_resp_store *st, const char *id, const unsigned char owner[32]) {
+    if (!st) return;
+    pthread_mutex_lock(&st->mu);
+    entry *e = find(st, id, owner);
+    if (e) e->ch = NULL;
+    pthread_mutex_unlock(&st->mu);
 }
 
 int64_t mxl_resp_store_count(mxl_resp_store *st) {

@@ -24,8 +24,10 @@ bool mxl_resp_store_enabled(const mxl_resp_store *st);
 void mxl_resp_store_owner(const char *key, unsigned char owner[32]);
 
 /* Puts id's entry (replacing an entry of the same id and owner, which keeps its place in the
- * eviction order): data gains a reference; ch (or NULL when the response is finished) gains one
- * too. False when out of memory or when the store keeps nothing. */
+ * eviction order): data gains a reference. ch (NULL when the response is finished) is borrowed,
+ * not referenced: the store never takes a channel's lock (a streamed response is finished under
+ * it), so the call that owns ch puts its entry again without it before releasing ch. False when
+ * out of memory or when the store keeps nothing. */
 bool mxl_resp_store_put(mxl_resp_store *st, const char *id, const unsigned char owner[32], json_t *data, mxl_srv_channel *ch);
 /* A new reference to id's data (NULL: no such live entry of this owner); *in_progress: whether
  * it still has a channel. */
@@ -35,6 +37,8 @@ bool mxl_resp_store_delete(mxl_resp_store *st, const char *id, const unsigned ch
 /* Cancels id's generation: 1 cancelled (its channel told to stop), 0 the entry is finished, -1 no
  * such entry of this owner. */
 int mxl_resp_store_cancel(mxl_resp_store *st, const char *id, const unsigned char owner[32]);
+/* Forgets id's channel (the call that owns it is ending). */
+void mxl_resp_store_detach(mxl_resp_store *st, const char *id, const unsigned char owner[32]);
 /* Live entries (after expiring the old ones). */
 int64_t mxl_resp_store_count(mxl_resp_store *st);
 
