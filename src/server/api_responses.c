@@ -758,7 +758,9 @@ void mxl_resp_stream_event(mxl_gen_call *g, const mxl_srv_event *e, const json_t
     json_t *resp = response_json(g, status, rc->output, true, length ? "max_output_tokens" : NULL,
                                  failed && !cancelled ? (g->ch->error[0] ? g->ch->error : "generation failed") : NULL);
     store_final(g, resp);
-    emit(g, failed ? (cancelled ? "response.cancelled" : "response.failed") : length ? "response.incomplete" : "response.completed",
+    /* the API has no event of its own for a cancelled response: it ends as response.incomplete
+     * does (a typed event for the SDKs), with status "cancelled" */
+    emit(g, failed ? (cancelled ? "response.incomplete" : "response.failed") : length ? "response.incomplete" : "response.completed",
          json_pack("{s:o}", "response", resp));
 }
 

@@ -9,7 +9,8 @@ import openai
 import pytest
 import requests
 
-from server_util import Server
+from conftest import run
+from server_util import SMOL_REPO, Server
 
 # a Hermes-style (Qwen 2.5) tool template over SmolLM2's ChatML: <tool_call>{"name", "arguments"}</tool_call>
 TOOL_TEMPLATE = """{%- if tools %}<|im_start|>system
@@ -30,7 +31,7 @@ Call one as <tool_call>
 {% else %}<|im_start|>{{ m.role }}
 {{ m.content }}<|im_end|>
 {% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
-{% endif %}"""
+{% endif %}{#- a thinking model's tags: <think></think> #}"""
 
 WEATHER = {"type": "function", "name": "get_weather", "description": "Weather of a city",
            "parameters": {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "London"]}},
@@ -254,6 +255,47 @@ def test_tool_choice_none_renders_no_tools(tool_srv):
     r = client(tool_srv).responses.create(model="x", input="Hi", tools=[WEATHER], tool_choice="none", max_output_tokens=1,
                                           extra_body={"verbose": True})
     assert "You may call these functions" not in r.model_extra["__verbose"]["prompt"]
+
+
+def test_reasoning_item(tool_srv):
+    # the grammar makes the model think, then answer
+    grammar = 'root ::= "<think>\\nThe user greets.\\n</think>\\n\\nHello there."'
+    c = client(tool_srv)
+    r = c.responses.create(model="x", input="Hi", max_output_tokens=40, extra_body={"grammar": grammar})
+    assert [o.type for o in r.output] == ["reasoning", "message"], r.output
+    assert r.output[0].content[0].text == "The user greets." and r.output_text == "Hello there."
+    events = list(c.responses.create(model="x", input="Hi", max_output_tokens=40, stream=True, extra_body={"grammar": grammar}))
+    assert "".join(e.delta for e in events if e.type == "response.reasoning_text.delta") == "The user greets."
+    assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == "Hello there."
+    final = events[-1].response
+    assert events[-1].type == "response.completed" and [o.type for o in final.output] == ["reasoning", "message"]
+    assert final.output[0].content[0].text == "The user greets." and final.output_text == "Hello there."
+
+
+def test_cancel_a_streaming_response(srv):
+    c = client(srv)
+    events, rid, cancelled = [], None, None
+    for e in c.responses.create(model="x", input="Write a long story.", max_output_tokens=1500, stream=True,
+                                extra_body={"ignore_eos": True}):
+        events.append(e)
+        if e.type == "response.created":
+            rid = e.response.id
+        if e.type == "response.output_text.delta" and cancelled is None:
+            assert c.responses.retrieve(rid).status == "in_progress"
+            cancelled = c.responses.cancel(rid)
+    assert cancelled.status == "cancelled"
+    assert events[-1].type == "response.incomplete" and events[-1].response.status == "cancelled"
+    assert events[-1].response.usage.output_tokens < 1500
+    got = c.responses.retrieve(rid)
+    assert got.status == "cancelled" and got.output_text == events[-1].response.output_text
+    with pytest.raises(openai.BadRequestError):
+        c.responses.cancel(rid)
+
+
+@pytest.mark.parametrize("flag", ["--conversation-store-max-entries", "--conversation-store-ttl-secs"])
+def test_conversation_store_flags_are_refused(flag):
+    p = run("serve", "-m", SMOL_REPO, "--port", "0", flag, "5", timeout=60)
+    assert p.returncode != 0 and flag in p.stderr, p.stderr
 
 
 def test_store_cap_evicts_the_oldest_and_key_is_required():
