@@ -34,6 +34,7 @@ typedef struct mxl_resp_call {
     size_t len, cap;
     json_t *output;        /* finished output items */
     int n_items;           /* ids given out */
+    bool started;          /* its jobs were submitted (mxl_resp_started) */
     bool finalized;
 } mxl_resp_call;
 
@@ -480,22 +481,25 @@ static json_t *skeleton_of(mxl_server *s, const json_t *body, const mxl_gen_call
     json_object_set_new(k, "background", json_false());
     json_object_set_new(k, "error", json_null());
     json_object_set_new(k, "incomplete_details", json_null());
-    json_object_set(k, "instructions", (v = json_object_get(body, "instructions")) ? (json_t *)v : json_null());
-    json_object_set(k, "max_output_tokens", (v = json_object_get(body, "max_output_tokens")) ? (json_t *)v : json_null());
-    json_object_set(k, "metadata", json_is_object(v = json_object_get(body, "metadata")) ? (json_t *)v : json_object());
+    v = json_object_get(body, "instructions");
+    json_object_set_new(k, "instructions", json_is_string(v) ? json_incref((json_t *)v) : json_null());
+    v = json_object_get(body, "max_output_tokens");
+    json_object_set_new(k, "max_output_tokens", json_is_integer(v) ? json_incref((json_t *)v) : json_null());
+    v = json_object_get(body, "metadata");
+    json_object_set_new(k, "metadata", json_is_object(v) ? json_deep_copy(v) : json_object());
     json_object_set_new(k, "parallel_tool_calls", json_true());
-    json_object_set(k, "previous_response_id", (v = json_object_get(body, "previous_response_id")) ? (json_t *)v : json_null());
-    v = json_object_get(body, "reasoning");
-    json_object_set_new(k, "reasoning", json_pack("{s:O, s:n}", "effort", json_is_object(v) && json_object_get(v, "effort") ? json_object_get(v, "effort") : json_null(),
-                                                  "summary"));
+    v = json_object_get(body, "previous_response_id");
+    json_object_set_new(k, "previous_response_id", json_is_string(v) ? json_incref((json_t *)v) : json_null());
+    v = json_object_get(json_object_get(body, "reasoning"), "effort");
+    json_object_set_new(k, "reasoning", json_pack("{s:o, s:n}", "effort", json_is_string(v) ? json_incref((json_t *)v) : json_null(), "summary"));
     json_object_set_new(k, "store", json_boolean(store));
     json_object_set_new(k, "temperature", json_real(g->params.sampling.temp));
-    json_object_set(k, "text", json_is_object(v = json_object_get(body, "text")) ? (json_t *)v : json_pack("{s:{s:s}}", "format", "type", "text"));
-    if (!json_is_object(json_object_get(body, "text"))) json_decref(json_object_get(k, "text"));
-    json_object_set(k, "tool_choice", (v = json_object_get(body, "tool_choice")) && !json_is_null(v) ? (json_t *)v : json_string("auto"));
-    if (!(v && !json_is_null(v))) json_decref(json_object_get(k, "tool_choice"));
-    json_object_set(k, "tools", json_is_array(v = json_object_get(body, "tools")) ? (json_t *)v : json_array());
-    if (!json_is_array(v)) json_decref(json_object_get(k, "tools"));
+    v = json_object_get(body, "text");
+    json_object_set_new(k, "text", json_is_object(v) ? json_deep_copy(v) : json_pack("{s:{s:s}}", "format", "type", "text"));
+    v = json_object_get(body, "tool_choice");
+    json_object_set_new(k, "tool_choice", v && !json_is_null(v) ? json_deep_copy(v) : json_string("auto"));
+    v = json_object_get(body, "tools");
+    json_object_set_new(k, "tools", json_is_array(v) ? json_deep_copy(v) : json_array());
     json_object_set_new(k, "top_p", json_real(g->params.sampling.top_p));
     json_object_set_new(k, "truncation", json_string("disabled"));
     json_object_set_new(k, "user", json_null());
@@ -517,8 +521,7 @@ static json_t *response_json(const mxl_gen_call *g, const char *status, json_t *
     json_object_set_new(o, "id", json_string(g->id));
     json_object_set_new(o, "created_at", json_integer(g->created));
     json_object_set_new(o, "status", json_string(status));
-    json_object_set(o, "output", output ? output : json_array());
-    if (!output) json_decref(json_object_get(o, "output"));
+    json_object_set_new(o, "output", output ? json_incref(output) : json_array());
     if (usage && g->ch) json_object_set_new(o, "usage", usage_of(g->ch));
     if (incomplete) json_object_set_new(o, "incomplete_details", json_pack("{s:s}", "reason", incomplete));
     if (error) json_object_set_new(o, "error", json_pack("{s:s, s:s}", "code", "server_error", "message", error));
@@ -554,7 +557,8 @@ static void store_final(mxl_gen_call *g, json_t *response) {
     json_t *conv = json_deep_copy(rc->conversation);
     json_array_extend(conv, json_object_get(response, "output"));
     json_t *d = json_pack("{s:O, s:O, s:o}", "response", response, "input_items", rc->input_items, "conversation", conv);
-    mxl_resp_store_put(g->srv->responses, g->id, rc->owner, d, NULL);
+    /* only over its in_progress entry: one deleted (or evicted) meanwhile stays gone */
+    mxl_resp_store_replace(g->srv->responses, g->id, rc->owner, d);
     json_decref(d);
 }
 
@@ -714,6 +718,7 @@ static void call_events(mxl_gen_call *g, const json_t *call) {
 
 void mxl_resp_started(mxl_gen_call *g) {
     mxl_resp_call *rc = g->resp;
+    rc->started = true;
     json_t *resp = response_json(g, "in_progress", NULL, false, NULL, NULL);
     if (rc->store) {
         json_t *d = json_pack("{s:O, s:O, s:n}", "response", resp, "input_items", rc->input_items, "conversation");
@@ -766,7 +771,7 @@ void mxl_resp_stream_event(mxl_gen_call *g, const mxl_srv_event *e, const json_t
 
 void mxl_resp_call_free(mxl_gen_call *g) {
     mxl_resp_call *rc = g->resp;
-    if (!rc->finalized && g->ch && rc->store && rc->skeleton) { /* ended before its last event: the client went away, or an error */
+    if (rc->started && !rc->finalized && rc->store) { /* ended before its last event: the client went away, or an error */
         bool cancelled = atomic_load(&g->ch->cancel);
         json_t *resp = response_json(g, cancelled ? "cancelled" : "failed", rc->output, true, NULL, cancelled ? NULL : "the response did not finish");
         store_final(g, resp);

@@ -77,12 +77,15 @@ static entry *find(mxl_resp_store *st, const char *id, const unsigned char owner
     return NULL;
 }
 
-bool mxl_resp_store_put(mxl_resp_store *st, const char *id, const unsigned char owner[32], json_t *data, mxl_srv_channel *ch) {
+static bool put(mxl_resp_store *st, const char *id, const unsigned char owner[32], json_t *data, mxl_srv_channel *ch, bool create) {
     if (!mxl_resp_store_enabled(st) || !data || strlen(id) >= sizeof ((entry *)0)->id) return false;
     pthread_mutex_lock(&st->mu);
     entry *e = find(st, id, owner);
     if (e) {
         json_decref(e->data);
+    } else if (!create) {
+        pthread_mutex_unlock(&st->mu);
+        return false;
     } else {
         e = mxl_calloc(1, sizeof *e);
         if (!e) {
@@ -103,6 +106,14 @@ bool mxl_resp_store_put(mxl_resp_store *st, const char *id, const unsigned char 
     e->ch = ch;
     pthread_mutex_unlock(&st->mu);
     return true;
+}
+
+bool mxl_resp_store_put(mxl_resp_store *st, const char *id, const unsigned char owner[32], json_t *data, mxl_srv_channel *ch) {
+    return put(st, id, owner, data, ch, true);
+}
+
+bool mxl_resp_store_replace(mxl_resp_store *st, const char *id, const unsigned char owner[32], json_t *data) {
+    return put(st, id, owner, data, NULL, false);
 }
 
 json_t *mxl_resp_store_get(mxl_resp_store *st, const char *id, const unsigned char owner[32], bool *in_progress) {

@@ -29,6 +29,9 @@ void mxl_resp_store_owner(const char *key, unsigned char owner[32]);
  * it), so the call that owns ch puts its entry again without it before releasing ch. False when
  * out of memory or when the store keeps nothing. */
 bool mxl_resp_store_put(mxl_resp_store *st, const char *id, const unsigned char owner[32], json_t *data, mxl_srv_channel *ch);
+/* Replaces the data of id's entry, finished (no channel), when it is still there (not deleted,
+ * evicted or expired); false otherwise. */
+bool mxl_resp_store_replace(mxl_resp_store *st, const char *id, const unsigned char owner[32], json_t *data);
 /* A new reference to id's data (NULL: no such live entry of this owner); *in_progress: whether
  * it still has a channel. */
 json_t *mxl_resp_store_get(mxl_resp_store *st, const char *id, const unsigned char owner[32], bool *in_progress);

@@ -4,6 +4,7 @@ deltas adding up to the final text), the store (retrieve, delete, input_items, p
 continuing a conversation, the entry cap, owners by API key, store=false), input_tokens,
 function tools with a forced call and the function_call_output follow-up, and 400 / 404 errors."""
 import json
+import time
 
 import openai
 import pytest
@@ -309,6 +310,18 @@ def test_store_cap_evicts_the_oldest_and_key_is_required():
         assert requests.get(s.url + "/v1/responses/" + ids[2]).status_code == 401
         with pytest.raises(openai.AuthenticationError):
             client(s, "k2").responses.retrieve(ids[2])
+    finally:
+        assert s.stop() == 0
+
+
+def test_store_ttl_expires_entries():
+    s = Server("--responses-store-ttl-secs", "1")
+    try:
+        c = client(s)
+        r = c.responses.create(model="x", input="hi", max_output_tokens=1)
+        time.sleep(2.5)
+        with pytest.raises(openai.NotFoundError):
+            c.responses.retrieve(r.id)
     finally:
         assert s.stop() == 0
 
