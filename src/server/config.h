@@ -48,6 +48,8 @@ typedef struct mxl_server_config {
     bool prompt_cache;
     int64_t prompt_cache_capacity, prompt_cache_max_entries, prompt_cache_ttl, prompt_cache_min_prefix;
     int64_t snapshot_capacity, snapshot_max_entries, snapshot_ttl; /* recurrent models only: accepted, unused */
+    /* the Responses API's store (api_responses.c): most entries (0: none stored), seconds they live */
+    int64_t responses_max, responses_ttl;
     /* paged KV pool */
     const char *kv_cache_budget; /* auto | none | 0 | BYTES */
     int64_t kv_budget;           /* parsed: 0 auto, -1 none, > 0 bytes */

@@ -17,6 +17,7 @@
 #include "server/gen_call.h"
 
 #include "server/request.h"
+#include "server/responses.h"
 
 static mxl_api api_of(const mxl_gen_call *g) {
     return g->kind == MXL_GEN_ANTHROPIC ? MXL_API_ANTHROPIC : g->kind == MXL_GEN_LLAMA ? MXL_API_LLAMA : MXL_API_OPENAI;
@@ -139,6 +140,7 @@ bool mxl_srv_tokenize_chat(mxl_server *s, mxl_gen_call *g, const json_t *urls, s
 
 void mxl_gen_call_free(mxl_gen_call *g) {
     if (!g) return;
+    if (g->resp) mxl_resp_call_free(g);
     for (int i = 0; i < 16; i++) mxl_free(g->prompts[i]);
     for (int i = 0; i < 16; i++) mxl_chat_stream_destroy(g->pstream[i]);
     json_decref(g->tools);
@@ -325,6 +327,10 @@ static void respond_anthropic(mxl_gen_call *g) {
 static void respond_whole(mxl_gen_call *g) {
     mxl_srv_channel *c = g->ch;
     const char *fail = failure(c);
+    if (g->kind == MXL_GEN_RESPONSES) {
+        mxl_resp_respond_whole(g, fail);
+        return;
+    }
     if (fail) {
         if (!strcmp(fail, "cancelled")) mxl_srv_error(g->r, api_of(g), 503, "unavailable_error", "%s", c->error[0] ? c->error : "the request was cancelled");
         else mxl_srv_error(g->r, api_of(g), 500, "server_error", "%s", c->error[0] ? c->error : "generation failed");
@@ -434,6 +440,11 @@ static void out_named(mxl_gen_call *g, const char *name, json_t *j) {
     out_append(g, name, strlen(name));
     out_append(g, "\n", 1);
     out_event(g, j);
+}
+
+void mxl_gen_call_emit(mxl_gen_call *g, const char *name, json_t *j) {
+    if (name) out_named(g, name, j);
+    else out_event(g, j);
 }
 
 /* Closes the open content block, if any. */
@@ -585,7 +596,7 @@ static void format_progress(mxl_gen_call *g, const mxl_srv_event *e) {
 /* Formats one engine event (channel lock held: the text buffer is read in place). */
 static void format_event(mxl_gen_call *g, const mxl_srv_event *e) {
     if (e->progress) {
-        if (g->kind != MXL_GEN_ANTHROPIC) format_progress(g, e);
+        if (g->kind != MXL_GEN_ANTHROPIC && g->kind != MXL_GEN_RESPONSES) format_progress(g, e);
         return;
     }
     mxl_srv_channel *c = g->ch;
@@ -595,6 +606,11 @@ static void format_event(mxl_gen_call *g, const mxl_srv_event *e) {
     bool failed = e->final && e->finish_reason && (!strcmp(e->finish_reason, "error") || !strcmp(e->finish_reason, "cancelled"));
     if (g->kind == MXL_GEN_ANTHROPIC) {
         format_anthropic(g, e, text, failed);
+        json_decref(text);
+        return;
+    }
+    if (g->kind == MXL_GEN_RESPONSES) {
+        mxl_resp_stream_event(g, e, text, failed);
         json_decref(text);
         return;
     }
@@ -711,9 +727,11 @@ static void stream_done(void *ctx, bool gone) {
 }
 
 void mxl_gen_call_run(mxl_gen_call *g) {
-    g->created = (long)time(NULL);
+    if (!g->created) g->created = (long)time(NULL);
     unsigned long long id = atomic_fetch_add(&g->srv->next_id, 1);
-    snprintf(g->id, sizeof g->id, "%s%llx%llx", g->kind == MXL_GEN_CHAT ? "chatcmpl-" : g->kind == MXL_GEN_ANTHROPIC ? "msg_" : "cmpl-",
+    if (!g->id[0]) /* the Responses route names its response before (its items are named after it) */
+        snprintf(g->id, sizeof g->id, "%s%llx%llx",
+             g->kind == MXL_GEN_CHAT ? "chatcmpl-" : g->kind == MXL_GEN_ANTHROPIC ? "msg_" : g->kind == MXL_GEN_RESPONSES ? "resp_" : "cmpl-",
              (unsigned long long)g->created, id);
     if (g->n < 1) g->n = 1;
     g->ch = mxl_http_alloc_failed(g->r) ? NULL : mxl_srv_channel_create(g->n); /* a request built with a hole */
@@ -747,6 +765,7 @@ void mxl_gen_call_run(mxl_gen_call *g) {
             return;
         }
     }
+    if (g->resp) mxl_resp_started(g);
     if (g->stream) {
         g->last_write_ms = mxl_now_ms();
         g->alloc_failed0 = mxl_alloc_thread_failures();

@@ -17,7 +17,9 @@
 #include "server/scheduler.h"
 #include "server/server_state.h"
 
-typedef enum mxl_gen_kind { MXL_GEN_CHAT, MXL_GEN_COMPLETION, MXL_GEN_LLAMA, MXL_GEN_ANTHROPIC } mxl_gen_kind;
+typedef enum mxl_gen_kind { MXL_GEN_CHAT, MXL_GEN_COMPLETION, MXL_GEN_LLAMA, MXL_GEN_ANTHROPIC, MXL_GEN_RESPONSES } mxl_gen_kind;
+
+struct mxl_resp_call; /* api_responses.c */
 
 typedef struct mxl_gen_call {
     mxl_server *srv;
@@ -57,6 +59,7 @@ typedef struct mxl_gen_call {
     uint64_t alloc_failed0; /* mxl_alloc_thread_failures() when the stream started (its events are
                              * built on the connection's thread) */
     bool oom_sent;          /* the stream's out-of-memory error event went out */
+    struct mxl_resp_call *resp; /* MXL_GEN_RESPONSES: the Response being built (api_responses.c) */
 } mxl_gen_call;
 
 /* Decides whether the call's output goes through the chat parser (the template thinks or calls
@@ -71,6 +74,9 @@ bool mxl_srv_parse_prompts(mxl_server *s, const json_t *p, mxl_gen_call *g, char
  * image marker the template wrote is expanded into the model's placeholder tokens and the
  * placeholders' rows recorded. false: msg says why (400). */
 bool mxl_srv_tokenize_chat(mxl_server *s, mxl_gen_call *g, const json_t *urls, size_t len, char *msg, size_t ml);
+/* Appends one server-sent event to a stream's output: "event: NAME" (when name is set) and
+ * "data: JSON" (j is released). For the Responses API's stream (api_responses.c). */
+void mxl_gen_call_emit(mxl_gen_call *g, const char *name, json_t *j);
 /* Frees a call that was not run (its fields may be partly filled). */
 void mxl_gen_call_free(mxl_gen_call *g);
 /* Submits n jobs for the call's prompt and answers: a whole JSON response or an SSE stream.

@@ -27,5 +27,9 @@ void mxl_api_llama_slots(mxl_server *s, mxl_http_req *r);
 void mxl_api_llama_metrics(mxl_server *s, mxl_http_req *r);
 void mxl_api_llama_lora_adapters(mxl_server *s, mxl_http_req *r);
 void mxl_api_cache_stats(mxl_server *s, mxl_http_req *r);
+void mxl_api_responses_create(mxl_server *s, mxl_http_req *r);
+void mxl_api_responses_input_tokens(mxl_server *s, mxl_http_req *r);
+/* /v1/responses/{rest}: GET / DELETE {id}, POST {id}/cancel, GET {id}/input_items, POST input_tokens */
+void mxl_api_responses_item(mxl_server *s, mxl_http_req *r, const char *rest);
 
 #endif

@@ -26,6 +26,7 @@
 #include "models/lora.h"
 #include "template/template.h"
 #include "server/request.h"
+#include "server/resp_store.h"
 #include "server/routes.h"
 #include "server/server_state.h"
 #include "server/webui.h"
@@ -80,6 +81,8 @@ static const route k_routes[] = {
     {"GET", "/lora-adapters", mxl_api_llama_lora_adapters, NEED_CHAT},
     {"POST", "/lora-adapters", mxl_api_llama_lora_adapters, NEED_CHAT},
     {"GET", "/v1/cache/stats", mxl_api_cache_stats, NEED_CHAT},
+    {"POST", "/v1/responses", mxl_api_responses_create, NEED_CHAT},
+    {"POST", "/responses", mxl_api_responses_create, NEED_CHAT},
 };
 
 /* Routes of the spec (and of llama-server b10621, whose API `serve` follows) that this build does
@@ -88,9 +91,6 @@ static const route k_routes[] = {
 static const struct unbuilt_route {
     const char *pattern, *name;
 } k_unbuilt[] = {
-    {"/v1/responses", "/v1/responses"},
-    {"/v1/responses/", "/v1/responses"},
-    {"/responses", "/responses"},
     {"/v1/conversations", "/v1/conversations"},
     {"/v1/conversations/", "/v1/conversations"},
     {"/v1/images/generations", "/v1/images/generations"},
@@ -208,6 +208,14 @@ static void route_request(mxl_server *s, mxl_http_req *r) {
     if (!strcmp(path, "/") || !*path) {
         const char *page = "mlxcel server: see /v1/models, /v1/chat/completions, /completion, /health\n";
         mxl_http_send(r, 200, "text/plain; charset=utf-8", page, strlen(page));
+        return;
+    }
+    /* the stored responses: /v1/responses/{id}[/cancel|/input_items], /v1/responses/input_tokens */
+    const char *rest = !strncmp(path, "/v1/responses/", 14) ? path + 14 : !strncmp(path, "/responses/", 11) ? path + 11 : NULL;
+    if (rest) {
+        if (!atomic_load(&s->ready)) mxl_srv_error(r, api, 503, "unavailable_error", "Loading model");
+        else if (!s->model) mxl_srv_error(r, api, 501, "not_supported_error", "This server does not serve text generation");
+        else mxl_api_responses_item(s, r, rest);
         return;
     }
     bool path_known = false;
@@ -442,6 +450,8 @@ static mxl_status read_startup_options(mxl_server *s, startup *up, mxl_error *er
         trim(s->api_key);
         if (!s->api_key[0]) return mxl_error_set(err, MXL_ERR_ARG, "--api-key-file %s: the file is empty", cfg->api_key_file);
     }
+    if (!(s->responses = mxl_resp_store_create(cfg->responses_max, cfg->responses_ttl)))
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     if (cfg->chat_template_kwargs) {
         json_error_t je;
         s->template_kwargs = mxl_json_loadb(cfg->chat_template_kwargs, strlen(cfg->chat_template_kwargs), 0, &je);
@@ -794,6 +804,7 @@ static void shut_down(mxl_server *s, startup *up) {
         mxl_srv_worker_destroy(&s->rerank_worker);
     }
     json_decref(s->sleep_props);
+    mxl_resp_store_destroy(s->responses);
     json_decref(s->template_kwargs);
     json_decref(s->aliases);
     json_decref(s->tags);
