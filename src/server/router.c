@@ -313,6 +313,11 @@ static rmodel *find_model(router *rt, const char *name) {
 
 /* --- child servers ---------------------------------------------------------------------------- */
 
+/* A child's line the router logs without --verbose: its errors and sanitizer reports. */
+static bool worth_logging(const char *line) {
+    return !strncmp(line, "error: ", 7) || strstr(line, "Sanitizer") || strstr(line, "runtime error") || strstr(line, "LeakSanitizer");
+}
+
 typedef struct drainer {
     router *rt;
     rmodel *m;
@@ -330,7 +335,7 @@ static void *drain_child(void *arg) {
     while (f && fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = 0;
         if (!strncmp(line, "error: ", 7)) scopy(last_error, sizeof last_error, line + 7);
-        if (rt->cfg->verbose) rlog(rt, "[%s] %s", d->m->id, line);
+        if (rt->cfg->verbose || worth_logging(line)) rlog(rt, "[%s] %s", d->m->id, line);
     }
     if (f) fclose(f);
     else close(d->fd);
@@ -433,7 +438,7 @@ static mxl_status start_child(router *rt, rmodel *m, mxl_error *err) {
         while ((nl = memchr(buf, '\n', len))) {
             *nl = 0;
             const char *line = buf;
-            if (rt->cfg->verbose) rlog(rt, "[%s] %s", m->id, line);
+            if (rt->cfg->verbose || worth_logging(line)) rlog(rt, "[%s] %s", m->id, line);
             const char *u = strstr(line, "http://127.0.0.1:");
             if (u && !port) port = atoi(u + 17);
             if (strstr(line, "ready:")) ready = true;
