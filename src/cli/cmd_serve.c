@@ -1,11 +1,12 @@
 /* cmd_serve.c - `mlxcel serve` and the `mlxcel-server` entry point (llama-server spellings): parses
  * the flags and environment (server/config.c), prints the startup lines and runs the server until
- * SIGINT/SIGTERM. */
+ * SIGINT/SIGTERM; without a model, the router (server/router.c). */
 #include <stdio.h>
 
 #include "cli/commands.h"
 #include "cli/hub_progress.h"
 #include "server/config.h"
+#include "server/router.h"
 #include "server/server.h"
 
 static FILE *g_log; /* --log-file (appended), else stderr */
@@ -36,7 +37,8 @@ int mxl_cmd_serve(int argc, char **argv) {
     mxl_cli_progress_init(&prog, cfg.model ? cfg.model : "", cfg.log_disable);
     cfg.hub_progress = mxl_cli_progress_event;
     cfg.hub_progress_ud = &prog;
-    int rc = mxl_server_run(&cfg, cfg.log_disable ? NULL : log_line, &err);
+    int rc = cfg.router ? mxl_router_run(&cfg, argc, argv, cfg.log_disable ? NULL : log_line, &err)
+                        : mxl_server_run(&cfg, cfg.log_disable ? NULL : log_line, &err);
     if (rc) {
         fprintf(stderr, "error: %s\n", err.msg);
         if (g_log) fprintf(g_log, "error: %s\n", err.msg);

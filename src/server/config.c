@@ -45,6 +45,11 @@ typedef struct opt {
 
 static const opt k_opts[] = {
     {"--model|-m|--hf-repo|-hf|-hfr", "LLAMA_ARG_MODEL", K_STR, F(model), 0, 0, "model: local path, owner/name, or bare name"},
+    {"--models-dir", "LLAMA_ARG_MODELS_DIR", K_STR, F(models_dir), 0, 0, "router mode: serve the model directories under PATH"},
+    {"--models-preset", NULL, K_STR, F(models_preset), 0, 0, "router mode: INI file of [name] sections (model = PATH, other keys: flags)"},
+    {"--models-max", NULL, K_INT, F(models_max), 0, 1024, "router mode: models loaded at once, least recently used unloaded past it (0: no limit; default 4)"},
+    {"--models-autoload", NULL, K_ON, F(models_autoload), 0, 0, "router mode: load a model on its first request (default on)"},
+    {"--no-models-autoload", NULL, K_OFF, F(models_autoload), 0, 0, "router mode: a model must be loaded by POST /models/load first"},
     {"--alias|-a", "LLAMA_ARG_ALIAS", K_STR, F(alias), 0, 0, "model name(s) reported by the API, comma-separated"},
     {"--tags", NULL, K_STR, F(tags), 0, 0, "comma-separated model tags (informational)"},
     {"--threads|-t", "LLAMA_ARG_THREADS", K_INT, F(threads), -1, 1024, "compute threads (default: cores)"},
@@ -141,8 +146,8 @@ static const opt k_opts[] = {
     {"--draft-kind", "LLAMA_ARG_DRAFT_KIND|MLXCEL_DRAFT_KIND", K_STR, F(draft_kind), 0, 0, "full-model | prompt-lookup (dflash and mtp need heads no family here ships)"},
     {"--draft-block-size", "LLAMA_ARG_DRAFT_BLOCK_SIZE|MLXCEL_DRAFT_BLOCK_SIZE", K_INT, F(draft_block_size), 1, 64, "tokens drafted per round (full-model 4, prompt-lookup 7)"},
     {"--prompt-lookup-max-batch", NULL, K_INT, F(prompt_lookup_max_batch), 1, 256, "most decoding rows in a tick where slots verify their own drafts (2)"},
-    {"--models-dir|--models-preset|--models-max|--hf-file|-hff|--model-url|-mu|--docker-repo|-dr", NULL, K_REFUSED_V, 0, 0, 0, NULL},
-    {"--models-autoload|--no-models-autoload|--settings|--estimate-memory|--force|--no-memory-check|--enable-vlm-prefix-cache", NULL, K_REFUSED, 0, 0, 0, NULL},
+    {"--hf-file|-hff|--model-url|-mu|--docker-repo|-dr", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--settings|--estimate-memory|--force|--no-memory-check|--enable-vlm-prefix-cache", NULL, K_REFUSED, 0, 0, 0, NULL},
     {"--adapter|--lora", NULL, K_MULTI, F(lora), 0, 0, "LoRA adapter(s) to load, comma-separated or repeated (scale 1)"},
     {"--lora-scaled", NULL, K_MULTI, F(lora_scaled), 0, 0, "LoRA adapter(s) with their scales: PATH:SCALE,..."},
     {"--lora-init-without-apply", NULL, K_ON, F(lora_init_without_apply), 0, 0, "load the adapters at scale 0 (POST /lora-adapters applies them)"},
@@ -295,6 +300,8 @@ static void defaults(mxl_server_config *c) {
     c->grant_interval = 16;
     c->n_predict = -1;
     c->sleep_idle_seconds = -1;
+    c->models_max = 4;
+    c->models_autoload = true;
     c->decode_timeout = 600;
     c->reasoning_budget = -1;
     c->slots = true;
@@ -402,6 +409,10 @@ mxl_status mxl_server_config_parse(int argc, char **argv, mxl_server_config *c, 
         }
         mxl_status st = apply(c, o, flag, v, err);
         if (st) return st;
+        if (o->off == F(models_autoload) && (o->k == K_ON || o->k == K_OFF)) c->models_autoload_set = true;
+        if (!c->router_flag && (o->off == F(models_dir) || o->off == F(models_preset) || o->off == F(models_max) ||
+                                o->off == F(models_autoload)) && (o->k == K_STR || o->k == K_INT || o->k == K_ON || o->k == K_OFF))
+            c->router_flag = o->names;
     }
     if (c->help) return MXL_OK;
     if (c->kv_cache_budget && (st_ = parse_kv_budget(c, err))) return st_;
@@ -435,10 +446,17 @@ mxl_status mxl_server_config_parse(int argc, char **argv, mxl_server_config *c, 
                                                        "(penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature)");
     if (c->pooling && strcmp(c->pooling, "mean") && strcmp(c->pooling, "cls") && strcmp(c->pooling, "last") && strcmp(c->pooling, "rank"))
         return mxl_error_set(err, MXL_ERR_ARG, "--pooling: expected mean, cls, last or rank, got '%s'", c->pooling);
-    if (!c->model && c->webui)
-        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "--webui without a model starts router mode, which is not available in this build: "
-                                                       "give a model, mlxcel serve -m <MODEL> --webui");
-    if (!c->model) return mxl_error_set(err, MXL_ERR_ARG, "a model is required: mlxcel serve -m <MODEL> (router mode is not supported yet)");
+    if (c->model && c->router_flag) /* (a flag given on the command line; the environment's LLAMA_ARG_MODELS_DIR is ignored) */
+        return mxl_error_set(err, MXL_ERR_ARG, "%s is a router-mode flag: it cannot be used with a model argument (-m); "
+                                               "start mlxcel serve without -m to serve several models", c->router_flag);
+    if (c->models_dir && c->models_preset)
+        return mxl_error_set(err, MXL_ERR_ARG, "--models-dir and --models-preset are mutually exclusive");
+    if (!c->model) {
+        c->router = true;
+        if (c->webui && !c->models_autoload_set) c->models_autoload = false; /* spec: --webui without a model */
+    } else {
+        c->models_dir = NULL; /* LLAMA_ARG_MODELS_DIR beside a model: not router mode */
+    }
     { /* --grammar / --json-schema (and their files) -> sampling.grammar, checked now; the text
        * lives as long as the process (kept in a static so leak checkers see it reachable) */
         static char *server_grammar;
@@ -455,8 +473,11 @@ mxl_status mxl_server_config_parse(int argc, char **argv, mxl_server_config *c, 
 }
 
 void mxl_server_config_print_help(void) {
-    printf("Usage: mlxcel serve -m <MODEL> [OPTIONS]\n\n"
-           "Start the OpenAI / llama-server compatible HTTP server.\n\nOptions:\n");
+    printf("Usage: mlxcel serve -m <MODEL> [OPTIONS]\n"
+           "       mlxcel serve [--models-dir PATH | --models-preset INI] [OPTIONS]   (router mode)\n\n"
+           "Start the OpenAI / llama-server compatible HTTP server. Without -m, the router serves every model of\n"
+           "the store and the Hugging Face cache (or of --models-dir / --models-preset), each in a child server\n"
+           "loaded on first use; a request's \"model\" picks it.\n\nOptions:\n");
     for (const opt *o = k_opts; o->names; o++) {
         if (!o->help) continue;
         char names[96];
@@ -468,6 +489,35 @@ void mxl_server_config_print_help(void) {
         printf("\n");
     }
     printf("\nFlags of the spec for features this build does not run (--image-model, --settings,\n"
-           "--conversation-store-*, the distributed and router flags, ...) are recognised and refused at startup;\n"
+           "--conversation-store-*, the distributed flags, ...) are recognised and refused at startup;\n"
            "the routes of those features (/v1/conversations, /v1/images/*, /v1/audio/*, /v1/settings, ...) answer 501.\n");
+}
+
+/* Flags the router keeps for itself (it listens, authenticates, logs and lists the models). */
+static bool router_only(const opt *o) {
+    const size_t off = o->off;
+    if (o->k == K_REFUSED || o->k == K_REFUSED_V) return false;
+    return off == F(model) || off == F(alias) || off == F(tags) || off == F(host) || off == F(port) || off == F(api_key) ||
+           off == F(api_key_file) || off == F(api_prefix) || off == F(allowed_origins) || off == F(cors_origins) ||
+           off == F(cors_headers) || off == F(cors_methods) || off == F(cors_credentials) || off == F(reuse_port) ||
+           off == F(ssl_cert_file) || off == F(ssl_key_file) || off == F(log_disable) || off == F(log_file) || off == F(webui) ||
+           off == F(models_dir) || off == F(models_preset) || off == F(models_max) || off == F(models_autoload) ||
+           off == F(help) || off == F(model_store_root) || off == F(offline);
+}
+
+int mxl_server_config_child_args(int argc, char **argv, const char **out) {
+    int n = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        const opt *o = a[0] == '-' ? find_opt(a, len) : NULL;
+        bool has_value = o && takes_value(o->k) && !eq && i + 1 < argc;
+        if (!o || !router_only(o)) {
+            out[n++] = a;
+            if (has_value) out[n++] = argv[i + 1];
+        }
+        if (has_value) i++;
+    }
+    return n;
 }

@@ -91,8 +91,21 @@ typedef struct mxl_server_config {
     const char *log_file;        /* --log-file: the log goes there (appended) */
     const char *slot_save_path;  /* --slot-save-path: POST /slots/:id_slot files */
     int64_t sleep_idle_seconds;  /* --sleep-idle-seconds (-1: never) */
+    /* router mode (router.c): no -m; every model of the store and the Hub cache, or of
+     * --models-dir / --models-preset, each served by a child `serve` process */
+    const char *models_dir, *models_preset;
+    int64_t models_max;       /* loaded at once; 0: unlimited (default 4) */
+    bool models_autoload;     /* load a model on its first request (default on) */
+    bool models_autoload_set; /* given explicitly (else --webui without a model turns it off) */
+    const char *router_flag;  /* the first router-mode flag of argv (refused beside -m) */
+    bool router;              /* no model argument: router mode */
     bool help;
 } mxl_server_config;
+
+/* The flags of argv (argv[0] excluded) a router passes on to its child servers: everything but
+ * the model, the network, authentication, CORS, TLS, logging destination, WebUI and router flags.
+ * out (argc entries at least) receives pointers into argv; returns their count. */
+int mxl_server_config_child_args(int argc, char **argv, const char **out);
 
 /* Fills defaults, then the environment, then argv (argv[0] is the command name). Errors name the
  * flag. On `--help`, sets cfg->help. */

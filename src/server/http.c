@@ -336,6 +336,51 @@ const char *mxl_http_query(const mxl_http_req *r, const char *name) {
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
+typedef struct query_buf {
+    char *out;
+    size_t cap, len;
+    bool cut;
+} query_buf;
+
+static void query_put(query_buf *q, const char *s, bool encode) {
+    static const char hex[] = "0123456789ABCDEF";
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        bool plain = !encode || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("-._~", c);
+        size_t need = plain ? 1 : 3;
+        if (q->len + need >= q->cap) {
+            q->cut = true;
+            return;
+        }
+        if (plain) q->out[q->len++] = (char)c;
+        else {
+            q->out[q->len++] = '%';
+            q->out[q->len++] = hex[c >> 4];
+            q->out[q->len++] = hex[c & 15];
+        }
+    }
+}
+
+static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    query_buf *q = cls;
+    if (q->len) query_put(q, "&", false);
+    query_put(q, key, true);
+    if (value) {
+        query_put(q, "=", false);
+        query_put(q, value, true);
+    }
+    return MHD_YES;
+}
+
+bool mxl_http_query_string(const mxl_http_req *r, char *out, size_t cap) {
+    query_buf q = {.out = out, .cap = cap};
+    if (cap) out[0] = 0;
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, query_arg, &q);
+    if (cap) out[q.len < cap ? q.len : cap - 1] = 0;
+    return !q.cut;
+}
+
 bool mxl_http_client_gone(mxl_http_req *r) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return true;

@@ -49,6 +49,9 @@ const char *mxl_http_path(const mxl_http_req *r); /* without the query string */
 const char *mxl_http_body(const mxl_http_req *r, size_t *len);
 const char *mxl_http_header(const mxl_http_req *r, const char *name);
 const char *mxl_http_query(const mxl_http_req *r, const char *name);
+/* The query arguments, percent-encoded again ("a=1&b=x%20y"; "" when none). False when it did not
+ * fit in cap. */
+bool mxl_http_query_string(const mxl_http_req *r, char *out, size_t cap);
 /* True once the client has closed its connection (checked on the socket). */
 bool mxl_http_client_gone(mxl_http_req *r);
 

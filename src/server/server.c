@@ -100,8 +100,6 @@ static const struct unbuilt_route {
     {"/v1/audio/speech", "/v1/audio/speech"},
     {"/v1/realtime", "/v1/realtime"},
     {"/v1/settings", "/v1/settings"},
-    {"/models/load", "/models/load"},
-    {"/models/unload", "/models/unload"},
     {"/api/chat", "/api/chat"},
     {"/api/show", "/api/show"},
     {"/api/tags", "/api/tags"},
@@ -269,6 +267,8 @@ static void route_request(mxl_server *s, mxl_http_req *r) {
     if (path_known) mxl_srv_error(r, api, 405, "invalid_request_error", "method %s is not allowed on %s", method, path);
     else if (webui_path && !s->webui) /* built, off without --webui (on, webui.c answers its page above) */
         mxl_srv_error(r, api, 501, "not_implemented_error", "the WebUI is off: start mlxcel serve with --webui");
+    else if (!strcmp(path, "/models/load") || !strcmp(path, "/models/unload"))
+        mxl_srv_error(r, api, 501, "not_implemented_error", "%s is served in router mode only: start mlxcel serve without -m", path);
     else if (unbuilt) mxl_srv_error(r, api, 501, "not_implemented_error", "%s is not implemented in this build", unbuilt);
     else mxl_srv_error(r, api, 404, "not_found_error", "File Not Found");
 }

@@ -103,11 +103,17 @@ def test_webui_under_api_prefix_with_api_key():
         assert s.stop() == 0
 
 
-def test_webui_without_a_model_names_router_mode():
-    p = run("serve", "--webui", "--port", "0")
-    assert p.returncode != 0
-    lines = [l for l in p.stderr.splitlines() if l.strip()]
-    assert len(lines) == 1 and "router mode" in lines[0] and "not available in this build" in lines[0], p.stderr
+def test_webui_without_a_model_starts_the_router_without_autoload(tmp_path):
+    """spec: --webui without a model starts router mode with autoload off (no model needed)."""
+    from test_server_router import Router
+    rt = Router("--webui", env={"MLXCEL_MODELS_DIR": str(tmp_path), "HF_HUB_CACHE": str(tmp_path)})
+    try:
+        assert "autoload off" in rt.log(), rt.log()
+        assert requests.get(rt.url + "/v1/models").json()["data"] == []
+        page = requests.get(rt.url + "/webui/")
+        assert page.status_code == 200 and "<html" in page.text.lower()
+    finally:
+        assert rt.stop() == 0
 
 
 def test_webui_flag_is_not_in_help():

