@@ -6,7 +6,8 @@ wrong model (the response's "model" is not the one asked for), latency, loads an
 RSS of the router and its children at the start, at the end and at the peak.
 
   scripts/bench_router.py [--bin build/mlxcel] [--clients 6] [--duration 60] [--models-max 1]
-                          [--models REPO,REPO,...] [--max-tokens 8] [--stream-every 3]
+                          [--models REPO[=AS],REPO,...] [--max-tokens 8] [--stream-every 3]
+REPO=AS serves a store model under another repo id (three models from two checkpoints).
 """
 import argparse
 import json
@@ -91,15 +92,17 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--extra", default="-c 2048 -np 2", help="more serve flags (passed on to the children)")
     a = ap.parse_args()
-    models = [m for m in a.models.split(",") if m]
+    # SRC=NAME serves the store's SRC under another repo id (a third model from the same files)
+    specs = [m.split("=", 1) if "=" in m else [m, m] for m in a.models.split(",") if m]
+    models = [name for _, name in specs]
     tmp = tempfile.mkdtemp(prefix="bench-router-")
     store, hf = os.path.join(tmp, "store"), os.path.join(tmp, "hf")
     os.makedirs(hf)
-    for repo in models:  # a store of links to the real files
+    for repo, name in specs:  # a store of links to the real files
         src = os.path.join(store_root(), repo)
         if not os.path.isdir(src):
             sys.exit(f"{repo} is not in the store ({src})")
-        dst = os.path.join(store, repo)
+        dst = os.path.join(store, name)
         os.makedirs(dst)
         for f in os.listdir(src):
             os.symlink(os.path.join(src, f), os.path.join(dst, f))
