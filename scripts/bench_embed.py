@@ -9,7 +9,9 @@ English, code, CJK, inputs past the 256-token limit - cycled to 256), batch 16, 
 pooling as the checkpoint says. mlxcel runs through scripts/bench_embed_driver.c (compiled here
 against BUILD/libmlxcel.a) so its thread count is exact and model load is outside the timing; it
 also does one warm-up pass, as sentence-transformers does below. Each number is the median of
-REPS timed passes over all sentences. No network: the model comes from the local store.
+REPS timed passes over all sentences; the two sides' outputs are compared (the first sentence's first
+and the last sentence's last component, within 1e-4) and the script fails when they differ. No
+network: the model comes from the local store.
 
 usage: scripts/bench_embed.py [--build build] [--threads 1,2] [--reps 3] [--n 256]
        (run with /work/refvenv/bin/python or any Python that has sentence-transformers)
@@ -40,9 +42,12 @@ def sentences(n):
 
 
 def bench_mlxcel(exe, path, texts_file, threads, batch, reps):
+    """(seconds per pass, checksum: the first sentence's first component + the last one's last)"""
     out = subprocess.run([exe, path, texts_file, str(threads), str(batch), str(reps)],
                          check=True, capture_output=True, text=True).stdout
-    return [float(l.split()[1]) for l in out.splitlines() if l.startswith("seconds ")]
+    secs = [float(l.split()[1]) for l in out.splitlines() if l.startswith("seconds ")]
+    check = [float(l.split()[1]) for l in out.splitlines() if l.startswith("checksum ")]
+    return secs, check[0]
 
 
 def bench_st(path, texts, threads, batch, reps):
@@ -54,9 +59,9 @@ def bench_st(path, texts, threads, batch, reps):
     secs = []
     for _ in range(reps):
         t0 = time.perf_counter()
-        model.encode(texts, batch_size=batch)
+        emb = model.encode(texts, batch_size=batch)
         secs.append(time.perf_counter() - t0)
-    return secs
+    return secs, float(emb[0][0]) + float(emb[-1][-1])  # the driver's checksum, from the reference
 
 
 def main():
@@ -80,8 +85,15 @@ def main():
                 f.write(t.replace("\\", "\\\\").replace("\n", "\\n") + "\n")
         exe = build_driver(a.build, tmp, "bench_embed_driver")
         for t in [int(x) for x in a.threads.split(",")]:
-            mx = statistics.median(bench_mlxcel(exe, path, tf, t, a.batch, a.reps))
-            st = None if a.skip_st else statistics.median(bench_st(path, texts, t, a.batch, a.reps))
+            mx_secs, mx_check = bench_mlxcel(exe, path, tf, t, a.batch, a.reps)
+            mx = statistics.median(mx_secs)
+            st = None
+            if not a.skip_st:
+                st_secs, st_check = bench_st(path, texts, t, a.batch, a.reps)
+                st = statistics.median(st_secs)
+                # the timed outputs must be the same embeddings, or the comparison means nothing
+                if abs(mx_check - st_check) > 1e-4:
+                    sys.exit(f"outputs differ: mlxcel checksum {mx_check:.6f}, sentence-transformers {st_check:.6f}")
             rows.append((t, a.n / mx, None if st is None else a.n / st))
     print(f"all-MiniLM-L6-v2, {a.n} sentences, batch {a.batch}, median of {a.reps}")
     print(f"{'threads':>7}  {'mlxcel sent/s':>13}  {'sentence-transformers sent/s':>28}  {'ratio':>6}")

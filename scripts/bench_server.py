@@ -5,7 +5,9 @@ For 1, 2, 4 and 8 concurrent streams (every stream generates the same number of 
 ignore_eos): aggregate decode tokens/s - the tokens after each stream's first, over the span from
 the earliest first token to the latest last one, so prefill and TTFT are not in it but the streams'
 staggered starts and ends are - and its ratio to one stream; the same with the whole round's wall
-time and every token (prefill included); time to first token p50/p99 under that load. With --soak SECONDS, 64 clients keep sending requests for that long; failed requests and
+time and every token (prefill included); time to first token p50/p99 under that load (each request's
+prompt is unique, so TTFT includes its full prefill; --same-prompt measures prompt-cache hits instead
+and the table says so). With --soak SECONDS, 64 clients keep sending requests for that long; failed requests and
 the server's resident memory (VmRSS after warm-up vs at the end) are reported. With --reps R every
 level runs R times (the levels interleaved) and the table gives medians (and the aggregate's range),
 and the median over rounds of each round's ratio to its own one-stream run ("paired").
@@ -46,12 +48,30 @@ def start(binary, model, parallel, threads):
     return p, url
 
 
+_PROMPT_SEQ = [0]
+_PROMPT_LOCK = threading.Lock()
+SAME_PROMPT = [False]
+
+
+def next_prompt():
+    """Each request's prompt differs from its first token on (a request number), so no slot or
+    prompt-cache reuse shortens its prefill and TTFT includes it; with --same-prompt every request
+    sends one prompt and TTFT is that of a prompt-cache hit (the table says which)."""
+    base = "Write a long story about the sea and a lighthouse keeper."
+    if SAME_PROMPT[0]:
+        return base
+    with _PROMPT_LOCK:
+        _PROMPT_SEQ[0] += 1
+        k = _PROMPT_SEQ[0]
+    return f"Request {k}: {base}"
+
+
 def stream_one(url, tokens, out):
     """One streamed /completion of `tokens` tokens: (TTFT s, tokens, first token time, last token time).
     The client reads the SSE stream with http.client and parses each event's JSON, no more: the
     clients share the machine's cores with the server, so their own cost is kept small (requests'
     line iterator cost about twice the CPU per event)."""
-    body = json.dumps({"prompt": "Write a long story about the sea and a lighthouse keeper.", "n_predict": tokens,
+    body = json.dumps({"prompt": next_prompt(), "n_predict": tokens,
                        "temperature": 0, "ignore_eos": True, "stream": True})
     u = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
@@ -127,7 +147,10 @@ def main():
                     help="also time the engine's decode step alone (scripts/bench_step_driver.c: 1, 2, 4, 8 sequences, no HTTP)")
     ap.add_argument("--build", default="build", help="build directory whose libmlxcel.a the --engine driver links")
     ap.add_argument("--reps", type=int, default=1, help="runs per level, interleaved; medians reported (shared machines are noisy)")
+    ap.add_argument("--same-prompt", action="store_true",
+                    help="every request sends the same prompt: TTFT is then a prompt-cache hit's (default: unique prompts)")
     a = ap.parse_args()
+    SAME_PROMPT[0] = a.same_prompt
     if a.engine:
         engine_table(a)
     levels = [int(x) for x in a.streams.split(",")]
@@ -139,8 +162,9 @@ def main():
             t.start()
         for t in warm:
             t.join()
+        ttft = "TTFT (prompt-cache hit)" if a.same_prompt else "TTFT (full prefill)"
         print(f"| streams | aggregate decode tok/s | x one stream | x one stream, paired | wall tok/s | wall x one, paired | "
-              f"TTFT p50 ms | TTFT p99 ms | client CPU / wall |")
+              f"{ttft} p50 ms | {ttft} p99 ms | client CPU / wall |")
         print(f"|---|---|---|---|---|---|---|---|---|")
         # per run: (decode aggregate, TTFT p50, TTFT p99, client CPU share, wall aggregate)
         runs = {n: [] for n in levels}
