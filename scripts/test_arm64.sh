@@ -19,6 +19,8 @@ export MXL_REPO_ROOT=$PWD
 # the filters are substrings, so "decoder_kv" would also take slow_decoder_kv_smollm2 (a real model,
 # six minutes under qemu): the slow_ tests are left out by name
 export MXL_TEST_EXCLUDE=slow_
+# every pass's CPU has NEON at least: a runner that found none would skip the kernels it tests
+export MXL_TEST_REQUIRE_ISA=neon
 QEMU=${QEMU_AARCH64:-qemu-aarch64}
 # test-name filters (substrings): the kernel tests, the kernels' users that compare dispatch with
 # references, attention over the KV caches (and their block formats), and the thread pool they run

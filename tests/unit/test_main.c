@@ -1,6 +1,7 @@
 /* test_main.c - runner for the unit tests registered with TEST() (see test.h). */
 #include <ftw.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "backends/cpu/cpu_features.h"
 #include "backends/op_types.h"
 #include "core/alloc.h"
 #include "test.h"
@@ -155,8 +157,38 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 
 void mxl_test_rmtree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
+/* MXL_TEST_REQUIRE_ISA=avx2|avx512|amx|neon|dotprod: the kernel tests compare each SIMD level the
+ * CPU has against the scalar reference, so on a CPU without the named level they would pass
+ * without running its kernels; the run fails instead (the test command names the level its
+ * machines have). True when the requirement holds or none is set. */
+static bool isa_requirement_met(void) {
+    const char *want = getenv("MXL_TEST_REQUIRE_ISA");
+    if (!want || !*want) return true;
+    static const struct {
+        const char *name;
+        mxl_cpu_isa isa;
+    } k_levels[] = {
+#if defined(__aarch64__)
+        {"neon", MXL_CPU_ISA_NEON}, {"dotprod", MXL_CPU_ISA_NEON_DOTPROD},
+#else
+        {"avx2", MXL_CPU_ISA_AVX2}, {"avx512", MXL_CPU_ISA_AVX512VNNI}, {"amx", MXL_CPU_ISA_AMX},
+#endif
+    };
+    for (size_t i = 0; i < sizeof k_levels / sizeof k_levels[0]; i++) {
+        if (strcmp(want, k_levels[i].name) != 0) continue;
+        mxl_cpu_isa have = mxl_cpu_isa_detect();
+        if (have >= k_levels[i].isa) return true;
+        fprintf(stderr, "unit: MXL_TEST_REQUIRE_ISA=%s but this CPU's kernels stop at %s: the %s kernel tests would not run\n",
+                want, mxl_cpu_isa_name(have), want);
+        return false;
+    }
+    fprintf(stderr, "unit: MXL_TEST_REQUIRE_ISA=%s is not a level of this architecture\n", want);
+    return false;
+}
+
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL;
+    if (!isa_requirement_met()) return 1;
     /* MXL_TEST_EXCLUDE=prefix leaves out tests whose name starts with it (the sanitizer run leaves
      * out the slow_ real-model tests, which the release run covers); the count is printed. */
     const char *exclude = getenv("MXL_TEST_EXCLUDE");
