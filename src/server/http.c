@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -186,6 +187,19 @@ static bool list_has(const char *list, const char *item) {
     return false;
 }
 
+/* True when an Origin header names a loopback host (localhost, 127.0.0.1, [::1]) on any port. */
+static bool origin_is_loopback(const char *origin) {
+    const char *h = strstr(origin, "://");
+    if (!h) return false;
+    h += 3;
+    static const char *const hosts[] = {"localhost", "127.0.0.1", "[::1]"};
+    for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++) {
+        size_t n = strlen(hosts[i]);
+        if (strncasecmp(h, hosts[i], n) == 0 && (h[n] == '\0' || h[n] == ':' || h[n] == '/')) return true;
+    }
+    return false;
+}
+
 static void add_cors(mxl_http_req *r, struct MHD_Response *resp, bool preflight) {
     const mxl_http_config *c = &r->srv->cfg;
     const char *origin = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin");
@@ -194,6 +208,9 @@ static void add_cors(mxl_http_req *r, struct MHD_Response *resp, bool preflight)
         if (origin && list_has(c->allowed_origins, origin)) allow = origin;
     } else if (!c->cors_origins || strcmp(c->cors_origins, "*") == 0) {
         allow = c->cors_credentials && origin ? origin : "*";
+    } else if (strcmp(c->cors_origins, "localhost") == 0) {
+        /* the spec's `localhost`: the Origin is reflected only when its host is a loopback name */
+        if (origin && origin_is_loopback(origin)) allow = origin;
     } else {
         allow = c->cors_origins;
     }

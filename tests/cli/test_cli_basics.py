@@ -88,3 +88,21 @@ def test_every_flag_a_help_lists_is_accepted():
         for flag, has_value in flags:
             p = run(cmd, flag, *(["1"] if has_value else []), "--help")
             assert p.returncode == 0 and "Usage:" in p.stdout, (cmd, flag, p.stderr)
+
+
+def test_bench_kernels_tables():
+    """`mlxcel bench kernels` at a tiny size: the read-bandwidth line, a matrix-vector row per
+    weight format and a GEMM row per format, each with positive figures; a bad size is one line."""
+    p = run("bench", "kernels", "-t", "1", "--mb", "4", "--dim", "256", "--tokens", "16", "--reps", "1")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert re.search(r"STREAM-style read of 4 MB:\s+1 thread [0-9.]+ GB/s", out), out
+    rows = {l.split()[0]: l for l in out.splitlines() if l[:1].isalnum()}
+    for fmt in ("F32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q6_K"):
+        assert fmt in rows, (fmt, out)
+    matvec = [l for l in out.splitlines() if re.match(r"^(F32|Q4_K)\s+[0-9.]+\s+[0-9.]+\s+\d+%", l)]
+    assert len(matvec) == 2 and all(float(l.split()[2]) > 0 for l in matvec), matvec
+    gemm = [l for l in out.splitlines() if re.match(r"^(F32|Q4_K)\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+x", l)]
+    assert len(gemm) == 2 and all(float(l.split()[1]) > 0 for l in gemm), gemm
+    bad = run("bench", "kernels", "--mb", "0")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--mb" in bad.stderr, bad.stderr
