@@ -24,6 +24,7 @@
 typedef struct mxl_resp_call {
     unsigned char owner[32];
     bool store;            /* keep it in the store */
+    char conv_id[96];      /* the conversation it continues (request's `conversation`), or "" */
     json_t *skeleton;      /* the Response's fields that echo the request */
     json_t *conversation;  /* items of the earlier turns and this input (ids given); output added at the end */
     json_t *input_items;   /* this request's input items (ids given) */
@@ -206,6 +207,9 @@ fail:
 }
 
 /* The request's input as items with ids (a string: one user message). */
+static json_t *conv_items_copy(json_t *data, void *ctx);
+static void conv_append(mxl_server *s, const char *id, const unsigned char owner[32], const json_t *a, const json_t *b);
+
 static json_t *input_items_of(const json_t *input, const char *rid, char *msg, size_t ml) {
     json_t *out = json_array();
     if (!input || json_is_null(input)) return out; /* previous_response_id alone (input_tokens) */
@@ -352,6 +356,21 @@ static bool prepare(mxl_server *s, mxl_http_req *r, const json_t *body, mxl_gen_
     const json_t *prev = json_object_get(body, "previous_response_id");
     if (instr && !json_is_null(instr) && !json_is_string(instr)) return snprintf(msg, ml, "'instructions' must be a string"), false;
     if (prev && !json_is_null(prev) && !json_is_string(prev)) return snprintf(msg, ml, "'previous_response_id' must be a string"), false;
+    const json_t *conv = json_object_get(body, "conversation");
+    if (conv && !json_is_null(conv)) {
+        const json_t *cid = json_is_object(conv) ? json_object_get(conv, "id") : conv;
+        if (!json_is_string(cid) || !json_string_length(cid) || json_string_length(cid) >= sizeof rc->conv_id)
+            return snprintf(msg, ml, "'conversation' must be a conversation id or an object with its 'id'"), false;
+        if (json_is_string(prev))
+            return snprintf(msg, ml, "'previous_response_id' cannot be used together with 'conversation'"), false;
+        bool found;
+        prev_conv = mxl_resp_store_edit(s->conversations, json_string_value(cid), rc->owner, conv_items_copy, NULL, &found);
+        if (!found) {
+            *status = 404;
+            return snprintf(msg, ml, "Conversation with id '%.100s' not found.", json_string_value(cid)), false;
+        }
+        snprintf(rc->conv_id, sizeof rc->conv_id, "%s", json_string_value(cid));
+    }
     if (json_is_string(prev)) {
         json_t *d = mxl_resp_store_get(s->responses, json_string_value(prev), rc->owner, NULL);
         prev_conv = d ? json_incref(json_object_get(d, "conversation")) : NULL;
@@ -374,7 +393,7 @@ static bool prepare(mxl_server *s, mxl_http_req *r, const json_t *body, mxl_gen_
     /* the chat request the Responses request is: sampling fields pass through as they are */
     json_object_update(cbody, (json_t *)body);
     static const char *const k_drop[] = {"input", "instructions", "tools", "tool_choice", "text", "reasoning", "max_output_tokens", "stream",
-                                         "store", "previous_response_id", "metadata", "messages", "response_format", "max_tokens"};
+                                         "store", "previous_response_id", "conversation", "metadata", "messages", "response_format", "max_tokens"};
     for (size_t i = 0; i < sizeof k_drop / sizeof k_drop[0]; i++) json_object_del(cbody, k_drop[i]);
     const json_t *v = json_object_get(body, "max_output_tokens");
     if (v && !json_is_null(v)) {
@@ -553,6 +572,10 @@ static json_t *call_item(const char *id, const json_t *call, const char *status)
 static void store_final(mxl_gen_call *g, json_t *response) {
     mxl_resp_call *rc = g->resp;
     rc->finalized = true;
+    /* a conversation gains the turn's input and output items once the turn is done */
+    const char *status = json_string_value(json_object_get(response, "status"));
+    if (rc->conv_id[0] && status && (!strcmp(status, "completed") || !strcmp(status, "incomplete")))
+        conv_append(g->srv, rc->conv_id, rc->owner, rc->input_items, json_object_get(response, "output"));
     if (!rc->store) return;
     json_t *conv = json_deep_copy(rc->conversation);
     json_array_extend(conv, json_object_get(response, "output"));
@@ -839,6 +862,7 @@ void mxl_api_responses_create(mxl_server *s, mxl_http_req *r) {
     if (!prepare(s, r, body, g, g->resp, &cbody, &status, msg, sizeof msg)) goto bad;
     g->verbose = json_is_true(json_object_get(body, "verbose"));
     g->resp->skeleton = skeleton_of(s, body, g, !json_is_false(sto));
+    if (g->resp->conv_id[0]) json_object_set_new(g->resp->skeleton, "conversation", json_pack("{s:s}", "id", g->resp->conv_id));
     mxl_gen_call_run(g); /* keeps g->id and created: see gen_call.c */
     json_decref(cbody);
     json_decref(body);
@@ -966,4 +990,246 @@ void mxl_api_responses_item(mxl_server *s, mxl_http_req *r, const char *rest) {
         mxl_http_send_json(r, 200, json_deep_copy(json_object_get(d, "response")));
     }
     json_decref(d);
+}
+
+/* --- the Conversations API ------------------------------------------------------------------------- */
+/* A conversation is an entry of s->conversations (the responses' store kind, resp_store.h): data
+ * {"conv": the Conversation object, "items": its items in order}, changed in place and read only
+ * under the store's lock (mxl_resp_store_edit): callers get deep copies. */
+
+#define CONV_MAX_NEW_ITEMS 20 /* items one create or items.create call may add (as OpenAI) */
+
+static json_t *conv_items_copy(json_t *data, void *ctx) {
+    (void)ctx;
+    return json_deep_copy(json_object_get(data, "items"));
+}
+
+static json_t *conv_obj_copy(json_t *data, void *ctx) {
+    (void)ctx;
+    return json_deep_copy(json_object_get(data, "conv"));
+}
+
+static json_t *conv_set_metadata(json_t *data, void *ctx) {
+    json_object_set(json_object_get(data, "conv"), "metadata", (json_t *)ctx);
+    return json_deep_copy(json_object_get(data, "conv"));
+}
+
+/* ctx: the items to add; returns them */
+static json_t *conv_add_items(json_t *data, void *ctx) {
+    json_array_extend(json_object_get(data, "items"), (json_t *)ctx);
+    return json_deep_copy((json_t *)ctx);
+}
+
+static json_t *conv_item_get(json_t *data, void *ctx) {
+    size_t i;
+    json_t *it;
+    json_array_foreach(json_object_get(data, "items"), i, it) {
+        const char *iid = json_string_value(json_object_get(it, "id"));
+        if (iid && !strcmp(iid, (const char *)ctx)) return json_deep_copy(it);
+    }
+    return NULL;
+}
+
+/* removes the item; returns the conversation (NULL: no such item) */
+static json_t *conv_item_del(json_t *data, void *ctx) {
+    json_t *items = json_object_get(data, "items");
+    for (size_t i = 0; i < json_array_size(items); i++) {
+        const char *iid = json_string_value(json_object_get(json_array_get(items, i), "id"));
+        if (iid && !strcmp(iid, (const char *)ctx)) {
+            json_array_remove(items, i);
+            return json_deep_copy(json_object_get(data, "conv"));
+        }
+    }
+    return NULL;
+}
+
+/* A response's turn joins its conversation (gone meanwhile: nothing). */
+static void conv_append(mxl_server *s, const char *id, const unsigned char owner[32], const json_t *a, const json_t *b) {
+    json_t *add = json_array();
+    json_array_extend(add, (json_t *)a);
+    json_array_extend(add, (json_t *)b);
+    bool found;
+    json_decref(mxl_resp_store_edit(s->conversations, id, owner, conv_add_items, add, &found));
+    json_decref(add);
+}
+
+/* metadata: at most 16 string pairs, keys up to 64 and values up to 512 characters (as OpenAI). */
+static bool metadata_ok(const json_t *md, char *msg, size_t ml) {
+    if (!json_is_object(md)) return snprintf(msg, ml, "'metadata' must be an object of strings"), false;
+    if (json_object_size(md) > 16) return snprintf(msg, ml, "'metadata' may hold at most 16 keys"), false;
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)md, k, v) {
+        if (!json_is_string(v)) return snprintf(msg, ml, "'metadata.%.64s' must be a string", k), false;
+        if (strlen(k) > 64 || json_string_length(v) > 512)
+            return snprintf(msg, ml, "'metadata' keys are at most 64 characters and values at most 512"), false;
+    }
+    return true;
+}
+
+/* The request's items (at most CONV_MAX_NEW_ITEMS) as stored items with new ids; NULL with msg when
+ * they are not an array of items the Responses input accepts. */
+static json_t *conv_new_items(mxl_server *s, const json_t *items, char *msg, size_t ml) {
+    if (!json_is_array(items)) return snprintf(msg, ml, "'items' must be an array of items"), NULL;
+    if (json_array_size(items) > CONV_MAX_NEW_ITEMS) return snprintf(msg, ml, "'items' may hold at most %d items", CONV_MAX_NEW_ITEMS), NULL;
+    char rid[96];
+    snprintf(rid, sizeof rid, "item_%llx%llx", (unsigned long long)time(NULL), (unsigned long long)atomic_fetch_add(&s->next_id, 1));
+    json_t *out = input_items_of(items, rid, msg, ml);
+    if (!out) return NULL;
+    json_t *msgs = items_to_messages(out, msg, ml); /* the items a later turn renders: checked now */
+    if (!msgs) {
+        json_decref(out);
+        return NULL;
+    }
+    json_decref(msgs);
+    size_t i;
+    json_t *it;
+    json_array_foreach(out, i, it) {
+        const char *iid = json_string_value(json_object_get(it, "id"));
+        if (strlen(iid) >= 96) {
+            json_decref(out);
+            return snprintf(msg, ml, "items[%zu].id is too long", i), NULL;
+        }
+        if (!strcmp(item_type(it), "message") && !json_object_get(it, "status")) json_object_set_new(it, "status", json_string("completed"));
+    }
+    return out;
+}
+
+static void conv_not_found(mxl_http_req *r, const char *id) {
+    mxl_srv_error(r, MXL_API_OPENAI, 404, "not_found_error", "Conversation with id '%.100s' not found.", id);
+}
+
+static void conv_create(mxl_server *s, mxl_http_req *r, const unsigned char owner[32]) {
+    json_t *body = mxl_srv_body_json(r, MXL_API_OPENAI);
+    if (!body) return;
+    char msg[512] = "";
+    json_t *items = NULL, *conv = NULL;
+    const json_t *md = json_object_get(body, "metadata"), *its = json_object_get(body, "items");
+    if (md && !json_is_null(md) && !metadata_ok(md, msg, sizeof msg)) goto bad;
+    if (!(items = its && !json_is_null(its) ? conv_new_items(s, its, msg, sizeof msg) : json_array())) goto bad;
+    if (!mxl_resp_store_enabled(s->conversations)) {
+        snprintf(msg, sizeof msg, "the conversation store is off (--conversation-store-max-entries 0)");
+        goto bad;
+    }
+    char id[96];
+    long now = (long)time(NULL);
+    snprintf(id, sizeof id, "conv_%llx%llx", (unsigned long long)now, (unsigned long long)atomic_fetch_add(&s->next_id, 1));
+    conv = json_pack("{s:s, s:s, s:I, s:o}", "id", id, "object", "conversation", "created_at", (json_int_t)now, "metadata",
+                     json_is_object(md) ? json_deep_copy(md) : json_object());
+    json_t *d = json_pack("{s:O, s:O}", "conv", conv, "items", items);
+    bool ok = d && mxl_resp_store_put(s->conversations, id, owner, d, NULL);
+    json_decref(d);
+    if (!ok) mxl_srv_error(r, MXL_API_OPENAI, 500, "server_error", "out of memory");
+    else mxl_http_send_json(r, 200, json_incref(conv));
+    json_decref(conv);
+    json_decref(items);
+    json_decref(body);
+    return;
+bad:
+    mxl_srv_error(r, MXL_API_OPENAI, 400, "invalid_request_error", "%s", msg);
+    json_decref(items);
+    json_decref(body);
+}
+
+static void method_not_allowed(mxl_http_req *r, const char *method) {
+    mxl_srv_error(r, MXL_API_OPENAI, 405, "invalid_request_error", "method %s is not allowed on this route", method);
+}
+
+void mxl_api_conversations(mxl_server *s, mxl_http_req *r, const char *rest) {
+    const char *method = mxl_http_method(r);
+    bool get = !strcmp(method, "GET"), del = !strcmp(method, "DELETE"), post = !strcmp(method, "POST");
+    unsigned char owner[32];
+    owner_of(r, owner);
+    if (!*rest) {
+        if (post) conv_create(s, r, owner);
+        else method_not_allowed(r, method);
+        return;
+    }
+    /* {id}[/items[/{item_id}]] */
+    char id[96], item[96] = "";
+    const char *slash = strchr(rest, '/');
+    size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
+    const char *sub = slash ? slash + 1 : NULL;
+    bool items = false;
+    if (n == 0 || n >= sizeof id) goto not_found_route;
+    memcpy(id, rest, n);
+    id[n] = 0;
+    if (sub) {
+        if (strncmp(sub, "items", 5) || (sub[5] && sub[5] != '/')) goto not_found_route;
+        items = true;
+        if (sub[5] == '/') {
+            size_t in = strlen(sub + 6);
+            if (in == 0 || in >= sizeof item || strchr(sub + 6, '/')) goto not_found_route;
+            memcpy(item, sub + 6, in + 1);
+        }
+    }
+    bool found = false;
+    json_t *out = NULL;
+    if (!items) {
+        if (get) {
+            out = mxl_resp_store_edit(s->conversations, id, owner, conv_obj_copy, NULL, &found);
+        } else if (del) {
+            if ((found = mxl_resp_store_delete(s->conversations, id, owner)))
+                out = json_pack("{s:s, s:s, s:b}", "id", id, "object", "conversation.deleted", "deleted", 1);
+        } else if (post) {
+            json_t *body = mxl_srv_body_json(r, MXL_API_OPENAI);
+            if (!body) return;
+            char msg[512];
+            const json_t *md = json_object_get(body, "metadata");
+            if (!md || !metadata_ok(md, msg, sizeof msg)) {
+                mxl_srv_error(r, MXL_API_OPENAI, 400, "invalid_request_error", "%s", md ? msg : "'metadata' is required");
+                json_decref(body);
+                return;
+            }
+            out = mxl_resp_store_edit(s->conversations, id, owner, conv_set_metadata, (void *)md, &found);
+            json_decref(body);
+        } else {
+            method_not_allowed(r, method);
+            return;
+        }
+    } else if (!item[0]) {
+        if (get) {
+            json_t *all = mxl_resp_store_edit(s->conversations, id, owner, conv_items_copy, NULL, &found);
+            if (found) input_items(r, all); /* the same list page as a response's input_items */
+            json_decref(all);
+            if (found) return;
+        } else if (post) {
+            json_t *body = mxl_srv_body_json(r, MXL_API_OPENAI);
+            if (!body) return;
+            char msg[512];
+            json_t *add = conv_new_items(s, json_object_get(body, "items"), msg, sizeof msg);
+            json_decref(body);
+            if (!add) {
+                mxl_srv_error(r, MXL_API_OPENAI, 400, "invalid_request_error", "%s", msg);
+                return;
+            }
+            json_t *added = mxl_resp_store_edit(s->conversations, id, owner, conv_add_items, add, &found);
+            json_decref(add);
+            if (found) {
+                size_t k = json_array_size(added);
+                json_t *first = k ? json_object_get(json_array_get(added, 0), "id") : NULL, *last = k ? json_object_get(json_array_get(added, k - 1), "id") : NULL;
+                out = json_pack("{s:s, s:o, s:O, s:O, s:b}", "object", "list", "data", added, "first_id", first ? first : json_null(), "last_id",
+                                last ? last : json_null(), "has_more", 0);
+            }
+        } else {
+            method_not_allowed(r, method);
+            return;
+        }
+    } else {
+        if (!get && !del) {
+            method_not_allowed(r, method);
+            return;
+        }
+        out = mxl_resp_store_edit(s->conversations, id, owner, get ? conv_item_get : conv_item_del, item, &found);
+        if (found && !out) {
+            mxl_srv_error(r, MXL_API_OPENAI, 404, "not_found_error", "Item with id '%.100s' not found.", item);
+            return;
+        }
+    }
+    if (!found) conv_not_found(r, id);
+    else if (!out) mxl_srv_error(r, MXL_API_OPENAI, 500, "server_error", "out of memory");
+    else mxl_http_send_json(r, 200, out);
+    return;
+not_found_route:
+    mxl_srv_error(r, MXL_API_OPENAI, 404, "not_found_error", "File Not Found");
 }

@@ -175,8 +175,8 @@ static const opt k_opts[] = {
     {"--apc-enabled|--apc-block-size|--apc-num-blocks|--apc-hash", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--responses-store-max-entries", "LLAMA_ARG_RESPONSES_STORE_MAX_ENTRIES", K_INT, F(responses_max), 0, 1 << 24, "stored Responses API responses (1024; 0: none stored)"},
     {"--responses-store-ttl-secs", "LLAMA_ARG_RESPONSES_STORE_TTL_SECS", K_INT, F(responses_ttl), 1, INT64_C(1) << 40, "seconds a stored response lives (3600)"},
-    /* the conversation store sizes /v1/conversations, which this build does not serve (501) */
-    {"--conversation-store-max-entries|--conversation-store-ttl-secs", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--conversation-store-max-entries", "LLAMA_ARG_CONVERSATION_STORE_MAX_ENTRIES", K_INT, F(conversations_max), 0, 1 << 24, "stored /v1/conversations conversations (256; 0: none)"},
+    {"--conversation-store-ttl-secs", "LLAMA_ARG_CONVERSATION_STORE_TTL_SECS", K_INT, F(conversations_ttl), 1, INT64_C(1) << 40, "seconds a stored conversation lives (3600)"},
     {"--grammar", NULL, K_STR, F(grammar), 0, 0, "GBNF grammar constraining every generation a request does not constrain itself"},
     {"--grammar-file", NULL, K_STR, F(grammar_file), 0, 0, "the --grammar from a file"},
     {"--json-schema|-j", NULL, K_STR, F(json_schema), 0, 0, "JSON Schema constraining every generation ({}: any JSON object)"},
@@ -316,6 +316,8 @@ static void defaults(mxl_server_config *c) {
     c->snapshot_ttl = 7200;
     c->responses_max = 1024;
     c->responses_ttl = 3600;
+    c->conversations_max = 256;
+    c->conversations_ttl = 3600;
     c->kv_watermark = 0.01;
     c->draft_max = 16;
     c->prompt_lookup_max_batch = 2;
@@ -489,8 +491,8 @@ void mxl_server_config_print_help(void) {
         printf("\n");
     }
     printf("\nFlags of the spec for features this build does not run (--image-model, --settings,\n"
-           "--conversation-store-*, the distributed flags, ...) are recognised and refused at startup;\n"
-           "the routes of those features (/v1/conversations, /v1/images/*, /v1/audio/*, /v1/settings, ...) answer 501.\n");
+           "the distributed flags, ...) are recognised and refused at startup;\n"
+           "the routes of those features (/v1/images/*, /v1/audio/*, /v1/settings, ...) answer 501.\n");
 }
 
 /* Flags the router keeps for itself (it listens, authenticates, logs and lists the models). */

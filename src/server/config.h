@@ -50,6 +50,8 @@ typedef struct mxl_server_config {
     int64_t snapshot_capacity, snapshot_max_entries, snapshot_ttl; /* recurrent models only: accepted, unused */
     /* the Responses API's store (api_responses.c): most entries (0: none stored), seconds they live */
     int64_t responses_max, responses_ttl;
+    /* the Conversations API's store (api_responses.c): most conversations (0: none), seconds they live */
+    int64_t conversations_max, conversations_ttl;
     /* paged KV pool */
     const char *kv_cache_budget; /* auto | none | 0 | BYTES */
     int64_t kv_budget;           /* parsed: 0 auto, -1 none, > 0 bytes */

@@ -153,6 +153,18 @@ void mxl_resp_store_detach(mxl_resp_store *st, const char *id, const unsigned ch
     pthread_mutex_unlock(&st->mu);
 }
 
+json_t *mxl_resp_store_edit(mxl_resp_store *st, const char *id, const unsigned char owner[32], json_t *(*fn)(json_t *data, void *ctx), void *ctx,
+                            bool *found) {
+    *found = false;
+    if (!st) return NULL;
+    pthread_mutex_lock(&st->mu);
+    entry *e = find(st, id, owner);
+    json_t *out = e ? fn(e->data, ctx) : NULL;
+    *found = e != NULL;
+    pthread_mutex_unlock(&st->mu);
+    return out;
+}
+
 int64_t mxl_resp_store_count(mxl_resp_store *st) {
     if (!st) return 0;
     pthread_mutex_lock(&st->mu);

@@ -1,5 +1,5 @@
-/* resp_store.h - the bounded in-memory store of the Responses API (api_responses.c): stored
- * responses by id ("resp_..."), each with the SHA-256 of the API key that created it, a JSON
+/* resp_store.h - the bounded in-memory stores of the Responses API (api_responses.c): stored
+ * responses by id ("resp_...") and, a second store of the same kind, conversations ("conv_..."), each with the SHA-256 of the API key that created it, a JSON
  * document (never changed once put: a put replaces it) and, while the response is being
  * generated, its scheduler channel (POST /v1/responses/{id}/cancel cancels it). At most
  * max_entries live entries, the oldest evicted first; an entry older than ttl_s is gone. Lookups
@@ -42,6 +42,12 @@ bool mxl_resp_store_delete(mxl_resp_store *st, const char *id, const unsigned ch
 int mxl_resp_store_cancel(mxl_resp_store *st, const char *id, const unsigned char owner[32]);
 /* Forgets id's channel (the call that owns it is ending). */
 void mxl_resp_store_detach(mxl_resp_store *st, const char *id, const unsigned char owner[32]);
+/* Runs fn(data, ctx) on id's live entry of this owner with the store's lock held and returns what
+ * fn returns; *found: whether there was such an entry (fn not called otherwise). fn may change the
+ * data in place: a store whose entries are edited this way (the conversations) is read only
+ * through here, never with mxl_resp_store_get, so no reader sees a half-made change. */
+json_t *mxl_resp_store_edit(mxl_resp_store *st, const char *id, const unsigned char owner[32], json_t *(*fn)(json_t *data, void *ctx), void *ctx,
+                            bool *found);
 /* Live entries (after expiring the old ones). */
 int64_t mxl_resp_store_count(mxl_resp_store *st);
 

@@ -31,5 +31,8 @@ void mxl_api_responses_create(mxl_server *s, mxl_http_req *r);
 void mxl_api_responses_input_tokens(mxl_server *s, mxl_http_req *r);
 /* /v1/responses/{rest}: GET / DELETE {id}, POST {id}/cancel, GET {id}/input_items, POST input_tokens */
 void mxl_api_responses_item(mxl_server *s, mxl_http_req *r, const char *rest);
+/* /v1/conversations and below (rest "" for the collection): create, {id} GET / POST / DELETE,
+ * {id}/items GET / POST, {id}/items/{item_id} GET / DELETE */
+void mxl_api_conversations(mxl_server *s, mxl_http_req *r, const char *rest);
 
 #endif

@@ -91,8 +91,6 @@ static const route k_routes[] = {
 static const struct unbuilt_route {
     const char *pattern, *name;
 } k_unbuilt[] = {
-    {"/v1/conversations", "/v1/conversations"},
-    {"/v1/conversations/", "/v1/conversations"},
     {"/v1/images/generations", "/v1/images/generations"},
     {"/v1/images/edits", "/v1/images/edits"},
     {"/v1/audio/transcriptions", "/v1/audio/transcriptions"},
@@ -214,6 +212,16 @@ static void route_request(mxl_server *s, mxl_http_req *r) {
         if (!atomic_load(&s->ready)) mxl_srv_error(r, api, 503, "unavailable_error", "Loading model");
         else if (!s->model) mxl_srv_error(r, api, 501, "not_supported_error", "This server does not serve text generation");
         else mxl_api_responses_item(s, r, rest);
+        return;
+    }
+    /* the Conversations API: /v1/conversations[/{id}[/items[/{item_id}]]] */
+    const char *crest = !strcmp(path, "/v1/conversations") || !strcmp(path, "/conversations") ? ""
+                        : !strncmp(path, "/v1/conversations/", 18)                                ? path + 18
+                        : !strncmp(path, "/conversations/", 15)                                   ? path + 15
+                                                                                                  : NULL;
+    if (crest) {
+        if (!atomic_load(&s->ready)) mxl_srv_error(r, api, 503, "unavailable_error", "Loading model");
+        else mxl_api_conversations(s, r, crest);
         return;
     }
     bool path_known = false;
@@ -450,7 +458,8 @@ static mxl_status read_startup_options(mxl_server *s, startup *up, mxl_error *er
         trim(s->api_key);
         if (!s->api_key[0]) return mxl_error_set(err, MXL_ERR_ARG, "--api-key-file %s: the file is empty", cfg->api_key_file);
     }
-    if (!(s->responses = mxl_resp_store_create(cfg->responses_max, cfg->responses_ttl)))
+    if (!(s->responses = mxl_resp_store_create(cfg->responses_max, cfg->responses_ttl)) ||
+        !(s->conversations = mxl_resp_store_create(cfg->conversations_max, cfg->conversations_ttl)))
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     if (cfg->chat_template_kwargs) {
         json_error_t je;
@@ -805,6 +814,7 @@ static void shut_down(mxl_server *s, startup *up) {
     }
     json_decref(s->sleep_props);
     mxl_resp_store_destroy(s->responses);
+    mxl_resp_store_destroy(s->conversations);
     json_decref(s->template_kwargs);
     json_decref(s->aliases);
     json_decref(s->tags);

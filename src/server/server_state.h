@@ -82,6 +82,7 @@ typedef struct mxl_server {
     void (*log)(const char *line); /* the log (NULL: --log-disable) */
     mxl_seq_params defaults; /* server-wide sampling defaults */
     struct mxl_resp_store *responses; /* the Responses API's stored responses (resp_store.h) */
+    struct mxl_resp_store *conversations; /* the Conversations API's conversations (same store kind, edited in place) */
     mxl_logit_bias default_bias[MXL_SRV_MAX_MULTI]; /* --logit-bias */
 } mxl_server;
 

@@ -253,9 +253,8 @@ def test_unknown_role_is_400_on_every_chat_route_and_developer_is_system(srv):
 
 
 @pytest.mark.parametrize("method,route,name", [
-    ("POST", "/v1/conversations", "/v1/conversations"),
-    ("GET", "/v1/conversations/conv_123", "/v1/conversations"),
     ("POST", "/v1/images/generations", "/v1/images/generations"),
+    ("POST", "/v1/images/edits", "/v1/images/edits"),
     ("POST", "/v1/audio/transcriptions", "/v1/audio/transcriptions"),
     ("GET", "/v1/settings", "/v1/settings"),
     ("GET", "/v1/realtime", "/v1/realtime"),
