@@ -31,7 +31,7 @@ static bool blob_append_file(const char *path) {
     size_t n;
     bool ok = true;
     while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
-        char *grown = realloc(g_ca_blob, g_ca_blob_len + n + 2);
+        char *grown = mxl_realloc(g_ca_blob, g_ca_blob_len + n + 2);
         if (!grown) {
             ok = false;
             break;
