@@ -829,17 +829,29 @@ static mxl_gen_call *new_call(mxl_server *s, mxl_http_req *r) {
     return g;
 }
 
-void mxl_api_responses_create(mxl_server *s, mxl_http_req *r) {
-    json_t *body = mxl_srv_body_json(r, MXL_API_OPENAI), *cbody = NULL;
-    if (!body) return;
-    char msg[512] = "";
-    int status = 400;
+/* The request's body and a call for it; NULL after answering (bad JSON, out of memory). */
+static mxl_gen_call *begin_call(mxl_server *s, mxl_http_req *r, json_t **body) {
+    *body = mxl_srv_body_json(r, MXL_API_OPENAI);
+    if (!*body) return NULL;
     mxl_gen_call *g = new_call(s, r);
     if (!g) {
-        json_decref(body);
+        json_decref(*body);
         mxl_srv_error(r, MXL_API_OPENAI, 500, "server_error", "out of memory");
-        return;
     }
+    return g;
+}
+
+/* A request that prepare() or the checks refused: 404 for an unknown id, else 400. */
+static void refuse(mxl_http_req *r, int status, const char *msg) {
+    mxl_srv_error(r, MXL_API_OPENAI, status, status == 404 ? "not_found_error" : "invalid_request_error", "%s", msg);
+}
+
+void mxl_api_responses_create(mxl_server *s, mxl_http_req *r) {
+    json_t *body, *cbody = NULL;
+    mxl_gen_call *g = begin_call(s, r, &body);
+    if (!g) return;
+    char msg[512] = "";
+    int status = 400;
     /* the id first: stored items are named after it */
     g->created = (long)time(NULL);
     snprintf(g->id, sizeof g->id, "resp_%llx%llx", (unsigned long long)g->created, (unsigned long long)atomic_fetch_add(&s->next_id, 1));
@@ -868,28 +880,23 @@ void mxl_api_responses_create(mxl_server *s, mxl_http_req *r) {
     json_decref(body);
     return;
 bad:
-    mxl_srv_error(r, MXL_API_OPENAI, status, status == 404 ? "not_found_error" : "invalid_request_error", "%s", msg);
+    refuse(r, status, msg);
     mxl_gen_call_free(g);
     json_decref(cbody);
     json_decref(body);
 }
 
 void mxl_api_responses_input_tokens(mxl_server *s, mxl_http_req *r) {
-    json_t *body = mxl_srv_body_json(r, MXL_API_OPENAI), *cbody = NULL;
-    if (!body) return;
+    json_t *body, *cbody = NULL;
+    mxl_gen_call *g = begin_call(s, r, &body);
+    if (!g) return;
     char msg[512] = "";
     int status = 400;
-    mxl_gen_call *g = new_call(s, r);
-    if (!g) {
-        json_decref(body);
-        mxl_srv_error(r, MXL_API_OPENAI, 500, "server_error", "out of memory");
-        return;
-    }
     snprintf(g->id, sizeof g->id, "resp_count");
     if (prepare(s, r, body, g, g->resp, &cbody, &status, msg, sizeof msg))
         mxl_http_send_json(r, 200, json_pack("{s:s, s:I}", "object", "response.input_tokens", "input_tokens", (json_int_t)g->n_prompt));
     else
-        mxl_srv_error(r, MXL_API_OPENAI, status, status == 404 ? "not_found_error" : "invalid_request_error", "%s", msg);
+        refuse(r, status, msg);
     mxl_gen_call_free(g);
     json_decref(cbody);
     json_decref(body);

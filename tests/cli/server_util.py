@@ -85,3 +85,9 @@ class Server:
         self.lines.append(err)
         assert "Sanitizer" not in err and "runtime error" not in err, err
         return self.proc.returncode
+
+
+def openai_client(s, key="none"):
+    """The unmodified OpenAI SDK pointed at a live Server (no retries: a failure shows at once)."""
+    import openai
+    return openai.OpenAI(base_url=s.url + "/v1", api_key=key, max_retries=0, timeout=300)

@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from conftest import ROOT, assert_clean_error, real_model_path, run
-from server_util import SMOL_REPO, Server
+from server_util import SMOL_REPO, Server, openai_client as client
 
 PROMPT = "List three prime numbers greater than 10."
 
@@ -25,10 +25,6 @@ def srv():
     s = Server("--parallel", "2", "--ctx-size", "4096")
     yield s
     assert s.stop() == 0
-
-
-def client(s, key="none"):
-    return openai.OpenAI(base_url=s.url + "/v1", api_key=key, max_retries=0, timeout=300)
 
 
 def test_chat_matches_run_and_usage_matches_tokenizer(srv):

@@ -8,7 +8,7 @@ import openai
 import pytest
 import requests
 
-from server_util import Server
+from server_util import Server, openai_client as client
 
 
 @pytest.fixture(scope="module")
@@ -16,10 +16,6 @@ def srv():
     s = Server("--parallel", "2", "--ctx-size", "4096")
     yield s
     assert s.stop() == 0
-
-
-def client(s, key="none"):
-    return openai.OpenAI(base_url=s.url + "/v1", api_key=key, max_retries=0, timeout=300)
 
 
 def user(text):

@@ -10,7 +10,7 @@ import openai
 import pytest
 import requests
 
-from server_util import Server
+from server_util import Server, openai_client as client
 
 # a Hermes-style (Qwen 2.5) tool template over SmolLM2's ChatML: <tool_call>{"name", "arguments"}</tool_call>
 TOOL_TEMPLATE = """{%- if tools %}<|im_start|>system
@@ -43,10 +43,6 @@ def srv():
     s = Server("--parallel", "2", "--ctx-size", "4096")
     yield s
     assert s.stop() == 0
-
-
-def client(s, key="none"):
-    return openai.OpenAI(base_url=s.url + "/v1", api_key=key, max_retries=0, timeout=300)
 
 
 def chat_text(s, messages, n):
