@@ -137,6 +137,7 @@ typedef struct dl {
     pthread_mutex_t mu;
     size_t next; /* job queue of the running phase */
     volatile int cancel;
+    volatile int disk_full; /* set before cancel when a write ran out of space */
     bool failed;
     mxl_error err;
     int64_t bytes_total, bytes_done;
@@ -641,9 +642,14 @@ static mxl_status transfer(dl *d, mxl_http *h, file_job *j, int slot, const char
             EVP_MD_CTX_free(s.sha256);
             close(fd);
             if (s.write_errno == ENOSPC || s.write_errno == EDQUOT) {
+                __atomic_store_n(&d->disk_full, 1, __ATOMIC_SEQ_CST);
                 unlink(incomplete); /* a full disk: give the space back; nothing to resume into */
                 return mxl_error_set(err, MXL_ERR_IO, "no space left on the device writing %s (%s needs %lld bytes)",
                                      incomplete, j->path, (long long)j->size);
+            }
+            if (d->cancel && __atomic_load_n(&d->disk_full, __ATOMIC_SEQ_CST)) {
+                unlink(incomplete); /* another file filled the disk: its partial goes too */
+                return st;
             }
             if (transient && !d->cancel && ++attempts < HUB_RETRIES) {
                 sleep(1u << (attempts - 1));
