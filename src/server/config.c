@@ -133,6 +133,7 @@ static const opt k_opts[] = {
     {"--log-disable", NULL, K_ON, F(log_disable), 0, 0, "no log output"},
     {"--log-file", "LLAMA_LOG_FILE", K_STR, F(log_file), 0, 0, "write the log to this file (appended) instead of stderr"},
     {"--slot-save-path", NULL, K_STR, F(slot_save_path), 0, 0, "directory of POST /slots/:id_slot?action=save|restore files"},
+    {"--shutdown-timeout", "MLXCEL_SHUTDOWN_TIMEOUT", K_INT, F(shutdown_timeout), 0, 86400, "seconds SIGTERM / SIGINT lets running requests finish before cancelling them (default 10; a second signal stops at once)"},
     {"--sleep-idle-seconds", NULL, K_INT, F(sleep_idle_seconds), -1, INT64_C(1) << 31, "release the model after this many idle seconds; the next request reloads it (-1: never)"},
     {"--help|-h", NULL, K_ON, F(help), 0, 0, "print help"},
     /* llama-server spellings with no meaning on this backend */
@@ -300,6 +301,7 @@ static void defaults(mxl_server_config *c) {
     c->grant_interval = 16;
     c->n_predict = -1;
     c->sleep_idle_seconds = -1;
+    c->shutdown_timeout = 10;
     c->models_max = 4;
     c->models_autoload = true;
     c->decode_timeout = 600;

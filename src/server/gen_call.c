@@ -536,6 +536,15 @@ static void format_anthropic(mxl_gen_call *g, const mxl_srv_event *e, json_t *te
 
 static json_t *chunk(mxl_gen_call *g, json_t *choice);
 
+/* The error event that ends a failed stream: a cancelled job (the server shutting down) is 503, as
+ * the same failure is without streaming (respond_whole); an engine failure 500. */
+static json_t *failure_event(const mxl_srv_channel *c, const mxl_srv_event *e) {
+    const bool cancelled = !strcmp(e->finish_reason, "cancelled");
+    return json_pack("{s:{s:i, s:s, s:s}}", "error", "code", cancelled ? 503 : 500, "message",
+                     c->error[0] ? c->error : cancelled ? "the request was cancelled" : "generation failed", "type",
+                     cancelled ? "unavailable_error" : "server_error");
+}
+
 /* Streams a chat choice through the output parser: its deltas (content, reasoning_content,
  * whole tool calls) become chunks; the finish chunk says "tool_calls" when there were any. */
 static void format_parsed(mxl_gen_call *g, const mxl_srv_event *e, json_t *text, bool failed) {
@@ -553,8 +562,7 @@ static void format_parsed(mxl_gen_call *g, const mxl_srv_event *e, json_t *text,
     }
     json_decref(deltas);
     if (failed) {
-        out_event(g, json_pack("{s:{s:i, s:s, s:s}}", "error", "code", 500, "message", g->ch->error[0] ? g->ch->error : "generation failed",
-                               "type", "server_error"));
+        out_event(g, failure_event(g->ch, e));
         return;
     }
     if (e->final) {
@@ -626,8 +634,7 @@ static void format_event(mxl_gen_call *g, const mxl_srv_event *e) {
         }
         if (failed) {
             json_decref(o);
-            out_event(g, json_pack("{s:{s:i, s:s, s:s}}", "error", "code", 500, "message", c->error[0] ? c->error : "generation failed", "type",
-                                   "server_error"));
+            out_event(g, failure_event(c, e));
             return;
         }
         if (e->final) llama_final_fields(g, e, o);
@@ -653,8 +660,7 @@ static void format_event(mxl_gen_call *g, const mxl_srv_event *e) {
     }
     json_decref(text);
     if (failed) {
-        out_event(g, json_pack("{s:{s:i, s:s, s:s}}", "error", "code", 500, "message", c->error[0] ? c->error : "generation failed", "type",
-                               "server_error"));
+        out_event(g, failure_event(c, e));
         return;
     }
     if (e->final) {

@@ -7,6 +7,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ struct mxl_http_server {
     void *ctx;
     char address[600]; /* the first listener's */
     char *unix_path;
+    atomic_uint in_flight; /* requests begun and not yet completed (streams until their end) */
 };
 
 struct mxl_http_req {
@@ -421,6 +423,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->method = method;
         r->url = url;
         *con_cls = r;
+        atomic_fetch_add(&s->in_flight, 1);
         return MHD_YES;
     }
     if (*upload_size) { /* a body chunk */
@@ -472,6 +475,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)cls, (void)conn, (void)toe;
     mxl_http_req *r = *con_cls;
     if (!r) return;
+    atomic_fetch_sub(&r->srv->in_flight, 1);
     mxl_free(r->body);
     mxl_free(r);
     *con_cls = NULL;
@@ -527,6 +531,8 @@ mxl_status mxl_http_start(const mxl_http_config *cfg, mxl_http_handler handler, 
 }
 
 const char *mxl_http_address(const mxl_http_server *s) { return s->address; }
+
+unsigned mxl_http_in_flight(mxl_http_server *s) { return s ? atomic_load(&s->in_flight) : 0; }
 
 void mxl_http_quiesce(mxl_http_server *s) {
     if (!s) return;

@@ -39,6 +39,8 @@ mxl_status mxl_http_start(const mxl_http_config *cfg, mxl_http_handler handler, 
                           mxl_http_server **out, mxl_error *err);
 /* The address clients reach: "http://127.0.0.1:PORT" or "unix:/path.sock". */
 const char *mxl_http_address(const mxl_http_server *s);
+/* Requests begun and not yet completed: bodies arriving, handlers running, streams not ended. */
+unsigned mxl_http_in_flight(mxl_http_server *s);
 /* Stops accepting new connections (in-flight ones continue). */
 void mxl_http_quiesce(mxl_http_server *s);
 void mxl_http_stop(mxl_http_server *s);

@@ -96,10 +96,10 @@ static void scopy(char *d, size_t cap, const char *s) {
     d[n] = 0;
 }
 
-static volatile sig_atomic_t g_stop;
+static volatile sig_atomic_t g_stop; /* signals seen: the first drains, the second stops at once */
 static void on_signal(int sig) {
     (void)sig;
-    g_stop = 1;
+    if (g_stop < 2) g_stop++;
 }
 
 static void cond_wait_ms(router *rt, int ms) {
@@ -837,6 +837,10 @@ static void handle(void *ctx, mxl_http_req *r) {
     bool public_route = !strcmp(path, "/") || !strcmp(path, "/health") || !strcmp(path, "/v1/health");
     size_t pl = strlen(rt->prefix);
     if (rt->web.webui && strncmp(path, rt->prefix, pl) == 0 && mxl_webui_route(&rt->web, r, path + pl)) return;
+    if (g_stop) { /* draining: the children finish what they run, nothing new starts */
+        mxl_srv_error(r, api, 503, "unavailable_error", "the server is shutting down");
+        return;
+    }
     if (!public_route && !authorized(rt, r)) {
         mxl_srv_error(r, api, 401, "authentication_error", "Invalid API Key");
         return;
@@ -946,8 +950,15 @@ static void stop_all(router *rt) {
     pthread_cond_broadcast(&rt->cv);
     for (size_t i = 0; i < rt->n_models; i++)
         if (rt->models[i].pid > 0) kill(rt->models[i].pid, SIGTERM);
-    double kill_at = mxl_now_ms() + STOP_GRACE_MS;
+    /* each child drains for up to --shutdown-timeout (it has the flag too), then is killed */
+    double kill_at = mxl_now_ms() + 1000.0 * (double)rt->cfg->shutdown_timeout + STOP_GRACE_MS;
+    bool forwarded = false;
     for (;;) {
+        if (g_stop >= 2 && !forwarded) { /* a second signal: the children stop at once too */
+            for (size_t i = 0; i < rt->n_models; i++)
+                if (rt->models[i].pid > 0) kill(rt->models[i].pid, SIGTERM);
+            forwarded = true;
+        }
         bool busy = rt->drainers > 0;
         for (size_t i = 0; i < rt->n_models; i++) busy |= rt->models[i].state == M_LOADING;
         if (!busy) break;
@@ -1039,8 +1050,8 @@ int mxl_router_run(const mxl_server_config *cfg, int argc, char **argv, void (*l
     }
     while (!g_stop) usleep(100 * 1000);
     rlog(rt, "shutting down");
+    stop_all(rt); /* new requests get 503 meanwhile (handle) */
     mxl_http_quiesce(rt->http);
-    stop_all(rt);
     rc = 0;
 out:
     if (rt->http) mxl_http_stop(rt->http);

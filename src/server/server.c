@@ -190,6 +190,10 @@ static void route_request(mxl_server *s, mxl_http_req *r) {
     /* the WebUI page is static and public (a browser navigating to it sends no key): webui.c */
     size_t pl = strlen(s->prefix);
     if (s->webui && strncmp(path, s->prefix, pl) == 0 && mxl_webui_route(s, r, path + pl)) return;
+    if (atomic_load(&s->draining)) { /* /health too: a balancer takes the server out of rotation */
+        mxl_srv_error(r, api, 503, "unavailable_error", "the server is shutting down");
+        return;
+    }
     if (!public_route && !authorized(s, r)) {
         mxl_srv_error(r, api, 401, "authentication_error", "Invalid API Key");
         return;
@@ -283,10 +287,10 @@ static void route_request(mxl_server *s, mxl_http_req *r) {
 
 /* --- process ------------------------------------------------------------------------------------ */
 
-static volatile sig_atomic_t g_stop;
+static volatile sig_atomic_t g_stop; /* signals seen: the first drains, the second stops at once */
 static void on_signal(int sig) {
     (void)sig;
-    g_stop = 1;
+    if (g_stop < 2) g_stop++;
 }
 
 static char *read_file(const char *path, mxl_error *err, const char *what) {
@@ -798,6 +802,20 @@ static void wait_for_signal(mxl_server *s) {
     }
 }
 
+/* The drain after the first SIGTERM / SIGINT: new requests get 503 while the ones already begun
+ * (queued, running, streaming) finish, for up to --shutdown-timeout seconds or until a second
+ * signal; shut_down then cancels what is left, each with a clean "the server is shutting down". */
+static void drain(mxl_server *s, mxl_http_server *http, void (*log)(const char *)) {
+    atomic_store(&s->draining, true);
+    unsigned busy = mxl_http_in_flight(http);
+    if (busy == 0 || s->cfg->shutdown_timeout <= 0) return;
+    logf_line(log, "draining: %u request%s in flight; waiting up to %lld s for them (a second signal stops now)", busy,
+              busy == 1 ? "" : "s", (long long)s->cfg->shutdown_timeout);
+    const double until = mxl_now_ms() + 1000.0 * (double)s->cfg->shutdown_timeout;
+    while ((busy = mxl_http_in_flight(http)) > 0 && g_stop < 2 && mxl_now_ms() < until) usleep(20 * 1000);
+    if (busy) logf_line(log, "cancelling %u request%s still in flight", busy, busy == 1 ? "" : "s");
+}
+
 /* Frees whatever startup got to, in an order that lets in-flight requests end. */
 static void shut_down(mxl_server *s, startup *up) {
     /* stopping the scheduler ends every job (cancelled), which unblocks the connection threads */
@@ -842,6 +860,7 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
     s.log = log;
     wait_for_signal(&s);
     logf_line(log, "shutting down");
+    drain(&s, up.http, log);
     mxl_http_quiesce(up.http);
     rc = 0;
 out:
