@@ -143,11 +143,9 @@ static int memory_preflight(const mxl_cli_args *a, mxl_gen_model *m, const mxl_g
     in.dec = mxl_gen_model_hparams(m);
     mxl_mem_estimate est;
     if (mxl_mem_estimate_compute(&ck->config, false, ck->weights_bytes, &in, &est, &err)) return mxl_cli_fail("%s", err.msg);
-    char line[512];
-    snprintf(line, sizeof line,
-             "memory preflight: %lld tokens (prompt %lld), weights %.3f GiB + KV %.3f GiB + headroom %.3f GiB = %.3f GiB",
-             (long long)in.max_tokens, (long long)n_prompt, gib(est.weights_bytes), gib(est.kv_bytes_total),
-             gib(est.headroom_bytes), gib(est.total_bytes));
+    char line[512], terms[256];
+    mxl_mem_estimate_terms(&est, terms, sizeof terms);
+    snprintf(line, sizeof line, "memory preflight: %lld tokens (prompt %lld), %s", (long long)in.max_tokens, (long long)n_prompt, terms);
     if (!est.fits_known) {
         fprintf(stderr, "%s; available memory unknown\n", line);
         return 0;

@@ -237,3 +237,9 @@ mxl_status mxl_mem_estimate_compute(const mxl_model_config *cfg, bool is_encoder
     out->fits = out->fits_known && out->total_bytes <= in->budget_bytes;
     return MXL_OK;
 }
+
+void mxl_mem_estimate_terms(const mxl_mem_estimate *e, char *out, size_t cap) {
+    const double g = 1024.0 * 1024.0 * 1024.0;
+    snprintf(out, cap, "weights %.3f GiB + KV %.3f GiB + headroom %.3f GiB = %.3f GiB", (double)e->weights_bytes / g,
+             (double)e->kv_bytes_total / g, (double)e->headroom_bytes / g, (double)e->total_bytes / g);
+}

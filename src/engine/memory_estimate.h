@@ -20,6 +20,7 @@
 #define MXL_ENGINE_MEMORY_ESTIMATE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/status.h"
@@ -90,5 +91,9 @@ mxl_status mxl_mem_budget(uint64_t *out, bool *from_limit, mxl_error *err);
 mxl_status mxl_mem_estimate_compute(const mxl_model_config *cfg, bool is_encoder,
                                     uint64_t weights_bytes, const mxl_mem_inputs *in,
                                     mxl_mem_estimate *out, mxl_error *err);
+
+/* "weights W GiB + KV K GiB + headroom H GiB = T GiB" (3 decimals): the preflight lines of
+ * generate --estimate-memory and serve. */
+void mxl_mem_estimate_terms(const mxl_mem_estimate *e, char *out, size_t cap);
 
 #endif

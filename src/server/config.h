@@ -93,6 +93,7 @@ typedef struct mxl_server_config {
     const char *log_file;        /* --log-file: the log goes there (appended) */
     const char *slot_save_path;  /* --slot-save-path: POST /slots/:id_slot files */
     int64_t sleep_idle_seconds;  /* --sleep-idle-seconds (-1: never) */
+    bool estimate_memory, memory_force; /* --estimate-memory; --force / --no-memory-check */
     int64_t shutdown_timeout;    /* --shutdown-timeout: seconds SIGTERM/SIGINT lets running requests finish */
     /* router mode (router.c): no -m; every model of the store and the Hub cache, or of
      * --models-dir / --models-preset, each served by a child `serve` process */

@@ -18,6 +18,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "engine/chat_builtin.h"
+#include "engine/memory_estimate.h"
 #include "io/json_read.h"
 #include "io/hub.h"
 #include "io/store.h"
@@ -673,6 +674,39 @@ static mxl_status load_main_model(mxl_server *s, startup *up, mxl_error *err) {
     return MXL_OK;
 }
 
+/* The memory preflight of the chat model (spec: serve --estimate-memory): inspect's estimator for
+ * every slot's full context against the budget. It runs with --estimate-memory, and always when
+ * MLXCEL_MEMORY_LIMIT is set (a cap the server must not plan past); over budget stops the start
+ * with the estimate in the message, or only warns with --force / --no-memory-check. */
+static mxl_status memory_preflight(mxl_server *s, const startup *up, void (*log)(const char *), mxl_error *err) {
+    const mxl_server_config *cfg = s->cfg;
+    mxl_mem_inputs in = {.max_tokens = s->slot_ctx, .batch = up->n_slots};
+    mxl_status st;
+    if ((st = mxl_mem_budget(&in.budget_bytes, &in.budget_from_limit, err))) return st;
+    if (!cfg->estimate_memory && !in.budget_from_limit) return MXL_OK;
+    if ((st = mxl_kv_type_parse(cfg->cache_type_k ? cfg->cache_type_k : "fp16", &in.kv_k, err)) ||
+        (st = mxl_kv_type_parse(cfg->cache_type_v ? cfg->cache_type_v : "fp16", &in.kv_v, err)))
+        return st;
+    char warning[256] = "", terms[256], line[512];
+    in.headroom_factor = mxl_mem_headroom_factor_from_env(warning, sizeof warning);
+    if (warning[0]) logf_line(log, "warning: %s", warning);
+    const mxl_checkpoint *ck = mxl_gen_model_checkpoint(s->model);
+    in.dec = mxl_gen_model_hparams(s->model);
+    mxl_mem_estimate est;
+    if ((st = mxl_mem_estimate_compute(&ck->config, false, ck->weights_bytes, &in, &est, err))) return st;
+    mxl_mem_estimate_terms(&est, terms, sizeof terms);
+    snprintf(line, sizeof line, "memory preflight: %d slots x %lld tokens, %s", up->n_slots, (long long)s->slot_ctx, terms);
+    const double budget_gib = (double)est.budget_bytes / (1024.0 * 1024.0 * 1024.0);
+    const char *source = in.budget_from_limit ? " (MLXCEL_MEMORY_LIMIT)" : " available";
+    if (!est.fits_known) logf_line(log, "%s; available memory unknown", line);
+    else if (est.fits) logf_line(log, "%s of %.3f GiB%s: fits", line, budget_gib, source);
+    else if (cfg->memory_force) logf_line(log, "warning: %s exceeds the %.3f GiB%s; continuing (--force)", line, budget_gib, source);
+    else
+        return mxl_error_set(err, MXL_ERR_NOMEM, "%s exceeds the %.3f GiB%s (fewer slots or a smaller --ctx-size may fit; --force starts anyway)",
+                             line, budget_gib, source);
+    return MXL_OK;
+}
+
 /* Speculative decoding (--draft-kind, --draft-model, --draft-block-size): the kind from the
  * flags (a draft model alone means full-model), the draft model loaded on one thread of its own
  * (it runs on the chat model's) and checked against the chat model's vocabulary. */
@@ -853,7 +887,7 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
     up.threads = thread_count(cfg);
     name_model(&s, &up);
     if (load_main_model(&s, &up, err)) goto out;
-    if (s.model && build_scheduler(&s, &up, err)) goto out;
+    if (s.model && (memory_preflight(&s, &up, log, err) || build_scheduler(&s, &up, err))) goto out;
     if (load_side_models(&s, cfg, up.threads, up.reranker_is_main, err)) goto out;
     announce_ready(&s, &up, log);
     s.startup = &up;

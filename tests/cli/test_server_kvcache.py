@@ -255,3 +255,28 @@ def test_block_format_caches_in_the_pool_prompt_cache_and_preemption():
 def test_bad_cache_types_are_clean_startup_errors(args, needle):
     p = run("serve", "-m", SMOL_REPO, "--port", "0", *args, timeout=120)
     assert_clean_error(p, needle)
+
+
+def test_memory_limit_below_the_model_refuses_it_at_load():
+    # MLXCEL_MEMORY_LIMIT is a cap the server checks at load: weights + KV for every slot's full
+    # context (4 x 8192 tokens = 1024 blocks) + 20% headroom, the estimate named in the error
+    p = run("serve", "-m", SMOL_REPO, "--port", "0", env={"MLXCEL_MEMORY_LIMIT": "50MB"}, timeout=120)
+    assert p.returncode > 0 and "Sanitizer" not in p.stderr  # (the socket was open: the "loading" line came first)
+    msg = [l for l in p.stderr.splitlines() if l.strip()][-1]
+    assert msg.startswith("error: memory preflight") and "MLXCEL_MEMORY_LIMIT" in msg and "--force" in msg, msg
+    kv_gib = 1024 * BLOCK_BYTES / 2**30
+    assert "4 slots x 8192 tokens" in msg and f"KV {kv_gib:.3f} GiB" in msg and "exceeds the 0.047 GiB" in msg, msg
+    # the same server on a budget it fits: 1 slot x 2048 tokens
+    s = Server("--parallel", "1", "--ctx-size", "2048", env={"MLXCEL_MEMORY_LIMIT": "200MB"})
+    try:
+        assert completion(s, "Hi", n=2).status_code == 200
+    finally:
+        assert s.stop() == 0
+    assert f"KV {64 * BLOCK_BYTES / 2**30:.3f} GiB" in "".join(s.lines) and ": fits" in "".join(s.lines)
+    # --force only warns
+    s = Server("--force", env={"MLXCEL_MEMORY_LIMIT": "50MB"})
+    try:
+        assert completion(s, "Hi", n=2).status_code == 200
+    finally:
+        assert s.stop() == 0
+    assert "warning: memory preflight" in "".join(s.lines)
