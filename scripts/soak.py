@@ -13,7 +13,7 @@ warm-up figure (with --check-rss), or with --sigterm: a request neither complete
 503 "the server is shutting down", an exit status other than 0, or a drain past --shutdown-timeout.
 
   scripts/soak.py [--bin build/mlxcel] [--clients 64] [--duration 1800] [--warmup 60] [--check-rss]
-                  [--sigterm] [--shutdown-timeout 30] [--json FILE] [--seed 1]
+                  [--sigterm] [--shutdown-timeout 30] [--kv-cache-budget BYTES] [--json FILE] [--seed 1]
 """
 import argparse
 import http.client
@@ -62,6 +62,16 @@ def fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def fd_targets(pid):
+    out = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            out.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass
+    return sorted(out)
+
+
 def prompt(rng, n):
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
@@ -80,7 +90,8 @@ class Soak:
     def start_server(self):
         cmd = [self.a.bin, "serve", "-m", CHAT, "--embedding-model", EMBED, "--host", "127.0.0.1", "--port", "0",
                "--parallel", str(self.a.parallel), "--ctx-size", str(512 * self.a.parallel),
-               "--max-queue-depth", str(4 * self.a.clients), "--shutdown-timeout", str(self.a.shutdown_timeout)]
+               "--max-queue-depth", str(4 * self.a.clients), "--shutdown-timeout", str(self.a.shutdown_timeout),
+               "--kv-cache-budget", str(self.a.kv_cache_budget)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.log = []
         url, ready = None, 0
@@ -257,6 +268,7 @@ class Soak:
         self.start_server()
         pid = self.proc.pid
         fd_start = fds(pid)
+        self.fd_start_targets = fd_targets(pid)
         rss_start = rss_kb(pid)
         t0 = time.time()
         threads = [threading.Thread(target=self.client, args=(i,), daemon=True) for i in range(a.clients)]
@@ -289,9 +301,10 @@ class Soak:
                 t.join(600)
             time.sleep(1)
             deadline = time.time() + 30
-            while time.time() < deadline and (fds(pid) > fd_start or self.slots_busy()):
+            while time.time() < deadline and fds(pid) > fd_start:
                 time.sleep(0.5)  # connections the clients closed are being reaped
-            rep.update({"rss_kb_end": rss_kb(pid), "fds_end": fds(pid), "slots_busy_end": self.slots_busy()})
+            rep.update({"rss_kb_end": rss_kb(pid), "fds_end": fds(pid), "fd_targets_end": fd_targets(pid)})
+            rep["slots_busy_end"] = self.slots_busy()  # (after counting: its own connection is one more)
             self.proc.send_signal(signal.SIGTERM)
             rep["exit_status"] = self.proc.wait(120)
         rep["outcomes"] = {f"{k}/{o}": n for (k, o), n in sorted(self.outcomes.items())}
@@ -314,7 +327,8 @@ class Soak:
                 bad.append(f"the drain took {rep['drain_s']} s")
         else:
             if rep["fds_end"] > rep["fds_start"]:
-                bad.append(f"descriptors {rep['fds_start']} -> {rep['fds_end']}")
+                bad.append(f"descriptors {rep['fds_start']} -> {rep['fds_end']} (at the start {self.fd_start_targets}, "
+                           f"at the end {rep['fd_targets_end']})")
             if rep["slots_busy_end"]:
                 bad.append(f"{rep['slots_busy_end']} slots busy at the end")
             growth = rep["rss_kb_end"] / max(1, rep["rss_kb_after_warmup"]) - 1
@@ -332,6 +346,9 @@ def main():
     ap.add_argument("--warmup", type=float, default=60, help="seconds before the RSS reference is taken")
     ap.add_argument("--parallel", type=int, default=8, help="the server's slots")
     ap.add_argument("--shutdown-timeout", type=int, default=30)
+    ap.add_argument("--kv-cache-budget", type=int, default=128 << 20,
+                    help="the server's KV pool in bytes: the prompt cache fills it during the warm-up, so RSS after it is the plateau "
+                         "(0: the server's auto size, which grows for as long as the cache keeps filling)")
     ap.add_argument("--sigterm", action="store_true", help="end with SIGTERM under the load (a drain) instead of at rest")
     ap.add_argument("--check-rss", action="store_true", help="fail when RSS at the end exceeds the warm-up figure")
     ap.add_argument("--rss-tolerance", type=float, default=0.05)
