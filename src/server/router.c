@@ -913,17 +913,22 @@ static char **child_environment(void) {
     static const char *const drop[] = {"LLAMA_API_KEY=", "LLAMA_ARG_API_PREFIX=", "LLAMA_ARG_HOST=", "LLAMA_ARG_PORT=",
                                        "LLAMA_ARG_MODELS_DIR=", "LLAMA_ARG_UI=", "LLAMA_ARG_MODEL=", "LLAMA_ARG_ALIAS=",
                                        "LLAMA_ARG_CORS_", "MLXCEL_ALLOWED_ORIGINS=", "LLAMA_ARG_REUSE_PORT="};
+    /* the children watch for the router's end (server.c watch_router): a SIGKILLed router, which
+     * can stop nothing, leaves no server behind */
+    static char router_pid[64];
+    snprintf(router_pid, sizeof router_pid, "MLXCEL_ROUTER_PID=%ld", (long)getpid());
     size_t n = 0;
     while (environ[n]) n++;
-    char **env = mxl_calloc(n + 1, sizeof *env);
+    char **env = mxl_calloc(n + 2, sizeof *env);
     if (!env) return NULL;
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        bool keep = true;
+        bool keep = strncmp(environ[i], "MLXCEL_ROUTER_PID=", 18) != 0;
         for (size_t d = 0; d < sizeof drop / sizeof drop[0]; d++)
             if (!strncmp(environ[i], drop[d], strlen(drop[d]))) keep = false;
         if (keep) env[k++] = environ[i];
     }
+    env[k++] = router_pid;
     return env;
 }
 

@@ -824,8 +824,17 @@ static void maybe_sleep(mxl_server *s) {
     pthread_mutex_unlock(&s->sleep_mu);
 }
 
-static void wait_for_signal(mxl_server *s) {
+/* A router's child (router.c sets MLXCEL_ROUTER_PID, honoured only while that process is the
+ * parent): the router's pid, else 0. */
+static pid_t router_parent(void) {
+    const char *v = getenv("MLXCEL_ROUTER_PID");
+    long pid = v ? strtol(v, NULL, 10) : 0;
+    return pid > 1 && (pid_t)pid == getppid() ? (pid_t)pid : 0;
+}
+
+static void wait_for_signal(mxl_server *s, void (*log)(const char *)) {
     const bool sleep = s->model && s->cfg->sleep_idle_seconds >= 0;
+    const pid_t router = router_parent();
     if (sleep) {
         s->wake = wake_model;
         s->last_active_ms = mxl_now_ms();
@@ -833,6 +842,10 @@ static void wait_for_signal(mxl_server *s) {
     while (!g_stop) {
         usleep(100 * 1000);
         if (sleep) maybe_sleep(s);
+        if (router && getppid() != router) { /* the router was killed: no client can reach us */
+            logf_line(log, "the router (pid %ld) is gone: stopping", (long)router);
+            g_stop = 2;
+        }
     }
 }
 
@@ -892,7 +905,7 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
     announce_ready(&s, &up, log);
     s.startup = &up;
     s.log = log;
-    wait_for_signal(&s);
+    wait_for_signal(&s, log);
     logf_line(log, "shutting down");
     drain(&s, up.http, log);
     mxl_http_quiesce(up.http);

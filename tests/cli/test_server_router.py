@@ -264,6 +264,20 @@ def test_shutdown_stops_the_children(store):
     assert not os.path.exists(f"/proc/{pids[0]}") or open(f"/proc/{pids[0]}/stat").read().split()[2] == "Z"
 
 
+def test_children_stop_when_the_router_is_killed(store):
+    # SIGKILL leaves the router no chance to stop its children: they notice it is gone themselves
+    rt = Router("-c", "2048", env=store)
+    assert rt.chat(SMOL).status_code == 200
+    pids = child_pids(rt)
+    assert len(pids) == 1
+    rt.proc.kill()
+    rt.proc.wait()
+    deadline = time.time() + 15
+    while time.time() < deadline and os.path.exists(f"/proc/{pids[0]}") and open(f"/proc/{pids[0]}/stat").read().split()[2] != "Z":
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{pids[0]}") or open(f"/proc/{pids[0]}/stat").read().split()[2] == "Z"
+
+
 def test_models_dir_and_preset(store, tmp_path):
     d = tmp_path / "dir"
     d.mkdir()
