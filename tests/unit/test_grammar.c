@@ -344,6 +344,134 @@ TEST(grammar_token_masks) {
     mxl_grammar_vocab_destroy(v);
 }
 
+/* Cases found by tests/fuzz/fuzz_grammar.c (its corpus keeps the inputs). */
+static const char *const k_odd[] = {"</s>", "a", "a\0b", "\xC0\x80", "\xC3", "\xA8", "\xC3" "A", "b"};
+static const size_t k_odd_len[] = {4, 1, 3, 2, 1, 1, 2, 1};
+#define N_ODD (int32_t)(sizeof k_odd / sizeof k_odd[0])
+
+static mxl_status odd_piece(void *ctx, int32_t id, const char **text, size_t *len, bool *is_eog, mxl_error *err) {
+    (void)ctx;
+    (void)err;
+    *text = k_odd[id];
+    *len = k_odd_len[id];
+    *is_eog = id == 0;
+    return MXL_OK;
+}
+
+static mxl_grammar *compile(const char *text) {
+    mxl_grammar *g = NULL;
+    mxl_error err = {0};
+    if (mxl_grammar_parse(text, strlen(text), &g, &err) != MXL_OK) fprintf(stderr, "  %s: %s\n", text, err.msg);
+    return g;
+}
+
+/* Whether the state takes bytes one at a time (and ends up able to end). */
+static bool accepts_bytewise(const mxl_grammar *g, const char *text, size_t len) {
+    mxl_grammar_state *st = NULL;
+    if (mxl_grammar_state_create(g, &st, NULL) != MXL_OK) return false;
+    bool ok = true;
+    for (size_t i = 0; i < len && ok; i++) ok = mxl_grammar_state_accept_bytes(st, text + i, 1);
+    ok = ok && mxl_grammar_state_can_end(st);
+    mxl_grammar_state_destroy(st);
+    return ok;
+}
+
+TEST(grammar_fuzz_findings) {
+    mxl_grammar_vocab *v = NULL;
+    mxl_error err = {0};
+    REQUIRE(mxl_grammar_vocab_create(N_ODD, odd_piece, NULL, &v, &err) == MXL_OK);
+    mxl_grammar_state *st = NULL;
+
+    /* a token whose code points include U+0000 (a NUL byte inside it, or the overlong C0 80) was
+     * matched only up to it (the code point lists were 0-terminated): "a\0b" and C0 80 were
+     * allowed where only "a" fits, and the sampler's commit then refused them */
+    mxl_grammar *g = compile("root ::= \"a\" \"b\"?");
+    REQUIRE(g != NULL);
+    REQUIRE(mxl_grammar_state_create(g, &st, &err) == MXL_OK);
+    CHECK(mxl_grammar_state_allows(st, v, 1));
+    CHECK(!mxl_grammar_state_allows(st, v, 2));
+    CHECK(!mxl_grammar_state_allows(st, v, 3));
+    float logits[N_ODD] = {0};
+    size_t n_allowed = 0;
+    REQUIRE(mxl_grammar_state_mask(st, v, logits, NULL, N_ODD, &n_allowed, &err) == MXL_OK);
+    CHECK_EQ_INT(n_allowed, 1);
+    CHECK(logits[1] == 0.0f && logits[2] == -INFINITY && logits[3] == -INFINITY);
+    CHECK(mxl_grammar_state_accept_token(st, v, 2, &err) != MXL_OK);
+    mxl_grammar_state_destroy(st);
+    mxl_grammar_destroy(g);
+    /* where the grammar does allow U+0000 the NUL byte is matched like any character */
+    g = compile("root ::= \"a\" [\\x00] \"b\"");
+    REQUIRE(g != NULL);
+    REQUIRE(mxl_grammar_state_create(g, &st, &err) == MXL_OK);
+    CHECK(mxl_grammar_state_allows(st, v, 2));
+    CHECK(mxl_grammar_state_accept_token(st, v, 2, &err) == MXL_OK);
+    CHECK(mxl_grammar_state_can_end(st));
+    mxl_grammar_state_destroy(st);
+    /* ... but the overlong C0 80 is not U+0000: invalid UTF-8 never matches */
+    CHECK(!mxl_grammar_accepts(g, "a\xC0\x80" "b", 4));
+    CHECK(mxl_grammar_accepts(g, "a\0b", 3));
+    mxl_grammar_destroy(g);
+
+    /* UTF-8 is strict: a lead byte followed by a non-continuation byte was decoded within one
+     * token as if it were one ("\xC3" "A" as U+00C1), but refused when split over two */
+    g = compile("root ::= \"\\u00C1\" | \"\\u00C3A\" | . .");
+    REQUIRE(g != NULL);
+    CHECK(!mxl_grammar_accepts(g, "\xC3" "A", 2));
+    CHECK(!accepts_bytewise(g, "\xC3" "A", 2));
+    REQUIRE(mxl_grammar_state_create(g, &st, &err) == MXL_OK);
+    CHECK(!mxl_grammar_state_allows(st, v, 6));
+    mxl_grammar_state_destroy(st);
+    mxl_grammar_destroy(g);
+
+    /* a lead byte against a negated class: [^é] refused the first byte of è (C3 A8), since some
+     * completion of C3 (U+00C0..U+00FF) is é; it must be refused only when every completion is */
+    g = compile("root ::= [^\\u00e9]");
+    REQUIRE(g != NULL);
+    CHECK(mxl_grammar_accepts(g, "\xC3\xA8", 2));
+    CHECK(accepts_bytewise(g, "\xC3\xA8", 2));
+    REQUIRE(mxl_grammar_state_create(g, &st, &err) == MXL_OK);
+    CHECK(mxl_grammar_state_allows(st, v, 4));
+    REQUIRE(mxl_grammar_state_accept_token(st, v, 4, &err) == MXL_OK);
+    CHECK(mxl_grammar_state_allows(st, v, 5));
+    mxl_grammar_state_destroy(st);
+    mxl_grammar_destroy(g);
+    g = compile("root ::= [^\\u00c0-\\u00e8\\u00e9-\\u00ff]"); /* covered by two ranges: C3 cannot start it */
+    REQUIRE(g != NULL);
+    CHECK(!accepts_bytewise(g, "\xC3\xA8", 2));
+    REQUIRE(mxl_grammar_state_create(g, &st, &err) == MXL_OK);
+    CHECK(!mxl_grammar_state_allows(st, v, 4));
+    mxl_grammar_state_destroy(st);
+    mxl_grammar_destroy(g);
+
+    /* an ambiguous grammar doubles its stacks with every "a": masks went from milliseconds to
+     * minutes per token over a real vocabulary; the state now refuses past its stack limit with
+     * an error that says why */
+    g = compile("root ::= \"a\" root \"b\" | \"a\" root \"c\" | \"a\" root | \"\"");
+    REQUIRE(g != NULL);
+    REQUIRE(mxl_grammar_state_create(g, &st, &err) == MXL_OK);
+    mxl_status s = MXL_OK;
+    int steps = 0;
+    for (; steps < 64 && s == MXL_OK; steps++) {
+        for (int i = 0; i < N_ODD; i++) logits[i] = 0.0f;
+        s = mxl_grammar_state_mask(st, v, logits, NULL, N_ODD, &n_allowed, &err);
+        if (s == MXL_OK) s = mxl_grammar_state_accept_token(st, v, 1, &err);
+    }
+    CHECK(s != MXL_OK);
+    CHECK(steps < 20);
+    CHECK(strstr(err.msg, "too ambiguous") != NULL);
+    mxl_grammar_state_destroy(st);
+    mxl_grammar_destroy(g);
+
+    /* an optional item leaves an empty stack, pushed onto an empty set (UB under UBSan: a zero
+     * offset applied to a NULL pointer) */
+    g = compile("root ::= \"a\"?");
+    REQUIRE(g != NULL);
+    CHECK(mxl_grammar_accepts(g, "a", 1));
+    CHECK(mxl_grammar_accepts(g, "", 0));
+    mxl_grammar_destroy(g);
+    mxl_grammar_vocab_destroy(v);
+}
+
 TEST(grammar_sampler_toy_vocab) {
     /* the sampler with a grammar over the toy vocabulary: whatever the logits favour, seeded
      * draws only ever produce sentences of the grammar, ending with EOS */
