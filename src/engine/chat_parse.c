@@ -411,9 +411,20 @@ static bool call_add(json_t *calls, const char *name, size_t name_n, const char 
     return ok;
 }
 
+static json_t *json_parse_any(const char *t, size_t n);
+
+/* Whether a string given as the arguments holds a JSON object's text (a client json.loads the
+ * arguments: anything else is not a call, and its text stays content). */
+static bool args_string_ok(const json_t *str) {
+    json_t *v = json_parse_any(json_string_value(str), json_string_length(str));
+    bool ok = json_is_object(v);
+    json_decref(v);
+    return ok;
+}
+
 /* A call from a parsed JSON object `obj` whose text starts at t[i]: "name", arguments under
- * "arguments" or "parameters" (object: its text as written; string: taken as the JSON text),
- * "id" when present. Missing arguments are {} unless required. */
+ * "arguments" or "parameters" (object: its text as written; string: taken as the JSON text,
+ * which must be an object's), "id" when present. Missing arguments are {} unless required. */
 static bool call_from_obj(json_t *calls, const char *t, size_t n, size_t i, json_t *obj, bool require_args) {
     if (!json_is_object(obj)) return false;
     json_t *name = json_object_get(obj, "name");
@@ -436,6 +447,7 @@ static bool call_from_obj(json_t *calls, const char *t, size_t n, size_t i, json
             an = strlen(dumped);
         }
     } else if (json_is_string(args)) {
+        if (!args_string_ok(args)) return false;
         at = json_string_value(args);
         an = json_string_length(args);
     } else if (args || require_args)
@@ -889,7 +901,7 @@ static void mistral_done(mxl_chat_stream *s) {
         json_t *v = json_parse_any(t + i, n - i);
         if (json_is_object(v))
             ok = call_add(calls, s->name.p, s->name.n, t + i, n - i, s->id.p, s->id.n);
-        else if (json_is_string(v))
+        else if (json_is_string(v) && args_string_ok(v))
             ok = call_add(calls, s->name.p, s->name.n, json_string_value(v), json_string_length(v), s->id.p, s->id.n);
         else
             ok = false;

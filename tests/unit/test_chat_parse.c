@@ -682,6 +682,14 @@ TEST(chat_parse_malformed_calls_fall_back_to_content) {
     expect_content_only(mxl_test_failed_, &mistral, "[TOOL_CALLS]get_weather[ARGS]42", "[TOOL_CALLS]get_weather[ARGS]42");
     expect_content_only(mxl_test_failed_, &nemo, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}, 3]",
                         "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}, 3]");
+    /* arguments given as a string must hold an object's JSON text (found by fuzz_chat_parse:
+     * the string's text was handed on as the arguments, JSON or not) */
+    expect_content_only(mxl_test_failed_, &mistral, "[TOOL_CALLS]f[CALL_ID]abcdefghi[ARGS]\" \\\":a\"",
+                        "[TOOL_CALLS]f[CALL_ID]abcdefghi[ARGS]\" \\\":a\"");
+    expect_content_only(mxl_test_failed_, &hermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": \"a=1\"}\n</tool_call>",
+                        "<tool_call>\n{\"name\": \"f\", \"arguments\": \"a=1\"}\n</tool_call>");
+    expect_content_only(mxl_test_failed_, &nemo, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": \"[1]\"}]",
+                        "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": \"[1]\"}]");
     /* (content is trimmed: the leading space goes) */
     expect_content_only(mxl_test_failed_, &oss, " to=functions.get_weather<|channel|>commentary json<|message|>{bad<|call|>",
                         "to=functions.get_weather<|channel|>commentary json<|message|>{bad<|call|>");
@@ -700,6 +708,14 @@ TEST(chat_parse_malformed_calls_fall_back_to_content) {
     /* an unclosed but complete block at the end of the stream is a call */
     res = parse_checked(mxl_test_failed_, &hermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n");
     CHECK(res && res_ncalls(res) == 1 && json_is_null(json_object_get(res, "content")));
+    json_decref(res);
+    /* a string holding an object's text is the arguments */
+    res = parse_checked(mxl_test_failed_, &mistral, "[TOOL_CALLS]f[ARGS]\"{\\\"a\\\": 1}\"");
+    CHECK(res && res_ncalls(res) == 1);
+    if (res && res_ncalls(res) == 1) {
+        json_t *f = json_object_get(json_array_get(json_object_get(res, "tool_calls"), 0), "function");
+        CHECK_EQ_STR(json_string_value(json_object_get(f, "arguments")), "{\"a\": 1}");
+    }
     json_decref(res);
     /* a [TOOL_CALLS] that fails is content and later text is still scanned */
     res = parse_checked(mxl_test_failed_, &mistral, "[TOOL_CALLS]x y[TOOL_CALLS]f[ARGS]{\"a\": [1, \"]\"]}");
