@@ -458,6 +458,24 @@ static void build_repetition(sb *o, const char *item, long min, long max, const 
     mxl_free(rest.p);
 }
 
+/* Bounds of a repetition the grammar parser takes (GBNF repetition counts stop at 2000): a
+ * maximum over 2000 becomes unbounded, as llama.cpp's converter does (schemas write maxLength:
+ * 65536 to mean "long"), while a minimum over 2000 or above the maximum (no instance could
+ * match) is refused by name. false after fail(). */
+#define REPEAT_MAX 2000
+static bool repetition_bounds(conv *c, long *min, long *max, const char *what) {
+    if (*max > REPEAT_MAX) *max = -1;
+    if (*min > REPEAT_MAX) {
+        fail(c, "json_schema: %s minimum %ld is over %d, the most a grammar repeats", what, *min, REPEAT_MAX);
+        return false;
+    }
+    if (*max >= 0 && *min > *max) {
+        fail(c, "json_schema: %s minimum %ld is above its maximum %ld: nothing could match", what, *min, *max);
+        return false;
+    }
+    return true;
+}
+
 /* ---- visiting --------------------------------------------------------------------------------- */
 
 static const char *visit(conv *c, const json_t *schema, const char *name);
@@ -901,18 +919,19 @@ static char *pattern_seq(pstate *ps, int depth) {
             char *end;
             if (!comma) {
                 mn = mx = strtol(nums, &end, 10);
-                if (end == nums || *end) fail(c, "json_schema: pattern has an invalid number in curly brackets");
+                if (end == nums || *end || mn < 0) fail(c, "json_schema: pattern has an invalid number in curly brackets");
             } else {
                 *comma = 0;
                 if (*nums) {
                     mn = strtol(nums, &end, 10);
-                    if (*end) fail(c, "json_schema: pattern has an invalid number in curly brackets");
+                    if (*end || mn < 0) fail(c, "json_schema: pattern has an invalid number in curly brackets");
                 }
                 if (comma[1]) {
                     mx = strtol(comma + 1, &end, 10);
-                    if (*end) fail(c, "json_schema: pattern has an invalid number in curly brackets");
+                    if (*end || mx < 0) fail(c, "json_schema: pattern has an invalid number in curly brackets");
                 }
             }
+            if (!c->failed) repetition_bounds(c, &mn, &mx, "pattern repetition");
             if (!n || c->failed) {
                 if (!n) fail(c, "json_schema: pattern has '{' with nothing before it");
                 goto done;
@@ -1274,6 +1293,7 @@ static const char *visit_inner(conv *c, const json_t *schema, const char *name) 
             char *item_copy = dupn(item, strlen(item));
             mxl_free(in.p);
             long mn = get_int(c, schema, "minItems", 0), mx = get_int(c, schema, "maxItems", -1);
+            repetition_bounds(c, &mn, &mx, "minItems / maxItems:");
             sb_puts(&body, "\"[\" space ");
             build_repetition(&body, item_copy ? item_copy : "", mn, mx, "\",\" space");
             sb_puts(&body, " \"]\" space");
@@ -1299,6 +1319,7 @@ static const char *visit_inner(conv *c, const json_t *schema, const char *name) 
     } else if (type_is(type, "string") && (json_object_get(schema, "minLength") || json_object_get(schema, "maxLength"))) {
         const char *ch = add_primitive(c, "char", find_primitive("char"));
         long mn = get_int(c, schema, "minLength", 0), mx = get_int(c, schema, "maxLength", -1);
+        repetition_bounds(c, &mn, &mx, "minLength / maxLength:");
         sb_puts(&body, "\"\\\"\" ");
         build_repetition(&body, ch, mn, mx, NULL);
         sb_puts(&body, " \"\\\"\" space");

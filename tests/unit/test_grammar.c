@@ -566,6 +566,42 @@ TEST(json_schema_conversion_errors) {
         CHECK(mxl_json_schema_text_to_grammar(big, k, &out, &err) != MXL_OK);
         mxl_free(big);
     }
+    /* repetition bounds the grammar cannot hold (found by fuzz_json_schema: the converter
+     * returned grammars its parser refused): minimum above maximum and minimum over 2000 are
+     * errors, a maximum over 2000 is unbounded (as in llama.cpp) */
+    static const char *const bad_bounds[] = {
+        "{\"items\": {\"type\": \"integer\"}, \"minItems\": 6, \"maxItems\": 5}",
+        "{\"type\": \"string\", \"minLength\": 4, \"maxLength\": 3}",
+        "{\"type\": \"string\", \"minLength\": 3000}",
+        "{\"pattern\": \"^a{2,1}$\"}",
+        "{\"pattern\": \"^a{-3}$\"}",
+        "{\"pattern\": \"^a{2001,}$\"}",
+    };
+    for (size_t i = 0; i < sizeof bad_bounds / sizeof bad_bounds[0]; i++) {
+        CHECK(mxl_json_schema_text_to_grammar(bad_bounds[i], strlen(bad_bounds[i]), &out, &err) != MXL_OK);
+        CHECK(out == NULL && err.msg[0]);
+    }
+    static const char *const long_bounds[] = {
+        "{\"type\": \"string\", \"maxLength\": 65536}",
+        "{\"items\": {\"type\": \"integer\"}, \"minItems\": 2, \"maxItems\": 2001}",
+        "{\"pattern\": \"^(ab){1,5000}$\"}",
+        "{\"type\": \"string\", \"minLength\": 2000, \"maxLength\": 2000}",
+    };
+    for (size_t i = 0; i < sizeof long_bounds / sizeof long_bounds[0]; i++) {
+        out = NULL;
+        CHECK(mxl_json_schema_text_to_grammar(long_bounds[i], strlen(long_bounds[i]), &out, &err) == MXL_OK);
+        CHECK(out && parses(out, &err));
+        mxl_free(out);
+    }
+    out = NULL;
+    REQUIRE(mxl_json_schema_text_to_grammar(long_bounds[1], strlen(long_bounds[1]), &out, &err) == MXL_OK);
+    mxl_grammar *gl = NULL;
+    REQUIRE(mxl_grammar_parse(out, strlen(out), &gl, &err) == MXL_OK);
+    CHECK(mxl_grammar_accepts(gl, "[1, 2, 3]", 9));
+    CHECK(!mxl_grammar_accepts(gl, "[1]", 3));
+    mxl_grammar_destroy(gl);
+    mxl_free(out);
+
     /* $defs with recursion compiles and matches nested values */
     const char *rec = "{\"$defs\": {\"node\": {\"type\": \"object\", \"properties\": {\"v\": {\"type\": \"integer\"}, "
                       "\"next\": {\"anyOf\": [{\"$ref\": \"#/$defs/node\"}, {\"type\": \"null\"}]}}, \"required\": [\"v\", \"next\"]}}, "
