@@ -818,6 +818,48 @@ static char *item_rule(const pitem *it) {
 
 static bool non_literal(char ch) { return strchr("|.()[]{}*+?", ch) != NULL; }
 static bool regex_only_escape(char ch) { return strchr("^$.[]()|{}*+?", ch) != NULL; }
+static bool is_hex(char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F'); }
+
+/* The regex escape at ps->p[ps->i] ('\\') as GBNF text that means the same inside a string
+ * literal or a character class: \t \r \n \xHH \uHHHH as they are, \f \v \0 as hex, an escaped
+ * punctuation character (\/ \- \^ \" ...) as \xHH (GBNF knows few identity escapes, and a
+ * bare ^ or - could mean something in a class), an escaped non-ASCII character as itself.
+ * Class escapes (\d \w \s ...), back references and the rest are refused by name rather than
+ * copied into a grammar the parser would refuse. false after fail(). */
+static bool pattern_escape(pstate *ps, sb *o) {
+    conv *c = ps->c;
+    if (ps->i + 1 >= ps->len) {
+        fail(c, "json_schema: pattern ends with a lone backslash");
+        return false;
+    }
+    char e = ps->p[ps->i + 1];
+    size_t rest = ps->len - ps->i - 2;
+    const char *h = ps->p + ps->i + 2;
+    if (e == 't' || e == 'r' || e == 'n') {
+        sb_putn(o, ps->p + ps->i, 2);
+        ps->i += 2;
+    } else if (e == 'f' || e == 'v' || (e == '0' && !(rest && h[0] >= '0' && h[0] <= '9'))) {
+        sb_puts(o, e == 'f' ? "\\x0C" : e == 'v' ? "\\x0B" : "\\x00");
+        ps->i += 2;
+    } else if ((e == 'x' && rest >= 2 && is_hex(h[0]) && is_hex(h[1])) ||
+               (e == 'u' && rest >= 4 && is_hex(h[0]) && is_hex(h[1]) && is_hex(h[2]) && is_hex(h[3]))) {
+        size_t n = e == 'x' ? 4 : 6;
+        sb_putn(o, ps->p + ps->i, n);
+        ps->i += n;
+    } else if ((unsigned char)e >= 0x80) { /* an escaped non-ASCII character: its UTF-8 bytes */
+        size_t k = ps->i + 2;
+        while (k < ps->len && ((unsigned char)ps->p[k] & 0xC0) == 0x80) k++;
+        sb_putn(o, ps->p + ps->i + 1, k - ps->i - 1);
+        ps->i = k;
+    } else if (!((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '0' && e <= '9'))) {
+        sb_printf(o, "\\x%02X", (unsigned)(unsigned char)e);
+        ps->i += 2;
+    } else {
+        fail(c, "json_schema: pattern escape '\\%c' is not supported", e);
+        return false;
+    }
+    return true;
+}
 
 static void free_items(pitem *v, size_t n) {
     for (size_t i = 0; i < n; i++) mxl_free(v[i].s);
@@ -876,13 +918,18 @@ static char *pattern_seq(pstate *ps, int depth) {
             sb o = {0};
             sb_putn(&o, "[", 1);
             ps->i++;
+            size_t first = ps->i + (ps->i < ps->len && ps->p[ps->i] == '^');
             while (ps->i < ps->len && ps->p[ps->i] != ']') {
-                if (ps->p[ps->i] == '\\' && ps->i + 1 < ps->len) {
-                    sb_putn(&o, ps->p + ps->i, 2);
-                    ps->i += 2;
+                if (ps->p[ps->i] == '\\') {
+                    if (!pattern_escape(ps, &o)) break;
                 } else sb_putn(&o, ps->p + ps->i++, 1);
             }
+            if (c->failed) {
+                mxl_free(o.p);
+                goto done;
+            }
             if (ps->i >= ps->len) fail(c, "json_schema: pattern has unbalanced square brackets");
+            else if (ps->i == first) fail(c, "json_schema: pattern has an empty character class");
             sb_putn(&o, "]", 1);
             ps->i++;
             PUSH_ITEM(o.p, false);
@@ -973,14 +1020,14 @@ static char *pattern_seq(pstate *ps, int depth) {
             sb lit = {0};
             while (ps->i < ps->len) {
                 char cc = ps->p[ps->i];
-                if (cc == '\\' && ps->i + 1 < ps->len) {
-                    char next = ps->p[ps->i + 1];
-                    if (regex_only_escape(next)) {
+                if (cc == '\\') {
+                    char next = ps->i + 1 < ps->len ? ps->p[ps->i + 1] : 0;
+                    if (next && regex_only_escape(next)) {
                         sb_putn(&lit, &next, 1);
                         ps->i += 2;
-                    } else {
-                        sb_putn(&lit, ps->p + ps->i, 2);
-                        ps->i += 2;
+                    } else if (!pattern_escape(ps, &lit)) {
+                        mxl_free(lit.p);
+                        goto done;
                     }
                 } else if (cc == '"') {
                     sb_puts(&lit, "\\\"");

@@ -576,6 +576,13 @@ TEST(json_schema_conversion_errors) {
         "{\"pattern\": \"^a{2,1}$\"}",
         "{\"pattern\": \"^a{-3}$\"}",
         "{\"pattern\": \"^a{2001,}$\"}",
+        /* pattern escapes GBNF has no spelling for (the regex escape was copied into the
+         * grammar, which the parser then refused) */
+        "{\"pattern\": \"^\\\\d{3}$\"}",
+        "{\"pattern\": \"^[a-z\\\\w]$\"}",
+        "{\"pattern\": \"^ab\\\\$\"}",
+        "{\"pattern\": \"^a\\\\x4$\"}",
+        "{\"pattern\": \"^[]$\"}",
     };
     for (size_t i = 0; i < sizeof bad_bounds / sizeof bad_bounds[0]; i++) {
         CHECK(mxl_json_schema_text_to_grammar(bad_bounds[i], strlen(bad_bounds[i]), &out, &err) != MXL_OK);
@@ -593,6 +600,18 @@ TEST(json_schema_conversion_errors) {
         CHECK(out && parses(out, &err));
         mxl_free(out);
     }
+    /* identity escapes of punctuation become the character (found by fuzz_json_schema: \\/
+     * reached the grammar as an unknown escape) */
+    const char *esc = "{\"pattern\": \"^a\\\\/b\\\\-[\\\\^\\\\]x]\\\\x41\\\\u00e9$\"}";
+    out = NULL;
+    REQUIRE(mxl_json_schema_text_to_grammar(esc, strlen(esc), &out, &err) == MXL_OK);
+    mxl_grammar *ge = NULL;
+    REQUIRE(mxl_grammar_parse(out, strlen(out), &ge, &err) == MXL_OK);
+    CHECK(mxl_grammar_accepts(ge, "\"a/b-^A\xC3\xA9\"", 10));
+    CHECK(mxl_grammar_accepts(ge, "\"a/b-]A\xC3\xA9\"", 10));
+    CHECK(!mxl_grammar_accepts(ge, "\"a/b-yA\xC3\xA9\"", 10));
+    mxl_grammar_destroy(ge);
+    mxl_free(out);
     out = NULL;
     REQUIRE(mxl_json_schema_text_to_grammar(long_bounds[1], strlen(long_bounds[1]), &out, &err) == MXL_OK);
     mxl_grammar *gl = NULL;
