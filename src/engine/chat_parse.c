@@ -531,6 +531,15 @@ static bool add_json_string(mxl_chat_stream *s, mxl_strbuf *b, const char *t, si
     return true;
 }
 
+/* Whether a function or parameter name holds '<' or a control character (a newline, NUL, ...):
+ * then it is not a name (and NUL could not be a JSON object key for jansson, which the server and
+ * clients parse the arguments with). */
+static bool bad_name(const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] == '<' || (unsigned char)p[i] < 0x20 || p[i] == 0x7F) return true;
+    return false;
+}
+
 /* Qwen3-Coder XML body: <function=N> (<parameter=P>\nVALUE\n</parameter>)* </function>, one or
  * more functions. A parameter also ends at the next <parameter= or </function> (models drop the
  * closing tag); one newline is stripped on each side of VALUE, as the templates add them. */
@@ -553,7 +562,7 @@ static bool parse_xml(mxl_chat_stream *s, json_t *calls, const char *t, size_t n
         size_t ns = i, ne = (size_t)(gt - t);
         while (ns < ne && is_ws(t[ns])) ns++;
         while (ne > ns && is_ws(t[ne - 1])) ne--;
-        if (memchr(t + ns, '<', ne - ns) || memchr(t + ns, '\n', ne - ns)) {
+        if (bad_name(t + ns, ne - ns)) {
             ok = false;
             break;
         }
@@ -581,7 +590,7 @@ static bool parse_xml(mxl_chat_stream *s, json_t *calls, const char *t, size_t n
             size_t ps = i, pe = (size_t)(pg - t);
             while (ps < pe && is_ws(t[ps])) ps++;
             while (pe > ps && is_ws(t[pe - 1])) pe--;
-            if (pe == ps || memchr(t + ps, '<', pe - ps) || memchr(t + ps, '\n', pe - ps)) {
+            if (pe == ps || bad_name(t + ps, pe - ps)) {
                 ok = false;
                 break;
             }
