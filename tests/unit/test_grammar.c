@@ -583,6 +583,9 @@ TEST(json_schema_conversion_errors) {
         "{\"pattern\": \"^ab\\\\$\"}",
         "{\"pattern\": \"^a\\\\x4$\"}",
         "{\"pattern\": \"^[]$\"}",
+        /* a bad property before additionalProperties (found by fuzz_json_schema: the key rule
+         * read the names of the properties after it, never filled: a NULL dereference) */
+        "{\"properties\": {\"a\": {}, \"b\": {\"type\": \"integer8\"}, \"c\": {}}, \"additionalProperties\": true}",
     };
     for (size_t i = 0; i < sizeof bad_bounds / sizeof bad_bounds[0]; i++) {
         CHECK(mxl_json_schema_text_to_grammar(bad_bounds[i], strlen(bad_bounds[i]), &out, &err) != MXL_OK);
