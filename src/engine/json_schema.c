@@ -794,6 +794,11 @@ static void collect_refs(conv *c, const json_t *n, int depth) {
 typedef struct pitem {
     char *s;
     bool literal;
+    /* 0 an item, 1 quantified, 2 quantified and made lazy by '?', 3 the alternation bar: GBNF
+     * cannot stack repetitions (x?+ is left recursion to its parser), so a lazy '?' is dropped
+     * (the same strings match) and any other quantifier after one is refused, as a regex would
+     * (nothing to repeat) */
+    unsigned char quant;
 } pitem;
 
 typedef struct pstate {
@@ -886,6 +891,7 @@ static char *pattern_seq(pstate *ps, int depth) {
             seq = nv;                                                         \
         }                                                                     \
         seq[n].s = (str);                                                     \
+        seq[n].quant = 0;                                                     \
         seq[n++].literal = (lit);                                             \
     } while (0)
     if (depth > 64) {
@@ -936,12 +942,16 @@ static char *pattern_seq(pstate *ps, int depth) {
             PUSH_ITEM(o.p, false);
         } else if (ch == '|') {
             PUSH_ITEM(dupn("|", 1), false);
+            seq[n - 1].quant = 3;
             ps->i++;
+        } else if (ch == '?' && n && seq[n - 1].quant == 1) {
+            seq[n - 1].quant = 2; /* lazy: the same strings */
+            ps->i++;
+        } else if ((ch == '*' || ch == '+' || ch == '?' || ch == '{') && (!n || seq[n - 1].quant)) {
+            if (!n || seq[n - 1].quant == 3) fail(c, "json_schema: pattern has '%c' with nothing before it", ch);
+            else fail(c, "json_schema: pattern has a quantifier '%c' right after another", ch);
+            goto done;
         } else if (ch == '*' || ch == '+' || ch == '?') {
-            if (!n) {
-                fail(c, "json_schema: pattern has '%c' with nothing before it", ch);
-                goto done;
-            }
             char *r = item_rule(&seq[n - 1]);
             sb o = {0};
             sb_printf(&o, "%s%c", r ? r : "", ch);
@@ -949,6 +959,7 @@ static char *pattern_seq(pstate *ps, int depth) {
             mxl_free(seq[n - 1].s);
             seq[n - 1].s = o.p;
             seq[n - 1].literal = false;
+            seq[n - 1].quant = 1;
             ps->i++;
         } else if (ch == '{') {
             size_t b = ++ps->i;
@@ -1017,6 +1028,7 @@ static char *pattern_seq(pstate *ps, int depth) {
             mxl_free(last->s);
             last->s = o.p ? o.p : dupn("", 0);
             last->literal = false;
+            last->quant = 1;
         } else {
             sb lit = {0};
             while (ps->i < ps->len) {

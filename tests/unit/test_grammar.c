@@ -586,6 +586,12 @@ TEST(json_schema_conversion_errors) {
         /* a bad property before additionalProperties (found by fuzz_json_schema: the key rule
          * read the names of the properties after it, never filled: a NULL dereference) */
         "{\"properties\": {\"a\": {}, \"b\": {\"type\": \"integer8\"}, \"c\": {}}, \"additionalProperties\": true}",
+        /* stacked quantifiers (found by fuzz_json_schema: "Y"?+ is left recursion to the
+         * grammar parser) and a quantifier after '|' */
+        "{\"pattern\": \"^Y?+$\"}",
+        "{\"pattern\": \"^a{2}*$\"}",
+        "{\"pattern\": \"^a???$\"}",
+        "{\"pattern\": \"^a|*$\"}",
     };
     for (size_t i = 0; i < sizeof bad_bounds / sizeof bad_bounds[0]; i++) {
         CHECK(mxl_json_schema_text_to_grammar(bad_bounds[i], strlen(bad_bounds[i]), &out, &err) != MXL_OK);
@@ -596,6 +602,7 @@ TEST(json_schema_conversion_errors) {
         "{\"items\": {\"type\": \"integer\"}, \"minItems\": 2, \"maxItems\": 2001}",
         "{\"pattern\": \"^(ab){1,5000}$\"}",
         "{\"type\": \"string\", \"minLength\": 2000, \"maxLength\": 2000}",
+        "{\"pattern\": \"^a??b*?c+?d{2,3}?(e?)+$\"}", /* lazy quantifiers match the same strings */
     };
     for (size_t i = 0; i < sizeof long_bounds / sizeof long_bounds[0]; i++) {
         out = NULL;
