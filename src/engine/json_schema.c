@@ -507,6 +507,15 @@ static int tnew(tpool *p) {
     return (int)p->n++;
 }
 
+/* A byte of a property name inside a GBNF character class: letters and digits as they are,
+ * anything else as \xHH (a raw ] \ ^ or - would end the class, escape or negate it: found by
+ * fuzz_json_schema, "i]]:12d" made "[]]"). Bytes of a multi-byte character stand for U+0080..
+ * U+00FF here as they did written raw: the trie is over bytes. */
+static void put_class_byte(sb *o, unsigned char b) {
+    if ((b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9')) sb_putn(o, (const char *)&b, 1);
+    else sb_printf(o, "\\x%02X", (unsigned)b);
+}
+
 static void not_strings_visit(const tpool *p, int node, const char *char_rule, sb *o) {
     const tnode *t = &p->v[node];
     bool first = true;
@@ -514,11 +523,12 @@ static void not_strings_visit(const tpool *p, int node, const char *char_rule, s
     for (int b = 0; b < 256; b++) {
         int k = t->child[b];
         if (!k) continue;
-        char ch = (char)b;
-        sb_putn(&rejects, &ch, 1);
+        put_class_byte(&rejects, (unsigned char)b);
         if (!first) sb_puts(o, " | ");
         first = false;
-        sb_printf(o, "[%c]", ch);
+        sb_puts(o, "[");
+        put_class_byte(o, (unsigned char)b);
+        sb_puts(o, "]");
         const tnode *kid = &p->v[k - 1];
         bool has_kids = false;
         for (int j = 0; j < 256 && !has_kids; j++) has_kids = kid->child[j] != 0;

@@ -622,6 +622,19 @@ TEST(json_schema_conversion_errors) {
     CHECK(!mxl_grammar_accepts(ge, "\"a/b-yA\xC3\xA9\"", 10));
     mxl_grammar_destroy(ge);
     mxl_free(out);
+    /* class characters of the additionalProperties key rule (found by fuzz_json_schema: a
+     * property named "i]:d" gave the class "[]]") */
+    const char *odd = "{\"properties\": {\"i]:^-d\": {\"type\": \"integer\", \"maximum\": 9}}, "
+                      "\"additionalProperties\": {\"type\": \"integer\"}}";
+    out = NULL;
+    REQUIRE(mxl_json_schema_text_to_grammar(odd, strlen(odd), &out, &err) == MXL_OK);
+    mxl_grammar *go = NULL;
+    REQUIRE(mxl_grammar_parse(out, strlen(out), &go, &err) == MXL_OK);
+    CHECK(mxl_grammar_accepts(go, "{\"i]:^-d\": 5, \"x\": 100}", strlen("{\"i]:^-d\": 5, \"x\": 100}")));
+    CHECK(mxl_grammar_accepts(go, "{\"i]:^-e\": 100}", strlen("{\"i]:^-e\": 100}")));
+    CHECK(!mxl_grammar_accepts(go, "{\"i]:^-d\": 100}", strlen("{\"i]:^-d\": 100}")));
+    mxl_grammar_destroy(go);
+    mxl_free(out);
     out = NULL;
     REQUIRE(mxl_json_schema_text_to_grammar(long_bounds[1], strlen(long_bounds[1]), &out, &err) == MXL_OK);
     mxl_grammar *gl = NULL;
