@@ -76,6 +76,11 @@ static const char *sb_str(const sb *b) { return b->p ? b->p : ""; }
 typedef struct conv {
     char **names, **bodies;
     size_t n, cap;
+    /* name index: rule index + 1, 0 = free; n_slots a power of two, at most half full. A linear
+     * scan per lookup made big schemas cubic (found by fuzz_json_schema: 1000 optional
+     * properties took 8 s, 2000 names that escape to one rule name 5 s) */
+    uint32_t *slots;
+    size_t n_slots;
     const json_t *root;
     json_t *refs;      /* "#/..." -> target schema */
     json_t *resolving; /* refs being visited (recursion guard) */
@@ -103,10 +108,42 @@ static char *dupn(const char *s, size_t n) {
     return p;
 }
 
+static uint64_t rule_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
 static ptrdiff_t find_rule(const conv *c, const char *name) {
-    for (size_t i = 0; i < c->n; i++)
-        if (!strcmp(c->names[i], name)) return (ptrdiff_t)i;
-    return -1;
+    if (!c->n_slots) return -1;
+    size_t mask = c->n_slots - 1;
+    for (size_t i = (size_t)rule_hash(name) & mask;; i = (i + 1) & mask) {
+        uint32_t e = c->slots[i];
+        if (!e) return -1;
+        if (!strcmp(c->names[e - 1], name)) return (ptrdiff_t)e - 1;
+    }
+}
+
+/* Indexes rule c->names[k] (new), growing the index to stay at most half full. */
+static bool index_rule(conv *c, size_t k) {
+    if ((k + 1) * 2 > c->n_slots) {
+        size_t ns = c->n_slots ? c->n_slots * 2 : 64;
+        while ((k + 1) * 2 > ns) ns *= 2;
+        uint32_t *t = mxl_calloc(ns, sizeof *t);
+        if (!t) return false;
+        for (size_t r = 0; r < k; r++) {
+            size_t i = (size_t)rule_hash(c->names[r]) & (ns - 1);
+            while (t[i]) i = (i + 1) & (ns - 1);
+            t[i] = (uint32_t)(r + 1);
+        }
+        mxl_free(c->slots);
+        c->slots = t;
+        c->n_slots = ns;
+    }
+    size_t i = (size_t)rule_hash(c->names[k]) & (c->n_slots - 1);
+    while (c->slots[i]) i = (i + 1) & (c->n_slots - 1);
+    c->slots[i] = (uint32_t)(k + 1);
+    return true;
 }
 
 /* Sets name -> body (new or replaced); returns the stored name. */
@@ -143,6 +180,12 @@ static const char *set_rule(conv *c, const char *name, const char *body) {
     }
     c->names[c->n] = n;
     c->bodies[c->n] = b;
+    if (!index_rule(c, c->n)) {
+        mxl_free(n);
+        mxl_free(b);
+        c->oom = true;
+        return "";
+    }
     c->n++;
     return n;
 }
@@ -544,6 +587,7 @@ static void not_strings_visit(const tpool *p, int node, const char *char_rule, s
     mxl_free(rejects.p);
 }
 
+#define NOT_STRINGS_MAX_LEN 500
 static void not_strings(conv *c, const char *const *strs, size_t n, sb *o) {
     tpool p = {0};
     if (tnew(&p) < 0) {
@@ -551,6 +595,13 @@ static void not_strings(conv *c, const char *const *strs, size_t n, sb *o) {
         return;
     }
     for (size_t i = 0; i < n; i++) {
+        /* one level of parentheses per character: the grammar parser nests at most 1000 */
+        if (strlen(strs[i]) > NOT_STRINGS_MAX_LEN) {
+            fail(c, "json_schema: a property name of %zu bytes is too long to exclude from additionalProperties (at most %d)",
+                 strlen(strs[i]), NOT_STRINGS_MAX_LEN);
+            mxl_free(p.v);
+            return;
+        }
         int node = 0;
         for (const unsigned char *s = (const unsigned char *)strs[i]; *s; s++) {
             if (!p.v[node].child[*s]) {
@@ -593,7 +644,10 @@ static bool in_required(const json_t *req, const char *key) {
 }
 
 /* kv names indexed like keys; "*" is the additional-properties entry. */
-static void recursive_refs(conv *c, const char *name, char **keys, const char **kv, size_t n, bool first_optional, sb *o) {
+/* memo[j]: the "-rest" rule already made for the keys after keys[j] (build_object_rule asks for
+ * every suffix of the optional keys: without it the rules were rebuilt O(n^2) times) */
+static void recursive_refs(conv *c, const char *name, char **keys, const char **kv, size_t n, bool first_optional, sb *o,
+                           const char **memo) {
     if (n == 0) return;
     const char *k = keys[0];
     bool star = !strcmp(k, "*");
@@ -604,12 +658,15 @@ static void recursive_refs(conv *c, const char *name, char **keys, const char **
         sb_puts(o, kv[0]);
         if (star) sb_printf(o, " %s*", sb_str(&comma));
     }
-    if (n > 1) {
+    if (n > 1 && memo[0]) {
+        sb_printf(o, " %s", memo[0]);
+    } else if (n > 1) {
         sb rest = {0}, rn = {0};
-        recursive_refs(c, name, keys + 1, kv + 1, n - 1, true, &rest);
+        recursive_refs(c, name, keys + 1, kv + 1, n - 1, true, &rest, memo + 1);
         child_name(&rn, name, "-", k);
         sb_puts(&rn, "-rest");
-        sb_printf(o, " %s", add_rule(c, sb_str(&rn), sb_str(&rest)));
+        memo[0] = add_rule(c, sb_str(&rn), sb_str(&rest));
+        sb_printf(o, " %s", memo[0]);
         if (rest.oom || rn.oom) c->oom = true;
         mxl_free(rest.p);
         mxl_free(rn.p);
@@ -691,10 +748,13 @@ static void build_object_rule(conv *c, const prop *props, size_t n_props, const 
     if (n_opt) {
         sb_puts(o, " (");
         if (n_req) sb_puts(o, " \",\" space ( ");
-        for (size_t i = 0; i < n_opt; i++) {
+        const char **memo = mxl_calloc(n_opt, sizeof *memo);
+        if (!memo) c->oom = true;
+        for (size_t i = 0; i < n_opt && memo; i++) {
             if (i) sb_puts(o, " | ");
-            recursive_refs(c, name, opt_keys + i, opt_kv + i, n_opt - i, false, o);
+            recursive_refs(c, name, opt_keys + i, opt_kv + i, n_opt - i, false, o, memo + i);
         }
+        mxl_free((void *)memo);
         if (n_req) sb_puts(o, " )");
         sb_puts(o, " )?");
     }
@@ -1445,6 +1505,7 @@ static void conv_free(conv *c) {
     }
     mxl_free(c->names);
     mxl_free(c->bodies);
+    mxl_free(c->slots);
     json_decref(c->refs);
     json_decref(c->resolving);
 }

@@ -564,6 +564,37 @@ TEST(json_schema_conversion_errors) {
         k += name_len;
         k += (size_t)sprintf(big + k, "\": {}}, \"additionalProperties\": true}");
         CHECK(mxl_json_schema_text_to_grammar(big, k, &out, &err) != MXL_OK);
+        /* a name short enough for the trie's node cap but nesting its key rule deeper than the
+         * grammar parser takes (found by fuzz_json_schema) is refused; a shorter one parses */
+        static const size_t lens[] = {1200, 400};
+        for (size_t li = 0; li < 2; li++) {
+            k = (size_t)sprintf(big, "{\"properties\": {\"");
+            memset(big + k, 'x', lens[li]);
+            k += lens[li];
+            k += (size_t)sprintf(big + k, "\": {}}, \"additionalProperties\": true}");
+            out = NULL;
+            mxl_status cs = mxl_json_schema_text_to_grammar(big, k, &out, &err);
+            if (li == 0) CHECK(cs != MXL_OK && strstr(err.msg, "too long") != NULL);
+            else CHECK(cs == MXL_OK && out && parses(out, &err));
+            mxl_free(out);
+            out = NULL;
+        }
+        /* 1000 optional properties: the converter rebuilt every suffix chain of optional keys
+         * with a linear rule lookup each time (8 s; found by fuzz_json_schema) */
+        k = (size_t)sprintf(big, "{\"properties\": {");
+        for (int i = 0; i < 1000; i++) k += (size_t)sprintf(big + k, "%s\"p%d\": {}", i ? ", " : "", i);
+        k += (size_t)sprintf(big + k, "}}");
+        out = NULL;
+        REQUIRE(mxl_json_schema_text_to_grammar(big, k, &out, &err) == MXL_OK);
+        mxl_grammar *gp = NULL;
+        REQUIRE(mxl_grammar_parse(out, strlen(out), &gp, &err) == MXL_OK);
+        /* ({} is any object, as in llama.cpp) */
+        const char *in_order = "{\"p3\": {}, \"p999\": {\"x\": 1}}", *reordered = "{\"p999\": {}, \"p3\": {}}";
+        CHECK(mxl_grammar_accepts(gp, in_order, strlen(in_order)));
+        CHECK(!mxl_grammar_accepts(gp, reordered, strlen(reordered)));
+        mxl_grammar_destroy(gp);
+        mxl_free(out);
+        out = NULL;
         mxl_free(big);
     }
     /* repetition bounds the grammar cannot hold (found by fuzz_json_schema: the converter
