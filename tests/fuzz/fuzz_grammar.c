@@ -15,8 +15,9 @@
  *     points; a partial UTF-8 sequence that some stack can complete must not be refused), and the
  *     two end in states that agree on can_end;
  *   - mxl_grammar_accepts(text) implies the state accepted the text and can end;
- *   - the mask and mxl_grammar_state_allows agree on every token, EOG tokens are allowed iff the
- *     state can end, never-allowed tokens (empty, NUL first) are masked;
+ *   - the mask (both forms) and mxl_grammar_state_allows agree on every token (checked at a few
+ *     positions, and for every token the walk picks), EOG tokens are allowed iff the state can
+ *     end, never-allowed tokens (empty, NUL first) are masked;
  *   - a token the state allows is accepted by mxl_grammar_state_accept_token (the sampler commits
  *     what the mask left) unless the parse state hit its size limit (an error that says so), and
  *     a token that is accepted was allowed;
@@ -36,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define MAX_TEXT 2048      /* bytes of text fed */
 #define MAX_CHUNKS 48      /* text chunks added to the vocabulary */
-#define MAX_MASKS 6        /* whole-vocabulary masks per input */
+#define MAX_MASKS 6        /* positions whose mask is checked against allows() for every token */
 #define WALK_STEPS 24
 
 /* token 0 is the EOG token; its text is never matched */
@@ -73,46 +74,42 @@ static mxl_status piece(void *ctx, int32_t id, const char **text, size_t *len, b
 
 static bool is_limit_error(const mxl_error *err) { return strstr(err->msg, "too large") || strstr(err->msg, "memory"); }
 
-/* Everything the sampler does over the vocabulary at one position: mask (when budget remains),
- * allows per token, and their agreement. allowed[] gets allows(). */
-static void check_position(mxl_grammar_state *st, const mxl_grammar_vocab *v, const vocab_src *src, bool do_mask,
-                           bool *allowed, float *logits) {
-    bool can_end = mxl_grammar_state_can_end(st);
-    for (int32_t i = 0; i < src->n; i++) {
-        allowed[i] = mxl_grammar_state_allows(st, v, i);
-        if (i == 0 && allowed[i] != can_end) abort();
-        if (src->len[i] == 0 || (i > 0 && src->text[i][0] == 0)) {
-            if (allowed[i]) abort(); /* empty or NUL-first: never */
-        }
-    }
-    if (!do_mask) return;
+/* What the sampler does over the vocabulary at one position: one mask (every 3rd token already
+ * at -inf, as the chain leaves them) fills allowed[]. With cross_check, allows() is also asked for
+ * every token and must agree, EOG must be allowed iff the state can end, never-allowed tokens
+ * (empty, NUL first) must be masked, and the listed-ids form of the mask must agree. false when
+ * the mask refused (only for the state size limit). */
+static bool position(mxl_grammar_state *st, const mxl_grammar_vocab *v, const vocab_src *src, bool cross_check,
+                     bool *allowed, float *logits) {
     for (int32_t i = 0; i < src->n; i++) logits[i] = (i % 3 == 2) ? -INFINITY : 0.0f;
     size_t n_allowed = 0, want = 0;
     mxl_error err = {0};
     if (mxl_grammar_state_mask(st, v, logits, NULL, (size_t)src->n, &n_allowed, &err) != MXL_OK) {
         if (!is_limit_error(&err)) abort();
-        return;
+        return false;
     }
     for (int32_t i = 0; i < src->n; i++) {
-        if (i % 3 == 2) {
-            if (logits[i] != -INFINITY) abort(); /* skipped, stays masked */
-            continue;
-        }
+        if (i % 3 == 2 && logits[i] != -INFINITY) abort(); /* skipped, stays masked */
         bool kept = logits[i] == 0.0f;
         if (!kept && logits[i] != -INFINITY) abort();
-        if (kept != allowed[i]) abort();
         want += kept;
     }
     if (want != n_allowed) abort();
-    /* the listed-ids form: every token once, in reverse order */
+    /* the listed-ids form, every token once in reverse order, gives every token's answer */
     int32_t ids[N_FIXED + MAX_CHUNKS];
     for (int32_t i = 0; i < src->n; i++) ids[i] = src->n - 1 - i, logits[i] = 0.0f;
     if (mxl_grammar_state_mask(st, v, logits, ids, (size_t)src->n, &n_allowed, &err) != MXL_OK) {
         if (!is_limit_error(&err)) abort();
-        return;
+        return false;
     }
-    for (int32_t i = 0; i < src->n; i++)
-        if ((logits[i] == 0.0f) != allowed[i]) abort();
+    for (int32_t i = 0; i < src->n; i++) allowed[i] = logits[i] == 0.0f;
+    if (allowed[0] != mxl_grammar_state_can_end(st)) abort();
+    for (int32_t i = 1; i < src->n; i++)
+        if (allowed[i] && (src->len[i] == 0 || src->text[i][0] == 0)) abort(); /* empty or NUL-first: never */
+    if (cross_check)
+        for (int32_t i = 0; i < src->n; i++)
+            if (mxl_grammar_state_allows(st, v, i) != allowed[i]) abort();
+    return true;
 }
 
 /* Accepts token id (as the sampler's commit does) and checks it against allows(). */
@@ -184,23 +181,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int masks = 0;
     mxl_grammar_state_reset(st);
     for (int32_t id = first_chunk; id < src.n; id++) {
-        check_position(st, v, &src, masks < MAX_MASKS && (id - first_chunk) % 4 == 0, allowed, logits);
-        if ((id - first_chunk) % 4 == 0) masks++;
-        if (!take(st, v, id, allowed[id])) break;
+        bool ok;
+        if ((id - first_chunk) % 4 == 0 && masks < MAX_MASKS) {
+            masks++;
+            if (!position(st, v, &src, true, allowed, logits)) break;
+            ok = allowed[id];
+        } else {
+            ok = mxl_grammar_state_allows(st, v, id);
+        }
+        if (!take(st, v, id, ok)) break;
     }
-    check_position(st, v, &src, masks++ < MAX_MASKS, allowed, logits);
-    take(st, v, 0, allowed[0]);
+    if (position(st, v, &src, masks++ < MAX_MASKS, allowed, logits)) take(st, v, 0, allowed[0]);
 
     /* 3. a sampler-like walk: mask, pick the k-th allowed token, accept it */
     mxl_grammar_state_reset(st);
     for (int step = 0; step < WALK_STEPS; step++) {
-        check_position(st, v, &src, masks++ < MAX_MASKS, allowed, logits);
+        if (!position(st, v, &src, masks++ < MAX_MASKS, allowed, logits)) break;
         int32_t n_ok = 0;
         for (int32_t i = 0; i < src.n; i++) n_ok += allowed[i];
         if (n_ok == 0) break;
         int32_t k = (int32_t)((tlen ? (unsigned char)text[step % tlen] : step) % (unsigned)n_ok), pick = -1;
         for (int32_t i = 0; i < src.n && pick < 0; i++)
             if (allowed[i] && k-- == 0) pick = i;
+        if (!mxl_grammar_state_allows(st, v, pick)) abort(); /* the mask's answer */
         if (!take(st, v, pick, true)) break;
     }
 
