@@ -411,9 +411,20 @@ static bool call_add(json_t *calls, const char *name, size_t name_n, const char 
     return ok;
 }
 
+static json_t *json_parse_any(const char *t, size_t n);
+
+/* Whether a string given as the arguments holds a JSON object's text (a client json.loads the
+ * arguments: anything else is not a call, and its text stays content). */
+static bool args_string_ok(const json_t *str) {
+    json_t *v = json_parse_any(json_string_value(str), json_string_length(str));
+    bool ok = json_is_object(v);
+    json_decref(v);
+    return ok;
+}
+
 /* A call from a parsed JSON object `obj` whose text starts at t[i]: "name", arguments under
- * "arguments" or "parameters" (object: its text as written; string: taken as the JSON text),
- * "id" when present. Missing arguments are {} unless required. */
+ * "arguments" or "parameters" (object: its text as written; string: taken as the JSON text,
+ * which must be an object's), "id" when present. Missing arguments are {} unless required. */
 static bool call_from_obj(json_t *calls, const char *t, size_t n, size_t i, json_t *obj, bool require_args) {
     if (!json_is_object(obj)) return false;
     json_t *name = json_object_get(obj, "name");
@@ -436,6 +447,7 @@ static bool call_from_obj(json_t *calls, const char *t, size_t n, size_t i, json
             an = strlen(dumped);
         }
     } else if (json_is_string(args)) {
+        if (!args_string_ok(args)) return false;
         at = json_string_value(args);
         an = json_string_length(args);
     } else if (args || require_args)
@@ -519,6 +531,15 @@ static bool add_json_string(mxl_chat_stream *s, mxl_strbuf *b, const char *t, si
     return true;
 }
 
+/* Whether a function or parameter name holds '<' or a control character (a newline, NUL, ...):
+ * then it is not a name (and NUL could not be a JSON object key for jansson, which the server and
+ * clients parse the arguments with). */
+static bool bad_name(const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] == '<' || (unsigned char)p[i] < 0x20 || p[i] == 0x7F) return true;
+    return false;
+}
+
 /* Qwen3-Coder XML body: <function=N> (<parameter=P>\nVALUE\n</parameter>)* </function>, one or
  * more functions. A parameter also ends at the next <parameter= or </function> (models drop the
  * closing tag); one newline is stripped on each side of VALUE, as the templates add them. */
@@ -541,7 +562,7 @@ static bool parse_xml(mxl_chat_stream *s, json_t *calls, const char *t, size_t n
         size_t ns = i, ne = (size_t)(gt - t);
         while (ns < ne && is_ws(t[ns])) ns++;
         while (ne > ns && is_ws(t[ne - 1])) ne--;
-        if (memchr(t + ns, '<', ne - ns) || memchr(t + ns, '\n', ne - ns)) {
+        if (bad_name(t + ns, ne - ns)) {
             ok = false;
             break;
         }
@@ -569,7 +590,7 @@ static bool parse_xml(mxl_chat_stream *s, json_t *calls, const char *t, size_t n
             size_t ps = i, pe = (size_t)(pg - t);
             while (ps < pe && is_ws(t[ps])) ps++;
             while (pe > ps && is_ws(t[pe - 1])) pe--;
-            if (pe == ps || memchr(t + ps, '<', pe - ps) || memchr(t + ps, '\n', pe - ps)) {
+            if (pe == ps || bad_name(t + ps, pe - ps)) {
                 ok = false;
                 break;
             }
@@ -889,7 +910,7 @@ static void mistral_done(mxl_chat_stream *s) {
         json_t *v = json_parse_any(t + i, n - i);
         if (json_is_object(v))
             ok = call_add(calls, s->name.p, s->name.n, t + i, n - i, s->id.p, s->id.n);
-        else if (json_is_string(v))
+        else if (json_is_string(v) && args_string_ok(v))
             ok = call_add(calls, s->name.p, s->name.n, json_string_value(v), json_string_length(v), s->id.p, s->id.n);
         else
             ok = false;

@@ -9,7 +9,12 @@
  *
  * Stacks are deduplicated as they are made (identical stacks would only multiply the work). A
  * state whose stacks grow past GR_MAX_STACK_ELEMS in total refuses the input instead of using
- * unbounded memory. */
+ * unbounded memory, and one with more than GR_MAX_STACKS stacks refuses it instead of using
+ * unbounded time: a mask costs about one pass over the vocabulary per stack, and an ambiguous
+ * grammar (root ::= "a" root "b" | "a" root "c" | "") doubles its stacks with every character,
+ * which took masks over the vocabulary from milliseconds to minutes per token. Real grammars use
+ * few (the JSON-schema grammars of the tests at most 29); the limit leaves room for an enum of a
+ * few thousand strings, whose alternatives are stacks of their own at the start. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +23,7 @@
 #include "engine/grammar_internal.h"
 
 #define GR_MAX_STACK_ELEMS (1u << 20)
+#define GR_MAX_STACKS 4096u
 
 /* ---- stack sets ------------------------------------------------------------------------------ */
 
@@ -29,7 +35,8 @@ typedef struct gstacks {
     uint32_t *len;
     uint64_t *hash;
     size_t n, cap;
-    bool oom; /* an append failed or the cap was hit: the set is incomplete */
+    bool oom; /* an append failed or a cap was hit: the set is incomplete */
+    uint32_t max_n; /* most stacks it may hold (GR_MAX_STACKS for a state's sets), 0: no limit */
     uint32_t *tmp; /* scratch stack (advance) */
     size_t cap_tmp;
     uint32_t *slots; /* open-addressing index for dedup: stack index + 1, 0 = free */
@@ -101,7 +108,7 @@ static void gs_push(gstacks *s, const uint32_t *v, size_t n, uint32_t e1, uint32
         s->oom = true;
         return;
     }
-    if (s->n_data + total > s->cap_data) {
+    if (s->n_data + total > s->cap_data || !s->data) { /* data stays non-NULL: an empty stack is data + n_data too */
         size_t cap = s->cap_data ? s->cap_data : 64;
         while (cap < s->n_data + total) cap *= 2;
         uint32_t *d = mxl_realloc(s->data, cap * sizeof *d);
@@ -125,6 +132,10 @@ static void gs_push(gstacks *s, const uint32_t *v, size_t n, uint32_t e1, uint32
             return;
         }
         if (gs_find(s, dst, total, h, &slot) != SIZE_MAX) return;
+    }
+    if (s->max_n && s->n >= s->max_n) {
+        s->oom = true;
+        return;
     }
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 16;
@@ -174,27 +185,64 @@ typedef struct partial {
     int n_remain; /* bytes still expected; -1: invalid sequence */
 } partial;
 
-/* Could some completion of the open UTF-8 sequence be accepted by the set at el[pos]? */
-static bool match_partial(const gr_elem *el, uint32_t pos, partial pu) {
-    bool positive = el[pos].type == GR_CHAR || el[pos].type == GR_CHAR_ANY;
-    if (pu.n_remain < 0 || (pu.n_remain == 1 && pu.value < 2)) return false; /* invalid or overlong */
-    uint32_t low = pu.value << (pu.n_remain * 6), high = low | ((1u << (pu.n_remain * 6)) - 1);
-    if (low == 0) {
-        if (pu.n_remain == 2) low = 1u << 11;
-        else if (pu.n_remain == 3) low = 1u << 16;
-    }
+/* Whether the set at el[pos] holds a code point of [lo, hi] (positive reading: its listed
+ * characters and ranges, `.` everything). */
+static bool set_meets(const gr_elem *el, uint32_t pos, uint32_t lo, uint32_t hi) {
     do {
-        if (el[pos + 1].type == GR_CHAR_RNG_UPPER) {
-            if (el[pos].value <= high && low <= el[pos + 1].value) return positive;
-            pos += 2;
-        } else if (el[pos].type == GR_CHAR_ANY) {
-            return true;
-        } else {
-            if (low <= el[pos].value && el[pos].value <= high) return positive;
-            pos += 1;
-        }
+        if (el[pos].type == GR_CHAR_ANY) return true;
+        uint32_t a = el[pos].value, b = a;
+        if (el[pos + 1].type == GR_CHAR_RNG_UPPER) b = el[++pos].value;
+        if (a <= hi && lo <= b) return true;
+        pos++;
     } while (el[pos].type == GR_CHAR_ALT);
-    return !positive;
+    return false;
+}
+
+/* Whether the characters and ranges listed by the set at el[pos] cover all of [lo, hi]: lo moves
+ * past a listed range that holds it until it passes hi or no range holds it (at most one round
+ * per range). */
+static bool set_covers(const gr_elem *el, uint32_t pos, uint32_t lo, uint32_t hi) {
+    for (;;) {
+        bool found = false;
+        uint32_t next = lo, p = pos;
+        do {
+            uint32_t a = el[p].value, b = a;
+            if (el[p + 1].type == GR_CHAR_RNG_UPPER) b = el[++p].value;
+            if (a <= lo && lo <= b) {
+                if (b >= hi) return true;
+                if (b + 1 > next) next = b + 1;
+                found = true;
+            }
+            p++;
+        } while (el[p].type == GR_CHAR_ALT);
+        if (!found) return false;
+        lo = next;
+    }
+}
+
+/* Could some completion of the open UTF-8 sequence be accepted by the set at el[pos]?
+ * decode_utf8 leaves a sequence open only while it can still become a valid code point, so its
+ * completions are the code points of [low, high] that are valid: not below the least one of their
+ * length (no overlong forms), at most U+10FFFF, not surrogates. The answer is exact (a negated set
+ * must leave one of them out, not merely miss one of its listed characters), so a character split
+ * over pieces is judged as it is whole. */
+static bool match_partial(const gr_elem *el, uint32_t pos, partial pu) {
+    if (pu.n_remain <= 0 || pu.n_remain > 3) return false; /* invalid */
+    uint32_t low = pu.value << (pu.n_remain * 6), high = low | ((1u << (pu.n_remain * 6)) - 1);
+    if (pu.n_remain == 3) { /* after a 4-byte lead */
+        if (low < 0x10000) low = 0x10000;
+        if (high > 0x10FFFF) high = 0x10FFFF;
+    } else if (pu.n_remain == 2 && pu.value <= 0xF && low < 0x800) { /* after a 3-byte lead */
+        low = 0x800;
+    }
+    uint32_t run_lo[2], run_hi[2]; /* [low, high] less the surrogates */
+    int n_runs = 0;
+    if (low < 0xD800) run_lo[n_runs] = low, run_hi[n_runs++] = high < 0xD7FF ? high : 0xD7FF;
+    if (high > 0xDFFF) run_lo[n_runs] = low > 0xE000 ? low : 0xE000, run_hi[n_runs++] = high;
+    bool positive = el[pos].type == GR_CHAR || el[pos].type == GR_CHAR_ANY;
+    for (int r = 0; r < n_runs; r++)
+        if (positive ? set_meets(el, pos, run_lo[r], run_hi[r]) : !set_covers(el, pos, run_lo[r], run_hi[r])) return true;
+    return false;
 }
 
 /* Expands stack v[0..n) (+extra on top) until every top is a terminal or the stack is empty,
@@ -262,50 +310,56 @@ static void accept_cp(const mxl_grammar *g, const gstacks *in, uint32_t cp, gsta
 
 /* ---- UTF-8 --------------------------------------------------------------------------------- */
 
-/* Decodes bytes after an open sequence pu into cps (capacity len + 2, 0-terminated), like
- * llama.cpp's decode_utf8: an invalid byte ends the decode with cps = {0} and n_remain = -1. */
+/* Decodes bytes after an open sequence pu into cps (capacity len + 2, 0-terminated; *n_cps code
+ * points, U+0000 among them for a NUL byte). The structure is llama.cpp's decode_utf8, but the
+ * UTF-8 is strict (the Unicode standard's well-formed sequences, table 3-7): a stray continuation
+ * byte, C0/C1 or F5..FF, a lead without its continuation bytes, an overlong form, a surrogate or
+ * a code point past U+10FFFF ends the decode with cps = {0} and n_remain = -1. Each sequence is
+ * checked as it grows (the byte after the lead decides overlong / surrogate / too large), so an
+ * open sequence can always still be completed and bytes split over tokens anywhere decode as
+ * the whole text does. */
 static partial decode_utf8(const unsigned char *s, size_t len, partial pu, uint32_t *cps, size_t *n_cps) {
-    static const int lookup[16] = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 2, 3, 4};
-    size_t n = 0, i = 0;
+    size_t n = 0;
     uint32_t value = pu.value;
     int n_remain = pu.n_remain;
-    while (i < len && n_remain > 0) {
-        if ((s[i] >> 6) != 2) {
-            cps[0] = 0;
-            *n_cps = 0;
-            return (partial){0, -1};
+    for (size_t i = 0; i < len; i++) {
+        unsigned b = s[i];
+        if (n_remain > 0) {
+            if ((b >> 6) != 2) goto invalid;
+            uint32_t v = (value << 6) | (b & 0x3F);
+            if (n_remain == 3 && (v < 0x10 || v > 0x10F)) goto invalid; /* F0 90..BF, F4 80..8F */
+            if (n_remain == 2 && value <= 0xF && (v < 0x20 || (v >= 0x360 && v <= 0x37F)))
+                goto invalid; /* after a 3-byte lead: E0 A0..BF, ED 80..9F */
+            value = v;
+            if (--n_remain == 0) cps[n++] = value;
+        } else if (b < 0x80) {
+            cps[n++] = value = b;
+        } else if (b >= 0xC2 && b <= 0xDF) {
+            value = b & 0x1F, n_remain = 1;
+        } else if (b >= 0xE0 && b <= 0xEF) {
+            value = b & 0x0F, n_remain = 2;
+        } else if (b >= 0xF0 && b <= 0xF4) {
+            value = b & 0x07, n_remain = 3;
+        } else {
+            goto invalid;
         }
-        value = (value << 6) + (s[i] & 0x3F);
-        i++;
-        n_remain--;
-    }
-    if (pu.n_remain > 0 && n_remain == 0) cps[n++] = value;
-    while (i < len) {
-        n_remain = lookup[s[i] >> 4] - 1;
-        if (n_remain < 0) {
-            cps[0] = 0;
-            *n_cps = 0;
-            return (partial){0, -1};
-        }
-        value = s[i] & ((1u << (7 - n_remain)) - 1);
-        i++;
-        while (i < len && n_remain > 0) {
-            value = (value << 6) + (s[i] & 0x3F);
-            i++;
-            n_remain--;
-        }
-        if (n_remain == 0) cps[n++] = value;
     }
     cps[n] = 0;
     *n_cps = n;
-    return (partial){value, n_remain};
+    return (partial){n_remain ? value : 0, n_remain};
+invalid:
+    cps[0] = 0;
+    *n_cps = 0;
+    return (partial){0, -1};
 }
 
 /* ---- candidate arrays ---------------------------------------------------------------------- */
 
 typedef struct gcand {
     uint32_t idx;        /* token id */
-    const uint32_t *cp;  /* remaining code points, 0-terminated */
+    const uint32_t *cp;  /* remaining code points */
+    size_t n;            /* how many: counted, not 0-terminated, since U+0000 (a NUL byte, or the
+                          * overlong C0 80) is a code point the grammar must match like any other */
     partial pu;          /* open sequence at the token's end */
 } gcand;
 
@@ -403,10 +457,13 @@ mxl_status mxl_grammar_state_create(const mxl_grammar *g, mxl_grammar_state **ou
     mxl_grammar_state *st = mxl_calloc(1, sizeof *st);
     if (!st) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     st->g = g;
+    st->cur.max_n = st->next.max_n = st->backup.max_n = GR_MAX_STACKS;
     mxl_grammar_state_reset(st);
     if (st->cur.oom) {
         mxl_grammar_state_destroy(st);
-        return mxl_error_set(err, MXL_ERR_NOMEM, "grammar: the start state is too large");
+        return mxl_error_set(err, MXL_ERR_NOMEM,
+                             "grammar: the start state is too large (over %u stacks or %u stack elements: the grammar is too ambiguous)",
+                             GR_MAX_STACKS, GR_MAX_STACK_ELEMS);
     }
     *out = st;
     return MXL_OK;
@@ -451,19 +508,25 @@ static void gs_swap(gstacks *a, gstacks *b) {
     *b = t;
 }
 
-bool mxl_grammar_state_accept_bytes(mxl_grammar_state *st, const char *bytes, size_t len) {
-    if (len > SIZE_MAX / 4 - 2 || !ensure_cps(st, len + 2)) return false;
+typedef enum { ACCEPT_OK, ACCEPT_NO, ACCEPT_TOO_LARGE } accept_result;
+
+/* accept_bytes, telling a refusal by the grammar from a parse state that outgrew its limit (or
+ * memory): a token the mask allowed can still hit the limit here, where all stacks advance at
+ * once, and the caller should say so rather than call the token unfit. */
+static accept_result accept_bytes(mxl_grammar_state *st, const char *bytes, size_t len) {
+    if (len > SIZE_MAX / 4 - 2 || !ensure_cps(st, len + 2)) return ACCEPT_TOO_LARGE;
     size_t n;
     partial pu = decode_utf8((const unsigned char *)bytes, len, st->pu, st->cps, &n);
-    if (pu.n_remain < 0) return false;
+    if (pu.n_remain < 0) return ACCEPT_NO;
     gs_copy(&st->backup, &st->cur);
-    if (st->backup.oom) return false;
+    if (st->backup.oom) return ACCEPT_TOO_LARGE;
     for (size_t i = 0; i < n; i++) {
         accept_cp(st->g, &st->cur, st->cps[i], &st->next, &st->todo, &st->seen);
         gs_swap(&st->cur, &st->next);
         if (st->cur.n == 0 || st->cur.oom) {
+            bool too_large = st->cur.oom;
             gs_swap(&st->cur, &st->backup);
-            return false;
+            return too_large ? ACCEPT_TOO_LARGE : ACCEPT_NO;
         }
     }
     /* an open sequence must still be completable by some stack */
@@ -473,11 +536,15 @@ bool mxl_grammar_state_accept_bytes(mxl_grammar_state *st, const char *bytes, si
             if (st->cur.len[i]) any = match_partial(st->g->el, st->cur.data[st->cur.off[i] + st->cur.len[i] - 1], pu);
         if (!any) {
             gs_swap(&st->cur, &st->backup);
-            return false;
+            return ACCEPT_NO;
         }
     }
     st->pu = pu;
-    return true;
+    return ACCEPT_OK;
+}
+
+bool mxl_grammar_state_accept_bytes(mxl_grammar_state *st, const char *bytes, size_t len) {
+    return accept_bytes(st, bytes, len) == ACCEPT_OK;
 }
 
 bool mxl_grammar_accepts(const mxl_grammar *g, const char *text, size_t len) {
@@ -494,8 +561,9 @@ struct mxl_grammar_vocab {
     int32_t n;
     char *bytes;       /* all token texts back to back */
     size_t *boff;      /* [n + 1] */
-    uint32_t *cps;     /* each token's code points decoded from a clean state, 0-terminated */
+    uint32_t *cps;     /* each token's code points decoded from a clean state, 0-terminated (ncps counts them) */
     size_t *coff;      /* [n] */
+    size_t *ncps;      /* [n] how many code points */
     partial *end;      /* [n] open sequence left by the token from a clean state */
     uint8_t *flags;    /* [n] bit 0: end of generation, bit 1: never allowed (empty / NUL first) */
 };
@@ -510,13 +578,14 @@ mxl_status mxl_grammar_vocab_create(int32_t n_vocab, mxl_grammar_piece_fn piece,
     v->n = n_vocab;
     v->boff = mxl_malloc((nv + 1) * sizeof *v->boff);
     v->coff = mxl_malloc(nv * sizeof *v->coff);
+    v->ncps = mxl_malloc(nv * sizeof *v->ncps);
     v->end = mxl_malloc(nv * sizeof *v->end);
     v->flags = mxl_calloc(nv, 1);
     size_t cap_b = nv * 4 + 16, cap_c = nv * 4 + 16, nb = 0, nc = 0;
     v->bytes = mxl_malloc(cap_b);
     v->cps = mxl_malloc(cap_c * sizeof *v->cps);
     mxl_status st = MXL_OK;
-    if (!v->boff || !v->coff || !v->end || !v->flags || !v->bytes || !v->cps) st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    if (!v->boff || !v->coff || !v->ncps || !v->end || !v->flags || !v->bytes || !v->cps) st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     for (int32_t id = 0; id < n_vocab && !st; id++) {
         const char *t = NULL;
         size_t len = 0;
@@ -547,6 +616,7 @@ mxl_status mxl_grammar_vocab_create(int32_t n_vocab, mxl_grammar_piece_fn piece,
         size_t n;
         v->coff[id] = nc;
         v->end[id] = decode_utf8((const unsigned char *)t, len, (partial){0, 0}, v->cps + nc, &n);
+        v->ncps[id] = n;
         nc += n + 1;
         v->flags[id] = (uint8_t)((eog ? 1 : 0) | (len == 0 || t[0] == 0 ? 2 : 0));
     }
@@ -565,6 +635,7 @@ void mxl_grammar_vocab_destroy(mxl_grammar_vocab *v) {
     mxl_free(v->boff);
     mxl_free(v->cps);
     mxl_free(v->coff);
+    mxl_free(v->ncps);
     mxl_free(v->end);
     mxl_free(v->flags);
     mxl_free(v);
@@ -582,7 +653,7 @@ static size_t reject_for_stack(const mxl_grammar *g, const uint32_t *stk, size_t
     size_t nr = 0;
     if (len == 0) { /* the sentence is complete here: only tokens with nothing left fit */
         for (size_t i = 0; i < n; i++)
-            if (cands[i].cp[0] != 0 || cands[i].pu.n_remain != 0) out[nr++] = cands[i];
+            if (cands[i].n != 0 || cands[i].pu.n_remain != 0) out[nr++] = cands[i];
         return nr;
     }
     uint32_t top = stk[len - 1], after;
@@ -592,17 +663,17 @@ static size_t reject_for_stack(const mxl_grammar *g, const uint32_t *stk, size_t
     size_t nn = 0;
     for (size_t i = 0; i < n; i++) {
         const gcand *c = &cands[i];
-        if (c->cp[0] == 0) {
+        if (c->n == 0) {
             if (c->pu.n_remain != 0 && !match_partial(g->el, top, c->pu)) out[nr++] = *c;
         } else if (match_char(g->el, top, c->cp[0], &after)) {
-            next[nn++] = (gcand){c->idx, c->cp + 1, c->pu};
+            next[nn++] = (gcand){c->idx, c->cp + 1, c->n - 1, c->pu};
         } else {
             out[nr++] = *c;
         }
     }
     if (nn) {
         match_char(g->el, top, 0, &after);
-        gstacks adv = {0}, todo = {0}, seen = {0};
+        gstacks adv = {.max_n = GR_MAX_STACKS}, todo = {0}, seen = {0};
         advance(g, stk, len - 1, gr_is_end_of_seq(&g->el[after]) ? UINT32_MAX : after, &adv, &todo, &seen);
         gs_free(&todo);
         gs_free(&seen);
@@ -610,7 +681,7 @@ static size_t reject_for_stack(const mxl_grammar *g, const uint32_t *stk, size_t
         if (!nrej) a->oom = true;
         else {
             size_t k = reject_all(g, &adv, next, nn, nrej, a);
-            for (size_t i = 0; i < k; i++) out[nr++] = (gcand){nrej[i].idx, nrej[i].cp - 1, nrej[i].pu};
+            for (size_t i = 0; i < k; i++) out[nr++] = (gcand){nrej[i].idx, nrej[i].cp - 1, nrej[i].n + 1, nrej[i].pu};
         }
         gs_free(&adv);
     }
@@ -640,16 +711,16 @@ static size_t reject_all(const mxl_grammar *g, const gstacks *stacks, const gcan
     return nc;
 }
 
-/* Code points of token id continuing the state's open sequence: the vocabulary's cached decode
- * when nothing is open, else a fresh decode into buf (capacity len + 2). */
+/* Code points of token id (*n of them) continuing the state's open sequence: the vocabulary's
+ * cached decode when nothing is open, else a fresh decode into buf (capacity len + 2). */
 static const uint32_t *token_cps(const mxl_grammar_state *st, const mxl_grammar_vocab *v, int32_t id, uint32_t *buf,
-                                 partial *pu) {
+                                 size_t *n, partial *pu) {
     if (st->pu.n_remain == 0) {
         *pu = v->end[id];
+        *n = v->ncps[id];
         return v->cps + v->coff[id];
     }
-    size_t n;
-    *pu = decode_utf8((const unsigned char *)v->bytes + v->boff[id], v->boff[id + 1] - v->boff[id], st->pu, buf, &n);
+    *pu = decode_utf8((const unsigned char *)v->bytes + v->boff[id], v->boff[id + 1] - v->boff[id], st->pu, buf, n);
     return buf;
 }
 
@@ -692,9 +763,10 @@ mxl_status mxl_grammar_state_mask(mxl_grammar_state *st, const mxl_grammar_vocab
             continue;
         }
         partial pu;
-        const uint32_t *cp = token_cps(st, v, id, buf ? buf + used : NULL, &pu);
+        size_t ncp;
+        const uint32_t *cp = token_cps(st, v, id, buf ? buf + used : NULL, &ncp, &pu);
         if (buf) used += v->boff[id + 1] - v->boff[id] + 2;
-        cands[nc++] = (gcand){(uint32_t)id, cp, pu};
+        cands[nc++] = (gcand){(uint32_t)id, cp, ncp, pu};
     }
     size_t nr = reject_all(st->g, &st->cur, cands, nc, rej, a);
     bool ok = !a->oom;
@@ -704,7 +776,10 @@ mxl_status mxl_grammar_state_mask(mxl_grammar_state *st, const mxl_grammar_vocab
     }
     ga_restore(a, m);
     mxl_free(buf);
-    if (!ok) return mxl_error_set(err, MXL_ERR_NOMEM, "grammar: out of memory while masking tokens");
+    if (!ok)
+        return mxl_error_set(err, MXL_ERR_NOMEM,
+                             "grammar: out of memory while masking tokens (or a parse state over %u stacks or %u stack elements: the grammar is too ambiguous)",
+                             GR_MAX_STACKS, GR_MAX_STACK_ELEMS);
     if (n_allowed) *n_allowed = allowed;
     return MXL_OK;
 }
@@ -717,8 +792,9 @@ bool mxl_grammar_state_allows(mxl_grammar_state *st, const mxl_grammar_vocab *v,
     uint32_t *buf = NULL;
     if (st->pu.n_remain != 0 && !(buf = mxl_malloc((len + 2) * sizeof *buf))) return false;
     partial pu;
-    const uint32_t *cp = token_cps(st, v, id, buf, &pu);
-    gcand c = {(uint32_t)id, cp, pu}, rej;
+    size_t ncp;
+    const uint32_t *cp = token_cps(st, v, id, buf, &ncp, &pu);
+    gcand c = {(uint32_t)id, cp, ncp, pu}, rej;
     st->arena.oom = false;
     size_t nr = reject_all(st->g, &st->cur, &c, 1, &rej, &st->arena);
     bool allowed = !st->arena.oom && nr == 0;
@@ -732,7 +808,11 @@ mxl_status mxl_grammar_state_accept_token(mxl_grammar_state *st, const mxl_gramm
         if (mxl_grammar_state_can_end(st)) return MXL_OK;
         return mxl_error_set(err, MXL_ERR_ARG, "grammar: end of generation (token %d) before the grammar is complete", id);
     }
-    if ((v->flags[id] & 2) || !mxl_grammar_state_accept_bytes(st, v->bytes + v->boff[id], v->boff[id + 1] - v->boff[id]))
-        return mxl_error_set(err, MXL_ERR_ARG, "grammar: token %d does not fit the grammar here", id);
+    accept_result r = v->flags[id] & 2 ? ACCEPT_NO : accept_bytes(st, v->bytes + v->boff[id], v->boff[id + 1] - v->boff[id]);
+    if (r == ACCEPT_TOO_LARGE)
+        return mxl_error_set(err, MXL_ERR_ARG,
+                             "grammar: the parse state grew too large at token %d (over %u stacks or %u stack elements: the grammar is too ambiguous)",
+                             id, GR_MAX_STACKS, GR_MAX_STACK_ELEMS);
+    if (r == ACCEPT_NO) return mxl_error_set(err, MXL_ERR_ARG, "grammar: token %d does not fit the grammar here", id);
     return MXL_OK;
 }

@@ -11,6 +11,11 @@
  * line; generation starts at `root`. Newlines end a rule except inside parentheses or after `|`.
  * Left recursion is refused (the stack matcher cannot run it), as llama.cpp does.
  *
+ * Matched text must be valid UTF-8 in the strict sense (no overlong forms, surrogates or code
+ * points past U+10FFFF), judged the same whether it comes whole or split anywhere into pieces. A
+ * state whose stacks outgrow their limits (a very ambiguous grammar) refuses further input rather
+ * than use unbounded memory or time; mxl_grammar_state_accept_token says so in its error.
+ *
  * The compiled grammar is immutable and may be shared; a state belongs to one generation. */
 #ifndef MXL_ENGINE_GRAMMAR_H
 #define MXL_ENGINE_GRAMMAR_H

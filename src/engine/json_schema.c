@@ -76,6 +76,11 @@ static const char *sb_str(const sb *b) { return b->p ? b->p : ""; }
 typedef struct conv {
     char **names, **bodies;
     size_t n, cap;
+    /* name index: rule index + 1, 0 = free; n_slots a power of two, at most half full. A linear
+     * scan per lookup made big schemas cubic (found by fuzz_json_schema: 1000 optional
+     * properties took 8 s, 2000 names that escape to one rule name 5 s) */
+    uint32_t *slots;
+    size_t n_slots;
     const json_t *root;
     json_t *refs;      /* "#/..." -> target schema */
     json_t *resolving; /* refs being visited (recursion guard) */
@@ -103,10 +108,42 @@ static char *dupn(const char *s, size_t n) {
     return p;
 }
 
+static uint64_t rule_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
 static ptrdiff_t find_rule(const conv *c, const char *name) {
-    for (size_t i = 0; i < c->n; i++)
-        if (!strcmp(c->names[i], name)) return (ptrdiff_t)i;
-    return -1;
+    if (!c->n_slots) return -1;
+    size_t mask = c->n_slots - 1;
+    for (size_t i = (size_t)rule_hash(name) & mask;; i = (i + 1) & mask) {
+        uint32_t e = c->slots[i];
+        if (!e) return -1;
+        if (!strcmp(c->names[e - 1], name)) return (ptrdiff_t)e - 1;
+    }
+}
+
+/* Indexes rule c->names[k] (new), growing the index to stay at most half full. */
+static bool index_rule(conv *c, size_t k) {
+    if ((k + 1) * 2 > c->n_slots) {
+        size_t ns = c->n_slots ? c->n_slots * 2 : 64;
+        while ((k + 1) * 2 > ns) ns *= 2;
+        uint32_t *t = mxl_calloc(ns, sizeof *t);
+        if (!t) return false;
+        for (size_t r = 0; r < k; r++) {
+            size_t i = (size_t)rule_hash(c->names[r]) & (ns - 1);
+            while (t[i]) i = (i + 1) & (ns - 1);
+            t[i] = (uint32_t)(r + 1);
+        }
+        mxl_free(c->slots);
+        c->slots = t;
+        c->n_slots = ns;
+    }
+    size_t i = (size_t)rule_hash(c->names[k]) & (c->n_slots - 1);
+    while (c->slots[i]) i = (i + 1) & (c->n_slots - 1);
+    c->slots[i] = (uint32_t)(k + 1);
+    return true;
 }
 
 /* Sets name -> body (new or replaced); returns the stored name. */
@@ -143,6 +180,12 @@ static const char *set_rule(conv *c, const char *name, const char *body) {
     }
     c->names[c->n] = n;
     c->bodies[c->n] = b;
+    if (!index_rule(c, c->n)) {
+        mxl_free(n);
+        mxl_free(b);
+        c->oom = true;
+        return "";
+    }
     c->n++;
     return n;
 }
@@ -458,6 +501,24 @@ static void build_repetition(sb *o, const char *item, long min, long max, const 
     mxl_free(rest.p);
 }
 
+/* Bounds of a repetition the grammar parser takes (GBNF repetition counts stop at 2000): a
+ * maximum over 2000 becomes unbounded, as llama.cpp's converter does (schemas write maxLength:
+ * 65536 to mean "long"), while a minimum over 2000 or above the maximum (no instance could
+ * match) is refused by name. false after fail(). */
+#define REPEAT_MAX 2000
+static bool repetition_bounds(conv *c, long *min, long *max, const char *what) {
+    if (*max > REPEAT_MAX) *max = -1;
+    if (*min > REPEAT_MAX) {
+        fail(c, "json_schema: %s minimum %ld is over %d, the most a grammar repeats", what, *min, REPEAT_MAX);
+        return false;
+    }
+    if (*max >= 0 && *min > *max) {
+        fail(c, "json_schema: %s minimum %ld is above its maximum %ld: nothing could match", what, *min, *max);
+        return false;
+    }
+    return true;
+}
+
 /* ---- visiting --------------------------------------------------------------------------------- */
 
 static const char *visit(conv *c, const json_t *schema, const char *name);
@@ -489,6 +550,15 @@ static int tnew(tpool *p) {
     return (int)p->n++;
 }
 
+/* A byte of a property name inside a GBNF character class: letters and digits as they are,
+ * anything else as \xHH (a raw ] \ ^ or - would end the class, escape or negate it: found by
+ * fuzz_json_schema, "i]]:12d" made "[]]"). Bytes of a multi-byte character stand for U+0080..
+ * U+00FF here as they did written raw: the trie is over bytes. */
+static void put_class_byte(sb *o, unsigned char b) {
+    if ((b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9')) sb_putn(o, (const char *)&b, 1);
+    else sb_printf(o, "\\x%02X", (unsigned)b);
+}
+
 static void not_strings_visit(const tpool *p, int node, const char *char_rule, sb *o) {
     const tnode *t = &p->v[node];
     bool first = true;
@@ -496,11 +566,12 @@ static void not_strings_visit(const tpool *p, int node, const char *char_rule, s
     for (int b = 0; b < 256; b++) {
         int k = t->child[b];
         if (!k) continue;
-        char ch = (char)b;
-        sb_putn(&rejects, &ch, 1);
+        put_class_byte(&rejects, (unsigned char)b);
         if (!first) sb_puts(o, " | ");
         first = false;
-        sb_printf(o, "[%c]", ch);
+        sb_puts(o, "[");
+        put_class_byte(o, (unsigned char)b);
+        sb_puts(o, "]");
         const tnode *kid = &p->v[k - 1];
         bool has_kids = false;
         for (int j = 0; j < 256 && !has_kids; j++) has_kids = kid->child[j] != 0;
@@ -516,6 +587,7 @@ static void not_strings_visit(const tpool *p, int node, const char *char_rule, s
     mxl_free(rejects.p);
 }
 
+#define NOT_STRINGS_MAX_LEN 500
 static void not_strings(conv *c, const char *const *strs, size_t n, sb *o) {
     tpool p = {0};
     if (tnew(&p) < 0) {
@@ -523,6 +595,13 @@ static void not_strings(conv *c, const char *const *strs, size_t n, sb *o) {
         return;
     }
     for (size_t i = 0; i < n; i++) {
+        /* one level of parentheses per character: the grammar parser nests at most 1000 */
+        if (strlen(strs[i]) > NOT_STRINGS_MAX_LEN) {
+            fail(c, "json_schema: a property name of %zu bytes is too long to exclude from additionalProperties (at most %d)",
+                 strlen(strs[i]), NOT_STRINGS_MAX_LEN);
+            mxl_free(p.v);
+            return;
+        }
         int node = 0;
         for (const unsigned char *s = (const unsigned char *)strs[i]; *s; s++) {
             if (!p.v[node].child[*s]) {
@@ -565,7 +644,10 @@ static bool in_required(const json_t *req, const char *key) {
 }
 
 /* kv names indexed like keys; "*" is the additional-properties entry. */
-static void recursive_refs(conv *c, const char *name, char **keys, const char **kv, size_t n, bool first_optional, sb *o) {
+/* memo[j]: the "-rest" rule already made for the keys after keys[j] (build_object_rule asks for
+ * every suffix of the optional keys: without it the rules were rebuilt O(n^2) times) */
+static void recursive_refs(conv *c, const char *name, char **keys, const char **kv, size_t n, bool first_optional, sb *o,
+                           const char **memo) {
     if (n == 0) return;
     const char *k = keys[0];
     bool star = !strcmp(k, "*");
@@ -576,12 +658,15 @@ static void recursive_refs(conv *c, const char *name, char **keys, const char **
         sb_puts(o, kv[0]);
         if (star) sb_printf(o, " %s*", sb_str(&comma));
     }
-    if (n > 1) {
+    if (n > 1 && memo[0]) {
+        sb_printf(o, " %s", memo[0]);
+    } else if (n > 1) {
         sb rest = {0}, rn = {0};
-        recursive_refs(c, name, keys + 1, kv + 1, n - 1, true, &rest);
+        recursive_refs(c, name, keys + 1, kv + 1, n - 1, true, &rest, memo + 1);
         child_name(&rn, name, "-", k);
         sb_puts(&rn, "-rest");
-        sb_printf(o, " %s", add_rule(c, sb_str(&rn), sb_str(&rest)));
+        memo[0] = add_rule(c, sb_str(&rn), sb_str(&rest));
+        sb_printf(o, " %s", memo[0]);
         if (rest.oom || rn.oom) c->oom = true;
         mxl_free(rest.p);
         mxl_free(rn.p);
@@ -627,7 +712,8 @@ static void build_object_rule(conv *c, const prop *props, size_t n_props, const 
             opt_kv[n_opt++] = kvname;
         }
     }
-    if (json_is_true(additional) || json_is_object(additional)) {
+    /* (after a failure the property loop stopped early: names_only is not filled) */
+    if (!c->failed && (json_is_true(additional) || json_is_object(additional))) {
         sb sub = {0}, vn = {0}, kname = {0}, kvn = {0}, kbody = {0}, kvbody = {0};
         child_name(&sub, name, "-", "additional");
         const char *value_rule;
@@ -662,10 +748,13 @@ static void build_object_rule(conv *c, const prop *props, size_t n_props, const 
     if (n_opt) {
         sb_puts(o, " (");
         if (n_req) sb_puts(o, " \",\" space ( ");
-        for (size_t i = 0; i < n_opt; i++) {
+        const char **memo = mxl_calloc(n_opt, sizeof *memo);
+        if (!memo) c->oom = true;
+        for (size_t i = 0; i < n_opt && memo; i++) {
             if (i) sb_puts(o, " | ");
-            recursive_refs(c, name, opt_keys + i, opt_kv + i, n_opt - i, false, o);
+            recursive_refs(c, name, opt_keys + i, opt_kv + i, n_opt - i, false, o, memo + i);
         }
+        mxl_free((void *)memo);
         if (n_req) sb_puts(o, " )");
         sb_puts(o, " )?");
     }
@@ -775,6 +864,11 @@ static void collect_refs(conv *c, const json_t *n, int depth) {
 typedef struct pitem {
     char *s;
     bool literal;
+    /* 0 an item, 1 quantified, 2 quantified and made lazy by '?', 3 the alternation bar: GBNF
+     * cannot stack repetitions (x?+ is left recursion to its parser), so a lazy '?' is dropped
+     * (the same strings match) and any other quantifier after one is refused, as a regex would
+     * (nothing to repeat) */
+    unsigned char quant;
 } pitem;
 
 typedef struct pstate {
@@ -800,6 +894,48 @@ static char *item_rule(const pitem *it) {
 
 static bool non_literal(char ch) { return strchr("|.()[]{}*+?", ch) != NULL; }
 static bool regex_only_escape(char ch) { return strchr("^$.[]()|{}*+?", ch) != NULL; }
+static bool is_hex(char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F'); }
+
+/* The regex escape at ps->p[ps->i] ('\\') as GBNF text that means the same inside a string
+ * literal or a character class: \t \r \n \xHH \uHHHH as they are, \f \v \0 as hex, an escaped
+ * punctuation character (\/ \- \^ \" ...) as \xHH (GBNF knows few identity escapes, and a
+ * bare ^ or - could mean something in a class), an escaped non-ASCII character as itself.
+ * Class escapes (\d \w \s ...), back references and the rest are refused by name rather than
+ * copied into a grammar the parser would refuse. false after fail(). */
+static bool pattern_escape(pstate *ps, sb *o) {
+    conv *c = ps->c;
+    if (ps->i + 1 >= ps->len) {
+        fail(c, "json_schema: pattern ends with a lone backslash");
+        return false;
+    }
+    char e = ps->p[ps->i + 1];
+    size_t rest = ps->len - ps->i - 2;
+    const char *h = ps->p + ps->i + 2;
+    if (e == 't' || e == 'r' || e == 'n') {
+        sb_putn(o, ps->p + ps->i, 2);
+        ps->i += 2;
+    } else if (e == 'f' || e == 'v' || (e == '0' && !(rest && h[0] >= '0' && h[0] <= '9'))) {
+        sb_puts(o, e == 'f' ? "\\x0C" : e == 'v' ? "\\x0B" : "\\x00");
+        ps->i += 2;
+    } else if ((e == 'x' && rest >= 2 && is_hex(h[0]) && is_hex(h[1])) ||
+               (e == 'u' && rest >= 4 && is_hex(h[0]) && is_hex(h[1]) && is_hex(h[2]) && is_hex(h[3]))) {
+        size_t n = e == 'x' ? 4 : 6;
+        sb_putn(o, ps->p + ps->i, n);
+        ps->i += n;
+    } else if ((unsigned char)e >= 0x80) { /* an escaped non-ASCII character: its UTF-8 bytes */
+        size_t k = ps->i + 2;
+        while (k < ps->len && ((unsigned char)ps->p[k] & 0xC0) == 0x80) k++;
+        sb_putn(o, ps->p + ps->i + 1, k - ps->i - 1);
+        ps->i = k;
+    } else if (!((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '0' && e <= '9'))) {
+        sb_printf(o, "\\x%02X", (unsigned)(unsigned char)e);
+        ps->i += 2;
+    } else {
+        fail(c, "json_schema: pattern escape '\\%c' is not supported", e);
+        return false;
+    }
+    return true;
+}
 
 static void free_items(pitem *v, size_t n) {
     for (size_t i = 0; i < n; i++) mxl_free(v[i].s);
@@ -825,6 +961,7 @@ static char *pattern_seq(pstate *ps, int depth) {
             seq = nv;                                                         \
         }                                                                     \
         seq[n].s = (str);                                                     \
+        seq[n].quant = 0;                                                     \
         seq[n++].literal = (lit);                                             \
     } while (0)
     if (depth > 64) {
@@ -858,24 +995,33 @@ static char *pattern_seq(pstate *ps, int depth) {
             sb o = {0};
             sb_putn(&o, "[", 1);
             ps->i++;
+            size_t first = ps->i + (ps->i < ps->len && ps->p[ps->i] == '^');
             while (ps->i < ps->len && ps->p[ps->i] != ']') {
-                if (ps->p[ps->i] == '\\' && ps->i + 1 < ps->len) {
-                    sb_putn(&o, ps->p + ps->i, 2);
-                    ps->i += 2;
+                if (ps->p[ps->i] == '\\') {
+                    if (!pattern_escape(ps, &o)) break;
                 } else sb_putn(&o, ps->p + ps->i++, 1);
             }
+            if (c->failed) {
+                mxl_free(o.p);
+                goto done;
+            }
             if (ps->i >= ps->len) fail(c, "json_schema: pattern has unbalanced square brackets");
+            else if (ps->i == first) fail(c, "json_schema: pattern has an empty character class");
             sb_putn(&o, "]", 1);
             ps->i++;
             PUSH_ITEM(o.p, false);
         } else if (ch == '|') {
             PUSH_ITEM(dupn("|", 1), false);
+            seq[n - 1].quant = 3;
             ps->i++;
+        } else if (ch == '?' && n && seq[n - 1].quant == 1) {
+            seq[n - 1].quant = 2; /* lazy: the same strings */
+            ps->i++;
+        } else if ((ch == '*' || ch == '+' || ch == '?' || ch == '{') && (!n || seq[n - 1].quant)) {
+            if (!n || seq[n - 1].quant == 3) fail(c, "json_schema: pattern has '%c' with nothing before it", ch);
+            else fail(c, "json_schema: pattern has a quantifier '%c' right after another", ch);
+            goto done;
         } else if (ch == '*' || ch == '+' || ch == '?') {
-            if (!n) {
-                fail(c, "json_schema: pattern has '%c' with nothing before it", ch);
-                goto done;
-            }
             char *r = item_rule(&seq[n - 1]);
             sb o = {0};
             sb_printf(&o, "%s%c", r ? r : "", ch);
@@ -883,6 +1029,7 @@ static char *pattern_seq(pstate *ps, int depth) {
             mxl_free(seq[n - 1].s);
             seq[n - 1].s = o.p;
             seq[n - 1].literal = false;
+            seq[n - 1].quant = 1;
             ps->i++;
         } else if (ch == '{') {
             size_t b = ++ps->i;
@@ -901,18 +1048,19 @@ static char *pattern_seq(pstate *ps, int depth) {
             char *end;
             if (!comma) {
                 mn = mx = strtol(nums, &end, 10);
-                if (end == nums || *end) fail(c, "json_schema: pattern has an invalid number in curly brackets");
+                if (end == nums || *end || mn < 0) fail(c, "json_schema: pattern has an invalid number in curly brackets");
             } else {
                 *comma = 0;
                 if (*nums) {
                     mn = strtol(nums, &end, 10);
-                    if (*end) fail(c, "json_schema: pattern has an invalid number in curly brackets");
+                    if (*end || mn < 0) fail(c, "json_schema: pattern has an invalid number in curly brackets");
                 }
                 if (comma[1]) {
                     mx = strtol(comma + 1, &end, 10);
-                    if (*end) fail(c, "json_schema: pattern has an invalid number in curly brackets");
+                    if (*end || mx < 0) fail(c, "json_schema: pattern has an invalid number in curly brackets");
                 }
             }
+            if (!c->failed) repetition_bounds(c, &mn, &mx, "pattern repetition");
             if (!n || c->failed) {
                 if (!n) fail(c, "json_schema: pattern has '{' with nothing before it");
                 goto done;
@@ -950,18 +1098,19 @@ static char *pattern_seq(pstate *ps, int depth) {
             mxl_free(last->s);
             last->s = o.p ? o.p : dupn("", 0);
             last->literal = false;
+            last->quant = 1;
         } else {
             sb lit = {0};
             while (ps->i < ps->len) {
                 char cc = ps->p[ps->i];
-                if (cc == '\\' && ps->i + 1 < ps->len) {
-                    char next = ps->p[ps->i + 1];
-                    if (regex_only_escape(next)) {
+                if (cc == '\\') {
+                    char next = ps->i + 1 < ps->len ? ps->p[ps->i + 1] : 0;
+                    if (next && regex_only_escape(next)) {
                         sb_putn(&lit, &next, 1);
                         ps->i += 2;
-                    } else {
-                        sb_putn(&lit, ps->p + ps->i, 2);
-                        ps->i += 2;
+                    } else if (!pattern_escape(ps, &lit)) {
+                        mxl_free(lit.p);
+                        goto done;
                     }
                 } else if (cc == '"') {
                     sb_puts(&lit, "\\\"");
@@ -1274,6 +1423,7 @@ static const char *visit_inner(conv *c, const json_t *schema, const char *name) 
             char *item_copy = dupn(item, strlen(item));
             mxl_free(in.p);
             long mn = get_int(c, schema, "minItems", 0), mx = get_int(c, schema, "maxItems", -1);
+            repetition_bounds(c, &mn, &mx, "minItems / maxItems:");
             sb_puts(&body, "\"[\" space ");
             build_repetition(&body, item_copy ? item_copy : "", mn, mx, "\",\" space");
             sb_puts(&body, " \"]\" space");
@@ -1299,6 +1449,7 @@ static const char *visit_inner(conv *c, const json_t *schema, const char *name) 
     } else if (type_is(type, "string") && (json_object_get(schema, "minLength") || json_object_get(schema, "maxLength"))) {
         const char *ch = add_primitive(c, "char", find_primitive("char"));
         long mn = get_int(c, schema, "minLength", 0), mx = get_int(c, schema, "maxLength", -1);
+        repetition_bounds(c, &mn, &mx, "minLength / maxLength:");
         sb_puts(&body, "\"\\\"\" ");
         build_repetition(&body, ch, mn, mx, NULL);
         sb_puts(&body, " \"\\\"\" space");
@@ -1354,6 +1505,7 @@ static void conv_free(conv *c) {
     }
     mxl_free(c->names);
     mxl_free(c->bodies);
+    mxl_free(c->slots);
     json_decref(c->refs);
     json_decref(c->resolving);
 }

@@ -196,8 +196,13 @@ static bool same_result(const json_t *a, const json_t *b, const char *what, cons
 
 /* Whole parse of text, checked against streaming it split at every byte position (two pieces),
  * byte by byte, and in seeded random pieces. Returns the whole-parse result (caller frees). */
+static json_t *parse_checked_n(int *mxl_test_failed_, const mxl_chat_syntax *syn, const char *text, size_t len);
 static json_t *parse_checked(int *mxl_test_failed_, const mxl_chat_syntax *syn, const char *text) {
-    size_t len = strlen(text);
+    return parse_checked_n(mxl_test_failed_, syn, text, strlen(text));
+}
+
+/* The same for text of len bytes (may hold NUL). */
+static json_t *parse_checked_n(int *mxl_test_failed_, const mxl_chat_syntax *syn, const char *text, size_t len) {
     json_t *whole = NULL;
     mxl_error err = {0};
     if (mxl_chat_parse(syn, text, len, &whole, &err) != MXL_OK) {
@@ -673,6 +678,16 @@ TEST(chat_parse_malformed_calls_fall_back_to_content) {
     expect_content_only(mxl_test_failed_, &xml, "<tool_call>\nnot xml at all\n</tool_call>", "<tool_call>\nnot xml at all\n</tool_call>");
     expect_content_only(mxl_test_failed_, &xml, "<tool_call>\n<function=f>\n<oops>\n</function>\n</tool_call>",
                         "<tool_call>\n<function=f>\n<oops>\n</function>\n</tool_call>");
+    /* a control character in a name (found by fuzz_chat_parse: a NUL in a parameter name gave
+     * arguments with a \u0000 key, which jansson cannot load) */
+    {
+        static const char nul_name[] = "<tool_call>\n<function=f>\n<parameter=n\0x>\n5\n</parameter>\n</function>\n</tool_call>";
+        json_t *r = parse_checked_n(mxl_test_failed_, &xml, nul_name, sizeof nul_name - 1);
+        CHECK(r && res_ncalls(r) == 0 && res_content(r) && json_string_length(json_object_get(r, "content")) == sizeof nul_name - 1);
+        json_decref(r);
+    }
+    expect_content_only(mxl_test_failed_, &xml, "<tool_call>\n<function=f\tg>\n</function>\n</tool_call>",
+                        "<tool_call>\n<function=f\tg>\n</function>\n</tool_call>");
     expect_content_only(mxl_test_failed_, &llama, "{\"name\": \"get_weather\"}", "{\"name\": \"get_weather\"}");
     expect_content_only(mxl_test_failed_, &llama, "{not json", "{not json");
     expect_content_only(mxl_test_failed_, &llama, "{\"answer\": 42}", "{\"answer\": 42}");
@@ -682,6 +697,14 @@ TEST(chat_parse_malformed_calls_fall_back_to_content) {
     expect_content_only(mxl_test_failed_, &mistral, "[TOOL_CALLS]get_weather[ARGS]42", "[TOOL_CALLS]get_weather[ARGS]42");
     expect_content_only(mxl_test_failed_, &nemo, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}, 3]",
                         "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}, 3]");
+    /* arguments given as a string must hold an object's JSON text (found by fuzz_chat_parse:
+     * the string's text was handed on as the arguments, JSON or not) */
+    expect_content_only(mxl_test_failed_, &mistral, "[TOOL_CALLS]f[CALL_ID]abcdefghi[ARGS]\" \\\":a\"",
+                        "[TOOL_CALLS]f[CALL_ID]abcdefghi[ARGS]\" \\\":a\"");
+    expect_content_only(mxl_test_failed_, &hermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": \"a=1\"}\n</tool_call>",
+                        "<tool_call>\n{\"name\": \"f\", \"arguments\": \"a=1\"}\n</tool_call>");
+    expect_content_only(mxl_test_failed_, &nemo, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": \"[1]\"}]",
+                        "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": \"[1]\"}]");
     /* (content is trimmed: the leading space goes) */
     expect_content_only(mxl_test_failed_, &oss, " to=functions.get_weather<|channel|>commentary json<|message|>{bad<|call|>",
                         "to=functions.get_weather<|channel|>commentary json<|message|>{bad<|call|>");
@@ -700,6 +723,14 @@ TEST(chat_parse_malformed_calls_fall_back_to_content) {
     /* an unclosed but complete block at the end of the stream is a call */
     res = parse_checked(mxl_test_failed_, &hermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n");
     CHECK(res && res_ncalls(res) == 1 && json_is_null(json_object_get(res, "content")));
+    json_decref(res);
+    /* a string holding an object's text is the arguments */
+    res = parse_checked(mxl_test_failed_, &mistral, "[TOOL_CALLS]f[ARGS]\"{\\\"a\\\": 1}\"");
+    CHECK(res && res_ncalls(res) == 1);
+    if (res && res_ncalls(res) == 1) {
+        json_t *f = json_object_get(json_array_get(json_object_get(res, "tool_calls"), 0), "function");
+        CHECK_EQ_STR(json_string_value(json_object_get(f, "arguments")), "{\"a\": 1}");
+    }
     json_decref(res);
     /* a [TOOL_CALLS] that fails is content and later text is still scanned */
     res = parse_checked(mxl_test_failed_, &mistral, "[TOOL_CALLS]x y[TOOL_CALLS]f[ARGS]{\"a\": [1, \"]\"]}");

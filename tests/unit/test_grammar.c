@@ -344,6 +344,134 @@ TEST(grammar_token_masks) {
     mxl_grammar_vocab_destroy(v);
 }
 
+/* Cases found by tests/fuzz/fuzz_grammar.c (its corpus keeps the inputs). */
+static const char *const k_odd[] = {"</s>", "a", "a\0b", "\xC0\x80", "\xC3", "\xA8", "\xC3" "A", "b"};
+static const size_t k_odd_len[] = {4, 1, 3, 2, 1, 1, 2, 1};
+#define N_ODD (int32_t)(sizeof k_odd / sizeof k_odd[0])
+
+static mxl_status odd_piece(void *ctx, int32_t id, const char **text, size_t *len, bool *is_eog, mxl_error *err) {
+    (void)ctx;
+    (void)err;
+    *text = k_odd[id];
+    *len = k_odd_len[id];
+    *is_eog = id == 0;
+    return MXL_OK;
+}
+
+static mxl_grammar *compile(const char *text) {
+    mxl_grammar *g = NULL;
+    mxl_error err = {0};
+    if (mxl_grammar_parse(text, strlen(text), &g, &err) != MXL_OK) fprintf(stderr, "  %s: %s\n", text, err.msg);
+    return g;
+}
+
+/* Whether the state takes bytes one at a time (and ends up able to end). */
+static bool accepts_bytewise(const mxl_grammar *g, const char *text, size_t len) {
+    mxl_grammar_state *st = NULL;
+    if (mxl_grammar_state_create(g, &st, NULL) != MXL_OK) return false;
+    bool ok = true;
+    for (size_t i = 0; i < len && ok; i++) ok = mxl_grammar_state_accept_bytes(st, text + i, 1);
+    ok = ok && mxl_grammar_state_can_end(st);
+    mxl_grammar_state_destroy(st);
+    return ok;
+}
+
+TEST(grammar_fuzz_findings) {
+    mxl_grammar_vocab *v = NULL;
+    mxl_error err = {0};
+    REQUIRE(mxl_grammar_vocab_create(N_ODD, odd_piece, NULL, &v, &err) == MXL_OK);
+    mxl_grammar_state *st = NULL;
+
+    /* a token whose code points include U+0000 (a NUL byte inside it, or the overlong C0 80) was
+     * matched only up to it (the code point lists were 0-terminated): "a\0b" and C0 80 were
+     * allowed where only "a" fits, and the sampler's commit then refused them */
+    mxl_grammar *g = compile("root ::= \"a\" \"b\"?");
+    REQUIRE(g != NULL);
+    REQUIRE(mxl_grammar_state_create(g, &st, &err) == MXL_OK);
+    CHECK(mxl_grammar_state_allows(st, v, 1));
+    CHECK(!mxl_grammar_state_allows(st, v, 2));
+    CHECK(!mxl_grammar_state_allows(st, v, 3));
+    float logits[N_ODD] = {0};
+    size_t n_allowed = 0;
+    REQUIRE(mxl_grammar_state_mask(st, v, logits, NULL, N_ODD, &n_allowed, &err) == MXL_OK);
+    CHECK_EQ_INT(n_allowed, 1);
+    CHECK(logits[1] == 0.0f && logits[2] == -INFINITY && logits[3] == -INFINITY);
+    CHECK(mxl_grammar_state_accept_token(st, v, 2, &err) != MXL_OK);
+    mxl_grammar_state_destroy(st);
+    mxl_grammar_destroy(g);
+    /* where the grammar does allow U+0000 the NUL byte is matched like any character */
+    g = compile("root ::= \"a\" [\\x00] \"b\"");
+    REQUIRE(g != NULL);
+    REQUIRE(mxl_grammar_state_create(g, &st, &err) == MXL_OK);
+    CHECK(mxl_grammar_state_allows(st, v, 2));
+    CHECK(mxl_grammar_state_accept_token(st, v, 2, &err) == MXL_OK);
+    CHECK(mxl_grammar_state_can_end(st));
+    mxl_grammar_state_destroy(st);
+    /* ... but the overlong C0 80 is not U+0000: invalid UTF-8 never matches */
+    CHECK(!mxl_grammar_accepts(g, "a\xC0\x80" "b", 4));
+    CHECK(mxl_grammar_accepts(g, "a\0b", 3));
+    mxl_grammar_destroy(g);
+
+    /* UTF-8 is strict: a lead byte followed by a non-continuation byte was decoded within one
+     * token as if it were one ("\xC3" "A" as U+00C1), but refused when split over two */
+    g = compile("root ::= \"\\u00C1\" | \"\\u00C3A\" | . .");
+    REQUIRE(g != NULL);
+    CHECK(!mxl_grammar_accepts(g, "\xC3" "A", 2));
+    CHECK(!accepts_bytewise(g, "\xC3" "A", 2));
+    REQUIRE(mxl_grammar_state_create(g, &st, &err) == MXL_OK);
+    CHECK(!mxl_grammar_state_allows(st, v, 6));
+    mxl_grammar_state_destroy(st);
+    mxl_grammar_destroy(g);
+
+    /* a lead byte against a negated class: [^é] refused the first byte of è (C3 A8), since some
+     * completion of C3 (U+00C0..U+00FF) is é; it must be refused only when every completion is */
+    g = compile("root ::= [^\\u00e9]");
+    REQUIRE(g != NULL);
+    CHECK(mxl_grammar_accepts(g, "\xC3\xA8", 2));
+    CHECK(accepts_bytewise(g, "\xC3\xA8", 2));
+    REQUIRE(mxl_grammar_state_create(g, &st, &err) == MXL_OK);
+    CHECK(mxl_grammar_state_allows(st, v, 4));
+    REQUIRE(mxl_grammar_state_accept_token(st, v, 4, &err) == MXL_OK);
+    CHECK(mxl_grammar_state_allows(st, v, 5));
+    mxl_grammar_state_destroy(st);
+    mxl_grammar_destroy(g);
+    g = compile("root ::= [^\\u00c0-\\u00e8\\u00e9-\\u00ff]"); /* covered by two ranges: C3 cannot start it */
+    REQUIRE(g != NULL);
+    CHECK(!accepts_bytewise(g, "\xC3\xA8", 2));
+    REQUIRE(mxl_grammar_state_create(g, &st, &err) == MXL_OK);
+    CHECK(!mxl_grammar_state_allows(st, v, 4));
+    mxl_grammar_state_destroy(st);
+    mxl_grammar_destroy(g);
+
+    /* an ambiguous grammar doubles its stacks with every "a": masks went from milliseconds to
+     * minutes per token over a real vocabulary; the state now refuses past its stack limit with
+     * an error that says why */
+    g = compile("root ::= \"a\" root \"b\" | \"a\" root \"c\" | \"a\" root | \"\"");
+    REQUIRE(g != NULL);
+    REQUIRE(mxl_grammar_state_create(g, &st, &err) == MXL_OK);
+    mxl_status s = MXL_OK;
+    int steps = 0;
+    for (; steps < 64 && s == MXL_OK; steps++) {
+        for (int i = 0; i < N_ODD; i++) logits[i] = 0.0f;
+        s = mxl_grammar_state_mask(st, v, logits, NULL, N_ODD, &n_allowed, &err);
+        if (s == MXL_OK) s = mxl_grammar_state_accept_token(st, v, 1, &err);
+    }
+    CHECK(s != MXL_OK);
+    CHECK(steps < 20);
+    CHECK(strstr(err.msg, "too ambiguous") != NULL);
+    mxl_grammar_state_destroy(st);
+    mxl_grammar_destroy(g);
+
+    /* an optional item leaves an empty stack, pushed onto an empty set (UB under UBSan: a zero
+     * offset applied to a NULL pointer) */
+    g = compile("root ::= \"a\"?");
+    REQUIRE(g != NULL);
+    CHECK(mxl_grammar_accepts(g, "a", 1));
+    CHECK(mxl_grammar_accepts(g, "", 0));
+    mxl_grammar_destroy(g);
+    mxl_grammar_vocab_destroy(v);
+}
+
 TEST(grammar_sampler_toy_vocab) {
     /* the sampler with a grammar over the toy vocabulary: whatever the logits favour, seeded
      * draws only ever produce sentences of the grammar, ending with EOS */
@@ -436,8 +564,117 @@ TEST(json_schema_conversion_errors) {
         k += name_len;
         k += (size_t)sprintf(big + k, "\": {}}, \"additionalProperties\": true}");
         CHECK(mxl_json_schema_text_to_grammar(big, k, &out, &err) != MXL_OK);
+        /* a name short enough for the trie's node cap but nesting its key rule deeper than the
+         * grammar parser takes (found by fuzz_json_schema) is refused; a shorter one parses */
+        static const size_t lens[] = {1200, 400};
+        for (size_t li = 0; li < 2; li++) {
+            k = (size_t)sprintf(big, "{\"properties\": {\"");
+            memset(big + k, 'x', lens[li]);
+            k += lens[li];
+            k += (size_t)sprintf(big + k, "\": {}}, \"additionalProperties\": true}");
+            out = NULL;
+            mxl_status cs = mxl_json_schema_text_to_grammar(big, k, &out, &err);
+            if (li == 0) CHECK(cs != MXL_OK && strstr(err.msg, "too long") != NULL);
+            else CHECK(cs == MXL_OK && out && parses(out, &err));
+            mxl_free(out);
+            out = NULL;
+        }
+        /* 1000 optional properties: the converter rebuilt every suffix chain of optional keys
+         * with a linear rule lookup each time (8 s; found by fuzz_json_schema) */
+        k = (size_t)sprintf(big, "{\"properties\": {");
+        for (int i = 0; i < 1000; i++) k += (size_t)sprintf(big + k, "%s\"p%d\": {}", i ? ", " : "", i);
+        k += (size_t)sprintf(big + k, "}}");
+        out = NULL;
+        REQUIRE(mxl_json_schema_text_to_grammar(big, k, &out, &err) == MXL_OK);
+        mxl_grammar *gp = NULL;
+        REQUIRE(mxl_grammar_parse(out, strlen(out), &gp, &err) == MXL_OK);
+        /* ({} is any object, as in llama.cpp) */
+        const char *in_order = "{\"p3\": {}, \"p999\": {\"x\": 1}}", *reordered = "{\"p999\": {}, \"p3\": {}}";
+        CHECK(mxl_grammar_accepts(gp, in_order, strlen(in_order)));
+        CHECK(!mxl_grammar_accepts(gp, reordered, strlen(reordered)));
+        mxl_grammar_destroy(gp);
+        mxl_free(out);
+        out = NULL;
         mxl_free(big);
     }
+    /* repetition bounds the grammar cannot hold (found by fuzz_json_schema: the converter
+     * returned grammars its parser refused): minimum above maximum and minimum over 2000 are
+     * errors, a maximum over 2000 is unbounded (as in llama.cpp) */
+    static const char *const bad_bounds[] = {
+        "{\"items\": {\"type\": \"integer\"}, \"minItems\": 6, \"maxItems\": 5}",
+        "{\"type\": \"string\", \"minLength\": 4, \"maxLength\": 3}",
+        "{\"type\": \"string\", \"minLength\": 3000}",
+        "{\"pattern\": \"^a{2,1}$\"}",
+        "{\"pattern\": \"^a{-3}$\"}",
+        "{\"pattern\": \"^a{2001,}$\"}",
+        /* pattern escapes GBNF has no spelling for (the regex escape was copied into the
+         * grammar, which the parser then refused) */
+        "{\"pattern\": \"^\\\\d{3}$\"}",
+        "{\"pattern\": \"^[a-z\\\\w]$\"}",
+        "{\"pattern\": \"^ab\\\\$\"}",
+        "{\"pattern\": \"^a\\\\x4$\"}",
+        "{\"pattern\": \"^[]$\"}",
+        /* a bad property before additionalProperties (found by fuzz_json_schema: the key rule
+         * read the names of the properties after it, never filled: a NULL dereference) */
+        "{\"properties\": {\"a\": {}, \"b\": {\"type\": \"integer8\"}, \"c\": {}}, \"additionalProperties\": true}",
+        /* stacked quantifiers (found by fuzz_json_schema: "Y"?+ is left recursion to the
+         * grammar parser) and a quantifier after '|' */
+        "{\"pattern\": \"^Y?+$\"}",
+        "{\"pattern\": \"^a{2}*$\"}",
+        "{\"pattern\": \"^a???$\"}",
+        "{\"pattern\": \"^a|*$\"}",
+    };
+    for (size_t i = 0; i < sizeof bad_bounds / sizeof bad_bounds[0]; i++) {
+        CHECK(mxl_json_schema_text_to_grammar(bad_bounds[i], strlen(bad_bounds[i]), &out, &err) != MXL_OK);
+        CHECK(out == NULL && err.msg[0]);
+    }
+    static const char *const long_bounds[] = {
+        "{\"type\": \"string\", \"maxLength\": 65536}",
+        "{\"items\": {\"type\": \"integer\"}, \"minItems\": 2, \"maxItems\": 2001}",
+        "{\"pattern\": \"^(ab){1,5000}$\"}",
+        "{\"type\": \"string\", \"minLength\": 2000, \"maxLength\": 2000}",
+        "{\"pattern\": \"^a??b*?c+?d{2,3}?(e?)+$\"}", /* lazy quantifiers match the same strings */
+    };
+    for (size_t i = 0; i < sizeof long_bounds / sizeof long_bounds[0]; i++) {
+        out = NULL;
+        CHECK(mxl_json_schema_text_to_grammar(long_bounds[i], strlen(long_bounds[i]), &out, &err) == MXL_OK);
+        CHECK(out && parses(out, &err));
+        mxl_free(out);
+    }
+    /* identity escapes of punctuation become the character (found by fuzz_json_schema: \\/
+     * reached the grammar as an unknown escape) */
+    const char *esc = "{\"pattern\": \"^a\\\\/b\\\\-[\\\\^\\\\]x]\\\\x41\\\\u00e9$\"}";
+    out = NULL;
+    REQUIRE(mxl_json_schema_text_to_grammar(esc, strlen(esc), &out, &err) == MXL_OK);
+    mxl_grammar *ge = NULL;
+    REQUIRE(mxl_grammar_parse(out, strlen(out), &ge, &err) == MXL_OK);
+    CHECK(mxl_grammar_accepts(ge, "\"a/b-^A\xC3\xA9\"", 10));
+    CHECK(mxl_grammar_accepts(ge, "\"a/b-]A\xC3\xA9\"", 10));
+    CHECK(!mxl_grammar_accepts(ge, "\"a/b-yA\xC3\xA9\"", 10));
+    mxl_grammar_destroy(ge);
+    mxl_free(out);
+    /* class characters of the additionalProperties key rule (found by fuzz_json_schema: a
+     * property named "i]:d" gave the class "[]]") */
+    const char *odd = "{\"properties\": {\"i]:^-d\": {\"type\": \"integer\", \"maximum\": 9}}, "
+                      "\"additionalProperties\": {\"type\": \"integer\"}}";
+    out = NULL;
+    REQUIRE(mxl_json_schema_text_to_grammar(odd, strlen(odd), &out, &err) == MXL_OK);
+    mxl_grammar *go = NULL;
+    REQUIRE(mxl_grammar_parse(out, strlen(out), &go, &err) == MXL_OK);
+    CHECK(mxl_grammar_accepts(go, "{\"i]:^-d\": 5, \"x\": 100}", strlen("{\"i]:^-d\": 5, \"x\": 100}")));
+    CHECK(mxl_grammar_accepts(go, "{\"i]:^-e\": 100}", strlen("{\"i]:^-e\": 100}")));
+    CHECK(!mxl_grammar_accepts(go, "{\"i]:^-d\": 100}", strlen("{\"i]:^-d\": 100}")));
+    mxl_grammar_destroy(go);
+    mxl_free(out);
+    out = NULL;
+    REQUIRE(mxl_json_schema_text_to_grammar(long_bounds[1], strlen(long_bounds[1]), &out, &err) == MXL_OK);
+    mxl_grammar *gl = NULL;
+    REQUIRE(mxl_grammar_parse(out, strlen(out), &gl, &err) == MXL_OK);
+    CHECK(mxl_grammar_accepts(gl, "[1, 2, 3]", 9));
+    CHECK(!mxl_grammar_accepts(gl, "[1]", 3));
+    mxl_grammar_destroy(gl);
+    mxl_free(out);
+
     /* $defs with recursion compiles and matches nested values */
     const char *rec = "{\"$defs\": {\"node\": {\"type\": \"object\", \"properties\": {\"v\": {\"type\": \"integer\"}, "
                       "\"next\": {\"anyOf\": [{\"$ref\": \"#/$defs/node\"}, {\"type\": \"null\"}]}}, \"required\": [\"v\", \"next\"]}}, "
