@@ -114,7 +114,9 @@ static mxl_status take(loader *ld, const lora_name *nm, const mxl_tensor *t, con
         cols = rows, rows = c;
     }
     const int64_t r = nm->is_b ? cols : rows; /* A [r, in], B [out, r] */
-    if (p->r && r != p->r)
+    /* (against the other matrix whenever it came first, whatever its rank: a rank-0 A
+     * followed by a rank-1 B left A empty under a pair of rank 1, read past its end) */
+    if ((nm->is_b ? p->a : p->bt) && r != p->r)
         return mxl_error_set(ld->err, MXL_ERR_FORMAT, "adapter tensor %s: rank %lld does not match its pair's %lld", tname, (long long)r,
                              (long long)p->r);
     p->r = r;
