@@ -130,7 +130,7 @@ static void init(void) {
     done = 1;
     repo_root();
     const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/mxl-fuzz-adapter-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    snprintf(g_dir, sizeof g_dir, "%s/mxl-adapter-scratch-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(g_dir)) {
         perror("fuzz_adapter: mkdtemp");
         abort();

@@ -12,23 +12,15 @@
  *   00: the next byte b -> the vocabulary's token for the single byte b (byte-level char or <0xXX>)
  *   01: the next byte k -> the k-th special / added / control / user / unknown token
  *   10: (lead & 0x3f) << 16 | next two bytes, modulo n_vocab + 64 (so a few ids are out of range)
- *   11: (lead & 0x3f) picks an edge id: negatives, INT32_MIN / MAX, n_vocab, n_ids, ...
+ *   11: (lead & 0x3f) picks an edge id: negatives, INT32_MIN / MAX, n_vocab +- 1, 2^30, bos / eos / unk / pad
  * The ids are fed one at a time; flush at the end.
  *
- * Asserted (abort on violation), with E the concatenation of everything emitted and D the full
- * decode of the ids the stream accepted (mxl_tokenizer_decode, same skip_special):
- *   - a step fails only for an id without a token (out of range), with a one-line message, and
- *     such an id is not kept (the stream goes on as if it never came);
- *   - every emitted piece is valid UTF-8, and so is every decode;
- *   - after every step E is a prefix of D, and E == D whenever D does not end in U+FFFD (text is
- *     held back only while a character may still be incomplete);
- *   - after the flush E == D exactly (nothing is held back forever);
- *   - except where a decoder rewrites text already emitted (ByteFallback turns a byte run into
- *     U+FFFD per byte once it proves invalid; detok_stream.c): when D, final (no U+FFFD at its
- *     end, or at the flush), no longer begins with E, the step emits exactly the decode of the
- *     ids since the last emission as a continuation (tok_decode cont), and the rules above then
- *     hold for the segment that starts there (its ids decoded as a continuation against the
- *     text emitted from it on). A rewrite never fails a step.
+ * Asserted (abort on violation): the stream's contract as tests/fuzz/detok_check.h states it
+ * (refused ids are exactly those without a token and leave no trace; every piece is valid UTF-8;
+ * the pieces equal the full decode as far as it is final, and all of it after the flush; where a
+ * decoder rewrites emitted text - ByteFallback's invalid byte runs - the step emits the decode of
+ * the ids since the last emission as a continuation, and never fails). FUZZ_DETOK_DEBUG=1 prints
+ * every step.
  * Seeds: tests/fuzz/corpus/detok/.
  *
  *   make build/fuzz/fuzz_detok
@@ -41,7 +33,6 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
-#include "tokenizer/tok_internal.h" /* tok_decode: the decode of a continuation */
 #include "tokenizer/tokenizer.h"
 
 #define FUZZ_ASSERT(c) ((c) ? (void)0 : fuzz_fail(#c, __LINE__))
@@ -56,6 +47,8 @@ static void check_msg(const mxl_error *err) {
     FUZZ_ASSERT(n > 0 && n < sizeof err->msg);
     FUZZ_ASSERT(memchr(err->msg, '\n', n) == NULL);
 }
+
+#include "detok_check.h"
 
 #define MAX_IDS 384
 #define MAX_SPECIAL 256
@@ -160,39 +153,6 @@ static void init_cases(void) {
     }
 }
 
-/* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
-static int utf8_valid(const unsigned char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        size_t need;
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if (c >= 0xC2 && c <= 0xDF) need = 1;
-        else if (c == 0xE0) need = 2, lo = 0xA0;
-        else if (c >= 0xE1 && c <= 0xEC) need = 2;
-        else if (c == 0xED) need = 2, hi = 0x9F;
-        else if (c == 0xEE || c == 0xEF) need = 2;
-        else if (c == 0xF0) need = 3, lo = 0x90;
-        else if (c >= 0xF1 && c <= 0xF3) need = 3;
-        else if (c == 0xF4) need = 3, hi = 0x8F;
-        else return 0;
-        if (n - i <= need) return 0;
-        for (size_t k = 1; k <= need; k++) {
-            unsigned b = s[i + k];
-            if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return 0;
-        }
-        i += need + 1;
-    }
-    return 1;
-}
-
-static int g_debug; /* FUZZ_DETOK_DEBUG set: each step's E and D to stderr */
-
-static int ends_fffd(const char *s, size_t n) { return n >= 3 && memcmp(s + n - 3, "\xEF\xBF\xBD", 3) == 0; }
-
 static int32_t edge_id(const tok_case *k, unsigned sel) {
     const int32_t nv = (int32_t)k->n_vocab;
     switch (sel % 16) {
@@ -219,7 +179,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     init_cases();
-    g_debug = getenv("FUZZ_DETOK_DEBUG") != NULL;
+    detok_debug = getenv("FUZZ_DETOK_DEBUG") != NULL;
     const tok_case *k = &g_cases[(data[0] & 7) % N_CASES];
     const bool skip = (data[0] >> 3) & 1;
 
@@ -248,81 +208,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
     }
 
-    mxl_error err = {0};
-    mxl_detok_stream *s = NULL;
-    FUZZ_ASSERT(mxl_detok_stream_create(k->t, skip, &s, &err) == MXL_OK);
-    int32_t acc[MAX_IDS]; /* the ids the stream accepted */
-    size_t n_acc = 0;
-    char *out = NULL; /* E */
-    size_t ol = 0;
-    /* the current segment: acc[seg_start..] decoded with cont seg_cont must extend E[seg_base..] */
-    size_t seg_start = 0, seg_base = 0, last_emit = 0;
-    bool seg_cont = false, rewritten = false;
-    for (size_t i = 0; i < n_ids; i++) {
-        size_t before = ol;
-        mxl_status st = mxl_detok_stream_step(s, ids[i], &out, &ol, &err);
-        if (st != MXL_OK) {
-            check_msg(&err);
-            size_t tl;
-            /* only an id without a token is refused, and it leaves no trace */
-            FUZZ_ASSERT(ids[i] < 0 || mxl_tokenizer_token(k->t, ids[i], &tl) == NULL);
-            FUZZ_ASSERT(ol == before);
-            continue;
-        }
-        acc[n_acc++] = ids[i];
-        FUZZ_ASSERT(ol == before || utf8_valid((const unsigned char *)out + before, ol - before));
-        char *full = NULL;
-        size_t fl = 0;
-        FUZZ_ASSERT(tok_decode(k->t, acc + seg_start, n_acc - seg_start, skip, seg_cont, &full, &fl, &err) == MXL_OK);
-        if (g_debug)
-            fprintf(stderr, "step id %d: E=[%.*s] (%zu) segment from id %zu, base %zu, D=[%.*s] (%zu)\n", ids[i], (int)ol,
-                    out ? out : "", ol, seg_start, seg_base, (int)fl, full, fl);
-        FUZZ_ASSERT(utf8_valid((const unsigned char *)full, fl));
-        const size_t el = before - seg_base; /* emitted in this segment before this step */
-        if (el <= fl && memcmp(out ? out + seg_base : "", full, el) == 0) {
-            /* no rewrite: E extends as far as D is final */
-            FUZZ_ASSERT(ol - seg_base <= fl && memcmp(out ? out + seg_base : "", full, ol - seg_base) == 0);
-            if (!ends_fffd(full, fl)) FUZZ_ASSERT(ol - seg_base == fl);
-            if (ol > before) last_emit = n_acc;
-        } else if (ends_fffd(full, fl)) {
-            /* D rewrote emitted text but may still become its extension (an incomplete character) */
-            FUZZ_ASSERT(ol == before);
-        } else {
-            /* a final rewrite: the ids since the last emission start a new segment, a continuation */
-            mxl_free(full);
-            seg_start = last_emit;
-            seg_cont = true;
-            seg_base = before;
-            last_emit = n_acc;
-            rewritten = true;
-            FUZZ_ASSERT(tok_decode(k->t, acc + seg_start, n_acc - seg_start, skip, true, &full, &fl, &err) == MXL_OK);
-            FUZZ_ASSERT(ol - before == fl && (fl == 0 || memcmp(out + before, full, fl) == 0));
-        }
-        mxl_free(full);
-    }
-    size_t before = ol;
-    FUZZ_ASSERT(mxl_detok_stream_flush(s, &out, &ol, &err) == MXL_OK);
-    FUZZ_ASSERT(ol == before || utf8_valid((const unsigned char *)out + before, ol - before));
-    char *full = NULL;
-    size_t fl = 0;
-    FUZZ_ASSERT(tok_decode(k->t, acc + seg_start, n_acc - seg_start, skip, seg_cont, &full, &fl, &err) == MXL_OK);
-    if (before - seg_base <= fl && memcmp(out ? out + seg_base : "", full, before - seg_base) == 0) {
-        /* nothing is held back after the flush */
-        FUZZ_ASSERT(ol - seg_base == fl && (fl == 0 || memcmp(out + seg_base, full, fl) == 0));
-    } else {
-        mxl_free(full);
-        FUZZ_ASSERT(tok_decode(k->t, acc + last_emit, n_acc - last_emit, skip, true, &full, &fl, &err) == MXL_OK);
-        FUZZ_ASSERT(ol - before == fl && (fl == 0 || memcmp(out + before, full, fl) == 0));
-        rewritten = true;
-    }
-    mxl_free(full);
-    /* without a rewrite, the whole stream is the public full decode */
-    if (!rewritten) {
-        FUZZ_ASSERT(mxl_tokenizer_decode(k->t, acc, n_acc, skip, &full, &fl, &err) == MXL_OK);
-        FUZZ_ASSERT(ol == fl && (fl == 0 || memcmp(out, full, fl) == 0));
-        mxl_free(full);
-    }
-    mxl_free(out);
-    mxl_detok_stream_destroy(s);
+    detok_check(k->t, ids, n_ids, skip);
     return 0;
 }

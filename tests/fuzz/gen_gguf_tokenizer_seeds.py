@@ -3,7 +3,8 @@
 (tests/fuzz/corpus/gguf_tokenizer/): small vocabularies of each tokenizer.ggml.model kind
 (gpt2 with several tokenizer.ggml.pre values, llama / SentencePiece, bert / WordPiece, gemma4),
 with control / user / unknown / byte tokens, special ids, add_bos / add_eos / add_space_prefix,
-a chat template, every kind of wrong array or key, and one GGUF file given as it is.
+a chat template, every kind of wrong array or key, and one GGUF file given as it is. Files named
+found_* are inputs the fuzzer found; this script leaves them alone.
 The input format is described at the top of fuzz_gguf_tokenizer.c.
 
     python3 tests/fuzz/gen_gguf_tokenizer_seeds.py      (from the repository root)"""
