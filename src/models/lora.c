@@ -114,7 +114,9 @@ static mxl_status take(loader *ld, const lora_name *nm, const mxl_tensor *t, con
         cols = rows, rows = c;
     }
     const int64_t r = nm->is_b ? cols : rows; /* A [r, in], B [out, r] */
-    if (p->r && r != p->r)
+    /* (against the other matrix whenever it came first, whatever its rank: a rank-0 A
+     * followed by a rank-1 B left A empty under a pair of rank 1, read past its end) */
+    if ((nm->is_b ? p->a : p->bt) && r != p->r)
         return mxl_error_set(ld->err, MXL_ERR_FORMAT, "adapter tensor %s: rank %lld does not match its pair's %lld", tname, (long long)r,
                              (long long)p->r);
     p->r = r;
@@ -133,7 +135,16 @@ static mxl_status finish(loader *ld, float (*scale_of)(const void *ctx, int64_t 
             const char *mn = k_hf_names[m];
             if (!p->a || !p->bt)
                 return mxl_error_set(ld->err, MXL_ERR_FORMAT, "the adapter has only %s of layer %lld's %s", p->a ? "A" : "B", (long long)i, mn);
-            const mxl_weight *w = base_weight(&ld->d->layers[i], (mxl_lora_module)m);
+            const mxl_decoder_layer *L = &ld->d->layers[i];
+            const mxl_weight *w = base_weight(L, (mxl_lora_module)m);
+            /* a projection the layer lacks (MoE experts instead of a dense MLP, no attention, V
+             * from K) would otherwise match an adapter of empty shapes, and latent attention
+             * (MLA) projects its queries without the LoRA pass: both would load and do nothing */
+            if (w->rows == 0 || w->cols == 0)
+                return mxl_error_set(ld->err, MXL_ERR_UNSUPPORTED, "the adapter updates layer %lld's %s, which the model does not have", (long long)i, mn);
+            if (L->mla && m == MXL_LORA_Q)
+                return mxl_error_set(ld->err, MXL_ERR_UNSUPPORTED, "the adapter updates layer %lld's %s, which latent attention (MLA) runs without LoRA in this build",
+                                     (long long)i, mn);
             if (w->rows != p->out || w->cols != p->in)
                 return mxl_error_set(ld->err, MXL_ERR_ARG, "the adapter's layer %lld %s is [%lld, %lld], the model's weight is [%lld, %lld]", (long long)i, mn,
                                      (long long)p->out, (long long)p->in, (long long)w->rows, (long long)w->cols);

@@ -16,8 +16,9 @@
  * Hugging Face names (model.layers.N.self_attn.q_proj, ..., mlp.down_proj) or llama.cpp's
  * (blk.N.attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down). Anything else - another
  * module, DoRA, modules_to_save, embedding LoRA, a shape that does not fit the base weight, a
- * GGUF adapter on a safetensors base or the reverse (GGUF stores Q and K rows permuted) - is
- * refused by name when the adapter loads. A and B keep the adapter's dtype (F32, F16, BF16). */
+ * projection the layer does not have (a MoE layer's gate / up / down) or does not run through the
+ * LoRA pass (latent attention's q_proj), a GGUF adapter on a safetensors base or the reverse
+ * (GGUF stores Q and K rows permuted) - is refused by name when the adapter loads. A and B keep the adapter's dtype (F32, F16, BF16). */
 #ifndef MXL_MODELS_LORA_H
 #define MXL_MODELS_LORA_H
 

@@ -4,8 +4,15 @@
  * fallback / byte-level tokens) is held back until its last byte arrives. Once the window no
  * longer starts at the first id, it is decoded as a continuation (tok_decode), so that rules for
  * the start of the text (a left Strip of the fused text, Metaspace's first token) apply only
- * where the full decode applies them: the pieces always concatenate to the full decode, or a
- * step fails when a decoder rewrites text already emitted. */
+ * where the full decode applies them, and the pieces concatenate to the full decode.
+ *
+ * One exception: a decoder may rewrite text already emitted. HF's ByteFallback turns a whole run
+ * of <0xXX> tokens into one U+FFFD per byte once the run proves invalid UTF-8, so "é" streamed
+ * from <0xC3><0xA9> becomes "���" in the full decode when <0xE4> follows and the run ends (a
+ * non-byte token, or the end of the text: a length cut in the middle of a character). HF's
+ * DecodeStream fails there (InvalidPrefix); a generation must not, so the emitted text stands and
+ * the ids since the last emission are decoded on their own, as a continuation ("é" then "�"),
+ * and streaming goes on from them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,17 +60,34 @@ static mxl_status append_out(char **out, size_t *out_len, const char *s, size_t 
     return MXL_OK;
 }
 
-/* Appends what str (the window's decode, sl bytes, freed here) adds past the prefix to out; an
- * error when it does not begin with the prefix (the decoder rewrote text already emitted). */
-static mxl_status emit_suffix(mxl_detok_stream *s, char *str, size_t sl, char **out, size_t *out_len,
-                              mxl_error *err) {
-    if (memcmp(str, s->prefix ? s->prefix : "", s->prefix_len) != 0) {
+/* The window's decode no longer begins with the emitted prefix (a decoder rewrote it: see the
+ * top): the ids since the last emission (ids[prefix_index..]) become the window, decoded on their
+ * own as a continuation, and their text is emitted whole. */
+static mxl_status rebase(mxl_detok_stream *s, char **out, size_t *out_len, mxl_error *err) {
+    const size_t k = s->prefix_index <= s->ids.n ? s->prefix_index : s->ids.n;
+    memmove(s->ids.ids, s->ids.ids + k, (s->ids.n - k) * sizeof(int32_t));
+    s->ids.n -= k;
+    s->cont = true;
+    mxl_free(s->prefix);
+    s->prefix = NULL;
+    s->prefix_len = 0;
+    s->prefix_index = 0;
+    char *str;
+    size_t sl;
+    mxl_status st = tok_decode(s->t, s->ids.ids, s->ids.n, s->skip_special, true, &str, &sl, err);
+    if (st != MXL_OK) return st;
+    if ((st = append_out(out, out_len, str, sl)) != MXL_OK) {
         mxl_free(str);
-        return mxl_error_set(err, MXL_ERR_INTERNAL, "%s: stream decode changed earlier text", s->t->name);
+        return mxl_error_set(err, st, "out of memory");
     }
-    mxl_status st = append_out(out, out_len, str + s->prefix_len, sl - s->prefix_len);
-    mxl_free(str);
-    return st != MXL_OK ? mxl_error_set(err, st, "out of memory") : MXL_OK;
+    s->prefix = str;
+    s->prefix_len = sl;
+    s->prefix_index = s->ids.n;
+    return MXL_OK;
+}
+
+static bool has_prefix(const mxl_detok_stream *s, const char *str, size_t sl) {
+    return sl >= s->prefix_len && memcmp(str, s->prefix ? s->prefix : "", s->prefix_len) == 0;
 }
 
 mxl_status mxl_detok_stream_step(mxl_detok_stream *s, int32_t id, char **out, size_t *out_len,
@@ -91,7 +115,13 @@ mxl_status mxl_detok_stream_step(mxl_detok_stream *s, int32_t id, char **out, si
         return st;
     }
     if (sl > s->prefix_len && !ends_replacement(str, sl)) {
-        if ((st = emit_suffix(s, str, sl, out, out_len, err)) != MXL_OK) return st;
+        if (!has_prefix(s, str, sl)) {
+            mxl_free(str);
+            return rebase(s, out, out_len, err);
+        }
+        st = append_out(out, out_len, str + s->prefix_len, sl - s->prefix_len);
+        mxl_free(str);
+        if (st != MXL_OK) return mxl_error_set(err, st, "out of memory");
         size_t new_prefix_index = s->ids.n - s->prefix_index;
         if (s->prefix_index) s->cont = true;
         memmove(s->ids.ids, s->ids.ids + s->prefix_index, (s->ids.n - s->prefix_index) * sizeof(int32_t));
@@ -114,8 +144,14 @@ mxl_status mxl_detok_stream_flush(mxl_detok_stream *s, char **out, size_t *out_l
     size_t sl;
     mxl_status st = tok_decode(s->t, s->ids.ids, s->ids.n, s->skip_special, s->cont, &str, &sl, err);
     if (st != MXL_OK) return st;
-    if (sl > s->prefix_len) st = emit_suffix(s, str, sl, out, out_len, err);
-    else mxl_free(str);
+    if (!has_prefix(s, str, sl)) {
+        mxl_free(str);
+        st = rebase(s, out, out_len, err);
+    } else {
+        if (sl > s->prefix_len) st = append_out(out, out_len, str + s->prefix_len, sl - s->prefix_len);
+        mxl_free(str);
+        if (st != MXL_OK) st = mxl_error_set(err, st, "out of memory");
+    }
     s->ids.n = 0;
     s->cont = true;
     mxl_free(s->prefix);

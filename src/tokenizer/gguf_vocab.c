@@ -324,6 +324,10 @@ mxl_status mxl_tokenizer_load_gguf(const struct mxl_gguf *g, mxl_tokenizer **out
     int32_t *ids[] = {&t->bos_id, &t->eos_id, &t->unk_id, &t->sep_id, &t->pad_id, &t->cls_id, &t->mask_id};
     for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
         if (*ids[i] >= (int32_t)n_tok) *ids[i] = -1;
+    /* as llama.cpp: an id past the token list is ignored (the FIM ids then fall back to the token
+     * names mxl_tokenizer_fim_id recognises), never handed out as an id without a token */
+    for (int i = 0; i < 6; i++)
+        if (t->fim_meta[i] >= (int32_t)n_tok) t->fim_meta[i] = -1;
     if (t->model.kind == TOK_MODEL_BPE && t->model.gguf_byte_tokens) t->model.unk_id = -1;
     if (t->eos_id >= 0) {
         t->eos_ids = mxl_malloc(sizeof(int32_t));

@@ -379,7 +379,7 @@ int32_t mxl_tokenizer_fim_id(const mxl_tokenizer *t, int which) {
         [MXL_TOK_FIM_SEP] = {"<|file_sep|>", NULL},
     };
     if (which < 0 || which >= 6) return -1;
-    if (t->fim_meta[which] >= 0 && (uint32_t)t->fim_meta[which] < t->n_ids) return t->fim_meta[which];
+    if (tok_id_str(t, t->fim_meta[which], NULL)) return t->fim_meta[which];
     for (int i = 0; names[which][i]; i++) {
         int32_t id = mxl_tokenizer_token_id(t, names[which][i], strlen(names[which][i]));
         if (id >= 0) return id;

@@ -112,7 +112,10 @@ const char *mxl_tokenizer_chat_template(const mxl_tokenizer *t);
 
 /* Streaming detokenizer: feed ids one at a time, get text as soon as it is final. Follows HF's
  * DecodeStream: text is only emitted when the decoded string grew and does not end in U+FFFD, so
- * a UTF-8 character split over byte tokens is held back until complete. */
+ * a UTF-8 character split over byte tokens is held back until complete. The pieces concatenate
+ * to the full decode, except where a decoder rewrites text already emitted (ByteFallback turns a
+ * streamed byte run into U+FFFD per byte once it proves invalid): HF's stream fails there; this
+ * one keeps what it emitted and goes on with the ids since, decoded as a continuation. */
 typedef struct mxl_detok_stream mxl_detok_stream;
 mxl_status mxl_detok_stream_create(const mxl_tokenizer *t, bool skip_special,
                                    mxl_detok_stream **out, mxl_error *err);

@@ -13,7 +13,9 @@
  * path) name what they refuse. */
 #include <jansson.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "models/checkpoint.h"
@@ -211,4 +213,89 @@ TEST(lora_fuse) {
     CHECK(strstr(err.msg, "mlp.gate_proj") != NULL);
     CHECK(o.d.layers[0].w_gate.data == before);
     unload(&o);
+}
+
+/* A PEFT adapter directory in dir: adapter_config.json and one A / B pair (zeros) of layer 0's
+ * module hf (e.g. "self_attn.q_proj"), A [ra, in] and B [out, rb] (written by hand: the
+ * safetensors writer refuses a [1, 0] tensor). */
+static bool write_peft_pair(const char *dir, const char *hf, int64_t out, int64_t in, int64_t ra, int64_t rb) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/adapter_config.json", dir);
+    FILE *f = fopen(p, "w");
+    if (!f) return false;
+    fputs("{\"peft_type\": \"LORA\", \"r\": 1, \"lora_alpha\": 1}", f);
+    fclose(f);
+    char h[1024];
+    int hl = snprintf(h, sizeof h,
+                      "{\"base_model.model.model.layers.0.%s.lora_A.weight\":{\"dtype\":\"F32\",\"shape\":[%lld,%lld],\"data_offsets\":[0,%lld]},"
+                      "\"base_model.model.model.layers.0.%s.lora_B.weight\":{\"dtype\":\"F32\",\"shape\":[%lld,%lld],\"data_offsets\":[%lld,%lld]}}",
+                      hf, (long long)ra, (long long)in, (long long)(4 * ra * in), hf, (long long)out, (long long)rb, (long long)(4 * ra * in),
+                      (long long)(4 * ra * in + 4 * out * rb));
+    while (hl % 8) h[hl++] = ' ';
+    snprintf(p, sizeof p, "%s/adapter_model.safetensors", dir);
+    if (!(f = fopen(p, "wb"))) return false;
+    const uint64_t n = (uint64_t)hl;
+    uint8_t le[8];
+    for (int i = 0; i < 8; i++) le[i] = (uint8_t)(n >> (8 * i));
+    fwrite(le, 1, 8, f);
+    fwrite(h, 1, (size_t)hl, f);
+    for (int64_t i = 0; i < 4 * (ra * in + out * rb); i++) fputc(0, f);
+    return fclose(f) == 0;
+}
+
+/* Projections the adapter would update but the model never runs through the LoRA pass are
+ * refused by name instead of loading and doing nothing: a gate_proj of empty shapes on a MoE layer
+ * (no dense MLP: the empty base weight used to match), and q_proj of latent attention (DeepSeek-V2,
+ * whose queries MLA projects without the pass). Found by tests/fuzz/fuzz_adapter.c. */
+TEST(lora_refuses_projections_it_would_not_apply) {
+    char dir[] = "/tmp/mxl-test-lora-XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    static const struct {
+        const char *base, *hf;
+        int64_t out, in;
+        const char *needle;
+    } cases[] = {
+        {"decoders/qwen2_moe", "mlp.gate_proj", 0, 0, "which the model does not have"},
+        {"decoders/deepseek_v2", "self_attn.q_proj", 128, 64, "latent attention"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        loaded o;
+        REQUIRE(load(cases[c].base, NULL, &o, mxl_test_failed_));
+        REQUIRE(write_peft_pair(dir, cases[c].hf, cases[c].out, cases[c].in, 1, 1));
+        mxl_error err;
+        mxl_lora *l = NULL;
+        mxl_status st = mxl_lora_load(dir, o.ck, &o.d, &l, &err);
+        if (st != MXL_ERR_UNSUPPORTED) fprintf(stderr, "  %s + %s: %s\n", cases[c].base, cases[c].hf, st ? err.msg : "loaded");
+        CHECK_EQ_INT(st, MXL_ERR_UNSUPPORTED);
+        CHECK(l == NULL && strstr(err.msg, cases[c].needle) != NULL && strstr(err.msg, cases[c].hf) != NULL);
+        mxl_lora_free(l);
+        unload(&o);
+    }
+    /* the same projection shapes where the model runs them still load (DeepSeek-V2's o_proj) */
+    loaded o;
+    REQUIRE(load("decoders/deepseek_v2", NULL, &o, mxl_test_failed_));
+    REQUIRE(write_peft_pair(dir, "self_attn.o_proj", 64, 96, 1, 1));
+    mxl_error err;
+    mxl_lora *l = NULL;
+    CHECK_EQ_INT(mxl_lora_load(dir, o.ck, &o.d, &l, &err), MXL_OK);
+    mxl_lora_free(l);
+    unload(&o);
+    /* a rank-0 matrix beside a rank-1 one, in either order: a rank mismatch, not a pair of rank
+     * 1 whose empty A (or B) a decode step read past (ASan, found by fuzz_adapter.c on a GGUF
+     * adapter; the check took rank 0 for "not seen yet") */
+    REQUIRE(load("decoders/llama", NULL, &o, mxl_test_failed_));
+    for (int k = 0; k < 2; k++) {
+        REQUIRE(write_peft_pair(dir, "self_attn.q_proj", 64, 64, k ? 1 : 0, k ? 0 : 1));
+        l = NULL;
+        CHECK_EQ_INT(mxl_lora_load(dir, o.ck, &o.d, &l, &err), MXL_ERR_FORMAT);
+        CHECK(l == NULL && strstr(err.msg, "does not match") != NULL);
+        mxl_lora_free(l);
+    }
+    unload(&o);
+    char p[4200];
+    snprintf(p, sizeof p, "%s/adapter_config.json", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/adapter_model.safetensors", dir);
+    unlink(p);
+    rmdir(dir);
 }

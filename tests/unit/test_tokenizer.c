@@ -231,6 +231,39 @@ TEST(tokenizer_stream_holds_partial_utf8) {
     mxl_tokenizer_destroy(t);
 }
 
+/* ByteFallback rewrites a byte run once it proves invalid (HF: one U+FFFD per byte of the run),
+ * so a run that already streamed "é" decodes whole as "���" when <0xE4> follows. The stream
+ * neither fails (HF's DecodeStream does: InvalidPrefix; a generation cut by its length in the
+ * middle of a character then failed at the flush) nor retracts: the emitted text stands and
+ * the ids since the last emission follow as a continuation. Found by tests/fuzz/fuzz_detok.c. */
+TEST(tokenizer_stream_survives_byte_fallback_rewrite) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/../shared/testdata/tokenizers/llama2/tokenizer.json", mxl_test_repo_root());
+    mxl_tokenizer *t = NULL;
+    mxl_error err = {0};
+    REQUIRE(mxl_tokenizer_load_json_file(p, &t, &err) == MXL_OK);
+    const int32_t c3 = mxl_tokenizer_token_id(t, "<0xC3>", 6), a9 = mxl_tokenizer_token_id(t, "<0xA9>", 6),
+                  e4 = mxl_tokenizer_token_id(t, "<0xE4>", 6), x = mxl_tokenizer_token_id(t, "x", 1);
+    REQUIRE(c3 >= 0 && a9 >= 0 && e4 >= 0 && x >= 0);
+    const int32_t ids[] = {c3, a9, e4, x};
+    char *full = NULL;
+    REQUIRE(mxl_tokenizer_decode(t, ids, 3, false, &full, NULL, &err) == MXL_OK);
+    CHECK(strcmp(full, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD") == 0); /* HF's decode */
+    mxl_free(full);
+    for (int with_x = 0; with_x < 2; with_x++) {
+        mxl_detok_stream *s = NULL;
+        REQUIRE(mxl_detok_stream_create(t, false, &s, &err) == MXL_OK);
+        char *out = NULL;
+        size_t ol = 0;
+        for (int i = 0; i < 3 + with_x; i++) CHECK(mxl_detok_stream_step(s, ids[i], &out, &ol, &err) == MXL_OK);
+        CHECK(mxl_detok_stream_flush(s, &out, &ol, &err) == MXL_OK);
+        CHECK(out && strcmp(out, with_x ? "\xC3\xA9\xEF\xBF\xBDx" : "\xC3\xA9\xEF\xBF\xBD") == 0);
+        mxl_free(out);
+        mxl_detok_stream_destroy(s);
+    }
+    mxl_tokenizer_destroy(t);
+}
+
 TEST(tokenizer_configs_from_model_dir) {
     char p[4096];
     snprintf(p, sizeof p, "%s/../shared/testdata/tokenizers/llama3", mxl_test_repo_root());

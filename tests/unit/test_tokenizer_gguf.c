@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "io/gguf.h"
 #include "io/store.h"
 #include "test.h"
 #include "tokenizer/tokenizer.h"
@@ -184,5 +185,61 @@ TEST(tokenizer_gguf_smollm2_roundtrip) {
     mxl_free(dec);
     mxl_token_ids_free(&plain);
     mxl_token_ids_free(&sp);
+    mxl_tokenizer_destroy(t);
+}
+
+/* ---- a GGUF built in memory (tokenizer metadata only) ---- */
+typedef struct gbuf {
+    uint8_t p[1024];
+    size_t n;
+} gbuf;
+static void g_le(gbuf *b, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) b->p[b->n++] = (uint8_t)(v >> (8 * i));
+}
+static void g_str(gbuf *b, const char *s) {
+    g_le(b, strlen(s), 8);
+    memcpy(b->p + b->n, s, strlen(s));
+    b->n += strlen(s);
+}
+
+/* FIM ids from tokenizer.ggml.fim_*_token_id past the token list are ignored, as llama.cpp
+ * ignores such special ids: the name fallback (<|fim_prefix|>) or -1, never an id without a
+ * token (the ids were only checked against the id table, which is over-allocated, so 300 of a
+ * 5-token vocabulary came back and reached the infill prompt). Found by fuzz_gguf_tokenizer.c. */
+TEST(tokenizer_gguf_fim_ids_past_the_vocabulary) {
+    static const char *const toks[] = {"<unk>", "<s>", "</s>", "a", "<|fim_prefix|>"};
+    gbuf b = {0};
+    memcpy(b.p, "GGUF", 4);
+    b.n = 4;
+    g_le(&b, 3, 4); /* version */
+    g_le(&b, 0, 8); /* tensors */
+    g_le(&b, 5, 8); /* key/values */
+    g_str(&b, "tokenizer.ggml.model");
+    g_le(&b, 8, 4);
+    g_str(&b, "llama");
+    g_str(&b, "tokenizer.ggml.tokens");
+    g_le(&b, 9, 4);
+    g_le(&b, 8, 4);
+    g_le(&b, 5, 8);
+    for (int i = 0; i < 5; i++) g_str(&b, toks[i]);
+    static const char *const keys[3] = {"tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.fim_suf_token_id",
+                                        "tokenizer.ggml.fim_mid_token_id"};
+    static const uint32_t vals[3] = {300, 5, 3};
+    for (int i = 0; i < 3; i++) {
+        g_str(&b, keys[i]);
+        g_le(&b, 4, 4); /* uint32 */
+        g_le(&b, vals[i], 4);
+    }
+    mxl_gguf *g = NULL;
+    mxl_error err = {0};
+    REQUIRE(mxl_gguf_open_buffer(b.p, b.n, "fim.gguf", &g, &err) == MXL_OK);
+    mxl_tokenizer *t = NULL;
+    mxl_status st = mxl_tokenizer_load_gguf(g, &t, &err);
+    mxl_gguf_close(g);
+    if (st) fprintf(stderr, "  %s\n", err.msg);
+    REQUIRE(st == MXL_OK);
+    CHECK_EQ_INT(mxl_tokenizer_fim_id(t, MXL_TOK_FIM_PRE), 4); /* by name */
+    CHECK_EQ_INT(mxl_tokenizer_fim_id(t, MXL_TOK_FIM_SUF), -1);
+    CHECK_EQ_INT(mxl_tokenizer_fim_id(t, MXL_TOK_FIM_MID), 3);
     mxl_tokenizer_destroy(t);
 }
