@@ -101,7 +101,7 @@ static void gs_push(gstacks *s, const uint32_t *v, size_t n, uint32_t e1, uint32
         s->oom = true;
         return;
     }
-    if (s->n_data + total > s->cap_data) {
+    if (s->n_data + total > s->cap_data || !s->data) { /* (an empty stack too: dst below must not be NULL + 0) */
         size_t cap = s->cap_data ? s->cap_data : 64;
         while (cap < s->n_data + total) cap *= 2;
         uint32_t *d = mxl_realloc(s->data, cap * sizeof *d);

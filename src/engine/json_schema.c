@@ -627,7 +627,8 @@ static void build_object_rule(conv *c, const prop *props, size_t n_props, const 
             opt_kv[n_opt++] = kvname;
         }
     }
-    if (json_is_true(additional) || json_is_object(additional)) {
+    /* (after a failure names_only is not filled: the loop above stopped early) */
+    if (!c->failed && (json_is_true(additional) || json_is_object(additional))) {
         sb sub = {0}, vn = {0}, kname = {0}, kvn = {0}, kbody = {0}, kvbody = {0};
         child_name(&sub, name, "-", "additional");
         const char *value_rule;
