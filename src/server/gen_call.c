@@ -111,7 +111,7 @@ bool mxl_srv_parse_prompts(mxl_server *s, const json_t *p, mxl_gen_call *g, char
     g->multi = true;
     g->prompt_ids = mxl_malloc(g->n_prompts[0] * sizeof(int32_t));
     if (!g->prompt_ids) return snprintf(msg, ml, "out of memory"), false;
-    memcpy(g->prompt_ids, g->prompts[0], g->n_prompts[0] * sizeof(int32_t));
+    if (g->n_prompts[0]) memcpy(g->prompt_ids, g->prompts[0], g->n_prompts[0] * sizeof(int32_t)); /* ("": no ids, NULL) */
     g->n_prompt = g->n_prompts[0];
     return true;
 }

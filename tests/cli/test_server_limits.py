@@ -263,6 +263,8 @@ def test_inputs_the_fuzzer_found_are_400_not_a_crash(srv):
     body = {"max_tokens": 1, "messages": [user(), {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f"}]},
                                            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}]}
     assert requests.post(srv.url + "/v1/messages", json=body).status_code == 200
+    # gen_call.c: an empty first prompt of several copied its ids from NULL (UB)
+    openai_error(requests.post(srv.url + "/v1/completions", json={"prompt": ["", [1, 2, 3]], "max_tokens": 1}), 400, "empty")
     # request.c: a control character quoted from the request stays out of the one-line message
     r = requests.post(srv.url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": [{"type": "image\nurl"}]}]})
     openai_error(r, 400, "image url")
