@@ -206,10 +206,11 @@ static bool assistant_turn(json_t *out, const json_t *content, size_t i, char *m
             continue;
         } else if (type && !strcmp(type, "tool_use") && json_is_string(json_object_get(b, "name"))) {
             const json_t *input = json_object_get(b, "input"), *id = json_object_get(b, "id");
-            /* templates read the arguments as an object (they apply tojson themselves) */
-            json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:O, s:O}}", "id", json_is_string(id) ? json_string_value(id) : "",
-                                                   "type", "function", "function", "name", json_object_get(b, "name"), "arguments",
-                                                   input ? input : json_object()));
+            /* templates read the arguments as an object (they apply tojson themselves); a block
+             * without "input" gets a new empty one, handed over ("o": "O" would leak it) */
+            json_t *args = input ? json_incref((json_t *)input) : json_object();
+            json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:O, s:o}}", "id", json_is_string(id) ? json_string_value(id) : "",
+                                                   "type", "function", "function", "name", json_object_get(b, "name"), "arguments", args));
         } else {
             mxl_free(text);
             mxl_free(think);
@@ -229,12 +230,13 @@ static bool assistant_turn(json_t *out, const json_t *content, size_t i, char *m
 
 /* The conversation as chat-template messages (OpenAI shape). Empty is accepted, as llama-server
  * does. */
-static json_t *to_chat(const json_t *body, json_t *urls, char *msg, size_t ml) {
+json_t *mxl_srv_anthropic_chat(const mxl_server *s, const json_t *body, json_t *urls, char *msg, size_t ml) {
     const json_t *msgs = json_object_get(body, "messages"), *system = json_object_get(body, "system");
     if (!json_is_array(msgs)) {
         snprintf(msg, ml, "'messages' must be an array");
         return NULL;
     }
+    if (!mxl_srv_check_count(s, "messages", json_array_size(msgs), msg, ml)) return NULL;
     json_t *out = json_array();
     if (system && !json_is_null(system)) {
         char *t = blocks_text(system, "system", msg, ml);
@@ -263,12 +265,16 @@ fail:
 
 /* Anthropic tools [{name, description, input_schema}] as the OpenAI function tools templates
  * expect; NULL when there are none. */
-static json_t *to_openai_tools(const json_t *tools, char *msg, size_t ml, bool *bad) {
+json_t *mxl_srv_anthropic_tools(const mxl_server *s, const json_t *tools, char *msg, size_t ml, bool *bad) {
     *bad = false;
     if (!tools || json_is_null(tools)) return NULL;
     if (!json_is_array(tools)) {
         *bad = true;
         snprintf(msg, ml, "'tools' must be an array");
+        return NULL;
+    }
+    if (!mxl_srv_check_count(s, "tools", json_array_size(tools), msg, ml)) {
+        *bad = true;
         return NULL;
     }
     json_t *out = json_array();
@@ -311,7 +317,7 @@ static bool prompt_of(mxl_server *s, mxl_http_req *r, mxl_api api, const json_t 
 }
 
 void mxl_api_anthropic_messages(mxl_server *s, mxl_http_req *r) {
-    json_t *body = mxl_srv_body_json(r, MXL_API_ANTHROPIC);
+    json_t *body = mxl_srv_body_json(s, r, MXL_API_ANTHROPIC);
     if (!body) return;
     char msg[512] = "";
     json_t *chat = NULL, *urls = NULL;
@@ -327,7 +333,8 @@ void mxl_api_anthropic_messages(mxl_server *s, mxl_http_req *r) {
         goto bad;
     }
     urls = mxl_gen_model_vlm(s->model) ? json_array() : NULL; /* image URLs, in prompt order */
-    if (!(chat = to_chat(body, urls, msg, sizeof msg)) || !mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg)) goto bad;
+    if (!(chat = mxl_srv_anthropic_chat(s, body, urls, msg, sizeof msg)) || !mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg))
+        goto bad;
     const json_t *ss = json_object_get(body, "stop_sequences");
     if (ss && !json_is_null(ss)) {
         size_t i;
@@ -337,8 +344,12 @@ void mxl_api_anthropic_messages(mxl_server *s, mxl_http_req *r) {
             goto bad;
         }
         json_array_foreach(ss, i, e) {
-            if (!json_is_string(e) || g->params.n_stop >= MXL_SEQ_MAX_STOP) {
-                snprintf(msg, sizeof msg, "'stop_sequences' must be at most %d strings", MXL_SEQ_MAX_STOP);
+            if (!json_is_string(e)) {
+                snprintf(msg, sizeof msg, "'stop_sequences' must be an array of strings");
+                goto bad;
+            }
+            if (g->params.n_stop >= MXL_SEQ_MAX_STOP) {
+                snprintf(msg, sizeof msg, "'stop_sequences' has more than %d strings (the most a request may give)", MXL_SEQ_MAX_STOP);
                 goto bad;
             }
             if (json_string_length(e)) g->params.stop[g->params.n_stop++] = json_string_value(e);
@@ -351,7 +362,7 @@ void mxl_api_anthropic_messages(mxl_server *s, mxl_http_req *r) {
     }
     g->stream = json_is_true(st);
     bool bad_tools;
-    json_t *tools = to_openai_tools(json_object_get(body, "tools"), msg, sizeof msg, &bad_tools);
+    json_t *tools = mxl_srv_anthropic_tools(s, json_object_get(body, "tools"), msg, sizeof msg, &bad_tools);
     if (bad_tools) goto bad;
     if (!prompt_of(s, r, MXL_API_ANTHROPIC, chat, tools, urls, g)) {
         json_decref(tools);
@@ -381,12 +392,12 @@ oom:
 }
 
 static void count(mxl_server *s, mxl_http_req *r, mxl_api api) {
-    json_t *body = mxl_srv_body_json(r, api);
+    json_t *body = mxl_srv_body_json(s, r, api);
     if (!body) return;
     char msg[512] = "";
     json_t *urls = mxl_gen_model_vlm(s->model) ? json_array() : NULL; /* image URLs, in prompt order */
     /* the OpenAI messages read as /v1/chat/completions reads them (roles checked, part lists) */
-    json_t *chat = api == MXL_API_ANTHROPIC ? to_chat(body, urls, msg, sizeof msg)
+    json_t *chat = api == MXL_API_ANTHROPIC ? mxl_srv_anthropic_chat(s, body, urls, msg, sizeof msg)
                                             : mxl_srv_chat_messages(s, json_object_get(body, "messages"), urls, msg, sizeof msg);
     if (!chat) {
         mxl_srv_error(r, api, 400, "invalid_request_error", "%s", msg);
@@ -395,8 +406,9 @@ static void count(mxl_server *s, mxl_http_req *r, mxl_api api) {
         return;
     }
     bool bad_tools = false;
-    json_t *tools = api == MXL_API_ANTHROPIC ? to_openai_tools(json_object_get(body, "tools"), msg, sizeof msg, &bad_tools)
+    json_t *tools = api == MXL_API_ANTHROPIC ? mxl_srv_anthropic_tools(s, json_object_get(body, "tools"), msg, sizeof msg, &bad_tools)
                                              : json_incref(json_object_get(body, "tools"));
+    if (api != MXL_API_ANTHROPIC && !mxl_srv_check_count(s, "tools", json_array_size(tools), msg, sizeof msg)) bad_tools = true;
     mxl_gen_call *g = bad_tools ? NULL : mxl_calloc(1, sizeof *g);
     if (!g) {
         if (bad_tools) mxl_srv_error(r, api, 400, "invalid_request_error", "%s", msg);

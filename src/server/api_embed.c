@@ -62,11 +62,12 @@ static void worker_leave(mxl_srv_worker *w) { pthread_mutex_unlock(&w->run); }
 /* --- inputs -------------------------------------------------------------------------------------- */
 
 /* A string or an array of strings (OpenAI "input", llama-server "content"); NULL with msg set. */
-static const char **text_list(const json_t *v, const char *key, size_t *n, char *msg, size_t ml) {
+static const char **text_list(const mxl_server *srv, const json_t *v, const char *key, size_t *n, char *msg, size_t ml) {
     if (!v || json_is_null(v)) return snprintf(msg, ml, "'%s' is required", key), NULL;
     size_t cnt = json_is_array(v) ? json_array_size(v) : 1;
     if (!json_is_string(v) && !json_is_array(v)) return snprintf(msg, ml, "'%s' must be a string or an array of strings", key), NULL;
     if (cnt == 0) return snprintf(msg, ml, "'%s' must not be empty", key), NULL;
+    if (!mxl_srv_check_count(srv, key, cnt, msg, ml)) return NULL;
     const char **t = mxl_calloc(cnt, sizeof *t);
     if (!t) return snprintf(msg, ml, "out of memory"), NULL;
     for (size_t i = 0; i < cnt; i++) {
@@ -121,13 +122,13 @@ static void embed(mxl_server *s, mxl_http_req *r, bool oai) {
         mxl_srv_error(r, MXL_API_OPENAI, 501, "not_supported_error", "This server does not serve embeddings (start it with an embedding model)");
         return;
     }
-    json_t *body = mxl_srv_body_json(r, MXL_API_OPENAI);
+    json_t *body = mxl_srv_body_json(s, r, MXL_API_OPENAI);
     if (!body) return;
     char msg[512] = "";
     size_t n = 0;
     const json_t *in = json_object_get(body, oai ? "input" : "content");
     if (!oai && !in) in = json_object_get(body, "input");
-    const char **texts = text_list(in, oai ? "input" : "content", &n, msg, sizeof msg);
+    const char **texts = text_list(s, in, oai ? "input" : "content", &n, msg, sizeof msg);
     float *vecs = NULL;
     int64_t *toks = NULL;
     mxl_embed_opts o = s->embed_opts;
@@ -202,7 +203,7 @@ void mxl_api_rerank(mxl_server *s, mxl_http_req *r) {
         mxl_srv_error(r, MXL_API_OPENAI, 501, "not_supported_error", "This server does not serve reranking (start it with a reranker model)");
         return;
     }
-    json_t *body = mxl_srv_body_json(r, MXL_API_OPENAI);
+    json_t *body = mxl_srv_body_json(s, r, MXL_API_OPENAI);
     if (!body) return;
     char msg[512] = "";
     const json_t *q = json_object_get(body, "query"), *docs = json_object_get(body, "documents");
@@ -219,6 +220,7 @@ void mxl_api_rerank(mxl_server *s, mxl_http_req *r) {
         goto bad;
     }
     n = json_array_size(docs);
+    if (!mxl_srv_check_count(s, "documents", n, msg, sizeof msg)) goto bad;
     texts = mxl_calloc(n, sizeof *texts);
     scores = mxl_calloc(n, sizeof *scores);
     order = mxl_calloc(n, sizeof *order);

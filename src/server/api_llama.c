@@ -19,7 +19,7 @@ static bool parse_llama_call(mxl_server *s, const json_t *body, mxl_gen_call *g,
     const json_t *v;
     if (!mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, ml)) return false;
     /* grammar / json_schema */
-    if (!mxl_srv_parse_constraint(body, false, s->defaults.sampling.grammar, &g->params, msg, ml)) return false;
+    if (!mxl_srv_parse_constraint(s, body, false, &g->params, msg, ml)) return false;
     v = json_object_get(body, "stream");
     if (v && !json_is_null(v)) {
         if (!json_is_boolean(v)) {
@@ -70,7 +70,7 @@ static mxl_gen_call *new_llama_call(mxl_server *s, mxl_http_req *r) {
 }
 
 void mxl_api_llama_completion(mxl_server *s, mxl_http_req *r) {
-    json_t *body = mxl_srv_body_json(r, MXL_API_LLAMA);
+    json_t *body = mxl_srv_body_json(s, r, MXL_API_LLAMA);
     if (!body) return;
     char msg[512] = "";
     mxl_gen_call *g = new_llama_call(s, r);
@@ -223,7 +223,7 @@ void mxl_api_llama_infill(mxl_server *s, mxl_http_req *r) {
         mxl_srv_error(r, MXL_API_LLAMA, 501, "not_supported_error", "Infill is not supported by this model: %s", msg);
         return;
     }
-    json_t *body = mxl_srv_body_json(r, MXL_API_LLAMA);
+    json_t *body = mxl_srv_body_json(s, r, MXL_API_LLAMA);
     if (!body) return;
     mxl_gen_call *g = new_llama_call(s, r);
     id_vec prompt = {0}, ids = {0};
@@ -327,7 +327,7 @@ void mxl_api_llama_slot_action(mxl_server *s, mxl_http_req *r) {
     const char *filename = NULL;
     json_t *body = NULL;
     if (op != MXL_SCHED_SLOT_ERASE) {
-        if (!(body = mxl_srv_body_json(r, MXL_API_LLAMA))) return;
+        if (!(body = mxl_srv_body_json(s, r, MXL_API_LLAMA))) return;
         const json_t *f = json_object_get(body, "filename");
         filename = json_string_value(f);
         if (!filename) {
@@ -387,7 +387,7 @@ static bool opt_bool(const json_t *body, const char *key, bool dflt, bool *out, 
 }
 
 void mxl_api_llama_tokenize(mxl_server *s, mxl_http_req *r) {
-    json_t *body = mxl_srv_body_json(r, MXL_API_LLAMA);
+    json_t *body = mxl_srv_body_json(s, r, MXL_API_LLAMA);
     if (!body) return;
     char msg[256];
     bool add_special, parse_special, with_pieces;
@@ -421,7 +421,7 @@ void mxl_api_llama_tokenize(mxl_server *s, mxl_http_req *r) {
 }
 
 void mxl_api_llama_detokenize(mxl_server *s, mxl_http_req *r) {
-    json_t *body = mxl_srv_body_json(r, MXL_API_LLAMA);
+    json_t *body = mxl_srv_body_json(s, r, MXL_API_LLAMA);
     if (!body) return;
     const json_t *tokens = json_object_get(body, "tokens");
     if (tokens && !json_is_array(tokens)) {
@@ -463,7 +463,7 @@ void mxl_api_llama_detokenize(mxl_server *s, mxl_http_req *r) {
 }
 
 void mxl_api_llama_apply_template(mxl_server *s, mxl_http_req *r) {
-    json_t *body = mxl_srv_body_json(r, MXL_API_LLAMA);
+    json_t *body = mxl_srv_body_json(s, r, MXL_API_LLAMA);
     if (!body) return;
     char msg[512] = "";
     json_t *msgs = NULL, *kw = NULL;
@@ -535,7 +535,7 @@ void mxl_api_llama_props(mxl_server *s, mxl_http_req *r) {
             mxl_srv_error(r, MXL_API_LLAMA, 403, "permission_error", "This server does not support changing global properties. Start it with `--props`");
             return;
         }
-        json_t *body = mxl_srv_body_json(r, MXL_API_LLAMA);
+        json_t *body = mxl_srv_body_json(s, r, MXL_API_LLAMA);
         if (!body) return;
         json_decref(body); /* no property is writable yet; llama-server accepts and ignores unknown ones */
         mxl_http_send_json(r, 200, json_pack("{s:b}", "success", 1));
@@ -657,7 +657,7 @@ void mxl_api_llama_lora_adapters(mxl_server *s, mxl_http_req *r) {
             mxl_srv_error(r, MXL_API_LLAMA, 400, "invalid_request_error", "the adapters were fused into the model at load (--lora-fuse): their scales are fixed");
             return;
         }
-        json_t *body = mxl_srv_body_json_any(r, MXL_API_LLAMA);
+        json_t *body = mxl_srv_body_json_any(s, r, MXL_API_LLAMA);
         if (!body) return;
         float scale[MXL_SRV_MAX_MULTI];
         char msg[256];

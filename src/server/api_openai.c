@@ -9,10 +9,9 @@
 #include "engine/model.h"
 #include "server/constraint.h"
 #include "server/gen_call.h"
+#include "server/limits.h"
 #include "server/request.h"
 #include "server/routes.h"
-
-#define MAX_CHOICES 16
 
 /* Renders the conversation. A last message from the assistant is a prefill the model continues
  * (llama-server's assistant prefill / vLLM's continue_final_message): the turns before it are
@@ -89,8 +88,9 @@ static bool parse_stream(const json_t *body, mxl_gen_call *g, char *msg, size_t 
     g->return_progress = json_is_true(json_object_get(body, "return_progress"));
     v = json_object_get(body, "n");
     if (v && !json_is_null(v)) {
-        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > MAX_CHOICES)
-            return snprintf(msg, ml, "'n' must be an integer between 1 and %d", MAX_CHOICES), false;
+        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > MXL_SRV_MAX_CHOICES)
+            return snprintf(msg, ml, "'n' must be an integer between 1 and %d (the most choices a request may ask for)", MXL_SRV_MAX_CHOICES),
+                   false;
         g->n = (int)json_integer_value(v);
     }
     return true;
@@ -112,7 +112,7 @@ static void fail_call(mxl_gen_call *g, int status, const char *type, const char 
 }
 
 void mxl_api_openai_chat(mxl_server *s, mxl_http_req *r) {
-    json_t *body = mxl_srv_body_json(r, MXL_API_OPENAI);
+    json_t *body = mxl_srv_body_json(s, r, MXL_API_OPENAI);
     if (!body) return;
     char msg[512] = "";
     mxl_gen_call *g = new_call(s, r, MXL_GEN_CHAT);
@@ -145,7 +145,7 @@ void mxl_api_openai_chat(mxl_server *s, mxl_http_req *r) {
     }
     g->params.n_probs = g->logprobs ? (g->top_logprobs > 0 ? g->top_logprobs : 1) : 0;
     /* grammar / json_schema / response_format (json_object, json_schema) */
-    if (!mxl_srv_parse_constraint(body, true, s->defaults.sampling.grammar, &g->params, msg, sizeof msg)) goto bad;
+    if (!mxl_srv_parse_constraint(s, body, true, &g->params, msg, sizeof msg)) goto bad;
     size_t len = 0;
     mxl_error err = {0};
     if (!render_with_prefill(s, body, msgs, &o, &g->prompt_text, &len, msg, sizeof msg)) goto bad;
@@ -167,7 +167,7 @@ bad:
 }
 
 void mxl_api_openai_completions(mxl_server *s, mxl_http_req *r) {
-    json_t *body = mxl_srv_body_json(r, MXL_API_OPENAI);
+    json_t *body = mxl_srv_body_json(s, r, MXL_API_OPENAI);
     if (!body) return;
     char msg[512] = "";
     mxl_gen_call *g = new_call(s, r, MXL_GEN_COMPLETION);
@@ -177,7 +177,7 @@ void mxl_api_openai_completions(mxl_server *s, mxl_http_req *r) {
         return;
     }
     if (!parse_stream(body, g, msg, sizeof msg) || !mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg) ||
-        !mxl_srv_parse_constraint(body, true, s->defaults.sampling.grammar, &g->params, msg, sizeof msg) ||
+        !mxl_srv_parse_constraint(s, body, true, &g->params, msg, sizeof msg) ||
         !mxl_srv_parse_prompts(s, json_object_get(body, "prompt"), g, msg, sizeof msg))
         goto bad;
     const json_t *v = json_object_get(body, "logprobs");

@@ -108,7 +108,7 @@ static const char *item_type(const json_t *it) {
 
 /* The conversation's items as chat messages. Reasoning items go to the next assistant turn's
  * reasoning_content; function_call items join the assistant turn they follow. */
-static json_t *items_to_messages(const json_t *items, char *msg, size_t ml) {
+json_t *mxl_srv_responses_messages(const json_t *items, char *msg, size_t ml) {
     json_t *out = json_array();
     json_t *reasoning = NULL;
     bool assistant_open = false; /* the last message is an assistant turn further items may join */
@@ -210,7 +210,7 @@ fail:
 static json_t *conv_items_copy(json_t *data, void *ctx);
 static void conv_append(mxl_server *s, const char *id, const unsigned char owner[32], const json_t *a, const json_t *b);
 
-static json_t *input_items_of(const json_t *input, const char *rid, char *msg, size_t ml) {
+json_t *mxl_srv_responses_items(const json_t *input, const char *rid, char *msg, size_t ml) {
     json_t *out = json_array();
     if (!input || json_is_null(input)) return out; /* previous_response_id alone (input_tokens) */
     if (json_is_string(input)) {
@@ -255,7 +255,7 @@ static json_t *input_items_of(const json_t *input, const char *rid, char *msg, s
 }
 
 /* Responses function tools -> chat tools ({type, function: {name, description, parameters}}). */
-static json_t *chat_tools(const json_t *tools, char *msg, size_t ml, bool *bad) {
+json_t *mxl_srv_responses_tools(const json_t *tools, char *msg, size_t ml, bool *bad) {
     *bad = false;
     if (!tools || json_is_null(tools)) return NULL;
     if (!json_is_array(tools)) return *bad = true, snprintf(msg, ml, "'tools' must be an array"), NULL;
@@ -381,10 +381,10 @@ static bool prepare(mxl_server *s, mxl_http_req *r, const json_t *body, mxl_gen_
             return snprintf(msg, ml, "Previous response with id '%.100s' not found.", json_string_value(prev)), false;
         }
     }
-    if (!(rc->input_items = input_items_of(input, g->id, msg, ml))) goto done;
+    if (!(rc->input_items = mxl_srv_responses_items(input, g->id, msg, ml))) goto done;
     rc->conversation = prev_conv ? json_deep_copy(prev_conv) : json_array();
     json_array_extend(rc->conversation, rc->input_items);
-    if (!(msgs = items_to_messages(rc->conversation, msg, ml))) goto done;
+    if (!(msgs = mxl_srv_responses_messages(rc->conversation, msg, ml))) goto done;
     if (!json_array_size(msgs) && !json_is_string(instr)) {
         snprintf(msg, ml, "'input' is required");
         goto done;
@@ -438,7 +438,7 @@ static bool prepare(mxl_server *s, mxl_http_req *r, const json_t *body, mxl_gen_
         }
     }
     bool bad = false;
-    json_t *tools = chat_tools(json_object_get(body, "tools"), msg, ml, &bad);
+    json_t *tools = mxl_srv_responses_tools(json_object_get(body, "tools"), msg, ml, &bad);
     if (bad) goto done;
     /* tool_choice: none drops the tools; required / a named function forces a call */
     const json_t *tc = json_object_get(body, "tool_choice");
@@ -463,7 +463,7 @@ static bool prepare(mxl_server *s, mxl_http_req *r, const json_t *body, mxl_gen_
     urls = mxl_gen_model_vlm(s->model) ? json_array() : NULL;
     mxl_chat_opts o;
     if (!(chat = mxl_srv_chat_messages(s, msgs, urls, msg, ml)) || !mxl_srv_parse_params(s, cbody, &g->params, &g->bias, msg, ml) ||
-        !mxl_srv_chat_opts(s, cbody, &o, &kw, msg, ml) || !mxl_srv_parse_constraint(cbody, true, s->defaults.sampling.grammar, &g->params, msg, ml))
+        !mxl_srv_chat_opts(s, cbody, &o, &kw, msg, ml) || !mxl_srv_parse_constraint(s, cbody, true, &g->params, msg, ml))
         goto done;
     if (forced && mxl_srv_constraint_owned(&g->params, s->defaults.sampling.grammar) == NULL) {
         mxl_chat_syntax syn = mxl_chat_syntax_detect(mxl_gen_model_template_text(s->model), NULL);
@@ -831,7 +831,7 @@ static mxl_gen_call *new_call(mxl_server *s, mxl_http_req *r) {
 
 /* The request's body and a call for it; NULL after answering (bad JSON, out of memory). */
 static mxl_gen_call *begin_call(mxl_server *s, mxl_http_req *r, json_t **body) {
-    *body = mxl_srv_body_json(r, MXL_API_OPENAI);
+    *body = mxl_srv_body_json(s, r, MXL_API_OPENAI);
     if (!*body) return NULL;
     mxl_gen_call *g = new_call(s, r);
     if (!g) {
@@ -1081,9 +1081,9 @@ static json_t *conv_new_items(mxl_server *s, const json_t *items, char *msg, siz
     if (json_array_size(items) > CONV_MAX_NEW_ITEMS) return snprintf(msg, ml, "'items' may hold at most %d items", CONV_MAX_NEW_ITEMS), NULL;
     char rid[96];
     snprintf(rid, sizeof rid, "item_%llx%llx", (unsigned long long)time(NULL), (unsigned long long)atomic_fetch_add(&s->next_id, 1));
-    json_t *out = input_items_of(items, rid, msg, ml);
+    json_t *out = mxl_srv_responses_items(items, rid, msg, ml);
     if (!out) return NULL;
-    json_t *msgs = items_to_messages(out, msg, ml); /* the items a later turn renders: checked now */
+    json_t *msgs = mxl_srv_responses_messages(out, msg, ml); /* the items a later turn renders: checked now */
     if (!msgs) {
         json_decref(out);
         return NULL;
@@ -1107,7 +1107,7 @@ static void conv_not_found(mxl_http_req *r, const char *id) {
 }
 
 static void conv_create(mxl_server *s, mxl_http_req *r, const unsigned char owner[32]) {
-    json_t *body = mxl_srv_body_json(r, MXL_API_OPENAI);
+    json_t *body = mxl_srv_body_json(s, r, MXL_API_OPENAI);
     if (!body) return;
     char msg[512] = "";
     json_t *items = NULL, *conv = NULL;
@@ -1179,7 +1179,7 @@ void mxl_api_conversations(mxl_server *s, mxl_http_req *r, const char *rest) {
             if ((found = mxl_resp_store_delete(s->conversations, id, owner)))
                 out = json_pack("{s:s, s:s, s:b}", "id", id, "object", "conversation.deleted", "deleted", 1);
         } else if (post) {
-            json_t *body = mxl_srv_body_json(r, MXL_API_OPENAI);
+            json_t *body = mxl_srv_body_json(s, r, MXL_API_OPENAI);
             if (!body) return;
             char msg[512];
             const json_t *md = json_object_get(body, "metadata");
@@ -1201,7 +1201,7 @@ void mxl_api_conversations(mxl_server *s, mxl_http_req *r, const char *rest) {
             json_decref(all);
             if (found) return;
         } else if (post) {
-            json_t *body = mxl_srv_body_json(r, MXL_API_OPENAI);
+            json_t *body = mxl_srv_body_json(s, r, MXL_API_OPENAI);
             if (!body) return;
             char msg[512];
             json_t *add = conv_new_items(s, json_object_get(body, "items"), msg, sizeof msg);

@@ -4,6 +4,7 @@
 #include "core/alloc.h"
 #include "engine/memory_estimate.h"
 #include "server/constraint.h"
+#include "server/limits.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -70,7 +71,17 @@ static const opt k_opts[] = {
     {"--reuse-port", "LLAMA_ARG_REUSE_PORT", K_ON, F(reuse_port), 0, 0, "SO_REUSEPORT"},
     {"--sse-ping-interval", "LLAMA_ARG_SSE_PING_INTERVAL", K_INT, F(sse_ping_interval), -1, 86400, "seconds between SSE pings, -1 off (default 30)"},
     {"--timeout|-to", "LLAMA_ARG_TIMEOUT", K_INT, F(timeout), 1, 86400 * 7, "socket read/write timeout in seconds (default 3600)"},
-    {"--max-body-bytes", "MLXCEL_MAX_BODY_BYTES", K_INT, F(max_body_bytes), 1024, INT64_C(1) << 32, "largest request body (default 32 MiB)"},
+    {"--max-body-bytes", "MLXCEL_MAX_BODY_BYTES", K_INT, F(max_body_bytes), 1024, INT64_C(1) << 32, "largest request body, 413 beyond (default 32 MiB)"},
+    /* the limits of limits.h's table */
+    {"--max-header-bytes", "MLXCEL_MAX_HEADER_BYTES", K_INT, F(max_header_bytes), 1024, 1 << 24, "largest request line + header fields in bytes, 431 beyond (16384)"},
+    {"--max-headers", "MLXCEL_MAX_HEADERS", K_INT, F(max_headers), 8, 1 << 16, "most header fields in a request, 431 beyond (100)"},
+    {"--max-connections-per-ip", "MLXCEL_MAX_CONNECTIONS_PER_IP", K_INT, F(max_conn_per_ip), 0, 1 << 20, "open connections per client address, 429 beyond (64; loopback counts only when given; 0: no limit)"},
+    {"--max-json-depth", "MLXCEL_MAX_JSON_DEPTH", K_INT, F(max_json_depth), 1, MXL_LIMIT_JSON_DEPTH_MAX, "deepest JSON nesting of a request body (64)"},
+    {"--max-messages", "MLXCEL_MAX_MESSAGES", K_INT, F(max_messages), 1, 1 << 24, "chat messages (Responses input items) per request (4096)"},
+    {"--max-tools", "MLXCEL_MAX_TOOLS", K_INT, F(max_tools), 0, 1 << 24, "tools per request (128)"},
+    {"--max-logit-bias", "MLXCEL_MAX_LOGIT_BIAS", K_INT, F(max_logit_bias), 0, 1 << 24, "logit_bias entries per request, a text entry counting its tokens (4096)"},
+    {"--max-grammar-bytes", "MLXCEL_MAX_GRAMMAR_BYTES", K_INT, F(max_grammar_bytes), 1024, 1 << 30, "grammar or JSON schema text of a request, and the grammar made from a schema (262144)"},
+    {"--max-inputs", "MLXCEL_MAX_INPUTS", K_INT, F(max_inputs), 1, 1 << 24, "embedding inputs / rerank documents per request (2048)"},
     {"--n-parallel|--parallel|-np", "LLAMA_ARG_N_PARALLEL", K_INT, F(n_parallel), 1, 256, "request slots (default 4)"},
     {"--max-batch-size", NULL, K_INT, F(max_batch_size), 1, 256, "sequences per decode batch (default n_parallel)"},
     {"--max-queue-depth", NULL, K_INT, F(max_queue_depth), 1, 1 << 20, "waiting requests before 503 (default 32)"},
@@ -245,6 +256,7 @@ static mxl_status apply(mxl_server_config *c, const opt *o, const char *flag, co
             return mxl_error_set(err, MXL_ERR_ARG, "%s: %lld is outside [%lld, %lld]", flag, x, (long long)o->min, (long long)o->max);
         if (o->k == K_INT) *(int64_t *)(base + o->off) = x;
         else *(int32_t *)(base + o->off) = (int32_t)x;
+        if (o->off == F(max_conn_per_ip)) c->conn_per_ip_set = true;
         return MXL_OK;
     }
     case K_DBL:
@@ -297,7 +309,16 @@ static void defaults(mxl_server_config *c) {
     c->threads_http = -1;
     c->sse_ping_interval = 30;
     c->timeout = 3600;
-    c->max_body_bytes = 32 << 20;
+    c->max_body_bytes = MXL_LIMIT_BODY_BYTES;
+    c->max_header_bytes = MXL_LIMIT_HEADER_BYTES;
+    c->max_headers = MXL_LIMIT_HEADERS;
+    c->max_conn_per_ip = MXL_LIMIT_CONN_PER_IP;
+    c->max_json_depth = MXL_LIMIT_JSON_DEPTH;
+    c->max_messages = MXL_LIMIT_MESSAGES;
+    c->max_tools = MXL_LIMIT_TOOLS;
+    c->max_logit_bias = MXL_LIMIT_LOGIT_BIAS;
+    c->max_grammar_bytes = MXL_LIMIT_GRAMMAR_BYTES;
+    c->max_inputs = MXL_LIMIT_INPUTS;
     c->n_parallel = 4;
     c->max_queue_depth = 32;
     c->grant_interval = 16;
@@ -508,7 +529,8 @@ static bool router_only(const opt *o) {
            off == F(cors_headers) || off == F(cors_methods) || off == F(cors_credentials) || off == F(reuse_port) ||
            off == F(ssl_cert_file) || off == F(ssl_key_file) || off == F(log_disable) || off == F(log_file) || off == F(webui) ||
            off == F(models_dir) || off == F(models_preset) || off == F(models_max) || off == F(models_autoload) ||
-           off == F(help) || off == F(model_store_root) || off == F(offline);
+           off == F(help) || off == F(model_store_root) || off == F(offline) ||
+           off == F(max_conn_per_ip); /* (the children's clients are the router, on loopback) */
 }
 
 int mxl_server_config_child_args(int argc, char **argv, const char **out) {

@@ -31,6 +31,12 @@ typedef struct mxl_server_config {
     bool cors_credentials, reuse_port;
     const char *ssl_cert_file, *ssl_key_file;
     int64_t threads_http, sse_ping_interval, timeout, max_body_bytes;
+    /* limits on hostile input (limits.h has the table): header bytes and fields, connections per
+     * client address (conn_per_ip_set: given, so loopback counts too), JSON depth, messages,
+     * tools, logit_bias entries, grammar / schema bytes, embedding inputs */
+    int64_t max_header_bytes, max_headers, max_conn_per_ip, max_json_depth, max_messages, max_tools, max_logit_bias,
+        max_grammar_bytes, max_inputs;
+    bool conn_per_ip_set;
     /* concurrency and batching */
     int64_t n_parallel, max_batch_size, max_queue_depth, prefill_chunk, batch_size, grant_interval;
     int64_t ctx_size, n_predict;

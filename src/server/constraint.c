@@ -9,6 +9,8 @@
 #include "core/alloc.h"
 #include "engine/grammar.h"
 #include "engine/json_schema.h"
+#include "server/limits.h"
+#include "server/server_state.h"
 
 /* Compiles GBNF to check it; false with msg set. */
 static bool grammar_ok(const char *text, const char *what, char *msg, size_t ml) {
@@ -22,16 +24,29 @@ static bool grammar_ok(const char *text, const char *what, char *msg, size_t ml)
     return true;
 }
 
-/* schema (object or boolean `true`) -> GBNF, checked. */
-static bool schema_grammar(const json_t *schema, const char *what, char **out, char *msg, size_t ml) {
+/* schema (object or boolean `true`) -> GBNF, checked; the schema's text and the grammar made
+ * from it at most max bytes. */
+static bool schema_grammar(const json_t *schema, const char *what, size_t max, char **out, char *msg, size_t ml) {
     *out = NULL;
     if (!json_is_object(schema) && !json_is_true(schema)) {
         snprintf(msg, ml, "%s must be a JSON Schema object", what);
         return false;
     }
+    size_t n = json_dumpb(schema, NULL, 0, JSON_COMPACT);
+    if (n > max) {
+        snprintf(msg, ml, "%s is %zu bytes of JSON; at most %zu are accepted (--max-grammar-bytes raises the limit)", what, n, max);
+        return false;
+    }
     mxl_error err = {0};
     if (mxl_json_schema_to_grammar(schema, out, &err)) {
         snprintf(msg, ml, "%s: %s", what, err.msg);
+        return false;
+    }
+    if ((n = strlen(*out)) > max) {
+        snprintf(msg, ml, "the grammar made from %s is %zu bytes; at most %zu are accepted (--max-grammar-bytes raises the limit)", what, n,
+                 max);
+        mxl_free(*out);
+        *out = NULL;
         return false;
     }
     if (!grammar_ok(*out, what, msg, ml)) {
@@ -44,9 +59,8 @@ static bool schema_grammar(const json_t *schema, const char *what, char **out, c
 
 static bool present(const json_t *v) { return v && !json_is_null(v); }
 
-bool mxl_srv_parse_constraint(const json_t *body, bool openai, const char *server_default, mxl_seq_params *p, char *msg,
-                              size_t ml) {
-    (void)server_default;
+bool mxl_srv_parse_constraint(const mxl_server *s, const json_t *body, bool openai, mxl_seq_params *p, char *msg, size_t ml) {
+    const size_t max = s && s->cfg ? (size_t)s->cfg->max_grammar_bytes : MXL_LIMIT_GRAMMAR_BYTES;
     const json_t *grammar = json_object_get(body, "grammar"), *schema = json_object_get(body, "json_schema");
     const json_t *rf = openai ? json_object_get(body, "response_format") : NULL;
     const json_t *rf_schema = NULL;
@@ -73,10 +87,10 @@ bool mxl_srv_parse_constraint(const json_t *body, bool openai, const char *serve
     char *text = NULL;
     if (present(schema) || rf_json) {
         /* llama-server: an explicit json_schema wins over response_format; no schema = any object */
-        const json_t *s = present(schema) ? schema : present(rf_schema) ? rf_schema : NULL;
-        json_t *any = s ? NULL : json_object();
+        const json_t *sc = present(schema) ? schema : present(rf_schema) ? rf_schema : NULL;
+        json_t *any = sc ? NULL : json_object();
         const char *what = present(schema) ? "'json_schema'" : "'response_format' schema";
-        bool ok = schema_grammar(s ? s : any, what, &text, msg, ml);
+        bool ok = schema_grammar(sc ? sc : any, what, max, &text, msg, ml);
         json_decref(any);
         if (!ok) return false;
     } else if (present(grammar)) {
@@ -84,6 +98,9 @@ bool mxl_srv_parse_constraint(const json_t *body, bool openai, const char *serve
             p->sampling.grammar = NULL;
             return true;
         }
+        if (json_string_length(grammar) > max)
+            return snprintf(msg, ml, "'grammar' is %zu bytes; at most %zu are accepted (--max-grammar-bytes raises the limit)",
+                            json_string_length(grammar), max), false;
         if (!grammar_ok(json_string_value(grammar), "'grammar'", msg, ml)) return false;
         if (!(text = mxl_strdup(json_string_value(grammar)))) return snprintf(msg, ml, "out of memory"), false;
     } else {

@@ -18,9 +18,10 @@
  * p->sampling.grammar: a malloc'd text owned by the request (free it with the request: the
  * scheduler's jobs take copies), NULL for "no constraint", or left as the server default when the
  * request names none. False with msg set on a wrong type, both grammar and json_schema, a schema
- * that does not convert, or a grammar that does not compile. */
-bool mxl_srv_parse_constraint(const json_t *body, bool openai, const char *server_default, mxl_seq_params *p, char *msg,
-                              size_t ml);
+ * that does not convert, a grammar that does not compile, or a grammar, a schema or the grammar
+ * made from it over s's --max-grammar-bytes (limits.h; s NULL: the default). */
+struct mxl_server;
+bool mxl_srv_parse_constraint(const struct mxl_server *s, const json_t *body, bool openai, mxl_seq_params *p, char *msg, size_t ml);
 
 /* The request's own grammar text (not the server default), or NULL. */
 char *mxl_srv_constraint_owned(const mxl_seq_params *p, const char *server_default);

@@ -102,7 +102,8 @@ bool mxl_srv_parse_prompts(mxl_server *s, const json_t *p, mxl_gen_call *g, char
         if (json_is_integer(json_array_get(p, i))) multi = false;
     if (!multi) return one_prompt(s, p, &g->prompt_ids, &g->n_prompt, &g->prompt_text, msg, ml);
     size_t n = json_array_size(p);
-    if (n > 16) return snprintf(msg, ml, "at most 16 prompts per request"), false;
+    if (n > MXL_SRV_MAX_CHOICES)
+        return snprintf(msg, ml, "'prompt' has %zu prompts; at most %d are accepted in one request", n, MXL_SRV_MAX_CHOICES), false;
     if (g->n > 1) return snprintf(msg, ml, "'n' > 1 cannot be combined with several prompts"), false;
     for (size_t i = 0; i < n; i++)
         if (!one_prompt(s, json_array_get(p, i), &g->prompts[i], &g->n_prompts[i], &g->prompt_text, msg, ml)) return false;
@@ -110,7 +111,7 @@ bool mxl_srv_parse_prompts(mxl_server *s, const json_t *p, mxl_gen_call *g, char
     g->multi = true;
     g->prompt_ids = mxl_malloc(g->n_prompts[0] * sizeof(int32_t));
     if (!g->prompt_ids) return snprintf(msg, ml, "out of memory"), false;
-    memcpy(g->prompt_ids, g->prompts[0], g->n_prompts[0] * sizeof(int32_t));
+    if (g->n_prompts[0]) memcpy(g->prompt_ids, g->prompts[0], g->n_prompts[0] * sizeof(int32_t)); /* ("": no ids, NULL) */
     g->n_prompt = g->n_prompts[0];
     return true;
 }
@@ -141,8 +142,8 @@ bool mxl_srv_tokenize_chat(mxl_server *s, mxl_gen_call *g, const json_t *urls, s
 void mxl_gen_call_free(mxl_gen_call *g) {
     if (!g) return;
     if (g->resp) mxl_resp_call_free(g);
-    for (int i = 0; i < 16; i++) mxl_free(g->prompts[i]);
-    for (int i = 0; i < 16; i++) mxl_chat_stream_destroy(g->pstream[i]);
+    for (int i = 0; i < MXL_SRV_MAX_CHOICES; i++) mxl_free(g->prompts[i]);
+    for (int i = 0; i < MXL_SRV_MAX_CHOICES; i++) mxl_chat_stream_destroy(g->pstream[i]);
     json_decref(g->tools);
     /* the request's own grammar text (its jobs hold copies: mxl_sched_submit) */
     mxl_free(mxl_srv_constraint_owned(&g->params, g->srv ? g->srv->defaults.sampling.grammar : NULL));
@@ -199,7 +200,7 @@ static json_t *usage_json(const mxl_gen_call *g) {
     const mxl_srv_channel *c = g->ch;
     json_int_t prompt = c->prompt_tokens;
     if (g->multi) /* several prompts: all of them count */
-        for (int i = 1; i < g->n && i < 16; i++) prompt += (json_int_t)g->n_prompts[i];
+        for (int i = 1; i < g->n && i < MXL_SRV_MAX_CHOICES; i++) prompt += (json_int_t)g->n_prompts[i];
     return json_pack("{s:I, s:I, s:I}", "prompt_tokens", prompt, "completion_tokens", (json_int_t)c->completion_tokens, "total_tokens",
                      prompt + (json_int_t)c->completion_tokens);
 }
@@ -236,7 +237,7 @@ static json_t *llama_final_fields(const mxl_gen_call *g, const mxl_srv_event *fi
     json_object_set_new(o, "stop", json_true());
     json_object_set_new(o, "model", json_string(g->srv->model_name));
     json_object_set_new(o, "tokens_predicted", json_integer(c->completion_tokens));
-    json_object_set_new(o, "tokens_evaluated", json_integer(g->multi && idx < 16 ? (json_int_t)g->n_prompts[idx] : c->prompt_tokens));
+    json_object_set_new(o, "tokens_evaluated", json_integer(g->multi && idx < MXL_SRV_MAX_CHOICES ? (json_int_t)g->n_prompts[idx] : c->prompt_tokens));
     json_object_set_new(o, "prompt", json_string(g->prompt_text ? g->prompt_text : ""));
     json_object_set_new(o, "has_new_line", json_false());
     json_object_set_new(o, "truncated", json_false());
@@ -641,12 +642,12 @@ static void format_event(mxl_gen_call *g, const mxl_srv_event *e) {
         out_event(g, o);
         return;
     }
-    if (g->kind == MXL_GEN_CHAT && idx < 16 && !g->started[idx]) {
+    if (g->kind == MXL_GEN_CHAT && idx < MXL_SRV_MAX_CHOICES && !g->started[idx]) {
         g->started[idx] = true;
         out_event(g, chunk(g, json_pack("{s:i, s:{s:s, s:n}, s:n, s:n}", "index", idx, "delta", "role", "assistant", "content", "logprobs",
                                         "finish_reason")));
     }
-    if (g->kind == MXL_GEN_CHAT && g->parse && idx < 16) {
+    if (g->kind == MXL_GEN_CHAT && g->parse && idx < MXL_SRV_MAX_CHOICES) {
         format_parsed(g, e, text, failed);
         json_decref(text);
         return;
@@ -757,7 +758,7 @@ void mxl_gen_call_run(mxl_gen_call *g) {
         if (st) {
             atomic_store(&g->ch->cancel, true);
             if (st == MXL_ERR_UNSUPPORTED) mxl_srv_error(g->r, api_of(g), 503, "unavailable_error", "%s", err.msg);
-            else if (st == MXL_ERR_ARG && (size_t)i < 16 && (g->multi ? g->n_prompts[i] : g->n_prompt) >= (size_t)g->srv->slot_ctx) {
+            else if (st == MXL_ERR_ARG && (size_t)i < MXL_SRV_MAX_CHOICES && (g->multi ? g->n_prompts[i] : g->n_prompt) >= (size_t)g->srv->slot_ctx) {
                 /* llama-server's shape for a prompt over the context */
                 json_t *e = json_pack("{s:{s:i, s:s, s:s, s:I, s:I}}", "error", "code", 400, "message", err.msg, "type",
                                       "exceed_context_size_error", "n_prompt_tokens", (json_int_t)(g->multi ? g->n_prompts[i] : g->n_prompt),

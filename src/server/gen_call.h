@@ -13,6 +13,7 @@
 #include "engine/chat_parse.h"
 #include "engine/sequence.h"
 #include "server/http.h"
+#include "server/limits.h"
 #include "server/media.h"
 #include "server/scheduler.h"
 #include "server/server_state.h"
@@ -39,20 +40,20 @@ typedef struct mxl_gen_call {
     int n_media;
     int32_t *prompt_ids;    /* the prompt of every choice, or of choice 0 when prompts differ */
     size_t n_prompt;
-    int32_t *prompts[16];   /* per-choice prompts of a multi-prompt request (NULL: prompt_ids) */
-    size_t n_prompts[16];
+    int32_t *prompts[MXL_SRV_MAX_CHOICES];   /* per-choice prompts of a multi-prompt request (NULL: prompt_ids) */
+    size_t n_prompts[MXL_SRV_MAX_CHOICES];
     mxl_seq_params params;
     mxl_logit_bias *bias;   /* params.sampling.logit_bias storage */
     /* chat output parsing (reasoning, tool calls): active when parse is set */
     bool parse;
     mxl_chat_syntax syn;
     json_t *tools;          /* the request's tools (reference) */
-    mxl_chat_stream *pstream[16];
+    mxl_chat_stream *pstream[MXL_SRV_MAX_CHOICES];
     /* streaming state */
     int a_kind, a_index;    /* Anthropic: open content block (0 none, 1 thinking, 2 text) and its index */
     bool a_tool;            /* Anthropic: a tool_use block was sent */
     size_t seen;
-    bool started[16], finished_sent, usage_sent, done_sent, ended;
+    bool started[MXL_SRV_MAX_CHOICES], finished_sent, usage_sent, done_sent, ended;
     char *out;
     size_t out_len, out_off, out_cap;
     double last_write_ms;

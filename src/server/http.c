@@ -7,6 +7,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,17 @@
 
 #define MAX_LISTENERS 8 /* --host a,b,...: one daemon per address, all on one port */
 
+/* Open connections of one client address (--max-connections-per-ip). */
+typedef struct ip_slot {
+    unsigned char addr[16]; /* IPv4 in the first 4 bytes (v4-mapped IPv6 too), or IPv6 */
+    bool v6;
+    unsigned count;
+} ip_slot;
+
+/* A connection's socket context: its ip_slot + 1, and IP_OVER when its address already had
+ * max_conn_per_ip open connections when it came (its requests are answered 429). */
+#define IP_OVER ((uintptr_t)1 << 30)
+
 struct mxl_http_server {
     struct MHD_Daemon *d[MAX_LISTENERS];
     int listen_fd[MAX_LISTENERS];
@@ -31,6 +43,9 @@ struct mxl_http_server {
     char address[600]; /* the first listener's */
     char *unix_path;
     atomic_uint in_flight; /* requests begun and not yet completed (streams until their end) */
+    pthread_mutex_t ip_mu; /* the open connections by client address (ips[n_ips], free slots: count 0) */
+    ip_slot *ips;
+    size_t n_ips;
 };
 
 struct mxl_http_req {
@@ -40,6 +55,7 @@ struct mxl_http_req {
     char *body;
     size_t body_len, body_cap;
     bool too_large, responded, streaming;
+    bool close_after; /* refused by a connection limit: the connection closes after the answer */
     uint64_t alloc_failed0; /* mxl_alloc_thread_failures() when the handler started */
 };
 
@@ -235,6 +251,7 @@ static void queue(mxl_http_req *r, int status, struct MHD_Response *resp, const 
     if (!resp) return;
     if (content_type) MHD_add_response_header(resp, "Content-Type", content_type);
     MHD_add_response_header(resp, "Server", "mlxcel");
+    if (r->close_after) MHD_add_response_header(resp, "Connection", "close");
     add_cors(r, resp, false);
     MHD_queue_response(r->conn, (unsigned)status, resp);
     MHD_destroy_response(resp);
@@ -408,6 +425,145 @@ bool mxl_http_client_gone(mxl_http_req *r) {
     return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
+/* --- limits (server/limits.h) --------------------------------------------------------------- */
+
+/* A refusal by the transport, in the API's shape when the server gave a refuse hook. */
+static void refuse(mxl_http_req *r, int status, const char *type, const char *msg) {
+    r->alloc_failed0 = mxl_alloc_thread_failures();
+    if (r->srv->cfg.refuse) {
+        r->srv->cfg.refuse(r, status, type, msg);
+        if (r->responded) return;
+    }
+    char body[1024];
+    int n = snprintf(body, sizeof body, "{\"error\":{\"code\":%d,\"message\":\"%s\",\"type\":\"%s\"}}", status, msg, type);
+    mxl_http_send(r, status, "application/json", body, n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
+}
+
+typedef struct header_tally {
+    size_t bytes;
+    unsigned n;
+} header_tally;
+
+static enum MHD_Result tally_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    header_tally *t = cls;
+    t->n += kind == MHD_HEADER_KIND;
+    t->bytes += strlen(key) + (value ? strlen(value) : 0) + 4; /* "k: v\r\n", "k=v&" */
+    return MHD_YES;
+}
+
+/* 431 when the request line and header fields pass --max-header-bytes or --max-headers. (MHD
+ * answers a request whose head does not fit the connection's memory itself, with 431.) */
+static bool headers_refused(mxl_http_req *r, const char *method, const char *url) {
+    const mxl_http_config *c = &r->srv->cfg;
+    if (!c->max_header_bytes && !c->max_headers) return false;
+    header_tally t = {strlen(method) + strlen(url) + 11, 0}; /* "M URL HTTP/1.1\r\n" */
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND | MHD_GET_ARGUMENT_KIND, tally_header, &t);
+    char msg[256];
+    if (c->max_headers && t.n > c->max_headers)
+        snprintf(msg, sizeof msg, "the request has %u header fields; at most %u are accepted (--max-headers raises the limit)", t.n,
+                 c->max_headers);
+    else if (c->max_header_bytes && t.bytes > c->max_header_bytes)
+        snprintf(msg, sizeof msg, "the request line and header fields are %zu bytes; at most %zu are accepted (--max-header-bytes raises the limit)",
+                 t.bytes, c->max_header_bytes);
+    else return false;
+    r->close_after = true;
+    refuse(r, 431, "invalid_request_error", msg);
+    return true;
+}
+
+/* The client address of sa as a table key; false for one that is not counted (a Unix socket,
+ * and loopback unless the limit was given explicitly). */
+static bool ip_key(const mxl_http_server *s, const struct sockaddr *sa, unsigned char key[16], bool *v6) {
+    memset(key, 0, 16);
+    *v6 = false;
+    if (!sa) return false;
+    if (sa->sa_family == AF_INET) {
+        memcpy(key, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a)) {
+            memcpy(key, a->s6_addr + 12, 4);
+        } else {
+            memcpy(key, a->s6_addr, 16);
+            *v6 = true;
+            if (IN6_IS_ADDR_LOOPBACK(a) && !s->cfg.conn_per_ip_loopback) return false;
+            return true;
+        }
+    } else {
+        return false;
+    }
+    return key[0] != 127 || s->cfg.conn_per_ip_loopback;
+}
+
+/* The slot of a key, or a free one (count 0); n_ips when the table is full. With ip_mu held. */
+static size_t ip_find(const mxl_http_server *s, const unsigned char key[16], bool v6) {
+    size_t free_slot = s->n_ips;
+    for (size_t i = 0; i < s->n_ips; i++) {
+        if (s->ips[i].count && s->ips[i].v6 == v6 && memcmp(s->ips[i].addr, key, 16) == 0) return i;
+        if (!s->ips[i].count && free_slot == s->n_ips) free_slot = i;
+    }
+    return free_slot;
+}
+
+/* Accept policy: past twice the per-address limit a new connection is closed at once (idle
+ * connections over the limit would hold a thread each until the timeout). */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t addrlen) {
+    (void)addrlen;
+    mxl_http_server *s = cls;
+    unsigned char key[16];
+    bool v6;
+    if (!s->cfg.max_conn_per_ip || !ip_key(s, addr, key, &v6)) return MHD_YES;
+    pthread_mutex_lock(&s->ip_mu);
+    size_t i = ip_find(s, key, v6);
+    bool ok = i == s->n_ips || s->ips[i].count < 2 * s->cfg.max_conn_per_ip;
+    pthread_mutex_unlock(&s->ip_mu);
+    return ok ? MHD_YES : MHD_NO;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context, enum MHD_ConnectionNotificationCode toe) {
+    mxl_http_server *s = cls;
+    if (!s->cfg.max_conn_per_ip) return;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        unsigned char key[16];
+        bool v6;
+        *socket_context = NULL;
+        if (!ci || !ip_key(s, ci->client_addr, key, &v6)) return;
+        pthread_mutex_lock(&s->ip_mu);
+        size_t i = ip_find(s, key, v6);
+        if (i < s->n_ips) {
+            if (!s->ips[i].count) {
+                memcpy(s->ips[i].addr, key, 16);
+                s->ips[i].v6 = v6;
+            }
+            uintptr_t over = s->ips[i].count >= s->cfg.max_conn_per_ip ? IP_OVER : 0;
+            s->ips[i].count++;
+            *socket_context = (void *)((i + 1) | over);
+        }
+        pthread_mutex_unlock(&s->ip_mu);
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+        size_t i = ((uintptr_t)*socket_context & (IP_OVER - 1)) - 1;
+        pthread_mutex_lock(&s->ip_mu);
+        if (i < s->n_ips && s->ips[i].count) s->ips[i].count--;
+        pthread_mutex_unlock(&s->ip_mu);
+        *socket_context = NULL;
+    }
+}
+
+/* 429 for a request on a connection that came when its address had its fill open already. */
+static bool connections_refused(mxl_http_req *r) {
+    const mxl_http_server *s = r->srv;
+    if (!s->cfg.max_conn_per_ip) return false;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (!ci || !((uintptr_t)ci->socket_context & IP_OVER)) return false;
+    char msg[256];
+    snprintf(msg, sizeof msg, "too many open connections from this address: at most %u (--max-connections-per-ip raises the limit)",
+             s->cfg.max_conn_per_ip);
+    r->close_after = true;
+    refuse(r, 429, "rate_limit_error", msg);
+    return true;
+}
+
 /* --- the daemon ----------------------------------------------------------------------------- */
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -424,6 +580,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->url = url;
         *con_cls = r;
         atomic_fetch_add(&s->in_flight, 1);
+        /* the head is complete: its limits, and the connection's (answered before any body) */
+        if (!connections_refused(r)) headers_refused(r, method, url);
         return MHD_YES;
     }
     if (*upload_size) { /* a body chunk */
@@ -448,8 +606,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (r->responded) return MHD_YES;
     if (r->too_large) {
-        static const char msg[] = "{\"error\":{\"message\":\"request body is too large\",\"type\":\"invalid_request_error\",\"code\":413}}";
-        mxl_http_send(r, 413, "application/json", msg, sizeof msg - 1);
+        char msg[160];
+        snprintf(msg, sizeof msg, "the request body is larger than %zu bytes (--max-body-bytes raises the limit)", s->cfg.max_body);
+        refuse(r, 413, "invalid_request_error", msg);
         return MHD_YES;
     }
     if (strcmp(method, "OPTIONS") == 0) { /* CORS preflight */
@@ -493,8 +652,18 @@ mxl_status mxl_http_start(const mxl_http_config *cfg, mxl_http_handler handler, 
     s->cfg = *cfg;
     s->handler = handler;
     s->ctx = ctx;
+    unsigned max_conn = cfg->max_connections ? cfg->max_connections : 1024;
+    /* one slot per open connection at most (a slot is free again when its count is 0) */
+    if (cfg->max_conn_per_ip && !(s->ips = mxl_calloc(max_conn, sizeof *s->ips))) {
+        mxl_free(s);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
+    s->n_ips = cfg->max_conn_per_ip ? max_conn : 0;
+    pthread_mutex_init(&s->ip_mu, NULL);
     mxl_status st = open_listeners(s, err);
     if (st) {
+        pthread_mutex_destroy(&s->ip_mu);
+        mxl_free(s->ips);
         mxl_free(s->unix_path);
         mxl_free(s);
         return st;
@@ -502,13 +671,18 @@ mxl_status mxl_http_start(const mxl_http_config *cfg, mxl_http_handler handler, 
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC | MHD_USE_POLL;
     bool tls = cfg->cert_pem && cfg->key_pem;
     if (tls) flags |= MHD_USE_TLS;
-    struct MHD_OptionItem opts[12];
+    struct MHD_OptionItem opts[14];
     int n = 0;
+    /* the connection's memory pool holds the request's head: room for --max-header-bytes (our
+     * 431 in the API's shape), with MHD's own 431 only past it */
+    size_t pool = 64 * 1024;
+    if (cfg->max_header_bytes && 2 * cfg->max_header_bytes + 16 * 1024 > pool) pool = 2 * cfg->max_header_bytes + 16 * 1024;
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, -1, NULL}; /* set per listener below */
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, cfg->timeout_s, NULL};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections ? cfg->max_connections : 1024, NULL};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, 64 * 1024, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, max_conn, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)pool, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL};
     if (tls) {
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cfg->cert_pem};
@@ -517,10 +691,13 @@ mxl_status mxl_http_start(const mxl_http_config *cfg, mxl_http_handler handler, 
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     for (int i = 0; i < s->n_listen; i++) {
         opts[0].value = s->listen_fd[i];
-        s->d[i] = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+        s->d[i] = MHD_start_daemon(flags, 0, cfg->max_conn_per_ip ? accept_policy : NULL, s, on_request, s, MHD_OPTION_ARRAY, opts,
+                                   MHD_OPTION_END);
         if (s->d[i]) continue;
         for (int j = 0; j < i; j++) MHD_stop_daemon(s->d[j]);
         close_listeners(s);
+        pthread_mutex_destroy(&s->ip_mu);
+        mxl_free(s->ips);
         mxl_free(s->unix_path);
         mxl_free(s);
         return mxl_error_set(err, MXL_ERR_IO, tls ? "cannot start the HTTPS server (check --ssl-cert-file / --ssl-key-file)"
@@ -559,6 +736,8 @@ void mxl_http_stop(mxl_http_server *s) {
     }
     for (int k = 0; k < s->n_listen; k++) MHD_stop_daemon(s->d[k]);
     close_listeners(s);
+    pthread_mutex_destroy(&s->ip_mu);
+    mxl_free(s->ips);
     mxl_free(s->unix_path);
     mxl_free(s);
 }

@@ -1,6 +1,7 @@
 /* http.h - the server's HTTP transport on libmicrohttpd: a listening socket (TCP host:port,
  * port 0 for an ephemeral one, or a Unix socket when the host ends in ".sock"), optional TLS,
- * one thread per connection, request bodies gathered up to a cap (413 beyond it), CORS and
+ * one thread per connection, request bodies gathered up to a cap (413 beyond it), the request
+ * head held to its limits (431) and the connections of one client address (429), CORS and
  * preflight, and responses either whole (JSON) or streamed from a
  * producer callback (SSE). Routing and the APIs live in the route files; this file knows no
  * endpoint. */
@@ -31,6 +32,15 @@ typedef struct mxl_http_config {
     size_t max_body;       /* bytes */
     unsigned timeout_s;    /* socket idle timeout */
     unsigned max_connections;
+    /* limits the transport keeps (server/limits.h): the request line and header fields (bytes,
+     * count; 0: none), connections per client address (0: none; loopback counted only when
+     * conn_per_ip_loopback) */
+    size_t max_header_bytes;
+    unsigned max_headers, max_conn_per_ip;
+    bool conn_per_ip_loopback;
+    /* Answers a request the transport refuses itself (413 body, 431 headers, 429 connections)
+     * in the API's error shape, naming the flag; NULL: OpenAI's shape. */
+    void (*refuse)(mxl_http_req *r, int status, const char *type, const char *msg);
 } mxl_http_config;
 
 typedef struct mxl_http_server mxl_http_server;

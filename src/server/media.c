@@ -7,11 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/base64.h"
 #include "engine/model.h"
 #include "image/image.h"
+#include "server/limits.h"
 
 void mxl_srv_images_free(mxl_srv_images *im) {
     for (int i = 0; i < im->n; i++) mxl_vlm_input_free(&im->in[i]);
@@ -49,32 +51,37 @@ static bool from_data_url(const mxl_server *s, const char *url, int idx, uint8_t
 }
 
 /* A file under --media-path: relative paths resolve against the root, absolute ones must already
- * lie inside it; the resolved path (symlinks followed) must stay inside. */
+ * lie inside it; the resolved path (symlinks followed) must stay inside, and what was opened is
+ * checked again (limits.h mxl_srv_open_under: no race with a directory swapped for a symlink). */
 static bool from_file(const mxl_server *s, const char *path, int idx, uint8_t **out, size_t *n, char *msg, size_t ml) {
     if (!s->cfg->media_path || !*s->cfg->media_path)
         return snprintf(msg, ml, "image %d: local files are refused (the server was started without --media-path)", idx), false;
-    char root[PATH_MAX], want[PATH_MAX * 2], real[PATH_MAX];
+    char root[PATH_MAX];
     if (!realpath(s->cfg->media_path, root)) return snprintf(msg, ml, "image %d: --media-path cannot be resolved: %s", idx, strerror(errno)), false;
-    if (path[0] == '/') snprintf(want, sizeof want, "%s", path);
-    else snprintf(want, sizeof want, "%s/%s", root, path);
-    size_t rl = strlen(root);
-    if (!realpath(want, real))
+    int fd = mxl_srv_open_under(root, path);
+    if (fd < 0) {
+        if (errno == EXDEV) return snprintf(msg, ml, "image %d: '%s' is outside --media-path", idx, path), false;
+        if (errno == EINVAL || errno == EISDIR) return snprintf(msg, ml, "image %d: '%s' is not a readable file", idx, path), false;
         return snprintf(msg, ml, "image %d: '%s' cannot be read under --media-path: %s", idx, path, strerror(errno)), false;
-    if (strncmp(real, root, rl) != 0 || (real[rl] != '/' && !(rl == 1 && root[0] == '/')))
-        return snprintf(msg, ml, "image %d: '%s' is outside --media-path", idx, path), false;
-    FILE *f = fopen(real, "rb");
+    }
     struct stat st;
-    if (!f || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        if (f) fclose(f);
+    if (fstat(fd, &st) != 0) {
+        close(fd);
         return snprintf(msg, ml, "image %d: '%s' is not a readable file", idx, path), false;
     }
     if ((int64_t)st.st_size > s->cfg->max_image_payload) {
-        fclose(f);
+        close(fd);
         return snprintf(msg, ml, "image %d: '%s' exceeds --max-image-payload-size (%lld bytes)", idx, path, (long long)s->cfg->max_image_payload), false;
     }
     uint8_t *buf = mxl_malloc((size_t)st.st_size + 1);
-    size_t got = buf ? fread(buf, 1, (size_t)st.st_size, f) : 0;
-    fclose(f);
+    size_t got = 0;
+    while (buf && got < (size_t)st.st_size) {
+        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
     if (!buf || got != (size_t)st.st_size) {
         mxl_free(buf);
         return snprintf(msg, ml, "image %d: '%s' could not be read", idx, path), false;

@@ -15,6 +15,7 @@
 #include "engine/model.h"
 #include "io/json_read.h"
 #include "io/json_write.h"
+#include "server/limits.h"
 #include "server/server_state.h"
 
 /* --- errors and request bodies ------------------------------------------------------------------ */
@@ -25,6 +26,10 @@ void mxl_srv_error(mxl_http_req *r, mxl_api api, int status, const char *type, c
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* one line: messages quote the request's own strings (a role, a part's type), which may hold
+     * control characters */
+    for (char *p = msg; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = ' ';
     json_t *body;
     if (api == MXL_API_ANTHROPIC)
         body = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type", type, "message", msg);
@@ -33,8 +38,8 @@ void mxl_srv_error(mxl_http_req *r, mxl_api api, int status, const char *type, c
     mxl_http_send_json(r, status, body);
 }
 
-json_t *mxl_srv_body_json(mxl_http_req *r, mxl_api api) {
-    json_t *j = mxl_srv_body_json_any(r, api);
+json_t *mxl_srv_body_json(const mxl_server *s, mxl_http_req *r, mxl_api api) {
+    json_t *j = mxl_srv_body_json_any(s, r, api);
     if (j && !json_is_object(j)) {
         json_decref(j);
         mxl_srv_error(r, api, 400, "invalid_request_error", "the request body must be a JSON object");
@@ -43,21 +48,68 @@ json_t *mxl_srv_body_json(mxl_http_req *r, mxl_api api) {
     return j;
 }
 
-json_t *mxl_srv_body_json_any(mxl_http_req *r, mxl_api api) {
-    size_t len;
-    const char *b = mxl_http_body(r, &len);
+json_t *mxl_srv_parse_json(const mxl_server *s, const char *b, size_t len, int *status, char *msg, size_t ml) {
+    const int max_depth = s && s->cfg ? (int)s->cfg->max_json_depth : MXL_LIMIT_JSON_DEPTH;
+    int depth = 0;
+    /* jansson's recursive parser stops at 2048 levels; far less is refused before it runs */
+    if (!mxl_srv_json_depth_ok(b, len, max_depth, &depth)) {
+        *status = 400;
+        snprintf(msg, ml, "the request body's JSON nests deeper than %d levels (--max-json-depth raises the limit)", max_depth);
+        return NULL;
+    }
     json_error_t je;
     json_t *j = mxl_json_loadb(b, len, 0, &je);
     if (!j && mxl_json_error_is_oom(&je)) {
-        mxl_srv_error(r, api, 500, "server_error", "out of memory reading the request body");
+        *status = 500;
+        snprintf(msg, ml, "out of memory reading the request body");
         return NULL;
     }
     if (!j) {
-        mxl_srv_error(r, api, 400, "invalid_request_error", "the request body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
-                      je.column);
+        *status = 400;
+        snprintf(msg, ml, "the request body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
         return NULL;
     }
     return j;
+}
+
+json_t *mxl_srv_body_json_any(const mxl_server *s, mxl_http_req *r, mxl_api api) {
+    size_t len;
+    const char *b = mxl_http_body(r, &len);
+    char msg[512];
+    int status = 400;
+    json_t *j = mxl_srv_parse_json(s, b, len, &status, msg, sizeof msg);
+    if (!j) mxl_srv_error(r, api, status, status == 500 ? "server_error" : "invalid_request_error", "%s", msg);
+    return j;
+}
+
+/* The transport's refusals in the API's shape: Anthropic's under /v1/messages, else OpenAI's
+ * (llama-server's routes answer errors in OpenAI's shape too). */
+static void refuse(mxl_http_req *r, int status, const char *type, const char *msg) {
+    mxl_srv_error(r, strstr(mxl_http_path(r), "/v1/messages") ? MXL_API_ANTHROPIC : MXL_API_OPENAI, status, type, "%s", msg);
+}
+
+void mxl_srv_http_limits(const mxl_server_config *cfg, mxl_http_config *hc) {
+    hc->max_body = (size_t)cfg->max_body_bytes;
+    hc->max_header_bytes = (size_t)cfg->max_header_bytes;
+    hc->max_headers = (unsigned)cfg->max_headers;
+    hc->max_conn_per_ip = (unsigned)cfg->max_conn_per_ip;
+    hc->conn_per_ip_loopback = cfg->conn_per_ip_set;
+    hc->refuse = refuse;
+}
+
+/* --- request limits (limits.h) ------------------------------------------------------------------ */
+
+bool mxl_srv_check_count(const mxl_server *s, const char *what, size_t n, char *msg, size_t ml) {
+    if (!s || !s->cfg) return true;
+    int64_t max = 0;
+    const char *flag = "";
+    if (!strcmp(what, "messages")) max = s->cfg->max_messages, flag = "--max-messages";
+    else if (!strcmp(what, "tools")) max = s->cfg->max_tools, flag = "--max-tools";
+    else if (!strcmp(what, "input") || !strcmp(what, "content") || !strcmp(what, "documents")) max = s->cfg->max_inputs, flag = "--max-inputs";
+    else return true;
+    if ((int64_t)n <= max) return true;
+    snprintf(msg, ml, "'%s' has %zu entries; at most %lld are accepted (%s raises the limit)", what, n, (long long)max, flag);
+    return false;
 }
 
 /* --- request parameters ------------------------------------------------------------------------- */
@@ -88,90 +140,108 @@ static bool get_int(const json_t *body, const char *key, int64_t *out, bool *giv
     return true;
 }
 
+/* The entries being built: b[n], room for cap; n0 of them the server's (--logit-bias), the rest
+ * the request's, at most max. */
+typedef struct bias_list {
+    mxl_logit_bias *b;
+    size_t n, cap, n0, max;
+} bias_list;
+
+/* Appends ids[0..k) at bias; false with msg past --max-logit-bias or out of memory. */
+static bool bias_add(bias_list *l, const int32_t *ids, size_t k, float bias, char *msg, size_t ml) {
+    if (l->n - l->n0 + k > l->max)
+        return snprintf(msg, ml, "'logit_bias' comes to more than %zu tokens (--max-logit-bias raises the limit)", l->max), false;
+    if (l->n + k > l->cap) {
+        size_t cap = l->cap ? l->cap : 16;
+        while (cap < l->n + k) cap *= 2;
+        mxl_logit_bias *nb = mxl_realloc(l->b, cap * sizeof *nb);
+        if (!nb) return snprintf(msg, ml, "out of memory"), false;
+        l->b = nb;
+        l->cap = cap;
+    }
+    for (size_t i = 0; i < k; i++) l->b[l->n++] = (mxl_logit_bias){.token = ids[i], .bias = bias};
+    return true;
+}
+
+/* Every token of text at bias (a text entry, as llama-server reads it). */
+static bool bias_add_text(const mxl_server *s, bias_list *l, const char *text, size_t len, float bias, char *msg, size_t ml) {
+    mxl_token_ids ids = {0};
+    mxl_error err = {0};
+    if (mxl_tokenizer_encode(s->tok, text, len, 0, &ids, &err)) {
+        mxl_token_ids_free(&ids);
+        return snprintf(msg, ml, "'logit_bias': %s", err.msg), false;
+    }
+    bool ok = bias_add(l, ids.ids, ids.n, bias, msg, ml);
+    mxl_token_ids_free(&ids);
+    return ok;
+}
+
 /* logit_bias in either API's shape: OpenAI {"15043": 1.5}, llama-server [[15043, 1.5], [15043, false],
- * ["text", -1]] (a string biases each of its tokens; false bans). */
+ * ["text", -1]] (a string biases each of its tokens; false bans). At most --max-logit-bias
+ * entries, a text entry counting each of its tokens. */
 static bool parse_logit_bias(const mxl_server *s, const json_t *v, mxl_seq_params *p, mxl_logit_bias **out, char *msg, size_t ml) {
-    size_t n = p->sampling.n_logit_bias, cap = n + 16;
-    mxl_logit_bias *b = mxl_malloc(cap * sizeof *b);
-    if (!b) return snprintf(msg, ml, "out of memory"), false;
-    if (n) memcpy(b, p->sampling.logit_bias, n * sizeof *b);
-    int32_t vocab = (int32_t)mxl_tokenizer_n_vocab(s->tok);
-#define PUSH(tok, val)                                                                     \
-    do {                                                                                   \
-        if (n == cap) {                                                                    \
-            mxl_logit_bias *nb = mxl_realloc(b, (cap *= 2) * sizeof *b);                       \
-            if (!nb) {                                                                     \
-                mxl_free(b);                                                                   \
-                return snprintf(msg, ml, "out of memory"), false;                          \
-            }                                                                              \
-            b = nb;                                                                        \
-        }                                                                                  \
-        b[n].token = (tok);                                                                \
-        b[n++].bias = (val);                                                               \
-    } while (0)
+    const size_t given = json_is_object(v) ? json_object_size(v) : json_array_size(v);
+    bias_list l = {.n = p->sampling.n_logit_bias, .n0 = p->sampling.n_logit_bias, .max = (size_t)s->cfg->max_logit_bias};
+    if (given > l.max)
+        return snprintf(msg, ml, "'logit_bias' has %zu entries; at most %zu are accepted (--max-logit-bias raises the limit)", given, l.max), false;
+    l.cap = l.n + 16;
+    if (!(l.b = mxl_malloc(l.cap * sizeof *l.b))) return snprintf(msg, ml, "out of memory"), false;
+    if (l.n) memcpy(l.b, p->sampling.logit_bias, l.n * sizeof *l.b);
+    const int32_t vocab = (int32_t)mxl_tokenizer_n_vocab(s->tok);
+    bool ok = true;
     if (json_is_object(v)) {
         const char *key;
         const json_t *val;
         json_object_foreach((json_t *)v, key, val) {
+            if (!json_is_number(val) && !json_is_false(val)) {
+                ok = false, snprintf(msg, ml, "'logit_bias' values must be numbers (or false to ban)");
+                break;
+            }
+            const float bias = json_is_false(val) ? -INFINITY : (float)json_number_value(val);
             char *end = NULL;
             long id = strtol(key, &end, 10);
-            if (!json_is_number(val) && !json_is_false(val)) {
-                mxl_free(b);
-                return snprintf(msg, ml, "'logit_bias' values must be numbers (or false to ban)"), false;
-            }
-            float bias = json_is_false(val) ? -INFINITY : (float)json_number_value(val);
             if (*key && !*end) { /* a token id */
                 if (id < 0 || id >= vocab) {
-                    mxl_free(b);
-                    return snprintf(msg, ml, "'logit_bias' token id %ld is outside 0..%d", id, vocab - 1), false;
+                    ok = false, snprintf(msg, ml, "'logit_bias' token id %ld is outside 0..%d", id, vocab - 1);
+                    break;
                 }
-                PUSH((int32_t)id, bias);
+                const int32_t t = (int32_t)id;
+                ok = bias_add(&l, &t, 1, bias, msg, ml);
             } else { /* text: every token of it, as llama-server does */
-                mxl_token_ids ids = {0};
-                mxl_error err = {0};
-                if (mxl_tokenizer_encode(s->tok, key, strlen(key), 0, &ids, &err)) {
-                    mxl_free(b);
-                    return snprintf(msg, ml, "'logit_bias': %s", err.msg), false;
-                }
-                for (size_t t = 0; t < ids.n; t++) PUSH(ids.ids[t], bias);
-                mxl_token_ids_free(&ids);
+                ok = bias_add_text(s, &l, key, strlen(key), bias, msg, ml);
             }
+            if (!ok) break;
         }
     } else if (json_is_array(v)) {
         size_t i;
         const json_t *e;
         json_array_foreach(v, i, e) {
             const json_t *k = json_array_get(e, 0), *val = json_array_get(e, 1);
-            float bias;
             if (!json_is_array(e) || json_array_size(e) != 2 || !(json_is_number(val) || json_is_false(val))) {
-                mxl_free(b);
-                return snprintf(msg, ml, "'logit_bias' entries are [token id or text, bias or false]"), false;
+                ok = false, snprintf(msg, ml, "'logit_bias' entries are [token id or text, bias or false]");
+                break;
             }
-            bias = json_is_false(val) ? -INFINITY : (float)json_number_value(val);
+            const float bias = json_is_false(val) ? -INFINITY : (float)json_number_value(val);
             if (json_is_integer(k) && json_integer_value(k) >= 0 && json_integer_value(k) < vocab) {
-                PUSH((int32_t)json_integer_value(k), bias);
+                const int32_t t = (int32_t)json_integer_value(k);
+                ok = bias_add(&l, &t, 1, bias, msg, ml);
             } else if (json_is_string(k)) {
-                mxl_token_ids ids = {0};
-                mxl_error err = {0};
-                if (mxl_tokenizer_encode(s->tok, json_string_value(k), json_string_length(k), 0, &ids, &err)) {
-                    mxl_free(b);
-                    return snprintf(msg, ml, "'logit_bias': %s", err.msg), false;
-                }
-                for (size_t t = 0; t < ids.n; t++) PUSH(ids.ids[t], bias);
-                mxl_token_ids_free(&ids);
+                ok = bias_add_text(s, &l, json_string_value(k), json_string_length(k), bias, msg, ml);
             } else {
-                mxl_free(b);
-                return snprintf(msg, ml, "'logit_bias' entries are [token id (0..%d) or text, bias or false]", vocab - 1), false;
+                ok = false, snprintf(msg, ml, "'logit_bias' entries are [token id (0..%d) or text, bias or false]", vocab - 1);
             }
+            if (!ok) break;
         }
     } else {
-        mxl_free(b);
-        return snprintf(msg, ml, "'logit_bias' must be an object or an array"), false;
+        ok = false, snprintf(msg, ml, "'logit_bias' must be an object or an array");
     }
-#undef PUSH
-    *out = b;
-    p->sampling.logit_bias = b;
-    p->sampling.n_logit_bias = n;
+    if (!ok) {
+        mxl_free(l.b);
+        return false;
+    }
+    *out = l.b;
+    p->sampling.logit_bias = l.b;
+    p->sampling.n_logit_bias = l.n;
     return true;
 }
 
@@ -257,6 +327,9 @@ bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_param
         p->max_tokens = i;
         break;
     }
+    /* as llama-server: a request may ask for more than its context holds (generation ends there,
+     * finish_reason "length"); a server started with --n-predict N caps every request at N */
+    if (s->cfg->n_predict > 0 && (p->max_tokens < 0 || p->max_tokens > s->cfg->n_predict)) p->max_tokens = s->cfg->n_predict;
     /* llama-server's per-request speculation: speculative.n_max 0 turns it off for the request, N
      * caps its drafts; n_min and p_min (a draft model's confidence floor) are accepted, checked
      * and have no effect: the verification keeps the target's own picks whatever is drafted */
@@ -295,7 +368,8 @@ bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_param
             json_array_foreach(v, k, e) {
                 if (!json_is_string(e)) return snprintf(msg, ml, "'stop' must be a string or an array of strings"), false;
                 if (!json_string_length(e)) continue;
-                if (p->n_stop >= MXL_SEQ_MAX_STOP) return snprintf(msg, ml, "'stop' has more than %d strings", MXL_SEQ_MAX_STOP), false;
+                if (p->n_stop >= MXL_SEQ_MAX_STOP)
+                    return snprintf(msg, ml, "'stop' has more than %d strings (the most a request may give)", MXL_SEQ_MAX_STOP), false;
                 p->stop[p->n_stop++] = json_string_value(e);
             }
         } else {
@@ -409,6 +483,7 @@ json_t *mxl_srv_chat_messages(const mxl_server *s, const json_t *msgs, json_t *i
         snprintf(msg, ml, "'messages' must be a non-empty array");
         return NULL;
     }
+    if (!mxl_srv_check_count(s, "messages", json_array_size(msgs), msg, ml)) return NULL;
     json_t *out = json_array();
     size_t i;
     const json_t *m;
@@ -542,6 +617,7 @@ static json_t *template_kwargs(const mxl_server *s, const json_t *body, char *ms
 bool mxl_srv_chat_opts(const mxl_server *s, const json_t *body, mxl_chat_opts *o, json_t **kw, char *msg, size_t ml) {
     const json_t *tools = json_object_get(body, "tools");
     if (tools && !json_is_null(tools) && !json_is_array(tools)) return snprintf(msg, ml, "'tools' must be an array"), false;
+    if (!mxl_srv_check_count(s, "tools", json_array_size(tools), msg, ml)) return false;
     const json_t *agp = json_object_get(body, "add_generation_prompt");
     if (agp && !json_is_null(agp) && !json_is_boolean(agp)) return snprintf(msg, ml, "'add_generation_prompt' must be a boolean"), false;
     if (!(*kw = template_kwargs(s, body, msg, ml))) return false;

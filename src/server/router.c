@@ -27,6 +27,7 @@
 #include "io/json_read.h"
 #include "io/store.h"
 #include "server/http.h"
+#include "server/limits.h"
 #include "server/request.h"
 #include "server/server_state.h"
 #include "server/webui.h"
@@ -825,9 +826,9 @@ static void load_route(router *rt, mxl_http_req *r, bool load) {
 static bool authorized(const router *rt, mxl_http_req *r) {
     if (!rt->api_key) return true;
     const char *h = mxl_http_header(r, "Authorization");
-    if (h && strncasecmp(h, "Bearer ", 7) == 0 && strcmp(h + 7, rt->api_key) == 0) return true;
+    if (h && strncasecmp(h, "Bearer ", 7) == 0 && mxl_srv_key_equal(h + 7, rt->api_key)) return true;
     const char *x = mxl_http_header(r, "X-Api-Key");
-    return x && strcmp(x, rt->api_key) == 0;
+    return x && mxl_srv_key_equal(x, rt->api_key); /* (constant time: limits.h) */
 }
 
 static void handle(void *ctx, mxl_http_req *r) {
@@ -912,9 +913,10 @@ static void handle(void *ctx, mxl_http_req *r) {
 static char **child_environment(void) {
     static const char *const drop[] = {"LLAMA_API_KEY=", "LLAMA_ARG_API_PREFIX=", "LLAMA_ARG_HOST=", "LLAMA_ARG_PORT=",
                                        "LLAMA_ARG_MODELS_DIR=", "LLAMA_ARG_UI=", "LLAMA_ARG_MODEL=", "LLAMA_ARG_ALIAS=",
-                                       "LLAMA_ARG_CORS_", "MLXCEL_ALLOWED_ORIGINS=", "LLAMA_ARG_REUSE_PORT="};
-    /* the children watch for the router's end (server.c watch_router): a SIGKILLed router, which
-     * can stop nothing, leaves no server behind */
+                                       "LLAMA_ARG_CORS_", "MLXCEL_ALLOWED_ORIGINS=", "LLAMA_ARG_REUSE_PORT=",
+                                       "MLXCEL_MAX_CONNECTIONS_PER_IP=" /* (their clients: the router, on loopback) */};
+    /* the children watch for the router's end (server.c wait_for_signal): a SIGKILLed router,
+     * which can stop nothing, leaves no server behind */
     static char router_pid[64];
     snprintf(router_pid, sizeof router_pid, "MLXCEL_ROUTER_PID=%ld", (long)getpid());
     size_t n = 0;
@@ -1036,6 +1038,7 @@ int mxl_router_run(const mxl_server_config *cfg, int argc, char **argv, void (*l
         .cors_credentials = cfg->cors_credentials, .allowed_origins = cfg->allowed_origins,
         .max_body = (size_t)cfg->max_body_bytes, .timeout_s = (unsigned)cfg->timeout, .max_connections = 1024,
     };
+    mxl_srv_http_limits(cfg, &hc); /* limits.h */
     if (mxl_http_start(&hc, handle, rt, &rt->http, err)) goto out;
     rlog(rt, "mlxcel router listening on %s", mxl_http_address(rt->http));
     for (size_t i = 0; i < rt->n_models; i++) rlog(rt, "  model %s: %s", rt->models[i].id, rt->models[i].path);

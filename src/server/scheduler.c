@@ -16,6 +16,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "models/vlm.h"
+#include "server/limits.h"
 #include "server/state_snaps.h"
 
 /* the most rows of one prefill pass: each slot's sequence is made for batches of this many (its
@@ -994,10 +995,16 @@ static mxl_status slot_save(mxl_sched *s, slot *sl, slot_op *o) {
     mxl_decoder_state_blocks(slot_kv(sl), &table);
     void *buf = mxl_malloc(h.block_bytes > h.rec_bytes ? h.block_bytes : h.rec_bytes ? h.rec_bytes : 1);
     if (!buf) return mxl_error_set(&o->err, MXL_ERR_NOMEM, "out of memory");
-    FILE *f = fopen(o->path, "wb");
+    /* written beside it and renamed over it when whole: a symlink or hard link of that name is
+     * replaced, never written through (limits.h) */
+    char tmp[4200];
+    int fd = mxl_srv_create_beside(o->path, tmp, sizeof tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
+        int e = errno;
+        if (fd >= 0) close(fd), remove(tmp);
         mxl_free(buf);
-        return mxl_error_set(&o->err, MXL_ERR_IO, "cannot write the slot file: %s", strerror(errno));
+        return mxl_error_set(&o->err, MXL_ERR_IO, "cannot write the slot file: %s", strerror(e));
     }
     uint64_t sum = 0xcbf29ce484222325ull;
     bool ok = put(f, &sum, &h, sizeof h) && put(f, &sum, o->model_id, h.model_len) && put(f, &sum, ids, (size_t)n * sizeof *ids);
@@ -1012,9 +1019,10 @@ static mxl_status slot_save(mxl_sched *s, slot *sl, slot_op *o) {
     ok = ok && fwrite(&sum, sizeof sum, 1, f) == 1;
     long size = ok ? ftell(f) : -1;
     ok = (fclose(f) == 0) && ok;
+    ok = ok && rename(tmp, o->path) == 0;
     mxl_free(buf);
     if (!ok) {
-        remove(o->path);
+        remove(tmp);
         return mxl_error_set(&o->err, MXL_ERR_IO, "cannot write the slot file (disk full?)");
     }
     o->res.n_tokens = n;
@@ -1025,8 +1033,15 @@ static mxl_status slot_save(mxl_sched *s, slot *sl, slot_op *o) {
 /* Reads the whole file and checks it against this model; *data owns it. */
 static mxl_status slot_read(mxl_sched *s, slot_op *o, uint8_t **data, slot_header *h) {
     *data = NULL;
-    FILE *f = fopen(o->path, "rb");
-    if (!f) return mxl_error_set(&o->err, MXL_ERR_ARG, "cannot open the slot file: %s", strerror(errno));
+    /* a regular file, not read through a symlink (limits.h) */
+    int fd = mxl_srv_open_regular(o->path);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        return mxl_error_set(&o->err, MXL_ERR_ARG, "cannot open the slot file: %s",
+                             e == ELOOP ? "it is a symlink (not followed)" : e == EINVAL ? "not a regular file" : strerror(e));
+    }
     slot_header want;
     fill_header(s, o->model_id, 0, &want);
     mxl_status st = MXL_OK;

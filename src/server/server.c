@@ -26,6 +26,7 @@
 #include "models/detect.h"
 #include "models/lora.h"
 #include "template/template.h"
+#include "server/limits.h"
 #include "server/request.h"
 #include "server/resp_store.h"
 #include "server/routes.h"
@@ -37,9 +38,9 @@
 static bool authorized(const mxl_server *s, mxl_http_req *r) {
     if (!s->api_key) return true;
     const char *h = mxl_http_header(r, "Authorization");
-    if (h && strncasecmp(h, "Bearer ", 7) == 0 && strcmp(h + 7, s->api_key) == 0) return true;
+    if (h && strncasecmp(h, "Bearer ", 7) == 0 && mxl_srv_key_equal(h + 7, s->api_key)) return true;
     const char *x = mxl_http_header(r, "X-Api-Key");
-    return x && strcmp(x, s->api_key) == 0;
+    return x && mxl_srv_key_equal(x, s->api_key); /* (constant time: limits.h) */
 }
 
 typedef enum route_need { NEED_NONE, NEED_READY, NEED_CHAT } route_need;
@@ -542,6 +543,7 @@ static mxl_status start_listeners(mxl_server *s, startup *up, void (*log)(const 
         .cors_credentials = cfg->cors_credentials, .allowed_origins = cfg->allowed_origins,
         .max_body = (size_t)cfg->max_body_bytes, .timeout_s = (unsigned)cfg->timeout, .max_connections = 1024,
     };
+    mxl_srv_http_limits(cfg, &hc); /* limits.h */
     if ((st = mxl_http_start(&hc, handle, s, &up->http, err))) return st;
     logf_line(log, "mlxcel server: loading %s; %s answers 503 until it is ready", s->model_path, mxl_http_address(up->http));
     return MXL_OK;
