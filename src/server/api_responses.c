@@ -14,6 +14,7 @@
 #include "core/alloc.h"
 #include "engine/json_schema.h"
 #include "engine/model.h"
+#include "io/json_read.h"
 #include "server/constraint.h"
 #include "server/gen_call.h"
 #include "server/request.h"
@@ -141,7 +142,7 @@ json_t *mxl_srv_responses_messages(const json_t *items, char *msg, size_t ml) {
                 goto fail;
             }
             /* templates read the arguments as an object (they apply tojson themselves) */
-            json_t *a = json_loads(json_string_value(args), JSON_DECODE_ANY, NULL);
+            json_t *a = mxl_json_loadb(json_string_value(args), json_string_length(args), JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
             if (!json_is_object(a)) json_decref(a), a = json_incref((json_t *)args);
             json_t *call = json_pack("{s:O, s:s, s:{s:O, s:o}}", "id", cid, "type", "function", "function", "name", name, "arguments", a);
             json_t *last = json_array_get(out, json_array_size(out) - 1);

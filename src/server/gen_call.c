@@ -280,8 +280,9 @@ static json_t *anthropic_usage(const mxl_srv_channel *c) {
 /* A parsed tool call as an Anthropic tool_use block (arguments JSON text -> input object). */
 static json_t *tool_use_block(const json_t *call) {
     const json_t *fn = json_object_get(call, "function");
-    const char *args = json_string_value(json_object_get(fn, "arguments"));
-    json_t *input = args ? mxl_json_loadb(args, strlen(args), JSON_DECODE_ANY, NULL) : NULL;
+    const json_t *args = json_object_get(fn, "arguments");
+    /* (the arguments' length, not strlen: a "\u0000" inside them is text, not their end) */
+    json_t *input = json_is_string(args) ? mxl_json_loadb(json_string_value(args), json_string_length(args), JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL) : NULL;
     if (!json_is_object(input)) {
         json_decref(input);
         input = json_object();
