@@ -33,6 +33,46 @@
 
 static int detok_debug; /* set: each step's E and D to stderr */
 
+/* Expected lossy text: each maximal invalid subsequence replaced by U+FFFD (an independent
+ * re-implementation of the Unicode "maximal subpart" rule, kept simple on purpose); out needs 3n bytes. */
+static inline size_t detok_lossy(const unsigned char *s, size_t n, char *out) {
+    size_t o = 0, i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        size_t need = 0;
+        unsigned lo = 0x80, hi = 0xBF;
+        if (c < 0x80) {
+            out[o++] = (char)c;
+            i++;
+            continue;
+        } else if (c >= 0xC2 && c <= 0xDF) need = 1;
+        else if (c == 0xE0) need = 2, lo = 0xA0;
+        else if (c >= 0xE1 && c <= 0xEC) need = 2;
+        else if (c == 0xED) need = 2, hi = 0x9F;
+        else if (c == 0xEE || c == 0xEF) need = 2;
+        else if (c == 0xF0) need = 3, lo = 0x90;
+        else if (c >= 0xF1 && c <= 0xF3) need = 3;
+        else if (c == 0xF4) need = 3, hi = 0x8F;
+        size_t k = 1;
+        if (need) {
+            for (; k <= need && i + k < n; k++) {
+                unsigned b = s[i + k];
+                if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) break;
+            }
+        }
+        if (need && k == need + 1) {
+            memcpy(out + o, s + i, k);
+            o += k;
+            i += k;
+        } else {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i += k;
+        }
+    }
+    return o;
+}
+
 /* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
 static inline int detok_utf8_valid(const unsigned char *s, size_t n) {
     size_t i = 0;

@@ -188,45 +188,6 @@ static size_t char_len(const uint8_t *s, size_t n) {
     return l <= n ? l : 1;
 }
 
-/* Expected lossy text (each maximal invalid subsequence -> U+FFFD), as in fuzz_tokenizer.c. */
-static size_t lossy(const unsigned char *s, size_t n, char *out) {
-    size_t o = 0, i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        size_t need = 0;
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c < 0x80) {
-            out[o++] = (char)c;
-            i++;
-            continue;
-        } else if (c >= 0xC2 && c <= 0xDF) need = 1;
-        else if (c == 0xE0) need = 2, lo = 0xA0;
-        else if (c >= 0xE1 && c <= 0xEC) need = 2;
-        else if (c == 0xED) need = 2, hi = 0x9F;
-        else if (c == 0xEE || c == 0xEF) need = 2;
-        else if (c == 0xF0) need = 3, lo = 0x90;
-        else if (c >= 0xF1 && c <= 0xF3) need = 3;
-        else if (c == 0xF4) need = 3, hi = 0x8F;
-        size_t k = 1;
-        if (need) {
-            for (; k <= need && i + k < n; k++) {
-                unsigned b = s[i + k];
-                if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) break;
-            }
-        }
-        if (need && k == need + 1) {
-            memcpy(out + o, s + i, k);
-            o += k;
-            i += k;
-        } else {
-            memcpy(out + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            i += k;
-        }
-    }
-    return o;
-}
-
 static int64_t edge_val(uint8_t v, uint64_t n_tok, uint64_t first) {
     if (v < 0xF0) return (int64_t)(first + v);
     switch (v & 15) {
@@ -302,7 +263,7 @@ static void exercise(const mxl_tokenizer *t, uint64_t n_tok, const char *text, s
             if (clean && !skip && !(fl & MXL_TOK_ADD_SPECIAL)) {
                 char *exp = mxl_malloc(3 * tl + 1);
                 FUZZ_ASSERT(exp != NULL);
-                size_t el = lossy((const unsigned char *)text, tl, exp);
+                size_t el = detok_lossy((const unsigned char *)text, tl, exp);
                 if (getenv("FUZZ_GGUF_TOKENIZER_DEBUG") && (dl != el || memcmp(dec, exp, el) != 0)) {
                     fprintf(stderr, "round trip (flags %u): [%.*s] != [%.*s]; ids", fl, (int)dl, dec, (int)el, exp);
                     for (size_t k = 0; k < ids.n; k++) fprintf(stderr, " %d", ids.ids[k]);

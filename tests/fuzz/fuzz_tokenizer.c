@@ -81,46 +81,6 @@ static mxl_tokenizer *build_fixed(void) {
  * rewrite of emitted text (ByteFallback, a right Strip) a continuation from there. */
 static void check_stream(const mxl_tokenizer *t, const mxl_token_ids *ids) { detok_check(t, ids->ids, ids->n, false); }
 
-/* Expected lossy text: replace maximal invalid subsequences by U+FFFD (independent re-implementation
- * of the Unicode "maximal subpart" rule, kept simple on purpose). */
-static size_t lossy(const unsigned char *s, size_t n, char *out) {
-    size_t o = 0, i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        size_t need = 0;
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c < 0x80) {
-            out[o++] = (char)c;
-            i++;
-            continue;
-        } else if (c >= 0xC2 && c <= 0xDF) need = 1;
-        else if (c == 0xE0) need = 2, lo = 0xA0;
-        else if (c >= 0xE1 && c <= 0xEC) need = 2;
-        else if (c == 0xED) need = 2, hi = 0x9F;
-        else if (c == 0xEE || c == 0xEF) need = 2;
-        else if (c == 0xF0) need = 3, lo = 0x90;
-        else if (c >= 0xF1 && c <= 0xF3) need = 3;
-        else if (c == 0xF4) need = 3, hi = 0x8F;
-        size_t k = 1;
-        if (need) {
-            for (; k <= need && i + k < n; k++) {
-                unsigned b = s[i + k];
-                if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) break;
-            }
-        }
-        if (need && k == need + 1) {
-            memcpy(out + o, s + i, k);
-            o += k;
-            i += k;
-        } else {
-            memcpy(out + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            i += k;
-        }
-    }
-    return o;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
@@ -169,7 +129,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* no normalizer: byte-level BPE gives back exactly the (U+FFFD-repaired) text */
     char *exp = mxl_malloc(3 * n + 1);
     FUZZ_ASSERT(exp != NULL);
-    size_t el = lossy((const unsigned char *)text, n, exp);
+    size_t el = detok_lossy((const unsigned char *)text, n, exp);
     FUZZ_ASSERT(dl == el && (el == 0 || memcmp(dec, exp, el) == 0));
     mxl_free(exp);
     /* byte-level BPE never rewrites what was streamed (the step-by-step oracle is quadratic) */
