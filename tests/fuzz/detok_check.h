@@ -1,6 +1,6 @@
 /* detok_check.h - the streaming detokenizer's contract (tokenizer.h mxl_detok_stream,
  * src/tokenizer/detok_stream.c) as one oracle for the fuzz harnesses that stream ids
- * (fuzz_detok.c, fuzz_tokenizer.c, fuzz_gguf_tokenizer.c). The includer defines
+ * (fuzz_detok.c, fuzz_tokenizer.c, fuzz_gguf_tokenizer.c), with the checks they share:
  * FUZZ_ASSERT(cond) and check_msg(const mxl_error *).
  *
  * With E the concatenation of everything the stream emitted and D the decode of the ids it
@@ -25,11 +25,26 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/alloc.h"
 #include "tokenizer/tok_internal.h" /* tok_decode: the decode of a continuation */
 #include "tokenizer/tokenizer.h"
+
+#define FUZZ_ASSERT(c) ((c) ? (void)0 : fuzz_fail(#c, __FILE__, __LINE__))
+
+static void fuzz_fail(const char *expr, const char *file, int line) {
+    fprintf(stderr, "%s:%d: invariant failed: %s\n", file, line, expr);
+    abort();
+}
+
+/* A refusal's message: one line, not empty, not cut. */
+static void check_msg(const mxl_error *err) {
+    size_t n = strnlen(err->msg, sizeof err->msg);
+    FUZZ_ASSERT(n > 0 && n < sizeof err->msg);
+    FUZZ_ASSERT(memchr(err->msg, '\n', n) == NULL);
+}
 
 static int detok_debug; /* set: each step's E and D to stderr */
 

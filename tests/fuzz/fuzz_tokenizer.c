@@ -20,18 +20,6 @@
 #include "core/alloc.h"
 #include "tokenizer/tokenizer.h"
 
-#define FUZZ_ASSERT(c) ((c) ? (void)0 : fuzz_fail(#c, __LINE__))
-
-static void fuzz_fail(const char *expr, int line) {
-    fprintf(stderr, "fuzz_tokenizer.c:%d: invariant failed: %s\n", line, expr);
-    abort();
-}
-
-static void check_msg(const mxl_error *err) {
-    size_t n = strnlen(err->msg, sizeof err->msg);
-    FUZZ_ASSERT(n > 0 && n < sizeof err->msg);
-    FUZZ_ASSERT(memchr(err->msg, '\n', n) == NULL);
-}
 
 #include "detok_check.h"
 
