@@ -1050,7 +1050,9 @@ static bool step_h_header(mxl_chat_stream *s, const char *p, size_t n, bool fina
     const char *f = full ? memmem(p, lim, "<|message|>", strlen("<|message|>")) : NULL;
     if (!f) {
         if (final || n >= H_HEADER_MAX) { /* not a header after all */
-            size_t take = final ? n : H_HEADER_MAX;
+            /* (the header's window only, final or not: what follows may hold markers, and the
+             * streamed parse, which sees the window first, reads them too) */
+            size_t take = n < H_HEADER_MAX ? n : H_HEADER_MAX;
             sink_put(s, K_CONTENT, p, take);
             consume(s, take);
             s->mode = M_H_BODY;

@@ -869,6 +869,10 @@ typedef struct pitem {
      * (the same strings match) and any other quantifier after one is refused, as a regex would
      * (nothing to repeat) */
     unsigned char quant;
+    /* a group with an empty branch (( ), (a|) ...): its rule has an empty alternative, so an
+     * unbounded repetition of it is left recursion to the grammar parser, which counts a rule
+     * as empty by its own alternatives (as llama.cpp's does); one is refused by name */
+    bool nullable;
 } pitem;
 
 typedef struct pstate {
@@ -942,8 +946,9 @@ static void free_items(pitem *v, size_t n) {
     mxl_free(v);
 }
 
-/* Parses until ')' or the end; returns the sequence as rule text (not literal). */
-static char *pattern_seq(pstate *ps, int depth) {
+/* Parses until ')' or the end; returns the sequence as rule text (not literal), and in *nullable
+ * whether one of its branches is empty. */
+static char *pattern_seq(pstate *ps, int depth, bool *nullable) {
     conv *c = ps->c;
     size_t start = ps->i;
     pitem *seq = NULL;
@@ -962,6 +967,7 @@ static char *pattern_seq(pstate *ps, int depth) {
         }                                                                     \
         seq[n].s = (str);                                                     \
         seq[n].quant = 0;                                                     \
+        seq[n].nullable = false;                                              \
         seq[n++].literal = (lit);                                             \
     } while (0)
     if (depth > 64) {
@@ -981,12 +987,14 @@ static char *pattern_seq(pstate *ps, int depth) {
                 fail(c, "json_schema: pattern syntax '(?' is not supported");
                 goto done;
             }
-            char *inner = pattern_seq(ps, depth + 1);
+            bool inner_nullable = false;
+            char *inner = pattern_seq(ps, depth + 1, &inner_nullable);
             if (!inner) goto done;
             sb o = {0};
             sb_printf(&o, "(%s)", inner);
             mxl_free(inner);
             PUSH_ITEM(o.p, false);
+            seq[n - 1].nullable = inner_nullable;
         } else if (ch == ')') {
             ps->i++;
             if (start > 0 && ps->p[start - 1] != '(') fail(c, "json_schema: pattern has unbalanced parentheses");
@@ -1022,6 +1030,11 @@ static char *pattern_seq(pstate *ps, int depth) {
             else fail(c, "json_schema: pattern has a quantifier '%c' right after another", ch);
             goto done;
         } else if (ch == '*' || ch == '+' || ch == '?') {
+            if (ch != '?' && seq[n - 1].nullable) {
+                fail(c, "json_schema: pattern repeats with '%c' a group that can match the empty string", ch);
+                goto done;
+            }
+            seq[n - 1].nullable = false; /* a reference to the repetition's rule */
             char *r = item_rule(&seq[n - 1]);
             sb o = {0};
             sb_printf(&o, "%s%c", r ? r : "", ch);
@@ -1066,6 +1079,11 @@ static char *pattern_seq(pstate *ps, int depth) {
                 goto done;
             }
             pitem *last = &seq[n - 1];
+            if (mx < 0 && last->nullable) {
+                fail(c, "json_schema: pattern repeats with '{%ld,}' a group that can match the empty string", mn);
+                goto done;
+            }
+            last->nullable = false;
             char *sub;
             if (!last->literal) {
                 /* the same sub-pattern gets one rule */
@@ -1132,6 +1150,14 @@ static char *pattern_seq(pstate *ps, int depth) {
         }
     }
     {
+        /* nullable: some branch between the bars is empty */
+        bool empty = true;
+        *nullable = false;
+        for (size_t k = 0; k < n; k++) {
+            if (seq[k].quant == 3) *nullable |= empty;
+            empty = seq[k].quant == 3;
+        }
+        *nullable |= empty;
         /* join, merging consecutive literals */
         sb o = {0}, lit = {0};
         bool first = true;
@@ -1168,7 +1194,8 @@ static const char *visit_pattern(conv *c, const char *pattern, const char *name)
         return "";
     }
     pstate ps = {.c = c, .p = pattern + 1, .len = len - 2, .name = name};
-    char *body = pattern_seq(&ps, 0);
+    bool nullable = false;
+    char *body = pattern_seq(&ps, 0, &nullable);
     for (size_t k = 0; k < ps.n_subs; k++) mxl_free(ps.sub_keys[k]);
     mxl_free(ps.sub_keys);
     mxl_free(ps.sub_ids);

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -192,8 +193,14 @@ static void check_whole(const json_t *r) {
     if (rc) check_str(rc, true);
 }
 
-static void same(const json_t *whole, const json_t *streamed) {
-    if (!json_equal((json_t *)whole, (json_t *)streamed)) abort();
+/* the streaming invariant; on a mismatch both results go to stderr before the abort */
+static void same(const json_t *whole, const json_t *streamed, const char *how) {
+    if (json_equal((json_t *)whole, (json_t *)streamed)) return;
+    char *a = json_dumps(whole, JSON_ENCODE_ANY), *b = json_dumps(streamed, JSON_ENCODE_ANY);
+    fprintf(stderr, "streamed (%s) differs from the whole parse:\n whole:    %s\n streamed: %s\n", how, a ? a : "?", b ? b : "?");
+    free(a);
+    free(b);
+    abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -233,7 +240,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* byte by byte */
     for (size_t i = 0; i + 1 < len; i++) cuts[i] = i + 1;
     json_t *r = stream(&syn, text, len, cuts, len > 1 ? len - 1 : 0);
-    same(whole, r);
+    same(whole, r, "byte by byte");
     json_decref(r);
     /* seeded random pieces of 1..(b2 % 16 + 1) bytes */
     uint64_t x = 0x853C49E6748FEA9Bull ^ b2 ^ ((uint64_t)len << 8);
@@ -245,12 +252,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         cuts[n++] = at;
     }
     r = stream(&syn, text, len, cuts, n);
-    same(whole, r);
+    same(whole, r, "random pieces");
     json_decref(r);
     /* two pieces */
     cuts[0] = len * b2 / 255;
     r = stream(&syn, text, len, cuts, 1);
-    same(whole, r);
+    same(whole, r, "two pieces");
     json_decref(r);
 
     mxl_free(cuts);

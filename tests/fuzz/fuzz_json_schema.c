@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,7 +51,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     mxl_free(gbnf2);
 
     mxl_grammar *g = NULL;
-    if (mxl_grammar_parse(gbnf, strlen(gbnf), &g, &err) != MXL_OK) abort(); /* the converter's grammar must parse */
+    if (mxl_grammar_parse(gbnf, strlen(gbnf), &g, &err) != MXL_OK) { /* the converter's grammar must parse */
+        fprintf(stderr, "the converter's grammar does not parse: %s\n%s\n", err.msg, gbnf);
+        abort();
+    }
     mxl_free(gbnf);
     mxl_grammar_state *st_ = NULL;
     if (mxl_grammar_state_create(g, &st_, &err) == MXL_OK) {

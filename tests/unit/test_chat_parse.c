@@ -632,6 +632,18 @@ TEST(chat_parse_harmony_analysis_and_final) {
             CHECK_EQ_STR(json_string_value(json_object_get(f, "arguments")), "{\"city\":\"Seoul\"}");
         }
         json_decref(res);
+        /* a header without <|message|> in its window (1024 bytes) is content, and only the window
+         * is: a message after it is read, whole or streamed (found by fuzz_chat_parse: the whole
+         * parse took the rest of the text as content) */
+        char *lng = mxl_malloc(1200 + 128);
+        size_t k = (size_t)sprintf(lng, "<|channel|>");
+        memset(lng + k, 'x', 1100);
+        strcpy(lng + k + 1100, "<|end|><|start|>assistant<|channel|>analysis<|message|>late<|end|>");
+        res = parse_checked(mxl_test_failed_, &syn, lng);
+        CHECK(res && res_reasoning(res) && !strcmp(res_reasoning(res), "late"));
+        CHECK(res && res_content(res) && strlen(res_content(res)) == k + 1100 && !strncmp(res_content(res), lng, k + 1100));
+        json_decref(res);
+        mxl_free(lng);
     }
     mxl_free(src);
     db_free(&db);

@@ -623,6 +623,11 @@ TEST(json_schema_conversion_errors) {
         "{\"pattern\": \"^a{2}*$\"}",
         "{\"pattern\": \"^a???$\"}",
         "{\"pattern\": \"^a|*$\"}",
+        /* an unbounded repetition of a group with an empty branch (found by fuzz_json_schema:
+         * "()*" reached the grammar parser as left recursion) */
+        "{\"pattern\": \"^x()*$\"}",
+        "{\"pattern\": \"^(a|)+$\"}",
+        "{\"pattern\": \"^(|b){2,}$\"}",
     };
     for (size_t i = 0; i < sizeof bad_bounds / sizeof bad_bounds[0]; i++) {
         CHECK(mxl_json_schema_text_to_grammar(bad_bounds[i], strlen(bad_bounds[i]), &out, &err) != MXL_OK);
