@@ -508,12 +508,14 @@ void mxl_api_llama_health(mxl_server *s, mxl_http_req *r) {
 }
 
 static json_t *default_settings(const mxl_server *s) {
-    const mxl_sampler_params *p = &s->defaults.sampling;
+    mxl_seq_params dp;
+    mxl_srv_defaults_get(s, &dp);
+    const mxl_sampler_params *p = &dp.sampling;
     json_t *d = json_pack("{s:I, s:{s:f, s:i, s:f, s:f, s:i, s:f, s:f, s:f, s:I, s:I, s:b}}", "n_ctx", (json_int_t)s->slot_ctx, "params", "temperature",
                      (double)p->temp, "top_k", p->top_k, "top_p", (double)p->top_p, "min_p", (double)p->min_p, "repeat_last_n",
                      p->repeat_last_n, "repeat_penalty", (double)p->repeat_penalty, "presence_penalty", (double)p->presence_penalty,
-                     "frequency_penalty", (double)p->frequency_penalty, "n_predict", (json_int_t)s->defaults.max_tokens, "seed",
-                     (json_int_t)s->cfg->seed, "ignore_eos", s->defaults.ignore_eos);
+                     "frequency_penalty", (double)p->frequency_penalty, "n_predict", (json_int_t)dp.max_tokens, "seed",
+                     (json_int_t)s->cfg->seed, "ignore_eos", dp.ignore_eos);
     /* llama-server's speculative settings (n_max: --draft-max, as it reports it) and ours: the kind
      * and the block the drafts take ("none" when speculation is off) */
     json_t *params = d ? json_object_get(d, "params") : NULL;

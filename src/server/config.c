@@ -161,7 +161,8 @@ static const opt k_opts[] = {
     {"--hf-file|-hff|--model-url|-mu|--docker-repo|-dr", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--estimate-memory", NULL, K_ON, F(estimate_memory), 0, 0, "memory preflight at load: weights + KV for every slot + headroom against the budget; over it stops (always checked when MLXCEL_MEMORY_LIMIT is set)"},
     {"--force|--no-memory-check", NULL, K_ON, F(memory_force), 0, 0, "an over-budget preflight only warns"},
-    {"--settings|--enable-vlm-prefix-cache", NULL, K_REFUSED, 0, 0, 0, NULL},
+    {"--settings", NULL, K_ON, F(settings), 0, 0, "GET / PATCH /v1/settings: read and change the request defaults at run time (needs --api-key)"},
+    {"--enable-vlm-prefix-cache", NULL, K_REFUSED, 0, 0, 0, NULL},
     {"--adapter|--lora", NULL, K_MULTI, F(lora), 0, 0, "LoRA adapter(s) to load, comma-separated or repeated (scale 1)"},
     {"--lora-scaled", NULL, K_MULTI, F(lora_scaled), 0, 0, "LoRA adapter(s) with their scales: PATH:SCALE,..."},
     {"--lora-init-without-apply", NULL, K_ON, F(lora_init_without_apply), 0, 0, "load the adapters at scale 0 (POST /lora-adapters applies them)"},
@@ -515,9 +516,9 @@ void mxl_server_config_print_help(void) {
         if (o->env) printf(" [env: %s]", o->env);
         printf("\n");
     }
-    printf("\nFlags of the spec for features this build does not run (--image-model, --settings,\n"
-           "the distributed flags, ...) are recognised and refused at startup;\n"
-           "the routes of those features (/v1/images/*, /v1/audio/*, /v1/settings, ...) answer 501.\n");
+    printf("\nFlags of the spec for features this build does not run (--image-model, the\n"
+           "distributed flags, ...) are recognised and refused at startup;\n"
+           "the routes of those features (/v1/images/*, /v1/audio/*, ...) answer 501.\n");
 }
 
 /* Flags the router keeps for itself (it listens, authenticates, logs and lists the models). */

@@ -248,7 +248,7 @@ static bool parse_logit_bias(const mxl_server *s, const json_t *v, mxl_seq_param
 static bool lora_params(const mxl_server *s, const json_t *body, mxl_seq_params *p, char *msg, size_t ml);
 
 bool mxl_srv_parse_params(const mxl_server *s, const json_t *body, mxl_seq_params *p, mxl_logit_bias **bias, char *msg, size_t ml) {
-    *p = s->defaults;
+    mxl_srv_defaults_get(s, p);
     double d;
     int64_t i;
     bool g;

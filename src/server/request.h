@@ -43,6 +43,8 @@ void mxl_srv_http_limits(const mxl_server_config *cfg, mxl_http_config *hc);
  * with msg (a 400 naming the limit and its flag) when there are more. */
 bool mxl_srv_check_count(const mxl_server *s, const char *what, size_t n, char *msg, size_t ml);
 
+/* A copy of the server-wide request defaults (api_settings.c; PATCH /v1/settings changes them). */
+void mxl_srv_defaults_get(const mxl_server *s, mxl_seq_params *out);
 /* Sampling and stopping fields shared by the completion APIs (temperature, top_k, top_p, min_p,
  * penalties, seed, stop, max_tokens / max_completion_tokens / n_predict, ignore_eos, n_probs...)
  * over the server defaults. Fills msg (for a 400) and returns false on a wrong type or value.

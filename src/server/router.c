@@ -1021,6 +1021,10 @@ int mxl_router_run(const mxl_server_config *cfg, int argc, char **argv, void (*l
     }
     if (cfg->api_key) rt->api_key = mxl_strdup(cfg->api_key);
     else if (cfg->api_key_file && !(rt->api_key = read_key_file(cfg->api_key_file, err))) goto out;
+    if (cfg->settings && !rt->api_key) {
+        mxl_error_set(err, MXL_ERR_ARG, "--settings needs --api-key or --api-key-file: /v1/settings changes the server for every client");
+        goto out;
+    }
     if (cfg->webui && mxl_webui_init(&rt->web, err)) goto out;
     if (list_models(rt, err)) goto out;
     if (cfg->ssl_cert_file) {

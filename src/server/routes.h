@@ -27,6 +27,8 @@ void mxl_api_llama_slots(mxl_server *s, mxl_http_req *r);
 void mxl_api_llama_metrics(mxl_server *s, mxl_http_req *r);
 void mxl_api_llama_lora_adapters(mxl_server *s, mxl_http_req *r);
 void mxl_api_cache_stats(mxl_server *s, mxl_http_req *r);
+/* GET / PATCH /v1/settings (api_settings.c) */
+void mxl_api_settings(mxl_server *s, mxl_http_req *r);
 void mxl_api_responses_create(mxl_server *s, mxl_http_req *r);
 void mxl_api_responses_input_tokens(mxl_server *s, mxl_http_req *r);
 /* /v1/responses/{rest}: GET / DELETE {id}, POST {id}/cancel, GET {id}/input_items, POST input_tokens */

@@ -83,6 +83,8 @@ static const route k_routes[] = {
     {"GET", "/lora-adapters", mxl_api_llama_lora_adapters, NEED_CHAT},
     {"POST", "/lora-adapters", mxl_api_llama_lora_adapters, NEED_CHAT},
     {"GET", "/v1/cache/stats", mxl_api_cache_stats, NEED_CHAT},
+    {"GET", "/v1/settings", mxl_api_settings, NEED_CHAT},
+    {"PATCH", "/v1/settings", mxl_api_settings, NEED_CHAT},
     {"POST", "/v1/responses", mxl_api_responses_create, NEED_CHAT},
     {"POST", "/responses", mxl_api_responses_create, NEED_CHAT},
 };
@@ -99,7 +101,6 @@ static const struct unbuilt_route {
     {"/v1/audio/translations", "/v1/audio/translations"},
     {"/v1/audio/speech", "/v1/audio/speech"},
     {"/v1/realtime", "/v1/realtime"},
-    {"/v1/settings", "/v1/settings"},
     {"/api/chat", "/api/chat"},
     {"/api/show", "/api/show"},
     {"/api/tags", "/api/tags"},
@@ -437,6 +438,8 @@ static void init_state(mxl_server *s, const mxl_server_config *cfg) {
     s->prefix = cfg->api_prefix ? cfg->api_prefix : "";
     s->created = (long)time(NULL);
     pthread_mutex_init(&s->lora_mu, NULL);
+    pthread_mutex_init(&s->defaults_mu, NULL);
+    pthread_mutex_init(&s->settings_mu, NULL);
     pthread_mutex_init(&s->sleep_mu, NULL);
     /* as llama-server: thinking is on unless --reasoning off (templates that read enable_thinking
      * get it set explicitly) */
@@ -449,6 +452,8 @@ static void init_state(mxl_server *s, const mxl_server_config *cfg) {
     gmtime_r(&t_now, &tm_now);
     strftime(s->datetime_text, sizeof s->datetime_text, "%b %d %Y %H:%M:%S GMT", &tm_now);
 }
+
+static pid_t router_parent(void);
 
 /* Everything the flags name that can be wrong is checked before listening, so a typo fails at
  * once: the API key file, --chat-template-kwargs, the chat template (it must parse), the
@@ -464,6 +469,9 @@ static mxl_status read_startup_options(mxl_server *s, startup *up, mxl_error *er
         trim(s->api_key);
         if (!s->api_key[0]) return mxl_error_set(err, MXL_ERR_ARG, "--api-key-file %s: the file is empty", cfg->api_key_file);
     }
+    /* (a router's child: the router checks the key before it forwards) */
+    if (cfg->settings && !s->api_key && !router_parent())
+        return mxl_error_set(err, MXL_ERR_ARG, "--settings needs --api-key or --api-key-file: /v1/settings changes the server for every client");
     if (!(s->responses = mxl_resp_store_create(cfg->responses_max, cfg->responses_ttl)) ||
         !(s->conversations = mxl_resp_store_create(cfg->conversations_max, cfg->conversations_ttl)))
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
@@ -573,6 +581,8 @@ static void name_model(mxl_server *s, const startup *up) {
  * --logit-bias, --dry-sequence-breaker, ...). */
 static void set_request_defaults(mxl_server *s) {
     const mxl_server_config *cfg = s->cfg;
+    if (s->defaults_set) return; /* (a reload after sleeping: kept as they are, PATCH /v1/settings's included) */
+    s->defaults_set = true;
     s->n_predict_default = cfg->n_predict;
     s->defaults.sampling = cfg->sampling;
     s->defaults.sampling.seed = cfg->seed >= 0 ? (uint64_t)cfg->seed : 0;

@@ -81,7 +81,11 @@ typedef struct mxl_server {
     mxl_status (*wake)(struct mxl_server *s, mxl_error *err); /* reloads what sleeping released */
     void *startup;           /* server.c's startup state, for wake */
     void (*log)(const char *line); /* the log (NULL: --log-disable) */
-    mxl_seq_params defaults; /* server-wide sampling defaults */
+    /* server-wide sampling defaults (read with mxl_srv_defaults_get; PATCH /v1/settings changes
+     * them under defaults_mu, one change at a time under settings_mu) */
+    mxl_seq_params defaults;
+    bool defaults_set;       /* filled once, at the first load (a reload after sleeping keeps them) */
+    pthread_mutex_t defaults_mu, settings_mu;
     struct mxl_resp_store *responses; /* the Responses API's stored responses (resp_store.h) */
     struct mxl_resp_store *conversations; /* the Conversations API's conversations (same store kind, edited in place) */
     mxl_logit_bias default_bias[MXL_SRV_MAX_MULTI]; /* --logit-bias */

@@ -252,7 +252,6 @@ def test_unknown_role_is_400_on_every_chat_route_and_developer_is_system(srv):
     ("POST", "/v1/images/generations", "/v1/images/generations"),
     ("POST", "/v1/images/edits", "/v1/images/edits"),
     ("POST", "/v1/audio/transcriptions", "/v1/audio/transcriptions"),
-    ("GET", "/v1/settings", "/v1/settings"),
     ("GET", "/v1/realtime", "/v1/realtime"),
 ])
 def test_unbuilt_spec_routes_are_501(srv, method, route, name):

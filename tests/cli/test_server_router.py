@@ -305,3 +305,20 @@ def test_router_flags_are_refused_beside_a_model():
     for flag in (["--models-max", "2"], ["--models-dir", "/tmp"], ["--no-models-autoload"]):
         p = run("serve", "-m", SMOL, "--port", "0", *flag)
         assert p.returncode == 2 and "router-mode flag" in p.stderr and flag[0] in p.stderr, p.stderr
+
+
+def test_settings_through_the_router(store):
+    p = run("serve", "--port", "0", "--settings", env=store, timeout=60)
+    assert p.returncode == 1 and "--settings needs --api-key" in p.stderr, p.stderr
+    rt = Router("-c", "2048", "--settings", "--api-key", "sekrit", env=store)
+    try:
+        h = {"Authorization": "Bearer sekrit"}
+        assert requests.get(rt.url + "/v1/settings", params={"model": SMOL}).status_code == 401
+        r = requests.patch(rt.url + "/v1/settings", json={"model": SMOL, "temperature": 0, "max_tokens": 4}, headers=h, timeout=120)
+        assert r.status_code == 200 and r.json()["settings"]["max_tokens"] == 4, r.text
+        g = requests.get(rt.url + "/v1/settings", params={"model": SMOL}, headers=h, timeout=120)
+        assert g.status_code == 200 and g.json() == r.json(), g.text
+        c = requests.post(rt.url + "/completion", json={"model": SMOL, "prompt": "Hello"}, headers=h, timeout=120)
+        assert c.status_code == 200 and c.json()["tokens_predicted"] == 4, c.text
+    finally:
+        assert rt.stop() == 0
