@@ -29,6 +29,7 @@
 #include "server/http.h"
 #include "server/limits.h"
 #include "server/request.h"
+#include "server/server.h"
 #include "server/server_state.h"
 #include "server/webui.h"
 
@@ -997,6 +998,7 @@ int mxl_router_run(const mxl_server_config *cfg, int argc, char **argv, void (*l
     router *rt = mxl_calloc(1, sizeof *rt);
     if (!rt) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory"), 1;
     int rc = 1;
+    char *cert = NULL, *key = NULL; /* --ssl-cert-file / --ssl-key-file's PEM text */
     rt->cfg = cfg;
     rt->log = log;
     rt->prefix = cfg->api_prefix ? cfg->api_prefix : "";
@@ -1027,17 +1029,17 @@ int mxl_router_run(const mxl_server_config *cfg, int argc, char **argv, void (*l
     }
     if (cfg->webui && mxl_webui_init(&rt->web, err)) goto out;
     if (list_models(rt, err)) goto out;
-    if (cfg->ssl_cert_file) {
-        mxl_error_set(err, MXL_ERR_UNSUPPORTED, "router mode does not serve TLS yet: put a TLS proxy in front of it");
+    /* TLS ends at the router: the children serve plain HTTP on loopback */
+    if (cfg->ssl_cert_file && (!(cert = mxl_srv_read_file(cfg->ssl_cert_file, err, "--ssl-cert-file")) ||
+                               !(key = mxl_srv_read_file(cfg->ssl_key_file, err, "--ssl-key-file"))))
         goto out;
-    }
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     mxl_http_config hc = {
-        .host = cfg->host, .port = (int)cfg->port, .reuse_port = cfg->reuse_port,
+        .host = cfg->host, .port = (int)cfg->port, .reuse_port = cfg->reuse_port, .cert_pem = cert, .key_pem = key,
         .cors_origins = cfg->cors_origins, .cors_headers = cfg->cors_headers, .cors_methods = cfg->cors_methods,
         .cors_credentials = cfg->cors_credentials, .allowed_origins = cfg->allowed_origins,
         .max_body = (size_t)cfg->max_body_bytes, .timeout_s = (unsigned)cfg->timeout, .max_connections = 1024,
@@ -1073,5 +1075,7 @@ out:
     mxl_free(rt->child_env);
     mxl_free(rt->api_key);
     mxl_free(rt);
+    mxl_free(cert);
+    mxl_free(key);
     return rc;
 }

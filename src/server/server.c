@@ -296,7 +296,7 @@ static void on_signal(int sig) {
     if (g_stop < 2) g_stop++;
 }
 
-static char *read_file(const char *path, mxl_error *err, const char *what) {
+char *mxl_srv_read_file(const char *path, mxl_error *err, const char *what) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         mxl_error_set(err, MXL_ERR_IO, "%s %s: cannot open", what, path);
@@ -465,7 +465,7 @@ static mxl_status read_startup_options(mxl_server *s, startup *up, mxl_error *er
     if (cfg->webui && (st = mxl_webui_init(s, err))) return st;
     if (cfg->api_key) s->api_key = mxl_strdup(cfg->api_key);
     else if (cfg->api_key_file) {
-        if (!(s->api_key = read_file(cfg->api_key_file, err, "--api-key-file"))) return err->status;
+        if (!(s->api_key = mxl_srv_read_file(cfg->api_key_file, err, "--api-key-file"))) return err->status;
         trim(s->api_key);
         if (!s->api_key[0]) return mxl_error_set(err, MXL_ERR_ARG, "--api-key-file %s: the file is empty", cfg->api_key_file);
     }
@@ -481,7 +481,7 @@ static mxl_status read_startup_options(mxl_server *s, startup *up, mxl_error *er
         if (!s->template_kwargs || !json_is_object(s->template_kwargs))
             return mxl_error_set(err, MXL_ERR_ARG, "--chat-template-kwargs: expected a JSON object");
     }
-    if (cfg->chat_template_file && !(up->tmpl_file = read_file(cfg->chat_template_file, err, "--chat-template-file")))
+    if (cfg->chat_template_file && !(up->tmpl_file = mxl_srv_read_file(cfg->chat_template_file, err, "--chat-template-file")))
         return err->status;
     /* --chat-template NAME of one of llama.cpp's built-in formats (chatml, command-r, ...) */
     up->chat_tmpl = mxl_chat_builtin_template(cfg->chat_template);
@@ -501,8 +501,8 @@ static mxl_status read_startup_options(mxl_server *s, startup *up, mxl_error *er
     if ((st = resolve_model(cfg, cfg->model, cfg->revision, &up->res, err))) return st;
     snprintf(s->model_path, sizeof s->model_path, "%s", up->res.path);
     if (cfg->ssl_cert_file) {
-        if (!(up->cert = read_file(cfg->ssl_cert_file, err, "--ssl-cert-file")) ||
-            !(up->key = read_file(cfg->ssl_key_file, err, "--ssl-key-file")))
+        if (!(up->cert = mxl_srv_read_file(cfg->ssl_cert_file, err, "--ssl-cert-file")) ||
+            !(up->key = mxl_srv_read_file(cfg->ssl_key_file, err, "--ssl-key-file")))
             return err->status;
     }
     up->n_slots = cfg->no_batch ? 1 : (int)(cfg->max_batch_size > 0 ? cfg->max_batch_size : cfg->n_parallel);

@@ -10,5 +10,8 @@
 /* Runs until a signal asks it to stop. Returns 0 on a clean shutdown; on a startup failure
  * fills err and returns 1. `log` receives one-line progress messages (startup address, ...). */
 int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), mxl_error *err);
+/* A whole file as a NUL-terminated string (the TLS PEM files, templates, ...); NULL with err set
+ * ("WHAT PATH: cannot open") when it cannot be read. */
+char *mxl_srv_read_file(const char *path, mxl_error *err, const char *what);
 
 #endif

@@ -322,3 +322,22 @@ def test_settings_through_the_router(store):
         assert c.status_code == 200 and c.json()["tokens_predicted"] == 4, c.text
     finally:
         assert rt.stop() == 0
+
+
+def test_tls_at_the_router(store, tmp_path):
+    key, cert = str(tmp_path / "k.pem"), str(tmp_path / "c.pem")
+    p = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",
+                        "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"], capture_output=True)
+    assert p.returncode == 0, p.stderr
+    rt = Router("-c", "2048", "--ssl-cert-file", cert, "--ssl-key-file", key, env=store)
+    try:
+        assert rt.url.startswith("https://")
+        assert requests.get(rt.url + "/v1/models", verify=cert).status_code == 200
+        r = requests.post(rt.url + "/v1/chat/completions", json={**CHAT, "model": SMOL}, verify=cert, timeout=120)
+        assert r.status_code == 200 and r.json()["model"] == SMOL, r.text
+        with pytest.raises(requests.exceptions.ConnectionError):
+            requests.get(rt.url.replace("https://", "http://") + "/v1/models", timeout=10)
+    finally:
+        assert rt.stop() == 0
+    bad = run("serve", "--port", "0", "--ssl-cert-file", str(tmp_path / "none.pem"), "--ssl-key-file", key, env=store, timeout=60)
+    assert bad.returncode == 1 and "--ssl-cert-file" in bad.stderr and "cannot open" in bad.stderr, bad.stderr
