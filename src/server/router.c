@@ -48,6 +48,7 @@ typedef struct rmodel {
     const char *extra[64];   /* preset arguments (heap strings) */
     int n_extra;
     bool load_on_startup;    /* preset: load-on-startup = true */
+    char tags[512];          /* preset: tags = a,b (else the router's --tags), listed by /v1/models */
     /* under router.mu */
     mstate state;
     bool failed, unloading;  /* the last load failed / the child is being stopped on purpose */
@@ -205,6 +206,7 @@ static mxl_status list_preset(router *rt, const char *file, mxl_error *err) {
     rmodel *cur = NULL;
     bool global = false;
     const char *g_extra[64];
+    char g_tags[512] = "";
     int n_g = 0;
     mxl_status st = MXL_OK;
     size_t first = rt->n_models;
@@ -244,6 +246,10 @@ static mxl_status list_preset(router *rt, const char *file, mxl_error *err) {
             scopy(cur->path, sizeof cur->path, val);
             continue;
         }
+        if (!strcmp(key, "tags") || !strcmp(key, "--tags")) { /* (passed on too: the child lists them as well) */
+            scopy(cur ? cur->tags : g_tags, sizeof g_tags, val);
+            if (!cur) continue; /* [*]'s: below, for the models without their own */
+        }
         if (cur && !strcmp(key, "load-on-startup")) {
             cur->load_on_startup = !strcasecmp(val, "true") || !strcmp(val, "1") || !strcasecmp(val, "on");
             continue;
@@ -264,6 +270,11 @@ static mxl_status list_preset(router *rt, const char *file, mxl_error *err) {
     for (size_t i = first; !st && i < rt->n_models; i++) {
         rmodel *m = &rt->models[i];
         if (!m->path[0]) st = mxl_error_set(err, MXL_ERR_ARG, "--models-preset %s: [%s] has no model = PATH", file, m->id);
+        if (!m->tags[0] && g_tags[0] && m->n_extra + 2 <= 64) {
+            scopy(m->tags, sizeof m->tags, g_tags);
+            m->extra[m->n_extra++] = mxl_strdup("--tags");
+            m->extra[m->n_extra++] = mxl_strdup(g_tags);
+        }
         for (int k = 0; k < n_g && m->n_extra < 64; k++) m->extra[m->n_extra++] = mxl_strdup(g_extra[k]);
     }
     for (int k = 0; k < n_g; k++) mxl_free((void *)g_extra[k]);
@@ -778,8 +789,9 @@ static void list_route(router *rt, mxl_http_req *r) {
             json_object_set_new(st, "exit_code", json_integer(m->exit_code));
             json_object_set_new(st, "error", json_string(m->error));
         }
-        json_array_append_new(data, json_pack("{s:s, s:s, s:s, s:I, s:s, s:b, s:o}", "id", m->id, "object", "model", "owned_by", "mlxcel",
-                                              "created", (json_int_t)rt->web.created, "path", m->path, "in_cache", m->in_cache, "status", st));
+        json_array_append_new(data, json_pack("{s:s, s:s, s:s, s:I, s:s, s:b, s:o, s:o}", "id", m->id, "object", "model", "owned_by", "mlxcel",
+                                              "created", (json_int_t)rt->web.created, "path", m->path, "in_cache", m->in_cache, "status", st,
+                                              "tags", mxl_srv_split_list(m->tags[0] ? m->tags : rt->cfg->tags)));
     }
     pthread_mutex_unlock(&rt->mu);
     mxl_http_send_json(r, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));

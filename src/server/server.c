@@ -325,7 +325,7 @@ char *mxl_srv_read_file(const char *path, mxl_error *err, const char *what) {
 }
 
 /* "a, b,c" -> ["a", "b", "c"] (empty items dropped). */
-static json_t *split_list(const char *list) {
+json_t *mxl_srv_split_list(const char *list) {
     json_t *out = json_array();
     for (const char *p = list; p && *p;) {
         while (*p == ' ' || *p == ',') p++;
@@ -567,8 +567,8 @@ static int thread_count(const mxl_server_config *cfg) {
  * (llama-server keeps them in a std::set), else the repo id or the -m text. */
 static void name_model(mxl_server *s, const startup *up) {
     const mxl_server_config *cfg = s->cfg;
-    s->aliases = split_list(cfg->alias);
-    s->tags = split_list(cfg->tags);
+    s->aliases = mxl_srv_split_list(cfg->alias);
+    s->tags = mxl_srv_split_list(cfg->tags);
     const char *first = NULL;
     for (size_t i = 0; i < json_array_size(s->aliases); i++) {
         const char *a = json_string_value(json_array_get(s->aliases, i));

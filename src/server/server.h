@@ -4,6 +4,8 @@
 #ifndef MXL_SERVER_SERVER_H
 #define MXL_SERVER_SERVER_H
 
+#include <jansson.h>
+
 #include "core/status.h"
 #include "server/config.h"
 
@@ -13,5 +15,7 @@ int mxl_server_run(const mxl_server_config *cfg, void (*log)(const char *line), 
 /* A whole file as a NUL-terminated string (the TLS PEM files, templates, ...); NULL with err set
  * ("WHAT PATH: cannot open") when it cannot be read. */
 char *mxl_srv_read_file(const char *path, mxl_error *err, const char *what);
+/* A comma-separated list (--alias, --tags) as a JSON array of its trimmed, non-empty items. */
+json_t *mxl_srv_split_list(const char *list);
 
 #endif

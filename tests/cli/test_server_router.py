@@ -282,18 +282,22 @@ def test_models_dir_and_preset(store, tmp_path):
     d = tmp_path / "dir"
     d.mkdir()
     os.symlink(os.path.join(store["MLXCEL_MODELS_DIR"], SMOL), d / "smol")
-    rt = Router("-c", "2048", "--models-dir", str(d), env=store)
+    rt = Router("-c", "2048", "--models-dir", str(d), "--tags", "local, small", env=store)
     try:
         assert set(rt.models()) == {"smol"}
+        assert requests.get(rt.url + "/v1/models").json()["data"][0]["tags"] == ["local", "small"]
         r = rt.chat("smol")
         assert r.status_code == 200 and r.json()["model"] == "smol"
     finally:
         assert rt.stop() == 0
     ini = tmp_path / "models.ini"
-    ini.write_text(f"version = 1\n[tiny]\nmodel = {os.path.join(store['MLXCEL_MODELS_DIR'], SMOL)}\nctx-size = 4096\n")
+    smol = os.path.join(store['MLXCEL_MODELS_DIR'], SMOL)
+    ini.write_text(f"version = 1\n[*]\ntags = shared\n[tiny]\nmodel = {smol}\nctx-size = 4096\n[tiny2]\nmodel = {smol}\ntags = own, x\n")
     rt = Router("--models-preset", str(ini), env=store)
     try:
-        assert set(rt.models()) == {"tiny"}
+        assert set(rt.models()) == {"tiny", "tiny2"}
+        listed = {m["id"]: m["tags"] for m in requests.get(rt.url + "/v1/models").json()["data"]}
+        assert listed == {"tiny": ["shared"], "tiny2": ["own", "x"]}, listed
         r = rt.chat("tiny")
         assert r.status_code == 200, r.text
         assert requests.get(rt.url + "/props", params={"model": "tiny"}).json()["default_generation_settings"]["n_ctx"] == 4096 // 4
