@@ -377,6 +377,39 @@ static void uniform_range(sb *o, const char *from, const char *to) {
     sb_puts(o, ")");
 }
 
+/* Digit strings of m's length that are >= m (m: digits, possibly with leading zeros inside a
+ * longer number): a larger first digit and any rest, or m's first digit and the rest >= m's. */
+static void at_least_same_length(sb *o, const char *m) {
+    size_t len = strlen(m);
+    if (len == 1) {
+        digit_range(o, m[0], '9');
+        return;
+    }
+    if (m[0] < '9') {
+        digit_range(o, (char)(m[0] + 1), '9');
+        sb_puts(o, " ");
+        more_digits(o, (int)len - 1, (int)len - 1);
+        sb_puts(o, " | ");
+    }
+    digit_range(o, m[0], m[0]);
+    sb_puts(o, " (");
+    at_least_same_length(o, m + 1);
+    sb_puts(o, ")");
+}
+
+/* Integers >= m > 0 (m's decimal digits) of at most `digits` digits: the longer ones, then those of
+ * m's length that are >= m. (llama.cpp recurses on the rest of m as a number, which drops its
+ * leading zeros: a minimum of 405 admitted 45.) */
+static void at_least(sb *o, const char *m, int digits) {
+    int len = (int)strlen(m);
+    if (digits > len) {
+        sb_puts(o, "[1-9] ");
+        more_digits(o, len, digits - 1);
+        sb_puts(o, " | ");
+    }
+    at_least_same_length(o, m);
+}
+
 static void min_max_int(sb *o, int64_t min_v, int64_t max_v, int decimals_left, bool top_level) {
     bool has_min = min_v != INT64_MIN, has_max = max_v != INT64_MAX;
     if (has_min && has_max) {
@@ -423,38 +456,10 @@ static void min_max_int(sb *o, int64_t min_v, int64_t max_v, int decimals_left, 
             } else {
                 more_digits(o, 1, decimals_left);
             }
-        } else if (min_v <= 9) {
-            char ch = (char)('0' + min_v), start = top_level ? '1' : '0';
-            if (ch > start) {
-                digit_range(o, start, (char)(ch - 1));
-                sb_puts(o, " ");
-                more_digits(o, 1, less);
-                sb_puts(o, " | ");
-            }
-            digit_range(o, ch, '9');
-            sb_puts(o, " ");
-            more_digits(o, 0, less);
         } else {
             char min_s[32];
             snprintf(min_s, sizeof min_s, "%" PRId64, min_v);
-            int len = (int)strlen(min_s);
-            char ch = min_s[0];
-            if (ch > '1') {
-                digit_range(o, top_level ? '1' : '0', (char)(ch - 1));
-                sb_puts(o, " ");
-                more_digits(o, len, less);
-                sb_puts(o, " | ");
-            }
-            digit_range(o, ch, ch);
-            sb_puts(o, " (");
-            min_max_int(o, strtoll(min_s + 1, NULL, 10), INT64_MAX, less, false);
-            sb_puts(o, ")");
-            if (ch < '9') {
-                sb_puts(o, " | ");
-                digit_range(o, (char)(ch + 1), '9');
-                sb_puts(o, " ");
-                more_digits(o, len - 1, less);
-            }
+            at_least(o, min_s, decimals_left);
         }
         return;
     }
@@ -1498,8 +1503,14 @@ static const char *visit_inner(conv *c, const json_t *schema, const char *name) 
         if (bad) fail(c, "json_schema: integer minimum/maximum must be integers of moderate size");
         else if (mn != INT64_MIN && mx != INT64_MAX && mn > mx) fail(c, "json_schema: integer minimum is above its maximum");
         else {
+            /* llama.cpp's 16 digits at most, or one more than a bound has (a 16-digit bound
+             * left no room for the longer numbers: [0-9]{16,15}, found by fuzz_json_schema) */
+            int digits = 16;
+            char tmp[32];
+            if (mn != INT64_MIN && (int)snprintf(tmp, sizeof tmp, "%" PRId64, mn < 0 ? -mn : mn) + 1 > digits) digits = (int)strlen(tmp) + 1;
+            if (mx != INT64_MAX && (int)snprintf(tmp, sizeof tmp, "%" PRId64, mx < 0 ? -mx : mx) + 1 > digits) digits = (int)strlen(tmp) + 1;
             sb_puts(&body, "(");
-            min_max_int(&body, mn, mx, 16, true);
+            min_max_int(&body, mn, mx, digits, true);
             sb_puts(&body, ") space");
             out = add_rule(c, rule_name, sb_str(&body));
         }

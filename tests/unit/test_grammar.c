@@ -646,6 +646,19 @@ TEST(json_schema_conversion_errors) {
         CHECK(out && parses(out, &err));
         mxl_free(out);
     }
+    /* integer bounds of 16 digits and more (found by fuzz_json_schema: [0-9]{16,15}) */
+    const char *big = "{\"type\": \"integer\", \"exclusiveMinimum\": 4503599627370455}";
+    out = NULL;
+    REQUIRE(mxl_json_schema_text_to_grammar(big, strlen(big), &out, &err) == MXL_OK);
+    mxl_grammar *gb = NULL;
+    REQUIRE(mxl_grammar_parse(out, strlen(out), &gb, &err) == MXL_OK);
+    CHECK(mxl_grammar_accepts(gb, "4503599627370456", 16));
+    CHECK(mxl_grammar_accepts(gb, "45035996273704550", 17));
+    CHECK(mxl_grammar_accepts(gb, "9000000000000000", 16));
+    CHECK(!mxl_grammar_accepts(gb, "4503599627370455", 16));
+    CHECK(!mxl_grammar_accepts(gb, "999999999999999", 15));
+    mxl_grammar_destroy(gb);
+    mxl_free(out);
     /* identity escapes of punctuation become the character (found by fuzz_json_schema: \\/
      * reached the grammar as an unknown escape) */
     const char *esc = "{\"pattern\": \"^a\\\\/b\\\\-[\\\\^\\\\]x]\\\\x41\\\\u00e9$\"}";
