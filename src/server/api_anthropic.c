@@ -361,9 +361,12 @@ void mxl_api_anthropic_messages(mxl_server *s, mxl_http_req *r) {
         goto bad;
     }
     g->stream = json_is_true(st);
+    mxl_tool_choice tc;
+    if (!mxl_srv_tool_choice_anthropic(json_object_get(body, "tool_choice"), &tc, msg, sizeof msg)) goto bad;
     bool bad_tools;
     json_t *tools = mxl_srv_anthropic_tools(s, json_object_get(body, "tools"), msg, sizeof msg, &bad_tools);
     if (bad_tools) goto bad;
+    if (tc.none) json_decref(tools), tools = NULL; /* (the template never sees them) */
     if (!prompt_of(s, r, MXL_API_ANTHROPIC, chat, tools, urls, g)) {
         json_decref(tools);
         json_decref(chat);
@@ -372,8 +375,9 @@ void mxl_api_anthropic_messages(mxl_server *s, mxl_http_req *r) {
         json_decref(body);
         return;
     }
-    mxl_srv_setup_parse(s, g, tools);
+    bool parse_ok = mxl_srv_setup_parse(s, g, tools, &tc, msg, sizeof msg);
     json_decref(tools);
+    if (!parse_ok) goto bad;
     json_decref(chat);
     json_decref(urls);
     mxl_gen_call_run(g);

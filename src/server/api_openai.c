@@ -127,6 +127,9 @@ void mxl_api_openai_chat(mxl_server *s, mxl_http_req *r) {
     if (!(msgs = mxl_srv_chat_messages(s, json_object_get(body, "messages"), urls, msg, sizeof msg)) || !parse_stream(body, g, msg, sizeof msg) ||
         !mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg) || !mxl_srv_chat_opts(s, body, &o, &kw, msg, sizeof msg))
         goto bad;
+    mxl_tool_choice tc;
+    if (!mxl_srv_tool_choice_openai(json_object_get(body, "tool_choice"), &tc, msg, sizeof msg)) goto bad;
+    if (tc.none) o.tools = NULL; /* (the template never sees them) */
     const json_t *v = json_object_get(body, "logprobs");
     if (v && !json_is_null(v)) {
         if (!json_is_boolean(v)) {
@@ -151,7 +154,7 @@ void mxl_api_openai_chat(mxl_server *s, mxl_http_req *r) {
     if (!render_with_prefill(s, body, msgs, &o, &g->prompt_text, &len, msg, sizeof msg)) goto bad;
     (void)err;
     if (!mxl_srv_tokenize_chat(s, g, urls, len, msg, sizeof msg)) goto bad;
-    mxl_srv_setup_parse(s, g, o.tools);
+    if (!mxl_srv_setup_parse(s, g, o.tools, &tc, msg, sizeof msg)) goto bad;
     json_decref(msgs);
     json_decref(kw);
     json_decref(urls);

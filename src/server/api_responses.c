@@ -288,61 +288,6 @@ json_t *mxl_srv_responses_tools(const json_t *tools, char *msg, size_t ml, bool 
     return out;
 }
 
-/* A GBNF forcing one call of the tools (or of `only`) in the template's tool-call format, as
- * llama-server constrains tool_choice "required": Hermes <tool_call>{"name", "arguments"}</tool_call>
- * or a Llama 3 {"name", "parameters"} answer. NULL (msg empty) for formats it does not know. */
-static char *forced_call_grammar(mxl_chat_format fmt, const json_t *tools, const char *only, char *msg, size_t ml) {
-    if (fmt != MXL_CHAT_FMT_HERMES && fmt != MXL_CHAT_FMT_LLAMA3_JSON) return NULL;
-    const char *akey = fmt == MXL_CHAT_FMT_HERMES ? "arguments" : "parameters";
-    json_t *any = json_array();
-    size_t i;
-    const json_t *t;
-    json_array_foreach(tools, i, t) {
-        const json_t *fn = json_object_get(t, "function");
-        const char *name = json_string_value(json_object_get(fn, "name"));
-        if (only && strcmp(name, only)) continue;
-        json_t *props = json_pack("{s:{s:s}, s:O}", "name", "const", name, akey, json_object_get(fn, "parameters"));
-        json_array_append_new(any, json_pack("{s:s, s:o, s:[s, s]}", "type", "object", "properties", props, "required", "name", akey));
-    }
-    if (!json_array_size(any)) {
-        json_decref(any);
-        snprintf(msg, ml, "tool_choice names a function that is not in 'tools'");
-        return NULL;
-    }
-    json_t *schema = json_array_size(any) == 1 ? json_incref(json_array_get(any, 0)) : json_pack("{s:O}", "anyOf", any);
-    json_decref(any);
-    char *g = NULL;
-    mxl_error err = {0};
-    mxl_status st = mxl_json_schema_to_grammar(schema, &g, &err);
-    json_decref(schema);
-    if (st) {
-        snprintf(msg, ml, "tool parameters: %.400s", err.msg);
-        return NULL;
-    }
-    /* the schema's root becomes call-json; a new root wraps it in the format's markers */
-    const char *head = fmt == MXL_CHAT_FMT_HERMES ? "root ::= \"<tool_call>\\n\" call-json \"\\n</tool_call>\"\n" : "root ::= call-json\n";
-    size_t n = strlen(g) + strlen(head) + 32;
-    char *out = mxl_malloc(n);
-    if (!out) {
-        mxl_free(g);
-        snprintf(msg, ml, "out of memory");
-        return NULL;
-    }
-    char *w = out;
-    w += sprintf(w, "%s", head);
-    for (const char *line = g; *line;) {
-        const char *e = strchr(line, '\n');
-        size_t ll = e ? (size_t)(e - line + 1) : strlen(line);
-        if (!strncmp(line, "root ::=", 8)) w += sprintf(w, "call-json"), line += 4, ll -= 4;
-        memcpy(w, line, ll);
-        w += ll;
-        line += ll;
-    }
-    *w = 0;
-    mxl_free(g);
-    return out;
-}
-
 /* --- the request --------------------------------------------------------------------------------- */
 
 /* Everything a create or an input_tokens request needs, read, rendered and tokenized into g;
@@ -441,38 +386,19 @@ static bool prepare(mxl_server *s, mxl_http_req *r, const json_t *body, mxl_gen_
     bool bad = false;
     json_t *tools = mxl_srv_responses_tools(json_object_get(body, "tools"), msg, ml, &bad);
     if (bad) goto done;
-    /* tool_choice: none drops the tools; required / a named function forces a call */
-    const json_t *tc = json_object_get(body, "tool_choice");
-    const char *force = NULL;
-    bool forced = false;
-    if (tc && !json_is_null(tc)) {
-        const char *tcs = json_string_value(tc), *tct = json_string_value(json_object_get(tc, "type"));
-        if (tcs && !strcmp(tcs, "none")) json_decref(tools), tools = NULL;
-        else if (tcs && !strcmp(tcs, "required")) forced = true;
-        else if (tct && !strcmp(tct, "function") && json_is_string(json_object_get(tc, "name"))) forced = true, force = json_string_value(json_object_get(tc, "name"));
-        else if (!tcs || strcmp(tcs, "auto")) {
-            json_decref(tools);
-            snprintf(msg, ml, "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"name\": ...}");
-            goto done;
-        }
-        if (forced && !tools) {
-            snprintf(msg, ml, "'tool_choice' requires a function tool in 'tools'");
-            goto done;
-        }
+    /* tool_choice: none drops the tools; required / a named function forces a call (setup_parse) */
+    mxl_tool_choice tc;
+    if (!mxl_srv_tool_choice_openai(json_object_get(body, "tool_choice"), &tc, msg, ml)) {
+        json_decref(tools);
+        goto done;
     }
+    if (tc.none) json_decref(tools), tools = NULL;
     if (tools) json_object_set_new(cbody, "tools", tools);
     urls = mxl_gen_model_vlm(s->model) ? json_array() : NULL;
     mxl_chat_opts o;
     if (!(chat = mxl_srv_chat_messages(s, msgs, urls, msg, ml)) || !mxl_srv_parse_params(s, cbody, &g->params, &g->bias, msg, ml) ||
         !mxl_srv_chat_opts(s, cbody, &o, &kw, msg, ml) || !mxl_srv_parse_constraint(s, cbody, true, &g->params, msg, ml))
         goto done;
-    if (forced && mxl_srv_constraint_owned(&g->params, s->defaults.sampling.grammar) == NULL) {
-        mxl_chat_syntax syn = mxl_chat_syntax_detect(mxl_gen_model_template_text(s->model), NULL);
-        msg[0] = 0;
-        char *gram = forced_call_grammar(syn.fmt, o.tools, force, msg, ml);
-        if (!gram && msg[0]) goto done;
-        if (gram) g->params.sampling.grammar = gram;
-    }
     size_t len = 0;
     mxl_error err = {0};
     if (mxl_chat_render(s->model, chat, &o, &g->prompt_text, &len, &err)) {
@@ -480,7 +406,7 @@ static bool prepare(mxl_server *s, mxl_http_req *r, const json_t *body, mxl_gen_
         goto done;
     }
     if (!mxl_srv_tokenize_chat(s, g, urls, len, msg, ml)) goto done;
-    mxl_srv_setup_parse(s, g, o.tools);
+    if (!mxl_srv_setup_parse(s, g, o.tools, &tc, msg, ml)) goto done;
     ok = true;
 done:
     json_decref(prev_conv);

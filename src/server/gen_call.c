@@ -14,6 +14,7 @@
 #include "io/json_write.h"
 #include "models/vlm.h"
 #include "server/constraint.h"
+#include "server/constraint.h"
 #include "server/gen_call.h"
 
 #include "server/request.h"
@@ -23,17 +24,27 @@ static mxl_api api_of(const mxl_gen_call *g) {
     return g->kind == MXL_GEN_ANTHROPIC ? MXL_API_ANTHROPIC : g->kind == MXL_GEN_LLAMA ? MXL_API_LLAMA : MXL_API_OPENAI;
 }
 
-void mxl_srv_setup_parse(mxl_server *s, mxl_gen_call *g, const json_t *tools) {
-    mxl_chat_syntax syn = mxl_chat_syntax_detect(mxl_gen_model_template_text(s->model), g->prompt_text ? g->prompt_text : "");
+bool mxl_srv_setup_parse(mxl_server *s, mxl_gen_call *g, const json_t *tools, const mxl_tool_choice *tc, char *msg, size_t ml) {
+    const char *tpl = mxl_gen_model_template_text(s->model);
+    mxl_chat_syntax syn = mxl_chat_syntax_detect(tpl, g->prompt_text ? g->prompt_text : "");
     if (!tools) mxl_chat_syntax_without_tools(&syn);
     if (s->cfg->reasoning_format && !strcmp(s->cfg->reasoning_format, "none")) syn.think_tags = false, syn.starts_in_reasoning = false;
-    if (syn.fmt == MXL_CHAT_FMT_PLAIN && !syn.think_tags && !syn.starts_in_reasoning) return; /* text passes through */
+    if (tc && tc->forced) {
+        if (!tools) return snprintf(msg, ml, "'tool_choice' asks for a tool call but 'tools' has no function"), false;
+        if (!mxl_srv_constraint_owned(&g->params, s->defaults.sampling.grammar)) {
+            char *gram = mxl_srv_forced_call_grammar(&syn, tpl, tools, tc->only, msg, ml);
+            if (!gram && msg[0]) return false;
+            if (gram) g->params.sampling.grammar = gram; /* (freed with the call: constraint_owned) */
+        }
+    }
+    if (syn.fmt == MXL_CHAT_FMT_PLAIN && !syn.think_tags && !syn.starts_in_reasoning) return true; /* text passes through */
     g->tools = tools ? json_incref((json_t *)tools) : NULL;
     syn.tools = g->tools;
     syn.id_seed = atomic_fetch_add(&s->next_id, 1) * 0x9E3779B97F4A7C15ull;
     g->syn = syn;
     g->parse = true;
     g->params.keep_special = syn.fmt == MXL_CHAT_FMT_GPT_OSS || syn.fmt == MXL_CHAT_FMT_MISTRAL;
+    return true;
 }
 
 /* One prompt into ids; text also kept when it is the first. */

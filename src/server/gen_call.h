@@ -17,6 +17,7 @@
 #include "server/media.h"
 #include "server/scheduler.h"
 #include "server/server_state.h"
+#include "server/tool_choice.h"
 
 typedef enum mxl_gen_kind { MXL_GEN_CHAT, MXL_GEN_COMPLETION, MXL_GEN_LLAMA, MXL_GEN_ANTHROPIC, MXL_GEN_RESPONSES } mxl_gen_kind;
 
@@ -64,8 +65,12 @@ typedef struct mxl_gen_call {
 } mxl_gen_call;
 
 /* Decides whether the call's output goes through the chat parser (the template thinks or calls
- * tools) and sets up the syntax; keeps special tokens in the text when its markers are special. */
-void mxl_srv_setup_parse(mxl_server *s, mxl_gen_call *g, const json_t *tools);
+ * tools) and sets up the syntax; keeps special tokens in the text when its markers are special.
+ * A forced tool_choice (tc, may be NULL) gets the grammar of a call in that syntax
+ * (tool_choice.h) unless the request has a grammar of its own; false with msg (a 400) when it
+ * cannot. Call it once the prompt is rendered (a prompt that ends inside a think tag changes
+ * the grammar). */
+bool mxl_srv_setup_parse(mxl_server *s, mxl_gen_call *g, const json_t *tools, const mxl_tool_choice *tc, char *msg, size_t ml);
 /* A completion prompt: a string, token ids, llama-server's {"prompt_string": ...} object, or an
  * array of those (several prompts: one choice each, answered as a list by /completion). Strings
  * are tokenized with the tokenizer's special tokens added and special tokens parsed. */
