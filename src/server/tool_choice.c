@@ -206,9 +206,10 @@ static json_t *call_schema(const json_t *tools, const char *only, const char *ke
     size_t i;
     const json_t *t;
     json_array_foreach(tools, i, t) {
-        if (only && strcmp(fn_name(t), only)) continue;
+        if (!fn_name(t) || (only && strcmp(fn_name(t), only))) continue;
         const json_t *p = fn_params(t);
-        json_t *props = json_pack("{s:{s:s}, s:O}", "name", "const", fn_name(t), key, p && !json_is_null(p) ? p : json_pack("{s:s}", "type", "object"));
+        json_t *params = p && !json_is_null(p) ? json_incref((json_t *)p) : json_pack("{s:s}", "type", "object");
+        json_t *props = json_pack("{s:{s:s}, s:o}", "name", "const", fn_name(t), key, params);
         json_array_append_new(any, json_pack("{s:s, s:o, s:[s, s]}", "type", "object", "properties", props, "required", "name", key));
     }
     json_t *schema = json_array_size(any) == 1 ? json_incref(json_array_get(any, 0)) : json_pack("{s:O}", "anyOf", any);

@@ -36,6 +36,7 @@
 #include "server/gen_call.h"
 #include "server/request.h"
 #include "server/server_state.h"
+#include "server/tool_choice.h"
 #include "template/template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -194,6 +195,30 @@ static const char *last_text(const json_t *msgs) {
     return json_string_value(json_object_get(m, "content"));
 }
 
+/* tool_choice in both shapes, and the forcing grammar of the request's tools in every call syntax
+ * (with and without thinking first): a grammar (parsed by the builder itself) or a one-line
+ * refusal */
+static void forced_calls(const json_t *body, const json_t *tools) {
+    char msg[512] = "";
+    mxl_tool_choice tc, ta;
+    if (!mxl_srv_tool_choice_openai(json_object_get(body, "tool_choice"), &tc, msg, sizeof msg)) check_msg(msg, sizeof msg);
+    if (!mxl_srv_tool_choice_anthropic(json_object_get(body, "tool_choice"), &ta, msg, sizeof msg)) check_msg(msg, sizeof msg);
+    if (!tools) return;
+    static const mxl_chat_format fmts[] = {MXL_CHAT_FMT_HERMES, MXL_CHAT_FMT_QWEN3_XML, MXL_CHAT_FMT_LLAMA3_JSON, MXL_CHAT_FMT_MISTRAL,
+                                           MXL_CHAT_FMT_MISTRAL, MXL_CHAT_FMT_GPT_OSS};
+    for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
+        mxl_chat_syntax syn = {.fmt = fmts[f]};
+        if (f == 1) syn.tool_open = "<seed:tool_call>", syn.tool_close = "</seed:tool_call>";
+        if (f == 2) syn.think_tags = true, syn.think_open = "<think>", syn.think_close = "</think>";
+        if (f == 3) syn.think_tags = syn.starts_in_reasoning = true, syn.think_open = "[THINK]", syn.think_close = "[/THINK]";
+        const char *tpl = f == 3 ? "[TOOL_CALLS]N[ARGS]" : "";
+        const char *only = f % 2 ? json_string_value(json_object_get(json_object_get(json_array_get(tools, 0), "function"), "name")) : NULL;
+        char *g = mxl_srv_forced_call_grammar(&syn, tpl, tools, only, msg, sizeof msg);
+        if (!g) check_msg(msg, sizeof msg);
+        mxl_free(g);
+    }
+}
+
 static void openai_chat(const json_t *body) {
     for (int with_images = 0; with_images < 2; with_images++) {
         char msg[512] = "";
@@ -206,6 +231,7 @@ static void openai_chat(const json_t *body) {
             check_msg(msg, sizeof msg);
         } else if (!with_images) {
             render(msgs, &o, last_text(msgs));
+            forced_calls(body, o.tools);
         }
         json_decref(kw);
         json_decref(msgs);
