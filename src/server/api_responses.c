@@ -424,7 +424,7 @@ static json_t *skeleton_of(mxl_server *s, const json_t *body, const mxl_gen_call
     json_t *k = json_object();
     json_object_set_new(k, "object", json_string("response"));
     json_object_set_new(k, "model", json_string(s->model_name));
-    json_object_set_new(k, "background", json_false());
+    json_object_set_new(k, "background", json_boolean(g->background));
     json_object_set_new(k, "error", json_null());
     json_object_set_new(k, "incomplete_details", json_null());
     v = json_object_get(body, "instructions");
@@ -525,7 +525,7 @@ void mxl_resp_respond_whole(mxl_gen_call *g, const char *fail) {
         json_t *resp = response_json(g, "failed", NULL, true, NULL, c->error[0] ? c->error : "generation failed");
         store_final(g, resp);
         json_decref(resp);
-        mxl_srv_error(g->r, MXL_API_OPENAI, 500, "server_error", "%s", c->error[0] ? c->error : "generation failed");
+        if (g->r) mxl_srv_error(g->r, MXL_API_OPENAI, 500, "server_error", "%s", c->error[0] ? c->error : "generation failed");
         return;
     }
     json_t *output = json_array();
@@ -559,9 +559,15 @@ void mxl_resp_respond_whole(mxl_gen_call *g, const char *fail) {
     json_t *resp = response_json(g, fail ? "cancelled" : length ? "incomplete" : "completed", output, true, length ? "max_output_tokens" : NULL, NULL);
     json_decref(output);
     store_final(g, resp);
+    if (!g->r) { /* a background response: stored only */
+        json_decref(resp);
+        return;
+    }
     if ((g->srv->cfg->verbose || g->verbose)) json_object_set_new(resp, "__verbose", json_pack("{s:s}", "prompt", g->prompt_text ? g->prompt_text : ""));
     mxl_http_send_json(g->r, 200, resp);
 }
+
+void mxl_resp_send_started(mxl_gen_call *g) { mxl_http_send_json(g->r, 200, response_json(g, "in_progress", NULL, true, NULL, NULL)); }
 
 /* --- streaming ------------------------------------------------------------------------------------- */
 
@@ -787,8 +793,18 @@ void mxl_api_responses_create(mxl_server *s, mxl_http_req *r) {
         snprintf(msg, sizeof msg, "'stream' and 'store' must be booleans");
         goto bad;
     }
-    if (json_is_true(bg)) {
-        snprintf(msg, sizeof msg, "'background' responses are not supported by this server");
+    if (bg && !json_is_null(bg) && !json_is_boolean(bg)) {
+        snprintf(msg, sizeof msg, "'background' must be a boolean");
+        goto bad;
+    }
+    /* background: answered at once (in_progress), run on, polled with GET /v1/responses/{id} */
+    g->background = json_is_true(bg);
+    if (g->background && (json_is_false(sto) || !mxl_resp_store_enabled(s->responses))) {
+        snprintf(msg, sizeof msg, "a 'background' response must be stored ('store': true, and a response store on this server)");
+        goto bad;
+    }
+    if (g->background && json_is_true(st)) {
+        snprintf(msg, sizeof msg, "'background' with 'stream' is not supported by this server: poll GET /v1/responses/{id}");
         goto bad;
     }
     const json_t *md = json_object_get(body, "metadata");

@@ -3,6 +3,7 @@
  * events, in the shape of the API that asked (OpenAI chat / completions, llama-server
  * /completion). The client going away cancels the jobs, which frees their slots at the next
  * engine step. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -745,6 +746,37 @@ static void stream_done(void *ctx, bool gone) {
     if (hook) mxl_alloc_fail_at(0); /* the stream is over: a fault it did not reach goes (server.c) */
 }
 
+/* A background response runs on after its request is answered: this thread waits for the jobs
+ * and stores the result (a cancel through the store ends them). The model is held awake and
+ * the server's shutdown waits for n_background to reach 0 before freeing the stores. */
+static void *background_main(void *arg) {
+    mxl_gen_call *g = arg;
+    mxl_server *s = g->srv;
+    mxl_srv_channel *c = g->ch;
+    pthread_mutex_lock(&c->mu);
+    while (!mxl_srv_channel_done(c)) mxl_srv_channel_wait_locked(c, c->n_ev, 100);
+    pthread_mutex_unlock(&c->mu);
+    respond_whole(g);
+    mxl_gen_call_free(g);
+    mxl_srv_release(s);
+    atomic_fetch_sub(&s->n_background, 1);
+    return NULL;
+}
+
+static void background(mxl_gen_call *g) {
+    mxl_resp_send_started(g);
+    g->r = NULL;
+    mxl_srv_hold(g->srv);
+    atomic_fetch_add(&g->srv->n_background, 1);
+    pthread_t th;
+    if (pthread_create(&th, NULL, background_main, g) == 0) {
+        pthread_detach(th);
+        return;
+    }
+    atomic_store(&g->ch->cancel, true); /* (no thread: it ends here, cancelled) */
+    background_main(g);
+}
+
 void mxl_gen_call_run(mxl_gen_call *g) {
     if (!g->created) g->created = (long)time(NULL);
     unsigned long long id = atomic_fetch_add(&g->srv->next_id, 1);
@@ -785,6 +817,10 @@ void mxl_gen_call_run(mxl_gen_call *g) {
         }
     }
     if (g->resp) mxl_resp_started(g);
+    if (g->background) {
+        background(g);
+        return;
+    }
     if (g->stream) {
         g->last_write_ms = mxl_now_ms();
         g->alloc_failed0 = mxl_alloc_thread_failures();

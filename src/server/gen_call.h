@@ -30,6 +30,7 @@ typedef struct mxl_gen_call {
     mxl_srv_channel *ch;
     int n;                  /* choices */
     bool stream, include_usage, logprobs, multi, verbose, return_progress;
+    bool background; /* a Responses call answered at once and run on (r is NULL once answered) */
     int top_logprobs;
     char id[64];
     long created;

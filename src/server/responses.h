@@ -12,7 +12,10 @@
 void mxl_resp_started(mxl_gen_call *g);
 /* One engine event of a streamed response (channel lock held); text: its text as a JSON string. */
 void mxl_resp_stream_event(mxl_gen_call *g, const mxl_srv_event *e, const json_t *text, bool failed);
-/* Answers a finished non-streamed call (fail: "error", "cancelled" or NULL) and stores it. */
+/* A background response's first answer: the stored response, in_progress. */
+void mxl_resp_send_started(mxl_gen_call *g);
+/* Answers a finished non-streamed call (fail: "error", "cancelled" or NULL) and stores it (a
+ * background call's request was answered already: it is only stored). */
 void mxl_resp_respond_whole(mxl_gen_call *g, const char *fail);
 /* Frees g->resp; a response never finished (client gone, error) is stored with what it has, as
  * cancelled or failed. */

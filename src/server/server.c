@@ -866,20 +866,24 @@ static void wait_for_signal(mxl_server *s, void (*log)(const char *)) {
  * signal; shut_down then cancels what is left, each with a clean "the server is shutting down". */
 static void drain(mxl_server *s, mxl_http_server *http, void (*log)(const char *)) {
     atomic_store(&s->draining, true);
-    unsigned busy = mxl_http_in_flight(http);
+    /* (background responses count as requests in flight: their own requests were answered) */
+    unsigned busy = mxl_http_in_flight(http) + (unsigned)atomic_load(&s->n_background);
     if (busy == 0 || s->cfg->shutdown_timeout <= 0) return;
     logf_line(log, "draining: %u request%s in flight; waiting up to %lld s for them (a second signal stops now)", busy,
               busy == 1 ? "" : "s", (long long)s->cfg->shutdown_timeout);
     const double until = mxl_now_ms() + 1000.0 * (double)s->cfg->shutdown_timeout;
-    while ((busy = mxl_http_in_flight(http)) > 0 && g_stop < 2 && mxl_now_ms() < until) usleep(20 * 1000);
+    while ((busy = mxl_http_in_flight(http) + (unsigned)atomic_load(&s->n_background)) > 0 && g_stop < 2 && mxl_now_ms() < until)
+        usleep(20 * 1000);
     if (busy) logf_line(log, "cancelling %u request%s still in flight", busy, busy == 1 ? "" : "s");
 }
 
 /* Frees whatever startup got to, in an order that lets in-flight requests end. */
 static void shut_down(mxl_server *s, startup *up) {
-    /* stopping the scheduler ends every job (cancelled), which unblocks the connection threads */
+    /* stopping the scheduler ends every job (cancelled), which unblocks the connection threads and
+     * the background responses' threads; these store their result before the stores go */
     mxl_sched_destroy(s->sched);
     mxl_http_stop(up->http);
+    for (int i = 0; i < 3000 && atomic_load(&s->n_background) > 0; i++) usleep(10 * 1000);
     for (int i = 0; i < s->n_lora; i++) mxl_lora_free(s->lora[i]);
     mxl_gen_model_destroy(s->model);
     mxl_gen_model_destroy(s->draft_model);

@@ -37,6 +37,7 @@ typedef struct mxl_server {
     char webui_csp[512];    /* its Content-Security-Policy (the hashes of its style and script) */
     atomic_bool ready;      /* model loaded */
     atomic_bool draining;   /* SIGTERM / SIGINT seen: new requests get 503 while running ones finish */
+    atomic_int n_background; /* background responses still running (their request has been answered) */
     mxl_gen_model *model;   /* NULL when the server only embeds / reranks */
     mxl_embed_model *embedder;
     mxl_embed_opts embed_opts;

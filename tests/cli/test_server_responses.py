@@ -325,3 +325,54 @@ def test_store_disabled():
             c.responses.retrieve(r.id)
     finally:
         assert s.stop() == 0
+
+
+def wait_status(c, rid, until=("completed", "incomplete", "cancelled", "failed"), timeout=120):
+    deadline = time.time() + timeout
+    while True:
+        r = c.responses.retrieve(rid)
+        if r.status in until:
+            return r
+        assert time.time() < deadline, r.status
+        time.sleep(0.1)
+
+
+def test_background_response_is_polled(srv):
+    c = client(srv)
+    r = c.responses.create(model="x", input="Name a color.", temperature=0, max_output_tokens=12, background=True)
+    assert r.background is True and r.status in ("queued", "in_progress") and r.output == []
+    done = wait_status(c, r.id)
+    fg = c.responses.create(model="x", input="Name a color.", temperature=0, max_output_tokens=12)
+    assert done.background is True and done.status == fg.status and done.output_text == fg.output_text
+    assert done.usage.output_tokens == fg.usage.output_tokens
+
+
+def test_background_response_is_cancelled(srv):
+    c = client(srv)
+    r = c.responses.create(model="x", input="Write a long story about the sea.", temperature=0, max_output_tokens=2000,
+                           background=True, extra_body={"ignore_eos": True})
+    cancelled = c.responses.cancel(r.id)
+    assert cancelled.status == "cancelled"
+    done = wait_status(c, r.id)
+    assert done.status == "cancelled" and (done.usage is None or done.usage.output_tokens < 2000)
+
+
+@pytest.mark.parametrize("extra,needle", [({"store": False}, "must be stored"), ({"stream": True}, "'background' with 'stream'"),
+                                          ({"background": "yes"}, "'background' must be a boolean")])
+def test_background_refusals(srv, extra, needle):
+    body = {"model": "x", "input": "hi", "background": True, **extra}
+    r = requests.post(srv.url + "/v1/responses", json=body)
+    assert r.status_code == 400 and needle in r.json()["error"]["message"], r.text
+
+
+def test_background_responses_finish_before_shutdown():
+    s = Server("--parallel", "1", "--ctx-size", "1024", "--shutdown-timeout", "2")
+    try:
+        c = client(s)
+        r = c.responses.create(model="x", input="Count to twenty.", temperature=0, max_output_tokens=900, background=True,
+                               extra_body={"ignore_eos": True})
+        assert r.status in ("queued", "in_progress")
+    finally:
+        # SIGTERM: the drain waits for it (then cancels it), the shutdown lets it store its end first
+        assert s.stop() == 0
+    assert "draining: 1 request in flight" in s.lines[-1], s.lines[-1]
