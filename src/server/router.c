@@ -675,7 +675,9 @@ static const char *header_value(const char *head, const char *name, char *out, s
 
 /* Relays r to m's child (which acquire() counted as in use: released here or when the stream
  * ends). The child answers HTTP/1.0, so its body ends when it closes the connection. */
-static void relay_request(router *rt, mxl_http_req *r, rmodel *m, const char *path, mxl_api api) {
+/* Relays r to m's child and its answer back; releases m. With probe, a whole 404 answer is not
+ * relayed: false, and the caller may ask another child (nothing was sent). */
+static bool relay_request(router *rt, mxl_http_req *r, rmodel *m, const char *path, mxl_api api, bool probe) {
     pthread_mutex_lock(&rt->mu);
     int port = m->port;
     pthread_mutex_unlock(&rt->mu);
@@ -686,7 +688,7 @@ static void relay_request(router *rt, mxl_http_req *r, rmodel *m, const char *pa
         if (fd >= 0) close(fd);
         release(rt, m);
         mxl_srv_error(r, api, 502, "server_error", "the server of %s does not answer", m->id);
-        return;
+        return true;
     }
     size_t body_len = 0;
     const char *body = mxl_http_body(r, &body_len);
@@ -703,7 +705,7 @@ static void relay_request(router *rt, mxl_http_req *r, rmodel *m, const char *pa
         close(fd);
         release(rt, m);
         mxl_srv_error(r, api, 502, "server_error", "the server of %s closed the connection", m->id);
-        return;
+        return true;
     }
     /* the response head */
     size_t cap = 16384, len = 0;
@@ -724,7 +726,7 @@ static void relay_request(router *rt, mxl_http_req *r, rmodel *m, const char *pa
         mxl_free(buf);
         release(rt, m);
         mxl_srv_error(r, api, 502, "server_error", "the server of %s gave no valid response", m->id);
-        return;
+        return true;
     }
     *end = 0;
     char content_type[256];
@@ -737,11 +739,11 @@ static void relay_request(router *rt, mxl_http_req *r, rmodel *m, const char *pa
             mxl_free(buf);
             release(rt, m);
             mxl_srv_error(r, api, 500, "server_error", "out of memory");
-            return;
+            return true;
         }
         *x = (relay){rt, m, fd, buf, len, body_off};
         mxl_http_stream(r, status, content_type, relay_produce, relay_done, x);
-        return;
+        return true;
     }
     memmove(buf, buf + body_off, len - body_off); /* a whole answer: read to its end */
     len -= body_off;
@@ -759,8 +761,13 @@ static void relay_request(router *rt, mxl_http_req *r, rmodel *m, const char *pa
     }
     close(fd);
     release(rt, m);
+    if (probe && status == 404) {
+        mxl_free(buf);
+        return false;
+    }
     mxl_http_send(r, status, content_type, buf, len);
     mxl_free(buf);
+    return true;
 }
 
 /* --- the router's own routes -------------------------------------------------------------------- */
@@ -886,6 +893,24 @@ static void handle(void *ctx, mxl_http_req *r) {
         else mxl_srv_error(r, api, 405, "invalid_request_error", "method %s is not allowed on %s", method, path);
         return;
     }
+    /* a stored response or conversation named by its id alone lives in one of the children: each
+     * loaded one is asked in turn (they keep their own stores) */
+    const bool stored = (!strncmp(path, "/v1/responses/", 14) && path[14]) || (!strncmp(path, "/responses/", 11) && path[11]) ||
+                        !strncmp(path, "/v1/conversations", 17);
+    if (stored && !mxl_http_query(r, "model")) {
+        rmodel *loaded[64];
+        size_t n_loaded = 0;
+        pthread_mutex_lock(&rt->mu);
+        for (size_t i = 0; i < rt->n_models && n_loaded < 64; i++)
+            if (rt->models[i].state == M_LOADED) loaded[n_loaded++] = &rt->models[i];
+        pthread_mutex_unlock(&rt->mu);
+        int st = 0;
+        char msg[1024];
+        for (size_t i = 0; i < n_loaded; i++)
+            if (acquire(rt, loaded[i], false, false, &st, msg, sizeof msg) && relay_request(rt, r, loaded[i], path, api, true)) return;
+        mxl_srv_error(r, api, 404, "not_found_error", "%s was not found in any loaded model's store (a model's stored responses go when it is unloaded)", path);
+        return;
+    }
     /* everything else goes to the model the request names */
     char *name = NULL;
     const char *q = mxl_http_query(r, "model");
@@ -916,7 +941,7 @@ static void handle(void *ctx, mxl_http_req *r) {
         mxl_srv_error(r, api, status, status == 500 ? "server_error" : status == 503 ? "unavailable_error" : "invalid_request_error", "%s", msg);
         return;
     }
-    relay_request(rt, r, m, path, api);
+    relay_request(rt, r, m, path, api, false);
 }
 
 /* --- the process ------------------------------------------------------------------------------- */

@@ -345,3 +345,21 @@ def test_tls_at_the_router(store, tmp_path):
         assert rt.stop() == 0
     bad = run("serve", "--port", "0", "--ssl-cert-file", str(tmp_path / "none.pem"), "--ssl-key-file", key, env=store, timeout=60)
     assert bad.returncode == 1 and "--ssl-cert-file" in bad.stderr and "cannot open" in bad.stderr, bad.stderr
+
+
+def test_stored_responses_through_the_router(store):
+    rt = Router("-c", "2048", env=store)
+    try:
+        r = requests.post(rt.url + "/v1/responses", json={"model": SMOL, "input": "Name a color.", "max_output_tokens": 6,
+                                                         "temperature": 0}, timeout=120)
+        assert r.status_code == 200, r.text
+        rid = r.json()["id"]
+        g = requests.get(rt.url + "/v1/responses/" + rid)  # by its id alone: the router asks its children
+        assert g.status_code == 200 and g.json()["id"] == rid and g.json()["output"] == r.json()["output"], g.text
+        items = requests.get(rt.url + "/v1/responses/" + rid + "/input_items")
+        assert items.status_code == 200 and items.json()["data"], items.text
+        assert requests.delete(rt.url + "/v1/responses/" + rid).status_code == 200
+        gone = requests.get(rt.url + "/v1/responses/" + rid)
+        assert gone.status_code == 404 and "not found" in gone.json()["error"]["message"], gone.text
+    finally:
+        assert rt.stop() == 0
