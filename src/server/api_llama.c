@@ -150,6 +150,7 @@ static bool vec_mixed(const mxl_tokenizer *tok, id_vec *v, const json_t *j, cons
  * (https://arxiv.org/pdf/2409.12186) when the vocabulary has <|repo_name|> / <|file_sep|>:
  *   [FIM_REP]myproject\n [FIM_SEP]filename0\n extra0 ... [FIM_SEP]filename\n
  *   [BOS] [FIM_PRE]prefix prompt [FIM_SUF]suffix [FIM_MID]
+ * (--spm-infill: [BOS] [FIM_SUF]suffix [FIM_PRE]prefix prompt [FIM_MID])
  * with the prefix cut to its last 3/4 of a batch, the suffix to 1/4 of a batch less the prompt,
  * and the extra context to its last n_ctx - n_batch - 2 n_predict tokens. */
 static bool build_infill(mxl_server *s, const json_t *prefix, const json_t *suffix, const json_t *extra, const id_vec *prompt, id_vec *out,
@@ -196,11 +197,16 @@ static bool build_infill(mxl_server *s, const json_t *prefix, const json_t *suff
         if (n_extra_take > (int64_t)ex.n) n_extra_take = (int64_t)ex.n;
         vec_put(out, 0, ex.ids + ex.n - n_extra_take, (size_t)n_extra_take);
         if (mxl_tokenizer_add_bos(tok) && mxl_tokenizer_bos_id(tok) >= 0) vec_push(out, mxl_tokenizer_bos_id(tok));
-        vec_push(out, pre);
-        vec_put(out, out->n, tp.ids + tp.n - n_prefix_take, (size_t)n_prefix_take);
-        vec_put(out, out->n, prompt->ids, prompt->n);
-        vec_push(out, suf);
-        vec_put(out, out->n, ts.ids, (size_t)n_suffix_take);
+        for (int part = 0; part < 2; part++) { /* prefix then suffix; --spm-infill: suffix then prefix */
+            if ((part == 0) != cfg->spm_infill) {
+                vec_push(out, pre);
+                vec_put(out, out->n, tp.ids + tp.n - n_prefix_take, (size_t)n_prefix_take);
+                vec_put(out, out->n, prompt->ids, prompt->n);
+            } else {
+                vec_push(out, suf);
+                vec_put(out, out->n, ts.ids, (size_t)n_suffix_take);
+            }
+        }
         vec_push(out, mid);
         if (ex.oom || tp.oom || ts.oom || out->oom) {
             snprintf(msg, ml, "out of memory");

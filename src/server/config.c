@@ -163,6 +163,7 @@ static const opt k_opts[] = {
     {"--force|--no-memory-check", NULL, K_ON, F(memory_force), 0, 0, "an over-budget preflight only warns"},
     {"--settings", NULL, K_ON, F(settings), 0, 0, "GET / PATCH /v1/settings: read and change the request defaults at run time (needs --api-key)"},
     {"--enable-vlm-prefix-cache", NULL, K_REFUSED, 0, 0, 0, NULL},
+    {"--spm-infill", NULL, K_ON, F(spm_infill), 0, 0, "/infill puts the suffix before the prefix (Suffix/Prefix/Middle), as some models were trained"},
     {"--adapter|--lora", NULL, K_MULTI, F(lora), 0, 0, "LoRA adapter(s) to load, comma-separated or repeated (scale 1)"},
     {"--lora-scaled", NULL, K_MULTI, F(lora_scaled), 0, 0, "LoRA adapter(s) with their scales: PATH:SCALE,..."},
     {"--lora-init-without-apply", NULL, K_ON, F(lora_init_without_apply), 0, 0, "load the adapters at scale 0 (POST /lora-adapters applies them)"},

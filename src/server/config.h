@@ -48,7 +48,7 @@ typedef struct mxl_server_config {
     int64_t reasoning_budget;
     const char *reasoning_format, *reasoning;
     /* endpoints */
-    bool slots, props, metrics, warmup, settings;
+    bool slots, props, metrics, warmup, settings, spm_infill;
     bool webui; /* --webui: the page at {api_prefix}/webui/ */
     /* prompt cache */
     bool prompt_cache;

@@ -51,13 +51,13 @@ def _infill_body(case, **kw):
     return body
 
 
-@pytest.mark.parametrize("group", [("simple", "extra_and_prompt"), ("truncated",)])
+@pytest.mark.parametrize("group", [("simple", "extra_and_prompt"), ("truncated",), ("simple_spm", "extra_and_prompt_spm")])
 def test_infill_prompt_ids_match_llama_server(qwen3_dir, group):
     ref = _reference()
     cases = [c for c in ref["cases"] if c["name"] in group]
     c0 = cases[0]
     srv = Server("-m", qwen3_dir, "-np", "1", "--ctx-size", str(c0["n_ctx"]), "--batch-size", str(c0["n_batch"]),
-                 "-n", str(c0["n_predict"]), "--prompt-cache-min-prefix", "1000000")
+                 "-n", str(c0["n_predict"]), "--prompt-cache-min-prefix", "1000000", *(["--spm-infill"] if c0["spm"] else []))
     try:
         for case in cases:
             assert (case["n_ctx"], case["n_batch"], case["n_predict"]) == (c0["n_ctx"], c0["n_batch"], c0["n_predict"])
