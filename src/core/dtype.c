@@ -39,6 +39,8 @@ static const mxl_dtype_info k_infos[MXL_DTYPE_COUNT] = {
     [MXL_DTYPE_MXFP4] = {"MXFP4", 32, 17, false, true}, /* e (E8M0) + 16 nibble bytes */
     [MXL_DTYPE_TQ1_0] = {"TQ1_0", 256, 54, false, true}, /* qs[48] qh[4] d */
     [MXL_DTYPE_TQ2_0] = {"TQ2_0", 256, 66, false, true}, /* qs[64] d */
+    [MXL_DTYPE_IQ4_NL] = {"IQ4_NL", 32, 18, false, true}, /* d + 16 nibble bytes */
+    [MXL_DTYPE_IQ4_XS] = {"IQ4_XS", 256, 136, false, true}, /* d scales_h scales_l[4] qs[128] */
 };
 
 const mxl_dtype_info *mxl_dtype_get_info(mxl_dtype dtype) {

@@ -44,6 +44,8 @@ typedef enum mxl_dtype {
     MXL_DTYPE_MXFP4, /* ggml's MXFP4: an E8M0 scale byte + 32 E2M1 nibbles */
     MXL_DTYPE_TQ1_0, /* ggml's ternary formats (BitNet b1.58): 256 values in base-3 digits */
     MXL_DTYPE_TQ2_0, /* ... or 2 bits each, one f16 scale per 256 */
+    MXL_DTYPE_IQ4_NL, /* ggml's IQ4_NL: 32 nibbles looked up in a 16-entry non-linear table */
+    MXL_DTYPE_IQ4_XS, /* ... the same table, 256 elements with 6-bit scales per 32 */
     MXL_DTYPE_COUNT
 } mxl_dtype;
 

@@ -44,7 +44,7 @@ static void fill_random_blocks(mxl_dtype t, uint8_t *p, int64_t nblocks) {
         for (uint32_t i = 0; i < inf->block_bytes; i++) blk[i] = (uint8_t)rnd();
         float d = 0.001f + 0.05f * (frand() + 1.0f), m = 0.05f * frand();
         switch (t) {
-        case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q8_0:
+        case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q8_0: case MXL_DTYPE_IQ4_NL:
             put_f16(blk, d);
             break;
         case MXL_DTYPE_Q4_1: case MXL_DTYPE_Q5_1: case MXL_DTYPE_Q4_K: case MXL_DTYPE_Q5_K:
@@ -59,6 +59,7 @@ static void fill_random_blocks(mxl_dtype t, uint8_t *p, int64_t nblocks) {
         case MXL_DTYPE_Q6_K: put_f16(blk + 208, d * 0.1f); break;
         case MXL_DTYPE_MXFP4: blk[0] = (uint8_t)(118 + rnd() % 8); break; /* 2^-10 .. 2^-3 */
         case MXL_DTYPE_TQ1_0: put_f16(blk + 52, d); break;
+        case MXL_DTYPE_IQ4_XS: put_f16(blk, d * 0.1f); break;
         case MXL_DTYPE_TQ2_0: /* ternary codes only (3, which no quantizer writes, made 2) */
             for (int j = 0; j < 64; j++)
                 for (int l = 0; l < 8; l += 2)
@@ -83,7 +84,8 @@ static double nmse(const float *a, const float *ref, int64_t n) {
 static const mxl_dtype k_gguf_types[] = {MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q5_0,
                                          MXL_DTYPE_Q5_1, MXL_DTYPE_Q8_0, MXL_DTYPE_Q2_K,
                                          MXL_DTYPE_Q3_K, MXL_DTYPE_Q4_K, MXL_DTYPE_Q5_K,
-                                         MXL_DTYPE_Q6_K, MXL_DTYPE_MXFP4, MXL_DTYPE_TQ1_0, MXL_DTYPE_TQ2_0};
+                                         MXL_DTYPE_Q6_K, MXL_DTYPE_MXFP4, MXL_DTYPE_TQ1_0, MXL_DTYPE_TQ2_0,
+                                         MXL_DTYPE_IQ4_NL, MXL_DTYPE_IQ4_XS};
 
 /* sum_i |w_i x_i| of row r (for the f32-order tolerance). */
 static double abs_dot(const mxl_weight *W, int64_t r, const float *x) {

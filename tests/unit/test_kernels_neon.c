@@ -5,7 +5,7 @@
  * mxl_cpu_isa_detect() reaches MXL_CPU_ISA_NEON_DOTPROD (MXL_CPU_ISA=neon caps below it, so the
  * capped run checks the baseline kernels through the matmul dispatch too).
  * Bounds:
- *   - GGUF fused dots (Q4_0..Q8_0, Q2_K..Q6_K) and the MLX affine dot: bit-identical to the
+ *   - GGUF fused dots (Q4_0..Q8_0, Q2_K..Q6_K, MXFP4, IQ4_NL, IQ4_XS) and the MLX affine dot: bit-identical to the
  *     reference (exact integer block sums, the reference's f32 statements in its order);
  *   - q8a / q8k activation quantizers: bit-identical blocks;
  *   - dense F32/F16/BF16 dots (a float path, FMA chains): |neon - ref| <= 1e-5 * sum_i |w_i x_i|,
@@ -32,7 +32,8 @@
 
 static const mxl_dtype k_types[] = {MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q5_0, MXL_DTYPE_Q5_1,
                                     MXL_DTYPE_Q8_0, MXL_DTYPE_Q2_K, MXL_DTYPE_Q3_K, MXL_DTYPE_Q4_K,
-                                    MXL_DTYPE_Q5_K, MXL_DTYPE_Q6_K, MXL_DTYPE_MXFP4};
+                                    MXL_DTYPE_Q5_K, MXL_DTYPE_Q6_K, MXL_DTYPE_MXFP4,
+                                    MXL_DTYPE_IQ4_NL, MXL_DTYPE_IQ4_XS};
 #define N_TYPES (sizeof k_types / sizeof k_types[0])
 
 TEST(kernels_neon_isa_levels) {
@@ -115,7 +116,9 @@ static void fill_blocks(mxl_dtype t, uint8_t *p, int64_t nblocks) {
         for (uint32_t i = 0; i < inf->block_bytes; i++) blk[i] = b % 5 == 0 ? 0xFF : (uint8_t)rnd();
         uint16_t d = mxl_f32_to_f16(0.001f + 0.05f * (frand() + 1.0f)), m = mxl_f32_to_f16(0.05f * frand());
         switch (t) {
-        case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q8_0: memcpy(blk, &d, 2); break;
+        case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q8_0: case MXL_DTYPE_IQ4_NL: case MXL_DTYPE_IQ4_XS:
+            memcpy(blk, &d, 2);
+            break;
         case MXL_DTYPE_Q4_1: case MXL_DTYPE_Q5_1: case MXL_DTYPE_Q4_K: case MXL_DTYPE_Q5_K:
             memcpy(blk, &d, 2);
             memcpy(blk + 2, &m, 2);

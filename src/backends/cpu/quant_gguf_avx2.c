@@ -11,7 +11,9 @@
  *     is bit-identical to mxl_vec_dot_ref.
  *   - 4-token variants (prefill): a weight block is decoded once and used for four activation
  *     rows; per token the operations equal the 1-token kernel's (bit-identical results).
- * MXFP4 looks its nibbles up in the E2M1 table with one byte shuffle and runs as Q4_0.
+ * MXFP4 looks its nibbles up in the E2M1 table with one byte shuffle and runs as Q4_0; IQ4_NL the
+ * same in kvalues_iq4nl. IQ4_XS shuffles the same table per 32-element sub-block and forms its
+ * super-block sum exactly in int32 against q8k, as the K-quants (bit-identical).
  * (Swapping maddubs+madd for VNNI dpbusd inside these 4-token kernels gained only 5-10% here; the
  * AVX-512 VNNI gain comes from the 4x4 register-tiled kernel in quant_gguf_avx512.c.) */
 #include "backends/cpu/quant_gguf.h"
@@ -94,6 +96,44 @@ AVX2 static float dot_mxfp4(int64_t n, const void *w, const void *xq) {
         acc = _mm256_fmadd_ps(_mm256_set1_ps(mxl_e8m0_half(b[i].e) * x[i].d), s, acc);
     }
     return mxl_hsum8_avx2(acc);
+}
+
+/* IQ4_NL / IQ4_XS: 16 nibble bytes looked up in kvalues_iq4nl (signed codes -127..113) */
+AVX2 static inline __m256i iq4nl_codes(const uint8_t *qs) {
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mxl_kvalues_iq4nl));
+    return _mm256_shuffle_epi8(lut, nibbles_lo_hi(qs));
+}
+
+AVX2 static float dot_iq4_nl(int64_t n, const void *w, const void *xq) {
+    const mxl_block_iq4_nl *b = w;
+    const mxl_block_q8a *x = xq;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        __m256i q = iq4nl_codes(b[i].qs);
+        __m256i y = _mm256_loadu_si256((const __m256i *)x[i].qs);
+        __m256 s = _mm256_cvtepi32_ps(dot_i8(q, y));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].d) * x[i].d), s, acc);
+    }
+    return mxl_hsum8_avx2(acc);
+}
+
+/* IQ4_XS against q8k: per sub-block the int16 pair sums (|.| <= 2 * 127 * 127) times ls - 32 by
+ * madd, accumulated in int32 lanes; one mxl_kq_combine per super-block as the reference. */
+AVX2 static float dot_iq4_xs(int64_t n, const void *w, const void *xq) {
+    const mxl_block_iq4_xs *b = w;
+    const mxl_block_q8k *x = xq;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / 256; i++) {
+        __m256i sumv = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++) {
+            __m256i q = iq4nl_codes(b[i].qs + 16 * ib);
+            __m256i y = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * ib));
+            __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q));
+            sumv = _mm256_add_epi32(sumv, _mm256_madd_epi16(p16, _mm256_set1_epi16((short)mxl_iq4xs_scale(&b[i], ib))));
+        }
+        acc += mxl_kq_combine(h2f(b[i].d), 0.0f, x[i].d, hsum_epi32(sumv), 0);
+    }
+    return acc;
 }
 
 AVX2 static float dot_q4_1(int64_t n, const void *w, const void *xq) {
@@ -354,6 +394,11 @@ AVX2 ALWAYS static inline __m256i decode32(mxl_dtype t, const void *w, int64_t i
         *d = mxl_e8m0_half(b->e), *m = 0.0f;
         return mxfp4_codes(b->qs);
     }
+    case MXL_DTYPE_IQ4_NL: {
+        const mxl_block_iq4_nl *b = (const mxl_block_iq4_nl *)w + i;
+        *d = h2f(b->d), *m = 0.0f;
+        return iq4nl_codes(b->qs);
+    }
     default: {
         const mxl_block_q8_0 *b = (const mxl_block_q8_0 *)w + i;
         *d = h2f(b->d), *m = 0.0f;
@@ -390,6 +435,34 @@ AVX2 static void dot4_q5_0(int64_t n, const void *w, const void *x, size_t s, fl
 AVX2 static void dot4_q5_1(int64_t n, const void *w, const void *x, size_t s, float *o) { dot4_32(MXL_DTYPE_Q5_1, n, w, x, s, o); }
 AVX2 static void dot4_q8_0(int64_t n, const void *w, const void *x, size_t s, float *o) { dot4_32(MXL_DTYPE_Q8_0, n, w, x, s, o); }
 AVX2 static void dot4_mxfp4(int64_t n, const void *w, const void *x, size_t s, float *o) { dot4_32(MXL_DTYPE_MXFP4, n, w, x, s, o); }
+AVX2 static void dot4_iq4_nl(int64_t n, const void *w, const void *x, size_t s, float *o) { dot4_32(MXL_DTYPE_IQ4_NL, n, w, x, s, o); }
+
+/* IQ4_XS: the super-block's 8 code vectors (and their magnitudes) decoded once; per token the
+ * 1-token kernel's integer work and f32 expression. */
+AVX2 static void dot4_iq4_xs(int64_t n, const void *w, const void *xq, size_t xs, float *out) {
+    const mxl_block_iq4_xs *bb = w;
+    const uint8_t *xb = xq;
+    float acc[4] = {0, 0, 0, 0};
+    for (int64_t i = 0; i < n / 256; i++) {
+        __m256i q[8], aq[8], s16[8];
+        for (int ib = 0; ib < 8; ib++) {
+            q[ib] = iq4nl_codes(bb[i].qs + 16 * ib);
+            aq[ib] = _mm256_sign_epi8(q[ib], q[ib]);
+            s16[ib] = _mm256_set1_epi16((short)mxl_iq4xs_scale(&bb[i], ib));
+        }
+        for (int t = 0; t < 4; t++) {
+            const mxl_block_q8k *x = (const mxl_block_q8k *)(xb + t * xs) + i;
+            __m256i sumv = _mm256_setzero_si256();
+            for (int ib = 0; ib < 8; ib++) {
+                __m256i y = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * ib));
+                __m256i p16 = _mm256_maddubs_epi16(aq[ib], _mm256_sign_epi8(y, q[ib]));
+                sumv = _mm256_add_epi32(sumv, _mm256_madd_epi16(p16, s16[ib]));
+            }
+            acc[t] += mxl_kq_combine(h2f(bb[i].d), 0.0f, x->d, hsum_epi32(sumv), 0);
+        }
+    }
+    for (int t = 0; t < 4; t++) out[t] = acc[t];
+}
 
 /* Q4_K / Q5_K: the super-block's 256 codes are unpacked once (8 vectors), then each token does
  * the 1-token kernel's integer work and the same f32 expression. */
@@ -495,6 +568,8 @@ mxl_vec_dot4_fn mxl_vec_dot4_avx2_get(mxl_dtype t) {
     case MXL_DTYPE_Q5_1: return dot4_q5_1;
     case MXL_DTYPE_Q8_0: return dot4_q8_0;
     case MXL_DTYPE_MXFP4: return dot4_mxfp4;
+    case MXL_DTYPE_IQ4_NL: return dot4_iq4_nl;
+    case MXL_DTYPE_IQ4_XS: return dot4_iq4_xs;
     case MXL_DTYPE_Q4_K: return dot4_q4_k;
     case MXL_DTYPE_Q5_K: return dot4_q5_k;
     case MXL_DTYPE_Q6_K: return dot4_q6_k;
@@ -510,6 +585,8 @@ mxl_vec_dot_fn mxl_vec_dot_avx2_get(mxl_dtype t) {
     case MXL_DTYPE_Q5_1: return dot_q5_1;
     case MXL_DTYPE_Q8_0: return dot_q8_0;
     case MXL_DTYPE_MXFP4: return dot_mxfp4;
+    case MXL_DTYPE_IQ4_NL: return dot_iq4_nl;
+    case MXL_DTYPE_IQ4_XS: return dot_iq4_xs;
     case MXL_DTYPE_Q2_K: return dot_q2_k;
     case MXL_DTYPE_Q3_K: return dot_q3_k;
     case MXL_DTYPE_Q4_K: return dot_q4_k;

@@ -4,7 +4,10 @@
  * (and of ggml's dequantize_row_*): e.g. Q4_K: (d*sc) * q - (dmin*m), so the results agree bit
  * for bit. The fused dots follow ggml-cpu's generic vec_dot_*_q8_*: exact integer sums per block,
  * one f32 multiply-add per block. MXFP4 follows ggml's dequantize_row_mxfp4 and
- * ggml_vec_dot_mxfp4_q8_0 (the doubled E2M1 values as integers, the halved E8M0 scale per block). */
+ * ggml_vec_dot_mxfp4_q8_0 (the doubled E2M1 values as integers, the halved E8M0 scale per block).
+ * IQ4_NL / IQ4_XS look their nibbles up in kvalues_iq4nl (gguf.quants.IQ4_NL / IQ4_XS): IQ4_NL
+ * dequantizes d * value and dots as Q4_0; IQ4_XS dequantizes (d * (ls - 32)) * value and dots
+ * against q8k with one exact integer sum per super-block (ggml's vec_dot_iq4_xs_q8_K). */
 #include <math.h>
 #include <string.h>
 
@@ -16,6 +19,7 @@ int mxl_gguf_quant_supported(mxl_dtype t) {
     case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q4_1: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q5_1:
     case MXL_DTYPE_Q8_0: case MXL_DTYPE_Q2_K: case MXL_DTYPE_Q3_K: case MXL_DTYPE_Q4_K:
     case MXL_DTYPE_Q5_K: case MXL_DTYPE_Q6_K: case MXL_DTYPE_MXFP4: case MXL_DTYPE_TQ1_0: case MXL_DTYPE_TQ2_0:
+    case MXL_DTYPE_IQ4_NL: case MXL_DTYPE_IQ4_XS:
         return 1;
     default:
         return 0;
@@ -25,10 +29,10 @@ int mxl_gguf_quant_supported(mxl_dtype t) {
 mxl_act_kind mxl_gguf_act_kind(mxl_dtype t) {
     switch (t) {
     case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q4_1: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q5_1:
-    case MXL_DTYPE_Q8_0: case MXL_DTYPE_MXFP4:
+    case MXL_DTYPE_Q8_0: case MXL_DTYPE_MXFP4: case MXL_DTYPE_IQ4_NL:
         return MXL_ACT_Q8A;
     case MXL_DTYPE_Q2_K: case MXL_DTYPE_Q3_K: case MXL_DTYPE_Q4_K: case MXL_DTYPE_Q5_K:
-    case MXL_DTYPE_Q6_K: case MXL_DTYPE_TQ1_0: case MXL_DTYPE_TQ2_0:
+    case MXL_DTYPE_Q6_K: case MXL_DTYPE_TQ1_0: case MXL_DTYPE_TQ2_0: case MXL_DTYPE_IQ4_XS:
         return MXL_ACT_Q8K;
     default:
         return MXL_ACT_F32;
@@ -70,6 +74,17 @@ static void mxfp4_vals(const mxl_block_mxfp4 *b, int *q) {
         q[j] = mxl_kvalues_mxfp4[b->qs[j] & 0xF];
         q[j + 16] = mxl_kvalues_mxfp4[b->qs[j] >> 4];
     }
+}
+
+/* IQ4_NL's 32 table values (low nibbles first); IQ4_XS's 256 (sub-block ib from qs[16 ib]). */
+static void iq4nl_vals(const uint8_t *qs, int *q) {
+    for (int j = 0; j < 16; j++) {
+        q[j] = mxl_kvalues_iq4nl[qs[j] & 0xF];
+        q[j + 16] = mxl_kvalues_iq4nl[qs[j] >> 4];
+    }
+}
+static void iq4xs_vals(const mxl_block_iq4_xs *b, int *q) {
+    for (int ib = 0; ib < 8; ib++) iq4nl_vals(b->qs + 16 * ib, q + 32 * ib);
 }
 
 /* Quantized values of one block as small ints, shared by dequant and the dots. */
@@ -194,6 +209,27 @@ void mxl_dequant_row_ref(mxl_dtype t, const void *src, float *y, int64_t n) {
             const float d = mxl_e8m0_half(b[i].e);
             mxfp4_vals(&b[i], q);
             for (int j = 0; j < 32; j++) y[j] = d * (float)q[j];
+        }
+        return;
+    }
+    case MXL_DTYPE_IQ4_NL: {
+        const mxl_block_iq4_nl *b = src;
+        for (int64_t i = 0; i < n / 32; i++, y += 32) {
+            const float d = mxl_h2f(b[i].d);
+            iq4nl_vals(b[i].qs, q);
+            for (int j = 0; j < 32; j++) y[j] = d * (float)q[j];
+        }
+        return;
+    }
+    case MXL_DTYPE_IQ4_XS: {
+        const mxl_block_iq4_xs *b = src;
+        for (int64_t i = 0; i < n / 256; i++, y += 256) {
+            const float d = mxl_h2f(b[i].d);
+            iq4xs_vals(&b[i], q);
+            for (int ib = 0; ib < 8; ib++) {
+                const float dl = d * (float)mxl_iq4xs_scale(&b[i], ib);
+                for (int j = 0; j < 32; j++) y[32 * ib + j] = dl * (float)q[32 * ib + j];
+            }
         }
         return;
     }
@@ -391,6 +427,12 @@ static float dot_32(mxl_dtype t, int64_t n, const void *w, const mxl_block_q8a *
             mxfp4_vals(b, q);
             break;
         }
+        case MXL_DTYPE_IQ4_NL: {
+            const mxl_block_iq4_nl *b = (const mxl_block_iq4_nl *)w + i;
+            d = mxl_h2f(b->d);
+            iq4nl_vals(b->qs, q);
+            break;
+        }
         default: { /* Q8_0 */
             const mxl_block_q8_0 *b = (const mxl_block_q8_0 *)w + i;
             d = mxl_h2f(b->d);
@@ -423,6 +465,25 @@ static float dot_tq(mxl_dtype t, int64_t n, const void *w, const mxl_block_q8k *
         int sumi = 0;
         for (int j = 0; j < 256; j++) sumi += q[j] * x[i].qs[j];
         acc += (float)sumi * (d * x[i].d);
+    }
+    return acc;
+}
+
+/* IQ4_XS against q8k: sumi = sum over sub-blocks of (ls - 32) * (values . x), exact in int32,
+ * then mxl_kq_combine(d, 0, xd, sumi, 0) as the K-quants without a min. */
+static float dot_iq4_xs(int64_t n, const void *w, const mxl_block_q8k *x) {
+    int q[256];
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const mxl_block_iq4_xs *b = (const mxl_block_iq4_xs *)w + i;
+        iq4xs_vals(b, q);
+        int sumi = 0;
+        for (int ib = 0; ib < 8; ib++) {
+            int isum = 0;
+            for (int l = 0; l < 32; l++) isum += q[32 * ib + l] * x[i].qs[32 * ib + l];
+            sumi += mxl_iq4xs_scale(b, ib) * isum;
+        }
+        acc += mxl_kq_combine(mxl_h2f(b->d), 0.0f, x[i].d, sumi, 0);
     }
     return acc;
 }
@@ -508,5 +569,6 @@ float mxl_vec_dot_ref(mxl_dtype t, int64_t n, const void *w, const void *xq) {
     MXL_ASSERT(mxl_gguf_quant_supported(t));
     if (mxl_gguf_act_kind(t) == MXL_ACT_Q8A) return dot_32(t, n, w, xq);
     if (t == MXL_DTYPE_TQ1_0 || t == MXL_DTYPE_TQ2_0) return dot_tq(t, n, w, xq);
+    if (t == MXL_DTYPE_IQ4_XS) return dot_iq4_xs(n, w, xq);
     return dot_k(t, n, w, xq);
 }

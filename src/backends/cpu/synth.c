@@ -38,7 +38,8 @@ void mxl_synth_fill(mxl_dtype t, uint8_t *p, uint64_t nblocks, uint64_t *seed) {
     for (; i < bytes; i++) p[i] = (uint8_t)next(seed);
     int off_d = -1, off_m = -1;
     switch (t) {
-    case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q8_0: off_d = 0; break;
+    case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q8_0: case MXL_DTYPE_IQ4_NL: off_d = 0; break;
+    case MXL_DTYPE_IQ4_XS: off_d = 0; break; /* (random 6-bit scales: |ls - 32| <= 32) */
     case MXL_DTYPE_Q4_1: case MXL_DTYPE_Q5_1: case MXL_DTYPE_Q4_K: case MXL_DTYPE_Q5_K:
         off_d = 0, off_m = 2;
         break;
