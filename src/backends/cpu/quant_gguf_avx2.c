@@ -13,10 +13,14 @@
  *     rows; per token the operations equal the 1-token kernel's (bit-identical results).
  * MXFP4 looks its nibbles up in the E2M1 table with one byte shuffle and runs as Q4_0; IQ4_NL the
  * same in kvalues_iq4nl. IQ4_XS shuffles the same table per 32-element sub-block and forms its
- * super-block sum exactly in int32 against q8k, as the K-quants (bit-identical).
+ * super-block sum exactly in int32 against q8k, as the K-quants (bit-identical). The IQ grid
+ * formats gather their grid rows per 32-element sub-block (scalar 8- or 4-byte loads), move the
+ * signs onto the activations and weight the two 16-element halves by madd: exact int32 sums,
+ * the reference's f32 expression, so bit-identical too (1 token; prefill runs them per token).
  * (Swapping maddubs+madd for VNNI dpbusd inside these 4-token kernels gained only 5-10% here; the
  * AVX-512 VNNI gain comes from the 4x4 register-tiled kernel in quant_gguf_avx512.c.) */
 #include "backends/cpu/quant_gguf.h"
+#include "backends/cpu/quant_iq_grids.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -25,6 +29,7 @@
 #include <math.h>
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define ALWAYS __attribute__((always_inline))
 
 /* Exact half -> float with F16C (same values as mxl_h2f). */
 AVX2 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
@@ -135,6 +140,157 @@ AVX2 static float dot_iq4_xs(int64_t n, const void *w, const void *xq) {
     }
     return acc;
 }
+
+/* ---- IQ grid formats against q8k (layouts: quant_gguf.h) ---- */
+static inline uint64_t rd_u64(const void *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+static inline uint32_t rd_u32(const void *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static inline int iq_nib(const uint8_t *s, int i) { return (s[i / 2] >> (4 * (i % 2))) & 0xF; }
+/* the four 7-bit sign indices of aux (bits 0..27) as 32 sign bits */
+static inline uint32_t ksigns4(uint32_t aux) {
+    return (uint32_t)mxl_ksigns_iq2xs[aux & 127] | (uint32_t)mxl_ksigns_iq2xs[(aux >> 7) & 127] << 8 |
+           (uint32_t)mxl_ksigns_iq2xs[(aux >> 14) & 127] << 16 | (uint32_t)mxl_ksigns_iq2xs[(aux >> 21) & 127] << 24;
+}
+/* 4 rows of 8 grid bytes (element order) as one vector */
+AVX2 static inline __m256i rows8(const void *r0, const void *r1, const void *r2, const void *r3) {
+    return _mm256_set_epi64x((long long)rd_u64(r3), (long long)rd_u64(r2), (long long)rd_u64(r1), (long long)rd_u64(r0));
+}
+
+/* Sub-block ib (32 elements) of an IQ2 / IQ3 super-block: the grid magnitudes, 32 sign bits
+ * (bit j: element j negative), the multipliers of its two 16-element halves. */
+AVX2 ALWAYS static inline __m256i iq_mag32(mxl_dtype t, const void *blk, int ib, uint32_t *signs, int *m0, int *m1) {
+    switch (t) {
+    case MXL_DTYPE_IQ2_XXS: {
+        const mxl_block_iq2_xxs *b = blk;
+        const uint32_t idx = rd_u32(b->qs + 4 * ib), aux = rd_u32(b->qs + 4 * ib + 2);
+        *signs = ksigns4(aux);
+        *m0 = *m1 = 2 * (int)(aux >> 28) + 1;
+        return rows8(mxl_iq2xxs_grid[idx & 255], mxl_iq2xxs_grid[(idx >> 8) & 255], mxl_iq2xxs_grid[(idx >> 16) & 255],
+                     mxl_iq2xxs_grid[idx >> 24]);
+    }
+    case MXL_DTYPE_IQ2_XS: {
+        const mxl_block_iq2_xs *b = blk;
+        const uint16_t *q = b->qs + 4 * ib;
+        *signs = (uint32_t)mxl_ksigns_iq2xs[q[0] >> 9] | (uint32_t)mxl_ksigns_iq2xs[q[1] >> 9] << 8 |
+                 (uint32_t)mxl_ksigns_iq2xs[q[2] >> 9] << 16 | (uint32_t)mxl_ksigns_iq2xs[q[3] >> 9] << 24;
+        *m0 = 2 * iq_nib(b->scales, 2 * ib) + 1, *m1 = 2 * iq_nib(b->scales, 2 * ib + 1) + 1;
+        return rows8(mxl_iq2xs_grid[q[0] & 511], mxl_iq2xs_grid[q[1] & 511], mxl_iq2xs_grid[q[2] & 511],
+                     mxl_iq2xs_grid[q[3] & 511]);
+    }
+    case MXL_DTYPE_IQ2_S: {
+        const mxl_block_iq2_s *b = blk;
+        const uint8_t *q = b->qs + 4 * ib;
+        const unsigned h = b->qh[ib];
+        *signs = rd_u32(b->qs + 32 + 4 * ib);
+        *m0 = 2 * iq_nib(b->scales, 2 * ib) + 1, *m1 = 2 * iq_nib(b->scales, 2 * ib + 1) + 1;
+        return rows8(mxl_iq2s_grid[q[0] | ((h & 3) << 8)], mxl_iq2s_grid[q[1] | (((h >> 2) & 3) << 8)],
+                     mxl_iq2s_grid[q[2] | (((h >> 4) & 3) << 8)], mxl_iq2s_grid[q[3] | (((h >> 6) & 3) << 8)]);
+    }
+    case MXL_DTYPE_IQ3_XXS: {
+        const mxl_block_iq3_xxs *b = blk;
+        const uint8_t *q = b->qs + 8 * ib;
+        const uint32_t aux = rd_u32(b->qs + 64 + 4 * ib);
+        *signs = ksigns4(aux);
+        *m0 = *m1 = 2 * (int)(aux >> 28) + 1;
+        return _mm256_set_epi32((int)rd_u32(mxl_iq3xxs_grid[q[7]]), (int)rd_u32(mxl_iq3xxs_grid[q[6]]),
+                                (int)rd_u32(mxl_iq3xxs_grid[q[5]]), (int)rd_u32(mxl_iq3xxs_grid[q[4]]),
+                                (int)rd_u32(mxl_iq3xxs_grid[q[3]]), (int)rd_u32(mxl_iq3xxs_grid[q[2]]),
+                                (int)rd_u32(mxl_iq3xxs_grid[q[1]]), (int)rd_u32(mxl_iq3xxs_grid[q[0]]));
+    }
+    default: { /* IQ3_S */
+        const mxl_block_iq3_s *b = blk;
+        const uint8_t *q = b->qs + 8 * ib;
+        const unsigned h = b->qh[ib];
+        int r[8];
+        for (int k = 0; k < 8; k++) r[k] = (int)rd_u32(mxl_iq3s_grid[q[k] | (((h >> k) & 1) << 8)]);
+        *signs = rd_u32(b->signs + 4 * ib);
+        *m0 = *m1 = 1 + 2 * iq_nib(b->scales, ib);
+        return _mm256_set_epi32(r[7], r[6], r[5], r[4], r[3], r[2], r[1], r[0]);
+    }
+    }
+}
+
+/* IQ1_S / IQ1_M sub-block ib: signed codes 8 g +- 1 (-9..9) and the halves' multipliers. */
+AVX2 ALWAYS static inline __m256i iq1_codes32(mxl_dtype t, const void *blk, int ib, int *m0, int *m1) {
+    __m256i g, delta;
+    if (t == MXL_DTYPE_IQ1_S) {
+        const mxl_block_iq1_s *b = blk;
+        const unsigned qh = b->qh[ib];
+        const uint8_t *q = b->qs + 4 * ib;
+        g = rows8(mxl_iq1s_grid[q[0] | ((qh & 7) << 8)], mxl_iq1s_grid[q[1] | (((qh >> 3) & 7) << 8)],
+                  mxl_iq1s_grid[q[2] | (((qh >> 6) & 7) << 8)], mxl_iq1s_grid[q[3] | (((qh >> 9) & 7) << 8)]);
+        delta = _mm256_set1_epi8(qh & 0x8000 ? -1 : 1);
+        *m0 = *m1 = 2 * (int)((qh >> 12) & 7) + 1;
+    } else {
+        const mxl_block_iq1_m *b = blk;
+        const uint8_t *q = b->qs + 4 * ib;
+        const unsigned h0 = b->qh[2 * ib], h1 = b->qh[2 * ib + 1];
+        const unsigned hs[4] = {h0 & 0xF, h0 >> 4, h1 & 0xF, h1 >> 4};
+        g = rows8(mxl_iq1s_grid[q[0] | ((hs[0] & 7) << 8)], mxl_iq1s_grid[q[1] | ((hs[1] & 7) << 8)],
+                  mxl_iq1s_grid[q[2] | ((hs[2] & 7) << 8)], mxl_iq1s_grid[q[3] | ((hs[3] & 7) << 8)]);
+        const long long one = 0x0101010101010101LL;
+        delta = _mm256_set_epi64x(hs[3] & 8 ? -1LL : one, hs[2] & 8 ? -1LL : one, hs[1] & 8 ? -1LL : one, hs[0] & 8 ? -1LL : one);
+        *m0 = 2 * ((b->scales[ib / 2] >> (6 * (ib % 2))) & 7) + 1;
+        *m1 = 2 * ((b->scales[ib / 2] >> (6 * (ib % 2) + 3)) & 7) + 1;
+    }
+    g = _mm256_add_epi8(g, g);
+    g = _mm256_add_epi8(g, g);
+    g = _mm256_add_epi8(g, g);
+    return _mm256_add_epi8(g, delta);
+}
+
+/* d of an IQ grid super-block (IQ1_M: assembled from its scales' top nibbles) */
+static inline uint16_t iq_d_bits(mxl_dtype t, const void *blk) {
+    if (t == MXL_DTYPE_IQ1_M) {
+        const mxl_block_iq1_m *b = blk;
+        return (uint16_t)((b->scales[0] >> 12) | ((b->scales[1] >> 8) & 0xF0) | ((b->scales[2] >> 4) & 0xF00) |
+                          (b->scales[3] & 0xF000));
+    }
+    uint16_t d;
+    memcpy(&d, blk, 2); /* every other IQ grid block starts with d */
+    return d;
+}
+
+AVX2 ALWAYS static inline float dot_iq_grid(mxl_dtype t, int64_t n, const void *w, const void *xq, size_t bb, float p) {
+    const mxl_block_q8k *x = xq;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const void *blk = (const uint8_t *)w + (size_t)i * bb;
+        __m256i sumv = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++) {
+            __m256i y = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * ib));
+            int m0, m1;
+            __m256i p16;
+            if (t == MXL_DTYPE_IQ1_S || t == MXL_DTYPE_IQ1_M) {
+                __m256i c = iq1_codes32(t, blk, ib, &m0, &m1);
+                p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(c, c), _mm256_sign_epi8(y, c));
+            } else {
+                uint32_t sg;
+                __m256i mag = iq_mag32(t, blk, ib, &sg, &m0, &m1);
+                __m256i s = bits_to_bytes(sg); /* 0xFF where negative: y -> -y */
+                p16 = _mm256_maddubs_epi16(mag, _mm256_sub_epi8(_mm256_xor_si256(y, s), s));
+            }
+            __m256i m16 = _mm256_set_m128i(_mm_set1_epi16((short)m1), _mm_set1_epi16((short)m0));
+            sumv = _mm256_add_epi32(sumv, _mm256_madd_epi16(p16, m16));
+        }
+        acc += p * mxl_kq_combine(h2f(iq_d_bits(t, blk)), 0.0f, x[i].d, hsum_epi32(sumv), 0);
+    }
+    return acc;
+}
+AVX2 static float dot_iq2_xxs(int64_t n, const void *w, const void *x) { return dot_iq_grid(MXL_DTYPE_IQ2_XXS, n, w, x, sizeof(mxl_block_iq2_xxs), 0.125f); }
+AVX2 static float dot_iq2_xs(int64_t n, const void *w, const void *x) { return dot_iq_grid(MXL_DTYPE_IQ2_XS, n, w, x, sizeof(mxl_block_iq2_xs), 0.125f); }
+AVX2 static float dot_iq2_s(int64_t n, const void *w, const void *x) { return dot_iq_grid(MXL_DTYPE_IQ2_S, n, w, x, sizeof(mxl_block_iq2_s), 0.125f); }
+AVX2 static float dot_iq3_xxs(int64_t n, const void *w, const void *x) { return dot_iq_grid(MXL_DTYPE_IQ3_XXS, n, w, x, sizeof(mxl_block_iq3_xxs), 0.25f); }
+AVX2 static float dot_iq3_s(int64_t n, const void *w, const void *x) { return dot_iq_grid(MXL_DTYPE_IQ3_S, n, w, x, sizeof(mxl_block_iq3_s), 1.0f); }
+AVX2 static float dot_iq1_s(int64_t n, const void *w, const void *x) { return dot_iq_grid(MXL_DTYPE_IQ1_S, n, w, x, sizeof(mxl_block_iq1_s), 0.125f); }
+AVX2 static float dot_iq1_m(int64_t n, const void *w, const void *x) { return dot_iq_grid(MXL_DTYPE_IQ1_M, n, w, x, sizeof(mxl_block_iq1_m), 0.125f); }
 
 AVX2 static float dot_q4_1(int64_t n, const void *w, const void *xq) {
     const mxl_block_q4_1 *b = w;
@@ -361,7 +517,6 @@ AVX2 static float dot_q3_k(int64_t n, const void *w, const void *xq) {
 }
 
 /* ---- 4-token kernels ---------------------------------------------------------------------- */
-#define ALWAYS __attribute__((always_inline))
 
 /* Block i of a 32-element format as 32 int8 codes (signed for Q4_0/Q5_0/Q8_0, unsigned 0..31
  * for Q4_1/Q5_1), its scale d and offset m (0 for the symmetric formats). */
@@ -587,6 +742,13 @@ mxl_vec_dot_fn mxl_vec_dot_avx2_get(mxl_dtype t) {
     case MXL_DTYPE_MXFP4: return dot_mxfp4;
     case MXL_DTYPE_IQ4_NL: return dot_iq4_nl;
     case MXL_DTYPE_IQ4_XS: return dot_iq4_xs;
+    case MXL_DTYPE_IQ2_XXS: return dot_iq2_xxs;
+    case MXL_DTYPE_IQ2_XS: return dot_iq2_xs;
+    case MXL_DTYPE_IQ2_S: return dot_iq2_s;
+    case MXL_DTYPE_IQ3_XXS: return dot_iq3_xxs;
+    case MXL_DTYPE_IQ3_S: return dot_iq3_s;
+    case MXL_DTYPE_IQ1_S: return dot_iq1_s;
+    case MXL_DTYPE_IQ1_M: return dot_iq1_m;
     case MXL_DTYPE_Q2_K: return dot_q2_k;
     case MXL_DTYPE_Q3_K: return dot_q3_k;
     case MXL_DTYPE_Q4_K: return dot_q4_k;
