@@ -16,7 +16,7 @@
  * super-block sum exactly in int32 against q8k, as the K-quants (bit-identical). The IQ grid
  * formats gather their grid rows per 32-element sub-block (scalar 8- or 4-byte loads), move the
  * signs onto the activations and weight the two 16-element halves by madd: exact int32 sums,
- * the reference's f32 expression, so bit-identical too (1 token; prefill runs them per token).
+ * the reference's f32 expression, so bit-identical too (1 and 4 tokens).
  * (Swapping maddubs+madd for VNNI dpbusd inside these 4-token kernels gained only 5-10% here; the
  * AVX-512 VNNI gain comes from the 4x4 register-tiled kernel in quant_gguf_avx512.c.) */
 #include "backends/cpu/quant_gguf.h"
@@ -284,6 +284,55 @@ AVX2 ALWAYS static inline float dot_iq_grid(mxl_dtype t, int64_t n, const void *
     }
     return acc;
 }
+/* Four tokens: each sub-block decoded once (IQ1: codes and their magnitudes; IQ2 / IQ3:
+ * magnitudes and the sign mask), then per token the 1-token kernel's integer work and f32
+ * expression (bit-identical to it). */
+AVX2 ALWAYS static inline void dot4_iq_grid(mxl_dtype t, int64_t n, const void *w, const void *xq, size_t xs,
+                                            float *out, size_t bb, float p) {
+    const int iq1 = t == MXL_DTYPE_IQ1_S || t == MXL_DTYPE_IQ1_M;
+    const uint8_t *xb = xq;
+    float acc[4] = {0, 0, 0, 0};
+    for (int64_t i = 0; i < n / 256; i++) {
+        const void *blk = (const uint8_t *)w + (size_t)i * bb;
+        __m256i u[8], s[8], m16[8]; /* unsigned factor, sign source / mask, multipliers */
+        for (int ib = 0; ib < 8; ib++) {
+            int m0, m1;
+            if (iq1) {
+                s[ib] = iq1_codes32(t, blk, ib, &m0, &m1);
+                u[ib] = _mm256_sign_epi8(s[ib], s[ib]);
+            } else {
+                uint32_t sg;
+                u[ib] = iq_mag32(t, blk, ib, &sg, &m0, &m1);
+                s[ib] = bits_to_bytes(sg);
+            }
+            m16[ib] = _mm256_set_m128i(_mm_set1_epi16((short)m1), _mm_set1_epi16((short)m0));
+        }
+        const float d = h2f(iq_d_bits(t, blk));
+        for (int k = 0; k < 4; k++) {
+            const mxl_block_q8k *x = (const mxl_block_q8k *)(xb + k * xs) + i;
+            __m256i sumv = _mm256_setzero_si256();
+            for (int ib = 0; ib < 8; ib++) {
+                __m256i y = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * ib));
+                __m256i sy = iq1 ? _mm256_sign_epi8(y, s[ib]) : _mm256_sub_epi8(_mm256_xor_si256(y, s[ib]), s[ib]);
+                sumv = _mm256_add_epi32(sumv, _mm256_madd_epi16(_mm256_maddubs_epi16(u[ib], sy), m16[ib]));
+            }
+            acc[k] += p * mxl_kq_combine(d, 0.0f, x->d, hsum_epi32(sumv), 0);
+        }
+    }
+    for (int k = 0; k < 4; k++) out[k] = acc[k];
+}
+#define IQ_DOT4(name, T, blk, P)                                                                       \
+    AVX2 static void dot4_##name(int64_t n, const void *w, const void *x, size_t s, float *o) {      \
+        dot4_iq_grid(T, n, w, x, s, o, sizeof(blk), P);                                              \
+    }
+IQ_DOT4(iq2_xxs, MXL_DTYPE_IQ2_XXS, mxl_block_iq2_xxs, 0.125f)
+IQ_DOT4(iq2_xs, MXL_DTYPE_IQ2_XS, mxl_block_iq2_xs, 0.125f)
+IQ_DOT4(iq2_s, MXL_DTYPE_IQ2_S, mxl_block_iq2_s, 0.125f)
+IQ_DOT4(iq3_xxs, MXL_DTYPE_IQ3_XXS, mxl_block_iq3_xxs, 0.25f)
+IQ_DOT4(iq3_s, MXL_DTYPE_IQ3_S, mxl_block_iq3_s, 1.0f)
+IQ_DOT4(iq1_s, MXL_DTYPE_IQ1_S, mxl_block_iq1_s, 0.125f)
+IQ_DOT4(iq1_m, MXL_DTYPE_IQ1_M, mxl_block_iq1_m, 0.125f)
+
 AVX2 static float dot_iq2_xxs(int64_t n, const void *w, const void *x) { return dot_iq_grid(MXL_DTYPE_IQ2_XXS, n, w, x, sizeof(mxl_block_iq2_xxs), 0.125f); }
 AVX2 static float dot_iq2_xs(int64_t n, const void *w, const void *x) { return dot_iq_grid(MXL_DTYPE_IQ2_XS, n, w, x, sizeof(mxl_block_iq2_xs), 0.125f); }
 AVX2 static float dot_iq2_s(int64_t n, const void *w, const void *x) { return dot_iq_grid(MXL_DTYPE_IQ2_S, n, w, x, sizeof(mxl_block_iq2_s), 0.125f); }
@@ -725,6 +774,13 @@ mxl_vec_dot4_fn mxl_vec_dot4_avx2_get(mxl_dtype t) {
     case MXL_DTYPE_MXFP4: return dot4_mxfp4;
     case MXL_DTYPE_IQ4_NL: return dot4_iq4_nl;
     case MXL_DTYPE_IQ4_XS: return dot4_iq4_xs;
+    case MXL_DTYPE_IQ2_XXS: return dot4_iq2_xxs;
+    case MXL_DTYPE_IQ2_XS: return dot4_iq2_xs;
+    case MXL_DTYPE_IQ2_S: return dot4_iq2_s;
+    case MXL_DTYPE_IQ3_XXS: return dot4_iq3_xxs;
+    case MXL_DTYPE_IQ3_S: return dot4_iq3_s;
+    case MXL_DTYPE_IQ1_S: return dot4_iq1_s;
+    case MXL_DTYPE_IQ1_M: return dot4_iq1_m;
     case MXL_DTYPE_Q4_K: return dot4_q4_k;
     case MXL_DTYPE_Q5_K: return dot4_q5_k;
     case MXL_DTYPE_Q6_K: return dot4_q6_k;
