@@ -39,6 +39,15 @@ static const mxl_dtype_info k_infos[MXL_DTYPE_COUNT] = {
     [MXL_DTYPE_MXFP4] = {"MXFP4", 32, 17, false, true}, /* e (E8M0) + 16 nibble bytes */
     [MXL_DTYPE_TQ1_0] = {"TQ1_0", 256, 54, false, true}, /* qs[48] qh[4] d */
     [MXL_DTYPE_TQ2_0] = {"TQ2_0", 256, 66, false, true}, /* qs[64] d */
+    [MXL_DTYPE_IQ4_NL] = {"IQ4_NL", 32, 18, false, true}, /* d + 16 nibble bytes */
+    [MXL_DTYPE_IQ4_XS] = {"IQ4_XS", 256, 136, false, true}, /* d scales_h scales_l[4] qs[128] */
+    [MXL_DTYPE_IQ2_XXS] = {"IQ2_XXS", 256, 66, false, true}, /* d qs[32] u16 */
+    [MXL_DTYPE_IQ2_XS] = {"IQ2_XS", 256, 74, false, true},   /* d qs[32] u16 scales[8] */
+    [MXL_DTYPE_IQ2_S] = {"IQ2_S", 256, 82, false, true},     /* d qs[64] qh[8] scales[8] */
+    [MXL_DTYPE_IQ3_XXS] = {"IQ3_XXS", 256, 98, false, true}, /* d qs[96] */
+    [MXL_DTYPE_IQ3_S] = {"IQ3_S", 256, 110, false, true},    /* d qs[64] qh[8] signs[32] scales[4] */
+    [MXL_DTYPE_IQ1_S] = {"IQ1_S", 256, 50, false, true},     /* d qs[32] qh[8] u16 */
+    [MXL_DTYPE_IQ1_M] = {"IQ1_M", 256, 56, false, true},     /* qs[32] qh[16] scales[8] (d inside) */
 };
 
 const mxl_dtype_info *mxl_dtype_get_info(mxl_dtype dtype) {

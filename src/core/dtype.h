@@ -44,6 +44,17 @@ typedef enum mxl_dtype {
     MXL_DTYPE_MXFP4, /* ggml's MXFP4: an E8M0 scale byte + 32 E2M1 nibbles */
     MXL_DTYPE_TQ1_0, /* ggml's ternary formats (BitNet b1.58): 256 values in base-3 digits */
     MXL_DTYPE_TQ2_0, /* ... or 2 bits each, one f16 scale per 256 */
+    MXL_DTYPE_IQ4_NL, /* ggml's IQ4_NL: 32 nibbles looked up in a 16-entry non-linear table */
+    MXL_DTYPE_IQ4_XS, /* ... the same table, 256 elements with 6-bit scales per 32 */
+    /* ggml's IQ grid formats: 256 elements as indices into fixed grids of 4 or 8 values, with
+     * signs and small per-group scales (quant_gguf.h) */
+    MXL_DTYPE_IQ2_XXS,
+    MXL_DTYPE_IQ2_XS,
+    MXL_DTYPE_IQ2_S,
+    MXL_DTYPE_IQ3_XXS,
+    MXL_DTYPE_IQ3_S,
+    MXL_DTYPE_IQ1_S,
+    MXL_DTYPE_IQ1_M,
     MXL_DTYPE_COUNT
 } mxl_dtype;
 

@@ -161,7 +161,10 @@ static const wformat k_formats[] = {
     {"Q4_0", MXL_DTYPE_Q4_0, 0, 0}, {"Q4_1", MXL_DTYPE_Q4_1, 0, 0}, {"Q5_0", MXL_DTYPE_Q5_0, 0, 0},
     {"Q5_1", MXL_DTYPE_Q5_1, 0, 0}, {"Q8_0", MXL_DTYPE_Q8_0, 0, 0}, {"Q2_K", MXL_DTYPE_Q2_K, 0, 0},
     {"Q3_K", MXL_DTYPE_Q3_K, 0, 0}, {"Q4_K", MXL_DTYPE_Q4_K, 0, 0}, {"Q5_K", MXL_DTYPE_Q5_K, 0, 0},
-    {"Q6_K", MXL_DTYPE_Q6_K, 0, 0}, {"MXFP4", MXL_DTYPE_MXFP4, 0, 0}, {"TQ1_0", MXL_DTYPE_TQ1_0, 0, 0}, {"TQ2_0", MXL_DTYPE_TQ2_0, 0, 0}, {"MLX2/64", 0, 2, 64},          {"MLX3/64", 0, 3, 64},
+    {"Q6_K", MXL_DTYPE_Q6_K, 0, 0}, {"MXFP4", MXL_DTYPE_MXFP4, 0, 0}, {"TQ1_0", MXL_DTYPE_TQ1_0, 0, 0}, {"TQ2_0", MXL_DTYPE_TQ2_0, 0, 0},
+    {"IQ4_NL", MXL_DTYPE_IQ4_NL, 0, 0}, {"IQ4_XS", MXL_DTYPE_IQ4_XS, 0, 0},
+    {"IQ2_XXS", MXL_DTYPE_IQ2_XXS, 0, 0}, {"IQ2_XS", MXL_DTYPE_IQ2_XS, 0, 0}, {"IQ2_S", MXL_DTYPE_IQ2_S, 0, 0}, {"IQ3_XXS", MXL_DTYPE_IQ3_XXS, 0, 0},
+    {"IQ3_S", MXL_DTYPE_IQ3_S, 0, 0}, {"IQ1_S", MXL_DTYPE_IQ1_S, 0, 0}, {"IQ1_M", MXL_DTYPE_IQ1_M, 0, 0}, {"MLX2/64", 0, 2, 64},          {"MLX3/64", 0, 3, 64},
     {"MLX4/32", 0, 4, 32},          {"MLX4/64", 0, 4, 64},          {"MLX5/64", 0, 5, 64},
     {"MLX6/64", 0, 6, 64},          {"MLX8/128", 0, 8, 128},
 };

@@ -79,6 +79,9 @@ TEST(dtype_block_sizes) {
         {MXL_DTYPE_Q5_1, 32, 24},  {MXL_DTYPE_Q8_0, 32, 34},  {MXL_DTYPE_Q2_K, 256, 84},
         {MXL_DTYPE_Q3_K, 256, 110}, {MXL_DTYPE_Q4_K, 256, 144}, {MXL_DTYPE_Q5_K, 256, 176},
         {MXL_DTYPE_Q6_K, 256, 210}, {MXL_DTYPE_Q8_K, 256, 292}, {MXL_DTYPE_BF16, 1, 2}, {MXL_DTYPE_MXFP4, 32, 17}, {MXL_DTYPE_TQ1_0, 256, 54}, {MXL_DTYPE_TQ2_0, 256, 66},
+        {MXL_DTYPE_IQ4_NL, 32, 18}, {MXL_DTYPE_IQ4_XS, 256, 136},
+        {MXL_DTYPE_IQ2_XXS, 256, 66}, {MXL_DTYPE_IQ2_XS, 256, 74}, {MXL_DTYPE_IQ2_S, 256, 82}, {MXL_DTYPE_IQ3_XXS, 256, 98},
+        {MXL_DTYPE_IQ3_S, 256, 110}, {MXL_DTYPE_IQ1_S, 256, 50}, {MXL_DTYPE_IQ1_M, 256, 56},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         const mxl_dtype_info *info = mxl_dtype_get_info(k[i].d);

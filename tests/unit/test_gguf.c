@@ -718,7 +718,7 @@ TEST(gguf_unknown_tensor_type_named) {
     buf b;
     uint64_t ne[2] = {256, 4};
     const struct { uint32_t id; const char *name; } refused[] = {
-        {16, "IQ2_XXS"}, {20, "IQ4_NL"}, {23, "IQ4_XS"}, {9, "Q8_1"}, {15, "Q8_K"},
+        {40, "NVFP4"}, {41, "Q1_0"}, {9, "Q8_1"}, {15, "Q8_K"},
         {4, "Q4_2"},
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
@@ -752,6 +752,10 @@ TEST(gguf_tensor_type_sizes) {
         {14, MXL_DTYPE_Q6_K, 256, 210}, {24, MXL_DTYPE_I8, 1, 1},     {25, MXL_DTYPE_I16, 1, 2},
         {26, MXL_DTYPE_I32, 1, 4},     {27, MXL_DTYPE_I64, 1, 8},     {28, MXL_DTYPE_F64, 1, 8},
         {39, MXL_DTYPE_MXFP4, 32, 17}, {34, MXL_DTYPE_TQ1_0, 256, 54}, {35, MXL_DTYPE_TQ2_0, 256, 66},
+        {20, MXL_DTYPE_IQ4_NL, 32, 18}, {23, MXL_DTYPE_IQ4_XS, 256, 136},
+        {16, MXL_DTYPE_IQ2_XXS, 256, 66}, {17, MXL_DTYPE_IQ2_XS, 256, 74}, {22, MXL_DTYPE_IQ2_S, 256, 82},
+        {18, MXL_DTYPE_IQ3_XXS, 256, 98}, {21, MXL_DTYPE_IQ3_S, 256, 110}, {19, MXL_DTYPE_IQ1_S, 256, 50},
+        {29, MXL_DTYPE_IQ1_M, 256, 56},
     };
     gw w;
     gw_init(&w, 3);

@@ -30,7 +30,10 @@ static mxl_dtype dtype_by_name(const char *n) {
         {"Q3_K", MXL_DTYPE_Q3_K}, {"Q4_K", MXL_DTYPE_Q4_K}, {"Q5_K", MXL_DTYPE_Q5_K},
         {"Q6_K", MXL_DTYPE_Q6_K}, {"F16", MXL_DTYPE_F16}, {"BF16", MXL_DTYPE_BF16},
         {"F32", MXL_DTYPE_F32}, {"MXFP4", MXL_DTYPE_MXFP4},
-        {"TQ1_0", MXL_DTYPE_TQ1_0}, {"TQ2_0", MXL_DTYPE_TQ2_0}};
+        {"TQ1_0", MXL_DTYPE_TQ1_0}, {"TQ2_0", MXL_DTYPE_TQ2_0},
+        {"IQ4_NL", MXL_DTYPE_IQ4_NL}, {"IQ4_XS", MXL_DTYPE_IQ4_XS},
+        {"IQ2_XXS", MXL_DTYPE_IQ2_XXS}, {"IQ2_XS", MXL_DTYPE_IQ2_XS}, {"IQ2_S", MXL_DTYPE_IQ2_S}, {"IQ3_XXS", MXL_DTYPE_IQ3_XXS},
+        {"IQ3_S", MXL_DTYPE_IQ3_S}, {"IQ1_S", MXL_DTYPE_IQ1_S}, {"IQ1_M", MXL_DTYPE_IQ1_M}};
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (!strcmp(tab[i].n, n)) return tab[i].t;
     return MXL_DTYPE_INVALID;
@@ -71,7 +74,9 @@ TEST(kernels_dequant_gguf_matches_gguf_package) {
     /* every GGUF format is covered */
     mxl_dtype all[] = {MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q5_0, MXL_DTYPE_Q5_1,
                        MXL_DTYPE_Q8_0, MXL_DTYPE_Q2_K, MXL_DTYPE_Q3_K, MXL_DTYPE_Q4_K,
-                       MXL_DTYPE_Q5_K, MXL_DTYPE_Q6_K, MXL_DTYPE_MXFP4, MXL_DTYPE_TQ1_0, MXL_DTYPE_TQ2_0};
+                       MXL_DTYPE_Q5_K, MXL_DTYPE_Q6_K, MXL_DTYPE_MXFP4, MXL_DTYPE_TQ1_0, MXL_DTYPE_TQ2_0,
+                       MXL_DTYPE_IQ4_NL, MXL_DTYPE_IQ4_XS, MXL_DTYPE_IQ2_XXS, MXL_DTYPE_IQ2_XS, MXL_DTYPE_IQ2_S,
+                       MXL_DTYPE_IQ3_XXS, MXL_DTYPE_IQ3_S, MXL_DTYPE_IQ1_S, MXL_DTYPE_IQ1_M};
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) CHECK(seen[all[k]] >= 1);
     json_decref(root);
 }

@@ -44,7 +44,7 @@ static void fill_random_blocks(mxl_dtype t, uint8_t *p, int64_t nblocks) {
         for (uint32_t i = 0; i < inf->block_bytes; i++) blk[i] = (uint8_t)rnd();
         float d = 0.001f + 0.05f * (frand() + 1.0f), m = 0.05f * frand();
         switch (t) {
-        case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q8_0:
+        case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q8_0: case MXL_DTYPE_IQ4_NL:
             put_f16(blk, d);
             break;
         case MXL_DTYPE_Q4_1: case MXL_DTYPE_Q5_1: case MXL_DTYPE_Q4_K: case MXL_DTYPE_Q5_K:
@@ -59,6 +59,18 @@ static void fill_random_blocks(mxl_dtype t, uint8_t *p, int64_t nblocks) {
         case MXL_DTYPE_Q6_K: put_f16(blk + 208, d * 0.1f); break;
         case MXL_DTYPE_MXFP4: blk[0] = (uint8_t)(118 + rnd() % 8); break; /* 2^-10 .. 2^-3 */
         case MXL_DTYPE_TQ1_0: put_f16(blk + 52, d); break;
+        case MXL_DTYPE_IQ4_XS: put_f16(blk, d * 0.1f); break;
+        case MXL_DTYPE_IQ2_XXS: case MXL_DTYPE_IQ2_XS: case MXL_DTYPE_IQ2_S: case MXL_DTYPE_IQ3_XXS:
+        case MXL_DTYPE_IQ3_S: case MXL_DTYPE_IQ1_S:
+            put_f16(blk, d * 0.1f);
+            break;
+        case MXL_DTYPE_IQ1_M: { /* d in the top nibbles of the four u16 scales at byte 48 */
+            uint16_t h = mxl_f32_to_f16(d), sc[4];
+            memcpy(sc, blk + 48, 8);
+            for (int k = 0; k < 4; k++) sc[k] = (uint16_t)((sc[k] & 0x0FFF) | (((h >> (4 * k)) & 0xF) << 12));
+            memcpy(blk + 48, sc, 8);
+            break;
+        }
         case MXL_DTYPE_TQ2_0: /* ternary codes only (3, which no quantizer writes, made 2) */
             for (int j = 0; j < 64; j++)
                 for (int l = 0; l < 8; l += 2)
@@ -83,7 +95,9 @@ static double nmse(const float *a, const float *ref, int64_t n) {
 static const mxl_dtype k_gguf_types[] = {MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q5_0,
                                          MXL_DTYPE_Q5_1, MXL_DTYPE_Q8_0, MXL_DTYPE_Q2_K,
                                          MXL_DTYPE_Q3_K, MXL_DTYPE_Q4_K, MXL_DTYPE_Q5_K,
-                                         MXL_DTYPE_Q6_K, MXL_DTYPE_MXFP4, MXL_DTYPE_TQ1_0, MXL_DTYPE_TQ2_0};
+                                         MXL_DTYPE_Q6_K, MXL_DTYPE_MXFP4, MXL_DTYPE_TQ1_0, MXL_DTYPE_TQ2_0,
+                                         MXL_DTYPE_IQ4_NL, MXL_DTYPE_IQ4_XS, MXL_DTYPE_IQ2_XXS, MXL_DTYPE_IQ2_XS, MXL_DTYPE_IQ2_S,
+                                         MXL_DTYPE_IQ3_XXS, MXL_DTYPE_IQ3_S, MXL_DTYPE_IQ1_S, MXL_DTYPE_IQ1_M};
 
 /* sum_i |w_i x_i| of row r (for the f32-order tolerance). */
 static double abs_dot(const mxl_weight *W, int64_t r, const float *x) {

@@ -5,7 +5,7 @@
  * mxl_cpu_isa_detect() reaches MXL_CPU_ISA_NEON_DOTPROD (MXL_CPU_ISA=neon caps below it, so the
  * capped run checks the baseline kernels through the matmul dispatch too).
  * Bounds:
- *   - GGUF fused dots (Q4_0..Q8_0, Q2_K..Q6_K) and the MLX affine dot: bit-identical to the
+ *   - GGUF fused dots (Q4_0..Q8_0, Q2_K..Q6_K, MXFP4, IQ4_NL, IQ4_XS) and the MLX affine dot: bit-identical to the
  *     reference (exact integer block sums, the reference's f32 statements in its order);
  *   - q8a / q8k activation quantizers: bit-identical blocks;
  *   - dense F32/F16/BF16 dots (a float path, FMA chains): |neon - ref| <= 1e-5 * sum_i |w_i x_i|,
@@ -32,7 +32,9 @@
 
 static const mxl_dtype k_types[] = {MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q5_0, MXL_DTYPE_Q5_1,
                                     MXL_DTYPE_Q8_0, MXL_DTYPE_Q2_K, MXL_DTYPE_Q3_K, MXL_DTYPE_Q4_K,
-                                    MXL_DTYPE_Q5_K, MXL_DTYPE_Q6_K, MXL_DTYPE_MXFP4};
+                                    MXL_DTYPE_Q5_K, MXL_DTYPE_Q6_K, MXL_DTYPE_MXFP4,
+                                    MXL_DTYPE_IQ4_NL, MXL_DTYPE_IQ4_XS, MXL_DTYPE_IQ2_XXS, MXL_DTYPE_IQ2_XS, MXL_DTYPE_IQ2_S,
+                                    MXL_DTYPE_IQ3_XXS, MXL_DTYPE_IQ3_S, MXL_DTYPE_IQ1_S, MXL_DTYPE_IQ1_M};
 #define N_TYPES (sizeof k_types / sizeof k_types[0])
 
 TEST(kernels_neon_isa_levels) {
@@ -115,7 +117,11 @@ static void fill_blocks(mxl_dtype t, uint8_t *p, int64_t nblocks) {
         for (uint32_t i = 0; i < inf->block_bytes; i++) blk[i] = b % 5 == 0 ? 0xFF : (uint8_t)rnd();
         uint16_t d = mxl_f32_to_f16(0.001f + 0.05f * (frand() + 1.0f)), m = mxl_f32_to_f16(0.05f * frand());
         switch (t) {
-        case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q8_0: memcpy(blk, &d, 2); break;
+        case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q8_0: case MXL_DTYPE_IQ4_NL: case MXL_DTYPE_IQ4_XS:
+        case MXL_DTYPE_IQ2_XXS: case MXL_DTYPE_IQ2_XS: case MXL_DTYPE_IQ2_S: case MXL_DTYPE_IQ3_XXS:
+        case MXL_DTYPE_IQ3_S: case MXL_DTYPE_IQ1_S:
+            memcpy(blk, &d, 2);
+            break;
         case MXL_DTYPE_Q4_1: case MXL_DTYPE_Q5_1: case MXL_DTYPE_Q4_K: case MXL_DTYPE_Q5_K:
             memcpy(blk, &d, 2);
             memcpy(blk + 2, &m, 2);
@@ -127,6 +133,13 @@ static void fill_blocks(mxl_dtype t, uint8_t *p, int64_t nblocks) {
         case MXL_DTYPE_Q3_K: memcpy(blk + 108, &d, 2); break;
         case MXL_DTYPE_Q6_K: memcpy(blk + 208, &d, 2); break;
         case MXL_DTYPE_MXFP4: blk[0] = (uint8_t)(118 + rnd() % 8); break; /* scales 2^-10 .. 2^-3 */
+        case MXL_DTYPE_IQ1_M: { /* d in the top nibbles of the four u16 scales at byte 48 */
+            uint16_t sc[4];
+            memcpy(sc, blk + 48, 8);
+            for (int k = 0; k < 4; k++) sc[k] = (uint16_t)((sc[k] & 0x0FFF) | (((d >> (4 * k)) & 0xF) << 12));
+            memcpy(blk + 48, sc, 8);
+            break;
+        }
         default: break;
         }
     }

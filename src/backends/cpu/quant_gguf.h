@@ -5,7 +5,7 @@
  *   - dequantization of a row to f32 (the plain reference, bit-exact with the PyPI `gguf`
  *     package's gguf.quants.dequantize, which does the same f32 operations in the same order);
  *   - fused dot products of a weight row with activations quantized on the fly, as ggml-cpu does:
- *     32-element formats (Q4_0/Q4_1/Q5_0/Q5_1/Q8_0) dot against mxl_block_q8a (int8 + f32 scale +
+ *     32-element formats (Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/MXFP4/IQ4_NL) dot against mxl_block_q8a (int8 + f32 scale +
  *     f32 scaled sum), the K-quants against mxl_block_q8k (ggml's Q8_K: 256 int8, f32 scale,
  *     16 partial sums). The integer part of each block product is exact in every variant; only
  *     the order of the f32 accumulation across blocks differs between variants.
@@ -50,6 +50,50 @@ static inline float mxl_e8m0_half(uint8_t e) {
     memcpy(&f, &bits, 4);
     return f;
 }
+/* IQ4_NL (ggml block_iq4_nl): value j = d * kvalues_iq4nl[code j], codes 0..15 in the low nibbles
+ * of qs, 16..31 in the high (as Q4_0); dotted against q8a as Q4_0 is. */
+typedef struct { uint16_t d; uint8_t qs[16]; } mxl_block_iq4_nl;                  /* 18 B */
+/* IQ4_XS (ggml block_iq4_xs): 8 sub-blocks of 32 with the IQ4_NL table; sub-block ib has the 6-bit
+ * scale ls = (low nibble ib of scales_l) | (bits 2ib..2ib+1 of scales_h) << 4, value =
+ * (d * (ls - 32)) * kvalues[code], its codes in qs[16 ib .. 16 ib + 15] (low nibbles first).
+ * Dotted against q8k (as ggml): the super-block's sum of (ls - 32) * (codes . x) is an exact
+ * int32 (|sum| <= 8 * 32 * 32 * 127 * 127 < 2^27), combined once by mxl_kq_combine, so every
+ * variant is bit-identical; the 32-element sub-blocks line up with q8k's 32-element halves. */
+typedef struct { uint16_t d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[128]; } mxl_block_iq4_xs; /* 136 B */
+/* ggml's kvalues_iq4nl: the non-linear 4-bit grid of IQ4_NL and IQ4_XS */
+static const int8_t mxl_kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                             1,    13,   25,  38,  53,  69,  89,  113};
+/* Signed 6-bit scale ls - 32 of IQ4_XS sub-block ib (0..7). */
+static inline int mxl_iq4xs_scale(const mxl_block_iq4_xs *b, int ib) {
+    return (((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b->scales_h >> (2 * ib)) & 3) << 4)) - 32;
+}
+/* The IQ grid formats (ggml block_iq2_xxs .. block_iq1_m; gguf.quants' dequantize_blocks is the
+ * truth). Every 256-element super-block is read as signed integer codes q (grid value x sign;
+ * for IQ1 8 x grid value +- 1, the +-1/8 delta made integral), an odd integer multiplier m per
+ * 16 elements (2 ls + 1, or 1 + 2 ls for IQ3_S) and a power of two p, so that
+ * value = ((d * m) * p) * q exactly as the package computes it:
+ *   IQ2_XXS: d, then per 32: 4 grid bytes + a u32 of four 7-bit sign indices and ls (bits 28..31);
+ *            value = d (0.5 + ls) / 4 x grid x sign, p = 1/8
+ *   IQ2_XS:  d, 32 u16 (9-bit grid index | 7-bit sign index << 9), 4-bit ls per 16; p = 1/8
+ *   IQ2_S:   d, 32 low index bytes, 32 sign bytes, 2 high index bits a group (qh), ls per 16
+ *   IQ3_XXS: d, 64 index bytes (grid rows of 4), then per 32 a u32 of signs and ls; p = 1/4
+ *   IQ3_S:   d, 64 low index bytes + 1 high bit each (qh), sign bits, ls per 32; m = 1 + 2 ls, p = 1
+ *   IQ1_S:   d, 32 low index bytes, per 32 a u16: 3 high index bits per group of 8, ls (12..14),
+ *            the delta's sign (15); value = d (2 ls + 1) (grid -+ 1/8), p = 1/8
+ *   IQ1_M:   32 low index bytes, 16 bytes of 3 high index bits + delta sign per group of 8, four
+ *            u16 of 3-bit scales per 16 whose top nibbles make up the f16 d.
+ * All dot against q8k (as ggml): per super-block sum_g m_g (q . x)_g is exact in int32, then
+ * p * mxl_kq_combine(d, 0, xd, sum, 0) (p a power of two: an exact scaling). */
+typedef struct { uint16_t d; uint16_t qs[32]; } mxl_block_iq2_xxs;                /* 66 B */
+typedef struct { uint16_t d; uint16_t qs[32]; uint8_t scales[8]; } mxl_block_iq2_xs; /* 74 B */
+typedef struct { uint16_t d; uint8_t qs[64]; uint8_t qh[8]; uint8_t scales[8]; } mxl_block_iq2_s; /* 82 B */
+typedef struct { uint16_t d; uint8_t qs[96]; } mxl_block_iq3_xxs;                 /* 98 B */
+typedef struct { uint16_t d; uint8_t qs[64]; uint8_t qh[8]; uint8_t signs[32]; uint8_t scales[4]; } mxl_block_iq3_s; /* 110 B */
+typedef struct { uint16_t d; uint8_t qs[32]; uint16_t qh[8]; } mxl_block_iq1_s;   /* 50 B */
+typedef struct { uint8_t qs[32]; uint8_t qh[16]; uint16_t scales[4]; } mxl_block_iq1_m; /* 56 B */
+/* Codes q[256], multipliers m[16] and the power of two of one IQ grid super-block (quant_gguf_ref.c);
+ * returns d. */
+float mxl_iq_grid_decode(mxl_dtype t, const void *blk, int *q, int *m, float *p);
 typedef struct { uint8_t scales[16]; uint8_t qs[64]; uint16_t d, dmin; } mxl_block_q2_k; /* 84 */
 typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t d; } mxl_block_q3_k; /* 110 */
 typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; } mxl_block_q4_k; /* 144 */
@@ -82,6 +126,15 @@ _Static_assert(sizeof(mxl_block_q4_k) == 144, "q4_k");
 _Static_assert(sizeof(mxl_block_q5_k) == 176, "q5_k");
 _Static_assert(sizeof(mxl_block_q6_k) == 210, "q6_k");
 _Static_assert(sizeof(mxl_block_q8k) == 292, "q8_k");
+_Static_assert(sizeof(mxl_block_iq4_nl) == 18, "iq4_nl");
+_Static_assert(sizeof(mxl_block_iq4_xs) == 136, "iq4_xs");
+_Static_assert(sizeof(mxl_block_iq2_xxs) == 66, "iq2_xxs");
+_Static_assert(sizeof(mxl_block_iq2_xs) == 74, "iq2_xs");
+_Static_assert(sizeof(mxl_block_iq2_s) == 82, "iq2_s");
+_Static_assert(sizeof(mxl_block_iq3_xxs) == 98, "iq3_xxs");
+_Static_assert(sizeof(mxl_block_iq3_s) == 110, "iq3_s");
+_Static_assert(sizeof(mxl_block_iq1_s) == 50, "iq1_s");
+_Static_assert(sizeof(mxl_block_iq1_m) == 56, "iq1_m");
 
 /* Exact IEEE half -> float without libm (subnormals via an exact float multiply). */
 static inline float mxl_h2f(uint16_t h) {

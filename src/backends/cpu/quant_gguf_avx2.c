@@ -11,10 +11,16 @@
  *     is bit-identical to mxl_vec_dot_ref.
  *   - 4-token variants (prefill): a weight block is decoded once and used for four activation
  *     rows; per token the operations equal the 1-token kernel's (bit-identical results).
- * MXFP4 looks its nibbles up in the E2M1 table with one byte shuffle and runs as Q4_0.
+ * MXFP4 looks its nibbles up in the E2M1 table with one byte shuffle and runs as Q4_0; IQ4_NL the
+ * same in kvalues_iq4nl. IQ4_XS shuffles the same table per 32-element sub-block and forms its
+ * super-block sum exactly in int32 against q8k, as the K-quants (bit-identical). The IQ grid
+ * formats gather their grid rows per 32-element sub-block (scalar 8- or 4-byte loads), move the
+ * signs onto the activations and weight the two 16-element halves by madd: exact int32 sums,
+ * the reference's f32 expression, so bit-identical too (1 and 4 tokens).
  * (Swapping maddubs+madd for VNNI dpbusd inside these 4-token kernels gained only 5-10% here; the
  * AVX-512 VNNI gain comes from the 4x4 register-tiled kernel in quant_gguf_avx512.c.) */
 #include "backends/cpu/quant_gguf.h"
+#include "backends/cpu/quant_iq_grids.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -23,6 +29,7 @@
 #include <math.h>
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define ALWAYS __attribute__((always_inline))
 
 /* Exact half -> float with F16C (same values as mxl_h2f). */
 AVX2 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
@@ -95,6 +102,244 @@ AVX2 static float dot_mxfp4(int64_t n, const void *w, const void *xq) {
     }
     return mxl_hsum8_avx2(acc);
 }
+
+/* IQ4_NL / IQ4_XS: 16 nibble bytes looked up in kvalues_iq4nl (signed codes -127..113) */
+AVX2 static inline __m256i iq4nl_codes(const uint8_t *qs) {
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mxl_kvalues_iq4nl));
+    return _mm256_shuffle_epi8(lut, nibbles_lo_hi(qs));
+}
+
+AVX2 static float dot_iq4_nl(int64_t n, const void *w, const void *xq) {
+    const mxl_block_iq4_nl *b = w;
+    const mxl_block_q8a *x = xq;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        __m256i q = iq4nl_codes(b[i].qs);
+        __m256i y = _mm256_loadu_si256((const __m256i *)x[i].qs);
+        __m256 s = _mm256_cvtepi32_ps(dot_i8(q, y));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].d) * x[i].d), s, acc);
+    }
+    return mxl_hsum8_avx2(acc);
+}
+
+/* IQ4_XS against q8k: per sub-block the int16 pair sums (|.| <= 2 * 127 * 127) times ls - 32 by
+ * madd, accumulated in int32 lanes; one mxl_kq_combine per super-block as the reference. */
+AVX2 static float dot_iq4_xs(int64_t n, const void *w, const void *xq) {
+    const mxl_block_iq4_xs *b = w;
+    const mxl_block_q8k *x = xq;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / 256; i++) {
+        __m256i sumv = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++) {
+            __m256i q = iq4nl_codes(b[i].qs + 16 * ib);
+            __m256i y = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * ib));
+            __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q));
+            sumv = _mm256_add_epi32(sumv, _mm256_madd_epi16(p16, _mm256_set1_epi16((short)mxl_iq4xs_scale(&b[i], ib))));
+        }
+        acc += mxl_kq_combine(h2f(b[i].d), 0.0f, x[i].d, hsum_epi32(sumv), 0);
+    }
+    return acc;
+}
+
+/* ---- IQ grid formats against q8k (layouts: quant_gguf.h) ---- */
+static inline uint64_t rd_u64(const void *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+static inline uint32_t rd_u32(const void *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static inline int iq_nib(const uint8_t *s, int i) { return (s[i / 2] >> (4 * (i % 2))) & 0xF; }
+/* the four 7-bit sign indices of aux (bits 0..27) as 32 sign bits */
+static inline uint32_t ksigns4(uint32_t aux) {
+    return (uint32_t)mxl_ksigns_iq2xs[aux & 127] | (uint32_t)mxl_ksigns_iq2xs[(aux >> 7) & 127] << 8 |
+           (uint32_t)mxl_ksigns_iq2xs[(aux >> 14) & 127] << 16 | (uint32_t)mxl_ksigns_iq2xs[(aux >> 21) & 127] << 24;
+}
+/* 4 rows of 8 grid bytes (element order) as one vector */
+AVX2 static inline __m256i rows8(const void *r0, const void *r1, const void *r2, const void *r3) {
+    return _mm256_set_epi64x((long long)rd_u64(r3), (long long)rd_u64(r2), (long long)rd_u64(r1), (long long)rd_u64(r0));
+}
+
+/* Sub-block ib (32 elements) of an IQ2 / IQ3 super-block: the grid magnitudes, 32 sign bits
+ * (bit j: element j negative), the multipliers of its two 16-element halves. */
+AVX2 ALWAYS static inline __m256i iq_mag32(mxl_dtype t, const void *blk, int ib, uint32_t *signs, int *m0, int *m1) {
+    switch (t) {
+    case MXL_DTYPE_IQ2_XXS: {
+        const mxl_block_iq2_xxs *b = blk;
+        const uint32_t idx = rd_u32(b->qs + 4 * ib), aux = rd_u32(b->qs + 4 * ib + 2);
+        *signs = ksigns4(aux);
+        *m0 = *m1 = 2 * (int)(aux >> 28) + 1;
+        return rows8(mxl_iq2xxs_grid[idx & 255], mxl_iq2xxs_grid[(idx >> 8) & 255], mxl_iq2xxs_grid[(idx >> 16) & 255],
+                     mxl_iq2xxs_grid[idx >> 24]);
+    }
+    case MXL_DTYPE_IQ2_XS: {
+        const mxl_block_iq2_xs *b = blk;
+        const uint16_t *q = b->qs + 4 * ib;
+        *signs = (uint32_t)mxl_ksigns_iq2xs[q[0] >> 9] | (uint32_t)mxl_ksigns_iq2xs[q[1] >> 9] << 8 |
+                 (uint32_t)mxl_ksigns_iq2xs[q[2] >> 9] << 16 | (uint32_t)mxl_ksigns_iq2xs[q[3] >> 9] << 24;
+        *m0 = 2 * iq_nib(b->scales, 2 * ib) + 1, *m1 = 2 * iq_nib(b->scales, 2 * ib + 1) + 1;
+        return rows8(mxl_iq2xs_grid[q[0] & 511], mxl_iq2xs_grid[q[1] & 511], mxl_iq2xs_grid[q[2] & 511],
+                     mxl_iq2xs_grid[q[3] & 511]);
+    }
+    case MXL_DTYPE_IQ2_S: {
+        const mxl_block_iq2_s *b = blk;
+        const uint8_t *q = b->qs + 4 * ib;
+        const unsigned h = b->qh[ib];
+        *signs = rd_u32(b->qs + 32 + 4 * ib);
+        *m0 = 2 * iq_nib(b->scales, 2 * ib) + 1, *m1 = 2 * iq_nib(b->scales, 2 * ib + 1) + 1;
+        return rows8(mxl_iq2s_grid[q[0] | ((h & 3) << 8)], mxl_iq2s_grid[q[1] | (((h >> 2) & 3) << 8)],
+                     mxl_iq2s_grid[q[2] | (((h >> 4) & 3) << 8)], mxl_iq2s_grid[q[3] | (((h >> 6) & 3) << 8)]);
+    }
+    case MXL_DTYPE_IQ3_XXS: {
+        const mxl_block_iq3_xxs *b = blk;
+        const uint8_t *q = b->qs + 8 * ib;
+        const uint32_t aux = rd_u32(b->qs + 64 + 4 * ib);
+        *signs = ksigns4(aux);
+        *m0 = *m1 = 2 * (int)(aux >> 28) + 1;
+        return _mm256_set_epi32((int)rd_u32(mxl_iq3xxs_grid[q[7]]), (int)rd_u32(mxl_iq3xxs_grid[q[6]]),
+                                (int)rd_u32(mxl_iq3xxs_grid[q[5]]), (int)rd_u32(mxl_iq3xxs_grid[q[4]]),
+                                (int)rd_u32(mxl_iq3xxs_grid[q[3]]), (int)rd_u32(mxl_iq3xxs_grid[q[2]]),
+                                (int)rd_u32(mxl_iq3xxs_grid[q[1]]), (int)rd_u32(mxl_iq3xxs_grid[q[0]]));
+    }
+    default: { /* IQ3_S */
+        const mxl_block_iq3_s *b = blk;
+        const uint8_t *q = b->qs + 8 * ib;
+        const unsigned h = b->qh[ib];
+        int r[8];
+        for (int k = 0; k < 8; k++) r[k] = (int)rd_u32(mxl_iq3s_grid[q[k] | (((h >> k) & 1) << 8)]);
+        *signs = rd_u32(b->signs + 4 * ib);
+        *m0 = *m1 = 1 + 2 * iq_nib(b->scales, ib);
+        return _mm256_set_epi32(r[7], r[6], r[5], r[4], r[3], r[2], r[1], r[0]);
+    }
+    }
+}
+
+/* IQ1_S / IQ1_M sub-block ib: signed codes 8 g +- 1 (-9..9) and the halves' multipliers. */
+AVX2 ALWAYS static inline __m256i iq1_codes32(mxl_dtype t, const void *blk, int ib, int *m0, int *m1) {
+    __m256i g, delta;
+    if (t == MXL_DTYPE_IQ1_S) {
+        const mxl_block_iq1_s *b = blk;
+        const unsigned qh = b->qh[ib];
+        const uint8_t *q = b->qs + 4 * ib;
+        g = rows8(mxl_iq1s_grid[q[0] | ((qh & 7) << 8)], mxl_iq1s_grid[q[1] | (((qh >> 3) & 7) << 8)],
+                  mxl_iq1s_grid[q[2] | (((qh >> 6) & 7) << 8)], mxl_iq1s_grid[q[3] | (((qh >> 9) & 7) << 8)]);
+        delta = _mm256_set1_epi8(qh & 0x8000 ? -1 : 1);
+        *m0 = *m1 = 2 * (int)((qh >> 12) & 7) + 1;
+    } else {
+        const mxl_block_iq1_m *b = blk;
+        const uint8_t *q = b->qs + 4 * ib;
+        const unsigned h0 = b->qh[2 * ib], h1 = b->qh[2 * ib + 1];
+        const unsigned hs[4] = {h0 & 0xF, h0 >> 4, h1 & 0xF, h1 >> 4};
+        g = rows8(mxl_iq1s_grid[q[0] | ((hs[0] & 7) << 8)], mxl_iq1s_grid[q[1] | ((hs[1] & 7) << 8)],
+                  mxl_iq1s_grid[q[2] | ((hs[2] & 7) << 8)], mxl_iq1s_grid[q[3] | ((hs[3] & 7) << 8)]);
+        const long long one = 0x0101010101010101LL;
+        delta = _mm256_set_epi64x(hs[3] & 8 ? -1LL : one, hs[2] & 8 ? -1LL : one, hs[1] & 8 ? -1LL : one, hs[0] & 8 ? -1LL : one);
+        *m0 = 2 * ((b->scales[ib / 2] >> (6 * (ib % 2))) & 7) + 1;
+        *m1 = 2 * ((b->scales[ib / 2] >> (6 * (ib % 2) + 3)) & 7) + 1;
+    }
+    g = _mm256_add_epi8(g, g);
+    g = _mm256_add_epi8(g, g);
+    g = _mm256_add_epi8(g, g);
+    return _mm256_add_epi8(g, delta);
+}
+
+/* d of an IQ grid super-block (IQ1_M: assembled from its scales' top nibbles) */
+static inline uint16_t iq_d_bits(mxl_dtype t, const void *blk) {
+    if (t == MXL_DTYPE_IQ1_M) {
+        const mxl_block_iq1_m *b = blk;
+        return (uint16_t)((b->scales[0] >> 12) | ((b->scales[1] >> 8) & 0xF0) | ((b->scales[2] >> 4) & 0xF00) |
+                          (b->scales[3] & 0xF000));
+    }
+    uint16_t d;
+    memcpy(&d, blk, 2); /* every other IQ grid block starts with d */
+    return d;
+}
+
+AVX2 ALWAYS static inline float dot_iq_grid(mxl_dtype t, int64_t n, const void *w, const void *xq, size_t bb, float p) {
+    const mxl_block_q8k *x = xq;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const void *blk = (const uint8_t *)w + (size_t)i * bb;
+        __m256i sumv = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++) {
+            __m256i y = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * ib));
+            int m0, m1;
+            __m256i p16;
+            if (t == MXL_DTYPE_IQ1_S || t == MXL_DTYPE_IQ1_M) {
+                __m256i c = iq1_codes32(t, blk, ib, &m0, &m1);
+                p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(c, c), _mm256_sign_epi8(y, c));
+            } else {
+                uint32_t sg;
+                __m256i mag = iq_mag32(t, blk, ib, &sg, &m0, &m1);
+                __m256i s = bits_to_bytes(sg); /* 0xFF where negative: y -> -y */
+                p16 = _mm256_maddubs_epi16(mag, _mm256_sub_epi8(_mm256_xor_si256(y, s), s));
+            }
+            __m256i m16 = _mm256_set_m128i(_mm_set1_epi16((short)m1), _mm_set1_epi16((short)m0));
+            sumv = _mm256_add_epi32(sumv, _mm256_madd_epi16(p16, m16));
+        }
+        acc += p * mxl_kq_combine(h2f(iq_d_bits(t, blk)), 0.0f, x[i].d, hsum_epi32(sumv), 0);
+    }
+    return acc;
+}
+/* Four tokens: each sub-block decoded once (IQ1: codes and their magnitudes; IQ2 / IQ3:
+ * magnitudes and the sign mask), then per token the 1-token kernel's integer work and f32
+ * expression (bit-identical to it). */
+AVX2 ALWAYS static inline void dot4_iq_grid(mxl_dtype t, int64_t n, const void *w, const void *xq, size_t xs,
+                                            float *out, size_t bb, float p) {
+    const int iq1 = t == MXL_DTYPE_IQ1_S || t == MXL_DTYPE_IQ1_M;
+    const uint8_t *xb = xq;
+    float acc[4] = {0, 0, 0, 0};
+    for (int64_t i = 0; i < n / 256; i++) {
+        const void *blk = (const uint8_t *)w + (size_t)i * bb;
+        __m256i u[8], s[8], m16[8]; /* unsigned factor, sign source / mask, multipliers */
+        for (int ib = 0; ib < 8; ib++) {
+            int m0, m1;
+            if (iq1) {
+                s[ib] = iq1_codes32(t, blk, ib, &m0, &m1);
+                u[ib] = _mm256_sign_epi8(s[ib], s[ib]);
+            } else {
+                uint32_t sg;
+                u[ib] = iq_mag32(t, blk, ib, &sg, &m0, &m1);
+                s[ib] = bits_to_bytes(sg);
+            }
+            m16[ib] = _mm256_set_m128i(_mm_set1_epi16((short)m1), _mm_set1_epi16((short)m0));
+        }
+        const float d = h2f(iq_d_bits(t, blk));
+        for (int k = 0; k < 4; k++) {
+            const mxl_block_q8k *x = (const mxl_block_q8k *)(xb + k * xs) + i;
+            __m256i sumv = _mm256_setzero_si256();
+            for (int ib = 0; ib < 8; ib++) {
+                __m256i y = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * ib));
+                __m256i sy = iq1 ? _mm256_sign_epi8(y, s[ib]) : _mm256_sub_epi8(_mm256_xor_si256(y, s[ib]), s[ib]);
+                sumv = _mm256_add_epi32(sumv, _mm256_madd_epi16(_mm256_maddubs_epi16(u[ib], sy), m16[ib]));
+            }
+            acc[k] += p * mxl_kq_combine(d, 0.0f, x->d, hsum_epi32(sumv), 0);
+        }
+    }
+    for (int k = 0; k < 4; k++) out[k] = acc[k];
+}
+#define IQ_DOT4(name, T, blk, P)                                                                       \
+    AVX2 static void dot4_##name(int64_t n, const void *w, const void *x, size_t s, float *o) {      \
+        dot4_iq_grid(T, n, w, x, s, o, sizeof(blk), P);                                              \
+    }
+IQ_DOT4(iq2_xxs, MXL_DTYPE_IQ2_XXS, mxl_block_iq2_xxs, 0.125f)
+IQ_DOT4(iq2_xs, MXL_DTYPE_IQ2_XS, mxl_block_iq2_xs, 0.125f)
+IQ_DOT4(iq2_s, MXL_DTYPE_IQ2_S, mxl_block_iq2_s, 0.125f)
+IQ_DOT4(iq3_xxs, MXL_DTYPE_IQ3_XXS, mxl_block_iq3_xxs, 0.25f)
+IQ_DOT4(iq3_s, MXL_DTYPE_IQ3_S, mxl_block_iq3_s, 1.0f)
+IQ_DOT4(iq1_s, MXL_DTYPE_IQ1_S, mxl_block_iq1_s, 0.125f)
+IQ_DOT4(iq1_m, MXL_DTYPE_IQ1_M, mxl_block_iq1_m, 0.125f)
+
+AVX2 static float dot_iq2_xxs(int64_t n, const void *w, const void *x) { return dot_iq_grid(MXL_DTYPE_IQ2_XXS, n, w, x, sizeof(mxl_block_iq2_xxs), 0.125f); }
+AVX2 static float dot_iq2_xs(int64_t n, const void *w, const void *x) { return dot_iq_grid(MXL_DTYPE_IQ2_XS, n, w, x, sizeof(mxl_block_iq2_xs), 0.125f); }
+AVX2 static float dot_iq2_s(int64_t n, const void *w, const void *x) { return dot_iq_grid(MXL_DTYPE_IQ2_S, n, w, x, sizeof(mxl_block_iq2_s), 0.125f); }
+AVX2 static float dot_iq3_xxs(int64_t n, const void *w, const void *x) { return dot_iq_grid(MXL_DTYPE_IQ3_XXS, n, w, x, sizeof(mxl_block_iq3_xxs), 0.25f); }
+AVX2 static float dot_iq3_s(int64_t n, const void *w, const void *x) { return dot_iq_grid(MXL_DTYPE_IQ3_S, n, w, x, sizeof(mxl_block_iq3_s), 1.0f); }
+AVX2 static float dot_iq1_s(int64_t n, const void *w, const void *x) { return dot_iq_grid(MXL_DTYPE_IQ1_S, n, w, x, sizeof(mxl_block_iq1_s), 0.125f); }
+AVX2 static float dot_iq1_m(int64_t n, const void *w, const void *x) { return dot_iq_grid(MXL_DTYPE_IQ1_M, n, w, x, sizeof(mxl_block_iq1_m), 0.125f); }
 
 AVX2 static float dot_q4_1(int64_t n, const void *w, const void *xq) {
     const mxl_block_q4_1 *b = w;
@@ -321,7 +566,6 @@ AVX2 static float dot_q3_k(int64_t n, const void *w, const void *xq) {
 }
 
 /* ---- 4-token kernels ---------------------------------------------------------------------- */
-#define ALWAYS __attribute__((always_inline))
 
 /* Block i of a 32-element format as 32 int8 codes (signed for Q4_0/Q5_0/Q8_0, unsigned 0..31
  * for Q4_1/Q5_1), its scale d and offset m (0 for the symmetric formats). */
@@ -353,6 +597,11 @@ AVX2 ALWAYS static inline __m256i decode32(mxl_dtype t, const void *w, int64_t i
         const mxl_block_mxfp4 *b = (const mxl_block_mxfp4 *)w + i;
         *d = mxl_e8m0_half(b->e), *m = 0.0f;
         return mxfp4_codes(b->qs);
+    }
+    case MXL_DTYPE_IQ4_NL: {
+        const mxl_block_iq4_nl *b = (const mxl_block_iq4_nl *)w + i;
+        *d = h2f(b->d), *m = 0.0f;
+        return iq4nl_codes(b->qs);
     }
     default: {
         const mxl_block_q8_0 *b = (const mxl_block_q8_0 *)w + i;
@@ -390,6 +639,34 @@ AVX2 static void dot4_q5_0(int64_t n, const void *w, const void *x, size_t s, fl
 AVX2 static void dot4_q5_1(int64_t n, const void *w, const void *x, size_t s, float *o) { dot4_32(MXL_DTYPE_Q5_1, n, w, x, s, o); }
 AVX2 static void dot4_q8_0(int64_t n, const void *w, const void *x, size_t s, float *o) { dot4_32(MXL_DTYPE_Q8_0, n, w, x, s, o); }
 AVX2 static void dot4_mxfp4(int64_t n, const void *w, const void *x, size_t s, float *o) { dot4_32(MXL_DTYPE_MXFP4, n, w, x, s, o); }
+AVX2 static void dot4_iq4_nl(int64_t n, const void *w, const void *x, size_t s, float *o) { dot4_32(MXL_DTYPE_IQ4_NL, n, w, x, s, o); }
+
+/* IQ4_XS: the super-block's 8 code vectors (and their magnitudes) decoded once; per token the
+ * 1-token kernel's integer work and f32 expression. */
+AVX2 static void dot4_iq4_xs(int64_t n, const void *w, const void *xq, size_t xs, float *out) {
+    const mxl_block_iq4_xs *bb = w;
+    const uint8_t *xb = xq;
+    float acc[4] = {0, 0, 0, 0};
+    for (int64_t i = 0; i < n / 256; i++) {
+        __m256i q[8], aq[8], s16[8];
+        for (int ib = 0; ib < 8; ib++) {
+            q[ib] = iq4nl_codes(bb[i].qs + 16 * ib);
+            aq[ib] = _mm256_sign_epi8(q[ib], q[ib]);
+            s16[ib] = _mm256_set1_epi16((short)mxl_iq4xs_scale(&bb[i], ib));
+        }
+        for (int t = 0; t < 4; t++) {
+            const mxl_block_q8k *x = (const mxl_block_q8k *)(xb + t * xs) + i;
+            __m256i sumv = _mm256_setzero_si256();
+            for (int ib = 0; ib < 8; ib++) {
+                __m256i y = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * ib));
+                __m256i p16 = _mm256_maddubs_epi16(aq[ib], _mm256_sign_epi8(y, q[ib]));
+                sumv = _mm256_add_epi32(sumv, _mm256_madd_epi16(p16, s16[ib]));
+            }
+            acc[t] += mxl_kq_combine(h2f(bb[i].d), 0.0f, x->d, hsum_epi32(sumv), 0);
+        }
+    }
+    for (int t = 0; t < 4; t++) out[t] = acc[t];
+}
 
 /* Q4_K / Q5_K: the super-block's 256 codes are unpacked once (8 vectors), then each token does
  * the 1-token kernel's integer work and the same f32 expression. */
@@ -495,6 +772,15 @@ mxl_vec_dot4_fn mxl_vec_dot4_avx2_get(mxl_dtype t) {
     case MXL_DTYPE_Q5_1: return dot4_q5_1;
     case MXL_DTYPE_Q8_0: return dot4_q8_0;
     case MXL_DTYPE_MXFP4: return dot4_mxfp4;
+    case MXL_DTYPE_IQ4_NL: return dot4_iq4_nl;
+    case MXL_DTYPE_IQ4_XS: return dot4_iq4_xs;
+    case MXL_DTYPE_IQ2_XXS: return dot4_iq2_xxs;
+    case MXL_DTYPE_IQ2_XS: return dot4_iq2_xs;
+    case MXL_DTYPE_IQ2_S: return dot4_iq2_s;
+    case MXL_DTYPE_IQ3_XXS: return dot4_iq3_xxs;
+    case MXL_DTYPE_IQ3_S: return dot4_iq3_s;
+    case MXL_DTYPE_IQ1_S: return dot4_iq1_s;
+    case MXL_DTYPE_IQ1_M: return dot4_iq1_m;
     case MXL_DTYPE_Q4_K: return dot4_q4_k;
     case MXL_DTYPE_Q5_K: return dot4_q5_k;
     case MXL_DTYPE_Q6_K: return dot4_q6_k;
@@ -510,6 +796,15 @@ mxl_vec_dot_fn mxl_vec_dot_avx2_get(mxl_dtype t) {
     case MXL_DTYPE_Q5_1: return dot_q5_1;
     case MXL_DTYPE_Q8_0: return dot_q8_0;
     case MXL_DTYPE_MXFP4: return dot_mxfp4;
+    case MXL_DTYPE_IQ4_NL: return dot_iq4_nl;
+    case MXL_DTYPE_IQ4_XS: return dot_iq4_xs;
+    case MXL_DTYPE_IQ2_XXS: return dot_iq2_xxs;
+    case MXL_DTYPE_IQ2_XS: return dot_iq2_xs;
+    case MXL_DTYPE_IQ2_S: return dot_iq2_s;
+    case MXL_DTYPE_IQ3_XXS: return dot_iq3_xxs;
+    case MXL_DTYPE_IQ3_S: return dot_iq3_s;
+    case MXL_DTYPE_IQ1_S: return dot_iq1_s;
+    case MXL_DTYPE_IQ1_M: return dot_iq1_m;
     case MXL_DTYPE_Q2_K: return dot_q2_k;
     case MXL_DTYPE_Q3_K: return dot_q3_k;
     case MXL_DTYPE_Q4_K: return dot_q4_k;

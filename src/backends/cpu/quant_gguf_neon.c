@@ -13,6 +13,7 @@
  * nearbyintf does in the default rounding mode), so their blocks are bit-identical too.
  * On other architectures the getter returns NULL and the quantizers run the references. */
 #include "backends/cpu/quant_gguf.h"
+#include "backends/cpu/quant_iq_grids.h"
 
 #if defined(__aarch64__)
 #include <arm_neon.h>
@@ -55,6 +56,135 @@ static inline void q3k_scales(const uint8_t *s, int *sc) {
 static inline float block_f32(float d, float m, const mxl_block_q8a *x, int sumi) {
     float a = d * x->d * (float)sumi, b = m * x->s;
     return a + b;
+}
+
+/* ---- IQ grid formats (layouts: quant_gguf.h) ---- */
+static inline uint32_t rd_u32(const void *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static inline int iq_nib(const uint8_t *s, int i) { return (s[i / 2] >> (4 * (i % 2))) & 0xF; }
+static inline uint32_t ksigns4(uint32_t aux) {
+    return (uint32_t)mxl_ksigns_iq2xs[aux & 127] | (uint32_t)mxl_ksigns_iq2xs[(aux >> 7) & 127] << 8 |
+           (uint32_t)mxl_ksigns_iq2xs[(aux >> 14) & 127] << 16 | (uint32_t)mxl_ksigns_iq2xs[(aux >> 21) & 127] << 24;
+}
+/* two 8-byte grid rows as one vector */
+static inline int8x16_t rows2(const void *r0, const void *r1) {
+    return vcombine_s8(vld1_s8((const int8_t *)r0), vld1_s8((const int8_t *)r1));
+}
+/* two 4-byte grid rows (of rows r[0..3]) -> 16 bytes */
+static inline int8x16_t rows4x4(const uint8_t *const *r) {
+    uint32_t v[4] = {rd_u32(r[0]), rd_u32(r[1]), rd_u32(r[2]), rd_u32(r[3])};
+    return vreinterpretq_s8_u32(vld1q_u32(v));
+}
+/* magnitudes with 16 sign bits (bit j: element j negative) applied */
+static inline int8x16_t apply_signs(int8x16_t mag, uint32_t bits16) {
+    uint8x16_t neg = bits16_to_bytes((uint8_t)bits16, (uint8_t)(bits16 >> 8));
+    return vbslq_s8(neg, vnegq_s8(mag), mag);
+}
+
+/* Sub-block ib (32 elements) of an IQ grid super-block as signed codes (the reference's q:
+ * grid x sign, or 8 g +- 1 for IQ1) in lo (elements 0..15) and hi (16..31), and the two halves'
+ * multipliers. */
+static inline void iq_codes32(mxl_dtype t, const void *blk, int ib, int8x16_t *lo, int8x16_t *hi, int *m0, int *m1) {
+    uint32_t sg = 0;
+    switch (t) {
+    case MXL_DTYPE_IQ2_XXS: {
+        const mxl_block_iq2_xxs *b = blk;
+        const uint32_t idx = rd_u32(b->qs + 4 * ib), aux = rd_u32(b->qs + 4 * ib + 2);
+        *lo = rows2(mxl_iq2xxs_grid[idx & 255], mxl_iq2xxs_grid[(idx >> 8) & 255]);
+        *hi = rows2(mxl_iq2xxs_grid[(idx >> 16) & 255], mxl_iq2xxs_grid[idx >> 24]);
+        sg = ksigns4(aux);
+        *m0 = *m1 = 2 * (int)(aux >> 28) + 1;
+        break;
+    }
+    case MXL_DTYPE_IQ2_XS: {
+        const mxl_block_iq2_xs *b = blk;
+        const uint16_t *q = b->qs + 4 * ib;
+        *lo = rows2(mxl_iq2xs_grid[q[0] & 511], mxl_iq2xs_grid[q[1] & 511]);
+        *hi = rows2(mxl_iq2xs_grid[q[2] & 511], mxl_iq2xs_grid[q[3] & 511]);
+        sg = (uint32_t)mxl_ksigns_iq2xs[q[0] >> 9] | (uint32_t)mxl_ksigns_iq2xs[q[1] >> 9] << 8 |
+             (uint32_t)mxl_ksigns_iq2xs[q[2] >> 9] << 16 | (uint32_t)mxl_ksigns_iq2xs[q[3] >> 9] << 24;
+        *m0 = 2 * iq_nib(b->scales, 2 * ib) + 1, *m1 = 2 * iq_nib(b->scales, 2 * ib + 1) + 1;
+        break;
+    }
+    case MXL_DTYPE_IQ2_S: {
+        const mxl_block_iq2_s *b = blk;
+        const uint8_t *q = b->qs + 4 * ib;
+        const unsigned h = b->qh[ib];
+        *lo = rows2(mxl_iq2s_grid[q[0] | ((h & 3) << 8)], mxl_iq2s_grid[q[1] | (((h >> 2) & 3) << 8)]);
+        *hi = rows2(mxl_iq2s_grid[q[2] | (((h >> 4) & 3) << 8)], mxl_iq2s_grid[q[3] | (((h >> 6) & 3) << 8)]);
+        sg = rd_u32(b->qs + 32 + 4 * ib);
+        *m0 = 2 * iq_nib(b->scales, 2 * ib) + 1, *m1 = 2 * iq_nib(b->scales, 2 * ib + 1) + 1;
+        break;
+    }
+    case MXL_DTYPE_IQ3_XXS: {
+        const mxl_block_iq3_xxs *b = blk;
+        const uint8_t *q = b->qs + 8 * ib;
+        const uint8_t *r0[4] = {mxl_iq3xxs_grid[q[0]], mxl_iq3xxs_grid[q[1]], mxl_iq3xxs_grid[q[2]], mxl_iq3xxs_grid[q[3]]};
+        const uint8_t *r1[4] = {mxl_iq3xxs_grid[q[4]], mxl_iq3xxs_grid[q[5]], mxl_iq3xxs_grid[q[6]], mxl_iq3xxs_grid[q[7]]};
+        const uint32_t aux = rd_u32(b->qs + 64 + 4 * ib);
+        *lo = rows4x4(r0), *hi = rows4x4(r1);
+        sg = ksigns4(aux);
+        *m0 = *m1 = 2 * (int)(aux >> 28) + 1;
+        break;
+    }
+    case MXL_DTYPE_IQ3_S: {
+        const mxl_block_iq3_s *b = blk;
+        const uint8_t *q = b->qs + 8 * ib;
+        const unsigned h = b->qh[ib];
+        const uint8_t *r[8];
+        for (int k = 0; k < 8; k++) r[k] = mxl_iq3s_grid[q[k] | (((h >> k) & 1) << 8)];
+        *lo = rows4x4(r), *hi = rows4x4(r + 4);
+        sg = rd_u32(b->signs + 4 * ib);
+        *m0 = *m1 = 1 + 2 * iq_nib(b->scales, ib);
+        break;
+    }
+    default: { /* IQ1_S / IQ1_M: 8 g + delta, no signs */
+        unsigned hs[4];
+        const uint8_t *q;
+        int8x16_t d0, d1;
+        if (t == MXL_DTYPE_IQ1_S) {
+            const mxl_block_iq1_s *b = blk;
+            const unsigned qh = b->qh[ib];
+            for (int l = 0; l < 4; l++) hs[l] = (qh >> (3 * l)) & 7;
+            q = b->qs + 4 * ib;
+            d0 = d1 = vdupq_n_s8(qh & 0x8000 ? -1 : 1);
+            *m0 = *m1 = 2 * (int)((qh >> 12) & 7) + 1;
+        } else {
+            const mxl_block_iq1_m *b = blk;
+            const unsigned h0 = b->qh[2 * ib], h1 = b->qh[2 * ib + 1];
+            hs[0] = h0 & 0xF, hs[1] = h0 >> 4, hs[2] = h1 & 0xF, hs[3] = h1 >> 4;
+            q = b->qs + 4 * ib;
+            d0 = vcombine_s8(vdup_n_s8(hs[0] & 8 ? -1 : 1), vdup_n_s8(hs[1] & 8 ? -1 : 1));
+            d1 = vcombine_s8(vdup_n_s8(hs[2] & 8 ? -1 : 1), vdup_n_s8(hs[3] & 8 ? -1 : 1));
+            for (int l = 0; l < 4; l++) hs[l] &= 7;
+            *m0 = 2 * ((b->scales[ib / 2] >> (6 * (ib % 2))) & 7) + 1;
+            *m1 = 2 * ((b->scales[ib / 2] >> (6 * (ib % 2) + 3)) & 7) + 1;
+        }
+        int8x16_t g0 = rows2(mxl_iq1s_grid[q[0] | (hs[0] << 8)], mxl_iq1s_grid[q[1] | (hs[1] << 8)]);
+        int8x16_t g1 = rows2(mxl_iq1s_grid[q[2] | (hs[2] << 8)], mxl_iq1s_grid[q[3] | (hs[3] << 8)]);
+        *lo = vaddq_s8(vshlq_n_s8(g0, 3), d0);
+        *hi = vaddq_s8(vshlq_n_s8(g1, 3), d1);
+        return;
+    }
+    }
+    *lo = apply_signs(*lo, sg & 0xFFFF);
+    *hi = apply_signs(*hi, sg >> 16);
+}
+/* d of an IQ grid super-block (IQ1_M: assembled from its scales' top nibbles); the power of two */
+static inline float iq_d(mxl_dtype t, const void *blk, float *p) {
+    *p = t == MXL_DTYPE_IQ3_S ? 1.0f : t == MXL_DTYPE_IQ3_XXS ? 0.25f : 0.125f;
+    uint16_t d;
+    if (t == MXL_DTYPE_IQ1_M) {
+        const mxl_block_iq1_m *b = blk;
+        d = (uint16_t)((b->scales[0] >> 12) | ((b->scales[1] >> 8) & 0xF0) | ((b->scales[2] >> 4) & 0xF00) |
+                       (b->scales[3] & 0xF000));
+    } else {
+        memcpy(&d, blk, 2);
+    }
+    return mxl_h2f(d);
 }
 
 /* Baseline: 16 int8 products, widened to int16 and added pairwise into the 4 int32 lanes. */

@@ -10,7 +10,7 @@
  * per block repeats the reference's statements in the reference's order (quant_gguf_ref.c; the
  * K-quants through mxl_kq_combine), so each dot is bit-identical to mxl_vec_dot_ref. */
 
-/* Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / MXFP4 against q8a: per block float a = d*xd*sumi, b = m*xs. */
+/* Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / MXFP4 / IQ4_NL against q8a: per block float a = d*xd*sumi, b = m*xs. */
 NEON_TARGET static float NEON_FN(dot_q4_0)(int64_t n, const void *w, const void *xq) {
     const mxl_block_q4_0 *b = w;
     const mxl_block_q8a *x = xq;
@@ -41,6 +41,47 @@ NEON_TARGET static float NEON_FN(dot_mxfp4)(int64_t n, const void *w, const void
         int32x4_t s = DOT16(vdupq_n_s32(0), lo, vld1q_s8(x[i].qs));
         s = DOT16(s, hi, vld1q_s8(x[i].qs + 16));
         acc += block_f32(mxl_e8m0_half(b[i].e), 0.0f, &x[i], vaddvq_s32(s));
+    }
+    return acc;
+}
+
+/* IQ4_NL: the nibbles looked up in kvalues_iq4nl (TBL), then Q4_0's block expression */
+NEON_TARGET static float NEON_FN(dot_iq4_nl)(int64_t n, const void *w, const void *xq) {
+    const mxl_block_iq4_nl *b = w;
+    const mxl_block_q8a *x = xq;
+    const int8x16_t lut = vld1q_s8(mxl_kvalues_iq4nl);
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        int8x16_t lo, hi;
+        nib_lo_hi(b[i].qs, &lo, &hi);
+        lo = vqtbl1q_s8(lut, vreinterpretq_u8_s8(lo));
+        hi = vqtbl1q_s8(lut, vreinterpretq_u8_s8(hi));
+        int32x4_t s = DOT16(vdupq_n_s32(0), lo, vld1q_s8(x[i].qs));
+        s = DOT16(s, hi, vld1q_s8(x[i].qs + 16));
+        acc += block_f32(mxl_h2f(b[i].d), 0.0f, &x[i], vaddvq_s32(s));
+    }
+    return acc;
+}
+
+/* IQ4_XS against q8k: per sub-block the table codes' dot times ls - 32, summed exactly in int32,
+ * one mxl_kq_combine per super-block */
+NEON_TARGET static float NEON_FN(dot_iq4_xs)(int64_t n, const void *w, const void *xq) {
+    const mxl_block_iq4_xs *b = w;
+    const mxl_block_q8k *x = xq;
+    const int8x16_t lut = vld1q_s8(mxl_kvalues_iq4nl);
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / 256; i++) {
+        int32x4_t sumv = vdupq_n_s32(0);
+        for (int ib = 0; ib < 8; ib++) {
+            int8x16_t lo, hi;
+            nib_lo_hi(b[i].qs + 16 * ib, &lo, &hi);
+            lo = vqtbl1q_s8(lut, vreinterpretq_u8_s8(lo));
+            hi = vqtbl1q_s8(lut, vreinterpretq_u8_s8(hi));
+            int32x4_t s = DOT16(vdupq_n_s32(0), lo, vld1q_s8(x[i].qs + 32 * ib));
+            s = DOT16(s, hi, vld1q_s8(x[i].qs + 32 * ib + 16));
+            sumv = vmlaq_n_s32(sumv, s, mxl_iq4xs_scale(&b[i], ib));
+        }
+        acc += mxl_kq_combine(mxl_h2f(b[i].d), 0.0f, x[i].d, vaddvq_s32(sumv), 0);
     }
     return acc;
 }
@@ -236,6 +277,36 @@ NEON_TARGET static float NEON_FN(dot_q6_k)(int64_t n, const void *w, const void 
     return acc;
 }
 
+/* IQ grid formats against q8k: the sub-block's signed codes (iq_codes32) dotted with x, each
+ * half times its multiplier, exact in int32; p * mxl_kq_combine per super-block. */
+NEON_TARGET static inline float NEON_FN(dot_iq_grid)(mxl_dtype t, int64_t n, const void *w, const void *xq) {
+    const mxl_block_q8k *x = xq;
+    const size_t bb = mxl_dtype_get_info(t)->block_bytes;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const void *blk = (const uint8_t *)w + (size_t)i * bb;
+        int32x4_t sumv = vdupq_n_s32(0);
+        for (int ib = 0; ib < 8; ib++) {
+            int8x16_t lo, hi;
+            int m0, m1;
+            iq_codes32(t, blk, ib, &lo, &hi, &m0, &m1);
+            sumv = vmlaq_n_s32(sumv, DOT16(vdupq_n_s32(0), lo, vld1q_s8(x[i].qs + 32 * ib)), m0);
+            sumv = vmlaq_n_s32(sumv, DOT16(vdupq_n_s32(0), hi, vld1q_s8(x[i].qs + 32 * ib + 16)), m1);
+        }
+        float p;
+        const float d = iq_d(t, blk, &p);
+        acc += p * mxl_kq_combine(d, 0.0f, x[i].d, vaddvq_s32(sumv), 0);
+    }
+    return acc;
+}
+NEON_TARGET static float NEON_FN(dot_iq2_xxs)(int64_t n, const void *w, const void *x) { return NEON_FN(dot_iq_grid)(MXL_DTYPE_IQ2_XXS, n, w, x); }
+NEON_TARGET static float NEON_FN(dot_iq2_xs)(int64_t n, const void *w, const void *x) { return NEON_FN(dot_iq_grid)(MXL_DTYPE_IQ2_XS, n, w, x); }
+NEON_TARGET static float NEON_FN(dot_iq2_s)(int64_t n, const void *w, const void *x) { return NEON_FN(dot_iq_grid)(MXL_DTYPE_IQ2_S, n, w, x); }
+NEON_TARGET static float NEON_FN(dot_iq3_xxs)(int64_t n, const void *w, const void *x) { return NEON_FN(dot_iq_grid)(MXL_DTYPE_IQ3_XXS, n, w, x); }
+NEON_TARGET static float NEON_FN(dot_iq3_s)(int64_t n, const void *w, const void *x) { return NEON_FN(dot_iq_grid)(MXL_DTYPE_IQ3_S, n, w, x); }
+NEON_TARGET static float NEON_FN(dot_iq1_s)(int64_t n, const void *w, const void *x) { return NEON_FN(dot_iq_grid)(MXL_DTYPE_IQ1_S, n, w, x); }
+NEON_TARGET static float NEON_FN(dot_iq1_m)(int64_t n, const void *w, const void *x) { return NEON_FN(dot_iq_grid)(MXL_DTYPE_IQ1_M, n, w, x); }
+
 static mxl_vec_dot_fn NEON_FN(get)(mxl_dtype t) {
     switch (t) {
     case MXL_DTYPE_Q4_0: return NEON_FN(dot_q4_0);
@@ -244,6 +315,15 @@ static mxl_vec_dot_fn NEON_FN(get)(mxl_dtype t) {
     case MXL_DTYPE_Q5_1: return NEON_FN(dot_q5_1);
     case MXL_DTYPE_Q8_0: return NEON_FN(dot_q8_0);
     case MXL_DTYPE_MXFP4: return NEON_FN(dot_mxfp4);
+    case MXL_DTYPE_IQ4_NL: return NEON_FN(dot_iq4_nl);
+    case MXL_DTYPE_IQ4_XS: return NEON_FN(dot_iq4_xs);
+    case MXL_DTYPE_IQ2_XXS: return NEON_FN(dot_iq2_xxs);
+    case MXL_DTYPE_IQ2_XS: return NEON_FN(dot_iq2_xs);
+    case MXL_DTYPE_IQ2_S: return NEON_FN(dot_iq2_s);
+    case MXL_DTYPE_IQ3_XXS: return NEON_FN(dot_iq3_xxs);
+    case MXL_DTYPE_IQ3_S: return NEON_FN(dot_iq3_s);
+    case MXL_DTYPE_IQ1_S: return NEON_FN(dot_iq1_s);
+    case MXL_DTYPE_IQ1_M: return NEON_FN(dot_iq1_m);
     case MXL_DTYPE_Q2_K: return NEON_FN(dot_q2_k);
     case MXL_DTYPE_Q3_K: return NEON_FN(dot_q3_k);
     case MXL_DTYPE_Q4_K: return NEON_FN(dot_q4_k);

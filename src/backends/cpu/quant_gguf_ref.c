@@ -4,11 +4,18 @@
  * (and of ggml's dequantize_row_*): e.g. Q4_K: (d*sc) * q - (dmin*m), so the results agree bit
  * for bit. The fused dots follow ggml-cpu's generic vec_dot_*_q8_*: exact integer sums per block,
  * one f32 multiply-add per block. MXFP4 follows ggml's dequantize_row_mxfp4 and
- * ggml_vec_dot_mxfp4_q8_0 (the doubled E2M1 values as integers, the halved E8M0 scale per block). */
+ * ggml_vec_dot_mxfp4_q8_0 (the doubled E2M1 values as integers, the halved E8M0 scale per block).
+ * IQ4_NL / IQ4_XS look their nibbles up in kvalues_iq4nl (gguf.quants.IQ4_NL / IQ4_XS): IQ4_NL
+ * dequantizes d * value and dots as Q4_0; IQ4_XS dequantizes (d * (ls - 32)) * value and dots
+ * against q8k with one exact integer sum per super-block (ggml's vec_dot_iq4_xs_q8_K). The IQ grid
+ * formats (IQ2_*, IQ3_*, IQ1_*) are decoded once into integer codes, multipliers and a power of
+ * two (mxl_iq_grid_decode, layouts in quant_gguf.h) that serve dequantization and the dot alike;
+ * their grids and sign table come generated from the gguf package (quant_iq_grids.h). */
 #include <math.h>
 #include <string.h>
 
 #include "backends/cpu/quant_gguf.h"
+#include "backends/cpu/quant_iq_grids.h"
 #include "core/status.h"
 
 int mxl_gguf_quant_supported(mxl_dtype t) {
@@ -16,6 +23,9 @@ int mxl_gguf_quant_supported(mxl_dtype t) {
     case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q4_1: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q5_1:
     case MXL_DTYPE_Q8_0: case MXL_DTYPE_Q2_K: case MXL_DTYPE_Q3_K: case MXL_DTYPE_Q4_K:
     case MXL_DTYPE_Q5_K: case MXL_DTYPE_Q6_K: case MXL_DTYPE_MXFP4: case MXL_DTYPE_TQ1_0: case MXL_DTYPE_TQ2_0:
+    case MXL_DTYPE_IQ4_NL: case MXL_DTYPE_IQ4_XS:
+    case MXL_DTYPE_IQ2_XXS: case MXL_DTYPE_IQ2_XS: case MXL_DTYPE_IQ2_S: case MXL_DTYPE_IQ3_XXS:
+    case MXL_DTYPE_IQ3_S: case MXL_DTYPE_IQ1_S: case MXL_DTYPE_IQ1_M:
         return 1;
     default:
         return 0;
@@ -25,10 +35,12 @@ int mxl_gguf_quant_supported(mxl_dtype t) {
 mxl_act_kind mxl_gguf_act_kind(mxl_dtype t) {
     switch (t) {
     case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q4_1: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q5_1:
-    case MXL_DTYPE_Q8_0: case MXL_DTYPE_MXFP4:
+    case MXL_DTYPE_Q8_0: case MXL_DTYPE_MXFP4: case MXL_DTYPE_IQ4_NL:
         return MXL_ACT_Q8A;
     case MXL_DTYPE_Q2_K: case MXL_DTYPE_Q3_K: case MXL_DTYPE_Q4_K: case MXL_DTYPE_Q5_K:
-    case MXL_DTYPE_Q6_K: case MXL_DTYPE_TQ1_0: case MXL_DTYPE_TQ2_0:
+    case MXL_DTYPE_Q6_K: case MXL_DTYPE_TQ1_0: case MXL_DTYPE_TQ2_0: case MXL_DTYPE_IQ4_XS:
+    case MXL_DTYPE_IQ2_XXS: case MXL_DTYPE_IQ2_XS: case MXL_DTYPE_IQ2_S: case MXL_DTYPE_IQ3_XXS:
+    case MXL_DTYPE_IQ3_S: case MXL_DTYPE_IQ1_S: case MXL_DTYPE_IQ1_M:
         return MXL_ACT_Q8K;
     default:
         return MXL_ACT_F32;
@@ -69,6 +81,126 @@ static void mxfp4_vals(const mxl_block_mxfp4 *b, int *q) {
     for (int j = 0; j < 16; j++) {
         q[j] = mxl_kvalues_mxfp4[b->qs[j] & 0xF];
         q[j + 16] = mxl_kvalues_mxfp4[b->qs[j] >> 4];
+    }
+}
+
+/* IQ4_NL's 32 table values (low nibbles first); IQ4_XS's 256 (sub-block ib from qs[16 ib]). */
+static void iq4nl_vals(const uint8_t *qs, int *q) {
+    for (int j = 0; j < 16; j++) {
+        q[j] = mxl_kvalues_iq4nl[qs[j] & 0xF];
+        q[j + 16] = mxl_kvalues_iq4nl[qs[j] >> 4];
+    }
+}
+static void iq4xs_vals(const mxl_block_iq4_xs *b, int *q) {
+    for (int ib = 0; ib < 8; ib++) iq4nl_vals(b->qs + 16 * ib, q + 32 * ib);
+}
+
+/* ---- IQ grid formats ---- */
+static inline uint32_t rd_u32(const void *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+/* 8 grid magnitudes g[j] with sign bit j of `signs` into q[0..7] */
+static inline void put8(int *q, const uint8_t *g, unsigned signs) {
+    for (int j = 0; j < 8; j++) q[j] = (signs >> j) & 1 ? -(int)g[j] : (int)g[j];
+}
+static inline void put4(int *q, const uint8_t *g, unsigned signs) {
+    for (int j = 0; j < 4; j++) q[j] = (signs >> j) & 1 ? -(int)g[j] : (int)g[j];
+}
+/* IQ1: 8 x grid value (-1, 0, 1) + the delta's sign (+1, or -1 when neg) */
+static inline void put8_iq1(int *q, const int8_t *g, int neg) {
+    for (int j = 0; j < 8; j++) q[j] = 8 * g[j] + (neg ? -1 : 1);
+}
+static inline int nib(const uint8_t *s, int i) { return (s[i / 2] >> (4 * (i % 2))) & 0xF; }
+
+float mxl_iq_grid_decode(mxl_dtype t, const void *blk, int *q, int *m, float *p) {
+    switch (t) {
+    case MXL_DTYPE_IQ2_XXS: {
+        const mxl_block_iq2_xxs *b = blk;
+        for (int ib = 0; ib < 8; ib++) {
+            const uint32_t idx = rd_u32(b->qs + 4 * ib), aux = rd_u32(b->qs + 4 * ib + 2);
+            for (int l = 0; l < 4; l++)
+                put8(q + 32 * ib + 8 * l, mxl_iq2xxs_grid[(idx >> (8 * l)) & 0xFF], mxl_ksigns_iq2xs[(aux >> (7 * l)) & 127]);
+            m[2 * ib] = m[2 * ib + 1] = 2 * (int)(aux >> 28) + 1;
+        }
+        *p = 0.125f;
+        return mxl_h2f(b->d);
+    }
+    case MXL_DTYPE_IQ2_XS: {
+        const mxl_block_iq2_xs *b = blk;
+        for (int k = 0; k < 32; k++) put8(q + 8 * k, mxl_iq2xs_grid[b->qs[k] & 511], mxl_ksigns_iq2xs[b->qs[k] >> 9]);
+        for (int g = 0; g < 16; g++) m[g] = 2 * nib(b->scales, g) + 1;
+        *p = 0.125f;
+        return mxl_h2f(b->d);
+    }
+    case MXL_DTYPE_IQ2_S: {
+        const mxl_block_iq2_s *b = blk;
+        for (int k = 0; k < 32; k++) {
+            const int idx = b->qs[k] | (((b->qh[k / 4] >> (2 * (k % 4))) & 3) << 8);
+            put8(q + 8 * k, mxl_iq2s_grid[idx], b->qs[32 + k]);
+        }
+        for (int g = 0; g < 16; g++) m[g] = 2 * nib(b->scales, g) + 1;
+        *p = 0.125f;
+        return mxl_h2f(b->d);
+    }
+    case MXL_DTYPE_IQ3_XXS: {
+        const mxl_block_iq3_xxs *b = blk;
+        for (int ib = 0; ib < 8; ib++) {
+            const uint32_t aux = rd_u32(b->qs + 64 + 4 * ib);
+            for (int l = 0; l < 4; l++) {
+                const unsigned s = mxl_ksigns_iq2xs[(aux >> (7 * l)) & 127];
+                put4(q + 32 * ib + 8 * l, mxl_iq3xxs_grid[b->qs[8 * ib + 2 * l]], s);
+                put4(q + 32 * ib + 8 * l + 4, mxl_iq3xxs_grid[b->qs[8 * ib + 2 * l + 1]], s >> 4);
+            }
+            m[2 * ib] = m[2 * ib + 1] = 2 * (int)(aux >> 28) + 1;
+        }
+        *p = 0.25f;
+        return mxl_h2f(b->d);
+    }
+    case MXL_DTYPE_IQ3_S: {
+        const mxl_block_iq3_s *b = blk;
+        for (int k = 0; k < 64; k++) {
+            const int idx = b->qs[k] | (((b->qh[k / 8] >> (k % 8)) & 1) << 8);
+            put4(q + 4 * k, mxl_iq3s_grid[idx], (unsigned)b->signs[k / 2] >> (4 * (k % 2)));
+        }
+        for (int ib = 0; ib < 8; ib++) m[2 * ib] = m[2 * ib + 1] = 1 + 2 * nib(b->scales, ib);
+        *p = 1.0f;
+        return mxl_h2f(b->d);
+    }
+    case MXL_DTYPE_IQ1_S: {
+        const mxl_block_iq1_s *b = blk;
+        for (int ib = 0; ib < 8; ib++) {
+            const unsigned qh = b->qh[ib];
+            for (int l = 0; l < 4; l++)
+                put8_iq1(q + 32 * ib + 8 * l, mxl_iq1s_grid[b->qs[4 * ib + l] | (((qh >> (3 * l)) & 7) << 8)], qh >> 15);
+            m[2 * ib] = m[2 * ib + 1] = 2 * (int)((qh >> 12) & 7) + 1;
+        }
+        *p = 0.125f;
+        return mxl_h2f(b->d);
+    }
+    default: { /* IQ1_M */
+        const mxl_block_iq1_m *b = blk;
+        for (int k = 0; k < 32; k++) {
+            const unsigned h = (b->qh[k / 2] >> (4 * (k % 2))) & 0xF;
+            put8_iq1(q + 8 * k, mxl_iq1s_grid[b->qs[k] | ((h & 7) << 8)], (h >> 3) & 1);
+        }
+        for (int g = 0; g < 16; g++) m[g] = 2 * ((b->scales[g / 4] >> (3 * (g % 4))) & 7) + 1;
+        const uint16_t dh = (uint16_t)((b->scales[0] >> 12) | ((b->scales[1] >> 8) & 0xF0) |
+                                       ((b->scales[2] >> 4) & 0xF00) | (b->scales[3] & 0xF000));
+        *p = 0.125f;
+        return mxl_h2f(dh);
+    }
+    }
+}
+
+static int is_iq_grid(mxl_dtype t) {
+    switch (t) {
+    case MXL_DTYPE_IQ2_XXS: case MXL_DTYPE_IQ2_XS: case MXL_DTYPE_IQ2_S: case MXL_DTYPE_IQ3_XXS:
+    case MXL_DTYPE_IQ3_S: case MXL_DTYPE_IQ1_S: case MXL_DTYPE_IQ1_M:
+        return 1;
+    default:
+        return 0;
     }
 }
 
@@ -197,6 +329,27 @@ void mxl_dequant_row_ref(mxl_dtype t, const void *src, float *y, int64_t n) {
         }
         return;
     }
+    case MXL_DTYPE_IQ4_NL: {
+        const mxl_block_iq4_nl *b = src;
+        for (int64_t i = 0; i < n / 32; i++, y += 32) {
+            const float d = mxl_h2f(b[i].d);
+            iq4nl_vals(b[i].qs, q);
+            for (int j = 0; j < 32; j++) y[j] = d * (float)q[j];
+        }
+        return;
+    }
+    case MXL_DTYPE_IQ4_XS: {
+        const mxl_block_iq4_xs *b = src;
+        for (int64_t i = 0; i < n / 256; i++, y += 256) {
+            const float d = mxl_h2f(b[i].d);
+            iq4xs_vals(&b[i], q);
+            for (int ib = 0; ib < 8; ib++) {
+                const float dl = d * (float)mxl_iq4xs_scale(&b[i], ib);
+                for (int j = 0; j < 32; j++) y[32 * ib + j] = dl * (float)q[32 * ib + j];
+            }
+        }
+        return;
+    }
     case MXL_DTYPE_Q2_K: {
         const mxl_block_q2_k *b = src;
         for (int64_t i = 0; i < n / 256; i++, y += 256) {
@@ -265,6 +418,20 @@ void mxl_dequant_row_ref(mxl_dtype t, const void *src, float *y, int64_t n) {
             for (int e = 0; e < 256; e++) {
                 float dl = d * (float)b[i].scales[e / 16];
                 y[e] = dl * (float)q[e];
+            }
+        }
+        return;
+    }
+    case MXL_DTYPE_IQ2_XXS: case MXL_DTYPE_IQ2_XS: case MXL_DTYPE_IQ2_S: case MXL_DTYPE_IQ3_XXS:
+    case MXL_DTYPE_IQ3_S: case MXL_DTYPE_IQ1_S: case MXL_DTYPE_IQ1_M: {
+        const size_t bb = mxl_dtype_get_info(t)->block_bytes;
+        int m[16];
+        for (int64_t i = 0; i < n / 256; i++, y += 256) {
+            float p;
+            const float d = mxl_iq_grid_decode(t, (const uint8_t *)src + (size_t)i * bb, q, m, &p);
+            for (int g = 0; g < 16; g++) {
+                const float dl = (d * (float)m[g]) * p;
+                for (int j = 0; j < 16; j++) y[16 * g + j] = dl * (float)q[16 * g + j];
             }
         }
         return;
@@ -391,6 +558,12 @@ static float dot_32(mxl_dtype t, int64_t n, const void *w, const mxl_block_q8a *
             mxfp4_vals(b, q);
             break;
         }
+        case MXL_DTYPE_IQ4_NL: {
+            const mxl_block_iq4_nl *b = (const mxl_block_iq4_nl *)w + i;
+            d = mxl_h2f(b->d);
+            iq4nl_vals(b->qs, q);
+            break;
+        }
         default: { /* Q8_0 */
             const mxl_block_q8_0 *b = (const mxl_block_q8_0 *)w + i;
             d = mxl_h2f(b->d);
@@ -423,6 +596,45 @@ static float dot_tq(mxl_dtype t, int64_t n, const void *w, const mxl_block_q8k *
         int sumi = 0;
         for (int j = 0; j < 256; j++) sumi += q[j] * x[i].qs[j];
         acc += (float)sumi * (d * x[i].d);
+    }
+    return acc;
+}
+
+/* IQ4_XS against q8k: sumi = sum over sub-blocks of (ls - 32) * (values . x), exact in int32,
+ * then mxl_kq_combine(d, 0, xd, sumi, 0) as the K-quants without a min. */
+static float dot_iq4_xs(int64_t n, const void *w, const mxl_block_q8k *x) {
+    int q[256];
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const mxl_block_iq4_xs *b = (const mxl_block_iq4_xs *)w + i;
+        iq4xs_vals(b, q);
+        int sumi = 0;
+        for (int ib = 0; ib < 8; ib++) {
+            int isum = 0;
+            for (int l = 0; l < 32; l++) isum += q[32 * ib + l] * x[i].qs[32 * ib + l];
+            sumi += mxl_iq4xs_scale(b, ib) * isum;
+        }
+        acc += mxl_kq_combine(mxl_h2f(b->d), 0.0f, x[i].d, sumi, 0);
+    }
+    return acc;
+}
+
+/* IQ grid formats against q8k: sumi = sum over 16-element groups of m * (codes . x), exact in
+ * int32 (|sumi| < 2^26 for every format), then p * mxl_kq_combine(d, 0, xd, sumi, 0). */
+static float dot_iq_grid(mxl_dtype t, int64_t n, const void *w, const mxl_block_q8k *x) {
+    const size_t bb = mxl_dtype_get_info(t)->block_bytes;
+    int q[256], m[16];
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / 256; i++) {
+        float p;
+        const float d = mxl_iq_grid_decode(t, (const uint8_t *)w + (size_t)i * bb, q, m, &p);
+        int sumi = 0;
+        for (int g = 0; g < 16; g++) {
+            int isum = 0;
+            for (int l = 0; l < 16; l++) isum += q[16 * g + l] * x[i].qs[16 * g + l];
+            sumi += m[g] * isum;
+        }
+        acc += p * mxl_kq_combine(d, 0.0f, x[i].d, sumi, 0);
     }
     return acc;
 }
@@ -508,5 +720,7 @@ float mxl_vec_dot_ref(mxl_dtype t, int64_t n, const void *w, const void *xq) {
     MXL_ASSERT(mxl_gguf_quant_supported(t));
     if (mxl_gguf_act_kind(t) == MXL_ACT_Q8A) return dot_32(t, n, w, xq);
     if (t == MXL_DTYPE_TQ1_0 || t == MXL_DTYPE_TQ2_0) return dot_tq(t, n, w, xq);
+    if (t == MXL_DTYPE_IQ4_XS) return dot_iq4_xs(n, w, xq);
+    if (is_iq_grid(t)) return dot_iq_grid(t, n, w, xq);
     return dot_k(t, n, w, xq);
 }

@@ -38,7 +38,12 @@ void mxl_synth_fill(mxl_dtype t, uint8_t *p, uint64_t nblocks, uint64_t *seed) {
     for (; i < bytes; i++) p[i] = (uint8_t)next(seed);
     int off_d = -1, off_m = -1;
     switch (t) {
-    case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q8_0: off_d = 0; break;
+    case MXL_DTYPE_Q4_0: case MXL_DTYPE_Q5_0: case MXL_DTYPE_Q8_0: case MXL_DTYPE_IQ4_NL: off_d = 0; break;
+    case MXL_DTYPE_IQ4_XS: off_d = 0; break; /* (random 6-bit scales: |ls - 32| <= 32) */
+    case MXL_DTYPE_IQ2_XXS: case MXL_DTYPE_IQ2_XS: case MXL_DTYPE_IQ2_S: case MXL_DTYPE_IQ3_XXS:
+    case MXL_DTYPE_IQ3_S: case MXL_DTYPE_IQ1_S:
+        off_d = 0;
+        break;
     case MXL_DTYPE_Q4_1: case MXL_DTYPE_Q5_1: case MXL_DTYPE_Q4_K: case MXL_DTYPE_Q5_K:
         off_d = 0, off_m = 2;
         break;
@@ -52,6 +57,12 @@ void mxl_synth_fill(mxl_dtype t, uint8_t *p, uint64_t nblocks, uint64_t *seed) {
     for (uint64_t b = 0; b < nblocks; b++) {
         uint8_t *blk = p + b * inf->block_bytes;
         if (t == MXL_DTYPE_MXFP4) blk[0] = (uint8_t)(114 + next(seed) % 8); /* scales 2^-14 .. 2^-7 (x 12 at most) */
+        if (t == MXL_DTYPE_IQ1_M) { /* d in the top nibbles of the four u16 scales at byte 48 */
+            uint16_t h = mxl_f32_to_f16(0.001f + 0.01f * unit(seed)), sc[4];
+            memcpy(sc, blk + 48, 8);
+            for (int k = 0; k < 4; k++) sc[k] = (uint16_t)((sc[k] & 0x0FFF) | (((h >> (4 * k)) & 0xF) << 12));
+            memcpy(blk + 48, sc, 8);
+        }
         if (off_d >= 0) put_h(blk + off_d, 0.001f + 0.01f * unit(seed));
         if (off_m >= 0) put_h(blk + off_m, 0.01f * unit(seed));
     }
