@@ -255,7 +255,7 @@ mxl_gemm4x4_fn mxl_gemm4x4_avx512_get(mxl_dtype t);
 /* The same kernels in two steps, for many tokens against one quad (prefill, batches of > 4):
  * unpack the quad's weight side once into pre (mxl_gemm4x4_pre_floats(n) floats, 64-byte
  * aligned), then run token groups from it. Bitwise the results of the one-step kernel. For
- * Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, Q4_K, Q6_K (false for other types). */
+ * Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, Q4_K, Q6_K, IQ4_XS (false for other types). */
 typedef void (*mxl_gemm4x4_unpack_fn)(int64_t n, const void *w, size_t w_row_bytes, int nrows, float *pre);
 typedef void (*mxl_gemm4x4_pre_fn)(int64_t n, const float *pre, int nrows, const void *xq, size_t xstride, int ntok,
                                    float *y, int64_t y_stride);

@@ -707,7 +707,7 @@ AVX512 static inline __m512i iq4xs_rows4(__m512i v0, __m512i v1, __m512i v2, __m
  * together (integer, so in any order) and combined as the reference. */
 AVX512 __attribute__((always_inline)) static inline void gemm4xn_iq4xs(int nt, int64_t n, const uint8_t *w, size_t wrb,
                                                                       int nr, const uint8_t *xq, size_t xs, float *y,
-                                                                      int64_t ys) {
+                                                                      int64_t ys, const __m512 *pre) {
     const int64_t nb = n / 256;
     const uint8_t *wr[4];
     for (int r = 0; r < 4; r++) wr[r] = w + QUAD_ROW(r, nr) * wrb;
@@ -733,13 +733,22 @@ AVX512 __attribute__((always_inline)) static inline void gemm4xn_iq4xs(int nt, i
         uint64_t dh = 0;
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
-            const mxl_block_iq4_xs *blk = (const mxl_block_iq4_xs *)wr[r] + b;
-            for (int o = 0; o < (int)sizeof *blk; o += 64) _mm_prefetch((const char *)blk + o + 4 * (int64_t)wrb, _MM_HINT_T0);
-            _mm_prefetch((const char *)blk + sizeof *blk - 1 + 4 * (int64_t)wrb, _MM_HINT_T0);
-            dh |= (uint64_t)blk->d << (16 * r);
             __m512i aq[4], sw[4];
             __mmask64 neg[4];
-            iq4xs_prep(blk, aq, neg, sw);
+            uint16_t d;
+            const __m512 *pr = pre ? pre + (b * 4 + r) * KPRE_VECS : NULL;
+            if (pr) {
+                for (int c = 0; c < 4; c++) aq[c] = _mm512_castps_si512(pr[c]), sw[c] = _mm512_castps_si512(pr[4 + c]);
+                memcpy(neg, &pr[8], sizeof neg);
+                memcpy(&d, &pr[9], 2);
+            } else {
+                const mxl_block_iq4_xs *blk = (const mxl_block_iq4_xs *)wr[r] + b;
+                for (int o = 0; o < (int)sizeof *blk; o += 64) _mm_prefetch((const char *)blk + o + 4 * (int64_t)wrb, _MM_HINT_T0);
+                _mm_prefetch((const char *)blk + sizeof *blk - 1 + 4 * (int64_t)wrb, _MM_HINT_T0);
+                d = blk->d;
+                iq4xs_prep(blk, aq, neg, sw);
+            }
+            dh |= (uint64_t)d << (16 * r);
 #pragma GCC unroll 4
             for (int t = 0; t < nt; t++) {
                 __m512i s = _mm512_setzero_si512();
@@ -772,10 +781,34 @@ AVX512 __attribute__((always_inline)) static inline void gemm4xn_iq4xs(int nt, i
         for (int t = 0; t < nt; t++) y[t * ys + r] = out[4 * r + t];
 }
 
-#define GEMMXS_CALL(NT) gemm4xn_iq4xs(NT, n, w, wrb, nr, xq, xs, y, ys)
+#define GEMMXS_CALL(NT) gemm4xn_iq4xs(NT, n, w, wrb, nr, xq, xs, y, ys, NULL)
 AVX512 static void gemm4x4_iq4_xs(int64_t n, const void *w, size_t wrb, int nr, const void *xq, size_t xs, int nt,
                                   float *y, int64_t ys) {
     SWITCH_NT(nt, GEMMXS_CALL)
+}
+/* pre-unpacked IQ4_XS quads: per (super-block, row) the KPRE_VECS vectors [aq0..aq3, sw0..sw3,
+ * the four 64-bit negative-code masks, d (the half in the first two bytes)] */
+AVX512 static void gemm4x4_iq4_xs_unpack(int64_t n, const void *w, size_t wrb, int nr, float *pref) {
+    __m512 *pre = (__m512 *)pref;
+    for (int64_t b = 0; b < n / 256; b++)
+        for (int r = 0; r < 4; r++) {
+            const mxl_block_iq4_xs *blk = (const mxl_block_iq4_xs *)((const uint8_t *)w + QUAD_ROW(r, nr) * wrb) + b;
+            __m512 *pr = pre + (b * 4 + r) * KPRE_VECS;
+            __m512i aq[4], sw[4];
+            __mmask64 neg[4];
+            iq4xs_prep(blk, aq, neg, sw);
+            for (int c = 0; c < 4; c++) pr[c] = _mm512_castsi512_ps(aq[c]), pr[4 + c] = _mm512_castsi512_ps(sw[c]);
+            pr[8] = pr[9] = _mm512_setzero_ps();
+            memcpy(&pr[8], neg, sizeof neg);
+            memcpy(&pr[9], &blk->d, 2);
+        }
+}
+#define GEMMXS_PRE_CALL(NT) gemm4xn_iq4xs(NT, n, (const uint8_t *)p, 0, nr, xq, xs, y, ys, p)
+AVX512 static void gemm4x4_iq4_xs_pre(int64_t n, const float *pre, int nr, const void *xq, size_t xs, int nt, float *y,
+                                      int64_t ys) {
+    const __m512 *p = (const __m512 *)pre;
+    if (!p) __builtin_unreachable();
+    SWITCH_NT(nt, GEMMXS_PRE_CALL)
 }
 
 AVX512 __attribute__((always_inline)) static inline void unpack4_k(int q6, int64_t n, const uint8_t *w, size_t wrb, int nr,
@@ -831,6 +864,7 @@ bool mxl_gemm4x4_pre_avx512_get(mxl_dtype t, mxl_gemm4x4_unpack_fn *unpack, mxl_
     case MXL_DTYPE_IQ4_NL: *unpack = gemm4x4_iq4_nl_unpack, *kern = gemm4x4_iq4_nl_pre; return true;
     case MXL_DTYPE_Q4_K: *unpack = gemm4x4_q4_k_unpack, *kern = gemm4x4_q4_k_pre; return true;
     case MXL_DTYPE_Q6_K: *unpack = gemm4x4_q6_k_unpack, *kern = gemm4x4_q6_k_pre; return true;
+    case MXL_DTYPE_IQ4_XS: *unpack = gemm4x4_iq4_xs_unpack, *kern = gemm4x4_iq4_xs_pre; return true;
     default: return false;
     }
 }
