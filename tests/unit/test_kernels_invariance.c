@@ -106,7 +106,7 @@ TEST(kernels_invariance_gguf) {
     static const mxl_dtype types[] = {MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q5_0,
                                       MXL_DTYPE_Q5_1, MXL_DTYPE_Q8_0, MXL_DTYPE_Q2_K,
                                       MXL_DTYPE_Q3_K, MXL_DTYPE_Q4_K, MXL_DTYPE_Q5_K,
-                                      MXL_DTYPE_Q6_K};
+                                      MXL_DTYPE_Q6_K, MXL_DTYPE_IQ4_NL, MXL_DTYPE_IQ4_XS};
     mxl_threadpool *pool = NULL;
     REQUIRE(mxl_threadpool_create(3, &pool, NULL) == MXL_OK);
     uint64_t seed = 0x9E3779B97F4A7C15ULL;

@@ -207,12 +207,13 @@ TEST(kernels_matmul_gguf_simd_vs_ref) {
             int64_t ntok = s == 1 ? 5 : 1 + s;
             /* K-quant dots are exact at the AVX2 level and at the AVX-512 level for formats
              * without a VNNI micro-kernel (a float path, used for every token count so that
-             * results do not depend on the batch); formats without a SIMD dot fall back to the
+             * results do not depend on the batch) and for IQ4_XS's (exact integer sums, the
+             * reference's f32 expression); formats without a SIMD dot fall back to the
              * reference */
             int tiled = mxl_gemm4x4_avx512_get(t) != NULL;
             int kq = mxl_gguf_act_kind(t) == MXL_ACT_Q8K;
             int exact = (kq || !mxl_vec_dot_avx2_get(t) ? 1 << MXL_CPU_ISA_AVX2 : 0) |
-                        (kq && !tiled ? 1 << MXL_CPU_ISA_AVX512VNNI : 0);
+                        (kq && (!tiled || t == MXL_DTYPE_IQ4_XS) ? 1 << MXL_CPU_ISA_AVX512VNNI : 0);
             char label[64];
             snprintf(label, sizeof label, "%s [%lld,%lld]", inf->name, (long long)rows, (long long)cols);
             CHECK(check_weight(&W, ntok, pool, exact, 1e-3, label) == 0);

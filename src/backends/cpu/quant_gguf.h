@@ -244,8 +244,9 @@ void mxl_quant_q8k_neon(const float *x, mxl_block_q8k *y, int64_t n);
  * (const char *)w + r*w_row_bytes) x ntok (1..4) tokens (activation row t at xq + t*xstride),
  * writing y[t*y_stride + r] for r < nrows, t < ntok. Float path (f32 order differs from the
  * reference), but each (row, token) result is the same bits for every nrows and ntok: the one
- * kernel serves decode (1 token) and prefill (groups of 4) alike. NULL for formats without one
- * (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q4_K, Q6_K have one). Prefetches the four rows after the quad
+ * kernel serves decode (1 token) and prefill (groups of 4) alike (IQ4_XS's: bit-identical to the
+ * reference as well). NULL for formats without one (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, Q4_K,
+ * Q6_K, IQ4_XS have one). Prefetches the four rows after the quad
  * (from w + 4*w_row_bytes; prefetches never fault, so past the matrix is harmless). Call only when the
  * CPU has AVX-512 F/BW/VL + VNNI. */
 typedef void (*mxl_gemm4x4_fn)(int64_t n, const void *w, size_t w_row_bytes, int nrows,
@@ -254,7 +255,7 @@ mxl_gemm4x4_fn mxl_gemm4x4_avx512_get(mxl_dtype t);
 /* The same kernels in two steps, for many tokens against one quad (prefill, batches of > 4):
  * unpack the quad's weight side once into pre (mxl_gemm4x4_pre_floats(n) floats, 64-byte
  * aligned), then run token groups from it. Bitwise the results of the one-step kernel. For
- * Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q4_K, Q6_K (false for other types). */
+ * Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, Q4_K, Q6_K, IQ4_XS (false for other types). */
 typedef void (*mxl_gemm4x4_unpack_fn)(int64_t n, const void *w, size_t w_row_bytes, int nrows, float *pre);
 typedef void (*mxl_gemm4x4_pre_fn)(int64_t n, const float *pre, int nrows, const void *xq, size_t xstride, int ntok,
                                    float *y, int64_t y_stride);

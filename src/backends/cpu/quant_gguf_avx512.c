@@ -1,6 +1,10 @@
 /* quant_gguf_avx512.c - AVX-512 VNNI micro-kernels: 4 weight rows x 1..4 tokens against
- * quantized activations. 32-element formats (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1) against q8a, two
- * 32-element blocks per 512-bit step; Q4_K and Q6_K against Q8_K. (MLX: quant_mlx_avx512.c.)
+ * quantized activations. 32-element formats (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL) against q8a,
+ * two 32-element blocks per 512-bit step; Q4_K, Q6_K and IQ4_XS against Q8_K. (MLX:
+ * quant_mlx_avx512.c.) IQ4_NL runs as Q4_0 with its nibbles looked up in kvalues_iq4nl + 128 by
+ * one byte shuffle (u = q + 128, as Q8_0). IQ4_XS keeps the reference's exact int32 sum per
+ * super-block (vpmaddubsw of |q| against the activations negated where q < 0, vpdpwssd with the
+ * sub-block scales) and its f32 combine, so its results are bit-identical to mxl_vec_dot_ref.
  *
  * vpdpbusd multiplies unsigned bytes by signed bytes, so weight codes are made unsigned
  * (Q8_0: q + 128, Q4_0: the raw nibble = q + 8) and the offset is removed exactly in int32 by
@@ -30,7 +34,7 @@
 
 #include "backends/cpu/reduce_avx512.h"
 
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,bmi2")))
 
 AVX512 static inline __m512i pair256(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
@@ -56,7 +60,7 @@ AVX512 static inline __m256i nib32(const uint8_t *p) {
 /* Kinds of 32-element blocks this kernel handles. Codes are made unsigned u = q + C; C (a power
  * of two) is removed exactly in int32 by starting from -C * (activation lane sums). Formats with
  * an offset (Q4_1, Q5_1: + m) add m * s_x per block, s_x = d_x*sum(q_x). */
-enum { K_Q8_0, K_Q4_0, K_Q5_0, K_Q4_1, K_Q5_1 };
+enum { K_Q8_0, K_Q4_0, K_Q5_0, K_Q4_1, K_Q5_1, K_IQ4_NL };
 
 AVX512 static inline __m256i bits32(uint32_t x) { /* byte j = 0x10 when bit j of x is set */
     const __m256i shuf = _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL,
@@ -130,6 +134,21 @@ AVX512 static inline __m512i nib_inplace(const uint8_t *q0, const uint8_t *q1) {
     __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)q0));
     v = _mm512_mask_broadcast_i32x4(v, 0xF0F0, _mm_loadu_si128((const __m128i *)q1));
     return _mm512_and_si512(v, _mm512_inserti64x4(_mm512_set1_epi8(0x0F), _mm256_set1_epi8((char)0xF0), 1));
+}
+/* IQ4_NL in the same lane layout, but its codes looked up: the high nibbles shifted down (lanes
+ * 2-3), then one byte shuffle through kvalues_iq4nl + 128 (unsigned u = q + 128, 1..241; the
+ * table sits in every 128-bit lane, as vpshufb looks up within lanes). No / 16 on the high lanes. */
+AVX512 static inline __m512i iq4nl_inplace(const uint8_t *q0, const uint8_t *q1) {
+    __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)q0));
+    v = _mm512_mask_broadcast_i32x4(v, 0xF0F0, _mm_loadu_si128((const __m128i *)q1));
+    v = _mm512_srlv_epi16(v, _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1));
+    const __m512i lut = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)mxl_kvalues_iq4nl)),
+                                         _mm512_set1_epi8((char)0x80)); /* q ^ 0x80 = q + 128 */
+    return _mm512_shuffle_epi8(lut, _mm512_and_si512(v, _mm512_set1_epi8(0x0F)));
+}
+/* the in-place layout's codes of blocks at q0, q1 (their 16 nibble bytes) */
+AVX512 __attribute__((always_inline)) static inline __m512i inpl_codes(int kind, const uint8_t *q0, const uint8_t *q1) {
+    return kind == K_IQ4_NL ? iq4nl_inplace(q0, q1) : nib_inplace(q0, q1);
 }
 
 /* Two halves -> two floats broadcast to the lanes of block b (element i of idx's pattern 0)
@@ -244,17 +263,19 @@ AVX512 __attribute__((always_inline)) static inline void gemm4xn(int kind, int n
                                                                int nr, const uint8_t *xq, size_t xs,
                                                                float *y, int64_t ys, const __m512 *pre) {
     const int64_t nb = n / 32;
-    const int shift = kind == K_Q8_0 ? 7 : kind == K_Q4_0 ? 3 : kind == K_Q5_0 ? 4 : 0;
-    const int has_m = kind != K_Q8_0 && kind != K_Q4_0 && kind != K_Q5_0;
-    const int inpl = kind == K_Q4_0 || kind == K_Q4_1; /* the in-place nibble layout */
+    const int shift = kind == K_Q8_0 || kind == K_IQ4_NL ? 7 : kind == K_Q4_0 ? 3 : kind == K_Q5_0 ? 4 : 0;
+    const int has_m = kind != K_Q8_0 && kind != K_Q4_0 && kind != K_Q5_0 && kind != K_IQ4_NL;
+    /* the in-place lane layout; IQ4_NL's codes are looked up, so not scaled by 16 on the high lanes */
+    const int inpl = kind == K_Q4_0 || kind == K_Q4_1 || kind == K_IQ4_NL;
+    const int x16 = inpl && kind != K_IQ4_NL;
     const __m512i ones = _mm512_set1_epi8(1);
     /* activation scale per lane: d, and d / 16 on the in-place layout's high-nibble lanes */
-    const __m512 hi16 = inpl ? LANES_F(1.0f, 0.0625f) : _mm512_set1_ps(1.0f);
+    const __m512 hi16 = x16 ? LANES_F(1.0f, 0.0625f) : _mm512_set1_ps(1.0f);
     const uint8_t *wr[4];
     for (int r = 0; r < 4; r++) wr[r] = w + QUAD_ROW(r, nr) * wrb;
     /* bytes per block; software prefetch distance: the next quad's rows at the same offset (the
      * hardware prefetchers alone leave the kernel waiting on memory for rows this short) */
-    const int64_t bb = kind == K_Q8_0 ? 34 : kind == K_Q4_0 ? 18 : kind == K_Q5_0 ? 22 : kind == K_Q4_1 ? 20 : 24;
+    const int64_t bb = kind == K_Q8_0 ? 34 : kind == K_Q4_0 || kind == K_IQ4_NL ? 18 : kind == K_Q5_0 ? 22 : kind == K_Q4_1 ? 20 : 24;
     const int64_t pf = 4 * (int64_t)wrb;
     __m512 acc[4][4], macc[4];
     /* fully unrolled so the accumulators live in zmm registers */
@@ -280,7 +301,7 @@ AVX512 __attribute__((always_inline)) static inline void gemm4xn(int kind, int n
                 yv[t] = pair256(y0, y1);
             if (shift) {
                 __m512i ysum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, yv[t]);
-                __m512i sh = inpl ? _mm512_setr_epi32(shift, shift, shift, shift, shift, shift, shift, shift,
+                __m512i sh = x16 ? _mm512_setr_epi32(shift, shift, shift, shift, shift, shift, shift, shift,
                                                       shift + 4, shift + 4, shift + 4, shift + 4, shift + 4,
                                                       shift + 4, shift + 4, shift + 4)
                                   : _mm512_set1_epi32(shift);
@@ -336,7 +357,7 @@ AVX512 __attribute__((always_inline)) static inline void gemm4xn(int kind, int n
             if (inpl) {
                 const uint8_t *q0 = wr[r] + b * bb + bb - 16; /* qs: the last 16 bytes of a block */
                 /* a lone block: its bytes in all four lanes; b + 1's lanes meet zero activations */
-                __m512i u = pb ? _mm512_castps_si512(pb[2 + r]) : nib_inplace(q0, two ? q0 + bb : q0);
+                __m512i u = pb ? _mm512_castps_si512(pb[2 + r]) : inpl_codes(kind, q0, two ? q0 + bb : q0);
                 if (two && !pb) {
                     _mm_prefetch((const char *)wr[r] + b * bb + pf, _MM_HINT_T0);
                     _mm_prefetch((const char *)wr[r] + b * bb + 2 * bb - 1 + pf, _MM_HINT_T0);
@@ -413,9 +434,9 @@ AVX512 __attribute__((always_inline)) static inline void gemm4xn(int kind, int n
 AVX512 __attribute__((always_inline)) static inline void unpack4(int kind, int64_t n, const uint8_t *w, size_t wrb, int nr,
                                                                 __m512 *pre) {
     const int64_t nb = n / 32;
-    const int has_m = kind != K_Q8_0 && kind != K_Q4_0 && kind != K_Q5_0;
-    const int inpl = kind == K_Q4_0 || kind == K_Q4_1;
-    const int64_t bb = kind == K_Q8_0 ? 34 : kind == K_Q4_0 ? 18 : kind == K_Q5_0 ? 22 : kind == K_Q4_1 ? 20 : 24;
+    const int has_m = kind != K_Q8_0 && kind != K_Q4_0 && kind != K_Q5_0 && kind != K_IQ4_NL;
+    const int inpl = kind == K_Q4_0 || kind == K_Q4_1 || kind == K_IQ4_NL;
+    const int64_t bb = kind == K_Q8_0 ? 34 : kind == K_Q4_0 || kind == K_IQ4_NL ? 18 : kind == K_Q5_0 ? 22 : kind == K_Q4_1 ? 20 : 24;
     const uint8_t *wr[4];
     for (int r = 0; r < 4; r++) wr[r] = w + QUAD_ROW(r, nr) * wrb;
     for (int64_t b = 0; b < nb; b += 2) {
@@ -425,7 +446,7 @@ AVX512 __attribute__((always_inline)) static inline void unpack4(int kind, int64
             inpl_scales(wr, b, bb, two, has_m, &pb[0], &pb[1]);
             for (int r = 0; r < 4; r++) {
                 const uint8_t *q0 = wr[r] + b * bb + bb - 16;
-                pb[2 + r] = _mm512_castsi512_ps(nib_inplace(q0, two ? q0 + bb : q0));
+                pb[2 + r] = _mm512_castsi512_ps(inpl_codes(kind, q0, two ? q0 + bb : q0));
             }
         } else {
             for (int r = 0; r < 4; r++)
@@ -452,12 +473,14 @@ GEMM32_PRE(gemm4x4_q4_0, K_Q4_0)
 GEMM32_PRE(gemm4x4_q5_0, K_Q5_0)
 GEMM32_PRE(gemm4x4_q4_1, K_Q4_1)
 GEMM32_PRE(gemm4x4_q5_1, K_Q5_1)
+GEMM32_PRE(gemm4x4_iq4_nl, K_IQ4_NL)
 
 GEMM32(gemm4x4_q8_0, K_Q8_0)
 GEMM32(gemm4x4_q4_0, K_Q4_0)
 GEMM32(gemm4x4_q5_0, K_Q5_0)
 GEMM32(gemm4x4_q4_1, K_Q4_1)
 GEMM32(gemm4x4_q5_1, K_Q5_1)
+GEMM32(gemm4x4_iq4_nl, K_IQ4_NL)
 
 /* ---- K-quants: per-chunk f32 scales (d * sub-block scale) folded into the FMA; the offset
  * terms (Q4_K mins, Q6_K's -32) become one 16-lane FMA per (row, token, super-block) against the
@@ -641,6 +664,153 @@ AVX512 static void gemm4x4_q6_k(int64_t n, const void *w, size_t wrb, int nr, co
     SWITCH_NT(nt, GEMMK_CALL)
 }
 
+/* ---- IQ4_XS against Q8_K: the reference's exact int32 super-block sum per (row, token), then
+ * its f32 expression (d * x_d) * sum, lane-wise for the 16 (row, token) pairs at once: the
+ * results equal mxl_vec_dot_ref bit for bit (not only within a tolerance). ------------------ */
+
+/* Weight side of one IQ4_XS super-block of one row. Per 64-element chunk c (sub-blocks 2c and
+ * 2c + 1, qs[32c .. 32c + 31]), in k4_prep's 128-bit lane order [2c: 0-15, 2c+1: 0-15, 2c: 16-31,
+ * 2c+1: 16-31]: aq[c] the code magnitudes |kvalues[nibble]| (a byte shuffle), neg[c] the mask of
+ * negative codes (nibble < 8), sw[c] the signed scales ls - 32 as words, one per lane's sub-block. */
+AVX512 __attribute__((always_inline)) static inline void iq4xs_prep(const mxl_block_iq4_xs *blk, __m512i *aq,
+                                                                   __mmask64 *neg, __m512i *sw) {
+    const __m512i atbl = _mm512_abs_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)mxl_kvalues_iq4nl)));
+    /* byte ib of ls: the low nibble ib of scales_l, bits 2ib..2ib+1 of scales_h above it */
+    uint32_t sl;
+    memcpy(&sl, blk->scales_l, 4);
+    uint64_t ls = _pdep_u64(sl, 0x0F0F0F0F0F0F0F0FULL) | _pdep_u64(blk->scales_h, 0x0303030303030303ULL) << 4;
+    __m512i s16 = _mm512_castsi128_si512(
+        _mm_sub_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)ls)), _mm_set1_epi16(32)));
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk->qs + 32 * c)));
+        v = _mm512_srlv_epi16(v, _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1));
+        v = _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+        aq[c] = _mm512_shuffle_epi8(atbl, v);
+        neg[c] = _mm512_testn_epi8_mask(v, _mm512_set1_epi8(8));
+        const __m256i i2 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)(2 * c))),
+                                                   _mm_set1_epi16((short)(2 * c + 1)), 1);
+        sw[c] = _mm512_permutexvar_epi16(_mm512_broadcast_i64x4(i2), s16);
+    }
+}
+
+/* Four rows' int32 lane vectors of one token -> 128-bit lane r: row r's four partial sums. */
+AVX512 static inline __m512i iq4xs_rows4(__m512i v0, __m512i v1, __m512i v2, __m512i v3) {
+    __m512i a01 = _mm512_add_epi32(_mm512_shuffle_i32x4(v0, v1, 0x44), _mm512_shuffle_i32x4(v0, v1, 0xEE));
+    __m512i a23 = _mm512_add_epi32(_mm512_shuffle_i32x4(v2, v3, 0x44), _mm512_shuffle_i32x4(v2, v3, 0xEE));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(a01, a23, 0x88), _mm512_shuffle_i32x4(a01, a23, 0xDD));
+}
+
+/* acc lane 4r + t: row r, token t. Per super-block and (row, token): 4 x (masked negate of the
+ * activations where the code is negative, vpmaddubsw |q| x +-x: |pair| <= 2 * 127 * 127 < 2^15,
+ * vpdpwssd with the scales), all exact; then the 4 x nt lane vectors are summed across lanes
+ * together (integer, so in any order) and combined as the reference. */
+AVX512 __attribute__((always_inline)) static inline void gemm4xn_iq4xs(int nt, int64_t n, const uint8_t *w, size_t wrb,
+                                                                      int nr, const uint8_t *xq, size_t xs, float *y,
+                                                                      int64_t ys, const __m512 *pre) {
+    const int64_t nb = n / 256;
+    const uint8_t *wr[4];
+    for (int r = 0; r < 4; r++) wr[r] = w + QUAD_ROW(r, nr) * wrb;
+    const __m512i row_of_lane = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        /* per token: the activation chunks in the weight's lane order ([0-15, 32-47, 16-31,
+         * 48-63] of each 64), and d */
+        __m512i yv[4][4];
+        float dx[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) {
+            const mxl_block_q8k *x = (const mxl_block_q8k *)(xq + (t < nt ? t : 0) * xs) + b;
+            dx[t] = x->d;
+            if (t >= nt) continue;
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                __m512i v = _mm512_loadu_si512((const void *)(x->qs + 64 * c));
+                yv[t][c] = _mm512_shuffle_i64x2(v, v, 0xD8);
+            }
+        }
+        __m512i isum[4][4];
+        uint64_t dh = 0;
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            __m512i aq[4], sw[4];
+            __mmask64 neg[4];
+            uint16_t d;
+            const __m512 *pr = pre ? pre + (b * 4 + r) * KPRE_VECS : NULL;
+            if (pr) {
+                for (int c = 0; c < 4; c++) aq[c] = _mm512_castps_si512(pr[c]), sw[c] = _mm512_castps_si512(pr[4 + c]);
+                memcpy(neg, &pr[8], sizeof neg);
+                memcpy(&d, &pr[9], 2);
+            } else {
+                const mxl_block_iq4_xs *blk = (const mxl_block_iq4_xs *)wr[r] + b;
+                for (int o = 0; o < (int)sizeof *blk; o += 64) _mm_prefetch((const char *)blk + o + 4 * (int64_t)wrb, _MM_HINT_T0);
+                _mm_prefetch((const char *)blk + sizeof *blk - 1 + 4 * (int64_t)wrb, _MM_HINT_T0);
+                d = blk->d;
+                iq4xs_prep(blk, aq, neg, sw);
+            }
+            dh |= (uint64_t)d << (16 * r);
+#pragma GCC unroll 4
+            for (int t = 0; t < nt; t++) {
+                __m512i s = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    __m512i ym = _mm512_mask_sub_epi8(yv[t][c], neg[c], _mm512_setzero_si512(), yv[t][c]);
+                    s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(aq[c], ym), sw[c]);
+                }
+                isum[r][t] = s;
+            }
+        }
+        /* lane 4r + t: the exact sum of row r, token t (tokens past nt repeat token 0) */
+        __m512i u[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) {
+            const int tt = t < nt ? t : 0;
+            u[t] = iq4xs_rows4(isum[0][tt], isum[1][tt], isum[2][tt], isum[3][tt]);
+        }
+        __m512i w01 = _mm512_add_epi32(_mm512_unpacklo_epi32(u[0], u[1]), _mm512_unpackhi_epi32(u[0], u[1]));
+        __m512i w23 = _mm512_add_epi32(_mm512_unpacklo_epi32(u[2], u[3]), _mm512_unpackhi_epi32(u[2], u[3]));
+        __m512i sumi = _mm512_add_epi32(_mm512_unpacklo_epi64(w01, w23), _mm512_unpackhi_epi64(w01, w23));
+        /* mxl_kq_combine(d, 0, x_d, sumi, 0) = (d * x_d) * sumi, added as the reference adds */
+        __m512 dw = _mm512_permutexvar_ps(row_of_lane, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)dh))));
+        __m512 dxv = _mm512_broadcast_f32x4(_mm_setr_ps(dx[0], dx[1], dx[2], dx[3]));
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_mul_ps(dw, dxv), _mm512_cvtepi32_ps(sumi)));
+    }
+    float out[16];
+    _mm512_storeu_ps(out, acc);
+    for (int r = 0; r < nr; r++)
+        for (int t = 0; t < nt; t++) y[t * ys + r] = out[4 * r + t];
+}
+
+#define GEMMXS_CALL(NT) gemm4xn_iq4xs(NT, n, w, wrb, nr, xq, xs, y, ys, NULL)
+AVX512 static void gemm4x4_iq4_xs(int64_t n, const void *w, size_t wrb, int nr, const void *xq, size_t xs, int nt,
+                                  float *y, int64_t ys) {
+    SWITCH_NT(nt, GEMMXS_CALL)
+}
+/* pre-unpacked IQ4_XS quads: per (super-block, row) the KPRE_VECS vectors [aq0..aq3, sw0..sw3,
+ * the four 64-bit negative-code masks, d (the half in the first two bytes)] */
+AVX512 static void gemm4x4_iq4_xs_unpack(int64_t n, const void *w, size_t wrb, int nr, float *pref) {
+    __m512 *pre = (__m512 *)pref;
+    for (int64_t b = 0; b < n / 256; b++)
+        for (int r = 0; r < 4; r++) {
+            const mxl_block_iq4_xs *blk = (const mxl_block_iq4_xs *)((const uint8_t *)w + QUAD_ROW(r, nr) * wrb) + b;
+            __m512 *pr = pre + (b * 4 + r) * KPRE_VECS;
+            __m512i aq[4], sw[4];
+            __mmask64 neg[4];
+            iq4xs_prep(blk, aq, neg, sw);
+            for (int c = 0; c < 4; c++) pr[c] = _mm512_castsi512_ps(aq[c]), pr[4 + c] = _mm512_castsi512_ps(sw[c]);
+            pr[8] = pr[9] = _mm512_setzero_ps();
+            memcpy(&pr[8], neg, sizeof neg);
+            memcpy(&pr[9], &blk->d, 2);
+        }
+}
+#define GEMMXS_PRE_CALL(NT) gemm4xn_iq4xs(NT, n, (const uint8_t *)p, 0, nr, xq, xs, y, ys, p)
+AVX512 static void gemm4x4_iq4_xs_pre(int64_t n, const float *pre, int nr, const void *xq, size_t xs, int nt, float *y,
+                                      int64_t ys) {
+    const __m512 *p = (const __m512 *)pre;
+    if (!p) __builtin_unreachable();
+    SWITCH_NT(nt, GEMMXS_PRE_CALL)
+}
+
 AVX512 __attribute__((always_inline)) static inline void unpack4_k(int q6, int64_t n, const uint8_t *w, size_t wrb, int nr,
                                                                   __m512 *pre) {
     for (int64_t b = 0; b < n / 256; b++)
@@ -691,8 +861,10 @@ bool mxl_gemm4x4_pre_avx512_get(mxl_dtype t, mxl_gemm4x4_unpack_fn *unpack, mxl_
     case MXL_DTYPE_Q5_0: *unpack = gemm4x4_q5_0_unpack, *kern = gemm4x4_q5_0_pre; return true;
     case MXL_DTYPE_Q4_1: *unpack = gemm4x4_q4_1_unpack, *kern = gemm4x4_q4_1_pre; return true;
     case MXL_DTYPE_Q5_1: *unpack = gemm4x4_q5_1_unpack, *kern = gemm4x4_q5_1_pre; return true;
+    case MXL_DTYPE_IQ4_NL: *unpack = gemm4x4_iq4_nl_unpack, *kern = gemm4x4_iq4_nl_pre; return true;
     case MXL_DTYPE_Q4_K: *unpack = gemm4x4_q4_k_unpack, *kern = gemm4x4_q4_k_pre; return true;
     case MXL_DTYPE_Q6_K: *unpack = gemm4x4_q6_k_unpack, *kern = gemm4x4_q6_k_pre; return true;
+    case MXL_DTYPE_IQ4_XS: *unpack = gemm4x4_iq4_xs_unpack, *kern = gemm4x4_iq4_xs_pre; return true;
     default: return false;
     }
 }
@@ -704,8 +876,10 @@ mxl_gemm4x4_fn mxl_gemm4x4_avx512_get(mxl_dtype t) {
     case MXL_DTYPE_Q5_0: return gemm4x4_q5_0;
     case MXL_DTYPE_Q4_1: return gemm4x4_q4_1;
     case MXL_DTYPE_Q5_1: return gemm4x4_q5_1;
+    case MXL_DTYPE_IQ4_NL: return gemm4x4_iq4_nl;
     case MXL_DTYPE_Q4_K: return gemm4x4_q4_k;
     case MXL_DTYPE_Q6_K: return gemm4x4_q6_k;
+    case MXL_DTYPE_IQ4_XS: return gemm4x4_iq4_xs;
     default: return 0;
     }
 }
