@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "backends/cpu/quant_iq_grids.h"
 #include "backends/weight.h"
 #include "core/dtype.h"
 
@@ -91,6 +92,19 @@ typedef struct { uint16_t d; uint8_t qs[96]; } mxl_block_iq3_xxs;               
 typedef struct { uint16_t d; uint8_t qs[64]; uint8_t qh[8]; uint8_t signs[32]; uint8_t scales[4]; } mxl_block_iq3_s; /* 110 B */
 typedef struct { uint16_t d; uint8_t qs[32]; uint16_t qh[8]; } mxl_block_iq1_s;   /* 50 B */
 typedef struct { uint8_t qs[32]; uint8_t qh[16]; uint16_t scales[4]; } mxl_block_iq1_m; /* 56 B */
+/* Helpers of every IQ kernel: a little-endian u32 of a block (any alignment), nibble i of a packed
+ * array (low nibble first), and the 32 sign bits of four 7-bit ksigns_iq2xs indices (bits 0..27
+ * of aux, 8 bits each, in order). */
+static inline uint32_t mxl_rd_u32(const void *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static inline int mxl_iq_nib(const uint8_t *s, int i) { return (s[i / 2] >> (4 * (i % 2))) & 0xF; }
+static inline uint32_t mxl_iq_ksigns4(uint32_t aux) {
+    return (uint32_t)mxl_ksigns_iq2xs[aux & 127] | (uint32_t)mxl_ksigns_iq2xs[(aux >> 7) & 127] << 8 |
+           (uint32_t)mxl_ksigns_iq2xs[(aux >> 14) & 127] << 16 | (uint32_t)mxl_ksigns_iq2xs[(aux >> 21) & 127] << 24;
+}
 /* Codes q[256], multipliers m[16] and the power of two of one IQ grid super-block (quant_gguf_ref.c);
  * returns d. */
 float mxl_iq_grid_decode(mxl_dtype t, const void *blk, int *q, int *m, float *p);

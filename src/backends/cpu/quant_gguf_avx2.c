@@ -147,17 +147,6 @@ static inline uint64_t rd_u64(const void *p) {
     memcpy(&v, p, 8);
     return v;
 }
-static inline uint32_t rd_u32(const void *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-static inline int iq_nib(const uint8_t *s, int i) { return (s[i / 2] >> (4 * (i % 2))) & 0xF; }
-/* the four 7-bit sign indices of aux (bits 0..27) as 32 sign bits */
-static inline uint32_t ksigns4(uint32_t aux) {
-    return (uint32_t)mxl_ksigns_iq2xs[aux & 127] | (uint32_t)mxl_ksigns_iq2xs[(aux >> 7) & 127] << 8 |
-           (uint32_t)mxl_ksigns_iq2xs[(aux >> 14) & 127] << 16 | (uint32_t)mxl_ksigns_iq2xs[(aux >> 21) & 127] << 24;
-}
 /* 4 rows of 8 grid bytes (element order) as one vector */
 AVX2 static inline __m256i rows8(const void *r0, const void *r1, const void *r2, const void *r3) {
     return _mm256_set_epi64x((long long)rd_u64(r3), (long long)rd_u64(r2), (long long)rd_u64(r1), (long long)rd_u64(r0));
@@ -169,8 +158,8 @@ AVX2 ALWAYS static inline __m256i iq_mag32(mxl_dtype t, const void *blk, int ib,
     switch (t) {
     case MXL_DTYPE_IQ2_XXS: {
         const mxl_block_iq2_xxs *b = blk;
-        const uint32_t idx = rd_u32(b->qs + 4 * ib), aux = rd_u32(b->qs + 4 * ib + 2);
-        *signs = ksigns4(aux);
+        const uint32_t idx = mxl_rd_u32(b->qs + 4 * ib), aux = mxl_rd_u32(b->qs + 4 * ib + 2);
+        *signs = mxl_iq_ksigns4(aux);
         *m0 = *m1 = 2 * (int)(aux >> 28) + 1;
         return rows8(mxl_iq2xxs_grid[idx & 255], mxl_iq2xxs_grid[(idx >> 8) & 255], mxl_iq2xxs_grid[(idx >> 16) & 255],
                      mxl_iq2xxs_grid[idx >> 24]);
@@ -180,7 +169,7 @@ AVX2 ALWAYS static inline __m256i iq_mag32(mxl_dtype t, const void *blk, int ib,
         const uint16_t *q = b->qs + 4 * ib;
         *signs = (uint32_t)mxl_ksigns_iq2xs[q[0] >> 9] | (uint32_t)mxl_ksigns_iq2xs[q[1] >> 9] << 8 |
                  (uint32_t)mxl_ksigns_iq2xs[q[2] >> 9] << 16 | (uint32_t)mxl_ksigns_iq2xs[q[3] >> 9] << 24;
-        *m0 = 2 * iq_nib(b->scales, 2 * ib) + 1, *m1 = 2 * iq_nib(b->scales, 2 * ib + 1) + 1;
+        *m0 = 2 * mxl_iq_nib(b->scales, 2 * ib) + 1, *m1 = 2 * mxl_iq_nib(b->scales, 2 * ib + 1) + 1;
         return rows8(mxl_iq2xs_grid[q[0] & 511], mxl_iq2xs_grid[q[1] & 511], mxl_iq2xs_grid[q[2] & 511],
                      mxl_iq2xs_grid[q[3] & 511]);
     }
@@ -188,30 +177,30 @@ AVX2 ALWAYS static inline __m256i iq_mag32(mxl_dtype t, const void *blk, int ib,
         const mxl_block_iq2_s *b = blk;
         const uint8_t *q = b->qs + 4 * ib;
         const unsigned h = b->qh[ib];
-        *signs = rd_u32(b->qs + 32 + 4 * ib);
-        *m0 = 2 * iq_nib(b->scales, 2 * ib) + 1, *m1 = 2 * iq_nib(b->scales, 2 * ib + 1) + 1;
+        *signs = mxl_rd_u32(b->qs + 32 + 4 * ib);
+        *m0 = 2 * mxl_iq_nib(b->scales, 2 * ib) + 1, *m1 = 2 * mxl_iq_nib(b->scales, 2 * ib + 1) + 1;
         return rows8(mxl_iq2s_grid[q[0] | ((h & 3) << 8)], mxl_iq2s_grid[q[1] | (((h >> 2) & 3) << 8)],
                      mxl_iq2s_grid[q[2] | (((h >> 4) & 3) << 8)], mxl_iq2s_grid[q[3] | (((h >> 6) & 3) << 8)]);
     }
     case MXL_DTYPE_IQ3_XXS: {
         const mxl_block_iq3_xxs *b = blk;
         const uint8_t *q = b->qs + 8 * ib;
-        const uint32_t aux = rd_u32(b->qs + 64 + 4 * ib);
-        *signs = ksigns4(aux);
+        const uint32_t aux = mxl_rd_u32(b->qs + 64 + 4 * ib);
+        *signs = mxl_iq_ksigns4(aux);
         *m0 = *m1 = 2 * (int)(aux >> 28) + 1;
-        return _mm256_set_epi32((int)rd_u32(mxl_iq3xxs_grid[q[7]]), (int)rd_u32(mxl_iq3xxs_grid[q[6]]),
-                                (int)rd_u32(mxl_iq3xxs_grid[q[5]]), (int)rd_u32(mxl_iq3xxs_grid[q[4]]),
-                                (int)rd_u32(mxl_iq3xxs_grid[q[3]]), (int)rd_u32(mxl_iq3xxs_grid[q[2]]),
-                                (int)rd_u32(mxl_iq3xxs_grid[q[1]]), (int)rd_u32(mxl_iq3xxs_grid[q[0]]));
+        return _mm256_set_epi32((int)mxl_rd_u32(mxl_iq3xxs_grid[q[7]]), (int)mxl_rd_u32(mxl_iq3xxs_grid[q[6]]),
+                                (int)mxl_rd_u32(mxl_iq3xxs_grid[q[5]]), (int)mxl_rd_u32(mxl_iq3xxs_grid[q[4]]),
+                                (int)mxl_rd_u32(mxl_iq3xxs_grid[q[3]]), (int)mxl_rd_u32(mxl_iq3xxs_grid[q[2]]),
+                                (int)mxl_rd_u32(mxl_iq3xxs_grid[q[1]]), (int)mxl_rd_u32(mxl_iq3xxs_grid[q[0]]));
     }
     default: { /* IQ3_S */
         const mxl_block_iq3_s *b = blk;
         const uint8_t *q = b->qs + 8 * ib;
         const unsigned h = b->qh[ib];
         int r[8];
-        for (int k = 0; k < 8; k++) r[k] = (int)rd_u32(mxl_iq3s_grid[q[k] | (((h >> k) & 1) << 8)]);
-        *signs = rd_u32(b->signs + 4 * ib);
-        *m0 = *m1 = 1 + 2 * iq_nib(b->scales, ib);
+        for (int k = 0; k < 8; k++) r[k] = (int)mxl_rd_u32(mxl_iq3s_grid[q[k] | (((h >> k) & 1) << 8)]);
+        *signs = mxl_rd_u32(b->signs + 4 * ib);
+        *m0 = *m1 = 1 + 2 * mxl_iq_nib(b->scales, ib);
         return _mm256_set_epi32(r[7], r[6], r[5], r[4], r[3], r[2], r[1], r[0]);
     }
     }

@@ -59,23 +59,13 @@ static inline float block_f32(float d, float m, const mxl_block_q8a *x, int sumi
 }
 
 /* ---- IQ grid formats (layouts: quant_gguf.h) ---- */
-static inline uint32_t rd_u32(const void *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-static inline int iq_nib(const uint8_t *s, int i) { return (s[i / 2] >> (4 * (i % 2))) & 0xF; }
-static inline uint32_t ksigns4(uint32_t aux) {
-    return (uint32_t)mxl_ksigns_iq2xs[aux & 127] | (uint32_t)mxl_ksigns_iq2xs[(aux >> 7) & 127] << 8 |
-           (uint32_t)mxl_ksigns_iq2xs[(aux >> 14) & 127] << 16 | (uint32_t)mxl_ksigns_iq2xs[(aux >> 21) & 127] << 24;
-}
 /* two 8-byte grid rows as one vector */
 static inline int8x16_t rows2(const void *r0, const void *r1) {
     return vcombine_s8(vld1_s8((const int8_t *)r0), vld1_s8((const int8_t *)r1));
 }
 /* two 4-byte grid rows (of rows r[0..3]) -> 16 bytes */
 static inline int8x16_t rows4x4(const uint8_t *const *r) {
-    uint32_t v[4] = {rd_u32(r[0]), rd_u32(r[1]), rd_u32(r[2]), rd_u32(r[3])};
+    uint32_t v[4] = {mxl_rd_u32(r[0]), mxl_rd_u32(r[1]), mxl_rd_u32(r[2]), mxl_rd_u32(r[3])};
     return vreinterpretq_s8_u32(vld1q_u32(v));
 }
 /* magnitudes with 16 sign bits (bit j: element j negative) applied */
@@ -92,10 +82,10 @@ static inline void iq_codes32(mxl_dtype t, const void *blk, int ib, int8x16_t *l
     switch (t) {
     case MXL_DTYPE_IQ2_XXS: {
         const mxl_block_iq2_xxs *b = blk;
-        const uint32_t idx = rd_u32(b->qs + 4 * ib), aux = rd_u32(b->qs + 4 * ib + 2);
+        const uint32_t idx = mxl_rd_u32(b->qs + 4 * ib), aux = mxl_rd_u32(b->qs + 4 * ib + 2);
         *lo = rows2(mxl_iq2xxs_grid[idx & 255], mxl_iq2xxs_grid[(idx >> 8) & 255]);
         *hi = rows2(mxl_iq2xxs_grid[(idx >> 16) & 255], mxl_iq2xxs_grid[idx >> 24]);
-        sg = ksigns4(aux);
+        sg = mxl_iq_ksigns4(aux);
         *m0 = *m1 = 2 * (int)(aux >> 28) + 1;
         break;
     }
@@ -106,7 +96,7 @@ static inline void iq_codes32(mxl_dtype t, const void *blk, int ib, int8x16_t *l
         *hi = rows2(mxl_iq2xs_grid[q[2] & 511], mxl_iq2xs_grid[q[3] & 511]);
         sg = (uint32_t)mxl_ksigns_iq2xs[q[0] >> 9] | (uint32_t)mxl_ksigns_iq2xs[q[1] >> 9] << 8 |
              (uint32_t)mxl_ksigns_iq2xs[q[2] >> 9] << 16 | (uint32_t)mxl_ksigns_iq2xs[q[3] >> 9] << 24;
-        *m0 = 2 * iq_nib(b->scales, 2 * ib) + 1, *m1 = 2 * iq_nib(b->scales, 2 * ib + 1) + 1;
+        *m0 = 2 * mxl_iq_nib(b->scales, 2 * ib) + 1, *m1 = 2 * mxl_iq_nib(b->scales, 2 * ib + 1) + 1;
         break;
     }
     case MXL_DTYPE_IQ2_S: {
@@ -115,8 +105,8 @@ static inline void iq_codes32(mxl_dtype t, const void *blk, int ib, int8x16_t *l
         const unsigned h = b->qh[ib];
         *lo = rows2(mxl_iq2s_grid[q[0] | ((h & 3) << 8)], mxl_iq2s_grid[q[1] | (((h >> 2) & 3) << 8)]);
         *hi = rows2(mxl_iq2s_grid[q[2] | (((h >> 4) & 3) << 8)], mxl_iq2s_grid[q[3] | (((h >> 6) & 3) << 8)]);
-        sg = rd_u32(b->qs + 32 + 4 * ib);
-        *m0 = 2 * iq_nib(b->scales, 2 * ib) + 1, *m1 = 2 * iq_nib(b->scales, 2 * ib + 1) + 1;
+        sg = mxl_rd_u32(b->qs + 32 + 4 * ib);
+        *m0 = 2 * mxl_iq_nib(b->scales, 2 * ib) + 1, *m1 = 2 * mxl_iq_nib(b->scales, 2 * ib + 1) + 1;
         break;
     }
     case MXL_DTYPE_IQ3_XXS: {
@@ -124,9 +114,9 @@ static inline void iq_codes32(mxl_dtype t, const void *blk, int ib, int8x16_t *l
         const uint8_t *q = b->qs + 8 * ib;
         const uint8_t *r0[4] = {mxl_iq3xxs_grid[q[0]], mxl_iq3xxs_grid[q[1]], mxl_iq3xxs_grid[q[2]], mxl_iq3xxs_grid[q[3]]};
         const uint8_t *r1[4] = {mxl_iq3xxs_grid[q[4]], mxl_iq3xxs_grid[q[5]], mxl_iq3xxs_grid[q[6]], mxl_iq3xxs_grid[q[7]]};
-        const uint32_t aux = rd_u32(b->qs + 64 + 4 * ib);
+        const uint32_t aux = mxl_rd_u32(b->qs + 64 + 4 * ib);
         *lo = rows4x4(r0), *hi = rows4x4(r1);
-        sg = ksigns4(aux);
+        sg = mxl_iq_ksigns4(aux);
         *m0 = *m1 = 2 * (int)(aux >> 28) + 1;
         break;
     }
@@ -137,8 +127,8 @@ static inline void iq_codes32(mxl_dtype t, const void *blk, int ib, int8x16_t *l
         const uint8_t *r[8];
         for (int k = 0; k < 8; k++) r[k] = mxl_iq3s_grid[q[k] | (((h >> k) & 1) << 8)];
         *lo = rows4x4(r), *hi = rows4x4(r + 4);
-        sg = rd_u32(b->signs + 4 * ib);
-        *m0 = *m1 = 1 + 2 * iq_nib(b->scales, ib);
+        sg = mxl_rd_u32(b->signs + 4 * ib);
+        *m0 = *m1 = 1 + 2 * mxl_iq_nib(b->scales, ib);
         break;
     }
     default: { /* IQ1_S / IQ1_M: 8 g + delta, no signs */

@@ -27,39 +27,35 @@ NEON_TARGET static float NEON_FN(dot_q4_0)(int64_t n, const void *w, const void 
     return acc;
 }
 
-/* MXFP4: the nibbles looked up in the doubled E2M1 table (TBL), the block scale halved E8M0 */
+/* The integer dot of a block's 32 nibble codes (16 bytes: low nibbles first) looked up in a
+ * 16-entry int8 table (TBL) with one q8a block: MXFP4's and IQ4_NL's */
+NEON_TARGET static inline int32_t NEON_FN(table_dot32)(int8x16_t lut, const uint8_t *qs, const mxl_block_q8a *x) {
+    int8x16_t lo, hi;
+    nib_lo_hi(qs, &lo, &hi);
+    lo = vqtbl1q_s8(lut, vreinterpretq_u8_s8(lo));
+    hi = vqtbl1q_s8(lut, vreinterpretq_u8_s8(hi));
+    int32x4_t s = DOT16(vdupq_n_s32(0), lo, vld1q_s8(x->qs));
+    s = DOT16(s, hi, vld1q_s8(x->qs + 16));
+    return vaddvq_s32(s);
+}
+
+/* MXFP4: the nibbles looked up in the doubled E2M1 table, the block scale halved E8M0 */
 NEON_TARGET static float NEON_FN(dot_mxfp4)(int64_t n, const void *w, const void *xq) {
     const mxl_block_mxfp4 *b = w;
     const mxl_block_q8a *x = xq;
     const int8x16_t lut = vld1q_s8(mxl_kvalues_mxfp4);
     float acc = 0.0f;
-    for (int64_t i = 0; i < n / 32; i++) {
-        int8x16_t lo, hi;
-        nib_lo_hi(b[i].qs, &lo, &hi);
-        lo = vqtbl1q_s8(lut, vreinterpretq_u8_s8(lo));
-        hi = vqtbl1q_s8(lut, vreinterpretq_u8_s8(hi));
-        int32x4_t s = DOT16(vdupq_n_s32(0), lo, vld1q_s8(x[i].qs));
-        s = DOT16(s, hi, vld1q_s8(x[i].qs + 16));
-        acc += block_f32(mxl_e8m0_half(b[i].e), 0.0f, &x[i], vaddvq_s32(s));
-    }
+    for (int64_t i = 0; i < n / 32; i++) acc += block_f32(mxl_e8m0_half(b[i].e), 0.0f, &x[i], NEON_FN(table_dot32)(lut, b[i].qs, &x[i]));
     return acc;
 }
 
-/* IQ4_NL: the nibbles looked up in kvalues_iq4nl (TBL), then Q4_0's block expression */
+/* IQ4_NL: the nibbles looked up in kvalues_iq4nl, then Q4_0's block expression */
 NEON_TARGET static float NEON_FN(dot_iq4_nl)(int64_t n, const void *w, const void *xq) {
     const mxl_block_iq4_nl *b = w;
     const mxl_block_q8a *x = xq;
     const int8x16_t lut = vld1q_s8(mxl_kvalues_iq4nl);
     float acc = 0.0f;
-    for (int64_t i = 0; i < n / 32; i++) {
-        int8x16_t lo, hi;
-        nib_lo_hi(b[i].qs, &lo, &hi);
-        lo = vqtbl1q_s8(lut, vreinterpretq_u8_s8(lo));
-        hi = vqtbl1q_s8(lut, vreinterpretq_u8_s8(hi));
-        int32x4_t s = DOT16(vdupq_n_s32(0), lo, vld1q_s8(x[i].qs));
-        s = DOT16(s, hi, vld1q_s8(x[i].qs + 16));
-        acc += block_f32(mxl_h2f(b[i].d), 0.0f, &x[i], vaddvq_s32(s));
-    }
+    for (int64_t i = 0; i < n / 32; i++) acc += block_f32(mxl_h2f(b[i].d), 0.0f, &x[i], NEON_FN(table_dot32)(lut, b[i].qs, &x[i]));
     return acc;
 }
 

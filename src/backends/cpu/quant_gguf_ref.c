@@ -96,11 +96,6 @@ static void iq4xs_vals(const mxl_block_iq4_xs *b, int *q) {
 }
 
 /* ---- IQ grid formats ---- */
-static inline uint32_t rd_u32(const void *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
 /* 8 grid magnitudes g[j] with sign bit j of `signs` into q[0..7] */
 static inline void put8(int *q, const uint8_t *g, unsigned signs) {
     for (int j = 0; j < 8; j++) q[j] = (signs >> j) & 1 ? -(int)g[j] : (int)g[j];
@@ -119,7 +114,7 @@ float mxl_iq_grid_decode(mxl_dtype t, const void *blk, int *q, int *m, float *p)
     case MXL_DTYPE_IQ2_XXS: {
         const mxl_block_iq2_xxs *b = blk;
         for (int ib = 0; ib < 8; ib++) {
-            const uint32_t idx = rd_u32(b->qs + 4 * ib), aux = rd_u32(b->qs + 4 * ib + 2);
+            const uint32_t idx = mxl_rd_u32(b->qs + 4 * ib), aux = mxl_rd_u32(b->qs + 4 * ib + 2);
             for (int l = 0; l < 4; l++)
                 put8(q + 32 * ib + 8 * l, mxl_iq2xxs_grid[(idx >> (8 * l)) & 0xFF], mxl_ksigns_iq2xs[(aux >> (7 * l)) & 127]);
             m[2 * ib] = m[2 * ib + 1] = 2 * (int)(aux >> 28) + 1;
@@ -147,7 +142,7 @@ float mxl_iq_grid_decode(mxl_dtype t, const void *blk, int *q, int *m, float *p)
     case MXL_DTYPE_IQ3_XXS: {
         const mxl_block_iq3_xxs *b = blk;
         for (int ib = 0; ib < 8; ib++) {
-            const uint32_t aux = rd_u32(b->qs + 64 + 4 * ib);
+            const uint32_t aux = mxl_rd_u32(b->qs + 64 + 4 * ib);
             for (int l = 0; l < 4; l++) {
                 const unsigned s = mxl_ksigns_iq2xs[(aux >> (7 * l)) & 127];
                 put4(q + 32 * ib + 8 * l, mxl_iq3xxs_grid[b->qs[8 * ib + 2 * l]], s);
