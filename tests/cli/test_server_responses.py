@@ -4,6 +4,7 @@ deltas adding up to the final text), the store (retrieve, delete, input_items, p
 continuing a conversation, the entry cap, owners by API key, store=false), input_tokens,
 function tools with a forced call and the function_call_output follow-up, and 400 / 404 errors."""
 import json
+import re
 import time
 
 import openai
@@ -375,4 +376,5 @@ def test_background_responses_finish_before_shutdown():
     finally:
         # SIGTERM: the drain waits for it (then cancels it), the shutdown lets it store its end first
         assert s.stop() == 0
-    assert "draining: 1 request in flight" in s.lines[-1], s.lines[-1]
+    # (the create request itself may still be counted in flight for a moment after its answer)
+    assert re.search(r"draining: [12] requests? in flight", s.lines[-1]), s.lines[-1]
