@@ -84,11 +84,13 @@ AVX2 static float dot_q4_0(int64_t n, const void *w, const void *xq) {
     return mxl_hsum8_avx2(acc);
 }
 
-/* MXFP4: the nibbles looked up in the doubled E2M1 table (signed codes -12..12) */
-AVX2 static inline __m256i mxfp4_codes(const uint8_t *qs) {
-    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mxl_kvalues_mxfp4));
+/* 16 nibble bytes (32 codes, low nibbles first) looked up in a 16-entry int8 table: MXFP4's
+ * doubled E2M1 values (-12..12), IQ4_NL / IQ4_XS's kvalues_iq4nl (-127..113) */
+AVX2 static inline __m256i table_codes(const int8_t *table, const uint8_t *qs) {
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)table));
     return _mm256_shuffle_epi8(lut, nibbles_lo_hi(qs));
 }
+AVX2 static inline __m256i mxfp4_codes(const uint8_t *qs) { return table_codes(mxl_kvalues_mxfp4, qs); }
 
 AVX2 static float dot_mxfp4(int64_t n, const void *w, const void *xq) {
     const mxl_block_mxfp4 *b = w;
@@ -103,11 +105,7 @@ AVX2 static float dot_mxfp4(int64_t n, const void *w, const void *xq) {
     return mxl_hsum8_avx2(acc);
 }
 
-/* IQ4_NL / IQ4_XS: 16 nibble bytes looked up in kvalues_iq4nl (signed codes -127..113) */
-AVX2 static inline __m256i iq4nl_codes(const uint8_t *qs) {
-    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mxl_kvalues_iq4nl));
-    return _mm256_shuffle_epi8(lut, nibbles_lo_hi(qs));
-}
+AVX2 static inline __m256i iq4nl_codes(const uint8_t *qs) { return table_codes(mxl_kvalues_iq4nl, qs); }
 
 AVX2 static float dot_iq4_nl(int64_t n, const void *w, const void *xq) {
     const mxl_block_iq4_nl *b = w;
