@@ -4,6 +4,7 @@
 #include "server/router.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -70,6 +71,8 @@ typedef struct router {
     uint64_t clock;
     bool stopping;
     int drainers; /* child stderr readers still running */
+    struct waiter *q_first, *q_last; /* requests waiting to load a model, in arrival order (FIFO) */
+    bool fake_timing; /* LLAMA_SERVER_DEBUG_FAKE_TIMING (llama-server's test hook): 2 s more per load and per request */
     char exe[PATH_MAX];
     const char *child_args[MAX_ARGS];
     int n_child_args;
@@ -112,6 +115,29 @@ static void cond_wait_ms(router *rt, int ms) {
     ts.tv_nsec += (long)(ms % 1000) * 1000000L;
     if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
     pthread_cond_timedwait(&rt->cv, &rt->mu, &ts);
+}
+
+/* A request waiting for its turn to load a model (acquire); lives on that request's stack. */
+typedef struct waiter {
+    rmodel *m;
+    struct waiter *prev, *next;
+} waiter;
+
+static void enqueue_locked(router *rt, waiter *w) {
+    w->next = NULL;
+    w->prev = rt->q_last;
+    if (rt->q_last) rt->q_last->next = w;
+    else rt->q_first = w;
+    rt->q_last = w;
+}
+
+static void dequeue_locked(router *rt, waiter *w) {
+    if (w->prev) w->prev->next = w->next;
+    else rt->q_first = w->next;
+    if (w->next) w->next->prev = w->prev;
+    else rt->q_last = w->prev;
+    w->prev = w->next = NULL;
+    pthread_cond_broadcast(&rt->cv); /* the next one in line may go */
 }
 
 /* --- the model list ------------------------------------------------------------------------ */
@@ -281,6 +307,72 @@ static mxl_status list_preset(router *rt, const char *file, mxl_error *err) {
     return st;
 }
 
+/* llama.cpp's quantization tag of a GGUF file name (its router lists cache models as
+ * "owner/name:TAG"): the part after the last '-' or '.' before ".gguf" (and before a
+ * "-0000N-of-0000M" split suffix), upper-cased, when it is all letters, digits and '_'. False for
+ * no tag, for a split's later parts and for projectors and drafters (mmproj, mtp-, eagle3-,
+ * dflash-, dspark-), which are no model of their own. */
+static bool gguf_tag(const char *name, char *tag, size_t cap) {
+    size_t n = strlen(name);
+    if (n <= 5 || strcmp(name + n - 5, ".gguf")) return false;
+    n -= 5;
+    static const char *const skip[] = {"mmproj", "mtp-", "eagle3-", "dflash-", "dspark-"};
+    for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
+        if (strstr(name, skip[i]) && (size_t)(strstr(name, skip[i]) - name) < n) return false;
+    /* "-00001-of-00003": 15 bytes */
+    if (n > 15 && name[n - 15] == '-' && !strncmp(name + n - 9, "-of-", 4) &&
+        strspn(name + n - 14, "0123456789") == 5 && strspn(name + n - 5, "0123456789") == 5) {
+        if (strncmp(name + n - 14, "00001", 5)) return false;
+        n -= 15;
+    }
+    size_t k = n;
+    while (k > 0 && (isalnum((unsigned char)name[k - 1]) || name[k - 1] == '_')) k--;
+    if (k == 0 || k == n || (name[k - 1] != '-' && name[k - 1] != '.') || n - k >= cap) return false;
+    for (size_t i = k; i < n; i++) tag[i - k] = (char)toupper((unsigned char)name[i]);
+    tag[n - k] = 0;
+    return true;
+}
+
+/* A Hugging Face cache repo (its snapshot directory): one model per GGUF quantization tag, named
+ * "owner/name:TAG" as llama-server's router names them, and the repo itself when it holds a
+ * model otherwise (config.json + safetensors). GGUF files one directory down count too. */
+static mxl_status add_cache_repo(router *rt, const char *repo, const char *snap, mxl_error *err) {
+    bool tagged = false;
+    mxl_status st = MXL_OK;
+    for (int depth = 0; depth < 2 && !st; depth++) {
+        DIR *d = opendir(snap);
+        struct dirent *e;
+        while (!st && d && (e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            char p[MXL_STORE_PATH_MAX], tag[64], id[MXL_STORE_PATH_MAX / 4];
+            snprintf(p, sizeof p, "%.3800s/%.255s", snap, e->d_name);
+            if (depth == 0 && gguf_tag(e->d_name, tag, sizeof tag) && !dir_exists(p)) {
+                snprintf(id, sizeof id, "%.900s:%s", repo, tag);
+                tagged = true;
+                st = add_model(rt, id, p, true, err);
+            } else if (depth == 1 && dir_exists(p)) {
+                DIR *d2 = opendir(p);
+                struct dirent *e2;
+                while (!st && d2 && (e2 = readdir(d2))) {
+                    char p2[MXL_STORE_PATH_MAX];
+                    snprintf(p2, sizeof p2, "%.3800s/%.255s", p, e2->d_name);
+                    if (e2->d_name[0] == '.' || !gguf_tag(e2->d_name, tag, sizeof tag) || dir_exists(p2)) continue;
+                    snprintf(id, sizeof id, "%.900s:%s", repo, tag);
+                    tagged = true;
+                    st = add_model(rt, id, p2, true, err);
+                }
+                if (d2) closedir(d2);
+            }
+        }
+        if (d) closedir(d);
+    }
+    if (st) return st;
+    char cfgp[MXL_STORE_PATH_MAX];
+    snprintf(cfgp, sizeof cfgp, "%.3800s/config.json", snap);
+    if (!tagged || access(cfgp, F_OK) == 0) return add_model(rt, repo, snap, true, err);
+    return MXL_OK;
+}
+
 static int cmp_model(const void *a, const void *b) { return strcmp(((const rmodel *)a)->id, ((const rmodel *)b)->id); }
 
 static mxl_status list_models(router *rt, mxl_error *err) {
@@ -300,7 +392,7 @@ static mxl_status list_models(router *rt, mxl_error *err) {
         e = NULL;
         n = 0;
         if (!st && (st = mxl_store_hf_list(&e, &n, err))) return st;
-        for (size_t i = 0; !st && i < n; i++) st = add_model(rt, e[i].repo_id, e[i].path, true, err);
+        for (size_t i = 0; !st && i < n; i++) st = add_cache_repo(rt, e[i].repo_id, e[i].path, err);
         mxl_store_entries_free(e);
         if (st) return st;
     }
@@ -308,12 +400,23 @@ static mxl_status list_models(router *rt, mxl_error *err) {
     return MXL_OK;
 }
 
-/* A request's model: its id, else the only model whose id ends in "/<name>". */
+/* A request's model: its id (a cache tag in any case: "owner/name:q8_0"), else the only model
+ * whose id is "<name>:TAG" (a cache repo with one quantization), else the only model whose id
+ * ends in "/<name>". */
 static rmodel *find_model(router *rt, const char *name) {
     if (!name || !*name) return NULL;
     rmodel *hit = NULL;
     for (size_t i = 0; i < rt->n_models; i++)
         if (!strcmp(rt->models[i].id, name)) return &rt->models[i];
+    size_t nl = strlen(name);
+    for (size_t i = 0; i < rt->n_models; i++) {
+        const char *id = rt->models[i].id;
+        if (strchr(name, ':') ? !strcasecmp(id, name) : (!strncmp(id, name, nl) && id[nl] == ':')) {
+            if (hit) return NULL;
+            hit = &rt->models[i];
+        }
+    }
+    if (hit) return hit;
     for (size_t i = 0; i < rt->n_models; i++) {
         const char *slash = strrchr(rt->models[i].id, '/');
         if (slash && !strcmp(slash + 1, name)) {
@@ -544,10 +647,14 @@ static bool make_room_locked(router *rt, rmodel *want) {
 }
 
 /* Gets m loaded (loading it when `load` allows) and counts a use of it. False with *status and
- * msg set when it cannot be. */
-static bool acquire(router *rt, rmodel *m, bool load, bool count_use, int *status, char *msg, size_t cap) {
+ * msg set when it cannot be. Requests that must load a model queue in arrival order: only the
+ * first in line evicts and loads, so two waiters never take two models' places for one, and a
+ * waiter whose model another one is loading just waits for that load (one load for all). A
+ * request whose client leaves (r, when given) while it waits gives up its place. */
+static bool acquire(router *rt, rmodel *m, mxl_http_req *r, bool load, bool count_use, int *status, char *msg, size_t cap) {
     pthread_mutex_lock(&rt->mu);
-    bool waited_for_load = false;
+    bool waited_for_load = false, queued = false;
+    waiter w = {.m = m};
     for (;;) {
         if (rt->stopping) {
             *status = 503;
@@ -555,14 +662,20 @@ static bool acquire(router *rt, rmodel *m, bool load, bool count_use, int *statu
             break;
         }
         if (m->state == M_LOADED) {
+            if (queued) dequeue_locked(rt, &w);
             if (count_use) m->active++;
             m->last_used = ++rt->clock;
             pthread_mutex_unlock(&rt->mu);
             return true;
         }
+        if (r && mxl_http_client_gone(r)) {
+            *status = 499;
+            snprintf(msg, cap, "the client closed the connection while the request waited for %.400s", m->id);
+            break;
+        }
         if (m->state == M_LOADING || m->state == M_UNLOADING) {
             waited_for_load |= m->state == M_LOADING;
-            pthread_cond_wait(&rt->cv, &rt->mu);
+            cond_wait_ms(rt, 200);
             continue;
         }
         if (waited_for_load && m->failed) { /* the load this request waited for failed */
@@ -575,13 +688,24 @@ static bool acquire(router *rt, rmodel *m, bool load, bool count_use, int *statu
             snprintf(msg, cap, "model %.400s is not loaded: load it first with POST /models/load (autoload is off)", m->id);
             break;
         }
+        if (!queued) {
+            enqueue_locked(rt, &w);
+            queued = true;
+        }
+        if (rt->q_first != &w) { /* another request is first in line */
+            cond_wait_ms(rt, 200);
+            continue;
+        }
         if (!make_room_locked(rt, m)) continue;
+        dequeue_locked(rt, &w);
+        queued = false;
         m->state = M_LOADING;
         m->failed = false;
         m->error[0] = 0;
         m->exit_code = 0;
         waited_for_load = true;
         pthread_mutex_unlock(&rt->mu);
+        if (rt->fake_timing) sleep(2);
         rlog(rt, "model %s: loading %s", m->id, m->path);
         double t0 = mxl_now_ms();
         mxl_error err = {0};
@@ -599,6 +723,7 @@ static bool acquire(router *rt, rmodel *m, bool load, bool count_use, int *statu
         }
         pthread_cond_broadcast(&rt->cv);
     }
+    if (queued) dequeue_locked(rt, &w);
     pthread_mutex_unlock(&rt->mu);
     return false;
 }
@@ -826,7 +951,7 @@ static void load_route(router *rt, mxl_http_req *r, bool load) {
     else if (load) {
         int status = 0;
         char msg[1024];
-        if (acquire(rt, m, true, false, &status, msg, sizeof msg)) mxl_http_send_json(r, 200, json_pack("{s:b}", "success", 1));
+        if (acquire(rt, m, r, true, false, &status, msg, sizeof msg)) mxl_http_send_json(r, 200, json_pack("{s:b}", "success", 1));
         else mxl_srv_error(r, MXL_API_OPENAI, status, status == 500 ? "server_error" : "unavailable_error", "%s", msg);
     } else {
         pthread_mutex_lock(&rt->mu);
@@ -841,6 +966,15 @@ static void load_route(router *rt, mxl_http_req *r, bool load) {
         else mxl_srv_error(r, MXL_API_OPENAI, 400, "invalid_request_error", "model %s is not loaded", m->id);
     }
     mxl_free(name);
+}
+
+/* GET /props without ?model=: the router's own, as llama-server's router answers it (role,
+ * max_instances, models_autoload, and placeholders where a model's values would be). */
+static void props_route(router *rt, mxl_http_req *r) {
+    mxl_http_send_json(r, 200, json_pack("{s:s, s:I, s:b, s:s, s:s, s:{s:{}, s:i}, s:s}", "role", "router", "max_instances",
+                                         (json_int_t)rt->cfg->models_max, "models_autoload", rt->cfg->models_autoload, "model_alias",
+                                         "mlxcel-router", "model_path", "none", "default_generation_settings", "params", "n_ctx", 0,
+                                         "build_info", "mlxcel " MXL_VERSION));
 }
 
 static bool authorized(const router *rt, mxl_http_req *r) {
@@ -888,6 +1022,10 @@ static void handle(void *ctx, mxl_http_req *r) {
         else mxl_srv_error(r, api, 405, "invalid_request_error", "method %s is not allowed on %s", method, path);
         return;
     }
+    if ((!strcmp(path, "/props") || !strcmp(path, "/v1/props")) && get && !mxl_http_query(r, "model")) {
+        props_route(rt, r); /* with ?model=, the model's own (relayed below) */
+        return;
+    }
     if (!strcmp(path, "/models/load") || !strcmp(path, "/models/unload")) {
         if (!strcmp(method, "POST")) load_route(rt, r, !strcmp(path, "/models/load"));
         else mxl_srv_error(r, api, 405, "invalid_request_error", "method %s is not allowed on %s", method, path);
@@ -907,7 +1045,7 @@ static void handle(void *ctx, mxl_http_req *r) {
         int st = 0;
         char msg[1024];
         for (size_t i = 0; i < n_loaded; i++)
-            if (acquire(rt, loaded[i], false, false, &st, msg, sizeof msg) && relay_request(rt, r, loaded[i], path, api, true)) return;
+            if (acquire(rt, loaded[i], r, false, false, &st, msg, sizeof msg) && relay_request(rt, r, loaded[i], path, api, true)) return;
         mxl_srv_error(r, api, 404, "not_found_error", "%s was not found in any loaded model's store (a model's stored responses go when it is unloaded)", path);
         return;
     }
@@ -937,10 +1075,12 @@ static void handle(void *ctx, mxl_http_req *r) {
     mxl_free(name);
     int status = 0;
     char msg[1024];
-    if (!acquire(rt, m, rt->cfg->models_autoload, true, &status, msg, sizeof msg)) {
+    if (!acquire(rt, m, r, rt->cfg->models_autoload, true, &status, msg, sizeof msg)) {
+        if (status == 499) return; /* nobody to answer */
         mxl_srv_error(r, api, status, status == 500 ? "server_error" : status == 503 ? "unavailable_error" : "invalid_request_error", "%s", msg);
         return;
     }
+    if (rt->fake_timing) sleep(2); /* (the model counts as busy meanwhile, as in llama-server) */
     relay_request(rt, r, m, path, api, false);
 }
 
@@ -1026,7 +1166,7 @@ static void *load_at_startup(void *arg) {
     startup_load *s = arg;
     int status;
     char msg[1024];
-    acquire(s->rt, s->m, true, false, &status, msg, sizeof msg);
+    acquire(s->rt, s->m, NULL, true, false, &status, msg, sizeof msg);
     mxl_free(s);
     return NULL;
 }
@@ -1041,6 +1181,8 @@ int mxl_router_run(const mxl_server_config *cfg, int argc, char **argv, void (*l
     rt->prefix = cfg->api_prefix ? cfg->api_prefix : "";
     rt->web.prefix = rt->prefix;
     rt->web.created = (long)time(NULL);
+    const char *fake = getenv("LLAMA_SERVER_DEBUG_FAKE_TIMING");
+    rt->fake_timing = fake && *fake;
     pthread_mutex_init(&rt->mu, NULL);
     pthread_cond_init(&rt->cv, NULL);
     ssize_t n = readlink("/proc/self/exe", rt->exe, sizeof rt->exe - 1);

@@ -363,3 +363,94 @@ def test_stored_responses_through_the_router(store):
         assert gone.status_code == 404 and "not found" in gone.json()["error"]["message"], gone.text
     finally:
         assert rt.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def tagged_cache(store, tmp_path_factory):
+    """The store above, and a Hugging Face cache (huggingface_hub's layout) with one GGUF repo of
+    two quantizations, a split's second part and (one directory down, where no model file would
+    take it for its own) a projector, all linked to SmolLM2's file."""
+    hub = tmp_path_factory.mktemp("router-hf-tags")
+    top = hub / "models--ggml-org--tiny-GGUF"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    for d in ("refs", "blobs", f"snapshots/{commit}"):
+        (top / d).mkdir(parents=True)
+    (top / "refs" / "main").write_text(commit)
+    src = [os.path.join(real_model_path(SMOL), f) for f in os.listdir(real_model_path(SMOL)) if f.endswith(".gguf")][0]
+    os.symlink(os.path.realpath(src), top / "blobs" / "feed")
+    for f in ("tiny-Q4_1.gguf", "tiny.q8_0.gguf", "tiny-Q2_K-00002-of-00002.gguf"):
+        os.symlink("../../blobs/feed", top / "snapshots" / commit / f)
+    (top / "snapshots" / commit / "vision").mkdir()
+    os.symlink("../../../blobs/feed", top / "snapshots" / commit / "vision" / "mmproj-tiny-F16.gguf")
+    return {**store, "HF_HUB_CACHE": str(hub)}
+
+
+def tokenize(rt, model, timeout=120):
+    return requests.post(rt.url + "/tokenize", json={"model": model, "content": "hello world"}, timeout=timeout)
+
+
+def test_cache_gguf_quantizations_are_models_and_router_props(tagged_cache):
+    """A cache repo's GGUF files are listed one per quantization tag ("owner/name:TAG", llama-server's
+    router names), projectors and later split parts are not; the tag matches in any case, and the
+    bare repo name picks it when the repo has one. GET /props is the router's own."""
+    rt = Router("-c", "2048", "--models-max", "3", "--no-models-autoload", env=tagged_cache)
+    try:
+        ids = set(rt.models())
+        assert {"ggml-org/tiny-GGUF:Q4_1", "ggml-org/tiny-GGUF:Q8_0"} <= ids, ids
+        assert not {i for i in ids if i.startswith("ggml-org/tiny-GGUF") and i not in
+                    ("ggml-org/tiny-GGUF:Q4_1", "ggml-org/tiny-GGUF:Q8_0")}, ids
+        props = requests.get(rt.url + "/props").json()
+        assert props["role"] == "router" and props["max_instances"] == 3 and props["models_autoload"] is False, props
+        ld = requests.post(rt.url + "/models/load", json={"model": "ggml-org/tiny-GGUF:q8_0"}, timeout=120)
+        assert ld.status_code == 200 and ld.json() == {"success": True}, ld.text
+        assert rt.state("ggml-org/tiny-GGUF:Q8_0") == "loaded" and rt.state("ggml-org/tiny-GGUF:Q4_1") == "unloaded"
+        assert rt.models()["ggml-org/tiny-GGUF:Q8_0"]["path"].endswith("/tiny.q8_0.gguf")
+        tok = tokenize(rt, "ggml-org/tiny-GGUF:Q8_0")
+        assert tok.status_code == 200 and tok.json()["tokens"], tok.text
+        # two quantizations: the bare repo name is ambiguous
+        assert requests.post(rt.url + "/models/load", json={"model": "ggml-org/tiny-GGUF"}).status_code == 404
+        # ?model= gives the model's own props
+        mp = requests.get(rt.url + "/props", params={"model": "ggml-org/tiny-GGUF:Q8_0"}).json()
+        assert mp["model_path"].endswith("tiny.q8_0.gguf") and "role" not in mp, mp
+    finally:
+        assert rt.stop() == 0
+
+
+def test_waiting_loads_are_served_in_order_and_a_gone_client_leaves_the_queue(tagged_cache):
+    """--models-max 1 with llama-server's test hook LLAMA_SERVER_DEBUG_FAKE_TIMING (2 s more per load
+    and per request, the model busy meanwhile): requests for other models wait while the loaded one
+    serves, are then served in arrival order, and one whose client left while it waited costs the
+    loaded model nothing."""
+    a, b, c = SMOL, "ggml-org/tiny-GGUF:Q4_1", "ggml-org/tiny-GGUF:Q8_0"
+    rt = Router("-c", "2048", "--models-max", "1", env={**tagged_cache, "LLAMA_SERVER_DEBUG_FAKE_TIMING": "1"})
+    try:
+        assert requests.post(rt.url + "/models/load", json={"model": a}, timeout=120).status_code == 200
+        # a client that gives up while it waits behind the busy model
+        with ThreadPoolExecutor(1) as ex:
+            busy = ex.submit(tokenize, rt, a)
+            time.sleep(0.5)
+            with pytest.raises(requests.exceptions.RequestException):
+                tokenize(rt, b, timeout=1)
+            assert busy.result().status_code == 200
+        time.sleep(3)
+        assert rt.state(a) == "loaded" and rt.state(b) == "unloaded", rt.log()
+        # two waiters, served first come first served
+        done = {}
+
+        def timed(model):
+            r = tokenize(rt, model)
+            done[model] = time.time()
+            return r
+        with ThreadPoolExecutor(3) as ex:
+            busy = ex.submit(tokenize, rt, a)
+            time.sleep(0.5)
+            first = ex.submit(timed, b)
+            time.sleep(1)
+            second = ex.submit(timed, c)
+            assert [f.result().status_code for f in (busy, first, second)] == [200, 200, 200]
+        assert done[b] < done[c], rt.log()
+        assert rt.state(a) == "unloaded" and rt.state(b) == "unloaded" and rt.state(c) == "loaded"
+        log = rt.log()
+        assert log.count(f"model {b}: loading") == 1 and log.count(f"model {c}: loading") == 1, log
+    finally:
+        assert rt.stop() == 0

@@ -9,10 +9,16 @@ What it changes, and only this:
   binary instead of downloading stories260K & co.;
 - load_all() (the suite's model download) does nothing;
 - a context budget below 512 tokens per slot is raised to 512 per slot, because mlxcel refuses
-  smaller slots at startup by specification.
+  smaller slots at startup by specification;
+- the router preset (no model) starts `mlxcel serve` in router mode over a Hugging Face cache
+  made here (HF_HUB_CACHE, an empty model store beside it) whose three repos are named as the
+  suite's downloads (ggml-org/tinygemma3-GGUF with tinygemma3-Q8_0.gguf, ...) and hold the same
+  SmolLM2 file: the router lists them as "owner/name:TAG", as llama-server's router does.
 Tests whose assertions pin stories260K's exact words are listed in mlxcel_adapter_scope.py (the
 issue puts them out of scope); they still run and are reported separately."""
+import hashlib
 import os
+import tempfile
 
 import pytest
 import utils
@@ -28,9 +34,52 @@ utils.ServerPreset.load_all = staticmethod(lambda: None)
 _orig_start = utils.ServerProcess.start
 
 
+# the suite's router models: repo -> file name (its tag is the part after the last '-')
+ROUTER_CACHE_REPOS = {"ggml-org/tinygemma3-GGUF": "tinygemma3-Q8_0.gguf",
+                      "ggml-org/test-model-stories260K": "stories260K-F32.gguf",
+                      "ggml-org/test-model-stories260K-infill": "stories260K-infill-F32.gguf"}
+_router_dirs = None
+
+
+def _router_cache():
+    """A Hugging Face cache (huggingface_hub's layout: refs/main, snapshots/<commit>/<file> linked to
+    blobs/<sha256>) and an empty model store, made once per run."""
+    global _router_dirs
+    if _router_dirs:
+        return _router_dirs
+    root = tempfile.mkdtemp(prefix="mlxcel-router-cache-")
+    hub, store = os.path.join(root, "hub"), os.path.join(root, "store")
+    os.makedirs(store)
+    sha = hashlib.sha256(MODEL.encode()).hexdigest()
+    for repo, fname in ROUTER_CACHE_REPOS.items():
+        top = os.path.join(hub, "models--" + repo.replace("/", "--"))
+        commit = hashlib.sha1(repo.encode()).hexdigest()
+        for d in ("refs", "blobs", os.path.join("snapshots", commit)):
+            os.makedirs(os.path.join(top, d))
+        with open(os.path.join(top, "refs", "main"), "w") as f:
+            f.write(commit)
+        os.symlink(os.path.realpath(MODEL), os.path.join(top, "blobs", sha))
+        os.symlink(os.path.join("..", "..", "blobs", sha), os.path.join(top, "snapshots", commit, fname))
+    _router_dirs = (hub, store)
+    return _router_dirs
+
+
 def _start(self, *a, **kw):
     if not MODEL or not BIN:
         raise RuntimeError("MLXCEL_ADAPTER_MODEL and MLXCEL_ADAPTER_BIN must be set")
+    if self.model_file is None and self.model_hf_repo is None and self.model_url is None:  # the router preset
+        hub, store = _router_cache()
+        saved = {k: os.environ.get(k) for k in ("HF_HUB_CACHE", "MLXCEL_MODELS_DIR")}
+        os.environ.update(HF_HUB_CACHE=hub, MLXCEL_MODELS_DIR=store)
+        self.server_path = BIN
+        try:
+            return _orig_start(self, *a, **kw)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
     self.model_hf_repo = None
     self.model_hf_file = None
     self.model_url = None

@@ -39,4 +39,10 @@ OUT_OF_SCOPE = {
     "test_slot_save.py::test_slot_save_restore_with_image_across_restart": "downloads tinygemma3 and its mmproj from Hugging Face (no network here)",
     "test_slot_save.py::test_slot_save_restore_image_payload_larger_than_context": "downloads tinygemma3 and its mmproj from Hugging Face (no network here)",
     "test_slot_save.py::test_slot_restore_media_file_without_mmproj": "downloads tinygemma3 and its mmproj from Hugging Face (no network here)",
+    "test_router.py::test_router_props": "asserts llama.cpp's build number format ('b' + number); mlxcel's build_info is 'mlxcel <version>'. role, max_instances and models_autoload are checked by tests/cli/test_server_router.py",
+    "test_router.py::test_router_reload_models": "re-reads the preset at run time (GET /models?reload=1), which the specification's router flags do not have",
+    "test_router.py::test_router_dedup_cache_models": "the preset key dedup-cache-models and GET /models?reload=1 are not in the specification",
+    "test_router.py::test_router_remote_preset": "downloads a preset repo from Hugging Face (no network here)",
+    "test_router.py::test_router_download_model": "POST /models (download) and /models/sse are not in the specification, and would need Hugging Face (no network here)",
+    "test_router.py::test_router_delete_model": "DELETE /models and POST /models (download) are not in the specification, and would need Hugging Face (no network here)",
 }
