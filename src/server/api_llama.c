@@ -46,11 +46,7 @@ static bool parse_llama_call(mxl_server *s, const json_t *body, mxl_gen_call *g,
         }
         g->params.post_sampling_probs = json_is_true(v);
     }
-    v = json_object_get(body, "id_slot");
-    if (v && !json_is_null(v) && (!json_is_integer(v) || json_integer_value(v) < -1)) {
-        snprintf(msg, ml, "'id_slot' must be an integer");
-        return false;
-    }
+    if (!mxl_srv_parse_id_slot(body, g, msg, ml)) return false;
     v = json_object_get(body, "cache_prompt");
     if (v && !json_is_null(v) && !json_is_boolean(v)) {
         snprintf(msg, ml, "'cache_prompt' must be a boolean");

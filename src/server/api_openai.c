@@ -125,7 +125,8 @@ void mxl_api_openai_chat(mxl_server *s, mxl_http_req *r) {
     mxl_chat_opts o;
     json_t *urls = mxl_gen_model_vlm(s->model) ? json_array() : NULL; /* image URLs, in prompt order */
     if (!(msgs = mxl_srv_chat_messages(s, json_object_get(body, "messages"), urls, msg, sizeof msg)) || !parse_stream(body, g, msg, sizeof msg) ||
-        !mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg) || !mxl_srv_chat_opts(s, body, &o, &kw, msg, sizeof msg))
+        !mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg) || !mxl_srv_chat_opts(s, body, &o, &kw, msg, sizeof msg) ||
+        !mxl_srv_parse_id_slot(body, g, msg, sizeof msg))
         goto bad;
     mxl_tool_choice tc;
     if (!mxl_srv_tool_choice_openai(json_object_get(body, "tool_choice"), &tc, msg, sizeof msg)) goto bad;
@@ -181,7 +182,7 @@ void mxl_api_openai_completions(mxl_server *s, mxl_http_req *r) {
     }
     if (!parse_stream(body, g, msg, sizeof msg) || !mxl_srv_parse_params(s, body, &g->params, &g->bias, msg, sizeof msg) ||
         !mxl_srv_parse_constraint(s, body, true, &g->params, msg, sizeof msg) ||
-        !mxl_srv_parse_prompts(s, json_object_get(body, "prompt"), g, msg, sizeof msg))
+        !mxl_srv_parse_prompts(s, json_object_get(body, "prompt"), g, msg, sizeof msg) || !mxl_srv_parse_id_slot(body, g, msg, sizeof msg))
         goto bad;
     const json_t *v = json_object_get(body, "logprobs");
     if (v && !json_is_null(v)) {

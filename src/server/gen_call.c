@@ -106,6 +106,16 @@ static bool one_prompt(mxl_server *s, const json_t *p, int32_t **ids_out, size_t
     return snprintf(msg, ml, "'prompt' must be a non-empty string, an array of token ids, or an array of those"), false;
 }
 
+bool mxl_srv_parse_id_slot(const json_t *body, mxl_gen_call *g, char *msg, size_t ml) {
+    const json_t *v = json_object_get(body, "id_slot");
+    if (!v || json_is_null(v)) return true;
+    if (!json_is_integer(v) || json_integer_value(v) < -1 || json_integer_value(v) > INT32_MAX)
+        return snprintf(msg, ml, "'id_slot' must be an integer (-1: any free slot)"), false;
+    g->pin_slot = json_integer_value(v) >= 0;
+    g->id_slot = (int)json_integer_value(v);
+    return true;
+}
+
 bool mxl_srv_parse_prompts(mxl_server *s, const json_t *p, mxl_gen_call *g, char *msg, size_t ml) {
     /* a list whose items are strings, objects or lists is several prompts; ids mixed with strings
      * (any integer among them) are one prompt */
@@ -792,6 +802,7 @@ void mxl_gen_call_run(mxl_gen_call *g) {
         return;
     }
     g->ch->want_progress = g->stream && g->return_progress;
+    if (g->pin_slot) g->ch->want_slot = g->id_slot;
     for (int i = 0; i < g->n; i++) {
         mxl_seq_params p = g->params;
         if (!g->multi) p.sampling.seed += (uint64_t)i; /* n > 1: different draws of one prompt */

@@ -29,6 +29,8 @@ typedef struct mxl_gen_call {
     mxl_gen_kind kind;
     mxl_srv_channel *ch;
     int n;                  /* choices */
+    bool pin_slot;          /* id_slot given: choice 0 runs in slot id_slot (modulo the slot count) */
+    int id_slot;
     bool stream, include_usage, logprobs, multi, verbose, return_progress;
     bool background; /* a Responses call answered at once and run on (r is NULL once answered) */
     int top_logprobs;
@@ -76,6 +78,9 @@ bool mxl_srv_setup_parse(mxl_server *s, mxl_gen_call *g, const json_t *tools, co
  * array of those (several prompts: one choice each, answered as a list by /completion). Strings
  * are tokenized with the tokenizer's special tokens added and special tokens parsed. */
 bool mxl_srv_parse_prompts(mxl_server *s, const json_t *p, mxl_gen_call *g, char *msg, size_t ml);
+/* llama-server's "id_slot": -1 (or absent) any free slot, N slot N modulo the slot count (as
+ * llama-server wraps it); the request waits for that slot. False with msg (a 400). */
+bool mxl_srv_parse_id_slot(const json_t *body, mxl_gen_call *g, char *msg, size_t ml);
 /* The rendered chat prompt g->prompt_text[0..len) tokenized into g->prompt_ids: with image URLs
  * (urls, a JSON array; NULL or empty: none) the images are fetched and prepared (media.h), each
  * image marker the template wrote is expanded into the model's placeholder tokens and the

@@ -37,6 +37,7 @@ mxl_srv_channel *mxl_srv_channel_create(int n_jobs) {
     c->refs = 1;
     c->n_jobs = n_jobs;
     c->slot_id = -1;
+    c->want_slot = -1;
     c->t_submit = mxl_now_ms();
     return c;
 }
@@ -510,8 +511,14 @@ static size_t own_prefix(const mxl_sched *s, const slot *sl, const job *j) {
 
 /* The free slot whose cached tokens share the longest prefix with the prompt (the prompt cache
  * then skips that prefix); when none shares anything, the free slot used least recently, so
- * other conversations' caches survive longest. NULL: none free. */
+ * other conversations' caches survive longest. NULL: none free. A job pinned by id_slot gets its
+ * slot or, while that one is busy, none (it waits at the head of the queue, as llama-server
+ * defers it). */
 static slot *pick_slot(mxl_sched *s, const job *j) {
+    if (j->index == 0 && j->ch->want_slot >= 0) {
+        slot *sl = &s->slots[j->ch->want_slot % s->cfg.n_slots];
+        return sl->j ? NULL : sl;
+    }
     slot *best = NULL, *lru = NULL;
     size_t best_len = 0;
     for (int i = 0; i < s->cfg.n_slots; i++) {

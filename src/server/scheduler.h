@@ -79,6 +79,7 @@ typedef struct mxl_srv_channel {
     int64_t prompt_tokens; /* of choice 0 */
     int64_t completion_tokens; /* all choices */
     int slot_id;           /* slot of choice 0 (-1 until admitted) */
+    int want_slot;         /* id_slot: the slot choice 0 must run in, modulo the slot count (-1: any) */
     bool want_progress;    /* report prefill progress events (llama-server return_progress) */
     int64_t cached_tokens; /* prompt tokens of choice 0 reused from the slot's cache */
     int64_t draft_n, draft_accepted; /* speculative decoding: drafted and kept tokens, all choices */

@@ -10,6 +10,7 @@ whose prompt is the reference ids reuses all of them but the last (which always 
 the slot holds exactly those ids."""
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 import subprocess
 import time
 
@@ -151,6 +152,36 @@ def test_slot_save_erase_restore_round_trip(tmp_path):
         assert restored["content"] == first["content"]
         assert restored["timings"]["prompt_n"] < first["timings"]["prompt_n"]
         assert restored["timings"]["cache_n"] == n_prompt - 1
+    finally:
+        srv.stop()
+
+
+def test_id_slot_pins_a_request_to_its_slot(tmp_path):
+    """llama-server's id_slot: the request runs in that slot (modulo the slot count), waiting while
+    it is busy; a slot restored from a file serves the request pinned to it from its cache."""
+    srv = Server("-np", "2", "--ctx-size", "4096", "--slot-save-path", str(tmp_path), "--prompt-cache-min-prefix", "1000000")
+    try:
+        first = _complete(srv, id_slot=0)
+        assert first["id_slot"] == 0
+        n_prompt = first["timings"]["prompt_n"] + first["timings"]["cache_n"]
+        assert _slot(srv, "save", "s.bin", slot=0).status_code == 200
+        assert _slot(srv, "erase", slot=0).status_code == 200
+        assert _slot(srv, "restore", "s.bin", slot=1).status_code == 200
+        pinned = _complete(srv, id_slot=3)  # 3 % 2: slot 1, which holds the restored prompt
+        assert pinned["id_slot"] == 1 and pinned["timings"]["cache_n"] == n_prompt - 1, pinned["timings"]
+        assert pinned["content"] == first["content"]
+        other = _complete(srv, id_slot=0)  # slot 0 was erased: the whole prompt runs (unpinned, slot 1's cache would serve it)
+        assert other["id_slot"] == 0 and other["timings"]["cache_n"] == 0
+        # two requests at once for slot 0: the second waits for it instead of taking free slot 1
+        with ThreadPoolExecutor(2) as ex:
+            both = list(ex.map(lambda _: _complete(srv, id_slot=0, n_predict=24, prompt=PROMPT + " Then once more:"), range(2)))
+        assert [b["id_slot"] for b in both] == [0, 0]
+        chat = requests.post(srv.url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2,
+                                                                     "id_slot": 1}, timeout=60)
+        assert chat.status_code == 200, chat.text
+        for bad in ("1", -2, 1.5):
+            r = requests.post(srv.url + "/completion", json={"prompt": "x", "n_predict": 1, "id_slot": bad}, timeout=30)
+            assert r.status_code == 400 and "'id_slot'" in r.json()["error"]["message"], r.text
     finally:
         srv.stop()
 

@@ -30,7 +30,7 @@ OUT_OF_SCOPE = {
     "test_infill.py::test_infill_without_input_extra": "SmolLM2's vocabulary has no FIM tokens (llama.cpp finds none either: tests/fixtures/infill/infill_smollm2.json), so /infill answers 501; tests/cli/test_server_infill_slots.py checks /infill on a Qwen3 vocabulary against llama.cpp's prompt",
     "test_infill.py::test_infill_with_input_extra": "SmolLM2 has no FIM tokens (501, as llama-server on that model)",
     "test_infill.py::test_invalid_input_extra_req": "SmolLM2 has no FIM tokens: the model check (501) comes before the body check, as in llama-server",
-    "test_slot_save.py::test_slot_save_restore": STORIES + " (and pins requests to slots with id_slot)",
+    "test_slot_save.py::test_slot_save_restore": STORIES + "; id_slot pinning with save / restore is checked by tests/cli/test_server_infill_slots.py",
     "test_slot_save.py::test_slot_erase": STORIES,
     "test_slot_save.py::test_slot_restore_legacy_token_list": "rewrites llama.cpp's own state file format; mlxcel's slot files are its own (MXLSLOT)",
     "test_slot_save.py::test_slot_save_restore_text_only_on_multimodal": "downloads tinygemma3 and its mmproj from Hugging Face (no network here)",
