@@ -512,8 +512,7 @@ static size_t own_prefix(const mxl_sched *s, const slot *sl, const job *j) {
 /* The free slot whose cached tokens share the longest prefix with the prompt (the prompt cache
  * then skips that prefix); when none shares anything, the free slot used least recently, so
  * other conversations' caches survive longest. NULL: none free. A job pinned by id_slot gets its
- * slot or, while that one is busy, none (it waits at the head of the queue, as llama-server
- * defers it). */
+ * slot or, while that one is busy, none. */
 static slot *pick_slot(mxl_sched *s, const job *j) {
     if (j->index == 0 && j->ch->want_slot >= 0) {
         slot *sl = &s->slots[j->ch->want_slot % s->cfg.n_slots];
@@ -553,12 +552,19 @@ static bool encode_images(mxl_sched *s, job *j, mxl_error *err) {
     return true;
 }
 
-/* Starts queued jobs in free slots (FIFO) while the block budget allows. */
+/* A job pinned by id_slot whose slot is busy. */
+static bool pinned_busy(const mxl_sched *s, const job *j) {
+    return j->index == 0 && j->ch->want_slot >= 0 && s->slots[j->ch->want_slot % s->cfg.n_slots].j != NULL;
+}
+
+/* Starts queued jobs in free slots (FIFO, but for jobs pinned to a busy slot, which wait while
+ * the ones behind them go on, as llama-server defers them) while the block budget allows. */
 static void admit(mxl_sched *s) {
     for (;;) {
         /* only this thread pops the queue, so the head stays put once seen */
         pthread_mutex_lock(&s->mu);
-        job *j = s->q_head;
+        job *j = s->q_head, *prev = NULL;
+        while (j && pinned_busy(s, j)) prev = j, j = j->next; /* (those wait for their slot; the rest go on) */
         int busy = s->stats.busy;
         pthread_mutex_unlock(&s->mu);
         slot *sl = j ? pick_slot(s, j) : NULL;
@@ -578,8 +584,9 @@ static void admit(mxl_sched *s) {
          * checked), so a lone request never waits on itself */
         if (busy > 0 && avail < need + (any_decoding(s) ? s->watermark_blocks : 0)) return;
         pthread_mutex_lock(&s->mu);
-        s->q_head = j->next;
-        if (!s->q_head) s->q_tail = NULL;
+        if (prev) prev->next = j->next;
+        else s->q_head = j->next;
+        if (s->q_tail == j) s->q_tail = prev;
         s->q_len--;
         s->stats.busy++;
         sl->running = true;

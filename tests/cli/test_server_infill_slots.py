@@ -176,6 +176,22 @@ def test_id_slot_pins_a_request_to_its_slot(tmp_path):
         with ThreadPoolExecutor(2) as ex:
             both = list(ex.map(lambda _: _complete(srv, id_slot=0, n_predict=24, prompt=PROMPT + " Then once more:"), range(2)))
         assert [b["id_slot"] for b in both] == [0, 0]
+        # a request waiting for its busy slot holds up nobody behind it: an unpinned one takes free
+        # slot 1 and ends while slot 0 still runs the long one
+        done = {}
+
+        def timed(name, **kw):
+            r = _complete(srv, **kw)
+            done[name] = time.time()
+            return r
+        with ThreadPoolExecutor(3) as ex:
+            long = ex.submit(timed, "long", id_slot=0, n_predict=400, ignore_eos=True)
+            time.sleep(0.3)
+            waiting = ex.submit(timed, "waiting", id_slot=0, n_predict=4)
+            time.sleep(0.3)
+            free = ex.submit(timed, "free", n_predict=4, prompt="Hello")
+            assert [f.result()["id_slot"] for f in (long, waiting, free)] == [0, 0, 1]
+        assert done["free"] < done["long"] < done["waiting"], done
         chat = requests.post(srv.url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2,
                                                                      "id_slot": 1}, timeout=60)
         assert chat.status_code == 200, chat.text
