@@ -5,7 +5,8 @@ The suite (tools/server/tests) and the chat templates it reads (models/templates
 llama.cpp that the PyPI llama-cpp-python source package vendors; they are unpacked under
 build/llama-server-tests/ with their own virtualenv (tests/llama_server/requirements.txt), never
 committed. tests/llama_server/mlxcel_adapter.py puts our bundled SmolLM2 GGUF in place of the
-suite's downloads. Prints passed / failed / out-of-scope / skipped counts per file.
+suite's downloads (and, for the infill preset, a tiny random-weight Qwen3 checkpoint, whose
+vocabulary has FIM tokens, built here by tests/cli/tiny_checkpoint.py). Prints passed / failed / out-of-scope / skipped counts per file.
 
   python3 scripts/llama_server_tests.py [--bin build/mlxcel-server] [test_basic.py ...]
 """
@@ -79,10 +80,17 @@ def main():
     src = unpack()
     py = venv()
     tests = os.path.join(src, "tools", "server", "tests")
+    infill_model = os.path.join(WORK, "tiny-qwen3-fim")
+    if not os.path.exists(os.path.join(infill_model, "config.json")):  # (the project's venv has numpy)
+        sh(os.path.join(ROOT, ".venv", "bin", "python"), "-c",
+           "import json, sys; sys.path.insert(0, 'tests/cli'); from tiny_checkpoint import build_case_dir; "
+           "c = next(c for c in json.load(open('tests/fixtures/checkpoint_json/reference.json'))['cases'] if c['tokenizer'] == 'qwen3'); "
+           f"build_case_dir({infill_model!r}, c, {os.path.join(os.path.dirname(ROOT), 'shared', 'testdata')!r})", cwd=ROOT)
     junit = os.path.join(WORK, "junit.xml")
     env = dict(os.environ, MLXCEL_ADAPTER_MODEL=model_file(), MLXCEL_ADAPTER_BIN=os.path.abspath(a.bin),
                MLXCEL_ADAPTER_EMBED_MODEL=model_file(EMBED_MODEL, "config.json"),
                MLXCEL_ADAPTER_RERANK_MODEL=os.path.join(ROOT, "tests", "fixtures", "encoders", "bert-rerank"),
+               MLXCEL_ADAPTER_INFILL_MODEL=infill_model,
                PYTHONPATH=os.path.join(ROOT, "tests", "llama_server"))
     subprocess.run([py, "-m", "pytest", "-p", "mlxcel_adapter", "-q", "--tb=line", f"--junitxml={junit}",
                     *[os.path.join("unit", f) for f in a.files]], cwd=tests, env=env)

@@ -13,7 +13,9 @@ What it changes, and only this:
 - the router preset (no model) starts `mlxcel serve` in router mode over a Hugging Face cache
   made here (HF_HUB_CACHE, an empty model store beside it) whose three repos are named as the
   suite's downloads (ggml-org/tinygemma3-GGUF with tinygemma3-Q8_0.gguf, ...) and hold the same
-  SmolLM2 file: the router lists them as "owner/name:TAG", as llama-server's router does.
+  SmolLM2 file: the router lists them as "owner/name:TAG", as llama-server's router does;
+- the infill preset (stories260K-infill) gets MLXCEL_ADAPTER_INFILL_MODEL, a tiny random-weight
+  Qwen3 checkpoint whose vocabulary has FIM tokens (SmolLM2's has none).
 Tests whose assertions pin stories260K's exact words are listed in mlxcel_adapter_scope.py (the
 issue puts them out of scope); they still run and are reported separately."""
 import hashlib
@@ -27,6 +29,7 @@ MODEL = os.environ.get("MLXCEL_ADAPTER_MODEL")
 EMBED_MODEL = os.environ.get("MLXCEL_ADAPTER_EMBED_MODEL")    # embedding presets (bert-bge-small)
 RERANK_MODEL = os.environ.get("MLXCEL_ADAPTER_RERANK_MODEL")  # reranking presets (jina-reranker)
 BIN = os.environ.get("MLXCEL_ADAPTER_BIN")
+INFILL_MODEL = os.environ.get("MLXCEL_ADAPTER_INFILL_MODEL")  # the infill preset (stories260K-infill)
 
 from mlxcel_adapter_scope import OUT_OF_SCOPE  # noqa: F401  (file::name -> reason)
 
@@ -80,10 +83,11 @@ def _start(self, *a, **kw):
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+    infill = bool(self.model_hf_repo and self.model_hf_repo.endswith("-infill"))
     self.model_hf_repo = None
     self.model_hf_file = None
     self.model_url = None
-    self.model_file = MODEL
+    self.model_file = INFILL_MODEL if infill and INFILL_MODEL else MODEL
     if self.server_embeddings and EMBED_MODEL:
         self.model_file = EMBED_MODEL
     if self.server_reranking and RERANK_MODEL:
