@@ -292,6 +292,32 @@ json_t *mxl_srv_responses_tools(const json_t *tools, char *msg, size_t ml, bool 
 
 /* Everything a create or an input_tokens request needs, read, rendered and tokenized into g;
  * false with *status and msg (400 / 404) otherwise. */
+
+/* Input items {"type": "item_reference", "id": ...} become the item of that id among the earlier
+ * items (the previous response's conversation, or the conversation's): a 404 when there is none. */
+static bool resolve_references(json_t *items, const json_t *earlier, int *status, char *msg, size_t ml) {
+    size_t i;
+    json_t *it;
+    json_array_foreach(items, i, it) {
+        if (strcmp(item_type(it) ? item_type(it) : "", "item_reference")) continue;
+        const char *id = json_string_value(json_object_get(it, "id"));
+        const json_t *hit = NULL;
+        size_t k;
+        const json_t *e;
+        json_array_foreach(earlier, k, e) {
+            const char *eid = json_string_value(json_object_get(e, "id"));
+            if (id && eid && !strcmp(id, eid) && strcmp(item_type(e) ? item_type(e) : "", "item_reference")) hit = e;
+        }
+        if (!hit) {
+            *status = id ? 404 : 400;
+            if (!id) return snprintf(msg, ml, "input[%zu]: an item_reference needs the 'id' of an item", i), false;
+            return snprintf(msg, ml, "Item with id '%.100s' not found (an item_reference names an item of the previous response or of the conversation)", id), false;
+        }
+        json_array_set_new(items, i, json_deep_copy(hit));
+    }
+    return true;
+}
+
 static bool prepare(mxl_server *s, mxl_http_req *r, const json_t *body, mxl_gen_call *g, mxl_resp_call *rc, json_t **cbody_out, int *status,
                     char *msg, size_t ml) {
     *status = 400;
@@ -328,6 +354,7 @@ static bool prepare(mxl_server *s, mxl_http_req *r, const json_t *body, mxl_gen_
         }
     }
     if (!(rc->input_items = mxl_srv_responses_items(input, g->id, msg, ml))) goto done;
+    if (!resolve_references(rc->input_items, prev_conv, status, msg, ml)) goto done;
     rc->conversation = prev_conv ? json_deep_copy(prev_conv) : json_array();
     json_array_extend(rc->conversation, rc->input_items);
     if (!(msgs = mxl_srv_responses_messages(rc->conversation, msg, ml))) goto done;

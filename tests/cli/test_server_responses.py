@@ -150,6 +150,27 @@ def test_previous_response_id_continues_the_conversation(srv):
         c.responses.create(model="x", previous_response_id="resp_missing", input="x")
 
 
+def test_item_reference_repeats_an_earlier_item(srv):
+    """An input item {"type": "item_reference", "id": ...} is the earlier item of that id (here the
+    previous response's user message): the prompt is as if the message were sent again."""
+    c = client(srv)
+    r1 = c.responses.create(model="x", input="My name is Ada.", temperature=0, max_output_tokens=8)
+    first = c.responses.input_items.list(r1.id).data[0]
+    assert first.type == "message" and first.role == "user"
+    r2 = c.responses.create(model="x", previous_response_id=r1.id, input=[{"type": "item_reference", "id": first.id}],
+                            temperature=0, max_output_tokens=8)
+    msgs = [{"role": "user", "content": "My name is Ada."}, {"role": "assistant", "content": r1.output_text},
+            {"role": "user", "content": "My name is Ada."}]
+    text, _ = chat_text(srv, msgs, 8)
+    assert r2.output_text == text
+    items = c.responses.input_items.list(r2.id).data
+    assert [(i.type, i.role, i.content[0].text) for i in items] == [("message", "user", "My name is Ada.")]
+    with pytest.raises(openai.NotFoundError):
+        c.responses.create(model="x", previous_response_id=r1.id, input=[{"type": "item_reference", "id": "msg_missing"}])
+    with pytest.raises(openai.NotFoundError):  # nothing earlier to refer to
+        c.responses.create(model="x", input=[{"type": "item_reference", "id": first.id}])
+
+
 def test_input_tokens(srv):
     c = client(srv)
     r = c.responses.create(model="x", input="Count me.", instructions="Be terse.", max_output_tokens=1)
