@@ -56,7 +56,9 @@ mxl_status mxl_gen_model_load(const char *path, int n_threads, mxl_gen_model **o
     if (eos >= 0 && (t = mxl_tokenizer_token(m->tok, eos, &len)) && len < sizeof m->eos_text) memcpy(m->eos_text, t, len);
     const int32_t *e = mxl_tokenizer_eos_ids(m->tok, &n);
     for (size_t i = 0; i < n; i++) add_eos(m, e[i]);
-    for (int i = 0; i < m->ck->config.n_eos; i++) add_eos(m, m->ck->config.eos_token_ids[i]);
+    /* a GGUF's end-of-generation set is its tokenizer's, built as llama.cpp builds it (gguf_vocab.c) */
+    if (m->ck->format != MXL_CHECKPOINT_GGUF)
+        for (int i = 0; i < m->ck->config.n_eos; i++) add_eos(m, m->ck->config.eos_token_ids[i]);
     *out = m;
     return MXL_OK;
 }

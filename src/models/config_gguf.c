@@ -308,8 +308,9 @@ static mxl_status read_sizes(ctx *c, mxl_model_config *cfg) {
 
 static mxl_status read_token_ids(ctx *c, mxl_model_config *cfg) {
     TRY(opt_int(c, "tokenizer.ggml.bos_token_id", false, 0, MAX_SIZE, &cfg->bos_token_id));
-    /* Generation stops on EOS; llama.cpp also stops on the end-of-turn / end-of-message ids when
-     * a GGUF declares them (its "end of generation" set), so they join the list. */
+    /* EOS and the end-of-turn / end-of-message ids a GGUF declares: the eos_token_id list that
+     * `convert` writes. (Generation stops on the tokenizer's end-of-generation set, which
+     * gguf_vocab.c builds as llama.cpp does and which holds these.) */
     static const char *const eos_keys[] = {"tokenizer.ggml.eos_token_id",
                                            "tokenizer.ggml.eot_token_id",
                                            "tokenizer.ggml.eom_token_id"};

