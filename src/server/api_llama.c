@@ -29,6 +29,7 @@ static bool parse_llama_call(mxl_server *s, const json_t *body, mxl_gen_call *g,
         g->stream = json_is_true(v);
     }
     g->return_progress = json_is_true(json_object_get(body, "return_progress"));
+    g->timings_per_token = json_is_true(json_object_get(body, "timings_per_token"));
     v = json_object_get(body, "n_probs");
     if (v && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > MXL_SEQ_MAX_PROBS) {

@@ -86,6 +86,7 @@ static bool parse_stream(const json_t *body, mxl_gen_call *g, char *msg, size_t 
     }
     g->verbose = json_is_true(json_object_get(body, "verbose"));
     g->return_progress = json_is_true(json_object_get(body, "return_progress"));
+    g->timings_per_token = json_is_true(json_object_get(body, "timings_per_token"));
     v = json_object_get(body, "n");
     if (v && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > MXL_SRV_MAX_CHOICES)

@@ -600,6 +600,10 @@ void mxl_resp_send_started(mxl_gen_call *g) { mxl_http_send_json(g->r, 200, resp
 
 static void emit(mxl_gen_call *g, const char *type, json_t *ev) {
     json_object_set_new(ev, "type", json_string(type));
+    /* llama-server's telemetry: the timings on each text delta (timings_per_token) and at the end */
+    if (g->ch && ((g->timings_per_token && !strcmp(type, "response.output_text.delta")) || !strcmp(type, "response.completed") ||
+                  !strcmp(type, "response.incomplete")))
+        json_object_set_new(ev, "timings", mxl_gen_call_timings(g));
     json_object_set_new(ev, "sequence_number", json_integer(g->resp->seq++));
     mxl_gen_call_emit(g, type, ev);
 }
@@ -713,6 +717,14 @@ void mxl_resp_started(mxl_gen_call *g) {
         emit(g, "response.in_progress", json_pack("{s:O}", "response", resp));
     }
     json_decref(resp);
+}
+
+void mxl_resp_progress_event(mxl_gen_call *g, const mxl_srv_event *e) {
+    if (!g->stream || g->resp->finalized) return;
+    json_t *ev = mxl_gen_progress_fields(e);
+    if (!ev) return;
+    json_object_set_new(ev, "response", json_pack("{s:s, s:s, s:s}", "id", g->id, "object", "response", "status", "in_progress"));
+    emit(g, "response.in_progress", ev);
 }
 
 void mxl_resp_stream_event(mxl_gen_call *g, const mxl_srv_event *e, const json_t *text, bool failed) {
@@ -843,6 +855,8 @@ void mxl_api_responses_create(mxl_server *s, mxl_http_req *r) {
     g->resp->store = !json_is_false(sto) && mxl_resp_store_enabled(s->responses);
     if (!prepare(s, r, body, g, g->resp, &cbody, &status, msg, sizeof msg)) goto bad;
     g->verbose = json_is_true(json_object_get(body, "verbose"));
+    g->return_progress = json_is_true(json_object_get(body, "return_progress")); /* llama-server's telemetry */
+    g->timings_per_token = json_is_true(json_object_get(body, "timings_per_token"));
     g->resp->skeleton = skeleton_of(s, body, g, !json_is_false(sto));
     if (g->resp->conv_id[0]) json_object_set_new(g->resp->skeleton, "conversation", json_pack("{s:s}", "id", g->resp->conv_id));
     mxl_gen_call_run(g); /* keeps g->id and created: see gen_call.c */

@@ -231,7 +231,8 @@ static json_t *usage_json(const mxl_gen_call *g) {
  * it, whose rate counts n - 1 steps (the first token comes from the prefill's logits). */
 static json_t *timings_json(const mxl_srv_channel *c) {
     double pm = c->t_prefill_done > c->t_admit && c->t_admit > 0 ? c->t_prefill_done - c->t_admit : 0;
-    double dm = c->t_end > c->t_prefill_done && c->t_prefill_done > 0 ? c->t_end - c->t_prefill_done : 0;
+    double end = c->t_end > 0 ? c->t_end : mxl_now_ms(); /* (a stream's delta: so far) */
+    double dm = end > c->t_prefill_done && c->t_prefill_done > 0 ? end - c->t_prefill_done : 0;
     double pn = (double)(c->prompt_tokens - c->cached_tokens), steps = (double)(c->completion_tokens > 1 ? c->completion_tokens - 1 : 0);
     json_t *t = json_pack("{s:I, s:I, s:f, s:f, s:f, s:I, s:f, s:f, s:f}", "cache_n", (json_int_t)c->cached_tokens, "prompt_n",
                      (json_int_t)(c->prompt_tokens - c->cached_tokens), "prompt_ms", pm, "prompt_per_token_ms", pn > 0 ? pm / pn : 0.0,
@@ -243,6 +244,8 @@ static json_t *timings_json(const mxl_srv_channel *c) {
     }
     return t;
 }
+
+json_t *mxl_gen_call_timings(const mxl_gen_call *g) { return timings_json(g->ch); }
 
 static const char *openai_reason(const char *r) { return r && !strcmp(r, "length") ? "length" : "stop"; }
 
@@ -599,18 +602,24 @@ static json_t *chunk(mxl_gen_call *g, json_t *choice) {
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[o]}", "id", g->id, "object",
                           g->kind == MXL_GEN_CHAT ? "chat.completion.chunk" : "text_completion", "created", (json_int_t)g->created,
                           "model", g->srv->model_name, "system_fingerprint", "mlxcel-" MXL_VERSION, "choices", choice);
+    if (o && g->timings_per_token) json_object_set_new(o, "timings", timings_json(g->ch));
     return o;
 }
 
-/* A prefill progress report: llama-server's prompt_progress with the timings so far. */
-static void format_progress(mxl_gen_call *g, const mxl_srv_event *e) {
+json_t *mxl_gen_progress_fields(const mxl_srv_event *e) {
     int64_t done = e->p_processed - e->p_cache;
-    json_t *o = json_pack("{s:{s:I, s:I, s:I, s:f}, s:{s:I, s:I, s:f, s:f, s:f, s:i, s:f, s:f, s:f}}", "prompt_progress", "total",
+    return json_pack("{s:{s:I, s:I, s:I, s:f}, s:{s:I, s:I, s:f, s:f, s:f, s:i, s:f, s:f, s:f}}", "prompt_progress", "total",
                           (json_int_t)e->p_total, "cache", (json_int_t)e->p_cache, "processed", (json_int_t)e->p_processed, "time_ms", e->p_ms,
                           "timings", "cache_n", (json_int_t)e->p_cache, "prompt_n", (json_int_t)done, "prompt_ms", e->p_ms,
                           "prompt_per_token_ms", done > 0 ? e->p_ms / (double)done : 0.0, "prompt_per_second",
                           e->p_ms > 0 ? (double)done * 1e3 / e->p_ms : 0.0, "predicted_n", 0, "predicted_ms", 0.0, "predicted_per_token_ms", 0.0,
                           "predicted_per_second", 0.0);
+}
+
+/* A prefill progress report: llama-server's prompt_progress with the timings so far. */
+static void format_progress(mxl_gen_call *g, const mxl_srv_event *e) {
+    json_t *o = mxl_gen_progress_fields(e);
+    if (!o) return;
     if (g->kind == MXL_GEN_LLAMA) {
         json_object_set_new(o, "index", json_integer(e->index));
         json_object_set_new(o, "content", json_string(""));
@@ -628,7 +637,8 @@ static void format_progress(mxl_gen_call *g, const mxl_srv_event *e) {
 /* Formats one engine event (channel lock held: the text buffer is read in place). */
 static void format_event(mxl_gen_call *g, const mxl_srv_event *e) {
     if (e->progress) {
-        if (g->kind != MXL_GEN_ANTHROPIC && g->kind != MXL_GEN_RESPONSES) format_progress(g, e);
+        if (g->kind == MXL_GEN_RESPONSES) mxl_resp_progress_event(g, e);
+        else if (g->kind != MXL_GEN_ANTHROPIC) format_progress(g, e);
         return;
     }
     mxl_srv_channel *c = g->ch;
@@ -662,6 +672,7 @@ static void format_event(mxl_gen_call *g, const mxl_srv_event *e) {
             return;
         }
         if (e->final) llama_final_fields(g, e, o);
+        else if (g->timings_per_token) json_object_set_new(o, "timings", timings_json(c));
         out_event(g, o);
         return;
     }

@@ -32,6 +32,7 @@ typedef struct mxl_gen_call {
     bool pin_slot;          /* id_slot given: choice 0 runs in slot id_slot (modulo the slot count) */
     int id_slot;
     bool stream, include_usage, logprobs, multi, verbose, return_progress;
+    bool timings_per_token; /* llama-server's: each streamed delta carries the timings so far */
     bool background; /* a Responses call answered at once and run on (r is NULL once answered) */
     int top_logprobs;
     char id[64];
@@ -89,6 +90,10 @@ bool mxl_srv_tokenize_chat(mxl_server *s, mxl_gen_call *g, const json_t *urls, s
 /* Appends one server-sent event to a stream's output: "event: NAME" (when name is set) and
  * "data: JSON" (j is released). For the Responses API's stream (api_responses.c). */
 void mxl_gen_call_emit(mxl_gen_call *g, const char *name, json_t *j);
+/* llama-server's timings of the call so far (channel lock held; before the end, generation time
+ * runs to now), and a prefill progress event's {"prompt_progress", "timings"} fields. */
+json_t *mxl_gen_call_timings(const mxl_gen_call *g);
+json_t *mxl_gen_progress_fields(const mxl_srv_event *e);
 /* Frees a call that was not run (its fields may be partly filled). */
 void mxl_gen_call_free(mxl_gen_call *g);
 /* Submits n jobs for the call's prompt and answers: a whole JSON response or an SSE stream.

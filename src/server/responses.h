@@ -10,6 +10,9 @@
 /* The jobs are submitted: stores the response as in_progress (with its channel, for cancel) and,
  * for a stream, queues response.created and response.in_progress. */
 void mxl_resp_started(mxl_gen_call *g);
+/* A prefill progress event (return_progress, llama-server's telemetry): response.in_progress with
+ * its prompt_progress and timings. */
+void mxl_resp_progress_event(mxl_gen_call *g, const mxl_srv_event *e);
 /* One engine event of a streamed response (channel lock held); text: its text as a JSON string. */
 void mxl_resp_stream_event(mxl_gen_call *g, const mxl_srv_event *e, const json_t *text, bool failed);
 /* A background response's first answer: the stored response, in_progress. */

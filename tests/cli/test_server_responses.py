@@ -106,6 +106,37 @@ def test_stream_events_and_deltas(srv):
     assert got.status == final.status and got.output_text == deltas
 
 
+def sse_data(resp):
+    return [json.loads(line[6:]) for line in resp.iter_lines(decode_unicode=True) if line.startswith("data: ") and line[6:] != "[DONE]"]
+
+
+def test_llama_server_telemetry_on_streams(srv):
+    """llama-server's extensions: return_progress sends the prefill's progress (response.in_progress
+    with prompt_progress and timings on a Responses stream), timings_per_token puts the timings so
+    far on each text delta (Responses, chat and /completion streams), and the stream's end has them."""
+    prompt = "Tell me about the sea. " * 20
+    r = requests.post(srv.url + "/v1/responses", json={"input": prompt, "max_output_tokens": 6, "temperature": 0, "stream": True,
+                                                        "return_progress": True, "timings_per_token": True}, stream=True, timeout=120)
+    ev = sse_data(r)
+    progress = [e for e in ev if "prompt_progress" in e]
+    assert progress and all(e["type"] == "response.in_progress" for e in progress), ev[:3]
+    p = progress[-1]["prompt_progress"]
+    assert p["total"] > 100 and p["processed"] == p["total"] and p["processed"] >= p["cache"], p
+    deltas = [e for e in ev if e["type"] == "response.output_text.delta"]
+    assert deltas and all("predicted_per_second" in e["timings"] and "prompt_per_second" in e["timings"] for e in deltas)
+    assert [d["timings"]["predicted_n"] for d in deltas] == sorted(d["timings"]["predicted_n"] for d in deltas)
+    assert ev[-1]["type"] in ("response.completed", "response.incomplete") and ev[-1]["timings"]["predicted_n"] == 6
+    # without the flags: no progress events, no timings on the deltas
+    ev = sse_data(requests.post(srv.url + "/v1/responses", json={"input": prompt, "max_output_tokens": 3, "stream": True}, stream=True, timeout=120))
+    assert not [e for e in ev if "prompt_progress" in e or (e["type"] == "response.output_text.delta" and "timings" in e)]
+    chat = sse_data(requests.post(srv.url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": prompt}], "max_tokens": 4,
+                                                                          "stream": True, "timings_per_token": True}, stream=True, timeout=120))
+    assert chat and all("timings" in c for c in chat if c.get("choices")), chat[:2]
+    comp = sse_data(requests.post(srv.url + "/completion", json={"prompt": prompt, "n_predict": 4, "stream": True, "timings_per_token": True},
+                                  stream=True, timeout=120))
+    assert comp and all("timings" in c for c in comp), comp[:2]
+
+
 def test_retrieve_delete_and_input_items(srv):
     c = client(srv)
     r = c.responses.create(model="x", input="Say hi.", max_output_tokens=4, metadata={"k": "v"})
