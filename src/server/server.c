@@ -216,9 +216,15 @@ static void route_request(mxl_server *s, mxl_http_req *r) {
     /* the stored responses: /v1/responses/{id}[/cancel|/input_items], /v1/responses/input_tokens */
     const char *rest = !strncmp(path, "/v1/responses/", 14) ? path + 14 : !strncmp(path, "/responses/", 11) ? path + 11 : NULL;
     if (rest) {
+        /* (only input_tokens needs the model: it wakes it; the store's routes answer while it sleeps) */
         if (!atomic_load(&s->ready)) mxl_srv_error(r, api, 503, "unavailable_error", "Loading model");
-        else if (!s->model) mxl_srv_error(r, api, 501, "not_supported_error", "This server does not serve text generation");
-        else mxl_api_responses_item(s, r, rest);
+        else if (!s->model && !s->wake) mxl_srv_error(r, api, 501, "not_supported_error", "This server does not serve text generation");
+        else if (strcmp(rest, "input_tokens")) mxl_api_responses_item(s, r, rest);
+        else if (model_acquire(s, r, api)) {
+            if (!s->model) mxl_srv_error(r, api, 501, "not_supported_error", "This server does not serve text generation");
+            else mxl_api_responses_item(s, r, rest);
+            mxl_srv_release(s);
+        }
         return;
     }
     /* the Conversations API: /v1/conversations[/{id}[/items[/{item_id}]]] */

@@ -264,6 +264,7 @@ def test_sleep_idle_releases_and_reloads():
     srv = Server("-np", "1", "--ctx-size", "2048", "--sleep-idle-seconds", "1", "--kv-cache-budget", "64000000")
     try:
         first = _complete(srv)
+        stored = requests.post(srv.url + "/v1/responses", json={"input": "Hi", "max_output_tokens": 3, "temperature": 0}, timeout=120).json()
         props = requests.get(srv.url + "/props", timeout=30).json()
         assert props["is_sleeping"] is False
         rss_awake = _rss_kb(srv.proc.pid)
@@ -281,6 +282,14 @@ def test_sleep_idle_releases_and_reloads():
         if "asan" not in mlxcel_bin():
             assert rss_asleep < rss_awake - 30000, (rss_awake, rss_asleep)
         assert requests.get(srv.url + "/health", timeout=30).status_code == 200
+        # a stored response is read without waking the model
+        got = requests.get(srv.url + "/v1/responses/" + stored["id"], timeout=30)
+        assert got.status_code == 200 and got.json()["output"][0]["content"][0]["text"] == stored["output"][0]["content"][0]["text"]
+        assert requests.get(srv.url + "/props", timeout=30).json()["is_sleeping"] is True
+        # counting tokens wakes it (it needs the tokenizer), as llama-server's token-counting routes do
+        n = requests.post(srv.url + "/v1/responses/input_tokens", json={"input": "Hello world"}, timeout=120)
+        assert n.status_code == 200 and n.json()["input_tokens"] > 0, n.text
+        assert requests.get(srv.url + "/props", timeout=30).json()["is_sleeping"] is False
         # the next request waits for the reload and answers as before
         again = _complete(srv)
         assert again["content"] == first["content"]
