@@ -592,12 +592,20 @@ void mxl_api_llama_metrics(mxl_server *s, mxl_http_req *r) {
     }
     mxl_sched_stats st = {0};
     mxl_sched_slot_info info[1];
-    if (s->sched) mxl_sched_get_stats(s->sched, &st, info, 0);
+    if (s->sched) mxl_sched_get_stats(s->sched, &st, info, 0); /* (none while sleeping: the counters are in stats_base) */
+    mxl_sched_stats_carry(&st, &s->stats_base);
     /* embedding and rerank passes count as prompt processing and decodes, as in llama-server */
     st.prompt_tokens_total += atomic_load(&s->aux_tokens);
     st.n_decode_total += atomic_load(&s->aux_passes);
     char buf[8192];
     double pt = st.prompt_ms_total / 1e3, dt = st.decode_ms_total / 1e3;
+    /* the throughput gauges: since the previous scrape, as llama-server's buckets (reset by a scrape) */
+    double wpt = (st.prompt_ms_total - s->scraped_prompt_ms) / 1e3, wdt = (st.decode_ms_total - s->scraped_decode_ms) / 1e3;
+    double wpn = (double)(st.prompt_tokens_total - s->scraped_prompt_tokens), wdn = (double)(st.tokens_predicted_total - s->scraped_predicted);
+    s->scraped_prompt_ms = st.prompt_ms_total;
+    s->scraped_decode_ms = st.decode_ms_total;
+    s->scraped_prompt_tokens = st.prompt_tokens_total;
+    s->scraped_predicted = st.tokens_predicted_total;
     struct {
         const char *name, *type, *help;
         double v;
@@ -612,8 +620,8 @@ void mxl_api_llama_metrics(mxl_server *s, mxl_http_req *r) {
         {"spec_decode_num_draft_tokens_total", "counter", "Draft tokens proposed.", (double)st.spec_draft_tokens},
         {"spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.", (double)st.spec_accepted},
         {"spec_decode_num_drafts_total", "counter", "Drafts proposed.", (double)st.spec_drafts},
-        {"prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.", pt > 0 ? (double)st.prompt_tokens_total / pt : 0.0},
-        {"predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.", dt > 0 ? (double)st.tokens_predicted_total / dt : 0.0},
+        {"prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.", wpt > 0 ? wpn / wpt : 0.0},
+        {"predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.", wdt > 0 ? wdn / wdt : 0.0},
         {"requests_processing", "gauge", "Number of requests processing.", (double)st.busy},
         {"requests_deferred", "gauge", "Number of requests deferred.", (double)st.queued},
         {"n_busy_slots_per_decode", "gauge", "Average number of busy slots per decode step.",

@@ -1418,6 +1418,26 @@ void mxl_sched_destroy(mxl_sched *s) {
     mxl_free(s);
 }
 
+void mxl_sched_stats_carry(mxl_sched_stats *to, const mxl_sched_stats *from) {
+    to->prompt_tokens_total += from->prompt_tokens_total;
+    to->prompt_tokens_cached_total += from->prompt_tokens_cached_total;
+    to->tokens_predicted_total += from->tokens_predicted_total;
+    to->requests_done += from->requests_done;
+    to->requests_started += from->requests_started;
+    to->cache_hits += from->cache_hits;
+    to->n_decode_total += from->n_decode_total;
+    to->busy_slots_total += from->busy_slots_total;
+    if (from->n_tokens_max > to->n_tokens_max) to->n_tokens_max = from->n_tokens_max;
+    to->prompt_ms_total += from->prompt_ms_total;
+    to->decode_ms_total += from->decode_ms_total;
+    to->cache_block_hit_tokens += from->cache_block_hit_tokens;
+    to->kv_evictions += from->kv_evictions;
+    to->preemptions += from->preemptions;
+    to->spec_drafts += from->spec_drafts;
+    to->spec_draft_tokens += from->spec_draft_tokens;
+    to->spec_accepted += from->spec_accepted;
+}
+
 void mxl_sched_get_stats(mxl_sched *s, mxl_sched_stats *st, mxl_sched_slot_info *slots, int max_slots) {
     pthread_mutex_lock(&s->mu);
     *st = s->stats;

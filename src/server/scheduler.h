@@ -195,6 +195,9 @@ mxl_status mxl_sched_slot_action(mxl_sched *s, int slot_id, mxl_sched_slot_op op
 bool mxl_sched_idle(mxl_sched *s);
 
 void mxl_sched_get_stats(mxl_sched *s, mxl_sched_stats *st, mxl_sched_slot_info *slots, int max_slots);
+/* Adds the counters of `from` (totals, and the largest n_tokens_max) to `to`: what a scheduler
+ * that is released leaves for the next one's counters to go on from. Gauges are not added. */
+void mxl_sched_stats_carry(mxl_sched_stats *to, const mxl_sched_stats *from);
 int64_t mxl_sched_slot_ctx(const mxl_sched *s);
 
 #endif

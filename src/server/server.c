@@ -247,9 +247,11 @@ static void route_request(mxl_server *s, mxl_http_req *r) {
             mxl_srv_error(r, api, 503, "unavailable_error", "Loading model");
             return;
         }
-        /* GET /props neither wakes the model nor counts as activity (llama-server): it answers
-         * from what sleeping kept, or with the model held against sleeping meanwhile */
-        if (rt->fn == mxl_api_llama_health && s->wake) { /* (its scheduler may be going to sleep) */
+        /* /health, /metrics and GET /props neither wake the model nor count as activity
+         * (llama-server): they answer from what sleeping kept (/metrics' counters go on from
+         * stats_base), or with the model held against sleeping meanwhile. (The lock also orders
+         * /metrics' scrapes, which reset its throughput window.) */
+        if ((rt->fn == mxl_api_llama_health && s->wake) || rt->fn == mxl_api_llama_metrics) { /* (its scheduler may be going to sleep) */
             pthread_mutex_lock(&s->sleep_mu);
             rt->fn(s, r);
             pthread_mutex_unlock(&s->sleep_mu);
@@ -834,6 +836,10 @@ static void maybe_sleep(mxl_server *s) {
     if (!atomic_load(&s->sleeping) && s->active == 0 && mxl_now_ms() - s->last_active_ms >= (double)s->cfg->sleep_idle_seconds * 1e3 &&
         mxl_sched_idle(s->sched)) {
         s->sleep_props = mxl_api_llama_props_json(s, true);
+        mxl_sched_stats st;
+        mxl_sched_slot_info info[1];
+        mxl_sched_get_stats(s->sched, &st, info, 0);
+        mxl_sched_stats_carry(&s->stats_base, &st); /* (/metrics' counters go on across the sleep) */
         release_model(s);
         atomic_store(&s->sleeping, true);
         if (s->log) logf_line(s->log, "server is sleeping after %lld idle seconds: the model is released until the next request",

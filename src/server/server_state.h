@@ -79,6 +79,11 @@ typedef struct mxl_server {
     int active;              /* requests and streams using the model now (under sleep_mu) */
     double last_active_ms;   /* when the last one ended */
     json_t *sleep_props;     /* GET /props while sleeping (llama-server answers it without waking) */
+    mxl_sched_stats stats_base; /* the counters of the schedulers sleeping released (under sleep_mu): /metrics goes on from them */
+    /* /metrics' throughput gauges cover the time since the previous scrape, as llama-server's
+     * buckets do: the totals at that scrape (under sleep_mu) */
+    uint64_t scraped_prompt_tokens, scraped_predicted;
+    double scraped_prompt_ms, scraped_decode_ms;
     mxl_status (*wake)(struct mxl_server *s, mxl_error *err); /* reloads what sleeping released */
     void *startup;           /* server.c's startup state, for wake */
     void (*log)(const char *line); /* the log (NULL: --log-disable) */
