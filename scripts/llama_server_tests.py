@@ -25,7 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORK = os.path.join(ROOT, "build", "llama-server-tests")
 SDIST = "llama-cpp-python==0.3.36"
 FILES = ["test_basic.py", "test_tokenize.py", "test_completion.py", "test_chat_completion.py", "test_template.py",
-         "test_metrics.py", "test_compat_anthropic.py"]
+         "test_metrics.py", "test_compat_anthropic.py", "test_compat_oai_responses.py", "test_router.py", "test_infill.py",
+         "test_slot_save.py", "test_sleep.py", "test_security.py"]
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
 EMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 

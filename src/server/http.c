@@ -611,11 +611,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         refuse(r, 413, "invalid_request_error", msg);
         return MHD_YES;
     }
-    if (strcmp(method, "OPTIONS") == 0) { /* CORS preflight */
+    if (strcmp(method, "OPTIONS") == 0) { /* CORS preflight: 200 with no body, as llama-server answers it */
         struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
         if (resp) {
             add_cors(r, resp, true);
-            MHD_queue_response(conn, 204, resp);
+            MHD_queue_response(conn, 200, resp);
             MHD_destroy_response(resp);
             r->responded = true;
         }

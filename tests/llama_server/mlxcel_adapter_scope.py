@@ -46,4 +46,9 @@ OUT_OF_SCOPE = {
     "test_router.py::test_router_delete_model": "DELETE /models and POST /models (download) are not in the specification, and would need Hugging Face (no network here)",
     "test_compat_oai_responses.py::test_responses_with_openai_library": STORIES + " ('Suddenly')",
     "test_compat_oai_responses.py::test_responses_stream_with_llama_telemetry": "expects response.completed when max_output_tokens cuts the answer; the OpenAI API, which the issue's truth (the openai SDK) follows, ends such a stream with response.incomplete (incomplete_details.reason max_output_tokens). Its prompt_progress and per-delta timings pass; tests/cli/test_server_responses.py checks them",
+    "test_security.py::test_access_static_assets_without_api_key": "asks for llama.cpp's own WebUI build (/sw.js, /manifest.webmanifest, /_app/version.json); mlxcel's WebUI is one page at {api_prefix}/webui/, public too (tests/cli/test_webui.py)",
+    "test_security.py::test_cors_options": "two of its cases want llama.cpp's preflight defaults (methods 'GET, POST, DELETE, OPTIONS', headers '*'); the specification's --cors-methods default is GET,POST,OPTIONS and --cors-headers * echoes the requested headers (tests/cli/test_server_cors.py); its origin and credentials cases pass",
+    "test_security.py::test_cors_origins_defaults_to_localhost_with_tools_enabled": "starts the server with --tools (llama.cpp's built-in tools), which the specification does not have",
+    "test_security.py::test_cors_proxy_only_forwards_explicit_proxy_headers": "llama.cpp's /cors-proxy (--ui-mcp-proxy) is not in the specification",
+    "test_security.py::test_local_media_file": "its passing cases need tinygemma3 (a vision model, downloaded from Hugging Face: no network here); on the text model the image is refused (400). --media-path confinement is checked by tests/cli/test_vision.py",
 }
