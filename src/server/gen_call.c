@@ -678,8 +678,10 @@ static void format_event(mxl_gen_call *g, const mxl_srv_event *e) {
     }
     if (g->kind == MXL_GEN_CHAT && idx < MXL_SRV_MAX_CHOICES && !g->started[idx]) {
         g->started[idx] = true;
-        out_event(g, chunk(g, json_pack("{s:i, s:{s:s, s:n}, s:n, s:n}", "index", idx, "delta", "role", "assistant", "content", "logprobs",
-                                        "finish_reason")));
+        json_t *o = chunk(g, json_pack("{s:i, s:{s:s, s:n}, s:n, s:n}", "index", idx, "delta", "role", "assistant", "content", "logprobs",
+                                       "finish_reason"));
+        json_object_del(o, "timings"); /* (the role chunk has none: nothing was generated yet, as llama-server) */
+        out_event(g, o);
     }
     if (g->kind == MXL_GEN_CHAT && g->parse && idx < MXL_SRV_MAX_CHOICES) {
         format_parsed(g, e, text, failed);
