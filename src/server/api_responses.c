@@ -38,6 +38,9 @@ typedef struct mxl_resp_call {
     int n_items;           /* ids given out */
     bool started;          /* its jobs were submitted (mxl_resp_started) */
     bool finalized;
+    /* include "message.output_text.logprobs": the entries of tokens whose text has not gone out
+     * yet, and those of the open message */
+    json_t *lp_pending, *lp_message;
 } mxl_resp_call;
 
 static void owner_of(mxl_http_req *r, unsigned char owner[32]) {
@@ -546,6 +549,26 @@ static const mxl_srv_event *final_event(const mxl_srv_channel *c) {
     return fin;
 }
 
+/* include "message.output_text.logprobs" on a whole response: the message's tokens are the
+ * answer's, less those of the reasoning before it (the last tokens that spell the message's
+ * text); with tool calls they go with the message only when it is all the text there is. */
+static void whole_logprobs(mxl_gen_call *g, json_t *item, size_t text_len, bool split) {
+    mxl_srv_channel *c = g->ch;
+    json_t *all = json_array();
+    for (size_t i = 0; i < c->n_ev; i++)
+        if (c->ev[i].index == 0 && c->ev[i].token >= 0 && !c->ev[i].progress) json_array_append_new(all, mxl_gen_token_logprob(g, &c->ev[i]));
+    size_t from = 0;
+    if (split) { /* the tail whose tokens hold the message's text */
+        size_t n = json_array_size(all), have = 0;
+        from = n;
+        while (from > 0 && have < text_len) have += json_string_length(json_object_get(json_array_get(all, --from), "token"));
+    }
+    json_t *lp = json_array();
+    for (size_t i = from; i < json_array_size(all); i++) json_array_append(lp, json_array_get(all, i));
+    json_decref(all);
+    json_object_set_new(json_array_get(json_object_get(item, "content"), 0), "logprobs", lp);
+}
+
 void mxl_resp_respond_whole(mxl_gen_call *g, const char *fail) {
     mxl_srv_channel *c = g->ch;
     if (fail && strcmp(fail, "cancelled")) {
@@ -568,7 +591,10 @@ void mxl_resp_respond_whole(mxl_gen_call *g, const char *fail) {
         const json_t *calls = json_object_get(parsed, "tool_calls");
         if ((json_is_string(content) && json_string_length(content)) || !json_array_size(calls)) {
             next_id(g, "msg", id, sizeof id);
-            json_array_append_new(output, message_item(id, json_string_value(content), json_string_length(content), "completed"));
+            json_t *item = message_item(id, json_string_value(content), json_string_length(content), "completed");
+            if (g->logprobs && (!json_array_size(calls) || json_string_length(content) == c->text_len))
+                whole_logprobs(g, item, json_string_length(content), json_string_length(content) != c->text_len);
+            json_array_append_new(output, item);
         }
         size_t k;
         const json_t *call;
@@ -579,7 +605,9 @@ void mxl_resp_respond_whole(mxl_gen_call *g, const char *fail) {
         json_decref(parsed);
     } else {
         next_id(g, "msg", id, sizeof id);
-        json_array_append_new(output, message_item(id, c->text, c->text_len, "completed"));
+        json_t *item = message_item(id, c->text, c->text_len, "completed");
+        if (g->logprobs) whole_logprobs(g, item, c->text_len, false);
+        json_array_append_new(output, item);
     }
     const mxl_srv_event *fin = final_event(c);
     bool length = fin && fin->finish_reason && !strcmp(fin->finish_reason, "length");
@@ -630,12 +658,15 @@ static void close_item(mxl_gen_call *g) {
     if (rc->open == 2) {
         json_t *t = json_stringn(rc->buf ? rc->buf : "", rc->len);
         if (!t) t = json_string("");
-        emit(g, "response.output_text.done", json_pack("{s:s, s:i, s:i, s:O, s:[]}", "item_id", rc->open_id, "output_index", oi, "content_index", 0,
-                                                       "text", t, "logprobs"));
-        emit(g, "response.content_part.done", json_pack("{s:s, s:i, s:i, s:{s:s, s:O, s:[], s:[]}}", "item_id", rc->open_id, "output_index", oi,
-                                                        "content_index", 0, "part", "type", "output_text", "text", t, "annotations", "logprobs"));
+        json_t *lp = rc->lp_message ? rc->lp_message : json_array();
+        rc->lp_message = NULL;
+        emit(g, "response.output_text.done", json_pack("{s:s, s:i, s:i, s:O, s:O}", "item_id", rc->open_id, "output_index", oi, "content_index", 0,
+                                                       "text", t, "logprobs", lp));
+        emit(g, "response.content_part.done", json_pack("{s:s, s:i, s:i, s:{s:s, s:O, s:[], s:O}}", "item_id", rc->open_id, "output_index", oi,
+                                                        "content_index", 0, "part", "type", "output_text", "text", t, "annotations", "logprobs", lp));
         json_decref(t);
         json_t *item = message_item(rc->open_id, rc->buf, rc->len, "completed");
+        json_object_set_new(json_array_get(json_object_get(item, "content"), 0), "logprobs", lp);
         emit(g, "response.output_item.done", json_pack("{s:i, s:O}", "output_index", oi, "item", item));
         json_array_append_new(rc->output, item);
     } else if (rc->open == 1) {
@@ -672,19 +703,37 @@ static void open_item(mxl_gen_call *g, int kind) {
     }
 }
 
+/* The logprobs entries of the tokens whose text a message delta carries (with include
+ * "message.output_text.logprobs"; an empty list otherwise). Tokens whose text went to reasoning or
+ * a tool call are dropped (lp_drop). */
+static json_t *lp_take(mxl_resp_call *rc) {
+    json_t *lp = rc->lp_pending ? rc->lp_pending : json_array();
+    rc->lp_pending = NULL;
+    if (!rc->lp_message) rc->lp_message = json_array();
+    json_array_extend(rc->lp_message, lp);
+    return lp;
+}
+
+static void lp_drop(mxl_resp_call *rc) {
+    json_decref(rc->lp_pending);
+    rc->lp_pending = NULL;
+}
+
 static void delta(mxl_gen_call *g, int kind, const json_t *text) {
     if (!json_string_length(text)) return;
     open_item(g, kind);
     mxl_resp_call *rc = g->resp;
     buf_add(rc, json_string_value(text), json_string_length(text));
+    if (kind != 2) lp_drop(rc);
     emit(g, kind == 2 ? "response.output_text.delta" : "response.reasoning_text.delta",
-         kind == 2 ? json_pack("{s:s, s:i, s:i, s:O, s:[]}", "item_id", rc->open_id, "output_index", out_index(rc), "content_index", 0, "delta", text,
-                               "logprobs")
+         kind == 2 ? json_pack("{s:s, s:i, s:i, s:O, s:o}", "item_id", rc->open_id, "output_index", out_index(rc), "content_index", 0, "delta", text,
+                               "logprobs", lp_take(rc))
                    : json_pack("{s:s, s:i, s:i, s:O}", "item_id", rc->open_id, "output_index", out_index(rc), "content_index", 0, "delta", text));
 }
 
 static void call_events(mxl_gen_call *g, const json_t *call) {
     mxl_resp_call *rc = g->resp;
+    lp_drop(rc);
     close_item(g);
     char id[128];
     next_id(g, "fc", id, sizeof id);
@@ -730,6 +779,10 @@ void mxl_resp_progress_event(mxl_gen_call *g, const mxl_srv_event *e) {
 void mxl_resp_stream_event(mxl_gen_call *g, const mxl_srv_event *e, const json_t *text, bool failed) {
     mxl_resp_call *rc = g->resp;
     if (rc->finalized) return;
+    if (g->logprobs && e->token >= 0) {
+        if (!rc->lp_pending) rc->lp_pending = json_array();
+        json_array_append_new(rc->lp_pending, mxl_gen_token_logprob(g, e));
+    }
     if (g->parse) {
         mxl_error perr = {0};
         if (!g->pstream[0] && mxl_chat_stream_create(&g->syn, &g->pstream[0], &perr)) return;
@@ -777,12 +830,37 @@ void mxl_resp_call_free(mxl_gen_call *g) {
     json_decref(rc->conversation);
     json_decref(rc->input_items);
     json_decref(rc->output);
+    json_decref(rc->lp_pending);
+    json_decref(rc->lp_message);
     mxl_free(rc->buf);
     mxl_free(rc);
     g->resp = NULL;
 }
 
 /* --- routes ---------------------------------------------------------------------------------------- */
+
+/* include (what the output adds: "message.output_text.logprobs" gives each output_text its
+ * tokens' logprobs; the other values name outputs mlxcel has not got, and add nothing) and
+ * top_logprobs (0-20 alternatives per token). False with msg (a 400). */
+static bool parse_include(const json_t *body, mxl_gen_call *g, char *msg, size_t ml) {
+    const json_t *inc = json_object_get(body, "include"), *top = json_object_get(body, "top_logprobs");
+    if (inc && !json_is_null(inc)) {
+        if (!json_is_array(inc)) return snprintf(msg, ml, "'include' must be an array of strings"), false;
+        size_t i;
+        const json_t *v;
+        json_array_foreach(inc, i, v) {
+            if (!json_is_string(v)) return snprintf(msg, ml, "'include' must be an array of strings"), false;
+            if (!strcmp(json_string_value(v), "message.output_text.logprobs")) g->logprobs = true;
+        }
+    }
+    if (top && !json_is_null(top)) {
+        if (!json_is_integer(top) || json_integer_value(top) < 0 || json_integer_value(top) > 20)
+            return snprintf(msg, ml, "'top_logprobs' must be an integer between 0 and 20"), false;
+        g->top_logprobs = (int)json_integer_value(top);
+    }
+    g->params.n_probs = g->logprobs ? (g->top_logprobs > 0 ? g->top_logprobs : 1) : 0;
+    return true;
+}
 
 static mxl_gen_call *new_call(mxl_server *s, mxl_http_req *r) {
     mxl_gen_call *g = mxl_calloc(1, sizeof *g);
@@ -857,6 +935,7 @@ void mxl_api_responses_create(mxl_server *s, mxl_http_req *r) {
     g->verbose = json_is_true(json_object_get(body, "verbose"));
     g->return_progress = json_is_true(json_object_get(body, "return_progress")); /* llama-server's telemetry */
     g->timings_per_token = json_is_true(json_object_get(body, "timings_per_token"));
+    if (!parse_include(body, g, msg, sizeof msg)) goto bad;
     g->resp->skeleton = skeleton_of(s, body, g, !json_is_false(sto));
     if (g->resp->conv_id[0]) json_object_set_new(g->resp->skeleton, "conversation", json_pack("{s:s}", "id", g->resp->conv_id));
     mxl_gen_call_run(g); /* keeps g->id and created: see gen_call.c */

@@ -247,6 +247,8 @@ static json_t *timings_json(const mxl_srv_channel *c) {
 
 json_t *mxl_gen_call_timings(const mxl_gen_call *g) { return timings_json(g->ch); }
 
+json_t *mxl_gen_token_logprob(const mxl_gen_call *g, const mxl_srv_event *e) { return token_logprob_json(g->srv, e, g->top_logprobs); }
+
 static const char *openai_reason(const char *r) { return r && !strcmp(r, "length") ? "length" : "stop"; }
 
 /* llama-server's stop_type: "eos", "word" or "limit". */

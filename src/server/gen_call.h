@@ -94,6 +94,8 @@ void mxl_gen_call_emit(mxl_gen_call *g, const char *name, json_t *j);
  * runs to now), and a prefill progress event's {"prompt_progress", "timings"} fields. */
 json_t *mxl_gen_call_timings(const mxl_gen_call *g);
 json_t *mxl_gen_progress_fields(const mxl_srv_event *e);
+/* The OpenAI logprobs entry of an event's token (token, logprob, bytes, top_logprobs up to g->top_logprobs). */
+json_t *mxl_gen_token_logprob(const mxl_gen_call *g, const mxl_srv_event *e);
 /* Frees a call that was not run (its fields may be partly filled). */
 void mxl_gen_call_free(mxl_gen_call *g);
 /* Submits n jobs for the call's prompt and answers: a whole JSON response or an SSE stream.

@@ -137,6 +137,31 @@ def test_llama_server_telemetry_on_streams(srv):
     assert comp and all("timings" in c for c in comp), comp[:2]
 
 
+def test_output_text_logprobs(srv):
+    """include ["message.output_text.logprobs"] with top_logprobs: each output_text carries its
+    tokens' logprobs, the chat route's for the same messages; a stream's deltas carry them too."""
+    c = client(srv)
+    r = c.responses.create(model="x", input="Name a color.", temperature=0, max_output_tokens=6, include=["message.output_text.logprobs"],
+                           top_logprobs=2)
+    part = r.output[0].content[0]
+    lp = [{"token": t.token, "logprob": t.logprob, "top": [(a.token, a.logprob) for a in t.top_logprobs]} for t in part.logprobs]
+    assert len(lp) == r.usage.output_tokens and "".join(t["token"] for t in lp) == part.text
+    chat = requests.post(srv.url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "Name a color."}], "max_tokens": 6,
+                                                                 "temperature": 0, "logprobs": True, "top_logprobs": 2}).json()
+    want = [{"token": t["token"], "logprob": t["logprob"], "top": [(a["token"], a["logprob"]) for a in t["top_logprobs"]]}
+            for t in chat["choices"][0]["logprobs"]["content"]]
+    assert lp == want
+    events = list(c.responses.create(model="x", input="Name a color.", temperature=0, max_output_tokens=6, stream=True,
+                                     include=["message.output_text.logprobs"], top_logprobs=2))
+    streamed = [t.token for e in events if e.type == "response.output_text.delta" for t in e.logprobs]
+    assert streamed == [t["token"] for t in lp]
+    assert [t.token for t in events[-1].response.output[0].content[0].logprobs] == streamed
+    plain = c.responses.create(model="x", input="Name a color.", temperature=0, max_output_tokens=6)
+    assert plain.output[0].content[0].logprobs == []
+    for bad in ({"include": "x"}, {"include": [1]}, {"top_logprobs": 21}):
+        assert requests.post(srv.url + "/v1/responses", json={"input": "x", **bad}).status_code == 400
+
+
 def test_retrieve_delete_and_input_items(srv):
     c = client(srv)
     r = c.responses.create(model="x", input="Say hi.", max_output_tokens=4, metadata={"k": "v"})
