@@ -1033,8 +1033,11 @@ static void handle(void *ctx, mxl_http_req *r) {
     }
     /* a stored response or conversation named by its id alone lives in one of the children: each
      * loaded one is asked in turn (they keep their own stores) */
+    /* (creating a conversation is not: it goes to the model the request names, below, or the only
+     * one loaded) */
+    const bool create = !strcmp(path, "/v1/conversations") && !strcmp(method, "POST");
     const bool stored = (!strncmp(path, "/v1/responses/", 14) && path[14]) || (!strncmp(path, "/responses/", 11) && path[11]) ||
-                        !strncmp(path, "/v1/conversations", 17);
+                        (!strncmp(path, "/v1/conversations", 17) && !create);
     if (stored && !mxl_http_query(r, "model")) {
         rmodel *loaded[64];
         size_t n_loaded = 0;

@@ -361,6 +361,18 @@ def test_stored_responses_through_the_router(store):
         assert requests.delete(rt.url + "/v1/responses/" + rid).status_code == 200
         gone = requests.get(rt.url + "/v1/responses/" + rid)
         assert gone.status_code == 404 and "not found" in gone.json()["error"]["message"], gone.text
+        # a conversation is created in the model the request names (?model=), then found by its id
+        # alone and continued by that model's responses
+        conv = requests.post(rt.url + "/v1/conversations", params={"model": GEMMA}, json={}, timeout=120)
+        assert conv.status_code == 200, conv.text
+        cid = conv.json()["id"]
+        assert rt.state(GEMMA) == "loaded"
+        turn = requests.post(rt.url + "/v1/responses", json={"model": GEMMA, "input": "Hi", "conversation": cid, "max_output_tokens": 3}, timeout=120)
+        assert turn.status_code == 200, turn.text
+        assert requests.get(rt.url + "/v1/conversations/" + cid + "/items").json()["data"]
+        # with two models loaded and none named, the router cannot tell which one it is for
+        two = requests.post(rt.url + "/v1/conversations", json={})
+        assert two.status_code == 400 and "name its model" in two.json()["error"]["message"], two.text
     finally:
         assert rt.stop() == 0
 
