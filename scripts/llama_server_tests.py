@@ -6,7 +6,8 @@ llama.cpp that the PyPI llama-cpp-python source package vendors; they are unpack
 build/llama-server-tests/ with their own virtualenv (tests/llama_server/requirements.txt), never
 committed. tests/llama_server/mlxcel_adapter.py puts our bundled SmolLM2 GGUF in place of the
 suite's downloads (and, for the infill preset, a tiny random-weight Qwen3 checkpoint, whose
-vocabulary has FIM tokens, built here by tests/cli/tiny_checkpoint.py). Prints passed / failed / out-of-scope / skipped counts per file.
+vocabulary has FIM tokens, built here by tests/cli/tiny_checkpoint.py). Exits 1 when a test
+that is not out of scope fails (scripts/test.sh runs it). Prints passed / failed / out-of-scope / skipped counts per file.
 
   python3 scripts/llama_server_tests.py [--bin build/mlxcel-server] [test_basic.py ...]
 """
@@ -116,7 +117,8 @@ def main():
         print(f"| {f} | {c['passed']} | {c['failed']} | {c['out-of-scope']} | {c['skipped']} |")
     print(f"| total | {tot['passed']} | {tot['failed']} | {tot['out-of-scope']} | {tot['skipped']} |")
     print(json.dumps(tot))
+    return 1 if tot["failed"] or not tot["passed"] else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh - runs every test: unit tests (release build), a check of the release kernels' prefetches
 # (scripts/check_prefetch.sh), that src/ allocates only through the allocation seam
-# (scripts/check_alloc_seam.sh), the same unit tests and the CLI tests
+# (scripts/check_alloc_seam.sh), llama.cpp's server test suite on the release server
+# (scripts/llama_server_tests.py), the same unit tests and the CLI tests
 # under ASan+UBSan, and each fuzz harness for a short bounded time. Sets the machine up first
 # (scripts/setup.sh, idempotent). Ends with one "N passed, N failed" line; exit 0 only if all pass.
 #
@@ -30,6 +31,9 @@ export MXL_TEST_REQUIRE_ISA=${MXL_TEST_REQUIRE_ISA-avx512}
 step "unit tests (release)" build/mlxcel-tests
 step "x86 kernels keep their prefetches (release objects)" scripts/check_prefetch.sh build
 step "every allocation goes through core/alloc.h (release objects)" scripts/check_alloc_seam.sh build
+# llama.cpp's own server tests (the llama.cpp that PyPI's llama-cpp-python vendors) against the
+# release server; those the specification or this machine puts out of scope are listed with why
+step "llama.cpp's server test suite (release binary)" python3 scripts/llama_server_tests.py
 step "build (ASan+UBSan)" make -s -j"$(nproc)" asan
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
