@@ -75,12 +75,18 @@ static mxl_status tensor_copy(const mxl_tensor *t, const char *name, bool transp
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "adapter tensor %s is %s; LoRA matrices load from F32, F16 or BF16", name,
                              mxl_dtype_name(t->dtype));
     const int64_t r0 = t->shape[0], c0 = t->shape[1];
+    /* (an empty matrix is no rank; its other side may still be huge: a GGUF's [141733920770, 0]
+     * made the copy below loop that many times, minutes per file - found by fuzz_adapter.c) */
+    if (r0 <= 0 || c0 <= 0)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "adapter tensor %s has an empty dimension (%lld x %lld)", name, (long long)r0, (long long)c0);
     const size_t es = t->dtype == MXL_DTYPE_F32 ? 4 : 2;
     uint8_t *f = mxl_malloc((size_t)(r0 * c0) * es);
     if (!f) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     const uint8_t *src = t->data;
-    for (int64_t i = 0; i < r0; i++)
-        for (int64_t j = 0; j < c0; j++) memcpy(f + (size_t)(transpose ? j * r0 + i : i * c0 + j) * es, src + (size_t)(i * c0 + j) * es, es);
+    if (!transpose) memcpy(f, src, (size_t)(r0 * c0) * es);
+    else
+        for (int64_t i = 0; i < r0; i++)
+            for (int64_t j = 0; j < c0; j++) memcpy(f + (size_t)(j * r0 + i) * es, src + (size_t)(i * c0 + j) * es, es);
     *out = f;
     *dt = t->dtype;
     *rows = transpose ? c0 : r0;
