@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fuzz.sh - builds the libFuzzer harnesses (tests/fuzz/fuzz_*.c, clang + ASan + UBSan) and runs
 # each for SECONDS (default 30) on its seed corpus (tests/fuzz/corpus/<name>/, copied to a scratch
-# directory so runs never modify the repository). Fails if any harness finds a crash.
+# directory so runs never modify the repository). Fails if any harness finds a crash, or an input
+# that runs longer than 25 s (-timeout=25, as OSS-Fuzz counts such a hang as a crash).
 #
 #   scripts/fuzz.sh [SECONDS] [HARNESS...]      e.g. scripts/fuzz.sh 600 gguf
 set -euo pipefail
@@ -23,7 +24,7 @@ for n in "${names[@]}"; do
   mkdir -p "$w/corpus"
   [ -d "tests/fuzz/corpus/$n" ] && cp -r "tests/fuzz/corpus/$n/." "$w/corpus/"
   while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
-  (cd "$w" && "$OLDPWD/build/fuzz/fuzz_$n" -max_total_time="$secs" -max_len=8192 \
+  (cd "$w" && "$OLDPWD/build/fuzz/fuzz_$n" -max_total_time="$secs" -max_len=8192 -timeout=25 \
      -print_final_stats=1 -artifact_prefix="$w/" corpus >"$w/log" 2>&1; echo $? >"$w/rc") &
 done
 wait
