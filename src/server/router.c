@@ -119,7 +119,6 @@ static void cond_wait_ms(router *rt, int ms) {
 
 /* A request waiting for its turn to load a model (acquire); lives on that request's stack. */
 typedef struct waiter {
-    rmodel *m;
     struct waiter *prev, *next;
 } waiter;
 
@@ -333,39 +332,36 @@ static bool gguf_tag(const char *name, char *tag, size_t cap) {
     return true;
 }
 
+/* The GGUF files of dir with a tag, as models "repo:TAG" (a tag seen before keeps its file);
+ * with subdirs, those of each directory in dir too, after dir's own. */
+static mxl_status add_tagged(router *rt, const char *repo, const char *dir, bool subdirs, bool *tagged, mxl_error *err) {
+    mxl_status st = MXL_OK;
+    for (int pass = 0; pass < (subdirs ? 2 : 1) && !st; pass++) {
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        while (!st && d && (e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            char p[MXL_STORE_PATH_MAX], tag[64], id[MXL_STORE_PATH_MAX / 4];
+            snprintf(p, sizeof p, "%.3800s/%.255s", dir, e->d_name);
+            if (pass == 1) {
+                if (dir_exists(p)) st = add_tagged(rt, repo, p, false, tagged, err);
+            } else if (gguf_tag(e->d_name, tag, sizeof tag) && !dir_exists(p)) {
+                snprintf(id, sizeof id, "%.900s:%s", repo, tag);
+                *tagged = true;
+                st = add_model(rt, id, p, true, err);
+            }
+        }
+        if (d) closedir(d);
+    }
+    return st;
+}
+
 /* A Hugging Face cache repo (its snapshot directory): one model per GGUF quantization tag, named
  * "owner/name:TAG" as llama-server's router names them, and the repo itself when it holds a
  * model otherwise (config.json + safetensors). GGUF files one directory down count too. */
 static mxl_status add_cache_repo(router *rt, const char *repo, const char *snap, mxl_error *err) {
     bool tagged = false;
-    mxl_status st = MXL_OK;
-    for (int depth = 0; depth < 2 && !st; depth++) {
-        DIR *d = opendir(snap);
-        struct dirent *e;
-        while (!st && d && (e = readdir(d))) {
-            if (e->d_name[0] == '.') continue;
-            char p[MXL_STORE_PATH_MAX], tag[64], id[MXL_STORE_PATH_MAX / 4];
-            snprintf(p, sizeof p, "%.3800s/%.255s", snap, e->d_name);
-            if (depth == 0 && gguf_tag(e->d_name, tag, sizeof tag) && !dir_exists(p)) {
-                snprintf(id, sizeof id, "%.900s:%s", repo, tag);
-                tagged = true;
-                st = add_model(rt, id, p, true, err);
-            } else if (depth == 1 && dir_exists(p)) {
-                DIR *d2 = opendir(p);
-                struct dirent *e2;
-                while (!st && d2 && (e2 = readdir(d2))) {
-                    char p2[MXL_STORE_PATH_MAX];
-                    snprintf(p2, sizeof p2, "%.3800s/%.255s", p, e2->d_name);
-                    if (e2->d_name[0] == '.' || !gguf_tag(e2->d_name, tag, sizeof tag) || dir_exists(p2)) continue;
-                    snprintf(id, sizeof id, "%.900s:%s", repo, tag);
-                    tagged = true;
-                    st = add_model(rt, id, p2, true, err);
-                }
-                if (d2) closedir(d2);
-            }
-        }
-        if (d) closedir(d);
-    }
+    mxl_status st = add_tagged(rt, repo, snap, true, &tagged, err);
     if (st) return st;
     char cfgp[MXL_STORE_PATH_MAX];
     snprintf(cfgp, sizeof cfgp, "%.3800s/config.json", snap);
@@ -654,7 +650,7 @@ static bool make_room_locked(router *rt, rmodel *want) {
 static bool acquire(router *rt, rmodel *m, mxl_http_req *r, bool load, bool count_use, int *status, char *msg, size_t cap) {
     pthread_mutex_lock(&rt->mu);
     bool waited_for_load = false, queued = false;
-    waiter w = {.m = m};
+    waiter w = {0};
     for (;;) {
         if (rt->stopping) {
             *status = 503;

@@ -509,15 +509,18 @@ static size_t own_prefix(const mxl_sched *s, const slot *sl, const job *j) {
     return s->recurrent && (k < n || k >= j->n_prompt) ? 0 : k;
 }
 
+/* The slot a job is pinned to by id_slot (choice 0 only), NULL when it is not pinned. */
+static slot *pinned_slot(const mxl_sched *s, const job *j) {
+    return j->index == 0 && j->ch->want_slot >= 0 ? &s->slots[j->ch->want_slot % s->cfg.n_slots] : NULL;
+}
+
 /* The free slot whose cached tokens share the longest prefix with the prompt (the prompt cache
  * then skips that prefix); when none shares anything, the free slot used least recently, so
  * other conversations' caches survive longest. NULL: none free. A job pinned by id_slot gets its
  * slot or, while that one is busy, none. */
 static slot *pick_slot(mxl_sched *s, const job *j) {
-    if (j->index == 0 && j->ch->want_slot >= 0) {
-        slot *sl = &s->slots[j->ch->want_slot % s->cfg.n_slots];
-        return sl->j ? NULL : sl;
-    }
+    slot *pin = pinned_slot(s, j);
+    if (pin) return pin->j ? NULL : pin;
     slot *best = NULL, *lru = NULL;
     size_t best_len = 0;
     for (int i = 0; i < s->cfg.n_slots; i++) {
@@ -554,7 +557,8 @@ static bool encode_images(mxl_sched *s, job *j, mxl_error *err) {
 
 /* A job pinned by id_slot whose slot is busy. */
 static bool pinned_busy(const mxl_sched *s, const job *j) {
-    return j->index == 0 && j->ch->want_slot >= 0 && s->slots[j->ch->want_slot % s->cfg.n_slots].j != NULL;
+    const slot *pin = pinned_slot(s, j);
+    return pin && pin->j != NULL;
 }
 
 /* Starts queued jobs in free slots (FIFO, but for jobs pinned to a busy slot, which wait while
