@@ -1,4 +1,4 @@
-/* quant_amx.c - the panel matmul path for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q6_K
+/* quant_amx.c - the panel matmul path for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q5_K / Q6_K
  * and MLX 4- / 8-bit (quant_amx.h): the panel layout (packing at load and its scalar
  * dequantization), the tile kernel, its AVX-512 VNNI form (a few tokens on AMX CPUs, every
  * token count on the other AVX-512 ones) and the plain reference of the products
@@ -79,26 +79,44 @@ static void pack_mlx(const mxl_weight *W, const layout *L, uint8_t *dst) {
     }
 }
 
-/* Q4_K: sub-block j's element e is nibble j % 2 of qs[32 (j / 2) + e], re-paired (e, e + 16);
- * the 6-bit scales and mins unpacked to bytes; d and dmin copied. */
-static void pack_q4_k(const mxl_weight *W, uint8_t *dst) {
+/* Q4_K / Q5_K: sub-block j's element e is nibble j % 2 of qs[32 (j / 2) + e], re-paired (e, e +
+ * 16), and for Q5_K its fifth bit is bit j of qh[e] (into the block's mask, as Q5_0's); the 6-bit
+ * scales and mins unpacked to bytes; d and dmin copied. */
+static void pack_k(const mxl_weight *W, int kind, uint8_t *dst) {
     const int64_t nsb = W->cols / 256, rb = mxl_weight_row_bytes(W);
+    const size_t sbb = ksb_bytes(kind), sub = kind == K_Q5_K ? Q5_PARAMS : CODES_Q4;
+    const size_t src_bytes = kind == K_Q5_K ? sizeof(mxl_block_q5_k) : sizeof(mxl_block_q4_k);
     for (int64_t r = 0; r < W->rows; r++) {
-        const mxl_block_q4_k *row = (const mxl_block_q4_k *)((const uint8_t *)W->data + r * rb);
+        const uint8_t *row = (const uint8_t *)W->data + r * rb;
         const int n = (int)(r % PANEL);
-        uint8_t *pan = dst + (size_t)(r / PANEL) * (size_t)nsb * KSB;
+        uint8_t *pan = dst + (size_t)(r / PANEL) * (size_t)nsb * sbb;
         for (int64_t s = 0; s < nsb; s++) {
-            const mxl_block_q4_k *q = row + s;
-            uint8_t *sb = pan + (size_t)s * KSB + KSB_CODES, *sp = pan + (size_t)s * KSB + KSB_PARAMS;
-            for (int j = 0; j < 8; j++) {
-                const uint8_t *qs = q->qs + 32 * (j / 2);
-                const int sh = 4 * (j % 2);
-                for (int k = 0; k < 16; k++)
-                    sb[(size_t)j * CODES_Q4 + code_index(k, n)] = (uint8_t)(((qs[k] >> sh) & 0x0F) | ((qs[k + 16] >> sh) & 0x0F) << 4);
-                mxl_q4k_scale_min(j, q->scales, &sp[16 * j + n], &sp[128 + 16 * j + n]);
+            const uint8_t *src = row + (size_t)s * src_bytes, *qs, *scales, *qh = NULL;
+            uint16_t d, dmin;
+            if (kind == K_Q5_K) {
+                const mxl_block_q5_k *q = (const mxl_block_q5_k *)src;
+                qs = q->qs, scales = q->scales, qh = q->qh, d = q->d, dmin = q->dmin;
+            } else {
+                const mxl_block_q4_k *q = (const mxl_block_q4_k *)src;
+                qs = q->qs, scales = q->scales, d = q->d, dmin = q->dmin;
             }
-            memcpy(sp + 256 + 2 * n, &q->d, 2);
-            memcpy(sp + 288 + 2 * n, &q->dmin, 2);
+            uint8_t *sb = pan + (size_t)s * sbb + KSB_CODES, *sp = pan + (size_t)s * sbb + KSB_PARAMS;
+            for (int j = 0; j < 8; j++) {
+                const uint8_t *q = qs + 32 * (j / 2);
+                const int sh = 4 * (j % 2);
+                uint8_t *blk = sb + (size_t)j * sub;
+                for (int k = 0; k < 16; k++)
+                    blk[code_index(k, n)] = (uint8_t)(((q[k] >> sh) & 0x0F) | ((q[k + 16] >> sh) & 0x0F) << 4);
+                if (qh)
+                    for (int k = 0; k < 32; k++)
+                        if ((qh[k] >> j) & 1) {
+                            size_t i = code_index(k, n);
+                            blk[HI_PLANE + i / 8] |= (uint8_t)(1u << (i % 8));
+                        }
+                mxl_q4k_scale_min(j, scales, &sp[16 * j + n], &sp[128 + 16 * j + n]);
+            }
+            memcpy(sp + 256 + 2 * n, &d, 2);
+            memcpy(sp + 288 + 2 * n, &dmin, 2);
         }
     }
 }
@@ -137,8 +155,8 @@ void mxl_qamx_pack(const mxl_weight *W, uint8_t *dst) {
         pack_mlx(W, &L, dst);
         return;
     }
-    if (L.kind == K_Q4_K) {
-        pack_q4_k(W, dst);
+    if (ksb_kind(L.kind)) {
+        pack_k(W, L.kind, dst);
         return;
     }
     if (L.kind == K_Q6_K) {
@@ -210,15 +228,15 @@ static int panel_code(const layout *L, const uint8_t *pan, int64_t b, int n, int
     if (L->kind == K_Q8_0) return (int8_t)c[i];
     if (L->kind == K_U8) return c[i];
     int u = i < CODES_Q4 ? c[i] & 0x0F : c[i - CODES_Q4] >> 4;
-    if (L->kind == K_Q5_0 || L->kind == K_Q5_1) u |= ((c[HI_PLANE + i / 8] >> (i % 8)) & 1) << 4;
+    if (q5_kind(L->kind)) u |= ((c[HI_PLANE + i / 8] >> (i % 8)) & 1) << 4;
     return u;
 }
 
-/* Scale d_w and offset m_w of panel row n in block b (not Q6_K), as the kernels form them: Q4_K
- * d * sc and -(dmin * m); Q4_0 / Q5_0 -8 d / -16 d; Q8_0 no offset. */
+/* Scale d_w and offset m_w of panel row n in block b (not Q6_K), as the kernels form them: Q4_K /
+ * Q5_K d * sc and -(dmin * m); Q4_0 / Q5_0 -8 d / -16 d; Q8_0 no offset. */
 static void panel_scales(const layout *L, const uint8_t *pan, int64_t b, int n, float *dw, float *mw) {
-    if (L->kind == K_Q4_K) {
-        const uint8_t *sp = pan + (size_t)(b >> 3) * KSB + KSB_PARAMS;
+    if (ksb_kind(L->kind)) {
+        const uint8_t *sp = ksb_params(L->kind, pan, b);
         const int j = (int)(b & 7);
         uint16_t hd, hm;
         memcpy(&hd, sp + 256 + 2 * n, 2);
@@ -268,7 +286,7 @@ void mxl_qamx_dequant_row_ref(const mxl_weight *W, int64_t r, float *out) {
             if (L.kind == K_Q8_0) o[k] = d * (float)u;
             else if (L.kind == K_Q4_0) o[k] = (float)(u - 8) * d;
             else if (L.kind == K_Q5_0) o[k] = d * (float)(u - 16);
-            else if (L.kind == K_Q4_K) {
+            else if (ksb_kind(L.kind)) {
                 float prod = d * (float)u;
                 o[k] = prod + m;
             } else if (W->kind == MXL_W_GGUF) o[k] = (float)u * d + m;
@@ -392,7 +410,7 @@ VNNI __attribute__((always_inline)) static inline __m512i nib_row(int kind, cons
     __m512i v = _mm512_loadu_si512((const void *)(nib + 64 * (j & 3)));
     if (j >= 4) v = _mm512_srli_epi16(v, 4);
     v = _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
-    if (kind == K_Q5_0 || kind == K_Q5_1) {
+    if (q5_kind(kind)) {
         uint64_t hb;
         memcpy(&hb, nib + HI_PLANE + 8 * j, 8);
         v = _mm512_or_si512(v, _mm512_maskz_mov_epi8(_cvtu64_mask64(hb), _mm512_set1_epi8(0x10)));
@@ -420,11 +438,11 @@ VNNI __attribute__((always_inline)) static inline void prefetch_ahead(const uint
 /* block b's scales d_w and offsets m_w of the panel's 16 rows */
 VNNI __attribute__((always_inline)) static inline void block_scales(int kind, int wide, const uint8_t *pan, size_t bb, int64_t b,
                                                                    __m512 *dwp, __m512 *mwp) {
-    const size_t codes = kind == K_Q8_0 || kind == K_U8 ? CODES_Q8 : kind == K_Q5_0 || kind == K_Q5_1 ? Q5_PARAMS : CODES_Q4;
+    const size_t codes = kind == K_Q8_0 || kind == K_U8 ? CODES_Q8 : q5_kind(kind) ? Q5_PARAMS : CODES_Q4;
     const uint8_t *blk = pan + (size_t)b * bb;
     __m512 dw, mw;
-    if (kind == K_Q4_K) {
-        const uint8_t *sp = pan + (size_t)(b >> 3) * KSB + KSB_PARAMS;
+    if (ksb_kind(kind)) {
+        const uint8_t *sp = ksb_params(kind, pan, b);
         const int j = (int)(b & 7);
         __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sp + 16 * j))));
         __m512 mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sp + 128 + 16 * j))));
@@ -812,6 +830,7 @@ PKERNEL(pkernel_u8w, K_U8, 1)
 PKERNEL(pkernel_q4_k, K_Q4_K, 0)
 PKERNEL(pkernel_q5_0, K_Q5_0, 0)
 PKERNEL(pkernel_q5_1, K_Q5_1, 0)
+PKERNEL(pkernel_q5_k, K_Q5_K, 0)
 KERNEL(kernel_q8_0, K_Q8_0, 0)
 KERNEL(kernel_q4_0, K_Q4_0, 0)
 KERNEL(kernel_q4_1, K_Q4_1, 0)
@@ -821,6 +840,7 @@ KERNEL(kernel_u8w, K_U8, 1)
 KERNEL(kernel_q4_k, K_Q4_K, 0)
 KERNEL(kernel_q5_0, K_Q5_0, 0)
 KERNEL(kernel_q5_1, K_Q5_1, 0)
+KERNEL(kernel_q5_k, K_Q5_K, 0)
 #define NT6_CASE(N) \
     case N: panel_kernel_q6(N, pan, nb, pre, act, as, y, ys, nrows); break;
 AMX static void kernel_q6_k(int nt, const uint8_t *pan, int64_t nb, size_t bb, const uint8_t *pre, const uint8_t *act,
@@ -857,6 +877,7 @@ VKERNEL(vnni_u8w, K_U8, 1)
 VKERNEL(vnni_q4_k, K_Q4_K, 0)
 VKERNEL(vnni_q5_0, K_Q5_0, 0)
 VKERNEL(vnni_q5_1, K_Q5_1, 0)
+VKERNEL(vnni_q5_k, K_Q5_K, 0)
 typedef void (*vnni_fn)(int, int, const uint8_t *const *, int64_t, size_t, const uint8_t *, size_t, float *const *, int64_t,
                         const int *, int);
 #define VNNI6_CASE(N)                                                                    \
@@ -871,12 +892,15 @@ VNNI static void vnni_q6_k(int nt, int np, const uint8_t *const *pans, int64_t n
 }
 
 static const tile_fn k_tile[N_KINDS][2] = {{kernel_q8_0, 0}, {kernel_q4_0, 0}, {kernel_q4_1, kernel_q4_1w}, {kernel_u8, kernel_u8w},
-                                           {kernel_q4_k, 0}, {kernel_q5_0, 0}, {kernel_q5_1, 0}, {kernel_q6_k, 0}};
+                                           {kernel_q4_k, 0}, {kernel_q5_0, 0}, {kernel_q5_1, 0}, {kernel_q6_k, 0},
+                                           {kernel_q5_k, 0}};
 /* (Q6_K has no pair form yet: its halves are K = 16 products of their own) */
 static const tile_fn k_pair[N_KINDS][2] = {{pkernel_q8_0, 0}, {pkernel_q4_0, 0}, {pkernel_q4_1, pkernel_q4_1w}, {pkernel_u8, pkernel_u8w},
-                                           {pkernel_q4_k, 0}, {pkernel_q5_0, 0}, {pkernel_q5_1, 0}, {0, 0}};
+                                           {pkernel_q4_k, 0}, {pkernel_q5_0, 0}, {pkernel_q5_1, 0}, {0, 0},
+                                           {pkernel_q5_k, 0}};
 static const vnni_fn k_vnni[N_KINDS][2] = {{vnni_q8_0, 0}, {vnni_q4_0, 0}, {vnni_q4_1, vnni_q4_1w}, {vnni_u8, vnni_u8w},
-                                           {vnni_q4_k, 0}, {vnni_q5_0, 0}, {vnni_q5_1, 0}, {vnni_q6_k, 0}};
+                                           {vnni_q4_k, 0}, {vnni_q5_0, 0}, {vnni_q5_1, 0}, {vnni_q6_k, 0},
+                                           {vnni_q5_k, 0}};
 
 /* beyond this many blocks a panel's split codes do not go on the stack (256 KB); token groups
  * then split them again */

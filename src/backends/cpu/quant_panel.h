@@ -20,14 +20,19 @@
 
 /* Code kinds: K_Q8_0 signed 8-bit codes, d; K_Q4_0 unsigned nibbles, d (m = -8 d); K_Q4_1
  * unsigned nibbles, d and m; K_U8 unsigned 8-bit codes, d and m; K_Q4_K unsigned nibbles with
- * Q4_K's scales (d = d_sb * sc_j, m = -dmin_sb * m_j, both exact in f32, formed in the kernel). */
-enum { K_Q8_0, K_Q4_0, K_Q4_1, K_U8, K_Q4_K, K_Q5_0, K_Q5_1, K_Q6_K };
-#define N_KINDS 8
+ * Q4_K's scales (d = d_sb * sc_j, m = -dmin_sb * m_j, both exact in f32, formed in the kernel);
+ * K_Q5_K: K_Q4_K with the fifth bits of K_Q5_1. */
+enum { K_Q8_0, K_Q4_0, K_Q4_1, K_U8, K_Q4_K, K_Q5_0, K_Q5_1, K_Q6_K, K_Q5_K };
+#define N_KINDS 9
 /* K_Q5_0 / K_Q5_1: Q4_0 / Q4_1's nibbles, then the fifth bits as a 512-bit mask over the 512
  * code bytes (bit i: code byte i gets + 16), then d (and m); m = -16 d for Q5_0. */
 #define HI_PLANE 256 /* offset of the fifth-bit mask in a Q5 block */
 #define Q5_PARAMS 320
-static inline int nib_kind(int kind) { return kind == K_Q4_0 || kind == K_Q4_1 || kind == K_Q4_K || kind == K_Q5_0 || kind == K_Q5_1; }
+static inline int nib_kind(int kind) {
+    return kind == K_Q4_0 || kind == K_Q4_1 || kind == K_Q4_K || kind == K_Q5_0 || kind == K_Q5_1 || kind == K_Q5_K;
+}
+/* nibble kinds with a fifth-bit mask after each block's nibbles */
+static inline int q5_kind(int kind) { return kind == K_Q5_0 || kind == K_Q5_1 || kind == K_Q5_K; }
 
 /* One Q4_K super-block of a panel (256 elements x 16 rows): sc[8][16] and m[8][16] (the 6-bit
  * values as bytes), d[16] and dmin[16] (f16), then the 8 sub-blocks' nibbles (256 bytes each,
@@ -35,6 +40,16 @@ static inline int nib_kind(int kind) { return kind == K_Q4_0 || kind == K_Q4_1 |
 #define KSB 2368
 #define KSB_PARAMS 0
 #define KSB_CODES 320
+/* K_Q5_K: the same super-block with Q5_0's blocks (nibbles, then the 64-byte fifth-bit mask):
+ * 320 + 8 x 320 = 2880 bytes for the GGUF's 2816 (d * sc and -dmin * m as Q4_K's). */
+#define Q5KSB (KSB_CODES + 8 * Q5_PARAMS)
+/* the super-block kinds (scales and mins per 32 elements inside 256-element super-blocks) */
+static inline int ksb_kind(int kind) { return kind == K_Q4_K || kind == K_Q5_K; }
+static inline size_t ksb_bytes(int kind) { return kind == K_Q5_K ? Q5KSB : KSB; }
+/* the scales, mins, d and dmin of the super-block holding 32-element block b */
+static inline const uint8_t *ksb_params(int kind, const uint8_t *pan, int64_t b) {
+    return pan + (size_t)(b >> 3) * ksb_bytes(kind) + KSB_PARAMS;
+}
 
 /* One Q6_K super-block of a panel (256 elements x 16 rows): d[16] (f16), then 8 blocks of 32
  * elements: the two 16-element halves' scales sc[2][16] (int8), the low four bits as nibbles
@@ -49,7 +64,8 @@ static inline const uint8_t *q6_block(const uint8_t *pan, int64_t b) {
 
 /* codes of 32-element block b of a panel */
 static inline const uint8_t *codes_at(int kind, const uint8_t *pan, int64_t b, size_t bb) {
-    return kind == K_Q4_K ? pan + (size_t)(b >> 3) * KSB + KSB_CODES + (size_t)(b & 7) * CODES_Q4 : pan + (size_t)b * bb;
+    return ksb_kind(kind) ? pan + (size_t)(b >> 3) * ksb_bytes(kind) + KSB_CODES + (size_t)(b & 7) * (kind == K_Q5_K ? Q5_PARAMS : CODES_Q4)
+                          : pan + (size_t)b * bb;
 }
 
 /* A weight's panel layout: code kind, f32 scales ("wide": MLX bf16 / f32 scales, which f16
@@ -71,6 +87,7 @@ static inline bool layout_of(const mxl_weight *W, layout *L) {
         case MXL_DTYPE_Q5_0: *L = (layout){K_Q5_0, 0, Q5_PARAMS, Q5_PARAMS + 32}; return true;
         case MXL_DTYPE_Q5_1: *L = (layout){K_Q5_1, 0, Q5_PARAMS, Q5_PARAMS + 64}; return true;
         case MXL_DTYPE_Q6_K: *L = (layout){K_Q6_K, 0, 0, Q6_SB / 8}; return true; /* bb: per 32 */
+        case MXL_DTYPE_Q5_K: *L = (layout){K_Q5_K, 0, Q5_PARAMS, Q5KSB / 8}; return true; /* bb: per 32 */
         default: return false;
         }
     }

@@ -164,8 +164,8 @@ AVX2 __attribute__((always_inline)) static inline void q6_dots8(const uint8_t *p
 
 /* d_w and m_w of the block's rows 8 h .. 8 h + 7 (block_scales of quant_amx.c, 8 lanes) */
 AVX2 static inline void scales8(const layout *L, const uint8_t *pan, int64_t b, int h, __m256 *dw, __m256 *mw) {
-    if (L->kind == K_Q4_K) {
-        const uint8_t *sp = pan + (size_t)(b >> 3) * KSB + KSB_PARAMS;
+    if (ksb_kind(L->kind)) {
+        const uint8_t *sp = ksb_params(L->kind, pan, b);
         const int j = (int)(b & 7);
         int64_t s8, m8;
         memcpy(&s8, sp + 16 * j + 8 * h, 8);
@@ -199,7 +199,7 @@ AVX2 static inline void act16(const mxl_block_q8a2 *x, int16_t *v) {
 AVX2 __attribute__((always_inline)) static inline void block_token(int kind, const uint8_t *c, const mxl_block_q8a2 *x,
                                                                    const __m256 *dw, const __m256 *mw, float *acc) {
     __m256i D[2];
-    if (nib_kind(kind)) nib_dots16(c, kind == K_Q5_0 || kind == K_Q5_1, x, D);
+    if (nib_kind(kind)) nib_dots16(c, q5_kind(kind), x, D);
     else {
         _Alignas(32) int16_t v[32];
         act16(x, v);
@@ -393,7 +393,7 @@ AVX2 __attribute__((always_inline)) static inline void group_body(int kind, cons
         scales8(L, pan, b, 0, &dw[0], &mw[0]);
         scales8(L, pan, b, 1, &dw[1], &mw[1]);
         const uint8_t *c = codes_at(kind, pan, b, L->bb);
-        const int nib = nib_kind(kind), q5 = kind == K_Q5_0 || kind == K_Q5_1;
+        const int nib = nib_kind(kind), q5 = q5_kind(kind);
         if (nib && nt > 1) /* split once for the group */
             for (int kk = 0; kk < 8; kk++)
                 for (int h = 0; h < 2; h++) _mm256_store_si256((__m256i *)(pre + 64 * kk + 32 * h), nib_codes(c, q5, kk, h));
@@ -412,7 +412,7 @@ AVX2 static void panel_group(const layout *L, const uint8_t *pan, int64_t nb, in
                              int64_t ys, int nrows) {
     switch (L->kind) {
         GROUP_CASE(K_Q8_0) GROUP_CASE(K_Q4_0) GROUP_CASE(K_Q4_1) GROUP_CASE(K_U8) GROUP_CASE(K_Q4_K) GROUP_CASE(K_Q5_0)
-        GROUP_CASE(K_Q5_1) GROUP_CASE(K_Q6_K)
+        GROUP_CASE(K_Q5_1) GROUP_CASE(K_Q6_K) GROUP_CASE(K_Q5_K)
     default: MXL_ASSERT(0 && "not a panel kind");
     }
 }

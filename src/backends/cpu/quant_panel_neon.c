@@ -58,7 +58,7 @@ static int block_codes(const layout *L, const uint8_t *pan, int64_t b, int8_t *o
     for (int i = 0; i < CODES_Q4; i += 16) { /* nibble kinds: byte i's low half is code byte i, its high half 256 + i */
         const uint8x16_t v = vld1q_u8(c + i);
         uint8x16_t lo = vandq_u8(v, vdupq_n_u8(0x0F)), hi = vshrq_n_u8(v, 4);
-        if (L->kind == K_Q5_0 || L->kind == K_Q5_1) { /* + 16 where bit i of the 512-bit mask is set */
+        if (q5_kind(L->kind)) { /* + 16 where bit i of the 512-bit mask is set */
             static const uint8_t bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
             const uint8_t *m = c + HI_PLANE;
             const uint8x16_t sel = vld1q_u8(bit), sixteen = vdupq_n_u8(16);
@@ -97,8 +97,8 @@ static inline void byte_params(const uint8_t *p, int sgn, float32x4_t *v) {
 
 /* Block b's d_w and m_w of the 16 rows, as panel_scales forms them (not Q6_K) */
 static void block_scales(const layout *L, const uint8_t *pan, int64_t b, float32x4_t *dw, float32x4_t *mw) {
-    if (L->kind == K_Q4_K) {
-        const uint8_t *sp = pan + (size_t)(b >> 3) * KSB + KSB_PARAMS;
+    if (ksb_kind(L->kind)) {
+        const uint8_t *sp = ksb_params(L->kind, pan, b);
         const int j = (int)(b & 7);
         float32x4_t d[4], dm[4], sc[4], mn[4];
         load_params(sp + 256, 0, d);
