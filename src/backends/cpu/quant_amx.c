@@ -1,4 +1,4 @@
-/* quant_amx.c - the panel matmul path for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q5_K / Q6_K
+/* quant_amx.c - the panel matmul path for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q3_K / Q4_K / Q5_K / Q6_K
  * and MLX 4- / 8-bit (quant_amx.h): the panel layout (packing at load and its scalar
  * dequantization), the tile kernel, its AVX-512 VNNI form (a few tokens on AMX CPUs, every
  * token count on the other AVX-512 ones) and the plain reference of the products
@@ -15,7 +15,8 @@
  * Q4_0's codes are stored unsigned (q + 8); its -8 is the offset term m_w = -8 d_w against the
  * activation's scaled sum s_x (both terms), as Q4_1's m (Q5_0: -16 d_w). MLX affine weights are
  * Q4_1's form (4-bit: d = scale, m = bias of the block's group) or unsigned 8-bit codes with d
- * and m (U8). Q6_K runs its own kernels (two 16-element halves per block, each with its scale). */
+ * and m (U8). Q6_K and Q3_K run their own kernels (two 16-element halves per block, each with its
+ * scale). */
 #include "backends/cpu/quant_amx.h"
 #include "backends/cpu/quant_panel.h"
 
@@ -121,27 +122,53 @@ static void pack_k(const mxl_weight *W, int kind, uint8_t *dst) {
     }
 }
 
-static void pack_q6_k(const mxl_weight *W, uint8_t *dst) {
+/* Unsigned code u of code byte i (code_index) in the codes of a Q6_K / Q3_K block (after its
+ * scales): Q6_K's low four bits as nibbles (Q4's pairing) and top two in the 2-bit plane; Q3_K's
+ * low two in the plane and the third in the mask (quant_panel.h). */
+static void put_half_code(int kind, uint8_t *codes, size_t i, int u) {
+    const size_t c = i % 64;
+    uint8_t *plane = codes + (kind == K_Q3_K ? 0 : CODES_Q4);
+    plane[(i / 64) * 16 + c % 16] |= (uint8_t)(((kind == K_Q3_K ? u : u >> 4) & 3) << (2 * (c / 16)));
+    if (kind == K_Q3_K) codes[128 + i / 8] |= (uint8_t)(((u >> 2) & 1) << (i % 8));
+    else codes[i % CODES_Q4] |= (uint8_t)((u & 0x0F) << (i < CODES_Q4 ? 0 : 4));
+}
+static int get_half_code(int kind, const uint8_t *codes, size_t i) {
+    const size_t c = i % 64;
+    const uint8_t *plane = codes + (kind == K_Q3_K ? 0 : CODES_Q4);
+    const int two = (plane[(i / 64) * 16 + c % 16] >> (2 * (c / 16))) & 3;
+    if (kind == K_Q3_K) return two | ((codes[128 + i / 8] >> (i % 8)) & 1) << 2;
+    return (i < CODES_Q4 ? codes[i] & 0x0F : codes[i - CODES_Q4] >> 4) | two << 4;
+}
+
+/* Q6_K / Q3_K: per super-block d, per block the halves' signed scales and the codes + the
+ * kind's offset (half_off) */
+static void pack_half(const mxl_weight *W, int kind, uint8_t *dst) {
     const int64_t nsb = W->cols / 256, rb = mxl_weight_row_bytes(W);
-    int q[256];
+    const size_t sbb = half_sb(kind), src_bytes = kind == K_Q3_K ? sizeof(mxl_block_q3_k) : sizeof(mxl_block_q6_k);
+    int q[256], sc[16];
     for (int64_t r = 0; r < W->rows; r++) {
-        const mxl_block_q6_k *row = (const mxl_block_q6_k *)((const uint8_t *)W->data + r * rb);
+        const uint8_t *row = (const uint8_t *)W->data + r * rb;
         const int n = (int)(r % PANEL);
-        uint8_t *pan = dst + (size_t)(r / PANEL) * (size_t)nsb * Q6_SB;
+        uint8_t *pan = dst + (size_t)(r / PANEL) * (size_t)nsb * sbb;
         for (int64_t s = 0; s < nsb; s++) {
-            mxl_q6k_codes(row + s, q);
-            memcpy(pan + (size_t)s * Q6_SB + 2 * n, &row[s].d, 2);
+            uint16_t d;
+            if (kind == K_Q3_K) {
+                const mxl_block_q3_k *b = (const mxl_block_q3_k *)(row + (size_t)s * src_bytes);
+                mxl_q3k_codes(b, q);
+                for (int i = 0; i < 16; i++) sc[i] = mxl_q3k_scale(b->scales, i);
+                d = b->d;
+            } else {
+                const mxl_block_q6_k *b = (const mxl_block_q6_k *)(row + (size_t)s * src_bytes);
+                mxl_q6k_codes(b, q);
+                for (int i = 0; i < 16; i++) sc[i] = b->scales[i];
+                d = b->d;
+            }
+            memcpy(pan + (size_t)s * sbb + 2 * n, &d, 2);
             for (int j = 0; j < 8; j++) {
-                uint8_t *blk = (uint8_t *)q6_block(pan, s * 8 + j), *nib = blk + 32, *hi2 = blk + 32 + CODES_Q4;
-                blk[n] = (uint8_t)row[s].scales[2 * j];
-                blk[PANEL + n] = (uint8_t)row[s].scales[2 * j + 1];
-                const int *u = q + 32 * j; /* + 32: unsigned */
-                for (int k = 0; k < 16; k++)
-                    nib[code_index(k, n)] = (uint8_t)(((u[k] + 32) & 0x0F) | ((u[k + 16] + 32) & 0x0F) << 4);
-                for (int k = 0; k < 32; k++) {
-                    size_t i = code_index(k, n), c = i % 64;
-                    hi2[(i / 64) * 16 + c % 16] |= (uint8_t)((((u[k] + 32) >> 4) & 3) << (2 * (c / 16)));
-                }
+                uint8_t *blk = (uint8_t *)half_block(kind, pan, s * 8 + j);
+                blk[n] = (uint8_t)sc[2 * j];
+                blk[PANEL + n] = (uint8_t)sc[2 * j + 1];
+                for (int k = 0; k < 32; k++) put_half_code(kind, blk + 32, code_index(k, n), q[32 * j + k] + half_off(kind));
             }
         }
     }
@@ -159,8 +186,8 @@ void mxl_qamx_pack(const mxl_weight *W, uint8_t *dst) {
         pack_k(W, L.kind, dst);
         return;
     }
-    if (L.kind == K_Q6_K) {
-        pack_q6_k(W, dst);
+    if (half_kind(L.kind)) {
+        pack_half(W, L.kind, dst);
         return;
     }
     const int64_t nb = W->cols / 32, rb = mxl_weight_row_bytes(W);
@@ -214,16 +241,11 @@ static float param_at(const layout *L, const uint8_t *blk, int i) {
 }
 
 /* The integer code of element k of panel row n in 32-element block b, as the kernels' int32
- * dots take it: Q8_0 signed; Q6_K signed (u - 32); the others unsigned (Q4_0 / Q5_0's offset is
- * the m = -8 d / -16 d term). */
+ * dots take it: Q8_0 signed; Q6_K / Q3_K signed (u - 32 / u - 4); the others unsigned (Q4_0 /
+ * Q5_0's offset is the m = -8 d / -16 d term). */
 static int panel_code(const layout *L, const uint8_t *pan, int64_t b, int n, int k) {
     const size_t i = code_index(k, n);
-    if (L->kind == K_Q6_K) {
-        const uint8_t *blk = q6_block(pan, b), *nib = blk + 32, *hi2 = blk + 32 + CODES_Q4;
-        const size_t c = i % 64;
-        int u = (i < CODES_Q4 ? nib[i] & 0x0F : nib[i - CODES_Q4] >> 4) | ((hi2[(i / 64) * 16 + c % 16] >> (2 * (c / 16))) & 3) << 4;
-        return u - 32;
-    }
+    if (half_kind(L->kind)) return get_half_code(L->kind, half_block(L->kind, pan, b) + 32, i) - half_off(L->kind);
     const uint8_t *c = codes_at(L->kind, pan, b, L->bb);
     if (L->kind == K_Q8_0) return (int8_t)c[i];
     if (L->kind == K_U8) return c[i];
@@ -232,7 +254,7 @@ static int panel_code(const layout *L, const uint8_t *pan, int64_t b, int n, int
     return u;
 }
 
-/* Scale d_w and offset m_w of panel row n in block b (not Q6_K), as the kernels form them: Q4_K /
+/* Scale d_w and offset m_w of panel row n in block b (not Q6_K / Q3_K), as the kernels form them: Q4_K /
  * Q5_K d * sc and -(dmin * m); Q4_0 / Q5_0 -8 d / -16 d; Q8_0 no offset. */
 static void panel_scales(const layout *L, const uint8_t *pan, int64_t b, int n, float *dw, float *mw) {
     if (ksb_kind(L->kind)) {
@@ -253,10 +275,10 @@ static void panel_scales(const layout *L, const uint8_t *pan, int64_t b, int n, 
                               : param_at(L, blk, PANEL + n);
 }
 
-/* Q6_K's per-row scale d (f16) of the super-block holding block b */
-static float q6_d(const uint8_t *pan, int64_t b, int n) {
+/* Q6_K / Q3_K's per-row scale d (f16) of the super-block holding block b */
+static float half_d(int kind, const uint8_t *pan, int64_t b, int n) {
     uint16_t hd;
-    memcpy(&hd, pan + (size_t)(b >> 3) * Q6_SB + 2 * n, 2);
+    memcpy(&hd, pan + (size_t)(b >> 3) * half_sb(kind) + 2 * n, 2);
     return mxl_f16_to_f32(hd);
 }
 
@@ -268,9 +290,9 @@ void mxl_qamx_dequant_row_ref(const mxl_weight *W, int64_t r, float *out) {
     const uint8_t *pan = panel_at(W, &L, r / PANEL);
     for (int64_t b = 0; b < nb; b++) {
         float *o = out + b * 32;
-        if (L.kind == K_Q6_K) { /* GGUF's (d * sc) * q */
-            const uint8_t *blk = q6_block(pan, b);
-            const float d = q6_d(pan, b, n);
+        if (half_kind(L.kind)) { /* GGUF's (d * sc) * q */
+            const uint8_t *blk = half_block(L.kind, pan, b);
+            const float d = half_d(L.kind, pan, b, n);
             for (int k = 0; k < 32; k++) {
                 float dl = d * (float)(int8_t)blk[(k < 16 ? 0 : PANEL) + n];
                 o[k] = dl * (float)panel_code(&L, pan, b, n, k);
@@ -310,9 +332,9 @@ void mxl_qamx_panels_ref(const mxl_weight *W, int64_t p0, int64_t p1, const uint
                 const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * act_stride);
                 float acc = 0.0f;
                 for (int64_t b = 0; b < nb; b++) {
-                    if (L.kind == K_Q6_K) { /* per activation term and half: d * sc_h * d_x (d2_x) */
-                        const uint8_t *blk = q6_block(pan, b);
-                        const float d = q6_d(pan, b, n);
+                    if (half_kind(L.kind)) { /* per activation term and half: d * sc_h * d_x (d2_x) */
+                        const uint8_t *blk = half_block(L.kind, pan, b);
+                        const float d = half_d(L.kind, pan, b, n);
                         const float dh[2] = {d * (float)(int8_t)blk[n], d * (float)(int8_t)blk[PANEL + n]};
                         int32_t c[2][2] = {{0, 0}, {0, 0}};
                         for (int k = 0; k < 32; k++) {
@@ -684,26 +706,32 @@ VNNI __attribute__((always_inline)) static inline void panel_vnni(int kind, int 
 
 /* ---- Q6_K ---- */
 
-/* B-tile row j (64 code bytes) of a Q6_K block, unsigned (0..63): nibbles | top bits << 4 */
-VNNI __attribute__((always_inline)) static inline __m512i q6_row(const uint8_t *blk, int j) {
-    __m512i v = nib_row(K_Q4_0, blk + 32, j);
-    __m512i h = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(blk + 32 + CODES_Q4 + 16 * j)));
+/* B-tile row j (64 code bytes) of a Q6_K / Q3_K block, unsigned: Q6_K nibbles | plane bits << 4
+ * (0..63), Q3_K plane bits | mask bit << 2 (0..7) */
+VNNI __attribute__((always_inline)) static inline __m512i half_row(int kind, const uint8_t *blk, int j) {
+    const uint8_t *codes = blk + 32;
+    __m512i h = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(codes + (kind == K_Q3_K ? 0 : CODES_Q4) + 16 * j)));
     h = _mm512_srlv_epi16(h, _mm512_setr_epi64(0, 0, 0x0002000200020002LL, 0x0002000200020002LL, 0x0004000400040004LL,
                                                0x0004000400040004LL, 0x0006000600060006LL, 0x0006000600060006LL));
     h = _mm512_and_si512(h, _mm512_set1_epi8(3));
-    return _mm512_or_si512(v, _mm512_slli_epi16(h, 4));
+    if (kind == K_Q3_K) {
+        uint64_t hb;
+        memcpy(&hb, codes + 128 + 8 * j, 8);
+        return _mm512_or_si512(h, _mm512_maskz_mov_epi8(_cvtu64_mask64(hb), _mm512_set1_epi8(4)));
+    }
+    return _mm512_or_si512(nib_row(K_Q4_0, codes, j), _mm512_slli_epi16(h, 4));
 }
-/* a Q6_K block's 512 signed code bytes (u - 32) */
-VNNI static inline void q6_split(const uint8_t *blk, uint8_t *codes) {
+/* a Q6_K / Q3_K block's 512 signed code bytes (u - half_off) */
+VNNI static inline void half_split(int kind, const uint8_t *blk, uint8_t *codes) {
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
-        _mm512_store_si512((void *)(codes + 64 * j), _mm512_sub_epi8(q6_row(blk, j), _mm512_set1_epi8(32)));
+        _mm512_store_si512((void *)(codes + 64 * j), _mm512_sub_epi8(half_row(kind, blk, j), _mm512_set1_epi8((char)half_off(kind))));
 }
 /* acc[t] += the two halves' dots (c[term][half], [NT][16] int32) x d * sc_h * d_x (d2_x) */
-VNNI __attribute__((always_inline)) static inline void post_q6(int NT, int32_t (*c)[2][4 * 16 * 4], const uint8_t *pan,
+VNNI __attribute__((always_inline)) static inline void post_q6(int kind, int NT, int32_t (*c)[2][4 * 16 * 4], const uint8_t *pan,
                                                               const uint8_t *act, size_t as, int64_t b, __m512 *acc) {
-    const uint8_t *blk = q6_block(pan, b);
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pan + (size_t)(b >> 3) * Q6_SB)));
+    const uint8_t *blk = half_block(kind, pan, b);
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pan + (size_t)(b >> 3) * half_sb(kind))));
     const __m512 d0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)blk))));
     const __m512 d1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 16)))));
 #pragma GCC unroll 16
@@ -717,7 +745,7 @@ VNNI __attribute__((always_inline)) static inline void post_q6(int NT, int32_t (
         }
     }
 }
-AMX __attribute__((always_inline)) static inline void panel_kernel_q6(int NT, const uint8_t *pan, int64_t nb, const uint8_t *pre,
+AMX __attribute__((always_inline)) static inline void panel_kernel_q6(int kind, int NT, const uint8_t *pan, int64_t nb, const uint8_t *pre,
                                                                       const uint8_t *act, size_t as, float *y, int64_t ys, int nrows) {
     _Alignas(64) uint8_t split[2][512];
     _Alignas(64) int32_t cbuf[2][2][2][4 * 16 * 4]; /* [block parity][term][half] */
@@ -726,8 +754,8 @@ AMX __attribute__((always_inline)) static inline void panel_kernel_q6(int NT, co
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *codes = pre ? pre + (size_t)b * 512 : split[b & 1];
-        if (!pre) q6_split(q6_block(pan, b), split[b & 1]);
-        prefetch_ahead(pan + (size_t)b * (Q6_SB / 8), Q6_SB / 8);
+        if (!pre) half_split(kind, half_block(kind, pan, b), split[b & 1]);
+        prefetch_ahead(pan + (size_t)b * (half_sb(kind) / 8), half_sb(kind) / 8);
         const uint8_t *xa = act + (size_t)b * XB;
         _tile_zero(0);
         _tile_zero(1);
@@ -747,15 +775,15 @@ AMX __attribute__((always_inline)) static inline void panel_kernel_q6(int NT, co
         _tile_stored(1, cbuf[b & 1][0][1], 64);
         _tile_stored(4, cbuf[b & 1][1][0], 64);
         _tile_stored(5, cbuf[b & 1][1][1], 64);
-        if (b > 0) post_q6(NT, cbuf[(b - 1) & 1], pan, act, as, b - 1, acc);
+        if (b > 0) post_q6(kind, NT, cbuf[(b - 1) & 1], pan, act, as, b - 1, acc);
     }
-    post_q6(NT, cbuf[(nb - 1) & 1], pan, act, as, nb - 1, acc);
+    post_q6(kind, NT, cbuf[(nb - 1) & 1], pan, act, as, nb - 1, acc);
     const __mmask16 mk = (__mmask16)((1u << nrows) - 1);
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(y + t * ys, mk, acc[t]);
 }
-/* the VNNI form: unsigned codes, minus 32 * sum(x) per half (exact, as the signed tile dots) */
-VNNI __attribute__((always_inline)) static inline void panel_vnni_q6(int NT, int NP, const uint8_t *const *pans, int64_t nb,
+/* the VNNI form: unsigned codes, minus half_off * sum(x) per half (exact, as the signed tile dots) */
+VNNI __attribute__((always_inline)) static inline void panel_vnni_q6(int kind, int NT, int NP, const uint8_t *const *pans, int64_t nb,
                                                                     const uint8_t *act, size_t as, float *const *ys_out,
                                                                     int64_t ys, const int *nrows, int nts) {
     const __m512i ones = _mm512_set1_epi8(1);
@@ -768,11 +796,11 @@ VNNI __attribute__((always_inline)) static inline void panel_vnni_q6(int NT, int
     for (int64_t b = 0; b < nb; b++) {
 #pragma GCC unroll 2
         for (int q = 0; q < NP; q++) {
-            const uint8_t *blk = q6_block(pans[q], b);
-            prefetch_ahead(pans[q] + (size_t)b * (Q6_SB / 8), Q6_SB / 8);
+            const uint8_t *blk = half_block(kind, pans[q], b);
+            prefetch_ahead(pans[q] + (size_t)b * (half_sb(kind) / 8), half_sb(kind) / 8);
             __m512i w[8];
 #pragma GCC unroll 8
-            for (int j = 0; j < 8; j++) w[j] = q6_row(blk, j);
+            for (int j = 0; j < 8; j++) w[j] = half_row(kind, blk, j);
 #pragma GCC unroll 4
             for (int t = 0; t < NT; t++)
 #pragma GCC unroll 2
@@ -787,10 +815,10 @@ VNNI __attribute__((always_inline)) static inline void panel_vnni_q6(int NT, int
                             d = _mm512_dpbusd_epi32(d, w[j], x);
                             sx = _mm512_dpbusd_epi32(sx, ones, x);
                         }
-                        _mm512_store_si512((void *)(cb[q][term][h] + 16 * t), _mm512_sub_epi32(d, _mm512_slli_epi32(sx, 5)));
+                        _mm512_store_si512((void *)(cb[q][term][h] + 16 * t), _mm512_sub_epi32(d, _mm512_slli_epi32(sx, kind == K_Q3_K ? 2 : 5)));
                     }
                 }
-            post_q6(NT, cb[q], pans[q], act, as, b, acc[q]);
+            post_q6(kind, NT, cb[q], pans[q], act, as, b, acc[q]);
         }
     }
 #pragma GCC unroll 2
@@ -842,16 +870,20 @@ KERNEL(kernel_q5_0, K_Q5_0, 0)
 KERNEL(kernel_q5_1, K_Q5_1, 0)
 KERNEL(kernel_q5_k, K_Q5_K, 0)
 #define NT6_CASE(N) \
-    case N: panel_kernel_q6(N, pan, nb, pre, act, as, y, ys, nrows); break;
-AMX static void kernel_q6_k(int nt, const uint8_t *pan, int64_t nb, size_t bb, const uint8_t *pre, const uint8_t *act,
-                            size_t as, float *y, int64_t ys, int nrows) {
-    (void)bb;
-    switch (nt) {
-        NT6_CASE(1) NT6_CASE(2) NT6_CASE(3) NT6_CASE(4) NT6_CASE(5) NT6_CASE(6) NT6_CASE(7) NT6_CASE(8)
-        NT6_CASE(9) NT6_CASE(10) NT6_CASE(11) NT6_CASE(12) NT6_CASE(13) NT6_CASE(14) NT6_CASE(15) default:
-            panel_kernel_q6(16, pan, nb, pre, act, as, y, ys, nrows);
+    case N: panel_kernel_q6(KIND, N, pan, nb, pre, act, as, y, ys, nrows); break;
+#define KERNEL6(name, KIND_)                                                                                           \
+    AMX static void name(int nt, const uint8_t *pan, int64_t nb, size_t bb, const uint8_t *pre, const uint8_t *act,    \
+                         size_t as, float *y, int64_t ys, int nrows) {                                                 \
+        const int KIND = KIND_;                                                                                        \
+        (void)bb;                                                                                                      \
+        switch (nt) {                                                                                                  \
+            NT6_CASE(1) NT6_CASE(2) NT6_CASE(3) NT6_CASE(4) NT6_CASE(5) NT6_CASE(6) NT6_CASE(7) NT6_CASE(8)            \
+            NT6_CASE(9) NT6_CASE(10) NT6_CASE(11) NT6_CASE(12) NT6_CASE(13) NT6_CASE(14) NT6_CASE(15) default:         \
+                panel_kernel_q6(KIND, 16, pan, nb, pre, act, as, y, ys, nrows);                                        \
+        }                                                                                                              \
     }
-}
+KERNEL6(kernel_q6_k, K_Q6_K)
+KERNEL6(kernel_q3_k, K_Q3_K)
 typedef void (*tile_fn)(int, const uint8_t *, int64_t, size_t, const uint8_t *, const uint8_t *, size_t, float *, int64_t, int);
 
 /* np = 2 panels side by side (up to NP2_MAX tokens) or one */
@@ -882,25 +914,29 @@ typedef void (*vnni_fn)(int, int, const uint8_t *const *, int64_t, size_t, const
                         const int *, int);
 #define VNNI6_CASE(N)                                                                    \
     case N:                                                                              \
-        if (np == 2) panel_vnni_q6(N, 2, pans, nb, act, as, yo, ys, nrows, nts);         \
-        else panel_vnni_q6(N, 1, pans, nb, act, as, yo, ys, nrows, nts);                 \
+        if (np == 2) panel_vnni_q6(KIND, N, 2, pans, nb, act, as, yo, ys, nrows, nts);   \
+        else panel_vnni_q6(KIND, N, 1, pans, nb, act, as, yo, ys, nrows, nts);           \
         break;
-VNNI static void vnni_q6_k(int nt, int np, const uint8_t *const *pans, int64_t nb, size_t bb, const uint8_t *act, size_t as,
-                          float *const *yo, int64_t ys, const int *nrows, int nts) {
-    (void)bb;
-    switch (nt) { VNNI6_CASE(1) VNNI6_CASE(2) VNNI6_CASE(3) VNNI6_CASE(4) }
-}
+#define VKERNEL6(name, KIND_)                                                                                        \
+    VNNI static void name(int nt, int np, const uint8_t *const *pans, int64_t nb, size_t bb, const uint8_t *act,    \
+                          size_t as, float *const *yo, int64_t ys, const int *nrows, int nts) {                      \
+        const int KIND = KIND_;                                                                                      \
+        (void)bb;                                                                                                    \
+        switch (nt) { VNNI6_CASE(1) VNNI6_CASE(2) VNNI6_CASE(3) VNNI6_CASE(4) }                                      \
+    }
+VKERNEL6(vnni_q6_k, K_Q6_K)
+VKERNEL6(vnni_q3_k, K_Q3_K)
 
 static const tile_fn k_tile[N_KINDS][2] = {{kernel_q8_0, 0}, {kernel_q4_0, 0}, {kernel_q4_1, kernel_q4_1w}, {kernel_u8, kernel_u8w},
                                            {kernel_q4_k, 0}, {kernel_q5_0, 0}, {kernel_q5_1, 0}, {kernel_q6_k, 0},
-                                           {kernel_q5_k, 0}};
-/* (Q6_K has no pair form yet: its halves are K = 16 products of their own) */
+                                           {kernel_q5_k, 0}, {kernel_q3_k, 0}};
+/* (Q6_K and Q3_K have no pair form yet: their halves are K = 16 products of their own) */
 static const tile_fn k_pair[N_KINDS][2] = {{pkernel_q8_0, 0}, {pkernel_q4_0, 0}, {pkernel_q4_1, pkernel_q4_1w}, {pkernel_u8, pkernel_u8w},
                                            {pkernel_q4_k, 0}, {pkernel_q5_0, 0}, {pkernel_q5_1, 0}, {0, 0},
-                                           {pkernel_q5_k, 0}};
+                                           {pkernel_q5_k, 0}, {0, 0}};
 static const vnni_fn k_vnni[N_KINDS][2] = {{vnni_q8_0, 0}, {vnni_q4_0, 0}, {vnni_q4_1, vnni_q4_1w}, {vnni_u8, vnni_u8w},
                                            {vnni_q4_k, 0}, {vnni_q5_0, 0}, {vnni_q5_1, 0}, {vnni_q6_k, 0},
-                                           {vnni_q5_k, 0}};
+                                           {vnni_q5_k, 0}, {vnni_q3_k, 0}};
 
 /* beyond this many blocks a panel's split codes do not go on the stack (256 KB); token groups
  * then split them again */
@@ -933,7 +969,7 @@ VNNI void mxl_qamx_panels(const mxl_weight *W, int64_t p0, int64_t p1, const uin
         const int nts = nt_stores(W, n_tok);
         /* groups of up to 8 tokens (Q6_K: 4); for up to NP2_MAX tokens in all, panels p and
          * p + half side by side */
-        const int group = L.kind == K_Q6_K ? 4 : 8;
+        const int group = half_kind(L.kind) ? 4 : 8;
         const int64_t half = n_tok <= NP2_MAX ? (p1 - p0 + 1) / 2 : p1 - p0;
         for (int64_t i = 0; i < half; i++) {
             const int np = n_tok <= NP2_MAX && p0 + half + i < p1 ? 2 : 1;
@@ -956,7 +992,7 @@ VNNI void mxl_qamx_panels(const mxl_weight *W, int64_t p0, int64_t p1, const uin
     tile_fn kern = k_tile[L.kind][L.wide];
     /* nibble codes are split once per panel when more than one token group reads them (on the
      * stack: worker threads have room for PRE_MAX_BLOCKS x 512 bytes) */
-    const int use_pre = (nib_kind(L.kind) || L.kind == K_Q6_K) && n_tok > PANEL && nb <= PRE_MAX_BLOCKS;
+    const int use_pre = (nib_kind(L.kind) || half_kind(L.kind)) && n_tok > PANEL && nb <= PRE_MAX_BLOCKS;
     uint8_t pre_mem[use_pre ? nb * 512 + 64 : 1];
     uint8_t *pre = use_pre ? (uint8_t *)(((uintptr_t)pre_mem + 63) & ~(uintptr_t)63) : NULL;
     if (abuf) {
@@ -975,7 +1011,7 @@ VNNI void mxl_qamx_panels(const mxl_weight *W, int64_t p0, int64_t p1, const uin
         int nrows = panel_rows(W, p);
         if (use_pre)
             for (int64_t b = 0; b < nb; b++) {
-                if (L.kind == K_Q6_K) q6_split(q6_block(pan, b), pre + (size_t)b * 512);
+                if (half_kind(L.kind)) half_split(L.kind, half_block(L.kind, pan, b), pre + (size_t)b * 512);
                 else split_nibbles(L.kind, codes_at(L.kind, pan, b, bb), pre + (size_t)b * 512);
             }
         for (int64_t t0 = 0; t0 < n_tok; t0 += PANEL) {

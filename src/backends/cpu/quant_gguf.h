@@ -196,6 +196,20 @@ mxl_act_kind mxl_gguf_act_kind(mxl_dtype t);
 /* Activation quantization (reference; n a multiple of 32 resp. 256). Round to nearest, ties away
  * from zero, d = max|x| / 127 as ggml's quantize_row_q8_0/q8_K do (q8k: d = max / -127 with the
  * sign of the largest-magnitude value, as ggml). */
+/* Q2_K / Q3_K low 2 bits of element e (0..255). */
+static inline int mxl_k2bits(const uint8_t *qs, int e) {
+    return (qs[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+}
+/* The 256 signed codes (-4..3) of a Q3_K super-block (ggml's dequantize_row_q3_K order). */
+static inline void mxl_q3k_codes(const mxl_block_q3_k *b, int *q) {
+    for (int e = 0; e < 256; e++) q[e] = mxl_k2bits(b->qs, e) - (((b->hmask[e % 32] >> (e / 32)) & 1) ? 0 : 4);
+}
+/* Signed 6-bit scale i (0..15) of a Q3_K super-block, minus 32. */
+static inline int mxl_q3k_scale(const uint8_t *s, int i) {
+    int lo = i < 8 ? (s[i] & 0xF) : (s[i - 8] >> 4);
+    int hi = (s[8 + (i % 4)] >> (2 * (i / 4))) & 3;
+    return (lo | (hi << 4)) - 32;
+}
 /* The 256 signed codes (-32..31) of a Q6_K super-block (ggml's dequantize_row_q6_K order). */
 static inline void mxl_q6k_codes(const mxl_block_q6_k *b, int *q) {
     for (int e = 0; e < 256; e++) {

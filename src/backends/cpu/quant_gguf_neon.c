@@ -43,13 +43,9 @@ static inline void q5_codes(const uint8_t *qs, const uint8_t *qh, int offset, in
     *hi = vsubq_s8(vreinterpretq_s8_u8(h), vdupq_n_s8((int8_t)offset));
 }
 
-/* The 16 signed 6-bit scales of a Q3_K super-block, minus 32 (as the reference's q3k_scale). */
+/* The 16 signed 6-bit scales of a Q3_K super-block, minus 32. */
 static inline void q3k_scales(const uint8_t *s, int *sc) {
-    for (int i = 0; i < 16; i++) {
-        int lo = i < 8 ? (s[i] & 0xF) : (s[i - 8] >> 4);
-        int hi = (s[8 + (i % 4)] >> (2 * (i / 4))) & 3;
-        sc[i] = (lo | (hi << 4)) - 32;
-    }
+    for (int i = 0; i < 16; i++) sc[i] = mxl_q3k_scale(s, i);
 }
 
 /* One 32-element block's contribution, the reference's statements: a = d*xd*sumi, b = m*xs. */

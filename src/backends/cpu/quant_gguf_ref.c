@@ -47,12 +47,6 @@ mxl_act_kind mxl_gguf_act_kind(mxl_dtype t) {
     }
 }
 
-/* Signed 6-bit scale i (0..15) of a Q3_K super-block, minus 32. */
-static inline int q3k_scale(const uint8_t *s, int i) {
-    int lo = i < 8 ? (s[i] & 0xF) : (s[i - 8] >> 4);
-    int hi = (s[8 + (i % 4)] >> (2 * (i / 4))) & 3;
-    return (lo | (hi << 4)) - 32;
-}
 
 /* Ternary codes (t - 1: -1, 0, 1) of one TQ1_0 / TQ2_0 block, in element order (ggml's
  * dequantize_row_tq1_0 / tq2_0). */
@@ -220,16 +214,8 @@ static void q5_vals(const uint8_t *qh4, const uint8_t *qs, int offset, int *q) {
         q[j + 16] = (int)((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - offset;
     }
 }
-/* Q2_K / Q3_K low 2 bits of element e (0..255). */
-static inline int k2bits(const uint8_t *qs, int e) {
-    return (qs[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-}
 static void q2_k_vals(const mxl_block_q2_k *b, int *q) {
-    for (int e = 0; e < 256; e++) q[e] = k2bits(b->qs, e);
-}
-static void q3_k_vals(const mxl_block_q3_k *b, int *q) {
-    for (int e = 0; e < 256; e++)
-        q[e] = k2bits(b->qs, e) - (((b->hmask[e % 32] >> (e / 32)) & 1) ? 0 : 4);
+    for (int e = 0; e < 256; e++) q[e] = mxl_k2bits(b->qs, e);
 }
 static void q4_k_vals(const mxl_block_q4_k *b, int *q) {
     for (int e = 0; e < 256; e++) {
@@ -363,9 +349,9 @@ void mxl_dequant_row_ref(mxl_dtype t, const void *src, float *y, int64_t n) {
         const mxl_block_q3_k *b = src;
         for (int64_t i = 0; i < n / 256; i++, y += 256) {
             float d = mxl_h2f(b[i].d);
-            q3_k_vals(&b[i], q);
+            mxl_q3k_codes(&b[i], q);
             for (int e = 0; e < 256; e++) {
-                float dl = d * (float)q3k_scale(b[i].scales, e / 16);
+                float dl = d * (float)mxl_q3k_scale(b[i].scales, e / 16);
                 y[e] = dl * (float)q[e];
             }
         }
@@ -655,12 +641,12 @@ static float dot_k(mxl_dtype t, int64_t n, const void *w, const mxl_block_q8k *x
         }
         case MXL_DTYPE_Q3_K: {
             const mxl_block_q3_k *b = (const mxl_block_q3_k *)w + i;
-            q3_k_vals(b, q);
+            mxl_q3k_codes(b, q);
             int sumi = 0;
             for (int j = 0; j < 16; j++) {
                 int isum = 0;
                 for (int l = 0; l < 16; l++) isum += q[j * 16 + l] * qx[j * 16 + l];
-                sumi += q3k_scale(b->scales, j) * isum;
+                sumi += mxl_q3k_scale(b->scales, j) * isum;
             }
             acc += mxl_kq_combine(mxl_h2f(b->d), 0.0f, x[i].d, sumi, 0);
             break;

@@ -22,8 +22,8 @@
  * unsigned nibbles, d and m; K_U8 unsigned 8-bit codes, d and m; K_Q4_K unsigned nibbles with
  * Q4_K's scales (d = d_sb * sc_j, m = -dmin_sb * m_j, both exact in f32, formed in the kernel);
  * K_Q5_K: K_Q4_K with the fifth bits of K_Q5_1. */
-enum { K_Q8_0, K_Q4_0, K_Q4_1, K_U8, K_Q4_K, K_Q5_0, K_Q5_1, K_Q6_K, K_Q5_K };
-#define N_KINDS 9
+enum { K_Q8_0, K_Q4_0, K_Q4_1, K_U8, K_Q4_K, K_Q5_0, K_Q5_1, K_Q6_K, K_Q5_K, K_Q3_K };
+#define N_KINDS 10
 /* K_Q5_0 / K_Q5_1: Q4_0 / Q4_1's nibbles, then the fifth bits as a 512-bit mask over the 512
  * code bytes (bit i: code byte i gets + 16), then d (and m); m = -16 d for Q5_0. */
 #define HI_PLANE 256 /* offset of the fifth-bit mask in a Q5 block */
@@ -58,8 +58,19 @@ static inline const uint8_t *ksb_params(int kind, const uint8_t *pan, int64_t b)
  * Each half is its own K = 16 tile product (its own scale), on signed codes q = u - 32. */
 #define Q6_SB 3360
 #define Q6_BLK 416
-static inline const uint8_t *q6_block(const uint8_t *pan, int64_t b) {
-    return pan + (size_t)(b >> 3) * Q6_SB + 32 + (size_t)(b & 7) * Q6_BLK;
+/* One Q3_K super-block of a panel, Q6_K's form with 3-bit codes: d[16] (f16), then 8 blocks of
+ * 32: sc[2][16] (int8: the 6-bit scales minus 32), the low two bits of the unsigned codes u = q +
+ * 4 (0..7) as the 2-bit plane of Q6_K's top bits, the third bit as a 512-bit mask over the code
+ * bytes (as Q5's fifth bit) - 1824 bytes for the GGUF's 1760; the products take q = u - 4. */
+#define Q3_SB 1824
+#define Q3_BLK 224
+/* the kinds with a scale per 16-element half (Q6_K, Q3_K): super-block bytes, block bytes, the
+ * offset of their unsigned codes, block b's bytes (sc[2][16], then the codes) */
+static inline int half_kind(int kind) { return kind == K_Q6_K || kind == K_Q3_K; }
+static inline size_t half_sb(int kind) { return kind == K_Q3_K ? Q3_SB : Q6_SB; }
+static inline int half_off(int kind) { return kind == K_Q3_K ? 4 : 32; }
+static inline const uint8_t *half_block(int kind, const uint8_t *pan, int64_t b) {
+    return pan + (size_t)(b >> 3) * half_sb(kind) + 32 + (size_t)(b & 7) * (kind == K_Q3_K ? Q3_BLK : Q6_BLK);
 }
 
 /* codes of 32-element block b of a panel */
@@ -88,6 +99,7 @@ static inline bool layout_of(const mxl_weight *W, layout *L) {
         case MXL_DTYPE_Q5_1: *L = (layout){K_Q5_1, 0, Q5_PARAMS, Q5_PARAMS + 64}; return true;
         case MXL_DTYPE_Q6_K: *L = (layout){K_Q6_K, 0, 0, Q6_SB / 8}; return true; /* bb: per 32 */
         case MXL_DTYPE_Q5_K: *L = (layout){K_Q5_K, 0, Q5_PARAMS, Q5KSB / 8}; return true; /* bb: per 32 */
+        case MXL_DTYPE_Q3_K: *L = (layout){K_Q3_K, 0, 0, Q3_SB / 8}; return true;       /* bb: per 32 */
         default: return false;
         }
     }

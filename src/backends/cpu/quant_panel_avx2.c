@@ -5,7 +5,8 @@
  *
  * Per panel (16 rows), group of up to GROUP tokens and 32-element block b, the exact int32 dots
  * of the 16 rows with each token's two activation terms (256 dot1 + dot2, as the VNNI form):
- *   - nibble kinds (codes <= 31) and Q6_K (unsigned codes <= 63, minus 32 x the terms' sums):
+ *   - nibble kinds (codes <= 31) and Q6_K / Q3_K (unsigned codes <= 63 / 7, minus 32 / 4 x the
+ *     terms' sums):
  *     VPMADDUBSW of the code bytes (split from the nibbles once for the group) with each term,
  *     summed in int16 over as many tile rows as cannot overflow, then widened (VPMADDWD by 1);
  *   - 8-bit kinds (Q8_0 signed, U8): the codes widened to int16 as they are loaded and the two
@@ -63,20 +64,24 @@ AVX2 __attribute__((always_inline)) static inline void dots16(const uint8_t *c8,
     fold_rows(a, lo, hi);
 }
 
+/* v where bit i of the 32-bit mask at m4 is set, for byte i of 32, else 0: byte i picks its
+ * mask byte, tests its bit */
+AVX2 __attribute__((always_inline)) static inline __m256i mask_bytes(const uint8_t *m4, char v) {
+    int32_t m;
+    memcpy(&m, m4, 4);
+    const __m256i pick = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3,
+                                          3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
+    __m256i mb = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(m), pick), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(mb, bit), _mm256_set1_epi8(v));
+}
+
 /* Nibble kinds (codes <= 31): the 32 code bytes of tile row kk for rows 8 h .. 8 h + 7 */
 AVX2 __attribute__((always_inline)) static inline __m256i nib_codes(const uint8_t *c, int q5, int kk, int h) {
     __m256i v = _mm256_loadu_si256((const __m256i *)(c + 64 * (kk & 3) + 32 * h));
     if (kk >= 4) v = _mm256_srli_epi16(v, 4);
     v = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-    if (q5) { /* mask bits 32 h .. 32 h + 31 of the row's 64: byte i picks its mask byte, tests its bit */
-        int32_t m;
-        memcpy(&m, c + HI_PLANE + 8 * kk + 4 * h, 4);
-        const __m256i pick = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3,
-                                              3, 3, 3, 3);
-        const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
-        __m256i mb = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(m), pick), bit);
-        v = _mm256_or_si256(v, _mm256_and_si256(_mm256_cmpeq_epi8(mb, bit), _mm256_set1_epi8(0x10)));
-    }
+    if (q5) v = _mm256_or_si256(v, mask_bytes(c + HI_PLANE + 8 * kk + 4 * h, 0x10)); /* mask bits 32 h .. of the row's 64 */
     return v;
 }
 
@@ -114,17 +119,19 @@ AVX2 __attribute__((always_inline)) static inline void nib_dots16(const uint8_t 
     }
 }
 
-/* Q6_K: the unsigned codes (0..63) of tile row kk for rows 8 h .. 8 h + 7: the nibbles and the
- * top two bits (code byte c of the row: plane byte c % 16, bits 2 (c / 16)) */
-AVX2 __attribute__((always_inline)) static inline __m256i q6_codes(const uint8_t *blk, int kk, int h) {
-    const uint8_t *nib = blk + 32, *hi2 = blk + 32 + CODES_Q4;
-    __m256i v = _mm256_loadu_si256((const __m256i *)(nib + 64 * (kk & 3) + 32 * h));
+/* Q6_K / Q3_K: the unsigned codes of tile row kk for rows 8 h .. 8 h + 7 (code byte c of the
+ * row: plane byte c % 16, bits 2 (c / 16)): Q6_K the nibbles | the plane's two bits << 4 (0..63),
+ * Q3_K the plane's two bits | the mask's bit << 2 (0..7) */
+AVX2 __attribute__((always_inline)) static inline __m256i half_codes(int kind, const uint8_t *blk, int kk, int h) {
+    const uint8_t *codes = blk + 32;
+    const __m256i plane = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(codes + (kind == K_Q3_K ? 0 : CODES_Q4) + 16 * kk)));
+    const __m256i sh = _mm256_setr_epi32(4 * h, 4 * h, 4 * h, 4 * h, 4 * h + 2, 4 * h + 2, 4 * h + 2, 4 * h + 2);
+    const __m256i two = _mm256_and_si256(_mm256_srlv_epi32(plane, sh), _mm256_set1_epi8(3));
+    if (kind == K_Q3_K) return _mm256_or_si256(two, mask_bytes(codes + 128 + 8 * kk + 4 * h, 4));
+    __m256i v = _mm256_loadu_si256((const __m256i *)(codes + 64 * (kk & 3) + 32 * h));
     if (kk >= 4) v = _mm256_srli_epi16(v, 4);
     v = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-    const __m256i plane = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(hi2 + 16 * kk)));
-    const __m256i sh = _mm256_setr_epi32(4 * h, 4 * h, 4 * h, 4 * h, 4 * h + 2, 4 * h + 2, 4 * h + 2, 4 * h + 2);
-    const __m256i top = _mm256_and_si256(_mm256_srlv_epi32(plane, sh), _mm256_set1_epi8(3));
-    return _mm256_or_si256(v, _mm256_slli_epi16(top, 4));
+    return _mm256_or_si256(v, _mm256_slli_epi16(two, 4));
 }
 
 /* the sums of a term's 16 codes per column half (s[half]) */
@@ -135,11 +142,12 @@ AVX2 static inline void half_sums(const int8_t *q, int32_t *s) {
     s[1] = (int32_t)(_mm256_extract_epi64(sad, 2) + _mm256_extract_epi64(sad, 3)) - 16 * 128;
 }
 
-/* Q6_K: the two terms' exact int32 dots of rows 8 h .. 8 h + 7 over column half hh (tile rows
- * 4 hh .. 4 hh + 3), on signed codes: dot(u, x) - 32 sum(x) (as the VNNI form). VPMADDUBSW pairs
- * stay below 63 x 128 x 2, so two tile rows are summed in int16 before widening. sums: [term]
- * [half] of the token's codes. pre: the block's unsigned codes, or NULL to make them here. */
-AVX2 __attribute__((always_inline)) static inline void q6_dots8(const uint8_t *pre, const uint8_t *blk, const mxl_block_q8a2 *x,
+/* Q6_K / Q3_K: the two terms' exact int32 dots of rows 8 h .. 8 h + 7 over column half hh (tile
+ * rows 4 hh .. 4 hh + 3), on signed codes: dot(u, x) - half_off sum(x) (as the VNNI form).
+ * VPMADDUBSW pairs stay below 63 x 128 x 2, so two tile rows are summed in int16 before widening.
+ * sums: [term][half] of the token's codes. pre: the block's unsigned codes, or NULL to make them
+ * here. */
+AVX2 __attribute__((always_inline)) static inline void q6_dots8(int kind, const uint8_t *pre, const uint8_t *blk, const mxl_block_q8a2 *x,
                                                                 int h, int hh, int32_t (*sums)[2], __m256i *c1, __m256i *c2) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i a1 = _mm256_setzero_si256(), a2 = a1;
@@ -148,7 +156,7 @@ AVX2 __attribute__((always_inline)) static inline void q6_dots8(const uint8_t *p
         __m256i p1 = _mm256_setzero_si256(), p2 = p1;
 #pragma GCC unroll 2
         for (int kk = 4 * hh + 2 * k2; kk < 4 * hh + 2 * k2 + 2; kk++) {
-            const __m256i codes = pre ? _mm256_load_si256((const __m256i *)(pre + 64 * kk + 32 * h)) : q6_codes(blk, kk, h);
+            const __m256i codes = pre ? _mm256_load_si256((const __m256i *)(pre + 64 * kk + 32 * h)) : half_codes(kind, blk, kk, h);
             int32_t x1, x2;
             memcpy(&x1, x->qs + 4 * kk, 4);
             memcpy(&x2, x->qs2 + 4 * kk, 4);
@@ -158,8 +166,8 @@ AVX2 __attribute__((always_inline)) static inline void q6_dots8(const uint8_t *p
         a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(p1, ones));
         a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(p2, ones));
     }
-    *c1 = _mm256_sub_epi32(a1, _mm256_set1_epi32(32 * sums[0][hh]));
-    *c2 = _mm256_sub_epi32(a2, _mm256_set1_epi32(32 * sums[1][hh]));
+    *c1 = _mm256_sub_epi32(a1, _mm256_set1_epi32(half_off(kind) * sums[0][hh]));
+    *c2 = _mm256_sub_epi32(a2, _mm256_set1_epi32(half_off(kind) * sums[1][hh]));
 }
 
 /* d_w and m_w of the block's rows 8 h .. 8 h + 7 (block_scales of quant_amx.c, 8 lanes) */
@@ -354,10 +362,10 @@ AVX2 __attribute__((always_inline)) static inline void group_body(int kind, cons
     for (int64_t b = 0; b < nb; b++) {
         /* the panels are one contiguous stream: every cache line PF_BLOCKS blocks ahead */
         for (size_t o = 0; o < L->bb; o += 64) _mm_prefetch((const char *)pan + (size_t)(b + PF_BLOCKS) * L->bb + o, _MM_HINT_T0);
-        if (kind == K_Q6_K) {
-            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pan + (size_t)(b >> 3) * Q6_SB)));
-            const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pan + (size_t)(b >> 3) * Q6_SB + 16)));
-            const uint8_t *blk = q6_block(pan, b);
+        if (half_kind(kind)) {
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pan + (size_t)(b >> 3) * half_sb(kind))));
+            const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pan + (size_t)(b >> 3) * half_sb(kind) + 16)));
+            const uint8_t *blk = half_block(kind, pan, b);
             int64_t s[4];
             memcpy(s, blk, 32);
             /* dh[half][row group]: d * sc of the half's scale */
@@ -368,7 +376,7 @@ AVX2 __attribute__((always_inline)) static inline void group_body(int kind, cons
             }
             if (nt > 1) /* made once for the group */
                 for (int kk = 0; kk < 8; kk++)
-                    for (int h = 0; h < 2; h++) _mm256_store_si256((__m256i *)(pre + 64 * kk + 32 * h), q6_codes(blk, kk, h));
+                    for (int h = 0; h < 2; h++) _mm256_store_si256((__m256i *)(pre + 64 * kk + 32 * h), half_codes(kind, blk, kk, h));
             for (int t = 0; t < nt; t++) {
                 const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * as) + b;
                 int32_t sums[2][2];
@@ -376,7 +384,7 @@ AVX2 __attribute__((always_inline)) static inline void group_body(int kind, cons
                 half_sums(x->qs2, sums[1]);
                 __m256i c[2][2][2]; /* [term][half][row group] */
                 for (int g = 0; g < 2; g++)
-                    for (int hh = 0; hh < 2; hh++) q6_dots8(nt > 1 ? pre : NULL, blk, x, g, hh, sums, &c[0][hh][g], &c[1][hh][g]);
+                    for (int hh = 0; hh < 2; hh++) q6_dots8(kind, nt > 1 ? pre : NULL, blk, x, g, hh, sums, &c[0][hh][g], &c[1][hh][g]);
                 for (int g = 0; g < 2; g++) {
                     __m256 a = _mm256_load_ps(acc[t] + 8 * g);
                     for (int term = 0; term < 2; term++) {
@@ -412,7 +420,7 @@ AVX2 static void panel_group(const layout *L, const uint8_t *pan, int64_t nb, in
                              int64_t ys, int nrows) {
     switch (L->kind) {
         GROUP_CASE(K_Q8_0) GROUP_CASE(K_Q4_0) GROUP_CASE(K_Q4_1) GROUP_CASE(K_U8) GROUP_CASE(K_Q4_K) GROUP_CASE(K_Q5_0)
-        GROUP_CASE(K_Q5_1) GROUP_CASE(K_Q6_K) GROUP_CASE(K_Q5_K)
+        GROUP_CASE(K_Q5_1) GROUP_CASE(K_Q6_K) GROUP_CASE(K_Q5_K) GROUP_CASE(K_Q3_K)
     default: MXL_ASSERT(0 && "not a panel kind");
     }
 }

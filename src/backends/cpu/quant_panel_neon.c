@@ -6,12 +6,12 @@
  * Per panel (16 rows), 32-element block b and group of up to GROUP tokens:
  *   1. the block's 512 code bytes as signed int8 in the B-tile order (code_index: tile row kk,
  *      panel row n, byte j), once for the group: nibble kinds split (and Q5's fifth bit added),
- *      Q6_K's u - 32, Q8_0's codes as they are, U8's u - 128 (128 x the activation's exact sum
+ *      Q6_K's u - 32 and Q3_K's u - 4, Q8_0's codes as they are, U8's u - 128 (128 x the activation's exact sum
  *      added back to the dot);
  *   2. per token, the exact int32 dots of the 16 rows with its two activation terms, each tile
  *      row's 16 bytes (4 rows x 4 columns) against the token's 4 bytes of that row: SDOT by lane
  *      with the dot-product extension, else SMULL + SADALP pairs folded at the end (|product|
- *      <= 2^14); per half (tile rows 0..3, 4..7) for Q6_K's two scales;
+ *      <= 2^14); per half (tile rows 0..3, 4..7) for Q6_K and Q3_K's two scales;
  *   3. the reference's float steps on four vectors of 4 rows: acc = fma(cvt(256 dot1 + dot2),
  *      d_w * d2_x, acc) (+ fma(m_w, s_x)), or Q6_K's four terms-by-halves fmas in its order.
  * The integer dots are exact and the float steps are the reference's operations in its order
@@ -26,22 +26,34 @@
 /* tokens whose float sums stay in a stack buffer while a panel's blocks go by */
 #define GROUP 16
 
+/* v in byte i (of 16) where bit i of the two mask bytes at m is set, else 0 */
+static inline uint8x16_t mask_bytes(const uint8_t *m, uint8_t v) {
+    static const uint8_t bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    return vandq_u8(vtstq_u8(vcombine_u8(vdup_n_u8(m[0]), vdup_n_u8(m[1])), vld1q_u8(bit)), vdupq_n_u8(v));
+}
+
 /* Step 1: block b's codes as signed bytes in the B-tile order; returns the offset that was
  * subtracted from unsigned codes to make them signed (U8: 128, its dots then get 128 x sum). */
 static int block_codes(const layout *L, const uint8_t *pan, int64_t b, int8_t *out) {
-    if (L->kind == K_Q6_K) {
-        const uint8_t *blk = q6_block(pan, b), *nib = blk + 32, *hi2 = blk + 32 + CODES_Q4;
+    if (half_kind(L->kind)) {
+        const int q3 = L->kind == K_Q3_K;
+        const uint8_t *codes = half_block(L->kind, pan, b) + 32, *plane = codes + (q3 ? 0 : CODES_Q4);
         for (int r = 0; r < 8; r++) { /* tile row r: 64 code bytes, plane bytes 16 r .. 16 r + 15 */
-            const uint8x16_t plane = vld1q_u8(hi2 + 16 * r);
+            const uint8x16_t pl = vld1q_u8(plane + 16 * r);
             for (int c4 = 0; c4 < 4; c4++) { /* code bytes 16 c4 .. 16 c4 + 15 of the row */
                 const size_t i = (size_t)r * 64 + (size_t)c4 * 16;
-                const uint8x16_t n = i < CODES_Q4 ? vandq_u8(vld1q_u8(nib + i), vdupq_n_u8(0x0F)) : vshrq_n_u8(vld1q_u8(nib + i - CODES_Q4), 4);
-                uint8x16_t top = plane;
-                if (c4 == 1) top = vshrq_n_u8(plane, 2);
-                if (c4 == 2) top = vshrq_n_u8(plane, 4);
-                if (c4 == 3) top = vshrq_n_u8(plane, 6);
-                const uint8x16_t u = vorrq_u8(n, vshlq_n_u8(vandq_u8(top, vdupq_n_u8(3)), 4));
-                vst1q_s8(out + i, vsubq_s8(vreinterpretq_s8_u8(u), vdupq_n_s8(32)));
+                uint8x16_t two = pl;
+                if (c4 == 1) two = vshrq_n_u8(pl, 2);
+                if (c4 == 2) two = vshrq_n_u8(pl, 4);
+                if (c4 == 3) two = vshrq_n_u8(pl, 6);
+                two = vandq_u8(two, vdupq_n_u8(3));
+                uint8x16_t u;
+                if (q3) /* + 4 where bit i of the 512-bit mask is set */
+                    u = vorrq_u8(two, mask_bytes(codes + 128 + i / 8, 4));
+                else
+                    u = vorrq_u8(i < CODES_Q4 ? vandq_u8(vld1q_u8(codes + i), vdupq_n_u8(0x0F)) : vshrq_n_u8(vld1q_u8(codes + i - CODES_Q4), 4),
+                                 vshlq_n_u8(two, 4));
+                vst1q_s8(out + i, vsubq_s8(vreinterpretq_s8_u8(u), vdupq_n_s8((int8_t)half_off(L->kind))));
             }
         }
         return 0;
@@ -59,13 +71,8 @@ static int block_codes(const layout *L, const uint8_t *pan, int64_t b, int8_t *o
         const uint8x16_t v = vld1q_u8(c + i);
         uint8x16_t lo = vandq_u8(v, vdupq_n_u8(0x0F)), hi = vshrq_n_u8(v, 4);
         if (q5_kind(L->kind)) { /* + 16 where bit i of the 512-bit mask is set */
-            static const uint8_t bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
-            const uint8_t *m = c + HI_PLANE;
-            const uint8x16_t sel = vld1q_u8(bit), sixteen = vdupq_n_u8(16);
-            const uint8x16_t ml = vcombine_u8(vdup_n_u8(m[i / 8]), vdup_n_u8(m[i / 8 + 1]));
-            const uint8x16_t mh = vcombine_u8(vdup_n_u8(m[(CODES_Q4 + i) / 8]), vdup_n_u8(m[(CODES_Q4 + i) / 8 + 1]));
-            lo = vorrq_u8(lo, vandq_u8(vtstq_u8(ml, sel), sixteen));
-            hi = vorrq_u8(hi, vandq_u8(vtstq_u8(mh, sel), sixteen));
+            lo = vorrq_u8(lo, mask_bytes(c + HI_PLANE + i / 8, 16));
+            hi = vorrq_u8(hi, mask_bytes(c + HI_PLANE + (CODES_Q4 + i) / 8, 16));
         }
         vst1q_s8(out + i, vreinterpretq_s8_u8(lo));
         vst1q_s8(out + CODES_Q4 + i, vreinterpretq_s8_u8(hi));
@@ -183,10 +190,10 @@ void mxl_qamx_panels_neon(const mxl_weight *W, int64_t p0, int64_t p1, const uin
             for (int64_t b = 0; b < nb; b++) {
                 const int off = block_codes(&L, pan, b, codes);
                 float32x4_t dw[4], mw[4], dh[2][4];
-                if (L.kind == K_Q6_K) { /* d * sc_h per half */
-                    const uint8_t *blk = q6_block(pan, b);
+                if (half_kind(L.kind)) { /* d * sc_h per half */
+                    const uint8_t *blk = half_block(L.kind, pan, b);
                     float32x4_t d[4], sc[4];
-                    load_params(pan + (size_t)(b >> 3) * Q6_SB, 0, d);
+                    load_params(pan + (size_t)(b >> 3) * half_sb(L.kind), 0, d);
                     for (int h = 0; h < 2; h++) {
                         byte_params(blk + PANEL * h, 1, sc);
                         for (int q = 0; q < 4; q++) dh[h][q] = vmulq_f32(d[q], sc[q]);
@@ -199,7 +206,7 @@ void mxl_qamx_panels_neon(const mxl_weight *W, int64_t p0, int64_t p1, const uin
                     int32x4_t D[2][2][4];
                     dots(codes, x, D);
                     float *a = acc[t];
-                    if (L.kind == K_Q6_K) { /* the reference's order: term 0 halves 0, 1, then term 1 */
+                    if (half_kind(L.kind)) { /* the reference's order: term 0 halves 0, 1, then term 1 */
                         for (int q = 0; q < 4; q++) {
                             float32x4_t v = vld1q_f32(a + 4 * q);
                             for (int term = 0; term < 2; term++) {
