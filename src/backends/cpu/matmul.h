@@ -12,7 +12,7 @@
  * F32/F16/BF16) for every token count, decode included; else the AVX2 4-token kernels (every
  * format but Q2_K/Q3_K) for groups of 4 tokens and the AVX2 1-token dots for the rest; a CPU
  * without AVX2 runs the scalar references. MXL_CPU_ISA=scalar|avx2|avx512 caps the level.
- * A GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q5_K / Q6_K or MLX 4- / 8-bit weight given the
+ * A GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q2_K..Q6_K or MLX 4- / 8-bit weight given the
  * panel layout at load (W->prepared, quant_amx.h; on every AVX-512 VNNI CPU) runs the panel kernels
  * instead, for every token count: AMX-INT8 tiles where the CPU has them (their VNNI form for up
  * to 4 tokens), else the VNNI form throughout.

@@ -1,5 +1,5 @@
-/* quant_amx.c - the panel matmul path for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q3_K / Q4_K / Q5_K / Q6_K
- * and MLX 4- / 8-bit (quant_amx.h): the panel layout (packing at load and its scalar
+/* quant_amx.c - the panel matmul path for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q2_K / Q3_K / Q4_K / Q5_K /
+ * Q6_K and MLX 4- / 8-bit (quant_amx.h): the panel layout (packing at load and its scalar
  * dequantization), the tile kernel, its AVX-512 VNNI form (a few tokens on AMX CPUs, every
  * token count on the other AVX-512 ones) and the plain reference of the products
  * (mxl_qamx_panels_ref); the AVX2 form is quant_panel_avx2.c, the AArch64 NEON form
@@ -15,7 +15,7 @@
  * Q4_0's codes are stored unsigned (q + 8); its -8 is the offset term m_w = -8 d_w against the
  * activation's scaled sum s_x (both terms), as Q4_1's m (Q5_0: -16 d_w). MLX affine weights are
  * Q4_1's form (4-bit: d = scale, m = bias of the block's group) or unsigned 8-bit codes with d
- * and m (U8). Q6_K and Q3_K run their own kernels (two 16-element halves per block, each with its
+ * and m (U8). Q6_K, Q3_K and Q2_K run their own kernels (two 16-element halves per block, each with its
  * scale). */
 #include "backends/cpu/quant_amx.h"
 #include "backends/cpu/quant_panel.h"
@@ -127,24 +127,25 @@ static void pack_k(const mxl_weight *W, int kind, uint8_t *dst) {
  * low two in the plane and the third in the mask (quant_panel.h). */
 static void put_half_code(int kind, uint8_t *codes, size_t i, int u) {
     const size_t c = i % 64;
-    uint8_t *plane = codes + (kind == K_Q3_K ? 0 : CODES_Q4);
-    plane[(i / 64) * 16 + c % 16] |= (uint8_t)(((kind == K_Q3_K ? u : u >> 4) & 3) << (2 * (c / 16)));
+    codes[half_plane(kind) + (i / 64) * 16 + c % 16] |= (uint8_t)(((kind == K_Q6_K ? u >> 4 : u) & 3) << (2 * (c / 16)));
     if (kind == K_Q3_K) codes[128 + i / 8] |= (uint8_t)(((u >> 2) & 1) << (i % 8));
-    else codes[i % CODES_Q4] |= (uint8_t)((u & 0x0F) << (i < CODES_Q4 ? 0 : 4));
+    if (kind == K_Q6_K) codes[i % CODES_Q4] |= (uint8_t)((u & 0x0F) << (i < CODES_Q4 ? 0 : 4));
 }
 static int get_half_code(int kind, const uint8_t *codes, size_t i) {
     const size_t c = i % 64;
-    const uint8_t *plane = codes + (kind == K_Q3_K ? 0 : CODES_Q4);
-    const int two = (plane[(i / 64) * 16 + c % 16] >> (2 * (c / 16))) & 3;
+    const int two = (codes[half_plane(kind) + (i / 64) * 16 + c % 16] >> (2 * (c / 16))) & 3;
     if (kind == K_Q3_K) return two | ((codes[128 + i / 8] >> (i % 8)) & 1) << 2;
+    if (kind == K_Q2_K) return two;
     return (i < CODES_Q4 ? codes[i] & 0x0F : codes[i - CODES_Q4] >> 4) | two << 4;
 }
 
-/* Q6_K / Q3_K: per super-block d, per block the halves' signed scales and the codes + the
- * kind's offset (half_off) */
+/* Q6_K / Q3_K / Q2_K: per super-block d (and Q2_K's dmin), per block the halves' scales (Q2_K:
+ * its scale-and-min bytes) and the codes + the kind's offset (half_off) */
 static void pack_half(const mxl_weight *W, int kind, uint8_t *dst) {
     const int64_t nsb = W->cols / 256, rb = mxl_weight_row_bytes(W);
-    const size_t sbb = half_sb(kind), src_bytes = kind == K_Q3_K ? sizeof(mxl_block_q3_k) : sizeof(mxl_block_q6_k);
+    const size_t sbb = half_sb(kind), src_bytes = kind == K_Q3_K   ? sizeof(mxl_block_q3_k)
+                                                  : kind == K_Q2_K ? sizeof(mxl_block_q2_k)
+                                                                   : sizeof(mxl_block_q6_k);
     int q[256], sc[16];
     for (int64_t r = 0; r < W->rows; r++) {
         const uint8_t *row = (const uint8_t *)W->data + r * rb;
@@ -152,7 +153,13 @@ static void pack_half(const mxl_weight *W, int kind, uint8_t *dst) {
         uint8_t *pan = dst + (size_t)(r / PANEL) * (size_t)nsb * sbb;
         for (int64_t s = 0; s < nsb; s++) {
             uint16_t d;
-            if (kind == K_Q3_K) {
+            if (kind == K_Q2_K) {
+                const mxl_block_q2_k *b = (const mxl_block_q2_k *)(row + (size_t)s * src_bytes);
+                for (int e = 0; e < 256; e++) q[e] = mxl_k2bits(b->qs, e);
+                for (int i = 0; i < 16; i++) sc[i] = b->scales[i];
+                d = b->d;
+                memcpy(pan + (size_t)s * sbb + 32 + 2 * n, &b->dmin, 2);
+            } else if (kind == K_Q3_K) {
                 const mxl_block_q3_k *b = (const mxl_block_q3_k *)(row + (size_t)s * src_bytes);
                 mxl_q3k_codes(b, q);
                 for (int i = 0; i < 16; i++) sc[i] = mxl_q3k_scale(b->scales, i);
@@ -275,10 +282,11 @@ static void panel_scales(const layout *L, const uint8_t *pan, int64_t b, int n, 
                               : param_at(L, blk, PANEL + n);
 }
 
-/* Q6_K / Q3_K's per-row scale d (f16) of the super-block holding block b */
-static float half_d(int kind, const uint8_t *pan, int64_t b, int n) {
+/* Q6_K / Q3_K / Q2_K's per-row scale d (f16; dmin: Q2_K's dmin) of the super-block holding
+ * block b */
+static float half_d(int kind, const uint8_t *pan, int64_t b, int n, int dmin) {
     uint16_t hd;
-    memcpy(&hd, pan + (size_t)(b >> 3) * half_sb(kind) + 2 * n, 2);
+    memcpy(&hd, pan + (size_t)(b >> 3) * half_sb(kind) + (dmin ? 32 : 0) + 2 * n, 2);
     return mxl_f16_to_f32(hd);
 }
 
@@ -290,12 +298,16 @@ void mxl_qamx_dequant_row_ref(const mxl_weight *W, int64_t r, float *out) {
     const uint8_t *pan = panel_at(W, &L, r / PANEL);
     for (int64_t b = 0; b < nb; b++) {
         float *o = out + b * 32;
-        if (half_kind(L.kind)) { /* GGUF's (d * sc) * q */
+        if (half_kind(L.kind)) { /* GGUF's (d * sc) * q (Q2_K: - dmin * m) */
             const uint8_t *blk = half_block(L.kind, pan, b);
-            const float d = half_d(L.kind, pan, b, n);
+            const float d = half_d(L.kind, pan, b, n, 0);
             for (int k = 0; k < 32; k++) {
-                float dl = d * (float)(int8_t)blk[(k < 16 ? 0 : PANEL) + n];
-                o[k] = dl * (float)panel_code(&L, pan, b, n, k);
+                float dl = d * (float)half_scale(L.kind, blk, k / 16, n);
+                float prod = dl * (float)panel_code(&L, pan, b, n, k);
+                if (L.kind == K_Q2_K) {
+                    float ml = half_d(L.kind, pan, b, n, 1) * (float)half_min(blk, k / 16, n);
+                    o[k] = prod - ml;
+                } else o[k] = prod;
             }
             continue;
         }
@@ -334,8 +346,8 @@ void mxl_qamx_panels_ref(const mxl_weight *W, int64_t p0, int64_t p1, const uint
                 for (int64_t b = 0; b < nb; b++) {
                     if (half_kind(L.kind)) { /* per activation term and half: d * sc_h * d_x (d2_x) */
                         const uint8_t *blk = half_block(L.kind, pan, b);
-                        const float d = half_d(L.kind, pan, b, n);
-                        const float dh[2] = {d * (float)(int8_t)blk[n], d * (float)(int8_t)blk[PANEL + n]};
+                        const float d = half_d(L.kind, pan, b, n, 0);
+                        const float dh[2] = {d * (float)half_scale(L.kind, blk, 0, n), d * (float)half_scale(L.kind, blk, 1, n)};
                         int32_t c[2][2] = {{0, 0}, {0, 0}};
                         for (int k = 0; k < 32; k++) {
                             const int q = panel_code(&L, pan, b, n, k);
@@ -347,6 +359,17 @@ void mxl_qamx_panels_ref(const mxl_weight *W, int64_t p0, int64_t p1, const uint
                             for (int h = 0; h < 2; h++) {
                                 const float sc = dh[h] * dx;
                                 acc = fmaf((float)c[term][h], sc, acc);
+                            }
+                        }
+                        if (L.kind == K_Q2_K) { /* then the mins: -(dmin * m_h) * d_x (d2_x) x the half's sum */
+                            const float dmin = half_d(L.kind, pan, b, n, 1);
+                            const float mh[2] = {-(dmin * (float)half_min(blk, 0, n)), -(dmin * (float)half_min(blk, 1, n))};
+                            int32_t sx[2][2];
+                            half_sums_ref(x[b].qs, sx[0]);
+                            half_sums_ref(x[b].qs2, sx[1]);
+                            for (int term = 0; term < 2; term++) {
+                                const float dx = term ? x[b].d2 : x[b].d;
+                                for (int h = 0; h < 2; h++) acc = fmaf((float)sx[term][h], mh[h] * dx, acc);
                             }
                         }
                         continue;
@@ -706,14 +729,15 @@ VNNI __attribute__((always_inline)) static inline void panel_vnni(int kind, int 
 
 /* ---- Q6_K ---- */
 
-/* B-tile row j (64 code bytes) of a Q6_K / Q3_K block, unsigned: Q6_K nibbles | plane bits << 4
- * (0..63), Q3_K plane bits | mask bit << 2 (0..7) */
+/* B-tile row j (64 code bytes) of a Q6_K / Q3_K / Q2_K block, unsigned: Q6_K nibbles | plane bits
+ * << 4 (0..63), Q3_K plane bits | mask bit << 2 (0..7), Q2_K plane bits (0..3) */
 VNNI __attribute__((always_inline)) static inline __m512i half_row(int kind, const uint8_t *blk, int j) {
     const uint8_t *codes = blk + 32;
-    __m512i h = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(codes + (kind == K_Q3_K ? 0 : CODES_Q4) + 16 * j)));
+    __m512i h = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(codes + half_plane(kind) + 16 * j)));
     h = _mm512_srlv_epi16(h, _mm512_setr_epi64(0, 0, 0x0002000200020002LL, 0x0002000200020002LL, 0x0004000400040004LL,
                                                0x0004000400040004LL, 0x0006000600060006LL, 0x0006000600060006LL));
     h = _mm512_and_si512(h, _mm512_set1_epi8(3));
+    if (kind == K_Q2_K) return h;
     if (kind == K_Q3_K) {
         uint64_t hb;
         memcpy(&hb, codes + 128 + 8 * j, 8);
@@ -721,19 +745,34 @@ VNNI __attribute__((always_inline)) static inline __m512i half_row(int kind, con
     }
     return _mm512_or_si512(nib_row(K_Q4_0, codes, j), _mm512_slli_epi16(h, 4));
 }
-/* a Q6_K / Q3_K block's 512 signed code bytes (u - half_off) */
+/* a Q6_K / Q3_K / Q2_K block's 512 signed code bytes (u - half_off) */
 VNNI static inline void half_split(int kind, const uint8_t *blk, uint8_t *codes) {
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
         _mm512_store_si512((void *)(codes + 64 * j), _mm512_sub_epi8(half_row(kind, blk, j), _mm512_set1_epi8((char)half_off(kind))));
 }
-/* acc[t] += the two halves' dots (c[term][half], [NT][16] int32) x d * sc_h * d_x (d2_x) */
+/* acc[t] += the two halves' dots (c[term][half], [NT][16] int32) x d * sc_h * d_x (d2_x); Q2_K
+ * then its mins, -(dmin * m_h) * d_x (d2_x) x the half's activation sum (the reference's order) */
 VNNI __attribute__((always_inline)) static inline void post_q6(int kind, int NT, int32_t (*c)[2][4 * 16 * 4], const uint8_t *pan,
                                                               const uint8_t *act, size_t as, int64_t b, __m512 *acc) {
-    const uint8_t *blk = half_block(kind, pan, b);
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pan + (size_t)(b >> 3) * half_sb(kind))));
-    const __m512 d0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)blk))));
-    const __m512 d1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 16)))));
+    const uint8_t *blk = half_block(kind, pan, b), *sbp = pan + (size_t)(b >> 3) * half_sb(kind);
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sbp));
+    const __m128i sb0 = _mm_loadu_si128((const __m128i *)blk), sb1 = _mm_loadu_si128((const __m128i *)(blk + 16));
+    __m512 d0, d1, m0 = _mm512_setzero_ps(), m1 = _mm512_setzero_ps();
+    if (kind == K_Q2_K) {
+        const __m128i lo = _mm_set1_epi8(0x0F);
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sbp + 32)));
+        const __m512i neg = _mm512_set1_epi32((int)0x80000000u);
+        d0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(sb0, lo))));
+        d1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(sb1, lo))));
+        m0 = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(sb0, 4), lo))));
+        m1 = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(sb1, 4), lo))));
+        m0 = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(m0), neg));
+        m1 = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(m1), neg));
+    } else {
+        d0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sb0)));
+        d1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sb1)));
+    }
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) {
         const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * as) + b;
@@ -742,6 +781,17 @@ VNNI __attribute__((always_inline)) static inline void post_q6(int kind, int NT,
             const __m512 dx = _mm512_set1_ps(term ? x->d2 : x->d);
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c[term][0] + 16 * t))), _mm512_mul_ps(d0, dx), acc[t]);
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c[term][1] + 16 * t))), _mm512_mul_ps(d1, dx), acc[t]);
+        }
+        if (kind == K_Q2_K) {
+            int32_t sx[2][2];
+            half_sums(x->qs, sx[0]);
+            half_sums(x->qs2, sx[1]);
+#pragma GCC unroll 2
+            for (int term = 0; term < 2; term++) {
+                const __m512 dx = _mm512_set1_ps(term ? x->d2 : x->d);
+                acc[t] = _mm512_fmadd_ps(_mm512_set1_ps((float)sx[term][0]), _mm512_mul_ps(m0, dx), acc[t]);
+                acc[t] = _mm512_fmadd_ps(_mm512_set1_ps((float)sx[term][1]), _mm512_mul_ps(m1, dx), acc[t]);
+            }
         }
     }
 }
@@ -815,7 +865,8 @@ VNNI __attribute__((always_inline)) static inline void panel_vnni_q6(int kind, i
                             d = _mm512_dpbusd_epi32(d, w[j], x);
                             sx = _mm512_dpbusd_epi32(sx, ones, x);
                         }
-                        _mm512_store_si512((void *)(cb[q][term][h] + 16 * t), _mm512_sub_epi32(d, _mm512_slli_epi32(sx, kind == K_Q3_K ? 2 : 5)));
+                        _mm512_store_si512((void *)(cb[q][term][h] + 16 * t),
+                                           kind == K_Q2_K ? d : _mm512_sub_epi32(d, _mm512_slli_epi32(sx, kind == K_Q3_K ? 2 : 5)));
                     }
                 }
             post_q6(kind, NT, cb[q], pans[q], act, as, b, acc[q]);
@@ -884,6 +935,7 @@ KERNEL(kernel_q5_k, K_Q5_K, 0)
     }
 KERNEL6(kernel_q6_k, K_Q6_K)
 KERNEL6(kernel_q3_k, K_Q3_K)
+KERNEL6(kernel_q2_k, K_Q2_K)
 typedef void (*tile_fn)(int, const uint8_t *, int64_t, size_t, const uint8_t *, const uint8_t *, size_t, float *, int64_t, int);
 
 /* np = 2 panels side by side (up to NP2_MAX tokens) or one */
@@ -926,17 +978,18 @@ typedef void (*vnni_fn)(int, int, const uint8_t *const *, int64_t, size_t, const
     }
 VKERNEL6(vnni_q6_k, K_Q6_K)
 VKERNEL6(vnni_q3_k, K_Q3_K)
+VKERNEL6(vnni_q2_k, K_Q2_K)
 
 static const tile_fn k_tile[N_KINDS][2] = {{kernel_q8_0, 0}, {kernel_q4_0, 0}, {kernel_q4_1, kernel_q4_1w}, {kernel_u8, kernel_u8w},
                                            {kernel_q4_k, 0}, {kernel_q5_0, 0}, {kernel_q5_1, 0}, {kernel_q6_k, 0},
-                                           {kernel_q5_k, 0}, {kernel_q3_k, 0}};
-/* (Q6_K and Q3_K have no pair form yet: their halves are K = 16 products of their own) */
+                                           {kernel_q5_k, 0}, {kernel_q3_k, 0}, {kernel_q2_k, 0}};
+/* (Q6_K, Q3_K and Q2_K have no pair form yet: their halves are K = 16 products of their own) */
 static const tile_fn k_pair[N_KINDS][2] = {{pkernel_q8_0, 0}, {pkernel_q4_0, 0}, {pkernel_q4_1, pkernel_q4_1w}, {pkernel_u8, pkernel_u8w},
                                            {pkernel_q4_k, 0}, {pkernel_q5_0, 0}, {pkernel_q5_1, 0}, {0, 0},
-                                           {pkernel_q5_k, 0}, {0, 0}};
+                                           {pkernel_q5_k, 0}, {0, 0}, {0, 0}};
 static const vnni_fn k_vnni[N_KINDS][2] = {{vnni_q8_0, 0}, {vnni_q4_0, 0}, {vnni_q4_1, vnni_q4_1w}, {vnni_u8, vnni_u8w},
                                            {vnni_q4_k, 0}, {vnni_q5_0, 0}, {vnni_q5_1, 0}, {vnni_q6_k, 0},
-                                           {vnni_q5_k, 0}, {vnni_q3_k, 0}};
+                                           {vnni_q5_k, 0}, {vnni_q3_k, 0}, {vnni_q2_k, 0}};
 
 /* beyond this many blocks a panel's split codes do not go on the stack (256 KB); token groups
  * then split them again */

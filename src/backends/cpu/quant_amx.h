@@ -1,5 +1,5 @@
 /* quant_amx.h - the panel path of matmul.h (AMX-INT8 tiles, or their AVX-512 VNNI form on CPUs
- * without them) for the GGUF formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K, and for MLX
+ * without them) for the GGUF formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K, and for MLX
  * affine 4- and 8-bit weights (any group size).
  *
  * At load, a weight is given a second copy in "panel layout" (mxl_qamx_prepare): rows in panels
@@ -16,6 +16,9 @@
  *         blocks as Q4_1's (the kernel forms d * sc and -dmin * m) = 2368 bytes (GGUF 2304)
  *   Q5_K: Q4_K's with each block's nibbles followed by its fifth-bit mask (as Q5_1's)
  *                                                              = 2880 bytes (GGUF 2816)
+ *   Q6_K / Q3_K / Q2_K: per 256 elements d (Q2_K also dmin), then per block the two 16-element
+ *         halves' scales and the codes as bit planes (quant_panel.h) = 3360 / 1824 / 1344 bytes
+ *         (GGUF 3360 / 1760 / 1344)
  *   MLX 4-bit: as Q4_1 with d, m = the scale and bias of the block's group; MLX 8-bit: codes[512]
  *   unsigned + d[16] + m[16] = 576 bytes. MLX scales in bf16 or f32 are kept as f32 (+64 bytes).
  * so a GGUF copy is the size of the original (padding rows of a last partial panel are zero); an
@@ -56,7 +59,7 @@ bool mxl_qamx_tiles_available(void);
 /* The CPU has AMX-INT8 (asked by the AMX level's registration, kernels_avx512.c; false where the
  * tile kernels are not built). */
 bool mxl_qamx_tiles_cpu(void);
-/* W's format has a panel layout (GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q5_K / Q6_K, MLX 4 / 8 bits). */
+/* W's format has a panel layout (GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q2_K..Q6_K, MLX 4 / 8 bits). */
 bool mxl_qamx_format(const mxl_weight *W);
 /* Bytes of W's panel layout (0 when the format has none). */
 size_t mxl_qamx_packed_bytes(const mxl_weight *W);

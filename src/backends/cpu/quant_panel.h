@@ -22,8 +22,8 @@
  * unsigned nibbles, d and m; K_U8 unsigned 8-bit codes, d and m; K_Q4_K unsigned nibbles with
  * Q4_K's scales (d = d_sb * sc_j, m = -dmin_sb * m_j, both exact in f32, formed in the kernel);
  * K_Q5_K: K_Q4_K with the fifth bits of K_Q5_1. */
-enum { K_Q8_0, K_Q4_0, K_Q4_1, K_U8, K_Q4_K, K_Q5_0, K_Q5_1, K_Q6_K, K_Q5_K, K_Q3_K };
-#define N_KINDS 10
+enum { K_Q8_0, K_Q4_0, K_Q4_1, K_U8, K_Q4_K, K_Q5_0, K_Q5_1, K_Q6_K, K_Q5_K, K_Q3_K, K_Q2_K };
+#define N_KINDS 11
 /* K_Q5_0 / K_Q5_1: Q4_0 / Q4_1's nibbles, then the fifth bits as a 512-bit mask over the 512
  * code bytes (bit i: code byte i gets + 16), then d (and m); m = -16 d for Q5_0. */
 #define HI_PLANE 256 /* offset of the fifth-bit mask in a Q5 block */
@@ -64,14 +64,44 @@ static inline const uint8_t *ksb_params(int kind, const uint8_t *pan, int64_t b)
  * bytes (as Q5's fifth bit) - 1824 bytes for the GGUF's 1760; the products take q = u - 4. */
 #define Q3_SB 1824
 #define Q3_BLK 224
-/* the kinds with a scale per 16-element half (Q6_K, Q3_K): super-block bytes, block bytes, the
- * offset of their unsigned codes, block b's bytes (sc[2][16], then the codes) */
-static inline int half_kind(int kind) { return kind == K_Q6_K || kind == K_Q3_K; }
-static inline size_t half_sb(int kind) { return kind == K_Q3_K ? Q3_SB : Q6_SB; }
-static inline int half_off(int kind) { return kind == K_Q3_K ? 4 : 32; }
+/* One Q2_K super-block of a panel: d[16] and dmin[16] (f16), then 8 blocks of 32: the halves'
+ * GGUF scale bytes [2][16] (scale in the low four bits, min in the high four) and the 2-bit codes
+ * u = q (0..3) as Q3_K's plane - 1344 bytes, the GGUF's size. The products take q = u and, per
+ * half, the min term -(dmin * m_h) times the half's activation sum. */
+#define Q2_SB 1344
+#define Q2_BLK 160
+/* the kinds with a scale per 16-element half (Q6_K, Q3_K, Q2_K): super-block bytes, block bytes,
+ * the offset of their unsigned codes, block b's bytes (the halves' scales [2][16], then the
+ * codes), where the 2-bit plane is among the codes */
+static inline int half_kind(int kind) { return kind == K_Q6_K || kind == K_Q3_K || kind == K_Q2_K; }
+static inline size_t half_sb(int kind) { return kind == K_Q3_K ? Q3_SB : kind == K_Q2_K ? Q2_SB : Q6_SB; }
+static inline int half_off(int kind) { return kind == K_Q3_K ? 4 : kind == K_Q2_K ? 0 : 32; }
 static inline const uint8_t *half_block(int kind, const uint8_t *pan, int64_t b) {
-    return pan + (size_t)(b >> 3) * half_sb(kind) + 32 + (size_t)(b & 7) * (kind == K_Q3_K ? Q3_BLK : Q6_BLK);
+    return pan + (size_t)(b >> 3) * half_sb(kind) + (kind == K_Q2_K ? 64 : 32) +
+           (size_t)(b & 7) * (kind == K_Q3_K ? Q3_BLK : kind == K_Q2_K ? Q2_BLK : Q6_BLK);
 }
+static inline size_t half_plane(int kind) { return kind == K_Q6_K ? CODES_Q4 : 0; }
+/* the scale of half h of panel row n (signed; Q2_K's unsigned low four bits) and Q2_K's min */
+static inline int half_scale(int kind, const uint8_t *blk, int h, int n) {
+    return kind == K_Q2_K ? blk[PANEL * h + n] & 0x0F : (int8_t)blk[PANEL * h + n];
+}
+static inline int half_min(const uint8_t *blk, int h, int n) { return blk[PANEL * h + n] >> 4; }
+/* the sums of an activation term's 32 codes per half (Q2_K's min terms; the AVX2 / VNNI forms'
+ * offsets) */
+static inline void half_sums_ref(const int8_t *q, int32_t *s) {
+    s[0] = s[1] = 0;
+    for (int i = 0; i < 32; i++) s[i / 16] += q[i];
+}
+#if defined(__x86_64__) && !defined(MXL_NO_TILE_KERNELS)
+#include <immintrin.h>
+/* half_sums_ref with AVX2 (the x86 forms run on AVX2 CPUs and above): 4 sums of 8 (x + 128) */
+__attribute__((target("avx2"), always_inline)) static inline void half_sums(const int8_t *q, int32_t *s) {
+    const __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)q), _mm256_set1_epi8((char)0x80));
+    const __m256i sad = _mm256_sad_epu8(u, _mm256_setzero_si256());
+    s[0] = (int32_t)(_mm256_extract_epi64(sad, 0) + _mm256_extract_epi64(sad, 1)) - 16 * 128;
+    s[1] = (int32_t)(_mm256_extract_epi64(sad, 2) + _mm256_extract_epi64(sad, 3)) - 16 * 128;
+}
+#endif
 
 /* codes of 32-element block b of a panel */
 static inline const uint8_t *codes_at(int kind, const uint8_t *pan, int64_t b, size_t bb) {
@@ -100,6 +130,7 @@ static inline bool layout_of(const mxl_weight *W, layout *L) {
         case MXL_DTYPE_Q6_K: *L = (layout){K_Q6_K, 0, 0, Q6_SB / 8}; return true; /* bb: per 32 */
         case MXL_DTYPE_Q5_K: *L = (layout){K_Q5_K, 0, Q5_PARAMS, Q5KSB / 8}; return true; /* bb: per 32 */
         case MXL_DTYPE_Q3_K: *L = (layout){K_Q3_K, 0, 0, Q3_SB / 8}; return true;       /* bb: per 32 */
+        case MXL_DTYPE_Q2_K: *L = (layout){K_Q2_K, 0, 0, Q2_SB / 8}; return true;       /* bb: per 32 */
         default: return false;
         }
     }

@@ -119,27 +119,20 @@ AVX2 __attribute__((always_inline)) static inline void nib_dots16(const uint8_t 
     }
 }
 
-/* Q6_K / Q3_K: the unsigned codes of tile row kk for rows 8 h .. 8 h + 7 (code byte c of the
- * row: plane byte c % 16, bits 2 (c / 16)): Q6_K the nibbles | the plane's two bits << 4 (0..63),
- * Q3_K the plane's two bits | the mask's bit << 2 (0..7) */
+/* Q6_K / Q3_K / Q2_K: the unsigned codes of tile row kk for rows 8 h .. 8 h + 7 (code byte c of
+ * the row: plane byte c % 16, bits 2 (c / 16)): Q6_K the nibbles | the plane's two bits << 4
+ * (0..63), Q3_K the plane's two bits | the mask's bit << 2 (0..7), Q2_K the plane's (0..3) */
 AVX2 __attribute__((always_inline)) static inline __m256i half_codes(int kind, const uint8_t *blk, int kk, int h) {
     const uint8_t *codes = blk + 32;
-    const __m256i plane = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(codes + (kind == K_Q3_K ? 0 : CODES_Q4) + 16 * kk)));
+    const __m256i plane = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(codes + half_plane(kind) + 16 * kk)));
     const __m256i sh = _mm256_setr_epi32(4 * h, 4 * h, 4 * h, 4 * h, 4 * h + 2, 4 * h + 2, 4 * h + 2, 4 * h + 2);
     const __m256i two = _mm256_and_si256(_mm256_srlv_epi32(plane, sh), _mm256_set1_epi8(3));
+    if (kind == K_Q2_K) return two;
     if (kind == K_Q3_K) return _mm256_or_si256(two, mask_bytes(codes + 128 + 8 * kk + 4 * h, 4));
     __m256i v = _mm256_loadu_si256((const __m256i *)(codes + 64 * (kk & 3) + 32 * h));
     if (kk >= 4) v = _mm256_srli_epi16(v, 4);
     v = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
     return _mm256_or_si256(v, _mm256_slli_epi16(two, 4));
-}
-
-/* the sums of a term's 16 codes per column half (s[half]) */
-AVX2 static inline void half_sums(const int8_t *q, int32_t *s) {
-    const __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)q), _mm256_set1_epi8((char)0x80));
-    const __m256i sad = _mm256_sad_epu8(u, _mm256_setzero_si256()); /* 4 sums of 8 (x + 128) */
-    s[0] = (int32_t)(_mm256_extract_epi64(sad, 0) + _mm256_extract_epi64(sad, 1)) - 16 * 128;
-    s[1] = (int32_t)(_mm256_extract_epi64(sad, 2) + _mm256_extract_epi64(sad, 3)) - 16 * 128;
 }
 
 /* Q6_K / Q3_K: the two terms' exact int32 dots of rows 8 h .. 8 h + 7 over column half hh (tile
@@ -363,17 +356,28 @@ AVX2 __attribute__((always_inline)) static inline void group_body(int kind, cons
         /* the panels are one contiguous stream: every cache line PF_BLOCKS blocks ahead */
         for (size_t o = 0; o < L->bb; o += 64) _mm_prefetch((const char *)pan + (size_t)(b + PF_BLOCKS) * L->bb + o, _MM_HINT_T0);
         if (half_kind(kind)) {
-            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pan + (size_t)(b >> 3) * half_sb(kind))));
-            const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pan + (size_t)(b >> 3) * half_sb(kind) + 16)));
+            const uint8_t *sbp = pan + (size_t)(b >> 3) * half_sb(kind);
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sbp));
+            const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sbp + 16)));
             const uint8_t *blk = half_block(kind, pan, b);
             int64_t s[4];
             memcpy(s, blk, 32);
-            /* dh[half][row group]: d * sc of the half's scale */
-            __m256 dh[2][2];
-            for (int hh = 0; hh < 2; hh++) {
-                dh[hh][0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(s[2 * hh]))));
-                dh[hh][1] = _mm256_mul_ps(d8, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(s[2 * hh + 1]))));
-            }
+            /* dh[half][row group]: d * sc of the half's scale; Q2_K's mh: -(dmin * m) */
+            __m256 dh[2][2], mh[2][2];
+            for (int hh = 0; hh < 2; hh++)
+                for (int g = 0; g < 2; g++) {
+                    const __m128i sb = _mm_cvtsi64_si128(s[2 * hh + g]);
+                    const __m256 dg = g ? d8 : d;
+                    if (kind == K_Q2_K) {
+                        const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sbp + 32 + 16 * g)));
+                        const __m128i lo = _mm_and_si128(sb, _mm_set1_epi8(0x0F)), hi = _mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0x0F));
+                        dh[hh][g] = _mm256_mul_ps(dg, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo)));
+                        mh[hh][g] = _mm256_xor_ps(_mm256_mul_ps(dm, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi))), _mm256_set1_ps(-0.0f));
+                    } else {
+                        dh[hh][g] = _mm256_mul_ps(dg, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sb)));
+                        mh[hh][g] = _mm256_setzero_ps();
+                    }
+                }
             if (nt > 1) /* made once for the group */
                 for (int kk = 0; kk < 8; kk++)
                     for (int h = 0; h < 2; h++) _mm256_store_si256((__m256i *)(pre + 64 * kk + 32 * h), half_codes(kind, blk, kk, h));
@@ -392,6 +396,12 @@ AVX2 __attribute__((always_inline)) static inline void group_body(int kind, cons
                         for (int hh = 0; hh < 2; hh++)
                             a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c[term][hh][g]), _mm256_mul_ps(dh[hh][g], dx), a);
                     }
+                    if (kind == K_Q2_K) /* then the mins, as the reference */
+                        for (int term = 0; term < 2; term++) {
+                            const __m256 dx = _mm256_set1_ps(term ? x->d2 : x->d);
+                            for (int hh = 0; hh < 2; hh++)
+                                a = _mm256_fmadd_ps(_mm256_set1_ps((float)sums[term][hh]), _mm256_mul_ps(mh[hh][g], dx), a);
+                        }
                     _mm256_store_ps(acc[t] + 8 * g, a);
                 }
             }
@@ -420,7 +430,7 @@ AVX2 static void panel_group(const layout *L, const uint8_t *pan, int64_t nb, in
                              int64_t ys, int nrows) {
     switch (L->kind) {
         GROUP_CASE(K_Q8_0) GROUP_CASE(K_Q4_0) GROUP_CASE(K_Q4_1) GROUP_CASE(K_U8) GROUP_CASE(K_Q4_K) GROUP_CASE(K_Q5_0)
-        GROUP_CASE(K_Q5_1) GROUP_CASE(K_Q6_K) GROUP_CASE(K_Q5_K) GROUP_CASE(K_Q3_K)
+        GROUP_CASE(K_Q5_1) GROUP_CASE(K_Q6_K) GROUP_CASE(K_Q5_K) GROUP_CASE(K_Q3_K) GROUP_CASE(K_Q2_K)
     default: MXL_ASSERT(0 && "not a panel kind");
     }
 }

@@ -37,7 +37,7 @@ static inline uint8x16_t mask_bytes(const uint8_t *m, uint8_t v) {
 static int block_codes(const layout *L, const uint8_t *pan, int64_t b, int8_t *out) {
     if (half_kind(L->kind)) {
         const int q3 = L->kind == K_Q3_K;
-        const uint8_t *codes = half_block(L->kind, pan, b) + 32, *plane = codes + (q3 ? 0 : CODES_Q4);
+        const uint8_t *codes = half_block(L->kind, pan, b) + 32, *plane = codes + half_plane(L->kind);
         for (int r = 0; r < 8; r++) { /* tile row r: 64 code bytes, plane bytes 16 r .. 16 r + 15 */
             const uint8x16_t pl = vld1q_u8(plane + 16 * r);
             for (int c4 = 0; c4 < 4; c4++) { /* code bytes 16 c4 .. 16 c4 + 15 of the row */
@@ -48,7 +48,8 @@ static int block_codes(const layout *L, const uint8_t *pan, int64_t b, int8_t *o
                 if (c4 == 3) two = vshrq_n_u8(pl, 6);
                 two = vandq_u8(two, vdupq_n_u8(3));
                 uint8x16_t u;
-                if (q3) /* + 4 where bit i of the 512-bit mask is set */
+                if (L->kind == K_Q2_K) u = two;
+                else if (q3) /* + 4 where bit i of the 512-bit mask is set */
                     u = vorrq_u8(two, mask_bytes(codes + 128 + i / 8, 4));
                 else
                     u = vorrq_u8(i < CODES_Q4 ? vandq_u8(vld1q_u8(codes + i), vdupq_n_u8(0x0F)) : vshrq_n_u8(vld1q_u8(codes + i - CODES_Q4), 4),
@@ -189,13 +190,20 @@ void mxl_qamx_panels_neon(const mxl_weight *W, int64_t p0, int64_t p1, const uin
             memset(acc, 0, sizeof acc);
             for (int64_t b = 0; b < nb; b++) {
                 const int off = block_codes(&L, pan, b, codes);
-                float32x4_t dw[4], mw[4], dh[2][4];
-                if (half_kind(L.kind)) { /* d * sc_h per half */
-                    const uint8_t *blk = half_block(L.kind, pan, b);
-                    float32x4_t d[4], sc[4];
-                    load_params(pan + (size_t)(b >> 3) * half_sb(L.kind), 0, d);
+                float32x4_t dw[4], mw[4], dh[2][4], mh[2][4];
+                if (half_kind(L.kind)) { /* d * sc_h per half (Q2_K: its mins -(dmin * m_h) in mh) */
+                    const uint8_t *blk = half_block(L.kind, pan, b), *sbp = pan + (size_t)(b >> 3) * half_sb(L.kind);
+                    float32x4_t d[4], sc[4], dm[4];
+                    load_params(sbp, 0, d);
+                    if (L.kind == K_Q2_K) load_params(sbp + 32, 0, dm);
                     for (int h = 0; h < 2; h++) {
-                        byte_params(blk + PANEL * h, 1, sc);
+                        if (L.kind == K_Q2_K) {
+                            uint8_t lo[16], hi[16];
+                            for (int n = 0; n < PANEL; n++) lo[n] = (uint8_t)half_scale(K_Q2_K, blk, h, n), hi[n] = (uint8_t)half_min(blk, h, n);
+                            byte_params(hi, 0, sc);
+                            for (int q = 0; q < 4; q++) mh[h][q] = vnegq_f32(vmulq_f32(dm[q], sc[q]));
+                            byte_params(lo, 0, sc);
+                        } else byte_params(blk + PANEL * h, 1, sc);
                         for (int q = 0; q < 4; q++) dh[h][q] = vmulq_f32(d[q], sc[q]);
                     }
                 } else {
@@ -213,6 +221,13 @@ void mxl_qamx_panels_neon(const mxl_weight *W, int64_t p0, int64_t p1, const uin
                                 const float dx = term ? x->d2 : x->d;
                                 for (int h = 0; h < 2; h++) v = vfmaq_f32(v, vcvtq_f32_s32(D[term][h][q]), vmulq_n_f32(dh[h][q], dx));
                             }
+                            if (L.kind == K_Q2_K) /* then the mins, as the reference */
+                                for (int term = 0; term < 2; term++) {
+                                    const float dx = term ? x->d2 : x->d;
+                                    int32_t sx[2];
+                                    half_sums_ref(term ? x->qs2 : x->qs, sx);
+                                    for (int h = 0; h < 2; h++) v = vfmaq_f32(v, vdupq_n_f32((float)sx[h]), vmulq_n_f32(mh[h][q], dx));
+                                }
                             vst1q_f32(a + 4 * q, v);
                         }
                         continue;
