@@ -181,6 +181,25 @@ static void pack_half(const mxl_weight *W, int kind, uint8_t *dst) {
     }
 }
 
+/* IQ4_XS: per super-block d and the 8 blocks' signed scales ls - 32, then each block's nibbles
+ * as Q4_0's (its qs[16 j + k] holds elements k and k + 16, Q4_0's pairing) */
+static void pack_iq4xs(const mxl_weight *W, uint8_t *dst) {
+    const int64_t nsb = W->cols / 256, rb = mxl_weight_row_bytes(W);
+    for (int64_t r = 0; r < W->rows; r++) {
+        const mxl_block_iq4_xs *row = (const mxl_block_iq4_xs *)((const uint8_t *)W->data + r * rb);
+        const int n = (int)(r % PANEL);
+        uint8_t *pan = dst + (size_t)(r / PANEL) * (size_t)nsb * IXSB;
+        for (int64_t s = 0; s < nsb; s++) {
+            uint8_t *sb = pan + (size_t)s * IXSB;
+            memcpy(sb + 2 * n, &row[s].d, 2);
+            for (int j = 0; j < 8; j++) {
+                sb[32 + 16 * j + n] = (uint8_t)(int8_t)mxl_iq4xs_scale(&row[s], j);
+                for (int kk = 0; kk < 4; kk++) memcpy(sb + 160 + (size_t)j * CODES_Q4 + (size_t)kk * 64 + (size_t)n * 4, row[s].qs + 16 * j + 4 * kk, 4);
+            }
+        }
+    }
+}
+
 void mxl_qamx_pack(const mxl_weight *W, uint8_t *dst) {
     layout L;
     MXL_ASSERT(layout_of(W, &L));
@@ -195,6 +214,10 @@ void mxl_qamx_pack(const mxl_weight *W, uint8_t *dst) {
     }
     if (half_kind(L.kind)) {
         pack_half(W, L.kind, dst);
+        return;
+    }
+    if (L.kind == K_IQ4_XS) {
+        pack_iq4xs(W, dst);
         return;
     }
     const int64_t nb = W->cols / 32, rb = mxl_weight_row_bytes(W);
@@ -248,8 +271,8 @@ static float param_at(const layout *L, const uint8_t *blk, int i) {
 }
 
 /* The integer code of element k of panel row n in 32-element block b, as the kernels' int32
- * dots take it: Q8_0 signed; Q6_K / Q3_K signed (u - 32 / u - 4); the others unsigned (Q4_0 /
- * Q5_0's offset is the m = -8 d / -16 d term). */
+ * dots take it: Q8_0 signed; Q6_K / Q3_K signed (u - 32 / u - 4); IQ4 the table's signed value;
+ * the others unsigned (Q4_0 / Q5_0's offset is the m = -8 d / -16 d term). */
 static int panel_code(const layout *L, const uint8_t *pan, int64_t b, int n, int k) {
     const size_t i = code_index(k, n);
     if (half_kind(L->kind)) return get_half_code(L->kind, half_block(L->kind, pan, b) + 32, i) - half_off(L->kind);
@@ -258,12 +281,21 @@ static int panel_code(const layout *L, const uint8_t *pan, int64_t b, int n, int
     if (L->kind == K_U8) return c[i];
     int u = i < CODES_Q4 ? c[i] & 0x0F : c[i - CODES_Q4] >> 4;
     if (q5_kind(L->kind)) u |= ((c[HI_PLANE + i / 8] >> (i % 8)) & 1) << 4;
-    return u;
+    return lut_kind(L->kind) ? mxl_kvalues_iq4nl[u] : u;
 }
 
-/* Scale d_w and offset m_w of panel row n in block b (not Q6_K / Q3_K), as the kernels form them: Q4_K /
- * Q5_K d * sc and -(dmin * m); Q4_0 / Q5_0 -8 d / -16 d; Q8_0 no offset. */
+/* Scale d_w and offset m_w of panel row n in block b (not Q6_K / Q3_K / Q2_K), as the kernels
+ * form them: Q4_K / Q5_K d * sc and -(dmin * m); IQ4_XS d * sc; Q4_0 / Q5_0 -8 d / -16 d; Q8_0 and
+ * IQ4 no offset. */
 static void panel_scales(const layout *L, const uint8_t *pan, int64_t b, int n, float *dw, float *mw) {
+    if (L->kind == K_IQ4_XS) {
+        const uint8_t *sb = pan + (size_t)(b >> 3) * IXSB;
+        uint16_t hd;
+        memcpy(&hd, sb + 2 * n, 2);
+        *dw = mxl_f16_to_f32(hd) * (float)(int8_t)sb[32 + 16 * (b & 7) + n];
+        *mw = 0.0f;
+        return;
+    }
     if (ksb_kind(L->kind)) {
         const uint8_t *sp = ksb_params(L->kind, pan, b);
         const int j = (int)(b & 7);
@@ -276,7 +308,7 @@ static void panel_scales(const layout *L, const uint8_t *pan, int64_t b, int n, 
     }
     const uint8_t *blk = pan + (size_t)b * L->bb;
     *dw = param_at(L, blk, n);
-    *mw = L->kind == K_Q8_0   ? 0.0f
+    *mw = signed_kind(L->kind) ? 0.0f
           : L->kind == K_Q4_0 ? *dw * -8.0f
           : L->kind == K_Q5_0 ? *dw * -16.0f
                               : param_at(L, blk, PANEL + n);
@@ -317,7 +349,7 @@ void mxl_qamx_dequant_row_ref(const mxl_weight *W, int64_t r, float *out) {
             const int u = panel_code(&L, pan, b, n, k);
             /* each reference's own expressions: GGUF q * d, (q - 8) * d, d * (q - 16), q * d + m,
              * Q4_K (d * sc) * q - (dmin * m); MLX s * q + b - as separate statements (never an FMA) */
-            if (L.kind == K_Q8_0) o[k] = d * (float)u;
+            if (signed_kind(L.kind)) o[k] = d * (float)u; /* (IQ4_XS: d = d_sb * sc, ggml's dl) */
             else if (L.kind == K_Q4_0) o[k] = (float)(u - 8) * d;
             else if (L.kind == K_Q5_0) o[k] = d * (float)(u - 16);
             else if (ksb_kind(L.kind)) {
@@ -380,7 +412,7 @@ void mxl_qamx_panels_ref(const mxl_weight *W, int64_t p0, int64_t p1, const uint
                     panel_scales(&L, pan, b, n, &dw, &mw);
                     const float sc = dw * x[b].d2;
                     acc = fmaf((float)D, sc, acc);
-                    if (L.kind != K_Q8_0) acc = fmaf(mw, x[b].s, acc);
+                    if (!signed_kind(L.kind)) acc = fmaf(mw, x[b].s, acc);
                 }
                 y[t * ys + p * PANEL + n] = acc;
             }
@@ -450,7 +482,7 @@ AMX static void configure(int nt) {
 
 /* Code bytes 64 j .. 64 j + 63 of a nibble block (j < 8: B-tile row j): byte i of the nibbles
  * gives code bytes i (low half) and 256 + i (high half); Q5 kinds add 16 where the block's
- * fifth-bit mask says so. */
+ * fifth-bit mask says so; IQ4 kinds look the nibbles up in kvalues_iq4nl (signed). */
 VNNI __attribute__((always_inline)) static inline __m512i nib_row(int kind, const uint8_t *nib, int j) {
     __m512i v = _mm512_loadu_si512((const void *)(nib + 64 * (j & 3)));
     if (j >= 4) v = _mm512_srli_epi16(v, 4);
@@ -460,6 +492,7 @@ VNNI __attribute__((always_inline)) static inline __m512i nib_row(int kind, cons
         memcpy(&hb, nib + HI_PLANE + 8 * j, 8);
         v = _mm512_or_si512(v, _mm512_maskz_mov_epi8(_cvtu64_mask64(hb), _mm512_set1_epi8(0x10)));
     }
+    if (lut_kind(kind)) v = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)mxl_kvalues_iq4nl)), v);
     return v;
 }
 /* a nibble block's 512 code bytes (B-tile order) */
@@ -494,9 +527,14 @@ VNNI __attribute__((always_inline)) static inline void block_scales(int kind, in
         dw = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sp + 256))), sc);
         mw = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sp + 288))), mn);
         mw = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(mw), _mm512_set1_epi32((int)0x80000000u)));
+    } else if (kind == K_IQ4_XS) {
+        const uint8_t *sb = pan + (size_t)(b >> 3) * IXSB;
+        dw = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sb)),
+                           _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sb + 32 + 16 * (b & 7))))));
+        mw = _mm512_setzero_ps();
     } else {
         dw = wide ? _mm512_loadu_ps(blk + codes) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + codes)));
-        mw = kind == K_Q8_0   ? _mm512_setzero_ps() /* no offset (and nothing stored for one) */
+        mw = signed_kind(kind) ? _mm512_setzero_ps() /* no offset (and nothing stored for one) */
              : kind == K_Q4_0 ? _mm512_mul_ps(dw, _mm512_set1_ps(-8.0f))
              : kind == K_Q5_0 ? _mm512_mul_ps(dw, _mm512_set1_ps(-16.0f))
              : wide           ? _mm512_loadu_ps(blk + codes + 64)
@@ -511,7 +549,7 @@ VNNI __attribute__((always_inline)) static inline void block_scales(int kind, in
 VNNI __attribute__((always_inline)) static inline __m512 scale_block(int kind, __m512i D, __m512 dw, __m512 mw,
                                                                     const mxl_block_q8a2 *x, __m512 acc) {
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(D), _mm512_mul_ps(dw, _mm512_set1_ps(x->d2)), acc);
-    if (kind != K_Q8_0) acc = _mm512_fmadd_ps(mw, _mm512_set1_ps(x->s), acc);
+    if (!signed_kind(kind)) acc = _mm512_fmadd_ps(mw, _mm512_set1_ps(x->s), acc);
     return acc;
 }
 /* acc[t] += the block's dots against the two activation terms (cb1, cb2: [NT][16] int32, the
@@ -540,7 +578,7 @@ AMX __attribute__((always_inline)) static inline void panel_kernel(int kind, int
                                                                    size_t as, float *y, int64_t ys, int nrows) {
     _Alignas(64) uint8_t split[2][512];
     _Alignas(64) int32_t cbuf[2][2][16 * 16]; /* [block parity][activation term] */
-    const int nib = nib_kind(kind);
+    const int nib = split_kind(kind);
     const int own_split = nib && !pre; /* split here, one block ahead of its tile load */
     __m512 acc[16];
 #pragma GCC unroll 16
@@ -559,10 +597,10 @@ AMX __attribute__((always_inline)) static inline void panel_kernel(int kind, int
         _tile_zero(T1);                                                                                      \
         _tile_zero(T2);                                                                                      \
         _tile_loadd(2, act + (size_t)(b) * XB + XQ1, as);                                                    \
-        if (kind == K_Q8_0) _tile_dpbssd(T1, 2, 3);                                                          \
+        if (signed_kind(kind)) _tile_dpbssd(T1, 2, 3);                                                       \
         else _tile_dpbsud(T1, 2, 3);                                                                         \
         _tile_loadd(2, act + (size_t)(b) * XB + XQ2, as);                                                    \
-        if (kind == K_Q8_0) _tile_dpbssd(T2, 2, 3);                                                          \
+        if (signed_kind(kind)) _tile_dpbssd(T2, 2, 3);                                                       \
         else _tile_dpbsud(T2, 2, 3);                                                                         \
         _tile_stored(T1, cbuf[P][0], 64);                                                                    \
         _tile_stored(T2, cbuf[P][1], 64);                                                                    \
@@ -594,7 +632,7 @@ AMX __attribute__((always_inline)) static inline void panel_kernel_pair(int kind
                                                                         size_t as, float *y, int64_t ys, int nrows) {
     _Alignas(64) uint8_t split[2][512];
     _Alignas(64) int32_t cbuf[4][16 * 16]; /* [block % 4]: rows t (term 1), NT + t (term 2) */
-    const int nib = nib_kind(kind);
+    const int nib = split_kind(kind);
     __m512 acc[8];
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
@@ -612,7 +650,7 @@ AMX __attribute__((always_inline)) static inline void panel_kernel_pair(int kind
             _tile_loadd(3, nib ? split[(b) & 1] : blk_, 64);                                              \
             _tile_zero(T);                                                                                \
             _tile_loadd(2, abuf + (size_t)(b) * 64 * NT, 32);                                             \
-            if (kind == K_Q8_0) _tile_dpbssd(T, 2, 3);                                                    \
+            if (signed_kind(kind)) _tile_dpbssd(T, 2, 3);                                                 \
             else _tile_dpbsud(T, 2, 3);                                                                   \
         }                                                                                                 \
         if ((b) - 2 >= 0 && (b) - 2 < nb) _tile_stored(TS, cbuf[((b) - 2) & 3], 64);                     \
@@ -696,6 +734,7 @@ VNNI __attribute__((always_inline)) static inline void panel_vnni(int kind, int 
                     if (kind == K_Q8_0) w = _mm512_xor_si512(w, flip);
                 } else {
                     w = nib_row(kind, blk, kk);
+                    if (lut_kind(kind)) w = _mm512_xor_si512(w, flip); /* signed, made unsigned as Q8_0's */
                 }
 #pragma GCC unroll 8
                 for (int t = 0; t < NT; t++) {
@@ -714,7 +753,7 @@ VNNI __attribute__((always_inline)) static inline void panel_vnni(int kind, int 
 #pragma GCC unroll 8
             for (int t = 0; t < NT; t++) {
                 const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(xb + (size_t)t * as);
-                if (kind == K_Q8_0) D[t] = _mm512_sub_epi32(D[t], _mm512_set1_epi32(x->sum * 128)); /* |sum| < 2^20 */
+                if (signed_kind(kind)) D[t] = _mm512_sub_epi32(D[t], _mm512_set1_epi32(x->sum * 128)); /* |sum| < 2^20 */
                 acc[q][t] = scale_block(kind, D[t], dw, mw, x, acc[q][t]);
             }
         }
@@ -910,6 +949,8 @@ PKERNEL(pkernel_q4_k, K_Q4_K, 0)
 PKERNEL(pkernel_q5_0, K_Q5_0, 0)
 PKERNEL(pkernel_q5_1, K_Q5_1, 0)
 PKERNEL(pkernel_q5_k, K_Q5_K, 0)
+PKERNEL(pkernel_iq4_nl, K_IQ4_NL, 0)
+PKERNEL(pkernel_iq4_xs, K_IQ4_XS, 0)
 KERNEL(kernel_q8_0, K_Q8_0, 0)
 KERNEL(kernel_q4_0, K_Q4_0, 0)
 KERNEL(kernel_q4_1, K_Q4_1, 0)
@@ -920,6 +961,8 @@ KERNEL(kernel_q4_k, K_Q4_K, 0)
 KERNEL(kernel_q5_0, K_Q5_0, 0)
 KERNEL(kernel_q5_1, K_Q5_1, 0)
 KERNEL(kernel_q5_k, K_Q5_K, 0)
+KERNEL(kernel_iq4_nl, K_IQ4_NL, 0)
+KERNEL(kernel_iq4_xs, K_IQ4_XS, 0)
 #define NT6_CASE(N) \
     case N: panel_kernel_q6(KIND, N, pan, nb, pre, act, as, y, ys, nrows); break;
 #define KERNEL6(name, KIND_)                                                                                           \
@@ -962,6 +1005,8 @@ VKERNEL(vnni_q4_k, K_Q4_K, 0)
 VKERNEL(vnni_q5_0, K_Q5_0, 0)
 VKERNEL(vnni_q5_1, K_Q5_1, 0)
 VKERNEL(vnni_q5_k, K_Q5_K, 0)
+VKERNEL(vnni_iq4_nl, K_IQ4_NL, 0)
+VKERNEL(vnni_iq4_xs, K_IQ4_XS, 0)
 typedef void (*vnni_fn)(int, int, const uint8_t *const *, int64_t, size_t, const uint8_t *, size_t, float *const *, int64_t,
                         const int *, int);
 #define VNNI6_CASE(N)                                                                    \
@@ -982,14 +1027,17 @@ VKERNEL6(vnni_q2_k, K_Q2_K)
 
 static const tile_fn k_tile[N_KINDS][2] = {{kernel_q8_0, 0}, {kernel_q4_0, 0}, {kernel_q4_1, kernel_q4_1w}, {kernel_u8, kernel_u8w},
                                            {kernel_q4_k, 0}, {kernel_q5_0, 0}, {kernel_q5_1, 0}, {kernel_q6_k, 0},
-                                           {kernel_q5_k, 0}, {kernel_q3_k, 0}, {kernel_q2_k, 0}};
+                                           {kernel_q5_k, 0}, {kernel_q3_k, 0}, {kernel_q2_k, 0},
+                                           {kernel_iq4_nl, 0}, {kernel_iq4_xs, 0}};
 /* (Q6_K, Q3_K and Q2_K have no pair form yet: their halves are K = 16 products of their own) */
 static const tile_fn k_pair[N_KINDS][2] = {{pkernel_q8_0, 0}, {pkernel_q4_0, 0}, {pkernel_q4_1, pkernel_q4_1w}, {pkernel_u8, pkernel_u8w},
                                            {pkernel_q4_k, 0}, {pkernel_q5_0, 0}, {pkernel_q5_1, 0}, {0, 0},
-                                           {pkernel_q5_k, 0}, {0, 0}, {0, 0}};
+                                           {pkernel_q5_k, 0}, {0, 0}, {0, 0},
+                                           {pkernel_iq4_nl, 0}, {pkernel_iq4_xs, 0}};
 static const vnni_fn k_vnni[N_KINDS][2] = {{vnni_q8_0, 0}, {vnni_q4_0, 0}, {vnni_q4_1, vnni_q4_1w}, {vnni_u8, vnni_u8w},
                                            {vnni_q4_k, 0}, {vnni_q5_0, 0}, {vnni_q5_1, 0}, {vnni_q6_k, 0},
-                                           {vnni_q5_k, 0}, {vnni_q3_k, 0}, {vnni_q2_k, 0}};
+                                           {vnni_q5_k, 0}, {vnni_q3_k, 0}, {vnni_q2_k, 0},
+                                           {vnni_iq4_nl, 0}, {vnni_iq4_xs, 0}};
 
 /* beyond this many blocks a panel's split codes do not go on the stack (256 KB); token groups
  * then split them again */
@@ -1045,7 +1093,7 @@ VNNI void mxl_qamx_panels(const mxl_weight *W, int64_t p0, int64_t p1, const uin
     tile_fn kern = k_tile[L.kind][L.wide];
     /* nibble codes are split once per panel when more than one token group reads them (on the
      * stack: worker threads have room for PRE_MAX_BLOCKS x 512 bytes) */
-    const int use_pre = (nib_kind(L.kind) || half_kind(L.kind)) && n_tok > PANEL && nb <= PRE_MAX_BLOCKS;
+    const int use_pre = (split_kind(L.kind) || half_kind(L.kind)) && n_tok > PANEL && nb <= PRE_MAX_BLOCKS;
     uint8_t pre_mem[use_pre ? nb * 512 + 64 : 1];
     uint8_t *pre = use_pre ? (uint8_t *)(((uintptr_t)pre_mem + 63) & ~(uintptr_t)63) : NULL;
     if (abuf) {

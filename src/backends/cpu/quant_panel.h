@@ -22,8 +22,8 @@
  * unsigned nibbles, d and m; K_U8 unsigned 8-bit codes, d and m; K_Q4_K unsigned nibbles with
  * Q4_K's scales (d = d_sb * sc_j, m = -dmin_sb * m_j, both exact in f32, formed in the kernel);
  * K_Q5_K: K_Q4_K with the fifth bits of K_Q5_1. */
-enum { K_Q8_0, K_Q4_0, K_Q4_1, K_U8, K_Q4_K, K_Q5_0, K_Q5_1, K_Q6_K, K_Q5_K, K_Q3_K, K_Q2_K };
-#define N_KINDS 11
+enum { K_Q8_0, K_Q4_0, K_Q4_1, K_U8, K_Q4_K, K_Q5_0, K_Q5_1, K_Q6_K, K_Q5_K, K_Q3_K, K_Q2_K, K_IQ4_NL, K_IQ4_XS };
+#define N_KINDS 13
 /* K_Q5_0 / K_Q5_1: Q4_0 / Q4_1's nibbles, then the fifth bits as a 512-bit mask over the 512
  * code bytes (bit i: code byte i gets + 16), then d (and m); m = -16 d for Q5_0. */
 #define HI_PLANE 256 /* offset of the fifth-bit mask in a Q5 block */
@@ -31,6 +31,17 @@ enum { K_Q8_0, K_Q4_0, K_Q4_1, K_U8, K_Q4_K, K_Q5_0, K_Q5_1, K_Q6_K, K_Q5_K, K_Q
 static inline int nib_kind(int kind) {
     return kind == K_Q4_0 || kind == K_Q4_1 || kind == K_Q4_K || kind == K_Q5_0 || kind == K_Q5_1 || kind == K_Q5_K;
 }
+/* K_IQ4_NL / K_IQ4_XS: nibbles (Q4_0's pairing) that index ggml's kvalues_iq4nl: signed codes
+ * with no offset, as Q8_0's once looked up; IQ4_NL's blocks are Q4_0's (nibbles, d), IQ4_XS's
+ * super-block is d[16] (f16) and the 8 blocks' signed scales ls - 32 as sc[8][16] (int8), then
+ * the 8 blocks' nibbles - 2208 bytes per 256 x 16 for the GGUF's 2176 (d_w = d * sc, formed in
+ * the kernel, exact in f32). */
+#define IXSB (160 + 8 * CODES_Q4)
+static inline int lut_kind(int kind) { return kind == K_IQ4_NL || kind == K_IQ4_XS; }
+/* signed codes without an offset term: Q8_0's bytes, the IQ4 kinds' table values */
+static inline int signed_kind(int kind) { return kind == K_Q8_0 || lut_kind(kind); }
+/* kinds whose codes are split from nibbles before the products (nibble kinds, IQ4 kinds) */
+static inline int split_kind(int kind) { return nib_kind(kind) || lut_kind(kind); }
 /* nibble kinds with a fifth-bit mask after each block's nibbles */
 static inline int q5_kind(int kind) { return kind == K_Q5_0 || kind == K_Q5_1 || kind == K_Q5_K; }
 
@@ -105,6 +116,7 @@ __attribute__((target("avx2"), always_inline)) static inline void half_sums(cons
 
 /* codes of 32-element block b of a panel */
 static inline const uint8_t *codes_at(int kind, const uint8_t *pan, int64_t b, size_t bb) {
+    if (kind == K_IQ4_XS) return pan + (size_t)(b >> 3) * IXSB + 160 + (size_t)(b & 7) * CODES_Q4;
     return ksb_kind(kind) ? pan + (size_t)(b >> 3) * ksb_bytes(kind) + KSB_CODES + (size_t)(b & 7) * (kind == K_Q5_K ? Q5_PARAMS : CODES_Q4)
                           : pan + (size_t)b * bb;
 }
@@ -131,6 +143,8 @@ static inline bool layout_of(const mxl_weight *W, layout *L) {
         case MXL_DTYPE_Q5_K: *L = (layout){K_Q5_K, 0, Q5_PARAMS, Q5KSB / 8}; return true; /* bb: per 32 */
         case MXL_DTYPE_Q3_K: *L = (layout){K_Q3_K, 0, 0, Q3_SB / 8}; return true;       /* bb: per 32 */
         case MXL_DTYPE_Q2_K: *L = (layout){K_Q2_K, 0, 0, Q2_SB / 8}; return true;       /* bb: per 32 */
+        case MXL_DTYPE_IQ4_NL: *L = (layout){K_IQ4_NL, 0, CODES_Q4, CODES_Q4 + 32}; return true;
+        case MXL_DTYPE_IQ4_XS: *L = (layout){K_IQ4_XS, 0, 0, IXSB / 8}; return true;   /* bb: per 32 */
         default: return false;
         }
     }

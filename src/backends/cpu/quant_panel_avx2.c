@@ -178,9 +178,18 @@ AVX2 static inline void scales8(const layout *L, const uint8_t *pan, int64_t b, 
         *mw = _mm256_xor_ps(m, _mm256_set1_ps(-0.0f));
         return;
     }
+    if (L->kind == K_IQ4_XS) {
+        const uint8_t *sb = pan + (size_t)(b >> 3) * IXSB;
+        int64_t s8;
+        memcpy(&s8, sb + 32 + 16 * (b & 7) + 8 * h, 8);
+        *dw = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sb + 16 * h))),
+                            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(s8))));
+        *mw = _mm256_setzero_ps();
+        return;
+    }
     const uint8_t *p = pan + (size_t)b * L->bb + L->codes;
     *dw = L->wide ? _mm256_loadu_ps((const float *)(p + 32 * h)) : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * h)));
-    *mw = L->kind == K_Q8_0   ? _mm256_setzero_ps()
+    *mw = signed_kind(L->kind) ? _mm256_setzero_ps()
           : L->kind == K_Q4_0 ? _mm256_mul_ps(*dw, _mm256_set1_ps(-8.0f))
           : L->kind == K_Q5_0 ? _mm256_mul_ps(*dw, _mm256_set1_ps(-16.0f))
           : L->wide           ? _mm256_loadu_ps((const float *)(p + 64 + 32 * h))
@@ -415,6 +424,15 @@ AVX2 __attribute__((always_inline)) static inline void group_body(int kind, cons
         if (nib && nt > 1) /* split once for the group */
             for (int kk = 0; kk < 8; kk++)
                 for (int h = 0; h < 2; h++) _mm256_store_si256((__m256i *)(pre + 64 * kk + 32 * h), nib_codes(c, q5, kk, h));
+        if (lut_kind(kind)) { /* the table's signed values, then Q8_0's products */
+            const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mxl_kvalues_iq4nl));
+            for (int kk = 0; kk < 8; kk++)
+                for (int h = 0; h < 2; h++)
+                    _mm256_store_si256((__m256i *)(pre + 64 * kk + 32 * h), _mm256_shuffle_epi8(tab, nib_codes(c, 0, kk, h)));
+            if (nt == 1) block_token(K_Q8_0, pre, (const mxl_block_q8a2 *)act + b, dw, mw, acc[0]);
+            else w8_group(K_Q8_0, pre, act, as, b, nt, dw, mw, acc);
+            continue;
+        }
         /* one token: no token loop, so the compiler does not hoist (and spill) the block's code
          * loads out of one */
         if (nt == 1) block_token(kind, c, (const mxl_block_q8a2 *)act + b, dw, mw, acc[0]);
@@ -431,6 +449,7 @@ AVX2 static void panel_group(const layout *L, const uint8_t *pan, int64_t nb, in
     switch (L->kind) {
         GROUP_CASE(K_Q8_0) GROUP_CASE(K_Q4_0) GROUP_CASE(K_Q4_1) GROUP_CASE(K_U8) GROUP_CASE(K_Q4_K) GROUP_CASE(K_Q5_0)
         GROUP_CASE(K_Q5_1) GROUP_CASE(K_Q6_K) GROUP_CASE(K_Q5_K) GROUP_CASE(K_Q3_K) GROUP_CASE(K_Q2_K)
+        GROUP_CASE(K_IQ4_NL) GROUP_CASE(K_IQ4_XS)
     default: MXL_ASSERT(0 && "not a panel kind");
     }
 }

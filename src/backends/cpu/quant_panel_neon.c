@@ -75,6 +75,10 @@ static int block_codes(const layout *L, const uint8_t *pan, int64_t b, int8_t *o
             lo = vorrq_u8(lo, mask_bytes(c + HI_PLANE + i / 8, 16));
             hi = vorrq_u8(hi, mask_bytes(c + HI_PLANE + (CODES_Q4 + i) / 8, 16));
         }
+        if (lut_kind(L->kind)) { /* the IQ4 table's signed values */
+            const uint8x16_t tab = vreinterpretq_u8_s8(vld1q_s8(mxl_kvalues_iq4nl));
+            lo = vqtbl1q_u8(tab, lo), hi = vqtbl1q_u8(tab, hi);
+        }
         vst1q_s8(out + i, vreinterpretq_s8_u8(lo));
         vst1q_s8(out + CODES_Q4 + i, vreinterpretq_s8_u8(hi));
     }
@@ -103,8 +107,17 @@ static inline void byte_params(const uint8_t *p, int sgn, float32x4_t *v) {
     }
 }
 
-/* Block b's d_w and m_w of the 16 rows, as panel_scales forms them (not Q6_K) */
+/* Block b's d_w and m_w of the 16 rows, as panel_scales forms them (not the half kinds; none for
+ * the signed kinds) */
 static void block_scales(const layout *L, const uint8_t *pan, int64_t b, float32x4_t *dw, float32x4_t *mw) {
+    if (L->kind == K_IQ4_XS) {
+        const uint8_t *sb = pan + (size_t)(b >> 3) * IXSB;
+        float32x4_t d[4], sc[4];
+        load_params(sb, 0, d);
+        byte_params(sb + 32 + 16 * (b & 7), 1, sc);
+        for (int q = 0; q < 4; q++) dw[q] = vmulq_f32(d[q], sc[q]);
+        return;
+    }
     if (ksb_kind(L->kind)) {
         const uint8_t *sp = ksb_params(L->kind, pan, b);
         const int j = (int)(b & 7);
@@ -121,7 +134,7 @@ static void block_scales(const layout *L, const uint8_t *pan, int64_t b, float32
     }
     const uint8_t *blk = pan + (size_t)b * L->bb;
     load_params(blk + L->codes, L->wide, dw);
-    if (L->kind == K_Q8_0) return;
+    if (signed_kind(L->kind)) return;
     if (L->kind == K_Q4_0 || L->kind == K_Q5_0) {
         for (int q = 0; q < 4; q++) mw[q] = vmulq_n_f32(dw[q], L->kind == K_Q4_0 ? -8.0f : -16.0f);
         return;
@@ -237,7 +250,7 @@ void mxl_qamx_panels_neon(const mxl_weight *W, int64_t p0, int64_t p1, const uin
                         int32x4_t Dq = vaddq_s32(vshlq_n_s32(d1, 8), d2); /* 256 dot1 + dot2 (mod 2^32: exact) */
                         if (off) Dq = vaddq_s32(Dq, vdupq_n_s32(off * x->sum));
                         float32x4_t v = vfmaq_f32(vld1q_f32(a + 4 * q), vcvtq_f32_s32(Dq), vmulq_n_f32(dw[q], x->d2));
-                        if (L.kind != K_Q8_0) v = vfmaq_n_f32(v, mw[q], x->s);
+                        if (!signed_kind(L.kind)) v = vfmaq_n_f32(v, mw[q], x->s);
                         vst1q_f32(a + 4 * q, v);
                     }
                 }
