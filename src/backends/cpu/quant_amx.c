@@ -376,7 +376,7 @@ void mxl_qamx_panels_ref(const mxl_weight *W, int64_t p0, int64_t p1, const uint
                 const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * act_stride);
                 float acc = 0.0f;
                 for (int64_t b = 0; b < nb; b++) {
-                    if (half_kind(L.kind)) { /* per activation term and half: d * sc_h * d_x (d2_x) */
+                    if (half_kind(L.kind)) { /* per half: (256 dot1 + dot2) x d * sc_h * d2_x */
                         const uint8_t *blk = half_block(L.kind, pan, b);
                         const float d = half_d(L.kind, pan, b, n, 0);
                         const float dh[2] = {d * (float)half_scale(L.kind, blk, 0, n), d * (float)half_scale(L.kind, blk, 1, n)};
@@ -386,23 +386,15 @@ void mxl_qamx_panels_ref(const mxl_weight *W, int64_t p0, int64_t p1, const uint
                             c[0][k / 16] += q * x[b].qs[k];
                             c[1][k / 16] += q * x[b].qs2[k];
                         }
-                        for (int term = 0; term < 2; term++) {
-                            const float dx = term ? x[b].d2 : x[b].d;
-                            for (int h = 0; h < 2; h++) {
-                                const float sc = dh[h] * dx;
-                                acc = fmaf((float)c[term][h], sc, acc);
-                            }
-                        }
-                        if (L.kind == K_Q2_K) { /* then the mins: -(dmin * m_h) * d_x (d2_x) x the half's sum */
+                        /* the terms folded, 256 dot1 + dot2 (|.| < 2^24: exact in f32) */
+                        for (int h = 0; h < 2; h++) acc = fmaf((float)(256 * c[0][h] + c[1][h]), dh[h] * x[b].d2, acc);
+                        if (L.kind == K_Q2_K) { /* then the mins: -(dmin * m_h) * d2_x x the half's folded sum */
                             const float dmin = half_d(L.kind, pan, b, n, 1);
                             const float mh[2] = {-(dmin * (float)half_min(blk, 0, n)), -(dmin * (float)half_min(blk, 1, n))};
                             int32_t sx[2][2];
                             half_sums_ref(x[b].qs, sx[0]);
                             half_sums_ref(x[b].qs2, sx[1]);
-                            for (int term = 0; term < 2; term++) {
-                                const float dx = term ? x[b].d2 : x[b].d;
-                                for (int h = 0; h < 2; h++) acc = fmaf((float)sx[term][h], mh[h] * dx, acc);
-                            }
+                            for (int h = 0; h < 2; h++) acc = fmaf((float)(256 * sx[0][h] + sx[1][h]), mh[h] * x[b].d2, acc);
                         }
                         continue;
                     }
@@ -790,8 +782,9 @@ VNNI static inline void half_split(int kind, const uint8_t *blk, uint8_t *codes)
     for (int j = 0; j < 8; j++)
         _mm512_store_si512((void *)(codes + 64 * j), _mm512_sub_epi8(half_row(kind, blk, j), _mm512_set1_epi8((char)half_off(kind))));
 }
-/* acc[t] += the two halves' dots (c[term][half], [NT][16] int32) x d * sc_h * d_x (d2_x); Q2_K
- * then its mins, -(dmin * m_h) * d_x (d2_x) x the half's activation sum (the reference's order) */
+/* acc[t] += the two halves' dots (c[term][half], [NT][16] int32), the terms folded (256 dot1 +
+ * dot2, exact in f32), x d * sc_h * d2_x; Q2_K then its mins, -(dmin * m_h) * d2_x x the half's
+ * folded activation sum (the reference's order) */
 VNNI __attribute__((always_inline)) static inline void post_q6(int kind, int NT, int32_t (*c)[2][4 * 16 * 4], const uint8_t *pan,
                                                               const uint8_t *act, size_t as, int64_t b, __m512 *acc) {
     const uint8_t *blk = half_block(kind, pan, b), *sbp = pan + (size_t)(b >> 3) * half_sb(kind);
@@ -815,22 +808,19 @@ VNNI __attribute__((always_inline)) static inline void post_q6(int kind, int NT,
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) {
         const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * as) + b;
-#pragma GCC unroll 2
-        for (int term = 0; term < 2; term++) {
-            const __m512 dx = _mm512_set1_ps(term ? x->d2 : x->d);
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c[term][0] + 16 * t))), _mm512_mul_ps(d0, dx), acc[t]);
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c[term][1] + 16 * t))), _mm512_mul_ps(d1, dx), acc[t]);
-        }
+        const __m512 d2 = _mm512_set1_ps(x->d2);
+        const __m512i D0 = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512((const void *)(c[0][0] + 16 * t)), 8),
+                                            _mm512_load_si512((const void *)(c[1][0] + 16 * t)));
+        const __m512i D1 = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512((const void *)(c[0][1] + 16 * t)), 8),
+                                            _mm512_load_si512((const void *)(c[1][1] + 16 * t)));
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(D0), _mm512_mul_ps(d0, d2), acc[t]);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(D1), _mm512_mul_ps(d1, d2), acc[t]);
         if (kind == K_Q2_K) {
             int32_t sx[2][2];
             half_sums(x->qs, sx[0]);
             half_sums(x->qs2, sx[1]);
-#pragma GCC unroll 2
-            for (int term = 0; term < 2; term++) {
-                const __m512 dx = _mm512_set1_ps(term ? x->d2 : x->d);
-                acc[t] = _mm512_fmadd_ps(_mm512_set1_ps((float)sx[term][0]), _mm512_mul_ps(m0, dx), acc[t]);
-                acc[t] = _mm512_fmadd_ps(_mm512_set1_ps((float)sx[term][1]), _mm512_mul_ps(m1, dx), acc[t]);
-            }
+            acc[t] = _mm512_fmadd_ps(_mm512_set1_ps((float)(256 * sx[0][0] + sx[1][0])), _mm512_mul_ps(m0, d2), acc[t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_set1_ps((float)(256 * sx[0][1] + sx[1][1])), _mm512_mul_ps(m1, d2), acc[t]);
         }
     }
 }

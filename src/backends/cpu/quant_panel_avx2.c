@@ -13,7 +13,7 @@
  *     terms folded into one int16 v = 256 q + q2 (|v| <= 127 * 256, quant_gguf.h): one
  *     VPMADDWD per 4 rows and 2 columns;
  * then the float steps of scale_block / post_q6 on two vectors of 8 rows: acc += cvt(D) *
- * (d_w * d2_x) (+ m_w * s_x). Several tokens (a decode batch) go through a block's code vectors
+ * (d_w * d2_x) (+ m_w * s_x; the half kinds per half, Q2_K's mins after). Several tokens (a decode batch) go through a block's code vectors
  * four at a time (nib_tokens, w8_tokens), each code vector loaded once for the four. On a Zen 3
  * a VPMADDUBSW and the VPADDW that sums it issue about once a cycle together, so a nibble block
  * (16 rows x 32 columns) costs at least 32 cycles per token with two terms; these kernels take
@@ -400,17 +400,13 @@ AVX2 __attribute__((always_inline)) static inline void group_body(int kind, cons
                     for (int hh = 0; hh < 2; hh++) q6_dots8(kind, nt > 1 ? pre : NULL, blk, x, g, hh, sums, &c[0][hh][g], &c[1][hh][g]);
                 for (int g = 0; g < 2; g++) {
                     __m256 a = _mm256_load_ps(acc[t] + 8 * g);
-                    for (int term = 0; term < 2; term++) {
-                        const __m256 dx = _mm256_set1_ps(term ? x->d2 : x->d);
-                        for (int hh = 0; hh < 2; hh++)
-                            a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c[term][hh][g]), _mm256_mul_ps(dh[hh][g], dx), a);
-                    }
+                    const __m256 d2 = _mm256_set1_ps(x->d2);
+                    for (int hh = 0; hh < 2; hh++) /* the terms folded: 256 dot1 + dot2 */
+                        a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_slli_epi32(c[0][hh][g], 8), c[1][hh][g])),
+                                            _mm256_mul_ps(dh[hh][g], d2), a);
                     if (kind == K_Q2_K) /* then the mins, as the reference */
-                        for (int term = 0; term < 2; term++) {
-                            const __m256 dx = _mm256_set1_ps(term ? x->d2 : x->d);
-                            for (int hh = 0; hh < 2; hh++)
-                                a = _mm256_fmadd_ps(_mm256_set1_ps((float)sums[term][hh]), _mm256_mul_ps(mh[hh][g], dx), a);
-                        }
+                        for (int hh = 0; hh < 2; hh++)
+                            a = _mm256_fmadd_ps(_mm256_set1_ps((float)(256 * sums[0][hh] + sums[1][hh])), _mm256_mul_ps(mh[hh][g], d2), a);
                     _mm256_store_ps(acc[t] + 8 * g, a);
                 }
             }

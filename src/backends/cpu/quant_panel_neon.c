@@ -13,7 +13,7 @@
  *      with the dot-product extension, else SMULL + SADALP pairs folded at the end (|product|
  *      <= 2^14); per half (tile rows 0..3, 4..7) for Q6_K and Q3_K's two scales;
  *   3. the reference's float steps on four vectors of 4 rows: acc = fma(cvt(256 dot1 + dot2),
- *      d_w * d2_x, acc) (+ fma(m_w, s_x)), or Q6_K's four terms-by-halves fmas in its order.
+ *      d_w * d2_x, acc) (+ fma(m_w, s_x)), or the half kinds' one per half (then Q2_K's mins).
  * The integer dots are exact and the float steps are the reference's operations in its order
  * (vfmaq is fused as fmaf is), so every (row, token) value equals mxl_qamx_panels_ref's
  * whatever the token count or grouping. */
@@ -227,20 +227,16 @@ void mxl_qamx_panels_neon(const mxl_weight *W, int64_t p0, int64_t p1, const uin
                     int32x4_t D[2][2][4];
                     dots(codes, x, D);
                     float *a = acc[t];
-                    if (half_kind(L.kind)) { /* the reference's order: term 0 halves 0, 1, then term 1 */
+                    if (half_kind(L.kind)) { /* the reference's order: halves 0, 1 (terms folded), then Q2_K's mins */
+                        int32_t sx[2][2];
+                        if (L.kind == K_Q2_K) half_sums_ref(x->qs, sx[0]), half_sums_ref(x->qs2, sx[1]);
                         for (int q = 0; q < 4; q++) {
                             float32x4_t v = vld1q_f32(a + 4 * q);
-                            for (int term = 0; term < 2; term++) {
-                                const float dx = term ? x->d2 : x->d;
-                                for (int h = 0; h < 2; h++) v = vfmaq_f32(v, vcvtq_f32_s32(D[term][h][q]), vmulq_n_f32(dh[h][q], dx));
-                            }
-                            if (L.kind == K_Q2_K) /* then the mins, as the reference */
-                                for (int term = 0; term < 2; term++) {
-                                    const float dx = term ? x->d2 : x->d;
-                                    int32_t sx[2];
-                                    half_sums_ref(term ? x->qs2 : x->qs, sx);
-                                    for (int h = 0; h < 2; h++) v = vfmaq_f32(v, vdupq_n_f32((float)sx[h]), vmulq_n_f32(mh[h][q], dx));
-                                }
+                            for (int h = 0; h < 2; h++)
+                                v = vfmaq_f32(v, vcvtq_f32_s32(vaddq_s32(vshlq_n_s32(D[0][h][q], 8), D[1][h][q])), vmulq_n_f32(dh[h][q], x->d2));
+                            if (L.kind == K_Q2_K)
+                                for (int h = 0; h < 2; h++)
+                                    v = vfmaq_f32(v, vdupq_n_f32((float)(256 * sx[0][h] + sx[1][h])), vmulq_n_f32(mh[h][q], x->d2));
                             vst1q_f32(a + 4 * q, v);
                         }
                         continue;
