@@ -895,7 +895,7 @@ VNNI __attribute__((always_inline)) static inline void panel_vnni_q6(int kind, i
                             sx = _mm512_dpbusd_epi32(sx, ones, x);
                         }
                         _mm512_store_si512((void *)(cb[q][term][h] + 16 * t),
-                                           kind == K_Q2_K ? d : _mm512_sub_epi32(d, _mm512_slli_epi32(sx, kind == K_Q3_K ? 2 : 5)));
+                                           half_off(kind) ? _mm512_sub_epi32(d, _mm512_slli_epi32(sx, __builtin_ctz((unsigned)half_off(kind)))) : d);
                     }
                 }
             post_q6(kind, NT, cb[q], pans[q], act, as, b, acc[q]);
