@@ -92,8 +92,6 @@ static const arch_map k_arch_map[] = {
     {"dots1", "dots1"},
     {"bailingmoe", "bailing_moe"},
     {"afmoe", "afmoe"},
-    {"mellum", "mellum"},
-    {"laguna", "laguna"},
     {"arcee", "arcee"},
     {"apertus", "apertus"},
     {"seed_oss", "seed_oss"},

@@ -91,12 +91,56 @@ static mxl_status cohere2_setup(mxl_family_ctx *c) {
  * softmaxed (the renormalised top k of a softmax), num_shared_experts shared experts of
  * intermediate_size each, combined by "sum" or "average" ((routed + shared) / 2); the dense
  * layers (mlp_layer_types, else first_k_dense_replace) have prefix_dense_intermediate_size and,
- * with prefix_dense_sliding_window_pattern 1, rotate although full. */
+ * with prefix_dense_sliding_window_pattern 1, rotate although full.
+ * GGUF (llama.cpp cohere2moe): Command R7B's GGUF block (LayerNorm, or RMSNorm when
+ * attention.layer_norm_rms_epsilon is there), the output tensor when the file has one, the router
+ * by expert_gating_func (softmax, or sigmoid - also when the key is absent, as llama.cpp) with
+ * expert_weights_norm / _scale, shared experts always averaged with the routed ones; sliding layers
+ * from attention.sliding_window_pattern (else every 4th full from layer 0 on) rotate at
+ * rope.freq_base_swa, the
+ * full ones are NoPE except the leading_dense_block_count dense layers; appended MTP blocks are
+ * not run. */
+static mxl_status cohere2_moe_gguf(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    mxl_status st;
+    double rms_eps, gating, scale, swa_base;
+    char key[192];
+    if ((st = mxl_family_gguf_drop_nextn(c)) || (st = cohere_gguf(c)) || (st = mxl_family_gguf_moe(c, false)) || (st = mxl_family_gguf_bool(c, "expert_weights_norm", false, &hp->moe_norm_topk)) ||
+        (st = mxl_family_gguf_number(c, "expert_gating_func", 0, &gating)) || (st = mxl_family_gguf_number(c, "expert_weights_scale", 0, &scale)) ||
+        (st = mxl_family_gguf_number(c, "attention.layer_norm_rms_epsilon", NAN, &rms_eps)) ||
+        (st = mxl_family_gguf_number(c, "rope.freq_base_swa", hp->rope.theta, &swa_base)))
+        return st;
+    c->names->lm_head = "output"; /* (llama.cpp reads it when the file has it, else ties) */
+    if (!isnan(rms_eps)) {
+        hp->norm = MXL_NORM_RMS;
+        hp->norm_no_bias = false;
+        hp->norm_eps = (float)rms_eps;
+    }
+    /* llama_expert_gating_func_type: 1 softmax, 2 sigmoid; none written means sigmoid */
+    if (gating != 0 && gating != 1 && gating != 2)
+        return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: metadata key '%s' = %g is not supported (softmax or sigmoid)", c->ck->path,
+                             mxl_family_gguf_key(c, "expert_gating_func", key, sizeof key), gating);
+    if (gating != 1) hp->moe_router = MXL_MOE_SIGMOID;
+    hp->moe_routed_scale = (float)(scale != 0 ? scale : 1.0);
+    if (hp->shared_ffn > 0) { /* (routed + shared) / 2 */
+        hp->moe_routed_scale *= 0.5f;
+        hp->moe_shared_scale = 0.5f;
+    }
+    hp->rope_local.theta = swa_base;
+    if (c->cfg->sliding_window > 0) {
+        if ((st = mxl_family_gguf_sliding_dense_first(c, 4, c->cfg->sliding_window)) || (st = mxl_family_nope_full_layers(c))) return st;
+        if (hp->layer_no_rope && hp->layer_is_moe) /* the leading dense layers rotate although full */
+            for (int64_t i = 0; i < hp->n_layers; i++)
+                if (!hp->layer_is_moe[i]) ((uint8_t *)hp->layer_no_rope)[i] = 0;
+    }
+    return MXL_OK;
+}
+
 static mxl_status cohere2_moe_setup(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_decoder_names *nm = c->names;
     mxl_status st;
-    if (c->gguf) return mxl_error_set(c->err, MXL_ERR_INTERNAL, "%s: no GGUF path for cohere2_moe", c->ck->path);
+    if (c->gguf) return cohere2_moe_gguf(c);
     if ((st = cohere_setup(c))) return st;
     if (!isnan(c->cfg->rms_norm_eps) && json_is_number(json_object_get(c->raw, "rms_norm_eps"))) {
         hp->norm = MXL_NORM_RMS;
@@ -145,5 +189,5 @@ const mxl_decoder_family mxl_family_cohere2 = {
 
 const mxl_decoder_family mxl_family_cohere2_moe = {
     .model_type = "cohere2_moe", .registry_id = "cohere2_moe", .hf_class = "Cohere2MoeForCausalLM", .names = &k_names,
-    .setup = cohere2_moe_setup,
+    .setup = cohere2_moe_setup, .gguf_arch = "cohere2moe", .convert_check = mxl_family_gguf_not_converted,
 };

@@ -52,6 +52,23 @@ mxl_status mxl_family_gguf_drop_nextn(mxl_family_ctx *c) {
     return MXL_OK;
 }
 
+mxl_status mxl_family_gguf_sliding_dense_first(mxl_family_ctx *c, int64_t pattern, int64_t window) {
+    char key[192];
+    const mxl_gguf_kv *kv = mxl_gguf_find(c->ck->gguf, mxl_family_gguf_key(c, "attention.sliding_window_pattern", key, sizeof key));
+    if (kv && kv->value.type == MXL_GGUF_TYPE_ARRAY) return mxl_family_sliding_pattern(c, pattern, window); /* (config_gguf.c's flags) */
+    double p;
+    mxl_status st = mxl_family_gguf_number(c, "attention.sliding_window_pattern", (double)pattern, &p);
+    if (st) return st;
+    if (!(p >= 0 && p <= 65536) || p != floor(p))
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: metadata key '%s' = %g is not a layer count", c->ck->path, key, p);
+    uint8_t *f = mxl_family_layer_flags(c);
+    if (!f) return MXL_ERR_NOMEM;
+    for (int64_t i = 0; i < c->hp->n_layers; i++) f[i] = p == 0 || i % (int64_t)p != 0;
+    c->hp->layer_is_sliding = f;
+    c->hp->sliding_window = window > 0 ? window : 0;
+    return MXL_OK;
+}
+
 mxl_status mxl_family_gguf_not_converted(const mxl_checkpoint *ck, mxl_error *err) {
     char arch[64] = "this";
     const mxl_gguf_kv *a = ck->gguf ? mxl_gguf_find(ck->gguf, "general.architecture") : NULL;

@@ -48,6 +48,12 @@ mxl_status mxl_family_gguf_rope_scaling(mxl_family_ctx *c);
  * model's layers (ARCH.nextn_predict_layers: GLM-4 MoE, GLM-4.7-Flash, EXAONE MoE): not run. */
 mxl_status mxl_family_gguf_drop_nextn(mxl_family_ctx *c);
 
+/* Sliding layers as llama.cpp's load_swa_pattern(ml, pattern, dense_first = true) reads them
+ * (Laguna, Command MoE): the flags of attention.sliding_window_pattern when it is an array (one
+ * per layer, true = sliding), else every N-th layer from layer 0 on full (N: its integer value, else
+ * `pattern`; 0: every layer sliding), the others sliding with `window`. */
+mxl_status mxl_family_gguf_sliding_dense_first(mxl_family_ctx *c, int64_t pattern, int64_t window);
+
 /* A convert_check for GGUF architectures that run but are not converted back to a transformers
  * directory yet: refuses by the architecture's name. */
 mxl_status mxl_family_gguf_not_converted(const mxl_checkpoint *ck, mxl_error *err);

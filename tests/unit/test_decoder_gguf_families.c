@@ -490,7 +490,7 @@ static void remove_converted(const char *dir) {
 static bool not_converted(const char *family) {
     static const char *const k[] = {"phi", "gpt_bigcode", "gpt_neox", "seed_oss", "ernie4_5", "exaone4", "nemotron", "olmo", "cohere", "cohere2",
                                     "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "granitemoe", "dots1", "ernie4_5_moe", "glm4_moe",
-                                    "deepseek_v2", "deepseek_v3", "llama4_text", "gpt_oss", "dbrx", "exaone_moe", "afmoe",
+                                    "deepseek_v2", "deepseek_v3", "llama4_text", "gpt_oss", "dbrx", "exaone_moe", "afmoe", "mellum", "cohere2_moe", "laguna",
                                     "lfm2", "mamba", "falcon_mamba", "mamba2", "qwen3_next", "qwen3_5", "qwen3_5_moe", "lfm2_moe", "granitemoehybrid",
                                     "granitemoehybrid_dense", "nemotron_h_dense", "nemotron_h_moe", "jamba", "falcon_h1", "kimi_linear", "minimax", "solar_open", "minicpm", "exaone", "minicpm3", "ministral3",
                                     "gemma4_text", "gemma4_text_moe", "gemma3n_text", "olmo3"};
