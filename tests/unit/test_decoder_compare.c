@@ -98,6 +98,50 @@ bool mxl_test_decoder_compare(const mxl_decoder *d, json_t *c, json_t *tokens, b
     return ok;
 }
 
+static int argmax_of(const float *x, int64_t n) {
+    int64_t b = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return (int)b;
+}
+
+bool mxl_test_decoder_decode_steps(const mxl_decoder *d, json_t *rec, bool reference, double tol, const mxl_decoder_kv_opts *kv,
+                                   mxl_threadpool *pool, mxl_test_logit_result *r) {
+    enum { PROMPT = 40, STEPS = 16 };
+    const int64_t V = d->hp.vocab;
+    json_t *prompt = json_object_get(rec, "prompt"), *gen = json_object_get(rec, "generated");
+    json_t *logits = json_object_get(rec, "logits"), *margin = json_object_get(rec, "margin");
+    *r = (mxl_test_logit_result){0};
+    if (json_array_size(prompt) != PROMPT || json_array_size(gen) != STEPS || json_array_size(logits) != STEPS ||
+        json_array_size(margin) != STEPS) {
+        fprintf(stderr, "  malformed decode record\n");
+        return false;
+    }
+    int32_t ids[PROMPT + STEPS];
+    for (size_t i = 0; i < PROMPT; i++) ids[i] = (int32_t)json_integer_value(json_array_get(prompt, i));
+    for (size_t i = 0; i < STEPS; i++) ids[PROMPT + i] = (int32_t)json_integer_value(json_array_get(gen, i));
+    mxl_decoder_state *s = NULL;
+    mxl_error err;
+    float *lg = mxl_malloc((size_t)V * sizeof(float));
+    bool ok = lg && mxl_decoder_state_create_ex(d, 64, 7, pool, kv, &s, &err) == MXL_OK;
+    if (ok) {
+        mxl_decoder_state_set_reference(s, reference);
+        ok = mxl_decoder_forward(d, s, ids, PROMPT, lg, &err) == MXL_OK; /* in chunks of 7 */
+    }
+    for (int step = 0; ok && step < STEPS; step++) {
+        take(r, row_diff(json_array_get(logits, (size_t)step), lg, V));
+        if (json_number_value(json_array_get(margin, (size_t)step)) > 2 * tol) {
+            r->argmax_checked++;
+            r->argmax_bad += argmax_of(lg, V) != ids[PROMPT + step];
+        }
+        if (step + 1 < STEPS) ok = mxl_decoder_forward(d, s, ids + PROMPT + step, 1, lg, &err) == MXL_OK;
+    }
+    if (!ok) fprintf(stderr, "  %s\n", lg ? err.msg : "out of memory");
+    mxl_decoder_state_destroy(s);
+    mxl_free(lg);
+    return ok;
+}
+
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 json_t *mxl_test_decoder_cases(void) {

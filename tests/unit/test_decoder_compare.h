@@ -56,6 +56,16 @@ typedef struct mxl_test_logit_result {
 bool mxl_test_decoder_compare(const mxl_decoder *d, json_t *c, json_t *tokens, bool reference, double tie_margin,
                               mxl_threadpool *pool, mxl_test_logit_result *r);
 
+/* A case's "decode" record (gen_decoder_fixtures.py record_decode: a 40-token prompt, the 16
+ * tokens transformers' cached greedy generate() picks after it and the logits before each): the
+ * prompt prefilled in chunks of 7, then 16 decode steps feeding transformers' tokens; every step's
+ * logits against the recorded ones (max_diff) and the greedy pick where the recorded margin
+ * exceeds 2 * tol (argmax_checked / argmax_bad); the cache in the types of kv (NULL: the path's
+ * own, f32 on the reference path and f16 on the fast one). False when a call failed or the record
+ * is malformed. */
+bool mxl_test_decoder_decode_steps(const mxl_decoder *d, json_t *rec, bool reference, double tol, const mxl_decoder_kv_opts *kv,
+                                   mxl_threadpool *pool, mxl_test_logit_result *r);
+
 /* Every case of tests/fixtures/decoders/<case>/case.json (one per fixture directory, written by
  * gen_decoder_fixtures.py, so a new family's fixture is files of its own), in name order, as one
  * {"tokens", "cases"} document (json_decref it); NULL, saying why, when a case is unreadable or

@@ -30,54 +30,19 @@ static const char *fixture_dir(const char *name) {
     return path;
 }
 
-static int argmax(const float *x, int64_t n) {
-    int64_t b = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return (int)b;
-}
-
 static bool same_bits(const float *a, const float *b, int64_t n) { return memcmp(a, b, (size_t)n * sizeof(float)) == 0; }
 
-/* The decode record against one path. */
+/* The decode record against one path (test_decoder_compare.h). */
 static void check_decode(const char *name, const mxl_decoder *d, json_t *rec, bool reference, mxl_threadpool *pool,
                          int *mxl_test_failed_) {
-    const int64_t V = d->hp.vocab;
-    json_t *prompt = json_object_get(rec, "prompt"), *gen = json_object_get(rec, "generated");
-    json_t *logits = json_object_get(rec, "logits"), *margin = json_object_get(rec, "margin");
-    REQUIRE(json_array_size(prompt) == 40 && json_array_size(gen) == 16 && json_array_size(logits) == 16);
-    int32_t ids[56];
-    for (size_t i = 0; i < 40; i++) ids[i] = (int32_t)json_integer_value(json_array_get(prompt, i));
-    for (size_t i = 0; i < 16; i++) ids[40 + i] = (int32_t)json_integer_value(json_array_get(gen, i));
-    mxl_decoder_state *s = NULL;
-    mxl_error err;
-    REQUIRE(mxl_decoder_state_create(d, 64, 7, pool, &s, &err) == MXL_OK);
-    mxl_decoder_state_set_reference(s, reference);
-    float *lg = mxl_malloc((size_t)V * sizeof(float));
-    REQUIRE(lg);
-    CHECK_EQ_INT(mxl_decoder_forward(d, s, ids, 40, lg, &err), MXL_OK); /* in chunks of 7 */
     const double tol = reference ? MXL_TEST_DEC_REF_TOL : MXL_TEST_DEC_FAST_DENSE_TOL;
-    double worst = 0;
-    int checked = 0, bad = 0;
-    for (int step = 0; step < 16; step++) {
-        json_t *row = json_array_get(logits, (size_t)step);
-        for (int64_t v = 0; v < V; v++) {
-            double e = fabs((double)lg[v] - json_number_value(json_array_get(row, (size_t)v)));
-            if (!(e <= worst)) worst = e; /* (NaN sticks) */
-        }
-        if (json_number_value(json_array_get(margin, (size_t)step)) > 2 * tol) {
-            checked++;
-            bad += argmax(lg, V) != ids[40 + step];
-        }
-        if (step < 15) CHECK_EQ_INT(mxl_decoder_forward(d, s, ids + 40 + step, 1, lg, &err), MXL_OK);
-    }
+    mxl_test_logit_result r;
+    CHECK(mxl_test_decoder_decode_steps(d, rec, reference, tol, NULL, pool, &r));
     fprintf(stderr, "  %-14s %s 40 + 16 steps: max |diff| %.2e, greedy %d/%d\n", name, reference ? "[reference]" : "[fast]     ",
-            worst, checked - bad, checked);
-    CHECK(worst <= tol);
-    CHECK_EQ_INT(bad, 0);
-    CHECK(checked >= 8);
-    mxl_free(lg);
-    mxl_decoder_state_destroy(s);
+            r.max_diff, r.argmax_checked - r.argmax_bad, r.argmax_checked);
+    CHECK(r.max_diff <= tol);
+    CHECK_EQ_INT(r.argmax_bad, 0);
+    CHECK(r.argmax_checked >= 8);
 }
 
 TEST(decoder_recurrent_decode_steps_match_transformers) {
