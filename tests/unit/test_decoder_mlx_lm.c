@@ -1,6 +1,7 @@
 /* test_decoder_mlx_lm.c - every decoder family from the checkpoints mlx-lm's own `convert` writes
  * (what the mlx-community publishes), against mlx-lm's logits: tests/fixtures/mlx_lm, made by
- * gen_mlx_lm_fixtures.py with mlx_lm.convert (4 and 8 bits, groups of 64, or 32 where a
+ * gen_mlx_lm_fixtures.py with mlx_lm.convert (4 and 8 bits, and 2, 3, 5 and 6 for a few
+ * families; groups of 64, or 32 where a
  * dimension is no multiple of 64, bf16 scales / biases / norms) from the tiny random-weight
  * checkpoints of test_decoder_families.c. Those directories hold mlx-lm's config.json
  * ("quantization" with "mode", granite's per-module 8-bit entries), model.safetensors with the
@@ -35,6 +36,9 @@
 /* Every family mlxcel runs from safetensors (the records of models/families.h) must have a _q4 and
  * a _q8 case (but those of k_no_mlx_lm below): a family added without its mlx-lm fixture fails here. */
 #define N_FAMILIES mxl_decoder_family_count()
+/* and the other widths for a few families (gen_mlx_lm_fixtures.py EXTRA_BITS): llama at 2, 3, 5
+ * and 6 bits, qwen3 at 3 and 6, qwen3_moe at 3 */
+#define N_EXTRA_BITS 7
 #define FAMILY(f) (mxl_decoder_family_at(f)->model_type)
 
 /* Families mlx-lm cannot convert from transformers' layout, each with the reason; their MLX
@@ -164,7 +168,20 @@ static void run_all(bool reference, int *mxl_test_failed_) {
             CHECK_EQ_INT(json_integer_value(json_object_get(c, "bits")), bits);
             check_case(fx, c, FAMILY(f), bits, reference, pool, mxl_test_failed_);
         }
-    CHECK_EQ_INT(json_array_size(json_object_get(fx, "cases")), 2 * (N_FAMILIES - N_NO_MLX_LM));
+    /* the other widths mlx-lm writes (gen_mlx_lm_fixtures.py EXTRA_BITS: 2, 3, 5, 6 bits) */
+    json_t *c;
+    size_t i;
+    int extra = 0;
+    json_array_foreach(json_object_get(fx, "cases"), i, c) {
+        const int bits = (int)json_integer_value(json_object_get(c, "bits"));
+        const char *family = json_string_value(json_object_get(c, "family"));
+        if (bits == 4 || bits == 8 || !family) continue;
+        CHECK(bits == 2 || bits == 3 || bits == 5 || bits == 6);
+        check_case(fx, c, family, bits, reference, pool, mxl_test_failed_);
+        extra++;
+    }
+    CHECK_EQ_INT(extra, N_EXTRA_BITS);
+    CHECK_EQ_INT(json_array_size(json_object_get(fx, "cases")), 2 * (N_FAMILIES - N_NO_MLX_LM) + N_EXTRA_BITS);
     mxl_threadpool_destroy(pool);
     json_decref(fx);
 }

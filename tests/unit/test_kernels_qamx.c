@@ -229,8 +229,9 @@ TEST(kernels_qamx_gguf_mlx_layout_accuracy_invariance) {
                              pool) == 0);
     static const int gs_list[] = {32, 64, 128};
     static const mxl_dtype dts[] = {MXL_DTYPE_F16, MXL_DTYPE_BF16, MXL_DTYPE_F32};
-    for (int bits = 4; bits <= 8; bits += 4)
-        for (int g = 0; g < 3; g++)
+    static const int bits_list[] = {2, 3, 4, 5, 6, 8};
+    for (size_t bi = 0; bi < sizeof bits_list / sizeof bits_list[0]; bi++)
+        for (int g = 0, bits = bits_list[bi]; g < 3; g++)
             for (int d = 0; d < 3; d++) {
                 const int64_t *shape = k_shapes[(g + d) % 3];
                 int64_t cols = (shape[1] + 127) / 128 * 128; /* whole groups of 128 */

@@ -148,10 +148,13 @@ static inline bool layout_of(const mxl_weight *W, layout *L) {
         default: return false;
         }
     }
-    if (W->kind != MXL_W_MLX || (W->mlx.bits != 4 && W->mlx.bits != 8) || W->mlx.group_size % 32) return false;
-    L->kind = W->mlx.bits == 4 ? K_Q4_1 : K_U8;
+    /* MLX affine: codes of up to 4 bits (2, 3, 4) as Q4_1's nibbles, wider ones (5, 6, 8) as
+     * bytes, each block with its group's scale and bias */
+    const int bits = W->kind == MXL_W_MLX ? W->mlx.bits : 0;
+    if (!(bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8) || W->mlx.group_size % 32) return false;
+    L->kind = bits <= 4 ? K_Q4_1 : K_U8;
     L->wide = W->mlx.scale_dtype != MXL_DTYPE_F16;
-    L->codes = W->mlx.bits == 4 ? CODES_Q4 : CODES_Q8;
+    L->codes = bits <= 4 ? CODES_Q4 : CODES_Q8;
     L->bb = L->codes + (L->wide ? 128 : 64);
     return true;
 }
