@@ -37,7 +37,7 @@ static float frand(void) {
 }
 
 static const mxl_dtype k_types[] = {MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q8_0, MXL_DTYPE_Q2_K, MXL_DTYPE_Q3_K, MXL_DTYPE_Q4_K, MXL_DTYPE_Q5_K, MXL_DTYPE_Q5_0, MXL_DTYPE_Q5_1,
-                                    MXL_DTYPE_Q6_K, MXL_DTYPE_IQ4_NL, MXL_DTYPE_IQ4_XS};
+                                    MXL_DTYPE_Q6_K, MXL_DTYPE_IQ4_NL, MXL_DTYPE_IQ4_XS, MXL_DTYPE_TQ1_0, MXL_DTYPE_TQ2_0};
 /* rows: a partial panel only, one whole and a partial, several; cols: odd and even block counts */
 static const int64_t k_shapes[][2] = {{5, 96}, {29, 256}, {70, 544}};
 #define MAX_TOK 40

@@ -144,9 +144,8 @@ static int get_half_code(int kind, const uint8_t *codes, size_t i) {
  * its scale-and-min bytes) and the codes + the kind's offset (half_off) */
 static void pack_half(const mxl_weight *W, int kind, uint8_t *dst) {
     const int64_t nsb = W->cols / 256, rb = mxl_weight_row_bytes(W);
-    const size_t sbb = half_sb(kind), src_bytes = kind == K_Q3_K   ? sizeof(mxl_block_q3_k)
-                                                  : kind == K_Q2_K ? sizeof(mxl_block_q2_k)
-                                                                   : sizeof(mxl_block_q6_k);
+    const size_t sbb = half_sb(kind), src_bytes = (size_t)mxl_dtype_get_info(W->dtype)->block_bytes;
+    const bool tq = W->dtype == MXL_DTYPE_TQ1_0 || W->dtype == MXL_DTYPE_TQ2_0;
     int q[256], sc[16];
     for (int64_t r = 0; r < W->rows; r++) {
         const uint8_t *row = (const uint8_t *)W->data + r * rb;
@@ -154,7 +153,14 @@ static void pack_half(const mxl_weight *W, int kind, uint8_t *dst) {
         uint8_t *pan = dst + (size_t)(r / PANEL) * (size_t)nsb * sbb;
         for (int64_t s = 0; s < nsb; s++) {
             uint16_t d;
-            if (kind == K_Q2_K) {
+            if (tq) { /* (layout_of: Q2_K with t = q + 1, scales and mins 1, dmin = d) */
+                const uint8_t *b = row + (size_t)s * src_bytes;
+                if (W->dtype == MXL_DTYPE_TQ1_0) mxl_tq1_0_codes((const mxl_block_tq1_0 *)b, q), d = ((const mxl_block_tq1_0 *)b)->d;
+                else mxl_tq2_0_codes((const mxl_block_tq2_0 *)b, q), d = ((const mxl_block_tq2_0 *)b)->d;
+                for (int e = 0; e < 256; e++) q[e] += 1;
+                for (int i = 0; i < 16; i++) sc[i] = 0x11;
+                memcpy(pan + (size_t)s * sbb + 32 + 2 * n, &d, 2);
+            } else if (kind == K_Q2_K) {
                 const mxl_block_q2_k *b = (const mxl_block_q2_k *)(row + (size_t)s * src_bytes);
                 for (int e = 0; e < 256; e++) q[e] = mxl_k2bits(b->qs, e);
                 for (int i = 0; i < 16; i++) sc[i] = b->scales[i];

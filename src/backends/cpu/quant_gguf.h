@@ -42,6 +42,28 @@ typedef struct { uint8_t e; uint8_t qs[16]; } mxl_block_mxfp4;                  
  * group holding elements m, m + 32, m + 64, m + 96 of its 128. */
 typedef struct { uint8_t qs[48]; uint8_t qh[4]; uint16_t d; } mxl_block_tq1_0;     /* 54 B */
 typedef struct { uint8_t qs[64]; uint16_t d; } mxl_block_tq2_0;                   /* 66 B */
+/* Ternary codes t - 1 (-1, 0, 1) of one TQ1_0 / TQ2_0 block, in element order (ggml's
+ * dequantize_row_tq1_0 / tq2_0). */
+static inline int mxl_tq1_digit(uint8_t byte, int n) {
+    static const uint8_t pow3[6] = {1, 3, 9, 27, 81, 243};
+    const uint8_t q = (uint8_t)(byte * pow3[n]);
+    return (((uint16_t)q * 3) >> 8) - 1;
+}
+static inline void mxl_tq1_0_codes(const mxl_block_tq1_0 *b, int *q) {
+    int k = 0;
+    for (int n = 0; n < 5; n++)
+        for (int m = 0; m < 32; m++) q[k++] = mxl_tq1_digit(b->qs[m], n);
+    for (int n = 0; n < 5; n++)
+        for (int m = 0; m < 16; m++) q[k++] = mxl_tq1_digit(b->qs[32 + m], n);
+    for (int n = 0; n < 4; n++)
+        for (int j = 0; j < 4; j++) q[k++] = mxl_tq1_digit(b->qh[j], n);
+}
+static inline void mxl_tq2_0_codes(const mxl_block_tq2_0 *b, int *q) {
+    int k = 0;
+    for (int j = 0; j < 64; j += 32)
+        for (int l = 0; l < 4; l++)
+            for (int m = 0; m < 32; m++) q[k++] = ((b->qs[j + m] >> (2 * l)) & 3) - 1;
+}
 /* MXFP4's E2M1 values doubled (ggml kvalues_mxfp4) and its E8M0 scale halved (ggml's
  * e8m0_to_fp32_half: 2^(e - 128), the two lowest exponents as f32 denormals). */
 static const int8_t mxl_kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};

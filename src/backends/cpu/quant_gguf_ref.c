@@ -48,29 +48,6 @@ mxl_act_kind mxl_gguf_act_kind(mxl_dtype t) {
 }
 
 
-/* Ternary codes (t - 1: -1, 0, 1) of one TQ1_0 / TQ2_0 block, in element order (ggml's
- * dequantize_row_tq1_0 / tq2_0). */
-static inline int tq1_digit(uint8_t byte, int n) {
-    static const uint8_t pow3[6] = {1, 3, 9, 27, 81, 243};
-    const uint8_t q = (uint8_t)(byte * pow3[n]);
-    return (((uint16_t)q * 3) >> 8) - 1;
-}
-static void tq1_0_vals(const mxl_block_tq1_0 *b, int *q) {
-    int k = 0;
-    for (int n = 0; n < 5; n++)
-        for (int m = 0; m < 32; m++) q[k++] = tq1_digit(b->qs[m], n);
-    for (int n = 0; n < 5; n++)
-        for (int m = 0; m < 16; m++) q[k++] = tq1_digit(b->qs[32 + m], n);
-    for (int n = 0; n < 4; n++)
-        for (int j = 0; j < 4; j++) q[k++] = tq1_digit(b->qh[j], n);
-}
-static void tq2_0_vals(const mxl_block_tq2_0 *b, int *q) {
-    int k = 0;
-    for (int j = 0; j < 64; j += 32)
-        for (int l = 0; l < 4; l++)
-            for (int m = 0; m < 32; m++) q[k++] = ((b->qs[j + m] >> (2 * l)) & 3) - 1;
-}
-
 static void mxfp4_vals(const mxl_block_mxfp4 *b, int *q) {
     for (int j = 0; j < 16; j++) {
         q[j] = mxl_kvalues_mxfp4[b->qs[j] & 0xF];
@@ -295,8 +272,8 @@ void mxl_dequant_row_ref(mxl_dtype t, const void *src, float *y, int64_t n) {
         for (int64_t i = 0; i < n / 256; i++, y += 256) {
             const void *blk = (const uint8_t *)src + (size_t)i * bb;
             float d;
-            if (t == MXL_DTYPE_TQ1_0) tq1_0_vals(blk, q), d = mxl_h2f(((const mxl_block_tq1_0 *)blk)->d);
-            else tq2_0_vals(blk, q), d = mxl_h2f(((const mxl_block_tq2_0 *)blk)->d);
+            if (t == MXL_DTYPE_TQ1_0) mxl_tq1_0_codes(blk, q), d = mxl_h2f(((const mxl_block_tq1_0 *)blk)->d);
+            else mxl_tq2_0_codes(blk, q), d = mxl_h2f(((const mxl_block_tq2_0 *)blk)->d);
             for (int j = 0; j < 256; j++) y[j] = d * (float)q[j];
         }
         return;
@@ -569,10 +546,10 @@ static float dot_tq(mxl_dtype t, int64_t n, const void *w, const mxl_block_q8k *
         float d;
         if (t == MXL_DTYPE_TQ1_0) {
             const mxl_block_tq1_0 *b = (const mxl_block_tq1_0 *)w + i;
-            tq1_0_vals(b, q), d = mxl_h2f(b->d);
+            mxl_tq1_0_codes(b, q), d = mxl_h2f(b->d);
         } else {
             const mxl_block_tq2_0 *b = (const mxl_block_tq2_0 *)w + i;
-            tq2_0_vals(b, q), d = mxl_h2f(b->d);
+            mxl_tq2_0_codes(b, q), d = mxl_h2f(b->d);
         }
         int sumi = 0;
         for (int j = 0; j < 256; j++) sumi += q[j] * x[i].qs[j];

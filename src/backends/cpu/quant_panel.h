@@ -143,6 +143,10 @@ static inline bool layout_of(const mxl_weight *W, layout *L) {
         case MXL_DTYPE_Q5_K: *L = (layout){K_Q5_K, 0, Q5_PARAMS, Q5KSB / 8}; return true; /* bb: per 32 */
         case MXL_DTYPE_Q3_K: *L = (layout){K_Q3_K, 0, 0, Q3_SB / 8}; return true;       /* bb: per 32 */
         case MXL_DTYPE_Q2_K: *L = (layout){K_Q2_K, 0, 0, Q2_SB / 8}; return true;       /* bb: per 32 */
+        /* the ternary formats as Q2_K: codes t = q + 1, every scale and min 1, d and dmin the
+         * block's d (d * t - d = d * q, exactly) */
+        case MXL_DTYPE_TQ1_0:
+        case MXL_DTYPE_TQ2_0: *L = (layout){K_Q2_K, 0, 0, Q2_SB / 8}; return true;
         case MXL_DTYPE_IQ4_NL: *L = (layout){K_IQ4_NL, 0, CODES_Q4, CODES_Q4 + 32}; return true;
         case MXL_DTYPE_IQ4_XS: *L = (layout){K_IQ4_XS, 0, 0, IXSB / 8}; return true;   /* bb: per 32 */
         default: return false;
