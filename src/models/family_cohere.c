@@ -97,9 +97,8 @@ static mxl_status cohere2_setup(mxl_family_ctx *c) {
  * by expert_gating_func (softmax, or sigmoid - also when the key is absent, as llama.cpp) with
  * expert_weights_norm / _scale, shared experts always averaged with the routed ones; sliding layers
  * from attention.sliding_window_pattern (else every 4th full from layer 0 on) rotate at
- * rope.freq_base_swa, the
- * full ones are NoPE except the leading_dense_block_count dense layers; appended MTP blocks are
- * not run. */
+ * rope.freq_base_swa, the full ones are NoPE except the leading_dense_block_count dense layers;
+ * appended MTP blocks are not run. */
 static mxl_status cohere2_moe_gguf(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;

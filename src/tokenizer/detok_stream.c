@@ -93,6 +93,9 @@ static bool has_prefix(const mxl_detok_stream *s, const char *str, size_t sl) {
 mxl_status mxl_detok_stream_step(mxl_detok_stream *s, int32_t id, char **out, size_t *out_len,
                                  mxl_error *err) {
     mxl_status st;
+    /* an id the tokenizer does not have (a model's embedding padded past its vocabulary: Qwen's
+     * 151936 rows for 151669 tokens) adds no text, as HF's id_to_token gives nothing for it */
+    if (id < 0 || (uint32_t)id >= s->t->n_ids || !s->t->id_ent[id]) return MXL_OK;
     if (s->prefix_len == 0 && s->ids.n) {
         char *np;
         size_t nl;
