@@ -22,7 +22,7 @@
 #include "test_decoder_compare.h"
 
 /* gen_decoder_fixtures.py DECODE_ADDED */
-#define N_DECODE_ADDED 49
+#define N_DECODE_ADDED 50
 
 TEST(decoder_decode_steps_match_transformers) {
     json_t *fx = mxl_test_decoder_cases();
