@@ -27,7 +27,6 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/quant_gguf.h"
 #include "backends/cpu/quant_mlx.h"
-#include "core/alloc.h"
 #include "core/dtype.h"
 
 bool mxl_qamx_format(const mxl_weight *W) {
@@ -46,22 +45,20 @@ size_t mxl_qamx_packed_bytes(const mxl_weight *W) {
  * For Q4 the nibble byte i = (kk, n, j) holds element 4kk + j in its low half and element
  * 16 + 4kk + j in its high half - exactly the GGUF qs byte 4kk + j - so the nibble area is the
  * transpose of the rows' qs words, kk < 4. */
-/* MLX: each row's codes unpacked from the bit stream (mxl_mlx_unpack_row_ref), then into the
- * B-tile order - bytes (K_U8, 5 to 8 bits): the same dword transpose as Q8_0; nibbles (K_Q4_1, 2
- * to 4 bits): elements (k, k + 16) paired in a byte - then the scale and bias of each block's
- * group (f16 bits copied, else as f32). */
+/* MLX: each block's 32 codes unpacked from the bit stream (mxl_mlx_unpack_row_ref; a block is
+ * `bits` words of its row), then into the B-tile order - bytes (K_U8, 5 to 8 bits): the same
+ * dword transpose as Q8_0; nibbles (K_Q4_1, 2 to 4 bits): elements (k, k + 16) paired in a byte -
+ * then the scale and bias of each block's group (f16 bits copied, else as f32). */
 static void pack_mlx(const mxl_weight *W, const layout *L, uint8_t *dst) {
     const mxl_mlx_qweight *M = &W->mlx;
     const int64_t nb = W->cols / 32, ng = W->cols / M->group_size, words = W->cols * M->bits / 32;
-    uint8_t *q = mxl_malloc((size_t)W->cols);
-    MXL_ASSERT(q);
+    uint8_t qb[32];
     for (int64_t r = 0; r < W->rows; r++) {
-        mxl_mlx_unpack_row_ref(M->bits, M->w + r * words, q, W->cols);
         const int n = (int)(r % PANEL);
         uint8_t *pan = dst + (size_t)(r / PANEL) * (size_t)nb * L->bb;
         for (int64_t b = 0; b < nb; b++) {
             uint8_t *blk = pan + (size_t)b * L->bb;
-            const uint8_t *qb = q + b * 32;
+            mxl_mlx_unpack_row_ref(M->bits, M->w + r * words + b * M->bits, qb, 32);
             if (L->kind == K_U8) {
                 for (int kk = 0; kk < 8; kk++) memcpy(blk + (size_t)kk * 64 + (size_t)n * 4, qb + 4 * kk, 4);
             } else {
@@ -78,7 +75,6 @@ static void pack_mlx(const mxl_weight *W, const layout *L, uint8_t *dst) {
             }
         }
     }
-    mxl_free(q);
 }
 
 /* Q4_K / Q5_K: sub-block j's element e is nibble j % 2 of qs[32 (j / 2) + e], re-paired (e, e +
