@@ -99,6 +99,13 @@ static mxl_status cohere2_setup(mxl_family_ctx *c) {
  * from attention.sliding_window_pattern (else every 4th full from layer 0 on) rotate at
  * rope.freq_base_swa, the full ones are NoPE except the leading_dense_block_count dense layers;
  * appended MTP blocks are not run. */
+/* Command MoE's dense layers rotate although full (force_rope): their NoPE flags cleared. */
+static void dense_layers_rotate(mxl_decoder_hparams *hp) {
+    if (!hp->layer_no_rope || !hp->layer_is_moe) return;
+    for (int64_t i = 0; i < hp->n_layers; i++)
+        if (!hp->layer_is_moe[i]) ((uint8_t *)hp->layer_no_rope)[i] = 0;
+}
+
 static mxl_status cohere2_moe_gguf(mxl_family_ctx *c) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
@@ -128,9 +135,7 @@ static mxl_status cohere2_moe_gguf(mxl_family_ctx *c) {
     hp->rope_local.theta = swa_base;
     if (c->cfg->sliding_window > 0) {
         if ((st = mxl_family_gguf_sliding_dense_first(c, 4, c->cfg->sliding_window)) || (st = mxl_family_nope_full_layers(c))) return st;
-        if (hp->layer_no_rope && hp->layer_is_moe) /* the leading dense layers rotate although full */
-            for (int64_t i = 0; i < hp->n_layers; i++)
-                if (!hp->layer_is_moe[i]) ((uint8_t *)hp->layer_no_rope)[i] = 0;
+        dense_layers_rotate(hp);
     }
     return MXL_OK;
 }
@@ -170,9 +175,7 @@ static mxl_status cohere2_moe_setup(mxl_family_ctx *c) {
     if ((st = mxl_family_int(c, "sliding_window_pattern", 4, &pattern)) || (st = mxl_family_sliding_pattern(c, pattern, window)) ||
         (st = mxl_family_nope_full_layers(c)))
         return st;
-    if (dense_pattern == 1 && hp->layer_no_rope) /* force_rope: the dense layers rotate */
-        for (int64_t i = 0; i < hp->n_layers; i++)
-            if (!hp->layer_is_moe[i]) ((uint8_t *)hp->layer_no_rope)[i] = 0;
+    if (dense_pattern == 1) dense_layers_rotate(hp); /* force_rope */
     return MXL_OK;
 }
 
