@@ -23,7 +23,7 @@ struct mxl_st_writer {
 
 uint64_t mxl_st_out_bytes(const mxl_st_out *t) {
     const mxl_dtype_info *di = mxl_dtype_get_info(t->dtype);
-    if (!di || di->block_elems != 1 || t->ndim < 0 || t->ndim > 4) return 0;
+    if (!di || di->block_elems != 1 || t->ndim < 0 || t->ndim > MXL_MAX_DIMS) return 0;
     uint64_t n = 1;
     for (int i = 0; i < t->ndim; i++) {
         if (t->shape[i] < 0 || mxl_mul_u64(n, (uint64_t)t->shape[i], &n)) return 0;

@@ -11,12 +11,13 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "core/tensor.h"
 
 typedef struct mxl_st_out {
     char name[256];
     mxl_dtype dtype; /* F32, F16, BF16, U32, I32, U8, ... (no block formats) */
     int ndim;
-    int64_t shape[4];
+    int64_t shape[MXL_MAX_DIMS];
 } mxl_st_out;
 
 typedef struct mxl_st_writer mxl_st_writer;

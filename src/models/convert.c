@@ -17,6 +17,7 @@
 #include "models/checkpoint.h"
 #include "models/config_gguf.h"
 #include "models/convert.h"
+#include "models/convert_experts.h"
 #include "models/convert_family.h"
 #include "models/decoder_family.h"
 #include "tokenizer/tokenizer.h"
@@ -28,12 +29,14 @@ typedef struct plan_item {
     mxl_weight mlx;   /* is_mlx: the source MLX weight */
     bool is_mlx;
     int ndim;
-    int64_t shape[4];     /* logical (dequantized) shape */
+    int64_t shape[MXL_MAX_DIMS]; /* logical (dequantized) shape */
     int64_t rows, cols;   /* as rows of cols elements (1-D: one row) */
     int64_t perm_heads;   /* > 0: GGUF Q/K rows to un-permute over this many heads */
     float shift;          /* added to every value (Gemma GGUF norms: -1) */
     bool transpose;       /* GPT-2 Conv1D: output [cols, rows] of the source [rows, cols] (rows/cols here: the output's) */
     bool quantize;
+    bool drop;            /* restated by views (not written) */
+    const mxl_expert_view *view; /* a stacked expert tensor cut from t (convert_experts.h), or NULL */
 } plan_item;
 
 typedef struct plan {
@@ -69,8 +72,39 @@ static void set_shape(plan_item *it, const mxl_tensor *t) {
 
 /* ---- sources ---- */
 
+/* One expert's transposed source as f32 [cols, src_rows] (a view's; e: which expert it holds). */
+typedef struct view_cache {
+    float *m;
+    int64_t e;
+} view_cache;
+
+static void dense_rows(const mxl_tensor *t, int64_t r0, int64_t n, int64_t cols, float *out) {
+    uint64_t rb;
+    mxl_dtype_row_bytes(t->dtype, (uint64_t)cols, &rb);
+    for (int64_t r = 0; r < n; r++) mxl_dequant_row_ref(t->dtype, (const uint8_t *)t->data + (uint64_t)(r0 + r) * rb, out + r * cols, cols);
+}
+
+/* Row r of a view's output (convert_experts.h). */
+static void view_row(const plan_item *it, int64_t r, float *out, view_cache *vc) {
+    const mxl_expert_view *v = it->view;
+    const int64_t e = v->expert >= 0 ? v->expert : r / v->rows, sr = v->off + (r % v->rows) * v->stride;
+    if (!v->transposed) {
+        dense_rows(it->t, e * v->src_rows + sr, 1, v->cols, out);
+        return;
+    }
+    if (vc->e != e) {
+        dense_rows(it->t, e * v->cols, v->cols, v->src_rows, vc->m);
+        vc->e = e;
+    }
+    for (int64_t c = 0; c < v->cols; c++) out[c] = vc->m[c * v->src_rows + sr];
+}
+
 /* Row r of the source (after un-permutation) as f32. */
-static void source_row(const plan_item *it, int64_t r, float *out) {
+static void source_row(const plan_item *it, int64_t r, float *out, view_cache *vc) {
+    if (it->view) {
+        view_row(it, r, out, vc);
+        return;
+    }
     int64_t src = r;
     if (it->perm_heads > 0) {
         /* HF row h*hd + a*hd/2 + b is GGUF row h*hd + 2b + a (llama.cpp's permute) */
@@ -80,11 +114,7 @@ static void source_row(const plan_item *it, int64_t r, float *out) {
     if (it->is_mlx) {
         mxl_mlx_dequant_row_ref(&it->mlx.mlx, src, out);
     } else {
-        int64_t rb = 0;
-        uint64_t rbu;
-        mxl_dtype_row_bytes(it->t->dtype, (uint64_t)it->cols, &rbu);
-        rb = (int64_t)rbu;
-        mxl_dequant_row_ref(it->t->dtype, (const uint8_t *)it->t->data + src * rb, out, it->cols);
+        dense_rows(it->t, src, 1, it->cols, out);
     }
     if (it->shift != 0.0f)
         for (int64_t c = 0; c < it->cols; c++) out[c] += it->shift;
@@ -99,9 +129,7 @@ static float *source_matrix(const plan_item *it) {
         for (int64_t r = 0; r < sr; r++) mxl_weight_dequant_row(&it->mlx, r, m + r * sc);
         return m;
     }
-    uint64_t rb;
-    mxl_dtype_row_bytes(it->t->dtype, (uint64_t)sc, &rb);
-    for (int64_t r = 0; r < sr; r++) mxl_dequant_row_ref(it->t->dtype, (const uint8_t *)it->t->data + (uint64_t)r * rb, m + r * sc, sc);
+    dense_rows(it->t, 0, sr, sc, m);
     return m;
 }
 
@@ -198,6 +226,43 @@ static mxl_status plan_safetensors(const mxl_checkpoint *ck, plan *p, mxl_error 
         set_shape(it, &e->tensor);
     }
     return mlx_lm_gpt2_back(ck, p);
+}
+
+/* `convert -q`: the stacked expert tensors restated in mlx-lm's layout (convert_experts.h), so
+ * that they quantize; *views (freed by the caller) backs the items. */
+static mxl_status restate_experts(const mxl_checkpoint *ck, plan *p, mxl_expert_view **views, mxl_error *err) {
+    size_t nv = 0;
+    mxl_status st = mxl_convert_expert_views(ck, views, &nv, err);
+    if (st) return st;
+    for (size_t k = 0; k < nv; k++) {
+        const mxl_expert_view *v = &(*views)[k];
+        size_t i = 0;
+        while (i < p->n && (p->v[i].view || strcmp(p->v[i].name, v->src) != 0)) i++;
+        if (i == p->n || p->v[i].is_mlx) continue;
+        p->v[i].drop = true;
+        const mxl_tensor *t = p->v[i].t;
+        plan_item *it = plan_add(p);
+        if (!it) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+        snprintf(it->name, sizeof it->name, "%s", v->dst);
+        it->t = t;
+        it->view = v;
+        const int64_t n_exp = v->expert >= 0 ? 1 : v->n_exp;
+        it->rows = n_exp * v->rows;
+        it->cols = v->cols;
+        it->ndim = v->bias || v->expert >= 0 ? 2 : 3;
+        if (v->bias) {
+            it->shape[0] = n_exp, it->shape[1] = v->rows;
+        } else if (v->expert >= 0) {
+            it->shape[0] = v->rows, it->shape[1] = v->cols;
+        } else {
+            it->shape[0] = n_exp, it->shape[1] = v->rows, it->shape[2] = v->cols;
+        }
+    }
+    size_t w = 0;
+    for (size_t i = 0; i < p->n; i++)
+        if (!p->v[i].drop) p->v[w++] = p->v[i];
+    p->n = w;
+    return MXL_OK;
 }
 
 /* llama.cpp's names convert maps back for the family: its own table, else the shared one plus the
@@ -453,13 +518,13 @@ static mxl_status write_tensors(const plan *p, const char *path, mxl_dtype dt, i
         char base[240];
         snprintf(base, sizeof base, "%.*s", (int)(strlen(it->name) - 7), it->name);
         const char *sfx[3] = {"weight", "scales", "biases"};
-        for (int j = 0; j < 3; j++) {
+        for (int j = 0; j < 3; j++) { /* [.., rows, cols] -> [.., rows, packed words | groups] */
             mxl_st_out *o = &outs[k++];
             snprintf(o->name, sizeof o->name, "%s.%s", base, sfx[j]);
             o->dtype = j ? dt : MXL_DTYPE_U32;
-            o->ndim = 2;
-            o->shape[0] = it->rows;
-            o->shape[1] = j ? it->cols / gs : it->cols * bits / 32;
+            o->ndim = it->ndim;
+            memcpy(o->shape, it->shape, sizeof o->shape);
+            o->shape[it->ndim - 1] = j ? it->cols / gs : it->cols * bits / 32;
         }
     }
     mxl_st_writer *w = NULL;
@@ -470,6 +535,9 @@ static mxl_status write_tensors(const plan *p, const char *path, mxl_dtype dt, i
         const plan_item *it = &p->v[i];
         float *row = mxl_malloc((size_t)it->cols * sizeof(float));
         void *orow = mxl_malloc((size_t)it->cols * 4);
+        view_cache vc = {NULL, -1};
+        if (it->view && it->view->transposed && !(vc.m = mxl_malloc((size_t)(it->view->cols * it->view->src_rows) * sizeof(float))))
+            st = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory converting %s", path, it->name);
         uint32_t *qw = NULL;
         float *sc = NULL, *bi = NULL;
         void *sb = NULL;
@@ -480,7 +548,8 @@ static mxl_status write_tensors(const plan *p, const char *path, mxl_dtype dt, i
             bi = mxl_malloc((size_t)(it->rows * ng) * sizeof *bi);
             sb = mxl_malloc((size_t)(it->rows * ng) * 4);
         }
-        if (!row || !orow || (it->quantize && (!qw || !sc || !bi || !sb))) {
+        if (st) {
+        } else if (!row || !orow || (it->quantize && (!qw || !sc || !bi || !sb))) {
             st = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory converting %s", path, it->name);
         } else if (!it->quantize) {
             float *src = it->transpose ? source_matrix(it) : NULL;
@@ -489,14 +558,14 @@ static mxl_status write_tensors(const plan *p, const char *path, mxl_dtype dt, i
                 if (src) /* output row r = source column r */
                     for (int64_t c = 0; c < it->cols; c++) row[c] = src[c * it->rows + r];
                 else
-                    source_row(it, r, row);
+                    source_row(it, r, row, &vc);
                 store_row(dt, row, it->cols, orow);
                 st = mxl_st_writer_put(w, orow, (uint64_t)it->cols * dt_bytes(dt), err);
             }
             mxl_free(src);
         } else {
             for (int64_t r = 0; r < it->rows; r++) {
-                source_row(it, r, row);
+                source_row(it, r, row, &vc);
                 mxl_mlx_quantize_row_grid(bits, gs, row, it->cols, qw + r * wpr, sc + r * ng, bi + r * ng);
             }
             st = mxl_st_writer_put(w, qw, (uint64_t)(it->rows * wpr) * 4, err);
@@ -507,6 +576,7 @@ static mxl_status write_tensors(const plan *p, const char *path, mxl_dtype dt, i
         }
         mxl_free(row);
         mxl_free(orow);
+        mxl_free(vc.m);
         mxl_free(qw);
         mxl_free(sc);
         mxl_free(bi);
@@ -538,12 +608,14 @@ mxl_status mxl_convert(const char *in_path, const char *out_dir, const mxl_conve
         o.dtype = gguf ? MXL_DTYPE_F16 : !strcmp(td, "bfloat16") ? MXL_DTYPE_BF16 : !strcmp(td, "float16") ? MXL_DTYPE_F16 : MXL_DTYPE_F32;
     }
     plan p = {0};
+    mxl_expert_view *views = NULL;
     st = gguf ? plan_gguf(ck, &p, err) : plan_safetensors(ck, &p, err);
+    if (st == MXL_OK && o.q_bits && !gguf) st = restate_experts(ck, &p, &views, err);
     bool has_head = false;
     for (size_t i = 0; st == MXL_OK && i < p.n; i++) {
         plan_item *it = &p.v[i];
         has_head |= strcmp(it->name, "lm_head.weight") == 0;
-        it->quantize = o.q_bits && it->ndim == 2 && ends_with(it->name, ".weight") && !strstr(it->name, "norm") &&
+        it->quantize = o.q_bits && (it->ndim == 2 || (it->view && it->ndim == 3)) && ends_with(it->name, ".weight") && !strstr(it->name, "norm") &&
                        it->cols % o.q_group_size == 0;
     }
     if (st == MXL_OK && o.q_bits && strcmp(ck->config.model_type, "gpt2") == 0)
@@ -596,6 +668,7 @@ mxl_status mxl_convert(const char *in_path, const char *out_dir, const mxl_conve
         }
     }
     mxl_free(p.v);
+    mxl_free(views);
     mxl_checkpoint_close(ck);
     return st;
 }

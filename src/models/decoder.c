@@ -519,8 +519,9 @@ static mxl_status bind_moe(const binder *b, int64_t i, mxl_decoder_layer *L) {
         snprintf(native[0], sizeof native[0], "%sgate_up_proj", nm->experts ? nm->experts : "");
         snprintf(native[1], sizeof native[1], "%sdown_proj", nm->experts ? nm->experts : "");
         const bool own = nm->experts && (blocks || has_tensor(b, i, native[0], ""));
-        const char *gate_up = own ? native[0] : nm->exps_gate_up, *down = own ? native[1] : nm->exps_down;
-        bool fused = own || (nm->exps_gate_up && has_tensor(b, i, nm->exps_gate_up, ".weight"));
+        const bool fused = own || (nm->exps_gate_up && has_tensor(b, i, nm->exps_gate_up, ".weight"));
+        const char *gate_up = own ? native[0] : nm->exps_gate_up,
+                   *down = own ? native[1] : fused && nm->exps_fused_down ? nm->exps_fused_down : nm->exps_down;
         if (!fused && (!nm->exps_gate || !nm->exps_up || !nm->exps_down))
             return mxl_error_set(b->err, MXL_ERR_INTERNAL, "%s: the family names no stacked expert tensors", b->ck->path);
         if (blocks) {
@@ -1268,13 +1269,17 @@ static mxl_status read_hparams(const mxl_checkpoint *ck, mxl_decoder *d, mxl_dec
     return check_hparams(ck, &d->hp, err);
 }
 
-mxl_status mxl_decoder_read_hparams(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err) {
+mxl_status mxl_decoder_read_names(const mxl_checkpoint *ck, mxl_decoder *d, mxl_decoder_names *names, mxl_error *err) {
     memset(d, 0, sizeof *d);
     mxl_arena_init(&d->arena, 4096);
-    mxl_decoder_names names;
-    mxl_status st = read_hparams(ck, d, &names, err);
+    mxl_status st = read_hparams(ck, d, names, err);
     if (st) mxl_decoder_free(d);
     return st;
+}
+
+mxl_status mxl_decoder_read_hparams(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err) {
+    mxl_decoder_names names;
+    return mxl_decoder_read_names(ck, d, &names, err);
 }
 
 static mxl_status load(const mxl_checkpoint *ck, mxl_decoder *d, mxl_error *err) {

@@ -47,11 +47,11 @@ typedef struct mxl_decoder_names {
      * "<experts><e>.<expert_gate | expert_up | expert_down>" (Hugging Face), else stacked 3-D
      * tensors [n_experts, rows, cols] "<exps_gate | exps_up | exps_down>" (MLX switch_mlp, GGUF
      * ffn_*_exps) or a stacked fused gate then up "<exps_gate_up>" [n_experts, 2 moe_ffn, hidden]
-     * (Granite MoE); the shared expert "<sh_gate | sh_up | sh_down>" and its gate "<sh_router>"
+     * (Granite MoE) with its down projection "<exps_fused_down>" (else "<exps_down>"); the shared expert "<sh_gate | sh_up | sh_down>" and its gate "<sh_router>"
      * [1, hidden] (GGUF stores it as a vector [hidden]). */
     const char *moe_router, *experts, *expert_gate, *expert_up, *expert_down;
     const char *moe_router_bias; /* "<layers><i>.<moe_router_bias>" [n_experts] (hp.moe_router SIGMOID) */
-    const char *exps_gate, *exps_up, *exps_down, *exps_gate_up;
+    const char *exps_gate, *exps_up, *exps_down, *exps_gate_up, *exps_fused_down;
     const char *sh_gate, *sh_up, *sh_down, *sh_router;
     const char *sh_gate_up; /* the shared expert's gate and up as one [2 S, hidden] matrix (Granite 4), or NULL */
     bool conv1d;            /* GPT-2 Conv1D: dense layer matrices stored [in, out] */
@@ -161,6 +161,9 @@ size_t mxl_decoder_family_count(void);
 const mxl_decoder_family *mxl_decoder_family_at(size_t i);
 /* "llama, mistral, ..." (only those with a GGUF path when gguf_only) into buf. */
 void mxl_decoder_family_list(char *buf, size_t cap, bool gguf_only);
+/* mxl_decoder_read_hparams (decoder.h) that also gives the tensor names the family's setup chose
+ * for this checkpoint (convert_experts.c reads the experts' layout from them). */
+mxl_status mxl_decoder_read_names(const mxl_checkpoint *ck, mxl_decoder *d, mxl_decoder_names *names, mxl_error *err);
 
 /* Names of the Llama-style layout (model.embed_tokens, model.layers.N.self_attn.q_proj, ...,
  * input_layernorm before attention, post_attention_layernorm before the MLP). */

@@ -11,23 +11,20 @@
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
-/* mlx-lm's split form; transformers' fused input_linear / output_linear replace it in setup */
+/* mlx-lm's split form, or transformers' fused input_linear / output_linear where the checkpoint has them */
 static const mxl_decoder_names k_names_granitemoe = {
     .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head", .layers = "model.layers.",
     .attn_norm = "input_layernorm", .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
     .o = "self_attn.o_proj", .ffn_norm = "post_attention_layernorm", .moe_router = "block_sparse_moe.router.layer",
     .exps_gate = "block_sparse_moe.switch_mlp.gate_proj", .exps_up = "block_sparse_moe.switch_mlp.up_proj",
-    .exps_down = "block_sparse_moe.switch_mlp.down_proj",
+    .exps_down = "block_sparse_moe.switch_mlp.down_proj", .exps_gate_up = "block_sparse_moe.input_linear",
+    .exps_fused_down = "block_sparse_moe.output_linear",
 };
 
 static mxl_status granitemoe_setup(mxl_family_ctx *c) {
     mxl_status st;
     if ((st = mxl_family_granite_setup(c))) return st;
     if (c->gguf) return mxl_family_gguf_moe(c, true); /* llama.cpp renormalises (softmax over the top k) */
-    if (!c->gguf && mxl_st_model_find(c->ck->st, "model.layers.0.block_sparse_moe.input_linear.weight")) {
-        c->names->exps_gate_up = "block_sparse_moe.input_linear";
-        c->names->exps_down = "block_sparse_moe.output_linear";
-    }
     return mxl_family_moe(c, NULL, NULL, true, false);
 }
 

@@ -17,7 +17,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "io/safetensors.h"
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
@@ -27,8 +26,8 @@ static const mxl_decoder_names k_names = {
     .o = "self_attn.o_proj", .ffn_norm = "post_attention_layernorm", .gate_up = "shared_mlp.input_linear",
     .down = "shared_mlp.output_linear", .moe_router = "block_sparse_moe.router.layer",
     .exps_gate = "block_sparse_moe.switch_mlp.gate_proj", .exps_up = "block_sparse_moe.switch_mlp.up_proj",
-    .exps_down = "block_sparse_moe.switch_mlp.down_proj",
-    .sh_gate_up = "shared_mlp.input_linear", .sh_down = "shared_mlp.output_linear",
+    .exps_down = "block_sparse_moe.switch_mlp.down_proj", .exps_gate_up = "block_sparse_moe.input_linear",
+    .exps_fused_down = "block_sparse_moe.output_linear", .sh_gate_up = "shared_mlp.input_linear", .sh_down = "shared_mlp.output_linear",
     .ssm_in = "mamba.in_proj", .ssm_conv = "mamba.conv1d", .ssm_dt_bias = "mamba.dt_bias", .ssm_a = "mamba.A_log",
     .ssm_d = "mamba.D", .ssm_norm = "mamba.norm", .ssm_out = "mamba.out_proj",
 };
@@ -97,11 +96,6 @@ static mxl_status granitemoehybrid_setup(mxl_family_ctx *c) {
     if (experts <= 0) { /* the shared MLP alone, as a dense [gate; up] MLP */
         hp->ffn = shared;
         return MXL_OK;
-    }
-    /* transformers' fused experts (mlx-lm splits them into switch_mlp.*) */
-    if (mxl_st_model_find(c->ck->st, "model.layers.0.block_sparse_moe.input_linear.weight")) {
-        c->names->exps_gate = c->names->exps_up = NULL;
-        c->names->exps_gate_up = "block_sparse_moe.input_linear", c->names->exps_down = "block_sparse_moe.output_linear";
     }
     if ((st = mxl_family_moe(c, NULL, "shared_intermediate_size", true, false))) return st;
     hp->ffn = 0; /* (every layer sparse) */

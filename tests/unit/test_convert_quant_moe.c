@@ -1,10 +1,12 @@
 /* test_convert_quant_moe.c - `mlxcel convert --q-bits 4 / 8 --q-group-size 32` (models/convert.h) of
- * the mixture-of-experts and latent-attention families' tiny checkpoints.
+ * the mixture-of-experts and latent-attention families' tiny checkpoints, those whose experts are
+ * stored stacked among them (restated in mlx-lm's layout: models/convert_experts.h).
  *
  * Truth: tests/fixtures/convert/moe_quant.json (gen_convert_moe_fixtures.py): transformers on the
  * weights the converted checkpoint holds, dequantized by numpy from what convert wrote, and how
  * many matrices came out quantized. Here the fixture is converted again, must quantize as many
- * matrices (the experts among them: the first sparse layer's are MLX weights), and runs on both
+ * matrices (the experts among them: the first sparse layer's gate, and its down projection where
+ * the group divides its width, are MLX weights), and runs on both
  * paths against those logits: the reference path within 1e-3, the fast path (int8 activations)
  * within FAST_TOL, greedy tokens equal where transformers' top-2 margin exceeds twice the bound. */
 #include <jansson.h>
@@ -60,7 +62,8 @@ TEST(convert_quant_moe_families_match_transformers) {
         for (int64_t l = 0; l < d.hp.n_layers && !L; l++)
             if (d.layers[l].moe) L = &d.layers[l];
         CHECK(L != NULL || d.hp.n_experts == 0); /* (youtu: latent attention before a dense MLP) */
-        if (L) CHECK_EQ_INT(L->moe->down[0].kind, MXL_W_MLX);
+        if (L) CHECK_EQ_INT(L->moe->gate[0].kind, MXL_W_MLX);
+        if (L && d.hp.moe_ffn % co.q_group_size == 0) CHECK_EQ_INT(L->moe->down[0].kind, MXL_W_MLX);
         if (d.layers[0].mla) CHECK_EQ_INT(d.layers[0].mla->kv_a.kind, MXL_W_MLX);
         for (int reference = 1; reference >= 0; reference--) {
             const double tol = reference ? MXL_TEST_DEC_REF_TOL : FAST_TOL;
@@ -76,7 +79,7 @@ TEST(convert_quant_moe_families_match_transformers) {
         mxl_decoder_free(&d);
         mxl_checkpoint_close(ck);
     }
-    CHECK_EQ_INT(ran, 36); /* 18 families x 4 and 8 bits */
+    CHECK_EQ_INT(ran, 52); /* 26 families x 4 and 8 bits */
     mxl_test_rmtree(tmp);
     mxl_threadpool_destroy(pool);
     json_decref(fx);
