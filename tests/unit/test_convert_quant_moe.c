@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "models/checkpoint.h"
 #include "models/convert.h"
@@ -83,4 +84,35 @@ TEST(convert_quant_moe_families_match_transformers) {
     mxl_test_rmtree(tmp);
     mxl_threadpool_destroy(pool);
     json_decref(fx);
+}
+
+/* A config whose expert count disagrees with the stacked expert tensors: `convert -q` refuses it
+ * naming the tensor, and writes nothing. */
+TEST(convert_quant_moe_refuses_expert_count_mismatch) {
+    char tmp[] = "/tmp/mxl-convert-moe-bad-XXXXXX";
+    REQUIRE(mkdtemp(tmp) != NULL);
+    char src[2048], path[2400], out[2200];
+    snprintf(src, sizeof src, "%s/tests/fixtures/decoders/granitemoe", mxl_test_repo_root());
+    snprintf(path, sizeof path, "%s/model.safetensors", src);
+    char dst[2200];
+    snprintf(dst, sizeof dst, "%s/model.safetensors", tmp);
+    REQUIRE(symlink(path, dst) == 0);
+    snprintf(path, sizeof path, "%s/config.json", src);
+    json_error_t je;
+    json_t *cfg = json_load_file(path, 0, &je);
+    REQUIRE(cfg);
+    json_object_set_new(cfg, "num_local_experts", json_integer(4)); /* the tensors hold 8 */
+    snprintf(path, sizeof path, "%s/config.json", tmp);
+    REQUIRE(json_dump_file(cfg, path, 0) == 0);
+    json_decref(cfg);
+    snprintf(out, sizeof out, "%s/out", tmp);
+    mxl_convert_opts co = {MXL_DTYPE_F32, 4, 32};
+    mxl_error err = {0};
+    CHECK(mxl_convert(tmp, out, &co, &err) != MXL_OK);
+    CHECK(strstr(err.msg, "block_sparse_moe.input_linear.weight") != NULL);
+    CHECK(strstr(err.msg, "4 experts") != NULL);
+    fprintf(stderr, "  %s\n", err.msg);
+    snprintf(path, sizeof path, "%s/config.json", out);
+    CHECK(access(path, F_OK) != 0);
+    mxl_test_rmtree(tmp);
 }
