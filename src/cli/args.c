@@ -94,7 +94,7 @@ int mxl_cli_parse(const mxl_cli_cmd *cmd, int argc, char **argv, mxl_cli_args *o
             only_pos = 1;
             continue;
         }
-        if (!only_pos && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
+        if (!only_pos && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0 || strcmp(a, "--usage") == 0)) {
             mxl_cli_print_help(cmd);
             return 1;
         }

@@ -59,8 +59,20 @@ int mxl_cmd_download(int argc, char **argv) {
     const char *revision = mxl_cli_get(&a, "revision");
     if (revision && (!revision[0] || strstr(revision, "..") || revision[0] == '/' || strchr(revision, '\\')))
         return mxl_cli_usage_error(&k_cmd, "--revision '%s' is not a branch, tag or commit name", revision);
-    if (mxl_hub_offline_env())
-        return mxl_cli_fail("offline mode is on (HF_HUB_OFFLINE=1): mlxcel download needs the network");
+    if (mxl_hub_offline_env()) {
+        /* as huggingface-cli: a copy already on disk is the answer, unchecked */
+        mxl_resolved have;
+        if (local_dir || mxl_cli_has(&a, "force"))
+            return mxl_cli_fail("offline mode is on (HF_HUB_OFFLINE=1): mlxcel download %s needs the network",
+                                local_dir ? "--local-dir" : "--force");
+        if (mxl_store_resolve(repo_id, mxl_cli_get(&a, "models-dir"), revision, &have, &err) != MXL_OK)
+            return mxl_cli_fail("offline mode is on (HF_HUB_OFFLINE=1): %s is not on disk and mlxcel download needs the network",
+                                repo_id);
+        if (!mxl_cli_has(&a, "quiet")) fprintf(stderr, "offline mode: %s is on disk (%s copy; not checked for updates)\n", repo_id,
+                                               mxl_model_source_name(have.source));
+        printf("%s\n", have.path);
+        return 0;
+    }
 
     const char *inc[MXL_CLI_MAX_VALUES], *exc[MXL_CLI_MAX_VALUES];
     int ni = mxl_cli_count(&a, "include"), ne = mxl_cli_count(&a, "exclude");

@@ -133,6 +133,8 @@ typedef struct dl {
     file_job *jobs;
     size_t n;
     int workers;
+    mxl_http *http[HUB_MAX_WORKERS]; /* one per worker slot, kept for every phase: its connection is
+                                       * reused (the listing's by slot 0) rather than opened anew */
 
     pthread_mutex_t mu;
     size_t next; /* job queue of the running phase */
@@ -769,7 +771,7 @@ static void *worker(void *p) {
     worker_arg *a = p;
     dl *d = a->d;
     mxl_error e = {0};
-    mxl_http *h = mxl_http_new(&e);
+    mxl_http *h = d->http[a->slot] ? d->http[a->slot] : (d->http[a->slot] = mxl_http_new(&e));
     if (!h) {
         fail(d, &e);
         return NULL;
@@ -793,7 +795,6 @@ static void *worker(void *p) {
             break;
         }
     }
-    mxl_http_free(h);
     return NULL;
 }
 
@@ -876,14 +877,11 @@ mxl_status mxl_hub_download(const char *repo_id, const mxl_hub_opts *o, mxl_hub_
     else if ((st = mxl_store_hf_cache_dir(d->hub_dir, sizeof d->hub_dir, err))) goto out;
     if ((st = mxl_hub_repo_dir(d->hub_dir, repo_id, d->repo_dir, sizeof d->repo_dir, err))) goto out;
 
-    mxl_http *h = mxl_http_new(err);
-    if (!h) {
+    if (!(d->http[0] = mxl_http_new(err))) {
         st = err ? err->status : MXL_ERR_IO;
         goto out;
     }
-    st = list_repo(d, h, err);
-    mxl_http_free(h);
-    if (st) goto out;
+    if ((st = list_repo(d, d->http[0], err))) goto out;
     if ((st = run_phase(d, 0, err))) goto out;
 
     /* the plan: what is to transfer, and whether it fits */
@@ -951,6 +949,7 @@ mxl_status mxl_hub_download(const char *repo_id, const mxl_hub_opts *o, mxl_hub_
     }
     res->n_files = d->n;
 out:
+    for (int i = 0; i < HUB_MAX_WORKERS; i++) mxl_http_free(d->http[i]);
     for (size_t i = 0; i < d->n; i++) {
         mxl_free(d->jobs[i].path);
         mxl_free(d->jobs[i].url);

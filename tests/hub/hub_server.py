@@ -197,6 +197,8 @@ class Handler(BaseHTTPRequestHandler):
             end = min(end, size - 1)
             status = 206
         n = max(0, end - start + 1)
+        if status == 206 and start > 0 and self.command == "GET":
+            self.hub.count("resumed-GET")  # a transfer that continues from a byte offset
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
@@ -384,6 +386,9 @@ def main():
     ap.add_argument("--tls-cert", help="serve HTTPS with this PEM certificate (and --tls-key)")
     ap.add_argument("--tls-key")
     a = ap.parse_args()
+    # a listen backlog like a production server's: socketserver's default of 5 drops the SYNs of a
+    # client that opens its parallel connections at once (each retried a second later)
+    ThreadingHTTPServer.request_queue_size = 128
     srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
     srv.daemon_threads = True
     srv.tls = bool(a.tls_cert)
