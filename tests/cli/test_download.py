@@ -190,6 +190,14 @@ def test_downloaded_model_runs_and_auto_download(env, hub):
     assert "downloaded" in got.stderr
     again = mx(env, "generate", "-m", "acme/smol", *args)
     assert again.returncode == 0 and again.stdout == ref.stdout and "downloaded" not in again.stderr
+    # `run` too (a fresh cache), and offline mode with the copy on disk runs without a request
+    e2 = dict(env, HF_HUB_CACHE=env["HF_HUB_CACHE"] + "-run", MLXCEL_CACHE_DIR=env["MLXCEL_CACHE_DIR"] + "-run")
+    got = mx(e2, "run", "acme/smol", *args)  # (a chat turn: its own output)
+    assert got.returncode == 0 and "downloaded" in got.stderr and got.stdout.strip(), got.stderr
+    before = hub.stats()
+    off = mx(dict(e2, HF_HUB_OFFLINE="1"), "generate", "-m", "acme/smol", *args)
+    assert off.returncode == 0 and off.stdout == ref.stdout, off.stderr
+    assert hub.stats() == before
 
 
 def test_serve_downloads_a_missing_repo_id(env, hub):
@@ -278,6 +286,35 @@ def test_local_dir_include_exclude(env, tmp_path):
     assert_tree_equal(d, TINY)
     assert not hub_repo(env, "acme/tiny").exists()  # --local-dir bypasses the cache
     assert_clean_error(mx(env, "download", "acme/tiny", "--include", "*.nothing"), "no file")
+
+
+def test_progress_bars_on_a_terminal(env):
+    """On a terminal: a bar per file in flight and one in total (redrawn in place); quiet lines
+    otherwise (the other tests read those)."""
+    import pty
+    import select
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: stderr is the terminal, stdout too
+        e = dict(env, TERM="xterm")
+        os.execve(mlxcel_bin(), [mlxcel_bin(), "download", "acme/tiny"], e)
+    out = b""
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        r, _, _ = select.select([fd], [], [], 1.0)
+        if r:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+    _, status = os.waitpid(pid, 0)
+    text = out.decode(errors="replace")
+    assert os.WEXITSTATUS(status) == 0, text
+    assert "\x1b[2K" in text  # bars redrawn in place (erase line), not appended
+    assert "100%" in text and "acme/tiny" in text and "files" in text, text[-2000:]
+    assert str(store_entry(env, "acme/tiny")) in text
 
 
 def test_many_files_in_parallel(env):
