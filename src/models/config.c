@@ -253,7 +253,9 @@ static int parse_mlx_quant(mxl_model_config *cfg, json_t *q, const char *origin,
         char where[160];
         snprintf(where, sizeof where, "%s.\"%.120s\"", key, k);
         json_t *om = json_object_get(v, "mode");
-        o->mode = om && json_is_string(om) ? mode_from_name(json_string_value(om)) : qc->mode;
+        /* (mlx's nn.quantize takes a module's entry as its whole parameters: no "mode" is affine,
+         * as mlx-lm's 8-bit routers under an mxfp4 model) */
+        o->mode = om && json_is_string(om) ? mode_from_name(json_string_value(om)) : MXL_QUANT_AFFINE;
         if (int_field(v, "bits", qc->bits, origin, where, &o->bits, err)) return 1;
         if (int_field(v, "group_size", qc->group_size, origin, where, &o->group_size, err)) return 1;
         if (o->mode == MXL_QUANT_AFFINE && check_affine(origin, where, o->bits, o->group_size, err)) return 1;

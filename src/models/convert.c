@@ -20,6 +20,7 @@
 #include "models/convert_experts.h"
 #include "models/convert_family.h"
 #include "models/decoder_family.h"
+#include "models/mlx_fp.h"
 #include "tokenizer/tokenizer.h"
 
 /* One output tensor (or MLX triple) and where its values come from. */
@@ -42,6 +43,7 @@ typedef struct plan_item {
 typedef struct plan {
     plan_item *v;
     size_t n, cap;
+    mxl_arena arena; /* the repacked MLX floating-point-mode sources (models/mlx_fp.h) */
 } plan;
 
 static plan_item *plan_add(plan *p) {
@@ -112,7 +114,7 @@ static void source_row(const plan_item *it, int64_t r, float *out, view_cache *v
         src = h * hd + 2 * b + a;
     }
     if (it->is_mlx) {
-        mxl_mlx_dequant_row_ref(&it->mlx.mlx, src, out);
+        mxl_weight_dequant_row(&it->mlx, src, out);
     } else {
         dense_rows(it->t, src, 1, it->cols, out);
     }
@@ -146,12 +148,14 @@ static size_t dt_bytes(mxl_dtype dt) { return dt == MXL_DTYPE_F32 ? 4 : 2; }
 
 /* ---- planning ---- */
 
-/* MLX bits / group of module `base` of a quantized safetensors checkpoint. */
-static void mlx_params_of(const mxl_model_config *cfg, const char *base, int *bits, int *gs) {
+/* MLX mode / bits / group of module `base` of a quantized safetensors checkpoint. */
+static void mlx_params_of(const mxl_model_config *cfg, const char *base, mxl_quant_mode *mode, int *bits, int *gs) {
+    *mode = cfg->quant.mode;
     *bits = cfg->quant.bits;
     *gs = cfg->quant.group_size;
     for (int i = 0; i < cfg->quant.n_overrides; i++)
         if (strcmp(cfg->quant.overrides[i].prefix, base) == 0 && cfg->quant.overrides[i].bits > 0) {
+            *mode = cfg->quant.overrides[i].mode;
             *bits = cfg->quant.overrides[i].bits;
             *gs = cfg->quant.overrides[i].group_size;
         }
@@ -205,14 +209,33 @@ static mxl_status plan_safetensors(const mxl_checkpoint *ck, plan *p, mxl_error 
         const mxl_st_entry *se = is_w ? mxl_st_model_find(ck->st, sn) : NULL, *be = is_w ? mxl_st_model_find(ck->st, bn) : NULL;
         if (is_w && se && e->tensor.dtype == MXL_DTYPE_U32) {
             int bits, gs;
-            mlx_params_of(&ck->config, base, &bits, &gs);
+            mxl_quant_mode mode;
+            mlx_params_of(&ck->config, base, &mode, &bits, &gs);
             mxl_status st;
-            if (!be) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %s has scales but no biases (only affine MLX quantization converts)", ck->path, base);
-            if ((st = mxl_weight_from_mlx(&e->tensor, &se->tensor, &be->tensor, bits, gs, e->name, &it->mlx, err))) return st;
+            const bool fp = mode == MXL_QUANT_MXFP4 || mode == MXL_QUANT_MXFP8 || mode == MXL_QUANT_NVFP4;
+            if (!fp && !be) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %s has scales but no biases (only affine MLX quantization converts)", ck->path, base);
+            /* stacked experts [E, rows, .] read as [E * rows, .] and written back [E, rows, cols] */
+            const int nd = e->tensor.ndim;
+            mxl_tensor wv = e->tensor, sv = se->tensor, bv = be ? be->tensor : se->tensor;
+            mxl_tensor *vs[3] = {&wv, &sv, &bv};
+            for (int v = 0; nd == 3 && v < 3; v++) {
+                if (vs[v]->ndim != 3) break;
+                vs[v]->ndim = 2;
+                vs[v]->shape[0] *= vs[v]->shape[1];
+                vs[v]->shape[1] = vs[v]->shape[2];
+            }
+            if ((st = fp ? mxl_mlx_fp_weight(&wv, &sv, mode, e->name, &p->arena, &it->mlx, err)
+                         : mxl_weight_from_mlx(&wv, &sv, &bv, bits, gs, e->name, &it->mlx, err)))
+                return st;
             it->is_mlx = true;
-            it->ndim = 2;
-            it->rows = it->shape[0] = it->mlx.rows;
-            it->cols = it->shape[1] = it->mlx.cols;
+            it->ndim = nd == 3 ? 3 : 2;
+            it->rows = it->mlx.rows;
+            it->cols = it->mlx.cols;
+            if (nd == 3) {
+                it->shape[0] = e->tensor.shape[0], it->shape[1] = e->tensor.shape[1], it->shape[2] = it->cols;
+            } else {
+                it->shape[0] = it->rows, it->shape[1] = it->cols;
+            }
             continue;
         }
         const mxl_dtype_info *di = mxl_dtype_get_info(e->tensor.dtype);
@@ -608,6 +631,7 @@ mxl_status mxl_convert(const char *in_path, const char *out_dir, const mxl_conve
         o.dtype = gguf ? MXL_DTYPE_F16 : !strcmp(td, "bfloat16") ? MXL_DTYPE_BF16 : !strcmp(td, "float16") ? MXL_DTYPE_F16 : MXL_DTYPE_F32;
     }
     plan p = {0};
+    mxl_arena_init(&p.arena, 1 << 20);
     mxl_expert_view *views = NULL;
     st = gguf ? plan_gguf(ck, &p, err) : plan_safetensors(ck, &p, err);
     if (st == MXL_OK && o.q_bits && !gguf) st = restate_experts(ck, &p, &views, err);
@@ -615,7 +639,7 @@ mxl_status mxl_convert(const char *in_path, const char *out_dir, const mxl_conve
     for (size_t i = 0; st == MXL_OK && i < p.n; i++) {
         plan_item *it = &p.v[i];
         has_head |= strcmp(it->name, "lm_head.weight") == 0;
-        it->quantize = o.q_bits && (it->ndim == 2 || (it->view && it->ndim == 3)) && ends_with(it->name, ".weight") && !strstr(it->name, "norm") &&
+        it->quantize = o.q_bits && (it->ndim == 2 || (it->ndim == 3 && (it->view || it->is_mlx))) && ends_with(it->name, ".weight") && !strstr(it->name, "norm") &&
                        it->cols % o.q_group_size == 0;
     }
     if (st == MXL_OK && o.q_bits && strcmp(ck->config.model_type, "gpt2") == 0)
@@ -668,6 +692,7 @@ mxl_status mxl_convert(const char *in_path, const char *out_dir, const mxl_conve
         }
     }
     mxl_free(p.v);
+    mxl_arena_free(&p.arena);
     mxl_free(views);
     mxl_checkpoint_close(ck);
     return st;

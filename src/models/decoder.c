@@ -38,6 +38,7 @@
 #include "models/family_gguf.h"
 #include "models/kv_pool.h"
 #include "models/mla.h"
+#include "models/mlx_fp.h"
 #include "models/moe.h"
 #include "models/weights.h"
 
@@ -83,11 +84,14 @@ static mxl_status missing(const binder *b, const char *name) {
     return mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: tensor '%s' is missing", b->ck->path, name);
 }
 
-/* MLX affine parameters of module `base`: the config's, or its per-module override. */
-static mxl_status mlx_params(const binder *b, const char *base, int *bits, int *group_size) {
+/* MLX quantization of module `base`: the config's mode, bits and group size, or its per-module
+ * override. The floating-point modes (mlx_fp.h) must declare their own fixed widths. */
+static mxl_status mlx_params(const binder *b, const char *base, mxl_quant_mode *mode, int *bits, int *group_size) {
     const mxl_quant_config *q = &b->ck->config.quant;
-    if (q->mode != MXL_QUANT_AFFINE)
-        return mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: tensor '%s.scales' is present but config.json declares no MLX affine quantization", b->ck->path, base);
+    const bool fp = q->mode == MXL_QUANT_MXFP4 || q->mode == MXL_QUANT_MXFP8 || q->mode == MXL_QUANT_NVFP4;
+    if (q->mode != MXL_QUANT_AFFINE && !fp)
+        return mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: tensor '%s.scales' is present but config.json declares no MLX quantization", b->ck->path, base);
+    *mode = q->mode;
     *bits = q->bits;
     *group_size = q->group_size;
     for (int i = 0; i < q->n_overrides; i++) {
@@ -95,11 +99,17 @@ static mxl_status mlx_params(const binder *b, const char *base, int *bits, int *
         if (strcmp(o->prefix, base) != 0) continue;
         if (o->bits == 0)
             return mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: config.json leaves '%s' unquantized but the checkpoint has '%s.scales'", b->ck->path, base, base);
-        if (o->mode != MXL_QUANT_AFFINE)
-            return mxl_error_set(b->err, MXL_ERR_UNSUPPORTED, "%s: quantization mode '%s' of '%s' is not supported (affine only)", b->ck->path, mxl_quant_mode_name(o->mode), base);
+        if (o->mode != MXL_QUANT_AFFINE && o->mode != MXL_QUANT_MXFP4 && o->mode != MXL_QUANT_MXFP8 && o->mode != MXL_QUANT_NVFP4)
+            return mxl_error_set(b->err, MXL_ERR_UNSUPPORTED, "%s: quantization mode '%s' of '%s' is not supported (affine, mxfp4, mxfp8, nvfp4)", b->ck->path,
+                                 mxl_quant_mode_name(o->mode), base);
+        *mode = o->mode;
         *bits = o->bits;
         *group_size = o->group_size;
     }
+    const int want_bits = *mode == MXL_QUANT_MXFP8 ? 8 : 4, want_gs = *mode == MXL_QUANT_NVFP4 ? 16 : 32;
+    if (*mode != MXL_QUANT_AFFINE && (*bits != want_bits || *group_size != want_gs))
+        return mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: '%s' declares %s with bits=%d, group_size=%d; that mode is bits=%d, group_size=%d", b->ck->path,
+                             base, mxl_quant_mode_name(*mode), *bits, *group_size, want_bits, want_gs);
     return MXL_OK;
 }
 
@@ -264,7 +274,17 @@ static mxl_status bind_matrix_stacked(const binder *b, int64_t layer, const char
         const mxl_tensor *sc = find_tensor(b, sname);
         if (sc) {
             int bits = 0, gs = 0;
-            if ((st = mlx_params(b, base, &bits, &gs))) return st;
+            mxl_quant_mode mode = MXL_QUANT_AFFINE;
+            if ((st = mlx_params(b, base, &mode, &bits, &gs))) return st;
+            if (mode != MXL_QUANT_AFFINE) { /* mxfp4 / mxfp8 / nvfp4: no biases */
+                if (!(sc = as_matrix(b, sc, sname, stack, rows, &sv))) return MXL_ERR_FORMAT;
+                st = mxl_mlx_fp_weight(t, sc, mode, name, &b->d->arena, w, b->err);
+                if (st == MXL_OK && (w->rows != rows || w->cols != cols))
+                    st = mxl_error_set(b->err, MXL_ERR_FORMAT, "tensor '%s' holds [%lld, %lld] (%s), expected [%lld, %lld]", name, (long long)w->rows,
+                                       (long long)w->cols, mxl_quant_mode_name(mode), (long long)rows, (long long)cols);
+                if (st) mxl_error_prefix(b->err, "%s: ", b->ck->path);
+                return st;
+            }
             const mxl_tensor *bi = find_tensor(b, bname);
             if (!bi) return missing(b, bname);
             if (!(sc = as_matrix(b, sc, sname, stack, rows, &sv)) || !(bi = as_matrix(b, bi, bname, stack, rows, &bv)))
@@ -1248,8 +1268,10 @@ static mxl_status read_hparams(const mxl_checkpoint *ck, mxl_decoder *d, mxl_dec
     }
     const mxl_quant_config *q = &ck->config.quant;
     const bool own = fam->quant_method && strcmp(q->method, fam->quant_method) == 0; /* (read by the family itself) */
-    if (!gguf && q->mode != MXL_QUANT_NONE && q->mode != MXL_QUANT_AFFINE && !own)
-        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: quantization '%s' is not supported (MLX affine quantization and GGUF are)", ck->path,
+    const bool mlx_fp = (q->mode == MXL_QUANT_MXFP4 || q->mode == MXL_QUANT_MXFP8 || q->mode == MXL_QUANT_NVFP4) &&
+                        json_object_get(ck->config.raw, "quantization"); /* (MLX's key; Hugging Face's is quantization_config) */
+    if (!gguf && q->mode != MXL_QUANT_NONE && q->mode != MXL_QUANT_AFFINE && !mlx_fp && !own)
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: quantization '%s' is not supported (MLX affine, mxfp4, mxfp8 and nvfp4 quantization and GGUF are)", ck->path,
                              q->method[0] ? q->method : mxl_quant_mode_name(q->mode));
     *names = gguf ? mxl_names_gguf : *fam->names;
     json_t *raw = ck->config.raw, *tc = fam->text_config && raw ? json_object_get(raw, "text_config") : NULL;

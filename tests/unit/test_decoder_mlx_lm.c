@@ -1,7 +1,7 @@
 /* test_decoder_mlx_lm.c - every decoder family from the checkpoints mlx-lm's own `convert` writes
  * (what the mlx-community publishes), against mlx-lm's logits: tests/fixtures/mlx_lm, made by
  * gen_mlx_lm_fixtures.py with mlx_lm.convert (4 and 8 bits, and 2, 3, 5 and 6 for a few
- * families; groups of 64, or 32 where a
+ * families, and the mxfp4 / mxfp8 / nvfp4 modes for a few; groups of 64, or 32 where a
  * dimension is no multiple of 64, bf16 scales / biases / norms) from the tiny random-weight
  * checkpoints of test_decoder_families.c. Those directories hold mlx-lm's config.json
  * ("quantization" with "mode", granite's per-module 8-bit entries), model.safetensors with the
@@ -30,6 +30,7 @@
 #include "models/convert.h"
 #include "models/decoder.h"
 #include "models/decoder_family.h"
+#include "models/mlx_fp.h"
 #include "test.h"
 #include "test_decoder_compare.h"
 
@@ -39,6 +40,9 @@
 /* and the other widths for a few families (gen_mlx_lm_fixtures.py EXTRA_BITS): llama at 2, 3, 5
  * and 6 bits, qwen3 at 3 and 6, qwen3_moe at 3 */
 #define N_EXTRA_BITS 7
+/* and the floating-point modes (EXTRA_MODES): llama in mxfp4, mxfp8 and nvfp4, qwen3 in mxfp4 and
+ * nvfp4, qwen3_moe in mxfp4 */
+#define N_EXTRA_MODES 6
 #define FAMILY(f) (mxl_decoder_family_at(f)->model_type)
 
 /* Families mlx-lm cannot convert from transformers' layout, each with the reason; their MLX
@@ -118,6 +122,24 @@ static void check_binding(const mxl_decoder *d, const char *family, int bits, in
     }
 }
 
+/* A floating-point mode's matrices as models/mlx_fp.h makes them: mxfp4 as ggml's MXFP4 blocks,
+ * mxfp8 and nvfp4 as BF16 (the experts' stacked projections and the embedding alike). */
+static void check_binding_fp(const mxl_decoder *d, mxl_quant_mode mode, int *mxl_test_failed_) {
+    const mxl_decoder_layer *L = &d->layers[0];
+    const mxl_weight *ws[3] = {&L->wq, L->moe ? &L->moe->gate[d->hp.n_experts - 1] : &L->w_down, &d->tok_embd};
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_INT(ws[i]->kind, mode == MXL_QUANT_MXFP4 ? MXL_W_GGUF : MXL_W_DENSE);
+        CHECK_EQ_INT(ws[i]->dtype, mode == MXL_QUANT_MXFP4 ? MXL_DTYPE_MXFP4 : MXL_DTYPE_BF16);
+    }
+}
+
+static mxl_quant_mode mode_of(json_t *c) {
+    const char *m = json_string_value(json_object_get(c, "mode"));
+    return !m ? MXL_QUANT_AFFINE : !strcmp(m, "mxfp4") ? MXL_QUANT_MXFP4 : !strcmp(m, "mxfp8") ? MXL_QUANT_MXFP8
+                                                                                              : !strcmp(m, "nvfp4") ? MXL_QUANT_NVFP4
+                                                                                                                    : MXL_QUANT_OTHER;
+}
+
 static void check_case(json_t *fx, json_t *c, const char *family, int bits, bool reference, mxl_threadpool *pool,
                        int *mxl_test_failed_) {
     const char *name = json_string_value(json_object_get(c, "name"));
@@ -131,8 +153,11 @@ static void check_case(json_t *fx, json_t *c, const char *family, int bits, bool
         return;
     }
     CHECK_EQ_STR(ck->config.model_type, family);
-    CHECK_EQ_INT(ck->config.quant.mode, MXL_QUANT_AFFINE);
-    check_binding(&d, family, bits, (int)json_integer_value(json_object_get(c, "group_size")), mxl_test_failed_);
+    CHECK_EQ_INT(ck->config.quant.mode, mode_of(c));
+    if (mode_of(c) == MXL_QUANT_AFFINE)
+        check_binding(&d, family, bits, (int)json_integer_value(json_object_get(c, "group_size")), mxl_test_failed_);
+    else
+        check_binding_fp(&d, mode_of(c), mxl_test_failed_);
     double xd = json_number_value(json_object_get(c, "mlx_lm_vs_transformers"));
     double tol = reference ? MXL_TEST_DEC_REF_TOL + xd : MXL_TEST_DEC_FAST_QUANT_TOL;
     double margin = reference ? 2 * tol : MXL_TEST_DEC_QUANT_TIE_MARGIN;
@@ -171,17 +196,26 @@ static void run_all(bool reference, int *mxl_test_failed_) {
     /* the other widths mlx-lm writes (gen_mlx_lm_fixtures.py EXTRA_BITS: 2, 3, 5, 6 bits) */
     json_t *c;
     size_t i;
-    int extra = 0;
+    /* and the floating-point modes (EXTRA_MODES) */
+    int extra = 0, modes = 0;
     json_array_foreach(json_object_get(fx, "cases"), i, c) {
         const int bits = (int)json_integer_value(json_object_get(c, "bits"));
         const char *family = json_string_value(json_object_get(c, "family"));
-        if (bits == 4 || bits == 8 || !family) continue;
+        if (!family) continue;
+        if (mode_of(c) != MXL_QUANT_AFFINE) {
+            CHECK(mode_of(c) != MXL_QUANT_OTHER);
+            check_case(fx, c, family, bits, reference, pool, mxl_test_failed_);
+            modes++;
+            continue;
+        }
+        if (bits == 4 || bits == 8) continue;
         CHECK(bits == 2 || bits == 3 || bits == 5 || bits == 6);
         check_case(fx, c, family, bits, reference, pool, mxl_test_failed_);
         extra++;
     }
     CHECK_EQ_INT(extra, N_EXTRA_BITS);
-    CHECK_EQ_INT(json_array_size(json_object_get(fx, "cases")), 2 * (N_FAMILIES - N_NO_MLX_LM) + N_EXTRA_BITS);
+    CHECK_EQ_INT(modes, N_EXTRA_MODES);
+    CHECK_EQ_INT(json_array_size(json_object_get(fx, "cases")), 2 * (N_FAMILIES - N_NO_MLX_LM) + N_EXTRA_BITS + N_EXTRA_MODES);
     mxl_threadpool_destroy(pool);
     json_decref(fx);
 }
@@ -238,4 +272,79 @@ TEST(decoder_mlx_lm_gpt2_converts_back_to_transformers_layout) {
     snprintf(rm, sizeof rm, "rm -rf '%s'", tmp);
     CHECK(system(rm) == 0);
     json_decref(fx);
+}
+
+/* `mlxcel convert --dtype f32` of the floating-point-mode checkpoints (mxfp4, mxfp8, nvfp4) and of
+ * an affine one with stacked experts (qwen3_moe_q4: switch_mlp [E, rows, .] written back 3-D): the
+ * unquantized weights it writes still give mlx-lm's logits (they are the very values: every mode
+ * is exact in f32). */
+TEST(decoder_mlx_lm_fp_modes_and_stacked_experts_convert_to_float) {
+    json_t *fx = mxl_test_load_json("tests/fixtures/mlx_lm/reference.json");
+    REQUIRE(fx);
+    mxl_threadpool *pool = NULL;
+    mxl_error err;
+    REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
+    char tmp[] = "/tmp/mxl-convert-mlx-fp-XXXXXX";
+    REQUIRE(mkdtemp(tmp) != NULL);
+    json_t *c;
+    size_t i;
+    int ran = 0;
+    json_array_foreach(json_object_get(fx, "cases"), i, c) {
+        const char *name = json_string_value(json_object_get(c, "name"));
+        if (mode_of(c) == MXL_QUANT_AFFINE && strcmp(name, "qwen3_moe_q4") != 0) continue;
+        char out[128];
+        snprintf(out, sizeof out, "%s/%s", tmp, name);
+        mxl_convert_opts co = {MXL_DTYPE_F32, 0, 0};
+        mxl_checkpoint *ck = NULL;
+        mxl_decoder d;
+        if (mxl_convert(fixture_dir(name), out, &co, &err) != MXL_OK || mxl_checkpoint_open(out, &ck, &err) != MXL_OK ||
+            mxl_decoder_load(ck, &d, &err) != MXL_OK) {
+            fprintf(stderr, "  %s: %s\n", name, err.msg);
+            CHECK(0);
+            mxl_checkpoint_close(ck);
+            continue;
+        }
+        CHECK_EQ_INT(ck->config.quant.mode, MXL_QUANT_NONE);
+        CHECK_EQ_INT(d.layers[0].wq.dtype, MXL_DTYPE_F32);
+        mxl_test_logit_result r = {0, 0, 0};
+        CHECK(mxl_test_decoder_compare(&d, c, json_object_get(fx, "tokens"), true, 2 * MXL_TEST_DEC_REF_TOL, pool, &r));
+        fprintf(stderr, "  %-15s converted to f32 [reference]: max |diff| %.2e, argmax %d/%d\n", name, r.max_diff,
+                r.argmax_checked - r.argmax_bad, r.argmax_checked);
+        CHECK(r.max_diff <= MXL_TEST_DEC_REF_TOL);
+        CHECK_EQ_INT(r.argmax_bad, 0);
+        mxl_decoder_free(&d);
+        mxl_checkpoint_close(ck);
+        ran++;
+    }
+    CHECK_EQ_INT(ran, N_EXTRA_MODES + 1);
+    mxl_test_rmtree(tmp);
+    mxl_threadpool_destroy(pool);
+    json_decref(fx);
+}
+
+/* The element codes of the floating-point modes (OCP MX / NVIDIA's definitions), and a scales
+ * tensor of the wrong width refused by name. */
+TEST(mlx_fp_codes_and_shapes) {
+    static const float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+    for (int c = 0; c < 16; c++) CHECK(mxl_fp_e2m1((uint8_t)c) == e2m1[c]);
+    CHECK(mxl_fp_e4m3(0x00) == 0.0f);
+    CHECK(mxl_fp_e4m3(0x01) == 0x1p-9f); /* smallest subnormal */
+    CHECK(mxl_fp_e4m3(0x08) == 0x1p-6f); /* smallest normal */
+    CHECK(mxl_fp_e4m3(0x38) == 1.0f);
+    CHECK(mxl_fp_e4m3(0x7E) == 448.0f && mxl_fp_e4m3(0xFE) == -448.0f);
+    CHECK(isnan(mxl_fp_e4m3(0x7F)) && isnan(mxl_fp_e4m3(0xFF)));
+    CHECK(mxl_fp_e8m0(127) == 1.0f && mxl_fp_e8m0(0) == 0x1p-127f && mxl_fp_e8m0(254) == 0x1p127f && isnan(mxl_fp_e8m0(255)));
+    uint32_t w[2 * 8] = {0};
+    uint8_t sc[2 * 4] = {0};
+    mxl_tensor tw = {.dtype = MXL_DTYPE_U32, .ndim = 2, .shape = {2, 8}, .data = w, .nbytes = sizeof w};
+    mxl_tensor ts = {.dtype = MXL_DTYPE_U8, .ndim = 2, .shape = {2, 4}, .data = sc, .nbytes = sizeof sc};
+    mxl_arena a;
+    mxl_arena_init(&a, 4096);
+    mxl_weight out;
+    mxl_error err = {0};
+    CHECK(mxl_mlx_fp_weight(&tw, &ts, MXL_QUANT_NVFP4, "x.weight", &a, &out, &err) == MXL_OK); /* 64 columns: 4 groups of 16 */
+    CHECK_EQ_INT(out.cols, 64);
+    CHECK(mxl_mlx_fp_weight(&tw, &ts, MXL_QUANT_MXFP4, "x.weight", &a, &out, &err) != MXL_OK); /* mxfp4 wants 2 groups */
+    CHECK(strstr(err.msg, "x.weight") && strstr(err.msg, "mxfp4"));
+    mxl_arena_free(&a);
 }
