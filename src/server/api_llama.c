@@ -620,6 +620,8 @@ void mxl_api_llama_metrics(mxl_server *s, mxl_http_req *r) {
         {"spec_decode_num_draft_tokens_total", "counter", "Draft tokens proposed.", (double)st.spec_draft_tokens},
         {"spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.", (double)st.spec_accepted},
         {"spec_decode_num_drafts_total", "counter", "Drafts proposed.", (double)st.spec_drafts},
+        {"vision_encodes_total", "counter", "Images run through the vision tower.", (double)st.vision_encodes},
+        {"vision_cache_hits_total", "counter", "Images whose encoding came from the vision cache (--vision-cache-size).", (double)st.vision_cache_hits},
         {"prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.", wpt > 0 ? wpn / wpt : 0.0},
         {"predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.", wdt > 0 ? wdn / wdt : 0.0},
         {"requests_processing", "gauge", "Number of requests processing.", (double)st.busy},

@@ -175,7 +175,8 @@ static const opt k_opts[] = {
     {"--max-image-width", "LLAMA_ARG_MAX_IMAGE_WIDTH", K_INT, F(max_image_width), 1, 1 << 20, "largest decoded image width (16384)"},
     {"--max-image-height", "LLAMA_ARG_MAX_IMAGE_HEIGHT", K_INT, F(max_image_height), 1, 1 << 20, "largest decoded image height (16384)"},
     {"--max-image-decode-alloc-bytes", "LLAMA_ARG_MAX_IMAGE_DECODE_ALLOC_BYTES", K_INT, F(max_image_decode_alloc), 1, INT64_C(1) << 40, "decoder allocation budget of one image (536870912)"},
-    {"--vision-cache-size|--video-max-frames|--video-fps|--audio-queue-depth|--audio-request-timeout-secs|--image-model", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--vision-cache-size", NULL, K_INT, F(vision_cache_size), 0, 4096, "encoded images kept for requests that send them again (20; 0: none)"},
+    {"--video-max-frames|--video-fps|--audio-queue-depth|--audio-request-timeout-secs|--image-model", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--embedding-model", "LLAMA_ARG_EMBEDDING_MODEL|MLXCEL_EMBEDDING_MODEL", K_STR, F(embedding_model), 0, 0, "embedding model beside the chat model"},
     {"--reranker-model", "LLAMA_ARG_RERANKER_MODEL|MLXCEL_RERANKER_MODEL", K_STR, F(reranker_model), 0, 0, "reranker beside the chat model"},
     {"--embedding-batch-size", "MLXCEL_EMBEDDING_BATCH_SIZE", K_INT, F(embedding_batch_size), 1, 4096, "texts per embedding forward pass (16)"},
@@ -361,6 +362,7 @@ static void defaults(mxl_server_config *c) {
     c->embedding_batch_size = 16;
     c->max_image_payload = 67108864;
     c->max_images = 16;
+    c->vision_cache_size = 20;
     c->max_image_width = c->max_image_height = 16384;
     c->max_image_decode_alloc = 536870912;
     c->embedding_queue_depth = 8;

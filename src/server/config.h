@@ -85,6 +85,7 @@ typedef struct mxl_server_config {
     const char *media_path;                 /* root of the local files image URLs may name (NULL: file URLs refused) */
     int64_t max_image_payload, max_images; /* encoded bytes per image; images per request */
     int64_t max_image_width, max_image_height, max_image_decode_alloc;
+    int64_t vision_cache_size;              /* encoded images kept (vision_cache.h); 0: none */
     /* LoRA adapters */
     const char *lora[MXL_SRV_MAX_MULTI];
     int n_lora;

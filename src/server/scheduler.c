@@ -18,6 +18,7 @@
 #include "models/vlm.h"
 #include "server/limits.h"
 #include "server/state_snaps.h"
+#include "server/vision_cache.h"
 
 /* the most rows of one prefill pass: each slot's sequence is made for batches of this many (its
  * decode state's max_batch), and a pass of several prompts stays within it */
@@ -158,6 +159,7 @@ struct mxl_sched {
     bool recurrent;    /* the model has recurrent layers: a slot's state exists at its position only,
                         * so cached blocks are adopted only up to a boundary with a state snapshot */
     mxl_state_snaps *snaps; /* (recurrent, with the prompt cache) the snapshots; NULL: none */
+    mxl_vision_cache *vcache; /* encoded images (a vision-language model); NULL: none */
     const void *hit_state;  /* the snapshot of the last cache_lookup's end (recurrent) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -539,14 +541,26 @@ static bool any_decoding(const mxl_sched *s) {
     return false;
 }
 
-/* The job's images through the vision tower (on this thread's pool), into its media rows. */
+/* The job's images through the vision tower (on this thread's pool), into its media rows; an
+ * image the vision cache holds is copied from it. */
 static bool encode_images(mxl_sched *s, job *j, mxl_error *err) {
     const mxl_vlm *v = mxl_gen_model_vlm(s->m);
     for (int i = 0; i < j->n_img; i++) {
         if (j->rows[i]) continue;
-        j->rows[i] = mxl_malloc((size_t)(j->in[i].n_tokens * v->text_hidden) * sizeof(float));
+        const size_t nf = (size_t)(j->in[i].n_tokens * v->text_hidden);
+        j->rows[i] = mxl_malloc(nf * sizeof(float));
         if (!j->rows[i]) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory"), false;
-        if (v->encode(v, &j->in[i], mxl_gen_model_pool(s->m), j->rows[i], err)) return false;
+        uint8_t key[32];
+        if (s->vcache) mxl_vision_cache_key(&j->in[i], key);
+        const bool hit = s->vcache && mxl_vision_cache_get(s->vcache, key, j->rows[i], nf);
+        if (!hit) {
+            if (v->encode(v, &j->in[i], mxl_gen_model_pool(s->m), j->rows[i], err)) return false;
+            if (s->vcache) mxl_vision_cache_put(s->vcache, key, j->rows[i], nf);
+        }
+        pthread_mutex_lock(&s->mu);
+        if (hit) s->stats.vision_cache_hits++;
+        else s->stats.vision_encodes++;
+        pthread_mutex_unlock(&s->mu);
         mxl_free(j->in[i].pixels);
         j->in[i].pixels = NULL;
     }
@@ -1357,6 +1371,10 @@ mxl_status mxl_sched_create(mxl_gen_model *m, const mxl_sched_config *cfg, mxl_s
     /* 64-byte aligned: a batch's logits are written with non-temporal stores (quant_amx.c) */
     s->logits = mxl_aligned_alloc(64, ((size_t)cfg->n_slots * (size_t)mxl_gen_model_vocab(m) * sizeof(float) + 63) & ~(size_t)63);
     s->tok_scratch = mxl_malloc(PREFILL_BATCH_ROWS * sizeof(int32_t));
+    if (mxl_gen_model_vlm(m) && cfg->vision_cache_size > 0 && !(s->vcache = mxl_vision_cache_create(cfg->vision_cache_size))) {
+        mxl_sched_destroy(s);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
     if (!s->logits || !s->tok_scratch) {
         mxl_sched_destroy(s);
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
@@ -1413,6 +1431,7 @@ void mxl_sched_destroy(mxl_sched *s) {
     mxl_free(s->hits);
     mxl_free(s->hit_chain);
     mxl_state_snaps_destroy(s->snaps);
+    mxl_vision_cache_destroy(s->vcache);
     mxl_free(s->slots);
     mxl_aligned_free(s->logits);
     mxl_free(s->tok_scratch);
@@ -1438,6 +1457,8 @@ void mxl_sched_stats_carry(mxl_sched_stats *to, const mxl_sched_stats *from) {
     to->kv_evictions += from->kv_evictions;
     to->preemptions += from->preemptions;
     to->spec_drafts += from->spec_drafts;
+    to->vision_encodes += from->vision_encodes;
+    to->vision_cache_hits += from->vision_cache_hits;
     to->spec_draft_tokens += from->spec_draft_tokens;
     to->spec_accepted += from->spec_accepted;
 }

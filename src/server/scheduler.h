@@ -115,6 +115,7 @@ typedef struct mxl_sched_config {
      * reads the weights once for all of them); the output is the same either way */
     const mxl_draft_opts *draft; /* NULL: off */
     int spec_max_batch;          /* 0: 2 */
+    int vision_cache_size;       /* encoded images kept for later requests (vision_cache.h); 0: none */
 } mxl_sched_config;
 
 #define MXL_SCHED_KV_NONE (-1)
@@ -133,8 +134,8 @@ mxl_status mxl_sched_submit(mxl_sched *s, mxl_srv_channel *c, int index, const i
                             const mxl_seq_params *p, mxl_error *err);
 /* A job's images (a vision-language model): n images through the model's processor (their
  * pixels copied) and the n_blocks media blocks of the prompt they fill (block b: rows of image
- * img[b] from row off[b]). The scheduler runs the vision tower when it admits the job; the
- * prompt cache reuses nothing from the first image on. */
+ * img[b] from row off[b]). The scheduler runs the vision tower when it admits the job (or copies
+ * an image's rows from the vision cache); the prompt cache reuses nothing from the first image on. */
 typedef struct mxl_sched_images {
     int n;
     const mxl_vlm_input *in;
@@ -170,6 +171,7 @@ typedef struct mxl_sched_stats {
     uint64_t cache_block_hit_tokens; /* prompt tokens adopted from the shared block cache */
     uint64_t kv_evictions, preemptions;
     uint64_t spec_drafts, spec_draft_tokens, spec_accepted; /* verification passes with a draft, drafted and kept tokens */
+    uint64_t vision_encodes, vision_cache_hits; /* images through the vision tower, and taken from the vision cache */
 } mxl_sched_stats;
 
 /* POST /slots/{id}?action=save|restore|erase (llama-server's slot persistence). The action waits

@@ -783,6 +783,7 @@ static mxl_status build_scheduler(mxl_server *s, const startup *up, mxl_error *e
         .cache_min_prefix = cfg->prompt_cache_min_prefix,
         .draft = s->draft.kind != MXL_DRAFT_NONE ? &s->draft : NULL,
         .spec_max_batch = (int)cfg->prompt_lookup_max_batch,
+        .vision_cache_size = (int)cfg->vision_cache_size,
     };
     return mxl_sched_create(s->model, &sc, &s->sched, err);
 }

@@ -356,7 +356,8 @@ def test_auth_and_public_routes():
 def test_queue_full_is_503_and_sigterm_exits_0():
     s = Server("--parallel", "1", "--max-queue-depth", "1", "--ctx-size", "1024")
     try:
-        body = {"prompt": "Tell me a story", "n_predict": 400, "temperature": 0, "ignore_eos": True}
+        # (long enough that the first request still runs when the last two come: about 2 s here)
+        body = {"prompt": "Tell me a story", "n_predict": 1000, "temperature": 0, "ignore_eos": True}
         results = []
 
         def post():

@@ -168,3 +168,34 @@ def test_server_without_media_path_refuses_files_and_text_model_refuses_images()
         assert props["modalities"]["vision"] is False
     finally:
         srv.stop()
+
+
+def _counters(srv):
+    text = requests.get(srv.url + "/metrics", timeout=30).text
+    got = {}
+    for line in text.splitlines():
+        for k in ("vision_encodes_total", "vision_cache_hits_total"):
+            if line.startswith("llamacpp:" + k + " "):
+                got[k] = float(line.split()[1])
+    return got.get("vision_encodes_total", -1), got.get("vision_cache_hits_total", -1)
+
+
+def test_server_vision_cache_reuses_encoded_images():
+    """An image sent again (the next turn of a conversation carries it again) is copied from the
+    vision cache instead of running the tower: the same answers, one encode per distinct image;
+    --vision-cache-size 0 encodes every time."""
+    c = e2e("two_images")
+    parts = [{"type": "image_url", "image_url": {"url": data_url(os.path.join(FX, f))}} for f in c["images"]]
+    parts.append({"type": "text", "text": c["prompt"]})
+    for size, encodes, hits in (("20", 2, 4), ("0", 6, 0)):
+        srv = Server("-m", MODEL, "--metrics", "--vision-cache-size", size)
+        try:
+            for _ in range(3):
+                r = chat(srv.url, parts, n=len(c["greedy"]))
+                assert r.status_code == 200, r.text
+                assert r.json()["choices"][0]["message"]["content"] == c["text"], (size, r.json())
+            assert _counters(srv) == (encodes, hits), (size, _counters(srv))
+        finally:
+            srv.stop()
+    r = run("serve", "-m", MODEL, "--vision-cache-size", "-1", "--port", "0")
+    assert_clean_error(r, "--vision-cache-size")
