@@ -218,7 +218,7 @@ static int parse_mlx_quant(mxl_model_config *cfg, json_t *q, const char *origin,
         mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: %s.mode '%s' is not a quantization mode mlxcel loads (affine, mxfp4, mxfp8, nvfp4)", origin, key, mode_s);
         return 1;
     }
-    int dflt_gs = qc->mode == MXL_QUANT_AFFINE ? 64 : 32;
+    int dflt_gs = qc->mode == MXL_QUANT_AFFINE ? 64 : qc->mode == MXL_QUANT_NVFP4 ? 16 : 32;
     int dflt_bits = qc->mode == MXL_QUANT_AFFINE ? 4 : (qc->mode == MXL_QUANT_MXFP8 ? 8 : 4);
     if (int_field(q, "bits", dflt_bits, origin, key, &qc->bits, err)) return 1;
     if (int_field(q, "group_size", dflt_gs, origin, key, &qc->group_size, err)) return 1;

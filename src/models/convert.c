@@ -212,7 +212,7 @@ static mxl_status plan_safetensors(const mxl_checkpoint *ck, plan *p, mxl_error 
             mxl_quant_mode mode;
             mlx_params_of(&ck->config, base, &mode, &bits, &gs);
             mxl_status st;
-            const bool fp = mode == MXL_QUANT_MXFP4 || mode == MXL_QUANT_MXFP8 || mode == MXL_QUANT_NVFP4;
+            const bool fp = mxl_mlx_fp_mode(mode);
             if (!fp && !be) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %s has scales but no biases (only affine MLX quantization converts)", ck->path, base);
             /* stacked experts [E, rows, .] read as [E * rows, .] and written back [E, rows, cols] */
             const int nd = e->tensor.ndim;
@@ -558,9 +558,8 @@ static mxl_status write_tensors(const plan *p, const char *path, mxl_dtype dt, i
         const plan_item *it = &p->v[i];
         float *row = mxl_malloc((size_t)it->cols * sizeof(float));
         void *orow = mxl_malloc((size_t)it->cols * 4);
-        view_cache vc = {NULL, -1};
-        if (it->view && it->view->transposed && !(vc.m = mxl_malloc((size_t)(it->view->cols * it->view->src_rows) * sizeof(float))))
-            st = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory converting %s", path, it->name);
+        const bool vt = it->view && it->view->transposed; /* (one expert's source at a time, transposed) */
+        view_cache vc = {vt ? mxl_malloc((size_t)(it->view->cols * it->view->src_rows) * sizeof(float)) : NULL, -1};
         uint32_t *qw = NULL;
         float *sc = NULL, *bi = NULL;
         void *sb = NULL;
@@ -571,8 +570,7 @@ static mxl_status write_tensors(const plan *p, const char *path, mxl_dtype dt, i
             bi = mxl_malloc((size_t)(it->rows * ng) * sizeof *bi);
             sb = mxl_malloc((size_t)(it->rows * ng) * 4);
         }
-        if (st) {
-        } else if (!row || !orow || (it->quantize && (!qw || !sc || !bi || !sb))) {
+        if (!row || !orow || (vt && !vc.m) || (it->quantize && (!qw || !sc || !bi || !sb))) {
             st = mxl_error_set(err, MXL_ERR_NOMEM, "%s: out of memory converting %s", path, it->name);
         } else if (!it->quantize) {
             float *src = it->transpose ? source_matrix(it) : NULL;

@@ -88,8 +88,7 @@ static mxl_status missing(const binder *b, const char *name) {
  * override. The floating-point modes (mlx_fp.h) must declare their own fixed widths. */
 static mxl_status mlx_params(const binder *b, const char *base, mxl_quant_mode *mode, int *bits, int *group_size) {
     const mxl_quant_config *q = &b->ck->config.quant;
-    const bool fp = q->mode == MXL_QUANT_MXFP4 || q->mode == MXL_QUANT_MXFP8 || q->mode == MXL_QUANT_NVFP4;
-    if (q->mode != MXL_QUANT_AFFINE && !fp)
+    if (q->mode != MXL_QUANT_AFFINE && !mxl_mlx_fp_mode(q->mode))
         return mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: tensor '%s.scales' is present but config.json declares no MLX quantization", b->ck->path, base);
     *mode = q->mode;
     *bits = q->bits;
@@ -99,14 +98,14 @@ static mxl_status mlx_params(const binder *b, const char *base, mxl_quant_mode *
         if (strcmp(o->prefix, base) != 0) continue;
         if (o->bits == 0)
             return mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: config.json leaves '%s' unquantized but the checkpoint has '%s.scales'", b->ck->path, base, base);
-        if (o->mode != MXL_QUANT_AFFINE && o->mode != MXL_QUANT_MXFP4 && o->mode != MXL_QUANT_MXFP8 && o->mode != MXL_QUANT_NVFP4)
+        if (o->mode != MXL_QUANT_AFFINE && !mxl_mlx_fp_mode(o->mode))
             return mxl_error_set(b->err, MXL_ERR_UNSUPPORTED, "%s: quantization mode '%s' of '%s' is not supported (affine, mxfp4, mxfp8, nvfp4)", b->ck->path,
                                  mxl_quant_mode_name(o->mode), base);
         *mode = o->mode;
         *bits = o->bits;
         *group_size = o->group_size;
     }
-    const int want_bits = *mode == MXL_QUANT_MXFP8 ? 8 : 4, want_gs = *mode == MXL_QUANT_NVFP4 ? 16 : 32;
+    const int want_bits = mxl_mlx_fp_bits(*mode), want_gs = mxl_mlx_fp_group(*mode);
     if (*mode != MXL_QUANT_AFFINE && (*bits != want_bits || *group_size != want_gs))
         return mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: '%s' declares %s with bits=%d, group_size=%d; that mode is bits=%d, group_size=%d", b->ck->path,
                              base, mxl_quant_mode_name(*mode), *bits, *group_size, want_bits, want_gs);
@@ -1268,8 +1267,7 @@ static mxl_status read_hparams(const mxl_checkpoint *ck, mxl_decoder *d, mxl_dec
     }
     const mxl_quant_config *q = &ck->config.quant;
     const bool own = fam->quant_method && strcmp(q->method, fam->quant_method) == 0; /* (read by the family itself) */
-    const bool mlx_fp = (q->mode == MXL_QUANT_MXFP4 || q->mode == MXL_QUANT_MXFP8 || q->mode == MXL_QUANT_NVFP4) &&
-                        json_object_get(ck->config.raw, "quantization"); /* (MLX's key; Hugging Face's is quantization_config) */
+    const bool mlx_fp = mxl_mlx_fp_mode(q->mode) && json_object_get(ck->config.raw, "quantization"); /* (MLX's key; Hugging Face's is quantization_config) */
     if (!gguf && q->mode != MXL_QUANT_NONE && q->mode != MXL_QUANT_AFFINE && !mlx_fp && !own)
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: quantization '%s' is not supported (MLX affine, mxfp4, mxfp8 and nvfp4 quantization and GGUF are)", ck->path,
                              q->method[0] ? q->method : mxl_quant_mode_name(q->mode));

@@ -26,10 +26,10 @@ static inline uint8_t code_at(const uint8_t *row, int bits, int64_t k) {
 
 mxl_status mxl_mlx_fp_weight(const mxl_tensor *w, const mxl_tensor *scales, mxl_quant_mode mode, const char *name, mxl_arena *arena,
                              mxl_weight *out, mxl_error *err) {
-    if (mode != MXL_QUANT_MXFP4 && mode != MXL_QUANT_MXFP8 && mode != MXL_QUANT_NVFP4)
+    if (!mxl_mlx_fp_mode(mode))
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: quantization mode '%s' is not an MLX floating-point mode", name,
                              mxl_quant_mode_name(mode));
-    const int bits = mode == MXL_QUANT_MXFP8 ? 8 : 4, gs = mode == MXL_QUANT_NVFP4 ? 16 : 32;
+    const int bits = mxl_mlx_fp_bits(mode), gs = mxl_mlx_fp_group(mode);
     const char *mn = mxl_quant_mode_name(mode);
     if (w->ndim != 2 || scales->ndim != 2 || w->dtype != MXL_DTYPE_U32 || scales->dtype != MXL_DTYPE_U8 || w->shape[0] <= 0 ||
         w->shape[1] <= 0 || scales->shape[0] != w->shape[0] || scales->shape[1] * gs != w->shape[1] * (32 / bits))

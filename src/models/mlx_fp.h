@@ -14,11 +14,17 @@
 #ifndef MXL_MODELS_MLX_FP_H
 #define MXL_MODELS_MLX_FP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "backends/weight.h"
 #include "core/arena.h"
 #include "models/config.h"
+
+/* True for the three modes; their fixed code width and group size (4 / 32, 8 / 32, 4 / 16). */
+static inline bool mxl_mlx_fp_mode(mxl_quant_mode m) { return m == MXL_QUANT_MXFP4 || m == MXL_QUANT_MXFP8 || m == MXL_QUANT_NVFP4; }
+static inline int mxl_mlx_fp_bits(mxl_quant_mode m) { return m == MXL_QUANT_MXFP8 ? 8 : 4; }
+static inline int mxl_mlx_fp_group(mxl_quant_mode m) { return m == MXL_QUANT_NVFP4 ? 16 : 32; }
 
 /* The weight [rows, cols] of an MLX fp-mode matrix (w, scales as above; mode MXFP4 / MXFP8 /
  * NVFP4), its repacked bytes allocated in arena. Shapes or dtypes that do not fit the mode are
