@@ -1,5 +1,6 @@
 /* test_kernels_qamx.c - the panel matmul path (AMX-INT8 tiles, their AVX-512 VNNI form, the AVX2
- * form, the AArch64 NEON form with and without SDOT) for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q2_K..Q6_K / IQ4_NL / IQ4_XS and MLX 4- / 8-bit weights
+ * form, the AArch64 NEON form with and without SDOT) for GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q2_K..Q6_K / IQ4_NL / IQ4_XS /
+ * TQ1_0 / TQ2_0 / MXFP4 and MLX 2- to 8-bit weights
  * (quant_amx.h).
  *
  *  - The panel layout holds the weight exactly: every row dequantized from it equals the GGUF /
@@ -37,7 +38,7 @@ static float frand(void) {
 }
 
 static const mxl_dtype k_types[] = {MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q8_0, MXL_DTYPE_Q2_K, MXL_DTYPE_Q3_K, MXL_DTYPE_Q4_K, MXL_DTYPE_Q5_K, MXL_DTYPE_Q5_0, MXL_DTYPE_Q5_1,
-                                    MXL_DTYPE_Q6_K, MXL_DTYPE_IQ4_NL, MXL_DTYPE_IQ4_XS, MXL_DTYPE_TQ1_0, MXL_DTYPE_TQ2_0};
+                                    MXL_DTYPE_Q6_K, MXL_DTYPE_IQ4_NL, MXL_DTYPE_IQ4_XS, MXL_DTYPE_TQ1_0, MXL_DTYPE_TQ2_0, MXL_DTYPE_MXFP4};
 /* rows: a partial panel only, one whole and a partial, several; cols: odd and even block counts */
 static const int64_t k_shapes[][2] = {{5, 96}, {29, 256}, {70, 544}};
 #define MAX_TOK 40

@@ -231,7 +231,9 @@ void mxl_qamx_pack(const mxl_weight *W, uint8_t *dst) {
     const size_t codes = L.codes; /* where the scales start */
     const size_t sb = (size_t)mxl_dtype_get_info(W->dtype)->block_bytes; /* source block bytes */
     size_t qs_off = offsetof(mxl_block_q4_0, qs), qh_off = 0;
+    const int mx = W->dtype == MXL_DTYPE_MXFP4;
     switch (W->dtype) {
+    case MXL_DTYPE_MXFP4: qs_off = offsetof(mxl_block_mxfp4, qs); break;
     case MXL_DTYPE_Q8_0: qs_off = offsetof(mxl_block_q8_0, qs); break;
     case MXL_DTYPE_Q4_1: qs_off = offsetof(mxl_block_q4_1, qs); break;
     case MXL_DTYPE_Q5_0: qs_off = offsetof(mxl_block_q5_0, qs), qh_off = offsetof(mxl_block_q5_0, qh); break;
@@ -246,6 +248,11 @@ void mxl_qamx_pack(const mxl_weight *W, uint8_t *dst) {
             const uint8_t *src = row + (size_t)b * sb;
             uint8_t *blk = pan + (size_t)b * bb;
             for (int kk = 0; kk < words; kk++) memcpy(blk + (size_t)kk * 64 + (size_t)n * 4, src + qs_off + 4 * kk, 4);
+            if (mx) { /* MXFP4: E8M0 e first, d = 2^(e - 128) as f32 */
+                const float d = mxl_e8m0_half(src[0]);
+                memcpy(blk + codes + 4 * n, &d, 4);
+                continue;
+            }
             memcpy(blk + codes + 2 * n, src, 2);                          /* d: first in every block */
             if (has_m) memcpy(blk + codes + 2 * (PANEL + n), src + 2, 2); /* Q4_1 / Q5_1's m follows d */
             if (q5) { /* element k's fifth bit is bit k of qh */
@@ -284,7 +291,7 @@ static int panel_code(const layout *L, const uint8_t *pan, int64_t b, int n, int
     if (L->kind == K_U8) return c[i];
     int u = i < CODES_Q4 ? c[i] & 0x0F : c[i - CODES_Q4] >> 4;
     if (q5_kind(L->kind)) u |= ((c[HI_PLANE + i / 8] >> (i % 8)) & 1) << 4;
-    return lut_kind(L->kind) ? mxl_kvalues_iq4nl[u] : u;
+    return lut_kind(L->kind) ? lut_table(L->kind)[u] : u;
 }
 
 /* Scale d_w and offset m_w of panel row n in block b (not Q6_K / Q3_K / Q2_K), as the kernels
@@ -487,7 +494,7 @@ VNNI __attribute__((always_inline)) static inline __m512i nib_row(int kind, cons
         memcpy(&hb, nib + HI_PLANE + 8 * j, 8);
         v = _mm512_or_si512(v, _mm512_maskz_mov_epi8(_cvtu64_mask64(hb), _mm512_set1_epi8(0x10)));
     }
-    if (lut_kind(kind)) v = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)mxl_kvalues_iq4nl)), v);
+    if (lut_kind(kind)) v = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)lut_table(kind))), v);
     return v;
 }
 /* a nibble block's 512 code bytes (B-tile order) */
@@ -944,6 +951,7 @@ PKERNEL(pkernel_q5_1, K_Q5_1, 0)
 PKERNEL(pkernel_q5_k, K_Q5_K, 0)
 PKERNEL(pkernel_iq4_nl, K_IQ4_NL, 0)
 PKERNEL(pkernel_iq4_xs, K_IQ4_XS, 0)
+PKERNEL(pkernel_mxfp4, K_MXFP4, 1)
 KERNEL(kernel_q8_0, K_Q8_0, 0)
 KERNEL(kernel_q4_0, K_Q4_0, 0)
 KERNEL(kernel_q4_1, K_Q4_1, 0)
@@ -956,6 +964,7 @@ KERNEL(kernel_q5_1, K_Q5_1, 0)
 KERNEL(kernel_q5_k, K_Q5_K, 0)
 KERNEL(kernel_iq4_nl, K_IQ4_NL, 0)
 KERNEL(kernel_iq4_xs, K_IQ4_XS, 0)
+KERNEL(kernel_mxfp4, K_MXFP4, 1)
 #define NT6_CASE(N) \
     case N: panel_kernel_q6(KIND, N, pan, nb, pre, act, as, y, ys, nrows); break;
 #define KERNEL6(name, KIND_)                                                                                           \
@@ -1000,6 +1009,7 @@ VKERNEL(vnni_q5_1, K_Q5_1, 0)
 VKERNEL(vnni_q5_k, K_Q5_K, 0)
 VKERNEL(vnni_iq4_nl, K_IQ4_NL, 0)
 VKERNEL(vnni_iq4_xs, K_IQ4_XS, 0)
+VKERNEL(vnni_mxfp4, K_MXFP4, 1)
 typedef void (*vnni_fn)(int, int, const uint8_t *const *, int64_t, size_t, const uint8_t *, size_t, float *const *, int64_t,
                         const int *, int);
 #define VNNI6_CASE(N)                                                                    \
@@ -1021,16 +1031,16 @@ VKERNEL6(vnni_q2_k, K_Q2_K)
 static const tile_fn k_tile[N_KINDS][2] = {{kernel_q8_0, 0}, {kernel_q4_0, 0}, {kernel_q4_1, kernel_q4_1w}, {kernel_u8, kernel_u8w},
                                            {kernel_q4_k, 0}, {kernel_q5_0, 0}, {kernel_q5_1, 0}, {kernel_q6_k, 0},
                                            {kernel_q5_k, 0}, {kernel_q3_k, 0}, {kernel_q2_k, 0},
-                                           {kernel_iq4_nl, 0}, {kernel_iq4_xs, 0}};
+                                           {kernel_iq4_nl, 0}, {kernel_iq4_xs, 0}, {0, kernel_mxfp4}};
 /* (Q6_K, Q3_K and Q2_K have no pair form yet: their halves are K = 16 products of their own) */
 static const tile_fn k_pair[N_KINDS][2] = {{pkernel_q8_0, 0}, {pkernel_q4_0, 0}, {pkernel_q4_1, pkernel_q4_1w}, {pkernel_u8, pkernel_u8w},
                                            {pkernel_q4_k, 0}, {pkernel_q5_0, 0}, {pkernel_q5_1, 0}, {0, 0},
                                            {pkernel_q5_k, 0}, {0, 0}, {0, 0},
-                                           {pkernel_iq4_nl, 0}, {pkernel_iq4_xs, 0}};
+                                           {pkernel_iq4_nl, 0}, {pkernel_iq4_xs, 0}, {0, pkernel_mxfp4}};
 static const vnni_fn k_vnni[N_KINDS][2] = {{vnni_q8_0, 0}, {vnni_q4_0, 0}, {vnni_q4_1, vnni_q4_1w}, {vnni_u8, vnni_u8w},
                                            {vnni_q4_k, 0}, {vnni_q5_0, 0}, {vnni_q5_1, 0}, {vnni_q6_k, 0},
                                            {vnni_q5_k, 0}, {vnni_q3_k, 0}, {vnni_q2_k, 0},
-                                           {vnni_iq4_nl, 0}, {vnni_iq4_xs, 0}};
+                                           {vnni_iq4_nl, 0}, {vnni_iq4_xs, 0}, {0, vnni_mxfp4}};
 
 /* beyond this many blocks a panel's split codes do not go on the stack (256 KB); token groups
  * then split them again */

@@ -22,8 +22,8 @@
  * unsigned nibbles, d and m; K_U8 unsigned 8-bit codes, d and m; K_Q4_K unsigned nibbles with
  * Q4_K's scales (d = d_sb * sc_j, m = -dmin_sb * m_j, both exact in f32, formed in the kernel);
  * K_Q5_K: K_Q4_K with the fifth bits of K_Q5_1. */
-enum { K_Q8_0, K_Q4_0, K_Q4_1, K_U8, K_Q4_K, K_Q5_0, K_Q5_1, K_Q6_K, K_Q5_K, K_Q3_K, K_Q2_K, K_IQ4_NL, K_IQ4_XS };
-#define N_KINDS 13
+enum { K_Q8_0, K_Q4_0, K_Q4_1, K_U8, K_Q4_K, K_Q5_0, K_Q5_1, K_Q6_K, K_Q5_K, K_Q3_K, K_Q2_K, K_IQ4_NL, K_IQ4_XS, K_MXFP4 };
+#define N_KINDS 14
 /* K_Q5_0 / K_Q5_1: Q4_0 / Q4_1's nibbles, then the fifth bits as a 512-bit mask over the 512
  * code bytes (bit i: code byte i gets + 16), then d (and m); m = -16 d for Q5_0. */
 #define HI_PLANE 256 /* offset of the fifth-bit mask in a Q5 block */
@@ -37,7 +37,12 @@ static inline int nib_kind(int kind) {
  * the 8 blocks' nibbles - 2208 bytes per 256 x 16 for the GGUF's 2176 (d_w = d * sc, formed in
  * the kernel, exact in f32). */
 #define IXSB (160 + 8 * CODES_Q4)
-static inline int lut_kind(int kind) { return kind == K_IQ4_NL || kind == K_IQ4_XS; }
+/* K_MXFP4: IQ4_NL's form with MXFP4's table (ggml's kvalues_mxfp4: the E2M1 values doubled,
+ * -12..12) and its E8M0 scale halved as an f32 d ("wide": 2^(e - 128) is exact in f32, not in
+ * f16) - 320 bytes per 16 rows x 32 for the GGUF's 272. */
+static inline int lut_kind(int kind) { return kind == K_IQ4_NL || kind == K_IQ4_XS || kind == K_MXFP4; }
+/* the 16-entry signed table of a lut_kind */
+static inline const int8_t *lut_table(int kind) { return kind == K_MXFP4 ? mxl_kvalues_mxfp4 : mxl_kvalues_iq4nl; }
 /* signed codes without an offset term: Q8_0's bytes, the IQ4 kinds' table values */
 static inline int signed_kind(int kind) { return kind == K_Q8_0 || lut_kind(kind); }
 /* kinds whose codes are split from nibbles before the products (nibble kinds, IQ4 kinds) */
@@ -149,6 +154,7 @@ static inline bool layout_of(const mxl_weight *W, layout *L) {
         case MXL_DTYPE_TQ2_0: *L = (layout){K_Q2_K, 0, 0, Q2_SB / 8}; return true;
         case MXL_DTYPE_IQ4_NL: *L = (layout){K_IQ4_NL, 0, CODES_Q4, CODES_Q4 + 32}; return true;
         case MXL_DTYPE_IQ4_XS: *L = (layout){K_IQ4_XS, 0, 0, IXSB / 8}; return true;   /* bb: per 32 */
+        case MXL_DTYPE_MXFP4: *L = (layout){K_MXFP4, 1, CODES_Q4, CODES_Q4 + 64}; return true;
         default: return false;
         }
     }

@@ -421,7 +421,7 @@ AVX2 __attribute__((always_inline)) static inline void group_body(int kind, cons
             for (int kk = 0; kk < 8; kk++)
                 for (int h = 0; h < 2; h++) _mm256_store_si256((__m256i *)(pre + 64 * kk + 32 * h), nib_codes(c, q5, kk, h));
         if (lut_kind(kind)) { /* the table's signed values, then Q8_0's products */
-            const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mxl_kvalues_iq4nl));
+            const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lut_table(kind)));
             for (int kk = 0; kk < 8; kk++)
                 for (int h = 0; h < 2; h++)
                     _mm256_store_si256((__m256i *)(pre + 64 * kk + 32 * h), _mm256_shuffle_epi8(tab, nib_codes(c, 0, kk, h)));
@@ -445,7 +445,7 @@ AVX2 static void panel_group(const layout *L, const uint8_t *pan, int64_t nb, in
     switch (L->kind) {
         GROUP_CASE(K_Q8_0) GROUP_CASE(K_Q4_0) GROUP_CASE(K_Q4_1) GROUP_CASE(K_U8) GROUP_CASE(K_Q4_K) GROUP_CASE(K_Q5_0)
         GROUP_CASE(K_Q5_1) GROUP_CASE(K_Q6_K) GROUP_CASE(K_Q5_K) GROUP_CASE(K_Q3_K) GROUP_CASE(K_Q2_K)
-        GROUP_CASE(K_IQ4_NL) GROUP_CASE(K_IQ4_XS)
+        GROUP_CASE(K_IQ4_NL) GROUP_CASE(K_IQ4_XS) GROUP_CASE(K_MXFP4)
     default: MXL_ASSERT(0 && "not a panel kind");
     }
 }

@@ -76,7 +76,7 @@ static int block_codes(const layout *L, const uint8_t *pan, int64_t b, int8_t *o
             hi = vorrq_u8(hi, mask_bytes(c + HI_PLANE + (CODES_Q4 + i) / 8, 16));
         }
         if (lut_kind(L->kind)) { /* the IQ4 table's signed values */
-            const uint8x16_t tab = vreinterpretq_u8_s8(vld1q_s8(mxl_kvalues_iq4nl));
+            const uint8x16_t tab = vreinterpretq_u8_s8(vld1q_s8(lut_table(L->kind)));
             lo = vqtbl1q_u8(tab, lo), hi = vqtbl1q_u8(tab, hi);
         }
         vst1q_s8(out + i, vreinterpretq_s8_u8(lo));
