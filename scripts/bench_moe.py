@@ -6,7 +6,8 @@ weights (seeded), 12 layers of hidden 2048, 16 query / 4 KV heads of 128, 32 exp
 1024 with the top 4 renormalised, Qwen3's vocabulary (the tokenizer from
 shared/testdata/tokenizers/qwen3) - 3.2 B parameters, 2.4 B of them experts. Then:
   - llama.cpp's convert_hf_to_gguf.py writes it as a bf16 GGUF and llama-quantize makes Q4_K_M
-    (about 1.9 GB: far past any last-level cache) and Q8_0;
+    (about 1.9 GB: far past any last-level cache), Q8_0 and MXFP4_MOE (the experts in MXFP4, as
+    GPT-OSS's released files; --types picks);
   - `mlxcel convert -q` writes the MLX 4-bit (group 64) conversion;
   - prefill of a 512-token prompt (pp512) and decode of 128 tokens after it (tg128 at depth 512),
     median of --reps runs, mlxcel generate vs llama-bench (-d 512 for its tg128) with the same
@@ -71,7 +72,7 @@ def llama_cpp_src(bench):
     return os.path.dirname(os.path.dirname(os.path.dirname(bench)))  # .../llama.cpp/build/bin/llama-bench
 
 
-def make_gguf(hf_dir, work, bench):
+def make_gguf(hf_dir, work, bench, types):
     src = llama_cpp_src(bench)
     bf16 = os.path.join(work, "moe-bf16.gguf")
     if not os.path.exists(bf16):
@@ -83,7 +84,7 @@ def make_gguf(hf_dir, work, bench):
                         str(os.cpu_count() or 1)], check=True)
         quant = glob.glob(os.path.join(src, "build", "**", "llama-quantize"), recursive=True)
     out = {}
-    for q in ("Q4_K_M", "Q8_0"):
+    for q in types:
         path = os.path.join(work, f"moe-{q}.gguf")
         if not os.path.exists(path):
             subprocess.run([quant[0], bf16, path, q], check=True, capture_output=True)
@@ -107,13 +108,15 @@ def main():
     ap.add_argument("--work", default="/tmp/mlxcel-bench")
     ap.add_argument("--llama-bench")
     ap.add_argument("--no-server", action="store_true")
+    ap.add_argument("--types", default="Q4_K_M,Q8_0,MXFP4_MOE",
+                    help="llama-quantize types (MXFP4_MOE: the experts in MXFP4, as GPT-OSS's files); Q4_K_M is always made")
     a = ap.parse_args()
     work = os.path.join(a.work, "moe")
     os.makedirs(work, exist_ok=True)
     bench = a.llama_bench or build_llama_bench(a.work)
     hf_dir = os.path.join(work, "hf")
     make_checkpoint(hf_dir)
-    ggufs = make_gguf(hf_dir, work, bench)
+    ggufs = make_gguf(hf_dir, work, bench, ["Q4_K_M"] + [q for q in a.types.split(",") if q and q != "Q4_K_M"])
     mlx = make_mlx(hf_dir, work)
     t = a.threads
     prompt = prompt_of(ggufs["Q4_K_M"], 512)

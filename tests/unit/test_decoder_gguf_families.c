@@ -64,22 +64,16 @@ static json_t *case_tokens(json_t *fx, json_t *c) {
 
 typedef mxl_test_logit_result result;
 
-/* A case whose experts were rounded through MXFP4 (mxfp4): the MLX checkpoints' bound and tie
- * margin apply (test_decoder_compare.h). The q8_0 and q4_k_m cases are not quantized() in this
- * sense: their reference is transformers on the weights the file holds (dequantized by the gguf
- * package), so they keep REF_TOL on the reference path and INT8_FAST_TOL on the fast one. */
-static bool quantized(json_t *c) {
-    const char *t = json_string_value(json_object_get(c, "outtype"));
-    return t && strcmp(t, "mxfp4") == 0;
-}
-
-/* q8_0 / q4_k_m: the fast path's kernels quantize the activations to int8 */
+/* q8_0 / q4_k_m / mxfp4: the fast path's kernels quantize the activations to int8. The reference
+ * of each is transformers on exactly the weights the file holds (q8_0 / q4_k_m: dequantized by the
+ * gguf package; mxfp4: experts rounded through MXFP4 before conversion), so REF_TOL holds on the
+ * reference path. */
 static bool int8_fast(json_t *c) {
     const char *t = json_string_value(json_object_get(c, "outtype"));
-    return t && (strcmp(t, "q4_k_m") == 0 || strcmp(t, "q8_0") == 0);
+    return t && (strcmp(t, "q4_k_m") == 0 || strcmp(t, "q8_0") == 0 || strcmp(t, "mxfp4") == 0);
 }
 
-/* The bound of a case that is not quantized() on one path. */
+/* The bound of a case on one path. */
 static double exact_tol(json_t *c, bool reference) {
     return reference ? REF_TOL : int8_fast(c) ? INT8_FAST_TOL : FAST_TOL;
 }
@@ -87,7 +81,7 @@ static double exact_tol(json_t *c, bool reference) {
 /* One case on one path (test_decoder_compare.h), argmax checked away from ties of twice the
  * bound; false when a call failed. */
 static bool run(const mxl_decoder *d, json_t *c, json_t *tokens, bool reference, mxl_threadpool *pool, result *r) {
-    return mxl_test_decoder_compare(d, c, tokens, reference, quantized(c) ? MXL_TEST_DEC_QUANT_TIE_MARGIN : 2 * exact_tol(c, reference), pool, r);
+    return mxl_test_decoder_compare(d, c, tokens, reference, 2 * exact_tol(c, reference), pool, r);
 }
 
 static void check_all(bool reference, int *mxl_test_failed_) {
@@ -125,14 +119,13 @@ static void check_all(bool reference, int *mxl_test_failed_) {
                                                   : strncmp(family, mt, strlen(mt)) == 0 && (!family[strlen(mt)] || family[strlen(mt)] == '_'));
         result r;
         bool ran = run(&d, c, case_tokens(fx, c), reference, pool, &r);
-        /* (MXFP4 experts against transformers on them: the quantized bound; the fast path's
-         * f16 cache and int8 activations grow by Gemma 3n / 4's unscaled attention,
-         * test_decoder_compare.h mxl_test_kv_gain) */
-        double tol = quantized(c) ? MXL_TEST_DEC_FAST_QUANT_TOL : exact_tol(c, reference) * (reference ? 1.0 : mxl_test_kv_gain(&d));
+        /* (the fast path's f16 cache and int8 activations grow by Gemma 3n / 4's unscaled
+         * attention, test_decoder_compare.h mxl_test_kv_gain) */
+        double tol = exact_tol(c, reference) * (reference ? 1.0 : mxl_test_kv_gain(&d));
         /* latent attention over 72 positions: the one f16 latent row every head reads as K and V
          * (YaRN's mscale^2 on the scores) drifts to 1.8e-2 at position 22 on the fast path, where
          * an f32 cache gives 3.8e-6 on the same path (measured) */
-        if (!reference && !quantized(c) && d.hp.mla_kv_rank > 0 && json_object_get(c, "tokens")) tol = MLA_LONG_FAST_TOL;
+        if (!reference && d.hp.mla_kv_rank > 0 && json_object_get(c, "tokens")) tol = MLA_LONG_FAST_TOL;
         fprintf(stderr, "  %-16s %s: max |diff| %.2e, argmax %d/%d\n", name, reference ? "[reference]" : "[fast]", r.max_diff,
                 r.argmax_checked - r.argmax_bad, r.argmax_checked);
         CHECK(ran);
