@@ -1026,8 +1026,15 @@ static mxl_status common_hparams(const mxl_checkpoint *ck, mxl_family_ctx *fc) {
  * it is only looked up). The checkpoint pages of a matrix copied into such a layout are then
  * dropped from memory (they stay mapped, and page back in if the reference path reads them), so
  * the process holds each weight once. */
+/* An MXFP4 matrix of a safetensors checkpoint is a copy the loader made (GPT-OSS's blocks, MLX's
+ * mxfp4 codes: bind_mxfp4_stacked, mlx_fp.h), which the arena holds to the end: a panel layout of
+ * it would hold the weight twice, so it stays on the row path. */
+static bool owned_repack(const mxl_checkpoint *ck, const mxl_weight *W) {
+    return W->kind == MXL_W_GGUF && W->dtype == MXL_DTYPE_MXFP4 && ck->format == MXL_CHECKPOINT_SAFETENSORS;
+}
+
 static mxl_status prepare_one(const mxl_checkpoint *ck, mxl_decoder *d, mxl_weight *W, mxl_error *err) {
-    if (W->rows <= 0 || W->prepared) return MXL_OK;
+    if (W->rows <= 0 || W->prepared || owned_repack(ck, W)) return MXL_OK;
     mxl_status st = d->be->ops->weight_prepare(d->be, W, MXL_WEIGHT_USE_MATMUL, &d->tiles, err);
     if (st != MXL_OK || !W->prepared) return st;
     if (W->kind == MXL_W_GGUF && ck->gguf && W->data != d->tok_embd.data)
@@ -1083,8 +1090,8 @@ static mxl_status each_matrix(const mxl_checkpoint *ck, mxl_decoder *d, mxl_erro
 }
 
 static mxl_status size_one(const mxl_checkpoint *ck, mxl_decoder *d, mxl_weight *W, mxl_error *err) {
-    (void)ck, (void)err;
-    d->tiles.block_size += d->be->ops->weight_prepared_bytes(d->be, W, MXL_WEIGHT_USE_MATMUL);
+    (void)err;
+    if (!owned_repack(ck, W)) d->tiles.block_size += d->be->ops->weight_prepared_bytes(d->be, W, MXL_WEIGHT_USE_MATMUL);
     return MXL_OK;
 }
 
