@@ -87,6 +87,13 @@ class Server:
         return self.proc.returncode
 
 
+def metrics(s):
+    """The server's /metrics (--metrics) as {name without "llamacpp:": value}."""
+    import requests
+    text = requests.get(s.url + "/metrics", timeout=30).text
+    return {l.split()[0].split(":", 1)[1]: float(l.split()[1]) for l in text.splitlines() if l.startswith("llamacpp:")}
+
+
 def openai_client(s, key="none"):
     """The unmodified OpenAI SDK pointed at a live Server (no retries: a failure shows at once)."""
     import openai

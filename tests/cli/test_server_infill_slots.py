@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from conftest import ROOT, mlxcel_bin
-from server_util import Server
+from server_util import Server, metrics
 from tiny_checkpoint import build_case_dir
 
 FIX = os.path.join(ROOT, "tests", "fixtures", "infill")
@@ -300,30 +300,25 @@ def test_sleep_idle_releases_and_reloads():
     assert "server is sleeping" in log and "reloaded after sleeping" in log
 
 
-def _metrics(srv):
-    text = requests.get(srv.url + "/metrics", timeout=30).text
-    return {l.split()[0].split(":", 1)[1]: float(l.split()[1]) for l in text.splitlines() if l.startswith("llamacpp:")}
-
-
 def test_metrics_go_on_across_sleep():
     """/metrics' counters are not reset when the model sleeps and reloads, a scrape does not wake
     it, and the throughput gauges cover the time since the previous scrape (llama-server's buckets)."""
     srv = Server("-np", "1", "--ctx-size", "2048", "--sleep-idle-seconds", "1", "--metrics")
     try:
         _complete(srv)
-        m1 = _metrics(srv)
+        m1 = metrics(srv)
         assert m1["tokens_predicted_total"] == 8 and m1["predicted_tokens_seconds"] > 0 and m1["prompt_tokens_seconds"] > 0, m1
-        m2 = _metrics(srv)  # nothing ran since the last scrape
+        m2 = metrics(srv)  # nothing ran since the last scrape
         assert m2["predicted_tokens_seconds"] == 0 and m2["prompt_tokens_seconds"] == 0
         assert {k: v for k, v in m2.items() if k.endswith("_total")} == {k: v for k, v in m1.items() if k.endswith("_total")}
         deadline = time.time() + 120
         while time.time() < deadline and not requests.get(srv.url + "/props", timeout=30).json()["is_sleeping"]:
             time.sleep(0.25)
-        asleep = _metrics(srv)
+        asleep = metrics(srv)
         assert requests.get(srv.url + "/props", timeout=30).json()["is_sleeping"] is True  # the scrape did not wake it
         assert asleep == m2, (asleep, m2)
         _complete(srv, prompt="Once more:")  # reloads the model; the counters go on
-        m3 = _metrics(srv)
+        m3 = metrics(srv)
         assert m3["tokens_predicted_total"] == 16 and m3["prompt_tokens_total"] > m2["prompt_tokens_total"], m3
         assert m3["n_decode_total"] > m2["n_decode_total"] and m3["predicted_tokens_seconds"] > 0
     finally:

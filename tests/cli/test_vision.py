@@ -80,7 +80,7 @@ import base64  # noqa: E402
 
 import requests  # noqa: E402
 
-from server_util import Server  # noqa: E402
+from server_util import Server, metrics  # noqa: E402
 
 
 def data_url(path):
@@ -171,13 +171,8 @@ def test_server_without_media_path_refuses_files_and_text_model_refuses_images()
 
 
 def _counters(srv):
-    text = requests.get(srv.url + "/metrics", timeout=30).text
-    got = {}
-    for line in text.splitlines():
-        for k in ("vision_encodes_total", "vision_cache_hits_total"):
-            if line.startswith("llamacpp:" + k + " "):
-                got[k] = float(line.split()[1])
-    return got.get("vision_encodes_total", -1), got.get("vision_cache_hits_total", -1)
+    m = metrics(srv)
+    return m.get("vision_encodes_total", -1), m.get("vision_cache_hits_total", -1)
 
 
 def test_server_vision_cache_reuses_encoded_images():
