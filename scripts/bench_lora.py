@@ -2,12 +2,12 @@
 """Decode speed with an unfused LoRA adapter next to the base model alone (mlxcel generate).
 
 Makes (once, under --work) SmolLM2-135M as a Hugging Face directory (`mlxcel convert --dtype f16`
-of the bundled Q4_1 GGUF), a PEFT adapter of rank --rank on all seven projections of every layer
+of the bundled Q4_1 GGUF), a PEFT adapter of rank --rank on the --targets projections of every layer (default all seven)
 (random A and B, seeded) and its GGUF form (llama.cpp's convert_lora_to_gguf.py). Then, --reps
 times, alternating: the Q4_1 GGUF with and without the GGUF adapter, and the f16 directory with and
 without the PEFT adapter; the figure is the median decode tokens/s and its ratio to the base.
 
-  /tmp/fx/bin/python scripts/bench_lora.py [--reps 3] [--rank 16] [--work /tmp/lorabench] [--llama-cpp DIR]
+  /tmp/fx/bin/python scripts/bench_lora.py [--reps 3] [--rank 16] [--targets q_proj,v_proj] [--work /tmp/lorabench] [--llama-cpp DIR]
 (torch, transformers, peft; DIR holds convert_lora_to_gguf.py and gguf-py/.)
 """
 import argparse
@@ -20,14 +20,16 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_vs_llamacpp import MLXCEL, MODELS, STORE  # noqa: E402
 
+ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 PROMPT = "Write a short story about a robot learning to paint."
 
 
-def make(work, rank, lcpp):
+def make(work, rank, lcpp, targets):
     q41 = os.path.join(STORE, MODELS["smollm2"])
     hf = os.path.join(work, "smollm2_f16")
-    peft_dir = os.path.join(work, f"peft_r{rank}")
-    gguf_lora = os.path.join(work, f"lora_r{rank}.gguf")
+    tag = f"r{rank}" + ("" if len(targets) == 7 else "_" + "_".join(t.split("_")[0] for t in targets))
+    peft_dir = os.path.join(work, f"peft_{tag}")
+    gguf_lora = os.path.join(work, f"lora_{tag}.gguf")
     if not os.path.exists(os.path.join(hf, "config.json")):
         subprocess.run([MLXCEL, "convert", "-m", q41, "-o", hf, "--dtype", "f16"], check=True)
     if not os.path.exists(os.path.join(peft_dir, "adapter_config.json")):
@@ -35,8 +37,7 @@ def make(work, rank, lcpp):
         from peft import LoraConfig, get_peft_model
         from transformers import AutoModelForCausalLM
         model = AutoModelForCausalLM.from_pretrained(hf, dtype=torch.float32)
-        pm = get_peft_model(model, LoraConfig(r=rank, lora_alpha=rank, target_modules=["q_proj", "k_proj", "v_proj", "o_proj",
-                                                                                      "gate_proj", "up_proj", "down_proj"]))
+        pm = get_peft_model(model, LoraConfig(r=rank, lora_alpha=rank, target_modules=list(targets)))
         g = torch.Generator().manual_seed(5)
         with torch.no_grad():
             for n, p in sorted(pm.named_parameters()):
@@ -62,13 +63,17 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--rank", type=int, default=16)
     ap.add_argument("-n", type=int, default=128)
+    ap.add_argument("--targets", default=",".join(ALL), help="projections the adapter updates (default: all seven)")
     ap.add_argument("--work", default="/tmp/lorabench")
     ap.add_argument("--llama-cpp", default="/tmp/lcp/llama_cpp_python-0.3.36/vendor/llama.cpp")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    q41, hf, peft_dir, gguf_lora = make(a.work, a.rank, a.llama_cpp)
+    targets = [t for t in a.targets.split(",") if t]
+    if not targets or any(t not in ALL for t in targets):
+        sys.exit(f"--targets: a comma-separated list of {', '.join(ALL)}")
+    q41, hf, peft_dir, gguf_lora = make(a.work, a.rank, a.llama_cpp, targets)
     rows = [("SmolLM2 Q4_1 GGUF + GGUF LoRA", q41, gguf_lora), ("SmolLM2 f16 safetensors + PEFT", hf, peft_dir)]
-    print(f"rank {a.rank} on q/k/v/o/gate/up/down of every layer, {a.n} tokens, median of {a.reps}, decode tokens/s\n")
+    print(f"rank {a.rank} on {'/'.join(t.split('_')[0] for t in targets)} of every layer, {a.n} tokens, median of {a.reps}, decode tokens/s\n")
     print("| model | base | with adapter (unfused) | ratio |")
     print("|---|---|---|---|")
     for name, model, adapter in rows:

@@ -53,6 +53,15 @@ typedef struct mxl_row_prep {
     void *ctx;
 } mxl_row_prep;
 
+/* Work beside a product of the same input: fn(ctx) runs once, on one thread of the product's
+ * dispatch, after every row of x is made, while the other threads run the product; it may read x
+ * and must write none of the y (the decoder's LoRA deltas, models/lora.h). A backend that cannot
+ * overlap it runs it after the product. */
+typedef struct mxl_side_task {
+    void (*fn)(void *ctx);
+    void *ctx;
+} mxl_side_task;
+
 /* Shapes: x [n_tok, W.cols], y [n_tok, W.rows], all f32 row-major, host memory. `pool` splits
  * the work over its threads (NULL: the caller's thread). */
 typedef struct mxl_backend_ops {
@@ -75,9 +84,11 @@ typedef struct mxl_backend_ops {
     void (*matmul)(const mxl_backend *be, const mxl_weight *W, const mxl_row_prep *prep, const float *x,
                    int64_t n_tok, float *y, void *scratch, mxl_threadpool *pool);
     /* y[i] = W[i] x for n_w (1..8) weights of the same cols and the same x (Q/K/V, gate/up):
-     * each y[i] bitwise what matmul gives. scratch: the largest matmul_scratch_bytes. */
+     * each y[i] bitwise what matmul gives; side (NULL: none) runs beside them. scratch: the
+     * largest matmul_scratch_bytes. */
     void (*matmul_multi)(const mxl_backend *be, const mxl_weight *const *W, int n_w, const mxl_row_prep *prep,
-                         const float *x, int64_t n_tok, float *const *y, void *scratch, mxl_threadpool *pool);
+                         const mxl_side_task *side, const float *x, int64_t n_tok, float *const *y, void *scratch,
+                         mxl_threadpool *pool);
     /* Scratch bytes gemm_bias_act needs (0 where it has no path for W and n_tok); n_threads the
      * pool's thread count. */
     size_t (*gemm_scratch_bytes)(const mxl_backend *be, const mxl_weight *W, int64_t n_tok, int n_threads);

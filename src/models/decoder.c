@@ -1416,6 +1416,8 @@ struct mxl_decoder_state {
     int n_lora;
     float *lora_buf;      /* [max_batch, lora_cap] A x of a chunk of this state's rows */
     int64_t lora_cap;     /* floats per row of lora_buf (the adapters' widest rank) */
+    float *lora_delta;    /* [max_batch, delta_cap] the updates of one projection group (linear_lora) */
+    int64_t delta_cap;    /* floats per row of lora_delta: the widest group's summed outputs */
     int64_t n_layers, kv_dim; /* shape of the cache, checked when states meet in a batch */
     mxl_threadpool *pool;
     int n_threads;
@@ -1827,6 +1829,7 @@ void mxl_decoder_state_destroy(mxl_decoder_state *s) {
     if (s->own_pool) mxl_kv_pool_destroy(s->kvp);
     mxl_aligned_free(s->block);
     mxl_free(s->lora_buf);
+    mxl_free(s->lora_delta);
     mxl_free(s);
 }
 
@@ -1991,17 +1994,6 @@ static void linear(const mxl_weight *W, const float *b, const mxl_row_prep *prep
         for (int64_t r = 0; r < W->rows; r++) y[t * W->rows + r] += b[r];
 }
 
-/* linear() for n_w weights of the same input (Q, K, V; gate, up): one quantization of x and one
- * pool dispatch on the panel path (matmul.h), the same bits as n_w linear() calls. */
-static void linear_multi(const mxl_weight *const *W, const float *const *b, int n_w, const mxl_row_prep *prep,
-                         const float *x, int64_t n, float *const *y, mxl_decoder_state *s) {
-    s->be->ops->matmul_multi(s->be, W, n_w, prep, x, n, y, s->mm_scratch, s->pool);
-    for (int i = 0; i < n_w; i++)
-        if (b[i])
-            for (int64_t t = 0; t < n; t++)
-                for (int64_t r = 0; r < W[i]->rows; r++) y[i][t * W[i]->rows + r] += b[i][r];
-}
-
 /* ---- forward ----
  *
  * Every pass runs a block of n rows through the layers with one workspace `ws` (its scratch, its
@@ -2105,25 +2097,116 @@ typedef struct fwd_pass {
     int n_media;
 } fwd_pass;
 
-/* The LoRA updates of layer l's projection m for the rows of each span whose state runs an
- * adapter: y rows += scale * B (A x rows) (models/lora.h), A x by the backend (a dense f32
- * weight), in chunks of the span state's own scratch rows. */
-static void lora_rows(const fwd_pass *f, int64_t l, mxl_lora_module m, const float *x, float *y) {
-    for (int64_t si = 0; si < f->n_spans; si++) {
-        const row_span *sp = &f->spans[si];
-        mxl_decoder_state *s = sp->s;
+/* ---- LoRA (models/lora.h) ----
+ *
+ * The updates of a group of projections that read the same rows (Q / K / V, gate / up, O, down):
+ * for each span whose state runs adapters, delta rows = sum over its adapters of scale * B (A x)
+ * (A x by the backend, a dense weight; B by lowrank_acc from zero) in the state's lora_delta, one
+ * block of rows per projection the state's adapters touch; then y rows += delta. The deltas are a
+ * side task of the group's base product (backend.h), so one thread makes them while the others
+ * run the base weights; a span longer than its state's scratch goes in chunks after the product.
+ * The bits are the same either way and for any batch: each row's delta is its own sum. */
+typedef struct lora_group {
+    const fwd_pass *f;
+    int64_t l;
+    int n;
+    mxl_lora_module m[3];
+    const float *x; /* the group's input rows (the pass's) */
+    float *y[3];    /* each projection's output rows */
+} lora_group;
+
+/* Output width of layer l's projection m in s's adapters (0: none of them touches it). */
+static int64_t lora_out(const mxl_decoder_state *s, int64_t l, mxl_lora_module m) {
+    for (int a = 0; a < s->n_lora; a++) {
+        const mxl_lora_pair *p = mxl_lora_at(s->lora[a].lora, l, m);
+        if (p) return p->out;
+    }
+    return 0;
+}
+
+static bool lora_group_any(const lora_group *g) {
+    for (int64_t si = 0; si < g->f->n_spans; si++)
+        for (int i = 0; i < g->n; i++)
+            if (lora_out(g->f->spans[si].s, g->l, g->m[i])) return true;
+    return false;
+}
+
+/* delta of rows [off, off + k) of span sp (k <= its state's max_batch) into its state's lora_delta */
+static void lora_delta_rows(const lora_group *g, const row_span *sp, int64_t off, int64_t k) {
+    mxl_decoder_state *s = sp->s;
+    const mxl_backend *be = g->f->ws->be;
+    float *d = s->lora_delta;
+    for (int i = 0; i < g->n; i++) {
+        const int64_t out = lora_out(s, g->l, g->m[i]);
+        if (!out) continue;
+        memset(d, 0, (size_t)(k * out) * sizeof(float));
         for (int a = 0; a < s->n_lora; a++) {
-            const mxl_lora_pair *p = mxl_lora_at(s->lora[a].lora, l, m);
+            const mxl_lora_pair *p = mxl_lora_at(s->lora[a].lora, g->l, g->m[i]);
             if (!p) continue;
-            float *ax = s->lora_buf;
-            for (int64_t off = 0; off < sp->n; off += s->max_batch) {
-                const int64_t k = sp->n - off < s->max_batch ? sp->n - off : s->max_batch, r0 = sp->row0 + off;
-                /* (a small product: on this thread, a pool dispatch would cost more than the work) */
-                f->ws->be->ops->matmul(f->ws->be, &p->wa, NULL, x + r0 * p->in, k, ax, f->ws->mm_scratch, NULL);
-                f->ws->be->ops->lowrank_acc(f->ws->be, ax, k, p->r, p->bt, p->bt_dtype, p->out, s->lora[a].scale * p->scale, y + r0 * p->out);
-            }
+            be->ops->matmul(be, &p->wa, NULL, g->x + (sp->row0 + off) * p->in, k, s->lora_buf, NULL, NULL);
+            be->ops->lowrank_acc(be, s->lora_buf, k, p->r, p->bt, p->bt_dtype, out, s->lora[a].scale * p->scale, d);
+        }
+        d += k * out;
+    }
+}
+
+/* y rows [off, off + k) of span sp += their deltas (lora_delta_rows) */
+static void lora_add_rows(const lora_group *g, const row_span *sp, int64_t off, int64_t k) {
+    const float *d = sp->s->lora_delta;
+    for (int i = 0; i < g->n; i++) {
+        const int64_t out = lora_out(sp->s, g->l, g->m[i]);
+        if (!out) continue;
+        float *y = g->y[i] + (sp->row0 + off) * out;
+        for (int64_t j = 0; j < k * out; j++) y[j] += d[j];
+        d += k * out;
+    }
+}
+
+/* every span's rows fit its state's scratch: the deltas can be a side task */
+static bool lora_group_fits(const lora_group *g) {
+    for (int64_t si = 0; si < g->f->n_spans; si++)
+        if (g->f->spans[si].n > g->f->spans[si].s->max_batch) return false;
+    return true;
+}
+
+static void lora_side(void *ctx) {
+    const lora_group *g = ctx;
+    for (int64_t si = 0; si < g->f->n_spans; si++)
+        if (g->f->spans[si].s->n_lora) lora_delta_rows(g, &g->f->spans[si], 0, g->f->spans[si].n);
+}
+
+/* after the group's product (and bias): the deltas made beside it added, or, side == false, made
+ * and added chunk by chunk */
+static void lora_finish(const lora_group *g, bool side) {
+    for (int64_t si = 0; si < g->f->n_spans; si++) {
+        const row_span *sp = &g->f->spans[si];
+        if (!sp->s->n_lora) continue;
+        if (side) {
+            lora_add_rows(g, sp, 0, sp->n);
+            continue;
+        }
+        for (int64_t off = 0; off < sp->n; off += sp->s->max_batch) {
+            const int64_t k = sp->n - off < sp->s->max_batch ? sp->n - off : sp->s->max_batch;
+            lora_delta_rows(g, sp, off, k);
+            lora_add_rows(g, sp, off, k);
         }
     }
+}
+
+/* linear() for n_w weights of the same input (Q, K, V; gate, up): one quantization of x and one
+ * pool dispatch on the panel path (matmul.h), the same bits as n_w linear() calls; then the group's
+ * LoRA updates (g NULL: none). */
+static void linear_lora(const mxl_weight *const *W, const float *const *b, int n_w, const mxl_row_prep *prep, const float *x,
+                        int64_t n, float *const *y, mxl_decoder_state *s, const lora_group *g) {
+    if (g && !lora_group_any(g)) g = NULL;
+    const bool side = g && lora_group_fits(g);
+    const mxl_side_task task = {lora_side, (void *)g};
+    s->be->ops->matmul_multi(s->be, W, n_w, prep, side ? &task : NULL, x, n, y, s->mm_scratch, s->pool);
+    for (int i = 0; i < n_w; i++)
+        if (b[i])
+            for (int64_t t = 0; t < n; t++)
+                for (int64_t r = 0; r < W[i]->rows; r++) y[i][t * W[i]->rows + r] += b[i][r];
+    if (g) lora_finish(g, side);
 }
 
 mxl_status mxl_decoder_state_set_lora(mxl_decoder_state *s, const mxl_decoder_lora *use, int n, mxl_error *err) {
@@ -2131,12 +2214,41 @@ mxl_status mxl_decoder_state_set_lora(mxl_decoder_state *s, const mxl_decoder_lo
     int64_t cap = 0;
     for (int i = 0; i < n; i++)
         if (use[i].lora->max_r > cap) cap = use[i].lora->max_r;
+    /* the widest group (linear_lora): per layer, each projection's output width where any adapter
+     * touches it, summed over Q / K / V, gate / up, O and down */
+    int64_t dcap = 0;
+    const mxl_lora_module groups[4][3] = {{MXL_LORA_Q, MXL_LORA_K, MXL_LORA_V},
+                                          {MXL_LORA_GATE, MXL_LORA_UP, MXL_LORA_UP},
+                                          {MXL_LORA_O, MXL_LORA_O, MXL_LORA_O},
+                                          {MXL_LORA_DOWN, MXL_LORA_DOWN, MXL_LORA_DOWN}};
+    const int group_n[4] = {3, 2, 1, 1};
+    for (int i = 0; i < n; i++)
+        for (int64_t l = 0; l < use[i].lora->n_layers; l++)
+            for (int gi = 0; gi < 4; gi++) {
+                int64_t w = 0;
+                for (int j = 0; j < group_n[gi]; j++) {
+                    int64_t o = 0;
+                    for (int a = 0; a < n; a++) {
+                        const mxl_lora_pair *p = mxl_lora_at(use[a].lora, l, groups[gi][j]);
+                        if (p) o = p->out;
+                    }
+                    w += o;
+                }
+                if (w > dcap) dcap = w;
+            }
     if (cap > s->lora_cap) {
         float *b = mxl_malloc((size_t)(s->max_batch * cap) * sizeof(float));
         if (!b) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory for the adapters' scratch");
         mxl_free(s->lora_buf);
         s->lora_buf = b;
         s->lora_cap = cap;
+    }
+    if (dcap > s->delta_cap) {
+        float *b = mxl_malloc((size_t)(s->max_batch * dcap) * sizeof(float));
+        if (!b) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory for the adapters' scratch");
+        mxl_free(s->lora_delta);
+        s->lora_delta = b;
+        s->delta_cap = dcap;
     }
     for (int i = 0; i < n; i++) s->lora[i] = use[i];
     s->n_lora = n;
@@ -2257,12 +2369,12 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
             if (L->wv.rows > 0) W[nw] = &L->wv, b[nw] = L->bv, y[nw++] = ws->v;
         }
         if (L->w_attn_gate.rows > 0) W[nw] = &L->w_attn_gate, b[nw] = NULL, y[nw++] = ws->ag;
-        linear_multi(W, b, nw, prep, h, n, y, ws);
-        lora_rows(f, l, MXL_LORA_Q, h, y[0]);
+        lora_group g = {f, l, 1, {MXL_LORA_Q}, h, {y[0]}};
         if (!L->kv_shared) {
-            lora_rows(f, l, MXL_LORA_K, h, ws->k);
-            if (L->wv.rows > 0) lora_rows(f, l, MXL_LORA_V, h, ws->v);
+            g.m[g.n] = MXL_LORA_K, g.y[g.n++] = ws->k;
+            if (L->wv.rows > 0) g.m[g.n] = MXL_LORA_V, g.y[g.n++] = ws->v;
         }
+        linear_lora(W, b, nw, prep, h, n, y, ws, &g);
         if (!L->kv_shared && L->wv.rows == 0) memcpy(ws->v, ws->k, (size_t)(n * L->n_kv_heads * hd) * sizeof(float));
         if (hp->attn_q_gate) /* per head [query; gate] rows apart */
             for (int64_t t = 0; t < n; t++)
@@ -2311,8 +2423,10 @@ static void attention_block(fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
     if (L->w_attn_gate.rows > 0 || hp->attn_q_gate) attn_gate(hp, L, ws->att, ws->ag, n);
     if (L->attn_sub_norm.w) norm_rows(ws->be, hp, &L->attn_sub_norm, ws->att, n, L->wo.cols, ws->att);
     if (hp->act_quant8) quant8_rows(ws->att, n, L->wo.cols);
-    linear(&L->wo, L->bo, NULL, L->mla ? ws->mla.vo : ws->att, n, ws->o, ws);
-    lora_rows(f, l, MXL_LORA_O, L->mla ? ws->mla.vo : ws->att, ws->o);
+    const mxl_weight *wo = &L->wo;
+    const float *att = L->mla ? ws->mla.vo : ws->att;
+    const lora_group g = {f, l, 1, {MXL_LORA_O}, att, {ws->o}};
+    linear_lora(&wo, &L->bo, 1, NULL, att, n, &ws->o, ws, &g);
 }
 
 /* A recurrent layer's mixer (recurrent.h) of the pass's rows into ws->o, each span on its own
@@ -2405,18 +2519,19 @@ static void dense_mlp(const fwd_pass *f, int64_t l, const mxl_row_prep *prep, co
         const mxl_weight *W[2] = {&L->w_gate, &L->w_up};
         const float *b[2] = {L->b_gate, L->b_up};
         float *y[2] = {s->gate, s->up};
-        linear_multi(W, b, 2, prep, h, n, y, s);
-        lora_rows(f, l, MXL_LORA_GATE, h, s->gate);
-        lora_rows(f, l, MXL_LORA_UP, h, s->up);
+        const lora_group g = {f, l, 2, {MXL_LORA_GATE, MXL_LORA_UP}, h, {s->gate, s->up}};
+        linear_lora(W, b, 2, prep, h, n, y, s, &g);
     } else {
-        linear(&L->w_up, L->b_up, prep, h, n, s->gate, s);
-        lora_rows(f, l, MXL_LORA_UP, h, s->gate);
+        const mxl_weight *W = &L->w_up;
+        const lora_group g = {f, l, 1, {MXL_LORA_UP}, h, {s->gate}};
+        linear_lora(&W, &L->b_up, 1, prep, h, n, &s->gate, s, &g);
     }
     /* the activation made row by row as the down projection quantizes its input */
     act_rows_ctx ac = {hp, L, s};
     const mxl_row_prep act = {act_rows, &ac};
-    linear(&L->w_down, L->b_down, &act, s->gate, n, s->o, s);
-    lora_rows(f, l, MXL_LORA_DOWN, s->gate, s->o);
+    const mxl_weight *wd = &L->w_down;
+    const lora_group g = {f, l, 1, {MXL_LORA_DOWN}, s->gate, {s->o}};
+    linear_lora(&wd, &L->b_down, 1, &act, s->gate, n, &s->o, s, &g);
     if (hp->mlp_down_mult != 1.0f)
         for (int64_t i = 0; i < n * hp->hidden; i++) s->o[i] *= hp->mlp_down_mult;
 }

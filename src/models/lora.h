@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/arena.h"
 #include "core/status.h"
 #include "models/checkpoint.h"
 #include "backends/weight.h"
@@ -62,6 +63,8 @@ typedef struct mxl_lora {
     mxl_lora_pair *pairs; /* [n_layers * MXL_LORA_N_MODULES]; a == NULL: that projection has none */
     int n_pairs;          /* pairs with an update */
     int64_t max_r;        /* the widest rank: a pass's scratch */
+    mxl_arena arena;      /* every A and B^T once loaded (packed), in the order a step reads them */
+    bool packed;
 } mxl_lora;
 
 /* Loads the adapter at path for decoder d of checkpoint ck (shapes checked against d's weights). */

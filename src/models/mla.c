@@ -52,7 +52,7 @@ void mxl_mla_project(const mxl_backend *be, const mxl_decoder_hparams *hp, const
     {
         const mxl_weight *W[2] = {Q > 0 ? &M->q_a : &L->wq, &M->kv_a};
         float *y[2] = {Q > 0 ? s->qa : s->qr, s->ckv};
-        be->ops->matmul_multi(be, W, 2, prep, h, n, y, mm_scratch, pool);
+        be->ops->matmul_multi(be, W, 2, prep, NULL, h, n, y, mm_scratch, pool);
         add_bias(s->ckv, M->b_kv_a, n, R + dr);
     }
     if (Q > 0) {

@@ -194,7 +194,7 @@ static void gated_mlp(const mxl_backend *be, const mxl_decoder_hparams *hp, cons
     } else {
         const mxl_weight *W[2] = {gate, up};
         float *out[2] = {g, u};
-        be->ops->matmul_multi(be, W, 2, NULL, x, m, out, mm, pool);
+        be->ops->matmul_multi(be, W, 2, NULL, NULL, x, m, out, mm, pool);
         add_rows(g, b[0], m, gate->rows);
         add_rows(u, b[1], m, up->rows);
         expert_glu(be, hp, g, u, m * gate->rows, expert);
@@ -268,7 +268,7 @@ static void one_row(const mxl_backend *be, const mxl_decoder_hparams *hp, const 
             if (!plain) W[nw] = &L->gate[e], y[nw++] = s->g + (j0 + j) * F;
             W[nw] = &L->up[e], y[nw++] = (plain ? s->g : s->u) + (j0 + j) * F;
         }
-        be->ops->matmul_multi(be, W, nw, NULL, h, 1, y, mm, pool);
+        be->ops->matmul_multi(be, W, nw, NULL, NULL, h, 1, y, mm, pool);
     }
     for (int64_t j = 0; j < K; j++) {
         const float *b[3];

@@ -520,7 +520,7 @@ static void gdn_project(const mxl_backend *be, const mxl_decoder_hparams *hp, co
         const int64_t QK = NK * dk, V = NV * dv;
         const mxl_weight *W3[3] = {&R->in_proj, &R->in_k, &R->in_v};
         float *o3[3] = {s->in, s->in + n * QK, s->in + 2 * n * QK};
-        be->ops->matmul_multi(be, W3, 3, prep, h, n, o3, mm_scratch, pool);
+        be->ops->matmul_multi(be, W3, 3, prep, NULL, h, n, o3, mm_scratch, pool);
         for (int64_t t = 0; t < n; t++) {
             memcpy(s->xc + t * C, o3[0] + t * QK, (size_t)QK * sizeof(float));
             memcpy(s->xc + t * C + QK, o3[1] + t * QK, (size_t)QK * sizeof(float));
@@ -530,7 +530,7 @@ static void gdn_project(const mxl_backend *be, const mxl_decoder_hparams *hp, co
         float *b = s->in, *fa = b + n * NV, *ga = fa + n * dk, *fb = ga + n * dv, *gb = fb + n * NV * dk;
         const mxl_weight *Wg[3] = {&R->in_ba, &R->f_a, &R->g_a};
         float *og[3] = {b, fa, ga};
-        be->ops->matmul_multi(be, Wg, 3, NULL, h, n, og, mm_scratch, pool);
+        be->ops->matmul_multi(be, Wg, 3, NULL, NULL, h, n, og, mm_scratch, pool);
         be->ops->matmul(be, &R->f_b, NULL, fa, n, fb, mm_scratch, pool);
         be->ops->matmul(be, &R->g_b, NULL, ga, n, gb, mm_scratch, pool);
         for (int64_t t = 0; t < n; t++) {
@@ -586,7 +586,7 @@ void mxl_rec_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const
     } else if (R->kind == MXL_LAYER_RGLRU) { /* x = linear_x(h), y = gelu_tanh(linear_y(h)) */
         const mxl_weight *Wm[2] = {&R->in_proj, &R->in_z};
         float *out2[2] = {s->in, s->dt};
-        be->ops->matmul_multi(be, Wm, 2, prep, h, n_rows, out2, mm_scratch, pool);
+        be->ops->matmul_multi(be, Wm, 2, prep, NULL, h, n_rows, out2, mm_scratch, pool);
         add_bias(s->in, R->in_b, n_rows, IN);
         add_bias(s->dt, R->z_b, n_rows, DI);
         be->ops->act(be, MXL_ACT_GELU_TANH, s->dt, n_rows * DI, s->dt);
@@ -602,7 +602,7 @@ void mxl_rec_forward(const mxl_backend *be, const mxl_decoder_hparams *hp, const
     if (R->kind == MXL_LAYER_LIGHTNING) { /* silu(qkv), the gate's rows, no convolution */
         const mxl_weight *Wm[2] = {&R->in_proj, &R->in_z};
         float *out2[2] = {s->in, s->dt};
-        be->ops->matmul_multi(be, Wm, 2, prep, h, n_rows, out2, mm_scratch, pool);
+        be->ops->matmul_multi(be, Wm, 2, prep, NULL, h, n_rows, out2, mm_scratch, pool);
         be->ops->act(be, MXL_ACT_SILU, s->in, n_rows * IN, s->in);
         run_phase(&p, 1, pool);
         for (int64_t t = 0; t < n_rows; t++) {

@@ -208,7 +208,7 @@ static void check_matmul(const mxl_backend *be) {
                     /* matmul_multi: the same weight twice gives matmul's bits for each */
                     float *y2[2] = {mxl_calloc((size_t)(n * rows), 4), mxl_calloc((size_t)(n * rows), 4)};
                     const mxl_weight *ws[2] = {&tw.w, &tw.w};
-                    be->ops->matmul_multi(be, ws, 2, NULL, x, n, y2, scratch, NULL);
+                    be->ops->matmul_multi(be, ws, 2, NULL, NULL, x, n, y2, scratch, NULL);
                     bool same = memcmp(y2[0], y, (size_t)(n * rows) * 4) == 0 && memcmp(y2[1], y, (size_t)(n * rows) * 4) == 0;
                     record("matmul_multi", same ? 0 : 1, 0, what);
                     mxl_free(y2[0]), mxl_free(y2[1]), mxl_free(scratch), mxl_free(x), mxl_free(y), mxl_free(ref);

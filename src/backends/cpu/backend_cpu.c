@@ -60,9 +60,10 @@ static void cpu_matmul(const mxl_backend *be, const mxl_weight *W, const mxl_row
 }
 
 static void cpu_matmul_multi(const mxl_backend *be, const mxl_weight *const *W, int n_w, const mxl_row_prep *prep,
-                             const float *x, int64_t n_tok, float *const *y, void *scratch, mxl_threadpool *pool) {
+                             const mxl_side_task *side, const float *x, int64_t n_tok, float *const *y, void *scratch,
+                             mxl_threadpool *pool) {
     (void)be;
-    mxl_cpu_matmul_multi(W, n_w, prep, x, n_tok, y, scratch, pool);
+    mxl_cpu_matmul_multi_side(W, n_w, prep, side, x, n_tok, y, scratch, pool);
 }
 
 /* The register-blocked GEMM pays off from one micro-tile of tokens up. A weight with the AMX
@@ -332,8 +333,10 @@ static void ref_matmul(const mxl_backend *be, const mxl_weight *W, const mxl_row
 }
 
 static void ref_matmul_multi(const mxl_backend *be, const mxl_weight *const *W, int n_w, const mxl_row_prep *prep,
-                             const float *x, int64_t n_tok, float *const *y, void *scratch, mxl_threadpool *pool) {
+                             const mxl_side_task *side, const float *x, int64_t n_tok, float *const *y, void *scratch,
+                             mxl_threadpool *pool) {
     for (int i = 0; i < n_w; i++) ref_matmul(be, W[i], i == 0 ? prep : NULL, x, n_tok, y[i], scratch, pool);
+    if (side) side->fn(side->ctx);
 }
 
 static size_t ref_gemm_scratch_bytes(const mxl_backend *be, const mxl_weight *W, int64_t n_tok, int n_threads) {

@@ -1,7 +1,6 @@
-/* lowrank_avx512.c - the low-rank up-projection (lowrank.h) on AVX-512: 64 outputs held in four
- * zmm accumulators while the K rows of Wt go by (F16 / BF16 rows widened exactly to f32), then 16
- * at a time with a masked tail; each product rounded before it is added (no FMA), in k order: the
- * reference's bits. */
+/* lowrank_avx512.c - the low-rank up-projection (lowrank.h) on AVX-512: the K rows of Wt in order,
+ * each over all N outputs 16 at a time with a masked tail (F16 / BF16 rows widened exactly to f32);
+ * each product rounded before it is added (no FMA), in k order: the reference's bits. */
 #include "backends/cpu/lowrank.h"
 
 #if defined(__x86_64__)
@@ -20,30 +19,20 @@ AVX512 static inline __m512 load16(const void *wt, mxl_dtype t, int64_t i, __mma
 AVX512 void mxl_cpu_lowrank_acc_avx512(const float *x, int64_t n, int64_t K, const void *wt, mxl_dtype wt_type, int64_t N, float scale,
                                        float *y) {
     const __mmask16 all = 0xffff;
+    const __mmask16 tail = N % 16 ? (__mmask16)((1u << (N % 16)) - 1) : 0;
     for (int64_t t = 0; t < n; t++) {
         float *yt = y + t * N;
         const float *xt = x + t * K;
-        int64_t o = 0;
-        for (; o + 64 <= N; o += 64) {
-            __m512 a0 = _mm512_loadu_ps(yt + o), a1 = _mm512_loadu_ps(yt + o + 16), a2 = _mm512_loadu_ps(yt + o + 32),
-                   a3 = _mm512_loadu_ps(yt + o + 48);
-            for (int64_t k = 0; k < K; k++) {
-                const __m512 w = _mm512_set1_ps(scale * xt[k]);
-                const int64_t r = k * N + o;
-                a0 = _mm512_add_ps(a0, _mm512_mul_ps(w, load16(wt, wt_type, r, all)));
-                a1 = _mm512_add_ps(a1, _mm512_mul_ps(w, load16(wt, wt_type, r + 16, all)));
-                a2 = _mm512_add_ps(a2, _mm512_mul_ps(w, load16(wt, wt_type, r + 32, all)));
-                a3 = _mm512_add_ps(a3, _mm512_mul_ps(w, load16(wt, wt_type, r + 48, all)));
-            }
-            _mm512_storeu_ps(yt + o, a0), _mm512_storeu_ps(yt + o + 16, a1);
-            _mm512_storeu_ps(yt + o + 32, a2), _mm512_storeu_ps(yt + o + 48, a3);
-        }
-        for (; o < N; o += 16) {
-            const __mmask16 m = N - o >= 16 ? all : (__mmask16)((1u << (N - o)) - 1);
-            __m512 a = _mm512_maskz_loadu_ps(m, yt + o);
-            for (int64_t k = 0; k < K; k++)
-                a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_set1_ps(scale * xt[k]), load16(wt, wt_type, k * N + o, m)));
-            _mm512_mask_storeu_ps(yt + o, m, a);
+        /* row k of Wt over all N outputs before row k + 1: Wt streams once, in order, and y (at
+         * most a few KB) stays in L1; each output still gets its products in k order */
+        for (int64_t k = 0; k < K; k++) {
+            const __m512 w = _mm512_set1_ps(scale * xt[k]);
+            const int64_t r = k * N;
+            int64_t o = 0;
+            for (; o + 16 <= N; o += 16)
+                _mm512_storeu_ps(yt + o, _mm512_add_ps(_mm512_loadu_ps(yt + o), _mm512_mul_ps(w, load16(wt, wt_type, r + o, all))));
+            if (tail)
+                _mm512_mask_storeu_ps(yt + o, tail, _mm512_add_ps(_mm512_maskz_loadu_ps(tail, yt + o), _mm512_mul_ps(w, load16(wt, wt_type, r + o, tail))));
         }
     }
 }

@@ -364,11 +364,16 @@ typedef struct multi_ctx {
     int n_w;
     int64_t n_pan[8], total;
     panel_split s;
+    const mxl_side_task *side; /* task 0 when set; the panel ranges follow */
 } multi_ctx;
 
 static void multi_task(void *vctx, int task, int n_tasks, int thread_index) {
     (void)thread_index, (void)n_tasks;
     multi_ctx *m = vctx;
+    if (m->side && task-- == 0) {
+        m->side->fn(m->side->ctx);
+        return;
+    }
     int64_t g0 = m->s.at[task], g1 = m->s.at[task + 1], base = 0;
     for (int i = 0; i < m->n_w && base < g1; base += m->n_pan[i], i++) {
         int64_t p0 = g0 > base ? g0 - base : 0, p1 = g1 - base < m->n_pan[i] ? g1 - base : m->n_pan[i];
@@ -379,12 +384,18 @@ static void multi_task(void *vctx, int task, int n_tasks, int thread_index) {
 
 void mxl_cpu_matmul_multi(const mxl_weight *const *W, int n_w, const mxl_row_prep *prep, const float *x,
                           int64_t n_tok, float *const *y, void *scratch, mxl_threadpool *pool) {
+    mxl_cpu_matmul_multi_side(W, n_w, prep, NULL, x, n_tok, y, scratch, pool);
+}
+
+void mxl_cpu_matmul_multi_side(const mxl_weight *const *W, int n_w, const mxl_row_prep *prep, const mxl_side_task *side,
+                               const float *x, int64_t n_tok, float *const *y, void *scratch, mxl_threadpool *pool) {
     MXL_ASSERT(n_w >= 1 && n_w <= 8);
     const mxl_cpu_kernels *K = mxl_cpu_kern();
     bool panels = true;
     for (int i = 0; i < n_w; i++) panels = panels && panel_path(W[i], K) && W[i]->cols == W[0]->cols;
-    if (!panels || n_w == 1) {
+    if (!panels || (n_w == 1 && !side)) {
         for (int i = 0; i < n_w; i++) matmul_at(W[i], i == 0 ? prep : NULL, x, n_tok, y[i], scratch, pool, K);
+        if (side) side->fn(side->ctx);
         return;
     }
     /* one quantization (and pair-form operands, when any weight takes that form) for all */
@@ -408,6 +419,13 @@ void mxl_cpu_matmul_multi(const mxl_weight *const *W, int n_w, const mxl_row_pre
         m.total += m.n_pan[i];
     }
     split_panels(m.total, pool ? nth : 1, n_tok, &m.s);
-    if (pool && m.s.n > 1) mxl_threadpool_run(pool, m.s.n, multi_task, &m);
-    else multi_task(&m, 0, 1, 0);
+    m.side = side;
+    const int n_tasks = m.s.n + (side ? 1 : 0);
+    if (pool && nth > 1 && n_tasks > 1) {
+        mxl_threadpool_run(pool, n_tasks, multi_task, &m);
+    } else {
+        if (side) side->fn(side->ctx);
+        m.side = NULL;
+        for (int t = 0; t < m.s.n; t++) multi_task(&m, t, m.s.n, 0);
+    }
 }

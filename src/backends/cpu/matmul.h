@@ -61,6 +61,11 @@ void mxl_cpu_matmul_isa(const mxl_weight *W, const float *x, int64_t n_tok, floa
  * mxl_cpu_matmul_scratch_bytes of the weights. */
 void mxl_cpu_matmul_multi(const mxl_weight *const *W, int n_w, const mxl_row_prep *prep, const float *x,
                           int64_t n_tok, float *const *y, void *scratch, mxl_threadpool *pool);
+/* mxl_cpu_matmul_multi with a side task (backend.h; NULL: none): on the panel path it is one more
+ * task of the panels' dispatch, the first claimed, so one thread runs it while the others start on
+ * the panels (n_w may then be 1); otherwise it runs after the products. */
+void mxl_cpu_matmul_multi_side(const mxl_weight *const *W, int n_w, const mxl_row_prep *prep, const mxl_side_task *side,
+                               const float *x, int64_t n_tok, float *const *y, void *scratch, mxl_threadpool *pool);
 /* Plain f32 reference: dequantize each row (reference dequantization) and dot in f32, no
  * activation quantization. The accuracy yardstick for the quantized-activation paths. */
 void mxl_cpu_matmul_f32_ref(const mxl_weight *W, const float *x, int64_t n_tok, float *y);
