@@ -131,6 +131,15 @@ static int check_weight(mxl_weight W, const char *label, mxl_threadpool *pool) {
             fprintf(stderr, "  %s: the AVX2 form differs from mxl_qamx_panels_ref\n", label);
             fails++;
         }
+        if (mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX512VNNI && mxl_cpu_isa_detect() <= MXL_CPU_ISA_AMX) {
+            /* the AVX-512 VNNI level's forms for every token count (on an AMX CPU the tiles take
+             * more than a few tokens at the detected level) */
+            mxl_cpu_matmul_isa(&W, x, MAX_TOK, y2, scratch, NULL, MXL_CPU_ISA_AVX512VNNI);
+            if (memcmp(y2, exact, (size_t)(MAX_TOK * rows) * 4) != 0) {
+                fprintf(stderr, "  %s: the AVX-512 VNNI form differs from mxl_qamx_panels_ref\n", label);
+                fails++;
+            }
+        }
 #if defined(__aarch64__)
         /* the NEON form's baseline variant (SMULL pairs) beside the detected SDOT one */
         mxl_cpu_matmul_isa(&W, x, MAX_TOK, y2, scratch, NULL, MXL_CPU_ISA_NEON);

@@ -37,8 +37,7 @@ void mxl_cpu_kernels_register_avx512(mxl_cpu_kernels *k) {
     k->dense_gemm4x4 = mxl_dense_gemm4x4_avx512_get;
     k->mlx_gemm4x4 = mlx_gemm4x4_avx512;
 #if !defined(MXL_NO_TILE_KERNELS)
-    k->qamx_panels = mxl_qamx_panels; /* the VNNI form, or the tiles where qamx_tiles */
-    k->qamx_pair_bytes = mxl_qamx_pair_bytes;
+    k->qamx_panels = mxl_qamx_panels_vnni; /* (the AMX level: the tiles, below) */
 #endif
     k->attn_k_f16 = mxl_attn_k_f16_avx512;
     k->attn_v_f16 = mxl_attn_v_f16_avx512;
@@ -52,5 +51,9 @@ void mxl_cpu_kernels_register_avx512(mxl_cpu_kernels *k) {
 void mxl_cpu_kernels_register_amx(mxl_cpu_kernels *k) {
     k->gemm_f32_amx = mxl_gemm_amx;
     k->qamx_tiles = mxl_qamx_tiles_cpu(); /* the panel tiles need AMX-INT8 besides AMX-BF16 */
+#if !defined(MXL_NO_TILE_KERNELS)
+    k->qamx_panels = mxl_qamx_panels; /* the tiles where qamx_tiles, the VNNI form for a few tokens */
+    k->qamx_pair_bytes = mxl_qamx_pair_bytes;
+#endif
 }
 #endif

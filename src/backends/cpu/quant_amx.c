@@ -795,8 +795,9 @@ VNNI static inline void half_split(int kind, const uint8_t *blk, uint8_t *codes)
 /* acc[t] += the two halves' dots (c[term][half], [NT][16] int32), the terms folded (256 dot1 +
  * dot2, exact in f32), x d * sc_h * d2_x; Q2_K then its mins, -(dmin * m_h) * d2_x x the half's
  * folded activation sum (the reference's order) */
-VNNI __attribute__((always_inline)) static inline void post_q6(int kind, int NT, int32_t (*c)[2][4 * 16 * 4], const uint8_t *pan,
-                                                              const uint8_t *act, size_t as, int64_t b, __m512 *acc) {
+/* block b's per-half row scales d * sc_h (d0, d1) and Q2_K's negated mins -(dmin * m_h) (m0, m1) */
+VNNI __attribute__((always_inline)) static inline void half_scales(int kind, const uint8_t *pan, int64_t b, __m512 *d0_, __m512 *d1_,
+                                                                  __m512 *m0_, __m512 *m1_) {
     const uint8_t *blk = half_block(kind, pan, b), *sbp = pan + (size_t)(b >> 3) * half_sb(kind);
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sbp));
     const __m128i sb0 = _mm_loadu_si128((const __m128i *)blk), sb1 = _mm_loadu_si128((const __m128i *)(blk + 16));
@@ -815,6 +816,12 @@ VNNI __attribute__((always_inline)) static inline void post_q6(int kind, int NT,
         d0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sb0)));
         d1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sb1)));
     }
+    *d0_ = d0, *d1_ = d1, *m0_ = m0, *m1_ = m1;
+}
+VNNI __attribute__((always_inline)) static inline void post_q6(int kind, int NT, int32_t (*c)[2][4 * 16 * 4], const uint8_t *pan,
+                                                              const uint8_t *act, size_t as, int64_t b, __m512 *acc) {
+    __m512 d0, d1, m0, m1;
+    half_scales(kind, pan, b, &d0, &d1, &m0, &m1);
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) {
         const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * as) + b;
@@ -918,6 +925,89 @@ VNNI __attribute__((always_inline)) static inline void panel_vnni_q6(int kind, i
         for (int t = 0; t < NT; t++) store_rows(ys_out[q] + t * ys, mk, acc[q][t], nts);
     }
 }
+
+/* The VNNI form for many tokens (prefill on CPUs without AMX): the panel's unsigned codes
+ * split once (pre: half_row's bytes, 512 per block) for all its token groups, and the
+ * activations' folded half sums 256 S1_h + S2_h once per task (hs [token][block][2], half_sums);
+ * per half, D = (dot1 << 8) + dot2 - half_off * hs, then post_q6's float steps in its order (half
+ * 0, half 1, then Q2_K's two min terms): the bits of the tile and VNNI forms. */
+VNNI static inline void half_split_u(int kind, const uint8_t *blk, uint8_t *codes) {
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) _mm512_store_si512((void *)(codes + 64 * j), half_row(kind, blk, j));
+}
+/* hs[t][b][h] = 256 S1_h + S2_h of token t's block b (S: the sum of a term's 16 codes of half h) */
+VNNI static void half_fold_sums(const uint8_t *act, size_t as, int64_t nt, int64_t nb, int32_t *hs) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (int64_t t = 0; t < nt; t++)
+        for (int64_t b = 0; b < nb; b++) {
+            /* qs and qs2 are adjacent: 8 sums of 8 (x + 128) */
+            const __m512i u = _mm512_xor_si512(_mm512_loadu_si512((const void *)(act + (size_t)t * as + (size_t)b * XB + XQ1)), flip);
+            _Alignas(64) uint64_t sad[8];
+            _mm512_store_si512((void *)sad, _mm512_sad_epu8(u, _mm512_setzero_si512()));
+            int32_t *o = hs + (t * nb + b) * 2;
+            o[0] = 256 * ((int32_t)(sad[0] + sad[1]) - 2048) + ((int32_t)(sad[4] + sad[5]) - 2048);
+            o[1] = 256 * ((int32_t)(sad[2] + sad[3]) - 2048) + ((int32_t)(sad[6] + sad[7]) - 2048);
+        }
+}
+VNNI __attribute__((always_inline)) static inline void panel_vnni_half(int kind, int NT, const uint8_t *pan, const uint8_t *pre,
+                                                                      const int32_t *hs, int64_t nb, const uint8_t *act, size_t as,
+                                                                      float *y, int64_t ys, int nrows, int nts) {
+    __m512 acc[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *codes = pre + (size_t)b * 512, *xb = act + (size_t)b * XB;
+        __m512 dh[2], mh[2];
+        half_scales(kind, pan, b, &dh[0], &dh[1], &mh[0], &mh[1]);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m512i D1[8], D2[8];
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) D1[t] = _mm512_setzero_si512(), D2[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int j = 4 * h; j < 4 * h + 4; j++) {
+                const __m512i w = _mm512_load_si512((const void *)(codes + 64 * j));
+#pragma GCC unroll 8
+                for (int t = 0; t < NT; t++) {
+                    int32_t x1, x2;
+                    memcpy(&x1, xb + (size_t)t * as + XQ1 + 4 * j, 4);
+                    memcpy(&x2, xb + (size_t)t * as + XQ2 + 4 * j, 4);
+                    D1[t] = _mm512_dpbusd_epi32(D1[t], w, _mm512_set1_epi32(x1));
+                    D2[t] = _mm512_dpbusd_epi32(D2[t], w, _mm512_set1_epi32(x2));
+                }
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) {
+                const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(xb + (size_t)t * as);
+                __m512i D = _mm512_add_epi32(_mm512_slli_epi32(D1[t], 8), D2[t]);
+                if (half_off(kind)) D = _mm512_sub_epi32(D, _mm512_set1_epi32(half_off(kind) * hs[(t * nb + b) * 2 + h]));
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(D), _mm512_mul_ps(dh[h], _mm512_set1_ps(x->d2)), acc[t]);
+            }
+        }
+        if (kind == K_Q2_K)
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) {
+                const __m512 d2 = _mm512_set1_ps(((const mxl_block_q8a2 *)(xb + (size_t)t * as))->d2);
+                acc[t] = _mm512_fmadd_ps(_mm512_set1_ps((float)hs[(t * nb + b) * 2]), _mm512_mul_ps(mh[0], d2), acc[t]);
+                acc[t] = _mm512_fmadd_ps(_mm512_set1_ps((float)hs[(t * nb + b) * 2 + 1]), _mm512_mul_ps(mh[1], d2), acc[t]);
+            }
+    }
+    const __mmask16 mk = (__mmask16)((1u << nrows) - 1);
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) store_rows(y + t * ys, mk, acc[t], nts);
+}
+#define VH_CASE(N) \
+    case N: panel_vnni_half(KIND, N, pan, pre, hs, nb, act, as, y, ys, nrows, nts); break;
+#define VHKERNEL(name, KIND_)                                                                                      \
+    VNNI static void name(int nt, const uint8_t *pan, const uint8_t *pre, const int32_t *hs, int64_t nb,          \
+                          const uint8_t *act, size_t as, float *y, int64_t ys, int nrows, int nts) {               \
+        const int KIND = KIND_;                                                                                    \
+        switch (nt) { VH_CASE(1) VH_CASE(2) VH_CASE(3) VH_CASE(4) VH_CASE(5) VH_CASE(6) VH_CASE(7) VH_CASE(8) }  \
+    }
+VHKERNEL(vhalf_q6_k, K_Q6_K)
+VHKERNEL(vhalf_q3_k, K_Q3_K)
+VHKERNEL(vhalf_q2_k, K_Q2_K)
+typedef void (*vhalf_fn)(int, const uint8_t *, const uint8_t *, const int32_t *, int64_t, const uint8_t *, size_t, float *, int64_t, int, int);
 
 #define NT_CASE(N) \
     case N: panel_kernel(KIND, WIDE, N, pan, nb, bb, pre, act, as, y, ys, nrows); break;
@@ -1049,6 +1139,10 @@ static const vnni_fn k_vnni[N_KINDS][2] = {{vnni_q8_0, 0}, {vnni_q4_0, 0}, {vnni
 #ifndef VNNI_MAX_TOKENS
 #define VNNI_MAX_TOKENS 4
 #endif
+/* above this many tokens the half kinds' VNNI form splits a panel's codes once (panel_vnni_half) */
+#define VHALF_MIN_TOKENS 4
+/* the int32 half sums one chunk of tokens keeps on the stack (64 KB) */
+#define VHALF_SUM_INTS 16384
 /* up to this many tokens the VNNI form runs two panels side by side (two read streams in
  * flight); with more, the second panel's codes, dots and sums no longer fit the registers */
 #define NP2_MAX 2
@@ -1062,13 +1156,41 @@ size_t mxl_qamx_pair_bytes(const mxl_weight *W, int64_t n_tok) {
     return (size_t)(W->cols / 32) * 2 * (size_t)n_tok * 32;
 }
 
-VNNI void mxl_qamx_panels(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
-                          int64_t n_tok, const uint8_t *abuf, float *y, int64_t ys) {
+/* mxl_qamx_panels with tiles or (tiles false) the VNNI forms alone */
+VNNI static void panels_at(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride, int64_t n_tok,
+                           const uint8_t *abuf, float *y, int64_t ys, bool tiles) {
     layout L;
     MXL_ASSERT(layout_of(W, &L));
     const int64_t nb = W->cols / 32;
     const size_t bb = L.bb;
-    if (n_tok <= VNNI_MAX_TOKENS || !mxl_qamx_tiles_available()) {
+    /* (Q2_K takes it on AMX CPUs too: its tile form, four K = 16 products and the mins per block,
+     * ran at 0.8x of this one in bench_quant_formats) */
+    if (n_tok > VHALF_MIN_TOKENS && half_kind(L.kind) && nb <= PRE_MAX_BLOCKS && (!tiles || L.kind == K_Q2_K)) {
+        /* the half kinds' many-token VNNI form: codes split once per panel, sums once per
+         * chunk of tokens (both on the stack) */
+        const vhalf_fn vk = L.kind == K_Q6_K ? vhalf_q6_k : L.kind == K_Q3_K ? vhalf_q3_k : vhalf_q2_k;
+        const int nts = nt_stores(W, n_tok);
+        const int64_t chunk = VHALF_SUM_INTS / (2 * nb) < n_tok ? VHALF_SUM_INTS / (2 * nb) / 8 * 8 : n_tok;
+        _Alignas(64) uint8_t pre_mem[nb * 512];
+        _Alignas(64) int32_t hs[chunk * nb * 2];
+        for (int64_t c0 = 0; c0 < n_tok; c0 += chunk) {
+            const int64_t cn = n_tok - c0 < chunk ? n_tok - c0 : chunk;
+            const uint8_t *ca = act + (size_t)c0 * act_stride;
+            half_fold_sums(ca, act_stride, cn, nb, hs);
+            for (int64_t p = p0; p < p1; p++) {
+                const uint8_t *pan = panel_at(W, &L, p);
+                for (int64_t b = 0; b < nb; b++) half_split_u(L.kind, half_block(L.kind, pan, b), pre_mem + (size_t)b * 512);
+                for (int64_t t0 = 0; t0 < cn; t0 += 8) {
+                    const int nt = cn - t0 < 8 ? (int)(cn - t0) : 8;
+                    vk(nt, pan, pre_mem, hs + t0 * nb * 2, nb, ca + (size_t)t0 * act_stride, act_stride, y + (c0 + t0) * ys + p * PANEL, ys,
+                       panel_rows(W, p), nts);
+                }
+            }
+        }
+        if (nts) _mm_sfence();
+        return;
+    }
+    if (n_tok <= VNNI_MAX_TOKENS || !tiles) {
         vnni_fn vk = k_vnni[L.kind][L.wide];
         const int nts = nt_stores(W, n_tok);
         /* groups of up to 8 tokens (Q6_K: 4); for up to NP2_MAX tokens in all, panels p and
@@ -1125,6 +1247,17 @@ VNNI void mxl_qamx_panels(const mxl_weight *W, int64_t p0, int64_t p1, const uin
         }
     }
 }
+
+void mxl_qamx_panels(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+                     int64_t n_tok, const uint8_t *abuf, float *y, int64_t ys) {
+    panels_at(W, p0, p1, act, act_stride, n_tok, abuf, y, ys, mxl_qamx_tiles_available());
+}
+
+void mxl_qamx_panels_vnni(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+                          int64_t n_tok, const uint8_t *abuf, float *y, int64_t ys) {
+    panels_at(W, p0, p1, act, act_stride, n_tok, NULL, y, ys, false);
+    (void)abuf;
+}
 #else
 bool mxl_qamx_tiles_cpu(void) { return false; }
 size_t mxl_qamx_pair_bytes(const mxl_weight *W, int64_t n_tok) {
@@ -1135,5 +1268,9 @@ void mxl_qamx_panels(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t 
                      int64_t n_tok, const uint8_t *abuf, float *y, int64_t ys) {
     (void)W; (void)p0; (void)p1; (void)act; (void)act_stride; (void)n_tok; (void)abuf; (void)y; (void)ys;
     MXL_ASSERT(0 && "no AMX on this build");
+}
+void mxl_qamx_panels_vnni(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+                          int64_t n_tok, const uint8_t *abuf, float *y, int64_t ys) {
+    mxl_qamx_panels(W, p0, p1, act, act_stride, n_tok, abuf, y, ys);
 }
 #endif

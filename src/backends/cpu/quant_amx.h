@@ -82,6 +82,10 @@ void mxl_qamx_pair_token(const mxl_weight *W, int64_t n_tok, int64_t t, const vo
  * operands (64-byte aligned) when mxl_qamx_pair_bytes(W, n_tok) > 0, else NULL. */
 void mxl_qamx_panels(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
                      int64_t n_tok, const uint8_t *abuf, float *y, int64_t ys);
+/* The same products by the AVX-512 VNNI forms alone, whatever the CPU's tiles (the AVX-512 VNNI
+ * level's table; abuf unused). */
+void mxl_qamx_panels_vnni(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
+                          int64_t n_tok, const uint8_t *abuf, float *y, int64_t ys);
 /* The same products by the AVX2 form (call on CPUs at the AVX2 level or above; no pair form). */
 void mxl_qamx_panels_avx2(const mxl_weight *W, int64_t p0, int64_t p1, const uint8_t *act, size_t act_stride,
                           int64_t n_tok, float *y, int64_t ys);
