@@ -27,6 +27,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/quant_gguf.h"
 #include "backends/cpu/quant_mlx.h"
+#include "core/alloc.h"
 #include "core/dtype.h"
 
 bool mxl_qamx_format(const mxl_weight *W) {
@@ -926,32 +927,41 @@ VNNI __attribute__((always_inline)) static inline void panel_vnni_q6(int kind, i
     }
 }
 
-/* The VNNI form for many tokens (prefill on CPUs without AMX): the panel's unsigned codes
- * split once (pre: half_row's bytes, 512 per block) for all its token groups, and the
- * activations' folded half sums 256 S1_h + S2_h once per task (hs [token][block][2], half_sums);
- * per half, D = (dot1 << 8) + dot2 - half_off * hs, then post_q6's float steps in its order (half
- * 0, half 1, then Q2_K's two min terms): the bits of the tile and VNNI forms. */
-VNNI static inline void half_split_u(int kind, const uint8_t *blk, uint8_t *codes) {
+/* The VNNI form for many tokens (prefill on CPUs without AMX; Q2_K on all): each token's
+ * activations once as int16 v = 256 qs + qs2 (the q8a2 block's exact rounded value, |v| <=
+ * 127 x 256; act16 [token][block][32]) and each panel's codes once as signed int8 pairs (pre:
+ * per block, pair p of elements 2p, 2p + 1 of the 16 rows, 32 bytes); then vpdpwssd (int16 pairs,
+ * int32 sums, |q v| x 16 < 2^31) gives per half D = sum q v = (dot1 << 8) + dot2 - half_off x
+ * sums, the tile form's integers, in one product for both terms and with no offset term; then
+ * post_q6's float steps in its order (half 0, half 1, then Q2_K's min terms on the half sums hs
+ * [token][block][2] = 256 S1_h + S2_h): the same bits. */
+VNNI static inline void half_split_pairs(int kind, const uint8_t *blk, uint8_t *out) {
 #pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) _mm512_store_si512((void *)(codes + 64 * j), half_row(kind, blk, j));
+    for (int j = 0; j < 8; j++) { /* row j: lane n holds elements 4j..4j+3 of row n */
+        const __m512i v = _mm512_sub_epi8(half_row(kind, blk, j), _mm512_set1_epi8((char)half_off(kind)));
+        _mm256_store_si256((__m256i *)(void *)(out + 64 * j), _mm512_cvtepi32_epi16(v));                          /* pair 2j */
+        _mm256_store_si256((__m256i *)(void *)(out + 64 * j + 32), _mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16))); /* 2j + 1 */
+    }
 }
-/* hs[t][b][h] = 256 S1_h + S2_h of token t's block b (S: the sum of a term's 16 codes of half h) */
-VNNI static void half_fold_sums(const uint8_t *act, size_t as, int64_t nt, int64_t nb, int32_t *hs) {
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
+/* act16 and (with_sums) hs of nt tokens */
+VNNI static void half_acts(const uint8_t *act, size_t as, int64_t nt, int64_t nb, int16_t *a16, int32_t *hs) {
     for (int64_t t = 0; t < nt; t++)
         for (int64_t b = 0; b < nb; b++) {
-            /* qs and qs2 are adjacent: 8 sums of 8 (x + 128) */
-            const __m512i u = _mm512_xor_si512(_mm512_loadu_si512((const void *)(act + (size_t)t * as + (size_t)b * XB + XQ1)), flip);
-            _Alignas(64) uint64_t sad[8];
-            _mm512_store_si512((void *)sad, _mm512_sad_epu8(u, _mm512_setzero_si512()));
-            int32_t *o = hs + (t * nb + b) * 2;
-            o[0] = 256 * ((int32_t)(sad[0] + sad[1]) - 2048) + ((int32_t)(sad[4] + sad[5]) - 2048);
-            o[1] = 256 * ((int32_t)(sad[2] + sad[3]) - 2048) + ((int32_t)(sad[6] + sad[7]) - 2048);
+            const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(act + (size_t)t * as) + b;
+            const __m512i hi = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)x->qs));
+            const __m512i lo = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)x->qs2));
+            const __m512i v = _mm512_add_epi16(_mm512_slli_epi16(hi, 8), lo);
+            _mm512_store_si512((void *)(a16 + (t * nb + b) * 32), v);
+            if (hs) {
+                const __m512i w = _mm512_madd_epi16(v, _mm512_set1_epi16(1)); /* 16 pair sums */
+                hs[(t * nb + b) * 2] = _mm512_mask_reduce_add_epi32(0x00FF, w);
+                hs[(t * nb + b) * 2 + 1] = _mm512_mask_reduce_add_epi32(0xFF00, w);
+            }
         }
 }
 VNNI __attribute__((always_inline)) static inline void panel_vnni_half(int kind, int NT, const uint8_t *pan, const uint8_t *pre,
-                                                                      const int32_t *hs, int64_t nb, const uint8_t *act, size_t as,
-                                                                      float *y, int64_t ys, int nrows, int nts) {
+                                                                      const int16_t *a16, const int32_t *hs, int64_t nb, const uint8_t *act,
+                                                                      size_t as, float *y, int64_t ys, int nrows, int nts) {
     __m512 acc[8];
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
@@ -961,27 +971,23 @@ VNNI __attribute__((always_inline)) static inline void panel_vnni_half(int kind,
         half_scales(kind, pan, b, &dh[0], &dh[1], &mh[0], &mh[1]);
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
-            __m512i D1[8], D2[8];
+            __m512i D[8];
 #pragma GCC unroll 8
-            for (int t = 0; t < NT; t++) D1[t] = _mm512_setzero_si512(), D2[t] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-            for (int j = 4 * h; j < 4 * h + 4; j++) {
-                const __m512i w = _mm512_load_si512((const void *)(codes + 64 * j));
+            for (int t = 0; t < NT; t++) D[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int p = 8 * h; p < 8 * h + 8; p++) {
+                const __m512i w = _mm512_cvtepi8_epi16(_mm256_load_si256((const __m256i *)(const void *)(codes + 32 * p)));
 #pragma GCC unroll 8
                 for (int t = 0; t < NT; t++) {
-                    int32_t x1, x2;
-                    memcpy(&x1, xb + (size_t)t * as + XQ1 + 4 * j, 4);
-                    memcpy(&x2, xb + (size_t)t * as + XQ2 + 4 * j, 4);
-                    D1[t] = _mm512_dpbusd_epi32(D1[t], w, _mm512_set1_epi32(x1));
-                    D2[t] = _mm512_dpbusd_epi32(D2[t], w, _mm512_set1_epi32(x2));
+                    int32_t v;
+                    memcpy(&v, a16 + (t * nb + b) * 32 + 2 * p, 4);
+                    D[t] = _mm512_dpwssd_epi32(D[t], w, _mm512_set1_epi32(v));
                 }
             }
 #pragma GCC unroll 8
             for (int t = 0; t < NT; t++) {
                 const mxl_block_q8a2 *x = (const mxl_block_q8a2 *)(xb + (size_t)t * as);
-                __m512i D = _mm512_add_epi32(_mm512_slli_epi32(D1[t], 8), D2[t]);
-                if (half_off(kind)) D = _mm512_sub_epi32(D, _mm512_set1_epi32(half_off(kind) * hs[(t * nb + b) * 2 + h]));
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(D), _mm512_mul_ps(dh[h], _mm512_set1_ps(x->d2)), acc[t]);
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(D[t]), _mm512_mul_ps(dh[h], _mm512_set1_ps(x->d2)), acc[t]);
             }
         }
         if (kind == K_Q2_K)
@@ -997,17 +1003,30 @@ VNNI __attribute__((always_inline)) static inline void panel_vnni_half(int kind,
     for (int t = 0; t < NT; t++) store_rows(y + t * ys, mk, acc[t], nts);
 }
 #define VH_CASE(N) \
-    case N: panel_vnni_half(KIND, N, pan, pre, hs, nb, act, as, y, ys, nrows, nts); break;
+    case N: panel_vnni_half(KIND, N, pan, pre, a16, hs, nb, act, as, y, ys, nrows, nts); break;
 #define VHKERNEL(name, KIND_)                                                                                      \
-    VNNI static void name(int nt, const uint8_t *pan, const uint8_t *pre, const int32_t *hs, int64_t nb,          \
-                          const uint8_t *act, size_t as, float *y, int64_t ys, int nrows, int nts) {               \
+    VNNI static void name(int nt, const uint8_t *pan, const uint8_t *pre, const int16_t *a16, const int32_t *hs,  \
+                          int64_t nb, const uint8_t *act, size_t as, float *y, int64_t ys, int nrows, int nts) {   \
         const int KIND = KIND_;                                                                                    \
         switch (nt) { VH_CASE(1) VH_CASE(2) VH_CASE(3) VH_CASE(4) VH_CASE(5) VH_CASE(6) VH_CASE(7) VH_CASE(8) }  \
     }
 VHKERNEL(vhalf_q6_k, K_Q6_K)
 VHKERNEL(vhalf_q3_k, K_Q3_K)
 VHKERNEL(vhalf_q2_k, K_Q2_K)
-typedef void (*vhalf_fn)(int, const uint8_t *, const uint8_t *, const int32_t *, int64_t, const uint8_t *, size_t, float *, int64_t, int, int);
+typedef void (*vhalf_fn)(int, const uint8_t *, const uint8_t *, const int16_t *, const int32_t *, int64_t, const uint8_t *, size_t, float *,
+                         int64_t, int, int);
+/* each thread's act16 and hs (grown as needed, kept for the next call; NULL: no memory, and the
+ * caller takes the per-group form) */
+static _Thread_local struct { void *p; size_t n; } tl_half;
+static void *half_scratch(size_t n) {
+    if (n > tl_half.n) {
+        void *q = mxl_aligned_alloc(64, (n + 65535) & ~(size_t)65535);
+        if (!q) return NULL;
+        mxl_aligned_free(tl_half.p);
+        tl_half.p = q, tl_half.n = (n + 65535) & ~(size_t)65535;
+    }
+    return tl_half.p;
+}
 
 #define NT_CASE(N) \
     case N: panel_kernel(KIND, WIDE, N, pan, nb, bb, pre, act, as, y, ys, nrows); break;
@@ -1141,8 +1160,6 @@ static const vnni_fn k_vnni[N_KINDS][2] = {{vnni_q8_0, 0}, {vnni_q4_0, 0}, {vnni
 #endif
 /* above this many tokens the half kinds' VNNI form splits a panel's codes once (panel_vnni_half) */
 #define VHALF_MIN_TOKENS 4
-/* the int32 half sums one chunk of tokens keeps on the stack (64 KB) */
-#define VHALF_SUM_INTS 16384
 /* up to this many tokens the VNNI form runs two panels side by side (two read streams in
  * flight); with more, the second panel's codes, dots and sums no longer fit the registers */
 #define NP2_MAX 2
@@ -1165,26 +1182,24 @@ VNNI static void panels_at(const mxl_weight *W, int64_t p0, int64_t p1, const ui
     const size_t bb = L.bb;
     /* (Q2_K takes it on AMX CPUs too: its tile form, four K = 16 products and the mins per block,
      * ran at 0.8x of this one in bench_quant_formats) */
-    if (n_tok > VHALF_MIN_TOKENS && half_kind(L.kind) && nb <= PRE_MAX_BLOCKS && (!tiles || L.kind == K_Q2_K)) {
-        /* the half kinds' many-token VNNI form: codes split once per panel, sums once per
-         * chunk of tokens (both on the stack) */
+    int16_t *a16 = NULL;
+    if (n_tok > VHALF_MIN_TOKENS && half_kind(L.kind) && nb <= PRE_MAX_BLOCKS && (!tiles || L.kind == K_Q2_K))
+        a16 = half_scratch((size_t)(n_tok * nb) * (64 + (L.kind == K_Q2_K ? 8 : 0)));
+    if (a16) {
+        /* the half kinds' many-token VNNI form: the activations widened once per call, the
+         * codes split once per panel (on the stack) */
         const vhalf_fn vk = L.kind == K_Q6_K ? vhalf_q6_k : L.kind == K_Q3_K ? vhalf_q3_k : vhalf_q2_k;
         const int nts = nt_stores(W, n_tok);
-        const int64_t chunk = VHALF_SUM_INTS / (2 * nb) < n_tok ? VHALF_SUM_INTS / (2 * nb) / 8 * 8 : n_tok;
+        int32_t *hs = L.kind == K_Q2_K ? (int32_t *)(a16 + n_tok * nb * 32) : NULL;
+        half_acts(act, act_stride, n_tok, nb, a16, hs);
         _Alignas(64) uint8_t pre_mem[nb * 512];
-        _Alignas(64) int32_t hs[chunk * nb * 2];
-        for (int64_t c0 = 0; c0 < n_tok; c0 += chunk) {
-            const int64_t cn = n_tok - c0 < chunk ? n_tok - c0 : chunk;
-            const uint8_t *ca = act + (size_t)c0 * act_stride;
-            half_fold_sums(ca, act_stride, cn, nb, hs);
-            for (int64_t p = p0; p < p1; p++) {
-                const uint8_t *pan = panel_at(W, &L, p);
-                for (int64_t b = 0; b < nb; b++) half_split_u(L.kind, half_block(L.kind, pan, b), pre_mem + (size_t)b * 512);
-                for (int64_t t0 = 0; t0 < cn; t0 += 8) {
-                    const int nt = cn - t0 < 8 ? (int)(cn - t0) : 8;
-                    vk(nt, pan, pre_mem, hs + t0 * nb * 2, nb, ca + (size_t)t0 * act_stride, act_stride, y + (c0 + t0) * ys + p * PANEL, ys,
-                       panel_rows(W, p), nts);
-                }
+        for (int64_t p = p0; p < p1; p++) {
+            const uint8_t *pan = panel_at(W, &L, p);
+            for (int64_t b = 0; b < nb; b++) half_split_pairs(L.kind, half_block(L.kind, pan, b), pre_mem + (size_t)b * 512);
+            for (int64_t t0 = 0; t0 < n_tok; t0 += 8) {
+                const int nt = n_tok - t0 < 8 ? (int)(n_tok - t0) : 8;
+                vk(nt, pan, pre_mem, a16 + t0 * nb * 32, hs ? hs + t0 * nb * 2 : NULL, nb, act + (size_t)t0 * act_stride, act_stride,
+                   y + t0 * ys + p * PANEL, ys, panel_rows(W, p), nts);
             }
         }
         if (nts) _mm_sfence();
