@@ -21,6 +21,7 @@
 #include "backends/cpu/quant_panel.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -1015,17 +1016,43 @@ VHKERNEL(vhalf_q3_k, K_Q3_K)
 VHKERNEL(vhalf_q2_k, K_Q2_K)
 typedef void (*vhalf_fn)(int, const uint8_t *, const uint8_t *, const int16_t *, const int32_t *, int64_t, const uint8_t *, size_t, float *,
                          int64_t, int, int);
-/* each thread's act16 and hs (grown as needed, kept for the next call; NULL: no memory, and the
- * caller takes the per-group form) */
-static _Thread_local struct { void *p; size_t n; } tl_half;
+/* each thread's act16 and hs: grown as needed, kept for the next call, freed when the thread
+ * ends (a pthread key's destructor); NULL: no memory, and the caller takes the per-group form */
+typedef struct half_buf {
+    void *p;
+    size_t n;
+} half_buf;
+static pthread_key_t g_half_key;
+static bool g_half_key_ok;
+static pthread_once_t g_half_once = PTHREAD_ONCE_INIT;
+static void half_buf_free(void *v) {
+    half_buf *b = v;
+    mxl_aligned_free(b->p);
+    mxl_free(b);
+}
+static void half_key_init(void) {
+    g_half_key_ok = pthread_key_create(&g_half_key, half_buf_free) == 0;
+}
 static void *half_scratch(size_t n) {
-    if (n > tl_half.n) {
-        void *q = mxl_aligned_alloc(64, (n + 65535) & ~(size_t)65535);
-        if (!q) return NULL;
-        mxl_aligned_free(tl_half.p);
-        tl_half.p = q, tl_half.n = (n + 65535) & ~(size_t)65535;
+    pthread_once(&g_half_once, half_key_init);
+    if (!g_half_key_ok) return NULL;
+    half_buf *b = pthread_getspecific(g_half_key);
+    if (!b) {
+        if (!(b = mxl_malloc(sizeof *b))) return NULL;
+        *b = (half_buf){0};
+        if (pthread_setspecific(g_half_key, b) != 0) {
+            mxl_free(b);
+            return NULL;
+        }
     }
-    return tl_half.p;
+    if (n > b->n) {
+        const size_t want = (n + 65535) & ~(size_t)65535;
+        void *q = mxl_aligned_alloc(64, want);
+        if (!q) return NULL;
+        mxl_aligned_free(b->p);
+        b->p = q, b->n = want;
+    }
+    return b->p;
 }
 
 #define NT_CASE(N) \
