@@ -2209,6 +2209,16 @@ static void linear_lora(const mxl_weight *const *W, const float *const *b, int n
     if (g) lora_finish(g, side);
 }
 
+/* *buf holds rows x want floats (grown when *cap, its floats per row, is less) */
+static mxl_status grow_rows(float **buf, int64_t *cap, int64_t want, int64_t rows, mxl_error *err) {
+    if (want <= *cap) return MXL_OK;
+    float *b = mxl_malloc((size_t)(rows * want) * sizeof(float));
+    if (!b) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory for the adapters' scratch");
+    mxl_free(*buf);
+    *buf = b, *cap = want;
+    return MXL_OK;
+}
+
 mxl_status mxl_decoder_state_set_lora(mxl_decoder_state *s, const mxl_decoder_lora *use, int n, mxl_error *err) {
     if (n < 0 || n > MXL_DECODER_MAX_LORA) return mxl_error_set(err, MXL_ERR_ARG, "%d adapters at once (at most %d)", n, MXL_DECODER_MAX_LORA);
     int64_t cap = 0;
@@ -2222,34 +2232,25 @@ mxl_status mxl_decoder_state_set_lora(mxl_decoder_state *s, const mxl_decoder_lo
                                           {MXL_LORA_O, MXL_LORA_O, MXL_LORA_O},
                                           {MXL_LORA_DOWN, MXL_LORA_DOWN, MXL_LORA_DOWN}};
     const int group_n[4] = {3, 2, 1, 1};
+    int64_t nl = 0;
     for (int i = 0; i < n; i++)
-        for (int64_t l = 0; l < use[i].lora->n_layers; l++)
-            for (int gi = 0; gi < 4; gi++) {
-                int64_t w = 0;
-                for (int j = 0; j < group_n[gi]; j++) {
-                    int64_t o = 0;
-                    for (int a = 0; a < n; a++) {
-                        const mxl_lora_pair *p = mxl_lora_at(use[a].lora, l, groups[gi][j]);
-                        if (p) o = p->out;
-                    }
-                    w += o;
+        if (use[i].lora->n_layers > nl) nl = use[i].lora->n_layers;
+    for (int64_t l = 0; l < nl; l++)
+        for (int gi = 0; gi < 4; gi++) {
+            int64_t w = 0;
+            for (int j = 0; j < group_n[gi]; j++) {
+                int64_t o = 0;
+                for (int a = 0; a < n; a++) {
+                    const mxl_lora_pair *p = mxl_lora_at(use[a].lora, l, groups[gi][j]);
+                    if (p) o = p->out;
                 }
-                if (w > dcap) dcap = w;
+                w += o;
             }
-    if (cap > s->lora_cap) {
-        float *b = mxl_malloc((size_t)(s->max_batch * cap) * sizeof(float));
-        if (!b) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory for the adapters' scratch");
-        mxl_free(s->lora_buf);
-        s->lora_buf = b;
-        s->lora_cap = cap;
-    }
-    if (dcap > s->delta_cap) {
-        float *b = mxl_malloc((size_t)(s->max_batch * dcap) * sizeof(float));
-        if (!b) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory for the adapters' scratch");
-        mxl_free(s->lora_delta);
-        s->lora_delta = b;
-        s->delta_cap = dcap;
-    }
+            if (w > dcap) dcap = w;
+        }
+    mxl_status st = grow_rows(&s->lora_buf, &s->lora_cap, cap, s->max_batch, err);
+    if (!st) st = grow_rows(&s->lora_delta, &s->delta_cap, dcap, s->max_batch, err);
+    if (st) return st;
     for (int i = 0; i < n; i++) s->lora[i] = use[i];
     s->n_lora = n;
     return MXL_OK;
