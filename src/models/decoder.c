@@ -2224,30 +2224,23 @@ mxl_status mxl_decoder_state_set_lora(mxl_decoder_state *s, const mxl_decoder_lo
     int64_t cap = 0;
     for (int i = 0; i < n; i++)
         if (use[i].lora->max_r > cap) cap = use[i].lora->max_r;
-    /* the widest group (linear_lora): per layer, each projection's output width where any adapter
-     * touches it, summed over Q / K / V, gate / up, O and down */
-    int64_t dcap = 0;
-    const mxl_lora_module groups[4][3] = {{MXL_LORA_Q, MXL_LORA_K, MXL_LORA_V},
-                                          {MXL_LORA_GATE, MXL_LORA_UP, MXL_LORA_UP},
-                                          {MXL_LORA_O, MXL_LORA_O, MXL_LORA_O},
-                                          {MXL_LORA_DOWN, MXL_LORA_DOWN, MXL_LORA_DOWN}};
-    const int group_n[4] = {3, 2, 1, 1};
-    int64_t nl = 0;
+    /* the widest group (linear_lora): per layer, the output widths of the projections any
+     * adapter touches, summed over Q / K / V and over gate / up; O and down alone */
+    int64_t dcap = 0, nl = 0;
     for (int i = 0; i < n; i++)
         if (use[i].lora->n_layers > nl) nl = use[i].lora->n_layers;
-    for (int64_t l = 0; l < nl; l++)
-        for (int gi = 0; gi < 4; gi++) {
-            int64_t w = 0;
-            for (int j = 0; j < group_n[gi]; j++) {
-                int64_t o = 0;
-                for (int a = 0; a < n; a++) {
-                    const mxl_lora_pair *p = mxl_lora_at(use[a].lora, l, groups[gi][j]);
-                    if (p) o = p->out;
-                }
-                w += o;
+    for (int64_t l = 0; l < nl; l++) {
+        int64_t o[MXL_LORA_N_MODULES] = {0};
+        for (int a = 0; a < n; a++)
+            for (int m = 0; m < MXL_LORA_N_MODULES; m++) {
+                const mxl_lora_pair *p = mxl_lora_at(use[a].lora, l, (mxl_lora_module)m);
+                if (p) o[m] = p->out;
             }
-            if (w > dcap) dcap = w;
-        }
+        const int64_t w[4] = {o[MXL_LORA_Q] + o[MXL_LORA_K] + o[MXL_LORA_V], o[MXL_LORA_GATE] + o[MXL_LORA_UP], o[MXL_LORA_O],
+                              o[MXL_LORA_DOWN]};
+        for (int g = 0; g < 4; g++)
+            if (w[g] > dcap) dcap = w[g];
+    }
     mxl_status st = grow_rows(&s->lora_buf, &s->lora_cap, cap, s->max_batch, err);
     if (!st) st = grow_rows(&s->lora_delta, &s->delta_cap, dcap, s->max_batch, err);
     if (st) return st;

@@ -66,6 +66,8 @@ static bool parse_name(const char *name, bool gguf, const char *sfx_a, const cha
     return false;
 }
 
+static size_t elem_bytes(mxl_dtype t) { return t == MXL_DTYPE_F32 ? 4 : 2; }
+
 /* t's values in its own dtype (F32, F16 or BF16: adapters keep what they were saved as, the
  * bytes a decode step reads), transposed when transpose ([rows, cols] of the stored [cols, rows]). */
 static mxl_status tensor_copy(const mxl_tensor *t, const char *name, bool transpose, void **out, mxl_dtype *dt, int64_t *rows,
@@ -79,7 +81,7 @@ static mxl_status tensor_copy(const mxl_tensor *t, const char *name, bool transp
      * made the copy below loop that many times, minutes per file - found by fuzz_adapter.c) */
     if (r0 <= 0 || c0 <= 0)
         return mxl_error_set(err, MXL_ERR_FORMAT, "adapter tensor %s has an empty dimension (%lld x %lld)", name, (long long)r0, (long long)c0);
-    const size_t es = t->dtype == MXL_DTYPE_F32 ? 4 : 2;
+    const size_t es = elem_bytes(t->dtype);
     uint8_t *f = mxl_malloc((size_t)(r0 * c0) * es);
     if (!f) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     const uint8_t *src = t->data;
@@ -131,28 +133,34 @@ static mxl_status take(loader *ld, const lora_name *nm, const mxl_tensor *t, con
     return MXL_OK;
 }
 
-static size_t elem_bytes(mxl_dtype t) { return t == MXL_DTYPE_F32 ? 4 : 2; }
+/* bytes of pair p's A and B^T, each rounded up to a cache line */
+static size_t pair_a_bytes(const mxl_lora_pair *p) { return ((size_t)(p->r * p->in) * elem_bytes(p->wa.dtype) + 63) & ~(size_t)63; }
+static size_t pair_bt_bytes(const mxl_lora_pair *p) { return ((size_t)(p->r * p->out) * elem_bytes(p->bt_dtype) + 63) & ~(size_t)63; }
 
 /* Moves every pair's A and B^T into one block on huge pages, in the order a decode step reads
  * them (layer by layer, each projection's A then B^T): a step then walks the adapter as one
- * stream, where a few hundred small heap copies cost a TLB miss every page. */
+ * stream, where a few hundred small heap copies cost a TLB miss every page. The block is taken
+ * whole first, so a failure leaves every pair as it was. */
 static mxl_status pack(mxl_lora *l, mxl_error *err) {
     size_t total = 0;
-    for (int64_t i = 0; i < l->n_layers * MXL_LORA_N_MODULES; i++) {
-        const mxl_lora_pair *p = &l->pairs[i];
-        if (p->a) total += ((size_t)(p->r * p->in) * elem_bytes(p->wa.dtype) + 63) / 64 * 64 + ((size_t)(p->r * p->out) * elem_bytes(p->bt_dtype) + 63) / 64 * 64;
-    }
+    for (int64_t i = 0; i < l->n_layers * MXL_LORA_N_MODULES; i++)
+        if (l->pairs[i].a) total += pair_a_bytes(&l->pairs[i]) + pair_bt_bytes(&l->pairs[i]);
     mxl_arena_init(&l->arena, total);
     l->arena.huge_pages = true;
+    uint8_t *at = mxl_arena_alloc(&l->arena, total, 64);
+    if (!at) {
+        mxl_arena_free(&l->arena);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory for the adapter");
+    }
     for (int64_t i = 0; i < l->n_layers * MXL_LORA_N_MODULES; i++) {
         mxl_lora_pair *p = &l->pairs[i];
         if (!p->a) continue;
-        const size_t na = (size_t)(p->r * p->in) * elem_bytes(p->wa.dtype), nb = (size_t)(p->r * p->out) * elem_bytes(p->bt_dtype);
-        void *a = mxl_arena_alloc(&l->arena, na, 64), *bt = mxl_arena_alloc(&l->arena, nb, 64);
-        if (!a || !bt) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory for the adapter");
-        memcpy(a, p->a, na), memcpy(bt, p->bt, nb);
+        const size_t na = pair_a_bytes(p), nb = pair_bt_bytes(p);
+        memcpy(at, p->a, (size_t)(p->r * p->in) * elem_bytes(p->wa.dtype));
+        memcpy(at + na, p->bt, (size_t)(p->r * p->out) * elem_bytes(p->bt_dtype));
         mxl_free(p->a), mxl_free(p->bt);
-        p->a = a, p->wa.data = a, p->bt = bt;
+        p->a = at, p->wa.data = at, p->bt = at + na;
+        at += na + nb;
     }
     l->packed = true;
     return MXL_OK;
