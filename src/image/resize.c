@@ -327,14 +327,22 @@ mxl_status mxl_image_resize_reference(const mxl_image *in, int32_t w, int32_t h,
     return MXL_OK;
 }
 
-void mxl_image_to_pixels(const mxl_image *im, double rescale, const float mean[3], const float std[3], float *out) {
-    const size_t hw = (size_t)im->w * (size_t)im->h;
+void mxl_image_crop_to_pixels(const mxl_image *im, int32_t x0, int32_t y0, int32_t w, int32_t h, double rescale, const float mean[3],
+                              const float std[3], float *out) {
+    const size_t hw = (size_t)w * (size_t)h;
     for (int ch = 0; ch < 3; ch++) {
         const float m = mean[ch], s = std[ch];
         float *o = out + (size_t)ch * hw;
-        for (size_t i = 0; i < hw; i++) {
-            float v = (float)((double)im->rgb[3 * i + ch] * rescale);
-            o[i] = (v - m) / s;
+        for (int32_t y = 0; y < h; y++) {
+            const uint8_t *src = im->rgb + ((size_t)(y0 + y) * (size_t)im->w + (size_t)x0) * 3 + ch;
+            for (int32_t x = 0; x < w; x++) {
+                float v = (float)((double)src[3 * x] * rescale);
+                *o++ = (v - m) / s;
+            }
         }
     }
+}
+
+void mxl_image_to_pixels(const mxl_image *im, double rescale, const float mean[3], const float std[3], float *out) {
+    mxl_image_crop_to_pixels(im, 0, 0, im->w, im->h, rescale, mean, std, out);
 }

@@ -34,5 +34,9 @@ mxl_status mxl_image_resize_reference(const mxl_image *in, int32_t w, int32_t h,
  * normalize: float32 subtraction and division by float32 mean / std). rescale is a double because
  * the processors' rescale_factor is a Python float (1/255 rounded to float32 would change results). */
 void mxl_image_to_pixels(const mxl_image *im, double rescale, const float mean[3], const float std[3], float *out);
+/* The same for the w x h crop of im at column x0, row y0 (inside im): out[3, h, w] (the tiles an
+ * image processor cuts from its resized image). */
+void mxl_image_crop_to_pixels(const mxl_image *im, int32_t x0, int32_t y0, int32_t w, int32_t h, double rescale, const float mean[3],
+                              const float std[3], float *out);
 
 #endif

@@ -99,6 +99,8 @@
     X(qwen2_vl)                 \
     X(qwen2_5_vl)               \
     X(llava_next)               \
-    X(aya_vision)
+    X(aya_vision)               \
+    X(idefics3)                 \
+    X(smolvlm)
 
 #endif

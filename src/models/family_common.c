@@ -338,6 +338,9 @@ void mxl_family_text_prefix(mxl_family_ctx *c) {
     if (mxl_st_model_find(c->ck->st, "model.language_model.embed_tokens.weight")) {
         nm->embed = "model.language_model.embed_tokens", nm->final_norm = "model.language_model.norm";
         nm->layers = "model.language_model.layers.";
+    } else if (mxl_st_model_find(c->ck->st, "model.text_model.embed_tokens.weight")) { /* (Idefics3, SmolVLM) */
+        nm->embed = "model.text_model.embed_tokens", nm->final_norm = "model.text_model.norm";
+        nm->layers = "model.text_model.layers.";
     } else if (mxl_st_model_find(c->ck->st, "language_model.model.embed_tokens.weight")) {
         nm->embed = "language_model.model.embed_tokens", nm->final_norm = "language_model.model.norm";
         nm->layers = "language_model.model.layers.", nm->lm_head = "language_model.lm_head";

@@ -8,7 +8,9 @@
  * (modeling_llava_next.py, LlavaNextForConditionalGeneration: llava-v1.6 over Mistral, Vicuna,
  * Yi-34B) has the same text side; its anyres vision side is vlm_llava.c's too. Aya Vision
  * (modeling_aya_vision.py, AyaVisionForConditionalGeneration) puts a Cohere2 text_config the same
- * way behind its SigLIP tower (vlm_aya_vision.c), its logits unscaled. */
+ * way behind its SigLIP tower (vlm_aya_vision.c), its logits unscaled. Idefics3 and SmolVLM
+ * (modeling_idefics3.py / modeling_smolvlm.py) put a Llama text_config at model.text_model.*
+ * behind their vision transformer and pixel-shuffle connector (vlm_idefics3.c). */
 #include <jansson.h>
 #include <string.h>
 
@@ -47,4 +49,14 @@ static mxl_status aya_vision_setup(mxl_family_ctx *c) {
 const mxl_decoder_family mxl_family_aya_vision = {
     .model_type = "aya_vision", .registry_id = "aya_vision", .hf_class = "AyaVisionForConditionalGeneration", .names = &mxl_names_llama,
     .setup = aya_vision_setup, .text_config = true,
+};
+
+const mxl_decoder_family mxl_family_idefics3 = {
+    .model_type = "idefics3", .registry_id = "smolvlm", .hf_class = "Idefics3ForConditionalGeneration", .names = &mxl_names_llama,
+    .setup = llava_setup, .text_config = true,
+};
+
+const mxl_decoder_family mxl_family_smolvlm = {
+    .model_type = "smolvlm", .registry_id = "smolvlm", .hf_class = "SmolVLMForConditionalGeneration", .names = &mxl_names_llama,
+    .setup = llava_setup, .text_config = true,
 };

@@ -62,7 +62,7 @@ mxl_status mxl_siglip_vision_load(const mxl_checkpoint *ck, const json_t *vc, mx
         return err ? err->status : MXL_ERR_UNSUPPORTED;
 
     static const char *const k_prefixes[] = {"vision_tower.vision_model.", "model.vision_tower.vision_model.", "vision_tower.",
-                                             "model.vision_tower.", "vision_model.", NULL};
+                                             "model.vision_tower.", "model.vision_model.", "vision_model.", NULL};
     const char *prefix = mxl_enc_find_prefix(ck, k_prefixes, "embeddings.patch_embedding.weight");
     if (!prefix)
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor 'vision_tower.vision_model.embeddings.patch_embedding.weight' is missing (the SigLIP vision tower)", ck->path);
@@ -127,6 +127,16 @@ void mxl_vision_patchify(const float *pixels, int64_t S, int64_t P, float *patch
             for (int64_t c = 0; c < 3; c++)
                 for (int64_t ky = 0; ky < P; ky++)
                     memcpy(row + (c * P + ky) * P, pixels + (c * S + py * P + ky) * S + px * P, (size_t)P * sizeof(float));
+        }
+}
+
+void mxl_vision_pixel_shuffle(const float *x, int64_t side, int64_t d, int64_t H, float *out) {
+    const int64_t q = side / d;
+    for (int64_t a = 0; a < q; a++)
+        for (int64_t b = 0; b < q; b++) {
+            float *o = out + (a * q + b) * d * d * H;
+            for (int64_t j = 0; j < d; j++)
+                for (int64_t k = 0; k < d; k++, o += H) memcpy(o, x + ((a * d + j) * side + b * d + k) * H, (size_t)H * sizeof(float));
         }
 }
 

@@ -7,7 +7,7 @@
  *   x = patches Wp^T + bp + pos_emb[0..side*side)              [n_patches, hidden]
  *   the SigLIP layer stack (encoder_siglip.h), then post_layernorm(x).
  * Dimensions from config.json's vision_config; tensors under vision_tower.vision_model.,
- * vision_tower., model.vision_tower.(vision_model.) or vision_model. Dense F32/F16/BF16. Or from
+ * vision_tower., model.vision_tower.(vision_model.), model.vision_model. or vision_model. Dense F32/F16/BF16. Or from
  * llama.cpp's mmproj GGUF: clip.vision.* keys, tensors v.patch_embd, v.position_embd,
  * v.blk.N.*, v.post_ln. */
 #ifndef MXL_MODELS_VISION_SIGLIP_H
@@ -44,6 +44,10 @@ void mxl_siglip_vision_free(mxl_siglip_vision *m);
  * py * side + px, flattened in (channel, ky, kx) order (a patch Conv2d's weight read as a matrix).
  * Shared with the CLIP tower (vision_clip.h). */
 void mxl_vision_patchify(const float *pixels, int64_t S, int64_t P, float *patches);
+/* out [(side/d)^2, d*d*H] = the pixel shuffle (space-to-depth) of x [side*side, H] (rows of a
+ * side x side grid; d divides side): row a*(side/d) + b is the concatenation over j, k < d (j
+ * outer) of x's patch (a*d + j, b*d + k). Aya Vision's and Idefics3 / SmolVLM's connectors. */
+void mxl_vision_pixel_shuffle(const float *x, int64_t side, int64_t d, int64_t H, float *out);
 /* x [n_patches, hidden] = the embeddings (patches Wp^T + bp + pos_emb), before the layer stack. */
 mxl_status mxl_siglip_vision_embed(const mxl_siglip_vision *m, const float *pixels, mxl_threadpool *pool, float *x, mxl_error *err);
 /* out [n_patches, hidden] for pixels [3, image_size, image_size]. */

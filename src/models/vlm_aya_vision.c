@@ -76,14 +76,7 @@ static mxl_status tile_rows(const aya_vlm *g, const float *pixels, mxl_threadpoo
     else st = mxl_siglip_vision_embed(&g->tower, pixels, pool, x, err);
     if (!st) st = mxl_vision_select_layers(&g->tower.stack, x, n, &g->layer, 1, 0, pool, sel, err);
     if (!st) {
-        const int64_t q = g->side / g->d;
-        for (int64_t a = 0; a < q; a++)
-            for (int64_t b = 0; b < q; b++) {
-                float *o = sh + (a * q + b) * D;
-                for (int64_t j = 0; j < g->d; j++)
-                    for (int64_t k = 0; k < g->d; k++, o += Hv)
-                        memcpy(o, sel + ((a * g->d + j) * g->side + b * g->d + k) * Hv, (size_t)Hv * sizeof(float));
-            }
+        mxl_vision_pixel_shuffle(sel, g->side, g->d, Hv, sh);
         mxl_enc_add_layernorm(g->be, pool, sh, NULL, g->ln_w, g->ln_b, T, D, g->eps, sh);
         mxl_enc_linear_act(g->be, &g->w1, g->b1, MXL_GEMM_ACT_NONE, sh, T, h, scratch, pool);
         const int64_t half = g->I / 2;
@@ -144,23 +137,20 @@ static mxl_status aya_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm_inp
     out->pixels = mxl_malloc(out->n_pixels * sizeof(float));
     out->n_tokens = nt * g->tpt;
     out->grid[0] = nt, out->grid[1] = rows, out->grid[2] = cols;
-    mxl_image sized = {0, 0, NULL}, tile = {0, 0, NULL}, thumb = {0, 0, NULL};
+    mxl_image sized = {0, 0, NULL}, thumb = {0, 0, NULL};
     mxl_strbuf sb = {0};
     mxl_status st = MXL_OK;
     static const float zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
     const double rs = p->do_rescale ? p->rescale : 1.0;
     const float *mean = p->do_normalize ? p->mean : zero, *std = p->do_normalize ? p->std : one;
-    tile.rgb = mxl_malloc((size_t)(S * S * 3));
-    if (!out->pixels || !tile.rgb) {
+    if (!out->pixels) {
         st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
         goto done;
     }
-    tile.w = tile.h = (int32_t)S;
     if ((st = mxl_image_resize(im, (int32_t)(cols * S), (int32_t)(rows * S), (mxl_resample)p->resample, &sized, err))) goto done;
     for (int64_t i = 0; i < cols * rows; i++) {
         const int64_t c = i % cols, r = i / cols;
-        for (int64_t y = 0; y < S; y++) memcpy(tile.rgb + y * S * 3, sized.rgb + ((r * S + y) * cols * S + c * S) * 3, (size_t)S * 3);
-        mxl_image_to_pixels(&tile, rs, mean, std, out->pixels + i * 3 * S * S);
+        mxl_image_crop_to_pixels(&sized, (int32_t)(c * S), (int32_t)(r * S), (int32_t)S, (int32_t)S, rs, mean, std, out->pixels + i * 3 * S * S);
     }
     if (nt > 1) {
         if ((st = mxl_image_resize(im, (int32_t)S, (int32_t)S, (mxl_resample)p->resample, &thumb, err))) goto done;
@@ -184,7 +174,6 @@ static mxl_status aya_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm_inp
 done:
     mxl_strbuf_free(&sb);
     mxl_image_free(&sized);
-    mxl_image_free(&tile);
     mxl_image_free(&thumb);
     if (st) mxl_vlm_input_free(out);
     return st;
