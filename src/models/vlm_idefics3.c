@@ -328,6 +328,7 @@ mxl_status mxl_vlm_idefics3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_er
         goto fail;
     }
     v->image_token = (int32_t)img;
+    if ((st = read_processor(ck, g, err))) goto fail;
     static const char *const k_prefixes[] = {"model.connector.", "connector.", NULL};
     const char *prefix = mxl_enc_find_prefix(ck, k_prefixes, "modality_projection.proj.weight");
     if (!prefix) {
@@ -340,7 +341,6 @@ mxl_status mxl_vlm_idefics3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_er
         goto fail;
     }
     if ((st = g->be->ops->weight_prepare(g->be, &g->proj, MXL_WEIGHT_USE_GEMM, &g->arena, err))) goto fail;
-    if ((st = read_processor(ck, g, err))) goto fail;
     v->image_text = g->image_tok;
     v->marker = g->image_tok; /* the chat template writes <image>, which the processor expands */
     *out = v;
