@@ -100,6 +100,21 @@ mxl_status mxl_vlm_expand_prompt(const mxl_vlm *v, const char *text, size_t len,
 mxl_status mxl_vlm_media_blocks(const mxl_vlm *v, const int32_t *ids, size_t n, const mxl_vlm_input *inputs, int n_images,
                                 mxl_decoder_media *blocks, int *img, int64_t *off, int max_blocks, int *n_blocks, mxl_error *err);
 
+/* GotOcr2ImageProcessor's tiling (vlm_gotocr2.c; Aya Vision, InternVL): tiles of S x S. */
+typedef struct mxl_vlm_gotocr2 {
+    int64_t S;                    /* the tile side: size.height = size.width = the tower's image size */
+    bool crop;                    /* crop_to_patches */
+    int64_t min_tiles, max_tiles; /* min_patches, max_patches */
+} mxl_vlm_gotocr2;
+/* The image processor's settings j over p's and g's (the family's defaults; g->S set): size (must
+ * be S x S), resample, rescale / mean / std / do_* (mxl_vlm_preproc_json; do_resize false
+ * refused), crop_to_patches, min_patches / max_patches. */
+mxl_status mxl_vlm_gotocr2_read(const mxl_checkpoint *ck, const json_t *j, mxl_vlm_preproc *p, mxl_vlm_gotocr2 *g, mxl_error *err);
+/* *pixels [*n_tiles, 3, S, S] (mxl_free): the *rows x *cols tiles row by row, then the thumbnail
+ * when there is more than one tile (one tile: the image resized to S x S). */
+mxl_status mxl_vlm_gotocr2_tiles(const mxl_vlm_preproc *p, const mxl_vlm_gotocr2 *g, const mxl_image *im, float **pixels, int64_t *n_tiles,
+                                 int64_t *rows, int64_t *cols, mxl_error *err);
+
 /* Family loaders (vlm_<family>.c). The _mmproj forms read the tower from llama.cpp's mmproj GGUF
  * beside a GGUF text model (they take mm over, closing it on failure too). */
 mxl_status mxl_vlm_gemma3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);

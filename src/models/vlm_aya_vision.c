@@ -8,12 +8,9 @@
  *          the concatenation over j, k < d of patch (a*d + j, b*d + k)   [(side/d)^2, d*d*Hv]
  *   proj   LayerNorm (adapter_layer_norm_eps) -> linear_1 -> x * silu(gate) over its two halves
  *          (x first) -> linear_2, biases throughout                 [(side/d)^2, Ht]
- * The processor (AyaVisionProcessor with GotOcr2ImageProcessor's PIL backend, crop_to_patches):
- * the grid of cols x rows tiles (min_patches <= cols*rows <= max_patches) whose aspect ratio is
- * nearest the image's (on a tie the larger grid while the image's area exceeds half the grid's),
- * the image resized (resample, BICUBIC as released) to cols*S x rows*S and cut into tiles row by
- * row, then when there is more than one tile a thumbnail (the image resized to S x S); rescale,
- * normalise (mean = std = 0.5 as released). Each image becomes
+ * The processor: AyaVisionProcessor with GotOcr2ImageProcessor's crop_to_patches (vlm_gotocr2.c:
+ * tiles row by row, then a thumbnail when there is more than one; BICUBIC and mean = std = 0.5 as
+ * released). Each image becomes
  *   <|START_OF_IMG|> TILE_1 P..P ... TILE_{n-1} P..P TILE_GLOBAL P..P <|END_OF_IMG|>
  * with (img_size / patch_size)^2 = (side/d)^2 copies of the patch token <|IMG_PATCH|> (P) per
  * tile: the image's rows fill its patch tokens in tile order (several runs, one media block each,
@@ -46,8 +43,7 @@ typedef struct aya_vlm {
     const float *b1, *b2;
     const mxl_backend *be;
     /* the image processor */
-    bool tiles;                  /* crop_to_patches (with max_patches > 1) */
-    int64_t min_tiles, max_tiles;
+    mxl_vlm_gotocr2 tiles;       /* GotOcr2ImageProcessor's crop_to_patches */
     char patch_tok[64], start_tok[64], end_tok[64], tile_tok[64], global_tok[64];
     char marker[64];             /* what the chat template writes for an image ("<image>") */
 } aya_vlm;
@@ -107,55 +103,15 @@ static mxl_status aya_encode(const mxl_vlm *v, const mxl_vlm_input *in, mxl_thre
     return st;
 }
 
-/* get_optimal_tiled_canvas: (cols, rows) for an oh x ow image. */
-static void tile_grid(const aya_vlm *g, int64_t oh, int64_t ow, int64_t *cols, int64_t *rows) {
-    const int64_t S = g->tower.image_size;
-    const double aspect = (double)ow / (double)oh, area = (double)ow * (double)oh;
-    double best = INFINITY;
-    *cols = *rows = 1;
-    /* the arrangements ordered by tile count, then by width (a stable sort of width-major order) */
-    for (int64_t p = 1; p <= g->max_tiles; p++) {
-        if (p < g->min_tiles) continue;
-        for (int64_t w = 1; w <= p; w++) {
-            if (p % w) continue;
-            const int64_t h = p / w;
-            const double diff = fabs(aspect - (double)w / (double)h);
-            if (diff < best) best = diff, *cols = w, *rows = h;
-            else if (diff == best && area > 0.5 * (double)S * (double)S * (double)w * (double)h) *cols = w, *rows = h;
-        }
-    }
-}
-
 static mxl_status aya_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm_input *out, mxl_error *err) {
     const aya_vlm *g = (const aya_vlm *)v;
-    const mxl_vlm_preproc *p = &v->pre;
-    const int64_t S = g->tower.image_size;
-    int64_t cols = 1, rows = 1;
-    if (g->tiles) tile_grid(g, im->h, im->w, &cols, &rows);
-    const int64_t nt = cols * rows > 1 ? cols * rows + 1 : 1;
-    out->n_pixels = (size_t)(nt * 3 * S * S);
-    out->pixels = mxl_malloc(out->n_pixels * sizeof(float));
+    int64_t nt, rows, cols;
+    mxl_status st = mxl_vlm_gotocr2_tiles(&v->pre, &g->tiles, im, &out->pixels, &nt, &rows, &cols, err);
+    if (st) return st;
+    out->n_pixels = (size_t)(nt * 3 * g->tiles.S * g->tiles.S);
     out->n_tokens = nt * g->tpt;
     out->grid[0] = nt, out->grid[1] = rows, out->grid[2] = cols;
-    mxl_image sized = {0, 0, NULL}, thumb = {0, 0, NULL};
     mxl_strbuf sb = {0};
-    mxl_status st = MXL_OK;
-    static const float zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
-    const double rs = p->do_rescale ? p->rescale : 1.0;
-    const float *mean = p->do_normalize ? p->mean : zero, *std = p->do_normalize ? p->std : one;
-    if (!out->pixels) {
-        st = mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    if ((st = mxl_image_resize(im, (int32_t)(cols * S), (int32_t)(rows * S), (mxl_resample)p->resample, &sized, err))) goto done;
-    for (int64_t i = 0; i < cols * rows; i++) {
-        const int64_t c = i % cols, r = i / cols;
-        mxl_image_crop_to_pixels(&sized, (int32_t)(c * S), (int32_t)(r * S), (int32_t)S, (int32_t)S, rs, mean, std, out->pixels + i * 3 * S * S);
-    }
-    if (nt > 1) {
-        if ((st = mxl_image_resize(im, (int32_t)S, (int32_t)S, (mxl_resample)p->resample, &thumb, err))) goto done;
-        mxl_image_to_pixels(&thumb, rs, mean, std, out->pixels + (nt - 1) * 3 * S * S);
-    }
     bool ok = mxl_strbuf_puts(&sb, g->start_tok);
     for (int64_t t = 0; t < nt && ok; t++) {
         char head[96];
@@ -173,8 +129,6 @@ static mxl_status aya_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm_inp
     sb.p = NULL;
 done:
     mxl_strbuf_free(&sb);
-    mxl_image_free(&sized);
-    mxl_image_free(&thumb);
     if (st) mxl_vlm_input_free(out);
     return st;
 }
@@ -191,7 +145,7 @@ static mxl_status read_processor(const mxl_checkpoint *ck, aya_vlm *g, mxl_error
     const int64_t S = g->tower.image_size;
     /* GotOcr2ImageProcessor's defaults but SigLIP's mean / std (as aya-vision's configs say), tiles of the tower's size */
     *p = (mxl_vlm_preproc){S, S, 3, true, true, true, 1.0 / 255.0, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
-    g->tiles = true, g->min_tiles = 1, g->max_tiles = 12;
+    g->tiles = (mxl_vlm_gotocr2){S, true, 1, 12};
     char path[4200];
     json_t *proc = NULL, *j = NULL;
     mxl_status st = MXL_OK;
@@ -228,37 +182,7 @@ static mxl_status read_processor(const mxl_checkpoint *ck, aya_vlm *g, mxl_error
         j = NULL;
         if ((st = mxl_json_load_file_py(path, 1 << 20, &j, err))) goto out;
     }
-    if (!j) goto out;
-    const json_t *b, *size = json_object_get(j, "size");
-    int64_t h = S, w = S, rsm = p->resample;
-    if (json_is_object(size) && (mxl_json_int(json_object_get(size, "height"), 1, 1 << 14, &h) || mxl_json_int(json_object_get(size, "width"), 1, 1 << 14, &w))) {
-        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the image processor's size needs a height and width", ck->dir);
-        goto out;
-    }
-    if (h != S || w != S) {
-        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the image processor's tiles (%lldx%lld) are not the vision tower's %lldx%lld", ck->dir, (long long)w,
-                           (long long)h, (long long)S, (long long)S);
-        goto out;
-    }
-    if (json_object_get(j, "resample") && (mxl_json_int(json_object_get(j, "resample"), 0, 3, &rsm))) {
-        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the image processor's resample must be NEAREST / LANCZOS / BILINEAR / BICUBIC (0-3)", ck->dir);
-        goto out;
-    }
-    p->resample = (int)rsm;
-    mxl_vlm_preproc_json(j, p, NULL);
-    if ((b = json_object_get(j, "do_resize")) && json_is_boolean(b) && !json_is_true(b)) {
-        st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: the image processor's do_resize false is not supported", ck->dir);
-        goto out;
-    }
-    if ((b = json_object_get(j, "crop_to_patches")) && json_is_boolean(b)) g->tiles = json_is_true(b);
-    if ((json_object_get(j, "min_patches") && mxl_json_int(json_object_get(j, "min_patches"), 1, 64, &g->min_tiles)) ||
-        (json_object_get(j, "max_patches") && mxl_json_int(json_object_get(j, "max_patches"), 1, 64, &g->max_tiles)) || g->min_tiles > g->max_tiles) {
-        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the image processor's min_patches / max_patches must be 1 <= min <= max <= 64", ck->dir);
-        goto out;
-    }
-    if (g->max_tiles <= 1) g->tiles = false;
-    if (p->std[0] == 0 || p->std[1] == 0 || p->std[2] == 0 || !(p->rescale > 0))
-        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: non-zero image_std and a positive rescale_factor are expected", ck->dir);
+    if (j) st = mxl_vlm_gotocr2_read(ck, j, p, &g->tiles, err);
 out:
     json_decref(j);
     json_decref(proc);
