@@ -52,13 +52,14 @@ mxl_status mxl_siglip_stack_bind(const mxl_enc_binder *b, const mxl_siglip_names
         mxl_siglip_layer *L = &s->layers[i];
         long long l = (long long)i;
         if (mxl_enc_vector(b, H, &L->ln1_w, t[0], l) || mxl_enc_vector(b, H, &L->ln1_b, t[1], l) ||
-            mxl_enc_matrix(b, H, H, &L->wq, t[2], l) || mxl_enc_vector(b, H, &L->bq, t[3], l) ||
-            mxl_enc_matrix(b, H, H, &L->wk, t[4], l) || mxl_enc_vector(b, H, &L->bk, t[5], l) ||
-            mxl_enc_matrix(b, H, H, &L->wv, t[6], l) || mxl_enc_vector(b, H, &L->bv, t[7], l) ||
+            mxl_enc_matrix(b, H, H, &L->wq, t[2], l) || (t[3] && mxl_enc_vector(b, H, &L->bq, t[3], l)) ||
+            mxl_enc_matrix(b, H, H, &L->wk, t[4], l) || (t[5] && mxl_enc_vector(b, H, &L->bk, t[5], l)) ||
+            mxl_enc_matrix(b, H, H, &L->wv, t[6], l) || (t[7] && mxl_enc_vector(b, H, &L->bv, t[7], l)) ||
             mxl_enc_matrix(b, H, H, &L->wo, t[8], l) || mxl_enc_vector(b, H, &L->bo, t[9], l) ||
             mxl_enc_vector(b, H, &L->ln2_w, t[10], l) || mxl_enc_vector(b, H, &L->ln2_b, t[11], l) ||
             mxl_enc_matrix(b, I, H, &L->w1, t[12], l) || mxl_enc_vector(b, I, &L->b1, t[13], l) ||
-            mxl_enc_matrix(b, H, I, &L->w2, t[14], l) || mxl_enc_vector(b, H, &L->b2, t[15], l))
+            mxl_enc_matrix(b, H, I, &L->w2, t[14], l) || mxl_enc_vector(b, H, &L->b2, t[15], l) ||
+            (t[16] && mxl_enc_vector(b, H, &L->ls1, t[16], l)) || (t[17] && mxl_enc_vector(b, H, &L->ls2, t[17], l)))
             return b->err ? b->err->status : MXL_ERR_FORMAT;
         mxl_weight *mats[6] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w1, &L->w2};
         for (int j = 0; j < 6; j++)
@@ -69,6 +70,12 @@ mxl_status mxl_siglip_stack_bind(const mxl_enc_binder *b, const mxl_siglip_names
 }
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+/* o[t, i] *= s[i] for t < n, i < H (a layer scale) */
+static void scale_rows(float *o, int64_t n, int64_t H, const float *s) {
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t i = 0; i < H; i++) o[t * H + i] *= s[i];
+}
 
 mxl_status mxl_siglip_stack_run(const mxl_siglip_stack *m, const mxl_encoder_batch *bt, int64_t max_len, mxl_threadpool *pool,
                                 float *x, mxl_error *err) {
@@ -106,6 +113,7 @@ mxl_status mxl_siglip_stack_run(const mxl_siglip_stack *m, const mxl_encoder_bat
         mxl_enc_self_attention(m->be, bt, q, k, v, a, H, (int)m->n_heads, (int)m->head_dim, 1.0f / sqrtf((float)m->head_dim), pos,
                                att_scratch, pool);
         mxl_enc_linear_act(m->be, &L->wo, L->bo, MXL_GEMM_ACT_NONE, a, n, o, mm_scratch, pool);
+        if (L->ls1) scale_rows(o, n, H, L->ls1);
         /* x += attention; h = LayerNorm2(x) */
         mxl_enc_add_layernorm(m->be, pool, x, o, L->ln2_w, L->ln2_b, n, H, m->eps, h);
         if (m->quick_gelu) {
@@ -118,6 +126,7 @@ mxl_status mxl_siglip_stack_run(const mxl_siglip_stack *m, const mxl_encoder_bat
             mxl_enc_linear_act(m->be, &L->w1, L->b1, (int)m->act, h, n, f, mm_scratch, pool);
         }
         mxl_enc_linear_act(m->be, &L->w2, L->b2, MXL_GEMM_ACT_NONE, f, n, o, mm_scratch, pool);
+        if (L->ls2) scale_rows(o, n, H, L->ls2);
     }
     if (m->n_layers > 0)
         for (int64_t i = 0; i < n * H; i++) x[i] += o[i];

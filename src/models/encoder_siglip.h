@@ -27,6 +27,8 @@ typedef struct mxl_siglip_layer {
     mxl_weight wq, wk, wv, wo, w1, w2;
     const float *bq, *bk, *bv, *bo, *b1, *b2;
     const float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
+    const float *ls1, *ls2; /* layer scale [hidden] of the attention and MLP outputs (InternViT's
+                             * lambda_1 / lambda_2), NULL when the tower has none */
 } mxl_siglip_layer;
 
 /* The pre-norm layer stack both SigLIP towers (text here, vision in vision_siglip.h) and CLIP's
@@ -43,10 +45,11 @@ typedef struct mxl_siglip_stack {
 } mxl_siglip_stack;
 
 /* Tensor names of a layer (printf formats of the layer index, %lld) in the order LayerNorm1
- * w, b; Q w, b; K w, b; V w, b; O w, b; LayerNorm2 w, b; fc1 w, b; fc2 w, b: transformers' (hf)
- * and llama.cpp's mmproj GGUFs' (v.blk.N.*). */
+ * w, b; Q w, b; K w, b; V w, b; O w, b; LayerNorm2 w, b; fc1 w, b; fc2 w, b; then the layer
+ * scales of the attention and MLP outputs: transformers' (hf) and llama.cpp's mmproj GGUFs'
+ * (v.blk.N.*). A NULL name for the Q / K / V biases or the layer scales: the tower has none. */
 typedef struct mxl_siglip_names {
-    const char *t[16];
+    const char *t[18];
 } mxl_siglip_names;
 extern const mxl_siglip_names mxl_siglip_names_hf, mxl_siglip_names_gguf;
 
@@ -54,7 +57,7 @@ extern const mxl_siglip_names mxl_siglip_names_hf, mxl_siglip_names_gguf;
  * for the backend's GEMM (s->be). */
 mxl_status mxl_siglip_stack_bind(const mxl_enc_binder *b, const mxl_siglip_names *nm, mxl_siglip_stack *s);
 /* x [n, hidden] (the batch's tokens) through every layer, in place: the residual stream after the
- * last layer (no final norm). */
+ * last layer (no final norm). A layer with layer scales adds ls1 * attention and ls2 * MLP. */
 mxl_status mxl_siglip_stack_run(const mxl_siglip_stack *s, const mxl_encoder_batch *bt, int64_t max_len, mxl_threadpool *pool,
                                 float *x, mxl_error *err);
 

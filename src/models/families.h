@@ -101,6 +101,7 @@
     X(llava_next)               \
     X(aya_vision)               \
     X(idefics3)                 \
+    X(internvl)                 \
     X(smolvlm)
 
 #endif

@@ -177,7 +177,7 @@ static const mxl_family k_families[] = {
     {"qwen4_exp", "Qwen3.8-Flash-Next (Qwen4-Exp)", "Qwen", GEN, VLM, ANY, L("qwen4_exp"), NONE, L("Qwen4-Exp"), NONE, M_TIV, "text"},
     {"cohere_compass", "Cohere Compass (North-Micro-Vision)", "Cohere", GEN, VLM, ANY, L("cohere_compass"), NONE, L("North-Micro-Vision"), NONE, M_TI, "text"},
     {"youtu_vl", "Youtu-VL", "Youtu", GEN, VLM, ANY, L("youtu_vl"), NONE, NONE, NONE, M_TI, "text"},
-    {"internvl_chat", "InternVL Chat", "Other VLM", GEN, VLM, ANY, L("internvl_chat"), NONE, NONE, NONE, M_TI, "text"},
+    {"internvl_chat", "InternVL Chat", "Other VLM", GEN, VLM, ANY, L("internvl_chat", "internvl"), NONE, NONE, NONE, M_TI, "text"},
     {"llmjpvl", "LLM-jp-4 VL / Jagle-VL", "Other VLM", GEN, VLM, ANY, L("llmjpvl"), NONE, L("Jagle-VL"), NONE, M_TI, "text"},
     {"llava", "LLaVA / LLaVA-Next", "Other VLM", GEN, VLM, ANY, L("llava", "llava_next"), NONE, L("LLaVA-Next"), NONE, M_TI, "text"},
     {"llava_bunny", "LLaVA-Bunny", "Other VLM", GEN, VLM, ANY, L("llava_bunny", "bunny-llama", "llava-qwen2"), NONE, NONE, NONE, M_TI, "text"},

@@ -23,6 +23,7 @@ static bool has_tower(const mxl_checkpoint *ck) {
                                           "model.vision_tower.vision_model.embeddings.patch_embedding.weight",
                                           "model.vision_tower.embeddings.patch_embedding.weight",
                                           "model.vision_model.embeddings.patch_embedding.weight", /* (Idefics3, SmolVLM) */
+                                          "vision_tower.embeddings.cls_token", "model.vision_tower.embeddings.cls_token", /* (InternVL) */
                                           "visual.patch_embed.proj.weight", "model.visual.patch_embed.proj.weight",
                                           "vision_tower.patch_conv.weight", /* (Pixtral) */
                                           "model.vision_tower.patch_conv.weight", NULL};
@@ -102,6 +103,7 @@ mxl_status mxl_vlm_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err)
     if (strcmp(c->model_type, "mistral3") == 0) return mxl_vlm_mistral3_load(ck, out, err);
     if (strcmp(c->model_type, "llava_next") == 0) return mxl_vlm_llava_next_load(ck, out, err);
     if (strcmp(c->model_type, "aya_vision") == 0) return mxl_vlm_aya_vision_load(ck, out, err);
+    if (strcmp(c->model_type, "internvl") == 0) return mxl_vlm_internvl_load(ck, out, err);
     if (strcmp(c->model_type, "idefics3") == 0 || strcmp(c->model_type, "smolvlm") == 0) return mxl_vlm_idefics3_load(ck, out, err);
     return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: the vision tower of model_type '%s' does not run in mlxcel yet", ck->path, c->model_type);
 }

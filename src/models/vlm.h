@@ -127,6 +127,7 @@ mxl_status mxl_vlm_mistral3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_er
 mxl_status mxl_vlm_llava_pixtral_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 mxl_status mxl_vlm_llava_next_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 mxl_status mxl_vlm_aya_vision_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
+mxl_status mxl_vlm_internvl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 mxl_status mxl_vlm_idefics3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err); /* idefics3, smolvlm */
 
 #endif
