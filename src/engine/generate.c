@@ -201,7 +201,7 @@ mxl_status mxl_gen_image_media(mxl_gen_model *m, const mxl_token_ids *ids, const
     mxl_status st = mxl_vlm_media_blocks(v, ids->ids, ids->n, inputs, n_images, media, img, off, MXL_DECODER_MAX_MEDIA, n_media, err);
     for (int i = 0; !st && i < n_images; i++) {
         if (rows[i]) continue;
-        rows[i] = mxl_malloc((size_t)(inputs[i].n_tokens * v->text_hidden) * sizeof(float));
+        rows[i] = mxl_malloc(mxl_vlm_rows_floats(v, &inputs[i]) * sizeof(float));
         st = rows[i] ? v->encode(v, &inputs[i], m->pool, rows[i], err) : mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
         if (st) {
             mxl_free(rows[i]);
@@ -209,7 +209,7 @@ mxl_status mxl_gen_image_media(mxl_gen_model *m, const mxl_token_ids *ids, const
         }
     }
     for (int b = 0; !st && b < *n_media; b++)
-        if (img[b] >= 0) media[b].emb = rows[img[b]] + off[b] * v->text_hidden; /* (else text rows) */
+        if (img[b] >= 0) mxl_vlm_point_block(v, &inputs[img[b]], rows[img[b]], off[b], &media[b]); /* (else text rows) */
     return st;
 }
 

@@ -274,9 +274,7 @@ mxl_status mxl_seq_prefill(mxl_seq *s, int64_t max_tokens, mxl_error *err) {
         if (m->row + m->n <= at || m->row >= at + n) continue;
         if (mxl_decoder_media_splittable(m)) {
             const int64_t a = m->row > at ? m->row : at, e = m->row + m->n < at + n ? m->row + m->n : at + n;
-            md[k] = *m;
-            md[k].row = a - at, md[k].n = e - a, md[k].emb = m->emb ? m->emb + (a - m->row) * H : NULL;
-            k++;
+            md[k++] = mxl_decoder_media_slice(m, a, e, at, H);
             continue;
         }
         if (m->row < at) return mxl_error_set(err, MXL_ERR_INTERNAL, "a prompt chunk starts inside an image");

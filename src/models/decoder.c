@@ -2078,6 +2078,15 @@ static void rope_row_table(const mxl_backend *be, const mxl_decoder_hparams *hp,
     }
     const int half = rc->rotary_dim / 2;
     const int32_t *sec = hp->mrope_section;
+    if (hp->mrope_interleaved) {
+        float t3[3][2 * MXL_MROPE_MAX_ROTARY];
+        for (int a = 0; a < 3; a++) be->ops->rope_table(be, rc, inv, af, p[a], t3[a]);
+        for (int i = 0; i < half; i++) {
+            const int a = i % 3 == 1 && i < 3 * sec[1] ? 1 : i % 3 == 2 && i < 3 * sec[2] ? 2 : 0;
+            cs[i] = t3[a][i], cs[half + i] = t3[a][half + i];
+        }
+        return;
+    }
     float tmp[2 * MXL_MROPE_MAX_ROTARY];
     for (int a = 0, i = 0; a < 3; a++) {
         be->ops->rope_table(be, rc, inv, af, p[a], tmp);
@@ -2672,6 +2681,16 @@ static void mrope_media_positions(fwd_pass *f) {
     s->rope_delta = delta;
 }
 
+/* DeepStack: the media blocks' rows add their layer-l features (decoder.h) after layer l. */
+static void deepstack_add(fwd_pass *f, int64_t l) {
+    const int64_t H = f->d->hp.hidden;
+    for (int i = 0; i < f->n_media; i++) {
+        const mxl_decoder_media *md = &f->media[i];
+        if (!md->deep || l >= md->n_deep) continue;
+        residual_add(f->ws->x + md->row * H, md->deep + l * md->deep_stride * H, md->n * H, 1.0f);
+    }
+}
+
 /* Runs tokens[0..n_rows) (row r's token is tokens[r]) through every layer and advances each
  * span's state by its row count. Ids, positions, capacities were checked by the caller. */
 static void forward_rows(fwd_pass *f, const int32_t *tokens) {
@@ -2717,6 +2736,7 @@ static void forward_rows(fwd_pass *f, const int32_t *tokens) {
         return;
     }
     for (int64_t l = 0; l < hp->n_layers; l++) {
+        if (l && f->n_media) deepstack_add(f, l - 1); /* (after layer l - 1, whichever way it ended) */
         const mxl_decoder_layer *L = &d->layers[l];
         /* the pre-norms are made row by row as the QKV / MLP matmuls quantize their input */
         norm_rows_ctx an = {ws->be, hp, &L->attn_norm, ws->x, ws->xn, H}, fn = {ws->be, hp, &L->ffn_norm, ws->x, ws->xn, H};
@@ -2773,6 +2793,7 @@ static void forward_rows(fwd_pass *f, const int32_t *tokens) {
         if (L->scalar != 1.0f)
             for (int64_t i = 0; i < n * H; i++) ws->x[i] *= L->scalar;
     }
+    if (f->n_media && hp->n_layers) deepstack_add(f, hp->n_layers - 1);
     for (int64_t si = 0; si < f->n_spans; si++) f->spans[si].s->pos += f->spans[si].n;
 }
 
@@ -2849,11 +2870,7 @@ static mxl_status forward_last(const mxl_decoder *d, mxl_decoder_state *s, const
         int n_local = 0;
         for (int i = 0; i < n_media; i++) {
             const int64_t a = media[i].row > off ? media[i].row : off, e = media[i].row + media[i].n < off + m ? media[i].row + media[i].n : off + m;
-            if (a < e) {
-                local[n_local] = media[i]; /* (its M-RoPE grid too: such blocks are never split) */
-                local[n_local].row = a - off, local[n_local].n = e - a;
-                local[n_local++].emb = media[i].emb ? media[i].emb + (a - media[i].row) * H : NULL;
-            }
+            if (a < e) local[n_local++] = mxl_decoder_media_slice(&media[i], a, e, off, H); /* (M-RoPE grids are never split) */
         }
         row_span sp = {s, 0, m, s->pos};
         fwd_pass f = {d, s, &sp, 1, m, 0, {false, false}, n_local ? local : NULL, n_local};
@@ -2884,6 +2901,9 @@ static mxl_status check_media(const mxl_decoder *d, const mxl_decoder_state *s, 
         if (md->grid_h < 0 || md->grid_w < 0 || (md->grid_h > 0 && md->grid_h * md->grid_w != md->n))
             return mxl_error_set(err, MXL_ERR_ARG, "media block %d: a %lld x %lld grid does not make its %lld rows", i, (long long)md->grid_h,
                                  (long long)md->grid_w, (long long)md->n);
+        if (md->deep && (md->n_deep < 0 || md->n_deep > d->hp.n_layers || md->deep_stride < md->n))
+            return mxl_error_set(err, MXL_ERR_ARG, "media block %d: %d DeepStack layers of stride %lld for %lld rows and %lld layers", i, md->n_deep,
+                                 (long long)md->deep_stride, (long long)md->n, (long long)d->hp.n_layers);
         if ((i == 0 || !media[i - 1].joined) && !mxl_decoder_media_splittable(md) && mxl_decoder_media_unit_end(media, n_media, i) - md->row > s->max_batch)
             return mxl_error_set(err, MXL_ERR_ARG, "a media block of %lld rows exceeds the %lld one pass takes",
                                  (long long)(mxl_decoder_media_unit_end(media, n_media, i) - md->row), (long long)s->max_batch);

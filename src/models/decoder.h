@@ -142,6 +142,9 @@ typedef struct mxl_decoder_hparams {
      * time position, the next [1] by the height, the last [2] by the width (sum = rotary_dim / 2,
      * rotary_dim <= MXL_MROPE_MAX_ROTARY). Image rows get theirs from their media block's grid. */
     int32_t mrope_section[3];
+    bool mrope_interleaved;  /* Qwen3-VL: the sections interleave - pair i turns by the height when
+                              * i % 3 == 1 and i < 3 * mrope_section[1], by the width when i % 3 == 2
+                              * and i < 3 * mrope_section[2], else by the time */
     int64_t sliding_window;  /* window of the sliding layers (0: none) */
     const uint8_t *layer_is_sliding; /* [n_layers] or NULL: 1 = sliding-window layer */
     const uint8_t *layer_no_rope;    /* [n_layers] or NULL: 1 = NoPE layer (SmolLM3) */
@@ -506,6 +509,12 @@ typedef struct mxl_decoder_media {
      * (transformers' get_rope_index), in this call and, through the state's position delta, in
      * later ones (a truncation back to the image's start forgets the delta). 0: text positions. */
     int64_t grid_h, grid_w;
+    /* DeepStack (Qwen3-VL): after layer l < n_deep the block's rows add deep + l * deep_stride *
+     * hidden [n, hidden] (deep_stride: the rows between two layers' slabs, the image's token count;
+     * NULL: none) */
+    const float *deep;
+    int n_deep;
+    int64_t deep_stride;
 } mxl_decoder_media;
 #define MXL_DECODER_MAX_MEDIA 512 /* (a Pixtral image is one run per row of patches: 64 rows at 1024 px) */
 #define MXL_MROPE_MAX_ROTARY 1024
@@ -513,6 +522,15 @@ typedef struct mxl_decoder_media {
 static inline int64_t mxl_decoder_media_unit_end(const mxl_decoder_media *media, int n_media, int i) {
     while (i + 1 < n_media && media[i].joined) i++;
     return media[i].row + media[i].n;
+}
+/* The rows [a, e) of block m (inside it) as a block of their own at row a - origin: emb and deep
+ * advanced to them. */
+static inline mxl_decoder_media mxl_decoder_media_slice(const mxl_decoder_media *m, int64_t a, int64_t e, int64_t origin, int64_t hidden) {
+    mxl_decoder_media r = *m;
+    r.row = a - origin, r.n = e - a;
+    if (m->emb) r.emb = m->emb + (a - m->row) * hidden;
+    if (m->deep) r.deep = m->deep + (a - m->row) * hidden;
+    return r;
 }
 /* A block that may be split across passes: causal rows attending like text, not joined, not an
  * M-RoPE grid (whose positions are the image's as a whole). */

@@ -98,6 +98,7 @@
     X(llava)                    \
     X(qwen2_vl)                 \
     X(qwen2_5_vl)               \
+    X(qwen3_vl)                 \
     X(llava_next)               \
     X(aya_vision)               \
     X(idefics3)                 \

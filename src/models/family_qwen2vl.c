@@ -7,22 +7,24 @@
  * {"type": "mrope", "mrope_section": [16, 24, 24]}; transformers 5 writes them under text_config
  * with rope_parameters {"rope_type": "default", "mrope_section": ...}. Tensors: model.layers.*
  * and lm_head (released), model.language_model.* (transformers 5) or language_model.model.*
- * (mlx-vlm). The vision tower is models/vlm_qwen2vl.c's. */
+ * (mlx-vlm). Qwen3-VL (modeling_qwen3_vl.py, Qwen3VLForConditionalGeneration) puts Qwen3's block
+ * (per-head q / k norms) under the same M-RoPE with the sections interleaved (mrope_interleaved,
+ * sections [24, 20, 20] by default) and adds its DeepStack features to the image rows after the
+ * first layers (decoder.h's media blocks). The vision towers are models/vlm_qwen2vl.c's. */
 #include <jansson.h>
 #include <string.h>
 
 #include "models/decoder_family.h"
 
-static mxl_status qwen2vl_setup(mxl_family_ctx *c) {
-    c->hp->qkv_bias = true;
-    c->hp->o_bias = false;
+/* The text prefix and M-RoPE from rope_parameters / rope_scaling (mrope_section, k_default when
+ * absent), then Qwen's sliding layers. */
+static mxl_status mrope_setup(mxl_family_ctx *c, const int32_t k_default[3]) {
     mxl_family_text_prefix(c);
     json_t *p = json_object_get(c->raw, "rope_parameters");
     const char *where = "rope_parameters";
     if (!json_is_object(p)) p = json_object_get(c->raw, "rope_scaling"), where = "rope_scaling";
     json_t *rp = json_is_object(p) ? json_deep_copy(p) : NULL;
     const json_t *sec = rp ? json_object_get(rp, "mrope_section") : NULL;
-    static const int32_t k_default[3] = {16, 24, 24}; /* (transformers' default) */
     int32_t m[3] = {k_default[0], k_default[1], k_default[2]};
     if (sec && (!json_is_array(sec) || json_array_size(sec) != 3)) {
         json_decref(rp);
@@ -41,6 +43,7 @@ static mxl_status qwen2vl_setup(mxl_family_ctx *c) {
         const json_t *t = json_object_get(rp, tk);
         if (json_is_string(t) && strcmp(json_string_value(t), "mrope") == 0) json_object_set_new(rp, tk, json_string("default"));
         json_object_del(rp, "mrope_section");
+        json_object_del(rp, "mrope_interleaved");
     }
     mxl_status st = mxl_family_rope_from(c, rp, where, 1000000.0, &c->hp->rope);
     json_decref(rp);
@@ -52,6 +55,20 @@ static mxl_status qwen2vl_setup(mxl_family_ctx *c) {
     return mxl_family_qwen_sliding(c);
 }
 
+static mxl_status qwen2vl_setup(mxl_family_ctx *c) {
+    c->hp->qkv_bias = true;
+    c->hp->o_bias = false;
+    static const int32_t k_default[3] = {16, 24, 24}; /* (transformers' default) */
+    return mrope_setup(c, k_default);
+}
+
+static mxl_status qwen3vl_setup(mxl_family_ctx *c) {
+    c->hp->qk_norm_kind = MXL_QK_NORM_HEAD;
+    c->hp->mrope_interleaved = true;
+    static const int32_t k_default[3] = {24, 20, 20}; /* (Qwen3VLTextRotaryEmbedding's default) */
+    return mrope_setup(c, k_default);
+}
+
 const mxl_decoder_family mxl_family_qwen2_vl = {
     .model_type = "qwen2_vl", .registry_id = "qwen2_vl", .hf_class = "Qwen2VLForConditionalGeneration", .names = &mxl_names_llama,
     .setup = qwen2vl_setup, .text_config = true, .gaps = "video input",
@@ -60,4 +77,9 @@ const mxl_decoder_family mxl_family_qwen2_vl = {
 const mxl_decoder_family mxl_family_qwen2_5_vl = {
     .model_type = "qwen2_5_vl", .registry_id = "qwen2_5_vl", .hf_class = "Qwen2_5_VLForConditionalGeneration", .names = &mxl_names_llama,
     .setup = qwen2vl_setup, .text_config = true, .gaps = "video input",
+};
+
+const mxl_decoder_family mxl_family_qwen3_vl = {
+    .model_type = "qwen3_vl", .registry_id = "qwen3_vl", .hf_class = "Qwen3VLForConditionalGeneration", .names = &mxl_names_llama,
+    .setup = qwen3vl_setup, .text_config = true, .gaps = "video input",
 };

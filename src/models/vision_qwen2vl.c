@@ -1,8 +1,10 @@
-/* vision_qwen2vl.c - the Qwen2-VL / Qwen2.5-VL vision towers' forward pass (see vision_qwen2vl.h). */
+/* vision_qwen2vl.c - the Qwen2-VL / Qwen2.5-VL / Qwen3-VL vision towers' forward pass (see
+ * vision_qwen2vl.h). */
 #include "models/vision_qwen2vl.h"
 
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -25,29 +27,73 @@ static mxl_status prepare(const mxl_qwen2vl_vision *m, mxl_weight *w, mxl_error 
     return m->be->ops->weight_prepare(m->be, w, MXL_WEIGHT_USE_GEMM, (mxl_arena *)&m->arena, err);
 }
 
-mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vc, bool v25, mxl_qwen2vl_vision *m, mxl_error *err) {
+/* A merger's norm and MLP under `name` (Qwen3-VL's names), norm width nw. */
+static mxl_status bind_merger(const mxl_qwen2vl_vision *m, const mxl_enc_binder *b, const char *name, int64_t nw, mxl_qwen2vl_merger *g,
+                              mxl_error *err) {
+    const int64_t M = m->dim * m->merge * m->merge;
+    if (mxl_enc_vector(b, nw, &g->ln_w, "%s.norm.weight", name) || mxl_enc_vector(b, nw, &g->ln_b, "%s.norm.bias", name) ||
+        mxl_enc_matrix(b, M, M, &g->fc1, "%s.linear_fc1.weight", name) || mxl_enc_vector(b, M, &g->fc1_b, "%s.linear_fc1.bias", name) ||
+        mxl_enc_matrix(b, m->out_hidden, M, &g->fc2, "%s.linear_fc2.weight", name) ||
+        mxl_enc_vector(b, m->out_hidden, &g->fc2_b, "%s.linear_fc2.bias", name))
+        return err ? err->status : MXL_ERR_FORMAT;
+    if (prepare(m, &g->fc1, err) || prepare(m, &g->fc2, err)) return err ? err->status : MXL_ERR_NOMEM;
+    return MXL_OK;
+}
+
+/* Qwen3-VL's learned positions and DeepStack taps. */
+static mxl_status load_v3_extras(const mxl_checkpoint *ck, const json_t *vc, const mxl_enc_binder *b, mxl_qwen2vl_vision *m, mxl_error *err) {
+    int64_t np;
+    mxl_status st = vint(ck, vc, "num_position_embeddings", 2304, 1, INT64_C(1) << 24, &np, err);
+    if (st) return st;
+    m->pos_side = (int64_t)llround(sqrt((double)np));
+    if (m->pos_side * m->pos_side != np)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.num_position_embeddings %lld is not a square", ck->dir, (long long)np);
+    if (mxl_enc_vector(b, m->dim, &m->patch_b, "patch_embed.proj.bias") || mxl_enc_vector(b, np * m->dim, &m->pos_table, "pos_embed.weight"))
+        return err ? err->status : MXL_ERR_FORMAT;
+    const json_t *di = json_object_get(vc, "deepstack_visual_indexes");
+    static const int64_t k_default[3] = {8, 16, 24};
+    if (di && !json_is_null(di) && (!json_is_array(di) || json_array_size(di) > MXL_QWEN3VL_MAX_DEEP))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.deepstack_visual_indexes must be a list of at most %d block numbers", ck->dir,
+                             MXL_QWEN3VL_MAX_DEEP);
+    m->n_deep = di && !json_is_null(di) ? (int)json_array_size(di) : 3;
+    for (int k = 0; k < m->n_deep; k++) {
+        int64_t at = k_default[k < 3 ? k : 2];
+        if (di && !json_is_null(di) && mxl_json_int(json_array_get(di, (size_t)k), 0, m->n_layers - 1, &at))
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.deepstack_visual_indexes[%d] is not a block number", ck->dir, k);
+        if (at >= m->n_layers || (k && at <= m->deep_at[k - 1]))
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.deepstack_visual_indexes must be increasing block numbers", ck->dir);
+        m->deep_at[k] = at;
+        char name[64];
+        snprintf(name, sizeof name, "deepstack_merger_list.%d", k);
+        if ((st = bind_merger(m, b, name, m->dim * m->merge * m->merge, &m->deep_m[k], err))) return st;
+    }
+    return MXL_OK;
+}
+
+mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vc, int version, mxl_qwen2vl_vision *m, mxl_error *err) {
     memset(m, 0, sizeof *m);
     mxl_arena_init(&m->arena, 64 * 1024);
     m->be = mxl_backend_host();
-    m->v25 = v25;
+    const bool v25 = version == 25, v3 = version == 3;
+    m->v25 = v25, m->v3 = v3;
     if (!json_is_object(vc)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config is missing", ck->dir);
     mxl_status st;
     int64_t ch;
-    /* (Qwen2VLVisionConfig's / Qwen2_5_VLVisionConfig's defaults) */
-    if ((st = vint(ck, vc, "depth", 32, 1, 1024, &m->n_layers, err)) || (st = vint(ck, vc, "num_heads", 16, 1, 1024, &m->n_heads, err)) ||
-        (st = vint(ck, vc, "patch_size", 14, 1, 1024, &m->patch, err)) ||
+    /* (Qwen2VLVisionConfig's / Qwen2_5_VLVisionConfig's / Qwen3VLVisionConfig's defaults) */
+    if ((st = vint(ck, vc, "depth", v3 ? 27 : 32, 1, 1024, &m->n_layers, err)) || (st = vint(ck, vc, "num_heads", 16, 1, 1024, &m->n_heads, err)) ||
+        (st = vint(ck, vc, "patch_size", v3 ? 16 : 14, 1, 1024, &m->patch, err)) ||
         (st = vint(ck, vc, "temporal_patch_size", 2, 1, 16, &m->temporal, err)) ||
         (st = vint(ck, vc, "spatial_merge_size", 2, 1, 16, &m->merge, err)) ||
         (st = vint(ck, vc, json_object_get(vc, "in_chans") ? "in_chans" : "in_channels", 3, 3, 3, &ch, err)))
         return st;
-    const char *act = v25 ? "silu" : "quick_gelu";
+    const char *act = v25 ? "silu" : v3 ? "gelu_pytorch_tanh" : "quick_gelu";
     const json_t *a = json_object_get(vc, "hidden_act");
     if (json_is_string(a)) act = json_string_value(a);
-    if (v25) {
-        if ((st = vint(ck, vc, "hidden_size", 1280, 1, 1 << 16, &m->dim, err)) ||
-            (st = vint(ck, vc, "intermediate_size", 3420, 1, 1 << 18, &m->ffn, err)) ||
+    if (v25 || v3) {
+        if ((st = vint(ck, vc, "hidden_size", v3 ? 1152 : 1280, 1, 1 << 16, &m->dim, err)) ||
+            (st = vint(ck, vc, "intermediate_size", v3 ? 4304 : 3420, 1, 1 << 18, &m->ffn, err)) ||
             (st = vint(ck, vc, "out_hidden_size", 3584, 1, 1 << 16, &m->out_hidden, err)) ||
-            (st = vint(ck, vc, "window_size", 112, 1, 1 << 16, &m->window, err)))
+            (v25 && (st = vint(ck, vc, "window_size", 112, 1, 1 << 16, &m->window, err))))
             return st;
     } else {
         double ratio = 4;
@@ -101,17 +147,19 @@ mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vc, b
             mxl_enc_matrix(&b, D, D, &L->proj, "blocks.%lld.attn.proj.weight", l) ||
             mxl_enc_vector(&b, D, &L->proj_b, "blocks.%lld.attn.proj.bias", l))
             return err ? err->status : MXL_ERR_FORMAT;
+        const char *f1 = v3 ? "blocks.%lld.mlp.linear_fc1.%s" : "blocks.%lld.mlp.fc1.%s", *f2 = v3 ? "blocks.%lld.mlp.linear_fc2.%s" : "blocks.%lld.mlp.fc2.%s";
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
         if (v25 ? (mxl_enc_matrix(&b, F, D, &L->gate, "blocks.%lld.mlp.gate_proj.weight", l) ||
                    mxl_enc_vector(&b, F, &L->gate_b, "blocks.%lld.mlp.gate_proj.bias", l) ||
                    mxl_enc_matrix(&b, F, D, &L->up, "blocks.%lld.mlp.up_proj.weight", l) ||
                    mxl_enc_vector(&b, F, &L->up_b, "blocks.%lld.mlp.up_proj.bias", l) ||
                    mxl_enc_matrix(&b, D, F, &L->down, "blocks.%lld.mlp.down_proj.weight", l) ||
                    mxl_enc_vector(&b, D, &L->down_b, "blocks.%lld.mlp.down_proj.bias", l))
-                : (mxl_enc_matrix(&b, F, D, &L->fc1, "blocks.%lld.mlp.fc1.weight", l) ||
-                   mxl_enc_vector(&b, F, &L->fc1_b, "blocks.%lld.mlp.fc1.bias", l) ||
-                   mxl_enc_matrix(&b, D, F, &L->fc2, "blocks.%lld.mlp.fc2.weight", l) ||
-                   mxl_enc_vector(&b, D, &L->fc2_b, "blocks.%lld.mlp.fc2.bias", l)))
+                : (mxl_enc_matrix(&b, F, D, &L->fc1, f1, l, "weight") || mxl_enc_vector(&b, F, &L->fc1_b, f1, l, "bias") ||
+                   mxl_enc_matrix(&b, D, F, &L->fc2, f2, l, "weight") || mxl_enc_vector(&b, D, &L->fc2_b, f2, l, "bias")))
             return err ? err->status : MXL_ERR_FORMAT;
+#pragma GCC diagnostic pop
         mxl_weight *mats[] = {&L->qkv, &L->proj, &L->fc1, &L->fc2, &L->gate, &L->up, &L->down};
         for (size_t j = 0; j < sizeof mats / sizeof mats[0]; j++)
             if (mats[j]->rows > 0 && prepare(m, mats[j], err)) return err ? err->status : MXL_ERR_NOMEM;
@@ -128,6 +176,12 @@ mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vc, b
                 return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.fullatt_block_indexes[%zu] is not a block number", ck->dir, j);
             if (k < m->n_layers) m->layers[k].full = true;
         }
+    }
+    if (v3) {
+        mxl_qwen2vl_merger g;
+        if ((st = bind_merger(m, &b, "merger", D, &g, err)) || (st = load_v3_extras(ck, vc, &b, m, err))) return st;
+        m->lnq_w = g.ln_w, m->lnq_b = g.ln_b, m->m0 = g.fc1, m->m0_b = g.fc1_b, m->m2 = g.fc2, m->m2_b = g.fc2_b;
+        return MXL_OK;
     }
     if (mxl_enc_vector(&b, D, &m->lnq_w, "merger.ln_q.weight") || (!v25 && mxl_enc_vector(&b, D, &m->lnq_b, "merger.ln_q.bias")) ||
         mxl_enc_matrix(&b, M, M, &m->m0, "merger.mlp.0.weight") || mxl_enc_vector(&b, M, &m->m0_b, "merger.mlp.0.bias") ||
@@ -172,8 +226,48 @@ static void rotate(float *x, int64_t n_heads, int64_t hd, const float *cs) {
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
+/* One axis's two bilinear taps (align_corners) of target index i on an axis of `size` into the
+ * table's `side` (transformers' _interpolation_axis_taps_weights, float32). */
+static void taps_of(int64_t i, int64_t size, int64_t side, int64_t t[2], float w[2]) {
+    const float src = (float)i * (float)(side - 1) / (float)(size > 1 ? size - 1 : 1), fl = floorf(src);
+    for (int o = 0; o < 2; o++) {
+        int64_t k = (int64_t)fl + o;
+        t[o] = k < 0 ? 0 : k > side - 1 ? side - 1 : k;
+        const float dist = fabsf(src - fl - (float)o);
+        w[o] = 1.0f - dist > 0.0f ? 1.0f - dist : 0.0f;
+    }
+}
+
+/* Qwen3-VL: x[row] += the learned positions resampled to patch (py, px) of a gh x gw grid. */
+static void add_positions(const mxl_qwen2vl_vision *m, float *x, int64_t row, int64_t py, int64_t px, int64_t gh, int64_t gw) {
+    const int64_t D = m->dim, S = m->pos_side;
+    int64_t th[2], tw[2];
+    float wh[2], ww[2];
+    taps_of(py, gh, S, th, wh);
+    taps_of(px, gw, S, tw, ww);
+    float *r = x + row * D;
+    for (int64_t c = 0; c < D; c++) {
+        float acc = 0.0f;
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 2; b++) acc += m->pos_table[(th[a] * S + tw[b]) * D + c] * (wh[a] * ww[b]);
+        r[c] += acc;
+    }
+}
+
+/* A merger over the [nu, dim m^2] rows of x (norm per patch, or per merged row for DeepStack's,
+ * nw its width) into res [nu, out_hidden] (tmp, tmp2 [nu, max(dim m^2, out_hidden)] scratch). */
+static void run_merger(const mxl_qwen2vl_vision *m, const float *ln_w, const float *ln_b, int64_t nw, const mxl_weight *fc1, const float *b1,
+                       const mxl_weight *fc2, const float *b2, const float *x, int64_t nu, float *tmp, float *tmp2, float *res, void *mm_s,
+                       mxl_threadpool *pool) {
+    const int64_t M = m->dim * m->merge * m->merge;
+    if (nw == m->dim) norm_rows(m, pool, x, ln_w, ln_b, nu * M / nw, tmp);
+    else mxl_enc_add_layernorm(m->be, pool, (float *)x, NULL, ln_w, ln_b, nu, nw, 1e-6f, tmp);
+    mxl_enc_linear_act(m->be, fc1, b1, MXL_ACT_GELU_ERF, tmp, nu, tmp2, mm_s, pool);
+    mxl_enc_linear_act(m->be, fc2, b2, MXL_GEMM_ACT_NONE, tmp2, nu, res, mm_s, pool);
+}
+
 mxl_status mxl_qwen2vl_vision_forward(const mxl_qwen2vl_vision *m, const float *patches, int64_t gh, int64_t gw, mxl_threadpool *pool,
-                                      float *out, mxl_error *err) {
+                                      float *out, float *deep, mxl_error *err) {
     const int64_t mg = m->merge, u2 = mg * mg, D = m->dim, F = m->ffn, hd = m->head_dim, M = D * u2;
     if (gh <= 0 || gw <= 0 || gh % mg || gw % mg || gh * gw > (INT64_C(1) << 24))
         return mxl_error_set(err, MXL_ERR_ARG, "a %lld x %lld patch grid is not whole merge blocks of %lld", (long long)gh, (long long)gw, (long long)mg);
@@ -239,7 +333,7 @@ mxl_status mxl_qwen2vl_vision_forward(const mxl_qwen2vl_vision *m, const float *
     if (!pr) pr = tmp;
     for (int64_t r = 0; r < nu; r++)
         memcpy(pr + r * u2 * m->patch_dim, patches + unit[r] * u2 * m->patch_dim, (size_t)(u2 * m->patch_dim) * sizeof(float));
-    mxl_enc_linear_act(m->be, &m->patch_w, NULL, MXL_GEMM_ACT_NONE, pr, n, x, mm_s, pool);
+    mxl_enc_linear_act(m->be, &m->patch_w, m->patch_b, MXL_GEMM_ACT_NONE, pr, n, x, mm_s, pool);
     mxl_aligned_free(tmp);
     /* each row's rotary table: unit u = (uy, ux), patch (my, mx) within it -> (py, px) */
     const int64_t q4 = hd / 4;
@@ -247,6 +341,7 @@ mxl_status mxl_qwen2vl_vision_forward(const mxl_qwen2vl_vision *m, const float *
         for (int64_t e = 0; e < u2; e++) {
             const int64_t uy = unit[r] / lw, ux = unit[r] % lw, py = uy * mg + e / mg, px = ux * mg + e % mg;
             float *c = cs + (r * u2 + e) * hd;
+            if (m->pos_table) add_positions(m, x, r * u2 + e, py, px, gh, gw);
             for (int64_t j = 0; j < q4; j++) {
                 const float fh = (float)py * m->inv_freq[j], fw = (float)px * m->inv_freq[j];
                 c[j] = cosf(fh), c[q4 + j] = cosf(fw);
@@ -285,11 +380,16 @@ mxl_status mxl_qwen2vl_vision_forward(const mxl_qwen2vl_vision *m, const float *
             mxl_enc_linear_act(m->be, &L->fc2, L->fc2_b, MXL_GEMM_ACT_NONE, f, n, o, mm_s, pool);
         }
         for (int64_t i = 0; i < n * D; i++) x[i] += o[i];
+        for (int di = 0; deep && di < m->n_deep; di++) /* DeepStack: this block's output through its merger */
+            if (m->deep_at[di] == l) {
+                const mxl_qwen2vl_merger *dm = &m->deep_m[di];
+                run_merger(m, dm->ln_w, dm->ln_b, M, &dm->fc1, dm->fc1_b, &dm->fc2, dm->fc2_b, x, nu, mrg2, h, mrg, mm_s, pool);
+                float *dk = deep + (int64_t)di * nu * m->out_hidden;
+                for (int64_t r = 0; r < nu; r++) memcpy(dk + unit[r] * m->out_hidden, mrg + r * m->out_hidden, (size_t)m->out_hidden * sizeof(float));
+            }
     }
     /* the merger: m^2 consecutive rows (one unit) become one */
-    norm_rows(m, pool, x, m->lnq_w, m->lnq_b, n, mrg);
-    mxl_enc_linear_act(m->be, &m->m0, m->m0_b, MXL_ACT_GELU_ERF, mrg, nu, mrg2, mm_s, pool);
-    mxl_enc_linear_act(m->be, &m->m2, m->m2_b, MXL_GEMM_ACT_NONE, mrg2, nu, mrg, mm_s, pool);
+    run_merger(m, m->lnq_w, m->lnq_b, D, &m->m0, m->m0_b, &m->m2, m->m2_b, x, nu, mrg, mrg2, mrg, mm_s, pool);
     for (int64_t r = 0; r < nu; r++) memcpy(out + unit[r] * m->out_hidden, mrg + r * m->out_hidden, (size_t)m->out_hidden * sizeof(float));
     mxl_free(unit), mxl_free(wstart), mxl_free(pos), mxl_free(fstart), mxl_aligned_free(cs), mxl_aligned_free(buf);
     return MXL_OK;

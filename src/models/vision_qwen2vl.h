@@ -16,6 +16,12 @@
  *     mlp:  fc2(quick_gelu(fc1 x)) (2-VL, hidden_act) or down(silu(gate x) * up x) (2.5, biased)
  *   merger: ln_q per patch (LayerNorm 2-VL / RMSNorm 2.5), each m^2 consecutive patches
  *           concatenated [n / m^2, D m^2], Linear, GELU (erf), Linear -> [n / m^2, out_hidden]
+ * Qwen3-VL's tower (modeling_qwen3_vl.py Qwen3VLVisionModel) is 2-VL's with: a biased patch
+ * Conv3d; learned positions pos_embed [side^2, D] resampled bilinearly (align_corners) to the
+ * image's grid_h x grid_w and added after it; an MLP linear_fc2(act(linear_fc1 x)) with biases
+ * (gelu_pytorch_tanh); the merger's norm / linear_fc1 / linear_fc2; and DeepStack: after each
+ * block of deepstack_visual_indexes a merger of its own (LayerNorm over the concatenated m^2
+ * patches, then the same MLP) gives the features the text decoder's first layers add.
  * Dimensions from config.json's vision_config; tensors under visual. (released) or model.visual.
  * (transformers 5). Dense F32/F16/BF16. */
 #ifndef MXL_MODELS_VISION_QWEN2VL_H
@@ -36,8 +42,18 @@ typedef struct mxl_qwen2vl_vision_layer {
     bool full;  /* 2.5: attends over the whole image (fullatt_block_indexes) */
 } mxl_qwen2vl_vision_layer;
 
+/* A patch merger (Qwen3-VL's: norm, linear_fc1, GELU, linear_fc2). */
+typedef struct mxl_qwen2vl_merger {
+    const float *ln_w, *ln_b; /* [dim] (the merger) or [dim m^2] (DeepStack's, after the shuffle) */
+    mxl_weight fc1, fc2;      /* [dim m^2, dim m^2], [out_hidden, dim m^2] */
+    const float *fc1_b, *fc2_b;
+} mxl_qwen2vl_merger;
+
+#define MXL_QWEN3VL_MAX_DEEP 8
+
 typedef struct mxl_qwen2vl_vision {
     bool v25;                 /* Qwen2.5-VL's tower (RMSNorm, SwiGLU, windows) */
+    bool v3;                  /* Qwen3-VL's (patch bias, learned positions, gelu MLP, DeepStack) */
     int64_t dim, n_heads, head_dim, ffn, n_layers, patch, temporal, merge, out_hidden, window;
     int64_t patch_dim;        /* 3 * temporal * patch^2 */
     mxl_act act;              /* the MLP's (2.5: of the gate) */
@@ -50,15 +66,23 @@ typedef struct mxl_qwen2vl_vision {
     mxl_weight m0, m2;        /* [dim m^2, dim m^2], [out_hidden, dim m^2] */
     const float *m0_b, *m2_b;
     float inv_freq[256];      /* [head_dim / 4] */
+    /* Qwen3-VL */
+    const float *patch_b;     /* [dim] */
+    const float *pos_table;   /* [pos_side^2, dim] */
+    int64_t pos_side;
+    int n_deep;               /* DeepStack mergers, after blocks deep_at[0..n_deep) */
+    int64_t deep_at[MXL_QWEN3VL_MAX_DEEP];
+    mxl_qwen2vl_merger deep_m[MXL_QWEN3VL_MAX_DEEP];
 } mxl_qwen2vl_vision;
 
-/* v25: Qwen2.5-VL's tower; vision_config the config.json object. */
-mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vision_config, bool v25, mxl_qwen2vl_vision *out,
+/* version 2 (Qwen2-VL), 25 (Qwen2.5-VL) or 3 (Qwen3-VL); vision_config the config.json object. */
+mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vision_config, int version, mxl_qwen2vl_vision *out,
                                    mxl_error *err);
 void mxl_qwen2vl_vision_free(mxl_qwen2vl_vision *m);
 /* out [grid_h * grid_w / m^2, out_hidden] for one image's patches [grid_h * grid_w, patch_dim]
- * (grid_h, grid_w multiples of m), rows in the processor's merge-block order. */
+ * (grid_h, grid_w multiples of m), rows in the processor's merge-block order; deep (Qwen3-VL,
+ * NULL: not wanted) [n_deep, grid_h * grid_w / m^2, out_hidden] the DeepStack features. */
 mxl_status mxl_qwen2vl_vision_forward(const mxl_qwen2vl_vision *m, const float *patches, int64_t grid_h, int64_t grid_w,
-                                      mxl_threadpool *pool, float *out, mxl_error *err);
+                                      mxl_threadpool *pool, float *out, float *deep, mxl_error *err);
 
 #endif

@@ -99,7 +99,8 @@ mxl_status mxl_vlm_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err)
     if (strcmp(c->model_type, "gemma3") == 0) return mxl_vlm_gemma3_load(ck, out, err);
     if (strcmp(c->model_type, "llava") == 0) return mxl_vlm_llava_load(ck, out, err);
     if (strcmp(c->model_type, "paligemma") == 0) return mxl_vlm_paligemma_load(ck, out, err);
-    if (strcmp(c->model_type, "qwen2_vl") == 0 || strcmp(c->model_type, "qwen2_5_vl") == 0) return mxl_vlm_qwen2vl_load(ck, out, err);
+    if (strcmp(c->model_type, "qwen2_vl") == 0 || strcmp(c->model_type, "qwen2_5_vl") == 0 || strcmp(c->model_type, "qwen3_vl") == 0)
+        return mxl_vlm_qwen2vl_load(ck, out, err);
     if (strcmp(c->model_type, "mistral3") == 0) return mxl_vlm_mistral3_load(ck, out, err);
     if (strcmp(c->model_type, "llava_next") == 0) return mxl_vlm_llava_next_load(ck, out, err);
     if (strcmp(c->model_type, "aya_vision") == 0) return mxl_vlm_aya_vision_load(ck, out, err);
@@ -219,6 +220,13 @@ mxl_status mxl_vlm_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm_input 
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     }
     return MXL_OK;
+}
+
+size_t mxl_vlm_rows_floats(const mxl_vlm *v, const mxl_vlm_input *in) { return (size_t)((1 + v->n_deep) * in->n_tokens * v->text_hidden); }
+
+void mxl_vlm_point_block(const mxl_vlm *v, const mxl_vlm_input *in, const float *rows, int64_t off, mxl_decoder_media *b) {
+    b->emb = rows + off * v->text_hidden;
+    if (v->n_deep) b->deep = rows + (in->n_tokens + off) * v->text_hidden, b->n_deep = v->n_deep, b->deep_stride = in->n_tokens;
 }
 
 mxl_status mxl_vlm_expand_prompt(const mxl_vlm *v, const char *text, size_t len, const mxl_vlm_input *inputs, int n_images,

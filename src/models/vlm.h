@@ -49,6 +49,9 @@ struct mxl_vlm {
                                 * token_type_ids are 0 on every prompt token), the generated text causal */
     bool mrope_grid;           /* the decoder places image rows by M-RoPE: each image's grid[1], grid[2] are
                                 * its token grid's rows and columns (its run of placeholders must be whole) */
+    int n_deep;                /* DeepStack (Qwen3-VL): encode writes 1 + n_deep slabs of [n_tokens,
+                                * text_hidden], the rows and then what the decoder's first n_deep layers
+                                * add to them (mxl_vlm_rows_floats, mxl_vlm_point_block) */
     const char *marker;        /* what the chat template writes for an image ("<start_of_image>") */
     const char *image_text;    /* the placeholder token's text ("<image_soft_token>") */
     const char *before, *after; /* the default prepare's text around the placeholders */
@@ -60,7 +63,7 @@ struct mxl_vlm {
      * is (special tokens parsed, none added); bos: the tokenizer's BOS text. *out: mxl_free. */
     mxl_status (*prompt)(const mxl_vlm *v, const char *text, size_t len, int n_images, const char *bos, size_t bos_len, char **out,
                          size_t *out_len, mxl_error *err);
-    /* out [in->n_tokens, text_hidden]: the image's rows for the decoder */
+    /* out [in->n_tokens, text_hidden]: the image's rows for the decoder (1 + n_deep such slabs) */
     mxl_status (*encode)(const mxl_vlm *v, const mxl_vlm_input *in, mxl_threadpool *pool, float *out, mxl_error *err);
     void (*destroy)(mxl_vlm *v);
 };
@@ -85,6 +88,12 @@ mxl_status mxl_vlm_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm_input 
  * default prepare's pixels; mxl_free). */
 mxl_status mxl_vlm_pixels(const mxl_vlm *v, const mxl_image *im, float **pixels, mxl_error *err);
 void mxl_vlm_input_free(mxl_vlm_input *in);
+
+/* Floats encode writes for the image in (its rows and DeepStack slabs). */
+size_t mxl_vlm_rows_floats(const mxl_vlm *v, const mxl_vlm_input *in);
+/* Media block b takes image in's encoded rows (encode's output) from row off on: emb, and the
+ * DeepStack slabs when v has them. */
+void mxl_vlm_point_block(const mxl_vlm *v, const mxl_vlm_input *in, const float *rows, int64_t off, mxl_decoder_media *b);
 
 /* The rendered prompt with image i's marker replaced by inputs[i].text; *out (mxl_free)
  * NUL-terminated. Fails when the prompt's marker count is not n_images. */
@@ -121,7 +130,7 @@ mxl_status mxl_vlm_gemma3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_erro
 mxl_status mxl_vlm_gemma3_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint *mm, mxl_vlm **out, mxl_error *err);
 mxl_status mxl_vlm_llava_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 mxl_status mxl_vlm_paligemma_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
-mxl_status mxl_vlm_qwen2vl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err); /* qwen2_vl, qwen2_5_vl */
+mxl_status mxl_vlm_qwen2vl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err); /* qwen2_vl, qwen2_5_vl, qwen3_vl */
 /* vlm_pixtral.c: Mistral 3, and LLaVA with a Pixtral tower (mxl_vlm_llava_load hands it over) */
 mxl_status mxl_vlm_mistral3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 mxl_status mxl_vlm_llava_pixtral_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);

@@ -1,6 +1,7 @@
-/* vlm_qwen2vl.c - Qwen2-VL's and Qwen2.5-VL's vision side (transformers processing_qwen2_vl.py,
- * image_processing_pil_qwen2_vl.py Qwen2VLImageProcessorPil, modeling_qwen2_vl.py /
- * modeling_qwen2_5_vl.py). The processor keeps each image near its own resolution:
+/* vlm_qwen2vl.c - Qwen2-VL's, Qwen2.5-VL's and Qwen3-VL's vision side (transformers
+ * processing_qwen2_vl.py / processing_qwen3_vl.py, image_processing_pil_qwen2_vl.py
+ * Qwen2VLImageProcessorPil, modeling_qwen2_vl.py / modeling_qwen2_5_vl.py / modeling_qwen3_vl.py).
+ * The processor keeps each image near its own resolution:
  *   smart_resize: (h, w) rounded (half to even) to multiples of f = patch_size * merge_size, then
  *                 scaled down to at most max_pixels (floor) or up to at least min_pixels (ceil),
  *                 the aspect ratio below 200
@@ -10,8 +11,9 @@
  *   3 * T * P * P]; the image takes grid_h * grid_w / merge^2 tokens.
  * The chat template writes "<|vision_start|><|image_pad|><|vision_end|>" per image; the
  * processor repeats "<|image_pad|>" once per token. The decoder places the image's rows by M-RoPE
- * over its (grid_h / merge) x (grid_w / merge) token grid (mrope_grid; decoder.h). Videos are
- * not taken. */
+ * over its (grid_h / merge) x (grid_w / merge) token grid (mrope_grid; decoder.h). Qwen3-VL's
+ * encode also writes its DeepStack features after the rows (n_deep slabs; the text decoder's
+ * first layers add them to the image's rows). Videos are not taken. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -111,7 +113,7 @@ static mxl_status qwen2vl_encode(const mxl_vlm *v, const mxl_vlm_input *in, mxl_
     const int64_t gh = in->grid[1] * q->merge, gw = in->grid[2] * q->merge;
     if (in->n_pixels != (size_t)(gh * gw * q->tower.patch_dim))
         return mxl_error_set(err, MXL_ERR_ARG, "the image's patches do not match its %lld x %lld grid", (long long)gh, (long long)gw);
-    return mxl_qwen2vl_vision_forward(&q->tower, in->pixels, gh, gw, pool, out, err);
+    return mxl_qwen2vl_vision_forward(&q->tower, in->pixels, gh, gw, pool, out, v->n_deep ? out + in->n_tokens * v->text_hidden : NULL, err);
 }
 
 /* An integer key of preprocessor_config.json (or of its size object) when present. */
@@ -122,17 +124,31 @@ static mxl_status pp_int(const char *path, const json_t *o, const char *key, int
     return MXL_OK;
 }
 
-/* preprocessor_config.json when the checkpoint has one (Qwen2VLImageProcessor's defaults else). */
+/* preprocessor_config.json, or processor_config.json's "image_processor" (transformers 5), when
+ * the checkpoint has one (Qwen2VLImageProcessor's defaults else). */
 static mxl_status read_preproc(const mxl_checkpoint *ck, qwen2vl_vlm *q, mxl_error *err) {
     mxl_vlm_preproc *p = &q->base.pre;
     char path[4200];
+    json_t *j = NULL;
+    mxl_status st;
     snprintf(path, sizeof path, "%s/preprocessor_config.json", ck->dir);
     FILE *f = fopen(path, "rb");
-    if (!f) return MXL_OK;
-    fclose(f);
-    json_t *j = NULL;
-    mxl_status st = mxl_json_load_file_py(path, 1 << 20, &j, err);
-    if (st) return st;
+    if (f) {
+        fclose(f);
+        if ((st = mxl_json_load_file_py(path, 1 << 20, &j, err))) return st;
+    } else {
+        snprintf(path, sizeof path, "%s/processor_config.json", ck->dir);
+        if (!(f = fopen(path, "rb"))) return MXL_OK;
+        fclose(f);
+        json_t *proc = NULL;
+        if ((st = mxl_json_load_file_py(path, 1 << 20, &proc, err))) return st;
+        j = json_incref(json_object_get(proc, "image_processor"));
+        json_decref(proc);
+        if (!json_is_object(j)) {
+            json_decref(j);
+            return MXL_OK;
+        }
+    }
     const json_t *size = json_object_get(j, "size");
     int64_t rs = p->resample;
     if ((json_is_object(size) && ((st = pp_int(path, size, "shortest_edge", 1, INT64_C(1) << 40, &q->min_pixels, err)) ||
@@ -157,8 +173,8 @@ mxl_status mxl_vlm_qwen2vl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_err
     qwen2vl_vlm *q = mxl_calloc(1, sizeof *q);
     if (!q) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     mxl_vlm *v = &q->base;
-    const bool v25 = strcmp(ck->config.model_type, "qwen2_5_vl") == 0;
-    v->family = v25 ? "qwen2_5_vl" : "qwen2_vl";
+    const bool v25 = strcmp(ck->config.model_type, "qwen2_5_vl") == 0, v3 = strcmp(ck->config.model_type, "qwen3_vl") == 0;
+    v->family = v25 ? "qwen2_5_vl" : v3 ? "qwen3_vl" : "qwen2_vl";
     v->prepare = qwen2vl_prepare;
     v->encode = qwen2vl_encode;
     v->destroy = qwen2vl_destroy;
@@ -168,9 +184,10 @@ mxl_status mxl_vlm_qwen2vl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_err
     v->causal_images = true;
     v->mrope_grid = true;
     json_t *raw = ck->config.raw;
-    mxl_status st = mxl_qwen2vl_vision_load(ck, json_object_get(raw, "vision_config"), v25, &q->tower, err);
+    mxl_status st = mxl_qwen2vl_vision_load(ck, json_object_get(raw, "vision_config"), v25 ? 25 : v3 ? 3 : 2, &q->tower, err);
     if (st) goto fail;
-    int64_t img = 151655; /* (Qwen2VLConfig's default) */
+    v->n_deep = q->tower.n_deep;
+    int64_t img = 151655; /* (Qwen2VLConfig's and Qwen3VLConfig's default) */
     const json_t *it = json_object_get(raw, "image_token_id");
     if (!it) it = json_object_get(raw, "image_token_index");
     if (it && mxl_json_int(it, 0, INT32_MAX, &img)) {
@@ -184,7 +201,7 @@ mxl_status mxl_vlm_qwen2vl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_err
                            (long long)q->tower.out_hidden, (long long)v->text_hidden);
         goto fail;
     }
-    /* Qwen2VLImageProcessor's defaults: CLIP's mean and std, bicubic */
+    /* Qwen2VLImageProcessor's defaults: CLIP's mean and std, bicubic (Qwen3-VL's configs: 0.5) */
     v->pre = (mxl_vlm_preproc){0, 0, 3, true, true, true, 1.0 / 255.0, {0.48145466f, 0.4578275f, 0.40821073f}, {0.26862954f, 0.26130258f, 0.27577711f}};
     q->min_pixels = 56 * 56, q->max_pixels = 28 * 28 * 1280;
     q->patch = q->tower.patch, q->merge = q->tower.merge, q->temporal = q->tower.temporal;

@@ -547,7 +547,7 @@ static bool encode_images(mxl_sched *s, job *j, mxl_error *err) {
     const mxl_vlm *v = mxl_gen_model_vlm(s->m);
     for (int i = 0; i < j->n_img; i++) {
         if (j->rows[i]) continue;
-        const size_t nf = (size_t)(j->in[i].n_tokens * v->text_hidden);
+        const size_t nf = mxl_vlm_rows_floats(v, &j->in[i]);
         j->rows[i] = mxl_malloc(nf * sizeof(float));
         if (!j->rows[i]) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory"), false;
         uint8_t key[32];
@@ -565,7 +565,7 @@ static bool encode_images(mxl_sched *s, job *j, mxl_error *err) {
         j->in[i].pixels = NULL;
     }
     for (int b = 0; b < j->n_media; b++)
-        if (j->media_img[b] >= 0) j->media[b].emb = j->rows[j->media_img[b]] + j->media_off[b] * v->text_hidden; /* (else text rows) */
+        if (j->media_img[b] >= 0) mxl_vlm_point_block(v, &j->in[j->media_img[b]], j->rows[j->media_img[b]], j->media_off[b], &j->media[b]); /* (else text rows) */
     return true;
 }
 

@@ -1,9 +1,11 @@
-"""`mlxcel generate --image` and the server's image_url parts on Qwen2-VL / Qwen2.5-VL checkpoints
-against transformers end to end (tests/fixtures/vlm/qwen2_vl, qwen2_5_vl; gen_vlm_qwen2vl.py):
+"""`mlxcel generate --image` and the server's image_url parts on Qwen2-VL / Qwen2.5-VL / Qwen3-VL
+checkpoints against transformers end to end (tests/fixtures/vlm/qwen2_vl, qwen2_5_vl, qwen3_vl;
+gen_vlm_qwen2vl.py):
 seeded tiny checkpoints with a word-level tokenizer and the released Qwen2-VL chat template;
-transformers' Qwen2VLProcessor (PIL image processor: smart_resize to each image's own grid)
+transformers' Qwen2VLProcessor / Qwen3VLProcessor (PIL image processor: smart_resize to each image's own grid)
 prepared the committed images and prompt, model.generate gave the greedy text (M-RoPE positions
-past the images, carried into decoding)."""
+past the images, carried into decoding; Qwen3-VL's DeepStack features added to the image rows in
+the first layers, also when the server's prefill chunks end inside the prompt)."""
 import base64
 import json
 import os
@@ -15,7 +17,7 @@ from conftest import ROOT, run
 from server_util import Server
 
 FX = os.path.join(ROOT, "tests", "fixtures", "vlm")
-FAMILIES = ("qwen2_vl", "qwen2_5_vl")
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 
 
 def e2e(fam, name):
@@ -43,9 +45,9 @@ def data_url(path):
         return f"data:image/{kind};base64," + base64.b64encode(f.read()).decode()
 
 
-def test_server_image_url_parts_match_transformers():
-    fam = "qwen2_5_vl"
-    srv = Server("-m", os.path.join(FX, fam, "model"))
+@pytest.mark.parametrize("fam,chunk", [("qwen2_5_vl", None), ("qwen3_vl", "8")])
+def test_server_image_url_parts_match_transformers(fam, chunk):
+    srv = Server("-m", os.path.join(FX, fam, "model"), *(["--prefill-chunk-size", chunk] if chunk else []))
     try:
         for name in ("one_image", "two_images", "one_image"):
             c = e2e(fam, name)

@@ -1,8 +1,9 @@
-/* test_vlm_qwen2vl.c - Qwen2-VL and Qwen2.5-VL with images against transformers
- * (tests/fixtures/vlm/qwen2_vl, qwen2_5_vl; gen_vlm_qwen2vl.py): the committed images through the
+/* test_vlm_qwen2vl.c - Qwen2-VL, Qwen2.5-VL and Qwen3-VL with images against transformers
+ * (tests/fixtures/vlm/qwen2_vl, qwen2_5_vl, qwen3_vl; gen_vlm_qwen2vl.py): the committed images through the
  * processor (smart_resize, PIL's bicubic resize, normalisation, patchify in merge-block order)
  * against Qwen2VLProcessor's patches, the vision tower + merger's features for them (2.5: window
- * attention with partial windows), and the decoder with those features in place of the image
+ * attention with partial windows; 3: learned positions resampled to the grid), and the decoder
+ * with those features (3: and its DeepStack features, added after the first layers) in place of the image
  * tokens at their M-RoPE positions - logits at every text position of prompts with one image,
  * two images of transposed grids and none, on the reference and the fast path, the prompt run
  * whole and split after the first image (the position delta carried by the state), and the
@@ -10,6 +11,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/alloc.h"
 #include "core/threadpool.h"
@@ -97,7 +99,7 @@ static void check_family(const char *fam, int *mxl_test_failed_) {
         fprintf(stderr, "  %s processor %s -> %lldx%lld patches: max |diff| %.2e\n", fam, json_string_value(json_object_get(im_ref, "file")),
                 (long long)gh, (long long)gw, md);
         CHECK(md <= 1e-6);
-        feat[i] = mxl_malloc((size_t)(in[i].n_tokens * v->text_hidden) * sizeof(float));
+        feat[i] = mxl_malloc(mxl_vlm_rows_floats(v, &in[i]) * sizeof(float));
         REQUIRE(v->encode(v, &in[i], pool, feat[i], &err) == MXL_OK);
         double cs;
         mxl_test_vec_vs_json(feat[i], json_object_get(im_ref, "features"), in[i].n_tokens * v->text_hidden, &md, &cs);
@@ -109,6 +111,9 @@ static void check_family(const char *fam, int *mxl_test_failed_) {
     if (mxl_decoder_load(ck, &d, &err)) fprintf(stderr, "  %s\n", err.msg);
     REQUIRE(d.hp.vocab == 192);
     CHECK(d.hp.mrope_section[0] == 2 && d.hp.mrope_section[1] == 3 && d.hp.mrope_section[2] == 3);
+    const bool v3 = strcmp(fam, "qwen3_vl") == 0;
+    CHECK_EQ_INT(d.hp.mrope_interleaved, v3);
+    CHECK_EQ_INT(v->n_deep, v3 ? 2 : 0);
     json_t *p;
     size_t pi;
     float *lg = mxl_malloc((size_t)d.hp.vocab * sizeof(float));
@@ -130,7 +135,10 @@ static void check_family(const char *fam, int *mxl_test_failed_) {
             int64_t boff[8];
             REQUIRE(mxl_vlm_media_blocks(v, ids, (size_t)n, sel, ni, media, bimg, boff, 8, &n_media, &err) == MXL_OK);
             CHECK_EQ_INT(n_media, ni);
-            for (int b = 0; b < n_media; b++) media[b].emb = feat[json_integer_value(json_array_get(jimg, (size_t)bimg[b]))] + boff[b] * v->text_hidden;
+            for (int b = 0; b < n_media; b++) {
+                const int64_t k = json_integer_value(json_array_get(jimg, (size_t)bimg[b]));
+                mxl_vlm_point_block(v, &in[k], feat[k], boff[b], &media[b]);
+            }
             double worst = 0;
             int compared = 0;
             /* each prefix ending at a text position: its last position's logits */
@@ -175,3 +183,4 @@ static void check_family(const char *fam, int *mxl_test_failed_) {
 
 TEST(vlm_qwen2vl_2_5_matches_transformers) { check_family("qwen2_5_vl", mxl_test_failed_); }
 TEST(vlm_qwen2vl_2_matches_transformers) { check_family("qwen2_vl", mxl_test_failed_); }
+TEST(vlm_qwen2vl_3_matches_transformers) { check_family("qwen3_vl", mxl_test_failed_); }
