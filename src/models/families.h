@@ -99,6 +99,7 @@
     X(qwen2_vl)                 \
     X(qwen2_5_vl)               \
     X(qwen3_vl)                 \
+    X(qwen3_vl_moe)             \
     X(llava_next)               \
     X(aya_vision)               \
     X(idefics3)                 \

@@ -10,10 +10,15 @@
  * (mlx-vlm). Qwen3-VL (modeling_qwen3_vl.py, Qwen3VLForConditionalGeneration) puts Qwen3's block
  * (per-head q / k norms) under the same M-RoPE with the sections interleaved (mrope_interleaved,
  * sections [24, 20, 20] by default) and adds its DeepStack features to the image rows after the
- * first layers (decoder.h's media blocks). The vision towers are models/vlm_qwen2vl.c's. */
+ * first layers (decoder.h's media blocks). Qwen3-VL-MoE (modeling_qwen3_vl_moe.py) adds Qwen3
+ * MoE's experts (softmax router, the top k always renormalised, dense MLPs on mlp_only_layers),
+ * stacked as mlp.experts.gate_up_proj / down_proj: [E, in, out] in the released checkpoints (which
+ * transformers transposes on load), [E, out, in] as transformers saves its own; the layout is
+ * told by the first stacked down_proj's shape. The vision towers are models/vlm_qwen2vl.c's. */
 #include <jansson.h>
 #include <string.h>
 
+#include "io/safetensors.h"
 #include "models/decoder_family.h"
 
 /* The text prefix and M-RoPE from rope_parameters / rope_scaling (mrope_section, k_default when
@@ -79,7 +84,33 @@ const mxl_decoder_family mxl_family_qwen2_5_vl = {
     .setup = qwen2vl_setup, .text_config = true, .gaps = "video input",
 };
 
+/* Whether the stacked experts are stored [E, in, out]: the first layer's down_proj [E, F, H]
+ * (F != H; else [E, H, F], transformers' own). */
+static bool experts_in_out(const mxl_family_ctx *c) {
+    const mxl_decoder_hparams *hp = c->hp;
+    char name[320];
+    for (int64_t l = 0; c->ck->st && l < hp->n_layers; l++) {
+        snprintf(name, sizeof name, "%s%lld.mlp.experts.down_proj", c->names->layers, (long long)l);
+        const mxl_st_entry *e = mxl_st_model_find(c->ck->st, name);
+        if (e) return e->tensor.ndim == 3 && e->tensor.shape[1] == hp->moe_ffn && e->tensor.shape[2] == hp->hidden && hp->moe_ffn != hp->hidden;
+    }
+    return false;
+}
+
+static mxl_status qwen3vl_moe_setup(mxl_family_ctx *c) {
+    mxl_status st = qwen3vl_setup(c);
+    if (st || (st = mxl_family_moe(c, "moe_intermediate_size", NULL, true, true))) return st;
+    c->hp->moe_norm_topk = true; /* (Qwen3VLMoeTextTopKRouter renormalises whatever the config says) */
+    c->names->exps_native_transposed = experts_in_out(c);
+    return MXL_OK;
+}
+
 const mxl_decoder_family mxl_family_qwen3_vl = {
     .model_type = "qwen3_vl", .registry_id = "qwen3_vl", .hf_class = "Qwen3VLForConditionalGeneration", .names = &mxl_names_llama,
     .setup = qwen3vl_setup, .text_config = true, .gaps = "video input",
+};
+
+const mxl_decoder_family mxl_family_qwen3_vl_moe = {
+    .model_type = "qwen3_vl_moe", .registry_id = "qwen3_vl_moe", .hf_class = "Qwen3VLMoeForConditionalGeneration", .names = &mxl_names_qwen_moe,
+    .setup = qwen3vl_moe_setup, .text_config = true, .gaps = "video input",
 };

@@ -173,8 +173,9 @@ mxl_status mxl_vlm_qwen2vl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_err
     qwen2vl_vlm *q = mxl_calloc(1, sizeof *q);
     if (!q) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     mxl_vlm *v = &q->base;
-    const bool v25 = strcmp(ck->config.model_type, "qwen2_5_vl") == 0, v3 = strcmp(ck->config.model_type, "qwen3_vl") == 0;
-    v->family = v25 ? "qwen2_5_vl" : v3 ? "qwen3_vl" : "qwen2_vl";
+    const char *mt = ck->config.model_type;
+    const bool v25 = strcmp(mt, "qwen2_5_vl") == 0, v3 = strcmp(mt, "qwen3_vl") == 0 || strcmp(mt, "qwen3_vl_moe") == 0;
+    v->family = v25 ? "qwen2_5_vl" : v3 ? mt : "qwen2_vl";
     v->prepare = qwen2vl_prepare;
     v->encode = qwen2vl_encode;
     v->destroy = qwen2vl_destroy;

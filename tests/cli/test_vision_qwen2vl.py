@@ -17,7 +17,7 @@ from conftest import ROOT, run
 from server_util import Server
 
 FX = os.path.join(ROOT, "tests", "fixtures", "vlm")
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
 
 
 def e2e(fam, name):

@@ -95,7 +95,7 @@ static void check_binding(const mxl_decoder *d, const char *family, int bits, in
     const mxl_decoder_layer *L = &d->layers[0];
     bool granite = strcmp(family, "granite") == 0, granitemoe = strcmp(family, "granitemoe") == 0;
     bool router8 = granitemoe || strcmp(family, "qwen3_moe") == 0 || strcmp(family, "mellum") == 0 || strcmp(family, "gpt_oss") == 0 ||
-                   strcmp(family, "qwen3_next") == 0 || strcmp(family, "qwen3_5_moe") == 0 ||
+                   strcmp(family, "qwen3_next") == 0 || strcmp(family, "qwen3_5_moe") == 0 || strcmp(family, "qwen3_vl_moe") == 0 ||
                    strcmp(family, "granitemoehybrid") == 0 || strcmp(family, "gemma4_text") == 0;
     /* (a recurrent first layer: its in_proj and out_proj in place of q_proj and o_proj, and in
      * place of down_proj too when the block has no MLP: Mamba) */

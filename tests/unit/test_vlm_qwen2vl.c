@@ -111,7 +111,7 @@ static void check_family(const char *fam, int *mxl_test_failed_) {
     if (mxl_decoder_load(ck, &d, &err)) fprintf(stderr, "  %s\n", err.msg);
     REQUIRE(d.hp.vocab == 192);
     CHECK(d.hp.mrope_section[0] == 2 && d.hp.mrope_section[1] == 3 && d.hp.mrope_section[2] == 3);
-    const bool v3 = strcmp(fam, "qwen3_vl") == 0;
+    const bool v3 = strncmp(fam, "qwen3_vl", 8) == 0;
     CHECK_EQ_INT(d.hp.mrope_interleaved, v3);
     CHECK_EQ_INT(v->n_deep, v3 ? 2 : 0);
     json_t *p;
@@ -184,3 +184,4 @@ static void check_family(const char *fam, int *mxl_test_failed_) {
 TEST(vlm_qwen2vl_2_5_matches_transformers) { check_family("qwen2_5_vl", mxl_test_failed_); }
 TEST(vlm_qwen2vl_2_matches_transformers) { check_family("qwen2_vl", mxl_test_failed_); }
 TEST(vlm_qwen2vl_3_matches_transformers) { check_family("qwen3_vl", mxl_test_failed_); }
+TEST(vlm_qwen2vl_3_moe_matches_transformers) { check_family("qwen3_vl_moe", mxl_test_failed_); }
