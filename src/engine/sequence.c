@@ -41,7 +41,9 @@ struct mxl_seq {
     float *vlogits; /* [MXL_SEQ_MAX_DRAFT + 1, vocab] a verification pass's logits (made on first use) */
     int32_t vtok[MXL_SEQ_MAX_DRAFT + 1];
     mxl_decoder_media media[MXL_DECODER_MAX_MEDIA]; /* this request's media rows (prompt positions) */
+    uint64_t media_key[MXL_DECODER_MAX_MEDIA];       /* their keys (mxl_seq_params.media_keys), when keyed */
     int n_media;
+    bool keyed;
     size_t media_from; /* the cache holds no reusable position from here on (the first media row
                           of what it ran; SIZE_MAX: none) */
 };
@@ -142,6 +144,53 @@ mxl_status mxl_seq_adopt_prefix(mxl_seq *s, const int32_t *blocks, const int32_t
     return MXL_OK;
 }
 
+int32_t mxl_seq_media_token(uint64_t key, int64_t i) {
+    uint64_t h = key + (uint64_t)i * 0x9E3779B97F4A7C15ull;
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+    h ^= h >> 31;
+    return (int32_t)(-1 - (int64_t)(h & 0x7fffffff));
+}
+
+void mxl_seq_key_ids(const int32_t *ids, size_t n, const mxl_decoder_media *media, const uint64_t *keys, int n_media, int32_t *out) {
+    memmove(out, ids, n * sizeof(int32_t));
+    for (int i = 0; keys && i < n_media; i++)
+        for (int64_t r = media[i].row; keys[i] && r < media[i].row + media[i].n && r < (int64_t)n; r++)
+            out[r] = mxl_seq_media_token(keys[i], r - media[i].row);
+}
+
+void mxl_seq_cache_ids(const mxl_seq *s, size_t n, int32_t *out) {
+    if (n > s->n_ids) n = s->n_ids;
+    mxl_seq_key_ids(s->ids, n, s->media, s->keyed ? s->media_key : NULL, s->n_media, out);
+}
+
+void mxl_seq_set_cached_media(mxl_seq *s, const mxl_decoder_media *media, const uint64_t *keys, int n_media) {
+    if (n_media < 0 || n_media > MXL_DECODER_MAX_MEDIA || !keys) return;
+    memcpy(s->media, media, (size_t)n_media * sizeof *media);
+    memcpy(s->media_key, keys, (size_t)n_media * sizeof *keys);
+    s->n_media = n_media;
+    s->keyed = true;
+    s->media_from = n_media ? (size_t)media[0].row : SIZE_MAX;
+}
+
+/* The longest prefix of the tokens the cache holds (positions it ran) that the prompt shares, as
+ * the prompt cache compares them (media rows by their keys when keyed). */
+static size_t shared_prefix(const mxl_seq *s, const int32_t *prompt, size_t n_prompt, const mxl_seq_params *p) {
+    size_t keep = 0, n = s->n_fed < n_prompt ? s->n_fed : n_prompt;
+    if (!s->keyed && !p->media_keys) {
+        while (keep < n && s->ids[keep] == prompt[keep]) keep++;
+        return keep;
+    }
+    int32_t *a = mxl_malloc((n ? n : 1) * sizeof(int32_t)), *b = mxl_malloc((n ? n : 1) * sizeof(int32_t));
+    if (a && b) {
+        mxl_seq_cache_ids(s, n, a);
+        mxl_seq_key_ids(prompt, n, p->media, p->media_keys, p->n_media, b);
+        while (keep < n && a[keep] == b[keep]) keep++;
+    }
+    mxl_free(a), mxl_free(b);
+    return keep;
+}
+
 void mxl_seq_preempt(mxl_seq *s) {
     if (s->n_fed > s->n_refill) s->n_refill = s->n_fed;
     s->n_fed = 0;
@@ -215,7 +264,7 @@ mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
      * (the last request's prompt and answer), but always run at least one token for the logits */
     size_t keep = 0;
     if (p->cache_prompt) {
-        while (keep < s->n_fed && keep < n_prompt && s->ids[keep] == prompt[keep]) keep++;
+        keep = shared_prefix(s, prompt, n_prompt, p);
         if (keep == n_prompt) keep--;
     }
     /* KV computed under another adapter (or scale) is another model's */
@@ -226,11 +275,17 @@ mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
     if (p->n_lora != s->kv_n_lora || (p->n_lora && memcmp(p->lora, s->kv_lora, (size_t)p->n_lora * sizeof *p->lora) != 0)) keep = 0;
     if (p->n_lora) memcpy(s->kv_lora, p->lora, (size_t)p->n_lora * sizeof *p->lora);
     s->kv_n_lora = p->n_lora;
-    /* positions at or after an image's are the image's, whatever their token ids say */
-    if (keep > s->media_from) keep = s->media_from;
-    if (p->n_media && keep > (size_t)p->media[0].row) keep = (size_t)p->media[0].row;
+    /* positions at or after an image's are the image's, whatever their token ids say: kept only
+     * where both requests keyed them alike, and never from inside a block that runs whole */
+    if (!(s->keyed && p->media_keys) && keep > s->media_from) keep = s->media_from;
+    if (!p->media_keys && p->n_media && keep > (size_t)p->media[0].row) keep = (size_t)p->media[0].row;
+    for (int i = 0; p->media_keys && i < p->n_media; i++)
+        if ((int64_t)keep > p->media[i].row && (int64_t)keep < p->media[i].row + p->media[i].n && !mxl_decoder_media_splittable(&p->media[i]))
+            keep = (size_t)p->media[i].row;
     if (p->n_media) memcpy(s->media, p->media, (size_t)p->n_media * sizeof *p->media);
+    if (p->media_keys) memcpy(s->media_key, p->media_keys, (size_t)p->n_media * sizeof *p->media_keys);
     s->n_media = p->n_media;
+    s->keyed = p->media_keys != NULL;
     s->media_from = p->n_media ? (size_t)p->media[0].row : SIZE_MAX; /* (a text prompt re-runs everything from keep <= the old mark) */
     mxl_decoder_state_truncate(s->dec, (int64_t)keep);
     keep = (size_t)mxl_decoder_state_pos(s->dec); /* (recurrent layers start over rather than go back) */

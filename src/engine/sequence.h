@@ -43,9 +43,14 @@ typedef struct mxl_seq_params {
                                  post_sampling_probs): only candidates with p > 0 */
     /* Prompt rows given as embeddings (an image's features; models/decoder.h): rows are prompt
      * positions, in order; the embeddings are the caller's and must stay valid until the prompt
-     * has run. The prompt cache keeps nothing from the first media row on. */
+     * has run. The prompt cache keeps nothing from the first media row on, unless media_keys
+     * (one per block: an identity of its rows' content, such as the image's hash and where in it
+     * the block starts; 0 for a block of text rows) say the cached rows are the same: then the
+     * cache compares the rows as mxl_seq_media_token's stand-ins (never across an M-RoPE image,
+     * whose positions the cache does not carry: the caller gives no keys for those). */
     const mxl_decoder_media *media;
     int n_media;
+    const uint64_t *media_keys;
     const mxl_decoder_lora *lora; /* LoRA adapters of the model (engine/model.h) the request runs
                                      with and their scales, n_lora of them (copied by mxl_seq_start) */
     int n_lora;
@@ -153,6 +158,18 @@ void mxl_seq_preempt(mxl_seq *s);
 bool mxl_seq_pending_feed(const mxl_seq *s);
 /* The sequence's token ids so far (prompt then generated). */
 const int32_t *mxl_seq_tokens(const mxl_seq *s, size_t *n);
+/* The stand-in id the prompt cache compares for row i of a media block keyed `key` (negative:
+ * never a vocabulary id). */
+int32_t mxl_seq_media_token(uint64_t key, int64_t i);
+/* out[0..n) = ids[0..n) with the rows of each keyed media block replaced by their stand-ins
+ * (keys NULL: ids as they are). */
+void mxl_seq_key_ids(const int32_t *ids, size_t n, const mxl_decoder_media *media, const uint64_t *keys, int n_media, int32_t *out);
+/* The sequence's tokens [0, n) as the prompt cache compares them (mxl_seq_key_ids over the media
+ * of the request that ran; n at most mxl_seq_tokens' count). */
+void mxl_seq_cache_ids(const mxl_seq *s, size_t n, int32_t *out);
+/* After mxl_seq_adopt_prefix of a keyed request's prompt: the adopted rows are that request's
+ * media rows (so mxl_seq_start keeps them). */
+void mxl_seq_set_cached_media(mxl_seq *s, const mxl_decoder_media *media, const uint64_t *keys, int n_media);
 /* The logits the next mxl_seq_sample reads (before penalties), [vocab]; after a sample and
  * before the next feed they may hold the sampler's changes (bias, penalties, banned EOS). */
 const float *mxl_seq_logits(const mxl_seq *s);

@@ -52,6 +52,7 @@ typedef struct mxl_server_config {
     bool webui; /* --webui: the page at {api_prefix}/webui/ */
     /* prompt cache */
     bool prompt_cache;
+    bool vlm_prefix_cache; /* --enable-vlm-prefix-cache */
     int64_t prompt_cache_capacity, prompt_cache_max_entries, prompt_cache_ttl, prompt_cache_min_prefix;
     int64_t snapshot_capacity, snapshot_max_entries, snapshot_ttl; /* recurrent models only: accepted, unused */
     /* the Responses API's store (api_responses.c): most entries (0: none stored), seconds they live */

@@ -131,6 +131,10 @@ typedef struct job {
     mxl_decoder_media media[MXL_DECODER_MAX_MEDIA];
     int media_img[MXL_DECODER_MAX_MEDIA];
     int64_t media_off[MXL_DECODER_MAX_MEDIA];
+    /* the VLM prefix cache (mxl_sched_config.vlm_prefix_cache): each block's key (the image's
+     * hash and the block's offset in it; 0: text rows) and the prompt as the cache compares it */
+    uint64_t media_key[MXL_DECODER_MAX_MEDIA];
+    int32_t *key; /* [n_prompt], NULL: the prompt itself (no keyed media) */
 } job;
 
 typedef struct slot {
@@ -180,6 +184,33 @@ struct mxl_sched {
 
 static int64_t blocks_for(int64_t n) { return (n + MXL_KV_BLOCK - 1) / MXL_KV_BLOCK; }
 
+/* The job's media keys (each image's hash as the vision cache takes it, with the block's offset
+ * in the image) and its keyed prompt; false: out of memory. */
+static bool key_media(job *j) {
+    uint64_t img[MXL_GEN_MAX_IMAGES];
+    for (int i = 0; i < j->n_img; i++) {
+        uint8_t h[32];
+        mxl_vision_cache_key(&j->in[i], h);
+        memcpy(&img[i], h, sizeof img[i]);
+    }
+    for (int b = 0; b < j->n_media; b++)
+        j->media_key[b] = j->media_img[b] < 0 ? 0 : (img[j->media_img[b]] ^ ((uint64_t)j->media_off[b] * 0x9E3779B97F4A7C15ull)) | 1;
+    if (!(j->key = mxl_malloc(j->n_prompt * sizeof(int32_t)))) return false;
+    mxl_seq_key_ids(j->prompt, j->n_prompt, j->media, j->media_key, j->n_media, j->key);
+    j->params.media_keys = j->media_key;
+    return true;
+}
+
+/* The most blocks of a prefix of k blocks that ends at no row inside a media block that runs whole
+ * (a keyed job's prefix may cover its images; it must not cut one of those). */
+static int64_t whole_media_blocks(const job *j, int64_t k) {
+    for (int i = 0; i < j->n_media; i++) {
+        const mxl_decoder_media *m = &j->media[i];
+        if (!mxl_decoder_media_splittable(m) && k * MXL_KV_BLOCK > m->row && k * MXL_KV_BLOCK < m->row + m->n) k = m->row / MXL_KV_BLOCK;
+    }
+    return k;
+}
+
 static void job_free(job *j) {
     if (!j) return;
     for (size_t i = 0; i < MXL_SEQ_MAX_STOP; i++) mxl_free(j->stops[i]);
@@ -188,6 +219,7 @@ static void job_free(job *j) {
     mxl_free(j->cache_key);
     mxl_free(j->grammar);
     mxl_free(j->prompt);
+    mxl_free(j->key);
     for (int i = 0; i < j->n_img; i++) mxl_vlm_input_free(&j->in[i]), mxl_free(j->rows[i]);
     mxl_srv_channel_unref(j->ch);
     mxl_free(j);
@@ -286,6 +318,11 @@ mxl_status mxl_sched_submit_images(mxl_sched *s, mxl_srv_channel *c, int index, 
     memcpy(j->prompt, prompt, n * sizeof(int32_t));
     j->n_prompt = n;
     j->index = index;
+    if (j->n_media && s->cfg.vlm_prefix_cache && !mxl_gen_model_vlm(s->m)->mrope_grid && !key_media(j)) {
+        j->ch = NULL;
+        job_free(j);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
     pthread_mutex_lock(&s->mu);
     if (s->stopping || s->q_len >= s->cfg.max_queue) {
         bool stopping = s->stopping;
@@ -333,15 +370,19 @@ static void publish_slot(mxl_sched *s, const slot *sl) {
     mxl_decoder_state_blocks(slot_kv(sl), &table);
     int64_t pos = mxl_decoder_state_pos(slot_kv(sl));
     size_t n = 0;
-    const int32_t *ids = mxl_seq_tokens(sl->seq, &n);
+    mxl_seq_tokens(sl->seq, &n);
     if (pos > (int64_t)n) pos = (int64_t)n;
     if (pos < s->cfg.cache_min_prefix) return;
+    int32_t *ids = mxl_malloc((size_t)pos * sizeof(int32_t)); /* (image rows by their keys) */
+    if (!ids) return;
+    mxl_seq_cache_ids(sl->seq, (size_t)pos, ids);
     uint64_t h = sl->seed;
     for (int64_t b = 0; (b + 1) * MXL_KV_BLOCK <= pos; b++) {
         uint64_t nh = mxl_kv_pool_chain_hash(h, ids + b * MXL_KV_BLOCK);
         mxl_kv_pool_publish(s->kvp, table[b], nh, h, ids + b * MXL_KV_BLOCK);
         h = nh;
     }
+    mxl_free(ids);
 }
 
 /* The cached chain of ids[0..max_tokens) under seed: block ids into s->hits; returns the block
@@ -503,10 +544,16 @@ static void push_progress(slot *sl, bool first) {
 static size_t own_prefix(const mxl_sched *s, const slot *sl, const job *j) {
     size_t n, k = 0;
     if (sl->seed != job_seed(j)) return 0;
-    const int32_t *ids = mxl_seq_tokens(sl->seq, &n);
+    mxl_seq_tokens(sl->seq, &n);
     int64_t pos = mxl_decoder_state_pos(slot_kv(sl));
     if ((int64_t)n > pos) n = (size_t)pos;
-    while (k < n && k < j->n_prompt && ids[k] == j->prompt[k]) k++;
+    if (n > j->n_prompt) n = j->n_prompt;
+    int32_t *ids = mxl_malloc((n ? n : 1) * sizeof(int32_t)); /* (image rows by their keys) */
+    if (!ids) return 0;
+    mxl_seq_cache_ids(sl->seq, n, ids);
+    const int32_t *want = j->key ? j->key : j->prompt;
+    while (k < n && ids[k] == want[k]) k++;
+    mxl_free(ids);
     /* a recurrent state goes on only from its own position: all of it, or nothing */
     return s->recurrent && (k < n || k >= j->n_prompt) ? 0 : k;
 }
@@ -590,9 +637,12 @@ static void admit(mxl_sched *s) {
         bool use_cache = s->cfg.prompt_cache && j->params.cache_prompt && !atomic_load(&j->ch->cancel);
         uint64_t seed = job_seed(j);
         /* one prompt token always runs (its logits start the answer) */
-        /* (nothing from the first image on comes from the cache: its positions hold the image's
-         * rows, whatever their token ids say) */
-        int64_t k = use_cache ? cache_lookup(s, seed, j->prompt, j->n_img ? j->media[0].row : (int64_t)j->n_prompt - 1) : 0;
+        /* (nothing from the first image on comes from the cache unless the job keyed its image
+         * rows: their positions hold the image's rows, whatever their token ids say) */
+        int64_t k = use_cache ? cache_lookup(s, seed, j->key ? j->key : j->prompt,
+                                             j->n_img && !j->key ? j->media[0].row : (int64_t)j->n_prompt - 1)
+                              : 0;
+        if (j->key && k) k = whole_media_blocks(j, k);
         int64_t own = use_cache ? (int64_t)own_prefix(s, sl, j) : 0;
         int64_t reuse = k * MXL_KV_BLOCK > own ? k * MXL_KV_BLOCK : own;
         int64_t need = blocks_for((int64_t)j->n_prompt + 1) - reuse / MXL_KV_BLOCK;
@@ -620,8 +670,10 @@ static void admit(mxl_sched *s) {
         mxl_error err = {0};
         bool adopted = false;
         if (sl->seed != seed) mxl_seq_preempt(sl->seq); /* another prompt_cache_key's KV is not reused */
-        if (k * MXL_KV_BLOCK > own) /* another slot's (or an evicted slot's) blocks hold more */
+        if (k * MXL_KV_BLOCK > own) { /* another slot's (or an evicted slot's) blocks hold more */
             adopted = mxl_seq_adopt_prefix(sl->seq, s->hits, j->prompt, (size_t)(k * MXL_KV_BLOCK), s->hit_state, &err) == MXL_OK;
+            if (adopted && j->key) mxl_seq_set_cached_media(sl->seq, j->media, j->media_key, j->n_media); /* (its image rows, keyed) */
+        }
         sl->seed = seed; /* the slot's KV is now this job's chain */
         if (j->n_img && !encode_images(s, j, &err)) {
             slot_release(s, sl, "error", err.msg);

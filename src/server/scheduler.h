@@ -110,6 +110,9 @@ typedef struct mxl_sched_config {
     int64_t cache_max_entries; /* most unreferenced cached blocks (0: no limit beyond the bytes) */
     double cache_ttl_s;        /* evict cached blocks unused this long (0: never) */
     int64_t cache_min_prefix;  /* adopt / publish only prefixes of at least this many tokens */
+    bool vlm_prefix_cache;     /* requests with images adopt / donate cached rows past their images too:
+                                * image rows keyed by the image's hash (--enable-vlm-prefix-cache; not
+                                * for M-RoPE models, whose image positions the cache does not carry) */
     /* speculative decoding (engine/speculate.h): each slot drafts and verifies its own tokens in
      * ticks with at most spec_max_batch decoding rows (more rows: the plain batched step, which
      * reads the weights once for all of them); the output is the same either way */

@@ -781,6 +781,7 @@ static mxl_status build_scheduler(mxl_server *s, const startup *up, mxl_error *e
         .cache_max_entries = cfg->prompt_cache_max_entries,
         .cache_ttl_s = (double)cfg->prompt_cache_ttl,
         .cache_min_prefix = cfg->prompt_cache_min_prefix,
+        .vlm_prefix_cache = cfg->vlm_prefix_cache,
         .draft = s->draft.kind != MXL_DRAFT_NONE ? &s->draft : NULL,
         .spec_max_batch = (int)cfg->prompt_lookup_max_batch,
         .vision_cache_size = (int)cfg->vision_cache_size,
