@@ -264,6 +264,10 @@ mxl_status mxl_family_sliding_all(mxl_family_ctx *c);
  * (transformers 5's layout) or language_model.model.* with language_model.lm_head (the older
  * layout, mlx-lm's conversions); the names stay the family's (model.*) otherwise. */
 void mxl_family_text_prefix(mxl_family_ctx *c);
+/* family_qwen2vl.c: the text prefix (mxl_family_text_prefix) and the RoPE of rope_parameters /
+ * rope_scaling (default_theta when absent) with M-RoPE's mrope_section (k_default when absent;
+ * the sections taken out of what the RoPE reads; RoPE scaling refused). */
+mxl_status mxl_family_mrope(mxl_family_ctx *c, const int32_t k_default[3], double default_theta);
 
 /* ---- mixture of experts (family_moe.c) ---- */
 /* The MoE layout from config.json: num_experts (or num_local_experts ...), num_experts_per_tok,

@@ -100,6 +100,8 @@
     X(qwen2_5_vl)               \
     X(qwen3_vl)                 \
     X(qwen3_vl_moe)             \
+    X(glm4v)                    \
+    X(glm4v_moe)                \
     X(llava_next)               \
     X(aya_vision)               \
     X(idefics3)                 \

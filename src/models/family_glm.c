@@ -4,7 +4,10 @@
  * default) and none on o_proj, and interleaved RoPE (GPT-J pairs) on the first
  * partial_rotary_factor (default 0.5) of each head. glm4 adds RMSNorms on the attention output
  * (post_self_attn_layernorm) and the MLP output (post_mlp_layernorm) before each residual add,
- * beside the usual pre-norms. No GGUF path yet (llama.cpp's chatglm / glm4). */
+ * beside the usual pre-norms. No GGUF path yet (llama.cpp's chatglm / glm4). GLM-4.1V
+ * (modeling_glm4v.py, Glm4vForConditionalGeneration: GLM-4.1V-9B-Thinking) runs glm4's block under
+ * text_config at model.language_model.* with M-RoPE (mrope_section over the rotary pairs, default
+ * [8, 12, 12]) on the interleaved partial rotary; its vision tower is models/vlm_qwen2vl.c's. */
 #include "models/decoder_family.h"
 
 static const mxl_decoder_names k_names_glm = {
@@ -41,4 +44,21 @@ const mxl_decoder_family mxl_family_glm = {
 
 const mxl_decoder_family mxl_family_glm4 = {
     .model_type = "glm4", .registry_id = "glm4", .hf_class = "Glm4ForCausalLM", .names = &k_names_glm4, .setup = glm4_setup,
+};
+
+static mxl_status glm4v_setup(mxl_family_ctx *c) {
+    mxl_decoder_hparams *hp = c->hp;
+    static const int32_t k_default[3] = {8, 12, 12}; /* (Glm4vTextRotaryEmbedding's default) */
+    hp->post_norms = true;
+    hp->qkv_bias = true; /* (Glm4vTextAttention: q / k / v biased, o not) */
+    hp->o_bias = false;
+    mxl_status st = mxl_family_mrope(c, k_default, 10000.0);
+    if (st) return st;
+    hp->rope.style = hp->rope_local.style = MXL_ROPE_GPTJ;
+    return mxl_family_rope_partial_default(c, 0.5);
+}
+
+const mxl_decoder_family mxl_family_glm4v = {
+    .model_type = "glm4v", .registry_id = "glm4v", .hf_class = "Glm4vForConditionalGeneration", .names = &k_names_glm4,
+    .setup = glm4v_setup, .text_config = true, .gaps = "video input",
 };

@@ -11,7 +11,10 @@
  * last layer) is not run.
  * GGUF (llama.cpp glm4moe): the same with llama.cpp's names; the sigmoid router's keys
  * (expert_weights_scale / _norm, expert_group_count / _used_count), NEOX RoPE on the first
- * rope.dimension_count dims; the nextn blocks counted in block_count are left out. */
+ * rope.dimension_count dims; the nextn blocks counted in block_count are left out.
+ * GLM-4.5V (modeling_glm4v_moe.py, Glm4vMoeForConditionalGeneration) runs this decoder under
+ * text_config at model.language_model.* with M-RoPE (mrope_section over the rotary pairs, default
+ * [8, 12, 12]); its vision tower is GLM-4.1V's (models/vlm_qwen2vl.c). */
 #include "models/decoder_family.h"
 #include "models/family_gguf.h"
 
@@ -42,7 +45,8 @@ static mxl_status glm4_moe_gguf(mxl_family_ctx *c) {
     return mxl_family_gguf_moe_sigmoid(c);
 }
 
-static mxl_status glm4_moe_setup(mxl_family_ctx *c) {
+/* GLM-4.5's decoder; with mrope (GLM-4.5V's text model) under M-RoPE. */
+static mxl_status glm4_moe_common(mxl_family_ctx *c, bool mrope) {
     mxl_decoder_hparams *hp = c->hp;
     mxl_status st;
     bool qk_norm;
@@ -50,14 +54,25 @@ static mxl_status glm4_moe_setup(mxl_family_ctx *c) {
     hp->o_bias = false;
     if ((st = mxl_family_bool(c, "use_qk_norm", false, &qk_norm))) return st;
     hp->qk_norm_kind = qk_norm ? MXL_QK_NORM_HEAD : MXL_QK_NORM_NONE;
-    if ((st = mxl_family_rope(c)) || (st = mxl_family_rope_partial_default(c, 0.5))) return st;
+    static const int32_t k_mrope[3] = {8, 12, 12}; /* (Glm4vMoeTextRotaryEmbedding's default) */
+    if ((st = mrope ? mxl_family_mrope(c, k_mrope, 10000.0) : mxl_family_rope(c)) ||
+        (st = mxl_family_rope_partial_default(c, 0.5)))
+        return st;
     if ((st = mxl_family_moe(c, "moe_intermediate_size", NULL, true, false)) || (st = mxl_family_moe_sigmoid(c)) ||
         (st = mxl_family_moe_first_dense(c, "first_k_dense_replace")))
         return st;
     return mxl_family_moe_shared_count(c, "n_shared_experts");
 }
 
+static mxl_status glm4_moe_setup(mxl_family_ctx *c) { return glm4_moe_common(c, false); }
+static mxl_status glm4v_moe_setup(mxl_family_ctx *c) { return glm4_moe_common(c, true); }
+
 const mxl_decoder_family mxl_family_glm4_moe = {
     .model_type = "glm4_moe", .registry_id = "glm4_moe", .hf_class = "Glm4MoeForCausalLM", .names = &mxl_names_deepseek_moe,
     .setup = glm4_moe_setup, .gguf_arch = "glm4moe", .convert_check = mxl_family_gguf_not_converted,
+};
+
+const mxl_decoder_family mxl_family_glm4v_moe = {
+    .model_type = "glm4v_moe", .registry_id = "glm4v_moe", .hf_class = "Glm4vMoeForConditionalGeneration", .names = &mxl_names_deepseek_moe,
+    .setup = glm4v_moe_setup, .text_config = true, .gaps = "video input",
 };

@@ -21,9 +21,7 @@
 #include "io/safetensors.h"
 #include "models/decoder_family.h"
 
-/* The text prefix and M-RoPE from rope_parameters / rope_scaling (mrope_section, k_default when
- * absent), then Qwen's sliding layers. */
-static mxl_status mrope_setup(mxl_family_ctx *c, const int32_t k_default[3]) {
+mxl_status mxl_family_mrope(mxl_family_ctx *c, const int32_t k_default[3], double default_theta) {
     mxl_family_text_prefix(c);
     json_t *p = json_object_get(c->raw, "rope_parameters");
     const char *where = "rope_parameters";
@@ -50,14 +48,20 @@ static mxl_status mrope_setup(mxl_family_ctx *c, const int32_t k_default[3]) {
         json_object_del(rp, "mrope_section");
         json_object_del(rp, "mrope_interleaved");
     }
-    mxl_status st = mxl_family_rope_from(c, rp, where, 1000000.0, &c->hp->rope);
+    mxl_status st = mxl_family_rope_from(c, rp, where, default_theta, &c->hp->rope);
     json_decref(rp);
     if (st) return st;
     c->hp->rope_local = c->hp->rope;
     if (c->hp->rope.scaling != MXL_ROPE_SCALING_NONE)
         return mxl_error_set(c->err, MXL_ERR_UNSUPPORTED, "%s: RoPE scaling with M-RoPE is not supported", c->ck->path);
     memcpy(c->hp->mrope_section, m, sizeof m);
-    return mxl_family_qwen_sliding(c);
+    return MXL_OK;
+}
+
+/* The text prefix, M-RoPE and Qwen's sliding layers. */
+static mxl_status mrope_setup(mxl_family_ctx *c, const int32_t k_default[3]) {
+    mxl_status st = mxl_family_mrope(c, k_default, 1000000.0);
+    return st ? st : mxl_family_qwen_sliding(c);
 }
 
 static mxl_status qwen2vl_setup(mxl_family_ctx *c) {

@@ -70,26 +70,69 @@ static mxl_status load_v3_extras(const mxl_checkpoint *ck, const json_t *vc, con
     return MXL_OK;
 }
 
+/* GLM-4.1V's patch bias, norms, positions, downsample and merger. */
+static mxl_status load_glm_extras(const mxl_enc_binder *b, mxl_qwen2vl_vision *m, mxl_error *err) {
+    const int64_t D = m->dim, O = m->out_hidden, mg = m->merge, K = mg * mg * D;
+    const float *dw;
+    if (mxl_enc_vector(b, D, &m->patch_b, "patch_embed.proj.bias") || mxl_enc_vector(b, D, &m->post_conv_w, "post_conv_layernorm.weight") ||
+        mxl_enc_vector(b, m->pos_side * m->pos_side * D, &m->pos_table, "embeddings.position_embedding.weight") ||
+        mxl_enc_vector(b, D, &m->post_w, "post_layernorm.weight") || mxl_enc_vector(b, O * K, &dw, "downsample.weight") ||
+        mxl_enc_vector(b, O, &m->ds_b, "downsample.bias") || mxl_enc_matrix(b, O, O, &m->mp, "merger.proj.weight") ||
+        mxl_enc_vector(b, O, &m->mp_ln_w, "merger.post_projection_norm.weight") || mxl_enc_vector(b, O, &m->mp_ln_b, "merger.post_projection_norm.bias") ||
+        mxl_enc_matrix(b, m->ctx, O, &m->mg, "merger.gate_proj.weight") || mxl_enc_matrix(b, m->ctx, O, &m->mu, "merger.up_proj.weight") ||
+        mxl_enc_matrix(b, O, m->ctx, &m->md, "merger.down_proj.weight"))
+        return err ? err->status : MXL_ERR_FORMAT;
+    /* the Conv2d's weight [O, D, m, m] with its columns in the merge unit's row order (ky, kx, c) */
+    float *w = mxl_arena_alloc(b->arena, (size_t)(O * K) * sizeof(float), 64);
+    if (!w) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t c = 0; c < D; c++)
+            for (int64_t k = 0; k < mg * mg; k++) w[o * K + k * D + c] = dw[(o * D + c) * mg * mg + k];
+    m->ds = (mxl_weight){.kind = MXL_W_DENSE, .dtype = MXL_DTYPE_F32, .rows = O, .cols = K, .data = w};
+    mxl_weight *mats[] = {&m->ds, &m->mp, &m->mg, &m->mu, &m->md};
+    for (size_t j = 0; j < sizeof mats / sizeof mats[0]; j++)
+        if (prepare(m, mats[j], err)) return err ? err->status : MXL_ERR_NOMEM;
+    return MXL_OK;
+}
+
 mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vc, int version, mxl_qwen2vl_vision *m, mxl_error *err) {
     memset(m, 0, sizeof *m);
     mxl_arena_init(&m->arena, 64 * 1024);
     m->be = mxl_backend_host();
-    const bool v25 = version == 25, v3 = version == 3;
-    m->v25 = v25, m->v3 = v3;
+    const bool v25 = version == 25, v3 = version == 3, glm = version == 4;
+    m->v25 = v25, m->v3 = v3, m->glm = glm;
+    m->rms = m->swiglu = v25 || glm;
+    m->eps = 1e-6f;
     if (!json_is_object(vc)) return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config is missing", ck->dir);
     mxl_status st;
     int64_t ch;
     /* (Qwen2VLVisionConfig's / Qwen2_5_VLVisionConfig's / Qwen3VLVisionConfig's defaults) */
-    if ((st = vint(ck, vc, "depth", v3 ? 27 : 32, 1, 1024, &m->n_layers, err)) || (st = vint(ck, vc, "num_heads", 16, 1, 1024, &m->n_heads, err)) ||
+    if ((st = vint(ck, vc, "depth", v3 ? 27 : glm ? 24 : 32, 1, 1024, &m->n_layers, err)) ||
+        (st = vint(ck, vc, "num_heads", glm ? 12 : 16, 1, 1024, &m->n_heads, err)) ||
         (st = vint(ck, vc, "patch_size", v3 ? 16 : 14, 1, 1024, &m->patch, err)) ||
         (st = vint(ck, vc, "temporal_patch_size", 2, 1, 16, &m->temporal, err)) ||
         (st = vint(ck, vc, "spatial_merge_size", 2, 1, 16, &m->merge, err)) ||
         (st = vint(ck, vc, json_object_get(vc, "in_chans") ? "in_chans" : "in_channels", 3, 3, 3, &ch, err)))
         return st;
-    const char *act = v25 ? "silu" : v3 ? "gelu_pytorch_tanh" : "quick_gelu";
+    const char *act = v25 || glm ? "silu" : v3 ? "gelu_pytorch_tanh" : "quick_gelu";
     const json_t *a = json_object_get(vc, "hidden_act");
     if (json_is_string(a)) act = json_string_value(a);
-    if (v25 || v3) {
+    if (glm) {
+        double eps = 1e-5;
+        const json_t *e = json_object_get(vc, "rms_norm_eps");
+        if (e && !json_is_null(e) && (!mxl_json_number(e, &eps) || !(eps > 0)))
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.rms_norm_eps must be a positive number", ck->dir);
+        m->eps = (float)eps;
+        int64_t isz;
+        if ((st = vint(ck, vc, "hidden_size", 1536, 1, 1 << 16, &m->dim, err)) ||
+            (st = vint(ck, vc, "out_hidden_size", 4096, 1, 1 << 16, &m->out_hidden, err)) ||
+            (st = vint(ck, vc, "intermediate_size", 13696, 1, 1 << 18, &m->ctx, err)) || (st = vint(ck, vc, "image_size", 336, 1, 1 << 14, &isz, err)))
+            return st;
+        m->ffn = m->out_hidden; /* (Glm4VisionMlp's width) */
+        m->pos_side = isz / m->patch;
+        if (m->pos_side < 1 || m->pos_side * m->patch != isz)
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.patch_size does not divide image_size", ck->dir);
+    } else if (v25 || v3) {
         if ((st = vint(ck, vc, "hidden_size", v3 ? 1152 : 1280, 1, 1 << 16, &m->dim, err)) ||
             (st = vint(ck, vc, "intermediate_size", v3 ? 4304 : 3420, 1, 1 << 18, &m->ffn, err)) ||
             (st = vint(ck, vc, "out_hidden_size", 3584, 1, 1 << 16, &m->out_hidden, err)) ||
@@ -111,6 +154,7 @@ mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vc, i
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config: %lld heads must split the width %lld into heads of a multiple of 4 (at most 1024)",
                              ck->dir, (long long)m->n_heads, (long long)m->dim);
     m->head_dim = m->dim / m->n_heads;
+    const bool glm_qkv_bias = glm && json_is_true(json_object_get(vc, "attention_bias"));
     if (v25 && (m->window % (m->merge * m->patch) || m->window < m->merge * m->patch))
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.window_size %lld is not a multiple of spatial_merge_size x patch_size", ck->dir,
                              (long long)m->window);
@@ -141,21 +185,21 @@ mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vc, i
         long long l = (long long)i;
         L->full = !v25;
         if (mxl_enc_vector(&b, D, &L->n1_w, "blocks.%lld.norm1.weight", l) || mxl_enc_vector(&b, D, &L->n2_w, "blocks.%lld.norm2.weight", l) ||
-            (!v25 && (mxl_enc_vector(&b, D, &L->n1_b, "blocks.%lld.norm1.bias", l) || mxl_enc_vector(&b, D, &L->n2_b, "blocks.%lld.norm2.bias", l))) ||
+            (!m->rms && (mxl_enc_vector(&b, D, &L->n1_b, "blocks.%lld.norm1.bias", l) || mxl_enc_vector(&b, D, &L->n2_b, "blocks.%lld.norm2.bias", l))) ||
             mxl_enc_matrix(&b, 3 * D, D, &L->qkv, "blocks.%lld.attn.qkv.weight", l) ||
-            mxl_enc_vector(&b, 3 * D, &L->qkv_b, "blocks.%lld.attn.qkv.bias", l) ||
+            ((!glm || glm_qkv_bias) && mxl_enc_vector(&b, 3 * D, &L->qkv_b, "blocks.%lld.attn.qkv.bias", l)) ||
             mxl_enc_matrix(&b, D, D, &L->proj, "blocks.%lld.attn.proj.weight", l) ||
-            mxl_enc_vector(&b, D, &L->proj_b, "blocks.%lld.attn.proj.bias", l))
+            (!glm && mxl_enc_vector(&b, D, &L->proj_b, "blocks.%lld.attn.proj.bias", l)))
             return err ? err->status : MXL_ERR_FORMAT;
         const char *f1 = v3 ? "blocks.%lld.mlp.linear_fc1.%s" : "blocks.%lld.mlp.fc1.%s", *f2 = v3 ? "blocks.%lld.mlp.linear_fc2.%s" : "blocks.%lld.mlp.fc2.%s";
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
-        if (v25 ? (mxl_enc_matrix(&b, F, D, &L->gate, "blocks.%lld.mlp.gate_proj.weight", l) ||
-                   mxl_enc_vector(&b, F, &L->gate_b, "blocks.%lld.mlp.gate_proj.bias", l) ||
-                   mxl_enc_matrix(&b, F, D, &L->up, "blocks.%lld.mlp.up_proj.weight", l) ||
-                   mxl_enc_vector(&b, F, &L->up_b, "blocks.%lld.mlp.up_proj.bias", l) ||
-                   mxl_enc_matrix(&b, D, F, &L->down, "blocks.%lld.mlp.down_proj.weight", l) ||
-                   mxl_enc_vector(&b, D, &L->down_b, "blocks.%lld.mlp.down_proj.bias", l))
+        if (m->swiglu ? (mxl_enc_matrix(&b, F, D, &L->gate, "blocks.%lld.mlp.gate_proj.weight", l) ||
+                         (v25 && mxl_enc_vector(&b, F, &L->gate_b, "blocks.%lld.mlp.gate_proj.bias", l)) ||
+                         mxl_enc_matrix(&b, F, D, &L->up, "blocks.%lld.mlp.up_proj.weight", l) ||
+                         (v25 && mxl_enc_vector(&b, F, &L->up_b, "blocks.%lld.mlp.up_proj.bias", l)) ||
+                         mxl_enc_matrix(&b, D, F, &L->down, "blocks.%lld.mlp.down_proj.weight", l) ||
+                         (v25 && mxl_enc_vector(&b, D, &L->down_b, "blocks.%lld.mlp.down_proj.bias", l)))
                 : (mxl_enc_matrix(&b, F, D, &L->fc1, f1, l, "weight") || mxl_enc_vector(&b, F, &L->fc1_b, f1, l, "bias") ||
                    mxl_enc_matrix(&b, D, F, &L->fc2, f2, l, "weight") || mxl_enc_vector(&b, D, &L->fc2_b, f2, l, "bias")))
             return err ? err->status : MXL_ERR_FORMAT;
@@ -177,6 +221,7 @@ mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vc, i
             if (k < m->n_layers) m->layers[k].full = true;
         }
     }
+    if (glm) return load_glm_extras(&b, m, err);
     if (v3) {
         mxl_qwen2vl_merger g;
         if ((st = bind_merger(m, &b, "merger", D, &g, err)) || (st = load_v3_extras(ck, vc, &b, m, err))) return st;
@@ -196,15 +241,16 @@ void mxl_qwen2vl_vision_free(mxl_qwen2vl_vision *m) {
     memset(m, 0, sizeof *m);
 }
 
-/* y[r] = norm(x[r]) for rows r < n of width D: LayerNorm (2-VL) or RMSNorm (2.5), eps 1e-6. */
+/* y[r] = norm(x[r]) for rows r < n of width D: LayerNorm (2-VL, 3-VL) or RMSNorm (2.5, GLM), eps
+ * m->eps. */
 static void norm_rows(const mxl_qwen2vl_vision *m, mxl_threadpool *pool, const float *x, const float *w, const float *b, int64_t n,
                       float *y) {
     const int64_t D = m->dim;
-    if (!m->v25) {
-        mxl_enc_add_layernorm(m->be, pool, (float *)x, NULL, w, b, n, D, 1e-6f, y);
+    if (!m->rms) {
+        mxl_enc_add_layernorm(m->be, pool, (float *)x, NULL, w, b, n, D, m->eps, y);
         return;
     }
-    for (int64_t r = 0; r < n; r++) m->be->ops->rmsnorm(m->be, x + r * D, w, D, 1e-6f, 0, y + r * D);
+    for (int64_t r = 0; r < n; r++) m->be->ops->rmsnorm(m->be, x + r * D, w, D, m->eps, 0, y + r * D);
 }
 
 static void quick_gelu(float *x, int64_t n) {
@@ -266,6 +312,67 @@ static void run_merger(const mxl_qwen2vl_vision *m, const float *ln_w, const flo
     mxl_enc_linear_act(m->be, fc2, b2, MXL_GEMM_ACT_NONE, tmp2, nu, res, mm_s, pool);
 }
 
+/* PyTorch's cubic convolution coefficients (A = -0.75) for fraction t (upsample_bicubic2d's). */
+static void cubic_coeffs(float t, float c[4]) {
+    const float A = -0.75f, x1 = t + 1.0f, x2 = 1.0f - t, x3 = 2.0f - t;
+    c[0] = ((A * x1 - 5.0f * A) * x1 + 8.0f * A) * x1 - 4.0f * A;
+    c[1] = ((A + 2.0f) * t - (A + 3.0f)) * t * t + 1.0f;
+    c[2] = ((A + 2.0f) * x2 - (A + 3.0f)) * x2 * x2 + 1.0f;
+    c[3] = ((A * x3 - 5.0f * A) * x3 + 8.0f * A) * x3 - 4.0f * A;
+}
+
+/* GLM-4.1V: x[row] += the learned positions at patch (py, px) of a gh x gw grid, as F.grid_sample
+ * (bicubic, align_corners false, border) reads them at ((px + 0.5) / gw * 2 - 1, (py + 0.5) / gh *
+ * 2 - 1): taps clamped into the side x side table, float32. */
+static void add_positions_bicubic(const mxl_qwen2vl_vision *m, float *x, int64_t row, int64_t py, int64_t px, int64_t gh, int64_t gw) {
+    const int64_t D = m->dim, S = m->pos_side;
+    const float gx = ((float)px + 0.5f) / (float)gw * 2.0f - 1.0f, gy = ((float)py + 0.5f) / (float)gh * 2.0f - 1.0f;
+    const float ix = ((gx + 1.0f) * (float)S - 1.0f) / 2.0f, iy = ((gy + 1.0f) * (float)S - 1.0f) / 2.0f;
+    const float fx = floorf(ix), fy = floorf(iy);
+    float cx[4], cy[4];
+    cubic_coeffs(ix - fx, cx);
+    cubic_coeffs(iy - fy, cy);
+    int64_t tx[4], ty[4];
+    for (int i = 0; i < 4; i++) {
+        const int64_t a = (int64_t)fx - 1 + i, b = (int64_t)fy - 1 + i;
+        tx[i] = a < 0 ? 0 : a > S - 1 ? S - 1 : a;
+        ty[i] = b < 0 ? 0 : b > S - 1 ? S - 1 : b;
+    }
+    float *r = x + row * D;
+    for (int64_t c = 0; c < D; c++) {
+        float rows[4];
+        for (int i = 0; i < 4; i++) {
+            const float *t = m->pos_table + ty[i] * S * D + c;
+            rows[i] = t[tx[0] * D] * cx[0] + t[tx[1] * D] * cx[1] + t[tx[2] * D] * cx[2] + t[tx[3] * D] * cx[3];
+        }
+        r[c] += rows[0] * cy[0] + rows[1] * cy[1] + rows[2] * cy[2] + rows[3] * cy[3];
+    }
+}
+
+/* GLM-4.1V: x [n, dim] (units of m^2 rows in run order) -> res [nu, out_hidden]: post_layernorm,
+ * the downsample Conv2d over each unit, then the merger (proj, LayerNorm, GELU, SwiGLU). */
+static mxl_status glm_merger(const mxl_qwen2vl_vision *m, float *x, int64_t nu, float *res, void *mm_s, mxl_threadpool *pool, mxl_error *err) {
+    const int64_t O = m->out_hidden, C = m->ctx, n = nu * m->merge * m->merge;
+    float *t = mxl_aligned_alloc(64, ((size_t)(nu * O) * sizeof(float) + 63) / 64 * 64);
+    float *gt = mxl_aligned_alloc(64, ((size_t)(nu * C) * 2 * sizeof(float) + 63) / 64 * 64);
+    if (!t || !gt) {
+        mxl_aligned_free(t), mxl_aligned_free(gt);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
+    float *up = gt + nu * C;
+    norm_rows(m, pool, x, m->post_w, NULL, n, x);
+    mxl_enc_linear_act(m->be, &m->ds, m->ds_b, MXL_GEMM_ACT_NONE, x, nu, res, mm_s, pool);
+    mxl_enc_linear_act(m->be, &m->mp, NULL, MXL_GEMM_ACT_NONE, res, nu, t, mm_s, pool);
+    mxl_enc_add_layernorm(m->be, pool, t, NULL, m->mp_ln_w, m->mp_ln_b, nu, O, 1e-5f, t);
+    mxl_enc_act(m->be, pool, MXL_ACT_GELU_ERF, t, nu * O);
+    mxl_enc_linear_act(m->be, &m->mg, NULL, (int)m->act, t, nu, gt, mm_s, pool);
+    mxl_enc_linear_act(m->be, &m->mu, NULL, MXL_GEMM_ACT_NONE, t, nu, up, mm_s, pool);
+    for (int64_t i = 0; i < nu * C; i++) gt[i] *= up[i];
+    mxl_enc_linear_act(m->be, &m->md, NULL, MXL_GEMM_ACT_NONE, gt, nu, res, mm_s, pool);
+    mxl_aligned_free(t), mxl_aligned_free(gt);
+    return MXL_OK;
+}
+
 mxl_status mxl_qwen2vl_vision_forward(const mxl_qwen2vl_vision *m, const float *patches, int64_t gh, int64_t gw, mxl_threadpool *pool,
                                       float *out, float *deep, mxl_error *err) {
     const int64_t mg = m->merge, u2 = mg * mg, D = m->dim, F = m->ffn, hd = m->head_dim, M = D * u2;
@@ -301,8 +408,9 @@ mxl_status mxl_qwen2vl_vision_forward(const mxl_qwen2vl_vision *m, const float *
         fstart[0] = 0, fstart[1] = n;
     }
     size_t mm = 0;
-    const mxl_weight *ws[] = {&m->patch_w, &m->m0, &m->m2};
-    for (size_t j = 0; j < 3; j++) mm = max_sz(mm, mxl_enc_linear_scratch_bytes(m->be, ws[j], j ? nu : n, n_threads));
+    const mxl_weight *ws[] = {&m->patch_w, &m->m0, &m->m2, &m->ds, &m->mp, &m->mg, &m->mu, &m->md};
+    for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
+        if (ws[j]->rows > 0) mm = max_sz(mm, mxl_enc_linear_scratch_bytes(m->be, ws[j], j ? nu : n, n_threads));
     for (int64_t l = 0; l < m->n_layers; l++) {
         const mxl_qwen2vl_vision_layer *L = &m->layers[l];
         const mxl_weight *lw2[] = {&L->qkv, &L->proj, &L->fc1, &L->fc2, &L->gate, &L->up, &L->down};
@@ -335,13 +443,15 @@ mxl_status mxl_qwen2vl_vision_forward(const mxl_qwen2vl_vision *m, const float *
         memcpy(pr + r * u2 * m->patch_dim, patches + unit[r] * u2 * m->patch_dim, (size_t)(u2 * m->patch_dim) * sizeof(float));
     mxl_enc_linear_act(m->be, &m->patch_w, m->patch_b, MXL_GEMM_ACT_NONE, pr, n, x, mm_s, pool);
     mxl_aligned_free(tmp);
+    if (m->glm) norm_rows(m, pool, x, m->post_conv_w, NULL, n, x); /* (post_conv_layernorm, before the positions) */
     /* each row's rotary table: unit u = (uy, ux), patch (my, mx) within it -> (py, px) */
     const int64_t q4 = hd / 4;
     for (int64_t r = 0; r < nu; r++)
         for (int64_t e = 0; e < u2; e++) {
             const int64_t uy = unit[r] / lw, ux = unit[r] % lw, py = uy * mg + e / mg, px = ux * mg + e % mg;
             float *c = cs + (r * u2 + e) * hd;
-            if (m->pos_table) add_positions(m, x, r * u2 + e, py, px, gh, gw);
+            if (m->pos_table && m->glm) add_positions_bicubic(m, x, r * u2 + e, py, px, gh, gw);
+            else if (m->pos_table) add_positions(m, x, r * u2 + e, py, px, gh, gw);
             for (int64_t j = 0; j < q4; j++) {
                 const float fh = (float)py * m->inv_freq[j], fw = (float)px * m->inv_freq[j];
                 c[j] = cosf(fh), c[q4 + j] = cosf(fw);
@@ -369,7 +479,7 @@ mxl_status mxl_qwen2vl_vision_forward(const mxl_qwen2vl_vision *m, const float *
         mxl_enc_linear_act(m->be, &L->proj, L->proj_b, MXL_GEMM_ACT_NONE, a, n, o, mm_s, pool);
         for (int64_t i = 0; i < n * D; i++) x[i] += o[i];
         norm_rows(m, pool, x, L->n2_w, L->n2_b, n, h);
-        if (m->v25) {
+        if (m->swiglu) {
             mxl_enc_linear_act(m->be, &L->gate, L->gate_b, (int)m->act, h, n, f, mm_s, pool);
             mxl_enc_linear_act(m->be, &L->up, L->up_b, MXL_GEMM_ACT_NONE, h, n, g, mm_s, pool);
             for (int64_t i = 0; i < n * F; i++) f[i] *= g[i];
@@ -389,7 +499,15 @@ mxl_status mxl_qwen2vl_vision_forward(const mxl_qwen2vl_vision *m, const float *
             }
     }
     /* the merger: m^2 consecutive rows (one unit) become one */
-    run_merger(m, m->lnq_w, m->lnq_b, D, &m->m0, m->m0_b, &m->m2, m->m2_b, x, nu, mrg, mrg2, mrg, mm_s, pool);
+    if (m->glm) {
+        mxl_status st = glm_merger(m, x, nu, mrg, mm_s, pool, err);
+        if (st) {
+            mxl_free(unit), mxl_free(wstart), mxl_free(pos), mxl_free(fstart), mxl_aligned_free(cs), mxl_aligned_free(buf);
+            return st;
+        }
+    } else {
+        run_merger(m, m->lnq_w, m->lnq_b, D, &m->m0, m->m0_b, &m->m2, m->m2_b, x, nu, mrg, mrg2, mrg, mm_s, pool);
+    }
     for (int64_t r = 0; r < nu; r++) memcpy(out + unit[r] * m->out_hidden, mrg + r * m->out_hidden, (size_t)m->out_hidden * sizeof(float));
     mxl_free(unit), mxl_free(wstart), mxl_free(pos), mxl_free(fstart), mxl_aligned_free(cs), mxl_aligned_free(buf);
     return MXL_OK;

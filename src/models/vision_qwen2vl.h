@@ -22,6 +22,13 @@
  * (gelu_pytorch_tanh); the merger's norm / linear_fc1 / linear_fc2; and DeepStack: after each
  * block of deepstack_visual_indexes a merger of its own (LayerNorm over the concatenated m^2
  * patches, then the same MLP) gives the features the text decoder's first layers add.
+ * GLM-4.1V's tower (modeling_glm4v.py Glm4vVisionModel) is 2.5-VL's without windows, with: a
+ * biased patch Conv3d and an RMSNorm after it (post_conv_layernorm); learned positions
+ * (embeddings.position_embedding, a side x side grid) resampled bicubically to the image's grid
+ * (F.grid_sample, align_corners false, border); RMSNorms of rms_norm_eps; q/k/v biases as
+ * attention_bias says, none on proj or the SwiGLU MLP (width out_hidden_size); after the blocks an
+ * RMSNorm (post_layernorm), the m x m Conv2d downsample of each merge unit to out_hidden_size, and
+ * the merger: proj, LayerNorm, GELU, then a SwiGLU of width intermediate_size.
  * Dimensions from config.json's vision_config; tensors under visual. (released) or model.visual.
  * (transformers 5). Dense F32/F16/BF16. */
 #ifndef MXL_MODELS_VISION_QWEN2VL_H
@@ -54,6 +61,9 @@ typedef struct mxl_qwen2vl_merger {
 typedef struct mxl_qwen2vl_vision {
     bool v25;                 /* Qwen2.5-VL's tower (RMSNorm, SwiGLU, windows) */
     bool v3;                  /* Qwen3-VL's (patch bias, learned positions, gelu MLP, DeepStack) */
+    bool glm;                 /* GLM-4.1V's (see above) */
+    bool rms, swiglu;         /* RMSNorm of eps / SwiGLU MLPs (2.5, GLM) */
+    float eps;
     int64_t dim, n_heads, head_dim, ffn, n_layers, patch, temporal, merge, out_hidden, window;
     int64_t patch_dim;        /* 3 * temporal * patch^2 */
     mxl_act act;              /* the MLP's (2.5: of the gate) */
@@ -73,9 +83,17 @@ typedef struct mxl_qwen2vl_vision {
     int n_deep;               /* DeepStack mergers, after blocks deep_at[0..n_deep) */
     int64_t deep_at[MXL_QWEN3VL_MAX_DEEP];
     mxl_qwen2vl_merger deep_m[MXL_QWEN3VL_MAX_DEEP];
+    /* GLM-4.1V (pos_table / pos_side: its position grid) */
+    const float *post_conv_w, *post_w; /* [dim] RMSNorm weights */
+    mxl_weight ds;            /* [out_hidden, m*m*dim]: the downsample Conv2d, columns in (ky, kx, c) order */
+    const float *ds_b;        /* [out_hidden] */
+    mxl_weight mp, mg, mu, md; /* merger proj [out, out]; gate, up [ctx, out]; down [out, ctx] */
+    const float *mp_ln_w, *mp_ln_b;
+    int64_t ctx;              /* the merger's SwiGLU width (intermediate_size) */
 } mxl_qwen2vl_vision;
 
-/* version 2 (Qwen2-VL), 25 (Qwen2.5-VL) or 3 (Qwen3-VL); vision_config the config.json object. */
+/* version 2 (Qwen2-VL), 25 (Qwen2.5-VL), 3 (Qwen3-VL) or 4 (GLM-4.1V); vision_config the
+ * config.json object. */
 mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vision_config, int version, mxl_qwen2vl_vision *out,
                                    mxl_error *err);
 void mxl_qwen2vl_vision_free(mxl_qwen2vl_vision *m);

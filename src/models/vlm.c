@@ -100,7 +100,7 @@ mxl_status mxl_vlm_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err)
     if (strcmp(c->model_type, "llava") == 0) return mxl_vlm_llava_load(ck, out, err);
     if (strcmp(c->model_type, "paligemma") == 0) return mxl_vlm_paligemma_load(ck, out, err);
     if (strcmp(c->model_type, "qwen2_vl") == 0 || strcmp(c->model_type, "qwen2_5_vl") == 0 || strcmp(c->model_type, "qwen3_vl") == 0 ||
-        strcmp(c->model_type, "qwen3_vl_moe") == 0)
+        strcmp(c->model_type, "qwen3_vl_moe") == 0 || strcmp(c->model_type, "glm4v") == 0 || strcmp(c->model_type, "glm4v_moe") == 0)
         return mxl_vlm_qwen2vl_load(ck, out, err);
     if (strcmp(c->model_type, "mistral3") == 0) return mxl_vlm_mistral3_load(ck, out, err);
     if (strcmp(c->model_type, "llava_next") == 0) return mxl_vlm_llava_next_load(ck, out, err);

@@ -1,6 +1,9 @@
-/* vlm_qwen2vl.c - Qwen2-VL's, Qwen2.5-VL's and Qwen3-VL's vision side (transformers
+/* vlm_qwen2vl.c - Qwen2-VL's, Qwen2.5-VL's, Qwen3-VL's and GLM-4.1V / 4.5V's vision side (transformers
  * processing_qwen2_vl.py / processing_qwen3_vl.py, image_processing_pil_qwen2_vl.py
- * Qwen2VLImageProcessorPil, modeling_qwen2_vl.py / modeling_qwen2_5_vl.py / modeling_qwen3_vl.py).
+ * Qwen2VLImageProcessorPil, modeling_qwen2_vl.py / modeling_qwen2_5_vl.py / modeling_qwen3_vl.py;
+ * processing_glm4v.py, image_processing_pil_glm4v.py, modeling_glm4v.py / modeling_glm4v_moe.py:
+ * the same steps with GLM's smart_resize, <|image|> tokens between <|begin_of_image|> and
+ * <|end_of_image|>).
  * The processor keeps each image near its own resolution:
  *   smart_resize: (h, w) rounded (half to even) to multiples of f = patch_size * merge_size, then
  *                 scaled down to at most max_pixels (floor) or up to at least min_pixels (ceil),
@@ -29,6 +32,7 @@ typedef struct qwen2vl_vlm {
     mxl_vlm base;
     mxl_qwen2vl_vision tower;
     int64_t min_pixels, max_pixels, patch, merge, temporal;
+    bool glm; /* GLM-4.1V's smart_resize (see smart_resize) */
 } qwen2vl_vlm;
 
 static void qwen2vl_destroy(mxl_vlm *v) {
@@ -37,18 +41,24 @@ static void qwen2vl_destroy(mxl_vlm *v) {
     mxl_free(q);
 }
 
-/* transformers' smart_resize (Python's round: half to even) */
+/* transformers' smart_resize (Python's round: half to even). GLM-4.1V's (image_processing_glm4v.py)
+ * first scales a side below f up (int(side * max(f / h, f / w))) and counts the pixel limits over
+ * temporal_patch_size frames. */
 static mxl_status smart_resize(const qwen2vl_vlm *q, int64_t h, int64_t w, int64_t *oh, int64_t *ow, mxl_error *err) {
-    const double f = (double)(q->patch * q->merge);
+    const double f = (double)(q->patch * q->merge), t = q->glm ? (double)q->temporal : 1.0;
+    if (q->glm && (h < (int64_t)f || w < (int64_t)f)) {
+        const double sc = fmax(f / (double)h, f / (double)w);
+        h = (int64_t)((double)h * sc), w = (int64_t)((double)w * sc);
+    }
     if ((double)(h > w ? h : w) / (double)(h < w ? h : w) > 200)
         return mxl_error_set(err, MXL_ERR_ARG, "the image is %lldx%lld: its aspect ratio must be below 200", (long long)w, (long long)h);
     double hb = nearbyint((double)h / f) * f, wb = nearbyint((double)w / f) * f;
-    if (hb * wb > (double)q->max_pixels) {
-        const double beta = sqrt((double)(h * w) / (double)q->max_pixels);
+    if (t * hb * wb > (double)q->max_pixels) {
+        const double beta = sqrt(t * (double)(h * w) / (double)q->max_pixels);
         hb = fmax(f, floor((double)h / beta / f) * f);
         wb = fmax(f, floor((double)w / beta / f) * f);
-    } else if (hb * wb < (double)q->min_pixels) {
-        const double beta = sqrt((double)q->min_pixels / (double)(h * w));
+    } else if (t * hb * wb < (double)q->min_pixels) {
+        const double beta = sqrt((double)q->min_pixels / (t * (double)(h * w)));
         hb = ceil((double)h * beta / f) * f;
         wb = ceil((double)w * beta / f) * f;
     }
@@ -175,20 +185,20 @@ mxl_status mxl_vlm_qwen2vl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_err
     mxl_vlm *v = &q->base;
     const char *mt = ck->config.model_type;
     const bool v25 = strcmp(mt, "qwen2_5_vl") == 0, v3 = strcmp(mt, "qwen3_vl") == 0 || strcmp(mt, "qwen3_vl_moe") == 0;
-    v->family = v25 ? "qwen2_5_vl" : v3 ? mt : "qwen2_vl";
+    q->glm = strcmp(mt, "glm4v") == 0 || strcmp(mt, "glm4v_moe") == 0;
+    v->family = v25 ? "qwen2_5_vl" : v3 || q->glm ? mt : "qwen2_vl";
     v->prepare = qwen2vl_prepare;
     v->encode = qwen2vl_encode;
     v->destroy = qwen2vl_destroy;
-    v->marker = "<|image_pad|>";
-    v->image_text = "<|image_pad|>";
+    v->marker = v->image_text = q->glm ? "<|image|>" : "<|image_pad|>";
     v->before = v->after = "";
     v->causal_images = true;
     v->mrope_grid = true;
     json_t *raw = ck->config.raw;
-    mxl_status st = mxl_qwen2vl_vision_load(ck, json_object_get(raw, "vision_config"), v25 ? 25 : v3 ? 3 : 2, &q->tower, err);
+    mxl_status st = mxl_qwen2vl_vision_load(ck, json_object_get(raw, "vision_config"), v25 ? 25 : v3 ? 3 : q->glm ? 4 : 2, &q->tower, err);
     if (st) goto fail;
     v->n_deep = q->tower.n_deep;
-    int64_t img = 151655; /* (Qwen2VLConfig's and Qwen3VLConfig's default) */
+    int64_t img = q->glm ? 151343 : 151655; /* (Glm4vConfig's; Qwen2VLConfig's and Qwen3VLConfig's) */
     const json_t *it = json_object_get(raw, "image_token_id");
     if (!it) it = json_object_get(raw, "image_token_index");
     if (it && mxl_json_int(it, 0, INT32_MAX, &img)) {
@@ -205,6 +215,7 @@ mxl_status mxl_vlm_qwen2vl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_err
     /* Qwen2VLImageProcessor's defaults: CLIP's mean and std, bicubic (Qwen3-VL's configs: 0.5) */
     v->pre = (mxl_vlm_preproc){0, 0, 3, true, true, true, 1.0 / 255.0, {0.48145466f, 0.4578275f, 0.40821073f}, {0.26862954f, 0.26130258f, 0.27577711f}};
     q->min_pixels = 56 * 56, q->max_pixels = 28 * 28 * 1280;
+    if (q->glm) q->min_pixels = 112 * 112, q->max_pixels = 28 * 28 * 15000; /* (Glm4vImageProcessor's) */
     q->patch = q->tower.patch, q->merge = q->tower.merge, q->temporal = q->tower.temporal;
     if ((st = read_preproc(ck, q, err))) goto fail;
     if (q->patch != q->tower.patch || q->merge != q->tower.merge || q->temporal != q->tower.temporal) {

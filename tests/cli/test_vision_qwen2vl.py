@@ -1,5 +1,5 @@
 """`mlxcel generate --image` and the server's image_url parts on Qwen2-VL / Qwen2.5-VL / Qwen3-VL
-checkpoints against transformers end to end (tests/fixtures/vlm/qwen2_vl, qwen2_5_vl, qwen3_vl;
+(and -MoE) and GLM-4.1V checkpoints against transformers end to end (tests/fixtures/vlm/qwen2_vl, qwen2_5_vl, qwen3_vl;
 gen_vlm_qwen2vl.py):
 seeded tiny checkpoints with a word-level tokenizer and the released Qwen2-VL chat template;
 transformers' Qwen2VLProcessor / Qwen3VLProcessor (PIL image processor: smart_resize to each image's own grid)
@@ -17,7 +17,7 @@ from conftest import ROOT, run
 from server_util import Server
 
 FX = os.path.join(ROOT, "tests", "fixtures", "vlm")
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe")
 
 
 def e2e(fam, name):

@@ -110,7 +110,9 @@ static void check_family(const char *fam, int *mxl_test_failed_) {
     mxl_decoder d;
     if (mxl_decoder_load(ck, &d, &err)) fprintf(stderr, "  %s\n", err.msg);
     REQUIRE(d.hp.vocab == 192);
-    CHECK(d.hp.mrope_section[0] == 2 && d.hp.mrope_section[1] == 3 && d.hp.mrope_section[2] == 3);
+    const bool glm = strncmp(fam, "glm4v", 5) == 0;
+    CHECK(glm ? d.hp.mrope_section[0] == 2 && d.hp.mrope_section[1] == 1 && d.hp.mrope_section[2] == 1
+              : d.hp.mrope_section[0] == 2 && d.hp.mrope_section[1] == 3 && d.hp.mrope_section[2] == 3);
     const bool v3 = strncmp(fam, "qwen3_vl", 8) == 0;
     CHECK_EQ_INT(d.hp.mrope_interleaved, v3);
     CHECK_EQ_INT(v->n_deep, v3 ? 2 : 0);
@@ -185,3 +187,5 @@ TEST(vlm_qwen2vl_2_5_matches_transformers) { check_family("qwen2_5_vl", mxl_test
 TEST(vlm_qwen2vl_2_matches_transformers) { check_family("qwen2_vl", mxl_test_failed_); }
 TEST(vlm_qwen2vl_3_matches_transformers) { check_family("qwen3_vl", mxl_test_failed_); }
 TEST(vlm_qwen2vl_3_moe_matches_transformers) { check_family("qwen3_vl_moe", mxl_test_failed_); }
+TEST(vlm_qwen2vl_glm4v_matches_transformers) { check_family("glm4v", mxl_test_failed_); }
+TEST(vlm_qwen2vl_glm4v_moe_matches_transformers) { check_family("glm4v_moe", mxl_test_failed_); }
