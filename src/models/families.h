@@ -104,6 +104,7 @@
     X(glm4v_moe)                \
     X(llava_next)               \
     X(aya_vision)               \
+    X(idefics2)                 \
     X(idefics3)                 \
     X(internvl)                 \
     X(smolvlm)

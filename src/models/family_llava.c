@@ -10,7 +10,8 @@
  * (modeling_aya_vision.py, AyaVisionForConditionalGeneration) puts a Cohere2 text_config the same
  * way behind its SigLIP tower (vlm_aya_vision.c), its logits unscaled. Idefics3 and SmolVLM
  * (modeling_idefics3.py / modeling_smolvlm.py) put a Llama text_config at model.text_model.*
- * behind their vision transformer and pixel-shuffle connector (vlm_idefics3.c). InternVL
+ * behind their vision transformer and pixel-shuffle connector (vlm_idefics3.c); Idefics2 a
+ * Mistral one behind its vision transformer and perceiver resampler (vlm_idefics2.c). InternVL
  * (modeling_internvl.py, InternVLForConditionalGeneration: the InternVL3 / 3.5 "-hf" checkpoints)
  * puts a Qwen2 / Qwen3 / Llama text_config behind InternViT (vlm_internvl.c). */
 #include <jansson.h>
@@ -65,5 +66,10 @@ const mxl_decoder_family mxl_family_smolvlm = {
 
 const mxl_decoder_family mxl_family_internvl = {
     .model_type = "internvl", .registry_id = "internvl_chat", .hf_class = "InternVLForConditionalGeneration", .names = &mxl_names_llama,
+    .setup = llava_setup, .text_config = true,
+};
+
+const mxl_decoder_family mxl_family_idefics2 = {
+    .model_type = "idefics2", .registry_id = "idefics2", .hf_class = "Idefics2ForConditionalGeneration", .names = &mxl_names_llama,
     .setup = llava_setup, .text_config = true,
 };

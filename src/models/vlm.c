@@ -106,6 +106,7 @@ mxl_status mxl_vlm_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err)
     if (strcmp(c->model_type, "llava_next") == 0) return mxl_vlm_llava_next_load(ck, out, err);
     if (strcmp(c->model_type, "aya_vision") == 0) return mxl_vlm_aya_vision_load(ck, out, err);
     if (strcmp(c->model_type, "internvl") == 0) return mxl_vlm_internvl_load(ck, out, err);
+    if (strcmp(c->model_type, "idefics2") == 0) return mxl_vlm_idefics2_load(ck, out, err);
     if (strcmp(c->model_type, "idefics3") == 0 || strcmp(c->model_type, "smolvlm") == 0) return mxl_vlm_idefics3_load(ck, out, err);
     return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: the vision tower of model_type '%s' does not run in mlxcel yet", ck->path, c->model_type);
 }
@@ -258,7 +259,9 @@ mxl_status mxl_vlm_expand_prompt(const mxl_vlm *v, const char *text, size_t len,
     }
     *out_len = sb.n;
     *out = sb.p;
-    return MXL_OK;
+    mxl_status st = v->finish_prompt ? v->finish_prompt(v, out, out_len, err) : MXL_OK;
+    if (st) mxl_free(*out), *out = NULL, *out_len = 0;
+    return st;
 }
 
 /* The image blocks [0, *n_blocks) with the text rows around them as blocks of their own (img -1),

@@ -63,6 +63,9 @@ struct mxl_vlm {
      * is (special tokens parsed, none added); bos: the tokenizer's BOS text. *out: mxl_free. */
     mxl_status (*prompt)(const mxl_vlm *v, const char *text, size_t len, int n_images, const char *bos, size_t bos_len, char **out,
                          size_t *out_len, mxl_error *err);
+    /* Optional: the processor's replacements over the whole expanded prompt (Idefics2's), *text
+     * (mxl_free'd and replaced) of *len bytes. */
+    mxl_status (*finish_prompt)(const mxl_vlm *v, char **text, size_t *len, mxl_error *err);
     /* out [in->n_tokens, text_hidden]: the image's rows for the decoder (1 + n_deep such slabs) */
     mxl_status (*encode)(const mxl_vlm *v, const mxl_vlm_input *in, mxl_threadpool *pool, float *out, mxl_error *err);
     void (*destroy)(mxl_vlm *v);
@@ -95,8 +98,8 @@ size_t mxl_vlm_rows_floats(const mxl_vlm *v, const mxl_vlm_input *in);
  * DeepStack slabs when v has them. */
 void mxl_vlm_point_block(const mxl_vlm *v, const mxl_vlm_input *in, const float *rows, int64_t off, mxl_decoder_media *b);
 
-/* The rendered prompt with image i's marker replaced by inputs[i].text; *out (mxl_free)
- * NUL-terminated. Fails when the prompt's marker count is not n_images. */
+/* The rendered prompt with image i's marker replaced by inputs[i].text (then v->finish_prompt);
+ * *out (mxl_free) NUL-terminated. Fails when the prompt's marker count is not n_images. */
 mxl_status mxl_vlm_expand_prompt(const mxl_vlm *v, const char *text, size_t len, const mxl_vlm_input *inputs, int n_images,
                                  char **out, size_t *out_len, mxl_error *err);
 
@@ -137,6 +140,7 @@ mxl_status mxl_vlm_llava_pixtral_load(const mxl_checkpoint *ck, mxl_vlm **out, m
 mxl_status mxl_vlm_llava_next_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 mxl_status mxl_vlm_aya_vision_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 mxl_status mxl_vlm_internvl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
+mxl_status mxl_vlm_idefics2_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 mxl_status mxl_vlm_idefics3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err); /* idefics3, smolvlm */
 
 #endif

@@ -1,5 +1,7 @@
-"""`mlxcel generate --image` and the server's image_url parts on Idefics3 and SmolVLM checkpoints
-against transformers end to end (tests/fixtures/vlm/idefics3 and smolvlm, gen_vlm_idefics3.py):
+"""`mlxcel generate --image` and the server's image_url parts on Idefics3, SmolVLM and Idefics2
+checkpoints against transformers end to end (tests/fixtures/vlm/idefics3, smolvlm and idefics2,
+gen_vlm_idefics3.py; Idefics2: its perceiver resampler, split tiles of their own sizes and the
+processor's boundary-token replacements, two adjacent images in one case):
 seeded tiny Idefics3ForConditionalGeneration / SmolVLMForConditionalGeneration (the vision
 transformer, pixel shuffle by scale_factor 2 / 3, the linear connector, a Llama text model) with a
 word-level tokenizer ("\n" an added token) and SmolVLM's chat template; transformers'
@@ -17,7 +19,7 @@ from conftest import ROOT, run
 from server_util import Server
 
 FX = os.path.join(ROOT, "tests", "fixtures", "vlm")
-CASES = ["idefics3", "smolvlm"]
+CASES = ["idefics3", "smolvlm", "idefics2"]
 
 
 def e2e(case):

@@ -69,6 +69,7 @@ static const char *const k_no_mlx_lm[][2] = {
     {"internvl", "mlx-lm has no internvl model and no MODEL_REMAPPING entry for it (InternVL runs in mlx-vlm): it refuses the model type"},
     {"glm4v_moe", "mlx-lm has no glm4v_moe model and no MODEL_REMAPPING entry for it (GLM-4.5V runs in mlx-vlm): it refuses the model type"},
     {"glm4v", "mlx-lm has no glm4v model and no MODEL_REMAPPING entry for it (GLM-4.1V runs in mlx-vlm): it refuses the model type"},
+    {"idefics2", "mlx-lm has no idefics2 model and no MODEL_REMAPPING entry for it (Idefics2 runs in mlx-vlm): it refuses the model type"},
     {"smolvlm", "mlx-lm has no smolvlm model and no MODEL_REMAPPING entry for it (SmolVLM runs in mlx-vlm): it refuses the model type"},
 };
 #define N_NO_MLX_LM (sizeof k_no_mlx_lm / sizeof k_no_mlx_lm[0])
