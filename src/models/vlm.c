@@ -86,6 +86,7 @@ static mxl_status load_mmproj(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: no clip.projector_type", ck->path);
     }
     if (pt.len == 6 && memcmp(pt.data, "gemma3", 6) == 0) return mxl_vlm_gemma3_load_mmproj(ck, mm, out, err);
+    if (pt.len == 8 && memcmp(pt.data, "idefics3", 8) == 0) return mxl_vlm_idefics3_load_mmproj(ck, mm, out, err);
     st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: the vision tower of projector type '%.*s' does not run in mlxcel yet", mm->path, (int)pt.len, pt.data);
     mxl_checkpoint_close(mm);
     return st;
@@ -222,6 +223,28 @@ mxl_status mxl_vlm_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm_input 
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     }
     return MXL_OK;
+}
+
+int64_t mxl_vlm_gguf_token_id(const mxl_checkpoint *ck, const char *text) {
+    const mxl_gguf_array *toks = NULL;
+    if (mxl_gguf_get_array(ck->gguf, "tokenizer.ggml.tokens", &toks, NULL) || !toks || toks->elem_type != MXL_GGUF_TYPE_STRING) return -1;
+    const size_t n = strlen(text);
+    for (uint64_t i = 0; i < toks->n; i++)
+        if (toks->strs[i].len == n && memcmp(toks->strs[i].data, text, n) == 0) return (int64_t)i;
+    return -1;
+}
+
+void mxl_vlm_gguf_mean_std(const mxl_checkpoint *mm, mxl_vlm_preproc *p) {
+    const mxl_gguf_array *mean = NULL, *std = NULL;
+    if (!mxl_gguf_find(mm->gguf, "clip.vision.image_mean") || mxl_gguf_get_array(mm->gguf, "clip.vision.image_mean", &mean, NULL) ||
+        mxl_gguf_get_array(mm->gguf, "clip.vision.image_std", &std, NULL) || mean->n != 3 || std->n != 3)
+        return;
+    for (uint64_t c = 0; c < 3; c++) {
+        mxl_gguf_value a, d;
+        double x, y;
+        if (mxl_gguf_array_get(mean, c, &a) && mxl_gguf_value_as_f64(&a, &x) && mxl_gguf_array_get(std, c, &d) && mxl_gguf_value_as_f64(&d, &y) && y != 0)
+            p->mean[c] = (float)x, p->std[c] = (float)y;
+    }
 }
 
 size_t mxl_vlm_rows_floats(const mxl_vlm *v, const mxl_vlm_input *in) { return (size_t)((1 + v->n_deep) * in->n_tokens * v->text_hidden); }

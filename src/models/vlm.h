@@ -92,6 +92,10 @@ mxl_status mxl_vlm_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm_input 
 mxl_status mxl_vlm_pixels(const mxl_vlm *v, const mxl_image *im, float **pixels, mxl_error *err);
 void mxl_vlm_input_free(mxl_vlm_input *in);
 
+/* For the _mmproj loaders: the id of the vocabulary entry `text` in a text GGUF's
+ * tokenizer.ggml.tokens (-1: none); an mmproj's clip.vision.image_mean / image_std over p's. */
+int64_t mxl_vlm_gguf_token_id(const mxl_checkpoint *ck, const char *text);
+void mxl_vlm_gguf_mean_std(const mxl_checkpoint *mm, mxl_vlm_preproc *p);
 /* Floats encode writes for the image in (its rows and DeepStack slabs). */
 size_t mxl_vlm_rows_floats(const mxl_vlm *v, const mxl_vlm_input *in);
 /* Media block b takes image in's encoded rows (encode's output) from row off on: emb, and the
@@ -142,5 +146,6 @@ mxl_status mxl_vlm_aya_vision_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_
 mxl_status mxl_vlm_internvl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 mxl_status mxl_vlm_idefics2_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 mxl_status mxl_vlm_idefics3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err); /* idefics3, smolvlm */
+mxl_status mxl_vlm_idefics3_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint *mm, mxl_vlm **out, mxl_error *err);
 
 #endif

@@ -180,16 +180,6 @@ fail:
     return st ? st : MXL_ERR_FORMAT;
 }
 
-/* The id of the vocabulary entry `text` in the text GGUF's tokenizer.ggml.tokens, or -1. */
-static int64_t gguf_token_id(const mxl_checkpoint *ck, const char *text) {
-    const mxl_gguf_array *toks = NULL;
-    if (mxl_gguf_get_array(ck->gguf, "tokenizer.ggml.tokens", &toks, NULL) || !toks || toks->elem_type != MXL_GGUF_TYPE_STRING) return -1;
-    const size_t n = strlen(text);
-    for (uint64_t i = 0; i < toks->n; i++)
-        if (toks->strs[i].len == n && memcmp(toks->strs[i].data, text, n) == 0) return (int64_t)i;
-    return -1;
-}
-
 mxl_status mxl_vlm_gemma3_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint *mm, mxl_vlm **out, mxl_error *err) {
     *out = NULL;
     gemma3_vlm *g = new_vlm();
@@ -202,7 +192,7 @@ mxl_status mxl_vlm_gemma3_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint *
     g->norm_plus_one = false;
     v->text_hidden = ck->config.hidden_size;
     mxl_status st = mxl_siglip_vision_load_gguf(mm, &g->tower, err);
-    int64_t scale = 4, img = gguf_token_id(ck, v->image_text);
+    int64_t scale = 4, img = mxl_vlm_gguf_token_id(ck, v->image_text);
     if (!st && img < 0) st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the vocabulary has no '%s' token for images", ck->path, v->image_text);
     if (!st && mxl_gguf_find(mm->gguf, "clip.vision.projector.scale_factor")) {
         uint64_t sf;
@@ -216,16 +206,7 @@ mxl_status mxl_vlm_gemma3_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint *
     mxl_enc_binder b = {mm, &g->arena, "", err};
     const int64_t tps = g->tower.side / scale;
     if ((st = projector(g, mm->path, tps * tps, &b, "mm.soft_emb_norm.weight", "mm.input_projection.weight", err))) goto fail;
-    const mxl_gguf_array *mean = NULL, *std = NULL;
-    if (mxl_gguf_find(mm->gguf, "clip.vision.image_mean") && !mxl_gguf_get_array(mm->gguf, "clip.vision.image_mean", &mean, NULL) &&
-        !mxl_gguf_get_array(mm->gguf, "clip.vision.image_std", &std, NULL) && mean->n == 3 && std->n == 3)
-        for (uint64_t c = 0; c < 3; c++) {
-            mxl_gguf_value a, d;
-            double x, y;
-            if (mxl_gguf_array_get(mean, c, &a) && mxl_gguf_value_as_f64(&a, &x) && mxl_gguf_array_get(std, c, &d) &&
-                mxl_gguf_value_as_f64(&d, &y) && y != 0)
-                v->pre.mean[c] = (float)x, v->pre.std[c] = (float)y;
-        }
+    mxl_vlm_gguf_mean_std(mm, &v->pre);
     *out = v;
     return MXL_OK;
 fail:

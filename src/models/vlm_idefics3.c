@@ -21,7 +21,11 @@
  * count (the global one included), grid[1] / grid[2]: its rows / columns of tiles (0 when one).
  * Settings from processor_config.json (image_seq_len, its "image_processor") and
  * preprocessor_config.json; token strings from tokenizer_config.json's fake_image_token,
- * image_token and global_image_token when it names them. */
+ * image_token and global_image_token when it names them. Or from llama.cpp's mmproj GGUF
+ * (projector type idefics3) beside a GGUF text model: the tower's v.* tensors, mm.model.fc as the
+ * projection, clip.vision.projector.scale_factor, clip.vision.preproc_image_size as
+ * size.longest_edge, the image mean / std; the processor's other settings its defaults (LANCZOS,
+ * splitting), the tokens looked up in the text model's vocabulary. */
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,12 +50,14 @@ typedef struct idefics3_vlm {
     bool split;              /* do_image_splitting */
     int64_t longest;         /* size.longest_edge (0: do_resize false) */
     char fake_tok[64], image_tok[64], global_tok[64];
+    mxl_checkpoint *mm;      /* the mmproj GGUF the tower was read from (closed with the vlm), or NULL */
 } idefics3_vlm;
 
 static void idefics3_destroy(mxl_vlm *v) {
     idefics3_vlm *g = (idefics3_vlm *)v;
     mxl_siglip_vision_free(&g->tower);
     mxl_arena_free(&g->arena);
+    mxl_checkpoint_close(g->mm);
     mxl_free(g);
 }
 
@@ -285,22 +291,88 @@ static json_t *vision_config_with_defaults(const json_t *vc) {
     return c;
 }
 
-mxl_status mxl_vlm_idefics3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err) {
-    *out = NULL;
+/* A fresh vlm with the processor's token strings and the callbacks. */
+static idefics3_vlm *new_vlm(const char *family) {
     idefics3_vlm *g = mxl_calloc(1, sizeof *g);
-    if (!g) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    if (!g) return NULL;
     mxl_arena_init(&g->arena, 4096);
     g->be = mxl_backend_host();
     snprintf(g->fake_tok, sizeof g->fake_tok, "<fake_token_around_image>");
     snprintf(g->image_tok, sizeof g->image_tok, "<image>");
     snprintf(g->global_tok, sizeof g->global_tok, "<global-img>");
     mxl_vlm *v = &g->base;
-    v->family = strcmp(ck->config.model_type, "smolvlm") == 0 ? "smolvlm" : "idefics3";
+    v->family = family;
     v->encode = idefics3_encode;
     v->prepare = idefics3_prepare;
     v->destroy = idefics3_destroy;
     v->causal_images = true;
     v->before = v->after = "";
+    v->image_text = v->marker = g->image_tok; /* the chat template writes <image>, which the processor expands */
+    return g;
+}
+
+/* After the tower: the scale factor d's checks and the tokens per tile. */
+static mxl_status set_scale(idefics3_vlm *g, const char *path, mxl_error *err) {
+    g->side = g->tower.side;
+    if (g->d < 1 || g->side % g->d)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: scale_factor %lld does not divide the vision tower's %lld patches per side", path, (long long)g->d,
+                             (long long)g->side);
+    g->tpt = (g->side / g->d) * (g->side / g->d);
+    g->base.tokens_per_image = g->tpt;
+    return MXL_OK;
+}
+
+mxl_status mxl_vlm_idefics3_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint *mm, mxl_vlm **out, mxl_error *err) {
+    *out = NULL;
+    idefics3_vlm *g = new_vlm("idefics3");
+    if (!g) {
+        mxl_checkpoint_close(mm);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
+    mxl_vlm *v = &g->base;
+    g->mm = mm;
+    v->text_hidden = ck->config.hidden_size;
+    mxl_status st = mxl_siglip_vision_load_gguf(mm, &g->tower, err);
+    uint64_t u = 2;
+    if (!st && mxl_gguf_find(mm->gguf, "clip.vision.projector.scale_factor")) st = mxl_gguf_get_u64(mm->gguf, "clip.vision.projector.scale_factor", &u, err);
+    g->d = (int64_t)(u < 64 ? u : 0);
+    if (!st) st = set_scale(g, mm->path, err);
+    const int64_t S = g->tower.image_size;
+    u = (uint64_t)(4 * S);
+    if (!st && mxl_gguf_find(mm->gguf, "clip.vision.preproc_image_size")) st = mxl_gguf_get_u64(mm->gguf, "clip.vision.preproc_image_size", &u, err);
+    if (st) goto fail;
+    if (u < 1 || u > (1u << 14)) {
+        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: clip.vision.preproc_image_size %llu is out of range", mm->path, (unsigned long long)u);
+        goto fail;
+    }
+    g->longest = (int64_t)u, g->split = true;
+    v->pre = (mxl_vlm_preproc){S, S, 1, true, true, true, 1.0 / 255.0, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
+    mxl_vlm_gguf_mean_std(mm, &v->pre);
+    const int64_t img = mxl_vlm_gguf_token_id(ck, g->image_tok);
+    if (img < 0 || mxl_vlm_gguf_token_id(ck, g->fake_tok) < 0) {
+        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the vocabulary has no '%s' / '%s' tokens for images", ck->path, g->image_tok, g->fake_tok);
+        goto fail;
+    }
+    v->image_token = (int32_t)img;
+    mxl_enc_binder b = {mm, &g->arena, "", err};
+    if (mxl_enc_matrix(&b, v->text_hidden, g->d * g->d * g->tower.stack.hidden, &g->proj, "mm.model.fc.weight")) {
+        st = err ? err->status : MXL_ERR_FORMAT;
+        goto fail;
+    }
+    if ((st = g->be->ops->weight_prepare(g->be, &g->proj, MXL_WEIGHT_USE_GEMM, &g->arena, err))) goto fail;
+    *out = v;
+    return MXL_OK;
+fail:
+    if (err && st && !err->status) err->status = st;
+    idefics3_destroy(v);
+    return st ? st : MXL_ERR_FORMAT;
+}
+
+mxl_status mxl_vlm_idefics3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err) {
+    *out = NULL;
+    idefics3_vlm *g = new_vlm(strcmp(ck->config.model_type, "smolvlm") == 0 ? "smolvlm" : "idefics3");
+    if (!g) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    mxl_vlm *v = &g->base;
     json_t *raw = ck->config.raw, *vc = vision_config_with_defaults(json_object_get(raw, "vision_config"));
     mxl_status st;
     if (!vc) {
@@ -311,15 +383,9 @@ mxl_status mxl_vlm_idefics3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_er
     json_decref(vc);
     if (st) goto fail;
     const int64_t Hv = g->tower.stack.hidden;
-    if ((st = mxl_enc_cfg_int(ck, "scale_factor", 2, &g->d, err))) goto fail;
-    g->side = g->tower.side;
-    if (g->d < 1 || g->side % g->d) {
-        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: scale_factor %lld does not divide the vision tower's %lld patches per side", ck->dir,
-                           (long long)g->d, (long long)g->side);
-        goto fail;
-    }
-    g->tpt = (g->side / g->d) * (g->side / g->d);
-    v->tokens_per_image = g->tpt;
+    char cfg_path[4200];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", ck->dir);
+    if ((st = mxl_enc_cfg_int(ck, "scale_factor", 2, &g->d, err)) || (st = set_scale(g, cfg_path, err))) goto fail;
     v->text_hidden = ck->config.hidden_size;
     int64_t img = 128257; /* (Idefics3Config's and SmolVLMConfig's default) */
     const json_t *it = json_object_get(raw, "image_token_id");
@@ -341,8 +407,6 @@ mxl_status mxl_vlm_idefics3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_er
         goto fail;
     }
     if ((st = g->be->ops->weight_prepare(g->be, &g->proj, MXL_WEIGHT_USE_GEMM, &g->arena, err))) goto fail;
-    v->image_text = g->image_tok;
-    v->marker = g->image_tok; /* the chat template writes <image>, which the processor expands */
     *out = v;
     return MXL_OK;
 fail:

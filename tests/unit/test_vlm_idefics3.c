@@ -30,7 +30,8 @@
 
 #define MAX_IDS 256
 
-static void check_matches(const char *name, int *mxl_test_failed_) {
+/* name's fixture through the checkpoint at model (NULL: its HF directory). */
+static void check_matches_at(const char *name, const char *model, int *mxl_test_failed_) {
     const bool v2 = strcmp(name, "idefics2") == 0;
     char rpath[256];
     snprintf(rpath, sizeof rpath, "tests/fixtures/vlm/%s/reference.json", name);
@@ -41,7 +42,7 @@ static void check_matches(const char *name, int *mxl_test_failed_) {
     mxl_vlm *v = NULL;
     mxl_threadpool *pool = NULL;
     REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
-    REQUIRE(mxl_checkpoint_open(mxl_test_vlm_model_dir(name), &ck, &err) == MXL_OK);
+    REQUIRE(mxl_checkpoint_open(model ? model : mxl_test_vlm_model_dir(name), &ck, &err) == MXL_OK);
     if (mxl_vlm_load(ck, &v, &err)) fprintf(stderr, "  %s\n", err.msg);
     REQUIRE(v);
     CHECK_EQ_STR(v->family, name);
@@ -211,7 +212,17 @@ static void check_prompts(const char *name, int *mxl_test_failed_) {
 }
 
 
+static void check_matches(const char *name, int *mxl_test_failed_) { check_matches_at(name, NULL, mxl_test_failed_); }
+
 TEST(vlm_idefics3_matches_transformers) { check_matches("idefics3", mxl_test_failed_); }
+
+/* llama.cpp's conversion (gen_vlm_gguf_fixtures.py): the text GGUF with its idefics3 mmproj beside
+ * it (f32 throughout), against the same transformers references. */
+TEST(vlm_idefics3_gguf_mmproj_matches_transformers) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/tests/fixtures/vlm/idefics3_gguf/model.gguf", mxl_test_repo_root());
+    check_matches_at("idefics3", p, mxl_test_failed_);
+}
 TEST(vlm_smolvlm_matches_transformers) { check_matches("smolvlm", mxl_test_failed_); }
 TEST(vlm_idefics2_matches_transformers) { check_matches("idefics2", mxl_test_failed_); }
 
