@@ -178,13 +178,15 @@ mxl_status mxl_vlm_pixels(const mxl_vlm *v, const mxl_image *im, float **pixels,
         return mxl_error_set(err, MXL_ERR_ARG, "the image is %dx%d; this model's processor takes %lldx%lld without resizing", src->w, src->h,
                              (long long)p->width, (long long)p->height);
     }
-    static const float zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
+    double rs;
+    const float *mean, *std;
+    mxl_vlm_norm_params(p, &rs, &mean, &std);
     float *px = mxl_malloc((size_t)(3 * p->width * p->height) * sizeof(float));
     if (!px) {
         mxl_image_free(&sized);
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     }
-    mxl_image_to_pixels(src, p->do_rescale ? p->rescale : 1.0, p->do_normalize ? p->mean : zero, p->do_normalize ? p->std : one, px);
+    mxl_image_to_pixels(src, rs, mean, std, px);
     mxl_image_free(&sized);
     *pixels = px;
     return MXL_OK;
@@ -223,6 +225,72 @@ mxl_status mxl_vlm_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm_input 
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     }
     return MXL_OK;
+}
+
+mxl_status mxl_vlm_json_if(const char *path, json_t **out, mxl_error *err) {
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return MXL_OK;
+    fclose(f);
+    return mxl_json_load_file_py(path, 1 << 20, out, err);
+}
+
+void mxl_vlm_str_key(const json_t *o, const char *key, char *dst, size_t cap) {
+    const json_t *t = json_object_get(o, key);
+    if (json_is_string(t) && json_string_length(t) > 0 && json_string_length(t) < cap) snprintf(dst, cap, "%s", json_string_value(t));
+}
+
+mxl_status mxl_vlm_processor_files(const mxl_checkpoint *ck, json_t **image_processor, json_t **proc, mxl_error *err) {
+    char path[4200];
+    json_t *pc = NULL, *pre = NULL;
+    *image_processor = NULL;
+    if (proc) *proc = NULL;
+    snprintf(path, sizeof path, "%s/processor_config.json", ck->dir);
+    mxl_status st = mxl_vlm_json_if(path, &pc, err);
+    if (!st) {
+        snprintf(path, sizeof path, "%s/preprocessor_config.json", ck->dir);
+        st = mxl_vlm_json_if(path, &pre, err);
+    }
+    if (st) {
+        json_decref(pc);
+        return st;
+    }
+    json_t *ip = json_object_get(pc, "image_processor");
+    *image_processor = pre ? pre : json_is_object(ip) ? json_incref(ip) : NULL;
+    if (proc) *proc = pc;
+    else json_decref(pc);
+    return MXL_OK;
+}
+
+mxl_status mxl_vlm_check_seq_len(const mxl_checkpoint *ck, const json_t *proc, const char *key, int64_t want, mxl_error *err) {
+    int64_t seq;
+    const json_t *js = json_object_get(proc, key);
+    if (js && (mxl_json_int(js, 1, 1 << 20, &seq) || seq != want))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the processor's %s is not the %lld tokens per image (or tile) the model gives", ck->dir, key, (long long)want);
+    return MXL_OK;
+}
+
+mxl_status mxl_vlm_tokenizer_config(const mxl_checkpoint *ck, json_t **out, mxl_error *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", ck->dir);
+    return mxl_vlm_json_if(path, out, err);
+}
+
+mxl_status mxl_vlm_image_token(const mxl_checkpoint *ck, int64_t dflt, int32_t *out, mxl_error *err) {
+    const json_t *raw = ck->config.raw, *it = json_object_get(raw, "image_token_index");
+    if (!it || json_is_null(it)) it = json_object_get(raw, "image_token_id");
+    int64_t v = dflt;
+    if (it && !json_is_null(it) && mxl_json_int(it, 0, INT32_MAX, &v))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: image_token_index / image_token_id must be a token id", ck->dir);
+    *out = (int32_t)v;
+    return MXL_OK;
+}
+
+void mxl_vlm_norm_params(const mxl_vlm_preproc *p, double *rescale, const float **mean, const float **std) {
+    static const float zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
+    *rescale = p->do_rescale ? p->rescale : 1.0;
+    *mean = p->do_normalize ? p->mean : zero;
+    *std = p->do_normalize ? p->std : one;
 }
 
 int64_t mxl_vlm_gguf_token_id(const mxl_checkpoint *ck, const char *text) {

@@ -92,6 +92,23 @@ mxl_status mxl_vlm_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm_input 
 mxl_status mxl_vlm_pixels(const mxl_vlm *v, const mxl_image *im, float **pixels, mxl_error *err);
 void mxl_vlm_input_free(mxl_vlm_input *in);
 
+/* Loader helpers the families share. The JSON file at path into *out (NULL, MXL_OK: no such
+ * file). */
+mxl_status mxl_vlm_json_if(const char *path, json_t **out, mxl_error *err);
+/* dst = o[key] when that is a non-empty string shorter than cap (else dst unchanged). */
+void mxl_vlm_str_key(const json_t *o, const char *key, char *dst, size_t cap);
+/* The image processor's settings: preprocessor_config.json, else processor_config.json's
+ * "image_processor" (*image_processor NULL: neither); proc (NULL: not wanted) gets
+ * processor_config.json itself (NULL when absent). Both json_decref'd by the caller. */
+mxl_status mxl_vlm_processor_files(const mxl_checkpoint *ck, json_t **image_processor, json_t **proc, mxl_error *err);
+/* processor_config.json's `key` (proc; its tokens per image or tile), when present, must be want. */
+mxl_status mxl_vlm_check_seq_len(const mxl_checkpoint *ck, const json_t *proc, const char *key, int64_t want, mxl_error *err);
+/* tokenizer_config.json of the checkpoint into *out (NULL when absent). */
+mxl_status mxl_vlm_tokenizer_config(const mxl_checkpoint *ck, json_t **out, mxl_error *err);
+/* config.json's image_token_index or image_token_id (dflt when neither). */
+mxl_status mxl_vlm_image_token(const mxl_checkpoint *ck, int64_t dflt, int32_t *out, mxl_error *err);
+/* The rescale factor, mean and std p's do_rescale / do_normalize leave in force. */
+void mxl_vlm_norm_params(const mxl_vlm_preproc *p, double *rescale, const float **mean, const float **std);
 /* For the _mmproj loaders: the id of the vocabulary entry `text` in a text GGUF's
  * tokenizer.ggml.tokens (-1: none); an mmproj's clip.vision.image_mean / image_std over p's. */
 int64_t mxl_vlm_gguf_token_id(const mxl_checkpoint *ck, const char *text);

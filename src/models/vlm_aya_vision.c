@@ -133,11 +133,6 @@ done:
     return st;
 }
 
-static void str_key(const json_t *o, const char *key, char *dst, size_t cap) {
-    const json_t *t = json_object_get(o, key);
-    if (json_is_string(t) && json_string_length(t) > 0 && json_string_length(t) < cap) snprintf(dst, cap, "%s", json_string_value(t));
-}
-
 /* processor_config.json (token strings, img_size / patch_size) and the image processor's
  * settings (its "image_processor", or preprocessor_config.json). */
 static mxl_status read_processor(const mxl_checkpoint *ck, aya_vlm *g, mxl_error *err) {
@@ -146,20 +141,16 @@ static mxl_status read_processor(const mxl_checkpoint *ck, aya_vlm *g, mxl_error
     /* GotOcr2ImageProcessor's defaults but SigLIP's mean / std (as aya-vision's configs say), tiles of the tower's size */
     *p = (mxl_vlm_preproc){S, S, 3, true, true, true, 1.0 / 255.0, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
     g->tiles = (mxl_vlm_gotocr2){S, true, 1, 12};
-    char path[4200];
     json_t *proc = NULL, *j = NULL;
-    mxl_status st = MXL_OK;
-    snprintf(path, sizeof path, "%s/processor_config.json", ck->dir);
-    FILE *f = fopen(path, "rb");
-    if (f) {
-        fclose(f);
-        if ((st = mxl_json_load_file_py(path, 1 << 20, &proc, err))) return st;
-        str_key(proc, "img_patch_token", g->patch_tok, sizeof g->patch_tok);
-        str_key(proc, "start_of_img_token", g->start_tok, sizeof g->start_tok);
-        str_key(proc, "end_of_img_token", g->end_tok, sizeof g->end_tok);
-        str_key(proc, "tile_token", g->tile_tok, sizeof g->tile_tok);
-        str_key(proc, "tile_global_token", g->global_tok, sizeof g->global_tok);
-        str_key(proc, "image_token", g->marker, sizeof g->marker);
+    mxl_status st = mxl_vlm_processor_files(ck, &j, &proc, err);
+    if (st) return st;
+    if (proc) {
+        mxl_vlm_str_key(proc, "img_patch_token", g->patch_tok, sizeof g->patch_tok);
+        mxl_vlm_str_key(proc, "start_of_img_token", g->start_tok, sizeof g->start_tok);
+        mxl_vlm_str_key(proc, "end_of_img_token", g->end_tok, sizeof g->end_tok);
+        mxl_vlm_str_key(proc, "tile_token", g->tile_tok, sizeof g->tile_tok);
+        mxl_vlm_str_key(proc, "tile_global_token", g->global_tok, sizeof g->global_tok);
+        mxl_vlm_str_key(proc, "image_token", g->marker, sizeof g->marker);
         /* AyaVisionProcessor's tokens per tile: (img_size / (patch_size * its downsample_factor))^2
          * (save_pretrained writes the product as patch_size and no downsample_factor) */
         int64_t isz, psz, pds = 1;
@@ -171,16 +162,6 @@ static mxl_status read_processor(const mxl_checkpoint *ck, aya_vlm *g, mxl_error
                                ck->dir, (long long)((isz / psz) * (isz / psz)), (long long)g->tpt);
             goto out;
         }
-        json_t *ip = json_object_get(proc, "image_processor");
-        if (json_is_object(ip)) j = json_incref(ip);
-    }
-    snprintf(path, sizeof path, "%s/preprocessor_config.json", ck->dir);
-    f = fopen(path, "rb");
-    if (f) {
-        fclose(f);
-        json_decref(j);
-        j = NULL;
-        if ((st = mxl_json_load_file_py(path, 1 << 20, &j, err))) goto out;
     }
     if (j) st = mxl_vlm_gotocr2_read(ck, j, p, &g->tiles, err);
 out:
@@ -245,14 +226,7 @@ mxl_status mxl_vlm_aya_vision_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_
     g->tpt = (g->side / g->d) * (g->side / g->d);
     v->tokens_per_image = g->tpt;
     v->text_hidden = ck->config.hidden_size;
-    int64_t img = 255036; /* (AyaVisionConfig's default) */
-    const json_t *it = json_object_get(raw, "image_token_index");
-    if (!it) it = json_object_get(raw, "image_token_id");
-    if (it && !json_is_null(it) && mxl_json_int(it, 0, INT32_MAX, &img)) {
-        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: image_token_index must be a token id", ck->dir);
-        goto fail;
-    }
-    v->image_token = (int32_t)img;
+    if ((st = mxl_vlm_image_token(ck, 255036, &v->image_token, err))) goto fail;
     const int64_t Ht = v->text_hidden, D = g->d * g->d * Hv;
     if ((st = mxl_enc_cfg_int(ck, "alignment_intermediate_size", Ht, &g->I, err))) goto fail;
     if (g->I < 2 || g->I % 2) {

@@ -148,15 +148,10 @@ mxl_status mxl_vlm_gemma3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_erro
     g->norm_plus_one = true;
     json_t *raw = ck->config.raw;
     mxl_status st = mxl_siglip_vision_load(ck, json_object_get(raw, "vision_config"), &g->tower, err);
-    int64_t mm = 256, img = 262144;
+    int64_t mm = 256;
     if (!st && json_object_get(raw, "mm_tokens_per_image") && mxl_json_int(json_object_get(raw, "mm_tokens_per_image"), 1, 1 << 20, &mm))
         st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: mm_tokens_per_image must be a positive integer", ck->dir);
-    const json_t *it = json_object_get(raw, "image_token_index");
-    if (!it) it = json_object_get(raw, "image_token_id");
-    if (!st && it && mxl_json_int(it, 0, INT32_MAX, &img))
-        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: image_token_index must be a token id", ck->dir);
-    if (st) goto fail;
-    v->image_token = (int32_t)img;
+    if (st || (st = mxl_vlm_image_token(ck, 262144, &v->image_token, err))) goto fail;
     v->text_hidden = ck->config.hidden_size;
     static const char *const k_prefixes[] = {"multi_modal_projector.", "model.multi_modal_projector.", NULL};
     const char *prefix = mxl_enc_find_prefix(ck, k_prefixes, "mm_input_projection_weight");

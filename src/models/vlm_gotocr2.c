@@ -43,9 +43,9 @@ mxl_status mxl_vlm_gotocr2_tiles(const mxl_vlm_preproc *p, const mxl_vlm_gotocr2
     *pixels = mxl_malloc((size_t)(nt * 3 * S * S) * sizeof(float));
     if (!*pixels) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     mxl_image sized = {0, 0, NULL}, thumb = {0, 0, NULL};
-    static const float zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
-    const double rs = p->do_rescale ? p->rescale : 1.0;
-    const float *mean = p->do_normalize ? p->mean : zero, *std = p->do_normalize ? p->std : one;
+    double rs;
+    const float *mean, *std;
+    mxl_vlm_norm_params(p, &rs, &mean, &std);
     mxl_status st = mxl_image_resize(im, (int32_t)(*cols * S), (int32_t)(*rows * S), (mxl_resample)p->resample, &sized, err);
     for (int64_t i = 0; !st && i < *cols * *rows; i++)
         mxl_image_crop_to_pixels(&sized, (int32_t)(i % *cols * S), (int32_t)(i / *cols * S), (int32_t)S, (int32_t)S, rs, mean, std,

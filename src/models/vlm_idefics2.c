@@ -217,9 +217,9 @@ static void fit(const idefics2_vlm *g, int64_t h, int64_t w, int64_t *oh, int64_
 static mxl_status idefics2_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm_input *out, mxl_error *err) {
     const idefics2_vlm *g = (const idefics2_vlm *)v;
     const mxl_vlm_preproc *p = &v->pre;
-    static const float zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
-    const double rs = p->do_rescale ? p->rescale : 1.0;
-    const float *mean = p->do_normalize ? p->mean : zero, *std = p->do_normalize ? p->std : one;
+    double rs;
+    const float *mean, *std;
+    mxl_vlm_norm_params(p, &rs, &mean, &std);
     const int64_t nt = g->split ? 5 : 1, mh = im->h / 2, mw = im->w / 2;
     /* the tiles as (x0, y0, w, h) crops of the image: its quarters, then itself */
     const int64_t crop[5][4] = {{0, 0, mw, mh}, {mw, 0, im->w - mw, mh}, {0, mh, mw, im->h - mh}, {mw, mh, im->w - mw, im->h - mh}, {0, 0, im->w, im->h}};
@@ -301,42 +301,14 @@ static mxl_status idefics2_finish(const mxl_vlm *v, char **text, size_t *len, mx
     return MXL_OK;
 }
 
-static void str_key(const json_t *o, const char *key, char *dst, size_t cap) {
-    const json_t *t = json_object_get(o, key);
-    if (json_is_string(t) && json_string_length(t) > 0 && json_string_length(t) < cap) snprintf(dst, cap, "%s", json_string_value(t));
-}
-
-static mxl_status load_json_if(const char *path, json_t **out, mxl_error *err) {
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return MXL_OK;
-    fclose(f);
-    return mxl_json_load_file_py(path, 1 << 20, out, err);
-}
-
 /* processor_config.json (image_seq_len, its "image_processor"), preprocessor_config.json over it. */
 static mxl_status read_processor(const mxl_checkpoint *ck, idefics2_vlm *g, mxl_error *err) {
     mxl_vlm_preproc *p = &g->base.pre;
     *p = (mxl_vlm_preproc){0, 0, 2, true, true, true, 1.0 / 255.0, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
     g->split = false, g->shortest = 378, g->longest = 980;
-    char path[4200];
-    json_t *proc = NULL, *j = NULL, *pre = NULL;
+    json_t *proc = NULL, *j = NULL;
     mxl_status st;
-    snprintf(path, sizeof path, "%s/processor_config.json", ck->dir);
-    if ((st = load_json_if(path, &proc, err))) return st;
-    if (proc) {
-        int64_t seq;
-        const json_t *js = json_object_get(proc, "image_seq_len");
-        if (js && (mxl_json_int(js, 1, 1 << 20, &seq) || seq != g->L)) {
-            st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the processor's image_seq_len is not the resampler's %lld latents", ck->dir, (long long)g->L);
-            goto out;
-        }
-        json_t *ip = json_object_get(proc, "image_processor");
-        if (json_is_object(ip)) j = json_incref(ip);
-    }
-    snprintf(path, sizeof path, "%s/preprocessor_config.json", ck->dir);
-    if ((st = load_json_if(path, &pre, err))) goto out;
-    if (pre) json_decref(j), j = pre;
+    if ((st = mxl_vlm_processor_files(ck, &j, &proc, err)) || (st = mxl_vlm_check_seq_len(ck, proc, "image_seq_len", g->L, err))) goto out;
     if (!j) goto out;
     const json_t *size = json_object_get(j, "size"), *b;
     if (size && (!json_is_object(size) || mxl_json_int(json_object_get(size, "shortest_edge"), 1, 1 << 14, &g->shortest) ||
@@ -477,21 +449,12 @@ mxl_status mxl_vlm_idefics2_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_er
     mxl_status st;
     if ((st = load_tower(ck, json_object_get(raw, "vision_config"), g, err)) || (st = load_connector(ck, g, err))) goto fail;
     v->tokens_per_image = g->L;
-    int64_t img = 32001; /* (Idefics2Config's default) */
-    const json_t *it = json_object_get(raw, "image_token_id");
-    if (!it) it = json_object_get(raw, "image_token_index");
-    if (it && !json_is_null(it) && mxl_json_int(it, 0, INT32_MAX, &img)) {
-        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: image_token_id must be a token id", ck->dir);
-        goto fail;
-    }
-    v->image_token = (int32_t)img;
+    if ((st = mxl_vlm_image_token(ck, 32001, &v->image_token, err))) goto fail;
     if ((st = read_processor(ck, g, err))) goto fail;
-    char path[4200];
     json_t *tc = NULL;
-    snprintf(path, sizeof path, "%s/tokenizer_config.json", ck->dir);
-    if ((st = load_json_if(path, &tc, err))) goto fail;
-    str_key(tc, "image_boundary_token", g->fake_tok, sizeof g->fake_tok);
-    str_key(tc, "image_token", g->image_tok, sizeof g->image_tok);
+    if ((st = mxl_vlm_tokenizer_config(ck, &tc, err))) goto fail;
+    mxl_vlm_str_key(tc, "image_boundary_token", g->fake_tok, sizeof g->fake_tok);
+    mxl_vlm_str_key(tc, "image_token", g->image_tok, sizeof g->image_tok);
     json_decref(tc);
     v->image_text = g->image_tok;
     v->marker = g->image_tok; /* the chat template writes <image>, which the processor expands */

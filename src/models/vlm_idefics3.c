@@ -137,9 +137,9 @@ static mxl_status idefics3_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vl
     mxl_image first = {0, 0, NULL}, sized = {0, 0, NULL}, glob = {0, 0, NULL};
     mxl_strbuf sb = {0};
     mxl_status st = MXL_OK;
-    static const float zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
-    const double rs = p->do_rescale ? p->rescale : 1.0;
-    const float *mean = p->do_normalize ? p->mean : zero, *std = p->do_normalize ? p->std : one;
+    double rs;
+    const float *mean, *std;
+    mxl_vlm_norm_params(p, &rs, &mean, &std);
     const mxl_image *cur = im;
     int64_t h = im->h, w = im->w, rows = 0, cols = 0;
     if (g->longest > 0) {
@@ -194,11 +194,6 @@ done:
     return st;
 }
 
-static void str_key(const json_t *o, const char *key, char *dst, size_t cap) {
-    const json_t *t = json_object_get(o, key);
-    if (json_is_string(t) && json_string_length(t) > 0 && json_string_length(t) < cap) snprintf(dst, cap, "%s", json_string_value(t));
-}
-
 /* A size dict's longest_edge (absent: *out unchanged). */
 static mxl_status longest_edge(const mxl_checkpoint *ck, const json_t *j, const char *key, int64_t *out, mxl_error *err) {
     const json_t *o = json_object_get(j, key);
@@ -206,14 +201,6 @@ static mxl_status longest_edge(const mxl_checkpoint *ck, const json_t *j, const 
     if (!json_is_object(o) || mxl_json_int(json_object_get(o, "longest_edge"), 1, 1 << 14, out))
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: the image processor's %s must be {\"longest_edge\": N} (1..16384)", ck->dir, key);
     return MXL_OK;
-}
-
-static mxl_status load_json_if(const char *path, json_t **out, mxl_error *err) {
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return MXL_OK;
-    fclose(f);
-    return mxl_json_load_file_py(path, 1 << 20, out, err);
 }
 
 /* processor_config.json (image_seq_len, its "image_processor"), preprocessor_config.json over it,
@@ -224,33 +211,14 @@ static mxl_status read_processor(const mxl_checkpoint *ck, idefics3_vlm *g, mxl_
     /* Idefics3ImageProcessor's (and SmolVLMImageProcessor's) defaults */
     *p = (mxl_vlm_preproc){S, S, 1, true, true, true, 1.0 / 255.0, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
     g->split = true, g->longest = 4 * S;
-    char path[4200];
     json_t *proc = NULL, *j = NULL, *tc = NULL;
     mxl_status st;
-    snprintf(path, sizeof path, "%s/processor_config.json", ck->dir);
-    if ((st = load_json_if(path, &proc, err))) return st;
-    if (proc) {
-        int64_t seq;
-        const json_t *js = json_object_get(proc, "image_seq_len");
-        if (js && (mxl_json_int(js, 1, 1 << 20, &seq) || seq != g->tpt)) {
-            st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the processor's image_seq_len is not the %lld tokens per tile the model gives ((side / scale_factor)^2)",
-                               ck->dir, (long long)g->tpt);
-            goto out;
-        }
-        json_t *ip = json_object_get(proc, "image_processor");
-        if (json_is_object(ip)) j = json_incref(ip);
-    }
-    snprintf(path, sizeof path, "%s/preprocessor_config.json", ck->dir);
-    json_t *pre = NULL;
-    if ((st = load_json_if(path, &pre, err))) goto out;
-    if (pre) json_decref(j), j = pre;
-    snprintf(path, sizeof path, "%s/tokenizer_config.json", ck->dir);
-    if ((st = load_json_if(path, &tc, err))) goto out;
-    if (tc) {
-        str_key(tc, "fake_image_token", g->fake_tok, sizeof g->fake_tok);
-        str_key(tc, "image_token", g->image_tok, sizeof g->image_tok);
-        str_key(tc, "global_image_token", g->global_tok, sizeof g->global_tok);
-    }
+    if ((st = mxl_vlm_processor_files(ck, &j, &proc, err)) || (st = mxl_vlm_check_seq_len(ck, proc, "image_seq_len", g->tpt, err)) ||
+        (st = mxl_vlm_tokenizer_config(ck, &tc, err)))
+        goto out;
+    mxl_vlm_str_key(tc, "fake_image_token", g->fake_tok, sizeof g->fake_tok);
+    mxl_vlm_str_key(tc, "image_token", g->image_tok, sizeof g->image_tok);
+    mxl_vlm_str_key(tc, "global_image_token", g->global_tok, sizeof g->global_tok);
     if (!j) goto out;
     int64_t tile = S, rsm = p->resample;
     if ((st = longest_edge(ck, j, "size", &g->longest, err)) || (st = longest_edge(ck, j, "max_image_size", &tile, err))) goto out;
@@ -322,6 +290,12 @@ static mxl_status set_scale(idefics3_vlm *g, const char *path, mxl_error *err) {
     return MXL_OK;
 }
 
+/* The projection [Ht, d*d*Hv] under b's name, prepared for the GEMM. */
+static mxl_status bind_proj(idefics3_vlm *g, const mxl_enc_binder *b, const char *name, mxl_error *err) {
+    if (mxl_enc_matrix(b, g->base.text_hidden, g->d * g->d * g->tower.stack.hidden, &g->proj, "%s", name)) return err ? err->status : MXL_ERR_FORMAT;
+    return g->be->ops->weight_prepare(g->be, &g->proj, MXL_WEIGHT_USE_GEMM, &g->arena, err);
+}
+
 mxl_status mxl_vlm_idefics3_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint *mm, mxl_vlm **out, mxl_error *err) {
     *out = NULL;
     idefics3_vlm *g = new_vlm("idefics3");
@@ -355,11 +329,7 @@ mxl_status mxl_vlm_idefics3_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint
     }
     v->image_token = (int32_t)img;
     mxl_enc_binder b = {mm, &g->arena, "", err};
-    if (mxl_enc_matrix(&b, v->text_hidden, g->d * g->d * g->tower.stack.hidden, &g->proj, "mm.model.fc.weight")) {
-        st = err ? err->status : MXL_ERR_FORMAT;
-        goto fail;
-    }
-    if ((st = g->be->ops->weight_prepare(g->be, &g->proj, MXL_WEIGHT_USE_GEMM, &g->arena, err))) goto fail;
+    if ((st = bind_proj(g, &b, "mm.model.fc.weight", err))) goto fail;
     *out = v;
     return MXL_OK;
 fail:
@@ -382,18 +352,11 @@ mxl_status mxl_vlm_idefics3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_er
     st = mxl_siglip_vision_load(ck, vc, &g->tower, err);
     json_decref(vc);
     if (st) goto fail;
-    const int64_t Hv = g->tower.stack.hidden;
     char cfg_path[4200];
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", ck->dir);
     if ((st = mxl_enc_cfg_int(ck, "scale_factor", 2, &g->d, err)) || (st = set_scale(g, cfg_path, err))) goto fail;
     v->text_hidden = ck->config.hidden_size;
-    int64_t img = 128257; /* (Idefics3Config's and SmolVLMConfig's default) */
-    const json_t *it = json_object_get(raw, "image_token_id");
-    if (it && !json_is_null(it) && mxl_json_int(it, 0, INT32_MAX, &img)) {
-        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: image_token_id must be a token id", ck->dir);
-        goto fail;
-    }
-    v->image_token = (int32_t)img;
+    if ((st = mxl_vlm_image_token(ck, 128257, &v->image_token, err))) goto fail;
     if ((st = read_processor(ck, g, err))) goto fail;
     static const char *const k_prefixes[] = {"model.connector.", "connector.", NULL};
     const char *prefix = mxl_enc_find_prefix(ck, k_prefixes, "modality_projection.proj.weight");
@@ -402,11 +365,7 @@ mxl_status mxl_vlm_idefics3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_er
         goto fail;
     }
     mxl_enc_binder b = {ck, &g->arena, prefix, err};
-    if (mxl_enc_matrix(&b, v->text_hidden, g->d * g->d * Hv, &g->proj, "modality_projection.proj.weight")) {
-        st = err ? err->status : MXL_ERR_FORMAT;
-        goto fail;
-    }
-    if ((st = g->be->ops->weight_prepare(g->be, &g->proj, MXL_WEIGHT_USE_GEMM, &g->arena, err))) goto fail;
+    if ((st = bind_proj(g, &b, "modality_projection.proj.weight", err))) goto fail;
     *out = v;
     return MXL_OK;
 fail:

@@ -135,19 +135,6 @@ static mxl_status internvl_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vl
     return MXL_OK;
 }
 
-static void str_key(const json_t *o, const char *key, char *dst, size_t cap) {
-    const json_t *t = json_object_get(o, key);
-    if (json_is_string(t) && json_string_length(t) > 0 && json_string_length(t) < cap) snprintf(dst, cap, "%s", json_string_value(t));
-}
-
-static mxl_status load_json_if(const char *path, json_t **out, mxl_error *err) {
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return MXL_OK;
-    fclose(f);
-    return mxl_json_load_file_py(path, 1 << 20, out, err);
-}
-
 /* processor_config.json (image_seq_length, its "image_processor"), preprocessor_config.json over
  * it, tokenizer_config.json's token strings. */
 static mxl_status read_processor(const mxl_checkpoint *ck, internvl_vlm *g, mxl_error *err) {
@@ -156,32 +143,14 @@ static mxl_status read_processor(const mxl_checkpoint *ck, internvl_vlm *g, mxl_
     /* GotOcr2ImageProcessor's defaults with InternVL's ImageNet mean / std, tiles of the tower's size */
     *p = (mxl_vlm_preproc){S, S, 3, true, true, true, 1.0 / 255.0, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
     g->tiles = (mxl_vlm_gotocr2){S, false, 1, 12};
-    char path[4200];
-    json_t *proc = NULL, *j = NULL, *pre = NULL, *tc = NULL;
+    json_t *proc = NULL, *j = NULL, *tc = NULL;
     mxl_status st;
-    snprintf(path, sizeof path, "%s/processor_config.json", ck->dir);
-    if ((st = load_json_if(path, &proc, err))) return st;
-    if (proc) {
-        int64_t seq;
-        const json_t *js = json_object_get(proc, "image_seq_length");
-        if (js && (mxl_json_int(js, 1, 1 << 20, &seq) || seq != g->tpt)) {
-            st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the processor's image_seq_length is not the %lld tokens per tile the model gives ((side * downsample_ratio)^2)",
-                               ck->dir, (long long)g->tpt);
-            goto out;
-        }
-        json_t *ip = json_object_get(proc, "image_processor");
-        if (json_is_object(ip)) j = json_incref(ip);
-    }
-    snprintf(path, sizeof path, "%s/preprocessor_config.json", ck->dir);
-    if ((st = load_json_if(path, &pre, err))) goto out;
-    if (pre) json_decref(j), j = pre;
-    snprintf(path, sizeof path, "%s/tokenizer_config.json", ck->dir);
-    if ((st = load_json_if(path, &tc, err))) goto out;
-    if (tc) {
-        str_key(tc, "start_image_token", g->start_tok, sizeof g->start_tok);
-        str_key(tc, "end_image_token", g->end_tok, sizeof g->end_tok);
-        str_key(tc, "context_image_token", g->context_tok, sizeof g->context_tok);
-    }
+    if ((st = mxl_vlm_processor_files(ck, &j, &proc, err)) || (st = mxl_vlm_check_seq_len(ck, proc, "image_seq_length", g->tpt, err)) ||
+        (st = mxl_vlm_tokenizer_config(ck, &tc, err)))
+        goto out;
+    mxl_vlm_str_key(tc, "start_image_token", g->start_tok, sizeof g->start_tok);
+    mxl_vlm_str_key(tc, "end_image_token", g->end_tok, sizeof g->end_tok);
+    mxl_vlm_str_key(tc, "context_image_token", g->context_tok, sizeof g->context_tok);
     if (j) st = mxl_vlm_gotocr2_read(ck, j, p, &g->tiles, err);
 out:
     json_decref(j);
@@ -318,13 +287,7 @@ mxl_status mxl_vlm_internvl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_er
     g->tpt = (g->side / g->d) * (g->side / g->d);
     v->tokens_per_image = g->tpt;
     v->text_hidden = ck->config.hidden_size;
-    int64_t img = 151667; /* (InternVLConfig's default) */
-    const json_t *it = json_object_get(raw, "image_token_id");
-    if (it && !json_is_null(it) && mxl_json_int(it, 0, INT32_MAX, &img)) {
-        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: image_token_id must be a token id", ck->dir);
-        goto fail;
-    }
-    v->image_token = (int32_t)img;
+    if ((st = mxl_vlm_image_token(ck, 151667, &v->image_token, err))) goto fail;
     const char *act = "gelu";
     if ((st = mxl_enc_cfg_string(ck, "projector_hidden_act", "gelu", &act, err))) goto fail;
     if (mxl_enc_activation(act, ck->path, &g->act, err)) {

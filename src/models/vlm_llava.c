@@ -273,8 +273,10 @@ static mxl_status process_crop(const llava_vlm *g, const mxl_image *im, float *p
                            (long long)g->image_size, (long long)g->image_size);
         goto done;
     }
-    static const float zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
-    mxl_image_to_pixels(cur, p->do_rescale ? p->rescale : 1.0, p->do_normalize ? p->mean : zero, p->do_normalize ? p->std : one, px);
+    double rs;
+    const float *mean, *std;
+    mxl_vlm_norm_params(p, &rs, &mean, &std);
+    mxl_image_to_pixels(cur, rs, mean, std, px);
 done:
     for (int i = 0; i < 3; i++) mxl_image_free(&stage[i]);
     return st;
@@ -558,14 +560,7 @@ static mxl_status llava_load(const mxl_checkpoint *ck, bool next, mxl_vlm **out,
         st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the vision tower leaves no image rows", ck->path);
         goto fail;
     }
-    int64_t img = 32000; /* (LlavaConfig's default) */
-    const json_t *it = json_object_get(raw, "image_token_index");
-    if (!it) it = json_object_get(raw, "image_token_id");
-    if (it && !json_is_null(it) && mxl_json_int(it, 0, INT32_MAX, &img)) {
-        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: image_token_index must be a token id", ck->dir);
-        goto fail;
-    }
-    v->image_token = (int32_t)img;
+    if ((st = mxl_vlm_image_token(ck, 32000, &v->image_token, err))) goto fail;
     v->tokens_per_image = g->n_pos - g->skip;
     v->text_hidden = ck->config.hidden_size;
     const json_t *pa = json_object_get(raw, "projector_hidden_act");

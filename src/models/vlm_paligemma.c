@@ -105,14 +105,9 @@ mxl_status mxl_vlm_paligemma_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_e
     v->after = "";
     json_t *raw = ck->config.raw;
     mxl_status st = mxl_siglip_vision_load(ck, json_object_get(raw, "vision_config"), &g->tower, err);
-    int64_t img = 256000, seq = -1;
-    const json_t *it = json_object_get(raw, "image_token_index");
-    if (!it) it = json_object_get(raw, "image_token_id");
-    if (!st && it && mxl_json_int(it, 0, INT32_MAX, &img))
-        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: image_token_index must be a token id", ck->dir);
-    if (st) goto fail;
+    int64_t seq = -1;
+    if (st || (st = mxl_vlm_image_token(ck, 256000, &v->image_token, err))) goto fail;
     v->tokens_per_image = g->tower.n_patches;
-    v->image_token = (int32_t)img;
     v->text_hidden = ck->config.hidden_size;
     const int64_t Hv = g->tower.stack.hidden, Ht = v->text_hidden;
     static const char *const k_prefixes[] = {"multi_modal_projector.", "model.multi_modal_projector.", NULL};

@@ -144,7 +144,9 @@ static mxl_status pixtral_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm
         if ((st = mxl_image_resize(im, (int32_t)w, (int32_t)h, (mxl_resample)p->resample, &sized, err))) return st;
         cur = &sized;
     }
-    static const float zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
+    double rs;
+    const float *mean, *std;
+    mxl_vlm_norm_params(p, &rs, &mean, &std);
     out->n_pixels = (size_t)(3 * h * w);
     out->pixels = mxl_malloc(out->n_pixels * sizeof(float));
     const int64_t rows = h / u, cols = w / u;
@@ -164,7 +166,7 @@ static mxl_status pixtral_prepare(const mxl_vlm *v, const mxl_image *im, mxl_vlm
     }
     out->text = sb.p;
     out->text_len = sb.n;
-    mxl_image_to_pixels(cur, p->do_rescale ? p->rescale : 1.0, p->do_normalize ? p->mean : zero, p->do_normalize ? p->std : one, out->pixels);
+    mxl_image_to_pixels(cur, rs, mean, std, out->pixels);
     mxl_image_free(&sized);
     return MXL_OK;
 }
@@ -327,14 +329,7 @@ static mxl_status load(const mxl_checkpoint *ck, bool mistral3, mxl_vlm **out, m
             goto fail;
         }
     }
-    int64_t img = mistral3 ? 10 : 32000; /* (Mistral3Config's and LlavaConfig's defaults) */
-    const json_t *it = json_object_get(raw, "image_token_index");
-    if (!it) it = json_object_get(raw, "image_token_id");
-    if (it && !json_is_null(it) && mxl_json_int(it, 0, INT32_MAX, &img)) {
-        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: image_token_index must be a token id", ck->dir);
-        goto fail;
-    }
-    v->image_token = (int32_t)img;
+    if ((st = mxl_vlm_image_token(ck, mistral3 ? 10 : 32000, &v->image_token, err))) goto fail;
     v->text_hidden = ck->config.hidden_size;
     const json_t *pa = json_object_get(raw, "projector_hidden_act");
     char what[4200];

@@ -198,14 +198,8 @@ mxl_status mxl_vlm_qwen2vl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_err
     mxl_status st = mxl_qwen2vl_vision_load(ck, json_object_get(raw, "vision_config"), v25 ? 25 : v3 ? 3 : q->glm ? 4 : 2, &q->tower, err);
     if (st) goto fail;
     v->n_deep = q->tower.n_deep;
-    int64_t img = q->glm ? 151343 : 151655; /* (Glm4vConfig's; Qwen2VLConfig's and Qwen3VLConfig's) */
-    const json_t *it = json_object_get(raw, "image_token_id");
-    if (!it) it = json_object_get(raw, "image_token_index");
-    if (it && mxl_json_int(it, 0, INT32_MAX, &img)) {
-        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: image_token_id must be a token id", ck->dir);
-        goto fail;
-    }
-    v->image_token = (int32_t)img;
+    /* (Glm4vConfig's default; Qwen2VLConfig's and Qwen3VLConfig's) */
+    if ((st = mxl_vlm_image_token(ck, q->glm ? 151343 : 151655, &v->image_token, err))) goto fail;
     v->text_hidden = ck->config.hidden_size;
     if (q->tower.out_hidden != v->text_hidden) {
         st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: the vision merger's width %lld is not the text hidden size %lld", ck->dir,
