@@ -3,7 +3,7 @@ same image reuses the cached rows past the image (the same slot's own cache, and
 through the shared block cache), a different image with the same text does not, and the answers
 are those of a server that caches nothing past an image. Checked on Idefics3 (an image is several
 causal runs of rows) and Gemma 3 (one bidirectional block, never cut) from tests/fixtures/vlm
-(whose single-turn answers test_vision_idefics3.py / test_vision.py check against transformers)."""
+(whose single-turn answers test_vision_e2e.py / test_vision.py check against transformers)."""
 import base64
 import os
 

@@ -12,6 +12,7 @@
 #include "models/checkpoint.h"
 #include "models/vlm.h"
 #include "test.h"
+#include "test_decoder_compare.h"
 
 void mxl_test_vlm_check_prompt(const mxl_decoder *d, const int32_t *ids, int64_t n, const mxl_decoder_media *media, int n_media,
                                int32_t image_token, json_t *logits, json_t *greedy, bool reference, double tol, int64_t max_ctx,
@@ -139,3 +140,181 @@ float *mxl_test_json_floats(json_t *a, int64_t *n) {
     for (int64_t i = 0; i < *n && v; i++) v[i] = (float)json_number_value(json_array_get(a, (size_t)i));
     return v;
 }
+
+#define MAX_IDS 256
+
+void mxl_test_vlm_check_runs(const char *name, const char *model, const char *family, const char *marker, int64_t vocab,
+                             void (*check_input)(const mxl_vlm_input *in, json_t *im_ref, int *mxl_test_failed_), int *mxl_test_failed_) {
+    char rpath[256];
+    snprintf(rpath, sizeof rpath, "tests/fixtures/vlm/%s/reference.json", name);
+    json_t *ref = mxl_test_load_json(rpath);
+    REQUIRE(ref);
+    mxl_error err;
+    mxl_checkpoint *ck = NULL;
+    mxl_vlm *v = NULL;
+    mxl_threadpool *pool = NULL;
+    REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
+    REQUIRE(mxl_checkpoint_open(model ? model : mxl_test_vlm_model_dir(name), &ck, &err) == MXL_OK);
+    if (mxl_vlm_load(ck, &v, &err)) fprintf(stderr, "  %s\n", err.msg);
+    REQUIRE(v);
+    CHECK_EQ_STR(v->family, family);
+    CHECK(v->prepare != NULL);
+    CHECK(v->causal_images);
+    CHECK_EQ_STR(v->marker, marker);
+    const int32_t img = (int32_t)json_integer_value(json_object_get(ref, "image_token"));
+    CHECK_EQ_INT(v->image_token, img);
+    const int64_t Ht = v->text_hidden;
+
+    /* the processor (each committed image) and the features (from the processor's pixels) */
+    json_t *images = json_object_get(ref, "images");
+    const size_t n_images = json_array_size(images);
+    REQUIRE(n_images >= 1 && n_images <= 3);
+    float *feat[3] = {NULL, NULL, NULL};
+    int64_t n_tok[3] = {0, 0, 0};
+    for (size_t i = 0; i < n_images; i++) {
+        json_t *im_ref = json_array_get(images, i);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/tests/fixtures/vlm/%s", mxl_test_repo_root(), json_string_value(json_object_get(im_ref, "file")));
+        int64_t np;
+        float *px = mxl_test_json_floats(json_object_get(im_ref, "pixel_values"), &np);
+        json_t *tids = json_object_get(im_ref, "ids");
+        n_tok[i] = 0;
+        for (size_t k = 0; k < json_array_size(tids); k++) n_tok[i] += json_integer_value(json_array_get(tids, k)) == img;
+        mxl_image im = {0, 0, NULL};
+        mxl_vlm_input in = {0};
+        REQUIRE(mxl_image_load(path, NULL, &im, &err) == MXL_OK);
+        if (mxl_vlm_prepare(v, &im, &in, &err)) fprintf(stderr, "  %s\n", err.msg);
+        REQUIRE(in.pixels);
+        CHECK_EQ_INT(in.n_tokens, n_tok[i]);
+        CHECK_EQ_INT((int64_t)in.n_pixels, np);
+        CHECK_EQ_INT(in.grid[0], json_integer_value(json_object_get(im_ref, "n_tiles")));
+        CHECK_EQ_INT(in.n_tokens, in.grid[0] * v->tokens_per_image);
+        if (check_input) check_input(&in, im_ref, mxl_test_failed_);
+        if ((int64_t)in.n_pixels == np) {
+            double md;
+            mxl_test_vec_vs_json(in.pixels, json_object_get(im_ref, "pixel_values"), np, &md, NULL);
+            fprintf(stderr, "  processor %s (%dx%d): %lld tiles, %lld tokens, pixels max |diff| %.2e\n", json_string_value(json_object_get(im_ref, "file")),
+                    im.w, im.h, (long long)in.grid[0], (long long)in.n_tokens, md);
+            CHECK(md <= 1e-6); /* (the fixture's 6 decimals) */
+        }
+        /* the features from the processor's own pixels */
+        mxl_free(in.pixels);
+        in.pixels = px;
+        in.n_pixels = (size_t)np;
+        in.n_tokens = n_tok[i];
+        feat[i] = mxl_malloc((size_t)(n_tok[i] * Ht) * sizeof(float));
+        if (v->encode(v, &in, pool, feat[i], &err)) {
+            fprintf(stderr, "  %s\n", err.msg);
+            CHECK(0);
+        }
+        double md, cs;
+        mxl_test_vec_vs_json(feat[i], json_object_get(im_ref, "features"), n_tok[i] * Ht, &md, &cs);
+        fprintf(stderr, "  image %zu features [%lld, %lld]: max |diff| %.2e, cosine %.7f\n", i, (long long)n_tok[i], (long long)Ht, md, cs);
+        CHECK(md < 1e-4);
+        mxl_vlm_input_free(&in);
+        mxl_image_free(&im);
+    }
+
+    mxl_decoder d;
+    if (mxl_decoder_load(ck, &d, &err)) fprintf(stderr, "  %s\n", err.msg);
+    REQUIRE(d.hp.vocab == vocab);
+    json_t *p;
+    size_t pi;
+    for (int path = 0; path < 2; path++) {
+        const bool reference = path == 0;
+        const double tol = reference ? MXL_TEST_DEC_REF_TOL : MXL_TEST_DEC_FAST_DENSE_TOL;
+        json_array_foreach(json_object_get(ref, "prompts"), pi, p) {
+            json_t *jids = json_object_get(p, "ids"), *logits = json_object_get(p, "logits"), *which = json_object_get(p, "images");
+            const int64_t n = (int64_t)json_array_size(jids);
+            int32_t ids[MAX_IDS];
+            REQUIRE(n <= MAX_IDS);
+            for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(jids, (size_t)i));
+            /* the media blocks: each run of the patch token (one per tile), the prompt's images'
+             * rows in order */
+            mxl_decoder_media media[32];
+            int n_media = 0;
+            size_t cur = 0;
+            int64_t used = 0;
+            for (int64_t i = 0; i < n; i++) {
+                if (ids[i] != img || (i && ids[i - 1] == img)) continue;
+                int64_t e = i;
+                while (e < n && ids[e] == img) e++;
+                REQUIRE(n_media < 32 && cur < json_array_size(which));
+                const int64_t k = json_integer_value(json_array_get(which, cur));
+                REQUIRE(used + (e - i) <= n_tok[k]);
+                media[n_media++] = (mxl_decoder_media){.row = i, .n = e - i, .emb = feat[k] + used * Ht, .causal = true};
+                used += e - i;
+                if (used == n_tok[k]) cur++, used = 0;
+            }
+            CHECK_EQ_INT((int64_t)cur, (int64_t)json_array_size(which));
+            char label[128];
+            snprintf(label, sizeof label, "%-10s %-10s", name, json_string_value(json_object_get(p, "name")));
+            mxl_test_vlm_check_prompt(&d, ids, n, media, n_media, img, logits, json_object_get(p, "greedy"), reference, tol, MAX_IDS, pool,
+                                      label, mxl_test_failed_);
+        }
+    }
+    mxl_decoder_free(&d);
+    for (size_t i = 0; i < n_images; i++) mxl_free(feat[i]);
+    mxl_vlm_free(v);
+    mxl_checkpoint_close(ck);
+    mxl_threadpool_destroy(pool);
+    json_decref(ref);
+}
+
+void mxl_test_vlm_check_e2e_runs(const char *name, bool per_image, int *mxl_test_failed_) {
+    char rpath[256];
+    snprintf(rpath, sizeof rpath, "tests/fixtures/vlm/%s/reference.json", name);
+    json_t *ref = mxl_test_load_json(rpath);
+    REQUIRE(ref);
+    mxl_error err;
+    mxl_checkpoint *ck = NULL;
+    mxl_vlm *v = NULL;
+    REQUIRE(mxl_checkpoint_open(mxl_test_vlm_model_dir(name), &ck, &err) == MXL_OK);
+    REQUIRE(mxl_vlm_load(ck, &v, &err) == MXL_OK && v);
+    json_t *c;
+    size_t ci;
+    int mapped = 0;
+    json_array_foreach(json_object_get(ref, "e2e"), ci, c) {
+        json_t *files = json_object_get(c, "images");
+        const int n_img = (int)json_array_size(files);
+        mxl_vlm_input in[3];
+        memset(in, 0, sizeof in);
+        REQUIRE(n_img <= 3);
+        bool ok = true;
+        for (int i = 0; i < n_img; i++) {
+            if (!mxl_test_vlm_prepare_file(v, json_string_value(json_array_get(files, (size_t)i)), &in[i])) {
+                ok = false;
+            }
+        }
+        CHECK(ok);
+        if (ok) {
+            json_t *jids = json_object_get(c, "ids");
+            const size_t n = json_array_size(jids);
+            int32_t *ids = mxl_malloc(n * sizeof *ids);
+            for (size_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(jids, i));
+            mxl_decoder_media blocks[64];
+            int bimg[64], nb = 0;
+            int64_t off[64];
+            CHECK(mxl_vlm_media_blocks(v, ids, n, in, n_img, blocks, bimg, off, 64, &nb, &err) == MXL_OK);
+            /* one block per image, or per tile (tokens_per_image rows), each image's in order */
+            int64_t want = 0;
+            for (int i = 0; i < n_img; i++) want += per_image ? 1 : in[i].grid[0];
+            CHECK_EQ_INT(nb, want);
+            for (int b = 0, i = 0; b < nb && i < n_img; b++) {
+                CHECK(blocks[b].causal);
+                CHECK_EQ_INT(blocks[b].n, per_image ? in[i].n_tokens : v->tokens_per_image);
+                CHECK_EQ_INT(bimg[b], i);
+                if (off[b] + blocks[b].n == in[i].n_tokens) i++;
+            }
+            mapped++;
+            mxl_free(ids);
+        }
+        for (int i = 0; i < n_img; i++) mxl_vlm_input_free(&in[i]);
+    }
+    CHECK_EQ_INT(mapped, (int)json_array_size(json_object_get(ref, "e2e")));
+    mxl_vlm_free(v);
+    mxl_checkpoint_close(ck);
+    json_decref(ref);
+}
+
+

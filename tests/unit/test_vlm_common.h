@@ -38,4 +38,19 @@ float *mxl_test_json_floats(json_t *a, int64_t *n);
  * why) when either fails. */
 bool mxl_test_vlm_prepare_file(const mxl_vlm *v, const char *name, mxl_vlm_input *out);
 
+/* The processor, tower and decoder of a fixture whose images fill runs of the image token
+ * (tests/fixtures/vlm/<name>/reference.json: "images" with file, pixel_values, features, ids and
+ * n_tiles; "prompts" with ids, images, logits and greedy; the checkpoint at model, NULL: the
+ * fixture's model directory; its vision side's family name and marker): each committed image
+ * through mxl_vlm_prepare (pixels within 1e-6, its placeholder count, grid[0] its tiles of
+ * tokens_per_image rows; check_input (or NULL) the family's own facts), its features from the
+ * processor's own pixels within 1e-4, then every prompt's logits and greedy continuation on the
+ * reference and fast paths (vocab rows), the images' rows filling the runs of the image token in
+ * order. Failures are the test's. */
+void mxl_test_vlm_check_runs(const char *name, const char *model, const char *family, const char *marker, int64_t vocab,
+                             void (*check_input)(const mxl_vlm_input *in, json_t *im_ref, int *mxl_test_failed_), int *mxl_test_failed_);
+/* The processor's end-to-end prompts ("e2e": images, ids) map to the prepared images in order:
+ * one causal block per image (per_image) or per tile of tokens_per_image rows. */
+void mxl_test_vlm_check_e2e_runs(const char *name, bool per_image, int *mxl_test_failed_);
+
 #endif
