@@ -37,11 +37,8 @@ static const arch_map k_arch_map[] = {
     {"gemma4", "gemma4_text"},
     {"gemma-embedding", "gemma3_text"}, /* EmbeddingGemma is a bidirectional gemma3_text */
     {"qwen2moe", "qwen2_moe"},
-    {"qwen2vl", "qwen2_vl"},
     {"qwen3moe", "qwen3_moe"},
     {"qwen3next", "qwen3_next"},
-    {"qwen3vl", "qwen3_vl"},
-    {"qwen3vlmoe", "qwen3_vl_moe"},
     {"qwen35", "qwen3_5"},
     {"qwen35moe", "qwen3_5_moe"},
     {"phi2", "phi"},

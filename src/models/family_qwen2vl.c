@@ -14,12 +14,16 @@
  * MoE's experts (softmax router, the top k always renormalised, dense MLPs on mlp_only_layers),
  * stacked as mlp.experts.gate_up_proj / down_proj: [E, in, out] in the released checkpoints (which
  * transformers transposes on load), [E, out, in] as transformers saves its own; the layout is
- * told by the first stacked down_proj's shape. The vision towers are models/vlm_qwen2vl.c's. */
+ * told by the first stacked down_proj's shape. The vision towers are models/vlm_qwen2vl.c's.
+ * GGUF (llama.cpp qwen2vl / qwen3vl / qwen3vlmoe, the text model alone): the same blocks with NEOX
+ * RoPE on unpermuted rows and the sections from rope.dimension_sections ([t, h, w, 0]). */
 #include <jansson.h>
 #include <string.h>
 
+#include "io/gguf.h"
 #include "io/safetensors.h"
 #include "models/decoder_family.h"
+#include "models/family_gguf.h"
 
 mxl_status mxl_family_mrope(mxl_family_ctx *c, const int32_t k_default[3], double default_theta) {
     mxl_family_text_prefix(c);
@@ -58,6 +62,27 @@ mxl_status mxl_family_mrope(mxl_family_ctx *c, const int32_t k_default[3], doubl
     return MXL_OK;
 }
 
+/* A GGUF's NEOX RoPE with its M-RoPE sections (rope.dimension_sections; k_default when absent). */
+static mxl_status gguf_mrope(mxl_family_ctx *c, const int32_t k_default[3]) {
+    mxl_status st = mxl_family_gguf_rope_neox(c);
+    if (st) return st;
+    c->hp->rope_local = c->hp->rope;
+    memcpy(c->hp->mrope_section, k_default, 3 * sizeof(int32_t));
+    char key[128];
+    const mxl_gguf_array *a = NULL;
+    if (!mxl_gguf_find(c->ck->gguf, mxl_family_gguf_key(c, "rope.dimension_sections", key, sizeof key))) return MXL_OK;
+    if (mxl_gguf_get_array(c->ck->gguf, key, &a, NULL) || a->n < 3)
+        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: %s must list the rotary sections", c->ck->path, key);
+    for (uint64_t i = 0; i < a->n; i++) {
+        mxl_gguf_value v;
+        int64_t x;
+        if (!mxl_gguf_array_get(a, i, &v) || !mxl_gguf_value_as_i64(&v, &x) || x < 0 || x > 4096 || (i >= 3 && x != 0))
+            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: %s must list 3 rotary sections (then zeros)", c->ck->path, key);
+        if (i < 3) c->hp->mrope_section[i] = (int32_t)x;
+    }
+    return MXL_OK;
+}
+
 /* The text prefix, M-RoPE and Qwen's sliding layers. */
 static mxl_status mrope_setup(mxl_family_ctx *c, const int32_t k_default[3]) {
     mxl_status st = mxl_family_mrope(c, k_default, 1000000.0);
@@ -68,19 +93,20 @@ static mxl_status qwen2vl_setup(mxl_family_ctx *c) {
     c->hp->qkv_bias = true;
     c->hp->o_bias = false;
     static const int32_t k_default[3] = {16, 24, 24}; /* (transformers' default) */
-    return mrope_setup(c, k_default);
+    return c->gguf ? gguf_mrope(c, k_default) : mrope_setup(c, k_default);
 }
 
 static mxl_status qwen3vl_setup(mxl_family_ctx *c) {
     c->hp->qk_norm_kind = MXL_QK_NORM_HEAD;
     c->hp->mrope_interleaved = true;
     static const int32_t k_default[3] = {24, 20, 20}; /* (Qwen3VLTextRotaryEmbedding's default) */
-    return mrope_setup(c, k_default);
+    return c->gguf ? gguf_mrope(c, k_default) : mrope_setup(c, k_default);
 }
 
 const mxl_decoder_family mxl_family_qwen2_vl = {
     .model_type = "qwen2_vl", .registry_id = "qwen2_vl", .hf_class = "Qwen2VLForConditionalGeneration", .names = &mxl_names_llama,
-    .setup = qwen2vl_setup, .text_config = true, .gaps = "video input",
+    .setup = qwen2vl_setup, .text_config = true, .gaps = "video input", .gguf_arch = "qwen2vl",
+    .convert_check = mxl_family_gguf_not_converted,
 };
 
 const mxl_decoder_family mxl_family_qwen2_5_vl = {
@@ -103,6 +129,7 @@ static bool experts_in_out(const mxl_family_ctx *c) {
 
 static mxl_status qwen3vl_moe_setup(mxl_family_ctx *c) {
     mxl_status st = qwen3vl_setup(c);
+    if (!st && c->gguf) return mxl_family_gguf_moe(c, true);
     if (st || (st = mxl_family_moe(c, "moe_intermediate_size", NULL, true, true))) return st;
     c->hp->moe_norm_topk = true; /* (Qwen3VLMoeTextTopKRouter renormalises whatever the config says) */
     c->names->exps_native_transposed = experts_in_out(c);
@@ -111,10 +138,12 @@ static mxl_status qwen3vl_moe_setup(mxl_family_ctx *c) {
 
 const mxl_decoder_family mxl_family_qwen3_vl = {
     .model_type = "qwen3_vl", .registry_id = "qwen3_vl", .hf_class = "Qwen3VLForConditionalGeneration", .names = &mxl_names_llama,
-    .setup = qwen3vl_setup, .text_config = true, .gaps = "video input",
+    .setup = qwen3vl_setup, .text_config = true, .gaps = "video input", .gguf_arch = "qwen3vl",
+    .convert_check = mxl_family_gguf_not_converted,
 };
 
 const mxl_decoder_family mxl_family_qwen3_vl_moe = {
     .model_type = "qwen3_vl_moe", .registry_id = "qwen3_vl_moe", .hf_class = "Qwen3VLMoeForConditionalGeneration", .names = &mxl_names_qwen_moe,
-    .setup = qwen3vl_moe_setup, .text_config = true, .gaps = "video input",
+    .setup = qwen3vl_moe_setup, .text_config = true, .gaps = "video input", .gguf_arch = "qwen3vlmoe",
+    .convert_check = mxl_family_gguf_not_converted,
 };

@@ -189,3 +189,69 @@ TEST(vlm_qwen2vl_3_matches_transformers) { check_family("qwen3_vl", mxl_test_fai
 TEST(vlm_qwen2vl_3_moe_matches_transformers) { check_family("qwen3_vl_moe", mxl_test_failed_); }
 TEST(vlm_qwen2vl_glm4v_matches_transformers) { check_family("glm4v", mxl_test_failed_); }
 TEST(vlm_qwen2vl_glm4v_moe_matches_transformers) { check_family("glm4v_moe", mxl_test_failed_); }
+
+/* llama.cpp's conversion of the text model alone (gen_vlm_gguf_fixtures.py: its qwen2vl / qwen3vl
+ * architecture, the M-RoPE sections as rope.dimension_sections): the text-only prompt's logits at
+ * every position and its greedy continuation against transformers, on both paths. */
+static void check_text_gguf(const char *fam, int *mxl_test_failed_) {
+    char rel[256], path[4096];
+    snprintf(rel, sizeof rel, "tests/fixtures/vlm/%s/reference.json", fam);
+    snprintf(path, sizeof path, "%s/tests/fixtures/vlm/%s_gguf/model.gguf", mxl_test_repo_root(), fam);
+    json_t *ref = mxl_test_load_json(rel);
+    REQUIRE(ref);
+    mxl_error err;
+    mxl_checkpoint *ck = NULL;
+    mxl_threadpool *pool = NULL;
+    REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
+    REQUIRE(mxl_checkpoint_open(path, &ck, &err) == MXL_OK);
+    mxl_decoder d;
+    if (mxl_decoder_load(ck, &d, &err)) fprintf(stderr, "  %s\n", err.msg);
+    REQUIRE(d.hp.vocab == 192);
+    CHECK(d.hp.mrope_section[0] == 2 && d.hp.mrope_section[1] == 3 && d.hp.mrope_section[2] == 3);
+    CHECK_EQ_INT(d.hp.mrope_interleaved, strcmp(fam, "qwen3_vl") == 0);
+    float *lg = mxl_malloc((size_t)d.hp.vocab * sizeof(float));
+    json_t *p;
+    size_t pi;
+    int checked = 0;
+    json_array_foreach(json_object_get(ref, "prompts"), pi, p) {
+        if (strcmp(json_string_value(json_object_get(p, "name")), "text_only") != 0) continue;
+        json_t *jids = json_object_get(p, "ids"), *logits = json_object_get(p, "logits"), *rows = json_object_get(p, "rows");
+        const int64_t n = (int64_t)json_array_size(jids);
+        int32_t ids[128];
+        REQUIRE(n <= 128);
+        for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(jids, (size_t)i));
+        for (int path_i = 0; path_i < 2; path_i++) {
+            const bool reference = path_i == 0;
+            double worst = 0;
+            for (size_t j = 0; j < json_array_size(rows); j++) {
+                const int64_t c = json_integer_value(json_array_get(rows, j)) + 1;
+                mxl_decoder_state *s = NULL;
+                REQUIRE(mxl_decoder_state_create(&d, 128, 96, pool, &s, &err) == MXL_OK);
+                mxl_decoder_state_set_reference(s, reference);
+                CHECK(mxl_decoder_forward(&d, s, ids, c, lg, &err) == MXL_OK);
+                double md;
+                mxl_test_vec_vs_json(lg, json_array_get(logits, j), d.hp.vocab, &md, NULL);
+                if (md > worst || isnan(md)) worst = md;
+                mxl_decoder_state_destroy(s);
+            }
+            json_t *greedy = json_object_get(p, "greedy");
+            const int same = greedy_run(&d, pool, reference, ids, n, NULL, 0, 0, greedy, lg);
+            fprintf(stderr, "  %s GGUF text_only %s: max |diff| %.2e; greedy %d/%zu\n", fam, reference ? "[reference]" : "[fast]", worst, same,
+                    json_array_size(greedy));
+            CHECK(worst <= (reference ? MXL_TEST_DEC_REF_TOL : MXL_TEST_DEC_FAST_DENSE_TOL));
+            CHECK_EQ_INT(same, (int64_t)json_array_size(greedy));
+            checked++;
+        }
+    }
+    CHECK_EQ_INT(checked, 2);
+    mxl_free(lg);
+    mxl_decoder_free(&d);
+    mxl_checkpoint_close(ck);
+    mxl_threadpool_destroy(pool);
+    json_decref(ref);
+}
+
+TEST(vlm_qwen2vl_text_gguf_matches_transformers) {
+    check_text_gguf("qwen2_vl", mxl_test_failed_);
+    check_text_gguf("qwen3_vl", mxl_test_failed_);
+}
