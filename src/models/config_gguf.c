@@ -39,6 +39,7 @@ static const arch_map k_arch_map[] = {
     {"qwen2moe", "qwen2_moe"},
     {"qwen3moe", "qwen3_moe"},
     {"qwen3next", "qwen3_next"},
+    {"qwen3vlmoe", "qwen3_vl_moe"},
     {"qwen35", "qwen3_5"},
     {"qwen35moe", "qwen3_5_moe"},
     {"phi2", "phi"},

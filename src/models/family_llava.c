@@ -61,12 +61,12 @@ const mxl_decoder_family mxl_family_idefics3 = {
 
 const mxl_decoder_family mxl_family_smolvlm = {
     .model_type = "smolvlm", .registry_id = "smolvlm", .hf_class = "SmolVLMForConditionalGeneration", .names = &mxl_names_llama,
-    .setup = llava_setup, .text_config = true,
+    .setup = llava_setup, .text_config = true, .gaps = "video input (SmolVLM2)",
 };
 
 const mxl_decoder_family mxl_family_internvl = {
     .model_type = "internvl", .registry_id = "internvl_chat", .hf_class = "InternVLForConditionalGeneration", .names = &mxl_names_llama,
-    .setup = llava_setup, .text_config = true,
+    .setup = llava_setup, .text_config = true, .gaps = "video input; the original remote-code layout (model_type internvl_chat)",
 };
 
 const mxl_decoder_family mxl_family_idefics2 = {

@@ -15,7 +15,7 @@
  * stacked as mlp.experts.gate_up_proj / down_proj: [E, in, out] in the released checkpoints (which
  * transformers transposes on load), [E, out, in] as transformers saves its own; the layout is
  * told by the first stacked down_proj's shape. The vision towers are models/vlm_qwen2vl.c's.
- * GGUF (llama.cpp qwen2vl / qwen3vl / qwen3vlmoe, the text model alone): the same blocks with NEOX
+ * GGUF (llama.cpp qwen2vl / qwen3vl, the text model alone): the same blocks with NEOX
  * RoPE on unpermuted rows and the sections from rope.dimension_sections ([t, h, w, 0]). */
 #include <jansson.h>
 #include <string.h>
@@ -129,7 +129,6 @@ static bool experts_in_out(const mxl_family_ctx *c) {
 
 static mxl_status qwen3vl_moe_setup(mxl_family_ctx *c) {
     mxl_status st = qwen3vl_setup(c);
-    if (!st && c->gguf) return mxl_family_gguf_moe(c, true);
     if (st || (st = mxl_family_moe(c, "moe_intermediate_size", NULL, true, true))) return st;
     c->hp->moe_norm_topk = true; /* (Qwen3VLMoeTextTopKRouter renormalises whatever the config says) */
     c->names->exps_native_transposed = experts_in_out(c);
@@ -144,6 +143,5 @@ const mxl_decoder_family mxl_family_qwen3_vl = {
 
 const mxl_decoder_family mxl_family_qwen3_vl_moe = {
     .model_type = "qwen3_vl_moe", .registry_id = "qwen3_vl_moe", .hf_class = "Qwen3VLMoeForConditionalGeneration", .names = &mxl_names_qwen_moe,
-    .setup = qwen3vl_moe_setup, .text_config = true, .gaps = "video input", .gguf_arch = "qwen3vlmoe",
-    .convert_check = mxl_family_gguf_not_converted,
+    .setup = qwen3vl_moe_setup, .text_config = true, .gaps = "video input",
 };
