@@ -142,56 +142,7 @@ TEST(vlm_llava_next_matches_transformers) {
 
 /* The processor's end-to-end prompts (LlavaNextProcessor over the chat template's rendering):
  * their placeholder runs map to the prepared images in order, each run the image's own count. */
-TEST(vlm_llava_next_processor_prompts_map_to_images) {
-    json_t *ref = mxl_test_load_json("tests/fixtures/vlm/llava_next/reference.json");
-    REQUIRE(ref);
-    mxl_error err;
-    mxl_checkpoint *ck = NULL;
-    mxl_vlm *v = NULL;
-    REQUIRE(mxl_checkpoint_open(model_dir(), &ck, &err) == MXL_OK);
-    REQUIRE(mxl_vlm_load(ck, &v, &err) == MXL_OK && v);
-    json_t *c;
-    size_t ci;
-    int mapped = 0;
-    json_array_foreach(json_object_get(ref, "e2e"), ci, c) {
-        json_t *files = json_object_get(c, "images");
-        const int n_img = (int)json_array_size(files);
-        mxl_vlm_input in[3];
-        memset(in, 0, sizeof in);
-        REQUIRE(n_img <= 3);
-        bool ok = true;
-        for (int i = 0; i < n_img; i++) {
-            if (!mxl_test_vlm_prepare_file(v, json_string_value(json_array_get(files, (size_t)i)), &in[i])) {
-                ok = false;
-            }
-        }
-        CHECK(ok);
-        if (ok) {
-            json_t *jids = json_object_get(c, "ids");
-            const size_t n = json_array_size(jids);
-            int32_t *ids = mxl_malloc(n * sizeof *ids);
-            for (size_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(jids, i));
-            mxl_decoder_media blocks[8];
-            int bimg[8], nb = 0;
-            int64_t off[8];
-            CHECK(mxl_vlm_media_blocks(v, ids, n, in, n_img, blocks, bimg, off, 8, &nb, &err) == MXL_OK);
-            CHECK_EQ_INT(nb, n_img);
-            for (int b = 0; b < nb; b++) {
-                CHECK(blocks[b].causal);
-                CHECK_EQ_INT(blocks[b].n, in[b].n_tokens);
-                CHECK_EQ_INT(bimg[b], b);
-            }
-            mapped++;
-            mxl_free(ids);
-        }
-        for (int i = 0; i < n_img; i++) mxl_vlm_input_free(&in[i]);
-    }
-    CHECK_EQ_INT(mapped, 3);
-    mxl_vlm_free(v);
-    mxl_checkpoint_close(ck);
-    json_decref(ref);
-}
-
+TEST(vlm_llava_next_processor_prompts_map_to_images) { mxl_test_vlm_check_e2e_runs("llava_next", true, mxl_test_failed_); }
 
 /* The fixture (its weights and processor_config.json) with `patch` applied to config.json
  * refuses to load its vision side with want and a message naming needle. */
