@@ -167,9 +167,13 @@ typedef struct mxl_backend_ops {
     void (*kv_dequantize_i8)(const mxl_backend *be, const int8_t *q, const float *scales, int64_t n, int64_t group,
                              float *x);
     /* a ggml block format (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; n a multiple of 32): the bytes of ggml's
-     * quantize_row_<t>_ref, read back as its dequantize_row_<t> (backends/cpu/kv_quant.h) */
+     * quantize_row_<t>_ref, read back as its dequantize_row_<t> (backends/cpu/kv_quant.h); or a
+     * TurboQuant block (TURBO4, TURBO3) of values already rotated (kv_rotate) */
     void (*kv_quantize_blocks)(const mxl_backend *be, mxl_dtype t, const float *x, int64_t n, void *blocks);
     void (*kv_dequantize_blocks)(const mxl_backend *be, mxl_dtype t, const void *blocks, int64_t n, float *x);
+    /* TurboQuant's rotation of x[n] in place (n a multiple of chunk, a power of two <= 256): the
+     * randomized Hadamard transform of backends/cpu/kv_turbo.h, or its inverse */
+    void (*kv_rotate)(const mxl_backend *be, float *x, int64_t n, int64_t chunk, bool inverse);
 
     /* ---- run-time tuning (`mlxcel tune`, engine/autotune.h) ---- */
     /* The machine tuned values belong to: the processor's model name into cpu[cap] and the

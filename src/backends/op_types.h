@@ -110,8 +110,11 @@ typedef struct mxl_kv_view {
  * scales at that / group of k_scale / v_scale, I8 only: block_stride a multiple of group). Rows of
  * a block are row_stride elements apart, as in mxl_kv_split_view. A split view is the paged view
  * of one block holding every position (block table {0}). */
-/* K and V types: F32, F16, I8 (with k_scale / v_scale) or a ggml block format (Q8_0, Q4_0, Q4_1,
- * Q5_0, Q5_1: 32 elements in one block of 34 / 18 / 20 / 22 / 24 bytes, backends/cpu/kv_quant.h).
+/* K and V types: F32, F16, I8 (with k_scale / v_scale), a ggml block format (Q8_0, Q4_0, Q4_1,
+ * Q5_0, Q5_1: 32 elements in one block of 34 / 18 / 20 / 22 / 24 bytes, backends/cpu/kv_quant.h)
+ * or a TurboQuant block (TURBO4, TURBO3: 18 / 14 bytes; the cache holds rotated vectors, so the
+ * caller rotates the queries for a TurboQuant K and rotates the outputs back for a TurboQuant V,
+ * the backend's kv_rotate).
  * Offsets stay in elements whatever the type (for the block formats every row, head and block
  * offset is a multiple of 32): element e of a cache of type t starts mxl_kv_offset_bytes(t, e)
  * bytes in. */
@@ -125,7 +128,12 @@ typedef struct mxl_kv_paged_view {
     int64_t block_size;             /* positions per block (> 0) */
     int64_t block_stride;           /* elements between block ids b and b + 1 */
     const int32_t *blocks;          /* [ceil(n_kv / block_size)] block ids */
+    int64_t v_block_stride;         /* ... for V when its storage differs (a KV pool's V region,
+                                     * models/kv_pool.h); 0: block_stride */
 } mxl_kv_paged_view;
+
+/* The longest chunk of TurboQuant's rotation (the backend's kv_rotate). */
+#define MXL_KV_ROTATE_MAX_CHUNK 256
 
 /* Bytes before element e (a multiple of 32 for the block formats) of a KV cache of type t. */
 static inline size_t mxl_kv_offset_bytes(mxl_dtype t, int64_t e) {
@@ -137,6 +145,8 @@ static inline size_t mxl_kv_offset_bytes(mxl_dtype t, int64_t e) {
     case MXL_DTYPE_Q4_1: return (size_t)(e / 32) * 20;
     case MXL_DTYPE_Q5_0: return (size_t)(e / 32) * 22;
     case MXL_DTYPE_Q5_1: return (size_t)(e / 32) * 24;
+    case MXL_DTYPE_TURBO4: return (size_t)(e / 32) * 18;
+    case MXL_DTYPE_TURBO3: return (size_t)(e / 32) * 14;
     default: return (size_t)e; /* I8 */
     }
 }

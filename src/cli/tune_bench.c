@@ -132,7 +132,7 @@ mxl_status mxl_tune_attn_create(int head_dim, int q_heads, int kv_heads, int blo
                              .scale = 1.0f / sqrtf((float)head_dim), .causal = 1};
     for (int s = 0; s < max_batch; s++)
         a->view[s] = (mxl_kv_paged_view){MXL_DTYPE_F16, MXL_DTYPE_F16, a->k, a->v, NULL, NULL, 0, 0, (int64_t)kvd, block_size,
-                                         (int64_t)block_size * (int64_t)kvd, a->tables + (int64_t)s * a->bps};
+                                         (int64_t)block_size * (int64_t)kvd, a->tables + (int64_t)s * a->bps, 0};
     *out = a;
     return MXL_OK;
 }

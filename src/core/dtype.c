@@ -48,6 +48,8 @@ static const mxl_dtype_info k_infos[MXL_DTYPE_COUNT] = {
     [MXL_DTYPE_IQ3_S] = {"IQ3_S", 256, 110, false, true},    /* d qs[64] qh[8] signs[32] scales[4] */
     [MXL_DTYPE_IQ1_S] = {"IQ1_S", 256, 50, false, true},     /* d qs[32] qh[8] u16 */
     [MXL_DTYPE_IQ1_M] = {"IQ1_M", 256, 56, false, true},     /* qs[32] qh[16] scales[8] (d inside) */
+    [MXL_DTYPE_TURBO4] = {"TURBO4", 32, 18, false, false},   /* d f16 + 16 nibble bytes (KV cache only) */
+    [MXL_DTYPE_TURBO3] = {"TURBO3", 32, 14, false, false},   /* d f16 + qs[8] (2 bits) + qh[4] (KV cache only) */
 };
 
 const mxl_dtype_info *mxl_dtype_get_info(mxl_dtype dtype) {

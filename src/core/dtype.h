@@ -55,6 +55,10 @@ typedef enum mxl_dtype {
     MXL_DTYPE_IQ3_S,
     MXL_DTYPE_IQ1_S,
     MXL_DTYPE_IQ1_M,
+    /* the KV cache's TurboQuant blocks (backends/cpu/kv_quant.h): 32 rotated coordinates as an f16
+     * scale and 4- or 3-bit indices into a Lloyd-Max codebook; never a weight type */
+    MXL_DTYPE_TURBO4,
+    MXL_DTYPE_TURBO3,
     MXL_DTYPE_COUNT
 } mxl_dtype;
 

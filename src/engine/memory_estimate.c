@@ -18,7 +18,15 @@ static const struct {
     [MXL_KV_FP16] = {"fp16", "f16", 1, 2}, [MXL_KV_INT8] = {"int8", NULL, 1, 1},     [MXL_KV_F32] = {"f32", "fp32", 1, 4},
     [MXL_KV_Q8_0] = {"q8_0", NULL, 32, 34}, [MXL_KV_Q4_0] = {"q4_0", NULL, 32, 18}, [MXL_KV_Q4_1] = {"q4_1", NULL, 32, 20},
     [MXL_KV_Q5_0] = {"q5_0", NULL, 32, 22}, [MXL_KV_Q5_1] = {"q5_1", NULL, 32, 24},
+    [MXL_KV_TURBO4] = {"turbo4", "turbo4-delegated", 32, 18}, [MXL_KV_TURBO3] = {"turbo3", NULL, 32, 14},
 };
+
+int64_t mxl_kv_boundary_v_default(void) {
+    const char *s = getenv("MLXCEL_KV_BOUNDARY_V_LAYERS");
+    char *end = NULL;
+    long v = s && *s ? strtol(s, &end, 10) : -1;
+    return s && *s && end && !*end && v >= 0 && v <= (1 << 20) ? (int64_t)v : 2;
+}
 
 const char *mxl_kv_type_name(mxl_kv_type t) { return (unsigned)t < MXL_KV_TYPE_COUNT ? k_kv_types[t].name : "?"; }
 
@@ -36,12 +44,13 @@ mxl_decoder_kv_type mxl_kv_type_decoder(mxl_kv_type t) {
     static const mxl_decoder_kv_type m[MXL_KV_TYPE_COUNT] = {
         [MXL_KV_FP16] = MXL_DECODER_KV_F16,  [MXL_KV_INT8] = MXL_DECODER_KV_I8,    [MXL_KV_F32] = MXL_DECODER_KV_F32,
         [MXL_KV_Q8_0] = MXL_DECODER_KV_Q8_0, [MXL_KV_Q4_0] = MXL_DECODER_KV_Q4_0, [MXL_KV_Q4_1] = MXL_DECODER_KV_Q4_1,
-        [MXL_KV_Q5_0] = MXL_DECODER_KV_Q5_0, [MXL_KV_Q5_1] = MXL_DECODER_KV_Q5_1,
+        [MXL_KV_Q5_0] = MXL_DECODER_KV_Q5_0, [MXL_KV_Q5_1] = MXL_DECODER_KV_Q5_1, [MXL_KV_TURBO4] = MXL_DECODER_KV_TURBO4,
+        [MXL_KV_TURBO3] = MXL_DECODER_KV_TURBO3,
     };
     return (unsigned)t < MXL_KV_TYPE_COUNT ? m[t] : MXL_DECODER_KV_AUTO;
 }
 
-#define KV_TYPE_LIST "f32, f16 (fp16), q8_0, q4_0, q4_1, q5_0, q5_1 or int8"
+#define KV_TYPE_LIST "f32, f16 (fp16), q8_0, q4_0, q4_1, q5_0, q5_1, int8, turbo4, turbo3, fp16+turbo4 or fp16+turbo3"
 
 mxl_status mxl_kv_type_parse(const char *s, mxl_kv_type *out, mxl_error *err) {
     for (int t = 0; t < MXL_KV_TYPE_COUNT; t++)
@@ -51,11 +60,21 @@ mxl_status mxl_kv_type_parse(const char *s, mxl_kv_type *out, mxl_error *err) {
         }
     if (strcmp(s, "bf16") == 0)
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "KV cache type 'bf16' is not supported by this build; use " KV_TYPE_LIST);
-    static const char *turbo[] = {"fp16+turbo4", "fp16+turbo3", "turbo4", "turbo3", "turbo4-delegated"};
-    for (size_t i = 0; i < sizeof turbo / sizeof turbo[0]; i++)
-        if (strcmp(s, turbo[i]) == 0)
-            return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "KV cache mode '%s' (TurboQuant) is not supported by this build; use " KV_TYPE_LIST, s);
     return mxl_error_set(err, MXL_ERR_ARG, "unknown KV cache type '%s' (expected " KV_TYPE_LIST ")", s);
+}
+
+mxl_status mxl_kv_mode_parse(const char *s, mxl_kv_type *k, mxl_kv_type *v, mxl_error *err) {
+    if (strncmp(s, "fp16+", 5) == 0 && strncmp(s + 5, "turbo", 5) == 0) {
+        mxl_kv_type t;
+        mxl_status st = mxl_kv_type_parse(s + 5, &t, err);
+        if (st) return mxl_error_set(err, MXL_ERR_ARG, "unknown KV cache type '%s' (expected " KV_TYPE_LIST ")", s);
+        *k = MXL_KV_FP16, *v = t;
+        return MXL_OK;
+    }
+    mxl_kv_type t;
+    mxl_status st = mxl_kv_type_parse(s, &t, err);
+    if (!st) *k = *v = t;
+    return st;
 }
 
 double mxl_mem_headroom_factor_from_env(char *warning, size_t cap) {
@@ -202,7 +221,7 @@ mxl_status mxl_mem_estimate_compute(const mxl_model_config *cfg, bool is_encoder
             group = (uint64_t)cfg->head_dim;
         }
         if (hp) {
-            const mxl_decoder_kv_opts o = {mxl_kv_type_decoder(in->kv_k), mxl_kv_type_decoder(out->latent ? in->kv_k : in->kv_v)};
+            const mxl_decoder_kv_opts o = {mxl_kv_type_decoder(in->kv_k), mxl_kv_type_decoder(out->latent ? in->kv_k : in->kv_v), in->v_edge};
             mxl_status st = mxl_decoder_kv_check(hp, &o, err);
             if (st) return st;
         }
@@ -225,6 +244,16 @@ mxl_status mxl_mem_estimate_compute(const mxl_model_config *cfg, bool is_encoder
             mxl_mul_u64(layer_tokens, per_layer_token, &kv_total) ||
             mxl_mul_u64(kv_total, (uint64_t)in->batch, &kv_total))
             return mxl_error_set(err, MXL_ERR_OVERFLOW, "KV size overflows");
+        /* a TurboQuant V's boundary layers at fp16 */
+        int64_t edge = !out->latent && (in->kv_v == MXL_KV_TURBO4 || in->kv_v == MXL_KV_TURBO3) && in->v_edge > 0 ? in->v_edge : 0;
+        if (edge > n_kv_layers / 2) edge = n_kv_layers / 2;
+        if (edge > 0) {
+            const uint64_t extra_row = kv_row_bytes(MXL_KV_FP16, kvh, group) - kv_row_bytes(in->kv_v, kvh, group);
+            uint64_t extra;
+            if (mxl_mul_u64(extra_row, (uint64_t)(2 * edge), &extra) || mxl_add_u64(out->kv_bytes_per_token, extra, &out->kv_bytes_per_token) ||
+                mxl_mul_u64(extra, tokens, &extra) || mxl_mul_u64(extra, (uint64_t)in->batch, &extra) || mxl_add_u64(kv_total, extra, &kv_total))
+                return mxl_error_set(err, MXL_ERR_OVERFLOW, "KV size overflows");
+        }
     }
     out->kv_bytes_total = kv_total;
     uint64_t base;

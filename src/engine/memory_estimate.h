@@ -9,6 +9,8 @@
  *                 elements in the type's format: f32 4, fp16 2 bytes each; int8 1 byte each plus
  *                 an f32 scale per group of 32 (per head when head_dim is not a multiple of 32);
  *                 q8_0 / q4_0 / q4_1 / q5_0 / q5_1 34 / 18 / 20 / 22 / 24 bytes per 32;
+ *                 turbo4 / turbo3 18 / 14 bytes per 32, the v_edge boundary layers' V at
+ *                 fp16 (counted at the full context: an upper bound for a sliding one);
  *                 multi-head latent attention (kv_lora_rank set) caches one row of
  *                 kv_lora_rank + qk_rope_head_dim per layer and token, read as K and V: x bytes_k
  *   headroom      (weights + kv_total) x (factor - 1), factor = MLXCEL_HEADROOM_FACTOR (1.20);
@@ -37,13 +39,20 @@ typedef enum mxl_kv_type {
     MXL_KV_Q4_1,
     MXL_KV_Q5_0,
     MXL_KV_Q5_1,
+    MXL_KV_TURBO4,   /* TurboQuant: bytes per 32 values 18 (4-bit codes) and 14 (3-bit) */
+    MXL_KV_TURBO3,
     MXL_KV_TYPE_COUNT
 } mxl_kv_type;
+
+/* The first and last COUNT attention layers keep V in fp16 under a TurboQuant V: the spec's
+ * --turbo-boundary-v default, MLXCEL_KV_BOUNDARY_V_LAYERS when it is a count, else 2. */
+int64_t mxl_kv_boundary_v_default(void);
 
 typedef struct mxl_mem_inputs {
     int64_t max_tokens; /* context length to size the KV cache for */
     int64_t batch;      /* concurrent sequences */
     mxl_kv_type kv_k, kv_v;
+    int64_t v_edge;     /* a TurboQuant V's fp16 boundary layers at each end (clamped to half) */
     double headroom_factor; /* already validated (see mxl_mem_headroom_factor_from_env) */
     uint64_t budget_bytes;  /* 0 = unknown */
     bool budget_from_limit; /* budget came from MLXCEL_MEMORY_LIMIT */
@@ -71,11 +80,14 @@ typedef struct mxl_mem_estimate {
 } mxl_mem_estimate;
 
 const char *mxl_kv_type_name(mxl_kv_type t);
-/* Parses a --cache-type-k/-v / --kv-cache-mode value: f32 (fp32), fp16 (f16), q8_0, q4_0, q4_1,
- * q5_0, q5_1, int8. bf16 and the spec's TurboQuant modes are refused by name (MXL_ERR_UNSUPPORTED),
- * anything else is MXL_ERR_ARG. */
+/* Parses a --cache-type-k/-v value: f32 (fp32), fp16 (f16), q8_0, q4_0, q4_1, q5_0, q5_1, int8,
+ * turbo4 (turbo4-delegated: our attention always reads the TurboQuant cache directly), turbo3.
+ * bf16 is refused by name (MXL_ERR_UNSUPPORTED), anything else is MXL_ERR_ARG. */
 mxl_status mxl_kv_type_parse(const char *s, mxl_kv_type *out, mxl_error *err);
-/* True for the ggml block formats (q8_0 .. q5_1), which need heads of a multiple of 32. */
+/* Parses a K/V mode (--kv-cache-mode, and what --cache-type-k / -v accept): any type above for
+ * both, or fp16+turbo4 / fp16+turbo3: keys fp16, values TurboQuant. */
+mxl_status mxl_kv_mode_parse(const char *s, mxl_kv_type *k, mxl_kv_type *v, mxl_error *err);
+/* True for the block formats (q8_0 .. q5_1, turbo4, turbo3), which need heads of a multiple of 32. */
 bool mxl_kv_type_is_block(mxl_kv_type t);
 /* The decoder's storage type of that name (models/decoder.h). */
 mxl_decoder_kv_type mxl_kv_type_decoder(mxl_kv_type t);

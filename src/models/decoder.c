@@ -1423,6 +1423,7 @@ struct mxl_decoder_state {
     int n_threads;
     mxl_decoder_kv_type k_req, v_req; /* as asked (AUTO follows the path) */
     int64_t kv_group;         /* int8 group: 32, or head_dim when it is not a multiple of 32 */
+    int64_t kv_rot;           /* TurboQuant's rotation chunk (kv_rot_chunk) */
     /* The KV cache: blocks of MXL_KV_BLOCK positions in a pool (models/kv_pool.h), position p in
      * row p % 32 of block table[p / 32]. Holds one reference on each of table[0..n_table): at least
      * ceil(pos / 32) blocks (more after a forward that reserved blocks and then failed). */
@@ -1533,17 +1534,33 @@ static mxl_dtype kv_dtype(mxl_decoder_kv_type t, bool reference) {
     case MXL_DECODER_KV_Q4_1: return MXL_DTYPE_Q4_1;
     case MXL_DECODER_KV_Q5_0: return MXL_DTYPE_Q5_0;
     case MXL_DECODER_KV_Q5_1: return MXL_DTYPE_Q5_1;
+    case MXL_DECODER_KV_TURBO4: return MXL_DTYPE_TURBO4;
+    case MXL_DECODER_KV_TURBO3: return MXL_DTYPE_TURBO3;
     default: return reference ? MXL_DTYPE_F32 : MXL_DTYPE_F16;
     }
 }
 
-/* the ggml block formats (32 elements a block) */
+static bool kv_turbo_type(mxl_dtype t) { return t == MXL_DTYPE_TURBO4 || t == MXL_DTYPE_TURBO3; }
+
+/* the block formats (32 elements a block): ggml's and TurboQuant's */
 static bool kv_block_type(mxl_dtype t) {
-    return t == MXL_DTYPE_Q8_0 || t == MXL_DTYPE_Q4_0 || t == MXL_DTYPE_Q4_1 || t == MXL_DTYPE_Q5_0 || t == MXL_DTYPE_Q5_1;
+    return t == MXL_DTYPE_Q8_0 || t == MXL_DTYPE_Q4_0 || t == MXL_DTYPE_Q4_1 || t == MXL_DTYPE_Q5_0 || t == MXL_DTYPE_Q5_1 ||
+           kv_turbo_type(t);
+}
+
+/* TurboQuant's rotation chunk: the largest power of two (<= 256) dividing every head (a multiple
+ * of 32 where the block formats are allowed). */
+static int64_t kv_rot_chunk(const mxl_decoder_hparams *hp) {
+    int64_t r = MXL_KV_ROTATE_MAX_CHUNK;
+    while (r > 1 && hp->head_dim % r != 0) r /= 2;
+    for (int64_t l = 0; hp->layer_head_dim && l < hp->n_layers; l++)
+        while (r > 1 && hp->layer_head_dim[l] % r != 0) r /= 2;
+    return r;
 }
 
 const char *mxl_decoder_kv_type_name(mxl_decoder_kv_type t) {
-    static const char *names[MXL_DECODER_KV_COUNT] = {"auto", "f32", "f16", "int8", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"};
+    static const char *names[MXL_DECODER_KV_COUNT] = {"auto", "f32", "f16", "int8", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+                                                      "turbo4", "turbo3"};
     return (unsigned)t < MXL_DECODER_KV_COUNT ? names[t] : "?";
 }
 
@@ -1569,10 +1586,14 @@ static int64_t kv_group_of(const mxl_decoder_hparams *hp) {
 int64_t mxl_decoder_kv_group(const mxl_decoder_hparams *hp) { return kv_group_of(hp); }
 
 mxl_status mxl_decoder_kv_check(const mxl_decoder_hparams *hp, const mxl_decoder_kv_opts *opts, mxl_error *err) {
-    mxl_decoder_kv_opts o = opts ? *opts : (mxl_decoder_kv_opts){MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO};
+    mxl_decoder_kv_opts o = opts ? *opts : (mxl_decoder_kv_opts){MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO, 0};
     if ((unsigned)o.k >= MXL_DECODER_KV_COUNT || (unsigned)o.v >= MXL_DECODER_KV_COUNT) return mxl_error_set(err, MXL_ERR_ARG, "unknown KV cache type");
     for (int i = 0; i < 2; i++) {
         mxl_decoder_kv_type t = i ? o.v : o.k;
+        if (kv_turbo_type(kv_dtype(t, false)) && hp->mla_kv_rank > 0)
+            return mxl_error_set(err, MXL_ERR_UNSUPPORTED,
+                                 "cache type %s is not available with latent attention (this model caches compressed latents)",
+                                 mxl_decoder_kv_type_name(t));
         if (!kv_block_type(kv_dtype(t, false)) || kv_group_of(hp) == 32) continue;
         /* name the dimension that is not a multiple of 32 */
         int64_t bad = hp->head_dim;
@@ -1591,13 +1612,15 @@ mxl_status mxl_decoder_kv_check(const mxl_decoder_hparams *hp, const mxl_decoder
 
 mxl_status mxl_decoder_kv_pool_cfg(const mxl_decoder *d, const mxl_decoder_kv_opts *opts, bool reference, int64_t n_blocks,
                                    mxl_kv_pool_cfg *out, mxl_error *err) {
-    mxl_decoder_kv_opts o = opts ? *opts : (mxl_decoder_kv_opts){MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO};
+    mxl_decoder_kv_opts o = opts ? *opts : (mxl_decoder_kv_opts){MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO, 0};
     mxl_status st = mxl_decoder_kv_check(&d->hp, &o, err);
     if (st) return st;
     /* latent attention keeps one row per position, read as K and V (V: K's type) */
     const bool latent = d->hp.mla_kv_rank > 0;
-    *out = (mxl_kv_pool_cfg){kv_layers(d), d->kv_dim, kv_group_of(&d->hp), kv_dtype(o.k, reference),
-                             kv_dtype(latent ? o.k : o.v, reference), n_blocks, d->be, latent};
+    const mxl_dtype vt = kv_dtype(latent ? o.k : o.v, reference);
+    int64_t edge = kv_turbo_type(vt) && o.v_edge > 0 ? o.v_edge : 0;
+    if (edge > kv_layers(d) / 2) edge = kv_layers(d) / 2;
+    *out = (mxl_kv_pool_cfg){kv_layers(d), d->kv_dim, kv_group_of(&d->hp), kv_dtype(o.k, reference), vt, n_blocks, d->be, latent, edge};
     return MXL_OK;
 }
 
@@ -1606,48 +1629,58 @@ static mxl_dtype pool_type(const mxl_decoder_state *s, bool v) {
     return v ? c->v_type : c->k_type;
 }
 
-/* Element offset of layer l, position p's row in pool storage (the scales' offset is that / group). */
-static int64_t kv_elem(const mxl_decoder_state *s, const mxl_kv_pool *kvp, const int32_t *table, int64_t l, int64_t p) {
-    return (int64_t)table[p / MXL_KV_BLOCK] * mxl_kv_pool_block_stride(kvp) + (l * MXL_KV_BLOCK + p % MXL_KV_BLOCK) * s->kv_dim;
+/* Element offset of position p's row within its region (pt: layer l's part, mxl_kv_pool_layer_part;
+ * the scales' offset is that / group). */
+static int64_t kv_elem(const mxl_decoder_state *s, const mxl_kv_pool_part *pt, const int32_t *table, int64_t p) {
+    return (int64_t)table[p / MXL_KV_BLOCK] * pt->stride + (pt->layer * MXL_KV_BLOCK + p % MXL_KV_BLOCK) * s->kv_dim;
 }
 
 /* Stores x[kvd] (the row's first kvd <= kv_dim elements: a narrower layer's) as layer l, position p
- * of K (v false) or V (its block must be writable). */
+ * of K (v false) or V (its block must be writable). A TurboQuant row is rotated first, a chunk at
+ * a time. */
 static void kv_put(const mxl_decoder_state *s, mxl_kv_pool *kvp, const int32_t *table, bool v, int64_t l, int64_t p,
                    const float *x, int64_t kvd) {
     const mxl_kv_pool_cfg *c = mxl_kv_pool_config(kvp);
-    mxl_dtype t = v ? c->v_type : c->k_type;
-    int64_t e = kv_elem(s, kvp, table, l, p);
-    void *base = v ? mxl_kv_pool_v(kvp) : mxl_kv_pool_k(kvp);
+    mxl_kv_pool_part pt;
+    mxl_kv_pool_layer_part(kvp, v, l, &pt);
+    const mxl_dtype t = pt.type;
+    const int64_t e = kv_elem(s, &pt, table, p);
     if (t == MXL_DTYPE_F32) {
-        s->be->ops->buffer_copy(s->be, (float *)base + e, x, (size_t)kvd * sizeof(float));
+        s->be->ops->buffer_copy(s->be, (float *)pt.base + e, x, (size_t)kvd * sizeof(float));
     } else if (t == MXL_DTYPE_F16) {
-        s->be->ops->kv_store_f16(s->be, x, kvd, (uint16_t *)base + e);
+        s->be->ops->kv_store_f16(s->be, x, kvd, (uint16_t *)pt.base + e);
+    } else if (kv_turbo_type(t)) {
+        float r[MXL_KV_ROTATE_MAX_CHUNK];
+        for (int64_t c0 = 0; c0 < kvd; c0 += s->kv_rot) {
+            memcpy(r, x + c0, (size_t)s->kv_rot * sizeof(float));
+            s->be->ops->kv_rotate(s->be, r, s->kv_rot, s->kv_rot, false);
+            s->be->ops->kv_quantize_blocks(s->be, t, r, s->kv_rot, pt.base + mxl_kv_offset_bytes(t, e + c0));
+        }
     } else if (kv_block_type(t)) { /* (kvd: a multiple of 32, as every head) */
-        s->be->ops->kv_quantize_blocks(s->be, t, x, kvd, (uint8_t *)base + mxl_kv_offset_bytes(t, e));
+        s->be->ops->kv_quantize_blocks(s->be, t, x, kvd, pt.base + mxl_kv_offset_bytes(t, e));
     } else {
-        float *sc = (v ? mxl_kv_pool_v_scale(kvp) : mxl_kv_pool_k_scale(kvp)) + e / c->group;
-        s->be->ops->kv_quantize_i8(s->be, x, kvd, c->group, (int8_t *)base + e, sc);
+        s->be->ops->kv_quantize_i8(s->be, x, kvd, c->group, (int8_t *)pt.base + e, pt.scale + e / c->group);
     }
 }
 
-/* Reads layer l, position p of K (v false) or V as f32. */
+/* Reads layer l, position p of K (v false) or V as f32 (a TurboQuant row rotated back). */
 static void kv_get(const mxl_decoder_state *s, const mxl_kv_pool *kvp, const int32_t *table, bool v, int64_t l, int64_t p,
                    float *x) {
     const mxl_kv_pool_cfg *c = mxl_kv_pool_config(kvp);
-    mxl_dtype t = v ? c->v_type : c->k_type;
-    int64_t e = kv_elem(s, kvp, table, l, p), kvd = s->kv_dim;
-    const void *base = v ? mxl_kv_pool_v(kvp) : mxl_kv_pool_k(kvp);
+    mxl_kv_pool_part pt;
+    mxl_kv_pool_layer_part(kvp, v, l, &pt);
+    const mxl_dtype t = pt.type;
+    const int64_t e = kv_elem(s, &pt, table, p), kvd = s->kv_dim;
     if (t == MXL_DTYPE_F32) {
-        s->be->ops->buffer_copy(s->be, x, (const float *)base + e, (size_t)kvd * sizeof(float));
+        s->be->ops->buffer_copy(s->be, x, (const float *)pt.base + e, (size_t)kvd * sizeof(float));
     } else if (t == MXL_DTYPE_F16) {
-        const uint16_t *h = (const uint16_t *)base + e;
+        const uint16_t *h = (const uint16_t *)pt.base + e;
         for (int64_t i = 0; i < kvd; i++) x[i] = mxl_f16_to_f32(h[i]);
     } else if (kv_block_type(t)) {
-        s->be->ops->kv_dequantize_blocks(s->be, t, (const uint8_t *)base + mxl_kv_offset_bytes(t, e), kvd, x);
+        s->be->ops->kv_dequantize_blocks(s->be, t, pt.base + mxl_kv_offset_bytes(t, e), kvd, x);
+        if (kv_turbo_type(t)) s->be->ops->kv_rotate(s->be, x, kvd, s->kv_rot, true);
     } else {
-        const float *sc = (v ? mxl_kv_pool_v_scale(kvp) : mxl_kv_pool_k_scale(kvp)) + e / c->group;
-        s->be->ops->kv_dequantize_i8(s->be, (const int8_t *)base + e, sc, kvd, c->group, x);
+        s->be->ops->kv_dequantize_i8(s->be, (const int8_t *)pt.base + e, pt.scale + e / c->group, kvd, c->group, x);
     }
 }
 
@@ -1706,7 +1739,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
                                mxl_error *err) {
     const mxl_decoder_hparams *hp = &d->hp;
     *out = NULL;
-    mxl_decoder_kv_opts o = opts ? *opts : (mxl_decoder_kv_opts){MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO};
+    mxl_decoder_kv_opts o = opts ? *opts : (mxl_decoder_kv_opts){MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO, 0};
     mxl_status cst = mxl_decoder_kv_check(hp, &o, err);
     if (cst) return cst;
     if (max_ctx <= 0 || max_batch <= 0) return mxl_error_set(err, MXL_ERR_ARG, "context and batch sizes must be positive");
@@ -1740,6 +1773,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
     s->k_req = o.k;
     s->v_req = o.v;
     s->kv_group = kv_group_of(hp);
+    s->kv_rot = kv_rot_chunk(hp);
     s->max_blocks = blocks_for(max_ctx);
     /* the MoE lanes' matmul scratch (models/moe.h) */
     const size_t lane_mm = hp->n_experts > 0 ? max_scratch(d, MXL_MOE_LANE_ROWS) : 0;
@@ -1842,6 +1876,8 @@ static mxl_decoder_kv_type kv_type_of(mxl_dtype t) {
     case MXL_DTYPE_Q4_1: return MXL_DECODER_KV_Q4_1;
     case MXL_DTYPE_Q5_0: return MXL_DECODER_KV_Q5_0;
     case MXL_DTYPE_Q5_1: return MXL_DECODER_KV_Q5_1;
+    case MXL_DTYPE_TURBO4: return MXL_DECODER_KV_TURBO4;
+    case MXL_DTYPE_TURBO3: return MXL_DECODER_KV_TURBO3;
     default: return MXL_DECODER_KV_I8;
     }
 }
@@ -2268,20 +2304,24 @@ static void attend_span(const fwd_pass *f, const row_span *sp, mxl_threadpool *p
     int64_t hd = L->head_dim, vd = hp->mla_kv_rank > 0 ? hp->mla_kv_rank : hd, qd = L->n_heads * hd, kvd = s->kv_dim;
     const mxl_kv_pool *kvp = s->kvp;
     const mxl_kv_pool_cfg *pc = mxl_kv_pool_config(kvp);
-    int64_t e0 = L->kv_layer * MXL_KV_BLOCK * kvd; /* the layer's rows within a block (rows kv_dim apart) */
-    int64_t v0 = e0 + (pc->v_in_k ? hd - vd : 0);
-    const float *ks = mxl_kv_pool_k_scale(kvp), *vs = mxl_kv_pool_v_scale(kvp);
+    mxl_kv_pool_part kp, vp; /* the layer's rows: K's region, V's (its own, or the F16 edge region) */
+    mxl_kv_pool_layer_part(kvp, false, L->kv_layer, &kp);
+    mxl_kv_pool_layer_part(kvp, true, L->kv_layer, &vp);
+    const int64_t e0 = kp.layer * MXL_KV_BLOCK * kvd; /* within a block (rows kv_dim apart) */
+    const int64_t v0 = vp.layer * MXL_KV_BLOCK * kvd + (pc->v_in_k ? hd - vd : 0);
     mxl_attn_params ap = {(int)L->n_heads, (int)L->n_kv_heads, (int)hd, L->attn_scale, hp->attn_softcap, L->sinks,
                           L->sliding ? hp->sliding_window : 0, !hp->bidirectional, (int)vd, L->chunked ? hp->attn_chunk : 0,
                           f->n_media ? f->ws->q_end + sp->row0 : NULL};
-    mxl_kv_paged_view kv = {
-        pc->k_type, pc->v_type,
-        (const uint8_t *)mxl_kv_pool_k(kvp) + mxl_kv_offset_bytes(pc->k_type, e0),
-        (const uint8_t *)mxl_kv_pool_v(kvp) + mxl_kv_offset_bytes(pc->v_type, v0),
-        ks ? ks + e0 / pc->group : NULL, vs ? vs + v0 / pc->group : NULL,
-        pc->group, sp->pos + sp->n, kvd, MXL_KV_BLOCK, mxl_kv_pool_block_stride(kvp), s->table};
-    f->ws->be->ops->attention_paged(f->ws->be, &ap, f->ws->q + sp->row0 * qd, sp->n, f->ws->q_pos + sp->row0, &kv,
-                                    f->ws->att + sp->row0 * L->n_heads * vd, scratch, pool);
+    mxl_kv_paged_view kv = {kp.type, vp.type, kp.base + mxl_kv_offset_bytes(kp.type, e0), vp.base + mxl_kv_offset_bytes(vp.type, v0),
+                            kp.scale ? kp.scale + e0 / pc->group : NULL, vp.scale ? vp.scale + v0 / pc->group : NULL,
+                            pc->group, sp->pos + sp->n, kvd, MXL_KV_BLOCK, kp.stride, s->table, vp.stride};
+    const mxl_backend *be = f->ws->be;
+    float *q = f->ws->q + sp->row0 * qd, *att = f->ws->att + sp->row0 * L->n_heads * vd;
+    /* TurboQuant keeps rotated rows: queries rotated alike keep every dot; a rotated V sums to a
+     * rotated output, turned back */
+    if (kv_turbo_type(kp.type)) be->ops->kv_rotate(be, q, sp->n * qd, s->kv_rot, false);
+    be->ops->attention_paged(be, &ap, q, sp->n, f->ws->q_pos + sp->row0, &kv, att, scratch, pool);
+    if (kv_turbo_type(vp.type)) be->ops->kv_rotate(be, att, sp->n * L->n_heads * vd, s->kv_rot, true);
 }
 
 /* The layer's QK-norm (if any) of one row's queries qt [n_heads * head_dim] and keys kt

@@ -369,6 +369,11 @@ mxl_status mxl_decoder_read_hparams(const mxl_checkpoint *ck, mxl_decoder *d, mx
  *        grouping; the whole head vector when head_dim is not a multiple of 32) with one f32
  *        scale max|x|/127 per group (the backend's kv_quantize_i8): (1 + 4/32)/4 of the f32 bytes
  *        (the spec's `int8`).
+ *  TURBO4, TURBO3: TurboQuant (backends/cpu/kv_turbo.h): each head rotated by a randomized
+ *        Hadamard transform over chunks of the largest power of two (<= 256) dividing every head,
+ *        then 32-value blocks of an f16 norm and 4- / 3-bit Lloyd-Max codes (18 / 14 bytes a
+ *        block). The queries are rotated the same way before attention and a TurboQuant V's
+ *        outputs rotated back after it. Not with latent attention (refused by name).
  *  Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: llama.cpp's --cache-type-k/-v block formats, exactly ggml's
  *        (quantize_row_<fmt>_ref's bytes, backends/cpu/kv_quant.h): each head vector is
  *        head_dim / 32 blocks of 32 values, 34 / 18 / 20 / 22 / 24 bytes a block. They need every
@@ -387,14 +392,19 @@ typedef enum mxl_decoder_kv_type {
     MXL_DECODER_KV_Q4_1,
     MXL_DECODER_KV_Q5_0,
     MXL_DECODER_KV_Q5_1,
+    MXL_DECODER_KV_TURBO4,
+    MXL_DECODER_KV_TURBO3,
     MXL_DECODER_KV_COUNT
 } mxl_decoder_kv_type;
 
 typedef struct mxl_decoder_kv_opts {
     mxl_decoder_kv_type k, v;
+    int64_t v_edge; /* with a TurboQuant V: the first and last v_edge attention layers keep V in F16
+                     * (the spec's --turbo-boundary-v; clamped to half the layers); else ignored */
 } mxl_decoder_kv_opts;
 
-/* The CLI's name of a type: "auto", "f32", "f16", "int8", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1". */
+/* The CLI's name of a type: "auto", "f32", "f16", "int8", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+ * "turbo4", "turbo3". */
 const char *mxl_decoder_kv_type_name(mxl_decoder_kv_type t);
 /* Whether this model can keep its cache in the types of o (NULL: AUTO): the block formats need
  * every head_dim (and latent attention's rope and rank dims) a multiple of 32; refused by name

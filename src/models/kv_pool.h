@@ -8,6 +8,9 @@
  * the backend (buffer_alloc), block-major:
  *   K [n_blocks, n_layers, 32, kv_dim]  V likewise  (k_type / v_type elements)
  *   K scales [n_blocks, n_layers, 32, kv_dim / group]  V scales likewise  (I8 only)
+ * (TurboQuant types: the ggml-like blocks of backends/cpu/kv_quant.h; with v_edge > 0 the V region
+ * holds the n_layers - 2 v_edge middle layers and an F16 edge region [n_blocks, 2 v_edge, 32,
+ * kv_dim] the first and last v_edge: mxl_kv_pool_layer_part finds a layer's rows)
  * so row r of layer l of block b starts at element ((b * n_layers + l) * 32 + r) * kv_dim (byte
  * mxl_kv_offset_bytes(type, that)), and consecutive blocks are mxl_kv_pool_block_stride()
  * elements apart (attention reads through a block table, backends/op_types.h mxl_kv_paged_view).
@@ -49,9 +52,25 @@ typedef struct mxl_kv_pool_cfg {
     bool v_in_k;               /* no V storage: V is read from the K rows (multi-head latent
                                 * attention, models/mla.h); v_type must equal k_type and
                                 * mxl_kv_pool_v / _v_scale return K's */
+    int64_t v_edge;            /* the first and the last v_edge layers keep V in F16 (TurboQuant's
+                                * boundary layers, --turbo-boundary-v), in a region of their own;
+                                * 0: none. At most n_layers / 2; not with v_in_k */
 } mxl_kv_pool_cfg;
 
 typedef struct mxl_kv_pool mxl_kv_pool;
+
+/* Where layer l's K (or V) rows live: a region of one storage type holding `region_layers`
+ * layers per block, block-major as above (block b's layer `layer` starts at element
+ * (b * region_layers + layer) * 32 * kv_dim of base; `stride` elements between blocks). Every
+ * layer's K is in the K region; V is in the V region, or in the F16 edge region for the v_edge
+ * boundary layers. scale: the region's I8 scales (NULL otherwise). */
+typedef struct mxl_kv_pool_part {
+    mxl_dtype type;
+    uint8_t *base;
+    float *scale;
+    int64_t stride, layer;
+} mxl_kv_pool_part;
+void mxl_kv_pool_layer_part(const mxl_kv_pool *p, bool v, int64_t l, mxl_kv_pool_part *out);
 
 typedef struct mxl_kv_pool_stats {
     int64_t total;    /* blocks in the pool */

@@ -334,8 +334,8 @@ static void check_attention(const mxl_backend *be) {
                                 memcpy(pvs + dst / kv.group, kv.vs + j * kvd / kv.group, (size_t)(kvd / kv.group) * 4);
                             }
                         }
-                        mxl_kv_paged_view pvw = {t, t, pk, pv, pks, pvs, kv.group, n_kv, kvd, bs, bs * kvd, blocks};
-                        mxl_kv_paged_view flat = {t, t, kv.k, kv.v, kv.ks, kv.vs, kv.group, n_kv, kvd, n_kv, 0, (const int32_t[]){0}};
+                        mxl_kv_paged_view pvw = {t, t, pk, pv, pks, pvs, kv.group, n_kv, kvd, bs, bs * kvd, blocks, 0};
+                        mxl_kv_paged_view flat = {t, t, kv.k, kv.v, kv.ks, kv.vs, kv.group, n_kv, kvd, n_kv, 0, (const int32_t[]){0}, 0};
                         mxl_cpu_attention_paged(&p, q, n_q, pos, &flat, ref, rscratch, NULL, MXL_CPU_ISA_SCALAR);
                         be->ops->attention_paged(be, &p, q, n_q, pos, &pvw, out, scratch, NULL);
                         char what[96];

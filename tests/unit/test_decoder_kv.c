@@ -26,6 +26,7 @@
 #include "backends/cpu/attention.h"
 #include "backends/cpu/embed_topk.h"
 #include "backends/cpu/kv_quant.h"
+#include "backends/cpu/kv_turbo.h"
 #include "backends/cpu/quant_gguf.h"
 #include "core/alloc.h"
 #include "models/decoder.h"
@@ -232,8 +233,8 @@ TEST(decoder_kv_families_f16_int8_within_bounds) {
         bool quant = d.tok_embd.kind == MXL_W_MLX || d.layers[0].w_down.kind == MXL_W_MLX || (ml && ml->gate[0].kind != MXL_W_DENSE);
         float *a = mxl_malloc((size_t)d.hp.vocab * sizeof(float)), *b = mxl_malloc((size_t)d.hp.vocab * sizeof(float));
         REQUIRE(a && b);
-        const mxl_decoder_kv_opts f32 = {MXL_DECODER_KV_F32, MXL_DECODER_KV_F32}, f16 = {MXL_DECODER_KV_F16, MXL_DECODER_KV_F16},
-                                  i8 = {MXL_DECODER_KV_I8, MXL_DECODER_KV_I8}, mixed = {MXL_DECODER_KV_I8, MXL_DECODER_KV_F16};
+        const mxl_decoder_kv_opts f32 = {MXL_DECODER_KV_F32, MXL_DECODER_KV_F32, 0}, f16 = {MXL_DECODER_KV_F16, MXL_DECODER_KV_F16, 0},
+                                  i8 = {MXL_DECODER_KV_I8, MXL_DECODER_KV_I8, 0}, mixed = {MXL_DECODER_KV_I8, MXL_DECODER_KV_F16, 0};
         double e_def = run_decode(&d, c, ids, n, NULL, pool, a);
         double e_f16 = run_decode(&d, c, ids, n, &f16, pool, b);
         CHECK(memcmp(a, b, (size_t)d.hp.vocab * sizeof(float)) == 0); /* the default is f16 */
@@ -285,7 +286,7 @@ TEST(decoder_kv_types_bytes_and_path_switch) {
     int64_t V = d.hp.vocab, ctx = 32;
     uint64_t n = (uint64_t)(d.hp.n_layers * ctx * d.hp.n_kv_heads * d.hp.head_dim);
     mxl_decoder_state *s16 = NULL, *s32 = NULL, *s8 = NULL;
-    const mxl_decoder_kv_opts o32 = {MXL_DECODER_KV_F32, MXL_DECODER_KV_F32}, o8 = {MXL_DECODER_KV_I8, MXL_DECODER_KV_I8};
+    const mxl_decoder_kv_opts o32 = {MXL_DECODER_KV_F32, MXL_DECODER_KV_F32, 0}, o8 = {MXL_DECODER_KV_I8, MXL_DECODER_KV_I8, 0};
     REQUIRE(mxl_decoder_state_create(&d, ctx, 4, NULL, &s16, &err) == MXL_OK);
     REQUIRE(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, &o32, &s32, &err) == MXL_OK);
     REQUIRE(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, &o8, &s8, &err) == MXL_OK);
@@ -341,7 +342,7 @@ TEST(decoder_kv_types_bytes_and_path_switch) {
 
     /* a batch of f16, int8 and f32 states equals each state's one-token forward */
     mxl_decoder_state *one[3] = {NULL, NULL, NULL}, *bat[3] = {NULL, NULL, NULL};
-    const mxl_decoder_kv_opts kinds[3] = {{MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO}, {MXL_DECODER_KV_I8, MXL_DECODER_KV_I8}, {MXL_DECODER_KV_F32, MXL_DECODER_KV_I8}};
+    const mxl_decoder_kv_opts kinds[3] = {{MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO, 0}, {MXL_DECODER_KV_I8, MXL_DECODER_KV_I8, 0}, {MXL_DECODER_KV_F32, MXL_DECODER_KV_I8, 0}};
     for (int i = 0; i < 3; i++) {
         REQUIRE(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, &kinds[i], &one[i], &err) == MXL_OK);
         REQUIRE(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, &kinds[i], &bat[i], &err) == MXL_OK);
@@ -368,22 +369,27 @@ TEST(decoder_kv_types_bytes_and_path_switch) {
     mxl_checkpoint_close(ck);
 }
 
-/* ---- ggml block formats (q8_0, q4_0, q4_1, q5_0, q5_1) ---- */
+/* ---- block formats: ggml's (q8_0, q4_0, q4_1, q5_0, q5_1) and TurboQuant's (turbo4, turbo3) ---- */
 
-static const mxl_decoder_kv_type k_block_types[5] = {MXL_DECODER_KV_Q8_0, MXL_DECODER_KV_Q4_0, MXL_DECODER_KV_Q4_1,
-                                                     MXL_DECODER_KV_Q5_0, MXL_DECODER_KV_Q5_1};
-static const mxl_dtype k_block_dtypes[5] = {MXL_DTYPE_Q8_0, MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q5_0, MXL_DTYPE_Q5_1};
+#define N_BLOCK_TYPES 7
+static const mxl_decoder_kv_type k_block_types[N_BLOCK_TYPES] = {MXL_DECODER_KV_Q8_0, MXL_DECODER_KV_Q4_0, MXL_DECODER_KV_Q4_1,
+                                                                 MXL_DECODER_KV_Q5_0, MXL_DECODER_KV_Q5_1, MXL_DECODER_KV_TURBO4,
+                                                                 MXL_DECODER_KV_TURBO3};
+static const mxl_dtype k_block_dtypes[N_BLOCK_TYPES] = {MXL_DTYPE_Q8_0, MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q5_0,
+                                                        MXL_DTYPE_Q5_1, MXL_DTYPE_TURBO4, MXL_DTYPE_TURBO3};
 
 /* The reference of a block-format cache: an f32 cache whose appended rows are the dequantized
  * blocks of what they would be stored as. A test backend (the host's ops, but buffer_copy into
  * the f32 pool's K / V storage - which is how the decoder appends an f32 row - stores
- * dequantize(quantize(row)) with the bit-exact codecs of kv_quant.h instead of the row). */
+ * dequantize(quantize(row)) with the bit-exact codecs of kv_quant.h instead of the row; for
+ * TurboQuant, each chunk of the row rotated (kv_turbo.h), round-tripped, and rotated back). */
 static mxl_backend_ops g_rt_ops;
 static mxl_backend g_rt_be;
 static struct {
     const uint8_t *lo[2], *hi[2];
     mxl_dtype t;
-    int64_t rows; /* rows round-tripped (a check that the hook ran) */
+    int64_t chunk; /* TurboQuant's rotation chunk: the largest power of two <= 256 dividing head_dim */
+    int64_t rows;  /* rows round-tripped (a check that the hook ran) */
 } g_rt;
 
 static void rt_buffer_copy(const mxl_backend *be, void *dst, const void *src, size_t bytes) {
@@ -393,6 +399,17 @@ static void rt_buffer_copy(const mxl_backend *be, void *dst, const void *src, si
             const int64_t n = (int64_t)(bytes / 4);
             uint8_t blocks[4096];
             MXL_ASSERT(n % 32 == 0 && (size_t)mxl_kv_offset_bytes(g_rt.t, n) <= sizeof blocks);
+            if (g_rt.t == MXL_DTYPE_TURBO4 || g_rt.t == MXL_DTYPE_TURBO3) {
+                float r[1024];
+                MXL_ASSERT(n <= 1024 && n % g_rt.chunk == 0);
+                memcpy(r, src, bytes);
+                mxl_kv_rotate_ref(r, n, g_rt.chunk, false);
+                mxl_kv_quantize_blocks(g_rt.t, r, n, blocks);
+                mxl_kv_dequantize_blocks(g_rt.t, blocks, n, dst);
+                mxl_kv_rotate_ref(dst, n, g_rt.chunk, true);
+                g_rt.rows++;
+                return;
+            }
             mxl_kv_quantize_blocks(g_rt.t, src, n, blocks);
             mxl_kv_dequantize_blocks(g_rt.t, blocks, n, dst);
             g_rt.rows++;
@@ -409,7 +426,7 @@ static mxl_decoder_state *rt_state(mxl_decoder *d, mxl_dtype t, int64_t ctx) {
     g_rt_be = *orig;
     g_rt_be.ops = &g_rt_ops;
     d->be = &g_rt_be; /* the state keeps it as its backend (and its pool's) */
-    const mxl_decoder_kv_opts o = {MXL_DECODER_KV_F32, MXL_DECODER_KV_F32};
+    const mxl_decoder_kv_opts o = {MXL_DECODER_KV_F32, MXL_DECODER_KV_F32, 0};
     mxl_decoder_state *s = NULL;
     mxl_error err;
     mxl_status st = mxl_decoder_state_create_ex(d, ctx, 4, NULL, &o, &s, &err);
@@ -422,6 +439,8 @@ static mxl_decoder_state *rt_state(mxl_decoder *d, mxl_dtype t, int64_t ctx) {
     g_rt.lo[0] = mxl_kv_pool_k(kvp), g_rt.hi[0] = g_rt.lo[0] + bytes;
     g_rt.lo[1] = mxl_kv_pool_v(kvp), g_rt.hi[1] = g_rt.lo[1] + bytes;
     g_rt.t = t;
+    g_rt.chunk = 256;
+    while (d->hp.head_dim % g_rt.chunk) g_rt.chunk /= 2;
     g_rt.rows = 0;
     return s;
 }
@@ -461,8 +480,8 @@ TEST(decoder_kv_block_types_match_dequantized_reference) {
         const int64_t V = d.hp.vocab;
         float *a = mxl_malloc((size_t)V * 4), *b = mxl_malloc((size_t)V * 4);
         REQUIRE(a && b);
-        for (int f = 0; f < 5; f++) {
-            const mxl_decoder_kv_opts o = {k_block_types[f], k_block_types[f]};
+        for (int f = 0; f < N_BLOCK_TYPES; f++) {
+            const mxl_decoder_kv_opts o = {k_block_types[f], k_block_types[f], 0};
             mxl_decoder_state *sa = NULL, *sb = rt_state(&d, k_block_dtypes[f], 64);
             mxl_error err;
             REQUIRE(sb);
@@ -498,8 +517,8 @@ TEST(decoder_kv_block_types_match_dequantized_reference) {
     mxl_decoder d;
     mxl_error err;
     REQUIRE(load_fixture("llama", &ck, &d));
-    for (int f = 0; f < 5; f++) {
-        const mxl_decoder_kv_opts o = {MXL_DECODER_KV_F16, k_block_types[f]};
+    for (int f = 0; f < N_BLOCK_TYPES; f++) {
+        const mxl_decoder_kv_opts o = {MXL_DECODER_KV_F16, k_block_types[f], 0};
         mxl_decoder_state *s = NULL;
         CHECK(mxl_decoder_state_create_ex(&d, 64, 4, NULL, &o, &s, &err) == MXL_ERR_UNSUPPORTED && !s);
         char want[128];
@@ -522,12 +541,12 @@ TEST(decoder_kv_block_types_bytes_truncate_batch) {
     REQUIRE(load_fixture("qwen3", &ck, &d));
     const int64_t V = d.hp.vocab, ctx = 32;
     const uint64_t n = (uint64_t)(d.hp.n_layers * ctx * d.hp.n_kv_heads * d.hp.head_dim);
-    const uint64_t per32[5] = {34, 18, 20, 22, 24};
+    const uint64_t per32[N_BLOCK_TYPES] = {34, 18, 20, 22, 24, 18, 14};
     int32_t ids[10] = {1, 17, 42, 5, 99, 3, 64, 8, 120, 7};
     float *a = mxl_malloc((size_t)V * 4), *b = mxl_malloc((size_t)V * 4), *lb = mxl_malloc(3 * (size_t)V * 4);
     REQUIRE(a && b && lb);
-    for (int f = 0; f < 5; f++) {
-        const mxl_decoder_kv_opts o = {k_block_types[f], k_block_types[f]}, mix = {k_block_types[f], MXL_DECODER_KV_F16};
+    for (int f = 0; f < N_BLOCK_TYPES; f++) {
+        const mxl_decoder_kv_opts o = {k_block_types[f], k_block_types[f], 0}, mix = {k_block_types[f], MXL_DECODER_KV_F16, 0};
         mxl_decoder_state *s = NULL, *m = NULL;
         REQUIRE(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, &o, &s, &err) == MXL_OK);
         REQUIRE(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, &mix, &m, &err) == MXL_OK);
@@ -547,7 +566,7 @@ TEST(decoder_kv_block_types_bytes_truncate_batch) {
         mxl_decoder_state_destroy(s);
         mxl_decoder_state_destroy(m);
         /* a batch of this type, f16 and the mix equals each state's one-token forward */
-        const mxl_decoder_kv_opts kinds[3] = {o, {MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO}, mix};
+        const mxl_decoder_kv_opts kinds[3] = {o, {MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO, 0}, mix};
         mxl_decoder_state *one[3], *bat[3];
         for (int i = 0; i < 3; i++) {
             REQUIRE(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, &kinds[i], &one[i], &err) == MXL_OK);
@@ -648,7 +667,7 @@ static void run_smollm2(const mxl_decoder_kv_opts *o, bool reference, size_t max
  * (q8 activations) does not follow transformers that far with any cache (64-token greedy matches:
  * f32 KV 25/320, f16 51/320, int8 52/320), so it is not compared here. */
 TEST(slow_decoder_kv_smollm2_f16_matches_transformers) {
-    const mxl_decoder_kv_opts f16 = {MXL_DECODER_KV_F16, MXL_DECODER_KV_F16};
+    const mxl_decoder_kv_opts f16 = {MXL_DECODER_KV_F16, MXL_DECODER_KV_F16, 0};
     real_stats r16;
     run_smollm2(&f16, true, 8, &r16, mxl_test_failed_);
     fprintf(stderr, "  smollm2 reference matmuls, f16 KV: %d/5 cases match 8 tokens, top-10 |diff| %.4f\n", r16.exact8, r16.max_top10);
@@ -745,8 +764,8 @@ TEST(slow_decoder_kv_smollm2_block_types_greedy_and_kl) {
     const int64_t V = m.d.hp.vocab;
     /* greedy */
     enum { STEPS = 64 };
-    const mxl_decoder_kv_opts f16 = {MXL_DECODER_KV_F16, MXL_DECODER_KV_F16}, q8 = {MXL_DECODER_KV_Q8_0, MXL_DECODER_KV_Q8_0},
-                              i8 = {MXL_DECODER_KV_I8, MXL_DECODER_KV_I8};
+    const mxl_decoder_kv_opts f16 = {MXL_DECODER_KV_F16, MXL_DECODER_KV_F16, 0}, q8 = {MXL_DECODER_KV_Q8_0, MXL_DECODER_KV_Q8_0, 0},
+                              i8 = {MXL_DECODER_KV_I8, MXL_DECODER_KV_I8, 0};
     int same_q8 = 0, same_i8 = 0, n_cases = 0;
     double max_moved = 0, worst_lead_at_split = 0;
     float *ha = mxl_malloc((size_t)STEPS * (size_t)V * 4), *hb = mxl_malloc((size_t)STEPS * (size_t)V * 4),
@@ -809,7 +828,7 @@ TEST(slow_decoder_kv_smollm2_block_types_greedy_and_kl) {
                                            MXL_DECODER_KV_Q5_0, MXL_DECODER_KV_Q5_1, MXL_DECODER_KV_I8};
     mxl_decoder_state *st[NM];
     for (int i = 0; i < NM; i++) {
-        const mxl_decoder_kv_opts o = {modes[i], modes[i]};
+        const mxl_decoder_kv_opts o = {modes[i], modes[i], 0};
         REQUIRE(mxl_decoder_state_create_ex(&m.d, (int64_t)ids.n + 8, CH, m.pool, &o, &st[i], &err) == MXL_OK);
         mxl_decoder_state_set_reference(st[i], false);
     }

@@ -407,7 +407,7 @@ TEST(kernels_attention_f16_grouped_passes_equal_one_head) {
         const int32_t blocks[3] = {2, 0, 1}; /* out of order, as the pool hands them out */
         uint16_t *k = mxl_malloc(2 * (size_t)(3 * bstride)), *v = mxl_malloc(2 * (size_t)(3 * bstride));
         for (int64_t i = 0; i < 3 * bstride; i++) k[i] = mxl_f32_to_f16(fr() * 2), v[i] = mxl_f32_to_f16(fr());
-        mxl_kv_paged_view kv = {MXL_DTYPE_F16, MXL_DTYPE_F16, k, v, NULL, NULL, 0, n_kv, rs, bs, bstride, blocks};
+        mxl_kv_paged_view kv = {MXL_DTYPE_F16, MXL_DTYPE_F16, k, v, NULL, NULL, 0, n_kv, rs, bs, bstride, blocks, 0};
         float q[4 * 144], s1[4 * 21], s4[4 * 21], o1[4 * 144], o4[4 * 144];
         for (int i = 0; i < 4 * hd; i++) q[i] = fr();
         for (int G = 2; G <= MXL_ATTN_HEAD_GROUP; G++) {
@@ -442,7 +442,7 @@ TEST(kernels_attention_f16_grouped_avx2_equals_per_head_kernels) {
         const int32_t blocks[3] = {2, 0, 1};
         uint16_t *k = mxl_malloc(2 * (size_t)(3 * bstride)), *v = mxl_malloc(2 * (size_t)(3 * bstride));
         for (int64_t i = 0; i < 3 * bstride; i++) k[i] = mxl_f32_to_f16(fr() * 2), v[i] = mxl_f32_to_f16(fr());
-        mxl_kv_paged_view kv = {MXL_DTYPE_F16, MXL_DTYPE_F16, k, v, NULL, NULL, 0, n_kv, rs, bs, bstride, blocks};
+        mxl_kv_paged_view kv = {MXL_DTYPE_F16, MXL_DTYPE_F16, k, v, NULL, NULL, 0, n_kv, rs, bs, bstride, blocks, 0};
         float q[4 * 144], s[4 * 21], w[4 * 21], o[4 * 144], ref[144];
         for (int i = 0; i < 4 * hd; i++) q[i] = fr();
         for (int G = 1; G <= MXL_ATTN_HEAD_GROUP; G++) {

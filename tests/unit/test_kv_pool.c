@@ -38,7 +38,7 @@ static uint32_t urand(void) {
 static float frand(void) { return (float)(urand() & 0xffffff) / 16777216.0f * 2.0f - 1.0f; }
 
 static mxl_kv_pool *tiny_pool(mxl_dtype kt, mxl_dtype vt, int64_t n_blocks) {
-    mxl_kv_pool_cfg c = {2, 64, 32, kt, vt, n_blocks, NULL, false};
+    mxl_kv_pool_cfg c = {2, 64, 32, kt, vt, n_blocks, NULL, false, 0};
     mxl_kv_pool *p = NULL;
     return mxl_kv_pool_create(&c, &p, NULL) == MXL_OK ? p : NULL;
 }
@@ -46,9 +46,9 @@ static mxl_kv_pool *tiny_pool(mxl_dtype kt, mxl_dtype vt, int64_t n_blocks) {
 TEST(kv_pool_refcounts_and_exhaustion) {
     mxl_kv_pool *p = tiny_pool(MXL_DTYPE_F16, MXL_DTYPE_F16, 4);
     REQUIRE(p);
-    mxl_kv_pool_cfg c = {2, 64, 32, MXL_DTYPE_F16, MXL_DTYPE_F16, 4, NULL, false};
+    mxl_kv_pool_cfg c = {2, 64, 32, MXL_DTYPE_F16, MXL_DTYPE_F16, 4, NULL, false, 0};
     CHECK(mxl_kv_pool_block_bytes(&c) == 2ull * 32 * 64 * 2 * 2);
-    mxl_kv_pool_cfg c8 = {2, 64, 32, MXL_DTYPE_I8, MXL_DTYPE_F32, 4, NULL, false};
+    mxl_kv_pool_cfg c8 = {2, 64, 32, MXL_DTYPE_I8, MXL_DTYPE_F32, 4, NULL, false, 0};
     CHECK(mxl_kv_pool_block_bytes(&c8) == 2ull * 32 * 64 * (1 + 4) + 2ull * 32 * 2 * 4);
     int32_t id[4];
     int seen = 0;
@@ -82,8 +82,8 @@ TEST(kv_pool_refcounts_and_exhaustion) {
 
     /* bad configurations are refused, not asserted */
     mxl_kv_pool *bad = NULL;
-    mxl_kv_pool_cfg b1 = {2, 64, 48, MXL_DTYPE_I8, MXL_DTYPE_F16, 4, NULL, false}, b2 = {2, 64, 32, MXL_DTYPE_F16, MXL_DTYPE_F16, 0, NULL, false},
-                    b3 = {2, 64, 32, MXL_DTYPE_BF16, MXL_DTYPE_F16, 4, NULL, false};
+    mxl_kv_pool_cfg b1 = {2, 64, 48, MXL_DTYPE_I8, MXL_DTYPE_F16, 4, NULL, false, 0}, b2 = {2, 64, 32, MXL_DTYPE_F16, MXL_DTYPE_F16, 0, NULL, false, 0},
+                    b3 = {2, 64, 32, MXL_DTYPE_BF16, MXL_DTYPE_F16, 4, NULL, false, 0};
     CHECK(mxl_kv_pool_create(&b1, &bad, &err) == MXL_ERR_ARG && !bad);
     CHECK(mxl_kv_pool_create(&b2, &bad, &err) == MXL_ERR_ARG && !bad);
     CHECK(mxl_kv_pool_create(&b3, &bad, &err) == MXL_ERR_ARG && !bad);
@@ -295,7 +295,7 @@ TEST(kv_pool_paged_attention_equals_contiguous) {
         bool i8 = ty == MXL_DTYPE_I8;
         mxl_kv_split_view cvw = {ty, ty, ck, cv, i8 ? cks : NULL, i8 ? cvs : NULL, 32, NKV, KVD};
         mxl_kv_paged_view pvw = {ty, ty, pk + mxl_kv_offset_bytes(ty, layer_off), pv + mxl_kv_offset_bytes(ty, layer_off), i8 ? pks + layer_off / 32 : NULL,
-                                 i8 ? pvs + layer_off / 32 : NULL, 32, NKV, KVD, BS, stride, table};
+                                 i8 ? pvs + layer_off / 32 : NULL, 32, NKV, KVD, BS, stride, table, 0};
         for (int win = 0; win < 2; win++)
             for (int isa = 0; isa < 2; isa++) {
                 mxl_attn_params ap = {NH, NKVH, HD, 0.125f, win ? 0.0f : 30.0f, NULL, win ? 20 : 0, 1, 0, 0, NULL};
@@ -358,7 +358,7 @@ static void fork_case(const char *name, bool reference, mxl_decoder_kv_type kt, 
     size_t rows = (size_t)(1 + N_STEPS) * (size_t)V;
     float *want = mxl_malloc(rows * sizeof(float)), *want_a = mxl_malloc(rows * sizeof(float)), *got = mxl_malloc(rows * sizeof(float));
     REQUIRE(want && want_a && got);
-    const mxl_decoder_kv_opts o = {kt, kt};
+    const mxl_decoder_kv_opts o = {kt, kt, 0};
     int32_t ids[N_ALL + N_STEPS];
     for (int k = 0; k < N_ALL + N_STEPS; k++) ids[k] = tok(V, k);
     REQUIRE(recompute(&d, reference, &o, N_ALL, want));

@@ -1,5 +1,6 @@
 /* test_kv_quant.c - the KV cache's ggml block formats (q8_0, q4_0, q4_1, q5_0, q5_1;
- * backends/cpu/kv_quant.h) against independent references.
+ * backends/cpu/kv_quant.h) against independent references, and the kernels and attention passes
+ * of every block format (TurboQuant's too: its blocks against their reference in test_kv_turbo.c).
  *
  *   - Formats: mxl_kv_quantize_blocks writes, byte for byte, the blocks of the PyPI gguf package's
  *     gguf.quants.quantize (ggml-quants.c's quantize_row_*_ref), and mxl_kv_dequantize_blocks
@@ -39,13 +40,16 @@ static float frand(void) {
     return (float)((g_rng >> 8) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
 }
 
-static const mxl_dtype k_types[MXL_KV_QFMT_COUNT] = {MXL_DTYPE_Q8_0, MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q5_0, MXL_DTYPE_Q5_1};
+/* by mxl_kv_qfmt: ggml's five, then TurboQuant's two (kv_turbo.h; checked against their own
+ * Python reference in test_kv_turbo.c) */
+static const mxl_dtype k_types[MXL_KV_QFMT_COUNT] = {MXL_DTYPE_Q8_0, MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q5_0,
+                                                     MXL_DTYPE_Q5_1, MXL_DTYPE_TURBO4, MXL_DTYPE_TURBO3};
 
 static size_t qbytes(mxl_dtype t, int64_t n) { return mxl_kv_offset_bytes(t, n); }
 
 static mxl_dtype type_by_name(const char *n) {
-    static const char *names[MXL_KV_QFMT_COUNT] = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"};
-    for (int f = 0; f < MXL_KV_QFMT_COUNT; f++)
+    static const char *names[MXL_KV_GGML_QFMTS] = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"};
+    for (int f = 0; f < MXL_KV_GGML_QFMTS; f++)
         if (!strcmp(n, names[f])) return k_types[f];
     return MXL_DTYPE_INVALID;
 }
@@ -55,7 +59,7 @@ TEST(kv_quant_blocks_match_gguf_package) {
     REQUIRE(root);
     json_t *cases = json_object_get(root, "cases"), *c;
     size_t i;
-    int n_cases = 0, seen[MXL_KV_QFMT_COUNT] = {0};
+    int n_cases = 0, seen[MXL_KV_GGML_QFMTS] = {0};
     json_array_foreach(cases, i, c) {
         const char *tn = json_string_value(json_object_get(c, "type")), *name = json_string_value(json_object_get(c, "name"));
         mxl_dtype t = type_by_name(tn);
@@ -95,7 +99,7 @@ TEST(kv_quant_blocks_match_gguf_package) {
         mxl_free(x), mxl_free(want), mxl_free(wy), mxl_free(xf), mxl_free(y), mxl_free(yw), mxl_free(got);
     }
     CHECK(n_cases >= 80);
-    for (int f = 0; f < MXL_KV_QFMT_COUNT; f++) CHECK(seen[f] >= 16);
+    for (int f = 0; f < MXL_KV_GGML_QFMTS; f++) CHECK(seen[f] >= 16);
     json_decref(root);
 }
 
@@ -201,7 +205,7 @@ static int attention_case(mxl_dtype kt, mxl_dtype vt, int n_heads, int n_kv_head
     }
     mxl_attn_params p = {n_heads, n_kv_heads, hd, 1.0f / sqrtf((float)hd), 0.0f, NULL, window, 1, 0, 0, NULL};
     int64_t qpos[NQ] = {5, 40, NKV - 1};
-    mxl_kv_paged_view kv = {kt, vt, ck.bytes, cv.bytes, NULL, NULL, 0, NKV, stride, BS, BS * stride, table};
+    mxl_kv_paged_view kv = {kt, vt, ck.bytes, cv.bytes, NULL, NULL, 0, NKV, stride, BS, BS * stride, table, 0};
     int bad = 0;
     for (int isa = MXL_CPU_ISA_SCALAR; isa <= (int)mxl_cpu_isa_detect(); isa++) {
         if (mxl_cpu_kern_at((mxl_cpu_isa)isa)->level != (mxl_cpu_isa)isa) continue;
@@ -247,13 +251,17 @@ TEST(kv_quant_attention_matches_naive) {
 TEST(kv_quant_avx2_kernels_match_reference) {
     REQUIRE(mxl_cpu_isa_detect() >= MXL_CPU_ISA_AVX2); /* else these kernels cannot be checked on this CPU */
     static const mxl_kv_dot_q_fn dots[MXL_KV_QFMT_COUNT] = {mxl_kv_dot_q8_0_avx2, mxl_kv_dot_q4_0_avx2, mxl_kv_dot_q4_1_avx2,
-                                                            mxl_kv_dot_q5_0_avx2, mxl_kv_dot_q5_1_avx2};
+                                                            mxl_kv_dot_q5_0_avx2, mxl_kv_dot_q5_1_avx2, mxl_kv_dot_turbo4_avx2,
+                                                            mxl_kv_dot_turbo3_avx2};
     static const mxl_kv_dot_q_fn dots_ref[MXL_KV_QFMT_COUNT] = {mxl_kv_dot_q8_0_ref, mxl_kv_dot_q4_0_ref, mxl_kv_dot_q4_1_ref,
-                                                                mxl_kv_dot_q5_0_ref, mxl_kv_dot_q5_1_ref};
+                                                                mxl_kv_dot_q5_0_ref, mxl_kv_dot_q5_1_ref, mxl_kv_dot_turbo4_ref,
+                                                                mxl_kv_dot_turbo3_ref};
     static const mxl_kv_axpy_q_fn axpys[MXL_KV_QFMT_COUNT] = {mxl_kv_axpy_q8_0_avx2, mxl_kv_axpy_q4_0_avx2, mxl_kv_axpy_q4_1_avx2,
-                                                              mxl_kv_axpy_q5_0_avx2, mxl_kv_axpy_q5_1_avx2};
+                                                              mxl_kv_axpy_q5_0_avx2, mxl_kv_axpy_q5_1_avx2, mxl_kv_axpy_turbo4_avx2,
+                                                              mxl_kv_axpy_turbo3_avx2};
     static const mxl_kv_axpy_q_fn axpys_ref[MXL_KV_QFMT_COUNT] = {mxl_kv_axpy_q8_0_ref, mxl_kv_axpy_q4_0_ref, mxl_kv_axpy_q4_1_ref,
-                                                                  mxl_kv_axpy_q5_0_ref, mxl_kv_axpy_q5_1_ref};
+                                                                  mxl_kv_axpy_q5_0_ref, mxl_kv_axpy_q5_1_ref, mxl_kv_axpy_turbo4_ref,
+                                                                  mxl_kv_axpy_turbo3_ref};
     for (int f = 0; f < MXL_KV_QFMT_COUNT; f++)
         for (int64_t n = 32; n <= 256; n *= 2)
             for (int rep = 0; rep < 4; rep++) {
@@ -304,7 +312,7 @@ TEST(kv_quant_avx2_grouped_passes_equal_per_head_kernels) {
             mxl_kv_quantize_blocks(t, rows, NB * BS * hd, buf);
             for (int i = 0; i < G4 * hd; i++) q[i] = frand();
             for (int i = 0; i < G4 * NKV; i++) w[i] = frand() > 0.8f ? 0.0f : fabsf(frand());
-            mxl_kv_paged_view kv = {t, t, buf, buf, NULL, NULL, 0, NKV, hd, BS, BS * hd, table};
+            mxl_kv_paged_view kv = {t, t, buf, buf, NULL, NULL, 0, NKV, hd, BS, BS * hd, table, 0};
             const int64_t lo = 3, hi = NKV;
             for (int G = 1; G <= G4; G++) {
                 mxl_attn_k_q_avx2(&kv, 0, lo, hi, G, q, hd, 0.5f, s, NKV);
@@ -345,7 +353,7 @@ TEST(kv_quant_avx512_grouped_passes_match_reference) {
             mxl_kv_dequantize_blocks(t, buf, NB * BS * hd, deq);
             for (int i = 0; i < G4 * hd; i++) q[i] = frand();
             for (int i = 0; i < G4 * NKV; i++) w[i] = frand() > 0.8f ? 0.0f : fabsf(frand()); /* some weights 0: skipped */
-            mxl_kv_paged_view kv = {t, t, buf, buf, NULL, NULL, 0, NKV, hd, BS, BS * hd, table};
+            mxl_kv_paged_view kv = {t, t, buf, buf, NULL, NULL, 0, NKV, hd, BS, BS * hd, table, 0};
             const int64_t lo = 3, hi = NKV;
             for (int G = 1; G <= G4; G++) {
                 mxl_attn_k_q_avx512(&kv, 0, lo, hi, G, q, hd, 0.5f, s, NKV);

@@ -66,7 +66,7 @@ static void paged_make(paged *pc, mxl_dtype kt, mxl_dtype vt, int hd, int kvh, i
         int32_t t = pc->blocks[i];
         pc->blocks[i] = pc->blocks[j], pc->blocks[j] = t;
     }
-    pc->view = (mxl_kv_paged_view){kt, vt, pc->k, pc->v, NULL, NULL, 0, n_kv, rs, bs, bs * rs, pc->blocks};
+    pc->view = (mxl_kv_paged_view){kt, vt, pc->k, pc->v, NULL, NULL, 0, n_kv, rs, bs, bs * rs, pc->blocks, 0};
 }
 
 static void paged_free(paged *pc) { mxl_free(pc->k), mxl_free(pc->v), mxl_free(pc->blocks); }

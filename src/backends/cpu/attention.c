@@ -37,6 +37,7 @@ typedef struct attn_ctx {
     int64_t n_q;
     const int64_t *q_pos;
     const mxl_kv_paged_view *kv;
+    const mxl_kv_paged_view *kvv; /* the view V is read through: kv, or a copy with v_block_stride */
     float *out;
     float *scratch;
     mxl_dense_dot_fn dot; /* f32 K dots, NULL: reference */
@@ -75,7 +76,7 @@ static int v_dim(const mxl_attn_params *p) { return p->head_dim_v > 0 ? p->head_
 
 /* o += w * v for the V head vector at element offset off. */
 static void v_axpy(const attn_ctx *c, int64_t off, float w, float *o) {
-    const mxl_kv_paged_view *kv = c->kv;
+    const mxl_kv_paged_view *kv = c->kvv;
     const int hd = v_dim(c->p);
     const uint8_t *vj = (const uint8_t *)kv->v + off_bytes(c->v_qf, c->v_es, off);
     if (c->v_qf >= 0) {
@@ -119,7 +120,7 @@ static void k_scores(const attn_ctx *c, const float *qh, int64_t hoff, int64_t l
 
 /* o[vd] = sum over the visible keys of s[j] * v_j (V head offset voff), keys with s[j] == 0 skipped. */
 static void v_sum(const attn_ctx *c, int64_t voff, int64_t lo, int64_t hi, const float *s, float *o) {
-    const mxl_kv_paged_view *kv = c->kv;
+    const mxl_kv_paged_view *kv = c->kvv;
     const int64_t bs = kv->block_size, rs = kv->row_stride;
     for (int i = 0; i < v_dim(c->p); i++) o[i] = 0.0f;
     for (int64_t b0 = lo - lo % bs; b0 < hi; b0 += bs) {
@@ -169,8 +170,8 @@ static void attn_group(const attn_ctx *c, int64_t t, int h, int G, float *s) {
         if (c->gsoftmax && p->softcap <= 0.0f) c->gsoftmax(s + g * ss + lo, hi - lo, sink);
         else mxl_cpu_softmax(s + g * ss + lo, hi - lo, p->softcap, sink);
     }
-    if (c->gv) c->gv((const uint16_t *)kv->v, kv, kvh * vd, lo, hi, G, s, ss, vd, o);
-    else c->gvq(kv, kvh * vd, lo, hi, G, s, ss, vd, o);
+    if (c->gv) c->gv((const uint16_t *)kv->v, c->kvv, kvh * vd, lo, hi, G, s, ss, vd, o);
+    else c->gvq(c->kvv, kvh * vd, lo, hi, G, s, ss, vd, o);
 }
 
 /* Work units: (token, group of c->group heads of one KV head). */
@@ -263,8 +264,8 @@ static void split_task(void *vctx, int task, int n_tasks, int thread_index) {
             else mxl_cpu_softmax(x, n, 0.0f, -INFINITY);
             l[g] = 1.0f / x[jm];
         }
-        if (c->gv) c->gv((const uint16_t *)kv->v, kv, kvh * vd, r0, r1, gn, s, sc->L, vd, o);
-        else if (c->gvq) c->gvq(kv, kvh * vd, r0, r1, gn, s, sc->L, vd, o);
+        if (c->gv) c->gv((const uint16_t *)kv->v, c->kvv, kvh * vd, r0, r1, gn, s, sc->L, vd, o);
+        else if (c->gvq) c->gvq(c->kvv, kvh * vd, r0, r1, gn, s, sc->L, vd, o);
         else
             for (int g = 0; g < gn; g++) v_sum(c, kvh * vd, r0, r1, s + (int64_t)g * sc->L, o + (int64_t)g * vd);
     }
@@ -326,7 +327,10 @@ void mxl_cpu_attention_paged(const mxl_attn_params *p, const float *q, int64_t n
     const int k_qf = mxl_kv_qfmt_of(kv->k_type), v_qf = mxl_kv_qfmt_of(kv->v_type);
     /* block formats: every head, row and block starts on a block of 32 */
     if (k_qf >= 0) MXL_ASSERT(p->head_dim % 32 == 0 && kv->row_stride % 32 == 0 && kv->block_stride % 32 == 0);
-    if (v_qf >= 0) MXL_ASSERT(v_dim(p) % 32 == 0 && kv->row_stride % 32 == 0 && kv->block_stride % 32 == 0);
+    if (v_qf >= 0) MXL_ASSERT(v_dim(p) % 32 == 0 && kv->row_stride % 32 == 0 && kv->block_stride % 32 == 0 && kv->v_block_stride % 32 == 0);
+    mxl_kv_paged_view kvv = *kv; /* V's block distance where it differs from K's */
+    if (kv->v_block_stride) kvv.block_stride = kv->v_block_stride;
+    MXL_ASSERT(kv->v_type != MXL_DTYPE_I8 || kvv.block_stride % kv->group == 0);
     const mxl_cpu_kernels *K = mxl_cpu_kern_at(isa);
     /* grouped passes where the level has one for K's type and one for V's */
     const bool gk16 = kv->k_type == MXL_DTYPE_F16 && p->head_dim % 16 == 0 && K->attn_k_f16 && K->attn_v_f16;
@@ -334,7 +338,7 @@ void mxl_cpu_attention_paged(const mxl_attn_params *p, const float *q, int64_t n
     const bool gkq = k_qf >= 0 && K->attn_k_q && K->attn_v_q, gvq = v_qf >= 0 && K->attn_k_q && K->attn_v_q;
     const bool grouped = (gk16 || gkq) && (gv16 || gvq);
     const int per_kv = p->n_heads / p->n_kv_heads;
-    attn_ctx c = {.p = p, .q = q, .n_q = n_q, .q_pos = q_pos, .kv = kv, .out = out, .scratch = scratch,
+    attn_ctx c = {.p = p, .q = q, .n_q = n_q, .q_pos = q_pos, .kv = kv, .kvv = &kvv, .out = out, .scratch = scratch,
                   .dot = K->attn_dot_f32, .kk = K->kv, .k_qf = k_qf, .v_qf = v_qf, .k_es = step_bytes(kv->k_type),
                   .v_es = step_bytes(kv->v_type), .gk = grouped && gk16 ? K->attn_k_f16 : NULL,
                   .gv = grouped && gv16 ? K->attn_v_f16 : NULL, .gkq = grouped && gkq ? K->attn_k_q : NULL,
@@ -369,7 +373,7 @@ void mxl_cpu_attention_kv(const mxl_attn_params *p, const float *q, int64_t n_q,
     /* one block holding every position */
     static const int32_t one_block[1] = {0};
     mxl_kv_paged_view pv = {kv->k_type, kv->v_type, kv->k, kv->v, kv->k_scale, kv->v_scale, kv->group, kv->n_kv,
-                            kv->row_stride, kv->n_kv > 0 ? kv->n_kv : 1, 0, one_block};
+                            kv->row_stride, kv->n_kv > 0 ? kv->n_kv : 1, 0, one_block, 0};
     mxl_cpu_attention_paged(p, q, n_q, q_pos, &pv, out, scratch, pool, isa);
 }
 

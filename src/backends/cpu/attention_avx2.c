@@ -194,6 +194,8 @@ AVX2 void mxl_attn_k_q_avx2(const mxl_kv_paged_view *kv, int64_t hoff, int64_t l
     case MXL_KV_Q4_1: KQ2_G(MXL_KV_Q4_1) break;
     case MXL_KV_Q5_0: KQ2_G(MXL_KV_Q5_0) break;
     case MXL_KV_Q5_1: KQ2_G(MXL_KV_Q5_1) break;
+    case MXL_KV_TURBO4: KQ2_G(MXL_KV_TURBO4) break;
+    case MXL_KV_TURBO3: KQ2_G(MXL_KV_TURBO3) break;
     default: MXL_ASSERT(0 && "attention K: not a block format");
     }
 }
@@ -265,6 +267,8 @@ AVX2 void mxl_attn_v_q_avx2(const mxl_kv_paged_view *kv, int64_t hoff, int64_t l
         case MXL_KV_Q4_1: VQ2_G(MXL_KV_Q4_1) break;
         case MXL_KV_Q5_0: VQ2_G(MXL_KV_Q5_0) break;
         case MXL_KV_Q5_1: VQ2_G(MXL_KV_Q5_1) break;
+        case MXL_KV_TURBO4: VQ2_G(MXL_KV_TURBO4) break;
+        case MXL_KV_TURBO3: VQ2_G(MXL_KV_TURBO3) break;
         default: MXL_ASSERT(0 && "attention V: not a block format");
         }
     }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "backends/cpu/kv_quant.h"
+#include "backends/cpu/kv_turbo.h"
 
 #include "core/status.h"
 
@@ -169,13 +170,38 @@ AVX512 void mxl_attn_k_f16_avx512(const uint16_t *k, const mxl_kv_paged_view *kv
 /* ---- ggml block formats ---- */
 
 /* Bytes per block of 32 by mxl_kv_qfmt. */
-static const int k_qb[MXL_KV_QFMT_COUNT] = {34, 18, 20, 22, 24};
+static const int k_qb[MXL_KV_QFMT_COUNT] = {34, 18, 20, 22, 24, 18, 14};
 
-/* Block p of format f: elements 0..15 in *lo, 16..31 in *hi. */
+/* Block p of format f: elements 0..15 in *lo, 16..31 in *hi. TurboQuant: d * codebook[code]
+ * (kv_turbo.h), the reference's product. */
 AVX512 INLINE void deq32_512(int f, const uint8_t *p, __m512 *lo, __m512 *hi) {
     uint16_t dh;
     memcpy(&dh, p, 2);
     const __m512 d = _mm512_set1_ps(_cvtsh_ss(dh));
+    if (f == MXL_KV_TURBO4) {
+        const __m512 t = _mm512_loadu_ps(mxl_kv_turbo4_codebook);
+        const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 2)));
+        *lo = _mm512_mul_ps(d, _mm512_permutexvar_ps(_mm512_and_si512(x, _mm512_set1_epi32(0x0F)), t));
+        *hi = _mm512_mul_ps(d, _mm512_permutexvar_ps(_mm512_srli_epi32(x, 4), t));
+        return;
+    }
+    if (f == MXL_KV_TURBO3) { /* lanes j: byte j % 8 of qs, pair j / 8; bit 2 from qh */
+        const __m512 t = _mm512_zextps256_ps512(_mm256_loadu_ps(mxl_kv_turbo3_codebook)); /* (codes < 8) */
+        int64_t q8;
+        uint32_t qh;
+        memcpy(&q8, p + 2, 8);
+        memcpy(&qh, p + 10, 4);
+        const __m128i q = _mm_cvtsi64_si128(q8);
+        const __m512i x = _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(q, q)), three = _mm512_set1_epi32(3), four = _mm512_set1_epi32(4);
+        const __m512i sh_lo = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
+        __m512i cl = _mm512_and_si512(_mm512_srlv_epi32(x, sh_lo), three);
+        __m512i ch = _mm512_and_si512(_mm512_srlv_epi32(x, _mm512_add_epi32(sh_lo, four)), three);
+        cl = _mm512_mask_or_epi32(cl, (__mmask16)(qh & 0xFFFF), cl, four);
+        ch = _mm512_mask_or_epi32(ch, (__mmask16)(qh >> 16), ch, four);
+        *lo = _mm512_mul_ps(d, _mm512_permutexvar_ps(cl, t));
+        *hi = _mm512_mul_ps(d, _mm512_permutexvar_ps(ch, t));
+        return;
+    }
     if (f == MXL_KV_Q8_0) {
         *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 2)))), d);
         *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 18)))), d);
@@ -301,6 +327,8 @@ AVX512 void mxl_attn_k_q_avx512(const mxl_kv_paged_view *kv, int64_t hoff, int64
     case MXL_KV_Q4_1: KQ_G(MXL_KV_Q4_1) break;
     case MXL_KV_Q5_0: KQ_G(MXL_KV_Q5_0) break;
     case MXL_KV_Q5_1: KQ_G(MXL_KV_Q5_1) break;
+    case MXL_KV_TURBO4: KQ_G(MXL_KV_TURBO4) break;
+    case MXL_KV_TURBO3: KQ_G(MXL_KV_TURBO3) break;
     default: MXL_ASSERT(0 && "attention K: not a block format");
     }
 }
@@ -333,6 +361,8 @@ AVX512 void mxl_attn_v_q_avx512(const mxl_kv_paged_view *kv, int64_t hoff, int64
         case MXL_KV_Q4_1: VQ_G(MXL_KV_Q4_1) break;
         case MXL_KV_Q5_0: VQ_G(MXL_KV_Q5_0) break;
         case MXL_KV_Q5_1: VQ_G(MXL_KV_Q5_1) break;
+        case MXL_KV_TURBO4: VQ_G(MXL_KV_TURBO4) break;
+        case MXL_KV_TURBO3: VQ_G(MXL_KV_TURBO3) break;
         default: MXL_ASSERT(0 && "attention V: not a block format");
         }
     }

@@ -16,6 +16,7 @@
 #include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/kv_quant.h"
+#include "backends/cpu/kv_turbo.h"
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/norm.h"
 #include "backends/cpu/quant_amx.h"
@@ -234,6 +235,11 @@ static void cpu_kv_dequantize_blocks(const mxl_backend *be, mxl_dtype t, const v
     mxl_kv_dequantize_blocks(t, blocks, n, x);
 }
 
+static void cpu_kv_rotate(const mxl_backend *be, float *x, int64_t n, int64_t chunk, bool inverse) {
+    (void)be;
+    mxl_kv_rotate_ref(x, n, chunk, inverse);
+}
+
 static void cpu_tune_machine(const mxl_backend *be, char *cpu, size_t cap, const char **isa) {
     (void)be;
     mxl_cpu_tune_machine(cpu, cap, isa);
@@ -292,6 +298,7 @@ static const mxl_backend_ops k_cpu_ops = {
     .kv_dequantize_i8 = cpu_kv_dequantize_i8,
     .kv_quantize_blocks = cpu_kv_quantize_blocks,
     .kv_dequantize_blocks = cpu_kv_dequantize_blocks,
+    .kv_rotate = cpu_kv_rotate,
     .tune_machine = cpu_tune_machine,
     .tune_set = cpu_tune_set,
     .tune_reset = cpu_tune_reset,

@@ -24,7 +24,8 @@ void mxl_cpu_kernels_register_ref(mxl_cpu_kernels *k) {
                                        * them itself where the getters give no kernel */
     k->kv = (mxl_kv_kernels){mxl_kv_dot_f16_ref, mxl_kv_dot_i8_ref, mxl_kv_axpy_f16_ref, mxl_kv_axpy_i8_ref,
                              mxl_kv_store_f16_ref,
-                             {mxl_kv_dot_q8_0_ref, mxl_kv_dot_q4_0_ref, mxl_kv_dot_q4_1_ref, mxl_kv_dot_q5_0_ref, mxl_kv_dot_q5_1_ref},
+                             {mxl_kv_dot_q8_0_ref, mxl_kv_dot_q4_0_ref, mxl_kv_dot_q4_1_ref, mxl_kv_dot_q5_0_ref, mxl_kv_dot_q5_1_ref,
+                              mxl_kv_dot_turbo4_ref, mxl_kv_dot_turbo3_ref},
                              {mxl_kv_axpy_q8_0_ref, mxl_kv_axpy_q4_0_ref, mxl_kv_axpy_q4_1_ref, mxl_kv_axpy_q5_0_ref,
-                              mxl_kv_axpy_q5_1_ref}};
+                              mxl_kv_axpy_q5_1_ref, mxl_kv_axpy_turbo4_ref, mxl_kv_axpy_turbo3_ref}};
 }

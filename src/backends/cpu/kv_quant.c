@@ -1,4 +1,4 @@
-/* kv_quant.c - f16 / int8 / ggml block-format KV-cache kernels (kv_quant.h): the block
+/* kv_quant.c - f16 / int8 / block-format (ggml's and TurboQuant's) KV-cache kernels (kv_quant.h): the block
  * quantizers (ggml-quants.c's quantize_row_*_ref, rewritten), plain C references and AVX2
  * variants (registered in the kernel table by kernels_avx2.c). */
 #include "backends/cpu/kv_quant.h"
@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/kv_turbo.h"
 #include "backends/cpu/quant_gguf.h"
 
 void mxl_kv_quantize_i8(const float *x, int64_t n, int64_t group, int8_t *q, float *scales) {
@@ -70,12 +71,15 @@ int mxl_kv_qfmt_of(mxl_dtype t) {
     case MXL_DTYPE_Q4_1: return MXL_KV_Q4_1;
     case MXL_DTYPE_Q5_0: return MXL_KV_Q5_0;
     case MXL_DTYPE_Q5_1: return MXL_KV_Q5_1;
+    case MXL_DTYPE_TURBO4: return MXL_KV_TURBO4;
+    case MXL_DTYPE_TURBO3: return MXL_KV_TURBO3;
     default: return -1;
     }
 }
 
 mxl_dtype mxl_kv_qfmt_dtype(mxl_kv_qfmt f) {
-    static const mxl_dtype t[MXL_KV_QFMT_COUNT] = {MXL_DTYPE_Q8_0, MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q5_0, MXL_DTYPE_Q5_1};
+    static const mxl_dtype t[MXL_KV_QFMT_COUNT] = {MXL_DTYPE_Q8_0, MXL_DTYPE_Q4_0, MXL_DTYPE_Q4_1, MXL_DTYPE_Q5_0,
+                                                  MXL_DTYPE_Q5_1, MXL_DTYPE_TURBO4, MXL_DTYPE_TURBO3};
     return t[f];
 }
 
@@ -191,21 +195,30 @@ void mxl_kv_quantize_blocks(mxl_dtype t, const float *x, int64_t n, void *y) {
             pack_nibbles(codes, o->qs);
             break;
         }
+        case MXL_DTYPE_TURBO4: mxl_kv_turbo_quantize32(t, x, (uint8_t *)y + b * 18); break;
+        case MXL_DTYPE_TURBO3: mxl_kv_turbo_quantize32(t, x, (uint8_t *)y + b * 14); break;
         default: MXL_ASSERT(0 && "not a KV block format");
         }
     }
 }
 
+/* One block of 32 of any KV block format back to floats. */
+static void deq32(mxl_dtype t, const uint8_t *p, float *v) {
+    if (t == MXL_DTYPE_TURBO4 || t == MXL_DTYPE_TURBO3) mxl_kv_turbo_dequantize32(t, p, v);
+    else mxl_dequant_row_ref(t, p, v, 32);
+}
+
 void mxl_kv_dequantize_blocks(mxl_dtype t, const void *y, int64_t n, float *x) {
     MXL_ASSERT(mxl_kv_qfmt_of(t) >= 0 && n % 32 == 0);
-    mxl_dequant_row_ref(t, y, x, n);
+    const size_t bb = mxl_kv_offset_bytes(t, 32);
+    for (int64_t b = 0; b < n / 32; b++) deq32(t, (const uint8_t *)y + b * bb, x + b * 32);
 }
 
 #define KV_Q_REF(name, T, BB)                                                                      \
     float mxl_kv_dot_##name##_ref(int64_t n, const void *k, const float *x) {                      \
         float acc = 0.0f, v[32];                                                                    \
         for (int64_t b = 0; b < n / 32; b++) {                                                      \
-            mxl_dequant_row_ref(T, (const uint8_t *)k + b * (BB), v, 32);                          \
+            deq32(T, (const uint8_t *)k + b * (BB), v);                                             \
             for (int j = 0; j < 32; j++) acc += v[j] * x[b * 32 + j];                              \
         }                                                                                           \
         return acc;                                                                                 \
@@ -213,7 +226,7 @@ void mxl_kv_dequantize_blocks(mxl_dtype t, const void *y, int64_t n, float *x) {
     void mxl_kv_axpy_##name##_ref(int64_t n, float w, const void *vq, float *o) {                  \
         float v[32];                                                                                \
         for (int64_t b = 0; b < n / 32; b++) {                                                      \
-            mxl_dequant_row_ref(T, (const uint8_t *)vq + b * (BB), v, 32);                         \
+            deq32(T, (const uint8_t *)vq + b * (BB), v);                                            \
             for (int j = 0; j < 32; j++) o[b * 32 + j] += w * v[j];                                \
         }                                                                                           \
     }
@@ -222,6 +235,8 @@ KV_Q_REF(q4_0, MXL_DTYPE_Q4_0, 18)
 KV_Q_REF(q4_1, MXL_DTYPE_Q4_1, 20)
 KV_Q_REF(q5_0, MXL_DTYPE_Q5_0, 22)
 KV_Q_REF(q5_1, MXL_DTYPE_Q5_1, 24)
+KV_Q_REF(turbo4, MXL_DTYPE_TURBO4, 18)
+KV_Q_REF(turbo3, MXL_DTYPE_TURBO3, 14)
 #undef KV_Q_REF
 
 #if defined(__x86_64__)
@@ -336,6 +351,8 @@ KV_Q_AVX2(q4_0, MXL_KV_Q4_0)
 KV_Q_AVX2(q4_1, MXL_KV_Q4_1)
 KV_Q_AVX2(q5_0, MXL_KV_Q5_0)
 KV_Q_AVX2(q5_1, MXL_KV_Q5_1)
+KV_Q_AVX2(turbo4, MXL_KV_TURBO4)
+KV_Q_AVX2(turbo3, MXL_KV_TURBO3)
 #undef KV_Q_AVX2
 #endif
 

@@ -1,5 +1,5 @@
-/* kv_quant.h - KV-cache storage kernels: f16, int8 and ggml block-format (Q8_0, Q4_0, Q4_1,
- * Q5_0, Q5_1) K/V vectors read by attention (backends/cpu/attention.h) and written by the
+/* kv_quant.h - KV-cache storage kernels: f16, int8, ggml block-format (Q8_0, Q4_0, Q4_1,
+ * Q5_0, Q5_1) and TurboQuant (kv_turbo.h) K/V vectors read by attention (backends/cpu/attention.h) and written by the
  * decoder's KV append (models/decoder.c).
  *
  * int8 layout ("q8 groups"): a vector of n elements is cut into groups of `group` consecutive
@@ -62,13 +62,20 @@ void mxl_kv_axpy_i8_ref(int64_t n, int64_t group, float w, const int8_t *v, cons
 void mxl_kv_store_f16_ref(int64_t n, const float *x, uint16_t *h);
 
 /* ---- ggml block formats ---- */
-typedef enum mxl_kv_qfmt { MXL_KV_Q8_0 = 0, MXL_KV_Q4_0, MXL_KV_Q4_1, MXL_KV_Q5_0, MXL_KV_Q5_1, MXL_KV_QFMT_COUNT } mxl_kv_qfmt;
-/* The block format of dtype t (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1), or -1 for any other type. */
+/* The 32-element block formats: ggml's five, then the TurboQuant blocks (backends/cpu/kv_turbo.h:
+ * rotated values, quantized and read back like the others). */
+typedef enum mxl_kv_qfmt {
+    MXL_KV_Q8_0 = 0, MXL_KV_Q4_0, MXL_KV_Q4_1, MXL_KV_Q5_0, MXL_KV_Q5_1, MXL_KV_TURBO4, MXL_KV_TURBO3, MXL_KV_QFMT_COUNT
+} mxl_kv_qfmt;
+#define MXL_KV_GGML_QFMTS 5 /* formats [0, 5) are ggml's */
+/* The block format of dtype t (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, TURBO4, TURBO3), or -1 for any other type. */
 int mxl_kv_qfmt_of(mxl_dtype t);
 mxl_dtype mxl_kv_qfmt_dtype(mxl_kv_qfmt f);
-/* x[n] (n a multiple of 32) into n / 32 blocks of format t at y: ggml's quantize_row_<t>_ref. */
+/* x[n] (n a multiple of 32) into n / 32 blocks of format t at y: ggml's quantize_row_<t>_ref
+ * (TurboQuant: mxl_kv_turbo_quantize32 of values already rotated). */
 void mxl_kv_quantize_blocks(mxl_dtype t, const float *x, int64_t n, void *y);
-/* n / 32 blocks of format t back to x[n]: ggml's dequantize_row_<t> (mxl_dequant_row_ref). */
+/* n / 32 blocks of format t back to x[n]: ggml's dequantize_row_<t> (mxl_dequant_row_ref;
+ * TurboQuant: mxl_kv_turbo_dequantize32, still rotated). */
 void mxl_kv_dequantize_blocks(mxl_dtype t, const void *y, int64_t n, float *x);
 
 /* sum_i k[i] * x[i] for a vector k of n / 32 blocks of one format; o[i] += w * v[i] likewise. */
@@ -86,6 +93,10 @@ void mxl_kv_axpy_q4_0_ref(int64_t n, float w, const void *v, float *o);
 void mxl_kv_axpy_q4_1_ref(int64_t n, float w, const void *v, float *o);
 void mxl_kv_axpy_q5_0_ref(int64_t n, float w, const void *v, float *o);
 void mxl_kv_axpy_q5_1_ref(int64_t n, float w, const void *v, float *o);
+float mxl_kv_dot_turbo4_ref(int64_t n, const void *k, const float *x);
+float mxl_kv_dot_turbo3_ref(int64_t n, const void *k, const float *x);
+void mxl_kv_axpy_turbo4_ref(int64_t n, float w, const void *v, float *o);
+void mxl_kv_axpy_turbo3_ref(int64_t n, float w, const void *v, float *o);
 /* AVX2+FMA+F16C: each block's 32 values made in four 8-lane vectors (x86-64 builds only) */
 float mxl_kv_dot_q8_0_avx2(int64_t n, const void *k, const float *x);
 float mxl_kv_dot_q4_0_avx2(int64_t n, const void *k, const float *x);
@@ -97,6 +108,10 @@ void mxl_kv_axpy_q4_0_avx2(int64_t n, float w, const void *v, float *o);
 void mxl_kv_axpy_q4_1_avx2(int64_t n, float w, const void *v, float *o);
 void mxl_kv_axpy_q5_0_avx2(int64_t n, float w, const void *v, float *o);
 void mxl_kv_axpy_q5_1_avx2(int64_t n, float w, const void *v, float *o);
+float mxl_kv_dot_turbo4_avx2(int64_t n, const void *k, const float *x);
+float mxl_kv_dot_turbo3_avx2(int64_t n, const void *k, const float *x);
+void mxl_kv_axpy_turbo4_avx2(int64_t n, float w, const void *v, float *o);
+void mxl_kv_axpy_turbo3_avx2(int64_t n, float w, const void *v, float *o);
 
 typedef struct mxl_kv_kernels {
     mxl_kv_dot_f16_fn dot_f16;
