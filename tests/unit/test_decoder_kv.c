@@ -755,9 +755,11 @@ static void log_softmax(float *x, int64_t n) {
  *  - the mean KL divergence KL(p_f16 || p_mode) of the next-token distribution at each of the
  *    2027 positions of tests/fixtures/kv_quant/kl_text.txt (an original English text), per mode,
  *    printed (measured: q8_0 0.00041, int8 0.00040, q5_1 0.0138, q5_0 0.0271, q4_1 0.0571, q4_0
- *    0.1157 nats). Bounds: q8_0 and int8 below 0.01 nats, the 5-bit formats below 0.05, the 4-bit
- *    ones below 0.2, and the orderings the formats' step sizes imply: q8_0 below every 4/5-bit
- *    format, q5_0 below q4_0, q5_1 below q4_1. */
+ *    0.1157 nats; turbo4 0.0444, turbo3 0.1888, turbo4 with 2 fp16 boundary V layers 0.0416,
+ *    fp16+turbo4 0.0045, fp16+turbo3 0.0198). Bounds: q8_0 and int8 below 0.01 nats, the 5-bit
+ *    formats below 0.05, the 4-bit ones below 0.2, and the orderings the formats' step sizes
+ *    imply: q8_0 below every 4/5-bit format, q5_0 below q4_0, q5_1 below q4_1; TurboQuant's
+ *    bounds where they are checked below. */
 TEST(slow_decoder_kv_smollm2_block_types_greedy_and_kl) {
     smol m;
     REQUIRE(smol_open(&m));
@@ -823,12 +825,20 @@ TEST(slow_decoder_kv_smollm2_block_types_greedy_and_kl) {
     mxl_free(text);
     fprintf(stderr, "  KL text: %zu tokens\n", ids.n);
     CHECK(ids.n >= 1800 && ids.n <= 2400);
-    enum { NM = 7, CH = 128 };
-    const mxl_decoder_kv_type modes[NM] = {MXL_DECODER_KV_F16,  MXL_DECODER_KV_Q8_0, MXL_DECODER_KV_Q4_0, MXL_DECODER_KV_Q4_1,
-                                           MXL_DECODER_KV_Q5_0, MXL_DECODER_KV_Q5_1, MXL_DECODER_KV_I8};
+    enum { NM = 12, CH = 128 };
+    const mxl_decoder_kv_type modes[7] = {MXL_DECODER_KV_F16,  MXL_DECODER_KV_Q8_0, MXL_DECODER_KV_Q4_0, MXL_DECODER_KV_Q4_1,
+                                          MXL_DECODER_KV_Q5_0, MXL_DECODER_KV_Q5_1, MXL_DECODER_KV_I8};
+    /* [7..11]: turbo4, turbo3, turbo4 with the spec's 2 fp16 boundary V layers at each end,
+     * fp16+turbo4 and fp16+turbo3 (keys fp16, values TurboQuant, 2 boundary layers) */
+    const mxl_decoder_kv_opts turbo[5] = {{MXL_DECODER_KV_TURBO4, MXL_DECODER_KV_TURBO4, 0},
+                                          {MXL_DECODER_KV_TURBO3, MXL_DECODER_KV_TURBO3, 0},
+                                          {MXL_DECODER_KV_TURBO4, MXL_DECODER_KV_TURBO4, 2},
+                                          {MXL_DECODER_KV_F16, MXL_DECODER_KV_TURBO4, 2},
+                                          {MXL_DECODER_KV_F16, MXL_DECODER_KV_TURBO3, 2}};
+    static const char *turbo_names[5] = {"turbo4", "turbo3", "turbo4 (2 fp16 boundary V layers)", "fp16+turbo4", "fp16+turbo3"};
     mxl_decoder_state *st[NM];
     for (int i = 0; i < NM; i++) {
-        const mxl_decoder_kv_opts o = {modes[i], modes[i], 0};
+        const mxl_decoder_kv_opts o = i < 7 ? (mxl_decoder_kv_opts){modes[i], modes[i], 0} : turbo[i - 7];
         REQUIRE(mxl_decoder_state_create_ex(&m.d, (int64_t)ids.n + 8, CH, m.pool, &o, &st[i], &err) == MXL_OK);
         mxl_decoder_state_set_reference(st[i], false);
     }
@@ -853,7 +863,8 @@ TEST(slow_decoder_kv_smollm2_block_types_greedy_and_kl) {
     }
     for (int i = 1; i < NM; i++) {
         kl[i] /= (double)ids.n;
-        fprintf(stderr, "  mean KL(f16 || %s) over %zu positions: %.5f nats\n", mxl_decoder_kv_type_name(modes[i]), ids.n, kl[i]);
+        fprintf(stderr, "  mean KL(f16 || %s) over %zu positions: %.5f nats\n", i < 7 ? mxl_decoder_kv_type_name(modes[i]) : turbo_names[i - 7],
+                ids.n, kl[i]);
     }
     /* kl[1] q8_0, [2] q4_0, [3] q4_1, [4] q5_0, [5] q5_1, [6] int8 */
     CHECK(kl[1] < 0.01 && kl[6] < 0.01);
@@ -861,6 +872,11 @@ TEST(slow_decoder_kv_smollm2_block_types_greedy_and_kl) {
     CHECK(kl[2] < 0.2 && kl[3] < 0.2);
     CHECK(kl[1] < kl[2] && kl[1] < kl[3] && kl[1] < kl[4] && kl[1] < kl[5]);
     CHECK(kl[4] < kl[2] && kl[5] < kl[3]);
+    /* TurboQuant: turbo4 (4.5 bits a value, as q4_0) below both 4-bit ggml formats; turbo3 (3.5
+     * bits) below 0.3; the boundary layers help; fp16 keys with TurboQuant values near 8-bit */
+    CHECK(kl[7] < kl[2] && kl[7] < kl[3] && kl[8] < 0.3);
+    CHECK(kl[9] <= kl[7]);
+    CHECK(kl[10] < 0.01 && kl[11] < 0.05 && kl[10] < kl[11]);
     for (int i = 0; i < NM; i++) mxl_decoder_state_destroy(st[i]);
     mxl_free(ref), mxl_free(got);
     mxl_token_ids_free(&ids);
