@@ -532,6 +532,47 @@ TEST(decoder_kv_block_types_match_dequantized_reference) {
     json_decref(fx);
 }
 
+/* TurboQuant's fp16 boundary V layers: with every layer a boundary (v_edge past half the layers,
+ * clamped) a turbo4 V cache stores the same values as an f16 V cache, so the logits are the same
+ * bits as turbo4 K + f16 V; without boundary layers they differ. (The fixture has two layers;
+ * partial boundaries: the pool's region test and the SmolLM2 KL test, 30 layers.) */
+TEST(decoder_kv_turbo_boundary_layers) {
+    mxl_checkpoint *ck = NULL;
+    mxl_decoder d;
+    mxl_error err;
+    REQUIRE(load_fixture("qwen3", &ck, &d));
+    const int64_t V = d.hp.vocab, ctx = 32, L = d.hp.n_layers, row = d.hp.n_kv_heads * d.hp.head_dim;
+    REQUIRE(L % 2 == 0);
+    int32_t ids[6] = {1, 17, 42, 5, 99, 3};
+    float *a = mxl_malloc((size_t)V * 4), *b = mxl_malloc((size_t)V * 4), *e = mxl_malloc((size_t)V * 4);
+    REQUIRE(a && b && e);
+    const mxl_decoder_kv_opts all = {MXL_DECODER_KV_TURBO4, MXL_DECODER_KV_TURBO4, 1000},
+                              f16v = {MXL_DECODER_KV_TURBO4, MXL_DECODER_KV_F16, 0},
+                              none = {MXL_DECODER_KV_TURBO4, MXL_DECODER_KV_TURBO4, 0};
+    const mxl_decoder_kv_opts *os[3] = {&all, &f16v, &none};
+    float *out[3] = {a, b, e};
+    for (int i = 0; i < 3; i++) {
+        mxl_decoder_state *s = NULL;
+        REQUIRE(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, os[i], &s, &err) == MXL_OK);
+        mxl_decoder_state_set_reference(s, false);
+        const uint64_t per_layer = (uint64_t)ctx * (uint64_t)row, turbo = per_layer / 32 * 18, f16 = per_layer * 2;
+        const int64_t n_f16 = i == 2 ? 0 : L;
+        CHECK(mxl_decoder_state_kv_bytes(s) == (uint64_t)L * turbo + (uint64_t)(L - n_f16) * turbo + (uint64_t)n_f16 * f16);
+        CHECK(mxl_decoder_forward(&d, s, ids, 6, out[i], &err) == MXL_OK);
+        mxl_decoder_state_destroy(s);
+    }
+    CHECK(memcmp(a, b, (size_t)V * 4) == 0);
+    CHECK(memcmp(e, a, (size_t)V * 4) != 0 && memcmp(e, b, (size_t)V * 4) != 0);
+    mxl_kv_pool_cfg pc;
+    REQUIRE(mxl_decoder_kv_pool_cfg(&d, &all, false, 4, &pc, &err) == MXL_OK);
+    CHECK(pc.v_edge == L / 2 && pc.v_type == MXL_DTYPE_TURBO4);
+    REQUIRE(mxl_decoder_kv_pool_cfg(&d, &f16v, false, 4, &pc, &err) == MXL_OK);
+    CHECK(pc.v_edge == 0); /* (only a TurboQuant V has boundary layers) */
+    mxl_free(a), mxl_free(b), mxl_free(e);
+    mxl_decoder_free(&d);
+    mxl_checkpoint_close(ck);
+}
+
 /* Block-format caches keep the cache invariants: bytes as the format says, truncate and re-run
  * gives the same bits, a batch of mixed-type states equals each state's one-token forward. */
 TEST(decoder_kv_block_types_bytes_truncate_batch) {

@@ -514,3 +514,49 @@ TEST(kv_pool_decoder_exhaustion_and_return) {
     mxl_decoder_free(&d);
     mxl_checkpoint_close(ck);
 }
+
+/* TurboQuant's F16 boundary V layers (v_edge): bytes per block, where each layer's rows live,
+ * and that copy-on-write and the slot files (block save / load) carry every region. */
+TEST(kv_pool_v_edge_regions) {
+    enum { NL = 6, KVD = 64, E = 2 };
+    mxl_kv_pool_cfg c = {NL, KVD, 32, MXL_DTYPE_TURBO4, MXL_DTYPE_TURBO4, 3, NULL, false, E};
+    /* K: 6 layers of turbo4; V: 2 middle layers of turbo4 and 4 edge layers of f16 */
+    CHECK(mxl_kv_pool_block_bytes(&c) == 6ull * 32 * KVD / 32 * 18 + 2ull * 32 * KVD / 32 * 18 + 4ull * 32 * KVD * 2);
+    mxl_kv_pool_cfg bad = c;
+    bad.v_edge = 4; /* more than half the layers */
+    mxl_kv_pool *p = NULL;
+    mxl_error err;
+    CHECK(mxl_kv_pool_create(&bad, &p, &err) == MXL_ERR_ARG && !p);
+    REQUIRE(mxl_kv_pool_create(&c, &p, &err) == MXL_OK);
+    const int64_t want_layer[NL] = {0, 1, 0, 1, 2, 3}; /* V: edge 0, 1; middle 0, 1; edge 2, 3 */
+    for (int64_t l = 0; l < NL; l++) {
+        mxl_kv_pool_part k, v;
+        mxl_kv_pool_layer_part(p, false, l, &k);
+        mxl_kv_pool_layer_part(p, true, l, &v);
+        CHECK(k.type == MXL_DTYPE_TURBO4 && k.layer == l && k.stride == NL * 32 * KVD);
+        const bool edge = l < E || l >= NL - E;
+        CHECK(v.type == (edge ? MXL_DTYPE_F16 : MXL_DTYPE_TURBO4) && v.layer == want_layer[l]);
+        CHECK(v.stride == (edge ? 2 * E : NL - 2 * E) * 32 * KVD && !v.scale);
+    }
+    /* fill block a with a pattern in every region, copy-on-write it, save and load it */
+    int32_t a, b = -1, d;
+    REQUIRE(mxl_kv_pool_alloc(p, &a, &err) == MXL_OK);
+    const uint64_t bb = mxl_kv_pool_block_bytes(&c);
+    uint8_t *img = mxl_malloc(bb), *img2 = mxl_malloc(bb);
+    REQUIRE(img && img2);
+    for (uint64_t i = 0; i < bb; i++) img[i] = (uint8_t)(urand() & 0xff);
+    mxl_kv_pool_block_load(p, a, img);
+    b = a;
+    mxl_kv_pool_retain(p, a);
+    REQUIRE(mxl_kv_pool_make_writable(p, &b, 32, &err) == MXL_OK); /* shared: copied */
+    CHECK(b != a);
+    mxl_kv_pool_block_save(p, b, img2);
+    CHECK(memcmp(img, img2, bb) == 0);
+    REQUIRE(mxl_kv_pool_alloc(p, &d, &err) == MXL_OK);
+    mxl_kv_pool_block_load(p, d, img2);
+    memset(img2, 0, bb);
+    mxl_kv_pool_block_save(p, d, img2);
+    CHECK(memcmp(img, img2, bb) == 0);
+    mxl_free(img), mxl_free(img2);
+    mxl_kv_pool_destroy(p);
+}
