@@ -73,8 +73,10 @@
     {"force", 0, NULL, NULL, "With --estimate-memory: warn instead of stopping when over budget"},              \
     {"no-memory-check", 0, NULL, NULL, "Alias of --force"},                                                    \
     {"show-reasoning", 0, NULL, NULL, "Also print the reasoning of thinking models (hidden by default)"},      \
-    {"cache-type-k", 0, "TYPE", "fp16", "KV cache storage of keys: f32, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, int8"}, \
-    {"cache-type-v", 0, "TYPE", "fp16", "KV cache storage of values: f32, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, int8"}
+    {"cache-type-k", 0, "TYPE", "fp16", "KV cache storage of keys: f32, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, int8, turbo4, turbo3; overrides --kv-cache-mode"}, \
+    {"cache-type-v", 0, "TYPE", "fp16", "KV cache storage of values: as keys, or fp16+turbo4 / fp16+turbo3 (TurboQuant values)"}, \
+    {"kv-cache-mode", 0, "MODE", "fp16", "Both K and V at once: a type above, or fp16+turbo4 / fp16+turbo3 (keys fp16, values TurboQuant)"}, \
+    {"turbo-boundary-v", 0, "COUNT", "MLXCEL_KV_BOUNDARY_V_LAYERS / 2", "TurboQuant values: keep the first and last COUNT layers' V in fp16 (clamped to half the layers)"}
 
 static const char *const k_refused[] = {"audio", "video", NULL};
 
@@ -121,6 +123,13 @@ static int get_float(const mxl_cli_args *a, const char *name, float dflt, float 
 
 static double gib(uint64_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
 
+/* The KV flags (--kv-cache-mode, --cache-type-k / -v, --turbo-boundary-v); nonzero (reported)
+ * on a bad count. */
+static int kv_flags(const mxl_cli_args *a, mxl_kv_flags *f) {
+    *f = (mxl_kv_flags){mxl_cli_get(a, "kv-cache-mode"), mxl_cli_get(a, "cache-type-k"), mxl_cli_get(a, "cache-type-v"), -1};
+    return mxl_cli_has(a, "turbo-boundary-v") ? mxl_cli_get_int(a, "turbo-boundary-v", -1, 0, 1 << 20, &f->v_edge) : 0;
+}
+
 /* --estimate-memory (spec: generate, "memory preflight"): the inspect estimator for the rendered
  * prompt plus --max-tokens (the context when -1) against the budget; over budget stops (exit 1)
  * unless --force / --no-memory-check, which only warns. Prints one line on stderr. */
@@ -132,9 +141,9 @@ static int memory_preflight(const mxl_cli_args *a, mxl_gen_model *m, const mxl_g
     in.max_tokens = req->max_tokens < 0 ? ctx : n_prompt + req->max_tokens;
     if (in.max_tokens > ctx) in.max_tokens = ctx;
     in.batch = 1;
-    const char *k = mxl_cli_get(a, "cache-type-k"), *v = mxl_cli_get(a, "cache-type-v");
-    if (mxl_kv_type_parse(k ? k : "fp16", &in.kv_k, &err) || mxl_kv_type_parse(v ? v : "fp16", &in.kv_v, &err))
-        return mxl_cli_usage_error(a->cmd, "%s", err.msg);
+    mxl_kv_flags kf;
+    if (kv_flags(a, &kf)) return 2;
+    if (mxl_kv_flags_resolve(&kf, &in.kv_k, &in.kv_v, &in.v_edge, &err)) return mxl_cli_usage_error(a->cmd, "%s", err.msg);
     char warning[256];
     in.headroom_factor = mxl_mem_headroom_factor_from_env(warning, sizeof warning);
     if (warning[0]) fprintf(stderr, "warning: %s\n", warning);
@@ -306,7 +315,12 @@ static int generate_common(const mxl_cli_args *a, const char *model_arg) {
     int tuned = 0;
     if (mxl_gen_model_autotune_note(m, &tuned)[0]) fprintf(stderr, "warning: %s\n", mxl_gen_model_autotune_note(m, NULL));
     if (tuned) fprintf(stderr, "autotune: %d tuned value%s applied from the cache (MLXCEL_AUTOTUNE)\n", tuned, tuned == 1 ? "" : "s");
-    if (mxl_gen_model_set_kv_types(m, mxl_cli_get(a, "cache-type-k"), mxl_cli_get(a, "cache-type-v"), &err)) {
+    mxl_kv_flags kf;
+    if (kv_flags(a, &kf)) {
+        mxl_gen_model_destroy(m);
+        return 2;
+    }
+    if (mxl_gen_model_set_kv(m, &kf, &err)) {
         mxl_gen_model_destroy(m);
         return mxl_cli_fail("%s", err.msg);
     }

@@ -26,7 +26,7 @@ static const mxl_cli_opt k_opts[] = {
     {"batch", 0, "N", "1", "Concurrent sequences (server slots) the KV cache is sized for"},
     {"quant", 0, "default|fp16|int8|int4", "default", "Intended weight mode (shown; weights still come from metadata)"},
     {"json", 0, NULL, NULL, "Print one JSON object with raw byte fields"},
-    {"kv-cache-mode", 0, "MODE", "fp16", "K/V cache mode shorthand (f32, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, int8)"},
+    {"kv-cache-mode", 0, "MODE", "fp16", "K/V cache mode shorthand (f32, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, int8, turbo4, turbo3, fp16+turbo4, fp16+turbo3)"},
     {"cache-type-k", 0, "TYPE", "fp16", "K cache mode; overrides --kv-cache-mode"},
     {"cache-type-v", 0, "TYPE", "fp16", "V cache mode; overrides --kv-cache-mode"},
     {"turbo-boundary-v", 0, "COUNT", "MLXCEL_KV_BOUNDARY_V_LAYERS / 2", "Boundary V layers kept at high precision (turbo modes)"},
@@ -86,6 +86,9 @@ static json_t *config_json(const mxl_checkpoint *ck) {
     return o;
 }
 
+/* Whether V is TurboQuant (its boundary layers count). */
+static bool turbo_v(const mxl_mem_inputs *in) { return in->kv_v == MXL_KV_TURBO4 || in->kv_v == MXL_KV_TURBO3; }
+
 static int print_json(const inspect_opts *io, const mxl_resolved *res, const mxl_checkpoint *ck,
                       const mxl_detection *det, const mxl_mem_inputs *in, const mxl_mem_estimate *est) {
     json_t *o = json_object();
@@ -104,7 +107,7 @@ static int print_json(const inspect_opts *io, const mxl_resolved *res, const mxl
     json_object_set_new(inputs, "quant", json_string(io->quant));
     json_object_set_new(inputs, "cache_type_k", json_string(mxl_kv_type_name(in->kv_k)));
     json_object_set_new(inputs, "cache_type_v", json_string(mxl_kv_type_name(in->kv_v)));
-    json_object_set_new(inputs, "turbo_boundary_v", io->has_turbo_boundary ? json_integer(io->turbo_boundary_v) : json_null());
+    json_object_set_new(inputs, "turbo_boundary_v", turbo_v(in) ? json_integer(in->v_edge) : json_null());
     json_object_set_new(o, "inputs", inputs);
     json_object_set_new(o, "config", config_json(ck));
     json_object_set_new(o, "n_tensors", json_integer((json_int_t)ck->n_tensors));
@@ -179,6 +182,7 @@ static void print_text(const inspect_opts *io, const mxl_checkpoint *ck, const m
         if (est->n_sliding_layers)
             printf(" (%lld of %lld layers keep a %lld-token window)", (long long)est->n_sliding_layers,
                    (long long)est->n_layers, (long long)est->sliding_window);
+        if (!est->latent && turbo_v(in) && in->v_edge > 0) printf(" (V of the first and last %lld layers fp16)", (long long)in->v_edge);
         printf("\n");
     } else {
         printf("KV cache:     none (%s)\n", est->n_state_layers ? "no attention layers" : "encoder model");
@@ -221,12 +225,9 @@ int mxl_cmd_inspect(int argc, char **argv) {
     in.max_tokens = io.max_tokens;
     in.batch = io.batch;
     mxl_error err;
-    const char *mode = mxl_cli_get(&args, "kv-cache-mode");
-    const char *kname = mxl_cli_get(&args, "cache-type-k"), *vname = mxl_cli_get(&args, "cache-type-v");
-    if (!kname) kname = mode ? mode : "fp16";
-    if (!vname) vname = mode ? mode : "fp16";
-    if (mxl_kv_type_parse(kname, &in.kv_k, &err) || mxl_kv_type_parse(vname, &in.kv_v, &err))
-        return mxl_cli_usage_error(&k_cmd, "%s", err.msg);
+    const mxl_kv_flags kf = {mxl_cli_get(&args, "kv-cache-mode"), mxl_cli_get(&args, "cache-type-k"), mxl_cli_get(&args, "cache-type-v"),
+                             io.has_turbo_boundary ? io.turbo_boundary_v : -1};
+    if (mxl_kv_flags_resolve(&kf, &in.kv_k, &in.kv_v, &in.v_edge, &err)) return mxl_cli_usage_error(&k_cmd, "%s", err.msg);
     char warning[256];
     in.headroom_factor = mxl_mem_headroom_factor_from_env(warning, sizeof warning);
     if (warning[0]) fprintf(stderr, "warning: %s\n", warning);

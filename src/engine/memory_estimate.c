@@ -77,6 +77,27 @@ mxl_status mxl_kv_mode_parse(const char *s, mxl_kv_type *k, mxl_kv_type *v, mxl_
     return st;
 }
 
+mxl_status mxl_kv_flags_resolve(const mxl_kv_flags *f, mxl_kv_type *k, mxl_kv_type *v, int64_t *v_edge, mxl_error *err) {
+    mxl_kv_type a = MXL_KV_FP16, b = MXL_KV_FP16, x, y;
+    mxl_error e;
+    if (f->mode) {
+        if (mxl_kv_mode_parse(f->mode, &a, &b, &e)) return mxl_error_set(err, MXL_ERR_ARG, "--kv-cache-mode %s: %s", f->mode, e.msg);
+    }
+    if (f->k) {
+        mxl_status st = mxl_kv_mode_parse(f->k, &x, &y, &e);
+        if (st) return mxl_error_set(err, st, "--cache-type-k %s: %s", f->k, e.msg);
+        a = x;
+    }
+    if (f->v) {
+        mxl_status st = mxl_kv_mode_parse(f->v, &x, &y, &e);
+        if (st) return mxl_error_set(err, st, "--cache-type-v %s: %s", f->v, e.msg);
+        b = y;
+    }
+    *k = a, *v = b;
+    *v_edge = f->v_edge >= 0 ? f->v_edge : mxl_kv_boundary_v_default();
+    return MXL_OK;
+}
+
 double mxl_mem_headroom_factor_from_env(char *warning, size_t cap) {
     const double dflt = 1.20;
     if (warning && cap) warning[0] = '\0';

@@ -87,6 +87,15 @@ mxl_status mxl_kv_type_parse(const char *s, mxl_kv_type *out, mxl_error *err);
 /* Parses a K/V mode (--kv-cache-mode, and what --cache-type-k / -v accept): any type above for
  * both, or fp16+turbo4 / fp16+turbo3: keys fp16, values TurboQuant. */
 mxl_status mxl_kv_mode_parse(const char *s, mxl_kv_type *k, mxl_kv_type *v, mxl_error *err);
+/* The KV cache flags as users give them (generate / run / serve / inspect). */
+typedef struct mxl_kv_flags {
+    const char *mode; /* --kv-cache-mode (NULL: fp16 for both) */
+    const char *k, *v;/* --cache-type-k / -v: override the mode's side (a mode name takes its own side:
+                       * --cache-type-v fp16+turbo4 is turbo4) */
+    int64_t v_edge;   /* --turbo-boundary-v; < 0: mxl_kv_boundary_v_default() */
+} mxl_kv_flags;
+/* The K and V types and the boundary count of those flags; errors name the flag. */
+mxl_status mxl_kv_flags_resolve(const mxl_kv_flags *f, mxl_kv_type *k, mxl_kv_type *v, int64_t *v_edge, mxl_error *err);
 /* True for the block formats (q8_0 .. q5_1, turbo4, turbo3), which need heads of a multiple of 32. */
 bool mxl_kv_type_is_block(mxl_kv_type t);
 /* The decoder's storage type of that name (models/decoder.h). */

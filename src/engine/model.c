@@ -86,24 +86,16 @@ const mxl_decoder_hparams *mxl_gen_model_hparams(const mxl_gen_model *m) { retur
 
 uint64_t mxl_gen_model_state_bytes(const mxl_gen_model *m) { return (uint64_t)m->dec.rec_state_floats * sizeof(float); }
 
-/* A --cache-type-k / -v name (NULL: keep *out) as the decoder's type; the error names the flag. */
-static mxl_status kv_type_of(const char *name, const char *flag, mxl_decoder_kv_type *out, mxl_error *err) {
-    if (!name) return MXL_OK;
-    mxl_kv_type t;
-    mxl_error e;
-    mxl_status st = mxl_kv_type_parse(name, &t, &e);
-    if (st) return mxl_error_set(err, st, "%s %s: %s", flag, name, e.msg);
-    *out = mxl_kv_type_decoder(t);
+mxl_status mxl_gen_model_set_kv(mxl_gen_model *m, const mxl_kv_flags *f, mxl_error *err) {
+    mxl_kv_type k, v;
+    int64_t edge;
+    mxl_status st = mxl_kv_flags_resolve(f, &k, &v, &edge, err);
+    if (st) return st;
+    /* a side no flag names keeps the model's current type (AUTO: f16, f32 on the reference path) */
+    const mxl_decoder_kv_opts o = {f->mode || f->k ? mxl_kv_type_decoder(k) : m->kv.k, f->mode || f->v ? mxl_kv_type_decoder(v) : m->kv.v, edge};
+    if ((st = mxl_decoder_kv_check(&m->dec.hp, &o, err))) return st; /* the block formats' head_dim, latent attention */
+    m->kv = o;
     return MXL_OK;
-}
-
-mxl_status mxl_gen_model_set_kv_types(mxl_gen_model *m, const char *k, const char *v, mxl_error *err) {
-    mxl_decoder_kv_opts o = m->kv;
-    mxl_status st = kv_type_of(k, "--cache-type-k", &o.k, err);
-    if (!st) st = kv_type_of(v, "--cache-type-v", &o.v, err);
-    if (!st) st = mxl_decoder_kv_check(&m->dec.hp, &o, err); /* the block formats' head_dim */
-    if (!st) m->kv = o;
-    return st;
 }
 
 mxl_status mxl_gen_model_set_template(mxl_gen_model *m, const char *text, const char *origin, mxl_error *err) {

@@ -29,11 +29,13 @@ int64_t mxl_gen_model_default_ctx(const mxl_gen_model *m);
 /* Replaces the checkpoint's chat template (--chat-template / --chat-template-file); a template
  * that does not parse is refused with its error and the old one is kept. */
 mxl_status mxl_gen_model_set_template(mxl_gen_model *m, const char *text, const char *origin, mxl_error *err);
-/* KV cache storage of the model's future sequences, by the CLI's names for K and V separately
- * (NULL keeps the current one): f32, fp16 / f16 (default), q8_0, q4_0, q4_1, q5_0, q5_1 (ggml's
- * block formats), int8 (engine/memory_estimate.h mxl_kv_type_parse); bf16, TurboQuant modes and
- * block formats this model's head_dim cannot take are refused by name. */
-mxl_status mxl_gen_model_set_kv_types(mxl_gen_model *m, const char *k, const char *v, mxl_error *err);
+/* The KV cache storage for states made from now on, from the user's flags (engine/memory_estimate.h
+ * mxl_kv_flags: --kv-cache-mode, --cache-type-k / -v, --turbo-boundary-v): f32, fp16 / f16
+ * (default), q8_0, q4_0, q4_1, q5_0, q5_1 (ggml's block formats), int8, turbo4 / turbo3
+ * (TurboQuant, the first and last --turbo-boundary-v layers' values kept fp16), fp16+turbo4 /
+ * fp16+turbo3; bf16 and types this model cannot hold are refused by name. */
+struct mxl_kv_flags;
+mxl_status mxl_gen_model_set_kv(mxl_gen_model *m, const struct mxl_kv_flags *f, mxl_error *err);
 /* The chat template source text. */
 const char *mxl_gen_model_template_text(const mxl_gen_model *m);
 /* The model's tokenizer (owned by the model). */

@@ -150,8 +150,12 @@ static const opt k_opts[] = {
     /* llama-server spellings with no meaning on this backend */
     {"--n-gpu-layers|-ngl|--gpu-layers", "LLAMA_ARG_N_GPU_LAYERS", K_IGNORED_V, 0, 0, 0, NULL},
     {"--flash-attn|-fa", "LLAMA_ARG_FLASH_ATTN", K_IGNORED_V, 0, 0, 0, NULL},
-    {"--cache-type-k|-ctk", "LLAMA_ARG_CACHE_TYPE_K", K_STR, F(cache_type_k), 0, 0, "KV cache keys: f32, f16 (fp16), q8_0, q4_0, q4_1, q5_0, q5_1, int8"},
-    {"--cache-type-v|-ctv", "LLAMA_ARG_CACHE_TYPE_V", K_STR, F(cache_type_v), 0, 0, "KV cache values: f32, f16 (fp16), q8_0, q4_0, q4_1, q5_0, q5_1, int8"},
+    {"--cache-type-k|-ctk", "LLAMA_ARG_CACHE_TYPE_K", K_STR, F(cache_type_k), 0, 0, "KV cache keys: f32, f16 (fp16), q8_0, q4_0, q4_1, q5_0, q5_1, int8, turbo4, turbo3"},
+    {"--cache-type-v|-ctv", "LLAMA_ARG_CACHE_TYPE_V", K_STR, F(cache_type_v), 0, 0, "KV cache values: as keys, or fp16+turbo4 / fp16+turbo3"},
+    {"--kv-cache-mode", NULL, K_STR, F(kv_cache_mode), 0, 0, "K and V at once: a type above, or fp16+turbo4 / fp16+turbo3 (keys fp16, values TurboQuant)"},
+    {"--kv-bits", "LLAMA_ARG_KV_BITS", K_INT, F(kv_bits), 0, 8, "quantized KV cache: 8 (uniform: int8) or 4 (--kv-quant-scheme turboquant: turbo4); 0 off"},
+    {"--kv-quant-scheme", "LLAMA_ARG_KV_QUANT_SCHEME", K_STR, F(kv_quant_scheme), 0, 0, "uniform | turboquant (the scheme of --kv-bits)"},
+    {"--turbo-boundary-v", "MLXCEL_KV_BOUNDARY_V_LAYERS", K_INT, F(turbo_boundary_v), 0, 1 << 20, "TurboQuant values: the first and last COUNT layers' V stay fp16 (2)"},
     /* spec flags of features not built yet */
     {"--draft-model|--model-draft|-md", NULL, K_STR, F(draft_model), 0, 0, "speculative decoding: a small model with the same tokenizer drafts (its own KV cache)"},
     {"--draft-max|--draft|--spec-draft-n-max|--draft-n", "LLAMA_ARG_SPEC_DRAFT_N_MAX|LLAMA_ARG_DRAFT_MAX", K_INT, F(draft_max), 0, 64, "reported as /props n_max (llama-server compatibility); the block is --draft-block-size"},
@@ -169,7 +173,7 @@ static const opt k_opts[] = {
     {"--lora-scaled", NULL, K_MULTI, F(lora_scaled), 0, 0, "LoRA adapter(s) with their scales: PATH:SCALE,..."},
     {"--lora-init-without-apply", NULL, K_ON, F(lora_init_without_apply), 0, 0, "load the adapters at scale 0 (POST /lora-adapters applies them)"},
     {"--lora-fuse", NULL, K_ON, F(lora_fuse), 0, 0, "merge the adapters into the (dense) base weights at load: no decode cost, no later scale or choice"},
-    {"--surgery|--max-batch-prefill|--max-batch-prefill-tokens|--max-kv-size|--decode-storage-backend|--kv-bits|--kv-group-size|--kv-quant-scheme|--kv-skip-last-layer|--turbo-boundary-v", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--surgery|--max-batch-prefill|--max-batch-prefill-tokens|--max-kv-size|--decode-storage-backend|--kv-group-size|--kv-skip-last-layer", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--media-path", NULL, K_STR, F(media_path), 0, 0, "root of the local image files requests may name (file URLs refused without it)"},
     {"--max-image-payload-size", "LLAMA_ARG_MAX_IMAGE_PAYLOAD_SIZE", K_INT, F(max_image_payload), 1, INT64_C(1) << 40, "encoded bytes per image (67108864)"},
     {"--max-images", "LLAMA_ARG_MAX_IMAGES", K_INT, F(max_images), 0, 16, "images per request (16)"},
@@ -329,6 +333,7 @@ static void defaults(mxl_server_config *c) {
     c->n_predict = -1;
     c->sleep_idle_seconds = -1;
     c->shutdown_timeout = 10;
+    c->turbo_boundary_v = -1;
     c->models_max = 4;
     c->models_autoload = true;
     c->decode_timeout = 600;
@@ -450,12 +455,19 @@ mxl_status mxl_server_config_parse(int argc, char **argv, mxl_server_config *c, 
     if (c->kv_cache_budget && (st_ = parse_kv_budget(c, err))) return st_;
     if (c->kv_watermark > 0.5) return mxl_error_set(err, MXL_ERR_ARG, "--kv-admission-watermark: %g is outside [0, 0.5]", c->kv_watermark);
     /* the cache types' names now (the model's head_dim is checked when it is loaded) */
-    for (int i = 0; i < 2; i++) {
-        const char *t = i ? c->cache_type_v : c->cache_type_k;
-        mxl_kv_type kt;
-        mxl_error e;
-        mxl_status kst = t ? mxl_kv_type_parse(t, &kt, &e) : MXL_OK;
-        if (kst) return mxl_error_set(err, kst, "%s %s: %s", i ? "--cache-type-v" : "--cache-type-k", t, e.msg);
+    const char *scheme = c->kv_quant_scheme ? c->kv_quant_scheme : "uniform";
+    if (strcmp(scheme, "uniform") && strcmp(scheme, "turboquant"))
+        return mxl_error_set(err, MXL_ERR_ARG, "--kv-quant-scheme: expected uniform or turboquant, got '%s'", scheme);
+    if (c->kv_bits && !(c->kv_bits == 8 && !strcmp(scheme, "uniform")) && !(c->kv_bits == 4 && !strcmp(scheme, "turboquant")))
+        return mxl_error_set(err, MXL_ERR_ARG, "--kv-bits %lld with --kv-quant-scheme %s: uniform takes 8 bits, turboquant 4 (uniform 4-bit is refused: use turboquant)",
+                             (long long)c->kv_bits, scheme);
+    {
+        mxl_kv_flags kf;
+        mxl_kv_type kt, vt;
+        int64_t edge;
+        mxl_server_config_kv_flags(c, &kf);
+        mxl_status kst = mxl_kv_flags_resolve(&kf, &kt, &vt, &edge, err);
+        if (kst) return kst;
     }
     if (c->preemption_policy && strcmp(c->preemption_policy, "longest-first") && strcmp(c->preemption_policy, "lowest-priority"))
         return mxl_error_set(err, MXL_ERR_ARG, "--preemption-policy: expected longest-first or lowest-priority, got '%s'", c->preemption_policy);
@@ -502,6 +514,12 @@ mxl_status mxl_server_config_parse(int argc, char **argv, mxl_server_config *c, 
         }
     }
     return MXL_OK;
+}
+
+void mxl_server_config_kv_flags(const mxl_server_config *c, mxl_kv_flags *f) {
+    const char *mode = c->kv_cache_mode;
+    if (!mode && c->kv_bits) mode = c->kv_bits == 4 ? "turbo4" : "int8";
+    *f = (mxl_kv_flags){mode, c->cache_type_k, c->cache_type_v, c->turbo_boundary_v};
 }
 
 void mxl_server_config_print_help(void) {

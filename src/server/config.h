@@ -41,6 +41,10 @@ typedef struct mxl_server_config {
     int64_t n_parallel, max_batch_size, max_queue_depth, prefill_chunk, batch_size, grant_interval;
     int64_t ctx_size, n_predict;
     const char *cache_type_k, *cache_type_v;
+    /* the other KV cache flags: --kv-cache-mode, --kv-bits with --kv-quant-scheme (8 uniform: int8;
+     * 4 turboquant: turbo4), --turbo-boundary-v (-1: MLXCEL_KV_BOUNDARY_V_LAYERS or 2) */
+    const char *kv_cache_mode, *kv_quant_scheme;
+    int64_t kv_bits, turbo_boundary_v;
     double decode_timeout;
     bool no_batch, decode_timeout_set;
     /* chat template */
@@ -122,6 +126,10 @@ int mxl_server_config_child_args(int argc, char **argv, const char **out);
 /* Fills defaults, then the environment, then argv (argv[0] is the command name). Errors name the
  * flag. On `--help`, sets cfg->help. */
 mxl_status mxl_server_config_parse(int argc, char **argv, mxl_server_config *cfg, mxl_error *err);
+/* The KV cache flags of a parsed configuration (engine/memory_estimate.h): --cache-type-k / -v
+ * over --kv-cache-mode over --kv-bits. */
+struct mxl_kv_flags;
+void mxl_server_config_kv_flags(const mxl_server_config *cfg, struct mxl_kv_flags *f);
 void mxl_server_config_print_help(void);
 
 #endif

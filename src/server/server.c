@@ -677,7 +677,9 @@ static mxl_status load_main_model(mxl_server *s, startup *up, mxl_error *err) {
     }
     if ((st = mxl_gen_model_load(s->model_path, up->threads, &s->model, err))) return st;
     s->tok = mxl_gen_model_tokenizer(s->model);
-    if ((st = mxl_gen_model_set_kv_types(s->model, cfg->cache_type_k, cfg->cache_type_v, err))) return st;
+    mxl_kv_flags kf;
+    mxl_server_config_kv_flags(cfg, &kf);
+    if ((st = mxl_gen_model_set_kv(s->model, &kf, err))) return st;
     if (up->chat_tmpl || up->tmpl_file) {
         st = mxl_gen_model_set_template(s->model, up->tmpl_file ? up->tmpl_file : up->chat_tmpl,
                                         up->tmpl_file ? cfg->chat_template_file : "--chat-template", err);
@@ -704,8 +706,9 @@ static mxl_status memory_preflight(mxl_server *s, const startup *up, void (*log)
     mxl_status st;
     if ((st = mxl_mem_budget(&in.budget_bytes, &in.budget_from_limit, err))) return st;
     if (!cfg->estimate_memory && !in.budget_from_limit) return MXL_OK;
-    if ((st = mxl_kv_type_parse(cfg->cache_type_k ? cfg->cache_type_k : "fp16", &in.kv_k, err)) ||
-        (st = mxl_kv_type_parse(cfg->cache_type_v ? cfg->cache_type_v : "fp16", &in.kv_v, err)))
+    mxl_kv_flags kf;
+    mxl_server_config_kv_flags(cfg, &kf);
+    if ((st = mxl_kv_flags_resolve(&kf, &in.kv_k, &in.kv_v, &in.v_edge, err)))
         return st;
     char warning[256] = "", terms[256], line[512];
     in.headroom_factor = mxl_mem_headroom_factor_from_env(warning, sizeof warning);
