@@ -106,8 +106,8 @@ def test_missing_model_and_bad_flags(tmp_path):
     assert p.returncode == 2 and "--model" in p.stderr
     p = run("inspect", "-m", real_model_path(*SMOL), "--max-tokens", "abc")
     assert p.returncode == 2 and "--max-tokens" in p.stderr
-    p = run("inspect", "-m", real_model_path(*SMOL), "--cache-type-k", "turbo4")
-    assert p.returncode == 2 and "turbo4" in p.stderr
+    p = run("inspect", "-m", real_model_path(*SMOL), "--cache-type-k", "turbo5")
+    assert p.returncode == 2 and "turbo5" in p.stderr
     p = run("inspect", "-m", real_model_path(*SMOL), "--cache-type-v", "q2")
     assert p.returncode == 2 and "q2" in p.stderr
     p = run("inspect", "-m", real_model_path(*SMOL), "--quant", "int3")

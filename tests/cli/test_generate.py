@@ -132,7 +132,29 @@ def test_cache_types():
     assert base.returncode == 0 and f16.stdout == base.stdout  # fp16 is the default
     q = run("run", "-p", "Say hello.", "-n", "6", "--temp", "0", "--cache-type-k", "int8", "--cache-type-v", "int8")
     assert q.returncode == 0 and len(q.stdout.strip()) > 0
-    assert_clean_error(run("run", "-p", "x", "--cache-type-k", "turbo4"), "--cache-type-k turbo4")
+    assert_clean_error(run("run", "-p", "x", "--cache-type-k", "turbo5"), "--cache-type-k turbo5")
+
+
+def test_turboquant_cache_modes_run():
+    """turbo4 / turbo3 (TurboQuant; the formats' truth is test_kv_turbo.c and the KL figures
+    test_decoder_kv.c's) on K and V, fp16+turbo4 as a mode or as --cache-type-v, turbo4-delegated
+    as turbo4, the boundary count: each generates; a boundary count covering every layer stores
+    the values fp16, so turbo4 keys with those values answer as turbo4 keys with fp16 values."""
+    real_model_path(SMOL)
+    args = ["run", "-p", "Say hello.", "-n", "8", "--temp", "0"]
+    for extra in (["--kv-cache-mode", "turbo4"], ["--kv-cache-mode", "turbo3"], ["--kv-cache-mode", "fp16+turbo4"],
+                  ["--cache-type-v", "fp16+turbo3"], ["--cache-type-k", "turbo4", "--turbo-boundary-v", "0"]):
+        p = run(*args, *extra)
+        assert p.returncode == 0 and len(p.stdout.strip()) > 0, (extra, p.stderr)
+    t4 = run(*args, "--kv-cache-mode", "turbo4")
+    assert run(*args, "--kv-cache-mode", "turbo4-delegated").stdout == t4.stdout
+    all_f16 = run(*args, "--kv-cache-mode", "turbo4", "--turbo-boundary-v", "1000")
+    k_only = run(*args, "--cache-type-k", "turbo4", "--cache-type-v", "fp16")
+    assert all_f16.returncode == 0 and all_f16.stdout == k_only.stdout, (all_f16.stdout, k_only.stdout)
+    # the mode's own side: --cache-type-k fp16+turbo4 is fp16 keys, so fp16 everywhere
+    assert run(*args, "--cache-type-k", "fp16+turbo4").stdout == run(*args).stdout
+    assert_clean_error(run(*args, "--turbo-boundary-v", "-1"), "--turbo-boundary-v")
+    assert_clean_error(run(*args, "--kv-cache-mode", "fp16+turbo5"), "--kv-cache-mode fp16+turbo5")
 
 
 def test_llama_cpp_cache_types_run_and_bad_names_are_refused():
@@ -153,7 +175,7 @@ def test_llama_cpp_cache_types_run_and_bad_names_are_refused():
     line = assert_clean_error(run("run", "-p", "x", "--cache-type-v", "bf16"), "--cache-type-v bf16")
     assert "not supported" in line
     assert_clean_error(run("run", "-p", "x", "--cache-type-k", "q3_0"), "--cache-type-k q3_0")
-    assert_clean_error(run("run", "-p", "x", "--cache-type-v", "turbo3"), "--cache-type-v turbo3")
+    assert_clean_error(run("run", "-p", "x", "--cache-type-v", "turbo2"), "--cache-type-v turbo2")
 
 
 def test_estimate_memory_preflight_fits_and_refuses():
@@ -180,6 +202,10 @@ def test_estimate_memory_preflight_fits_and_refuses():
     q4 = run(*big, "--cache-type-k", "q4_0", "--cache-type-v", "q4_0", env=small)
     kv = lambda p: float(assert_clean_error(p, "exceeds").split("+ KV ")[1].split(" GiB")[0])
     assert kv(f16) > 0.1 and abs(kv(q4) - kv(f16) * 36 / 128) <= 0.0015, (kv(q4), kv(f16))
+    # turbo4 K and V (18 bytes per 32 each) with the first and last 2 of SmolLM2's 30 layers' V at
+    # fp16: (30 x 18 + 26 x 18 + 4 x 64) / (30 x 128) of fp16's
+    t4 = run(*big, "--kv-cache-mode", "turbo4", env=small)
+    assert abs(kv(t4) - kv(f16) * (30 * 18 + 26 * 18 + 4 * 64) / (30 * 128)) <= 0.0015, (kv(t4), kv(f16))
 
 
 def test_reasoning_hidden_unless_show_reasoning():

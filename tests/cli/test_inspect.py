@@ -114,10 +114,12 @@ def test_inspect_flags_change_the_kv_term():
 # bytes per block of 32 values of each KV cache type: ggml-common.h's block_q8_0 (f16 d + 32 int8),
 # block_q4_0 (d + 16 nibble bytes), block_q4_1 (d, m + 16), block_q5_0 (d + qh[4] + 16),
 # block_q5_1 (d, m + qh[4] + 16); f32 / fp16 4 / 2 bytes a value; int8 1 byte + an f32 scale per 32
-PER32 = {"f32": 128, "fp16": 64, "f16": 64, "q8_0": 34, "q4_0": 18, "q4_1": 20, "q5_0": 22, "q5_1": 24, "int8": 36}
+PER32 = {"f32": 128, "fp16": 64, "f16": 64, "q8_0": 34, "q4_0": 18, "q4_1": 20, "q5_0": 22, "q5_1": 24, "int8": 36,
+         "turbo4": 18, "turbo3": 14}
 
 
-@pytest.mark.parametrize("k,v", [("q8_0", "q8_0"), ("q4_0", "q4_0"), ("q4_1", "q5_0"), ("q5_1", "f16"), ("f32", "int8")])
+@pytest.mark.parametrize("k,v", [("q8_0", "q8_0"), ("q4_0", "q4_0"), ("q4_1", "q5_0"), ("q5_1", "f16"), ("f32", "int8"),
+                                 ("turbo4", "f16"), ("turbo3", "q8_0")])
 def test_inspect_counts_each_cache_type_as_its_format(k, v):
     """The KV term per token recomputed from the GGUF metadata (gguf package fixture): layers x
     KV heads x head_dim / 32 blocks of K and of V, each at its format's bytes per block."""
@@ -143,11 +145,29 @@ def test_inspect_refuses_block_formats_on_heads_not_multiple_of_32():
     assert run("inspect", "-m", d, "--kv-cache-mode", "int8").returncode == 0
 
 
-def test_inspect_refuses_bf16_and_turbo_by_name():
+def test_inspect_refuses_bf16_by_name():
     repo = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
-    for bad in ("bf16", "turbo3"):
-        p = run("inspect", "-m", repo, "--cache-type-k", bad)
-        assert p.returncode == 2 and bad in p.stderr and "not supported" in p.stderr, p.stderr
+    p = run("inspect", "-m", repo, "--cache-type-k", "bf16")
+    assert p.returncode == 2 and "bf16" in p.stderr and "not supported" in p.stderr, p.stderr
+
+
+def test_inspect_counts_turbo_values_with_fp16_boundary_layers():
+    """A TurboQuant V keeps the first and last --turbo-boundary-v layers' values at fp16 (default
+    2, MLXCEL_KV_BOUNDARY_V_LAYERS): V bytes per token are (layers - 2 COUNT) turbo blocks plus 2
+    COUNT fp16 rows; the count is reported in the inputs and clamped to half the layers."""
+    fx = gguf_fixture("smollm2-135m-q4_1")
+    head_dim = fx["key_length"] or fx["embedding_length"] // fx["head_count"]
+    L, per_layer = fx["block_count"], fx["head_count_kv"] * head_dim // 32
+    repo = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
+    for args, k, v, edge in ((["--kv-cache-mode", "turbo4"], "turbo4", "turbo4", 2),
+                             (["--kv-cache-mode", "fp16+turbo3", "--turbo-boundary-v", "5"], "fp16", "turbo3", 5),
+                             (["--cache-type-v", "turbo4", "--turbo-boundary-v", "0"], "fp16", "turbo4", 0),
+                             (["--cache-type-v", "turbo4", "--turbo-boundary-v", "99"], "fp16", "turbo4", 15)):
+        j = inspect_json("-m", repo, "-n", "1000", *args)
+        want = per_layer * (L * PER32[k] + (L - 2 * edge) * PER32[v] + 2 * edge * 64)
+        assert j["kv_bytes_per_token"] == want, (args, j["kv_bytes_per_token"], want)
+        assert j["inputs"]["cache_type_k"] == k and j["inputs"]["cache_type_v"] == v
+    assert inspect_json("-m", repo, "-n", "10", "--cache-type-v", "turbo4", env={"MLXCEL_KV_BOUNDARY_V_LAYERS": "3"})["inputs"]["turbo_boundary_v"] == 3
 
 
 def test_inspect_budget_and_headroom_env():

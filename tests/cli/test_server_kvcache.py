@@ -194,6 +194,36 @@ def test_preemption_keeps_outputs_identical(policy):
         assert s.stop() == 0
 
 
+# one SmolLM2 KV block under --kv-bits 4 --kv-quant-scheme turboquant: turbo4 K in all 30 layers
+# (6 blocks of 32 values of 18 bytes a row), turbo4 V in the middle 26, fp16 V (192 values of 2
+# bytes) in the first and last 2 (--turbo-boundary-v's default)
+BLOCK_BYTES_TURBO4 = 32 * (30 * 6 * 18 + 26 * 6 * 18 + 4 * 192 * 2)
+
+
+def test_turboquant_cache_in_the_pool_and_prompt_cache():
+    """--kv-bits 4 --kv-quant-scheme turboquant: the pool's blocks are turbo4 with fp16 boundary
+    values (their bytes in /v1/cache/stats), and a prompt served from cached blocks answers what it
+    answers with nothing cached (rotation and quantization are deterministic); --kv-bits 8 is int8."""
+    s = Server("--parallel", "2", "--ctx-size", "2048", "--kv-bits", "4", "--kv-quant-scheme", "turboquant")
+    try:
+        st = requests.get(s.url + "/v1/cache/stats").json()
+        assert st["blocks"]["block_bytes"] == BLOCK_BYTES_TURBO4
+        a = completion(s, LONG, n=12).json()
+        b = completion(s, LONG + "What did they write?", n=12).json()
+        assert b["timings"]["cache_n"] >= 64
+        c = completion(s, LONG + "What did they write?", n=12, cache_prompt=False).json()
+        assert c["timings"]["cache_n"] == 0 and a["content"]
+        assert c["content"] == b["content"] and c["tokens_predicted"] == b["tokens_predicted"]
+    finally:
+        assert s.stop() == 0
+    s = Server("--parallel", "1", "--ctx-size", "512", "--kv-bits", "8")
+    try:
+        # int8: 1 byte a value and an f32 scale per 32, K and V of 30 layers
+        assert requests.get(s.url + "/v1/cache/stats").json()["blocks"]["block_bytes"] == 32 * 30 * 2 * 6 * 36
+    finally:
+        assert s.stop() == 0
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--kv-cache-budget", "lots"], "--kv-cache-budget"),
     (["--kv-cache-budget", "-5"], "--kv-cache-budget"),
@@ -250,7 +280,11 @@ def test_block_format_caches_in_the_pool_prompt_cache_and_preemption():
 @pytest.mark.parametrize("args,needle", [
     (["--cache-type-k", "bf16"], "--cache-type-k bf16"),
     (["--cache-type-v", "q3_0"], "--cache-type-v q3_0"),
-    (["-ctk", "turbo4"], "--cache-type-k turbo4"),
+    (["-ctk", "turbo5"], "--cache-type-k turbo5"),
+    (["--kv-bits", "4"], "--kv-bits 4 with --kv-quant-scheme uniform"),
+    (["--kv-bits", "8", "--kv-quant-scheme", "turboquant"], "--kv-bits 8 with --kv-quant-scheme turboquant"),
+    (["--kv-quant-scheme", "lloyd"], "--kv-quant-scheme"),
+    (["--kv-cache-mode", "fp16+q4_0"], "--kv-cache-mode fp16+q4_0"),
 ])
 def test_bad_cache_types_are_clean_startup_errors(args, needle):
     p = run("serve", "-m", SMOL_REPO, "--port", "0", *args, timeout=120)
