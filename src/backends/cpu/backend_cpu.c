@@ -237,7 +237,7 @@ static void cpu_kv_dequantize_blocks(const mxl_backend *be, mxl_dtype t, const v
 
 static void cpu_kv_rotate(const mxl_backend *be, float *x, int64_t n, int64_t chunk, bool inverse) {
     (void)be;
-    mxl_kv_rotate_ref(x, n, chunk, inverse);
+    mxl_cpu_kern()->kv.rotate(x, n, chunk, inverse);
 }
 
 static void cpu_tune_machine(const mxl_backend *be, char *cpu, size_t cap, const char **isa) {

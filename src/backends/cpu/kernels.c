@@ -41,7 +41,7 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void check_complete(const mxl_cpu_kernels *k) {
     MXL_ASSERT(k->act && k->glu && k->rmsnorm && k->layernorm && k->argmax && k->logits_scan && k->read_sum);
     MXL_ASSERT(k->quant_q8a && k->quant_q8k && k->quant_q8a2 && k->mlx_dot);
-    MXL_ASSERT(k->kv.dot_f16 && k->kv.dot_i8 && k->kv.axpy_f16 && k->kv.axpy_i8 && k->kv.store_f16);
+    MXL_ASSERT(k->kv.dot_f16 && k->kv.dot_i8 && k->kv.axpy_f16 && k->kv.axpy_i8 && k->kv.store_f16 && k->kv.rotate);
     for (int f = 0; f < MXL_KV_QFMT_COUNT; f++) MXL_ASSERT(k->kv.dot_q[f] && k->kv.axpy_q[f]);
 }
 

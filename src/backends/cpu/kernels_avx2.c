@@ -5,6 +5,7 @@
 #include "backends/cpu/kernels.h"
 
 #if defined(__x86_64__)
+#include "backends/cpu/kv_turbo.h"
 #include "backends/cpu/norm.h"
 #include "backends/cpu/quant_amx.h"
 #include "backends/cpu/stream_read.h"
@@ -41,7 +42,7 @@ void mxl_cpu_kernels_register_avx2(mxl_cpu_kernels *k) {
                               mxl_kv_dot_q5_1_avx2,
                               mxl_kv_dot_turbo4_avx2, mxl_kv_dot_turbo3_avx2},
                              {mxl_kv_axpy_q8_0_avx2, mxl_kv_axpy_q4_0_avx2, mxl_kv_axpy_q4_1_avx2, mxl_kv_axpy_q5_0_avx2,
-                              mxl_kv_axpy_q5_1_avx2, mxl_kv_axpy_turbo4_avx2, mxl_kv_axpy_turbo3_avx2}};
+                              mxl_kv_axpy_q5_1_avx2, mxl_kv_axpy_turbo4_avx2, mxl_kv_axpy_turbo3_avx2}, mxl_kv_rotate_avx2};
     k->attn_dot_f32 = mxl_dense_dot_avx2_get(MXL_DTYPE_F32);
     k->attn_k_f16 = mxl_attn_k_f16_avx2;
     k->attn_v_f16 = mxl_attn_v_f16_avx2;

@@ -5,6 +5,7 @@
 
 #include "backends/cpu/embed_topk.h"
 #include "backends/cpu/lowrank.h"
+#include "backends/cpu/kv_turbo.h"
 #include "backends/cpu/norm.h"
 #include "backends/cpu/stream_read.h"
 
@@ -27,5 +28,5 @@ void mxl_cpu_kernels_register_ref(mxl_cpu_kernels *k) {
                              {mxl_kv_dot_q8_0_ref, mxl_kv_dot_q4_0_ref, mxl_kv_dot_q4_1_ref, mxl_kv_dot_q5_0_ref, mxl_kv_dot_q5_1_ref,
                               mxl_kv_dot_turbo4_ref, mxl_kv_dot_turbo3_ref},
                              {mxl_kv_axpy_q8_0_ref, mxl_kv_axpy_q4_0_ref, mxl_kv_axpy_q4_1_ref, mxl_kv_axpy_q5_0_ref,
-                              mxl_kv_axpy_q5_1_ref, mxl_kv_axpy_turbo4_ref, mxl_kv_axpy_turbo3_ref}};
+                              mxl_kv_axpy_q5_1_ref, mxl_kv_axpy_turbo4_ref, mxl_kv_axpy_turbo3_ref}, mxl_kv_rotate_ref};
 }

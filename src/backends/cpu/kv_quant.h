@@ -121,6 +121,8 @@ typedef struct mxl_kv_kernels {
     mxl_kv_store_f16_fn store_f16; /* bit-exact in every variant */
     mxl_kv_dot_q_fn dot_q[MXL_KV_QFMT_COUNT];   /* by mxl_kv_qfmt */
     mxl_kv_axpy_q_fn axpy_q[MXL_KV_QFMT_COUNT];
+    /* TurboQuant's rotation (kv_turbo.h mxl_kv_rotate_ref's bits in every variant) */
+    void (*rotate)(float *x, int64_t n, int64_t chunk, bool inverse);
 } mxl_kv_kernels;
 
 /* The AVX2+FMA+F16C variants (x86-64 builds only; call on AVX2 CPUs). */

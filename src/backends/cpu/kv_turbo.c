@@ -44,6 +44,62 @@ void mxl_kv_rotate_ref(float *x, int64_t n, int64_t chunk, bool inverse) {
     }
 }
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+/* The same butterflies on 8-lane vectors (chunk >= 8): stages h = 1, 2, 4 inside each vector by
+ * lane permutes, h >= 8 between vectors; every output is the reference's a + b or a - b of the
+ * same operands, the sign flips and the scale the same single operations, so the bits are the
+ * reference's. */
+__attribute__((target("avx2,fma"))) void mxl_kv_rotate_avx2(float *x, int64_t n, int64_t chunk, bool inverse) {
+    if (chunk < 8) {
+        mxl_kv_rotate_ref(x, n, chunk, inverse);
+        return;
+    }
+    MXL_ASSERT(chunk <= MXL_KV_TURBO_MAX_CHUNK && (chunk & (chunk - 1)) == 0 && n % chunk == 0);
+    const __m256 scale = _mm256_set1_ps(1.0f / sqrtf((float)chunk));
+    __m256 sg[MXL_KV_TURBO_MAX_CHUNK / 8]; /* -0.0 where the sign flips: an XOR */
+    for (int64_t v = 0; v < chunk / 8; v++) {
+        const uint8_t b = mxl_kv_turbo_signs[v];
+        sg[v] = _mm256_castsi256_ps(_mm256_setr_epi32(b & 1 ? INT32_MIN : 0, b & 2 ? INT32_MIN : 0, b & 4 ? INT32_MIN : 0,
+                                                      b & 8 ? INT32_MIN : 0, b & 16 ? INT32_MIN : 0, b & 32 ? INT32_MIN : 0,
+                                                      b & 64 ? INT32_MIN : 0, b & 128 ? INT32_MIN : 0));
+    }
+    const __m256 neg1 = _mm256_castsi256_ps(_mm256_setr_epi32(0, INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0, INT32_MIN));
+    const __m256 neg2 = _mm256_castsi256_ps(_mm256_setr_epi32(0, 0, INT32_MIN, INT32_MIN, 0, 0, INT32_MIN, INT32_MIN));
+    const __m256 neg4 = _mm256_castsi256_ps(_mm256_setr_epi32(0, 0, 0, 0, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN));
+    for (int64_t c0 = 0; c0 < n; c0 += chunk) {
+        float *y = x + c0;
+        __m256 r[MXL_KV_TURBO_MAX_CHUNK / 8];
+        const int64_t nv = chunk / 8;
+        for (int64_t v = 0; v < nv; v++) {
+            r[v] = _mm256_loadu_ps(y + 8 * v);
+            if (!inverse) r[v] = _mm256_xor_ps(r[v], sg[v]);
+            /* h = 1: (a, b) -> (a + b, a - b) on lane pairs: partner + (self or -self) */
+            __m256 p = _mm256_permute_ps(r[v], 0xB1);
+            r[v] = _mm256_add_ps(_mm256_xor_ps(r[v], neg1), p);
+            /* (lane 2i: a + b = b + a exactly; lane 2i + 1: p - self = a - b with p = a) */
+            p = _mm256_permute_ps(r[v], 0x4E); /* h = 2 */
+            r[v] = _mm256_add_ps(_mm256_xor_ps(r[v], neg2), p);
+            p = _mm256_permute2f128_ps(r[v], r[v], 0x01); /* h = 4 */
+            r[v] = _mm256_add_ps(_mm256_xor_ps(r[v], neg4), p);
+        }
+        for (int64_t h = 1; h < nv; h <<= 1)
+            for (int64_t i = 0; i < nv; i += 2 * h)
+                for (int64_t j = i; j < i + h; j++) {
+                    const __m256 a = r[j], b = r[j + h];
+                    r[j] = _mm256_add_ps(a, b);
+                    r[j + h] = _mm256_sub_ps(a, b);
+                }
+        for (int64_t v = 0; v < nv; v++) {
+            __m256 o = _mm256_mul_ps(r[v], scale);
+            if (inverse) o = _mm256_xor_ps(o, sg[v]);
+            _mm256_storeu_ps(y + 8 * v, o);
+        }
+    }
+}
+#endif
+
 void mxl_kv_turbo_quantize32(mxl_dtype t, const float *x, uint8_t *block) {
     MXL_ASSERT(t == MXL_DTYPE_TURBO4 || t == MXL_DTYPE_TURBO3);
     const bool t4 = t == MXL_DTYPE_TURBO4;
@@ -62,10 +118,16 @@ void mxl_kv_turbo_quantize32(mxl_dtype t, const float *x, uint8_t *block) {
     const float d16 = mxl_f16_to_f32(dh), id = d16 > 0.0f ? 1.0f / d16 : 0.0f;
     uint8_t codes[32];
     for (int j = 0; j < 32; j++) {
+        /* the number of midpoints below v: a binary search over the ascending midpoints (the same
+         * count as comparing with each one) */
         const float v = x[j] * id;
-        int c = 0;
-        for (int k = 0; k + 1 < levels; k++) c += v > mid[k];
-        codes[j] = (uint8_t)c;
+        int lo = 0, hi = levels - 1; /* answer in [lo, hi] */
+        while (lo < hi) {
+            const int m = (lo + hi) / 2;
+            if (v > mid[m]) lo = m + 1;
+            else hi = m;
+        }
+        codes[j] = (uint8_t)lo;
     }
     memcpy(block, &dh, 2);
     if (t4) {

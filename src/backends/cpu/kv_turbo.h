@@ -42,6 +42,8 @@ extern const uint8_t mxl_kv_turbo_signs[MXL_KV_TURBO_MAX_CHUNK / 8];
 /* x[n] (n a multiple of chunk; chunk a power of two, 1 < chunk <= 256) rotated in place, chunk by
  * chunk (inverse: rotated back). */
 void mxl_kv_rotate_ref(float *x, int64_t n, int64_t chunk, bool inverse);
+/* The same on AVX2 vectors, bit for bit (x86-64 builds; call on AVX2 CPUs). */
+void mxl_kv_rotate_avx2(float *x, int64_t n, int64_t chunk, bool inverse);
 
 /* One block of 32 (already rotated) values into turbo4 / turbo3 bytes, and back. */
 void mxl_kv_turbo_quantize32(mxl_dtype t, const float *x, uint8_t *block);
