@@ -289,6 +289,9 @@ mxl_status mxl_seq_start(mxl_seq *s, const int32_t *prompt, size_t n_prompt,
     s->media_from = p->n_media ? (size_t)p->media[0].row : SIZE_MAX; /* (a text prompt re-runs everything from keep <= the old mark) */
     mxl_decoder_state_truncate(s->dec, (int64_t)keep);
     keep = (size_t)mxl_decoder_state_pos(s->dec); /* (recurrent layers start over rather than go back) */
+    /* M-RoPE: the kept rows' images set the positions of the rows after them (whichever request
+     * or slot ran them: keyed rows hold this prompt's images) */
+    if (p->media_keys) mxl_decoder_state_set_media_prefix(s->dec, p->media, p->n_media, (int64_t)keep);
     memcpy(s->ids, prompt, n_prompt * sizeof(int32_t));
     s->n_ids = s->n_prompt = n_prompt;
     s->n_fed = keep;

@@ -2700,6 +2700,15 @@ static void altup_layer(fwd_pass *f, int64_t l) {
  * with st its first row's text position; the rows after it continue from st + max(grid_h,
  * grid_w) (transformers' get_rope_index), which the state keeps as its rope_delta for later
  * calls. (Media come one span per pass.) */
+/* The offset after an image block of n rows (grid gh x gw) at cache position pos, the offset
+ * before it being *delta: its rows start at pos + *delta and the next row continues from there
+ * plus max(gh, gw); *from becomes pos + 1 where the offset first turns non-zero. */
+static void mrope_step(int64_t pos, int64_t n, int64_t gh, int64_t gw, int64_t *delta, int64_t *from) {
+    const int64_t next = pos + *delta + (gh > gw ? gh : gw);
+    if (*delta == 0 && next != pos + n) *from = pos + 1;
+    *delta = next - (pos + n);
+}
+
 static void mrope_media_positions(fwd_pass *f) {
     mxl_decoder_state *ws = f->ws, *s = f->spans[0].s;
     if (!f->n_media) return;
@@ -2713,12 +2722,17 @@ static void mrope_media_positions(fwd_pass *f) {
                 int64_t *p = ws->rope_pos + (r0 + y * md->grid_w + x) * 3;
                 p[0] = st, p[1] = st + y, p[2] = st + x;
             }
-        const int64_t next = st + (md->grid_h > md->grid_w ? md->grid_h : md->grid_w);
-        if (delta == 0 && next != ws->q_pos[r0] + md->n) s->rope_delta_from = ws->q_pos[r0] + 1;
-        delta = next - (ws->q_pos[r0] + md->n);
+        mrope_step(ws->q_pos[r0], md->n, md->grid_h, md->grid_w, &delta, &s->rope_delta_from);
         for (int64_t r = r0 + md->n; r < f->n_rows; r++) ws->rope_pos[r * 3] = ws->rope_pos[r * 3 + 1] = ws->rope_pos[r * 3 + 2] = ws->q_pos[r] + delta;
     }
     s->rope_delta = delta;
+}
+
+void mxl_decoder_state_set_media_prefix(mxl_decoder_state *s, const mxl_decoder_media *media, int n_media, int64_t n_pos) {
+    int64_t delta = 0, from = 0;
+    for (int i = 0; i < n_media; i++)
+        if (media[i].grid_h > 0 && media[i].row + media[i].n <= n_pos) mrope_step(media[i].row, media[i].n, media[i].grid_h, media[i].grid_w, &delta, &from);
+    s->rope_delta = delta, s->rope_delta_from = delta ? from : 0;
 }
 
 /* DeepStack: the media blocks' rows add their layer-l features (decoder.h) after layer l. */

@@ -545,6 +545,12 @@ static inline mxl_decoder_media mxl_decoder_media_slice(const mxl_decoder_media 
 /* A block that may be split across passes: causal rows attending like text, not joined, not an
  * M-RoPE grid (whose positions are the image's as a whole). */
 static inline bool mxl_decoder_media_splittable(const mxl_decoder_media *m) { return m->causal && !m->joined && m->grid_h == 0; }
+/* M-RoPE (media blocks with a grid): the RoPE offset of the rows after the first n_pos positions
+ * of a prompt whose media are media[0 .. n_media) (row order; blocks that end past n_pos do not
+ * count), as the forward that ran them left it - so a state whose cached prefix of n_pos
+ * positions came from elsewhere (the prompt cache) continues with the right positions. Sets the
+ * state's offset (zero when no image lies in the prefix). */
+void mxl_decoder_state_set_media_prefix(mxl_decoder_state *s, const mxl_decoder_media *media, int n_media, int64_t n_pos);
 /* The rows of the largest unit of joined blocks (a pass must take at least that many). */
 int64_t mxl_decoder_media_max_unit(const mxl_decoder_media *media, int n_media);
 /* mxl_decoder_forward with media blocks (in order, not overlapping, each bidirectional unit at

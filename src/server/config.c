@@ -167,7 +167,7 @@ static const opt k_opts[] = {
     {"--force|--no-memory-check", NULL, K_ON, F(memory_force), 0, 0, "an over-budget preflight only warns"},
     {"--settings", NULL, K_ON, F(settings), 0, 0, "GET / PATCH /v1/settings: read and change the request defaults at run time (needs --api-key)"},
     {"--enable-vlm-prefix-cache", "MLXCEL_ENABLE_VLM_PREFIX_CACHE", K_BOOLV, F(vlm_prefix_cache), 0, 0,
-     "requests with images reuse cached rows past their images (image rows keyed by the image's hash; not M-RoPE models)"},
+     "requests with images reuse cached rows past their images (image rows keyed by the image's hash; M-RoPE positions follow the cached images)"},
     {"--spm-infill", NULL, K_ON, F(spm_infill), 0, 0, "/infill puts the suffix before the prefix (Suffix/Prefix/Middle), as some models were trained"},
     {"--adapter|--lora", NULL, K_MULTI, F(lora), 0, 0, "LoRA adapter(s) to load, comma-separated or repeated (scale 1)"},
     {"--lora-scaled", NULL, K_MULTI, F(lora_scaled), 0, 0, "LoRA adapter(s) with their scales: PATH:SCALE,..."},

@@ -318,7 +318,7 @@ mxl_status mxl_sched_submit_images(mxl_sched *s, mxl_srv_channel *c, int index, 
     memcpy(j->prompt, prompt, n * sizeof(int32_t));
     j->n_prompt = n;
     j->index = index;
-    if (j->n_media && s->cfg.vlm_prefix_cache && !mxl_gen_model_vlm(s->m)->mrope_grid && !key_media(j)) {
+    if (j->n_media && s->cfg.vlm_prefix_cache && !key_media(j)) {
         j->ch = NULL;
         job_free(j);
         return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");

@@ -2,8 +2,10 @@
 same image reuses the cached rows past the image (the same slot's own cache, and another slot's
 through the shared block cache), a different image with the same text does not, and the answers
 are those of a server that caches nothing past an image. Checked on Idefics3 (an image is several
-causal runs of rows) and Gemma 3 (one bidirectional block, never cut) from tests/fixtures/vlm
-(whose single-turn answers test_vision_e2e.py / test_vision.py check against transformers)."""
+causal runs of rows), Gemma 3 (one bidirectional block, never cut), Qwen2-VL and Qwen3-VL (M-RoPE:
+the rows after a cached image continue from the positions its grid set, DeepStack on Qwen3-VL)
+from tests/fixtures/vlm (whose single-turn answers test_vision_e2e.py / test_vision.py check
+against transformers)."""
 import base64
 import os
 
@@ -16,7 +18,7 @@ from server_util import Server
 FX = os.path.join(ROOT, "tests", "fixtures", "vlm")
 # (turns of a few dozen words, so the second turn's prompt spans several 32-token KV blocks)
 FIRST, SECOND = " ".join(f"w{i}" for i in range(20, 60)), " ".join(f"w{i}" for i in range(60, 90))
-FAMILIES = ("idefics3", "gemma3")
+FAMILIES = ("idefics3", "gemma3", "qwen2_vl", "qwen3_vl")
 
 
 def data_url(path):
@@ -57,8 +59,9 @@ def test_vlm_prefix_cache_reuses_rows_past_the_same_image_only(fam):
         want_b, _, _ = ask(plain, conv_b, slot=1)
     finally:
         plain.stop()
-    # without the flag nothing past the first image is reused: the cached rows end before it
-    assert plain_cached < 8, plain_cached
+    # without the flag nothing past the first image is reused: the cached rows end before it (the
+    # template's text before the image: a few tokens, under 24 in every family here)
+    assert plain_cached < 24, plain_cached
 
     srv = Server("-m", model, "-np", "2", "--prompt-cache-min-prefix", "0", "--enable-vlm-prefix-cache")
     try:
@@ -75,9 +78,9 @@ def test_vlm_prefix_cache_reuses_rows_past_the_same_image_only(fam):
         # another image with the same text: nothing from the image on is reused
         got_b, cached_b, _ = ask(srv, conv_b, slot=1)
         assert got_b == want_b
-        assert cached_b < 8, cached_b
+        assert cached_b < 24, cached_b
         got_b0, cached_b0, _ = ask(srv, conv_b, slot=0)
         assert got_b0 == want_b
-        assert cached_b0 < 8 or cached_b0 >= 32, cached_b0  # (slot 0 never ran image_b: at most its own text, or the shared blocks of slot 1's run)
+        assert cached_b0 < 24 or cached_b0 >= 32, cached_b0  # (slot 0 never ran image_b: at most its own text, or the shared blocks of slot 1's run)
     finally:
         srv.stop()
