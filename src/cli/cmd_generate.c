@@ -126,7 +126,7 @@ static double gib(uint64_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
 /* The KV flags (--kv-cache-mode, --cache-type-k / -v, --turbo-boundary-v); nonzero (reported)
  * on a bad count. */
 static int kv_flags(const mxl_cli_args *a, mxl_kv_flags *f) {
-    *f = (mxl_kv_flags){mxl_cli_get(a, "kv-cache-mode"), mxl_cli_get(a, "cache-type-k"), mxl_cli_get(a, "cache-type-v"), -1};
+    *f = (mxl_kv_flags){mxl_cli_get(a, "kv-cache-mode"), mxl_cli_get(a, "cache-type-k"), mxl_cli_get(a, "cache-type-v"), -1, 0, 0};
     return mxl_cli_has(a, "turbo-boundary-v") ? mxl_cli_get_int(a, "turbo-boundary-v", -1, 0, 1 << 20, &f->v_edge) : 0;
 }
 

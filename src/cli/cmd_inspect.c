@@ -226,7 +226,7 @@ int mxl_cmd_inspect(int argc, char **argv) {
     in.batch = io.batch;
     mxl_error err;
     const mxl_kv_flags kf = {mxl_cli_get(&args, "kv-cache-mode"), mxl_cli_get(&args, "cache-type-k"), mxl_cli_get(&args, "cache-type-v"),
-                             io.has_turbo_boundary ? io.turbo_boundary_v : -1};
+                             io.has_turbo_boundary ? io.turbo_boundary_v : -1, 0, 0};
     if (mxl_kv_flags_resolve(&kf, &in.kv_k, &in.kv_v, &in.v_edge, &err)) return mxl_cli_usage_error(&k_cmd, "%s", err.msg);
     char warning[256];
     in.headroom_factor = mxl_mem_headroom_factor_from_env(warning, sizeof warning);

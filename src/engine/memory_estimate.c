@@ -98,6 +98,11 @@ mxl_status mxl_kv_flags_resolve(const mxl_kv_flags *f, mxl_kv_type *k, mxl_kv_ty
     return MXL_OK;
 }
 
+int64_t mxl_kv_flags_group(const mxl_kv_flags *f, const mxl_decoder_hparams *hp) {
+    if (f->group > 0) return f->group;
+    return f->group < 0 && hp && mxl_decoder_kv_group_fits(hp, 64) ? 64 : 0;
+}
+
 double mxl_mem_headroom_factor_from_env(char *warning, size_t cap) {
     const double dflt = 1.20;
     if (warning && cap) warning[0] = '\0';
@@ -234,7 +239,9 @@ mxl_status mxl_mem_estimate_compute(const mxl_model_config *cfg, bool is_encoder
          * (models/decoder.c kv_group_of); from the config alone: 32 where it divides the head
          * (the latent row's parts), else the whole head */
         uint64_t group = 32;
-        if (hp) {
+        if (in->group > 0) {
+            group = (uint64_t)in->group;
+        } else if (hp) {
             group = (uint64_t)mxl_decoder_kv_group(hp);
         } else if (out->latent) {
             while (group > 1 && (cfg->kv_lora_rank % (int64_t)group || cfg->qk_rope_head_dim % (int64_t)group)) group /= 2;
@@ -242,7 +249,7 @@ mxl_status mxl_mem_estimate_compute(const mxl_model_config *cfg, bool is_encoder
             group = (uint64_t)cfg->head_dim;
         }
         if (hp) {
-            const mxl_decoder_kv_opts o = {mxl_kv_type_decoder(in->kv_k), mxl_kv_type_decoder(out->latent ? in->kv_k : in->kv_v), in->v_edge};
+            const mxl_decoder_kv_opts o = {mxl_kv_type_decoder(in->kv_k), mxl_kv_type_decoder(out->latent ? in->kv_k : in->kv_v), in->v_edge, 0, 0};
             mxl_status st = mxl_decoder_kv_check(hp, &o, err);
             if (st) return st;
         }
@@ -265,16 +272,24 @@ mxl_status mxl_mem_estimate_compute(const mxl_model_config *cfg, bool is_encoder
             mxl_mul_u64(layer_tokens, per_layer_token, &kv_total) ||
             mxl_mul_u64(kv_total, (uint64_t)in->batch, &kv_total))
             return mxl_error_set(err, MXL_ERR_OVERFLOW, "KV size overflows");
-        /* a TurboQuant V's boundary layers at fp16 */
-        int64_t edge = !out->latent && (in->kv_v == MXL_KV_TURBO4 || in->kv_v == MXL_KV_TURBO3) && in->v_edge > 0 ? in->v_edge : 0;
-        if (edge > n_kv_layers / 2) edge = n_kv_layers / 2;
-        if (edge > 0) {
-            const uint64_t extra_row = kv_row_bytes(MXL_KV_FP16, kvh, group) - kv_row_bytes(in->kv_v, kvh, group);
-            uint64_t extra;
-            if (mxl_mul_u64(extra_row, (uint64_t)(2 * edge), &extra) || mxl_add_u64(out->kv_bytes_per_token, extra, &out->kv_bytes_per_token) ||
-                mxl_mul_u64(extra, tokens, &extra) || mxl_mul_u64(extra, (uint64_t)in->batch, &extra) || mxl_add_u64(kv_total, extra, &kv_total))
-                return mxl_error_set(err, MXL_ERR_OVERFLOW, "KV size overflows");
-        }
+        /* layers kept at fp16 apart from their type (models/kv_pool.h): a TurboQuant V's boundary
+         * layers at each end, and with --kv-skip-last-layer the last layer's K and V where a type
+         * is quantized */
+        const bool quant_k = in->kv_k != MXL_KV_FP16 && in->kv_k != MXL_KV_F32, quant_v = in->kv_v != MXL_KV_FP16 && in->kv_v != MXL_KV_F32;
+        int64_t vf = !out->latent && (in->kv_v == MXL_KV_TURBO4 || in->kv_v == MXL_KV_TURBO3) && in->v_edge > 0 ? in->v_edge : 0;
+        if (vf > n_kv_layers / 2) vf = n_kv_layers / 2;
+        int64_t kl = !out->latent && (quant_k || quant_v) && in->k_last > 0 ? in->k_last : 0;
+        if (kl > n_kv_layers - vf) kl = n_kv_layers - vf;
+        const int64_t vl = vf > kl ? vf : kl;
+        /* bytes per token those layers add (an f32 K kept at fp16 takes some away) */
+        const int64_t f16_row = (int64_t)kv_row_bytes(MXL_KV_FP16, kvh, group);
+        const int64_t d = kl * (f16_row - (int64_t)kv_row_bytes(in->kv_k, kvh, group)) + (vf + vl) * (f16_row - (int64_t)kv_row_bytes(in->kv_v, kvh, group));
+        uint64_t ad = (uint64_t)(d < 0 ? -d : d), tot;
+        if (d > 0 ? mxl_add_u64(out->kv_bytes_per_token, ad, &out->kv_bytes_per_token) : (out->kv_bytes_per_token -= ad, false))
+            return mxl_error_set(err, MXL_ERR_OVERFLOW, "KV size overflows");
+        if (mxl_mul_u64(ad, tokens, &tot) || mxl_mul_u64(tot, (uint64_t)in->batch, &tot) || (d > 0 && mxl_add_u64(kv_total, tot, &kv_total)))
+            return mxl_error_set(err, MXL_ERR_OVERFLOW, "KV size overflows");
+        if (d < 0) kv_total -= tot < kv_total ? tot : kv_total;
     }
     out->kv_bytes_total = kv_total;
     uint64_t base;

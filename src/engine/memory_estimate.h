@@ -53,6 +53,8 @@ typedef struct mxl_mem_inputs {
     int64_t batch;      /* concurrent sequences */
     mxl_kv_type kv_k, kv_v;
     int64_t v_edge;     /* a TurboQuant V's fp16 boundary layers at each end (clamped to half) */
+    int64_t k_last;     /* the last layers' K and V at fp16 where quantized (--kv-skip-last-layer) */
+    int64_t group;      /* the int8 scale group (mxl_kv_flags_group); 0: the model's */
     double headroom_factor; /* already validated (see mxl_mem_headroom_factor_from_env) */
     uint64_t budget_bytes;  /* 0 = unknown */
     bool budget_from_limit; /* budget came from MLXCEL_MEMORY_LIMIT */
@@ -93,7 +95,12 @@ typedef struct mxl_kv_flags {
     const char *k, *v;/* --cache-type-k / -v: override the mode's side (a mode name takes its own side:
                        * --cache-type-v fp16+turbo4 is turbo4) */
     int64_t v_edge;   /* --turbo-boundary-v; < 0: mxl_kv_boundary_v_default() */
+    int64_t k_last;   /* --kv-skip-last-layer: the last layer's K and V stay fp16 where quantized (1) */
+    int64_t group;    /* --kv-group-size: the int8 scale group (> 0: as given, it must divide the
+                       * heads; -1: 64 where it divides them; 0: the model's, 32 or the head) */
 } mxl_kv_flags;
+/* The int8 scale group those flags give a model of hyper-parameters hp (0: the decoder's default). */
+int64_t mxl_kv_flags_group(const mxl_kv_flags *f, const struct mxl_decoder_hparams *hp);
 /* The K and V types and the boundary count of those flags; errors name the flag. */
 mxl_status mxl_kv_flags_resolve(const mxl_kv_flags *f, mxl_kv_type *k, mxl_kv_type *v, int64_t *v_edge, mxl_error *err);
 /* True for the block formats (q8_0 .. q5_1, turbo4, turbo3), which need heads of a multiple of 32. */

@@ -92,7 +92,8 @@ mxl_status mxl_gen_model_set_kv(mxl_gen_model *m, const mxl_kv_flags *f, mxl_err
     mxl_status st = mxl_kv_flags_resolve(f, &k, &v, &edge, err);
     if (st) return st;
     /* a side no flag names keeps the model's current type (AUTO: f16, f32 on the reference path) */
-    const mxl_decoder_kv_opts o = {f->mode || f->k ? mxl_kv_type_decoder(k) : m->kv.k, f->mode || f->v ? mxl_kv_type_decoder(v) : m->kv.v, edge};
+    const mxl_decoder_kv_opts o = {f->mode || f->k ? mxl_kv_type_decoder(k) : m->kv.k, f->mode || f->v ? mxl_kv_type_decoder(v) : m->kv.v, edge,
+                                   f->k_last, mxl_kv_flags_group(f, &m->dec.hp)};
     if ((st = mxl_decoder_kv_check(&m->dec.hp, &o, err))) return st; /* the block formats' head_dim, latent attention */
     m->kv = o;
     return MXL_OK;

@@ -1585,9 +1585,24 @@ static int64_t kv_group_of(const mxl_decoder_hparams *hp) {
 
 int64_t mxl_decoder_kv_group(const mxl_decoder_hparams *hp) { return kv_group_of(hp); }
 
+/* Whether g divides every head (latent attention: both parts of the row). */
+bool mxl_decoder_kv_group_fits(const mxl_decoder_hparams *hp, int64_t g) {
+    if (hp->mla_kv_rank > 0) return hp->mla_rope_dim % g == 0 && hp->mla_kv_rank % g == 0;
+    if (hp->head_dim % g) return false;
+    for (int64_t l = 0; hp->layer_head_dim && l < hp->n_layers; l++)
+        if (hp->layer_head_dim[l] % g) return false;
+    return true;
+}
+
+/* The int8 scale group of options o: theirs, or the model's default. */
+static int64_t kv_group_opt(const mxl_decoder_hparams *hp, const mxl_decoder_kv_opts *o) { return o->group > 0 ? o->group : kv_group_of(hp); }
+
 mxl_status mxl_decoder_kv_check(const mxl_decoder_hparams *hp, const mxl_decoder_kv_opts *opts, mxl_error *err) {
-    mxl_decoder_kv_opts o = opts ? *opts : (mxl_decoder_kv_opts){MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO, 0};
+    mxl_decoder_kv_opts o = opts ? *opts : (mxl_decoder_kv_opts){MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO, 0, 0, 0};
     if ((unsigned)o.k >= MXL_DECODER_KV_COUNT || (unsigned)o.v >= MXL_DECODER_KV_COUNT) return mxl_error_set(err, MXL_ERR_ARG, "unknown KV cache type");
+    if (o.group < 0 || (o.group > 0 && !mxl_decoder_kv_group_fits(hp, o.group)))
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "an int8 KV group of %lld does not divide this model's heads (head_dim %lld)", (long long)o.group,
+                             (long long)(hp->mla_kv_rank > 0 ? hp->mla_kv_rank : hp->head_dim));
     for (int i = 0; i < 2; i++) {
         mxl_decoder_kv_type t = i ? o.v : o.k;
         if (kv_turbo_type(kv_dtype(t, false)) && hp->mla_kv_rank > 0)
@@ -1612,15 +1627,20 @@ mxl_status mxl_decoder_kv_check(const mxl_decoder_hparams *hp, const mxl_decoder
 
 mxl_status mxl_decoder_kv_pool_cfg(const mxl_decoder *d, const mxl_decoder_kv_opts *opts, bool reference, int64_t n_blocks,
                                    mxl_kv_pool_cfg *out, mxl_error *err) {
-    mxl_decoder_kv_opts o = opts ? *opts : (mxl_decoder_kv_opts){MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO, 0};
+    mxl_decoder_kv_opts o = opts ? *opts : (mxl_decoder_kv_opts){MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO, 0, 0, 0};
     mxl_status st = mxl_decoder_kv_check(&d->hp, &o, err);
     if (st) return st;
     /* latent attention keeps one row per position, read as K and V (V: K's type) */
     const bool latent = d->hp.mla_kv_rank > 0;
     const mxl_dtype vt = kv_dtype(latent ? o.k : o.v, reference);
-    int64_t edge = kv_turbo_type(vt) && o.v_edge > 0 ? o.v_edge : 0;
+    const mxl_dtype kt = kv_dtype(o.k, reference);
+    int64_t edge = kv_turbo_type(vt) && o.v_edge > 0 && !latent ? o.v_edge : 0;
     if (edge > kv_layers(d) / 2) edge = kv_layers(d) / 2;
-    *out = (mxl_kv_pool_cfg){kv_layers(d), d->kv_dim, kv_group_of(&d->hp), kv_dtype(o.k, reference), vt, n_blocks, d->be, latent, edge};
+    /* the last layers in F16 only where a type is quantized (not with latent rows) */
+    const bool quant = (kt != MXL_DTYPE_F32 && kt != MXL_DTYPE_F16) || (vt != MXL_DTYPE_F32 && vt != MXL_DTYPE_F16);
+    int64_t last = quant && !latent && o.k_last > 0 ? o.k_last : 0;
+    if (last > kv_layers(d) - edge) last = kv_layers(d) - edge;
+    *out = (mxl_kv_pool_cfg){kv_layers(d), d->kv_dim, kv_group_opt(&d->hp, &o), kt, vt, n_blocks, d->be, latent, edge, last};
     return MXL_OK;
 }
 
@@ -1739,7 +1759,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
                                mxl_error *err) {
     const mxl_decoder_hparams *hp = &d->hp;
     *out = NULL;
-    mxl_decoder_kv_opts o = opts ? *opts : (mxl_decoder_kv_opts){MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO, 0};
+    mxl_decoder_kv_opts o = opts ? *opts : (mxl_decoder_kv_opts){MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO, 0, 0, 0};
     mxl_status cst = mxl_decoder_kv_check(hp, &o, err);
     if (cst) return cst;
     if (max_ctx <= 0 || max_batch <= 0) return mxl_error_set(err, MXL_ERR_ARG, "context and batch sizes must be positive");
@@ -1755,7 +1775,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
     if (kvp) {
         const mxl_kv_pool_cfg *c = mxl_kv_pool_config(kvp);
         if (c->n_layers != kv_layers(d) || c->kv_dim != (int64_t)kvd || c->v_in_k != (hp->mla_kv_rank > 0) ||
-            ((c->k_type == MXL_DTYPE_I8 || c->v_type == MXL_DTYPE_I8) && c->group != kv_group_of(hp)) ||
+            ((c->k_type == MXL_DTYPE_I8 || c->v_type == MXL_DTYPE_I8) && !mxl_decoder_kv_group_fits(hp, c->group)) ||
             ((kv_block_type(c->k_type) || kv_block_type(c->v_type)) && kv_group_of(hp) != 32))
             return mxl_error_set(err, MXL_ERR_ARG, "the KV pool was made for another model shape (%lld layers, KV width %lld)",
                                  (long long)c->n_layers, (long long)c->kv_dim);
@@ -1772,7 +1792,7 @@ static mxl_status state_create(const mxl_decoder *d, mxl_kv_pool *kvp, int64_t m
     s->n_threads = pool ? mxl_threadpool_size(pool) : 1;
     s->k_req = o.k;
     s->v_req = o.v;
-    s->kv_group = kv_group_of(hp);
+    s->kv_group = kvp ? mxl_kv_pool_config(kvp)->group : kv_group_opt(hp, &o);
     s->kv_rot = kv_rot_chunk(hp);
     s->max_blocks = blocks_for(max_ctx);
     /* the MoE lanes' matmul scratch (models/moe.h) */

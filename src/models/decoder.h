@@ -401,6 +401,10 @@ typedef struct mxl_decoder_kv_opts {
     mxl_decoder_kv_type k, v;
     int64_t v_edge; /* with a TurboQuant V: the first and last v_edge attention layers keep V in F16
                      * (the spec's --turbo-boundary-v; clamped to half the layers); else ignored */
+    int64_t k_last; /* the last k_last attention layers keep K and V in F16 where their types are
+                     * quantized (the server's --kv-skip-last-layer: 1); 0: none */
+    int64_t group;  /* the int8 cache's scale group (the server's --kv-group-size; it must divide
+                     * every head); 0: mxl_decoder_kv_group's */
 } mxl_decoder_kv_opts;
 
 /* The CLI's name of a type: "auto", "f32", "f16", "int8", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
@@ -414,6 +418,8 @@ mxl_status mxl_decoder_kv_check(const mxl_decoder_hparams *hp, const mxl_decoder
  * else the whole head (latent rows: the largest power of two dividing both parts). The block
  * formats need it to be 32. */
 int64_t mxl_decoder_kv_group(const mxl_decoder_hparams *hp);
+/* Whether an int8 scale group of g divides every head (latent attention: both parts of a row). */
+bool mxl_decoder_kv_group_fits(const mxl_decoder_hparams *hp, int64_t g);
 
 /* (engine/memory_estimate.h parses the CLI's names - f32, fp16, q8_0, ..., int8 - into its own
  * mxl_kv_type; engine/model.c maps them onto these.) */

@@ -15,9 +15,10 @@ struct mxl_kv_pool {
     mxl_kv_pool_cfg cfg;
     uint64_t block_bytes;
     int64_t stride;                /* elements between blocks (K; V too without edge layers) */
-    int64_t vstride, estride;      /* ... of the V region and of the F16 edge region */
-    int64_t n_edge;                /* layers of the edge region (2 v_edge) */
-    uint8_t *k, *v, *ve;           /* storage (ve: the edge region, NULL without one) */
+    int64_t vstride, estride;      /* ... of the V region and of the V edge region */
+    int64_t kestride;              /* ... of the K edge region */
+    int64_t vf, vl, kl;            /* F16 edge layers: V's first and last, K's last */
+    uint8_t *k, *v, *ve, *ke;      /* storage (ve / ke: the edge regions, NULL without them) */
     float *ks, *vs;                /* I8 scales or NULL */
     const mxl_backend *be;         /* whose buffer holds the storage */
     void *mem;                     /* one buffer for the storage */
@@ -48,16 +49,23 @@ static uint64_t span_bytes(mxl_dtype t, uint64_t e) { return (uint64_t)mxl_kv_of
 
 /* Element counts of one block's K (or V) and of its scales. */
 static uint64_t block_elems(const mxl_kv_pool_cfg *c) { return (uint64_t)c->n_layers * MXL_KV_BLOCK * (uint64_t)c->kv_dim; }
-/* ... of its F16 edge-region V (v_edge layers at each end) */
-static uint64_t edge_elems(const mxl_kv_pool_cfg *c) { return (uint64_t)(2 * c->v_edge) * MXL_KV_BLOCK * (uint64_t)c->kv_dim; }
+/* The F16 edge layers: V's first and last, K's last (kv_pool.h). */
+static int64_t edge_vf(const mxl_kv_pool_cfg *c) { return c->v_edge; }
+static int64_t edge_vl(const mxl_kv_pool_cfg *c) { return c->v_edge > c->k_last ? c->v_edge : c->k_last; }
+static bool edges_fit(const mxl_kv_pool_cfg *c) {
+    return c->v_edge >= 0 && c->k_last >= 0 && edge_vf(c) + edge_vl(c) <= c->n_layers && !((c->v_edge || c->k_last) && c->v_in_k);
+}
+/* ... elements of a block's V edge region and K edge region */
+static uint64_t edge_elems(const mxl_kv_pool_cfg *c) { return (uint64_t)(edge_vf(c) + edge_vl(c)) * MXL_KV_BLOCK * (uint64_t)c->kv_dim; }
+static uint64_t kedge_elems(const mxl_kv_pool_cfg *c) { return (uint64_t)c->k_last * MXL_KV_BLOCK * (uint64_t)c->kv_dim; }
 
 uint64_t mxl_kv_pool_block_bytes(const mxl_kv_pool_cfg *c) {
     if (c->n_layers <= 0 || c->kv_dim <= 0 || c->n_layers > (1 << 20) || c->kv_dim > (1 << 24)) return 0;
-    if (c->v_edge < 0 || 2 * c->v_edge > c->n_layers || (c->v_edge && c->v_in_k)) return 0;
-    uint64_t n = block_elems(c), ne = edge_elems(c), nv = n - ne;
-    uint64_t b = span_bytes(c->k_type, n) + (c->v_in_k ? 0 : span_bytes(c->v_type, nv) + ne * 2);
+    if (!edges_fit(c)) return 0;
+    uint64_t n = block_elems(c), ne = edge_elems(c), nv = n - ne, nke = kedge_elems(c), nk = n - nke;
+    uint64_t b = span_bytes(c->k_type, nk) + nke * 2 + (c->v_in_k ? 0 : span_bytes(c->v_type, nv) + ne * 2);
     uint64_t g = c->group > 0 ? (uint64_t)c->group : 1;
-    if (c->k_type == MXL_DTYPE_I8) b += n / g * 4;
+    if (c->k_type == MXL_DTYPE_I8) b += nk / g * 4;
     if (c->v_type == MXL_DTYPE_I8 && !c->v_in_k) b += nv / g * 4;
     return b;
 }
@@ -67,9 +75,9 @@ mxl_status mxl_kv_pool_create(const mxl_kv_pool_cfg *cfg, mxl_kv_pool **out, mxl
     const mxl_kv_pool_cfg *c = cfg;
     if (!valid_type(c->k_type) || !valid_type(c->v_type))
         return mxl_error_set(err, MXL_ERR_ARG, "KV pool: storage types must be f32, f16, int8, q8_0, q4_0, q4_1, q5_0, q5_1, turbo4 or turbo3");
-    if (c->v_edge < 0 || 2 * c->v_edge > c->n_layers || (c->v_edge && c->v_in_k))
-        return mxl_error_set(err, MXL_ERR_ARG, "KV pool: %lld F16 edge layers at each end do not fit %lld layers", (long long)c->v_edge,
-                             (long long)c->n_layers);
+    if (!edges_fit(c))
+        return mxl_error_set(err, MXL_ERR_ARG, "KV pool: F16 edge layers (V %lld at each end, K and V the last %lld) do not fit %lld layers",
+                             (long long)c->v_edge, (long long)c->k_last, (long long)c->n_layers);
     if ((block_type(c->k_type) || block_type(c->v_type)) && c->kv_dim % 32 != 0)
         return mxl_error_set(err, MXL_ERR_ARG, "KV pool: the block formats need a KV width that is a multiple of 32, not %lld",
                              (long long)c->kv_dim);
@@ -82,15 +90,16 @@ mxl_status mxl_kv_pool_create(const mxl_kv_pool_cfg *cfg, mxl_kv_pool **out, mxl
     if (bb == 0) return mxl_error_set(err, MXL_ERR_ARG, "KV pool: bad shape (%lld layers, KV width %lld)", (long long)c->n_layers, (long long)c->kv_dim);
     if (c->n_blocks <= 0 || c->n_blocks > (INT64_C(1) << 30))
         return mxl_error_set(err, MXL_ERR_ARG, "KV pool: %lld blocks is out of range (1..2^30)", (long long)c->n_blocks);
-    uint64_t nb = (uint64_t)c->n_blocks, n = block_elems(c), ne = edge_elems(c), nv = n - ne;
-    uint64_t ns = i8 ? n / (uint64_t)c->group : 0, nvs = i8 ? nv / (uint64_t)c->group : 0;
-    uint64_t sizes[5] = {0, 0, 0, 0, 0}, total = 0;
+    uint64_t nb = (uint64_t)c->n_blocks, n = block_elems(c), ne = edge_elems(c), nv = n - ne, nke = kedge_elems(c), nk = n - nke;
+    uint64_t ns = i8 ? nk / (uint64_t)c->group : 0, nvs = i8 ? nv / (uint64_t)c->group : 0;
+    uint64_t sizes[6] = {0, 0, 0, 0, 0, 0}, total = 0;
     const bool has_v = !c->v_in_k;
-    if (mxl_mul_u64(nb, span_bytes(c->k_type, n), &sizes[0]) || mxl_mul_u64(nb, has_v ? span_bytes(c->v_type, nv) : 0, &sizes[1]) ||
+    if (mxl_mul_u64(nb, span_bytes(c->k_type, nk), &sizes[0]) || mxl_mul_u64(nb, has_v ? span_bytes(c->v_type, nv) : 0, &sizes[1]) ||
         mxl_mul_u64(nb, c->k_type == MXL_DTYPE_I8 ? ns * 4 : 0, &sizes[2]) ||
-        mxl_mul_u64(nb, has_v && c->v_type == MXL_DTYPE_I8 ? nvs * 4 : 0, &sizes[3]) || mxl_mul_u64(nb, ne * 2, &sizes[4]))
+        mxl_mul_u64(nb, has_v && c->v_type == MXL_DTYPE_I8 ? nvs * 4 : 0, &sizes[3]) || mxl_mul_u64(nb, ne * 2, &sizes[4]) ||
+        mxl_mul_u64(nb, nke * 2, &sizes[5]))
         return mxl_error_set(err, MXL_ERR_NOMEM, "KV pool: %lld blocks of %llu bytes overflow", (long long)c->n_blocks, (unsigned long long)bb);
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         if (mxl_add_u64(total, (sizes[i] + 63) & ~(uint64_t)63, &total) || total > ((uint64_t)1 << 56))
             return mxl_error_set(err, MXL_ERR_NOMEM, "KV pool: %lld blocks of %llu bytes is too large", (long long)c->n_blocks,
                                  (unsigned long long)bb);
@@ -99,10 +108,11 @@ mxl_status mxl_kv_pool_create(const mxl_kv_pool_cfg *cfg, mxl_kv_pool **out, mxl
     p->cfg = *c;
     if (!i8) p->cfg.group = c->group > 0 ? c->group : 1;
     p->block_bytes = bb;
-    p->stride = (int64_t)n;
+    p->stride = (int64_t)nk;
     p->vstride = (int64_t)nv;
     p->estride = (int64_t)ne;
-    p->n_edge = 2 * c->v_edge;
+    p->kestride = (int64_t)nke;
+    p->vf = edge_vf(c), p->vl = edge_vl(c), p->kl = c->k_last;
     p->be = c->be ? c->be : mxl_backend_host();
     p->cfg.be = p->be;
     p->mem = p->be->ops->buffer_alloc(p->be, (size_t)total);
@@ -129,6 +139,8 @@ mxl_status mxl_kv_pool_create(const mxl_kv_pool_cfg *cfg, mxl_kv_pool **out, mxl
     p->vs = sizes[3] ? (float *)m : NULL;
     m += (sizes[3] + 63) & ~(uint64_t)63;
     p->ve = sizes[4] ? m : NULL;
+    m += (sizes[4] + 63) & ~(uint64_t)63;
+    p->ke = sizes[5] ? m : NULL;
     if (!has_v) { /* V is K's */
         p->v = p->k;
         p->vs = p->ks;
@@ -183,12 +195,13 @@ void mxl_kv_pool_layer_part(const mxl_kv_pool *p, bool v, int64_t l, mxl_kv_pool
     const mxl_kv_pool_cfg *c = &p->cfg;
     MXL_ASSERT(l >= 0 && l < c->n_layers);
     if (!v || c->v_in_k) {
-        *out = (mxl_kv_pool_part){c->k_type, p->k, p->ks, p->stride, l};
+        if (l >= c->n_layers - p->kl) *out = (mxl_kv_pool_part){MXL_DTYPE_F16, p->ke, NULL, p->kestride, l - (c->n_layers - p->kl)};
+        else *out = (mxl_kv_pool_part){c->k_type, p->k, p->ks, p->stride, l};
         return;
     }
-    const int64_t e = c->v_edge, n_mid = c->n_layers - 2 * e;
-    if (l < e || l >= e + n_mid) *out = (mxl_kv_pool_part){MXL_DTYPE_F16, p->ve, NULL, p->estride, l < e ? l : l - n_mid};
-    else *out = (mxl_kv_pool_part){c->v_type, p->v, p->vs, p->vstride, l - e};
+    const int64_t n_mid = c->n_layers - p->vf - p->vl;
+    if (l < p->vf || l >= p->vf + n_mid) *out = (mxl_kv_pool_part){MXL_DTYPE_F16, p->ve, NULL, p->estride, l < p->vf ? l : l - n_mid};
+    else *out = (mxl_kv_pool_part){c->v_type, p->v, p->vs, p->vstride, l - p->vf};
 }
 
 static void check_id(const mxl_kv_pool *p, int32_t id) { MXL_ASSERT(id >= 0 && id < p->cfg.n_blocks); }
@@ -384,9 +397,9 @@ static void copy_rows(mxl_kv_pool *p, int32_t dst, int32_t src, int64_t n_rows) 
         }
 }
 
-/* A block's storage is five contiguous runs (K, V, K scales, V scales, F16 edge V: block-major
- * layout), saved and loaded in that order. */
-static void block_runs(const mxl_kv_pool *p, int32_t id, uint8_t *run[5], uint64_t len[5]) {
+/* A block's storage is six contiguous runs (K, V, K scales, V scales, F16 edge V, F16 edge K:
+ * block-major layout), saved and loaded in that order. */
+static void block_runs(const mxl_kv_pool *p, int32_t id, uint8_t *run[6], uint64_t len[6]) {
     const mxl_kv_pool_cfg *c = &p->cfg;
     const uint64_t e = (uint64_t)id * (uint64_t)p->stride, n = (uint64_t)p->stride, g = c->group > 0 ? (uint64_t)c->group : 1;
     const uint64_t ev = (uint64_t)id * (uint64_t)p->vstride, nv = (uint64_t)p->vstride;
@@ -395,25 +408,26 @@ static void block_runs(const mxl_kv_pool *p, int32_t id, uint8_t *run[5], uint64
     run[2] = p->ks ? (uint8_t *)(p->ks + e / g) : NULL, len[2] = p->ks ? n / g * 4 : 0;
     run[3] = p->vs && !c->v_in_k ? (uint8_t *)(p->vs + ev / g) : NULL, len[3] = p->vs && !c->v_in_k ? nv / g * 4 : 0;
     run[4] = p->ve ? p->ve + (uint64_t)id * (uint64_t)p->estride * 2 : NULL, len[4] = p->ve ? (uint64_t)p->estride * 2 : 0;
+    run[5] = p->ke ? p->ke + (uint64_t)id * (uint64_t)p->kestride * 2 : NULL, len[5] = p->ke ? (uint64_t)p->kestride * 2 : 0;
 }
 
 void mxl_kv_pool_block_save(const mxl_kv_pool *p, int32_t id, void *dst) {
     MXL_ASSERT(id >= 0 && id < p->cfg.n_blocks);
-    uint8_t *run[5], *out = dst;
-    uint64_t len[5];
+    uint8_t *run[6], *out = dst;
+    uint64_t len[6];
     block_runs(p, id, run, len);
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         if (len[i]) p->be->ops->buffer_copy(p->be, out, run[i], len[i]), out += len[i];
     MXL_ASSERT((uint64_t)(out - (uint8_t *)dst) == p->block_bytes);
 }
 
 void mxl_kv_pool_block_load(mxl_kv_pool *p, int32_t id, const void *src) {
     MXL_ASSERT(id >= 0 && id < p->cfg.n_blocks && mxl_kv_pool_writable(p, id));
-    uint8_t *run[5];
+    uint8_t *run[6];
     const uint8_t *in = src;
-    uint64_t len[5];
+    uint64_t len[6];
     block_runs(p, id, run, len);
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         if (len[i]) p->be->ops->buffer_copy(p->be, run[i], in, len[i]), in += len[i];
     MXL_ASSERT((uint64_t)(in - (const uint8_t *)src) == p->block_bytes);
 }

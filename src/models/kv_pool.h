@@ -8,9 +8,11 @@
  * the backend (buffer_alloc), block-major:
  *   K [n_blocks, n_layers, 32, kv_dim]  V likewise  (k_type / v_type elements)
  *   K scales [n_blocks, n_layers, 32, kv_dim / group]  V scales likewise  (I8 only)
- * (TurboQuant types: the ggml-like blocks of backends/cpu/kv_quant.h; with v_edge > 0 the V region
- * holds the n_layers - 2 v_edge middle layers and an F16 edge region [n_blocks, 2 v_edge, 32,
- * kv_dim] the first and last v_edge: mxl_kv_pool_layer_part finds a layer's rows)
+ * (TurboQuant types: the ggml-like blocks of backends/cpu/kv_quant.h.) Layers kept in F16 apart
+ * from their type (v_edge, k_last) live in F16 edge regions of their own: the K region then holds
+ * the first n_layers - k_last layers and a K edge region [n_blocks, k_last, 32, kv_dim] the last
+ * ones; the V region the layers between the first v_edge and the last max(v_edge, k_last), a V
+ * edge region those (first ones, then last ones). mxl_kv_pool_layer_part finds a layer's rows.
  * so row r of layer l of block b starts at element ((b * n_layers + l) * 32 + r) * kv_dim (byte
  * mxl_kv_offset_bytes(type, that)), and consecutive blocks are mxl_kv_pool_block_stride()
  * elements apart (attention reads through a block table, backends/op_types.h mxl_kv_paged_view).
@@ -55,6 +57,8 @@ typedef struct mxl_kv_pool_cfg {
     int64_t v_edge;            /* the first and the last v_edge layers keep V in F16 (TurboQuant's
                                 * boundary layers, --turbo-boundary-v), in a region of their own;
                                 * 0: none. At most n_layers / 2; not with v_in_k */
+    int64_t k_last;            /* the last k_last layers keep K and V in F16 (--kv-skip-last-layer),
+                                * in regions of their own; 0: none; not with v_in_k */
 } mxl_kv_pool_cfg;
 
 typedef struct mxl_kv_pool mxl_kv_pool;
@@ -63,7 +67,8 @@ typedef struct mxl_kv_pool mxl_kv_pool;
  * layers per block, block-major as above (block b's layer `layer` starts at element
  * (b * region_layers + layer) * 32 * kv_dim of base; `stride` elements between blocks). Every
  * layer's K is in the K region; V is in the V region, or in the F16 edge region for the v_edge
- * boundary layers. scale: the region's I8 scales (NULL otherwise). */
+ * boundary layers and the K edge region for the last k_last. scale: the region's I8 scales (NULL
+ * otherwise). */
 typedef struct mxl_kv_pool_part {
     mxl_dtype type;
     uint8_t *base;

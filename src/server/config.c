@@ -155,6 +155,8 @@ static const opt k_opts[] = {
     {"--kv-cache-mode", NULL, K_STR, F(kv_cache_mode), 0, 0, "K and V at once: a type above, or fp16+turbo4 / fp16+turbo3 (keys fp16, values TurboQuant)"},
     {"--kv-bits", "LLAMA_ARG_KV_BITS", K_INT, F(kv_bits), 0, 8, "quantized KV cache: 8 (uniform: int8) or 4 (--kv-quant-scheme turboquant: turbo4); 0 off"},
     {"--kv-quant-scheme", "LLAMA_ARG_KV_QUANT_SCHEME", K_STR, F(kv_quant_scheme), 0, 0, "uniform | turboquant (the scheme of --kv-bits)"},
+    {"--kv-group-size", "LLAMA_ARG_KV_GROUP_SIZE", K_INT, F(kv_group_size), 1, 1 << 20, "with --kv-bits 8: the int8 scale group, dividing the heads (64)"},
+    {"--kv-skip-last-layer", "LLAMA_ARG_KV_SKIP_LAST_LAYER", K_BOOLV, F(kv_skip_last_layer), 0, 0, "with --kv-bits: the last layer's K and V stay fp16 (true)"},
     {"--turbo-boundary-v", "MLXCEL_KV_BOUNDARY_V_LAYERS", K_INT, F(turbo_boundary_v), 0, 1 << 20, "TurboQuant values: the first and last COUNT layers' V stay fp16 (2)"},
     /* spec flags of features not built yet */
     {"--draft-model|--model-draft|-md", NULL, K_STR, F(draft_model), 0, 0, "speculative decoding: a small model with the same tokenizer drafts (its own KV cache)"},
@@ -173,7 +175,7 @@ static const opt k_opts[] = {
     {"--lora-scaled", NULL, K_MULTI, F(lora_scaled), 0, 0, "LoRA adapter(s) with their scales: PATH:SCALE,..."},
     {"--lora-init-without-apply", NULL, K_ON, F(lora_init_without_apply), 0, 0, "load the adapters at scale 0 (POST /lora-adapters applies them)"},
     {"--lora-fuse", NULL, K_ON, F(lora_fuse), 0, 0, "merge the adapters into the (dense) base weights at load: no decode cost, no later scale or choice"},
-    {"--surgery|--max-batch-prefill|--max-batch-prefill-tokens|--max-kv-size|--decode-storage-backend|--kv-group-size|--kv-skip-last-layer", NULL, K_REFUSED_V, 0, 0, 0, NULL},
+    {"--surgery|--max-batch-prefill|--max-batch-prefill-tokens|--max-kv-size|--decode-storage-backend", NULL, K_REFUSED_V, 0, 0, 0, NULL},
     {"--media-path", NULL, K_STR, F(media_path), 0, 0, "root of the local image files requests may name (file URLs refused without it)"},
     {"--max-image-payload-size", "LLAMA_ARG_MAX_IMAGE_PAYLOAD_SIZE", K_INT, F(max_image_payload), 1, INT64_C(1) << 40, "encoded bytes per image (67108864)"},
     {"--max-images", "LLAMA_ARG_MAX_IMAGES", K_INT, F(max_images), 0, 16, "images per request (16)"},
@@ -334,6 +336,7 @@ static void defaults(mxl_server_config *c) {
     c->sleep_idle_seconds = -1;
     c->shutdown_timeout = 10;
     c->turbo_boundary_v = -1;
+    c->kv_skip_last_layer = true;
     c->models_max = 4;
     c->models_autoload = true;
     c->decode_timeout = 600;
@@ -519,7 +522,10 @@ mxl_status mxl_server_config_parse(int argc, char **argv, mxl_server_config *c, 
 void mxl_server_config_kv_flags(const mxl_server_config *c, mxl_kv_flags *f) {
     const char *mode = c->kv_cache_mode;
     if (!mode && c->kv_bits) mode = c->kv_bits == 4 ? "turbo4" : "int8";
-    *f = (mxl_kv_flags){mode, c->cache_type_k, c->cache_type_v, c->turbo_boundary_v};
+    /* --kv-skip-last-layer belongs to --kv-bits' quantization (default on) */
+    /* --kv-group-size is uniform --kv-bits 8's (default 64 where it divides the heads) */
+    const int64_t group = c->kv_bits == 8 ? (c->kv_group_size > 0 ? c->kv_group_size : -1) : 0;
+    *f = (mxl_kv_flags){mode, c->cache_type_k, c->cache_type_v, c->turbo_boundary_v, c->kv_bits && c->kv_skip_last_layer ? 1 : 0, group};
 }
 
 void mxl_server_config_print_help(void) {

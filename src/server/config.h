@@ -44,7 +44,8 @@ typedef struct mxl_server_config {
     /* the other KV cache flags: --kv-cache-mode, --kv-bits with --kv-quant-scheme (8 uniform: int8;
      * 4 turboquant: turbo4), --turbo-boundary-v (-1: MLXCEL_KV_BOUNDARY_V_LAYERS or 2) */
     const char *kv_cache_mode, *kv_quant_scheme;
-    int64_t kv_bits, turbo_boundary_v;
+    int64_t kv_bits, turbo_boundary_v, kv_group_size; /* (kv_group_size 0: 64 where it divides the heads) */
+    bool kv_skip_last_layer; /* with --kv-bits, the last layer's K and V stay fp16 (default true) */
     double decode_timeout;
     bool no_batch, decode_timeout_set;
     /* chat template */

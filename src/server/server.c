@@ -708,6 +708,7 @@ static mxl_status memory_preflight(mxl_server *s, const startup *up, void (*log)
     if (!cfg->estimate_memory && !in.budget_from_limit) return MXL_OK;
     mxl_kv_flags kf;
     mxl_server_config_kv_flags(cfg, &kf);
+    in.k_last = kf.k_last;
     if ((st = mxl_kv_flags_resolve(&kf, &in.kv_k, &in.kv_v, &in.v_edge, err)))
         return st;
     char warning[256] = "", terms[256], line[512];
@@ -715,6 +716,7 @@ static mxl_status memory_preflight(mxl_server *s, const startup *up, void (*log)
     if (warning[0]) logf_line(log, "warning: %s", warning);
     const mxl_checkpoint *ck = mxl_gen_model_checkpoint(s->model);
     in.dec = mxl_gen_model_hparams(s->model);
+    in.group = mxl_kv_flags_group(&kf, in.dec);
     mxl_mem_estimate est;
     if ((st = mxl_mem_estimate_compute(&ck->config, false, ck->weights_bytes, &in, &est, err))) return st;
     mxl_mem_estimate_terms(&est, terms, sizeof terms);

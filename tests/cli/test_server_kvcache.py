@@ -194,10 +194,16 @@ def test_preemption_keeps_outputs_identical(policy):
         assert s.stop() == 0
 
 
-# one SmolLM2 KV block under --kv-bits 4 --kv-quant-scheme turboquant: turbo4 K in all 30 layers
-# (6 blocks of 32 values of 18 bytes a row), turbo4 V in the middle 26, fp16 V (192 values of 2
-# bytes) in the first and last 2 (--turbo-boundary-v's default)
-BLOCK_BYTES_TURBO4 = 32 * (30 * 6 * 18 + 26 * 6 * 18 + 4 * 192 * 2)
+# one SmolLM2 KV block under --kv-bits 4 --kv-quant-scheme turboquant: turbo4 K (6 blocks of 32
+# values of 18 bytes a row) in the first 29 layers and fp16 K (192 values of 2 bytes) in the last
+# (--kv-skip-last-layer, default on); turbo4 V in the middle 26 layers, fp16 V in the first and last
+# 2 (--turbo-boundary-v's default)
+BLOCK_BYTES_TURBO4 = 32 * (29 * 6 * 18 + 192 * 2 + 26 * 6 * 18 + 4 * 192 * 2)
+# ... without --kv-skip-last-layer: turbo4 K in all 30
+BLOCK_BYTES_TURBO4_ALL_K = 32 * (30 * 6 * 18 + 26 * 6 * 18 + 4 * 192 * 2)
+# ... --kv-bits 8 (uniform int8: a byte a value and an f32 scale per --kv-group-size values, 64 by
+# default) in 29 layers, fp16 K and V in the last
+BLOCK_BYTES_INT8_G64 = 32 * (29 * 2 * (192 + 3 * 4) + 2 * 192 * 2)
 
 
 def test_turboquant_cache_in_the_pool_and_prompt_cache():
@@ -216,12 +222,15 @@ def test_turboquant_cache_in_the_pool_and_prompt_cache():
         assert c["content"] == b["content"] and c["tokens_predicted"] == b["tokens_predicted"]
     finally:
         assert s.stop() == 0
-    s = Server("--parallel", "1", "--ctx-size", "512", "--kv-bits", "8")
-    try:
-        # int8: 1 byte a value and an f32 scale per 32, K and V of 30 layers
-        assert requests.get(s.url + "/v1/cache/stats").json()["blocks"]["block_bytes"] == 32 * 30 * 2 * 6 * 36
-    finally:
-        assert s.stop() == 0
+    for args, want in ((["--kv-bits", "8"], BLOCK_BYTES_INT8_G64),
+                       (["--kv-bits", "8", "--kv-group-size", "32", "--kv-skip-last-layer=false"], 32 * 30 * 2 * (192 + 6 * 4)),
+                       (["--kv-bits", "4", "--kv-quant-scheme", "turboquant", "--kv-skip-last-layer=false"], BLOCK_BYTES_TURBO4_ALL_K)):
+        s = Server("--parallel", "1", "--ctx-size", "512", *args)
+        try:
+            assert requests.get(s.url + "/v1/cache/stats").json()["blocks"]["block_bytes"] == want, args
+            assert completion(s, "Hello there", n=4).status_code == 200
+        finally:
+            assert s.stop() == 0
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -289,6 +298,14 @@ def test_block_format_caches_in_the_pool_prompt_cache_and_preemption():
 def test_bad_cache_types_are_clean_startup_errors(args, needle):
     p = run("serve", "-m", SMOL_REPO, "--port", "0", *args, timeout=120)
     assert_clean_error(p, needle)
+
+
+def test_kv_group_size_not_dividing_the_heads_is_refused_at_load():
+    # (checked when the model is known: after the "loading" line, the last line names it)
+    p = run("serve", "-m", SMOL_REPO, "--port", "0", "--kv-bits", "8", "--kv-group-size", "48", timeout=120)
+    assert p.returncode > 0 and "Sanitizer" not in p.stderr
+    msg = [l for l in p.stderr.splitlines() if l.strip()][-1]
+    assert msg == "error: an int8 KV group of 48 does not divide this model's heads (head_dim 64)", msg
 
 
 def test_memory_limit_below_the_model_refuses_it_at_load():

@@ -51,7 +51,7 @@ TEST(decoder_decode_steps_match_transformers) {
             ran++;
             for (int reference = 1; reference >= 0; reference--) {
                 const double tol = reference ? MXL_TEST_DEC_REF_TOL : MXL_TEST_DEC_FAST_DENSE_TOL;
-                const mxl_decoder_kv_opts f32 = {MXL_DECODER_KV_F32, MXL_DECODER_KV_F32, 0};
+                const mxl_decoder_kv_opts f32 = {MXL_DECODER_KV_F32, MXL_DECODER_KV_F32, 0, 0, 0};
                 mxl_test_logit_result r;
                 CHECK(mxl_test_decoder_decode_steps(&d, rec, reference, tol, &f32, reference ? pool : NULL, &r));
                 fprintf(stderr, "  %-18s %s 40 + 16 steps: max |diff| %.2e, greedy %d/%d\n", name, reference ? "[reference]" : "[fast]     ",

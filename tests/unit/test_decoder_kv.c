@@ -233,8 +233,8 @@ TEST(decoder_kv_families_f16_int8_within_bounds) {
         bool quant = d.tok_embd.kind == MXL_W_MLX || d.layers[0].w_down.kind == MXL_W_MLX || (ml && ml->gate[0].kind != MXL_W_DENSE);
         float *a = mxl_malloc((size_t)d.hp.vocab * sizeof(float)), *b = mxl_malloc((size_t)d.hp.vocab * sizeof(float));
         REQUIRE(a && b);
-        const mxl_decoder_kv_opts f32 = {MXL_DECODER_KV_F32, MXL_DECODER_KV_F32, 0}, f16 = {MXL_DECODER_KV_F16, MXL_DECODER_KV_F16, 0},
-                                  i8 = {MXL_DECODER_KV_I8, MXL_DECODER_KV_I8, 0}, mixed = {MXL_DECODER_KV_I8, MXL_DECODER_KV_F16, 0};
+        const mxl_decoder_kv_opts f32 = {MXL_DECODER_KV_F32, MXL_DECODER_KV_F32, 0, 0, 0}, f16 = {MXL_DECODER_KV_F16, MXL_DECODER_KV_F16, 0, 0, 0},
+                                  i8 = {MXL_DECODER_KV_I8, MXL_DECODER_KV_I8, 0, 0, 0}, mixed = {MXL_DECODER_KV_I8, MXL_DECODER_KV_F16, 0, 0, 0};
         double e_def = run_decode(&d, c, ids, n, NULL, pool, a);
         double e_f16 = run_decode(&d, c, ids, n, &f16, pool, b);
         CHECK(memcmp(a, b, (size_t)d.hp.vocab * sizeof(float)) == 0); /* the default is f16 */
@@ -286,7 +286,7 @@ TEST(decoder_kv_types_bytes_and_path_switch) {
     int64_t V = d.hp.vocab, ctx = 32;
     uint64_t n = (uint64_t)(d.hp.n_layers * ctx * d.hp.n_kv_heads * d.hp.head_dim);
     mxl_decoder_state *s16 = NULL, *s32 = NULL, *s8 = NULL;
-    const mxl_decoder_kv_opts o32 = {MXL_DECODER_KV_F32, MXL_DECODER_KV_F32, 0}, o8 = {MXL_DECODER_KV_I8, MXL_DECODER_KV_I8, 0};
+    const mxl_decoder_kv_opts o32 = {MXL_DECODER_KV_F32, MXL_DECODER_KV_F32, 0, 0, 0}, o8 = {MXL_DECODER_KV_I8, MXL_DECODER_KV_I8, 0, 0, 0};
     REQUIRE(mxl_decoder_state_create(&d, ctx, 4, NULL, &s16, &err) == MXL_OK);
     REQUIRE(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, &o32, &s32, &err) == MXL_OK);
     REQUIRE(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, &o8, &s8, &err) == MXL_OK);
@@ -342,7 +342,7 @@ TEST(decoder_kv_types_bytes_and_path_switch) {
 
     /* a batch of f16, int8 and f32 states equals each state's one-token forward */
     mxl_decoder_state *one[3] = {NULL, NULL, NULL}, *bat[3] = {NULL, NULL, NULL};
-    const mxl_decoder_kv_opts kinds[3] = {{MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO, 0}, {MXL_DECODER_KV_I8, MXL_DECODER_KV_I8, 0}, {MXL_DECODER_KV_F32, MXL_DECODER_KV_I8, 0}};
+    const mxl_decoder_kv_opts kinds[3] = {{MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO, 0, 0, 0}, {MXL_DECODER_KV_I8, MXL_DECODER_KV_I8, 0, 0, 0}, {MXL_DECODER_KV_F32, MXL_DECODER_KV_I8, 0, 0, 0}};
     for (int i = 0; i < 3; i++) {
         REQUIRE(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, &kinds[i], &one[i], &err) == MXL_OK);
         REQUIRE(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, &kinds[i], &bat[i], &err) == MXL_OK);
@@ -426,7 +426,7 @@ static mxl_decoder_state *rt_state(mxl_decoder *d, mxl_dtype t, int64_t ctx) {
     g_rt_be = *orig;
     g_rt_be.ops = &g_rt_ops;
     d->be = &g_rt_be; /* the state keeps it as its backend (and its pool's) */
-    const mxl_decoder_kv_opts o = {MXL_DECODER_KV_F32, MXL_DECODER_KV_F32, 0};
+    const mxl_decoder_kv_opts o = {MXL_DECODER_KV_F32, MXL_DECODER_KV_F32, 0, 0, 0};
     mxl_decoder_state *s = NULL;
     mxl_error err;
     mxl_status st = mxl_decoder_state_create_ex(d, ctx, 4, NULL, &o, &s, &err);
@@ -481,7 +481,7 @@ TEST(decoder_kv_block_types_match_dequantized_reference) {
         float *a = mxl_malloc((size_t)V * 4), *b = mxl_malloc((size_t)V * 4);
         REQUIRE(a && b);
         for (int f = 0; f < N_BLOCK_TYPES; f++) {
-            const mxl_decoder_kv_opts o = {k_block_types[f], k_block_types[f], 0};
+            const mxl_decoder_kv_opts o = {k_block_types[f], k_block_types[f], 0, 0, 0};
             mxl_decoder_state *sa = NULL, *sb = rt_state(&d, k_block_dtypes[f], 64);
             mxl_error err;
             REQUIRE(sb);
@@ -518,7 +518,7 @@ TEST(decoder_kv_block_types_match_dequantized_reference) {
     mxl_error err;
     REQUIRE(load_fixture("llama", &ck, &d));
     for (int f = 0; f < N_BLOCK_TYPES; f++) {
-        const mxl_decoder_kv_opts o = {MXL_DECODER_KV_F16, k_block_types[f], 0};
+        const mxl_decoder_kv_opts o = {MXL_DECODER_KV_F16, k_block_types[f], 0, 0, 0};
         mxl_decoder_state *s = NULL;
         CHECK(mxl_decoder_state_create_ex(&d, 64, 4, NULL, &o, &s, &err) == MXL_ERR_UNSUPPORTED && !s);
         char want[128];
@@ -546,9 +546,9 @@ TEST(decoder_kv_turbo_boundary_layers) {
     int32_t ids[6] = {1, 17, 42, 5, 99, 3};
     float *a = mxl_malloc((size_t)V * 4), *b = mxl_malloc((size_t)V * 4), *e = mxl_malloc((size_t)V * 4);
     REQUIRE(a && b && e);
-    const mxl_decoder_kv_opts all = {MXL_DECODER_KV_TURBO4, MXL_DECODER_KV_TURBO4, 1000},
-                              f16v = {MXL_DECODER_KV_TURBO4, MXL_DECODER_KV_F16, 0},
-                              none = {MXL_DECODER_KV_TURBO4, MXL_DECODER_KV_TURBO4, 0};
+    const mxl_decoder_kv_opts all = {MXL_DECODER_KV_TURBO4, MXL_DECODER_KV_TURBO4, 1000, 0, 0},
+                              f16v = {MXL_DECODER_KV_TURBO4, MXL_DECODER_KV_F16, 0, 0, 0},
+                              none = {MXL_DECODER_KV_TURBO4, MXL_DECODER_KV_TURBO4, 0, 0, 0};
     const mxl_decoder_kv_opts *os[3] = {&all, &f16v, &none};
     float *out[3] = {a, b, e};
     for (int i = 0; i < 3; i++) {
@@ -563,6 +563,23 @@ TEST(decoder_kv_turbo_boundary_layers) {
     }
     CHECK(memcmp(a, b, (size_t)V * 4) == 0);
     CHECK(memcmp(e, a, (size_t)V * 4) != 0 && memcmp(e, b, (size_t)V * 4) != 0);
+    /* --kv-skip-last-layer past every layer: a quantized cache that keeps all of them fp16 is the
+     * fp16 cache, bit for bit; the int8 scale group is the option's (16 here, 48 refused) */
+    const mxl_decoder_kv_opts q8_all = {MXL_DECODER_KV_Q8_0, MXL_DECODER_KV_TURBO4, 0, 1000, 0}, f16 = {MXL_DECODER_KV_F16, MXL_DECODER_KV_F16, 0, 0, 0},
+                              g16 = {MXL_DECODER_KV_I8, MXL_DECODER_KV_I8, 0, 0, 16}, g48 = {MXL_DECODER_KV_I8, MXL_DECODER_KV_I8, 0, 0, 48};
+    const mxl_decoder_kv_opts *more[3] = {&q8_all, &f16, &g16};
+    for (int i = 0; i < 3; i++) {
+        mxl_decoder_state *s = NULL;
+        REQUIRE(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, more[i], &s, &err) == MXL_OK);
+        mxl_decoder_state_set_reference(s, false);
+        if (i == 2) CHECK(mxl_decoder_state_kv_bytes(s) == (uint64_t)L * 2 * (uint64_t)ctx * ((uint64_t)row + (uint64_t)row / 16 * 4));
+        CHECK(mxl_decoder_forward(&d, s, ids, 6, out[i], &err) == MXL_OK);
+        mxl_decoder_state_destroy(s);
+    }
+    CHECK(memcmp(a, b, (size_t)V * 4) == 0);
+    mxl_decoder_state *bad = NULL;
+    CHECK(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, &g48, &bad, &err) == MXL_ERR_UNSUPPORTED && !bad);
+    CHECK(strstr(err.msg, "an int8 KV group of 48 does not divide") != NULL);
     mxl_kv_pool_cfg pc;
     REQUIRE(mxl_decoder_kv_pool_cfg(&d, &all, false, 4, &pc, &err) == MXL_OK);
     CHECK(pc.v_edge == L / 2 && pc.v_type == MXL_DTYPE_TURBO4);
@@ -587,7 +604,7 @@ TEST(decoder_kv_block_types_bytes_truncate_batch) {
     float *a = mxl_malloc((size_t)V * 4), *b = mxl_malloc((size_t)V * 4), *lb = mxl_malloc(3 * (size_t)V * 4);
     REQUIRE(a && b && lb);
     for (int f = 0; f < N_BLOCK_TYPES; f++) {
-        const mxl_decoder_kv_opts o = {k_block_types[f], k_block_types[f], 0}, mix = {k_block_types[f], MXL_DECODER_KV_F16, 0};
+        const mxl_decoder_kv_opts o = {k_block_types[f], k_block_types[f], 0, 0, 0}, mix = {k_block_types[f], MXL_DECODER_KV_F16, 0, 0, 0};
         mxl_decoder_state *s = NULL, *m = NULL;
         REQUIRE(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, &o, &s, &err) == MXL_OK);
         REQUIRE(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, &mix, &m, &err) == MXL_OK);
@@ -607,7 +624,7 @@ TEST(decoder_kv_block_types_bytes_truncate_batch) {
         mxl_decoder_state_destroy(s);
         mxl_decoder_state_destroy(m);
         /* a batch of this type, f16 and the mix equals each state's one-token forward */
-        const mxl_decoder_kv_opts kinds[3] = {o, {MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO, 0}, mix};
+        const mxl_decoder_kv_opts kinds[3] = {o, {MXL_DECODER_KV_AUTO, MXL_DECODER_KV_AUTO, 0, 0, 0}, mix};
         mxl_decoder_state *one[3], *bat[3];
         for (int i = 0; i < 3; i++) {
             REQUIRE(mxl_decoder_state_create_ex(&d, ctx, 4, NULL, &kinds[i], &one[i], &err) == MXL_OK);
@@ -708,7 +725,7 @@ static void run_smollm2(const mxl_decoder_kv_opts *o, bool reference, size_t max
  * (q8 activations) does not follow transformers that far with any cache (64-token greedy matches:
  * f32 KV 25/320, f16 51/320, int8 52/320), so it is not compared here. */
 TEST(slow_decoder_kv_smollm2_f16_matches_transformers) {
-    const mxl_decoder_kv_opts f16 = {MXL_DECODER_KV_F16, MXL_DECODER_KV_F16, 0};
+    const mxl_decoder_kv_opts f16 = {MXL_DECODER_KV_F16, MXL_DECODER_KV_F16, 0, 0, 0};
     real_stats r16;
     run_smollm2(&f16, true, 8, &r16, mxl_test_failed_);
     fprintf(stderr, "  smollm2 reference matmuls, f16 KV: %d/5 cases match 8 tokens, top-10 |diff| %.4f\n", r16.exact8, r16.max_top10);
@@ -807,8 +824,8 @@ TEST(slow_decoder_kv_smollm2_block_types_greedy_and_kl) {
     const int64_t V = m.d.hp.vocab;
     /* greedy */
     enum { STEPS = 64 };
-    const mxl_decoder_kv_opts f16 = {MXL_DECODER_KV_F16, MXL_DECODER_KV_F16, 0}, q8 = {MXL_DECODER_KV_Q8_0, MXL_DECODER_KV_Q8_0, 0},
-                              i8 = {MXL_DECODER_KV_I8, MXL_DECODER_KV_I8, 0};
+    const mxl_decoder_kv_opts f16 = {MXL_DECODER_KV_F16, MXL_DECODER_KV_F16, 0, 0, 0}, q8 = {MXL_DECODER_KV_Q8_0, MXL_DECODER_KV_Q8_0, 0, 0, 0},
+                              i8 = {MXL_DECODER_KV_I8, MXL_DECODER_KV_I8, 0, 0, 0};
     int same_q8 = 0, same_i8 = 0, n_cases = 0;
     double max_moved = 0, worst_lead_at_split = 0;
     float *ha = mxl_malloc((size_t)STEPS * (size_t)V * 4), *hb = mxl_malloc((size_t)STEPS * (size_t)V * 4),
@@ -871,15 +888,15 @@ TEST(slow_decoder_kv_smollm2_block_types_greedy_and_kl) {
                                           MXL_DECODER_KV_Q5_0, MXL_DECODER_KV_Q5_1, MXL_DECODER_KV_I8};
     /* [7..11]: turbo4, turbo3, turbo4 with the spec's 2 fp16 boundary V layers at each end,
      * fp16+turbo4 and fp16+turbo3 (keys fp16, values TurboQuant, 2 boundary layers) */
-    const mxl_decoder_kv_opts turbo[5] = {{MXL_DECODER_KV_TURBO4, MXL_DECODER_KV_TURBO4, 0},
-                                          {MXL_DECODER_KV_TURBO3, MXL_DECODER_KV_TURBO3, 0},
-                                          {MXL_DECODER_KV_TURBO4, MXL_DECODER_KV_TURBO4, 2},
-                                          {MXL_DECODER_KV_F16, MXL_DECODER_KV_TURBO4, 2},
-                                          {MXL_DECODER_KV_F16, MXL_DECODER_KV_TURBO3, 2}};
+    const mxl_decoder_kv_opts turbo[5] = {{MXL_DECODER_KV_TURBO4, MXL_DECODER_KV_TURBO4, 0, 0, 0},
+                                          {MXL_DECODER_KV_TURBO3, MXL_DECODER_KV_TURBO3, 0, 0, 0},
+                                          {MXL_DECODER_KV_TURBO4, MXL_DECODER_KV_TURBO4, 2, 0, 0},
+                                          {MXL_DECODER_KV_F16, MXL_DECODER_KV_TURBO4, 2, 0, 0},
+                                          {MXL_DECODER_KV_F16, MXL_DECODER_KV_TURBO3, 2, 0, 0}};
     static const char *turbo_names[5] = {"turbo4", "turbo3", "turbo4 (2 fp16 boundary V layers)", "fp16+turbo4", "fp16+turbo3"};
     mxl_decoder_state *st[NM];
     for (int i = 0; i < NM; i++) {
-        const mxl_decoder_kv_opts o = i < 7 ? (mxl_decoder_kv_opts){modes[i], modes[i], 0} : turbo[i - 7];
+        const mxl_decoder_kv_opts o = i < 7 ? (mxl_decoder_kv_opts){modes[i], modes[i], 0, 0, 0} : turbo[i - 7];
         REQUIRE(mxl_decoder_state_create_ex(&m.d, (int64_t)ids.n + 8, CH, m.pool, &o, &st[i], &err) == MXL_OK);
         mxl_decoder_state_set_reference(st[i], false);
     }

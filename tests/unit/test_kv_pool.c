@@ -38,7 +38,7 @@ static uint32_t urand(void) {
 static float frand(void) { return (float)(urand() & 0xffffff) / 16777216.0f * 2.0f - 1.0f; }
 
 static mxl_kv_pool *tiny_pool(mxl_dtype kt, mxl_dtype vt, int64_t n_blocks) {
-    mxl_kv_pool_cfg c = {2, 64, 32, kt, vt, n_blocks, NULL, false, 0};
+    mxl_kv_pool_cfg c = {2, 64, 32, kt, vt, n_blocks, NULL, false, 0, 0};
     mxl_kv_pool *p = NULL;
     return mxl_kv_pool_create(&c, &p, NULL) == MXL_OK ? p : NULL;
 }
@@ -46,9 +46,9 @@ static mxl_kv_pool *tiny_pool(mxl_dtype kt, mxl_dtype vt, int64_t n_blocks) {
 TEST(kv_pool_refcounts_and_exhaustion) {
     mxl_kv_pool *p = tiny_pool(MXL_DTYPE_F16, MXL_DTYPE_F16, 4);
     REQUIRE(p);
-    mxl_kv_pool_cfg c = {2, 64, 32, MXL_DTYPE_F16, MXL_DTYPE_F16, 4, NULL, false, 0};
+    mxl_kv_pool_cfg c = {2, 64, 32, MXL_DTYPE_F16, MXL_DTYPE_F16, 4, NULL, false, 0, 0};
     CHECK(mxl_kv_pool_block_bytes(&c) == 2ull * 32 * 64 * 2 * 2);
-    mxl_kv_pool_cfg c8 = {2, 64, 32, MXL_DTYPE_I8, MXL_DTYPE_F32, 4, NULL, false, 0};
+    mxl_kv_pool_cfg c8 = {2, 64, 32, MXL_DTYPE_I8, MXL_DTYPE_F32, 4, NULL, false, 0, 0};
     CHECK(mxl_kv_pool_block_bytes(&c8) == 2ull * 32 * 64 * (1 + 4) + 2ull * 32 * 2 * 4);
     int32_t id[4];
     int seen = 0;
@@ -82,8 +82,8 @@ TEST(kv_pool_refcounts_and_exhaustion) {
 
     /* bad configurations are refused, not asserted */
     mxl_kv_pool *bad = NULL;
-    mxl_kv_pool_cfg b1 = {2, 64, 48, MXL_DTYPE_I8, MXL_DTYPE_F16, 4, NULL, false, 0}, b2 = {2, 64, 32, MXL_DTYPE_F16, MXL_DTYPE_F16, 0, NULL, false, 0},
-                    b3 = {2, 64, 32, MXL_DTYPE_BF16, MXL_DTYPE_F16, 4, NULL, false, 0};
+    mxl_kv_pool_cfg b1 = {2, 64, 48, MXL_DTYPE_I8, MXL_DTYPE_F16, 4, NULL, false, 0, 0}, b2 = {2, 64, 32, MXL_DTYPE_F16, MXL_DTYPE_F16, 0, NULL, false, 0, 0},
+                    b3 = {2, 64, 32, MXL_DTYPE_BF16, MXL_DTYPE_F16, 4, NULL, false, 0, 0};
     CHECK(mxl_kv_pool_create(&b1, &bad, &err) == MXL_ERR_ARG && !bad);
     CHECK(mxl_kv_pool_create(&b2, &bad, &err) == MXL_ERR_ARG && !bad);
     CHECK(mxl_kv_pool_create(&b3, &bad, &err) == MXL_ERR_ARG && !bad);
@@ -358,7 +358,7 @@ static void fork_case(const char *name, bool reference, mxl_decoder_kv_type kt, 
     size_t rows = (size_t)(1 + N_STEPS) * (size_t)V;
     float *want = mxl_malloc(rows * sizeof(float)), *want_a = mxl_malloc(rows * sizeof(float)), *got = mxl_malloc(rows * sizeof(float));
     REQUIRE(want && want_a && got);
-    const mxl_decoder_kv_opts o = {kt, kt, 0};
+    const mxl_decoder_kv_opts o = {kt, kt, 0, 0, 0};
     int32_t ids[N_ALL + N_STEPS];
     for (int k = 0; k < N_ALL + N_STEPS; k++) ids[k] = tok(V, k);
     REQUIRE(recompute(&d, reference, &o, N_ALL, want));
@@ -519,7 +519,7 @@ TEST(kv_pool_decoder_exhaustion_and_return) {
  * and that copy-on-write and the slot files (block save / load) carry every region. */
 TEST(kv_pool_v_edge_regions) {
     enum { NL = 6, KVD = 64, E = 2 };
-    mxl_kv_pool_cfg c = {NL, KVD, 32, MXL_DTYPE_TURBO4, MXL_DTYPE_TURBO4, 3, NULL, false, E};
+    mxl_kv_pool_cfg c = {NL, KVD, 32, MXL_DTYPE_TURBO4, MXL_DTYPE_TURBO4, 3, NULL, false, E, 0};
     /* K: 6 layers of turbo4; V: 2 middle layers of turbo4 and 4 edge layers of f16 */
     CHECK(mxl_kv_pool_block_bytes(&c) == 6ull * 32 * KVD / 32 * 18 + 2ull * 32 * KVD / 32 * 18 + 4ull * 32 * KVD * 2);
     mxl_kv_pool_cfg bad = c;
@@ -559,4 +559,21 @@ TEST(kv_pool_v_edge_regions) {
     CHECK(memcmp(img, img2, bb) == 0);
     mxl_free(img), mxl_free(img2);
     mxl_kv_pool_destroy(p);
+    /* k_last (--kv-skip-last-layer): the last layer's K in a K edge region, its V with the last V
+     * edges (max(v_edge, k_last) at the end) */
+    mxl_kv_pool_cfg ck = {NL, KVD, 32, MXL_DTYPE_Q8_0, MXL_DTYPE_TURBO4, 3, NULL, false, 1, 1};
+    CHECK(mxl_kv_pool_block_bytes(&ck) == 5ull * 32 * KVD / 32 * 34 + 32ull * KVD * 2 + 4ull * 32 * KVD / 32 * 18 + 2ull * 32 * KVD * 2);
+    ck.v_edge = 0, ck.k_last = 2, ck.v_type = MXL_DTYPE_Q8_0;
+    REQUIRE(mxl_kv_pool_create(&ck, &p, &err) == MXL_OK);
+    for (int64_t l = 0; l < NL; l++) {
+        mxl_kv_pool_part k, v;
+        mxl_kv_pool_layer_part(p, false, l, &k);
+        mxl_kv_pool_layer_part(p, true, l, &v);
+        const bool last = l >= NL - 2;
+        CHECK(k.type == (last ? MXL_DTYPE_F16 : MXL_DTYPE_Q8_0) && k.layer == (last ? l - (NL - 2) : l));
+        CHECK(v.type == (last ? MXL_DTYPE_F16 : MXL_DTYPE_Q8_0) && v.layer == (last ? l - (NL - 2) : l));
+    }
+    mxl_kv_pool_destroy(p);
+    ck.k_last = NL + 1;
+    CHECK(mxl_kv_pool_create(&ck, &p, &err) == MXL_ERR_ARG);
 }
