@@ -335,7 +335,9 @@ void mxl_cpu_attention_paged(const mxl_attn_params *p, const float *q, int64_t n
     /* grouped passes where the level has one for K's type and one for V's */
     const bool gk16 = kv->k_type == MXL_DTYPE_F16 && p->head_dim % 16 == 0 && K->attn_k_f16 && K->attn_v_f16;
     const bool gv16 = kv->v_type == MXL_DTYPE_F16 && v_dim(p) % 16 == 0 && K->attn_k_f16 && K->attn_v_f16;
-    const bool gkq = k_qf >= 0 && K->attn_k_q && K->attn_v_q, gvq = v_qf >= 0 && K->attn_k_q && K->attn_v_q;
+    /* (an int8 cache in groups of 32 where the level's block passes read it) */
+    const bool i8k = kv->k_type == MXL_DTYPE_I8 && kv->group == 32 && K->attn_q_i8, i8v = kv->v_type == MXL_DTYPE_I8 && kv->group == 32 && K->attn_q_i8;
+    const bool gkq = (k_qf >= 0 || i8k) && K->attn_k_q && K->attn_v_q, gvq = (v_qf >= 0 || i8v) && K->attn_k_q && K->attn_v_q;
     const bool grouped = (gk16 || gkq) && (gv16 || gvq);
     const int per_kv = p->n_heads / p->n_kv_heads;
     attn_ctx c = {.p = p, .q = q, .n_q = n_q, .q_pos = q_pos, .kv = kv, .kvv = &kvv, .out = out, .scratch = scratch,

@@ -170,11 +170,20 @@ AVX512 void mxl_attn_k_f16_avx512(const uint16_t *k, const mxl_kv_paged_view *kv
 /* ---- ggml block formats ---- */
 
 /* Bytes per block of 32 by mxl_kv_qfmt. */
-static const int k_qb[MXL_KV_QFMT_COUNT] = {34, 18, 20, 22, 24, 18, 14};
+static const int k_qb[MXL_KV_QFMT_COUNT + 1] = {34, 18, 20, 22, 24, 18, 14, 32};
+/* int8 in scale groups of 32 (the I8 cache where heads are multiples of 32): 32 codes a block, its
+ * f32 scale in the view's scale array at the block's element offset / 32 */
+#define KV_I8G32 MXL_KV_QFMT_COUNT
 
 /* Block p of format f: elements 0..15 in *lo, 16..31 in *hi. TurboQuant: d * codebook[code]
  * (kv_turbo.h), the reference's product. */
-AVX512 INLINE void deq32_512(int f, const uint8_t *p, __m512 *lo, __m512 *hi) {
+AVX512 INLINE void deq32_512(int f, const uint8_t *p, const float *sc, __m512 *lo, __m512 *hi) {
+    if (f == KV_I8G32) { /* (the reference's scale * code: one rounding) */
+        const __m512 d = _mm512_set1_ps(*sc);
+        *lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p))));
+        *hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 16)))));
+        return;
+    }
     uint16_t dh;
     memcpy(&dh, p, 2);
     const __m512 d = _mm512_set1_ps(_cvtsh_ss(dh));
@@ -245,8 +254,13 @@ AVX512 INLINE void kq_group(int f, int G, const mxl_kv_paged_view *kv, int64_t h
         for (int64_t j = b0 > lo ? b0 : lo; j < j1; j += KEYS) {
             const int nk = j1 - j < KEYS ? (int)(j1 - j) : KEYS;
             const uint8_t *kp[16];
+            const float *ks[16] = {0};
 #pragma GCC unroll 16
-            for (int i = 0; i < KEYS; i++) kp[i] = mxl_attn_qrow(kv->k, bb, base + (j + (i < nk ? i : nk - 1)) * rs);
+            for (int i = 0; i < KEYS; i++) {
+                const int64_t e = base + (j + (i < nk ? i : nk - 1)) * rs;
+                kp[i] = mxl_attn_qrow(kv->k, bb, e);
+                if (f == KV_I8G32) ks[i] = kv->k_scale + e / 32;
+            }
             for (int i = 0; i < KEYS && j + MXL_ATTN_PF_KEYS + i < hi; i++) mxl_attn_prefetch_qrow(kv->k, bb, kv, j + MXL_ATTN_PF_KEYS + i, hoff, hd);
             __m512i a[16];
 #pragma GCC unroll 16
@@ -255,7 +269,7 @@ AVX512 INLINE void kq_group(int f, int G, const mxl_kv_paged_view *kv, int64_t h
 #pragma GCC unroll 16
                 for (int i = 0; i < KEYS; i++) {
                     __m512 k0, k1;
-                    deq32_512(f, kp[i] + u * bb, &k0, &k1);
+                    deq32_512(f, kp[i] + u * bb, ks[i] + u, &k0, &k1);
 #pragma GCC unroll 4
                     for (int g = 0; g < G; g++) {
                         __m512 acc = _mm512_castsi512_ps(a[g * KEYS + i]);
@@ -290,10 +304,11 @@ AVX512 INLINE void vq_group(int f, int G, int nbk, const mxl_kv_paged_view *kv, 
         int64_t j1 = b0 + bs < hi ? b0 + bs : hi;
         for (int64_t j = b0 > lo ? b0 : lo; j < j1; j++) {
             const uint8_t *vj = mxl_attn_qrow(kv->v, bb, base + j * rs);
+            const float *vs = f == KV_I8G32 ? kv->v_scale + (base + j * rs) / 32 : NULL;
             if (j + MXL_ATTN_PF_KEYS < hi) mxl_attn_prefetch_qrow(kv->v, bb, kv, j + MXL_ATTN_PF_KEYS, hoff + c0, 32 * nbk);
             __m512 vv[8];
 #pragma GCC unroll 4
-            for (int u = 0; u < nbk; u++) deq32_512(f, vj + u * bb, &vv[2 * u], &vv[2 * u + 1]);
+            for (int u = 0; u < nbk; u++) deq32_512(f, vj + u * bb, vs + u, &vv[2 * u], &vv[2 * u + 1]);
 #pragma GCC unroll 4
             for (int g = 0; g < G; g++) {
                 float w = s[g * ss + j];
@@ -329,7 +344,9 @@ AVX512 void mxl_attn_k_q_avx512(const mxl_kv_paged_view *kv, int64_t hoff, int64
     case MXL_KV_Q5_1: KQ_G(MXL_KV_Q5_1) break;
     case MXL_KV_TURBO4: KQ_G(MXL_KV_TURBO4) break;
     case MXL_KV_TURBO3: KQ_G(MXL_KV_TURBO3) break;
-    default: MXL_ASSERT(0 && "attention K: not a block format");
+    default:
+        MXL_ASSERT(kv->k_type == MXL_DTYPE_I8 && kv->group == 32 && "attention K: not a block format");
+        KQ_G(KV_I8G32)
     }
 }
 #undef KQ_G
@@ -363,7 +380,9 @@ AVX512 void mxl_attn_v_q_avx512(const mxl_kv_paged_view *kv, int64_t hoff, int64
         case MXL_KV_Q5_1: VQ_G(MXL_KV_Q5_1) break;
         case MXL_KV_TURBO4: VQ_G(MXL_KV_TURBO4) break;
         case MXL_KV_TURBO3: VQ_G(MXL_KV_TURBO3) break;
-        default: MXL_ASSERT(0 && "attention V: not a block format");
+        default:
+            MXL_ASSERT(kv->v_type == MXL_DTYPE_I8 && kv->group == 32 && "attention V: not a block format");
+            VQ_G(KV_I8G32)
         }
     }
 }

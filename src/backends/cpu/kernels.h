@@ -95,6 +95,8 @@ typedef struct mxl_cpu_kernels {
     mxl_attn_v_f16_fn attn_v_f16;        /* (optional) */
     mxl_attn_k_q_fn attn_k_q;            /* (optional) the grouped block-format K pass; with attn_v_q */
     mxl_attn_v_q_fn attn_v_q;            /* (optional) */
+    bool attn_q_i8;                      /* attn_k_q / attn_v_q also read an int8 cache in scale
+                                          * groups of 32 (AVX-512) */
     void (*attn_softmax)(float *x, int64_t n, float sink); /* (optional) the grouped passes' softmax
                                                             * without soft-cap; NULL: mxl_cpu_softmax */
     /* (optional) one (sequence, head) of encoder attention, head_dim a multiple of 16 */

@@ -43,6 +43,7 @@ void mxl_cpu_kernels_register_avx512(mxl_cpu_kernels *k) {
     k->attn_v_f16 = mxl_attn_v_f16_avx512;
     k->attn_k_q = mxl_attn_k_q_avx512;
     k->attn_v_q = mxl_attn_v_q_avx512;
+    k->attn_q_i8 = true;
     k->attn_softmax = mxl_attn_softmax_avx512;
     k->enc_attn_head = mxl_enc_attention_head_avx512;
     k->gemm_f32_panel = mxl_gemm_f32_panel_avx512;
