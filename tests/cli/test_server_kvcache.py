@@ -206,20 +206,25 @@ BLOCK_BYTES_TURBO4_ALL_K = 32 * (30 * 6 * 18 + 26 * 6 * 18 + 4 * 192 * 2)
 BLOCK_BYTES_INT8_G64 = 32 * (29 * 2 * (192 + 3 * 4) + 2 * 192 * 2)
 
 
+def cached_prompt_answers_as_fresh(s, block_bytes):
+    """The pool's blocks are block_bytes each, and a prompt served from cached blocks answers what
+    it answers with nothing cached (the cached blocks hold the bits a fresh prefill stores)."""
+    assert requests.get(s.url + "/v1/cache/stats").json()["blocks"]["block_bytes"] == block_bytes
+    a = completion(s, LONG, n=12).json()
+    b = completion(s, LONG + "What did they write?", n=12).json()
+    assert b["timings"]["cache_n"] >= 64
+    c = completion(s, LONG + "What did they write?", n=12, cache_prompt=False).json()
+    assert c["timings"]["cache_n"] == 0 and a["content"]
+    assert c["content"] == b["content"] and c["tokens_predicted"] == b["tokens_predicted"]
+
+
 def test_turboquant_cache_in_the_pool_and_prompt_cache():
     """--kv-bits 4 --kv-quant-scheme turboquant: the pool's blocks are turbo4 with fp16 boundary
     values (their bytes in /v1/cache/stats), and a prompt served from cached blocks answers what it
     answers with nothing cached (rotation and quantization are deterministic); --kv-bits 8 is int8."""
     s = Server("--parallel", "2", "--ctx-size", "2048", "--kv-bits", "4", "--kv-quant-scheme", "turboquant")
     try:
-        st = requests.get(s.url + "/v1/cache/stats").json()
-        assert st["blocks"]["block_bytes"] == BLOCK_BYTES_TURBO4
-        a = completion(s, LONG, n=12).json()
-        b = completion(s, LONG + "What did they write?", n=12).json()
-        assert b["timings"]["cache_n"] >= 64
-        c = completion(s, LONG + "What did they write?", n=12, cache_prompt=False).json()
-        assert c["timings"]["cache_n"] == 0 and a["content"]
-        assert c["content"] == b["content"] and c["tokens_predicted"] == b["tokens_predicted"]
+        cached_prompt_answers_as_fresh(s, BLOCK_BYTES_TURBO4)
     finally:
         assert s.stop() == 0
     for args, want in ((["--kv-bits", "8"], BLOCK_BYTES_INT8_G64),
@@ -264,14 +269,7 @@ def test_block_format_caches_in_the_pool_prompt_cache_and_preemption():
     blocks hold the very bits a fresh prefill stores: quantization is deterministic)."""
     s = Server("--parallel", "2", "--ctx-size", "2048", "--cache-type-k", "q8_0", "--cache-type-v", "q4_0")
     try:
-        st = requests.get(s.url + "/v1/cache/stats").json()
-        assert st["blocks"]["block_bytes"] == BLOCK_BYTES_Q8_Q4
-        a = completion(s, LONG, n=12).json()
-        b = completion(s, LONG + "What did they write?", n=12).json()
-        assert b["timings"]["cache_n"] >= 64
-        c = completion(s, LONG + "What did they write?", n=12, cache_prompt=False).json()
-        assert c["timings"]["cache_n"] == 0 and a["content"]
-        assert c["content"] == b["content"] and c["tokens_predicted"] == b["tokens_predicted"]
+        cached_prompt_answers_as_fresh(s, BLOCK_BYTES_Q8_Q4)
     finally:
         assert s.stop() == 0
     prompts = ["Tell a short story about a fox who learns to read, with a happy ending.",
