@@ -455,7 +455,7 @@ def test_several_hosts_share_one_port():
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--kv-bits", "8"], "--kv-bits"),
+    (["--kv-bits", "5"], "--kv-bits 5"),
     (["--frobnicate"], "--frobnicate"),
     (["--port", "70000"], "--port"),
     (["--ctx-size", "1000", "--parallel", "4"], "512"),
