@@ -53,13 +53,15 @@ typedef struct mxl_row_prep {
     void *ctx;
 } mxl_row_prep;
 
-/* Work beside a product of the same input: fn(ctx) runs once, on one thread of the product's
- * dispatch, after every row of x is made, while the other threads run the product; it may read x
- * and must write none of the y (the decoder's LoRA deltas, models/lora.h). A backend that cannot
- * overlap it runs it after the product. */
+/* Work beside a product of the same input: fn(ctx, part) runs once for each part in [0, n_parts)
+ * (independent of each other, any order, each on one thread of the product's dispatch) after every
+ * row of x is made, while the other threads run the product; it may read x and must write none of
+ * the y (the decoder's LoRA deltas, models/lora.h). A backend that cannot overlap it runs the parts
+ * after the product. */
 typedef struct mxl_side_task {
-    void (*fn)(void *ctx);
+    void (*fn)(void *ctx, int part);
     void *ctx;
+    int n_parts;
 } mxl_side_task;
 
 /* Shapes: x [n_tok, W.cols], y [n_tok, W.rows], all f32 row-major, host memory. `pool` splits

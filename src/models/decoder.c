@@ -1414,7 +1414,7 @@ struct mxl_decoder_state {
     int64_t max_ctx, max_batch, pos;
     mxl_decoder_lora lora[MXL_DECODER_MAX_LORA]; /* the adapters this state's rows run with */
     int n_lora;
-    float *lora_buf;      /* [max_batch, lora_cap] A x of a chunk of this state's rows */
+    float *lora_buf;      /* [3, max_batch, lora_cap] A x of a chunk of this state's rows, a block per projection of a group */
     int64_t lora_cap;     /* floats per row of lora_buf (the adapters' widest rank) */
     float *lora_delta;    /* [max_batch, delta_cap] the updates of one projection group (linear_lora) */
     int64_t delta_cap;    /* floats per row of lora_delta: the widest group's summed outputs */
@@ -2168,8 +2168,9 @@ typedef struct fwd_pass {
  * for each span whose state runs adapters, delta rows = sum over its adapters of scale * B (A x)
  * (A x by the backend, a dense weight; B by lowrank_acc from zero) in the state's lora_delta, one
  * block of rows per projection the state's adapters touch; then y rows += delta. The deltas are a
- * side task of the group's base product (backend.h), so one thread makes them while the others
- * run the base weights; a span longer than its state's scratch goes in chunks after the product.
+ * side task of the group's base product (backend.h), one part per projection, so the threads that
+ * take them make them while the others run the base weights; a span longer than its state's
+ * scratch goes in chunks after the product.
  * The bits are the same either way and for any batch: each row's delta is its own sum. */
 typedef struct lora_group {
     const fwd_pass *f;
@@ -2196,23 +2197,32 @@ static bool lora_group_any(const lora_group *g) {
     return false;
 }
 
-/* delta of rows [off, off + k) of span sp (k <= its state's max_batch) into its state's lora_delta */
-static void lora_delta_rows(const lora_group *g, const row_span *sp, int64_t off, int64_t k) {
+/* delta of rows [off, off + k) of span sp (k <= its state's max_batch) for the group's projection i
+ * into its block of its state's lora_delta (the blocks of projections 0..i-1 come first) */
+static void lora_delta_rows(const lora_group *g, const row_span *sp, int64_t off, int64_t k, int i) {
     mxl_decoder_state *s = sp->s;
     const mxl_backend *be = g->f->ws->be;
+    const int64_t out = lora_out(s, g->l, g->m[i]);
+    if (!out) return;
     float *d = s->lora_delta;
-    for (int i = 0; i < g->n; i++) {
-        const int64_t out = lora_out(s, g->l, g->m[i]);
-        if (!out) continue;
-        memset(d, 0, (size_t)(k * out) * sizeof(float));
-        for (int a = 0; a < s->n_lora; a++) {
-            const mxl_lora_pair *p = mxl_lora_at(s->lora[a].lora, g->l, g->m[i]);
-            if (!p) continue;
-            be->ops->matmul(be, &p->wa, NULL, g->x + (sp->row0 + off) * p->in, k, s->lora_buf, NULL, NULL);
-            be->ops->lowrank_acc(be, s->lora_buf, k, p->r, p->bt, p->bt_dtype, out, s->lora[a].scale * p->scale, d);
-        }
-        d += k * out;
+    for (int j = 0; j < i; j++) d += k * lora_out(s, g->l, g->m[j]);
+    memset(d, 0, (size_t)(k * out) * sizeof(float));
+    for (int a = 0; a < s->n_lora; a++) {
+        const mxl_lora_pair *p = mxl_lora_at(s->lora[a].lora, g->l, g->m[i]);
+        if (!p) continue;
+        float *ax = s->lora_buf + (int64_t)i * s->max_batch * s->lora_cap; /* (a block per projection: parts run at once) */
+        mxl_lora_pair_prefetch(p);
+        be->ops->matmul(be, &p->wa, NULL, g->x + (sp->row0 + off) * p->in, k, ax, NULL, NULL);
+        be->ops->lowrank_acc(be, ax, k, p->r, p->bt, p->bt_dtype, out, s->lora[a].scale * p->scale, d);
     }
+}
+
+/* y[0..m) += d[0..m) (blocks of 16 with a fixed count: GCC vectorizes them at -O2) */
+static void add_rows_to(float *restrict y, const float *restrict d, int64_t m) {
+    int64_t j = 0;
+    for (; j + 16 <= m; j += 16)
+        for (int u = 0; u < 16; u++) y[j + u] += d[j + u];
+    for (; j < m; j++) y[j] += d[j];
 }
 
 /* y rows [off, off + k) of span sp += their deltas (lora_delta_rows) */
@@ -2221,8 +2231,7 @@ static void lora_add_rows(const lora_group *g, const row_span *sp, int64_t off, 
     for (int i = 0; i < g->n; i++) {
         const int64_t out = lora_out(sp->s, g->l, g->m[i]);
         if (!out) continue;
-        float *y = g->y[i] + (sp->row0 + off) * out;
-        for (int64_t j = 0; j < k * out; j++) y[j] += d[j];
+        add_rows_to(g->y[i] + (sp->row0 + off) * out, d, k * out);
         d += k * out;
     }
 }
@@ -2234,10 +2243,11 @@ static bool lora_group_fits(const lora_group *g) {
     return true;
 }
 
-static void lora_side(void *ctx) {
+/* side task part i: projection i's deltas for every span */
+static void lora_side(void *ctx, int i) {
     const lora_group *g = ctx;
     for (int64_t si = 0; si < g->f->n_spans; si++)
-        if (g->f->spans[si].s->n_lora) lora_delta_rows(g, &g->f->spans[si], 0, g->f->spans[si].n);
+        if (g->f->spans[si].s->n_lora) lora_delta_rows(g, &g->f->spans[si], 0, g->f->spans[si].n, i);
 }
 
 /* after the group's product (and bias): the deltas made beside it added, or, side == false, made
@@ -2252,7 +2262,7 @@ static void lora_finish(const lora_group *g, bool side) {
         }
         for (int64_t off = 0; off < sp->n; off += sp->s->max_batch) {
             const int64_t k = sp->n - off < sp->s->max_batch ? sp->n - off : sp->s->max_batch;
-            lora_delta_rows(g, sp, off, k);
+            for (int i = 0; i < g->n; i++) lora_delta_rows(g, sp, off, k, i);
             lora_add_rows(g, sp, off, k);
         }
     }
@@ -2265,7 +2275,7 @@ static void linear_lora(const mxl_weight *const *W, const float *const *b, int n
                         int64_t n, float *const *y, mxl_decoder_state *s, const lora_group *g) {
     if (g && !lora_group_any(g)) g = NULL;
     const bool side = g && lora_group_fits(g);
-    const mxl_side_task task = {lora_side, (void *)g};
+    const mxl_side_task task = {lora_side, (void *)g, g ? g->n : 0};
     s->be->ops->matmul_multi(s->be, W, n_w, prep, side ? &task : NULL, x, n, y, s->mm_scratch, s->pool);
     for (int i = 0; i < n_w; i++)
         if (b[i])
@@ -2306,7 +2316,7 @@ mxl_status mxl_decoder_state_set_lora(mxl_decoder_state *s, const mxl_decoder_lo
         for (int g = 0; g < 4; g++)
             if (w[g] > dcap) dcap = w[g];
     }
-    mxl_status st = grow_rows(&s->lora_buf, &s->lora_cap, cap, s->max_batch, err);
+    mxl_status st = grow_rows(&s->lora_buf, &s->lora_cap, cap, 3 * s->max_batch, err);
     if (!st) st = grow_rows(&s->lora_delta, &s->delta_cap, dcap, s->max_batch, err);
     if (st) return st;
     for (int i = 0; i < n; i++) s->lora[i] = use[i];

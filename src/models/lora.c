@@ -137,6 +137,12 @@ static mxl_status take(loader *ld, const lora_name *nm, const mxl_tensor *t, con
 static size_t pair_a_bytes(const mxl_lora_pair *p) { return ((size_t)(p->r * p->in) * elem_bytes(p->wa.dtype) + 63) & ~(size_t)63; }
 static size_t pair_bt_bytes(const mxl_lora_pair *p) { return ((size_t)(p->r * p->out) * elem_bytes(p->bt_dtype) + 63) & ~(size_t)63; }
 
+void mxl_lora_pair_prefetch(const mxl_lora_pair *p) {
+    const size_t na = pair_a_bytes(p), nb = pair_bt_bytes(p);
+    for (size_t o = 0; o < na; o += 64) __builtin_prefetch((const char *)p->a + o, 0, 2);
+    for (size_t o = 0; o < nb; o += 64) __builtin_prefetch((const char *)p->bt + o, 0, 2);
+}
+
 /* Moves every pair's A and B^T into one block on huge pages, in the order a decode step reads
  * them (layer by layer, each projection's A then B^T): a step then walks the adapter as one
  * stream, where a few hundred small heap copies cost a TLB miss every page. The block is taken

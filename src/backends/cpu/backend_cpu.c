@@ -343,7 +343,8 @@ static void ref_matmul_multi(const mxl_backend *be, const mxl_weight *const *W, 
                              const mxl_side_task *side, const float *x, int64_t n_tok, float *const *y, void *scratch,
                              mxl_threadpool *pool) {
     for (int i = 0; i < n_w; i++) ref_matmul(be, W[i], i == 0 ? prep : NULL, x, n_tok, y[i], scratch, pool);
-    if (side) side->fn(side->ctx);
+    if (side)
+        for (int i = 0; i < side->n_parts; i++) side->fn(side->ctx, i);
 }
 
 static size_t ref_gemm_scratch_bytes(const mxl_backend *be, const mxl_weight *W, int64_t n_tok, int n_threads) {

@@ -364,15 +364,18 @@ typedef struct multi_ctx {
     int n_w;
     int64_t n_pan[8], total;
     panel_split s;
-    const mxl_side_task *side; /* task 0 when set; the panel ranges follow */
+    const mxl_side_task *side; /* tasks [0, side->n_parts) when set; the panel ranges follow */
 } multi_ctx;
 
 static void multi_task(void *vctx, int task, int n_tasks, int thread_index) {
     (void)thread_index, (void)n_tasks;
     multi_ctx *m = vctx;
-    if (m->side && task-- == 0) {
-        m->side->fn(m->side->ctx);
-        return;
+    if (m->side) {
+        if (task < m->side->n_parts) {
+            m->side->fn(m->side->ctx, task);
+            return;
+        }
+        task -= m->side->n_parts;
     }
     int64_t g0 = m->s.at[task], g1 = m->s.at[task + 1], base = 0;
     for (int i = 0; i < m->n_w && base < g1; base += m->n_pan[i], i++) {
@@ -395,7 +398,7 @@ void mxl_cpu_matmul_multi_side(const mxl_weight *const *W, int n_w, const mxl_ro
     for (int i = 0; i < n_w; i++) panels = panels && panel_path(W[i], K) && W[i]->cols == W[0]->cols;
     if (!panels || (n_w == 1 && !side)) {
         for (int i = 0; i < n_w; i++) matmul_at(W[i], i == 0 ? prep : NULL, x, n_tok, y[i], scratch, pool, K);
-        if (side) side->fn(side->ctx);
+        for (int i = 0; side && i < side->n_parts; i++) side->fn(side->ctx, i);
         return;
     }
     /* one quantization (and pair-form operands, when any weight takes that form) for all */
@@ -420,11 +423,11 @@ void mxl_cpu_matmul_multi_side(const mxl_weight *const *W, int n_w, const mxl_ro
     }
     split_panels(m.total, pool ? nth : 1, n_tok, &m.s);
     m.side = side;
-    const int n_tasks = m.s.n + (side ? 1 : 0);
+    const int n_tasks = m.s.n + (side ? side->n_parts : 0);
     if (pool && nth > 1 && n_tasks > 1) {
         mxl_threadpool_run(pool, n_tasks, multi_task, &m);
     } else {
-        if (side) side->fn(side->ctx);
+        for (int i = 0; side && i < side->n_parts; i++) side->fn(side->ctx, i);
         m.side = NULL;
         for (int t = 0; t < m.s.n; t++) multi_task(&m, t, m.s.n, 0);
     }
