@@ -15,8 +15,9 @@
  * stacked as mlp.experts.gate_up_proj / down_proj: [E, in, out] in the released checkpoints (which
  * transformers transposes on load), [E, out, in] as transformers saves its own; the layout is
  * told by the first stacked down_proj's shape. The vision towers are models/vlm_qwen2vl.c's.
- * GGUF (llama.cpp qwen2vl / qwen3vl, the text model alone): the same blocks with NEOX
- * RoPE on unpermuted rows and the sections from rope.dimension_sections ([t, h, w, 0]). */
+ * GGUF (llama.cpp qwen2vl / qwen3vl, the text model; the vision tower from the mmproj beside it,
+ * models/vlm_qwen2vl.c): the same blocks with NEOX RoPE on unpermuted rows and the sections from
+ * rope.dimension_sections ([t, h, w, 0]). */
 #include <jansson.h>
 #include <string.h>
 

@@ -9,7 +9,9 @@
 
 #include "core/alloc.h"
 #include "io/json_read.h"
+#include "io/gguf.h"
 #include "models/encoder_common.h"
+#include "models/weights.h"
 
 /* An integer of vision_config (dflt when absent), within [lo, hi]. */
 static mxl_status vint(const mxl_checkpoint *ck, const json_t *vc, const char *key, int64_t dflt, int64_t lo, int64_t hi, int64_t *out,
@@ -95,6 +97,18 @@ static mxl_status load_glm_extras(const mxl_enc_binder *b, mxl_qwen2vl_vision *m
     return MXL_OK;
 }
 
+/* head_dim from dim / n_heads, and the 2-D rotary's frequencies for theta; where names the source */
+static mxl_status set_heads(mxl_qwen2vl_vision *m, double theta, const char *where, mxl_error *err) {
+    if (m->dim % m->n_heads || (m->dim / m->n_heads) % 4 || m->dim / m->n_heads / 4 > 256)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %lld heads must split the width %lld into heads of a multiple of 4 (at most 1024)", where,
+                             (long long)m->n_heads, (long long)m->dim);
+    m->head_dim = m->dim / m->n_heads;
+    /* inv_freq = 1 / theta^(2i / (hd / 2)), i < hd / 4 (torch float32 arithmetic) */
+    const int64_t sd = m->head_dim / 2;
+    for (int64_t i = 0; i < sd / 2; i++) m->inv_freq[i] = 1.0f / (float)pow((float)theta, (float)(2 * i) / (float)sd);
+    return MXL_OK;
+}
+
 mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vc, int version, mxl_qwen2vl_vision *m, mxl_error *err) {
     memset(m, 0, sizeof *m);
     mxl_arena_init(&m->arena, 64 * 1024);
@@ -150,10 +164,6 @@ mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vc, i
     }
     if (strcmp(act, "quick_gelu") == 0) m->quick_gelu = true, m->act = MXL_ACT_SILU;
     else if (mxl_enc_activation(act, ck->path, &m->act, err)) return err ? err->status : MXL_ERR_UNSUPPORTED;
-    if (m->dim % m->n_heads || (m->dim / m->n_heads) % 4 || m->dim / m->n_heads / 4 > 256)
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config: %lld heads must split the width %lld into heads of a multiple of 4 (at most 1024)",
-                             ck->dir, (long long)m->n_heads, (long long)m->dim);
-    m->head_dim = m->dim / m->n_heads;
     const bool glm_qkv_bias = glm && json_is_true(json_object_get(vc, "attention_bias"));
     if (v25 && (m->window % (m->merge * m->patch) || m->window < m->merge * m->patch))
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config.window_size %lld is not a multiple of spatial_merge_size x patch_size", ck->dir,
@@ -163,9 +173,9 @@ mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vc, i
     if (!th) th = json_object_get(vc, "rope_theta");
     if (th && !json_is_null(th) && (!mxl_json_number(th, &theta) || !(theta > 0)))
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config rope_theta must be a positive number", ck->dir);
-    /* inv_freq = 1 / theta^(2i / (hd / 2)), i < hd / 4 (torch float32 arithmetic) */
-    const int64_t sd = m->head_dim / 2;
-    for (int64_t i = 0; i < sd / 2; i++) m->inv_freq[i] = 1.0f / (float)pow((float)theta, (float)(2 * i) / (float)sd);
+    char where[4200];
+    snprintf(where, sizeof where, "%s/config.json: vision_config", ck->dir);
+    if ((st = set_heads(m, theta, where, err))) return st;
 
     static const char *const k_prefixes[] = {"visual.", "model.visual.", NULL};
     const char *prefix = mxl_enc_find_prefix(ck, k_prefixes, "patch_embed.proj.weight");
@@ -234,6 +244,185 @@ mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vc, i
         return err ? err->status : MXL_ERR_FORMAT;
     if (prepare(m, &m->m0, err) || prepare(m, &m->m2, err)) return err ? err->status : MXL_ERR_NOMEM;
     return MXL_OK;
+}
+
+/* ---- llama.cpp's mmproj GGUF (convert_hf_to_gguf.py Qwen2VLVisionModel / Qwen3VLVisionModel) ----
+ * clip.projector_type qwen2vl_merger, qwen2.5vl_merger or qwen3vl_merger; clip.vision.* sizes
+ * (embedding_length, feed_forward_length, block_count, attention.head_count, patch_size,
+ * projection_dim, spatial_merge_size (2), attention.layer_norm_epsilon; 2.5: n_wa_pattern, a block
+ * attending over the whole image when (i + 1) % n_wa_pattern == 0, and window_size, which the
+ * converter leaves out and clip.cpp takes as 112; 3: is_deepstack_layers). The Conv3d comes as its
+ * two frames v.patch_embd.weight and .weight.1 [D, 3, P, P]; 2 / 2.5 split the fused qkv into
+ * v.blk.N.attn_q / attn_k / attn_v (joined again here), 3 keeps attn_qkv; ln1 / ln2, attn_out,
+ * ffn_up / ffn_down (2.5: and ffn_gate); the merger's norm is v.post_ln, its MLP mm.0 / mm.2;
+ * 3: v.patch_embd.bias, v.position_embd.weight, v.deepstack.N.{norm, fc1, fc2} after block N.
+ * The rotary's theta is 10000, as clip.cpp runs these towers. */
+
+/* A clip.vision.* integer of the mmproj (dflt when absent; dflt < 0: required). */
+static mxl_status gint(const mxl_checkpoint *mm, const char *key, int64_t dflt, int64_t lo, int64_t hi, int64_t *out, mxl_error *err) {
+    uint64_t v;
+    if (!mxl_gguf_find(mm->gguf, key)) {
+        if (dflt < 0) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %s is missing", mm->path, key);
+        *out = dflt;
+        return MXL_OK;
+    }
+    mxl_status st = mxl_gguf_get_u64(mm->gguf, key, &v, err);
+    if (st) return st;
+    if (v < (uint64_t)lo || v > (uint64_t)hi)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %s = %llu is out of range", mm->path, key, (unsigned long long)v);
+    *out = (int64_t)v;
+    return MXL_OK;
+}
+
+/* the Conv3d [D, 3, T = 2, P, P] from its two frames [D, 3, P, P] */
+static mxl_status gguf_patch(const mxl_enc_binder *b, mxl_qwen2vl_vision *m, mxl_error *err) {
+    const int64_t D = m->dim, PP = m->patch * m->patch, F = 3 * PP;
+    const float *f0, *f1;
+    if (mxl_enc_vector(b, D * F, &f0, "v.patch_embd.weight") || mxl_enc_vector(b, D * F, &f1, "v.patch_embd.weight.1"))
+        return err ? err->status : MXL_ERR_FORMAT;
+    float *w = mxl_arena_alloc(&m->arena, (size_t)(D * m->patch_dim) * sizeof(float), 64);
+    if (!w) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    for (int64_t d = 0; d < D; d++)
+        for (int64_t c = 0; c < 3; c++) {
+            memcpy(w + d * m->patch_dim + (c * 2 + 0) * PP, f0 + d * F + c * PP, (size_t)PP * sizeof(float));
+            memcpy(w + d * m->patch_dim + (c * 2 + 1) * PP, f1 + d * F + c * PP, (size_t)PP * sizeof(float));
+        }
+    m->patch_w = (mxl_weight){.kind = MXL_W_DENSE, .dtype = MXL_DTYPE_F32, .rows = D, .cols = m->patch_dim, .data = w};
+    return prepare(m, &m->patch_w, err);
+}
+
+/* block i's fused qkv: attn_qkv (3) or attn_q / attn_k / attn_v joined (2, 2.5) */
+static mxl_status gguf_qkv(const mxl_enc_binder *b, mxl_qwen2vl_vision *m, long long i, mxl_qwen2vl_vision_layer *L, mxl_error *err) {
+    const int64_t D = m->dim;
+    if (m->v3) {
+        if (mxl_enc_matrix(b, 3 * D, D, &L->qkv, "v.blk.%lld.attn_qkv.weight", i) || mxl_enc_vector(b, 3 * D, &L->qkv_b, "v.blk.%lld.attn_qkv.bias", i))
+            return err ? err->status : MXL_ERR_FORMAT;
+        return MXL_OK;
+    }
+    static const char *const k_part[3] = {"q", "k", "v"};
+    mxl_weight w[3];
+    float *bias = mxl_arena_alloc(&m->arena, (size_t)(3 * D) * sizeof(float), 64);
+    if (!bias) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    for (int j = 0; j < 3; j++) {
+        const float *bj;
+        if (mxl_enc_matrix(b, D, D, &w[j], "v.blk.%lld.attn_%s.weight", i, k_part[j]) || mxl_enc_vector(b, D, &bj, "v.blk.%lld.attn_%s.bias", i, k_part[j]))
+            return err ? err->status : MXL_ERR_FORMAT;
+        memcpy(bias + j * D, bj, (size_t)D * sizeof(float));
+    }
+    char name[64];
+    snprintf(name, sizeof name, "v.blk.%lld.attn_q/k/v.weight", i);
+    mxl_status st = mxl_weights_concat_rows(&m->arena, w, 3, name, &L->qkv, err);
+    if (st) {
+        mxl_error_prefix(err, "%s: ", b->ck->path);
+        return st;
+    }
+    L->qkv_b = bias;
+    return MXL_OK;
+}
+
+/* Qwen3-VL's patch bias, learned positions and DeepStack mergers */
+static mxl_status gguf_v3_extras(const mxl_checkpoint *mm, const mxl_enc_binder *b, mxl_qwen2vl_vision *m, mxl_error *err) {
+    const int64_t D = m->dim, M = D * m->merge * m->merge;
+    const mxl_gguf_tensor_info *pe = mxl_gguf_find_tensor(mm->gguf, "v.position_embd.weight");
+    const int64_t np = pe && pe->tensor.ndim == 2 ? pe->tensor.shape[0] : 0;
+    m->pos_side = (int64_t)llround(sqrt((double)np));
+    if (np < 1 || m->pos_side * m->pos_side != np)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: v.position_embd.weight is missing or not a square grid of positions", mm->path);
+    if (mxl_enc_vector(b, D, &m->patch_b, "v.patch_embd.bias") || mxl_enc_vector(b, np * D, &m->pos_table, "v.position_embd.weight"))
+        return err ? err->status : MXL_ERR_FORMAT;
+    const mxl_gguf_array *ds = NULL;
+    mxl_status st;
+    if ((st = mxl_gguf_get_array(mm->gguf, "clip.vision.is_deepstack_layers", &ds, err))) return st;
+    m->n_deep = 0;
+    for (uint64_t i = 0; i < ds->n; i++) {
+        mxl_gguf_value v;
+        if (!mxl_gguf_array_get(ds, i, &v) || v.type != MXL_GGUF_TYPE_BOOL || i >= (uint64_t)m->n_layers)
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s: clip.vision.is_deepstack_layers must hold a flag per block", mm->path);
+        if (!v.v.b) continue;
+        if (m->n_deep == MXL_QWEN3VL_MAX_DEEP) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: more than %d DeepStack blocks", mm->path, MXL_QWEN3VL_MAX_DEEP);
+        mxl_qwen2vl_merger *g = &m->deep_m[m->n_deep];
+        const long long l = (long long)i;
+        m->deep_at[m->n_deep++] = (int64_t)i;
+        if (mxl_enc_vector(b, M, &g->ln_w, "v.deepstack.%lld.norm.weight", l) || mxl_enc_vector(b, M, &g->ln_b, "v.deepstack.%lld.norm.bias", l) ||
+            mxl_enc_matrix(b, M, M, &g->fc1, "v.deepstack.%lld.fc1.weight", l) || mxl_enc_vector(b, M, &g->fc1_b, "v.deepstack.%lld.fc1.bias", l) ||
+            mxl_enc_matrix(b, m->out_hidden, M, &g->fc2, "v.deepstack.%lld.fc2.weight", l) ||
+            mxl_enc_vector(b, m->out_hidden, &g->fc2_b, "v.deepstack.%lld.fc2.bias", l))
+            return err ? err->status : MXL_ERR_FORMAT;
+        if (prepare(m, &g->fc1, err) || prepare(m, &g->fc2, err)) return err ? err->status : MXL_ERR_NOMEM;
+    }
+    return MXL_OK;
+}
+
+mxl_status mxl_qwen2vl_vision_load_gguf(const mxl_checkpoint *mm, mxl_qwen2vl_vision *m, mxl_error *err) {
+    memset(m, 0, sizeof *m);
+    mxl_arena_init(&m->arena, 64 * 1024);
+    m->be = mxl_backend_host();
+    mxl_gguf_str pt = {0};
+    mxl_status st = mxl_gguf_get_str(mm->gguf, "clip.projector_type", &pt, err);
+    if (st) return st;
+    const bool v2 = pt.len == 14 && memcmp(pt.data, "qwen2vl_merger", 14) == 0;
+    m->v25 = pt.len == 16 && memcmp(pt.data, "qwen2.5vl_merger", 16) == 0;
+    m->v3 = pt.len == 14 && memcmp(pt.data, "qwen3vl_merger", 14) == 0;
+    if (!v2 && !m->v25 && !m->v3)
+        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: projector type '%.*s' is not a Qwen-VL merger", mm->path, (int)pt.len, pt.data);
+    m->rms = m->swiglu = m->v25;
+    m->temporal = 2; /* (the converter writes the Conv3d's two frames) */
+    int64_t wa = 0;
+    if ((st = gint(mm, "clip.vision.embedding_length", -1, 1, 1 << 16, &m->dim, err)) ||
+        (st = gint(mm, "clip.vision.feed_forward_length", -1, 1, 1 << 18, &m->ffn, err)) ||
+        (st = gint(mm, "clip.vision.block_count", -1, 1, 1024, &m->n_layers, err)) ||
+        (st = gint(mm, "clip.vision.attention.head_count", -1, 1, 1024, &m->n_heads, err)) ||
+        (st = gint(mm, "clip.vision.patch_size", -1, 1, 1024, &m->patch, err)) ||
+        (st = gint(mm, "clip.vision.projection_dim", -1, 1, 1 << 16, &m->out_hidden, err)) ||
+        (st = gint(mm, "clip.vision.spatial_merge_size", 2, 1, 16, &m->merge, err)) ||
+        (m->v25 && ((st = gint(mm, "clip.vision.n_wa_pattern", -1, 1, 1024, &wa, err)) ||
+                    (st = gint(mm, "clip.vision.window_size", 112, 1, 1 << 16, &m->window, err)))))
+        return st;
+    if (m->v25 && (m->window % (m->merge * m->patch) || m->window < m->merge * m->patch))
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the window %lld is not a multiple of spatial_merge_size x patch_size", mm->path, (long long)m->window);
+    double eps = 1e-6;
+    if (mxl_gguf_find(mm->gguf, "clip.vision.attention.layer_norm_epsilon") &&
+        (st = mxl_gguf_get_f64(mm->gguf, "clip.vision.attention.layer_norm_epsilon", &eps, err)))
+        return st;
+    m->eps = (float)eps;
+    /* 2: quick_gelu (clip.cpp's FFN_GELU_QUICK); 2.5: SiLU gate (clip.use_silu); 3: tanh GELU (clip.use_gelu) */
+    m->act = m->v25 ? MXL_ACT_SILU : m->v3 ? MXL_ACT_GELU_TANH : MXL_ACT_SILU;
+    m->quick_gelu = v2;
+    if ((st = set_heads(m, 10000.0, mm->path, err))) return st;
+    m->patch_dim = 3 * m->temporal * m->patch * m->patch;
+    mxl_enc_binder b = {mm, &m->arena, "", err};
+    if ((st = gguf_patch(&b, m, err))) return st;
+    const int64_t D = m->dim, F = m->ffn, M = D * m->merge * m->merge;
+    m->layers = mxl_arena_alloc(&m->arena, (size_t)m->n_layers * sizeof *m->layers, 64);
+    if (!m->layers) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    memset(m->layers, 0, (size_t)m->n_layers * sizeof *m->layers);
+    for (int64_t i = 0; i < m->n_layers; i++) {
+        mxl_qwen2vl_vision_layer *L = &m->layers[i];
+        const long long l = (long long)i;
+        L->full = !m->v25 || (i + 1) % wa == 0;
+        if (mxl_enc_vector(&b, D, &L->n1_w, "v.blk.%lld.ln1.weight", l) || mxl_enc_vector(&b, D, &L->n2_w, "v.blk.%lld.ln2.weight", l) ||
+            (!m->rms && (mxl_enc_vector(&b, D, &L->n1_b, "v.blk.%lld.ln1.bias", l) || mxl_enc_vector(&b, D, &L->n2_b, "v.blk.%lld.ln2.bias", l))) ||
+            mxl_enc_matrix(&b, D, D, &L->proj, "v.blk.%lld.attn_out.weight", l) || mxl_enc_vector(&b, D, &L->proj_b, "v.blk.%lld.attn_out.bias", l))
+            return err ? err->status : MXL_ERR_FORMAT;
+        if ((st = gguf_qkv(&b, m, l, L, err))) return st;
+        if (m->swiglu ? (mxl_enc_matrix(&b, F, D, &L->gate, "v.blk.%lld.ffn_gate.weight", l) || mxl_enc_vector(&b, F, &L->gate_b, "v.blk.%lld.ffn_gate.bias", l) ||
+                         mxl_enc_matrix(&b, F, D, &L->up, "v.blk.%lld.ffn_up.weight", l) || mxl_enc_vector(&b, F, &L->up_b, "v.blk.%lld.ffn_up.bias", l) ||
+                         mxl_enc_matrix(&b, D, F, &L->down, "v.blk.%lld.ffn_down.weight", l) ||
+                         mxl_enc_vector(&b, D, &L->down_b, "v.blk.%lld.ffn_down.bias", l))
+                      : (mxl_enc_matrix(&b, F, D, &L->fc1, "v.blk.%lld.ffn_up.weight", l) || mxl_enc_vector(&b, F, &L->fc1_b, "v.blk.%lld.ffn_up.bias", l) ||
+                         mxl_enc_matrix(&b, D, F, &L->fc2, "v.blk.%lld.ffn_down.weight", l) ||
+                         mxl_enc_vector(&b, D, &L->fc2_b, "v.blk.%lld.ffn_down.bias", l)))
+            return err ? err->status : MXL_ERR_FORMAT;
+        mxl_weight *mats[] = {&L->qkv, &L->proj, &L->fc1, &L->fc2, &L->gate, &L->up, &L->down};
+        for (size_t j = 0; j < sizeof mats / sizeof mats[0]; j++)
+            if (mats[j]->rows > 0 && prepare(m, mats[j], err)) return err ? err->status : MXL_ERR_NOMEM;
+    }
+    if (mxl_enc_vector(&b, D, &m->lnq_w, "v.post_ln.weight") || (!m->rms && mxl_enc_vector(&b, D, &m->lnq_b, "v.post_ln.bias")) ||
+        mxl_enc_matrix(&b, M, M, &m->m0, "mm.0.weight") || mxl_enc_vector(&b, M, &m->m0_b, "mm.0.bias") ||
+        mxl_enc_matrix(&b, m->out_hidden, M, &m->m2, "mm.2.weight") || mxl_enc_vector(&b, m->out_hidden, &m->m2_b, "mm.2.bias"))
+        return err ? err->status : MXL_ERR_FORMAT;
+    if (prepare(m, &m->m0, err) || prepare(m, &m->m2, err)) return err ? err->status : MXL_ERR_NOMEM;
+    return m->v3 ? gguf_v3_extras(mm, &b, m, err) : MXL_OK;
 }
 
 void mxl_qwen2vl_vision_free(mxl_qwen2vl_vision *m) {

@@ -30,7 +30,8 @@
  * RMSNorm (post_layernorm), the m x m Conv2d downsample of each merge unit to out_hidden_size, and
  * the merger: proj, LayerNorm, GELU, then a SwiGLU of width intermediate_size.
  * Dimensions from config.json's vision_config; tensors under visual. (released) or model.visual.
- * (transformers 5). Dense F32/F16/BF16. */
+ * (transformers 5). Dense F32/F16/BF16. Or llama.cpp's mmproj GGUF of a 2, 2.5 or 3 tower
+ * (mxl_qwen2vl_vision_load_gguf). */
 #ifndef MXL_MODELS_VISION_QWEN2VL_H
 #define MXL_MODELS_VISION_QWEN2VL_H
 
@@ -96,6 +97,9 @@ typedef struct mxl_qwen2vl_vision {
  * config.json object. */
 mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vision_config, int version, mxl_qwen2vl_vision *out,
                                    mxl_error *err);
+/* The same towers (2, 2.5, 3 by clip.projector_type) from llama.cpp's mmproj GGUF mm (names and
+ * keys: vision_qwen2vl.c). */
+mxl_status mxl_qwen2vl_vision_load_gguf(const mxl_checkpoint *mm, mxl_qwen2vl_vision *out, mxl_error *err);
 void mxl_qwen2vl_vision_free(mxl_qwen2vl_vision *m);
 /* out [grid_h * grid_w / m^2, out_hidden] for one image's patches [grid_h * grid_w, patch_dim]
  * (grid_h, grid_w multiples of m), rows in the processor's merge-block order; deep (Qwen3-VL,

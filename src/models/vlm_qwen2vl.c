@@ -16,7 +16,10 @@
  * processor repeats "<|image_pad|>" once per token. The decoder places the image's rows by M-RoPE
  * over its (grid_h / merge) x (grid_w / merge) token grid (mrope_grid; decoder.h). Qwen3-VL's
  * encode also writes its DeepStack features after the rows (n_deep slabs; the text decoder's
- * first layers add them to the image's rows). Videos are not taken. */
+ * first layers add them to the image's rows). Videos are not taken. A GGUF text model takes the
+ * tower from llama.cpp's mmproj beside it (mxl_vlm_qwen2vl_load_mmproj): the mean / std from it,
+ * the pixel limits clip.cpp uses for these towers (8 to 4096 tokens) or its image_min_pixels /
+ * image_max_pixels, "<|image_pad|>" from the text model's vocabulary. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +27,7 @@
 
 #include "core/alloc.h"
 #include "core/strbuf.h"
+#include "io/gguf.h"
 #include "io/json_read.h"
 #include "models/vision_qwen2vl.h"
 #include "models/vlm.h"
@@ -31,6 +35,7 @@
 typedef struct qwen2vl_vlm {
     mxl_vlm base;
     mxl_qwen2vl_vision tower;
+    mxl_checkpoint *mm; /* the mmproj GGUF the tower was read from (closed with the vlm), or NULL */
     int64_t min_pixels, max_pixels, patch, merge, temporal;
     bool glm; /* GLM-4.1V's smart_resize (see smart_resize) */
 } qwen2vl_vlm;
@@ -38,6 +43,7 @@ typedef struct qwen2vl_vlm {
 static void qwen2vl_destroy(mxl_vlm *v) {
     qwen2vl_vlm *q = (qwen2vl_vlm *)v;
     mxl_qwen2vl_vision_free(&q->tower);
+    if (q->mm) mxl_checkpoint_close(q->mm);
     mxl_free(q);
 }
 
@@ -178,6 +184,80 @@ static mxl_status read_preproc(const mxl_checkpoint *ck, qwen2vl_vlm *q, mxl_err
     return MXL_OK;
 }
 
+/* The hooks, the image text and Qwen2VLImageProcessor's defaults (CLIP's mean and std, bicubic;
+ * Qwen3-VL's configs: 0.5) of a new q (q->glm set). */
+static void init_vlm(qwen2vl_vlm *q) {
+    mxl_vlm *v = &q->base;
+    v->prepare = qwen2vl_prepare;
+    v->encode = qwen2vl_encode;
+    v->destroy = qwen2vl_destroy;
+    v->marker = v->image_text = q->glm ? "<|image|>" : "<|image_pad|>";
+    v->before = v->after = "";
+    v->causal_images = true;
+    v->mrope_grid = true;
+    v->pre = (mxl_vlm_preproc){0, 0, 3, true, true, true, 1.0 / 255.0, {0.48145466f, 0.4578275f, 0.40821073f}, {0.26862954f, 0.26130258f, 0.27577711f}};
+}
+
+/* The tower's merger width against the text model's; q's patch geometry from its tower. */
+static mxl_status check_tower(qwen2vl_vlm *q, const char *where, mxl_error *err) {
+    if (q->tower.out_hidden != q->base.text_hidden)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the vision merger's width %lld is not the text hidden size %lld", where,
+                             (long long)q->tower.out_hidden, (long long)q->base.text_hidden);
+    q->patch = q->tower.patch, q->merge = q->tower.merge, q->temporal = q->tower.temporal;
+    return MXL_OK;
+}
+
+mxl_status mxl_vlm_qwen2vl_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint *mm, mxl_vlm **out, mxl_error *err) {
+    *out = NULL;
+    qwen2vl_vlm *q = mxl_calloc(1, sizeof *q);
+    if (!q) {
+        mxl_checkpoint_close(mm);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
+    mxl_vlm *v = &q->base;
+    q->mm = mm;
+    init_vlm(q);
+    mxl_status st = mxl_qwen2vl_vision_load_gguf(mm, &q->tower, err);
+    if (st) goto fail;
+    v->family = q->tower.v25 ? "qwen2_5_vl" : q->tower.v3 ? "qwen3_vl" : "qwen2_vl";
+    v->n_deep = q->tower.n_deep;
+    v->text_hidden = ck->config.hidden_size;
+    if ((st = check_tower(q, mm->path, err))) goto fail;
+    const int64_t img = mxl_vlm_gguf_token_id(ck, v->image_text);
+    if (img < 0) {
+        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the vocabulary has no '%s' token for images", ck->path, v->image_text);
+        goto fail;
+    }
+    v->image_token = (int32_t)img;
+    mxl_vlm_gguf_mean_std(mm, &v->pre);
+    /* clip.cpp's pixel limits for these towers: 8 to 4096 tokens of (patch x merge)^2 pixels, or
+     * the mmproj's clip.vision.image_min_pixels / image_max_pixels */
+    const int64_t area = q->patch * q->patch * q->merge * q->merge;
+    q->min_pixels = 8 * area, q->max_pixels = 4096 * area;
+    static const char *const k_keys[2] = {"clip.vision.image_min_pixels", "clip.vision.image_max_pixels"};
+    int64_t *lim[2] = {&q->min_pixels, &q->max_pixels};
+    for (int i = 0; i < 2; i++) {
+        uint64_t u;
+        if (!mxl_gguf_find(mm->gguf, k_keys[i])) continue;
+        if ((st = mxl_gguf_get_u64(mm->gguf, k_keys[i], &u, err))) goto fail;
+        if (u < 1 || u > (UINT64_C(1) << 40)) {
+            st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: %s = %llu is out of range", mm->path, k_keys[i], (unsigned long long)u);
+            goto fail;
+        }
+        *lim[i] = (int64_t)u;
+    }
+    if (q->min_pixels > q->max_pixels) {
+        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: image_min_pixels is above image_max_pixels", mm->path);
+        goto fail;
+    }
+    *out = v;
+    return MXL_OK;
+fail:
+    if (err && st && !err->status) err->status = st;
+    qwen2vl_destroy(v);
+    return st ? st : MXL_ERR_FORMAT;
+}
+
 mxl_status mxl_vlm_qwen2vl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err) {
     *out = NULL;
     qwen2vl_vlm *q = mxl_calloc(1, sizeof *q);
@@ -187,13 +267,7 @@ mxl_status mxl_vlm_qwen2vl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_err
     const bool v25 = strcmp(mt, "qwen2_5_vl") == 0, v3 = strcmp(mt, "qwen3_vl") == 0 || strcmp(mt, "qwen3_vl_moe") == 0;
     q->glm = strcmp(mt, "glm4v") == 0 || strcmp(mt, "glm4v_moe") == 0;
     v->family = v25 ? "qwen2_5_vl" : v3 || q->glm ? mt : "qwen2_vl";
-    v->prepare = qwen2vl_prepare;
-    v->encode = qwen2vl_encode;
-    v->destroy = qwen2vl_destroy;
-    v->marker = v->image_text = q->glm ? "<|image|>" : "<|image_pad|>";
-    v->before = v->after = "";
-    v->causal_images = true;
-    v->mrope_grid = true;
+    init_vlm(q);
     json_t *raw = ck->config.raw;
     mxl_status st = mxl_qwen2vl_vision_load(ck, json_object_get(raw, "vision_config"), v25 ? 25 : v3 ? 3 : q->glm ? 4 : 2, &q->tower, err);
     if (st) goto fail;
@@ -201,16 +275,11 @@ mxl_status mxl_vlm_qwen2vl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_err
     /* (Glm4vConfig's default; Qwen2VLConfig's and Qwen3VLConfig's) */
     if ((st = mxl_vlm_image_token(ck, q->glm ? 151343 : 151655, &v->image_token, err))) goto fail;
     v->text_hidden = ck->config.hidden_size;
-    if (q->tower.out_hidden != v->text_hidden) {
-        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: the vision merger's width %lld is not the text hidden size %lld", ck->dir,
-                           (long long)q->tower.out_hidden, (long long)v->text_hidden);
-        goto fail;
-    }
-    /* Qwen2VLImageProcessor's defaults: CLIP's mean and std, bicubic (Qwen3-VL's configs: 0.5) */
-    v->pre = (mxl_vlm_preproc){0, 0, 3, true, true, true, 1.0 / 255.0, {0.48145466f, 0.4578275f, 0.40821073f}, {0.26862954f, 0.26130258f, 0.27577711f}};
+    char where[4200];
+    snprintf(where, sizeof where, "%s/config.json", ck->dir);
+    if ((st = check_tower(q, where, err))) goto fail;
     q->min_pixels = 56 * 56, q->max_pixels = 28 * 28 * 1280;
     if (q->glm) q->min_pixels = 112 * 112, q->max_pixels = 28 * 28 * 15000; /* (Glm4vImageProcessor's) */
-    q->patch = q->tower.patch, q->merge = q->tower.merge, q->temporal = q->tower.temporal;
     if ((st = read_preproc(ck, q, err))) goto fail;
     if (q->patch != q->tower.patch || q->merge != q->tower.merge || q->temporal != q->tower.temporal) {
         st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the preprocessor's patch_size / merge_size / temporal_patch_size differ from the vision tower's", ck->dir);

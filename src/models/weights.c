@@ -115,6 +115,23 @@ mxl_status mxl_weights_gather_rows(mxl_arena *arena, const mxl_weight *w, const 
     return MXL_OK;
 }
 
+mxl_status mxl_weights_concat_rows(mxl_arena *arena, const mxl_weight *parts, int n, const char *name, mxl_weight *out, mxl_error *err) {
+    int64_t rows = 0;
+    for (int i = 0; i < n; i++) {
+        if (parts[i].kind == MXL_W_MLX || parts[i].kind != parts[0].kind || parts[i].dtype != parts[0].dtype || parts[i].cols != parts[0].cols)
+            return mxl_error_set(err, MXL_ERR_FORMAT, "the parts of '%s' differ in type or width", name);
+        rows += parts[i].rows;
+    }
+    const int64_t rb = n > 0 ? mxl_weight_row_bytes(&parts[0]) : -1;
+    if (rb <= 0) return mxl_error_set(err, MXL_ERR_FORMAT, "tensor '%s': bad row size", name);
+    uint8_t *c = mxl_arena_alloc(arena, (size_t)(rows * rb), 64);
+    if (!c) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    *out = parts[0];
+    out->rows = rows, out->data = c, out->prepared = NULL;
+    for (int i = 0; i < n; c += parts[i].rows * rb, i++) memcpy(c, parts[i].data, (size_t)(parts[i].rows * rb));
+    return MXL_OK;
+}
+
 mxl_status mxl_weights_vector_f32(mxl_arena *arena, const mxl_tensor *t, const char *name, int64_t n,
                                   const float **out, mxl_error *err) {
     *out = NULL;

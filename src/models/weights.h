@@ -22,6 +22,10 @@ mxl_status mxl_weights_matrix_transposed(mxl_arena *arena, const mxl_tensor *t, 
  * (GPT-NeoX query_key_value: q, k, v per head). Refuses an index outside w, naming `name`. */
 mxl_status mxl_weights_gather_rows(mxl_arena *arena, const mxl_weight *w, const int64_t *idx, int64_t n, const char *name,
                                    mxl_weight *out, mxl_error *err);
+/* An owned copy (from `arena`) of the n parts' rows one after another (a projection a file stores
+ * split that runs fused: llama.cpp's mmproj q / k / v). The parts share kind (dense or GGUF
+ * blocks), dtype and cols, else the call is refused naming `name`. */
+mxl_status mxl_weights_concat_rows(mxl_arena *arena, const mxl_weight *parts, int n, const char *name, mxl_weight *out, mxl_error *err);
 /* A view of rows [r0, r0 + n) of w (any kind: dense, GGUF blocks, MLX), for fused projections
  * (Phi-3 qkv_proj / gate_up_proj, GPT-2 c_attn). Refuses a range outside w, naming `name`. */
 /* stack matrices stored [stack, cols (in), rows (out)] (transformers' own Llama 4 / GPT-OSS

@@ -59,7 +59,9 @@ static int greedy_run(const mxl_decoder *d, mxl_threadpool *pool, bool reference
     return st ? -1 : same;
 }
 
-static void check_family(const char *fam, int *mxl_test_failed_) {
+/* fam's transformers references against its checkpoint (gguf: llama.cpp's text GGUF with its
+ * mmproj beside it, gen_vlm_gguf_fixtures.py, which gives the mmproj the processor's pixel limits) */
+static void check_family(const char *fam, bool gguf, int *mxl_test_failed_) {
     char rel[256];
     snprintf(rel, sizeof rel, "tests/fixtures/vlm/%s/reference.json", fam);
     json_t *ref = mxl_test_load_json(rel);
@@ -69,9 +71,10 @@ static void check_family(const char *fam, int *mxl_test_failed_) {
     mxl_vlm *v = NULL;
     mxl_threadpool *pool = NULL;
     REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
-    REQUIRE(mxl_checkpoint_open(path_of(fam, "/model"), &ck, &err) == MXL_OK);
+    REQUIRE(mxl_checkpoint_open(path_of(fam, gguf ? "_gguf/model.gguf" : "/model"), &ck, &err) == MXL_OK);
     if (mxl_vlm_load(ck, &v, &err)) fprintf(stderr, "  %s\n", err.msg);
     REQUIRE(v);
+    const char *form = gguf ? "gguf+mmproj" : "safetensors";
     const int32_t img = (int32_t)json_integer_value(json_object_get(ref, "image_token"));
     CHECK_EQ_INT(v->image_token, img);
     CHECK(v->mrope_grid);
@@ -96,14 +99,14 @@ static void check_family(const char *fam, int *mxl_test_failed_) {
         REQUIRE(in[i].n_pixels == json_array_size(pv));
         double md;
         mxl_test_vec_vs_json(in[i].pixels, pv, (int64_t)in[i].n_pixels, &md, NULL);
-        fprintf(stderr, "  %s processor %s -> %lldx%lld patches: max |diff| %.2e\n", fam, json_string_value(json_object_get(im_ref, "file")),
+        fprintf(stderr, "  %s %s processor %s -> %lldx%lld patches: max |diff| %.2e\n", fam, form, json_string_value(json_object_get(im_ref, "file")),
                 (long long)gh, (long long)gw, md);
         CHECK(md <= 1e-6);
         feat[i] = mxl_malloc(mxl_vlm_rows_floats(v, &in[i]) * sizeof(float));
         REQUIRE(v->encode(v, &in[i], pool, feat[i], &err) == MXL_OK);
         double cs;
         mxl_test_vec_vs_json(feat[i], json_object_get(im_ref, "features"), in[i].n_tokens * v->text_hidden, &md, &cs);
-        fprintf(stderr, "  %s image %d features: max |diff| %.2e, cosine %.7f\n", fam, i, md, cs);
+        fprintf(stderr, "  %s %s image %d features: max |diff| %.2e, cosine %.7f\n", fam, form, i, md, cs);
         CHECK(md < 1e-4);
     }
 
@@ -165,7 +168,7 @@ static void check_family(const char *fam, int *mxl_test_failed_) {
             const int same = greedy_run(&d, pool, reference, ids, n, media, n_media, 0, greedy, lg);
             /* split after the first image: the rows after it in a second call (the state's delta) */
             const int same_split = n_media ? greedy_run(&d, pool, reference, ids, n, media, n_media, media[0].row + media[0].n + 1, greedy, lg) : same;
-            fprintf(stderr, "  %s %-10s %s: %d positions, max |diff| %.2e; greedy %d/%zu (split %d)\n", fam,
+            fprintf(stderr, "  %s %s %-10s %s: %d positions, max |diff| %.2e; greedy %d/%zu (split %d)\n", fam, form,
                     json_string_value(json_object_get(p, "name")), reference ? "[reference]" : "[fast]", compared, worst, same,
                     json_array_size(greedy), same_split);
             CHECK(compared >= 5);
@@ -183,12 +186,16 @@ static void check_family(const char *fam, int *mxl_test_failed_) {
     json_decref(ref);
 }
 
-TEST(vlm_qwen2vl_2_5_matches_transformers) { check_family("qwen2_5_vl", mxl_test_failed_); }
-TEST(vlm_qwen2vl_2_matches_transformers) { check_family("qwen2_vl", mxl_test_failed_); }
-TEST(vlm_qwen2vl_3_matches_transformers) { check_family("qwen3_vl", mxl_test_failed_); }
-TEST(vlm_qwen2vl_3_moe_matches_transformers) { check_family("qwen3_vl_moe", mxl_test_failed_); }
-TEST(vlm_qwen2vl_glm4v_matches_transformers) { check_family("glm4v", mxl_test_failed_); }
-TEST(vlm_qwen2vl_glm4v_moe_matches_transformers) { check_family("glm4v_moe", mxl_test_failed_); }
+TEST(vlm_qwen2vl_2_5_matches_transformers) { check_family("qwen2_5_vl", false, mxl_test_failed_); }
+TEST(vlm_qwen2vl_2_matches_transformers) { check_family("qwen2_vl", false, mxl_test_failed_); }
+TEST(vlm_qwen2vl_3_matches_transformers) { check_family("qwen3_vl", false, mxl_test_failed_); }
+TEST(vlm_qwen2vl_3_moe_matches_transformers) { check_family("qwen3_vl_moe", false, mxl_test_failed_); }
+TEST(vlm_qwen2vl_glm4v_matches_transformers) { check_family("glm4v", false, mxl_test_failed_); }
+TEST(vlm_qwen2vl_glm4v_moe_matches_transformers) { check_family("glm4v_moe", false, mxl_test_failed_); }
+/* llama.cpp's GGUF conversion (text model + qwen2vl / qwen2.5vl / qwen3vl mmproj) against the same references */
+TEST(vlm_qwen2vl_2_gguf_mmproj_matches_transformers) { check_family("qwen2_vl", true, mxl_test_failed_); }
+TEST(vlm_qwen2vl_2_5_gguf_mmproj_matches_transformers) { check_family("qwen2_5_vl", true, mxl_test_failed_); }
+TEST(vlm_qwen2vl_3_gguf_mmproj_matches_transformers) { check_family("qwen3_vl", true, mxl_test_failed_); }
 
 /* llama.cpp's conversion of the text model alone (gen_vlm_gguf_fixtures.py: its qwen2vl / qwen3vl
  * architecture, the M-RoPE sections as rope.dimension_sections): the text-only prompt's logits at
