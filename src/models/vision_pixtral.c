@@ -7,9 +7,11 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "io/gguf.h"
 #include "io/json_read.h"
 #include "io/safetensors.h"
 #include "models/encoder_common.h"
+#include "models/weights.h"
 
 #define PIXTRAL_EPS 1e-5f /* (PixtralRMSNorm(eps=1e-5) for ln_pre and every layer's norms) */
 
@@ -29,6 +31,80 @@ static mxl_status read_rope(const mxl_checkpoint *ck, const json_t *vc, double *
     return MXL_OK;
 }
 
+/* head_dim (hidden / heads, as PixtralVisionConfig sets it) and the rotary's frequencies */
+static mxl_status set_heads(mxl_pixtral_vision *m, double theta, const char *where, mxl_error *err) {
+    if (m->hidden % m->n_heads || (m->hidden / m->n_heads) % 4 || m->hidden / m->n_heads > 1024)
+        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %lld heads must split hidden_size %lld into heads of a multiple of 4 (at most 1024)", where,
+                             (long long)m->n_heads, (long long)m->hidden);
+    m->head_dim = m->hidden / m->n_heads;
+    for (int64_t i = 0; i < m->head_dim / 2; i++) m->inv_freq[i] = (float)(1.0 / pow(theta, (double)(2 * i) / (double)m->head_dim));
+    return MXL_OK;
+}
+
+/* The tower's tensor names: the patch Conv2d, ln_pre, and a block's (a format with %lld) norms,
+ * q / k / v / o and gate / up / down. */
+typedef struct pixtral_names {
+    const char *patch, *ln_pre, *attn_norm, *ffn_norm, *proj[7];
+    bool qk_interleaved; /* q / k rows in llama.cpp's rotary order (its converter's permute) */
+} pixtral_names;
+static const pixtral_names k_names_hf = {
+    "patch_conv.weight", "ln_pre.weight", "transformer.layers.%lld.attention_norm.weight", "transformer.layers.%lld.ffn_norm.weight",
+    {"transformer.layers.%lld.attention.q_proj.weight", "transformer.layers.%lld.attention.k_proj.weight", "transformer.layers.%lld.attention.v_proj.weight",
+     "transformer.layers.%lld.attention.o_proj.weight", "transformer.layers.%lld.feed_forward.gate_proj.weight",
+     "transformer.layers.%lld.feed_forward.up_proj.weight", "transformer.layers.%lld.feed_forward.down_proj.weight"},
+    false};
+static const pixtral_names k_names_gguf = {
+    "v.patch_embd.weight", "v.pre_ln.weight", "v.blk.%lld.ln1.weight", "v.blk.%lld.ln2.weight",
+    {"v.blk.%lld.attn_q.weight", "v.blk.%lld.attn_k.weight", "v.blk.%lld.attn_v.weight", "v.blk.%lld.attn_out.weight", "v.blk.%lld.ffn_gate.weight",
+     "v.blk.%lld.ffn_up.weight", "v.blk.%lld.ffn_down.weight"},
+    true};
+
+/* w's rows back in the halves order the rotary here takes: llama.cpp's converter stores a head's
+ * rows (half, i) at 2 i + half (LlamaModel.permute), i < head_dim / 2. */
+static mxl_status unpermute(mxl_pixtral_vision *m, mxl_weight *w, const char *name, mxl_error *err) {
+    const int64_t d = m->head_dim, n = m->n_heads * d;
+    int64_t *idx = mxl_malloc((size_t)n * sizeof *idx);
+    if (!idx) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    for (int64_t h = 0; h < m->n_heads; h++)
+        for (int64_t half = 0; half < 2; half++)
+            for (int64_t i = 0; i < d / 2; i++) idx[h * d + half * (d / 2) + i] = h * d + 2 * i + half;
+    mxl_weight src = *w;
+    mxl_status st = mxl_weights_gather_rows(&m->arena, &src, idx, n, name, w, err);
+    mxl_free(idx);
+    return st;
+}
+
+/* The patch embedding, ln_pre and every block under names nm. */
+static mxl_status bind(const mxl_enc_binder *b, const pixtral_names *nm, mxl_pixtral_vision *m, mxl_error *err) {
+    const int64_t H = m->hidden, I = m->ffn, K = 3 * m->patch * m->patch;
+    const float *pw;
+    if (mxl_enc_vector(b, H * K, &pw, "%s", nm->patch) || mxl_enc_vector(b, H, &m->ln_pre, "%s", nm->ln_pre)) return err ? err->status : MXL_ERR_FORMAT;
+    m->patch_w = (mxl_weight){.kind = MXL_W_DENSE, .dtype = MXL_DTYPE_F32, .rows = H, .cols = K, .data = pw};
+    if (m->be->ops->weight_prepare(m->be, &m->patch_w, MXL_WEIGHT_USE_GEMM, &m->arena, err)) return err ? err->status : MXL_ERR_NOMEM;
+    m->layers = mxl_arena_alloc(&m->arena, (size_t)m->n_layers * sizeof *m->layers, 64);
+    if (!m->layers) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    memset(m->layers, 0, (size_t)m->n_layers * sizeof *m->layers);
+    /* rows, cols of q, k, v, o, gate, up, down */
+    const int64_t shape[7][2] = {{H, H}, {H, H}, {H, H}, {H, H}, {I, H}, {I, H}, {H, I}};
+    for (int64_t l = 0; l < m->n_layers; l++) {
+        mxl_pixtral_layer *L = &m->layers[l];
+        const long long ll = (long long)l;
+        mxl_weight *ws[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wg, &L->wu, &L->wd};
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+        if (mxl_enc_vector(b, H, &L->attn_norm, nm->attn_norm, ll) || mxl_enc_vector(b, H, &L->ffn_norm, nm->ffn_norm, ll))
+            return err ? err->status : MXL_ERR_FORMAT;
+        for (int i = 0; i < 7; i++)
+            if (mxl_enc_matrix(b, shape[i][0], shape[i][1], ws[i], nm->proj[i], ll)) return err ? err->status : MXL_ERR_FORMAT;
+#pragma GCC diagnostic pop
+        mxl_status st;
+        if (nm->qk_interleaved && ((st = unpermute(m, &L->wq, "attn_q", err)) || (st = unpermute(m, &L->wk, "attn_k", err)))) return st;
+        for (int i = 0; i < 7; i++)
+            if ((st = m->be->ops->weight_prepare(m->be, ws[i], MXL_WEIGHT_USE_GEMM, &m->arena, err))) return st;
+    }
+    return MXL_OK;
+}
+
 mxl_status mxl_pixtral_vision_load(const mxl_checkpoint *ck, const json_t *vc, mxl_pixtral_vision *m, mxl_error *err) {
     memset(m, 0, sizeof *m);
     mxl_arena_init(&m->arena, 64 * 1024);
@@ -43,14 +119,11 @@ mxl_status mxl_pixtral_vision_load(const mxl_checkpoint *ck, const json_t *vc, m
         (st = mxl_enc_subcfg_int(ck, vc, "vision_config", "num_attention_heads", 16, 1, 1024, &m->n_heads, err)) ||
         (st = mxl_enc_subcfg_int(ck, vc, "vision_config", "patch_size", 16, 1, 1 << 10, &m->patch, err)) || (st = mxl_enc_subcfg_int(ck, vc, "vision_config", "num_channels", 3, 3, 3, &ch, err)))
         return st;
-    /* (head_dim = hidden_size / num_attention_heads: PixtralVisionConfig sets it so) */
-    if (m->hidden % m->n_heads || (m->hidden / m->n_heads) % 4 || m->hidden / m->n_heads > 1024)
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s/config.json: vision_config: %lld heads must split hidden_size %lld into heads of a multiple of 4 (at most 1024)",
-                             ck->dir, (long long)m->n_heads, (long long)m->hidden);
-    m->head_dim = m->hidden / m->n_heads;
     double theta;
     if ((st = read_rope(ck, vc, &theta, err))) return st;
-    for (int64_t i = 0; i < m->head_dim / 2; i++) m->inv_freq[i] = (float)(1.0 / pow(theta, (double)(2 * i) / (double)m->head_dim));
+    char where[4200];
+    snprintf(where, sizeof where, "%s/config.json: vision_config", ck->dir);
+    if ((st = set_heads(m, theta, where, err))) return st;
     const json_t *act = json_object_get(vc, "hidden_act");
     char what[4200];
     snprintf(what, sizeof what, "%s/config.json: vision_config.hidden_act", ck->dir);
@@ -60,7 +133,7 @@ mxl_status mxl_pixtral_vision_load(const mxl_checkpoint *ck, const json_t *vc, m
     const char *prefix = mxl_enc_find_prefix(ck, k_prefixes, "patch_conv.weight");
     if (!prefix) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor 'vision_tower.patch_conv.weight' is missing (the Pixtral vision tower)", ck->path);
     mxl_enc_binder b = {ck, &m->arena, prefix, err};
-    const int64_t H = m->hidden, I = m->ffn, P = m->patch, K = 3 * P * P;
+    const int64_t H = m->hidden, P = m->patch;
     /* the Conv2d's [hidden, 3, p, p] (a channels-last [hidden, p, p, 3], as MLX conversions store
      * it, holds the same count in another order: refused rather than misread) */
     char pname[512];
@@ -77,30 +150,35 @@ mxl_status mxl_pixtral_vision_load(const mxl_checkpoint *ck, const json_t *vc, m
                              (long long)H, (long long)P, (long long)P);
     if (mxl_enc_has(&b, "patch_conv.bias"))
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the Pixtral tower's patch_conv has a bias (Pixtral's Conv2d has none)", ck->path);
-    const float *pw;
-    if (mxl_enc_vector(&b, H * K, &pw, "patch_conv.weight") || mxl_enc_vector(&b, H, &m->ln_pre, "ln_pre.weight")) return err ? err->status : MXL_ERR_FORMAT;
-    m->patch_w = (mxl_weight){.kind = MXL_W_DENSE, .dtype = MXL_DTYPE_F32, .rows = H, .cols = K, .data = pw};
-    if (m->be->ops->weight_prepare(m->be, &m->patch_w, MXL_WEIGHT_USE_GEMM, &m->arena, err)) return err ? err->status : MXL_ERR_NOMEM;
-    m->layers = mxl_arena_alloc(&m->arena, (size_t)m->n_layers * sizeof *m->layers, 64);
-    if (!m->layers) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
-    memset(m->layers, 0, (size_t)m->n_layers * sizeof *m->layers);
-    for (int64_t l = 0; l < m->n_layers; l++) {
-        mxl_pixtral_layer *L = &m->layers[l];
-        const char *t = "transformer.layers.%lld.";
-        char pre[64];
-        snprintf(pre, sizeof pre, t, (long long)l);
-        if (mxl_enc_vector(&b, H, &L->attn_norm, "%sattention_norm.weight", pre) || mxl_enc_vector(&b, H, &L->ffn_norm, "%sffn_norm.weight", pre) ||
-            mxl_enc_matrix(&b, H, H, &L->wq, "%sattention.q_proj.weight", pre) || mxl_enc_matrix(&b, H, H, &L->wk, "%sattention.k_proj.weight", pre) ||
-            mxl_enc_matrix(&b, H, H, &L->wv, "%sattention.v_proj.weight", pre) || mxl_enc_matrix(&b, H, H, &L->wo, "%sattention.o_proj.weight", pre) ||
-            mxl_enc_matrix(&b, I, H, &L->wg, "%sfeed_forward.gate_proj.weight", pre) ||
-            mxl_enc_matrix(&b, I, H, &L->wu, "%sfeed_forward.up_proj.weight", pre) ||
-            mxl_enc_matrix(&b, H, I, &L->wd, "%sfeed_forward.down_proj.weight", pre))
-            return err ? err->status : MXL_ERR_FORMAT;
-        mxl_weight *ws[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wg, &L->wu, &L->wd};
-        for (int i = 0; i < 7; i++)
-            if ((st = m->be->ops->weight_prepare(m->be, ws[i], MXL_WEIGHT_USE_GEMM, &m->arena, err))) return st;
+    return bind(&b, &k_names_hf, m, err);
+}
+
+/* ---- llama.cpp's mmproj GGUF (projector type pixtral: convert_hf_to_gguf.py's
+ * PixtralModel / LlavaVisionModel): clip.vision.embedding_length, feed_forward_length,
+ * block_count, attention.head_count, patch_size; the Conv2d v.patch_embd.weight [H, 3, P, P],
+ * v.pre_ln, per block ln1 / ln2 and attn_q / k / v / out, ffn_gate / up / down (no biases; q and
+ * k in llama.cpp's rotary row order, put back); the rotary's theta 10000 and the SiLU MLP
+ * (clip.use_silu), as clip.cpp runs the tower. */
+mxl_status mxl_pixtral_vision_load_gguf(const mxl_checkpoint *mm, mxl_pixtral_vision *m, mxl_error *err) {
+    memset(m, 0, sizeof *m);
+    mxl_arena_init(&m->arena, 64 * 1024);
+    m->be = mxl_backend_host();
+    static const char *const k_keys[5] = {"clip.vision.embedding_length", "clip.vision.feed_forward_length", "clip.vision.block_count",
+                                          "clip.vision.attention.head_count", "clip.vision.patch_size"};
+    int64_t *dst[5] = {&m->hidden, &m->ffn, &m->n_layers, &m->n_heads, &m->patch};
+    static const int64_t k_max[5] = {1 << 16, 1 << 18, 1024, 1024, 1 << 10};
+    for (int i = 0; i < 5; i++) {
+        uint64_t u;
+        mxl_status st = mxl_gguf_get_u64(mm->gguf, k_keys[i], &u, err);
+        if (st) return st;
+        if (u < 1 || u > (uint64_t)k_max[i]) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: %s = %llu is out of range", mm->path, k_keys[i], (unsigned long long)u);
+        *dst[i] = (int64_t)u;
     }
-    return MXL_OK;
+    mxl_status st = set_heads(m, 10000.0, mm->path, err);
+    if (st) return st;
+    m->act = MXL_ACT_SILU;
+    mxl_enc_binder b = {mm, &m->arena, "", err};
+    return bind(&b, &k_names_gguf, m, err);
 }
 
 void mxl_pixtral_vision_free(mxl_pixtral_vision *m) {

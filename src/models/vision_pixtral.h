@@ -46,6 +46,8 @@ typedef struct mxl_pixtral_vision {
 
 /* vision_config: the config.json object describing the tower. */
 mxl_status mxl_pixtral_vision_load(const mxl_checkpoint *ck, const json_t *vision_config, mxl_pixtral_vision *out, mxl_error *err);
+/* The same tower from llama.cpp's mmproj GGUF mm (projector type pixtral; names: vision_pixtral.c). */
+mxl_status mxl_pixtral_vision_load_gguf(const mxl_checkpoint *mm, mxl_pixtral_vision *out, mxl_error *err);
 void mxl_pixtral_vision_free(mxl_pixtral_vision *m);
 /* out [rows * cols, n_sel * hidden] = concat over k of hidden_states[layers[k]] (each in
  * 0..n_layers) for pixels [3, rows * patch, cols * patch]; runs the layers up to the deepest one

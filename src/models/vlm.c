@@ -87,6 +87,7 @@ static mxl_status load_mmproj(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error
     }
     if (pt.len == 6 && memcmp(pt.data, "gemma3", 6) == 0) return mxl_vlm_gemma3_load_mmproj(ck, mm, out, err);
     if (pt.len == 8 && memcmp(pt.data, "idefics3", 8) == 0) return mxl_vlm_idefics3_load_mmproj(ck, mm, out, err);
+    if (pt.len == 7 && memcmp(pt.data, "pixtral", 7) == 0) return mxl_vlm_pixtral_load_mmproj(ck, mm, out, err);
     if ((pt.len == 14 && (memcmp(pt.data, "qwen2vl_merger", 14) == 0 || memcmp(pt.data, "qwen3vl_merger", 14) == 0)) ||
         (pt.len == 16 && memcmp(pt.data, "qwen2.5vl_merger", 16) == 0))
         return mxl_vlm_qwen2vl_load_mmproj(ck, mm, out, err);

@@ -164,6 +164,7 @@ mxl_status mxl_vlm_internvl_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_er
 mxl_status mxl_vlm_idefics2_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 mxl_status mxl_vlm_idefics3_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err); /* idefics3, smolvlm */
 mxl_status mxl_vlm_idefics3_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint *mm, mxl_vlm **out, mxl_error *err);
+mxl_status mxl_vlm_pixtral_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint *mm, mxl_vlm **out, mxl_error *err);
 mxl_status mxl_vlm_qwen2vl_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint *mm, mxl_vlm **out, mxl_error *err);
 
 #endif

@@ -31,6 +31,7 @@
 #include "core/alloc.h"
 #include "core/strbuf.h"
 #include "image/resize.h"
+#include "io/gguf.h"
 #include "io/json_read.h"
 #include "models/encoder_common.h"
 #include "models/vision_pixtral.h"
@@ -58,12 +59,14 @@ typedef struct pixtral_vlm {
     int64_t unit;              /* patch_size * spatial_merge_size */
     int64_t max_h, max_w;
     char img[64], brk[64], end[64]; /* "[IMG]", "[IMG_BREAK]", "[IMG_END]" */
+    mxl_checkpoint *mm;        /* the mmproj GGUF the tower was read from (closed with the vlm), or NULL */
 } pixtral_vlm;
 
 static void pixtral_destroy(mxl_vlm *v) {
     pixtral_vlm *g = (pixtral_vlm *)v;
     mxl_pixtral_vision_free(&g->tower);
     mxl_arena_free(&g->arena);
+    if (g->mm) mxl_checkpoint_close(g->mm);
     mxl_free(g);
 }
 
@@ -285,10 +288,10 @@ static mxl_status read_layers(const mxl_checkpoint *ck, pixtral_vlm *g, mxl_erro
     return st;
 }
 
-static mxl_status load(const mxl_checkpoint *ck, bool mistral3, mxl_vlm **out, mxl_error *err) {
-    *out = NULL;
+/* A new vlm with its hooks and Pixtral's image tokens (NULL: out of memory). */
+static pixtral_vlm *new_vlm(bool mistral3) {
     pixtral_vlm *g = mxl_calloc(1, sizeof *g);
-    if (!g) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    if (!g) return NULL;
     mxl_arena_init(&g->arena, 4096);
     g->be = mxl_backend_host();
     g->mistral3 = mistral3;
@@ -302,6 +305,28 @@ static mxl_status load(const mxl_checkpoint *ck, bool mistral3, mxl_vlm **out, m
     v->destroy = pixtral_destroy;
     v->causal_images = true;
     v->before = v->after = "";
+    return g;
+}
+
+/* The projector's weights prepared; the default image's token count; the image marker. */
+static mxl_status finish(pixtral_vlm *g, mxl_error *err) {
+    mxl_vlm *v = &g->base;
+    mxl_status st;
+    if ((st = g->be->ops->weight_prepare(g->be, &g->w1, MXL_WEIGHT_USE_GEMM, &g->arena, err)) ||
+        (st = g->be->ops->weight_prepare(g->be, &g->w2, MXL_WEIGHT_USE_GEMM, &g->arena, err)) ||
+        (g->mistral3 && (st = g->be->ops->weight_prepare(g->be, &g->wm, MXL_WEIGHT_USE_GEMM, &g->arena, err))))
+        return st;
+    /* (the default image: the largest, whose token count tokens_per_image gives) */
+    v->tokens_per_image = (v->pre.width / g->unit) * (v->pre.height / g->unit);
+    v->marker = v->image_text = g->img;
+    return MXL_OK;
+}
+
+static mxl_status load(const mxl_checkpoint *ck, bool mistral3, mxl_vlm **out, mxl_error *err) {
+    *out = NULL;
+    pixtral_vlm *g = new_vlm(mistral3);
+    if (!g) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    mxl_vlm *v = &g->base;
     json_t *raw = ck->config.raw, *vc = json_object_get(raw, "vision_config");
     mxl_status st = mxl_pixtral_vision_load(ck, vc, &g->tower, err);
     if (st) goto fail;
@@ -359,14 +384,78 @@ static mxl_status load(const mxl_checkpoint *ck, bool mistral3, mxl_vlm **out, m
         st = err ? err->status : MXL_ERR_FORMAT;
         goto fail;
     }
-    if ((st = g->be->ops->weight_prepare(g->be, &g->w1, MXL_WEIGHT_USE_GEMM, &g->arena, err)) ||
-        (st = g->be->ops->weight_prepare(g->be, &g->w2, MXL_WEIGHT_USE_GEMM, &g->arena, err)) ||
-        (mistral3 && (st = g->be->ops->weight_prepare(g->be, &g->wm, MXL_WEIGHT_USE_GEMM, &g->arena, err))))
+    if ((st = read_processor(ck, g, err)) || (st = finish(g, err))) goto fail;
+    *out = v;
+    return MXL_OK;
+fail:
+    if (err && st && !err->status) err->status = st;
+    pixtral_destroy(v);
+    return st ? st : MXL_ERR_FORMAT;
+}
+
+/* llama.cpp's mmproj of projector type pixtral: LLaVA's two-layer projector mm.1 / mm.2 (biases
+ * when the file has them), or Mistral 3's when it holds mm.patch_merger.weight (mm.input_norm,
+ * clip.vision.spatial_merge_size, default 2; the norm's eps the text model's). The processor:
+ * longest edge clip.vision.preproc_image_size, else the tower's image_size (the released models'
+ * processors use the tower's size), the mmproj's mean / std, BICUBIC; the last block's features. */
+mxl_status mxl_vlm_pixtral_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint *mm, mxl_vlm **out, mxl_error *err) {
+    *out = NULL;
+    const bool mistral3 = mxl_gguf_find_tensor(mm->gguf, "mm.patch_merger.weight") != NULL;
+    pixtral_vlm *g = new_vlm(mistral3);
+    if (!g) {
+        mxl_checkpoint_close(mm);
+        return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
+    }
+    g->mm = mm;
+    mxl_vlm *v = &g->base;
+    mxl_status st = mxl_pixtral_vision_load_gguf(mm, &g->tower, err);
+    if (st) goto fail;
+    g->n_sel = 1, g->layers[0] = g->tower.n_layers;
+    g->merge = 1;
+    uint64_t u;
+    if (mistral3) {
+        g->merge = 2;
+        if (mxl_gguf_find(mm->gguf, "clip.vision.spatial_merge_size")) {
+            if ((st = mxl_gguf_get_u64(mm->gguf, "clip.vision.spatial_merge_size", &u, err))) goto fail;
+            if (u < 1 || u > 64) {
+                st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: clip.vision.spatial_merge_size %llu is out of range", mm->path, (unsigned long long)u);
+                goto fail;
+            }
+            g->merge = (int64_t)u;
+        }
+        g->norm_eps = ck->config.rms_norm_eps > 0 ? (float)ck->config.rms_norm_eps : 1e-5f;
+    }
+    g->act = MXL_ACT_GELU_ERF; /* (projector_hidden_act gelu, as LlavaConfig / Mistral3Config default it) */
+    const int64_t img = mxl_vlm_gguf_token_id(ck, g->img);
+    if (img < 0 || mxl_vlm_gguf_token_id(ck, g->brk) < 0 || mxl_vlm_gguf_token_id(ck, g->end) < 0) {
+        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: the vocabulary has no '%s' / '%s' / '%s' tokens for images", ck->path, g->img, g->brk, g->end);
         goto fail;
-    if ((st = read_processor(ck, g, err))) goto fail;
-    /* (the default image: the largest, whose token count tokens_per_image gives) */
-    v->tokens_per_image = (v->pre.width / g->unit) * (v->pre.height / g->unit);
-    v->marker = v->image_text = g->img;
+    }
+    v->image_token = (int32_t)img;
+    v->text_hidden = ck->config.hidden_size;
+    const int64_t Hv = g->tower.hidden, Ht = v->text_hidden;
+    mxl_enc_binder b = {mm, &g->arena, "", err};
+    const bool bias = mxl_enc_has(&b, "mm.1.bias");
+    if (mxl_enc_matrix(&b, Ht, Hv, &g->w1, "mm.1.weight") || mxl_enc_matrix(&b, Ht, Ht, &g->w2, "mm.2.weight") ||
+        (bias && (mxl_enc_vector(&b, Ht, &g->b1, "mm.1.bias") || mxl_enc_vector(&b, Ht, &g->b2, "mm.2.bias"))) ||
+        (mistral3 && (mxl_enc_vector(&b, Hv, &g->norm, "mm.input_norm.weight") ||
+                      mxl_enc_matrix(&b, Hv, Hv * g->merge * g->merge, &g->wm, "mm.patch_merger.weight")))) {
+        st = err ? err->status : MXL_ERR_FORMAT;
+        goto fail;
+    }
+    mxl_vlm_preproc *p = &v->pre;
+    *p = (mxl_vlm_preproc){0, 0, 3, true, true, true, 1.0 / 255.0, {0.48145466f, 0.4578275f, 0.40821073f}, {0.26862954f, 0.26130258f, 0.27577711f}};
+    mxl_vlm_gguf_mean_std(mm, p);
+    g->unit = g->tower.patch * g->merge;
+    const char *edge = mxl_gguf_find(mm->gguf, "clip.vision.preproc_image_size") ? "clip.vision.preproc_image_size" : "clip.vision.image_size";
+    if ((st = mxl_gguf_get_u64(mm->gguf, edge, &u, err))) goto fail;
+    if (u < (uint64_t)g->unit || u > (1u << 15)) {
+        st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: %s %llu is out of range", mm->path, edge, (unsigned long long)u);
+        goto fail;
+    }
+    g->max_h = g->max_w = (int64_t)u;
+    p->width = g->max_w / g->unit * g->unit, p->height = g->max_h / g->unit * g->unit;
+    if ((st = finish(g, err))) goto fail;
     *out = v;
     return MXL_OK;
 fail:

@@ -30,7 +30,16 @@
 
 static const char *model_dir(const char *name) { return mxl_test_vlm_model_dir(name); }
 
-static void check_case(const char *name, const char *family, int *mxl_test_failed_) {
+/* the fixture's safetensors directory, or (gguf) llama.cpp's text GGUF with its pixtral mmproj
+ * beside it (gen_vlm_gguf_fixtures.py: the processor's longest edge as preproc_image_size) */
+static const char *model_path(const char *name, bool gguf) {
+    static char p[4096];
+    if (!gguf) return model_dir(name);
+    snprintf(p, sizeof p, "%s/tests/fixtures/vlm/%s_gguf/model.gguf", mxl_test_repo_root(), name);
+    return p;
+}
+
+static void check_case(const char *name, const char *family, bool gguf, int *mxl_test_failed_) {
     char rel[256];
     snprintf(rel, sizeof rel, "tests/fixtures/vlm/%s/reference.json", name);
     json_t *ref = mxl_test_load_json(rel);
@@ -40,9 +49,10 @@ static void check_case(const char *name, const char *family, int *mxl_test_faile
     mxl_vlm *v = NULL;
     mxl_threadpool *pool = NULL;
     REQUIRE(mxl_threadpool_create(2, &pool, &err) == MXL_OK);
-    REQUIRE(mxl_checkpoint_open(model_dir(name), &ck, &err) == MXL_OK);
+    REQUIRE(mxl_checkpoint_open(model_path(name, gguf), &ck, &err) == MXL_OK);
     if (mxl_vlm_load(ck, &v, &err)) fprintf(stderr, "  %s\n", err.msg);
     REQUIRE(v);
+    const char *form = gguf ? "gguf+mmproj" : "safetensors";
     CHECK_EQ_STR(v->family, family);
     CHECK_EQ_INT(v->pre.resample, 3);
     CHECK(v->causal_images);
@@ -67,8 +77,8 @@ static void check_case(const char *name, const char *family, int *mxl_test_faile
         CHECK(v->encode(v, &in[i], pool, feat[i], &err) == MXL_OK);
         double md, cs;
         mxl_test_vec_vs_json(feat[i], json_array_get(json_object_get(ref, "image_features"), (size_t)i), T * Ht, &md, &cs);
-        fprintf(stderr, "  %s image %d (%lldx%lld, %lld tokens) features: max |diff| %.2e, cosine %.7f\n", name, i, (long long)w, (long long)h, (long long)T,
-                md, cs);
+        fprintf(stderr, "  %s %s image %d (%lldx%lld, %lld tokens) features: max |diff| %.2e, cosine %.7f\n", name, form, i, (long long)w, (long long)h,
+                (long long)T, md, cs);
         CHECK(md < 1e-4);
     }
     /* a wrong token count or size is refused */
@@ -103,7 +113,7 @@ static void check_case(const char *name, const char *family, int *mxl_test_faile
             CHECK(mxl_vlm_media_blocks(v, ids, (size_t)n, in, n_img, media, bimg, off, 32, &n_media, &err) == MXL_OK);
             for (int b = 0; b < n_media; b++) media[b].emb = feat[bimg[b]] + off[b] * Ht;
             char label[128];
-            snprintf(label, sizeof label, "%s %-10s", name, json_string_value(json_object_get(p, "name")));
+            snprintf(label, sizeof label, "%s %s %-10s", name, form, json_string_value(json_object_get(p, "name")));
             mxl_test_vlm_check_prompt(&d, ids, n, media, n_media, img, logits, json_object_get(p, "greedy"), reference, tol, MAXN, pool,
                                       label, mxl_test_failed_);
         }
@@ -119,14 +129,16 @@ static void check_case(const char *name, const char *family, int *mxl_test_faile
     json_decref(ref);
 }
 
-TEST(vlm_mistral3_matches_transformers) { check_case("mistral3", "mistral3", mxl_test_failed_); }
-TEST(vlm_llava_pixtral_matches_transformers) { check_case("llava_pixtral", "llava", mxl_test_failed_); }
+TEST(vlm_mistral3_matches_transformers) { check_case("mistral3", "mistral3", false, mxl_test_failed_); }
+TEST(vlm_llava_pixtral_matches_transformers) { check_case("llava_pixtral", "llava", false, mxl_test_failed_); }
+TEST(vlm_mistral3_gguf_mmproj_matches_transformers) { check_case("mistral3", "mistral3", true, mxl_test_failed_); }
+TEST(vlm_llava_pixtral_gguf_mmproj_matches_transformers) { check_case("llava_pixtral", "llava", true, mxl_test_failed_); }
 
 /* The committed images (45x30, 40x56, 70x24) through the family's processor against the pixel
  * values and image sizes PixtralProcessor (PIL image processor) gave them; the expanded prompt's
  * [IMG] rows, [IMG_BREAK]s and [IMG_END] against the processor's ids; its [IMG] runs mapped to the
  * images, one causal block per row. */
-static void check_processor(const char *name, int *mxl_test_failed_) {
+static void check_processor(const char *name, bool gguf, int *mxl_test_failed_) {
     char rel[256];
     snprintf(rel, sizeof rel, "tests/fixtures/vlm/%s/reference.json", name);
     json_t *ref = mxl_test_load_json(rel);
@@ -137,7 +149,7 @@ static void check_processor(const char *name, int *mxl_test_failed_) {
     mxl_error err;
     mxl_checkpoint *ck = NULL;
     mxl_vlm *v = NULL;
-    REQUIRE(mxl_checkpoint_open(model_dir(name), &ck, &err) == MXL_OK);
+    REQUIRE(mxl_checkpoint_open(model_path(name, gguf), &ck, &err) == MXL_OK);
     REQUIRE(mxl_vlm_load(ck, &v, &err) == MXL_OK && v);
     json_t *c;
     size_t ci;
@@ -163,8 +175,8 @@ static void check_processor(const char *name, int *mxl_test_failed_) {
                 if (pv && (int64_t)in[i].n_pixels == 3 * h * w) {
                     double md;
                     mxl_test_vec_vs_json(in[i].pixels, json_array_get(pv, (size_t)i), (int64_t)in[i].n_pixels, &md, NULL);
-                    fprintf(stderr, "  %s processor %s (-> %lldx%lld): max |diff| %.2e\n", name, json_string_value(json_array_get(files, (size_t)i)),
-                            (long long)w, (long long)h, md);
+                    fprintf(stderr, "  %s %s processor %s (-> %lldx%lld): max |diff| %.2e\n", name, gguf ? "gguf+mmproj" : "safetensors",
+                            json_string_value(json_array_get(files, (size_t)i)), (long long)w, (long long)h, md);
                     CHECK(md <= 1e-6); /* (the fixture's 6 decimals) */
                     compared++;
                 }
@@ -220,8 +232,10 @@ static void check_processor(const char *name, int *mxl_test_failed_) {
     json_decref(ref);
 }
 
-TEST(vlm_mistral3_pixels_match_processor) { check_processor("mistral3", mxl_test_failed_); }
-TEST(vlm_llava_pixtral_pixels_match_processor) { check_processor("llava_pixtral", mxl_test_failed_); }
+TEST(vlm_mistral3_pixels_match_processor) { check_processor("mistral3", false, mxl_test_failed_); }
+TEST(vlm_llava_pixtral_pixels_match_processor) { check_processor("llava_pixtral", false, mxl_test_failed_); }
+TEST(vlm_mistral3_gguf_pixels_match_processor) { check_processor("mistral3", true, mxl_test_failed_); }
+TEST(vlm_llava_pixtral_gguf_pixels_match_processor) { check_processor("llava_pixtral", true, mxl_test_failed_); }
 
 
 /* The named fixture with `patch` applied to config.json refuses to load its vision side with want
