@@ -25,6 +25,7 @@ static bool has_tower(const mxl_checkpoint *ck) {
                                           "model.vision_model.embeddings.patch_embedding.weight", /* (Idefics3, SmolVLM) */
                                           "vision_tower.embeddings.cls_token", "model.vision_tower.embeddings.cls_token", /* (InternVL) */
                                           "visual.patch_embed.proj.weight", "model.visual.patch_embed.proj.weight",
+                                          "vision_tower.patch_embed.proj.weight", /* (mlx-vlm's Qwen-VL) */
                                           "vision_tower.patch_conv.weight", /* (Pixtral) */
                                           "model.vision_tower.patch_conv.weight", NULL};
     for (int i = 0; k_probe[i]; i++)

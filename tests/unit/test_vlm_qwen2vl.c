@@ -192,6 +192,9 @@ TEST(vlm_qwen2vl_3_matches_transformers) { check_family("qwen3_vl", false, mxl_t
 TEST(vlm_qwen2vl_3_moe_matches_transformers) { check_family("qwen3_vl_moe", false, mxl_test_failed_); }
 TEST(vlm_qwen2vl_glm4v_matches_transformers) { check_family("glm4v", false, mxl_test_failed_); }
 TEST(vlm_qwen2vl_glm4v_moe_matches_transformers) { check_family("glm4v_moe", false, mxl_test_failed_); }
+/* mlx-vlm's 4-bit conversion (gen_vlm_mlx_fixtures.py: the language model quantized, the tower
+ * dense with its Conv3d channels-last) against mlx-vlm's own outputs */
+TEST(vlm_qwen2vl_2_mlx_vlm_matches_mlx_vlm) { check_family("qwen2_vl_mlx", false, mxl_test_failed_); }
 /* llama.cpp's GGUF conversion (text model + qwen2vl / qwen2.5vl / qwen3vl mmproj) against the same references */
 TEST(vlm_qwen2vl_2_gguf_mmproj_matches_transformers) { check_family("qwen2_vl", true, mxl_test_failed_); }
 TEST(vlm_qwen2vl_2_5_gguf_mmproj_matches_transformers) { check_family("qwen2_5_vl", true, mxl_test_failed_); }
