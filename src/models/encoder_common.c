@@ -98,6 +98,24 @@ mxl_status mxl_enc_vector(const mxl_enc_binder *b, int64_t n, const float **out,
     return st;
 }
 
+mxl_status mxl_enc_conv_weight(const mxl_enc_binder *b, int64_t out, int64_t in_c, int64_t k, const float **w, const char *name) {
+    if (mxl_enc_vector(b, out * in_c * k, w, "%s", name)) return b->err ? b->err->status : MXL_ERR_FORMAT;
+    char full[512];
+    snprintf(full, sizeof full, "%s%s", b->prefix, name);
+    const mxl_tensor *t = lookup(b, full, false);
+    if (!t || t->ndim < 3 || t->shape[0] != out || t->shape[1] == in_c) return MXL_OK;
+    if (t->shape[t->ndim - 1] != in_c)
+        return mxl_error_set(b->err, MXL_ERR_FORMAT, "%s: tensor '%s' is neither [%lld, %lld, ...] nor channels-last [%lld, ..., %lld]", b->ck->path, full,
+                             (long long)out, (long long)in_c, (long long)out, (long long)in_c);
+    float *c = mxl_arena_alloc(b->arena, (size_t)(out * in_c * k) * sizeof(float), 64);
+    if (!c) return mxl_error_set(b->err, MXL_ERR_NOMEM, "out of memory");
+    for (int64_t o = 0; o < out; o++)
+        for (int64_t j = 0; j < k; j++)
+            for (int64_t ch = 0; ch < in_c; ch++) c[(o * in_c + ch) * k + j] = (*w)[(o * k + j) * in_c + ch];
+    *w = c;
+    return MXL_OK;
+}
+
 static json_t *raw_get(const mxl_checkpoint *ck, const char *key) {
     return ck->config.raw ? json_object_get(ck->config.raw, key) : NULL;
 }

@@ -46,6 +46,10 @@ mxl_status mxl_enc_matrix(const mxl_enc_binder *b, int64_t rows, int64_t cols, m
 /* An f32 vector of n elements. */
 mxl_status mxl_enc_vector(const mxl_enc_binder *b, int64_t n, const float **out, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* A convolution's weight as f32 in PyTorch's order [out, in_c, kernel...] (k: the kernel's
+ * element count): as stored, or put back from the channels-last [out, kernel..., in_c] MLX
+ * conversions store (a dimension 1 equal to in_c reads as PyTorch's). Copies live in b's arena. */
+mxl_status mxl_enc_conv_weight(const mxl_enc_binder *b, int64_t out, int64_t in_c, int64_t k, const float **w, const char *name);
 
 /* Config keys beyond the typed config (raw config.json; defaults when absent or mistyped is an
  * error naming the key). */

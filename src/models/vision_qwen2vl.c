@@ -9,7 +9,6 @@
 
 #include "core/alloc.h"
 #include "io/json_read.h"
-#include "io/safetensors.h"
 #include "io/gguf.h"
 #include "models/encoder_common.h"
 #include "models/weights.h"
@@ -95,31 +94,6 @@ static mxl_status load_glm_extras(const mxl_enc_binder *b, mxl_qwen2vl_vision *m
     mxl_weight *mats[] = {&m->ds, &m->mp, &m->mg, &m->mu, &m->md};
     for (size_t j = 0; j < sizeof mats / sizeof mats[0]; j++)
         if (prepare(m, mats[j], err)) return err ? err->status : MXL_ERR_NOMEM;
-    return MXL_OK;
-}
-
-/* mlx-vlm stores the Conv3d channels-last, [D, T, P, P, 3]: *pw (read in that order) put back in
- * PyTorch's [D, 3, T, P, P]; PyTorch's own layout is left as it is, any other shape refused */
-static mxl_status mlx_patch_layout(const mxl_checkpoint *ck, const char *prefix, mxl_qwen2vl_vision *m, const float **pw, mxl_error *err) {
-    char name[256];
-    snprintf(name, sizeof name, "%spatch_embed.proj.weight", prefix);
-    const mxl_st_entry *e = mxl_st_model_find(ck->st, name);
-    const int64_t D = m->dim, T = m->temporal, P = m->patch;
-    if (!e || e->tensor.ndim != 5 || e->tensor.shape[0] != D)
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor '%s' must be a Conv3d [%lld, 3, %lld, %lld, %lld]", ck->path, name, (long long)D, (long long)T,
-                             (long long)P, (long long)P);
-    const int64_t *sh = e->tensor.shape;
-    if (sh[1] == 3 && sh[2] == T && sh[3] == P && sh[4] == P) return MXL_OK;
-    if (!(sh[1] == T && sh[2] == P && sh[3] == P && sh[4] == 3))
-        return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor '%s' must be a Conv3d [%lld, 3, %lld, %lld, %lld] (or mlx-vlm's channels-last form)", ck->path,
-                             name, (long long)D, (long long)T, (long long)P, (long long)P);
-    const int64_t K = m->patch_dim, TPP = T * P * P;
-    float *w = mxl_arena_alloc(&m->arena, (size_t)(D * K) * sizeof(float), 64);
-    if (!w) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
-    for (int64_t d = 0; d < D; d++)
-        for (int64_t k = 0; k < TPP; k++)
-            for (int64_t c = 0; c < 3; c++) w[d * K + c * TPP + k] = (*pw)[d * K + k * 3 + c];
-    *pw = w;
     return MXL_OK;
 }
 
@@ -210,8 +184,8 @@ mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vc, i
     const int64_t D = m->dim, F = m->ffn, M = D * m->merge * m->merge;
     m->patch_dim = 3 * m->temporal * m->patch * m->patch;
     const float *pw;
-    if (mxl_enc_vector(&b, D * m->patch_dim, &pw, "patch_embed.proj.weight")) return err ? err->status : MXL_ERR_FORMAT;
-    if ((st = mlx_patch_layout(ck, prefix, m, &pw, err))) return st;
+    /* (mlx-vlm stores it channels-last, [D, T, P, P, 3]) */
+    if (mxl_enc_conv_weight(&b, D, 3, m->temporal * m->patch * m->patch, &pw, "patch_embed.proj.weight")) return err ? err->status : MXL_ERR_FORMAT;
     m->patch_w = (mxl_weight){.kind = MXL_W_DENSE, .dtype = MXL_DTYPE_F32, .rows = D, .cols = m->patch_dim, .data = pw};
     if (prepare(m, &m->patch_w, err)) return err ? err->status : MXL_ERR_NOMEM;
     m->layers = mxl_arena_alloc(&m->arena, (size_t)m->n_layers * sizeof *m->layers, 64);

@@ -34,7 +34,7 @@ static mxl_status bind_tower(mxl_enc_binder *b, const mxl_siglip_names *nm, cons
     mxl_siglip_stack *s = &m->stack;
     const int64_t H = s->hidden, K = 3 * m->patch * m->patch;
     const float *pw;
-    if (mxl_enc_vector(b, H * K, &pw, "%s", t[0]) || mxl_enc_vector(b, H, &m->patch_b, "%s", t[1]) ||
+    if (mxl_enc_conv_weight(b, H, 3, m->patch * m->patch, &pw, t[0]) || mxl_enc_vector(b, H, &m->patch_b, "%s", t[1]) ||
         mxl_enc_vector(b, m->n_patches * H, &m->pos_emb, "%s", t[2]) || mxl_enc_vector(b, H, &m->post_w, "%s", t[3]) ||
         mxl_enc_vector(b, H, &m->post_b, "%s", t[4]))
         return err ? err->status : MXL_ERR_FORMAT;

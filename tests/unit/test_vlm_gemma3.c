@@ -38,8 +38,8 @@ static int media_of(const int32_t *ids, int64_t n, int32_t img, float *const *fe
 /* The checkpoint at dir (its vision side found by mxl_vlm_load: the weights' tower, or the mmproj
  * beside a GGUF) against the references: image features within feat_tol, then the decoder with
  * them in place of the image tokens on both paths. */
-static void check_checkpoint(const char *dir, double feat_tol, int *mxl_test_failed_) {
-    json_t *ref = mxl_test_load_json(FX "/reference.json");
+static void check_checkpoint(const char *dir, const char *ref_path, double feat_tol, int *mxl_test_failed_) {
+    json_t *ref = mxl_test_load_json(ref_path);
     REQUIRE(ref);
     mxl_error err;
     mxl_checkpoint *ck = NULL;
@@ -105,14 +105,22 @@ static void check_checkpoint(const char *dir, double feat_tol, int *mxl_test_fai
     json_decref(ref);
 }
 
-TEST(vlm_gemma3_matches_transformers) { check_checkpoint(model_dir(), 1e-4, mxl_test_failed_); }
+TEST(vlm_gemma3_matches_transformers) { check_checkpoint(model_dir(), FX "/reference.json", 1e-4, mxl_test_failed_); }
+
+/* mlx-vlm's 4-bit conversion (gen_vlm_mlx_fixtures.py: the language model quantized, the tower
+ * dense with its patch convolution channels-last) against mlx-vlm's own outputs */
+TEST(vlm_gemma3_mlx_vlm_matches_mlx_vlm) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/tests/fixtures/vlm/gemma3_mlx/model", mxl_test_repo_root());
+    check_checkpoint(p, "tests/fixtures/vlm/gemma3_mlx/reference.json", 1e-4, mxl_test_failed_);
+}
 
 /* llama.cpp's conversion (gen_vlm_gguf_fixtures.py): the text GGUF with its mmproj beside it (the
  * input projection forced to f16 by the converter: its rounding bounds the features). */
 TEST(vlm_gemma3_gguf_mmproj_matches_transformers) {
     char p[4096];
     snprintf(p, sizeof p, "%s/tests/fixtures/vlm/gemma3_gguf/model.gguf", mxl_test_repo_root());
-    check_checkpoint(p, 2e-3, mxl_test_failed_);
+    check_checkpoint(p, FX "/reference.json", 2e-3, mxl_test_failed_);
 }
 
 /* The committed images through mlxcel's decoder, PIL-exact resize and normalisation against the
