@@ -49,12 +49,12 @@ mxl_status mxl_clip_vision_load(const mxl_checkpoint *ck, const json_t *vc, mxl_
     char pname[512];
     snprintf(pname, sizeof pname, "%sembeddings.patch_embedding.weight", prefix);
     const mxl_st_entry *pe = mxl_st_model_find(ck->st, pname);
-    if (pe && (pe->tensor.ndim != 4 || pe->tensor.shape[0] != H || pe->tensor.shape[1] != 3 || pe->tensor.shape[2] != m->patch ||
-               pe->tensor.shape[3] != m->patch))
+    const int64_t *ps = pe ? pe->tensor.shape : NULL; /* (PyTorch's [H, 3, p, p] or mlx-vlm's channels-last [H, p, p, 3]) */
+    if (pe && (pe->tensor.ndim != 4 || ps[0] != H || !((ps[1] == 3 && ps[2] == m->patch && ps[3] == m->patch) || (ps[1] == m->patch && ps[2] == m->patch && ps[3] == 3))))
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor '%s' must have shape [%lld, 3, %lld, %lld] (a PyTorch Conv2d's layout)", ck->path, pname,
                              (long long)H, (long long)m->patch, (long long)m->patch);
     const float *pw; /* (the Conv2d's [hidden, 3, p, p] read as [hidden, 3 p p], in f32) */
-    if (mxl_enc_vector(&b, H * K, &pw, "embeddings.patch_embedding.weight") ||
+    if (mxl_enc_conv_weight(&b, H, 3, m->patch * m->patch, &pw, "embeddings.patch_embedding.weight") ||
         mxl_enc_vector(&b, H, &m->class_emb, "embeddings.class_embedding") ||
         mxl_enc_vector(&b, m->n_pos * H, &m->pos_emb, "embeddings.position_embedding.weight") ||
         mxl_enc_vector(&b, H, &m->pre_w, "pre_layrnorm.weight") || mxl_enc_vector(&b, H, &m->pre_b, "pre_layrnorm.bias"))

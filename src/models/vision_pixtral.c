@@ -78,7 +78,8 @@ static mxl_status unpermute(mxl_pixtral_vision *m, mxl_weight *w, const char *na
 static mxl_status bind(const mxl_enc_binder *b, const pixtral_names *nm, mxl_pixtral_vision *m, mxl_error *err) {
     const int64_t H = m->hidden, I = m->ffn, K = 3 * m->patch * m->patch;
     const float *pw;
-    if (mxl_enc_vector(b, H * K, &pw, "%s", nm->patch) || mxl_enc_vector(b, H, &m->ln_pre, "%s", nm->ln_pre)) return err ? err->status : MXL_ERR_FORMAT;
+    if (mxl_enc_conv_weight(b, H, 3, m->patch * m->patch, &pw, nm->patch) || mxl_enc_vector(b, H, &m->ln_pre, "%s", nm->ln_pre))
+        return err ? err->status : MXL_ERR_FORMAT;
     m->patch_w = (mxl_weight){.kind = MXL_W_DENSE, .dtype = MXL_DTYPE_F32, .rows = H, .cols = K, .data = pw};
     if (m->be->ops->weight_prepare(m->be, &m->patch_w, MXL_WEIGHT_USE_GEMM, &m->arena, err)) return err ? err->status : MXL_ERR_NOMEM;
     m->layers = mxl_arena_alloc(&m->arena, (size_t)m->n_layers * sizeof *m->layers, 64);
@@ -134,18 +135,15 @@ mxl_status mxl_pixtral_vision_load(const mxl_checkpoint *ck, const json_t *vc, m
     if (!prefix) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor 'vision_tower.patch_conv.weight' is missing (the Pixtral vision tower)", ck->path);
     mxl_enc_binder b = {ck, &m->arena, prefix, err};
     const int64_t H = m->hidden, P = m->patch;
-    /* the Conv2d's [hidden, 3, p, p] (a channels-last [hidden, p, p, 3], as MLX conversions store
-     * it, holds the same count in another order: refused rather than misread) */
+    /* the Conv2d's [hidden, 3, p, p], or channels-last [hidden, p, p, 3] as MLX conversions store it */
     char pname[512];
     snprintf(pname, sizeof pname, "%spatch_conv.weight", prefix);
     const mxl_st_entry *pe = mxl_st_model_find(ck->st, pname);
-    /* (an MLX conversion's layout, or its quantized layers: a model that still runs as text) */
-    if (pe && pe->tensor.ndim == 4 && pe->tensor.shape[0] == H && pe->tensor.shape[1] == P && pe->tensor.shape[2] == P && pe->tensor.shape[3] == 3)
-        return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: tensor '%s' is stored channels-last [%lld, %lld, %lld, 3] (an MLX conversion); the Pixtral tower runs from PyTorch's layout",
-                             ck->path, pname, (long long)H, (long long)P, (long long)P);
+    /* (its quantized layers: a model that still runs as text) */
     if (mxl_enc_has(&b, "transformer.layers.0.attention.q_proj.scales"))
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: the Pixtral tower is quantized (an MLX conversion); it runs from dense F32/F16/BF16 weights", ck->path);
-    if (pe && (pe->tensor.ndim != 4 || pe->tensor.shape[0] != H || pe->tensor.shape[1] != 3 || pe->tensor.shape[2] != P || pe->tensor.shape[3] != P))
+    const int64_t *ps = pe ? pe->tensor.shape : NULL;
+    if (pe && (pe->tensor.ndim != 4 || ps[0] != H || !((ps[1] == 3 && ps[2] == P && ps[3] == P) || (ps[1] == P && ps[2] == P && ps[3] == 3))))
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor '%s' must have shape [%lld, 3, %lld, %lld] (a PyTorch Conv2d's layout)", ck->path, pname,
                              (long long)H, (long long)P, (long long)P);
     if (mxl_enc_has(&b, "patch_conv.bias"))

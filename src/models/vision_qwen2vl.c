@@ -78,7 +78,7 @@ static mxl_status load_glm_extras(const mxl_enc_binder *b, mxl_qwen2vl_vision *m
     const float *dw;
     if (mxl_enc_vector(b, D, &m->patch_b, "patch_embed.proj.bias") || mxl_enc_vector(b, D, &m->post_conv_w, "post_conv_layernorm.weight") ||
         mxl_enc_vector(b, m->pos_side * m->pos_side * D, &m->pos_table, "embeddings.position_embedding.weight") ||
-        mxl_enc_vector(b, D, &m->post_w, "post_layernorm.weight") || mxl_enc_vector(b, O * K, &dw, "downsample.weight") ||
+        mxl_enc_vector(b, D, &m->post_w, "post_layernorm.weight") || mxl_enc_conv_weight(b, O, D, mg * mg, &dw, "downsample.weight") ||
         mxl_enc_vector(b, O, &m->ds_b, "downsample.bias") || mxl_enc_matrix(b, O, O, &m->mp, "merger.proj.weight") ||
         mxl_enc_vector(b, O, &m->mp_ln_w, "merger.post_projection_norm.weight") || mxl_enc_vector(b, O, &m->mp_ln_b, "merger.post_projection_norm.bias") ||
         mxl_enc_matrix(b, m->ctx, O, &m->mg, "merger.gate_proj.weight") || mxl_enc_matrix(b, m->ctx, O, &m->mu, "merger.up_proj.weight") ||

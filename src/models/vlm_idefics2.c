@@ -363,7 +363,8 @@ static mxl_status load_tower(const mxl_checkpoint *ck, const json_t *vc, idefics
     mxl_enc_binder b = {ck, &g->arena, prefix, err};
     const int64_t H = s->hidden, K = 3 * g->P * g->P;
     const float *pw;
-    if (mxl_enc_vector(&b, H * K, &pw, "embeddings.patch_embedding.weight") || mxl_enc_vector(&b, H, &g->patch_b, "embeddings.patch_embedding.bias") ||
+    if (mxl_enc_conv_weight(&b, H, 3, g->P * g->P, &pw, "embeddings.patch_embedding.weight") ||
+        mxl_enc_vector(&b, H, &g->patch_b, "embeddings.patch_embedding.bias") ||
         mxl_enc_vector(&b, g->S * g->S * H, &g->pos, "embeddings.position_embedding.weight") ||
         mxl_enc_vector(&b, H, &g->post_w, "post_layernorm.weight") || mxl_enc_vector(&b, H, &g->post_b, "post_layernorm.bias"))
         return err ? err->status : MXL_ERR_FORMAT;

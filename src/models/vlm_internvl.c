@@ -229,7 +229,7 @@ static mxl_status load_tower(const mxl_checkpoint *ck, const json_t *vc, internv
     mxl_enc_binder b = {ck, &g->arena, prefix, err};
     const int64_t H = s->hidden;
     const float *pw;
-    if (mxl_enc_vector(&b, H * 3 * g->P * g->P, &pw, "embeddings.patch_embeddings.projection.weight") ||
+    if (mxl_enc_conv_weight(&b, H, 3, g->P * g->P, &pw, "embeddings.patch_embeddings.projection.weight") ||
         mxl_enc_vector(&b, H, &g->patch_b, "embeddings.patch_embeddings.projection.bias") || mxl_enc_vector(&b, H, &g->cls, "embeddings.cls_token") ||
         mxl_enc_vector(&b, (g->n + 1) * H, &g->pos, "embeddings.position_embeddings") ||
         (!mean_pool && (mxl_enc_vector(&b, H, &g->final_w, "layernorm.weight") || mxl_enc_vector(&b, H, &g->final_b, "layernorm.bias"))))
