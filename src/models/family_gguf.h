@@ -21,6 +21,11 @@ mxl_status mxl_family_gguf_rope_neox(mxl_family_ctx *c);
  * GPT-J style; otherwise as mxl_family_gguf_rope_neox. Sets hp->rope and hp->rope_local. */
 mxl_status mxl_family_gguf_rope_norm(mxl_family_ctx *c);
 
+/* mxl_family_gguf_rope_neox with M-RoPE: the sections (time, height, width) from
+ * rope.dimension_sections ([t, h, w, 0]; k_default when absent), as llama.cpp's qwen2vl / qwen3vl
+ * and GLM-4.1V's glm4 write them. */
+mxl_status mxl_family_gguf_mrope(mxl_family_ctx *c, const int32_t k_default[3]);
+
 /* RoPE scaling as llama.cpp reads it from GGUF (llama-model.cpp load_hparams, llama-context.cpp,
  * ggml_rope_ext), applied to hp->rope (the global layers) after the family's setup. Sliding-window
  * layers (hp->rope_local) stay unscaled: llama.cpp's rope_freq_scale_train_swa is 1 for every

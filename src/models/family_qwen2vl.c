@@ -63,27 +63,6 @@ mxl_status mxl_family_mrope(mxl_family_ctx *c, const int32_t k_default[3], doubl
     return MXL_OK;
 }
 
-/* A GGUF's NEOX RoPE with its M-RoPE sections (rope.dimension_sections; k_default when absent). */
-static mxl_status gguf_mrope(mxl_family_ctx *c, const int32_t k_default[3]) {
-    mxl_status st = mxl_family_gguf_rope_neox(c);
-    if (st) return st;
-    c->hp->rope_local = c->hp->rope;
-    memcpy(c->hp->mrope_section, k_default, 3 * sizeof(int32_t));
-    char key[128];
-    const mxl_gguf_array *a = NULL;
-    if (!mxl_gguf_find(c->ck->gguf, mxl_family_gguf_key(c, "rope.dimension_sections", key, sizeof key))) return MXL_OK;
-    if (mxl_gguf_get_array(c->ck->gguf, key, &a, NULL) || a->n < 3)
-        return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: %s must list the rotary sections", c->ck->path, key);
-    for (uint64_t i = 0; i < a->n; i++) {
-        mxl_gguf_value v;
-        int64_t x;
-        if (!mxl_gguf_array_get(a, i, &v) || !mxl_gguf_value_as_i64(&v, &x) || x < 0 || x > 4096 || (i >= 3 && x != 0))
-            return mxl_error_set(c->err, MXL_ERR_FORMAT, "%s: %s must list 3 rotary sections (then zeros)", c->ck->path, key);
-        if (i < 3) c->hp->mrope_section[i] = (int32_t)x;
-    }
-    return MXL_OK;
-}
-
 /* The text prefix, M-RoPE and Qwen's sliding layers. */
 static mxl_status mrope_setup(mxl_family_ctx *c, const int32_t k_default[3]) {
     mxl_status st = mxl_family_mrope(c, k_default, 1000000.0);
@@ -94,14 +73,14 @@ static mxl_status qwen2vl_setup(mxl_family_ctx *c) {
     c->hp->qkv_bias = true;
     c->hp->o_bias = false;
     static const int32_t k_default[3] = {16, 24, 24}; /* (transformers' default) */
-    return c->gguf ? gguf_mrope(c, k_default) : mrope_setup(c, k_default);
+    return c->gguf ? mxl_family_gguf_mrope(c, k_default) : mrope_setup(c, k_default);
 }
 
 static mxl_status qwen3vl_setup(mxl_family_ctx *c) {
     c->hp->qk_norm_kind = MXL_QK_NORM_HEAD;
     c->hp->mrope_interleaved = true;
     static const int32_t k_default[3] = {24, 20, 20}; /* (Qwen3VLTextRotaryEmbedding's default) */
-    return c->gguf ? gguf_mrope(c, k_default) : mrope_setup(c, k_default);
+    return c->gguf ? mxl_family_gguf_mrope(c, k_default) : mrope_setup(c, k_default);
 }
 
 const mxl_decoder_family mxl_family_qwen2_vl = {

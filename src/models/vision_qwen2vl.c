@@ -72,17 +72,29 @@ static mxl_status load_v3_extras(const mxl_checkpoint *ck, const json_t *vc, con
     return MXL_OK;
 }
 
-/* GLM-4.1V's patch bias, norms, positions, downsample and merger. */
-static mxl_status load_glm_extras(const mxl_enc_binder *b, mxl_qwen2vl_vision *m, mxl_error *err) {
+/* The names of GLM-4.1V's extra tensors: patch bias, post-conv norm, positions, post norm, the
+ * downsample Conv2d and its bias, the merger's proj, post-projection LayerNorm and SwiGLU. */
+typedef struct glm_names {
+    const char *patch_b, *post_conv, *pos, *post, *ds_w, *ds_b, *mp, *mp_ln_w, *mp_ln_b, *mg, *mu, *md;
+} glm_names;
+static const glm_names k_glm_hf = {"patch_embed.proj.bias", "post_conv_layernorm.weight", "embeddings.position_embedding.weight",
+                                   "post_layernorm.weight", "downsample.weight", "downsample.bias", "merger.proj.weight",
+                                   "merger.post_projection_norm.weight", "merger.post_projection_norm.bias", "merger.gate_proj.weight",
+                                   "merger.up_proj.weight", "merger.down_proj.weight"};
+static const glm_names k_glm_gguf = {"v.patch_embd.bias", "v.norm_embd.weight", "v.position_embd.weight", "v.post_ln.weight",
+                                     "mm.patch_merger.weight", "mm.patch_merger.bias", "mm.model.fc.weight", "mm.post_norm.weight",
+                                     "mm.post_norm.bias", "mm.gate.weight", "mm.up.weight", "mm.down.weight"};
+
+/* GLM-4.1V's patch bias, norms, positions, downsample and merger under names nm. */
+static mxl_status load_glm_extras(const mxl_enc_binder *b, const glm_names *nm, mxl_qwen2vl_vision *m, mxl_error *err) {
     const int64_t D = m->dim, O = m->out_hidden, mg = m->merge, K = mg * mg * D;
     const float *dw;
-    if (mxl_enc_vector(b, D, &m->patch_b, "patch_embed.proj.bias") || mxl_enc_vector(b, D, &m->post_conv_w, "post_conv_layernorm.weight") ||
-        mxl_enc_vector(b, m->pos_side * m->pos_side * D, &m->pos_table, "embeddings.position_embedding.weight") ||
-        mxl_enc_vector(b, D, &m->post_w, "post_layernorm.weight") || mxl_enc_conv_weight(b, O, D, mg * mg, &dw, "downsample.weight") ||
-        mxl_enc_vector(b, O, &m->ds_b, "downsample.bias") || mxl_enc_matrix(b, O, O, &m->mp, "merger.proj.weight") ||
-        mxl_enc_vector(b, O, &m->mp_ln_w, "merger.post_projection_norm.weight") || mxl_enc_vector(b, O, &m->mp_ln_b, "merger.post_projection_norm.bias") ||
-        mxl_enc_matrix(b, m->ctx, O, &m->mg, "merger.gate_proj.weight") || mxl_enc_matrix(b, m->ctx, O, &m->mu, "merger.up_proj.weight") ||
-        mxl_enc_matrix(b, O, m->ctx, &m->md, "merger.down_proj.weight"))
+    if (mxl_enc_vector(b, D, &m->patch_b, "%s", nm->patch_b) || mxl_enc_vector(b, D, &m->post_conv_w, "%s", nm->post_conv) ||
+        mxl_enc_vector(b, m->pos_side * m->pos_side * D, &m->pos_table, "%s", nm->pos) || mxl_enc_vector(b, D, &m->post_w, "%s", nm->post) ||
+        mxl_enc_conv_weight(b, O, D, mg * mg, &dw, nm->ds_w) || mxl_enc_vector(b, O, &m->ds_b, "%s", nm->ds_b) ||
+        mxl_enc_matrix(b, O, O, &m->mp, "%s", nm->mp) || mxl_enc_vector(b, O, &m->mp_ln_w, "%s", nm->mp_ln_w) ||
+        mxl_enc_vector(b, O, &m->mp_ln_b, "%s", nm->mp_ln_b) || mxl_enc_matrix(b, m->ctx, O, &m->mg, "%s", nm->mg) ||
+        mxl_enc_matrix(b, m->ctx, O, &m->mu, "%s", nm->mu) || mxl_enc_matrix(b, O, m->ctx, &m->md, "%s", nm->md))
         return err ? err->status : MXL_ERR_FORMAT;
     /* the Conv2d's weight [O, D, m, m] with its columns in the merge unit's row order (ky, kx, c) */
     float *w = mxl_arena_alloc(b->arena, (size_t)(O * K) * sizeof(float), 64);
@@ -232,7 +244,7 @@ mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vc, i
             if (k < m->n_layers) m->layers[k].full = true;
         }
     }
-    if (glm) return load_glm_extras(&b, m, err);
+    if (glm) return load_glm_extras(&b, &k_glm_hf, m, err);
     if (v3) {
         mxl_qwen2vl_merger g;
         if ((st = bind_merger(m, &b, "merger", D, &g, err)) || (st = load_v3_extras(ck, vc, &b, m, err))) return st;
@@ -257,6 +269,9 @@ mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vc, i
  * v.blk.N.attn_q / attn_k / attn_v (joined again here), 3 keeps attn_qkv; ln1 / ln2, attn_out,
  * ffn_up / ffn_down (2.5: and ffn_gate); the merger's norm is v.post_ln, its MLP mm.0 / mm.2;
  * 3: v.patch_embd.bias, v.position_embd.weight, v.deepstack.N.{norm, fc1, fc2} after block N.
+ * GLM-4.1V (projector type glm4v): RMSNorm blocks with fused attn_qkv (biased when its
+ * attention_bias was), SwiGLU MLPs without biases, the tensors of k_glm_gguf, the merger's SwiGLU
+ * feed_forward_length wide, the position grid image_size / patch_size a side.
  * The rotary's theta is 10000, as clip.cpp runs these towers. */
 
 /* A clip.vision.* integer of the mmproj (dflt when absent; dflt < 0: required). */
@@ -292,11 +307,13 @@ static mxl_status gguf_patch(const mxl_enc_binder *b, mxl_qwen2vl_vision *m, mxl
     return prepare(m, &m->patch_w, err);
 }
 
-/* block i's fused qkv: attn_qkv (3) or attn_q / attn_k / attn_v joined (2, 2.5) */
+/* block i's fused qkv: attn_qkv (3, GLM) or attn_q / attn_k / attn_v joined (2, 2.5) */
 static mxl_status gguf_qkv(const mxl_enc_binder *b, mxl_qwen2vl_vision *m, long long i, mxl_qwen2vl_vision_layer *L, mxl_error *err) {
     const int64_t D = m->dim;
-    if (m->v3) {
-        if (mxl_enc_matrix(b, 3 * D, D, &L->qkv, "v.blk.%lld.attn_qkv.weight", i) || mxl_enc_vector(b, 3 * D, &L->qkv_b, "v.blk.%lld.attn_qkv.bias", i))
+    if (m->v3 || m->glm) { /* (GLM's q / k / v biases as its attention_bias: when the file has them) */
+        const bool bias = !m->glm || mxl_enc_has(b, "v.blk.%lld.attn_qkv.bias", i);
+        if (mxl_enc_matrix(b, 3 * D, D, &L->qkv, "v.blk.%lld.attn_qkv.weight", i) ||
+            (bias && mxl_enc_vector(b, 3 * D, &L->qkv_b, "v.blk.%lld.attn_qkv.bias", i)))
             return err ? err->status : MXL_ERR_FORMAT;
         return MXL_OK;
     }
@@ -364,11 +381,12 @@ mxl_status mxl_qwen2vl_vision_load_gguf(const mxl_checkpoint *mm, mxl_qwen2vl_vi
     const bool v2 = pt.len == 14 && memcmp(pt.data, "qwen2vl_merger", 14) == 0;
     m->v25 = pt.len == 16 && memcmp(pt.data, "qwen2.5vl_merger", 16) == 0;
     m->v3 = pt.len == 14 && memcmp(pt.data, "qwen3vl_merger", 14) == 0;
-    if (!v2 && !m->v25 && !m->v3)
+    m->glm = pt.len == 5 && memcmp(pt.data, "glm4v", 5) == 0;
+    if (!v2 && !m->v25 && !m->v3 && !m->glm)
         return mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: projector type '%.*s' is not a Qwen-VL merger", mm->path, (int)pt.len, pt.data);
-    m->rms = m->swiglu = m->v25;
+    m->rms = m->swiglu = m->v25 || m->glm;
     m->temporal = 2; /* (the converter writes the Conv3d's two frames) */
-    int64_t wa = 0;
+    int64_t wa = 0, isz = 0;
     if ((st = gint(mm, "clip.vision.embedding_length", -1, 1, 1 << 16, &m->dim, err)) ||
         (st = gint(mm, "clip.vision.feed_forward_length", -1, 1, 1 << 18, &m->ffn, err)) ||
         (st = gint(mm, "clip.vision.block_count", -1, 1, 1024, &m->n_layers, err)) ||
@@ -377,8 +395,15 @@ mxl_status mxl_qwen2vl_vision_load_gguf(const mxl_checkpoint *mm, mxl_qwen2vl_vi
         (st = gint(mm, "clip.vision.projection_dim", -1, 1, 1 << 16, &m->out_hidden, err)) ||
         (st = gint(mm, "clip.vision.spatial_merge_size", 2, 1, 16, &m->merge, err)) ||
         (m->v25 && ((st = gint(mm, "clip.vision.n_wa_pattern", -1, 1, 1024, &wa, err)) ||
-                    (st = gint(mm, "clip.vision.window_size", 112, 1, 1 << 16, &m->window, err)))))
+                    (st = gint(mm, "clip.vision.window_size", 112, 1, 1 << 16, &m->window, err)))) ||
+        (m->glm && (st = gint(mm, "clip.vision.image_size", -1, 1, 1 << 14, &isz, err))))
         return st;
+    if (m->glm) { /* (feed_forward_length is the merger's SwiGLU; the blocks' MLPs are out_hidden wide) */
+        m->ctx = m->ffn, m->ffn = m->out_hidden;
+        m->pos_side = isz / m->patch;
+        if (m->pos_side < 1 || m->pos_side * m->patch != isz)
+            return mxl_error_set(err, MXL_ERR_FORMAT, "%s: clip.vision.patch_size does not divide clip.vision.image_size", mm->path);
+    }
     if (m->v25 && (m->window % (m->merge * m->patch) || m->window < m->merge * m->patch))
         return mxl_error_set(err, MXL_ERR_FORMAT, "%s: the window %lld is not a multiple of spatial_merge_size x patch_size", mm->path, (long long)m->window);
     double eps = 1e-6;
@@ -386,8 +411,8 @@ mxl_status mxl_qwen2vl_vision_load_gguf(const mxl_checkpoint *mm, mxl_qwen2vl_vi
         (st = mxl_gguf_get_f64(mm->gguf, "clip.vision.attention.layer_norm_epsilon", &eps, err)))
         return st;
     m->eps = (float)eps;
-    /* 2: quick_gelu (clip.cpp's FFN_GELU_QUICK); 2.5: SiLU gate (clip.use_silu); 3: tanh GELU (clip.use_gelu) */
-    m->act = m->v25 ? MXL_ACT_SILU : m->v3 ? MXL_ACT_GELU_TANH : MXL_ACT_SILU;
+    /* 2: quick_gelu (clip.cpp's FFN_GELU_QUICK); 2.5, GLM: SiLU gate (clip.use_silu); 3: tanh GELU (clip.use_gelu) */
+    m->act = m->v3 ? MXL_ACT_GELU_TANH : MXL_ACT_SILU;
     m->quick_gelu = v2;
     if ((st = set_heads(m, 10000.0, mm->path, err))) return st;
     m->patch_dim = 3 * m->temporal * m->patch * m->patch;
@@ -403,13 +428,17 @@ mxl_status mxl_qwen2vl_vision_load_gguf(const mxl_checkpoint *mm, mxl_qwen2vl_vi
         L->full = !m->v25 || (i + 1) % wa == 0;
         if (mxl_enc_vector(&b, D, &L->n1_w, "v.blk.%lld.ln1.weight", l) || mxl_enc_vector(&b, D, &L->n2_w, "v.blk.%lld.ln2.weight", l) ||
             (!m->rms && (mxl_enc_vector(&b, D, &L->n1_b, "v.blk.%lld.ln1.bias", l) || mxl_enc_vector(&b, D, &L->n2_b, "v.blk.%lld.ln2.bias", l))) ||
-            mxl_enc_matrix(&b, D, D, &L->proj, "v.blk.%lld.attn_out.weight", l) || mxl_enc_vector(&b, D, &L->proj_b, "v.blk.%lld.attn_out.bias", l))
+            mxl_enc_matrix(&b, D, D, &L->proj, "v.blk.%lld.attn_out.weight", l) ||
+            (!m->glm && mxl_enc_vector(&b, D, &L->proj_b, "v.blk.%lld.attn_out.bias", l)))
             return err ? err->status : MXL_ERR_FORMAT;
         if ((st = gguf_qkv(&b, m, l, L, err))) return st;
-        if (m->swiglu ? (mxl_enc_matrix(&b, F, D, &L->gate, "v.blk.%lld.ffn_gate.weight", l) || mxl_enc_vector(&b, F, &L->gate_b, "v.blk.%lld.ffn_gate.bias", l) ||
-                         mxl_enc_matrix(&b, F, D, &L->up, "v.blk.%lld.ffn_up.weight", l) || mxl_enc_vector(&b, F, &L->up_b, "v.blk.%lld.ffn_up.bias", l) ||
+        const bool mb = !m->glm; /* (GLM's SwiGLU has no biases) */
+        if (m->swiglu ? (mxl_enc_matrix(&b, F, D, &L->gate, "v.blk.%lld.ffn_gate.weight", l) ||
+                         (mb && mxl_enc_vector(&b, F, &L->gate_b, "v.blk.%lld.ffn_gate.bias", l)) ||
+                         mxl_enc_matrix(&b, F, D, &L->up, "v.blk.%lld.ffn_up.weight", l) ||
+                         (mb && mxl_enc_vector(&b, F, &L->up_b, "v.blk.%lld.ffn_up.bias", l)) ||
                          mxl_enc_matrix(&b, D, F, &L->down, "v.blk.%lld.ffn_down.weight", l) ||
-                         mxl_enc_vector(&b, D, &L->down_b, "v.blk.%lld.ffn_down.bias", l))
+                         (mb && mxl_enc_vector(&b, D, &L->down_b, "v.blk.%lld.ffn_down.bias", l)))
                       : (mxl_enc_matrix(&b, F, D, &L->fc1, "v.blk.%lld.ffn_up.weight", l) || mxl_enc_vector(&b, F, &L->fc1_b, "v.blk.%lld.ffn_up.bias", l) ||
                          mxl_enc_matrix(&b, D, F, &L->fc2, "v.blk.%lld.ffn_down.weight", l) ||
                          mxl_enc_vector(&b, D, &L->fc2_b, "v.blk.%lld.ffn_down.bias", l)))
@@ -418,6 +447,7 @@ mxl_status mxl_qwen2vl_vision_load_gguf(const mxl_checkpoint *mm, mxl_qwen2vl_vi
         for (size_t j = 0; j < sizeof mats / sizeof mats[0]; j++)
             if (mats[j]->rows > 0 && prepare(m, mats[j], err)) return err ? err->status : MXL_ERR_NOMEM;
     }
+    if (m->glm) return load_glm_extras(&b, &k_glm_gguf, m, err);
     if (mxl_enc_vector(&b, D, &m->lnq_w, "v.post_ln.weight") || (!m->rms && mxl_enc_vector(&b, D, &m->lnq_b, "v.post_ln.bias")) ||
         mxl_enc_matrix(&b, M, M, &m->m0, "mm.0.weight") || mxl_enc_vector(&b, M, &m->m0_b, "mm.0.bias") ||
         mxl_enc_matrix(&b, m->out_hidden, M, &m->m2, "mm.2.weight") || mxl_enc_vector(&b, m->out_hidden, &m->m2_b, "mm.2.bias"))

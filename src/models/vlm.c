@@ -90,7 +90,7 @@ static mxl_status load_mmproj(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error
     if (pt.len == 8 && memcmp(pt.data, "idefics3", 8) == 0) return mxl_vlm_idefics3_load_mmproj(ck, mm, out, err);
     if (pt.len == 7 && memcmp(pt.data, "pixtral", 7) == 0) return mxl_vlm_pixtral_load_mmproj(ck, mm, out, err);
     if ((pt.len == 14 && (memcmp(pt.data, "qwen2vl_merger", 14) == 0 || memcmp(pt.data, "qwen3vl_merger", 14) == 0)) ||
-        (pt.len == 16 && memcmp(pt.data, "qwen2.5vl_merger", 16) == 0))
+        (pt.len == 16 && memcmp(pt.data, "qwen2.5vl_merger", 16) == 0) || (pt.len == 5 && memcmp(pt.data, "glm4v", 5) == 0))
         return mxl_vlm_qwen2vl_load_mmproj(ck, mm, out, err);
     st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: the vision tower of projector type '%.*s' does not run in mlxcel yet", mm->path, (int)pt.len, pt.data);
     mxl_checkpoint_close(mm);

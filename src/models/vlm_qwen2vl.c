@@ -216,10 +216,12 @@ mxl_status mxl_vlm_qwen2vl_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint 
     }
     mxl_vlm *v = &q->base;
     q->mm = mm;
+    mxl_gguf_str pt = {0};
+    q->glm = !mxl_gguf_get_str(mm->gguf, "clip.projector_type", &pt, NULL) && pt.len == 5 && memcmp(pt.data, "glm4v", 5) == 0;
     init_vlm(q);
     mxl_status st = mxl_qwen2vl_vision_load_gguf(mm, &q->tower, err);
     if (st) goto fail;
-    v->family = q->tower.v25 ? "qwen2_5_vl" : q->tower.v3 ? "qwen3_vl" : "qwen2_vl";
+    v->family = q->glm ? "glm4v" : q->tower.v25 ? "qwen2_5_vl" : q->tower.v3 ? "qwen3_vl" : "qwen2_vl";
     v->n_deep = q->tower.n_deep;
     v->text_hidden = ck->config.hidden_size;
     if ((st = check_tower(q, mm->path, err))) goto fail;
@@ -231,8 +233,9 @@ mxl_status mxl_vlm_qwen2vl_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint 
     v->image_token = (int32_t)img;
     mxl_vlm_gguf_mean_std(mm, &v->pre);
     /* clip.cpp's pixel limits for these towers: 8 to 4096 tokens of (patch x merge)^2 pixels, or
-     * the mmproj's clip.vision.image_min_pixels / image_max_pixels */
-    const int64_t area = q->patch * q->patch * q->merge * q->merge;
+     * the mmproj's clip.vision.image_min_pixels / image_max_pixels (GLM's smart_resize counts the
+     * pixels of every temporal frame: the defaults so many times over) */
+    const int64_t area = q->patch * q->patch * q->merge * q->merge * (q->glm ? q->temporal : 1);
     q->min_pixels = 8 * area, q->max_pixels = 4096 * area;
     static const char *const k_keys[2] = {"clip.vision.image_min_pixels", "clip.vision.image_max_pixels"};
     int64_t *lim[2] = {&q->min_pixels, &q->max_pixels};

@@ -195,10 +195,12 @@ TEST(vlm_qwen2vl_glm4v_moe_matches_transformers) { check_family("glm4v_moe", fal
 /* mlx-vlm's 4-bit conversion (gen_vlm_mlx_fixtures.py: the language model quantized, the tower
  * dense with its Conv3d channels-last) against mlx-vlm's own outputs */
 TEST(vlm_qwen2vl_2_mlx_vlm_matches_mlx_vlm) { check_family("qwen2_vl_mlx", false, mxl_test_failed_); }
-/* llama.cpp's GGUF conversion (text model + qwen2vl / qwen2.5vl / qwen3vl mmproj) against the same references */
+/* llama.cpp's GGUF conversion (text model + qwen2vl / qwen2.5vl / qwen3vl / glm4v mmproj) against the same references */
 TEST(vlm_qwen2vl_2_gguf_mmproj_matches_transformers) { check_family("qwen2_vl", true, mxl_test_failed_); }
 TEST(vlm_qwen2vl_2_5_gguf_mmproj_matches_transformers) { check_family("qwen2_5_vl", true, mxl_test_failed_); }
 TEST(vlm_qwen2vl_3_gguf_mmproj_matches_transformers) { check_family("qwen3_vl", true, mxl_test_failed_); }
+/* GLM-4.1V: llama.cpp's glm4 text GGUF (M-RoPE sections, rotary rows in NEOX halves) with its glm4v mmproj */
+TEST(vlm_qwen2vl_glm4v_gguf_mmproj_matches_transformers) { check_family("glm4v", true, mxl_test_failed_); }
 
 /* llama.cpp's conversion of the text model alone (gen_vlm_gguf_fixtures.py: its qwen2vl / qwen3vl
  * architecture, the M-RoPE sections as rope.dimension_sections): the text-only prompt's logits at
