@@ -29,14 +29,14 @@ static mxl_status prepare(const mxl_qwen2vl_vision *m, mxl_weight *w, mxl_error 
     return m->be->ops->weight_prepare(m->be, w, MXL_WEIGHT_USE_GEMM, (mxl_arena *)&m->arena, err);
 }
 
-/* A merger's norm and MLP under `name` (Qwen3-VL's names), norm width nw. */
-static mxl_status bind_merger(const mxl_qwen2vl_vision *m, const mxl_enc_binder *b, const char *name, int64_t nw, mxl_qwen2vl_merger *g,
-                              mxl_error *err) {
+/* A merger's norm and MLP under `name` (name.norm, name.fc1, name.fc2: Qwen3-VL's linear_fc1 /
+ * linear_fc2, llama.cpp's fc1 / fc2), norm width nw. */
+static mxl_status bind_merger(const mxl_qwen2vl_vision *m, const mxl_enc_binder *b, const char *name, const char *fc1, const char *fc2, int64_t nw,
+                              mxl_qwen2vl_merger *g, mxl_error *err) {
     const int64_t M = m->dim * m->merge * m->merge;
     if (mxl_enc_vector(b, nw, &g->ln_w, "%s.norm.weight", name) || mxl_enc_vector(b, nw, &g->ln_b, "%s.norm.bias", name) ||
-        mxl_enc_matrix(b, M, M, &g->fc1, "%s.linear_fc1.weight", name) || mxl_enc_vector(b, M, &g->fc1_b, "%s.linear_fc1.bias", name) ||
-        mxl_enc_matrix(b, m->out_hidden, M, &g->fc2, "%s.linear_fc2.weight", name) ||
-        mxl_enc_vector(b, m->out_hidden, &g->fc2_b, "%s.linear_fc2.bias", name))
+        mxl_enc_matrix(b, M, M, &g->fc1, "%s.%s.weight", name, fc1) || mxl_enc_vector(b, M, &g->fc1_b, "%s.%s.bias", name, fc1) ||
+        mxl_enc_matrix(b, m->out_hidden, M, &g->fc2, "%s.%s.weight", name, fc2) || mxl_enc_vector(b, m->out_hidden, &g->fc2_b, "%s.%s.bias", name, fc2))
         return err ? err->status : MXL_ERR_FORMAT;
     if (prepare(m, &g->fc1, err) || prepare(m, &g->fc2, err)) return err ? err->status : MXL_ERR_NOMEM;
     return MXL_OK;
@@ -67,7 +67,7 @@ static mxl_status load_v3_extras(const mxl_checkpoint *ck, const json_t *vc, con
         m->deep_at[k] = at;
         char name[64];
         snprintf(name, sizeof name, "deepstack_merger_list.%d", k);
-        if ((st = bind_merger(m, b, name, m->dim * m->merge * m->merge, &m->deep_m[k], err))) return st;
+        if ((st = bind_merger(m, b, name, "linear_fc1", "linear_fc2", m->dim * m->merge * m->merge, &m->deep_m[k], err))) return st;
     }
     return MXL_OK;
 }
@@ -247,7 +247,7 @@ mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vc, i
     if (glm) return load_glm_extras(&b, &k_glm_hf, m, err);
     if (v3) {
         mxl_qwen2vl_merger g;
-        if ((st = bind_merger(m, &b, "merger", D, &g, err)) || (st = load_v3_extras(ck, vc, &b, m, err))) return st;
+        if ((st = bind_merger(m, &b, "merger", "linear_fc1", "linear_fc2", D, &g, err)) || (st = load_v3_extras(ck, vc, &b, m, err))) return st;
         m->lnq_w = g.ln_w, m->lnq_b = g.ln_b, m->m0 = g.fc1, m->m0_b = g.fc1_b, m->m2 = g.fc2, m->m2_b = g.fc2_b;
         return MXL_OK;
     }
@@ -358,15 +358,10 @@ static mxl_status gguf_v3_extras(const mxl_checkpoint *mm, const mxl_enc_binder 
             return mxl_error_set(err, MXL_ERR_FORMAT, "%s: clip.vision.is_deepstack_layers must hold a flag per block", mm->path);
         if (!v.v.b) continue;
         if (m->n_deep == MXL_QWEN3VL_MAX_DEEP) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: more than %d DeepStack blocks", mm->path, MXL_QWEN3VL_MAX_DEEP);
-        mxl_qwen2vl_merger *g = &m->deep_m[m->n_deep];
-        const long long l = (long long)i;
-        m->deep_at[m->n_deep++] = (int64_t)i;
-        if (mxl_enc_vector(b, M, &g->ln_w, "v.deepstack.%lld.norm.weight", l) || mxl_enc_vector(b, M, &g->ln_b, "v.deepstack.%lld.norm.bias", l) ||
-            mxl_enc_matrix(b, M, M, &g->fc1, "v.deepstack.%lld.fc1.weight", l) || mxl_enc_vector(b, M, &g->fc1_b, "v.deepstack.%lld.fc1.bias", l) ||
-            mxl_enc_matrix(b, m->out_hidden, M, &g->fc2, "v.deepstack.%lld.fc2.weight", l) ||
-            mxl_enc_vector(b, m->out_hidden, &g->fc2_b, "v.deepstack.%lld.fc2.bias", l))
-            return err ? err->status : MXL_ERR_FORMAT;
-        if (prepare(m, &g->fc1, err) || prepare(m, &g->fc2, err)) return err ? err->status : MXL_ERR_NOMEM;
+        char name[64];
+        snprintf(name, sizeof name, "v.deepstack.%llu", (unsigned long long)i);
+        m->deep_at[m->n_deep] = (int64_t)i;
+        if ((st = bind_merger(m, b, name, "fc1", "fc2", M, &m->deep_m[m->n_deep++], err))) return st;
     }
     return MXL_OK;
 }

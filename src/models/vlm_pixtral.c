@@ -288,6 +288,24 @@ static mxl_status read_layers(const mxl_checkpoint *ck, pixtral_vlm *g, mxl_erro
     return st;
 }
 
+/* The projector's names: LLaVA's two linears and their biases, Mistral 3's norm and patch merger. */
+typedef struct projector_names {
+    const char *w1, *w2, *b1, *b2, *norm, *merger;
+} projector_names;
+static const projector_names k_proj_hf = {"linear_1.weight", "linear_2.weight", "linear_1.bias", "linear_2.bias", "norm.weight",
+                                          "patch_merger.merging_layer.weight"};
+static const projector_names k_proj_gguf = {"mm.1.weight", "mm.2.weight", "mm.1.bias", "mm.2.bias", "mm.input_norm.weight", "mm.patch_merger.weight"};
+
+/* The projector under names nm (input width in: the selected layers' features). */
+static mxl_status bind_projector(pixtral_vlm *g, const mxl_enc_binder *b, const projector_names *nm, int64_t in, bool bias, mxl_error *err) {
+    const int64_t Hv = g->tower.hidden, Ht = g->base.text_hidden;
+    if (mxl_enc_matrix(b, Ht, in, &g->w1, "%s", nm->w1) || mxl_enc_matrix(b, Ht, Ht, &g->w2, "%s", nm->w2) ||
+        (bias && (mxl_enc_vector(b, Ht, &g->b1, "%s", nm->b1) || mxl_enc_vector(b, Ht, &g->b2, "%s", nm->b2))) ||
+        (g->mistral3 && (mxl_enc_vector(b, Hv, &g->norm, "%s", nm->norm) || mxl_enc_matrix(b, Hv, Hv * g->merge * g->merge, &g->wm, "%s", nm->merger))))
+        return err ? err->status : MXL_ERR_FORMAT;
+    return MXL_OK;
+}
+
 /* A new vlm with its hooks and Pixtral's image tokens (NULL: out of memory). */
 static pixtral_vlm *new_vlm(bool mistral3) {
     pixtral_vlm *g = mxl_calloc(1, sizeof *g);
@@ -371,19 +389,13 @@ static mxl_status load(const mxl_checkpoint *ck, bool mistral3, mxl_vlm **out, m
         st = mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor 'multi_modal_projector.linear_1.weight' is missing", ck->path);
         goto fail;
     }
-    const int64_t Hv = g->tower.hidden, Ht = v->text_hidden, In = g->n_sel * Hv;
+    const int64_t In = g->n_sel * g->tower.hidden;
     mxl_enc_binder b = {ck, &g->arena, prefix, err};
     if (mxl_enc_has(&b, "linear_1.scales")) {
         st = mxl_error_set(err, MXL_ERR_UNSUPPORTED, "%s: the multimodal projector is quantized (an MLX conversion); it runs from dense F32/F16/BF16 weights", ck->path);
         goto fail;
     }
-    if (mxl_enc_matrix(&b, Ht, In, &g->w1, "linear_1.weight") || mxl_enc_matrix(&b, Ht, Ht, &g->w2, "linear_2.weight") ||
-        (bias && (mxl_enc_vector(&b, Ht, &g->b1, "linear_1.bias") || mxl_enc_vector(&b, Ht, &g->b2, "linear_2.bias"))) ||
-        (mistral3 && (mxl_enc_vector(&b, Hv, &g->norm, "norm.weight") ||
-                      mxl_enc_matrix(&b, Hv, Hv * g->merge * g->merge, &g->wm, "patch_merger.merging_layer.weight")))) {
-        st = err ? err->status : MXL_ERR_FORMAT;
-        goto fail;
-    }
+    if ((st = bind_projector(g, &b, &k_proj_hf, In, bias, err))) goto fail;
     if ((st = read_processor(ck, g, err)) || (st = finish(g, err))) goto fail;
     *out = v;
     return MXL_OK;
@@ -433,16 +445,8 @@ mxl_status mxl_vlm_pixtral_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint 
     }
     v->image_token = (int32_t)img;
     v->text_hidden = ck->config.hidden_size;
-    const int64_t Hv = g->tower.hidden, Ht = v->text_hidden;
     mxl_enc_binder b = {mm, &g->arena, "", err};
-    const bool bias = mxl_enc_has(&b, "mm.1.bias");
-    if (mxl_enc_matrix(&b, Ht, Hv, &g->w1, "mm.1.weight") || mxl_enc_matrix(&b, Ht, Ht, &g->w2, "mm.2.weight") ||
-        (bias && (mxl_enc_vector(&b, Ht, &g->b1, "mm.1.bias") || mxl_enc_vector(&b, Ht, &g->b2, "mm.2.bias"))) ||
-        (mistral3 && (mxl_enc_vector(&b, Hv, &g->norm, "mm.input_norm.weight") ||
-                      mxl_enc_matrix(&b, Hv, Hv * g->merge * g->merge, &g->wm, "mm.patch_merger.weight")))) {
-        st = err ? err->status : MXL_ERR_FORMAT;
-        goto fail;
-    }
+    if ((st = bind_projector(g, &b, &k_proj_gguf, g->tower.hidden, mxl_enc_has(&b, "mm.1.bias"), err))) goto fail;
     mxl_vlm_preproc *p = &v->pre;
     *p = (mxl_vlm_preproc){0, 0, 3, true, true, true, 1.0 / 255.0, {0.48145466f, 0.4578275f, 0.40821073f}, {0.26862954f, 0.26130258f, 0.27577711f}};
     mxl_vlm_gguf_mean_std(mm, p);
