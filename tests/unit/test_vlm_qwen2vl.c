@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/threadpool.h"
@@ -266,4 +267,58 @@ static void check_text_gguf(const char *fam, int *mxl_test_failed_) {
 TEST(vlm_qwen2vl_text_gguf_matches_transformers) {
     check_text_gguf("qwen2_vl", mxl_test_failed_);
     check_text_gguf("qwen3_vl", mxl_test_failed_);
+}
+
+/* A text GGUF with another family's mmproj (or a cut one) beside it: the vision side refuses to
+ * load with a one-line error naming a file, never a crash (image tokens the vocabulary lacks,
+ * widths that differ, truncated files). */
+TEST(vlm_gguf_mismatched_mmproj_refused) {
+    static const struct {
+        const char *text, *mmproj;
+        size_t cut; /* bytes of the mmproj kept (0: all) */
+    } cases[] = {
+        {"qwen2_vl", "mistral3", 0}, /* a Pixtral projector onto a 64-wide text model built for 32 */
+        {"mistral3", "qwen3_vl", 0}, /* a Qwen3-VL merger 64 wide onto a 32-wide text model */
+        {"qwen2_vl", "glm4v", 0},    /* GLM's tower onto Qwen2-VL's text: the widths agree, its image tokens are not there */
+        {"llava_pixtral", "glm4v", 100000},
+        {"qwen3_vl", "qwen2_5_vl", 4096},
+    };
+    int refused = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char tmp[] = "/tmp/mxl_vlm_mmproj_XXXXXX", src[4200], dst[4200];
+        REQUIRE(mkdtemp(tmp));
+        snprintf(src, sizeof src, "%s/tests/fixtures/vlm/%s_gguf/model.gguf", mxl_test_repo_root(), cases[i].text);
+        snprintf(dst, sizeof dst, "%s/model.gguf", tmp);
+        REQUIRE(symlink(src, dst) == 0);
+        snprintf(src, sizeof src, "%s/tests/fixtures/vlm/%s_gguf/mmproj-model.gguf", mxl_test_repo_root(), cases[i].mmproj);
+        char mm[4200];
+        snprintf(mm, sizeof mm, "%s/mmproj-model.gguf", tmp);
+        FILE *in = fopen(src, "rb"), *out = fopen(mm, "wb");
+        REQUIRE(in && out);
+        char buf[4096];
+        size_t n, total = 0;
+        while ((n = fread(buf, 1, sizeof buf, in)) > 0 && (!cases[i].cut || total < cases[i].cut)) {
+            if (cases[i].cut && total + n > cases[i].cut) n = cases[i].cut - total;
+            fwrite(buf, 1, n, out);
+            total += n;
+        }
+        fclose(in);
+        fclose(out);
+        mxl_error err;
+        mxl_error_clear(&err);
+        mxl_checkpoint *ck = NULL;
+        mxl_vlm *v = NULL;
+        REQUIRE(mxl_checkpoint_open(dst, &ck, &err) == MXL_OK);
+        const mxl_status st = mxl_vlm_load(ck, &v, &err);
+        fprintf(stderr, "  %s text + %s mmproj%s -> %s\n", cases[i].text, cases[i].mmproj, cases[i].cut ? " (cut)" : "", st ? err.msg : "(loaded)");
+        CHECK(st != MXL_OK && v == NULL);
+        CHECK(strchr(err.msg, '\n') == NULL && strstr(err.msg, "/tmp/mxl_vlm_mmproj_") != NULL);
+        refused += st != MXL_OK;
+        mxl_vlm_free(v);
+        mxl_checkpoint_close(ck);
+        unlink(mm);
+        unlink(dst);
+        rmdir(tmp);
+    }
+    CHECK_EQ_INT(refused, 5);
 }
