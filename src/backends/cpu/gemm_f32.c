@@ -34,9 +34,15 @@ static void pack_panel(const mxl_weight *W, int64_t n0, int ncols, float *bp) {
     const int64_t K = W->cols;
     if (ncols < MXL_GEMM_NR) memset(bp, 0, (size_t)K * MXL_GEMM_NR * sizeof(float));
     if (W->dtype == MXL_DTYPE_F32) { /* k outer: sequential writes, 32 sequential read streams */
-        const float *w = (const float *)W->data + n0 * K;
-        for (int64_t k = 0; k < K; k++)
-            for (int j = 0; j < ncols; j++) bp[k * MXL_GEMM_NR + j] = w[j * K + k];
+        const char *w = (const char *)W->data + (size_t)(n0 * K) * sizeof(float);
+        if ((uintptr_t)w % _Alignof(float) == 0) {
+            const float *wf = (const float *)(const void *)w;
+            for (int64_t k = 0; k < K; k++)
+                for (int j = 0; j < ncols; j++) bp[k * MXL_GEMM_NR + j] = wf[j * K + k];
+        } else { /* (a file whose tensors start off 4-byte boundaries: mlx-vlm's) */
+            for (int64_t k = 0; k < K; k++)
+                for (int j = 0; j < ncols; j++) memcpy(&bp[k * MXL_GEMM_NR + j], w + (size_t)(j * K + k) * sizeof(float), sizeof(float));
+        }
         return;
     }
     for (int j = 0; j < ncols; j++) {
