@@ -109,6 +109,54 @@ static mxl_status load_glm_extras(const mxl_enc_binder *b, const glm_names *nm, 
     return MXL_OK;
 }
 
+/* A block's tensor names (formats with the block's %lld): norms, attention output, and the MLP's
+ * (SwiGLU gate / up / down or fc1 / fc2), each weight then bias. */
+typedef struct layer_names {
+    const char *n1[2], *n2[2], *proj[2], *gate[2], *up[2], *down[2], *fc1[2], *fc2[2];
+} layer_names;
+static const layer_names k_layer_hf = {{"blocks.%lld.norm1.weight", "blocks.%lld.norm1.bias"}, {"blocks.%lld.norm2.weight", "blocks.%lld.norm2.bias"},
+                                       {"blocks.%lld.attn.proj.weight", "blocks.%lld.attn.proj.bias"},
+                                       {"blocks.%lld.mlp.gate_proj.weight", "blocks.%lld.mlp.gate_proj.bias"},
+                                       {"blocks.%lld.mlp.up_proj.weight", "blocks.%lld.mlp.up_proj.bias"},
+                                       {"blocks.%lld.mlp.down_proj.weight", "blocks.%lld.mlp.down_proj.bias"},
+                                       {"blocks.%lld.mlp.fc1.weight", "blocks.%lld.mlp.fc1.bias"}, {"blocks.%lld.mlp.fc2.weight", "blocks.%lld.mlp.fc2.bias"}};
+static const layer_names k_layer_hf_v3 = {{"blocks.%lld.norm1.weight", "blocks.%lld.norm1.bias"}, {"blocks.%lld.norm2.weight", "blocks.%lld.norm2.bias"},
+                                          {"blocks.%lld.attn.proj.weight", "blocks.%lld.attn.proj.bias"}, {NULL, NULL}, {NULL, NULL}, {NULL, NULL},
+                                          {"blocks.%lld.mlp.linear_fc1.weight", "blocks.%lld.mlp.linear_fc1.bias"},
+                                          {"blocks.%lld.mlp.linear_fc2.weight", "blocks.%lld.mlp.linear_fc2.bias"}};
+static const layer_names k_layer_gguf = {{"v.blk.%lld.ln1.weight", "v.blk.%lld.ln1.bias"}, {"v.blk.%lld.ln2.weight", "v.blk.%lld.ln2.bias"},
+                                         {"v.blk.%lld.attn_out.weight", "v.blk.%lld.attn_out.bias"},
+                                         {"v.blk.%lld.ffn_gate.weight", "v.blk.%lld.ffn_gate.bias"}, {"v.blk.%lld.ffn_up.weight", "v.blk.%lld.ffn_up.bias"},
+                                         {"v.blk.%lld.ffn_down.weight", "v.blk.%lld.ffn_down.bias"},
+                                         {"v.blk.%lld.ffn_up.weight", "v.blk.%lld.ffn_up.bias"}, {"v.blk.%lld.ffn_down.weight", "v.blk.%lld.ffn_down.bias"}};
+
+/* Block i's norms (biased with LayerNorm), attention output (biased but GLM's) and MLP (SwiGLU
+ * biased in 2.5 only, fc1 / fc2 always) under names nm, every matrix prepared once L->qkv is set
+ * (the callers bind it: fused or joined). */
+static mxl_status bind_layer(const mxl_enc_binder *b, const layer_names *nm, mxl_qwen2vl_vision *m, int64_t i, mxl_qwen2vl_vision_layer *L,
+                             mxl_error *err) {
+    const int64_t D = m->dim, F = m->ffn;
+    const long long l = (long long)i;
+    const bool mb = m->v25; /* (SwiGLU biases: 2.5's; GLM has none) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+    if (mxl_enc_vector(b, D, &L->n1_w, nm->n1[0], l) || mxl_enc_vector(b, D, &L->n2_w, nm->n2[0], l) ||
+        (!m->rms && (mxl_enc_vector(b, D, &L->n1_b, nm->n1[1], l) || mxl_enc_vector(b, D, &L->n2_b, nm->n2[1], l))) ||
+        mxl_enc_matrix(b, D, D, &L->proj, nm->proj[0], l) || (!m->glm && mxl_enc_vector(b, D, &L->proj_b, nm->proj[1], l)))
+        return err ? err->status : MXL_ERR_FORMAT;
+    if (m->swiglu ? (mxl_enc_matrix(b, F, D, &L->gate, nm->gate[0], l) || (mb && mxl_enc_vector(b, F, &L->gate_b, nm->gate[1], l)) ||
+                     mxl_enc_matrix(b, F, D, &L->up, nm->up[0], l) || (mb && mxl_enc_vector(b, F, &L->up_b, nm->up[1], l)) ||
+                     mxl_enc_matrix(b, D, F, &L->down, nm->down[0], l) || (mb && mxl_enc_vector(b, D, &L->down_b, nm->down[1], l)))
+                  : (mxl_enc_matrix(b, F, D, &L->fc1, nm->fc1[0], l) || mxl_enc_vector(b, F, &L->fc1_b, nm->fc1[1], l) ||
+                     mxl_enc_matrix(b, D, F, &L->fc2, nm->fc2[0], l) || mxl_enc_vector(b, D, &L->fc2_b, nm->fc2[1], l)))
+        return err ? err->status : MXL_ERR_FORMAT;
+#pragma GCC diagnostic pop
+    mxl_weight *mats[] = {&L->qkv, &L->proj, &L->fc1, &L->fc2, &L->gate, &L->up, &L->down};
+    for (size_t j = 0; j < sizeof mats / sizeof mats[0]; j++)
+        if (mats[j]->rows > 0 && prepare(m, mats[j], err)) return err ? err->status : MXL_ERR_NOMEM;
+    return MXL_OK;
+}
+
 /* head_dim from dim / n_heads, and the 2-D rotary's frequencies for theta; where names the source */
 static mxl_status set_heads(mxl_qwen2vl_vision *m, double theta, const char *where, mxl_error *err) {
     if (m->dim % m->n_heads || (m->dim / m->n_heads) % 4 || m->dim / m->n_heads / 4 > 256)
@@ -193,7 +241,7 @@ mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vc, i
     const char *prefix = mxl_enc_find_prefix(ck, k_prefixes, "patch_embed.proj.weight");
     if (!prefix) return mxl_error_set(err, MXL_ERR_FORMAT, "%s: tensor 'visual.patch_embed.proj.weight' is missing (the Qwen2-VL vision tower)", ck->path);
     mxl_enc_binder b = {ck, &m->arena, prefix, err};
-    const int64_t D = m->dim, F = m->ffn, M = D * m->merge * m->merge;
+    const int64_t D = m->dim, M = D * m->merge * m->merge;
     m->patch_dim = 3 * m->temporal * m->patch * m->patch;
     const float *pw;
     /* (mlx-vlm stores it channels-last, [D, T, P, P, 3]) */
@@ -205,31 +253,12 @@ mxl_status mxl_qwen2vl_vision_load(const mxl_checkpoint *ck, const json_t *vc, i
     memset(m->layers, 0, (size_t)m->n_layers * sizeof *m->layers);
     for (int64_t i = 0; i < m->n_layers; i++) {
         mxl_qwen2vl_vision_layer *L = &m->layers[i];
-        long long l = (long long)i;
+        const long long l = (long long)i;
         L->full = !v25;
-        if (mxl_enc_vector(&b, D, &L->n1_w, "blocks.%lld.norm1.weight", l) || mxl_enc_vector(&b, D, &L->n2_w, "blocks.%lld.norm2.weight", l) ||
-            (!m->rms && (mxl_enc_vector(&b, D, &L->n1_b, "blocks.%lld.norm1.bias", l) || mxl_enc_vector(&b, D, &L->n2_b, "blocks.%lld.norm2.bias", l))) ||
-            mxl_enc_matrix(&b, 3 * D, D, &L->qkv, "blocks.%lld.attn.qkv.weight", l) ||
-            ((!glm || glm_qkv_bias) && mxl_enc_vector(&b, 3 * D, &L->qkv_b, "blocks.%lld.attn.qkv.bias", l)) ||
-            mxl_enc_matrix(&b, D, D, &L->proj, "blocks.%lld.attn.proj.weight", l) ||
-            (!glm && mxl_enc_vector(&b, D, &L->proj_b, "blocks.%lld.attn.proj.bias", l)))
+        if (mxl_enc_matrix(&b, 3 * D, D, &L->qkv, "blocks.%lld.attn.qkv.weight", l) ||
+            ((!glm || glm_qkv_bias) && mxl_enc_vector(&b, 3 * D, &L->qkv_b, "blocks.%lld.attn.qkv.bias", l)))
             return err ? err->status : MXL_ERR_FORMAT;
-        const char *f1 = v3 ? "blocks.%lld.mlp.linear_fc1.%s" : "blocks.%lld.mlp.fc1.%s", *f2 = v3 ? "blocks.%lld.mlp.linear_fc2.%s" : "blocks.%lld.mlp.fc2.%s";
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-nonliteral"
-        if (m->swiglu ? (mxl_enc_matrix(&b, F, D, &L->gate, "blocks.%lld.mlp.gate_proj.weight", l) ||
-                         (v25 && mxl_enc_vector(&b, F, &L->gate_b, "blocks.%lld.mlp.gate_proj.bias", l)) ||
-                         mxl_enc_matrix(&b, F, D, &L->up, "blocks.%lld.mlp.up_proj.weight", l) ||
-                         (v25 && mxl_enc_vector(&b, F, &L->up_b, "blocks.%lld.mlp.up_proj.bias", l)) ||
-                         mxl_enc_matrix(&b, D, F, &L->down, "blocks.%lld.mlp.down_proj.weight", l) ||
-                         (v25 && mxl_enc_vector(&b, D, &L->down_b, "blocks.%lld.mlp.down_proj.bias", l)))
-                : (mxl_enc_matrix(&b, F, D, &L->fc1, f1, l, "weight") || mxl_enc_vector(&b, F, &L->fc1_b, f1, l, "bias") ||
-                   mxl_enc_matrix(&b, D, F, &L->fc2, f2, l, "weight") || mxl_enc_vector(&b, D, &L->fc2_b, f2, l, "bias")))
-            return err ? err->status : MXL_ERR_FORMAT;
-#pragma GCC diagnostic pop
-        mxl_weight *mats[] = {&L->qkv, &L->proj, &L->fc1, &L->fc2, &L->gate, &L->up, &L->down};
-        for (size_t j = 0; j < sizeof mats / sizeof mats[0]; j++)
-            if (mats[j]->rows > 0 && prepare(m, mats[j], err)) return err ? err->status : MXL_ERR_NOMEM;
+        if ((st = bind_layer(&b, v3 ? &k_layer_hf_v3 : &k_layer_hf, m, i, L, err))) return st;
     }
     if (v25) {
         const json_t *fa = json_object_get(vc, "fullatt_block_indexes");
@@ -413,34 +442,14 @@ mxl_status mxl_qwen2vl_vision_load_gguf(const mxl_checkpoint *mm, mxl_qwen2vl_vi
     m->patch_dim = 3 * m->temporal * m->patch * m->patch;
     mxl_enc_binder b = {mm, &m->arena, "", err};
     if ((st = gguf_patch(&b, m, err))) return st;
-    const int64_t D = m->dim, F = m->ffn, M = D * m->merge * m->merge;
+    const int64_t D = m->dim, M = D * m->merge * m->merge;
     m->layers = mxl_arena_alloc(&m->arena, (size_t)m->n_layers * sizeof *m->layers, 64);
     if (!m->layers) return mxl_error_set(err, MXL_ERR_NOMEM, "out of memory");
     memset(m->layers, 0, (size_t)m->n_layers * sizeof *m->layers);
     for (int64_t i = 0; i < m->n_layers; i++) {
         mxl_qwen2vl_vision_layer *L = &m->layers[i];
-        const long long l = (long long)i;
         L->full = !m->v25 || (i + 1) % wa == 0;
-        if (mxl_enc_vector(&b, D, &L->n1_w, "v.blk.%lld.ln1.weight", l) || mxl_enc_vector(&b, D, &L->n2_w, "v.blk.%lld.ln2.weight", l) ||
-            (!m->rms && (mxl_enc_vector(&b, D, &L->n1_b, "v.blk.%lld.ln1.bias", l) || mxl_enc_vector(&b, D, &L->n2_b, "v.blk.%lld.ln2.bias", l))) ||
-            mxl_enc_matrix(&b, D, D, &L->proj, "v.blk.%lld.attn_out.weight", l) ||
-            (!m->glm && mxl_enc_vector(&b, D, &L->proj_b, "v.blk.%lld.attn_out.bias", l)))
-            return err ? err->status : MXL_ERR_FORMAT;
-        if ((st = gguf_qkv(&b, m, l, L, err))) return st;
-        const bool mb = !m->glm; /* (GLM's SwiGLU has no biases) */
-        if (m->swiglu ? (mxl_enc_matrix(&b, F, D, &L->gate, "v.blk.%lld.ffn_gate.weight", l) ||
-                         (mb && mxl_enc_vector(&b, F, &L->gate_b, "v.blk.%lld.ffn_gate.bias", l)) ||
-                         mxl_enc_matrix(&b, F, D, &L->up, "v.blk.%lld.ffn_up.weight", l) ||
-                         (mb && mxl_enc_vector(&b, F, &L->up_b, "v.blk.%lld.ffn_up.bias", l)) ||
-                         mxl_enc_matrix(&b, D, F, &L->down, "v.blk.%lld.ffn_down.weight", l) ||
-                         (mb && mxl_enc_vector(&b, D, &L->down_b, "v.blk.%lld.ffn_down.bias", l)))
-                      : (mxl_enc_matrix(&b, F, D, &L->fc1, "v.blk.%lld.ffn_up.weight", l) || mxl_enc_vector(&b, F, &L->fc1_b, "v.blk.%lld.ffn_up.bias", l) ||
-                         mxl_enc_matrix(&b, D, F, &L->fc2, "v.blk.%lld.ffn_down.weight", l) ||
-                         mxl_enc_vector(&b, D, &L->fc2_b, "v.blk.%lld.ffn_down.bias", l)))
-            return err ? err->status : MXL_ERR_FORMAT;
-        mxl_weight *mats[] = {&L->qkv, &L->proj, &L->fc1, &L->fc2, &L->gate, &L->up, &L->down};
-        for (size_t j = 0; j < sizeof mats / sizeof mats[0]; j++)
-            if (mats[j]->rows > 0 && prepare(m, mats[j], err)) return err ? err->status : MXL_ERR_NOMEM;
+        if ((st = gguf_qkv(&b, m, (long long)i, L, err)) || (st = bind_layer(&b, &k_layer_gguf, m, i, L, err))) return st;
     }
     if (m->glm) return load_glm_extras(&b, &k_glm_gguf, m, err);
     if (mxl_enc_vector(&b, D, &m->lnq_w, "v.post_ln.weight") || (!m->rms && mxl_enc_vector(&b, D, &m->lnq_b, "v.post_ln.bias")) ||
