@@ -1,5 +1,5 @@
-/* vision_qwen2vl.c - the Qwen2-VL / Qwen2.5-VL / Qwen3-VL vision towers' forward pass (see
- * vision_qwen2vl.h). */
+/* vision_qwen2vl.c - the Qwen2-VL / Qwen2.5-VL / Qwen3-VL / GLM-4.1V vision towers: binding from
+ * safetensors or llama.cpp's mmproj GGUF, and the forward pass (see vision_qwen2vl.h). */
 #include "models/vision_qwen2vl.h"
 
 #include <jansson.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "core/alloc.h"
-#include "io/json_read.h"
 #include "io/gguf.h"
+#include "io/json_read.h"
 #include "models/encoder_common.h"
 #include "models/weights.h"
 

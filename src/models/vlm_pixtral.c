@@ -22,7 +22,8 @@
  * 1 for LLaVA) of C/m' "[IMG]" each followed by "[IMG_BREAK]", the last one's "[IMG_END]"; the
  * [IMG] positions take the image's rows in order (T = R C / m'^2 of them), the break and end tokens
  * keep their embeddings, and every row attends causally like text. grid: [0] the image's height,
- * [1] its width in pixels. */
+ * [1] its width in pixels. A GGUF text model takes the tower and projector from llama.cpp's pixtral
+ * mmproj beside it (mxl_vlm_pixtral_load_mmproj). */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
