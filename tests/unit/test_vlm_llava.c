@@ -113,6 +113,9 @@ static void check_case(const char *name, int64_t tokens, int64_t size, int *mxl_
 }
 
 TEST(vlm_llava_clip_matches_transformers) { check_case("llava", 16, 32, mxl_test_failed_); }
+/* mlx-vlm's 4-bit conversion (gen_vlm_mlx_fixtures.py: the CLIP tower dense with its patch
+ * convolution channels-last) against transformers on the conversion's dequantized weights */
+TEST(vlm_llava_clip_mlx_vlm_matches_dequantized) { check_case("llava_mlx", 16, 32, mxl_test_failed_); }
 TEST(vlm_llava_siglip_layer_list_matches_transformers) { check_case("llava_siglip", 9, 24, mxl_test_failed_); }
 
 /* The committed images (45x30, 40x56, 70x24) through mlxcel's decoder and the family's processor
