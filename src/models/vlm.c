@@ -121,6 +121,10 @@ void mxl_vlm_free(mxl_vlm *v) {
     if (v && v->destroy) v->destroy(v);
 }
 
+mxl_vlm_preproc mxl_vlm_preproc_clip_bicubic(void) {
+    return (mxl_vlm_preproc){0, 0, 3, true, true, true, 1.0 / 255.0, {0.48145466f, 0.4578275f, 0.40821073f}, {0.26862954f, 0.26130258f, 0.27577711f}};
+}
+
 void mxl_vlm_preproc_json(const json_t *j, mxl_vlm_preproc *p, double mean_d[3]) {
     double d;
     if (mxl_json_number(json_object_get(j, "rescale_factor"), &d)) p->rescale = d;

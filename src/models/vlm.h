@@ -77,6 +77,9 @@ struct mxl_vlm {
 mxl_status mxl_vlm_load(const mxl_checkpoint *ck, mxl_vlm **out, mxl_error *err);
 void mxl_vlm_free(mxl_vlm *v);
 
+/* CLIP's mean / std with BICUBIC resize, rescale 1/255 and normalisation on, no fixed size: the
+ * defaults of the Qwen2-VL and Pixtral image processors. */
+mxl_vlm_preproc mxl_vlm_preproc_clip_bicubic(void);
 /* An image processor config's (j: preprocessor_config.json or a processor_config.json section)
  * rescale_factor, image_mean / image_std (also as doubles into mean_d when not NULL) and
  * do_resize / do_rescale / do_normalize over p's values. */

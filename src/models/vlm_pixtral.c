@@ -195,7 +195,7 @@ static mxl_status token_text(const json_t *proc, const char *key, char *dst, siz
  * processor, as the released checkpoints have it); PixtralImageProcessor's defaults else. */
 static mxl_status read_processor(const mxl_checkpoint *ck, pixtral_vlm *g, mxl_error *err) {
     mxl_vlm_preproc *p = &g->base.pre;
-    *p = (mxl_vlm_preproc){0, 0, 3, true, true, true, 1.0 / 255.0, {0.48145466f, 0.4578275f, 0.40821073f}, {0.26862954f, 0.26130258f, 0.27577711f}};
+    *p = mxl_vlm_preproc_clip_bicubic();
     g->max_h = g->max_w = 1024;
     const int64_t unit = g->tower.patch * g->merge;
     g->unit = unit;
@@ -449,7 +449,7 @@ mxl_status mxl_vlm_pixtral_load_mmproj(const mxl_checkpoint *ck, mxl_checkpoint 
     mxl_enc_binder b = {mm, &g->arena, "", err};
     if ((st = bind_projector(g, &b, &k_proj_gguf, g->tower.hidden, mxl_enc_has(&b, "mm.1.bias"), err))) goto fail;
     mxl_vlm_preproc *p = &v->pre;
-    *p = (mxl_vlm_preproc){0, 0, 3, true, true, true, 1.0 / 255.0, {0.48145466f, 0.4578275f, 0.40821073f}, {0.26862954f, 0.26130258f, 0.27577711f}};
+    *p = mxl_vlm_preproc_clip_bicubic();
     mxl_vlm_gguf_mean_std(mm, p);
     g->unit = g->tower.patch * g->merge;
     const char *edge = mxl_gguf_find(mm->gguf, "clip.vision.preproc_image_size") ? "clip.vision.preproc_image_size" : "clip.vision.image_size";

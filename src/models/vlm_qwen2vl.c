@@ -195,7 +195,7 @@ static void init_vlm(qwen2vl_vlm *q) {
     v->before = v->after = "";
     v->causal_images = true;
     v->mrope_grid = true;
-    v->pre = (mxl_vlm_preproc){0, 0, 3, true, true, true, 1.0 / 255.0, {0.48145466f, 0.4578275f, 0.40821073f}, {0.26862954f, 0.26130258f, 0.27577711f}};
+    v->pre = mxl_vlm_preproc_clip_bicubic();
 }
 
 /* The tower's merger width against the text model's; q's patch geometry from its tower. */
